@@ -1,0 +1,15 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vapipe::cli {
+
+// Each returns the process exit status.
+int run_command(const std::vector<std::string>& args, const std::string& self_exe);
+int stage_command(const std::vector<std::string>& args);
+int sub_command(const std::vector<std::string>& args);
+int bench_command(const std::vector<std::string>& args);
+int validate_command(const std::vector<std::string>& args);
+
+}  // namespace vapipe::cli

@@ -1,0 +1,63 @@
+// vapipe: one binary, one subcommand per role. Exceptions stop here (the process boundary).
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "pipeline/supervisor.h"
+
+namespace {
+
+const char* kUsage = R"(vapipe - streaming video analytics pipeline
+
+usage:
+  vapipe run [CONFIG.yaml]              run a job: every stage as its own process (no CONFIG: the demo)
+  vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID]
+                                        run one stage process (ingest, preprocess, batch, infer, publish)
+  vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S]
+                                        print results and events from the bus as JSON lines
+  vapipe validate CONFIG.yaml           check a config and print it resolved
+  vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
+                                        measure one stage alone (see tools/bench.sh)
+  vapipe --version
+
+Exit status of run: 0 done, 1 bad arguments or config, 2 a stage failed, 3 some stream failed.
+)";
+
+std::string self_exe(const char* argv0) {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<size_t>(n));
+  return argv0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? vapipe::kExitUsage : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "run") return vapipe::cli::run_command(args, self_exe(argv[0]));
+    if (command == "stage") return vapipe::cli::stage_command(args);
+    if (command == "sub") return vapipe::cli::sub_command(args);
+    if (command == "bench") return vapipe::cli::bench_command(args);
+    if (command == "validate") return vapipe::cli::validate_command(args);
+    if (command == "--version" || command == "version") {
+      std::printf("vapipe %s\n", VAPIPE_VERSION);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vapipe %s: unexpected error: %s\n", command.c_str(), e.what());
+    return vapipe::kExitStageFailed;
+  }
+  std::fprintf(stderr, "vapipe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return vapipe::kExitUsage;
+}

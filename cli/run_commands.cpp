@@ -1,0 +1,146 @@
+// run, stage and validate: the commands that start the pipeline.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "pipeline/logging.h"
+#include "pipeline/stage_runner.h"
+#include "pipeline/supervisor.h"
+#include "stages/batch/batch_stage.h"
+#include "stages/infer/infer_stage.h"
+#include "stages/ingest/ingest_stage.h"
+#include "stages/preprocess/preprocess_stage.h"
+#include "stages/publish/publish_stage.h"
+
+namespace vapipe::cli {
+namespace {
+
+struct ConfigChoice {
+  std::string path;  // empty: the embedded demo
+  std::vector<std::string> stage_args;
+};
+
+Result<Config> load(const ConfigChoice& c) { return c.path.empty() ? load_demo_config() : load_config_file(c.path); }
+
+int config_error(const Status& s) {
+  std::fprintf(stderr, "vapipe: %s\n", s.message().c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args, const std::string& self_exe) {
+  ConfigChoice choice;
+  SupervisorOptions options;
+  options.self_exe = self_exe;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--job-id" && i + 1 < args.size()) {
+      options.job_id = args[++i];
+    } else if (!args[i].empty() && args[i][0] != '-' && choice.path.empty()) {
+      choice.path = args[i];
+    } else {
+      std::fprintf(stderr, "vapipe run: unexpected argument '%s'\nusage: vapipe run [CONFIG.yaml] [--job-id ID]\n",
+                   args[i].c_str());
+      return kExitUsage;
+    }
+  }
+  auto config = load(choice);
+  if (!config.ok()) return config_error(config.status());
+  options.config_args = choice.path.empty() ? std::vector<std::string>{"--demo"}
+                                            : std::vector<std::string>{"--config", choice.path};
+  init_logging("run", config->log.level);
+  if (choice.path.empty()) VAPIPE_LOG_INFO("no config given: running the demo (configs/demo.yaml)");
+  ShutdownFlags& flags = install_shutdown_handlers();
+  return run_supervisor(*config, options, flags);
+}
+
+int stage_command(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::fprintf(stderr, "usage: vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID]\n");
+    return kExitUsage;
+  }
+  auto kind = parse_stage_kind(args[0]);
+  if (!kind) {
+    std::fprintf(stderr, "vapipe stage: unknown stage '%s' (ingest, preprocess, batch, infer, publish)\n",
+                 args[0].c_str());
+    return kExitUsage;
+  }
+  ConfigChoice choice;
+  std::string job_id;
+  bool demo = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) {
+      choice.path = args[++i];
+    } else if (args[i] == "--demo") {
+      demo = true;
+    } else if (args[i] == "--job-id" && i + 1 < args.size()) {
+      job_id = args[++i];
+    } else {
+      std::fprintf(stderr, "vapipe stage: unexpected argument '%s'\n", args[i].c_str());
+      return kExitUsage;
+    }
+  }
+  if (choice.path.empty() && !demo) {
+    std::fprintf(stderr, "vapipe stage: give --config CONFIG.yaml (or --demo)\n");
+    return kExitUsage;
+  }
+  auto config = load(choice);
+  if (!config.ok()) return config_error(config.status());
+  if (job_id.empty()) job_id = config->job.name;  // stages started by hand agree on this
+  init_logging(stage_kind_name(*kind), config->log.level);
+  ShutdownFlags& flags = install_shutdown_handlers();
+  JobLayout layout = make_job_layout(*config, job_id);
+
+  Status status;
+  int code = 0;
+  switch (*kind) {
+    case StageKind::kIngest:
+      status = run_ingest(*config, layout, flags);
+      break;
+    case StageKind::kPreprocess: {
+      PreprocessStage stage;
+      status = run_stage(stage, *config, layout, flags);
+      break;
+    }
+    case StageKind::kBatch: {
+      BatchStage stage;
+      status = run_stage(stage, *config, layout, flags);
+      break;
+    }
+    case StageKind::kInfer: {
+      InferStage stage;
+      status = run_stage(stage, *config, layout, flags);
+      break;
+    }
+    case StageKind::kPublish: {
+      PublishStage stage;
+      status = run_stage(stage, *config, layout, flags);
+      code = stage.exit_code();
+      break;
+    }
+  }
+  if (!status.ok()) {
+    VAPIPE_LOG_ERROR("{}", status.message());
+    return kExitUsage;
+  }
+  return code;
+}
+
+int validate_command(const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    std::fprintf(stderr, "usage: vapipe validate CONFIG.yaml\n");
+    return kExitUsage;
+  }
+  auto config = load_config_file(args[0]);
+  if (!config.ok()) return config_error(config.status());
+  const Config& c = *config;
+  std::printf("%s: OK\n  job '%s', %s mode, %zu streams\n", c.source.c_str(), c.job.name.c_str(),
+              c.job.mode == JobMode::kArchive ? "archive" : "live", c.streams.size());
+  for (const auto& s : c.streams) std::printf("    %-20s %s\n", s.id.c_str(), redact_uri(s.uri).c_str());
+  std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
+              c.publish.endpoint.c_str());
+  return 0;
+}
+
+}  // namespace vapipe::cli

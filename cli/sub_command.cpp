@@ -1,0 +1,88 @@
+// `vapipe sub`: subscribe to the result bus and print every payload as one JSON line.
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "cli/commands.h"
+#include "pipeline/signals.h"
+#include "pipeline/supervisor.h"
+#include "stages/publish/result_schema.h"
+
+namespace vapipe::cli {
+
+int sub_command(const std::vector<std::string>& args) {
+  std::string endpoint = "tcp://127.0.0.1:5560";
+  std::vector<std::string> topics;
+  long long count = -1;
+  double timeout_s = -1;
+  bool exit_on_summary = false, with_topic = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if (a == "--endpoint" && has_value) endpoint = args[++i];
+    else if (a == "--topic" && has_value) topics.push_back(args[++i]);
+    else if (a == "--count" && has_value) count = std::stoll(args[++i]);
+    else if (a == "--timeout" && has_value) timeout_s = std::stod(args[++i]);
+    else if (a == "--exit-on-summary") exit_on_summary = true;
+    else if (a == "--with-topic") with_topic = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary]\n"
+                   "                  [--timeout SECONDS_IDLE] [--with-topic]\n");
+      return kExitUsage;
+    }
+  }
+  if (topics.empty()) topics.push_back("");
+  ShutdownFlags& flags = install_shutdown_handlers();
+  zmq::context_t ctx(1);
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::rcvhwm, 0);
+  sub.set(zmq::sockopt::linger, 0);
+  for (const auto& t : topics) sub.set(zmq::sockopt::subscribe, t);
+  if (exit_on_summary) sub.set(zmq::sockopt::subscribe, std::string(kJobSummaryTopic));
+  try {
+    sub.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    std::fprintf(stderr, "vapipe sub: cannot connect to %s: %s\n", endpoint.c_str(), e.what());
+    return kExitUsage;
+  }
+  auto last = std::chrono::steady_clock::now();
+  long long printed = 0;
+  while (!flags.stop.load() && (count < 0 || printed < count)) {
+    zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t&) {
+      continue;  // EINTR
+    }
+    if (!(item.revents & ZMQ_POLLIN)) {
+      if (timeout_s >= 0 && std::chrono::steady_clock::now() - last > std::chrono::duration<double>(timeout_s)) {
+        std::fprintf(stderr, "vapipe sub: nothing received for %.1f s\n", timeout_s);
+        return 4;
+      }
+      continue;
+    }
+    zmq::message_t topic, payload;
+    if (!sub.recv(topic) || !topic.more() || !sub.recv(payload)) continue;
+    while (payload.more() && sub.recv(payload)) {
+    }  // not ours: skip extra parts
+    last = std::chrono::steady_clock::now();
+    const std::string t = topic.to_string();
+    const bool is_summary = t == kJobSummaryTopic;
+    const bool wanted = std::any_of(topics.begin(), topics.end(), [&](const std::string& p) { return t.rfind(p, 0) == 0; });
+    if (wanted || is_summary) {
+      if (with_topic) std::printf("{\"topic\":\"%s\",\"payload\":%s}\n", t.c_str(), payload.to_string().c_str());
+      else std::printf("%s\n", payload.to_string().c_str());
+      std::fflush(stdout);
+      ++printed;
+    }
+    if (exit_on_summary && is_summary) break;
+  }
+  return 0;
+}
+
+}  // namespace vapipe::cli

@@ -1,0 +1,353 @@
+#include "pipeline/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
+
+namespace vapipe {
+namespace {
+
+// Thrown inside this file only; load_config_* turns it into a Status.
+struct ConfigError {
+  std::string message;
+};
+
+class Context {
+ public:
+  explicit Context(std::string source) : source_(std::move(source)) {}
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    std::ostringstream os;
+    os << source_;
+    if (node.IsDefined() && node.Mark().line >= 0) os << ":" << node.Mark().line + 1;
+    os << ": " << key << ": " << what;
+    throw ConfigError{os.str()};
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+// Reads one mapping; remembers which keys were consumed so that unknown keys are reported.
+class MapReader {
+ public:
+  MapReader(const Context& ctx, YAML::Node node, std::string path)
+      : ctx_(ctx), node_(std::move(node)), path_(std::move(path)) {
+    if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
+      ctx_.fail(node_, path_.empty() ? "(top level)" : path_, "expected a mapping, got " + scalar_text(node_));
+    }
+  }
+
+  std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  YAML::Node child(const std::string& key) {
+    seen_.insert(key);
+    if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    return node_[key];
+  }
+
+  void str(const std::string& key, std::string* out) {
+    YAML::Node n = child(key);
+    if (!present(n)) return;
+    if (!n.IsScalar()) ctx_.fail(n, key_path(key), "expected a string, got " + scalar_text(n));
+    *out = n.Scalar();
+  }
+  void choice(const std::string& key, std::string* out, const std::vector<std::string>& allowed) {
+    std::string v = *out;
+    str(key, &v);
+    for (const auto& a : allowed) {
+      if (v == a) {
+        *out = v;
+        return;
+      }
+    }
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : " | ") + a;
+    ctx_.fail(child(key), key_path(key), "expected one of " + list + ", got '" + v + "'");
+  }
+  template <typename T>
+  void uint(const std::string& key, T* out, uint64_t min, uint64_t max) {
+    YAML::Node n = child(key);
+    if (!present(n)) return;
+    uint64_t v = 0;
+    if (!n.IsScalar() || !YAML::convert<uint64_t>::decode(n, v) || n.Scalar().find('-') != std::string::npos ||
+        v < min || v > max) {
+      ctx_.fail(n, key_path(key), "expected an integer from " + std::to_string(min) + " to " +
+                                      std::to_string(max) + ", got " + scalar_text(n));
+    }
+    *out = static_cast<T>(v);
+  }
+  void number(const std::string& key, double* out, double min, double max) {
+    YAML::Node n = child(key);
+    if (!present(n)) return;
+    double v = 0;
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !(v >= min && v <= max)) {
+      std::ostringstream os;
+      os << "expected a number from " << min << " to " << max << ", got " << scalar_text(n);
+      ctx_.fail(n, key_path(key), os.str());
+    }
+    *out = v;
+  }
+  void floats3(const std::string& key, std::array<float, 3>* out, bool positive) {
+    YAML::Node n = child(key);
+    if (!present(n)) return;
+    if (!n.IsSequence() || n.size() != 3) ctx_.fail(n, key_path(key), "expected a list of 3 numbers, got " + scalar_text(n));
+    for (size_t i = 0; i < 3; ++i) {
+      double v = 0;
+      if (!n[i].IsScalar() || !YAML::convert<double>::decode(n[i], v) || (positive && !(v > 0))) {
+        ctx_.fail(n[i], key_path(key) + "[" + std::to_string(i) + "]",
+                  positive ? "expected a positive number" : "expected a number");
+      }
+      (*out)[i] = static_cast<float>(v);
+    }
+  }
+
+  // Unknown keys are errors: a typo must not silently fall back to a default.
+  void finish() {
+    if (!node_.IsMap()) return;
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      if (!seen_.count(key)) {
+        std::string list;
+        for (const auto& k : seen_) list += (list.empty() ? "" : ", ") + k;
+        ctx_.fail(it->first, key_path(key), "unknown key (known here: " + list + ")");
+      }
+    }
+  }
+
+ private:
+  static bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+  const Context& ctx_;
+  YAML::Node node_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+std::string resolve_path(const std::string& base_dir, const std::string& p) {
+  if (p.empty()) return p;
+  std::filesystem::path path(p);
+  if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
+  return path.lexically_normal().string();
+}
+
+Config parse(const YAML::Node& root, const std::string& source, const std::string& base_dir) {
+  Context ctx(source);
+  Config c;
+  c.source = source;
+  c.base_dir = base_dir;
+  if (!root.IsDefined() || root.IsNull()) ctx.fail(root, "(top level)", "the config is empty");
+  MapReader top(ctx, root, "");
+
+  std::string mode_text;
+  {
+    MapReader r(ctx, top.child("job"), "job");
+    r.str("name", &c.job.name);
+    mode_text = "";
+    r.str("mode", &mode_text);
+    if (!mode_text.empty() && mode_text != "archive" && mode_text != "live") {
+      ctx.fail(top.child("job")["mode"], "job.mode", "expected archive | live, got '" + mode_text + "'");
+    }
+    r.number("price_per_gpu_hour", &c.job.price_per_gpu_hour, 0, 1e6);
+    r.str("summary_path", &c.job.summary_path);
+    c.job.summary_path = resolve_path(base_dir, c.job.summary_path);
+    r.number("drain_timeout_s", &c.job.drain_timeout_s, 0.1, 3600);
+    r.finish();
+  }
+
+  {
+    YAML::Node streams = top.child("streams");
+    if (!streams.IsDefined() || streams.IsNull() || !streams.IsSequence() || streams.size() == 0) {
+      ctx.fail(streams, "streams", "expected a non-empty list of streams (each with id and uri)");
+    }
+    std::set<std::string> ids;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const std::string path = "streams[" + std::to_string(i) + "]";
+      MapReader r(ctx, streams[i], path);
+      StreamConfig s;
+      s.line = streams[i].Mark().line + 1;
+      r.str("id", &s.id);
+      r.str("uri", &s.uri);
+      r.finish();
+      if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id)");
+      if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
+      if (!ids.insert(s.id).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
+      if (s.uri.empty()) ctx.fail(streams[i], path + ".uri", "missing (every stream needs a uri)");
+      auto parsed = parse_stream_uri(s.uri, base_dir);
+      if (!parsed.ok()) ctx.fail(streams[i]["uri"], path + ".uri", parsed.status().message());
+      s.parsed = parsed.value();
+      s.uri = s.parsed.uri;
+      c.streams.push_back(std::move(s));
+    }
+  }
+  // Default mode: archive when every stream ends by itself (files, finite test sources).
+  if (mode_text.empty()) {
+    bool all_finite = true;
+    for (const auto& s : c.streams) {
+      all_finite = all_finite && (s.parsed.kind == UriKind::kFile ||
+                                  (s.parsed.kind == UriKind::kTest && s.parsed.test.frames > 0 && !s.parsed.test.live));
+    }
+    c.job.mode = all_finite ? JobMode::kArchive : JobMode::kLive;
+  } else {
+    c.job.mode = mode_text == "live" ? JobMode::kLive : JobMode::kArchive;
+  }
+  c.ingest.queue_policy = c.job.mode == JobMode::kArchive ? QueuePolicy::kBlock : QueuePolicy::kDropOldest;
+
+  {
+    MapReader r(ctx, top.child("ingest"), "ingest");
+    r.choice("decoder", &c.ingest.decoder, {"auto", "cpu", "nvdec"});
+    r.uint("queue_capacity", &c.ingest.queue_capacity, 1, 4096);
+    std::string policy = queue_policy_name(c.ingest.queue_policy);
+    r.choice("queue_policy", &policy, {"block", "drop_oldest"});
+    c.ingest.queue_policy = *parse_queue_policy(policy);
+    r.finish();
+  }
+  {
+    MapReader r(ctx, top.child("preprocess"), "preprocess");
+    r.choice("device", &c.preprocess.device, {"cpu", "cuda"});
+    r.uint("width", &c.preprocess.width, 1, 4096);
+    r.uint("height", &c.preprocess.height, 1, 4096);
+    r.floats3("mean", &c.preprocess.mean, false);
+    r.floats3("std", &c.preprocess.std, true);
+    std::string dtype = dtype_name(c.preprocess.dtype);
+    r.choice("dtype", &dtype, {"float32", "float16"});
+    c.preprocess.dtype = dtype == "float16" ? DType::kFloat16 : DType::kFloat32;
+    r.finish();
+  }
+  {
+    MapReader r(ctx, top.child("batch"), "batch");
+    r.uint("max_batch_size", &c.batch.max_batch_size, 1, 4096);
+    r.number("max_delay_ms", &c.batch.max_delay_ms, 0, 60000);
+    r.finish();
+  }
+  {
+    YAML::Node node = top.child("infer");
+    MapReader r(ctx, node, "infer");
+    r.str("model", &c.infer.model);
+    r.str("labels", &c.infer.labels);
+    r.str("model_name", &c.infer.model_name);
+    r.str("device", &c.infer.device);
+    r.uint("top_k", &c.infer.top_k, 1, 1000);
+    r.uint("warmup_batches", &c.infer.warmup_batches, 0, 100);
+    r.uint("threads", &c.infer.threads, 0, 1024);
+    r.finish();
+    if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
+    if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");
+    const std::string& d = c.infer.device;
+    if (d != "auto" && d != "cpu" && d != "cuda" && d.rfind("cuda:", 0) != 0) {
+      ctx.fail(node["device"], "infer.device", "expected auto | cpu | cuda | cuda:N, got '" + d + "'");
+    }
+    c.infer.model = resolve_path(base_dir, c.infer.model);
+    c.infer.labels = resolve_path(base_dir, c.infer.labels);
+    if (c.infer.model_name.empty()) c.infer.model_name = std::filesystem::path(c.infer.model).stem().string();
+  }
+  {
+    MapReader r(ctx, top.child("publish"), "publish");
+    r.str("endpoint", &c.publish.endpoint);
+    r.str("jsonl_path", &c.publish.jsonl_path);
+    c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
+    r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);
+    r.number("wait_timeout_s", &c.publish.wait_timeout_s, 0, 86400);
+    r.finish();
+    if (c.publish.endpoint.find("://") == std::string::npos) {
+      ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",
+               "expected a ZeroMQ endpoint such as tcp://127.0.0.1:5560, got '" + c.publish.endpoint + "'");
+    }
+  }
+  {
+    YAML::Node node = top.child("transport");
+    MapReader r(ctx, node, "transport");
+    std::string mode = c.transport.mode == TransportMode::kShm ? "shm" : "tcp";
+    r.choice("mode", &mode, {"shm", "tcp"});
+    c.transport.mode = mode == "shm" ? TransportMode::kShm : TransportMode::kTcp;
+    r.uint("frame_slots", &c.transport.frame_slots, 2, 65536);
+    r.uint("frame_slot_bytes", &c.transport.frame_slot_bytes, 4096, 1ull << 32);
+    r.uint("tensor_slots", &c.transport.tensor_slots, 0, 65536);
+    YAML::Node eps = r.child("endpoints");
+    MapReader er(ctx, eps, "transport.endpoints");
+    for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer, StageKind::kPublish}) {
+      std::string ep;
+      er.str(stage_kind_name(k), &ep);
+      if (!ep.empty()) {
+        if (ep.find("://") == std::string::npos) {
+          ctx.fail(eps[stage_kind_name(k)], std::string("transport.endpoints.") + stage_kind_name(k),
+                   "expected a ZeroMQ endpoint (tcp://host:port or ipc:///path), got '" + ep + "'");
+        }
+        c.transport.endpoints[k] = ep;
+      }
+    }
+    er.finish();
+    r.finish();
+    if (c.transport.tensor_slots != 0 && c.transport.tensor_slots < c.batch.max_batch_size) {
+      ctx.fail(node["tensor_slots"], "transport.tensor_slots",
+               "must be at least batch.max_batch_size (" + std::to_string(c.batch.max_batch_size) +
+                   "), or 0 for 4 x max_batch_size");
+    }
+  }
+  {
+    MapReader r(ctx, top.child("log"), "log");
+    r.choice("level", &c.log.level, {"trace", "debug", "info", "warn", "error", "off"});
+    r.finish();
+  }
+  top.finish();
+  return c;
+}
+
+Result<Config> parse_text(const std::string& yaml, const std::string& source, const std::string& base_dir) {
+  try {
+    YAML::Node root = YAML::Load(yaml);
+    return parse(root, source, base_dir);
+  } catch (const ConfigError& e) {
+    return InvalidArgument(e.message);
+  } catch (const YAML::Exception& e) {
+    std::ostringstream os;
+    os << source;
+    if (e.mark.line >= 0) os << ":" << e.mark.line + 1;
+    os << ": YAML syntax error: " << e.msg;
+    return InvalidArgument(os.str());
+  }
+}
+
+}  // namespace
+
+Result<Config> load_config_string(const std::string& yaml, const std::string& source_name,
+                                  const std::string& base_dir) {
+  return parse_text(yaml, source_name, base_dir);
+}
+
+Result<Config> load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("config file " + path + ": cannot be opened");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string base = std::filesystem::absolute(std::filesystem::path(path)).parent_path().string();
+  return parse_text(ss.str(), path, base);
+}
+
+std::string demo_config_text() { return kDemoConfigYaml; }
+
+Result<Config> load_demo_config() {
+  // The demo's paths are relative to configs/: prefer the source tree the binary was built from,
+  // then the install prefix.
+  for (const std::string root : {std::string(kSourceDir), std::string(kInstallDataDir)}) {
+    std::filesystem::path configs = std::filesystem::path(root) / "configs";
+    if (std::filesystem::exists(configs / "demo.yaml")) {
+      return parse_text(kDemoConfigYaml, "<embedded demo config>", configs.string());
+    }
+  }
+  return NotFound(std::string("the demo's models and media were found neither in ") + kSourceDir +
+                  " nor in " + kInstallDataDir);
+}
+
+}  // namespace vapipe

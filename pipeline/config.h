@@ -1,0 +1,115 @@
+// The job config (YAML). Every key is validated at start-up; an error names the file, line, key and
+// what was expected, and unknown keys are errors. docs/config.md is the reference.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipeline/bounded_queue.h"
+#include "pipeline/envelope.h"
+#include "pipeline/message.h"
+#include "pipeline/status.h"
+#include "pipeline/stream_uri.h"
+
+namespace vapipe {
+
+enum class JobMode { kArchive, kLive };
+enum class TransportMode { kShm, kTcp };
+
+struct StreamConfig {
+  std::string id;
+  std::string uri;  // normalised (plain paths become file://)
+  ParsedUri parsed;
+  int line = 0;     // where the stream is declared, for error messages
+};
+
+struct JobConfig {
+  std::string name = "vapipe";
+  JobMode mode = JobMode::kArchive;
+  double price_per_gpu_hour = 0.0;  // for the job summary's cost line
+  std::string summary_path;         // optional JSON file written at the end of an archive job
+  double drain_timeout_s = 10.0;    // on SIGINT/SIGTERM: how long stages may drain before being killed
+};
+
+struct IngestConfig {
+  std::string decoder = "auto";  // auto | cpu | nvdec
+  uint32_t queue_capacity = 8;   // decoded frames buffered per stream
+  QueuePolicy queue_policy = QueuePolicy::kBlock;  // default: block in archive mode, drop_oldest live
+};
+
+struct PreprocessConfig {
+  std::string device = "cpu";  // cpu | cuda
+  uint32_t width = 224;
+  uint32_t height = 224;
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+  DType dtype = DType::kFloat32;
+};
+
+struct BatchConfig {
+  uint32_t max_batch_size = 16;
+  double max_delay_ms = 10.0;
+};
+
+struct InferConfig {
+  std::string model;       // TorchScript file (absolute after loading)
+  std::string labels;      // one label per line
+  std::string model_name;  // defaults to the model file's stem
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  uint32_t top_k = 3;
+  uint32_t warmup_batches = 3;
+  uint32_t threads = 0;    // intra-op threads; 0 = LibTorch's default
+};
+
+struct PublishConfig {
+  std::string endpoint = "tcp://127.0.0.1:5560";
+  std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
+  uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
+  double wait_timeout_s = 30.0;
+};
+
+struct TransportConfig {
+  TransportMode mode = TransportMode::kShm;
+  uint32_t frame_slots = 32;
+  uint64_t frame_slot_bytes = 1920ull * 1080 * 3;
+  uint32_t tensor_slots = 0;  // 0 = 4 x batch.max_batch_size
+  // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor
+  // (ipc:// sockets in a per-job folder for mode shm).
+  std::map<StageKind, std::string> endpoints;
+  uint32_t effective_tensor_slots(const BatchConfig& b) const {
+    return tensor_slots ? tensor_slots : 4 * b.max_batch_size;
+  }
+};
+
+struct LogConfig {
+  std::string level = "info";
+};
+
+struct Config {
+  std::string source;    // file the config came from ("<embedded demo>" for the default)
+  std::string base_dir;  // relative paths resolve against this
+  JobConfig job;
+  std::vector<StreamConfig> streams;
+  IngestConfig ingest;
+  PreprocessConfig preprocess;
+  BatchConfig batch;
+  InferConfig infer;
+  PublishConfig publish;
+  TransportConfig transport;
+  LogConfig log;
+};
+
+Result<Config> load_config_file(const std::string& path);
+// `source_name` appears in error messages; relative paths resolve against `base_dir`.
+Result<Config> load_config_string(const std::string& yaml, const std::string& source_name,
+                                  const std::string& base_dir);
+
+// The shipped demo config (configs/demo.yaml, embedded at build time) with its paths resolved
+// against the source tree or the install prefix.
+Result<Config> load_demo_config();
+std::string demo_config_text();
+
+}  // namespace vapipe

@@ -1,0 +1,27 @@
+// Where the stages of one job meet: the endpoint each stage's input binds, and the names of the
+// shared memory pools. Derived from the config and a job id, so that stages started by the supervisor
+// or by hand (`vapipe stage NAME --job-id ID`) agree without talking to each other.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "pipeline/config.h"
+
+namespace vapipe {
+
+struct JobLayout {
+  std::string job_id;
+  std::string run_dir;  // per-job folder for ipc:// sockets (mode shm)
+  bool by_reference = true;  // payloads as shared memory descriptors
+  std::map<StageKind, std::string> input_endpoint;  // preprocess, batch, infer, publish
+  std::string frame_pool;   // owned by ingest
+  std::string tensor_pool;  // owned by preprocess
+};
+
+JobLayout make_job_layout(const Config& config, const std::string& job_id);
+
+// Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
+inline constexpr int kEdgeHighWaterMark = 64;
+
+}  // namespace vapipe

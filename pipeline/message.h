@@ -1,0 +1,105 @@
+// The messages that travel between stages. One type for all edges, so that one transport and one
+// stage runner serve every stage. Stream events (start, end, error) travel in the same ordered
+// channel as the frames of their stream, so "end" always arrives after that stream's last frame.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/envelope.h"
+#include "pipeline/payload.h"
+
+namespace vapipe {
+
+enum class MessageKind : uint8_t {
+  kFrame = 1,         // a decoded frame (ingest -> preprocess)
+  kTensor = 2,        // a preprocessed CHW tensor (preprocess -> batch)
+  kBatch = 3,         // tensors grouped for one forward pass (batch -> infer)
+  kResult = 4,        // one frame's classification (infer -> publish)
+  kStreamStart = 10,  // a stream began decoding
+  kStreamEnd = 11,    // a stream reached end-of-stream (or was stopped)
+  kStreamError = 12,  // a stream failed; no more frames from it
+};
+const char* message_kind_name(MessageKind kind);
+inline bool is_stream_event(MessageKind k) {
+  return k == MessageKind::kStreamStart || k == MessageKind::kStreamEnd || k == MessageKind::kStreamError;
+}
+inline bool ends_stream(MessageKind k) { return k == MessageKind::kStreamEnd || k == MessageKind::kStreamError; }
+
+enum class PixelFormat : uint8_t { kI420 = 0, kNV12 = 1, kRGB = 2 };
+enum class ColorMatrix : uint8_t { kBT601 = 0, kBT709 = 1 };
+const char* pixel_format_name(PixelFormat f);
+
+struct FrameInfo {
+  PixelFormat format = PixelFormat::kI420;
+  ColorMatrix matrix = ColorMatrix::kBT601;
+  bool full_range = false;  // YUV only: 0-255 instead of 16-235
+  uint32_t width = 0;
+  uint32_t height = 0;
+  std::array<uint32_t, 3> stride{};  // bytes per row of each plane
+  std::array<uint32_t, 3> offset{};  // byte offset of each plane in the payload
+  // Bytes of payload this layout needs; 0 if the layout is inconsistent.
+  size_t required_bytes() const;
+};
+
+enum class DType : uint8_t { kFloat32 = 0, kFloat16 = 1 };
+inline size_t dtype_size(DType t) { return t == DType::kFloat16 ? 2 : 4; }
+const char* dtype_name(DType t);
+
+struct TensorInfo {
+  DType dtype = DType::kFloat32;
+  uint32_t channels = 3;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  size_t elements() const { return size_t{channels} * height * width; }
+  size_t bytes() const { return elements() * dtype_size(dtype); }
+  bool operator==(const TensorInfo& o) const {
+    return dtype == o.dtype && channels == o.channels && height == o.height && width == o.width;
+  }
+  bool operator!=(const TensorInfo& o) const { return !(*this == o); }
+};
+
+struct ClassScore {
+  int32_t class_id = -1;
+  float score = 0.f;
+  std::string label;
+};
+
+struct Prediction {
+  std::vector<ClassScore> top_k;  // best first
+  std::string model;
+  std::string error;  // non-empty: this frame could not be classified (the rest of its batch was)
+};
+
+struct StreamEvent {
+  std::string uri;      // redacted: credentials never leave ingest
+  std::string message;  // error text or end reason
+  uint64_t frames = 0;  // frames emitted by ingest for the stream (on end/error)
+  uint64_t dropped = 0; // frames dropped by a live-mode queue (on end/error)
+};
+
+struct Message {
+  MessageKind kind = MessageKind::kFrame;
+  Envelope env;
+  FrameInfo frame;              // kFrame
+  TensorInfo tensor;            // kTensor
+  Payload payload;              // kFrame, kTensor
+  std::vector<Message> items;   // kBatch: kTensor messages in order
+  Prediction prediction;        // kResult
+  StreamEvent event;            // stream events
+  // A per-frame failure (undecodable payload, bad layout): the frame travels on without a payload
+  // and becomes an error result, so every decoded frame still yields exactly one result.
+  std::string error;
+
+  static Message stream_event(MessageKind kind, const Envelope& env, StreamEvent event) {
+    Message m;
+    m.kind = kind;
+    m.env = env;
+    m.event = std::move(event);
+    return m;
+  }
+};
+
+}  // namespace vapipe

@@ -1,0 +1,249 @@
+#include "pipeline/shm_pool.h"
+
+#include <fcntl.h>
+#include <semaphore.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+namespace vapipe {
+
+namespace {
+constexpr uint32_t kMagic = 0x76617070;  // "vapp"
+constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kSlotFree = 0;
+constexpr uint32_t kSlotBusy = 1;
+constexpr size_t kSlotAlign = 4096;
+
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+struct SlotState {
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> generation;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared-memory atomics must be lock-free");
+
+struct ShmPoolHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t slot_count;
+  uint32_t reserved;
+  uint64_t slot_bytes;
+  uint64_t data_offset;
+  sem_t free_slots;
+  SlotState slots[1];  // slot_count entries follow
+};
+
+namespace {
+size_t header_bytes(uint32_t slot_count) {
+  return round_up(offsetof(ShmPoolHeader, slots) + sizeof(SlotState) * slot_count, kSlotAlign);
+}
+
+class ShmSlotStorage final : public PayloadStorage {
+ public:
+  ShmSlotStorage(std::shared_ptr<ShmPool> pool, std::byte* data, size_t capacity, uint32_t slot,
+                 uint32_t generation)
+      : pool_(std::move(pool)), data_(data), capacity_(capacity) {
+    ref_.pool = pool_->name();
+    ref_.slot = slot;
+    ref_.generation = generation;
+  }
+  ~ShmSlotStorage() override {
+    if (!handed_off_) pool_->release(ref_.slot, ref_.generation);
+  }
+  std::byte* data() override { return data_; }
+  size_t capacity() const override { return capacity_; }
+  const ShmSlotRef* shm_ref() const override { return &ref_; }
+  void hand_off() override { handed_off_ = true; }
+
+ private:
+  std::shared_ptr<ShmPool> pool_;
+  std::byte* data_;
+  size_t capacity_;
+  ShmSlotRef ref_;
+  bool handed_off_ = false;
+};
+}  // namespace
+
+ShmPool::ShmPool(std::string name, void* base, size_t mapped_bytes, bool owner)
+    : name_(std::move(name)),
+      base_(base),
+      mapped_bytes_(mapped_bytes),
+      owner_(owner),
+      header_(static_cast<ShmPoolHeader*>(base)) {}
+
+ShmPool::~ShmPool() {
+  if (owner_) sem_destroy(&header_->free_slots);
+  munmap(base_, mapped_bytes_);
+  if (owner_) shm_unlink(name_.c_str());
+}
+
+Result<std::shared_ptr<ShmPool>> ShmPool::create(const std::string& name, uint32_t slot_count,
+                                                 size_t slot_bytes) {
+  if (slot_count == 0 || slot_bytes == 0) {
+    return InvalidArgument("shared memory pool " + name + " needs at least one slot of nonzero size");
+  }
+  shm_unlink(name.c_str());  // a stale pool from a crashed run
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return Unavailable("shm_open(" + name + "): " + errno_text());
+  const size_t stride = round_up(slot_bytes, kSlotAlign);
+  const size_t total = header_bytes(slot_count) + stride * slot_count;
+  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    Status s = Unavailable("ftruncate(" + name + ", " + std::to_string(total) + "): " + errno_text());
+    close(fd);
+    shm_unlink(name.c_str());
+    return s;
+  }
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return Unavailable("mmap(" + name + "): " + errno_text());
+  }
+  auto* h = static_cast<ShmPoolHeader*>(base);
+  h->slot_count = slot_count;
+  h->slot_bytes = slot_bytes;
+  h->data_offset = header_bytes(slot_count);
+  for (uint32_t i = 0; i < slot_count; ++i) {
+    new (&h->slots[i].state) std::atomic<uint32_t>(kSlotFree);
+    new (&h->slots[i].generation) std::atomic<uint32_t>(0);
+  }
+  if (sem_init(&h->free_slots, /*pshared=*/1, slot_count) != 0) {
+    munmap(base, total);
+    shm_unlink(name.c_str());
+    return Unavailable("sem_init for " + name + ": " + errno_text());
+  }
+  h->version = kLayoutVersion;
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kMagic;
+  return std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/true));
+}
+
+Result<std::shared_ptr<ShmPool>> ShmPool::open(const std::string& name) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return NotFound("shared memory pool " + name + ": " + errno_text());
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(ShmPoolHeader))) {
+    close(fd);
+    return DataLoss("shared memory pool " + name + " is too small to be a vapipe pool");
+  }
+  const size_t total = static_cast<size_t>(st.st_size);
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return Unavailable("mmap(" + name + "): " + errno_text());
+  auto* h = static_cast<ShmPoolHeader*>(base);
+  if (h->magic != kMagic || h->version != kLayoutVersion ||
+      h->data_offset + round_up(h->slot_bytes, kSlotAlign) * h->slot_count > total) {
+    munmap(base, total);
+    return DataLoss("shared memory pool " + name + " has an unknown layout");
+  }
+  return std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/false));
+}
+
+uint32_t ShmPool::slot_count() const { return header_->slot_count; }
+size_t ShmPool::slot_bytes() const { return header_->slot_bytes; }
+
+uint32_t ShmPool::free_slots() const {
+  int value = 0;
+  sem_getvalue(&header_->free_slots, &value);
+  return value < 0 ? 0 : static_cast<uint32_t>(value);
+}
+
+std::byte* ShmPool::slot_data(uint32_t slot) const {
+  return static_cast<std::byte*>(base_) + header_->data_offset +
+         static_cast<size_t>(slot) * round_up(header_->slot_bytes, kSlotAlign);
+}
+
+Result<Payload> ShmPool::acquire(size_t bytes, std::chrono::milliseconds timeout,
+                                 const std::atomic<bool>* cancel) {
+  if (bytes > header_->slot_bytes) {
+    return InvalidArgument("payload of " + std::to_string(bytes) + " bytes does not fit a slot of " +
+                           name_ + " (" + std::to_string(header_->slot_bytes) +
+                           " bytes); raise the slot size in the transport config");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Wait in short steps so that a cancel request is seen promptly.
+  while (true) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) return Cancelled("pool " + name_ + ": cancelled");
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    auto remaining = deadline - std::chrono::steady_clock::now();
+    auto step = std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(50),
+                                                   std::max<std::chrono::nanoseconds>(remaining, {}));
+    ts.tv_nsec += static_cast<long>(step.count());
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    if (sem_timedwait(&header_->free_slots, &ts) == 0) break;
+    if (errno != ETIMEDOUT && errno != EINTR) return Internal("sem_timedwait on " + name_ + ": " + errno_text());
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(StatusCode::kTimeout, "no free slot in " + name_ + " within " +
+                                              std::to_string(timeout.count()) + " ms");
+    }
+  }
+  // The semaphore guarantees at least one free slot; find it.
+  const uint32_t n = header_->slot_count;
+  uint32_t start = next_hint_.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t round = 0;; ++round) {
+    for (uint32_t k = 0; k < n; ++k) {
+      uint32_t i = (start + k) % n;
+      uint32_t expected = kSlotFree;
+      if (header_->slots[i].state.compare_exchange_strong(expected, kSlotBusy,
+                                                          std::memory_order_acq_rel)) {
+        uint32_t gen = header_->slots[i].generation.fetch_add(1, std::memory_order_acq_rel) + 1;
+        auto storage = std::make_shared<ShmSlotStorage>(shared_from_this(), slot_data(i),
+                                                        header_->slot_bytes, i, gen);
+        return Payload(std::move(storage), bytes);
+      }
+    }
+    // A releaser posts the semaphore only after marking the slot free, so this is not reached in
+    // practice; yield rather than spin hard if it is.
+    if (round > 1000) return Internal("pool " + name_ + ": semaphore and slot states disagree");
+    sched_yield();
+  }
+}
+
+Result<Payload> ShmPool::adopt(const ShmSlotRef& ref, size_t size) {
+  if (ref.slot >= header_->slot_count) {
+    return DataLoss("descriptor names slot " + std::to_string(ref.slot) + " of " + name_ + ", which has " +
+                    std::to_string(header_->slot_count));
+  }
+  if (size > header_->slot_bytes) {
+    return DataLoss("descriptor size " + std::to_string(size) + " exceeds the slot size of " + name_);
+  }
+  const SlotState& s = header_->slots[ref.slot];
+  if (s.state.load(std::memory_order_acquire) != kSlotBusy ||
+      s.generation.load(std::memory_order_acquire) != ref.generation) {
+    return DataLoss("stale descriptor for slot " + std::to_string(ref.slot) + " of " + name_);
+  }
+  auto storage = std::make_shared<ShmSlotStorage>(shared_from_this(), slot_data(ref.slot),
+                                                  header_->slot_bytes, ref.slot, ref.generation);
+  return Payload(std::move(storage), size);
+}
+
+void ShmPool::release(uint32_t slot, uint32_t generation) {
+  SlotState& s = header_->slots[slot];
+  if (s.generation.load(std::memory_order_acquire) != generation) return;  // already recycled
+  uint32_t expected = kSlotBusy;
+  if (s.state.compare_exchange_strong(expected, kSlotFree, std::memory_order_acq_rel)) {
+    sem_post(&header_->free_slots);
+  }
+}
+
+Result<std::shared_ptr<ShmPool>> ShmPoolRegistry::get(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(name);
+  if (it != pools_.end()) return it->second;
+  VAPIPE_ASSIGN_OR_RETURN(auto pool, ShmPool::open(name));
+  pools_.emplace(name, pool);
+  return pool;
+}
+
+}  // namespace vapipe

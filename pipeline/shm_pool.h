@@ -1,0 +1,72 @@
+// A pool of fixed-size slots in POSIX shared memory, shared between the process that owns it (the
+// producer: it creates, acquires and unlinks) and the processes that consume its slots (they map it by
+// name and release slots when done). Free slots are counted by a process-shared semaphore, so a full
+// pool blocks the producer: this is how back-pressure reaches the decoder.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "pipeline/payload.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct ShmPoolHeader;
+
+class ShmPool : public std::enable_shared_from_this<ShmPool> {
+ public:
+  // Creates (and on destruction unlinks) the pool `name` ("/vapipe-..."). Replaces a stale pool of
+  // the same name left by a crashed run.
+  static Result<std::shared_ptr<ShmPool>> create(const std::string& name, uint32_t slot_count,
+                                                 size_t slot_bytes);
+  // Maps an existing pool created by another process.
+  static Result<std::shared_ptr<ShmPool>> open(const std::string& name);
+
+  ~ShmPool();
+  ShmPool(const ShmPool&) = delete;
+  ShmPool& operator=(const ShmPool&) = delete;
+
+  // Takes a free slot for `bytes` bytes. Waits while the pool is full, up to `timeout`; returns
+  // kTimeout when none freed in time and kCancelled as soon as `*cancel` becomes true.
+  Result<Payload> acquire(size_t bytes, std::chrono::milliseconds timeout,
+                          const std::atomic<bool>* cancel = nullptr);
+  // Takes ownership of a slot that another process handed off in a message.
+  Result<Payload> adopt(const ShmSlotRef& ref, size_t size);
+
+  const std::string& name() const { return name_; }
+  uint32_t slot_count() const;
+  size_t slot_bytes() const;
+  uint32_t free_slots() const;
+
+  // Internal: returns a slot to the pool (called by the payload storage).
+  void release(uint32_t slot, uint32_t generation);
+
+ private:
+  ShmPool(std::string name, void* base, size_t mapped_bytes, bool owner);
+  std::byte* slot_data(uint32_t slot) const;
+
+  std::string name_;
+  void* base_ = nullptr;
+  size_t mapped_bytes_ = 0;
+  bool owner_ = false;
+  ShmPoolHeader* header_ = nullptr;
+  std::atomic<uint32_t> next_hint_{0};
+};
+
+// Process-wide cache of pools mapped by name, so a consumer maps each pool once.
+class ShmPoolRegistry {
+ public:
+  Result<std::shared_ptr<ShmPool>> get(const std::string& name);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<ShmPool>> pools_;
+};
+
+}  // namespace vapipe

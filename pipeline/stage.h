@@ -1,0 +1,69 @@
+// The one stage contract (MediaPipe calculators, Holoscan operators): a stage is opened, then gets
+// its input messages one at a time, then is closed. The framework never calls one stage instance
+// from two threads at once, so stage code needs no locks on its hot path. Stages do not know about
+// sockets: tests drive them directly (tests/fakes/stage_harness.h), the StageRunner drives them in a
+// stage process.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+
+#include "pipeline/config.h"
+#include "pipeline/message.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Where a stage sends what it produces.
+class Emitter {
+ public:
+  virtual ~Emitter() = default;
+  virtual Status emit(Message&& msg) = 0;
+  // A payload buffer for an outgoing message (a shared memory slot on one host). May block while
+  // the downstream stages hold every buffer: that is back-pressure.
+  virtual Result<Payload> allocate(size_t bytes) = 0;
+};
+
+struct StageContext {
+  const Config& config;
+  const std::atomic<bool>* stop_requested = nullptr;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual StageKind kind() const = 0;
+  // Loads what the stage needs (a model, a socket). A failure here is a start-up error.
+  virtual Status open(const StageContext& ctx) = 0;
+  // One input message. An error here is logged and counted; the stage goes on with the next message,
+  // so a stage turns per-frame problems into error results or events rather than failing.
+  virtual Status process(Message&& in, Emitter& out) = 0;
+  // Called when next_deadline() has passed (e.g. the batcher's max delay).
+  virtual Status on_deadline(Emitter& /*out*/) { return Status::Ok(); }
+  virtual std::optional<SteadyTime> next_deadline() const { return std::nullopt; }
+  // Called once after the last input (every stream ended, or shutdown).
+  virtual Status close(Emitter& /*out*/) { return Status::Ok(); }
+};
+
+// Counts the streams that have ended (end-of-stream or error), to know when a stage is done.
+class StreamTracker {
+ public:
+  explicit StreamTracker(size_t stream_count) : ended_(stream_count, false) {}
+  void observe(const Message& m) {
+    if (ends_stream(m.kind) && m.env.stream_index < ended_.size() && !ended_[m.env.stream_index]) {
+      ended_[m.env.stream_index] = true;
+      ++ended_count_;
+    }
+  }
+  bool all_ended() const { return ended_count_ == ended_.size(); }
+  size_t ended_count() const { return ended_count_; }
+
+ private:
+  std::vector<bool> ended_;
+  size_t ended_count_ = 0;
+};
+
+}  // namespace vapipe

@@ -1,0 +1,128 @@
+#include "pipeline/stage_runner.h"
+
+#include <filesystem>
+#include <thread>
+
+#include "pipeline/logging.h"
+#include "pipeline/transport.h"
+
+namespace vapipe {
+
+StageKind next_stage(StageKind kind) {
+  return static_cast<StageKind>(std::min(static_cast<int>(kind) + 1, static_cast<int>(StageKind::kPublish)));
+}
+
+namespace {
+
+void stamp_entry(Message& m, StageKind kind, int64_t now) {
+  m.env.mark_entry(kind, now);
+  for (Message& item : m.items) item.env.mark_entry(kind, now);
+}
+
+}  // namespace
+
+Status SenderEmitter::emit(Message&& msg) {
+  if (!sender_) return FailedPrecondition("this stage has no output");
+  return sender_->send(msg, cancel_);
+}
+
+void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
+                           std::chrono::steady_clock::duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pool.free_slots() < pool.slot_count() && !flags.abort.load() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (pool.free_slots() < pool.slot_count()) {
+    VAPIPE_LOG_WARN("pool {}: {} slots still held downstream at exit", pool.name(),
+                    pool.slot_count() - pool.free_slots());
+  }
+}
+
+Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, ShutdownFlags& flags,
+                 StageRunStats* stats_out) {
+  const StageKind kind = stage.kind();
+  StageRunStats stats;
+  if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
+
+  VAPIPE_ASSIGN_OR_RETURN(auto receiver, MessageReceiver::bind(layout.input_endpoint.at(kind), kEdgeHighWaterMark));
+  std::unique_ptr<MessageSender> sender;
+  if (kind != StageKind::kPublish) {
+    VAPIPE_ASSIGN_OR_RETURN(sender, MessageSender::connect(layout.input_endpoint.at(next_stage(kind)),
+                                                           layout.by_reference, kEdgeHighWaterMark));
+  }
+  // Preprocess writes tensors: into its own shared memory pool on one host.
+  std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
+  if (kind == StageKind::kPreprocess && layout.by_reference) {
+    const size_t tensor_bytes = size_t{3} * config.preprocess.width * config.preprocess.height *
+                                dtype_size(config.preprocess.dtype);
+    VAPIPE_ASSIGN_OR_RETURN(auto pool, ShmPool::create(layout.tensor_pool,
+                                                       config.transport.effective_tensor_slots(config.batch),
+                                                       tensor_bytes));
+    allocator = std::make_unique<ShmAllocator>(std::move(pool), &flags.abort);
+  }
+  SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort);
+
+  StageContext ctx{config, &flags.stop};
+  VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
+  VAPIPE_LOG_INFO("{} ready: input {}{}", stage_kind_name(kind), layout.input_endpoint.at(kind),
+                  sender ? ", output " + sender->endpoint() : std::string());
+
+  StreamTracker tracker(config.streams.size());
+  std::optional<SteadyTime> stop_seen;
+  const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(config.job.drain_timeout_s));
+  while (!tracker.all_ended() && !flags.abort.load()) {
+    auto now = std::chrono::steady_clock::now();
+    if (flags.stop.load() && !stop_seen) {
+      stop_seen = now;
+      VAPIPE_LOG_INFO("{}: stop requested, draining ({} of {} streams ended)", stage_kind_name(kind),
+                      tracker.ended_count(), config.streams.size());
+    }
+    if (stop_seen && now - *stop_seen > drain) {
+      VAPIPE_LOG_WARN("{}: drain timeout; {} of {} streams did not end", stage_kind_name(kind),
+                      config.streams.size() - tracker.ended_count(), config.streams.size());
+      break;
+    }
+    auto timeout = std::chrono::milliseconds(100);
+    if (auto deadline = stage.next_deadline()) {
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now);
+      timeout = std::clamp(until, std::chrono::milliseconds(0), timeout);
+    }
+    auto received = receiver->receive(timeout);
+    if (!received.ok()) {
+      ++stats.malformed;
+      VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), received.status().message());
+      continue;
+    }
+    if (received->has_value()) {
+      Message msg = std::move(**received);
+      stamp_entry(msg, kind, wall_clock_ns());
+      tracker.observe(msg);
+      ++stats.messages_in;
+      Status s = stage.process(std::move(msg), emitter);
+      if (!s.ok()) {
+        if (s.code() == StatusCode::kCancelled) break;
+        ++stats.stage_errors;
+        VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
+      }
+    }
+    if (auto deadline = stage.next_deadline(); deadline && std::chrono::steady_clock::now() >= *deadline) {
+      Status s = stage.on_deadline(emitter);
+      if (!s.ok()) VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
+    }
+  }
+  Status closed = stage.close(emitter);
+  if (!closed.ok()) VAPIPE_LOG_ERROR("{}: close: {}", stage_kind_name(kind), closed.message());
+  // Downstream stages map our pool by name when they see its first descriptor: keep it (and its
+  // name) until every slot has come back, so a late consumer never finds it gone.
+  if (auto* shm = dynamic_cast<ShmAllocator*>(allocator.get())) {
+    wait_for_pool_drained(*shm->pool(), flags, drain);
+  }
+  VAPIPE_LOG_INFO("{} done: {} messages, {} malformed, {} errors", stage_kind_name(kind), stats.messages_in,
+                  stats.malformed, stats.stage_errors);
+  if (stats_out) *stats_out = stats;
+  return Status::Ok();
+}
+
+}  // namespace vapipe

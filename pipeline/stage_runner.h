@@ -1,0 +1,45 @@
+// Drives one Stage inside a stage process: binds its input edge, connects its output edge, and calls
+// the stage one message at a time until every stream has ended (or shutdown).
+#pragma once
+
+#include "pipeline/job_layout.h"
+#include "pipeline/shm_pool.h"
+#include "pipeline/transport.h"
+#include "pipeline/signals.h"
+#include "pipeline/stage.h"
+
+namespace vapipe {
+
+// Emits into a MessageSender, allocating payloads from a PayloadAllocator. `cancel` aborts a send
+// or an allocation that waits for room.
+class SenderEmitter final : public Emitter {
+ public:
+  SenderEmitter(MessageSender* sender, PayloadAllocator* allocator, const std::atomic<bool>* cancel)
+      : sender_(sender), allocator_(allocator), cancel_(cancel) {}
+  Status emit(Message&& msg) override;
+  Result<Payload> allocate(size_t bytes) override { return allocator_->allocate(bytes); }
+
+ private:
+  MessageSender* sender_;
+  PayloadAllocator* allocator_;
+  const std::atomic<bool>* cancel_;
+};
+
+struct StageRunStats {
+  uint64_t messages_in = 0;
+  uint64_t malformed = 0;     // messages that could not be decoded (logged, skipped)
+  uint64_t stage_errors = 0;  // process() calls that returned an error (logged)
+};
+
+// Returns when the stage is done. Start-up failures (bind, open) are returned as errors.
+Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, ShutdownFlags& flags,
+                 StageRunStats* stats = nullptr);
+
+// Waits until every slot of a pool this process owns has been released downstream (or timeout).
+void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
+                           std::chrono::steady_clock::duration timeout);
+
+// The stage after `kind` in the pipeline (ingest -> preprocess -> batch -> infer -> publish).
+StageKind next_stage(StageKind kind);
+
+}  // namespace vapipe

@@ -1,0 +1,144 @@
+#include "pipeline/stream_uri.h"
+
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+
+namespace vapipe {
+
+const std::vector<std::string>& test_patterns() {
+  static const std::vector<std::string> kPatterns = {
+      "smpte", "snow", "black", "white", "red", "green", "blue", "checkers-1", "checkers-2",
+      "checkers-4", "checkers-8", "circular", "blink", "smpte75", "zone-plate", "gamut",
+      "chroma-zone-plate", "solid-color", "ball", "smpte100", "bar", "pinwheel", "spokes",
+      "gradient", "colors", "smpte-rp-219"};
+  return kPatterns;
+}
+
+namespace {
+
+template <typename T>
+bool parse_number(std::string_view s, T* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+Result<TestSourceSpec> parse_test_uri(std::string_view rest) {
+  TestSourceSpec spec;
+  std::string_view pattern = rest, query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    pattern = rest.substr(0, q);
+    query = rest.substr(q + 1);
+  }
+  spec.pattern = std::string(pattern);
+  bool known = false;
+  for (const auto& p : test_patterns()) known = known || p == spec.pattern;
+  if (!known) {
+    std::string list;
+    for (const auto& p : test_patterns()) list += (list.empty() ? "" : ", ") + p;
+    return InvalidArgument("unknown test pattern '" + spec.pattern + "' (known: " + list + ")");
+  }
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string_view::npos) return InvalidArgument("test URI parameter '" + std::string(item) + "' needs a value");
+    std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    bool ok = true;
+    if (key == "frames") ok = parse_number(value, &spec.frames);
+    else if (key == "width") ok = parse_number(value, &spec.width) && spec.width >= 16 && spec.width <= 8192;
+    else if (key == "height") ok = parse_number(value, &spec.height) && spec.height >= 16 && spec.height <= 8192;
+    else if (key == "fps") ok = parse_number(value, &spec.fps) && spec.fps >= 1 && spec.fps <= 1000;
+    else if (key == "speed") ok = parse_number(value, &spec.speed);
+    else if (key == "format") {
+      spec.format = std::string(value);
+      ok = value == "I420" || value == "NV12" || value == "RGB";
+    } else if (key == "motion") {
+      spec.motion = std::string(value);
+      ok = value == "wavy" || value == "sweep" || value == "hsweep";
+    } else if (key == "live") {
+      ok = value == "true" || value == "false";
+      spec.live = value == "true";
+    } else {
+      return InvalidArgument("unknown test URI parameter '" + std::string(key) +
+                             "' (known: frames, width, height, fps, format, motion, speed, live)");
+    }
+    if (!ok) return InvalidArgument("bad value '" + std::string(value) + "' for test URI parameter '" + std::string(key) + "'");
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::string file_uri_path(std::string_view uri) {
+  constexpr std::string_view kPrefix = "file://";
+  if (uri.substr(0, kPrefix.size()) != kPrefix) return "";
+  return percent_decode(uri.substr(kPrefix.size()));
+}
+
+Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base_dir) {
+  ParsedUri out;
+  if (uri.empty()) return InvalidArgument("empty stream URI");
+  auto scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos) {
+    // A plain path: resolve against the config's directory.
+    std::filesystem::path p{std::string(uri)};
+    if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+    out.kind = UriKind::kFile;
+    out.uri = "file://" + p.lexically_normal().string();
+    return out;
+  }
+  std::string scheme(uri.substr(0, scheme_end));
+  for (char c : scheme) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') {
+      return InvalidArgument("bad URI scheme '" + scheme + "'");
+    }
+  }
+  if (scheme == "test") {
+    VAPIPE_ASSIGN_OR_RETURN(out.test, parse_test_uri(uri.substr(scheme_end + 3)));
+    out.kind = UriKind::kTest;
+    out.uri = std::string(uri);
+    return out;
+  }
+  if (scheme == "file") {
+    std::string path = file_uri_path(uri);
+    if (path.empty() || path[0] != '/') {
+      return InvalidArgument("file URI '" + std::string(uri) + "' must hold an absolute path (file:///abs/path); use a plain path for a relative one");
+    }
+    out.kind = UriKind::kFile;
+    out.uri = std::string(uri);
+    return out;
+  }
+  out.kind = UriKind::kNetwork;
+  out.uri = std::string(uri);
+  return out;
+}
+
+std::string redact_uri(std::string_view uri) {
+  auto scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(uri);
+  size_t authority_start = scheme_end + 3;
+  size_t authority_end = uri.find_first_of("/?#", authority_start);
+  if (authority_end == std::string_view::npos) authority_end = uri.size();
+  auto at = uri.rfind('@', authority_end);
+  if (at == std::string_view::npos || at < authority_start) return std::string(uri);
+  return std::string(uri.substr(0, authority_start)) + "***@" + std::string(uri.substr(at + 1));
+}
+
+}  // namespace vapipe

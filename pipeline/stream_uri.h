@@ -1,0 +1,47 @@
+// Stream URIs as the config gives them: anything GStreamer's uridecodebin opens (file://, rtsp://,
+// http://...), a plain file path, or test://<pattern>?key=value for a synthetic videotestsrc stream.
+// No GStreamer here: this is parsing and validation, so config errors are found at start-up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+enum class UriKind { kTest, kFile, kNetwork };
+
+struct TestSourceSpec {
+  std::string pattern = "smpte";  // a videotestsrc pattern nickname
+  uint64_t frames = 300;          // 0 = endless (a live-like source)
+  uint32_t width = 640;
+  uint32_t height = 480;
+  uint32_t fps = 30;
+  std::string format = "I420";    // I420 | NV12 | RGB
+  std::string motion;             // ball only: wavy | sweep | hsweep
+  int32_t speed = 0;              // horizontal-speed (pixels per frame)
+  bool live = false;              // is-live=true: frames paced at fps
+};
+
+// Classifies a URI and, for plain paths, returns the file:// form (relative paths resolved against
+// base_dir). Returns kInvalidArgument naming what is wrong.
+struct ParsedUri {
+  UriKind kind = UriKind::kFile;
+  std::string uri;  // normalised
+  TestSourceSpec test;
+};
+Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base_dir);
+
+// The videotestsrc pattern nicknames vapipe accepts.
+const std::vector<std::string>& test_patterns();
+
+// Removes credentials (user:password@) so that a URI can be logged or published.
+std::string redact_uri(std::string_view uri);
+
+// Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.
+std::string file_uri_path(std::string_view uri);
+
+}  // namespace vapipe

@@ -1,0 +1,179 @@
+#include "pipeline/supervisor.h"
+
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "pipeline/job_layout.h"
+#include "pipeline/logging.h"
+
+namespace vapipe {
+namespace {
+
+struct Child {
+  StageKind kind;
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;  // waitpid status
+};
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+pid_t spawn_stage(StageKind kind, const SupervisorOptions& o, const std::string& job_id, int64_t start_ns) {
+  std::vector<std::string> args = {o.self_exe, "stage", stage_kind_name(kind)};
+  args.insert(args.end(), o.config_args.begin(), o.config_args.end());
+  args.push_back("--job-id");
+  args.push_back(job_id);
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child. Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then stops
+  // the stages in order. If the supervisor dies, the stages get SIGTERM.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  setenv("VAPIPE_JOB_START_NS", std::to_string(start_ns).c_str(), 1);
+  if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", "0", 1);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(o.self_exe.c_str(), argv.data());
+  std::fprintf(stderr, "vapipe run: cannot start stage %s: %s\n", stage_kind_name(kind), std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
+void cleanup_job_resources(const Config& config, const std::string& job_id) {
+  JobLayout layout = make_job_layout(config, job_id);
+  shm_unlink(layout.frame_pool.c_str());
+  shm_unlink(layout.tensor_pool.c_str());
+  std::error_code ec;
+  if (layout.by_reference) std::filesystem::remove_all(layout.run_dir, ec);
+}
+
+int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags) {
+  const std::string job_id =
+      options.job_id.empty() ? std::to_string(getpid()) + "-" + std::to_string(wall_clock_ns() % 1000000000) : options.job_id;
+  const int64_t start_ns = wall_clock_ns();
+  JobLayout layout = make_job_layout(config, job_id);
+  if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
+
+  VAPIPE_LOG_INFO("job '{}' ({}): {} streams, {} mode, results on {}", config.job.name, job_id, config.streams.size(),
+                  config.job.mode == JobMode::kArchive ? "archive" : "live", config.publish.endpoint);
+  // Downstream first, so every input is bound before its upstream starts sending.
+  std::vector<Child> children;
+  for (StageKind k : {StageKind::kPublish, StageKind::kInfer, StageKind::kBatch, StageKind::kPreprocess,
+                      StageKind::kIngest}) {
+    Child c;
+    c.kind = k;
+    c.pid = spawn_stage(k, options, job_id, start_ns);
+    if (c.pid < 0) {
+      VAPIPE_LOG_ERROR("cannot fork stage {}: {}", stage_kind_name(k), std::strerror(errno));
+      for (Child& other : children) kill(other.pid, SIGKILL);
+      cleanup_job_resources(config, job_id);
+      return kExitStageFailed;
+    }
+    VAPIPE_LOG_INFO("started stage {} (pid {})", stage_kind_name(k), c.pid);
+    children.push_back(c);
+  }
+  auto child_of = [&](StageKind k) -> Child& {
+    for (Child& c : children) {
+      if (c.kind == k) return c;
+    }
+    return children.front();
+  };
+  auto signal_all = [&](int sig) {
+    for (Child& c : children) {
+      if (!c.exited) kill(c.pid, sig);
+    }
+  };
+  auto running = [&] {
+    size_t n = 0;
+    for (const Child& c : children) n += !c.exited;
+    return n;
+  };
+
+  const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(config.job.drain_timeout_s));
+  std::optional<std::chrono::steady_clock::time_point> stopping_since;  // shutdown requested
+  std::optional<std::chrono::steady_clock::time_point> terminated_at;   // SIGTERM sent to all
+  std::string failure;                                                  // first stage that failed
+  bool abort_sent = false;
+
+  while (running() > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (Child& c : children) {
+        if (c.pid != pid) continue;
+        c.exited = true;
+        c.status = status;
+        const bool clean = WIFEXITED(status) &&
+                           (WEXITSTATUS(status) == 0 ||
+                            (c.kind == StageKind::kPublish && WEXITSTATUS(status) == kExitStreamsFailed));
+        if (clean) {
+          VAPIPE_LOG_INFO("stage {} (pid {}) finished", stage_kind_name(c.kind), pid);
+        } else if (failure.empty() && !flags.abort.load()) {
+          failure = std::string("stage ") + stage_kind_name(c.kind) + " (pid " + std::to_string(pid) + ") failed: " +
+                    describe_exit(status);
+          VAPIPE_LOG_ERROR("{}; stopping the job", failure);
+          if (!terminated_at) {
+            signal_all(SIGTERM);
+            terminated_at = std::chrono::steady_clock::now();
+          }
+        }
+      }
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (flags.abort.load() && !abort_sent) {
+      VAPIPE_LOG_WARN("second signal: killing every stage");
+      signal_all(SIGKILL);
+      abort_sent = true;
+    } else if (flags.stop.load() && !stopping_since) {
+      // Clean stop: ingest ends its streams, and the end travels down the pipeline behind the last
+      // frames, so every stage drains and exits by itself.
+      VAPIPE_LOG_INFO("stopping: ingest ends the streams, the other stages drain (up to {} s)",
+                      config.job.drain_timeout_s);
+      stopping_since = now;
+      Child& ingest = child_of(StageKind::kIngest);
+      if (!ingest.exited) kill(ingest.pid, SIGTERM);
+    } else if (stopping_since && !terminated_at && now - *stopping_since > drain) {
+      VAPIPE_LOG_WARN("drain timeout: terminating the remaining stages");
+      signal_all(SIGTERM);
+      terminated_at = now;
+    } else if (terminated_at && !abort_sent && now - *terminated_at > drain + std::chrono::seconds(2)) {
+      VAPIPE_LOG_WARN("stages still running after SIGTERM: killing them");
+      signal_all(SIGKILL);
+      abort_sent = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  cleanup_job_resources(config, job_id);
+
+  if (!failure.empty()) {
+    VAPIPE_LOG_ERROR("job '{}' failed: {}", config.job.name, failure);
+    return kExitStageFailed;
+  }
+  const Child& publish = child_of(StageKind::kPublish);
+  if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsFailed) {
+    VAPIPE_LOG_ERROR("job '{}' finished, but some streams failed (see the events and the summary)", config.job.name);
+    return kExitStreamsFailed;
+  }
+  VAPIPE_LOG_INFO("job '{}' finished", config.job.name);
+  return kExitOk;
+}
+
+}  // namespace vapipe

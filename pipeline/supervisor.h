@@ -1,0 +1,31 @@
+// `vapipe run`: starts every stage as its own OS process, watches them, forwards SIGINT/SIGTERM for a
+// clean shutdown (ingest stops first, the rest drain), reports which stage failed if one dies, and
+// exits when the job is done.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeline/config.h"
+#include "pipeline/signals.h"
+
+namespace vapipe {
+
+// Exit statuses of `vapipe run`.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 1;         // bad arguments or config
+inline constexpr int kExitStageFailed = 2;   // a stage process died or failed to start
+inline constexpr int kExitStreamsFailed = 3; // the job finished, but some stream failed
+
+struct SupervisorOptions {
+  std::string self_exe;                 // the vapipe binary (stages run as `vapipe stage NAME ...`)
+  std::vector<std::string> config_args; // how a stage finds the config: {"--config", path} or {"--demo"}
+  std::string job_id;                   // empty: made from pid and time
+};
+
+int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags);
+
+// Removes what a job leaves behind (ipc folder, shared memory names) after a crash.
+void cleanup_job_resources(const Config& config, const std::string& job_id);
+
+}  // namespace vapipe

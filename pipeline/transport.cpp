@@ -1,0 +1,116 @@
+#include "pipeline/transport.h"
+
+#include <zmq_addon.hpp>
+
+#include "pipeline/wire.h"
+
+namespace vapipe {
+
+zmq::context_t& zmq_context() {
+  static zmq::context_t context(1);
+  return context;
+}
+
+Result<Payload> ShmAllocator::allocate(size_t bytes) {
+  while (true) {
+    auto r = pool_->acquire(bytes, std::chrono::milliseconds(1000), cancel_);
+    if (r.ok() || r.status().code() != StatusCode::kTimeout) return r;
+  }
+}
+
+namespace {
+
+// Keeps a payload's storage alive until ZeroMQ has sent the bytes (zero-copy send).
+void release_payload_storage(void* /*data*/, void* hint) {
+  delete static_cast<std::shared_ptr<PayloadStorage>*>(hint);
+}
+
+// A received ZeroMQ frame as a payload: no copy of inline bytes.
+class ZmqFrameStorage final : public PayloadStorage {
+ public:
+  explicit ZmqFrameStorage(zmq::message_t msg) : msg_(std::move(msg)) {}
+  std::byte* data() override { return static_cast<std::byte*>(msg_.data()); }
+  size_t capacity() const override { return msg_.size(); }
+
+ private:
+  zmq::message_t msg_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MessageSender>> MessageSender::connect(const std::string& endpoint, bool by_reference,
+                                                              int hwm) {
+  try {
+    zmq::socket_t socket(zmq_context(), zmq::socket_type::push);
+    socket.set(zmq::sockopt::sndhwm, hwm);
+    socket.set(zmq::sockopt::linger, 5000);
+    socket.set(zmq::sockopt::sndtimeo, 200);
+    socket.connect(endpoint);
+    return std::unique_ptr<MessageSender>(new MessageSender(std::move(socket), endpoint, by_reference));
+  } catch (const zmq::error_t& e) {
+    return Unavailable("cannot connect to " + endpoint + ": " + e.what());
+  }
+}
+
+Status MessageSender::send(const Message& msg, const std::atomic<bool>* cancel) {
+  EncodedMessage enc = encode_message(msg, by_reference_);
+  const size_t parts = 1 + enc.inline_payloads.size();
+  try {
+    zmq::message_t header(enc.header.data(), enc.header.size());
+    // The first part waits for room (back-pressure); once it is queued ZeroMQ takes the rest.
+    while (true) {
+      auto sent = socket_.send(header, parts > 1 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      if (sent) break;
+      if (cancel && cancel->load()) return Cancelled("send to " + endpoint_ + " cancelled");
+    }
+    for (size_t i = 0; i < enc.inline_payloads.size(); ++i) {
+      Payload& p = enc.inline_payloads[i];
+      auto* keep = new std::shared_ptr<PayloadStorage>(p.storage());
+      zmq::message_t part(p.data(), p.size(), release_payload_storage, keep);
+      bool last = i + 1 == enc.inline_payloads.size();
+      while (!socket_.send(part, last ? zmq::send_flags::none : zmq::send_flags::sndmore)) {
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    return Unavailable("send to " + endpoint_ + ": " + e.what());
+  }
+  // The receiver now owns the shared memory slots named in the message.
+  for (Payload& p : enc.handed_off) p.storage()->hand_off();
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string& endpoint, int hwm) {
+  try {
+    zmq::socket_t socket(zmq_context(), zmq::socket_type::pull);
+    socket.set(zmq::sockopt::rcvhwm, hwm);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.bind(endpoint);
+    return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(socket), endpoint));
+  } catch (const zmq::error_t& e) {
+    return Unavailable("cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
+Result<std::optional<Message>> MessageReceiver::receive(std::chrono::milliseconds timeout) {
+  std::vector<zmq::message_t> frames;
+  try {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, timeout) == 0) return std::optional<Message>();
+    auto n = zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+    if (!n) return std::optional<Message>();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::optional<Message>();
+    return Unavailable("receive on " + endpoint_ + ": " + e.what());
+  }
+  std::vector<Payload> parts;
+  parts.reserve(frames.size());
+  for (auto& f : frames) {
+    size_t size = f.size();
+    parts.emplace_back(std::make_shared<ZmqFrameStorage>(std::move(f)), size);
+  }
+  auto decoded = decode_message(std::move(parts), &pools_);
+  if (!decoded.ok()) return decoded.status().with_context("malformed message on " + endpoint_);
+  return std::optional<Message>(std::move(decoded).value());
+}
+
+}  // namespace vapipe

@@ -1,0 +1,83 @@
+// Moving messages between stage processes. ZeroMQ PUSH/PULL carries the message header; payloads
+// travel by reference (shared memory slot descriptors) on one host and inline over TCP across hosts.
+// The transport chooses; stages only see Message and Payload.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "pipeline/message.h"
+#include "pipeline/shm_pool.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+// One ZeroMQ context per process.
+zmq::context_t& zmq_context();
+
+// Gives stages writable payload buffers. Thread-safe.
+class PayloadAllocator {
+ public:
+  virtual ~PayloadAllocator() = default;
+  // Blocks while no buffer is free (back-pressure); kCancelled once shutdown was requested.
+  virtual Result<Payload> allocate(size_t bytes) = 0;
+};
+
+// Plain memory: for the inline (TCP) transport and for tests.
+class HeapAllocator final : public PayloadAllocator {
+ public:
+  Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+};
+
+// Slots of a shared memory pool owned by this process.
+class ShmAllocator final : public PayloadAllocator {
+ public:
+  ShmAllocator(std::shared_ptr<ShmPool> pool, const std::atomic<bool>* cancel)
+      : pool_(std::move(pool)), cancel_(cancel) {}
+  Result<Payload> allocate(size_t bytes) override;
+  const std::shared_ptr<ShmPool>& pool() const { return pool_; }
+
+ private:
+  std::shared_ptr<ShmPool> pool_;
+  const std::atomic<bool>* cancel_;
+};
+
+// The sending end of an edge (ZeroMQ PUSH, connects). One per thread.
+class MessageSender {
+ public:
+  // by_reference: shared memory payloads travel as descriptors (same host). hwm: messages queued.
+  static Result<std::unique_ptr<MessageSender>> connect(const std::string& endpoint, bool by_reference, int hwm);
+  // Blocks while the receiver is full (back-pressure); kCancelled once *cancel is true.
+  Status send(const Message& msg, const std::atomic<bool>* cancel);
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  MessageSender(zmq::socket_t socket, std::string endpoint, bool by_reference)
+      : socket_(std::move(socket)), endpoint_(std::move(endpoint)), by_reference_(by_reference) {}
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  bool by_reference_;
+};
+
+// The receiving end of an edge (ZeroMQ PULL, binds). Fair-queues between connected senders.
+class MessageReceiver {
+ public:
+  static Result<std::unique_ptr<MessageReceiver>> bind(const std::string& endpoint, int hwm);
+  // nullopt on timeout; kDataLoss for a malformed message (the caller logs it and goes on).
+  Result<std::optional<Message>> receive(std::chrono::milliseconds timeout);
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  MessageReceiver(zmq::socket_t socket, std::string endpoint)
+      : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  ShmPoolRegistry pools_;
+};
+
+}  // namespace vapipe

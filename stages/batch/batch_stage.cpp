@@ -1,0 +1,47 @@
+#include "stages/batch/batch_stage.h"
+
+#include "pipeline/logging.h"
+
+namespace vapipe {
+
+Status BatchStage::open(const StageContext& ctx) {
+  BatcherOptions options;
+  options.max_batch_size = ctx.config.batch.max_batch_size;
+  options.max_delay = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(ctx.config.batch.max_delay_ms));
+  batcher_ = std::make_unique<Batcher>(options);
+  VAPIPE_LOG_INFO("batch: max_batch_size {}, max_delay {} ms", ctx.config.batch.max_batch_size,
+                  ctx.config.batch.max_delay_ms);
+  return Status::Ok();
+}
+
+Status BatchStage::process(Message&& in, Emitter& out) {
+  if (in.kind == MessageKind::kTensor) {
+    batcher_->add(std::move(in), std::chrono::steady_clock::now());
+    while (auto batch = batcher_->take_full()) VAPIPE_RETURN_IF_ERROR(out.emit(std::move(*batch)));
+    return Status::Ok();
+  }
+  if (!is_stream_event(in.kind)) {
+    return InvalidArgument(std::string("batch got a ") + message_kind_name(in.kind) + " message");
+  }
+  for (Message& batch : batcher_->flush_stream(in.env.stream_index)) {
+    VAPIPE_RETURN_IF_ERROR(out.emit(std::move(batch)));
+  }
+  return out.emit(std::move(in));
+}
+
+Status BatchStage::on_deadline(Emitter& out) {
+  while (auto batch = batcher_->take_due(std::chrono::steady_clock::now())) {
+    VAPIPE_RETURN_IF_ERROR(out.emit(std::move(*batch)));
+  }
+  return Status::Ok();
+}
+
+std::optional<SteadyTime> BatchStage::next_deadline() const { return batcher_ ? batcher_->deadline() : std::nullopt; }
+
+Status BatchStage::close(Emitter& out) {
+  for (Message& batch : batcher_->flush_all()) VAPIPE_RETURN_IF_ERROR(out.emit(std::move(batch)));
+  return Status::Ok();
+}
+
+}  // namespace vapipe

@@ -1,0 +1,47 @@
+// The classifier behind the infer stage. LibTorch stays behind this interface (torch_classifier.cpp is
+// the only file of the stage that includes it), so the rest of the project compiles without its
+// headers and tests can use a fake.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline/message.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct ClassifierOptions {
+  std::string model_path;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  uint32_t threads = 0;         // intra-op threads; 0 = LibTorch's default
+  TensorInfo input;             // one item, as preprocess writes it
+  size_t warmup_batch_size = 1;
+  uint32_t warmup_batches = 3;
+};
+
+// One frame's top-k: class ids and probabilities (softmax of the model's logits), best first.
+struct TopK {
+  std::vector<int32_t> class_ids;
+  std::vector<float> scores;
+};
+
+class Classifier {
+ public:
+  virtual ~Classifier() = default;
+  // `batch` holds n items of `input` layout back to back.
+  virtual Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) = 0;
+  virtual int64_t num_classes() const = 0;
+  virtual std::string device() const = 0;
+};
+
+// Loads a TorchScript model, runs the warm-up batches and learns its number of classes. A model that
+// does not load or does not map [N, C, H, W] to [N, classes] is an error naming the file.
+Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options);
+
+// The LibTorch version this binary was built with (for `vapipe doctor` and logs).
+std::string torch_version();
+
+}  // namespace vapipe

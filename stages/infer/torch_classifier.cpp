@@ -1,0 +1,139 @@
+// The only translation unit of the infer stage that includes LibTorch (its headers are slow to
+// compile: keep it that way).
+#include <torch/script.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+
+#include "pipeline/logging.h"
+#include "stages/infer/classifier.h"
+
+namespace vapipe {
+
+std::string torch_version() { return TORCH_VERSION; }
+
+namespace {
+
+class TorchClassifier final : public Classifier {
+ public:
+  TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input)
+      : module_(std::move(module)), device_(device), input_(input) {}
+
+  Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
+    if (n == 0) return std::vector<TopK>{};
+    try {
+      torch::NoGradGuard no_grad;
+      const auto in_dtype = input_.dtype == DType::kFloat16 ? torch::kHalf : torch::kFloat;
+      torch::Tensor x = torch::from_blob(const_cast<std::byte*>(batch),
+                                         {static_cast<int64_t>(n), input_.channels, input_.height, input_.width},
+                                         torch::TensorOptions().dtype(in_dtype));
+      x = x.to(device_, torch::kFloat, /*non_blocking=*/false, /*copy=*/false);
+      torch::Tensor logits = module_.forward({x}).toTensor();
+      if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
+        return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(n) +
+                        ", classes]");
+      }
+      const int64_t k = std::min<int64_t>(static_cast<int64_t>(top_k), logits.size(1));
+      auto [scores, ids] = torch::softmax(logits.to(torch::kFloat), 1).topk(k, 1);
+      scores = scores.to(torch::kCPU).contiguous();
+      ids = ids.to(torch::kCPU).to(torch::kInt).contiguous();
+      std::vector<TopK> out(n);
+      const float* s = scores.data_ptr<float>();
+      const int32_t* c = ids.data_ptr<int32_t>();
+      for (size_t i = 0; i < n; ++i) {
+        out[i].class_ids.assign(c + i * k, c + (i + 1) * k);
+        out[i].scores.assign(s + i * k, s + (i + 1) * k);
+      }
+      return out;
+    } catch (const c10::Error& e) {
+      return Internal(std::string("forward failed: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return Internal(std::string("forward failed: ") + e.what());
+    }
+  }
+
+  int64_t num_classes() const override { return num_classes_; }
+  std::string device() const override { return device_.str(); }
+
+  // Runs `rounds` forward passes on zeros and checks the output is [n, classes].
+  Status warm_up(size_t n, uint32_t rounds) {
+    const std::string in_shape = "[" + std::to_string(n) + ", " + std::to_string(input_.channels) + ", " +
+                                 std::to_string(input_.height) + ", " + std::to_string(input_.width) + "]";
+    try {
+      torch::NoGradGuard no_grad;
+      torch::Tensor x = torch::zeros({static_cast<int64_t>(n), input_.channels, input_.height, input_.width},
+                                     torch::TensorOptions().dtype(torch::kFloat).device(device_));
+      for (uint32_t i = 0; i < rounds; ++i) {
+        torch::jit::IValue out = module_.forward({x});
+        if (!out.isTensor()) return InvalidArgument("forward on " + in_shape + " does not return a tensor");
+        torch::Tensor logits = out.toTensor();
+        if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
+          return InvalidArgument("forward on " + in_shape + " returns " + shape_text(logits) +
+                                 ", expected [" + std::to_string(n) + ", classes]");
+        }
+        num_classes_ = logits.size(1);
+      }
+    } catch (const c10::Error& e) {
+      return InvalidArgument("forward on " + in_shape + " fails: " + e.what_without_backtrace());
+    }
+    return Status::Ok();
+  }
+
+  static std::string shape_text(const torch::Tensor& t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+    return s + "]";
+  }
+
+ private:
+  torch::jit::script::Module module_;
+  torch::Device device_;
+  TensorInfo input_;
+  int64_t num_classes_ = 0;
+};
+
+Result<torch::Device> choose_device(const std::string& requested) {
+  const bool cuda = torch::cuda::is_available();
+  if (requested == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (requested == "cpu") return torch::Device(torch::kCPU);
+  if (!cuda) {
+    return FailedPrecondition("infer.device is '" + requested +
+                              "' but LibTorch sees no CUDA device (this LibTorch " TORCH_VERSION
+                              " may be a CPU build); use device: auto or cpu");
+  }
+  try {
+    return torch::Device(requested);
+  } catch (const c10::Error& e) {
+    return InvalidArgument("infer.device '" + requested + "': " + e.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options) {
+  const std::string& path = options.model_path;
+  if (!std::filesystem::exists(path)) return NotFound("model " + path + ": file not found");
+  if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
+  VAPIPE_ASSIGN_OR_RETURN(torch::Device device, choose_device(options.device));
+  torch::jit::script::Module module;
+  try {
+    module = torch::jit::load(path, device);
+    module.eval();
+  } catch (const c10::Error& e) {
+    return InvalidArgument("model " + path + " is not a TorchScript model LibTorch " TORCH_VERSION
+                           " can load: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return InvalidArgument("model " + path + " could not be loaded: " + e.what());
+  }
+  auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input);
+
+  // Warm-up at the batch size the pipeline will use; it also tells the number of classes.
+  VAPIPE_RETURN_IF_ERROR(classifier->warm_up(std::max<size_t>(1, options.warmup_batch_size),
+                                             std::max<uint32_t>(1, options.warmup_batches))
+                             .with_context("model " + path));
+  return std::unique_ptr<Classifier>(std::move(classifier));
+}
+
+}  // namespace vapipe

@@ -1,0 +1,65 @@
+#include "stages/ingest/ingest_stage.h"
+
+#include <thread>
+#include <vector>
+
+#include "pipeline/logging.h"
+#include "pipeline/stage_runner.h"
+#include "pipeline/transport.h"
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe {
+
+Status run_ingest(const Config& config, const JobLayout& layout, ShutdownFlags& flags) {
+  if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
+  std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
+  std::shared_ptr<ShmPool> pool;
+  if (layout.by_reference) {
+    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.frame_slots,
+                                                  config.transport.frame_slot_bytes));
+    allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
+  }
+  const std::string& endpoint = layout.input_endpoint.at(StageKind::kPreprocess);
+  VAPIPE_LOG_INFO("ingest: {} streams, {} mode, queue {} x {}, output {}", config.streams.size(),
+                  config.job.mode == JobMode::kArchive ? "archive" : "live",
+                  queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
+
+  std::vector<std::thread> threads;
+  std::vector<Status> results(config.streams.size());
+  for (uint32_t i = 0; i < config.streams.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const StreamConfig& stream = config.streams[i];
+      // One socket per stream: the preprocess input fair-queues between them, and one stream's
+      // messages stay in order.
+      auto sender = MessageSender::connect(endpoint, layout.by_reference, kEdgeHighWaterMark);
+      if (!sender.ok()) {
+        results[i] = sender.status();
+        return;
+      }
+      SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
+      auto reader = StreamReader::create(stream, i, config.ingest);
+      if (!reader.ok()) {
+        // The stream still has to end downstream, as an error that names it.
+        Envelope env;
+        env.stream_id = stream.id;
+        env.stream_index = i;
+        VAPIPE_LOG_ERROR("stream '{}': {}", stream.id, reader.status().message());
+        results[i] = emitter.emit(Message::stream_event(
+            MessageKind::kStreamError, env, StreamEvent{redact_uri(stream.uri), reader.status().message(), 0, 0}));
+        return;
+      }
+      results[i] = (*reader)->run(emitter, flags);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) VAPIPE_LOG_ERROR("stream '{}': {}", config.streams[i].id, results[i].message());
+  }
+  if (pool) {
+    wait_for_pool_drained(*pool, flags, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                            std::chrono::duration<double>(config.job.drain_timeout_s)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace vapipe

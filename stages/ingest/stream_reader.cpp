@@ -1,0 +1,363 @@
+#include "stages/ingest/stream_reader.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "pipeline/bounded_queue.h"
+#include "pipeline/logging.h"
+
+namespace vapipe {
+
+bool ensure_gstreamer() {
+  static std::once_flag once;
+  static bool ok = false;
+  std::call_once(once, [] {
+    GError* err = nullptr;
+    ok = gst_init_check(nullptr, nullptr, &err);
+    if (!ok) {
+      VAPIPE_LOG_ERROR("GStreamer failed to initialise: {}", err ? err->message : "unknown error");
+      if (err) g_error_free(err);
+    }
+  });
+  return ok;
+}
+
+namespace {
+
+// RAII for GStreamer references.
+struct GstObjectUnref {
+  void operator()(gpointer p) const {
+    if (p) gst_object_unref(p);
+  }
+};
+using GstElementPtr = std::unique_ptr<GstElement, GstObjectUnref>;
+using GstBusPtr = std::unique_ptr<GstBus, GstObjectUnref>;
+
+struct SampleUnref {
+  void operator()(GstSample* s) const {
+    if (s) gst_sample_unref(s);
+  }
+};
+using SamplePtr = std::unique_ptr<GstSample, SampleUnref>;
+
+// What the appsink callback hands to the reader thread.
+struct QueuedFrame {
+  SamplePtr sample;  // null: end-of-stream marker
+  uint64_t seq = 0;
+  int64_t capture_ns = 0;
+};
+
+std::string describe_gerror(GError* err, gchar* debug) {
+  std::string s = err ? err->message : "unknown error";
+  if (debug && *debug) {
+    // The debug string names the element and source line; keep its first line only.
+    std::string d(debug);
+    s += " (" + d.substr(0, d.find('\n')) + ")";
+  }
+  return s;
+}
+
+}  // namespace
+
+struct StreamReader::Impl {
+  StreamConfig stream;
+  uint32_t index = 0;
+  IngestConfig ingest;
+  GstElementPtr pipeline;
+  GstElement* appsink = nullptr;     // owned by the pipeline
+  GstElement* convert_sink = nullptr;  // where uridecodebin's video pad links
+  BoundedQueue<QueuedFrame> queue;
+  std::atomic<uint64_t> next_seq{0};
+
+  Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in)
+      : stream(s), index(i), ingest(in), queue(in.queue_capacity, in.queue_policy) {}
+
+  Envelope envelope() const {
+    Envelope e;
+    e.stream_id = stream.id;
+    e.stream_index = index;
+    return e;
+  }
+
+  // appsink streaming thread: number the frame, then queue it (blocks in archive mode).
+  static GstFlowReturn on_new_sample(GstAppSink* sink, gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    SamplePtr sample(gst_app_sink_pull_sample(sink));
+    if (!sample) return GST_FLOW_EOS;
+    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns()};
+    return self->queue.push(std::move(f)) == PushResult::kClosed ? GST_FLOW_FLUSHING : GST_FLOW_OK;
+  }
+  static void on_eos(GstAppSink*, gpointer user) {
+    static_cast<Impl*>(user)->queue.push(QueuedFrame{});
+  }
+  static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    GstCaps* caps = gst_pad_get_current_caps(pad);
+    if (!caps) caps = gst_pad_query_caps(pad, nullptr);
+    const gchar* name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
+    const bool video = g_str_has_prefix(name, "video/");
+    gst_caps_unref(caps);
+    if (!video) return;  // audio and other streams stay unlinked; demuxers carry on without them
+    GstPad* sink = gst_element_get_static_pad(self->convert_sink, "sink");
+    if (!gst_pad_is_linked(sink) && gst_pad_link(pad, sink) != GST_PAD_LINK_OK) {
+      VAPIPE_LOG_WARN("stream '{}': could not link the decoded video pad", self->stream.id);
+    }
+    gst_object_unref(sink);
+  }
+  // decoder: cpu keeps decodebin away from hardware (NVDEC) decoders.
+  static gint on_autoplug_select(GstElement*, GstPad*, GstCaps*, GstElementFactory* factory, gpointer) {
+    const gchar* klass = gst_element_factory_get_metadata(factory, GST_ELEMENT_METADATA_KLASS);
+    const gchar* name = gst_plugin_feature_get_name(GST_PLUGIN_FEATURE(factory));
+    const bool hardware = (klass && strstr(klass, "Hardware")) || g_str_has_prefix(name, "nv");
+    return hardware ? 2 /* GST_AUTOPLUG_SELECT_SKIP */ : 0 /* TRY */;
+  }
+};
+
+namespace {
+
+GstElement* make(const char* factory, const std::string& stream_id, Status* status) {
+  GstElement* e = gst_element_factory_make(factory, nullptr);
+  if (!e && status->ok()) {
+    *status = FailedPrecondition("stream '" + stream_id + "': GStreamer element '" + factory +
+                                 "' is missing (install the GStreamer plugins; see tools/setup.sh)");
+  }
+  return e;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& stream, uint32_t stream_index,
+                                                           const IngestConfig& ingest) {
+  if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
+  if (ingest.decoder == "nvdec") {
+    return FailedPrecondition("ingest.decoder: nvdec is not supported by this build yet; use auto or cpu");
+  }
+  auto impl = std::make_unique<Impl>(stream, stream_index, ingest);
+  Status status;
+  impl->pipeline.reset(gst_pipeline_new(("vapipe-" + stream.id).c_str()));
+  gst_object_ref_sink(impl->pipeline.get());
+  GstElement* bin = impl->pipeline.get();
+  GstElement* caps_filter = make("capsfilter", stream.id, &status);
+  GstElement* sink = make("appsink", stream.id, &status);
+  GstCaps* caps = nullptr;
+
+  if (stream.parsed.kind == UriKind::kTest) {
+    const TestSourceSpec& t = stream.parsed.test;
+    GstElement* src = make("videotestsrc", stream.id, &status);
+    if (!status.ok()) return status;
+    gst_util_set_object_arg(G_OBJECT(src), "pattern", t.pattern.c_str());
+    if (t.frames > 0) g_object_set(src, "num-buffers", static_cast<gint>(t.frames), nullptr);
+    g_object_set(src, "is-live", t.live ? TRUE : FALSE, "horizontal-speed", t.speed, nullptr);
+    if (!t.motion.empty()) gst_util_set_object_arg(G_OBJECT(src), "motion", t.motion.c_str());
+    caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, t.format.c_str(), "width", G_TYPE_INT,
+                               static_cast<gint>(t.width), "height", G_TYPE_INT, static_cast<gint>(t.height),
+                               "framerate", GST_TYPE_FRACTION, static_cast<gint>(t.fps), 1, nullptr);
+    gst_bin_add_many(GST_BIN(bin), src, caps_filter, sink, nullptr);
+    if (!gst_element_link_many(src, caps_filter, sink, nullptr)) {
+      status = Internal("stream '" + stream.id + "': cannot link the test source");
+    }
+  } else {
+    GstElement* src = make("uridecodebin", stream.id, &status);
+    GstElement* convert = make("videoconvert", stream.id, &status);
+    if (!status.ok()) return status;
+    g_object_set(src, "uri", stream.uri.c_str(), nullptr);
+    caps = gst_caps_from_string("video/x-raw,format=(string){I420,NV12,RGB}");
+    gst_bin_add_many(GST_BIN(bin), src, convert, caps_filter, sink, nullptr);
+    if (!gst_element_link_many(convert, caps_filter, sink, nullptr)) {
+      status = Internal("stream '" + stream.id + "': cannot link videoconvert to the appsink");
+    }
+    impl->convert_sink = convert;
+    g_signal_connect(src, "pad-added", G_CALLBACK(&Impl::on_pad_added), impl.get());
+    if (ingest.decoder == "cpu") {
+      g_signal_connect(src, "autoplug-select", G_CALLBACK(&Impl::on_autoplug_select), nullptr);
+    }
+  }
+  if (!status.ok()) {
+    if (caps) gst_caps_unref(caps);
+    return status;
+  }
+  g_object_set(caps_filter, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+
+  impl->appsink = sink;
+  // Our own bounded queue holds the frames; the appsink keeps one at most, and does not sync to the
+  // clock (archive files run as fast as the pipeline allows; live sources pace themselves).
+  g_object_set(sink, "max-buffers", 1u, "drop", FALSE, "sync", FALSE, "emit-signals", FALSE, nullptr);
+  GstAppSinkCallbacks callbacks{};
+  callbacks.eos = &Impl::on_eos;
+  callbacks.new_sample = &Impl::on_new_sample;
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, impl.get(), nullptr);
+  return std::unique_ptr<StreamReader>(new StreamReader(std::move(impl)));
+}
+
+StreamReader::StreamReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StreamReader::~StreamReader() {
+  if (impl_ && impl_->pipeline) {
+    impl_->queue.close();  // unblock a streaming thread waiting for room
+    gst_element_set_state(impl_->pipeline.get(), GST_STATE_NULL);
+  }
+}
+
+const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
+
+namespace {
+
+// Copies a decoded frame into `payload`, planes packed tightly; fills `info`.
+Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out, FrameInfo* info,
+                  Payload* payload) {
+  GstCaps* caps = gst_sample_get_caps(sample);
+  GstBuffer* buffer = gst_sample_get_buffer(sample);
+  GstVideoInfo vinfo;
+  if (!caps || !buffer || !gst_video_info_from_caps(&vinfo, caps)) {
+    return DataLoss("stream '" + stream_id + "': decoded sample without usable video caps");
+  }
+  FrameInfo fi;
+  switch (GST_VIDEO_INFO_FORMAT(&vinfo)) {
+    case GST_VIDEO_FORMAT_I420: fi.format = PixelFormat::kI420; break;
+    case GST_VIDEO_FORMAT_NV12: fi.format = PixelFormat::kNV12; break;
+    case GST_VIDEO_FORMAT_RGB: fi.format = PixelFormat::kRGB; break;
+    default:
+      return DataLoss("stream '" + stream_id + "': unexpected pixel format " +
+                      gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(&vinfo)));
+  }
+  fi.width = GST_VIDEO_INFO_WIDTH(&vinfo);
+  fi.height = GST_VIDEO_INFO_HEIGHT(&vinfo);
+  fi.matrix = vinfo.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ? ColorMatrix::kBT709 : ColorMatrix::kBT601;
+  fi.full_range = vinfo.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
+  const uint32_t cw = (fi.width + 1) / 2, ch = (fi.height + 1) / 2;
+  std::array<uint32_t, 3> rows{};
+  uint32_t planes = 0;
+  if (fi.format == PixelFormat::kRGB) {
+    fi.stride = {fi.width * 3, 0, 0};
+    rows = {fi.height, 0, 0};
+    planes = 1;
+  } else if (fi.format == PixelFormat::kI420) {
+    fi.stride = {fi.width, cw, cw};
+    rows = {fi.height, ch, ch};
+    planes = 3;
+  } else {
+    fi.stride = {fi.width, cw * 2, 0};
+    rows = {fi.height, ch, 0};
+    planes = 2;
+  }
+  uint32_t offset = 0;
+  for (uint32_t p = 0; p < planes; ++p) {
+    fi.offset[p] = offset;
+    offset += fi.stride[p] * rows[p];
+  }
+  VAPIPE_ASSIGN_OR_RETURN(*payload, out.allocate(offset));
+  GstVideoFrame frame;
+  if (!gst_video_frame_map(&frame, &vinfo, buffer, GST_MAP_READ)) {
+    return DataLoss("stream '" + stream_id + "': cannot map a decoded frame");
+  }
+  for (uint32_t p = 0; p < planes; ++p) {
+    const auto* src = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, p));
+    const uint32_t src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, p);
+    auto* dst = reinterpret_cast<uint8_t*>(payload->data()) + fi.offset[p];
+    if (src_stride == fi.stride[p]) {
+      std::memcpy(dst, src, size_t{fi.stride[p]} * rows[p]);
+    } else {
+      for (uint32_t r = 0; r < rows[p]; ++r) std::memcpy(dst + size_t{r} * fi.stride[p], src + size_t{r} * src_stride, fi.stride[p]);
+    }
+  }
+  gst_video_frame_unmap(&frame);
+  *info = fi;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
+  Impl& s = *impl_;
+  const std::string uri = redact_uri(s.stream.uri);
+  GstBusPtr bus(gst_element_get_bus(s.pipeline.get()));
+  uint64_t emitted = 0;
+  bool started = false;
+  auto finish = [&](MessageKind kind, std::string message) -> Status {
+    s.queue.close();
+    gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);
+    StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
+    if (kind == MessageKind::kStreamError) {
+      VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
+    } else {
+      VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped)", s.stream.id, ev.message, emitted, ev.dropped);
+    }
+    return out.emit(Message::stream_event(kind, s.envelope(), std::move(ev)));
+  };
+
+  if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    // The reason is on the bus (e.g. "Resource not found").
+    std::string reason = "cannot start the pipeline";
+    if (GstMessage* m = gst_bus_pop_filtered(bus.get(), GST_MESSAGE_ERROR)) {
+      GError* err = nullptr;
+      gchar* debug = nullptr;
+      gst_message_parse_error(m, &err, &debug);
+      reason = describe_gerror(err, debug);
+      g_clear_error(&err);
+      g_free(debug);
+      gst_message_unref(m);
+    }
+    return finish(MessageKind::kStreamError, reason);
+  }
+
+  // Copies one decoded frame into a payload buffer and emits it. kCancelled: shutdown while waiting
+  // for a free buffer.
+  auto emit_frame = [&](QueuedFrame& f) -> Status {
+    if (!started) {
+      started = true;
+      VAPIPE_RETURN_IF_ERROR(
+          out.emit(Message::stream_event(MessageKind::kStreamStart, s.envelope(), StreamEvent{uri, "", 0, 0})));
+    }
+    Message m;
+    m.kind = MessageKind::kFrame;
+    m.env = s.envelope();
+    m.env.seq = f.seq;
+    m.env.capture_ns = f.capture_ns;
+    GstBuffer* b = gst_sample_get_buffer(f.sample.get());
+    m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
+    VAPIPE_RETURN_IF_ERROR(copy_frame(f.sample.get(), s.stream.id, out, &m.frame, &m.payload));
+    f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
+    m.env.mark_entry(StageKind::kIngest, wall_clock_ns());
+    VAPIPE_RETURN_IF_ERROR(out.emit(std::move(m)));
+    ++emitted;
+    return Status::Ok();
+  };
+
+  while (true) {
+    if (flags.stop.load()) {
+      // Shutdown: emit what was already decoded, then end the stream as "stopped".
+      s.queue.close();
+      while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
+        if (!f->sample || flags.abort.load() || !emit_frame(*f).ok()) break;
+      }
+      return finish(MessageKind::kStreamEnd, "stopped");
+    }
+    auto frame = s.queue.pop(std::chrono::milliseconds(50));
+    if (!frame) {
+      // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
+      if (GstMessage* m = gst_bus_pop_filtered(bus.get(), GST_MESSAGE_ERROR)) {
+        GError* err = nullptr;
+        gchar* debug = nullptr;
+        gst_message_parse_error(m, &err, &debug);
+        std::string reason = describe_gerror(err, debug);
+        g_clear_error(&err);
+        g_free(debug);
+        gst_message_unref(m);
+        // Frames decoded before the error were already emitted and get their results.
+        return finish(MessageKind::kStreamError, reason);
+      }
+      continue;
+    }
+    if (!frame->sample) return finish(MessageKind::kStreamEnd, "end of stream");
+    Status st = emit_frame(*frame);
+    if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, "stopped");
+    if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
+  }
+}
+
+}  // namespace vapipe

@@ -1,0 +1,43 @@
+// One input stream: a GStreamer pipeline (uridecodebin for files and network URIs, videotestsrc for
+// test:// URIs) ending in an appsink. Decoded frames pass a bounded queue with the job's policy
+// (block: back-pressure reaches the decoder; drop_oldest: latency stays bounded and drops are
+// counted), then are copied once into a payload buffer (a shared memory slot) and emitted.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "pipeline/config.h"
+#include "pipeline/signals.h"
+#include "pipeline/stage.h"
+
+namespace vapipe {
+
+class StreamReader {
+ public:
+  // Builds the GStreamer pipeline (not started). Errors name the stream.
+  static Result<std::unique_ptr<StreamReader>> create(const StreamConfig& stream, uint32_t stream_index,
+                                                      const IngestConfig& ingest);
+  ~StreamReader();
+  StreamReader(const StreamReader&) = delete;
+  StreamReader& operator=(const StreamReader&) = delete;
+
+  // Plays the stream to its end. Emits kStreamStart before the first frame, then the frames, then
+  // kStreamEnd (end-of-stream, or "stopped" after `flags.stop`) or kStreamError. Returns an error
+  // only if `out` failed (the downstream is gone).
+  Status run(Emitter& out, const ShutdownFlags& flags);
+
+  const std::string& stream_id() const;
+
+  struct Impl;
+
+ private:
+  explicit StreamReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// gst_init, once per process; false (with the reason logged) if GStreamer cannot start.
+bool ensure_gstreamer();
+
+}  // namespace vapipe

@@ -1,0 +1,236 @@
+// CPU preprocessing: one pass over the output pixels. Bilinear weights are computed once per input
+// size; YUV is interpolated before conversion to RGB (the conversion is affine, so this equals
+// converting each source pixel first, minus the clamping), which keeps the inner loop short.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "stages/preprocess/preprocessor.h"
+
+namespace vapipe {
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t mant = x & 0x7fffffu;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xffu);
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));  // inf / nan
+  exp = exp - 127 + 15;
+  if (exp >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (exp <= 0) {                                                 // subnormal or zero
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half_mant = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++half_mant;
+    return static_cast<uint16_t>(sign | half_mant);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: correct
+  return static_cast<uint16_t>(h);
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
+      x = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+Status validate_frame(const FrameView& frame) {
+  const FrameInfo& i = frame.info;
+  if (i.width == 0 || i.height == 0) return InvalidArgument("frame has zero width or height");
+  if (frame.data == nullptr) return InvalidArgument("frame has no payload");
+  size_t need = i.required_bytes();
+  if (need == 0) return InvalidArgument(std::string("inconsistent ") + pixel_format_name(i.format) + " layout");
+  if (need > frame.size) {
+    return InvalidArgument("frame layout needs " + std::to_string(need) + " bytes, payload has " +
+                           std::to_string(frame.size));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Source index and weight along one axis, as torch's upsample_bilinear2d (align_corners=False).
+struct Tap {
+  uint32_t i0, i1;
+  float w1;  // weight of i1; i0 gets 1 - w1
+};
+
+std::vector<Tap> make_taps(uint32_t in, uint32_t out) {
+  std::vector<Tap> taps(out);
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  for (uint32_t d = 0; d < out; ++d) {
+    float src = std::max(scale * (static_cast<float>(d) + 0.5f) - 0.5f, 0.0f);
+    uint32_t i0 = static_cast<uint32_t>(src);
+    uint32_t step = i0 < in - 1 ? 1 : 0;
+    taps[d] = {i0, i0 + step, src - static_cast<float>(i0)};
+  }
+  return taps;
+}
+
+// YUV -> RGB (0..255) as r = y + cr_r * v, g = y + cb_g * u + cr_g * v, b = y + cb_b * u, where
+// y, u, v are already range-expanded and centred.
+struct YuvMatrix {
+  float y_scale, y_offset, c_scale;
+  float cr_r, cb_g, cr_g, cb_b;
+};
+
+YuvMatrix make_matrix(ColorMatrix m, bool full_range) {
+  const float kr = m == ColorMatrix::kBT709 ? 0.2126f : 0.299f;
+  const float kb = m == ColorMatrix::kBT709 ? 0.0722f : 0.114f;
+  const float kg = 1.f - kr - kb;
+  YuvMatrix y{};
+  y.y_scale = full_range ? 1.f : 255.f / 219.f;
+  y.y_offset = full_range ? 0.f : 16.f;
+  y.c_scale = full_range ? 1.f : 255.f / 224.f;
+  y.cr_r = 2.f * (1.f - kr);
+  y.cb_b = 2.f * (1.f - kb);
+  y.cb_g = -2.f * kb * (1.f - kb) / kg;
+  y.cr_g = -2.f * kr * (1.f - kr) / kg;
+  return y;
+}
+
+inline float lerp2(float a, float b, float c, float d, float wx, float wy) {
+  const float top = a + (b - a) * wx;
+  const float bottom = c + (d - c) * wx;
+  return top + (bottom - top) * wy;
+}
+
+class CpuPreprocessor final : public Preprocessor {
+ public:
+  explicit CpuPreprocessor(const PreprocessSpec& spec) : spec_(spec) {
+    for (int c = 0; c < 3; ++c) {
+      // (v / 255 - mean) / std == v * scale + bias
+      scale_[c] = 1.f / (255.f * spec.std[c]);
+      bias_[c] = -spec.mean[c] / spec.std[c];
+    }
+  }
+
+  const PreprocessSpec& spec() const override { return spec_; }
+
+  Status run(const FrameView& frame, std::byte* out) override {
+    VAPIPE_RETURN_IF_ERROR(validate_frame(frame));
+    const FrameInfo& info = frame.info;
+    if (info.width != in_w_ || info.height != in_h_) {
+      in_w_ = info.width;
+      in_h_ = info.height;
+      xs_ = make_taps(in_w_, spec_.out_width);
+      ys_ = make_taps(in_h_, spec_.out_height);
+    }
+    const size_t plane = size_t{spec_.out_width} * spec_.out_height;
+    row_.resize(plane * 3);
+    float* r_out = row_.data();
+    float* g_out = r_out + plane;
+    float* b_out = g_out + plane;
+    if (info.format == PixelFormat::kRGB) {
+      run_rgb(frame, r_out, g_out, b_out);
+    } else {
+      run_yuv(frame, r_out, g_out, b_out);
+    }
+    // Normalise and store in the requested dtype.
+    if (spec_.dtype == DType::kFloat32) {
+      float* dst = reinterpret_cast<float*>(out);
+      for (int c = 0; c < 3; ++c) {
+        const float* src = row_.data() + c * plane;
+        float* d = dst + c * plane;
+        for (size_t i = 0; i < plane; ++i) d[i] = src[i] * scale_[c] + bias_[c];
+      }
+    } else {
+      uint16_t* dst = reinterpret_cast<uint16_t*>(out);
+      for (int c = 0; c < 3; ++c) {
+        const float* src = row_.data() + c * plane;
+        uint16_t* d = dst + c * plane;
+        for (size_t i = 0; i < plane; ++i) d[i] = float_to_half(src[i] * scale_[c] + bias_[c]);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  void run_rgb(const FrameView& frame, float* r, float* g, float* b) const {
+    const uint8_t* base = frame.plane(0);
+    const size_t stride = frame.info.stride[0];
+    size_t o = 0;
+    for (const Tap& ty : ys_) {
+      const uint8_t* row0 = base + ty.i0 * stride;
+      const uint8_t* row1 = base + ty.i1 * stride;
+      for (const Tap& tx : xs_) {
+        const uint8_t* p00 = row0 + tx.i0 * 3;
+        const uint8_t* p01 = row0 + tx.i1 * 3;
+        const uint8_t* p10 = row1 + tx.i0 * 3;
+        const uint8_t* p11 = row1 + tx.i1 * 3;
+        r[o] = lerp2(p00[0], p01[0], p10[0], p11[0], tx.w1, ty.w1);
+        g[o] = lerp2(p00[1], p01[1], p10[1], p11[1], tx.w1, ty.w1);
+        b[o] = lerp2(p00[2], p01[2], p10[2], p11[2], tx.w1, ty.w1);
+        ++o;
+      }
+    }
+  }
+
+  void run_yuv(const FrameView& frame, float* r, float* g, float* b) const {
+    const FrameInfo& info = frame.info;
+    const YuvMatrix m = make_matrix(info.matrix, info.full_range);
+    const bool nv12 = info.format == PixelFormat::kNV12;
+    const uint8_t* yp = frame.plane(0);
+    const uint8_t* up = frame.plane(1);
+    const uint8_t* vp = nv12 ? frame.plane(1) + 1 : frame.plane(2);
+    const size_t ys = info.stride[0], us = info.stride[1], vs = nv12 ? info.stride[1] : info.stride[2];
+    const size_t cstep = nv12 ? 2 : 1;  // bytes between horizontally adjacent chroma samples
+    size_t o = 0;
+    for (const Tap& ty : ys_) {
+      const uint8_t* y0 = yp + ty.i0 * ys;
+      const uint8_t* y1 = yp + ty.i1 * ys;
+      const uint8_t* u0 = up + (ty.i0 / 2) * us;
+      const uint8_t* u1 = up + (ty.i1 / 2) * us;
+      const uint8_t* v0 = vp + (ty.i0 / 2) * vs;
+      const uint8_t* v1 = vp + (ty.i1 / 2) * vs;
+      for (const Tap& tx : xs_) {
+        const size_t c0 = (tx.i0 / 2) * cstep, c1 = (tx.i1 / 2) * cstep;
+        const float yy = (lerp2(y0[tx.i0], y0[tx.i1], y1[tx.i0], y1[tx.i1], tx.w1, ty.w1) - m.y_offset) * m.y_scale;
+        const float uu = (lerp2(u0[c0], u0[c1], u1[c0], u1[c1], tx.w1, ty.w1) - 128.f) * m.c_scale;
+        const float vv = (lerp2(v0[c0], v0[c1], v1[c0], v1[c1], tx.w1, ty.w1) - 128.f) * m.c_scale;
+        r[o] = std::clamp(yy + m.cr_r * vv, 0.f, 255.f);
+        g[o] = std::clamp(yy + m.cb_g * uu + m.cr_g * vv, 0.f, 255.f);
+        b[o] = std::clamp(yy + m.cb_b * uu, 0.f, 255.f);
+        ++o;
+      }
+    }
+  }
+
+  PreprocessSpec spec_;
+  std::array<float, 3> scale_{}, bias_{};
+  uint32_t in_w_ = 0, in_h_ = 0;
+  std::vector<Tap> xs_, ys_;
+  std::vector<float> row_;
+};
+
+}  // namespace
+
+std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec) {
+  return std::make_unique<CpuPreprocessor>(spec);
+}
+
+}  // namespace vapipe

@@ -1,0 +1,55 @@
+#include "stages/preprocess/preprocess_stage.h"
+
+#include "pipeline/logging.h"
+
+namespace vapipe {
+
+PreprocessSpec preprocess_spec_from(const PreprocessConfig& c) {
+  PreprocessSpec spec;
+  spec.out_width = c.width;
+  spec.out_height = c.height;
+  spec.mean = c.mean;
+  spec.std = c.std;
+  spec.dtype = c.dtype;
+  return spec;
+}
+
+Status PreprocessStage::open(const StageContext& ctx) {
+  if (preprocessor_) return Status::Ok();
+  if (ctx.config.preprocess.device == "cuda") {
+    return FailedPrecondition(
+        "preprocess.device: cuda is not available in this build yet; use preprocess.device: cpu");
+  }
+  preprocessor_ = make_cpu_preprocessor(preprocess_spec_from(ctx.config.preprocess));
+  VAPIPE_LOG_INFO("preprocess: cpu, {}x{} {}", ctx.config.preprocess.width, ctx.config.preprocess.height,
+                  dtype_name(ctx.config.preprocess.dtype));
+  return Status::Ok();
+}
+
+Status PreprocessStage::process(Message&& in, Emitter& out) {
+  if (in.kind != MessageKind::kFrame) {
+    if (!is_stream_event(in.kind)) {
+      return InvalidArgument(std::string("preprocess got a ") + message_kind_name(in.kind) + " message");
+    }
+    return out.emit(std::move(in));
+  }
+  Message tensor;
+  tensor.kind = MessageKind::kTensor;
+  tensor.env = in.env;
+  tensor.tensor = preprocessor_->spec().output_info();
+  tensor.error = in.error;
+  if (tensor.error.empty()) {
+    VAPIPE_ASSIGN_OR_RETURN(tensor.payload, out.allocate(tensor.tensor.bytes()));
+    FrameView view{in.frame, in.payload.data(), in.payload.size()};
+    Status s = preprocessor_->run(view, tensor.payload.data());
+    if (!s.ok()) {
+      tensor.payload.reset();
+      tensor.error = "preprocess: " + s.message();
+      VAPIPE_LOG_WARN("stream '{}' frame {}: {}", in.env.stream_id, in.env.seq, tensor.error);
+    }
+  }
+  in.payload.reset();  // the frame's slot goes back to ingest before we block on sending
+  return out.emit(std::move(tensor));
+}
+
+}  // namespace vapipe

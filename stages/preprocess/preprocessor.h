@@ -1,0 +1,52 @@
+// Preprocessing: a decoded frame (I420, NV12 or RGB, any resolution) becomes an RGB tensor of the
+// configured size (bilinear, half-pixel centres: the same as torch's interpolate with
+// align_corners=False), normalised with mean/std, CHW float32 or float16. The CPU implementation is
+// here; the CUDA one implements the same interface (DALI's shape: host header, .cu kernel, CPU
+// reference, parity test).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "pipeline/message.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct FrameView {
+  FrameInfo info;
+  const std::byte* data = nullptr;  // start of the payload; planes at info.offset[i]
+  size_t size = 0;
+  const uint8_t* plane(int i) const { return reinterpret_cast<const uint8_t*>(data) + info.offset[i]; }
+};
+
+struct PreprocessSpec {
+  uint32_t out_width = 224;
+  uint32_t out_height = 224;
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // of RGB in [0, 1]
+  std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+  DType dtype = DType::kFloat32;
+  TensorInfo output_info() const { return TensorInfo{dtype, 3, out_height, out_width}; }
+};
+
+class Preprocessor {
+ public:
+  virtual ~Preprocessor() = default;
+  // Writes spec.output_info().bytes() bytes to `out`. A frame whose layout does not match its
+  // payload is kInvalidArgument (that frame only).
+  virtual Status run(const FrameView& frame, std::byte* out) = 0;
+  virtual const PreprocessSpec& spec() const = 0;
+};
+
+std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec);
+
+// Checks that a frame's layout is consistent and fits its payload.
+Status validate_frame(const FrameView& frame);
+
+// IEEE 754 binary16 from float, round to nearest even.
+uint16_t float_to_half(float f);
+float half_to_float(uint16_t h);
+
+}  // namespace vapipe

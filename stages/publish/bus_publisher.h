@@ -1,0 +1,31 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+// Where publish sends [topic, payload] messages. The real one is a ZeroMQ XPUB socket.
+class BusPublisher {
+ public:
+  virtual ~BusPublisher() = default;
+  virtual Status send(const std::string& topic, const std::string& payload) = 0;
+};
+
+struct ZmqBusOptions {
+  std::string endpoint = "tcp://127.0.0.1:5560";
+  bool lossless = true;                 // archive: block on a slow subscriber rather than drop
+  uint32_t wait_for_subscribers = 0;    // hold the first message until this many subscribed
+  double wait_timeout_s = 30.0;
+};
+
+// Binds a ZeroMQ XPUB socket. With wait_for_subscribers, the first send() waits (up to the timeout)
+// until that many subscriptions arrived, so an archive job's first results reach a subscriber that
+// was started with it. `stop` aborts a blocked send.
+Result<std::unique_ptr<BusPublisher>> make_zmq_bus_publisher(const ZmqBusOptions& options,
+                                                             const std::atomic<bool>* stop);
+
+}  // namespace vapipe

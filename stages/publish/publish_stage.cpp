@@ -1,0 +1,164 @@
+#include "stages/publish/publish_stage.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "pipeline/logging.h"
+#include "stages/publish/result_schema.h"
+
+namespace vapipe {
+
+Status PublishStage::open(const StageContext& ctx) {
+  config_ = &ctx.config;
+  job_start_ns_ = wall_clock_ns();
+  // The supervisor passes the job's start, so that the wall time covers start-up too.
+  if (const char* s = std::getenv("VAPIPE_JOB_START_NS"); s && *s) job_start_ns_ = std::atoll(s);
+  for (const StreamConfig& s : ctx.config.streams) {
+    StreamState st;
+    st.id = s.id;
+    streams_.push_back(st);
+  }
+  if (!ctx.config.publish.jsonl_path.empty()) {
+    std::filesystem::path p(ctx.config.publish.jsonl_path);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    jsonl_.open(p, std::ios::out | std::ios::trunc);
+    if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
+  }
+  if (factory_) {
+    VAPIPE_ASSIGN_OR_RETURN(bus_, factory_(ctx));
+  } else {
+    ZmqBusOptions o;
+    o.endpoint = ctx.config.publish.endpoint;
+    o.lossless = ctx.config.job.mode == JobMode::kArchive;
+    o.wait_for_subscribers = ctx.config.publish.wait_for_subscribers;
+    o.wait_timeout_s = ctx.config.publish.wait_timeout_s;
+    VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
+  }
+  VAPIPE_LOG_INFO("publish: results on {}{}", ctx.config.publish.endpoint,
+                  jsonl_.is_open() ? " and " + ctx.config.publish.jsonl_path : std::string());
+  return Status::Ok();
+}
+
+Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
+  const std::string text = payload.dump();
+  if (jsonl_.is_open()) jsonl_ << "{\"topic\":" << nlohmann::json(topic).dump() << ",\"payload\":" << text << "}\n";
+  return bus_->send(topic, text);
+}
+
+Status PublishStage::process(Message&& in, Emitter& /*out*/) {
+  if (in.env.stream_index >= streams_.size() || streams_[in.env.stream_index].id != in.env.stream_id) {
+    return InvalidArgument("message for unknown stream '" + in.env.stream_id + "'");
+  }
+  StreamState& st = streams_[in.env.stream_index];
+  const int64_t now = wall_clock_ns();
+  if (in.kind == MessageKind::kResult) {
+    // Per-stream order is a contract: check it rather than trust it.
+    if (in.env.seq > st.next_seq) {
+      st.gaps += in.env.seq - st.next_seq;
+      if (config_->job.mode == JobMode::kArchive) {
+        VAPIPE_LOG_ERROR("stream '{}': frames {}..{} missing", st.id, st.next_seq, in.env.seq - 1);
+      }
+    } else if (in.env.seq < st.next_seq) {
+      ++st.out_of_order;
+      VAPIPE_LOG_ERROR("stream '{}': frame {} arrived after frame {}", st.id, in.env.seq, st.next_seq - 1);
+    }
+    st.next_seq = std::max(st.next_seq, in.env.seq + 1);
+    ++st.results;
+    if (!in.prediction.error.empty() || !in.error.empty()) ++st.frame_errors;
+    if (st.first_ns == 0) st.first_ns = in.env.capture_ns;
+    st.last_ns = now;
+    const double latency = in.env.capture_ns > 0 ? static_cast<double>(now - in.env.capture_ns) / 1e6 : 0.0;
+    st.latency_sum_ms += latency;
+    st.latency_max_ms = std::max(st.latency_max_ms, latency);
+    return publish(result_topic(st.id), result_json(in, now));
+  }
+  if (!is_stream_event(in.kind)) {
+    return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
+  }
+  if (in.kind == MessageKind::kStreamStart) {
+    st.status = "running";
+    VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
+  } else if (in.kind == MessageKind::kStreamEnd) {
+    st.status = in.event.message == "stopped" ? "stopped" : "done";
+    st.dropped = in.event.dropped;
+    if (in.event.frames != st.results) {
+      VAPIPE_LOG_ERROR("stream '{}': ingest emitted {} frames but {} results were published", st.id,
+                       in.event.frames, st.results);
+    }
+  } else {
+    st.status = "failed";
+    st.message = in.event.message;
+    st.dropped = in.event.dropped;
+    ++failed_streams_;
+    VAPIPE_LOG_ERROR("stream '{}' failed: {}", st.id, in.event.message);
+  }
+  return publish(event_topic(st.id), event_json(in, now));
+}
+
+Status PublishStage::close(Emitter& /*out*/) {
+  write_summary();
+  Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
+  if (jsonl_.is_open()) jsonl_.flush();
+  return s;
+}
+
+void PublishStage::write_summary() {
+  const int64_t end_ns = wall_clock_ns();
+  const double wall_s = static_cast<double>(end_ns - job_start_ns_) / 1e9;
+  uint64_t total_frames = 0;
+  nlohmann::json streams = nlohmann::json::array();
+  std::string table;
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-24s %-8s %9s %8s %9s %10s %12s\n", "stream", "status", "frames", "errors",
+                "wall_s", "fps", "latency_ms");
+  table += line;
+  for (const StreamState& st : streams_) {
+    const double stream_wall = st.first_ns && st.last_ns > st.first_ns ? (st.last_ns - st.first_ns) / 1e9 : 0.0;
+    const double fps = stream_wall > 0 ? st.results / stream_wall : 0.0;
+    const double mean_latency = st.results ? st.latency_sum_ms / st.results : 0.0;
+    total_frames += st.results;
+    streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
+                       {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
+                       {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"wall_s", stream_wall},
+                       {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms}});
+    std::snprintf(line, sizeof line, "  %-24s %-8s %9llu %8llu %9.2f %10.1f %12.1f\n", st.id.c_str(),
+                  st.status.c_str(), static_cast<unsigned long long>(st.results),
+                  static_cast<unsigned long long>(st.frame_errors), stream_wall, fps, mean_latency);
+    table += line;
+  }
+  // Cost at the configured price: GPU-hours billed for the job's wall time. A CPU-only run is billed
+  // as one unit (the machine), so the figure stays comparable.
+  const int gpu_count = std::getenv("VAPIPE_GPU_COUNT") ? std::atoi(std::getenv("VAPIPE_GPU_COUNT")) : 0;
+  const double billed_hours = wall_s / 3600.0 * std::max(1, gpu_count);
+  const double cost = billed_hours * config_->job.price_per_gpu_hour;
+  summary_ = {{"schema", "vapipe.job_summary"},
+              {"schema_version", kSchemaVersion},
+              {"job", config_->job.name},
+              {"mode", config_->job.mode == JobMode::kArchive ? "archive" : "live"},
+              {"streams", streams},
+              {"frames", total_frames},
+              {"failed_streams", failed_streams_},
+              {"wall_s", wall_s},
+              {"fps", wall_s > 0 ? total_frames / wall_s : 0.0},
+              {"gpu_count", gpu_count},
+              {"price_per_gpu_hour", config_->job.price_per_gpu_hour},
+              {"billed_hours", billed_hours},
+              {"cost", cost},
+              {"cost_per_1k_frames", total_frames ? cost * 1000.0 / total_frames : 0.0}};
+  std::snprintf(line, sizeof line,
+                "job '%s': %llu frames from %zu streams in %.2f s (%.1f frames/s), %d failed; "
+                "cost %.4f at %.2f per GPU-hour (%d GPU%s)\n",
+                config_->job.name.c_str(), static_cast<unsigned long long>(total_frames), streams_.size(), wall_s,
+                wall_s > 0 ? total_frames / wall_s : 0.0, failed_streams_, cost, config_->job.price_per_gpu_hour,
+                gpu_count, gpu_count == 1 ? "" : "s; CPU runs count as 1");
+  std::fputs(("\nJob summary\n" + table + line).c_str(), stdout);
+  std::fflush(stdout);
+  if (!config_->job.summary_path.empty()) {
+    std::ofstream out(config_->job.summary_path, std::ios::trunc);
+    out << summary_.dump(2) << "\n";
+    if (!out) VAPIPE_LOG_ERROR("job.summary_path {}: cannot be written", config_->job.summary_path);
+  }
+}
+
+}  // namespace vapipe

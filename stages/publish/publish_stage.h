@@ -1,0 +1,61 @@
+#pragma once
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/stage.h"
+#include "stages/publish/bus_publisher.h"
+
+namespace vapipe {
+
+using BusFactory = std::function<Result<std::unique_ptr<BusPublisher>>(const StageContext&)>;
+
+// Exit status of the publish process (and of `vapipe run`) when the job finished but some stream
+// failed.
+inline constexpr int kExitSomeStreamsFailed = 3;
+
+// Results and stream events out to the bus (topics results/<id>, events/<id>), optionally to a
+// JSON-lines file; checks per-stream order; writes the job summary when every stream has ended.
+class PublishStage final : public Stage {
+ public:
+  explicit PublishStage(BusFactory factory = nullptr) : factory_(std::move(factory)) {}
+  StageKind kind() const override { return StageKind::kPublish; }
+  Status open(const StageContext& ctx) override;
+  Status process(Message&& in, Emitter& out) override;
+  Status close(Emitter& out) override;
+  int exit_code() const { return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0; }
+  const nlohmann::json& summary() const { return summary_; }
+
+ private:
+  struct StreamState {
+    std::string id;
+    std::string status = "pending";  // pending | running | done | failed | stopped
+    std::string message;
+    uint64_t results = 0;
+    uint64_t frame_errors = 0;
+    uint64_t next_seq = 0;
+    uint64_t gaps = 0;        // frames missing (live drops)
+    uint64_t out_of_order = 0;
+    uint64_t dropped = 0;
+    int64_t first_ns = 0, last_ns = 0;
+    double latency_sum_ms = 0, latency_max_ms = 0;
+  };
+  Status publish(const std::string& topic, const nlohmann::json& payload);
+  void write_summary();
+
+  BusFactory factory_;
+  const Config* config_ = nullptr;
+  std::unique_ptr<BusPublisher> bus_;
+  std::ofstream jsonl_;
+  std::vector<StreamState> streams_;
+  int64_t job_start_ns_ = 0;
+  int failed_streams_ = 0;
+  nlohmann::json summary_;
+};
+
+}  // namespace vapipe

@@ -1,0 +1,74 @@
+#include "stages/publish/result_schema.h"
+
+namespace vapipe {
+
+std::string result_topic(const std::string& stream_id) { return "results/" + stream_id; }
+std::string event_topic(const std::string& stream_id) { return "events/" + stream_id; }
+
+namespace {
+double ms_between(int64_t from_ns, int64_t to_ns) {
+  if (from_ns <= 0 || to_ns <= 0) return 0.0;
+  return static_cast<double>(to_ns - from_ns) / 1e6;
+}
+}  // namespace
+
+nlohmann::json result_json(const Message& m, int64_t publish_ns) {
+  const Envelope& e = m.env;
+  nlohmann::json j;
+  j["schema"] = "vapipe.result";
+  j["schema_version"] = kSchemaVersion;
+  j["stream_id"] = e.stream_id;
+  j["seq"] = e.seq;
+  j["pts_ms"] = e.pts_ns >= 0 ? nlohmann::json(static_cast<double>(e.pts_ns) / 1e6) : nlohmann::json(nullptr);
+  j["capture_unix_ms"] = static_cast<double>(e.capture_ns) / 1e6;
+  j["model"] = m.prediction.model;
+  const bool ok = m.prediction.error.empty() && m.error.empty() && !m.prediction.top_k.empty();
+  if (ok) {
+    const ClassScore& best = m.prediction.top_k.front();
+    j["label"] = best.label;
+    j["class_id"] = best.class_id;
+    j["score"] = best.score;
+    nlohmann::json top = nlohmann::json::array();
+    for (const ClassScore& c : m.prediction.top_k) {
+      top.push_back({{"label", c.label}, {"class_id", c.class_id}, {"score", c.score}});
+    }
+    j["top_k"] = std::move(top);
+    j["error"] = nullptr;
+  } else {
+    j["label"] = nullptr;
+    j["class_id"] = nullptr;
+    j["score"] = nullptr;
+    j["top_k"] = nlohmann::json::array();
+    j["error"] = !m.prediction.error.empty() ? m.prediction.error : m.error;
+  }
+  auto at = [&](StageKind k) { return e.entry(k); };
+  j["latency_ms"] = {
+      {"total", ms_between(e.capture_ns, publish_ns)},
+      {"ingest", ms_between(e.capture_ns, at(StageKind::kPreprocess))},
+      {"preprocess", ms_between(at(StageKind::kPreprocess), at(StageKind::kBatch))},
+      {"batch", ms_between(at(StageKind::kBatch), at(StageKind::kInfer))},
+      {"infer", ms_between(at(StageKind::kInfer), at(StageKind::kPublish))},
+      {"publish", ms_between(at(StageKind::kPublish), publish_ns)},
+  };
+  return j;
+}
+
+nlohmann::json event_json(const Message& m, int64_t publish_ns) {
+  nlohmann::json j;
+  j["schema"] = "vapipe.event";
+  j["schema_version"] = kSchemaVersion;
+  j["stream_id"] = m.env.stream_id;
+  switch (m.kind) {
+    case MessageKind::kStreamStart: j["event"] = "started"; break;
+    case MessageKind::kStreamEnd: j["event"] = "eos"; break;
+    default: j["event"] = "error"; break;
+  }
+  j["uri"] = m.event.uri;
+  j["message"] = m.event.message;
+  j["frames"] = m.event.frames;
+  j["dropped"] = m.event.dropped;
+  j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
+  return j;
+}
+
+}  // namespace vapipe

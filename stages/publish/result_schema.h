@@ -1,0 +1,25 @@
+// The result bus's payloads: JSON, schema "vapipe.result" / "vapipe.event" / "vapipe.job_summary",
+// version kSchemaVersion. This is a public contract (docs/result-schema.md): change it only by adding
+// fields, or by bumping the version.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "pipeline/message.h"
+
+namespace vapipe {
+
+inline constexpr int kSchemaVersion = 1;
+
+std::string result_topic(const std::string& stream_id);  // "results/<stream_id>"
+std::string event_topic(const std::string& stream_id);   // "events/<stream_id>"
+inline constexpr const char* kJobSummaryTopic = "job/summary";
+
+// One frame's result. `publish_ns` is the wall clock at publishing.
+nlohmann::json result_json(const Message& result, int64_t publish_ns);
+// A stream event: "started", "eos" or "error".
+nlohmann::json event_json(const Message& event, int64_t publish_ns);
+
+}  // namespace vapipe

@@ -1,0 +1,91 @@
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "pipeline/logging.h"
+#include "pipeline/transport.h"
+#include "stages/publish/bus_publisher.h"
+
+namespace vapipe {
+namespace {
+
+class ZmqBusPublisher final : public BusPublisher {
+ public:
+  ZmqBusPublisher(zmq::socket_t socket, ZmqBusOptions options, const std::atomic<bool>* stop)
+      : socket_(std::move(socket)), options_(std::move(options)), stop_(stop) {}
+
+  Status send(const std::string& topic, const std::string& payload) override {
+    if (!waited_) wait_for_subscribers();
+    drain_subscriptions();
+    try {
+      zmq::message_t t(topic.data(), topic.size());
+      zmq::message_t p(payload.data(), payload.size());
+      // Lossless mode (XPUB_NODROP): a full subscriber queue makes send fail with EAGAIN; retry,
+      // which holds the pipeline back instead of dropping a result.
+      while (!socket_.send(t, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        if (stop_ && stop_->load()) return Cancelled("publish cancelled");
+        drain_subscriptions();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      while (!socket_.send(p, zmq::send_flags::none)) {
+      }
+    } catch (const zmq::error_t& e) {
+      return Unavailable("publish on " + options_.endpoint + ": " + e.what());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // XPUB delivers (un)subscriptions as messages: byte 1 = subscribe, 0 = unsubscribe.
+  void drain_subscriptions() {
+    zmq::message_t m;
+    while (socket_.recv(m, zmq::recv_flags::dontwait)) {
+      if (m.size() > 0 && static_cast<const uint8_t*>(m.data())[0] == 1) ++subscriptions_;
+    }
+  }
+
+  void wait_for_subscribers() {
+    waited_ = true;
+    if (options_.wait_for_subscribers == 0) return;
+    VAPIPE_LOG_INFO("publish: waiting for {} subscriber(s) on {} (up to {} s)", options_.wait_for_subscribers,
+                    options_.endpoint, options_.wait_timeout_s);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(options_.wait_timeout_s));
+    while (subscriptions_ < options_.wait_for_subscribers && std::chrono::steady_clock::now() < deadline &&
+           !(stop_ && stop_->load())) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      drain_subscriptions();
+    }
+    if (subscriptions_ < options_.wait_for_subscribers) {
+      VAPIPE_LOG_WARN("publish: only {} of {} subscriber(s) after {} s; publishing anyway", subscriptions_,
+                      options_.wait_for_subscribers, options_.wait_timeout_s);
+    }
+  }
+
+  zmq::socket_t socket_;
+  ZmqBusOptions options_;
+  const std::atomic<bool>* stop_;
+  bool waited_ = false;
+  uint32_t subscriptions_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BusPublisher>> make_zmq_bus_publisher(const ZmqBusOptions& options,
+                                                             const std::atomic<bool>* stop) {
+  try {
+    zmq::socket_t socket(zmq_context(), zmq::socket_type::xpub);
+    socket.set(zmq::sockopt::sndhwm, 100000);
+    socket.set(zmq::sockopt::linger, 2000);
+    socket.set(zmq::sockopt::xpub_nodrop, options.lossless ? 1 : 0);
+    socket.set(zmq::sockopt::xpub_verbose, 1);  // count every subscription, even of a topic seen before
+    socket.bind(options.endpoint);
+    return std::unique_ptr<BusPublisher>(new ZmqBusPublisher(std::move(socket), options, stop));
+  } catch (const zmq::error_t& e) {
+    return Unavailable("publish.endpoint " + options.endpoint + ": cannot bind: " + e.what());
+  }
+}
+
+}  // namespace vapipe
