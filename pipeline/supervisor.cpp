@@ -130,8 +130,10 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
                     describe_exit(status);
           VAPIPE_LOG_ERROR("{}; stopping the job", failure);
           if (!terminated_at) {
+            // The pipeline is broken, so there is nothing to drain: a second signal means "now".
+            signal_all(SIGINT);
             signal_all(SIGTERM);
-            terminated_at = std::chrono::steady_clock::now();
+            terminated_at = std::chrono::steady_clock::now() - drain;
           }
         }
       }

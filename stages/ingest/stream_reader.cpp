@@ -5,6 +5,8 @@
 #include <gst/video/video.h>
 
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <mutex>
 
 #include "pipeline/bounded_queue.h"
@@ -51,14 +53,20 @@ struct QueuedFrame {
   int64_t capture_ns = 0;
 };
 
-std::string describe_gerror(GError* err, gchar* debug) {
-  std::string s = err ? err->message : "unknown error";
-  if (debug && *debug) {
-    // The debug string names the element and source line; keep its first line only.
-    std::string d(debug);
-    s += " (" + d.substr(0, d.find('\n')) + ")";
-  }
-  return s;
+// The first error on the bus, as "message (element NAME)", if there is one.
+std::optional<std::string> pop_bus_error(GstBus* bus) {
+  GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  if (!m) return std::nullopt;
+  GError* err = nullptr;
+  gchar* debug = nullptr;
+  gst_message_parse_error(m, &err, &debug);
+  std::string text = err ? err->message : "unknown GStreamer error";
+  if (GST_MESSAGE_SRC(m)) text += std::string(" (element ") + GST_OBJECT_NAME(GST_MESSAGE_SRC(m)) + ")";
+  VAPIPE_LOG_DEBUG("GStreamer error detail: {}", debug ? debug : "");
+  g_clear_error(&err);
+  g_free(debug);
+  gst_message_unref(m);
+  return text;
 }
 
 }  // namespace
@@ -135,6 +143,13 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
   if (ingest.decoder == "nvdec") {
     return FailedPrecondition("ingest.decoder: nvdec is not supported by this build yet; use auto or cpu");
+  }
+  if (stream.parsed.kind == UriKind::kFile) {
+    const std::string path = file_uri_path(stream.uri);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      return NotFound("file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+    }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest);
   Status status;
@@ -292,16 +307,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
 
   if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     // The reason is on the bus (e.g. "Resource not found").
-    std::string reason = "cannot start the pipeline";
-    if (GstMessage* m = gst_bus_pop_filtered(bus.get(), GST_MESSAGE_ERROR)) {
-      GError* err = nullptr;
-      gchar* debug = nullptr;
-      gst_message_parse_error(m, &err, &debug);
-      reason = describe_gerror(err, debug);
-      g_clear_error(&err);
-      g_free(debug);
-      gst_message_unref(m);
-    }
+    std::string reason = pop_bus_error(bus.get()).value_or("cannot start the pipeline");
     return finish(MessageKind::kStreamError, reason);
   }
 
@@ -340,16 +346,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
     if (!frame) {
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
-      if (GstMessage* m = gst_bus_pop_filtered(bus.get(), GST_MESSAGE_ERROR)) {
-        GError* err = nullptr;
-        gchar* debug = nullptr;
-        gst_message_parse_error(m, &err, &debug);
-        std::string reason = describe_gerror(err, debug);
-        g_clear_error(&err);
-        g_free(debug);
-        gst_message_unref(m);
+      if (auto reason = pop_bus_error(bus.get())) {
         // Frames decoded before the error were already emitted and get their results.
-        return finish(MessageKind::kStreamError, reason);
+        return finish(MessageKind::kStreamError, *reason);
       }
       continue;
     }

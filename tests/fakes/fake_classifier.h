@@ -1,0 +1,41 @@
+// A classifier with a known answer: class = (first float of the item, rounded) mod classes, so a test
+// chooses each frame's class through its tensor. Can be told to fail.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "stages/infer/classifier.h"
+
+namespace vapipe::testing {
+
+class FakeClassifier final : public Classifier {
+ public:
+  FakeClassifier(int64_t classes, TensorInfo input) : classes_(classes), input_(input) {}
+  Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
+    batch_sizes.push_back(n);
+    if (fail) return Internal("fake failure");
+    std::vector<TopK> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      float first;
+      std::memcpy(&first, batch + i * input_.bytes(), sizeof first);
+      const int32_t best = static_cast<int32_t>(std::lround(first)) % classes_;
+      for (size_t k = 0; k < std::min<size_t>(top_k, classes_); ++k) {
+        out[i].class_ids.push_back(static_cast<int32_t>((best + k) % classes_));
+        out[i].scores.push_back(k == 0 ? 0.9f : 0.1f / static_cast<float>(k + 1));
+      }
+    }
+    return out;
+  }
+  int64_t num_classes() const override { return classes_; }
+  std::string device() const override { return "fake"; }
+
+  std::vector<size_t> batch_sizes;
+  bool fail = false;
+
+ private:
+  int64_t classes_;
+  TensorInfo input_;
+};
+
+}  // namespace vapipe::testing

@@ -1,0 +1,132 @@
+#include "pipeline/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace vapipe {
+namespace {
+
+const char* kMinimal = R"(
+streams:
+  - id: cam1
+    uri: test://ball?frames=10&width=320&height=240
+infer:
+  model: m.pt
+  labels: m.txt
+)";
+
+TEST(Config, MinimalConfigGetsDefaultsAndResolvesPaths) {
+  auto c = load_config_string(kMinimal, "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams.size(), 1u);
+  EXPECT_EQ(c->streams[0].parsed.kind, UriKind::kTest);
+  EXPECT_EQ(c->streams[0].parsed.test.pattern, "ball");
+  EXPECT_EQ(c->streams[0].parsed.test.width, 320u);
+  EXPECT_EQ(c->infer.model, "/cfg/m.pt");
+  EXPECT_EQ(c->infer.model_name, "m");
+  EXPECT_EQ(c->job.mode, JobMode::kArchive);
+  EXPECT_EQ(c->ingest.queue_policy, QueuePolicy::kBlock);
+  EXPECT_EQ(c->batch.max_batch_size, 16u);
+  EXPECT_EQ(c->publish.endpoint, "tcp://127.0.0.1:5560");
+  EXPECT_EQ(c->transport.effective_tensor_slots(c->batch), 64u);
+}
+
+TEST(Config, NetworkStreamMakesTheJobLiveWithDropOldest) {
+  auto c = load_config_string(R"(
+streams: [{id: cam, uri: "rtsp://user:secret@10.0.0.1/stream"}]
+infer: {model: m.pt, labels: m.txt}
+)", "live.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->job.mode, JobMode::kLive);
+  EXPECT_EQ(c->ingest.queue_policy, QueuePolicy::kDropOldest);
+}
+
+TEST(Config, PlainPathBecomesAbsoluteFileUri) {
+  auto c = load_config_string(R"(
+streams: [{id: clip, uri: media/a.mp4}]
+infer: {model: m.pt, labels: m.txt}
+)", "x.yaml", "/data/jobs");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams[0].uri, "file:///data/jobs/media/a.mp4");
+}
+
+// Each bad config must name the file, the line and the key.
+struct BadCase {
+  const char* yaml;
+  const char* expected;  // substring of the error
+};
+
+class BadConfig : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfig, ErrorNamesFileLineAndKey) {
+  auto c = load_config_string(GetParam().yaml, "bad.yaml", "/cfg");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(GetParam().expected), std::string::npos) << c.status().message();
+  EXPECT_EQ(c.status().message().rfind("bad.yaml", 0), 0u) << c.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadConfig,
+    ::testing::Values(
+        BadCase{"streams: [{id: a, uri: 'test://smpte'}]\ninfer: {model: m, labels: l}\nbatch:\n  max_batch_sise: 4\n",
+                "bad.yaml:4: batch.max_batch_sise: unknown key"},
+        BadCase{"streams: [{id: a, uri: 'test://smpte'}]\ninfer: {model: m, labels: l}\nbatch:\n  max_batch_size: lots\n",
+                "bad.yaml:4: batch.max_batch_size: expected an integer from 1 to 4096, got 'lots'"},
+        BadCase{"streams: [{id: a, uri: 'test://smpte'}]\ninfer: {model: m, labels: l}\nbatch: {max_batch_size: -3}\n",
+                "batch.max_batch_size: expected an integer"},
+        BadCase{"streams: [{id: a, uri: 'test://nosuch'}]\ninfer: {model: m, labels: l}\n",
+                "bad.yaml:1: streams[0].uri: unknown test pattern 'nosuch'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball?fps=0'}]\ninfer: {model: m, labels: l}\n",
+                "streams[0].uri: bad value '0' for test URI parameter 'fps'"},
+        BadCase{"streams:\n  - {id: a, uri: 'test://ball'}\n  - {id: a, uri: 'test://snow'}\ninfer: {model: m, labels: l}\n",
+                "bad.yaml:3: streams[1].id: duplicate stream id 'a'"},
+        BadCase{"streams: [{id: 'a b', uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n",
+                "streams[0].id: stream id 'a b' may only contain"},
+        BadCase{"streams: []\ninfer: {model: m, labels: l}\n", "streams: expected a non-empty list"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\n", "infer.model: missing"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {std: [1, 0, 1]}\n",
+                "preprocess.std[1]: expected a positive number"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\njob: {mode: fast}\n",
+                "bad.yaml:3: job.mode: expected archive | live, got 'fast'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l, device: tpu}\n",
+                "infer.device: expected auto | cpu | cuda | cuda:N, got 'tpu'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatch: {max_batch_size: 32}\ntransport: {tensor_slots: 8}\n",
+                "transport.tensor_slots: must be at least batch.max_batch_size"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nextra: 1\n",
+                "bad.yaml:3: extra: unknown key"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"}));
+
+TEST(Config, MissingFileIsNotFound) {
+  auto c = load_config_file("/nonexistent/job.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("/nonexistent/job.yaml"), std::string::npos);
+}
+
+TEST(Config, FilePathsResolveAgainstTheConfigFolder) {
+  auto dir = std::filesystem::temp_directory_path() / "vapipe-config-test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "job.yaml") << kMinimal;
+  auto c = load_config_file((dir / "job.yaml").string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->infer.model, (dir / "m.pt").string());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Config, EmbeddedDemoConfigLoads) {
+  auto c = load_demo_config();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->job.name, "demo");
+  EXPECT_GE(c->streams.size(), 3u);
+  EXPECT_TRUE(std::filesystem::exists(c->infer.model)) << c->infer.model;
+  EXPECT_TRUE(std::filesystem::exists(c->infer.labels)) << c->infer.labels;
+  for (const auto& s : c->streams) {
+    if (s.parsed.kind == UriKind::kFile) EXPECT_TRUE(std::filesystem::exists(file_uri_path(s.uri))) << s.uri;
+  }
+}
+
+}  // namespace
+}  // namespace vapipe

@@ -1,0 +1,51 @@
+#include "pipeline/stream_uri.h"
+
+#include <gtest/gtest.h>
+
+namespace vapipe {
+namespace {
+
+TEST(StreamUri, TestUriParameters) {
+  auto u = parse_stream_uri("test://ball?frames=5&width=320&height=200&fps=25&motion=sweep&speed=-3&format=NV12&live=true", "");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->kind, UriKind::kTest);
+  EXPECT_EQ(u->test.pattern, "ball");
+  EXPECT_EQ(u->test.frames, 5u);
+  EXPECT_EQ(u->test.width, 320u);
+  EXPECT_EQ(u->test.height, 200u);
+  EXPECT_EQ(u->test.fps, 25u);
+  EXPECT_EQ(u->test.motion, "sweep");
+  EXPECT_EQ(u->test.speed, -3);
+  EXPECT_EQ(u->test.format, "NV12");
+  EXPECT_TRUE(u->test.live);
+}
+
+TEST(StreamUri, RejectsUnknownParameterAndBadValues) {
+  EXPECT_FALSE(parse_stream_uri("test://ball?colour=red", "").ok());
+  EXPECT_FALSE(parse_stream_uri("test://ball?width=abc", "").ok());
+  EXPECT_FALSE(parse_stream_uri("test://ball?format=YUY2", "").ok());
+  EXPECT_FALSE(parse_stream_uri("file://relative/path.mp4", "").ok());
+  EXPECT_FALSE(parse_stream_uri("", "").ok());
+}
+
+TEST(StreamUri, ClassifiesFileAndNetworkUris) {
+  auto f = parse_stream_uri("file:///a/b%20c.mp4", "");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->kind, UriKind::kFile);
+  EXPECT_EQ(file_uri_path(f->uri), "/a/b c.mp4");
+  auto n = parse_stream_uri("rtsp://cam.local:8554/live", "");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->kind, UriKind::kNetwork);
+  auto p = parse_stream_uri("../clips/x.mkv", "/jobs/a");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->uri, "file:///jobs/clips/x.mkv");
+}
+
+TEST(StreamUri, RedactsCredentials) {
+  EXPECT_EQ(redact_uri("rtsp://admin:hunter2@10.1.2.3:554/ch1?x=@"), "rtsp://***@10.1.2.3:554/ch1?x=@");
+  EXPECT_EQ(redact_uri("rtsp://10.1.2.3/ch1"), "rtsp://10.1.2.3/ch1");
+  EXPECT_EQ(redact_uri("file:///a@b.mp4"), "file:///a@b.mp4");
+}
+
+}  // namespace
+}  // namespace vapipe

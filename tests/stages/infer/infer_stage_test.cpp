@@ -1,0 +1,169 @@
+#include "stages/infer/infer_stage.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "stages/infer/labels.h"
+#include "tests/fakes/fake_classifier.h"
+#include "tests/fakes/stage_harness.h"
+
+namespace vapipe {
+namespace {
+
+using testing::CollectingEmitter;
+using testing::FakeClassifier;
+
+const TensorInfo kInput{DType::kFloat32, 3, 4, 4};
+
+class InferStageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-infer-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    write_labels({"zero", "one", "two", "three"});
+    config_ = testing::test_config(2);
+    config_.preprocess.width = 4;
+    config_.preprocess.height = 4;
+    config_.batch.max_batch_size = 4;
+    config_.infer.labels = (dir_ / "labels.txt").string();
+    config_.infer.top_k = 2;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void write_labels(const std::vector<std::string>& labels) {
+    std::ofstream out(dir_ / "labels.txt");
+    for (const auto& l : labels) out << l << "\n";
+  }
+
+  // A stage whose classifier answers class = first float of the tensor.
+  std::unique_ptr<InferStage> open_stage(int64_t classes = 4) {
+    auto stage = std::make_unique<InferStage>([this, classes](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+      options_ = o;
+      auto c = std::make_unique<FakeClassifier>(classes, o.input);
+      fake_ = c.get();
+      return std::unique_ptr<Classifier>(std::move(c));
+    });
+    Status s = stage->open(StageContext{config_});
+    EXPECT_TRUE(s.ok()) << s.message();
+    return stage;
+  }
+
+  static Message tensor(uint32_t stream, uint64_t seq, float first) {
+    Message m = testing::tensor_message(stream, seq, kInput);
+    std::memset(m.payload.data(), 0, m.payload.size());
+    std::memcpy(m.payload.data(), &first, sizeof first);
+    return m;
+  }
+
+  std::filesystem::path dir_;
+  Config config_;
+  ClassifierOptions options_;
+  FakeClassifier* fake_ = nullptr;
+};
+
+TEST_F(InferStageTest, OneResultPerFrameInBatchOrderWithLabels) {
+  auto stage = open_stage();
+  EXPECT_EQ(options_.warmup_batch_size, 4u);
+  EXPECT_EQ(options_.input, kInput);
+  Message batch;
+  batch.kind = MessageKind::kBatch;
+  batch.items.push_back(tensor(0, 0, 2));
+  batch.items.push_back(tensor(1, 0, 3));
+  batch.items.push_back(tensor(0, 1, 1));
+  CollectingEmitter out;
+  ASSERT_TRUE(stage->process(std::move(batch), out).ok());
+  ASSERT_EQ(out.messages.size(), 3u);
+  EXPECT_EQ(out.messages[0].prediction.top_k[0].label, "two");
+  EXPECT_EQ(out.messages[0].prediction.top_k.size(), 2u);
+  EXPECT_EQ(out.messages[1].env.stream_index, 1u);
+  EXPECT_EQ(out.messages[1].prediction.top_k[0].label, "three");
+  EXPECT_EQ(out.messages[2].env.seq, 1u);
+  EXPECT_EQ(out.messages[2].prediction.top_k[0].class_id, 1);
+  EXPECT_EQ(out.messages[2].prediction.model, "model");
+  EXPECT_EQ(fake_->batch_sizes, std::vector<size_t>{3});
+}
+
+TEST_F(InferStageTest, BadFramesGetErrorResultsAndTheRestOfTheBatchIsClassified) {
+  auto stage = open_stage();
+  Message batch;
+  batch.kind = MessageKind::kBatch;
+  batch.items.push_back(tensor(0, 0, 1));
+  Message upstream_error = tensor(0, 1, 1);
+  upstream_error.payload.reset();
+  upstream_error.error = "preprocess: bad layout";
+  batch.items.push_back(std::move(upstream_error));
+  Message wrong_shape = testing::tensor_message(0, 2, TensorInfo{DType::kFloat32, 3, 8, 8});
+  batch.items.push_back(std::move(wrong_shape));
+  batch.items.push_back(tensor(0, 3, 2));
+  CollectingEmitter out;
+  ASSERT_TRUE(stage->process(std::move(batch), out).ok());
+  ASSERT_EQ(out.messages.size(), 4u);
+  EXPECT_TRUE(out.messages[0].prediction.error.empty());
+  EXPECT_EQ(out.messages[1].prediction.error, "preprocess: bad layout");
+  EXPECT_NE(out.messages[2].prediction.error.find("does not match the model input"), std::string::npos);
+  EXPECT_EQ(out.messages[3].prediction.top_k[0].label, "two");
+  EXPECT_EQ(fake_->batch_sizes, std::vector<size_t>{2});
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(out.messages[i].env.seq, i);
+}
+
+TEST_F(InferStageTest, AFailedForwardGivesEveryFrameAnErrorResultAndTheStageGoesOn) {
+  auto stage = open_stage();
+  fake_->fail = true;
+  Message batch;
+  batch.kind = MessageKind::kBatch;
+  batch.items.push_back(tensor(0, 0, 1));
+  batch.items.push_back(tensor(0, 1, 1));
+  CollectingEmitter out;
+  ASSERT_TRUE(stage->process(std::move(batch), out).ok());
+  ASSERT_EQ(out.messages.size(), 2u);
+  EXPECT_NE(out.messages[1].prediction.error.find("inference failed"), std::string::npos);
+  fake_->fail = false;
+  Message next;
+  next.kind = MessageKind::kBatch;
+  next.items.push_back(tensor(0, 2, 3));
+  ASSERT_TRUE(stage->process(std::move(next), out).ok());
+  EXPECT_EQ(out.messages[2].prediction.top_k[0].label, "three");
+}
+
+TEST_F(InferStageTest, ModelWhoseClassesDoNotMatchItsLabelsIsAStartUpError) {
+  InferStage stage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(10, o.input));
+  });
+  Status s = stage.open(StageContext{config_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("has 10 outputs but labels file"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("4 labels"), std::string::npos) << s.message();
+}
+
+TEST_F(InferStageTest, StreamEventsPassThrough) {
+  auto stage = open_stage();
+  CollectingEmitter out;
+  ASSERT_TRUE(stage->process(testing::end_message(1), out).ok());
+  ASSERT_EQ(out.messages.size(), 1u);
+  EXPECT_EQ(out.messages[0].kind, MessageKind::kStreamEnd);
+}
+
+TEST_F(InferStageTest, LabelsFileErrorsNameTheFileAndLine) {
+  EXPECT_EQ(load_labels((dir_ / "missing.txt").string()).status().code(), StatusCode::kNotFound);
+  {
+    std::ofstream out(dir_ / "gap.txt");
+    out << "a\n\nb\n";
+  }
+  auto gap = load_labels((dir_ / "gap.txt").string());
+  ASSERT_FALSE(gap.ok());
+  EXPECT_NE(gap.status().message().find("gap.txt:2: empty label"), std::string::npos) << gap.status().message();
+  {
+    std::ofstream out(dir_ / "ok.txt");
+    out << "a\r\nb \n";
+  }
+  auto ok = load_labels((dir_ / "ok.txt").string());
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, (std::vector<std::string>{"a", "b"}));
+}
+
+}  // namespace
+}  // namespace vapipe

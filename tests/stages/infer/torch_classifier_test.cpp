@@ -1,0 +1,91 @@
+// The real LibTorch path: the shipped TorchScript model, and models that must be refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "stages/infer/classifier.h"
+#include "stages/infer/labels.h"
+
+namespace vapipe {
+namespace {
+
+const std::string kModels = std::string(VAPIPE_SOURCE_DIR) + "/models/";
+const TensorInfo kInput{DType::kFloat32, 3, 224, 224};
+
+ClassifierOptions options_for(const std::string& path) {
+  ClassifierOptions o;
+  o.model_path = path;
+  o.device = "cpu";
+  o.input = kInput;
+  o.warmup_batch_size = 2;
+  o.warmup_batches = 1;
+  return o;
+}
+
+TEST(TorchClassifier, ShippedModelLoadsWarmsUpAndMatchesItsLabels) {
+  auto c = load_torchscript_classifier(options_for(kModels + "pattern_cnn.pt"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto labels = load_labels(kModels + "pattern_cnn.labels.txt");
+  ASSERT_TRUE(labels.ok());
+  EXPECT_EQ((*c)->num_classes(), static_cast<int64_t>(labels->size()));
+  EXPECT_GE(labels->size(), 8u);
+  EXPECT_EQ((*c)->device(), "cpu");
+
+  std::vector<float> batch(3 * kInput.elements(), 0.5f);
+  auto r = (*c)->classify(reinterpret_cast<const std::byte*>(batch.data()), 3, 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 3u);
+  for (const TopK& t : *r) {
+    ASSERT_EQ(t.class_ids.size(), 3u);
+    EXPECT_GE(t.scores[0], t.scores[1]);
+    EXPECT_GT(t.scores[0], 0.f);
+    EXPECT_LE(t.scores[0], 1.f);
+  }
+}
+
+TEST(TorchClassifier, Float16InputIsAccepted) {
+  ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
+  o.input.dtype = DType::kFloat16;
+  auto c = load_torchscript_classifier(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::vector<uint16_t> batch(kInput.elements(), 0x3c00);  // 1.0
+  auto r = (*c)->classify(reinterpret_cast<const std::byte*>(batch.data()), 1, 1);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->size(), 1u);
+}
+
+TEST(TorchClassifier, MissingAndCorruptModelsAreClearErrors) {
+  auto missing = load_torchscript_classifier(options_for("/nonexistent/model.pt"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/model.pt"), std::string::npos);
+
+  const std::string junk = std::filesystem::temp_directory_path() / ("vapipe-junk-" + std::to_string(getpid()) + ".pt");
+  std::ofstream(junk) << "this is not a model";
+  auto corrupt = load_torchscript_classifier(options_for(junk));
+  std::filesystem::remove(junk);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_NE(corrupt.status().message().find(junk), std::string::npos) << corrupt.status().message();
+  EXPECT_NE(corrupt.status().message().find("TorchScript"), std::string::npos) << corrupt.status().message();
+}
+
+TEST(TorchClassifier, ModelThatRejectsTheInputShapeIsAStartUpError) {
+  ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
+  o.input = TensorInfo{DType::kFloat32, 5, 224, 224};  // five channels: the first conv refuses
+  auto c = load_torchscript_classifier(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("forward on [2, 5, 224, 224]"), std::string::npos) << c.status().message();
+}
+
+TEST(TorchClassifier, CudaRequestWithoutCudaIsAClearError) {
+  ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
+  o.device = "cuda";
+  auto c = load_torchscript_classifier(o);
+  if (c.ok()) GTEST_SKIP() << "this machine has CUDA";
+  EXPECT_NE(c.status().message().find("infer.device"), std::string::npos) << c.status().message();
+}
+
+}  // namespace
+}  // namespace vapipe

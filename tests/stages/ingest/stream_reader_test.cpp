@@ -1,0 +1,183 @@
+// Ingest against real GStreamer: synthetic sources, files encoded at test time, a missing file and
+// a corrupt one. Frames go to a collecting emitter instead of a socket.
+#include "stages/ingest/stream_reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "tests/fakes/stage_harness.h"
+
+namespace vapipe {
+namespace {
+
+using testing::CollectingEmitter;
+
+class StreamReaderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-ingest-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  static StreamConfig stream(const std::string& id, const std::string& uri) {
+    StreamConfig s;
+    s.id = id;
+    auto parsed = parse_stream_uri(uri, dir_.string());
+    EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+    s.parsed = parsed.value();
+    s.uri = s.parsed.uri;
+    return s;
+  }
+
+  static std::string encode_clip(const std::string& name, const std::string& pattern, int frames, int w, int h,
+                                 const std::string& mux) {
+    const std::string path = (dir_ / name).string();
+    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=" + pattern + " num-buffers=" + std::to_string(frames) +
+                            " ! video/x-raw,width=" + std::to_string(w) + ",height=" + std::to_string(h) +
+                            ",framerate=30/1 ! x264enc speed-preset=ultrafast ! h264parse ! " + mux +
+                            " ! filesink location=" + path;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return path;
+  }
+
+  static std::vector<const Message*> of_kind(const CollectingEmitter& out, MessageKind k) {
+    std::vector<const Message*> v;
+    for (const Message& m : out.messages) {
+      if (m.kind == k) v.push_back(&m);
+    }
+    return v;
+  }
+
+  static inline std::filesystem::path dir_;
+  ShutdownFlags flags_;
+  IngestConfig ingest_;
+};
+
+TEST_F(StreamReaderTest, TestSourceEmitsStartFramesInOrderAndEnd) {
+  auto reader = StreamReader::create(stream("syn", "test://smpte?frames=12&width=320&height=240"), 2, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_EQ(out.messages.size(), 14u);
+  EXPECT_EQ(out.messages.front().kind, MessageKind::kStreamStart);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.frames, 12u);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Message& f = *frames[i];
+    EXPECT_EQ(f.env.seq, i);
+    EXPECT_EQ(f.env.stream_id, "syn");
+    EXPECT_EQ(f.env.stream_index, 2u);
+    EXPECT_EQ(f.env.pts_ns, static_cast<int64_t>(i) * 1000000000 / 30);
+    EXPECT_GT(f.env.capture_ns, 0);
+    EXPECT_EQ(f.frame.format, PixelFormat::kI420);
+    EXPECT_EQ(f.frame.width, 320u);
+    EXPECT_EQ(f.payload.size(), f.frame.required_bytes());
+  }
+}
+
+TEST_F(StreamReaderTest, RgbAndNv12TestSourcesKeepTheirFormat) {
+  for (const std::string fmt : {"RGB", "NV12"}) {
+    auto reader = StreamReader::create(stream("f", "test://red?frames=2&width=64&height=48&format=" + fmt), 0, ingest_);
+    ASSERT_TRUE(reader.ok());
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_STREQ(pixel_format_name(frames[0]->frame.format), fmt.c_str());
+    if (fmt == "RGB") EXPECT_EQ(static_cast<int>(frames[0]->payload.data()[0]), 255);  // red
+  }
+}
+
+TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
+  for (const std::string mux : {"mp4mux", "matroskamux"}) {
+    const std::string path = encode_clip("clip-" + mux, "ball", 25, 352, 288, mux);
+    auto reader = StreamReader::create(stream("clip", path), 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    EXPECT_EQ(frames.size(), 25u) << mux;
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << mux;
+    EXPECT_EQ(frames.back()->env.seq, 24u);
+    EXPECT_EQ(frames[0]->frame.width, 352u);
+  }
+}
+
+TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {
+  auto reader = StreamReader::create(stream("gone", (dir_ / "nope.mp4").string()), 0, ingest_);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(reader.status().message().find("nope.mp4 does not exist"), std::string::npos);
+}
+
+TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
+  const auto path = dir_ / "corrupt.mp4";
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::mt19937 rng(1);
+    for (int i = 0; i < 200000; ++i) out.put(static_cast<char>(rng()));
+  }
+  auto reader = StreamReader::create(stream("bad", path.string()), 0, ingest_);
+  ASSERT_TRUE(reader.ok());
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_FALSE(out.messages.back().event.message.empty());
+  EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
+}
+
+TEST_F(StreamReaderTest, StopEndsAnEndlessStreamAsStopped) {
+  auto reader = StreamReader::create(stream("live", "test://snow?frames=0&width=64&height=48&live=true&fps=100"), 0, ingest_);
+  ASSERT_TRUE(reader.ok());
+  CollectingEmitter out;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    flags_.stop = true;
+  });
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  stopper.join();
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.message, "stopped");
+  EXPECT_GT(of_kind(out, MessageKind::kFrame).size(), 5u);
+}
+
+// Live mode: a slow consumer makes the drop-oldest queue drop frames; the drops show as gaps in
+// the sequence numbers and are counted in the end event.
+class SlowEmitter final : public Emitter {
+ public:
+  Status emit(Message&& m) override {
+    if (m.kind == MessageKind::kFrame) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    inner.messages.push_back(std::move(m));
+    return Status::Ok();
+  }
+  Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+  CollectingEmitter inner;
+};
+
+TEST_F(StreamReaderTest, LiveDropOldestCountsDropsAndLeavesGaps) {
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  ingest_.queue_capacity = 2;
+  auto reader = StreamReader::create(stream("fast", "test://ball?frames=60&width=64&height=48"), 0, ingest_);
+  ASSERT_TRUE(reader.ok());
+  SlowEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  auto frames = of_kind(out.inner, MessageKind::kFrame);
+  const Message& end = out.inner.messages.back();
+  ASSERT_EQ(end.kind, MessageKind::kStreamEnd);
+  EXPECT_GT(end.event.dropped, 0u);
+  EXPECT_EQ(frames.size() + end.event.dropped, 60u);
+  EXPECT_GT(frames.back()->env.seq + 1, frames.size());  // gaps
+  for (size_t i = 1; i < frames.size(); ++i) EXPECT_GT(frames[i]->env.seq, frames[i - 1]->env.seq);
+}
+
+}  // namespace
+}  // namespace vapipe

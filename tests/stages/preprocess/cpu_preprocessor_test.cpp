@@ -1,0 +1,166 @@
+// The CPU preprocessor against a straightforward reference: convert every source pixel to RGB
+// (chroma from its 2x2 block), resize each channel with the textbook bilinear formula (half-pixel
+// centres), clamp, normalise. Stated tolerance: 1e-4 in normalised units (float rounding only).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "stages/preprocess/preprocessor.h"
+
+namespace vapipe {
+namespace {
+
+constexpr float kTolerance = 1e-4f;
+
+struct TestFrame {
+  FrameInfo info;
+  std::vector<std::byte> bytes;
+  FrameView view() const { return FrameView{info, bytes.data(), bytes.size()}; }
+};
+
+TestFrame random_frame(PixelFormat format, uint32_t w, uint32_t h, uint32_t seed) {
+  TestFrame f;
+  f.info.format = format;
+  f.info.width = w;
+  f.info.height = h;
+  const uint32_t cw = (w + 1) / 2, ch = (h + 1) / 2;
+  size_t total = 0;
+  if (format == PixelFormat::kRGB) {
+    f.info.stride = {w * 3 + 5, 0, 0};  // padded rows
+    total = size_t{f.info.stride[0]} * h;
+  } else if (format == PixelFormat::kI420) {
+    f.info.stride = {w + 3, cw + 1, cw + 2};
+    f.info.offset = {0, f.info.stride[0] * h, f.info.stride[0] * h + f.info.stride[1] * ch};
+    total = f.info.offset[2] + size_t{f.info.stride[2]} * ch;
+  } else {
+    f.info.stride = {w, cw * 2, 0};
+    f.info.offset = {0, w * h, 0};
+    total = f.info.offset[1] + size_t{f.info.stride[1]} * ch;
+  }
+  f.bytes.resize(total);
+  std::mt19937 rng(seed);
+  for (auto& b : f.bytes) b = std::byte(rng() & 0xff);
+  return f;
+}
+
+// Source pixel (x, y) as RGB floats, without clamping (conversion is affine).
+std::array<float, 3> source_rgb(const TestFrame& f, uint32_t x, uint32_t y) {
+  const FrameInfo& i = f.info;
+  const auto* p = reinterpret_cast<const uint8_t*>(f.bytes.data());
+  if (i.format == PixelFormat::kRGB) {
+    const uint8_t* px = p + i.offset[0] + y * i.stride[0] + x * 3;
+    return {float(px[0]), float(px[1]), float(px[2])};
+  }
+  float Y = p[i.offset[0] + y * i.stride[0] + x], U, V;
+  if (i.format == PixelFormat::kI420) {
+    U = p[i.offset[1] + (y / 2) * i.stride[1] + x / 2];
+    V = p[i.offset[2] + (y / 2) * i.stride[2] + x / 2];
+  } else {
+    U = p[i.offset[1] + (y / 2) * i.stride[1] + (x / 2) * 2];
+    V = p[i.offset[1] + (y / 2) * i.stride[1] + (x / 2) * 2 + 1];
+  }
+  // BT.601 limited range, the textbook constants.
+  const float kr = 0.299f, kb = 0.114f, kg = 1 - kr - kb;
+  const float y1 = (Y - 16) * 255.f / 219.f, u = (U - 128) * 255.f / 224.f, v = (V - 128) * 255.f / 224.f;
+  return {y1 + 2 * (1 - kr) * v, y1 - 2 * kb * (1 - kb) / kg * u - 2 * kr * (1 - kr) / kg * v, y1 + 2 * (1 - kb) * u};
+}
+
+std::vector<float> reference(const TestFrame& f, const PreprocessSpec& spec) {
+  const uint32_t W = f.info.width, H = f.info.height, ow = spec.out_width, oh = spec.out_height;
+  std::vector<float> out(3 * ow * oh);
+  for (uint32_t oy = 0; oy < oh; ++oy) {
+    for (uint32_t ox = 0; ox < ow; ++ox) {
+      // torch's definition: scale = in / out, src = scale * (dst + 0.5) - 0.5, clamped at 0.
+      const float scale_x = static_cast<float>(W) / ow, scale_y = static_cast<float>(H) / oh;
+      float sx = std::max(scale_x * (ox + 0.5f) - 0.5f, 0.f), sy = std::max(scale_y * (oy + 0.5f) - 0.5f, 0.f);
+      uint32_t x0 = std::min<uint32_t>(static_cast<uint32_t>(sx), W - 1), y0 = std::min<uint32_t>(static_cast<uint32_t>(sy), H - 1);
+      uint32_t x1 = std::min(x0 + 1, W - 1), y1 = std::min(y0 + 1, H - 1);
+      float ax = sx - x0, ay = sy - y0;
+      auto p00 = source_rgb(f, x0, y0), p01 = source_rgb(f, x1, y0), p10 = source_rgb(f, x0, y1), p11 = source_rgb(f, x1, y1);
+      for (int c = 0; c < 3; ++c) {
+        float v = (1 - ay) * ((1 - ax) * p00[c] + ax * p01[c]) + ay * ((1 - ax) * p10[c] + ax * p11[c]);
+        v = std::clamp(v, 0.f, 255.f);
+        out[c * ow * oh + oy * ow + ox] = (v / 255.f - spec.mean[c]) / spec.std[c];
+      }
+    }
+  }
+  return out;
+}
+
+struct Case {
+  PixelFormat format;
+  uint32_t w, h;
+};
+
+class CpuPreprocessorParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuPreprocessorParity, MatchesTheReferenceWithin1e4) {
+  const Case c = GetParam();
+  PreprocessSpec spec;
+  auto pre = make_cpu_preprocessor(spec);
+  TestFrame f = random_frame(c.format, c.w, c.h, c.w * 31 + c.h);
+  std::vector<float> out(spec.output_info().elements());
+  ASSERT_TRUE(pre->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
+  std::vector<float> ref = reference(f, spec);
+  float worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - ref[i]));
+  EXPECT_LE(worst, kTolerance) << pixel_format_name(c.format) << " " << c.w << "x" << c.h;
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CpuPreprocessorParity,
+                         ::testing::Values(Case{PixelFormat::kRGB, 640, 480}, Case{PixelFormat::kRGB, 100, 50},
+                                           Case{PixelFormat::kI420, 1280, 720}, Case{PixelFormat::kI420, 160, 120},
+                                           Case{PixelFormat::kI420, 223, 301},  // odd sizes, upscaling
+                                           Case{PixelFormat::kNV12, 854, 480}, Case{PixelFormat::kNV12, 64, 64}));
+
+TEST(CpuPreprocessor, Float16OutputMatchesFloat32WithinHalfPrecision) {
+  PreprocessSpec s32, s16;
+  s16.dtype = DType::kFloat16;
+  TestFrame f = random_frame(PixelFormat::kI420, 320, 240, 5);
+  std::vector<float> a(s32.output_info().elements());
+  std::vector<uint16_t> b(s16.output_info().elements());
+  ASSERT_TRUE(make_cpu_preprocessor(s32)->run(f.view(), reinterpret_cast<std::byte*>(a.data())).ok());
+  ASSERT_TRUE(make_cpu_preprocessor(s16)->run(f.view(), reinterpret_cast<std::byte*>(b.data())).ok());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(half_to_float(b[i]), a[i], 2e-3f + std::abs(a[i]) * 1e-3f) << i;
+}
+
+TEST(CpuPreprocessor, HalfConversionRoundTripsAndRounds) {
+  for (float v : {0.f, 1.f, -2.5f, 65504.f, 0.333251953125f, 6.1035156e-05f}) EXPECT_EQ(half_to_float(float_to_half(v)), v);
+  EXPECT_EQ(float_to_half(1e6f), 0x7c00);  // overflow -> +inf
+  EXPECT_NEAR(half_to_float(float_to_half(0.1f)), 0.1f, 1e-4f);
+}
+
+TEST(CpuPreprocessor, SolidRedFrameGivesTheNormalisedRed) {
+  TestFrame f;
+  f.info.format = PixelFormat::kRGB;
+  f.info.width = 8;
+  f.info.height = 8;
+  f.info.stride = {24, 0, 0};
+  f.bytes.assign(24 * 8, std::byte{0});
+  for (size_t i = 0; i < f.bytes.size(); i += 3) f.bytes[i] = std::byte{255};
+  PreprocessSpec spec;
+  std::vector<float> out(spec.output_info().elements());
+  ASSERT_TRUE(make_cpu_preprocessor(spec)->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
+  const size_t plane = 224 * 224;
+  EXPECT_NEAR(out[0], (1 - 0.485f) / 0.229f, 1e-5);
+  EXPECT_NEAR(out[plane + 100], (0 - 0.456f) / 0.224f, 1e-5);
+  EXPECT_NEAR(out[2 * plane + plane - 1], (0 - 0.406f) / 0.225f, 1e-5);
+}
+
+TEST(CpuPreprocessor, InconsistentLayoutIsAnErrorNotACrash) {
+  TestFrame f = random_frame(PixelFormat::kI420, 64, 64, 1);
+  f.bytes.resize(100);  // payload shorter than the layout
+  PreprocessSpec spec;
+  std::vector<float> out(spec.output_info().elements());
+  Status s = make_cpu_preprocessor(spec)->run(f.view(), reinterpret_cast<std::byte*>(out.data()));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bytes"), std::string::npos);
+  f = random_frame(PixelFormat::kRGB, 64, 64, 1);
+  f.info.stride[0] = 10;  // narrower than a row
+  EXPECT_FALSE(make_cpu_preprocessor(spec)->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
+}
+
+}  // namespace
+}  // namespace vapipe

@@ -1,0 +1,75 @@
+#include "stages/preprocess/preprocess_stage.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/fakes/stage_harness.h"
+
+namespace vapipe {
+namespace {
+
+using testing::CollectingEmitter;
+
+Message rgb_frame(uint64_t seq, uint32_t w, uint32_t h) {
+  Message m;
+  m.kind = MessageKind::kFrame;
+  m.env = testing::envelope(0, seq);
+  m.frame.format = PixelFormat::kRGB;
+  m.frame.width = w;
+  m.frame.height = h;
+  m.frame.stride = {w * 3, 0, 0};
+  m.payload = Payload::heap(size_t{w} * h * 3);
+  return m;
+}
+
+TEST(PreprocessStage, FrameBecomesATensorWithTheSameEnvelope) {
+  Config config = testing::test_config();
+  PreprocessStage stage;
+  ASSERT_TRUE(stage.open(StageContext{config}).ok());
+  CollectingEmitter out;
+  ASSERT_TRUE(stage.process(rgb_frame(7, 64, 48), out).ok());
+  ASSERT_EQ(out.messages.size(), 1u);
+  const Message& t = out.messages[0];
+  EXPECT_EQ(t.kind, MessageKind::kTensor);
+  EXPECT_EQ(t.env.seq, 7u);
+  EXPECT_EQ(t.tensor, (TensorInfo{DType::kFloat32, 3, 224, 224}));
+  EXPECT_EQ(t.payload.size(), size_t{3} * 224 * 224 * 4);
+  EXPECT_TRUE(t.error.empty());
+}
+
+TEST(PreprocessStage, BadFrameTravelsOnAsAnErrorSoItStillGetsAResult) {
+  Config config = testing::test_config();
+  PreprocessStage stage;
+  ASSERT_TRUE(stage.open(StageContext{config}).ok());
+  CollectingEmitter out;
+  Message bad = rgb_frame(3, 64, 48);
+  bad.payload.set_size(10);
+  ASSERT_TRUE(stage.process(std::move(bad), out).ok());
+  ASSERT_EQ(out.messages.size(), 1u);
+  EXPECT_EQ(out.messages[0].env.seq, 3u);
+  EXPECT_TRUE(out.messages[0].payload.empty());
+  EXPECT_NE(out.messages[0].error.find("preprocess"), std::string::npos);
+  // An upstream error is passed along without work.
+  Message upstream = rgb_frame(4, 64, 48);
+  upstream.error = "payload unavailable";
+  ASSERT_TRUE(stage.process(std::move(upstream), out).ok());
+  EXPECT_EQ(out.messages[1].error, "payload unavailable");
+}
+
+TEST(PreprocessStage, StreamEventsPassThroughAndCudaIsAClearStartUpError) {
+  Config config = testing::test_config();
+  PreprocessStage stage;
+  ASSERT_TRUE(stage.open(StageContext{config}).ok());
+  CollectingEmitter out;
+  ASSERT_TRUE(stage.process(testing::end_message(0, 5), out).ok());
+  ASSERT_EQ(out.messages.size(), 1u);
+  EXPECT_EQ(out.messages[0].kind, MessageKind::kStreamEnd);
+
+  config.preprocess.device = "cuda";
+  PreprocessStage cuda;
+  Status s = cuda.open(StageContext{config});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("preprocess.device"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vapipe

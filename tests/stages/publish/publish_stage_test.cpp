@@ -1,0 +1,152 @@
+#include "stages/publish/publish_stage.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/fakes/stage_harness.h"
+
+namespace vapipe {
+namespace {
+
+using testing::CollectingEmitter;
+
+class FakeBus final : public BusPublisher {
+ public:
+  Status send(const std::string& topic, const std::string& payload) override {
+    sent.emplace_back(topic, nlohmann::json::parse(payload));
+    return Status::Ok();
+  }
+  std::vector<std::pair<std::string, nlohmann::json>> sent;
+};
+
+class PublishStageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::test_config(2);
+    config_.job.price_per_gpu_hour = 3600.0;  // one unit per second: easy to check
+    stage_ = std::make_unique<PublishStage>([this](const StageContext&) -> Result<std::unique_ptr<BusPublisher>> {
+      auto bus = std::make_unique<FakeBus>();
+      bus_ = bus.get();
+      return std::unique_ptr<BusPublisher>(std::move(bus));
+    });
+  }
+  void open() { ASSERT_TRUE(stage_->open(StageContext{config_}).ok()); }
+
+  static Message result(uint32_t stream, uint64_t seq, const std::string& label) {
+    Message m;
+    m.kind = MessageKind::kResult;
+    m.env = testing::envelope(stream, seq);
+    m.env.pts_ns = 33000000 * static_cast<int64_t>(seq);
+    m.env.mark_entry(StageKind::kPreprocess, m.env.capture_ns + 1000000);
+    m.prediction.model = "cnn";
+    m.prediction.top_k = {{4, 0.8f, label}, {1, 0.1f, "other"}};
+    return m;
+  }
+
+  Config config_;
+  std::unique_ptr<PublishStage> stage_;
+  FakeBus* bus_ = nullptr;
+  CollectingEmitter out_;
+};
+
+TEST_F(PublishStageTest, ResultJsonCarriesTheSchemaFields) {
+  open();
+  ASSERT_TRUE(stage_->process(result(1, 0, "ball"), out_).ok());
+  ASSERT_EQ(bus_->sent.size(), 1u);
+  const auto& [topic, j] = bus_->sent[0];
+  EXPECT_EQ(topic, "results/s1");
+  EXPECT_EQ(j["schema"], "vapipe.result");
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["stream_id"], "s1");
+  EXPECT_EQ(j["seq"], 0);
+  EXPECT_EQ(j["pts_ms"], 0.0);
+  EXPECT_EQ(j["label"], "ball");
+  EXPECT_EQ(j["class_id"], 4);
+  EXPECT_NEAR(j["score"].get<double>(), 0.8, 1e-6);
+  EXPECT_EQ(j["top_k"].size(), 2u);
+  EXPECT_EQ(j["model"], "cnn");
+  EXPECT_TRUE(j["error"].is_null());
+  EXPECT_GE(j["latency_ms"]["total"].get<double>(), 0.0);
+  EXPECT_NEAR(j["latency_ms"]["ingest"].get<double>(), 1.0, 1e-6);
+}
+
+TEST_F(PublishStageTest, ErrorResultHasNullLabelAndTheError) {
+  open();
+  Message m = result(0, 0, "x");
+  m.prediction.top_k.clear();
+  m.prediction.error = "preprocess: bad layout";
+  ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+  const auto& j = bus_->sent[0].second;
+  EXPECT_TRUE(j["label"].is_null());
+  EXPECT_EQ(j["error"], "preprocess: bad layout");
+}
+
+TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
+  config_.publish.jsonl_path = (std::filesystem::temp_directory_path() / ("vapipe-publish-" + std::to_string(getpid()) + ".jsonl")).string();
+  open();
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0), {"test://ball", "", 0, 0}), out_).ok());
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(stage_->process(result(0, i, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 3), out_).ok());
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
+                                                    {"file:///bad.mp4", "file /bad.mp4 does not exist", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(stage_->exit_code(), kExitSomeStreamsFailed);
+
+  std::vector<std::string> topics;
+  for (const auto& [t, j] : bus_->sent) topics.push_back(t);
+  EXPECT_EQ(topics, (std::vector<std::string>{"events/s0", "results/s0", "results/s0", "results/s0", "events/s0",
+                                              "events/s1", "job/summary"}));
+  EXPECT_EQ(bus_->sent[0].second["event"], "started");
+  EXPECT_EQ(bus_->sent[4].second["event"], "eos");
+  EXPECT_EQ(bus_->sent[4].second["frames"], 3);
+  EXPECT_EQ(bus_->sent[5].second["event"], "error");
+  EXPECT_EQ(bus_->sent[5].second["message"], "file /bad.mp4 does not exist");
+
+  const nlohmann::json& s = stage_->summary();
+  EXPECT_EQ(s["frames"], 3);
+  EXPECT_EQ(s["failed_streams"], 1);
+  EXPECT_EQ(s["streams"][0]["status"], "done");
+  EXPECT_EQ(s["streams"][0]["frames"], 3);
+  EXPECT_EQ(s["streams"][1]["status"], "failed");
+  EXPECT_NEAR(s["cost"].get<double>(), s["wall_s"].get<double>(), 1e-9);  // 1 unit per second, 1 unit
+
+  std::ifstream in(config_.publish.jsonl_path);
+  std::string line;
+  size_t lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j.contains("topic") && j.contains("payload"));
+    ++lines;
+  }
+  EXPECT_EQ(lines, bus_->sent.size());
+  std::filesystem::remove(config_.publish.jsonl_path);
+}
+
+TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "a"), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 3, "a"), out_).ok());  // 1 and 2 missing
+  ASSERT_TRUE(stage_->process(result(0, 2, "a"), out_).ok());  // late
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 3), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(stage_->summary()["streams"][0]["gaps"], 2);
+  EXPECT_EQ(stage_->summary()["streams"][0]["out_of_order"], 1);
+  EXPECT_EQ(stage_->exit_code(), 0);
+}
+
+TEST_F(PublishStageTest, MessageForAnUnknownStreamIsRejected) {
+  open();
+  Message m = result(0, 0, "a");
+  m.env.stream_id = "intruder";
+  Status s = stage_->process(std::move(m), out_);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("intruder"), std::string::npos);
+  EXPECT_TRUE(bus_->sent.empty());
+}
+
+}  // namespace
+}  // namespace vapipe
