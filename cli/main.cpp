@@ -14,17 +14,19 @@ namespace {
 const char* kUsage = R"(vapipe - streaming video analytics pipeline
 
 usage:
-  vapipe run [CONFIG.yaml]              run a job: every stage as its own process (no CONFIG: the demo)
+  vapipe run [CONFIG.yaml] [--job-id ID]
+                                        run a job: every stage as its own process (no CONFIG: the demo)
   vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID]
                                         run one stage process (ingest, preprocess, batch, infer, publish)
-  vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S]
+  vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S] [--with-topic]
                                         print results and events from the bus as JSON lines
   vapipe validate CONFIG.yaml           check a config and print it resolved
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
   vapipe --version
 
-Exit status of run: 0 done, 1 bad arguments or config, 2 a stage failed, 3 some stream failed.
+Exit status of run: 0 done, 1 bad arguments or config, 2 a stage failed, 3 some stream failed,
+130 interrupted (a second SIGINT/SIGTERM killed the stages).
 )";
 
 std::string self_exe(const char* argv0) {

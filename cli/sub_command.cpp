@@ -3,6 +3,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include <zmq.hpp>
@@ -13,6 +14,14 @@
 #include "stages/publish/result_schema.h"
 
 namespace vapipe::cli {
+namespace {
+template <typename T>
+bool parse_number(const std::string& text, T* out) {
+  std::istringstream in(text);
+  in >> *out;
+  return in && in.peek() == EOF;
+}
+}  // namespace
 
 int sub_command(const std::vector<std::string>& args) {
   std::string endpoint = "tcp://127.0.0.1:5560";
@@ -23,13 +32,15 @@ int sub_command(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool has_value = i + 1 < args.size();
+    bool ok = true;
     if (a == "--endpoint" && has_value) endpoint = args[++i];
     else if (a == "--topic" && has_value) topics.push_back(args[++i]);
-    else if (a == "--count" && has_value) count = std::stoll(args[++i]);
-    else if (a == "--timeout" && has_value) timeout_s = std::stod(args[++i]);
+    else if (a == "--count" && has_value) ok = parse_number(args[++i], &count);
+    else if (a == "--timeout" && has_value) ok = parse_number(args[++i], &timeout_s);
     else if (a == "--exit-on-summary") exit_on_summary = true;
     else if (a == "--with-topic") with_topic = true;
-    else {
+    else ok = false;
+    if (!ok) {
       std::fprintf(stderr,
                    "usage: vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary]\n"
                    "                  [--timeout SECONDS_IDLE] [--with-topic]\n");

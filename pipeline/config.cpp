@@ -154,6 +154,11 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
   {
     MapReader r(ctx, top.child("job"), "job");
     r.str("name", &c.job.name);
+    // The name becomes part of socket paths and shared memory names: same rules as a stream id.
+    if (Status s = validate_stream_id(c.job.name); !s.ok()) {
+      ctx.fail(top.child("job")["name"], "job.name",
+               "'" + c.job.name + "' must be 1 to 64 letters, digits, '_', '-' or '.'");
+    }
     mode_text = "";
     r.str("mode", &mode_text);
     if (!mode_text.empty() && mode_text != "archive" && mode_text != "live") {
@@ -239,13 +244,15 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.str("model_name", &c.infer.model_name);
     r.str("device", &c.infer.device);
     r.uint("top_k", &c.infer.top_k, 1, 1000);
-    r.uint("warmup_batches", &c.infer.warmup_batches, 0, 100);
+    r.uint("warmup_batches", &c.infer.warmup_batches, 1, 100);
     r.uint("threads", &c.infer.threads, 0, 1024);
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");
     const std::string& d = c.infer.device;
-    if (d != "auto" && d != "cpu" && d != "cuda" && d.rfind("cuda:", 0) != 0) {
+    const bool cuda_n = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+                        d.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (d != "auto" && d != "cpu" && d != "cuda" && !cuda_n) {
       ctx.fail(node["device"], "infer.device", "expected auto | cpu | cuda | cuda:N, got '" + d + "'");
     }
     c.infer.model = resolve_path(base_dir, c.infer.model);

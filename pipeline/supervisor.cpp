@@ -165,6 +165,10 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   }
   cleanup_job_resources(config, job_id);
 
+  if (abort_sent && failure.empty()) {
+    VAPIPE_LOG_WARN("job '{}' interrupted: stages were killed before they drained", config.job.name);
+    return kExitInterrupted;
+  }
   if (!failure.empty()) {
     VAPIPE_LOG_ERROR("job '{}' failed: {}", config.job.name, failure);
     return kExitStageFailed;

@@ -16,6 +16,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;         // bad arguments or config
 inline constexpr int kExitStageFailed = 2;   // a stage process died or failed to start
 inline constexpr int kExitStreamsFailed = 3; // the job finished, but some stream failed
+inline constexpr int kExitInterrupted = 130; // a second SIGINT/SIGTERM killed the stages
 
 struct SupervisorOptions {
   std::string self_exe;                 // the vapipe binary (stages run as `vapipe stage NAME ...`)

@@ -12,6 +12,9 @@ namespace vapipe {
 
 Status run_ingest(const Config& config, const JobLayout& layout, ShutdownFlags& flags) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
+  if (config.ingest.decoder == "nvdec") {
+    return FailedPrecondition("ingest.decoder: nvdec is not supported by this build yet; use auto or cpu");
+  }
   std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
   std::shared_ptr<ShmPool> pool;
   if (layout.by_reference) {

@@ -155,6 +155,9 @@ void PublishStage::write_summary() {
   std::fputs(("\nJob summary\n" + table + line).c_str(), stdout);
   std::fflush(stdout);
   if (!config_->job.summary_path.empty()) {
+    std::error_code ec;
+    std::filesystem::path parent = std::filesystem::path(config_->job.summary_path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     std::ofstream out(config_->job.summary_path, std::ios::trunc);
     out << summary_.dump(2) << "\n";
     if (!out) VAPIPE_LOG_ERROR("job.summary_path {}: cannot be written", config_->job.summary_path);

@@ -1,0 +1,105 @@
+"""Archive jobs end to end: `vapipe run` starts five stage processes; a subscriber in another process
+receives every frame's result exactly once, in order, classified by the shipped model."""
+import json
+import os
+import time
+import unittest
+
+from e2e.common import MODEL, E2ETest, Run, STAGES, Subscriber, events_by_stream, make_clip, results_by_stream, write_config
+
+# (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
+STREAMS = [
+    ("smpte-mp4", "smpte", 45, 640, 480, "mp4", ""),
+    ("ball-mkv", "ball", 40, 1280, 720, "mkv", "motion=wavy"),
+    ("pinwheel-mp4", "pinwheel", 45, 320, 240, "mp4", "horizontal-speed=3"),
+    ("colors-mkv", "colors", 35, 854, 480, "mkv", ""),
+    ("snow-test", "snow", 30, 352, 288, "test", ""),
+    ("red-test", "red", 30, 160, 120, "test", ""),
+]
+
+
+class ArchiveJob(E2ETest):
+    def make_streams(self):
+        streams = []
+        for sid, pattern, frames, w, h, kind, extra in STREAMS:
+            if kind == "test":
+                streams.append((sid, f"test://{pattern}?frames={frames}&width={w}&height={h}"))
+            else:
+                path = os.path.join(self.dir, f"{sid}.{kind}")
+                make_clip(path, pattern, frames, w, h, extra)
+                streams.append((sid, path))
+        return streams
+
+    def check_results(self, messages, expect_label_accuracy=True):
+        results = results_by_stream(messages)
+        events = events_by_stream(messages)
+        for sid, pattern, frames, *_ in STREAMS:
+            got = results.get(sid, [])
+            # Every decoded frame exactly once, in order, seq contiguous from 0.
+            self.assertEqual([r["seq"] for r in got], list(range(frames)), f"stream {sid}")
+            for r in got:
+                self.assertEqual(r["schema"], "vapipe.result")
+                self.assertEqual(r["schema_version"], 1)
+                self.assertIsNone(r["error"], f"stream {sid} frame {r['seq']}")
+                self.assertEqual(r["model"], os.path.splitext(os.path.basename(MODEL))[0])
+                self.assertGreaterEqual(r["latency_ms"]["total"], 0)
+                self.assertEqual(len(r["top_k"]), 3)
+            if expect_label_accuracy:
+                correct = sum(r["label"] == pattern for r in got)
+                self.assertGreaterEqual(correct / frames, 0.95,
+                                        f"stream {sid}: {correct}/{frames} named '{pattern}'; "
+                                        f"labels seen: {sorted(set(r['label'] for r in got))}")
+            kinds = [e["event"] for e in events.get(sid, [])]
+            self.assertEqual(kinds, ["started", "eos"], f"stream {sid}")
+            self.assertEqual(events[sid][-1]["frames"], frames)
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summary), 1)
+        self.assertEqual(summary[0]["frames"], sum(s[2] for s in STREAMS))
+        self.assertEqual(summary[0]["failed_streams"], 0)
+        return summary[0]
+
+    def test_every_frame_exactly_once_in_order_by_five_processes(self):
+        config, endpoint = write_config(self.dir, self.make_streams())
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_stages()
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        # Five stage kinds, five distinct processes, all children of the supervisor.
+        self.assertEqual(sorted(stages), sorted(STAGES), run.stderr[-2000:])
+        self.assertEqual(len(set(stages.values())), 5)
+        self.assertNotIn(run.proc.pid, stages.values())
+
+        messages = self.subscriber.wait()
+        summary = self.check_results(messages)
+        # The job summary: printed, written to summary_path, with a cost at the configured price.
+        self.assertIn("Job summary", run.stdout)
+        with open(os.path.join(self.dir, "summary.json")) as f:
+            on_disk = json.load(f)
+        self.assertEqual(on_disk["frames"], summary["frames"])
+        self.assertAlmostEqual(summary["cost"], summary["wall_s"] / 3600 * 2.5, places=6)
+        for s in summary["streams"]:
+            self.assertEqual(s["status"], "done")
+            self.assertGreater(s["fps"], 0)
+        # The JSON-lines sink holds exactly what the bus carried.
+        with open(os.path.join(self.dir, "results.jsonl")) as f:
+            sink = [json.loads(line) for line in f]
+        self.assertEqual([(m["topic"], m["payload"].get("seq")) for m in sink],
+                         [(m["topic"], m["payload"].get("seq")) for m in messages])
+        self.assert_no_leftovers(run)
+
+    def test_inline_tcp_transport_loses_nothing(self):
+        """transport.mode tcp: payloads travel inline over TCP (how stages on different hosts talk)."""
+        base = 31000 + os.getpid() % 2000 * 4
+        endpoints = {name: f"tcp://127.0.0.1:{base + i}" for i, name in enumerate(["preprocess", "batch", "infer", "publish"])}
+        config, endpoint = write_config(self.dir, self.make_streams(), transport={"mode": "tcp", "endpoints": endpoints})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.check_results(self.subscriber.wait())
+        self.assertFalse([n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,83 @@
+"""Bad input: a clear error that names the thing, and nothing else is lost."""
+import os
+import random
+import unittest
+
+from e2e.common import E2ETest, Run, Subscriber, events_by_stream, make_clip, results_by_stream, write_config, VAPIPE
+import subprocess
+
+
+class BadInput(E2ETest):
+    def test_corrupt_and_missing_files_fail_alone_while_other_streams_complete(self):
+        good = os.path.join(self.dir, "good.mp4")
+        make_clip(good, "smpte", 40, 640, 360)
+        corrupt = os.path.join(self.dir, "corrupt.mkv")
+        rng = random.Random(7)
+        with open(corrupt, "wb") as f:
+            f.write(bytes(rng.getrandbits(8) for _ in range(300000)))
+        missing = os.path.join(self.dir, "missing.mp4")
+        config, endpoint = write_config(self.dir, [
+            ("good", good), ("corrupt", corrupt), ("missing", missing),
+            ("synthetic", "test://blue?frames=30&width=320&height=240")])
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        code = run.wait()
+        self.assertEqual(code, 3, "exit status 3: the job finished but some stream failed\n" + run.stderr[-3000:])
+        messages = self.subscriber.wait()
+        results, events = results_by_stream(messages), events_by_stream(messages)
+        self.assertEqual([r["seq"] for r in results["good"]], list(range(40)))
+        self.assertEqual([r["seq"] for r in results["synthetic"]], list(range(30)))
+        self.assertNotIn("corrupt", results)
+        self.assertNotIn("missing", results)
+        self.assertEqual(events["corrupt"][-1]["event"], "error")
+        self.assertTrue(events["corrupt"][-1]["message"])
+        self.assertEqual(events["missing"][-1]["event"], "error")
+        self.assertIn(missing + " does not exist", events["missing"][-1]["message"])
+        self.assertEqual(events["good"][-1]["event"], "eos")
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["failed_streams"], 2)
+        status = {s["stream_id"]: s["status"] for s in summary["streams"]}
+        self.assertEqual(status, {"good": "done", "corrupt": "failed", "missing": "failed", "synthetic": "done"})
+        self.assertIn("stream 'missing'", run.stderr)
+
+    def test_unknown_config_key_names_file_line_and_key_and_starts_nothing(self):
+        path = os.path.join(self.dir, "typo.yaml")
+        with open(path, "w") as f:
+            f.write("streams:\n  - id: a\n    uri: test://ball\nbatch:\n  max_batch: 8\ninfer: {model: m.pt, labels: l.txt}\n")
+        p = subprocess.run([VAPIPE, "run", path], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"{path}:5: batch.max_batch: unknown key", p.stderr)
+        self.assertNotIn("started stage", p.stderr)
+
+    def test_bad_value_names_the_key(self):
+        path = os.path.join(self.dir, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("streams:\n  - id: a\n    uri: test://ball\npreprocess:\n  dtype: float64\ninfer: {model: m.pt, labels: l.txt}\n")
+        p = subprocess.run([VAPIPE, "validate", path], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"{path}:5: preprocess.dtype: expected one of float32 | float16, got 'float64'", p.stderr)
+
+    def test_missing_model_is_a_start_up_error_naming_the_stage_and_file(self):
+        config, _ = write_config(self.dir, [("a", "test://ball?frames=20")],
+                                 infer={"model": os.path.join(self.dir, "nope.pt")},
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 2, run.stderr[-3000:])
+        self.assertIn("stage infer", run.stderr)
+        self.assertIn(os.path.join(self.dir, "nope.pt") + ": file not found", run.stderr)
+
+    def test_labels_that_do_not_match_the_model_are_a_start_up_error(self):
+        labels = os.path.join(self.dir, "three.txt")
+        with open(labels, "w") as f:
+            f.write("a\nb\nc\n")
+        config, _ = write_config(self.dir, [("a", "test://ball?frames=20")], infer={"labels": labels},
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 2, run.stderr[-3000:])
+        self.assertIn("but labels file " + labels + " has 3 labels", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,162 @@
+"""Helpers for the end-to-end tests: clips made with GStreamer at test time, job configs, a real
+`vapipe run` process tree, and a subscriber in a separate process."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+VAPIPE = os.environ.get("VAPIPE_BIN", "build/cli/vapipe")
+SOURCE_DIR = os.environ.get("VAPIPE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+MODEL = os.environ.get("VAPIPE_E2E_MODEL", os.path.join(SOURCE_DIR, "models", "pattern_cnn.pt"))
+LABELS = os.environ.get("VAPIPE_E2E_LABELS", os.path.join(SOURCE_DIR, "models", "pattern_cnn.labels.txt"))
+SUBSCRIBER = os.path.join(os.path.dirname(__file__), "subscriber.py")
+STAGES = ["ingest", "preprocess", "batch", "infer", "publish"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_clip(path, pattern, frames, width, height, extra=""):
+    """Encodes `frames` frames of a videotestsrc pattern as H.264 in MP4 or Matroska (by extension)."""
+    mux = "mp4mux" if path.endswith(".mp4") else "matroskamux"
+    cmd = (f"gst-launch-1.0 -q videotestsrc pattern={pattern} num-buffers={frames} {extra} "
+           f"! video/x-raw,width={width},height={height},framerate=30/1 "
+           f"! x264enc bitrate=1500 speed-preset=veryfast key-int-max=30 ! h264parse ! {mux} "
+           f"! filesink location={path}")
+    subprocess.run(cmd, shell=True, check=True)
+
+
+def write_config(directory, streams, **sections):
+    """A job config; `streams` is a list of (id, uri). Keyword arguments add sections (dicts)."""
+    port = sections.pop("port", None) or free_port()
+    cfg = {
+        "job": {"name": "e2e", "price_per_gpu_hour": 2.5, "summary_path": os.path.join(directory, "summary.json"),
+                "drain_timeout_s": 10},
+        "streams": [{"id": i, "uri": u} for i, u in streams],
+        "batch": {"max_batch_size": 8, "max_delay_ms": 5},
+        "infer": {"model": MODEL, "labels": LABELS},
+        "publish": {"endpoint": f"tcp://127.0.0.1:{port}", "wait_for_subscribers": 1, "wait_timeout_s": 20,
+                    "jsonl_path": os.path.join(directory, "results.jsonl")},
+    }
+    for key, value in sections.items():
+        cfg.setdefault(key, {}).update(value)
+    path = os.path.join(directory, "job.yaml")
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)  # JSON is YAML
+    return path, cfg["publish"]["endpoint"]
+
+
+class Subscriber:
+    """A separate process subscribed to the bus, writing every [topic, payload] as a JSON line."""
+
+    def __init__(self, endpoint, directory):
+        self.path = os.path.join(directory, "subscribed.jsonl")
+        self.proc = subprocess.Popen([sys.executable, SUBSCRIBER, endpoint, self.path])
+        time.sleep(0.3)  # connect before the job starts publishing
+
+    def wait(self, timeout=120):
+        self.proc.wait(timeout=timeout)
+        with open(self.path) as f:
+            return [json.loads(line) for line in f]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def children_of(pid):
+    """(pid, argv) of the live children of `pid`, from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            if ppid != pid:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = [a.decode() for a in f.read().split(b"\0") if a]
+            out.append((int(entry), argv))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class Run:
+    """`vapipe run CONFIG` as a real process tree."""
+
+    def __init__(self, config, env=None):
+        self.proc = subprocess.Popen([VAPIPE, "run", config], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env={**os.environ, **(env or {})})
+        self.stage_pids = {}
+
+    def watch_stages(self, timeout=30):
+        """Records the stage processes the supervisor started (by their `vapipe stage NAME` argv)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline and len(self.stage_pids) < len(STAGES) and self.proc.poll() is None:
+            for pid, argv in children_of(self.proc.pid):
+                if len(argv) >= 3 and argv[1] == "stage":
+                    self.stage_pids[argv[2]] = pid
+            time.sleep(0.02)
+        return self.stage_pids
+
+    def wait(self, timeout=300):
+        out, err = self.proc.communicate(timeout=timeout)
+        self.stdout, self.stderr = out, err
+        return self.proc.returncode
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+
+def results_by_stream(messages):
+    streams = {}
+    for m in messages:
+        if m["topic"].startswith("results/"):
+            streams.setdefault(m["payload"]["stream_id"], []).append(m["payload"])
+    return streams
+
+
+def events_by_stream(messages):
+    events = {}
+    for m in messages:
+        if m["topic"].startswith("events/"):
+            events.setdefault(m["payload"]["stream_id"], []).append(m["payload"])
+    return events
+
+
+class E2ETest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="vapipe-e2e-")
+        self.dir = self.tmp.name
+        self.subscriber = None
+
+    def tearDown(self):
+        if self.subscriber:
+            self.subscriber.kill()
+        self.tmp.cleanup()
+
+    def assert_no_leftovers(self, run):
+        for name, pid in run.stage_pids.items():
+            self.assertFalse(os.path.exists(f"/proc/{pid}") and _alive(pid), f"stage {name} (pid {pid}) still running")
+        leftovers = [n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")]
+        self.assertEqual(leftovers, [], "shared memory left behind")
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
