@@ -1,10 +1,225 @@
+// `vapipe bench`: each stage alone, on the streams of a config, so the end-to-end figure of
+// `vapipe run` can be set against what each stage reaches by itself (tools/bench.sh runs them all).
+// Prints one JSON line per measurement. Figures, not assertions: see docs/benchmarks.md.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "cli/commands.h"
+#include "pipeline/logging.h"
+#include "pipeline/supervisor.h"
+#include "pipeline/transport.h"
+#include "stages/infer/classifier.h"
+#include "stages/infer/labels.h"
+#include "stages/ingest/stream_reader.h"
+#include "stages/preprocess/preprocess_stage.h"
+#include "stages/publish/result_schema.h"
 
 namespace vapipe::cli {
-int bench_command(const std::vector<std::string>&) {
-  std::fprintf(stderr, "bench: TODO\n");
-  return 1;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void report(const std::string& bench, const Config& c, uint64_t items, double seconds, nlohmann::json extra = {}) {
+  nlohmann::json j = {{"bench", bench}, {"config", c.source}, {"items", items}, {"seconds", seconds},
+                      {"per_second", seconds > 0 ? items / seconds : 0.0}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
 }
+
+// Emits into a callback; payloads come from a real shared memory pool, as in the ingest process.
+class CallbackEmitter final : public Emitter {
+ public:
+  CallbackEmitter(std::function<Status(Message&&)> fn, PayloadAllocator* alloc) : fn_(std::move(fn)), alloc_(alloc) {}
+  Status emit(Message&& m) override { return fn_(std::move(m)); }
+  Result<Payload> allocate(size_t bytes) override { return alloc_->allocate(bytes); }
+
+ private:
+  std::function<Status(Message&&)> fn_;
+  PayloadAllocator* alloc_;
+};
+
+// Decodes every stream of the config in parallel (one reader thread per stream, as ingest does);
+// `on_frame` is called from the reader threads.
+Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&&)>& on_frame, ShutdownFlags& flags) {
+  auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.frame_slots,
+                              c.transport.frame_slot_bytes);
+  if (!pool.ok()) return pool.status();
+  ShmAllocator alloc(*pool, &flags.abort);
+  std::atomic<uint64_t> frames{0};
+  std::vector<std::thread> threads;
+  std::vector<Status> results(c.streams.size());
+  for (uint32_t i = 0; i < c.streams.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto reader = StreamReader::create(c.streams[i], i, c.ingest);
+      if (!reader.ok()) {
+        results[i] = reader.status();
+        return;
+      }
+      CallbackEmitter out(
+          [&](Message&& m) {
+            if (m.kind == MessageKind::kStreamError) return Status(DataLoss(m.event.message));
+            if (m.kind != MessageKind::kFrame) return Status::Ok();
+            ++frames;
+            return on_frame(std::move(m));
+          },
+          &alloc);
+      results[i] = (*reader)->run(out, flags);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return frames.load();
+}
+
+ClassifierOptions classifier_options(const Config& c, size_t batch) {
+  ClassifierOptions o;
+  o.model_path = c.infer.model;
+  o.device = c.infer.device;
+  o.threads = c.infer.threads;
+  o.input = TensorInfo{c.preprocess.dtype, 3, c.preprocess.height, c.preprocess.width};
+  o.warmup_batch_size = batch;
+  o.warmup_batches = c.infer.warmup_batches;
+  return o;
+}
+
+int bench_decode(const Config& c, ShutdownFlags& flags) {
+  auto start = Clock::now();
+  auto frames = decode_all(c, [](Message&&) { return Status::Ok(); }, flags);
+  if (!frames.ok()) return std::fprintf(stderr, "bench decode: %s\n", frames.status().message().c_str()), 2;
+  report("decode", c, *frames, seconds_since(start), {{"streams", c.streams.size()}});
+  return 0;
+}
+
+int bench_preprocess(const Config& c, ShutdownFlags& flags, uint64_t max_frames) {
+  // Decode first (kept in memory), then time preprocessing alone.
+  std::mutex mutex;
+  std::vector<Message> frames;
+  auto decoded = decode_all(c, [&](Message&& m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (frames.size() < max_frames) {
+      Payload copy = Payload::heap(m.payload.size());
+      std::memcpy(copy.data(), m.payload.data(), m.payload.size());
+      m.payload = copy;
+      frames.push_back(std::move(m));
+    }
+    return Status::Ok();
+  }, flags);
+  if (!decoded.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", decoded.status().message().c_str()), 2;
+  auto pre = make_cpu_preprocessor(preprocess_spec_from(c.preprocess));
+  std::vector<std::byte> out(pre->spec().output_info().bytes());
+  uint64_t done = 0;
+  auto start = Clock::now();
+  while (seconds_since(start) < 3.0 || done < frames.size()) {
+    for (const Message& m : frames) {
+      Status s = pre->run(FrameView{m.frame, m.payload.data(), m.payload.size()}, out.data());
+      if (!s.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", s.message().c_str()), 2;
+      ++done;
+    }
+  }
+  report("preprocess", c, done, seconds_since(start),
+         {{"distinct_frames", frames.size()}, {"device", "cpu"}, {"dtype", dtype_name(c.preprocess.dtype)}});
+  return 0;
+}
+
+int bench_infer(const Config& c, size_t batch) {
+  auto classifier = load_torchscript_classifier(classifier_options(c, batch));
+  if (!classifier.ok()) return std::fprintf(stderr, "bench infer: %s\n", classifier.status().message().c_str()), 2;
+  const TensorInfo item{c.preprocess.dtype, 3, c.preprocess.height, c.preprocess.width};
+  std::vector<std::byte> input(batch * item.bytes());
+  std::mt19937 rng(1);
+  if (item.dtype == DType::kFloat32) {
+    std::normal_distribution<float> n;
+    for (size_t i = 0; i < batch * item.elements(); ++i) reinterpret_cast<float*>(input.data())[i] = n(rng);
+  }
+  uint64_t images = 0;
+  auto start = Clock::now();
+  while (seconds_since(start) < 5.0) {
+    auto r = (*classifier)->classify(input.data(), batch, c.infer.top_k);
+    if (!r.ok()) return std::fprintf(stderr, "bench infer: %s\n", r.status().message().c_str()), 2;
+    images += batch;
+  }
+  report("infer", c, images, seconds_since(start), {{"batch", batch}, {"device", (*classifier)->device()}, {"model", c.infer.model_name}});
+  return 0;
+}
+
+// The per-frame approach in one process: decode, preprocess, one forward per frame, JSON on ZeroMQ.
+int bench_per_frame(const Config& c, ShutdownFlags& flags) {
+  auto classifier = load_torchscript_classifier(classifier_options(c, 1));
+  if (!classifier.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", classifier.status().message().c_str()), 2;
+  auto labels = load_labels(c.infer.labels);
+  if (!labels.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", labels.status().message().c_str()), 2;
+  auto pre = make_cpu_preprocessor(preprocess_spec_from(c.preprocess));
+  std::vector<std::byte> tensor(pre->spec().output_info().bytes());
+  zmq::socket_t pub(zmq_context(), zmq::socket_type::pub);
+  pub.bind(c.publish.endpoint);
+  std::mutex mutex;  // one frame at a time through preprocess and the model
+  auto start = Clock::now();
+  auto frames = decode_all(c, [&](Message&& m) -> Status {
+    std::lock_guard<std::mutex> lock(mutex);
+    VAPIPE_RETURN_IF_ERROR(pre->run(FrameView{m.frame, m.payload.data(), m.payload.size()}, tensor.data()));
+    m.payload.reset();
+    VAPIPE_ASSIGN_OR_RETURN(auto top, (*classifier)->classify(tensor.data(), 1, c.infer.top_k));
+    Message r;
+    r.kind = MessageKind::kResult;
+    r.env = m.env;
+    r.prediction.model = c.infer.model_name;
+    for (size_t k = 0; k < top[0].class_ids.size(); ++k) {
+      r.prediction.top_k.push_back({top[0].class_ids[k], top[0].scores[k], (*labels)[top[0].class_ids[k]]});
+    }
+    const std::string topic = result_topic(m.env.stream_id), payload = result_json(r, wall_clock_ns()).dump();
+    pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    pub.send(zmq::buffer(payload), zmq::send_flags::none);
+    return Status::Ok();
+  }, flags);
+  if (!frames.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", frames.status().message().c_str()), 2;
+  report("per-frame", c, *frames, seconds_since(start), {{"model", c.infer.model_name}});
+  return 0;
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [--batch N] [--frames N]\n"
+      "  decode      decode every stream in parallel (GStreamer, copy into shared memory), frames/s\n"
+      "  preprocess  the CPU preprocessor alone on decoded frames of the streams, frames/s\n"
+      "  infer       the model alone on random batches of --batch (default batch.max_batch_size), images/s\n"
+      "  per-frame   one process: decode, preprocess, one forward per frame, JSON on ZeroMQ, frames/s\n";
+  if (args.empty()) return std::fputs(usage, stderr), kExitUsage;
+  const std::string what = args[0];
+  std::string path;
+  size_t batch = 0;
+  uint64_t max_frames = 600;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--batch" && i + 1 < args.size()) batch = std::stoul(args[++i]);
+    else if (args[i] == "--frames" && i + 1 < args.size()) max_frames = std::stoull(args[++i]);
+    else if (path.empty() && args[i][0] != '-') path = args[i];
+    else return std::fputs(usage, stderr), kExitUsage;
+  }
+  auto config = path.empty() ? load_demo_config() : load_config_file(path);
+  if (!config.ok()) return std::fprintf(stderr, "vapipe: %s\n", config.status().message().c_str()), kExitUsage;
+  init_logging("bench", "warn");
+  ShutdownFlags& flags = install_shutdown_handlers();
+  if (batch == 0) batch = config->batch.max_batch_size;
+  if (what == "decode") return bench_decode(*config, flags);
+  if (what == "preprocess") return bench_preprocess(*config, flags, max_frames);
+  if (what == "infer") return bench_infer(*config, batch);
+  if (what == "per-frame") return bench_per_frame(*config, flags);
+  return std::fputs(usage, stderr), kExitUsage;
+}
+
 }  // namespace vapipe::cli

@@ -107,6 +107,13 @@ void PublishStage::write_summary() {
   const int64_t end_ns = wall_clock_ns();
   const double wall_s = static_cast<double>(end_ns - job_start_ns_) / 1e9;
   uint64_t total_frames = 0;
+  // Steady-state throughput: from the first frame's capture to the last result, without start-up.
+  int64_t first_capture = 0, last_publish = 0;
+  for (const StreamState& st : streams_) {
+    if (st.first_ns && (!first_capture || st.first_ns < first_capture)) first_capture = st.first_ns;
+    last_publish = std::max(last_publish, st.last_ns);
+  }
+  const double steady_s = first_capture && last_publish > first_capture ? (last_publish - first_capture) / 1e9 : 0.0;
   nlohmann::json streams = nlohmann::json::array();
   std::string table;
   char line[512];
@@ -141,6 +148,8 @@ void PublishStage::write_summary() {
               {"failed_streams", failed_streams_},
               {"wall_s", wall_s},
               {"fps", wall_s > 0 ? total_frames / wall_s : 0.0},
+              {"steady_s", steady_s},
+              {"steady_fps", steady_s > 0 ? total_frames / steady_s : 0.0},
               {"gpu_count", gpu_count},
               {"price_per_gpu_hour", config_->job.price_per_gpu_hour},
               {"billed_hours", billed_hours},

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 namespace vapipe {
@@ -14,6 +15,14 @@ using namespace std::chrono_literals;
 std::string ipc_endpoint(const char* tag) {
   return "ipc:///tmp/vapipe-transport-test-" + std::to_string(getpid()) + "-" + tag + ".sock";
 }
+
+// ZeroMQ removes an ipc socket file when the socket closes, but the process may exit first.
+class TransportTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const char* tag : {"shm", "bad"}) std::filesystem::remove(ipc_endpoint(tag).substr(6));
+  }
+};
 
 Message frame_message(Payload payload, uint64_t seq) {
   Message m;
@@ -28,7 +37,7 @@ Message frame_message(Payload payload, uint64_t seq) {
   return m;
 }
 
-TEST(Transport, ShmFramesCrossASocketByReferenceInOrder) {
+TEST_F(TransportTest, ShmFramesCrossASocketByReferenceInOrder) {
   const std::string ep = ipc_endpoint("shm");
   auto receiver = MessageReceiver::bind(ep, 16);
   ASSERT_TRUE(receiver.ok()) << receiver.status().message();
@@ -54,7 +63,7 @@ TEST(Transport, ShmFramesCrossASocketByReferenceInOrder) {
   EXPECT_EQ((*pool)->free_slots(), 8u);  // released by the receiver
 }
 
-TEST(Transport, InlineModeCopiesPayloadIntoTheMessage) {
+TEST_F(TransportTest, InlineModeCopiesPayloadIntoTheMessage) {
   const std::string ep = "tcp://127.0.0.1:25931";
   auto receiver = MessageReceiver::bind(ep, 16);
   ASSERT_TRUE(receiver.ok()) << receiver.status().message();
@@ -69,7 +78,7 @@ TEST(Transport, InlineModeCopiesPayloadIntoTheMessage) {
   EXPECT_EQ(static_cast<int>((*m)->payload.data()[5]), 7);
 }
 
-TEST(Transport, MalformedMessageIsReportedAndTheNextOneStillArrives) {
+TEST_F(TransportTest, MalformedMessageIsReportedAndTheNextOneStillArrives) {
   const std::string ep = ipc_endpoint("bad");
   auto receiver = MessageReceiver::bind(ep, 16);
   ASSERT_TRUE(receiver.ok());
@@ -96,7 +105,7 @@ TEST(Transport, MalformedMessageIsReportedAndTheNextOneStillArrives) {
   raw.close();
 }
 
-TEST(Transport, BindConflictIsAClearError) {
+TEST_F(TransportTest, BindConflictIsAClearError) {
   const std::string ep = "tcp://127.0.0.1:25932";
   auto first = MessageReceiver::bind(ep, 16);
   ASSERT_TRUE(first.ok());
