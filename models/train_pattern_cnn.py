@@ -67,12 +67,12 @@ SIZE = 224
 TRAIN_RES = [(160, 120), (320, 240), (640, 480), (854, 480), (1280, 720),
              (1920, 1080), (400, 300), (720, 576), (352, 288), (1024, 768)]
 HELD_RES = [(176, 144), (480, 360), (960, 540), (800, 600), (1366, 768), (1600, 900)]
-TRAIN_BITRATES = [300, 500, 800, 1200, 2000, 4000]
-HELD_BITRATES = [400, 1000, 1500, 2500, 3000]
+TRAIN_BITRATES = [200, 300, 500, 800, 1200, 2000, 4000]
+HELD_BITRATES = [250, 400, 1000, 1500, 2500, 3000]
 TRAIN_PRESETS = ["ultrafast", "superfast", "veryfast", "faster"]
 HELD_PRESETS = ["fast", "medium"]
 SPEEDS = [0, 0, 3, -7, 11, -2]
-BALL_MOTIONS = ["wavy", "sweep", "hsweep"]
+BALL_MOTIONS = ["wavy", "wavy", "sweep", "hsweep"]  # wavy (default) twice as often
 E2E_RES = [(1280, 720), (640, 480), (320, 240)]
 
 
@@ -115,6 +115,15 @@ def enc_desc(spec):
 RGB_SINK = "videoconvert ! video/x-raw,format=RGB ! fdsink fd=1"
 
 
+def rgb_sink(spec):
+    """Optionally keep only every d-th frame (videorate, after decoding) so long
+    clips (the wavy ball needs 200 frames for one period) stay cheap to convert."""
+    d = spec.get("decim", 1)
+    if d > 1:
+        return f"videorate drop-only=true ! video/x-raw,framerate=30/{d} ! {RGB_SINK}"
+    return RGB_SINK
+
+
 def read_rgb_frames(pipeline, w, h, keep):
     """Run gst-launch-1.0, read packed RGB frames from stdout, keep some indices
     (None = all), return uint8 [k,224,224,3]."""
@@ -145,9 +154,9 @@ def gen_clip(spec, keep):
     """spec['mode']: raw | x264 | mp4 | mkv."""
     mode = spec["mode"]
     if mode == "raw":
-        return read_rgb_frames(f"{src_desc(spec)} ! {RGB_SINK}", spec["w"], spec["h"], keep)
+        return read_rgb_frames(f"{src_desc(spec)} ! {rgb_sink(spec)}", spec["w"], spec["h"], keep)
     if mode == "x264":
-        pl = f"{src_desc(spec)} ! {enc_desc(spec)} ! avdec_h264 ! {RGB_SINK}"
+        pl = f"{src_desc(spec)} ! {enc_desc(spec)} ! avdec_h264 ! {rgb_sink(spec)}"
         return read_rgb_frames(pl, spec["w"], spec["h"], keep)
     mux, demux, ext = {"mp4": ("mp4mux", "qtdemux", "mp4"),
                        "mkv": ("matroskamux", "matroskademux", "mkv")}[mode]
@@ -158,7 +167,7 @@ def gen_clip(spec, keep):
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if r.returncode != 0:
             raise RuntimeError(f"encode failed: {enc}\n{r.stderr.decode(errors='replace')}")
-        dec = f"filesrc location={path} ! {demux} ! h264parse ! avdec_h264 ! {RGB_SINK}"
+        dec = f"filesrc location={path} ! {demux} ! h264parse ! avdec_h264 ! {rgb_sink(spec)}"
         return read_rgb_frames(dec, spec["w"], spec["h"], keep)
 
 
@@ -202,13 +211,19 @@ def make_specs(rng, split):
                 if s["mode"] != "raw":
                     s.setdefault("bitrate", int(rng.choice(rates)))
                     s["preset"] = str(rng.choice(presets))
-                    s["keyint"] = int(rng.choice([15, 30, 60]))
+                    s["keyint"] = int(rng.choice([0, 15, 30, 60]))  # 0: x264enc default
                     s["threads"] = int(rng.choice([1, 2]))
-                # cheaper clips at large resolutions
-                nmax = 24 if w * h >= 1280 * 720 and pat != "ball" else 40
-                n = int(rng.randint(k + 1, nmax + 1))
+                if pat == "ball":
+                    # long clips (wavy has a 200-frame period), every d-th frame decoded
+                    n = int(rng.randint(80, 241))
+                    s["decim"] = d = int(rng.choice([4, 5, 7]))
+                    avail = n // d
+                else:
+                    # cheaper clips at large resolutions
+                    nmax = 24 if w * h >= 1280 * 720 else 40
+                    n = avail = int(rng.randint(k + 1, nmax + 1))
                 s["n"] = n
-                keep = set(int(x) for x in rng.choice(n, size=k, replace=False))
+                keep = set(int(x) for x in rng.choice(avail, size=k, replace=False))
                 specs.append((s, keep))
     return specs
 
@@ -216,7 +231,8 @@ def make_specs(rng, split):
 def make_e2e_specs():
     """E2E-test-like clips: 3 resolutions x {mp4, mkv} x {default x264enc input
     format (Y444_10LE) with default encoder settings, I420 with bitrate 1000};
-    every decoded frame is evaluated."""
+    every decoded frame is evaluated.  Clips are 30 frames, the ball 200 frames
+    (one full period of the default wavy motion)."""
     specs = []
     for ci, pat in enumerate(CLASSES):
         for (w, h) in E2E_RES:
@@ -224,7 +240,7 @@ def make_e2e_specs():
                 for fmt, extra in ((None, {}), ("I420", {"bitrate": 1000, "tune": "zerolatency",
                                                          "preset": "veryfast"})):
                     s = {"pattern": pat, "w": w, "h": h, "label": ci, "mode": cont,
-                         "fmt": fmt, "n": 30, "threads": 0, **extra}
+                         "fmt": fmt, "n": 200 if pat == "ball" else 30, "threads": 0, **extra}
                     specs.append((s, None))
     return specs
 

@@ -3,6 +3,7 @@
 #include "stages/ingest/stream_reader.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/fakes/rtsp_test_server.h"
 #include "tests/fakes/stage_harness.h"
 
 namespace vapipe {
@@ -177,6 +179,65 @@ TEST_F(StreamReaderTest, LiveDropOldestCountsDropsAndLeavesGaps) {
   EXPECT_EQ(frames.size() + end.event.dropped, 60u);
   EXPECT_GT(frames.back()->env.seq + 1, frames.size());  // gaps
   for (size_t i = 1; i < frames.size(); ++i) EXPECT_GT(frames[i]->env.seq, frames[i - 1]->env.seq);
+}
+
+}  // namespace
+}  // namespace vapipe
+
+namespace vapipe {
+namespace {
+
+// rtsp:// through uridecodebin, against a real RTSP server on loopback; http:// against a real
+// HTTP server (cpp-httplib) serving a clip.
+TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
+  const int port = 20000 + getpid() % 20000;
+  testing::RtspTestServer server(port, "ball");
+  ASSERT_TRUE(server.ok());
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  size_t frames = 0;
+  class StopAfter final : public Emitter {
+   public:
+    StopAfter(size_t* frames, ShutdownFlags* flags) : frames_(frames), flags_(flags) {}
+    Status emit(Message&& m) override {
+      if (m.kind == MessageKind::kFrame && ++*frames_ >= 30) flags_->stop = true;
+      last = std::move(m);
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    Message last;
+
+   private:
+    size_t* frames_;
+    ShutdownFlags* flags_;
+  } out(&frames, &flags_);
+  std::thread watchdog([&] {
+    for (int i = 0; i < 200 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    flags_.stop = true;  // at most 20 s
+  });
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  watchdog.join();
+  EXPECT_GE(frames, 30u);
+  EXPECT_EQ(out.last.kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.last.event.uri, server.uri());
+}
+
+TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
+  const std::string clip = encode_clip("served.mp4", "snow", 20, 320, 240, "mp4mux");
+  httplib::Server http;
+  http.set_mount_point("/media", dir_.string());
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  auto reader = StreamReader::create(stream("web", "http://127.0.0.1:" + std::to_string(port) + "/media/served.mp4"), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  Status s = (*reader)->run(out, flags_);
+  http.stop();
+  serve.join();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 20u);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
 }
 
 }  // namespace

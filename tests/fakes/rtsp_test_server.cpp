@@ -1,0 +1,57 @@
+#include "tests/fakes/rtsp_test_server.h"
+
+#include <gst/gst.h>
+#include <gst/rtsp-server/rtsp-server.h>
+
+#include <condition_variable>
+#include <mutex>
+
+namespace vapipe::testing {
+
+RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height) : port_(port) {
+  gst_init(nullptr, nullptr);
+  context_ = g_main_context_new();
+  loop_ = g_main_loop_new(context_, FALSE);
+  std::mutex m;
+  std::condition_variable cv;
+  bool ready = false;
+  thread_ = std::thread([&, pattern, width, height] {
+    g_main_context_push_thread_default(context_);
+    GstRTSPServer* server = gst_rtsp_server_new();
+    g_object_set(server, "address", "127.0.0.1", "service", std::to_string(port_).c_str(), nullptr);
+    GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
+    const std::string launch = "( videotestsrc is-live=true pattern=" + pattern + " ! video/x-raw,width=" +
+                               std::to_string(width) + ",height=" + std::to_string(height) +
+                               ",framerate=30/1 ! x264enc tune=zerolatency speed-preset=ultrafast key-int-max=15 "
+                               "! rtph264pay name=pay0 pt=96 config-interval=1 )";
+    gst_rtsp_media_factory_set_launch(factory, launch.c_str());
+    gst_rtsp_media_factory_set_shared(factory, TRUE);
+    GstRTSPMountPoints* mounts = gst_rtsp_server_get_mount_points(server);
+    gst_rtsp_mount_points_add_factory(mounts, "/test", factory);
+    g_object_unref(mounts);
+    const guint id = gst_rtsp_server_attach(server, context_);
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ok_ = id != 0;
+      ready = true;
+    }
+    cv.notify_one();
+    if (id != 0) g_main_loop_run(loop_);
+    if (id != 0) {
+      if (GSource* source = g_main_context_find_source_by_id(context_, id)) g_source_destroy(source);
+    }
+    g_object_unref(server);
+    g_main_context_pop_thread_default(context_);
+  });
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return ready; });
+}
+
+RtspTestServer::~RtspTestServer() {
+  g_main_loop_quit(loop_);
+  if (thread_.joinable()) thread_.join();
+  g_main_loop_unref(loop_);
+  g_main_context_unref(context_);
+}
+
+}  // namespace vapipe::testing

@@ -1,0 +1,29 @@
+// A real RTSP server on loopback (gst-rtsp-server) for tests: serves a videotestsrc pattern as
+// H.264 over RTP at rtsp://127.0.0.1:PORT/test. Runs its own GLib main loop on a thread.
+#pragma once
+
+#include <string>
+#include <thread>
+
+typedef struct _GMainLoop GMainLoop;
+typedef struct _GMainContext GMainContext;
+
+namespace vapipe::testing {
+
+class RtspTestServer {
+ public:
+  // `pattern`: a videotestsrc pattern; frames are paced in real time (is-live).
+  RtspTestServer(int port, const std::string& pattern, int width = 320, int height = 240);
+  ~RtspTestServer();
+  bool ok() const { return ok_; }
+  std::string uri() const { return "rtsp://127.0.0.1:" + std::to_string(port_) + "/test"; }
+
+ private:
+  int port_;
+  bool ok_ = false;
+  GMainContext* context_ = nullptr;
+  GMainLoop* loop_ = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace vapipe::testing

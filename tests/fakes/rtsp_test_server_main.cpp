@@ -1,0 +1,32 @@
+// vapipe_rtsp_test_server PORT PATTERN [WIDTH HEIGHT]: a real RTSP server on loopback for the
+// end-to-end tests; runs until SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
+
+#include "tests/fakes/rtsp_test_server.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s PORT PATTERN [WIDTH HEIGHT]\n", argv[0]);
+    return 1;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // the server thread inherits the mask
+  vapipe::testing::RtspTestServer server(std::atoi(argv[1]), argv[2], argc > 4 ? std::atoi(argv[3]) : 320,
+                                         argc > 4 ? std::atoi(argv[4]) : 240);
+  if (!server.ok()) {
+    std::fprintf(stderr, "cannot serve on port %s\n", argv[1]);
+    return 1;
+  }
+  std::printf("%s\n", server.uri().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return 0;
+}
