@@ -16,6 +16,15 @@ std::string torch_version() { return TORCH_VERSION; }
 
 namespace {
 
+// TorchScript interpreter errors carry a whole traceback; a log line wants its gist.
+std::string first_line(const std::string& text) {
+  // The interpreter's message ends with the original error after the traceback.
+  auto last = text.find_last_not_of("\n ");
+  if (last == std::string::npos) return text;
+  auto start = text.rfind('\n', last);
+  return text.substr(start == std::string::npos ? 0 : start + 1, last + 1 - (start == std::string::npos ? 0 : start + 1));
+}
+
 class TorchClassifier final : public Classifier {
  public:
   TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input)
@@ -50,7 +59,7 @@ class TorchClassifier final : public Classifier {
     } catch (const c10::Error& e) {
       return Internal(std::string("forward failed: ") + e.what_without_backtrace());
     } catch (const std::exception& e) {
-      return Internal(std::string("forward failed: ") + e.what());
+      return Internal("forward failed: " + first_line(e.what()));
     }
   }
 
@@ -77,6 +86,8 @@ class TorchClassifier final : public Classifier {
       }
     } catch (const c10::Error& e) {
       return InvalidArgument("forward on " + in_shape + " fails: " + e.what_without_backtrace());
+    } catch (const std::exception& e) {  // e.g. torch::jit::JITException from the interpreter
+      return InvalidArgument("forward on " + in_shape + " fails: " + first_line(e.what()));
     }
     return Status::Ok();
   }
