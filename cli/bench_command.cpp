@@ -51,8 +51,11 @@ class CallbackEmitter final : public Emitter {
 };
 
 // Decodes every stream of the config in parallel (one reader thread per stream, as ingest does);
-// `on_frame` is called from the reader threads.
-Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&&)>& on_frame, ShutdownFlags& flags) {
+// `on_frame` is called from the reader threads. `*first_frame` is set when the first frame arrives,
+// so that rates leave out GStreamer's start-up (as the pipeline's steady-state figure does).
+Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&&)>& on_frame, ShutdownFlags& flags,
+                            Clock::time_point* first_frame = nullptr) {
+  std::once_flag first;
   auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.frame_slots,
                               c.transport.frame_slot_bytes);
   if (!pool.ok()) return pool.status();
@@ -71,6 +74,7 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
           [&](Message&& m) {
             if (m.kind == MessageKind::kStreamError) return Status(DataLoss(m.event.message));
             if (m.kind != MessageKind::kFrame) return Status::Ok();
+            if (first_frame) std::call_once(first, [&] { *first_frame = Clock::now(); });
             ++frames;
             return on_frame(std::move(m));
           },
@@ -98,7 +102,7 @@ ClassifierOptions classifier_options(const Config& c, size_t batch) {
 
 int bench_decode(const Config& c, ShutdownFlags& flags) {
   auto start = Clock::now();
-  auto frames = decode_all(c, [](Message&&) { return Status::Ok(); }, flags);
+  auto frames = decode_all(c, [](Message&&) { return Status::Ok(); }, flags, &start);
   if (!frames.ok()) return std::fprintf(stderr, "bench decode: %s\n", frames.status().message().c_str()), 2;
   report("decode", c, *frames, seconds_since(start), {{"streams", c.streams.size()}});
   return 0;
@@ -184,7 +188,7 @@ int bench_per_frame(const Config& c, ShutdownFlags& flags) {
     pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
     pub.send(zmq::buffer(payload), zmq::send_flags::none);
     return Status::Ok();
-  }, flags);
+  }, flags, &start);
   if (!frames.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", frames.status().message().c_str()), 2;
   report("per-frame", c, *frames, seconds_since(start), {{"model", c.infer.model_name}});
   return 0;

@@ -1,6 +1,7 @@
 #include "stages/preprocess/preprocess_stage.h"
 
 #include "pipeline/logging.h"
+#include "stages/preprocess/cuda/cuda_preprocessor.h"
 
 namespace vapipe {
 
@@ -16,13 +17,16 @@ PreprocessSpec preprocess_spec_from(const PreprocessConfig& c) {
 
 Status PreprocessStage::open(const StageContext& ctx) {
   if (preprocessor_) return Status::Ok();
+  const PreprocessSpec spec = preprocess_spec_from(ctx.config.preprocess);
   if (ctx.config.preprocess.device == "cuda") {
-    return FailedPrecondition(
-        "preprocess.device: cuda is not available in this build yet; use preprocess.device: cpu");
+    auto cuda = make_cuda_preprocessor(spec);
+    if (!cuda.ok()) return cuda.status().with_context("preprocess.device: cuda");
+    preprocessor_ = std::move(cuda).value();
+  } else {
+    preprocessor_ = make_cpu_preprocessor(spec);
   }
-  preprocessor_ = make_cpu_preprocessor(preprocess_spec_from(ctx.config.preprocess));
-  VAPIPE_LOG_INFO("preprocess: cpu, {}x{} {}", ctx.config.preprocess.width, ctx.config.preprocess.height,
-                  dtype_name(ctx.config.preprocess.dtype));
+  VAPIPE_LOG_INFO("preprocess: {}, {}x{} {}", ctx.config.preprocess.device, ctx.config.preprocess.width,
+                  ctx.config.preprocess.height, dtype_name(ctx.config.preprocess.dtype));
   return Status::Ok();
 }
 
