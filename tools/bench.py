@@ -29,7 +29,7 @@ def make_clips(out, count, frames):
             extra = "motion=wavy" if pattern == "ball" else "horizontal-speed=2"
             subprocess.run(
                 f"gst-launch-1.0 -q videotestsrc pattern={pattern} num-buffers={frames} {extra} "
-                f"! video/x-raw,width=1280,height=720,framerate=30/1 "
+                f"! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 "
                 f"! x264enc bitrate=3000 speed-preset=veryfast key-int-max=60 ! h264parse ! mp4mux "
                 f"! filesink location={path}", shell=True, check=True)
         paths.append(path)
