@@ -61,7 +61,7 @@ struct InferConfig {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   uint32_t top_k = 3;
   uint32_t warmup_batches = 3;
-  uint32_t threads = 0;    // intra-op threads; 0 = LibTorch's default
+  uint32_t threads = 0;    // intra-op threads; 0 = every CPU of the machine
 };
 
 struct PublishConfig {

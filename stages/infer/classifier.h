@@ -16,7 +16,7 @@ namespace vapipe {
 struct ClassifierOptions {
   std::string model_path;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
-  uint32_t threads = 0;         // intra-op threads; 0 = LibTorch's default
+  uint32_t threads = 0;         // intra-op threads; 0 = every CPU of the machine
   TensorInfo input;             // one item, as preprocess writes it
   size_t warmup_batch_size = 1;
   uint32_t warmup_batches = 3;

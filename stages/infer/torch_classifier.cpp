@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "pipeline/logging.h"
 #include "stages/infer/classifier.h"
@@ -126,7 +127,10 @@ Result<torch::Device> choose_device(const std::string& requested) {
 Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options) {
   const std::string& path = options.model_path;
   if (!std::filesystem::exists(path)) return NotFound("model " + path + ": file not found");
-  if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
+  // LibTorch's own default was 1 thread on the 2-core development VMs (it counts physical cores):
+  // half the machine for a CPU-bound forward pass. 0 means every CPU this process may use.
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  at::set_num_threads(static_cast<int>(options.threads > 0 ? options.threads : cpus));
   VAPIPE_ASSIGN_OR_RETURN(torch::Device device, choose_device(options.device));
   torch::jit::script::Module module;
   try {
