@@ -51,7 +51,9 @@ def write_config(path, name, clips, model, labels, batch):
 
 
 def bench(vapipe, what, config, *extra):
-    out = subprocess.run([vapipe, "bench", what, config, *extra], capture_output=True, text=True)
+    # The same OpenMP setting the supervisor gives the stages, so the per-frame loop is not handicapped.
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    out = subprocess.run([vapipe, "bench", what, config, *extra], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"vapipe bench {what} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
