@@ -97,6 +97,7 @@ ClassifierOptions classifier_options(const Config& c, size_t batch) {
   o.input = TensorInfo{c.preprocess.dtype, 3, c.preprocess.height, c.preprocess.width};
   o.warmup_batch_size = batch;
   o.warmup_batches = c.infer.warmup_batches;
+  o.optimize = c.infer.optimize;
   return o;
 }
 

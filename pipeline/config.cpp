@@ -89,6 +89,15 @@ class MapReader {
     }
     *out = static_cast<T>(v);
   }
+  void boolean(const std::string& key, bool* out) {
+    YAML::Node n = child(key);
+    if (!present(n)) return;
+    bool v = false;
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+      ctx_.fail(n, key_path(key), "expected true or false, got " + scalar_text(n));
+    }
+    *out = v;
+  }
   void number(const std::string& key, double* out, double min, double max) {
     YAML::Node n = child(key);
     if (!present(n)) return;
@@ -246,6 +255,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.uint("top_k", &c.infer.top_k, 1, 1000);
     r.uint("warmup_batches", &c.infer.warmup_batches, 1, 100);
     r.uint("threads", &c.infer.threads, 0, 1024);
+    r.boolean("optimize", &c.infer.optimize);
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");

@@ -62,6 +62,7 @@ struct InferConfig {
   uint32_t top_k = 3;
   uint32_t warmup_batches = 3;
   uint32_t threads = 0;    // intra-op threads; 0 = every CPU of the machine
+  bool optimize = true;    // freeze the model for inference (torch.jit.optimize_for_inference)
 };
 
 struct PublishConfig {

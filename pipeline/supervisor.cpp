@@ -47,7 +47,7 @@ pid_t spawn_stage(StageKind kind, const SupervisorOptions& o, const std::string&
   if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", "0", 1);
   // Stages share the cores: OpenMP threads (LibTorch's) that spin between forward passes take CPU
   // that decode and preprocess need. Measured on 2 cores: 300-340 -> 400-455 frames/s end to end.
-  if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -20,6 +20,7 @@ struct ClassifierOptions {
   TensorInfo input;             // one item, as preprocess writes it
   size_t warmup_batch_size = 1;
   uint32_t warmup_batches = 3;
+  bool optimize = true;  // freeze and optimise for inference (torch.jit.optimize_for_inference)
 };
 
 // One frame's top-k: class ids and probabilities (softmax of the model's logits), best first.

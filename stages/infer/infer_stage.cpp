@@ -18,6 +18,7 @@ Status InferStage::open(const StageContext& ctx) {
   options.input = input_;
   options.warmup_batch_size = ctx.config.batch.max_batch_size;
   options.warmup_batches = c.warmup_batches;
+  options.optimize = c.optimize;
   VAPIPE_ASSIGN_OR_RETURN(classifier_, factory_(options));
   if (classifier_->num_classes() != static_cast<int64_t>(labels_.size())) {
     return InvalidArgument("model " + c.model + " has " + std::to_string(classifier_->num_classes()) +

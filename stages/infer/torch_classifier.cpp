@@ -142,6 +142,17 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   } catch (const std::exception& e) {
     return InvalidArgument("model " + path + " could not be loaded: " + e.what());
   }
+  if (options.optimize) {
+    // Frozen for inference (torch.jit.optimize_for_inference): weights become constants, conv+BN
+    // fold, and on the CPU convolutions run in oneDNN's layout. A model the pass cannot handle
+    // still runs, unoptimised.
+    try {
+      module = torch::jit::optimize_for_inference(module);
+    } catch (const std::exception& e) {
+      VAPIPE_LOG_WARN("model {}: optimize_for_inference failed, running it as loaded: {}", path,
+                      first_line(e.what()));
+    }
+  }
   auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input);
 
   // Warm-up at the batch size the pipeline will use; it also tells the number of classes.
