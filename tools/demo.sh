@@ -20,9 +20,11 @@ import json, sys
 seen = set()
 for line in sys.stdin:
     r = json.loads(line)
-    if r["stream_id"] in seen: continue
+    if r["stream_id"] in seen:
+        continue
     seen.add(r["stream_id"])
-    print(f"  {r[\"stream_id\"]:<16} frame {r[\"seq\"]:<4} {r[\"label\"]:<10} score {r[\"score\"]:.3f}  latency {r[\"latency_ms\"][\"total\"]:.1f} ms")
+    print("  %-16s frame %-4d %-10s score %.3f  latency %.1f ms" % (
+        r["stream_id"], r["seq"], r["label"], r["score"], r["latency_ms"]["total"]))
 '
 echo "All results: $results"
 exit "$status"
