@@ -357,7 +357,7 @@ std::string demo_config_text() { return kDemoConfigYaml; }
 Result<Config> load_demo_config() {
   // The demo's paths are relative to configs/: prefer the source tree the binary was built from,
   // then the install prefix.
-  for (const std::string root : {std::string(kSourceDir), std::string(kInstallDataDir)}) {
+  for (const char* root : {kSourceDir, kInstallDataDir}) {
     std::filesystem::path configs = std::filesystem::path(root) / "configs";
     if (std::filesystem::exists(configs / "demo.yaml")) {
       return parse_text(kDemoConfigYaml, "<embedded demo config>", configs.string());

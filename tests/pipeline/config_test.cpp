@@ -124,7 +124,9 @@ TEST(Config, EmbeddedDemoConfigLoads) {
   EXPECT_TRUE(std::filesystem::exists(c->infer.model)) << c->infer.model;
   EXPECT_TRUE(std::filesystem::exists(c->infer.labels)) << c->infer.labels;
   for (const auto& s : c->streams) {
-    if (s.parsed.kind == UriKind::kFile) EXPECT_TRUE(std::filesystem::exists(file_uri_path(s.uri))) << s.uri;
+    if (s.parsed.kind == UriKind::kFile) {
+      EXPECT_TRUE(std::filesystem::exists(file_uri_path(s.uri))) << s.uri;
+    }
   }
 }
 

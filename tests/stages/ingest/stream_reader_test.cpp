@@ -93,7 +93,9 @@ TEST_F(StreamReaderTest, RgbAndNv12TestSourcesKeepTheirFormat) {
     auto frames = of_kind(out, MessageKind::kFrame);
     ASSERT_EQ(frames.size(), 2u);
     EXPECT_STREQ(pixel_format_name(frames[0]->frame.format), fmt.c_str());
-    if (fmt == "RGB") EXPECT_EQ(static_cast<int>(frames[0]->payload.data()[0]), 255);  // red
+    if (fmt == "RGB") {
+      EXPECT_EQ(static_cast<int>(frames[0]->payload.data()[0]), 255);  // red
+    }
   }
 }
 
