@@ -2,10 +2,11 @@
 receives every frame's result exactly once, in order, classified by the shipped model."""
 import json
 import os
+import subprocess
 import time
 import unittest
 
-from e2e.common import MODEL, E2ETest, Run, STAGES, Subscriber, events_by_stream, make_clip, results_by_stream, write_config
+from e2e.common import MODEL, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, make_clip, results_by_stream, write_config
 
 # (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
 STREAMS = [
@@ -99,6 +100,29 @@ class ArchiveJob(E2ETest):
         self.assertEqual(code, 0, run.stderr[-3000:])
         self.check_results(self.subscriber.wait())
         self.assertFalse([n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")])
+
+
+class Demo(E2ETest):
+    def test_run_without_a_config_runs_the_shipped_demo(self):
+        """`vapipe run` with no argument: the embedded configs/demo.yaml, synthetic streams and the
+        shipped clips, every frame classified by the shipped model."""
+        self.subscriber = Subscriber("tcp://127.0.0.1:5560", self.dir)
+        run = subprocess.run([VAPIPE, "run"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+        self.assertIn("running the demo", run.stderr)
+        messages = self.subscriber.wait(timeout=60)
+        results = results_by_stream(messages)
+        expected = {"smpte": ("smpte", 120), "ball": ("ball", 120), "snow": ("snow", 120),
+                    "pinwheel-clip": ("pinwheel", 90), "colors-clip": ("colors", 90)}
+        self.assertEqual(sorted(results), sorted(expected))
+        for sid, (pattern, frames) in expected.items():
+            self.assertEqual([r["seq"] for r in results[sid]], list(range(frames)), sid)
+            correct = sum(r["label"] == pattern for r in results[sid])
+            self.assertGreaterEqual(correct / frames, 0.95, f"{sid}: {correct}/{frames}")
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["job"], "demo")
+        self.assertEqual(summary["frames"], 540)
+        self.assertGreater(summary["cost"], 0)
 
 
 if __name__ == "__main__":
