@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  // Stages share the cores, so LibTorch's OpenMP threads must not spin between forward passes
+  // (docs/architecture.md, Shutdown). libgomp reads this at load time: set it and start again.
+  if (command == "stage" && !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv(self_exe(argv[0]).c_str(), argv);  // returns only on failure: then go on as we are
+  }
   try {
     if (command == "run") return vapipe::cli::run_command(args, self_exe(argv[0]));
     if (command == "stage") return vapipe::cli::stage_command(args);
