@@ -3,7 +3,6 @@ receives every frame's result exactly once, in order, classified by the shipped 
 import json
 import os
 import subprocess
-import time
 import unittest
 
 from e2e.common import MODEL, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, make_clip, results_by_stream, write_config

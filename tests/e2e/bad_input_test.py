@@ -1,10 +1,10 @@
 """Bad input: a clear error that names the thing, and nothing else is lost."""
 import os
 import random
+import subprocess
 import unittest
 
-from e2e.common import E2ETest, Run, Subscriber, events_by_stream, make_clip, results_by_stream, write_config, VAPIPE
-import subprocess
+from e2e.common import VAPIPE, E2ETest, Run, Subscriber, events_by_stream, make_clip, results_by_stream, write_config
 
 
 class BadInput(E2ETest):
@@ -40,22 +40,25 @@ class BadInput(E2ETest):
         self.assertEqual(status, {"good": "done", "corrupt": "failed", "missing": "failed", "synthetic": "done"})
         self.assertIn("stream 'missing'", run.stderr)
 
-    def test_unknown_config_key_names_file_line_and_key_and_starts_nothing(self):
-        path = os.path.join(self.dir, "typo.yaml")
-        with open(path, "w") as f:
-            f.write("streams:\n  - id: a\n    uri: test://ball\nbatch:\n  max_batch: 8\ninfer: {model: m.pt, labels: l.txt}\n")
-        p = subprocess.run([VAPIPE, "run", path], capture_output=True, text=True, timeout=30)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn(f"{path}:5: batch.max_batch: unknown key", p.stderr)
-        self.assertNotIn("started stage", p.stderr)
-
-    def test_bad_value_names_the_key(self):
+    def run_bad_config(self, command, yaml_text):
+        """Runs `vapipe COMMAND FILE` on a config that must be refused; returns (path, stderr)."""
         path = os.path.join(self.dir, "bad.yaml")
         with open(path, "w") as f:
-            f.write("streams:\n  - id: a\n    uri: test://ball\npreprocess:\n  dtype: float64\ninfer: {model: m.pt, labels: l.txt}\n")
-        p = subprocess.run([VAPIPE, "validate", path], capture_output=True, text=True, timeout=30)
+            f.write(yaml_text)
+        p = subprocess.run([VAPIPE, command, path], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 1)
-        self.assertIn(f"{path}:5: preprocess.dtype: expected one of float32 | float16, got 'float64'", p.stderr)
+        return path, p.stderr
+
+    def test_unknown_config_key_names_file_line_and_key_and_starts_nothing(self):
+        path, err = self.run_bad_config(
+            "run", "streams:\n  - id: a\n    uri: test://ball\nbatch:\n  max_batch: 8\ninfer: {model: m.pt, labels: l.txt}\n")
+        self.assertIn(f"{path}:5: batch.max_batch: unknown key", err)
+        self.assertNotIn("started stage", err)
+
+    def test_bad_value_names_the_key(self):
+        path, err = self.run_bad_config(
+            "validate", "streams:\n  - id: a\n    uri: test://ball\npreprocess:\n  dtype: float64\ninfer: {model: m.pt, labels: l.txt}\n")
+        self.assertIn(f"{path}:5: preprocess.dtype: expected one of float32 | float16, got 'float64'", err)
 
     def test_missing_model_is_a_start_up_error_naming_the_stage_and_file(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=20")],

@@ -2,7 +2,6 @@
 `vapipe run` process tree, and a subscriber in a separate process."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
