@@ -17,8 +17,9 @@ const char* kUsage = R"(vapipe - streaming video analytics pipeline
 usage:
   vapipe run [CONFIG.yaml] [--job-id ID]
                                         run a job: every stage as its own process (no CONFIG: the demo)
-  vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID]
+  vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID] [--lane N]
                                         run one stage process (ingest, preprocess, batch, infer, publish)
+                                        of lane N (one lane per GPU; default 0)
   vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S] [--with-topic]
                                         print results and events from the bus as JSON lines
   vapipe validate CONFIG.yaml           check a config and print it resolved

@@ -1,10 +1,13 @@
 // run, stage and validate: the commands that start the pipeline.
 #include <cstdio>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "pipeline/cuda/gpu_info.h"
 #include "pipeline/logging.h"
+#include "pipeline/placement.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/supervisor.h"
 #include "stages/batch/batch_stage.h"
@@ -22,6 +25,12 @@ struct ConfigChoice {
 };
 
 Result<Config> load(const ConfigChoice& c) { return c.path.empty() ? load_demo_config() : load_config_file(c.path); }
+
+// GPUs as the supervisor saw them (VAPIPE_VISIBLE_GPUS, set for every stage it starts), else probed.
+int stage_gpu_count() {
+  if (const char* n = std::getenv("VAPIPE_VISIBLE_GPUS"); n && *n) return std::atoi(n);
+  return visible_gpu_count();
+}
 
 int config_error(const Status& s) {
   std::fprintf(stderr, "vapipe: %s\n", s.message().c_str());
@@ -57,7 +66,7 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
 
 int stage_command(const std::vector<std::string>& args) {
   if (args.empty()) {
-    std::fprintf(stderr, "usage: vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID]\n");
+    std::fprintf(stderr, "usage: vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID] [--lane N]\n");
     return kExitUsage;
   }
   auto kind = parse_stage_kind(args[0]);
@@ -69,6 +78,7 @@ int stage_command(const std::vector<std::string>& args) {
   ConfigChoice choice;
   std::string job_id;
   bool demo = false;
+  uint32_t lane_index = 0;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--config" && i + 1 < args.size()) {
       choice.path = args[++i];
@@ -76,6 +86,8 @@ int stage_command(const std::vector<std::string>& args) {
       demo = true;
     } else if (args[i] == "--job-id" && i + 1 < args.size()) {
       job_id = args[++i];
+    } else if (args[i] == "--lane" && i + 1 < args.size()) {
+      lane_index = static_cast<uint32_t>(std::strtoul(args[++i].c_str(), nullptr, 10));
     } else {
       std::fprintf(stderr, "vapipe stage: unexpected argument '%s'\n", args[i].c_str());
       return kExitUsage;
@@ -90,32 +102,40 @@ int stage_command(const std::vector<std::string>& args) {
   if (job_id.empty()) job_id = config->job.name;  // stages started by hand agree on this
   init_logging(stage_kind_name(*kind), config->log.level);
   ShutdownFlags& flags = install_shutdown_handlers();
-  JobLayout layout = make_job_layout(*config, job_id);
+  // The same plan as the supervisor's: it passes its GPU count down, so both see the same machine.
+  auto placement = plan_placement(*config, stage_gpu_count());
+  if (!placement.ok()) return config_error(placement.status());
+  if (lane_index >= placement->lanes.size()) {
+    std::fprintf(stderr, "vapipe stage: --lane %u, but the job has %zu lanes\n", lane_index, placement->lanes.size());
+    return kExitUsage;
+  }
+  const Lane& lane = placement->lanes[lane_index];
+  JobLayout layout = make_job_layout(*config, job_id, lane_index);
 
   Status status;
   int code = 0;
   switch (*kind) {
     case StageKind::kIngest:
-      status = run_ingest(*config, layout, flags);
+      status = run_ingest(*config, layout, lane, flags);
       break;
     case StageKind::kPreprocess: {
       PreprocessStage stage;
-      status = run_stage(stage, *config, layout, flags);
+      status = run_stage(stage, *config, layout, &lane, flags);
       break;
     }
     case StageKind::kBatch: {
       BatchStage stage;
-      status = run_stage(stage, *config, layout, flags);
+      status = run_stage(stage, *config, layout, &lane, flags);
       break;
     }
     case StageKind::kInfer: {
       InferStage stage;
-      status = run_stage(stage, *config, layout, flags);
+      status = run_stage(stage, *config, layout, &lane, flags);
       break;
     }
     case StageKind::kPublish: {
       PublishStage stage;
-      status = run_stage(stage, *config, layout, flags);
+      status = run_stage(stage, *config, layout, nullptr, flags);
       code = stage.exit_code();
       break;
     }

@@ -229,7 +229,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
   }
   {
     MapReader r(ctx, top.child("preprocess"), "preprocess");
-    r.choice("device", &c.preprocess.device, {"cpu", "cuda"});
+    r.choice("device", &c.preprocess.device, {"auto", "cpu", "cuda"});
     r.uint("width", &c.preprocess.width, 1, 4096);
     r.uint("height", &c.preprocess.height, 1, 4096);
     r.floats3("mean", &c.preprocess.mean, false);
@@ -256,6 +256,10 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.uint("warmup_batches", &c.infer.warmup_batches, 1, 100);
     r.uint("threads", &c.infer.threads, 0, 1024);
     r.boolean("optimize", &c.infer.optimize);
+    std::string precision = c.infer.precision == DType::kFloat16 ? "fp16" : "fp32";
+    r.choice("precision", &precision, {"fp32", "fp16"});
+    c.infer.precision = precision == "fp16" ? DType::kFloat16 : DType::kFloat32;
+    r.boolean("channels_last", &c.infer.channels_last);
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");
@@ -310,6 +314,38 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       ctx.fail(node["tensor_slots"], "transport.tensor_slots",
                "must be at least batch.max_batch_size (" + std::to_string(c.batch.max_batch_size) +
                    "), or 0 for 4 x max_batch_size");
+    }
+  }
+  {
+    YAML::Node node = top.child("gpus");
+    if (node.IsDefined() && !node.IsNull()) {
+      c.gpus.line = node.Mark().line + 1;
+      const std::string expected = "expected all, none or a list of GPU indices such as [0, 1]";
+      if (node.IsScalar()) {
+        if (node.Scalar() == "all") {
+          c.gpus.kind = GpuSelection::Kind::kAll;
+        } else if (node.Scalar() == "none") {
+          c.gpus.kind = GpuSelection::Kind::kNone;
+        } else {
+          ctx.fail(node, "gpus", expected + ", got " + scalar_text(node));
+        }
+      } else if (node.IsSequence() && node.size() > 0) {
+        c.gpus.kind = GpuSelection::Kind::kList;
+        std::set<int> seen;
+        for (size_t i = 0; i < node.size(); ++i) {
+          int index = -1;
+          if (!node[i].IsScalar() || !YAML::convert<int>::decode(node[i], index) || index < 0 || index > 1023) {
+            ctx.fail(node[i], "gpus[" + std::to_string(i) + "]", "expected a GPU index (0, 1, ...), got " +
+                                                                   scalar_text(node[i]));
+          }
+          if (!seen.insert(index).second) {
+            ctx.fail(node[i], "gpus[" + std::to_string(i) + "]", "GPU " + std::to_string(index) + " is listed twice");
+          }
+          c.gpus.list.push_back(index);
+        }
+      } else {
+        ctx.fail(node, "gpus", expected + ", got " + scalar_text(node));
+      }
     }
   }
   {

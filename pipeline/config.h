@@ -41,7 +41,7 @@ struct IngestConfig {
 };
 
 struct PreprocessConfig {
-  std::string device = "cpu";  // cpu | cuda
+  std::string device = "auto";  // auto (cuda when the lane has a GPU) | cpu | cuda
   uint32_t width = 224;
   uint32_t height = 224;
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
@@ -63,6 +63,16 @@ struct InferConfig {
   uint32_t warmup_batches = 3;
   uint32_t threads = 0;    // intra-op threads; 0 = every CPU of the machine
   bool optimize = true;    // freeze the model for inference (torch.jit.optimize_for_inference)
+  DType precision = DType::kFloat32;  // fp16: the model's weights and inputs in half precision (CUDA only)
+  bool channels_last = true;          // NHWC memory format on CUDA (faster convolutions with cuDNN)
+};
+
+// Which GPUs the job uses: one lane of stages (ingest, preprocess, batch, infer) per GPU.
+struct GpuSelection {
+  enum class Kind { kAll, kNone, kList };
+  Kind kind = Kind::kAll;
+  std::vector<int> list;  // kList: device indices, in order
+  int line = 0;           // where `gpus` is set, for placement errors (0: not set)
 };
 
 struct PublishConfig {
@@ -94,6 +104,7 @@ struct Config {
   std::string base_dir;  // relative paths resolve against this
   JobConfig job;
   std::vector<StreamConfig> streams;
+  GpuSelection gpus;
   IngestConfig ingest;
   PreprocessConfig preprocess;
   BatchConfig batch;

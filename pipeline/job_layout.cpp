@@ -2,24 +2,31 @@
 
 namespace vapipe {
 
-JobLayout make_job_layout(const Config& config, const std::string& job_id) {
+JobLayout make_job_layout(const Config& config, const std::string& job_id, uint32_t lane) {
   JobLayout l;
   l.job_id = job_id;
+  l.lane = lane;
   l.run_dir = "/tmp/vapipe-" + job_id;
   l.by_reference = config.transport.mode == TransportMode::kShm;
-  l.frame_pool = "/vapipe-" + job_id + "-frames";
-  l.tensor_pool = "/vapipe-" + job_id + "-tensors";
-  int port = 5551;
+  const std::string lane_suffix = "-" + std::to_string(lane);
+  l.frame_pool = "/vapipe-" + job_id + "-frames" + lane_suffix;
+  l.tensor_pool = "/vapipe-" + job_id + "-tensors" + lane_suffix;
+  // tcp mode: lane 0 uses 5551-5553 and the shared publish input 5554; lane N > 0 uses 5600 + 3N
+  // onwards (clear of the default results endpoint, 5560).
+  const int lane_port = lane == 0 ? 5551 : 5600 + 3 * static_cast<int>(lane);
+  int offset = 0;
   for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer, StageKind::kPublish}) {
+    const bool shared = k == StageKind::kPublish;
     auto it = config.transport.endpoints.find(k);
     if (it != config.transport.endpoints.end()) {
       l.input_endpoint[k] = it->second;
     } else if (l.by_reference) {
-      l.input_endpoint[k] = "ipc://" + l.run_dir + "/" + stage_kind_name(k) + ".sock";
+      l.input_endpoint[k] =
+          "ipc://" + l.run_dir + "/" + stage_kind_name(k) + (shared ? std::string() : lane_suffix) + ".sock";
     } else {
-      l.input_endpoint[k] = "tcp://127.0.0.1:" + std::to_string(port);
+      l.input_endpoint[k] = "tcp://127.0.0.1:" + std::to_string(shared ? 5554 : lane_port + offset);
     }
-    ++port;
+    ++offset;
   }
   return l;
 }

@@ -3,6 +3,7 @@
 // or by hand (`vapipe stage NAME --job-id ID`) agree without talking to each other.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -12,14 +13,15 @@ namespace vapipe {
 
 struct JobLayout {
   std::string job_id;
+  uint32_t lane = 0;     // which lane's edges and pools these are (see pipeline/placement.h)
   std::string run_dir;  // per-job folder for ipc:// sockets (mode shm)
   bool by_reference = true;  // payloads as shared memory descriptors
-  std::map<StageKind, std::string> input_endpoint;  // preprocess, batch, infer, publish
-  std::string frame_pool;   // owned by ingest
-  std::string tensor_pool;  // owned by preprocess
+  std::map<StageKind, std::string> input_endpoint;  // preprocess, batch, infer (the lane's), publish (shared)
+  std::string frame_pool;   // owned by the lane's ingest
+  std::string tensor_pool;  // owned by the lane's preprocess
 };
 
-JobLayout make_job_layout(const Config& config, const std::string& job_id);
+JobLayout make_job_layout(const Config& config, const std::string& job_id, uint32_t lane = 0);
 
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;

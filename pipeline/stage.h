@@ -11,6 +11,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/message.h"
+#include "pipeline/placement.h"
 #include "pipeline/status.h"
 
 namespace vapipe {
@@ -30,6 +31,9 @@ class Emitter {
 struct StageContext {
   const Config& config;
   const std::atomic<bool>* stop_requested = nullptr;
+  // The lane this stage process serves: its streams and devices. Null: every stream, on the CPU
+  // (tests, publish).
+  const Lane* lane = nullptr;
 };
 
 class Stage {
@@ -51,18 +55,34 @@ class Stage {
 // Counts the streams that have ended (end-of-stream or error), to know when a stage is done.
 class StreamTracker {
  public:
-  explicit StreamTracker(size_t stream_count) : ended_(stream_count, false) {}
+  // Every stream of the job.
+  explicit StreamTracker(size_t stream_count) : expected_(stream_count, true), ended_(stream_count, false),
+                                                 expected_count_(stream_count) {}
+  // Only the given streams (a lane's): the stage is done when these have ended.
+  StreamTracker(size_t stream_count, const std::vector<uint32_t>& streams)
+      : expected_(stream_count, false), ended_(stream_count, false) {
+    for (uint32_t s : streams) {
+      if (s < stream_count && !expected_[s]) {
+        expected_[s] = true;
+        ++expected_count_;
+      }
+    }
+  }
   void observe(const Message& m) {
-    if (ends_stream(m.kind) && m.env.stream_index < ended_.size() && !ended_[m.env.stream_index]) {
-      ended_[m.env.stream_index] = true;
+    const uint32_t i = m.env.stream_index;
+    if (ends_stream(m.kind) && i < ended_.size() && expected_[i] && !ended_[i]) {
+      ended_[i] = true;
       ++ended_count_;
     }
   }
-  bool all_ended() const { return ended_count_ == ended_.size(); }
+  bool all_ended() const { return ended_count_ == expected_count_; }
   size_t ended_count() const { return ended_count_; }
+  size_t expected_count() const { return expected_count_; }
 
  private:
+  std::vector<bool> expected_;
   std::vector<bool> ended_;
+  size_t expected_count_ = 0;
   size_t ended_count_ = 0;
 };
 

@@ -39,8 +39,8 @@ void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
   }
 }
 
-Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, ShutdownFlags& flags,
-                 StageRunStats* stats_out) {
+Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, const Lane* lane,
+                 ShutdownFlags& flags, StageRunStats* stats_out) {
   const StageKind kind = stage.kind();
   StageRunStats stats;
   if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
@@ -63,12 +63,13 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, Sh
   }
   SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort);
 
-  StageContext ctx{config, &flags.stop};
+  StageContext ctx{config, &flags.stop, lane};
   VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
   VAPIPE_LOG_INFO("{} ready: input {}{}", stage_kind_name(kind), layout.input_endpoint.at(kind),
                   sender ? ", output " + sender->endpoint() : std::string());
 
-  StreamTracker tracker(config.streams.size());
+  StreamTracker tracker = lane ? StreamTracker(config.streams.size(), lane->streams)
+                                : StreamTracker(config.streams.size());
   std::optional<SteadyTime> stop_seen;
   const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(config.job.drain_timeout_s));
@@ -77,11 +78,11 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, Sh
     if (flags.stop.load() && !stop_seen) {
       stop_seen = now;
       VAPIPE_LOG_INFO("{}: stop requested, draining ({} of {} streams ended)", stage_kind_name(kind),
-                      tracker.ended_count(), config.streams.size());
+                      tracker.ended_count(), tracker.expected_count());
     }
     if (stop_seen && now - *stop_seen > drain) {
       VAPIPE_LOG_WARN("{}: drain timeout; {} of {} streams did not end", stage_kind_name(kind),
-                      config.streams.size() - tracker.ended_count(), config.streams.size());
+                      tracker.expected_count() - tracker.ended_count(), tracker.expected_count());
       break;
     }
     auto timeout = std::chrono::milliseconds(100);

@@ -31,9 +31,10 @@ struct StageRunStats {
   uint64_t stage_errors = 0;  // process() calls that returned an error (logged)
 };
 
-// Returns when the stage is done. Start-up failures (bind, open) are returned as errors.
-Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, ShutdownFlags& flags,
-                 StageRunStats* stats = nullptr);
+// Returns when the stage is done: every stream of `lane` has ended (every stream of the job when
+// `lane` is null, as for publish), or shutdown. Start-up failures (bind, open) are returned as errors.
+Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, const Lane* lane,
+                 ShutdownFlags& flags, StageRunStats* stats = nullptr);
 
 // Waits until every slot of a pool this process owns has been released downstream (or timeout).
 void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,

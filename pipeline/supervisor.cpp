@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "pipeline/cuda/gpu_info.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 struct Child {
   StageKind kind;
+  uint32_t lane = 0;
   pid_t pid = -1;
   bool exited = false;
   int status = 0;  // waitpid status
@@ -32,11 +34,20 @@ std::string describe_exit(int status) {
   return "status " + std::to_string(status);
 }
 
-pid_t spawn_stage(StageKind kind, const SupervisorOptions& o, const std::string& job_id, int64_t start_ns) {
+std::string child_name(const Child& c, size_t lanes) {
+  std::string name = stage_kind_name(c.kind);
+  if (lanes > 1 && c.kind != StageKind::kPublish) name += "[" + std::to_string(c.lane) + "]";
+  return name;
+}
+
+pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, const std::string& job_id,
+                  int64_t start_ns, int visible_gpus, int gpus_used) {
   std::vector<std::string> args = {o.self_exe, "stage", stage_kind_name(kind)};
   args.insert(args.end(), o.config_args.begin(), o.config_args.end());
   args.push_back("--job-id");
   args.push_back(job_id);
+  args.push_back("--lane");
+  args.push_back(std::to_string(lane));
   pid_t pid = fork();
   if (pid != 0) return pid;
   // Child. Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then stops
@@ -44,7 +55,9 @@ pid_t spawn_stage(StageKind kind, const SupervisorOptions& o, const std::string&
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   setenv("VAPIPE_JOB_START_NS", std::to_string(start_ns).c_str(), 1);
-  if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", "0", 1);
+  // Every stage plans the same placement as the supervisor from the same GPU count.
+  setenv("VAPIPE_VISIBLE_GPUS", std::to_string(visible_gpus).c_str(), 1);
+  if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", std::to_string(gpus_used).c_str(), 1);
   // Stages share the cores: OpenMP threads (LibTorch's) that spin between forward passes take CPU
   // that decode and preprocess need. Measured on 2 cores: 371-374 -> 460-477 frames/s end to end.
   // (`vapipe stage` sets it too when started by hand; setting it here saves that re-exec.)
@@ -59,10 +72,13 @@ pid_t spawn_stage(StageKind kind, const SupervisorOptions& o, const std::string&
 
 }  // namespace
 
-void cleanup_job_resources(const Config& config, const std::string& job_id) {
+void cleanup_job_resources(const Config& config, const std::string& job_id, size_t lanes) {
+  for (uint32_t lane = 0; lane < std::max<size_t>(lanes, 1); ++lane) {
+    JobLayout layout = make_job_layout(config, job_id, lane);
+    shm_unlink(layout.frame_pool.c_str());
+    shm_unlink(layout.tensor_pool.c_str());
+  }
   JobLayout layout = make_job_layout(config, job_id);
-  shm_unlink(layout.frame_pool.c_str());
-  shm_unlink(layout.tensor_pool.c_str());
   std::error_code ec;
   if (layout.by_reference) std::filesystem::remove_all(layout.run_dir, ec);
 }
@@ -71,25 +87,37 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   const std::string job_id =
       options.job_id.empty() ? std::to_string(getpid()) + "-" + std::to_string(wall_clock_ns() % 1000000000) : options.job_id;
   const int64_t start_ns = wall_clock_ns();
+  const int visible_gpus = options.visible_gpus >= 0 ? options.visible_gpus : visible_gpu_count();
+  auto placement = plan_placement(config, visible_gpus);
+  if (!placement.ok()) {
+    VAPIPE_LOG_ERROR("{}", placement.status().message());
+    return kExitUsage;
+  }
+  const size_t lanes = placement->lanes.size();
   JobLayout layout = make_job_layout(config, job_id);
   if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
 
   VAPIPE_LOG_INFO("job '{}' ({}): {} streams, {} mode, results on {}", config.job.name, job_id, config.streams.size(),
                   config.job.mode == JobMode::kArchive ? "archive" : "live", config.publish.endpoint);
-  // Downstream first, so every input is bound before its upstream starts sending.
+  for (const Lane& lane : placement->lanes) VAPIPE_LOG_INFO("{}", lane.describe(config));
+  // Downstream first, so every input is bound before its upstream starts sending: publish, then each
+  // lane from infer up to ingest.
+  std::vector<Child> plan = {Child{StageKind::kPublish}};
+  for (const Lane& lane : placement->lanes) {
+    for (StageKind k : {StageKind::kInfer, StageKind::kBatch, StageKind::kPreprocess, StageKind::kIngest}) {
+      plan.push_back(Child{k, lane.index});
+    }
+  }
   std::vector<Child> children;
-  for (StageKind k : {StageKind::kPublish, StageKind::kInfer, StageKind::kBatch, StageKind::kPreprocess,
-                      StageKind::kIngest}) {
-    Child c;
-    c.kind = k;
-    c.pid = spawn_stage(k, options, job_id, start_ns);
+  for (Child c : plan) {
+    c.pid = spawn_stage(c.kind, c.lane, options, job_id, start_ns, visible_gpus, placement->gpus_used());
     if (c.pid < 0) {
-      VAPIPE_LOG_ERROR("cannot fork stage {}: {}", stage_kind_name(k), std::strerror(errno));
+      VAPIPE_LOG_ERROR("cannot fork stage {}: {}", child_name(c, lanes), std::strerror(errno));
       for (Child& other : children) kill(other.pid, SIGKILL);
-      cleanup_job_resources(config, job_id);
+      cleanup_job_resources(config, job_id, lanes);
       return kExitStageFailed;
     }
-    VAPIPE_LOG_INFO("started stage {} (pid {})", stage_kind_name(k), c.pid);
+    VAPIPE_LOG_INFO("started stage {} (pid {})", child_name(c, lanes), c.pid);
     children.push_back(c);
   }
   auto child_of = [&](StageKind k) -> Child& {
@@ -128,9 +156,9 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
                            (WEXITSTATUS(status) == 0 ||
                             (c.kind == StageKind::kPublish && WEXITSTATUS(status) == kExitStreamsFailed));
         if (clean) {
-          VAPIPE_LOG_INFO("stage {} (pid {}) finished", stage_kind_name(c.kind), pid);
+          VAPIPE_LOG_INFO("stage {} (pid {}) finished", child_name(c, lanes), pid);
         } else if (failure.empty() && !flags.abort.load()) {
-          failure = std::string("stage ") + stage_kind_name(c.kind) + " (pid " + std::to_string(pid) + ") failed: " +
+          failure = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
                     describe_exit(status);
           VAPIPE_LOG_ERROR("{}; stopping the job", failure);
           if (!terminated_at) {
@@ -154,8 +182,9 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       VAPIPE_LOG_INFO("stopping: ingest ends the streams, the other stages drain (up to {} s)",
                       config.job.drain_timeout_s);
       stopping_since = now;
-      Child& ingest = child_of(StageKind::kIngest);
-      if (!ingest.exited) kill(ingest.pid, SIGTERM);
+      for (Child& c : children) {
+        if (c.kind == StageKind::kIngest && !c.exited) kill(c.pid, SIGTERM);
+      }
     } else if (stopping_since && !terminated_at && now - *stopping_since > drain) {
       VAPIPE_LOG_WARN("drain timeout: terminating the remaining stages");
       signal_all(SIGTERM);
@@ -167,7 +196,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  cleanup_job_resources(config, job_id);
+  cleanup_job_resources(config, job_id, lanes);
 
   if (abort_sent && failure.empty()) {
     VAPIPE_LOG_WARN("job '{}' interrupted: stages were killed before they drained", config.job.name);

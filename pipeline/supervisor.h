@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeline/config.h"
+#include "pipeline/placement.h"
 #include "pipeline/signals.h"
 
 namespace vapipe {
@@ -22,11 +23,12 @@ struct SupervisorOptions {
   std::string self_exe;                 // the vapipe binary (stages run as `vapipe stage NAME ...`)
   std::vector<std::string> config_args; // how a stage finds the config: {"--config", path} or {"--demo"}
   std::string job_id;                   // empty: made from pid and time
+  int visible_gpus = -1;                // -1: probe (visible_gpu_count()); tests give a count
 };
 
 int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags);
 
-// Removes what a job leaves behind (ipc folder, shared memory names) after a crash.
-void cleanup_job_resources(const Config& config, const std::string& job_id);
+// Removes what a job leaves behind (ipc folder, shared memory names of every lane) after a crash.
+void cleanup_job_resources(const Config& config, const std::string& job_id, size_t lanes);
 
 }  // namespace vapipe

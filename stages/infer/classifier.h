@@ -21,6 +21,8 @@ struct ClassifierOptions {
   size_t warmup_batch_size = 1;
   uint32_t warmup_batches = 3;
   bool optimize = true;  // freeze and optimise for inference (torch.jit.optimize_for_inference)
+  DType precision = DType::kFloat32;  // fp16: weights and inputs in half precision (CUDA only; CPU stays fp32)
+  bool channels_last = true;          // NHWC on CUDA
 };
 
 // One frame's top-k: class ids and probabilities (softmax of the model's logits), best first.

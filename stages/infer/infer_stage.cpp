@@ -13,7 +13,11 @@ Status InferStage::open(const StageContext& ctx) {
   input_ = TensorInfo{ctx.config.preprocess.dtype, 3, ctx.config.preprocess.height, ctx.config.preprocess.width};
   ClassifierOptions options;
   options.model_path = c.model;
-  options.device = c.device;
+  // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
+  options.device = ctx.lane ? (ctx.lane->infer_gpu >= 0 ? "cuda:" + std::to_string(ctx.lane->infer_gpu) : "cpu")
+                            : c.device;
+  options.precision = c.precision;
+  options.channels_last = c.channels_last;
   options.threads = c.threads;
   options.input = input_;
   options.warmup_batch_size = ctx.config.batch.max_batch_size;

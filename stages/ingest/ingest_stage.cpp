@@ -10,11 +10,8 @@
 
 namespace vapipe {
 
-Status run_ingest(const Config& config, const JobLayout& layout, ShutdownFlags& flags) {
+Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lane, ShutdownFlags& flags) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
-  if (config.ingest.decoder == "nvdec") {
-    return FailedPrecondition("ingest.decoder: nvdec is not supported by this build yet; use auto or cpu");
-  }
   std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
   std::shared_ptr<ShmPool> pool;
   if (layout.by_reference) {
@@ -23,13 +20,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, ShutdownFlags& 
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }
   const std::string& endpoint = layout.input_endpoint.at(StageKind::kPreprocess);
-  VAPIPE_LOG_INFO("ingest: {} streams, {} mode, queue {} x {}, output {}", config.streams.size(),
+  VAPIPE_LOG_INFO("ingest lane {}: {} of {} streams, {} mode, queue {} x {}, output {}", lane.index,
+                  lane.streams.size(), config.streams.size(),
                   config.job.mode == JobMode::kArchive ? "archive" : "live",
                   queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
 
   std::vector<std::thread> threads;
   std::vector<Status> results(config.streams.size());
-  for (uint32_t i = 0; i < config.streams.size(); ++i) {
+  for (uint32_t i : lane.streams) {
     threads.emplace_back([&, i] {
       const StreamConfig& stream = config.streams[i];
       // One socket per stream: the preprocess input fair-queues between them, and one stream's

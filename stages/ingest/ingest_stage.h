@@ -1,12 +1,14 @@
 #pragma once
 
 #include "pipeline/job_layout.h"
+#include "pipeline/placement.h"
 #include "pipeline/signals.h"
 
 namespace vapipe {
 
 // The ingest process: one StreamReader (and one thread, and one output socket) per stream, all
-// writing frames into the frame pool this process owns. Returns when every stream has ended.
-Status run_ingest(const Config& config, const JobLayout& layout, ShutdownFlags& flags);
+// writing frames into the frame pool this process owns, for the streams of its lane. Returns when
+// every one of them has ended.
+Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lane, ShutdownFlags& flags);
 
 }  // namespace vapipe

@@ -18,15 +18,19 @@ PreprocessSpec preprocess_spec_from(const PreprocessConfig& c) {
 Status PreprocessStage::open(const StageContext& ctx) {
   if (preprocessor_) return Status::Ok();
   const PreprocessSpec spec = preprocess_spec_from(ctx.config.preprocess);
-  if (ctx.config.preprocess.device == "cuda") {
-    auto cuda = make_cuda_preprocessor(spec);
-    if (!cuda.ok()) return cuda.status().with_context("preprocess.device: cuda");
+  // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
+  const int gpu = ctx.lane ? ctx.lane->preprocess_gpu : (ctx.config.preprocess.device == "cuda" ? 0 : -1);
+  std::string where = "cpu";
+  if (gpu >= 0) {
+    auto cuda = make_cuda_preprocessor(spec, gpu);
+    if (!cuda.ok()) return cuda.status().with_context("preprocess.device: cuda:" + std::to_string(gpu));
     preprocessor_ = std::move(cuda).value();
+    where = "cuda:" + std::to_string(gpu);
   } else {
     preprocessor_ = make_cpu_preprocessor(spec);
   }
-  VAPIPE_LOG_INFO("preprocess: {}, {}x{} {}", ctx.config.preprocess.device, ctx.config.preprocess.width,
-                  ctx.config.preprocess.height, dtype_name(ctx.config.preprocess.dtype));
+  VAPIPE_LOG_INFO("preprocess: {}, {}x{} {}", where, ctx.config.preprocess.width, ctx.config.preprocess.height,
+                  dtype_name(ctx.config.preprocess.dtype));
   return Status::Ok();
 }
 

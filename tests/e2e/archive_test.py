@@ -101,6 +101,28 @@ class ArchiveJob(E2ETest):
         self.assertFalse([n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")])
 
 
+    def test_two_gpu_lanes_shard_the_streams_over_two_stage_sets(self):
+        """gpus: all on a (faked) two-GPU machine: one ingest, preprocess, batch and infer per lane, one
+        publish for both, streams split between the lanes, every frame still exactly once. The stages
+        run on the CPU here (devices pinned to cpu); on a GPU machine the same plan puts each lane on its GPU."""
+        config, endpoint = write_config(self.dir, self.make_streams(), gpus="all",
+                                        ingest={"decoder": "cpu"}, preprocess={"device": "cpu"},
+                                        infer={"device": "cpu"})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config, env={"VAPIPE_FAKE_GPU_COUNT": "2"})
+        stages = run.watch_lanes(expected=9)
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        expected = {("publish", 0)} | {(name, lane) for lane in (0, 1) for name in STAGES if name != "publish"}
+        self.assertEqual(set(stages), expected, run.stderr[-2000:])
+        self.assertEqual(len(set(stages.values())), 9)
+        self.assertIn("lane 0 (GPU 0): decode cpu, preprocess cpu, infer cpu, 3 streams", run.stderr)
+        self.assertIn("lane 1 (GPU 1): decode cpu, preprocess cpu, infer cpu, 3 streams", run.stderr)
+        summary = self.check_results(self.subscriber.wait())
+        self.assertEqual(summary["gpu_count"], 0)  # no stage used a GPU
+        self.assert_no_leftovers(run)
+
+
 class Demo(E2ETest):
     def test_run_without_a_config_runs_the_shipped_demo(self):
         """`vapipe run` with no argument: the embedded configs/demo.yaml, synthetic streams and the

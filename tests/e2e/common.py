@@ -46,7 +46,10 @@ def write_config(directory, streams, **sections):
                     "jsonl_path": os.path.join(directory, "results.jsonl")},
     }
     for key, value in sections.items():
-        cfg.setdefault(key, {}).update(value)
+        if isinstance(value, dict):
+            cfg.setdefault(key, {}).update(value)
+        else:
+            cfg[key] = value
     path = os.path.join(directory, "job.yaml")
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)  # JSON is YAML
@@ -109,6 +112,18 @@ class Run:
                     self.stage_pids[argv[2]] = pid
             time.sleep(0.02)
         return self.stage_pids
+
+    def watch_lanes(self, expected, timeout=30):
+        """{(stage, lane): pid} of the stage processes, until `expected` of them were seen."""
+        seen = {}
+        deadline = time.time() + timeout
+        while time.time() < deadline and len(seen) < expected and self.proc.poll() is None:
+            for pid, argv in children_of(self.proc.pid):
+                if len(argv) >= 3 and argv[1] == "stage" and "--lane" in argv:
+                    seen[(argv[2], int(argv[argv.index("--lane") + 1]))] = pid
+            time.sleep(0.02)
+        self.stage_pids = {f"{name}[{lane}]": pid for (name, lane), pid in seen.items()}
+        return seen
 
     def wait(self, timeout=300):
         out, err = self.proc.communicate(timeout=timeout)

@@ -130,5 +130,52 @@ TEST(Config, EmbeddedDemoConfigLoads) {
   }
 }
 
+TEST(Config, GpusTakesAllNoneOrAListOfIndices) {
+  auto all = load_config_string(kMinimal, "job.yaml", "/cfg");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->gpus.kind, GpuSelection::Kind::kAll);
+  EXPECT_EQ(all->preprocess.device, "auto");
+  EXPECT_EQ(all->infer.precision, DType::kFloat32);
+  auto none = load_config_string(std::string(kMinimal) + "gpus: none\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->gpus.kind, GpuSelection::Kind::kNone);
+  auto list = load_config_string(std::string(kMinimal) + "gpus: [2, 0]\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->gpus.kind, GpuSelection::Kind::kList);
+  EXPECT_EQ(list->gpus.list, (std::vector<int>{2, 0}));
+  EXPECT_EQ(list->gpus.line, 8);
+}
+
+TEST(Config, BadGpusAreErrorsNamingTheLine) {
+  auto dup = load_config_string(std::string(kMinimal) + "gpus: [1, 1]\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("job.yaml:8: gpus[1]: GPU 1 is listed twice"), std::string::npos)
+      << dup.status().message();
+  auto word = load_config_string(std::string(kMinimal) + "gpus: some\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.status().message().find("job.yaml:8: gpus: expected all, none or a list"), std::string::npos)
+      << word.status().message();
+  auto negative = load_config_string(std::string(kMinimal) + "gpus: [-1]\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("gpus[0]: expected a GPU index"), std::string::npos);
+}
+
+TEST(Config, InferPrecisionAndChannelsLast) {
+  auto c = load_config_string(R"(
+streams: [{id: a, uri: "test://ball?frames=1"}]
+infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->infer.precision, DType::kFloat16);
+  EXPECT_FALSE(c->infer.channels_last);
+  auto bad = load_config_string(R"(
+streams: [{id: a, uri: "test://ball?frames=1"}]
+infer: {model: m.pt, labels: m.txt, precision: int8}
+)", "job.yaml", "/cfg");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("infer.precision: expected one of fp32 | fp16, got 'int8'"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace vapipe

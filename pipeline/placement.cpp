@@ -1,0 +1,124 @@
+#include "pipeline/placement.h"
+
+#include <set>
+
+namespace vapipe {
+namespace {
+
+std::string where(const Config& c, int line, const std::string& key) {
+  return c.source + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + key + ": ";
+}
+
+// infer.device cuda:N pins inference to GPU N; -1 otherwise.
+int pinned_infer_gpu(const Config& c) {
+  const std::string& d = c.infer.device;
+  return d.rfind("cuda:", 0) == 0 ? std::stoi(d.substr(5)) : -1;
+}
+
+}  // namespace
+
+const char* decoder_name(Decoder d) { return d == Decoder::kNvdec ? "nvdec" : "cpu"; }
+
+std::string Lane::describe(const Config& config) const {
+  std::string s = "lane " + std::to_string(index) + " (" + (gpu >= 0 ? "GPU " + std::to_string(gpu) : "CPU") +
+                  "): decode " + decoder_name(decoder) + ", preprocess " +
+                  (preprocess_gpu >= 0 ? "cuda:" + std::to_string(preprocess_gpu) : "cpu") + ", infer " +
+                  (infer_gpu >= 0 ? "cuda:" + std::to_string(infer_gpu) : "cpu") + ", " +
+                  std::to_string(streams.size()) + " streams";
+  if (!streams.empty()) {
+    s += " (" + config.streams[streams.front()].id + (streams.size() > 1 ? ", ..." : "") + ")";
+  }
+  return s;
+}
+
+int Placement::gpus_used() const {
+  std::set<int> used;
+  for (const Lane& l : lanes) {
+    for (int g : {l.decoder == Decoder::kNvdec ? l.gpu : -1, l.preprocess_gpu, l.infer_gpu}) {
+      if (g >= 0) used.insert(g);
+    }
+  }
+  return static_cast<int>(used.size());
+}
+
+uint32_t Placement::lane_of(uint32_t stream_index) const {
+  for (const Lane& l : lanes) {
+    for (uint32_t s : l.streams) {
+      if (s == stream_index) return l.index;
+    }
+  }
+  return 0;
+}
+
+Result<Placement> plan_placement(const Config& c, int visible_gpus) {
+  const std::string have = visible_gpus == 0 ? std::string("this machine has no usable GPU")
+                                             : "this machine has " + std::to_string(visible_gpus) + " GPU" +
+                                                   (visible_gpus == 1 ? "" : "s") + " (0-" +
+                                                   std::to_string(visible_gpus - 1) + ")";
+  std::vector<int> gpus;
+  switch (c.gpus.kind) {
+    case GpuSelection::Kind::kNone:
+      break;
+    case GpuSelection::Kind::kAll:
+      for (int g = 0; g < visible_gpus; ++g) gpus.push_back(g);
+      break;
+    case GpuSelection::Kind::kList:
+      for (int g : c.gpus.list) {
+        if (g >= visible_gpus) {
+          return InvalidArgument(where(c, c.gpus.line, "gpus") + "GPU " + std::to_string(g) + " does not exist; " +
+                                 have);
+        }
+        gpus.push_back(g);
+      }
+      break;
+  }
+  // Every lane carries at least one stream.
+  if (gpus.size() > c.streams.size()) gpus.resize(c.streams.size());
+
+  const bool any_gpu = !gpus.empty();
+  const std::string no_gpu_reason =
+      c.gpus.kind == GpuSelection::Kind::kNone ? std::string("the config says gpus: none") : have;
+  if (!any_gpu) {
+    if (c.ingest.decoder == "nvdec") {
+      return InvalidArgument(where(c, 0, "ingest.decoder") + "nvdec needs a GPU, but " + no_gpu_reason +
+                             " (use auto or cpu)");
+    }
+    if (c.preprocess.device == "cuda") {
+      return InvalidArgument(where(c, 0, "preprocess.device") + "cuda needs a GPU, but " + no_gpu_reason +
+                             " (use auto or cpu)");
+    }
+    if (c.infer.device.rfind("cuda", 0) == 0) {
+      return InvalidArgument(where(c, 0, "infer.device") + c.infer.device + " needs a GPU, but " + no_gpu_reason +
+                             " (use auto or cpu)");
+    }
+  }
+  const int pinned = pinned_infer_gpu(c);
+  if (pinned >= 0 && pinned >= visible_gpus) {
+    return InvalidArgument(where(c, 0, "infer.device") + "GPU " + std::to_string(pinned) + " does not exist; " + have);
+  }
+  if (!c.transport.endpoints.empty() && gpus.size() > 1) {
+    return InvalidArgument(where(c, 0, "transport.endpoints") + "pins one set of stages, but the job runs " +
+                           std::to_string(gpus.size()) + " lanes (one per GPU); remove it or set gpus to one GPU");
+  }
+
+  Placement p;
+  const size_t lane_count = any_gpu ? gpus.size() : 1;
+  for (size_t i = 0; i < lane_count; ++i) {
+    Lane lane;
+    lane.index = static_cast<uint32_t>(i);
+    lane.gpu = any_gpu ? gpus[i] : -1;
+    lane.decoder = (c.ingest.decoder == "nvdec" || (c.ingest.decoder == "auto" && any_gpu)) ? Decoder::kNvdec
+                                                                                            : Decoder::kCpu;
+    const bool cuda_pre = c.preprocess.device == "cuda" || (c.preprocess.device == "auto" && any_gpu);
+    lane.preprocess_gpu = cuda_pre ? lane.gpu : -1;
+    const bool cuda_infer = c.infer.device.rfind("cuda", 0) == 0 || (c.infer.device == "auto" && any_gpu);
+    lane.infer_gpu = !cuda_infer ? -1 : (pinned >= 0 ? pinned : lane.gpu);
+    p.lanes.push_back(std::move(lane));
+  }
+  // Round-robin in declaration order: streams of a config are usually alike (cameras of one model, clips
+  // of one archive), so equal counts are equal load; each lane's streams stay in ascending order.
+  for (uint32_t s = 0; s < c.streams.size(); ++s) p.lanes[s % lane_count].streams.push_back(s);
+  return p;
+}
+
+}  // namespace vapipe

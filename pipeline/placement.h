@@ -1,0 +1,44 @@
+// Where the stages of a job run. One lane (ingest, preprocess, batch, infer) per GPU the job uses;
+// streams are sharded across lanes; one publish stage gathers every lane's results. On a machine
+// without GPUs (or with `gpus: none`) there is one CPU lane. The plan is a pure function of the config
+// and the GPU count, so the supervisor and every stage process compute the same plan, and tests
+// exercise it with fake device counts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/config.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+enum class Decoder { kCpu, kNvdec };
+const char* decoder_name(Decoder d);
+
+struct Lane {
+  uint32_t index = 0;
+  int gpu = -1;                   // the lane's GPU; -1: a CPU lane
+  std::vector<uint32_t> streams;  // indices into Config::streams, ascending
+  Decoder decoder = Decoder::kCpu;
+  int preprocess_gpu = -1;        // -1: CPU preprocessing
+  int infer_gpu = -1;             // -1: CPU inference (differs from `gpu` only with infer.device cuda:N)
+  std::string describe(const Config& config) const;
+};
+
+struct Placement {
+  std::vector<Lane> lanes;
+  // How many distinct GPUs the job's stages use: decode, preprocess or infer on them (for the cost
+  // line of the summary).
+  int gpus_used() const;
+  // The lane that carries a stream.
+  uint32_t lane_of(uint32_t stream_index) const;
+};
+
+// visible_gpus: GPUs CUDA can see (visible_gpu_count() in production, a fake count in tests).
+// Errors name the config file, line and key (e.g. a listed GPU that does not exist, `cuda` asked for on
+// a machine without GPUs).
+Result<Placement> plan_placement(const Config& config, int visible_gpus);
+
+}  // namespace vapipe

@@ -1,0 +1,191 @@
+#include "pipeline/placement.h"
+
+#include <gtest/gtest.h>
+
+#include "pipeline/job_layout.h"
+#include "pipeline/stage.h"
+
+namespace vapipe {
+namespace {
+
+// A config with `streams` test streams and the given extra YAML (gpus, devices).
+Config config_with(int streams, const std::string& extra) {
+  std::string yaml = "streams:\n";
+  for (int i = 0; i < streams; ++i) {
+    yaml += "  - {id: cam" + std::to_string(i) + ", uri: \"test://ball?frames=10\"}\n";
+  }
+  yaml += "infer: {model: m.pt, labels: m.txt}\n" + extra;
+  auto c = load_config_string(yaml, "job.yaml", "/cfg");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : Config{};
+}
+
+std::vector<uint32_t> streams_of(const Placement& p, size_t lane) { return p.lanes.at(lane).streams; }
+
+TEST(Placement, NoGpuGivesOneCpuLaneWithEveryStream) {
+  auto p = plan_placement(config_with(3, ""), 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->lanes.size(), 1u);
+  const Lane& lane = p->lanes[0];
+  EXPECT_EQ(lane.gpu, -1);
+  EXPECT_EQ(lane.decoder, Decoder::kCpu);
+  EXPECT_EQ(lane.preprocess_gpu, -1);
+  EXPECT_EQ(lane.infer_gpu, -1);
+  EXPECT_EQ(lane.streams, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(p->gpus_used(), 0);
+}
+
+TEST(Placement, AllGpusGivesOneLanePerGpuWithStreamsRoundRobin) {
+  auto p = plan_placement(config_with(7, ""), 3);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->lanes.size(), 3u);
+  EXPECT_EQ(streams_of(*p, 0), (std::vector<uint32_t>{0, 3, 6}));
+  EXPECT_EQ(streams_of(*p, 1), (std::vector<uint32_t>{1, 4}));
+  EXPECT_EQ(streams_of(*p, 2), (std::vector<uint32_t>{2, 5}));
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Lane& lane = p->lanes[i];
+    EXPECT_EQ(lane.index, i);
+    EXPECT_EQ(lane.gpu, static_cast<int>(i));
+    // auto everywhere: the lane's GPU decodes, preprocesses and classifies.
+    EXPECT_EQ(lane.decoder, Decoder::kNvdec);
+    EXPECT_EQ(lane.preprocess_gpu, lane.gpu);
+    EXPECT_EQ(lane.infer_gpu, lane.gpu);
+  }
+  EXPECT_EQ(p->gpus_used(), 3);
+  EXPECT_EQ(p->lane_of(4), 1u);
+  EXPECT_EQ(p->lane_of(6), 0u);
+}
+
+TEST(Placement, EveryStreamIsInExactlyOneLane) {
+  for (int gpus = 0; gpus <= 8; ++gpus) {
+    for (int streams = 1; streams <= 20; ++streams) {
+      auto p = plan_placement(config_with(streams, ""), gpus);
+      ASSERT_TRUE(p.ok()) << p.status().message();
+      std::vector<int> seen(streams, 0);
+      for (const Lane& lane : p->lanes) {
+        EXPECT_FALSE(lane.streams.empty()) << gpus << " GPUs, " << streams << " streams: an empty lane";
+        for (uint32_t s : lane.streams) ++seen.at(s);
+      }
+      for (int s = 0; s < streams; ++s) EXPECT_EQ(seen[s], 1) << "stream " << s;
+      EXPECT_EQ(p->lanes.size(), static_cast<size_t>(std::max(1, std::min(gpus, streams))));
+    }
+  }
+}
+
+TEST(Placement, MoreGpusThanStreamsLeavesNoEmptyLane) {
+  auto p = plan_placement(config_with(2, ""), 8);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->lanes.size(), 2u);
+  EXPECT_EQ(p->gpus_used(), 2);
+}
+
+TEST(Placement, AListPicksThoseGpusInOrder) {
+  auto p = plan_placement(config_with(4, "gpus: [3, 1]\n"), 4);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->lanes.size(), 2u);
+  EXPECT_EQ(p->lanes[0].gpu, 3);
+  EXPECT_EQ(p->lanes[1].gpu, 1);
+  EXPECT_EQ(streams_of(*p, 0), (std::vector<uint32_t>{0, 2}));
+}
+
+TEST(Placement, AListedGpuThatDoesNotExistIsAnErrorNamingTheLine) {
+  auto p = plan_placement(config_with(2, "gpus: [0, 2]\n"), 2);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("job.yaml:5: gpus: GPU 2 does not exist; this machine has 2 GPUs (0-1)"),
+            std::string::npos)
+      << p.status().message();
+}
+
+TEST(Placement, GpusNoneRunsOnTheCpuEvenWithGpus) {
+  auto p = plan_placement(config_with(3, "gpus: none\n"), 2);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->lanes.size(), 1u);
+  EXPECT_EQ(p->lanes[0].gpu, -1);
+  EXPECT_EQ(p->lanes[0].decoder, Decoder::kCpu);
+}
+
+TEST(Placement, CudaOrNvdecAskedForWithoutAGpuIsAnErrorNamingTheKey) {
+  for (auto [blocks, key] : std::vector<std::pair<std::string, std::string>>{
+           {"ingest: {decoder: nvdec}\ninfer: {model: m.pt, labels: m.txt}\n", "ingest.decoder: nvdec needs a GPU"},
+           {"preprocess: {device: cuda}\ninfer: {model: m.pt, labels: m.txt}\n", "preprocess.device: cuda needs a GPU"},
+           {"infer: {model: m.pt, labels: m.txt, device: cuda}\n", "infer.device: cuda needs a GPU"}}) {
+    auto c = load_config_string("streams: [{id: a, uri: \"test://ball?frames=1\"}]\n" + blocks, "job.yaml", "/cfg");
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    auto p = plan_placement(*c, 0);
+    ASSERT_FALSE(p.ok()) << blocks;
+    EXPECT_NE(p.status().message().find(key), std::string::npos) << p.status().message();
+    EXPECT_NE(p.status().message().find("no usable GPU"), std::string::npos) << p.status().message();
+  }
+}
+
+TEST(Placement, ExplicitDevicesOverrideAutoPerStage) {
+  auto p = plan_placement(config_with(2, "ingest: {decoder: cpu}\npreprocess: {device: cpu}\n"), 2);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->lanes.size(), 2u);
+  for (const Lane& lane : p->lanes) {
+    EXPECT_EQ(lane.decoder, Decoder::kCpu);
+    EXPECT_EQ(lane.preprocess_gpu, -1);
+    EXPECT_EQ(lane.infer_gpu, lane.gpu);  // infer stays auto: the lane's GPU
+  }
+}
+
+TEST(Placement, InferPinnedToOneGpuServesEveryLane) {
+  auto loaded = load_config_string(
+      "streams: [{id: a, uri: \"test://ball?frames=1\"}, {id: b, uri: \"test://ball?frames=1\"}]\n"
+      "infer: {model: m.pt, labels: m.txt, device: \"cuda:1\"}\n",
+      "job.yaml", "/cfg");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  auto p = plan_placement(*loaded, 2);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->lanes[0].infer_gpu, 1);
+  EXPECT_EQ(p->lanes[1].infer_gpu, 1);
+  EXPECT_EQ(p->lanes[0].preprocess_gpu, 0);
+  auto missing = plan_placement(*loaded, 1);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("infer.device: GPU 1 does not exist"), std::string::npos);
+}
+
+TEST(Placement, PinnedEndpointsWithSeveralLanesAreRefused) {
+  Config c = config_with(2, "transport: {endpoints: {batch: \"tcp://10.0.0.2:5552\"}}\n");
+  EXPECT_TRUE(plan_placement(c, 1).ok());
+  auto p = plan_placement(c, 2);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("transport.endpoints"), std::string::npos);
+}
+
+TEST(Placement, LanesMeetOnTheirOwnEdgesAndShareThePublishInput) {
+  Config c = config_with(2, "");
+  JobLayout l0 = make_job_layout(c, "j", 0);
+  JobLayout l1 = make_job_layout(c, "j", 1);
+  for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+    EXPECT_NE(l0.input_endpoint.at(k), l1.input_endpoint.at(k)) << stage_kind_name(k);
+  }
+  EXPECT_EQ(l0.input_endpoint.at(StageKind::kPublish), l1.input_endpoint.at(StageKind::kPublish));
+  EXPECT_NE(l0.frame_pool, l1.frame_pool);
+  EXPECT_NE(l0.tensor_pool, l1.tensor_pool);
+
+  Config tcp = config_with(2, "transport: {mode: tcp}\n");
+  EXPECT_EQ(make_job_layout(tcp, "j", 0).input_endpoint.at(StageKind::kPreprocess), "tcp://127.0.0.1:5551");
+  EXPECT_EQ(make_job_layout(tcp, "j", 0).input_endpoint.at(StageKind::kPublish), "tcp://127.0.0.1:5554");
+  EXPECT_EQ(make_job_layout(tcp, "j", 1).input_endpoint.at(StageKind::kPreprocess), "tcp://127.0.0.1:5603");
+  EXPECT_EQ(make_job_layout(tcp, "j", 2).input_endpoint.at(StageKind::kInfer), "tcp://127.0.0.1:5608");
+}
+
+TEST(StreamTracker, ALaneIsDoneWhenItsOwnStreamsEnded) {
+  StreamTracker tracker(4, {1, 3});
+  auto end_of = [](uint32_t i) {
+    Envelope env;
+    env.stream_index = i;
+    return Message::stream_event(MessageKind::kStreamEnd, env, {});
+  };
+  tracker.observe(end_of(0));  // another lane's stream: not counted
+  EXPECT_EQ(tracker.ended_count(), 0u);
+  tracker.observe(end_of(1));
+  EXPECT_FALSE(tracker.all_ended());
+  tracker.observe(end_of(3));
+  EXPECT_TRUE(tracker.all_ended());
+  EXPECT_EQ(tracker.expected_count(), 2u);
+}
+
+}  // namespace
+}  // namespace vapipe
