@@ -11,5 +11,6 @@ int stage_command(const std::vector<std::string>& args);
 int sub_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
+int doctor_command(const std::vector<std::string>& args);  // 0: nothing failed, 1: some check failed
 
 }  // namespace vapipe::cli

@@ -25,6 +25,8 @@ usage:
   vapipe validate CONFIG.yaml           check a config and print it resolved
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
+  vapipe doctor [--json]                check this machine: CUDA, GPUs, LibTorch, GStreamer, NVDEC,
+                                        ZeroMQ, free space, the shipped model (exit 1 if a check FAILs)
   vapipe --version
 
 Exit status of run: 0 done, 1 bad arguments or config, 2 a stage failed, 3 some stream failed,
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
     if (command == "sub") return vapipe::cli::sub_command(args);
     if (command == "bench") return vapipe::cli::bench_command(args);
     if (command == "validate") return vapipe::cli::validate_command(args);
+    if (command == "doctor") return vapipe::cli::doctor_command(args);
     if (command == "--version" || command == "version") {
       std::printf("vapipe %s\n", VAPIPE_VERSION);
       return 0;

@@ -1,5 +1,5 @@
-// The only translation unit of the infer stage that includes LibTorch (its headers are slow to
-// compile: keep it that way).
+// One of the two translation units that include LibTorch, with torch_runtime_info.cpp (its headers
+// are slow to compile: keep it that way).
 #include <torch/script.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
