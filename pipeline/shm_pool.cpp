@@ -11,11 +11,13 @@
 #include <ctime>
 #include <new>
 
+#include "pipeline/cuda/device_memory.h"
+
 namespace vapipe {
 
 namespace {
 constexpr uint32_t kMagic = 0x76617070;  // "vapp"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr uint32_t kSlotFree = 0;
 constexpr uint32_t kSlotBusy = 1;
 constexpr size_t kSlotAlign = 4096;
@@ -35,16 +37,32 @@ struct ShmPoolHeader {
   uint32_t magic;
   uint32_t version;
   uint32_t slot_count;
-  uint32_t reserved;
+  int32_t device;      // -1: slot bytes in this shared memory; >= 0: in GPU memory of that device
   uint64_t slot_bytes;
-  uint64_t data_offset;
+  uint64_t data_offset;     // host pools: where slot 0 starts; device pools: offset of the event handles
+  uint32_t owner_pid;
+  uint32_t reserved;
+  IpcHandleBytes memory;    // device pools: the CUDA IPC handle of the slots' allocation
   sem_t free_slots;
-  SlotState slots[1];  // slot_count entries follow
+  SlotState slots[1];  // slot_count entries follow (then, for device pools, slot_count event handles)
 };
 
 namespace {
-size_t header_bytes(uint32_t slot_count) {
-  return round_up(offsetof(ShmPoolHeader, slots) + sizeof(SlotState) * slot_count, kSlotAlign);
+size_t states_end(uint32_t slot_count) { return offsetof(ShmPoolHeader, slots) + sizeof(SlotState) * slot_count; }
+size_t header_bytes(uint32_t slot_count, bool device) {
+  size_t end = states_end(slot_count);
+  if (device) end = round_up(end, alignof(IpcHandleBytes)) + sizeof(IpcHandleBytes) * slot_count;
+  return round_up(end, kSlotAlign);
+}
+IpcHandleBytes* event_handles(ShmPoolHeader* h) {
+  return reinterpret_cast<IpcHandleBytes*>(reinterpret_cast<std::byte*>(h) + h->data_offset);
+}
+
+// Device pools this process owns, by name: a consumer in the same process uses the owner directly.
+std::mutex owned_mutex;
+std::unordered_map<std::string, std::weak_ptr<ShmPool>>& owned_device_pools() {
+  static std::unordered_map<std::string, std::weak_ptr<ShmPool>> pools;
+  return pools;
 }
 
 class ShmSlotStorage final : public PayloadStorage {
@@ -63,6 +81,17 @@ class ShmSlotStorage final : public PayloadStorage {
   size_t capacity() const override { return capacity_; }
   const ShmSlotRef* shm_ref() const override { return &ref_; }
   void hand_off() override { handed_off_ = true; }
+  int device() const override { return pool_->device(); }
+  Status record_ready(void* stream) override {
+    if (pool_->device() < 0) return Status::Ok();
+    VAPIPE_ASSIGN_OR_RETURN(IpcEvent * event, pool_->slot_event(ref_.slot));
+    return event->record(stream);
+  }
+  Status wait_ready(void* stream) override {
+    if (pool_->device() < 0) return Status::Ok();
+    VAPIPE_ASSIGN_OR_RETURN(IpcEvent * event, pool_->slot_event(ref_.slot));
+    return event->wait(stream);
+  }
 
  private:
   std::shared_ptr<ShmPool> pool_;
@@ -81,13 +110,21 @@ ShmPool::ShmPool(std::string name, void* base, size_t mapped_bytes, bool owner)
       header_(static_cast<ShmPoolHeader*>(base)) {}
 
 ShmPool::~ShmPool() {
+  if (owner_ && header_->device >= 0) {
+    std::lock_guard<std::mutex> lock(owned_mutex);
+    owned_device_pools().erase(name_);
+  }
+  // Events and GPU memory go before the shared header that advertises them.
+  events_.clear();
+  device_mapping_.reset();
+  device_buffer_.reset();
   if (owner_) sem_destroy(&header_->free_slots);
   munmap(base_, mapped_bytes_);
   if (owner_) shm_unlink(name_.c_str());
 }
 
 Result<std::shared_ptr<ShmPool>> ShmPool::create(const std::string& name, uint32_t slot_count,
-                                                 size_t slot_bytes) {
+                                                 size_t slot_bytes, int device) {
   if (slot_count == 0 || slot_bytes == 0) {
     return InvalidArgument("shared memory pool " + name + " needs at least one slot of nonzero size");
   }
@@ -95,7 +132,8 @@ Result<std::shared_ptr<ShmPool>> ShmPool::create(const std::string& name, uint32
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Unavailable("shm_open(" + name + "): " + errno_text());
   const size_t stride = round_up(slot_bytes, kSlotAlign);
-  const size_t total = header_bytes(slot_count) + stride * slot_count;
+  const bool on_device = device >= 0;
+  const size_t total = header_bytes(slot_count, on_device) + (on_device ? 0 : stride * slot_count);
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
     Status s = Unavailable("ftruncate(" + name + ", " + std::to_string(total) + "): " + errno_text());
     close(fd);
@@ -111,7 +149,9 @@ Result<std::shared_ptr<ShmPool>> ShmPool::create(const std::string& name, uint32
   auto* h = static_cast<ShmPoolHeader*>(base);
   h->slot_count = slot_count;
   h->slot_bytes = slot_bytes;
-  h->data_offset = header_bytes(slot_count);
+  h->device = on_device ? device : -1;
+  h->owner_pid = static_cast<uint32_t>(getpid());
+  h->data_offset = on_device ? round_up(states_end(slot_count), alignof(IpcHandleBytes)) : header_bytes(slot_count, false);
   for (uint32_t i = 0; i < slot_count; ++i) {
     new (&h->slots[i].state) std::atomic<uint32_t>(kSlotFree);
     new (&h->slots[i].generation) std::atomic<uint32_t>(0);
@@ -121,10 +161,48 @@ Result<std::shared_ptr<ShmPool>> ShmPool::create(const std::string& name, uint32
     shm_unlink(name.c_str());
     return Unavailable("sem_init for " + name + ": " + errno_text());
   }
+  auto pool = std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/true));
+  if (on_device) {
+    // The pool (and its shared name) is unlinked by the destructor if this fails.
+    VAPIPE_RETURN_IF_ERROR(pool->attach_device_memory().with_context("device pool " + name));
+    std::lock_guard<std::mutex> lock(owned_mutex);
+    owned_device_pools()[name] = pool;
+  }
   h->version = kLayoutVersion;
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kMagic;
-  return std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/true));
+  return pool;
+}
+
+Status ShmPool::attach_device_memory() {
+  const int device = header_->device;
+  const size_t stride = round_up(header_->slot_bytes, kSlotAlign);
+  IpcHandleBytes* handles = event_handles(header_);
+  events_.resize(header_->slot_count);
+  if (owner_) {
+    VAPIPE_ASSIGN_OR_RETURN(device_buffer_, DeviceBuffer::allocate(device, stride * header_->slot_count));
+    VAPIPE_ASSIGN_OR_RETURN(header_->memory, device_buffer_->export_handle());
+    device_base_ = device_buffer_->data();
+    for (uint32_t i = 0; i < header_->slot_count; ++i) {
+      VAPIPE_ASSIGN_OR_RETURN(events_[i], IpcEvent::create(device));
+      VAPIPE_ASSIGN_OR_RETURN(handles[i], events_[i]->export_handle());
+    }
+    return Status::Ok();
+  }
+  VAPIPE_ASSIGN_OR_RETURN(device_mapping_, DeviceMapping::open(device, header_->memory));
+  device_base_ = device_mapping_->data();
+  return Status::Ok();
+}
+
+int ShmPool::device() const { return header_->device; }
+
+Result<IpcEvent*> ShmPool::slot_event(uint32_t slot) {
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  if (slot >= events_.size()) return Internal("pool " + name_ + " has no event for slot " + std::to_string(slot));
+  if (!events_[slot]) {
+    VAPIPE_ASSIGN_OR_RETURN(events_[slot], IpcEvent::open(header_->device, event_handles(header_)[slot]));
+  }
+  return events_[slot].get();
 }
 
 Result<std::shared_ptr<ShmPool>> ShmPool::open(const std::string& name) {
@@ -140,12 +218,25 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(const std::string& name) {
   close(fd);
   if (base == MAP_FAILED) return Unavailable("mmap(" + name + "): " + errno_text());
   auto* h = static_cast<ShmPoolHeader*>(base);
-  if (h->magic != kMagic || h->version != kLayoutVersion ||
-      h->data_offset + round_up(h->slot_bytes, kSlotAlign) * h->slot_count > total) {
+  const bool on_device = h->device >= 0;
+  const size_t needed = on_device ? h->data_offset + sizeof(IpcHandleBytes) * h->slot_count
+                                  : h->data_offset + round_up(h->slot_bytes, kSlotAlign) * h->slot_count;
+  if (h->magic != kMagic || h->version != kLayoutVersion || needed > total) {
     munmap(base, total);
     return DataLoss("shared memory pool " + name + " has an unknown layout");
   }
-  return std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/false));
+  if (on_device && h->owner_pid == static_cast<uint32_t>(getpid())) {
+    munmap(base, total);
+    std::lock_guard<std::mutex> lock(owned_mutex);
+    auto it = owned_device_pools().find(name);
+    if (it != owned_device_pools().end()) {
+      if (auto owner = it->second.lock()) return owner;
+    }
+    return NotFound("device pool " + name + " was created by this process and is gone");
+  }
+  auto pool = std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/false));
+  if (on_device) VAPIPE_RETURN_IF_ERROR(pool->attach_device_memory().with_context("device pool " + name));
+  return pool;
 }
 
 uint32_t ShmPool::slot_count() const { return header_->slot_count; }
@@ -158,8 +249,9 @@ uint32_t ShmPool::free_slots() const {
 }
 
 std::byte* ShmPool::slot_data(uint32_t slot) const {
-  return static_cast<std::byte*>(base_) + header_->data_offset +
-         static_cast<size_t>(slot) * round_up(header_->slot_bytes, kSlotAlign);
+  const size_t offset = static_cast<size_t>(slot) * round_up(header_->slot_bytes, kSlotAlign);
+  if (header_->device >= 0) return device_base_ + offset;
+  return static_cast<std::byte*>(base_) + header_->data_offset + offset;
 }
 
 Result<Payload> ShmPool::acquire(size_t bytes, std::chrono::milliseconds timeout,

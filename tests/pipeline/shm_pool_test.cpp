@@ -84,5 +84,14 @@ TEST(ShmPool, OpenOfAMissingPoolIsNotFound) {
   EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
 }
 
+TEST(ShmPool, ADevicePoolWithoutAGpuIsAClearErrorAndLeavesNothingBehind) {
+  const std::string name = unique_name("device");
+  auto pool = ShmPool::create(name, 2, 4096, /*device=*/0);
+  if (pool.ok()) GTEST_SKIP() << "this machine has a GPU (tests/pipeline/cuda covers device pools there)";
+  EXPECT_NE(pool.status().message().find("device pool " + name), std::string::npos) << pool.status().message();
+  auto opened = ShmPool::open(name);
+  EXPECT_FALSE(opened.ok()) << "the shared name must be unlinked when the GPU memory cannot be had";
+}
+
 }  // namespace
 }  // namespace vapipe
