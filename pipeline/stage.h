@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include "pipeline/config.h"
 #include "pipeline/message.h"
@@ -45,6 +46,19 @@ class Stage {
   // One input message. An error here is logged and counted; the stage goes on with the next message,
   // so a stage turns per-frame problems into error results or events rather than failing.
   virtual Status process(Message&& in, Emitter& out) = 0;
+  // Stages that work better on several inputs at once (one GPU launch for many frames) say how many
+  // they take; the runner then hands over, in arrival order, what has already arrived (never waiting
+  // for more). The default takes them one by one.
+  virtual size_t max_inputs_at_once() const { return 1; }
+  virtual Status process_many(std::vector<Message>&& in, Emitter& out) {
+    Status first;
+    for (Message& m : in) {
+      Status s = process(std::move(m), out);
+      if (s.code() == StatusCode::kCancelled) return s;
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
   // Called when next_deadline() has passed (e.g. the batcher's max delay).
   virtual Status on_deadline(Emitter& /*out*/) { return Status::Ok(); }
   virtual std::optional<SteadyTime> next_deadline() const { return std::nullopt; }

@@ -56,9 +56,11 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   if (kind == StageKind::kPreprocess && layout.by_reference) {
     const size_t tensor_bytes = size_t{3} * config.preprocess.width * config.preprocess.height *
                                 dtype_size(config.preprocess.dtype);
+    // Tensors stay on the GPU when both preprocess and infer run on one: a device pool (CUDA IPC).
+    const int device = lane && lane->preprocess_gpu >= 0 && lane->infer_gpu >= 0 ? lane->preprocess_gpu : -1;
     VAPIPE_ASSIGN_OR_RETURN(auto pool, ShmPool::create(layout.tensor_pool,
                                                        config.transport.effective_tensor_slots(config.batch),
-                                                       tensor_bytes));
+                                                       tensor_bytes, device));
     allocator = std::make_unique<ShmAllocator>(std::move(pool), &flags.abort);
   }
   SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort);
@@ -101,7 +103,29 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       stamp_entry(msg, kind, wall_clock_ns());
       tracker.observe(msg);
       ++stats.messages_in;
-      Status s = stage.process(std::move(msg), emitter);
+      Status s;
+      if (const size_t at_once = stage.max_inputs_at_once(); at_once > 1) {
+        // Take what has already arrived, up to the stage's limit, without waiting.
+        std::vector<Message> inputs;
+        inputs.push_back(std::move(msg));
+        while (inputs.size() < at_once && !tracker.all_ended()) {
+          auto more = receiver->receive(std::chrono::milliseconds(0));
+          if (!more.ok()) {
+            ++stats.malformed;
+            VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), more.status().message());
+            continue;
+          }
+          if (!more->has_value()) break;
+          Message next = std::move(**more);
+          stamp_entry(next, kind, wall_clock_ns());
+          tracker.observe(next);
+          ++stats.messages_in;
+          inputs.push_back(std::move(next));
+        }
+        s = stage.process_many(std::move(inputs), emitter);
+      } else {
+        s = stage.process(std::move(msg), emitter);
+      }
       if (!s.ok()) {
         if (s.code() == StatusCode::kCancelled) break;
         ++stats.stage_errors;

@@ -6,6 +6,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/transport.h"
+#include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe {
@@ -14,9 +15,17 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
   std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
   std::shared_ptr<ShmPool> pool;
+  // Frames stay on the GPU when preprocessing runs there: the frame pool is GPU memory shared with the
+  // lane's preprocess through CUDA IPC. Otherwise host shared memory.
+  const int pool_device = layout.by_reference ? lane.preprocess_gpu : -1;
+  if (lane.decoder == Decoder::kNvdec) {
+    const std::string decoders = prefer_nvdec_decoders();
+    VAPIPE_LOG_INFO("ingest lane {}: NVDEC on GPU {} ({})", lane.index, lane.gpu,
+                    decoders.empty() ? "no nvcodec decoder is registered: every stream decodes on the CPU" : decoders);
+  }
   if (layout.by_reference) {
     VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.frame_slots,
-                                                  config.transport.frame_slot_bytes));
+                                                  config.transport.frame_slot_bytes, pool_device));
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }
   const std::string& endpoint = layout.input_endpoint.at(StageKind::kPreprocess);
@@ -38,7 +47,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         return;
       }
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
-      auto reader = StreamReader::create(stream, i, config.ingest);
+      auto reader = StreamReader::create(stream, i, config.ingest, ReaderOptions{lane.decoder, lane.gpu});
       if (!reader.ok()) {
         // The stream still has to end downstream, as an error that names it.
         Envelope env;

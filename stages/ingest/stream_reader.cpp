@@ -10,7 +10,9 @@
 #include <mutex>
 
 #include "pipeline/bounded_queue.h"
+#include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
+#include "stages/ingest/nvdec_support.h"
 
 namespace vapipe {
 
@@ -75,14 +77,20 @@ struct StreamReader::Impl {
   StreamConfig stream;
   uint32_t index = 0;
   IngestConfig ingest;
+  ReaderOptions options;
   GstElementPtr pipeline;
   GstElement* appsink = nullptr;     // owned by the pipeline
-  GstElement* convert_sink = nullptr;  // where uridecodebin's video pad links
+  GstElement* convert_sink = nullptr;  // where uridecodebin's video pad links (through videoconvert)
+  GstElement* caps_sink = nullptr;     // where a pad that can carry CUDA memory links (nvdec: no videoconvert)
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
+  std::unique_ptr<CudaStream> cuda_stream;  // copies of device frames (created on first use)
+  uint64_t device_frames = 0;
+  uint64_t host_frames = 0;
+  bool fallback_logged = false;
 
-  Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in)
-      : stream(s), index(i), ingest(in), queue(in.queue_capacity, in.queue_policy) {}
+  Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
+      : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy) {}
 
   Envelope envelope() const {
     Envelope e;
@@ -110,11 +118,25 @@ struct StreamReader::Impl {
     const bool video = g_str_has_prefix(name, "video/");
     gst_caps_unref(caps);
     if (!video) return;  // audio and other streams stay unlinked; demuxers carry on without them
-    GstPad* sink = gst_element_get_static_pad(self->convert_sink, "sink");
+    // A decoder that can write CUDA memory (NVDEC) links straight to the caps filter: videoconvert
+    // would force the frames through system memory. Any other goes through videoconvert.
+    GstElement* target = self->convert_sink;
+    if (self->caps_sink && pad_can_carry_cuda(pad)) target = self->caps_sink;
+    GstPad* sink = gst_element_get_static_pad(target, "sink");
     if (!gst_pad_is_linked(sink) && gst_pad_link(pad, sink) != GST_PAD_LINK_OK) {
       VAPIPE_LOG_WARN("stream '{}': could not link the decoded video pad", self->stream.id);
     }
     gst_object_unref(sink);
+  }
+  static bool pad_can_carry_cuda(GstPad* pad) {
+    GstCaps* caps = gst_pad_query_caps(pad, nullptr);
+    bool cuda = false;
+    for (guint i = 0; caps && i < gst_caps_get_size(caps) && !cuda; ++i) {
+      GstCapsFeatures* f = gst_caps_get_features(caps, i);
+      cuda = f && gst_caps_features_contains(f, "memory:CUDAMemory");
+    }
+    if (caps) gst_caps_unref(caps);
+    return cuda;
   }
   // decoder: cpu keeps decodebin away from hardware (NVDEC) decoders.
   static gint on_autoplug_select(GstElement*, GstPad*, GstCaps*, GstElementFactory* factory, gpointer) {
@@ -139,10 +161,10 @@ GstElement* make(const char* factory, const std::string& stream_id, Status* stat
 }  // namespace
 
 Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& stream, uint32_t stream_index,
-                                                           const IngestConfig& ingest) {
+                                                           const IngestConfig& ingest, ReaderOptions options) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
-  if (ingest.decoder == "nvdec") {
-    return FailedPrecondition("ingest.decoder: nvdec is not supported by this build yet; use auto or cpu");
+  if (options.decoder == Decoder::kNvdec && options.gpu < 0) {
+    return InvalidArgument("stream '" + stream.id + "': NVDEC decoding needs a GPU index");
   }
   if (stream.parsed.kind == UriKind::kFile) {
     const std::string path = file_uri_path(stream.uri);
@@ -151,10 +173,19 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
       return NotFound("file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
     }
   }
-  auto impl = std::make_unique<Impl>(stream, stream_index, ingest);
+  auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
   Status status;
   impl->pipeline.reset(gst_pipeline_new(("vapipe-" + stream.id).c_str()));
   gst_object_ref_sink(impl->pipeline.get());
+  bool nvdec = options.decoder == Decoder::kNvdec && stream.parsed.kind != UriKind::kTest;
+  if (nvdec) {
+    std::string why;
+    if (!share_cuda_context(impl->pipeline.get(), options.gpu, &why)) {
+      static std::once_flag warned;
+      std::call_once(warned, [&] { VAPIPE_LOG_WARN("NVDEC unavailable ({}): decoding on the CPU", why); });
+      nvdec = false;
+    }
+  }
   GstElement* bin = impl->pipeline.get();
   GstElement* caps_filter = make("capsfilter", stream.id, &status);
   GstElement* sink = make("appsink", stream.id, &status);
@@ -180,14 +211,18 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     GstElement* convert = make("videoconvert", stream.id, &status);
     if (!status.ok()) return status;
     g_object_set(src, "uri", stream.uri.c_str(), nullptr);
-    caps = gst_caps_from_string("video/x-raw,format=(string){I420,NV12,RGB}");
+    // nvdec: NV12 in CUDA memory first; host formats for what a software decoder produces instead.
+    caps = gst_caps_from_string(nvdec ? "video/x-raw(memory:CUDAMemory),format=(string)NV12;"
+                                        "video/x-raw,format=(string){I420,NV12,RGB}"
+                                      : "video/x-raw,format=(string){I420,NV12,RGB}");
     gst_bin_add_many(GST_BIN(bin), src, convert, caps_filter, sink, nullptr);
-    if (!gst_element_link_many(convert, caps_filter, sink, nullptr)) {
+    if (!gst_element_link(convert, caps_filter) || !gst_element_link(caps_filter, sink)) {
       status = Internal("stream '" + stream.id + "': cannot link videoconvert to the appsink");
     }
     impl->convert_sink = convert;
+    if (nvdec) impl->caps_sink = caps_filter;
     g_signal_connect(src, "pad-added", G_CALLBACK(&Impl::on_pad_added), impl.get());
-    if (ingest.decoder == "cpu") {
+    if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&Impl::on_autoplug_select), nullptr);
     }
   }
@@ -219,12 +254,16 @@ StreamReader::~StreamReader() {
 }
 
 const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
+uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
+uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
 
 namespace {
 
-// Copies a decoded frame into `payload`, planes packed tightly; fills `info`.
-Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out, FrameInfo* info,
-                  Payload* payload) {
+// Copies a decoded frame into `payload`, planes packed tightly; fills `info`. Frames in CUDA memory
+// (NVDEC) and payloads in GPU memory (device pools) are copied by the GPU on `*stream` (made on first
+// use), which is drained before returning: the decoder's buffer goes back to GStreamer right after.
+Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out, int gpu,
+                  std::unique_ptr<CudaStream>* stream, FrameInfo* info, Payload* payload, bool* from_device) {
   GstCaps* caps = gst_sample_get_caps(sample);
   GstBuffer* buffer = gst_sample_get_buffer(sample);
   GstVideoInfo vinfo;
@@ -266,21 +305,39 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
     offset += fi.stride[p] * rows[p];
   }
   VAPIPE_ASSIGN_OR_RETURN(*payload, out.allocate(offset));
-  GstVideoFrame frame;
-  if (!gst_video_frame_map(&frame, &vinfo, buffer, GST_MAP_READ)) {
-    return DataLoss("stream '" + stream_id + "': cannot map a decoded frame");
+  const bool cuda_src = is_cuda_buffer(buffer);
+  *from_device = cuda_src;
+  const bool gpu_copy = cuda_src || payload->on_device();
+  if (gpu_copy && !*stream) {
+    const int device = payload->on_device() ? payload->device() : gpu;
+    VAPIPE_ASSIGN_OR_RETURN(*stream, CudaStream::create(device < 0 ? 0 : device));
   }
-  for (uint32_t p = 0; p < planes; ++p) {
+  GstVideoFrame frame;
+  const auto flags = static_cast<GstMapFlags>(GST_MAP_READ | (cuda_src ? kGstMapCuda : 0));
+  if (!gst_video_frame_map(&frame, &vinfo, buffer, flags)) {
+    return DataLoss("stream '" + stream_id + "': cannot map a decoded frame" + (cuda_src ? " (CUDA memory)" : ""));
+  }
+  Status copied;
+  for (uint32_t p = 0; p < planes && copied.ok(); ++p) {
     const auto* src = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, p));
     const uint32_t src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, p);
     auto* dst = reinterpret_cast<uint8_t*>(payload->data()) + fi.offset[p];
-    if (src_stride == fi.stride[p]) {
+    if (gpu_copy) {
+      copied = cuda_copy_2d(dst, fi.stride[p], src, src_stride, fi.stride[p], rows[p], (*stream)->get());
+    } else if (src_stride == fi.stride[p]) {
       std::memcpy(dst, src, size_t{fi.stride[p]} * rows[p]);
     } else {
       for (uint32_t r = 0; r < rows[p]; ++r) std::memcpy(dst + size_t{r} * fi.stride[p], src + size_t{r} * src_stride, fi.stride[p]);
     }
   }
+  if (gpu_copy && copied.ok()) {
+    copied = payload->record_ready((*stream)->get());
+    // Drain before unmapping: the source is the decoder's (or GStreamer's) buffer.
+    Status drained = cuda_stream_synchronize((*stream)->get());
+    if (copied.ok()) copied = drained;
+  }
   gst_video_frame_unmap(&frame);
+  if (!copied.ok()) return DataLoss("stream '" + stream_id + "': copying a decoded frame: " + copied.message());
   *info = fi;
   return Status::Ok();
 }
@@ -305,6 +362,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     return out.emit(Message::stream_event(kind, s.envelope(), std::move(ev)));
   };
 
+  // Device copies run on the lane's GPU.
+  std::optional<DeviceGuard> device;
+  if (s.options.gpu >= 0) device.emplace(s.options.gpu);
   if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     // The reason is on the bus (e.g. "Resource not found").
     std::string reason = pop_bus_error(bus.get()).value_or("cannot start the pipeline");
@@ -326,8 +386,16 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     m.env.capture_ns = f.capture_ns;
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
     m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
-    VAPIPE_RETURN_IF_ERROR(copy_frame(f.sample.get(), s.stream.id, out, &m.frame, &m.payload));
+    bool from_device = false;
+    VAPIPE_RETURN_IF_ERROR(copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, &s.cuda_stream, &m.frame,
+                                      &m.payload, &from_device));
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
+    ++(from_device ? s.device_frames : s.host_frames);
+    if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&
+        !s.fallback_logged) {
+      s.fallback_logged = true;
+      VAPIPE_LOG_INFO("stream '{}': decoding on the CPU (no NVDEC decoder took this stream's codec)", s.stream.id);
+    }
     m.env.mark_entry(StageKind::kIngest, wall_clock_ns());
     VAPIPE_RETURN_IF_ERROR(out.emit(std::move(m)));
     ++emitted;

@@ -1,7 +1,7 @@
 // One input stream: a GStreamer pipeline (uridecodebin for files and network URIs, videotestsrc for
 // test:// URIs) ending in an appsink. Decoded frames pass a bounded queue with the job's policy
 // (block: back-pressure reaches the decoder; drop_oldest: latency stays bounded and drops are
-// counted), then are copied once into a payload buffer (a shared memory slot) and emitted.
+// counted), then are copied once into a payload buffer (a shared memory slot, host or GPU) and emitted.
 #pragma once
 
 #include <atomic>
@@ -9,16 +9,25 @@
 #include <string>
 
 #include "pipeline/config.h"
+#include "pipeline/placement.h"
 #include "pipeline/signals.h"
 #include "pipeline/stage.h"
 
 namespace vapipe {
 
+struct ReaderOptions {
+  // nvdec: nvcodec decoders ranked first and their output kept in CUDA memory of `gpu` (copied device
+  // to device into a device pool slot, or downloaded into a host one). A codec NVDEC lacks, or a
+  // machine where the CUDA context cannot be had, decodes on the CPU (logged once).
+  Decoder decoder = Decoder::kCpu;
+  int gpu = -1;
+};
+
 class StreamReader {
  public:
   // Builds the GStreamer pipeline (not started). Errors name the stream.
   static Result<std::unique_ptr<StreamReader>> create(const StreamConfig& stream, uint32_t stream_index,
-                                                      const IngestConfig& ingest);
+                                                      const IngestConfig& ingest, ReaderOptions options = {});
   ~StreamReader();
   StreamReader(const StreamReader&) = delete;
   StreamReader& operator=(const StreamReader&) = delete;
@@ -29,6 +38,9 @@ class StreamReader {
   Status run(Emitter& out, const ShutdownFlags& flags);
 
   const std::string& stream_id() const;
+  // Frames that arrived in CUDA memory (NVDEC) so far, and in host memory.
+  uint64_t device_frames() const;
+  uint64_t host_frames() const;
 
   struct Impl;
 

@@ -58,6 +58,20 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+std::vector<Status> Preprocessor::run_batch(const std::vector<FrameView>& frames, const std::vector<TensorOut>& outs) {
+  std::vector<Status> statuses;
+  statuses.reserve(frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i].device >= 0 || outs[i].device >= 0) {
+      statuses.push_back(FailedPrecondition("this preprocessor works on host memory; the frame or its tensor is "
+                                            "in GPU memory"));
+    } else {
+      statuses.push_back(run(frames[i], outs[i].data));
+    }
+  }
+  return statuses;
+}
+
 Status validate_frame(const FrameView& frame) {
   const FrameInfo& i = frame.info;
   if (i.width == 0 || i.height == 0) return InvalidArgument("frame has zero width or height");

@@ -26,6 +26,7 @@ Status PreprocessStage::open(const StageContext& ctx) {
     if (!cuda.ok()) return cuda.status().with_context("preprocess.device: cuda:" + std::to_string(gpu));
     preprocessor_ = std::move(cuda).value();
     where = "cuda:" + std::to_string(gpu);
+    max_at_once_ = std::max<size_t>(1, ctx.config.batch.max_batch_size);
   } else {
     preprocessor_ = make_cpu_preprocessor(spec);
   }
@@ -35,29 +36,79 @@ Status PreprocessStage::open(const StageContext& ctx) {
 }
 
 Status PreprocessStage::process(Message&& in, Emitter& out) {
-  if (in.kind != MessageKind::kFrame) {
-    if (!is_stream_event(in.kind)) {
-      return InvalidArgument(std::string("preprocess got a ") + message_kind_name(in.kind) + " message");
+  std::vector<Message> one;
+  one.push_back(std::move(in));
+  return process_many(std::move(one), out);
+}
+
+Status PreprocessStage::process_many(std::vector<Message>&& in, Emitter& out) {
+  std::vector<Message> frames;
+  for (Message& m : in) {
+    if (m.kind == MessageKind::kFrame) {
+      frames.push_back(std::move(m));
+      continue;
     }
-    return out.emit(std::move(in));
+    // A stream event follows its stream's frames: flush those first, to keep the order.
+    VAPIPE_RETURN_IF_ERROR(flush(frames, out));
+    if (!is_stream_event(m.kind)) {
+      VAPIPE_LOG_ERROR("preprocess got a {} message (stream '{}'); dropped", message_kind_name(m.kind), m.env.stream_id);
+      continue;
+    }
+    VAPIPE_RETURN_IF_ERROR(out.emit(std::move(m)));
   }
-  Message tensor;
-  tensor.kind = MessageKind::kTensor;
-  tensor.env = in.env;
-  tensor.tensor = preprocessor_->spec().output_info();
-  tensor.error = in.error;
-  if (tensor.error.empty()) {
-    VAPIPE_ASSIGN_OR_RETURN(tensor.payload, out.allocate(tensor.tensor.bytes()));
-    FrameView view{in.frame, in.payload.data(), in.payload.size()};
-    Status s = preprocessor_->run(view, tensor.payload.data());
-    if (!s.ok()) {
-      tensor.payload.reset();
-      tensor.error = "preprocess: " + s.message();
-      VAPIPE_LOG_WARN("stream '{}' frame {}: {}", in.env.stream_id, in.env.seq, tensor.error);
+  return flush(frames, out);
+}
+
+Status PreprocessStage::flush(std::vector<Message>& frames, Emitter& out) {
+  if (frames.empty()) return Status::Ok();
+  void* stream = preprocessor_->stream();
+  std::vector<Message> tensors(frames.size());
+  std::vector<FrameView> views;
+  std::vector<TensorOut> outs;
+  std::vector<size_t> which;  // frames that go to the preprocessor
+  for (size_t i = 0; i < frames.size(); ++i) {
+    Message& in = frames[i];
+    Message& t = tensors[i];
+    t.kind = MessageKind::kTensor;
+    t.env = in.env;
+    t.tensor = preprocessor_->spec().output_info();
+    t.error = in.error;
+    if (!t.error.empty()) continue;
+    // May block while infer holds every tensor slot: back-pressure.
+    VAPIPE_ASSIGN_OR_RETURN(t.payload, out.allocate(t.tensor.bytes()));
+    if (in.payload.on_device()) {
+      if (!stream) {
+        t.error = "preprocess: frame is in GPU memory but preprocessing runs on the CPU";
+        t.payload.reset();
+        continue;
+      }
+      Status ready = in.payload.wait_ready(stream);  // the decoder's copy into the slot comes first
+      if (!ready.ok()) {
+        t.error = "preprocess: " + ready.message();
+        t.payload.reset();
+        continue;
+      }
+    }
+    views.push_back(FrameView{in.frame, in.payload.data(), in.payload.size(), in.payload.device()});
+    outs.push_back(TensorOut{t.payload.data(), t.payload.device()});
+    which.push_back(i);
+  }
+  const std::vector<Status> statuses = preprocessor_->run_batch(views, outs);
+  for (size_t v = 0; v < which.size(); ++v) {
+    Message& t = tensors[which[v]];
+    if (!statuses[v].ok()) {
+      t.payload.reset();
+      t.error = "preprocess: " + statuses[v].message();
+      VAPIPE_LOG_WARN("stream '{}' frame {}: {}", t.env.stream_id, t.env.seq, t.error);
+    } else if (t.payload.on_device()) {
+      VAPIPE_RETURN_IF_ERROR(t.payload.record_ready(stream));
     }
   }
-  in.payload.reset();  // the frame's slot goes back to ingest before we block on sending
-  return out.emit(std::move(tensor));
+  // run_batch has finished reading the frames: their slots go back to ingest before we block on sending.
+  for (Message& in : frames) in.payload.reset();
+  frames.clear();
+  for (Message& t : tensors) VAPIPE_RETURN_IF_ERROR(out.emit(std::move(t)));
+  return Status::Ok();
 }
 
 }  // namespace vapipe

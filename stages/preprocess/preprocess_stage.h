@@ -8,7 +8,9 @@
 namespace vapipe {
 
 // Frames in, normalised tensors out. A frame that cannot be preprocessed passes on as an error
-// (without payload), so that it still yields exactly one result.
+// (without payload), so that it still yields exactly one result. Frames and tensors may live in GPU
+// memory (device pools): the CUDA preprocessor reads and writes them in place, ordered by the slots'
+// events, and releases a frame only once the kernel that read it has finished.
 class PreprocessStage final : public Stage {
  public:
   // `preprocessor` overrides the one chosen from the config (tests).
@@ -17,9 +19,16 @@ class PreprocessStage final : public Stage {
   StageKind kind() const override { return StageKind::kPreprocess; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
+  // GPU preprocessing takes the frames that have arrived in one kernel launch.
+  size_t max_inputs_at_once() const override { return preprocessor_ && preprocessor_->stream() ? max_at_once_ : 1; }
+  Status process_many(std::vector<Message>&& in, Emitter& out) override;
 
  private:
+  // Preprocesses `frames` (kFrame messages) together and emits their tensors in order.
+  Status flush(std::vector<Message>& frames, Emitter& out);
+
   std::unique_ptr<Preprocessor> preprocessor_;
+  size_t max_at_once_ = 32;
 };
 
 PreprocessSpec preprocess_spec_from(const PreprocessConfig& config);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "pipeline/message.h"
 #include "pipeline/status.h"
@@ -19,7 +20,14 @@ struct FrameView {
   FrameInfo info;
   const std::byte* data = nullptr;  // start of the payload; planes at info.offset[i]
   size_t size = 0;
+  int device = -1;                  // >= 0: `data` is GPU memory of that device
   const uint8_t* plane(int i) const { return reinterpret_cast<const uint8_t*>(data) + info.offset[i]; }
+};
+
+// Where one frame's tensor goes.
+struct TensorOut {
+  std::byte* data = nullptr;  // spec().output_info().bytes() bytes
+  int device = -1;            // >= 0: GPU memory of that device
 };
 
 struct PreprocessSpec {
@@ -34,9 +42,15 @@ struct PreprocessSpec {
 class Preprocessor {
  public:
   virtual ~Preprocessor() = default;
-  // Writes spec.output_info().bytes() bytes to `out`. A frame whose layout does not match its
-  // payload is kInvalidArgument (that frame only).
+  // Writes spec.output_info().bytes() bytes to `out` (host memory). A frame whose layout does not
+  // match its payload is kInvalidArgument (that frame only).
   virtual Status run(const FrameView& frame, std::byte* out) = 0;
+  // Several frames at once (the CUDA implementation: one kernel launch). Frames and outputs may be
+  // host or GPU memory where the implementation supports it. One status per frame; when this returns,
+  // the frames have been read and the outputs written (GPU work included).
+  virtual std::vector<Status> run_batch(const std::vector<FrameView>& frames, const std::vector<TensorOut>& outs);
+  // The CUDA stream the GPU work runs on (GPU implementations), for callers that order around it.
+  virtual void* stream() const { return nullptr; }
   virtual const PreprocessSpec& spec() const = 0;
 };
 

@@ -1,6 +1,7 @@
 // Fused preprocessing kernel: I420 / NV12 / RGB -> bilinear resize -> RGB -> (v/255 - mean)/std ->
-// CHW float32 or float16, one thread per output pixel. The arithmetic follows cpu_preprocessor.cpp
-// step for step, so the two agree to float rounding.
+// CHW float32 or float16, one thread per output pixel, every frame of a batch in one launch (grid.z).
+// Frames and tensors may be in GPU memory (device pool slots: no copies) or on the host (staged).
+// The arithmetic follows cpu_preprocessor.cpp step for step, so the two agree to float rounding.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -11,12 +12,19 @@ namespace {
 
 std::string cuda_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
+// One frame's work: where it is, how to read it, where its tensor goes.
 struct KernelParams {
+  const uint8_t* src;
+  void* dst;
   int format;  // PixelFormat
   int in_w, in_h;
   int stride0, stride1, stride2;
   size_t offset0, offset1, offset2;
   float y_scale, y_offset, c_scale, cr_r, cb_g, cr_g, cb_b;
+};
+
+// What every frame of a launch shares: the output size and normalisation.
+struct OutputParams {
   int out_w, out_h;
   float scale[3], bias[3];
   bool half;
@@ -36,14 +44,17 @@ __device__ inline float lerp2(float a, float b, float c, float d, float wx, floa
   return top + (bottom - top) * wy;
 }
 
-__global__ void preprocess_kernel(const uint8_t* __restrict__ src, void* __restrict__ dst, KernelParams p) {
+// grid.z = frame index: every frame of a batch in one launch (outputs share one size).
+__global__ void preprocess_kernel(const KernelParams* __restrict__ frames, OutputParams o) {
+  const KernelParams p = frames[blockIdx.z];
   const int ox = blockIdx.x * blockDim.x + threadIdx.x;
   const int oy = blockIdx.y * blockDim.y + threadIdx.y;
-  if (ox >= p.out_w || oy >= p.out_h) return;
+  if (ox >= o.out_w || oy >= o.out_h) return;
+  const uint8_t* src = p.src;
   int x0, x1, y0, y1;
   float wx, wy;
-  tap(static_cast<float>(p.in_w) / static_cast<float>(p.out_w), ox, p.in_w, &x0, &x1, &wx);
-  tap(static_cast<float>(p.in_h) / static_cast<float>(p.out_h), oy, p.in_h, &y0, &y1, &wy);
+  tap(static_cast<float>(p.in_w) / static_cast<float>(o.out_w), ox, p.in_w, &x0, &x1, &wx);
+  tap(static_cast<float>(p.in_h) / static_cast<float>(o.out_h), oy, p.in_h, &y0, &y1, &wy);
   float rgb[3];
   if (p.format == static_cast<int>(PixelFormat::kRGB)) {
     const uint8_t* r0 = src + p.offset0 + static_cast<size_t>(y0) * p.stride0;
@@ -66,19 +77,19 @@ __global__ void preprocess_kernel(const uint8_t* __restrict__ src, void* __restr
     rgb[1] = fminf(fmaxf(yy + p.cb_g * uu + p.cr_g * vv, 0.f), 255.f);
     rgb[2] = fminf(fmaxf(yy + p.cb_b * uu, 0.f), 255.f);
   }
-  const size_t plane = static_cast<size_t>(p.out_w) * p.out_h, o = static_cast<size_t>(oy) * p.out_w + ox;
+  const size_t plane = static_cast<size_t>(o.out_w) * o.out_h, i = static_cast<size_t>(oy) * o.out_w + ox;
   for (int c = 0; c < 3; ++c) {
-    const float v = rgb[c] * p.scale[c] + p.bias[c];
-    if (p.half) static_cast<__half*>(dst)[c * plane + o] = __float2half_rn(v);
-    else static_cast<float*>(dst)[c * plane + o] = v;
+    const float v = rgb[c] * o.scale[c] + o.bias[c];
+    if (o.half) static_cast<__half*>(p.dst)[c * plane + i] = __float2half_rn(v);
+    else static_cast<float*>(p.dst)[c * plane + i] = v;
   }
 }
 
-// Device memory owned by RAII.
-struct DeviceBuffer {
+// Device memory owned by RAII, grown on demand (staging for host frames and outputs, parameters).
+struct Scratch {
   void* ptr = nullptr;
   size_t bytes = 0;
-  ~DeviceBuffer() {
+  ~Scratch() {
     if (ptr) cudaFree(ptr);
   }
   cudaError_t reserve(size_t n) {
@@ -90,64 +101,144 @@ struct DeviceBuffer {
     if (e == cudaSuccess) bytes = n;
     return e;
   }
+  std::byte* at(size_t offset) const { return static_cast<std::byte*>(ptr) + offset; }
 };
+
+KernelParams frame_params(const FrameInfo& i) {
+  KernelParams p{};
+  p.format = static_cast<int>(i.format);
+  p.in_w = static_cast<int>(i.width);
+  p.in_h = static_cast<int>(i.height);
+  p.stride0 = static_cast<int>(i.stride[0]);
+  p.stride1 = static_cast<int>(i.stride[1]);
+  p.stride2 = static_cast<int>(i.stride[2]);
+  p.offset0 = i.offset[0];
+  p.offset1 = i.offset[1];
+  p.offset2 = i.offset[2];
+  const float kr = i.matrix == ColorMatrix::kBT709 ? 0.2126f : 0.299f;
+  const float kb = i.matrix == ColorMatrix::kBT709 ? 0.0722f : 0.114f;
+  const float kg = 1.f - kr - kb;
+  p.y_scale = i.full_range ? 1.f : 255.f / 219.f;
+  p.y_offset = i.full_range ? 0.f : 16.f;
+  p.c_scale = i.full_range ? 1.f : 255.f / 224.f;
+  p.cr_r = 2.f * (1.f - kr);
+  p.cb_b = 2.f * (1.f - kb);
+  p.cb_g = -2.f * kb * (1.f - kb) / kg;
+  p.cr_g = -2.f * kr * (1.f - kr) / kg;
+  return p;
+}
+
+size_t align_up(size_t v) { return (v + 255) / 256 * 256; }
 
 class CudaPreprocessor final : public Preprocessor {
  public:
   CudaPreprocessor(const PreprocessSpec& spec, int device, cudaStream_t stream)
-      : spec_(spec), device_(device), stream_(stream) {}
-  ~CudaPreprocessor() override { cudaStreamDestroy(stream_); }
+      : spec_(spec), device_(device), stream_(stream) {
+    out_.out_w = static_cast<int>(spec_.out_width);
+    out_.out_h = static_cast<int>(spec_.out_height);
+    for (int c = 0; c < 3; ++c) {
+      out_.scale[c] = 1.f / (255.f * spec_.std[c]);
+      out_.bias[c] = -spec_.mean[c] / spec_.std[c];
+    }
+    out_.half = spec_.dtype == DType::kFloat16;
+  }
+  ~CudaPreprocessor() override {
+    cudaSetDevice(device_);
+    cudaStreamDestroy(stream_);
+    if (host_params_) cudaFreeHost(host_params_);
+  }
 
   const PreprocessSpec& spec() const override { return spec_; }
+  void* stream() const override { return stream_; }
 
   Status run(const FrameView& frame, std::byte* out) override {
-    VAPIPE_RETURN_IF_ERROR(validate_frame(frame));
-    const FrameInfo& i = frame.info;
-    const size_t in_bytes = i.required_bytes(), out_bytes = spec_.output_info().bytes();
+    return run_batch({frame}, {TensorOut{out, -1}}).front();
+  }
+
+  std::vector<Status> run_batch(const std::vector<FrameView>& frames, const std::vector<TensorOut>& outs) override {
+    std::vector<Status> statuses(frames.size());
     cudaSetDevice(device_);
-    if (cudaError_t e = input_.reserve(in_bytes); e != cudaSuccess) return Unavailable("cudaMalloc: " + cuda_text(e));
-    if (cudaError_t e = output_.reserve(out_bytes); e != cudaSuccess) return Unavailable("cudaMalloc: " + cuda_text(e));
-    KernelParams p{};
-    p.format = static_cast<int>(i.format);
-    p.in_w = static_cast<int>(i.width);
-    p.in_h = static_cast<int>(i.height);
-    p.stride0 = static_cast<int>(i.stride[0]);
-    p.stride1 = static_cast<int>(i.stride[1]);
-    p.stride2 = static_cast<int>(i.stride[2]);
-    p.offset0 = i.offset[0];
-    p.offset1 = i.offset[1];
-    p.offset2 = i.offset[2];
-    const float kr = i.matrix == ColorMatrix::kBT709 ? 0.2126f : 0.299f;
-    const float kb = i.matrix == ColorMatrix::kBT709 ? 0.0722f : 0.114f;
-    const float kg = 1.f - kr - kb;
-    p.y_scale = i.full_range ? 1.f : 255.f / 219.f;
-    p.y_offset = i.full_range ? 0.f : 16.f;
-    p.c_scale = i.full_range ? 1.f : 255.f / 224.f;
-    p.cr_r = 2.f * (1.f - kr);
-    p.cb_b = 2.f * (1.f - kb);
-    p.cb_g = -2.f * kb * (1.f - kb) / kg;
-    p.cr_g = -2.f * kr * (1.f - kr) / kg;
-    p.out_w = static_cast<int>(spec_.out_width);
-    p.out_h = static_cast<int>(spec_.out_height);
-    for (int c = 0; c < 3; ++c) {
-      p.scale[c] = 1.f / (255.f * spec_.std[c]);
-      p.bias[c] = -spec_.mean[c] / spec_.std[c];
+    const size_t out_bytes = spec_.output_info().bytes();
+    // Which frames go to the kernel, and where host frames and host outputs are staged on the device.
+    std::vector<size_t> valid;
+    size_t in_staging = 0, out_staging = 0;
+    for (size_t k = 0; k < frames.size(); ++k) {
+      (void)(statuses[k] = validate_frame(frames[k]));  // (void): nvcc flags the [[nodiscard]] Status& of operator=
+      if (!statuses[k].ok()) continue;
+      if (frames[k].device >= 0 && frames[k].device != device_ && !peer_ok(frames[k].device)) {
+        (void)(statuses[k] = FailedPrecondition("frame is on GPU " + std::to_string(frames[k].device) +
+                                                ", which GPU " + std::to_string(device_) + " cannot read"));
+        continue;
+      }
+      valid.push_back(k);
+      if (frames[k].device < 0) in_staging += align_up(frames[k].info.required_bytes());
+      if (outs[k].device < 0) out_staging += align_up(out_bytes);
     }
-    p.half = spec_.dtype == DType::kFloat16;
-    cudaMemcpyAsync(input_.ptr, frame.data, in_bytes, cudaMemcpyHostToDevice, stream_);
-    dim3 block(32, 8), grid((p.out_w + 31) / 32, (p.out_h + 7) / 8);
-    preprocess_kernel<<<grid, block, 0, stream_>>>(static_cast<const uint8_t*>(input_.ptr), output_.ptr, p);
-    cudaMemcpyAsync(out, output_.ptr, out_bytes, cudaMemcpyDeviceToHost, stream_);
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return Internal("preprocess kernel: " + cuda_text(e));
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return Internal("preprocess kernel: " + cuda_text(e));
-    return Status::Ok();
+    if (valid.empty()) return statuses;
+    auto fail_all = [&](const Status& s) {
+      for (size_t k : valid) (void)(statuses[k] = s);
+      return statuses;
+    };
+    if (cudaError_t e = input_.reserve(in_staging); e != cudaSuccess) return fail_all(Unavailable("cudaMalloc: " + cuda_text(e)));
+    if (cudaError_t e = output_.reserve(out_staging); e != cudaSuccess) return fail_all(Unavailable("cudaMalloc: " + cuda_text(e)));
+    if (cudaError_t e = params_.reserve(valid.size() * sizeof(KernelParams)); e != cudaSuccess) {
+      return fail_all(Unavailable("cudaMalloc: " + cuda_text(e)));
+    }
+    if (valid.size() > host_params_count_) {
+      if (host_params_) cudaFreeHost(host_params_);
+      host_params_ = nullptr;
+      host_params_count_ = 0;
+      if (cudaError_t e = cudaMallocHost(&host_params_, valid.size() * sizeof(KernelParams)); e != cudaSuccess) {
+        return fail_all(Unavailable("cudaMallocHost: " + cuda_text(e)));
+      }
+      host_params_count_ = valid.size();
+    }
+    size_t in_off = 0, out_off = 0;
+    std::vector<std::pair<size_t, std::byte*>> downloads;  // (frame, staged output) for host outputs
+    for (size_t v = 0; v < valid.size(); ++v) {
+      const size_t k = valid[v];
+      KernelParams p = frame_params(frames[k].info);
+      if (frames[k].device >= 0) {
+        p.src = reinterpret_cast<const uint8_t*>(frames[k].data);
+      } else {
+        const size_t n = frames[k].info.required_bytes();
+        cudaMemcpyAsync(input_.at(in_off), frames[k].data, n, cudaMemcpyHostToDevice, stream_);
+        p.src = reinterpret_cast<const uint8_t*>(input_.at(in_off));
+        in_off += align_up(n);
+      }
+      if (outs[k].device >= 0) {
+        p.dst = outs[k].data;
+      } else {
+        p.dst = output_.at(out_off);
+        downloads.emplace_back(k, output_.at(out_off));
+        out_off += align_up(out_bytes);
+      }
+      host_params_[v] = p;
+    }
+    cudaMemcpyAsync(params_.ptr, host_params_, valid.size() * sizeof(KernelParams), cudaMemcpyHostToDevice, stream_);
+    dim3 block(32, 8), grid((out_.out_w + 31) / 32, (out_.out_h + 7) / 8, static_cast<unsigned>(valid.size()));
+    preprocess_kernel<<<grid, block, 0, stream_>>>(static_cast<const KernelParams*>(params_.ptr), out_);
+    cudaError_t launch = cudaGetLastError();
+    for (auto& [k, staged] : downloads) cudaMemcpyAsync(outs[k].data, staged, out_bytes, cudaMemcpyDeviceToHost, stream_);
+    cudaError_t done = cudaStreamSynchronize(stream_);
+    if (launch != cudaSuccess) return fail_all(Internal("preprocess kernel launch: " + cuda_text(launch)));
+    if (done != cudaSuccess) return fail_all(Internal("preprocess kernel: " + cuda_text(done)));
+    return statuses;
   }
 
  private:
+  bool peer_ok(int other) {
+    int can = 0;
+    return cudaDeviceCanAccessPeer(&can, device_, other) == cudaSuccess && can;
+  }
+
   PreprocessSpec spec_;
   int device_;
   cudaStream_t stream_;
-  DeviceBuffer input_, output_;
+  OutputParams out_{};
+  Scratch input_, output_, params_;
+  KernelParams* host_params_ = nullptr;  // pinned, so the parameter upload is a true async copy
+  size_t host_params_count_ = 0;
 };
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The CUDA preprocessor (host-only header: no CUDA includes, so any file may include it). Same
 // contract and the same arithmetic as the CPU reference (bilinear with half-pixel centres, YUV->RGB,
-// mean/std), one thread per output pixel; tests/stages/preprocess/cuda_preprocessor_test.cpp checks
-// parity with the CPU implementation (ctest label gpu). Today it takes host frames (copied to the
-// device, processed, copied back); frames that already live on the device come with NVDEC.
+// mean/std), one thread per output pixel, a whole batch of frames per launch, on its own stream.
+// Frames and tensors in GPU memory (device pool slots) are used in place; host ones are staged.
+// tests/stages/preprocess/cuda_preprocessor_test.cpp checks parity with the CPU implementation
+// (ctest label gpu; tolerance 1e-3 in normalised units).
 #pragma once
 
 #include <memory>

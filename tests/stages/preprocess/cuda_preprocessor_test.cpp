@@ -3,6 +3,8 @@
 // precision. Skips cleanly without a GPU.
 #include "stages/preprocess/cuda/cuda_preprocessor.h"
 
+#include "pipeline/cuda/device_memory.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,6 +79,69 @@ TEST_F(CudaPreprocessor, Float16OutputMatchesTheCpuFloat32) {
   ASSERT_TRUE(cuda.ok());
   ASSERT_TRUE((*cuda)->run(view, reinterpret_cast<std::byte*>(gpu.data())).ok());
   for (size_t i = 0; i < cpu.size(); ++i) ASSERT_NEAR(half_to_float(gpu[i]), cpu[i], 3e-3f + std::abs(cpu[i]) * 1e-3f) << i;
+}
+
+float worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame) {
+  std::vector<Frame> frames = {random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kI420, 640, 480),
+                               random_frame(PixelFormat::kRGB, 223, 301), random_frame(PixelFormat::kNV12, 160, 90)};
+  PreprocessSpec spec;
+  auto cuda = make_cuda_preprocessor(spec);
+  ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+  std::vector<std::vector<float>> gpu(frames.size(), std::vector<float>(spec.output_info().elements()));
+  std::vector<FrameView> views;
+  std::vector<TensorOut> outs;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    views.push_back(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()});
+    outs.push_back(TensorOut{reinterpret_cast<std::byte*>(gpu[i].data()), -1});
+  }
+  // One frame with a broken layout fails alone; the others are still done.
+  FrameView broken = views[1];
+  broken.size = 10;
+  views.insert(views.begin() + 2, broken);
+  std::vector<float> unused(spec.output_info().elements());
+  outs.insert(outs.begin() + 2, TensorOut{reinterpret_cast<std::byte*>(unused.data()), -1});
+  const std::vector<Status> statuses = (*cuda)->run_batch(views, outs);
+  ASSERT_EQ(statuses.size(), 5u);
+  EXPECT_FALSE(statuses[2].ok());
+  for (size_t i : {0, 1, 3, 4}) EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].message();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    std::vector<float> cpu(spec.output_info().elements());
+    ASSERT_TRUE(make_cpu_preprocessor(spec)->run(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()},
+                                                 reinterpret_cast<std::byte*>(cpu.data())).ok());
+    EXPECT_LE(worst_difference(cpu, gpu[i]), 1e-3f) << "frame " << i;
+  }
+}
+
+TEST_F(CudaPreprocessor, ReadsFramesAndWritesTensorsInGpuMemoryInPlace) {
+  PreprocessSpec spec;
+  const size_t out_bytes = spec.output_info().bytes();
+  std::vector<Frame> frames = {random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kNV12, 1280, 720)};
+  auto cuda = make_cuda_preprocessor(spec);
+  ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+  std::vector<std::unique_ptr<DeviceBuffer>> in, out;
+  std::vector<FrameView> views;
+  std::vector<TensorOut> outs;
+  for (const Frame& f : frames) {
+    in.push_back(std::move(DeviceBuffer::allocate(0, f.bytes.size())).value());
+    out.push_back(std::move(DeviceBuffer::allocate(0, out_bytes)).value());
+    ASSERT_TRUE(cuda_copy(in.back()->data(), f.bytes.data(), f.bytes.size(), nullptr).ok());
+    views.push_back(FrameView{f.info, in.back()->data(), f.bytes.size(), 0});
+    outs.push_back(TensorOut{out.back()->data(), 0});
+  }
+  for (const Status& s : (*cuda)->run_batch(views, outs)) ASSERT_TRUE(s.ok()) << s.message();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    std::vector<float> cpu(spec.output_info().elements()), gpu(cpu.size());
+    ASSERT_TRUE(cuda_copy(gpu.data(), out[i]->data(), out_bytes, nullptr).ok());
+    ASSERT_TRUE(make_cpu_preprocessor(spec)->run(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()},
+                                                 reinterpret_cast<std::byte*>(cpu.data())).ok());
+    EXPECT_LE(worst_difference(cpu, gpu), 1e-3f) << "frame " << i;
+  }
 }
 
 }  // namespace

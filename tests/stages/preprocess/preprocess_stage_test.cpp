@@ -71,5 +71,32 @@ TEST(PreprocessStage, StreamEventsPassThroughAndCudaIsAClearStartUpError) {
   EXPECT_NE(s.message().find("preprocess.device"), std::string::npos);
 }
 
+TEST(PreprocessStage, ManyInputsAtOnceKeepTheirOrderAroundStreamEvents) {
+  Config config = testing::test_config();
+  PreprocessStage stage;
+  ASSERT_TRUE(stage.open(StageContext{config}).ok());
+  EXPECT_EQ(stage.max_inputs_at_once(), 1u);  // the CPU preprocessor takes frames one by one
+  CollectingEmitter out;
+  std::vector<Message> in;
+  in.push_back(rgb_frame(0, 64, 48));
+  in.push_back(rgb_frame(1, 32, 32));
+  in.push_back(testing::end_message(0, 2));
+  Message bad = rgb_frame(0, 64, 48);
+  bad.env = testing::envelope(1, 0);
+  bad.payload.set_size(5);
+  in.push_back(std::move(bad));
+  in.push_back(rgb_frame(2, 16, 16));
+  ASSERT_TRUE(stage.process_many(std::move(in), out).ok());
+  ASSERT_EQ(out.messages.size(), 5u);
+  EXPECT_EQ(out.messages[0].kind, MessageKind::kTensor);
+  EXPECT_EQ(out.messages[0].env.seq, 0u);
+  EXPECT_EQ(out.messages[1].env.seq, 1u);
+  EXPECT_EQ(out.messages[2].kind, MessageKind::kStreamEnd);  // after its stream's frames
+  EXPECT_EQ(out.messages[3].env.stream_index, 1u);
+  EXPECT_FALSE(out.messages[3].error.empty());                // the broken frame alone fails
+  EXPECT_TRUE(out.messages[4].error.empty());
+  EXPECT_EQ(out.messages[4].env.seq, 2u);
+}
+
 }  // namespace
 }  // namespace vapipe

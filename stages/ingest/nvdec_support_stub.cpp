@@ -1,0 +1,17 @@
+// Built without the CUDA toolkit or gstreamer-cuda-1.0: NVDEC output cannot reach our code.
+#include "stages/ingest/nvdec_support.h"
+
+namespace vapipe {
+
+bool nvdec_built_in() { return false; }
+std::string prefer_nvdec_decoders() { return {}; }
+bool share_cuda_context(GstElement*, int, std::string* why) {
+  *why = "vapipe was built without the CUDA toolkit or gstreamer-cuda-1.0";
+  return false;
+}
+bool is_cuda_buffer(GstBuffer* buffer) {
+  GstMemory* mem = buffer ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  return mem && gst_memory_is_type(mem, "gst.cuda.memory");
+}
+
+}  // namespace vapipe
