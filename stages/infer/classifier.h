@@ -34,8 +34,15 @@ struct TopK {
 class Classifier {
  public:
   virtual ~Classifier() = default;
-  // `batch` holds n items of `input` layout back to back.
+  // `batch` holds n items of `input` layout back to back, in host memory.
   virtual Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) = 0;
+  // Items of `input` layout each, in GPU memory of `device` (device pool slots): the batch is formed
+  // in device memory, with no trip through the host. Classifiers without CUDA refuse.
+  virtual Result<std::vector<TopK>> classify_device(const std::vector<const std::byte*>& items, int device,
+                                                    size_t top_k) {
+    (void)items, (void)device, (void)top_k;
+    return FailedPrecondition("this classifier cannot read tensors in GPU memory");
+  }
   virtual int64_t num_classes() const = 0;
   virtual std::string device() const = 0;
 };

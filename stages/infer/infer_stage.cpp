@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
 #include "stages/infer/labels.h"
 
@@ -60,15 +61,38 @@ Status InferStage::process(Message&& in, Emitter& out) {
       valid.push_back(i);
     }
   }
-  staging_.resize(valid.size() * item_bytes);
-  for (size_t v = 0; v < valid.size(); ++v) {
-    Message& item = in.items[valid[v]];
-    std::memcpy(staging_.data() + v * item_bytes, item.payload.data(), item_bytes);
-    item.payload.reset();  // the tensor slot goes back to preprocess now
+  // Tensors in GPU memory (a device pool shared with preprocess) are batched on the GPU; host tensors
+  // are gathered into one contiguous host batch (a device tensor among host ones is copied down).
+  int device = valid.empty() ? -1 : in.items[valid.front()].payload.device();
+  for (size_t i : valid) {
+    if (in.items[i].payload.device() != device) device = -1;
+  }
+  Result<std::vector<TopK>> r = std::vector<TopK>{};
+  if (!valid.empty() && device >= 0) {
+    std::vector<const std::byte*> items;
+    Status ready;
+    for (size_t i : valid) {
+      if (ready.ok()) ready = in.items[i].payload.wait_ready(nullptr);  // after preprocess's kernel
+      items.push_back(in.items[i].payload.data());
+    }
+    r = ready.ok() ? classifier_->classify_device(items, device, top_k_) : Result<std::vector<TopK>>(ready);
+    for (size_t i : valid) in.items[i].payload.reset();  // classify_device has read them (results are on the host)
+  } else if (!valid.empty()) {
+    staging_.resize(valid.size() * item_bytes);
+    Status copied;
+    for (size_t v = 0; v < valid.size(); ++v) {
+      Message& item = in.items[valid[v]];
+      if (item.payload.on_device()) {
+        if (copied.ok()) copied = cuda_copy(staging_.data() + v * item_bytes, item.payload.data(), item_bytes, nullptr);
+      } else {
+        std::memcpy(staging_.data() + v * item_bytes, item.payload.data(), item_bytes);
+      }
+      item.payload.reset();  // the tensor slot goes back to preprocess now
+    }
+    r = copied.ok() ? classifier_->classify(staging_.data(), valid.size(), top_k_) : Result<std::vector<TopK>>(copied);
   }
   std::vector<TopK> predictions;
   if (!valid.empty()) {
-    auto r = classifier_->classify(staging_.data(), valid.size(), top_k_);
     if (r.ok()) {
       predictions = std::move(r).value();
     } else {

@@ -28,35 +28,82 @@ std::string first_line(const std::string& text) {
 
 class TorchClassifier final : public Classifier {
  public:
-  TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input)
-      : module_(std::move(module)), device_(device), input_(input) {}
+  TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input,
+                  torch::ScalarType model_dtype, bool channels_last)
+      : module_(std::move(module)), device_(device), input_(input), model_dtype_(model_dtype),
+        channels_last_(channels_last) {}
 
   Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
     if (n == 0) return std::vector<TopK>{};
+    return guarded([&] {
+      torch::Tensor x = torch::from_blob(const_cast<std::byte*>(batch), batch_shape(n),
+                                         torch::TensorOptions().dtype(input_dtype()));
+      return forward_top_k(x, n, top_k);
+    });
+  }
+
+  Result<std::vector<TopK>> classify_device(const std::vector<const std::byte*>& items, int device,
+                                            size_t top_k) override {
+    const size_t n = items.size();
+    if (n == 0) return std::vector<TopK>{};
+    if (!torch::cuda::is_available()) return FailedPrecondition("LibTorch " TORCH_VERSION " has no CUDA");
+    return guarded([&] {
+      // Views of the slots, stacked into one batch by one kernel on the source GPU; then moved to the
+      // model's GPU (a peer copy when they differ) in the model's dtype.
+      const auto options = torch::TensorOptions().dtype(input_dtype()).device(torch::kCUDA, device);
+      const std::vector<int64_t> shape = {input_.channels, input_.height, input_.width};
+      std::vector<torch::Tensor> views;
+      views.reserve(n);
+      for (const std::byte* item : items) views.push_back(torch::from_blob(const_cast<std::byte*>(item), shape, options));
+      return forward_top_k(torch::stack(views), n, top_k);
+    });
+  }
+
+  int64_t num_classes() const override { return num_classes_; }
+  std::string device() const override { return device_.str(); }
+
+  // Runs `rounds` forward passes on zeros and checks the output is [n, classes].
+  Status warm_up(size_t n, uint32_t rounds) { return warm_up_inner(n, rounds); }
+
+ private:
+  torch::ScalarType input_dtype() const { return input_.dtype == DType::kFloat16 ? torch::kHalf : torch::kFloat; }
+  std::vector<int64_t> batch_shape(size_t n) const {
+    return {static_cast<int64_t>(n), input_.channels, input_.height, input_.width};
+  }
+
+  // The model's device, dtype and memory format, then forward, softmax and top-k on the host.
+  Result<std::vector<TopK>> forward_top_k(torch::Tensor x, size_t n, size_t top_k) {
+    torch::NoGradGuard no_grad;
+    x = to_model_input(x);
+    torch::Tensor logits = module_.forward({x}).toTensor();
+    if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
+      return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(n) +
+                      ", classes]");
+    }
+    const int64_t k = std::min<int64_t>(static_cast<int64_t>(top_k), logits.size(1));
+    auto [scores, ids] = torch::softmax(logits.to(torch::kFloat), 1).topk(k, 1);
+    scores = scores.to(torch::kCPU).contiguous();
+    ids = ids.to(torch::kCPU).to(torch::kInt).contiguous();
+    std::vector<TopK> out(n);
+    const float* s = scores.data_ptr<float>();
+    const int32_t* c = ids.data_ptr<int32_t>();
+    for (size_t i = 0; i < n; ++i) {
+      out[i].class_ids.assign(c + i * k, c + (i + 1) * k);
+      out[i].scores.assign(s + i * k, s + (i + 1) * k);
+    }
+    return out;
+  }
+
+  torch::Tensor to_model_input(torch::Tensor x) const {
+    x = x.to(device_, model_dtype_, /*non_blocking=*/false, /*copy=*/false);
+    if (channels_last_) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    return x;
+  }
+
+  template <typename Fn>
+  Result<std::vector<TopK>> guarded(Fn&& fn) {
     try {
-      torch::NoGradGuard no_grad;
-      const auto in_dtype = input_.dtype == DType::kFloat16 ? torch::kHalf : torch::kFloat;
-      torch::Tensor x = torch::from_blob(const_cast<std::byte*>(batch),
-                                         {static_cast<int64_t>(n), input_.channels, input_.height, input_.width},
-                                         torch::TensorOptions().dtype(in_dtype));
-      x = x.to(device_, torch::kFloat, /*non_blocking=*/false, /*copy=*/false);
-      torch::Tensor logits = module_.forward({x}).toTensor();
-      if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
-        return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(n) +
-                        ", classes]");
-      }
-      const int64_t k = std::min<int64_t>(static_cast<int64_t>(top_k), logits.size(1));
-      auto [scores, ids] = torch::softmax(logits.to(torch::kFloat), 1).topk(k, 1);
-      scores = scores.to(torch::kCPU).contiguous();
-      ids = ids.to(torch::kCPU).to(torch::kInt).contiguous();
-      std::vector<TopK> out(n);
-      const float* s = scores.data_ptr<float>();
-      const int32_t* c = ids.data_ptr<int32_t>();
-      for (size_t i = 0; i < n; ++i) {
-        out[i].class_ids.assign(c + i * k, c + (i + 1) * k);
-        out[i].scores.assign(s + i * k, s + (i + 1) * k);
-      }
-      return out;
+      return fn();
     } catch (const c10::Error& e) {
       return Internal(std::string("forward failed: ") + e.what_without_backtrace());
     } catch (const std::exception& e) {
@@ -64,17 +111,12 @@ class TorchClassifier final : public Classifier {
     }
   }
 
-  int64_t num_classes() const override { return num_classes_; }
-  std::string device() const override { return device_.str(); }
-
-  // Runs `rounds` forward passes on zeros and checks the output is [n, classes].
-  Status warm_up(size_t n, uint32_t rounds) {
+  Status warm_up_inner(size_t n, uint32_t rounds) {
     const std::string in_shape = "[" + std::to_string(n) + ", " + std::to_string(input_.channels) + ", " +
                                  std::to_string(input_.height) + ", " + std::to_string(input_.width) + "]";
     try {
       torch::NoGradGuard no_grad;
-      torch::Tensor x = torch::zeros({static_cast<int64_t>(n), input_.channels, input_.height, input_.width},
-                                     torch::TensorOptions().dtype(torch::kFloat).device(device_));
+      torch::Tensor x = to_model_input(torch::zeros(batch_shape(n), torch::TensorOptions().dtype(torch::kFloat)));
       for (uint32_t i = 0; i < rounds; ++i) {
         torch::jit::IValue out = module_.forward({x});
         if (!out.isTensor()) return InvalidArgument("forward on " + in_shape + " does not return a tensor");
@@ -99,10 +141,11 @@ class TorchClassifier final : public Classifier {
     return s + "]";
   }
 
- private:
   torch::jit::script::Module module_;
   torch::Device device_;
   TensorInfo input_;
+  torch::ScalarType model_dtype_;
+  bool channels_last_;
   int64_t num_classes_ = 0;
 };
 
@@ -132,10 +175,25 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(options.threads > 0 ? options.threads : cpus));
   VAPIPE_ASSIGN_OR_RETURN(torch::Device device, choose_device(options.device));
+  // fp16 and channels-last pay off on CUDA (tensor cores, cuDNN's NHWC kernels); on the CPU the model
+  // stays fp32 and NCHW.
+  const bool cuda = device.is_cuda();
+  const torch::ScalarType model_dtype = cuda && options.precision == DType::kFloat16 ? torch::kHalf : torch::kFloat;
+  const bool channels_last = cuda && options.channels_last;
+  if (!cuda && options.precision == DType::kFloat16) {
+    VAPIPE_LOG_WARN("model {}: infer.precision fp16 applies on CUDA only; running fp32 on the CPU", path);
+  }
   torch::jit::script::Module module;
   try {
     module = torch::jit::load(path, device);
     module.eval();
+    if (model_dtype == torch::kHalf) module.to(torch::kHalf);
+    if (channels_last) {
+      // Before freezing: the 4-D weights become constants in the layout they have now.
+      for (torch::Tensor p : module.parameters()) {
+        if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+      }
+    }
   } catch (const c10::Error& e) {
     return InvalidArgument("model " + path + " is not a TorchScript model LibTorch " TORCH_VERSION
                            " can load: " + e.what_without_backtrace());
@@ -153,7 +211,10 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
                       first_line(e.what()));
     }
   }
-  auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input);
+  auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input, model_dtype,
+                                                      channels_last);
+  VAPIPE_LOG_INFO("model {}: {} on {}{}{}", path, options.optimize ? "frozen" : "as loaded", device.str(),
+                  model_dtype == torch::kHalf ? ", fp16" : ", fp32", channels_last ? ", channels-last" : "");
 
   // Warm-up at the batch size the pipeline will use; it also tells the number of classes.
   VAPIPE_RETURN_IF_ERROR(classifier->warm_up(std::max<size_t>(1, options.warmup_batch_size),

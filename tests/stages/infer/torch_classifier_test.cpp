@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "pipeline/cuda/gpu_info.h"
 #include "stages/infer/classifier.h"
 #include "stages/infer/labels.h"
 
@@ -85,6 +86,32 @@ TEST(TorchClassifier, CudaRequestWithoutCudaIsAClearError) {
   auto c = load_torchscript_classifier(o);
   if (c.ok()) GTEST_SKIP() << "this machine has CUDA";
   EXPECT_NE(c.status().message().find("infer.device"), std::string::npos) << c.status().message();
+}
+
+TEST(TorchClassifier, Fp16AndChannelsLastAskedForOnTheCpuRunFp32WithTheSameAnswers) {
+  ClassifierOptions half = options_for(kModels + "pattern_cnn.pt");
+  half.precision = DType::kFloat16;
+  half.channels_last = true;
+  auto a = load_torchscript_classifier(options_for(kModels + "pattern_cnn.pt"));
+  auto b = load_torchscript_classifier(half);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+  EXPECT_EQ((*b)->device(), "cpu");
+  std::vector<float> batch(2 * kInput.elements());
+  for (size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>(i % 251) / 125.f - 1.f;
+  auto ra = (*a)->classify(reinterpret_cast<const std::byte*>(batch.data()), 2, 3);
+  auto rb = (*b)->classify(reinterpret_cast<const std::byte*>(batch.data()), 2, 3);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*ra)[i].class_ids, (*rb)[i].class_ids);
+    EXPECT_FLOAT_EQ((*ra)[i].scores[0], (*rb)[i].scores[0]);
+  }
+  // Tensors in GPU memory cannot be classified without a GPU: a clear refusal, not a crash.
+  if (probe_gpus(false).devices.empty()) {
+    std::vector<const std::byte*> items = {reinterpret_cast<const std::byte*>(batch.data())};
+    auto r = (*a)->classify_device(items, 0, 3);
+    ASSERT_FALSE(r.ok());
+    EXPECT_FALSE(r.status().message().empty());
+  }
 }
 
 }  // namespace

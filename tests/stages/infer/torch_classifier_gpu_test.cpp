@@ -1,0 +1,90 @@
+// The classifier on CUDA (ctest label gpu): batches formed from tensors in GPU memory agree with the
+// host path, and fp16 / channels-last keep the model's answers. Skips cleanly without a GPU (or with a
+// LibTorch built without CUDA, as Debian's).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "pipeline/cuda/device_memory.h"
+#include "pipeline/cuda/gpu_info.h"
+#include "stages/infer/classifier.h"
+
+namespace vapipe {
+namespace {
+
+const std::string kModel = std::string(VAPIPE_SOURCE_DIR) + "/models/pattern_cnn.pt";
+const TensorInfo kInput{DType::kFloat32, 3, 224, 224};
+
+Result<std::unique_ptr<Classifier>> load(const std::string& device, DType precision, bool channels_last) {
+  ClassifierOptions o;
+  o.model_path = kModel;
+  o.device = device;
+  o.input = kInput;
+  o.precision = precision;
+  o.channels_last = channels_last;
+  o.warmup_batch_size = 4;
+  o.warmup_batches = 1;
+  return load_torchscript_classifier(o);
+}
+
+std::vector<float> random_batch(size_t n) {
+  std::vector<float> v(n * kInput.elements());
+  std::mt19937 rng(42);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+class TorchClassifierOnGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (probe_gpus(false).devices.empty()) GTEST_SKIP() << "no GPU";
+    auto c = load("cuda:0", DType::kFloat32, false);
+    if (!c.ok()) GTEST_SKIP() << "LibTorch cannot use the GPU: " << c.status().message();
+    fp32_ = std::move(c).value();
+  }
+  std::unique_ptr<Classifier> fp32_;
+};
+
+TEST_F(TorchClassifierOnGpu, ABatchOfDeviceTensorsMatchesTheSameBatchFromTheHost) {
+  constexpr size_t n = 8;
+  const std::vector<float> host = random_batch(n);
+  const size_t item_bytes = kInput.bytes();
+  std::vector<std::unique_ptr<DeviceBuffer>> slots;
+  std::vector<const std::byte*> items;
+  for (size_t i = 0; i < n; ++i) {
+    slots.push_back(std::move(DeviceBuffer::allocate(0, item_bytes)).value());
+    ASSERT_TRUE(cuda_copy(slots.back()->data(), host.data() + i * kInput.elements(), item_bytes, nullptr).ok());
+    items.push_back(slots.back()->data());
+  }
+  auto from_host = fp32_->classify(reinterpret_cast<const std::byte*>(host.data()), n, 3);
+  auto from_device = fp32_->classify_device(items, 0, 3);
+  ASSERT_TRUE(from_host.ok()) << from_host.status().message();
+  ASSERT_TRUE(from_device.ok()) << from_device.status().message();
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ((*from_host)[i].class_ids, (*from_device)[i].class_ids) << i;
+    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR((*from_host)[i].scores[k], (*from_device)[i].scores[k], 1e-5f);
+  }
+}
+
+TEST_F(TorchClassifierOnGpu, Fp16ChannelsLastKeepsTheTopClassAndScoresWithinHalfPrecision) {
+  auto fp16 = load("cuda:0", DType::kFloat16, true);
+  ASSERT_TRUE(fp16.ok()) << fp16.status().message();
+  EXPECT_EQ((*fp16)->device(), "cuda:0");
+  constexpr size_t n = 16;
+  const std::vector<float> host = random_batch(n);
+  auto a = fp32_->classify(reinterpret_cast<const std::byte*>(host.data()), n, 1);
+  auto b = (*fp16)->classify(reinterpret_cast<const std::byte*>(host.data()), n, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  size_t same = 0;
+  for (size_t i = 0; i < n; ++i) {
+    same += (*a)[i].class_ids[0] == (*b)[i].class_ids[0];
+    EXPECT_NEAR((*a)[i].scores[0], (*b)[i].scores[0], 2e-2f) << i;
+  }
+  EXPECT_GE(same, n - 1);  // a near tie may flip under fp16
+}
+
+}  // namespace
+}  // namespace vapipe
