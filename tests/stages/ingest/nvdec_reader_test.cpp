@@ -1,0 +1,147 @@
+// NVDEC ingest (ctest label gpu): H.264 and H.265 clips decoded by nvcodec into CUDA memory and
+// copied device to device into a device pool slot, with the same luma as the CPU decoder gives. And
+// the fallback: without NVDEC, decoder nvdec still decodes every frame (on the CPU). Skips the GPU
+// cases cleanly without a GPU, the CUDA toolkit or GStreamer's nvcodec decoders.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "pipeline/cuda/device_memory.h"
+#include "pipeline/cuda/gpu_info.h"
+#include "pipeline/shm_pool.h"
+#include "stages/ingest/nvdec_support.h"
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kMedia = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/";
+
+// Collects frames, allocating payloads from a pool (a device pool here, as ingest does before a GPU
+// preprocess), and keeps a host copy of each frame's luma.
+class PoolEmitter final : public Emitter {
+ public:
+  explicit PoolEmitter(std::shared_ptr<ShmPool> pool) : pool_(std::move(pool)) {}
+  Status emit(Message&& m) override {
+    if (m.kind == MessageKind::kStreamError) errors.push_back(m.event.message);
+    if (m.kind != MessageKind::kFrame) return Status::Ok();
+    devices.push_back(m.payload.device());
+    std::vector<uint8_t> y(size_t{m.frame.width} * m.frame.height);
+    for (uint32_t r = 0; r < m.frame.height; ++r) {
+      const std::byte* row = m.payload.data() + m.frame.offset[0] + size_t{r} * m.frame.stride[0];
+      VAPIPE_RETURN_IF_ERROR(m.payload.on_device() ? cuda_copy(y.data() + size_t{r} * m.frame.width, row, m.frame.width, nullptr)
+                                                   : (std::memcpy(y.data() + size_t{r} * m.frame.width, row, m.frame.width), Status::Ok()));
+    }
+    luma.push_back(std::move(y));
+    return Status::Ok();
+  }
+  Result<Payload> allocate(size_t bytes) override { return pool_->acquire(bytes, 5000ms); }
+  std::vector<std::vector<uint8_t>> luma;
+  std::vector<int> devices;
+  std::vector<std::string> errors;
+
+ private:
+  std::shared_ptr<ShmPool> pool_;
+};
+
+StreamConfig clip(const std::string& id, const std::string& file) {
+  StreamConfig s;
+  s.id = id;
+  auto parsed = parse_stream_uri(kMedia + file, "");
+  EXPECT_TRUE(parsed.ok());
+  s.parsed = parsed.value();
+  s.uri = s.parsed.uri;
+  return s;
+}
+
+// Decodes `file` with the given decoder into a pool on `pool_device` (-1: host).
+struct Decoded {
+  std::vector<std::vector<uint8_t>> luma;
+  std::vector<int> devices;
+  uint64_t device_frames = 0, host_frames = 0;
+  std::vector<std::string> errors;
+};
+Decoded decode(const std::string& file, Decoder decoder, int gpu, int pool_device) {
+  Decoded d;
+  static int n = 0;
+  auto pool = ShmPool::create("/vapipe-nvdec-test-" + std::to_string(getpid()) + "-" + std::to_string(n++), 4,
+                              1 << 20, pool_device);
+  EXPECT_TRUE(pool.ok()) << pool.status().message();
+  if (!pool.ok()) return d;
+  IngestConfig ingest;
+  auto reader = StreamReader::create(clip("clip", file), 0, ingest, ReaderOptions{decoder, gpu});
+  EXPECT_TRUE(reader.ok()) << reader.status().message();
+  if (!reader.ok()) return d;
+  PoolEmitter out(*pool);
+  ShutdownFlags flags;
+  EXPECT_TRUE((*reader)->run(out, flags).ok());
+  d.luma = std::move(out.luma);
+  d.devices = std::move(out.devices);
+  d.errors = std::move(out.errors);
+  d.device_frames = (*reader)->device_frames();
+  d.host_frames = (*reader)->host_frames();
+  return d;
+}
+
+double mean_abs_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int(a[i]) - int(b[i]));
+  return a.empty() ? 0 : sum / a.size();
+}
+
+class NvdecReader : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ensure_gstreamer());
+    if (probe_gpus(false).devices.empty()) GTEST_SKIP() << "no GPU";
+    if (!nvdec_built_in()) GTEST_SKIP() << "built without the CUDA toolkit or gstreamer-cuda-1.0";
+    const std::string found = prefer_nvdec_decoders();
+    if (found.empty()) GTEST_SKIP() << "no nvcodec decoder is registered";
+  }
+};
+
+TEST_P(NvdecReader, DecodesIntoGpuMemoryWithTheLumaOfTheCpuDecoder) {
+  const std::string file = GetParam();
+  Decoded gpu = decode(file, Decoder::kNvdec, 0, /*pool_device=*/0);
+  Decoded cpu = decode(file, Decoder::kCpu, -1, /*pool_device=*/-1);
+  ASSERT_TRUE(gpu.errors.empty()) << gpu.errors.front();
+  ASSERT_EQ(cpu.luma.size(), 30u);
+  ASSERT_EQ(gpu.luma.size(), cpu.luma.size());
+  EXPECT_EQ(gpu.device_frames, 30u) << "frames did not arrive in CUDA memory";
+  EXPECT_EQ(gpu.host_frames, 0u);
+  for (int d : gpu.devices) EXPECT_EQ(d, 0);
+  for (size_t i = 0; i < cpu.luma.size(); ++i) {
+    EXPECT_LT(mean_abs_difference(cpu.luma[i], gpu.luma[i]), 1.0) << file << " frame " << i;
+  }
+}
+
+TEST_P(NvdecReader, NvdecOutputCanBeDownloadedIntoAHostPool) {
+  Decoded gpu = decode(GetParam(), Decoder::kNvdec, 0, /*pool_device=*/-1);
+  EXPECT_EQ(gpu.luma.size(), 30u);
+  EXPECT_EQ(gpu.device_frames, 30u);
+  for (int d : gpu.devices) EXPECT_EQ(d, -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, NvdecReader, ::testing::Values("ball-320x240-h264.mp4", "ball-320x240-h265.mp4"));
+
+// Runs everywhere: with decoder nvdec on a machine where NVDEC is unavailable, every frame is still
+// decoded (on the CPU), into host memory.
+TEST(NvdecFallback, WithoutNvdecEveryFrameIsDecodedOnTheCpu) {
+  ASSERT_TRUE(ensure_gstreamer());
+  if (!probe_gpus(false).devices.empty() && !prefer_nvdec_decoders().empty()) GTEST_SKIP() << "NVDEC is available";
+  Decoded d = decode("ball-320x240-h264.mp4", Decoder::kNvdec, 0, -1);
+  EXPECT_TRUE(d.errors.empty());
+  EXPECT_EQ(d.luma.size(), 30u);
+  EXPECT_EQ(d.host_frames, 30u);
+  EXPECT_EQ(d.device_frames, 0u);
+}
+
+}  // namespace
+}  // namespace vapipe
