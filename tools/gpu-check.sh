@@ -1,26 +1,153 @@
 #!/usr/bin/env bash
-# The one script to run on the GPU machine (see ../shared/device/README.md): unpack the Debian
-# dependency bundle, build with CUDA against the machine's LibTorch, run the gpu-labelled tests and
-# the CPU tests that need no GStreamer plugins from the host, and leave logs under $OUT.
-#   Here:  ../shared/device/bundle-deps.sh .devdeps   (once; .devdeps.tgz is carried)
-#   There: tools/gpu-check.sh
+# The one script to run on the GPU machine (see ../shared/device/README.md). In about 8 minutes on its
+# 16 cores: unpack the Debian dependency bundle, build with CUDA against the machine's LibTorch, run the
+# gpu-labelled tests (kernel parity, CUDA IPC between two processes, NVDEC ingest of H.264 and H.265),
+# a few CPU unit tests, make a random-weight ResNet-50 with the machine's python3, and run the GPU
+# benchmark (tools/gpu-bench.py: NVDEC alone, ResNet-50 fp16 alone, the whole pipeline, a per-frame
+# loop). Everything lands under $OUT in at most 5 files:
+#   summary.txt   what ran, exit statuses, test counts, the benchmark table (also printed at the end)
+#   bench.md      the benchmark table (Markdown, for docs/benchmarks.md)
+#   bench.json    every benchmark figure, job summary and failing command's stderr tail
+#   gpu-tests.log ctest -L gpu --output-on-failure
+#   logs.tar.gz   everything else: configure/build logs, nvidia-smi, environment, every benchmark
+#                 command's log, the generated configs and job summaries
+#
+# Prepare here, in the repository root (once; both paths are ignored by .gitignore):
+#   tools/setup.sh                                  # the Debian packages the bundle is made from
+#   ../shared/device/bundle-deps.sh .devdeps        # -> .devdeps.tgz (about 20 MB)
+#   tools/make-gpu-media.sh .devmedia               # -> .devmedia/ (about 21 MB: 8 x 300 frames 1080p
+#                                                   #    H.264 + H.264/H.265 test clips; ~3 min on 2 cores)
+# Call it with the device tool (one call; the working tree, .devdeps.tgz and .devmedia are ~45 MB of
+# the 64 MiB it carries):
+#   command: bash tools/gpu-check.sh     carry: [".devdeps.tgz", ".devmedia"]     timeout_s: 570
+#
+# Knobs (environment): GPU_CHECK_BUDGET_S (default 480: the script stops starting work so as to end
+# by then), GPU_BENCH_STREAMS (default 32,80), GPU_BENCH_ARGS (more gpu-bench.py options),
+# GPU_CHECK_TARGETS (ninja targets; default all), GPU_CHECK_MEDIA (default .devmedia),
+# GPU_CHECK_BUILD_DIR (default /tmp/build), GPU_CHECK_CPU=1 (rehearse the script on a machine without
+# a GPU: gpu-bench.py --cpu on 2 streams).
+# The ingest tests find the carried clips through VAPIPE_TEST_MEDIA_DIR, VAPIPE_TEST_H264 and
+# VAPIPE_TEST_H265 (absolute paths, exported below).
 set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 1
 OUT="${OUT:-/tmp/vapipe-gpu-out}"
-mkdir -p "$OUT"
-summary() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+budget=${GPU_CHECK_BUDGET_S:-480}
+build=${GPU_CHECK_BUILD_DIR:-/tmp/build}
+media=$(realpath -m "${GPU_CHECK_MEDIA:-.devmedia}")
+work=/tmp/vapipe-gpu-check
+logs=$work/logs
+rm -rf "$work"; mkdir -p "$OUT" "$logs"
+: > "$OUT/summary.txt"
+summary() { echo "== [$(printf '%3d' "$SECONDS") s] $*" | tee -a "$OUT/summary.txt"; }
+left() { echo $((budget - SECONDS)); }
+# step NAME TIMEOUT LOG CMD...: runs CMD with a timeout cut to what is left of the budget (keeping
+# RESERVE seconds for packing up); returns its status (124: timed out, 125: skipped, no time left).
+reserve=20
+step() {
+  local name=$1 limit=$2 logf=$3; shift 3
+  local avail=$(( $(left) - reserve ))
+  (( avail < limit )) && limit=$avail
+  if (( limit < 10 )); then summary "$name SKIPPED (budget: $(left) s left)"; return 125; fi
+  summary "$name (timeout ${limit} s)"
+  timeout -k 10 "$limit" "$@" > "$logf" 2>&1
+  local rc=$?
+  (( rc == 124 || rc == 137 )) && summary "$name TIMED OUT after ${limit} s"
+  return $rc
+}
+# shellcheck disable=SC2317  # called by the EXIT trap
+finish() {
+  cp "$logs/gpu-tests.log" "$OUT/gpu-tests.log" 2>/dev/null
+  if [[ -d $work/bench ]]; then
+    cp "$work/bench/gpu-bench.json" "$OUT/bench.json" 2>/dev/null
+    cp "$work/bench/gpu-bench.md" "$OUT/bench.md" 2>/dev/null
+    mkdir -p "$logs/bench" && cp -r "$work/bench/." "$logs/bench/" 2>/dev/null
+  fi
+  tar czf "$OUT/logs.tar.gz" -C "$work" logs 2>/dev/null
+  summary "done in $SECONDS s; files in \$OUT: $(cd "$OUT" && echo *)"
+  echo
+  echo "---------------- summary ----------------"
+  tail -c 9000 "$OUT/summary.txt"
+}
+trap finish EXIT
+
+# 1. Dependencies and the machine.
 if [[ -f .devdeps.tgz ]]; then
+  # shellcheck disable=SC1091  # made by ../shared/device/bundle-deps.sh
   tar xzf .devdeps.tgz && source .devdeps/env.sh
   export PKG_CONFIG_ALLOW_SYSTEM_LIBS=1 PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1
+else
+  summary "no .devdeps.tgz here: using the system's packages"
 fi
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-summary "configure"
-cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/configure.log" 2>&1 \
-  || { summary "configure FAILED"; tail -30 "$OUT/configure.log"; exit 1; }
-summary "build"
-ninja -C /tmp/build > "$OUT/build.log" 2>&1 || { summary "build FAILED"; tail -40 "$OUT/build.log"; exit 1; }
-summary "gpu tests"
-(cd /tmp/build && ctest -L gpu --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
-summary "gpu tests exit $? ($(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1))"
-(cd /tmp/build && timeout 300 ./tests/vapipe_stage_tests --gtest_filter='CpuPreprocessor*:Batcher*') > "$OUT/cpu-tests.log" 2>&1
-summary "cpu tests exit $?"
-cat "$OUT/summary.txt"
+if [[ ${GPU_CHECK_CPU:-0} == 1 && -n ${GST_PLUGIN_SYSTEM_PATH_1_0:-} ]]; then
+  # A rehearsal: the bundle has no CPU video decoders (the GPU machine decodes with nvcodec).
+  GST_PLUGIN_SYSTEM_PATH_1_0+=":/usr/lib/x86_64-linux-gnu/gstreamer-1.0"
+fi
+PY=python3
+python3 -c 'import torch' >/dev/null 2>&1 || PY=/usr/bin/python3
+{
+  echo "date: $(date -u +%FT%TZ)"; echo "uname: $(uname -a)"; echo "nproc: $(nproc)"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  echo "python: $($PY -c 'import sys, torch; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1)"
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"; echo "cmake: $(cmake --version | head -1)"
+  echo "/dev/shm:"; df -h /dev/shm; echo "memory:"; free -g
+  echo "gst nvcodec:"; gst-inspect-1.0 nvcodec 2>&1 | grep -E 'nvh26[45]dec|cudaupload|cudadownload'
+} > "$logs/environment.txt" 2>&1
+nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
+summary "machine: $(nproc) cores, GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
+if [[ -f "$media/media.json" ]]; then
+  export VAPIPE_TEST_MEDIA_DIR="$media" VAPIPE_TEST_H264="$media/nvdec-h264.mp4" VAPIPE_TEST_H265="$media/nvdec-h265.mp4"
+  summary "media: $(find "$media" -name '*.mp4' | wc -l) clips, $(du -sh "$media" | cut -f1) in $media"
+else
+  summary "media: no $media/media.json (make it here with tools/make-gpu-media.sh and carry .devmedia): the NVDEC tests may skip and the benchmark cannot run"
+fi
+
+# 2. Configure and build (Release, CUDA for the H200, every target unless GPU_CHECK_TARGETS says).
+step configure 150 "$logs/configure.log" \
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+rc=$?
+if (( rc != 0 )); then summary "configure FAILED (exit $rc)"; tail -30 "$logs/configure.log"; exit 1; fi
+grep -E 'vapipe: CUDA sources' "$logs/configure.log" | sed 's/^-- //' | while read -r l; do summary "$l"; done
+# shellcheck disable=SC2086  # a list of targets
+step build 360 "$logs/build.log" ninja -C "$build" -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
+rc=$?
+if (( rc != 0 )); then summary "build FAILED (exit $rc)"; grep -E -B2 -A12 'error|FAILED' "$logs/build.log" | head -60; exit 1; fi
+summary "build ok ($(grep -c '^\[' "$logs/build.log") steps)"
+
+# 3. Tests: everything labelled gpu, then a few CPU unit tests that need no host GStreamer plugins.
+step "gpu tests" 180 "$logs/gpu-tests.log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+rc=$?
+summary "gpu tests exit $rc: $(grep -E 'tests passed|tests failed|No tests were found' "$logs/gpu-tests.log" | tail -1)"
+grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Exception|Subprocess aborted)' "$logs/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
+grep -E '^\s+[0-9]+ - .*\(Skipped\)' "$logs/gpu-tests.log" | head -20 | sed 's/^\s*/  skipped: /' | tee -a "$OUT/summary.txt"
+if [[ -x "$build/tests/vapipe_stage_tests" ]]; then
+  step "cpu tests" 60 "$logs/cpu-tests.log" "$build/tests/vapipe_stage_tests" --gtest_filter='CpuPreprocessor*:Batcher*'
+  summary "cpu tests exit $?: $(grep -E '^\[  (PASSED|FAILED)' "$logs/cpu-tests.log" | tr '\n' ' ')"
+fi
+
+# 4. The model: a random-weight ResNet-50, checked in fp16 on the GPU.
+model=$work/models/resnet50_random.pt
+step "resnet50" 120 "$logs/make-resnet50.log" "$PY" tools/make_resnet50.py "$model" --check-fp16
+rc=$?
+summary "resnet50 exit $rc: $(tail -2 "$logs/make-resnet50.log" | tr '\n' ' ' | cut -c1-400)"
+
+# 5. The benchmark, in what is left of the budget.
+if [[ ! -x "$build/cli/vapipe" ]]; then
+  summary "benchmark SKIPPED: no $build/cli/vapipe"
+elif [[ ! -f "$media/media.json" ]]; then
+  summary "benchmark SKIPPED: no media"
+else
+  bench_args=(--streams "${GPU_BENCH_STREAMS:-32,80}")
+  [[ ${GPU_CHECK_CPU:-0} == 1 ]] && bench_args=(--cpu --streams 2 --batch 4)
+  [[ -f $model ]] || { model=$root/models/pattern_cnn.pt; summary "no ResNet-50: benchmark with the shipped pattern CNN"; }
+  bench_budget=$(( $(left) - reserve - 15 ))
+  # shellcheck disable=SC2086  # extra options
+  step benchmark $((bench_budget + 10)) "$logs/gpu-bench.log" env PYTHONUNBUFFERED=1 python3 tools/gpu-bench.py \
+    --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$work/bench" \
+    --budget-s "$bench_budget" --log-level info "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
+  rc=$?
+  summary "benchmark exit $rc (budget ${bench_budget} s)"
+  [[ -f $work/bench/gpu-bench.md ]] && cat "$work/bench/gpu-bench.md" >> "$OUT/summary.txt"
+  (( rc != 0 )) && grep -E '^\[gpu-bench .*: (failed|timeout|skipped)' "$logs/gpu-bench.log" | tail -15 | tee -a "$OUT/summary.txt"
+fi
+exit 0

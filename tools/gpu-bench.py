@@ -1,0 +1,351 @@
+"""The GPU benchmark (issue: GPU benchmark in tools/). Standard library only; run by tools/gpu-bench.sh
+and tools/gpu-check.sh.
+
+In one run, on the same 1080p H.264 clips (tools/make-gpu-media.sh) and the same model, it measures:
+  decode alone       `vapipe bench decode`    N streams, ingest.decoder nvdec          frames/s
+  classifier alone   `vapipe bench infer`     infer.device cuda, precision fp16, batch B  images/s
+  end to end         `vapipe run`             the five-process pipeline, N streams;   frames/s
+                                              the job summary's steady_fps (and fps incl. start-up)
+  per-frame loop     `vapipe bench per-frame` decode, preprocess, one forward per frame frames/s
+decode and end to end for each stream count of --streams, in order; the classifier once, after the
+first decode; the per-frame loop once, last, on --per-frame-streams streams. It then prints a Markdown table (for docs/benchmarks.md) and writes OUT/gpu-bench.json, OUT/gpu-bench.md,
+the configs and every command's log under OUT.
+
+Stream i reads clip i mod (number of clips), so 80 streams can share 8 files (each is decoded apart).
+Every command has a timeout, and the run as a whole keeps within --budget-s: a step that would not fit
+is skipped and reported as such. Results are written after every step, so a run stopped from outside
+still leaves what it measured.
+
+--cpu: the same logic on a machine without a GPU (decoder cpu, devices cpu, fp32, no `gpus` key), with
+only config keys that exist in every build; for checking this script, not for figures.
+
+  python3 tools/gpu-bench.py --vapipe build/cli/vapipe --media .devmedia --model resnet50_random.pt
+         [--streams 32,80] [--batch 256] [--per-frame-streams 4] [--budget-s 360] [--out DIR] [--cpu]
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STREAMS_PER_GPU_GOAL = 80  # 1080p30 streams per H200 with every frame classified (the issue's goal)
+E2E_OVER_DECODE_GOAL = 0.90
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log(msg):
+    print(f"[gpu-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Runner:
+    """Runs commands with a per-command timeout inside an overall budget; logs each to OUT/logs/."""
+
+    def __init__(self, out, budget_s):
+        self.logs = os.path.join(out, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.deadline = time.monotonic() + budget_s
+
+    def left(self):
+        return self.deadline - time.monotonic()
+
+    def run(self, name, cmd, timeout, env=None, min_s=15):
+        """Returns dict(status=ok|failed|timeout|skipped, rc, stdout, stderr_tail, wall_s, log)."""
+        limit = min(timeout, self.left() - 5)
+        if limit < min_s:
+            log(f"{name}: skipped, {self.left():.0f} s of the budget left")
+            return {"status": "skipped", "reason": f"budget: {self.left():.0f} s left, needs at least {min_s} s"}
+        path = os.path.join(self.logs, f"{name}.log")
+        log(f"{name}: {' '.join(cmd)} (timeout {limit:.0f} s)")
+        start = time.monotonic()
+        with open(path, "w") as err:
+            err.write(f"$ {' '.join(cmd)}\n")
+            err.flush()
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                    start_new_session=True)
+            timed_out = False
+            try:
+                stdout, _ = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                stdout = self._stop(proc)
+            wall = time.monotonic() - start
+            err.write(f"\n--- stdout ---\n{stdout}\n--- exit {proc.returncode}{' (timeout)' if timed_out else ''}, {wall:.1f} s\n")
+        with open(path) as f:
+            tail = f.read()[-2000:]
+        status = "timeout" if timed_out else ("ok" if proc.returncode == 0 else "failed")
+        log(f"{name}: {status} (exit {proc.returncode}, {wall:.1f} s)")
+        return {"status": status, "rc": proc.returncode, "stdout": stdout, "stderr_tail": tail, "wall_s": round(wall, 2),
+                "log": os.path.relpath(path, os.path.dirname(self.logs))}
+
+    @staticmethod
+    def _stop(proc):
+        # First SIGINT: `vapipe run` stops its stages cleanly (and writes its summary); then SIGKILL the
+        # group (stage processes have their own groups, and get SIGTERM when their parent dies).
+        for sig, wait in ((signal.SIGINT, 15), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                out, _ = proc.communicate(timeout=wait)
+                return out
+            except subprocess.TimeoutExpired:
+                continue
+        return ""
+
+
+def last_json_line(text):
+    for line in reversed((text or "").strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass
+    return None
+
+
+def find_clips(media):
+    clips = sorted(glob.glob(os.path.join(media, "bench-*.mp4")))
+    frames = {}
+    manifest = os.path.join(media, "media.json")
+    if os.path.exists(manifest):
+        with open(manifest) as f:
+            files = json.load(f).get("files", {})
+        frames = {os.path.join(media, k): v.get("frames") for k, v in files.items()}
+    if not clips:
+        sys.exit(f"gpu-bench: no bench-*.mp4 in {media} (make them with tools/make-gpu-media.sh)")
+    return [(os.path.abspath(c), frames.get(c)) for c in clips]
+
+
+def write_config(path, args, clips, streams, batch, summary=True):
+    uris = [clips[i % len(clips)][0] for i in range(streams)]
+    cfg = {
+        "job": {"name": os.path.basename(path)[:-5]},
+        "streams": [{"id": f"s{i:03d}", "uri": u} for i, u in enumerate(uris)],
+        "ingest": {"decoder": "cpu" if args.cpu else args.decoder},
+        "preprocess": {"device": "cpu", "dtype": "float32"},
+        "batch": {"max_batch_size": batch, "max_delay_ms": args.max_delay_ms},
+        "infer": {"model": args.model, "labels": args.labels, "device": "cpu"},
+        "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}"},
+        # Enough frame slots that ingest is not throttled by the pool: 2 per stream, at least 32.
+        "transport": {"frame_slots": max(32, 2 * streams)},
+        "log": {"level": args.log_level},
+    }
+    if summary:
+        cfg["job"]["summary_path"] = path[:-5] + "-summary.json"
+    if args.frame_slot_bytes:
+        cfg["transport"]["frame_slot_bytes"] = args.frame_slot_bytes
+    if not args.cpu:
+        # Keys of the GPU path (vapipe validate rejects them in builds without it).
+        cfg["gpus"] = args.gpus if args.gpus == "all" else [int(g) for g in args.gpus.split(",")]
+        cfg["preprocess"] = {"device": "cuda", "dtype": "float16"}
+        cfg["infer"].update({"device": "cuda", "precision": "fp16", "channels_last": True})
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)  # JSON is YAML
+    expected = sum(clips[i % len(clips)][1] for i in range(streams)) if all(c[1] for c in clips) else None
+    return path, expected
+
+
+def summary_check(summary, expected):
+    """Every frame classified exactly once, in order, no failed stream."""
+    problems = []
+    if expected is not None and summary.get("frames") != expected:
+        problems.append(f"frames {summary.get('frames')} of {expected}")
+    if summary.get("failed_streams"):
+        problems.append(f"{summary['failed_streams']} failed streams")
+    for s in summary.get("streams", []):
+        for k in ("gaps", "out_of_order", "frame_errors", "dropped"):
+            if s.get(k):
+                problems.append(f"{s['stream_id']}: {k} {s[k]}")
+        if s.get("status") != "done":
+            problems.append(f"{s['stream_id']}: status {s.get('status')}")
+    return problems
+
+
+def fmt(x, spec=".0f"):
+    return "—" if x is None else format(x, spec)
+
+
+def gpu_name():
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().replace("\n", "; ") or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description="GPU benchmark: NVDEC alone, classifier alone, end to end, per-frame loop.")
+    ap.add_argument("--vapipe", required=True, help="the vapipe binary")
+    ap.add_argument("--media", required=True, help="folder with bench-*.mp4 (and media.json) from tools/make-gpu-media.sh")
+    ap.add_argument("--model", help="TorchScript model (tools/make_resnet50.py); --cpu default: models/pattern_cnn.pt")
+    ap.add_argument("--labels", help="default: MODEL with .pt replaced by .labels.txt")
+    ap.add_argument("--streams", default=None, help="comma-separated stream counts (default 32; --cpu: 2)")
+    ap.add_argument("--batch", type=int, default=None, help="max batch size and classifier batch (default 256; --cpu: 8)")
+    ap.add_argument("--max-delay-ms", type=float, default=20.0)
+    ap.add_argument("--per-frame-streams", type=int, default=None, help="streams for the per-frame loop (default 4; --cpu: 1)")
+    ap.add_argument("--gpus", default="all", help="the config's gpus: all, or a comma-separated list of indices")
+    ap.add_argument("--decoder", default="nvdec", choices=["nvdec", "auto", "cpu"], help="ingest.decoder outside --cpu")
+    ap.add_argument("--frame-slot-bytes", type=int, default=0, help="transport.frame_slot_bytes (default: vapipe's)")
+    ap.add_argument("--log-level", default="warn")
+    ap.add_argument("--budget-s", type=float, default=360.0, help="wall-clock budget for the whole run")
+    ap.add_argument("--skip", action="append", default=[], choices=["decode", "infer", "e2e", "per-frame"])
+    ap.add_argument("--out", help="folder for configs, logs and results (default: a new temporary folder)")
+    ap.add_argument("--cpu", action="store_true", help="check the logic without a GPU (cpu decoder and devices, fp32)")
+    args = ap.parse_args()
+
+    if args.model is None:
+        if not args.cpu:
+            sys.exit("gpu-bench: --model is required (make one with tools/make_resnet50.py)")
+        args.model = os.path.join(ROOT, "models", "pattern_cnn.pt")
+    args.model = os.path.abspath(args.model)
+    if args.labels is None:
+        args.labels = (args.model[:-3] if args.model.endswith(".pt") else args.model) + ".labels.txt"
+    args.labels = os.path.abspath(args.labels)
+    for p in (args.vapipe, args.model, args.labels):
+        if not os.path.exists(p):
+            sys.exit(f"gpu-bench: {p} does not exist")
+    counts = [int(n) for n in (args.streams or ("2" if args.cpu else "32")).split(",")]
+    batch = args.batch or (8 if args.cpu else 256)
+    pf_streams = args.per_frame_streams or (1 if args.cpu else 4)
+    out = os.path.abspath(args.out or tempfile.mkdtemp(prefix="vapipe-gpu-bench-"))
+    os.makedirs(out, exist_ok=True)
+    clips = find_clips(args.media)
+    runner = Runner(out, args.budget_s)
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+           "VAPIPE_GPU_COUNT": os.environ.get("VAPIPE_GPU_COUNT", "0" if args.cpu else "1")}
+    version = subprocess.run([args.vapipe, "--version"], capture_output=True, text=True).stdout.strip()
+    mode = "cpu" if args.cpu else "gpu"
+    result = {
+        "schema": "vapipe.gpu_bench", "mode": mode, "date": datetime.date.today().isoformat(),
+        "host": platform.node(), "cpus": os.cpu_count(), "gpu": gpu_name(), "vapipe": version,
+        "model": os.path.basename(args.model), "batch": batch, "max_delay_ms": args.max_delay_ms,
+        "clips": [{"path": os.path.basename(c), "frames": n} for c, n in clips], "stream_counts": counts,
+        "per_frame_streams": pf_streams, "out": out, "steps": {}, "rows": [],
+    }
+
+    def save():
+        with open(os.path.join(out, "gpu-bench.json"), "w") as f:
+            json.dump(result, f, indent=1)
+
+    def step(name, cmd, timeout, min_s=15):
+        r = runner.run(name, cmd, timeout, env=env, min_s=min_s)
+        entry = {k: v for k, v in r.items() if k not in ("stdout", "stderr_tail")}
+        if r["status"] == "ok" and last_json_line(r["stdout"]) is not None:
+            entry["result"] = last_json_line(r["stdout"])
+        elif r["status"] in ("failed", "timeout"):
+            entry["stderr_tail"] = r["stderr_tail"][-1200:]
+        result["steps"][name] = entry
+        save()
+        return entry
+
+    def per_second(entry):
+        res = entry.get("result") if entry else None
+        return res.get("per_second") if res else None
+
+    # Order of priority, should the budget run short: each stream count's decode and end to end (with
+    # the classifier alone after the first decode), then the per-frame loop.
+    infer = per_frame = None
+    for k, n in enumerate(counts):
+        cfg, expected = write_config(os.path.join(out, f"{mode}-{n}streams.yaml"), args, clips, n, batch)
+        row = {"streams": n, "expected_frames": expected}
+        result["rows"].append(row)
+        if "decode" not in args.skip:
+            row["decode"] = per_second(step(f"decode-{n}", [args.vapipe, "bench", "decode", cfg], 120))
+        if k == 0 and "infer" not in args.skip:
+            infer = per_second(step(f"infer-b{batch}", [args.vapipe, "bench", "infer", cfg, "--batch", str(batch)], 180))
+        if "e2e" not in args.skip:
+            e = step(f"e2e-{n}", [args.vapipe, "run", cfg], 240, min_s=30)
+            spath = cfg[:-5] + "-summary.json"
+            if e.get("status") in ("ok", "failed", "timeout") and os.path.exists(spath):
+                with open(spath) as f:
+                    s = json.load(f)
+                e["summary"] = s
+                row.update({"e2e_steady": s.get("steady_fps"), "e2e_job": s.get("fps"), "frames": s.get("frames"),
+                            "steady_s": s.get("steady_s"), "job_wall_s": s.get("wall_s"), "latency_ms_mean_max": max(
+                                (x.get("latency_ms_mean", 0) for x in s.get("streams", [])), default=None)})
+                problems = summary_check(s, expected)
+                row["every_frame"] = not problems and e["status"] == "ok"
+                row["problems"] = problems[:10]
+            row["e2e_status"] = e.get("status")
+            save()
+    if "per-frame" not in args.skip:
+        pcfg, _ = write_config(os.path.join(out, f"{mode}-perframe-{pf_streams}streams.yaml"), args, clips,
+                               pf_streams, batch, summary=False)
+        per_frame = per_second(step(f"per-frame-{pf_streams}", [args.vapipe, "bench", "per-frame", pcfg], 150))
+    for row in result["rows"]:
+        row["infer"], row["per_frame"] = infer, per_frame
+        d, e2e = row.get("decode"), row.get("e2e_steady")
+        row["e2e_over_decode"] = e2e / d if e2e and d else None
+        row["e2e_over_per_frame"] = e2e / per_frame if e2e and per_frame else None
+        row["streams_1080p30"] = e2e / 30.0 if e2e else None
+    save()
+
+    # The table.
+    dev = "NVDEC" if not args.cpu else "CPU decoder"
+    where = (result["gpu"] + f", {os.cpu_count()} CPU cores") if result["gpu"] else f"{os.cpu_count()} CPU cores, no GPU"
+    per_clip = sorted({n for _, n in clips if n})
+    lines = [
+        f"{'GPU' if not args.cpu else 'CPU check (--cpu, not a benchmark)'}: measured {result['date']} on {where}; "
+        f"{len(clips)} distinct 1080p30 H.264 clips ({'/'.join(map(str, per_clip)) or 'unknown'} frames each), "
+        f"stream i reads clip i mod {len(clips)}; model {result['model']} "
+        f"({'fp32, CPU' if args.cpu else 'TorchScript fp16, channels-last, CUDA'}); batch {batch}, max delay "
+        f"{args.max_delay_ms:g} ms; per-frame loop on {pf_streams} stream{'s' if pf_streams != 1 else ''}; {version}.",
+        "",
+        f"| streams | decode alone ({dev}) | classifier alone (batch {batch}) | end to end (steady) | e2e / decode | "
+        f"end to end (job, incl. start-up) | per-frame loop | e2e / per-frame | 1080p30 streams (e2e / 30) | "
+        f"frames, steady s | every frame classified |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        ok = {True: "yes", False: "NO: " + "; ".join(r.get("problems") or [r.get("e2e_status") or "?"])}.get(
+            r.get("every_frame"), r.get("e2e_status") or "—")
+        lines.append(
+            f"| {r['streams']} | {fmt(r.get('decode'))} | {fmt(r.get('infer'))} | {fmt(r.get('e2e_steady'))} | "
+            f"{fmt(r.get('e2e_over_decode'), '.0%')} | {fmt(r.get('e2e_job'))} | {fmt(r.get('per_frame'))} | "
+            f"{fmt(r.get('e2e_over_per_frame'), '.1f')}{'x' if r.get('e2e_over_per_frame') else ''} | "
+            f"{fmt(r.get('streams_1080p30'), '.1f')} | {fmt(r.get('frames'), 'd')}, {fmt(r.get('steady_s'), '.1f')} | {ok} |")
+    lines += ["", "frames (images) per second. Steps: " + ", ".join(
+        f"{k} {v['status']}" + (f" ({v.get('wall_s')} s)" if v.get("wall_s") is not None else "")
+        for k, v in result["steps"].items()) + "."]
+    if not args.cpu:
+        best = max((r for r in result["rows"] if r.get("e2e_steady")), key=lambda r: r["e2e_steady"], default=None)
+        if best:
+            ratio_ok = best.get("e2e_over_decode") is not None and best["e2e_over_decode"] >= E2E_OVER_DECODE_GOAL
+            streams_ok = best["e2e_steady"] >= 30 * STREAMS_PER_GPU_GOAL
+            lines.append(f"Goal: end to end >= {E2E_OVER_DECODE_GOAL:.0%} of NVDEC alone: "
+                         f"{'met' if ratio_ok else 'NOT met'} ({fmt(best.get('e2e_over_decode'), '.0%')} at "
+                         f"{best['streams']} streams); >= {STREAMS_PER_GPU_GOAL} 1080p30 streams "
+                         f"({30 * STREAMS_PER_GPU_GOAL} frames/s): {'met' if streams_ok else 'NOT met'} "
+                         f"({best['e2e_steady'] / 30:.1f}).")
+    text = "\n".join(lines)
+    result["markdown"] = text
+    save()
+    with open(os.path.join(out, "gpu-bench.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    print(f"\n(results: {os.path.join(out, 'gpu-bench.json')}; configs and logs in {out})")
+    failed = [k for k, v in result["steps"].items() if v["status"] != "ok"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Prepares, on this (Debian) machine, what tools/gpu-check.sh needs carried to the GPU machine:
+#   .devdeps.tgz  the Debian headers, libraries and GStreamer plugins (../shared/device/bundle-deps.sh),
+#                 plus what the tests need and that script leaves out (without them the project does
+#                 not configure there): GoogleTest's static libraries (Debian ships it as .a files
+#                 only), and cpp-httplib (its .pc and those it requires, its shared library and
+#                 brotli's; OpenSSL and zlib are on the GPU machine's Ubuntu already)
+#   .devmedia/    1080p clips for the benchmark and the NVDEC tests (tools/make-gpu-media.sh)
+# Both are ignored by .gitignore. Then, with the device tool:
+#   command: bash tools/gpu-check.sh     carry: [".devdeps.tgz", ".devmedia"]     timeout_s: 570
+#   tools/gpu-prepare.sh [make-gpu-media.sh options]      (BUNDLE_DEPS: path of bundle-deps.sh)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bundle=${BUNDLE_DEPS:-$root/../shared/device/bundle-deps.sh}
+[[ -x $bundle ]] || { echo "gpu-prepare: no $bundle (set BUNDLE_DEPS)" >&2; exit 1; }
+EXTRA_PC="cpp-httplib ${EXTRA_PC:-}" "$bundle" .devdeps
+lib=/usr/lib/x86_64-linux-gnu
+for a in libgtest.a libgtest_main.a libgmock.a libgmock_main.a libcpp-httplib.so libbrotlicommon.so.1 \
+         libbrotlidec.so.1 libbrotlienc.so.1; do
+  [[ -e $lib/$a ]] || { echo "gpu-prepare: no $lib/$a (install libgtest-dev libgmock-dev libcpp-httplib-dev)" >&2; exit 1; }
+  cp -a "$lib/$a"* ".devdeps$lib/"  # with the files its links point to
+done
+tar czf .devdeps.tgz .devdeps
+tools/make-gpu-media.sh .devmedia "$@"
+# What the device tool will carry: tracked and untracked-not-ignored files, plus the two carried paths.
+tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+deps=$(stat -c %s .devdeps.tgz) media=$(du -sb .devmedia | cut -f1)
+total=$((tree + deps + media))
+printf 'gpu-prepare: working tree %.1f MB + .devdeps.tgz %.1f MB + .devmedia %.1f MB = %.1f MB (the device tool carries at most 67.1 MB)\n' \
+  "$(echo "$tree / 1000000" | bc -l)" "$(echo "$deps / 1000000" | bc -l)" "$(echo "$media / 1000000" | bc -l)" "$(echo "$total / 1000000" | bc -l)"
+(( total < 64 * 1024 * 1024 )) || { echo "gpu-prepare: too much to carry; make fewer or smaller clips" >&2; exit 1; }
