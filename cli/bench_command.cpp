@@ -14,12 +14,16 @@
 #include <zmq.hpp>
 
 #include "cli/commands.h"
+#include "pipeline/cuda/device_memory.h"
+#include "pipeline/cuda/gpu_info.h"
 #include "pipeline/logging.h"
+#include "pipeline/placement.h"
 #include "pipeline/supervisor.h"
 #include "pipeline/transport.h"
 #include "stages/infer/classifier.h"
 #include "stages/infer/labels.h"
 #include "stages/ingest/stream_reader.h"
+#include "stages/preprocess/cuda/cuda_preprocessor.h"
 #include "stages/preprocess/preprocess_stage.h"
 #include "stages/publish/result_schema.h"
 
@@ -50,14 +54,30 @@ class CallbackEmitter final : public Emitter {
   PayloadAllocator* alloc_;
 };
 
+// The benchmarks measure one lane: the first of the job's placement (GPU 0 on a GPU machine, the CPU
+// otherwise), with every stream of the config on it.
+Result<Lane> bench_lane(const Config& c) {
+  VAPIPE_ASSIGN_OR_RETURN(Placement p, plan_placement(c, visible_gpu_count()));
+  return p.lanes.front();
+}
+
+std::string device_name(int gpu) { return gpu >= 0 ? "cuda:" + std::to_string(gpu) : "cpu"; }
+
+Result<std::unique_ptr<Preprocessor>> lane_preprocessor(const Config& c, const Lane& lane) {
+  if (lane.preprocess_gpu >= 0) return make_cuda_preprocessor(preprocess_spec_from(c.preprocess), lane.preprocess_gpu);
+  return make_cpu_preprocessor(preprocess_spec_from(c.preprocess));
+}
+
 // Decodes every stream of the config in parallel (one reader thread per stream, as ingest does);
 // `on_frame` is called from the reader threads. `*first_frame` is set when the first frame arrives,
 // so that rates leave out GStreamer's start-up (as the pipeline's steady-state figure does).
 Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&&)>& on_frame, ShutdownFlags& flags,
                             Clock::time_point* first_frame = nullptr) {
   std::once_flag first;
+  VAPIPE_ASSIGN_OR_RETURN(Lane lane, bench_lane(c));
+  // Into the pool the pipeline would use: GPU memory when preprocessing runs on the GPU.
   auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.frame_slots,
-                              c.transport.frame_slot_bytes);
+                              c.transport.frame_slot_bytes, lane.preprocess_gpu);
   if (!pool.ok()) return pool.status();
   ShmAllocator alloc(*pool, &flags.abort);
   std::atomic<uint64_t> frames{0};
@@ -65,7 +85,7 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
   std::vector<Status> results(c.streams.size());
   for (uint32_t i = 0; i < c.streams.size(); ++i) {
     threads.emplace_back([&, i] {
-      auto reader = StreamReader::create(c.streams[i], i, c.ingest);
+      auto reader = StreamReader::create(c.streams[i], i, c.ingest, ReaderOptions{lane.decoder, lane.gpu});
       if (!reader.ok()) {
         results[i] = reader.status();
         return;
@@ -89,10 +109,12 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
   return frames.load();
 }
 
-ClassifierOptions classifier_options(const Config& c, size_t batch) {
+ClassifierOptions classifier_options(const Config& c, const Lane& lane, size_t batch) {
   ClassifierOptions o;
   o.model_path = c.infer.model;
-  o.device = c.infer.device;
+  o.device = device_name(lane.infer_gpu);
+  o.precision = c.infer.precision;
+  o.channels_last = c.infer.channels_last;
   o.threads = c.infer.threads;
   o.input = TensorInfo{c.preprocess.dtype, 3, c.preprocess.height, c.preprocess.width};
   o.warmup_batch_size = batch;
@@ -105,43 +127,83 @@ int bench_decode(const Config& c, ShutdownFlags& flags) {
   auto start = Clock::now();
   auto frames = decode_all(c, [](Message&&) { return Status::Ok(); }, flags, &start);
   if (!frames.ok()) return std::fprintf(stderr, "bench decode: %s\n", frames.status().message().c_str()), 2;
-  report("decode", c, *frames, seconds_since(start), {{"streams", c.streams.size()}});
+  auto lane = bench_lane(c);
+  report("decode", c, *frames, seconds_since(start),
+         {{"streams", c.streams.size()}, {"decoder", lane.ok() ? decoder_name(lane->decoder) : "?"}});
   return 0;
 }
 
 int bench_preprocess(const Config& c, ShutdownFlags& flags, uint64_t max_frames) {
-  // Decode first (kept in memory), then time preprocessing alone.
+  auto lane = bench_lane(c);
+  if (!lane.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", lane.status().message().c_str()), 2;
+  const bool gpu = lane->preprocess_gpu >= 0;
+  // Decode first (kept in memory: GPU memory for the GPU preprocessor, as the pipeline's frame pool
+  // is), then time preprocessing alone.
   std::mutex mutex;
   std::vector<Message> frames;
-  auto decoded = decode_all(c, [&](Message&& m) {
+  std::vector<std::unique_ptr<DeviceBuffer>> device_frames;
+  auto decoded = decode_all(c, [&](Message&& m) -> Status {
     std::lock_guard<std::mutex> lock(mutex);
-    if (frames.size() < max_frames) {
+    if (frames.size() >= max_frames) return Status::Ok();
+    if (gpu) {
+      VAPIPE_ASSIGN_OR_RETURN(auto buffer, DeviceBuffer::allocate(lane->preprocess_gpu, m.payload.size()));
+      VAPIPE_RETURN_IF_ERROR(cuda_copy(buffer->data(), m.payload.data(), m.payload.size(), nullptr));
+      device_frames.push_back(std::move(buffer));
+    } else {
       Payload copy = Payload::heap(m.payload.size());
-      std::memcpy(copy.data(), m.payload.data(), m.payload.size());
+      VAPIPE_RETURN_IF_ERROR(m.payload.on_device() ? cuda_copy(copy.data(), m.payload.data(), m.payload.size(), nullptr)
+                                                   : (std::memcpy(copy.data(), m.payload.data(), m.payload.size()), Status::Ok()));
       m.payload = copy;
-      frames.push_back(std::move(m));
     }
+    frames.push_back(std::move(m));
     return Status::Ok();
   }, flags);
   if (!decoded.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", decoded.status().message().c_str()), 2;
-  auto pre = make_cpu_preprocessor(preprocess_spec_from(c.preprocess));
-  std::vector<std::byte> out(pre->spec().output_info().bytes());
+  auto pre = lane_preprocessor(c, *lane);
+  if (!pre.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", pre.status().message().c_str()), 2;
+  const size_t out_bytes = (*pre)->spec().output_info().bytes();
+  // As many frames at once as the stage takes (the batch size on the GPU, one on the CPU).
+  const size_t at_once = gpu ? std::max<size_t>(1, c.batch.max_batch_size) : 1;
+  std::vector<std::byte> host_out(out_bytes * at_once);
+  std::unique_ptr<DeviceBuffer> device_out;
+  if (gpu) {
+    auto buffer = DeviceBuffer::allocate(lane->preprocess_gpu, out_bytes * at_once);
+    if (!buffer.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", buffer.status().message().c_str()), 2;
+    device_out = std::move(buffer).value();
+  }
   uint64_t done = 0;
   auto start = Clock::now();
   while (seconds_since(start) < 3.0 || done < frames.size()) {
-    for (const Message& m : frames) {
-      Status s = pre->run(FrameView{m.frame, m.payload.data(), m.payload.size()}, out.data());
-      if (!s.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", s.message().c_str()), 2;
-      ++done;
+    for (size_t first = 0; first < frames.size(); first += at_once) {
+      std::vector<FrameView> views;
+      std::vector<TensorOut> outs;
+      for (size_t k = first; k < std::min(frames.size(), first + at_once); ++k) {
+        const Message& m = frames[k];
+        const size_t slot = k - first;
+        if (gpu) {
+          views.push_back(FrameView{m.frame, device_frames[k]->data(), device_frames[k]->bytes(), lane->preprocess_gpu});
+          outs.push_back(TensorOut{device_out->data() + slot * out_bytes, lane->preprocess_gpu});
+        } else {
+          views.push_back(FrameView{m.frame, m.payload.data(), m.payload.size()});
+          outs.push_back(TensorOut{host_out.data() + slot * out_bytes});
+        }
+      }
+      for (const Status& s : (*pre)->run_batch(views, outs)) {
+        if (!s.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", s.message().c_str()), 2;
+      }
+      done += views.size();
     }
   }
   report("preprocess", c, done, seconds_since(start),
-         {{"distinct_frames", frames.size()}, {"device", "cpu"}, {"dtype", dtype_name(c.preprocess.dtype)}});
+         {{"distinct_frames", frames.size()}, {"device", device_name(lane->preprocess_gpu)},
+          {"at_once", at_once}, {"dtype", dtype_name(c.preprocess.dtype)}});
   return 0;
 }
 
 int bench_infer(const Config& c, size_t batch) {
-  auto classifier = load_torchscript_classifier(classifier_options(c, batch));
+  auto lane = bench_lane(c);
+  if (!lane.ok()) return std::fprintf(stderr, "bench infer: %s\n", lane.status().message().c_str()), 2;
+  auto classifier = load_torchscript_classifier(classifier_options(c, *lane, batch));
   if (!classifier.ok()) return std::fprintf(stderr, "bench infer: %s\n", classifier.status().message().c_str()), 2;
   const TensorInfo item{c.preprocess.dtype, 3, c.preprocess.height, c.preprocess.width};
   std::vector<std::byte> input(batch * item.bytes());
@@ -150,24 +212,43 @@ int bench_infer(const Config& c, size_t batch) {
     std::normal_distribution<float> n;
     for (size_t i = 0; i < batch * item.elements(); ++i) reinterpret_cast<float*>(input.data())[i] = n(rng);
   }
+  // On a GPU, the batch comes from tensors in GPU memory, as the pipeline's tensor pool slots do.
+  std::unique_ptr<DeviceBuffer> on_device;
+  std::vector<const std::byte*> items;
+  if (lane->infer_gpu >= 0) {
+    auto buffer = DeviceBuffer::allocate(lane->infer_gpu, input.size());
+    if (!buffer.ok()) return std::fprintf(stderr, "bench infer: %s\n", buffer.status().message().c_str()), 2;
+    on_device = std::move(buffer).value();
+    if (Status s = cuda_copy(on_device->data(), input.data(), input.size(), nullptr); !s.ok()) {
+      return std::fprintf(stderr, "bench infer: %s\n", s.message().c_str()), 2;
+    }
+    for (size_t i = 0; i < batch; ++i) items.push_back(on_device->data() + i * item.bytes());
+  }
   uint64_t images = 0;
   auto start = Clock::now();
   while (seconds_since(start) < 5.0) {
-    auto r = (*classifier)->classify(input.data(), batch, c.infer.top_k);
+    auto r = on_device ? (*classifier)->classify_device(items, lane->infer_gpu, c.infer.top_k)
+                       : (*classifier)->classify(input.data(), batch, c.infer.top_k);
     if (!r.ok()) return std::fprintf(stderr, "bench infer: %s\n", r.status().message().c_str()), 2;
     images += batch;
   }
-  report("infer", c, images, seconds_since(start), {{"batch", batch}, {"device", (*classifier)->device()}, {"model", c.infer.model_name}});
+  report("infer", c, images, seconds_since(start),
+         {{"batch", batch}, {"device", (*classifier)->device()}, {"model", c.infer.model_name},
+          {"precision", c.infer.precision == DType::kFloat16 && lane->infer_gpu >= 0 ? "fp16" : "fp32"}});
   return 0;
 }
 
 // The per-frame approach in one process: decode, preprocess, one forward per frame, JSON on ZeroMQ.
 int bench_per_frame(const Config& c, ShutdownFlags& flags) {
-  auto classifier = load_torchscript_classifier(classifier_options(c, 1));
+  auto lane = bench_lane(c);
+  if (!lane.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", lane.status().message().c_str()), 2;
+  auto classifier = load_torchscript_classifier(classifier_options(c, *lane, 1));
   if (!classifier.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", classifier.status().message().c_str()), 2;
   auto labels = load_labels(c.infer.labels);
   if (!labels.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", labels.status().message().c_str()), 2;
-  auto pre = make_cpu_preprocessor(preprocess_spec_from(c.preprocess));
+  auto made = lane_preprocessor(c, *lane);
+  if (!made.ok()) return std::fprintf(stderr, "bench per-frame: %s\n", made.status().message().c_str()), 2;
+  std::unique_ptr<Preprocessor> pre = std::move(made).value();
   std::vector<std::byte> tensor(pre->spec().output_info().bytes());
   zmq::socket_t pub(zmq_context(), zmq::socket_type::pub);
   pub.bind(c.publish.endpoint);
@@ -175,7 +256,10 @@ int bench_per_frame(const Config& c, ShutdownFlags& flags) {
   auto start = Clock::now();
   auto frames = decode_all(c, [&](Message&& m) -> Status {
     std::lock_guard<std::mutex> lock(mutex);
-    VAPIPE_RETURN_IF_ERROR(pre->run(FrameView{m.frame, m.payload.data(), m.payload.size()}, tensor.data()));
+    // Frame in the pool (GPU memory when preprocessing runs there), tensor to the host, one forward.
+    VAPIPE_RETURN_IF_ERROR(m.payload.wait_ready(pre->stream()));
+    VAPIPE_RETURN_IF_ERROR(pre->run_batch({FrameView{m.frame, m.payload.data(), m.payload.size(), m.payload.device()}},
+                                          {TensorOut{tensor.data()}}).front());
     m.payload.reset();
     VAPIPE_ASSIGN_OR_RETURN(auto top, (*classifier)->classify(tensor.data(), 1, c.infer.top_k));
     Message r;
@@ -201,7 +285,7 @@ int bench_command(const std::vector<std::string>& args) {
   const char* usage =
       "usage: vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [--batch N] [--frames N]\n"
       "  decode      decode every stream in parallel (GStreamer, copy into shared memory), frames/s\n"
-      "  preprocess  the CPU preprocessor alone on decoded frames of the streams, frames/s\n"
+      "  preprocess  the preprocessor alone (CUDA on a GPU lane, in batches) on decoded frames, frames/s\n"
       "  infer       the model alone on random batches of --batch (default batch.max_batch_size), images/s\n"
       "  per-frame   one process: decode, preprocess, one forward per frame, JSON on ZeroMQ, frames/s\n";
   if (args.empty()) return std::fputs(usage, stderr), kExitUsage;
