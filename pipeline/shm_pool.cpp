@@ -12,6 +12,7 @@
 #include <new>
 
 #include "pipeline/cuda/device_memory.h"
+#include "pipeline/logging.h"
 
 namespace vapipe {
 
@@ -77,7 +78,15 @@ class ShmSlotStorage final : public PayloadStorage {
   ~ShmSlotStorage() override {
     if (!handed_off_) pool_->release(ref_.slot, ref_.generation);
   }
-  std::byte* data() override { return data_; }
+  // Device slots are mapped on first access, so a stage that only forwards descriptors (batch) never
+  // opens the GPU memory nor creates a CUDA context.
+  std::byte* data() override {
+    if (!data_ && pool_->device() >= 0) {
+      auto mapped = pool_->device_slot(ref_.slot);
+      if (mapped.ok()) data_ = *mapped;
+    }
+    return data_;
+  }
   size_t capacity() const override { return capacity_; }
   const ShmSlotRef* shm_ref() const override { return &ref_; }
   void hand_off() override { handed_off_ = true; }
@@ -196,7 +205,22 @@ Status ShmPool::attach_device_memory() {
 
 int ShmPool::device() const { return header_->device; }
 
+Result<std::byte*> ShmPool::device_slot(uint32_t slot) {
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    if (!device_base_) {
+      Status attached = attach_device_memory();
+      if (!attached.ok()) {
+        VAPIPE_LOG_ERROR("device pool {}: {}", name_, attached.message());
+        return attached;
+      }
+    }
+  }
+  return slot_data(slot);
+}
+
 Result<IpcEvent*> ShmPool::slot_event(uint32_t slot) {
+  VAPIPE_RETURN_IF_ERROR(device_slot(slot).status());  // the GPU memory and event table come first
   std::lock_guard<std::mutex> lock(events_mutex_);
   if (slot >= events_.size()) return Internal("pool " + name_ + " has no event for slot " + std::to_string(slot));
   if (!events_[slot]) {
@@ -234,9 +258,8 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(const std::string& name) {
     }
     return NotFound("device pool " + name + " was created by this process and is gone");
   }
-  auto pool = std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/false));
-  if (on_device) VAPIPE_RETURN_IF_ERROR(pool->attach_device_memory().with_context("device pool " + name));
-  return pool;
+  // A device pool's GPU memory is opened on first access to a slot's bytes (device_slot).
+  return std::shared_ptr<ShmPool>(new ShmPool(name, base, total, /*owner=*/false));
 }
 
 uint32_t ShmPool::slot_count() const { return header_->slot_count; }
@@ -315,8 +338,9 @@ Result<Payload> ShmPool::adopt(const ShmSlotRef& ref, size_t size) {
       s.generation.load(std::memory_order_acquire) != ref.generation) {
     return DataLoss("stale descriptor for slot " + std::to_string(ref.slot) + " of " + name_);
   }
-  auto storage = std::make_shared<ShmSlotStorage>(shared_from_this(), slot_data(ref.slot),
-                                                  header_->slot_bytes, ref.slot, ref.generation);
+  std::byte* data = header_->device >= 0 && !device_base_ ? nullptr : slot_data(ref.slot);  // mapped on access
+  auto storage = std::make_shared<ShmSlotStorage>(shared_from_this(), data, header_->slot_bytes, ref.slot,
+                                                  ref.generation);
   return Payload(std::move(storage), size);
 }
 

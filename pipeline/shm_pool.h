@@ -59,8 +59,10 @@ class ShmPool : public std::enable_shared_from_this<ShmPool> {
 
   // Internal: returns a slot to the pool (called by the payload storage).
   void release(uint32_t slot, uint32_t generation);
-  // Internal (device pools): the slot's interprocess event, opened on first use in a consumer.
+  // Internal (device pools): the slot's interprocess event, opened on first use in a consumer; the
+  // slot's device pointer, the pool's GPU memory being opened on first use in a consumer.
   Result<IpcEvent*> slot_event(uint32_t slot);
+  Result<std::byte*> device_slot(uint32_t slot);
 
  private:
   ShmPool(std::string name, void* base, size_t mapped_bytes, bool owner);
