@@ -177,5 +177,14 @@ infer: {model: m.pt, labels: m.txt, precision: int8}
       << bad.status().message();
 }
 
+TEST(Config, ShippedMultiGpuExampleLoads) {
+  auto c = load_config_file(std::string(VAPIPE_SOURCE_DIR) + "/configs/multi-gpu.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpus.kind, GpuSelection::Kind::kAll);
+  EXPECT_EQ(c->streams.size(), 8u);
+  EXPECT_EQ(c->infer.precision, DType::kFloat16);
+  EXPECT_EQ(c->preprocess.dtype, DType::kFloat16);
+}
+
 }  // namespace
 }  // namespace vapipe
