@@ -241,9 +241,21 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
   }
   {
     MapReader r(ctx, top.child("batch"), "batch");
-    r.uint("max_batch_size", &c.batch.max_batch_size, 1, 4096);
+    YAML::Node size = r.child("max_batch_size");
+    uint64_t fixed = 0;
+    if (size.IsDefined() && size.IsScalar() && size.Scalar() == "auto") {
+      c.batch.auto_size = true;
+    } else if (size.IsDefined() && !size.IsNull()) {
+      if (!size.IsScalar() || !YAML::convert<uint64_t>::decode(size, fixed) ||
+          size.Scalar().find('-') != std::string::npos || fixed < 1 || fixed > 4096) {
+        ctx.fail(size, "batch.max_batch_size", "expected auto or an integer from 1 to 4096, got " + scalar_text(size));
+      }
+      c.batch.max_batch_size = static_cast<uint32_t>(fixed);
+    }
     r.number("max_delay_ms", &c.batch.max_delay_ms, 0, 60000);
+    r.uint("auto_limit", &c.batch.auto_limit, 1, 4096);
     r.finish();
+    if (c.batch.auto_size) c.batch.max_batch_size = c.batch.auto_limit;
   }
   {
     YAML::Node node = top.child("infer");

@@ -50,8 +50,12 @@ struct PreprocessConfig {
 };
 
 struct BatchConfig {
-  uint32_t max_batch_size = 16;
+  uint32_t max_batch_size = 16;  // with auto_size: auto_limit until infer has measured
   double max_delay_ms = 10.0;
+  // max_batch_size: auto. Infer measures the model at batch sizes 1, 2, 4, ... up to auto_limit (and
+  // what free GPU memory allows) and hands the choice to its lane's batch stage.
+  bool auto_size = false;
+  uint32_t auto_limit = 256;
 };
 
 struct InferConfig {
@@ -86,12 +90,13 @@ struct TransportConfig {
   TransportMode mode = TransportMode::kShm;
   uint32_t frame_slots = 32;
   uint64_t frame_slot_bytes = 1920ull * 1080 * 3;
-  uint32_t tensor_slots = 0;  // 0 = 4 x batch.max_batch_size
+  uint32_t tensor_slots = 0;  // 0 = 4 x batch.max_batch_size (2 x batch.auto_limit with auto)
   // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor
   // (ipc:// sockets in a per-job folder for mode shm).
   std::map<StageKind, std::string> endpoints;
   uint32_t effective_tensor_slots(const BatchConfig& b) const {
-    return tensor_slots ? tensor_slots : 4 * b.max_batch_size;
+    if (tensor_slots) return tensor_slots;
+    return b.auto_size ? 2 * b.auto_limit : 4 * b.max_batch_size;
   }
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipeline/config.h"
+#include "pipeline/job_layout.h"
 #include "pipeline/message.h"
 #include "pipeline/placement.h"
 #include "pipeline/status.h"
@@ -35,6 +36,8 @@ struct StageContext {
   // The lane this stage process serves: its streams and devices. Null: every stream, on the CPU
   // (tests, publish).
   const Lane* lane = nullptr;
+  // Where the job's stages meet (run folder, endpoints). Null in tests that drive a stage directly.
+  const JobLayout* layout = nullptr;
 };
 
 class Stage {

@@ -65,7 +65,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   }
   SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort);
 
-  StageContext ctx{config, &flags.stop, lane};
+  StageContext ctx{config, &flags.stop, lane, &layout};
   VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
   VAPIPE_LOG_INFO("{} ready: input {}{}", stage_kind_name(kind), layout.input_endpoint.at(kind),
                   sender ? ", output " + sender->endpoint() : std::string());

@@ -80,7 +80,7 @@ void cleanup_job_resources(const Config& config, const std::string& job_id, size
   }
   JobLayout layout = make_job_layout(config, job_id);
   std::error_code ec;
-  if (layout.by_reference) std::filesystem::remove_all(layout.run_dir, ec);
+  std::filesystem::remove_all(layout.run_dir, ec);
 }
 
 int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags) {
@@ -95,7 +95,12 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   }
   const size_t lanes = placement->lanes.size();
   JobLayout layout = make_job_layout(config, job_id);
-  if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
+  std::filesystem::create_directories(layout.run_dir);
+  // A crashed run with this job id may have left infer's automatic batch sizes behind.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
+    if (entry.path().filename().string().rfind("auto-batch-size-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
 
   VAPIPE_LOG_INFO("job '{}' ({}): {} streams, {} mode, results on {}", config.job.name, job_id, config.streams.size(),
                   config.job.mode == JobMode::kArchive ? "archive" : "live", config.publish.endpoint);

@@ -141,6 +141,15 @@ Status cuda_stream_synchronize(void* stream) {
   return cuda_status(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
+Status gpu_memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  DeviceGuard guard(device);
+  size_t f = 0, t = 0;
+  VAPIPE_RETURN_IF_ERROR(cuda_status(cudaMemGetInfo(&f, &t), "cudaMemGetInfo on GPU " + std::to_string(device)));
+  *free_bytes = f;
+  *total_bytes = t;
+  return Status::Ok();
+}
+
 bool is_device_pointer(const void* ptr) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {

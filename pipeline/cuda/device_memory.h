@@ -84,6 +84,8 @@ Status cuda_copy(void* dst, const void* src, size_t bytes, void* stream);
 Status cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
                     void* stream);
 Status cuda_stream_synchronize(void* stream);
+// Free and total memory of `device`, as the driver sees it (memory cached by LibTorch counts as used).
+Status gpu_memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes);
 // Whether `ptr` is device memory (as opposed to host memory).
 bool is_device_pointer(const void* ptr);
 

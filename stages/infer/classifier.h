@@ -43,6 +43,12 @@ class Classifier {
     (void)items, (void)device, (void)top_k;
     return FailedPrecondition("this classifier cannot read tensors in GPU memory");
   }
+  // Seconds for one forward pass at batch size n on zeros (the median of `rounds`, after one untimed
+  // pass), results back on the host. kUnavailable when the batch does not fit in memory.
+  virtual Result<double> time_forward(size_t n, uint32_t rounds) {
+    (void)n, (void)rounds;
+    return FailedPrecondition("this classifier cannot be timed");
+  }
   virtual int64_t num_classes() const = 0;
   virtual std::string device() const = 0;
 };

@@ -1,15 +1,50 @@
 #include "stages/infer/infer_stage.h"
 
 #include <cstring>
+#include <filesystem>
 
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
+#include "stages/infer/auto_batch.h"
 #include "stages/infer/labels.h"
 
 namespace vapipe {
 
+namespace {
+
+// Times the model at batch 1, 2, 4, ... until throughput stops growing, `limit` is reached, or (on a
+// GPU) doubling the batch would not leave a tenth of the GPU's memory free; picks the smallest batch
+// within 5% of the best throughput.
+Result<size_t> search_batch_size(Classifier& classifier, size_t limit, int gpu) {
+  std::vector<BatchCost> costs;
+  uint64_t free_start = 0, free_now = 0, total = 0;
+  const bool watch_memory = gpu >= 0 && gpu_memory_info(gpu, &free_start, &total).ok();
+  for (size_t batch = 1;; batch = std::min(limit, batch * 2)) {
+    auto seconds = classifier.time_forward(batch, 3);
+    if (!seconds.ok()) {
+      if (seconds.status().code() == StatusCode::kUnavailable && !costs.empty()) break;  // out of memory
+      return seconds.status().with_context("batch.max_batch_size: auto");
+    }
+    costs.push_back(BatchCost{batch, *seconds});
+    if (batch_search_done(costs, limit)) break;
+    if (watch_memory && gpu_memory_info(gpu, &free_now, &total).ok() &&
+        !next_batch_fits(free_start, free_now, total / 10)) {
+      break;
+    }
+  }
+  const size_t chosen = choose_batch_size(costs);
+  VAPIPE_LOG_INFO("infer: auto batch size {} (measured images/s at batch {})", chosen, describe_costs(costs));
+  return chosen;
+}
+
+}  // namespace
+
 Status InferStage::open(const StageContext& ctx) {
   const InferConfig& c = ctx.config.infer;
+  if (ctx.config.batch.auto_size && ctx.layout) {
+    std::error_code ec;  // a choice left by an earlier run of this job must not reach batch
+    std::filesystem::remove(auto_batch_file(ctx.layout->run_dir, ctx.layout->lane), ec);
+  }
   VAPIPE_ASSIGN_OR_RETURN(labels_, load_labels(c.labels));
   input_ = TensorInfo{ctx.config.preprocess.dtype, 3, ctx.config.preprocess.height, ctx.config.preprocess.width};
   ClassifierOptions options;
@@ -21,7 +56,8 @@ Status InferStage::open(const StageContext& ctx) {
   options.channels_last = c.channels_last;
   options.threads = c.threads;
   options.input = input_;
-  options.warmup_batch_size = ctx.config.batch.max_batch_size;
+  // With an automatic batch size the search below runs every size; warm up small.
+  options.warmup_batch_size = ctx.config.batch.auto_size ? 1 : ctx.config.batch.max_batch_size;
   options.warmup_batches = c.warmup_batches;
   options.optimize = c.optimize;
   VAPIPE_ASSIGN_OR_RETURN(classifier_, factory_(options));
@@ -32,6 +68,13 @@ Status InferStage::open(const StageContext& ctx) {
   }
   model_name_ = c.model_name;
   top_k_ = c.top_k;
+  if (ctx.config.batch.auto_size) {
+    const int gpu = ctx.lane ? ctx.lane->infer_gpu : -1;
+    VAPIPE_ASSIGN_OR_RETURN(size_t chosen, search_batch_size(*classifier_, ctx.config.batch.auto_limit, gpu));
+    if (!ctx.layout) return FailedPrecondition("batch.max_batch_size: auto needs the job's run folder");
+    const std::string path = auto_batch_file(ctx.layout->run_dir, ctx.layout->lane);
+    VAPIPE_RETURN_IF_ERROR(write_auto_batch_size(path, chosen));
+  }
   VAPIPE_LOG_INFO("infer: model {} ({} classes) on {}, {} warm-up batches of {}", c.model, labels_.size(),
                   classifier_->device(), c.warmup_batches, options.warmup_batch_size);
   return Status::Ok();

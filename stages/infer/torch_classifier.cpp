@@ -5,6 +5,8 @@
 #include <torch/version.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -57,6 +59,27 @@ class TorchClassifier final : public Classifier {
       for (const std::byte* item : items) views.push_back(torch::from_blob(const_cast<std::byte*>(item), shape, options));
       return forward_top_k(torch::stack(views), n, top_k);
     });
+  }
+
+  Result<double> time_forward(size_t n, uint32_t rounds) override {
+    try {
+      torch::NoGradGuard no_grad;
+      torch::Tensor x = to_model_input(torch::zeros(batch_shape(n), torch::TensorOptions().dtype(torch::kFloat)));
+      std::vector<double> times;
+      for (uint32_t i = 0; i <= rounds; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        module_.forward({x}).toTensor().to(torch::kCPU);  // the copy to the host waits for the GPU
+        if (i > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2];
+    } catch (const std::exception& e) {
+      const std::string what = first_line(e.what());
+      if (what.find("out of memory") != std::string::npos) {
+        return Unavailable("batch " + std::to_string(n) + " does not fit in memory: " + what);
+      }
+      return Internal("timing batch " + std::to_string(n) + ": " + what);
+    }
   }
 
   int64_t num_classes() const override { return num_classes_; }

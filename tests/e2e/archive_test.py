@@ -123,6 +123,20 @@ class ArchiveJob(E2ETest):
         self.assert_no_leftovers(run)
 
 
+    def test_automatic_batch_size_measured_by_infer_is_used_by_batch(self):
+        """batch.max_batch_size: auto: infer times the model at batch 1, 2, 4, ... and hands its choice to
+        batch; the job still classifies every frame exactly once."""
+        config, endpoint = write_config(self.dir, self.make_streams(), batch={"max_batch_size": "auto", "auto_limit": 32})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertRegex(run.stderr, r"infer: auto batch size \d+ \(measured images/s at batch 1: ")
+        self.assertRegex(run.stderr, r"batch: max_batch_size \d+ \(auto\)")
+        self.check_results(self.subscriber.wait())
+        self.assert_no_leftovers(run)
+
+
 class Demo(E2ETest):
     def test_run_without_a_config_runs_the_shipped_demo(self):
         """`vapipe run` with no argument: the embedded configs/demo.yaml, synthetic streams and the

@@ -114,5 +114,15 @@ TEST(TorchClassifier, Fp16AndChannelsLastAskedForOnTheCpuRunFp32WithTheSameAnswe
   }
 }
 
+TEST(TorchClassifier, TimesAForwardPassPerBatchSize) {
+  auto c = load_torchscript_classifier(options_for(kModels + "pattern_cnn.pt"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto one = (*c)->time_forward(1, 2);
+  auto eight = (*c)->time_forward(8, 2);
+  ASSERT_TRUE(one.ok() && eight.ok());
+  EXPECT_GT(*one, 0.0);
+  EXPECT_GT(*eight, 0.0);
+}
+
 }  // namespace
 }  // namespace vapipe
