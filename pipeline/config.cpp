@@ -307,6 +307,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.uint("frame_slots", &c.transport.frame_slots, 2, 65536);
     r.uint("frame_slot_bytes", &c.transport.frame_slot_bytes, 4096, 1ull << 32);
     r.uint("tensor_slots", &c.transport.tensor_slots, 0, 65536);
+    r.boolean("device_pools", &c.transport.device_pools);
     YAML::Node eps = r.child("endpoints");
     MapReader er(ctx, eps, "transport.endpoints");
     for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer, StageKind::kPublish}) {

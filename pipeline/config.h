@@ -91,6 +91,7 @@ struct TransportConfig {
   uint32_t frame_slots = 32;
   uint64_t frame_slot_bytes = 1920ull * 1080 * 3;
   uint32_t tensor_slots = 0;  // 0 = 4 x batch.max_batch_size (2 x batch.auto_limit with auto)
+  bool device_pools = true;   // shm mode: frames and tensors of GPU stages in GPU memory (CUDA IPC)
   // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor
   // (ipc:// sockets in a per-job folder for mode shm).
   std::map<StageKind, std::string> endpoints;

@@ -113,6 +113,9 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
     lane.preprocess_gpu = cuda_pre ? lane.gpu : -1;
     const bool cuda_infer = c.infer.device.rfind("cuda", 0) == 0 || (c.infer.device == "auto" && any_gpu);
     lane.infer_gpu = !cuda_infer ? -1 : (pinned >= 0 ? pinned : lane.gpu);
+    const bool device_pools = c.transport.mode == TransportMode::kShm && c.transport.device_pools;
+    lane.frame_pool_gpu = device_pools ? lane.preprocess_gpu : -1;
+    lane.tensor_pool_gpu = device_pools && lane.infer_gpu >= 0 ? lane.preprocess_gpu : -1;
     p.lanes.push_back(std::move(lane));
   }
   // Round-robin in declaration order: streams of a config are usually alike (cameras of one model, clips

@@ -24,6 +24,10 @@ struct Lane {
   Decoder decoder = Decoder::kCpu;
   int preprocess_gpu = -1;        // -1: CPU preprocessing
   int infer_gpu = -1;             // -1: CPU inference (differs from `gpu` only with infer.device cuda:N)
+  // Where the lane's pools keep their bytes: a GPU (device pool, CUDA IPC) or -1 (host shared memory).
+  // Frames stay on the GPU when preprocess runs there; tensors when preprocess and infer both do.
+  int frame_pool_gpu = -1;
+  int tensor_pool_gpu = -1;
   std::string describe(const Config& config) const;
 };
 

@@ -57,7 +57,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     const size_t tensor_bytes = size_t{3} * config.preprocess.width * config.preprocess.height *
                                 dtype_size(config.preprocess.dtype);
     // Tensors stay on the GPU when both preprocess and infer run on one: a device pool (CUDA IPC).
-    const int device = lane && lane->preprocess_gpu >= 0 && lane->infer_gpu >= 0 ? lane->preprocess_gpu : -1;
+    const int device = lane ? lane->tensor_pool_gpu : -1;
     VAPIPE_ASSIGN_OR_RETURN(auto pool, ShmPool::create(layout.tensor_pool,
                                                        config.transport.effective_tensor_slots(config.batch),
                                                        tensor_bytes, device));

@@ -155,6 +155,8 @@ def write_config(path, args, clips, streams, batch, summary=True):
         cfg["gpus"] = args.gpus if args.gpus == "all" else [int(g) for g in args.gpus.split(",")]
         cfg["preprocess"] = {"device": "cuda", "dtype": "float16"}
         cfg["infer"].update({"device": "cuda", "precision": "fp16", "channels_last": True})
+        if args.host_pools:
+            cfg["transport"]["device_pools"] = False
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)  # JSON is YAML
     expected = sum(clips[i % len(clips)][1] for i in range(streams)) if all(c[1] for c in clips) else None
@@ -205,6 +207,8 @@ def main():
     ap.add_argument("--gpus", default="all", help="the config's gpus: all, or a comma-separated list of indices")
     ap.add_argument("--decoder", default="nvdec", choices=["nvdec", "auto", "cpu"], help="ingest.decoder outside --cpu")
     ap.add_argument("--frame-slot-bytes", type=int, default=0, help="transport.frame_slot_bytes (default: vapipe's)")
+    ap.add_argument("--host-pools", action="store_true",
+                    help="transport.device_pools: false (frames and tensors through host shared memory, no CUDA IPC)")
     ap.add_argument("--log-level", default="warn")
     ap.add_argument("--budget-s", type=float, default=360.0, help="wall-clock budget for the whole run")
     ap.add_argument("--skip", action="append", default=[], choices=["decode", "infer", "e2e", "per-frame"])

@@ -138,6 +138,11 @@ elif [[ ! -f "$media/media.json" ]]; then
   summary "benchmark SKIPPED: no media"
 else
   bench_args=(--streams "${GPU_BENCH_STREAMS:-32,80}")
+  # Without working CUDA IPC (some VMs), the device pools cannot be shared: measure through host pools.
+  if grep -qE 'CudaIpcPool\.AnotherProcess.*(Failed|Exception|SEGFAULT)' "$logs/gpu-tests.log"; then
+    bench_args+=(--host-pools)
+    summary "CUDA IPC failed its test: the benchmark runs with transport.device_pools false"
+  fi
   [[ ${GPU_CHECK_CPU:-0} == 1 ]] && bench_args=(--cpu --streams 2 --batch 4)
   [[ -f $model ]] || { model=$root/models/pattern_cnn.pt; summary "no ResNet-50: benchmark with the shipped pattern CNN"; }
   bench_budget=$(( $(left) - reserve - 15 ))

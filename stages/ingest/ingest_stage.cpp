@@ -17,7 +17,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   std::shared_ptr<ShmPool> pool;
   // Frames stay on the GPU when preprocessing runs there: the frame pool is GPU memory shared with the
   // lane's preprocess through CUDA IPC. Otherwise host shared memory.
-  const int pool_device = layout.by_reference ? lane.preprocess_gpu : -1;
+  const int pool_device = layout.by_reference ? lane.frame_pool_gpu : -1;
   if (lane.decoder == Decoder::kNvdec) {
     const std::string decoders = prefer_nvdec_decoders();
     VAPIPE_LOG_INFO("ingest lane {}: NVDEC on GPU {} ({})", lane.index, lane.gpu,

@@ -72,6 +72,29 @@ TEST(Placement, EveryStreamIsInExactlyOneLane) {
   }
 }
 
+TEST(Placement, PoolsAreInGpuMemoryOnlyWhereBothEndsAreOnTheGpu) {
+  auto all_gpu = plan_placement(config_with(1, ""), 1);
+  ASSERT_TRUE(all_gpu.ok());
+  EXPECT_EQ(all_gpu->lanes[0].frame_pool_gpu, 0);
+  EXPECT_EQ(all_gpu->lanes[0].tensor_pool_gpu, 0);
+  auto loaded = load_config_string(
+      "streams: [{id: a, uri: \"test://ball?frames=1\"}]\ninfer: {model: m, labels: l, device: cpu}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  auto cpu_infer = plan_placement(*loaded, 1);
+  ASSERT_TRUE(cpu_infer.ok());
+  EXPECT_EQ(cpu_infer->lanes[0].frame_pool_gpu, 0);   // preprocess reads frames on the GPU
+  EXPECT_EQ(cpu_infer->lanes[0].tensor_pool_gpu, -1); // but writes tensors for a CPU model to the host
+  for (const char* extra : {"transport: {device_pools: false}\n", "transport: {mode: tcp}\n"}) {
+    auto host = plan_placement(config_with(1, extra), 1);
+    ASSERT_TRUE(host.ok());
+    EXPECT_EQ(host->lanes[0].frame_pool_gpu, -1) << extra;
+    EXPECT_EQ(host->lanes[0].tensor_pool_gpu, -1) << extra;
+    EXPECT_EQ(host->lanes[0].preprocess_gpu, 0) << extra;
+  }
+  auto cpu = plan_placement(config_with(1, ""), 0);
+  EXPECT_EQ(cpu->lanes[0].frame_pool_gpu, -1);
+}
+
 TEST(Placement, MoreGpusThanStreamsLeavesNoEmptyLane) {
   auto p = plan_placement(config_with(2, ""), 8);
   ASSERT_TRUE(p.ok());
