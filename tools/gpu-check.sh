@@ -115,7 +115,7 @@ if (( rc != 0 )); then summary "build FAILED (exit $rc)"; grep -E -B2 -A12 'erro
 summary "build ok ($(grep -c '^\[' "$logs/build.log") steps)"
 
 # 3. Tests: everything labelled gpu, then a few CPU unit tests that need no host GStreamer plugins.
-step "gpu tests" 180 "$logs/gpu-tests.log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+step "gpu tests" 240 "$logs/gpu-tests.log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 rc=$?
 summary "gpu tests exit $rc: $(grep -E 'tests passed|tests failed|No tests were found' "$logs/gpu-tests.log" | tail -1)"
 grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Exception|Subprocess aborted)' "$logs/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
