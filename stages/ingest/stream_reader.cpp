@@ -121,7 +121,18 @@ struct StreamReader::Impl {
     // A decoder that can write CUDA memory (NVDEC) links straight to the caps filter: videoconvert
     // would force the frames through system memory. Any other goes through videoconvert.
     GstElement* target = self->convert_sink;
-    if (self->caps_sink && pad_can_carry_cuda(pad)) target = self->caps_sink;
+    if (self->caps_sink && pad_can_carry_cuda(pad)) {
+      target = self->caps_sink;
+    } else if (self->caps_sink) {
+      // nvdec mode, but a software decoder took the stream: put videoconvert in front of the caps
+      // filter now (it was left unlinked so that a CUDA pad could take the filter's only input).
+      GstPad* filter_in = gst_element_get_static_pad(self->caps_sink, "sink");
+      const bool free_input = !gst_pad_is_linked(filter_in);
+      gst_object_unref(filter_in);
+      if (free_input && !gst_element_link(self->convert_sink, self->caps_sink)) {
+        VAPIPE_LOG_WARN("stream '{}': could not link videoconvert to the appsink", self->stream.id);
+      }
+    }
     GstPad* sink = gst_element_get_static_pad(target, "sink");
     if (!gst_pad_is_linked(sink) && gst_pad_link(pad, sink) != GST_PAD_LINK_OK) {
       VAPIPE_LOG_WARN("stream '{}': could not link the decoded video pad", self->stream.id);
@@ -183,7 +194,7 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     if (!share_cuda_context(impl->pipeline.get(), options.gpu, &why)) {
       static std::once_flag warned;
       std::call_once(warned, [&] { VAPIPE_LOG_WARN("NVDEC unavailable ({}): decoding on the CPU", why); });
-      nvdec = false;
+      nvdec = options.nvdec_shape_without_cuda;
     }
   }
   GstElement* bin = impl->pipeline.get();
@@ -216,7 +227,9 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
                                         "video/x-raw,format=(string){I420,NV12,RGB}"
                                       : "video/x-raw,format=(string){I420,NV12,RGB}");
     gst_bin_add_many(GST_BIN(bin), src, convert, caps_filter, sink, nullptr);
-    if (!gst_element_link(convert, caps_filter) || !gst_element_link(caps_filter, sink)) {
+    // nvdec: the caps filter's input stays free until the decoder's pad shows whether it can carry
+    // CUDA memory (on_pad_added links it, or videoconvert in front of it).
+    if (!gst_element_link(caps_filter, sink) || (!nvdec && !gst_element_link(convert, caps_filter))) {
       status = Internal("stream '" + stream.id + "': cannot link videoconvert to the appsink");
     }
     impl->convert_sink = convert;

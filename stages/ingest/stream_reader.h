@@ -21,6 +21,9 @@ struct ReaderOptions {
   // machine where the CUDA context cannot be had, decodes on the CPU (logged once).
   Decoder decoder = Decoder::kCpu;
   int gpu = -1;
+  // Tests: build nvdec's pipeline shape even where no CUDA context can be had (no GPU), so that the
+  // software-decoder path of that shape runs here.
+  bool nvdec_shape_without_cuda = false;
 };
 
 class StreamReader {

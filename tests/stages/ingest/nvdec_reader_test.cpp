@@ -68,7 +68,7 @@ struct Decoded {
   uint64_t device_frames = 0, host_frames = 0;
   std::vector<std::string> errors;
 };
-Decoded decode(const std::string& file, Decoder decoder, int gpu, int pool_device) {
+Decoded decode(const std::string& file, Decoder decoder, int gpu, int pool_device, bool shape_without_cuda = false) {
   Decoded d;
   static int n = 0;
   auto pool = ShmPool::create("/vapipe-nvdec-test-" + std::to_string(getpid()) + "-" + std::to_string(n++), 4,
@@ -76,7 +76,7 @@ Decoded decode(const std::string& file, Decoder decoder, int gpu, int pool_devic
   EXPECT_TRUE(pool.ok()) << pool.status().message();
   if (!pool.ok()) return d;
   IngestConfig ingest;
-  auto reader = StreamReader::create(clip("clip", file), 0, ingest, ReaderOptions{decoder, gpu});
+  auto reader = StreamReader::create(clip("clip", file), 0, ingest, ReaderOptions{decoder, gpu, shape_without_cuda});
   EXPECT_TRUE(reader.ok()) << reader.status().message();
   if (!reader.ok()) return d;
   PoolEmitter out(*pool);
@@ -141,6 +141,19 @@ TEST(NvdecFallback, WithoutNvdecEveryFrameIsDecodedOnTheCpu) {
   EXPECT_EQ(d.luma.size(), 30u);
   EXPECT_EQ(d.host_frames, 30u);
   EXPECT_EQ(d.device_frames, 0u);
+}
+
+// Runs everywhere: nvdec's pipeline shape (the caps filter's input left free for a CUDA pad) with a
+// software decoder, as for a codec NVDEC lacks: videoconvert is linked in when the pad appears.
+TEST(NvdecFallback, ASoftwareDecodedStreamFlowsThroughTheNvdecPipelineShape) {
+  ASSERT_TRUE(ensure_gstreamer());
+  if (!probe_gpus(false).devices.empty() && !prefer_nvdec_decoders().empty()) GTEST_SKIP() << "NVDEC is available";
+  for (const char* file : {"ball-320x240-h264.mp4", "ball-320x240-h265.mp4"}) {
+    Decoded d = decode(file, Decoder::kNvdec, 0, -1, /*shape_without_cuda=*/true);
+    EXPECT_TRUE(d.errors.empty()) << file << ": " << (d.errors.empty() ? "" : d.errors.front());
+    EXPECT_EQ(d.luma.size(), 30u) << file;
+    EXPECT_EQ(d.host_frames, 30u) << file;
+  }
 }
 
 }  // namespace
