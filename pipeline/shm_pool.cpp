@@ -209,10 +209,13 @@ Result<std::byte*> ShmPool::device_slot(uint32_t slot) {
   {
     std::lock_guard<std::mutex> lock(events_mutex_);
     if (!device_base_) {
+      if (!attach_failure_.ok()) return attach_failure_;  // logged once, then every access fails alike
       Status attached = attach_device_memory();
       if (!attached.ok()) {
-        VAPIPE_LOG_ERROR("device pool {}: {}", name_, attached.message());
-        return attached;
+        attach_failure_ = attached.with_context("device pool " + name_ + " (is CUDA IPC available here? "
+                                                "transport.device_pools: false avoids it)");
+        VAPIPE_LOG_ERROR("{}", attach_failure_.message());
+        return attach_failure_;
       }
     }
   }

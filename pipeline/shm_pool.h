@@ -79,6 +79,7 @@ class ShmPool : public std::enable_shared_from_this<ShmPool> {
   std::unique_ptr<DeviceBuffer> device_buffer_;    // owner
   std::unique_ptr<DeviceMapping> device_mapping_;  // consumer
   std::byte* device_base_ = nullptr;
+  Status attach_failure_;  // consumer: why the GPU memory could not be opened (kept, not retried)
   std::mutex events_mutex_;
   std::vector<std::unique_ptr<IpcEvent>> events_;  // per slot; created (owner) or opened lazily (consumer)
 };
