@@ -81,6 +81,22 @@ class BadInput(E2ETest):
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("but labels file " + labels + " has 3 labels", run.stderr)
 
+    def test_gpu_settings_the_machine_cannot_honour_are_refused_before_any_stage_starts(self):
+        """On a machine without a GPU (this one; skipped where there is one): NVDEC asked for, or a
+        GPU listed that does not exist, stops `vapipe run` with exit 1 and a message naming the key."""
+        if os.environ.get("VAPIPE_FAKE_GPU_COUNT") or os.path.exists("/dev/nvidia0"):
+            self.skipTest("this machine has a GPU")
+        for sections, expected in (({"ingest": {"decoder": "nvdec"}}, "ingest.decoder: nvdec needs a GPU"),
+                                   ({"gpus": [1]}, "gpus: GPU 1 does not exist; this machine has no usable GPU")):
+            config, _ = write_config(self.dir, [("a", "test://ball?frames=5")], publish={"wait_for_subscribers": 0},
+                                     **sections)
+            run = Run(config)
+            code = run.wait(timeout=60)
+            self.assertEqual(code, 1, run.stderr[-2000:])
+            self.assertIn(expected, run.stderr)
+            self.assertIn(config, run.stderr)
+            self.assertNotIn("started stage", run.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
