@@ -23,6 +23,7 @@ struct ClassifierOptions {
   bool optimize = true;  // freeze and optimise for inference (torch.jit.optimize_for_inference)
   DType precision = DType::kFloat32;  // fp16: weights and inputs in half precision (CUDA only; CPU stays fp32)
   bool channels_last = true;          // NHWC on CUDA
+  bool cpu_fallback = false;          // CUDA asked for by `auto` (the lane's GPU): the CPU if LibTorch has no CUDA
 };
 
 // One frame's top-k: class ids and probabilities (softmax of the model's logits), best first.

@@ -52,6 +52,7 @@ Status InferStage::open(const StageContext& ctx) {
   // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
   options.device = ctx.lane ? (ctx.lane->infer_gpu >= 0 ? "cuda:" + std::to_string(ctx.lane->infer_gpu) : "cpu")
                             : c.device;
+  options.cpu_fallback = c.device == "auto";
   options.precision = c.precision;
   options.channels_last = c.channels_last;
   options.threads = c.threads;
@@ -68,6 +69,7 @@ Status InferStage::open(const StageContext& ctx) {
   }
   model_name_ = c.model_name;
   top_k_ = c.top_k;
+  classifier_on_gpu_ = classifier_->device().rfind("cuda", 0) == 0;
   if (ctx.config.batch.auto_size) {
     const int gpu = ctx.lane ? ctx.lane->infer_gpu : -1;
     VAPIPE_ASSIGN_OR_RETURN(size_t chosen, search_batch_size(*classifier_, ctx.config.batch.auto_limit, gpu));
@@ -106,7 +108,8 @@ Status InferStage::process(Message&& in, Emitter& out) {
   }
   // Tensors in GPU memory (a device pool shared with preprocess) are batched on the GPU; host tensors
   // are gathered into one contiguous host batch (a device tensor among host ones is copied down).
-  int device = valid.empty() ? -1 : in.items[valid.front()].payload.device();
+  // (A model on the CPU, e.g. LibTorch without CUDA on a GPU machine, gets device tensors copied down.)
+  int device = valid.empty() || !classifier_on_gpu_ ? -1 : in.items[valid.front()].payload.device();
   for (size_t i : valid) {
     if (in.items[i].payload.device() != device) device = -1;
   }

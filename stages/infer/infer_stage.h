@@ -30,6 +30,7 @@ class InferStage final : public Stage {
   std::string model_name_;
   TensorInfo input_;
   uint32_t top_k_ = 3;
+  bool classifier_on_gpu_ = false;  // tensors in GPU memory are batched there; else copied to the host
   std::vector<std::byte> staging_;  // the batch, contiguous
 };
 

@@ -172,10 +172,16 @@ class TorchClassifier final : public Classifier {
   int64_t num_classes_ = 0;
 };
 
-Result<torch::Device> choose_device(const std::string& requested) {
+Result<torch::Device> choose_device(const std::string& requested, bool cpu_fallback) {
   const bool cuda = torch::cuda::is_available();
   if (requested == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   if (requested == "cpu") return torch::Device(torch::kCPU);
+  if (!cuda && cpu_fallback) {
+    // A GPU machine with a CPU build of LibTorch (Debian's): decode and preprocess still use the GPU.
+    VAPIPE_LOG_WARN("infer: LibTorch " TORCH_VERSION " sees no CUDA device (a CPU build?): the model runs on the "
+                    "CPU instead of {}", requested);
+    return torch::Device(torch::kCPU);
+  }
   if (!cuda) {
     return FailedPrecondition("infer.device is '" + requested +
                               "' but LibTorch sees no CUDA device (this LibTorch " TORCH_VERSION
@@ -197,7 +203,7 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   // half the machine for a CPU-bound forward pass. 0 means every CPU this process may use.
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(options.threads > 0 ? options.threads : cpus));
-  VAPIPE_ASSIGN_OR_RETURN(torch::Device device, choose_device(options.device));
+  VAPIPE_ASSIGN_OR_RETURN(torch::Device device, choose_device(options.device, options.cpu_fallback));
   // fp16 and channels-last pay off on CUDA (tensor cores, cuDNN's NHWC kernels); on the CPU the model
   // stays fp32 and NCHW.
   const bool cuda = device.is_cuda();

@@ -124,5 +124,18 @@ TEST(TorchClassifier, TimesAForwardPassPerBatchSize) {
   EXPECT_GT(*eight, 0.0);
 }
 
+TEST(TorchClassifier, TheLanesGpuFallsBackToTheCpuOnlyWhenTheConfigSaidAuto) {
+  // Debian's LibTorch is a CPU build: on a GPU machine `auto` still runs (on the CPU), `cuda` refuses.
+  ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
+  o.device = "cuda:0";
+  auto strict = load_torchscript_classifier(o);
+  o.cpu_fallback = true;
+  auto fallback = load_torchscript_classifier(o);
+  ASSERT_TRUE(fallback.ok()) << fallback.status().message();
+  if ((*fallback)->device() != "cpu") GTEST_SKIP() << "this LibTorch has CUDA";
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("sees no CUDA device"), std::string::npos) << strict.status().message();
+}
+
 }  // namespace
 }  // namespace vapipe
