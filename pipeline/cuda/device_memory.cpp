@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace vapipe {
@@ -105,12 +106,17 @@ Result<IpcHandleBytes> IpcEvent::export_handle() const {
   return to_bytes(h);
 }
 
+// A null stream is the legacy default stream of the current device: make that the event's device.
 Status IpcEvent::record(void* stream) {
+  std::optional<DeviceGuard> guard;
+  if (!stream) guard.emplace(device_);
   return cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)),
                      "cudaEventRecord");
 }
 
 Status IpcEvent::wait(void* stream) {
+  std::optional<DeviceGuard> guard;
+  if (!stream) guard.emplace(device_);
   return cuda_status(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0),
                      "cudaStreamWaitEvent");
 }

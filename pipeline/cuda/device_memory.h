@@ -66,6 +66,7 @@ class IpcEvent {
   IpcEvent(const IpcEvent&) = delete;
   IpcEvent& operator=(const IpcEvent&) = delete;
   Result<IpcHandleBytes> export_handle() const;
+  // A null stream means the legacy default stream of the event's device (LibTorch's default stream).
   Status record(void* stream);
   Status wait(void* stream);  // the stream waits; the host does not
   Status synchronize();       // the host waits
