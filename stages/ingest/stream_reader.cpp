@@ -4,6 +4,11 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -20,6 +25,15 @@ bool ensure_gstreamer() {
   static std::once_flag once;
   static bool ok = false;
   std::call_once(once, [] {
+    // nvcodec's decoders set up GL interop and, on a headless server without these, hang looking for
+    // a display (seen on the GPU machine; ../shared/device/README.md). We never use GL: ask for
+    // surfaceless EGL unless the user chose otherwise.
+    setenv("GST_GL_WINDOW", "surfaceless", /*overwrite=*/0);
+    setenv("GST_GL_PLATFORM", "egl", 0);
+    if (!std::getenv("XDG_RUNTIME_DIR")) {
+      const std::string dir = "/tmp/vapipe-runtime-" + std::to_string(getuid());
+      if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) setenv("XDG_RUNTIME_DIR", dir.c_str(), 0);
+    }
     GError* err = nullptr;
     ok = gst_init_check(nullptr, nullptr, &err);
     if (!ok) {
