@@ -76,7 +76,7 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
   std::once_flag first;
   VAPIPE_ASSIGN_OR_RETURN(Lane lane, bench_lane(c));
   // Into the pool the pipeline would use: GPU memory when preprocessing runs on the GPU.
-  auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.frame_slots,
+  auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.effective_frame_slots(c.streams.size()),
                               c.transport.frame_slot_bytes, lane.frame_pool_gpu);
   if (!pool.ok()) return pool.status();
   ShmAllocator alloc(*pool, &flags.abort);

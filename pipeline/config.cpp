@@ -304,7 +304,10 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     std::string mode = c.transport.mode == TransportMode::kShm ? "shm" : "tcp";
     r.choice("mode", &mode, {"shm", "tcp"});
     c.transport.mode = mode == "shm" ? TransportMode::kShm : TransportMode::kTcp;
-    r.uint("frame_slots", &c.transport.frame_slots, 2, 65536);
+    r.uint("frame_slots", &c.transport.frame_slots, 0, 65536);
+    if (c.transport.frame_slots == 1) {
+      ctx.fail(node["frame_slots"], "transport.frame_slots", "must be 0 (2 per stream, at least 32) or at least 2");
+    }
     r.uint("frame_slot_bytes", &c.transport.frame_slot_bytes, 4096, 1ull << 32);
     r.uint("tensor_slots", &c.transport.tensor_slots, 0, 65536);
     r.boolean("device_pools", &c.transport.device_pools);

@@ -2,6 +2,7 @@
 // what was expected, and unknown keys are errors. docs/config.md is the reference.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -88,13 +89,17 @@ struct PublishConfig {
 
 struct TransportConfig {
   TransportMode mode = TransportMode::kShm;
-  uint32_t frame_slots = 32;
+  uint32_t frame_slots = 0;   // 0 = 2 per stream of the lane, at least 32
   uint64_t frame_slot_bytes = 1920ull * 1080 * 3;
   uint32_t tensor_slots = 0;  // 0 = 4 x batch.max_batch_size (2 x batch.auto_limit with auto)
   bool device_pools = true;   // shm mode: frames and tensors of GPU stages in GPU memory (CUDA IPC)
   // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor
   // (ipc:// sockets in a per-job folder for mode shm).
   std::map<StageKind, std::string> endpoints;
+  // Every stream can have a frame in flight while preprocess holds others (its batch at once).
+  uint32_t effective_frame_slots(size_t lane_streams) const {
+    return frame_slots ? frame_slots : std::max<uint32_t>(32, static_cast<uint32_t>(2 * lane_streams));
+  }
   uint32_t effective_tensor_slots(const BatchConfig& b) const {
     if (tensor_slots) return tensor_slots;
     return b.auto_size ? 2 * b.auto_limit : 4 * b.max_batch_size;

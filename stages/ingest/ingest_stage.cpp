@@ -24,7 +24,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                     decoders.empty() ? "no nvcodec decoder is registered: every stream decodes on the CPU" : decoders);
   }
   if (layout.by_reference) {
-    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.frame_slots,
+    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.effective_frame_slots(lane.streams.size()),
                                                   config.transport.frame_slot_bytes, pool_device));
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }

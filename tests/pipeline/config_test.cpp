@@ -186,5 +186,18 @@ TEST(Config, ShippedMultiGpuExampleLoads) {
   EXPECT_EQ(c->preprocess.dtype, DType::kFloat16);
 }
 
+TEST(Config, FrameSlotsDefaultToTwoPerStreamOfTheLane) {
+  auto c = load_config_string(kMinimal, "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->transport.effective_frame_slots(1), 32u);
+  EXPECT_EQ(c->transport.effective_frame_slots(80), 160u);
+  auto fixed = load_config_string(std::string(kMinimal) + "transport: {frame_slots: 8}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->transport.effective_frame_slots(80), 8u);
+  auto one = load_config_string(std::string(kMinimal) + "transport: {frame_slots: 1}\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("transport.frame_slots"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace vapipe
