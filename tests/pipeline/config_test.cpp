@@ -199,5 +199,16 @@ TEST(Config, FrameSlotsDefaultToTwoPerStreamOfTheLane) {
   EXPECT_NE(one.status().message().find("transport.frame_slots"), std::string::npos);
 }
 
+TEST(Config, EveryShippedConfigLoads) {
+  size_t checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(VAPIPE_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    auto c = load_config_file(entry.path().string());
+    EXPECT_TRUE(c.ok()) << entry.path() << ": " << c.status().message();
+    ++checked;
+  }
+  EXPECT_GE(checked, 4u);  // demo, archive, rtsp-cameras, multi-gpu
+}
+
 }  // namespace
 }  // namespace vapipe
