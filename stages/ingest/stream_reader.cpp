@@ -333,37 +333,53 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
   }
   VAPIPE_ASSIGN_OR_RETURN(*payload, out.allocate(offset));
   const bool cuda_src = is_cuda_buffer(buffer);
-  *from_device = cuda_src;
-  const bool gpu_copy = cuda_src || payload->on_device();
-  if (gpu_copy && !*stream) {
-    const int device = payload->on_device() ? payload->device() : gpu;
-    VAPIPE_ASSIGN_OR_RETURN(*stream, CudaStream::create(device < 0 ? 0 : device));
-  }
-  GstVideoFrame frame;
-  const auto flags = static_cast<GstMapFlags>(GST_MAP_READ | (cuda_src ? kGstMapCuda : 0));
-  if (!gst_video_frame_map(&frame, &vinfo, buffer, flags)) {
-    return DataLoss("stream '" + stream_id + "': cannot map a decoded frame" + (cuda_src ? " (CUDA memory)" : ""));
-  }
-  Status copied;
-  for (uint32_t p = 0; p < planes && copied.ok(); ++p) {
-    const auto* src = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, p));
-    const uint32_t src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, p);
-    auto* dst = reinterpret_cast<uint8_t*>(payload->data()) + fi.offset[p];
-    if (gpu_copy) {
-      copied = cuda_copy_2d(dst, fi.stride[p], src, src_stride, fi.stride[p], rows[p], (*stream)->get());
-    } else if (src_stride == fi.stride[p]) {
-      std::memcpy(dst, src, size_t{fi.stride[p]} * rows[p]);
-    } else {
-      for (uint32_t r = 0; r < rows[p]; ++r) std::memcpy(dst + size_t{r} * fi.stride[p], src + size_t{r} * src_stride, fi.stride[p]);
+  // Maps the frame (as device pointers with GST_MAP_CUDA, else host memory) and copies its planes,
+  // by the GPU when either side is GPU memory.
+  auto copy_planes = [&](bool map_cuda) -> Status {
+    const bool gpu_copy = map_cuda || payload->on_device();
+    if (gpu_copy && !*stream) {
+      const int device = payload->on_device() ? payload->device() : gpu;
+      VAPIPE_ASSIGN_OR_RETURN(*stream, CudaStream::create(device < 0 ? 0 : device));
     }
+    GstVideoFrame frame;
+    const auto flags = static_cast<GstMapFlags>(GST_MAP_READ | (map_cuda ? kGstMapCuda : 0));
+    if (!gst_video_frame_map(&frame, &vinfo, buffer, flags)) {
+      return DataLoss(std::string("cannot map a decoded frame") + (map_cuda ? " (CUDA memory)" : ""));
+    }
+    Status copied;
+    for (uint32_t p = 0; p < planes && copied.ok(); ++p) {
+      const auto* src = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, p));
+      const uint32_t src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, p);
+      auto* dst = reinterpret_cast<uint8_t*>(payload->data()) + fi.offset[p];
+      if (gpu_copy) {
+        copied = cuda_copy_2d(dst, fi.stride[p], src, src_stride, fi.stride[p], rows[p], (*stream)->get());
+      } else if (src_stride == fi.stride[p]) {
+        std::memcpy(dst, src, size_t{fi.stride[p]} * rows[p]);
+      } else {
+        for (uint32_t r = 0; r < rows[p]; ++r) std::memcpy(dst + size_t{r} * fi.stride[p], src + size_t{r} * src_stride, fi.stride[p]);
+      }
+    }
+    if (gpu_copy && copied.ok()) {
+      copied = payload->record_ready((*stream)->get());
+      // Drain before unmapping: the source is the decoder's (or GStreamer's) buffer.
+      Status drained = cuda_stream_synchronize((*stream)->get());
+      if (copied.ok()) copied = drained;
+    }
+    gst_video_frame_unmap(&frame);
+    return copied;
+  };
+  Status copied = copy_planes(cuda_src);
+  *from_device = cuda_src && copied.ok();
+  if (!copied.ok() && cuda_src) {
+    // The decoder's CUDA memory could not be read by our context (e.g. GStreamer made its own
+    // context): let GStreamer download the frame instead. Slower, but no frame is lost.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      VAPIPE_LOG_WARN("stream '{}': device-to-device copy of an NVDEC frame failed ({}); frames go through "
+                      "host memory", stream_id, copied.message());
+    });
+    copied = copy_planes(false);
   }
-  if (gpu_copy && copied.ok()) {
-    copied = payload->record_ready((*stream)->get());
-    // Drain before unmapping: the source is the decoder's (or GStreamer's) buffer.
-    Status drained = cuda_stream_synchronize((*stream)->get());
-    if (copied.ok()) copied = drained;
-  }
-  gst_video_frame_unmap(&frame);
   if (!copied.ok()) return DataLoss("stream '" + stream_id + "': copying a decoded frame: " + copied.message());
   *info = fi;
   return Status::Ok();
