@@ -61,8 +61,6 @@ Result<Lane> bench_lane(const Config& c) {
   return p.lanes.front();
 }
 
-std::string device_name(int gpu) { return gpu >= 0 ? "cuda:" + std::to_string(gpu) : "cpu"; }
-
 Result<std::unique_ptr<Preprocessor>> lane_preprocessor(const Config& c, const Lane& lane) {
   if (lane.preprocess_gpu >= 0) return make_cuda_preprocessor(preprocess_spec_from(c.preprocess), lane.preprocess_gpu);
   return make_cpu_preprocessor(preprocess_spec_from(c.preprocess));

@@ -19,11 +19,12 @@ int pinned_infer_gpu(const Config& c) {
 
 const char* decoder_name(Decoder d) { return d == Decoder::kNvdec ? "nvdec" : "cpu"; }
 
+std::string device_name(int gpu) { return gpu >= 0 ? "cuda:" + std::to_string(gpu) : "cpu"; }
+
 std::string Lane::describe(const Config& config) const {
   std::string s = "lane " + std::to_string(index) + " (" + (gpu >= 0 ? "GPU " + std::to_string(gpu) : "CPU") +
                   "): decode " + decoder_name(decoder) + ", preprocess " +
-                  (preprocess_gpu >= 0 ? "cuda:" + std::to_string(preprocess_gpu) : "cpu") + ", infer " +
-                  (infer_gpu >= 0 ? "cuda:" + std::to_string(infer_gpu) : "cpu") + ", " +
+                  device_name(preprocess_gpu) + ", infer " + device_name(infer_gpu) + ", " +
                   std::to_string(streams.size()) + " streams";
   if (!streams.empty()) {
     s += " (" + config.streams[streams.front()].id + (streams.size() > 1 ? ", ..." : "") + ")";

@@ -16,6 +16,8 @@ namespace vapipe {
 
 enum class Decoder { kCpu, kNvdec };
 const char* decoder_name(Decoder d);
+// "cuda:N" for GPU N, "cpu" for -1 (as infer.device spells devices).
+std::string device_name(int gpu);
 
 struct Lane {
   uint32_t index = 0;

@@ -16,7 +16,8 @@ fp32 weights; vapipe converts the model to fp16 at load when `infer.precision: f
 Labels: class_0 ... class_999, one per line.
 
 The standard ResNet-50 (Bottleneck blocks, layers [3,4,6,3], stride on the 3x3 convolution as in
-torchvision's "ResNet v1.5", same module names as torchvision.models.resnet50) is defined here.
+torchvision's "ResNet v1.5", same module names as torchvision.models.resnet50) is defined in
+tools/resnet.py.
 
 Random weights and fp16: with plain random initialisation (BatchNorm at identity) activations grow
 through the 16 residual blocks (measured here: up to about 515, logits up to about 112, on random
@@ -33,75 +34,7 @@ import sys
 import torch
 import torch.nn as nn
 
-
-def conv3x3(i, o, stride=1):
-    return nn.Conv2d(i, o, 3, stride, 1, bias=False)
-
-
-def conv1x1(i, o, stride=1):
-    return nn.Conv2d(i, o, 1, stride, bias=False)
-
-
-class Bottleneck(nn.Module):
-    expansion = 4
-
-    def __init__(self, inplanes, planes, stride=1, downsample=None):
-        super().__init__()
-        self.conv1 = conv1x1(inplanes, planes)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = conv3x3(planes, planes, stride)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.conv3 = conv1x1(planes, planes * self.expansion)
-        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
-        self.relu = nn.ReLU(inplace=True)
-        self.downsample = downsample
-
-    def forward(self, x):
-        identity = x
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        if self.downsample is not None:
-            identity = self.downsample(x)
-        return self.relu(out + identity)
-
-
-class ResNet50(nn.Module):
-    def __init__(self, num_classes=1000):
-        super().__init__()
-        self.inplanes = 64
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.layer1 = self._make_layer(64, 3)
-        self.layer2 = self._make_layer(128, 4, stride=2)
-        self.layer3 = self._make_layer(256, 6, stride=2)
-        self.layer4 = self._make_layer(512, 3, stride=2)
-        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
-
-    def _make_layer(self, planes, blocks, stride=1):
-        downsample = None
-        if stride != 1 or self.inplanes != planes * Bottleneck.expansion:
-            downsample = nn.Sequential(conv1x1(self.inplanes, planes * Bottleneck.expansion, stride),
-                                       nn.BatchNorm2d(planes * Bottleneck.expansion))
-        layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
-        self.inplanes = planes * Bottleneck.expansion
-        layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
-        return nn.Sequential(*layers)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        x = torch.flatten(self.avgpool(x), 1)
-        return self.fc(x)
+from resnet import Bottleneck, ResNet, labels_path, save  # tools/resnet.py, beside this script
 
 
 def calibrate_batchnorm(model, batches=2, batch_size=8, size=224):
@@ -157,27 +90,18 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check-fp16", action="store_true", help="also run the saved model in fp16 on CUDA (if available)")
     args = ap.parse_args()
-    labels = args.labels
-    if labels is None:
-        base = args.model[:-3] if args.model.endswith(".pt") else args.model
-        labels = base + ".labels.txt"
+    labels = labels_path(args.model, args.labels)
 
     torch.set_num_threads(min(4, os.cpu_count() or 1))
     torch.manual_seed(args.seed)
-    model = ResNet50(1000)
+    model = ResNet(Bottleneck, [3, 4, 6, 3], 1000)
     calibrate_batchnorm(model)
     try:
         scripted = torch.jit.script(model)
     except Exception as e:  # TorchScript is in maintenance in PyTorch 2.x; tracing gives the same graph here
         print(f"make_resnet50: torch.jit.script failed ({e}); tracing instead", file=sys.stderr)
         scripted = torch.jit.trace(model, torch.randn(1, 3, 224, 224))
-    for p in (args.model, labels):
-        d = os.path.dirname(p)
-        if d:
-            os.makedirs(d, exist_ok=True)
-    scripted.save(args.model)
-    with open(labels, "w") as f:
-        f.write("".join(f"class_{i}\n" for i in range(1000)))
+    save(scripted, args.model, labels)
 
     x = torch.randn(2, 3, 224, 224)
     loaded = torch.jit.load(args.model, map_location="cpu").eval()

@@ -50,8 +50,7 @@ Status InferStage::open(const StageContext& ctx) {
   ClassifierOptions options;
   options.model_path = c.model;
   // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
-  options.device = ctx.lane ? (ctx.lane->infer_gpu >= 0 ? "cuda:" + std::to_string(ctx.lane->infer_gpu) : "cpu")
-                            : c.device;
+  options.device = ctx.lane ? device_name(ctx.lane->infer_gpu) : c.device;
   options.cpu_fallback = c.device == "auto";
   options.precision = c.precision;
   options.channels_last = c.channels_last;

@@ -97,9 +97,4 @@ bool share_cuda_context(GstElement* pipeline, int gpu, std::string* why) {
   return true;
 }
 
-bool is_cuda_buffer(GstBuffer* buffer) {
-  GstMemory* mem = buffer ? gst_buffer_peek_memory(buffer, 0) : nullptr;
-  return mem && gst_memory_is_type(mem, "gst.cuda.memory");
-}
-
 }  // namespace vapipe

@@ -25,7 +25,10 @@ std::string prefer_nvdec_decoders();
 bool share_cuda_context(GstElement* pipeline, int gpu, std::string* why);
 
 // Whether `buffer` holds CUDA device memory (GstCudaMemory), by memory type name: no gst-cuda needed.
-bool is_cuda_buffer(GstBuffer* buffer);
+inline bool is_cuda_buffer(GstBuffer* buffer) {
+  GstMemory* mem = buffer ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  return mem && gst_memory_is_type(mem, "gst.cuda.memory");
+}
 
 // The GstMapFlags bit that maps GstCudaMemory as a device pointer (GST_MAP_CUDA).
 inline constexpr int kGstMapCuda = GST_MAP_FLAG_LAST << 1;

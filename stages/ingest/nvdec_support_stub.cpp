@@ -9,9 +9,5 @@ bool share_cuda_context(GstElement*, int, std::string* why) {
   *why = "vapipe was built without the CUDA toolkit or gstreamer-cuda-1.0";
   return false;
 }
-bool is_cuda_buffer(GstBuffer* buffer) {
-  GstMemory* mem = buffer ? gst_buffer_peek_memory(buffer, 0) : nullptr;
-  return mem && gst_memory_is_type(mem, "gst.cuda.memory");
-}
 
 }  // namespace vapipe

@@ -20,17 +20,15 @@ Status PreprocessStage::open(const StageContext& ctx) {
   const PreprocessSpec spec = preprocess_spec_from(ctx.config.preprocess);
   // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
   const int gpu = ctx.lane ? ctx.lane->preprocess_gpu : (ctx.config.preprocess.device == "cuda" ? 0 : -1);
-  std::string where = "cpu";
   if (gpu >= 0) {
     auto cuda = make_cuda_preprocessor(spec, gpu);
-    if (!cuda.ok()) return cuda.status().with_context("preprocess.device: cuda:" + std::to_string(gpu));
+    if (!cuda.ok()) return cuda.status().with_context("preprocess.device: " + device_name(gpu));
     preprocessor_ = std::move(cuda).value();
-    where = "cuda:" + std::to_string(gpu);
     max_at_once_ = std::max<size_t>(1, ctx.config.batch.max_batch_size);
   } else {
     preprocessor_ = make_cpu_preprocessor(spec);
   }
-  VAPIPE_LOG_INFO("preprocess: {}, {}x{} {}", where, ctx.config.preprocess.width, ctx.config.preprocess.height,
+  VAPIPE_LOG_INFO("preprocess: {}, {}x{} {}", device_name(gpu), ctx.config.preprocess.width, ctx.config.preprocess.height,
                   dtype_name(ctx.config.preprocess.dtype));
   return Status::Ok();
 }

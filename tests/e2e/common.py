@@ -134,20 +134,21 @@ class Run:
         self.proc.send_signal(sig)
 
 
-def results_by_stream(messages):
+def payloads_by_stream(messages, topic_prefix):
+    """{stream id: [payload, ...]} of the messages whose topic starts with `topic_prefix`, in order."""
     streams = {}
     for m in messages:
-        if m["topic"].startswith("results/"):
+        if m["topic"].startswith(topic_prefix):
             streams.setdefault(m["payload"]["stream_id"], []).append(m["payload"])
     return streams
 
 
+def results_by_stream(messages):
+    return payloads_by_stream(messages, "results/")
+
+
 def events_by_stream(messages):
-    events = {}
-    for m in messages:
-        if m["topic"].startswith("events/"):
-            events.setdefault(m["payload"]["stream_id"], []).append(m["payload"])
-    return events
+    return payloads_by_stream(messages, "events/")
 
 
 class E2ETest(unittest.TestCase):

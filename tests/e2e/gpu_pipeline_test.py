@@ -8,7 +8,7 @@ import os
 import subprocess
 import unittest
 
-from e2e.common import SOURCE_DIR, VAPIPE, E2ETest, Run, write_config
+from e2e.common import SOURCE_DIR, VAPIPE, E2ETest, Run, results_by_stream, write_config
 
 MEDIA = os.path.join(SOURCE_DIR, "tests", "media")
 
@@ -40,11 +40,7 @@ class GpuPipeline(E2ETest):
         code = run.wait(timeout=240)
         self.assertEqual(code, 0, run.stderr[-4000:])
         with open(os.path.join(self.dir, "results.jsonl")) as f:
-            lines = [json.loads(line) for line in f]
-        results = {}
-        for m in lines:
-            if m["topic"].startswith("results/"):
-                results.setdefault(m["payload"]["stream_id"], []).append(m["payload"])
+            results = results_by_stream(json.loads(line) for line in f)
         for sid, frames, label in (("h264", 30, "ball"), ("h265", 30, "ball"), ("smpte", 40, "smpte")):
             got = results.get(sid, [])
             self.assertEqual([r["seq"] for r in got], list(range(frames)), f"{sid}: {run.stderr[-2000:]}")
