@@ -1,4 +1,5 @@
 #include "pipeline/logging.h"
+#include "pipeline/log_text.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -15,5 +16,8 @@ void init_logging(const std::string& role, const std::string& level) {
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
 }
+
+void log_info_text(const std::string& line) { VAPIPE_LOG_INFO("{}", line); }
+void log_warn_text(const std::string& line) { VAPIPE_LOG_WARN("{}", line); }
 
 }  // namespace vapipe

@@ -21,6 +21,13 @@ for a in libgtest.a libgtest_main.a libgmock.a libgmock_main.a libcpp-httplib.so
   [[ -e $lib/$a ]] || { echo "gpu-prepare: no $lib/$a (install libgtest-dev libgmock-dev libcpp-httplib-dev)" >&2; exit 1; }
   cp -a "$lib/$a"* ".devdeps$lib/"  # with the files its links point to
 done
+# The bundle keeps some libraries without their soname link (libzmq.so.5.2.4 but no libzmq.so.5): our
+# binaries record the soname, so the loader on the GPU machine needs the link.
+while IFS= read -r -d '' so_file; do
+  soname=$(readelf -d "$so_file" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p' || true)  # not ELF: none
+  dir=$(dirname "$so_file")
+  if [[ -n $soname && ! -e $dir/$soname ]]; then ln -s "$(basename "$so_file")" "$dir/$soname"; fi
+done < <(find .devdeps -type f -name '*.so.*' -print0)
 tar czf .devdeps.tgz .devdeps
 tools/make-gpu-media.sh .devmedia "$@"
 # What the device tool will carry: tracked and untracked-not-ignored files, plus the two carried paths.

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "pipeline/logging.h"
+#include "pipeline/log_text.h"  // not logging.h: spdlog and LibTorch 2.x carry different fmt versions
 #include "stages/infer/classifier.h"
 
 namespace vapipe {
@@ -178,8 +178,8 @@ Result<torch::Device> choose_device(const std::string& requested, bool cpu_fallb
   if (requested == "cpu") return torch::Device(torch::kCPU);
   if (!cuda && cpu_fallback) {
     // A GPU machine with a CPU build of LibTorch (Debian's): decode and preprocess still use the GPU.
-    VAPIPE_LOG_WARN("infer: LibTorch " TORCH_VERSION " sees no CUDA device (a CPU build?): the model runs on the "
-                    "CPU instead of {}", requested);
+    log_warn_text("infer: LibTorch " TORCH_VERSION " sees no CUDA device (a CPU build?): the model runs on the "
+                  "CPU instead of " + requested);
     return torch::Device(torch::kCPU);
   }
   if (!cuda) {
@@ -210,7 +210,7 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   const torch::ScalarType model_dtype = cuda && options.precision == DType::kFloat16 ? torch::kHalf : torch::kFloat;
   const bool channels_last = cuda && options.channels_last;
   if (!cuda && options.precision == DType::kFloat16) {
-    VAPIPE_LOG_WARN("model {}: infer.precision fp16 applies on CUDA only; running fp32 on the CPU", path);
+    log_warn_text("model " + path + ": infer.precision fp16 applies on CUDA only; running fp32 on the CPU");
   }
   torch::jit::script::Module module;
   try {
@@ -236,14 +236,14 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
     try {
       module = torch::jit::optimize_for_inference(module);
     } catch (const std::exception& e) {
-      VAPIPE_LOG_WARN("model {}: optimize_for_inference failed, running it as loaded: {}", path,
-                      first_line(e.what()));
+      log_warn_text("model " + path + ": optimize_for_inference failed, running it as loaded: " +
+                    first_line(e.what()));
     }
   }
   auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input, model_dtype,
                                                       channels_last);
-  VAPIPE_LOG_INFO("model {}: {} on {}{}{}", path, options.optimize ? "frozen" : "as loaded", device.str(),
-                  model_dtype == torch::kHalf ? ", fp16" : ", fp32", channels_last ? ", channels-last" : "");
+  log_info_text("model " + path + ": " + (options.optimize ? "frozen" : "as loaded") + " on " + device.str() +
+                (model_dtype == torch::kHalf ? ", fp16" : ", fp32") + (channels_last ? ", channels-last" : ""));
 
   // Warm-up at the batch size the pipeline will use; it also tells the number of classes.
   VAPIPE_RETURN_IF_ERROR(classifier->warm_up(std::max<size_t>(1, options.warmup_batch_size),
