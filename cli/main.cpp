@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "pipeline/crash_report.h"
+#include "pipeline/transport.h"
 #include "pipeline/supervisor.h"
 
 namespace {
@@ -40,6 +42,20 @@ std::string self_exe(const char* argv0) {
   return argv0;
 }
 
+// Ends the process once the command is done and every resource it held has been released (RAII, in
+// the command's scope). The supervisor and doctor then skip the libraries' static destructors: on a
+// GPU machine (H200, 2026-11-29) `vapipe run` and `vapipe doctor` died with SIGSEGV in them after a
+// successful job, when CUDA's static runtime (ours) and shared runtime (LibTorch's) and the driver
+// tore down in turn. ZeroMQ's context is terminated first, so no queued message is lost.
+// VAPIPE_FULL_TEARDOWN=1 keeps the ordinary exit (to look into such a crash).
+int finish(const std::string& command, int status) {
+  const char* full = std::getenv("VAPIPE_FULL_TEARDOWN");
+  if ((command != "run" && command != "doctor") || (full && std::string(full) == "1")) return status;
+  vapipe::zmq_context().close();  // waits for each closed socket's queued messages (its linger)
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,21 +72,24 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv(self_exe(argv[0]).c_str(), argv);  // returns only on failure: then go on as we are
   }
+  vapipe::install_crash_report(command == "run" ? "run" : command == "doctor" ? "doctor" : command == "stage" ? "stage" : "cli");
+  int status = -1;
   try {
-    if (command == "run") return vapipe::cli::run_command(args, self_exe(argv[0]));
-    if (command == "stage") return vapipe::cli::stage_command(args);
-    if (command == "sub") return vapipe::cli::sub_command(args);
-    if (command == "bench") return vapipe::cli::bench_command(args);
-    if (command == "validate") return vapipe::cli::validate_command(args);
-    if (command == "doctor") return vapipe::cli::doctor_command(args);
+    if (command == "run") status = vapipe::cli::run_command(args, self_exe(argv[0]));
+    if (command == "stage") status = vapipe::cli::stage_command(args);
+    if (command == "sub") status = vapipe::cli::sub_command(args);
+    if (command == "bench") status = vapipe::cli::bench_command(args);
+    if (command == "validate") status = vapipe::cli::validate_command(args);
+    if (command == "doctor") status = vapipe::cli::doctor_command(args);
     if (command == "--version" || command == "version") {
       std::printf("vapipe %s\n", VAPIPE_VERSION);
-      return 0;
+      status = 0;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vapipe %s: unexpected error: %s\n", command.c_str(), e.what());
-    return vapipe::kExitStageFailed;
+    status = vapipe::kExitStageFailed;
   }
+  if (status >= 0) return finish(command, status);
   std::fprintf(stderr, "vapipe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return vapipe::kExitUsage;
 }

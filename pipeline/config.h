@@ -70,6 +70,7 @@ struct InferConfig {
   bool optimize = true;    // freeze the model for inference (torch.jit.optimize_for_inference)
   DType precision = DType::kFloat32;  // fp16: the model's weights and inputs in half precision (CUDA only)
   bool channels_last = true;          // NHWC memory format on CUDA (faster convolutions with cuDNN)
+  bool jit_optimize = false;  // TorchScript's run-time re-optimisation (profiling executor), per batch shape
 };
 
 // Which GPUs the job uses: one lane of stages (ingest, preprocess, batch, infer) per GPU.

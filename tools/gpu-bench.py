@@ -157,6 +157,9 @@ def write_config(path, args, clips, streams, batch, summary=True):
         cfg["infer"].update({"device": "cuda", "precision": "fp16", "channels_last": True})
         if args.host_pools:
             cfg["transport"]["device_pools"] = False
+    for kv in args.infer_set:
+        key, _, value = kv.partition("=")
+        cfg["infer"][key] = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)  # JSON is YAML
     expected = sum(clips[i % len(clips)][1] for i in range(streams)) if all(c[1] for c in clips) else None
@@ -209,6 +212,8 @@ def main():
     ap.add_argument("--frame-slot-bytes", type=int, default=0, help="transport.frame_slot_bytes (default: vapipe's)")
     ap.add_argument("--host-pools", action="store_true",
                     help="transport.device_pools: false (frames and tensors through host shared memory, no CUDA IPC)")
+    ap.add_argument("--infer-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an infer key of the generated configs (YAML value), e.g. jit_optimize=true")
     ap.add_argument("--log-level", default="warn")
     ap.add_argument("--budget-s", type=float, default=360.0, help="wall-clock budget for the whole run")
     ap.add_argument("--skip", action="append", default=[], choices=["decode", "infer", "e2e", "per-frame"])

@@ -114,6 +114,16 @@ rc=$?
 if (( rc != 0 )); then summary "build FAILED (exit $rc)"; grep -E -B2 -A12 'error|FAILED' "$logs/build.log" | head -60; exit 1; fi
 summary "build ok ($(grep -c '^\[' "$logs/build.log") steps)"
 
+# 2b. vapipe doctor, and the same with the libraries' full teardown at exit (VAPIPE_FULL_TEARDOWN=1):
+# on this machine that teardown crashed `vapipe run` and `doctor` (2026-11-29); the crash report's
+# backtrace says where.
+step doctor 60 "$logs/doctor.log" "$build/cli/vapipe" doctor
+summary "doctor exit $?: $(grep -cE '^\s*OK' "$logs/doctor.log") OK, $(grep -cE '^\s*WARN' "$logs/doctor.log") WARN, $(grep -cE '^\s*FAIL' "$logs/doctor.log") FAIL"
+grep -E '^\s*(WARN|FAIL)' "$logs/doctor.log" | head -8 | tee -a "$OUT/summary.txt"
+step "doctor, full teardown" 60 "$logs/doctor-full-teardown.log" env VAPIPE_FULL_TEARDOWN=1 "$build/cli/vapipe" doctor --json
+summary "doctor with VAPIPE_FULL_TEARDOWN=1 exit $?"
+grep -A22 'backtrace:' "$logs/doctor-full-teardown.log" | cut -c1-200 | tee -a "$OUT/summary.txt"
+
 # 3. Tests: everything labelled gpu, then a few CPU unit tests that need no host GStreamer plugins.
 step "gpu tests" 240 "$logs/gpu-tests.log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 rc=$?
@@ -154,5 +164,20 @@ else
   summary "benchmark exit $rc (budget ${bench_budget} s)"
   [[ -f $work/bench/gpu-bench.md ]] && cat "$work/bench/gpu-bench.md" >> "$OUT/summary.txt"
   (( rc != 0 )) && grep -E '^\[gpu-bench .*: (failed|timeout|skipped)' "$logs/gpu-bench.log" | tail -15 | tee -a "$OUT/summary.txt"
+  # The same end to end with TorchScript's run-time re-optimisation on (infer.jit_optimize), to compare.
+  last=${GPU_BENCH_STREAMS:-32,80}; last=${last##*,}
+  if [[ ${GPU_CHECK_CPU:-0} != 1 ]] && (( $(left) - reserve > 60 )); then
+    # shellcheck disable=SC2086
+    step "benchmark, jit_optimize true" $(( $(left) - reserve )) "$logs/gpu-bench-jit.log" env PYTHONUNBUFFERED=1 python3 tools/gpu-bench.py \
+      --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$work/bench/jit-optimize" \
+      --budget-s $(( $(left) - reserve - 10 )) --streams "$last" --skip decode --skip infer --skip per-frame \
+      --infer-set jit_optimize=true "${bench_args[@]:2}" ${GPU_BENCH_ARGS:-}
+    summary "end to end, $last streams, infer.jit_optimize true: exit $?, $(python3 - "$work/bench/jit-optimize/gpu-bench.json" <<'PY' 2>&1 | tail -1
+import json, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+print("steady %.0f frames/s, every frame classified: %s" % (row.get("e2e_steady") or 0, row.get("every_frame")))
+PY
+)"
+  fi
 fi
 exit 0

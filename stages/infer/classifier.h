@@ -23,6 +23,7 @@ struct ClassifierOptions {
   bool optimize = true;  // freeze and optimise for inference (torch.jit.optimize_for_inference)
   DType precision = DType::kFloat32;  // fp16: weights and inputs in half precision (CUDA only; CPU stays fp32)
   bool channels_last = true;          // NHWC on CUDA
+  bool jit_optimize = false;          // TorchScript's run-time re-optimisation (process-wide)
   bool cpu_fallback = false;          // CUDA asked for by `auto` (the lane's GPU): the CPU if LibTorch has no CUDA
 };
 

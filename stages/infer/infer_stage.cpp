@@ -54,6 +54,7 @@ Status InferStage::open(const StageContext& ctx) {
   options.cpu_fallback = c.device == "auto";
   options.precision = c.precision;
   options.channels_last = c.channels_last;
+  options.jit_optimize = c.jit_optimize;
   options.threads = c.threads;
   options.input = input_;
   // With an automatic batch size the search below runs every size; warm up small.

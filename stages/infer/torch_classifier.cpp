@@ -3,6 +3,7 @@
 #include <torch/script.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -31,9 +32,9 @@ std::string first_line(const std::string& text) {
 class TorchClassifier final : public Classifier {
  public:
   TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input,
-                  torch::ScalarType model_dtype, bool channels_last)
+                  torch::ScalarType model_dtype, bool channels_last, bool jit_optimize)
       : module_(std::move(module)), device_(device), input_(input), model_dtype_(model_dtype),
-        channels_last_(channels_last) {}
+        channels_last_(channels_last), jit_optimize_(jit_optimize) {}
 
   Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
     if (n == 0) return std::vector<TopK>{};
@@ -68,7 +69,7 @@ class TorchClassifier final : public Classifier {
       std::vector<double> times;
       for (uint32_t i = 0; i <= rounds; ++i) {
         const auto start = std::chrono::steady_clock::now();
-        module_.forward({x}).toTensor().to(torch::kCPU);  // the copy to the host waits for the GPU
+        forward(x).toTensor().to(torch::kCPU);  // the copy to the host waits for the GPU
         if (i > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
       std::sort(times.begin(), times.end());
@@ -98,7 +99,7 @@ class TorchClassifier final : public Classifier {
   Result<std::vector<TopK>> forward_top_k(torch::Tensor x, size_t n, size_t top_k) {
     torch::NoGradGuard no_grad;
     x = to_model_input(x);
-    torch::Tensor logits = module_.forward({x}).toTensor();
+    torch::Tensor logits = forward(x).toTensor();
     if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
       return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(n) +
                       ", classes]");
@@ -115,6 +116,15 @@ class TorchClassifier final : public Classifier {
       out[i].scores.assign(s + i * k, s + (i + 1) * k);
     }
     return out;
+  }
+
+  // TorchScript's executor re-profiles and re-optimises the graph for each new input shape it meets,
+  // and the batcher's batches vary in size (whatever arrived within max_delay_ms). A frozen model was
+  // optimised once at load: it runs as it is, unless infer.jit_optimize. (A model that is not frozen
+  // needs the executor's passes: its submodule calls are only inlined by them.) Per thread.
+  torch::jit::IValue forward(const torch::Tensor& x) {
+    torch::jit::GraphOptimizerEnabledGuard optimizer(jit_optimize_);
+    return module_.forward({x});
   }
 
   torch::Tensor to_model_input(torch::Tensor x) const {
@@ -141,7 +151,7 @@ class TorchClassifier final : public Classifier {
       torch::NoGradGuard no_grad;
       torch::Tensor x = to_model_input(torch::zeros(batch_shape(n), torch::TensorOptions().dtype(torch::kFloat)));
       for (uint32_t i = 0; i < rounds; ++i) {
-        torch::jit::IValue out = module_.forward({x});
+        torch::jit::IValue out = forward(x);
         if (!out.isTensor()) return InvalidArgument("forward on " + in_shape + " does not return a tensor");
         torch::Tensor logits = out.toTensor();
         if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
@@ -169,6 +179,7 @@ class TorchClassifier final : public Classifier {
   TensorInfo input_;
   torch::ScalarType model_dtype_;
   bool channels_last_;
+  bool jit_optimize_;
   int64_t num_classes_ = 0;
 };
 
@@ -229,19 +240,21 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   } catch (const std::exception& e) {
     return InvalidArgument("model " + path + " could not be loaded: " + e.what());
   }
+  bool frozen = false;
   if (options.optimize) {
     // Frozen for inference (torch.jit.optimize_for_inference): weights become constants, conv+BN
     // fold, and on the CPU convolutions run in oneDNN's layout. A model the pass cannot handle
     // still runs, unoptimised.
     try {
       module = torch::jit::optimize_for_inference(module);
+      frozen = true;
     } catch (const std::exception& e) {
       log_warn_text("model " + path + ": optimize_for_inference failed, running it as loaded: " +
                     first_line(e.what()));
     }
   }
   auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input, model_dtype,
-                                                      channels_last);
+                                                      channels_last, options.jit_optimize || !frozen);
   log_info_text("model " + path + ": " + (options.optimize ? "frozen" : "as loaded") + " on " + device.str() +
                 (model_dtype == torch::kHalf ? ", fp16" : ", fp32") + (channels_last ? ", channels-last" : ""));
 

@@ -163,11 +163,12 @@ TEST(Config, BadGpusAreErrorsNamingTheLine) {
 TEST(Config, InferPrecisionAndChannelsLast) {
   auto c = load_config_string(R"(
 streams: [{id: a, uri: "test://ball?frames=1"}]
-infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false}
+infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false, jit_optimize: true}
 )", "job.yaml", "/cfg");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->infer.precision, DType::kFloat16);
   EXPECT_FALSE(c->infer.channels_last);
+  EXPECT_TRUE(c->infer.jit_optimize);
   auto bad = load_config_string(R"(
 streams: [{id: a, uri: "test://ball?frames=1"}]
 infer: {model: m.pt, labels: m.txt, precision: int8}
