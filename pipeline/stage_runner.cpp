@@ -1,6 +1,7 @@
 #include "pipeline/stage_runner.h"
 
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "pipeline/logging.h"
@@ -37,6 +38,23 @@ void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
     VAPIPE_LOG_WARN("pool {}: {} slots still held downstream at exit", pool.name(),
                     pool.slot_count() - pool.free_slots());
   }
+}
+
+bool wait_for_downstream_closed(const std::string& endpoint, const ShutdownFlags& flags,
+                                std::chrono::steady_clock::duration drain) {
+  std::optional<std::chrono::steady_clock::time_point> stop_seen;
+  while (!input_closed(endpoint)) {
+    if (flags.abort.load()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (flags.stop.load() && !stop_seen) stop_seen = now;
+    if (stop_seen && now - *stop_seen > drain) {
+      VAPIPE_LOG_WARN("{} did not say it had read everything; exiting anyway (what it had not read may be lost)",
+                      endpoint);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, const Lane* lane,
@@ -137,6 +155,8 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       if (!s.ok()) VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
     }
   }
+  // Upstream may exit now: everything it sent has been read.
+  mark_input_closed(layout.input_endpoint.at(kind));
   Status closed = stage.close(emitter);
   if (!closed.ok()) VAPIPE_LOG_ERROR("{}: close: {}", stage_kind_name(kind), closed.message());
   // Downstream stages map our pool by name when they see its first descriptor: keep it (and its
@@ -144,6 +164,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   if (auto* shm = dynamic_cast<ShmAllocator*>(allocator.get())) {
     wait_for_pool_drained(*shm->pool(), flags, drain);
   }
+  if (sender) wait_for_downstream_closed(sender->endpoint(), flags, drain);
   VAPIPE_LOG_INFO("{} done: {} messages, {} malformed, {} errors", stage_kind_name(kind), stats.messages_in,
                   stats.malformed, stats.stage_errors);
   if (stats_out) *stats_out = stats;

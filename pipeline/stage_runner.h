@@ -40,6 +40,13 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
 void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
                            std::chrono::steady_clock::duration timeout);
 
+// Before a process that sent on `endpoint` exits: waits until the receiving stage has marked it
+// closed (it reads no more; see input_closed_marker in transport.h). Without a stop request it waits
+// as long as that takes (archive mode: the receiver may have much left to do); after one, at most
+// `drain`; after an abort, not at all. False if it stopped waiting without the mark.
+bool wait_for_downstream_closed(const std::string& endpoint, const ShutdownFlags& flags,
+                                std::chrono::steady_clock::duration drain);
+
 // The stage after `kind` in the pipeline (ingest -> preprocess -> batch -> infer -> publish).
 StageKind next_stage(StageKind kind);
 

@@ -2,6 +2,9 @@
 
 #include <zmq_addon.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include "pipeline/wire.h"
 
 namespace vapipe {
@@ -9,6 +12,22 @@ namespace vapipe {
 zmq::context_t& zmq_context() {
   static zmq::context_t context(1);
   return context;
+}
+
+std::string input_closed_marker(const std::string& endpoint) {
+  const std::string ipc = "ipc://";
+  return endpoint.rfind(ipc, 0) == 0 ? endpoint.substr(ipc.size()) + ".closed" : std::string();
+}
+
+void mark_input_closed(const std::string& endpoint) {
+  const std::string marker = input_closed_marker(endpoint);
+  if (!marker.empty()) std::ofstream(marker).put('\n');  // its existence is the mark
+}
+
+bool input_closed(const std::string& endpoint) {
+  const std::string marker = input_closed_marker(endpoint);
+  std::error_code ec;
+  return marker.empty() || std::filesystem::exists(marker, ec);
 }
 
 Result<Payload> ShmAllocator::allocate(size_t bytes) {

@@ -48,6 +48,16 @@ class ShmAllocator final : public PayloadAllocator {
 };
 
 // The sending end of an edge (ZeroMQ PUSH, connects). One per thread.
+// ZeroMQ can drop what a sender still has queued on an ipc:// edge when the sending process exits
+// while the receiver is not reading (its receive queue full): linger does not help (libzmq issue
+// 4660; seen here as a demo job whose publish stage, waiting for subscribers, never got the last
+// results). So a receiving stage marks its endpoint once it will read no more, and a sending process
+// waits for that mark before it exits (wait_for_downstream_closed, stage_runner.h). The mark is a file
+// beside the socket ("<socket>.closed"); tcp:// edges have none.
+std::string input_closed_marker(const std::string& endpoint);  // empty: not an ipc:// endpoint
+void mark_input_closed(const std::string& endpoint);
+bool input_closed(const std::string& endpoint);  // true also for an endpoint without a marker
+
 class MessageSender {
  public:
   // by_reference: shared memory payloads travel as descriptors (same host). hwm: messages queued.

@@ -65,10 +65,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok()) VAPIPE_LOG_ERROR("stream '{}': {}", config.streams[i].id, results[i].message());
   }
-  if (pool) {
-    wait_for_pool_drained(*pool, flags, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                            std::chrono::duration<double>(config.job.drain_timeout_s)));
-  }
+  const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(config.job.drain_timeout_s));
+  if (pool) wait_for_pool_drained(*pool, flags, drain);
+  // The streams' last messages (their ends) may still wait in preprocess's queue.
+  wait_for_downstream_closed(endpoint, flags, drain);
   return Status::Ok();
 }
 

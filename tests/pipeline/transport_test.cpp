@@ -3,9 +3,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
+
+#include "pipeline/stage_runner.h"
+
+extern char** environ;
 
 namespace vapipe {
 namespace {
@@ -20,7 +28,10 @@ std::string ipc_endpoint(const char* tag) {
 class TransportTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    for (const char* tag : {"shm", "bad"}) std::filesystem::remove(ipc_endpoint(tag).substr(6));
+    for (const char* tag : {"shm", "bad", "handshake"}) {
+      std::filesystem::remove(ipc_endpoint(tag).substr(6));
+      std::filesystem::remove(input_closed_marker(ipc_endpoint(tag)));
+    }
   }
 };
 
@@ -112,6 +123,60 @@ TEST_F(TransportTest, BindConflictIsAClearError) {
   auto second = MessageReceiver::bind(ep, 16);
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find(ep), std::string::npos);
+}
+
+constexpr uint64_t kHandshakeMessages = 2000;
+
+// The sending process of the test below (this binary, run again with a filter): sends numbered frames
+// with 1 KiB inline, then waits as a stage does before it exits.
+TEST(TransportPeer, SendsNumberedFramesThenWaitsForTheReceiverToCloseItsInput) {
+  const char* endpoint = std::getenv("VAPIPE_TRANSPORT_PEER_ENDPOINT");
+  if (!endpoint) GTEST_SKIP() << "the sending process of ASenderThatExitsWhileTheReceiverIsNotReadingLosesNothing";
+  auto sender = MessageSender::connect(endpoint, /*by_reference=*/false, 4);
+  ASSERT_TRUE(sender.ok()) << sender.status().message();
+  for (uint64_t i = 0; i < kHandshakeMessages; ++i) {
+    Payload p = Payload::heap(1024);
+    std::memset(p.data(), static_cast<int>(i & 0xff), 1024);
+    ASSERT_TRUE((*sender)->send(frame_message(p, i), nullptr).ok());
+  }
+  ShutdownFlags flags;
+  EXPECT_TRUE(wait_for_downstream_closed(endpoint, flags, std::chrono::seconds(10)));
+}
+
+// ZeroMQ dropped the queued tail of an ipc:// edge when the sending process exited while the receiver
+// was not reading (libzmq issue 4660, linger notwithstanding): a stage now waits for its downstream's
+// "input closed" mark before it exits. The receiver here sleeps first, as publish does while it waits
+// for subscribers.
+TEST_F(TransportTest, ASenderThatExitsWhileTheReceiverIsNotReadingLosesNothing) {
+  const std::string ep = ipc_endpoint("handshake");
+  auto receiver = MessageReceiver::bind(ep, 4);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().message();
+  const std::string filter = "--gtest_filter=TransportPeer.SendsNumberedFramesThenWaitsForTheReceiverToCloseItsInput";
+  const std::string env = "VAPIPE_TRANSPORT_PEER_ENDPOINT=" + ep;
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  envp.push_back(const_cast<char*>(env.c_str()));
+  envp.push_back(nullptr);
+  char self[] = "/proc/self/exe";
+  char* argv[] = {self, const_cast<char*>(filter.c_str()), nullptr};
+  pid_t child = 0;
+  ASSERT_EQ(posix_spawn(&child, self, nullptr, nullptr, argv, envp.data()), 0);
+
+  std::this_thread::sleep_for(1500ms);  // not reading: the sender fills the queues and finishes
+  uint64_t received = 0;
+  while (received < kHandshakeMessages) {
+    auto m = (*receiver)->receive(3000ms);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    if (!m->has_value()) break;
+    ASSERT_EQ((*m)->env.seq, received);
+    ASSERT_EQ(static_cast<int>((*m)->payload.data()[1023]), static_cast<int>(received & 0xff));
+    ++received;
+  }
+  EXPECT_EQ(received, kHandshakeMessages);
+  mark_input_closed(ep);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "sender status " << status;
 }
 
 }  // namespace
