@@ -1,5 +1,6 @@
 #include "pipeline/stage_runner.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -22,9 +23,25 @@ void stamp_entry(Message& m, StageKind kind, int64_t now) {
 
 }  // namespace
 
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
 Status SenderEmitter::emit(Message&& msg) {
   if (!sender_) return FailedPrecondition("this stage has no output");
-  return sender_->send(msg, cancel_);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = sender_->send(msg, cancel_);
+  send_s_ += seconds_since(start);
+  return s;
+}
+
+Result<Payload> SenderEmitter::allocate(size_t bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<Payload> p = allocator_->allocate(bytes);
+  allocate_s_ += seconds_since(start);
+  return p;
 }
 
 void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
@@ -88,6 +105,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   VAPIPE_LOG_INFO("{} ready: input {}{}", stage_kind_name(kind), layout.input_endpoint.at(kind),
                   sender ? ", output " + sender->endpoint() : std::string());
 
+  const auto ready_at = std::chrono::steady_clock::now();
   StreamTracker tracker = lane ? StreamTracker(config.streams.size(), lane->streams)
                                 : StreamTracker(config.streams.size());
   std::optional<SteadyTime> stop_seen;
@@ -110,7 +128,9 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       auto until = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now);
       timeout = std::clamp(until, std::chrono::milliseconds(0), timeout);
     }
+    const auto wait_start = std::chrono::steady_clock::now();
     auto received = receiver->receive(timeout);
+    stats.input_wait_s += seconds_since(wait_start);
     if (!received.ok()) {
       ++stats.malformed;
       VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), received.status().message());
@@ -122,6 +142,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       tracker.observe(msg);
       ++stats.messages_in;
       Status s;
+      const auto busy_start = std::chrono::steady_clock::now();
       if (const size_t at_once = stage.max_inputs_at_once(); at_once > 1) {
         // Take what has already arrived, up to the stage's limit, without waiting.
         std::vector<Message> inputs;
@@ -144,6 +165,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       } else {
         s = stage.process(std::move(msg), emitter);
       }
+      stats.busy_s += seconds_since(busy_start);
       if (!s.ok()) {
         if (s.code() == StatusCode::kCancelled) break;
         ++stats.stage_errors;
@@ -151,13 +173,17 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       }
     }
     if (auto deadline = stage.next_deadline(); deadline && std::chrono::steady_clock::now() >= *deadline) {
+      const auto busy_start = std::chrono::steady_clock::now();
       Status s = stage.on_deadline(emitter);
+      stats.busy_s += seconds_since(busy_start);
       if (!s.ok()) VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
     }
   }
   // Upstream may exit now: everything it sent has been read.
   mark_input_closed(layout.input_endpoint.at(kind));
+  const auto close_start = std::chrono::steady_clock::now();
   Status closed = stage.close(emitter);
+  stats.busy_s += seconds_since(close_start);
   if (!closed.ok()) VAPIPE_LOG_ERROR("{}: close: {}", stage_kind_name(kind), closed.message());
   // Downstream stages map our pool by name when they see its first descriptor: keep it (and its
   // name) until every slot has come back, so a late consumer never finds it gone.
@@ -165,8 +191,14 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     wait_for_pool_drained(*shm->pool(), flags, drain);
   }
   if (sender) wait_for_downstream_closed(sender->endpoint(), flags, drain);
-  VAPIPE_LOG_INFO("{} done: {} messages, {} malformed, {} errors", stage_kind_name(kind), stats.messages_in,
-                  stats.malformed, stats.stage_errors);
+  stats.wall_s = seconds_since(ready_at);
+  stats.send_blocked_s = emitter.send_seconds();
+  stats.slot_wait_s = emitter.allocate_seconds();
+  VAPIPE_LOG_INFO("{} done: {} messages, {} malformed, {} errors; of {:.2f} s: busy {:.2f} s (its own work "
+                  "{:.2f} s, blocked sending {:.2f} s, waiting for pool slots {:.2f} s), waiting for input {:.2f} s",
+                  stage_kind_name(kind), stats.messages_in, stats.malformed, stats.stage_errors, stats.wall_s,
+                  stats.busy_s, std::max(0.0, stats.busy_s - stats.send_blocked_s - stats.slot_wait_s),
+                  stats.send_blocked_s, stats.slot_wait_s, stats.input_wait_s);
   if (stats_out) *stats_out = stats;
   return Status::Ok();
 }

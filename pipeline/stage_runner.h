@@ -17,18 +17,30 @@ class SenderEmitter final : public Emitter {
   SenderEmitter(MessageSender* sender, PayloadAllocator* allocator, const std::atomic<bool>* cancel)
       : sender_(sender), allocator_(allocator), cancel_(cancel) {}
   Status emit(Message&& msg) override;
-  Result<Payload> allocate(size_t bytes) override { return allocator_->allocate(bytes); }
+  Result<Payload> allocate(size_t bytes) override;
+  // Seconds spent in send (waiting for room downstream, back-pressure) and in allocate (waiting for a
+  // free pool slot: downstream still holds them), summed over the emitter's life.
+  double send_seconds() const { return send_s_; }
+  double allocate_seconds() const { return allocate_s_; }
 
  private:
   MessageSender* sender_;
   PayloadAllocator* allocator_;
   const std::atomic<bool>* cancel_;
+  double send_s_ = 0, allocate_s_ = 0;
 };
 
+// Where a stage's time went, to find a job's bottleneck: the stage whose own work (busy minus the
+// time blocked downstream) fills its wall time is the one the others wait for.
 struct StageRunStats {
   uint64_t messages_in = 0;
   uint64_t malformed = 0;     // messages that could not be decoded (logged, skipped)
   uint64_t stage_errors = 0;  // process() calls that returned an error (logged)
+  double wall_s = 0;           // from ready to done
+  double busy_s = 0;           // in the stage's process / on_deadline / close
+  double send_blocked_s = 0;   // of busy: waiting for room downstream
+  double slot_wait_s = 0;      // of busy: waiting for a free slot of this stage's pool
+  double input_wait_s = 0;     // waiting for input
 };
 
 // Returns when the stage is done: every stream of `lane` has ended (every stream of the job when

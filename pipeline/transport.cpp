@@ -104,6 +104,12 @@ Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string
     socket.set(zmq::sockopt::rcvhwm, hwm);
     socket.set(zmq::sockopt::linger, 0);
     socket.bind(endpoint);
+    // A fresh input is open: a mark left by an earlier run with the same job id (stages started by
+    // hand) must not let this run's senders exit before it has read everything.
+    if (const std::string marker = input_closed_marker(endpoint); !marker.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(marker, ec);
+    }
     return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(socket), endpoint));
   } catch (const zmq::error_t& e) {
     return Unavailable("cannot bind " + endpoint + ": " + e.what());

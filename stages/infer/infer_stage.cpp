@@ -1,5 +1,7 @@
 #include "stages/infer/infer_stage.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -87,6 +89,7 @@ Status InferStage::process(Message&& in, Emitter& out) {
   if (in.kind != MessageKind::kBatch) {
     return InvalidArgument(std::string("infer got a ") + message_kind_name(in.kind) + " message");
   }
+  const auto process_start = std::chrono::steady_clock::now();
   const size_t n = in.items.size();
   std::vector<std::string> errors(n);
   std::vector<size_t> valid;  // indices of items that go to the model
@@ -114,6 +117,7 @@ Status InferStage::process(Message&& in, Emitter& out) {
     if (in.items[i].payload.device() != device) device = -1;
   }
   Result<std::vector<TopK>> r = std::vector<TopK>{};
+  const auto classify_start = std::chrono::steady_clock::now();
   if (!valid.empty() && device >= 0) {
     std::vector<const std::byte*> items;
     Status ready;
@@ -136,6 +140,12 @@ Status InferStage::process(Message&& in, Emitter& out) {
       item.payload.reset();  // the tensor slot goes back to preprocess now
     }
     r = copied.ok() ? classifier_->classify(staging_.data(), valid.size(), top_k_) : Result<std::vector<TopK>>(copied);
+  }
+  if (!valid.empty()) {
+    classify_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - classify_start).count();
+    ++batches_;
+    frames_ += valid.size();
+    largest_batch_ = std::max<uint64_t>(largest_batch_, valid.size());
   }
   std::vector<TopK> predictions;
   if (!valid.empty()) {
@@ -166,6 +176,18 @@ Status InferStage::process(Message&& in, Emitter& out) {
     }
     VAPIPE_RETURN_IF_ERROR(out.emit(std::move(result)));
   }
+  process_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
+  return Status::Ok();
+}
+
+Status InferStage::close(Emitter& /*out*/) {
+  if (batches_ == 0) return Status::Ok();
+  const double per_batch_ms = 1000.0 * classify_s_ / static_cast<double>(batches_);
+  VAPIPE_LOG_INFO("infer: {} batches, {:.1f} frames each on average (largest {}); classify {:.2f} ms a batch "
+                  "({:.0f} frames/s while classifying), the rest of processing {:.2f} ms a batch",
+                  batches_, static_cast<double>(frames_) / static_cast<double>(batches_), largest_batch_,
+                  per_batch_ms, classify_s_ > 0 ? static_cast<double>(frames_) / classify_s_ : 0.0,
+                  1000.0 * (process_s_ - classify_s_) / static_cast<double>(batches_));
   return Status::Ok();
 }
 

@@ -22,6 +22,8 @@ class InferStage final : public Stage {
   StageKind kind() const override { return StageKind::kInfer; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
+  // Logs how the batches went: their sizes, and the model's share of the stage's time.
+  Status close(Emitter& out) override;
 
  private:
   ClassifierFactory factory_;
@@ -32,6 +34,10 @@ class InferStage final : public Stage {
   uint32_t top_k_ = 3;
   bool classifier_on_gpu_ = false;  // tensors in GPU memory are batched there; else copied to the host
   std::vector<std::byte> staging_;  // the batch, contiguous
+  // Batches classified, their frames, the largest, and seconds in classify (the model, with its
+  // copies and waits) against the whole of process (results sent included).
+  uint64_t batches_ = 0, frames_ = 0, largest_batch_ = 0;
+  double classify_s_ = 0, process_s_ = 0;
 };
 
 }  // namespace vapipe

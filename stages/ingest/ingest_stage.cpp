@@ -1,5 +1,6 @@
 #include "stages/ingest/ingest_stage.h"
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
 
   std::vector<std::thread> threads;
   std::vector<Status> results(config.streams.size());
+  // Per stream: seconds blocked sending (preprocess's queue full) and waiting for a free frame slot
+  // (downstream still holds them). Much of either: decode is not what limits the job.
+  std::vector<double> send_s(config.streams.size(), 0), slot_s(config.streams.size(), 0);
+  const auto started = std::chrono::steady_clock::now();
   for (uint32_t i : lane.streams) {
     threads.emplace_back([&, i] {
       const StreamConfig& stream = config.streams[i];
@@ -59,9 +64,20 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         return;
       }
       results[i] = (*reader)->run(emitter, flags);
+      send_s[i] = emitter.send_seconds();
+      slot_s[i] = emitter.allocate_seconds();
     });
   }
   for (auto& t : threads) t.join();
+  if (!lane.streams.empty()) {
+    double send_total = 0, slot_total = 0;
+    for (uint32_t i : lane.streams) send_total += send_s[i], slot_total += slot_s[i];
+    const double n = static_cast<double>(lane.streams.size());
+    VAPIPE_LOG_INFO("ingest lane {}: {} streams in {:.2f} s; each stream on average blocked sending {:.2f} s and "
+                    "waiting for frame slots {:.2f} s", lane.index, lane.streams.size(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                    send_total / n, slot_total / n);
+  }
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok()) VAPIPE_LOG_ERROR("stream '{}': {}", config.streams[i].id, results[i].message());
   }
