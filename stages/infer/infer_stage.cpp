@@ -72,12 +72,14 @@ Status InferStage::open(const StageContext& ctx) {
   model_name_ = c.model_name;
   top_k_ = c.top_k;
   classifier_on_gpu_ = classifier_->device().rfind("cuda", 0) == 0;
+  merge_limit_ = std::max<size_t>(1, ctx.config.batch.max_batch_size);
   if (ctx.config.batch.auto_size) {
     const int gpu = ctx.lane ? ctx.lane->infer_gpu : -1;
     VAPIPE_ASSIGN_OR_RETURN(size_t chosen, search_batch_size(*classifier_, ctx.config.batch.auto_limit, gpu));
     if (!ctx.layout) return FailedPrecondition("batch.max_batch_size: auto needs the job's run folder");
     const std::string path = auto_batch_file(ctx.layout->run_dir, ctx.layout->lane);
     VAPIPE_RETURN_IF_ERROR(write_auto_batch_size(path, chosen));
+    merge_limit_ = chosen;
   }
   VAPIPE_LOG_INFO("infer: model {} ({} classes) on {}, {} warm-up batches of {}", c.model, labels_.size(),
                   classifier_->device(), c.warmup_batches, options.warmup_batch_size);
@@ -178,6 +180,34 @@ Status InferStage::process(Message&& in, Emitter& out) {
   }
   process_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
   return Status::Ok();
+}
+
+Status InferStage::process_many(std::vector<Message>&& in, Emitter& out) {
+  Status first;
+  Message group;
+  group.kind = MessageKind::kBatch;
+  auto run = [&](Message&& m) {
+    Status s = process(std::move(m), out);
+    if (!s.ok() && first.ok()) first = s;
+    return s.code() != StatusCode::kCancelled;
+  };
+  auto flush = [&] {
+    if (group.items.empty()) return true;
+    Message full = std::move(group);
+    group = Message{};
+    group.kind = MessageKind::kBatch;
+    return run(std::move(full));
+  };
+  for (Message& m : in) {
+    if (m.kind == MessageKind::kBatch) {
+      if (!group.items.empty() && group.items.size() + m.items.size() > merge_limit_ && !flush()) return first;
+      for (Message& item : m.items) group.items.push_back(std::move(item));
+      continue;
+    }
+    if (!flush() || !run(std::move(m))) return first;  // an event after the frames before it
+  }
+  flush();
+  return first;
 }
 
 Status InferStage::close(Emitter& /*out*/) {

@@ -22,6 +22,12 @@ class InferStage final : public Stage {
   StageKind kind() const override { return StageKind::kInfer; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
+  // Batches that queued while the model was busy go through it together, up to the batch size it was
+  // warmed up (or timed) for: fewer, larger forward passes exactly when infer is the bottleneck. (One
+  // result per frame leaves infer, so how frames were grouped is not seen downstream.) Stream events
+  // keep their place between the results.
+  size_t max_inputs_at_once() const override { return 64; }
+  Status process_many(std::vector<Message>&& in, Emitter& out) override;
   // Logs how the batches went: their sizes, and the model's share of the stage's time.
   Status close(Emitter& out) override;
 
@@ -36,6 +42,7 @@ class InferStage final : public Stage {
   std::vector<std::byte> staging_;  // the batch, contiguous
   // Batches classified, their frames, the largest, and seconds in classify (the model, with its
   // copies and waits) against the whole of process (results sent included).
+  size_t merge_limit_ = 1;  // frames in one forward pass when queued batches are merged
   uint64_t batches_ = 0, frames_ = 0, largest_batch_ = 0;
   double classify_s_ = 0, process_s_ = 0;
 };

@@ -139,6 +139,37 @@ TEST_F(InferStageTest, ModelWhoseClassesDoNotMatchItsLabelsIsAStartUpError) {
   EXPECT_NE(s.message().find("4 labels"), std::string::npos) << s.message();
 }
 
+// Batches that queued while the model was busy go through it together, up to max_batch_size (4
+// here); a stream event keeps its place between the results.
+TEST_F(InferStageTest, QueuedBatchesAreMergedUpToTheBatchSizeAndEventsKeepTheirPlace) {
+  auto stage = open_stage();
+  EXPECT_GT(stage->max_inputs_at_once(), 1u);
+  auto batch_of = [](std::vector<Message> items) {
+    Message b;
+    b.kind = MessageKind::kBatch;
+    b.items = std::move(items);
+    return b;
+  };
+  std::vector<Message> queued;
+  queued.push_back(batch_of({tensor(0, 0, 0), tensor(1, 0, 1)}));
+  queued.push_back(batch_of({tensor(0, 1, 2)}));
+  queued.push_back(batch_of({tensor(1, 1, 3), tensor(0, 2, 0)}));  // 3 + 2 > 4: a forward of its own
+  queued.push_back(testing::end_message(1));
+  queued.push_back(batch_of({tensor(0, 3, 1)}));
+  CollectingEmitter out;
+  ASSERT_TRUE(stage->process_many(std::move(queued), out).ok());
+  EXPECT_EQ(fake_->batch_sizes, (std::vector<size_t>{3, 2, 1}));
+  ASSERT_EQ(out.messages.size(), 7u);
+  const std::vector<int32_t> classes{0, 1, 2, 3, 0};
+  for (size_t i = 0; i < 5; ++i) {
+    ASSERT_EQ(out.messages[i].kind, MessageKind::kResult) << i;
+    EXPECT_EQ(out.messages[i].prediction.top_k[0].class_id, classes[i]) << i;
+  }
+  EXPECT_EQ(out.messages[5].kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages[6].kind, MessageKind::kResult);
+  EXPECT_EQ(out.messages[6].env.seq, 3u);
+}
+
 TEST_F(InferStageTest, StreamEventsPassThrough) {
   auto stage = open_stage();
   CollectingEmitter out;
