@@ -72,7 +72,9 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv(self_exe(argv[0]).c_str(), argv);  // returns only on failure: then go on as we are
   }
-  vapipe::install_crash_report(command == "run" ? "run" : command == "doctor" ? "doctor" : command == "stage" ? "stage" : "cli");
+  // The crash report names the process: "run", "doctor", "stage infer", ... (kept for the process's life).
+  static const std::string role = command == "stage" && !args.empty() ? "stage " + args[0] : command;
+  vapipe::install_crash_report(role.c_str());
   int status = -1;
   try {
     if (command == "run") status = vapipe::cli::run_command(args, self_exe(argv[0]));

@@ -21,12 +21,10 @@ void stamp_entry(Message& m, StageKind kind, int64_t now) {
   for (Message& item : m.items) item.env.mark_entry(kind, now);
 }
 
-}  // namespace
-
-namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
 }  // namespace
 
 Status SenderEmitter::emit(Message&& msg) {
