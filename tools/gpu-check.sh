@@ -164,6 +164,12 @@ else
   summary "benchmark exit $rc (budget ${bench_budget} s)"
   [[ -f $work/bench/gpu-bench.md ]] && cat "$work/bench/gpu-bench.md" >> "$OUT/summary.txt"
   (( rc != 0 )) && grep -E '^\[gpu-bench .*: (failed|timeout|skipped)' "$logs/gpu-bench.log" | tail -15 | tee -a "$OUT/summary.txt"
+  # Where each stage's time went in the largest end-to-end run (each stage logs it when it ends).
+  for f in "$work"/bench/logs/e2e-*.log; do [[ -f $f ]] && last_log=$f; done
+  if [[ -n ${last_log:-} ]]; then
+    summary "stage time in $(basename "$last_log"):"
+    grep -E 'done: .* busy|infer: [0-9]+ batches|ingest lane [0-9]+: [0-9]+ streams in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
+  fi
   # The same end to end with TorchScript's run-time re-optimisation on (infer.jit_optimize), to compare.
   last=${GPU_BENCH_STREAMS:-32,80}; last=${last##*,}
   if [[ ${GPU_CHECK_CPU:-0} != 1 ]] && (( $(left) - reserve > 60 )); then
