@@ -22,7 +22,9 @@
 #   command: bash tools/gpu-check.sh     carry: [".devdeps.tgz", ".devmedia"]     timeout_s: 570
 #
 # Knobs (environment): GPU_CHECK_BUDGET_S (default 480: the script stops starting work so as to end
-# by then), GPU_BENCH_STREAMS (default 32,80), GPU_BENCH_ARGS (more gpu-bench.py options),
+# by then), GPU_BENCH_STREAMS (default 32,80,160: three points, so that a fixed start-up cost and the
+# rate can be told apart), GPU_BENCH_JIT_STREAMS (default 80: the infer.jit_optimize comparison),
+# GPU_BENCH_ARGS (more gpu-bench.py options),
 # GPU_CHECK_TARGETS (ninja targets; default all), GPU_CHECK_MEDIA (default .devmedia),
 # GPU_CHECK_BUILD_DIR (default /tmp/build), GPU_CHECK_CPU=1 (rehearse the script on a machine without
 # a GPU: gpu-bench.py --cpu on 2 streams).
@@ -147,7 +149,7 @@ if [[ ! -x "$build/cli/vapipe" ]]; then
 elif [[ ! -f "$media/media.json" ]]; then
   summary "benchmark SKIPPED: no media"
 else
-  bench_args=(--streams "${GPU_BENCH_STREAMS:-32,80}")
+  bench_args=(--streams "${GPU_BENCH_STREAMS:-32,80,160}")
   # Without working CUDA IPC (some VMs), the device pools cannot be shared: measure through host pools.
   if grep -qE 'CudaIpcPool\.AnotherProcess.*(Failed|Exception|SEGFAULT)' "$logs/gpu-tests.log"; then
     bench_args+=(--host-pools)
@@ -165,13 +167,17 @@ else
   [[ -f $work/bench/gpu-bench.md ]] && cat "$work/bench/gpu-bench.md" >> "$OUT/summary.txt"
   (( rc != 0 )) && grep -E '^\[gpu-bench .*: (failed|timeout|skipped)' "$logs/gpu-bench.log" | tail -15 | tee -a "$OUT/summary.txt"
   # Where each stage's time went in the largest end-to-end run (each stage logs it when it ends).
-  for f in "$work"/bench/logs/e2e-*.log; do [[ -f $f ]] && last_log=$f; done
+  most=0
+  for f in "$work"/bench/logs/e2e-*.log; do
+    n=${f##*/e2e-}; n=${n%.log}
+    [[ -f $f && $n =~ ^[0-9]+$ ]] && (( n > most )) && { most=$n; last_log=$f; }
+  done
   if [[ -n ${last_log:-} ]]; then
     summary "stage time in $(basename "$last_log"):"
     grep -E 'done: .* busy|infer: [0-9]+ batches|ingest lane [0-9]+: [0-9]+ streams in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
   fi
   # The same end to end with TorchScript's run-time re-optimisation on (infer.jit_optimize), to compare.
-  last=${GPU_BENCH_STREAMS:-32,80}; last=${last##*,}
+  last=${GPU_BENCH_JIT_STREAMS:-80}
   if [[ ${GPU_CHECK_CPU:-0} != 1 ]] && (( $(left) - reserve > 60 )); then
     # shellcheck disable=SC2086
     step "benchmark, jit_optimize true" $(( $(left) - reserve )) "$logs/gpu-bench-jit.log" env PYTHONUNBUFFERED=1 python3 tools/gpu-bench.py \
