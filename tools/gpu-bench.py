@@ -220,6 +220,9 @@ def main():
     ap.add_argument("--out", help="folder for configs, logs and results (default: a new temporary folder)")
     ap.add_argument("--cpu", action="store_true", help="check the logic without a GPU (cpu decoder and devices, fp32)")
     args = ap.parse_args()
+    for kv in args.infer_set:
+        if "=" not in kv or not kv.partition("=")[0]:
+            ap.error(f"--infer-set {kv!r}: expected KEY=VALUE, e.g. jit_optimize=true")
 
     if args.model is None:
         if not args.cpu:

@@ -129,8 +129,6 @@ std::vector<uint8_t> read_reference(const std::string& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-double mean_abs_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
-
 class NvdecReader : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
