@@ -273,6 +273,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     c.infer.precision = precision == "fp16" ? DType::kFloat16 : DType::kFloat32;
     r.boolean("channels_last", &c.infer.channels_last);
     r.boolean("jit_optimize", &c.infer.jit_optimize);
+    r.choice("batch_shapes", &c.infer.batch_shapes, {"auto", "exact", "padded"});
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");

@@ -71,6 +71,11 @@ struct InferConfig {
   DType precision = DType::kFloat32;  // fp16: the model's weights and inputs in half precision (CUDA only)
   bool channels_last = true;          // NHWC memory format on CUDA (faster convolutions with cuDNN)
   bool jit_optimize = false;  // TorchScript's run-time re-optimisation (profiling executor), per batch shape
+  // exact: each batch runs at its own size. padded: at the next of a fixed set of sizes (1, 2, 3, 4, 6,
+  // 8, 12, ... up to the batch size), zero rows appended, each size warmed up at start: a model on CUDA
+  // pays for every new input shape (cuDNN execution plans) while frames wait. auto: padded on CUDA,
+  // exact on the CPU (where padding costs its full share of compute and new shapes cost little).
+  std::string batch_shapes = "auto";
 };
 
 // Which GPUs the job uses: one lane of stages (ingest, preprocess, batch, infer) per GPU.

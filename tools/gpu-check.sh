@@ -23,7 +23,8 @@
 #
 # Knobs (environment): GPU_CHECK_BUDGET_S (default 480: the script stops starting work so as to end
 # by then), GPU_BENCH_STREAMS (default 32,80,160: three points, so that a fixed start-up cost and the
-# rate can be told apart), GPU_BENCH_JIT_STREAMS (default 80: the infer.jit_optimize comparison),
+# rate can be told apart), GPU_BENCH_VARIANTS (default "jit_optimize=true batch_shapes=exact": infer
+# settings each run once more end to end, at GPU_BENCH_COMPARE_STREAMS streams, default 80),
 # GPU_BENCH_ARGS (more gpu-bench.py options),
 # GPU_CHECK_TARGETS (ninja targets; default all), GPU_CHECK_MEDIA (default .devmedia),
 # GPU_CHECK_BUILD_DIR (default /tmp/build), GPU_CHECK_CPU=1 (rehearse the script on a machine without
@@ -149,19 +150,22 @@ if [[ ! -x "$build/cli/vapipe" ]]; then
 elif [[ ! -f "$media/media.json" ]]; then
   summary "benchmark SKIPPED: no media"
 else
-  bench_args=(--streams "${GPU_BENCH_STREAMS:-32,80,160}")
+  streams=${GPU_BENCH_STREAMS:-32,80,160} compare=${GPU_BENCH_COMPARE_STREAMS:-80}
+  bench_args=()
   # Without working CUDA IPC (some VMs), the device pools cannot be shared: measure through host pools.
   if grep -qE 'CudaIpcPool\.AnotherProcess.*(Failed|Exception|SEGFAULT)' "$logs/gpu-tests.log"; then
     bench_args+=(--host-pools)
     summary "CUDA IPC failed its test: the benchmark runs with transport.device_pools false"
   fi
-  [[ ${GPU_CHECK_CPU:-0} == 1 ]] && bench_args=(--cpu --streams 2 --batch 4)
+  [[ ${GPU_CHECK_CPU:-0} == 1 ]] && { bench_args=(--cpu --batch 4); streams=2; compare=2; }
   [[ -f $model ]] || { model=$root/models/pattern_cnn.pt; summary "no ResNet-50: benchmark with the shipped pattern CNN"; }
-  bench_budget=$(( $(left) - reserve - 15 ))
+  variants=${GPU_BENCH_VARIANTS:-jit_optimize=true batch_shapes=exact}
+  # About 40 s kept for each comparison run below (an 80-stream run took 16 s on the H200).
+  bench_budget=$(( $(left) - reserve - 15 - 40 * $(wc -w <<< "$variants") ))
   # shellcheck disable=SC2086  # extra options
   step benchmark $((bench_budget + 10)) "$logs/gpu-bench.log" env PYTHONUNBUFFERED=1 python3 tools/gpu-bench.py \
     --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$work/bench" \
-    --budget-s "$bench_budget" --log-level info "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
+    --budget-s "$bench_budget" --log-level info --streams "$streams" "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
   rc=$?
   summary "benchmark exit $rc (budget ${bench_budget} s)"
   [[ -f $work/bench/gpu-bench.md ]] && cat "$work/bench/gpu-bench.md" >> "$OUT/summary.txt"
@@ -174,22 +178,25 @@ else
   done
   if [[ -n ${last_log:-} ]]; then
     summary "stage time in $(basename "$last_log"):"
-    grep -E 'done: .* busy|infer: [0-9]+ batches|ingest lane [0-9]+: [0-9]+ streams in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
+    grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded)|ingest lane [0-9]+: [0-9]+ streams in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
   fi
-  # The same end to end with TorchScript's run-time re-optimisation on (infer.jit_optimize), to compare.
-  last=${GPU_BENCH_JIT_STREAMS:-80}
-  if [[ ${GPU_CHECK_CPU:-0} != 1 ]] && (( $(left) - reserve > 60 )); then
+  # The same end to end with one infer setting changed, to compare: TorchScript's run-time
+  # re-optimisation on, and every batch at its own size instead of padded to fixed sizes.
+  for variant in $variants; do
+    (( $(left) - reserve > 60 )) || { summary "end to end with $variant SKIPPED (budget: $(left) s left)"; continue; }
+    vout=$work/bench/${variant//[=.]/-}
     # shellcheck disable=SC2086
-    step "benchmark, jit_optimize true" $(( $(left) - reserve )) "$logs/gpu-bench-jit.log" env PYTHONUNBUFFERED=1 python3 tools/gpu-bench.py \
-      --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$work/bench/jit-optimize" \
-      --budget-s $(( $(left) - reserve - 10 )) --streams "$last" --skip decode --skip infer --skip per-frame \
-      --infer-set jit_optimize=true "${bench_args[@]:2}" ${GPU_BENCH_ARGS:-}
-    summary "end to end, $last streams, infer.jit_optimize true: exit $?, $(python3 - "$work/bench/jit-optimize/gpu-bench.json" <<'PY' 2>&1 | tail -1
+    step "benchmark, $variant" $(( $(left) - reserve )) "$logs/gpu-bench-${variant//[=.]/-}.log" env PYTHONUNBUFFERED=1 \
+      python3 tools/gpu-bench.py --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$vout" \
+      --budget-s $(( $(left) - reserve - 10 )) --streams "$compare" --skip decode --skip infer --skip per-frame \
+      --log-level info --infer-set "$variant" "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
+    summary "end to end, $compare streams, infer.$variant: exit $?, $(python3 - "$vout/gpu-bench.json" <<'PY' 2>&1 | tail -1
 import json, sys
 row = json.load(open(sys.argv[1]))["rows"][0]
 print("steady %.0f frames/s, every frame classified: %s" % (row.get("e2e_steady") or 0, row.get("every_frame")))
 PY
 )"
-  fi
+    grep -hE 'infer: [0-9]+ batches|infer: batches (ran at|padded)' "$vout"/logs/e2e-*.log 2>/dev/null | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
+  done
 fi
 exit 0

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +35,23 @@ bool next_batch_fits(uint64_t free_before, uint64_t free_now, uint64_t reserve_b
   const uint64_t used = free_before > free_now ? free_before - free_now : 0;
   // Activations grow about linearly with the batch: doubling it needs about as much again.
   return free_now > reserve_bytes && free_now - reserve_bytes > used;
+}
+
+std::vector<size_t> padded_batch_sizes(size_t largest) {
+  std::vector<size_t> sizes;
+  if (largest == 0) return sizes;
+  for (size_t power = 1; power < largest; power *= 2) {
+    sizes.push_back(power);
+    const size_t between = power + power / 2;  // 3, 6, 12, ... (none between 1 and 2)
+    if (between > power && between < largest) sizes.push_back(between);
+  }
+  sizes.push_back(largest);
+  return sizes;
+}
+
+size_t padded_size_for(const std::vector<size_t>& sizes, size_t n) {
+  auto it = std::lower_bound(sizes.begin(), sizes.end(), n);
+  return it == sizes.end() ? n : *it;
 }
 
 std::string describe_costs(const std::vector<BatchCost>& costs) {

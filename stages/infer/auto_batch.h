@@ -32,6 +32,15 @@ bool batch_search_done(const std::vector<BatchCost>& costs, size_t limit);
 // the first to the last measurement, doubled, must leave `reserve_bytes` free.
 bool next_batch_fits(uint64_t free_before, uint64_t free_now, uint64_t reserve_bytes);
 
+// infer.batch_shapes: padded. The batch sizes the model runs at: 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers
+// of two and one and a half times them) below `largest`, then `largest`. A batch of n runs padded with
+// zeros to the smallest of them >= n: at most half again the work, in exchange for a dozen or so input
+// shapes the model has seen at start-up instead of one per batch size (cuDNN builds its execution plans,
+// TorchScript its specialisations, for each new shape while frames wait).
+std::vector<size_t> padded_batch_sizes(size_t largest);
+// The smallest of `sizes` (ascending) that holds n; n itself when none does, or when `sizes` is empty.
+size_t padded_size_for(const std::vector<size_t>& sizes, size_t n);
+
 // "1: 812/s, 2: 1530/s, ..." for the log.
 std::string describe_costs(const std::vector<BatchCost>& costs);
 

@@ -51,6 +51,15 @@ class Classifier {
     (void)n, (void)rounds;
     return FailedPrecondition("this classifier cannot be timed");
   }
+  // infer.batch_shapes: padded. From now on every batch runs padded with zeros to the smallest of
+  // `sizes` (ascending) that holds it, and each of them has run once before this returns: the model
+  // meets no new input shape while frames wait. kUnavailable names a size that does not fit in memory.
+  virtual Status use_batch_sizes(const std::vector<size_t>& sizes) {
+    (void)sizes;
+    return FailedPrecondition("this classifier runs each batch at its own size");
+  }
+  // The batch size a batch of n runs at (n, unless use_batch_sizes said otherwise).
+  virtual size_t run_size(size_t n) const { return n; }
   virtual int64_t num_classes() const = 0;
   virtual std::string device() const = 0;
 };

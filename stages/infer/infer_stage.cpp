@@ -83,6 +83,17 @@ Status InferStage::open(const StageContext& ctx) {
   }
   VAPIPE_LOG_INFO("infer: model {} ({} classes) on {}, {} warm-up batches of {}", c.model, labels_.size(),
                   classifier_->device(), c.warmup_batches, options.warmup_batch_size);
+  if (c.batch_shapes == "padded" || (c.batch_shapes == "auto" && classifier_on_gpu_)) {
+    const std::vector<size_t> sizes = padded_batch_sizes(merge_limit_);
+    const auto start = std::chrono::steady_clock::now();
+    VAPIPE_RETURN_IF_ERROR(classifier_->use_batch_sizes(sizes).with_context(
+        "infer.batch_shapes: padded (model " + c.model + ")"));
+    std::string list;
+    for (size_t n : sizes) list += (list.empty() ? "" : ", ") + std::to_string(n);
+    VAPIPE_LOG_INFO("infer: batches padded to one of {} sizes ({}); each ran once at start, in {:.2f} s",
+                    sizes.size(), list,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   return Status::Ok();
 }
 
@@ -144,10 +155,14 @@ Status InferStage::process(Message&& in, Emitter& out) {
     r = copied.ok() ? classifier_->classify(staging_.data(), valid.size(), top_k_) : Result<std::vector<TopK>>(copied);
   }
   if (!valid.empty()) {
-    classify_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - classify_start).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - classify_start).count();
+    classify_s_ += seconds;
     ++batches_;
     frames_ += valid.size();
     largest_batch_ = std::max<uint64_t>(largest_batch_, valid.size());
+    const size_t rows = classifier_->run_size(valid.size());
+    rows_ += rows;
+    by_run_size_[rows].add(seconds);
   }
   std::vector<TopK> predictions;
   if (!valid.empty()) {
@@ -218,6 +233,21 @@ Status InferStage::close(Emitter& /*out*/) {
                   batches_, static_cast<double>(frames_) / static_cast<double>(batches_), largest_batch_,
                   per_batch_ms, classify_s_ > 0 ? static_cast<double>(frames_) / classify_s_ : 0.0,
                   1000.0 * (process_s_ - classify_s_) / static_cast<double>(batches_));
+  // What new input shapes cost: the first pass at each batch size against the later ones at it.
+  double excess_s = 0;
+  uint64_t sizes_once = 0;
+  for (const auto& [rows, t] : by_run_size_) {
+    if (t.passes > 1) {
+      excess_s += t.first_s - t.later_s / static_cast<double>(t.passes - 1);
+    } else {
+      ++sizes_once;
+    }
+  }
+  VAPIPE_LOG_INFO("infer: batches ran at {} sizes ({:.1f} rows a batch on average, padding included); the first "
+                  "pass at each size took {:.3f} s longer in all than the later passes at that size (sizes that "
+                  "ran once, not counted: {})",
+                  by_run_size_.size(), static_cast<double>(rows_) / static_cast<double>(batches_), excess_s,
+                  sizes_once);
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,14 @@ class InferStage final : public Stage {
   // Batches classified, their frames, the largest, and seconds in classify (the model, with its
   // copies and waits) against the whole of process (results sent included).
   size_t merge_limit_ = 1;  // frames in one forward pass when queued batches are merged
-  uint64_t batches_ = 0, frames_ = 0, largest_batch_ = 0;
+  uint64_t batches_ = 0, frames_ = 0, largest_batch_ = 0, rows_ = 0;
+  // Per batch size the model ran at: its first pass apart, since a new input shape costs extra.
+  struct PassTimes {
+    uint64_t passes = 0;
+    double first_s = 0, later_s = 0;
+    void add(double s) { (passes++ == 0 ? first_s : later_s) += s; }
+  };
+  std::map<size_t, PassTimes> by_run_size_;
   double classify_s_ = 0, process_s_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "pipeline/log_text.h"  // not logging.h: spdlog and LibTorch 2.x carry different fmt versions
+#include "stages/infer/auto_batch.h"
 #include "stages/infer/classifier.h"
 
 namespace vapipe {
@@ -83,6 +84,19 @@ class TorchClassifier final : public Classifier {
     }
   }
 
+  Status use_batch_sizes(const std::vector<size_t>& sizes) override {
+    for (size_t n : sizes) {
+      // One pass each: cuDNN's execution plans and TorchScript's specialisations for this shape.
+      Status s = warm_up_inner(n, 1);
+      if (!s.ok()) {
+        return s.message().find("out of memory") != std::string::npos ? Unavailable(s.message()) : s;
+      }
+    }
+    run_sizes_ = sizes;
+    return Status::Ok();
+  }
+  size_t run_size(size_t n) const override { return padded_size_for(run_sizes_, n); }
+
   int64_t num_classes() const override { return num_classes_; }
   std::string device() const override { return device_.str(); }
 
@@ -95,15 +109,18 @@ class TorchClassifier final : public Classifier {
     return {static_cast<int64_t>(n), input_.channels, input_.height, input_.width};
   }
 
-  // The model's device, dtype and memory format, then forward, softmax and top-k on the host.
+  // The model's device, dtype and memory format (zero rows appended up to the batch size it runs at),
+  // then forward, softmax and top-k of the n real rows on the host.
   Result<std::vector<TopK>> forward_top_k(torch::Tensor x, size_t n, size_t top_k) {
     torch::NoGradGuard no_grad;
-    x = to_model_input(x);
+    const size_t rows = run_size(n);
+    x = to_model_input(x, rows);
     torch::Tensor logits = forward(x).toTensor();
-    if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
-      return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(n) +
+    if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(rows)) {
+      return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(rows) +
                       ", classes]");
     }
+    if (rows > n) logits = logits.narrow(0, 0, static_cast<int64_t>(n));
     const int64_t k = std::min<int64_t>(static_cast<int64_t>(top_k), logits.size(1));
     auto [scores, ids] = torch::softmax(logits.to(torch::kFloat), 1).topk(k, 1);
     scores = scores.to(torch::kCPU).contiguous();
@@ -127,8 +144,12 @@ class TorchClassifier final : public Classifier {
     return module_.forward({x});
   }
 
-  torch::Tensor to_model_input(torch::Tensor x) const {
+  torch::Tensor to_model_input(torch::Tensor x, size_t rows = 0) const {
     x = x.to(device_, model_dtype_, /*non_blocking=*/false, /*copy=*/false);
+    if (static_cast<int64_t>(rows) > x.size(0)) {
+      x = torch::cat({x, torch::zeros({static_cast<int64_t>(rows) - x.size(0), x.size(1), x.size(2), x.size(3)},
+                                      x.options())});
+    }
     if (channels_last_) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     return x;
   }
@@ -181,6 +202,7 @@ class TorchClassifier final : public Classifier {
   bool channels_last_;
   bool jit_optimize_;
   int64_t num_classes_ = 0;
+  std::vector<size_t> run_sizes_;  // infer.batch_shapes: padded; empty: each batch at its own size
 };
 
 Result<torch::Device> choose_device(const std::string& requested, bool cpu_fallback) {

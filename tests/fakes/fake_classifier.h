@@ -27,10 +27,21 @@ class FakeClassifier final : public Classifier {
     }
     return out;
   }
+  Status use_batch_sizes(const std::vector<size_t>& sizes) override {
+    fixed_sizes = sizes;
+    return Status::Ok();
+  }
+  size_t run_size(size_t n) const override {
+    for (size_t s : fixed_sizes) {
+      if (s >= n) return s;
+    }
+    return n;
+  }
   int64_t num_classes() const override { return classes_; }
   std::string device() const override { return "fake"; }
 
   std::vector<size_t> batch_sizes;
+  std::vector<size_t> fixed_sizes;  // what use_batch_sizes was given
   bool fail = false;
 
  private:

@@ -163,12 +163,21 @@ TEST(Config, BadGpusAreErrorsNamingTheLine) {
 TEST(Config, InferPrecisionAndChannelsLast) {
   auto c = load_config_string(R"(
 streams: [{id: a, uri: "test://ball?frames=1"}]
-infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false, jit_optimize: true}
+infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false, jit_optimize: true, batch_shapes: padded}
 )", "job.yaml", "/cfg");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->infer.precision, DType::kFloat16);
   EXPECT_FALSE(c->infer.channels_last);
   EXPECT_TRUE(c->infer.jit_optimize);
+  EXPECT_EQ(c->infer.batch_shapes, "padded");
+  auto shapes = load_config_string(R"(
+streams: [{id: a, uri: "test://ball?frames=1"}]
+infer: {model: m.pt, labels: m.txt, batch_shapes: buckets}
+)", "job.yaml", "/cfg");
+  ASSERT_FALSE(shapes.ok());
+  EXPECT_NE(shapes.status().message().find("infer.batch_shapes: expected one of auto | exact | padded, got 'buckets'"),
+            std::string::npos)
+      << shapes.status().message();
   auto bad = load_config_string(R"(
 streams: [{id: a, uri: "test://ball?frames=1"}]
 infer: {model: m.pt, labels: m.txt, precision: int8}

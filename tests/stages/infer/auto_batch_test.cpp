@@ -48,6 +48,28 @@ TEST(AutoBatch, NextBatchMustLeaveTheReserveFree) {
   EXPECT_FALSE(next_batch_fits(20 * GiB, 10 * GiB, 14 * GiB));   // already under the reserve
 }
 
+TEST(PaddedBatchSizes, PowersOfTwoAndOneAndAHalfTimesThemUpToTheLargest) {
+  EXPECT_EQ(padded_batch_sizes(256),
+            (std::vector<size_t>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
+  EXPECT_EQ(padded_batch_sizes(20), (std::vector<size_t>{1, 2, 3, 4, 6, 8, 12, 16, 20}));
+  EXPECT_EQ(padded_batch_sizes(1), (std::vector<size_t>{1}));
+  EXPECT_TRUE(padded_batch_sizes(0).empty());
+  // No size is more than half again the one before it (the padding costs at most that much work).
+  const std::vector<size_t> sizes = padded_batch_sizes(1000);
+  for (size_t i = 1; i < sizes.size(); ++i) EXPECT_LE(2 * sizes[i], 3 * sizes[i - 1] + 1) << sizes[i];
+}
+
+TEST(PaddedBatchSizes, ABatchRunsAtTheSmallestSizeThatHoldsIt) {
+  const std::vector<size_t> sizes = padded_batch_sizes(100);
+  EXPECT_EQ(padded_size_for(sizes, 1), 1u);
+  EXPECT_EQ(padded_size_for(sizes, 5), 6u);
+  EXPECT_EQ(padded_size_for(sizes, 64), 64u);
+  EXPECT_EQ(padded_size_for(sizes, 65), 96u);
+  EXPECT_EQ(padded_size_for(sizes, 97), 100u);
+  EXPECT_EQ(padded_size_for(sizes, 101), 101u);  // larger than any: as it is
+  EXPECT_EQ(padded_size_for({}, 7), 7u);
+}
+
 class AutoBatchFile : public ::testing::Test {
  protected:
   void SetUp() override {

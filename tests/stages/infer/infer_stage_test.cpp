@@ -170,6 +170,20 @@ TEST_F(InferStageTest, QueuedBatchesAreMergedUpToTheBatchSizeAndEventsKeepTheirP
   EXPECT_EQ(out.messages[6].env.seq, 3u);
 }
 
+TEST_F(InferStageTest, PaddedBatchShapesAreFixedAtStartExactOnesAreNot) {
+  config_.batch.max_batch_size = 20;
+  config_.infer.batch_shapes = "padded";
+  auto padded = open_stage();
+  EXPECT_EQ(fake_->fixed_sizes, (std::vector<size_t>{1, 2, 3, 4, 6, 8, 12, 16, 20}));
+  // auto: padded on CUDA only; the fake runs on "fake".
+  config_.infer.batch_shapes = "auto";
+  auto automatic = open_stage();
+  EXPECT_TRUE(fake_->fixed_sizes.empty());
+  config_.infer.batch_shapes = "exact";
+  auto exact = open_stage();
+  EXPECT_TRUE(fake_->fixed_sizes.empty());
+}
+
 TEST_F(InferStageTest, StreamEventsPassThrough) {
   auto stage = open_stage();
   CollectingEmitter out;

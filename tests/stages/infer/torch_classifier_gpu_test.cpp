@@ -69,6 +69,31 @@ TEST_F(TorchClassifierOnGpu, ABatchOfDeviceTensorsMatchesTheSameBatchFromTheHost
   }
 }
 
+TEST_F(TorchClassifierOnGpu, APaddedBatchOfDeviceTensorsMatchesTheExactOne) {
+  constexpr size_t n = 5;  // padded to 6
+  const std::vector<float> host = random_batch(n);
+  const size_t item_bytes = kInput.bytes();
+  std::vector<std::unique_ptr<DeviceBuffer>> slots;
+  std::vector<const std::byte*> items;
+  for (size_t i = 0; i < n; ++i) {
+    slots.push_back(std::move(DeviceBuffer::allocate(0, item_bytes)).value());
+    ASSERT_TRUE(cuda_copy(slots.back()->data(), host.data() + i * kInput.elements(), item_bytes, nullptr).ok());
+    items.push_back(slots.back()->data());
+  }
+  auto padded = load("cuda:0", DType::kFloat32, false);
+  ASSERT_TRUE(padded.ok()) << padded.status().message();
+  ASSERT_TRUE((*padded)->use_batch_sizes({1, 2, 3, 4, 6, 8}).ok());
+  EXPECT_EQ((*padded)->run_size(n), 6u);
+  auto a = fp32_->classify_device(items, 0, 3);
+  auto b = (*padded)->classify_device(items, 0, 3);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+  ASSERT_EQ(b->size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ((*a)[i].class_ids, (*b)[i].class_ids) << i;
+    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR((*a)[i].scores[k], (*b)[i].scores[k], 1e-4f) << i;
+  }
+}
+
 TEST_F(TorchClassifierOnGpu, Fp16ChannelsLastKeepsTheTopClassAndScoresWithinHalfPrecision) {
   auto fp16 = load("cuda:0", DType::kFloat16, true);
   ASSERT_TRUE(fp16.ok()) << fp16.status().message();

@@ -124,6 +124,33 @@ TEST(TorchClassifier, TimesAForwardPassPerBatchSize) {
   EXPECT_GT(*eight, 0.0);
 }
 
+TEST(TorchClassifier, PaddedBatchesGiveTheSameAnswersAsExactOnes) {
+  auto exact = load_torchscript_classifier(options_for(kModels + "pattern_cnn.pt"));
+  auto padded = load_torchscript_classifier(options_for(kModels + "pattern_cnn.pt"));
+  ASSERT_TRUE(exact.ok() && padded.ok());
+  ASSERT_TRUE((*padded)->use_batch_sizes({1, 2, 4, 8}).ok());
+  EXPECT_EQ((*padded)->run_size(3), 4u);
+  EXPECT_EQ((*padded)->run_size(8), 8u);
+  EXPECT_EQ((*padded)->run_size(9), 9u);  // larger than every size: as it is
+  EXPECT_EQ((*exact)->run_size(3), 3u);
+  // Five different images (each its own pattern), then the first three alone.
+  std::vector<float> batch(5 * kInput.elements());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t image = i / kInput.elements();
+    batch[i] = static_cast<float>((i * (image + 3)) % 97) / 48.f - 1.f;
+  }
+  for (size_t n : {size_t{5}, size_t{3}}) {
+    auto a = (*exact)->classify(reinterpret_cast<const std::byte*>(batch.data()), n, 3);
+    auto b = (*padded)->classify(reinterpret_cast<const std::byte*>(batch.data()), n, 3);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+    ASSERT_EQ(b->size(), n);  // the padding rows' results are dropped
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ((*a)[i].class_ids, (*b)[i].class_ids) << "image " << i << " of " << n;
+      for (size_t k = 0; k < 3; ++k) EXPECT_NEAR((*a)[i].scores[k], (*b)[i].scores[k], 1e-5) << "image " << i;
+    }
+  }
+}
+
 TEST(TorchClassifier, TheLanesGpuFallsBackToTheCpuOnlyWhenTheConfigSaidAuto) {
   // Debian's LibTorch is a CPU build: on a GPU machine `auto` still runs (on the CPU), `cuda` refuses.
   ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
