@@ -31,4 +31,9 @@ JobLayout make_job_layout(const Config& config, const std::string& job_id, uint3
   return l;
 }
 
+std::string opening_mark(const JobLayout& layout, StageKind kind) {
+  const std::string lane = kind == StageKind::kPublish ? std::string() : "-" + std::to_string(layout.lane);
+  return layout.run_dir + "/" + stage_kind_name(kind) + lane + ".opening";
+}
+
 }  // namespace vapipe

@@ -23,6 +23,14 @@ struct JobLayout {
 
 JobLayout make_job_layout(const Config& config, const std::string& job_id, uint32_t lane = 0);
 
+// The start-up gate. `vapipe run` makes an "opening" mark for every stage but ingest before it starts
+// any; each stage removes its own once open() has succeeded (model loaded and warmed up, pools made).
+// Ingest starts its streams when the marks of its lane's stages and publish's are gone, so no frame
+// is decoded before the pipeline can take it (DeepStream, likewise, does not play before nvinfer has
+// its engine). Stages started by hand have no marks, so nothing waits. The mark of `kind` in
+// `layout.lane` (publish has one for the job).
+std::string opening_mark(const JobLayout& layout, StageKind kind);
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

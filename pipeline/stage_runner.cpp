@@ -72,6 +72,27 @@ bool wait_for_downstream_closed(const std::string& endpoint, const ShutdownFlags
   return true;
 }
 
+DownstreamOpenWait wait_for_downstream_open(const JobLayout& layout, const ShutdownFlags& flags) {
+  DownstreamOpenWait wait;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    std::string opening;
+    for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer, StageKind::kPublish}) {
+      std::error_code ec;
+      if (std::filesystem::exists(opening_mark(layout, k), ec)) opening = stage_kind_name(k);
+    }
+    if (opening.empty()) break;
+    wait.last = opening;
+    if (flags.stop.load() || flags.abort.load()) {
+      wait.opened = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  wait.seconds = seconds_since(start);
+  return wait;
+}
+
 Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, const Lane* lane,
                  ShutdownFlags& flags, StageRunStats* stats_out) {
   const StageKind kind = stage.kind();
@@ -100,6 +121,8 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
 
   StageContext ctx{config, &flags.stop, lane, &layout};
   VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
+  std::error_code removed;
+  std::filesystem::remove(opening_mark(layout, kind), removed);  // the start-up gate: this stage can take input
   VAPIPE_LOG_INFO("{} ready: input {}{}", stage_kind_name(kind), layout.input_endpoint.at(kind),
                   sender ? ", output " + sender->endpoint() : std::string());
 

@@ -59,6 +59,16 @@ void wait_for_pool_drained(const ShmPool& pool, const ShutdownFlags& flags,
 bool wait_for_downstream_closed(const std::string& endpoint, const ShutdownFlags& flags,
                                 std::chrono::steady_clock::duration drain);
 
+// Ingest, before it starts its streams: waits until the stages after it in its lane, and publish,
+// have opened (their opening marks are gone, see opening_mark in job_layout.h), or a stop or abort.
+// Returns the seconds waited and, when it waited, the stage that opened last.
+struct DownstreamOpenWait {
+  double seconds = 0;
+  std::string last;  // empty: nothing to wait for
+  bool opened = true;  // false: stopped waiting on stop or abort
+};
+DownstreamOpenWait wait_for_downstream_open(const JobLayout& layout, const ShutdownFlags& flags);
+
 // The stage after `kind` in the pipeline (ingest -> preprocess -> batch -> infer -> publish).
 StageKind next_stage(StageKind kind);
 

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "pipeline/cuda/gpu_info.h"
@@ -101,6 +102,15 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
     if (entry.path().filename().string().rfind("auto-batch-size-", 0) == 0) std::filesystem::remove(entry.path(), ec);
   }
+
+  // The start-up gate (opening_mark in job_layout.h): ingest starts its streams once the others opened.
+  for (const Lane& lane : placement->lanes) {
+    const JobLayout lane_layout = make_job_layout(config, job_id, lane.index);
+    for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+      std::ofstream(opening_mark(lane_layout, k)).flush();
+    }
+  }
+  std::ofstream(opening_mark(layout, StageKind::kPublish)).flush();
 
   VAPIPE_LOG_INFO("job '{}' ({}): {} streams, {} mode, results on {}", config.job.name, job_id, config.streams.size(),
                   config.job.mode == JobMode::kArchive ? "archive" : "live", config.publish.endpoint);

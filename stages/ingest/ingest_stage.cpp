@@ -1,6 +1,7 @@
 #include "stages/ingest/ingest_stage.h"
 
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -35,12 +36,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                   config.job.mode == JobMode::kArchive ? "archive" : "live",
                   queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
 
+  // Each stream's pipeline is built while the stages downstream open; it plays once they have.
+  std::promise<void> downstream_open;
+  std::shared_future<void> gate = downstream_open.get_future().share();
   std::vector<std::thread> threads;
   std::vector<Status> results(config.streams.size());
   // Per stream: seconds blocked sending (preprocess's queue full) and waiting for a free frame slot
   // (downstream still holds them). Much of either: decode is not what limits the job.
   std::vector<double> send_s(config.streams.size(), 0), slot_s(config.streams.size(), 0);
-  const auto started = std::chrono::steady_clock::now();
   for (uint32_t i : lane.streams) {
     threads.emplace_back([&, i] {
       const StreamConfig& stream = config.streams[i];
@@ -63,11 +66,20 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
             MessageKind::kStreamError, env, StreamEvent{redact_uri(stream.uri), reader.status().message(), 0, 0}));
         return;
       }
+      gate.wait();
       results[i] = (*reader)->run(emitter, flags);
       send_s[i] = emitter.send_seconds();
       slot_s[i] = emitter.allocate_seconds();
     });
   }
+  const DownstreamOpenWait wait = wait_for_downstream_open(layout, flags);
+  if (!wait.last.empty()) {
+    VAPIPE_LOG_INFO("ingest lane {}: {} {:.2f} s for the stages downstream to open ({}: {})", lane.index,
+                    wait.opened ? "streams start after waiting" : "stop requested after waiting", wait.seconds,
+                    wait.opened ? "the last" : "still opening", wait.last);
+  }
+  downstream_open.set_value();  // on a stop too: each stream then ends as stopped, downstream sees it
+  const auto started = std::chrono::steady_clock::now();
   for (auto& t : threads) t.join();
   if (!lane.streams.empty()) {
     double send_total = 0, slot_total = 0;
