@@ -212,6 +212,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     wait_for_pool_drained(*shm->pool(), flags, drain);
   }
   if (sender) wait_for_downstream_closed(sender->endpoint(), flags, drain);
+  if (sender && flags.abort.load()) sender->discard_unsent();
   stats.wall_s = seconds_since(ready_at);
   stats.send_blocked_s = emitter.send_seconds();
   stats.slot_wait_s = emitter.allocate_seconds();

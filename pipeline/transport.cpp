@@ -98,6 +98,14 @@ Status MessageSender::send(const Message& msg, const std::atomic<bool>* cancel) 
   return Status::Ok();
 }
 
+void MessageSender::discard_unsent() {
+  try {
+    socket_.set(zmq::sockopt::linger, 0);
+  } catch (const zmq::error_t&) {
+    // a closed socket drops its queue anyway
+  }
+}
+
 Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string& endpoint, int hwm) {
   try {
     zmq::socket_t socket(zmq_context(), zmq::socket_type::pull);

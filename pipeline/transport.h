@@ -64,6 +64,9 @@ class MessageSender {
   static Result<std::unique_ptr<MessageSender>> connect(const std::string& endpoint, bool by_reference, int hwm);
   // Blocks while the receiver is full (back-pressure); kCancelled once *cancel is true.
   Status send(const Message& msg, const std::atomic<bool>* cancel);
+  // On an abort: what is still queued is dropped when the sender closes, instead of holding the
+  // process's exit for the linger period (up to 5 s) when the receiver is gone.
+  void discard_unsent();
   const std::string& endpoint() const { return endpoint_; }
 
  private:

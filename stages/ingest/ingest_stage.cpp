@@ -70,6 +70,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       results[i] = (*reader)->run(emitter, flags);
       send_s[i] = emitter.send_seconds();
       slot_s[i] = emitter.allocate_seconds();
+      if (flags.abort.load()) (*sender)->discard_unsent();
     });
   }
   const DownstreamOpenWait wait = wait_for_downstream_open(layout, flags);
