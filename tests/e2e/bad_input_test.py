@@ -69,6 +69,9 @@ class BadInput(E2ETest):
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("stage infer", run.stderr)
         self.assertIn(os.path.join(self.dir, "nope.pt") + ": file not found", run.stderr)
+        # The start-up gate: ingest never played its stream, since infer never opened.
+        self.assertIn("still opening: infer", run.stderr)
+        self.assertIn("stream 'a': stopped after 0 frames", run.stderr)
 
     def test_labels_that_do_not_match_the_model_are_a_start_up_error(self):
         labels = os.path.join(self.dir, "three.txt")
