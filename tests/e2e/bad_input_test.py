@@ -69,9 +69,20 @@ class BadInput(E2ETest):
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("stage infer", run.stderr)
         self.assertIn(os.path.join(self.dir, "nope.pt") + ": file not found", run.stderr)
-        # The start-up gate: ingest never played its stream, since infer never opened.
-        self.assertIn("still opening: infer", run.stderr)
-        self.assertIn("stream 'a': stopped after 0 frames", run.stderr)
+
+    def test_a_model_that_does_not_load_stops_the_job_before_any_frame_is_decoded(self):
+        """The start-up gate: ingest plays its streams only once infer has opened. Loading LibTorch
+        takes about a second, in which ingest used to decode (4 to 23 frames a stream were seen)."""
+        model = os.path.join(self.dir, "corrupt.pt")
+        with open(model, "w") as f:
+            f.write("not a TorchScript archive\n")
+        config, _ = write_config(self.dir, [("a", "test://ball?frames=300"), ("b", "test://snow?frames=300")],
+                                 infer={"model": model}, publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 2, run.stderr[-3000:])
+        self.assertIn("model " + model + " is not a TorchScript model", run.stderr)
+        self.assertNotRegex(run.stderr, r"stream '[ab]': (stopped|end of stream) after [1-9]")
 
     def test_labels_that_do_not_match_the_model_are_a_start_up_error(self):
         labels = os.path.join(self.dir, "three.txt")
