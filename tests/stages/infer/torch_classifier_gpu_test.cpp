@@ -37,6 +37,23 @@ std::vector<float> random_batch(size_t n) {
   return v;
 }
 
+// Each item of a host batch in its own GPU buffer, as device pool slots hold them.
+struct DeviceItems {
+  std::vector<std::unique_ptr<DeviceBuffer>> slots;
+  std::vector<const std::byte*> items;
+  bool upload(const std::vector<float>& host, size_t n) {
+    const size_t item_bytes = kInput.bytes();
+    for (size_t i = 0; i < n; ++i) {
+      auto buffer = DeviceBuffer::allocate(0, item_bytes);
+      if (!buffer.ok()) return false;
+      slots.push_back(std::move(buffer).value());
+      if (!cuda_copy(slots.back()->data(), host.data() + i * kInput.elements(), item_bytes, nullptr).ok()) return false;
+      items.push_back(slots.back()->data());
+    }
+    return true;
+  }
+};
+
 class TorchClassifierOnGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,14 +68,9 @@ class TorchClassifierOnGpu : public ::testing::Test {
 TEST_F(TorchClassifierOnGpu, ABatchOfDeviceTensorsMatchesTheSameBatchFromTheHost) {
   constexpr size_t n = 8;
   const std::vector<float> host = random_batch(n);
-  const size_t item_bytes = kInput.bytes();
-  std::vector<std::unique_ptr<DeviceBuffer>> slots;
-  std::vector<const std::byte*> items;
-  for (size_t i = 0; i < n; ++i) {
-    slots.push_back(std::move(DeviceBuffer::allocate(0, item_bytes)).value());
-    ASSERT_TRUE(cuda_copy(slots.back()->data(), host.data() + i * kInput.elements(), item_bytes, nullptr).ok());
-    items.push_back(slots.back()->data());
-  }
+  DeviceItems device;
+  ASSERT_TRUE(device.upload(host, n));
+  const std::vector<const std::byte*>& items = device.items;
   auto from_host = fp32_->classify(reinterpret_cast<const std::byte*>(host.data()), n, 3);
   auto from_device = fp32_->classify_device(items, 0, 3);
   ASSERT_TRUE(from_host.ok()) << from_host.status().message();
@@ -72,14 +84,9 @@ TEST_F(TorchClassifierOnGpu, ABatchOfDeviceTensorsMatchesTheSameBatchFromTheHost
 TEST_F(TorchClassifierOnGpu, APaddedBatchOfDeviceTensorsMatchesTheExactOne) {
   constexpr size_t n = 5;  // padded to 6
   const std::vector<float> host = random_batch(n);
-  const size_t item_bytes = kInput.bytes();
-  std::vector<std::unique_ptr<DeviceBuffer>> slots;
-  std::vector<const std::byte*> items;
-  for (size_t i = 0; i < n; ++i) {
-    slots.push_back(std::move(DeviceBuffer::allocate(0, item_bytes)).value());
-    ASSERT_TRUE(cuda_copy(slots.back()->data(), host.data() + i * kInput.elements(), item_bytes, nullptr).ok());
-    items.push_back(slots.back()->data());
-  }
+  DeviceItems device;
+  ASSERT_TRUE(device.upload(host, n));
+  const std::vector<const std::byte*>& items = device.items;
   auto padded = load("cuda:0", DType::kFloat32, false);
   ASSERT_TRUE(padded.ok()) << padded.status().message();
   ASSERT_TRUE((*padded)->use_batch_sizes({1, 2, 3, 4, 6, 8}).ok());
