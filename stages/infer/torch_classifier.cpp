@@ -68,7 +68,7 @@ class TorchClassifier final : public Classifier {
       torch::NoGradGuard no_grad;
       torch::Tensor x = to_model_input(torch::zeros(batch_shape(n), torch::TensorOptions().dtype(torch::kFloat)));
       std::vector<double> times;
-      for (uint32_t i = 0; i <= rounds; ++i) {
+      for (uint32_t i = 0; i <= std::max<uint32_t>(1, rounds); ++i) {  // the first pass is not timed
         const auto start = std::chrono::steady_clock::now();
         forward(x).toTensor().to(torch::kCPU);  // the copy to the host waits for the GPU
         if (i > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
