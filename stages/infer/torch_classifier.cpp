@@ -66,7 +66,7 @@ class TorchClassifier final : public Classifier {
   Result<double> time_forward(size_t n, uint32_t rounds) override {
     try {
       torch::NoGradGuard no_grad;
-      torch::Tensor x = to_model_input(torch::zeros(batch_shape(n), torch::TensorOptions().dtype(torch::kFloat)));
+      torch::Tensor x = to_model_input(model_zeros(n));
       std::vector<double> times;
       for (uint32_t i = 0; i <= std::max<uint32_t>(1, rounds); ++i) {  // the first pass is not timed
         const auto start = std::chrono::steady_clock::now();
@@ -144,6 +144,11 @@ class TorchClassifier final : public Classifier {
     return module_.forward({x});
   }
 
+  // A batch of n zero images made where the model runs (no host batch of up to hundreds of MB to copy).
+  torch::Tensor model_zeros(size_t n) const {
+    return torch::zeros(batch_shape(n), torch::TensorOptions().dtype(model_dtype_).device(device_));
+  }
+
   torch::Tensor to_model_input(torch::Tensor x, size_t rows = 0) const {
     x = x.to(device_, model_dtype_, /*non_blocking=*/false, /*copy=*/false);
     if (static_cast<int64_t>(rows) > x.size(0)) {
@@ -170,7 +175,7 @@ class TorchClassifier final : public Classifier {
                                  std::to_string(input_.height) + ", " + std::to_string(input_.width) + "]";
     try {
       torch::NoGradGuard no_grad;
-      torch::Tensor x = to_model_input(torch::zeros(batch_shape(n), torch::TensorOptions().dtype(torch::kFloat)));
+      torch::Tensor x = to_model_input(model_zeros(n));
       for (uint32_t i = 0; i < rounds; ++i) {
         torch::jit::IValue out = forward(x);
         if (!out.isTensor()) return InvalidArgument("forward on " + in_shape + " does not return a tensor");
