@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "stages/infer/auto_batch.h"
 #include "stages/infer/classifier.h"
 
 namespace vapipe::testing {
@@ -31,12 +32,7 @@ class FakeClassifier final : public Classifier {
     fixed_sizes = sizes;
     return Status::Ok();
   }
-  size_t run_size(size_t n) const override {
-    for (size_t s : fixed_sizes) {
-      if (s >= n) return s;
-    }
-    return n;
-  }
+  size_t run_size(size_t n) const override { return padded_size_for(fixed_sizes, n); }
   int64_t num_classes() const override { return classes_; }
   std::string device() const override { return "fake"; }
 
