@@ -178,7 +178,7 @@ else
   done
   if [[ -n ${last_log:-} ]]; then
     summary "stage time in $(basename "$last_log"):"
-    grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded)|ingest lane [0-9]+: [0-9]+ streams in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
+    grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded)|ingest lane [0-9]+: ([0-9]+ streams in|streams start after)' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
   fi
   # The same end to end with one infer setting changed, to compare: TorchScript's run-time
   # re-optimisation on, and every batch at its own size instead of padded to fixed sizes.

@@ -36,7 +36,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                   config.job.mode == JobMode::kArchive ? "archive" : "live",
                   queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
 
-  // Each stream's pipeline is built while the stages downstream open; it plays once they have.
+  // Each stream's pipeline is built and prerolled while the stages downstream open; it plays once
+  // they have.
   std::promise<void> downstream_open;
   std::shared_future<void> gate = downstream_open.get_future().share();
   std::vector<std::thread> threads;
@@ -44,6 +45,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // Per stream: seconds blocked sending (preprocess's queue full) and waiting for a free frame slot
   // (downstream still holds them). Much of either: decode is not what limits the job.
   std::vector<double> send_s(config.streams.size(), 0), slot_s(config.streams.size(), 0);
+  // Per stream: whether its decoder had started and its first frame was ready when the gate opened.
+  std::vector<char> prerolled(config.streams.size(), 0);
   for (uint32_t i : lane.streams) {
     threads.emplace_back([&, i] {
       const StreamConfig& stream = config.streams[i];
@@ -66,7 +69,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
             MessageKind::kStreamError, env, StreamEvent{redact_uri(stream.uri), reader.status().message(), 0, 0}));
         return;
       }
+      // Decoders start (NVDEC: seconds) and RTSP sessions are set up while the gate is closed.
+      (*reader)->preroll();
       gate.wait();
+      prerolled[i] = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
       results[i] = (*reader)->run(emitter, flags);
       send_s[i] = emitter.send_seconds();
       slot_s[i] = emitter.allocate_seconds();
@@ -86,10 +92,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     double send_total = 0, slot_total = 0;
     for (uint32_t i : lane.streams) send_total += send_s[i], slot_total += slot_s[i];
     const double n = static_cast<double>(lane.streams.size());
-    VAPIPE_LOG_INFO("ingest lane {}: {} streams in {:.2f} s; each stream on average blocked sending {:.2f} s and "
-                    "waiting for frame slots {:.2f} s", lane.index, lane.streams.size(),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
-                    send_total / n, slot_total / n);
+    size_t ready = 0;
+    for (uint32_t i : lane.streams) ready += prerolled[i] ? 1 : 0;
+    VAPIPE_LOG_INFO("ingest lane {}: {} streams in {:.2f} s ({} prerolled when they started); each stream on "
+                    "average blocked sending {:.2f} s and waiting for frame slots {:.2f} s", lane.index,
+                    lane.streams.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                    ready, send_total / n, slot_total / n);
   }
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok()) VAPIPE_LOG_ERROR("stream '{}': {}", config.streams[i].id, results[i].message());

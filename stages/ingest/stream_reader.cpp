@@ -387,6 +387,19 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
 
 }  // namespace
 
+void StreamReader::preroll() {
+  // ASYNC for files (the streaming threads preroll), NO_PREROLL for live sources, FAILURE with the
+  // reason on the bus: run() reads the bus, so nothing is lost by not looking here.
+  gst_element_set_state(impl_->pipeline.get(), GST_STATE_PAUSED);
+}
+
+bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
+  GstState state = GST_STATE_VOID_PENDING;
+  const GstStateChangeReturn r = gst_element_get_state(
+      impl_->pipeline.get(), &state, nullptr, static_cast<GstClockTime>(timeout.count()) * GST_MSECOND);
+  return (r == GST_STATE_CHANGE_SUCCESS || r == GST_STATE_CHANGE_NO_PREROLL) && state == GST_STATE_PAUSED;
+}
+
 Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   Impl& s = *impl_;
   const std::string uri = redact_uri(s.stream.uri);
@@ -408,6 +421,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Device copies run on the lane's GPU.
   std::optional<DeviceGuard> device;
   if (s.options.gpu >= 0) device.emplace(s.options.gpu);
+  // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
+  // the one prerolled.
+  if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
   if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     // The reason is on the bus (e.g. "Resource not found").
     std::string reason = pop_bus_error(bus.get()).value_or("cannot start the pipeline");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -35,7 +36,15 @@ class StreamReader {
   StreamReader(const StreamReader&) = delete;
   StreamReader& operator=(const StreamReader&) = delete;
 
-  // Plays the stream to its end. Emits kStreamStart before the first frame, then the frames, then
+  // Takes the pipeline to PAUSED without waiting: sources open (an RTSP session is set up), decoders
+  // start (NVDEC's take seconds) and a file's first frame is decoded, while nothing reaches the queue
+  // (appsink hands samples over only when playing). A failure surfaces in run(), from the bus.
+  void preroll();
+  // After preroll(): true once the pipeline is paused with its first frame decoded (or, for a live
+  // source, which does not preroll, paused); false on a failure or after `timeout`.
+  bool wait_prerolled(std::chrono::milliseconds timeout);
+
+  // Plays the stream to its end (from PAUSED after preroll()). Emits kStreamStart before the first frame, then the frames, then
   // kStreamEnd (end-of-stream, or "stopped" after `flags.stop`) or kStreamError. Returns an error
   // only if `out` failed (the downstream is gone).
   Status run(Emitter& out, const ShutdownFlags& flags);

@@ -114,6 +114,43 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
   }
 }
 
+// Ingest prerolls each stream while the stages downstream open (decoders start, the first frame is
+// decoded), then plays it: the prerolled frame is the stream's first, not lost nor sent twice.
+TEST_F(StreamReaderTest, APrerolledFileStillEmitsEveryFrameOnceFromTheFirst) {
+  const std::string path = encode_clip("preroll.mp4", "smpte", 15, 320, 240, "mp4mux");
+  auto reader = StreamReader::create(stream("clip", path), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  (*reader)->preroll();
+  ASSERT_TRUE((*reader)->wait_prerolled(std::chrono::seconds(20)));
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 15u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i]->env.seq, i);
+    EXPECT_EQ(frames[i]->env.pts_ns, static_cast<int64_t>(i) * 1000000000 / 30);
+  }
+  EXPECT_EQ(out.messages.front().kind, MessageKind::kStreamStart);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.frames, 15u);
+}
+
+// A stage downstream failed to open, so the job stops before the gate opens: the stream ends as
+// stopped without sending the frame it prerolled.
+TEST_F(StreamReaderTest, AStreamStoppedBeforeItPlaysSendsNoFrame) {
+  auto reader = StreamReader::create(stream("syn", "test://ball?frames=50&width=160&height=120"), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  (*reader)->preroll();
+  ASSERT_TRUE((*reader)->wait_prerolled(std::chrono::seconds(20)));
+  flags_.stop = true;
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_EQ(out.messages.size(), 1u);
+  EXPECT_EQ(out.messages[0].kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages[0].event.message, "stopped");
+  EXPECT_EQ(out.messages[0].event.frames, 0u);
+}
+
 TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {
   auto reader = StreamReader::create(stream("gone", (dir_ / "nope.mp4").string()), 0, ingest_);
   ASSERT_FALSE(reader.ok());
@@ -130,6 +167,9 @@ TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
   }
   auto reader = StreamReader::create(stream("bad", path.string()), 0, ingest_);
   ASSERT_TRUE(reader.ok());
+  // As ingest runs it: the failure happens in preroll, and run() reports it.
+  (*reader)->preroll();
+  EXPECT_FALSE((*reader)->wait_prerolled(std::chrono::seconds(20)));
   CollectingEmitter out;
   ASSERT_TRUE((*reader)->run(out, flags_).ok());
   ASSERT_FALSE(out.messages.empty());
@@ -214,6 +254,9 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
     size_t* frames_;
     ShutdownFlags* flags_;
   } out(&frames, &flags_);
+  // As ingest runs it: the RTSP session is set up while paused (a live source does not preroll).
+  (*reader)->preroll();
+  EXPECT_TRUE((*reader)->wait_prerolled(std::chrono::seconds(20)));
   std::thread watchdog([&] {
     for (int i = 0; i < 200 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     flags_.stop = true;  // at most 20 s
