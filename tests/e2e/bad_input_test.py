@@ -70,9 +70,10 @@ class BadInput(E2ETest):
         self.assertIn("stage infer", run.stderr)
         self.assertIn(os.path.join(self.dir, "nope.pt") + ": file not found", run.stderr)
 
-    def test_a_model_that_does_not_load_stops_the_job_before_any_frame_is_decoded(self):
-        """The start-up gate: ingest plays its streams only once infer has opened. Loading LibTorch
-        takes about a second, in which ingest used to decode (4 to 23 frames a stream were seen)."""
+    def test_a_model_that_does_not_load_stops_the_job_before_any_frame_leaves_ingest(self):
+        """The start-up gate: ingest plays its streams (prerolled meanwhile) only once infer has opened.
+        Loading LibTorch takes about a second, in which ingest used to decode and send (4 to 23 frames a
+        stream were seen)."""
         model = os.path.join(self.dir, "corrupt.pt")
         with open(model, "w") as f:
             f.write("not a TorchScript archive\n")
