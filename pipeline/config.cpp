@@ -225,6 +225,18 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     std::string policy = queue_policy_name(c.ingest.queue_policy);
     r.choice("queue_policy", &policy, {"block", "drop_oldest"});
     c.ingest.queue_policy = *parse_queue_policy(policy);
+    r.boolean("reconnect", &c.ingest.reconnect);
+    r.number("reconnect_delay_s", &c.ingest.reconnect_delay_s, 0, 3600);
+    r.number("reconnect_max_delay_s", &c.ingest.reconnect_max_delay_s, 0, 3600);
+    r.uint("reconnect_attempts", &c.ingest.reconnect_attempts, 0, 1000000);
+    r.number("stall_timeout_s", &c.ingest.stall_timeout_s, 0, 3600);
+    if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
+      std::ostringstream os;
+      os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "
+         << c.ingest.reconnect_max_delay_s;
+      YAML::Node bad = r.child("reconnect_max_delay_s");
+      ctx.fail(bad.IsDefined() ? bad : r.child("reconnect_delay_s"), "ingest.reconnect_max_delay_s", os.str());
+    }
     r.finish();
   }
   {

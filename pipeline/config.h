@@ -39,6 +39,15 @@ struct IngestConfig {
   std::string decoder = "auto";  // auto | cpu | nvdec
   uint32_t queue_capacity = 8;   // decoded frames buffered per stream
   QueuePolicy queue_policy = QueuePolicy::kBlock;  // default: block in archive mode, drop_oldest live
+  // Live mode, network streams: one that fails, ends or stalls is reconnected after a delay that
+  // doubles from reconnect_delay_s up to reconnect_max_delay_s; reconnect_attempts in a row without a
+  // frame end it as failed (0: never give up). A stream with no frame for stall_timeout_s has stalled
+  // (0: never).
+  bool reconnect = true;
+  double reconnect_delay_s = 1.0;
+  double reconnect_max_delay_s = 30.0;
+  uint32_t reconnect_attempts = 0;
+  double stall_timeout_s = 10.0;
 };
 
 struct PreprocessConfig {

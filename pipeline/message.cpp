@@ -13,6 +13,8 @@ const char* message_kind_name(MessageKind kind) {
     case MessageKind::kStreamStart: return "stream-start";
     case MessageKind::kStreamEnd: return "stream-end";
     case MessageKind::kStreamError: return "stream-error";
+    case MessageKind::kStreamReconnecting: return "stream-reconnecting";
+    case MessageKind::kStreamResumed: return "stream-resumed";
   }
   return "unknown";
 }

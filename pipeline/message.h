@@ -1,5 +1,5 @@
 // The messages that travel between stages. One type for all edges, so that one transport and one
-// stage runner serve every stage. Stream events (start, end, error) travel in the same ordered
+// stage runner serve every stage. Stream events (start, end, error, reconnecting, resumed) travel in the same ordered
 // channel as the frames of their stream, so "end" always arrives after that stream's last frame.
 #pragma once
 
@@ -21,10 +21,13 @@ enum class MessageKind : uint8_t {
   kStreamStart = 10,  // a stream began decoding
   kStreamEnd = 11,    // a stream reached end-of-stream (or was stopped)
   kStreamError = 12,  // a stream failed; no more frames from it
+  kStreamReconnecting = 13,  // a live network stream failed, ended or stalled; it is being reconnected
+  kStreamResumed = 14,       // its first frame after a reconnection
 };
 const char* message_kind_name(MessageKind kind);
 inline bool is_stream_event(MessageKind k) {
-  return k == MessageKind::kStreamStart || k == MessageKind::kStreamEnd || k == MessageKind::kStreamError;
+  return k == MessageKind::kStreamStart || k == MessageKind::kStreamEnd || k == MessageKind::kStreamError ||
+         k == MessageKind::kStreamReconnecting || k == MessageKind::kStreamResumed;
 }
 inline bool ends_stream(MessageKind k) { return k == MessageKind::kStreamEnd || k == MessageKind::kStreamError; }
 
@@ -78,6 +81,7 @@ struct StreamEvent {
   std::string message;  // error text or end reason
   uint64_t frames = 0;  // frames emitted by ingest for the stream (on end/error)
   uint64_t dropped = 0; // frames dropped by a live-mode queue (on end/error)
+  uint32_t attempt = 0; // kStreamReconnecting / kStreamResumed: the reconnection attempt (from 1)
 };
 
 struct Message {

@@ -187,10 +187,13 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
     case MessageKind::kStreamStart:
     case MessageKind::kStreamEnd:
     case MessageKind::kStreamError:
+    case MessageKind::kStreamReconnecting:
+    case MessageKind::kStreamResumed:
       w.str(m.event.uri);
       w.str(m.event.message);
       w.pod(m.event.frames);
       w.pod(m.event.dropped);
+      if (m.kind == MessageKind::kStreamReconnecting || m.kind == MessageKind::kStreamResumed) w.pod(m.event.attempt);
       break;
   }
 }
@@ -251,10 +254,13 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
     case MessageKind::kStreamStart:
     case MessageKind::kStreamEnd:
     case MessageKind::kStreamError:
+    case MessageKind::kStreamReconnecting:
+    case MessageKind::kStreamResumed:
       r.str(&m->event.uri);
       r.str(&m->event.message);
       r.pod(&m->event.frames);
       r.pod(&m->event.dropped);
+      if (m->kind == MessageKind::kStreamReconnecting || m->kind == MessageKind::kStreamResumed) r.pod(&m->event.attempt);
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }
   return DataLoss("unknown message kind " + std::to_string(static_cast<int>(m->kind)));

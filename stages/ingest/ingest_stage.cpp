@@ -58,7 +58,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         return;
       }
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
-      auto reader = StreamReader::create(stream, i, config.ingest, ReaderOptions{lane.decoder, lane.gpu});
+      ReaderOptions reader_options;
+      reader_options.decoder = lane.decoder;
+      reader_options.gpu = lane.gpu;
+      reader_options.live = config.job.mode == JobMode::kLive;
+      auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
       if (!reader.ok()) {
         // The stream still has to end downstream, as an error that names it.
         Envelope env;

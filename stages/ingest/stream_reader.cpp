@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
 
 #include "pipeline/bounded_queue.h"
 #include "pipeline/cuda/device_memory.h"
@@ -185,6 +187,85 @@ GstElement* make(const char* factory, const std::string& stream_id, Status* stat
 
 }  // namespace
 
+// Builds the stream's GStreamer pipeline into `impl` (not started): at creation, and again for each
+// reconnection (a new connection may bring another codec, so nothing of the old one is reused).
+static Status build_pipeline(StreamReader::Impl& impl) {
+  Status status;
+  // A pipeline of an earlier connection goes first (its streaming threads stop in set_state NULL).
+  if (impl.pipeline) gst_element_set_state(impl.pipeline.get(), GST_STATE_NULL);
+  impl.pipeline.reset();
+  impl.appsink = impl.convert_sink = impl.caps_sink = nullptr;
+  impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
+  gst_object_ref_sink(impl.pipeline.get());
+  bool nvdec = impl.options.decoder == Decoder::kNvdec && impl.stream.parsed.kind != UriKind::kTest;
+  if (nvdec) {
+    std::string why;
+    if (!share_cuda_context(impl.pipeline.get(), impl.options.gpu, &why)) {
+      static std::once_flag warned;
+      std::call_once(warned, [&] { VAPIPE_LOG_WARN("NVDEC unavailable ({}): decoding on the CPU", why); });
+      nvdec = impl.options.nvdec_shape_without_cuda;
+    }
+  }
+  GstElement* bin = impl.pipeline.get();
+  GstElement* caps_filter = make("capsfilter", impl.stream.id, &status);
+  GstElement* sink = make("appsink", impl.stream.id, &status);
+  GstCaps* caps = nullptr;
+
+  if (impl.stream.parsed.kind == UriKind::kTest) {
+    const TestSourceSpec& t = impl.stream.parsed.test;
+    GstElement* src = make("videotestsrc", impl.stream.id, &status);
+    if (!status.ok()) return status;
+    gst_util_set_object_arg(G_OBJECT(src), "pattern", t.pattern.c_str());
+    if (t.frames > 0) g_object_set(src, "num-buffers", static_cast<gint>(t.frames), nullptr);
+    g_object_set(src, "is-live", t.live ? TRUE : FALSE, "horizontal-speed", t.speed, nullptr);
+    if (!t.motion.empty()) gst_util_set_object_arg(G_OBJECT(src), "motion", t.motion.c_str());
+    caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, t.format.c_str(), "width", G_TYPE_INT,
+                               static_cast<gint>(t.width), "height", G_TYPE_INT, static_cast<gint>(t.height),
+                               "framerate", GST_TYPE_FRACTION, static_cast<gint>(t.fps), 1, nullptr);
+    gst_bin_add_many(GST_BIN(bin), src, caps_filter, sink, nullptr);
+    if (!gst_element_link_many(src, caps_filter, sink, nullptr)) {
+      status = Internal("stream '" + impl.stream.id + "': cannot link the test source");
+    }
+  } else {
+    GstElement* src = make("uridecodebin", impl.stream.id, &status);
+    GstElement* convert = make("videoconvert", impl.stream.id, &status);
+    if (!status.ok()) return status;
+    g_object_set(src, "uri", impl.stream.uri.c_str(), nullptr);
+    // nvdec: NV12 in CUDA memory first; host formats for what a software decoder produces instead.
+    caps = gst_caps_from_string(nvdec ? "video/x-raw(memory:CUDAMemory),format=(string)NV12;"
+                                        "video/x-raw,format=(string){I420,NV12,RGB}"
+                                      : "video/x-raw,format=(string){I420,NV12,RGB}");
+    gst_bin_add_many(GST_BIN(bin), src, convert, caps_filter, sink, nullptr);
+    // nvdec: the caps filter's input stays free until the decoder's pad shows whether it can carry
+    // CUDA memory (on_pad_added links it, or videoconvert in front of it).
+    if (!gst_element_link(caps_filter, sink) || (!nvdec && !gst_element_link(convert, caps_filter))) {
+      status = Internal("stream '" + impl.stream.id + "': cannot link videoconvert to the appsink");
+    }
+    impl.convert_sink = convert;
+    if (nvdec) impl.caps_sink = caps_filter;
+    g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
+    if (!nvdec) {
+      g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
+    }
+  }
+  if (!status.ok()) {
+    if (caps) gst_caps_unref(caps);
+    return status;
+  }
+  g_object_set(caps_filter, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+
+  impl.appsink = sink;
+  // Our own bounded queue holds the frames; the appsink keeps one at most, and does not sync to the
+  // clock (archive files run as fast as the pipeline allows; live sources pace themselves).
+  g_object_set(sink, "max-buffers", 1u, "drop", FALSE, "sync", FALSE, "emit-signals", FALSE, nullptr);
+  GstAppSinkCallbacks callbacks{};
+  callbacks.eos = &StreamReader::Impl::on_eos;
+  callbacks.new_sample = &StreamReader::Impl::on_new_sample;
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, &impl, nullptr);
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& stream, uint32_t stream_index,
                                                            const IngestConfig& ingest, ReaderOptions options) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
@@ -199,75 +280,7 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
-  Status status;
-  impl->pipeline.reset(gst_pipeline_new(("vapipe-" + stream.id).c_str()));
-  gst_object_ref_sink(impl->pipeline.get());
-  bool nvdec = options.decoder == Decoder::kNvdec && stream.parsed.kind != UriKind::kTest;
-  if (nvdec) {
-    std::string why;
-    if (!share_cuda_context(impl->pipeline.get(), options.gpu, &why)) {
-      static std::once_flag warned;
-      std::call_once(warned, [&] { VAPIPE_LOG_WARN("NVDEC unavailable ({}): decoding on the CPU", why); });
-      nvdec = options.nvdec_shape_without_cuda;
-    }
-  }
-  GstElement* bin = impl->pipeline.get();
-  GstElement* caps_filter = make("capsfilter", stream.id, &status);
-  GstElement* sink = make("appsink", stream.id, &status);
-  GstCaps* caps = nullptr;
-
-  if (stream.parsed.kind == UriKind::kTest) {
-    const TestSourceSpec& t = stream.parsed.test;
-    GstElement* src = make("videotestsrc", stream.id, &status);
-    if (!status.ok()) return status;
-    gst_util_set_object_arg(G_OBJECT(src), "pattern", t.pattern.c_str());
-    if (t.frames > 0) g_object_set(src, "num-buffers", static_cast<gint>(t.frames), nullptr);
-    g_object_set(src, "is-live", t.live ? TRUE : FALSE, "horizontal-speed", t.speed, nullptr);
-    if (!t.motion.empty()) gst_util_set_object_arg(G_OBJECT(src), "motion", t.motion.c_str());
-    caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, t.format.c_str(), "width", G_TYPE_INT,
-                               static_cast<gint>(t.width), "height", G_TYPE_INT, static_cast<gint>(t.height),
-                               "framerate", GST_TYPE_FRACTION, static_cast<gint>(t.fps), 1, nullptr);
-    gst_bin_add_many(GST_BIN(bin), src, caps_filter, sink, nullptr);
-    if (!gst_element_link_many(src, caps_filter, sink, nullptr)) {
-      status = Internal("stream '" + stream.id + "': cannot link the test source");
-    }
-  } else {
-    GstElement* src = make("uridecodebin", stream.id, &status);
-    GstElement* convert = make("videoconvert", stream.id, &status);
-    if (!status.ok()) return status;
-    g_object_set(src, "uri", stream.uri.c_str(), nullptr);
-    // nvdec: NV12 in CUDA memory first; host formats for what a software decoder produces instead.
-    caps = gst_caps_from_string(nvdec ? "video/x-raw(memory:CUDAMemory),format=(string)NV12;"
-                                        "video/x-raw,format=(string){I420,NV12,RGB}"
-                                      : "video/x-raw,format=(string){I420,NV12,RGB}");
-    gst_bin_add_many(GST_BIN(bin), src, convert, caps_filter, sink, nullptr);
-    // nvdec: the caps filter's input stays free until the decoder's pad shows whether it can carry
-    // CUDA memory (on_pad_added links it, or videoconvert in front of it).
-    if (!gst_element_link(caps_filter, sink) || (!nvdec && !gst_element_link(convert, caps_filter))) {
-      status = Internal("stream '" + stream.id + "': cannot link videoconvert to the appsink");
-    }
-    impl->convert_sink = convert;
-    if (nvdec) impl->caps_sink = caps_filter;
-    g_signal_connect(src, "pad-added", G_CALLBACK(&Impl::on_pad_added), impl.get());
-    if (!nvdec) {
-      g_signal_connect(src, "autoplug-select", G_CALLBACK(&Impl::on_autoplug_select), nullptr);
-    }
-  }
-  if (!status.ok()) {
-    if (caps) gst_caps_unref(caps);
-    return status;
-  }
-  g_object_set(caps_filter, "caps", caps, nullptr);
-  gst_caps_unref(caps);
-
-  impl->appsink = sink;
-  // Our own bounded queue holds the frames; the appsink keeps one at most, and does not sync to the
-  // clock (archive files run as fast as the pipeline allows; live sources pace themselves).
-  g_object_set(sink, "max-buffers", 1u, "drop", FALSE, "sync", FALSE, "emit-signals", FALSE, nullptr);
-  GstAppSinkCallbacks callbacks{};
-  callbacks.eos = &Impl::on_eos;
-  callbacks.new_sample = &Impl::on_new_sample;
-  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, impl.get(), nullptr);
+  VAPIPE_RETURN_IF_ERROR(build_pipeline(*impl));
   return std::unique_ptr<StreamReader>(new StreamReader(std::move(impl)));
 }
 
@@ -403,9 +416,17 @@ bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
 Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   Impl& s = *impl_;
   const std::string uri = redact_uri(s.stream.uri);
+  // Live network streams are watched for stalls and reconnected; files and test sources are not.
+  const bool network_live = s.options.live && s.stream.parsed.kind == UriKind::kNetwork;
+  const bool reconnects = network_live && s.ingest.reconnect;
+  const auto stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   GstBusPtr bus(gst_element_get_bus(s.pipeline.get()));
   uint64_t emitted = 0;
   bool started = false;
+  uint32_t attempt = 0;          // reconnection attempts since the last frame
+  bool awaiting_resume = false;  // reconnected; the next frame is the first of the new connection
+  auto last_frame = std::chrono::steady_clock::now();  // or the last (re)start
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
     gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);
@@ -421,22 +442,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Device copies run on the lane's GPU.
   std::optional<DeviceGuard> device;
   if (s.options.gpu >= 0) device.emplace(s.options.gpu);
-  // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
-  // the one prerolled.
-  if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
-  if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-    // The reason is on the bus (e.g. "Resource not found").
-    std::string reason = pop_bus_error(bus.get()).value_or("cannot start the pipeline");
-    return finish(MessageKind::kStreamError, reason);
-  }
 
   // Copies one decoded frame into a payload buffer and emits it. kCancelled: shutdown while waiting
   // for a free buffer.
   auto emit_frame = [&](QueuedFrame& f) -> Status {
-    if (!started) {
+    if (!started || awaiting_resume) {
+      const MessageKind kind = started ? MessageKind::kStreamResumed : MessageKind::kStreamStart;
+      StreamEvent ev{uri, "", emitted, s.queue.dropped()};
+      ev.attempt = started ? attempt : 0;
+      if (started) VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}", s.stream.id, attempt);
       started = true;
-      VAPIPE_RETURN_IF_ERROR(
-          out.emit(Message::stream_event(MessageKind::kStreamStart, s.envelope(), StreamEvent{uri, "", 0, 0})));
+      awaiting_resume = false;
+      attempt = 0;
+      VAPIPE_RETURN_IF_ERROR(out.emit(Message::stream_event(kind, s.envelope(), std::move(ev))));
     }
     Message m;
     m.kind = MessageKind::kFrame;
@@ -461,6 +479,70 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     return Status::Ok();
   };
 
+  // Starts the current pipeline; the reason if it cannot (it is then on the bus, e.g. "Resource not found").
+  auto play = [&]() -> std::optional<std::string> {
+    last_frame = std::chrono::steady_clock::now();
+    if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE) return std::nullopt;
+    return pop_bus_error(bus.get()).value_or("cannot start the pipeline");
+  };
+
+  // The stream failed, ended or stalled for `reason`. Without reconnection it ends here (an end of
+  // stream as kStreamEnd, anything else as kStreamError). With it: the frames already decoded go out,
+  // then a new pipeline is tried after each delay until one plays; returns nullopt when one does.
+  auto recover = [&](MessageKind kind, std::string reason) -> std::optional<Status> {
+    if (!reconnects) return finish(kind, reason);
+    gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);  // its streaming threads have stopped
+    while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
+      if (!f->sample || flags.abort.load()) continue;  // an end-of-stream marker
+      Status st = emit_frame(*f);
+      if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, "stopped");
+      if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
+    }
+    while (true) {
+      ++attempt;
+      if (s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts) {
+        return finish(MessageKind::kStreamError, "gave up after " + std::to_string(s.ingest.reconnect_attempts) +
+                                                     " reconnection attempts: " + reason);
+      }
+      const double delay = reconnect_delay_s(s.ingest, attempt);
+      VAPIPE_LOG_WARN("stream '{}' ({}): {}; reconnecting in {:.1f} s (attempt {})", s.stream.id, uri, reason, delay,
+                      attempt);
+      StreamEvent ev{uri, reason, emitted, s.queue.dropped()};
+      ev.attempt = attempt;
+      if (Status st = out.emit(Message::stream_event(MessageKind::kStreamReconnecting, s.envelope(), std::move(ev)));
+          !st.ok()) {
+        return finish(MessageKind::kStreamError, st.message());
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                  std::chrono::duration<double>(delay));
+      while (std::chrono::steady_clock::now() < until) {
+        if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
+      Status built = build_pipeline(s);
+      if (!built.ok()) {
+        reason = built.message();
+        continue;
+      }
+      bus.reset(gst_element_get_bus(s.pipeline.get()));
+      if (auto failed = play()) {
+        reason = *failed;
+        gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);
+        continue;
+      }
+      awaiting_resume = true;
+      return std::nullopt;
+    }
+  };
+
+  // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
+  // the one prerolled.
+  if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
+  if (auto failed = play()) {
+    if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
+  }
+
   while (true) {
     if (flags.stop.load()) {
       // Shutdown: emit what was already decoded, then end the stream as "stopped".
@@ -473,17 +555,33 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
     if (!frame) {
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
-      if (auto reason = pop_bus_error(bus.get())) {
-        // Frames decoded before the error were already emitted and get their results.
-        return finish(MessageKind::kStreamError, *reason);
+      // Frames decoded before the error were already emitted and get their results.
+      std::optional<std::string> reason = pop_bus_error(bus.get());
+      if (!reason && stall_after.count() > 0 && std::chrono::steady_clock::now() - last_frame > stall_after) {
+        std::ostringstream os;
+        os << "stalled: no frame for " << std::chrono::duration<double>(stall_after).count() << " s";
+        reason = os.str();
+      }
+      if (reason) {
+        if (auto done = recover(MessageKind::kStreamError, *reason)) return *done;
       }
       continue;
     }
-    if (!frame->sample) return finish(MessageKind::kStreamEnd, "end of stream");
+    last_frame = std::chrono::steady_clock::now();
+    if (!frame->sample) {
+      if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;
+      continue;
+    }
     Status st = emit_frame(*frame);
     if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, "stopped");
     if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
   }
+}
+
+double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt) {
+  double delay = ingest.reconnect_delay_s;
+  for (uint32_t i = 1; i < attempt && delay < ingest.reconnect_max_delay_s; ++i) delay *= 2;
+  return std::min(delay, ingest.reconnect_max_delay_s);
 }
 
 }  // namespace vapipe

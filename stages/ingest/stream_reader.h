@@ -25,6 +25,9 @@ struct ReaderOptions {
   // Tests: build nvdec's pipeline shape even where no CUDA context can be had (no GPU), so that the
   // software-decoder path of that shape runs here.
   bool nvdec_shape_without_cuda = false;
+  // Live mode: a network stream is watched for stalls (ingest.stall_timeout_s) and, with
+  // ingest.reconnect, reconnected when it fails, ends or stalls.
+  bool live = false;
 };
 
 class StreamReader {
@@ -44,9 +47,12 @@ class StreamReader {
   // source, which does not preroll, paused); false on a failure or after `timeout`.
   bool wait_prerolled(std::chrono::milliseconds timeout);
 
-  // Plays the stream to its end (from PAUSED after preroll()). Emits kStreamStart before the first frame, then the frames, then
-  // kStreamEnd (end-of-stream, or "stopped" after `flags.stop`) or kStreamError. Returns an error
-  // only if `out` failed (the downstream is gone).
+  // Plays the stream to its end (from PAUSED after preroll()). Emits kStreamStart before the first
+  // frame, then the frames, then kStreamEnd (end-of-stream, or "stopped" after `flags.stop`) or
+  // kStreamError. A live network stream that fails, ends or stalls is reconnected instead (see
+  // ReaderOptions::live): kStreamReconnecting for each attempt, kStreamResumed before the first frame
+  // of the new connection; sequence numbers go on from where they were. Returns an error only if
+  // `out` failed (the downstream is gone).
   Status run(Emitter& out, const ShutdownFlags& flags);
 
   const std::string& stream_id() const;
@@ -60,6 +66,10 @@ class StreamReader {
   explicit StreamReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The wait before reconnection attempt `attempt` (from 1): reconnect_delay_s, doubled for each
+// attempt after the first, at most reconnect_max_delay_s.
+double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt);
 
 // gst_init, once per process; false (with the reason logged) if GStreamer cannot start.
 bool ensure_gstreamer();

@@ -79,6 +79,14 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (in.kind == MessageKind::kStreamStart) {
     st.status = "running";
     VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
+  } else if (in.kind == MessageKind::kStreamReconnecting) {
+    st.status = "reconnecting";
+    st.message = in.event.message;
+  } else if (in.kind == MessageKind::kStreamResumed) {
+    st.status = "running";
+    st.message.clear();
+    ++st.reconnects;
+    VAPIPE_LOG_INFO("stream '{}' resumed after reconnection attempt {}", st.id, in.event.attempt);
   } else if (in.kind == MessageKind::kStreamEnd) {
     st.status = in.event.message == "stopped" ? "stopped" : "done";
     st.dropped = in.event.dropped;
@@ -127,7 +135,7 @@ void PublishStage::write_summary() {
     total_frames += st.results;
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
                        {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
-                       {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"wall_s", stream_wall},
+                       {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects}, {"wall_s", stream_wall},
                        {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms}});
     std::snprintf(line, sizeof line, "  %-24s %-8s %9llu %8llu %9.2f %10.1f %12.1f\n", st.id.c_str(),
                   st.status.c_str(), static_cast<unsigned long long>(st.results),

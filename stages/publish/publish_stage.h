@@ -34,7 +34,7 @@ class PublishStage final : public Stage {
  private:
   struct StreamState {
     std::string id;
-    std::string status = "pending";  // pending | running | done | failed | stopped
+    std::string status = "pending";  // pending | running | reconnecting | done | failed | stopped
     std::string message;
     uint64_t results = 0;
     uint64_t frame_errors = 0;
@@ -42,6 +42,7 @@ class PublishStage final : public Stage {
     uint64_t gaps = 0;        // frames missing (live drops)
     uint64_t out_of_order = 0;
     uint64_t dropped = 0;
+    uint64_t reconnects = 0;  // times it resumed after a reconnection
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
   };

@@ -61,12 +61,17 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
   switch (m.kind) {
     case MessageKind::kStreamStart: j["event"] = "started"; break;
     case MessageKind::kStreamEnd: j["event"] = "eos"; break;
+    case MessageKind::kStreamReconnecting: j["event"] = "reconnecting"; break;
+    case MessageKind::kStreamResumed: j["event"] = "resumed"; break;
     default: j["event"] = "error"; break;
   }
   j["uri"] = m.event.uri;
   j["message"] = m.event.message;
   j["frames"] = m.event.frames;
   j["dropped"] = m.event.dropped;
+  if (m.kind == MessageKind::kStreamReconnecting || m.kind == MessageKind::kStreamResumed) {
+    j["attempt"] = m.event.attempt;
+  }
   j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
   return j;
 }

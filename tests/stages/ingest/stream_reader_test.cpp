@@ -4,10 +4,17 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -283,6 +290,198 @@ TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 20u);
   EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+}
+
+}  // namespace
+}  // namespace vapipe
+
+namespace vapipe {
+namespace {
+
+TEST(ReconnectDelay, DoublesFromTheFirstDelayUpToTheLargest) {
+  IngestConfig ingest;
+  ingest.reconnect_delay_s = 1;
+  ingest.reconnect_max_delay_s = 30;
+  std::vector<double> delays;
+  for (uint32_t attempt = 1; attempt <= 7; ++attempt) delays.push_back(reconnect_delay_s(ingest, attempt));
+  EXPECT_EQ(delays, (std::vector<double>{1, 2, 4, 8, 16, 30, 30}));
+  ingest.reconnect_delay_s = 0;
+  EXPECT_EQ(reconnect_delay_s(ingest, 5), 0);
+}
+
+// Live mode against a real HTTP server on loopback (cpp-httplib): streams that end, fail or stall
+// are reconnected, and the frames of every connection are numbered on from the last.
+class ReconnectTest : public StreamReaderTest {
+ protected:
+  void SetUp() override {
+    ingest_.queue_policy = QueuePolicy::kDropOldest;
+    ingest_.queue_capacity = 64;  // a clip's frames arrive faster than real time: keep them all
+    ingest_.reconnect_delay_s = 0.05;
+    ingest_.reconnect_max_delay_s = 0.2;
+    live_.live = true;
+  }
+  static std::string kinds(const CollectingEmitter& out) {
+    std::string s;
+    for (const Message& m : out.messages) {
+      if (m.kind != MessageKind::kFrame) s += std::string(s.empty() ? "" : " ") + message_kind_name(m.kind);
+    }
+    return s;
+  }
+  // Runs the reader until `frames` frames have come out (then stops it), or 30 s at most.
+  void run_until(StreamReader& reader, CollectingEmitter& out, size_t frames) {
+    std::atomic<bool> done{false};
+    std::thread watch([&] {
+      for (int i = 0; i < 3000 && !done; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (frame_count_.load() >= frames) break;
+      }
+      flags_.stop = true;
+    });
+    CountingEmitter counting(out, frame_count_);
+    ASSERT_TRUE(reader.run(counting, flags_).ok());
+    done = true;
+    watch.join();
+  }
+  class CountingEmitter final : public Emitter {
+   public:
+    CountingEmitter(CollectingEmitter& out, std::atomic<size_t>& frames) : out_(out), frames_(frames) {}
+    Status emit(Message&& m) override {
+      if (m.kind == MessageKind::kFrame) ++frames_;
+      return out_.emit(std::move(m));
+    }
+    Result<Payload> allocate(size_t bytes) override { return out_.allocate(bytes); }
+
+   private:
+    CollectingEmitter& out_;
+    std::atomic<size_t>& frames_;
+  };
+  // A loopback port that was free a moment ago: nothing listens there (connections are refused).
+  static int closed_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+  }
+  ReaderOptions live_;
+  std::atomic<size_t> frame_count_{0};
+};
+
+TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
+  encode_clip("again.mp4", "ball", 10, 160, 120, "mp4mux");
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
+  http.set_mount_point("/media", dir_.string());
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  const std::string uri = "http://127.0.0.1:" + std::to_string(port) + "/media/again.mp4";
+  auto reader = StreamReader::create(stream("cam", uri), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 25);
+  http.stop();
+  serve.join();
+  EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed stream-reconnecting stream-resumed", 0), 0u)
+      << kinds(out);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 25u);
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  EXPECT_EQ(reconnecting[0]->event.message, "end of stream");
+  EXPECT_EQ(reconnecting[0]->event.attempt, 1u);  // each connection delivered frames: attempts start over
+  EXPECT_EQ(reconnecting[1]->event.attempt, 1u);
+  EXPECT_EQ(reconnecting[0]->event.frames, 10u);
+  EXPECT_EQ(reconnecting[0]->event.uri, uri);
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamResumed)[0]->event.attempt, 1u);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.message, "stopped");
+  EXPECT_EQ(out.messages.back().event.frames, frames.size());
+}
+
+TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
+  const int port = closed_port();
+  ingest_.reconnect_attempts = 3;
+  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 1);
+  EXPECT_EQ(kinds(out), "stream-reconnecting stream-reconnecting stream-reconnecting stream-error");
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  ASSERT_EQ(reconnecting.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(reconnecting[i]->event.attempt, i + 1);
+  EXPECT_NE(out.messages.back().event.message.find("gave up after 3 reconnection attempts: "), std::string::npos)
+      << out.messages.back().event.message;
+}
+
+TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) {
+  encode_clip("slow.mp4", "snow", 10, 160, 120, "mp4mux");
+  std::string clip;
+  {
+    std::ifstream in(dir_ / "slow.mp4", std::ios::binary);
+    clip.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The first request gets nothing until released (a camera that accepted and went quiet); the
+  // next ones get the clip.
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> requests{0};
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
+  http.Get("/slow.mp4", [&](const httplib::Request&, httplib::Response& res) {
+    if (requests++ == 0) {
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return release; });
+    }
+    res.set_content(clip, "video/mp4");
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  ingest_.stall_timeout_s = 0.5;
+  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/slow.mp4"), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 10);
+  {
+    std::lock_guard<std::mutex> lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  http.stop();
+  serve.join();
+  EXPECT_EQ(kinds(out).rfind("stream-reconnecting stream-start", 0), 0u) << kinds(out);
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  ASSERT_FALSE(reconnecting.empty());
+  EXPECT_EQ(reconnecting[0]->event.message, "stalled: no frame for 0.5 s");
+  EXPECT_EQ(reconnecting[0]->event.frames, 0u);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 10u);
+  EXPECT_EQ(frames[0]->env.seq, 0u);
+}
+
+// Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
+TEST_F(ReconnectTest, WithoutReconnectALiveStreamThatEndsStaysEnded) {
+  encode_clip("once.mp4", "ball", 10, 160, 120, "mp4mux");
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
+  http.set_mount_point("/media", dir_.string());
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  ingest_.reconnect = false;
+  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/media/once.mp4"), 0,
+                                     ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 1000);
+  http.stop();
+  serve.join();
+  EXPECT_EQ(kinds(out), "stream-start stream-end");
+  EXPECT_EQ(out.messages.back().event.message, "end of stream");
+  EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 10u);
 }
 
 }  // namespace
