@@ -41,6 +41,25 @@ infer: {model: m.pt, labels: m.txt}
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->job.mode, JobMode::kLive);
   EXPECT_EQ(c->ingest.queue_policy, QueuePolicy::kDropOldest);
+  EXPECT_TRUE(c->ingest.reconnect);
+  EXPECT_EQ(c->ingest.reconnect_delay_s, 1.0);
+  EXPECT_EQ(c->ingest.reconnect_max_delay_s, 30.0);
+  EXPECT_EQ(c->ingest.reconnect_attempts, 0u);
+  EXPECT_EQ(c->ingest.stall_timeout_s, 10.0);
+}
+
+TEST(Config, ReconnectionSettings) {
+  auto c = load_config_string(R"(
+streams: [{id: cam, uri: "rtsp://10.0.0.1/stream"}]
+infer: {model: m.pt, labels: m.txt}
+ingest: {reconnect: false, reconnect_delay_s: 0.5, reconnect_max_delay_s: 8, reconnect_attempts: 5, stall_timeout_s: 0}
+)", "live.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->ingest.reconnect);
+  EXPECT_EQ(c->ingest.reconnect_delay_s, 0.5);
+  EXPECT_EQ(c->ingest.reconnect_max_delay_s, 8.0);
+  EXPECT_EQ(c->ingest.reconnect_attempts, 5u);
+  EXPECT_EQ(c->ingest.stall_timeout_s, 0.0);
 }
 
 TEST(Config, PlainPathBecomesAbsoluteFileUri) {
@@ -95,6 +114,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "infer.device: expected auto | cpu | cuda | cuda:N, got 'tpu'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatch: {max_batch_size: 32}\ntransport: {tensor_slots: 8}\n",
                 "transport.tensor_slots: must be at least batch.max_batch_size"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest:\n  reconnect_delay_s: 5\n  reconnect_max_delay_s: 2\n",
+                "bad.yaml:5: ingest.reconnect_max_delay_s: must be at least ingest.reconnect_delay_s (5), got 2"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {reconnect: sometimes}\n",
+                "bad.yaml:3: ingest.reconnect: expected true or false, got 'sometimes'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nextra: 1\n",
                 "bad.yaml:3: extra: unknown key"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"}));

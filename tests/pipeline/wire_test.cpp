@@ -82,6 +82,19 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   EXPECT_EQ(de->event.message, "boom");
   EXPECT_EQ(de->event.frames, 7u);
   EXPECT_EQ(de->event.dropped, 1u);
+
+  for (MessageKind kind : {MessageKind::kStreamReconnecting, MessageKind::kStreamResumed}) {
+    StreamEvent ev{"rtsp://cam/1", "stalled: no frame for 10 s", 40, 2};
+    ev.attempt = 3;
+    auto dr = decode_message(to_parts(encode_message(Message::stream_event(kind, sample_envelope(), ev), true)), nullptr);
+    ASSERT_TRUE(dr.ok()) << message_kind_name(kind);
+    EXPECT_EQ(dr->kind, kind);
+    EXPECT_EQ(dr->event.message, "stalled: no frame for 10 s");
+    EXPECT_EQ(dr->event.frames, 40u);
+    EXPECT_EQ(dr->event.attempt, 3u);
+    EXPECT_TRUE(is_stream_event(kind));
+    EXPECT_FALSE(ends_stream(kind));
+  }
 }
 
 TEST(Wire, ShmPayloadTravelsAsADescriptorAndIsAdopted) {

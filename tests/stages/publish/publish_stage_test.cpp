@@ -125,6 +125,43 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   std::filesystem::remove(config_.publish.jsonl_path);
 }
 
+// A live camera that dropped and came back: events/<id> carries reconnecting (with the reason and the
+// attempt) and resumed; its results go on; the summary counts the reconnection.
+TEST_F(PublishStageTest, ReconnectingAndResumedEventsArePublishedAndCounted) {
+  open();
+  auto event = [](MessageKind kind, std::string message, uint64_t frames, uint32_t attempt) {
+    StreamEvent ev{"rtsp://cam/1", std::move(message), frames, 0};
+    ev.attempt = attempt;
+    return Message::stream_event(kind, testing::envelope(0, 0), ev);
+  };
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamStart, "", 0, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 0, "a"), out_).ok());
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, "stalled: no frame for 10 s", 1, 1), out_).ok());
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, "Could not open resource", 1, 2), out_).ok());
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, "", 1, 2), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 1, "a"), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 2), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::vector<std::string> events;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "events/s0") events.push_back(j["event"].get<std::string>());
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"started", "reconnecting", "reconnecting", "resumed", "eos"}));
+  const nlohmann::json& reconnecting = bus_->sent[2].second;
+  EXPECT_EQ(reconnecting["event"], "reconnecting");
+  EXPECT_EQ(reconnecting["message"], "stalled: no frame for 10 s");
+  EXPECT_EQ(reconnecting["attempt"], 1);
+  EXPECT_EQ(bus_->sent[4].second["attempt"], 2);
+  EXPECT_FALSE(bus_->sent[0].second.contains("attempt"));
+  const nlohmann::json& s = stage_->summary()["streams"][0];
+  EXPECT_EQ(s["reconnects"], 1);
+  EXPECT_EQ(s["status"], "done");
+  EXPECT_EQ(s["frames"], 2);
+  EXPECT_EQ(s["gaps"], 0);
+  EXPECT_EQ(stage_->exit_code(), 0);
+}
+
 TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "a"), out_).ok());
