@@ -1,4 +1,5 @@
 """Live cameras: two real RTSP servers on loopback, a live job classifying both, then Ctrl-C."""
+import json
 import os
 import signal
 import subprocess
@@ -11,13 +12,28 @@ RTSP_SERVER = os.environ.get("VAPIPE_RTSP_SERVER", "build/tests/vapipe_rtsp_test
 
 
 class LiveRtsp(E2ETest):
-    def start_camera(self, pattern):
-        port = free_port()
+    def start_camera(self, pattern, port=None):
+        uri, _ = self.start_camera_process(pattern, port)
+        return uri
+
+    def start_camera_process(self, pattern, port=None):
+        port = port or free_port()
         proc = subprocess.Popen([RTSP_SERVER, str(port), pattern, "640", "360"], stdout=subprocess.PIPE, text=True)
         uri = proc.stdout.readline().strip()
         self.assertTrue(uri.startswith("rtsp://"), f"RTSP test server did not start on port {port}")
-        self.addCleanup(lambda: (proc.terminate(), proc.wait(), proc.stdout.close()))
-        return uri
+        self.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close()))
+        return uri, proc
+
+    def wait_for_results(self, counts_at_least, timeout=60):
+        """Waits until each stream id in `counts_at_least` has that many results; returns the counts."""
+        deadline = time.time() + timeout
+        while True:
+            with open(self.subscriber.path) as f:
+                lines = f.readlines()
+            counts = {sid: sum(f'"results/{sid}"' in line for line in lines) for sid in counts_at_least}
+            if all(counts[sid] >= n for sid, n in counts_at_least.items()) or time.time() > deadline:
+                return counts
+            time.sleep(0.2)
 
     def test_two_rtsp_cameras_are_classified_live_and_stop_cleanly(self):
         cams = {"door": ("smpte", self.start_camera("smpte")), "yard": ("pinwheel", self.start_camera("pinwheel"))}
@@ -50,6 +66,53 @@ class LiveRtsp(E2ETest):
             self.assertEqual(events[sid][-1]["message"], "stopped")
             self.assertEqual(events[sid][0]["uri"], uri)
             self.assertLess(sum(r["latency_ms"]["total"] for r in got) / len(got), 2000)
+        self.assert_no_leftovers(run)
+
+    def test_a_camera_that_goes_away_and_comes_back_is_reconnected(self):
+        """The yard camera's server dies and comes back on the same port a few seconds later: its
+        stream reports reconnecting, then resumed, and its results go on, numbered on; the door camera
+        does not notice."""
+        door = self.start_camera("smpte")
+        port = free_port()
+        yard, yard_proc = self.start_camera_process("pinwheel", port)
+        config, endpoint = write_config(self.dir, [("door", door), ("yard", yard)],
+                                        ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        before = self.wait_for_results({"door": 20, "yard": 20})
+        self.assertGreaterEqual(before["yard"], 20, run.stderr if run.proc.poll() is not None else "")
+        yard_proc.terminate()
+        yard_proc.wait()
+        time.sleep(3)  # down for longer than the stall timeout: at least one attempt fails
+        self.start_camera_process("pinwheel", port)
+        after = self.wait_for_results({"yard": before["yard"] + 40}, timeout=60)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertGreaterEqual(after["yard"], before["yard"] + 40, run.stderr[-3000:])
+        messages = self.subscriber.wait(timeout=30)
+        results, events = results_by_stream(messages), events_by_stream(messages)
+        kinds = [e["event"] for e in events["yard"]]
+        self.assertEqual(kinds[0], "started")
+        self.assertIn("reconnecting", kinds)
+        self.assertEqual(kinds[-2:], ["resumed", "eos"], kinds)
+        self.assertEqual(kinds.count("resumed"), 1, kinds)
+        reconnecting = [e for e in events["yard"] if e["event"] == "reconnecting"]
+        self.assertEqual([e["attempt"] for e in reconnecting], list(range(1, len(reconnecting) + 1)))
+        self.assertGreaterEqual(len(reconnecting), 2, "the camera was down for 3 s: the first attempt fails")
+        self.assertEqual(events["door"][0]["event"], "started")
+        self.assertEqual([e["event"] for e in events["door"]], ["started", "eos"])
+        for sid, pattern in (("door", "smpte"), ("yard", "pinwheel")):
+            seqs = [r["seq"] for r in results[sid]]
+            self.assertEqual(seqs, sorted(set(seqs)), f"camera {sid}: results out of order or twice")
+            correct = sum(r["label"] == pattern for r in results[sid])
+            self.assertGreaterEqual(correct / len(seqs), 0.95, f"camera {sid}: {correct}/{len(seqs)} named '{pattern}'")
+        with open(os.path.join(self.dir, "summary.json")) as f:
+            summary = json.load(f)
+        by_id = {s["stream_id"]: s for s in summary["streams"]}
+        self.assertEqual(by_id["yard"]["reconnects"], 1)
+        self.assertEqual(by_id["door"]["reconnects"], 0)
+        self.assertEqual(by_id["yard"]["status"], "stopped")
         self.assert_no_leftovers(run)
 
 
