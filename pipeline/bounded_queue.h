@@ -64,6 +64,13 @@ class BoundedQueue {
     not_empty_.notify_all();
   }
 
+  // Producers may push again. For a queue whose producer was replaced: close() to release the old
+  // one, wait until it has stopped, drain, reopen().
+  void reopen() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = false;
+  }
+
   bool closed_and_empty() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return closed_ && items_.empty();

@@ -121,7 +121,11 @@ struct StreamReader::Impl {
     SamplePtr sample(gst_app_sink_pull_sample(sink));
     if (!sample) return GST_FLOW_EOS;
     QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns()};
-    return self->queue.push(std::move(f)) == PushResult::kClosed ? GST_FLOW_FLUSHING : GST_FLOW_OK;
+    if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
+    // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
+    // appsink has one streaming thread, the only writer.
+    self->next_seq.fetch_sub(1);
+    return GST_FLOW_FLUSHING;
   }
   static void on_eos(GstAppSink*, gpointer user) {
     static_cast<Impl*>(user)->queue.push(QueuedFrame{});
@@ -491,6 +495,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // then a new pipeline is tried after each delay until one plays; returns nullopt when one does.
   auto recover = [&](MessageKind kind, std::string reason) -> std::optional<Status> {
     if (!reconnects) return finish(kind, reason);
+    // Closed first: a streaming thread waiting for room (queue_policy block) lets go, so that the
+    // pipeline can stop; then what it had queued goes out, and the queue takes the next pipeline's.
+    s.queue.close();
     gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);  // its streaming threads have stopped
     while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
       if (!f->sample || flags.abort.load()) continue;  // an end-of-stream marker
@@ -498,6 +505,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, "stopped");
       if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
     }
+    s.queue.reopen();
     while (true) {
       ++attempt;
       if (s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts) {

@@ -51,5 +51,23 @@ TEST(BoundedQueue, CloseWakesABlockedProducerAndDrains) {
   EXPECT_TRUE(q.closed_and_empty());
 }
 
+// A stream that reconnects: the old pipeline's producer is released by close(), its items drained,
+// and the queue takes the new producer's items; the drop count goes on.
+TEST(BoundedQueue, ReopenTakesANewProducerAfterTheOldOneWasReleased) {
+  BoundedQueue<int> q(1, QueuePolicy::kBlock);
+  q.push(1);
+  std::thread old_producer([&] { EXPECT_EQ(q.push(2), PushResult::kClosed); });
+  std::this_thread::sleep_for(10ms);
+  q.close();
+  old_producer.join();
+  EXPECT_EQ(q.pop(0ms), 1);
+  EXPECT_EQ(q.pop(0ms), std::nullopt);
+  q.reopen();
+  EXPECT_FALSE(q.closed_and_empty());
+  EXPECT_EQ(q.push(3), PushResult::kPushed);
+  EXPECT_EQ(q.pop(0ms), 3);
+  EXPECT_EQ(q.pop(1ms), std::nullopt);  // open and empty: waits, times out
+}
+
 }  // namespace
 }  // namespace vapipe
