@@ -81,7 +81,7 @@ class LiveRtsp(E2ETest):
         run = Run(config)
         before = self.wait_for_results({"door": 20, "yard": 20})
         self.assertGreaterEqual(before["yard"], 20, run.stderr if run.proc.poll() is not None else "")
-        yard_proc.terminate()
+        yard_proc.kill()
         yard_proc.wait()
         time.sleep(3)  # down for longer than the stall timeout: at least one attempt fails
         self.start_camera_process("pinwheel", port)
