@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -302,6 +303,14 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
   {
     MapReader r(ctx, top.child("publish"), "publish");
     r.str("endpoint", &c.publish.endpoint);
+    r.str("metrics_address", &c.publish.metrics_address);
+    if (!c.publish.metrics_address.empty()) {
+      std::string host;
+      int port = 0;
+      if (Status s = split_host_port(c.publish.metrics_address, &host, &port); !s.ok()) {
+        ctx.fail(r.child("metrics_address"), "publish.metrics_address", s.message());
+      }
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);
@@ -403,6 +412,21 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
 }
 
 }  // namespace
+
+Status split_host_port(const std::string& address, std::string* host, int* port) {
+  const auto colon = address.rfind(':');
+  const std::string expected = "expected HOST:PORT such as 127.0.0.1:9560 or 0.0.0.0:9560, got '" + address + "'";
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return InvalidArgument(expected);
+  std::string h = address.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  const std::string p = address.substr(colon + 1);
+  if (h.empty() || p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5) return InvalidArgument(expected);
+  const int value = std::atoi(p.c_str());
+  if (value > 65535) return InvalidArgument(expected);
+  *host = h;
+  *port = value;
+  return Status::Ok();
+}
 
 Result<Config> load_config_string(const std::string& yaml, const std::string& source_name,
                                   const std::string& base_dir) {

@@ -97,6 +97,8 @@ struct GpuSelection {
 
 struct PublishConfig {
   std::string endpoint = "tcp://127.0.0.1:5560";
+  // HOST:PORT for GET /metrics (Prometheus) and GET /healthz; empty: none.
+  std::string metrics_address;
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
@@ -139,6 +141,10 @@ struct Config {
   TransportConfig transport;
   LogConfig log;
 };
+
+// "HOST:PORT" (an IPv6 host in brackets; port 0: any free port) split in two; the error says what was
+// expected.
+Status split_host_port(const std::string& address, std::string* host, int* port);
 
 Result<Config> load_config_file(const std::string& path);
 // `source_name` appears in error messages; relative paths resolve against `base_dir`.

@@ -37,7 +37,53 @@ Status PublishStage::open(const StageContext& ctx) {
   }
   VAPIPE_LOG_INFO("publish: results on {}{}", ctx.config.publish.endpoint,
                   jsonl_.is_open() ? " and " + ctx.config.publish.jsonl_path : std::string());
+  if (!ctx.config.publish.metrics_address.empty()) {
+    VAPIPE_ASSIGN_OR_RETURN(metrics_server_, MetricsServer::start(ctx.config.publish.metrics_address));
+    update_metrics_snapshot();
+    VAPIPE_LOG_INFO("publish: metrics on http://{}:{}/metrics, health on /healthz", metrics_server_->host(),
+                    metrics_server_->port());
+  }
   return Status::Ok();
+}
+
+JobMetrics PublishStage::metrics() const {
+  JobMetrics m;
+  m.job = config_ ? config_->job.name : "";
+  m.mode = config_ && config_->job.mode == JobMode::kLive ? "live" : "archive";
+  m.start_unix_s = static_cast<double>(job_start_ns_) / 1e9;
+  m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  for (const StreamState& st : streams_) {
+    StreamMetrics s;
+    s.id = st.id;
+    s.state = st.status;
+    s.results = st.results;
+    s.frame_errors = st.frame_errors;
+    s.gaps = st.gaps;
+    s.dropped = st.dropped;
+    s.reconnects = st.reconnects;
+    s.latency_sum_s = st.latency_sum_ms / 1000.0;
+    s.latency_max_s = st.latency_max_ms / 1000.0;
+    s.last_result_unix_s = static_cast<double>(st.last_ns) / 1e9;
+    m.streams.push_back(std::move(s));
+  }
+  return m;
+}
+
+void PublishStage::update_metrics_snapshot() {
+  if (!metrics_server_) return;
+  const JobMetrics m = metrics();
+  metrics_server_->update(prometheus_text(m), health_json(m).dump());
+  next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+}
+
+Status PublishStage::on_deadline(Emitter& /*out*/) {
+  update_metrics_snapshot();
+  return Status::Ok();
+}
+
+std::optional<SteadyTime> PublishStage::next_deadline() const {
+  if (!metrics_server_) return std::nullopt;
+  return next_snapshot_;
 }
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
@@ -82,9 +128,11 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   } else if (in.kind == MessageKind::kStreamReconnecting) {
     st.status = "reconnecting";
     st.message = in.event.message;
+    st.dropped = in.event.dropped;
   } else if (in.kind == MessageKind::kStreamResumed) {
     st.status = "running";
     st.message.clear();
+    st.dropped = in.event.dropped;
     ++st.reconnects;
     VAPIPE_LOG_INFO("stream '{}' resumed after reconnection attempt {}", st.id, in.event.attempt);
   } else if (in.kind == MessageKind::kStreamEnd) {
@@ -106,6 +154,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
 
 Status PublishStage::close(Emitter& /*out*/) {
   write_summary();
+  update_metrics_snapshot();  // the final states, for a scrape before the process exits
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (jsonl_.is_open()) jsonl_.flush();
   return s;

@@ -10,6 +10,8 @@
 
 #include "pipeline/stage.h"
 #include "stages/publish/bus_publisher.h"
+#include "stages/publish/metrics.h"
+#include "stages/publish/metrics_server.h"
 
 namespace vapipe {
 
@@ -28,6 +30,13 @@ class PublishStage final : public Stage {
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
   Status close(Emitter& out) override;
+  // With publish.metrics_address: the served snapshot is renewed every second.
+  Status on_deadline(Emitter& out) override;
+  std::optional<SteadyTime> next_deadline() const override;
+  // Where /metrics and /healthz are served (null without publish.metrics_address).
+  const MetricsServer* metrics_server() const { return metrics_server_.get(); }
+  // The job as metrics now.
+  JobMetrics metrics() const;
   int exit_code() const { return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0; }
   const nlohmann::json& summary() const { return summary_; }
 
@@ -48,6 +57,7 @@ class PublishStage final : public Stage {
   };
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();
+  void update_metrics_snapshot();
 
   BusFactory factory_;
   const Config* config_ = nullptr;
@@ -57,6 +67,8 @@ class PublishStage final : public Stage {
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
   nlohmann::json summary_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  SteadyTime next_snapshot_{};
 };
 
 }  // namespace vapipe

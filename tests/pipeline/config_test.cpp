@@ -118,6 +118,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:5: ingest.reconnect_max_delay_s: must be at least ingest.reconnect_delay_s (5), got 2"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {reconnect: sometimes}\n",
                 "bad.yaml:3: ingest.reconnect: expected true or false, got 'sometimes'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  metrics_address: 9560\n",
+                "bad.yaml:4: publish.metrics_address: expected HOST:PORT such as 127.0.0.1:9560 or 0.0.0.0:9560, got '9560'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish: {metrics_address: 'localhost:99999'}\n",
+                "publish.metrics_address: expected HOST:PORT"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nextra: 1\n",
                 "bad.yaml:3: extra: unknown key"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"}));

@@ -1,6 +1,7 @@
 #include "stages/publish/publish_stage.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -160,6 +161,49 @@ TEST_F(PublishStageTest, ReconnectingAndResumedEventsArePublishedAndCounted) {
   EXPECT_EQ(s["frames"], 2);
   EXPECT_EQ(s["gaps"], 0);
   EXPECT_EQ(stage_->exit_code(), 0);
+}
+
+// publish.metrics_address: a real HTTP server on loopback; a scrape sees the snapshot of the last
+// second (renewed by on_deadline, as the stage runner calls it).
+TEST_F(PublishStageTest, MetricsAndHealthAreServedOverHttp) {
+  config_.publish.metrics_address = "127.0.0.1:0";
+  open();
+  ASSERT_NE(stage_->metrics_server(), nullptr);
+  httplib::Client client("127.0.0.1", stage_->metrics_server()->port());
+  auto get = [&](const char* path) {
+    auto res = client.Get(path);
+    EXPECT_TRUE(res) << path;
+    EXPECT_EQ(res ? res->status : 0, 200) << path;
+    return res ? res->body : std::string();
+  };
+  EXPECT_NE(get("/metrics").find("vapipe_results_total{stream=\"s0\"} 0\n"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(get("/healthz"))["streams"]["s0"]["state"], "pending");
+
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0), {"test://ball", "", 0, 0}), out_).ok());
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(stage_->process(result(0, i, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->next_deadline().has_value());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  const std::string metrics = get("/metrics");
+  EXPECT_NE(metrics.find("vapipe_results_total{stream=\"s0\"} 3\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("vapipe_stream_state{stream=\"s0\",state=\"running\"} 1\n"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(get("/healthz"))["streams"]["s0"]["results"], 3);
+  EXPECT_EQ(client.Get("/nothing-here")->status, 404);
+}
+
+TEST_F(PublishStageTest, AMetricsAddressInUseIsAStartUpErrorNamingIt) {
+  httplib::Server other;
+  const int port = other.bind_to_any_port("127.0.0.1");
+  config_.publish.metrics_address = "127.0.0.1:" + std::to_string(port);
+  Status s = stage_->open(StageContext{config_});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("publish.metrics_address 127.0.0.1:" + std::to_string(port) + ": cannot listen"),
+            std::string::npos) << s.message();
+}
+
+TEST_F(PublishStageTest, WithoutAMetricsAddressNothingIsServedAndNoDeadlineIsSet) {
+  open();
+  EXPECT_EQ(stage_->metrics_server(), nullptr);
+  EXPECT_FALSE(stage_->next_deadline().has_value());
 }
 
 TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {

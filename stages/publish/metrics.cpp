@@ -1,0 +1,112 @@
+#include "stages/publish/metrics.h"
+
+#include <cstdio>
+#include <functional>
+
+namespace vapipe {
+
+namespace {
+
+// A label value: backslash, double quote and line feed escaped, as the format asks.
+std::string label_value(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+class Writer {
+ public:
+  void family(const char* name, const char* type, const char* help) {
+    text_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void sample(const std::string& name, const std::string& labels, const std::string& value) {
+    text_ += name;
+    if (!labels.empty()) text_ += "{" + labels + "}";
+    text_ += " " + value + "\n";
+  }
+  // One sample per stream.
+  void per_stream(const JobMetrics& m, const char* name, const char* type, const char* help,
+                  const std::function<std::string(const StreamMetrics&)>& value) {
+    family(name, type, help);
+    for (const StreamMetrics& s : m.streams) sample(name, "stream=\"" + label_value(s.id) + "\"", value(s));
+  }
+  std::string text() && { return std::move(text_); }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& stream_states() {
+  static const std::vector<std::string> states{"pending", "running", "reconnecting", "done", "failed", "stopped"};
+  return states;
+}
+
+std::string prometheus_text(const JobMetrics& m) {
+  Writer w;
+  w.family("vapipe_job_info", "gauge", "The job this pipeline runs (always 1).");
+  w.sample("vapipe_job_info", "job=\"" + label_value(m.job) + "\",mode=\"" + label_value(m.mode) + "\"", "1");
+  w.family("vapipe_job_start_time_seconds", "gauge", "When the job started, seconds since the Unix epoch.");
+  w.sample("vapipe_job_start_time_seconds", "", number(m.start_unix_s));
+  w.per_stream(m, "vapipe_results_total", "counter", "Results published for the stream, error results included.",
+               [](const StreamMetrics& s) { return std::to_string(s.results); });
+  w.per_stream(m, "vapipe_frame_errors_total", "counter", "Results of the stream that carry an error instead of a label.",
+               [](const StreamMetrics& s) { return std::to_string(s.frame_errors); });
+  w.per_stream(m, "vapipe_gaps_total", "counter",
+               "Sequence numbers of the stream that never arrived (live-mode drops, as they happen).",
+               [](const StreamMetrics& s) { return std::to_string(s.gaps); });
+  w.per_stream(m, "vapipe_dropped_frames_total", "counter",
+               "Frames dropped by the stream's ingest queue, as of its latest event.",
+               [](const StreamMetrics& s) { return std::to_string(s.dropped); });
+  w.per_stream(m, "vapipe_reconnects_total", "counter", "Times the stream resumed after a reconnection.",
+               [](const StreamMetrics& s) { return std::to_string(s.reconnects); });
+  w.family("vapipe_stream_state", "gauge", "1 for the state the stream is in, 0 for the others.");
+  for (const StreamMetrics& s : m.streams) {
+    for (const std::string& state : stream_states()) {
+      w.sample("vapipe_stream_state", "stream=\"" + label_value(s.id) + "\",state=\"" + state + "\"",
+               s.state == state ? "1" : "0");
+    }
+  }
+  w.family("vapipe_latency_seconds", "summary", "From capture to publishing, per result of the stream.");
+  for (const StreamMetrics& s : m.streams) {
+    const std::string labels = "stream=\"" + label_value(s.id) + "\"";
+    w.sample("vapipe_latency_seconds_sum", labels, number(s.latency_sum_s));
+    w.sample("vapipe_latency_seconds_count", labels, std::to_string(s.results));
+  }
+  w.per_stream(m, "vapipe_latency_max_seconds", "gauge", "The largest latency of a result of the stream so far.",
+               [](const StreamMetrics& s) { return number(s.latency_max_s); });
+  w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
+               "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
+               [](const StreamMetrics& s) { return number(s.last_result_unix_s); });
+  return std::move(w).text();
+}
+
+nlohmann::json health_json(const JobMetrics& m) {
+  nlohmann::json streams = nlohmann::json::object();
+  for (const StreamMetrics& s : m.streams) {
+    nlohmann::json j{{"state", s.state}, {"results", s.results}, {"reconnects", s.reconnects}};
+    j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
+    streams[s.id] = std::move(j);
+  }
+  return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
+          {"streams", std::move(streams)}};
+}
+
+}  // namespace vapipe
