@@ -1,10 +1,12 @@
 """Live cameras: two real RTSP servers on loopback, a live job classifying both, then Ctrl-C."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 import unittest
+import urllib.request
 
 from e2e.common import E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
 
@@ -75,8 +77,10 @@ class LiveRtsp(E2ETest):
         door = self.start_camera("smpte")
         port = free_port()
         yard, yard_proc = self.start_camera_process("pinwheel", port)
+        metrics_port = free_port()
         config, endpoint = write_config(self.dir, [("door", door), ("yard", yard)],
-                                        ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2})
+                                        ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
+                                        publish={"metrics_address": f"127.0.0.1:{metrics_port}"})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         before = self.wait_for_results({"door": 20, "yard": 20})
@@ -86,6 +90,10 @@ class LiveRtsp(E2ETest):
         time.sleep(3)  # down for longer than the stall timeout: at least one attempt fails
         self.start_camera_process("pinwheel", port)
         after = self.wait_for_results({"yard": before["yard"] + 40}, timeout=60)
+        # What an operator's Prometheus sees meanwhile (the snapshot is at most a second old).
+        time.sleep(1.2)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=10).read())
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
@@ -113,6 +121,14 @@ class LiveRtsp(E2ETest):
         self.assertEqual(by_id["yard"]["reconnects"], 1)
         self.assertEqual(by_id["door"]["reconnects"], 0)
         self.assertEqual(by_id["yard"]["status"], "stopped")
+        self.assertIn('vapipe_reconnects_total{stream="yard"} 1\n', metrics)
+        self.assertIn('vapipe_reconnects_total{stream="door"} 0\n', metrics)
+        self.assertIn('vapipe_stream_state{stream="yard",state="running"} 1\n', metrics)
+        scraped = int(re.search(r'^vapipe_results_total\{stream="yard"\} (\d+)$', metrics, re.M).group(1))
+        self.assertGreaterEqual(scraped, before["yard"] + 30)
+        self.assertEqual(health["status"], "ok")
+        self.assertEqual(health["streams"]["yard"]["state"], "running")
+        self.assertEqual(health["streams"]["yard"]["reconnects"], 1)
         self.assert_no_leftovers(run)
 
 
