@@ -367,24 +367,38 @@ class ReconnectTest : public StreamReaderTest {
     close(fd);
     return ntohs(addr.sin_port);
   }
+  // A real HTTP server on loopback serving the test folder under /media, for as long as it lives.
+  class MediaServer {
+   public:
+    MediaServer() {
+      http_.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
+      http_.set_mount_point("/media", dir_.string());
+      port_ = http_.bind_to_any_port("127.0.0.1");
+      thread_ = std::thread([this] { http_.listen_after_bind(); });
+    }
+    ~MediaServer() {
+      http_.stop();
+      thread_.join();
+    }
+    std::string uri(const std::string& file) const { return "http://127.0.0.1:" + std::to_string(port_) + "/media/" + file; }
+
+   private:
+    httplib::Server http_;
+    int port_ = 0;
+    std::thread thread_;
+  };
   ReaderOptions live_;
   std::atomic<size_t> frame_count_{0};
 };
 
 TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
   encode_clip("again.mp4", "ball", 10, 160, 120, "mp4mux");
-  httplib::Server http;
-  http.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
-  http.set_mount_point("/media", dir_.string());
-  const int port = http.bind_to_any_port("127.0.0.1");
-  std::thread serve([&] { http.listen_after_bind(); });
-  const std::string uri = "http://127.0.0.1:" + std::to_string(port) + "/media/again.mp4";
+  MediaServer server;
+  const std::string uri = server.uri("again.mp4");
   auto reader = StreamReader::create(stream("cam", uri), 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   CollectingEmitter out;
   run_until(**reader, out, 25);
-  http.stop();
-  serve.join();
   EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed stream-reconnecting stream-resumed", 0), 0u)
       << kinds(out);
   auto frames = of_kind(out, MessageKind::kFrame);
@@ -466,19 +480,12 @@ TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) 
 // Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
 TEST_F(ReconnectTest, WithoutReconnectALiveStreamThatEndsStaysEnded) {
   encode_clip("once.mp4", "ball", 10, 160, 120, "mp4mux");
-  httplib::Server http;
-  http.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
-  http.set_mount_point("/media", dir_.string());
-  const int port = http.bind_to_any_port("127.0.0.1");
-  std::thread serve([&] { http.listen_after_bind(); });
+  MediaServer server;
   ingest_.reconnect = false;
-  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/media/once.mp4"), 0,
-                                     ingest_, live_);
+  auto reader = StreamReader::create(stream("cam", server.uri("once.mp4")), 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   CollectingEmitter out;
   run_until(**reader, out, 1000);
-  http.stop();
-  serve.join();
   EXPECT_EQ(kinds(out), "stream-start stream-end");
   EXPECT_EQ(out.messages.back().event.message, "end of stream");
   EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 10u);
