@@ -17,8 +17,9 @@ namespace {
 const char* kUsage = R"(vapipe - streaming video analytics pipeline
 
 usage:
-  vapipe run [CONFIG.yaml] [--job-id ID]
-                                        run a job: every stage as its own process (no CONFIG: the demo)
+  vapipe run [CONFIG.yaml] [--job-id ID] [--resume]
+                                        run a job: every stage as its own process (no CONFIG: the demo);
+                                        --resume: an archive job goes on from its publish.jsonl_path file
   vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID] [--lane N]
                                         run one stage process (ingest, preprocess, batch, infer, publish)
                                         of lane N (one lane per GPU; default 0)

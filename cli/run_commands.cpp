@@ -46,16 +46,26 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--job-id" && i + 1 < args.size()) {
       options.job_id = args[++i];
+    } else if (args[i] == "--resume") {
+      options.resume = true;
     } else if (!args[i].empty() && args[i][0] != '-' && choice.path.empty()) {
       choice.path = args[i];
     } else {
-      std::fprintf(stderr, "vapipe run: unexpected argument '%s'\nusage: vapipe run [CONFIG.yaml] [--job-id ID]\n",
+      std::fprintf(stderr, "vapipe run: unexpected argument '%s'\nusage: vapipe run [CONFIG.yaml] [--job-id ID] [--resume]\n",
                    args[i].c_str());
       return kExitUsage;
     }
   }
   auto config = load(choice);
   if (!config.ok()) return config_error(config.status());
+  if (options.resume && config->publish.jsonl_path.empty()) {
+    return config_error(InvalidArgument(config->source + ": --resume needs publish.jsonl_path: the job's results so far "
+                                        "are read from that file, and the rest appended to it"));
+  }
+  if (options.resume && config->job.mode != JobMode::kArchive) {
+    return config_error(InvalidArgument(config->source + ": --resume is for archive jobs (job.mode is live: a live "
+                                        "job simply starts again)"));
+  }
   options.config_args = choice.path.empty() ? std::vector<std::string>{"--demo"}
                                             : std::vector<std::string>{"--config", choice.path};
   init_logging("run", config->log.level);

@@ -14,6 +14,7 @@
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
+#include "pipeline/resume.h"
 
 namespace vapipe {
 namespace {
@@ -101,6 +102,46 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
     if (entry.path().filename().string().rfind("auto-batch-size-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
+
+  if (options.resume) {
+    // Read once here, before any stage starts: publish truncates nothing itself, and every stage
+    // that needs the plan reads the same one.
+    auto plan = read_resume_plan(config);
+    if (!plan.ok()) {
+      VAPIPE_LOG_ERROR("--resume: {}", plan.status().message());
+      return kExitUsage;
+    }
+    const std::string& jsonl = config.publish.jsonl_path;
+    if (plan->complete() && plan->cut_reason.empty()) {
+      VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
+                      config.job.name, jsonl);
+      cleanup_job_resources(config, job_id, lanes);
+      return 0;
+    }
+    if (!plan->cut_reason.empty()) {
+      VAPIPE_LOG_INFO("--resume: {} is kept up to line {} ({} bytes); cut from {} ({} complete lines after it are "
+                      "redone)", jsonl, plan->kept_lines, plan->keep_bytes, plan->cut_reason, plan->cut_lines);
+      std::filesystem::resize_file(jsonl, plan->keep_bytes, ec);
+      if (ec) {
+        VAPIPE_LOG_ERROR("--resume: cannot cut {} to {} bytes: {}", jsonl, plan->keep_bytes, ec.message());
+        return kExitUsage;
+      }
+    }
+    for (const StreamConfig& s : config.streams) {
+      const StreamProgress& p = plan->streams.at(s.id);
+      if (!p.ended.empty()) {
+        VAPIPE_LOG_INFO("--resume: stream '{}' {} in an earlier run ({} results)", s.id, p.ended, p.results);
+      } else {
+        VAPIPE_LOG_INFO("--resume: stream '{}' goes on from frame {}", s.id, p.results);
+      }
+    }
+    const std::string plan_path = layout.run_dir + "/resume.json";
+    if (Status s = write_resume_plan(*plan, plan_path); !s.ok()) {
+      VAPIPE_LOG_ERROR("--resume: {}", s.message());
+      return kExitUsage;
+    }
+    setenv(kResumePlanEnv, plan_path.c_str(), 1);  // inherited by every stage
   }
 
   // The start-up gate (opening_mark in job_layout.h): ingest starts its streams once the others opened.

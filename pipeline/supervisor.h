@@ -24,6 +24,8 @@ struct SupervisorOptions {
   std::vector<std::string> config_args; // how a stage finds the config: {"--config", path} or {"--demo"}
   std::string job_id;                   // empty: made from pid and time
   int visible_gpus = -1;                // -1: probe (visible_gpu_count()); tests give a count
+  // Archive jobs: go on from the job's JSON-lines file (pipeline/resume.h) instead of starting afresh.
+  bool resume = false;
 };
 
 int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipeline/logging.h"
+#include "pipeline/resume.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/transport.h"
 #include "stages/ingest/nvdec_support.h"
@@ -36,6 +37,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                   config.job.mode == JobMode::kArchive ? "archive" : "live",
                   queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
 
+  // --resume: streams that ended in an earlier run only end again (for the stages), and the others
+  // skip the frames that have results.
+  VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());
+
   // Each stream's pipeline is built and prerolled while the stages downstream open; it plays once
   // they have.
   std::promise<void> downstream_open;
@@ -58,10 +63,20 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         return;
       }
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
+      const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
+      if (earlier && !earlier->ended.empty()) {
+        Envelope env;
+        env.stream_id = stream.id;
+        env.stream_index = i;
+        results[i] = emitter.emit(Message::stream_event(
+            MessageKind::kStreamEnd, env, StreamEvent{redact_uri(stream.uri), "ended in an earlier run", earlier->results, 0}));
+        return;
+      }
       ReaderOptions reader_options;
       reader_options.decoder = lane.decoder;
       reader_options.gpu = lane.gpu;
       reader_options.live = config.job.mode == JobMode::kLive;
+      reader_options.skip_frames = earlier ? earlier->results : 0;
       auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
       if (!reader.ok()) {
         // The stream still has to end downstream, as an error that names it.

@@ -426,7 +426,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   const auto stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   GstBusPtr bus(gst_element_get_bus(s.pipeline.get()));
-  uint64_t emitted = 0;
+  uint64_t emitted = s.options.skip_frames;  // counted as emitted: their results are in the record
   bool started = false;
   uint32_t attempt = 0;          // reconnection attempts since the last frame
   bool awaiting_resume = false;  // reconnected; the next frame is the first of the new connection
@@ -450,6 +450,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Copies one decoded frame into a payload buffer and emits it. kCancelled: shutdown while waiting
   // for a free buffer.
   auto emit_frame = [&](QueuedFrame& f) -> Status {
+    if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
     if (!started || awaiting_resume) {
       const MessageKind kind = started ? MessageKind::kStreamResumed : MessageKind::kStreamStart;
       StreamEvent ev{uri, "", emitted, s.queue.dropped()};

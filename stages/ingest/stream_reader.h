@@ -28,6 +28,9 @@ struct ReaderOptions {
   // Live mode: a network stream is watched for stalls (ingest.stall_timeout_s) and, with
   // ingest.reconnect, reconnected when it fails, ends or stalls.
   bool live = false;
+  // --resume: frames 0 .. skip_frames-1 have results from an earlier run; they are decoded (exactly
+  // where the stream goes on is then certain) and dropped, and numbering goes on from skip_frames.
+  uint64_t skip_frames = 0;
 };
 
 class StreamReader {

@@ -88,7 +88,7 @@ std::string prometheus_text(const JobMetrics& m) {
   for (const StreamMetrics& s : m.streams) {
     const std::string labels = "stream=\"" + label_value(s.id) + "\"";
     w.sample("vapipe_latency_seconds_sum", labels, number(s.latency_sum_s));
-    w.sample("vapipe_latency_seconds_count", labels, std::to_string(s.results));
+    w.sample("vapipe_latency_seconds_count", labels, std::to_string(s.latency_count));
   }
   w.per_stream(m, "vapipe_latency_max_seconds", "gauge", "The largest latency of a result of the stream so far.",
                [](const StreamMetrics& s) { return number(s.latency_max_s); });

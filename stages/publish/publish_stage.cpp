@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "pipeline/logging.h"
+#include "pipeline/resume.h"
 #include "stages/publish/result_schema.h"
 
 namespace vapipe {
@@ -14,15 +15,29 @@ Status PublishStage::open(const StageContext& ctx) {
   job_start_ns_ = wall_clock_ns();
   // The supervisor passes the job's start, so that the wall time covers start-up too.
   if (const char* s = std::getenv("VAPIPE_JOB_START_NS"); s && *s) job_start_ns_ = std::atoll(s);
+  // --resume: the results an earlier run published (kept in the JSON-lines file) count as published.
+  VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());
+  resumed_ = plan.has_value();
   for (const StreamConfig& s : ctx.config.streams) {
     StreamState st;
     st.id = s.id;
+    if (plan && plan->streams.count(s.id)) {
+      const StreamProgress& p = plan->streams.at(s.id);
+      st.results = st.earlier_results = st.next_seq = p.results;
+      st.frame_errors = p.frame_errors;
+      st.status = !p.ended.empty() ? p.ended : p.started ? "running" : "pending";
+      st.message = p.message;
+      st.started_earlier = p.started;
+      st.ended_earlier = !p.ended.empty();
+      if (p.ended == "failed") ++failed_streams_;
+    }
     streams_.push_back(st);
   }
   if (!ctx.config.publish.jsonl_path.empty()) {
     std::filesystem::path p(ctx.config.publish.jsonl_path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    jsonl_.open(p, std::ios::out | std::ios::trunc);
+    // Resuming appends after what the supervisor kept (it cut the rest).
+    jsonl_.open(p, std::ios::out | (resumed_ ? std::ios::app : std::ios::trunc));
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
   }
   if (factory_) {
@@ -62,6 +77,7 @@ JobMetrics PublishStage::metrics() const {
     s.dropped = st.dropped;
     s.reconnects = st.reconnects;
     s.latency_sum_s = st.latency_sum_ms / 1000.0;
+    s.latency_count = st.results - st.earlier_results;
     s.latency_max_s = st.latency_max_ms / 1000.0;
     s.last_result_unix_s = static_cast<double>(st.last_ns) / 1e9;
     m.streams.push_back(std::move(s));
@@ -122,6 +138,11 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (!is_stream_event(in.kind)) {
     return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
   }
+  // --resume: what an earlier run published is not published twice (ingest still ends such a stream,
+  // for the stages' sake, and starts a resumed one).
+  if ((st.ended_earlier && ends_stream(in.kind)) || (st.started_earlier && in.kind == MessageKind::kStreamStart)) {
+    return Status::Ok();
+  }
   if (in.kind == MessageKind::kStreamStart) {
     st.status = "running";
     VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
@@ -163,7 +184,7 @@ Status PublishStage::close(Emitter& /*out*/) {
 void PublishStage::write_summary() {
   const int64_t end_ns = wall_clock_ns();
   const double wall_s = static_cast<double>(end_ns - job_start_ns_) / 1e9;
-  uint64_t total_frames = 0;
+  uint64_t total_frames = 0, run_frames = 0;
   // Steady-state throughput: from the first frame's capture to the last result, without start-up.
   int64_t first_capture = 0, last_publish = 0;
   for (const StreamState& st : streams_) {
@@ -179,9 +200,11 @@ void PublishStage::write_summary() {
   table += line;
   for (const StreamState& st : streams_) {
     const double stream_wall = st.first_ns && st.last_ns > st.first_ns ? (st.last_ns - st.first_ns) / 1e9 : 0.0;
-    const double fps = stream_wall > 0 ? st.results / stream_wall : 0.0;
-    const double mean_latency = st.results ? st.latency_sum_ms / st.results : 0.0;
+    const uint64_t this_run = st.results - st.earlier_results;  // rates and latencies are this run's
+    const double fps = stream_wall > 0 ? this_run / stream_wall : 0.0;
+    const double mean_latency = this_run ? st.latency_sum_ms / this_run : 0.0;
     total_frames += st.results;
+    run_frames += this_run;
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
                        {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
                        {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects}, {"wall_s", stream_wall},
@@ -204,20 +227,24 @@ void PublishStage::write_summary() {
               {"frames", total_frames},
               {"failed_streams", failed_streams_},
               {"wall_s", wall_s},
-              {"fps", wall_s > 0 ? total_frames / wall_s : 0.0},
+              {"fps", wall_s > 0 ? run_frames / wall_s : 0.0},
               {"steady_s", steady_s},
-              {"steady_fps", steady_s > 0 ? total_frames / steady_s : 0.0},
+              {"steady_fps", steady_s > 0 ? run_frames / steady_s : 0.0},
+              {"resumed", resumed_},
+              {"frames_this_run", run_frames},
               {"gpu_count", gpu_count},
               {"price_per_gpu_hour", config_->job.price_per_gpu_hour},
               {"billed_hours", billed_hours},
               {"cost", cost},
-              {"cost_per_1k_frames", total_frames ? cost * 1000.0 / total_frames : 0.0}};
+              {"cost_per_1k_frames", run_frames ? cost * 1000.0 / run_frames : 0.0}};
+  const std::string earlier =
+      resumed_ ? " (" + std::to_string(total_frames - run_frames) + " of them by earlier runs)" : std::string();
   std::snprintf(line, sizeof line,
-                "job '%s': %llu frames from %zu streams in %.2f s (%.1f frames/s), %d failed; "
+                "job '%s': %llu frames%s from %zu streams in %.2f s (%.1f frames/s), %d failed; "
                 "cost %.4f at %.2f per GPU-hour (%d GPU%s)\n",
-                config_->job.name.c_str(), static_cast<unsigned long long>(total_frames), streams_.size(), wall_s,
-                wall_s > 0 ? total_frames / wall_s : 0.0, failed_streams_, cost, config_->job.price_per_gpu_hour,
-                gpu_count, gpu_count == 1 ? "" : "s; CPU runs count as 1");
+                config_->job.name.c_str(), static_cast<unsigned long long>(total_frames), earlier.c_str(),
+                streams_.size(), wall_s, wall_s > 0 ? run_frames / wall_s : 0.0, failed_streams_, cost,
+                config_->job.price_per_gpu_hour, gpu_count, gpu_count == 1 ? "" : "s; CPU runs count as 1");
   std::fputs(("\nJob summary\n" + table + line).c_str(), stdout);
   std::fflush(stdout);
   if (!config_->job.summary_path.empty()) {

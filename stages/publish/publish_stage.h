@@ -52,6 +52,9 @@ class PublishStage final : public Stage {
     uint64_t out_of_order = 0;
     uint64_t dropped = 0;
     uint64_t reconnects = 0;  // times it resumed after a reconnection
+    uint64_t earlier_results = 0;  // --resume: results kept from earlier runs (counted in `results`)
+    bool started_earlier = false;  // --resume: its "started" was published by an earlier run
+    bool ended_earlier = false;    // --resume: its end was published by an earlier run
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
   };
@@ -66,6 +69,7 @@ class PublishStage final : public Stage {
   std::vector<StreamState> streams_;
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
+  bool resumed_ = false;
   nlohmann::json summary_;
   std::unique_ptr<MetricsServer> metrics_server_;
   SteadyTime next_snapshot_{};

@@ -20,6 +20,7 @@ JobMetrics two_cameras() {
   a.gaps = 5;
   a.reconnects = 1;
   a.latency_sum_s = 90;
+  a.latency_count = 1800;
   a.latency_max_s = 0.25;
   a.last_result_unix_s = 1059.5;
   StreamMetrics b;

@@ -1,0 +1,147 @@
+#include "pipeline/resume.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+namespace vapipe {
+
+bool ResumePlan::complete() const {
+  for (const auto& [id, s] : streams) {
+    if (s.ended.empty()) return false;
+  }
+  return true;
+}
+
+Result<ResumePlan> read_resume_plan(const Config& config) {
+  const std::string& path = config.publish.jsonl_path;
+  ResumePlan plan;
+  for (const StreamConfig& s : config.streams) plan.streams[s.id] = StreamProgress{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!std::filesystem::exists(path)) return plan;
+    return Unavailable("publish.jsonl_path " + path + ": cannot be read");
+  }
+  std::string line;
+  uint64_t offset = 0, number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const bool complete_line = !in.eof();  // getline stopped at a newline, not at the end of the file
+    const std::string where = path + ":" + std::to_string(number);
+    auto cut = [&](std::string reason) {
+      plan.cut_reason = where + ": " + reason;
+      // Complete lines after the cut, for the log.
+      if (complete_line) ++plan.cut_lines;
+      while (std::getline(in, line)) {
+        if (!in.eof()) ++plan.cut_lines;
+      }
+    };
+    nlohmann::json j = complete_line ? nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false)
+                                     : nlohmann::json(nlohmann::json::value_t::discarded);
+    if (j.is_discarded() || !j.is_object() || !j.contains("topic") || !j["topic"].is_string() ||
+        !j.contains("payload") || !j["payload"].is_object()) {
+      cut(complete_line ? "not a JSON line of this job" : "an incomplete last line");
+      break;
+    }
+    const std::string topic = j["topic"].get<std::string>();
+    const nlohmann::json& payload = j["payload"];
+    if (topic == "job/summary") {
+      if (plan.complete()) {  // the job finished: the file is whole
+        plan.keep_bytes = offset + line.size() + 1;
+        ++plan.kept_lines;
+        break;
+      }
+      cut("the summary of a run that was stopped");
+      break;
+    }
+    const bool result = topic.rfind("results/", 0) == 0;
+    const bool event = topic.rfind("events/", 0) == 0;
+    if (result || event) {
+      const std::string id = topic.substr(topic.find('/') + 1);
+      auto it = plan.streams.find(id);
+      if (it == plan.streams.end()) {
+        return FailedPrecondition(where + ": stream '" + id + "' is not in the config " + config.source +
+                                  ": resume with the config that wrote this file");
+      }
+      StreamProgress& s = it->second;
+      if (result) {
+        const uint64_t seq = payload.value("seq", UINT64_MAX);
+        if (seq != s.results) {
+          return FailedPrecondition(where + ": stream '" + id + "': result for frame " + std::to_string(seq) +
+                                    " where frame " + std::to_string(s.results) +
+                                    " was due: this file cannot be resumed exactly once (run the job afresh, "
+                                    "without --resume)");
+        }
+        ++s.results;
+        if (payload.contains("error") && !payload["error"].is_null()) ++s.frame_errors;
+      } else {
+        const std::string kind = payload.value("event", "");
+        const std::string message = payload.value("message", "");
+        if (kind == "eos" && message == "stopped") {
+          cut("stream '" + id + "' was stopped there");
+          break;
+        }
+        if (kind == "started") s.started = true;
+        if (kind == "eos") s.ended = "done";
+        if (kind == "error") {
+          s.ended = "failed";
+          s.message = message;
+        }
+      }
+    }
+    offset += line.size() + 1;
+    plan.keep_bytes = offset;
+    ++plan.kept_lines;
+  }
+  return plan;
+}
+
+Status write_resume_plan(const ResumePlan& plan, const std::string& path) {
+  nlohmann::json streams = nlohmann::json::object();
+  for (const auto& [id, s] : plan.streams) {
+    streams[id] = {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started},
+                   {"ended", s.ended}, {"message", s.message}};
+  }
+  const nlohmann::json j{{"keep_bytes", plan.keep_bytes}, {"kept_lines", plan.kept_lines},
+                         {"cut_lines", plan.cut_lines}, {"cut_reason", plan.cut_reason}, {"streams", streams}};
+  std::ofstream out(path, std::ios::trunc);
+  out << j.dump(1) << "\n";
+  out.close();
+  if (!out) return Unavailable("resume plan " + path + ": cannot be written");
+  return Status::Ok();
+}
+
+Result<ResumePlan> load_resume_plan(const std::string& path) {
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!in.is_open() || j.is_discarded() || !j.is_object() || !j.contains("streams")) {
+    return DataLoss("resume plan " + path + ": missing or not a plan");
+  }
+  ResumePlan plan;
+  plan.keep_bytes = j.value("keep_bytes", uint64_t{0});
+  plan.kept_lines = j.value("kept_lines", uint64_t{0});
+  plan.cut_lines = j.value("cut_lines", uint64_t{0});
+  plan.cut_reason = j.value("cut_reason", "");
+  for (const auto& [id, s] : j["streams"].items()) {
+    StreamProgress p;
+    p.results = s.value("results", uint64_t{0});
+    p.frame_errors = s.value("frame_errors", uint64_t{0});
+    p.started = s.value("started", false);
+    p.ended = s.value("ended", "");
+    p.message = s.value("message", "");
+    plan.streams[id] = p;
+  }
+  return plan;
+}
+
+Result<std::optional<ResumePlan>> resume_plan_from_environment() {
+  const char* path = std::getenv(kResumePlanEnv);
+  if (!path || !*path) return std::optional<ResumePlan>();
+  VAPIPE_ASSIGN_OR_RETURN(ResumePlan plan, load_resume_plan(path));
+  return std::optional<ResumePlan>(std::move(plan));
+}
+
+}  // namespace vapipe

@@ -1,0 +1,52 @@
+// Resuming an archive job after a crash (`vapipe run CONFIG --resume`). The job's JSON-lines file
+// (publish.jsonl_path) is its durable record: what it holds was published. The supervisor reads it
+// once into a ResumePlan, keeps the file up to a cut point and hands the plan to the stages (a file in
+// the run folder, named by VAPIPE_RESUME_PLAN): ingest decodes and drops each stream's frames that
+// already have results, publish appends after the cut and counts the earlier results in its summary.
+// So every frame still has exactly one result in the file, in order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "pipeline/config.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct StreamProgress {
+  uint64_t results = 0;       // results kept: seq 0 .. results-1, each once
+  uint64_t frame_errors = 0;  // of those, error results
+  bool started = false;       // its "started" event is kept
+  std::string ended;          // "" (to resume), "done" (eos "end of stream") or "failed" (error event)
+  std::string message;        // failed: the error
+};
+
+struct ResumePlan {
+  std::map<std::string, StreamProgress> streams;  // by stream id; every stream of the config
+  uint64_t keep_bytes = 0;    // the file is kept up to here, the rest is cut (and its frames redone)
+  uint64_t kept_lines = 0;
+  uint64_t cut_lines = 0;     // complete lines after the cut point
+  std::string cut_reason;     // why the file is cut where it is ("" when nothing is cut)
+  bool complete() const;      // every stream ended: nothing to resume
+};
+
+// Reads `config.publish.jsonl_path`. The cut point is the first line that is not a complete JSON
+// line, a "stopped" end event (a stop, not the stream's end), or the job summary (of a stopped run):
+// what came before is kept. A missing file resumes nothing (every stream from its first frame).
+// Errors name the file and line: a result out of sequence (the file cannot give exactly once), a
+// stream the config does not have.
+Result<ResumePlan> read_resume_plan(const Config& config);
+
+// The plan as a file for the stages, and back. VAPIPE_RESUME_PLAN names it for the stages.
+Status write_resume_plan(const ResumePlan& plan, const std::string& path);
+Result<ResumePlan> load_resume_plan(const std::string& path);
+inline constexpr const char* kResumePlanEnv = "VAPIPE_RESUME_PLAN";
+
+// The plan of this process's job, if it resumes (VAPIPE_RESUME_PLAN set); an error if the file named
+// cannot be read.
+Result<std::optional<ResumePlan>> resume_plan_from_environment();
+
+}  // namespace vapipe

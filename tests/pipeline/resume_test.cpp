@@ -1,0 +1,129 @@
+// Reading a job's JSON-lines file into a resume plan: what is kept, where it is cut, what cannot be
+// resumed exactly once.
+#include "pipeline/resume.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace vapipe {
+namespace {
+
+class ResumePlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-resume-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    config_.source = "job.yaml";
+    for (const char* id : {"a", "b"}) {
+      StreamConfig s;
+      s.id = id;
+      config_.streams.push_back(s);
+    }
+    config_.publish.jsonl_path = (dir_ / "results.jsonl").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void write(const std::string& text) { std::ofstream(config_.publish.jsonl_path, std::ios::binary) << text; }
+  static std::string result(const std::string& id, int seq, bool error = false) {
+    return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" + std::to_string(seq) +
+           ",\"error\":" + (error ? "\"bad frame\"" : "null") + "}}\n";
+  }
+  static std::string event(const std::string& id, const std::string& kind, const std::string& message = "") {
+    return "{\"topic\":\"events/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"event\":\"" + kind +
+           "\",\"message\":\"" + message + "\"}}\n";
+  }
+  std::filesystem::path dir_;
+  Config config_;
+};
+
+TEST_F(ResumePlanTest, AMissingFileResumesEveryStreamFromItsFirstFrame) {
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->streams.size(), 2u);
+  EXPECT_EQ(plan->streams.at("a").results, 0u);
+  EXPECT_EQ(plan->keep_bytes, 0u);
+  EXPECT_FALSE(plan->complete());
+}
+
+TEST_F(ResumePlanTest, ACrashedRunIsKeptUpToItsLastCompleteLine) {
+  const std::string kept = event("a", "started") + result("a", 0) + event("b", "started") + result("b", 0) +
+                           result("a", 1, true) + result("b", 1) + event("b", "eos", "end of stream") + result("a", 2);
+  write(kept + "{\"topic\":\"results/a\",\"payl");
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->keep_bytes, kept.size());
+  EXPECT_EQ(plan->kept_lines, 8u);
+  EXPECT_NE(plan->cut_reason.find("results.jsonl:9: an incomplete last line"), std::string::npos) << plan->cut_reason;
+  const StreamProgress& a = plan->streams.at("a");
+  EXPECT_EQ(a.results, 3u);
+  EXPECT_EQ(a.frame_errors, 1u);
+  EXPECT_TRUE(a.started);
+  EXPECT_EQ(a.ended, "");
+  EXPECT_EQ(plan->streams.at("b").ended, "done");
+  EXPECT_EQ(plan->streams.at("b").results, 2u);
+  EXPECT_FALSE(plan->complete());
+}
+
+// A run stopped by a signal ends its streams as "stopped" and writes a summary: neither is the end of
+// the job, so the file is cut at the first of them, and what came after is redone.
+TEST_F(ResumePlanTest, AStoppedRunIsCutAtItsFirstStoppedStream) {
+  const std::string kept = event("a", "started") + result("a", 0) + event("b", "error", "file /x.mp4 does not exist");
+  write(kept + event("a", "eos", "stopped") + result("a", 1) + "{\"topic\":\"job/summary\",\"payload\":{}}\n");
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->keep_bytes, kept.size());
+  EXPECT_EQ(plan->cut_lines, 3u);
+  EXPECT_NE(plan->cut_reason.find("results.jsonl:4: stream 'a' was stopped there"), std::string::npos) << plan->cut_reason;
+  EXPECT_EQ(plan->streams.at("a").results, 1u);
+  EXPECT_EQ(plan->streams.at("b").ended, "failed");
+  EXPECT_EQ(plan->streams.at("b").message, "file /x.mp4 does not exist");
+}
+
+TEST_F(ResumePlanTest, AFinishedJobIsCompleteAndKeptWhole) {
+  const std::string whole = event("a", "started") + result("a", 0) + event("a", "eos", "end of stream") +
+                            event("b", "error", "no such file") + "{\"topic\":\"job/summary\",\"payload\":{}}\n";
+  write(whole);
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->complete());
+  EXPECT_TRUE(plan->cut_reason.empty()) << plan->cut_reason;
+  EXPECT_EQ(plan->keep_bytes, whole.size());
+}
+
+TEST_F(ResumePlanTest, ResultsOutOfSequenceCannotBeResumedExactlyOnce) {
+  write(result("a", 0) + result("a", 2));
+  auto plan = read_resume_plan(config_);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("results.jsonl:2: stream 'a': result for frame 2 where frame 1 was due"),
+            std::string::npos) << plan.status().message();
+}
+
+TEST_F(ResumePlanTest, AStreamTheConfigLacksIsAnErrorNamingTheConfig) {
+  write(result("c", 0));
+  auto plan = read_resume_plan(config_);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("results.jsonl:1: stream 'c' is not in the config job.yaml"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
+  write(event("a", "started") + result("a", 0, true) + event("b", "error", "gone"));
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok());
+  const std::string path = (dir_ / "resume.json").string();
+  ASSERT_TRUE(write_resume_plan(*plan, path).ok());
+  auto back = load_resume_plan(path);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->keep_bytes, plan->keep_bytes);
+  EXPECT_EQ(back->streams.at("a").results, 1u);
+  EXPECT_EQ(back->streams.at("a").frame_errors, 1u);
+  EXPECT_TRUE(back->streams.at("a").started);
+  EXPECT_EQ(back->streams.at("b").ended, "failed");
+  EXPECT_EQ(back->streams.at("b").message, "gone");
+  EXPECT_FALSE(load_resume_plan((dir_ / "none.json").string()).ok());
+}
+
+}  // namespace
+}  // namespace vapipe
