@@ -1,0 +1,123 @@
+"""Resuming an archive job after a crash: every process of `vapipe run` is killed (SIGKILL) halfway,
+then `vapipe run CONFIG --resume` goes on from the job's JSON-lines file. The file ends up with every
+frame's result exactly once, in order, and each stream's events once."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from e2e.common import VAPIPE, E2ETest, Run, write_config
+
+# Finite test sources (id, pattern, frames): long enough that a kill lands mid-job.
+STREAMS = [("ball", "ball", 600), ("snow", "snow", 450), ("smpte", "smpte", 300)]
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+class Resume(E2ETest):
+    def write_job(self):
+        config, _ = write_config(self.dir, [(sid, f"test://{p}?frames={n}&width=320&height=240") for sid, p, n in STREAMS],
+                                 publish={"wait_for_subscribers": 0})
+        return config, os.path.join(self.dir, "results.jsonl")
+
+    def run_resume(self, config):
+        proc = subprocess.run([VAPIPE, "run", config, "--resume"], capture_output=True, text=True, timeout=300)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def test_a_killed_job_resumes_with_every_frame_exactly_once(self):
+        config, jsonl = self.write_job()
+        run = Run(config)
+        stages = run.watch_stages()
+        deadline = time.time() + 60
+        while time.time() < deadline:  # kill once about a third of the results are in the file
+            if os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 450:
+                break
+            time.sleep(0.05)
+        # Publish first, so that nothing is written after the kill (not even the "stopped" ends a dying
+        # supervisor's stages would write); the supervisor last.
+        order = [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages]
+        for pid in order + [run.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run.proc.wait()
+        with open(jsonl, "a") as f:
+            f.write('{"topic":"results/ball","payl')  # a line cut short, as a crash mid-write leaves it
+        before = sum(1 for m in read_jsonl_lenient(jsonl) if m["topic"].startswith("results/"))
+        self.assertGreater(before, 0)
+        self.assertLess(before, sum(n for *_, n in STREAMS), "the job finished before it was killed")
+
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("--resume: ", err)
+        self.assertIn("an incomplete last line", err)
+        messages = read_jsonl(jsonl)  # every line whole again
+        for sid, pattern, frames in STREAMS:
+            results = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual([r["seq"] for r in results], list(range(frames)), f"stream {sid}")
+            correct = sum(r["label"] == pattern for r in results)
+            self.assertGreaterEqual(correct / frames, 0.95, f"stream {sid}: {correct}/{frames} named '{pattern}'")
+            events = [m["payload"]["event"] for m in messages if m["topic"] == f"events/{sid}"]
+            self.assertEqual(events, ["started", "eos"], f"stream {sid}")
+        summaries = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summaries), 1)
+        summary = summaries[0]
+        self.assertTrue(summary["resumed"])
+        self.assertEqual(summary["frames"], sum(n for *_, n in STREAMS))
+        self.assertEqual(summary["frames_this_run"], summary["frames"] - before)
+        self.assertEqual(messages[-1]["topic"], "job/summary")
+
+        # Resuming a job that is complete does nothing.
+        size = os.path.getsize(jsonl)
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("is already complete in " + jsonl, err)
+        self.assertEqual(os.path.getsize(jsonl), size)
+
+    def test_a_stopped_job_resumes_where_its_streams_were_stopped(self):
+        """Ctrl-C writes "stopped" ends and a summary: the file is cut at the first of them."""
+        config, jsonl = self.write_job()
+        run = Run(config)
+        run.watch_stages()
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 300):
+            time.sleep(0.05)
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 0, run.stderr[-3000:])
+        stopped = read_jsonl(jsonl)
+        self.assertIn("stopped", [m["payload"].get("message") for m in stopped if m["topic"].startswith("events/")])
+
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("was stopped there", err)
+        messages = read_jsonl(jsonl)
+        for sid, _, frames in STREAMS:
+            results = [m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual(results, list(range(frames)), f"stream {sid}")
+            events = [m["payload"]["event"] for m in messages if m["topic"] == f"events/{sid}"]
+            self.assertEqual(events, ["started", "eos"], f"stream {sid}")
+        self.assertEqual([m["topic"] for m in messages].count("job/summary"), 1)
+
+    def test_resume_needs_the_jsonl_file_setting(self):
+        config, _ = write_config(self.dir, [("a", "test://ball?frames=5")], publish={"jsonl_path": ""})
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 1)
+        self.assertIn("--resume needs publish.jsonl_path", err)
+        self.assertIn(config, err)
+
+
+def read_jsonl_lenient(path):
+    """The complete lines of a file whose last line may be cut short."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
