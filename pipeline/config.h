@@ -33,6 +33,9 @@ struct JobConfig {
   double price_per_gpu_hour = 0.0;  // for the job summary's cost line
   std::string summary_path;         // optional JSON file written at the end of an archive job
   double drain_timeout_s = 10.0;    // on SIGINT/SIGTERM: how long stages may drain before being killed
+  // A stage that fails once every stage has opened (a crash) restarts the job, at most this many times
+  // in a row; an archive job then goes on from publish.jsonl_path (and is not restarted without it).
+  uint32_t max_restarts = 3;
 };
 
 struct IngestConfig {

@@ -36,4 +36,6 @@ std::string opening_mark(const JobLayout& layout, StageKind kind) {
   return layout.run_dir + "/" + stage_kind_name(kind) + lane + ".opening";
 }
 
+std::string restart_mark(const JobLayout& layout) { return layout.run_dir + "/restarting"; }
+
 }  // namespace vapipe

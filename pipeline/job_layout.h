@@ -31,6 +31,10 @@ JobLayout make_job_layout(const Config& config, const std::string& job_id, uint3
 // `layout.lane` (publish has one for the job).
 std::string opening_mark(const JobLayout& layout, StageKind kind);
 
+// Made by `vapipe run` when a stage has crashed and the job will restart (job.max_restarts): the
+// stages it then stops are not ending the job, so publish keeps the job summary for the run that does.
+std::string restart_mark(const JobLayout& layout);
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

@@ -72,6 +72,23 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
   _exit(127);
 }
 
+// A run that lasted this long was not a crash loop: the restart count starts over.
+constexpr auto kRestartCountReset = std::chrono::minutes(10);
+
+// Whether a stage is still opening (its start-up mark is there): a failure then is a start-up error
+// (a model that does not load, a bad device), which a restart would only repeat.
+bool any_opening_mark(const Config& config, const std::string& job_id, const Placement& placement) {
+  std::error_code ec;
+  if (std::filesystem::exists(opening_mark(make_job_layout(config, job_id), StageKind::kPublish), ec)) return true;
+  for (const Lane& lane : placement.lanes) {
+    const JobLayout layout = make_job_layout(config, job_id, lane.index);
+    for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+      if (std::filesystem::exists(opening_mark(layout, k), ec)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void cleanup_job_resources(const Config& config, const std::string& job_id, size_t lanes) {
@@ -85,16 +102,20 @@ void cleanup_job_resources(const Config& config, const std::string& job_id, size
   std::filesystem::remove_all(layout.run_dir, ec);
 }
 
-int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags) {
-  const std::string job_id =
-      options.job_id.empty() ? std::to_string(getpid()) + "-" + std::to_string(wall_clock_ns() % 1000000000) : options.job_id;
-  const int64_t start_ns = wall_clock_ns();
-  const int visible_gpus = options.visible_gpus >= 0 ? options.visible_gpus : visible_gpu_count();
-  auto placement = plan_placement(config, visible_gpus);
-  if (!placement.ok()) {
-    VAPIPE_LOG_ERROR("{}", placement.status().message());
-    return kExitUsage;
-  }
+namespace {
+
+// How one run of the job's stage processes ended.
+struct RunOutcome {
+  int code = kExitOk;
+  std::string failure;      // the first stage that failed, and how
+  bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
+};
+
+// `may_restart`: a crash (after every stage opened) restarts the job; the restart mark then tells the
+// stages being stopped.
+RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags,
+                        const std::string& job_id, int64_t start_ns, int visible_gpus, const Placement* placement,
+                        bool resume, bool may_restart) {
   const size_t lanes = placement->lanes.size();
   JobLayout layout = make_job_layout(config, job_id);
   std::filesystem::create_directories(layout.run_dir);
@@ -104,20 +125,20 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     if (entry.path().filename().string().rfind("auto-batch-size-", 0) == 0) std::filesystem::remove(entry.path(), ec);
   }
 
-  if (options.resume) {
+  if (resume) {
     // Read once here, before any stage starts: publish truncates nothing itself, and every stage
     // that needs the plan reads the same one.
     auto plan = read_resume_plan(config);
     if (!plan.ok()) {
       VAPIPE_LOG_ERROR("--resume: {}", plan.status().message());
-      return kExitUsage;
+      return RunOutcome{kExitUsage};
     }
     const std::string& jsonl = config.publish.jsonl_path;
     if (plan->complete() && plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
                       config.job.name, jsonl);
       cleanup_job_resources(config, job_id, lanes);
-      return 0;
+      return RunOutcome{kExitOk};
     }
     if (!plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("--resume: {} is kept up to line {} ({} bytes); cut from {} ({} complete lines after it are "
@@ -125,7 +146,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       std::filesystem::resize_file(jsonl, plan->keep_bytes, ec);
       if (ec) {
         VAPIPE_LOG_ERROR("--resume: cannot cut {} to {} bytes: {}", jsonl, plan->keep_bytes, ec.message());
-        return kExitUsage;
+        return RunOutcome{kExitUsage};
       }
     }
     for (const StreamConfig& s : config.streams) {
@@ -139,7 +160,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     const std::string plan_path = layout.run_dir + "/resume.json";
     if (Status s = write_resume_plan(*plan, plan_path); !s.ok()) {
       VAPIPE_LOG_ERROR("--resume: {}", s.message());
-      return kExitUsage;
+      return RunOutcome{kExitUsage};
     }
     setenv(kResumePlanEnv, plan_path.c_str(), 1);  // inherited by every stage
   }
@@ -171,7 +192,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       VAPIPE_LOG_ERROR("cannot fork stage {}: {}", child_name(c, lanes), std::strerror(errno));
       for (Child& other : children) kill(other.pid, SIGKILL);
       cleanup_job_resources(config, job_id, lanes);
-      return kExitStageFailed;
+      return RunOutcome{kExitStageFailed};
     }
     VAPIPE_LOG_INFO("started stage {} (pid {})", child_name(c, lanes), c.pid);
     children.push_back(c);
@@ -198,6 +219,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   std::optional<std::chrono::steady_clock::time_point> stopping_since;  // shutdown requested
   std::optional<std::chrono::steady_clock::time_point> terminated_at;   // SIGTERM sent to all
   std::string failure;                                                  // first stage that failed
+  bool failed_after_opening = false;  // the failure came once every stage had opened
   bool abort_sent = false;
 
   while (running() > 0) {
@@ -216,6 +238,8 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
         } else if (failure.empty() && !flags.abort.load()) {
           failure = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
                     describe_exit(status);
+          failed_after_opening = !any_opening_mark(config, job_id, *placement);
+          if (failed_after_opening && may_restart && !flags.stop.load()) std::ofstream(restart_mark(layout)).flush();
           VAPIPE_LOG_ERROR("{}; stopping the job", failure);
           if (!terminated_at) {
             // The pipeline is broken, so there is nothing to drain: a second signal means "now".
@@ -256,19 +280,80 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
 
   if (abort_sent && failure.empty()) {
     VAPIPE_LOG_WARN("job '{}' interrupted: stages were killed before they drained", config.job.name);
-    return kExitInterrupted;
+    return RunOutcome{kExitInterrupted};
   }
   if (!failure.empty()) {
-    VAPIPE_LOG_ERROR("job '{}' failed: {}", config.job.name, failure);
-    return kExitStageFailed;
+    return RunOutcome{kExitStageFailed, failure, failed_after_opening && !flags.stop.load() && !flags.abort.load()};
   }
   const Child& publish = child_of(StageKind::kPublish);
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsFailed) {
     VAPIPE_LOG_ERROR("job '{}' finished, but some streams failed (see the events and the summary)", config.job.name);
-    return kExitStreamsFailed;
+    return RunOutcome{kExitStreamsFailed};
   }
   VAPIPE_LOG_INFO("job '{}' finished", config.job.name);
-  return kExitOk;
+  return RunOutcome{kExitOk};
+}
+
+}  // namespace
+
+std::string restart_refusal(const Config& config, bool failed_after_opening, uint32_t restarts_in_a_row,
+                            bool stopping) {
+  if (stopping) return " (the job was being stopped)";
+  if (!failed_after_opening) return " (during start-up: a restart would fail the same way)";
+  if (config.job.max_restarts == 0) return " (job.max_restarts is 0)";
+  if (restarts_in_a_row >= config.job.max_restarts) {
+    return " (not restarted: " + std::to_string(restarts_in_a_row) + " restarts in a row, job.max_restarts)";
+  }
+  if (config.job.mode == JobMode::kArchive && config.publish.jsonl_path.empty()) {
+    return " (not restarted: an archive job resumes from publish.jsonl_path, which is not set; started afresh it "
+           "would classify frames twice)";
+  }
+  return "";
+}
+
+int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags) {
+  const std::string job_id =
+      options.job_id.empty() ? std::to_string(getpid()) + "-" + std::to_string(wall_clock_ns() % 1000000000) : options.job_id;
+  const int64_t start_ns = wall_clock_ns();  // the job's, over every restart
+  const int visible_gpus = options.visible_gpus >= 0 ? options.visible_gpus : visible_gpu_count();
+  auto placement = plan_placement(config, visible_gpus);
+  if (!placement.ok()) {
+    VAPIPE_LOG_ERROR("{}", placement.status().message());
+    return kExitUsage;
+  }
+  bool resume = options.resume;
+  uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
+  while (true) {
+    const auto began = std::chrono::steady_clock::now();
+    // Whether a crash in this run restarts the job (assuming it lasts less than kRestartCountReset).
+    const bool may_restart = restart_refusal(config, /*failed_after_opening=*/true, restarts, false).empty();
+    const RunOutcome run =
+        run_job_once(config, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, may_restart);
+    if (run.failure.empty()) return run.code;
+    if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
+    const std::string why =
+        restart_refusal(config, run.restartable, restarts, flags.stop.load() || flags.abort.load());
+    if (!why.empty()) {
+      VAPIPE_LOG_ERROR("job '{}' failed: {}{}", config.job.name, run.failure, why);
+      return run.code;
+    }
+    ++restarts;
+    const double delay = std::min(30.0, static_cast<double>(1u << std::min(restarts - 1, 5u)));
+    const bool archive = config.job.mode == JobMode::kArchive;
+    VAPIPE_LOG_WARN("{}; restarting the job in {:.0f} s (restart {} of at most {} in a row){}", run.failure, delay,
+                    restarts, config.job.max_restarts,
+                    archive ? ", going on from " + config.publish.jsonl_path : std::string(": streams start again"));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                             std::chrono::duration<double>(delay));
+    while (std::chrono::steady_clock::now() < until && !flags.stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (flags.stop.load()) {
+      VAPIPE_LOG_WARN("job '{}' stopped before its restart", config.job.name);
+      return run.code;
+    }
+    resume = archive;  // an archive job goes on from its JSON-lines file: no frame twice
+  }
 }
 
 }  // namespace vapipe

@@ -28,7 +28,15 @@ struct SupervisorOptions {
   bool resume = false;
 };
 
+// Runs the job; a stage that crashes once every stage has opened restarts it (job.max_restarts), and
+// an archive job then goes on from its JSON-lines file.
 int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags);
+
+// Why a job whose stage failed is not restarted, as a suffix for the log line (empty: it is).
+// `failed_after_opening`: every stage had opened (a crash, not a start-up error); `stopping`: the user
+// asked the job to stop.
+std::string restart_refusal(const Config& config, bool failed_after_opening, uint32_t restarts_in_a_row,
+                            bool stopping);
 
 // Removes what a job leaves behind (ipc folder, shared memory names of every lane) after a crash.
 void cleanup_job_resources(const Config& config, const std::string& job_id, size_t lanes);

@@ -12,6 +12,7 @@ namespace vapipe {
 
 Status PublishStage::open(const StageContext& ctx) {
   config_ = &ctx.config;
+  layout_ = ctx.layout;
   job_start_ns_ = wall_clock_ns();
   // The supervisor passes the job's start, so that the wall time covers start-up too.
   if (const char* s = std::getenv("VAPIPE_JOB_START_NS"); s && *s) job_start_ns_ = std::atoll(s);
@@ -174,8 +175,16 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
 }
 
 Status PublishStage::close(Emitter& /*out*/) {
-  write_summary();
   update_metrics_snapshot();  // the final states, for a scrape before the process exits
+  std::error_code ec;
+  if (layout_ && std::filesystem::exists(restart_mark(*layout_), ec)) {
+    // A stage crashed and the job restarts: this is not its end. Subscribers that wait for the job
+    // summary keep waiting; an archive job's file goes on from here.
+    VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
+    if (jsonl_.is_open()) jsonl_.flush();
+    return Status::Ok();
+  }
+  write_summary();
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (jsonl_.is_open()) jsonl_.flush();
   return s;

@@ -64,6 +64,7 @@ class PublishStage final : public Stage {
 
   BusFactory factory_;
   const Config* config_ = nullptr;
+  const JobLayout* layout_ = nullptr;  // null for a stage driven without a job (tests)
   std::unique_ptr<BusPublisher> bus_;
   std::ofstream jsonl_;
   std::vector<StreamState> streams_;

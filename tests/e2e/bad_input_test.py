@@ -83,6 +83,7 @@ class BadInput(E2ETest):
         code = run.wait(timeout=60)
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("model " + model + " is not a TorchScript model", run.stderr)
+        self.assertIn("(during start-up: a restart would fail the same way)", run.stderr)
         self.assertNotRegex(run.stderr, r"stream '[ab]': (stopped|end of stream) after [1-9]")
 
     def test_labels_that_do_not_match_the_model_are_a_start_up_error(self):

@@ -103,6 +103,32 @@ class Resume(E2ETest):
             self.assertEqual(events, ["started", "eos"], f"stream {sid}")
         self.assertEqual([m["topic"] for m in messages].count("job/summary"), 1)
 
+    def test_a_stage_that_crashes_mid_job_restarts_it_from_the_jsonl_file(self):
+        """No --resume: the supervisor itself restarts a job whose stage crashed, and an archive job
+        then goes on from its JSON-lines file."""
+        config, jsonl = self.write_job()
+        run = Run(config)
+        stages = run.watch_stages()
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 300):
+            time.sleep(0.05)
+        os.kill(stages["infer"], signal.SIGKILL)
+        code = run.wait(timeout=300)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertIn(f"stage infer (pid {stages['infer']}) failed: killed by signal 9 (Killed); restarting the job in 1 s "
+                      f"(restart 1 of at most 3 in a row), going on from {jsonl}", run.stderr)
+        self.assertIn("--resume: stream 'ball' goes on from frame", run.stderr)
+        messages = read_jsonl(jsonl)
+        for sid, pattern, frames in STREAMS:
+            results = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual([r["seq"] for r in results], list(range(frames)), f"stream {sid}")
+            events = [m["payload"]["event"] for m in messages if m["topic"] == f"events/{sid}"]
+            self.assertEqual(events, ["started", "eos"], f"stream {sid}")
+        summaries = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summaries), 1)
+        self.assertTrue(summaries[0]["resumed"])
+        self.assertEqual(summaries[0]["frames"], sum(n for *_, n in STREAMS))
+
     def test_resume_needs_the_jsonl_file_setting(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=5")], publish={"jsonl_path": ""})
         code, out, err = self.run_resume(config)

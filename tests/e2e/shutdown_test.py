@@ -1,4 +1,4 @@
-"""Live jobs: a clean stop on SIGINT, and a crashed stage that is named."""
+"""Live jobs: a clean stop on SIGINT, a crashed stage that is named, and one that restarts the job."""
 import os
 import signal
 import time
@@ -47,7 +47,7 @@ class Shutdown(E2ETest):
         self.assert_no_leftovers(run)
 
     def test_a_killed_stage_is_named_and_stops_the_job(self):
-        config, endpoint = write_config(self.dir, live_streams(), job={"mode": "live"})
+        config, endpoint = write_config(self.dir, live_streams(), job={"mode": "live", "max_restarts": 0})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         stages = run.watch_stages()
@@ -56,6 +56,31 @@ class Shutdown(E2ETest):
         code = run.wait(timeout=60)
         self.assertEqual(code, 2)
         self.assertIn(f"stage preprocess (pid {stages['preprocess']}) failed: killed by signal 9", run.stderr)
+        self.assertIn("(job.max_restarts is 0)", run.stderr)
+        self.assert_no_leftovers(run)
+
+    def test_a_stage_that_crashes_restarts_the_job_and_results_go_on(self):
+        config, endpoint = write_config(self.dir, live_streams(), job={"mode": "live"})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_stages()
+        self.wait_for_results(self.subscriber.path, 5)
+        os.kill(stages["infer"], signal.SIGKILL)
+        with open(self.subscriber.path) as f:
+            before = sum('"results/' in line for line in f)
+        self.wait_for_results(self.subscriber.path, before + 60)  # from the restarted stages
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertIn(f"stage infer (pid {stages['infer']}) failed: killed by signal 9 (Killed); restarting the job in 1 s "
+                      "(restart 1 of at most 3 in a row): streams start again", run.stderr)
+        self.assertEqual(run.stderr.count("started stage infer"), 2)
+        messages = self.subscriber.wait(timeout=30)
+        events = events_by_stream(messages)
+        for sid, _ in live_streams():
+            kinds = [e["event"] for e in events[sid]]
+            self.assertEqual(kinds.count("started"), 2, f"{sid}: {kinds}")
+            self.assertEqual(kinds[-1], "eos")
         self.assert_no_leftovers(run)
 
 
