@@ -1,0 +1,215 @@
+"""How long vapipe takes to recover, measured on this machine with real processes (default settings):
+
+- camera outage: the RTSP server of one of two live cameras is killed (SIGKILL) and started again on
+  the same port `--down` seconds later. Printed: kill -> its `reconnecting` event; server back -> the
+  camera's first result again; the other camera's results per second meanwhile.
+- stage crash: infer is killed (SIGKILL) in a live job of two cameras; the supervisor restarts the job.
+  Printed: kill -> first result again, and kill -> `started` events of the restarted run.
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/recovery-bench.py [--rounds 3] [--down 3]
+Needs Debian's python3-zmq. Prints a Markdown table and writes JSON with --json PATH.
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import zmq
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VAPIPE = os.path.join(ROOT, "build", "cli", "vapipe")
+RTSP_SERVER = os.path.join(ROOT, "build", "tests", "vapipe_rtsp_test_server")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Camera:
+    def __init__(self, pattern, port=None):
+        self.pattern, self.port = pattern, port or free_port()
+        self.proc = subprocess.Popen([RTSP_SERVER, str(self.port), pattern, "640", "360"], stdout=subprocess.PIPE, text=True)
+        self.uri = self.proc.stdout.readline().strip()
+        if not self.uri.startswith("rtsp://"):
+            sys.exit(f"RTSP test server did not start on port {self.port}")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+class Bus:
+    """Every message on the result bus, with the time it arrived."""
+
+    def __init__(self, endpoint):
+        self.messages, self.lock = [], threading.Lock()
+        self.sock = zmq.Context.instance().socket(zmq.SUB)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.RCVTIMEO, 200)
+        self.sock.connect(endpoint)
+        self.sock.setsockopt_string(zmq.SUBSCRIBE, "")
+        self.running = True
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while self.running:
+            try:
+                topic, payload = self.sock.recv_multipart()
+            except zmq.Again:
+                continue
+            with self.lock:
+                self.messages.append((time.time(), topic.decode(), json.loads(payload)))
+
+    def first(self, after, pred, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                for t, topic, p in self.messages:
+                    if t >= after and pred(topic, p):
+                        return t
+            time.sleep(0.01)
+        return None
+
+    def count(self, since, until, pred):
+        with self.lock:
+            return sum(1 for t, topic, p in self.messages if since <= t <= until and pred(topic, p))
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.sock.close(0)
+
+
+def start_job(workdir, cameras):
+    port = free_port()
+    cfg = {"job": {"name": "recovery", "mode": "live"},
+           "streams": [{"id": sid, "uri": cam.uri} for sid, cam in cameras.items()],
+           "batch": {"max_batch_size": 8, "max_delay_ms": 20},
+           "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
+                     "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
+           "publish": {"endpoint": f"tcp://127.0.0.1:{port}"}}
+    path = os.path.join(workdir, "recovery.yaml")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    bus = Bus(cfg["publish"]["endpoint"])
+    time.sleep(0.3)
+    proc = subprocess.Popen([VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return proc, bus
+
+
+def stage_pid(supervisor, name, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = [a.decode() for a in f.read().split(b"\0") if a]
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            if ppid == supervisor and len(argv) >= 3 and argv[1] == "stage" and argv[2] == name:
+                return int(entry)
+        time.sleep(0.05)
+    return None
+
+
+def stop_job(proc, bus):
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    bus.close()
+
+
+def is_result(sid):
+    return lambda topic, p: topic == f"results/{sid}"
+
+
+def camera_outage(workdir, down_s):
+    cams = {"door": Camera("smpte"), "yard": Camera("pinwheel")}
+    proc, bus = start_job(workdir, cams)
+    if bus.first(0, is_result("yard"), timeout=60) is None:
+        sys.exit("no result from the yard camera:\n" + proc.stderr.read()[-2000:])
+    time.sleep(2)
+    killed = time.time()
+    cams["yard"].kill()
+    reconnecting = bus.first(killed, lambda topic, p: topic == "events/yard" and p["event"] == "reconnecting")
+    time.sleep(max(0.0, killed + down_s - time.time()))
+    back = time.time()
+    cams["yard"] = Camera("pinwheel", cams["yard"].port)
+    resumed = bus.first(back, is_result("yard"))
+    door_rate = bus.count(killed, back, is_result("door")) / (back - killed)
+    time.sleep(1)
+    stop_job(proc, bus)
+    for cam in cams.values():
+        cam.kill()
+    return {"detect_s": reconnecting - killed if reconnecting else None,
+            "back_to_result_s": resumed - back if resumed else None,
+            "other_camera_results_per_s": door_rate}
+
+
+def stage_crash(workdir):
+    cams = {"door": Camera("smpte"), "yard": Camera("pinwheel")}
+    proc, bus = start_job(workdir, cams)
+    if bus.first(0, is_result("door"), timeout=60) is None:
+        sys.exit("no result:\n" + proc.stderr.read()[-2000:])
+    time.sleep(2)
+    infer = stage_pid(proc.pid, "infer")
+    killed = time.time()
+    os.kill(infer, signal.SIGKILL)
+    started = bus.first(killed, lambda topic, p: topic.startswith("events/") and p["event"] == "started")
+    result = bus.first(killed + 0.2, lambda topic, p: topic.startswith("results/"))
+    time.sleep(1)
+    stop_job(proc, bus)
+    for cam in cams.values():
+        cam.kill()
+    return {"to_started_s": started - killed if started else None, "to_result_s": result - killed if result else None}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--down", type=float, default=3.0, help="seconds the camera stays down")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = {"outage": [], "crash": []}
+    with tempfile.TemporaryDirectory(prefix="vapipe-recovery-") as workdir:
+        for i in range(args.rounds):
+            rows["outage"].append(camera_outage(workdir, args.down))
+            rows["crash"].append(stage_crash(workdir))
+            print(f"round {i + 1}: {rows['outage'][-1]} {rows['crash'][-1]}", file=sys.stderr)
+
+    def col(kind, key):
+        vals = [r[key] for r in rows[kind] if r[key] is not None]
+        missing = len(rows[kind]) - len(vals)
+        text = ", ".join(f"{v:.2f}" for v in vals)
+        return text + (f" ({missing} never)" if missing else "")
+
+    print(f"\nRecovery, {datetime.date.today()}, {os.cpu_count()} CPUs, {args.rounds} rounds, camera down {args.down} s "
+          f"(`{' '.join(['/usr/bin/python3', 'tools/recovery-bench.py'] + sys.argv[1:])}`)\n")
+    print("| what | seconds, each round |\n|---|---|")
+    print(f"| camera killed -> its `reconnecting` event | {col('outage', 'detect_s')} |")
+    print(f"| camera back -> its first result | {col('outage', 'back_to_result_s')} |")
+    print(f"| other camera meanwhile, results/s | {col('outage', 'other_camera_results_per_s')} |")
+    print(f"| infer killed -> `started` of the restarted job | {col('crash', 'to_started_s')} |")
+    print(f"| infer killed -> first result again | {col('crash', 'to_result_s')} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"date": str(datetime.date.today()), "rounds": rows, "down_s": args.down}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
