@@ -63,7 +63,7 @@ Result<Lane> bench_lane(const Config& c) {
 
 Result<std::unique_ptr<Preprocessor>> lane_preprocessor(const Config& c, const Lane& lane) {
   if (lane.preprocess_gpu >= 0) return make_cuda_preprocessor(preprocess_spec_from(c.preprocess), lane.preprocess_gpu);
-  return make_cpu_preprocessor(preprocess_spec_from(c.preprocess));
+  return make_cpu_preprocessor(preprocess_spec_from(c.preprocess), c.preprocess.threads);
 }
 
 // Decodes every stream of the config in parallel (one reader thread per stream, as ingest does);
@@ -160,8 +160,9 @@ int bench_preprocess(const Config& c, ShutdownFlags& flags, uint64_t max_frames)
   auto pre = lane_preprocessor(c, *lane);
   if (!pre.ok()) return std::fprintf(stderr, "bench preprocess: %s\n", pre.status().message().c_str()), 2;
   const size_t out_bytes = (*pre)->spec().output_info().bytes();
-  // As many frames at once as the stage takes (the batch size on the GPU, one on the CPU).
-  const size_t at_once = gpu ? std::max<size_t>(1, c.batch.max_batch_size) : 1;
+  // As many frames at once as the stage takes (the batch size on the GPU, one per thread on the CPU).
+  const size_t at_once = gpu ? std::max<size_t>(1, c.batch.max_batch_size)
+                             : (c.preprocess.threads ? c.preprocess.threads : std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::byte> host_out(out_bytes * at_once);
   std::unique_ptr<DeviceBuffer> device_out;
   if (gpu) {

@@ -251,6 +251,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     std::string dtype = dtype_name(c.preprocess.dtype);
     r.choice("dtype", &dtype, {"float32", "float16"});
     c.preprocess.dtype = dtype == "float16" ? DType::kFloat16 : DType::kFloat32;
+    r.uint("threads", &c.preprocess.threads, 0, 256);
     r.finish();
   }
   {

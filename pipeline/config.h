@@ -60,6 +60,7 @@ struct PreprocessConfig {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
   DType dtype = DType::kFloat32;
+  uint32_t threads = 1;  // CPU preprocessing: frames converted at once (0: every CPU)
 };
 
 struct BatchConfig {

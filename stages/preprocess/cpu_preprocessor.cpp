@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <thread>
 #include <vector>
 
 #include "stages/preprocess/preprocessor.h"
@@ -133,9 +135,10 @@ inline float lerp2(float a, float b, float c, float d, float wx, float wy) {
   return top + (bottom - top) * wy;
 }
 
-class CpuPreprocessor final : public Preprocessor {
+// One thread's converter: its bilinear taps (per input size) and its scratch buffer.
+class FrameConverter {
  public:
-  explicit CpuPreprocessor(const PreprocessSpec& spec) : spec_(spec) {
+  explicit FrameConverter(const PreprocessSpec& spec) : spec_(spec) {
     for (int c = 0; c < 3; ++c) {
       // (v / 255 - mean) / std == v * scale + bias
       scale_[c] = 1.f / (255.f * spec.std[c]);
@@ -143,9 +146,7 @@ class CpuPreprocessor final : public Preprocessor {
     }
   }
 
-  const PreprocessSpec& spec() const override { return spec_; }
-
-  Status run(const FrameView& frame, std::byte* out) override {
+  Status run(const FrameView& frame, std::byte* out) {
     VAPIPE_RETURN_IF_ERROR(validate_frame(frame));
     const FrameInfo& info = frame.info;
     if (info.width != in_w_ || info.height != in_h_) {
@@ -241,10 +242,49 @@ class CpuPreprocessor final : public Preprocessor {
   std::vector<float> row_;
 };
 
+// The frames of a batch are shared out over `threads` converters (frame i to converter i mod n):
+// frames are independent, so the output is the same for any thread count.
+class CpuPreprocessor final : public Preprocessor {
+ public:
+  CpuPreprocessor(const PreprocessSpec& spec, unsigned threads) : spec_(spec) {
+    for (unsigned i = 0; i < std::max(1u, threads); ++i) converters_.emplace_back(spec);
+  }
+
+  const PreprocessSpec& spec() const override { return spec_; }
+  Status run(const FrameView& frame, std::byte* out) override { return converters_[0].run(frame, out); }
+
+  std::vector<Status> run_batch(const std::vector<FrameView>& frames, const std::vector<TensorOut>& outs) override {
+    const size_t n = std::min(converters_.size(), frames.size());
+    if (n <= 1) return Preprocessor::run_batch(frames, outs);
+    std::vector<Status> statuses(frames.size());
+    auto work = [&](size_t w) {
+      for (size_t i = w; i < frames.size(); i += n) {
+        statuses[i] = frames[i].device >= 0 || outs[i].device >= 0
+                          ? FailedPrecondition("this preprocessor works on host memory; the frame or its tensor "
+                                               "is in GPU memory")
+                          : converters_[w].run(frames[i], outs[i].data);
+      }
+    };
+    // Threads per batch rather than a pool: starting one costs tens of microseconds, a 720p frame
+    // about 0.7 ms, and a batch holds several.
+    std::vector<std::thread> helpers;
+    helpers.reserve(n - 1);
+    for (size_t w = 1; w < n; ++w) helpers.emplace_back(work, w);
+    work(0);
+    for (std::thread& t : helpers) t.join();
+    return statuses;
+  }
+
+ private:
+  PreprocessSpec spec_;
+  std::deque<FrameConverter> converters_;  // deque: stable addresses, no copies
+};
+
 }  // namespace
 
-std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec) {
-  return std::make_unique<CpuPreprocessor>(spec);
+std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec, unsigned threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  return std::make_unique<CpuPreprocessor>(spec, threads);
 }
 
 }  // namespace vapipe

@@ -1,5 +1,7 @@
 #include "stages/preprocess/preprocess_stage.h"
 
+#include <thread>
+
 #include "pipeline/logging.h"
 #include "stages/preprocess/cuda/cuda_preprocessor.h"
 
@@ -26,10 +28,13 @@ Status PreprocessStage::open(const StageContext& ctx) {
     preprocessor_ = std::move(cuda).value();
     max_at_once_ = std::max<size_t>(1, ctx.config.batch.max_batch_size);
   } else {
-    preprocessor_ = make_cpu_preprocessor(spec);
+    preprocessor_ = make_cpu_preprocessor(spec, ctx.config.preprocess.threads);
+    cpu_at_once_ = ctx.config.preprocess.threads ? ctx.config.preprocess.threads
+                                                 : std::max(1u, std::thread::hardware_concurrency());
   }
-  VAPIPE_LOG_INFO("preprocess: {}, {}x{} {}", device_name(gpu), ctx.config.preprocess.width, ctx.config.preprocess.height,
-                  dtype_name(ctx.config.preprocess.dtype));
+  VAPIPE_LOG_INFO("preprocess: {}{}, {}x{} {}", device_name(gpu),
+                  gpu >= 0 ? std::string() : ", " + std::to_string(ctx.config.preprocess.threads) + " thread(s) (0: every CPU)",
+                  ctx.config.preprocess.width, ctx.config.preprocess.height, dtype_name(ctx.config.preprocess.dtype));
   return Status::Ok();
 }
 

@@ -19,8 +19,11 @@ class PreprocessStage final : public Stage {
   StageKind kind() const override { return StageKind::kPreprocess; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
-  // GPU preprocessing takes the frames that have arrived in one kernel launch.
-  size_t max_inputs_at_once() const override { return preprocessor_ && preprocessor_->stream() ? max_at_once_ : 1; }
+  // GPU preprocessing takes the frames that have arrived in one kernel launch; CPU preprocessing one
+  // per thread (preprocess.threads).
+  size_t max_inputs_at_once() const override {
+    return preprocessor_ && preprocessor_->stream() ? max_at_once_ : cpu_at_once_;
+  }
   Status process_many(std::vector<Message>&& in, Emitter& out) override;
 
  private:
@@ -29,6 +32,7 @@ class PreprocessStage final : public Stage {
 
   std::unique_ptr<Preprocessor> preprocessor_;
   size_t max_at_once_ = 32;
+  size_t cpu_at_once_ = 1;
 };
 
 PreprocessSpec preprocess_spec_from(const PreprocessConfig& config);

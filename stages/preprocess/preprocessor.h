@@ -54,7 +54,8 @@ class Preprocessor {
   virtual const PreprocessSpec& spec() const = 0;
 };
 
-std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec);
+// `threads`: how many frames of a batch are converted at once (0: one per CPU this process may use).
+std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec, unsigned threads = 1);
 
 // Checks that a frame's layout is consistent and fits its payload.
 Status validate_frame(const FrameView& frame);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -124,6 +126,40 @@ TEST(CpuPreprocessor, Float16OutputMatchesFloat32WithinHalfPrecision) {
   ASSERT_TRUE(make_cpu_preprocessor(s32)->run(f.view(), reinterpret_cast<std::byte*>(a.data())).ok());
   ASSERT_TRUE(make_cpu_preprocessor(s16)->run(f.view(), reinterpret_cast<std::byte*>(b.data())).ok());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(half_to_float(b[i]), a[i], 2e-3f + std::abs(a[i]) * 1e-3f) << i;
+}
+
+// preprocess.threads: a batch of frames of every format and several sizes, shared out over threads,
+// gives bit for bit what one thread gives, with a bad frame's error in its own place.
+TEST(CpuPreprocessor, ThreadsShareABatchAndGiveTheSameBytes) {
+  PreprocessSpec spec;
+  std::vector<TestFrame> frames;
+  const Case cases[] = {{PixelFormat::kI420, 320, 240}, {PixelFormat::kNV12, 160, 90}, {PixelFormat::kRGB, 100, 50},
+                        {PixelFormat::kI420, 223, 301}, {PixelFormat::kI420, 320, 240}, {PixelFormat::kNV12, 64, 64},
+                        {PixelFormat::kRGB, 640, 480}};
+  for (size_t i = 0; i < std::size(cases); ++i) frames.push_back(random_frame(cases[i].format, cases[i].w, cases[i].h, 7 + i));
+  frames[4].bytes.resize(10);  // too small for its layout: an error for that frame only
+  const size_t floats = spec.output_info().elements();
+  auto run = [&](unsigned threads, std::vector<Status>* statuses) {
+    std::vector<float> out(floats * frames.size());
+    std::vector<FrameView> views;
+    std::vector<TensorOut> outs;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      views.push_back(frames[i].view());
+      outs.push_back(TensorOut{reinterpret_cast<std::byte*>(out.data() + i * floats)});
+    }
+    *statuses = make_cpu_preprocessor(spec, threads)->run_batch(views, outs);
+    return out;
+  };
+  std::vector<Status> one_status, three_status;
+  const std::vector<float> one = run(1, &one_status);
+  const std::vector<float> three = run(3, &three_status);
+  ASSERT_EQ(three_status.size(), frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(three_status[i].ok(), i != 4) << i << ": " << three_status[i].message();
+    EXPECT_EQ(three_status[i].message(), one_status[i].message()) << i;
+    if (i == 4) continue;
+    EXPECT_EQ(std::memcmp(one.data() + i * floats, three.data() + i * floats, floats * sizeof(float)), 0) << i;
+  }
 }
 
 TEST(CpuPreprocessor, HalfConversionRoundTripsAndRounds) {
