@@ -1,0 +1,104 @@
+"""Memory over a long live run: does any stage grow? Two live RTSP cameras (real servers on loopback)
+for `--minutes`; one of them is killed and started again every `--outage-every` seconds, so ingest
+rebuilds its pipeline (reconnects) many times. Samples each stage's resident memory (VmRSS) every
+`--sample` seconds after a warm-up, and prints, per stage: RSS at the start and the end of the window,
+and the slope of a least-squares line through the samples (kB per minute).
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/soak.py [--minutes 5] [--outage-every 10]
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from importlib import import_module  # noqa: E402
+
+recovery = import_module("recovery-bench")
+
+
+def rss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def slope_per_minute(samples):
+    """Least-squares slope of (t seconds, kB) in kB per minute."""
+    n = len(samples)
+    if n < 2:
+        return 0.0
+    mt = sum(t for t, _ in samples) / n
+    mv = sum(v for _, v in samples) / n
+    den = sum((t - mt) ** 2 for t, _ in samples)
+    return 60.0 * sum((t - mt) * (v - mv) for t, v in samples) / den if den else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=5)
+    ap.add_argument("--outage-every", type=float, default=10, help="seconds between camera kills (0: none)")
+    ap.add_argument("--warmup", type=float, default=20)
+    ap.add_argument("--sample", type=float, default=5)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vapipe-soak-") as workdir:
+        cams = {"door": recovery.Camera("smpte"), "yard": recovery.Camera("pinwheel")}
+        proc, bus = recovery.start_job(workdir, cams)
+        stages = {name: recovery.stage_pid(proc.pid, name) for name in ("ingest", "preprocess", "batch", "infer", "publish")}
+        samples = {name: [] for name in stages}
+        start = time.time()
+        end = start + args.warmup + args.minutes * 60
+        next_kill = start + args.warmup + args.outage_every if args.outage_every > 0 else float("inf")
+        outages = 0
+        while time.time() < end:
+            now = time.time()
+            if now >= next_kill:
+                cams["yard"].kill()
+                time.sleep(1.0)
+                cams["yard"] = recovery.Camera("pinwheel", cams["yard"].port)
+                outages += 1
+                next_kill = now + args.outage_every
+            if now >= start + args.warmup:
+                for name, pid in stages.items():
+                    kb = rss_kb(pid)
+                    if kb is not None:
+                        samples[name].append((now - start, kb))
+            time.sleep(args.sample)
+        results_total = bus.count(0, time.time(), lambda topic, p: topic.startswith("results/"))
+        resumed = bus.count(0, time.time(), lambda topic, p: topic == "events/yard" and p["event"] == "resumed")
+        alive = proc.poll() is None
+        recovery.stop_job(proc, bus)
+        for cam in cams.values():
+            cam.kill()
+    if not alive:
+        sys.exit("the job ended during the soak:\n" + proc.stderr.read()[-3000:])
+    print(f"\nSoak, {datetime.date.today()}, {args.minutes:g} min after {args.warmup:g} s of warm-up, two live RTSP "
+          f"cameras, one killed every {args.outage_every:g} s ({outages} outages, {resumed} `resumed` events), "
+          f"{results_total} results (`/usr/bin/python3 tools/soak.py {' '.join(sys.argv[1:])}`)\n")
+    print("| stage | RSS at start (MB) | RSS at end (MB) | slope (kB/min) |\n|---|---|---|---|")
+    out = {}
+    for name, s in samples.items():
+        if not s:
+            continue
+        slope = slope_per_minute(s)
+        out[name] = {"start_kb": s[0][1], "end_kb": s[-1][1], "slope_kb_per_min": slope}
+        print(f"| {name} | {s[0][1] / 1024:.1f} | {s[-1][1] / 1024:.1f} | {slope:+.0f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"date": str(datetime.date.today()), "outages": outages, "resumed": resumed, "stages": out,
+                       "samples": samples}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
