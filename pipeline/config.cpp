@@ -389,6 +389,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       }
     }
   }
+  top.uint("lanes_per_device", &c.lanes_per_device, 1, 64);
   {
     MapReader r(ctx, top.child("log"), "log");
     r.choice("level", &c.log.level, {"trace", "debug", "info", "warn", "error", "off"});

@@ -137,6 +137,9 @@ struct Config {
   JobConfig job;
   std::vector<StreamConfig> streams;
   GpuSelection gpus;
+  // Lanes (ingest, preprocess, batch, infer processes) per GPU, or on the CPU when there is none:
+  // more than one when one process per stage cannot keep a device busy.
+  uint32_t lanes_per_device = 1;
   IngestConfig ingest;
   PreprocessConfig preprocess;
   BatchConfig batch;

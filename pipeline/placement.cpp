@@ -73,6 +73,12 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
       }
       break;
   }
+  // lanes_per_device lanes on each GPU (GPU-major within each round, so that streams alternate GPUs).
+  if (!gpus.empty() && c.lanes_per_device > 1) {
+    std::vector<int> lanes;
+    for (uint32_t r = 0; r < c.lanes_per_device; ++r) lanes.insert(lanes.end(), gpus.begin(), gpus.end());
+    gpus = std::move(lanes);
+  }
   // Every lane carries at least one stream.
   if (gpus.size() > c.streams.size()) gpus.resize(c.streams.size());
 
@@ -97,13 +103,14 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
   if (pinned >= 0 && pinned >= visible_gpus) {
     return InvalidArgument(where(c, 0, "infer.device") + "GPU " + std::to_string(pinned) + " does not exist; " + have);
   }
-  if (!c.transport.endpoints.empty() && gpus.size() > 1) {
+  const size_t lane_count =
+      any_gpu ? gpus.size() : std::min<size_t>(c.lanes_per_device, std::max<size_t>(1, c.streams.size()));
+  if (!c.transport.endpoints.empty() && lane_count > 1) {
     return InvalidArgument(where(c, 0, "transport.endpoints") + "pins one set of stages, but the job runs " +
-                           std::to_string(gpus.size()) + " lanes (one per GPU); remove it or set gpus to one GPU");
+                           std::to_string(lane_count) + " lanes (gpus, lanes_per_device); remove it, or run one lane");
   }
 
   Placement p;
-  const size_t lane_count = any_gpu ? gpus.size() : 1;
   for (size_t i = 0; i < lane_count; ++i) {
     Lane lane;
     lane.index = static_cast<uint32_t>(i);

@@ -1,6 +1,6 @@
-// Where the stages of a job run. One lane (ingest, preprocess, batch, infer) per GPU the job uses;
-// streams are sharded across lanes; one publish stage gathers every lane's results. On a machine
-// without GPUs (or with `gpus: none`) there is one CPU lane. The plan is a pure function of the config
+// Where the stages of a job run. One lane (ingest, preprocess, batch, infer) per GPU the job uses, or
+// `lanes_per_device` of them; streams are sharded across lanes; one publish stage gathers every lane's
+// results. On a machine without GPUs (or with `gpus: none`) the lanes run on the CPU. The plan is a pure function of the config
 // and the GPU count, so the supervisor and every stage process compute the same plan, and tests
 // exercise it with fake device counts.
 #pragma once

@@ -122,6 +122,21 @@ class ArchiveJob(E2ETest):
         self.assertEqual(summary["gpu_count"], 0)  # no stage used a GPU
         self.assert_no_leftovers(run)
 
+    def test_two_lanes_on_the_cpu_share_the_streams(self):
+        """lanes_per_device: 2 on a machine without GPUs: two stage sets on the CPU, one publish."""
+        config, endpoint = write_config(self.dir, self.make_streams(), lanes_per_device=2)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_lanes(expected=9)
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        expected = {("publish", 0)} | {(name, lane) for lane in (0, 1) for name in STAGES if name != "publish"}
+        self.assertEqual(set(stages), expected, run.stderr[-2000:])
+        self.assertIn("lane 0 (CPU): decode cpu, preprocess cpu, infer cpu, 3 streams", run.stderr)
+        self.assertIn("lane 1 (CPU): decode cpu, preprocess cpu, infer cpu, 3 streams", run.stderr)
+        self.check_results(self.subscriber.wait())
+        self.assert_no_leftovers(run)
+
 
     def test_automatic_batch_size_measured_by_infer_is_used_by_batch(self):
         """batch.max_batch_size: auto: infer times the model at batch 1, 2, 4, ... and hands its choice to

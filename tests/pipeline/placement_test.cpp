@@ -168,6 +168,36 @@ TEST(Placement, InferPinnedToOneGpuServesEveryLane) {
   EXPECT_NE(missing.status().message().find("infer.device: GPU 1 does not exist"), std::string::npos);
 }
 
+// lanes_per_device: several stage sets per GPU (or on the CPU), streams shared out over all of them.
+TEST(Placement, LanesPerDeviceGivesEachGpuSeveralLanes) {
+  auto p = plan_placement(config_with(9, "lanes_per_device: 2\n"), 2);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->lanes.size(), 4u);
+  EXPECT_EQ(p->lanes[0].gpu, 0);
+  EXPECT_EQ(p->lanes[1].gpu, 1);
+  EXPECT_EQ(p->lanes[2].gpu, 0);
+  EXPECT_EQ(p->lanes[3].gpu, 1);
+  for (const Lane& lane : p->lanes) {
+    EXPECT_EQ(lane.infer_gpu, lane.gpu);
+    EXPECT_EQ(lane.preprocess_gpu, lane.gpu);
+  }
+  EXPECT_EQ(streams_of(*p, 0), (std::vector<uint32_t>{0, 4, 8}));
+  EXPECT_EQ(streams_of(*p, 3), (std::vector<uint32_t>{3, 7}));
+  EXPECT_EQ(p->gpus_used(), 2);
+
+  auto cpu = plan_placement(config_with(3, "lanes_per_device: 2\n"), 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  ASSERT_EQ(cpu->lanes.size(), 2u);
+  EXPECT_EQ(cpu->lanes[1].gpu, -1);
+  EXPECT_EQ(streams_of(*cpu, 1), (std::vector<uint32_t>{1}));
+
+  auto few = plan_placement(config_with(3, "lanes_per_device: 4\n"), 1);  // no lane without a stream
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ(few->lanes.size(), 3u);
+  EXPECT_FALSE(load_config_string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n"
+                                  "lanes_per_device: 0\n", "job.yaml", "/cfg").ok());
+}
+
 TEST(Placement, PinnedEndpointsWithSeveralLanesAreRefused) {
   Config c = config_with(2, "transport: {endpoints: {batch: \"tcp://10.0.0.2:5552\"}}\n");
   EXPECT_TRUE(plan_placement(c, 1).ok());
