@@ -111,11 +111,13 @@ struct RunOutcome {
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
 };
 
-// `may_restart`: a crash (after every stage opened) restarts the job; the restart mark then tells the
+// `restarts`: restarts in a row before this run. A crash after every stage opened that will restart
+// the job (restart_refusal) leaves the restart mark for the stages being stopped: it tells the
 // stages being stopped.
 RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags,
                         const std::string& job_id, int64_t start_ns, int visible_gpus, const Placement* placement,
-                        bool resume, bool may_restart) {
+                        bool resume, uint32_t restarts) {
+  const auto began = std::chrono::steady_clock::now();
   const size_t lanes = placement->lanes.size();
   JobLayout layout = make_job_layout(config, job_id);
   std::filesystem::create_directories(layout.run_dir);
@@ -239,7 +241,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           failure = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
                     describe_exit(status);
           failed_after_opening = !any_opening_mark(config, job_id, *placement);
-          if (failed_after_opening && may_restart && !flags.stop.load()) std::ofstream(restart_mark(layout)).flush();
+          // As run_supervisor will count: a long run starts the count over.
+          const uint32_t in_a_row = std::chrono::steady_clock::now() - began > kRestartCountReset ? 0 : restarts;
+          if (restart_refusal(config, failed_after_opening, in_a_row, flags.stop.load() || flags.abort.load()).empty()) {
+            std::ofstream(restart_mark(layout)).flush();
+          }
           VAPIPE_LOG_ERROR("{}; stopping the job", failure);
           if (!terminated_at) {
             // The pipeline is broken, so there is nothing to drain: a second signal means "now".
@@ -325,10 +331,8 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
   while (true) {
     const auto began = std::chrono::steady_clock::now();
-    // Whether a crash in this run restarts the job (assuming it lasts less than kRestartCountReset).
-    const bool may_restart = restart_refusal(config, /*failed_after_opening=*/true, restarts, false).empty();
     const RunOutcome run =
-        run_job_once(config, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, may_restart);
+        run_job_once(config, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
     if (run.failure.empty()) return run.code;
     if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
     const std::string why =
