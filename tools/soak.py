@@ -61,6 +61,7 @@ def main():
         end = start + args.warmup + args.minutes * 60
         next_kill = start + args.warmup + args.outage_every if args.outage_every > 0 else float("inf")
         outages = 0
+        next_sample = start + args.warmup
         while time.time() < end:
             now = time.time()
             if now >= next_kill:
@@ -69,12 +70,13 @@ def main():
                 cams["yard"] = recovery.Camera("pinwheel", cams["yard"].port)
                 outages += 1
                 next_kill = now + args.outage_every
-            if now >= start + args.warmup:
+            if now >= next_sample:
                 for name, pid in stages.items():
                     kb = rss_kb(pid)
                     if kb is not None:
                         samples[name].append((now - start, kb))
-            time.sleep(args.sample)
+                next_sample += args.sample
+            time.sleep(min(0.5, max(0.0, min(next_kill, next_sample) - time.time())))
         results_total = bus.count(0, time.time(), lambda topic, p: topic.startswith("results/"))
         resumed = bus.count(0, time.time(), lambda topic, p: topic == "events/yard" and p["event"] == "resumed")
         alive = proc.poll() is None
