@@ -111,9 +111,9 @@ struct RunOutcome {
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
 };
 
-// `restarts`: restarts in a row before this run. A crash after every stage opened that will restart
-// the job (restart_refusal) leaves the restart mark for the stages being stopped: it tells the
-// stages being stopped.
+// One run of every stage process. `restarts`: restarts in a row before this run. A crash that will
+// restart the job (restart_refusal) leaves the restart mark, so that the stages it then stops know that
+// this is not the job's end.
 RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags,
                         const std::string& job_id, int64_t start_ns, int visible_gpus, const Placement* placement,
                         bool resume, uint32_t restarts) {
