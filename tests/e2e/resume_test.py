@@ -19,9 +19,9 @@ def read_jsonl(path):
 
 
 class Resume(E2ETest):
-    def write_job(self):
+    def write_job(self, **sections):
         config, _ = write_config(self.dir, [(sid, f"test://{p}?frames={n}&width=320&height=240") for sid, p, n in STREAMS],
-                                 publish={"wait_for_subscribers": 0})
+                                 publish={"wait_for_subscribers": 0}, **sections)
         return config, os.path.join(self.dir, "results.jsonl")
 
     def run_resume(self, config):
@@ -80,10 +80,11 @@ class Resume(E2ETest):
         self.assertEqual(os.path.getsize(jsonl), size)
 
     def test_a_stopped_job_resumes_where_its_streams_were_stopped(self):
-        """Ctrl-C writes "stopped" ends and a summary: the file is cut at the first of them."""
-        config, jsonl = self.write_job()
+        """Ctrl-C writes "stopped" ends and a summary: the file is cut at the first of them. With two
+        lanes (two ingest processes read the same plan)."""
+        config, jsonl = self.write_job(lanes_per_device=2)
         run = Run(config)
-        run.watch_stages()
+        run.watch_lanes(expected=9)
         deadline = time.time() + 60
         while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 300):
             time.sleep(0.05)
