@@ -37,6 +37,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# --infer-set keys that are top-level config keys rather than infer's.
+TOP_LEVEL_KEYS = {"lanes_per_device"}
 STREAMS_PER_GPU_GOAL = 80  # 1080p30 streams per H200 with every frame classified (the goal)
 E2E_OVER_DECODE_GOAL = 0.90
 
@@ -159,7 +161,11 @@ def write_config(path, args, clips, streams, batch, summary=True):
             cfg["transport"]["device_pools"] = False
     for kv in args.infer_set:
         key, _, value = kv.partition("=")
-        cfg["infer"][key] = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+        value = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+        if key in TOP_LEVEL_KEYS:
+            cfg[key] = value
+        else:
+            cfg["infer"][key] = value
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)  # JSON is YAML
     expected = sum(clips[i % len(clips)][1] for i in range(streams)) if all(c[1] for c in clips) else None
@@ -212,7 +218,7 @@ def main():
     ap.add_argument("--frame-slot-bytes", type=int, default=0, help="transport.frame_slot_bytes (default: vapipe's)")
     ap.add_argument("--host-pools", action="store_true",
                     help="transport.device_pools: false (frames and tensors through host shared memory, no CUDA IPC)")
-    ap.add_argument("--infer-set", action="append", default=[], metavar="KEY=VALUE",
+    ap.add_argument("--infer-set", action="append", default=[], metavar="KEY=VALUE",  # or lanes_per_device=N
                     help="an infer key of the generated configs (YAML value), e.g. jit_optimize=true")
     ap.add_argument("--log-level", default="warn")
     ap.add_argument("--budget-s", type=float, default=360.0, help="wall-clock budget for the whole run")

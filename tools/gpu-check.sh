@@ -23,8 +23,9 @@
 #
 # Knobs (environment): GPU_CHECK_BUDGET_S (default 480: the script stops starting work so as to end
 # by then), GPU_BENCH_STREAMS (default 32,80,160: three points, so that a fixed start-up cost and the
-# rate can be told apart), GPU_BENCH_VARIANTS (default "jit_optimize=true batch_shapes=exact": infer
-# settings each run once more end to end, at GPU_BENCH_COMPARE_STREAMS streams, default 80),
+# rate can be told apart), GPU_BENCH_VARIANTS (default "batch_shapes=exact lanes_per_device=2
+# jit_optimize=true": infer settings, or lanes_per_device, each run once more end to end, at
+# GPU_BENCH_COMPARE_STREAMS streams, default 80; the last ones are skipped if the budget runs out),
 # GPU_BENCH_ARGS (more gpu-bench.py options),
 # GPU_CHECK_TARGETS (ninja targets; default all), GPU_CHECK_MEDIA (default .devmedia),
 # GPU_CHECK_BUILD_DIR (default /tmp/build), GPU_CHECK_CPU=1 (rehearse the script on a machine without
@@ -159,7 +160,7 @@ else
   fi
   [[ ${GPU_CHECK_CPU:-0} == 1 ]] && { bench_args=(--cpu --batch 4); streams=2; compare=2; }
   [[ -f $model ]] || { model=$root/models/pattern_cnn.pt; summary "no ResNet-50: benchmark with the shipped pattern CNN"; }
-  variants=${GPU_BENCH_VARIANTS:-jit_optimize=true batch_shapes=exact}
+  variants=${GPU_BENCH_VARIANTS:-batch_shapes=exact lanes_per_device=2 jit_optimize=true}
   # About 40 s kept for each comparison run below (an 80-stream run took 16 s on the H200).
   bench_budget=$(( $(left) - reserve - 15 - 40 * $(wc -w <<< "$variants") ))
   # shellcheck disable=SC2086  # extra options
@@ -180,8 +181,9 @@ else
     summary "stage time in $(basename "$last_log"):"
     grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded)|ingest lane [0-9]+: ([0-9]+ streams in|streams start after)' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
   fi
-  # The same end to end with one infer setting changed, to compare: TorchScript's run-time
-  # re-optimisation on, and every batch at its own size instead of padded to fixed sizes.
+  # The same end to end with one setting changed, to compare: TorchScript's run-time re-optimisation
+  # on; every batch at its own size instead of padded to fixed sizes; two lanes (two infer processes)
+  # on the GPU, in case one infer process cannot keep it busy.
   for variant in $variants; do
     (( $(left) - reserve > 60 )) || { summary "end to end with $variant SKIPPED (budget: $(left) s left)"; continue; }
     vout=$work/bench/${variant//[=.]/-}
@@ -190,7 +192,7 @@ else
       python3 tools/gpu-bench.py --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$vout" \
       --budget-s $(( $(left) - reserve - 10 )) --streams "$compare" --skip decode --skip infer --skip per-frame \
       --log-level info --infer-set "$variant" "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
-    summary "end to end, $compare streams, infer.$variant: exit $?, $(python3 - "$vout/gpu-bench.json" <<'PY' 2>&1 | tail -1
+    summary "end to end, $compare streams, $variant: exit $?, $(python3 - "$vout/gpu-bench.json" <<'PY' 2>&1 | tail -1
 import json, sys
 row = json.load(open(sys.argv[1]))["rows"][0]
 print("steady %.0f frames/s, every frame classified: %s" % (row.get("e2e_steady") or 0, row.get("every_frame")))
