@@ -14,7 +14,6 @@ import datetime
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,15 +22,12 @@ import time
 
 import zmq
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import free_port  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VAPIPE = os.path.join(ROOT, "build", "cli", "vapipe")
 RTSP_SERVER = os.path.join(ROOT, "build", "tests", "vapipe_rtsp_test_server")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Camera:

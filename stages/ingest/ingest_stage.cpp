@@ -63,13 +63,17 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         return;
       }
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
-      const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
-      if (earlier && !earlier->ended.empty()) {
+      // Ends a stream that gets no reader: downstream still has to see its end.
+      auto end_without_reader = [&](MessageKind kind, std::string message, uint64_t frames) {
         Envelope env;
         env.stream_id = stream.id;
         env.stream_index = i;
-        results[i] = emitter.emit(Message::stream_event(
-            MessageKind::kStreamEnd, env, StreamEvent{redact_uri(stream.uri), "ended in an earlier run", earlier->results, 0}));
+        results[i] = emitter.emit(
+            Message::stream_event(kind, env, StreamEvent{redact_uri(stream.uri), std::move(message), frames, 0}));
+      };
+      const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
+      if (earlier && !earlier->ended.empty()) {
+        end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", earlier->results);
         return;
       }
       ReaderOptions reader_options;
@@ -79,13 +83,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.skip_frames = earlier ? earlier->results : 0;
       auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
       if (!reader.ok()) {
-        // The stream still has to end downstream, as an error that names it.
-        Envelope env;
-        env.stream_id = stream.id;
-        env.stream_index = i;
+        // An error that names the stream.
         VAPIPE_LOG_ERROR("stream '{}': {}", stream.id, reader.status().message());
-        results[i] = emitter.emit(Message::stream_event(
-            MessageKind::kStreamError, env, StreamEvent{redact_uri(stream.uri), reader.status().message(), 0, 0}));
+        end_without_reader(MessageKind::kStreamError, reader.status().message(), 0);
         return;
       }
       // Decoders start (NVDEC: seconds) and RTSP sessions are set up while the gate is closed.
