@@ -9,6 +9,7 @@ namespace vapipe::cli {
 int run_command(const std::vector<std::string>& args, const std::string& self_exe);
 int stage_command(const std::vector<std::string>& args);
 int sub_command(const std::vector<std::string>& args);
+int keygen_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int doctor_command(const std::vector<std::string>& args);  // 0: nothing failed, 1: some check failed

@@ -25,6 +25,8 @@ usage:
                                         of lane N (one lane per GPU; default 0)
   vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S] [--with-topic]
                                         print results and events from the bus as JSON lines
+                   [--server-key KEY|FILE [--key SECRET_FILE]]   a bus with CURVE (publish.curve_secret_key)
+  vapipe keygen PREFIX                  write a CURVE key pair: PREFIX.secret (mode 0600), PREFIX.public
   vapipe validate CONFIG.yaml           check a config and print it resolved
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
     if (command == "run") status = vapipe::cli::run_command(args, self_exe(argv[0]));
     if (command == "stage") status = vapipe::cli::stage_command(args);
     if (command == "sub") status = vapipe::cli::sub_command(args);
+    if (command == "keygen") status = vapipe::cli::keygen_command(args);
     if (command == "bench") status = vapipe::cli::bench_command(args);
     if (command == "validate") status = vapipe::cli::validate_command(args);
     if (command == "doctor") status = vapipe::cli::doctor_command(args);

@@ -170,6 +170,18 @@ int validate_command(const std::vector<std::string>& args) {
   for (const auto& s : c.streams) std::printf("    %-20s %s\n", s.id.c_str(), redact_uri(s.uri).c_str());
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
               c.publish.endpoint.c_str());
+  // Public keys only: subscribers need the bus's; secret keys never reach the output.
+  if (!c.publish.curve_keys.empty()) {
+    std::printf("  bus CURVE public key %s (give it to subscribers: vapipe sub --server-key)\n",
+                c.publish.curve_keys.public_key.c_str());
+    if (!c.publish.curve_clients.empty()) {
+      std::printf("  %zu authorized subscriber key(s) from %s\n", c.publish.curve_clients.size(),
+                  c.publish.curve_authorized_keys.c_str());
+    }
+  }
+  if (!c.transport.curve_keys.empty()) {
+    std::printf("  stage edges: CURVE with the job key %s\n", c.transport.curve_keys.public_key.c_str());
+  }
   return 0;
 }
 

@@ -1,4 +1,5 @@
 // `vapipe sub`: subscribe to the result bus and print every payload as one JSON line.
+// `vapipe keygen`: a CURVE key pair for the bus (or for stage edges across hosts).
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -9,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "cli/commands.h"
+#include "pipeline/curve.h"
 #include "pipeline/signals.h"
 #include "pipeline/supervisor.h"
 #include "stages/publish/result_schema.h"
@@ -29,6 +31,7 @@ int sub_command(const std::vector<std::string>& args) {
   long long count = -1;
   double timeout_s = -1;
   bool exit_on_summary = false, with_topic = false;
+  std::string server_key_arg, own_key_path;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool has_value = i + 1 < args.size();
@@ -39,13 +42,37 @@ int sub_command(const std::vector<std::string>& args) {
     else if (a == "--timeout" && has_value) ok = parse_number(args[++i], &timeout_s);
     else if (a == "--exit-on-summary") exit_on_summary = true;
     else if (a == "--with-topic") with_topic = true;
+    else if (a == "--server-key" && has_value) server_key_arg = args[++i];
+    else if (a == "--key" && has_value) own_key_path = args[++i];
     else ok = false;
     if (!ok) {
       std::fprintf(stderr,
                    "usage: vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary]\n"
-                   "                  [--timeout SECONDS_IDLE] [--with-topic]\n");
+                   "                  [--timeout SECONDS_IDLE] [--with-topic]\n"
+                   "                  [--server-key KEY|FILE [--key SECRET_FILE]]   (a bus with CURVE)\n");
       return kExitUsage;
     }
+  }
+  // CURVE: the bus's public key, and our own pair (a fresh one unless the bus lists its subscribers).
+  CurveKeyPair own_key;
+  std::string server_key;
+  if (!own_key_path.empty() && server_key_arg.empty()) {
+    std::fprintf(stderr, "vapipe sub: --key needs --server-key (the bus's public key)\n");
+    return kExitUsage;
+  }
+  if (!server_key_arg.empty()) {
+    auto key = read_curve_public_key_argument(server_key_arg);
+    if (!key.ok()) {
+      std::fprintf(stderr, "vapipe sub: --server-key: %s\n", key.status().message().c_str());
+      return kExitUsage;
+    }
+    server_key = key.value();
+    auto own = own_key_path.empty() ? generate_curve_key_pair() : read_curve_secret_key_file(own_key_path);
+    if (!own.ok()) {
+      std::fprintf(stderr, "vapipe sub: --key: %s\n", own.status().message().c_str());
+      return kExitUsage;
+    }
+    own_key = own.value();
   }
   if (topics.empty()) topics.push_back("");
   ShutdownFlags& flags = install_shutdown_handlers();
@@ -53,6 +80,12 @@ int sub_command(const std::vector<std::string>& args) {
   zmq::socket_t sub(ctx, zmq::socket_type::sub);
   sub.set(zmq::sockopt::rcvhwm, 0);
   sub.set(zmq::sockopt::linger, 0);
+  if (!server_key.empty()) {
+    if (Status s = make_curve_client(sub, own_key, server_key); !s.ok()) {
+      std::fprintf(stderr, "vapipe sub: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
+  }
   for (const auto& t : topics) sub.set(zmq::sockopt::subscribe, t);
   if (exit_on_summary) sub.set(zmq::sockopt::subscribe, std::string(kJobSummaryTopic));
   try {
@@ -93,6 +126,23 @@ int sub_command(const std::vector<std::string>& args) {
     }
     if (exit_on_summary && is_summary) break;
   }
+  return 0;
+}
+
+int keygen_command(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: vapipe keygen PREFIX   writes PREFIX.secret (mode 0600) and PREFIX.public\n");
+    return kExitUsage;
+  }
+  auto pair = generate_curve_key_pair();
+  Status s = pair.ok() ? write_curve_key_files(args[0], pair.value()) : pair.status();
+  if (!s.ok()) {
+    std::fprintf(stderr, "vapipe keygen: %s\n", s.message().c_str());
+    return kExitUsage;
+  }
+  std::printf("wrote %s.secret (keep it private) and %s.public\npublic key: %s\n", args[0].c_str(),
+              args[0].c_str(), pair->public_key.c_str());
   return 0;
 }
 

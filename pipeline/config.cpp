@@ -317,6 +317,26 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);
     r.number("wait_timeout_s", &c.publish.wait_timeout_s, 0, 86400);
+    r.str("curve_secret_key", &c.publish.curve_secret_key);
+    r.str("curve_authorized_keys", &c.publish.curve_authorized_keys);
+    c.publish.curve_secret_key = resolve_path(base_dir, c.publish.curve_secret_key);
+    c.publish.curve_authorized_keys = resolve_path(base_dir, c.publish.curve_authorized_keys);
+    if (!c.publish.curve_secret_key.empty()) {
+      auto keys = read_curve_secret_key_file(c.publish.curve_secret_key);
+      if (!keys.ok()) ctx.fail(r.child("curve_secret_key"), "publish.curve_secret_key", keys.status().message());
+      c.publish.curve_keys = keys.value();
+    }
+    if (!c.publish.curve_authorized_keys.empty()) {
+      if (c.publish.curve_secret_key.empty()) {
+        ctx.fail(r.child("curve_authorized_keys"), "publish.curve_authorized_keys",
+                 "needs publish.curve_secret_key (the bus's own key pair, from `vapipe keygen`)");
+      }
+      auto clients = read_curve_public_key_file(c.publish.curve_authorized_keys);
+      if (!clients.ok()) {
+        ctx.fail(r.child("curve_authorized_keys"), "publish.curve_authorized_keys", clients.status().message());
+      }
+      c.publish.curve_clients = clients.value();
+    }
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",
@@ -350,6 +370,17 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       }
     }
     er.finish();
+    r.str("curve_secret_key", &c.transport.curve_secret_key);
+    c.transport.curve_secret_key = resolve_path(base_dir, c.transport.curve_secret_key);
+    if (!c.transport.curve_secret_key.empty()) {
+      if (c.transport.mode != TransportMode::kTcp) {
+        ctx.fail(r.child("curve_secret_key"), "transport.curve_secret_key",
+                 "only with transport.mode: tcp (edges within one host stay on this host)");
+      }
+      auto keys = read_curve_secret_key_file(c.transport.curve_secret_key);
+      if (!keys.ok()) ctx.fail(r.child("curve_secret_key"), "transport.curve_secret_key", keys.status().message());
+      c.transport.curve_keys = keys.value();
+    }
     r.finish();
     if (c.transport.tensor_slots != 0 && c.transport.tensor_slots < c.batch.max_batch_size) {
       ctx.fail(node["tensor_slots"], "transport.tensor_slots",

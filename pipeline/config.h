@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeline/bounded_queue.h"
+#include "pipeline/curve.h"
 #include "pipeline/envelope.h"
 #include "pipeline/message.h"
 #include "pipeline/status.h"
@@ -106,6 +107,12 @@ struct PublishConfig {
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
+  // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public
+  // key. With an authorized-keys file only the subscribers listed there get in. Both read at load.
+  std::string curve_secret_key;
+  std::string curve_authorized_keys;
+  CurveKeyPair curve_keys;                  // empty: no CURVE
+  std::vector<std::string> curve_clients;  // empty: any subscriber that knows the public key
 };
 
 struct TransportConfig {
@@ -117,6 +124,10 @@ struct TransportConfig {
   // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor
   // (ipc:// sockets in a per-job folder for mode shm).
   std::map<StageKind, std::string> endpoints;
+  // mode tcp: CURVE on every edge with this job key (every stage of the job holds the same secret key
+  // file; an input admits only senders with that key). Read at load.
+  std::string curve_secret_key;
+  CurveKeyPair curve_keys;  // empty: no CURVE
   // Every stream can have a frame in flight while preprocess holds others (its batch at once).
   uint32_t effective_frame_slots(size_t lane_streams) const {
     return frame_slots ? frame_slots : std::max<uint32_t>(32, static_cast<uint32_t>(2 * lane_streams));

@@ -99,11 +99,13 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   StageRunStats stats;
   if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
 
-  VAPIPE_ASSIGN_OR_RETURN(auto receiver, MessageReceiver::bind(layout.input_endpoint.at(kind), kEdgeHighWaterMark));
+  VAPIPE_ASSIGN_OR_RETURN(auto receiver, MessageReceiver::bind(layout.input_endpoint.at(kind), kEdgeHighWaterMark,
+                                                                   config.transport.curve_keys));
   std::unique_ptr<MessageSender> sender;
   if (kind != StageKind::kPublish) {
     VAPIPE_ASSIGN_OR_RETURN(sender, MessageSender::connect(layout.input_endpoint.at(next_stage(kind)),
-                                                           layout.by_reference, kEdgeHighWaterMark));
+                                                           layout.by_reference, kEdgeHighWaterMark,
+                                                           config.transport.curve_keys));
   }
   // Preprocess writes tensors: into its own shared memory pool on one host.
   std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();

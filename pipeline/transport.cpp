@@ -58,12 +58,15 @@ class ZmqFrameStorage final : public PayloadStorage {
 }  // namespace
 
 Result<std::unique_ptr<MessageSender>> MessageSender::connect(const std::string& endpoint, bool by_reference,
-                                                              int hwm) {
+                                                              int hwm, const CurveKeyPair& job_key) {
   try {
     zmq::socket_t socket(zmq_context(), zmq::socket_type::push);
     socket.set(zmq::sockopt::sndhwm, hwm);
     socket.set(zmq::sockopt::linger, 5000);
     socket.set(zmq::sockopt::sndtimeo, 200);
+    if (!job_key.empty()) {
+      if (Status s = make_curve_client(socket, job_key, job_key.public_key); !s.ok()) return s.with_context(endpoint);
+    }
     socket.connect(endpoint);
     return std::unique_ptr<MessageSender>(new MessageSender(std::move(socket), endpoint, by_reference));
   } catch (const zmq::error_t& e) {
@@ -106,11 +109,19 @@ void MessageSender::discard_unsent() {
   }
 }
 
-Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string& endpoint, int hwm) {
+Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string& endpoint, int hwm,
+                                                              const CurveKeyPair& job_key) {
   try {
     zmq::socket_t socket(zmq_context(), zmq::socket_type::pull);
     socket.set(zmq::sockopt::rcvhwm, hwm);
     socket.set(zmq::sockopt::linger, 0);
+    std::unique_ptr<CurveServerGuard> curve;
+    if (!job_key.empty()) {
+      auto guard = make_curve_server(socket, job_key, {job_key.public_key},
+                                     "this job's key (transport.curve_secret_key) at " + endpoint);
+      if (!guard.ok()) return guard.status().with_context(endpoint);
+      curve = std::move(guard).value();
+    }
     socket.bind(endpoint);
     // A fresh input is open: a mark left by an earlier run with the same job id (stages started by
     // hand) must not let this run's senders exit before it has read everything.
@@ -118,7 +129,7 @@ Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string
       std::error_code ec;
       std::filesystem::remove(marker, ec);
     }
-    return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(socket), endpoint));
+    return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(curve), std::move(socket), endpoint));
   } catch (const zmq::error_t& e) {
     return Unavailable("cannot bind " + endpoint + ": " + e.what());
   }

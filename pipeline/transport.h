@@ -11,6 +11,7 @@
 
 #include <zmq.hpp>
 
+#include "pipeline/curve.h"
 #include "pipeline/message.h"
 #include "pipeline/shm_pool.h"
 #include "pipeline/status.h"
@@ -61,7 +62,9 @@ bool input_closed(const std::string& endpoint);  // true also for an endpoint wi
 class MessageSender {
  public:
   // by_reference: shared memory payloads travel as descriptors (same host). hwm: messages queued.
-  static Result<std::unique_ptr<MessageSender>> connect(const std::string& endpoint, bool by_reference, int hwm);
+  // job_key (not empty): CURVE with the job's key pair, the receiver holding the same one.
+  static Result<std::unique_ptr<MessageSender>> connect(const std::string& endpoint, bool by_reference, int hwm,
+                                                        const CurveKeyPair& job_key = {});
   // Blocks while the receiver is full (back-pressure); kCancelled once *cancel is true.
   Status send(const Message& msg, const std::atomic<bool>* cancel);
   // On an abort: what is still queued is dropped when the sender closes, instead of holding the
@@ -80,14 +83,17 @@ class MessageSender {
 // The receiving end of an edge (ZeroMQ PULL, binds). Fair-queues between connected senders.
 class MessageReceiver {
  public:
-  static Result<std::unique_ptr<MessageReceiver>> bind(const std::string& endpoint, int hwm);
+  // job_key (not empty): CURVE; only senders holding the same key pair get in.
+  static Result<std::unique_ptr<MessageReceiver>> bind(const std::string& endpoint, int hwm,
+                                                       const CurveKeyPair& job_key = {});
   // nullopt on timeout; kDataLoss for a malformed message (the caller logs it and goes on).
   Result<std::optional<Message>> receive(std::chrono::milliseconds timeout);
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  MessageReceiver(zmq::socket_t socket, std::string endpoint)
-      : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
+  MessageReceiver(std::unique_ptr<CurveServerGuard> curve, zmq::socket_t socket, std::string endpoint)
+      : curve_(std::move(curve)), socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
+  std::unique_ptr<CurveServerGuard> curve_;  // outlives the socket: its authentication holds to the end
   zmq::socket_t socket_;
   std::string endpoint_;
   ShmPoolRegistry pools_;

@@ -57,7 +57,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       const StreamConfig& stream = config.streams[i];
       // One socket per stream: the preprocess input fair-queues between them, and one stream's
       // messages stay in order.
-      auto sender = MessageSender::connect(endpoint, layout.by_reference, kEdgeHighWaterMark);
+      auto sender = MessageSender::connect(endpoint, layout.by_reference, kEdgeHighWaterMark,
+                                           config.transport.curve_keys);
       if (!sender.ok()) {
         results[i] = sender.status();
         return;

@@ -3,7 +3,9 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "pipeline/curve.h"
 #include "pipeline/status.h"
 
 namespace vapipe {
@@ -20,6 +22,9 @@ struct ZmqBusOptions {
   bool lossless = true;                 // archive: block on a slow subscriber rather than drop
   uint32_t wait_for_subscribers = 0;    // hold the first message until this many subscribed
   double wait_timeout_s = 30.0;
+  CurveKeyPair curve;                       // not empty: CURVE server (encrypted bus)
+  std::vector<std::string> curve_clients;   // not empty: only these subscriber public keys get in
+  std::string curve_clients_source;         // where the list came from, for refusal log lines
 };
 
 // Binds a ZeroMQ XPUB socket. With wait_for_subscribers, the first send() waits (up to the timeout)

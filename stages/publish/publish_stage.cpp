@@ -49,10 +49,20 @@ Status PublishStage::open(const StageContext& ctx) {
     o.lossless = ctx.config.job.mode == JobMode::kArchive;
     o.wait_for_subscribers = ctx.config.publish.wait_for_subscribers;
     o.wait_timeout_s = ctx.config.publish.wait_timeout_s;
+    o.curve = ctx.config.publish.curve_keys;
+    o.curve_clients = ctx.config.publish.curve_clients;
+    o.curve_clients_source = ctx.config.publish.curve_authorized_keys;
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
   }
-  VAPIPE_LOG_INFO("publish: results on {}{}", ctx.config.publish.endpoint,
-                  jsonl_.is_open() ? " and " + ctx.config.publish.jsonl_path : std::string());
+  const PublishConfig& pc = ctx.config.publish;
+  const std::string security =
+      pc.curve_keys.empty() ? std::string()
+      : pc.curve_clients.empty()
+          ? " (CURVE, server public key " + pc.curve_keys.public_key + ")"
+          : " (CURVE, server public key " + pc.curve_keys.public_key + ", " + std::to_string(pc.curve_clients.size()) +
+                " authorized subscriber key(s))";
+  VAPIPE_LOG_INFO("publish: results on {}{}{}", pc.endpoint, security,
+                  jsonl_.is_open() ? " and " + pc.jsonl_path : std::string());
   if (!ctx.config.publish.metrics_address.empty()) {
     VAPIPE_ASSIGN_OR_RETURN(metrics_server_, MetricsServer::start(ctx.config.publish.metrics_address));
     update_metrics_snapshot();

@@ -11,8 +11,9 @@ namespace {
 
 class ZmqBusPublisher final : public BusPublisher {
  public:
-  ZmqBusPublisher(zmq::socket_t socket, ZmqBusOptions options, const std::atomic<bool>* stop)
-      : socket_(std::move(socket)), options_(std::move(options)), stop_(stop) {}
+  ZmqBusPublisher(std::unique_ptr<CurveServerGuard> curve, zmq::socket_t socket, ZmqBusOptions options,
+                  const std::atomic<bool>* stop)
+      : curve_(std::move(curve)), socket_(std::move(socket)), options_(std::move(options)), stop_(stop) {}
 
   Status send(const std::string& topic, const std::string& payload) override {
     if (!waited_) wait_for_subscribers();
@@ -64,6 +65,7 @@ class ZmqBusPublisher final : public BusPublisher {
     }
   }
 
+  std::unique_ptr<CurveServerGuard> curve_;  // outlives the socket: its authentication holds to the end
   zmq::socket_t socket_;
   ZmqBusOptions options_;
   const std::atomic<bool>* stop_;
@@ -81,8 +83,14 @@ Result<std::unique_ptr<BusPublisher>> make_zmq_bus_publisher(const ZmqBusOptions
     socket.set(zmq::sockopt::linger, 2000);
     socket.set(zmq::sockopt::xpub_nodrop, options.lossless ? 1 : 0);
     socket.set(zmq::sockopt::xpub_verbose, 1);  // count every subscription, even of a topic seen before
+    std::unique_ptr<CurveServerGuard> curve;
+    if (!options.curve.empty()) {
+      auto guard = make_curve_server(socket, options.curve, options.curve_clients, options.curve_clients_source);
+      if (!guard.ok()) return guard.status().with_context("publish.endpoint " + options.endpoint);
+      curve = std::move(guard).value();
+    }
     socket.bind(options.endpoint);
-    return std::unique_ptr<BusPublisher>(new ZmqBusPublisher(std::move(socket), options, stop));
+    return std::unique_ptr<BusPublisher>(new ZmqBusPublisher(std::move(curve), std::move(socket), options, stop));
   } catch (const zmq::error_t& e) {
     return Unavailable("publish.endpoint " + options.endpoint + ": cannot bind: " + e.what());
   }

@@ -101,6 +101,52 @@ class ArchiveJob(E2ETest):
         self.assertFalse([n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")])
 
 
+    def test_curve_encrypts_the_bus_and_the_stage_edges_and_admits_only_listed_subscribers(self):
+        """publish.curve_*: only subscribers whose key is listed get results; transport.curve_secret_key:
+        the stage edges (over TCP, as across hosts) carry every frame encrypted, nothing lost."""
+        keys = {}
+        for name in ["bus", "job", "alice", "bob", "mallory"]:
+            prefix = os.path.join(self.dir, name)
+            subprocess.run([VAPIPE, "keygen", prefix], check=True, capture_output=True)
+            keys[name] = prefix
+        with open(os.path.join(self.dir, "subscribers"), "w") as f:
+            for name in ["alice", "bob"]:
+                with open(keys[name] + ".public") as pub:
+                    f.write(pub.read().splitlines()[-1] + f"  # {name}\n")
+        base = 33000 + os.getpid() % 2000 * 4
+        endpoints = {name: f"tcp://127.0.0.1:{base + i}" for i, name in enumerate(["preprocess", "batch", "infer", "publish"])}
+        config, endpoint = write_config(
+            self.dir, self.make_streams(),
+            publish={"curve_secret_key": "bus.secret", "curve_authorized_keys": "subscribers", "wait_for_subscribers": 2},
+            transport={"mode": "tcp", "endpoints": endpoints, "curve_secret_key": "job.secret"})
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertEqual(validate.returncode, 0, validate.stderr)
+        with open(keys["bus"] + ".public") as pub:
+            self.assertIn("bus CURVE public key " + pub.read().splitlines()[-1], validate.stdout)
+        for name in ["bus", "job"]:
+            with open(keys[name] + ".secret") as sec:
+                self.assertNotIn(sec.read().splitlines()[-1], validate.stdout + validate.stderr)
+        # mallory knows the bus's public key but is not listed; `vapipe sub` gives up after 8 s of nothing.
+        intruder = subprocess.Popen([VAPIPE, "sub", "--endpoint", endpoint, "--server-key", keys["bus"] + ".public",
+                                     "--key", keys["mallory"] + ".secret", "--timeout", "8"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.subscriber = Subscriber(endpoint, self.dir, (keys["bus"] + ".public", keys["alice"] + ".secret"))
+        bob = subprocess.Popen([VAPIPE, "sub", "--endpoint", endpoint, "--server-key", keys["bus"] + ".public",
+                                "--key", keys["bob"] + ".secret", "--exit-on-summary", "--with-topic"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = Run(config)
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.check_results(self.subscriber.wait())
+        bob_out, bob_err = bob.communicate(timeout=60)
+        self.assertEqual(bob.returncode, 0, bob_err)
+        self.check_results([json.loads(line) for line in bob_out.splitlines()])
+        intruder_out, intruder_err = intruder.communicate(timeout=60)
+        self.assertEqual(intruder.returncode, 4, intruder_err)  # 4: nothing received before the timeout
+        self.assertEqual(intruder_out, "")
+        with open(keys["mallory"] + ".public") as pub:
+            self.assertIn("public key " + pub.read().splitlines()[-1] + " is not in", run.stderr)
+
     def test_two_gpu_lanes_shard_the_streams_over_two_stage_sets(self):
         """gpus: all on a (faked) two-GPU machine: one ingest, preprocess, batch and infer per lane, one
         publish for both, streams split between the lanes, every frame still exactly once. The stages

@@ -59,9 +59,10 @@ def write_config(directory, streams, **sections):
 class Subscriber:
     """A separate process subscribed to the bus, writing every [topic, payload] as a JSON line."""
 
-    def __init__(self, endpoint, directory):
+    def __init__(self, endpoint, directory, curve_keys=()):
+        """curve_keys: (bus public key file, own secret key file) for a bus with CURVE."""
         self.path = os.path.join(directory, "subscribed.jsonl")
-        self.proc = subprocess.Popen([sys.executable, SUBSCRIBER, endpoint, self.path])
+        self.proc = subprocess.Popen([sys.executable, SUBSCRIBER, endpoint, self.path, *curve_keys])
         time.sleep(0.3)  # connect before the job starts publishing
 
     def wait(self, timeout=120):

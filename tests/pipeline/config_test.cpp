@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <unistd.h>
+
 namespace vapipe {
 namespace {
 
@@ -250,6 +252,46 @@ TEST(Config, EveryShippedConfigLoads) {
 
 // docs/config.md's annotated example claims to show every key: it must load (unknown keys are errors,
 // so a key renamed in the code and not in the docs fails here), and with the values it states.
+// CURVE keys are read when the config loads: a bad key file is a config error naming key and file.
+TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
+  if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-curve-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const CurveKeyPair bus = generate_curve_key_pair().value(), alice = generate_curve_key_pair().value();
+  ASSERT_TRUE(write_curve_key_files((dir / "bus").string(), bus).ok());
+  std::ofstream(dir / "subscribers") << alice.public_key << "  # alice\n";
+  std::ofstream(dir / "broken") << "not a key\n";
+  const std::string head = "streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(head + "publish:\n  curve_secret_key: bus.secret\n  curve_authorized_keys: subscribers\n"
+                              "transport: {mode: tcp, curve_secret_key: bus.secret}\n",
+                              "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.curve_keys.public_key, bus.public_key);
+  EXPECT_EQ(c->publish.curve_clients, std::vector<std::string>{alice.public_key});
+  EXPECT_EQ(c->transport.curve_keys.secret_key, bus.secret_key);
+
+  struct Case {
+    std::string yaml, expected;
+  };
+  for (const Case& bad : {
+           Case{"publish:\n  curve_secret_key: missing.secret\n",
+                "job.yaml:4: publish.curve_secret_key: cannot read CURVE secret key file " + (dir / "missing.secret").string()},
+           Case{"publish:\n  curve_secret_key: broken\n",
+                "job.yaml:4: publish.curve_secret_key: " + (dir / "broken").string() + ":1: expected a CURVE secret key"},
+           Case{"publish:\n  curve_authorized_keys: subscribers\n",
+                "job.yaml:4: publish.curve_authorized_keys: needs publish.curve_secret_key"},
+           Case{"publish:\n  curve_secret_key: bus.secret\n  curve_authorized_keys: broken\n",
+                "job.yaml:5: publish.curve_authorized_keys: " + (dir / "broken").string() + ":1:"},
+           Case{"transport:\n  curve_secret_key: bus.secret\n",
+                "job.yaml:4: transport.curve_secret_key: only with transport.mode: tcp"},
+       }) {
+    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
+    ASSERT_FALSE(r.ok()) << bad.yaml;
+    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   std::ifstream in(std::string(VAPIPE_SOURCE_DIR) + "/docs/config.md");
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,0 +1,30 @@
+// A TCP port on loopback that nothing listens on: the kernel picks it for a plain socket that is then
+// closed at once. (A ZeroMQ socket closes its listener later, on its I/O thread: binding it again
+// right away can fail with "Address already in use".)
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace vapipe::testing {
+
+inline std::string free_loopback_tcp_endpoint() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return "tcp://127.0.0.1:" + std::to_string(port);
+}
+
+}  // namespace vapipe::testing

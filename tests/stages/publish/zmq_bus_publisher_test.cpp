@@ -1,0 +1,78 @@
+// The real result bus (a ZeroMQ XPUB socket) with CURVE, and real SUB sockets on loopback.
+#include <gtest/gtest.h>
+
+#include <zmq.hpp>
+
+#include "pipeline/curve.h"
+#include "pipeline/transport.h"
+#include "tests/fakes/free_port.h"
+#include "stages/publish/bus_publisher.h"
+
+namespace vapipe {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A subscriber to every topic; `own` null: no CURVE.
+zmq::socket_t subscriber(const std::string& ep, const CurveKeyPair* own, const std::string& server_key) {
+  zmq::socket_t sub(zmq_context(), zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  if (own) EXPECT_TRUE(make_curve_client(sub, *own, server_key).ok());
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.connect(ep);
+  return sub;
+}
+
+// Payloads received within the timeout (topic, payload pairs flattened to payloads).
+std::vector<std::string> drain(zmq::socket_t& sub, std::chrono::milliseconds timeout) {
+  std::vector<std::string> got;
+  while (true) {
+    zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) return got;
+    zmq::message_t topic, payload;
+    if (sub.recv(topic) && topic.more() && sub.recv(payload)) got.push_back(payload.to_string());
+  }
+}
+
+TEST(ZmqBusPublisher, WithCurveOnlyAuthorizedSubscribersReceiveResults) {
+  if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
+  const CurveKeyPair bus = generate_curve_key_pair().value(), alice = generate_curve_key_pair().value(),
+                     mallory = generate_curve_key_pair().value();
+  ZmqBusOptions o;
+  o.endpoint = testing::free_loopback_tcp_endpoint();
+  o.lossless = true;
+  o.wait_for_subscribers = 1;  // the first send waits for alice's subscription
+  o.wait_timeout_s = 10;
+  o.curve = bus;
+  o.curve_clients = {alice.public_key};
+  o.curve_clients_source = "subscribers.txt";
+  auto publisher = make_zmq_bus_publisher(o, nullptr);
+  ASSERT_TRUE(publisher.ok()) << publisher.status().message();
+
+  zmq::socket_t eavesdropper = subscriber(o.endpoint, nullptr, "");
+  zmq::socket_t intruder = subscriber(o.endpoint, &mallory, bus.public_key);
+  zmq::socket_t trusted = subscriber(o.endpoint, &alice, bus.public_key);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*publisher)->send("results/cam1", "{\"seq\":" + std::to_string(i) + "}").ok());
+  }
+  const std::vector<std::string> expected = {"{\"seq\":0}", "{\"seq\":1}", "{\"seq\":2}", "{\"seq\":3}",
+                                             "{\"seq\":4}"};
+  EXPECT_EQ(drain(trusted, 2000ms), expected);
+  EXPECT_TRUE(drain(intruder, 300ms).empty());
+  EXPECT_TRUE(drain(eavesdropper, 300ms).empty());
+}
+
+TEST(ZmqBusPublisher, AnUnreadableKeySetupIsAnErrorNamingTheEndpoint) {
+  if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
+  ZmqBusOptions o;
+  o.endpoint = testing::free_loopback_tcp_endpoint();
+  o.curve = CurveKeyPair{"short", "short"};  // not a Z85 key: libzmq refuses it
+  auto publisher = make_zmq_bus_publisher(o, nullptr);
+  ASSERT_FALSE(publisher.ok());
+  EXPECT_NE(publisher.status().message().find("publish.endpoint " + o.endpoint), std::string::npos)
+      << publisher.status().message();
+}
+
+}  // namespace
+}  // namespace vapipe
