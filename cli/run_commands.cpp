@@ -1,6 +1,7 @@
 // run, stage and validate: the commands that start the pipeline.
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -111,6 +112,7 @@ int stage_command(const std::vector<std::string>& args) {
   if (!config.ok()) return config_error(config.status());
   if (job_id.empty()) job_id = config->job.name;  // stages started by hand agree on this
   init_logging(stage_kind_name(*kind), config->log.level);
+  configure_zmq_io_threads(static_cast<int>(config->transport.effective_io_threads(std::thread::hardware_concurrency())));
   ShutdownFlags& flags = install_shutdown_handlers();
   // The same plan as the supervisor's: it passes its GPU count down, so both see the same machine.
   auto placement = plan_placement(*config, stage_gpu_count());

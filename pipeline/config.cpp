@@ -370,6 +370,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       }
     }
     er.finish();
+    r.uint("io_threads", &c.transport.io_threads, 0, 64);
     r.str("curve_secret_key", &c.transport.curve_secret_key);
     c.transport.curve_secret_key = resolve_path(base_dir, c.transport.curve_secret_key);
     if (!c.transport.curve_secret_key.empty()) {

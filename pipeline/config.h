@@ -128,6 +128,13 @@ struct TransportConfig {
   // file; an input admits only senders with that key). Read at load.
   std::string curve_secret_key;
   CurveKeyPair curve_keys;  // empty: no CURVE
+  // ZeroMQ I/O threads per stage process; 0: 1, or with CURVE half the CPUs (1 to 4): one thread
+  // encrypts about 500 MB/s (docs/benchmarks.md).
+  uint32_t io_threads = 0;
+  uint32_t effective_io_threads(unsigned cpus) const {
+    if (io_threads) return io_threads;
+    return curve_keys.empty() ? 1 : std::clamp<uint32_t>(cpus / 2, 1, 4);
+  }
   // Every stream can have a frame in flight while preprocess holds others (its batch at once).
   uint32_t effective_frame_slots(size_t lane_streams) const {
     return frame_slots ? frame_slots : std::max<uint32_t>(32, static_cast<uint32_t>(2 * lane_streams));

@@ -2,6 +2,7 @@
 
 #include <zmq_addon.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -9,8 +10,14 @@
 
 namespace vapipe {
 
+namespace {
+std::atomic<int> g_io_threads{1};
+}  // namespace
+
+void configure_zmq_io_threads(int threads) { g_io_threads = std::max(1, threads); }
+
 zmq::context_t& zmq_context() {
-  static zmq::context_t context(1);
+  static zmq::context_t context(g_io_threads.load());
   return context;
 }
 

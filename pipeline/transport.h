@@ -20,6 +20,9 @@ namespace vapipe {
 
 // One ZeroMQ context per process.
 zmq::context_t& zmq_context();
+// Its I/O threads (which also encrypt and decrypt CURVE traffic): takes effect only when called
+// before zmq_context() is first used, as a stage process does right after loading its config.
+void configure_zmq_io_threads(int threads);
 
 // Gives stages writable payload buffers. Thread-safe.
 class PayloadAllocator {

@@ -1,17 +1,37 @@
 #!/usr/bin/env python3
 """Print vapipe results as "stream_id seq label score"; stops at the job summary.
 
-Usage: tools/subscribe.py [TOPIC_PREFIX ...]   (default: results/)
+Usage: tools/subscribe.py [--endpoint E] [--server-key FILE --key FILE] [TOPIC_PREFIX ...]
+  (default topic: results/; --server-key/--key: a bus with CURVE, key files from `vapipe keygen`)
 Needs pyzmq: Debian's python3-zmq package provides the zmq module.
 """
+import argparse
 import json
-import sys
 
 import zmq
 
+
+def read_key(path):
+    """The key line of a `vapipe keygen` file (comment lines start with "# ")."""
+    with open(path) as f:
+        return next(line.split()[0] for line in f if line.strip() and not line.startswith("# ")).encode()
+
+
+args = argparse.ArgumentParser()
+args.add_argument("--endpoint", default="tcp://127.0.0.1:5560")
+args.add_argument("--server-key", help="the bus's public key file (publish.curve_secret_key's pair)")
+args.add_argument("--key", help="this subscriber's secret key file (default: a fresh pair)")
+args.add_argument("topics", nargs="*", default=["results/"])
+opts = args.parse_args()
+
 sub = zmq.Context().socket(zmq.SUB)
-sub.connect("tcp://127.0.0.1:5560")
-for topic in sys.argv[1:] or ["results/"]:
+if opts.server_key:
+    public, secret = zmq.curve_keypair() if not opts.key else (None, read_key(opts.key))
+    sub.curve_serverkey = read_key(opts.server_key)
+    sub.curve_secretkey = secret
+    sub.curve_publickey = zmq.curve_public(secret)
+sub.connect(opts.endpoint)
+for topic in opts.topics:
     sub.setsockopt_string(zmq.SUBSCRIBE, topic)
 sub.setsockopt_string(zmq.SUBSCRIBE, "job/summary")
 while True:

@@ -269,6 +269,13 @@ TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
   EXPECT_EQ(c->publish.curve_keys.public_key, bus.public_key);
   EXPECT_EQ(c->publish.curve_clients, std::vector<std::string>{alice.public_key});
   EXPECT_EQ(c->transport.curve_keys.secret_key, bus.secret_key);
+  // Encryption runs on ZeroMQ's I/O threads: with CURVE, half the CPUs (1 to 4); without, one.
+  EXPECT_EQ(c->transport.effective_io_threads(2), 1u);
+  EXPECT_EQ(c->transport.effective_io_threads(16), 4u);
+  c->transport.curve_keys = {};
+  EXPECT_EQ(c->transport.effective_io_threads(16), 1u);
+  c->transport.io_threads = 3;
+  EXPECT_EQ(c->transport.effective_io_threads(16), 3u);
 
   struct Case {
     std::string yaml, expected;
