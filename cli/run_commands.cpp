@@ -57,8 +57,9 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
       return kExitUsage;
     }
   }
-  auto config = load(choice);
+  auto config = choice.path.empty() ? load_demo_config() : load_config_file(choice.path, &options.config_text);
   if (!config.ok()) return config_error(config.status());
+  options.config_path = choice.path;
   if (options.resume && config->publish.jsonl_path.empty()) {
     return config_error(InvalidArgument(config->source + ": --resume needs publish.jsonl_path: the job's results so far "
                                         "are read from that file, and the rest appended to it"));
@@ -72,6 +73,7 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   init_logging("run", config->log.level);
   if (choice.path.empty()) VAPIPE_LOG_INFO("no config given: running the demo (configs/demo.yaml)");
   ShutdownFlags& flags = install_shutdown_handlers();
+  install_reload_handler();  // SIGHUP: a live job re-reads its streams
   return run_supervisor(*config, options, flags);
 }
 

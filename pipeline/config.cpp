@@ -468,11 +468,12 @@ Result<Config> load_config_string(const std::string& yaml, const std::string& so
   return parse_text(yaml, source_name, base_dir);
 }
 
-Result<Config> load_config_file(const std::string& path) {
+Result<Config> load_config_file(const std::string& path, std::string* text) {
   std::ifstream in(path);
   if (!in) return NotFound("config file " + path + ": cannot be opened");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (text) *text = ss.str();
   std::string base = std::filesystem::absolute(std::filesystem::path(path)).parent_path().string();
   return parse_text(ss.str(), path, base);
 }

@@ -171,7 +171,8 @@ struct Config {
 // expected.
 Status split_host_port(const std::string& address, std::string* host, int* port);
 
-Result<Config> load_config_file(const std::string& path);
+// `text`, if given, receives the file's text (what was parsed).
+Result<Config> load_config_file(const std::string& path, std::string* text = nullptr);
 // `source_name` appears in error messages; relative paths resolve against `base_dir`.
 Result<Config> load_config_string(const std::string& yaml, const std::string& source_name,
                                   const std::string& base_dir);

@@ -69,34 +69,46 @@ class Stage {
   virtual Status close(Emitter& /*out*/) { return Status::Ok(); }
 };
 
-// Counts the streams that have ended (end-of-stream or error), to know when a stage is done.
+// Counts the streams that have ended (end-of-stream or error), to know when a stage is done. Streams
+// can be added while the job runs (pipeline/stream_table.h): expect() them; an end seen before its
+// stream was expected still counts once it is.
 class StreamTracker {
  public:
   // Every stream of the job.
-  explicit StreamTracker(size_t stream_count) : expected_(stream_count, true), ended_(stream_count, false),
-                                                 expected_count_(stream_count) {}
-  // Only the given streams (a lane's): the stage is done when these have ended.
-  StreamTracker(size_t stream_count, const std::vector<uint32_t>& streams)
-      : expected_(stream_count, false), ended_(stream_count, false) {
-    for (uint32_t s : streams) {
-      if (s < stream_count && !expected_[s]) {
-        expected_[s] = true;
-        ++expected_count_;
-      }
-    }
+  explicit StreamTracker(size_t stream_count) {
+    for (uint32_t s = 0; s < stream_count; ++s) expect(s);
   }
+  // Only the given streams (a lane's): the stage is done when these have ended.
+  StreamTracker(size_t /*stream_count*/, const std::vector<uint32_t>& streams) {
+    for (uint32_t s : streams) expect(s);
+  }
+  void expect(uint32_t s) {
+    grow(s);
+    if (expected_[s]) return;
+    expected_[s] = true;
+    ++expected_count_;
+    if (ended_[s]) ++ended_count_;
+  }
+  bool expects(uint32_t s) const { return s < expected_.size() && expected_[s]; }
   void observe(const Message& m) {
     const uint32_t i = m.env.stream_index;
-    if (ends_stream(m.kind) && i < ended_.size() && expected_[i] && !ended_[i]) {
-      ended_[i] = true;
-      ++ended_count_;
-    }
+    if (!ends_stream(m.kind)) return;
+    grow(i);
+    if (ended_[i]) return;
+    ended_[i] = true;
+    if (expected_[i]) ++ended_count_;
   }
   bool all_ended() const { return ended_count_ == expected_count_; }
   size_t ended_count() const { return ended_count_; }
   size_t expected_count() const { return expected_count_; }
 
  private:
+  void grow(uint32_t s) {
+    if (s >= expected_.size()) {
+      expected_.resize(s + 1, false);
+      ended_.resize(s + 1, false);
+    }
+  }
   std::vector<bool> expected_;
   std::vector<bool> ended_;
   size_t expected_count_ = 0;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "pipeline/logging.h"
+#include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
 
 namespace vapipe {
@@ -134,7 +135,24 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   std::optional<SteadyTime> stop_seen;
   const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(config.job.drain_timeout_s));
-  while (!tracker.all_ended() && !flags.abort.load()) {
+  // Streams added while the job runs (a reload, pipeline/stream_table.h): the table is written before
+  // ingest starts them or ends removed ones, so looking at it before exiting misses none.
+  auto expect_added_streams = [&] {
+    auto table = read_stream_table(stream_table_path(layout));
+    if (!table.ok()) {
+      VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), table.status().message());
+      return;
+    }
+    if (!table->has_value()) return;
+    for (const StreamTableEntry& e : (*table)->entries) {
+      if (!lane || e.lane == lane->index) tracker.expect(e.index);
+    }
+  };
+  while (!flags.abort.load()) {
+    if (tracker.all_ended()) {
+      expect_added_streams();
+      if (tracker.all_ended()) break;
+    }
     auto now = std::chrono::steady_clock::now();
     if (flags.stop.load() && !stop_seen) {
       stop_seen = now;

@@ -15,6 +15,7 @@
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/stream_table.h"
 
 namespace vapipe {
 namespace {
@@ -109,6 +110,7 @@ struct RunOutcome {
   int code = kExitOk;
   std::string failure;      // the first stage that failed, and how
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
+  bool streams_changed = false;  // a reload added or removed streams: a restart re-reads the config
 };
 
 // One run of every stage process. `restarts`: restarts in a row before this run. A crash that will
@@ -216,6 +218,53 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     return n;
   };
 
+  // SIGHUP: a live job re-reads its config and adds and removes streams (pipeline/stream_table.h).
+  StreamTable table = initial_stream_table(config, *placement);
+  bool streams_changed = false;
+  auto reload = [&] {
+    const std::string what = "reload (SIGHUP): ";
+    const std::string unchanged = "; the job goes on with its streams unchanged";
+    if (options.config_path.empty()) {
+      VAPIPE_LOG_WARN("{}the embedded demo config has no file to re-read{}", what, unchanged);
+      return;
+    }
+    if (config.job.mode != JobMode::kLive) {
+      VAPIPE_LOG_ERROR("{}{}: only a live job's streams can change while it runs{}", what, options.config_path,
+                       unchanged);
+      return;
+    }
+    std::string text;
+    auto fresh = load_config_file(options.config_path, &text);
+    if (!fresh.ok()) {
+      VAPIPE_LOG_ERROR("{}{}{}", what, fresh.status().message(), unchanged);
+      return;
+    }
+    StreamTable next = table;
+    auto change = apply_stream_reload(next, options.config_text, text, *fresh, lanes);
+    if (!change.ok()) {
+      VAPIPE_LOG_ERROR("{}{}: {}{}", what, options.config_path, change.status().message(), unchanged);
+      return;
+    }
+    if (!change->changed()) {
+      VAPIPE_LOG_INFO("{}{}: the streams are unchanged", what, options.config_path);
+      return;
+    }
+    if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
+      VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
+      return;
+    }
+    table = std::move(next);
+    streams_changed = true;
+    std::string added, removed;
+    for (size_t i = 0; i < change->added.size(); ++i) {
+      added += (added.empty() ? "'" : ", '") + change->added[i] + "'" +
+               (lanes > 1 ? " (lane " + std::to_string(change->added_lanes[i]) + ")" : std::string());
+    }
+    for (const std::string& id : change->removed) removed += (removed.empty() ? "'" : ", '") + id + "'";
+    VAPIPE_LOG_INFO("{}{}: added {}; removed {}; {} streams now", what, options.config_path,
+                    added.empty() ? "none" : added, removed.empty() ? "none" : removed, table.live_streams());
+  };
+
   const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(config.job.drain_timeout_s));
   std::optional<std::chrono::steady_clock::time_point> stopping_since;  // shutdown requested
@@ -225,6 +274,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   bool abort_sent = false;
 
   while (running() > 0) {
+    if (flags.reload.exchange(false)) {
+      if (!stopping_since && failure.empty()) reload();
+    }
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -289,7 +341,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     return RunOutcome{kExitInterrupted};
   }
   if (!failure.empty()) {
-    return RunOutcome{kExitStageFailed, failure, failed_after_opening && !flags.stop.load() && !flags.abort.load()};
+    return RunOutcome{kExitStageFailed, failure, failed_after_opening && !flags.stop.load() && !flags.abort.load(),
+                      streams_changed};
   }
   const Child& publish = child_of(StageKind::kPublish);
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsFailed) {
@@ -329,10 +382,26 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   }
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
+  Config current = config;  // after a reload that changed the streams, a restart takes the file's
+  SupervisorOptions run_options = options;
   while (true) {
     const auto began = std::chrono::steady_clock::now();
     const RunOutcome run =
-        run_job_once(config, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
+        run_job_once(current, run_options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
+    if (run.streams_changed && !run.failure.empty()) {
+      // The stages of the next run read the file: so must the supervisor, for the same placement.
+      std::string text;
+      auto fresh = load_config_file(options.config_path, &text);
+      auto fresh_placement = fresh.ok() ? plan_placement(*fresh, visible_gpus) : Result<Placement>(fresh.status());
+      if (!fresh_placement.ok()) {
+        VAPIPE_LOG_ERROR("job '{}' failed: {}; not restarted: {}", config.job.name, run.failure,
+                         fresh_placement.status().message());
+        return run.code;
+      }
+      current = std::move(*fresh);
+      run_options.config_text = std::move(text);
+      placement = std::move(fresh_placement);
+    }
     if (run.failure.empty()) return run.code;
     if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
     const std::string why =

@@ -26,6 +26,10 @@ struct SupervisorOptions {
   int visible_gpus = -1;                // -1: probe (visible_gpu_count()); tests give a count
   // Archive jobs: go on from the job's JSON-lines file (pipeline/resume.h) instead of starting afresh.
   bool resume = false;
+  // The config file and the text the job started from: on SIGHUP (flags.reload) a live job re-reads
+  // the file and adds and removes streams (pipeline/stream_table.h). Empty path: the demo, no reload.
+  std::string config_path;
+  std::string config_text;
 };
 
 // Runs the job; a stage that crashes once every stage has opened restarts it (job.max_restarts), and

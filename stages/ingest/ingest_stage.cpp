@@ -2,12 +2,15 @@
 
 #include <chrono>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/stage_runner.h"
+#include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/stream_reader.h"
@@ -42,25 +45,39 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());
 
   // Each stream's pipeline is built and prerolled while the stages downstream open; it plays once
-  // they have.
+  // they have. Streams added while the job runs (a reload) start at once; removed ones end.
   std::promise<void> downstream_open;
   std::shared_future<void> gate = downstream_open.get_future().share();
-  std::vector<std::thread> threads;
-  std::vector<Status> results(config.streams.size());
-  // Per stream: seconds blocked sending (preprocess's queue full) and waiting for a free frame slot
-  // (downstream still holds them). Much of either: decode is not what limits the job.
-  std::vector<double> send_s(config.streams.size(), 0), slot_s(config.streams.size(), 0);
-  // Per stream: whether its decoder had started and its first frame was ready when the gate opened.
-  std::vector<char> prerolled(config.streams.size(), 0);
-  for (uint32_t i : lane.streams) {
-    threads.emplace_back([&, i] {
-      const StreamConfig& stream = config.streams[i];
+  struct StreamRun {
+    StreamConfig stream;
+    std::thread thread;
+    std::atomic<bool> done{false};
+    Status result;
+    // Seconds blocked sending (preprocess's queue full) and waiting for a free frame slot (downstream
+    // still holds them). Much of either: decode is not what limits the job.
+    double send_s = 0, slot_s = 0;
+    bool prerolled = false;  // its decoder had started and its first frame was ready at the gate
+    std::mutex mutex;        // guards reader and removed
+    StreamReader* reader = nullptr;
+    bool removed = false;
+  };
+  std::map<uint32_t, std::unique_ptr<StreamRun>> runs;
+  constexpr const char* kRemoved = "removed from the config";
+  auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed) {
+    auto run = std::make_unique<StreamRun>();
+    run->stream = std::move(stream_config);
+    run->removed = removed;
+    StreamRun* r = run.get();
+    runs[i] = std::move(run);
+    r->thread = std::thread([&, i, r] {
+      const StreamConfig& stream = r->stream;
       // One socket per stream: the preprocess input fair-queues between them, and one stream's
       // messages stay in order.
       auto sender = MessageSender::connect(endpoint, layout.by_reference, kEdgeHighWaterMark,
                                            config.transport.curve_keys);
       if (!sender.ok()) {
-        results[i] = sender.status();
+        r->result = sender.status();
+        r->done = true;
         return;
       }
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
@@ -69,14 +86,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         Envelope env;
         env.stream_id = stream.id;
         env.stream_index = i;
-        results[i] = emitter.emit(
+        r->result = emitter.emit(
             Message::stream_event(kind, env, StreamEvent{redact_uri(stream.uri), std::move(message), frames, 0}));
+        r->done = true;
       };
       const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
-      if (earlier && !earlier->ended.empty()) {
-        end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", earlier->results);
-        return;
-      }
+      if (earlier && !earlier->ended.empty()) return end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", earlier->results);
       ReaderOptions reader_options;
       reader_options.decoder = lane.decoder;
       reader_options.gpu = lane.gpu;
@@ -86,19 +101,37 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       if (!reader.ok()) {
         // An error that names the stream.
         VAPIPE_LOG_ERROR("stream '{}': {}", stream.id, reader.status().message());
-        end_without_reader(MessageKind::kStreamError, reader.status().message(), 0);
-        return;
+        return end_without_reader(MessageKind::kStreamError, reader.status().message(), 0);
+      }
+      {
+        std::lock_guard<std::mutex> lock(r->mutex);
+        if (r->removed) (*reader)->stop(kRemoved);  // removed before it began: it ends without a frame
+        r->reader = reader->get();
       }
       // Decoders start (NVDEC: seconds) and RTSP sessions are set up while the gate is closed.
       (*reader)->preroll();
       gate.wait();
-      prerolled[i] = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
-      results[i] = (*reader)->run(emitter, flags);
-      send_s[i] = emitter.send_seconds();
-      slot_s[i] = emitter.allocate_seconds();
+      r->prerolled = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
+      r->result = (*reader)->run(emitter, flags);
+      r->send_s = emitter.send_seconds();
+      r->slot_s = emitter.allocate_seconds();
       if (flags.abort.load()) (*sender)->discard_unsent();
+      {
+        std::lock_guard<std::mutex> lock(r->mutex);
+        r->reader = nullptr;
+      }
+      r->done = true;
     });
-  }
+  };
+  auto remove_stream = [&](StreamRun& r) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (r.removed) return;
+    r.removed = true;
+    if (r.reader) r.reader->stop(kRemoved);
+  };
+  for (uint32_t i : lane.streams) start_stream(i, config.streams[i], false);
+  const size_t initial_streams = runs.size();
+
   const DownstreamOpenWait wait = wait_for_downstream_open(layout, flags);
   if (!wait.last.empty()) {
     VAPIPE_LOG_INFO("ingest lane {}: {} {:.2f} s for the stages downstream to open ({}: {})", lane.index,
@@ -107,20 +140,67 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   }
   downstream_open.set_value();  // on a stop too: each stream then ends as stopped, downstream sees it
   const auto started = std::chrono::steady_clock::now();
-  for (auto& t : threads) t.join();
-  if (!lane.streams.empty()) {
+
+  // The stream table (pipeline/stream_table.h): the supervisor rewrites it on a reload.
+  const std::string table_path = stream_table_path(layout);
+  uint64_t table_version = 0;
+  auto apply_stream_table = [&] {
+    auto table = read_stream_table(table_path);
+    if (!table.ok()) {
+      VAPIPE_LOG_ERROR("ingest lane {}: {}", lane.index, table.status().message());
+      return;
+    }
+    if (!table->has_value() || (*table)->version <= table_version) return;
+    table_version = (*table)->version;
+    for (const StreamTableEntry& e : (*table)->entries) {
+      if (e.lane != lane.index) continue;
+      auto it = runs.find(e.index);
+      if (it != runs.end()) {
+        if (e.removed) remove_stream(*it->second);
+        continue;
+      }
+      auto stream_config = stream_config_of(e);
+      if (!stream_config.ok()) {
+        VAPIPE_LOG_ERROR("stream '{}': {}", e.id, stream_config.status().message());
+        continue;
+      }
+      // A stream added and removed again before we saw it still gets its one end, downstream.
+      VAPIPE_LOG_INFO("ingest lane {}: stream '{}' added ({})", lane.index, e.id, redact_uri(e.uri));
+      start_stream(e.index, std::move(*stream_config), e.removed || flags.stop.load());
+    }
+  };
+  auto all_done = [&] {
+    for (const auto& [i, r] : runs) {
+      if (!r->done.load()) return false;
+    }
+    return true;
+  };
+  while (!flags.abort.load()) {
+    if (!flags.stop.load()) apply_stream_table();
+    if (all_done()) {
+      if (flags.stop.load()) break;
+      apply_stream_table();  // a stream added just now must not be missed
+      if (all_done()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& [i, r] : runs) r->thread.join();
+  if (!runs.empty()) {
     double send_total = 0, slot_total = 0;
-    for (uint32_t i : lane.streams) send_total += send_s[i], slot_total += slot_s[i];
-    const double n = static_cast<double>(lane.streams.size());
     size_t ready = 0;
-    for (uint32_t i : lane.streams) ready += prerolled[i] ? 1 : 0;
-    VAPIPE_LOG_INFO("ingest lane {}: {} streams in {:.2f} s ({} prerolled when they started); each stream on "
+    for (const auto& [i, r] : runs) {
+      send_total += r->send_s, slot_total += r->slot_s;
+      ready += r->prerolled ? 1 : 0;
+    }
+    const double n = static_cast<double>(runs.size());
+    VAPIPE_LOG_INFO("ingest lane {}: {} streams{} in {:.2f} s ({} prerolled when they started); each stream on "
                     "average blocked sending {:.2f} s and waiting for frame slots {:.2f} s", lane.index,
-                    lane.streams.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                    runs.size(), runs.size() > initial_streams ? " (" + std::to_string(runs.size() - initial_streams) + " added while running)" : std::string(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
                     ready, send_total / n, slot_total / n);
   }
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].ok()) VAPIPE_LOG_ERROR("stream '{}': {}", config.streams[i].id, results[i].message());
+  for (const auto& [i, r] : runs) {
+    if (!r->result.ok()) VAPIPE_LOG_ERROR("stream '{}': {}", r->stream.id, r->result.message());
   }
   const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(config.job.drain_timeout_s));

@@ -104,6 +104,10 @@ struct StreamReader::Impl {
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
   bool fallback_logged = false;
+  // stop(): this stream alone ends (removed from a running job), with this reason.
+  std::atomic<bool> stop_requested{false};
+  std::mutex stop_mutex;
+  std::string stop_reason;
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy) {}
@@ -431,6 +435,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   uint32_t attempt = 0;          // reconnection attempts since the last frame
   bool awaiting_resume = false;  // reconnected; the next frame is the first of the new connection
   auto last_frame = std::chrono::steady_clock::now();  // or the last (re)start
+  // The job stops (flags) or this stream alone (stop()); how its end event says so.
+  auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
+  auto stopped = [&] {
+    std::lock_guard<std::mutex> lock(s.stop_mutex);
+    return s.stop_requested.load() && !s.stop_reason.empty() ? s.stop_reason : std::string("stopped");
+  };
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
     gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);
@@ -503,7 +513,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
       if (!f->sample || flags.abort.load()) continue;  // an end-of-stream marker
       Status st = emit_frame(*f);
-      if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, "stopped");
+      if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, stopped());
       if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
     }
     s.queue.reopen();
@@ -525,10 +535,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                   std::chrono::duration<double>(delay));
       while (std::chrono::steady_clock::now() < until) {
-        if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
+        if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
+      if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       Status built = build_pipeline(s);
       if (!built.ok()) {
         reason = built.message();
@@ -547,19 +557,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
 
   // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
   // the one prerolled.
-  if (flags.stop.load()) return finish(MessageKind::kStreamEnd, "stopped");
+  if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
   if (auto failed = play()) {
     if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
   }
 
   while (true) {
-    if (flags.stop.load()) {
-      // Shutdown: emit what was already decoded, then end the stream as "stopped".
+    if (stopping()) {
+      // Shutdown (or this stream removed): emit what was already decoded, then end the stream.
       s.queue.close();
       while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
         if (!f->sample || flags.abort.load() || !emit_frame(*f).ok()) break;
       }
-      return finish(MessageKind::kStreamEnd, "stopped");
+      return finish(MessageKind::kStreamEnd, stopped());
     }
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
     if (!frame) {
@@ -582,9 +592,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       continue;
     }
     Status st = emit_frame(*frame);
-    if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, "stopped");
+    if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, stopped());
     if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
   }
+}
+
+void StreamReader::stop(std::string reason) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+    impl_->stop_reason = std::move(reason);
+  }
+  impl_->stop_requested = true;
 }
 
 double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt) {

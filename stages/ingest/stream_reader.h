@@ -57,6 +57,9 @@ class StreamReader {
   // of the new connection; sequence numbers go on from where they were. Returns an error only if
   // `out` failed (the downstream is gone).
   Status run(Emitter& out, const ShutdownFlags& flags);
+  // Ends this stream alone, from any thread, as after flags.stop: what was decoded goes out, then
+  // kStreamEnd with `reason` as its message (e.g. "removed from the config").
+  void stop(std::string reason);
 
   const std::string& stream_id() const;
   // Frames that arrived in CUDA memory (NVDEC) so far, and in host memory.

@@ -55,7 +55,8 @@ class Writer {
 }  // namespace
 
 const std::vector<std::string>& stream_states() {
-  static const std::vector<std::string> states{"pending", "running", "reconnecting", "done", "failed", "stopped"};
+  static const std::vector<std::string> states{"pending", "running", "reconnecting", "done", "failed", "stopped",
+                                               "removed"};
   return states;
 }
 

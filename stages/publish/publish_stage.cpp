@@ -6,6 +6,7 @@
 
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/stream_table.h"
 #include "stages/publish/result_schema.h"
 
 namespace vapipe {
@@ -119,7 +120,25 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   return bus_->send(topic, text);
 }
 
+void PublishStage::learn_added_streams() {
+  if (!layout_) return;
+  auto table = read_stream_table(stream_table_path(*layout_));
+  if (!table.ok()) {
+    VAPIPE_LOG_ERROR("publish: {}", table.status().message());
+    return;
+  }
+  if (!table->has_value()) return;
+  for (const StreamTableEntry& e : (*table)->entries) {
+    if (e.index < streams_.size()) continue;
+    StreamState st;
+    st.id = e.id;
+    streams_.push_back(std::move(st));
+    VAPIPE_LOG_INFO("publish: stream '{}' was added to the running job", e.id);
+  }
+}
+
 Status PublishStage::process(Message&& in, Emitter& /*out*/) {
+  if (in.env.stream_index >= streams_.size()) learn_added_streams();  // added by a reload
   if (in.env.stream_index >= streams_.size() || streams_[in.env.stream_index].id != in.env.stream_id) {
     return InvalidArgument("message for unknown stream '" + in.env.stream_id + "'");
   }
@@ -168,7 +187,9 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     ++st.reconnects;
     VAPIPE_LOG_INFO("stream '{}' resumed after reconnection attempt {}", st.id, in.event.attempt);
   } else if (in.kind == MessageKind::kStreamEnd) {
-    st.status = in.event.message == "stopped" ? "stopped" : "done";
+    st.status = in.event.message == "stopped"                   ? "stopped"
+                : in.event.message == "removed from the config" ? "removed"
+                                                                : "done";
     st.dropped = in.event.dropped;
     if (in.event.frames != st.results) {
       VAPIPE_LOG_ERROR("stream '{}': ingest emitted {} frames but {} results were published", st.id,

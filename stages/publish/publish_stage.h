@@ -67,6 +67,8 @@ class PublishStage final : public Stage {
   const JobLayout* layout_ = nullptr;  // null for a stage driven without a job (tests)
   std::unique_ptr<BusPublisher> bus_;
   std::ofstream jsonl_;
+  // Streams a reload added to the running job (pipeline/stream_table.h) get their state here.
+  void learn_added_streams();
   std::vector<StreamState> streams_;
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;

@@ -1,0 +1,168 @@
+#include "pipeline/stream_table.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+namespace vapipe {
+
+size_t StreamTable::live_streams() const {
+  size_t n = 0;
+  for (const StreamTableEntry& e : entries) n += !e.removed;
+  return n;
+}
+
+std::string stream_table_path(const JobLayout& layout) { return layout.run_dir + "/streams.json"; }
+
+StreamTable initial_stream_table(const Config& config, const Placement& placement) {
+  StreamTable t;
+  for (uint32_t i = 0; i < config.streams.size(); ++i) {
+    t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false});
+  }
+  return t;
+}
+
+Status write_stream_table(const StreamTable& table, const std::string& path) {
+  nlohmann::json j;
+  j["version"] = table.version;
+  j["streams"] = nlohmann::json::array();
+  for (const StreamTableEntry& e : table.entries) {
+    j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed}});
+  }
+  const std::string text = j.dump(1) + "\n";
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = ::close(fd) == 0;
+  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::optional<StreamTable>();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    StreamTable t;
+    t.version = j.at("version").get<uint64_t>();
+    for (const auto& s : j.at("streams")) {
+      StreamTableEntry e{s.at("index").get<uint32_t>(), s.at("id").get<std::string>(), s.at("uri").get<std::string>(),
+                         s.at("lane").get<uint32_t>(), s.at("removed").get<bool>()};
+      if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
+      t.entries.push_back(std::move(e));
+    }
+    return std::optional<StreamTable>(std::move(t));
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(path + ": " + e.what());
+  }
+}
+
+Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
+  StreamConfig s;
+  s.id = entry.id;
+  VAPIPE_ASSIGN_OR_RETURN(s.parsed, parse_stream_uri(entry.uri, ""));
+  s.uri = s.parsed.uri;
+  return s;
+}
+
+namespace {
+
+// The first top-level key, other than `streams`, whose value differs between the two documents.
+Result<std::string> first_changed_section(const std::string& running_yaml, const std::string& reloaded_yaml) {
+  YAML::Node a, b;
+  try {
+    a = YAML::Load(running_yaml);
+    b = YAML::Load(reloaded_yaml);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("YAML: ") + e.what());
+  }
+  std::set<std::string> keys;
+  for (const YAML::Node* doc : {&a, &b}) {
+    if (!doc->IsMap()) continue;
+    for (auto it = doc->begin(); it != doc->end(); ++it) keys.insert(it->first.as<std::string>());
+  }
+  for (const std::string& key : keys) {
+    if (key == "streams") continue;
+    auto dump = [&](const YAML::Node& doc) {
+      if (!doc.IsMap() || !doc[key]) return std::string();
+      YAML::Emitter out;
+      out << doc[key];
+      return std::string(out.c_str());
+    };
+    if (dump(a) != dump(b)) return key;
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
+                                         const std::string& reloaded_yaml, const Config& reloaded, size_t lanes) {
+  if (reloaded.job.mode != JobMode::kLive) {
+    return FailedPrecondition("only a live job's streams can change while it runs (this config makes an archive "
+                              "job); restart the job");
+  }
+  VAPIPE_ASSIGN_OR_RETURN(std::string changed, first_changed_section(running_yaml, reloaded_yaml));
+  if (!changed.empty()) {
+    return FailedPrecondition("`" + changed + "` changed; only `streams` can change while the job runs (restart "
+                              "the job for the rest)");
+  }
+  std::map<std::string, const StreamTableEntry*> by_id;
+  for (const StreamTableEntry& e : table.entries) by_id[e.id] = &e;
+  std::set<std::string> listed;
+  StreamReload change;
+  std::vector<const StreamConfig*> to_add;
+  for (const StreamConfig& s : reloaded.streams) {
+    listed.insert(s.id);
+    auto it = by_id.find(s.id);
+    if (it == by_id.end()) {
+      to_add.push_back(&s);
+    } else if (it->second->removed) {
+      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
+                                "' was removed earlier in this run; add it back under a new id (or restart the job)");
+    } else if (it->second->uri != s.uri) {
+      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
+                                "': its uri changed; a running job adds and removes streams by id (give the new "
+                                "source a new id, or restart the job)");
+    }
+  }
+  // Nothing is applied before every check has passed.
+  std::vector<size_t> per_lane(std::max<size_t>(lanes, 1), 0);
+  for (const StreamTableEntry& e : table.entries) {
+    if (!e.removed && e.lane < per_lane.size()) ++per_lane[e.lane];
+  }
+  for (StreamTableEntry& e : table.entries) {
+    if (!e.removed && !listed.count(e.id)) {
+      e.removed = true;
+      if (e.lane < per_lane.size()) --per_lane[e.lane];
+      change.removed.push_back(e.id);
+    }
+  }
+  for (const StreamConfig* s : to_add) {
+    uint32_t lane = 0;
+    for (uint32_t l = 1; l < per_lane.size(); ++l) {
+      if (per_lane[l] < per_lane[lane]) lane = l;
+    }
+    ++per_lane[lane];
+    table.entries.push_back(StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false});
+    change.added.push_back(s->id);
+    change.added_lanes.push_back(lane);
+  }
+  if (change.changed()) ++table.version;
+  return change;
+}
+
+}  // namespace vapipe

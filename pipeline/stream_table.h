@@ -1,0 +1,64 @@
+// The streams of a running live job, as the supervisor last applied them. `vapipe run` re-reads its
+// config on SIGHUP and adds and removes streams without a restart; the other streams go on untouched.
+//
+// Indices are stable: a stream keeps its index (the envelope's stream_index) for the life of the run.
+// A removed stream stays in the table, marked; an added one takes the next index, on the lane with the
+// fewest live streams. The supervisor writes the table (run_dir/streams.json, mode 0600: URIs may hold
+// passwords) before it tells anyone; ingest polls it and starts or stops its lane's streams; the other
+// stages read it when they meet a stream they did not know, or before they would exit because every
+// stream they knew has ended. Without a table, the job's streams are the config's.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/config.h"
+#include "pipeline/job_layout.h"
+#include "pipeline/placement.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct StreamTableEntry {
+  uint32_t index = 0;
+  std::string id;
+  std::string uri;  // normalised, as in StreamConfig
+  uint32_t lane = 0;
+  bool removed = false;
+};
+
+struct StreamTable {
+  uint64_t version = 0;  // raised by every reload that changed something
+  std::vector<StreamTableEntry> entries;  // entries[i].index == i
+  size_t live_streams() const;
+};
+
+std::string stream_table_path(const JobLayout& layout);
+
+// The job's streams as it started: the config's, on the lanes of the placement.
+StreamTable initial_stream_table(const Config& config, const Placement& placement);
+
+// Written to a temporary file and renamed, so that a reader never sees half a table.
+Status write_stream_table(const StreamTable& table, const std::string& path);
+// nullopt: there is no table (no reload happened).
+Result<std::optional<StreamTable>> read_stream_table(const std::string& path);
+
+// The StreamConfig of an entry (its URI parsed again).
+Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
+
+struct StreamReload {
+  std::vector<std::string> added;    // ids
+  std::vector<uint32_t> added_lanes;  // the lane of each
+  std::vector<std::string> removed;  // ids
+  bool changed() const { return !added.empty() || !removed.empty(); }
+};
+
+// Applies a reloaded config: streams with a new id are added, streams no longer listed are removed.
+// An error leaves the table as it was and names what cannot change while the job runs: a section
+// other than `streams` (compared as YAML: `running_yaml` is the config text the job started with),
+// an archive job, a stream whose URI changed, an id removed earlier in this run.
+Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
+                                         const std::string& reloaded_yaml, const Config& reloaded, size_t lanes);
+
+}  // namespace vapipe
