@@ -112,12 +112,14 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
                                          const std::string& reloaded_yaml, const Config& reloaded, size_t lanes) {
   if (reloaded.job.mode != JobMode::kLive) {
-    return FailedPrecondition("only a live job's streams can change while it runs (this config makes an archive "
-                              "job); restart the job");
+    return FailedPrecondition(reloaded.source + ": only a live job's streams can change while it runs (this config "
+                              "makes an archive job); restart the job");
   }
-  VAPIPE_ASSIGN_OR_RETURN(std::string changed, first_changed_section(running_yaml, reloaded_yaml));
+  auto changed_section = first_changed_section(running_yaml, reloaded_yaml);
+  if (!changed_section.ok()) return changed_section.status().with_context(reloaded.source);
+  const std::string& changed = changed_section.value();
   if (!changed.empty()) {
-    return FailedPrecondition("`" + changed + "` changed; only `streams` can change while the job runs (restart "
+    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams` can change while the job runs (restart "
                               "the job for the rest)");
   }
   std::map<std::string, const StreamTableEntry*> by_id;

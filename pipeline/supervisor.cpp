@@ -242,7 +242,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     StreamTable next = table;
     auto change = apply_stream_reload(next, options.config_text, text, *fresh, lanes);
     if (!change.ok()) {
-      VAPIPE_LOG_ERROR("{}{}: {}{}", what, options.config_path, change.status().message(), unchanged);
+      VAPIPE_LOG_ERROR("{}{}{}", what, change.status().message(), unchanged);
       return;
     }
     if (!change->changed()) {

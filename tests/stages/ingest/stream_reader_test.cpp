@@ -201,6 +201,27 @@ TEST_F(StreamReaderTest, StopEndsAnEndlessStreamAsStopped) {
   EXPECT_GT(of_kind(out, MessageKind::kFrame).size(), 5u);
 }
 
+// A stream removed from a running job: it alone ends, with the reason, after the frames it had.
+TEST_F(StreamReaderTest, StopOfOneStreamEndsItWithTheReasonWhileTheJobGoesOn) {
+  auto reader = StreamReader::create(stream("cam", "test://snow?frames=0&width=64&height=48&live=true&fps=100"), 0, ingest_);
+  ASSERT_TRUE(reader.ok());
+  CollectingEmitter out;
+  std::thread remover([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    (*reader)->stop("removed from the config");
+  });
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  remover.join();
+  EXPECT_FALSE(flags_.stop.load());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.message, "removed from the config");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  EXPECT_GT(frames.size(), 5u);
+  EXPECT_EQ(out.messages.back().event.frames, frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
+}
+
 // Live mode: a slow consumer makes the drop-oldest queue drop frames; the drops show as gaps in
 // the sequence numbers and are counted in the end event.
 class SlowEmitter final : public Emitter {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "pipeline/job_layout.h"
+#include "pipeline/stream_table.h"
 #include "tests/fakes/stage_harness.h"
 
 namespace vapipe {
@@ -217,6 +219,41 @@ TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
   EXPECT_EQ(stage_->summary()["streams"][0]["gaps"], 2);
   EXPECT_EQ(stage_->summary()["streams"][0]["out_of_order"], 1);
   EXPECT_EQ(stage_->exit_code(), 0);
+}
+
+// A reload added a stream to the running job (pipeline/stream_table.h): publish learns it from the
+// table when its first message comes, and a removed stream is "removed" in the summary.
+TEST_F(PublishStageTest, StreamsAddedWhileRunningAreLearnedFromTheStreamTable) {
+  JobLayout layout = make_job_layout(config_, "publish-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(layout.run_dir);
+  StreamTable table;
+  table.version = 1;
+  table.entries = {{0, "s0", "test://ball", 0, false}, {1, "s1", "test://ball", 0, true},
+                   {2, "added", "test://smpte", 0, false}};
+  ASSERT_TRUE(write_stream_table(table, stream_table_path(layout)).ok());
+  ASSERT_TRUE(stage_->open(StageContext{config_, nullptr, nullptr, &layout}).ok());
+  Envelope added;
+  added.stream_id = "added";
+  added.stream_index = 2;
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, added, {"test://smpte", "", 0, 0}), out_).ok());
+  Message r = result(0, 0, "smpte");
+  r.env.stream_id = "added";
+  r.env.stream_index = 2;
+  ASSERT_TRUE(stage_->process(std::move(r), out_).ok());
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamEnd, testing::envelope(1, 0),
+                                                    {"test://ball", "removed from the config", 0, 0}), out_).ok());
+  Message stranger = result(0, 0, "x");
+  stranger.env.stream_id = "stranger";
+  stranger.env.stream_index = 3;  // in no table
+  EXPECT_FALSE(stage_->process(std::move(stranger), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  const nlohmann::json& s = stage_->summary();
+  ASSERT_EQ(s["streams"].size(), 3u);
+  EXPECT_EQ(s["streams"][1]["status"], "removed");
+  EXPECT_EQ(s["streams"][2]["stream_id"], "added");
+  EXPECT_EQ(s["streams"][2]["frames"], 1);
+  EXPECT_EQ(bus_->sent[0].first, "events/added");
+  std::filesystem::remove_all(layout.run_dir);
 }
 
 TEST_F(PublishStageTest, MessageForAnUnknownStreamIsRejected) {

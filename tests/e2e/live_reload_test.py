@@ -1,0 +1,103 @@
+"""A live job changes its streams without a restart: the config file is edited and `vapipe run` gets
+SIGHUP. Removed streams end, added ones start (on the lane with the fewest streams), the others go on
+without a gap; a reload that is wrong changes nothing and says why."""
+import json
+import os
+import signal
+import time
+
+from e2e.common import E2ETest, Run, Subscriber, events_by_stream, results_by_stream, write_config
+
+
+def live(pattern):
+    return f"test://{pattern}?frames=0&live=true&fps=15&width=160&height=120"
+
+
+class LiveReload(E2ETest):
+    def messages(self):
+        try:
+            with open(self.subscriber.path) as f:
+                return [json.loads(line) for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, what, predicate, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(self.messages()):
+                return
+            time.sleep(0.1)
+        self.fail(f"timed out waiting for {what}")
+
+    def rewrite(self, path, streams=None, text=None, **changes):
+        """The config again, with other streams, or other sections, or this text."""
+        if text is None:
+            with open(path) as f:
+                cfg = json.load(f)
+            if streams is not None:
+                cfg["streams"] = [{"id": i, "uri": u} for i, u in streams]
+            for key, value in changes.items():
+                cfg[key] = value
+            text = json.dumps(cfg, indent=1)
+        with open(path, "w") as f:
+            f.write(text)
+
+    def results_of(self, sid):
+        return lambda msgs: len(results_by_stream(msgs).get(sid, [])) >= 10
+
+    def test_streams_are_added_and_removed_on_sighup_and_the_others_go_on(self):
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],
+                                        job={"mode": "live"}, lanes_per_device=2)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
+
+        # b goes (its lane 1 is then empty), c comes (onto lane 1, the emptier).
+        self.rewrite(config, streams=[("a", live("ball")), ("c", live("pinwheel"))])
+        run.signal(signal.SIGHUP)
+        self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
+        self.wait_for("results of c", self.results_of("c"))
+
+        # Wrong reloads change nothing: a YAML error, another section changed, a stream's uri changed.
+        with open(config) as f:
+            good = f.read()
+        self.rewrite(config, text=good[:-3])  # the closing brace cut off
+        run.signal(signal.SIGHUP)
+        time.sleep(0.5)
+        self.rewrite(config, text=good)
+        self.rewrite(config, batch={"max_batch_size": 4, "max_delay_ms": 5})
+        run.signal(signal.SIGHUP)
+        time.sleep(0.5)
+        self.rewrite(config, text=good)
+        self.rewrite(config, streams=[("a", live("red")), ("c", live("pinwheel"))])
+        run.signal(signal.SIGHUP)
+        time.sleep(0.5)
+        before = len(results_by_stream(self.messages()).get("c", []))
+        self.wait_for("c to go on", lambda m: len(results_by_stream(m).get("c", [])) >= before + 10)
+
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        msgs = self.subscriber.wait(timeout=30)
+        results, events = results_by_stream(msgs), events_by_stream(msgs)
+        for sid in ["a", "b", "c"]:
+            seqs = [r["seq"] for r in results[sid]]
+            self.assertEqual(seqs, list(range(len(seqs))), f"stream {sid}: every frame once, in order")
+            self.assertEqual([e["event"] for e in events[sid]], ["started", "eos"], f"stream {sid}")
+        self.assertEqual(events["b"][-1]["message"], "removed from the config")
+        self.assertEqual(events["b"][-1]["frames"], len(results["b"]))
+        summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"]
+        self.assertEqual(len(summary), 1)
+        self.assertEqual({s["stream_id"]: s["status"] for s in summary[0]["streams"]},
+                         {"a": "stopped", "b": "removed", "c": "stopped"})
+        err = run.stderr
+        self.assertIn("reload (SIGHUP): " + config + ": added 'c' (lane 1); removed 'b'; 2 streams now", err)
+        self.assertIn("YAML syntax error", err)
+        self.assertIn("`batch` changed; only `streams` can change while the job runs", err)
+        self.assertIn(config + ":10: stream 'a': its uri changed", err)
+        self.assertEqual(err.count("the job goes on with its streams unchanged"), 3)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()

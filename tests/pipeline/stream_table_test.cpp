@@ -1,0 +1,141 @@
+#include "pipeline/stream_table.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "pipeline/stage.h"
+
+namespace vapipe {
+namespace {
+
+// A live job's config text with these streams (id, test pattern), and `extra` appended.
+std::string live_yaml(const std::vector<std::pair<std::string, std::string>>& streams, const std::string& extra = "") {
+  std::string yaml = "job: {mode: live}\nstreams:\n";
+  for (const auto& [id, pattern] : streams) {
+    yaml += "  - {id: " + id + ", uri: \"test://" + pattern + "?frames=0&live=true\"}\n";
+  }
+  return yaml + "infer: {model: m.pt, labels: m.txt}\n" + extra;
+}
+
+Config load(const std::string& yaml) {
+  auto c = load_config_string(yaml, "job.yaml", "/cfg");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : Config{};
+}
+
+StreamTable table_for(const std::string& yaml, size_t lanes) {
+  const Config c = load(yaml);
+  Placement p;
+  for (uint32_t l = 0; l < lanes; ++l) p.lanes.push_back(Lane{l});
+  for (uint32_t s = 0; s < c.streams.size(); ++s) p.lanes[s % lanes].streams.push_back(s);
+  return initial_stream_table(c, p);
+}
+
+TEST(StreamTable, AReloadRemovesMissingStreamsAndAddsNewOnesOnTheLeastLoadedLaneWithStableIndices) {
+  const std::string running = live_yaml({{"a", "ball"}, {"b", "smpte"}, {"c", "snow"}});
+  StreamTable table = table_for(running, 2);  // lane 0: a, c; lane 1: b
+  // b goes (lane 1 is then empty), d and e come: both on lane 1 (2 and 0, then 2 and 1 streams), and
+  // f on lane 0 (a tie goes to the lowest lane).
+  const std::string reloaded =
+      live_yaml({{"c", "snow"}, {"d", "red"}, {"a", "ball"}, {"e", "blue"}, {"f", "green"}});
+  auto change = apply_stream_reload(table, running, reloaded, load(reloaded), 2);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->removed, std::vector<std::string>{"b"});
+  EXPECT_EQ(change->added, (std::vector<std::string>{"d", "e", "f"}));
+  EXPECT_EQ(change->added_lanes, (std::vector<uint32_t>{1, 1, 0}));
+  EXPECT_EQ(table.version, 1u);
+  ASSERT_EQ(table.entries.size(), 6u);
+  EXPECT_EQ(table.entries[0].id, "a");  // a keeps index 0 though it moved in the file
+  EXPECT_FALSE(table.entries[0].removed);
+  EXPECT_TRUE(table.entries[1].removed);
+  EXPECT_EQ(table.entries[3].id, "d");
+  EXPECT_EQ(table.entries[3].index, 3u);
+  EXPECT_EQ(table.entries[3].uri, "test://red?frames=0&live=true");
+  EXPECT_EQ(table.live_streams(), 5u);
+
+  // The same file again changes nothing, and the version stays.
+  auto again = apply_stream_reload(table, running, reloaded, load(reloaded), 2);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->changed());
+  EXPECT_EQ(table.version, 1u);
+}
+
+TEST(StreamTable, WhatCannotChangeWhileTheJobRunsIsRefusedAndNothingIsApplied) {
+  const std::string running = live_yaml({{"a", "ball"}, {"b", "smpte"}});
+  StreamTable table = table_for(running, 1);
+  auto refused = [&](const std::string& reloaded) {
+    const StreamTable before = table;
+    auto r = apply_stream_reload(table, running, reloaded, load(reloaded), 1);
+    EXPECT_EQ(table.version, before.version);
+    EXPECT_EQ(table.entries.size(), before.entries.size());
+    return r.ok() ? std::string("(applied)") : r.status().message();
+  };
+  EXPECT_NE(refused(live_yaml({{"a", "ball"}, {"c", "red"}}, "batch: {max_batch_size: 4}\n")).find("`batch` changed"),
+            std::string::npos);
+  EXPECT_NE(refused(live_yaml({{"a", "ball"}, {"b", "snow"}})).find("job.yaml:4: stream 'b': its uri changed"),
+            std::string::npos);
+  // An archive job (every stream ends by itself).
+  const std::string archive = "streams: [{id: a, uri: 'test://ball?frames=5'}]\ninfer: {model: m.pt, labels: m.txt}\n";
+  EXPECT_NE(refused(archive).find("only a live job's streams can change"), std::string::npos);
+
+  // b removed, then back under the same id.
+  const std::string without_b = live_yaml({{"a", "ball"}});
+  ASSERT_TRUE(apply_stream_reload(table, running, without_b, load(without_b), 1).ok());
+  EXPECT_NE(refused(running).find("stream 'b' was removed earlier in this run"), std::string::npos);
+}
+
+TEST(StreamTable, IsWrittenPrivatelyAndReadsBack) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "streams.json").string();
+  auto none = read_stream_table(path);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  StreamTable t = table_for(live_yaml({{"a", "ball"}, {"b", "smpte"}}), 2);
+  t.version = 7;
+  t.entries[1].removed = true;
+  ASSERT_TRUE(write_stream_table(t, path).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // URIs may carry camera passwords
+  auto back = read_stream_table(path);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status().message();
+  EXPECT_EQ((*back)->version, 7u);
+  ASSERT_EQ((*back)->entries.size(), 2u);
+  EXPECT_EQ((*back)->entries[1].id, "b");
+  EXPECT_EQ((*back)->entries[1].lane, 1u);
+  EXPECT_TRUE((*back)->entries[1].removed);
+  auto stream = stream_config_of((*back)->entries[0]);
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ(stream->parsed.kind, UriKind::kTest);
+  EXPECT_EQ(stream->parsed.test.pattern, "ball");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
+  StreamTracker tracker(2);
+  auto end_of = [](uint32_t i) {
+    Envelope env;
+    env.stream_index = i;
+    return Message::stream_event(MessageKind::kStreamEnd, env, {});
+  };
+  tracker.observe(end_of(0));
+  tracker.observe(end_of(3));  // an added stream that ended before this stage read the table
+  tracker.observe(end_of(1));
+  EXPECT_TRUE(tracker.all_ended());
+  tracker.expect(2);
+  tracker.expect(3);
+  EXPECT_FALSE(tracker.all_ended());
+  EXPECT_EQ(tracker.ended_count(), 3u);
+  tracker.observe(end_of(2));
+  tracker.observe(end_of(2));  // twice: counted once
+  EXPECT_TRUE(tracker.all_ended());
+  EXPECT_EQ(tracker.expected_count(), 4u);
+}
+
+}  // namespace
+}  // namespace vapipe
