@@ -120,6 +120,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         std::lock_guard<std::mutex> lock(r->mutex);
         r->reader = nullptr;
       }
+      reader->reset();  // its pipeline goes before the stream counts as done (release_freed_heap_memory)
       r->done = true;
     });
   };
@@ -175,8 +176,13 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     return true;
   };
+  size_t ended_streams = 0;
   while (!flags.abort.load()) {
     if (!flags.stop.load()) apply_stream_table();
+    size_t ended_now = 0;
+    for (const auto& [i, r] : runs) ended_now += r->done.load();
+    if (ended_now > ended_streams && !flags.stop.load()) release_freed_heap_memory();  // a stream removed
+    ended_streams = ended_now;
     if (all_done()) {
       if (flags.stop.load()) break;
       apply_stream_table();  // a stream added just now must not be missed

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -540,6 +542,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       Status built = build_pipeline(s);
+      // The old pipeline's streaming threads are gone; glibc would keep what their arenas held
+      // (ingest grew ~2 MB a minute over a soak with reconnections, docs/benchmarks.md).
+      release_freed_heap_memory();
       if (!built.ok()) {
         reason = built.message();
         continue;
@@ -603,6 +608,12 @@ void StreamReader::stop(std::string reason) {
     impl_->stop_reason = std::move(reason);
   }
   impl_->stop_requested = true;
+}
+
+void release_freed_heap_memory() {
+#ifdef __GLIBC__
+  malloc_trim(0);  // every arena: the free pages inside their heaps go back to the system
+#endif
 }
 
 double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt) {

@@ -73,6 +73,10 @@ class StreamReader {
   std::unique_ptr<Impl> impl_;
 };
 
+// Gives the heap memory freed by finished threads back to the system (malloc_trim). A rebuilt
+// pipeline (a reconnection) or a removed stream leaves it in glibc's per-thread arenas otherwise.
+void release_freed_heap_memory();
+
 // The wait before reconnection attempt `attempt` (from 1): reconnect_delay_s, doubled for each
 // attempt after the first, at most reconnect_max_delay_s.
 double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt);
