@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "pipeline/config.h"
@@ -29,6 +30,8 @@ class Emitter {
   // the downstream stages hold every buffer: that is back-pressure.
   virtual Result<Payload> allocate(size_t bytes) = 0;
 };
+
+using StageCounters = std::vector<std::pair<std::string, double>>;
 
 struct StageContext {
   const Config& config;
@@ -67,6 +70,9 @@ class Stage {
   virtual std::optional<SteadyTime> next_deadline() const { return std::nullopt; }
   // Called once after the last input (every stream ended, or shutdown).
   virtual Status close(Emitter& /*out*/) { return Status::Ok(); }
+  // The stage's own running totals (e.g. infer's batches), served with the job's metrics as
+  // vapipe_<stage>_<name>_total; names are lower case with underscores. Called on the stage's thread.
+  virtual StageCounters counters() const { return {}; }
 };
 
 // Counts the streams that have ended (end-of-stream or error), to know when a stage is done. Streams

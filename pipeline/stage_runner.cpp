@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "pipeline/logging.h"
+#include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
 
@@ -148,7 +149,29 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       if (!lane || e.lane == lane->index) tracker.expect(e.index);
     }
   };
+  // Once a second, for publish's metrics (pipeline/stage_stats.h); not where there is no run folder
+  // (stages on several hosts).
+  std::error_code no_dir;
+  const bool share_stats = std::filesystem::is_directory(layout.run_dir, no_dir);
+  const std::string stats_path = stage_stats_path(layout, kind);
+  auto next_stats = std::chrono::steady_clock::now();
+  auto write_stats = [&] {
+    StageStatsSnapshot snap;
+    snap.stage = stage_kind_name(kind);
+    snap.lane = layout.lane;
+    snap.up_s = seconds_since(ready_at);
+    snap.messages_in = stats.messages_in;
+    snap.errors = stats.malformed + stats.stage_errors;
+    snap.busy_s = stats.busy_s;
+    snap.send_blocked_s = emitter.send_seconds();
+    snap.slot_wait_s = emitter.allocate_seconds();
+    snap.input_wait_s = stats.input_wait_s;
+    snap.counters = stage.counters();
+    if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
+    next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  };
   while (!flags.abort.load()) {
+    if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (tracker.all_ended()) {
       expect_added_streams();
       if (tracker.all_ended()) break;
@@ -233,6 +256,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   }
   if (sender) wait_for_downstream_closed(sender->endpoint(), flags, drain);
   if (sender && flags.abort.load()) sender->discard_unsent();
+  if (share_stats) write_stats();  // the final totals
   stats.wall_s = seconds_since(ready_at);
   stats.send_blocked_s = emitter.send_seconds();
   stats.slot_wait_s = emitter.allocate_seconds();

@@ -1,11 +1,5 @@
 #include "pipeline/stream_table.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -13,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+
+#include "pipeline/atomic_file.h"
 
 namespace vapipe {
 
@@ -39,16 +35,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
   for (const StreamTableEntry& e : table.entries) {
     j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed}});
   }
-  const std::string text = j.dump(1) + "\n";
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const bool closed = ::close(fd) == 0;
-  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Unavailable("cannot write " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
+  // Mode 0600: URIs may hold camera passwords.
+  return write_file_atomically(path, j.dump(1) + "\n", 0600);
 }
 
 Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {

@@ -26,21 +26,21 @@ Status BatchStage::open(const StageContext& ctx) {
 Status BatchStage::process(Message&& in, Emitter& out) {
   if (in.kind == MessageKind::kTensor) {
     batcher_->add(std::move(in), std::chrono::steady_clock::now());
-    while (auto batch = batcher_->take_full()) VAPIPE_RETURN_IF_ERROR(out.emit(std::move(*batch)));
+    while (auto batch = batcher_->take_full()) VAPIPE_RETURN_IF_ERROR(send(std::move(*batch), out, true));
     return Status::Ok();
   }
   if (!is_stream_event(in.kind)) {
     return InvalidArgument(std::string("batch got a ") + message_kind_name(in.kind) + " message");
   }
   for (Message& batch : batcher_->flush_stream(in.env.stream_index)) {
-    VAPIPE_RETURN_IF_ERROR(out.emit(std::move(batch)));
+    VAPIPE_RETURN_IF_ERROR(send(std::move(batch), out, false));
   }
   return out.emit(std::move(in));
 }
 
 Status BatchStage::on_deadline(Emitter& out) {
   while (auto batch = batcher_->take_due(std::chrono::steady_clock::now())) {
-    VAPIPE_RETURN_IF_ERROR(out.emit(std::move(*batch)));
+    VAPIPE_RETURN_IF_ERROR(send(std::move(*batch), out, false));
   }
   return Status::Ok();
 }
@@ -48,8 +48,15 @@ Status BatchStage::on_deadline(Emitter& out) {
 std::optional<SteadyTime> BatchStage::next_deadline() const { return batcher_ ? batcher_->deadline() : std::nullopt; }
 
 Status BatchStage::close(Emitter& out) {
-  for (Message& batch : batcher_->flush_all()) VAPIPE_RETURN_IF_ERROR(out.emit(std::move(batch)));
+  for (Message& batch : batcher_->flush_all()) VAPIPE_RETURN_IF_ERROR(send(std::move(batch), out, false));
   return Status::Ok();
+}
+
+Status BatchStage::send(Message&& batch, Emitter& out, bool full) {
+  ++batches_;
+  frames_ += batch.items.size();
+  full_batches_ += full;
+  return out.emit(std::move(batch));
 }
 
 }  // namespace vapipe

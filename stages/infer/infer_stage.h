@@ -31,6 +31,13 @@ class InferStage final : public Stage {
   Status process_many(std::vector<Message>&& in, Emitter& out) override;
   // Logs how the batches went: their sizes, and the model's share of the stage's time.
   Status close(Emitter& out) override;
+  // batches (forward passes), frames classified, rows run (padding included), classify_seconds.
+  StageCounters counters() const override {
+    return {{"batches", static_cast<double>(batches_)},
+            {"frames", static_cast<double>(frames_)},
+            {"rows", static_cast<double>(rows_)},
+            {"classify_seconds", classify_s_}};
+  }
 
  private:
   ClassifierFactory factory_;

@@ -1,5 +1,6 @@
 #include "stages/publish/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -93,6 +94,51 @@ std::string prometheus_text(const JobMetrics& m) {
   }
   w.per_stream(m, "vapipe_latency_max_seconds", "gauge", "The largest latency of a result of the stream so far.",
                [](const StreamMetrics& s) { return number(s.latency_max_s); });
+  // Per stage process (stage, lane): where its time went. rate(busy) near 1 marks the stage that
+  // limits the job; rate(input_wait) near 1, one that waits for it.
+  auto per_stage = [&](const char* name, const char* type, const char* help,
+                       const std::function<std::string(const StageStatsSnapshot&)>& value) {
+    if (m.stages.empty()) return;
+    w.family(name, type, help);
+    for (const StageStatsSnapshot& s : m.stages) {
+      w.sample(name, "stage=\"" + label_value(s.stage) + "\",lane=\"" + std::to_string(s.lane) + "\"", value(s));
+    }
+  };
+  per_stage("vapipe_stage_up_seconds", "gauge", "Seconds since the stage process was ready.",
+            [](const StageStatsSnapshot& s) { return number(s.up_s); });
+  per_stage("vapipe_stage_messages_total", "counter", "Messages the stage received.",
+            [](const StageStatsSnapshot& s) { return std::to_string(s.messages_in); });
+  per_stage("vapipe_stage_errors_total", "counter", "Malformed messages and processing errors of the stage.",
+            [](const StageStatsSnapshot& s) { return std::to_string(s.errors); });
+  per_stage("vapipe_stage_busy_seconds_total", "counter",
+            "Seconds in the stage's own work, including the blocked sending and slot waits below.",
+            [](const StageStatsSnapshot& s) { return number(s.busy_s); });
+  per_stage("vapipe_stage_send_blocked_seconds_total", "counter",
+            "Seconds the stage waited for room downstream (the next stage is slower).",
+            [](const StageStatsSnapshot& s) { return number(s.send_blocked_s); });
+  per_stage("vapipe_stage_slot_wait_seconds_total", "counter",
+            "Seconds the stage waited for a free slot of its output pool (downstream holds them).",
+            [](const StageStatsSnapshot& s) { return number(s.slot_wait_s); });
+  per_stage("vapipe_stage_input_wait_seconds_total", "counter", "Seconds the stage waited for input.",
+            [](const StageStatsSnapshot& s) { return number(s.input_wait_s); });
+  // Each stage's own totals: vapipe_<stage>_<name>_total, one family per name.
+  std::vector<std::string> families;
+  for (const StageStatsSnapshot& s : m.stages) {
+    for (const auto& [name, value] : s.counters) {
+      const std::string family = "vapipe_" + s.stage + "_" + name + "_total";
+      if (std::find(families.begin(), families.end(), family) == families.end()) families.push_back(family);
+    }
+  }
+  for (const std::string& family : families) {
+    w.family(family.c_str(), "counter", "A running total of the stage (see docs/architecture.md, metrics).");
+    for (const StageStatsSnapshot& s : m.stages) {
+      for (const auto& [name, value] : s.counters) {
+        if ("vapipe_" + s.stage + "_" + name + "_total" == family) {
+          w.sample(family, "lane=\"" + std::to_string(s.lane) + "\"", number(value));
+        }
+      }
+    }
+  }
   w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
                "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
                [](const StreamMetrics& s) { return number(s.last_result_unix_s); });

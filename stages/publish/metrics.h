@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/stage_stats.h"
+
 namespace vapipe {
 
 struct StreamMetrics {
   std::string id;
-  std::string state;  // pending | running | reconnecting | done | failed | stopped
+  std::string state;  // pending | running | reconnecting | done | failed | stopped | removed
   uint64_t results = 0;
   uint64_t frame_errors = 0;
   uint64_t gaps = 0;
@@ -31,6 +33,7 @@ struct JobMetrics {
   double start_unix_s = 0;
   double now_unix_s = 0;
   std::vector<StreamMetrics> streams;
+  std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
 };
 
 // The states a stream can be in, in the order vapipe_stream_state lists them.

@@ -94,6 +94,7 @@ JobMetrics PublishStage::metrics() const {
     s.last_result_unix_s = static_cast<double>(st.last_ns) / 1e9;
     m.streams.push_back(std::move(s));
   }
+  if (layout_) m.stages = read_stage_stats(layout_->run_dir);
   return m;
 }
 

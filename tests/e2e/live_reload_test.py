@@ -3,10 +3,12 @@ SIGHUP. Removed streams end, added ones start (on the lane with the fewest strea
 without a gap; a reload that is wrong changes nothing and says why."""
 import json
 import os
+import re
 import signal
 import time
+import urllib.request
 
-from e2e.common import E2ETest, Run, Subscriber, events_by_stream, results_by_stream, write_config
+from e2e.common import E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
 
 
 def live(pattern):
@@ -46,8 +48,9 @@ class LiveReload(E2ETest):
         return lambda msgs: len(results_by_stream(msgs).get(sid, [])) >= 10
 
     def test_streams_are_added_and_removed_on_sighup_and_the_others_go_on(self):
+        metrics = f"127.0.0.1:{free_port()}"
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],
-                                        job={"mode": "live"}, lanes_per_device=2)
+                                        job={"mode": "live"}, lanes_per_device=2, publish={"metrics_address": metrics})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
@@ -74,6 +77,18 @@ class LiveReload(E2ETest):
         time.sleep(0.5)
         before = len(results_by_stream(self.messages()).get("c", []))
         self.wait_for("c to go on", lambda m: len(results_by_stream(m).get("c", [])) >= before + 10)
+
+        # /metrics: b is removed; every stage process of both lanes reports its times and totals.
+        text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+        self.assertIn('vapipe_stream_state{stream="b",state="removed"} 1', text)
+        self.assertIn('vapipe_stream_state{stream="c",state="running"} 1', text)
+        for stage in ["preprocess", "batch", "infer"]:
+            for lane in ["0", "1"]:
+                self.assertRegex(text, rf'vapipe_stage_busy_seconds_total{{stage="{stage}",lane="{lane}"}} [0-9.e-]+\n')
+        batches = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_batches_total{lane="(\d)"} (\S+)', text)}
+        frames = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_frames_total{lane="(\d)"} (\S+)', text)}
+        self.assertGreater(batches.get("1", 0), 0, text)  # lane 1 went on with c after b
+        self.assertGreaterEqual(frames["0"], batches["0"])
 
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)

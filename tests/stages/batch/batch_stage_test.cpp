@@ -58,6 +58,8 @@ TEST(BatchStage, FullBatchesLeaveAtOnce) {
   ASSERT_EQ(out.messages.size(), 3u);
   EXPECT_EQ(out.messages[2].items.size(), 1u);
   EXPECT_EQ(out.messages[2].items[0].env.seq, 8u);
+  // What the metrics show: 3 batches of 9 frames, 2 of them full.
+  EXPECT_EQ(stage.counters(), (StageCounters{{"batches", 3}, {"frames", 9}, {"full_batches", 2}}));
 }
 
 }  // namespace

@@ -34,6 +34,39 @@ bool has_line(const std::string& text, const std::string& line) {
   return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
 }
 
+TEST(Metrics, EveryStageProcessHasItsTimesAndItsOwnTotalsPerLane) {
+  JobMetrics m = two_cameras();
+  StageStatsSnapshot infer0;
+  infer0.stage = "infer";
+  infer0.lane = 0;
+  infer0.messages_in = 120;
+  infer0.busy_s = 12.5;
+  infer0.input_wait_s = 47.5;
+  infer0.counters = {{"batches", 120}, {"frames", 1800}};
+  StageStatsSnapshot infer1 = infer0;
+  infer1.lane = 1;
+  infer1.counters = {{"batches", 60}, {"frames", 900}};
+  StageStatsSnapshot batch0;
+  batch0.stage = "batch";
+  batch0.send_blocked_s = 3;
+  batch0.counters = {{"full_batches", 7}};
+  m.stages = {batch0, infer0, infer1};
+  const std::string t = prometheus_text(m);
+  EXPECT_TRUE(has_line(t, "# TYPE vapipe_stage_busy_seconds_total counter")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_stage_busy_seconds_total{stage=\"infer\",lane=\"1\"} 12.5")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_stage_input_wait_seconds_total{stage=\"infer\",lane=\"0\"} 47.5")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_stage_send_blocked_seconds_total{stage=\"batch\",lane=\"0\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_stage_messages_total{stage=\"infer\",lane=\"0\"} 120")) << t;
+  // One family per stage total, a sample per lane.
+  EXPECT_TRUE(has_line(t, "# TYPE vapipe_infer_batches_total counter")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_infer_batches_total{lane=\"0\"} 120")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_infer_frames_total{lane=\"1\"} 900")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_batch_full_batches_total{lane=\"0\"} 7")) << t;
+  EXPECT_EQ(t.find("# TYPE vapipe_infer_batches_total"), t.rfind("# TYPE vapipe_infer_batches_total"));
+  // Without stage files (a stage driven alone), no stage families at all.
+  EXPECT_EQ(prometheus_text(two_cameras()).find("vapipe_stage_"), std::string::npos);
+}
+
 TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   const std::string t = prometheus_text(two_cameras());
   EXPECT_TRUE(has_line(t, "vapipe_job_info{job=\"yard \\\"north\\\"\",mode=\"live\"} 1")) << t;

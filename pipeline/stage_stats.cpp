@@ -1,0 +1,64 @@
+#include "pipeline/stage_stats.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/atomic_file.h"
+
+namespace vapipe {
+
+std::string stage_stats_path(const JobLayout& layout, StageKind kind) {
+  return layout.run_dir + "/stats-" + stage_kind_name(kind) + "-" + std::to_string(layout.lane) + ".json";
+}
+
+Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
+  nlohmann::json counters = nlohmann::json::object();
+  for (const auto& [name, value] : s.counters) counters[name] = value;
+  const nlohmann::json j{{"stage", s.stage},         {"lane", s.lane},
+                         {"up_s", s.up_s},           {"messages_in", s.messages_in},
+                         {"errors", s.errors},       {"busy_s", s.busy_s},
+                         {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
+                         {"input_wait_s", s.input_wait_s},     {"counters", counters}};
+  return write_file_atomically(path, j.dump() + "\n", 0644);
+}
+
+std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
+  std::vector<StageStatsSnapshot> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("stats-", 0) != 0 || entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    try {
+      const nlohmann::json j = nlohmann::json::parse(in);
+      StageStatsSnapshot s;
+      s.stage = j.at("stage").get<std::string>();
+      s.lane = j.at("lane").get<uint32_t>();
+      s.up_s = j.at("up_s").get<double>();
+      s.messages_in = j.at("messages_in").get<uint64_t>();
+      s.errors = j.at("errors").get<uint64_t>();
+      s.busy_s = j.at("busy_s").get<double>();
+      s.send_blocked_s = j.at("send_blocked_s").get<double>();
+      s.slot_wait_s = j.at("slot_wait_s").get<double>();
+      s.input_wait_s = j.at("input_wait_s").get<double>();
+      for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
+      out.push_back(std::move(s));
+    } catch (const nlohmann::json::exception&) {
+      continue;  // being written by a stage of another version, or not ours: skip
+    }
+  }
+  // The pipeline's order, then lane.
+  auto rank = [](const std::string& stage) {
+    auto kind = parse_stage_kind(stage);
+    return kind ? static_cast<int>(*kind) : 99;
+  };
+  std::sort(out.begin(), out.end(), [&](const StageStatsSnapshot& a, const StageStatsSnapshot& b) {
+    return std::make_pair(rank(a.stage), a.lane) < std::make_pair(rank(b.stage), b.lane);
+  });
+  return out;
+}
+
+}  // namespace vapipe

@@ -1,0 +1,36 @@
+// Each stage process's running counters, written to the job's run folder once a second, so that
+// publish serves them with its metrics: where the time of each stage and lane goes (its own work,
+// blocked sending, waiting for pool slots, waiting for input), which is what says which stage
+// limits a running job.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeline/job_layout.h"
+#include "pipeline/stage.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct StageStatsSnapshot {
+  std::string stage;  // ingest, preprocess, batch, infer, publish
+  uint32_t lane = 0;
+  double up_s = 0;    // since the stage was ready
+  uint64_t messages_in = 0;
+  uint64_t errors = 0;  // malformed messages and process() errors
+  double busy_s = 0;    // in the stage's own calls, including the two below
+  double send_blocked_s = 0;
+  double slot_wait_s = 0;
+  double input_wait_s = 0;
+  StageCounters counters;  // the stage's own (Stage::counters())
+};
+
+// run_dir/stats-<stage>-<lane>.json
+std::string stage_stats_path(const JobLayout& layout, StageKind kind);
+Status write_stage_stats(const StageStatsSnapshot& stats, const std::string& path);
+// Every stage's latest snapshot in `run_dir` (a file that cannot be read is skipped), by stage then lane.
+std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir);
+
+}  // namespace vapipe

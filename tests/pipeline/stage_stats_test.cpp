@@ -1,0 +1,53 @@
+#include "pipeline/stage_stats.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace vapipe {
+namespace {
+
+TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
+  JobLayout layout;
+  layout.run_dir = (std::filesystem::temp_directory_path() / ("vapipe-stage-stats-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(layout.run_dir);
+  StageStatsSnapshot infer;
+  infer.stage = "infer";
+  infer.lane = 1;
+  infer.up_s = 10;
+  infer.messages_in = 42;
+  infer.errors = 1;
+  infer.busy_s = 2.5;
+  infer.send_blocked_s = 0.5;
+  infer.slot_wait_s = 0.25;
+  infer.input_wait_s = 7;
+  infer.counters = {{"batches", 42}, {"classify_seconds", 1.75}};
+  layout.lane = 1;
+  ASSERT_TRUE(write_stage_stats(infer, stage_stats_path(layout, StageKind::kInfer)).ok());
+  StageStatsSnapshot pre;
+  pre.stage = "preprocess";
+  layout.lane = 0;
+  ASSERT_TRUE(write_stage_stats(pre, stage_stats_path(layout, StageKind::kPreprocess)).ok());
+  std::ofstream(layout.run_dir + "/stats-batch-0.json") << "{\"stage\": ";  // half a file: skipped
+  std::ofstream(layout.run_dir + "/streams.json") << "{}";                   // not a stats file
+
+  const auto all = read_stage_stats(layout.run_dir);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].stage, "preprocess");
+  EXPECT_EQ(all[1].stage, "infer");
+  EXPECT_EQ(all[1].lane, 1u);
+  EXPECT_EQ(all[1].messages_in, 42u);
+  EXPECT_EQ(all[1].errors, 1u);
+  EXPECT_DOUBLE_EQ(all[1].busy_s, 2.5);
+  EXPECT_DOUBLE_EQ(all[1].send_blocked_s, 0.5);
+  EXPECT_DOUBLE_EQ(all[1].slot_wait_s, 0.25);
+  EXPECT_DOUBLE_EQ(all[1].input_wait_s, 7);
+  EXPECT_EQ(all[1].counters, (StageCounters{{"batches", 42}, {"classify_seconds", 1.75}}));
+  EXPECT_TRUE(read_stage_stats(layout.run_dir + "/absent").empty());
+  std::filesystem::remove_all(layout.run_dir);
+}
+
+}  // namespace
+}  // namespace vapipe
