@@ -33,14 +33,15 @@ Status SenderEmitter::emit(Message&& msg) {
   if (!sender_) return FailedPrecondition("this stage has no output");
   const auto start = std::chrono::steady_clock::now();
   Status s = sender_->send(msg, cancel_);
-  send_s_ += seconds_since(start);
+  send_s_.store(send_s_.load(std::memory_order_relaxed) + seconds_since(start), std::memory_order_relaxed);
+  if (s.ok()) sent_.store(sent_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return s;
 }
 
 Result<Payload> SenderEmitter::allocate(size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
   Result<Payload> p = allocator_->allocate(bytes);
-  allocate_s_ += seconds_since(start);
+  allocate_s_.store(allocate_s_.load(std::memory_order_relaxed) + seconds_since(start), std::memory_order_relaxed);
   return p;
 }
 

@@ -19,15 +19,18 @@ class SenderEmitter final : public Emitter {
   Status emit(Message&& msg) override;
   Result<Payload> allocate(size_t bytes) override;
   // Seconds spent in send (waiting for room downstream, back-pressure) and in allocate (waiting for a
-  // free pool slot: downstream still holds them), summed over the emitter's life.
-  double send_seconds() const { return send_s_; }
-  double allocate_seconds() const { return allocate_s_; }
+  // free pool slot: downstream still holds them), summed over the emitter's life, and messages sent.
+  // Readable from any thread (ingest's statistics); written only by the emitting one.
+  double send_seconds() const { return send_s_.load(std::memory_order_relaxed); }
+  double allocate_seconds() const { return allocate_s_.load(std::memory_order_relaxed); }
+  uint64_t messages_sent() const { return sent_.load(std::memory_order_relaxed); }
 
  private:
   MessageSender* sender_;
   PayloadAllocator* allocator_;
   const std::atomic<bool>* cancel_;
-  double send_s_ = 0, allocate_s_ = 0;
+  std::atomic<double> send_s_{0}, allocate_s_{0};
+  std::atomic<uint64_t> sent_{0};
 };
 
 // Where a stage's time went, to find a job's bottleneck: the stage whose own work (busy minus the

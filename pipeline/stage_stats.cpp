@@ -17,7 +17,7 @@ std::string stage_stats_path(const JobLayout& layout, StageKind kind) {
 Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& [name, value] : s.counters) counters[name] = value;
-  const nlohmann::json j{{"stage", s.stage},         {"lane", s.lane},
+  const nlohmann::json j{{"stage", s.stage},         {"lane", s.lane}, {"has_input", s.has_input},
                          {"up_s", s.up_s},           {"messages_in", s.messages_in},
                          {"errors", s.errors},       {"busy_s", s.busy_s},
                          {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
@@ -38,6 +38,7 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       s.stage = j.at("stage").get<std::string>();
       s.lane = j.at("lane").get<uint32_t>();
       s.up_s = j.at("up_s").get<double>();
+      s.has_input = j.at("has_input").get<bool>();
       s.messages_in = j.at("messages_in").get<uint64_t>();
       s.errors = j.at("errors").get<uint64_t>();
       s.busy_s = j.at("busy_s").get<double>();

@@ -18,6 +18,9 @@ struct StageStatsSnapshot {
   std::string stage;  // ingest, preprocess, batch, infer, publish
   uint32_t lane = 0;
   double up_s = 0;    // since the stage was ready
+  // Whether messages_in, errors, busy_s and input_wait_s were measured. Ingest has no input, and
+  // decodes on GStreamer's threads: it reports only its waits and its own totals.
+  bool has_input = true;
   uint64_t messages_in = 0;
   uint64_t errors = 0;  // malformed messages and process() errors
   double busy_s = 0;    // in the stage's own calls, including the two below

@@ -1,6 +1,7 @@
 #include "stages/ingest/ingest_stage.h"
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/stage_runner.h"
+#include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
 #include "stages/ingest/nvdec_support.h"
@@ -57,8 +59,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     // still holds them). Much of either: decode is not what limits the job.
     double send_s = 0, slot_s = 0;
     bool prerolled = false;  // its decoder had started and its first frame was ready at the gate
-    std::mutex mutex;        // guards reader and removed
+    std::mutex mutex;        // guards reader, emitter and removed
     StreamReader* reader = nullptr;
+    const SenderEmitter* emitter = nullptr;  // while the stream runs: its live totals
+    uint64_t sent = 0;                       // messages sent, once it has ended
     bool removed = false;
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;
@@ -81,6 +85,22 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         return;
       }
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
+      {
+        std::lock_guard<std::mutex> lock(r->mutex);
+        r->emitter = &emitter;
+      }
+      // Its totals stay when the emitter goes (every way out of this thread).
+      struct KeepTotals {
+        StreamRun* r;
+        const SenderEmitter* e;
+        ~KeepTotals() {
+          std::lock_guard<std::mutex> lock(r->mutex);
+          r->send_s = e->send_seconds();
+          r->slot_s = e->allocate_seconds();
+          r->sent = e->messages_sent();
+          r->emitter = nullptr;
+        }
+      } keep_totals{r, &emitter};
       // Ends a stream that gets no reader: downstream still has to see its end.
       auto end_without_reader = [&](MessageKind kind, std::string message, uint64_t frames) {
         Envelope env;
@@ -113,8 +133,6 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       gate.wait();
       r->prerolled = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
       r->result = (*reader)->run(emitter, flags);
-      r->send_s = emitter.send_seconds();
-      r->slot_s = emitter.allocate_seconds();
       if (flags.abort.load()) (*sender)->discard_unsent();
       {
         std::lock_guard<std::mutex> lock(r->mutex);
@@ -176,8 +194,32 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     return true;
   };
+  // Once a second, for publish's metrics (pipeline/stage_stats.h): the lane's waits and totals.
+  std::error_code no_dir;
+  const bool share_stats = std::filesystem::is_directory(layout.run_dir, no_dir);
+  auto next_stats = std::chrono::steady_clock::now();
+  auto write_stats = [&] {
+    StageStatsSnapshot snap;
+    snap.stage = stage_kind_name(StageKind::kIngest);
+    snap.lane = lane.index;
+    snap.has_input = false;
+    snap.up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    double sent = 0;
+    for (const auto& [i, r] : runs) {
+      std::lock_guard<std::mutex> lock(r->mutex);
+      snap.send_blocked_s += r->emitter ? r->emitter->send_seconds() : r->send_s;
+      snap.slot_wait_s += r->emitter ? r->emitter->allocate_seconds() : r->slot_s;
+      sent += static_cast<double>(r->emitter ? r->emitter->messages_sent() : r->sent);
+    }
+    snap.counters = {{"messages_sent", sent}, {"streams_started", static_cast<double>(runs.size())}};
+    if (Status st = write_stage_stats(snap, stage_stats_path(layout, StageKind::kIngest)); !st.ok()) {
+      VAPIPE_LOG_DEBUG("{}", st.message());
+    }
+    next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  };
   size_t ended_streams = 0;
   while (!flags.abort.load()) {
+    if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (!flags.stop.load()) apply_stream_table();
     size_t ended_now = 0;
     for (const auto& [i, r] : runs) ended_now += r->done.load();
@@ -191,6 +233,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   for (auto& [i, r] : runs) r->thread.join();
+  if (share_stats) write_stats();  // the final totals
   if (!runs.empty()) {
     double send_total = 0, slot_total = 0;
     size_t ready = 0;

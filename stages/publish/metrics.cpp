@@ -97,22 +97,23 @@ std::string prometheus_text(const JobMetrics& m) {
   // Per stage process (stage, lane): where its time went. rate(busy) near 1 marks the stage that
   // limits the job; rate(input_wait) near 1, one that waits for it.
   auto per_stage = [&](const char* name, const char* type, const char* help,
-                       const std::function<std::string(const StageStatsSnapshot&)>& value) {
+                       const std::function<std::string(const StageStatsSnapshot&)>& value, bool input_side = false) {
     if (m.stages.empty()) return;
     w.family(name, type, help);
     for (const StageStatsSnapshot& s : m.stages) {
+      if (input_side && !s.has_input) continue;  // ingest: no input, decoding on GStreamer's threads
       w.sample(name, "stage=\"" + label_value(s.stage) + "\",lane=\"" + std::to_string(s.lane) + "\"", value(s));
     }
   };
   per_stage("vapipe_stage_up_seconds", "gauge", "Seconds since the stage process was ready.",
             [](const StageStatsSnapshot& s) { return number(s.up_s); });
   per_stage("vapipe_stage_messages_total", "counter", "Messages the stage received.",
-            [](const StageStatsSnapshot& s) { return std::to_string(s.messages_in); });
+            [](const StageStatsSnapshot& s) { return std::to_string(s.messages_in); }, true);
   per_stage("vapipe_stage_errors_total", "counter", "Malformed messages and processing errors of the stage.",
-            [](const StageStatsSnapshot& s) { return std::to_string(s.errors); });
+            [](const StageStatsSnapshot& s) { return std::to_string(s.errors); }, true);
   per_stage("vapipe_stage_busy_seconds_total", "counter",
             "Seconds in the stage's own work, including the blocked sending and slot waits below.",
-            [](const StageStatsSnapshot& s) { return number(s.busy_s); });
+            [](const StageStatsSnapshot& s) { return number(s.busy_s); }, true);
   per_stage("vapipe_stage_send_blocked_seconds_total", "counter",
             "Seconds the stage waited for room downstream (the next stage is slower).",
             [](const StageStatsSnapshot& s) { return number(s.send_blocked_s); });
@@ -120,7 +121,7 @@ std::string prometheus_text(const JobMetrics& m) {
             "Seconds the stage waited for a free slot of its output pool (downstream holds them).",
             [](const StageStatsSnapshot& s) { return number(s.slot_wait_s); });
   per_stage("vapipe_stage_input_wait_seconds_total", "counter", "Seconds the stage waited for input.",
-            [](const StageStatsSnapshot& s) { return number(s.input_wait_s); });
+            [](const StageStatsSnapshot& s) { return number(s.input_wait_s); }, true);
   // Each stage's own totals: vapipe_<stage>_<name>_total, one family per name.
   std::vector<std::string> families;
   for (const StageStatsSnapshot& s : m.stages) {

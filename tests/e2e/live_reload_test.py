@@ -85,6 +85,7 @@ class LiveReload(E2ETest):
         for stage in ["preprocess", "batch", "infer"]:
             for lane in ["0", "1"]:
                 self.assertRegex(text, rf'vapipe_stage_busy_seconds_total{{stage="{stage}",lane="{lane}"}} [0-9.e-]+\n')
+        self.assertIn('vapipe_ingest_streams_started_total{lane="1"} 2', text)  # b, then c
         batches = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_batches_total{lane="(\d)"} (\S+)', text)}
         frames = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_frames_total{lane="(\d)"} (\S+)', text)}
         self.assertGreater(batches.get("1", 0), 0, text)  # lane 1 went on with c after b

@@ -28,6 +28,7 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   ASSERT_TRUE(write_stage_stats(infer, stage_stats_path(layout, StageKind::kInfer)).ok());
   StageStatsSnapshot pre;
   pre.stage = "preprocess";
+  pre.has_input = false;
   layout.lane = 0;
   ASSERT_TRUE(write_stage_stats(pre, stage_stats_path(layout, StageKind::kPreprocess)).ok());
   std::ofstream(layout.run_dir + "/stats-batch-0.json") << "{\"stage\": ";  // half a file: skipped
@@ -36,6 +37,8 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   const auto all = read_stage_stats(layout.run_dir);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].stage, "preprocess");
+  EXPECT_FALSE(all[0].has_input);
+  EXPECT_TRUE(all[1].has_input);
   EXPECT_EQ(all[1].stage, "infer");
   EXPECT_EQ(all[1].lane, 1u);
   EXPECT_EQ(all[1].messages_in, 42u);

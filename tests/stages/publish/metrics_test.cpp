@@ -50,7 +50,12 @@ TEST(Metrics, EveryStageProcessHasItsTimesAndItsOwnTotalsPerLane) {
   batch0.stage = "batch";
   batch0.send_blocked_s = 3;
   batch0.counters = {{"full_batches", 7}};
-  m.stages = {batch0, infer0, infer1};
+  StageStatsSnapshot ingest0;
+  ingest0.stage = "ingest";
+  ingest0.has_input = false;
+  ingest0.slot_wait_s = 4;
+  ingest0.counters = {{"messages_sent", 1900}};
+  m.stages = {ingest0, batch0, infer0, infer1};
   const std::string t = prometheus_text(m);
   EXPECT_TRUE(has_line(t, "# TYPE vapipe_stage_busy_seconds_total counter")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_stage_busy_seconds_total{stage=\"infer\",lane=\"1\"} 12.5")) << t;
@@ -62,6 +67,10 @@ TEST(Metrics, EveryStageProcessHasItsTimesAndItsOwnTotalsPerLane) {
   EXPECT_TRUE(has_line(t, "vapipe_infer_batches_total{lane=\"0\"} 120")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_infer_frames_total{lane=\"1\"} 900")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_batch_full_batches_total{lane=\"0\"} 7")) << t;
+  // Ingest has no input and decodes on GStreamer's threads: only its waits and totals.
+  EXPECT_TRUE(has_line(t, "vapipe_stage_slot_wait_seconds_total{stage=\"ingest\",lane=\"0\"} 4")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_ingest_messages_sent_total{lane=\"0\"} 1900")) << t;
+  EXPECT_EQ(t.find("vapipe_stage_busy_seconds_total{stage=\"ingest\""), std::string::npos) << t;
   EXPECT_EQ(t.find("# TYPE vapipe_infer_batches_total"), t.rfind("# TYPE vapipe_infer_batches_total"));
   // Without stage files (a stage driven alone), no stage families at all.
   EXPECT_EQ(prometheus_text(two_cameras()).find("vapipe_stage_"), std::string::npos);
