@@ -19,13 +19,15 @@ const char* kUsage = R"(vapipe - streaming video analytics pipeline
 usage:
   vapipe run [CONFIG.yaml] [--job-id ID] [--resume]
                                         run a job: every stage as its own process (no CONFIG: the demo);
-                                        --resume: an archive job goes on from its publish.jsonl_path file
+                                        --resume: an archive job goes on from its publish.jsonl_path file;
+                                        SIGHUP: a live job re-reads the config's streams (adds, removes)
   vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID] [--lane N]
                                         run one stage process (ingest, preprocess, batch, infer, publish)
                                         of lane N (one lane per GPU; default 0)
   vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S] [--with-topic]
-                                        print results and events from the bus as JSON lines
-                   [--server-key KEY|FILE [--key SECRET_FILE]]   a bus with CURVE (publish.curve_secret_key)
+             [--server-key KEY|FILE [--key SECRET_FILE]]
+                                        print results and events from the bus as JSON lines; with
+                                        --server-key, from a bus with CURVE (publish.curve_secret_key)
   vapipe keygen PREFIX                  write a CURVE key pair: PREFIX.secret (mode 0600), PREFIX.public
   vapipe validate CONFIG.yaml           check a config and print it resolved
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
