@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +43,46 @@ std::string scalar_text(const YAML::Node& n) {
   return "nothing";
 }
 
+}  // namespace
+
+Result<std::string> expand_environment(const std::string& text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, 3, "$${") == 0) {  // a literal "${"
+      out += "${";
+      i += 3;
+      continue;
+    }
+    if (text.compare(i, 2, "${") != 0) {
+      out += text[i++];
+      continue;
+    }
+    const size_t end = text.find('}', i + 2);
+    if (end == std::string::npos) return InvalidArgument("'${' without its '}' (write $${ for a literal ${)");
+    const std::string inner = text.substr(i + 2, end - i - 2);
+    const size_t dash = inner.find(":-");
+    const std::string name = inner.substr(0, dash);
+    const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                       std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!valid) return InvalidArgument("expected ${NAME} or ${NAME:-default} with NAME an environment variable, got '${" + inner + "}'");
+    const char* value = std::getenv(name.c_str());
+    if (value && *value) {
+      out += value;
+    } else if (dash != std::string::npos) {
+      out += inner.substr(dash + 2);
+    } else {
+      // Its name only: the value would be a secret.
+      return InvalidArgument("environment variable " + name + " is not set (give it a value, or ${" + name +
+                             ":-default})");
+    }
+    i = end + 1;
+  }
+  return out;
+}
+
+namespace {
+
 // Reads one mapping; remembers which keys were consumed so that unknown keys are reported.
 class MapReader {
  public:
@@ -63,7 +105,9 @@ class MapReader {
     YAML::Node n = child(key);
     if (!present(n)) return;
     if (!n.IsScalar()) ctx_.fail(n, key_path(key), "expected a string, got " + scalar_text(n));
-    *out = n.Scalar();
+    auto expanded = expand_environment(n.Scalar());
+    if (!expanded.ok()) ctx_.fail(n, key_path(key), expanded.status().message());
+    *out = expanded.value();
   }
   void choice(const std::string& key, std::string* out, const std::vector<std::string>& allowed) {
     std::string v = *out;

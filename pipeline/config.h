@@ -167,6 +167,11 @@ struct Config {
   LogConfig log;
 };
 
+// String values of a config may take parts from the environment, so that secrets (a camera's
+// password) stay out of the file: ${NAME}, or ${NAME:-default} when NAME is unset or empty; $${ is a
+// literal ${. An unset NAME without a default is an error that names the variable, never a value.
+Result<std::string> expand_environment(const std::string& text);
+
 // "HOST:PORT" (an IPv6 host in brackets; port 0: any free port) split in two; the error says what was
 // expected.
 Status split_host_port(const std::string& address, std::string* host, int* port);

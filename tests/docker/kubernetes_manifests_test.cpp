@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,16 @@ std::vector<std::string> args_of(const YAML::Node& workload) {
 
 TEST(KubernetesManifests, TheCameraDeploymentServesWhatItsConfigBindsAndProbesHealth) {
   const auto docs = manifest("cameras.yaml");
+  // The config's ${VARS} (camera passwords) must come from the container's environment: set just
+  // those, and the config must load.
+  std::vector<std::string> env_names;
+  for (const YAML::Node& e : of_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]) {
+    env_names.push_back(e["name"].as<std::string>());
+    ::setenv(env_names.back().c_str(), "from-the-pod", 1);
+  }
   const Config c = job_config(docs, "cameras.yaml#job.yaml");
+  for (const std::string& name : env_names) ::unsetenv(name.c_str());
+  EXPECT_EQ(c.streams.at(0).uri, "rtsp://viewer:from-the-pod@10.0.0.21/stream1");
   EXPECT_EQ(c.job.mode, JobMode::kLive);
   EXPECT_TRUE(c.ingest.reconnect);
   std::string host;

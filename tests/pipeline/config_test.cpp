@@ -252,6 +252,34 @@ TEST(Config, EveryShippedConfigLoads) {
 
 // docs/config.md's annotated example claims to show every key: it must load (unknown keys are errors,
 // so a key renamed in the code and not in the docs fails here), and with the values it states.
+// Secrets stay out of the file: ${NAME} in a string value comes from the environment.
+TEST(Config, StringValuesTakeEnvironmentVariables) {
+  ::setenv("VAPIPE_TEST_CAM_PASSWORD", "s3cr:t", 1);
+  ::unsetenv("VAPIPE_TEST_UNSET");
+  auto c = load_config_string(R"(
+streams:
+  - {id: cam, uri: "rtsp://admin:${VAPIPE_TEST_CAM_PASSWORD}@10.0.0.1/stream"}
+  - {id: lit, uri: "test://ball?frames=${VAPIPE_TEST_UNSET:-5}"}
+infer: {model: "$${HOME}/m.pt", labels: m.txt}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams[0].uri, "rtsp://admin:s3cr:t@10.0.0.1/stream");
+  EXPECT_EQ(c->streams[1].parsed.test.frames, 5u);
+  EXPECT_EQ(c->infer.model, "/cfg/${HOME}/m.pt");  // $${ is a literal ${
+  for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"streams: [{id: a, uri: 'rtsp://u:${VAPIPE_TEST_UNSET}@h/s'}]\ninfer: {model: m, labels: l}\n",
+            "job.yaml:1: streams[0].uri: environment variable VAPIPE_TEST_UNSET is not set"},
+           {"streams: [{id: a, uri: 'rtsp://h/${1BAD}'}]\ninfer: {model: m, labels: l}\n",
+            "streams[0].uri: expected ${NAME} or ${NAME:-default}"},
+           {"streams: [{id: a, uri: 'rtsp://h/${OPEN'}]\ninfer: {model: m, labels: l}\n",
+            "streams[0].uri: '${' without its '}'"}}) {
+    auto bad = load_config_string(yaml, "job.yaml", "/cfg");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+  ::unsetenv("VAPIPE_TEST_CAM_PASSWORD");
+}
+
 // CURVE keys are read when the config loads: a bad key file is a config error naming key and file.
 TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
   if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
