@@ -10,6 +10,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
 #include "pipeline/stage_runner.h"
+#include "pipeline/stream_table.h"
 #include "pipeline/supervisor.h"
 #include "stages/batch/batch_stage.h"
 #include "stages/infer/infer_stage.h"
@@ -116,6 +117,22 @@ int stage_command(const std::vector<std::string>& args) {
   init_logging(stage_kind_name(*kind), config->log.level);
   configure_zmq_io_threads(static_cast<int>(config->transport.effective_io_threads(std::thread::hardware_concurrency())));
   ShutdownFlags& flags = install_shutdown_handlers();
+  // Under `vapipe run`, the job's streams are the supervisor's table: the list it planned with (a
+  // glob expanded once), and what reloads changed since.
+  {
+    const JobLayout layout = make_job_layout(*config, job_id);
+    auto table = read_job_stream_table(stream_table_path(layout));
+    if (!table.ok()) return config_error(table.status());
+    if (table->has_value()) {
+      std::vector<StreamConfig> streams;
+      for (const StreamTableEntry& e : (*table)->entries) {
+        auto s = stream_config_of(e);
+        if (!s.ok()) return config_error(s.status().with_context("stream '" + e.id + "'"));
+        streams.push_back(std::move(*s));
+      }
+      config->streams = std::move(streams);
+    }
+  }
   // The same plan as the supervisor's: it passes its GPU count down, so both see the same machine.
   auto placement = plan_placement(*config, stage_gpu_count());
   if (!placement.ok()) return config_error(placement.status());

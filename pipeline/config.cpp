@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
+#include "pipeline/stream_glob.h"
 
 namespace vapipe {
 namespace {
@@ -237,10 +238,43 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       MapReader r(ctx, streams[i], path);
       StreamConfig s;
       s.line = streams[i].Mark().line + 1;
+      std::string glob, id_prefix;
       r.str("id", &s.id);
       r.str("uri", &s.uri);
+      r.str("glob", &glob);
+      r.str("id_prefix", &id_prefix);
       r.finish();
-      if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id)");
+      if (!glob.empty()) {
+        // Every file the pattern matches is a stream; ids come from the files' paths.
+        if (!s.id.empty() || !s.uri.empty()) {
+          ctx.fail(streams[i], path, "give either uri (with an id) or glob (ids from the file names), not both");
+        }
+        const std::string pattern = resolve_path(base_dir, glob);
+        auto files = expand_file_glob(pattern);
+        if (!files.ok()) ctx.fail(streams[i]["glob"], path + ".glob", files.status().message());
+        if (files->empty()) ctx.fail(streams[i]["glob"], path + ".glob", "no file matches '" + pattern + "'");
+        const std::string base = glob_base_dir(pattern);
+        for (const std::string& file : files.value()) {
+          StreamConfig f;
+          f.line = s.line;
+          f.id = stream_id_for_file(base, file, id_prefix);
+          if (Status st = validate_stream_id(f.id); !st.ok()) {
+            ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());
+          }
+          if (!ids.insert(f.id).second) {
+            ctx.fail(streams[i]["glob"], path + ".glob",
+                     file + " makes the stream id '" + f.id + "', which another stream has (set id_prefix)");
+          }
+          auto parsed = parse_stream_uri(file, base_dir);
+          if (!parsed.ok()) ctx.fail(streams[i]["glob"], path + ".glob", parsed.status().message());
+          f.parsed = parsed.value();
+          f.uri = f.parsed.uri;
+          c.streams.push_back(std::move(f));
+        }
+        continue;
+      }
+      if (!id_prefix.empty()) ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", "only with glob");
+      if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id, or use glob)");
       if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
       if (!ids.insert(s.id).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
       if (s.uri.empty()) ctx.fail(streams[i], path + ".uri", "missing (every stream needs a uri)");

@@ -140,7 +140,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   // Streams added while the job runs (a reload, pipeline/stream_table.h): the table is written before
   // ingest starts them or ends removed ones, so looking at it before exiting misses none.
   auto expect_added_streams = [&] {
-    auto table = read_stream_table(stream_table_path(layout));
+    auto table = read_job_stream_table(stream_table_path(layout));
     if (!table.ok()) {
       VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), table.status().message());
       return;

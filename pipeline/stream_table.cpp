@@ -1,5 +1,7 @@
 #include "pipeline/stream_table.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <map>
 #include <set>
@@ -22,6 +24,7 @@ std::string stream_table_path(const JobLayout& layout) { return layout.run_dir +
 
 StreamTable initial_stream_table(const Config& config, const Placement& placement) {
   StreamTable t;
+  t.writer_pid = ::getpid();
   for (uint32_t i = 0; i < config.streams.size(); ++i) {
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false});
   }
@@ -31,6 +34,7 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
 Status write_stream_table(const StreamTable& table, const std::string& path) {
   nlohmann::json j;
   j["version"] = table.version;
+  j["writer_pid"] = table.writer_pid;
   j["streams"] = nlohmann::json::array();
   for (const StreamTableEntry& e : table.entries) {
     j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed}});
@@ -46,6 +50,7 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
     const nlohmann::json j = nlohmann::json::parse(in);
     StreamTable t;
     t.version = j.at("version").get<uint64_t>();
+    t.writer_pid = j.at("writer_pid").get<int64_t>();
     for (const auto& s : j.at("streams")) {
       StreamTableEntry e{s.at("index").get<uint32_t>(), s.at("id").get<std::string>(), s.at("uri").get<std::string>(),
                          s.at("lane").get<uint32_t>(), s.at("removed").get<bool>()};
@@ -56,6 +61,12 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(path + ": " + e.what());
   }
+}
+
+Result<std::optional<StreamTable>> read_job_stream_table(const std::string& path) {
+  VAPIPE_ASSIGN_OR_RETURN(std::optional<StreamTable> table, read_stream_table(path));
+  if (table && table->writer_pid != static_cast<int64_t>(::getppid())) return std::optional<StreamTable>();
+  return table;
 }
 
 Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {

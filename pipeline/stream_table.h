@@ -30,19 +30,24 @@ struct StreamTableEntry {
 
 struct StreamTable {
   uint64_t version = 0;  // raised by every reload that changed something
+  int64_t writer_pid = 0;  // the supervisor that wrote it
   std::vector<StreamTableEntry> entries;  // entries[i].index == i
   size_t live_streams() const;
 };
 
 std::string stream_table_path(const JobLayout& layout);
 
-// The job's streams as it started: the config's, on the lanes of the placement.
+// The job's streams as it started: the config's, on the lanes of the placement; written by this
+// process (writer_pid).
 StreamTable initial_stream_table(const Config& config, const Placement& placement);
 
 // Written to a temporary file and renamed, so that a reader never sees half a table.
 Status write_stream_table(const StreamTable& table, const std::string& path);
-// nullopt: there is no table (no reload happened).
+// nullopt: there is no table.
 Result<std::optional<StreamTable>> read_stream_table(const std::string& path);
+// For a stage process: the table of the supervisor that started it (its parent). nullopt also for a
+// table some other process left (a supervisor that was killed, and stages now started by hand).
+Result<std::optional<StreamTable>> read_job_stream_table(const std::string& path);
 
 // The StreamConfig of an entry (its URI parsed again).
 Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);

@@ -169,6 +169,15 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     setenv(kResumePlanEnv, plan_path.c_str(), 1);  // inherited by every stage
   }
 
+  // The job's streams, as every stage will use them: a `glob:` is expanded here once, so that files
+  // appearing while the stages start cannot give two stages different lists (pipeline/stream_table.h).
+  StreamTable table = initial_stream_table(config, *placement);
+  if (Status s = write_stream_table(table, stream_table_path(layout)); !s.ok()) {
+    VAPIPE_LOG_ERROR("{}", s.message());
+    cleanup_job_resources(config, job_id, lanes);
+    return RunOutcome{kExitStageFailed};
+  }
+
   // The start-up gate (opening_mark in job_layout.h): ingest starts its streams once the others opened.
   for (const Lane& lane : placement->lanes) {
     const JobLayout lane_layout = make_job_layout(config, job_id, lane.index);
@@ -219,7 +228,6 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   };
 
   // SIGHUP: a live job re-reads its config and adds and removes streams (pipeline/stream_table.h).
-  StreamTable table = initial_stream_table(config, *placement);
   bool streams_changed = false;
   auto reload = [&] {
     const std::string what = "reload (SIGHUP): ";

@@ -164,7 +164,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   const std::string table_path = stream_table_path(layout);
   uint64_t table_version = 0;
   auto apply_stream_table = [&] {
-    auto table = read_stream_table(table_path);
+    auto table = read_job_stream_table(table_path);
     if (!table.ok()) {
       VAPIPE_LOG_ERROR("ingest lane {}: {}", lane.index, table.status().message());
       return;

@@ -123,7 +123,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
 
 void PublishStage::learn_added_streams() {
   if (!layout_) return;
-  auto table = read_stream_table(stream_table_path(*layout_));
+  auto table = read_job_stream_table(stream_table_path(*layout_));
   if (!table.ok()) {
     VAPIPE_LOG_ERROR("publish: {}", table.status().message());
     return;

@@ -147,6 +147,33 @@ class ArchiveJob(E2ETest):
         with open(keys["mallory"] + ".public") as pub:
             self.assertIn("public key " + pub.read().splitlines()[-1] + " is not in", run.stderr)
 
+    def test_a_glob_makes_one_stream_per_file_and_every_stage_gets_the_same_list(self):
+        """streams: [{glob: ...}] expands once in the supervisor; the stages take its list (a file that
+        appears while they start would otherwise give them different lists)."""
+        os.makedirs(os.path.join(self.dir, "archive", "day2"))
+        clips = {"archive/cam-a.mp4": ("smpte", 20), "archive/day2/cam-b.mp4": ("ball", 25),
+                 "archive/day2/cam-c.mkv": ("pinwheel", 15)}
+        for rel, (pattern, frames) in clips.items():
+            make_clip(os.path.join(self.dir, rel), pattern, frames, 320, 240)
+        config, endpoint = write_config(self.dir, [], lanes_per_device=2)
+        with open(config) as f:
+            cfg = json.load(f)
+        cfg["streams"] = [{"glob": "archive/**/*.mp4", "id_prefix": "mp4-"}, {"glob": "archive/**/*.mkv"}]
+        with open(config, "w") as f:
+            json.dump(cfg, f)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        messages = self.subscriber.wait()
+        results = results_by_stream(messages)
+        expected = {"mp4-cam-a": 20, "mp4-day2-cam-b": 25, "day2-cam-c": 15}
+        self.assertEqual(sorted(results), sorted(expected))
+        for sid, frames in expected.items():
+            self.assertEqual([r["seq"] for r in results[sid]], list(range(frames)), sid)
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["frames"], 60)
+
     def test_two_gpu_lanes_shard_the_streams_over_two_stage_sets(self):
         """gpus: all on a (faked) two-GPU machine: one ingest, preprocess, batch and infer per lane, one
         publish for both, streams split between the lanes, every frame still exactly once. The stages

@@ -105,6 +105,15 @@ TEST(StreamTable, IsWrittenPrivatelyAndReadsBack) {
   auto back = read_stream_table(path);
   ASSERT_TRUE(back.ok() && back->has_value()) << back.status().message();
   EXPECT_EQ((*back)->version, 7u);
+  EXPECT_EQ((*back)->writer_pid, getpid());
+  // A stage process takes only its parent's table: a table another process left is stale.
+  auto stale = read_job_stream_table(path);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(stale->has_value());
+  t.writer_pid = getppid();
+  ASSERT_TRUE(write_stream_table(t, path).ok());
+  auto ours = read_job_stream_table(path);
+  ASSERT_TRUE(ours.ok() && ours->has_value());
   ASSERT_EQ((*back)->entries.size(), 2u);
   EXPECT_EQ((*back)->entries[1].id, "b");
   EXPECT_EQ((*back)->entries[1].lane, 1u);

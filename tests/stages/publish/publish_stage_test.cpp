@@ -228,6 +228,7 @@ TEST_F(PublishStageTest, StreamsAddedWhileRunningAreLearnedFromTheStreamTable) {
   std::filesystem::create_directories(layout.run_dir);
   StreamTable table;
   table.version = 1;
+  table.writer_pid = getppid();  // as if this process's parent were the supervisor that wrote it
   table.entries = {{0, "s0", "test://ball", 0, false}, {1, "s1", "test://ball", 0, true},
                    {2, "added", "test://smpte", 0, false}};
   ASSERT_TRUE(write_stream_table(table, stream_table_path(layout)).ok());

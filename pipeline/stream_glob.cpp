@@ -1,0 +1,105 @@
+#include "pipeline/stream_glob.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+namespace vapipe {
+namespace {
+
+bool has_wildcard(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+// The part of a pattern after its base folder, as a regular expression over relative paths.
+Result<std::regex> glob_regex(const std::string& rest) {
+  std::string re;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const char c = rest[i];
+    if (c == '*' && i + 1 < rest.size() && rest[i + 1] == '*') {
+      const bool folder = i + 2 < rest.size() && rest[i + 2] == '/';
+      re += folder ? "(?:.*/)?" : ".*";  // "**/": any folders, none included
+      i += folder ? 2 : 1;
+    } else if (c == '*') {
+      re += "[^/]*";
+    } else if (c == '?') {
+      re += "[^/]";
+    } else if (c == '[') {
+      const size_t close = rest.find(']', i + 1);
+      if (close == std::string::npos) return InvalidArgument("'[' without its ']'");
+      std::string set = rest.substr(i + 1, close - i - 1);
+      if (!set.empty() && set[0] == '!') set[0] = '^';
+      re += "[" + set + "]";
+      i = close;
+    } else {
+      if (std::string("\\^$.|+(){}").find(c) != std::string::npos) re += '\\';
+      re += c;
+    }
+  }
+  try {
+    return std::regex(re, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return InvalidArgument(std::string("not a pattern vapipe understands: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string glob_base_dir(const std::string& pattern) {
+  std::filesystem::path base;
+  for (const auto& part : std::filesystem::path(pattern).parent_path()) {
+    if (has_wildcard(part.string())) break;
+    base /= part;
+  }
+  return base.string();
+}
+
+Result<std::vector<std::string>> expand_file_glob(const std::string& pattern) {
+  const std::string base = glob_base_dir(pattern);
+  std::string rest = pattern.substr(std::min(pattern.size(), base.size()));
+  while (!rest.empty() && rest[0] == '/') rest.erase(0, 1);
+  VAPIPE_ASSIGN_OR_RETURN(std::regex re, glob_regex(rest));
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(base, ec)) return NotFound("folder " + base + " does not exist");
+  const bool recursive = rest.find('/') != std::string::npos || rest.find("**") != std::string::npos;
+  auto consider = [&](const std::filesystem::directory_entry& e) {
+    if (!e.is_regular_file(ec)) return;
+    const std::string rel = e.path().lexically_relative(base).generic_string();
+    if (std::regex_match(rel, re)) files.push_back(e.path().lexically_normal().string());
+  };
+  if (recursive) {
+    for (auto it = std::filesystem::recursive_directory_iterator(
+             base, std::filesystem::directory_options::skip_permission_denied, ec);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      consider(*it);
+    }
+  } else {
+    for (const auto& e : std::filesystem::directory_iterator(base, ec)) consider(e);
+  }
+  if (ec) return Unavailable("cannot list " + base + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string stream_id_for_file(const std::string& base_dir, const std::string& file, const std::string& prefix) {
+  std::filesystem::path rel = std::filesystem::path(file).lexically_relative(base_dir);
+  rel.replace_extension();
+  std::string id = prefix + rel.generic_string();
+  for (char& c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '-';
+  }
+  constexpr size_t kMax = 64;
+  if (id.size() > kMax) {
+    uint32_t h = 2166136261u;  // FNV-1a of the whole path: distinct files keep distinct ids
+    for (unsigned char c : file) h = (h ^ c) * 16777619u;
+    char hash[9];
+    std::snprintf(hash, sizeof hash, "%08x", h);
+    id = std::string(hash) + "-" + id.substr(id.size() - (kMax - 9));
+  }
+  return id;
+}
+
+}  // namespace vapipe

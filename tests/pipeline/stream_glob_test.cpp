@@ -1,0 +1,86 @@
+#include "pipeline/stream_glob.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "pipeline/config.h"
+
+namespace vapipe {
+namespace {
+
+class StreamGlobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-glob-" + std::to_string(getpid()));
+    for (const char* f : {"a/x.mp4", "a/y.MKV", "a/notes.txt", "a/sub/z.mp4", "a/sub/deep/w.mp4", "a/b c/v.mp4"}) {
+      std::filesystem::create_directories((dir_ / f).parent_path());
+      std::ofstream(dir_ / f) << "x";
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string at(const std::string& rel) const { return (dir_ / rel).string(); }
+  std::vector<std::string> glob(const std::string& rel) const {
+    auto r = expand_file_glob(at(rel));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r.value() : std::vector<std::string>{};
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(StreamGlobTest, WildcardsMatchWithinAFolderAndDoubleStarAcrossFolders) {
+  EXPECT_EQ(glob("a/*.mp4"), (std::vector<std::string>{at("a/x.mp4")}));
+  EXPECT_EQ(glob("a/**/*.mp4"),
+            (std::vector<std::string>{at("a/b c/v.mp4"), at("a/sub/deep/w.mp4"), at("a/sub/z.mp4"), at("a/x.mp4")}));
+  EXPECT_EQ(glob("a/sub/?.mp4"), (std::vector<std::string>{at("a/sub/z.mp4")}));
+  EXPECT_EQ(glob("a/[xy].*"), (std::vector<std::string>{at("a/x.mp4"), at("a/y.MKV")}));
+  EXPECT_EQ(glob("a/[!x].*"), (std::vector<std::string>{at("a/y.MKV")}));
+  EXPECT_EQ(glob("a/sub/z.mp4"), (std::vector<std::string>{at("a/sub/z.mp4")}));  // no wildcard: the file
+  EXPECT_TRUE(glob("a/*.avi").empty());
+  auto missing = expand_file_glob(at("nowhere/*.mp4"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nowhere does not exist"), std::string::npos);
+}
+
+TEST_F(StreamGlobTest, IdsComeFromThePathUnderTheFixedFolder) {
+  const std::string base = glob_base_dir(at("a/**/*.mp4"));
+  EXPECT_EQ(base, at("a"));
+  EXPECT_EQ(stream_id_for_file(base, at("a/sub/z.mp4"), ""), "sub-z");
+  EXPECT_EQ(stream_id_for_file(base, at("a/b c/v.mp4"), "nov-"), "nov-b-c-v");
+  const std::string deep = std::string(40, 'd') + "/" + std::string(40, 'e');
+  const std::string one = stream_id_for_file(base, at("a/" + deep + "/f1.mp4"), "");
+  const std::string two = stream_id_for_file(base, at("a/" + deep + "/f2.mp4"), "");
+  EXPECT_EQ(one.size(), 64u);
+  EXPECT_NE(one, two);
+  EXPECT_EQ(one.substr(one.size() - 3), "-f1");
+}
+
+TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
+  const std::string head = "infer: {model: m.pt, labels: m.txt}\nstreams:\n";
+  auto c = load_config_string(head + "  - {glob: 'a/**/*.mp4', id_prefix: 'arch-'}\n  - {id: cam, uri: 'test://ball?frames=5'}\n",
+                              "job.yaml", dir_.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->streams.size(), 5u);
+  EXPECT_EQ(c->streams[0].id, "arch-b-c-v");
+  EXPECT_EQ(c->streams[3].id, "arch-x");
+  EXPECT_EQ(c->streams[3].parsed.kind, UriKind::kFile);
+  EXPECT_EQ(c->streams[3].line, 3);
+  EXPECT_EQ(c->streams[4].id, "cam");
+  EXPECT_EQ(c->job.mode, JobMode::kArchive);
+
+  for (const auto& [entry, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  - {glob: 'a/*.avi'}\n", "job.yaml:3: streams[0].glob: no file matches '" + at("a/*.avi") + "'"},
+           {"  - {glob: 'a/*.mp4', uri: 'x.mp4'}\n", "streams[0]: give either uri (with an id) or glob"},
+           {"  - {glob: 'a/sub/*.mp4'}\n  - {glob: 'a/sub/deep/../*.mp4'}\n", "makes the stream id 'z', which another stream has"},
+           {"  - {id: x, uri: 'test://ball', id_prefix: p}\n", "streams[0].id_prefix: only with glob"},
+       }) {
+    auto bad = load_config_string(head + entry, "job.yaml", dir_.string());
+    ASSERT_FALSE(bad.ok()) << entry;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace vapipe
