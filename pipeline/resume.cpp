@@ -75,6 +75,10 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
                                     " was due: this file cannot be resumed exactly once (run the job afresh, "
                                     "without --resume)");
         }
+        // A seek past the last result is exact only over timestamps that rose strictly from frame 0.
+        const double pts = payload.contains("pts_ms") && payload["pts_ms"].is_number() ? payload["pts_ms"].get<double>() : -1;
+        s.pts_rising = s.pts_rising && pts >= 0 && (s.results == 0 || pts > s.last_pts_ms);
+        s.last_pts_ms = s.pts_rising ? pts : -1;
         ++s.results;
         if (payload.contains("error") && !payload["error"].is_null()) ++s.frame_errors;
       } else {
@@ -103,7 +107,7 @@ Status write_resume_plan(const ResumePlan& plan, const std::string& path) {
   nlohmann::json streams = nlohmann::json::object();
   for (const auto& [id, s] : plan.streams) {
     streams[id] = {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started},
-                   {"ended", s.ended}, {"message", s.message}};
+                   {"ended", s.ended}, {"message", s.message}, {"last_pts_ms", s.last_pts_ms}};
   }
   const nlohmann::json j{{"keep_bytes", plan.keep_bytes}, {"kept_lines", plan.kept_lines},
                          {"cut_lines", plan.cut_lines}, {"cut_reason", plan.cut_reason}, {"streams", streams}};
@@ -132,6 +136,7 @@ Result<ResumePlan> load_resume_plan(const std::string& path) {
     p.started = s.value("started", false);
     p.ended = s.value("ended", "");
     p.message = s.value("message", "");
+    p.last_pts_ms = s.value("last_pts_ms", -1.0);
     plan.streams[id] = p;
   }
   return plan;

@@ -22,6 +22,10 @@ struct StreamProgress {
   bool started = false;       // its "started" event is kept
   std::string ended;          // "" (to resume), "done" (eos "end of stream") or "failed" (error event)
   std::string message;        // failed: the error
+  // The presentation timestamp of the last kept result, when every kept result had one and they
+  // rose strictly (then ingest can seek past it instead of decoding its way there); else -1.
+  double last_pts_ms = -1;
+  bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
 };
 
 struct ResumePlan {

@@ -117,6 +117,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.gpu = lane.gpu;
       reader_options.live = config.job.mode == JobMode::kLive;
       reader_options.skip_frames = earlier ? earlier->results : 0;
+      reader_options.resume_after_pts_ns =
+          earlier && earlier->last_pts_ms >= 0 ? static_cast<int64_t>(earlier->last_pts_ms * 1e6 + 0.5) : -1;
       auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
       if (!reader.ok()) {
         // An error that names the stream.

@@ -106,6 +106,13 @@ struct StreamReader::Impl {
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
   bool fallback_logged = false;
+  // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
+  // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
+  // one is dropped; a first frame already above it means the seek went too far (a frame could be
+  // lost): then every frame is dropped until run() seeks to the start and drops them by count.
+  std::atomic<int64_t> drop_through_pts{-1};
+  std::atomic<bool> dropped_by_pts{false};
+  std::atomic<bool> seek_overshot{false};
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
   std::mutex stop_mutex;
@@ -126,6 +133,20 @@ struct StreamReader::Impl {
     auto* self = static_cast<Impl*>(user);
     SamplePtr sample(gst_app_sink_pull_sample(sink));
     if (!sample) return GST_FLOW_EOS;
+    if (self->seek_overshot.load()) return GST_FLOW_OK;  // until run() has sought back to the start
+    if (const int64_t through = self->drop_through_pts.load(); through >= 0) {
+      GstBuffer* b = gst_sample_get_buffer(sample.get());
+      const bool timed = b && GST_BUFFER_PTS_IS_VALID(b);
+      if (timed && static_cast<int64_t>(GST_BUFFER_PTS(b)) <= through) {
+        self->dropped_by_pts = true;
+        return GST_FLOW_OK;  // has its result from the earlier run
+      }
+      if (!self->dropped_by_pts.load() || !timed) {
+        self->seek_overshot = true;
+        return GST_FLOW_OK;
+      }
+      self->drop_through_pts = -1;  // the first frame after them: numbered skip_frames
+    }
     QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns()};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
@@ -423,6 +444,45 @@ bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
   return (r == GST_STATE_CHANGE_SUCCESS || r == GST_STATE_CHANGE_NO_PREROLL) && state == GST_STATE_PAUSED;
 }
 
+namespace {
+
+// --resume of a file: seek to a keyframe at least 2 s before the last frame that has a result, instead
+// of decoding every frame up to it, and drop frames by timestamp up to that one (on_new_sample). Not
+// an ACCURATE seek: qtdemux then clipped the frame after the target in a file with B-frames (a frame
+// lost); from a keyframe before it nothing is clipped. Half a millisecond of slack covers the
+// timestamp's round trip through pts_ms. If the pipeline will not preroll or seek, or went too far,
+// frames are decoded from the start and dropped by count instead (emit_frame).
+void seek_past_earlier_results(StreamReader::Impl& s) {
+  const auto started = std::chrono::steady_clock::now();
+  GstState state = GST_STATE_VOID_PENDING;
+  if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
+      state != GST_STATE_PAUSED) {
+    VAPIPE_LOG_WARN("stream '{}': not prerolled, so not sought: decoding its first {} frames again", s.stream.id,
+                    s.options.skip_frames);
+    return;
+  }
+  s.next_seq = s.options.skip_frames;
+  s.drop_through_pts = s.options.resume_after_pts_ns + 500000;
+  const int64_t target = std::max<int64_t>(0, s.options.resume_after_pts_ns - 2 * static_cast<int64_t>(GST_SECOND));
+  const bool sought = gst_element_seek_simple(
+      s.pipeline.get(), GST_FORMAT_TIME,
+      static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE), target);
+  if (!sought) {
+    s.next_seq = 0;
+    s.drop_through_pts = -1;
+    VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding its first {} frames again", s.stream.id,
+                    s.options.skip_frames);
+    return;
+  }
+  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
+  VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before {:.3f} s (its frame {}, the last with a result) in "
+                  "{:.2f} s", s.stream.id, static_cast<double>(s.options.resume_after_pts_ns) / 1e9,
+                  s.options.skip_frames - 1,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+}  // namespace
+
 Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   Impl& s = *impl_;
   const std::string uri = redact_uri(s.stream.uri);
@@ -563,6 +623,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
   // the one prerolled.
   if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+  if (s.options.skip_frames > 0 && s.options.resume_after_pts_ns >= 0 && s.stream.parsed.kind == UriKind::kFile) {
+    seek_past_earlier_results(s);
+  }
   if (auto failed = play()) {
     if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
   }
@@ -577,6 +640,23 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       return finish(MessageKind::kStreamEnd, stopped());
     }
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
+    if (!frame && s.seek_overshot.load()) {
+      // The resume seek went past the frames with results: from the start, dropping them by count.
+      VAPIPE_LOG_WARN("stream '{}': the resume seek went too far: decoding its first {} frames again",
+                      s.stream.id, s.options.skip_frames);
+      // Paused first: a paused sink hands out no sample, so none is numbered before the flags change.
+      gst_element_set_state(s.pipeline.get(), GST_STATE_PAUSED);
+      gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
+      gst_element_seek_simple(s.pipeline.get(), GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0);
+      gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
+      s.drop_through_pts = -1;
+      s.next_seq = 0;
+      s.seek_overshot = false;
+      if (auto failed = play()) {
+        if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
+      }
+      continue;
+    }
     if (!frame) {
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.

@@ -28,9 +28,12 @@ struct ReaderOptions {
   // Live mode: a network stream is watched for stalls (ingest.stall_timeout_s) and, with
   // ingest.reconnect, reconnected when it fails, ends or stalls.
   bool live = false;
-  // --resume: frames 0 .. skip_frames-1 have results from an earlier run; they are decoded (exactly
-  // where the stream goes on is then certain) and dropped, and numbering goes on from skip_frames.
+  // --resume: frames 0 .. skip_frames-1 have results from an earlier run, and numbering goes on from
+  // skip_frames. With resume_after_pts_ns (the timestamp of frame skip_frames-1, when the kept
+  // timestamps rose strictly), a file is sought there (accurately) and frames up to that timestamp
+  // are dropped; otherwise, or if the seek fails, they are decoded and dropped by count.
   uint64_t skip_frames = 0;
+  int64_t resume_after_pts_ns = -1;
 };
 
 class StreamReader {
