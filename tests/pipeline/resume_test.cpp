@@ -108,6 +108,30 @@ TEST_F(ResumePlanTest, AStreamTheConfigLacksIsAnErrorNamingTheConfig) {
       << plan.status().message();
 }
 
+// Ingest may seek past the kept results only when their timestamps rose strictly from frame 0.
+TEST_F(ResumePlanTest, TheLastTimestampIsKeptOnlyWhenTimestampsRoseStrictly) {
+  auto timed = [](const std::string& id, int seq, const std::string& pts) {
+    return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" +
+           std::to_string(seq) + ",\"pts_ms\":" + pts + ",\"error\":null}}\n";
+  };
+  write(timed("a", 0, "0") + timed("a", 1, "33.333333") + timed("a", 2, "66.666667") +  // rising
+        timed("b", 0, "0") + timed("b", 1, "null") + timed("b", 2, "66.666667"));     // one without
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_DOUBLE_EQ(plan->streams.at("a").last_pts_ms, 66.666667);
+  EXPECT_LT(plan->streams.at("b").last_pts_ms, 0);
+  // And through the plan file the stages read.
+  const std::string path = (dir_ / "plan.json").string();
+  ASSERT_TRUE(write_resume_plan(*plan, path).ok());
+  auto back = load_resume_plan(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_DOUBLE_EQ(back->streams.at("a").last_pts_ms, 66.666667);
+  EXPECT_LT(back->streams.at("b").last_pts_ms, 0);
+
+  write(timed("a", 0, "0") + timed("a", 1, "40") + timed("a", 2, "40"));  // not strictly
+  EXPECT_LT(read_resume_plan(config_)->streams.at("a").last_pts_ms, 0);
+}
+
 TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
   write(event("a", "started") + result("a", 0, true) + event("b", "error", "gone"));
   auto plan = read_resume_plan(config_);
