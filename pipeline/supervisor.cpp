@@ -58,6 +58,7 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   setenv("VAPIPE_JOB_START_NS", std::to_string(start_ns).c_str(), 1);
+  setenv("VAPIPE_SUPERVISOR_PID", std::to_string(getppid()).c_str(), 1);  // publish's POST /-/reload
   // Every stage plans the same placement as the supervisor from the same GPU count.
   setenv("VAPIPE_VISIBLE_GPUS", std::to_string(visible_gpus).c_str(), 1);
   if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", std::to_string(gpus_used).c_str(), 1);

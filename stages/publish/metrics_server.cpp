@@ -9,7 +9,7 @@
 
 namespace vapipe {
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, ReloadRequest reload) {
   std::string host;
   int port = 0;
   VAPIPE_RETURN_IF_ERROR(split_host_port(address, &host, &port));
@@ -35,6 +35,14 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     std::lock_guard<std::mutex> lock(self->mutex_);
     res.set_content(self->health_, "application/json");
   });
+  if (reload) {
+    server.Post("/-/reload", [reload](const httplib::Request&, httplib::Response& res) {
+      const Status s = reload();
+      res.status = s.ok() ? 202 : 409;
+      res.set_content(s.ok() ? "reload requested: the job's log says what changed\n" : s.message() + "\n",
+                      "text/plain; charset=utf-8");
+    });
+  }
   const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
     return Unavailable("publish.metrics_address " + address + ": cannot listen there (in use, or not an address of "

@@ -1,8 +1,11 @@
 // GET /metrics (Prometheus) and GET /healthz (JSON) over HTTP, served from the latest snapshot that the
-// publish stage handed over: the server's threads never touch the stage's state.
+// publish stage handed over: the server's threads never touch the stage's state. POST /-/reload asks
+// for a reload of the job's streams (as Prometheus's own /-/reload, which config-reloading sidecars
+// call when a Kubernetes ConfigMap changed).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,8 +21,12 @@ namespace vapipe {
 
 class MetricsServer {
  public:
-  // Binds `address` and starts serving; an error names the address.
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address);
+  // What POST /-/reload does: OK, or why it cannot (e.g. not started by `vapipe run`). Called on a
+  // server thread.
+  using ReloadRequest = std::function<Status()>;
+  // Binds `address` and starts serving; an error names the address. Without `reload`, POST /-/reload
+  // answers 404.
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, ReloadRequest reload = nullptr);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

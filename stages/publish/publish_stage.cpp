@@ -1,6 +1,11 @@
 #include "stages/publish/publish_stage.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 
@@ -65,11 +70,24 @@ Status PublishStage::open(const StageContext& ctx) {
   VAPIPE_LOG_INFO("publish: results on {}{}{}", pc.endpoint, security,
                   jsonl_.is_open() ? " and " + pc.jsonl_path : std::string());
   if (!ctx.config.publish.metrics_address.empty()) {
-    VAPIPE_ASSIGN_OR_RETURN(metrics_server_, MetricsServer::start(ctx.config.publish.metrics_address));
+    VAPIPE_ASSIGN_OR_RETURN(metrics_server_,
+                            MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload));
     update_metrics_snapshot();
     VAPIPE_LOG_INFO("publish: metrics on http://{}:{}/metrics, health on /healthz", metrics_server_->host(),
                     metrics_server_->port());
   }
+  return Status::Ok();
+}
+
+Status request_stream_reload() {
+  // The supervisor that started this stage reloads; it is our parent, and says so in our environment.
+  const char* supervisor = std::getenv("VAPIPE_SUPERVISOR_PID");
+  const pid_t parent = ::getppid();
+  if (!supervisor || std::atoll(supervisor) != static_cast<long long>(parent)) {
+    return FailedPrecondition("this publish stage was not started by `vapipe run`: nothing to reload");
+  }
+  if (::kill(parent, SIGHUP) != 0) return Unavailable(std::string("cannot signal vapipe run: ") + std::strerror(errno));
+  VAPIPE_LOG_INFO("publish: reload requested over HTTP (POST /-/reload)");
   return Status::Ok();
 }
 

@@ -21,6 +21,10 @@ using BusFactory = std::function<Result<std::unique_ptr<BusPublisher>>(const Sta
 // failed.
 inline constexpr int kExitSomeStreamsFailed = 3;
 
+// POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
+// same as `kill -HUP`); an error when there is none.
+Status request_stream_reload();
+
 // Results and stream events out to the bus (topics results/<id>, events/<id>), optionally to a
 // JSON-lines file; checks per-stream order; writes the job summary when every stream has ended.
 class PublishStage final : public Stage {

@@ -55,9 +55,11 @@ class LiveReload(E2ETest):
         run = Run(config)
         self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
 
-        # b goes (its lane 1 is then empty), c comes (onto lane 1, the emptier).
+        # b goes (its lane 1 is then empty), c comes (onto lane 1, the emptier). Asked over HTTP, as a
+        # config-reloading sidecar would (the same as SIGHUP).
         self.rewrite(config, streams=[("a", live("ball")), ("c", live("pinwheel"))])
-        run.signal(signal.SIGHUP)
+        request = urllib.request.Request(f"http://{metrics}/-/reload", method="POST")
+        self.assertEqual(urllib.request.urlopen(request, timeout=10).status, 202)
         self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
         self.wait_for("results of c", self.results_of("c"))
 

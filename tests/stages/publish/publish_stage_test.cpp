@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "pipeline/job_layout.h"
+#include "stages/publish/metrics_server.h"
 #include "pipeline/stream_table.h"
 #include "tests/fakes/stage_harness.h"
 
@@ -190,6 +191,29 @@ TEST_F(PublishStageTest, MetricsAndHealthAreServedOverHttp) {
   EXPECT_NE(metrics.find("vapipe_stream_state{stream=\"s0\",state=\"running\"} 1\n"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(get("/healthz"))["streams"]["s0"]["results"], 3);
   EXPECT_EQ(client.Get("/nothing-here")->status, 404);
+  // Not started by `vapipe run` (no supervisor to signal): the reload request says so.
+  auto reload = client.Post("/-/reload");
+  ASSERT_TRUE(reload);
+  EXPECT_EQ(reload->status, 409);
+  EXPECT_NE(reload->body.find("not started by `vapipe run`"), std::string::npos) << reload->body;
+}
+
+TEST(MetricsServer, PostReloadCallsTheReloadRequestAndAnswers202) {
+  int calls = 0;
+  auto server = MetricsServer::start("127.0.0.1:0", [&] {
+    ++calls;
+    return Status::Ok();
+  });
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto res = client.Post("/-/reload");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 202);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(client.Get("/-/reload")->status, 404);  // POST only
+  auto without = MetricsServer::start("127.0.0.1:0");
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(httplib::Client("127.0.0.1", (*without)->port()).Post("/-/reload")->status, 404);
 }
 
 TEST_F(PublishStageTest, AMetricsAddressInUseIsAStartUpErrorNamingIt) {
