@@ -28,13 +28,16 @@ import glob
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --infer-set keys that are top-level config keys rather than infer's.
@@ -143,7 +146,8 @@ def write_config(path, args, clips, streams, batch, summary=True):
         "preprocess": {"device": "cpu", "dtype": "float32"},
         "batch": {"max_batch_size": batch, "max_delay_ms": args.max_delay_ms},
         "infer": {"model": args.model, "labels": args.labels, "device": "cpu"},
-        "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}"},
+        # metrics: gpu-bench scrapes the stage figures during the run (where the time went)
+        "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}", "metrics_address": f"127.0.0.1:{free_port()}"},
         # Enough frame slots that ingest is not throttled by the pool: 2 per stream, at least 32.
         "transport": {"frame_slots": max(32, 2 * streams)},
         "log": {"level": args.log_level},
@@ -170,6 +174,65 @@ def write_config(path, args, clips, streams, batch, summary=True):
         json.dump(cfg, f, indent=1)  # JSON is YAML
     expected = sum(clips[i % len(clips)][1] for i in range(streams)) if all(c[1] for c in clips) else None
     return path, expected
+
+
+STAGE_SAMPLE = re.compile(r'^vapipe_stage_(\w+?)_seconds_total\{stage="(\w+)",lane="(\d+)"\} (\S+)$')
+OWN_TOTAL = re.compile(r'^vapipe_(infer|batch)_(batches|frames|rows|full_batches)_total\{lane="(\d+)"\} (\S+)$')
+
+
+class MetricsScraper:
+    """Scrapes a running job's /metrics every `every` seconds (the stage figures, pipeline/stage_stats.h)."""
+
+    def __init__(self, address, every=1.0):
+        self.url, self.every, self.samples = f"http://{address}/metrics", every, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop.wait(self.every):
+            try:
+                text = urllib.request.urlopen(self.url, timeout=2).read().decode()
+            except OSError:
+                continue
+            figures = {}
+            for line in text.splitlines():
+                m = STAGE_SAMPLE.match(line)
+                if m:
+                    figures[(m.group(2), int(m.group(3)), m.group(1))] = float(m.group(4))
+                m = OWN_TOTAL.match(line)
+                if m:
+                    figures[(m.group(1), int(m.group(3)), m.group(2))] = float(m.group(4))
+            if figures:
+                self.samples.append((time.monotonic(), figures))
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+    def where_the_time_went(self):
+        """Per stage and lane, over the middle half of the scrapes: the share of wall time busy (own
+        work), blocked sending, waiting for pool slots and waiting for input; infer's mean batch."""
+        if len(self.samples) < 4:
+            return None
+        n = len(self.samples)
+        (t0, a), (t1, b) = self.samples[n // 4], self.samples[(3 * n) // 4]
+        if t1 <= t0:
+            return None
+        out = {}
+        for (stage, lane, what), value in b.items():
+            delta = value - a.get((stage, lane, what), 0.0)
+            out.setdefault(f"{stage}[{lane}]", {})[what] = delta
+        rows = {}
+        for name, d in out.items():
+            wall = t1 - t0
+            row = {k: round(d[k] / wall, 3) for k in ("busy", "send_blocked", "slot_wait", "input_wait") if k in d}
+            if "busy" in row:
+                row["own_work"] = round(max(0.0, row["busy"] - row.get("send_blocked", 0) - row.get("slot_wait", 0)), 3)
+            if d.get("batches"):
+                row["mean_batch"] = round(d.get("frames", 0) / d["batches"], 1)
+            rows[name] = row
+        return {"window_s": round(t1 - t0, 1), "stages": rows}
 
 
 def summary_check(summary, expected):
@@ -291,7 +354,11 @@ def main():
         if k == 0 and "infer" not in args.skip:
             infer = per_second(step(f"infer-b{batch}", [args.vapipe, "bench", "infer", cfg, "--batch", str(batch)], 180))
         if "e2e" not in args.skip:
+            with open(cfg) as f:
+                scraper = MetricsScraper(json.load(f)["publish"]["metrics_address"])
             e = step(f"e2e-{n}", [args.vapipe, "run", cfg], 240, min_s=30)
+            scraper.finish()
+            row["where_the_time_went"] = scraper.where_the_time_went()
             spath = cfg[:-5] + "-summary.json"
             if e.get("status") in ("ok", "failed", "timeout") and os.path.exists(spath):
                 with open(spath) as f:
@@ -354,6 +421,20 @@ def main():
                          f"{best['streams']} streams); >= {STREAMS_PER_GPU_GOAL} 1080p30 streams "
                          f"({30 * STREAMS_PER_GPU_GOAL} frames/s): {'met' if streams_ok else 'NOT met'} "
                          f"({best['e2e_steady'] / 30:.1f}).")
+    for r in result["rows"]:
+        w = r.get("where_the_time_went")
+        if not w:
+            continue
+        lines += ["", f"Where the time went at {r['streams']} streams (shares of {w['window_s']} s in the middle of the "
+                      f"run, from the stage metrics): the stage whose own work is near 100% limits the job.", "",
+                  "| stage | own work | blocked sending | waiting for slots | waiting for input | mean batch |",
+                  "|---|---|---|---|---|---|"]
+        for name, st in w["stages"].items():
+            if name.startswith("ingest"):
+                name += " (its streams' waits, summed)"
+            lines.append(f"| {name} | {fmt(st.get('own_work'), '.0%')} | {fmt(st.get('send_blocked'), '.0%')} | "
+                         f"{fmt(st.get('slot_wait'), '.0%')} | {fmt(st.get('input_wait'), '.0%')} | "
+                         f"{fmt(st.get('mean_batch'), '.1f')} |")
     text = "\n".join(lines)
     result["markdown"] = text
     save()

@@ -195,7 +195,9 @@ else
     summary "end to end, $compare streams, $variant: exit $?, $(python3 - "$vout/gpu-bench.json" <<'PY' 2>&1 | tail -1
 import json, sys
 row = json.load(open(sys.argv[1]))["rows"][0]
-print("steady %.0f frames/s, every frame classified: %s" % (row.get("e2e_steady") or 0, row.get("every_frame")))
+w = (row.get("where_the_time_went") or {}).get("stages", {})
+own = ", ".join("%s own work %.0f%%" % (k, 100 * v["own_work"]) for k, v in w.items() if "own_work" in v)
+print("steady %.0f frames/s, every frame classified: %s; %s" % (row.get("e2e_steady") or 0, row.get("every_frame"), own))
 PY
 )"
     grep -hE 'infer: [0-9]+ batches|infer: batches (ran at|padded)' "$vout"/logs/e2e-*.log 2>/dev/null | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
