@@ -398,7 +398,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     const RunOutcome run =
         run_job_once(current, run_options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
     if (run.streams_changed && !run.failure.empty()) {
-      // The stages of the next run read the file: so must the supervisor, for the same placement.
+      // The next run starts from the file as it is now (its streams included), as a fresh job would.
       std::string text;
       auto fresh = load_config_file(options.config_path, &text);
       auto fresh_placement = fresh.ok() ? plan_placement(*fresh, visible_gpus) : Result<Placement>(fresh.status());
