@@ -116,6 +116,34 @@ class LiveReload(E2ETest):
         self.assertEqual(err.count("the job goes on with its streams unchanged"), 3)
 
 
+    def test_a_restart_after_a_crash_runs_the_streams_of_the_reloaded_file(self):
+        """A stage crashes after a reload: the job restarts with the file's streams (b gone, c there),
+        on a placement planned again from it."""
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))], job={"mode": "live"})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_stages()
+        self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
+        self.rewrite(config, streams=[("a", live("ball")), ("c", live("pinwheel"))])
+        run.signal(signal.SIGHUP)
+        self.wait_for("results of c", self.results_of("c"))
+        os.kill(stages["infer"], signal.SIGKILL)
+        # The restarted run starts a and c again (a live job starts over), and never b.
+        started = lambda m, sid: sum(e["event"] == "started" for e in events_by_stream(m).get(sid, []))
+        self.wait_for("a and c started again", lambda m: started(m, "a") == 2 and started(m, "c") == 2, timeout=60)
+        self.wait_for("results of c after the restart",
+                      lambda m: len([r for r in results_by_stream(m).get("c", []) if r["seq"] == 5]) == 2)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        msgs = self.subscriber.wait(timeout=30)
+        self.assertEqual(sum(e["event"] == "started" for e in events_by_stream(msgs)["b"]), 1)
+        summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"]
+        self.assertEqual(len(summary), 1)  # from the run that ended the job
+        self.assertEqual(sorted(s["stream_id"] for s in summary[0]["streams"]), ["a", "c"])
+        self.assertIn("restarting the job in 1 s", run.stderr)
+
+
 if __name__ == "__main__":
     import unittest
     unittest.main()
