@@ -102,6 +102,13 @@ class ZapHandler {
     std::lock_guard<std::mutex> lock(mutex_);
     domains_.erase(name);
   }
+  void set_authorized(const std::string& name, const std::vector<std::string>& keys) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = domains_.find(name);
+    if (it == domains_.end()) return;
+    it->second->authorized = std::set<std::string>(keys.begin(), keys.end());
+    it->second->logged.clear();  // a key refused before and refused again is worth a line again
+  }
 
  private:
   ZapHandler() : socket_(zmq_context(), zmq::socket_type::rep) {
@@ -187,6 +194,7 @@ class ZapCurveServerGuard final : public CurveServerGuard {
       : handler_(std::move(handler)), domain_(std::move(domain)), name_(handler_->add_domain(domain_)) {}
   ~ZapCurveServerGuard() override { handler_->remove_domain(name_); }
   uint64_t refused() const override { return domain_->refused.load(); }
+  void set_authorized(const std::vector<std::string>& keys) override { handler_->set_authorized(name_, keys); }
   const std::string& domain_name() const { return name_; }
 
  private:

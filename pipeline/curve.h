@@ -42,6 +42,9 @@ class CurveServerGuard {
   virtual ~CurveServerGuard() = default;
   // Connections refused so far (a client key not on the list).
   virtual uint64_t refused() const = 0;
+  // Replaces the list of client keys let in (empty: any client that knows the server's key). Applies to
+  // the next handshakes; clients already connected stay connected.
+  virtual void set_authorized(const std::vector<std::string>& keys) = 0;
 };
 
 // Makes `socket` a CURVE server (call before bind). Only clients whose public key is in `authorized`

@@ -15,6 +15,10 @@ class BusPublisher {
  public:
   virtual ~BusPublisher() = default;
   virtual Status send(const std::string& topic, const std::string& payload) = 0;
+  // A bus with CURVE and a subscriber list: the public keys let in from now on.
+  virtual Status set_authorized_subscribers(const std::vector<std::string>& /*keys*/) {
+    return FailedPrecondition("this bus has no list of subscriber keys");
+  }
 };
 
 struct ZmqBusOptions {

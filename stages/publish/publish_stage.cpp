@@ -60,6 +60,7 @@ Status PublishStage::open(const StageContext& ctx) {
     o.curve_clients_source = ctx.config.publish.curve_authorized_keys;
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
   }
+  if (!ctx.config.publish.curve_authorized_keys.empty()) check_authorized_keys();  // its time at start
   const PublishConfig& pc = ctx.config.publish;
   const std::string security =
       pc.curve_keys.empty() ? std::string()
@@ -123,14 +124,43 @@ void PublishStage::update_metrics_snapshot() {
   next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
 }
 
+void PublishStage::check_authorized_keys() {
+  next_keys_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  const std::string& path = config_->publish.curve_authorized_keys;
+  std::error_code ec;
+  const auto mtime = std::filesystem::last_write_time(path, ec);
+  if (ec || mtime == authorized_keys_time_) return;
+  const bool first = !authorized_keys_time_.has_value();
+  authorized_keys_time_ = mtime;
+  if (first) return;  // the list the bus started with
+  auto keys = read_curve_public_key_file(path);
+  if (!keys.ok()) {
+    VAPIPE_LOG_ERROR("publish: {}; the subscriber keys in force stay", keys.status().message());
+    return;
+  }
+  if (Status s = bus_->set_authorized_subscribers(*keys); !s.ok()) {
+    VAPIPE_LOG_ERROR("publish: {}", s.message());
+    return;
+  }
+  VAPIPE_LOG_INFO("publish: {} authorized subscriber key(s) from {}, changed (new subscribers only)", keys->size(),
+                  path);
+}
+
 Status PublishStage::on_deadline(Emitter& /*out*/) {
-  update_metrics_snapshot();
+  update_metrics_snapshot();  // (without a metrics server: nothing)
+  if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
+    check_authorized_keys();
+  }
   return Status::Ok();
 }
 
 std::optional<SteadyTime> PublishStage::next_deadline() const {
-  if (!metrics_server_) return std::nullopt;
-  return next_snapshot_;
+  std::optional<SteadyTime> next;
+  if (metrics_server_) next = next_snapshot_;
+  if (config_ && !config_->publish.curve_authorized_keys.empty()) {
+    next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
+  }
+  return next;
 }
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -80,6 +81,11 @@ class PublishStage final : public Stage {
   nlohmann::json summary_;
   std::unique_ptr<MetricsServer> metrics_server_;
   SteadyTime next_snapshot_{};
+  // publish.curve_authorized_keys is looked at every 2 s: a changed file takes effect for the next
+  // subscribers without a restart (an unreadable one is logged, and the list in force stays).
+  void check_authorized_keys();
+  std::optional<std::filesystem::file_time_type> authorized_keys_time_;
+  SteadyTime next_keys_check_{};
 };
 
 }  // namespace vapipe

@@ -15,6 +15,12 @@ class ZmqBusPublisher final : public BusPublisher {
                   const std::atomic<bool>* stop)
       : curve_(std::move(curve)), socket_(std::move(socket)), options_(std::move(options)), stop_(stop) {}
 
+  Status set_authorized_subscribers(const std::vector<std::string>& keys) override {
+    if (!curve_ || options_.curve_clients.empty()) return BusPublisher::set_authorized_subscribers(keys);
+    curve_->set_authorized(keys);
+    return Status::Ok();
+  }
+
   Status send(const std::string& topic, const std::string& payload) override {
     if (!waited_) wait_for_subscribers();
     drain_subscriptions();

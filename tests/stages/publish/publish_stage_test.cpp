@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "pipeline/curve.h"
 #include "pipeline/job_layout.h"
 #include "stages/publish/metrics_server.h"
 #include "pipeline/stream_table.h"
@@ -23,7 +25,12 @@ class FakeBus final : public BusPublisher {
     sent.emplace_back(topic, nlohmann::json::parse(payload));
     return Status::Ok();
   }
+  Status set_authorized_subscribers(const std::vector<std::string>& keys) override {
+    authorized.push_back(keys);
+    return Status::Ok();
+  }
   std::vector<std::pair<std::string, nlohmann::json>> sent;
+  std::vector<std::vector<std::string>> authorized;  // each list set after the start
 };
 
 class PublishStageTest : public ::testing::Test {
@@ -230,6 +237,36 @@ TEST_F(PublishStageTest, WithoutAMetricsAddressNothingIsServedAndNoDeadlineIsSet
   open();
   EXPECT_EQ(stage_->metrics_server(), nullptr);
   EXPECT_FALSE(stage_->next_deadline().has_value());
+}
+
+// Who may subscribe changes without a restart: publish looks at publish.curve_authorized_keys every
+// 2 s; a changed file goes to the bus, a broken one is logged and changes nothing.
+TEST_F(PublishStageTest, AChangedAuthorizedKeysFileTakesEffectWithoutARestart) {
+  if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-keys-" + std::to_string(getpid()));
+  const std::string alice = generate_curve_key_pair()->public_key, bob = generate_curve_key_pair()->public_key;
+  std::ofstream(path) << alice << "\n";
+  config_.publish.curve_authorized_keys = path.string();
+  open();
+  ASSERT_TRUE(stage_->next_deadline().has_value());
+  auto touch = [&](const std::string& text, int seconds_later) {
+    std::ofstream(path) << text;
+    std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(seconds_later));
+  };
+  auto after_check = [&] {
+    std::this_thread::sleep_until(*stage_->next_deadline());
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  };
+  after_check();
+  EXPECT_TRUE(bus_->authorized.empty());  // unchanged: nothing to do
+  touch(alice + "\n" + bob + "  # bob\n", 5);
+  after_check();
+  ASSERT_EQ(bus_->authorized.size(), 1u);
+  EXPECT_EQ(bus_->authorized[0], (std::vector<std::string>{alice, bob}));
+  touch("not a key\n", 10);
+  after_check();
+  EXPECT_EQ(bus_->authorized.size(), 1u);  // broken: the list in force stays
+  std::filesystem::remove(path);
 }
 
 TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {

@@ -1,6 +1,8 @@
 // The real result bus (a ZeroMQ XPUB socket) with CURVE, and real SUB sockets on loopback.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <zmq.hpp>
 
 #include "pipeline/curve.h"
@@ -61,6 +63,14 @@ TEST(ZmqBusPublisher, WithCurveOnlyAuthorizedSubscribersReceiveResults) {
   EXPECT_EQ(drain(trusted, 2000ms), expected);
   EXPECT_TRUE(drain(intruder, 300ms).empty());
   EXPECT_TRUE(drain(eavesdropper, 300ms).empty());
+
+  // The list changes while the bus runs: mallory is let in from her next connection on.
+  ASSERT_TRUE((*publisher)->set_authorized_subscribers({alice.public_key, mallory.public_key}).ok());
+  zmq::socket_t admitted = subscriber(o.endpoint, &mallory, bus.public_key);
+  std::this_thread::sleep_for(500ms);  // her subscription arrives (a PUB sends only to subscribers)
+  ASSERT_TRUE((*publisher)->send("results/cam1", "{\"seq\":5}").ok());
+  EXPECT_EQ(drain(admitted, 2000ms), std::vector<std::string>{"{\"seq\":5}"});
+  EXPECT_EQ(drain(trusted, 2000ms), std::vector<std::string>{"{\"seq\":5}"});
 }
 
 TEST(ZmqBusPublisher, AnUnreadableKeySetupIsAnErrorNamingTheEndpoint) {
