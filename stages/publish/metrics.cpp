@@ -153,8 +153,12 @@ nlohmann::json health_json(const JobMetrics& m) {
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     streams[s.id] = std::move(j);
   }
+  // How many streams are in each state, for a dashboard or an alert that needs no parsing per stream.
+  nlohmann::json states = nlohmann::json::object();
+  for (const std::string& state : stream_states()) states[state] = 0;
+  for (const StreamMetrics& s : m.streams) states[s.state] = states.value(s.state, 0) + 1;
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
-          {"streams", std::move(streams)}};
+          {"stream_states", std::move(states)}, {"streams", std::move(streams)}};
 }
 
 }  // namespace vapipe

@@ -110,6 +110,9 @@ TEST(Metrics, HealthSaysEachStreamsStateAndHowLongSinceItsLastResult) {
   EXPECT_DOUBLE_EQ(h["streams"]["gate"]["last_result_age_s"].get<double>(), 0.5);
   EXPECT_EQ(h["streams"]["dock"]["state"], "reconnecting");
   EXPECT_TRUE(h["streams"]["dock"]["last_result_age_s"].is_null());
+  EXPECT_EQ(h["stream_states"]["running"], 1);
+  EXPECT_EQ(h["stream_states"]["reconnecting"], 1);
+  EXPECT_EQ(h["stream_states"]["removed"], 0);
 }
 
 }  // namespace
