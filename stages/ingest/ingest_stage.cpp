@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -165,7 +166,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // The stream table (pipeline/stream_table.h): the supervisor rewrites it on a reload.
   const std::string table_path = stream_table_path(layout);
   uint64_t table_version = 0;
+  // The table is written at every job start and rewritten only by a reload (whole, then renamed): it
+  // is parsed again only when its modification time moved, not on each of the 10 looks a second.
+  std::optional<std::filesystem::file_time_type> table_time;
   auto apply_stream_table = [&] {
+    std::error_code no_table;
+    const auto mtime = std::filesystem::last_write_time(table_path, no_table);
+    if (no_table || mtime == table_time) return;
+    table_time = mtime;
     auto table = read_job_stream_table(table_path);
     if (!table.ok()) {
       VAPIPE_LOG_ERROR("ingest lane {}: {}", lane.index, table.status().message());
