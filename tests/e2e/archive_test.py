@@ -5,7 +5,8 @@ import os
 import subprocess
 import unittest
 
-from e2e.common import MODEL, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, make_clip, results_by_stream, write_config
+from e2e.common import (MODEL, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, free_port, make_clip,
+                         results_by_stream, write_config)
 
 # (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
 STREAMS = [
@@ -16,6 +17,11 @@ STREAMS = [
     ("snow-test", "snow", 30, 352, 288, "test", ""),
     ("red-test", "red", 30, 160, 120, "test", ""),
 ]
+
+
+def tcp_stage_endpoints():
+    """A free loopback port for each stage input (a fixed range could meet the kernel's ephemeral ports)."""
+    return {name: f"tcp://127.0.0.1:{free_port()}" for name in ["preprocess", "batch", "infer", "publish"]}
 
 
 class ArchiveJob(E2ETest):
@@ -90,8 +96,7 @@ class ArchiveJob(E2ETest):
 
     def test_inline_tcp_transport_loses_nothing(self):
         """transport.mode tcp: payloads travel inline over TCP (how stages on different hosts talk)."""
-        base = 31000 + os.getpid() % 2000 * 4
-        endpoints = {name: f"tcp://127.0.0.1:{base + i}" for i, name in enumerate(["preprocess", "batch", "infer", "publish"])}
+        endpoints = tcp_stage_endpoints()
         config, endpoint = write_config(self.dir, self.make_streams(), transport={"mode": "tcp", "endpoints": endpoints})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -113,8 +118,7 @@ class ArchiveJob(E2ETest):
             for name in ["alice", "bob"]:
                 with open(keys[name] + ".public") as pub:
                     f.write(pub.read().splitlines()[-1] + f"  # {name}\n")
-        base = 33000 + os.getpid() % 2000 * 4
-        endpoints = {name: f"tcp://127.0.0.1:{base + i}" for i, name in enumerate(["preprocess", "batch", "infer", "publish"])}
+        endpoints = tcp_stage_endpoints()
         config, endpoint = write_config(
             self.dir, self.make_streams(),
             publish={"curve_secret_key": "bus.secret", "curve_authorized_keys": "subscribers", "wait_for_subscribers": 2},
