@@ -35,6 +35,12 @@ std::string opening_mark(const JobLayout& layout, StageKind kind);
 // stages it then stops are not ending the job, so publish keeps the job summary for the run that does.
 std::string restart_mark(const JobLayout& layout);
 
+// Set by `vapipe run` for the stages it starts again after a crash in a live job (a lane's stages, or
+// publish alone; pipeline/supervisor.h): why, e.g. "stage infer[1] (pid 42) failed: killed by signal
+// 9 (Killed)". Ingest then resumes its streams rather than starting them; publish appends to its
+// JSON-lines file and takes each stream's numbering from its next result.
+inline constexpr const char* kRestartReasonEnv = "VAPIPE_RESTART_REASON";
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

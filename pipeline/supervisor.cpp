@@ -5,10 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "pipeline/cuda/gpu_info.h"
@@ -16,6 +18,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/stream_table.h"
+#include "pipeline/transport.h"
 
 namespace vapipe {
 namespace {
@@ -26,6 +29,7 @@ struct Child {
   pid_t pid = -1;
   bool exited = false;
   int status = 0;  // waitpid status
+  bool killed_for_restart = false;  // its lane restarts after another of its stages crashed
 };
 
 std::string describe_exit(int status) {
@@ -44,7 +48,7 @@ std::string child_name(const Child& c, size_t lanes) {
 }
 
 pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, const std::string& job_id,
-                  int64_t start_ns, int visible_gpus, int gpus_used) {
+                  int64_t start_ns, int visible_gpus, int gpus_used, const std::string& restart_reason = "") {
   std::vector<std::string> args = {o.self_exe, "stage", stage_kind_name(kind)};
   args.insert(args.end(), o.config_args.begin(), o.config_args.end());
   args.push_back("--job-id");
@@ -62,6 +66,11 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
   // Every stage plans the same placement as the supervisor from the same GPU count.
   setenv("VAPIPE_VISIBLE_GPUS", std::to_string(visible_gpus).c_str(), 1);
   if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", std::to_string(gpus_used).c_str(), 1);
+  if (restart_reason.empty()) {
+    unsetenv(kRestartReasonEnv);
+  } else {
+    setenv(kRestartReasonEnv, restart_reason.c_str(), 1);
+  }
   // Stages share the cores: OpenMP threads (LibTorch's) that spin between forward passes take CPU
   // that decode and preprocess need. Measured on 2 cores: 371-374 -> 460-477 frames/s end to end.
   // (`vapipe stage` sets it too when started by hand; setting it here saves that re-exec.)
@@ -77,8 +86,22 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
 // A run that lasted this long was not a crash loop: the restart count starts over.
 constexpr auto kRestartCountReset = std::chrono::minutes(10);
 
-// Whether a stage is still opening (its start-up mark is there): a failure then is a start-up error
-// (a model that does not load, a bad device), which a restart would only repeat.
+// Whether the stages of `lane` (or publish) are still opening (their start-up marks are there): a
+// failure then is a start-up error (a model that does not load, a bad device), which a restart would
+// only repeat.
+bool lane_opening(const Config& config, const std::string& job_id, uint32_t lane) {
+  std::error_code ec;
+  const JobLayout layout = make_job_layout(config, job_id, lane);
+  for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+    if (std::filesystem::exists(opening_mark(layout, k), ec)) return true;
+  }
+  return false;
+}
+bool publish_opening(const Config& config, const std::string& job_id) {
+  std::error_code ec;
+  return std::filesystem::exists(opening_mark(make_job_layout(config, job_id), StageKind::kPublish), ec);
+}
+
 bool any_opening_mark(const Config& config, const std::string& job_id, const Placement& placement) {
   std::error_code ec;
   if (std::filesystem::exists(opening_mark(make_job_layout(config, job_id), StageKind::kPublish), ec)) return true;
@@ -109,9 +132,10 @@ namespace {
 // How one run of the job's stage processes ended.
 struct RunOutcome {
   int code = kExitOk;
-  std::string failure;      // the first stage that failed, and how
+  std::string failure = "";  // the first stage that failed, and how
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
   bool streams_changed = false;  // a reload added or removed streams: a restart re-reads the config
+  std::string refusal = "";  // why the job is not restarted, when run_job_once decided (live jobs)
 };
 
 // One run of every stage process. `restarts`: restarts in a row before this run. A crash that will
@@ -282,9 +306,89 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   bool failed_after_opening = false;  // the failure came once every stage had opened
   bool abort_sent = false;
 
-  while (running() > 0) {
+  // A live job goes on when a stage crashes: that stage's lane (its ingest, preprocess, batch and
+  // infer) starts again, or publish alone, after the same back-off as a job restart. The other lanes
+  // keep their streams; the restarted ingest reconnects its streams and numbers on past what the
+  // crashed one sent (pipeline/seq_reservation.h). An archive job restarts whole instead, from its
+  // JSON-lines file: a frame lost in flight would be a frame without a result.
+  constexpr uint32_t kPublishGroup = UINT32_MAX;  // publish's "lane" in `pending`
+  struct PendingRestart {
+    std::string reason;
+    std::chrono::steady_clock::time_point due;
+  };
+  std::map<uint32_t, PendingRestart> pending;
+  uint32_t in_a_row = restarts;
+  auto last_crash = began;
+  std::string refusal;  // why a failed live job was not kept going
+  auto group_of = [&](const Child& c) { return c.kind == StageKind::kPublish ? kPublishGroup : c.lane; };
+  auto describe_group = [&](uint32_t group) {
+    if (group == kPublishGroup) return std::string("publish");
+    std::string ids;
+    for (const StreamTableEntry& e : table.entries) {
+      if (e.lane == group && !e.removed) ids += (ids.empty() ? "'" : ", '") + e.id + "'";
+    }
+    return (lanes > 1 ? "lane " + std::to_string(group) : std::string("the lane")) +
+           " (ingest, preprocess, batch and infer; streams " + (ids.empty() ? "none" : ids) + ")";
+  };
+  // Starts the group's processes again, downstream first, as at the job's start.
+  auto restart_group = [&](uint32_t group, const std::string& reason) -> bool {
+    children.erase(std::remove_if(children.begin(), children.end(),
+                                  [&](const Child& c) { return c.exited && group_of(c) == group; }),
+                   children.end());
+    std::vector<Child> again;
+    if (group == kPublishGroup) {
+      std::ofstream(opening_mark(layout, StageKind::kPublish)).flush();
+      again.push_back(Child{StageKind::kPublish});
+    } else {
+      const JobLayout lane_layout = make_job_layout(config, job_id, group);
+      // What the crashed processes left: their pools and sockets (the new owners would replace them
+      // too), and the start-up gate closed again, so the new ingest waits for its lane to open.
+      shm_unlink(lane_layout.frame_pool.c_str());
+      shm_unlink(lane_layout.tensor_pool.c_str());
+      for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+        const std::string marker = input_closed_marker(lane_layout.input_endpoint.at(k));
+        if (!marker.empty()) std::filesystem::remove(marker, ec);
+        std::ofstream(opening_mark(lane_layout, k)).flush();
+      }
+      for (StageKind k : {StageKind::kInfer, StageKind::kBatch, StageKind::kPreprocess, StageKind::kIngest}) {
+        again.push_back(Child{k, group});
+      }
+    }
+    for (Child c : again) {
+      c.pid = spawn_stage(c.kind, c.lane, options, job_id, start_ns, visible_gpus, placement->gpus_used(), reason);
+      if (c.pid < 0) {
+        failure = "cannot fork stage " + child_name(c, lanes) + ": " + std::strerror(errno);
+        return false;
+      }
+      VAPIPE_LOG_INFO("started stage {} again (pid {})", child_name(c, lanes), c.pid);
+      children.push_back(c);
+    }
+    return true;
+  };
+
+
+  const bool live = config.job.mode == JobMode::kLive;
+  while (running() > 0 || !pending.empty()) {
     if (flags.reload.exchange(false)) {
       if (!stopping_since && failure.empty()) reload();
+    }
+    for (auto it = pending.begin(); it != pending.end();) {
+      const uint32_t group = it->first;
+      bool gone = true;  // every process of the group has exited
+      for (const Child& c : children) gone = gone && (c.exited || group_of(c) != group);
+      if (!gone || std::chrono::steady_clock::now() < it->second.due) {
+        ++it;
+        continue;
+      }
+      if (flags.stop.load() || flags.abort.load() || !failure.empty()) {
+        VAPIPE_LOG_WARN("{} not restarted: the job is stopping", describe_group(group));
+      } else if (!restart_group(group, it->second.reason)) {
+        VAPIPE_LOG_ERROR("{}; stopping the job", failure);
+        signal_all(SIGINT);
+        signal_all(SIGTERM);
+        terminated_at = std::chrono::steady_clock::now() - drain;
+      }
+      it = pending.erase(it);
     }
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -298,16 +402,44 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                             (c.kind == StageKind::kPublish && WEXITSTATUS(status) == kExitStreamsFailed));
         if (clean) {
           VAPIPE_LOG_INFO("stage {} (pid {}) finished", child_name(c, lanes), pid);
+        } else if (c.killed_for_restart) {
+          VAPIPE_LOG_INFO("stage {} (pid {}) stopped for its lane's restart", child_name(c, lanes), pid);
         } else if (failure.empty() && !flags.abort.load()) {
-          failure = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
-                    describe_exit(status);
+          const std::string what = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
+                                   describe_exit(status);
+          const bool stopping = flags.stop.load() || flags.abort.load();
+          const auto now = std::chrono::steady_clock::now();
+          // As run_supervisor counts: a long run without a crash starts the count over.
+          const uint32_t count = now - last_crash > kRestartCountReset ? 0 : in_a_row;
+          if (live) {
+            const uint32_t group = group_of(c);
+            const bool opening = publish_opening(config, job_id) ||
+                                 (group != kPublishGroup && lane_opening(config, job_id, group));
+            refusal = restart_refusal(config, !opening, count, stopping);
+            if (refusal.empty()) {
+              in_a_row = count + 1;
+              last_crash = now;
+              const double delay = std::min(30.0, static_cast<double>(1u << std::min(in_a_row - 1, 5u)));
+              for (Child& other : children) {
+                if (!other.exited && group_of(other) == group) {
+                  kill(other.pid, SIGKILL);  // nothing to drain: the lane's in-flight frames are lost
+                  other.killed_for_restart = true;
+                }
+              }
+              pending[group] = PendingRestart{
+                  what, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(delay))};
+              VAPIPE_LOG_WARN("{}; restarting {} in {:.0f} s (restart {} of at most {} in a row); the rest of the "
+                              "job goes on", what, describe_group(group), delay, in_a_row, config.job.max_restarts);
+              continue;
+            }
+          }
+          failure = what;
           failed_after_opening = !any_opening_mark(config, job_id, *placement);
-          // As run_supervisor will count: a long run starts the count over.
-          const uint32_t in_a_row = std::chrono::steady_clock::now() - began > kRestartCountReset ? 0 : restarts;
-          if (restart_refusal(config, failed_after_opening, in_a_row, flags.stop.load() || flags.abort.load()).empty()) {
+          if (!live && restart_refusal(config, failed_after_opening, count, stopping).empty()) {
             std::ofstream(restart_mark(layout)).flush();
           }
-          VAPIPE_LOG_ERROR("{}; stopping the job", failure);
+          VAPIPE_LOG_ERROR("{}; stopping the job{}", failure, live ? refusal : std::string());
           if (!terminated_at) {
             // The pipeline is broken, so there is nothing to drain: a second signal means "now".
             signal_all(SIGINT);
@@ -350,8 +482,10 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     return RunOutcome{kExitInterrupted};
   }
   if (!failure.empty()) {
-    return RunOutcome{kExitStageFailed, failure, failed_after_opening && !flags.stop.load() && !flags.abort.load(),
-                      streams_changed};
+    // A live job that could go on did (pending): one that stops here is not restarted whole either.
+    return RunOutcome{kExitStageFailed, failure,
+                      !live && failed_after_opening && !flags.stop.load() && !flags.abort.load(), streams_changed,
+                      live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : std::string()};
   }
   const Child& publish = child_of(StageKind::kPublish);
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsFailed) {
@@ -413,8 +547,8 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     }
     if (run.failure.empty()) return run.code;
     if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
-    const std::string why =
-        restart_refusal(config, run.restartable, restarts, flags.stop.load() || flags.abort.load());
+    const std::string why = !run.refusal.empty() ? run.refusal
+                            : restart_refusal(config, run.restartable, restarts, flags.stop.load() || flags.abort.load());
     if (!why.empty()) {
       VAPIPE_LOG_ERROR("job '{}' failed: {}{}", config.job.name, run.failure, why);
       return run.code;

@@ -1,6 +1,7 @@
 #include "stages/ingest/ingest_stage.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/seq_reservation.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
@@ -46,6 +48,24 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // --resume: streams that ended in an earlier run only end again (for the stages), and the others
   // skip the frames that have results.
   VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());
+
+  // Live jobs reserve sequence numbers in the run folder (pipeline/seq_reservation.h), so that after a
+  // restart of this lane each stream's numbering goes on past what the crashed instance sent.
+  std::unique_ptr<SeqReservations> reservations;
+  std::error_code no_run_dir;
+  if (config.job.mode == JobMode::kLive && std::filesystem::is_directory(layout.run_dir, no_run_dir)) {
+    auto opened = SeqReservations::open(seq_reservation_path(layout));
+    if (opened.ok()) {
+      reservations = std::move(*opened);
+    } else {
+      VAPIPE_LOG_ERROR("ingest lane {}: {}; streams start from seq 0", lane.index, opened.status().message());
+    }
+  }
+  const char* restart_env = std::getenv(kRestartReasonEnv);
+  const std::string restart_reason = restart_env && reservations ? restart_env : "";
+  if (!restart_reason.empty()) {
+    VAPIPE_LOG_WARN("ingest lane {}: restarted ({}): its streams reconnect and go on", lane.index, restart_reason);
+  }
 
   // Each stream's pipeline is built and prerolled while the stages downstream open; it plays once
   // they have. Streams added while the job runs (a reload) start at once; removed ones end.
@@ -120,6 +140,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.skip_frames = earlier ? earlier->results : 0;
       reader_options.resume_after_pts_ns =
           earlier && earlier->last_pts_ms >= 0 ? static_cast<int64_t>(earlier->last_pts_ms * 1e6 + 0.5) : -1;
+      reader_options.seq_reservations = reservations.get();
+      if (!restart_reason.empty() && reservations->reserved(stream.id) > 0) {
+        // It sent frames before the restart (a stream that never did starts as usual).
+        reader_options.first_seq = reservations->reserved(stream.id);
+        reader_options.restart_reason = "its lane restarted: " + restart_reason;
+      }
       auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
       if (!reader.ok()) {
         // An error that names the stream.
@@ -151,7 +177,16 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     r.removed = true;
     if (r.reader) r.reader->stop(kRemoved);
   };
-  for (uint32_t i : lane.streams) start_stream(i, config.streams[i], false);
+  // Streams removed from a running job stay in its table (their indices are stable). A lane that
+  // restarts ends them again without a frame, for the stages that start with it; publish, which saw
+  // their end, ignores this one.
+  std::vector<bool> removed_earlier(config.streams.size(), false);
+  if (auto table = read_job_stream_table(stream_table_path(layout)); table.ok() && table->has_value()) {
+    for (const StreamTableEntry& e : (*table)->entries) {
+      if (e.index < removed_earlier.size()) removed_earlier[e.index] = e.removed;
+    }
+  }
+  for (uint32_t i : lane.streams) start_stream(i, config.streams[i], removed_earlier[i]);
   const size_t initial_streams = runs.size();
 
   const DownstreamOpenWait wait = wait_for_downstream_open(layout, flags);

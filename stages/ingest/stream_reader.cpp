@@ -119,7 +119,7 @@ struct StreamReader::Impl {
   std::string stop_reason;
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
-      : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy) {}
+      : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq) {}
 
   Envelope envelope() const {
     Envelope e;
@@ -521,13 +521,26 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
 
   // Copies one decoded frame into a payload buffer and emits it. kCancelled: shutdown while waiting
   // for a free buffer.
+  bool reservation_failed = false;  // logged once
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
+    if (s.options.seq_reservations) {
+      // Before the number can reach anyone: a restarted lane must start past it.
+      if (Status st = s.options.seq_reservations->ensure(s.stream.id, f.seq); !st.ok() && !reservation_failed) {
+        reservation_failed = true;
+        VAPIPE_LOG_ERROR("stream '{}': {} (after a restart of its lane, sequence numbers could repeat)", s.stream.id,
+                         st.message());
+      }
+    }
     if (!started || awaiting_resume) {
       const MessageKind kind = started ? MessageKind::kStreamResumed : MessageKind::kStreamStart;
       StreamEvent ev{uri, "", emitted, s.queue.dropped()};
       ev.attempt = started ? attempt : 0;
-      if (started) VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}", s.stream.id, attempt);
+      if (started && attempt > 0) {
+        VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}", s.stream.id, attempt);
+      } else if (started) {
+        VAPIPE_LOG_INFO("stream '{}': resumed after the restart of its lane, from seq {}", s.stream.id, f.seq);
+      }
       started = true;
       awaiting_resume = false;
       attempt = 0;
@@ -623,6 +636,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
   // the one prerolled.
   if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+  if (!s.options.restart_reason.empty()) {
+    // It was running before its lane restarted: subscribers see it reconnect, not start again.
+    started = true;
+    awaiting_resume = true;
+    StreamEvent ev{uri, s.options.restart_reason, emitted, 0};
+    ev.attempt = 0;
+    VAPIPE_RETURN_IF_ERROR(out.emit(Message::stream_event(MessageKind::kStreamReconnecting, s.envelope(), std::move(ev))));
+  }
   if (s.options.skip_frames > 0 && s.options.resume_after_pts_ns >= 0 && s.stream.parsed.kind == UriKind::kFile) {
     seek_past_earlier_results(s);
   }

@@ -11,6 +11,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/placement.h"
+#include "pipeline/seq_reservation.h"
 #include "pipeline/signals.h"
 #include "pipeline/stage.h"
 
@@ -34,6 +35,14 @@ struct ReaderOptions {
   // are dropped; otherwise, or if the seek fails, they are decoded and dropped by count.
   uint64_t skip_frames = 0;
   int64_t resume_after_pts_ns = -1;
+  // A live job's lane restarted after a crash (pipeline/supervisor.h): numbering starts at first_seq
+  // (the reserved mark, pipeline/seq_reservation.h), and with a restart_reason the stream was running
+  // before: it says kStreamReconnecting (attempt 0, the reason) at once and kStreamResumed (attempt 0)
+  // before its first frame, instead of kStreamStart.
+  uint64_t first_seq = 0;
+  std::string restart_reason = "";
+  // Where each frame's number is reserved before the frame leaves (live jobs); null: nowhere.
+  SeqReservations* seq_reservations = nullptr;
 };
 
 class StreamReader {

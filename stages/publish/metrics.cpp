@@ -79,6 +79,9 @@ std::string prometheus_text(const JobMetrics& m) {
                [](const StreamMetrics& s) { return std::to_string(s.dropped); });
   w.per_stream(m, "vapipe_reconnects_total", "counter", "Times the stream resumed after a reconnection.",
                [](const StreamMetrics& s) { return std::to_string(s.reconnects); });
+  w.per_stream(m, "vapipe_stream_restarts_total", "counter",
+               "Times the stream's lane restarted after one of its stages crashed.",
+               [](const StreamMetrics& s) { return std::to_string(s.restarts); });
   w.family("vapipe_stream_state", "gauge", "1 for the state the stream is in, 0 for the others.");
   for (const StreamMetrics& s : m.streams) {
     for (const std::string& state : stream_states()) {
@@ -149,7 +152,7 @@ std::string prometheus_text(const JobMetrics& m) {
 nlohmann::json health_json(const JobMetrics& m) {
   nlohmann::json streams = nlohmann::json::object();
   for (const StreamMetrics& s : m.streams) {
-    nlohmann::json j{{"state", s.state}, {"results", s.results}, {"reconnects", s.reconnects}};
+    nlohmann::json j{{"state", s.state}, {"results", s.results}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     streams[s.id] = std::move(j);
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/stream_table.h"
@@ -25,9 +26,17 @@ Status PublishStage::open(const StageContext& ctx) {
   // --resume: the results an earlier run published (kept in the JSON-lines file) count as published.
   VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());
   resumed_ = plan.has_value();
+  // Started again after it crashed, in a live job that goes on (pipeline/supervisor.h).
+  const char* restart = std::getenv(kRestartReasonEnv);
+  restarted_ = restart && *restart;
+  if (restarted_) VAPIPE_LOG_WARN("publish: restarted ({}): stream counts start over", restart);
   for (const StreamConfig& s : ctx.config.streams) {
     StreamState st;
     st.id = s.id;
+    if (restarted_) {
+      st.seq_jumps = true;
+      st.counts_known = false;
+    }
     if (plan && plan->streams.count(s.id)) {
       const StreamProgress& p = plan->streams.at(s.id);
       st.results = st.earlier_results = st.next_seq = p.results;
@@ -44,7 +53,7 @@ Status PublishStage::open(const StageContext& ctx) {
     std::filesystem::path p(ctx.config.publish.jsonl_path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
     // Resuming appends after what the supervisor kept (it cut the rest).
-    jsonl_.open(p, std::ios::out | (resumed_ ? std::ios::app : std::ios::trunc));
+    jsonl_.open(p, std::ios::out | (resumed_ || restarted_ ? std::ios::app : std::ios::trunc));
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
   }
   if (factory_) {
@@ -107,6 +116,7 @@ JobMetrics PublishStage::metrics() const {
     s.gaps = st.gaps;
     s.dropped = st.dropped;
     s.reconnects = st.reconnects;
+    s.restarts = st.restarts;
     s.latency_sum_s = st.latency_sum_ms / 1000.0;
     s.latency_count = st.results - st.earlier_results;
     s.latency_max_s = st.latency_max_ms / 1000.0;
@@ -181,6 +191,10 @@ void PublishStage::learn_added_streams() {
     if (e.index < streams_.size()) continue;
     StreamState st;
     st.id = e.id;
+    if (restarted_) {
+      st.seq_jumps = true;
+      st.counts_known = false;
+    }
     streams_.push_back(std::move(st));
     VAPIPE_LOG_INFO("publish: stream '{}' was added to the running job", e.id);
   }
@@ -195,6 +209,16 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   const int64_t now = wall_clock_ns();
   if (in.kind == MessageKind::kResult) {
     // Per-stream order is a contract: check it rather than trust it.
+    if (st.seq_jumps) {
+      // The first result after a restart: numbering goes on past what the crashed processes sent.
+      if (st.counts_known && in.env.seq > st.next_seq) {
+        VAPIPE_LOG_INFO("stream '{}': goes on from seq {} after the restart (frames {}..{} were lost in the "
+                        "crash or never numbered)", st.id, in.env.seq, st.next_seq, in.env.seq - 1);
+      }
+      st.seq_jumps = false;
+      st.next_seq = in.env.seq;
+    }
+    if (st.status == "pending") st.status = "running";  // a restarted publish learns it from results
     if (in.env.seq > st.next_seq) {
       st.gaps += in.env.seq - st.next_seq;
       if (config_->job.mode == JobMode::kArchive) {
@@ -222,32 +246,51 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if ((st.ended_earlier && ends_stream(in.kind)) || (st.started_earlier && in.kind == MessageKind::kStreamStart)) {
     return Status::Ok();
   }
+  // A restarted lane ends a stream that was removed earlier once more, for its own stages.
+  if (st.ended && ends_stream(in.kind)) return Status::Ok();
+  if (ends_stream(in.kind)) st.ended = true;
+  const bool lane_restart = in.event.attempt == 0 && (in.kind == MessageKind::kStreamReconnecting ||
+                                                      in.kind == MessageKind::kStreamResumed);
+  if (lane_restart && in.kind == MessageKind::kStreamReconnecting) {
+    // Its lane's processes started again after a crash (attempt 0): ingest's counts start over.
+    ++st.restarts;
+    st.seq_jumps = true;
+    st.results_base = st.results;
+    st.dropped_base = st.dropped;
+    VAPIPE_LOG_WARN("stream '{}': {}", st.id, in.event.message);
+  }
+  const uint64_t dropped = st.dropped_base + in.event.dropped;
   if (in.kind == MessageKind::kStreamStart) {
     st.status = "running";
     VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
   } else if (in.kind == MessageKind::kStreamReconnecting) {
     st.status = "reconnecting";
     st.message = in.event.message;
-    st.dropped = in.event.dropped;
+    st.dropped = dropped;
   } else if (in.kind == MessageKind::kStreamResumed) {
     st.status = "running";
     st.message.clear();
-    st.dropped = in.event.dropped;
-    ++st.reconnects;
-    VAPIPE_LOG_INFO("stream '{}' resumed after reconnection attempt {}", st.id, in.event.attempt);
+    st.dropped = dropped;
+    if (lane_restart) {
+      VAPIPE_LOG_INFO("stream '{}' resumed after the restart of its lane", st.id);
+    } else {
+      ++st.reconnects;
+      VAPIPE_LOG_INFO("stream '{}' resumed after reconnection attempt {}", st.id, in.event.attempt);
+    }
   } else if (in.kind == MessageKind::kStreamEnd) {
     st.status = in.event.message == "stopped"                   ? "stopped"
                 : in.event.message == "removed from the config" ? "removed"
                                                                 : "done";
-    st.dropped = in.event.dropped;
-    if (in.event.frames != st.results) {
+    st.dropped = dropped;
+    // Ingest's count covers its own process: since the last restart of the stream's lane.
+    if (st.counts_known && in.event.frames != st.results - st.results_base) {
       VAPIPE_LOG_ERROR("stream '{}': ingest emitted {} frames but {} results were published", st.id,
-                       in.event.frames, st.results);
+                       in.event.frames, st.results - st.results_base);
     }
   } else {
     st.status = "failed";
     st.message = in.event.message;
-    st.dropped = in.event.dropped;
+    st.dropped = dropped;
     ++failed_streams_;
     VAPIPE_LOG_ERROR("stream '{}' failed: {}", st.id, in.event.message);
   }
@@ -296,7 +339,8 @@ void PublishStage::write_summary() {
     run_frames += this_run;
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
                        {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
-                       {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects}, {"wall_s", stream_wall},
+                       {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects},
+                       {"restarts", st.restarts}, {"wall_s", stream_wall},
                        {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms}});
     std::snprintf(line, sizeof line, "  %-24s %-8s %9llu %8llu %9.2f %10.1f %12.1f\n", st.id.c_str(),
                   st.status.c_str(), static_cast<unsigned long long>(st.results),
@@ -320,6 +364,7 @@ void PublishStage::write_summary() {
               {"steady_s", steady_s},
               {"steady_fps", steady_s > 0 ? run_frames / steady_s : 0.0},
               {"resumed", resumed_},
+              {"publish_restarted", restarted_},
               {"frames_this_run", run_frames},
               {"gpu_count", gpu_count},
               {"price_per_gpu_hour", config_->job.price_per_gpu_hour},

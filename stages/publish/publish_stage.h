@@ -60,6 +60,13 @@ class PublishStage final : public Stage {
     uint64_t earlier_results = 0;  // --resume: results kept from earlier runs (counted in `results`)
     bool started_earlier = false;  // --resume: its "started" was published by an earlier run
     bool ended_earlier = false;    // --resume: its end was published by an earlier run
+    bool ended = false;            // its end (eos or error) was published by this process
+    uint64_t restarts = 0;         // times its lane restarted after a crash (live jobs)
+    // After a restart (of its lane, or of publish): the next result's seq is where numbering goes on,
+    // not a gap; and ingest's counts in its events cover only what came after results_base/dropped_base.
+    bool seq_jumps = false;
+    bool counts_known = true;  // false in a publish that restarted: it did not see the earlier results
+    uint64_t results_base = 0, dropped_base = 0;
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
   };
@@ -78,6 +85,7 @@ class PublishStage final : public Stage {
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
   bool resumed_ = false;
+  bool restarted_ = false;  // this process was started again after publish crashed (live jobs)
   nlohmann::json summary_;
   std::unique_ptr<MetricsServer> metrics_server_;
   SteadyTime next_snapshot_{};

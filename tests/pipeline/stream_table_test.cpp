@@ -29,7 +29,11 @@ Config load(const std::string& yaml) {
 StreamTable table_for(const std::string& yaml, size_t lanes) {
   const Config c = load(yaml);
   Placement p;
-  for (uint32_t l = 0; l < lanes; ++l) p.lanes.push_back(Lane{l});
+  for (uint32_t l = 0; l < lanes; ++l) {
+    Lane lane;
+    lane.index = l;
+    p.lanes.push_back(lane);
+  }
   for (uint32_t s = 0; s < c.streams.size(); ++s) p.lanes[s % lanes].streams.push_back(s);
   return initial_stream_table(c, p);
 }

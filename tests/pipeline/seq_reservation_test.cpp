@@ -1,0 +1,93 @@
+#include "pipeline/seq_reservation.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+namespace vapipe {
+namespace {
+
+class SeqReservationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("vapipe-seq-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "seq-0.json").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(SeqReservationTest, WithoutAFileNothingIsReserved) {
+  auto table = SeqReservations::open(path_);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  EXPECT_EQ((*table)->reserved("cam"), 0u);
+  EXPECT_FALSE(std::filesystem::exists(path_));
+}
+
+TEST_F(SeqReservationTest, ARestartedInstanceStartsPastEveryNumberTheOldOneCouldHaveSent) {
+  {
+    auto table = SeqReservations::open(path_, 100);
+    ASSERT_TRUE(table.ok());
+    for (uint64_t seq = 0; seq < 250; ++seq) ASSERT_TRUE((*table)->ensure("cam-a", seq).ok());
+    ASSERT_TRUE((*table)->ensure("cam-b", 0).ok());
+    EXPECT_EQ((*table)->reserved("cam-a"), 300u);  // blocks: 0..99, 100..199, 200..299
+    EXPECT_EQ((*table)->reserved("cam-b"), 100u);
+  }  // the instance "crashes": only the file is left
+  auto restarted = SeqReservations::open(path_, 100);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  EXPECT_EQ((*restarted)->reserved("cam-a"), 300u);
+  EXPECT_EQ((*restarted)->reserved("cam-b"), 100u);
+  EXPECT_EQ((*restarted)->reserved("cam-c"), 0u);
+  // It reserves on from where it starts, and keeps the other streams' marks.
+  ASSERT_TRUE((*restarted)->ensure("cam-a", 300).ok());
+  auto again = SeqReservations::open(path_, 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->reserved("cam-a"), 400u);
+  EXPECT_EQ((*again)->reserved("cam-b"), 100u);
+}
+
+TEST_F(SeqReservationTest, TheFileIsWrittenOncePerBlockNotPerFrame) {
+  auto table = SeqReservations::open(path_, 1000);
+  ASSERT_TRUE(table.ok());
+  ASSERT_TRUE((*table)->ensure("cam", 0).ok());
+  const auto first = std::filesystem::last_write_time(path_);
+  std::filesystem::last_write_time(path_, first - std::chrono::hours(1));
+  for (uint64_t seq = 1; seq < 1000; ++seq) ASSERT_TRUE((*table)->ensure("cam", seq).ok());
+  EXPECT_EQ(std::filesystem::last_write_time(path_), first - std::chrono::hours(1));
+  ASSERT_TRUE((*table)->ensure("cam", 1000).ok());
+  EXPECT_NE(std::filesystem::last_write_time(path_), first - std::chrono::hours(1));
+}
+
+TEST_F(SeqReservationTest, StreamsReserveFromTheirOwnThreads) {
+  auto table = SeqReservations::open(path_, 64);
+  ASSERT_TRUE(table.ok());
+  std::vector<std::thread> threads;
+  for (int s = 0; s < 4; ++s) {
+    threads.emplace_back([&, s] {
+      for (uint64_t seq = 0; seq < 1000; ++seq) ASSERT_TRUE((*table)->ensure("cam-" + std::to_string(s), seq).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto reread = SeqReservations::open(path_, 64);
+  ASSERT_TRUE(reread.ok());
+  for (int s = 0; s < 4; ++s) EXPECT_GE((*reread)->reserved("cam-" + std::to_string(s)), 1000u);
+}
+
+TEST_F(SeqReservationTest, ABrokenFileIsAnErrorThatNamesIt) {
+  std::ofstream(path_) << "{not json";
+  auto table = SeqReservations::open(path_);
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.status().message().find(path_), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vapipe
