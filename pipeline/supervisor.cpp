@@ -134,7 +134,6 @@ struct RunOutcome {
   int code = kExitOk;
   std::string failure = "";  // the first stage that failed, and how
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
-  bool streams_changed = false;  // a reload added or removed streams: a restart re-reads the config
   std::string refusal = "";  // why the job is not restarted, when run_job_once decided (live jobs)
 };
 
@@ -253,7 +252,6 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   };
 
   // SIGHUP: a live job re-reads its config and adds and removes streams (pipeline/stream_table.h).
-  bool streams_changed = false;
   auto reload = [&] {
     const std::string what = "reload (SIGHUP): ";
     const std::string unchanged = "; the job goes on with its streams unchanged";
@@ -287,7 +285,6 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       return;
     }
     table = std::move(next);
-    streams_changed = true;
     std::string added, removed;
     for (size_t i = 0; i < change->added.size(); ++i) {
       added += (added.empty() ? "'" : ", '") + change->added[i] + "'" +
@@ -484,7 +481,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   if (!failure.empty()) {
     // A live job that could go on did (pending): one that stops here is not restarted whole either.
     return RunOutcome{kExitStageFailed, failure,
-                      !live && failed_after_opening && !flags.stop.load() && !flags.abort.load(), streams_changed,
+                      !live && failed_after_opening && !flags.stop.load() && !flags.abort.load(),
                       live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : std::string()};
   }
   const Child& publish = child_of(StageKind::kPublish);
@@ -525,26 +522,12 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   }
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
-  Config current = config;  // after a reload that changed the streams, a restart takes the file's
-  SupervisorOptions run_options = options;
   while (true) {
     const auto began = std::chrono::steady_clock::now();
+    // Only an archive job restarts whole (a live one restarts the crashed lane within the run, and
+    // only a live job's streams change while it runs, so the config it started with still holds).
     const RunOutcome run =
-        run_job_once(current, run_options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
-    if (run.streams_changed && !run.failure.empty()) {
-      // The next run starts from the file as it is now (its streams included), as a fresh job would.
-      std::string text;
-      auto fresh = load_config_file(options.config_path, &text);
-      auto fresh_placement = fresh.ok() ? plan_placement(*fresh, visible_gpus) : Result<Placement>(fresh.status());
-      if (!fresh_placement.ok()) {
-        VAPIPE_LOG_ERROR("job '{}' failed: {}; not restarted: {}", config.job.name, run.failure,
-                         fresh_placement.status().message());
-        return run.code;
-      }
-      current = std::move(*fresh);
-      run_options.config_text = std::move(text);
-      placement = std::move(fresh_placement);
-    }
+        run_job_once(config, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
     if (run.failure.empty()) return run.code;
     if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
     const std::string why = !run.refusal.empty() ? run.refusal
@@ -555,10 +538,8 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     }
     ++restarts;
     const double delay = std::min(30.0, static_cast<double>(1u << std::min(restarts - 1, 5u)));
-    const bool archive = config.job.mode == JobMode::kArchive;
-    VAPIPE_LOG_WARN("{}; restarting the job in {:.0f} s (restart {} of at most {} in a row){}", run.failure, delay,
-                    restarts, config.job.max_restarts,
-                    archive ? ", going on from " + config.publish.jsonl_path : std::string(": streams start again"));
+    VAPIPE_LOG_WARN("{}; restarting the job in {:.0f} s (restart {} of at most {} in a row), going on from {}",
+                    run.failure, delay, restarts, config.job.max_restarts, config.publish.jsonl_path);
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                              std::chrono::duration<double>(delay));
     while (std::chrono::steady_clock::now() < until && !flags.stop.load()) {
@@ -568,7 +549,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       VAPIPE_LOG_WARN("job '{}' stopped before its restart", config.job.name);
       return run.code;
     }
-    resume = archive;  // an archive job goes on from its JSON-lines file: no frame twice
+    resume = true;  // an archive job goes on from its JSON-lines file: no frame twice
   }
 }
 

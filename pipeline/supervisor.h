@@ -32,8 +32,10 @@ struct SupervisorOptions {
   std::string config_text;
 };
 
-// Runs the job; a stage that crashes once every stage has opened restarts it (job.max_restarts), and
-// an archive job then goes on from its JSON-lines file.
+// Runs the job. A stage that crashes once every stage has opened is restarted (job.max_restarts in a
+// row, with a back-off): in a live job, that stage's lane (ingest, preprocess, batch and infer of its
+// GPU) or publish alone, while the rest of the job goes on; an archive job restarts whole and goes on
+// from its JSON-lines file, so that every frame still has exactly one result.
 int run_supervisor(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags);
 
 // Why a job whose stage failed is not restarted, as a suffix for the log line (empty: it is).

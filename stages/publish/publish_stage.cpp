@@ -8,6 +8,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
@@ -52,7 +53,9 @@ Status PublishStage::open(const StageContext& ctx) {
   if (!ctx.config.publish.jsonl_path.empty()) {
     std::filesystem::path p(ctx.config.publish.jsonl_path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    // Resuming appends after what the supervisor kept (it cut the rest).
+    // Resuming appends after what the supervisor kept (it cut the rest). A restarted publish appends
+    // too, after the last whole line: the crashed one may have been cut off in the middle of a line.
+    if (restarted_ && !resumed_) cut_partial_last_line(p.string());
     jsonl_.open(p, std::ios::out | (resumed_ || restarted_ ? std::ios::app : std::ios::trunc));
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
   }
@@ -87,6 +90,37 @@ Status PublishStage::open(const StageContext& ctx) {
                     metrics_server_->port());
   }
   return Status::Ok();
+}
+
+void cut_partial_last_line(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return;
+  std::ifstream in(path, std::ios::binary);
+  // The last newline, looking back from the end a block at a time.
+  uint64_t end = size;
+  std::string block;
+  while (end > 0) {
+    const uint64_t begin = end > 65536 ? end - 65536 : 0;
+    block.resize(end - begin);
+    in.seekg(static_cast<std::streamoff>(begin));
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    if (!in) return;
+    const auto newline = block.rfind('\n');
+    if (newline != std::string::npos) {
+      end = begin + newline + 1;
+      break;
+    }
+    end = begin;
+  }
+  if (end == size) return;
+  std::filesystem::resize_file(path, end, ec);
+  if (ec) {
+    VAPIPE_LOG_ERROR("publish: {}: cannot cut its partial last line: {}", path, ec.message());
+  } else {
+    VAPIPE_LOG_WARN("publish: {}: cut its partial last line ({} bytes, written when publish crashed)", path,
+                    size - end);
+  }
 }
 
 Status request_stream_reload() {

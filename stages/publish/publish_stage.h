@@ -26,6 +26,10 @@ inline constexpr int kExitSomeStreamsFailed = 3;
 // same as `kill -HUP`); an error when there is none.
 Status request_stream_reload();
 
+// Cuts a JSON-lines file back to its last whole line (a publish that was killed may have written
+// part of one); logs what it cut.
+void cut_partial_last_line(const std::string& path);
+
 // Results and stream events out to the bus (topics results/<id>, events/<id>), optionally to a
 // JSON-lines file; checks per-stream order; writes the job summary when every stream has ended.
 class PublishStage final : public Stage {

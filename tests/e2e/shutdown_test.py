@@ -59,7 +59,7 @@ class Shutdown(E2ETest):
         self.assertIn("(job.max_restarts is 0)", run.stderr)
         self.assert_no_leftovers(run)
 
-    def test_a_stage_that_crashes_restarts_the_job_and_results_go_on(self):
+    def test_a_stage_that_crashes_restarts_its_lane_and_results_go_on(self):
         config, endpoint = write_config(self.dir, live_streams(), job={"mode": "live"})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -72,15 +72,21 @@ class Shutdown(E2ETest):
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
-        self.assertIn(f"stage infer (pid {stages['infer']}) failed: killed by signal 9 (Killed); restarting the job in 1 s "
-                      "(restart 1 of at most 3 in a row): streams start again", run.stderr)
+        self.assertIn(f"stage infer (pid {stages['infer']}) failed: killed by signal 9 (Killed); restarting the lane "
+                      "(ingest, preprocess, batch and infer; streams 'live-a', 'live-b') in 1 s (restart 1 of at most "
+                      "3 in a row); the rest of the job goes on", run.stderr)
         self.assertEqual(run.stderr.count("started stage infer"), 2)
+        self.assertEqual(run.stderr.count("started stage publish"), 1)  # publish went on
         messages = self.subscriber.wait(timeout=30)
         events = events_by_stream(messages)
+        results = results_by_stream(messages)
         for sid, _ in live_streams():
             kinds = [e["event"] for e in events[sid]]
-            self.assertEqual(kinds.count("started"), 2, f"{sid}: {kinds}")
-            self.assertEqual(kinds[-1], "eos")
+            self.assertEqual(kinds, ["started", "reconnecting", "resumed", "eos"], sid)
+            seqs = [r["seq"] for r in results[sid]]
+            self.assertEqual(seqs, sorted(set(seqs)), f"{sid}: seq goes forward over the restart")
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual([s["restarts"] for s in summary[0]["streams"]], [1, 1])
         self.assert_no_leftovers(run)
 
 

@@ -91,6 +91,37 @@ TEST_F(StreamReaderTest, TestSourceEmitsStartFramesInOrderAndEnd) {
   }
 }
 
+// A live job's lane restarted after a crash: the stream says reconnecting and resumed (attempt 0, the
+// reason), numbers on from the reserved mark, and reserves each number before its frame leaves.
+TEST_F(StreamReaderTest, AStreamOfARestartedLaneResumesFromItsReservedSequenceNumber) {
+  const std::string path = (dir_ / "seq-0.json").string();
+  auto reservations = SeqReservations::open(path, 4);
+  ASSERT_TRUE(reservations.ok());
+  ReaderOptions options;
+  options.first_seq = 4096;
+  options.restart_reason = "its lane restarted: stage infer (pid 7) failed";
+  options.seq_reservations = reservations->get();
+  auto reader = StreamReader::create(stream("cam", "test://ball?frames=6&width=64&height=48"), 0, ingest_, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_EQ(out.messages.size(), 9u);
+  EXPECT_EQ(out.messages[0].kind, MessageKind::kStreamReconnecting);
+  EXPECT_EQ(out.messages[0].event.attempt, 0u);
+  EXPECT_EQ(out.messages[0].event.message, options.restart_reason);
+  EXPECT_EQ(out.messages[1].kind, MessageKind::kStreamResumed);
+  EXPECT_EQ(out.messages[1].event.attempt, 0u);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 6u);
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, 4096 + i);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.frames, 6u);  // this instance's frames
+  // 4096..4099, then 4100..4103: the file says a later instance starts at 4104.
+  auto reread = SeqReservations::open(path);
+  ASSERT_TRUE(reread.ok());
+  EXPECT_EQ((*reread)->reserved("cam"), 4104u);
+}
+
 TEST_F(StreamReaderTest, RgbAndNv12TestSourcesKeepTheirFormat) {
   for (const std::string fmt : {"RGB", "NV12"}) {
     auto reader = StreamReader::create(stream("f", "test://red?frames=2&width=64&height=48&format=" + fmt), 0, ingest_);

@@ -173,6 +173,80 @@ TEST_F(PublishStageTest, ReconnectingAndResumedEventsArePublishedAndCounted) {
   EXPECT_EQ(stage_->exit_code(), 0);
 }
 
+// A live job's lane restarted after a crash (pipeline/supervisor.h): the new ingest says reconnecting
+// and resumed with attempt 0, and numbers on past the crash. That is a restart, not a reconnection and
+// not a gap; ingest's counts start over with it.
+TEST_F(PublishStageTest, ALaneRestartIsCountedAsARestartAndItsSeqJumpIsNoGap) {
+  open();
+  auto event = [](MessageKind kind, std::string message, uint64_t frames, uint64_t dropped, uint32_t attempt) {
+    StreamEvent ev{"test://ball", std::move(message), frames, dropped};
+    ev.attempt = attempt;
+    return Message::stream_event(kind, testing::envelope(0, 0), ev);
+  };
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamStart, "", 0, 0, 0), out_).ok());
+  for (uint64_t seq = 0; seq < 3; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "a"), out_).ok());
+  const std::string why = "its lane restarted: stage infer (pid 7) failed: killed by signal 9 (Killed)";
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, why, 0, 0, 0), out_).ok());
+  ASSERT_EQ(stage_->metrics().streams[0].state, "reconnecting");
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, "", 0, 0, 0), out_).ok());
+  for (uint64_t seq = 4096; seq < 4098; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "a"), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 4100, "a"), out_).ok());  // a live drop after the restart: a gap
+  // The new ingest's counts: 3 frames emitted, 2 dropped, since the restart.
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamEnd, "stopped", 3, 2, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  const nlohmann::json& s = stage_->summary()["streams"][0];
+  EXPECT_EQ(s["restarts"], 1);
+  EXPECT_EQ(s["reconnects"], 0);
+  EXPECT_EQ(s["gaps"], 2);  // 4098 and 4099, not the jump over the crash
+  EXPECT_EQ(s["out_of_order"], 0);
+  EXPECT_EQ(s["frames"], 6);
+  EXPECT_EQ(s["dropped"], 2);
+  EXPECT_EQ(s["status"], "stopped");
+  EXPECT_EQ(stage_->metrics().streams[0].restarts, 1u);
+  EXPECT_FALSE(stage_->summary()["publish_restarted"].get<bool>());
+}
+
+// A lane that restarts ends a stream removed earlier once more (for its own new stages): published once.
+TEST_F(PublishStageTest, AStreamEndsOnceOnTheBusEvenIfItsEndArrivesTwice) {
+  open();
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  size_t ends = 0;
+  for (const auto& [topic, j] : bus_->sent) ends += topic == "events/s0";
+  EXPECT_EQ(ends, 1u);
+}
+
+// publish itself crashed and was started again (kRestartReasonEnv): it takes each stream's numbering
+// from its next result, does not check ingest's counts it never saw, and appends to the JSON-lines
+// file after its last whole line.
+TEST_F(PublishStageTest, ARestartedPublishAppendsAfterTheLastWholeLineAndCountsNoGapAtFirst) {
+  const std::string jsonl = ::testing::TempDir() + "publish-restart-" + std::to_string(getpid()) + ".jsonl";
+  std::ofstream(jsonl) << "{\"topic\":\"results/s0\",\"payload\":{\"seq\":0}}\n{\"topic\":\"results/s0\",\"pay";
+  config_.publish.jsonl_path = jsonl;
+  ::setenv(kRestartReasonEnv, "stage publish (pid 9) failed: killed by signal 9 (Killed)", 1);
+  const bool opened = stage_->open(StageContext{config_}).ok();
+  ::unsetenv(kRestartReasonEnv);
+  ASSERT_TRUE(opened);
+  ASSERT_TRUE(stage_->process(result(0, 500, "a"), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 501, "a"), out_).ok());
+  EXPECT_EQ(stage_->metrics().streams[0].state, "running");
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 502), out_).ok());  // not 2: no error, no check
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(stage_->summary()["streams"][0]["gaps"], 0);
+  EXPECT_EQ(stage_->summary()["streams"][0]["frames"], 2);
+  EXPECT_TRUE(stage_->summary()["publish_restarted"].get<bool>());
+  std::ifstream in(jsonl);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));  // all whole
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["payload"]["seq"], 0);
+  EXPECT_EQ(lines[1]["payload"]["seq"], 500);
+  std::filesystem::remove(jsonl);
+}
+
 // publish.metrics_address: a real HTTP server on loopback; a scrape sees the snapshot of the last
 // second (renewed by on_deadline, as the stage runner calls it).
 TEST_F(PublishStageTest, MetricsAndHealthAreServedOverHttp) {

@@ -1,0 +1,132 @@
+"""A live job goes on when one of its stages crashes: that stage's lane (ingest, preprocess, batch and
+infer) starts again, or publish alone, and the rest of the job never notices. The restarted lane's
+streams say `reconnecting` and `resumed` (attempt 0), and their seq goes on forward; nothing is numbered
+twice."""
+import json
+import os
+import signal
+import time
+import urllib.request
+
+from e2e.common import E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
+
+
+def live(pattern):
+    return f"test://{pattern}?frames=0&live=true&fps=15&width=160&height=120"
+
+
+class StageRestart(E2ETest):
+    def messages(self):
+        try:
+            with open(self.subscriber.path) as f:
+                return [json.loads(line) for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, what, predicate, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(self.messages()):
+                return
+            time.sleep(0.1)
+        self.fail(f"timed out waiting for {what}")
+
+    def count(self, sid):
+        return len(results_by_stream(self.messages()).get(sid, []))
+
+    def test_a_crashed_stage_restarts_its_lane_and_a_crashed_publish_restarts_alone(self):
+        metrics = f"127.0.0.1:{free_port()}"
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))], job={"mode": "live"},
+                                        lanes_per_device=2, publish={"metrics_address": metrics})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(9)
+        self.wait_for("results of a and b", lambda m: self.count("a") >= 10 and self.count("b") >= 10)
+
+        # infer of lane 1 (stream b) crashes: lane 1 restarts; lane 0 (stream a) goes on untouched.
+        a_before, b_before = self.count("a"), self.count("b")
+        os.kill(lanes[("infer", 1)], signal.SIGKILL)
+        is_restart = lambda e: e["event"] in ("reconnecting", "resumed") and e["attempt"] == 0
+        self.wait_for("b resumed after its lane's restart",
+                      lambda m: any(e["event"] == "resumed" and e["attempt"] == 0
+                                    for e in events_by_stream(m).get("b", [])), timeout=60)
+        self.wait_for("results of b after the restart", lambda m: self.count("b") >= b_before + 10)
+        text = ""
+        deadline = time.time() + 10  # the metrics are a snapshot taken once a second
+        while time.time() < deadline and 'vapipe_stream_restarts_total{stream="b"} 1' not in text:
+            time.sleep(0.2)
+            text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+        self.assertIn('vapipe_stream_restarts_total{stream="b"} 1', text)
+        self.assertIn('vapipe_stream_restarts_total{stream="a"} 0', text)
+        self.assertIn('vapipe_stream_state{stream="b",state="running"} 1', text)
+        self.assertGreater(self.count("a"), a_before + 10)  # a never paused
+
+        # publish crashes: it alone restarts; the subscriber's socket reconnects by itself.
+        received = len(self.messages())
+        os.kill(lanes[("publish", 0)], signal.SIGKILL)
+        self.wait_for("results after publish's restart", lambda m: len(m) >= received + 40, timeout=60)
+
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        msgs = self.subscriber.wait(timeout=30)
+        results, events = results_by_stream(msgs), events_by_stream(msgs)
+        for sid in ["a", "b"]:
+            seqs = [r["seq"] for r in results[sid]]
+            self.assertEqual(seqs, sorted(set(seqs)), f"stream {sid}: never a seq twice, never backwards")
+        # a: one start, one end; nothing else happened to it.
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
+        # b: its lane restarted once; numbering jumped forward over the crash.
+        b_events = [e["event"] for e in events["b"]]
+        self.assertEqual(b_events, ["started", "reconnecting", "resumed", "eos"], events["b"])
+        reconnecting = events["b"][1]
+        self.assertTrue(is_restart(reconnecting))
+        self.assertIn("its lane restarted: stage infer[1] (pid", reconnecting["message"])
+        self.assertIn("killed by signal 9", reconnecting["message"])
+        # While a runs on without a gap before publish's restart (the subscriber misses the results
+        # published while publish was down, and only those).
+        a_seqs = [r["seq"] for r in results["a"]]
+        self.assertEqual(a_seqs[:a_before + 10], list(range(a_before + 10)))
+
+        # The JSON-lines file was appended to by the restarted publish, not cut.
+        with open(os.path.join(self.dir, "results.jsonl")) as f:
+            lines = [json.loads(line) for line in f]
+        file_seqs = [l["payload"]["seq"] for l in lines if l["topic"] == "results/a"]
+        self.assertEqual(file_seqs[0], 0)
+        self.assertEqual(file_seqs, sorted(set(file_seqs)))
+        self.assertGreater(file_seqs[-1], a_seqs[a_before + 10])
+
+        summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"]
+        self.assertEqual(len(summary), 1)
+        self.assertTrue(summary[0]["publish_restarted"])
+        self.assertEqual({s["stream_id"]: s["status"] for s in summary[0]["streams"]}, {"a": "stopped", "b": "stopped"})
+        err = run.stderr
+        self.assertRegex(err, r"stage infer\[1\] \(pid \d+\) failed: killed by signal 9 \(Killed\); restarting lane 1 "
+                              r"\(ingest, preprocess, batch and infer; streams 'b'\) in 1 s \(restart 1 of at most 3")
+        self.assertRegex(err, r"stage publish \(pid \d+\) failed: killed by signal 9 \(Killed\); restarting publish in 2 s")
+        self.assertIn("started stage ingest[1] again", err)
+        self.assertNotIn("started stage ingest[0] again", err)
+        self.assertNotIn("restarting the job", err)
+        self.assert_no_leftovers(run)
+
+    def test_crashes_beyond_max_restarts_stop_the_job(self):
+        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live", "max_restarts": 1})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_stages()
+        self.wait_for("results of a", lambda m: self.count("a") >= 10)
+        os.kill(stages["preprocess"], signal.SIGKILL)
+        self.wait_for("a resumed", lambda m: any(e["event"] == "resumed" for e in events_by_stream(m).get("a", [])),
+                      timeout=60)
+        run.stage_pids = {}
+        stages = run.watch_stages()
+        os.kill(stages["preprocess"], signal.SIGKILL)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 2, run.stderr[-3000:])
+        self.assertIn("1 restarts in a row, job.max_restarts", run.stderr)
+        self.assertNotIn("restarting the job", run.stderr)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
