@@ -119,13 +119,15 @@ int stage_command(const std::vector<std::string>& args) {
   ShutdownFlags& flags = install_shutdown_handlers();
   // Under `vapipe run`, the job's streams are the supervisor's table: the list it planned with (a
   // glob expanded once), and what reloads changed since.
+  std::optional<StreamTable> stream_table;
   {
     const JobLayout layout = make_job_layout(*config, job_id);
     auto table = read_job_stream_table(stream_table_path(layout));
     if (!table.ok()) return config_error(table.status());
-    if (table->has_value()) {
+    stream_table = std::move(*table);
+    if (stream_table) {
       std::vector<StreamConfig> streams;
-      for (const StreamTableEntry& e : (*table)->entries) {
+      for (const StreamTableEntry& e : stream_table->entries) {
         auto s = stream_config_of(e);
         if (!s.ok()) return config_error(s.status().with_context("stream '" + e.id + "'"));
         streams.push_back(std::move(*s));
@@ -136,6 +138,14 @@ int stage_command(const std::vector<std::string>& args) {
   // The same plan as the supervisor's: it passes its GPU count down, so both see the same machine.
   auto placement = plan_placement(*config, stage_gpu_count());
   if (!placement.ok()) return config_error(placement.status());
+  if (stream_table) {
+    // Streams added by a reload went to the lane with the fewest streams, not round-robin: a stage
+    // started again after a crash takes its lane's streams from the table, as ingest does.
+    for (Lane& lane : placement->lanes) lane.streams.clear();
+    for (const StreamTableEntry& e : stream_table->entries) {
+      if (e.lane < placement->lanes.size()) placement->lanes[e.lane].streams.push_back(e.index);
+    }
+  }
   if (lane_index >= placement->lanes.size()) {
     std::fprintf(stderr, "vapipe stage: --lane %u, but the job has %zu lanes\n", lane_index, placement->lanes.size());
     return kExitUsage;

@@ -93,15 +93,29 @@ class LiveReload(E2ETest):
         self.assertGreater(batches.get("1", 0), 0, text)  # lane 1 went on with c after b
         self.assertGreaterEqual(frames["0"], batches["0"])
 
+        # Lane 0 crashes: it restarts with its streams from the table, a only (round-robin over the
+        # table's streams would have given it c as well, which runs on lane 1); lane 1 goes on untouched.
+        lanes = run.watch_lanes(9)
+        os.kill(lanes[("infer", 0)], signal.SIGKILL)
+        self.wait_for("a resumed", lambda m: any(e["event"] == "resumed" for e in events_by_stream(m).get("a", [])),
+                      timeout=60)
+        before = len(results_by_stream(self.messages()).get("a", []))
+        self.wait_for("a to go on after its lane's restart",
+                      lambda m: len(results_by_stream(m).get("a", [])) >= before + 10)
+
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
         msgs = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(msgs), events_by_stream(msgs)
-        for sid in ["a", "b", "c"]:
+        for sid in ["b", "c"]:
             seqs = [r["seq"] for r in results[sid]]
             self.assertEqual(seqs, list(range(len(seqs))), f"stream {sid}: every frame once, in order")
             self.assertEqual([e["event"] for e in events[sid]], ["started", "eos"], f"stream {sid}")
+        a_seqs = [r["seq"] for r in results["a"]]
+        self.assertEqual(a_seqs, sorted(set(a_seqs)), "stream a: forward only over its lane's restart")
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "reconnecting", "resumed", "eos"])
+        self.assertNotIn("started stage ingest[1] again", run.stderr)
         self.assertEqual(events["b"][-1]["message"], "removed from the config")
         self.assertEqual(events["b"][-1]["frames"], len(results["b"]))
         summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"]
