@@ -3,8 +3,11 @@
 - camera outage: the RTSP server of one of two live cameras is killed (SIGKILL) and started again on
   the same port `--down` seconds later. Printed: kill -> its `reconnecting` event; server back -> the
   camera's first result again; the other camera's results per second meanwhile.
-- stage crash: infer is killed (SIGKILL) in a live job of two cameras; the supervisor restarts the job.
-  Printed: kill -> first result again, and kill -> `started` events of the restarted run.
+- stage crash: infer of lane 1 is killed (SIGKILL) in a live job of two cameras on two lanes
+  (`lanes_per_device: 2`); the supervisor restarts that lane. Printed: kill -> the lane's camera's
+  `resumed` event and its first result again; the other lane's camera's results per second meanwhile.
+- publish crash: publish is killed; the supervisor restarts it alone. Printed: kill -> the first
+  result on the bus again (the subscriber reconnects by itself).
 
 Usage (after tools/build.sh): /usr/bin/python3 tools/recovery-bench.py [--rounds 3] [--down 3]
 Needs Debian's python3-zmq. Prints a Markdown table and writes JSON with --json PATH.
@@ -87,9 +90,9 @@ class Bus:
         self.sock.close(0)
 
 
-def start_job(workdir, cameras):
+def start_job(workdir, cameras, **extra):
     port = free_port()
-    cfg = {"job": {"name": "recovery", "mode": "live"},
+    cfg = {"job": {"name": "recovery", "mode": "live"}, **extra,
            "streams": [{"id": sid, "uri": cam.uri} for sid, cam in cameras.items()],
            "batch": {"max_batch_size": 8, "max_delay_ms": 20},
            "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
@@ -104,7 +107,7 @@ def start_job(workdir, cameras):
     return proc, bus
 
 
-def stage_pid(supervisor, name, timeout=30):
+def stage_pid(supervisor, name, lane=0, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
         for entry in os.listdir("/proc"):
@@ -118,7 +121,8 @@ def stage_pid(supervisor, name, timeout=30):
             except OSError:
                 continue
             ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            if ppid == supervisor and len(argv) >= 3 and argv[1] == "stage" and argv[2] == name:
+            if ppid == supervisor and len(argv) >= 3 and argv[1] == "stage" and argv[2] == name and \
+                    argv[argv.index("--lane") + 1] == str(lane):
                 return int(entry)
         time.sleep(0.05)
     return None
@@ -158,21 +162,40 @@ def camera_outage(workdir, down_s):
 
 
 def stage_crash(workdir):
+    cams = {"door": Camera("smpte"), "yard": Camera("pinwheel")}  # lanes 0 and 1
+    proc, bus = start_job(workdir, cams, lanes_per_device=2)
+    if bus.first(0, is_result("yard"), timeout=60) is None:
+        sys.exit("no result:\n" + proc.stderr.read()[-2000:])
+    time.sleep(2)
+    infer = stage_pid(proc.pid, "infer", lane=1)
+    killed = time.time()
+    os.kill(infer, signal.SIGKILL)
+    resumed = bus.first(killed, lambda topic, p: topic == "events/yard" and p["event"] == "resumed")
+    result = bus.first(resumed or killed, is_result("yard"))
+    door_rate = bus.count(killed, result, is_result("door")) / (result - killed) if result else None
+    time.sleep(1)
+    stop_job(proc, bus)
+    for cam in cams.values():
+        cam.kill()
+    return {"to_resumed_s": resumed - killed if resumed else None, "to_result_s": result - killed if result else None,
+            "other_lane_results_per_s": door_rate}
+
+
+def publish_crash(workdir):
     cams = {"door": Camera("smpte"), "yard": Camera("pinwheel")}
     proc, bus = start_job(workdir, cams)
     if bus.first(0, is_result("door"), timeout=60) is None:
         sys.exit("no result:\n" + proc.stderr.read()[-2000:])
     time.sleep(2)
-    infer = stage_pid(proc.pid, "infer")
+    publish = stage_pid(proc.pid, "publish")
     killed = time.time()
-    os.kill(infer, signal.SIGKILL)
-    started = bus.first(killed, lambda topic, p: topic.startswith("events/") and p["event"] == "started")
-    result = bus.first(killed + 0.2, lambda topic, p: topic.startswith("results/"))
+    os.kill(publish, signal.SIGKILL)
+    result = bus.first(killed + 0.05, lambda topic, p: topic.startswith("results/"))
     time.sleep(1)
     stop_job(proc, bus)
     for cam in cams.values():
         cam.kill()
-    return {"to_started_s": started - killed if started else None, "to_result_s": result - killed if result else None}
+    return {"to_result_s": result - killed if result else None}
 
 
 def main():
@@ -181,12 +204,13 @@ def main():
     ap.add_argument("--down", type=float, default=3.0, help="seconds the camera stays down")
     ap.add_argument("--json")
     args = ap.parse_args()
-    rows = {"outage": [], "crash": []}
+    rows = {"outage": [], "crash": [], "publish": []}
     with tempfile.TemporaryDirectory(prefix="vapipe-recovery-") as workdir:
         for i in range(args.rounds):
             rows["outage"].append(camera_outage(workdir, args.down))
             rows["crash"].append(stage_crash(workdir))
-            print(f"round {i + 1}: {rows['outage'][-1]} {rows['crash'][-1]}", file=sys.stderr)
+            rows["publish"].append(publish_crash(workdir))
+            print(f"round {i + 1}: {rows['outage'][-1]} {rows['crash'][-1]} {rows['publish'][-1]}", file=sys.stderr)
 
     def col(kind, key):
         vals = [r[key] for r in rows[kind] if r[key] is not None]
@@ -200,8 +224,10 @@ def main():
     print(f"| camera killed -> its `reconnecting` event | {col('outage', 'detect_s')} |")
     print(f"| camera back -> its first result | {col('outage', 'back_to_result_s')} |")
     print(f"| other camera meanwhile, results/s | {col('outage', 'other_camera_results_per_s')} |")
-    print(f"| infer killed -> `started` of the restarted job | {col('crash', 'to_started_s')} |")
-    print(f"| infer killed -> first result again | {col('crash', 'to_result_s')} |")
+    print(f"| infer of lane 1 killed -> its camera's `resumed` | {col('crash', 'to_resumed_s')} |")
+    print(f"| infer of lane 1 killed -> its camera's first result again | {col('crash', 'to_result_s')} |")
+    print(f"| camera of lane 0 meanwhile, results/s | {col('crash', 'other_lane_results_per_s')} |")
+    print(f"| publish killed -> first result on the bus again | {col('publish', 'to_result_s')} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"date": str(datetime.date.today()), "rounds": rows, "down_s": args.down}, f, indent=1)
