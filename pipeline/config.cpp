@@ -224,6 +224,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     c.job.summary_path = resolve_path(base_dir, c.job.summary_path);
     r.number("drain_timeout_s", &c.job.drain_timeout_s, 0.1, 3600);
     r.uint("max_restarts", &c.job.max_restarts, 0, 1000000);
+    r.number("stage_timeout_s", &c.job.stage_timeout_s, 0, 86400);
     r.finish();
   }
 

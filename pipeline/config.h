@@ -34,9 +34,13 @@ struct JobConfig {
   double price_per_gpu_hour = 0.0;  // for the job summary's cost line
   std::string summary_path;         // optional JSON file written at the end of an archive job
   double drain_timeout_s = 10.0;    // on SIGINT/SIGTERM: how long stages may drain before being killed
-  // A stage that fails once every stage has opened (a crash) restarts the job, at most this many times
-  // in a row; an archive job then goes on from publish.jsonl_path (and is not restarted without it).
+  // A stage that fails once it has opened (a crash) is restarted, at most this many times in a row: in
+  // a live job its lane (or publish) alone, an archive job whole, going on from publish.jsonl_path
+  // (and not restarted without it).
   uint32_t max_restarts = 3;
+  // A stage stuck this long in its own work (one message, a deadline, closing) aborts itself, so
+  // that it is restarted (pipeline/stage_watchdog.h); 0: never.
+  double stage_timeout_s = 120.0;
 };
 
 struct IngestConfig {

@@ -32,6 +32,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 Status SenderEmitter::emit(Message&& msg) {
   if (!sender_) return FailedPrecondition("this stage has no output");
   const auto start = std::chrono::steady_clock::now();
+  WatchdogWait wait(watchdog_);
   Status s = sender_->send(msg, cancel_);
   send_s_.store(send_s_.load(std::memory_order_relaxed) + seconds_since(start), std::memory_order_relaxed);
   if (s.ok()) sent_.store(sent_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -40,6 +41,7 @@ Status SenderEmitter::emit(Message&& msg) {
 
 Result<Payload> SenderEmitter::allocate(size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
+  WatchdogWait wait(watchdog_);
   Result<Payload> p = allocator_->allocate(bytes);
   allocate_s_.store(allocate_s_.load(std::memory_order_relaxed) + seconds_since(start), std::memory_order_relaxed);
   return p;
@@ -122,7 +124,9 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
                                                        tensor_bytes, device));
     allocator = std::make_unique<ShmAllocator>(std::move(pool), &flags.abort);
   }
-  SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort);
+  // open() is not watched: loading a model, warming it up or choosing a batch size may take minutes.
+  StageWatchdog watchdog(stage_kind_name(kind), config.job.stage_timeout_s);
+  SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort, &watchdog);
 
   StageContext ctx{config, &flags.stop, lane, &layout};
   VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
@@ -226,10 +230,13 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
           ++stats.messages_in;
           inputs.push_back(std::move(next));
         }
+        watchdog.working("processing messages");
         s = stage.process_many(std::move(inputs), emitter);
       } else {
+        watchdog.working("processing a message");
         s = stage.process(std::move(msg), emitter);
       }
+      watchdog.waiting();
       stats.busy_s += seconds_since(busy_start);
       if (!s.ok()) {
         if (s.code() == StatusCode::kCancelled) break;
@@ -239,7 +246,9 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     }
     if (auto deadline = stage.next_deadline(); deadline && std::chrono::steady_clock::now() >= *deadline) {
       const auto busy_start = std::chrono::steady_clock::now();
+      watchdog.working("a deadline (e.g. the batcher's max delay)");
       Status s = stage.on_deadline(emitter);
+      watchdog.waiting();
       stats.busy_s += seconds_since(busy_start);
       if (!s.ok()) VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
     }
@@ -247,7 +256,9 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   // Upstream may exit now: everything it sent has been read.
   mark_input_closed(layout.input_endpoint.at(kind));
   const auto close_start = std::chrono::steady_clock::now();
+  watchdog.working("closing");
   Status closed = stage.close(emitter);
+  watchdog.waiting();
   stats.busy_s += seconds_since(close_start);
   if (!closed.ok()) VAPIPE_LOG_ERROR("{}: close: {}", stage_kind_name(kind), closed.message());
   // Downstream stages map our pool by name when they see its first descriptor: keep it (and its

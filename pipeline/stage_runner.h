@@ -7,6 +7,7 @@
 #include "pipeline/transport.h"
 #include "pipeline/signals.h"
 #include "pipeline/stage.h"
+#include "pipeline/stage_watchdog.h"
 
 namespace vapipe {
 
@@ -14,8 +15,9 @@ namespace vapipe {
 // or an allocation that waits for room.
 class SenderEmitter final : public Emitter {
  public:
-  SenderEmitter(MessageSender* sender, PayloadAllocator* allocator, const std::atomic<bool>* cancel)
-      : sender_(sender), allocator_(allocator), cancel_(cancel) {}
+  SenderEmitter(MessageSender* sender, PayloadAllocator* allocator, const std::atomic<bool>* cancel,
+                StageWatchdog* watchdog = nullptr)
+      : sender_(sender), allocator_(allocator), cancel_(cancel), watchdog_(watchdog) {}
   Status emit(Message&& msg) override;
   Result<Payload> allocate(size_t bytes) override;
   // Seconds spent in send (waiting for room downstream, back-pressure) and in allocate (waiting for a
@@ -29,6 +31,7 @@ class SenderEmitter final : public Emitter {
   MessageSender* sender_;
   PayloadAllocator* allocator_;
   const std::atomic<bool>* cancel_;
+  StageWatchdog* watchdog_;  // waits for room downstream or a free slot are not the stage's own work
   std::atomic<double> send_s_{0}, allocate_s_{0};
   std::atomic<uint64_t> sent_{0};
 };

@@ -8,7 +8,7 @@ import signal
 import time
 import urllib.request
 
-from e2e.common import E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
+from e2e.common import SOURCE_DIR, E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
 
 
 def live(pattern):
@@ -126,6 +126,33 @@ class StageRestart(E2ETest):
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("1 restarts in a row, job.max_restarts", run.stderr)
         self.assertNotIn("restarting the job", run.stderr)
+
+    def test_a_stage_stuck_in_its_own_work_is_aborted_and_its_lane_restarted(self):
+        """Infer runs a model that never returns from a batch with a white frame (a stuck CUDA call, in
+        effect), and only lane 1's stream has them: its watchdog aborts it after job.stage_timeout_s, with the stuck thread's
+        backtrace, and the lane restarts; it sticks again, and max_restarts ends the job. Lane 0's
+        stream goes on meanwhile."""
+        stuck_model = os.path.join(SOURCE_DIR, "tests", "media", "stuck_on_white.pt")
+        # Both lanes run the model; only the blinking stream (lane 1) has white frames.
+        config, endpoint = write_config(
+            self.dir, [("a", live("ball")), ("blinker", live("blink"))],
+            job={"mode": "live", "stage_timeout_s": 2, "max_restarts": 1}, lanes_per_device=2,
+            infer={"model": stuck_model})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for("results of a", lambda m: self.count("a") >= 10, timeout=60)
+        code = run.wait(timeout=120)
+        self.assertEqual(code, 2, run.stderr[-3000:])
+        err = run.stderr
+        self.assertRegex(err, r"\[infer \d+\] infer: stuck in its own work \(processing messages?\) for 2\.\d s "
+                              r"\(job.stage_timeout_s\): aborting it")
+        self.assertIn("backtrace", err)
+        self.assertRegex(err, r"stage infer\[1\] \(pid \d+\) failed: killed by signal 6 \(Aborted\); restarting lane 1")
+        self.assertIn("1 restarts in a row, job.max_restarts", err)
+        msgs = self.subscriber.wait(timeout=30)
+        self.assertGreater(len(results_by_stream(msgs).get("a", [])), 60)  # went on for both stuck spells
+        # blinker: a black frame before each white one that got stuck, at most.
+        self.assertLessEqual(len(results_by_stream(msgs).get("blinker", [])), 2)
 
 
 if __name__ == "__main__":
