@@ -99,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:4: batch.max_batch_size: expected auto or an integer from 1 to 4096, got 'lots'"},
         BadCase{"streams: [{id: a, uri: 'test://smpte'}]\ninfer: {model: m, labels: l}\nbatch: {max_batch_size: -3}\n",
                 "batch.max_batch_size: expected auto or an integer"},
+        BadCase{"streams: [{id: a, uri: 'test://smpte'}]\ninfer: {model: m, labels: l}\njob: {stage_timeout_s: -1}\n",
+                "bad.yaml:3: job.stage_timeout_s: expected a number from 0 to 86400"},
         BadCase{"streams: [{id: a, uri: 'test://nosuch'}]\ninfer: {model: m, labels: l}\n",
                 "bad.yaml:1: streams[0].uri: unknown test pattern 'nosuch'"},
         BadCase{"streams: [{id: a, uri: 'test://ball?fps=0'}]\ninfer: {model: m, labels: l}\n",
@@ -339,6 +341,7 @@ TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   auto c = load_config_string(yaml, "docs/config.md#annotated", "/jobs");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->job.max_restarts, 3u);
+  EXPECT_EQ(c->job.stage_timeout_s, 120.0);
   EXPECT_EQ(c->lanes_per_device, 1u);
   EXPECT_EQ(c->preprocess.threads, 1u);
   EXPECT_TRUE(c->ingest.reconnect);
