@@ -170,6 +170,33 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(leftovers, [], "shared memory left behind")
 
 
+def live_test_uri(pattern):
+    """A small endless live test source (15 fps, 160x120)."""
+    return f"test://{pattern}?frames=0&live=true&fps=15&width=160&height=120"
+
+
+class SubscribedTest(E2ETest):
+    """A test that reads what its `self.subscriber` has received so far, while the job runs."""
+
+    def messages(self):
+        try:
+            with open(self.subscriber.path) as f:
+                return [json.loads(line) for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, what, predicate, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(self.messages()):
+                return
+            time.sleep(0.1)
+        self.fail(f"timed out waiting for {what}")
+
+    def count(self, sid):
+        return len(results_by_stream(self.messages()).get(sid, []))
+
+
 def _alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:

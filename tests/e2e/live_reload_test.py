@@ -8,29 +8,13 @@ import signal
 import time
 import urllib.request
 
-from e2e.common import E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
+from e2e.common import (
+    Run, SubscribedTest, Subscriber, events_by_stream, free_port, live_test_uri, results_by_stream, write_config)
+
+live = live_test_uri
 
 
-def live(pattern):
-    return f"test://{pattern}?frames=0&live=true&fps=15&width=160&height=120"
-
-
-class LiveReload(E2ETest):
-    def messages(self):
-        try:
-            with open(self.subscriber.path) as f:
-                return [json.loads(line) for line in f if line.endswith("\n")]
-        except FileNotFoundError:
-            return []
-
-    def wait_for(self, what, predicate, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if predicate(self.messages()):
-                return
-            time.sleep(0.1)
-        self.fail(f"timed out waiting for {what}")
-
+class LiveReload(SubscribedTest):
     def rewrite(self, path, streams=None, text=None, **changes):
         """The config again, with other streams, or other sections, or this text."""
         if text is None:

@@ -8,32 +8,13 @@ import signal
 import time
 import urllib.request
 
-from e2e.common import SOURCE_DIR, E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
+from e2e.common import (
+    Run, SOURCE_DIR, SubscribedTest, Subscriber, events_by_stream, free_port, live_test_uri, results_by_stream, write_config)
+
+live = live_test_uri
 
 
-def live(pattern):
-    return f"test://{pattern}?frames=0&live=true&fps=15&width=160&height=120"
-
-
-class StageRestart(E2ETest):
-    def messages(self):
-        try:
-            with open(self.subscriber.path) as f:
-                return [json.loads(line) for line in f if line.endswith("\n")]
-        except FileNotFoundError:
-            return []
-
-    def wait_for(self, what, predicate, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if predicate(self.messages()):
-                return
-            time.sleep(0.1)
-        self.fail(f"timed out waiting for {what}")
-
-    def count(self, sid):
-        return len(results_by_stream(self.messages()).get(sid, []))
-
+class StageRestart(SubscribedTest):
     def test_a_crashed_stage_restarts_its_lane_and_a_crashed_publish_restarts_alone(self):
         metrics = f"127.0.0.1:{free_port()}"
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))], job={"mode": "live"},
