@@ -82,6 +82,7 @@ struct StreamEvent {
   uint64_t frames = 0;  // frames emitted by ingest for the stream (on end/error)
   uint64_t dropped = 0; // frames dropped by a live-mode queue (on end/error)
   uint32_t attempt = 0; // kStreamReconnecting / kStreamResumed: the reconnection attempt (from 1)
+  int64_t duration_ns = -1;  // kStreamStart: the media's duration (a file's), -1 when unknown or endless
 };
 
 struct Message {

@@ -7,7 +7,7 @@ namespace vapipe {
 namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
-constexpr uint8_t kWireVersion = 1;
+constexpr uint8_t kWireVersion = 2;  // 2: kStreamStart carries the media's duration
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -194,6 +194,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       w.pod(m.event.frames);
       w.pod(m.event.dropped);
       if (m.kind == MessageKind::kStreamReconnecting || m.kind == MessageKind::kStreamResumed) w.pod(m.event.attempt);
+      if (m.kind == MessageKind::kStreamStart) w.pod(m.event.duration_ns);
       break;
   }
 }
@@ -261,6 +262,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       r.pod(&m->event.frames);
       r.pod(&m->event.dropped);
       if (m->kind == MessageKind::kStreamReconnecting || m->kind == MessageKind::kStreamResumed) r.pod(&m->event.attempt);
+      if (m->kind == MessageKind::kStreamStart) r.pod(&m->event.duration_ns);
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }
   return DataLoss("unknown message kind " + std::to_string(static_cast<int>(m->kind)));

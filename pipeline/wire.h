@@ -1,4 +1,4 @@
-// Binary wire format of Message (version 1). A message is a list of parts: part 0 is the header
+// Binary wire format of Message (version 2). A message is a list of parts: part 0 is the header
 // (kind, envelope, metadata, payload descriptors), further parts carry inline payload bytes. A payload
 // in a shared memory slot travels as a descriptor (pool name, slot, generation) when the transport
 // allows references, so only a few dozen bytes cross the socket.

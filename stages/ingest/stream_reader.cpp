@@ -536,6 +536,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       const MessageKind kind = started ? MessageKind::kStreamResumed : MessageKind::kStreamStart;
       StreamEvent ev{uri, "", emitted, s.queue.dropped()};
       ev.attempt = started ? attempt : 0;
+      if (!started) {
+        // A file knows its duration once it plays (archive progress, in publish); a camera does not.
+        gint64 duration = -1;
+        if (!s.options.live && gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) &&
+            duration > 0) {
+          ev.duration_ns = duration;
+        }
+      }
       if (started && attempt > 0) {
         VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}", s.stream.id, attempt);
       } else if (started) {

@@ -55,6 +55,41 @@ class Writer {
 
 }  // namespace
 
+JobProgress job_progress(const JobMetrics& m) {
+  JobProgress p;
+  double done_this_run = 0;
+  for (const StreamMetrics& s : m.streams) {
+    p.streams_ended += s.ended;
+    if (s.media_s <= 0) continue;
+    ++p.streams_timed;
+    p.media_s += s.media_s;
+    const double done = s.ended ? s.media_s : std::clamp(s.position_s, 0.0, s.media_s);
+    p.done_s += done;
+    done_this_run += std::max(0.0, done - std::min(s.earlier_position_s, s.media_s));
+  }
+  if (p.media_s <= 0) return p;
+  p.ratio = p.done_s / p.media_s;
+  const double elapsed = m.now_unix_s - m.start_unix_s;
+  if (elapsed > 0 && done_this_run > 0) {
+    p.media_per_s = done_this_run / elapsed;
+    p.eta_s = (p.media_s - p.done_s) / p.media_per_s;
+  }
+  return p;
+}
+
+std::string human_duration(double seconds) {
+  char buf[64];
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  } else if (seconds < 3600) {
+    std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
+  } else {
+    const int minutes = static_cast<int>(seconds / 60);
+    std::snprintf(buf, sizeof buf, "%d h %02d min", minutes / 60, minutes % 60);
+  }
+  return buf;
+}
+
 const std::vector<std::string>& stream_states() {
   static const std::vector<std::string> states{"pending", "running", "reconnecting", "done", "failed", "stopped",
                                                "removed"};
@@ -143,6 +178,25 @@ std::string prometheus_text(const JobMetrics& m) {
       }
     }
   }
+  // Archive progress: streams whose duration is known (files), and the job as a whole.
+  w.family("vapipe_stream_progress_ratio", "gauge",
+           "Share of the stream's media that has results (streams whose duration is known).");
+  for (const StreamMetrics& s : m.streams) {
+    if (s.media_s <= 0) continue;
+    const double done = s.ended ? 1.0 : std::clamp(s.position_s / s.media_s, 0.0, 1.0);
+    w.sample("vapipe_stream_progress_ratio", "stream=\"" + label_value(s.id) + "\"", number(done));
+  }
+  const JobProgress progress = job_progress(m);
+  if (progress.ratio >= 0) {
+    w.family("vapipe_job_progress_ratio", "gauge", "Share of the media of every timed stream that has results.");
+    w.sample("vapipe_job_progress_ratio", "", number(progress.ratio));
+    w.family("vapipe_job_media_seconds", "gauge", "Duration of the media of the streams whose duration is known.");
+    w.sample("vapipe_job_media_seconds", "", number(progress.media_s));
+  }
+  if (progress.eta_s >= 0) {
+    w.family("vapipe_job_eta_seconds", "gauge", "Seconds until the timed streams are done, at this run's pace.");
+    w.sample("vapipe_job_eta_seconds", "", number(progress.eta_s));
+  }
   w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
                "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
                [](const StreamMetrics& s) { return number(s.last_result_unix_s); });
@@ -154,14 +208,23 @@ nlohmann::json health_json(const JobMetrics& m) {
   for (const StreamMetrics& s : m.streams) {
     nlohmann::json j{{"state", s.state}, {"results", s.results}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
+    j["progress"] = s.media_s > 0 ? nlohmann::json(s.ended ? 1.0 : std::clamp(s.position_s / s.media_s, 0.0, 1.0))
+                                  : nlohmann::json();
     streams[s.id] = std::move(j);
   }
   // How many streams are in each state, for a dashboard or an alert that needs no parsing per stream.
   nlohmann::json states = nlohmann::json::object();
   for (const std::string& state : stream_states()) states[state] = 0;
   for (const StreamMetrics& s : m.streams) states[s.state] = states.value(s.state, 0) + 1;
+  const JobProgress p = job_progress(m);
+  nlohmann::json progress = p.ratio < 0 ? nlohmann::json()
+                                        : nlohmann::json{{"ratio", p.ratio},
+                                                         {"media_s", p.media_s},
+                                                         {"done_s", p.done_s},
+                                                         {"streams_timed", p.streams_timed},
+                                                         {"eta_s", p.eta_s >= 0 ? nlohmann::json(p.eta_s) : nlohmann::json()}};
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
-          {"stream_states", std::move(states)}, {"streams", std::move(streams)}};
+          {"stream_states", std::move(states)}, {"progress", std::move(progress)}, {"streams", std::move(streams)}};
 }
 
 }  // namespace vapipe

@@ -26,6 +26,24 @@ struct StreamMetrics {
   uint64_t latency_count = 0;  // results whose latency is in latency_sum_s (a resumed job's earlier ones are not)
   double latency_max_s = 0;
   double last_result_unix_s = 0;  // 0: none yet
+  // Archive progress: the media's duration (from the stream's start event; < 0: unknown, e.g. a camera),
+  // the timestamp of its latest result, and of the latest one an earlier run had (--resume).
+  double media_s = -1;
+  double position_s = 0;
+  double earlier_position_s = 0;
+  bool ended = false;  // done, failed, stopped or removed: nothing more will come
+};
+
+// How far an archive job is: the media of the streams whose duration is known, and how much of it
+// has results. A stream that ended counts as wholly done.
+struct JobProgress {
+  size_t streams_timed = 0;  // streams with a known duration (the others are not counted)
+  size_t streams_ended = 0;  // of all streams
+  double media_s = 0;        // their duration, in all
+  double done_s = 0;         // of which has results
+  double ratio = -1;         // done_s / media_s; -1: no duration known yet
+  double media_per_s = 0;    // media seconds done per wall second in this run (x real time)
+  double eta_s = -1;         // at that pace, seconds until done_s reaches media_s; -1: unknown
 };
 
 struct JobMetrics {
@@ -36,6 +54,11 @@ struct JobMetrics {
   std::vector<StreamMetrics> streams;
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
 };
+
+JobProgress job_progress(const JobMetrics& m);
+
+// "1 h 05 min", "4 min 10 s", "12.5 s": a duration for a log line.
+std::string human_duration(double seconds);
 
 // The states a stream can be in, in the order vapipe_stream_state lists them.
 const std::vector<std::string>& stream_states();

@@ -17,11 +17,16 @@
 #include "stages/publish/result_schema.h"
 
 namespace vapipe {
+namespace {
+// Archive jobs log how far they are this often (publish.metrics_address serves it at any time).
+constexpr auto kProgressLogPeriod = std::chrono::seconds(30);
+}  // namespace
 
 Status PublishStage::open(const StageContext& ctx) {
   config_ = &ctx.config;
   layout_ = ctx.layout;
   job_start_ns_ = wall_clock_ns();
+  next_progress_log_ = std::chrono::steady_clock::now() + kProgressLogPeriod;
   // The supervisor passes the job's start, so that the wall time covers start-up too.
   if (const char* s = std::getenv("VAPIPE_JOB_START_NS"); s && *s) job_start_ns_ = std::atoll(s);
   // --resume: the results an earlier run published (kept in the JSON-lines file) count as published.
@@ -46,6 +51,7 @@ Status PublishStage::open(const StageContext& ctx) {
       st.message = p.message;
       st.started_earlier = p.started;
       st.ended_earlier = !p.ended.empty();
+      if (p.last_pts_ms >= 0) st.position_ns = st.earlier_position_ns = static_cast<int64_t>(p.last_pts_ms * 1e6);
       if (p.ended == "failed") ++failed_streams_;
     }
     streams_.push_back(st);
@@ -151,6 +157,10 @@ JobMetrics PublishStage::metrics() const {
     s.dropped = st.dropped;
     s.reconnects = st.reconnects;
     s.restarts = st.restarts;
+    s.media_s = st.media_ns > 0 ? static_cast<double>(st.media_ns) / 1e9 : -1.0;
+    s.position_s = static_cast<double>(st.position_ns) / 1e9;
+    s.earlier_position_s = static_cast<double>(st.earlier_position_ns) / 1e9;
+    s.ended = st.ended || st.ended_earlier;
     s.latency_sum_s = st.latency_sum_ms / 1000.0;
     s.latency_count = st.results - st.earlier_results;
     s.latency_max_s = st.latency_max_ms / 1000.0;
@@ -190,8 +200,25 @@ void PublishStage::check_authorized_keys() {
                   path);
 }
 
+void PublishStage::log_progress() {
+  next_progress_log_ = std::chrono::steady_clock::now() + kProgressLogPeriod;
+  const JobMetrics m = metrics();
+  const JobProgress p = job_progress(m);
+  if (p.ratio < 0) return;
+  std::string untimed;
+  if (p.streams_timed < m.streams.size()) {
+    untimed = "; " + std::to_string(m.streams.size() - p.streams_timed) + " streams of unknown length not counted";
+  }
+  const std::string eta = p.eta_s >= 0 ? "; about " + human_duration(p.eta_s) + " left at " +
+                                             fmt::format("{:.1f}", p.media_per_s) + "x real time"
+                                       : std::string();
+  VAPIPE_LOG_INFO("progress: {:.1f}% of {} of media, {} of {} streams ended{}{}", 100.0 * p.ratio,
+                  human_duration(p.media_s), p.streams_ended, m.streams.size(), eta, untimed);
+}
+
 Status PublishStage::on_deadline(Emitter& /*out*/) {
   update_metrics_snapshot();  // (without a metrics server: nothing)
+  if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
   }
@@ -201,6 +228,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
 std::optional<SteadyTime> PublishStage::next_deadline() const {
   std::optional<SteadyTime> next;
   if (metrics_server_) next = next_snapshot_;
+  if (config_ && config_->job.mode == JobMode::kArchive) next = next ? std::min(*next, next_progress_log_) : next_progress_log_;
   if (config_ && !config_->publish.curve_authorized_keys.empty()) {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
@@ -263,6 +291,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
       VAPIPE_LOG_ERROR("stream '{}': frame {} arrived after frame {}", st.id, in.env.seq, st.next_seq - 1);
     }
     st.next_seq = std::max(st.next_seq, in.env.seq + 1);
+    if (in.env.pts_ns >= 0) st.position_ns = std::max(st.position_ns, in.env.pts_ns);
     ++st.results;
     if (!in.prediction.error.empty() || !in.error.empty()) ++st.frame_errors;
     if (st.first_ns == 0) st.first_ns = in.env.capture_ns;
@@ -275,6 +304,8 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (!is_stream_event(in.kind)) {
     return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
   }
+  // A file's duration, for archive progress (a resumed stream's start is not published again).
+  if (in.kind == MessageKind::kStreamStart && in.event.duration_ns > 0) st.media_ns = in.event.duration_ns;
   // --resume: what an earlier run published is not published twice (ingest still ends such a stream,
   // for the stages' sake, and starts a resumed one).
   if ((st.ended_earlier && ends_stream(in.kind)) || (st.started_earlier && in.kind == MessageKind::kStreamStart)) {
@@ -374,7 +405,9 @@ void PublishStage::write_summary() {
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
                        {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
                        {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects},
-                       {"restarts", st.restarts}, {"wall_s", stream_wall},
+                       {"restarts", st.restarts},
+                       {"media_s", st.media_ns > 0 ? nlohmann::json(static_cast<double>(st.media_ns) / 1e9) : nlohmann::json()},
+                       {"wall_s", stream_wall},
                        {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms}});
     std::snprintf(line, sizeof line, "  %-24s %-8s %9llu %8llu %9.2f %10.1f %12.1f\n", st.id.c_str(),
                   st.status.c_str(), static_cast<unsigned long long>(st.results),

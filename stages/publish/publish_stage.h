@@ -71,6 +71,9 @@ class PublishStage final : public Stage {
     bool seq_jumps = false;
     bool counts_known = true;  // false in a publish that restarted: it did not see the earlier results
     uint64_t results_base = 0, dropped_base = 0;
+    // Archive progress: the media's duration (from its start event; -1: unknown), the timestamp of its
+    // latest result, and that of the latest result an earlier run kept (--resume).
+    int64_t media_ns = -1, position_ns = 0, earlier_position_ns = 0;
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
   };
@@ -93,6 +96,8 @@ class PublishStage final : public Stage {
   nlohmann::json summary_;
   std::unique_ptr<MetricsServer> metrics_server_;
   SteadyTime next_snapshot_{};
+  SteadyTime next_progress_log_{};  // archive jobs: a progress line every kProgressLogPeriod
+  void log_progress();
   // publish.curve_authorized_keys is looked at every 2 s: a changed file takes effect for the next
   // subscribers without a restart (an unreadable one is logged, and the list in force stays).
   void check_authorized_keys();

@@ -72,6 +72,10 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
   if (m.kind == MessageKind::kStreamReconnecting || m.kind == MessageKind::kStreamResumed) {
     j["attempt"] = m.event.attempt;
   }
+  if (m.kind == MessageKind::kStreamStart) {
+    j["duration_ms"] = m.event.duration_ns > 0 ? nlohmann::json(static_cast<double>(m.event.duration_ns) / 1e6)
+                                               : nlohmann::json();
+  }
   j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
   return j;
 }

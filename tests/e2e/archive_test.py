@@ -58,6 +58,8 @@ class ArchiveJob(E2ETest):
             kinds = [e["event"] for e in events.get(sid, [])]
             self.assertEqual(kinds, ["started", "eos"], f"stream {sid}")
             self.assertEqual(events[sid][-1]["frames"], frames)
+            # Its duration (every source here is 30 fps and finite), for the job's progress.
+            self.assertAlmostEqual(events[sid][0]["duration_ms"], frames * 1000 / 30, delta=40, msg=sid)
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"]
         self.assertEqual(len(summary), 1)
         self.assertEqual(summary[0]["frames"], sum(s[2] for s in STREAMS))

@@ -121,7 +121,9 @@ TEST_F(CurveTest, OnlyListedClientsGetInAndRefusalsAreCounted) {
   auto client = [&](const CurveKeyPair* own) {
     zmq::socket_t push(zmq_context(), zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 0);
-    if (own) EXPECT_TRUE(make_curve_client(push, *own, server.public_key).ok());
+    if (own) {
+      EXPECT_TRUE(make_curve_client(push, *own, server.public_key).ok());
+    }
     push.connect(ep);
     return push;
   };

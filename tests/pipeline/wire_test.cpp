@@ -95,6 +95,14 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
     EXPECT_TRUE(is_stream_event(kind));
     EXPECT_FALSE(ends_stream(kind));
   }
+
+  StreamEvent start{"file:///a.mp4", "", 0, 0};
+  start.duration_ns = 12'345'000'000;
+  auto ds = decode_message(
+      to_parts(encode_message(Message::stream_event(MessageKind::kStreamStart, sample_envelope(), start), true)), nullptr);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(ds->event.duration_ns, 12'345'000'000);
+  EXPECT_EQ(ds->event.uri, "file:///a.mp4");
 }
 
 TEST(Wire, ShmPayloadTravelsAsADescriptorAndIsAdopted) {

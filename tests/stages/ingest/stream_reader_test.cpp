@@ -77,6 +77,7 @@ TEST_F(StreamReaderTest, TestSourceEmitsStartFramesInOrderAndEnd) {
   EXPECT_EQ(out.messages.front().kind, MessageKind::kStreamStart);
   EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
   EXPECT_EQ(out.messages.back().event.frames, 12u);
+  EXPECT_EQ(out.messages.front().event.duration_ns, 400000000);  // 12 frames at 30 fps
   auto frames = of_kind(out, MessageKind::kFrame);
   for (size_t i = 0; i < frames.size(); ++i) {
     const Message& f = *frames[i];
@@ -149,6 +150,9 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
     EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << mux;
     EXPECT_EQ(frames.back()->env.seq, 24u);
     EXPECT_EQ(frames[0]->frame.width, 352u);
+    // The file's duration (25 frames at 30 fps) rides on its start event, for publish's progress.
+    ASSERT_EQ(out.messages.front().kind, MessageKind::kStreamStart);
+    EXPECT_NEAR(static_cast<double>(out.messages.front().event.duration_ns) / 1e9, 25.0 / 30.0, 0.05) << mux;
   }
 }
 

@@ -307,10 +307,55 @@ TEST_F(PublishStageTest, AMetricsAddressInUseIsAStartUpErrorNamingIt) {
             std::string::npos) << s.message();
 }
 
-TEST_F(PublishStageTest, WithoutAMetricsAddressNothingIsServedAndNoDeadlineIsSet) {
+TEST_F(PublishStageTest, WithoutAMetricsAddressNothingIsServedAndOnlyAnArchiveJobLogsProgress) {
+  config_.job.mode = JobMode::kLive;
   open();
   EXPECT_EQ(stage_->metrics_server(), nullptr);
   EXPECT_FALSE(stage_->next_deadline().has_value());
+  PublishStage archive([](const StageContext&) -> Result<std::unique_ptr<BusPublisher>> {
+    return std::unique_ptr<BusPublisher>(std::make_unique<FakeBus>());
+  });
+  config_.job.mode = JobMode::kArchive;
+  ASSERT_TRUE(archive.open(StageContext{config_}).ok());
+  ASSERT_TRUE(archive.next_deadline().has_value());  // the progress line, every 30 s
+  EXPECT_GT(*archive.next_deadline(), std::chrono::steady_clock::now() + std::chrono::seconds(25));
+}
+
+// Archive progress: each file's duration comes with its start event; the timestamps of its results
+// say how far it is; an ended stream is wholly done. /healthz, /metrics and the summary carry it.
+TEST_F(PublishStageTest, ArchiveProgressComesFromEachFilesDurationAndItsLatestResult) {
+  open();
+  auto start = [](uint32_t stream, int64_t duration_ns) {
+    StreamEvent ev{"file:///a.mp4", "", 0, 0};
+    ev.duration_ns = duration_ns;
+    return Message::stream_event(MessageKind::kStreamStart, testing::envelope(stream, 0), ev);
+  };
+  ASSERT_TRUE(stage_->process(start(0, 10'000'000'000), out_).ok());  // 10 s
+  ASSERT_TRUE(stage_->process(start(1, 30'000'000'000), out_).ok());  // 30 s
+  Message r = result(0, 0, "a");
+  r.env.pts_ns = 5'000'000'000;  // halfway through stream 0
+  ASSERT_TRUE(stage_->process(std::move(r), out_).ok());
+  JobMetrics m = stage_->metrics();
+  JobProgress p = job_progress(m);
+  EXPECT_EQ(p.streams_timed, 2u);
+  EXPECT_DOUBLE_EQ(p.media_s, 40.0);
+  EXPECT_DOUBLE_EQ(p.done_s, 5.0);
+  EXPECT_DOUBLE_EQ(p.ratio, 0.125);
+  EXPECT_GT(p.eta_s, 0);
+  const nlohmann::json health = health_json(m);
+  EXPECT_DOUBLE_EQ(health["progress"]["ratio"].get<double>(), 0.125);
+  EXPECT_DOUBLE_EQ(health["streams"]["s0"]["progress"].get<double>(), 0.5);
+  const std::string text = prometheus_text(m);
+  EXPECT_NE(text.find("vapipe_stream_progress_ratio{stream=\"s0\"} 0.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vapipe_job_progress_ratio 0.125\n"), std::string::npos);
+  EXPECT_NE(text.find("vapipe_job_eta_seconds "), std::string::npos);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 1), out_).ok());  // ended: all of it counts
+  EXPECT_DOUBLE_EQ(job_progress(stage_->metrics()).done_s, 10.0);
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_DOUBLE_EQ(job_progress(stage_->metrics()).ratio, 1.0);
+  EXPECT_DOUBLE_EQ(stage_->summary()["streams"][1]["media_s"].get<double>(), 30.0);
+  EXPECT_EQ(bus_->sent[0].second["duration_ms"], 10000.0);  // on the `started` event
 }
 
 // Who may subscribe changes without a restart: publish looks at publish.curve_authorized_keys every

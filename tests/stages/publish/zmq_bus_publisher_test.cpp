@@ -19,7 +19,9 @@ using namespace std::chrono_literals;
 zmq::socket_t subscriber(const std::string& ep, const CurveKeyPair* own, const std::string& server_key) {
   zmq::socket_t sub(zmq_context(), zmq::socket_type::sub);
   sub.set(zmq::sockopt::linger, 0);
-  if (own) EXPECT_TRUE(make_curve_client(sub, *own, server_key).ok());
+  if (own) {
+    EXPECT_TRUE(make_curve_client(sub, *own, server_key).ok());
+  }
   sub.set(zmq::sockopt::subscribe, "");
   sub.connect(ep);
   return sub;
