@@ -392,6 +392,18 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         ctx.fail(r.child("metrics_address"), "publish.metrics_address", s.message());
       }
     }
+    r.str("metrics_token_file", &c.publish.metrics_token_file);
+    c.publish.metrics_token_file = resolve_path(base_dir, c.publish.metrics_token_file);
+    if (!c.publish.metrics_token_file.empty()) {
+      auto token = read_metrics_token_file(c.publish.metrics_token_file);
+      if (!token.ok()) {
+        ctx.fail(r.child("metrics_token_file"), "publish.metrics_token_file", token.status().message());
+      } else if (c.publish.metrics_address.empty()) {
+        ctx.fail(r.child("metrics_token_file"), "publish.metrics_token_file", "needs publish.metrics_address");
+      } else {
+        c.publish.metrics_token = std::move(*token);
+      }
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);
@@ -526,6 +538,27 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
 }
 
 }  // namespace
+
+Result<std::string> read_metrics_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read the token file " + path);
+  std::string line;
+  std::getline(in, line);
+  const auto first = line.find_first_not_of(" \t\r");
+  const auto last = line.find_last_not_of(" \t\r");
+  const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
+  if (token.size() < 16 || token.size() > 4096) {
+    return InvalidArgument(path + ":1: expected a token of 16 to 4096 characters on the first line (e.g. from "
+                           "`head -c 32 /dev/urandom | base64`), got " + std::to_string(token.size()));
+  }
+  for (unsigned char ch : token) {
+    if (ch < 0x21 || ch > 0x7e) {
+      return InvalidArgument(path + ":1: the token must be printable ASCII without blanks (it travels in an HTTP "
+                             "header)");
+    }
+  }
+  return token;
+}
 
 Status split_host_port(const std::string& address, std::string* host, int* port) {
   const auto colon = address.rfind(':');

@@ -108,6 +108,10 @@ struct PublishConfig {
   std::string endpoint = "tcp://127.0.0.1:5560";
   // HOST:PORT for GET /metrics (Prometheus) and GET /healthz; empty: none.
   std::string metrics_address;
+  // A file holding a bearer token: then /metrics, POST /-/reload and /healthz's details need
+  // `Authorization: Bearer TOKEN`. The token itself is read at load and never logged.
+  std::string metrics_token_file;
+  std::string metrics_token;
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
@@ -179,6 +183,11 @@ Result<std::string> expand_environment(const std::string& text);
 // "HOST:PORT" (an IPv6 host in brackets; port 0: any free port) split in two; the error says what was
 // expected.
 Status split_host_port(const std::string& address, std::string* host, int* port);
+
+// publish.metrics_token_file: its first line, without surrounding blanks: a token of 16 to 4096
+// printable characters (e.g. `head -c 32 /dev/urandom | base64 > metrics.token`). Errors name the file,
+// never the token.
+Result<std::string> read_metrics_token_file(const std::string& path);
 
 // `text`, if given, receives the file's text (what was parsed).
 Result<Config> load_config_file(const std::string& path, std::string* text = nullptr);

@@ -9,7 +9,19 @@
 
 namespace vapipe {
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, ReloadRequest reload) {
+namespace {
+
+// The same time whatever the first differing byte: the comparison does not leak the token.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
+  return diff == 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, ReloadRequest reload,
+                                                            std::string bearer_token) {
   std::string host;
   int port = 0;
   VAPIPE_RETURN_IF_ERROR(split_host_port(address, &host, &port));
@@ -27,16 +39,31 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   MetricsServer* self = m.get();
-  server.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+  // publish.metrics_token_file: Prometheus sends it with `authorization: {credentials_file: ...}`.
+  auto authorized = [token = std::move(bearer_token)](const httplib::Request& req) {
+    return token.empty() || same_secret(req.get_header_value("Authorization"), "Bearer " + token);
+  };
+  auto refuse = [](httplib::Response& res) {
+    res.status = 401;
+    res.set_header("WWW-Authenticate", "Bearer realm=\"vapipe\"");
+    res.set_content("a bearer token is needed (publish.metrics_token_file)\n", "text/plain; charset=utf-8");
+  };
+  server.Get("/metrics", [self, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req)) return refuse(res);
     std::lock_guard<std::mutex> lock(self->mutex_);
     res.set_content(self->metrics_, "text/plain; version=0.0.4; charset=utf-8");
   });
-  server.Get("/healthz", [self](const httplib::Request&, httplib::Response& res) {
+  server.Get("/healthz", [self, authorized](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(self->mutex_);
+    if (!authorized(req)) {
+      res.set_content(self->updated_ ? "{\"status\":\"ok\"}" : "{\"status\":\"starting\"}", "application/json");
+      return;
+    }
     res.set_content(self->health_, "application/json");
   });
   if (reload) {
-    server.Post("/-/reload", [reload](const httplib::Request&, httplib::Response& res) {
+    server.Post("/-/reload", [reload, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req)) return refuse(res);
       const Status s = reload();
       res.status = s.ok() ? 202 : 409;
       res.set_content(s.ok() ? "reload requested: the job's log says what changed\n" : s.message() + "\n",
@@ -69,6 +96,7 @@ void MetricsServer::update(std::string metrics_text, std::string health_json) {
   std::lock_guard<std::mutex> lock(mutex_);
   metrics_ = std::move(metrics_text);
   health_ = std::move(health_json);
+  updated_ = true;
 }
 
 }  // namespace vapipe

@@ -25,8 +25,11 @@ class MetricsServer {
   // server thread.
   using ReloadRequest = std::function<Status()>;
   // Binds `address` and starts serving; an error names the address. Without `reload`, POST /-/reload
-  // answers 404.
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, ReloadRequest reload = nullptr);
+  // answers 404. With a `bearer_token`, GET /metrics and POST /-/reload answer 401 unless the request
+  // says `Authorization: Bearer TOKEN`, and GET /healthz without it says only whether the job is up
+  // (for a liveness probe): its stream ids and states need the token too.
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, ReloadRequest reload = nullptr,
+                                                      std::string bearer_token = "");
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -45,6 +48,7 @@ class MetricsServer {
   std::mutex mutex_;
   std::string metrics_ = "";
   std::string health_ = "{\"status\":\"starting\"}";
+  bool updated_ = false;
 };
 
 }  // namespace vapipe

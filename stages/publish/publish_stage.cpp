@@ -90,10 +90,14 @@ Status PublishStage::open(const StageContext& ctx) {
                   jsonl_.is_open() ? " and " + pc.jsonl_path : std::string());
   if (!ctx.config.publish.metrics_address.empty()) {
     VAPIPE_ASSIGN_OR_RETURN(metrics_server_,
-                            MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload));
+                            MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload,
+                                                 ctx.config.publish.metrics_token));
     update_metrics_snapshot();
-    VAPIPE_LOG_INFO("publish: metrics on http://{}:{}/metrics, health on /healthz", metrics_server_->host(),
-                    metrics_server_->port());
+    VAPIPE_LOG_INFO("publish: metrics on http://{}:{}/metrics, health on /healthz{}", metrics_server_->host(),
+                    metrics_server_->port(),
+                    ctx.config.publish.metrics_token.empty()
+                        ? std::string()
+                        : " (bearer token from " + ctx.config.publish.metrics_token_file + ")");
   }
   return Status::Ok();
 }

@@ -6,10 +6,12 @@ import os
 import re
 import signal
 import time
+import subprocess
+import urllib.error
 import urllib.request
 
 from e2e.common import (
-    Run, SubscribedTest, Subscriber, events_by_stream, free_port, live_test_uri, results_by_stream, write_config)
+    VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, live_test_uri, results_by_stream, write_config)
 
 live = live_test_uri
 
@@ -33,8 +35,16 @@ class LiveReload(SubscribedTest):
 
     def test_streams_are_added_and_removed_on_sighup_and_the_others_go_on(self):
         metrics = f"127.0.0.1:{free_port()}"
+        token = "e2e-token-" + "0123456789abcdef"
+        with open(os.path.join(self.dir, "metrics.token"), "w") as f:
+            f.write(token + "\n")
+        auth = {"Authorization": f"Bearer {token}"}
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],
-                                        job={"mode": "live"}, lanes_per_device=2, publish={"metrics_address": metrics})
+                                        job={"mode": "live"}, lanes_per_device=2,
+                                        publish={"metrics_address": metrics, "metrics_token_file": "metrics.token"})
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertIn("(bearer token from " + os.path.join(self.dir, "metrics.token") + ")", validate.stdout)
+        self.assertNotIn(token, validate.stdout + validate.stderr)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
@@ -42,7 +52,11 @@ class LiveReload(SubscribedTest):
         # b goes (its lane 1 is then empty), c comes (onto lane 1, the emptier). Asked over HTTP, as a
         # config-reloading sidecar would (the same as SIGHUP).
         self.rewrite(config, streams=[("a", live("ball")), ("c", live("pinwheel"))])
-        request = urllib.request.Request(f"http://{metrics}/-/reload", method="POST")
+        # Without the bearer token (publish.metrics_token_file): refused, nothing reloaded.
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"http://{metrics}/-/reload", method="POST"), timeout=10)
+        self.assertEqual(refused.exception.code, 401)
+        request = urllib.request.Request(f"http://{metrics}/-/reload", method="POST", headers=auth)
         self.assertEqual(urllib.request.urlopen(request, timeout=10).status, 202)
         self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
         self.wait_for("results of c", self.results_of("c"))
@@ -65,7 +79,8 @@ class LiveReload(SubscribedTest):
         self.wait_for("c to go on", lambda m: len(results_by_stream(m).get("c", [])) >= before + 10)
 
         # /metrics: b is removed; every stage process of both lanes reports its times and totals.
-        text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(urllib.request.Request(f"http://{metrics}/metrics", headers=auth),
+                                      timeout=10).read().decode()
         self.assertIn('vapipe_stream_state{stream="b",state="removed"} 1', text)
         self.assertIn('vapipe_stream_state{stream="c",state="running"} 1', text)
         for stage in ["preprocess", "batch", "infer"]:

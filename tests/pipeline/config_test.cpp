@@ -329,6 +329,38 @@ TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
   std::filesystem::remove_all(dir);
 }
 
+// publish.metrics_token_file: read at load; its errors name the file, never the token.
+TEST(Config, AMetricsTokenIsReadAtLoadAndItsErrorsNameTheFileNotTheToken) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-token-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "good") << "  abcdefghijklmnop0123  \nignored\n";
+  std::ofstream(dir / "short") << "tooshort\n";
+  std::ofstream(dir / "blank") << "abcdefgh ijklmnop0123\n";
+  const std::string head = "streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(head + "publish: {metrics_address: '127.0.0.1:0', metrics_token_file: good}\n",
+                              "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.metrics_token, "abcdefghijklmnop0123");
+  struct Case {
+    std::string yaml, expected;
+  };
+  for (const Case& bad : {
+           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: missing}\n",
+                "job.yaml:3: publish.metrics_token_file: cannot read the token file " + (dir / "missing").string()},
+           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: short}\n",
+                (dir / "short").string() + ":1: expected a token of 16 to 4096 characters"},
+           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: blank}\n",
+                (dir / "blank").string() + ":1: the token must be printable ASCII without blanks"},
+           Case{"publish: {metrics_token_file: good}\n", "publish.metrics_token_file: needs publish.metrics_address"},
+       }) {
+    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
+    ASSERT_FALSE(r.ok()) << bad.yaml;
+    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find("tooshort"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   std::ifstream in(std::string(VAPIPE_SOURCE_DIR) + "/docs/config.md");
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

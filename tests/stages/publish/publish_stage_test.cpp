@@ -297,6 +297,38 @@ TEST(MetricsServer, PostReloadCallsTheReloadRequestAndAnswers202) {
   EXPECT_EQ(httplib::Client("127.0.0.1", (*without)->port()).Post("/-/reload")->status, 404);
 }
 
+// publish.metrics_token_file: /metrics and /-/reload need the bearer token; /healthz without it says
+// only that the job is up (a liveness probe), with it the whole document.
+TEST(MetricsServer, WithATokenMetricsAndReloadNeedItAndHealthShowsOnlyTheStatusWithout) {
+  int calls = 0;
+  const std::string token = "s3cret-token-0123456789";
+  auto server = MetricsServer::start("127.0.0.1:0", [&] {
+    ++calls;
+    return Status::Ok();
+  }, token);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  (*server)->update("vapipe_job_info 1\n", R"({"status":"ok","streams":{"yard":{"state":"running"}}})");
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 401);
+  EXPECT_EQ(metrics->get_header_value("WWW-Authenticate"), "Bearer realm=\"vapipe\"");
+  EXPECT_EQ(metrics->body.find("vapipe_job_info"), std::string::npos);
+  EXPECT_EQ(client.Get("/metrics", {{"Authorization", "Bearer wrong-token-0123456789"}})->status, 401);
+  EXPECT_EQ(client.Get("/metrics", {{"Authorization", "Bearer " + token + "x"}})->status, 401);
+  auto good = client.Get("/metrics", {{"Authorization", "Bearer " + token}});
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
+  EXPECT_EQ(good->body, "vapipe_job_info 1\n");
+  EXPECT_EQ(client.Get("/healthz")->body, R"({"status":"ok"})");
+  EXPECT_NE(client.Get("/healthz", {{"Authorization", "Bearer " + token}})->body.find("yard"), std::string::npos);
+  EXPECT_EQ(client.Post("/-/reload")->status, 401);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(client.Post("/-/reload", httplib::Headers{{"Authorization", "Bearer " + token}}, "", "text/plain")->status,
+            202);
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_F(PublishStageTest, AMetricsAddressInUseIsAStartUpErrorNamingIt) {
   httplib::Server other;
   const int port = other.bind_to_any_port("127.0.0.1");
