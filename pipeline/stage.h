@@ -33,6 +33,8 @@ class Emitter {
 
 using StageCounters = std::vector<std::pair<std::string, double>>;
 
+class StageWatchdog;
+
 struct StageContext {
   const Config& config;
   const std::atomic<bool>* stop_requested = nullptr;
@@ -41,6 +43,9 @@ struct StageContext {
   const Lane* lane = nullptr;
   // Where the job's stages meet (run folder, endpoints). Null in tests that drive a stage directly.
   const JobLayout* layout = nullptr;
+  // The stage thread's watchdog (pipeline/stage_watchdog.h): a stage that waits on something outside
+  // it inside process() (publish on a slow subscriber) marks that wait with a WatchdogWait. Null in tests.
+  StageWatchdog* watchdog = nullptr;
 };
 
 class Stage {

@@ -128,7 +128,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   StageWatchdog watchdog(stage_kind_name(kind), config.job.stage_timeout_s);
   SenderEmitter emitter(sender.get(), allocator.get(), &flags.abort, &watchdog);
 
-  StageContext ctx{config, &flags.stop, lane, &layout};
+  StageContext ctx{config, &flags.stop, lane, &layout, &watchdog};
   VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
   std::error_code removed;
   std::filesystem::remove(opening_mark(layout, kind), removed);  // the start-up gate: this stage can take input

@@ -13,6 +13,7 @@
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "stages/publish/result_schema.h"
 
@@ -25,6 +26,7 @@ constexpr auto kProgressLogPeriod = std::chrono::seconds(30);
 Status PublishStage::open(const StageContext& ctx) {
   config_ = &ctx.config;
   layout_ = ctx.layout;
+  watchdog_ = ctx.watchdog;
   job_start_ns_ = wall_clock_ns();
   next_progress_log_ = std::chrono::steady_clock::now() + kProgressLogPeriod;
   // The supervisor passes the job's start, so that the wall time covers start-up too.
@@ -242,6 +244,8 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
   const std::string text = payload.dump();
   if (jsonl_.is_open()) jsonl_ << "{\"topic\":" << nlohmann::json(topic).dump() << ",\"payload\":" << text << "}\n";
+  // An archive job's bus waits for a slow subscriber (lossless): a wait, not publish stuck.
+  WatchdogWait subscriber_wait(watchdog_);
   return bus_->send(topic, text);
 }
 

@@ -92,7 +92,8 @@ class PublishStage final : public Stage {
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
   bool resumed_ = false;
-  bool restarted_ = false;  // this process was started again after publish crashed (live jobs)
+  bool restarted_ = false;
+  StageWatchdog* watchdog_ = nullptr;  // this process was started again after publish crashed (live jobs)
   nlohmann::json summary_;
   std::unique_ptr<MetricsServer> metrics_server_;
   SteadyTime next_snapshot_{};

@@ -11,6 +11,7 @@
 #include "pipeline/curve.h"
 #include "pipeline/job_layout.h"
 #include "stages/publish/metrics_server.h"
+#include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "tests/fakes/stage_harness.h"
 
@@ -295,6 +296,40 @@ TEST(MetricsServer, PostReloadCallsTheReloadRequestAndAnswers202) {
   auto without = MetricsServer::start("127.0.0.1:0");
   ASSERT_TRUE(without.ok());
   EXPECT_EQ(httplib::Client("127.0.0.1", (*without)->port()).Post("/-/reload")->status, 404);
+}
+
+// An archive job's bus waits for a slow subscriber (lossless): that is not publish stuck in its own
+// work, so the watchdog lets it wait (job.stage_timeout_s would otherwise abort a healthy job).
+class SlowBus final : public BusPublisher {
+ public:
+  Status send(const std::string&, const std::string&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three watchdog timeouts' worth
+    return Status::Ok();
+  }
+};
+
+// One result through publish, on a bus that makes it wait, under a 0.2 s watchdog: 0 if it survived.
+int publish_one_result_to_a_slow_bus() {
+  Config config = testing::test_config(1);
+  StageWatchdog watchdog("publish", 0.2);
+  PublishStage stage([](const StageContext&) -> Result<std::unique_ptr<BusPublisher>> {
+    return std::unique_ptr<BusPublisher>(std::make_unique<SlowBus>());
+  });
+  if (!stage.open(StageContext{config, nullptr, nullptr, nullptr, &watchdog}).ok()) return 2;
+  CollectingEmitter out;
+  Message m;
+  m.kind = MessageKind::kResult;
+  m.env = testing::envelope(0, 0);
+  m.prediction.top_k = {{1, 0.9f, "ball"}};
+  watchdog.working("processing a message");  // as the stage runner does
+  const bool ok = stage.process(std::move(m), out).ok();
+  watchdog.waiting();
+  return ok ? 0 : 3;
+}
+
+TEST(PublishStageDeathTest, ASlowSubscriberIsAWaitNotAStuckStage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(publish_one_result_to_a_slow_bus()), ::testing::ExitedWithCode(0), "");
 }
 
 // publish.metrics_token_file: /metrics and /-/reload need the bearer token; /healthz without it says
