@@ -113,7 +113,18 @@ class ZapHandler {
  private:
   ZapHandler() : socket_(zmq_context(), zmq::socket_type::rep) {
     socket_.set(zmq::sockopt::linger, 0);
-    socket_.bind("inproc://zeromq.zap.01");  // the address ZeroMQ sends ZAP requests to
+    // The address ZeroMQ sends ZAP requests to. A handler that just ended (its last CURVE socket closed)
+    // gives it up on ZeroMQ's reaper thread, a moment later: a new one waits for it (up to 2 s).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (true) {
+      try {
+        socket_.bind("inproc://zeromq.zap.01");
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EADDRINUSE || std::chrono::steady_clock::now() > deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     thread_ = std::thread([this] { serve(); });
   }
 

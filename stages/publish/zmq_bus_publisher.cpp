@@ -9,6 +9,26 @@
 namespace vapipe {
 namespace {
 
+// The bus socket, not bound yet, and its CURVE guard (null without CURVE).
+Result<std::pair<zmq::socket_t, std::unique_ptr<CurveServerGuard>>> make_bus_socket(const ZmqBusOptions& options) {
+  try {
+    zmq::socket_t socket(zmq_context(), zmq::socket_type::xpub);
+    socket.set(zmq::sockopt::sndhwm, 100000);
+    socket.set(zmq::sockopt::linger, 2000);
+    socket.set(zmq::sockopt::xpub_nodrop, options.lossless ? 1 : 0);
+    socket.set(zmq::sockopt::xpub_verbose, 1);  // count every subscription, even of a topic seen before
+    std::unique_ptr<CurveServerGuard> curve;
+    if (!options.curve.empty()) {
+      auto guard = make_curve_server(socket, options.curve, options.curve_clients, options.curve_clients_source);
+      if (!guard.ok()) return guard.status().with_context("publish.endpoint " + options.endpoint);
+      curve = std::move(guard).value();
+    }
+    return std::make_pair(std::move(socket), std::move(curve));
+  } catch (const zmq::error_t& e) {
+    return Unavailable("publish.endpoint " + options.endpoint + ": " + e.what());
+  }
+}
+
 class ZmqBusPublisher final : public BusPublisher {
  public:
   ZmqBusPublisher(std::unique_ptr<CurveServerGuard> curve, zmq::socket_t socket, ZmqBusOptions options,
@@ -18,6 +38,24 @@ class ZmqBusPublisher final : public BusPublisher {
   Status set_authorized_subscribers(const std::vector<std::string>& keys) override {
     if (!curve_ || options_.curve_clients.empty()) return BusPublisher::set_authorized_subscribers(keys);
     curve_->set_authorized(keys);
+    const std::set<std::string> now(keys.begin(), keys.end());
+    size_t removed = 0;
+    for (const std::string& k : options_.curve_clients) removed += now.count(k) == 0;
+    options_.curve_clients = keys;
+    if (removed == 0) return Status::Ok();
+    // ZAP runs at the handshake only: a subscriber whose key was removed stays connected until it
+    // reconnects. A live bus is bound again, so every subscriber reconnects (ZeroMQ does it by itself
+    // within ~0.1 s, missing what is published meanwhile) and the removed keys are refused. A lossless
+    // (archive) bus is not: that would drop results its subscribers are owed.
+    if (options_.lossless) {
+      VAPIPE_LOG_WARN("publish: {} subscriber key(s) removed from {}; subscribers connected with them stay connected "
+                      "until they reconnect (an archive job's bus is not bound again: it would drop results)",
+                      removed, options_.curve_clients_source);
+      return Status::Ok();
+    }
+    VAPIPE_RETURN_IF_ERROR(rebind());
+    VAPIPE_LOG_INFO("publish: {} subscriber key(s) removed from {}: the bus was bound again, so subscribers "
+                    "reconnect and those keys are refused", removed, options_.curve_clients_source);
     return Status::Ok();
   }
 
@@ -43,6 +81,31 @@ class ZmqBusPublisher final : public BusPublisher {
   }
 
  private:
+  // Closes the bus socket (dropping what it holds) and binds a new one, with a new CURVE guard, at the
+  // same endpoint. The old listener closes on ZeroMQ's I/O thread: the bind is retried for up to 2 s.
+  Status rebind() {
+    auto fresh = make_bus_socket(options_);
+    if (!fresh.ok()) return fresh.status();
+    auto& [socket, curve] = *fresh;
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.close();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (true) {
+      try {
+        socket.bind(options_.endpoint);
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EADDRINUSE || std::chrono::steady_clock::now() > deadline) {
+          return Unavailable("publish.endpoint " + options_.endpoint + ": cannot bind again: " + e.what());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    socket_ = std::move(socket);
+    curve_ = std::move(curve);  // the old guard goes after the old socket
+    return Status::Ok();
+  }
+
   // XPUB delivers (un)subscriptions as messages: byte 1 = subscribe, 0 = unsubscribe.
   void drain_subscriptions() {
     zmq::message_t m;
@@ -83,23 +146,14 @@ class ZmqBusPublisher final : public BusPublisher {
 
 Result<std::unique_ptr<BusPublisher>> make_zmq_bus_publisher(const ZmqBusOptions& options,
                                                              const std::atomic<bool>* stop) {
+  VAPIPE_ASSIGN_OR_RETURN(auto made, make_bus_socket(options));
+  auto& [socket, curve] = made;
   try {
-    zmq::socket_t socket(zmq_context(), zmq::socket_type::xpub);
-    socket.set(zmq::sockopt::sndhwm, 100000);
-    socket.set(zmq::sockopt::linger, 2000);
-    socket.set(zmq::sockopt::xpub_nodrop, options.lossless ? 1 : 0);
-    socket.set(zmq::sockopt::xpub_verbose, 1);  // count every subscription, even of a topic seen before
-    std::unique_ptr<CurveServerGuard> curve;
-    if (!options.curve.empty()) {
-      auto guard = make_curve_server(socket, options.curve, options.curve_clients, options.curve_clients_source);
-      if (!guard.ok()) return guard.status().with_context("publish.endpoint " + options.endpoint);
-      curve = std::move(guard).value();
-    }
     socket.bind(options.endpoint);
-    return std::unique_ptr<BusPublisher>(new ZmqBusPublisher(std::move(curve), std::move(socket), options, stop));
   } catch (const zmq::error_t& e) {
     return Unavailable("publish.endpoint " + options.endpoint + ": cannot bind: " + e.what());
   }
+  return std::unique_ptr<BusPublisher>(new ZmqBusPublisher(std::move(curve), std::move(socket), options, stop));
 }
 
 }  // namespace vapipe

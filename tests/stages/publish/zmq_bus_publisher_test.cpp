@@ -80,6 +80,52 @@ TEST(ZmqBusPublisher, WithCurveOnlyAuthorizedSubscribersReceiveResults) {
   EXPECT_FALSE(drain(trusted, 2000ms).empty());  // alice is still in
 }
 
+// A key removed from the list while a live bus runs: the bus is bound again, every subscriber
+// reconnects by itself, and the removed key is refused from then on. An archive (lossless) bus keeps
+// its connections: binding again would drop results its subscribers are owed.
+TEST(ZmqBusPublisher, ARemovedKeyIsCutOffAtOnceOnALiveBusAndAtItsNextConnectionOnAnArchiveOne) {
+  if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
+  const CurveKeyPair bus = generate_curve_key_pair().value(), alice = generate_curve_key_pair().value(),
+                     bob = generate_curve_key_pair().value();
+  for (const bool lossless : {false, true}) {
+    SCOPED_TRACE(lossless ? "archive bus" : "live bus");
+    ZmqBusOptions o;
+    o.endpoint = testing::free_loopback_tcp_endpoint();
+    o.lossless = lossless;
+    o.curve = bus;
+    o.curve_clients = {alice.public_key, bob.public_key};
+    o.curve_clients_source = "subscribers.txt";
+    auto publisher = make_zmq_bus_publisher(o, nullptr);
+    ASSERT_TRUE(publisher.ok()) << publisher.status().message() << " (" << o.endpoint << ")";
+    zmq::socket_t a = subscriber(o.endpoint, &alice, bus.public_key);
+    zmq::socket_t b = subscriber(o.endpoint, &bob, bus.public_key);
+    // Both in: send until each has something (subscriptions take a moment to arrive).
+    auto until_received = [&](zmq::socket_t& sub, const std::string& what) {
+      for (int i = 0; i < 100; ++i) {
+        EXPECT_TRUE((*publisher)->send("results/cam1", what).ok());
+        if (!drain(sub, 50ms).empty()) return true;
+      }
+      return false;
+    };
+    ASSERT_TRUE(until_received(a, "before"));
+    ASSERT_TRUE(until_received(b, "before"));
+
+    ASSERT_TRUE((*publisher)->set_authorized_subscribers({alice.public_key}).ok());  // bob's key removed
+    ASSERT_TRUE(until_received(a, "after")) << "alice did not get back in";
+    drain(b, 300ms);  // what bob had before the change
+    size_t bob_got = 0;
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE((*publisher)->send("results/cam1", "after").ok());
+      bob_got += drain(b, 50ms).size();
+    }
+    if (lossless) {
+      EXPECT_GT(bob_got, 0u) << "an archive bus keeps its connections";
+    } else {
+      EXPECT_EQ(bob_got, 0u) << "bob's key was removed, yet he still receives";
+    }
+  }
+}
+
 TEST(ZmqBusPublisher, AnUnreadableKeySetupIsAnErrorNamingTheEndpoint) {
   if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
   ZmqBusOptions o;
