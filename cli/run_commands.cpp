@@ -117,6 +117,7 @@ int stage_command(const std::vector<std::string>& args) {
   init_logging(stage_kind_name(*kind), config->log.level);
   configure_zmq_io_threads(static_cast<int>(config->transport.effective_io_threads(std::thread::hardware_concurrency())));
   ShutdownFlags& flags = install_shutdown_handlers();
+  if (const char* stopping = std::getenv(kStopRequestedEnv); stopping && *stopping) flags.stop = true;
   // Under `vapipe run`, the job's streams are the supervisor's table: the list it planned with (a
   // glob expanded once), and what reloads changed since.
   std::optional<StreamTable> stream_table;

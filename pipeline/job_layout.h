@@ -41,6 +41,10 @@ std::string restart_mark(const JobLayout& layout);
 // JSON-lines file and takes each stream's numbering from its next result.
 inline constexpr const char* kRestartReasonEnv = "VAPIPE_RESTART_REASON";
 
+// Set with kRestartReasonEnv when the job is being stopped while the crashed stages were down: they
+// start with their stop already requested, so that their streams end (and publish writes the summary).
+inline constexpr const char* kStopRequestedEnv = "VAPIPE_STOP_REQUESTED";
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

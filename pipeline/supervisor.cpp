@@ -48,7 +48,8 @@ std::string child_name(const Child& c, size_t lanes) {
 }
 
 pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, const std::string& job_id,
-                  int64_t start_ns, int visible_gpus, int gpus_used, const std::string& restart_reason = "") {
+                  int64_t start_ns, int visible_gpus, int gpus_used, const std::string& restart_reason = "",
+                  bool stopping = false) {
   std::vector<std::string> args = {o.self_exe, "stage", stage_kind_name(kind)};
   args.insert(args.end(), o.config_args.begin(), o.config_args.end());
   args.push_back("--job-id");
@@ -70,6 +71,11 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
     unsetenv(kRestartReasonEnv);
   } else {
     setenv(kRestartReasonEnv, restart_reason.c_str(), 1);
+  }
+  if (stopping) {
+    setenv(kStopRequestedEnv, "1", 1);
+  } else {
+    unsetenv(kStopRequestedEnv);
   }
   // Stages share the cores: OpenMP threads (LibTorch's) that spin between forward passes take CPU
   // that decode and preprocess need. Measured on 2 cores: 371-374 -> 460-477 frames/s end to end.
@@ -328,7 +334,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
            " (ingest, preprocess, batch and infer; streams " + (ids.empty() ? "none" : ids) + ")";
   };
   // Starts the group's processes again, downstream first, as at the job's start.
-  auto restart_group = [&](uint32_t group, const std::string& reason) -> bool {
+  // `stopping`: the job is being stopped; the group starts only to end its streams (each gets its end
+  // event, publish its summary) instead of leaving them to the drain timeout.
+  auto restart_group = [&](uint32_t group, const std::string& reason, bool stopping) -> bool {
     children.erase(std::remove_if(children.begin(), children.end(),
                                   [&](const Child& c) { return c.exited && group_of(c) == group; }),
                    children.end());
@@ -352,7 +360,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       }
     }
     for (Child c : again) {
-      c.pid = spawn_stage(c.kind, c.lane, options, job_id, start_ns, visible_gpus, placement->gpus_used(), reason);
+      c.pid = spawn_stage(c.kind, c.lane, options, job_id, start_ns, visible_gpus, placement->gpus_used(), reason,
+                          stopping);
       if (c.pid < 0) {
         failure = "cannot fork stage " + child_name(c, lanes) + ": " + std::strerror(errno);
         return false;
@@ -373,13 +382,17 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       const uint32_t group = it->first;
       bool gone = true;  // every process of the group has exited
       for (const Child& c : children) gone = gone && (c.exited || group_of(c) != group);
-      if (!gone || std::chrono::steady_clock::now() < it->second.due) {
+      const bool stopping = flags.stop.load();
+      if (!gone || (!stopping && std::chrono::steady_clock::now() < it->second.due)) {
         ++it;
         continue;
       }
-      if (flags.stop.load() || flags.abort.load() || !failure.empty()) {
-        VAPIPE_LOG_WARN("{} not restarted: the job is stopping", describe_group(group));
-      } else if (!restart_group(group, it->second.reason)) {
+      if (flags.abort.load() || !failure.empty()) {
+        VAPIPE_LOG_WARN("{} not restarted: the job is ending", describe_group(group));
+      } else if (stopping) {
+        VAPIPE_LOG_WARN("the job is stopping: {} starts again only to end its streams", describe_group(group));
+        if (!restart_group(group, it->second.reason, true)) VAPIPE_LOG_ERROR("{}", failure);
+      } else if (!restart_group(group, it->second.reason, false)) {
         VAPIPE_LOG_ERROR("{}; stopping the job", failure);
         signal_all(SIGINT);
         signal_all(SIGTERM);

@@ -641,17 +641,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     }
   };
 
-  // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
-  // the one prerolled.
-  if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
-  if (!s.options.restart_reason.empty()) {
-    // It was running before its lane restarted: subscribers see it reconnect, not start again.
+  if (!s.options.restart_reason.empty() && !s.stop_requested.load()) {
+    // It was running before its lane restarted: subscribers see it reconnect, not start again. First,
+    // even if the job is stopping: its end then counts from here (a stream removed earlier says nothing).
     started = true;
     awaiting_resume = true;
     StreamEvent ev{uri, s.options.restart_reason, emitted, 0};
     ev.attempt = 0;
     VAPIPE_RETURN_IF_ERROR(out.emit(Message::stream_event(MessageKind::kStreamReconnecting, s.envelope(), std::move(ev))));
   }
+  // Stopped before it played (e.g. a stage downstream failed to open): not a frame leaves, not even
+  // the one prerolled.
+  if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
   if (s.options.skip_frames > 0 && s.options.resume_after_pts_ns >= 0 && s.stream.parsed.kind == UriKind::kFile) {
     seek_past_earlier_results(s);
   }

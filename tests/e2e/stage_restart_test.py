@@ -91,6 +91,33 @@ class StageRestart(SubscribedTest):
         self.assertNotIn("restarting the job", err)
         self.assert_no_leftovers(run)
 
+    def test_a_stop_while_a_lane_is_down_still_ends_its_streams(self):
+        """SIGINT arrives during a crashed lane's back-off: the lane starts only to end its streams, so
+        every stream gets its end event and the summary says stopped, not running."""
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))], job={"mode": "live"},
+                                        lanes_per_device=2)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(9)
+        self.wait_for("results of a and b", lambda m: self.count("a") >= 10 and self.count("b") >= 10)
+        os.kill(lanes[("infer", 1)], signal.SIGKILL)
+        time.sleep(0.3)  # inside the 1 s back-off
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertIn("the job is stopping: lane 1 (ingest, preprocess, batch and infer; streams 'b') starts again "
+                      "only to end its streams", run.stderr)
+        msgs = self.subscriber.wait(timeout=30)
+        events = events_by_stream(msgs)
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
+        self.assertEqual([e["event"] for e in events["b"]], ["started", "reconnecting", "eos"])
+        self.assertEqual(events["b"][-1]["message"], "stopped")
+        summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"]
+        self.assertEqual(len(summary), 1)
+        self.assertEqual({s["stream_id"]: s["status"] for s in summary[0]["streams"]}, {"a": "stopped", "b": "stopped"})
+        self.assertNotIn("ingest emitted", run.stderr)  # its counts agree with what publish saw
+        self.assert_no_leftovers(run)
+
     def test_crashes_beyond_max_restarts_stop_the_job(self):
         config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live", "max_restarts": 1})
         self.subscriber = Subscriber(endpoint, self.dir)
