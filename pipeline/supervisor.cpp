@@ -320,8 +320,13 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     std::chrono::steady_clock::time_point due;
   };
   std::map<uint32_t, PendingRestart> pending;
-  uint32_t in_a_row = restarts;
-  auto last_crash = began;
+  // Crash loops are counted per lane (and publish): a lane whose GPU or camera keeps crashing it stops
+  // the job after job.max_restarts in a row; crashes spread over independent lanes do not add up.
+  struct CrashCount {
+    uint32_t in_a_row = 0;
+    std::chrono::steady_clock::time_point last{};
+  };
+  std::map<uint32_t, CrashCount> crashes;
   std::string refusal;  // why a failed live job was not kept going
   auto group_of = [&](const Child& c) { return c.kind == StageKind::kPublish ? kPublishGroup : c.lane; };
   auto describe_group = [&](uint32_t group) {
@@ -420,16 +425,18 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           const bool stopping = flags.stop.load() || flags.abort.load();
           const auto now = std::chrono::steady_clock::now();
           // As run_supervisor counts: a long run without a crash starts the count over.
-          const uint32_t count = now - last_crash > kRestartCountReset ? 0 : in_a_row;
+          const uint32_t count = now - began > kRestartCountReset ? 0 : restarts;
           if (live) {
             const uint32_t group = group_of(c);
+            CrashCount& crash = crashes[group];
+            const uint32_t in_a_row = now - crash.last > kRestartCountReset ? 0 : crash.in_a_row;
             const bool opening = publish_opening(config, job_id) ||
                                  (group != kPublishGroup && lane_opening(config, job_id, group));
-            refusal = restart_refusal(config, !opening, count, stopping);
+            refusal = restart_refusal(config, !opening, in_a_row, stopping);
             if (refusal.empty()) {
-              in_a_row = count + 1;
-              last_crash = now;
-              const double delay = std::min(30.0, static_cast<double>(1u << std::min(in_a_row - 1, 5u)));
+              crash.in_a_row = in_a_row + 1;
+              crash.last = now;
+              const double delay = std::min(30.0, static_cast<double>(1u << std::min(in_a_row, 5u)));
               for (Child& other : children) {
                 if (!other.exited && group_of(other) == group) {
                   kill(other.pid, SIGKILL);  // nothing to drain: the lane's in-flight frames are lost
@@ -440,7 +447,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                   what, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                   std::chrono::duration<double>(delay))};
               VAPIPE_LOG_WARN("{}; restarting {} in {:.0f} s (restart {} of at most {} in a row); the rest of the "
-                              "job goes on", what, describe_group(group), delay, in_a_row, config.job.max_restarts);
+                              "job goes on", what, describe_group(group), delay, crash.in_a_row,
+                              config.job.max_restarts);
               continue;
             }
           }

@@ -85,7 +85,9 @@ class StageRestart(SubscribedTest):
         err = run.stderr
         self.assertRegex(err, r"stage infer\[1\] \(pid \d+\) failed: killed by signal 9 \(Killed\); restarting lane 1 "
                               r"\(ingest, preprocess, batch and infer; streams 'b'\) in 1 s \(restart 1 of at most 3")
-        self.assertRegex(err, r"stage publish \(pid \d+\) failed: killed by signal 9 \(Killed\); restarting publish in 2 s")
+        # Counted apart from lane 1's crash: publish restarts after 1 s, its first restart in a row.
+        self.assertRegex(err, r"stage publish \(pid \d+\) failed: killed by signal 9 \(Killed\); restarting publish in 1 s "
+                              r"\(restart 1 of at most 3 in a row\)")
         self.assertIn("started stage ingest[1] again", err)
         self.assertNotIn("started stage ingest[0] again", err)
         self.assertNotIn("restarting the job", err)
@@ -117,6 +119,24 @@ class StageRestart(SubscribedTest):
         self.assertEqual({s["stream_id"]: s["status"] for s in summary[0]["streams"]}, {"a": "stopped", "b": "stopped"})
         self.assertNotIn("ingest emitted", run.stderr)  # its counts agree with what publish saw
         self.assert_no_leftovers(run)
+
+    def test_each_lane_counts_its_own_crashes(self):
+        """max_restarts 1: one crash in each of two lanes is one restart each, not two in a row."""
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],
+                                        job={"mode": "live", "max_restarts": 1}, lanes_per_device=2)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(9)
+        self.wait_for("results of a and b", lambda m: self.count("a") >= 5 and self.count("b") >= 5)
+        resumed = lambda m, sid: any(e["event"] == "resumed" for e in events_by_stream(m).get(sid, []))
+        os.kill(lanes[("infer", 0)], signal.SIGKILL)
+        self.wait_for("a resumed", lambda m: resumed(m, "a"), timeout=60)
+        os.kill(lanes[("infer", 1)], signal.SIGKILL)
+        self.wait_for("b resumed", lambda m: resumed(m, "b"), timeout=60)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertEqual(run.stderr.count("(restart 1 of at most 1 in a row)"), 2)
 
     def test_crashes_beyond_max_restarts_stop_the_job(self):
         config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live", "max_restarts": 1})
