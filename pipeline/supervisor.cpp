@@ -30,6 +30,7 @@ struct Child {
   bool exited = false;
   int status = 0;  // waitpid status
   bool killed_for_restart = false;  // its lane restarts after another of its stages crashed
+  bool started_stopping = false;     // started during a stop, with its stop requested: no SIGTERM needed
 };
 
 std::string describe_exit(int status) {
@@ -365,6 +366,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       }
     }
     for (Child c : again) {
+      c.started_stopping = stopping;
       c.pid = spawn_stage(c.kind, c.lane, options, job_id, start_ns, visible_gpus, placement->gpus_used(), reason,
                           stopping);
       if (c.pid < 0) {
@@ -480,7 +482,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       config.job.drain_timeout_s);
       stopping_since = now;
       for (Child& c : children) {
-        if (c.kind == StageKind::kIngest && !c.exited) kill(c.pid, SIGTERM);
+        // One started during the stop stops by itself (a SIGTERM before it set up its handlers would kill it).
+        if (c.kind == StageKind::kIngest && !c.exited && !c.started_stopping) kill(c.pid, SIGTERM);
       }
     } else if (stopping_since && !terminated_at && now - *stopping_since > drain) {
       VAPIPE_LOG_WARN("drain timeout: terminating the remaining stages");
