@@ -10,6 +10,7 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
 int stage_command(const std::vector<std::string>& args);
 int sub_command(const std::vector<std::string>& args);
 int keygen_command(const std::vector<std::string>& args);
+int status_command(const std::vector<std::string>& args);  // 0: the job answered; 2: it did not
 int bench_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int doctor_command(const std::vector<std::string>& args);  // 0: nothing failed, 1: some check failed

@@ -29,6 +29,8 @@ usage:
                                         print results and events from the bus as JSON lines; with
                                         --server-key, from a bus with CURVE (publish.curve_secret_key)
   vapipe keygen PREFIX                  write a CURVE key pair: PREFIX.secret (mode 0600), PREFIX.public
+  vapipe status HOST:PORT [--token-file FILE] [--json]
+                                        a running job's streams, from publish.metrics_address's /healthz
   vapipe validate CONFIG.yaml           check a config and print it resolved
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
     if (command == "stage") status = vapipe::cli::stage_command(args);
     if (command == "sub") status = vapipe::cli::sub_command(args);
     if (command == "keygen") status = vapipe::cli::keygen_command(args);
+    if (command == "status") status = vapipe::cli::status_command(args);
     if (command == "bench") status = vapipe::cli::bench_command(args);
     if (command == "validate") status = vapipe::cli::validate_command(args);
     if (command == "doctor") status = vapipe::cli::doctor_command(args);

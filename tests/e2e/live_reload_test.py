@@ -87,6 +87,17 @@ class LiveReload(SubscribedTest):
             for lane in ["0", "1"]:
                 self.assertRegex(text, rf'vapipe_stage_busy_seconds_total{{stage="{stage}",lane="{lane}"}} [0-9.e-]+\n')
         self.assertIn('vapipe_ingest_streams_started_total{lane="1"} 2', text)  # b, then c
+        # `vapipe status`: the same, as a table for an operator; without the token, only that it is up.
+        status = subprocess.run([VAPIPE, "status", metrics, "--token-file", os.path.join(self.dir, "metrics.token")],
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertRegex(status.stdout, r"job 'e2e' \(live\), up .*: 3 streams \(2 running, 1 removed\)")
+        self.assertRegex(status.stdout, r"\n  b +removed +\d+ ")
+        self.assertRegex(status.stdout, r"\n  c +running +\d+ ")
+        public = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30)
+        self.assertEqual(public.returncode, 0, public.stderr)
+        self.assertIn("job is ok (its streams need the metrics token", public.stdout)
+        self.assertNotIn(" c ", public.stdout)
         batches = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_batches_total{lane="(\d)"} (\S+)', text)}
         frames = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_frames_total{lane="(\d)"} (\S+)', text)}
         self.assertGreater(batches.get("1", 0), 0, text)  # lane 1 went on with c after b

@@ -1,0 +1,135 @@
+// `vapipe status HOST:PORT`: a running job's streams at a glance, from publish's /healthz (the same
+// document a monitoring system reads), for an operator without a dashboard.
+#include <httplib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "pipeline/config.h"
+#include "pipeline/supervisor.h"
+#include "stages/publish/metrics.h"
+
+namespace vapipe::cli {
+namespace {
+
+std::string cell(const nlohmann::json& j, const char* key, const char* format) {
+  if (!j.contains(key) || j[key].is_null()) return "-";
+  char buf[64];
+  if (j[key].is_number_integer()) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(j[key].get<int64_t>()));
+  } else if (j[key].is_number()) {
+    std::snprintf(buf, sizeof buf, format, j[key].get<double>());
+  } else {
+    return j[key].dump();
+  }
+  return buf;
+}
+
+}  // namespace
+
+int status_command(const std::vector<std::string>& args) {
+  std::string address, token_file;
+  bool json = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--token-file" && i + 1 < args.size()) {
+      token_file = args[++i];
+    } else if (args[i] == "--json") {
+      json = true;
+    } else if (address.empty() && args[i].rfind("--", 0) != 0) {
+      address = args[i];
+    } else {
+      std::fprintf(stderr, "vapipe status: unexpected argument '%s'\n", args[i].c_str());
+      return kExitUsage;
+    }
+  }
+  if (address.empty()) {
+    std::fprintf(stderr, "vapipe status: give the job's publish.metrics_address (HOST:PORT)\n");
+    return kExitUsage;
+  }
+  std::string host;
+  int port = 0;
+  if (Status s = split_host_port(address, &host, &port); !s.ok() || port == 0) {
+    std::fprintf(stderr, "vapipe status: %s\n", s.ok() ? "give a port other than 0" : s.message().c_str());
+    return kExitUsage;
+  }
+  httplib::Headers headers;
+  if (!token_file.empty()) {
+    auto token = read_metrics_token_file(token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "vapipe status: %s\n", token.status().message().c_str());
+      return kExitUsage;
+    }
+    headers.emplace("Authorization", "Bearer " + *token);
+  }
+  httplib::Client client(host, port);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  auto res = client.Get("/healthz", headers);
+  if (!res) {
+    std::fprintf(stderr, "vapipe status: no answer from http://%s/healthz (%s): is the job running, with "
+                 "publish.metrics_address %s?\n", address.c_str(), httplib::to_string(res.error()).c_str(),
+                 address.c_str());
+    return kExitStageFailed;
+  }
+  if (res->status != 200) {
+    std::fprintf(stderr, "vapipe status: http://%s/healthz answered %d\n", address.c_str(), res->status);
+    return kExitStageFailed;
+  }
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(res->body);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vapipe status: http://%s/healthz: not JSON (%s)\n", address.c_str(), e.what());
+    return kExitStageFailed;
+  }
+  if (json) {
+    std::printf("%s\n", h.dump(2).c_str());
+    return 0;
+  }
+  if (!h.contains("streams")) {
+    // publish.metrics_token_file set and no token given: only the status is public.
+    std::printf("job is %s (its streams need the metrics token: --token-file FILE)\n",
+                h.value("status", std::string("?")).c_str());
+    return 0;
+  }
+  std::string states;
+  for (const std::string& state : stream_states()) {  // in their documented order
+    const int n = h["stream_states"].value(state, 0);
+    if (n > 0) states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  }
+  std::printf("job '%s' (%s), up %s: %zu streams (%s)\n", h.value("job", std::string()).c_str(),
+              h.value("mode", std::string()).c_str(), human_duration(h.value("uptime_s", 0.0)).c_str(),
+              h["streams"].size(), states.c_str());
+  std::printf("  %-24s %-13s %10s %12s %9s %11s %9s\n", "stream", "state", "results", "last result", "restarts",
+              "reconnects", "progress");
+  for (const auto& [id, s] : h["streams"].items()) {
+    const std::string age = s.contains("last_result_age_s") && !s["last_result_age_s"].is_null()
+                                ? human_duration(s["last_result_age_s"].get<double>()) + " ago"
+                                : "-";
+    std::string progress = "-";
+    if (s.contains("progress") && !s["progress"].is_null()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * s["progress"].get<double>());
+      progress = buf;
+    }
+    std::printf("  %-24s %-13s %10s %12s %9s %11s %9s\n", id.c_str(), s.value("state", std::string()).c_str(),
+                cell(s, "results", "%.0f").c_str(), age.c_str(), cell(s, "restarts", "%.0f").c_str(),
+                cell(s, "reconnects", "%.0f").c_str(), progress.c_str());
+  }
+  if (h.contains("progress") && !h["progress"].is_null()) {
+    const nlohmann::json& p = h["progress"];
+    std::printf("progress: %.1f%% of %s of media", 100.0 * p.value("ratio", 0.0),
+                human_duration(p.value("media_s", 0.0)).c_str());
+    if (p.contains("eta_s") && !p["eta_s"].is_null()) {
+      std::printf(", about %s left", human_duration(p["eta_s"].get<double>()).c_str());
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace vapipe::cli
