@@ -73,7 +73,8 @@ Status PublishStage::open(const StageContext& ctx) {
     ZmqBusOptions o;
     o.endpoint = ctx.config.publish.endpoint;
     o.lossless = ctx.config.job.mode == JobMode::kArchive;
-    o.wait_for_subscribers = ctx.config.publish.wait_for_subscribers;
+    // The wait is for the job's start; a restarted publish's subscribers reconnect by themselves.
+    o.wait_for_subscribers = restarted_ ? 0 : ctx.config.publish.wait_for_subscribers;
     o.wait_timeout_s = ctx.config.publish.wait_timeout_s;
     o.curve = ctx.config.publish.curve_keys;
     o.curve_clients = ctx.config.publish.curve_clients;
