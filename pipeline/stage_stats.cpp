@@ -17,11 +17,16 @@ std::string stage_stats_path(const JobLayout& layout, StageKind kind) {
 Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& [name, value] : s.counters) counters[name] = value;
-  const nlohmann::json j{{"stage", s.stage},         {"lane", s.lane}, {"has_input", s.has_input},
-                         {"up_s", s.up_s},           {"messages_in", s.messages_in},
-                         {"errors", s.errors},       {"busy_s", s.busy_s},
-                         {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
-                         {"input_wait_s", s.input_wait_s},     {"counters", counters}};
+  nlohmann::json j{{"stage", s.stage},         {"lane", s.lane}, {"has_input", s.has_input},
+                   {"up_s", s.up_s},           {"messages_in", s.messages_in},
+                   {"errors", s.errors},       {"busy_s", s.busy_s},
+                   {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
+                   {"input_wait_s", s.input_wait_s},     {"counters", counters}};
+  if (!s.stream_dropped.empty()) {
+    nlohmann::json dropped = nlohmann::json::object();
+    for (const auto& [id, n] : s.stream_dropped) dropped[id] = n;
+    j["stream_dropped"] = dropped;
+  }
   return write_file_atomically(path, j.dump() + "\n", 0644);
 }
 
@@ -46,6 +51,9 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       s.slot_wait_s = j.at("slot_wait_s").get<double>();
       s.input_wait_s = j.at("input_wait_s").get<double>();
       for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
+      if (j.contains("stream_dropped")) {
+        for (const auto& [id, n] : j.at("stream_dropped").items()) s.stream_dropped.emplace_back(id, n.get<uint64_t>());
+      }
       out.push_back(std::move(s));
     } catch (const nlohmann::json::exception&) {
       continue;  // being written by a stage of another version, or not ours: skip

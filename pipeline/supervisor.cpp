@@ -17,6 +17,7 @@
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
 
@@ -356,6 +357,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       // too), and the start-up gate closed again, so the new ingest waits for its lane to open.
       shm_unlink(lane_layout.frame_pool.c_str());
       shm_unlink(lane_layout.tensor_pool.c_str());
+      // Its ingest's per-stream drop counts start over with the new process (publish adds them to what
+      // it had counted): the dead one's must not be read again.
+      std::filesystem::remove(stage_stats_path(lane_layout, StageKind::kIngest), ec);
       for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
         const std::string marker = input_closed_marker(lane_layout.input_endpoint.at(k));
         if (!marker.empty()) std::filesystem::remove(marker, ec);

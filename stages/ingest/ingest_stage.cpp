@@ -84,6 +84,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     StreamReader* reader = nullptr;
     const SenderEmitter* emitter = nullptr;  // while the stream runs: its live totals
     uint64_t sent = 0;                       // messages sent, once it has ended
+    uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
     bool removed = false;
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;
@@ -165,6 +166,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       if (flags.abort.load()) (*sender)->discard_unsent();
       {
         std::lock_guard<std::mutex> lock(r->mutex);
+        r->dropped = (*reader)->dropped();
         r->reader = nullptr;
       }
       reader->reset();  // its pipeline goes before the stream counts as done (release_freed_heap_memory)
@@ -255,6 +257,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       snap.send_blocked_s += r->emitter ? r->emitter->send_seconds() : r->send_s;
       snap.slot_wait_s += r->emitter ? r->emitter->allocate_seconds() : r->slot_s;
       sent += static_cast<double>(r->emitter ? r->emitter->messages_sent() : r->sent);
+      snap.stream_dropped.emplace_back(r->stream.id, r->reader ? r->reader->dropped() : r->dropped);
     }
     snap.counters = {{"messages_sent", sent}, {"streams_started", static_cast<double>(runs.size())}};
     if (Status st = write_stage_stats(snap, stage_stats_path(layout, StageKind::kIngest)); !st.ok()) {

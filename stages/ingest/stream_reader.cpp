@@ -327,6 +327,7 @@ StreamReader::~StreamReader() {
 const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
 uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
 uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
+uint64_t StreamReader::dropped() const { return impl_->queue.dropped(); }
 
 namespace {
 

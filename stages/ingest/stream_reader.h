@@ -77,6 +77,8 @@ class StreamReader {
   // Frames that arrived in CUDA memory (NVDEC) so far, and in host memory.
   uint64_t device_frames() const;
   uint64_t host_frames() const;
+  // Frames the stream's queue has dropped so far (live mode's drop_oldest); any thread.
+  uint64_t dropped() const;
 
   struct Impl;
 

@@ -110,7 +110,7 @@ std::string prometheus_text(const JobMetrics& m) {
                "Sequence numbers of the stream that never arrived (live-mode drops, as they happen).",
                [](const StreamMetrics& s) { return std::to_string(s.gaps); });
   w.per_stream(m, "vapipe_dropped_frames_total", "counter",
-               "Frames dropped by the stream's ingest queue, as of its latest event.",
+               "Frames dropped by the stream's ingest queue (live mode), counted as they happen.",
                [](const StreamMetrics& s) { return std::to_string(s.dropped); });
   w.per_stream(m, "vapipe_reconnects_total", "counter", "Times the stream resumed after a reconnection.",
                [](const StreamMetrics& s) { return std::to_string(s.reconnects); });

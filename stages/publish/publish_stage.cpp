@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unordered_map>
 
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
@@ -178,8 +179,22 @@ JobMetrics PublishStage::metrics() const {
   return m;
 }
 
+void PublishStage::refresh_live_drops() {
+  if (!layout_) return;
+  std::unordered_map<std::string, StreamState*> by_id;
+  for (StreamState& st : streams_) by_id[st.id] = &st;
+  for (const StageStatsSnapshot& snap : read_stage_stats(layout_->run_dir)) {
+    for (const auto& [id, n] : snap.stream_dropped) {
+      auto it = by_id.find(id);
+      // Counts from the stream's current ingest process; a restart of its lane made dropped_base.
+      if (it != by_id.end()) it->second->dropped = std::max(it->second->dropped, it->second->dropped_base + n);
+    }
+  }
+}
+
 void PublishStage::update_metrics_snapshot() {
   if (!metrics_server_) return;
+  refresh_live_drops();
   const JobMetrics m = metrics();
   metrics_server_->update(prometheus_text(m), health_json(m).dump());
   next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
@@ -340,11 +355,11 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   } else if (in.kind == MessageKind::kStreamReconnecting) {
     st.status = "reconnecting";
     st.message = in.event.message;
-    st.dropped = dropped;
+    st.dropped = std::max(st.dropped, dropped);
   } else if (in.kind == MessageKind::kStreamResumed) {
     st.status = "running";
     st.message.clear();
-    st.dropped = dropped;
+    st.dropped = std::max(st.dropped, dropped);
     if (lane_restart) {
       VAPIPE_LOG_INFO("stream '{}' resumed after the restart of its lane", st.id);
     } else {
@@ -355,7 +370,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.status = in.event.message == "stopped"                   ? "stopped"
                 : in.event.message == "removed from the config" ? "removed"
                                                                 : "done";
-    st.dropped = dropped;
+    st.dropped = std::max(st.dropped, dropped);
     // Ingest's count covers its own process: since the last restart of the stream's lane.
     if (st.counts_known && in.event.frames != st.results - st.results_base) {
       VAPIPE_LOG_ERROR("stream '{}': ingest emitted {} frames but {} results were published", st.id,
@@ -364,7 +379,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   } else {
     st.status = "failed";
     st.message = in.event.message;
-    st.dropped = dropped;
+    st.dropped = std::max(st.dropped, dropped);
     ++failed_streams_;
     VAPIPE_LOG_ERROR("stream '{}' failed: {}", st.id, in.event.message);
   }

@@ -99,6 +99,8 @@ class PublishStage final : public Stage {
   SteadyTime next_snapshot_{};
   SteadyTime next_progress_log_{};  // archive jobs: a progress line every kProgressLogPeriod
   void log_progress();
+  // Live drops as they happen: each stream's count from its ingest's statistics file (once a second).
+  void refresh_live_drops();
   // publish.curve_authorized_keys is looked at every 2 s: a changed file takes effect for the next
   // subscribers without a restart (an unreadable one is logged, and the list in force stays).
   void check_authorized_keys();

@@ -29,6 +29,7 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   StageStatsSnapshot pre;
   pre.stage = "preprocess";
   pre.has_input = false;
+  pre.stream_dropped = {{"door", 3}, {"yard", 0}};  // ingest's, in practice
   layout.lane = 0;
   ASSERT_TRUE(write_stage_stats(pre, stage_stats_path(layout, StageKind::kPreprocess)).ok());
   std::ofstream(layout.run_dir + "/stats-batch-0.json") << "{\"stage\": ";  // half a file: skipped
@@ -48,6 +49,8 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   EXPECT_DOUBLE_EQ(all[1].slot_wait_s, 0.25);
   EXPECT_DOUBLE_EQ(all[1].input_wait_s, 7);
   EXPECT_EQ(all[1].counters, (StageCounters{{"batches", 42}, {"classify_seconds", 1.75}}));
+  EXPECT_EQ(all[0].stream_dropped, (std::vector<std::pair<std::string, uint64_t>>{{"door", 3}, {"yard", 0}}));
+  EXPECT_TRUE(all[1].stream_dropped.empty());
   EXPECT_TRUE(read_stage_stats(layout.run_dir + "/absent").empty());
   std::filesystem::remove_all(layout.run_dir);
 }

@@ -11,6 +11,7 @@
 #include "pipeline/curve.h"
 #include "pipeline/job_layout.h"
 #include "stages/publish/metrics_server.h"
+#include "pipeline/stage_stats.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "tests/fakes/stage_harness.h"
@@ -466,6 +467,32 @@ TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
   EXPECT_EQ(stage_->summary()["streams"][0]["gaps"], 2);
   EXPECT_EQ(stage_->summary()["streams"][0]["out_of_order"], 1);
   EXPECT_EQ(stage_->exit_code(), 0);
+}
+
+// Live drops as they happen: publish takes each stream's count from its ingest's statistics file
+// (once a second, with the metrics), never lower than what the events said, and on top of what the
+// stream had dropped before its lane restarted.
+TEST_F(PublishStageTest, QueueDropsAreServedAsIngestCountsThemNotOnlyAtEvents) {
+  JobLayout layout = make_job_layout(config_, "publish-drops-" + std::to_string(getpid()));
+  std::filesystem::create_directories(layout.run_dir);
+  config_.publish.metrics_address = "127.0.0.1:0";
+  ASSERT_TRUE(stage_->open(StageContext{config_, nullptr, nullptr, &layout}).ok());
+  StageStatsSnapshot ingest;
+  ingest.stage = "ingest";
+  ingest.has_input = false;
+  ingest.stream_dropped = {{"s0", 7}};
+  ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());  // the once-a-second snapshot
+  EXPECT_EQ(stage_->metrics().streams[0].dropped, 7u);
+  // Its lane restarts: the new ingest counts from 0 again, on top of the 7.
+  StreamEvent restart{"test://ball", "its lane restarted: stage infer (pid 1) failed", 0, 0};
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamReconnecting, testing::envelope(0, 0), restart),
+                              out_).ok());
+  ingest.stream_dropped = {{"s0", 2}};
+  ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_EQ(stage_->metrics().streams[0].dropped, 9u);
+  std::filesystem::remove_all(layout.run_dir);
 }
 
 // A reload added a stream to the running job (pipeline/stream_table.h): publish learns it from the
