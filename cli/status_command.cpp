@@ -104,8 +104,8 @@ int status_command(const std::vector<std::string>& args) {
   std::printf("job '%s' (%s), up %s: %zu streams (%s)\n", h.value("job", std::string()).c_str(),
               h.value("mode", std::string()).c_str(), human_duration(h.value("uptime_s", 0.0)).c_str(),
               h["streams"].size(), states.c_str());
-  std::printf("  %-24s %-13s %10s %12s %9s %11s %9s\n", "stream", "state", "results", "last result", "restarts",
-              "reconnects", "progress");
+  std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s\n", "stream", "state", "results", "last result", "dropped",
+              "restarts", "reconnects", "progress");
   for (const auto& [id, s] : h["streams"].items()) {
     const std::string age = s.contains("last_result_age_s") && !s["last_result_age_s"].is_null()
                                 ? human_duration(s["last_result_age_s"].get<double>()) + " ago"
@@ -116,9 +116,9 @@ int status_command(const std::vector<std::string>& args) {
       std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * s["progress"].get<double>());
       progress = buf;
     }
-    std::printf("  %-24s %-13s %10s %12s %9s %11s %9s\n", id.c_str(), s.value("state", std::string()).c_str(),
-                cell(s, "results", "%.0f").c_str(), age.c_str(), cell(s, "restarts", "%.0f").c_str(),
-                cell(s, "reconnects", "%.0f").c_str(), progress.c_str());
+    std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s\n", id.c_str(), s.value("state", std::string()).c_str(),
+                cell(s, "results", "%.0f").c_str(), age.c_str(), cell(s, "dropped", "%.0f").c_str(),
+                cell(s, "restarts", "%.0f").c_str(), cell(s, "reconnects", "%.0f").c_str(), progress.c_str());
   }
   if (h.contains("progress") && !h["progress"].is_null()) {
     const nlohmann::json& p = h["progress"];

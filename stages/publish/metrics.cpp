@@ -206,7 +206,8 @@ std::string prometheus_text(const JobMetrics& m) {
 nlohmann::json health_json(const JobMetrics& m) {
   nlohmann::json streams = nlohmann::json::object();
   for (const StreamMetrics& s : m.streams) {
-    nlohmann::json j{{"state", s.state}, {"results", s.results}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
+    nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
+                     {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     j["progress"] = s.media_s > 0 ? nlohmann::json(s.ended ? 1.0 : std::clamp(s.position_s / s.media_s, 0.0, 1.0))
                                   : nlohmann::json();
