@@ -78,6 +78,10 @@ class Stage {
   // The stage's own running totals (e.g. infer's batches), served with the job's metrics as
   // vapipe_<stage>_<name>_total; names are lower case with underscores. Called on the stage's thread.
   virtual StageCounters counters() const { return {}; }
+  // After open(): the least time one piece of own work may take before the watchdog calls the stage
+  // stuck (pipeline/stage_watchdog.h), when it knows its work is slow (infer: a big model on a CPU).
+  // job.stage_timeout_s applies when it is longer.
+  virtual double watchdog_floor_s() const { return 0; }
 };
 
 // Counts the streams that have ended (end-of-stream or error), to know when a stage is done. Streams

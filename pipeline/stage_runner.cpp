@@ -130,6 +130,11 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
 
   StageContext ctx{config, &flags.stop, lane, &layout, &watchdog};
   VAPIPE_RETURN_IF_ERROR(stage.open(ctx).with_context(std::string(stage_kind_name(kind)) + " failed to start"));
+  if (const double floor = stage.watchdog_floor_s(); config.job.stage_timeout_s > 0 && floor > watchdog.timeout_s()) {
+    watchdog.raise_timeout(floor);
+    VAPIPE_LOG_INFO("{}: stuck after {:.0f} s of one piece of work (longer than job.stage_timeout_s: this stage's "
+                    "own measure of its slowest work)", stage_kind_name(kind), floor);
+  }
   std::error_code removed;
   std::filesystem::remove(opening_mark(layout, kind), removed);  // the start-up gate: this stage can take input
   VAPIPE_LOG_INFO("{} ready: input {}{}", stage_kind_name(kind), layout.input_endpoint.at(kind),

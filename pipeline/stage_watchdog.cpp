@@ -38,13 +38,18 @@ void StageWatchdog::working(const char* what) {
 
 void StageWatchdog::waiting() { working_since_ns_.store(0, std::memory_order_release); }
 
+void StageWatchdog::raise_timeout(double timeout_s) {
+  const auto raised = static_cast<int64_t>(timeout_s * 1e9);
+  if (timeout_ns_.load() > 0 && raised > timeout_ns_.load()) timeout_ns_.store(raised);
+}
+
 void StageWatchdog::watch() {
-  // Looks ten times per timeout (at most once a second): a stuck stage is caught within 110% of it.
-  const auto period = std::chrono::nanoseconds(std::min<int64_t>(timeout_ns_ / 10, 1000000000));
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
+  // Looks ten times per timeout (at most once a second): a stuck stage is caught within 110% of it.
+  auto period = [this] { return std::chrono::nanoseconds(std::min<int64_t>(timeout_ns_.load() / 10, 1000000000)); };
+  while (!wake_.wait_for(lock, period(), [this] { return stop_; })) {
     const int64_t since = working_since_ns_.load(std::memory_order_acquire);
-    if (since == 0 || steady_ns() - since < timeout_ns_) continue;
+    if (since == 0 || steady_ns() - since < timeout_ns_.load()) continue;
     VAPIPE_LOG_ERROR("{}: stuck in its own work ({}) for {:.1f} s (job.stage_timeout_s): aborting it, so that it is "
                      "restarted; the backtrace below shows where it was", stage_, what_.load(),
                      static_cast<double>(steady_ns() - since) / 1e9);

@@ -34,13 +34,16 @@ class StageWatchdog {
   void working(const char* what);
   void waiting();
   const char* what() const { return what_.load(std::memory_order_relaxed); }
+  // Lengthens the timeout to `timeout_s` if that is longer (never turns an off watchdog on).
+  void raise_timeout(double timeout_s);
+  double timeout_s() const { return static_cast<double>(timeout_ns_.load()) / 1e9; }
   bool is_working() const { return working_since_ns_.load(std::memory_order_relaxed) != 0; }
 
  private:
   void watch();
 
   std::string stage_;
-  int64_t timeout_ns_;
+  std::atomic<int64_t> timeout_ns_;
   pthread_t watched_;
   std::atomic<int64_t> working_since_ns_{0};  // 0: waiting
   std::atomic<const char*> what_{""};

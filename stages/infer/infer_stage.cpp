@@ -42,6 +42,7 @@ Result<size_t> search_batch_size(Classifier& classifier, size_t limit, int gpu) 
 }  // namespace
 
 Status InferStage::open(const StageContext& ctx) {
+  const auto opening = std::chrono::steady_clock::now();
   const InferConfig& c = ctx.config.infer;
   if (ctx.config.batch.auto_size && ctx.layout) {
     std::error_code ec;  // a choice left by an earlier run of this job must not reach batch
@@ -94,6 +95,9 @@ Status InferStage::open(const StageContext& ctx) {
                     sizes.size(), list,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  // One batch never takes longer than loading the model and its warm-up passes at the full batch size
+  // did, ten times over: a big model on a CPU must not look stuck to the watchdog.
+  watchdog_floor_s_ = 10.0 * std::chrono::duration<double>(std::chrono::steady_clock::now() - opening).count();
   return Status::Ok();
 }
 

@@ -32,6 +32,7 @@ class InferStage final : public Stage {
   // Logs how the batches went: their sizes, and the model's share of the stage's time.
   Status close(Emitter& out) override;
   // batches (forward passes), frames classified, rows run (padding included), classify_seconds.
+  double watchdog_floor_s() const override { return watchdog_floor_s_; }
   StageCounters counters() const override {
     return {{"batches", static_cast<double>(batches_)},
             {"frames", static_cast<double>(frames_)},
@@ -60,6 +61,7 @@ class InferStage final : public Stage {
   };
   std::map<size_t, PassTimes> by_run_size_;
   double classify_s_ = 0, process_s_ = 0;
+  double watchdog_floor_s_ = 0;  // 10x open(): model load and warm-up (pipeline/stage_watchdog.h)
 };
 
 }  // namespace vapipe

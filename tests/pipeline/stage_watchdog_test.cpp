@@ -53,8 +53,23 @@ TEST_F(StageWatchdogDeathTest, WaitsAndSteadyProgressAreNotAHang) {
       ::testing::ExitedWithCode(7), "");
 }
 
+TEST_F(StageWatchdogDeathTest, ARaisedTimeoutLetsSlowButLiveWorkFinish) {
+  EXPECT_EXIT(
+      {
+        StageWatchdog dog("infer", 0.2);
+        dog.raise_timeout(5);   // the stage measured its work as slow (a big model on a CPU)
+        dog.raise_timeout(1);   // never lowered
+        dog.working("processing a message");
+        std::this_thread::sleep_for(600ms);
+        std::exit(dog.timeout_s() == 5 ? 7 : 8);
+      },
+      ::testing::ExitedWithCode(7), "");
+}
+
 TEST(StageWatchdog, ZeroTimeoutIsOffAndAWaitOutsideOwnWorkStaysAWait) {
   StageWatchdog off("preprocess", 0);
+  off.raise_timeout(10);  // an off watchdog stays off
+  EXPECT_EQ(off.timeout_s(), 0);
   off.working("processing a message");
   std::this_thread::sleep_for(50ms);  // nothing happens
   StageWatchdog dog("preprocess", 10);

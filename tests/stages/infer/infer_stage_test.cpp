@@ -1,6 +1,8 @@
 #include "stages/infer/infer_stage.h"
 
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <unistd.h>
 
 #include <cstring>
@@ -85,6 +87,19 @@ TEST_F(InferStageTest, OneResultPerFrameInBatchOrderWithLabels) {
   EXPECT_EQ(out.messages[2].prediction.top_k[0].class_id, 1);
   EXPECT_EQ(out.messages[2].prediction.model, "model");
   EXPECT_EQ(fake_->batch_sizes, std::vector<size_t>{3});
+}
+
+// A model that is slow to load and warm up is slow per batch too: the watchdog's floor is ten times
+// what open() took, so a big model on a CPU does not look stuck.
+TEST_F(InferStageTest, TheWatchdogFloorIsTenTimesTheModelsLoadAndWarmUp) {
+  write_labels({"a", "b", "c", "d"});
+  InferStage stage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // load and warm-up
+    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(4, o.input));
+  });
+  ASSERT_TRUE(stage.open(StageContext{config_}).ok());
+  EXPECT_GE(stage.watchdog_floor_s(), 1.0);
+  EXPECT_LT(stage.watchdog_floor_s(), 60.0);
 }
 
 TEST_F(InferStageTest, BadFramesGetErrorResultsAndTheRestOfTheBatchIsClassified) {
