@@ -91,9 +91,10 @@ class Bus:
 
 
 def start_job(workdir, cameras, **extra):
+    """`vapipe run` on `cameras` ({id: Camera or URI}), live; `extra` adds or replaces config sections."""
     port = free_port()
     cfg = {"job": {"name": "recovery", "mode": "live"}, **extra,
-           "streams": [{"id": sid, "uri": cam.uri} for sid, cam in cameras.items()],
+           "streams": [{"id": sid, "uri": getattr(cam, "uri", cam)} for sid, cam in cameras.items()],
            "batch": {"max_batch_size": 8, "max_delay_ms": 20},
            "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
                      "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},

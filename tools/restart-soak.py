@@ -14,7 +14,6 @@ import datetime
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,21 +63,8 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(prefix="vapipe-restart-soak-") as workdir:
         cams = {"door": live.format("smpte"), "yard": live.format("pinwheel")}  # lanes 0 and 1
-        port = recovery.free_port()
-        cfg = {"job": {"name": "restart-soak", "mode": "live", "max_restarts": 100000},
-               "streams": [{"id": sid, "uri": uri} for sid, uri in cams.items()],
-               "lanes_per_device": 2,
-               "batch": {"max_batch_size": 8, "max_delay_ms": 20},
-               "infer": {"model": os.path.join(recovery.ROOT, "models", "pattern_cnn.pt"),
-                         "labels": os.path.join(recovery.ROOT, "models", "pattern_cnn.labels.txt")},
-               "publish": {"endpoint": f"tcp://127.0.0.1:{port}"}}
-        path = os.path.join(workdir, "job.yaml")
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        bus = recovery.Bus(cfg["publish"]["endpoint"])
-        time.sleep(0.3)
-        proc = subprocess.Popen([recovery.VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+        proc, bus = recovery.start_job(workdir, cams, lanes_per_device=2,
+                                       job={"name": "restart-soak", "mode": "live", "max_restarts": 100000})
         if bus.first(0, recovery.is_result("yard"), timeout=60) is None:
             sys.exit("no result:\n" + proc.stderr.read()[-2000:])
         time.sleep(2)

@@ -2,6 +2,7 @@
 `vapipe run` process tree, and a subscriber in a separate process."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -195,6 +196,20 @@ class SubscribedTest(E2ETest):
 
     def count(self, sid):
         return len(results_by_stream(self.messages()).get(sid, []))
+
+    def stop_and_collect(self, run):
+        """SIGINT to the job, which must exit 0; then everything the subscriber got, as
+        (messages, results by stream, events by stream)."""
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        msgs = self.subscriber.wait(timeout=30)
+        return msgs, results_by_stream(msgs), events_by_stream(msgs)
+
+
+def has_event(messages, sid, event):
+    """Whether stream `sid` has published an `event` (started, resumed, eos ...) among `messages`."""
+    return any(e["event"] == event for e in events_by_stream(messages).get(sid, []))
 
 
 def _alive(pid):

@@ -11,7 +11,8 @@ import urllib.error
 import urllib.request
 
 from e2e.common import (
-    VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, live_test_uri, results_by_stream, write_config)
+    VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
+    write_config)
 
 live = live_test_uri
 
@@ -107,17 +108,13 @@ class LiveReload(SubscribedTest):
         # table's streams would have given it c as well, which runs on lane 1); lane 1 goes on untouched.
         lanes = run.watch_lanes(9)
         os.kill(lanes[("infer", 0)], signal.SIGKILL)
-        self.wait_for("a resumed", lambda m: any(e["event"] == "resumed" for e in events_by_stream(m).get("a", [])),
+        self.wait_for("a resumed", lambda m: has_event(m, "a", "resumed"),
                       timeout=60)
         before = len(results_by_stream(self.messages()).get("a", []))
         self.wait_for("a to go on after its lane's restart",
                       lambda m: len(results_by_stream(m).get("a", [])) >= before + 10)
 
-        run.signal(signal.SIGINT)
-        code = run.wait(timeout=60)
-        self.assertEqual(code, 0, run.stderr[-3000:])
-        msgs = self.subscriber.wait(timeout=30)
-        results, events = results_by_stream(msgs), events_by_stream(msgs)
+        msgs, results, events = self.stop_and_collect(run)
         for sid in ["b", "c"]:
             seqs = [r["seq"] for r in results[sid]]
             # Every frame once, in order; a frame missing is one the live queue dropped and counted
@@ -155,16 +152,12 @@ class LiveReload(SubscribedTest):
         run.signal(signal.SIGHUP)
         self.wait_for("results of c", self.results_of("c"))
         os.kill(stages["infer"], signal.SIGKILL)
-        resumed = lambda m, sid: any(e["event"] == "resumed" for e in events_by_stream(m).get(sid, []))
+        resumed = lambda m, sid: has_event(m, sid, "resumed")
         self.wait_for("a and c resumed", lambda m: resumed(m, "a") and resumed(m, "c"), timeout=60)
         after = len(results_by_stream(self.messages()).get("c", []))
         self.wait_for("results of c after the restart",
                       lambda m: len(results_by_stream(m).get("c", [])) >= after + 5)
-        run.signal(signal.SIGINT)
-        code = run.wait(timeout=60)
-        self.assertEqual(code, 0, run.stderr[-3000:])
-        msgs = self.subscriber.wait(timeout=30)
-        results, events = results_by_stream(msgs), events_by_stream(msgs)
+        msgs, results, events = self.stop_and_collect(run)
         for sid in ["a", "c"]:
             self.assertEqual([e["event"] for e in events[sid]], ["started", "reconnecting", "resumed", "eos"], sid)
             seqs = [r["seq"] for r in results[sid]]

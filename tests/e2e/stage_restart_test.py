@@ -9,7 +9,8 @@ import time
 import urllib.request
 
 from e2e.common import (
-    Run, SOURCE_DIR, SubscribedTest, Subscriber, events_by_stream, free_port, live_test_uri, results_by_stream, write_config)
+    SOURCE_DIR, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri,
+    results_by_stream, write_config)
 
 live = live_test_uri
 
@@ -47,11 +48,7 @@ class StageRestart(SubscribedTest):
         os.kill(lanes[("publish", 0)], signal.SIGKILL)
         self.wait_for("results after publish's restart", lambda m: len(m) >= received + 40, timeout=60)
 
-        run.signal(signal.SIGINT)
-        code = run.wait(timeout=60)
-        self.assertEqual(code, 0, run.stderr[-3000:])
-        msgs = self.subscriber.wait(timeout=30)
-        results, events = results_by_stream(msgs), events_by_stream(msgs)
+        msgs, results, events = self.stop_and_collect(run)
         for sid in ["a", "b"]:
             seqs = [r["seq"] for r in results[sid]]
             self.assertEqual(seqs, sorted(set(seqs)), f"stream {sid}: never a seq twice, never backwards")
@@ -128,7 +125,7 @@ class StageRestart(SubscribedTest):
         run = Run(config)
         lanes = run.watch_lanes(9)
         self.wait_for("results of a and b", lambda m: self.count("a") >= 5 and self.count("b") >= 5)
-        resumed = lambda m, sid: any(e["event"] == "resumed" for e in events_by_stream(m).get(sid, []))
+        resumed = lambda m, sid: has_event(m, sid, "resumed")
         os.kill(lanes[("infer", 0)], signal.SIGKILL)
         self.wait_for("a resumed", lambda m: resumed(m, "a"), timeout=60)
         os.kill(lanes[("infer", 1)], signal.SIGKILL)
@@ -145,7 +142,7 @@ class StageRestart(SubscribedTest):
         stages = run.watch_stages()
         self.wait_for("results of a", lambda m: self.count("a") >= 10)
         os.kill(stages["preprocess"], signal.SIGKILL)
-        self.wait_for("a resumed", lambda m: any(e["event"] == "resumed" for e in events_by_stream(m).get("a", [])),
+        self.wait_for("a resumed", lambda m: has_event(m, "a", "resumed"),
                       timeout=60)
         run.stage_pids = {}
         stages = run.watch_stages()
