@@ -368,9 +368,14 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.boolean("channels_last", &c.infer.channels_last);
     r.boolean("jit_optimize", &c.infer.jit_optimize);
     r.choice("batch_shapes", &c.infer.batch_shapes, {"auto", "exact", "padded"});
+    r.choice("cuda_graphs", &c.infer.cuda_graphs, {"auto", "on", "off"});
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");
+    if (c.infer.cuda_graphs == "on" && c.infer.batch_shapes == "exact") {
+      ctx.fail(node["cuda_graphs"], "infer.cuda_graphs",
+               "'on' needs batch_shapes padded or auto (a graph is recorded for each fixed batch size)");
+    }
     const std::string& d = c.infer.device;
     const bool cuda_n = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
                         d.find_first_not_of("0123456789", 5) == std::string::npos;

@@ -94,6 +94,11 @@ struct InferConfig {
   // pays for every new input shape (cuDNN execution plans) while frames wait. auto: padded on CUDA,
   // exact on the CPU (where padding costs its full share of compute and new shapes cost little).
   std::string batch_shapes = "auto";
+  // Each padded batch size's forward pass recorded once as a CUDA graph and replayed: one launch per
+  // batch instead of one per layer (the interpreter's CPU cost per batch). auto: on CUDA with padded
+  // batch shapes, falling back to plain runs (with a warning) if capture fails; on: the same, but a
+  // failed capture is an error; off: never.
+  std::string cuda_graphs = "auto";
 };
 
 // Which GPUs the job uses: one lane of stages (ingest, preprocess, batch, infer) per GPU.

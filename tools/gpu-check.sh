@@ -23,8 +23,8 @@
 #
 # Knobs (environment): GPU_CHECK_BUDGET_S (default 480: the script stops starting work so as to end
 # by then), GPU_BENCH_STREAMS (default 32,80,160: three points, so that a fixed start-up cost and the
-# rate can be told apart), GPU_BENCH_VARIANTS (default "batch_shapes=exact lanes_per_device=2
-# jit_optimize=true": infer settings, or lanes_per_device, each run once more end to end, at
+# rate can be told apart), GPU_BENCH_VARIANTS (default "cuda_graphs=off batch_shapes=exact
+# lanes_per_device=2 jit_optimize=true": infer settings, or lanes_per_device, each run once more end to end, at
 # GPU_BENCH_COMPARE_STREAMS streams, default 80; the last ones are skipped if the budget runs out),
 # GPU_BENCH_ARGS (more gpu-bench.py options),
 # GPU_CHECK_TARGETS (ninja targets; default all), GPU_CHECK_MEDIA (default .devmedia),
@@ -111,10 +111,21 @@ step configure 150 "$logs/configure.log" \
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
 rc=$?
 if (( rc != 0 )); then summary "configure FAILED (exit $rc)"; tail -30 "$logs/configure.log"; exit 1; fi
-grep -E 'vapipe: CUDA sources' "$logs/configure.log" | sed 's/^-- //' | while read -r l; do summary "$l"; done
+grep -E 'vapipe: (CUDA sources|infer.s CUDA graphs)' "$logs/configure.log" | sed 's/^-- //' | while read -r l; do summary "$l"; done
 # shellcheck disable=SC2086  # a list of targets
 step build 360 "$logs/build.log" ninja -C "$build" -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
 rc=$?
+if (( rc != 0 && rc != 124 && rc != 125 )) && grep -q "infer's CUDA graphs ON" "$logs/configure.log"; then
+  # The CUDA graph code compiles only against a LibTorch with CUDA, which no development machine has:
+  # if it is what broke, build without it rather than lose the session's GPU time.
+  summary "build FAILED (exit $rc); building again without infer's CUDA graphs (-DVAPIPE_CUDA_GRAPHS=OFF)"
+  grep -E -B2 -A12 'error|FAILED' "$logs/build.log" | head -40 | tee -a "$OUT/summary.txt"
+  cp "$logs/build.log" "$logs/build-with-cuda-graphs.log"
+  step "configure without CUDA graphs" 60 "$logs/configure.log" cmake -S . -B "$build" -DVAPIPE_CUDA_GRAPHS=OFF
+  # shellcheck disable=SC2086
+  step build 300 "$logs/build.log" ninja -C "$build" -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
+  rc=$?
+fi
 if (( rc != 0 )); then summary "build FAILED (exit $rc)"; grep -E -B2 -A12 'error|FAILED' "$logs/build.log" | head -60; exit 1; fi
 summary "build ok ($(grep -c '^\[' "$logs/build.log") steps)"
 
@@ -160,7 +171,7 @@ else
   fi
   [[ ${GPU_CHECK_CPU:-0} == 1 ]] && { bench_args=(--cpu --batch 4); streams=2; compare=2; }
   [[ -f $model ]] || { model=$root/models/pattern_cnn.pt; summary "no ResNet-50: benchmark with the shipped pattern CNN"; }
-  variants=${GPU_BENCH_VARIANTS:-batch_shapes=exact lanes_per_device=2 jit_optimize=true}
+  variants=${GPU_BENCH_VARIANTS:-cuda_graphs=off batch_shapes=exact lanes_per_device=2 jit_optimize=true}
   # About 40 s kept for each comparison run below (an 80-stream run took 16 s on the H200).
   bench_budget=$(( $(left) - reserve - 15 - 40 * $(wc -w <<< "$variants") ))
   # shellcheck disable=SC2086  # extra options
@@ -181,8 +192,9 @@ else
     summary "stage time in $(basename "$last_log"):"
     grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded)|ingest lane [0-9]+: ([0-9]+ streams in|streams start after)' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-260 | tee -a "$OUT/summary.txt"
   fi
-  # The same end to end with one setting changed, to compare: TorchScript's run-time re-optimisation
-  # on; every batch at its own size instead of padded to fixed sizes; two lanes (two infer processes)
+  # The same end to end with one setting changed, to compare: without CUDA graphs (one launch per layer,
+  # as before 2026-11-30); every batch at its own size instead of padded to fixed sizes (which also
+  # means no graphs); TorchScript's run-time re-optimisation on; two lanes (two infer processes)
   # on the GPU, in case one infer process cannot keep it busy.
   for variant in $variants; do
     (( $(left) - reserve > 60 )) || { summary "end to end with $variant SKIPPED (budget: $(left) s left)"; continue; }

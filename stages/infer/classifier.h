@@ -25,6 +25,8 @@ struct ClassifierOptions {
   bool channels_last = true;          // NHWC on CUDA
   bool jit_optimize = false;          // TorchScript's run-time re-optimisation (process-wide)
   bool cpu_fallback = false;          // CUDA asked for by `auto` (the lane's GPU): the CPU if LibTorch has no CUDA
+  // infer.cuda_graphs, applied by use_batch_sizes: auto | on | off.
+  std::string cuda_graphs = "auto";
 };
 
 // One frame's top-k: class ids and probabilities (softmax of the model's logits), best first.
@@ -54,12 +56,16 @@ class Classifier {
   // infer.batch_shapes: padded. From now on every batch runs padded with zeros to the smallest of
   // `sizes` (ascending) that holds it, and each of them has run once before this returns: the model
   // meets no new input shape while frames wait. kUnavailable names a size that does not fit in memory.
+  // With options.cuda_graphs (auto or on) and a model on CUDA, each size's pass is also recorded as a
+  // CUDA graph; under auto a failed recording is logged and batches run without graphs.
   virtual Status use_batch_sizes(const std::vector<size_t>& sizes) {
     (void)sizes;
     return FailedPrecondition("this classifier runs each batch at its own size");
   }
   // The batch size a batch of n runs at (n, unless use_batch_sizes said otherwise).
   virtual size_t run_size(size_t n) const { return n; }
+  // Whether use_batch_sizes recorded each size's forward pass as a CUDA graph that batches replay.
+  virtual bool replays_cuda_graphs() const { return false; }
   virtual int64_t num_classes() const = 0;
   virtual std::string device() const = 0;
 };

@@ -58,6 +58,7 @@ Status InferStage::open(const StageContext& ctx) {
   options.precision = c.precision;
   options.channels_last = c.channels_last;
   options.jit_optimize = c.jit_optimize;
+  options.cuda_graphs = c.cuda_graphs;
   options.threads = c.threads;
   options.input = input_;
   // With an automatic batch size the search below runs every size; warm up small.
@@ -84,15 +85,22 @@ Status InferStage::open(const StageContext& ctx) {
   }
   VAPIPE_LOG_INFO("infer: model {} ({} classes) on {}, {} warm-up batches of {}", c.model, labels_.size(),
                   classifier_->device(), c.warmup_batches, options.warmup_batch_size);
-  if (c.batch_shapes == "padded" || (c.batch_shapes == "auto" && classifier_on_gpu_)) {
+  const bool padded = c.batch_shapes == "padded" || (c.batch_shapes == "auto" && classifier_on_gpu_);
+  if (c.cuda_graphs == "on" && !(padded && classifier_on_gpu_)) {
+    return FailedPrecondition(std::string("infer.cuda_graphs is 'on' but ") +
+                              (classifier_on_gpu_ ? "batch shapes are exact" : "the model runs on " + classifier_->device()) +
+                              ": CUDA graphs need a model on CUDA and padded batch shapes");
+  }
+  if (padded) {
     const std::vector<size_t> sizes = padded_batch_sizes(merge_limit_);
     const auto start = std::chrono::steady_clock::now();
     VAPIPE_RETURN_IF_ERROR(classifier_->use_batch_sizes(sizes).with_context(
         "infer.batch_shapes: padded (model " + c.model + ")"));
     std::string list;
     for (size_t n : sizes) list += (list.empty() ? "" : ", ") + std::to_string(n);
-    VAPIPE_LOG_INFO("infer: batches padded to one of {} sizes ({}); each ran once at start, in {:.2f} s",
+    VAPIPE_LOG_INFO("infer: batches padded to one of {} sizes ({}); each ran once at start{}, in {:.2f} s",
                     sizes.size(), list,
+                    classifier_->replays_cuda_graphs() ? " and was recorded as a CUDA graph that batches replay" : "",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   // One batch never takes longer than loading the model and its warm-up passes at the full batch size

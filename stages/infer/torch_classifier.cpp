@@ -5,11 +5,18 @@
 #include <torch/version.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <ATen/Parallel.h>
+#ifdef VAPIPE_TORCH_CUDA  // LibTorch built with CUDA (the GPU machine's); Debian's is CPU-only
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
+#include <utility>
 
 #include "pipeline/log_text.h"  // not logging.h: spdlog and LibTorch 2.x carry different fmt versions
 #include "stages/infer/auto_batch.h"
@@ -33,9 +40,9 @@ std::string first_line(const std::string& text) {
 class TorchClassifier final : public Classifier {
  public:
   TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input,
-                  torch::ScalarType model_dtype, bool channels_last, bool jit_optimize)
+                  torch::ScalarType model_dtype, bool channels_last, bool jit_optimize, std::string cuda_graphs)
       : module_(std::move(module)), device_(device), input_(input), model_dtype_(model_dtype),
-        channels_last_(channels_last), jit_optimize_(jit_optimize) {}
+        channels_last_(channels_last), jit_optimize_(jit_optimize), cuda_graphs_(std::move(cuda_graphs)) {}
 
   Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
     if (n == 0) return std::vector<TopK>{};
@@ -93,9 +100,22 @@ class TorchClassifier final : public Classifier {
       }
     }
     run_sizes_ = sizes;
+    if (cuda_graphs_ == "on" && !device_.is_cuda()) {
+      return FailedPrecondition("infer.cuda_graphs: on, but the model runs on " + device_.str() +
+                                " (CUDA graphs need it on CUDA)");
+    }
+    if (cuda_graphs_ != "off" && device_.is_cuda() && !sizes.empty()) {
+      Status recorded = record_graphs(sizes);
+      if (!recorded.ok()) {
+        graphs_.clear();
+        if (cuda_graphs_ == "on") return recorded.with_context("infer.cuda_graphs: on");
+        log_warn_text("infer: batches run without CUDA graphs (infer.cuda_graphs: auto): " + recorded.message());
+      }
+    }
     return Status::Ok();
   }
   size_t run_size(size_t n) const override { return padded_size_for(run_sizes_, n); }
+  bool replays_cuda_graphs() const override { return !graphs_.empty(); }
 
   int64_t num_classes() const override { return num_classes_; }
   std::string device() const override { return device_.str(); }
@@ -114,8 +134,16 @@ class TorchClassifier final : public Classifier {
   Result<std::vector<TopK>> forward_top_k(torch::Tensor x, size_t n, size_t top_k) {
     torch::NoGradGuard no_grad;
     const size_t rows = run_size(n);
-    x = to_model_input(x, rows);
-    torch::Tensor logits = forward(x).toTensor();
+    torch::Tensor logits;
+    if (auto graph = graphs_.find(rows); graph != graphs_.end()) {
+      // Into the rows the graph reads (dtype, device and layout converted by the copy); the rows past n
+      // hold an earlier batch's frames, whose results are dropped like padding's.
+      graph_input_.narrow(0, 0, static_cast<int64_t>(n)).copy_(x);
+      logits = graph->second.replay();
+    } else {
+      x = to_model_input(x, rows);
+      logits = forward(x).toTensor();
+    }
     if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(rows)) {
       return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(rows) +
                       ", classes]");
@@ -158,6 +186,94 @@ class TorchClassifier final : public Classifier {
     if (channels_last_) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     return x;
   }
+
+#ifdef VAPIPE_TORCH_CUDA
+  // One batch size's recorded forward pass: replay() runs its kernels on the current stream, reading
+  // graph_input_'s first rows and writing `output`.
+  struct RecordedPass {
+    std::shared_ptr<at::cuda::CUDAGraph> graph;
+    torch::Tensor output;
+    torch::Tensor replay() {
+      graph->replay();
+      return output;
+    }
+  };
+
+  // Records the forward pass at each size (largest first, so that the smaller ones fit in the memory
+  // pool the graphs share; they never run at once) on a side stream, as CUDA requires, after warm-up
+  // passes there; then checks that replays give the plain run's answers.
+  Status record_graphs(const std::vector<size_t>& sizes) {
+    try {
+      torch::NoGradGuard no_grad;
+      c10::cuda::CUDAGuard device_guard(device_.index());
+      graph_input_ = to_model_input(model_zeros(sizes.back()));
+      torch::cuda::synchronize(device_.index());
+      c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device_.index());
+      std::map<size_t, RecordedPass> graphs;
+      {
+        c10::cuda::CUDAStreamGuard stream_guard(side);
+        // The pool's id type moved between namespaces across LibTorch versions; it is a pair in all.
+        decltype(std::declval<at::cuda::CUDAGraph&>().pool()) pool{0, 0};
+        for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+          torch::Tensor x = graph_input_.narrow(0, 0, static_cast<int64_t>(*it));
+          for (int i = 0; i < 2; ++i) forward(x);  // this stream's cuBLAS workspace, the executor's plan
+          side.synchronize();
+          auto graph = std::make_shared<at::cuda::CUDAGraph>();
+#if TORCH_VERSION_MAJOR >= 2
+          // Only this thread is barred from unsafe CUDA calls while recording.
+          graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+#else
+          graph->capture_begin(pool);
+#endif
+          torch::Tensor out;
+          try {
+            out = forward(x).toTensor();
+          } catch (...) {
+            try {
+              graph->capture_end();
+            } catch (...) {
+            }
+            throw;
+          }
+          graph->capture_end();
+          if (pool.first == 0 && pool.second == 0) pool = graph->pool();
+          graphs.emplace(*it, RecordedPass{std::move(graph), std::move(out)});
+        }
+        side.synchronize();
+      }
+      graphs_ = std::move(graphs);
+      // A replay must answer as the plain run does, at the largest size and the smallest.
+      for (size_t rows : {sizes.back(), sizes.front()}) {
+        torch::Tensor x = torch::randn(batch_shape(rows), torch::TensorOptions().dtype(torch::kFloat).device(device_));
+        graph_input_.narrow(0, 0, static_cast<int64_t>(rows)).copy_(x);
+        torch::Tensor replayed = graphs_.at(rows).replay().to(torch::kFloat);
+        torch::Tensor plain = forward(to_model_input(x)).toTensor().to(torch::kFloat);
+        const double scale = std::max(1.0, plain.abs().max().item<double>());
+        const double diff = (replayed - plain).abs().max().item<double>();
+        if (!(diff <= 1e-2 * scale)) {  // NaN fails too
+          graphs_.clear();
+          return Internal("the CUDA graph at batch " + std::to_string(rows) + " answers differently from a plain " +
+                          "run (largest difference " + std::to_string(diff) + " in logits up to " +
+                          std::to_string(scale) + ")");
+        }
+      }
+      return Status::Ok();
+    } catch (const c10::Error& e) {
+      graphs_.clear();
+      return Internal(std::string("recording CUDA graphs failed: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      graphs_.clear();
+      return Internal("recording CUDA graphs failed: " + first_line(e.what()));
+    }
+  }
+#else
+  struct RecordedPass {
+    torch::Tensor replay() { return {}; }
+  };
+  Status record_graphs(const std::vector<size_t>&) {
+    return FailedPrecondition("LibTorch " TORCH_VERSION " was built without CUDA graphs");
+  }
+#endif
 
   template <typename Fn>
   Result<std::vector<TopK>> guarded(Fn&& fn) {
@@ -208,6 +324,9 @@ class TorchClassifier final : public Classifier {
   bool jit_optimize_;
   int64_t num_classes_ = 0;
   std::vector<size_t> run_sizes_;  // infer.batch_shapes: padded; empty: each batch at its own size
+  std::string cuda_graphs_;        // infer.cuda_graphs: auto | on | off
+  torch::Tensor graph_input_;      // the largest padded batch, in the model's dtype and layout
+  std::map<size_t, RecordedPass> graphs_;  // by padded batch size; empty: plain runs
 };
 
 Result<torch::Device> choose_device(const std::string& requested, bool cpu_fallback) {
@@ -281,7 +400,8 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
     }
   }
   auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input, model_dtype,
-                                                      channels_last, options.jit_optimize || !frozen);
+                                                      channels_last, options.jit_optimize || !frozen,
+                                                      options.cuda_graphs);
   log_info_text("model " + path + ": " + (options.optimize ? "frozen" : "as loaded") + " on " + device.str() +
                 (model_dtype == torch::kHalf ? ", fp16" : ", fp32") + (channels_last ? ", channels-last" : ""));
 

@@ -195,9 +195,11 @@ TEST(Config, BadGpusAreErrorsNamingTheLine) {
 TEST(Config, InferPrecisionAndChannelsLast) {
   auto c = load_config_string(R"(
 streams: [{id: a, uri: "test://ball?frames=1"}]
-infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false, jit_optimize: true, batch_shapes: padded}
+infer: {model: m.pt, labels: m.txt, precision: fp16, channels_last: false, jit_optimize: true, batch_shapes: padded,
+        cuda_graphs: on}
 )", "job.yaml", "/cfg");
   ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->infer.cuda_graphs, "on");
   EXPECT_EQ(c->infer.precision, DType::kFloat16);
   EXPECT_FALSE(c->infer.channels_last);
   EXPECT_TRUE(c->infer.jit_optimize);
@@ -210,6 +212,14 @@ infer: {model: m.pt, labels: m.txt, batch_shapes: buckets}
   EXPECT_NE(shapes.status().message().find("infer.batch_shapes: expected one of auto | exact | padded, got 'buckets'"),
             std::string::npos)
       << shapes.status().message();
+  auto graphs = load_config_string(R"(
+streams: [{id: a, uri: "test://ball?frames=1"}]
+infer: {model: m.pt, labels: m.txt, batch_shapes: exact, cuda_graphs: on}
+)", "job.yaml", "/cfg");
+  ASSERT_FALSE(graphs.ok());
+  EXPECT_NE(graphs.status().message().find("job.yaml:3: infer.cuda_graphs: 'on' needs batch_shapes padded or auto"),
+            std::string::npos)
+      << graphs.status().message();
   auto bad = load_config_string(R"(
 streams: [{id: a, uri: "test://ball?frames=1"}]
 infer: {model: m.pt, labels: m.txt, precision: int8}

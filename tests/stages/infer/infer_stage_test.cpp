@@ -199,6 +199,20 @@ TEST_F(InferStageTest, PaddedBatchShapesAreFixedAtStartExactOnesAreNot) {
   EXPECT_TRUE(fake_->fixed_sizes.empty());
 }
 
+TEST_F(InferStageTest, CudaGraphsOnNeedAModelOnCudaAutoGoesToTheClassifier) {
+  config_.infer.cuda_graphs = "auto";
+  auto automatic = open_stage();
+  EXPECT_EQ(options_.cuda_graphs, "auto");
+  // The fake runs on "fake", not CUDA: `on` cannot hold and says so.
+  config_.infer.cuda_graphs = "on";
+  InferStage stage([this](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(4, o.input));
+  });
+  Status s = stage.open(StageContext{config_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("infer.cuda_graphs is 'on' but the model runs on fake"), std::string::npos) << s.message();
+}
+
 TEST_F(InferStageTest, StreamEventsPassThrough) {
   auto stage = open_stage();
   CollectingEmitter out;

@@ -17,8 +17,10 @@ namespace {
 const std::string kModel = std::string(VAPIPE_SOURCE_DIR) + "/models/pattern_cnn.pt";
 const TensorInfo kInput{DType::kFloat32, 3, 224, 224};
 
-Result<std::unique_ptr<Classifier>> load(const std::string& device, DType precision, bool channels_last) {
+Result<std::unique_ptr<Classifier>> load(const std::string& device, DType precision, bool channels_last,
+                                          const std::string& cuda_graphs = "auto") {
   ClassifierOptions o;
+  o.cuda_graphs = cuda_graphs;
   o.model_path = kModel;
   o.device = device;
   o.input = kInput;
@@ -116,6 +118,52 @@ TEST_F(TorchClassifierOnGpu, Fp16ChannelsLastKeepsTheTopClassAndScoresWithinHalf
     EXPECT_NEAR((*a)[i].scores[0], (*b)[i].scores[0], 2e-2f) << i;
   }
   EXPECT_GE(same, n - 1);  // a near tie may flip under fp16
+}
+
+// infer.cuda_graphs: each padded size recorded once and replayed. Batches of different sizes in turn
+// (a smaller batch after a larger leaves the larger's frames in the rows past it), from device slots
+// and from the host, must answer as plain runs do; so must fp16 channels-last, as the benchmark runs.
+TEST_F(TorchClassifierOnGpu, CudaGraphReplaysAnswerAsPlainRunsForEveryBatchSize) {
+  const std::vector<size_t> sizes = {1, 2, 3, 4, 6, 8};
+  for (DType precision : {DType::kFloat32, DType::kFloat16}) {
+    const bool half = precision == DType::kFloat16;
+    auto plain = load("cuda:0", precision, half, "off");
+    auto graphs = load("cuda:0", precision, half, "on");
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+    ASSERT_TRUE((*plain)->use_batch_sizes(sizes).ok());
+    Status recorded = (*graphs)->use_batch_sizes(sizes);
+    ASSERT_TRUE(recorded.ok()) << recorded.message();
+    EXPECT_TRUE((*graphs)->replays_cuda_graphs());
+    EXPECT_FALSE((*plain)->replays_cuda_graphs());
+    const std::vector<float> host = random_batch(8);
+    DeviceItems device;
+    ASSERT_TRUE(device.upload(host, 8));
+    for (size_t n : {size_t{8}, size_t{5}, size_t{1}, size_t{3}, size_t{8}}) {
+      std::vector<const std::byte*> items(device.items.begin(), device.items.begin() + n);
+      auto a = (*plain)->classify_device(items, 0, 3);
+      auto b = (*graphs)->classify_device(items, 0, 3);
+      auto c = (*graphs)->classify(reinterpret_cast<const std::byte*>(host.data()), n, 3);
+      ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << b.status().message() << " / " << c.status().message();
+      ASSERT_EQ(b->size(), n);
+      ASSERT_EQ(c->size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_EQ((*a)[i].class_ids[0], (*b)[i].class_ids[0]) << "image " << i << " of " << n;
+        EXPECT_EQ((*b)[i].class_ids, (*c)[i].class_ids) << "image " << i << " of " << n;
+        for (size_t k = 0; k < 3; ++k) {
+          EXPECT_NEAR((*a)[i].scores[k], (*b)[i].scores[k], half ? 1e-2f : 1e-4f) << "image " << i << " of " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(TorchClassifierOnGpu, CudaGraphsOffOrExactShapesReplayNothing) {
+  auto off = load("cuda:0", DType::kFloat32, false, "off");
+  ASSERT_TRUE(off.ok());
+  ASSERT_TRUE((*off)->use_batch_sizes({1, 2, 4}).ok());
+  EXPECT_FALSE((*off)->replays_cuda_graphs());
+  EXPECT_FALSE(fp32_->replays_cuda_graphs());  // never given fixed sizes
 }
 
 }  // namespace

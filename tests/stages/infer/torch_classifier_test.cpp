@@ -151,6 +151,22 @@ TEST(TorchClassifier, PaddedBatchesGiveTheSameAnswersAsExactOnes) {
   }
 }
 
+TEST(TorchClassifier, CudaGraphsAreForCudaOnlyAutoRunsPlainOnTheCpu) {
+  ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
+  o.device = "cpu";
+  o.cuda_graphs = "auto";
+  auto automatic = load_torchscript_classifier(o);
+  ASSERT_TRUE(automatic.ok()) << automatic.status().message();
+  ASSERT_TRUE((*automatic)->use_batch_sizes({1, 2, 4}).ok());
+  EXPECT_FALSE((*automatic)->replays_cuda_graphs());
+  o.cuda_graphs = "on";
+  auto required = load_torchscript_classifier(o);
+  ASSERT_TRUE(required.ok()) << required.status().message();
+  Status s = (*required)->use_batch_sizes({1, 2, 4});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("infer.cuda_graphs: on, but the model runs on cpu"), std::string::npos) << s.message();
+}
+
 TEST(TorchClassifier, TheLanesGpuFallsBackToTheCpuOnlyWhenTheConfigSaidAuto) {
   // Debian's LibTorch is a CPU build: on a GPU machine `auto` still runs (on the CPU), `cuda` refuses.
   ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
