@@ -194,6 +194,7 @@ class TorchClassifier final : public Classifier {
     std::shared_ptr<at::cuda::CUDAGraph> graph;
     torch::Tensor output;
     torch::Tensor replay() {
+      c10::cuda::CUDAGuard device_guard(output.device().index());  // that GPU's current stream
       graph->replay();
       return output;
     }
