@@ -22,6 +22,7 @@ namespace vapipe {
 namespace {
 // Archive jobs log how far they are this often (publish.metrics_address serves it at any time).
 constexpr auto kProgressLogPeriod = std::chrono::seconds(30);
+constexpr auto kJsonlFlushDelay = std::chrono::milliseconds(200);  // see jsonl_flush_due_
 }  // namespace
 
 Status PublishStage::open(const StageContext& ctx) {
@@ -239,6 +240,10 @@ void PublishStage::log_progress() {
 }
 
 Status PublishStage::on_deadline(Emitter& /*out*/) {
+  if (jsonl_flush_due_ && std::chrono::steady_clock::now() >= *jsonl_flush_due_) {
+    jsonl_.flush();
+    jsonl_flush_due_.reset();
+  }
   update_metrics_snapshot();  // (without a metrics server: nothing)
   if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
@@ -254,12 +259,16 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (config_ && !config_->publish.curve_authorized_keys.empty()) {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
+  if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
   return next;
 }
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
   const std::string text = payload.dump();
-  if (jsonl_.is_open()) jsonl_ << "{\"topic\":" << nlohmann::json(topic).dump() << ",\"payload\":" << text << "}\n";
+  if (jsonl_.is_open()) {
+    jsonl_ << "{\"topic\":" << nlohmann::json(topic).dump() << ",\"payload\":" << text << "}\n";
+    if (!jsonl_flush_due_) jsonl_flush_due_ = std::chrono::steady_clock::now() + kJsonlFlushDelay;
+  }
   // An archive job's bus waits for a slow subscriber (lossless): a wait, not publish stuck.
   WatchdogWait subscriber_wait(watchdog_);
   return bus_->send(topic, text);

@@ -86,6 +86,10 @@ class PublishStage final : public Stage {
   const JobLayout* layout_ = nullptr;  // null for a stage driven without a job (tests)
   std::unique_ptr<BusPublisher> bus_;
   std::ofstream jsonl_;
+  // Lines written since the last flush are flushed by this time: a reader tailing the file (or a
+  // test) sees an event within a fraction of a second even when nothing follows it, and a crash
+  // loses at most that much, while a busy archive job still writes in large blocks.
+  std::optional<SteadyTime> jsonl_flush_due_;
   // Streams a reload added to the running job (pipeline/stream_table.h) get their state here.
   void learn_added_streams();
   std::vector<StreamState> streams_;

@@ -15,6 +15,7 @@ SOURCE_DIR = os.environ.get("VAPIPE_SOURCE_DIR", os.path.abspath(os.path.join(os
 MODEL = os.environ.get("VAPIPE_E2E_MODEL", os.path.join(SOURCE_DIR, "models", "pattern_cnn.pt"))
 LABELS = os.environ.get("VAPIPE_E2E_LABELS", os.path.join(SOURCE_DIR, "models", "pattern_cnn.labels.txt"))
 SUBSCRIBER = os.path.join(os.path.dirname(__file__), "subscriber.py")
+RTSP_SERVER = os.environ.get("VAPIPE_RTSP_SERVER", "build/tests/vapipe_rtsp_test_server")
 STAGES = ["ingest", "preprocess", "batch", "infer", "publish"]
 
 
@@ -32,6 +33,17 @@ def make_clip(path, pattern, frames, width, height, extra=""):
            f"! x264enc bitrate=1500 speed-preset=veryfast key-int-max=30 ! h264parse ! {mux} "
            f"! filesink location={path}")
     subprocess.run(cmd, shell=True, check=True)
+
+
+def start_rtsp_camera(test, pattern, port=None, width=640, height=360):
+    """A real RTSP server on loopback (tests/fakes/rtsp_test_server: a videotestsrc pattern as H.264 at
+    30 fps), stopped when `test` ends. Returns (uri, process)."""
+    port = port or free_port()
+    proc = subprocess.Popen([RTSP_SERVER, str(port), pattern, str(width), str(height)], stdout=subprocess.PIPE, text=True)
+    uri = proc.stdout.readline().strip()
+    test.assertTrue(uri.startswith("rtsp://"), f"RTSP test server did not start on port {port}")
+    test.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close()))
+    return uri, proc
 
 
 def write_config(directory, streams, **sections):

@@ -10,7 +10,7 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import SOURCE_DIR, VAPIPE, E2ETest, Run, results_by_stream, write_config
+from e2e.common import SOURCE_DIR, VAPIPE, E2ETest, Run, free_port, results_by_stream, start_rtsp_camera, write_config
 
 MEDIA = os.path.join(SOURCE_DIR, "tests", "media")
 
@@ -31,6 +31,31 @@ class GpuPipeline(E2ETest):
         ok, why = gpu_available()
         if not ok:
             self.skipTest(f"no usable GPU: {why}")
+
+    def lines(self):
+        """The whole lines of the job's JSON-lines sink so far."""
+        try:
+            with open(os.path.join(self.dir, "results.jsonl")) as f:
+                return [json.loads(line) for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, run, what, predicate, timeout=90):
+        deadline = time.time() + timeout
+        while time.time() < deadline and run.proc.poll() is None:
+            if predicate(self.lines()):
+                return
+            time.sleep(0.2)
+        self.fail(f"timed out waiting for {what} (job exit status {run.proc.poll()})")
+
+    @staticmethod
+    def count(msgs, sid):
+        return sum(m["topic"] == f"results/{sid}" for m in msgs)
+
+    @staticmethod
+    def has_event(msgs, sid, event, attempt=None):
+        return any(m["topic"] == f"events/{sid}" and m["payload"]["event"] == event and
+                   (attempt is None or m["payload"].get("attempt") == attempt) for m in msgs)
 
     def run_job(self, **sections):
         streams = [("h264", os.path.join(MEDIA, "ball-320x240-h264.mp4")),
@@ -58,6 +83,9 @@ class GpuPipeline(E2ETest):
         self.assertNotIn("stream 'h264': decoding on the CPU", run.stderr)
         self.assertNotIn("stream 'h265': decoding on the CPU", run.stderr)
         self.assertIn("fp16, channels-last", run.stderr)
+        # infer.cuda_graphs: auto recorded each padded batch size (a failure would be a warning).
+        self.assertIn("recorded as a CUDA graph", run.stderr)
+        self.assertNotIn("batches run without CUDA graphs", run.stderr)
 
     def test_host_pools_give_the_same_results(self):
         self.run_job(transport={"device_pools": False})
@@ -70,35 +98,18 @@ class GpuPipeline(E2ETest):
                                  job={"mode": "live"}, publish={"wait_for_subscribers": 0},
                                  preprocess={"dtype": "float16"}, infer={"precision": "fp16"})
         run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
-        jsonl = os.path.join(self.dir, "results.jsonl")
-
-        def lines():
-            try:
-                with open(jsonl) as f:
-                    return [json.loads(line) for line in f if line.endswith("\n")]
-            except FileNotFoundError:
-                return []
-
-        def wait_for(what, predicate, timeout=90):
-            deadline = time.time() + timeout
-            while time.time() < deadline and run.proc.poll() is None:
-                if predicate(lines()):
-                    return
-                time.sleep(0.2)
-            self.fail(f"timed out waiting for {what}: {run.proc.poll()}")
-
-        count = lambda msgs, sid: sum(m["topic"] == f"results/{sid}" for m in msgs)
+        count = self.count
         stages = run.watch_stages()
-        wait_for("results", lambda m: count(m, "ball") >= 20 and count(m, "smpte") >= 20)
+        self.wait_for(run, "results", lambda m: count(m, "ball") >= 20 and count(m, "smpte") >= 20)
         os.kill(stages["infer"], signal.SIGKILL)
-        resumed = lambda m, sid: any(x["topic"] == f"events/{sid}" and x["payload"]["event"] == "resumed" for x in m)
-        wait_for("both streams resumed", lambda m: resumed(m, "ball") and resumed(m, "smpte"))
-        before = {sid: count(lines(), sid) for sid in ("ball", "smpte")}
-        wait_for("results after the restart", lambda m: all(count(m, s) >= before[s] + 20 for s in before))
+        self.wait_for(run, "both streams resumed",
+                      lambda m: self.has_event(m, "ball", "resumed") and self.has_event(m, "smpte", "resumed"))
+        before = {sid: count(self.lines(), sid) for sid in ("ball", "smpte")}
+        self.wait_for(run, "results after the restart", lambda m: all(count(m, s) >= before[s] + 20 for s in before))
         run.signal(signal.SIGINT)
         code = run.wait(timeout=120)
         self.assertEqual(code, 0, run.stderr[-4000:])
-        msgs = lines()
+        msgs = self.lines()
         results = results_by_stream(msgs)
         for sid in ("ball", "smpte"):
             events = [m["payload"]["event"] for m in msgs if m["topic"] == f"events/{sid}"]
@@ -106,6 +117,52 @@ class GpuPipeline(E2ETest):
             seqs = [r["seq"] for r in results[sid]]
             self.assertEqual(seqs, sorted(set(seqs)), f"{sid}: forward only")
             self.assertTrue(all(r["error"] is None for r in results[sid]), f"{sid}: {run.stderr[-2000:]}")
+        self.assertIn("restarting the lane", run.stderr)
+
+    def test_an_rtsp_camera_on_nvdec_reconnects_and_survives_a_lane_restart(self):
+        """A live H.264 camera (the RTSP test server on loopback, 1280x720) decoded by NVDEC: its server
+        dies and comes back on the same port, and then ingest is killed. The stream says reconnecting
+        and resumed each time, decodes on the GPU throughout (a new nvh264dec pipeline after each), and
+        its results only go forward."""
+        port = free_port()
+        uri, camera = start_rtsp_camera(self, "smpte", port, 1280, 720)
+        config, _ = write_config(self.dir, [("cam", uri)], job={"mode": "live"}, publish={"wait_for_subscribers": 0},
+                                 ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
+                                 preprocess={"dtype": "float16"}, infer={"precision": "fp16"})
+        run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
+        stages = run.watch_stages()
+        self.wait_for(run, "results", lambda m: self.count(m, "cam") >= 30)
+        camera.kill()
+        camera.wait()
+        self.wait_for(run, "reconnecting", lambda m: self.has_event(m, "cam", "reconnecting"))
+        time.sleep(3)  # down for longer than the stall timeout: an attempt fails
+        start_rtsp_camera(self, "smpte", port, 1280, 720)
+        self.wait_for(run, "resumed", lambda m: self.has_event(m, "cam", "resumed"))
+        before = self.count(self.lines(), "cam")
+        self.wait_for(run, "results after the reconnection", lambda m: self.count(m, "cam") >= before + 30)
+        os.kill(stages["ingest"], signal.SIGKILL)
+        self.wait_for(run, "the lane restart's reconnecting", lambda m: self.has_event(m, "cam", "reconnecting", attempt=0))
+        self.wait_for(run, "results after the lane restart",
+                      lambda m: sum(x["topic"] == "events/cam" and x["payload"]["event"] == "resumed" for x in m) == 2
+                      and self.count(m, "cam") >= before + 60)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=120)
+        self.assertEqual(code, 0, run.stderr[-4000:])
+        msgs = self.lines()
+        events = [m["payload"] for m in msgs if m["topic"] == "events/cam"]
+        kinds = [e["event"] for e in events]
+        self.assertEqual(kinds[0], "started")
+        self.assertEqual(kinds[-3:], ["reconnecting", "resumed", "eos"], kinds)
+        self.assertEqual(kinds.count("resumed"), 2, kinds)
+        self.assertEqual(events[-3]["attempt"], 0, "the lane restart's reconnecting")
+        got = results_by_stream(msgs)["cam"]
+        seqs = [r["seq"] for r in got]
+        self.assertEqual(seqs, sorted(set(seqs)), "forward only")
+        self.assertTrue(all(r["error"] is None for r in got), [r["error"] for r in got if r["error"]][:3])
+        correct = sum(r["label"] == "smpte" for r in got)
+        self.assertGreaterEqual(correct / len(got), 0.9, f"{correct}/{len(got)} named smpte")
+        self.assertIn("NVDEC on GPU 0", run.stderr)
+        self.assertNotIn("decoding on the CPU", run.stderr)
         self.assertIn("restarting the lane", run.stderr)
 
 

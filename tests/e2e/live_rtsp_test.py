@@ -3,28 +3,21 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 import unittest
 import urllib.request
 
-from e2e.common import E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, write_config
-
-RTSP_SERVER = os.environ.get("VAPIPE_RTSP_SERVER", "build/tests/vapipe_rtsp_test_server")
+from e2e.common import (E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, start_rtsp_camera,
+                        write_config)
 
 
 class LiveRtsp(E2ETest):
     def start_camera(self, pattern, port=None):
-        uri, _ = self.start_camera_process(pattern, port)
+        uri, _ = start_rtsp_camera(self, pattern, port)
         return uri
 
     def start_camera_process(self, pattern, port=None):
-        port = port or free_port()
-        proc = subprocess.Popen([RTSP_SERVER, str(port), pattern, "640", "360"], stdout=subprocess.PIPE, text=True)
-        uri = proc.stdout.readline().strip()
-        self.assertTrue(uri.startswith("rtsp://"), f"RTSP test server did not start on port {port}")
-        self.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close()))
-        return uri, proc
+        return start_rtsp_camera(self, pattern, port)
 
     def wait_for_results(self, counts_at_least, timeout=60):
         """Waits until each stream id in `counts_at_least` has that many results; returns the counts."""

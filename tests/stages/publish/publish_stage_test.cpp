@@ -97,6 +97,33 @@ TEST_F(PublishStageTest, ErrorResultHasNullLabelAndTheError) {
   EXPECT_EQ(j["error"], "preprocess: bad layout");
 }
 
+TEST_F(PublishStageTest, JsonLinesAreFlushedByTheirDeadlineWithoutWaitingForMore) {
+  // A live camera that goes down leaves its `reconnecting` event as the last line for a while: a
+  // reader tailing the file must see it then, not when later lines fill the buffer.
+  config_.publish.jsonl_path = ::testing::TempDir() + "publish-flush-" + std::to_string(getpid()) + ".jsonl";
+  open();
+  auto lines_in_file = [&] {
+    std::ifstream in(config_.publish.jsonl_path);
+    std::string line;
+    size_t n = 0;
+    while (std::getline(in, line)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0), {"test://ball", "", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  EXPECT_EQ(lines_in_file(), 0u);  // written in blocks ...
+  auto deadline = stage_->next_deadline();
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_LE(*deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
+  std::this_thread::sleep_until(*deadline);
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_EQ(lines_in_file(), 2u);  // ... and flushed by the deadline
+  auto next = stage_->next_deadline();  // nothing left to flush: only an archive job's progress log, if any
+  EXPECT_TRUE(!next || *next > std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::filesystem::remove(config_.publish.jsonl_path);
+}
+
 TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   config_.publish.jsonl_path = (std::filesystem::temp_directory_path() / ("vapipe-publish-" + std::to_string(getpid()) + ".jsonl")).string();
   open();
