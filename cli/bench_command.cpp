@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -118,6 +119,8 @@ ClassifierOptions classifier_options(const Config& c, const Lane& lane, size_t b
   o.warmup_batch_size = batch;
   o.warmup_batches = c.infer.warmup_batches;
   o.optimize = c.infer.optimize;
+  o.jit_optimize = c.infer.jit_optimize;
+  o.cuda_graphs = c.infer.cuda_graphs;  // used by bench infer's second phase only (use_batch_sizes)
   return o;
 }
 
@@ -223,17 +226,34 @@ int bench_infer(const Config& c, size_t batch) {
     }
     for (size_t i = 0; i < batch; ++i) items.push_back(on_device->data() + i * item.bytes());
   }
-  uint64_t images = 0;
-  auto start = Clock::now();
-  while (seconds_since(start) < 5.0) {
-    auto r = on_device ? (*classifier)->classify_device(items, lane->infer_gpu, c.infer.top_k)
-                       : (*classifier)->classify(input.data(), batch, c.infer.top_k);
-    if (!r.ok()) return std::fprintf(stderr, "bench infer: %s\n", r.status().message().c_str()), 2;
-    images += batch;
+  // Five seconds of batches: images and seconds; nullopt on an error (printed).
+  auto measure = [&]() -> std::optional<std::pair<uint64_t, double>> {
+    uint64_t images = 0;
+    const auto start = Clock::now();
+    while (seconds_since(start) < 5.0) {
+      auto r = on_device ? (*classifier)->classify_device(items, lane->infer_gpu, c.infer.top_k)
+                         : (*classifier)->classify(input.data(), batch, c.infer.top_k);
+      if (!r.ok()) return std::fprintf(stderr, "bench infer: %s\n", r.status().message().c_str()), std::nullopt;
+      images += batch;
+    }
+    return std::make_pair(images, seconds_since(start));
+  };
+  const auto plain = measure();
+  if (!plain) return 2;
+  nlohmann::json extra = {{"batch", batch}, {"device", (*classifier)->device()}, {"model", c.infer.model_name},
+                          {"precision", c.infer.precision == DType::kFloat16 && lane->infer_gpu >= 0 ? "fp16" : "fp32"}};
+  // Then the same batches replayed as a CUDA graph (infer.cuda_graphs), as the pipeline runs them on
+  // a GPU: the difference is the per-layer launch cost a graph saves at this batch size.
+  if (lane->infer_gpu >= 0 && c.infer.cuda_graphs != "off") {
+    if (Status s = (*classifier)->use_batch_sizes({batch}); !s.ok() || !(*classifier)->replays_cuda_graphs()) {
+      extra["cuda_graph"] = s.ok() ? "not recorded (see the log)" : s.message();
+    } else {
+      const auto replayed = measure();
+      if (!replayed) return 2;
+      extra["cuda_graph_per_second"] = static_cast<double>(replayed->first) / replayed->second;
+    }
   }
-  report("infer", c, images, seconds_since(start),
-         {{"batch", batch}, {"device", (*classifier)->device()}, {"model", c.infer.model_name},
-          {"precision", c.infer.precision == DType::kFloat16 && lane->infer_gpu >= 0 ? "fp16" : "fp32"}});
+  report("infer", c, plain->first, plain->second, extra);
   return 0;
 }
 
@@ -285,7 +305,8 @@ int bench_command(const std::vector<std::string>& args) {
       "usage: vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [--batch N] [--frames N]\n"
       "  decode      decode every stream in parallel (GStreamer, copy into shared memory), frames/s\n"
       "  preprocess  the preprocessor alone (CUDA on a GPU lane, in batches) on decoded frames, frames/s\n"
-      "  infer       the model alone on random batches of --batch (default batch.max_batch_size), images/s\n"
+      "  infer       the model alone on random batches of --batch (default batch.max_batch_size), images/s;\n"
+      "              on a GPU also replayed as a CUDA graph (unless infer.cuda_graphs: off)\n"
       "  per-frame   one process: decode, preprocess, one forward per frame, JSON on ZeroMQ, frames/s\n";
   if (args.empty()) return std::fputs(usage, stderr), kExitUsage;
   const std::string what = args[0];

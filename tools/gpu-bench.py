@@ -42,6 +42,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --infer-set keys that are top-level config keys rather than infer's.
 TOP_LEVEL_KEYS = {"lanes_per_device"}
+CUDA_GRAPH_SMALL_BATCH = 64  # near the 2026-11-29 run's mean batch (72) at 80 streams
 STREAMS_PER_GPU_GOAL = 80  # 1080p30 streams per H200 with every frame classified (the goal)
 E2E_OVER_DECODE_GOAL = 0.90
 
@@ -352,7 +353,16 @@ def main():
         if "decode" not in args.skip:
             row["decode"] = per_second(step(f"decode-{n}", [args.vapipe, "bench", "decode", cfg], 120))
         if k == 0 and "infer" not in args.skip:
-            infer = per_second(step(f"infer-b{batch}", [args.vapipe, "bench", "infer", cfg, "--batch", str(batch)], 180))
+            entry = step(f"infer-b{batch}", [args.vapipe, "bench", "infer", cfg, "--batch", str(batch)], 180)
+            infer = per_second(entry)
+            # The classifier alone plain and replayed as a CUDA graph, at the full batch and at one of the
+            # sizes the pipeline's batches take (what a graph saves is per batch, so more at small ones).
+            graphs = result["classifier_cuda_graphs"] = {}
+            for b in sorted({batch} if args.cpu else {batch, CUDA_GRAPH_SMALL_BATCH}, reverse=True):
+                e = entry if b == batch else step(f"infer-b{b}", [args.vapipe, "bench", "infer", cfg, "--batch", str(b)], 120)
+                res = (e or {}).get("result") or {}
+                graphs[str(b)] = {"plain": res.get("per_second"), "cuda_graph": res.get("cuda_graph_per_second"),
+                                  "note": res.get("cuda_graph")}
         if "e2e" not in args.skip:
             with open(cfg) as f:
                 scraper = MetricsScraper(json.load(f)["publish"]["metrics_address"])
@@ -421,6 +431,12 @@ def main():
                          f"{best['streams']} streams); >= {STREAMS_PER_GPU_GOAL} 1080p30 streams "
                          f"({30 * STREAMS_PER_GPU_GOAL} frames/s): {'met' if streams_ok else 'NOT met'} "
                          f"({best['e2e_steady'] / 30:.1f}).")
+    graphs = result.get("classifier_cuda_graphs")
+    if graphs:
+        lines += ["", "Classifier alone, images/s, each batch run plainly (one launch per layer) and replayed as a "
+                      "CUDA graph (infer.cuda_graphs): " + "; ".join(
+                          f"batch {b}: {fmt(g['plain'])} plain, {fmt(g['cuda_graph'])} as a graph"
+                          + (f" ({g['note']})" if g.get("note") else "") for b, g in graphs.items()) + "."]
     for r in result["rows"]:
         w = r.get("where_the_time_went")
         if not w:
