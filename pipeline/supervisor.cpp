@@ -209,6 +209,10 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     cleanup_job_resources(config, job_id, lanes);
     return RunOutcome{kExitStageFailed};
   }
+  // The table version that added each stream, and the one each lane's ingest started with: a lane that
+  // finished (its streams all removed or given up) starts again for streams added after it started.
+  std::vector<uint64_t> added_at(table.entries.size(), table.version);
+  std::vector<uint64_t> lane_started_at(lanes, table.version);
 
   // The start-up gate (opening_mark in job_layout.h): ingest starts its streams once the others opened.
   for (const Lane& lane : placement->lanes) {
@@ -293,6 +297,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       return;
     }
     table = std::move(next);
+    added_at.resize(table.entries.size(), table.version);
     std::string added, removed;
     for (size_t i = 0; i < change->added.size(); ++i) {
       added += (added.empty() ? "'" : ", '") + change->added[i] + "'" +
@@ -368,6 +373,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       for (StageKind k : {StageKind::kInfer, StageKind::kBatch, StageKind::kPreprocess, StageKind::kIngest}) {
         again.push_back(Child{k, group});
       }
+      lane_started_at[group] = table.version;
     }
     for (Child c : again) {
       c.started_stopping = stopping;
@@ -385,7 +391,34 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
 
 
   const bool live = config.job.mode == JobMode::kLive;
+  // A live lane's ingest finishes when each of its streams has ended (removed by a reload, or given
+  // up); its infer may linger, waiting for publish. A stream a reload adds to such a lane afterwards
+  // (the lane with the fewest streams, so likely that one) would never start, and the job's stop would
+  // wait for its end: the lane starts again for it. At most once per reload: a stream that the lane
+  // had already started and that ended again is not retried again and again.
+  auto reopen_finished_lanes = [&] {
+    if (!live || stopping_since || flags.stop.load() || flags.abort.load() || !failure.empty()) return;
+    for (const Child& c : children) {
+      if (c.kind != StageKind::kIngest || !c.exited || c.killed_for_restart || pending.count(c.lane)) continue;
+      bool added_since = false;
+      for (const StreamTableEntry& e : table.entries) {
+        added_since = added_since || (e.lane == c.lane && !e.removed && added_at[e.index] > lane_started_at[c.lane]);
+      }
+      if (!added_since) continue;
+      for (Child& other : children) {
+        if (!other.exited && group_of(other) == c.lane) {
+          kill(other.pid, SIGKILL);  // its streams have all ended: nothing in flight
+          other.killed_for_restart = true;
+        }
+      }
+      VAPIPE_LOG_INFO("{} had finished (all of its streams had ended): it starts again for the streams a reload "
+                      "added to it", describe_group(c.lane));
+      pending[c.lane] = PendingRestart{"streams were added to it after all of its streams had ended",
+                                       std::chrono::steady_clock::now()};
+    }
+  };
   while (running() > 0 || !pending.empty()) {
+    reopen_finished_lanes();
     if (flags.reload.exchange(false)) {
       if (!stopping_since && failure.empty()) reload();
     }

@@ -169,6 +169,35 @@ class LiveReload(SubscribedTest):
                          {"a": ("stopped", 1), "b": ("removed", 0), "c": ("stopped", 1)})
         self.assertIn("restarting the lane (ingest, preprocess, batch and infer; streams 'a', 'c') in 1 s", run.stderr)
 
+    def test_a_lane_whose_streams_were_all_removed_starts_again_for_a_stream_added_later(self):
+        """b, alone on lane 1, is removed: lane 1's ingest finishes. A later reload adds c, which goes to
+        lane 1 (the emptier): the lane starts again for it, c is classified, and the job stops at once
+        (it used to never start c, and the stop waited out the drain timeout for c's end)."""
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))], job={"mode": "live"},
+                                        lanes_per_device=2)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(8)
+        self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
+        self.rewrite(config, streams=[("a", live("ball"))])
+        run.signal(signal.SIGHUP)
+        self.wait_for("b's end", lambda m: has_event(m, "b", "eos"))
+        deadline = time.time() + 30
+        while os.path.exists(f"/proc/{lanes[('ingest', 1)]}") and time.time() < deadline:
+            time.sleep(0.1)  # until lane 1's ingest has finished
+        self.rewrite(config, streams=[("a", live("ball")), ("c", live("pinwheel"))])
+        run.signal(signal.SIGHUP)
+        self.wait_for("results of c", self.results_of("c"))
+        msgs, results, events = self.stop_and_collect(run)
+        self.assertEqual([e["event"] for e in events["c"]], ["started", "eos"])
+        self.assertEqual(events["c"][-1]["message"], "stopped")
+        self.assertEqual([e["event"] for e in events["b"]], ["started", "eos"])
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
+        self.assertIn("reload (SIGHUP): " + config + ": added 'c' (lane 1)", run.stderr)
+        self.assertIn("lane 1 (ingest, preprocess, batch and infer; streams 'c') had finished (all of its streams had "
+                      "ended): it starts again for the streams a reload added to it", run.stderr)
+        self.assertNotIn("drain timeout", run.stderr)
+
 
 if __name__ == "__main__":
     import unittest
