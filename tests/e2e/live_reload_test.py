@@ -177,7 +177,7 @@ class LiveReload(SubscribedTest):
                                         lanes_per_device=2)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
-        lanes = run.watch_lanes(8)
+        lanes = run.watch_lanes(9)  # publish too
         self.wait_for("results of a and b", lambda m: self.results_of("a")(m) and self.results_of("b")(m))
         self.rewrite(config, streams=[("a", live("ball"))])
         run.signal(signal.SIGHUP)
