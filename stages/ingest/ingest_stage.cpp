@@ -134,7 +134,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       };
       const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
       if (earlier && !earlier->ended.empty()) return end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", earlier->results);
+      // This stream's GStreamer state changes, watched: one that never returns (a decoder's streaming
+      // thread that never stops) becomes a crash after job.stage_timeout_s, and the lane restarts.
+      // Declared before the reader, so that it outlives it (the reader's end is a state change too).
+      StageWatchdog watchdog("ingest: stream '" + stream.id + "'", config.job.stage_timeout_s);
       ReaderOptions reader_options;
+      reader_options.watchdog = &watchdog;
       reader_options.decoder = lane.decoder;
       reader_options.gpu = lane.gpu;
       reader_options.live = config.job.mode == JobMode::kLive;

@@ -22,6 +22,7 @@
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
 #include "stages/ingest/nvdec_support.h"
+#include "stages/ingest/watched_state_change.h"
 
 namespace vapipe {
 
@@ -223,7 +224,7 @@ GstElement* make(const char* factory, const std::string& stream_id, Status* stat
 static Status build_pipeline(StreamReader::Impl& impl) {
   Status status;
   // A pipeline of an earlier connection goes first (its streaming threads stop in set_state NULL).
-  if (impl.pipeline) gst_element_set_state(impl.pipeline.get(), GST_STATE_NULL);
+  if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
   impl.appsink = impl.convert_sink = impl.caps_sink = nullptr;
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
@@ -320,7 +321,7 @@ StreamReader::StreamReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 StreamReader::~StreamReader() {
   if (impl_ && impl_->pipeline) {
     impl_->queue.close();  // unblock a streaming thread waiting for room
-    gst_element_set_state(impl_->pipeline.get(), GST_STATE_NULL);
+    set_state_watched(impl_->pipeline.get(), GST_STATE_NULL, impl_->options.watchdog);
   }
 }
 
@@ -435,7 +436,7 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
 void StreamReader::preroll() {
   // ASYNC for files (the streaming threads preroll), NO_PREROLL for live sources, FAILURE with the
   // reason on the bus: run() reads the bus, so nothing is lost by not looking here.
-  gst_element_set_state(impl_->pipeline.get(), GST_STATE_PAUSED);
+  set_state_watched(impl_->pipeline.get(), GST_STATE_PAUSED, impl_->options.watchdog);
 }
 
 bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
@@ -506,7 +507,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   };
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
-    gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);
+    set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
     if (kind == MessageKind::kStreamError) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
@@ -581,7 +582,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Starts the current pipeline; the reason if it cannot (it is then on the bus, e.g. "Resource not found").
   auto play = [&]() -> std::optional<std::string> {
     last_frame = std::chrono::steady_clock::now();
-    if (gst_element_set_state(s.pipeline.get(), GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE) return std::nullopt;
+    if (set_state_watched(s.pipeline.get(), GST_STATE_PLAYING, s.options.watchdog) != GST_STATE_CHANGE_FAILURE) return std::nullopt;
     return pop_bus_error(bus.get()).value_or("cannot start the pipeline");
   };
 
@@ -593,7 +594,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     // Closed first: a streaming thread waiting for room (queue_policy block) lets go, so that the
     // pipeline can stop; then what it had queued goes out, and the queue takes the next pipeline's.
     s.queue.close();
-    gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);  // its streaming threads have stopped
+    set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);  // its streaming threads have stopped
     while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
       if (!f->sample || flags.abort.load()) continue;  // an end-of-stream marker
       Status st = emit_frame(*f);
@@ -634,7 +635,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       bus.reset(gst_element_get_bus(s.pipeline.get()));
       if (auto failed = play()) {
         reason = *failed;
-        gst_element_set_state(s.pipeline.get(), GST_STATE_NULL);
+        set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
         continue;
       }
       awaiting_resume = true;
@@ -676,7 +677,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       VAPIPE_LOG_WARN("stream '{}': the resume seek went too far: decoding its first {} frames again",
                       s.stream.id, s.options.skip_frames);
       // Paused first: a paused sink hands out no sample, so none is numbered before the flags change.
-      gst_element_set_state(s.pipeline.get(), GST_STATE_PAUSED);
+      set_state_watched(s.pipeline.get(), GST_STATE_PAUSED, s.options.watchdog);
       gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
       gst_element_seek_simple(s.pipeline.get(), GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0);
       gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);

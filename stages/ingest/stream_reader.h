@@ -14,6 +14,7 @@
 #include "pipeline/seq_reservation.h"
 #include "pipeline/signals.h"
 #include "pipeline/stage.h"
+#include "pipeline/stage_watchdog.h"
 
 namespace vapipe {
 
@@ -43,6 +44,9 @@ struct ReaderOptions {
   std::string restart_reason = "";
   // Where each frame's number is reserved before the frame leaves (live jobs); null: nowhere.
   SeqReservations* seq_reservations = nullptr;
+  // Watches the reader's pipeline state changes (stages/ingest/watched_state_change.h); null: none.
+  // Made on, and watching, the thread that runs the reader.
+  StageWatchdog* watchdog = nullptr;
 };
 
 class StreamReader {
