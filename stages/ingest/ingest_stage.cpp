@@ -106,7 +106,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         r->done = true;
         return;
       }
-      SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort);
+      // This stream's own work, watched: its GStreamer state changes and each decoded frame's copy (a
+      // state change that never returns, a decoder thread that never stops, a CUDA copy that never
+      // ends) becomes a crash after job.stage_timeout_s, and the lane restarts. The emitter's waits
+      // for a frame slot or for room downstream (back-pressure) are not watched.
+      StageWatchdog watchdog("ingest: stream '" + stream.id + "'", config.job.stage_timeout_s);
+      SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort, &watchdog);
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         r->emitter = &emitter;
@@ -134,10 +139,6 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       };
       const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
       if (earlier && !earlier->ended.empty()) return end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", earlier->results);
-      // This stream's GStreamer state changes, watched: one that never returns (a decoder's streaming
-      // thread that never stops) becomes a crash after job.stage_timeout_s, and the lane restarts.
-      // Declared before the reader, so that it outlives it (the reader's end is a state change too).
-      StageWatchdog watchdog("ingest: stream '" + stream.id + "'", config.job.stage_timeout_s);
       ReaderOptions reader_options;
       reader_options.watchdog = &watchdog;
       reader_options.decoder = lane.decoder;

@@ -564,8 +564,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
     m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
     bool from_device = false;
-    VAPIPE_RETURN_IF_ERROR(copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, &s.cuda_stream, &m.frame,
-                                      &m.payload, &from_device));
+    if (s.options.watchdog) s.options.watchdog->working("copying a decoded frame");  // its slot wait is not
+    Status copied = copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, &s.cuda_stream, &m.frame, &m.payload,
+                               &from_device);
+    if (s.options.watchdog) s.options.watchdog->waiting();
+    VAPIPE_RETURN_IF_ERROR(copied);
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);
     if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&

@@ -44,8 +44,9 @@ struct ReaderOptions {
   std::string restart_reason = "";
   // Where each frame's number is reserved before the frame leaves (live jobs); null: nowhere.
   SeqReservations* seq_reservations = nullptr;
-  // Watches the reader's pipeline state changes (stages/ingest/watched_state_change.h); null: none.
-  // Made on, and watching, the thread that runs the reader.
+  // Watches the reader's pipeline state changes (stages/ingest/watched_state_change.h) and each
+  // decoded frame's copy; null: none. Made on, and watching, the thread that runs the reader, and
+  // given to its emitter too (whose waits for slots and room downstream pause it).
   StageWatchdog* watchdog = nullptr;
 };
 
