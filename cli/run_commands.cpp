@@ -215,10 +215,12 @@ int validate_command(const std::vector<std::string>& args) {
     std::printf("  stage edges: CURVE with the job key %s\n", c.transport.curve_keys.public_key.c_str());
   }
   if (!c.publish.metrics_address.empty()) {
-    std::printf("  metrics on http://%s/metrics%s\n", c.publish.metrics_address.c_str(),
+    const bool tls = !c.publish.metrics_tls_cert_file.empty();
+    std::printf("  metrics on %s://%s/metrics%s%s\n", tls ? "https" : "http", c.publish.metrics_address.c_str(),
                 c.publish.metrics_token.empty()
                     ? " (no authentication)"
-                    : (" (bearer token from " + c.publish.metrics_token_file + ")").c_str());
+                    : (" (bearer token from " + c.publish.metrics_token_file + ")").c_str(),
+                tls ? (" (TLS certificate " + c.publish.metrics_tls_cert_file + ")").c_str() : "");
   }
   return 0;
 }

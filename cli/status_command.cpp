@@ -32,11 +32,13 @@ std::string cell(const nlohmann::json& j, const char* key, const char* format) {
 }  // namespace
 
 int status_command(const std::vector<std::string>& args) {
-  std::string address, token_file;
+  std::string address, token_file, ca_file;
   bool json = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--token-file" && i + 1 < args.size()) {
       token_file = args[++i];
+    } else if (args[i] == "--ca-file" && i + 1 < args.size()) {
+      ca_file = args[++i];
     } else if (args[i] == "--json") {
       json = true;
     } else if (address.empty() && args[i].rfind("--", 0) != 0) {
@@ -47,8 +49,16 @@ int status_command(const std::vector<std::string>& args) {
     }
   }
   if (address.empty()) {
-    std::fprintf(stderr, "vapipe status: give the job's publish.metrics_address (HOST:PORT)\n");
+    std::fprintf(stderr, "vapipe status: give the job's publish.metrics_address ([https://]HOST:PORT)\n");
     return kExitUsage;
+  }
+  // https:// (publish.metrics_tls_cert_file), or --ca-file (the job's certificate, when self-signed).
+  bool tls = !ca_file.empty();
+  for (const char* scheme : {"http://", "https://"}) {
+    if (address.rfind(scheme, 0) == 0) {
+      tls = tls || scheme[4] == 's';
+      address = address.substr(std::char_traits<char>::length(scheme));
+    }
   }
   std::string host;
   int port = 0;
@@ -65,25 +75,29 @@ int status_command(const std::vector<std::string>& args) {
     }
     headers.emplace("Authorization", "Bearer " + *token);
   }
-  httplib::Client client(host, port);
+  const std::string url = std::string(tls ? "https://" : "http://") + address + "/healthz";
+  // The universal client: HTTPS through OpenSSL (Debian's cpp-httplib is built with it), checking the
+  // server's certificate against --ca-file or the system's CAs.
+  httplib::Client client(std::string(tls ? "https://" : "http://") + address);
+  if (!ca_file.empty()) client.set_ca_cert_path(ca_file.c_str());
   client.set_connection_timeout(5);
   client.set_read_timeout(5);
   auto res = client.Get("/healthz", headers);
   if (!res) {
-    std::fprintf(stderr, "vapipe status: no answer from http://%s/healthz (%s): is the job running, with "
-                 "publish.metrics_address %s?\n", address.c_str(), httplib::to_string(res.error()).c_str(),
-                 address.c_str());
+    std::fprintf(stderr, "vapipe status: no answer from %s (%s): is the job running, with publish.metrics_address "
+                 "%s%s?\n", url.c_str(), httplib::to_string(res.error()).c_str(), address.c_str(),
+                 tls ? " and TLS (and does --ca-file hold its certificate?)" : " (https:// if it has TLS)");
     return kExitStageFailed;
   }
   if (res->status != 200) {
-    std::fprintf(stderr, "vapipe status: http://%s/healthz answered %d\n", address.c_str(), res->status);
+    std::fprintf(stderr, "vapipe status: %s answered %d\n", url.c_str(), res->status);
     return kExitStageFailed;
   }
   nlohmann::json h;
   try {
     h = nlohmann::json::parse(res->body);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vapipe status: http://%s/healthz: not JSON (%s)\n", address.c_str(), e.what());
+    std::fprintf(stderr, "vapipe status: %s: not JSON (%s)\n", url.c_str(), e.what());
     return kExitStageFailed;
   }
   if (json) {

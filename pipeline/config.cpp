@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <set>
 #include <sstream>
 
@@ -407,6 +408,23 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         ctx.fail(r.child("metrics_token_file"), "publish.metrics_token_file", "needs publish.metrics_address");
       } else {
         c.publish.metrics_token = std::move(*token);
+      }
+    }
+    r.str("metrics_tls_cert_file", &c.publish.metrics_tls_cert_file);
+    r.str("metrics_tls_key_file", &c.publish.metrics_tls_key_file);
+    c.publish.metrics_tls_cert_file = resolve_path(base_dir, c.publish.metrics_tls_cert_file);
+    c.publish.metrics_tls_key_file = resolve_path(base_dir, c.publish.metrics_tls_key_file);
+    for (const auto& [key, path, other] :
+         {std::tuple{"metrics_tls_cert_file", &c.publish.metrics_tls_cert_file, &c.publish.metrics_tls_key_file},
+          std::tuple{"metrics_tls_key_file", &c.publish.metrics_tls_key_file, &c.publish.metrics_tls_cert_file}}) {
+      if (path->empty()) continue;
+      const std::string name = std::string("publish.") + key;
+      if (c.publish.metrics_address.empty()) {
+        ctx.fail(r.child(key), name, "needs publish.metrics_address");
+      } else if (other->empty()) {
+        ctx.fail(r.child(key), name, "needs publish.metrics_tls_cert_file and metrics_tls_key_file both");
+      } else if (!std::ifstream(*path).good()) {
+        ctx.fail(r.child(key), name, "cannot read " + *path);
       }
     }
     r.str("jsonl_path", &c.publish.jsonl_path);

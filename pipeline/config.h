@@ -117,6 +117,10 @@ struct PublishConfig {
   // `Authorization: Bearer TOKEN`. The token itself is read at load and never logged.
   std::string metrics_token_file;
   std::string metrics_token;
+  // PEM certificate (chain) and private key: then the metrics address serves HTTPS only (the bearer
+  // token no longer crosses the network in clear). Both or neither; read when publish starts.
+  std::string metrics_tls_cert_file;
+  std::string metrics_tls_key_file;
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;

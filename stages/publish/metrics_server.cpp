@@ -21,12 +21,23 @@ bool same_secret(const std::string& a, const std::string& b) {
 }  // namespace
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, ReloadRequest reload,
-                                                            std::string bearer_token) {
+                                                            std::string bearer_token, const MetricsTls& tls) {
   std::string host;
   int port = 0;
   VAPIPE_RETURN_IF_ERROR(split_host_port(address, &host, &port));
   std::unique_ptr<MetricsServer> m(new MetricsServer());
-  m->server_ = std::make_unique<httplib::Server>();
+  if (tls.enabled()) {
+    // Debian's cpp-httplib is built with OpenSSL (its pkg-config flags define CPPHTTPLIB_OPENSSL_SUPPORT).
+    auto ssl = std::make_unique<httplib::SSLServer>(tls.cert_file.c_str(), tls.key_file.c_str());
+    if (!ssl->is_valid()) {
+      return InvalidArgument("publish.metrics_tls_cert_file " + tls.cert_file + " and metrics_tls_key_file " +
+                             tls.key_file + ": OpenSSL cannot load them as a PEM certificate and its private key");
+    }
+    m->server_ = std::move(ssl);
+    m->tls_ = true;
+  } else {
+    m->server_ = std::make_unique<httplib::Server>();
+  }
   httplib::Server& server = *m->server_;
   // Scrapes are rare and small: two threads, and no connection kept waiting at shutdown.
   server.new_task_queue = [] { return new httplib::ThreadPool(2); };

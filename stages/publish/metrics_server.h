@@ -19,6 +19,13 @@ class Server;
 
 namespace vapipe {
 
+// publish.metrics_tls_cert_file and metrics_tls_key_file: PEM files; empty: plain HTTP.
+struct MetricsTls {
+  std::string cert_file;
+  std::string key_file;
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 class MetricsServer {
  public:
   // What POST /-/reload does: OK, or why it cannot (e.g. not started by `vapipe run`). Called on a
@@ -27,15 +34,17 @@ class MetricsServer {
   // Binds `address` and starts serving; an error names the address. Without `reload`, POST /-/reload
   // answers 404. With a `bearer_token`, GET /metrics and POST /-/reload answer 401 unless the request
   // says `Authorization: Bearer TOKEN`, and GET /healthz without it says only whether the job is up
-  // (for a liveness probe): its stream ids and states need the token too.
+  // (for a liveness probe): its stream ids and states need the token too. With `tls`, HTTPS only; a
+  // certificate and key that OpenSSL cannot load are an error naming both files.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, ReloadRequest reload = nullptr,
-                                                      std::string bearer_token = "");
+                                                      std::string bearer_token = "", const MetricsTls& tls = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   void update(std::string metrics_text, std::string health_json);
   const std::string& host() const { return host_; }
+  const char* scheme() const { return tls_ ? "https" : "http"; }
   int port() const { return port_; }
 
  private:
@@ -44,6 +53,7 @@ class MetricsServer {
   std::thread thread_;
   std::string host_;
   int port_ = 0;
+  bool tls_ = false;
   std::atomic<bool> listen_returned_{false};
   std::mutex mutex_;
   std::string metrics_ = "";

@@ -96,10 +96,12 @@ Status PublishStage::open(const StageContext& ctx) {
   if (!ctx.config.publish.metrics_address.empty()) {
     VAPIPE_ASSIGN_OR_RETURN(metrics_server_,
                             MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload,
-                                                 ctx.config.publish.metrics_token));
+                                                 ctx.config.publish.metrics_token,
+                                                 MetricsTls{ctx.config.publish.metrics_tls_cert_file,
+                                                            ctx.config.publish.metrics_tls_key_file}));
     update_metrics_snapshot();
-    VAPIPE_LOG_INFO("publish: metrics on http://{}:{}/metrics, health on /healthz{}", metrics_server_->host(),
-                    metrics_server_->port(),
+    VAPIPE_LOG_INFO("publish: metrics on {}://{}:{}/metrics, health on /healthz{}", metrics_server_->scheme(),
+                    metrics_server_->host(), metrics_server_->port(),
                     ctx.config.publish.metrics_token.empty()
                         ? std::string()
                         : " (bearer token from " + ctx.config.publish.metrics_token_file + ")");

@@ -1,17 +1,19 @@
 """A live job changes its streams without a restart: the config file is edited and `vapipe run` gets
 SIGHUP. Removed streams end, added ones start (on the lane with the fewest streams), the others go on
 without a gap; a reload that is wrong changes nothing and says why."""
+import http.client
 import json
 import os
 import re
 import signal
+import ssl
 import time
 import subprocess
 import urllib.error
 import urllib.request
 
 from e2e.common import (
-    VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
+    SOURCE_DIR, VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
     write_config)
 
 live = live_test_uri
@@ -40,11 +42,16 @@ class LiveReload(SubscribedTest):
         with open(os.path.join(self.dir, "metrics.token"), "w") as f:
             f.write(token + "\n")
         auth = {"Authorization": f"Bearer {token}"}
+        # Over HTTPS (publish.metrics_tls_*), with the test certificate for 127.0.0.1 that the clients trust.
+        cert, key = (os.path.join(SOURCE_DIR, "tests", "media", "tls", f"metrics-test.{x}") for x in ("crt", "key"))
+        tls = ssl.create_default_context(cafile=cert)
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],
                                         job={"mode": "live"}, lanes_per_device=2,
-                                        publish={"metrics_address": metrics, "metrics_token_file": "metrics.token"})
+                                        publish={"metrics_address": metrics, "metrics_token_file": "metrics.token",
+                                                 "metrics_tls_cert_file": cert, "metrics_tls_key_file": key})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
-        self.assertIn("(bearer token from " + os.path.join(self.dir, "metrics.token") + ")", validate.stdout)
+        self.assertIn("metrics on https://" + metrics + "/metrics (bearer token from " +
+                      os.path.join(self.dir, "metrics.token") + ") (TLS certificate " + cert + ")", validate.stdout)
         self.assertNotIn(token, validate.stdout + validate.stderr)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -55,10 +62,15 @@ class LiveReload(SubscribedTest):
         self.rewrite(config, streams=[("a", live("ball")), ("c", live("pinwheel"))])
         # Without the bearer token (publish.metrics_token_file): refused, nothing reloaded.
         with self.assertRaises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(urllib.request.Request(f"http://{metrics}/-/reload", method="POST"), timeout=10)
+            urllib.request.urlopen(urllib.request.Request(f"https://{metrics}/-/reload", method="POST"), timeout=10,
+                                   context=tls)
         self.assertEqual(refused.exception.code, 401)
-        request = urllib.request.Request(f"http://{metrics}/-/reload", method="POST", headers=auth)
-        self.assertEqual(urllib.request.urlopen(request, timeout=10).status, 202)
+        # Plain HTTP gets no answer from a TLS endpoint: the token never crosses the network in clear.
+        with self.assertRaises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(urllib.request.Request(f"http://{metrics}/-/reload", method="POST", headers=auth),
+                                   timeout=10)
+        request = urllib.request.Request(f"https://{metrics}/-/reload", method="POST", headers=auth)
+        self.assertEqual(urllib.request.urlopen(request, timeout=10, context=tls).status, 202)
         self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
         self.wait_for("results of c", self.results_of("c"))
 
@@ -80,8 +92,8 @@ class LiveReload(SubscribedTest):
         self.wait_for("c to go on", lambda m: len(results_by_stream(m).get("c", [])) >= before + 10)
 
         # /metrics: b is removed; every stage process of both lanes reports its times and totals.
-        text = urllib.request.urlopen(urllib.request.Request(f"http://{metrics}/metrics", headers=auth),
-                                      timeout=10).read().decode()
+        text = urllib.request.urlopen(urllib.request.Request(f"https://{metrics}/metrics", headers=auth),
+                                      timeout=10, context=tls).read().decode()
         self.assertIn('vapipe_stream_state{stream="b",state="removed"} 1', text)
         self.assertIn('vapipe_stream_state{stream="c",state="running"} 1', text)
         for stage in ["preprocess", "batch", "infer"]:
@@ -89,14 +101,19 @@ class LiveReload(SubscribedTest):
                 self.assertRegex(text, rf'vapipe_stage_busy_seconds_total{{stage="{stage}",lane="{lane}"}} [0-9.e-]+\n')
         self.assertIn('vapipe_ingest_streams_started_total{lane="1"} 2', text)  # b, then c
         # `vapipe status`: the same, as a table for an operator; without the token, only that it is up.
-        status = subprocess.run([VAPIPE, "status", metrics, "--token-file", os.path.join(self.dir, "metrics.token")],
+        status = subprocess.run([VAPIPE, "status", "https://" + metrics, "--ca-file", cert,
+                                 "--token-file", os.path.join(self.dir, "metrics.token")],
                                 capture_output=True, text=True, timeout=30)
         self.assertEqual(status.returncode, 0, status.stderr)
         self.assertRegex(status.stdout, r"job 'e2e' \(live\), up .*: 3 streams \(2 running, 1 removed\)")
         self.assertRegex(status.stdout, r"\n  b +removed +\d+ ")
         self.assertRegex(status.stdout, r"\n  c +running +\d+ ")
-        public = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30)
+        public = subprocess.run([VAPIPE, "status", metrics, "--ca-file", cert], capture_output=True, text=True,
+                                timeout=30)
         self.assertEqual(public.returncode, 0, public.stderr)
+        untrusted = subprocess.run([VAPIPE, "status", "https://" + metrics], capture_output=True, text=True, timeout=30)
+        self.assertEqual(untrusted.returncode, 2, untrusted.stdout)  # the system's CAs do not know the test certificate
+        self.assertIn("no answer from https://" + metrics + "/healthz", untrusted.stderr)
         self.assertIn("job is ok (its streams need the metrics token", public.stdout)
         self.assertNotIn(" c ", public.stdout)
         batches = {m.group(1): float(m.group(2)) for m in re.finditer(r'vapipe_infer_batches_total{lane="(\d)"} (\S+)', text)}

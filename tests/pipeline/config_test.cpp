@@ -371,6 +371,39 @@ TEST(Config, AMetricsTokenIsReadAtLoadAndItsErrorsNameTheFileNotTheToken) {
   std::filesystem::remove_all(dir);
 }
 
+// publish.metrics_tls_cert_file / metrics_tls_key_file: both or neither, readable, with an address.
+TEST(Config, MetricsTlsNeedsBothReadableFilesAndAnAddress) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-tls-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "m.crt") << "-----BEGIN CERTIFICATE-----\n";
+  std::ofstream(dir / "m.key") << "-----BEGIN PRIVATE KEY-----\n";
+  const std::string head = "streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(
+      head + "publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, metrics_tls_key_file: m.key}\n",
+      "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.metrics_tls_cert_file, (dir / "m.crt").string());  // resolved against the config's folder
+  EXPECT_EQ(c->publish.metrics_tls_key_file, (dir / "m.key").string());
+  struct Case {
+    std::string yaml, expected;
+  };
+  for (const Case& bad : {
+           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt}\n",
+                "job.yaml:3: publish.metrics_tls_cert_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file both"},
+           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_key_file: m.key}\n",
+                "job.yaml:3: publish.metrics_tls_key_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file both"},
+           Case{"publish: {metrics_tls_cert_file: m.crt, metrics_tls_key_file: m.key}\n",
+                "publish.metrics_tls_cert_file: needs publish.metrics_address"},
+           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, metrics_tls_key_file: gone.key}\n",
+                "job.yaml:3: publish.metrics_tls_key_file: cannot read " + (dir / "gone.key").string()},
+       }) {
+    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
+    ASSERT_FALSE(r.ok()) << bad.yaml;
+    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   std::ifstream in(std::string(VAPIPE_SOURCE_DIR) + "/docs/config.md");
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

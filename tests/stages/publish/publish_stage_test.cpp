@@ -392,6 +392,41 @@ TEST(MetricsServer, WithATokenMetricsAndReloadNeedItAndHealthShowsOnlyTheStatusW
   EXPECT_EQ(calls, 1);
 }
 
+// publish.metrics_tls_cert_file / metrics_tls_key_file: HTTPS only, and the token travels inside it.
+TEST(MetricsServer, WithTlsItServesHttpsOnlyAndABadCertificateIsAnErrorNamingTheFiles) {
+  const std::string tls_dir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
+  const MetricsTls tls{tls_dir + "metrics-test.crt", tls_dir + "metrics-test.key"};
+  const std::string token = "s3cret-token-0123456789";
+  auto server = MetricsServer::start("127.0.0.1:0", nullptr, token, tls);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  EXPECT_STREQ((*server)->scheme(), "https");
+  (*server)->update("vapipe_job_info 1\n", R"({"status":"ok"})");
+  httplib::SSLClient https("127.0.0.1", (*server)->port());
+  https.set_ca_cert_path(tls.cert_file.c_str());  // the job's self-signed certificate, trusted
+  https.enable_server_certificate_verification(true);
+  auto good = https.Get("/metrics", {{"Authorization", "Bearer " + token}});
+  ASSERT_TRUE(good) << httplib::to_string(good.error());
+  EXPECT_EQ(good->status, 200);
+  EXPECT_EQ(good->body, "vapipe_job_info 1\n");
+  EXPECT_EQ(https.Get("/metrics")->status, 401);  // TLS does not replace the token
+  // A client that does not trust the certificate gets nothing; nor does plain HTTP.
+  httplib::SSLClient untrusting("127.0.0.1", (*server)->port());
+  untrusting.set_ca_cert_path((tls_dir + "missing-ca.crt").c_str());
+  untrusting.enable_server_certificate_verification(true);
+  EXPECT_FALSE(untrusting.Get("/healthz"));
+  httplib::Client plain("127.0.0.1", (*server)->port());
+  plain.set_read_timeout(2);
+  auto in_clear = plain.Get("/healthz");
+  EXPECT_TRUE(!in_clear || in_clear->status != 200);
+  // The key where the certificate should be: OpenSSL refuses the pair.
+  auto bad = MetricsServer::start("127.0.0.1:0", nullptr, "", MetricsTls{tls.key_file, tls.key_file});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("publish.metrics_tls_cert_file " + tls.key_file + " and metrics_tls_key_file " +
+                                        tls.key_file + ": OpenSSL cannot load them"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(PublishStageTest, AMetricsAddressInUseIsAStartUpErrorNamingIt) {
   httplib::Server other;
   const int port = other.bind_to_any_port("127.0.0.1");
