@@ -1,4 +1,6 @@
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -29,11 +31,66 @@ Result<std::pair<zmq::socket_t, std::unique_ptr<CurveServerGuard>>> make_bus_soc
   }
 }
 
+// Counts the subscribers that connected, for publish.wait_for_subscribers. Subscription messages
+// cannot be counted instead: one subscriber may send several (`vapipe sub --exit-on-summary` sends
+// two), and two of them made "2 subscribers" out of one while the other was still connecting (it then
+// missed the job's first results). A ZeroMQ socket monitor reports one handshake per connection; a key
+// that the ZAP handler refused fails its handshake and is not counted.
+class HandshakeCounter {
+ public:
+  // Attached before the socket binds, so that no early subscriber is missed.
+  static Result<std::unique_ptr<HandshakeCounter>> attach(zmq::socket_t& socket) {
+    static std::atomic<uint32_t> next{0};
+    const std::string address = "inproc://vapipe-bus-monitor-" + std::to_string(next++);
+    if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
+      return Unavailable(std::string("cannot monitor the bus socket: ") + zmq_strerror(zmq_errno()));
+    }
+    std::unique_ptr<HandshakeCounter> counter(new HandshakeCounter(socket.handle()));
+    try {
+      counter->events_ = zmq::socket_t(zmq_context(), zmq::socket_type::pair);
+      counter->events_.set(zmq::sockopt::linger, 0);
+      counter->events_.connect(address);
+    } catch (const zmq::error_t& e) {
+      return Unavailable(std::string("cannot read the bus socket's monitor: ") + e.what());
+    }
+    return counter;
+  }
+  ~HandshakeCounter() { zmq_socket_monitor(monitored_, nullptr, 0); }  // the bus socket is still open
+  HandshakeCounter(const HandshakeCounter&) = delete;
+  HandshakeCounter& operator=(const HandshakeCounter&) = delete;
+
+  // Reads the events so far (each is two frames: event id and value, then the endpoint).
+  void read_events() {
+    zmq::message_t event, endpoint;
+    while (events_.recv(event, zmq::recv_flags::dontwait)) {
+      if (!events_.recv(endpoint, zmq::recv_flags::none)) break;
+      uint16_t id = 0;
+      if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        ++connected_;
+        last_ = std::chrono::steady_clock::now();
+      }
+    }
+  }
+  uint32_t connected() const { return connected_; }
+  std::chrono::steady_clock::time_point last_connected() const { return last_; }
+  zmq::socket_t& events() { return events_; }
+
+ private:
+  explicit HandshakeCounter(void* monitored) : monitored_(monitored) {}
+  void* monitored_;
+  zmq::socket_t events_;
+  uint32_t connected_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+
 class ZmqBusPublisher final : public BusPublisher {
  public:
   ZmqBusPublisher(std::unique_ptr<CurveServerGuard> curve, zmq::socket_t socket, ZmqBusOptions options,
-                  const std::atomic<bool>* stop)
-      : curve_(std::move(curve)), socket_(std::move(socket)), options_(std::move(options)), stop_(stop) {}
+                  const std::atomic<bool>* stop, std::unique_ptr<HandshakeCounter> handshakes)
+      : curve_(std::move(curve)), socket_(std::move(socket)), options_(std::move(options)), stop_(stop),
+        handshakes_(std::move(handshakes)) {}
+  ~ZmqBusPublisher() override { handshakes_.reset(); }  // its monitor goes before the socket
 
   Status set_authorized_subscribers(const std::vector<std::string>& keys) override {
     if (!curve_ || options_.curve_clients.empty()) return BusPublisher::set_authorized_subscribers(keys);
@@ -84,6 +141,7 @@ class ZmqBusPublisher final : public BusPublisher {
   // Closes the bus socket (dropping what it holds) and binds a new one, with a new CURVE guard, at the
   // same endpoint. The old listener closes on ZeroMQ's I/O thread: the bind is retried for up to 2 s.
   Status rebind() {
+    handshakes_.reset();  // its monitor is on the socket about to close
     auto fresh = make_bus_socket(options_);
     if (!fresh.ok()) return fresh.status();
     auto& [socket, curve] = *fresh;
@@ -114,24 +172,38 @@ class ZmqBusPublisher final : public BusPublisher {
     }
   }
 
+  // Until wait_for_subscribers subscribers have connected and each has had time to subscribe (it
+  // does so as soon as it is connected: the last one gets kSettle), or the timeout.
   void wait_for_subscribers() {
     waited_ = true;
     if (options_.wait_for_subscribers == 0) return;
-    VAPIPE_LOG_INFO("publish: waiting for {} subscriber(s) on {} (up to {} s)", options_.wait_for_subscribers,
-                    options_.endpoint, options_.wait_timeout_s);
+    constexpr auto kSettle = std::chrono::milliseconds(200);
+    const uint32_t wanted = options_.wait_for_subscribers;
+    VAPIPE_LOG_INFO("publish: waiting for {} subscriber(s) on {} (up to {} s)", wanted, options_.endpoint,
+                    options_.wait_timeout_s);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(options_.wait_timeout_s));
-    while (subscriptions_ < options_.wait_for_subscribers && std::chrono::steady_clock::now() < deadline &&
-           !(stop_ && stop_->load())) {
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    auto connected = [&] { return handshakes_ ? handshakes_->connected() : subscriptions_; };
+    auto ready = [&] {
+      if (!handshakes_) return subscriptions_ >= wanted;  // no monitor: subscriptions, as an estimate
+      return handshakes_->connected() >= wanted && subscriptions_ >= wanted &&
+             std::chrono::steady_clock::now() - handshakes_->last_connected() >= kSettle;
+    };
+    while (!ready() && std::chrono::steady_clock::now() < deadline && !(stop_ && stop_->load())) {
+      zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                  {handshakes_ ? handshakes_->events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, handshakes_ ? 2 : 1, std::chrono::milliseconds(20));
       drain_subscriptions();
+      if (handshakes_) handshakes_->read_events();
     }
-    if (subscriptions_ < options_.wait_for_subscribers) {
-      VAPIPE_LOG_WARN("publish: only {} of {} subscriber(s) after {} s; publishing anyway", subscriptions_,
-                      options_.wait_for_subscribers, options_.wait_timeout_s);
+    if (!ready()) {
+      VAPIPE_LOG_WARN("publish: only {} of {} subscriber(s) after {} s; publishing anyway", connected(), wanted,
+                      options_.wait_timeout_s);
+    } else {
+      VAPIPE_LOG_INFO("publish: {} subscriber(s) connected ({} subscriptions)", connected(), subscriptions_);
     }
+    handshakes_.reset();  // only the start waits
   }
 
   std::unique_ptr<CurveServerGuard> curve_;  // outlives the socket: its authentication holds to the end
@@ -140,6 +212,7 @@ class ZmqBusPublisher final : public BusPublisher {
   const std::atomic<bool>* stop_;
   bool waited_ = false;
   uint32_t subscriptions_ = 0;
+  std::unique_ptr<HandshakeCounter> handshakes_;  // until the wait for subscribers ends
 };
 
 }  // namespace
@@ -148,12 +221,23 @@ Result<std::unique_ptr<BusPublisher>> make_zmq_bus_publisher(const ZmqBusOptions
                                                              const std::atomic<bool>* stop) {
   VAPIPE_ASSIGN_OR_RETURN(auto made, make_bus_socket(options));
   auto& [socket, curve] = made;
+  std::unique_ptr<HandshakeCounter> handshakes;
+  if (options.wait_for_subscribers > 0) {
+    auto counter = HandshakeCounter::attach(socket);
+    if (counter.ok()) {
+      handshakes = std::move(counter).value();
+    } else {
+      VAPIPE_LOG_WARN("publish: {}; publish.wait_for_subscribers counts subscriptions instead of subscribers",
+                      counter.status().message());
+    }
+  }
   try {
     socket.bind(options.endpoint);
   } catch (const zmq::error_t& e) {
     return Unavailable("publish.endpoint " + options.endpoint + ": cannot bind: " + e.what());
   }
-  return std::unique_ptr<BusPublisher>(new ZmqBusPublisher(std::move(curve), std::move(socket), options, stop));
+  return std::unique_ptr<BusPublisher>(
+      new ZmqBusPublisher(std::move(curve), std::move(socket), options, stop, std::move(handshakes)));
 }
 
 }  // namespace vapipe

@@ -39,6 +39,34 @@ std::vector<std::string> drain(zmq::socket_t& sub, std::chrono::milliseconds tim
   }
 }
 
+// publish.wait_for_subscribers counts subscribers, not subscriptions: the first subscriber subscribes to
+// two topics (as `vapipe sub --exit-on-summary` does), the second connects 0.5 s later and must still
+// get the first result. (Counting subscriptions made two subscribers of the first one: the archive
+// e2e test's second subscriber then missed a stream's first result, now and then.)
+TEST(ZmqBusPublisher, WaitingForTwoSubscribersWaitsForTwoNotForTwoSubscriptions) {
+  ZmqBusOptions o;
+  o.endpoint = testing::free_loopback_tcp_endpoint();
+  o.lossless = true;
+  o.wait_for_subscribers = 2;
+  o.wait_timeout_s = 10;
+  auto publisher = make_zmq_bus_publisher(o, nullptr);
+  ASSERT_TRUE(publisher.ok()) << publisher.status().message();
+  zmq::socket_t first(zmq_context(), zmq::socket_type::sub);
+  first.set(zmq::sockopt::linger, 0);
+  first.set(zmq::sockopt::subscribe, "results/");
+  first.set(zmq::sockopt::subscribe, "job/summary");
+  first.connect(o.endpoint);
+  std::thread publishing([&] {
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE((*publisher)->send("results/cam1", "{\"seq\":" + std::to_string(i) + "}").ok());
+  });
+  std::this_thread::sleep_for(500ms);
+  zmq::socket_t second = subscriber(o.endpoint, nullptr, "");
+  publishing.join();
+  const std::vector<std::string> expected = {"{\"seq\":0}", "{\"seq\":1}", "{\"seq\":2}"};
+  EXPECT_EQ(drain(second, 2000ms), expected);
+  EXPECT_EQ(drain(first, 500ms), expected);
+}
+
 TEST(ZmqBusPublisher, WithCurveOnlyAuthorizedSubscribersReceiveResults) {
   if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
   const CurveKeyPair bus = generate_curve_key_pair().value(), alice = generate_curve_key_pair().value(),
