@@ -178,7 +178,8 @@ def write_config(path, args, clips, streams, batch, summary=True):
 
 
 STAGE_SAMPLE = re.compile(r'^vapipe_stage_(\w+?)_seconds_total\{stage="(\w+)",lane="(\d+)"\} (\S+)$')
-OWN_TOTAL = re.compile(r'^vapipe_(infer|batch)_(batches|frames|rows|full_batches)_total\{lane="(\d+)"\} (\S+)$')
+OWN_TOTAL = re.compile(
+    r'^vapipe_(infer|batch)_(batches|frames|rows|full_batches|cuda_graph_batches)_total\{lane="(\d+)"\} (\S+)$')
 
 
 class MetricsScraper:
@@ -232,6 +233,8 @@ class MetricsScraper:
                 row["own_work"] = round(max(0.0, row["busy"] - row.get("send_blocked", 0) - row.get("slot_wait", 0)), 3)
             if d.get("batches"):
                 row["mean_batch"] = round(d.get("frames", 0) / d["batches"], 1)
+                if "cuda_graph_batches" in d:
+                    row["graph_share"] = round(d["cuda_graph_batches"] / d["batches"], 3)
             rows[name] = row
         return {"window_s": round(t1 - t0, 1), "stages": rows}
 
@@ -443,14 +446,15 @@ def main():
             continue
         lines += ["", f"Where the time went at {r['streams']} streams (shares of {w['window_s']} s in the middle of the "
                       f"run, from the stage metrics): the stage whose own work is near 100% limits the job.", "",
-                  "| stage | own work | blocked sending | waiting for slots | waiting for input | mean batch |",
-                  "|---|---|---|---|---|---|"]
+                  "| stage | own work | blocked sending | waiting for slots | waiting for input | mean batch | "
+                  "batches replayed as CUDA graphs |",
+                  "|---|---|---|---|---|---|---|"]
         for name, st in w["stages"].items():
             if name.startswith("ingest"):
                 name += " (its streams' waits, summed)"
             lines.append(f"| {name} | {fmt(st.get('own_work'), '.0%')} | {fmt(st.get('send_blocked'), '.0%')} | "
                          f"{fmt(st.get('slot_wait'), '.0%')} | {fmt(st.get('input_wait'), '.0%')} | "
-                         f"{fmt(st.get('mean_batch'), '.1f')} |")
+                         f"{fmt(st.get('mean_batch'), '.1f')} | {fmt(st.get('graph_share'), '.0%')} |")
     text = "\n".join(lines)
     result["markdown"] = text
     save()

@@ -64,8 +64,13 @@ class Classifier {
   }
   // The batch size a batch of n runs at (n, unless use_batch_sizes said otherwise).
   virtual size_t run_size(size_t n) const { return n; }
-  // Whether use_batch_sizes recorded each size's forward pass as a CUDA graph that batches replay.
+  // Whether use_batch_sizes recorded each size's forward pass as a CUDA graph that batches replay, and
+  // whether a batch that runs at `rows` rows (run_size) replays one.
   virtual bool replays_cuda_graphs() const { return false; }
+  virtual bool replays_cuda_graph_at(size_t rows) const {
+    (void)rows;
+    return false;
+  }
   virtual int64_t num_classes() const = 0;
   virtual std::string device() const = 0;
 };

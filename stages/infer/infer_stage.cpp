@@ -174,6 +174,7 @@ Status InferStage::process(Message&& in, Emitter& out) {
     largest_batch_ = std::max<uint64_t>(largest_batch_, valid.size());
     const size_t rows = classifier_->run_size(valid.size());
     rows_ += rows;
+    graph_batches_ += classifier_->replays_cuda_graph_at(rows) ? 1 : 0;
     by_run_size_[rows].add(seconds);
   }
   std::vector<TopK> predictions;

@@ -37,6 +37,7 @@ class InferStage final : public Stage {
     return {{"batches", static_cast<double>(batches_)},
             {"frames", static_cast<double>(frames_)},
             {"rows", static_cast<double>(rows_)},
+            {"cuda_graph_batches", static_cast<double>(graph_batches_)},
             {"classify_seconds", classify_s_}};
   }
 
@@ -53,6 +54,7 @@ class InferStage final : public Stage {
   // copies and waits) against the whole of process (results sent included).
   size_t merge_limit_ = 1;  // frames in one forward pass when queued batches are merged
   uint64_t batches_ = 0, frames_ = 0, largest_batch_ = 0, rows_ = 0;
+  uint64_t graph_batches_ = 0;  // of them, replayed as a CUDA graph (infer.cuda_graphs)
   // Per batch size the model ran at: its first pass apart, since a new input shape costs extra.
   struct PassTimes {
     uint64_t passes = 0;

@@ -116,6 +116,7 @@ class TorchClassifier final : public Classifier {
   }
   size_t run_size(size_t n) const override { return padded_size_for(run_sizes_, n); }
   bool replays_cuda_graphs() const override { return !graphs_.empty(); }
+  bool replays_cuda_graph_at(size_t rows) const override { return graphs_.count(rows) > 0; }
 
   int64_t num_classes() const override { return num_classes_; }
   std::string device() const override { return device_.str(); }

@@ -2,6 +2,7 @@
 // chooses each frame's class through its tensor. Can be told to fail.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -33,12 +34,18 @@ class FakeClassifier final : public Classifier {
     return Status::Ok();
   }
   size_t run_size(size_t n) const override { return padded_size_for(fixed_sizes, n); }
+  // As a classifier that recorded a CUDA graph for each fixed size (infer.cuda_graphs).
+  bool replays_cuda_graphs() const override { return graphs && !fixed_sizes.empty(); }
+  bool replays_cuda_graph_at(size_t rows) const override {
+    return graphs && std::find(fixed_sizes.begin(), fixed_sizes.end(), rows) != fixed_sizes.end();
+  }
   int64_t num_classes() const override { return classes_; }
   std::string device() const override { return "fake"; }
 
   std::vector<size_t> batch_sizes;
   std::vector<size_t> fixed_sizes;  // what use_batch_sizes was given
   bool fail = false;
+  bool graphs = false;  // pretend each fixed size replays a CUDA graph
 
  private:
   int64_t classes_;

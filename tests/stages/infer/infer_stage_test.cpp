@@ -213,6 +213,35 @@ TEST_F(InferStageTest, CudaGraphsOnNeedAModelOnCudaAutoGoesToTheClassifier) {
   EXPECT_NE(s.message().find("infer.cuda_graphs is 'on' but the model runs on fake"), std::string::npos) << s.message();
 }
 
+TEST_F(InferStageTest, BatchesReplayedAsCudaGraphsAreCounted) {
+  config_.batch.max_batch_size = 4;
+  config_.infer.batch_shapes = "padded";
+  auto stage = open_stage();
+  fake_->graphs = true;
+  CollectingEmitter out;
+  Message batch;
+  batch.kind = MessageKind::kBatch;
+  for (uint64_t i = 0; i < 3; ++i) batch.items.push_back(tensor(0, i, 1.f));  // padded to 3: a graph size
+  ASSERT_TRUE(stage->process(std::move(batch), out).ok());
+  auto counters = stage->counters();
+  auto value = [&](const std::string& name) {
+    for (const auto& [k, v] : counters) {
+      if (k == name) return v;
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(value("batches"), 1);
+  EXPECT_EQ(value("cuda_graph_batches"), 1);  // vapipe_infer_cuda_graph_batches_total
+  fake_->graphs = false;
+  Message plain;
+  plain.kind = MessageKind::kBatch;
+  plain.items.push_back(tensor(0, 3, 1.f));
+  ASSERT_TRUE(stage->process(std::move(plain), out).ok());
+  counters = stage->counters();
+  EXPECT_EQ(value("batches"), 2);
+  EXPECT_EQ(value("cuda_graph_batches"), 1);
+}
+
 TEST_F(InferStageTest, StreamEventsPassThrough) {
   auto stage = open_stage();
   CollectingEmitter out;
