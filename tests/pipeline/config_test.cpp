@@ -292,6 +292,23 @@ infer: {model: "$${HOME}/m.pt", labels: m.txt}
   ::unsetenv("VAPIPE_TEST_CAM_PASSWORD");
 }
 
+// Each case's YAML (after `head`, loaded from `dir`) is refused with a message that holds the case's
+// expected text, and never `secret` (when given).
+struct ConfigErrorCase {
+  std::string yaml, expected;
+};
+void expect_config_errors(const std::string& head, const std::filesystem::path& dir,
+                          const std::vector<ConfigErrorCase>& cases, const std::string& secret = "") {
+  for (const ConfigErrorCase& bad : cases) {
+    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
+    ASSERT_FALSE(r.ok()) << bad.yaml;
+    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
+    if (!secret.empty()) {
+      EXPECT_EQ(r.status().message().find(secret), std::string::npos);
+    }
+  }
+}
+
 // CURVE keys are read when the config loads: a bad key file is a config error naming key and file.
 TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
   if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
@@ -317,25 +334,18 @@ TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
   c->transport.io_threads = 3;
   EXPECT_EQ(c->transport.effective_io_threads(16), 3u);
 
-  struct Case {
-    std::string yaml, expected;
-  };
-  for (const Case& bad : {
-           Case{"publish:\n  curve_secret_key: missing.secret\n",
-                "job.yaml:4: publish.curve_secret_key: cannot read CURVE secret key file " + (dir / "missing.secret").string()},
-           Case{"publish:\n  curve_secret_key: broken\n",
-                "job.yaml:4: publish.curve_secret_key: " + (dir / "broken").string() + ":1: expected a CURVE secret key"},
-           Case{"publish:\n  curve_authorized_keys: subscribers\n",
-                "job.yaml:4: publish.curve_authorized_keys: needs publish.curve_secret_key"},
-           Case{"publish:\n  curve_secret_key: bus.secret\n  curve_authorized_keys: broken\n",
-                "job.yaml:5: publish.curve_authorized_keys: " + (dir / "broken").string() + ":1:"},
-           Case{"transport:\n  curve_secret_key: bus.secret\n",
-                "job.yaml:4: transport.curve_secret_key: only with transport.mode: tcp"},
-       }) {
-    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
-    ASSERT_FALSE(r.ok()) << bad.yaml;
-    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
-  }
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{"publish:\n  curve_secret_key: missing.secret\n",
+          "job.yaml:4: publish.curve_secret_key: cannot read CURVE secret key file " + (dir / "missing.secret").string()},
+      ConfigErrorCase{"publish:\n  curve_secret_key: broken\n",
+          "job.yaml:4: publish.curve_secret_key: " + (dir / "broken").string() + ":1: expected a CURVE secret key"},
+      ConfigErrorCase{"publish:\n  curve_authorized_keys: subscribers\n",
+          "job.yaml:4: publish.curve_authorized_keys: needs publish.curve_secret_key"},
+      ConfigErrorCase{"publish:\n  curve_secret_key: bus.secret\n  curve_authorized_keys: broken\n",
+          "job.yaml:5: publish.curve_authorized_keys: " + (dir / "broken").string() + ":1:"},
+      ConfigErrorCase{"transport:\n  curve_secret_key: bus.secret\n",
+          "job.yaml:4: transport.curve_secret_key: only with transport.mode: tcp"},
+      });
   std::filesystem::remove_all(dir);
 }
 
@@ -351,23 +361,15 @@ TEST(Config, AMetricsTokenIsReadAtLoadAndItsErrorsNameTheFileNotTheToken) {
                               "job.yaml", dir.string());
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->publish.metrics_token, "abcdefghijklmnop0123");
-  struct Case {
-    std::string yaml, expected;
-  };
-  for (const Case& bad : {
-           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: missing}\n",
-                "job.yaml:3: publish.metrics_token_file: cannot read the token file " + (dir / "missing").string()},
-           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: short}\n",
-                (dir / "short").string() + ":1: expected a token of 16 to 4096 characters"},
-           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: blank}\n",
-                (dir / "blank").string() + ":1: the token must be printable ASCII without blanks"},
-           Case{"publish: {metrics_token_file: good}\n", "publish.metrics_token_file: needs publish.metrics_address"},
-       }) {
-    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
-    ASSERT_FALSE(r.ok()) << bad.yaml;
-    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
-    EXPECT_EQ(r.status().message().find("tooshort"), std::string::npos);
-  }
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: missing}\n",
+          "job.yaml:3: publish.metrics_token_file: cannot read the token file " + (dir / "missing").string()},
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: short}\n",
+          (dir / "short").string() + ":1: expected a token of 16 to 4096 characters"},
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_token_file: blank}\n",
+          (dir / "blank").string() + ":1: the token must be printable ASCII without blanks"},
+      ConfigErrorCase{"publish: {metrics_token_file: good}\n", "publish.metrics_token_file: needs publish.metrics_address"},
+      }, "tooshort");
   std::filesystem::remove_all(dir);
 }
 
@@ -384,23 +386,16 @@ TEST(Config, MetricsTlsNeedsBothReadableFilesAndAnAddress) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->publish.metrics_tls_cert_file, (dir / "m.crt").string());  // resolved against the config's folder
   EXPECT_EQ(c->publish.metrics_tls_key_file, (dir / "m.key").string());
-  struct Case {
-    std::string yaml, expected;
-  };
-  for (const Case& bad : {
-           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt}\n",
-                "job.yaml:3: publish.metrics_tls_cert_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file both"},
-           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_key_file: m.key}\n",
-                "job.yaml:3: publish.metrics_tls_key_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file both"},
-           Case{"publish: {metrics_tls_cert_file: m.crt, metrics_tls_key_file: m.key}\n",
-                "publish.metrics_tls_cert_file: needs publish.metrics_address"},
-           Case{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, metrics_tls_key_file: gone.key}\n",
-                "job.yaml:3: publish.metrics_tls_key_file: cannot read " + (dir / "gone.key").string()},
-       }) {
-    auto r = load_config_string(head + bad.yaml, "job.yaml", dir.string());
-    ASSERT_FALSE(r.ok()) << bad.yaml;
-    EXPECT_NE(r.status().message().find(bad.expected), std::string::npos) << r.status().message();
-  }
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt}\n",
+          "job.yaml:3: publish.metrics_tls_cert_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file both"},
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_key_file: m.key}\n",
+          "job.yaml:3: publish.metrics_tls_key_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file both"},
+      ConfigErrorCase{"publish: {metrics_tls_cert_file: m.crt, metrics_tls_key_file: m.key}\n",
+          "publish.metrics_tls_cert_file: needs publish.metrics_address"},
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, metrics_tls_key_file: gone.key}\n",
+          "job.yaml:3: publish.metrics_tls_key_file: cannot read " + (dir / "gone.key").string()},
+      });
   std::filesystem::remove_all(dir);
 }
 
