@@ -27,14 +27,16 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   VAPIPE_RETURN_IF_ERROR(split_host_port(address, &host, &port));
   std::unique_ptr<MetricsServer> m(new MetricsServer());
   if (tls.enabled()) {
+    VAPIPE_ASSIGN_OR_RETURN(m->tls_files_, TlsCertificateFiles::load(tls.cert_file, tls.key_file));
     // Debian's cpp-httplib is built with OpenSSL (its pkg-config flags define CPPHTTPLIB_OPENSSL_SUPPORT).
     auto ssl = std::make_unique<httplib::SSLServer>(tls.cert_file.c_str(), tls.key_file.c_str());
     if (!ssl->is_valid()) {
       return InvalidArgument("publish.metrics_tls_cert_file " + tls.cert_file + " and metrics_tls_key_file " +
                              tls.key_file + ": OpenSSL cannot load them as a PEM certificate and its private key");
     }
+    SSL_CTX_set_min_proto_version(ssl->ssl_context(), TLS1_2_VERSION);  // httplib allows TLS 1.1
+    m->tls_files_->serve_from(ssl->ssl_context());  // each connection gets the files' latest pair
     m->server_ = std::move(ssl);
-    m->tls_ = true;
   } else {
     m->server_ = std::make_unique<httplib::Server>();
   }
@@ -61,8 +63,13 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   };
   server.Get("/metrics", [self, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req)) return refuse(res);
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    res.set_content(self->metrics_, "text/plain; version=0.0.4; charset=utf-8");
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      text = self->metrics_;
+    }
+    if (self->tls_files_) text += self->tls_files_->prometheus_text();
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get("/healthz", [self, authorized](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(self->mutex_);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "pipeline/status.h"
+#include "stages/publish/tls_certificate.h"
 
 namespace httplib {
 class Server;
@@ -34,8 +35,9 @@ class MetricsServer {
   // Binds `address` and starts serving; an error names the address. Without `reload`, POST /-/reload
   // answers 404. With a `bearer_token`, GET /metrics and POST /-/reload answer 401 unless the request
   // says `Authorization: Bearer TOKEN`, and GET /healthz without it says only whether the job is up
-  // (for a liveness probe): its stream ids and states need the token too. With `tls`, HTTPS only; a
-  // certificate and key that OpenSSL cannot load are an error naming both files.
+  // (for a liveness probe): its stream ids and states need the token too. With `tls`, HTTPS only (TLS
+  // 1.2 or newer); a certificate or key that does not load is an error naming the file. The files are
+  // re-read when they change (tls_certificate.h), and /metrics says when the certificate expires.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, ReloadRequest reload = nullptr,
                                                       std::string bearer_token = "", const MetricsTls& tls = {});
   ~MetricsServer();
@@ -44,16 +46,18 @@ class MetricsServer {
 
   void update(std::string metrics_text, std::string health_json);
   const std::string& host() const { return host_; }
-  const char* scheme() const { return tls_ ? "https" : "http"; }
+  const char* scheme() const { return tls_files_ ? "https" : "http"; }
+  // The certificate served over HTTPS (null over HTTP).
+  TlsCertificateFiles* tls_certificate() const { return tls_files_.get(); }
   int port() const { return port_; }
 
  private:
   MetricsServer() = default;
+  std::unique_ptr<TlsCertificateFiles> tls_files_;  // before server_: its connections use it
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::string host_;
   int port_ = 0;
-  bool tls_ = false;
   std::atomic<bool> listen_returned_{false};
   std::mutex mutex_;
   std::string metrics_ = "";
