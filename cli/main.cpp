@@ -29,7 +29,7 @@ usage:
                                         print results and events from the bus as JSON lines; with
                                         --server-key, from a bus with CURVE (publish.curve_secret_key)
   vapipe keygen PREFIX                  write a CURVE key pair: PREFIX.secret (mode 0600), PREFIX.public
-  vapipe status [https://]HOST:PORT [--token-file FILE] [--ca-file PEM] [--json]
+  vapipe status [https://]HOST:PORT [--token-file FILE] [--ca-file PEM] [--cert PEM --key PEM] [--json]
                                         a running job's streams, from publish.metrics_address's /healthz
   vapipe validate CONFIG.yaml           check a config and print it resolved
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]

@@ -215,12 +215,20 @@ int validate_command(const std::vector<std::string>& args) {
     std::printf("  stage edges: CURVE with the job key %s\n", c.transport.curve_keys.public_key.c_str());
   }
   if (!c.publish.metrics_address.empty()) {
-    const bool tls = !c.publish.metrics_tls_cert_file.empty();
-    std::printf("  metrics on %s://%s/metrics%s%s\n", tls ? "https" : "http", c.publish.metrics_address.c_str(),
-                c.publish.metrics_token.empty()
-                    ? " (no authentication)"
-                    : (" (bearer token from " + c.publish.metrics_token_file + ")").c_str(),
-                tls ? (" (TLS certificate " + c.publish.metrics_tls_cert_file + ")").c_str() : "");
+    const PublishConfig& p = c.publish;
+    const bool tls = !p.metrics_tls_cert_file.empty();
+    const std::string auth = !p.metrics_token.empty()          ? " (bearer token from " + p.metrics_token_file + ")"
+                             : p.metrics_tls_client_ca_file.empty() ? " (no authentication)"
+                                                                    : "";
+    const std::string tls_text =
+        !tls ? ""
+             : " (TLS certificate " + p.metrics_tls_cert_file +
+                   (p.metrics_tls_client_ca_file.empty()
+                        ? std::string()
+                        : "; clients need a certificate signed by a CA in " + p.metrics_tls_client_ca_file) +
+                   ")";
+    std::printf("  metrics on %s://%s/metrics%s%s\n", tls ? "https" : "http", p.metrics_address.c_str(), auth.c_str(),
+                tls_text.c_str());
   }
   return 0;
 }

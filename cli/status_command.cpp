@@ -2,6 +2,7 @@
 // document a monitoring system reads), for an operator without a dashboard.
 #include <httplib.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,13 +33,17 @@ std::string cell(const nlohmann::json& j, const char* key, const char* format) {
 }  // namespace
 
 int status_command(const std::vector<std::string>& args) {
-  std::string address, token_file, ca_file;
+  std::string address, token_file, ca_file, cert_file, key_file;
   bool json = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--token-file" && i + 1 < args.size()) {
       token_file = args[++i];
     } else if (args[i] == "--ca-file" && i + 1 < args.size()) {
       ca_file = args[++i];
+    } else if (args[i] == "--cert" && i + 1 < args.size()) {
+      cert_file = args[++i];
+    } else if (args[i] == "--key" && i + 1 < args.size()) {
+      key_file = args[++i];
     } else if (args[i] == "--json") {
       json = true;
     } else if (address.empty() && args[i].rfind("--", 0) != 0) {
@@ -52,8 +57,13 @@ int status_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe status: give the job's publish.metrics_address ([https://]HOST:PORT)\n");
     return kExitUsage;
   }
-  // https:// (publish.metrics_tls_cert_file), or --ca-file (the job's certificate, when self-signed).
-  bool tls = !ca_file.empty();
+  if (cert_file.empty() != key_file.empty()) {
+    std::fprintf(stderr, "vapipe status: --cert and --key go together (a client certificate and its key)\n");
+    return kExitUsage;
+  }
+  // https:// (publish.metrics_tls_cert_file), or --ca-file (the job's certificate, when self-signed), or
+  // a client certificate (publish.metrics_tls_client_ca_file).
+  bool tls = !ca_file.empty() || !cert_file.empty();
   for (const char* scheme : {"http://", "https://"}) {
     if (address.rfind(scheme, 0) == 0) {
       tls = tls || scheme[4] == 's';
@@ -78,7 +88,10 @@ int status_command(const std::vector<std::string>& args) {
   const std::string url = std::string(tls ? "https://" : "http://") + address + "/healthz";
   // The universal client: HTTPS through OpenSSL (Debian's cpp-httplib is built with it), checking the
   // server's certificate against --ca-file or the system's CAs.
-  httplib::Client client(std::string(tls ? "https://" : "http://") + address);
+  // A TLS endpoint that refuses our client certificate closes the connection as the request is written
+  // (TLS 1.3): that write must be an error to report, not SIGPIPE's silent death.
+  std::signal(SIGPIPE, SIG_IGN);
+  httplib::Client client(std::string(tls ? "https://" : "http://") + address, cert_file, key_file);
   if (!ca_file.empty()) client.set_ca_cert_path(ca_file.c_str());
   client.set_connection_timeout(5);
   client.set_read_timeout(5);
@@ -86,7 +99,9 @@ int status_command(const std::vector<std::string>& args) {
   if (!res) {
     std::fprintf(stderr, "vapipe status: no answer from %s (%s): is the job running, with publish.metrics_address "
                  "%s%s?\n", url.c_str(), httplib::to_string(res.error()).c_str(), address.c_str(),
-                 tls ? " and TLS (and does --ca-file hold its certificate?)" : " (https:// if it has TLS)");
+                 tls ? " and TLS (and does --ca-file hold its certificate? does it want a client certificate, "
+                       "--cert and --key?)"
+                     : " (https:// if it has TLS)");
     return kExitStageFailed;
   }
   if (res->status != 200) {

@@ -427,6 +427,17 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         ctx.fail(r.child(key), name, "cannot read " + *path);
       }
     }
+    r.str("metrics_tls_client_ca_file", &c.publish.metrics_tls_client_ca_file);
+    c.publish.metrics_tls_client_ca_file = resolve_path(base_dir, c.publish.metrics_tls_client_ca_file);
+    if (!c.publish.metrics_tls_client_ca_file.empty()) {
+      const char* key = "metrics_tls_client_ca_file";
+      if (c.publish.metrics_tls_cert_file.empty()) {
+        ctx.fail(r.child(key), "publish.metrics_tls_client_ca_file",
+                 "needs publish.metrics_tls_cert_file and metrics_tls_key_file (client certificates need HTTPS)");
+      } else if (!std::ifstream(c.publish.metrics_tls_client_ca_file).good()) {
+        ctx.fail(r.child(key), "publish.metrics_tls_client_ca_file", "cannot read " + c.publish.metrics_tls_client_ca_file);
+      }
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);

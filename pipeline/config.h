@@ -121,6 +121,7 @@ struct PublishConfig {
   // token no longer crosses the network in clear). Both or neither; read when publish starts.
   std::string metrics_tls_cert_file;
   std::string metrics_tls_key_file;
+  std::string metrics_tls_client_ca_file;  // mutual TLS: clients need a certificate one of its CAs signed
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;

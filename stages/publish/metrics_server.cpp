@@ -27,7 +27,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   VAPIPE_RETURN_IF_ERROR(split_host_port(address, &host, &port));
   std::unique_ptr<MetricsServer> m(new MetricsServer());
   if (tls.enabled()) {
-    VAPIPE_ASSIGN_OR_RETURN(m->tls_files_, TlsCertificateFiles::load(tls.cert_file, tls.key_file));
+    VAPIPE_ASSIGN_OR_RETURN(m->tls_files_, TlsCertificateFiles::load(tls.cert_file, tls.key_file, tls.client_ca_file));
     // Debian's cpp-httplib is built with OpenSSL (its pkg-config flags define CPPHTTPLIB_OPENSSL_SUPPORT).
     auto ssl = std::make_unique<httplib::SSLServer>(tls.cert_file.c_str(), tls.key_file.c_str());
     if (!ssl->is_valid()) {

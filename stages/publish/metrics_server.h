@@ -22,8 +22,12 @@ namespace vapipe {
 
 // publish.metrics_tls_cert_file and metrics_tls_key_file: PEM files; empty: plain HTTP.
 struct MetricsTls {
+  MetricsTls() = default;
+  MetricsTls(std::string cert, std::string key, std::string client_ca = "")
+      : cert_file(std::move(cert)), key_file(std::move(key)), client_ca_file(std::move(client_ca)) {}
   std::string cert_file;
   std::string key_file;
+  std::string client_ca_file;  // publish.metrics_tls_client_ca_file: clients need a certificate it signed
   bool enabled() const { return !cert_file.empty(); }
 };
 

@@ -98,7 +98,8 @@ Status PublishStage::open(const StageContext& ctx) {
                             MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload,
                                                  ctx.config.publish.metrics_token,
                                                  MetricsTls{ctx.config.publish.metrics_tls_cert_file,
-                                                            ctx.config.publish.metrics_tls_key_file}));
+                                                            ctx.config.publish.metrics_tls_key_file,
+                                                            ctx.config.publish.metrics_tls_client_ca_file}));
     update_metrics_snapshot();
     VAPIPE_LOG_INFO("publish: metrics on {}://{}:{}/metrics, health on /healthz{}", metrics_server_->scheme(),
                     metrics_server_->host(), metrics_server_->port(),

@@ -20,6 +20,8 @@ struct TlsCertificateFiles::Pair {
   X509* leaf = nullptr;
   STACK_OF(X509)* chain = nullptr;
   EVP_PKEY* key = nullptr;
+  X509_STORE* client_cas = nullptr;             // null: no client certificate asked for
+  STACK_OF(X509_NAME)* client_ca_names = nullptr;  // what the server says it accepts
   int64_t not_after = 0;
   std::string subject;
   Pair() = default;
@@ -29,6 +31,8 @@ struct TlsCertificateFiles::Pair {
     X509_free(leaf);
     if (chain) sk_X509_pop_free(chain, X509_free);
     EVP_PKEY_free(key);
+    X509_STORE_free(client_cas);
+    if (client_ca_names) sk_X509_NAME_pop_free(client_ca_names, X509_NAME_free);
   }
 };
 
@@ -83,7 +87,8 @@ std::string utc_text(int64_t unix_s) {
   return buf;
 }
 
-Result<std::shared_ptr<TlsCertificateFiles::Pair>> read_pair(const std::string& cert_file, const std::string& key_file) {
+Result<std::shared_ptr<TlsCertificateFiles::Pair>> read_pair(const std::string& cert_file, const std::string& key_file,
+                                                              const std::string& client_ca_file) {
   const std::string cert_key = "publish.metrics_tls_cert_file", key_key = "publish.metrics_tls_key_file";
   ERR_clear_error();
   VAPIPE_ASSIGN_OR_RETURN(const std::string cert_text, read_file(cert_key, cert_file));
@@ -108,6 +113,22 @@ Result<std::shared_ptr<TlsCertificateFiles::Pair>> read_pair(const std::string& 
     return InvalidArgument(key_key + " " + key_file + " is not the key of the certificate in " + cert_key + " " +
                            cert_file);
   }
+  if (!client_ca_file.empty()) {
+    const std::string ca_key = "publish.metrics_tls_client_ca_file";
+    VAPIPE_ASSIGN_OR_RETURN(const std::string ca_text, read_file(ca_key, client_ca_file));
+    pair->client_cas = X509_STORE_new();
+    pair->client_ca_names = sk_X509_NAME_new_null();
+    Bio cas = memory_bio(ca_text);
+    while (X509* ca = cas ? PEM_read_bio_X509(cas.get(), nullptr, no_password, nullptr) : nullptr) {
+      X509_STORE_add_cert(pair->client_cas, ca);  // takes its own reference
+      if (X509_NAME* name = X509_NAME_dup(X509_get_subject_name(ca))) sk_X509_NAME_push(pair->client_ca_names, name);
+      X509_free(ca);
+    }
+    ERR_clear_error();
+    if (sk_X509_NAME_num(pair->client_ca_names) == 0) {
+      return InvalidArgument(ca_key + " " + client_ca_file + ": no PEM certificate in it");
+    }
+  }
   std::tm tm{};
   if (ASN1_TIME_to_tm(X509_get0_notAfter(pair->leaf), &tm) == 1) pair->not_after = static_cast<int64_t>(timegm(&tm));
   char subject[256];
@@ -121,17 +142,22 @@ std::string describe(const TlsCertificateFiles::Pair& pair) {
   return pair.subject + ", " + (expired ? "EXPIRED on " : "valid until ") + utc_text(pair.not_after) +
          (pair.chain && sk_X509_num(pair.chain) > 0
               ? ", followed by " + std::to_string(sk_X509_num(pair.chain)) + " certificate(s) of its chain"
+              : "") +
+         (pair.client_ca_names
+              ? "; clients need a certificate signed by one of " + std::to_string(sk_X509_NAME_num(pair.client_ca_names)) +
+                    " CA(s)"
               : "");
 }
 
 }  // namespace
 
 Result<std::unique_ptr<TlsCertificateFiles>> TlsCertificateFiles::load(const std::string& cert_file,
-                                                                     const std::string& key_file) {
-  std::unique_ptr<TlsCertificateFiles> files(new TlsCertificateFiles(cert_file, key_file));
+                                                                     const std::string& key_file,
+                                                                     const std::string& client_ca_file) {
+  std::unique_ptr<TlsCertificateFiles> files(new TlsCertificateFiles(cert_file, key_file, client_ca_file));
   // Looked at before reading: a change while it reads is seen by the next connection.
-  files->seen_ = file_identity(cert_file) + "|" + file_identity(key_file);
-  VAPIPE_ASSIGN_OR_RETURN(files->current_, read_pair(cert_file, key_file));
+  files->seen_ = files->files_identity();
+  VAPIPE_ASSIGN_OR_RETURN(files->current_, read_pair(cert_file, key_file, client_ca_file));
   VAPIPE_LOG_INFO("publish: metrics TLS certificate {} ({}); its files are re-read when they change", cert_file,
                   describe(*files->current_));
   if (files->current_->not_after <= static_cast<int64_t>(std::time(nullptr))) {
@@ -142,14 +168,19 @@ Result<std::unique_ptr<TlsCertificateFiles>> TlsCertificateFiles::load(const std
 
 TlsCertificateFiles::~TlsCertificateFiles() = default;
 
+std::string TlsCertificateFiles::files_identity() const {
+  return file_identity(cert_file_) + "|" + file_identity(key_file_) +
+         (client_ca_file_.empty() ? "" : "|" + file_identity(client_ca_file_));
+}
+
 void TlsCertificateFiles::refresh() {
-  const std::string now = file_identity(cert_file_) + "|" + file_identity(key_file_);
+  const std::string now = files_identity();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (now == seen_) return;
     seen_ = now;  // one re-read per change, whichever connection saw it first
   }
-  auto loaded = read_pair(cert_file_, key_file_);
+  auto loaded = read_pair(cert_file_, key_file_, client_ca_file_);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!loaded.ok()) {
     ++failed_reloads_;
@@ -176,8 +207,14 @@ int TlsCertificateFiles::on_handshake(ssl_st* ssl, void* self_ptr) {
   // The context's own certificate goes first: a renewed one of another key type (RSA after EC) would
   // otherwise sit beside it, and the client's algorithms would pick which of the two it gets.
   SSL_certs_clear(ssl);
-  const bool ok = SSL_use_certificate(ssl, pair->leaf) == 1 && SSL_use_PrivateKey(ssl, pair->key) == 1 &&
-                  SSL_set1_chain(ssl, pair->chain) == 1;
+  bool ok = SSL_use_certificate(ssl, pair->leaf) == 1 && SSL_use_PrivateKey(ssl, pair->key) == 1 &&
+            SSL_set1_chain(ssl, pair->chain) == 1;
+  if (ok && pair->client_cas) {
+    // The client's certificate is checked against these CAs alone (not the system's).
+    SSL_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    ok = SSL_set1_verify_cert_store(ssl, pair->client_cas) == 1;
+    if (ok) SSL_set_client_CA_list(ssl, SSL_dup_CA_list(pair->client_ca_names));
+  }
   if (!ok) ERR_clear_error();
   return ok ? 1 : 0;  // 0 fails this handshake alone
 }

@@ -45,13 +45,20 @@ class LiveReload(SubscribedTest):
         # Over HTTPS (publish.metrics_tls_*), with the test certificate for 127.0.0.1 that the clients trust.
         cert, key = (os.path.join(SOURCE_DIR, "tests", "media", "tls", f"metrics-test.{x}") for x in ("crt", "key"))
         tls = ssl.create_default_context(cafile=cert)
+        # Mutual TLS (publish.metrics_tls_client_ca_file): clients show a certificate that CA file signed.
+        client_cert, client_key = (os.path.join(SOURCE_DIR, "tests", "media", "tls", f"metrics-test-renewed.{x}")
+                                   for x in ("crt", "key"))
+        tls.load_cert_chain(client_cert, client_key)
+        client_args = ["--cert", client_cert, "--key", client_key]
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],
                                         job={"mode": "live"}, lanes_per_device=2,
                                         publish={"metrics_address": metrics, "metrics_token_file": "metrics.token",
-                                                 "metrics_tls_cert_file": cert, "metrics_tls_key_file": key})
+                                                 "metrics_tls_cert_file": cert, "metrics_tls_key_file": key,
+                                                 "metrics_tls_client_ca_file": client_cert})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
         self.assertIn("metrics on https://" + metrics + "/metrics (bearer token from " +
-                      os.path.join(self.dir, "metrics.token") + ") (TLS certificate " + cert + ")", validate.stdout)
+                      os.path.join(self.dir, "metrics.token") + ") (TLS certificate " + cert +
+                      "; clients need a certificate signed by a CA in " + client_cert + ")", validate.stdout)
         self.assertNotIn(token, validate.stdout + validate.stderr)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -101,17 +108,22 @@ class LiveReload(SubscribedTest):
                 self.assertRegex(text, rf'vapipe_stage_busy_seconds_total{{stage="{stage}",lane="{lane}"}} [0-9.e-]+\n')
         self.assertIn('vapipe_ingest_streams_started_total{lane="1"} 2', text)  # b, then c
         # `vapipe status`: the same, as a table for an operator; without the token, only that it is up.
-        status = subprocess.run([VAPIPE, "status", "https://" + metrics, "--ca-file", cert,
+        status = subprocess.run([VAPIPE, "status", "https://" + metrics, "--ca-file", cert, *client_args,
                                  "--token-file", os.path.join(self.dir, "metrics.token")],
                                 capture_output=True, text=True, timeout=30)
         self.assertEqual(status.returncode, 0, status.stderr)
         self.assertRegex(status.stdout, r"job 'e2e' \(live\), up .*: 3 streams \(2 running, 1 removed\)")
         self.assertRegex(status.stdout, r"\n  b +removed +\d+ ")
         self.assertRegex(status.stdout, r"\n  c +running +\d+ ")
-        public = subprocess.run([VAPIPE, "status", metrics, "--ca-file", cert], capture_output=True, text=True,
-                                timeout=30)
+        public = subprocess.run([VAPIPE, "status", metrics, "--ca-file", cert, *client_args], capture_output=True,
+                                text=True, timeout=30)
         self.assertEqual(public.returncode, 0, public.stderr)
-        untrusted = subprocess.run([VAPIPE, "status", "https://" + metrics], capture_output=True, text=True, timeout=30)
+        no_client_cert = subprocess.run([VAPIPE, "status", metrics, "--ca-file", cert], capture_output=True, text=True,
+                                        timeout=30)
+        self.assertEqual(no_client_cert.returncode, 2, no_client_cert.stdout)
+        self.assertIn("--cert and --key?", no_client_cert.stderr)
+        untrusted = subprocess.run([VAPIPE, "status", "https://" + metrics, *client_args], capture_output=True,
+                                   text=True, timeout=30)
         self.assertEqual(untrusted.returncode, 2, untrusted.stdout)  # the system's CAs do not know the test certificate
         self.assertIn("no answer from https://" + metrics + "/healthz", untrusted.stderr)
         self.assertIn("job is ok (its streams need the metrics token", public.stdout)

@@ -373,7 +373,8 @@ TEST(Config, AMetricsTokenIsReadAtLoadAndItsErrorsNameTheFileNotTheToken) {
   std::filesystem::remove_all(dir);
 }
 
-// publish.metrics_tls_cert_file / metrics_tls_key_file: both or neither, readable, with an address.
+// publish.metrics_tls_cert_file / metrics_tls_key_file: both or neither, readable, with an address;
+// metrics_tls_client_ca_file: readable, with both.
 TEST(Config, MetricsTlsNeedsBothReadableFilesAndAnAddress) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-tls-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -395,7 +396,17 @@ TEST(Config, MetricsTlsNeedsBothReadableFilesAndAnAddress) {
           "publish.metrics_tls_cert_file: needs publish.metrics_address"},
       ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, metrics_tls_key_file: gone.key}\n",
           "job.yaml:3: publish.metrics_tls_key_file: cannot read " + (dir / "gone.key").string()},
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_client_ca_file: m.crt}\n",
+          "job.yaml:3: publish.metrics_tls_client_ca_file: needs publish.metrics_tls_cert_file and metrics_tls_key_file"},
+      ConfigErrorCase{"publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, metrics_tls_key_file: m.key,\n"
+                      "  metrics_tls_client_ca_file: gone.crt}\n",
+          "job.yaml:4: publish.metrics_tls_client_ca_file: cannot read " + (dir / "gone.crt").string()},
       });
+  auto mutual = load_config_string(head + "publish: {metrics_address: '127.0.0.1:0', metrics_tls_cert_file: m.crt, "
+                                          "metrics_tls_key_file: m.key, metrics_tls_client_ca_file: m.crt}\n",
+                                   "job.yaml", dir.string());
+  ASSERT_TRUE(mutual.ok()) << mutual.status().message();
+  EXPECT_EQ(mutual->publish.metrics_tls_client_ca_file, (dir / "m.crt").string());
   std::filesystem::remove_all(dir);
 }
 

@@ -170,5 +170,38 @@ TEST_F(TlsCertificateTest, TheChainAfterTheCertificateInItsFileIsSentToo) {
   EXPECT_EQ((*server)->tls_certificate()->reloads(), 1u);
 }
 
+// publish.metrics_tls_client_ca_file: only a client whose certificate one of those CAs signed gets an
+// answer; the CA file is re-read when it changes, as the server's own files are.
+TEST_F(TlsCertificateTest, WithClientCasOnlyAClientCertificateTheySignedGetsIn) {
+  const std::string client_cas = (dir_ / "clients.crt").string();
+  overwrite(client_cas, read_text(kRenewedCert));  // self-signed: its own CA
+  auto server = MetricsServer::start("127.0.0.1:0", nullptr, "", MetricsTls{cert_, key_, client_cas});
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  (*server)->update("vapipe_job_info 1\n", R"({"status":"ok"})");
+  auto answered_with = [&](const std::string& client_cert, const std::string& client_key) {
+    httplib::SSLClient client("127.0.0.1", (*server)->port(), client_cert, client_key);
+    client.set_ca_cert_path(kFirstCert.c_str());
+    client.enable_server_certificate_verification(true);
+    client.set_connection_timeout(5);
+    auto res = client.Get("/healthz");
+    return res && res->status == 200;
+  };
+  EXPECT_TRUE(answered_with(kRenewedCert, kRenewedKey));
+  EXPECT_FALSE(answered_with("", ""));                   // no client certificate
+  EXPECT_FALSE(answered_with(kFirstCert, kFirstKey));    // one the CAs did not sign
+  overwrite(client_cas, read_text(kFirstCert));          // the CA list changes while the job runs
+  EXPECT_TRUE(answered_with(kFirstCert, kFirstKey));
+  EXPECT_FALSE(answered_with(kRenewedCert, kRenewedKey));
+  EXPECT_EQ((*server)->tls_certificate()->reloads(), 1u);
+  overwrite(client_cas, "no CA here\n");                 // a broken CA file: the last good list stays
+  EXPECT_TRUE(answered_with(kFirstCert, kFirstKey));
+  EXPECT_EQ((*server)->tls_certificate()->failed_reloads(), 1u);
+
+  auto no_ca = TlsCertificateFiles::load(cert_, key_, client_cas);
+  ASSERT_FALSE(no_ca.ok());
+  EXPECT_NE(no_ca.status().message().find("publish.metrics_tls_client_ca_file " + client_cas + ": no PEM certificate"),
+            std::string::npos) << no_ca.status().message();
+}
+
 }  // namespace
 }  // namespace vapipe
