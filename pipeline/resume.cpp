@@ -54,7 +54,17 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         ++plan.kept_lines;
         break;
       }
-      cut("the summary of a run that was stopped");
+      // Streams the file has never heard of: the config gained them (a glob over a folder that grew)
+      // after a run that ended; they run now, and a new summary follows them.
+      bool stopped_midway = false, new_streams = false;
+      for (const auto& [id, st] : plan.streams) {
+        const bool seen = st.started || st.results > 0 || !st.ended.empty();
+        stopped_midway = stopped_midway || (seen && st.ended.empty());
+        new_streams = new_streams || !seen;
+      }
+      cut(stopped_midway || !new_streams ? "the summary of a run that was stopped"
+                                         : "the summary of a run that ended before the config had the streams "
+                                           "that are new in it now (it is written again after them)");
       break;
     }
     const bool result = topic.rfind("results/", 0) == 0;

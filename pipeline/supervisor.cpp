@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "pipeline/cuda/gpu_info.h"
+#include "pipeline/file_lock.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
@@ -580,6 +581,19 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   if (!placement.ok()) {
     VAPIPE_LOG_ERROR("{}", placement.status().message());
     return kExitUsage;
+  }
+  // The results file has one writer: this job, over all its restarts (pipeline/file_lock.h).
+  FileLock jsonl_lock;
+  if (!config.publish.jsonl_path.empty()) {
+    std::error_code ec;  // publish makes the folder too; the lock needs it first
+    const std::filesystem::path folder = std::filesystem::path(config.publish.jsonl_path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    auto lock = FileLock::acquire(config.publish.jsonl_path, "publish.jsonl_path");
+    if (!lock.ok()) {
+      VAPIPE_LOG_ERROR("job '{}' not started: {}", config.job.name, lock.status().message());
+      return kExitUsage;
+    }
+    jsonl_lock = std::move(lock).value();
   }
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over

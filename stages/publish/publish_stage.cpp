@@ -65,6 +65,11 @@ Status PublishStage::open(const StageContext& ctx) {
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
     // Resuming appends after what the supervisor kept (it cut the rest). A restarted publish appends
     // too, after the last whole line: the crashed one may have been cut off in the middle of a line.
+    // Started by hand (not by `vapipe run`, which holds it for the job): this process holds the
+    // file's lock, so that no second job writes it too (pipeline/file_lock.h).
+    if (!std::getenv("VAPIPE_SUPERVISOR_PID") && !jsonl_lock_.held()) {
+      VAPIPE_ASSIGN_OR_RETURN(jsonl_lock_, FileLock::acquire(p.string(), "publish.jsonl_path"));
+    }
     if (restarted_ && !resumed_) cut_partial_last_line(p.string());
     jsonl_.open(p, std::ios::out | (resumed_ || restarted_ ? std::ios::app : std::ios::trunc));
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/file_lock.h"
 #include "pipeline/stage.h"
 #include "stages/publish/bus_publisher.h"
 #include "stages/publish/metrics.h"
@@ -86,6 +87,7 @@ class PublishStage final : public Stage {
   const JobLayout* layout_ = nullptr;  // null for a stage driven without a job (tests)
   std::unique_ptr<BusPublisher> bus_;
   std::ofstream jsonl_;
+  FileLock jsonl_lock_;  // when no `vapipe run` holds it for the job
   // Lines written since the last flush are flushed by this time: a reader tailing the file (or a
   // test) sees an event within a fraction of a second even when nothing follows it, and a crash
   // loses at most that much, while a busy archive job still writes in large blocks.

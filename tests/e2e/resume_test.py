@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from e2e.common import VAPIPE, E2ETest, Run, write_config
+from e2e.common import VAPIPE, E2ETest, Run, make_clip, write_config
 
 # Finite test sources (id, pattern, frames): long enough that a kill lands mid-job.
 STREAMS = [("ball", "ball", 600), ("snow", "snow", 450), ("smpte", "smpte", 300)]
@@ -129,6 +129,61 @@ class Resume(E2ETest):
         self.assertEqual(len(summaries), 1)
         self.assertTrue(summaries[0]["resumed"])
         self.assertEqual(summaries[0]["frames"], sum(n for *_, n in STREAMS))
+
+    def test_a_second_job_on_the_same_results_file_is_refused_while_the_first_runs(self):
+        """Two jobs appending to one JSON-lines file (a cron run overlapping the last one, a job started
+        twice) would break its exactly-once record: the second stops at once, naming the file, and the
+        first finishes with every frame once."""
+        frames = 6000  # several seconds here: both attempts below come while it runs
+        config, _ = write_config(self.dir, [("long", f"test://ball?frames={frames}&width=320&height=240")],
+                                 publish={"wait_for_subscribers": 0})
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        run = Run(config)
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(jsonl) and os.path.getsize(jsonl) > 0):
+            time.sleep(0.05)
+        for extra in (["--resume"], []):
+            second = subprocess.run([VAPIPE, "run", config, *extra], capture_output=True, text=True, timeout=60)
+            self.assertEqual(second.returncode, 1, second.stderr[-3000:])
+            self.assertIn(f"publish.jsonl_path {jsonl} is being written by another vapipe job", second.stderr)
+        self.assertIsNone(run.proc.poll(), "the first job ended before the second ones came: the check proves nothing")
+        self.assertEqual(run.wait(timeout=300), 0, run.stderr[-3000:])
+        messages = read_jsonl(jsonl)
+        results = [m["payload"]["seq"] for m in messages if m["topic"] == "results/long"]
+        self.assertEqual(results, list(range(frames)))
+        self.assertEqual([m["topic"] for m in messages].count("job/summary"), 1)
+
+    def test_resume_over_a_folder_that_grew_classifies_only_the_new_files(self):
+        """The archive workflow of a folder that fills up: run the job again with --resume (from cron,
+        say) and only the files that arrived since are classified; the file keeps one summary."""
+        folder = os.path.join(self.dir, "archive")
+        os.makedirs(folder)
+        make_clip(os.path.join(folder, "cam1.mp4"), "ball", 60, 320, 240)
+        make_clip(os.path.join(folder, "cam2.mp4"), "smpte", 45, 320, 240)
+        config, _ = write_config(self.dir, [], publish={"wait_for_subscribers": 0})
+        with open(config) as f:
+            job = json.load(f)
+        job["streams"] = [{"glob": "archive/*.mp4"}]
+        with open(config, "w") as f:
+            json.dump(job, f)
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        code, _, err = self.run_resume(config)  # the first run: nothing to resume yet
+        self.assertEqual(code, 0, err[-3000:])
+        make_clip(os.path.join(folder, "cam3.mp4"), "snow", 30, 320, 240)
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("--resume: stream 'cam1' done in an earlier run (60 results)", err)
+        self.assertIn("--resume: stream 'cam3' goes on from frame 0", err)
+        self.assertIn("the summary of a run that ended before the config had the streams that are new in it now", err)
+        messages = read_jsonl(jsonl)
+        for sid, frames in (("cam1", 60), ("cam2", 45), ("cam3", 30)):
+            results = [m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual(results, list(range(frames)), f"stream {sid}")
+        summaries = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summaries), 1)
+        self.assertEqual(summaries[0]["frames"], 135)
+        self.assertEqual(summaries[0]["frames_this_run"], 30)
+        self.assertEqual(messages[-1]["topic"], "job/summary")
 
     def test_resume_needs_the_jsonl_file_setting(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=5")], publish={"jsonl_path": ""})

@@ -92,6 +92,23 @@ TEST_F(ResumePlanTest, AFinishedJobIsCompleteAndKeptWhole) {
   EXPECT_EQ(plan->keep_bytes, whole.size());
 }
 
+// A finished job whose config gained a stream since (a glob over a folder that grew): the new stream
+// runs from its first frame, the finished one is kept, and the old summary goes (a new one follows).
+TEST_F(ResumePlanTest, AFinishedJobWithAStreamAddedSinceRunsOnlyTheNewStream) {
+  const std::string kept = event("a", "started") + result("a", 0) + event("a", "eos", "end of stream");
+  write(kept + "{\"topic\":\"job/summary\",\"payload\":{}}\n");
+  auto plan = read_resume_plan(config_);  // the config has a and b; the file knows only a
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_FALSE(plan->complete());
+  EXPECT_EQ(plan->keep_bytes, kept.size());
+  EXPECT_EQ(plan->streams.at("a").ended, "done");
+  EXPECT_EQ(plan->streams.at("b").results, 0u);
+  EXPECT_FALSE(plan->streams.at("b").started);
+  EXPECT_NE(plan->cut_reason.find("results.jsonl:4: the summary of a run that ended before the config had the "
+                                  "streams that are new in it now"),
+            std::string::npos) << plan->cut_reason;
+}
+
 TEST_F(ResumePlanTest, ResultsOutOfSequenceCannotBeResumedExactlyOnce) {
   write(result("a", 0) + result("a", 2));
   auto plan = read_resume_plan(config_);

@@ -1,0 +1,47 @@
+#include "pipeline/file_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace vapipe {
+
+Result<FileLock> FileLock::acquire(const std::string& path, const std::string& key) {
+  // Not truncated, only opened: the file is the job's record (--resume reads it).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return InvalidArgument(key + " " + path + ": cannot open it (" + std::strerror(errno) + ")");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return Unavailable(key + " " + path + " is being written by another vapipe job (a `vapipe run`, or a " +
+                         "`vapipe stage publish` started by hand, holds its lock): two jobs writing one results " +
+                         "file would break its record of each frame's result exactly once. Wait for that job or " +
+                         "stop it, or give this one another " + key);
+    }
+    return InvalidArgument(key + " " + path + ": cannot lock it (" + std::strerror(err) + ")");
+  }
+  FileLock lock;
+  lock.fd_ = fd;
+  return lock;
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the lock
+}
+
+FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+}  // namespace vapipe

@@ -1,0 +1,31 @@
+// One writer per JSON-lines file: `vapipe run` (or a `vapipe stage publish` started by hand) holds an
+// exclusive lock on publish.jsonl_path for the whole job, so a second job pointed at the same file (a
+// cron run that overlaps the last one, a job started twice) stops at once instead of truncating or
+// interleaving a record that must hold each frame's result exactly once. flock(2): the kernel drops
+// the lock when the process dies, however it dies, so no stale lock survives a crash.
+#pragma once
+
+#include <string>
+
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+class FileLock {
+ public:
+  FileLock() = default;
+  // Opens (creating it if missing, its folder must exist) and locks `path`. kUnavailable when another
+  // process holds the lock; the error names `key` and the file.
+  static Result<FileLock> acquire(const std::string& path, const std::string& key);
+  ~FileLock();
+  FileLock(FileLock&& other) noexcept;
+  FileLock& operator=(FileLock&& other) noexcept;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace vapipe
