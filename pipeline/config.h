@@ -56,6 +56,8 @@ struct IngestConfig {
   double reconnect_max_delay_s = 30.0;
   uint32_t reconnect_attempts = 0;
   double stall_timeout_s = 10.0;
+  // RTSP sources (rtspsrc): how long the jitter buffer waits for a late or lost packet, in ms.
+  uint32_t rtsp_latency_ms = 200;
 };
 
 struct PreprocessConfig {

@@ -107,6 +107,7 @@ struct StreamReader::Impl {
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
   bool fallback_logged = false;
+  bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
   // one is dropped; a first frame already above it means the seek went too far (a frame could be
@@ -157,6 +158,41 @@ struct StreamReader::Impl {
   }
   static void on_eos(GstAppSink*, gpointer user) {
     static_cast<Impl*>(user)->queue.push(QueuedFrame{});
+  }
+  // uridecodebin made its source: an RTSP one (rtspsrc) gets ingest.rtsp_latency_ms as its jitter
+  // buffer (GStreamer's own 2 s is how long a lost UDP packet can hold a camera's frames back). What
+  // the source then has is logged once per stream, read back from it.
+  static void on_source_setup(GstElement*, GstElement* source, gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    GObjectClass* klass = G_OBJECT_GET_CLASS(source);
+    if (std::string(G_OBJECT_TYPE_NAME(source)) != "GstRTSPSrc" || !g_object_class_find_property(klass, "latency")) {
+      return;
+    }
+    g_object_set(source, "latency", static_cast<guint>(self->ingest.rtsp_latency_ms), nullptr);
+    if (self->rtsp_logged) return;
+    self->rtsp_logged = true;
+    guint latency = 0;
+    g_object_get(source, "latency", &latency, nullptr);
+    // rtspt:// and rtspu:// pick the transport in the URL (rtspsrc honours it over its `protocols`).
+    const std::string& uri = self->stream.uri;
+    std::string transport = uri.rfind("rtspt://", 0) == 0   ? "TCP only (rtspt://)"
+                            : uri.rfind("rtspu://", 0) == 0 ? "UDP only (rtspu://)"
+                            : uri.rfind("rtsph://", 0) == 0 ? "an HTTP tunnel (rtsph://)"
+                                                            : "";
+    if (transport.empty()) {
+      guint protocols = 0;
+      g_object_get(source, "protocols", &protocols, nullptr);
+      GParamSpec* spec = g_object_class_find_property(klass, "protocols");
+      if (spec && G_IS_PARAM_SPEC_FLAGS(spec)) {
+        for (guint i = 0; i < G_PARAM_SPEC_FLAGS(spec)->flags_class->n_values; ++i) {
+          const GFlagsValue& v = G_PARAM_SPEC_FLAGS(spec)->flags_class->values[i];
+          if (v.value != 0 && (protocols & v.value) == v.value) transport += (transport.empty() ? "" : ", ") + std::string(v.value_nick);
+        }
+      }
+      transport += " in that order (rtspt:// for TCP only)";
+    }
+    VAPIPE_LOG_INFO("stream '{}': RTSP over {}, with a {} ms jitter buffer (ingest.rtsp_latency_ms)", self->stream.id,
+                    transport, latency);
   }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);
@@ -276,6 +312,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     impl.convert_sink = convert;
     if (nvdec) impl.caps_sink = caps_filter;
     g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
+    g_signal_connect(src, "source-setup", G_CALLBACK(&StreamReader::Impl::on_source_setup), &impl);
     if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
     }

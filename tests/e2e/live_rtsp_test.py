@@ -32,7 +32,11 @@ class LiveRtsp(E2ETest):
 
     def test_two_rtsp_cameras_are_classified_live_and_stop_cleanly(self):
         cams = {"door": ("smpte", self.start_camera("smpte")), "yard": ("pinwheel", self.start_camera("pinwheel"))}
-        config, endpoint = write_config(self.dir, [(sid, uri) for sid, (_, uri) in cams.items()])
+        # yard over TCP (rtspt://: RTP interleaved in the RTSP connection, as behind NAT), door as
+        # GStreamer chooses (UDP first); both with a short jitter buffer (ingest.rtsp_latency_ms).
+        cams["yard"] = ("pinwheel", "rtspt://" + cams["yard"][1][len("rtsp://"):])
+        config, endpoint = write_config(self.dir, [(sid, uri) for sid, (_, uri) in cams.items()],
+                                        ingest={"rtsp_latency_ms": 150})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.assertEqual(len(run.watch_stages()), 5)
@@ -48,6 +52,9 @@ class LiveRtsp(E2ETest):
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
         self.assertIn("live mode", run.stderr)
+        self.assertIn("stream 'door': RTSP over udp, udp-mcast, tcp in that order (rtspt:// for TCP only), with a 150 ms "
+                      "jitter buffer", run.stderr)
+        self.assertIn("stream 'yard': RTSP over TCP only (rtspt://), with a 150 ms jitter buffer", run.stderr)
         messages = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(messages), events_by_stream(messages)
         for sid, (pattern, uri) in cams.items():
