@@ -53,7 +53,13 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   });
   MetricsServer* self = m.get();
   // publish.metrics_token_file: Prometheus sends it with `authorization: {credentials_file: ...}`.
-  auto authorized = [token = std::move(bearer_token)](const httplib::Request& req) {
+  m->bearer_token_ = std::move(bearer_token);
+  auto authorized = [self](const httplib::Request& req) {
+    std::string token;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      token = self->bearer_token_;
+    }
     return token.empty() || same_secret(req.get_header_value("Authorization"), "Bearer " + token);
   };
   auto refuse = [](httplib::Response& res) {
@@ -72,8 +78,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get("/healthz", [self, authorized](const httplib::Request& req, httplib::Response& res) {
+    const bool allowed = authorized(req);
     std::lock_guard<std::mutex> lock(self->mutex_);
-    if (!authorized(req)) {
+    if (!allowed) {
       res.set_content(self->updated_ ? "{\"status\":\"ok\"}" : "{\"status\":\"starting\"}", "application/json");
       return;
     }
@@ -108,6 +115,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
 MetricsServer::~MetricsServer() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void MetricsServer::set_bearer_token(std::string token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bearer_token_ = std::move(token);
 }
 
 void MetricsServer::update(std::string metrics_text, std::string health_json) {

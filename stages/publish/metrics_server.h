@@ -49,6 +49,9 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   void update(std::string metrics_text, std::string health_json);
+  // A new bearer token (publish.metrics_token_file rewritten while the job runs): requests from now on
+  // need it; the old one stops working. Empty: no token needed (only when started without one).
+  void set_bearer_token(std::string token);
   const std::string& host() const { return host_; }
   const char* scheme() const { return tls_files_ ? "https" : "http"; }
   // The certificate served over HTTPS (null over HTTP).
@@ -66,6 +69,7 @@ class MetricsServer {
   std::mutex mutex_;
   std::string metrics_ = "";
   std::string health_ = "{\"status\":\"starting\"}";
+  std::string bearer_token_;  // under mutex_
   bool updated_ = false;
 };
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "pipeline/file_identity.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
@@ -203,20 +204,39 @@ void PublishStage::refresh_live_drops() {
 
 void PublishStage::update_metrics_snapshot() {
   if (!metrics_server_) return;
+  check_metrics_token();
   refresh_live_drops();
   const JobMetrics m = metrics();
   metrics_server_->update(prometheus_text(m), health_json(m).dump());
   next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
 }
 
+// publish.metrics_token_file, rewritten while the job runs (a rotated Secret): the new token from the
+// next request on. A file that no longer holds a valid token keeps the one in force (logged).
+void PublishStage::check_metrics_token() {
+  const std::string& path = config_->publish.metrics_token_file;
+  if (path.empty()) return;
+  const std::string identity = file_identity(path);
+  if (identity == metrics_token_identity_) return;
+  const bool first = !metrics_token_identity_.has_value();
+  metrics_token_identity_ = identity;
+  if (first) return;  // the token the config was loaded with
+  auto token = read_metrics_token_file(path);
+  if (!token.ok()) {
+    VAPIPE_LOG_ERROR("publish: {}; the metrics token in force stays", token.status().message());
+    return;
+  }
+  metrics_server_->set_bearer_token(*token);
+  VAPIPE_LOG_INFO("publish: the metrics token from {} changed: requests need the new one from now on", path);
+}
+
 void PublishStage::check_authorized_keys() {
   next_keys_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   const std::string& path = config_->publish.curve_authorized_keys;
-  std::error_code ec;
-  const auto mtime = std::filesystem::last_write_time(path, ec);
-  if (ec || mtime == authorized_keys_time_) return;
-  const bool first = !authorized_keys_time_.has_value();
-  authorized_keys_time_ = mtime;
+  const std::string identity = file_identity(path);
+  if (identity == authorized_keys_identity_) return;
+  const bool first = !authorized_keys_identity_.has_value();
+  authorized_keys_identity_ = identity;
   if (first) return;  // the list the bus started with
   auto keys = read_curve_public_key_file(path);
   if (!keys.ok()) {

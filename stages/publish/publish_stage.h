@@ -110,7 +110,9 @@ class PublishStage final : public Stage {
   // publish.curve_authorized_keys is looked at every 2 s: a changed file takes effect for the next
   // subscribers without a restart (an unreadable one is logged, and the list in force stays).
   void check_authorized_keys();
-  std::optional<std::filesystem::file_time_type> authorized_keys_time_;
+  std::optional<std::string> authorized_keys_identity_;  // pipeline/file_identity.h
+  void check_metrics_token();
+  std::optional<std::string> metrics_token_identity_;
   SteadyTime next_keys_check_{};
 };
 

@@ -4,7 +4,6 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipeline/file_identity.h"
 #include "pipeline/logging.h"
 
 namespace vapipe {
@@ -67,16 +67,6 @@ struct BioDeleter {
 using Bio = std::unique_ptr<BIO, BioDeleter>;
 
 Bio memory_bio(const std::string& text) { return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size()))); }
-
-// A file's identity for "has it changed": where it is (a Kubernetes Secret swaps a symlink), its
-// size and its times, to the nanosecond.
-std::string file_identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "missing " + std::to_string(errno);
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
-         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
-}
 
 std::string utc_text(int64_t unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);

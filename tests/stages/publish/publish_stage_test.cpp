@@ -518,6 +518,41 @@ TEST_F(PublishStageTest, AChangedAuthorizedKeysFileTakesEffectWithoutARestart) {
   std::filesystem::remove(path);
 }
 
+// publish.metrics_token_file rewritten while the job runs (a rotated Secret): the new token from the
+// next snapshot on (at most a second), the old one refused; a broken file keeps the token in force.
+TEST_F(PublishStageTest, ARotatedMetricsTokenTakesEffectWithoutARestart) {
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-token-" + std::to_string(getpid()));
+  const std::string first = "first-token-0123456789", second = "second-token-0123456789";
+  std::ofstream(path) << first << "\n";
+  config_.publish.metrics_address = "127.0.0.1:0";
+  config_.publish.metrics_token_file = path.string();
+  config_.publish.metrics_token = first;  // as the config loader read it
+  open();
+  ASSERT_NE(stage_->metrics_server(), nullptr);
+  httplib::Client client("127.0.0.1", stage_->metrics_server()->port());
+  auto status_with = [&](const std::string& token) {
+    auto res = client.Get("/metrics", {{"Authorization", "Bearer " + token}});
+    return res ? res->status : -1;
+  };
+  auto after_snapshot = [&] {
+    std::this_thread::sleep_until(*stage_->next_deadline());
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  };
+  EXPECT_EQ(status_with(first), 200);
+  after_snapshot();
+  EXPECT_EQ(status_with(first), 200);  // unchanged file: nothing re-read
+  std::ofstream(path) << second << "\n";
+  after_snapshot();
+  EXPECT_EQ(status_with(second), 200);
+  EXPECT_EQ(status_with(first), 401);
+  std::ofstream(path) << "short\n";  // not a valid token: the one in force stays
+  after_snapshot();
+  EXPECT_EQ(status_with(second), 200);
+  std::filesystem::remove(path);  // gone: the same
+  after_snapshot();
+  EXPECT_EQ(status_with(second), 200);
+}
+
 TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "a"), out_).ok());
