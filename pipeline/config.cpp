@@ -313,6 +313,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.uint("reconnect_attempts", &c.ingest.reconnect_attempts, 0, 1000000);
     r.number("stall_timeout_s", &c.ingest.stall_timeout_s, 0, 3600);
     r.uint("rtsp_latency_ms", &c.ingest.rtsp_latency_ms, 0, 60000);
+    r.number("max_fps", &c.ingest.max_fps, 0, 1000);
     if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
       std::ostringstream os;
       os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "

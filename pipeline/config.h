@@ -58,6 +58,9 @@ struct IngestConfig {
   double stall_timeout_s = 10.0;
   // RTSP sources (rtspsrc): how long the jitter buffer waits for a late or lost packet, in ms.
   uint32_t rtsp_latency_ms = 200;
+  // Frames classified per second of each stream's own timeline, at most (the first frame of each
+  // 1/max_fps period); the rest are decoded and left out before they are copied. 0: every frame.
+  double max_fps = 0;
 };
 
 struct PreprocessConfig {

@@ -115,13 +115,42 @@ struct StreamReader::Impl {
   std::atomic<int64_t> drop_through_pts{-1};
   std::atomic<bool> dropped_by_pts{false};
   std::atomic<bool> seek_overshot{false};
+  // ingest.max_fps: at most one frame per period of the stream's own timestamps, the first at or after
+  // each multiple of the period (so a resumed run keeps the same frames as the first); 0: every frame.
+  // Frames without a timestamp are all kept. Written by the appsink thread (and by run() while the
+  // pipeline is not playing).
+  int64_t sample_period_ns = 0;
+  std::atomic<int64_t> last_kept_slot{-1};
+  std::atomic<int64_t> last_kept_pts{-1};
+  std::atomic<uint64_t> sampled_out{0};  // frames left out by max_fps
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
   std::mutex stop_mutex;
   std::string stop_reason;
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
-      : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq) {}
+      : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
+        sample_period_ns(in.max_fps > 0 ? static_cast<int64_t>(1e9 / in.max_fps) : 0) {}
+
+  // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns).
+  bool keep_by_max_fps(GstBuffer* buffer) {
+    if (sample_period_ns <= 0 || !buffer || !GST_BUFFER_PTS_IS_VALID(buffer)) return true;
+    const int64_t pts = static_cast<int64_t>(GST_BUFFER_PTS(buffer));
+    const int64_t slot = pts / sample_period_ns;
+    // Timestamps that went back (a reconnection's new pipeline, a seek to the start) start over.
+    if (slot <= last_kept_slot.load() && pts >= last_kept_pts.load()) {
+      sampled_out.fetch_add(1);
+      return false;
+    }
+    last_kept_slot = slot;
+    last_kept_pts = pts;
+    return true;
+  }
+  // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
+  void kept_up_to(int64_t pts) {
+    last_kept_slot = sample_period_ns > 0 && pts >= 0 ? pts / sample_period_ns : -1;
+    last_kept_pts = pts;
+  }
 
   Envelope envelope() const {
     Envelope e;
@@ -149,6 +178,7 @@ struct StreamReader::Impl {
       }
       self->drop_through_pts = -1;  // the first frame after them: numbered skip_frames
     }
+    if (!self->keep_by_max_fps(gst_sample_get_buffer(sample.get()))) return GST_FLOW_OK;
     QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns()};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
@@ -502,6 +532,7 @@ void seek_past_earlier_results(StreamReader::Impl& s) {
   }
   s.next_seq = s.options.skip_frames;
   s.drop_through_pts = s.options.resume_after_pts_ns + 500000;
+  s.kept_up_to(s.options.resume_after_pts_ns);  // ingest.max_fps goes on where the earlier run was
   const int64_t target = std::max<int64_t>(0, s.options.resume_after_pts_ns - 2 * static_cast<int64_t>(GST_SECOND));
   const bool sought = gst_element_seek_simple(
       s.pipeline.get(), GST_FORMAT_TIME,
@@ -509,6 +540,7 @@ void seek_past_earlier_results(StreamReader::Impl& s) {
   if (!sought) {
     s.next_seq = 0;
     s.drop_through_pts = -1;
+    s.kept_up_to(-1);
     VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding its first {} frames again", s.stream.id,
                     s.options.skip_frames);
     return;
@@ -549,7 +581,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (kind == MessageKind::kStreamError) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
     } else {
-      VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped)", s.stream.id, ev.message, emitted, ev.dropped);
+      VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped{})", s.stream.id, ev.message, emitted, ev.dropped,
+                      s.sample_period_ns > 0
+                          ? ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by ingest.max_fps"
+                          : std::string());
     }
     return out.emit(Message::stream_event(kind, s.envelope(), std::move(ev)));
   };
@@ -723,6 +758,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
       s.drop_through_pts = -1;
       s.next_seq = 0;
+      s.kept_up_to(-1);
       s.seek_overshot = false;
       if (auto failed = play()) {
         if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;

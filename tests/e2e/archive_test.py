@@ -231,6 +231,29 @@ class ArchiveJob(E2ETest):
         self.assert_no_leftovers(run)
 
 
+    def test_max_fps_classifies_a_sample_of_each_stream_exactly_once(self):
+        """ingest.max_fps: 30 fps sources classified at 10 a second of their own timeline: every third
+        frame, numbered without gaps, each once, in order; the summary counts what was classified."""
+        streams = [("ball", "test://ball?frames=90&width=320&height=240"),
+                   ("smpte", "test://smpte?frames=60&width=320&height=240")]
+        config, endpoint = write_config(self.dir, streams, ingest={"max_fps": 10})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        messages = self.subscriber.wait()
+        results = results_by_stream(messages)
+        for sid, frames in (("ball", 90), ("smpte", 60)):
+            got = results.get(sid, [])
+            self.assertEqual([r["seq"] for r in got], list(range(frames // 3)), sid)
+            self.assertEqual([round(r["pts_ms"]) for r in got], [100 * i for i in range(frames // 3)], sid)
+            self.assertTrue(all(r["label"] == sid for r in got), sid)
+        self.assertIn("stream 'ball': end of stream after 30 frames (0 dropped, 60 more decoded and left out by "
+                      "ingest.max_fps)", run.stderr)
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["frames"], 50)
+        self.assert_no_leftovers(run)
+
+
 class Demo(E2ETest):
     def test_run_without_a_config_runs_the_shipped_demo(self):
         """`vapipe run` with no argument: the embedded configs/demo.yaml, synthetic streams and the

@@ -226,6 +226,74 @@ TEST_F(StreamReaderTest, AResumedFileIsSoughtAndGoesOnExactlyFromTheNextFrame) {
   }
 }
 
+// ingest.max_fps: the first frame of each 1/max_fps period of the stream's timestamps, numbered
+// without gaps; the rest are decoded and left out. At or above the source's rate: every frame.
+TEST_F(StreamReaderTest, MaxFpsKeepsTheFirstFrameOfEachPeriodNumberedWithoutGaps) {
+  IngestConfig ingest = ingest_;
+  ingest.max_fps = 5;  // a 30 fps source: every sixth frame
+  auto reader = StreamReader::create(stream("cam", "test://ball?frames=60&width=160&height=120"), 0, ingest);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 10u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i]->env.seq, i);
+    EXPECT_EQ(frames[i]->env.pts_ns, static_cast<int64_t>(6 * i) * 1000000000 / 30) << "frame " << i;
+  }
+  EXPECT_EQ(out.messages.back().event.frames, 10u);
+  ingest.max_fps = 30;
+  auto all = StreamReader::create(stream("cam", "test://ball?frames=60&width=160&height=120"), 0, ingest);
+  ASSERT_TRUE(all.ok());
+  CollectingEmitter every;
+  ASSERT_TRUE((*all)->run(every, flags_).ok());
+  EXPECT_EQ(of_kind(every, MessageKind::kFrame).size(), 60u);
+}
+
+// --resume with ingest.max_fps: whether the file is sought past the last frame with a result or
+// decoded from the start and dropped by count, the resumed run keeps exactly the frames the first run
+// would have kept after it.
+TEST_F(StreamReaderTest, AResumedFileKeepsTheSameFramesUnderMaxFps) {
+  const std::string path = encode_clip("sampled.mp4", "ball", 90, 320, 240, "mp4mux", "key-int-max=30 bframes=2");
+  IngestConfig ingest = ingest_;
+  ingest.max_fps = 7;  // a period that is not a whole number of frames: 4 or 5 frames apart
+  auto decode = [&](const IngestConfig& in) {
+    std::vector<int64_t> stamps;
+    auto reader = StreamReader::create(stream("full", path), 0, in);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    EXPECT_TRUE((*reader)->run(out, flags_).ok());
+    for (const Message* f : of_kind(out, MessageKind::kFrame)) stamps.push_back(f->env.pts_ns);
+    return stamps;
+  };
+  // The rule, applied here to every frame's timestamp: the first frame of each period is kept.
+  std::vector<int64_t> expected;
+  const int64_t period = static_cast<int64_t>(1e9 / 7);
+  for (int64_t t : decode(ingest_)) {
+    if (expected.empty() || t / period > expected.back() / period) expected.push_back(t);
+  }
+  const std::vector<int64_t> pts = decode(ingest);
+  ASSERT_GE(pts.size(), 21u);  // 3 s at 7 a second
+  EXPECT_EQ(pts, expected);
+  for (bool sought : {true, false}) {
+    const uint64_t skip = 9;
+    ReaderOptions o;
+    o.skip_frames = skip;
+    o.resume_after_pts_ns = sought ? pts[skip - 1] : -1;  // -1: decoded from the start, dropped by count
+    auto reader = StreamReader::create(stream("resumed", path), 0, ingest, o);
+    ASSERT_TRUE(reader.ok());
+    (*reader)->preroll();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), pts.size() - skip) << (sought ? "sought" : "by count");
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i]->env.seq, skip + i);
+      EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << (sought ? "sought" : "by count") << ", frame " << skip + i;
+    }
+  }
+}
+
 // A stage downstream failed to open, so the job stops before the gate opens: the stream ends as
 // stopped without sending the frame it prerolled.
 TEST_F(StreamReaderTest, AStreamStoppedBeforeItPlaysSendsNoFrame) {
