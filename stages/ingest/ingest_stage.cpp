@@ -85,6 +85,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     const SenderEmitter* emitter = nullptr;  // while the stream runs: its live totals
     uint64_t sent = 0;                       // messages sent, once it has ended
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
+    uint64_t left_out = 0;                   // frames ingest.max_fps left out, once it has ended
     bool removed = false;
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;
@@ -173,6 +174,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         r->dropped = (*reader)->dropped();
+        r->left_out = (*reader)->left_out();
         r->reader = nullptr;
       }
       reader->reset();  // its pipeline goes before the stream counts as done (release_freed_heap_memory)
@@ -257,15 +259,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     snap.lane = lane.index;
     snap.has_input = false;
     snap.up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    double sent = 0;
+    double sent = 0, left_out = 0;
     for (const auto& [i, r] : runs) {
       std::lock_guard<std::mutex> lock(r->mutex);
+      left_out += static_cast<double>(r->reader ? r->reader->left_out() : r->left_out);
       snap.send_blocked_s += r->emitter ? r->emitter->send_seconds() : r->send_s;
       snap.slot_wait_s += r->emitter ? r->emitter->allocate_seconds() : r->slot_s;
       sent += static_cast<double>(r->emitter ? r->emitter->messages_sent() : r->sent);
       snap.stream_dropped.emplace_back(r->stream.id, r->reader ? r->reader->dropped() : r->dropped);
     }
-    snap.counters = {{"messages_sent", sent}, {"streams_started", static_cast<double>(runs.size())}};
+    snap.counters = {{"messages_sent", sent},
+                     {"streams_started", static_cast<double>(runs.size())},
+                     {"frames_left_out", left_out}};
     if (Status st = write_stage_stats(snap, stage_stats_path(layout, StageKind::kIngest)); !st.ok()) {
       VAPIPE_LOG_DEBUG("{}", st.message());
     }

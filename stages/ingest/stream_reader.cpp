@@ -396,6 +396,7 @@ const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
 uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
 uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
 uint64_t StreamReader::dropped() const { return impl_->queue.dropped(); }
+uint64_t StreamReader::left_out() const { return impl_->sampled_out.load(); }
 
 namespace {
 

@@ -84,6 +84,8 @@ class StreamReader {
   uint64_t host_frames() const;
   // Frames the stream's queue has dropped so far (live mode's drop_oldest); any thread.
   uint64_t dropped() const;
+  // Frames decoded and left out by ingest.max_fps so far; any thread.
+  uint64_t left_out() const;
 
   struct Impl;
 

@@ -242,6 +242,7 @@ TEST_F(StreamReaderTest, MaxFpsKeepsTheFirstFrameOfEachPeriodNumberedWithoutGaps
     EXPECT_EQ(frames[i]->env.pts_ns, static_cast<int64_t>(6 * i) * 1000000000 / 30) << "frame " << i;
   }
   EXPECT_EQ(out.messages.back().event.frames, 10u);
+  EXPECT_EQ((*reader)->left_out(), 50u);  // vapipe_ingest_frames_left_out_total
   ingest.max_fps = 30;
   auto all = StreamReader::create(stream("cam", "test://ball?frames=60&width=160&height=120"), 0, ingest);
   ASSERT_TRUE(all.ok());
