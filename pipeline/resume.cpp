@@ -90,7 +90,11 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         s.pts_rising = s.pts_rising && pts >= 0 && (s.results == 0 || pts > s.last_pts_ms);
         s.last_pts_ms = s.pts_rising ? pts : -1;
         ++s.results;
-        if (payload.contains("error") && !payload["error"].is_null()) ++s.frame_errors;
+        if (payload.contains("error") && !payload["error"].is_null()) {
+          ++s.frame_errors;
+        } else if (payload.contains("label") && payload["label"].is_string()) {
+          ++s.labels[payload["label"].get<std::string>()];
+        }
       } else {
         const std::string kind = payload.value("event", "");
         const std::string message = payload.value("message", "");
@@ -117,7 +121,8 @@ Status write_resume_plan(const ResumePlan& plan, const std::string& path) {
   nlohmann::json streams = nlohmann::json::object();
   for (const auto& [id, s] : plan.streams) {
     streams[id] = {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started},
-                   {"ended", s.ended}, {"message", s.message}, {"last_pts_ms", s.last_pts_ms}};
+                   {"ended", s.ended}, {"message", s.message}, {"last_pts_ms", s.last_pts_ms},
+                   {"labels", s.labels}};
   }
   const nlohmann::json j{{"keep_bytes", plan.keep_bytes}, {"kept_lines", plan.kept_lines},
                          {"cut_lines", plan.cut_lines}, {"cut_reason", plan.cut_reason}, {"streams", streams}};
@@ -147,6 +152,9 @@ Result<ResumePlan> load_resume_plan(const std::string& path) {
     p.ended = s.value("ended", "");
     p.message = s.value("message", "");
     p.last_pts_ms = s.value("last_pts_ms", -1.0);
+    if (s.contains("labels") && s["labels"].is_object()) {
+      for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
+    }
     plan.streams[id] = p;
   }
   return plan;

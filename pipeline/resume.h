@@ -26,6 +26,8 @@ struct StreamProgress {
   // rose strictly (then ingest can seek past it instead of decoding its way there); else -1.
   double last_pts_ms = -1;
   bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
+  // Kept results by top-1 label (error results not counted), for the summary's top_labels.
+  std::map<std::string, uint64_t> labels;
 };
 
 struct ResumePlan {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -52,6 +53,7 @@ Status PublishStage::open(const StageContext& ctx) {
       const StreamProgress& p = plan->streams.at(s.id);
       st.results = st.earlier_results = st.next_seq = p.results;
       st.frame_errors = p.frame_errors;
+      st.labels = p.labels;
       st.status = !p.ended.empty() ? p.ended : p.started ? "running" : "pending";
       st.message = p.message;
       st.started_earlier = p.started;
@@ -354,7 +356,11 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.next_seq = std::max(st.next_seq, in.env.seq + 1);
     if (in.env.pts_ns >= 0) st.position_ns = std::max(st.position_ns, in.env.pts_ns);
     ++st.results;
-    if (!in.prediction.error.empty() || !in.error.empty()) ++st.frame_errors;
+    if (!in.prediction.error.empty() || !in.error.empty()) {
+      ++st.frame_errors;
+    } else if (!in.prediction.top_k.empty()) {
+      ++st.labels[in.prediction.top_k.front().label];
+    }
     if (st.first_ns == 0) st.first_ns = in.env.capture_ns;
     st.last_ns = now;
     const double latency = in.env.capture_ns > 0 ? static_cast<double>(now - in.env.capture_ns) / 1e6 : 0.0;
@@ -453,8 +459,8 @@ void PublishStage::write_summary() {
   nlohmann::json streams = nlohmann::json::array();
   std::string table;
   char line[512];
-  std::snprintf(line, sizeof line, "  %-24s %-8s %9s %8s %9s %10s %12s\n", "stream", "status", "frames", "errors",
-                "wall_s", "fps", "latency_ms");
+  std::snprintf(line, sizeof line, "  %-24s %-8s %9s %8s %9s %10s %12s  %s\n", "stream", "status", "frames", "errors",
+                "wall_s", "fps", "latency_ms", "top label");
   table += line;
   for (const StreamState& st : streams_) {
     const double stream_wall = st.first_ns && st.last_ns > st.first_ns ? (st.last_ns - st.first_ns) / 1e9 : 0.0;
@@ -463,16 +469,32 @@ void PublishStage::write_summary() {
     const double mean_latency = this_run ? st.latency_sum_ms / this_run : 0.0;
     total_frames += st.results;
     run_frames += this_run;
+    // What the stream is mostly about: its five commonest top-1 labels (most results first).
+    std::vector<std::pair<std::string, uint64_t>> ranked(st.labels.begin(), st.labels.end());
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    nlohmann::json top_labels = nlohmann::json::array();
+    const uint64_t classified = st.results - st.frame_errors;
+    for (size_t k = 0; k < std::min<size_t>(5, ranked.size()); ++k) {
+      top_labels.push_back({{"label", ranked[k].first},
+                            {"frames", ranked[k].second},
+                            {"share", classified ? static_cast<double>(ranked[k].second) / classified : 0.0}});
+    }
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
                        {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
                        {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects},
                        {"restarts", st.restarts},
                        {"media_s", st.media_ns > 0 ? nlohmann::json(static_cast<double>(st.media_ns) / 1e9) : nlohmann::json()},
                        {"wall_s", stream_wall},
-                       {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms}});
-    std::snprintf(line, sizeof line, "  %-24s %-8s %9llu %8llu %9.2f %10.1f %12.1f\n", st.id.c_str(),
+                       {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms},
+                       {"top_labels", top_labels}});
+    const std::string top = top_labels.empty() ? std::string("-")
+                                               : top_labels[0]["label"].get<std::string>() + " (" +
+                                                     std::to_string(static_cast<int>(
+                                                         100 * top_labels[0]["share"].get<double>() + 0.5)) +
+                                                     "%)";
+    std::snprintf(line, sizeof line, "  %-24s %-8s %9llu %8llu %9.2f %10.1f %12.1f  %s\n", st.id.c_str(),
                   st.status.c_str(), static_cast<unsigned long long>(st.results),
-                  static_cast<unsigned long long>(st.frame_errors), stream_wall, fps, mean_latency);
+                  static_cast<unsigned long long>(st.frame_errors), stream_wall, fps, mean_latency, top.c_str());
     table += line;
   }
   // Cost at the configured price: GPU-hours billed for the job's wall time. A CPU-only run is billed

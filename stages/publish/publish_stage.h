@@ -77,6 +77,7 @@ class PublishStage final : public Stage {
     int64_t media_ns = -1, position_ns = 0, earlier_position_ns = 0;
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
+    std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)
   };
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();

@@ -71,6 +71,12 @@ class Resume(E2ETest):
         self.assertEqual(summary["frames"], sum(n for *_, n in STREAMS))
         self.assertEqual(summary["frames_this_run"], summary["frames"] - before)
         self.assertEqual(messages[-1]["topic"], "job/summary")
+        # Its top labels count every run's results, as the file holds them.
+        for stream in summary["streams"]:
+            sid, top = stream["stream_id"], stream["top_labels"][0]
+            in_file = sum(1 for m in messages if m["topic"] == f"results/{sid}" and m["payload"]["label"] == top["label"])
+            self.assertEqual(top["frames"], in_file, sid)
+            self.assertEqual(top["label"], dict((s, p) for s, p, _ in STREAMS)[sid])
 
         # Resuming a job that is complete does nothing.
         size = os.path.getsize(jsonl)

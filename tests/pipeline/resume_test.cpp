@@ -149,6 +149,25 @@ TEST_F(ResumePlanTest, TheLastTimestampIsKeptOnlyWhenTimestampsRoseStrictly) {
   EXPECT_LT(read_resume_plan(config_)->streams.at("a").last_pts_ms, 0);
 }
 
+// The summary of a resumed job ranks labels over every run: the plan counts the kept results' labels.
+TEST_F(ResumePlanTest, KeptResultsAreCountedByLabelAndTheCountsSurviveThePlanFile) {
+  auto labelled = [](const std::string& id, int seq, const std::string& label) {
+    return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" +
+           std::to_string(seq) + ",\"error\":null,\"label\":\"" + label + "\"}}\n";
+  };
+  write(event("a", "started") + labelled("a", 0, "car") + labelled("a", 1, "bus") + result("a", 2, true) +
+        labelled("a", 3, "car"));
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const std::map<std::string, uint64_t> expected{{"bus", 1}, {"car", 2}};  // the error result: none
+  EXPECT_EQ(plan->streams.at("a").labels, expected);
+  const std::string path = (dir_ / "plan.json").string();
+  ASSERT_TRUE(write_resume_plan(*plan, path).ok());
+  auto loaded = load_resume_plan(path);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->streams.at("a").labels, expected);
+}
+
 TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
   write(event("a", "started") + result("a", 0, true) + event("b", "error", "gone"));
   auto plan = read_resume_plan(config_);

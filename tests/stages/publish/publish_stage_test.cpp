@@ -553,6 +553,34 @@ TEST_F(PublishStageTest, ARotatedMetricsTokenTakesEffectWithoutARestart) {
   EXPECT_EQ(status_with(second), 200);
 }
 
+// The summary says what each stream was mostly about: its commonest top-1 labels, most first (ties in
+// label order), with their share of the classified frames; error results are not counted.
+TEST_F(PublishStageTest, TheSummaryRanksEachStreamsTopLabels) {
+  open();
+  uint64_t seq = 0;
+  for (const char* label : {"truck", "car", "car", "person", "car", "truck", "bus", "bike", "dog"}) {
+    ASSERT_TRUE(stage_->process(result(0, seq++, label), out_).ok());
+  }
+  Message failed = result(0, seq++, "car");
+  failed.prediction.error = "inference failed: out of memory";
+  failed.error = failed.prediction.error;
+  ASSERT_TRUE(stage_->process(std::move(failed), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  const nlohmann::json& top = stage_->summary()["streams"][0]["top_labels"];
+  ASSERT_EQ(top.size(), 5u);  // of 6 labels
+  EXPECT_EQ(top[0]["label"], "car");
+  EXPECT_EQ(top[0]["frames"], 3);  // the error result's "car" does not count
+  EXPECT_NEAR(top[0]["share"].get<double>(), 3.0 / 9.0, 1e-9);
+  EXPECT_EQ(top[1]["label"], "truck");
+  EXPECT_EQ(top[1]["frames"], 2);
+  EXPECT_EQ(top[2]["label"], "bike");  // the ones: in label order
+  EXPECT_EQ(top[3]["label"], "bus");
+  EXPECT_EQ(top[4]["label"], "dog");
+  EXPECT_TRUE(stage_->summary()["streams"][1]["top_labels"].empty());  // no result
+}
+
 TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "a"), out_).ok());
