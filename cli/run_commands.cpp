@@ -199,7 +199,12 @@ int validate_command(const std::vector<std::string>& args) {
   const Config& c = *config;
   std::printf("%s: OK\n  job '%s', %s mode, %zu streams\n", c.source.c_str(), c.job.name.c_str(),
               c.job.mode == JobMode::kArchive ? "archive" : "live", c.streams.size());
-  for (const auto& s : c.streams) std::printf("    %-20s %s\n", s.id.c_str(), redact_uri(s.uri).c_str());
+  for (const auto& s : c.streams) {
+    const double max_fps = s.max_fps >= 0 ? s.max_fps : c.ingest.max_fps;
+    char rate[48] = "";
+    if (max_fps > 0) std::snprintf(rate, sizeof rate, " (at most %g frames/s)", max_fps);
+    std::printf("    %-20s %s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), rate);
+  }
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
               c.publish.endpoint.c_str());
   // Public keys only: subscribers need the bus's; secret keys never reach the output.

@@ -245,6 +245,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       r.str("uri", &s.uri);
       r.str("glob", &glob);
       r.str("id_prefix", &id_prefix);
+      r.number("max_fps", &s.max_fps, 0, 1000);
       r.finish();
       if (!glob.empty()) {
         // Every file the pattern matches is a stream; ids come from the files' paths.
@@ -259,6 +260,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         for (const std::string& file : files.value()) {
           StreamConfig f;
           f.line = s.line;
+          f.max_fps = s.max_fps;
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {
             ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());

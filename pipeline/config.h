@@ -26,6 +26,7 @@ struct StreamConfig {
   std::string uri;  // normalised (plain paths become file://)
   ParsedUri parsed;
   int line = 0;     // where the stream is declared, for error messages
+  double max_fps = -1;  // streams[].max_fps: this stream's ingest.max_fps; -1: the job's
 };
 
 struct JobConfig {

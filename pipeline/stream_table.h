@@ -26,6 +26,7 @@ struct StreamTableEntry {
   std::string uri;  // normalised, as in StreamConfig
   uint32_t lane = 0;
   bool removed = false;
+  double max_fps = -1;  // StreamConfig::max_fps
 };
 
 struct StreamTable {

@@ -130,7 +130,8 @@ struct StreamReader::Impl {
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
-        sample_period_ns(in.max_fps > 0 ? static_cast<int64_t>(1e9 / in.max_fps) : 0) {}
+        sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)) {}
+  static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
 
   // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns).
   bool keep_by_max_fps(GstBuffer* buffer) {
@@ -584,7 +585,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     } else {
       VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped{})", s.stream.id, ev.message, emitted, ev.dropped,
                       s.sample_period_ns > 0
-                          ? ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by ingest.max_fps"
+                          ? ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps"
                           : std::string());
     }
     return out.emit(Message::stream_event(kind, s.envelope(), std::move(ev)));

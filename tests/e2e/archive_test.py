@@ -233,24 +233,33 @@ class ArchiveJob(E2ETest):
 
     def test_max_fps_classifies_a_sample_of_each_stream_exactly_once(self):
         """ingest.max_fps: 30 fps sources classified at 10 a second of their own timeline: every third
-        frame, numbered without gaps, each once, in order; the summary counts what was classified."""
+        frame, numbered without gaps, each once, in order; smpte at its own rate (streams[].max_fps: 5,
+        every sixth); the summary counts what was classified."""
         streams = [("ball", "test://ball?frames=90&width=320&height=240"),
                    ("smpte", "test://smpte?frames=60&width=320&height=240")]
         config, endpoint = write_config(self.dir, streams, ingest={"max_fps": 10})
+        with open(config) as f:
+            job = json.load(f)
+        job["streams"][1]["max_fps"] = 5
+        with open(config, "w") as f:
+            json.dump(job, f)
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertIn("(at most 10 frames/s)", validate.stdout)
+        self.assertIn("(at most 5 frames/s)", validate.stdout)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.assertEqual(run.wait(), 0, run.stderr[-3000:])
         messages = self.subscriber.wait()
         results = results_by_stream(messages)
-        for sid, frames in (("ball", 90), ("smpte", 60)):
+        for sid, frames, step in (("ball", 90, 3), ("smpte", 60, 6)):
             got = results.get(sid, [])
-            self.assertEqual([r["seq"] for r in got], list(range(frames // 3)), sid)
-            self.assertEqual([round(r["pts_ms"]) for r in got], [100 * i for i in range(frames // 3)], sid)
+            self.assertEqual([r["seq"] for r in got], list(range(frames // step)), sid)
+            self.assertEqual([round(r["pts_ms"]) for r in got], [100 * step // 3 * i for i in range(frames // step)], sid)
             self.assertTrue(all(r["label"] == sid for r in got), sid)
         self.assertIn("stream 'ball': end of stream after 30 frames (0 dropped, 60 more decoded and left out by "
-                      "ingest.max_fps)", run.stderr)
+                      "max_fps)", run.stderr)
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
-        self.assertEqual(summary["frames"], 50)
+        self.assertEqual(summary["frames"], 40)
         self.assert_no_leftovers(run)
 
 

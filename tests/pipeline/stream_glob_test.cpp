@@ -59,7 +59,8 @@ TEST_F(StreamGlobTest, IdsComeFromThePathUnderTheFixedFolder) {
 
 TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
   const std::string head = "infer: {model: m.pt, labels: m.txt}\nstreams:\n";
-  auto c = load_config_string(head + "  - {glob: 'a/**/*.mp4', id_prefix: 'arch-'}\n  - {id: cam, uri: 'test://ball?frames=5'}\n",
+  auto c = load_config_string(head + "  - {glob: 'a/**/*.mp4', id_prefix: 'arch-', max_fps: 1}\n"
+                                     "  - {id: cam, uri: 'test://ball?frames=5'}\n",
                               "job.yaml", dir_.string());
   ASSERT_TRUE(c.ok()) << c.status().message();
   ASSERT_EQ(c->streams.size(), 5u);
@@ -68,6 +69,9 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
   EXPECT_EQ(c->streams[3].parsed.kind, UriKind::kFile);
   EXPECT_EQ(c->streams[3].line, 3);
   EXPECT_EQ(c->streams[4].id, "cam");
+  EXPECT_EQ(c->streams[0].max_fps, 1);  // a glob's max_fps is each file's
+  EXPECT_EQ(c->streams[3].max_fps, 1);
+  EXPECT_EQ(c->streams[4].max_fps, -1);  // none: the job's ingest.max_fps
   EXPECT_EQ(c->job.mode, JobMode::kArchive);
 
   for (const auto& [entry, expected] : std::vector<std::pair<std::string, std::string>>{
@@ -75,6 +79,7 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
            {"  - {glob: 'a/*.mp4', uri: 'x.mp4'}\n", "streams[0]: give either uri (with an id) or glob"},
            {"  - {glob: 'a/sub/*.mp4'}\n  - {glob: 'a/sub/deep/../*.mp4'}\n", "makes the stream id 'z', which another stream has"},
            {"  - {id: x, uri: 'test://ball', id_prefix: p}\n", "streams[0].id_prefix: only with glob"},
+           {"  - {id: x, uri: 'test://ball', max_fps: -2}\n", "job.yaml:3: streams[0].max_fps: expected a number from 0 to 1000"},
        }) {
     auto bad = load_config_string(head + entry, "job.yaml", dir_.string());
     ASSERT_FALSE(bad.ok()) << entry;

@@ -129,6 +129,40 @@ TEST(StreamTable, IsWrittenPrivatelyAndReadsBack) {
   std::filesystem::remove_all(dir);
 }
 
+// streams[].max_fps travels with the stream: in the table (so a restarted lane, and a stream a reload
+// adds, sample as configured); a reload that changes it for a running stream is refused.
+TEST(StreamTable, AStreamsOwnMaxFpsTravelsWithItAndCannotChangeWhileItRuns) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: a, uri: \"test://ball?frames=0&live=true\", max_fps: 2}\n"
+                              "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 1);
+  ASSERT_EQ(table.entries.size(), 2u);
+  EXPECT_EQ(table.entries[0].max_fps, 2);
+  EXPECT_EQ(table.entries[1].max_fps, -1);  // the job's ingest.max_fps
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-fps-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto back = read_stream_table((dir / "t.json").string());
+  ASSERT_TRUE(back.ok() && back->has_value());
+  auto a = stream_config_of((*back)->entries[0]);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->max_fps, 2);
+  std::filesystem::remove_all(dir);
+
+  std::string changed = running;
+  changed.replace(changed.find("max_fps: 2"), 10, "max_fps: 5");
+  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("job.yaml:3: stream 'a': its max_fps changed"), std::string::npos)
+      << refused.status().message();
+  std::string added = running;
+  added.replace(added.find("infer:"), 0, "  - {id: c, uri: \"test://red?frames=0&live=true\", max_fps: 0.5}\n");
+  ASSERT_TRUE(apply_stream_reload(table, running, added, load(added), 1).ok());
+  ASSERT_EQ(table.entries.size(), 3u);
+  EXPECT_EQ(table.entries[2].max_fps, 0.5);
+}
+
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   StreamTracker tracker(2);
   auto end_of = [](uint32_t i) {

@@ -249,6 +249,17 @@ TEST_F(StreamReaderTest, MaxFpsKeepsTheFirstFrameOfEachPeriodNumberedWithoutGaps
   CollectingEmitter every;
   ASSERT_TRUE((*all)->run(every, flags_).ok());
   EXPECT_EQ(of_kind(every, MessageKind::kFrame).size(), 60u);
+  // A stream's own max_fps (streams[].max_fps) wins over the job's: 2 here, and 0 (every frame) below.
+  for (const auto& [own, expected] : {std::pair<double, size_t>{2, 4}, {0, 60}}) {
+    StreamConfig own_rate = stream("cam", "test://ball?frames=60&width=160&height=120");
+    own_rate.max_fps = own;
+    ingest.max_fps = 5;
+    auto r = StreamReader::create(own_rate, 0, ingest);
+    ASSERT_TRUE(r.ok());
+    CollectingEmitter o;
+    ASSERT_TRUE((*r)->run(o, flags_).ok());
+    EXPECT_EQ(of_kind(o, MessageKind::kFrame).size(), expected) << "streams[].max_fps " << own;
+  }
 }
 
 // --resume with ingest.max_fps: whether the file is sought past the last frame with a result or
