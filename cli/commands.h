@@ -14,5 +14,6 @@ int status_command(const std::vector<std::string>& args);  // 0: the job answere
 int bench_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int doctor_command(const std::vector<std::string>& args);  // 0: nothing failed, 1: some check failed
+int segments_command(const std::vector<std::string>& args);  // 0, or 1 for a bad argument or file
 
 }  // namespace vapipe::cli

@@ -32,6 +32,9 @@ usage:
   vapipe status [https://]HOST:PORT [--token-file FILE] [--ca-file PEM] [--cert PEM --key PEM] [--json]
                                         a running job's streams, from publish.metrics_address's /healthz
   vapipe validate CONFIG.yaml           check a config and print it resolved
+  vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N] [--json]
+                                        a job's results as runs of one label per stream: where in the
+                                        video each class is (from publish.jsonl_path)
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
   vapipe doctor [--json]                check this machine: CUDA, GPUs, LibTorch, GStreamer, NVDEC,
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
     if (command == "bench") status = vapipe::cli::bench_command(args);
     if (command == "validate") status = vapipe::cli::validate_command(args);
     if (command == "doctor") status = vapipe::cli::doctor_command(args);
+    if (command == "segments") status = vapipe::cli::segments_command(args);
     if (command == "--version" || command == "version") {
       std::printf("vapipe %s\n", VAPIPE_VERSION);
       status = 0;

@@ -260,6 +260,13 @@ class ArchiveJob(E2ETest):
                       "max_fps)", run.stderr)
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["frames"], 40)
+        # `vapipe segments` over the job's results file: one run of its label per stream, start to end.
+        seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--json"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        segments = [json.loads(line) for line in seg.stdout.splitlines()]
+        self.assertEqual([(s["stream_id"], s["label"], s["frames"], s["start_ms"], round(s["end_ms"])) for s in segments],
+                         [("ball", "ball", 30, 0, 2900), ("smpte", "smpte", 10, 0, 1800)])
         self.assert_no_leftovers(run)
 
 

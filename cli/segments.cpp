@@ -1,0 +1,77 @@
+#include "cli/segments.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace vapipe::cli {
+
+Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
+                                           uint64_t* incomplete_lines) {
+  std::vector<Segment> done;
+  std::map<std::string, Segment> open;  // by stream: the segment its last result belongs to
+  auto close = [&](Segment& s) {
+    if (s.frames >= options.min_frames && (options.label.empty() || s.label == options.label)) done.push_back(s);
+    s = Segment{};
+  };
+  std::string line;
+  uint64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const bool complete = !in.eof();  // getline stopped at a newline
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("topic") || !j["topic"].is_string() ||
+        !j.contains("payload") || !j["payload"].is_object()) {
+      if (!complete) {
+        if (incomplete_lines) ++*incomplete_lines;
+        break;
+      }
+      return InvalidArgument(name + ":" + std::to_string(number) +
+                             ": not a line of a vapipe results file ({\"topic\": ..., \"payload\": ...})");
+    }
+    const std::string topic = j["topic"].get<std::string>();
+    if (topic.rfind("results/", 0) != 0) continue;
+    const std::string id = topic.substr(8);
+    if (!options.stream_id.empty() && id != options.stream_id) continue;
+    const nlohmann::json& p = j["payload"];
+    const bool failed = p.contains("error") && !p["error"].is_null();
+    const std::string label = !failed && p.contains("label") && p["label"].is_string() ? p["label"].get<std::string>() : "";
+    const uint64_t seq = p.value("seq", uint64_t{0});
+    const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
+    const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
+    Segment& s = open[id];
+    if (s.frames > 0 && (label.empty() || label != s.label || seq != s.end_seq + 1)) close(s);
+    if (label.empty()) continue;  // an error result belongs to no segment
+    if (s.frames == 0) {
+      s.stream_id = id;
+      s.label = label;
+      s.start_ms = pts;
+      s.start_seq = seq;
+    }
+    s.end_ms = pts;
+    s.end_seq = seq;
+    ++s.frames;
+    s.score_sum += score;
+  }
+  for (auto& [id, s] : open) {
+    if (s.frames > 0) close(s);
+  }
+  return done;
+}
+
+std::string media_time_text(double ms) {
+  if (ms < 0) return "-";
+  const auto total = static_cast<long long>(std::llround(ms));
+  const long long h = total / 3600000, m = total / 60000 % 60, sec = total / 1000 % 60, milli = total % 1000;
+  char buf[32];
+  if (h > 0) {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld.%03lld", h, m, sec, milli);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld.%03lld", m, sec, milli);
+  }
+  return buf;
+}
+
+}  // namespace vapipe::cli

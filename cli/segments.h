@@ -1,0 +1,43 @@
+// `vapipe segments`: a job's results as segments, the runs of consecutive frames of a stream with
+// the same top-1 label ("ball from 0:01:12.400 to 0:01:31.900"), so that an archive analyst sees where
+// in hours of video a class appears without reading each frame's result. Reads the JSON-lines file a
+// job writes (publish.jsonl_path), whole or while it grows.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "pipeline/status.h"
+
+namespace vapipe::cli {
+
+struct Segment {
+  std::string stream_id;
+  std::string label;
+  double start_ms = -1, end_ms = -1;  // pts_ms of its first and last frame (-1: the decoder gave none)
+  uint64_t start_seq = 0, end_seq = 0;
+  uint64_t frames = 0;
+  double score_sum = 0;
+  double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }
+};
+
+struct SegmentOptions {
+  uint64_t min_frames = 1;    // shorter runs are left out (a label that flickers for a frame or two)
+  std::string stream_id;      // only this stream ("": all)
+  std::string label;          // only segments of this label ("": all)
+};
+
+// Segments of every stream in `in` (JSON lines {"topic": "results/<id>", "payload": {...}}), per stream
+// in the order they end; a label change, an error result, or a frame missing in between (`seq` not
+// the next: a live drop) ends a segment. Lines of other topics are skipped. A line that is not JSON
+// is an error naming `name` and its line number, except an incomplete last line (a file being
+// written), which is left out and counted in `*incomplete_lines`.
+Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
+                                           uint64_t* incomplete_lines = nullptr);
+
+// "1:02:03.456" (hours only when there are some); "-" for no timestamp.
+std::string media_time_text(double ms);
+
+}  // namespace vapipe::cli

@@ -1,0 +1,84 @@
+// vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N] [--json]
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/segments.h"
+#include "pipeline/supervisor.h"
+
+namespace vapipe::cli {
+
+int segments_command(const std::vector<std::string>& args) {
+  std::string path;
+  SegmentOptions options;
+  bool json = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--stream" && i + 1 < args.size()) {
+      options.stream_id = args[++i];
+    } else if (args[i] == "--label" && i + 1 < args.size()) {
+      options.label = args[++i];
+    } else if (args[i] == "--min-frames" && i + 1 < args.size()) {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(args[++i].c_str(), &end, 10);
+      if (!end || *end || n == 0) {
+        std::fprintf(stderr, "vapipe segments: --min-frames wants a whole number from 1, got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+      options.min_frames = n;
+    } else if (args[i] == "--json") {
+      json = true;
+    } else if (path.empty() && (args[i] == "-" || args[i].rfind("--", 0) != 0)) {
+      path = args[i];
+    } else {
+      std::fprintf(stderr, "vapipe segments: unexpected argument '%s'\n", args[i].c_str());
+      return kExitUsage;
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "vapipe segments: give a job's results file (publish.jsonl_path), or - for standard input\n");
+    return kExitUsage;
+  }
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) {
+      std::fprintf(stderr, "vapipe segments: %s: cannot read it\n", path.c_str());
+      return kExitUsage;
+    }
+  }
+  uint64_t incomplete = 0;
+  auto segments = read_segments(path == "-" ? std::cin : file, path == "-" ? "standard input" : path, options,
+                                &incomplete);
+  if (!segments.ok()) {
+    std::fprintf(stderr, "vapipe segments: %s\n", segments.status().message().c_str());
+    return kExitUsage;
+  }
+  if (incomplete) {
+    std::fprintf(stderr, "vapipe segments: %s: its last line is incomplete (still being written?), left out\n",
+                 path == "-" ? "standard input" : path.c_str());
+  }
+  if (json) {
+    for (const Segment& s : *segments) {
+      nlohmann::json j{{"stream_id", s.stream_id}, {"label", s.label},
+                       {"start_ms", s.start_ms >= 0 ? nlohmann::json(s.start_ms) : nlohmann::json()},
+                       {"end_ms", s.end_ms >= 0 ? nlohmann::json(s.end_ms) : nlohmann::json()},
+                       {"start_seq", s.start_seq}, {"end_seq", s.end_seq}, {"frames", s.frames},
+                       {"score_mean", s.score_mean()}};
+      std::printf("%s\n", j.dump().c_str());
+    }
+    return 0;
+  }
+  std::printf("%-24s %-20s %14s %14s %8s %6s\n", "stream", "label", "from", "to", "frames", "score");
+  for (const Segment& s : *segments) {
+    std::printf("%-24s %-20s %14s %14s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(),
+                media_time_text(s.start_ms).c_str(), media_time_text(s.end_ms).c_str(),
+                static_cast<unsigned long long>(s.frames), s.score_mean());
+  }
+  return 0;
+}
+
+}  // namespace vapipe::cli

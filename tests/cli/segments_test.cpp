@@ -1,0 +1,96 @@
+#include "cli/segments.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace vapipe::cli {
+namespace {
+
+std::string result(const std::string& id, uint64_t seq, const std::string& label, double score = 0.9,
+                   bool error = false) {
+  return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" +
+         std::to_string(seq) + ",\"pts_ms\":" + std::to_string(seq * 100) + ",\"label\":" +
+         (error ? "null" : "\"" + label + "\"") + ",\"score\":" + (error ? "null" : std::to_string(score)) +
+         ",\"error\":" + (error ? "\"bad frame\"" : "null") + "}}\n";
+}
+
+std::vector<Segment> segments_of(const std::string& text, SegmentOptions options = {}, uint64_t* incomplete = nullptr) {
+  std::istringstream in(text);
+  auto r = read_segments(in, "results.jsonl", options, incomplete);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<Segment>{};
+}
+
+TEST(Segments, RunsOfOneLabelPerStreamEndAtALabelChangeAnErrorOrAMissingFrame) {
+  std::string text = "{\"topic\":\"events/a\",\"payload\":{\"event\":\"started\"}}\n";
+  text += result("a", 0, "car", 0.8) + result("b", 0, "bus") + result("a", 1, "car", 0.6) + result("a", 2, "truck");
+  text += result("a", 3, "truck") + result("a", 4, "", 0, true) + result("a", 5, "truck");  // an error between
+  text += result("b", 1, "bus") + result("b", 3, "bus");                                     // b's frame 2 dropped
+  const std::vector<Segment> s = segments_of(text);
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_EQ(s[0].stream_id, "a");
+  EXPECT_EQ(s[0].label, "car");
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 1u);
+  EXPECT_EQ(s[0].frames, 2u);
+  EXPECT_DOUBLE_EQ(s[0].start_ms, 0);
+  EXPECT_DOUBLE_EQ(s[0].end_ms, 100);
+  EXPECT_NEAR(s[0].score_mean(), 0.7, 1e-9);
+  EXPECT_EQ(s[1].label, "truck");  // 2..3, ended by the error result
+  EXPECT_EQ(s[1].start_seq, 2u);
+  EXPECT_EQ(s[1].end_seq, 3u);
+  EXPECT_EQ(s[2].stream_id, "b");  // 0..1, ended by the missing frame 2
+  EXPECT_EQ(s[2].end_seq, 1u);
+  // At the end of the file, each stream's open segment (in stream order).
+  EXPECT_EQ(s[3].stream_id, "a");
+  EXPECT_EQ(s[3].start_seq, 5u);
+  EXPECT_EQ(s[3].frames, 1u);
+  EXPECT_EQ(s[4].stream_id, "b");
+  EXPECT_EQ(s[4].start_seq, 3u);
+}
+
+TEST(Segments, ShortRunsAndOtherLabelsOrStreamsCanBeLeftOut) {
+  std::string text;
+  const char* labels[] = {"car", "car", "car", "bus", "car", "car", "car", "car"};
+  for (uint64_t i = 0; i < 8; ++i) text += result("a", i, labels[i]) + result("b", i, "car");
+  SegmentOptions o;
+  o.min_frames = 2;  // the one-frame "bus" goes, and splits the cars in two
+  std::vector<Segment> s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].frames, 3u);
+  EXPECT_EQ(s[1].frames, 4u);
+  EXPECT_EQ(s[2].stream_id, "b");
+  EXPECT_EQ(s[2].frames, 8u);
+  o.stream_id = "a";
+  o.label = "bus";
+  o.min_frames = 1;
+  s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].label, "bus");
+  EXPECT_DOUBLE_EQ(s[0].start_ms, 300);
+}
+
+TEST(Segments, AFileBeingWrittenIsReadUpToItsLastWholeLineAndABadLineIsNamed) {
+  uint64_t incomplete = 0;
+  const std::string whole = result("a", 0, "car") + result("a", 1, "car");
+  const std::vector<Segment> s = segments_of(whole + "{\"topic\":\"results/a\",\"pay", {}, &incomplete);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].frames, 2u);
+  EXPECT_EQ(incomplete, 1u);
+  std::istringstream bad(whole + "not json\n" + result("a", 2, "car"));
+  auto r = read_segments(bad, "results.jsonl", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("results.jsonl:3: not a line of a vapipe results file"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(Segments, MediaTimesReadAsMinutesOrHours) {
+  EXPECT_EQ(media_time_text(0), "0:00.000");
+  EXPECT_EQ(media_time_text(72400), "1:12.400");
+  EXPECT_EQ(media_time_text(3723456), "1:02:03.456");
+  EXPECT_EQ(media_time_text(-1), "-");
+}
+
+}  // namespace
+}  // namespace vapipe::cli
