@@ -10,9 +10,16 @@ namespace vapipe::cli {
 Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
                                            uint64_t* incomplete_lines) {
   std::vector<Segment> done;
+  VAPIPE_RETURN_IF_ERROR(
+      for_each_segment(in, name, options, [&](const Segment& s) { done.push_back(s); }, incomplete_lines));
+  return done;
+}
+
+Status for_each_segment(std::istream& in, const std::string& name, const SegmentOptions& options,
+                        const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines) {
   std::map<std::string, Segment> open;  // by stream: the segment its last result belongs to
   auto close = [&](Segment& s) {
-    if (s.frames >= options.min_frames && (options.label.empty() || s.label == options.label)) done.push_back(s);
+    if (s.frames >= options.min_frames && (options.label.empty() || s.label == options.label)) on_segment(s);
     s = Segment{};
   };
   std::string line;
@@ -29,7 +36,8 @@ Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& 
         break;
       }
       return InvalidArgument(name + ":" + std::to_string(number) +
-                             ": not a line of a vapipe results file ({\"topic\": ..., \"payload\": ...})");
+                             ": not a line of a vapipe results file ({\"topic\": ..., \"payload\": ...}; from `vapipe "
+                             "sub`, give it --with-topic)");
     }
     const std::string topic = j["topic"].get<std::string>();
     if (topic.rfind("results/", 0) != 0) continue;
@@ -58,7 +66,7 @@ Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& 
   for (auto& [id, s] : open) {
     if (s.frames > 0) close(s);
   }
-  return done;
+  return Status::Ok();
 }
 
 std::string media_time_text(double ms) {

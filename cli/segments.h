@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ struct SegmentOptions {
 // written), which is left out and counted in `*incomplete_lines`.
 Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
                                            uint64_t* incomplete_lines = nullptr);
+// The same, handing each segment to `on_segment` as soon as it ends (a live job's results read from
+// `vapipe sub --with-topic` give a log of label runs as they end); the open ones at the end of `in`.
+Status for_each_segment(std::istream& in, const std::string& name, const SegmentOptions& options,
+                        const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines = nullptr);
 
 // "1:02:03.456" (hours only when there are some); "-" for no timestamp.
 std::string media_time_text(double ms);

@@ -50,33 +50,34 @@ int segments_command(const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
-  uint64_t incomplete = 0;
-  auto segments = read_segments(path == "-" ? std::cin : file, path == "-" ? "standard input" : path, options,
-                                &incomplete);
-  if (!segments.ok()) {
-    std::fprintf(stderr, "vapipe segments: %s\n", segments.status().message().c_str());
-    return kExitUsage;
-  }
-  if (incomplete) {
-    std::fprintf(stderr, "vapipe segments: %s: its last line is incomplete (still being written?), left out\n",
-                 path == "-" ? "standard input" : path.c_str());
-  }
-  if (json) {
-    for (const Segment& s : *segments) {
+  // Each segment is printed as it ends (and flushed): `vapipe sub --with-topic | vapipe segments -`
+  // logs a live job's label runs as they happen.
+  if (!json) std::printf("%-24s %-20s %14s %14s %8s %6s\n", "stream", "label", "from", "to", "frames", "score");
+  auto print = [json](const Segment& s) {
+    if (json) {
       nlohmann::json j{{"stream_id", s.stream_id}, {"label", s.label},
                        {"start_ms", s.start_ms >= 0 ? nlohmann::json(s.start_ms) : nlohmann::json()},
                        {"end_ms", s.end_ms >= 0 ? nlohmann::json(s.end_ms) : nlohmann::json()},
                        {"start_seq", s.start_seq}, {"end_seq", s.end_seq}, {"frames", s.frames},
                        {"score_mean", s.score_mean()}};
       std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%-24s %-20s %14s %14s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(),
+                  media_time_text(s.start_ms).c_str(), media_time_text(s.end_ms).c_str(),
+                  static_cast<unsigned long long>(s.frames), s.score_mean());
     }
-    return 0;
+    std::fflush(stdout);
+  };
+  const std::string name = path == "-" ? "standard input" : path;
+  uint64_t incomplete = 0;
+  const Status read = for_each_segment(path == "-" ? std::cin : file, name, options, print, &incomplete);
+  if (!read.ok()) {
+    std::fprintf(stderr, "vapipe segments: %s\n", read.message().c_str());
+    return kExitUsage;
   }
-  std::printf("%-24s %-20s %14s %14s %8s %6s\n", "stream", "label", "from", "to", "frames", "score");
-  for (const Segment& s : *segments) {
-    std::printf("%-24s %-20s %14s %14s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(),
-                media_time_text(s.start_ms).c_str(), media_time_text(s.end_ms).c_str(),
-                static_cast<unsigned long long>(s.frames), s.score_mean());
+  if (incomplete) {
+    std::fprintf(stderr, "vapipe segments: %s: its last line is incomplete (still being written?), left out\n",
+                 name.c_str());
   }
   return 0;
 }
