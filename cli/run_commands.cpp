@@ -201,9 +201,13 @@ int validate_command(const std::vector<std::string>& args) {
               c.job.mode == JobMode::kArchive ? "archive" : "live", c.streams.size());
   for (const auto& s : c.streams) {
     const double max_fps = s.max_fps >= 0 ? s.max_fps : c.ingest.max_fps;
-    char rate[48] = "";
+    char rate[48] = "", region[96] = "";
     if (max_fps > 0) std::snprintf(rate, sizeof rate, " (at most %g frames/s)", max_fps);
-    std::printf("    %-20s %s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), rate);
+    if (!s.whole_frame()) {
+      std::snprintf(region, sizeof region, " (region x %g, y %g, width %g, height %g of the frame)", s.roi[0], s.roi[1],
+                    s.roi[2], s.roi[3]);
+    }
+    std::printf("    %-20s %s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), rate, region);
   }
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
               c.publish.endpoint.c_str());

@@ -170,6 +170,26 @@ class MapReader {
     }
   }
 
+  // [x, y, width, height] as fractions of a frame: a region inside it, not empty.
+  void region(const std::string& key, std::array<double, 4>* out) {
+    YAML::Node n = child(key);
+    if (!present(n)) return;
+    const std::string want = "expected [x, y, width, height] as fractions of the frame (0 to 1), e.g. [0.5, 0, 0.5, 1] "
+                             "for its right half";
+    if (!n.IsSequence() || n.size() != 4) ctx_.fail(n, key_path(key), want + ", got " + scalar_text(n));
+    std::array<double, 4> v{};
+    for (size_t i = 0; i < 4; ++i) {
+      if (!n[i].IsScalar() || !YAML::convert<double>::decode(n[i], v[i]) || !(v[i] >= 0 && v[i] <= 1)) {
+        ctx_.fail(n[i], key_path(key) + "[" + std::to_string(i) + "]", want);
+      }
+    }
+    if (!(v[2] > 0 && v[3] > 0) || v[0] + v[2] > 1 + 1e-9 || v[1] + v[3] > 1 + 1e-9) {
+      ctx_.fail(n, key_path(key), "the region must have a width and a height and lie inside the frame (x + width "
+                                  "and y + height at most 1)");
+    }
+    *out = v;
+  }
+
   // Unknown keys are errors: a typo must not silently fall back to a default.
   void finish() {
     if (!node_.IsMap()) return;
@@ -246,6 +266,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       r.str("glob", &glob);
       r.str("id_prefix", &id_prefix);
       r.number("max_fps", &s.max_fps, 0, 1000);
+      r.region("roi", &s.roi);
       r.finish();
       if (!glob.empty()) {
         // Every file the pattern matches is a stream; ids come from the files' paths.
@@ -261,6 +282,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
           StreamConfig f;
           f.line = s.line;
           f.max_fps = s.max_fps;
+          f.roi = s.roi;
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {
             ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());

@@ -27,6 +27,9 @@ struct StreamConfig {
   ParsedUri parsed;
   int line = 0;     // where the stream is declared, for error messages
   double max_fps = -1;  // streams[].max_fps: this stream's ingest.max_fps; -1: the job's
+  // streams[].roi: the region of each frame that is classified, [x, y, width, height] as fractions.
+  std::array<double, 4> roi{0, 0, 1, 1};
+  bool whole_frame() const { return roi[0] == 0 && roi[1] == 0 && roi[2] == 1 && roi[3] == 1; }
 };
 
 struct JobConfig {

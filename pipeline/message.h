@@ -43,6 +43,15 @@ struct FrameInfo {
   uint32_t height = 0;
   std::array<uint32_t, 3> stride{};  // bytes per row of each plane
   std::array<uint32_t, 3> offset{};  // byte offset of each plane in the payload
+  // The region preprocessing reads (streams[].roi), in pixels: x, y, width, height; width or height 0:
+  // the whole frame.
+  std::array<uint32_t, 4> crop{};
+  struct Region {
+    uint32_t x, y, width, height;
+  };
+  Region region() const {
+    return crop[2] && crop[3] ? Region{crop[0], crop[1], crop[2], crop[3]} : Region{0, 0, width, height};
+  }
   // Bytes of payload this layout needs; 0 if the layout is inconsistent.
   size_t required_bytes() const;
 };

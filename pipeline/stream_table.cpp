@@ -27,7 +27,7 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
   t.writer_pid = ::getpid();
   for (uint32_t i = 0; i < config.streams.size(); ++i) {
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
-                                         config.streams[i].max_fps});
+                                         config.streams[i].max_fps, config.streams[i].roi});
   }
   return t;
 }
@@ -39,7 +39,7 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
   j["streams"] = nlohmann::json::array();
   for (const StreamTableEntry& e : table.entries) {
     j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed},
-                            {"max_fps", e.max_fps}});
+                            {"max_fps", e.max_fps}, {"roi", e.roi}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -55,7 +55,8 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
     t.writer_pid = j.at("writer_pid").get<int64_t>();
     for (const auto& s : j.at("streams")) {
       StreamTableEntry e{s.at("index").get<uint32_t>(), s.at("id").get<std::string>(), s.at("uri").get<std::string>(),
-                         s.at("lane").get<uint32_t>(), s.at("removed").get<bool>(), s.value("max_fps", -1.0)};
+                         s.at("lane").get<uint32_t>(), s.at("removed").get<bool>(), s.value("max_fps", -1.0),
+                         s.value("roi", std::array<double, 4>{0, 0, 1, 1})};
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -77,6 +78,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   VAPIPE_ASSIGN_OR_RETURN(s.parsed, parse_stream_uri(entry.uri, ""));
   s.uri = s.parsed.uri;
   s.max_fps = entry.max_fps;
+  s.roi = entry.roi;
   return s;
 }
 
@@ -141,10 +143,10 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
                                 "': its uri changed; a running job adds and removes streams by id (give the new "
                                 "source a new id, or restart the job)");
-    } else if (it->second->max_fps != s.max_fps) {
-      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
-                                "': its max_fps changed; a running stream keeps its settings (give it a new id, "
-                                "or restart the job)");
+    } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi) {
+      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
+                                (it->second->max_fps != s.max_fps ? "max_fps" : "roi") +
+                                " changed; a running stream keeps its settings (give it a new id, or restart the job)");
     }
   }
   // Nothing is applied before every check has passed.
@@ -166,7 +168,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     }
     ++per_lane[lane];
     table.entries.push_back(
-        StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps});
+        StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi});
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

@@ -27,6 +27,7 @@ struct StreamTableEntry {
   uint32_t lane = 0;
   bool removed = false;
   double max_fps = -1;  // StreamConfig::max_fps
+  std::array<double, 4> roi{0, 0, 1, 1};  // StreamConfig::roi
 };
 
 struct StreamTable {

@@ -7,7 +7,7 @@ namespace vapipe {
 namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
-constexpr uint8_t kWireVersion = 2;  // 2: kStreamStart carries the media's duration
+constexpr uint8_t kWireVersion = 3;  // 2: kStreamStart carries the media's duration; 3: frames a crop
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -161,6 +161,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       w.pod(m.frame.height);
       for (uint32_t s : m.frame.stride) w.pod(s);
       for (uint32_t o : m.frame.offset) w.pod(o);
+      for (uint32_t c : m.frame.crop) w.pod(c);
       write_payload(w, m.payload, by_reference, enc);
       break;
     case MessageKind::kTensor:
@@ -213,6 +214,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       r.pod(&m->frame.height);
       for (uint32_t& s : m->frame.stride) r.pod(&s);
       for (uint32_t& o : m->frame.offset) r.pod(&o);
+      for (uint32_t& c : m->frame.crop) r.pod(&c);
       if (!r.ok()) return DataLoss("truncated frame header");
       if (static_cast<uint8_t>(m->frame.format) > static_cast<uint8_t>(PixelFormat::kRGB)) {
         return DataLoss("unknown pixel format " + std::to_string(static_cast<int>(m->frame.format)));

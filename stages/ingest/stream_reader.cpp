@@ -523,6 +523,18 @@ namespace {
 // lost); from a keyframe before it nothing is clipped. Half a millisecond of slack covers the
 // timestamp's round trip through pts_ms. If the pipeline will not preroll or seek, or went too far,
 // frames are decoded from the start and dropped by count instead (emit_frame).
+// streams[].roi in pixels of this frame (its size can change mid-stream): at least one pixel, inside it.
+void set_crop(const std::array<double, 4>& roi, FrameInfo* info) {
+  auto at = [](double fraction, uint32_t size) {
+    return std::min<uint32_t>(size, static_cast<uint32_t>(std::lround(fraction * size)));
+  };
+  const uint32_t x = std::min(at(roi[0], info->width), info->width - 1);
+  const uint32_t y = std::min(at(roi[1], info->height), info->height - 1);
+  const uint32_t w = std::clamp<uint32_t>(at(roi[0] + roi[2], info->width), x + 1, info->width) - x;
+  const uint32_t h = std::clamp<uint32_t>(at(roi[1] + roi[3], info->height), y + 1, info->height) - y;
+  info->crop = {x, y, w, h};
+}
+
 void seek_past_earlier_results(StreamReader::Impl& s) {
   const auto started = std::chrono::steady_clock::now();
   GstState state = GST_STATE_VOID_PENDING;
@@ -643,6 +655,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                &from_device);
     if (s.options.watchdog) s.options.watchdog->waiting();
     VAPIPE_RETURN_IF_ERROR(copied);
+    if (!s.stream.whole_frame()) set_crop(s.stream.roi, &m.frame);
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);
     if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&

@@ -84,6 +84,12 @@ Status validate_frame(const FrameView& frame) {
     return InvalidArgument("frame layout needs " + std::to_string(need) + " bytes, payload has " +
                            std::to_string(frame.size));
   }
+  const FrameInfo::Region r = i.region();
+  if (r.width == 0 || r.height == 0 || uint64_t{r.x} + r.width > i.width || uint64_t{r.y} + r.height > i.height) {
+    return InvalidArgument("crop " + std::to_string(r.width) + "x" + std::to_string(r.height) + " at (" +
+                           std::to_string(r.x) + ", " + std::to_string(r.y) + ") is not inside the " +
+                           std::to_string(i.width) + "x" + std::to_string(i.height) + " frame");
+  }
   return Status::Ok();
 }
 
@@ -95,14 +101,15 @@ struct Tap {
   float w1;  // weight of i1; i0 gets 1 - w1
 };
 
-std::vector<Tap> make_taps(uint32_t in, uint32_t out) {
+// Over `in` source pixels from `first` (a crop), as if those were the whole image.
+std::vector<Tap> make_taps(uint32_t in, uint32_t out, uint32_t first = 0) {
   std::vector<Tap> taps(out);
   const float scale = static_cast<float>(in) / static_cast<float>(out);
   for (uint32_t d = 0; d < out; ++d) {
     float src = std::max(scale * (static_cast<float>(d) + 0.5f) - 0.5f, 0.0f);
     uint32_t i0 = static_cast<uint32_t>(src);
     uint32_t step = i0 < in - 1 ? 1 : 0;
-    taps[d] = {i0, i0 + step, src - static_cast<float>(i0)};
+    taps[d] = {first + i0, first + i0 + step, src - static_cast<float>(i0)};
   }
   return taps;
 }
@@ -149,11 +156,12 @@ class FrameConverter {
   Status run(const FrameView& frame, std::byte* out) {
     VAPIPE_RETURN_IF_ERROR(validate_frame(frame));
     const FrameInfo& info = frame.info;
-    if (info.width != in_w_ || info.height != in_h_) {
-      in_w_ = info.width;
-      in_h_ = info.height;
-      xs_ = make_taps(in_w_, spec_.out_width);
-      ys_ = make_taps(in_h_, spec_.out_height);
+    const FrameInfo::Region region = info.region();
+    if (region.x != region_.x || region.y != region_.y || region.width != region_.width ||
+        region.height != region_.height) {
+      region_ = region;
+      xs_ = make_taps(region.width, spec_.out_width, region.x);
+      ys_ = make_taps(region.height, spec_.out_height, region.y);
     }
     const size_t plane = size_t{spec_.out_width} * spec_.out_height;
     row_.resize(plane * 3);
@@ -237,7 +245,7 @@ class FrameConverter {
 
   PreprocessSpec spec_;
   std::array<float, 3> scale_{}, bias_{};
-  uint32_t in_w_ = 0, in_h_ = 0;
+  FrameInfo::Region region_{0, 0, 0, 0};  // the taps' region
   std::vector<Tap> xs_, ys_;
   std::vector<float> row_;
 };

@@ -270,6 +270,37 @@ class ArchiveJob(E2ETest):
         self.assert_no_leftovers(run)
 
 
+    def test_a_streams_roi_classifies_that_region_of_its_frames(self):
+        """streams[].roi: a clip whose left half is the smpte pattern and right half the ball; two streams
+        of it, one per half, are classified as their half's pattern; the whole frame is neither for sure."""
+        clip = os.path.join(self.dir, "split.mp4")
+        subprocess.run(
+            "gst-launch-1.0 -q compositor name=c sink_1::xpos=320 ! video/x-raw,width=640,height=240,framerate=30/1 "
+            "! videoconvert ! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + clip + " "
+            "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
+            "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
+            shell=True, check=True)
+        config, endpoint = write_config(self.dir, [("left", clip), ("right", clip)])
+        with open(config) as f:
+            job = json.load(f)
+        job["streams"][0]["roi"] = [0, 0, 0.5, 1]
+        job["streams"][1]["roi"] = [0.5, 0, 0.5, 1]
+        with open(config, "w") as f:
+            json.dump(job, f)
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertIn("(region x 0.5, y 0, width 0.5, height 1 of the frame)", validate.stdout)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        for sid, pattern in (("left", "smpte"), ("right", "ball")):
+            got = results.get(sid, [])
+            self.assertEqual([r["seq"] for r in got], list(range(45)), sid)
+            correct = sum(r["label"] == pattern for r in got)
+            self.assertGreaterEqual(correct / len(got), 0.95, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+        self.assert_no_leftovers(run)
+
+
 class Demo(E2ETest):
     def test_run_without_a_config_runs_the_shipped_demo(self):
         """`vapipe run` with no argument: the embedded configs/demo.yaml, synthetic streams and the

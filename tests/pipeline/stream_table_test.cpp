@@ -129,9 +129,9 @@ TEST(StreamTable, IsWrittenPrivatelyAndReadsBack) {
   std::filesystem::remove_all(dir);
 }
 
-// streams[].max_fps travels with the stream: in the table (so a restarted lane, and a stream a reload
+// streams[].max_fps and roi travel with the stream: in the table (so a restarted lane, and a stream a reload
 // adds, sample as configured); a reload that changes it for a running stream is refused.
-TEST(StreamTable, AStreamsOwnMaxFpsTravelsWithItAndCannotChangeWhileItRuns) {
+TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndCannotChangeWhileItRuns) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"test://ball?frames=0&live=true\", max_fps: 2}\n"
                               "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
@@ -148,7 +148,6 @@ TEST(StreamTable, AStreamsOwnMaxFpsTravelsWithItAndCannotChangeWhileItRuns) {
   auto a = stream_config_of((*back)->entries[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->max_fps, 2);
-  std::filesystem::remove_all(dir);
 
   std::string changed = running;
   changed.replace(changed.find("max_fps: 2"), 10, "max_fps: 5");
@@ -156,11 +155,23 @@ TEST(StreamTable, AStreamsOwnMaxFpsTravelsWithItAndCannotChangeWhileItRuns) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("job.yaml:3: stream 'a': its max_fps changed"), std::string::npos)
       << refused.status().message();
+  std::string cropped = running;  // a roi given to a running stream: refused too
+  cropped.replace(cropped.find("max_fps: 2"), 10, "max_fps: 2, roi: [0, 0, 0.5, 0.5]");
+  auto refused_roi = apply_stream_reload(table, running, cropped, load(cropped), 1);
+  ASSERT_FALSE(refused_roi.ok());
+  EXPECT_NE(refused_roi.status().message().find("stream 'a': its roi changed"), std::string::npos);
   std::string added = running;
-  added.replace(added.find("infer:"), 0, "  - {id: c, uri: \"test://red?frames=0&live=true\", max_fps: 0.5}\n");
+  added.replace(added.find("infer:"), 0,
+                "  - {id: c, uri: \"test://red?frames=0&live=true\", max_fps: 0.5, roi: [0.25, 0.25, 0.5, 0.5]}\n");
   ASSERT_TRUE(apply_stream_reload(table, running, added, load(added), 1).ok());
   ASSERT_EQ(table.entries.size(), 3u);
   EXPECT_EQ(table.entries[2].max_fps, 0.5);
+  EXPECT_EQ(table.entries[2].roi, (std::array<double, 4>{0.25, 0.25, 0.5, 0.5}));
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto again = read_stream_table((dir / "t.json").string());
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ(stream_config_of((*again)->entries[2])->roi, (std::array<double, 4>{0.25, 0.25, 0.5, 0.5}));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {

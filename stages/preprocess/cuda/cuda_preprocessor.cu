@@ -17,7 +17,8 @@ struct KernelParams {
   const uint8_t* src;
   void* dst;
   int format;  // PixelFormat
-  int in_w, in_h;
+  int in_w, in_h;    // the region read (streams[].roi; the whole frame by default)
+  int in_x, in_y;    // its top left corner
   int stride0, stride1, stride2;
   size_t offset0, offset1, offset2;
   float y_scale, y_offset, c_scale, cr_r, cb_g, cr_g, cb_b;
@@ -55,6 +56,10 @@ __global__ void preprocess_kernel(const KernelParams* __restrict__ frames, Outpu
   float wx, wy;
   tap(static_cast<float>(p.in_w) / static_cast<float>(o.out_w), ox, p.in_w, &x0, &x1, &wx);
   tap(static_cast<float>(p.in_h) / static_cast<float>(o.out_h), oy, p.in_h, &y0, &y1, &wy);
+  x0 += p.in_x;  // taps within the region, as if it were the whole image; then where it is in the frame
+  x1 += p.in_x;
+  y0 += p.in_y;
+  y1 += p.in_y;
   float rgb[3];
   if (p.format == static_cast<int>(PixelFormat::kRGB)) {
     const uint8_t* r0 = src + p.offset0 + static_cast<size_t>(y0) * p.stride0;
@@ -107,8 +112,11 @@ struct Scratch {
 KernelParams frame_params(const FrameInfo& i) {
   KernelParams p{};
   p.format = static_cast<int>(i.format);
-  p.in_w = static_cast<int>(i.width);
-  p.in_h = static_cast<int>(i.height);
+  const FrameInfo::Region region = i.region();
+  p.in_w = static_cast<int>(region.width);
+  p.in_h = static_cast<int>(region.height);
+  p.in_x = static_cast<int>(region.x);
+  p.in_y = static_cast<int>(region.y);
   p.stride0 = static_cast<int>(i.stride[0]);
   p.stride1 = static_cast<int>(i.stride[1]);
   p.stride2 = static_cast<int>(i.stride[2]);

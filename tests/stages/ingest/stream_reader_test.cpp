@@ -262,6 +262,23 @@ TEST_F(StreamReaderTest, MaxFpsKeepsTheFirstFrameOfEachPeriodNumberedWithoutGaps
   }
 }
 
+// streams[].roi: each frame carries its region in pixels of that frame, for preprocess to read.
+TEST_F(StreamReaderTest, AStreamsRoiBecomesEachFramesCropInPixels) {
+  for (const auto& [roi, crop] : {std::pair<std::array<double, 4>, std::array<uint32_t, 4>>{{0.5, 0, 0.5, 1}, {80, 0, 80, 120}},
+                                  {{0.1, 0.1, 0.3, 0.3}, {16, 12, 48, 36}},
+                                  {{0, 0, 1, 1}, {0, 0, 0, 0}}}) {  // the whole frame: no crop
+    StreamConfig s = stream("cam", "test://ball?frames=3&width=160&height=120");
+    s.roi = roi;
+    auto reader = StreamReader::create(s, 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 3u);
+    for (const Message* f : frames) EXPECT_EQ(f->frame.crop, crop) << roi[0] << " " << roi[2];
+  }
+}
+
 // --resume with ingest.max_fps: whether the file is sought past the last frame with a result or
 // decoded from the start and dropped by count, the resumed run keeps exactly the frames the first run
 // would have kept after it.

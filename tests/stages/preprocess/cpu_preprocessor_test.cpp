@@ -198,5 +198,65 @@ TEST(CpuPreprocessor, InconsistentLayoutIsAnErrorNotACrash) {
   EXPECT_FALSE(make_cpu_preprocessor(spec)->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
 }
 
+// The same pixels as a frame of their own: the region (x, y, w, h) of `f` copied out, tightly packed.
+// x and y even for I420 and NV12, so that the copy's chroma samples are the region's.
+TestFrame physically_cropped(const TestFrame& f, uint32_t x, uint32_t y, uint32_t w, uint32_t h) {
+  TestFrame c;
+  c.info.format = f.info.format;
+  c.info.width = w;
+  c.info.height = h;
+  const auto* src = reinterpret_cast<const uint8_t*>(f.bytes.data());
+  auto copy_plane = [&](int plane, uint32_t px, uint32_t py, uint32_t row_bytes, uint32_t rows, uint32_t bytes_per_px) {
+    const size_t start = c.bytes.size();
+    c.info.offset[plane] = static_cast<uint32_t>(start);
+    c.info.stride[plane] = row_bytes;
+    for (uint32_t r = 0; r < rows; ++r) {
+      const uint8_t* row = src + f.info.offset[plane] + size_t{py + r} * f.info.stride[plane] + size_t{px} * bytes_per_px;
+      for (uint32_t b = 0; b < row_bytes; ++b) c.bytes.push_back(std::byte(row[b]));
+    }
+  };
+  const uint32_t cw = (w + 1) / 2, ch = (h + 1) / 2;
+  if (f.info.format == PixelFormat::kRGB) {
+    copy_plane(0, x, y, w * 3, h, 3);
+  } else if (f.info.format == PixelFormat::kI420) {
+    copy_plane(0, x, y, w, h, 1);
+    copy_plane(1, x / 2, y / 2, cw, ch, 1);
+    copy_plane(2, x / 2, y / 2, cw, ch, 1);
+  } else {
+    copy_plane(0, x, y, w, h, 1);
+    copy_plane(1, x / 2, y / 2, cw * 2, ch, 2);
+  }
+  return c;
+}
+
+// streams[].roi: preprocessing a frame's region (its crop) gives, to the bit, what preprocessing that
+// region as a frame of its own gives; a crop outside the frame is an error for that frame.
+TEST(CpuPreprocessor, ACropIsPreprocessedExactlyAsTheRegionAloneWouldBe) {
+  PreprocessSpec spec;
+  auto pre = make_cpu_preprocessor(spec);
+  for (PixelFormat format : {PixelFormat::kRGB, PixelFormat::kI420, PixelFormat::kNV12}) {
+    TestFrame f = random_frame(format, 320, 240, 7);
+    for (const std::array<uint32_t, 4>& crop : {std::array<uint32_t, 4>{160, 0, 160, 240},
+                                                std::array<uint32_t, 4>{10, 20, 101, 77},
+                                                std::array<uint32_t, 4>{0, 0, 320, 240}}) {
+      TestFrame cropped = f;
+      cropped.info.crop = crop;
+      TestFrame alone = physically_cropped(f, crop[0], crop[1], crop[2], crop[3]);
+      std::vector<float> a(spec.output_info().elements()), b(a.size());
+      ASSERT_TRUE(pre->run(cropped.view(), reinterpret_cast<std::byte*>(a.data())).ok());
+      ASSERT_TRUE(pre->run(alone.view(), reinterpret_cast<std::byte*>(b.data())).ok());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << pixel_format_name(format) << " crop at " << crop[0] << "," << crop[1];
+    }
+  }
+  TestFrame f = random_frame(PixelFormat::kI420, 320, 240, 7);
+  f.info.crop = {200, 0, 160, 240};  // past the right edge
+  std::vector<float> out(spec.output_info().elements());
+  const Status s = pre->run(f.view(), reinterpret_cast<std::byte*>(out.data()));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("crop 160x240 at (200, 0) is not inside the 320x240 frame"), std::string::npos)
+      << s.message();
+}
+
 }  // namespace
 }  // namespace vapipe

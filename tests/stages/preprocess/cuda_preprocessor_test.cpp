@@ -87,9 +87,13 @@ float worst_difference(const std::vector<float>& a, const std::vector<float>& b)
   return worst;
 }
 
+// Crops (streams[].roi) among them: the kernel reads the same region the CPU does.
 TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame) {
   std::vector<Frame> frames = {random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kI420, 640, 480),
-                               random_frame(PixelFormat::kRGB, 223, 301), random_frame(PixelFormat::kNV12, 160, 90)};
+                               random_frame(PixelFormat::kRGB, 223, 301), random_frame(PixelFormat::kNV12, 160, 90),
+                               random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kI420, 640, 480)};
+  frames[4].info.crop = {960, 0, 960, 1080};  // streams[].roi: the right half
+  frames[5].info.crop = {11, 21, 301, 157};   // odd corner and size
   PreprocessSpec spec;
   auto cuda = make_cuda_preprocessor(spec);
   ASSERT_TRUE(cuda.ok()) << cuda.status().message();
@@ -107,9 +111,9 @@ TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame
   std::vector<float> unused(spec.output_info().elements());
   outs.insert(outs.begin() + 2, TensorOut{reinterpret_cast<std::byte*>(unused.data()), -1});
   const std::vector<Status> statuses = (*cuda)->run_batch(views, outs);
-  ASSERT_EQ(statuses.size(), 5u);
+  ASSERT_EQ(statuses.size(), 7u);
   EXPECT_FALSE(statuses[2].ok());
-  for (size_t i : {0, 1, 3, 4}) EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].message();
+  for (size_t i : {0, 1, 3, 4, 5, 6}) EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].message();
   for (size_t i = 0; i < frames.size(); ++i) {
     std::vector<float> cpu(spec.output_info().elements());
     ASSERT_TRUE(make_cpu_preprocessor(spec)->run(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()},
