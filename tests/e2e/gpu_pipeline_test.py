@@ -60,9 +60,18 @@ class GpuPipeline(E2ETest):
     def run_job(self, **sections):
         streams = [("h264", os.path.join(MEDIA, "ball-320x240-h264.mp4")),
                    ("h265", os.path.join(MEDIA, "ball-320x240-h265.mp4")),
-                   ("smpte", "test://smpte?frames=40&width=1280&height=720&format=NV12")]
+                   ("smpte", "test://smpte?frames=40&width=1280&height=720&format=NV12"),
+                   # streams[].roi and max_fps on NVDEC frames: the kernel reads a region, ingest samples
+                   ("h264-roi", os.path.join(MEDIA, "ball-320x240-h264.mp4")),
+                   ("smpte-roi", "test://smpte?frames=40&width=1280&height=720&format=NV12")]
         config, _ = write_config(self.dir, streams, publish={"wait_for_subscribers": 0},
                                  preprocess={"dtype": "float16"}, infer={"precision": "fp16"}, **sections)
+        with open(config) as f:
+            job = json.load(f)
+        job["streams"][3].update({"roi": [0.1, 0.1, 0.8, 0.8], "max_fps": 10})
+        job["streams"][4].update({"roi": [0, 0, 0.75, 1], "max_fps": 15})
+        with open(config, "w") as f:
+            json.dump(job, f)
         run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
         code = run.wait(timeout=240)
         self.assertEqual(code, 0, run.stderr[-4000:])
@@ -74,6 +83,13 @@ class GpuPipeline(E2ETest):
             self.assertTrue(all(r["error"] is None for r in got), [r["error"] for r in got if r["error"]][:3])
             correct = sum(r["label"] == label for r in got)
             self.assertGreaterEqual(correct / frames, 0.9, f"{sid}: {correct}/{frames} named {label}")
+        # Sampled: a frame per period of the timestamps (the clip's start a frame after 0: 10 or 11).
+        for sid, counts, label in (("h264-roi", (10, 11), "ball"), ("smpte-roi", (20,), "smpte")):
+            got = results.get(sid, [])
+            self.assertIn(len(got), counts, f"{sid}: {run.stderr[-2000:]}")
+            self.assertEqual([r["seq"] for r in got], list(range(len(got))), sid)
+            correct = sum(r["label"] == label for r in got)
+            self.assertGreaterEqual(correct / len(got), 0.9, f"{sid}: {correct}/{len(got)} named {label}")
         return run
 
     def test_every_frame_through_nvdec_cuda_ipc_and_fp16_inference(self):
