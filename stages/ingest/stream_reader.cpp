@@ -525,6 +525,7 @@ namespace {
 // frames are decoded from the start and dropped by count instead (emit_frame).
 // streams[].roi in pixels of this frame (its size can change mid-stream): at least one pixel, inside it.
 void set_crop(const std::array<double, 4>& roi, FrameInfo* info) {
+  if (info->width == 0 || info->height == 0) return;  // preprocess refuses such a frame anyway
   auto at = [](double fraction, uint32_t size) {
     return std::min<uint32_t>(size, static_cast<uint32_t>(std::lround(fraction * size)));
   };
