@@ -23,7 +23,10 @@ Result<FileLock> FileLock::acquire(const std::string& path, const std::string& k
                          "file would break its record of each frame's result exactly once. Wait for that job or " +
                          "stop it, or give this one another " + key);
     }
-    return InvalidArgument(key + " " + path + ": cannot lock it (" + std::strerror(err) + ")");
+    FileLock unlocked;  // e.g. ENOLCK, EOPNOTSUPP: this filesystem does not lock
+    unlocked.why_not_held_ = key + " " + path + ": cannot be locked on its filesystem (" + std::strerror(err) +
+                             "): nothing stops a second job from writing it too";
+    return unlocked;
   }
   FileLock lock;
   lock.fd_ = fd;
@@ -34,12 +37,14 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the lock
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+FileLock::FileLock(FileLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), why_not_held_(std::move(other.why_not_held_)) {}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
+    why_not_held_ = std::move(other.why_not_held_);
   }
   return *this;
 }

@@ -15,7 +15,8 @@ class FileLock {
  public:
   FileLock() = default;
   // Opens (creating it if missing, its folder must exist) and locks `path`. kUnavailable when another
-  // process holds the lock; the error names `key` and the file.
+  // process holds the lock; the error names `key` and the file. A filesystem that cannot lock (some
+  // FUSE or network mounts) is no error: the lock then is not held() and why_not_held() says why.
   static Result<FileLock> acquire(const std::string& path, const std::string& key);
   ~FileLock();
   FileLock(FileLock&& other) noexcept;
@@ -23,9 +24,11 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   bool held() const { return fd_ >= 0; }
+  const std::string& why_not_held() const { return why_not_held_; }
 
  private:
   int fd_ = -1;
+  std::string why_not_held_;
 };
 
 }  // namespace vapipe

@@ -594,6 +594,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       return kExitUsage;
     }
     jsonl_lock = std::move(lock).value();
+    if (!jsonl_lock.held()) VAPIPE_LOG_WARN("{}", jsonl_lock.why_not_held());
   }
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over

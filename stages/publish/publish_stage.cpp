@@ -72,6 +72,7 @@ Status PublishStage::open(const StageContext& ctx) {
     // file's lock, so that no second job writes it too (pipeline/file_lock.h).
     if (!std::getenv("VAPIPE_SUPERVISOR_PID") && !jsonl_lock_.held()) {
       VAPIPE_ASSIGN_OR_RETURN(jsonl_lock_, FileLock::acquire(p.string(), "publish.jsonl_path"));
+      if (!jsonl_lock_.held()) VAPIPE_LOG_WARN("publish: {}", jsonl_lock_.why_not_held());
     }
     if (restarted_ && !resumed_) cut_partial_last_line(p.string());
     jsonl_.open(p, std::ios::out | (resumed_ || restarted_ ? std::ios::app : std::ios::trunc));
