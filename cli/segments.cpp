@@ -45,7 +45,8 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
     if (!options.stream_id.empty() && id != options.stream_id) continue;
     const nlohmann::json& p = j["payload"];
     const bool failed = p.contains("error") && !p["error"].is_null();
-    const std::string label = !failed && p.contains("label") && p["label"].is_string() ? p["label"].get<std::string>() : "";
+    const bool labelled = !failed && p.contains("label") && p["label"].is_string();
+    const std::string label = labelled ? p["label"].get<std::string>() : "";
     const uint64_t seq = p.value("seq", uint64_t{0});
     const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
     const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;

@@ -217,7 +217,8 @@ struct StreamReader::Impl {
       if (spec && G_IS_PARAM_SPEC_FLAGS(spec)) {
         for (guint i = 0; i < G_PARAM_SPEC_FLAGS(spec)->flags_class->n_values; ++i) {
           const GFlagsValue& v = G_PARAM_SPEC_FLAGS(spec)->flags_class->values[i];
-          if (v.value != 0 && (protocols & v.value) == v.value) transport += (transport.empty() ? "" : ", ") + std::string(v.value_nick);
+          if (v.value == 0 || (protocols & v.value) != v.value) continue;
+          transport += (transport.empty() ? "" : ", ") + std::string(v.value_nick);
         }
       }
       transport += " in that order (rtspt:// for TCP only)";
@@ -517,12 +518,6 @@ bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
 
 namespace {
 
-// --resume of a file: seek to a keyframe at least 2 s before the last frame that has a result, instead
-// of decoding every frame up to it, and drop frames by timestamp up to that one (on_new_sample). Not
-// an ACCURATE seek: qtdemux then clipped the frame after the target in a file with B-frames (a frame
-// lost); from a keyframe before it nothing is clipped. Half a millisecond of slack covers the
-// timestamp's round trip through pts_ms. If the pipeline will not preroll or seek, or went too far,
-// frames are decoded from the start and dropped by count instead (emit_frame).
 // streams[].roi in pixels of this frame (its size can change mid-stream): at least one pixel, inside it.
 void set_crop(const std::array<double, 4>& roi, FrameInfo* info) {
   if (info->width == 0 || info->height == 0) return;  // preprocess refuses such a frame anyway
@@ -536,6 +531,12 @@ void set_crop(const std::array<double, 4>& roi, FrameInfo* info) {
   info->crop = {x, y, w, h};
 }
 
+// --resume of a file: seek to a keyframe at least 2 s before the last frame that has a result, instead
+// of decoding every frame up to it, and drop frames by timestamp up to that one (on_new_sample). Not
+// an ACCURATE seek: qtdemux then clipped the frame after the target in a file with B-frames (a frame
+// lost); from a keyframe before it nothing is clipped. Half a millisecond of slack covers the
+// timestamp's round trip through pts_ms. If the pipeline will not preroll or seek, or went too far,
+// frames are decoded from the start and dropped by count instead (emit_frame).
 void seek_past_earlier_results(StreamReader::Impl& s) {
   const auto started = std::chrono::steady_clock::now();
   GstState state = GST_STATE_VOID_PENDING;
