@@ -140,9 +140,10 @@ class Resume(E2ETest):
         """Two jobs appending to one JSON-lines file (a cron run overlapping the last one, a job started
         twice) would break its exactly-once record: the second stops at once, naming the file, and the
         first finishes with every frame once."""
-        frames = 6000  # several seconds here: both attempts below come while it runs
-        config, _ = write_config(self.dir, [("long", f"test://ball?frames={frames}&width=320&height=240")],
-                                 publish={"wait_for_subscribers": 0})
+        # Paced at 30 frames a second (live=true), 5 s on any machine: both attempts come while it runs.
+        frames = 150
+        config, _ = write_config(self.dir, [("long", f"test://ball?frames={frames}&width=320&height=240&live=true")],
+                                 job={"mode": "archive"}, publish={"wait_for_subscribers": 0})
         jsonl = os.path.join(self.dir, "results.jsonl")
         run = Run(config)
         deadline = time.time() + 60
