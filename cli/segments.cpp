@@ -18,8 +18,26 @@ Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& 
 Status for_each_segment(std::istream& in, const std::string& name, const SegmentOptions& options,
                         const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines) {
   std::map<std::string, Segment> open;  // by stream: the segment its last result belongs to
+  std::map<std::string, Segment> held;  // bridge: by stream, the last long run, until the next one
+  auto emit = [&](const Segment& s) {
+    if (options.label.empty() || s.label == options.label) on_segment(s);
+  };
   auto close = [&](Segment& s) {
-    if (s.frames >= options.min_frames && (options.label.empty() || s.label == options.label)) on_segment(s);
+    if (!options.bridge) {
+      if (s.frames >= options.min_frames) emit(s);
+    } else {
+      Segment& h = held[s.stream_id];
+      // What came between the two runs, in frames (seq counts every frame: results, errors, drops).
+      if (h.frames > 0 && h.label == s.label && s.start_seq - h.end_seq - 1 < options.min_frames) {
+        h.end_ms = s.end_ms;  // a continuation, however short
+        h.end_seq = s.end_seq;
+        h.frames += s.frames;
+        h.score_sum += s.score_sum;
+      } else if (s.frames >= options.min_frames) {
+        if (h.frames > 0) emit(h);
+        h = s;
+      }  // else: a flicker, left out
+    }
     s = Segment{};
   };
   std::string line;
@@ -66,6 +84,9 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
   }
   for (auto& [id, s] : open) {
     if (s.frames > 0) close(s);
+  }
+  for (const auto& [id, h] : held) {
+    if (h.frames > 0) emit(h);
   }
   return Status::Ok();
 }

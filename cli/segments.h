@@ -26,6 +26,11 @@ struct Segment {
 
 struct SegmentOptions {
   uint64_t min_frames = 1;    // shorter runs are left out (a label that flickers for a frame or two)
+  // Also join two runs of one label when what came between them (other labels, errors, missing
+  // frames) was shorter than min_frames: a classifier's flicker does not cut a segment in two. The
+  // joined segment counts only its label's frames; each segment then leaves when the stream's next
+  // one of min_frames or more begins (or at the end).
+  bool bridge = false;
   std::string stream_id;      // only this stream ("": all)
   std::string label;          // only segments of this label ("": all)
 };

@@ -1,4 +1,4 @@
-// vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N] [--json]
+// vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--json]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -29,6 +29,8 @@ int segments_command(const std::vector<std::string>& args) {
         return kExitUsage;
       }
       options.min_frames = n;
+    } else if (args[i] == "--bridge") {
+      options.bridge = true;
     } else if (args[i] == "--json") {
       json = true;
     } else if (path.empty() && (args[i] == "-" || args[i].rfind("--", 0) != 0)) {

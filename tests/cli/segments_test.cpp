@@ -71,6 +71,42 @@ TEST(Segments, ShortRunsAndOtherLabelsOrStreamsCanBeLeftOut) {
   EXPECT_DOUBLE_EQ(s[0].start_ms, 300);
 }
 
+// --bridge: a classifier's flicker (another label, an error, a dropped frame) shorter than
+// --min-frames does not cut a segment in two; a real change of that length or more does.
+TEST(Segments, BridgingJoinsRunsOfOneLabelAcrossInterruptionsShorterThanMinFrames) {
+  std::string text;
+  uint64_t seq = 0;
+  auto run = [&](const std::string& label, int n) {
+    for (int i = 0; i < n; ++i, ++seq) text += label.empty() ? result("a", seq, "", 0, true) : result("a", seq, label);
+  };
+  run("car", 5);
+  run("truck", 1);  // flicker
+  run("car", 4);
+  run("", 1);       // an error result
+  run("car", 3);
+  ++seq;            // a dropped frame
+  run("car", 2);
+  run("bus", 3);    // a change (3 >= min_frames)
+  run("car", 2);
+  SegmentOptions o;
+  o.min_frames = 3;
+  const std::vector<Segment> plain = segments_of(text, o);
+  ASSERT_EQ(plain.size(), 4u);  // car 5, car 4, car 3, bus 3: cut at each interruption
+  o.bridge = true;
+  const std::vector<Segment> s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].label, "car");
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 16u);
+  EXPECT_EQ(s[0].frames, 14u);  // its own frames only: 5 + 4 + 3 + 2
+  EXPECT_EQ(s[1].label, "bus");  // the last two cars are shorter than 3: left out
+  EXPECT_EQ(s[1].frames, 3u);
+  o.label = "bus";  // filtered after bridging: the cars are still bridged, then left out
+  const std::vector<Segment> only_bus = segments_of(text, o);
+  ASSERT_EQ(only_bus.size(), 1u);
+  EXPECT_EQ(only_bus[0].label, "bus");
+}
+
 TEST(Segments, AFileBeingWrittenIsReadUpToItsLastWholeLineAndABadLineIsNamed) {
   uint64_t incomplete = 0;
   const std::string whole = result("a", 0, "car") + result("a", 1, "car");
