@@ -464,6 +464,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         ctx.fail(r.child(key), "publish.metrics_tls_client_ca_file", "cannot read " + c.publish.metrics_tls_client_ca_file);
       }
     }
+    r.uint("segments_min_frames", &c.publish.segments_min_frames, 0, 1000000);
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);

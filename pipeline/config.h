@@ -132,6 +132,9 @@ struct PublishConfig {
   std::string metrics_tls_key_file;
   std::string metrics_tls_client_ca_file;  // mutual TLS: clients need a certificate one of its CAs signed
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
+  // segments/<id>: "began" once a label has been every stream frame's top-1 for this many frames in a
+  // row, "ended" when another label has (or the stream ends); 0: no segments topic.
+  uint32_t segments_min_frames = 0;
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
   // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public

@@ -367,7 +367,8 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     const double latency = in.env.capture_ns > 0 ? static_cast<double>(now - in.env.capture_ns) / 1e6 : 0.0;
     st.latency_sum_ms += latency;
     st.latency_max_ms = std::max(st.latency_max_ms, latency);
-    return publish(result_topic(st.id), result_json(in, now));
+    VAPIPE_RETURN_IF_ERROR(publish(result_topic(st.id), result_json(in, now)));
+    return follow_segments(st, in);
   }
   if (!is_stream_event(in.kind)) {
     return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
@@ -427,7 +428,72 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     ++failed_streams_;
     VAPIPE_LOG_ERROR("stream '{}' failed: {}", st.id, in.event.message);
   }
+  // The stream's end (or failure) ends its segment, before the event says so.
+  if (in.kind == MessageKind::kStreamEnd || in.kind == MessageKind::kStreamError) {
+    VAPIPE_RETURN_IF_ERROR(end_segment(st));
+  }
   return publish(event_topic(st.id), event_json(in, now));
+}
+
+namespace {
+
+nlohmann::json segment_json(const std::string& stream_id, const char* event, const std::string& label,
+                            uint64_t start_seq, double start_ms, uint64_t end_seq, double end_ms, uint64_t frames,
+                            double score_sum) {
+  auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
+  return {{"schema", "vapipe.segment"}, {"schema_version", kSchemaVersion}, {"stream_id", stream_id},
+          {"event", event}, {"label", label}, {"start_seq", start_seq}, {"start_ms", ms(start_ms)},
+          {"end_seq", end_seq}, {"end_ms", ms(end_ms)}, {"frames", frames},
+          {"score_mean", frames ? score_sum / static_cast<double>(frames) : 0.0},
+          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+}
+
+}  // namespace
+
+// A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
+// than that neither begins a segment nor ends one); the segment then goes on through errors, drops and
+// flickers until another label has begun, or the stream ends.
+Status PublishStage::follow_segments(StreamState& st, const Message& r) {
+  const uint32_t min_frames = config_->publish.segments_min_frames;
+  if (min_frames == 0) return Status::Ok();
+  const bool failed = !r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty();
+  StreamState::LabelRun& run = st.run;
+  if (failed) {  // an error result breaks a run
+    run = StreamState::LabelRun{};
+    return Status::Ok();
+  }
+  const std::string& label = r.prediction.top_k.front().label;
+  const double score = r.prediction.top_k.front().score;
+  const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
+  if (run.frames == 0 || run.label != label || r.env.seq != run.end_seq + 1) {
+    run = StreamState::LabelRun{label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0};
+  }
+  run.end_seq = r.env.seq;
+  run.end_ms = pts_ms;
+  ++run.frames;
+  run.score_sum += score;
+  StreamState::LabelRun& seg = st.segment;
+  if (seg.frames > 0 && seg.label == label) {  // the segment goes on
+    seg.end_seq = r.env.seq;
+    seg.end_ms = pts_ms;
+    ++seg.frames;
+    seg.score_sum += score;
+    return Status::Ok();
+  }
+  if (run.frames < min_frames) return Status::Ok();
+  VAPIPE_RETURN_IF_ERROR(end_segment(st));
+  seg = run;
+  return publish(segment_topic(st.id), segment_json(st.id, "began", seg.label, seg.start_seq, seg.start_ms,
+                                                    seg.end_seq, seg.end_ms, seg.frames, seg.score_sum));
+}
+
+Status PublishStage::end_segment(StreamState& st) {
+  StreamState::LabelRun& seg = st.segment;
+  if (seg.frames == 0) return Status::Ok();
+  const StreamState::LabelRun ended = seg;
+  seg = StreamState::LabelRun{};
+  return publish(segment_topic(st.id), segment_json(st.id, "ended", ended.label, ended.start_seq, ended.start_ms,
+                                                    ended.end_seq, ended.end_ms, ended.frames, ended.score_sum));
 }
 
 Status PublishStage::close(Emitter& /*out*/) {

@@ -78,7 +78,18 @@ class PublishStage final : public Stage {
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
     std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)
+    // publish.segments_min_frames: the current run of one label (consecutive frames), and the
+    // segment announced ("began") and not yet ended.
+    struct LabelRun {
+      std::string label;
+      uint64_t start_seq = 0, end_seq = 0, frames = 0;
+      double start_ms = -1, end_ms = -1, score_sum = 0;
+    };
+    LabelRun run, segment;
   };
+  // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
+  Status follow_segments(StreamState& st, const Message& result);
+  Status end_segment(StreamState& st);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();
   void update_metrics_snapshot();

@@ -4,6 +4,7 @@ namespace vapipe {
 
 std::string result_topic(const std::string& stream_id) { return "results/" + stream_id; }
 std::string event_topic(const std::string& stream_id) { return "events/" + stream_id; }
+std::string segment_topic(const std::string& stream_id) { return "segments/" + stream_id; }
 
 namespace {
 double ms_between(int64_t from_ns, int64_t to_ns) {

@@ -15,6 +15,7 @@ inline constexpr int kSchemaVersion = 1;
 
 std::string result_topic(const std::string& stream_id);  // "results/<stream_id>"
 std::string event_topic(const std::string& stream_id);   // "events/<stream_id>"
+std::string segment_topic(const std::string& stream_id); // "segments/<stream_id>"
 inline constexpr const char* kJobSummaryTopic = "job/summary";
 
 // One frame's result. `publish_ns` is the wall clock at publishing.

@@ -280,7 +280,7 @@ class ArchiveJob(E2ETest):
             "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
             "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
             shell=True, check=True)
-        config, endpoint = write_config(self.dir, [("left", clip), ("right", clip)])
+        config, endpoint = write_config(self.dir, [("left", clip), ("right", clip)], publish={"segments_min_frames": 5})
         with open(config) as f:
             job = json.load(f)
         job["streams"][0]["roi"] = [0, 0, 0.5, 1]
@@ -292,12 +292,17 @@ class ArchiveJob(E2ETest):
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.assertEqual(run.wait(), 0, run.stderr[-3000:])
-        results = results_by_stream(self.subscriber.wait())
+        messages = self.subscriber.wait()
+        results = results_by_stream(messages)
         for sid, pattern in (("left", "smpte"), ("right", "ball")):
             got = results.get(sid, [])
             self.assertEqual([r["seq"] for r in got], list(range(45)), sid)
             correct = sum(r["label"] == pattern for r in got)
             self.assertGreaterEqual(correct / len(got), 0.95, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+            # publish.segments_min_frames: the half's pattern began and ended, once, on segments/<id>.
+            segments = [m["payload"] for m in messages if m["topic"] == f"segments/{sid}"]
+            self.assertEqual([(g["event"], g["label"]) for g in segments], [("began", pattern), ("ended", pattern)], sid)
+            self.assertGreaterEqual(segments[1]["frames"], 40, sid)
         self.assert_no_leftovers(run)
 
 

@@ -581,6 +581,61 @@ TEST_F(PublishStageTest, TheSummaryRanksEachStreamsTopLabels) {
   EXPECT_TRUE(stage_->summary()["streams"][1]["top_labels"].empty());  // no result
 }
 
+// publish.segments_min_frames: segments/<id> says when a label began (min_frames frames in a row)
+// and when it ended (another label began, or the stream ended); flickers and errors do neither.
+TEST_F(PublishStageTest, LabelSegmentsBeginAfterMinFramesInARowAndEndWhenAnotherBegins) {
+  config_.publish.segments_min_frames = 3;
+  open();
+  uint64_t seq = 0;
+  auto send = [&](const std::string& label, int n) {
+    for (int i = 0; i < n; ++i, ++seq) {
+      Message m = result(0, seq, label);
+      if (label.empty()) {
+        m.prediction.error = "inference failed: out of memory";
+        m.error = m.prediction.error;
+      }
+      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+    }
+  };
+  send("car", 2);
+  send("truck", 1);  // no segment yet: car had 2 in a row
+  send("car", 3);    // car began at seq 3
+  send("truck", 2);  // a flicker: car goes on
+  send("car", 1);
+  send("", 1);       // an error: car goes on
+  send("bus", 3);    // bus began (seq 10): car ended at seq 8
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());  // bus ends with the stream
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  std::vector<nlohmann::json> segments;
+  std::vector<std::string> order;  // segment and event messages of s0, in publishing order
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0") {
+      segments.push_back(j);
+      order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>());
+    } else if (topic == "events/s0") {
+      order.push_back(j["event"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"began car", "ended car", "began bus", "ended bus", "eos"}));
+  ASSERT_EQ(segments.size(), 4u);
+  EXPECT_EQ(segments[0]["schema"], "vapipe.segment");
+  EXPECT_EQ(segments[0]["start_seq"], 3);
+  EXPECT_EQ(segments[0]["end_seq"], 5);  // when it began
+  EXPECT_EQ(segments[1]["start_seq"], 3);
+  EXPECT_EQ(segments[1]["end_seq"], 8);
+  EXPECT_EQ(segments[1]["frames"], 4);  // car's own frames: 3 + 1
+  EXPECT_NEAR(segments[1]["start_ms"].get<double>(), 3 * 33.0, 1e-6);
+  EXPECT_EQ(segments[2]["start_seq"], 10);
+  EXPECT_EQ(segments[3]["end_seq"], 12);
+  EXPECT_EQ(segments[3]["frames"], 3);
+}
+
+TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
+  open();
+  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "car"), out_).ok());
+  for (const auto& [topic, j] : bus_->sent) EXPECT_NE(topic.rfind("segments/", 0), 0u) << topic;
+}
+
 TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "a"), out_).ok());
