@@ -236,13 +236,8 @@ class ArchiveJob(E2ETest):
         frame, numbered without gaps, each once, in order; smpte at its own rate (streams[].max_fps: 5,
         every sixth); the summary counts what was classified."""
         streams = [("ball", "test://ball?frames=90&width=320&height=240"),
-                   ("smpte", "test://smpte?frames=60&width=320&height=240")]
+                   ("smpte", "test://smpte?frames=60&width=320&height=240", {"max_fps": 5})]
         config, endpoint = write_config(self.dir, streams, ingest={"max_fps": 10})
-        with open(config) as f:
-            job = json.load(f)
-        job["streams"][1]["max_fps"] = 5
-        with open(config, "w") as f:
-            json.dump(job, f)
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
         self.assertIn("(at most 10 frames/s)", validate.stdout)
         self.assertIn("(at most 5 frames/s)", validate.stdout)
@@ -280,13 +275,9 @@ class ArchiveJob(E2ETest):
             "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
             "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
             shell=True, check=True)
-        config, endpoint = write_config(self.dir, [("left", clip), ("right", clip)], publish={"segments_min_frames": 5})
-        with open(config) as f:
-            job = json.load(f)
-        job["streams"][0]["roi"] = [0, 0, 0.5, 1]
-        job["streams"][1]["roi"] = [0.5, 0, 0.5, 1]
-        with open(config, "w") as f:
-            json.dump(job, f)
+        config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
+                                                   ("right", clip, {"roi": [0.5, 0, 0.5, 1]})],
+                                        publish={"segments_min_frames": 5})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
         self.assertIn("(region x 0.5, y 0, width 0.5, height 1 of the frame)", validate.stdout)
         self.subscriber = Subscriber(endpoint, self.dir)

@@ -46,13 +46,21 @@ def start_rtsp_camera(test, pattern, port=None, width=640, height=360):
     return uri, proc
 
 
+def stream_entry(stream):
+    """(id, uri), (id, uri, {more keys: roi, max_fps, ...}), or a config entry as it is (a glob)."""
+    if isinstance(stream, dict):
+        return stream
+    sid, uri, *more = stream
+    return {"id": sid, "uri": uri, **(more[0] if more else {})}
+
+
 def write_config(directory, streams, **sections):
-    """A job config; `streams` is a list of (id, uri). Keyword arguments add sections (dicts)."""
+    """A job config; `streams` as stream_entry takes them. Keyword arguments add sections (dicts)."""
     port = sections.pop("port", None) or free_port()
     cfg = {
         "job": {"name": "e2e", "price_per_gpu_hour": 2.5, "summary_path": os.path.join(directory, "summary.json"),
                 "drain_timeout_s": 10},
-        "streams": [{"id": i, "uri": u} for i, u in streams],
+        "streams": [stream_entry(st) for st in streams],
         "batch": {"max_batch_size": 8, "max_delay_ms": 5},
         "infer": {"model": MODEL, "labels": LABELS},
         "publish": {"endpoint": f"tcp://127.0.0.1:{port}", "wait_for_subscribers": 1, "wait_timeout_s": 20,

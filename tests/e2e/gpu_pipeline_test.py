@@ -62,16 +62,11 @@ class GpuPipeline(E2ETest):
                    ("h265", os.path.join(MEDIA, "ball-320x240-h265.mp4")),
                    ("smpte", "test://smpte?frames=40&width=1280&height=720&format=NV12"),
                    # streams[].roi and max_fps on NVDEC frames: the kernel reads a region, ingest samples
-                   ("h264-roi", os.path.join(MEDIA, "ball-320x240-h264.mp4")),
-                   ("smpte-roi", "test://smpte?frames=40&width=1280&height=720&format=NV12")]
+                   ("h264-roi", os.path.join(MEDIA, "ball-320x240-h264.mp4"), {"roi": [0.1, 0.1, 0.8, 0.8], "max_fps": 10}),
+                   ("smpte-roi", "test://smpte?frames=40&width=1280&height=720&format=NV12",
+                    {"roi": [0, 0, 0.75, 1], "max_fps": 15})]
         config, _ = write_config(self.dir, streams, publish={"wait_for_subscribers": 0},
                                  preprocess={"dtype": "float16"}, infer={"precision": "fp16"}, **sections)
-        with open(config) as f:
-            job = json.load(f)
-        job["streams"][3].update({"roi": [0.1, 0.1, 0.8, 0.8], "max_fps": 10})
-        job["streams"][4].update({"roi": [0, 0, 0.75, 1], "max_fps": 15})
-        with open(config, "w") as f:
-            json.dump(job, f)
         run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
         code = run.wait(timeout=240)
         self.assertEqual(code, 0, run.stderr[-4000:])

@@ -14,6 +14,7 @@ import urllib.request
 
 from e2e.common import (
     SOURCE_DIR, VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
+    stream_entry,
     write_config)
 
 live = live_test_uri
@@ -26,7 +27,7 @@ class LiveReload(SubscribedTest):
             with open(path) as f:
                 cfg = json.load(f)
             if streams is not None:
-                cfg["streams"] = [{"id": i, "uri": u} for i, u in streams]
+                cfg["streams"] = [stream_entry(st) for st in streams]
             for key, value in changes.items():
                 cfg[key] = value
             text = json.dumps(cfg, indent=1)

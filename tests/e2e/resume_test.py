@@ -167,12 +167,7 @@ class Resume(E2ETest):
         os.makedirs(folder)
         make_clip(os.path.join(folder, "cam1.mp4"), "ball", 60, 320, 240)
         make_clip(os.path.join(folder, "cam2.mp4"), "smpte", 45, 320, 240)
-        config, _ = write_config(self.dir, [], publish={"wait_for_subscribers": 0})
-        with open(config) as f:
-            job = json.load(f)
-        job["streams"] = [{"glob": "archive/*.mp4"}]
-        with open(config, "w") as f:
-            json.dump(job, f)
+        config, _ = write_config(self.dir, [{"glob": "archive/*.mp4"}], publish={"wait_for_subscribers": 0})
         jsonl = os.path.join(self.dir, "results.jsonl")
         code, _, err = self.run_resume(config)  # the first run: nothing to resume yet
         self.assertEqual(code, 0, err[-3000:])
