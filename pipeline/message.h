@@ -85,6 +85,12 @@ struct Prediction {
   std::string error;  // non-empty: this frame could not be classified (the rest of its batch was)
 };
 
+// A kStreamEnd's message (its end reason) when the stream was taken out of the job's config: by a
+// live job's reload, or found gone by an archive job's --resume. Readers of the results match it.
+inline constexpr const char* kRemovedFromConfig = "removed from the config";
+// ... when the job was stopped (Ctrl-C, SIGTERM) before the stream ended.
+inline constexpr const char* kStoppedReason = "stopped";
+
 struct StreamEvent {
   std::string uri;      // redacted: credentials never leave ingest
   std::string message;  // error text or end reason

@@ -1,5 +1,7 @@
 #include "pipeline/resume.h"
 
+#include "pipeline/message.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -10,11 +12,36 @@
 namespace vapipe {
 
 bool ResumePlan::complete() const {
-  for (const auto& [id, s] : streams) {
-    if (s.ended.empty()) return false;
+  for (const auto* group : {&streams, &departed}) {
+    for (const auto& [id, s] : *group) {
+      if (s.ended.empty()) return false;
+    }
   }
   return true;
 }
+
+namespace {
+
+nlohmann::json progress_json(const StreamProgress& s) {
+  return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started}, {"ended", s.ended},
+          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}};
+}
+
+StreamProgress progress_from_json(const nlohmann::json& s) {
+  StreamProgress p;
+  p.results = s.value("results", uint64_t{0});
+  p.frame_errors = s.value("frame_errors", uint64_t{0});
+  p.started = s.value("started", false);
+  p.ended = s.value("ended", "");
+  p.message = s.value("message", "");
+  p.last_pts_ms = s.value("last_pts_ms", -1.0);
+  if (s.contains("labels") && s["labels"].is_object()) {
+    for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
+  }
+  return p;
+}
+
+}  // namespace
 
 Result<ResumePlan> read_resume_plan(const Config& config) {
   const std::string& path = config.publish.jsonl_path;
@@ -27,6 +54,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
   }
   std::string line;
   uint64_t offset = 0, number = 0;
+  bool config_stream_in_file = false;
   while (std::getline(in, line)) {
     ++number;
     const bool complete_line = !in.eof();  // getline stopped at a newline, not at the end of the file
@@ -72,11 +100,8 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
     if (result || event) {
       const std::string id = topic.substr(topic.find('/') + 1);
       auto it = plan.streams.find(id);
-      if (it == plan.streams.end()) {
-        return FailedPrecondition(where + ": stream '" + id + "' is not in the config " + config.source +
-                                  ": resume with the config that wrote this file");
-      }
-      StreamProgress& s = it->second;
+      StreamProgress& s = it != plan.streams.end() ? it->second : plan.departed[id];
+      if (it != plan.streams.end()) config_stream_in_file = true;
       if (result) {
         const uint64_t seq = payload.value("seq", UINT64_MAX);
         if (seq != s.results) {
@@ -98,12 +123,12 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
       } else {
         const std::string kind = payload.value("event", "");
         const std::string message = payload.value("message", "");
-        if (kind == "eos" && message == "stopped") {
+        if (kind == "eos" && message == kStoppedReason) {
           cut("stream '" + id + "' was stopped there");
           break;
         }
         if (kind == "started") s.started = true;
-        if (kind == "eos") s.ended = "done";
+        if (kind == "eos") s.ended = message == kRemovedFromConfig ? "removed" : "done";
         if (kind == "error") {
           s.ended = "failed";
           s.message = message;
@@ -114,18 +139,23 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
     plan.keep_bytes = offset;
     ++plan.kept_lines;
   }
+  if (!plan.departed.empty() && !config_stream_in_file) {
+    std::string ids;
+    for (const auto& [id, s] : plan.departed) ids += (ids.empty() ? "'" : ", '") + id + "'";
+    return FailedPrecondition("publish.jsonl_path " + path + ": none of its streams (" + ids + ") is in the config " +
+                              config.source + ": resume with the config that wrote it, or run without --resume to "
+                              "write the file afresh");
+  }
   return plan;
 }
 
 Status write_resume_plan(const ResumePlan& plan, const std::string& path) {
-  nlohmann::json streams = nlohmann::json::object();
-  for (const auto& [id, s] : plan.streams) {
-    streams[id] = {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started},
-                   {"ended", s.ended}, {"message", s.message}, {"last_pts_ms", s.last_pts_ms},
-                   {"labels", s.labels}};
-  }
+  nlohmann::json streams = nlohmann::json::object(), departed = nlohmann::json::object();
+  for (const auto& [id, s] : plan.streams) streams[id] = progress_json(s);
+  for (const auto& [id, s] : plan.departed) departed[id] = progress_json(s);
   const nlohmann::json j{{"keep_bytes", plan.keep_bytes}, {"kept_lines", plan.kept_lines},
-                         {"cut_lines", plan.cut_lines}, {"cut_reason", plan.cut_reason}, {"streams", streams}};
+                         {"cut_lines", plan.cut_lines}, {"cut_reason", plan.cut_reason}, {"streams", streams},
+                         {"departed", departed}};
   std::ofstream out(path, std::ios::trunc);
   out << j.dump(1) << "\n";
   out.close();
@@ -144,18 +174,9 @@ Result<ResumePlan> load_resume_plan(const std::string& path) {
   plan.kept_lines = j.value("kept_lines", uint64_t{0});
   plan.cut_lines = j.value("cut_lines", uint64_t{0});
   plan.cut_reason = j.value("cut_reason", "");
-  for (const auto& [id, s] : j["streams"].items()) {
-    StreamProgress p;
-    p.results = s.value("results", uint64_t{0});
-    p.frame_errors = s.value("frame_errors", uint64_t{0});
-    p.started = s.value("started", false);
-    p.ended = s.value("ended", "");
-    p.message = s.value("message", "");
-    p.last_pts_ms = s.value("last_pts_ms", -1.0);
-    if (s.contains("labels") && s["labels"].is_object()) {
-      for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
-    }
-    plan.streams[id] = p;
+  for (const auto& [id, s] : j["streams"].items()) plan.streams[id] = progress_from_json(s);
+  if (j.contains("departed") && j["departed"].is_object()) {
+    for (const auto& [id, s] : j["departed"].items()) plan.departed[id] = progress_from_json(s);
   }
   return plan;
 }

@@ -20,7 +20,9 @@ struct StreamProgress {
   uint64_t results = 0;       // results kept: seq 0 .. results-1, each once
   uint64_t frame_errors = 0;  // of those, error results
   bool started = false;       // its "started" event is kept
-  std::string ended;          // "" (to resume), "done" (eos "end of stream") or "failed" (error event)
+  // "" (to resume), "done" (its eos), "failed" (error event) or "removed" (eos "removed from the
+  // config": a stream an earlier --resume found gone from the config before it had finished)
+  std::string ended;
   std::string message;        // failed: the error
   // The presentation timestamp of the last kept result, when every kept result had one and they
   // rose strictly (then ingest can seek past it instead of decoding its way there); else -1.
@@ -32,18 +34,23 @@ struct StreamProgress {
 
 struct ResumePlan {
   std::map<std::string, StreamProgress> streams;  // by stream id; every stream of the config
+  // Streams in the file that the config no longer has: a file that left a glob's folder (retention
+  // deleted it, an analyst moved it), an entry taken out of `streams`. Their results stay in the file
+  // and count in the summary; one that had not ended ends as "removed" (publish says so) instead of
+  // running. The file's streams all gone from the config is an error (the wrong config, most likely).
+  std::map<std::string, StreamProgress> departed;
   uint64_t keep_bytes = 0;    // the file is kept up to here, the rest is cut (and its frames redone)
   uint64_t kept_lines = 0;
   uint64_t cut_lines = 0;     // complete lines after the cut point
   std::string cut_reason;     // why the file is cut where it is ("" when nothing is cut)
-  bool complete() const;      // every stream ended: nothing to resume
+  bool complete() const;      // every stream ended, departed ones too: nothing to resume
 };
 
 // Reads `config.publish.jsonl_path`. The cut point is the first line that is not a complete JSON
 // line, a "stopped" end event (a stop, not the stream's end), or the job summary (of a stopped run):
 // what came before is kept. A missing file resumes nothing (every stream from its first frame).
-// Errors name the file and line: a result out of sequence (the file cannot give exactly once), a
-// stream the config does not have.
+// Errors name the file and line: a result out of sequence (the file cannot give exactly once); and
+// the file: none of its streams in the config.
 Result<ResumePlan> read_resume_plan(const Config& config);
 
 // The plan as a file for the stages, and back. VAPIPE_RESUME_PLAN names it for the stages.

@@ -171,6 +171,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       return RunOutcome{kExitUsage};
     }
     const std::string& jsonl = config.publish.jsonl_path;
+    for (const auto& [id, p] : plan->departed) {
+      VAPIPE_LOG_WARN("--resume: stream '{}' is in {} but no longer in the config (its file left the folder, or it "
+                      "was taken out of streams): its {} results are kept{}", id, jsonl, p.results,
+                      p.ended.empty() ? "; it ends now, unfinished, as removed" : ", and it is not run again");
+    }
     if (plan->complete() && plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
                       config.job.name, jsonl);

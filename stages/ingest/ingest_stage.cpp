@@ -89,7 +89,6 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     bool removed = false;
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;
-  constexpr const char* kRemoved = "removed from the config";
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed) {
     auto run = std::make_unique<StreamRun>();
     run->stream = std::move(stream_config);
@@ -162,7 +161,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       }
       {
         std::lock_guard<std::mutex> lock(r->mutex);
-        if (r->removed) (*reader)->stop(kRemoved);  // removed before it began: it ends without a frame
+        if (r->removed) (*reader)->stop(kRemovedFromConfig);  // removed before it began: it ends without a frame
         r->reader = reader->get();
       }
       // Decoders start (NVDEC: seconds) and RTSP sessions are set up while the gate is closed.
@@ -185,7 +184,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     std::lock_guard<std::mutex> lock(r.mutex);
     if (r.removed) return;
     r.removed = true;
-    if (r.reader) r.reader->stop(kRemoved);
+    if (r.reader) r.reader->stop(kRemovedFromConfig);
   };
   // Streams removed from a running job stay in its table (their indices are stable). A lane that
   // restarts ends them again without a frame, for the stages that start with it; publish, which saw

@@ -588,7 +588,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
   auto stopped = [&] {
     std::lock_guard<std::mutex> lock(s.stop_mutex);
-    return s.stop_requested.load() && !s.stop_reason.empty() ? s.stop_reason : std::string("stopped");
+    return s.stop_requested.load() && !s.stop_reason.empty() ? s.stop_reason : std::string(kStoppedReason);
   };
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();

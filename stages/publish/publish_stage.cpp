@@ -49,19 +49,16 @@ Status PublishStage::open(const StageContext& ctx) {
       st.seq_jumps = true;
       st.counts_known = false;
     }
-    if (plan && plan->streams.count(s.id)) {
-      const StreamProgress& p = plan->streams.at(s.id);
-      st.results = st.earlier_results = st.next_seq = p.results;
-      st.frame_errors = p.frame_errors;
-      st.labels = p.labels;
-      st.status = !p.ended.empty() ? p.ended : p.started ? "running" : "pending";
-      st.message = p.message;
-      st.started_earlier = p.started;
-      st.ended_earlier = !p.ended.empty();
-      if (p.last_pts_ms >= 0) st.position_ns = st.earlier_position_ns = static_cast<int64_t>(p.last_pts_ms * 1e6);
-      if (p.ended == "failed") ++failed_streams_;
-    }
+    if (plan && plan->streams.count(s.id)) take_earlier_progress(st, plan->streams.at(s.id));
     streams_.push_back(st);
+  }
+  if (plan) {
+    for (const auto& [id, p] : plan->departed) {
+      StreamState st;
+      st.id = id;
+      take_earlier_progress(st, p);
+      departed_.push_back(st);
+    }
   }
   if (!ctx.config.publish.jsonl_path.empty()) {
     std::filesystem::path p(ctx.config.publish.jsonl_path);
@@ -91,6 +88,18 @@ Status PublishStage::open(const StageContext& ctx) {
     o.curve_clients = ctx.config.publish.curve_clients;
     o.curve_clients_source = ctx.config.publish.curve_authorized_keys;
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
+  }
+  // A departed stream that had not ended cannot go on (its source is no longer in the config): its
+  // end says so once, so that the file's record of it is whole.
+  for (StreamState& st : departed_) {
+    if (st.ended_earlier) continue;
+    Message end;
+    end.kind = MessageKind::kStreamEnd;
+    end.env.stream_id = st.id;
+    end.event.message = kRemovedFromConfig;
+    st.status = "removed";
+    st.ended = true;
+    VAPIPE_RETURN_IF_ERROR(publish(event_topic(st.id), event_json(end, wall_clock_ns())));
   }
   if (!ctx.config.publish.curve_authorized_keys.empty()) check_authorized_keys();  // its time at start
   const PublishConfig& pc = ctx.config.publish;
@@ -162,13 +171,25 @@ Status request_stream_reload() {
   return Status::Ok();
 }
 
+void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& p) {
+  st.results = st.earlier_results = st.next_seq = p.results;
+  st.frame_errors = p.frame_errors;
+  st.labels = p.labels;
+  st.status = !p.ended.empty() ? p.ended : p.started ? "running" : "pending";
+  st.message = p.message;
+  st.started_earlier = p.started;
+  st.ended_earlier = !p.ended.empty();
+  if (p.last_pts_ms >= 0) st.position_ns = st.earlier_position_ns = static_cast<int64_t>(p.last_pts_ms * 1e6);
+  if (p.ended == "failed") ++failed_streams_;
+}
+
 JobMetrics PublishStage::metrics() const {
   JobMetrics m;
   m.job = config_ ? config_->job.name : "";
   m.mode = config_ && config_->job.mode == JobMode::kLive ? "live" : "archive";
   m.start_unix_s = static_cast<double>(job_start_ns_) / 1e9;
   m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
-  for (const StreamState& st : streams_) {
+  for (const StreamState& st : all_streams()) {
     StreamMetrics s;
     s.id = st.id;
     s.state = st.status;
@@ -412,9 +433,9 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
       VAPIPE_LOG_INFO("stream '{}' resumed after reconnection attempt {}", st.id, in.event.attempt);
     }
   } else if (in.kind == MessageKind::kStreamEnd) {
-    st.status = in.event.message == "stopped"                   ? "stopped"
-                : in.event.message == "removed from the config" ? "removed"
-                                                                : "done";
+    st.status = in.event.message == kStoppedReason       ? "stopped"
+                : in.event.message == kRemovedFromConfig ? "removed"
+                                                         : "done";
     st.dropped = std::max(st.dropped, dropped);
     // Ingest's count covers its own process: since the last restart of the stream's lane.
     if (st.counts_known && in.event.frames != st.results - st.results_base) {
@@ -529,7 +550,7 @@ void PublishStage::write_summary() {
   std::snprintf(line, sizeof line, "  %-24s %-8s %9s %8s %9s %10s %12s  %s\n", "stream", "status", "frames", "errors",
                 "wall_s", "fps", "latency_ms", "top label");
   table += line;
-  for (const StreamState& st : streams_) {
+  for (const StreamState& st : all_streams()) {
     const double stream_wall = st.first_ns && st.last_ns > st.first_ns ? (st.last_ns - st.first_ns) / 1e9 : 0.0;
     const uint64_t this_run = st.results - st.earlier_results;  // rates and latencies are this run's
     const double fps = stream_wall > 0 ? this_run / stream_wall : 0.0;
@@ -594,7 +615,7 @@ void PublishStage::write_summary() {
                 "job '%s': %llu frames%s from %zu streams in %.2f s (%.1f frames/s), %d failed; "
                 "cost %.4f at %.2f per GPU-hour (%d GPU%s)\n",
                 config_->job.name.c_str(), static_cast<unsigned long long>(total_frames), earlier.c_str(),
-                streams_.size(), wall_s, wall_s > 0 ? run_frames / wall_s : 0.0, failed_streams_, cost,
+                streams.size(), wall_s, wall_s > 0 ? run_frames / wall_s : 0.0, failed_streams_, cost,
                 config_->job.price_per_gpu_hour, gpu_count, gpu_count == 1 ? "" : "s; CPU runs count as 1");
   std::fputs(("\nJob summary\n" + table + line).c_str(), stdout);
   std::fflush(stdout);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/file_lock.h"
+#include "pipeline/resume.h"
 #include "pipeline/stage.h"
 #include "stages/publish/bus_publisher.h"
 #include "stages/publish/metrics.h"
@@ -53,7 +54,7 @@ class PublishStage final : public Stage {
  private:
   struct StreamState {
     std::string id;
-    std::string status = "pending";  // pending | running | reconnecting | done | failed | stopped
+    std::string status = "pending";  // pending | running | reconnecting | done | failed | stopped | removed
     std::string message;
     uint64_t results = 0;
     uint64_t frame_errors = 0;
@@ -106,7 +107,18 @@ class PublishStage final : public Stage {
   std::optional<SteadyTime> jsonl_flush_due_;
   // Streams a reload added to the running job (pipeline/stream_table.h) get their state here.
   void learn_added_streams();
-  std::vector<StreamState> streams_;
+  std::vector<StreamState> streams_;  // by the stream table's index
+  // --resume: streams the results file has and the config no longer has (ResumePlan::departed): in
+  // the summary and the metrics, with what earlier runs published; they get no messages.
+  std::vector<StreamState> departed_;
+  // The job's streams, then the departed ones: what the summary and the metrics list.
+  std::vector<std::reference_wrapper<const StreamState>> all_streams() const {
+    std::vector<std::reference_wrapper<const StreamState>> all(streams_.begin(), streams_.end());
+    all.insert(all.end(), departed_.begin(), departed_.end());
+    return all;
+  }
+  // The earlier runs' progress of a stream, from the resume plan.
+  void take_earlier_progress(StreamState& st, const StreamProgress& p);
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
   bool resumed_ = false;

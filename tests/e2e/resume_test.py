@@ -187,6 +187,93 @@ class Resume(E2ETest):
         self.assertEqual(summaries[0]["frames_this_run"], 30)
         self.assertEqual(messages[-1]["topic"], "job/summary")
 
+        # Retention deletes the oldest file: its results stay, the job is still complete, and the next
+        # file to arrive is classified as before (the cron run does not break on the missing file).
+        os.remove(os.path.join(folder, "cam1.mp4"))
+        size = os.path.getsize(jsonl)
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn(f"--resume: stream 'cam1' is in {jsonl} but no longer in the config", err)
+        self.assertIn("is already complete in " + jsonl, err)
+        self.assertEqual(os.path.getsize(jsonl), size)
+        make_clip(os.path.join(folder, "cam4.mp4"), "ball", 20, 320, 240)
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("its 60 results are kept, and it is not run again", err)
+        messages = read_jsonl(jsonl)
+        for sid, frames in (("cam1", 60), ("cam2", 45), ("cam3", 30), ("cam4", 20)):
+            results = [m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual(results, list(range(frames)), f"stream {sid}")
+            events = [m["payload"]["event"] for m in messages if m["topic"] == f"events/{sid}"]
+            self.assertEqual(events, ["started", "eos"], f"stream {sid}")
+        summaries = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summaries), 1)
+        self.assertEqual(summaries[0]["frames"], 155)
+        self.assertEqual(summaries[0]["frames_this_run"], 20)
+        by_id = {st["stream_id"]: st for st in summaries[0]["streams"]}
+        self.assertEqual(sorted(by_id), ["cam1", "cam2", "cam3", "cam4"])
+        self.assertEqual((by_id["cam1"]["status"], by_id["cam1"]["frames"]), ("done", 60))
+        self.assertEqual(by_id["cam1"]["top_labels"][0]["label"], "ball")
+
+    def test_a_stream_gone_from_the_config_before_it_finished_ends_as_removed(self):
+        """A job killed while a stream ran, resumed with a config that no longer has that stream (its file
+        was deleted, or it was taken out of the list): its results so far stay, it ends with an eos
+        "removed from the config", the others finish, and the file is complete for the next resume."""
+        # Paced at 30 frames a second (live=true): 5 s, so it is surely running when the job is killed.
+        streams = [("long", "test://ball?frames=150&width=320&height=240&live=true"),
+                   ("short", "test://smpte?frames=40&width=320&height=240")]
+        config, _ = write_config(self.dir, streams, job={"mode": "archive"}, publish={"wait_for_subscribers": 0})
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        run = Run(config)
+        stages = run.watch_stages()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if os.path.exists(jsonl):
+                with open(jsonl) as f:
+                    if sum('"results/long"' in line for line in f) > 20:
+                        break
+            time.sleep(0.05)
+        for pid in [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages] + [run.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run.proc.wait()
+        kept = [m["payload"]["seq"] for m in read_jsonl_lenient(jsonl) if m["topic"] == "results/long"]
+        self.assertGreater(len(kept), 20)
+        self.assertLess(len(kept), 150, "the long stream finished before the kill")
+
+        config, _ = write_config(self.dir, streams[1:], job={"mode": "archive"}, publish={"wait_for_subscribers": 0})
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn(f"--resume: stream 'long' is in {jsonl} but no longer in the config", err)
+        self.assertIn("it ends now, unfinished, as removed", err)
+        messages = read_jsonl(jsonl)
+        self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/long"], kept)
+        ends = [m["payload"] for m in messages if m["topic"] == "events/long" and m["payload"]["event"] != "started"]
+        self.assertEqual([(e["event"], e["message"]) for e in ends], [("eos", "removed from the config")])
+        self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/short"], list(range(40)))
+        summaries = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summaries), 1)
+        by_id = {st["stream_id"]: st for st in summaries[0]["streams"]}
+        self.assertEqual((by_id["long"]["status"], by_id["long"]["frames"]), ("removed", len(kept)))
+        self.assertEqual((by_id["short"]["status"], by_id["short"]["frames"]), ("done", 40))
+        self.assertEqual(summaries[0]["frames"], len(kept) + 40)
+
+        code, _, err = self.run_resume(config)  # nothing is left to do
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("is already complete in " + jsonl, err)
+
+    def test_a_results_file_of_other_streams_is_refused(self):
+        config, _ = write_config(self.dir, [("a", "test://ball?frames=10&width=320&height=240")],
+                                 publish={"wait_for_subscribers": 0})
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        with open(jsonl, "w") as f:
+            f.write('{"topic":"results/x","payload":{"stream_id":"x","seq":0}}\n')
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 1, err[-3000:])
+        self.assertIn(f"publish.jsonl_path {jsonl}: none of its streams ('x') is in the config {config}", err)
+
     def test_resume_needs_the_jsonl_file_setting(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=5")], publish={"jsonl_path": ""})
         code, out, err = self.run_resume(config)

@@ -117,11 +117,52 @@ TEST_F(ResumePlanTest, ResultsOutOfSequenceCannotBeResumedExactlyOnce) {
             std::string::npos) << plan.status().message();
 }
 
-TEST_F(ResumePlanTest, AStreamTheConfigLacksIsAnErrorNamingTheConfig) {
-  write(result("c", 0));
+// A stream whose file left the folder (or that was taken out of `streams`) after it had finished:
+// its results stay, it is not run, and a job whose other streams are all done is complete.
+TEST_F(ResumePlanTest, AFinishedStreamTheConfigNoLongerHasIsKeptAndNotRun) {
+  const std::string whole = event("c", "started") + result("c", 0) + result("c", 1) + event("c", "eos", "end of stream") +
+                            event("a", "started") + result("a", 0) + event("a", "eos", "end of stream") +
+                            event("b", "started") + event("b", "eos", "end of stream") +
+                            "{\"topic\":\"job/summary\",\"payload\":{}}\n";
+  write(whole);
+  auto plan = read_resume_plan(config_);  // the config has a and b
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->departed.size(), 1u);
+  EXPECT_EQ(plan->departed.at("c").results, 2u);
+  EXPECT_EQ(plan->departed.at("c").ended, "done");
+  EXPECT_EQ(plan->streams.count("c"), 0u);
+  EXPECT_TRUE(plan->complete());
+  EXPECT_EQ(plan->keep_bytes, whole.size());
+}
+
+// One that had not finished cannot go on: the plan is not complete until publish has ended it as
+// removed, and a later resume reads that end as "removed".
+TEST_F(ResumePlanTest, AnUnfinishedStreamTheConfigNoLongerHasEndsAsRemoved) {
+  const std::string crashed = event("a", "started") + result("a", 0) + event("c", "started") + result("c", 0);
+  write(crashed);
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->departed.count("c"), 1u);
+  EXPECT_EQ(plan->departed.at("c").ended, "");
+  EXPECT_EQ(plan->departed.at("c").results, 1u);
+  EXPECT_FALSE(plan->complete());
+
+  write(crashed + event("c", "eos", "removed from the config") + result("a", 1) + event("a", "eos", "end of stream") +
+        event("b", "eos", "end of stream") + "{\"topic\":\"job/summary\",\"payload\":{}}\n");
+  plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->departed.at("c").ended, "removed");
+  EXPECT_TRUE(plan->complete());
+  EXPECT_TRUE(plan->cut_reason.empty()) << plan->cut_reason;
+}
+
+// A file none of whose streams the config has was most likely written by another job's config.
+TEST_F(ResumePlanTest, AFileWithNoneOfTheConfigsStreamsIsAnErrorNamingBoth) {
+  write(result("c", 0) + result("d", 0));
   auto plan = read_resume_plan(config_);
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("results.jsonl:1: stream 'c' is not in the config job.yaml"), std::string::npos)
+  EXPECT_NE(plan.status().message().find("results.jsonl: none of its streams ('c', 'd') is in the config job.yaml"),
+            std::string::npos)
       << plan.status().message();
 }
 
@@ -169,7 +210,8 @@ TEST_F(ResumePlanTest, KeptResultsAreCountedByLabelAndTheCountsSurviveThePlanFil
 }
 
 TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
-  write(event("a", "started") + result("a", 0, true) + event("b", "error", "gone"));
+  write(event("a", "started") + result("a", 0, true) + event("b", "error", "gone") + result("c", 0) +
+        event("c", "eos", "end of stream"));
   auto plan = read_resume_plan(config_);
   ASSERT_TRUE(plan.ok());
   const std::string path = (dir_ / "resume.json").string();
@@ -182,6 +224,9 @@ TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
   EXPECT_TRUE(back->streams.at("a").started);
   EXPECT_EQ(back->streams.at("b").ended, "failed");
   EXPECT_EQ(back->streams.at("b").message, "gone");
+  ASSERT_EQ(back->departed.count("c"), 1u);
+  EXPECT_EQ(back->departed.at("c").results, 1u);
+  EXPECT_EQ(back->departed.at("c").ended, "done");
   EXPECT_FALSE(load_resume_plan((dir_ / "none.json").string()).ok());
 }
 
