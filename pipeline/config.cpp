@@ -145,6 +145,13 @@ class MapReader {
     }
     *out = v;
   }
+  // A setting that, left out, falls back to another (a stream's own over the job's).
+  void optional_boolean(const std::string& key, std::optional<bool>* out) {
+    if (!present(child(key))) return;
+    bool v = false;
+    boolean(key, &v);
+    *out = v;
+  }
   void number(const std::string& key, double* out, double min, double max) {
     YAML::Node n = child(key);
     if (!present(n)) return;
@@ -266,6 +273,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       r.str("glob", &glob);
       r.str("id_prefix", &id_prefix);
       r.number("max_fps", &s.max_fps, 0, 1000);
+      r.optional_boolean("keyframes_only", &s.keyframes_only);
       r.region("roi", &s.roi);
       r.finish();
       if (!glob.empty()) {
@@ -282,6 +290,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
           StreamConfig f;
           f.line = s.line;
           f.max_fps = s.max_fps;
+          f.keyframes_only = s.keyframes_only;
           f.roi = s.roi;
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {
@@ -338,6 +347,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.number("stall_timeout_s", &c.ingest.stall_timeout_s, 0, 3600);
     r.uint("rtsp_latency_ms", &c.ingest.rtsp_latency_ms, 0, 60000);
     r.number("max_fps", &c.ingest.max_fps, 0, 1000);
+    r.boolean("keyframes_only", &c.ingest.keyframes_only);
     if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
       std::ostringstream os;
       os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "

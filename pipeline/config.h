@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct StreamConfig {
   ParsedUri parsed;
   int line = 0;     // where the stream is declared, for error messages
   double max_fps = -1;  // streams[].max_fps: this stream's ingest.max_fps; -1: the job's
+  // streams[].keyframes_only: this stream's ingest.keyframes_only; unset: the job's.
+  std::optional<bool> keyframes_only = std::nullopt;
   // streams[].roi: the region of each frame that is classified, [x, y, width, height] as fractions.
   std::array<double, 4> roi{0, 0, 1, 1};
   bool whole_frame() const { return roi[0] == 0 && roi[1] == 0 && roi[2] == 1 && roi[3] == 1; }
@@ -65,6 +68,10 @@ struct IngestConfig {
   // Frames classified per second of each stream's own timeline, at most (the first frame of each
   // 1/max_fps period); the rest are decoded and left out before they are copied. 0: every frame.
   double max_fps = 0;
+  // Only key frames are decoded (and classified): the others are left out before the decoder, so a
+  // stream costs a fraction of its decoding (a key frame every 2 s of 30 fps video: 1 frame in 60).
+  bool keyframes_only = false;
+  bool keyframes_only_for(const StreamConfig& s) const { return s.keyframes_only.value_or(keyframes_only); }
 };
 
 struct PreprocessConfig {

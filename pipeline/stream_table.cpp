@@ -27,7 +27,8 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
   t.writer_pid = ::getpid();
   for (uint32_t i = 0; i < config.streams.size(); ++i) {
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
-                                         config.streams[i].max_fps, config.streams[i].roi});
+                                         config.streams[i].max_fps, config.streams[i].roi,
+                                         config.streams[i].keyframes_only});
   }
   return t;
 }
@@ -39,7 +40,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
   j["streams"] = nlohmann::json::array();
   for (const StreamTableEntry& e : table.entries) {
     j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed},
-                            {"max_fps", e.max_fps}, {"roi", e.roi}});
+                            {"max_fps", e.max_fps}, {"roi", e.roi},
+                            {"keyframes_only", e.keyframes_only ? nlohmann::json(*e.keyframes_only) : nlohmann::json()}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -57,6 +59,7 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
       StreamTableEntry e{s.at("index").get<uint32_t>(), s.at("id").get<std::string>(), s.at("uri").get<std::string>(),
                          s.at("lane").get<uint32_t>(), s.at("removed").get<bool>(), s.value("max_fps", -1.0),
                          s.value("roi", std::array<double, 4>{0, 0, 1, 1})};
+      if (s.contains("keyframes_only") && s["keyframes_only"].is_boolean()) e.keyframes_only = s["keyframes_only"].get<bool>();
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -79,6 +82,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.uri = s.parsed.uri;
   s.max_fps = entry.max_fps;
   s.roi = entry.roi;
+  s.keyframes_only = entry.keyframes_only;
   return s;
 }
 
@@ -143,9 +147,11 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
                                 "': its uri changed; a running job adds and removes streams by id (give the new "
                                 "source a new id, or restart the job)");
-    } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi) {
+    } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
+               it->second->keyframes_only != s.keyframes_only) {
+      const char* what = it->second->max_fps != s.max_fps ? "max_fps" : it->second->roi != s.roi ? "roi" : "keyframes_only";
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
-                                (it->second->max_fps != s.max_fps ? "max_fps" : "roi") +
+                                what +
                                 " changed; a running stream keeps its settings (give it a new id, or restart the job)");
     }
   }
@@ -168,7 +174,8 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     }
     ++per_lane[lane];
     table.entries.push_back(
-        StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi});
+        StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi,
+                         s->keyframes_only});
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

@@ -28,6 +28,7 @@ struct StreamTableEntry {
   bool removed = false;
   double max_fps = -1;  // StreamConfig::max_fps
   std::array<double, 4> roi{0, 0, 1, 1};  // StreamConfig::roi
+  std::optional<bool> keyframes_only = std::nullopt;  // StreamConfig::keyframes_only
 };
 
 struct StreamTable {

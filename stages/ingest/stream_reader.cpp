@@ -2,6 +2,7 @@
 
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
+#include <gst/video/gstvideodecoder.h>
 #include <gst/video/video.h>
 
 #include <sys/stat.h>
@@ -123,6 +124,11 @@ struct StreamReader::Impl {
   std::atomic<int64_t> last_kept_slot{-1};
   std::atomic<int64_t> last_kept_pts{-1};
   std::atomic<uint64_t> sampled_out{0};  // frames left out by max_fps
+  // ingest.keyframes_only: compressed frames that are not key frames are dropped on the way into the
+  // decoder (never decoded); counted here.
+  bool keyframes_only = false;
+  std::atomic<uint64_t> not_decoded{0};
+  bool keyframes_logged = false;  // once per stream, not per reconnection
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
   std::mutex stop_mutex;
@@ -130,7 +136,8 @@ struct StreamReader::Impl {
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
-        sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)) {}
+        sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)),
+        keyframes_only(in.keyframes_only_for(s)) {}
   static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
 
   // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns).
@@ -225,6 +232,31 @@ struct StreamReader::Impl {
     }
     VAPIPE_LOG_INFO("stream '{}': RTSP over {}, with a {} ms jitter buffer (ingest.rtsp_latency_ms)", self->stream.id,
                     transport, latency);
+  }
+  // ingest.keyframes_only: a video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they
+  // all derive from GstVideoDecoder); what reaches it is only key frames, which decode on their own.
+  // The parser in front of it marks every other frame a delta unit (from the codec's own headers, or
+  // the container's sync-sample table). Codec headers (HEADER buffers) always pass.
+  static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
+    if (!GST_IS_VIDEO_DECODER(element)) return;
+    auto* self = static_cast<Impl*>(user);
+    GstPad* sink = gst_element_get_static_pad(element, "sink");
+    if (!sink) return;
+    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::drop_delta_units, self, nullptr);
+    gst_object_unref(sink);
+    if (self->keyframes_logged) return;
+    self->keyframes_logged = true;
+    VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
+                    GST_OBJECT_NAME(gst_element_get_factory(element)));
+  }
+  static GstPadProbeReturn drop_delta_units(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (!buffer || !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT) ||
+        GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_HEADER)) {
+      return GST_PAD_PROBE_OK;
+    }
+    static_cast<Impl*>(user)->not_decoded.fetch_add(1);
+    return GST_PAD_PROBE_DROP;
   }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);
@@ -345,6 +377,9 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     if (nvdec) impl.caps_sink = caps_filter;
     g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
     g_signal_connect(src, "source-setup", G_CALLBACK(&StreamReader::Impl::on_source_setup), &impl);
+    if (impl.keyframes_only) {
+      g_signal_connect(src, "deep-element-added", G_CALLBACK(&StreamReader::Impl::on_deep_element_added), &impl);
+    }
     if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
     }
@@ -398,7 +433,7 @@ const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
 uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
 uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
 uint64_t StreamReader::dropped() const { return impl_->queue.dropped(); }
-uint64_t StreamReader::left_out() const { return impl_->sampled_out.load(); }
+uint64_t StreamReader::left_out() const { return impl_->sampled_out.load() + impl_->not_decoded.load(); }
 
 namespace {
 
@@ -597,10 +632,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (kind == MessageKind::kStreamError) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
     } else {
+      std::string left_out;
+      if (s.keyframes_only) left_out += ", " + std::to_string(s.not_decoded.load()) + " not decoded: not key frames";
+      if (s.sample_period_ns > 0) {
+        left_out += ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps";
+      }
       VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped{})", s.stream.id, ev.message, emitted, ev.dropped,
-                      s.sample_period_ns > 0
-                          ? ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps"
-                          : std::string());
+                      left_out);
     }
     return out.emit(Message::stream_event(kind, s.envelope(), std::move(ev)));
   };

@@ -84,7 +84,7 @@ class StreamReader {
   uint64_t host_frames() const;
   // Frames the stream's queue has dropped so far (live mode's drop_oldest); any thread.
   uint64_t dropped() const;
-  // Frames decoded and left out by ingest.max_fps so far; any thread.
+  // Frames left out so far by ingest.max_fps (decoded) and ingest.keyframes_only (not decoded); any thread.
   uint64_t left_out() const;
 
   struct Impl;

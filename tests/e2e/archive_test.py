@@ -265,6 +265,30 @@ class ArchiveJob(E2ETest):
         self.assert_no_leftovers(run)
 
 
+    def test_keyframes_only_classifies_each_key_frame_of_a_file_once(self):
+        """ingest.keyframes_only: a 90-frame clip with a key frame every 30 (a still pattern: no scene
+        cut adds one) gives 3 results, a second apart, the rest never decoded; a stream of the same clip
+        that says keyframes_only: false is classified whole."""
+        clip = os.path.join(self.dir, "keys.mp4")
+        make_clip(clip, "smpte", 90, 320, 240)
+        config, endpoint = write_config(self.dir, [("keys", clip), ("every", clip, {"keyframes_only": False})],
+                                        ingest={"keyframes_only": True})
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertRegex(validate.stdout, r"keys +file://\S+keys.mp4 \(key frames only\)")
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        keys = results.get("keys", [])
+        self.assertEqual([r["seq"] for r in keys], [0, 1, 2])
+        self.assertEqual([round(r["pts_ms"] - keys[0]["pts_ms"]) for r in keys], [0, 1000, 2000])
+        self.assertTrue(all(r["label"] == "smpte" for r in keys), keys)
+        self.assertEqual([r["seq"] for r in results.get("every", [])], list(range(90)))
+        self.assertIn("stream 'keys': end of stream after 3 frames (0 dropped, 87 not decoded: not key frames)",
+                      run.stderr)
+        self.assert_no_leftovers(run)
+
+
     def test_a_streams_roi_classifies_that_region_of_its_frames(self):
         """streams[].roi: a clip whose left half is the smpte pattern and right half the ball; two streams
         of it, one per half, are classified as their half's pattern; the whole frame is neither for sure."""

@@ -64,7 +64,9 @@ class GpuPipeline(E2ETest):
                    # streams[].roi and max_fps on NVDEC frames: the kernel reads a region, ingest samples
                    ("h264-roi", os.path.join(MEDIA, "ball-320x240-h264.mp4"), {"roi": [0.1, 0.1, 0.8, 0.8], "max_fps": 10}),
                    ("smpte-roi", "test://smpte?frames=40&width=1280&height=720&format=NV12",
-                    {"roi": [0, 0, 0.75, 1], "max_fps": 15})]
+                    {"roi": [0, 0, 0.75, 1], "max_fps": 15}),
+                   # ingest.keyframes_only on NVDEC: the clip's 2 key frames reach the decoder, no other
+                   ("h265-keys", os.path.join(MEDIA, "ball-320x240-h265.mp4"), {"keyframes_only": True})]
         config, _ = write_config(self.dir, streams, publish={"wait_for_subscribers": 0},
                                  preprocess={"dtype": "float16"}, infer={"precision": "fp16"}, **sections)
         run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
@@ -79,7 +81,7 @@ class GpuPipeline(E2ETest):
             correct = sum(r["label"] == label for r in got)
             self.assertGreaterEqual(correct / frames, 0.9, f"{sid}: {correct}/{frames} named {label}")
         # Sampled: a frame per period of the timestamps (the clip's start a frame after 0: 10 or 11).
-        for sid, counts, label in (("h264-roi", (10, 11), "ball"), ("smpte-roi", (20,), "smpte")):
+        for sid, counts, label in (("h264-roi", (10, 11), "ball"), ("smpte-roi", (20,), "smpte"), ("h265-keys", (2,), "ball")):
             got = results.get(sid, [])
             self.assertIn(len(got), counts, f"{sid}: {run.stderr[-2000:]}")
             self.assertEqual([r["seq"] for r in got], list(range(len(got))), sid)
@@ -93,6 +95,8 @@ class GpuPipeline(E2ETest):
         # NVDEC took both codecs: no stream fell back to the CPU decoder.
         self.assertNotIn("stream 'h264': decoding on the CPU", run.stderr)
         self.assertNotIn("stream 'h265': decoding on the CPU", run.stderr)
+        self.assertIn("stream 'h265-keys': key frames only (ingest.keyframes_only): nvh265dec decodes no other frame",
+                      run.stderr)
         self.assertIn("fp16, channels-last", run.stderr)
         # infer.cuda_graphs: auto recorded each padded batch size (a failure would be a warning).
         self.assertIn("recorded as a CUDA graph", run.stderr)

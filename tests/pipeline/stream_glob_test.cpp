@@ -59,7 +59,8 @@ TEST_F(StreamGlobTest, IdsComeFromThePathUnderTheFixedFolder) {
 
 TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
   const std::string head = "infer: {model: m.pt, labels: m.txt}\nstreams:\n";
-  auto c = load_config_string(head + "  - {glob: 'a/**/*.mp4', id_prefix: 'arch-', max_fps: 1, roi: [0.5, 0, 0.5, 1]}\n"
+  auto c = load_config_string(head + "  - {glob: 'a/**/*.mp4', id_prefix: 'arch-', max_fps: 1, roi: [0.5, 0, 0.5, 1], "
+                                     "keyframes_only: true}\n"
                                      "  - {id: cam, uri: 'test://ball?frames=5'}\n",
                               "job.yaml", dir_.string());
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -72,6 +73,9 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
   EXPECT_EQ(c->streams[0].max_fps, 1);  // a glob's max_fps is each file's
   EXPECT_EQ(c->streams[3].max_fps, 1);
   EXPECT_EQ(c->streams[4].max_fps, -1);  // none: the job's ingest.max_fps
+  EXPECT_EQ(c->streams[3].keyframes_only, std::optional<bool>(true));  // a glob's keyframes_only too
+  EXPECT_EQ(c->streams[4].keyframes_only, std::nullopt);               // none: the job's
+  EXPECT_FALSE(c->ingest.keyframes_only_for(c->streams[4]));
   EXPECT_EQ(c->streams[3].roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));  // a glob's roi too
   EXPECT_FALSE(c->streams[3].whole_frame());
   EXPECT_TRUE(c->streams[4].whole_frame());
@@ -84,6 +88,7 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
            {"  - {id: x, uri: 'test://ball', id_prefix: p}\n", "streams[0].id_prefix: only with glob"},
            {"  - {id: x, uri: 'test://ball', max_fps: -2}\n", "job.yaml:3: streams[0].max_fps: expected a number from 0 to 1000"},
            {"  - {id: x, uri: 'test://ball', roi: [0, 0, 1]}\n", "job.yaml:3: streams[0].roi: expected [x, y, width, height]"},
+           {"  - {id: x, uri: 'test://ball', keyframes_only: 2}\n", "job.yaml:3: streams[0].keyframes_only: expected true or false"},
            {"  - {id: x, uri: 'test://ball', roi: [0.5, 0, 0.6, 1]}\n", "streams[0].roi: the region must have a width and a "
                                                                       "height and lie inside the frame"},
            {"  - {id: x, uri: 'test://ball', roi: [0, 0, 0, 1]}\n", "streams[0].roi: the region must have a width"},

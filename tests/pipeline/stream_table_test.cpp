@@ -174,6 +174,34 @@ TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndCannotChangeWhileItRuns)
   std::filesystem::remove_all(dir);
 }
 
+// streams[].keyframes_only the same way; unset stays unset (the job's setting), not false.
+TEST(StreamTable, AStreamsOwnKeyframesOnlyTravelsWithItAndCannotChangeWhileItRuns) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: a, uri: \"test://ball?frames=0&live=true\", keyframes_only: true}\n"
+                              "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
+                              "ingest: {keyframes_only: false}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 1);
+  EXPECT_EQ(table.entries[0].keyframes_only, std::optional<bool>(true));
+  EXPECT_EQ(table.entries[1].keyframes_only, std::nullopt);
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-keys-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto back = read_stream_table((dir / "t.json").string());
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ(stream_config_of((*back)->entries[0])->keyframes_only, std::optional<bool>(true));
+  EXPECT_EQ(stream_config_of((*back)->entries[1])->keyframes_only, std::nullopt);
+  std::filesystem::remove_all(dir);
+  for (const std::string& edit : {std::string("keyframes_only: false"), std::string("roi: [0, 0, 1, 1]")}) {
+    std::string changed = running;  // false is a change; so is leaving it out (the job's: false)
+    changed.replace(changed.find("keyframes_only: true"), 20, edit);
+    auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
+    ASSERT_FALSE(refused.ok()) << edit;
+    EXPECT_NE(refused.status().message().find("job.yaml:3: stream 'a': its keyframes_only changed"), std::string::npos)
+        << refused.status().message();
+  }
+}
+
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   StreamTracker tracker(2);
   auto end_of = [](uint32_t i) {

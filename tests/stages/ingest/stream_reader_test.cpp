@@ -2,6 +2,8 @@
 // a corrupt one. Frames go to a collecting emitter instead of a socket.
 #include "stages/ingest/stream_reader.h"
 
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <arpa/inet.h>
@@ -9,11 +11,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -319,6 +323,135 @@ TEST_F(StreamReaderTest, AResumedFileKeepsTheSameFramesUnderMaxFps) {
     for (size_t i = 0; i < frames.size(); ++i) {
       EXPECT_EQ(frames[i]->env.seq, skip + i);
       EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << (sought ? "sought" : "by count") << ", frame " << skip + i;
+    }
+  }
+}
+
+// The presentation timestamps of a file's key frames, read from its parsed stream (the parser and the
+// container mark every other frame a delta unit): what ingest.keyframes_only should decode.
+std::vector<int64_t> key_frame_timestamps(const std::string& path, const std::string& demux_parse) {
+  std::vector<int64_t> pts;
+  gst_init(nullptr, nullptr);  // each test may run in a process of its own
+  GError* error = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      ("filesrc location=" + path + " ! " + demux_parse + " ! appsink name=sink sync=false").c_str(), &error);
+  EXPECT_TRUE(pipeline) << (error ? error->message : "");
+  if (!pipeline) return pts;
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  while (GstSample* sample = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+    GstBuffer* b = gst_sample_get_buffer(sample);
+    if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DELTA_UNIT)) pts.push_back(static_cast<int64_t>(GST_BUFFER_PTS(b)));
+    gst_sample_unref(sample);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  std::sort(pts.begin(), pts.end());
+  return pts;
+}
+
+// The luma plane of a frame, row by row (strides differ between frames of one stream only in theory).
+std::string luma(const Message& m) {
+  std::string y;
+  for (uint32_t r = 0; r < m.frame.height; ++r) {
+    const auto* row = reinterpret_cast<const char*>(m.payload.data() + m.frame.offset[0] + size_t{r} * m.frame.stride[0]);
+    y.append(row, m.frame.width);
+  }
+  return y;
+}
+
+// ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
+// the very picture a decode of every frame gives at its timestamp; they are numbered without gaps and
+// the others count as left out. H.264 in MP4 (B-frames) and H.265 in Matroska.
+TEST_F(StreamReaderTest, KeyframesOnlyDecodesEachKeyFrameAsAFullDecodeDoes) {
+  const std::string h264 = encode_clip("keys.mp4", "ball", 120, 320, 240, "mp4mux", "key-int-max=30 bframes=2");
+  const std::string h265 = (dir_ / "keys.mkv").string();
+  const std::string encode_h265 = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=120 ! video/x-raw,width=320,"
+                                  "height=240,framerate=30/1 ! x265enc speed-preset=ultrafast key-int-max=25 ! h265parse ! "
+                                  "matroskamux ! filesink location=" + h265;
+  ASSERT_EQ(std::system(encode_h265.c_str()), 0) << encode_h265;
+  for (const auto& [path, demux_parse] : {std::pair<std::string, std::string>{h264, "qtdemux ! h264parse"},
+                                          {h265, "matroskademux ! h265parse"}}) {
+    const std::vector<int64_t> keys = key_frame_timestamps(path, demux_parse);
+    ASSERT_GE(keys.size(), 4u) << path;
+    ASSERT_LT(keys.size(), 20u) << path;
+    std::map<int64_t, std::string> every;  // the full decode's pictures by timestamp
+    {
+      auto reader = StreamReader::create(stream("full", path), 0, ingest_);
+      ASSERT_TRUE(reader.ok()) << reader.status().message();
+      CollectingEmitter out;
+      ASSERT_TRUE((*reader)->run(out, flags_).ok());
+      for (const Message* f : of_kind(out, MessageKind::kFrame)) every[f->env.pts_ns] = luma(*f);
+      ASSERT_EQ(every.size(), 120u) << path;
+    }
+    IngestConfig ingest = ingest_;
+    ingest.keyframes_only = true;
+    auto reader = StreamReader::create(stream("keys", path), 0, ingest);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), keys.size()) << path;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i]->env.seq, i);
+      ASSERT_EQ(frames[i]->env.pts_ns, keys[i]) << path << " key frame " << i;
+      EXPECT_TRUE(luma(*frames[i]) == every.at(keys[i])) << path << ": key frame " << i << " differs from the full decode";
+    }
+    EXPECT_EQ(out.messages.back().event.frames, keys.size());
+    EXPECT_EQ((*reader)->left_out(), 120u - keys.size()) << path;
+    // A stream's own setting wins over the job's.
+    StreamConfig own = stream("own", path);
+    own.keyframes_only = false;
+    auto every_frame = StreamReader::create(own, 0, ingest);
+    ASSERT_TRUE(every_frame.ok());
+    CollectingEmitter all;
+    ASSERT_TRUE((*every_frame)->run(all, flags_).ok());
+    EXPECT_EQ(of_kind(all, MessageKind::kFrame).size(), 120u) << path;
+  }
+  // Uncompressed video (a test source) has no decoder: every frame is whole, and kept.
+  IngestConfig ingest = ingest_;
+  ingest.keyframes_only = true;
+  auto raw = StreamReader::create(stream("raw", "test://ball?frames=20&width=160&height=120"), 0, ingest);
+  ASSERT_TRUE(raw.ok());
+  CollectingEmitter out;
+  ASSERT_TRUE((*raw)->run(out, flags_).ok());
+  EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 20u);
+}
+
+// --resume with key frames only (and max_fps over them): sought or decoded from the start, a resumed
+// run keeps exactly the frames the first run would have kept after the last one with a result.
+TEST_F(StreamReaderTest, AResumedFileKeepsTheSameKeyFrames) {
+  const std::string path = encode_clip("resumed-keys.mp4", "ball", 240, 320, 240, "mp4mux", "key-int-max=15 bframes=2");
+  for (double max_fps : {0.0, 1.0}) {
+    IngestConfig ingest = ingest_;
+    ingest.keyframes_only = true;
+    ingest.max_fps = max_fps;
+    std::vector<int64_t> pts;
+    {
+      auto reader = StreamReader::create(stream("full", path), 0, ingest);
+      ASSERT_TRUE(reader.ok()) << reader.status().message();
+      CollectingEmitter out;
+      ASSERT_TRUE((*reader)->run(out, flags_).ok());
+      for (const Message* f : of_kind(out, MessageKind::kFrame)) pts.push_back(f->env.pts_ns);
+    }
+    ASSERT_GE(pts.size(), max_fps > 0 ? 7u : 15u);
+    for (bool sought : {true, false}) {
+      const uint64_t skip = pts.size() / 2;
+      ReaderOptions o;
+      o.skip_frames = skip;
+      o.resume_after_pts_ns = sought ? pts[skip - 1] : -1;
+      auto reader = StreamReader::create(stream("resumed", path), 0, ingest, o);
+      ASSERT_TRUE(reader.ok());
+      (*reader)->preroll();
+      CollectingEmitter out;
+      ASSERT_TRUE((*reader)->run(out, flags_).ok());
+      auto frames = of_kind(out, MessageKind::kFrame);
+      ASSERT_EQ(frames.size(), pts.size() - skip) << (sought ? "sought" : "by count") << ", max_fps " << max_fps;
+      for (size_t i = 0; i < frames.size(); ++i) {
+        EXPECT_EQ(frames[i]->env.seq, skip + i);
+        EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << (sought ? "sought" : "by count") << ", frame " << skip + i;
+      }
     }
   }
 }
