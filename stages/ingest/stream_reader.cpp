@@ -233,13 +233,22 @@ struct StreamReader::Impl {
     VAPIPE_LOG_INFO("stream '{}': RTSP over {}, with a {} ms jitter buffer (ingest.rtsp_latency_ms)", self->stream.id,
                     transport, latency);
   }
-  // ingest.keyframes_only: a video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they
-  // all derive from GstVideoDecoder); what reaches it is only key frames, which decode on their own.
-  // The parser in front of it marks every other frame a delta unit (from the codec's own headers, or
-  // the container's sync-sample table). Codec headers (HEADER buffers) always pass.
+  // A video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they all derive from
+  // GstVideoDecoder).
+  // - libav's decoders output pictures they could not decode whole by default (`output-corrupt`): a
+  //   camera joined between two key frames (the usual case for a shared camera stream) gave up to a
+  //   key frame interval of grey smears, which the classifier labelled with confidence. They keep
+  //   them from now on; a frame lost that way is not a result (the camera's next whole frame is).
+  // - ingest.keyframes_only: what reaches the decoder is only key frames, which decode on their own.
+  //   The parser in front of it marks every other frame a delta unit (from the codec's own headers,
+  //   or the container's sync-sample table). Codec headers (HEADER buffers) always pass.
   static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
     if (!GST_IS_VIDEO_DECODER(element)) return;
+    if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "output-corrupt")) {
+      g_object_set(element, "output-corrupt", FALSE, nullptr);
+    }
     auto* self = static_cast<Impl*>(user);
+    if (!self->keyframes_only) return;
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
     gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::drop_delta_units, self, nullptr);
@@ -377,9 +386,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     if (nvdec) impl.caps_sink = caps_filter;
     g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
     g_signal_connect(src, "source-setup", G_CALLBACK(&StreamReader::Impl::on_source_setup), &impl);
-    if (impl.keyframes_only) {
-      g_signal_connect(src, "deep-element-added", G_CALLBACK(&StreamReader::Impl::on_deep_element_added), &impl);
-    }
+    g_signal_connect(src, "deep-element-added", G_CALLBACK(&StreamReader::Impl::on_deep_element_added), &impl);
     if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
     }

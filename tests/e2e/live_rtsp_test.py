@@ -35,19 +35,14 @@ class LiveRtsp(E2ETest):
         # yard over TCP (rtspt://: RTP interleaved in the RTSP connection, as behind NAT), door as
         # GStreamer chooses (UDP first); both with a short jitter buffer (ingest.rtsp_latency_ms).
         cams["yard"] = ("pinwheel", "rtspt://" + cams["yard"][1][len("rtsp://"):])
-        config, endpoint = write_config(self.dir, [(sid, uri) for sid, (_, uri) in cams.items()],
+        # gate: the door camera once more, key frames only (the server sends one every 15 frames, 0.5 s).
+        config, endpoint = write_config(self.dir, [(sid, uri) for sid, (_, uri) in cams.items()] +
+                                        [("gate", cams["door"][1], {"keyframes_only": True})],
                                         ingest={"rtsp_latency_ms": 150})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.assertEqual(len(run.watch_stages()), 5)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            with open(self.subscriber.path) as f:
-                lines = f.readlines()
-            counts = {sid: sum(f'"results/{sid}"' in line for line in lines) for sid in cams}
-            if min(counts.values()) >= 30:
-                break
-            time.sleep(0.2)
+        self.wait_for_results({"door": 30, "yard": 30, "gate": 4})
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
@@ -55,15 +50,23 @@ class LiveRtsp(E2ETest):
         self.assertIn("stream 'door': RTSP over udp, udp-mcast, tcp in that order (rtspt:// for TCP only), with a 150 ms "
                       "jitter buffer", run.stderr)
         self.assertIn("stream 'yard': RTSP over TCP only (rtspt://), with a 150 ms jitter buffer", run.stderr)
+        self.assertIn("stream 'gate': key frames only (ingest.keyframes_only): avdec_h264 decodes no other frame",
+                      run.stderr)
         messages = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(messages), events_by_stream(messages)
+        gate = results.get("gate", [])
+        self.assertGreaterEqual(len(gate), 4)
+        self.assertEqual([r["seq"] for r in gate], list(range(len(gate))))
+        self.assertTrue(all(r["label"] == "smpte" for r in gate), [r["label"] for r in gate])
+        gaps = [b["pts_ms"] - a["pts_ms"] for a, b in zip(gate, gate[1:])]
+        self.assertGreater(sum(gaps) / len(gaps), 400, f"key frames 0.5 s apart, not every frame: {gaps}")
         for sid, (pattern, uri) in cams.items():
             got = results.get(sid, [])
             self.assertGreaterEqual(len(got), 30, f"camera {sid}")
             seqs = [r["seq"] for r in got]
             self.assertEqual(seqs, sorted(set(seqs)), f"camera {sid}: results out of order or twice")
             correct = sum(r["label"] == pattern for r in got)
-            self.assertGreaterEqual(correct / len(got), 0.95, f"camera {sid}: {correct}/{len(got)} named '{pattern}'")
+            self.assertGreaterEqual(correct / len(got), 0.95, f"camera {sid}: {correct}/{len(got)} named '{pattern}': {[r['label'] for r in got]}")
             self.assertEqual([e["event"] for e in events[sid]], ["started", "eos"])
             self.assertEqual(events[sid][-1]["message"], "stopped")
             self.assertEqual(events[sid][0]["uri"], uri)

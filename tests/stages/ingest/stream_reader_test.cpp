@@ -610,6 +610,63 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
   EXPECT_EQ(out.last.event.uri, server.uri());
 }
 
+// A camera stream that another client already watches (a shared RTSP media, as cameras and NVRs serve
+// them) is joined between two key frames: the frames before the next key frame cannot be decoded
+// whole. They are not sent: every frame a late reader emits is the still smpte picture, as the last one
+// is, not the grey smear a decoder makes without its reference frames.
+TEST_F(StreamReaderTest, ACameraJoinedBetweenKeyFramesSendsOnlyWholePictures) {
+  const int port = 20000 + (getpid() + 7) % 20000;
+  testing::RtspTestServer server(port, "smpte");  // a key frame every 15 frames (0.5 s)
+  ASSERT_TRUE(server.ok());
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  class KeepUpTo final : public Emitter {
+   public:
+    KeepUpTo(size_t n, ShutdownFlags* flags) : n_(n), flags_(flags) {}
+    Status emit(Message&& m) override {
+      if (m.kind == MessageKind::kFrame && frames.size() < n_) frames.push_back(std::move(m));
+      if (frames.size() >= n_) flags_->stop = true;
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    std::vector<Message> frames;
+
+   private:
+    size_t n_;
+    ShutdownFlags* flags_;
+  };
+  ShutdownFlags first_flags, late_flags;
+  KeepUpTo first_out(1000000, &first_flags), late_out(30, &late_flags);
+  auto first = StreamReader::create(stream("first", server.uri()), 0, ingest_);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  std::thread first_thread([&] { EXPECT_TRUE((*first)->run(first_out, first_flags).ok()); });
+  std::thread deadline([&] {
+    for (int i = 0; i < 300 && !(first_flags.stop && late_flags.stop); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    first_flags.stop = late_flags.stop = true;  // at most 30 s
+  });
+  // Joins once the first is receiving, at a moment unrelated to the key frames.
+  for (int i = 0; i < 100 && first_out.frames.size() < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::random_device{}() % 450));
+  auto late = StreamReader::create(stream("late", server.uri()), 0, ingest_);
+  ASSERT_TRUE(late.ok()) << late.status().message();
+  ASSERT_TRUE((*late)->run(late_out, late_flags).ok());
+  first_flags.stop = true;
+  first_thread.join();
+  deadline.join();
+  ASSERT_EQ(late_out.frames.size(), 30u);
+  const std::string reference = luma(late_out.frames.back());
+  for (size_t i = 0; i < late_out.frames.size(); ++i) {
+    const std::string y = luma(late_out.frames[i]);
+    ASSERT_EQ(y.size(), reference.size());
+    double diff = 0;
+    for (size_t k = 0; k < y.size(); ++k) {
+      diff += std::abs(static_cast<int>(static_cast<unsigned char>(y[k])) - static_cast<unsigned char>(reference[k]));
+    }
+    EXPECT_LT(diff / static_cast<double>(y.size()), 6.0) << "frame " << i << " of the late reader is not the picture";
+  }
+}
+
 TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
   const std::string clip = encode_clip("served.mp4", "snow", 20, 320, 240, "mp4mux");
   httplib::Server http;
