@@ -12,7 +12,7 @@
 
 namespace vapipe::testing {
 
-inline std::string free_loopback_tcp_endpoint() {
+inline int free_loopback_tcp_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -24,7 +24,9 @@ inline std::string free_loopback_tcp_endpoint() {
     port = ntohs(addr.sin_port);
   }
   if (fd >= 0) ::close(fd);
-  return "tcp://127.0.0.1:" + std::to_string(port);
+  return port;
 }
+
+inline std::string free_loopback_tcp_endpoint() { return "tcp://127.0.0.1:" + std::to_string(free_loopback_tcp_port()); }
 
 }  // namespace vapipe::testing

@@ -22,6 +22,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/fakes/free_port.h"
 #include "tests/fakes/rtsp_test_server.h"
 #include "tests/fakes/stage_harness.h"
 
@@ -574,7 +575,7 @@ namespace {
 // rtsp:// through uridecodebin, against a real RTSP server on loopback; http:// against a real
 // HTTP server (cpp-httplib) serving a clip.
 TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
-  const int port = 20000 + getpid() % 20000;
+  const int port = testing::free_loopback_tcp_port();
   testing::RtspTestServer server(port, "ball");
   ASSERT_TRUE(server.ok());
   ingest_.queue_policy = QueuePolicy::kDropOldest;
@@ -615,7 +616,7 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
 // whole. They are not sent: every frame a late reader emits is the still smpte picture, as the last one
 // is, not the grey smear a decoder makes without its reference frames.
 TEST_F(StreamReaderTest, ACameraJoinedBetweenKeyFramesSendsOnlyWholePictures) {
-  const int port = 20000 + (getpid() + 7) % 20000;
+  const int port = testing::free_loopback_tcp_port();
   testing::RtspTestServer server(port, "smpte");  // a key frame every 15 frames (0.5 s)
   ASSERT_TRUE(server.ok());
   ingest_.queue_policy = QueuePolicy::kDropOldest;
