@@ -128,6 +128,9 @@ struct StreamReader::Impl {
   // decoder (never decoded); counted here.
   bool keyframes_only = false;
   std::atomic<uint64_t> not_decoded{0};
+  // Compressed frames that came before the stream's first key frame (each new connection's), and were
+  // not decoded: they cannot be decoded whole.
+  std::atomic<uint64_t> before_key_frame{0};
   bool keyframes_logged = false;  // once per stream, not per reconnection
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
@@ -234,37 +237,64 @@ struct StreamReader::Impl {
                     transport, latency);
   }
   // A video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they all derive from
-  // GstVideoDecoder).
-  // - libav's decoders output pictures they could not decode whole by default (`output-corrupt`): a
-  //   camera joined between two key frames (the usual case for a shared camera stream) gave up to a
-  //   key frame interval of grey smears, which the classifier labelled with confidence. They keep
-  //   them from now on; a frame lost that way is not a result (the camera's next whole frame is).
-  // - ingest.keyframes_only: what reaches the decoder is only key frames, which decode on their own.
-  //   The parser in front of it marks every other frame a delta unit (from the codec's own headers,
-  //   or the container's sync-sample table). Codec headers (HEADER buffers) always pass.
+  // GstVideoDecoder). What reaches it passes a probe on its input (on_decoder_input):
+  // - until the stream's first key frame, nothing: a camera joined between two key frames (the usual
+  //   case for a camera stream that another client already watches) gave up to a key frame interval
+  //   of grey smears, which the classifier labelled with confidence. A parser that marks no key frame
+  //   in kMaxFramesBeforeKeyFrame frames (a stream refreshed by intra slices alone) is trusted to be
+  //   decodable from there: the wait ends, with a warning.
+  // - ingest.keyframes_only: key frames only, ever; they decode on their own.
+  // The parser in front of the decoder marks every other frame a delta unit (from the codec's own
+  // headers, or the container's sync-sample table).
+  // libav's decoders also keep the pictures they could not decode whole (a lost packet) instead of
+  // sending them (`output-corrupt`, on by default there).
+  static constexpr uint64_t kMaxFramesBeforeKeyFrame = 300;
+  struct DecoderInput {
+    Impl* impl;
+    uint64_t before_key_frame = 0;  // delta units dropped so far while waiting (this pipeline's)
+    bool key_frame_seen = false;
+  };
   static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
     if (!GST_IS_VIDEO_DECODER(element)) return;
+    auto* self = static_cast<Impl*>(user);
     if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "output-corrupt")) {
       g_object_set(element, "output-corrupt", FALSE, nullptr);
     }
-    auto* self = static_cast<Impl*>(user);
-    if (!self->keyframes_only) return;
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
-    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::drop_delta_units, self, nullptr);
+    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::on_decoder_input, new DecoderInput{self},
+                      [](gpointer input) { delete static_cast<DecoderInput*>(input); });
     gst_object_unref(sink);
-    if (self->keyframes_logged) return;
+    if (!self->keyframes_only || self->keyframes_logged) return;
     self->keyframes_logged = true;
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
   }
-  static GstPadProbeReturn drop_delta_units(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  static GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    auto* input = static_cast<DecoderInput*>(user);
+    Impl* self = input->impl;
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    if (!buffer || !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT) ||
-        GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_HEADER)) {
+    if (!buffer) return GST_PAD_PROBE_OK;
+    if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) {
+      input->key_frame_seen = true;
       return GST_PAD_PROBE_OK;
     }
-    static_cast<Impl*>(user)->not_decoded.fetch_add(1);
+    // A delta unit is dropped even when it carries the codec's headers too (a HEADER flag: an encoder's
+    // SPS/PPS repeated in front of a P-frame): decoded, it is a smear. The headers the decoder needs
+    // come in the caps (MP4's codec data, RTSP's sprop-parameter-sets) or with the key frames.
+    if (self->keyframes_only) {
+      self->not_decoded.fetch_add(1);
+      return GST_PAD_PROBE_DROP;
+    }
+    if (input->key_frame_seen) return GST_PAD_PROBE_OK;
+    if (input->before_key_frame >= kMaxFramesBeforeKeyFrame) {
+      input->key_frame_seen = true;
+      VAPIPE_LOG_WARN("stream '{}': no key frame in its first {} frames: decoding on from here (the pictures may "
+                      "be smeared until the stream refreshes them)", self->stream.id, kMaxFramesBeforeKeyFrame);
+      return GST_PAD_PROBE_OK;
+    }
+    ++input->before_key_frame;
+    self->before_key_frame.fetch_add(1);
     return GST_PAD_PROBE_DROP;
   }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
@@ -641,6 +671,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     } else {
       std::string left_out;
       if (s.keyframes_only) left_out += ", " + std::to_string(s.not_decoded.load()) + " not decoded: not key frames";
+      if (const uint64_t early = s.before_key_frame.load(); early > 0) {
+        left_out += ", " + std::to_string(early) + " not decoded: before a key frame";
+      }
       if (s.sample_period_ns > 0) {
         left_out += ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps";
       }
