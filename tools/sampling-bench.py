@@ -2,8 +2,8 @@
 """How fast an archive is scanned when not every frame is classified: every frame, `ingest.max_fps`
 (decodes every frame, classifies a sample) and `ingest.keyframes_only` (decodes only key frames).
 
-Makes long 1280x720 30 fps H.264 clips (x264 veryfast, 3 Mbit/s, a key frame at most every 60 frames,
-as tools/bench.sh's), then runs `vapipe run` over them once per mode with the model of a config that
+Makes long 1280x720 30 fps H.264 clips (tools/bench.py's: x264 veryfast, 3 Mbit/s, a key frame at most
+every 60 frames, moving test patterns), then runs `vapipe run` over them once per mode with the model of a config that
 tools/bench.sh wrote (its streams replaced), and prints a Markdown table: frames classified, wall time
 (start-up included), and video frames scanned per second of wall time.
 
@@ -18,24 +18,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PATTERNS = ["smpte", "ball", "pinwheel", "spokes", "colors", "gradient", "snow", "red"]
-
-
-def make_clips(folder, clips, frames):
-    os.makedirs(folder, exist_ok=True)
-    paths = []
-    for i in range(clips):
-        pattern = PATTERNS[i % len(PATTERNS)]
-        path = os.path.join(folder, f"{i:02d}-{pattern}-1280x720-{frames}.mp4")
-        if not os.path.exists(path):
-            subprocess.run(
-                f"gst-launch-1.0 -q videotestsrc pattern={pattern} num-buffers={frames} "
-                f"! video/x-raw,width=1280,height=720,framerate=30/1 "
-                f"! x264enc bitrate=3000 speed-preset=veryfast key-int-max=60 ! h264parse ! mp4mux "
-                f"! filesink location={path}.part", shell=True, check=True)
-            os.rename(path + ".part", path)
-        paths.append(path)
-    return paths
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from bench import make_clips  # noqa: E402  (tools/bench.py's clips, longer)
 
 
 def main():

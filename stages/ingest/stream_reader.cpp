@@ -22,6 +22,7 @@
 #include "pipeline/bounded_queue.h"
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
+#include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/watched_state_change.h"
 
@@ -237,22 +238,14 @@ struct StreamReader::Impl {
                     transport, latency);
   }
   // A video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they all derive from
-  // GstVideoDecoder). What reaches it passes a probe on its input (on_decoder_input):
-  // - until the stream's first key frame, nothing: a camera joined between two key frames (the usual
-  //   case for a camera stream that another client already watches) gave up to a key frame interval
-  //   of grey smears, which the classifier labelled with confidence. A parser that marks no key frame
-  //   in kMaxFramesBeforeKeyFrame frames (a stream refreshed by intra slices alone) is trusted to be
-  //   decodable from there: the wait ends, with a warning.
-  // - ingest.keyframes_only: key frames only, ever; they decode on their own.
-  // The parser in front of the decoder marks every other frame a delta unit (from the codec's own
-  // headers, or the container's sync-sample table).
-  // libav's decoders also keep the pictures they could not decode whole (a lost packet) instead of
-  // sending them (`output-corrupt`, on by default there).
-  static constexpr uint64_t kMaxFramesBeforeKeyFrame = 300;
+  // GstVideoDecoder). What reaches it passes a DecoderInputGate (decoder_input_gate.h: nothing before
+  // the first key frame; with ingest.keyframes_only, key frames only), on a probe on its input. The
+  // parser in front of it marks every other frame a delta unit (from the codec's own headers, or the
+  // container's sync-sample table). libav's decoders also keep the pictures they could not decode
+  // whole (a lost packet) instead of sending them (`output-corrupt`, on by default there).
   struct DecoderInput {
     Impl* impl;
-    uint64_t before_key_frame = 0;  // delta units dropped so far while waiting (this pipeline's)
-    bool key_frame_seen = false;
+    DecoderInputGate gate;
   };
   static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
     if (!GST_IS_VIDEO_DECODER(element)) return;
@@ -262,7 +255,8 @@ struct StreamReader::Impl {
     }
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
-    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::on_decoder_input, new DecoderInput{self},
+    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::on_decoder_input,
+                      new DecoderInput{self, DecoderInputGate(self->keyframes_only)},
                       [](gpointer input) { delete static_cast<DecoderInput*>(input); });
     gst_object_unref(sink);
     if (!self->keyframes_only || self->keyframes_logged) return;
@@ -275,27 +269,21 @@ struct StreamReader::Impl {
     Impl* self = input->impl;
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     if (!buffer) return GST_PAD_PROBE_OK;
-    if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) {
-      input->key_frame_seen = true;
-      return GST_PAD_PROBE_OK;
+    switch (input->gate.admit(GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT))) {
+      case DecoderInputGate::Verdict::kPass:
+        return GST_PAD_PROBE_OK;
+      case DecoderInputGate::Verdict::kNotKeyFrame:
+        self->not_decoded.fetch_add(1);
+        return GST_PAD_PROBE_DROP;
+      case DecoderInputGate::Verdict::kBeforeKeyFrame:
+        self->before_key_frame.fetch_add(1);
+        return GST_PAD_PROBE_DROP;
+      case DecoderInputGate::Verdict::kPassAfterWaiting:
+        VAPIPE_LOG_WARN("stream '{}': no key frame in {} frames: decoding on from here (the pictures may be "
+                        "smeared until the stream refreshes them)", self->stream.id, DecoderInputGate::kMaxWait);
+        return GST_PAD_PROBE_OK;
     }
-    // A delta unit is dropped even when it carries the codec's headers too (a HEADER flag: an encoder's
-    // SPS/PPS repeated in front of a P-frame): decoded, it is a smear. The headers the decoder needs
-    // come in the caps (MP4's codec data, RTSP's sprop-parameter-sets) or with the key frames.
-    if (self->keyframes_only) {
-      self->not_decoded.fetch_add(1);
-      return GST_PAD_PROBE_DROP;
-    }
-    if (input->key_frame_seen) return GST_PAD_PROBE_OK;
-    if (input->before_key_frame >= kMaxFramesBeforeKeyFrame) {
-      input->key_frame_seen = true;
-      VAPIPE_LOG_WARN("stream '{}': no key frame in its first {} frames: decoding on from here (the pictures may "
-                      "be smeared until the stream refreshes them)", self->stream.id, kMaxFramesBeforeKeyFrame);
-      return GST_PAD_PROBE_OK;
-    }
-    ++input->before_key_frame;
-    self->before_key_frame.fetch_add(1);
-    return GST_PAD_PROBE_DROP;
+    return GST_PAD_PROBE_OK;
   }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);

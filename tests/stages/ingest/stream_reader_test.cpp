@@ -60,6 +60,18 @@ class StreamReaderTest : public ::testing::Test {
     return path;
   }
 
+  // The timestamps of the frames a reader of `path` emits, decoding it whole.
+  std::vector<int64_t> timestamps_of(const std::string& path, const IngestConfig& ingest) {
+    std::vector<int64_t> pts;
+    auto reader = StreamReader::create(stream("full", path), 0, ingest);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    if (!reader.ok()) return pts;
+    CollectingEmitter out;
+    EXPECT_TRUE((*reader)->run(out, flags_).ok());
+    for (const Message* f : of_kind(out, MessageKind::kFrame)) pts.push_back(f->env.pts_ns);
+    return pts;
+  }
+
   static std::vector<const Message*> of_kind(const CollectingEmitter& out, MessageKind k) {
     std::vector<const Message*> v;
     for (const Message& m : out.messages) {
@@ -189,15 +201,8 @@ TEST_F(StreamReaderTest, AResumedFileIsSoughtAndGoesOnExactlyFromTheNextFrame) {
   for (const std::string mux : {"mp4mux", "matroskamux"}) {
     const std::string path = encode_clip("gop-" + mux + (mux == "mp4mux" ? ".mp4" : ".mkv"), "ball", 90, 320, 240,
                                          mux, "key-int-max=30 bframes=2");
-    std::vector<int64_t> pts;
-    {
-      auto reader = StreamReader::create(stream("full", path), 0, ingest_);
-      ASSERT_TRUE(reader.ok()) << reader.status().message();
-      CollectingEmitter out;
-      ASSERT_TRUE((*reader)->run(out, flags_).ok());
-      for (const Message* f : of_kind(out, MessageKind::kFrame)) pts.push_back(f->env.pts_ns);
-      ASSERT_EQ(pts.size(), 90u) << mux;
-    }
+    const std::vector<int64_t> pts = timestamps_of(path, ingest_);
+    ASSERT_EQ(pts.size(), 90u) << mux;
     for (uint64_t skip : {uint64_t{50}, uint64_t{30}, uint64_t{89}}) {
       ReaderOptions o;
       o.skip_frames = skip;
@@ -291,22 +296,13 @@ TEST_F(StreamReaderTest, AResumedFileKeepsTheSameFramesUnderMaxFps) {
   const std::string path = encode_clip("sampled.mp4", "ball", 90, 320, 240, "mp4mux", "key-int-max=30 bframes=2");
   IngestConfig ingest = ingest_;
   ingest.max_fps = 7;  // a period that is not a whole number of frames: 4 or 5 frames apart
-  auto decode = [&](const IngestConfig& in) {
-    std::vector<int64_t> stamps;
-    auto reader = StreamReader::create(stream("full", path), 0, in);
-    EXPECT_TRUE(reader.ok()) << reader.status().message();
-    CollectingEmitter out;
-    EXPECT_TRUE((*reader)->run(out, flags_).ok());
-    for (const Message* f : of_kind(out, MessageKind::kFrame)) stamps.push_back(f->env.pts_ns);
-    return stamps;
-  };
   // The rule, applied here to every frame's timestamp: the first frame of each period is kept.
   std::vector<int64_t> expected;
   const int64_t period = static_cast<int64_t>(1e9 / 7);
-  for (int64_t t : decode(ingest_)) {
+  for (int64_t t : timestamps_of(path, ingest_)) {
     if (expected.empty() || t / period > expected.back() / period) expected.push_back(t);
   }
-  const std::vector<int64_t> pts = decode(ingest);
+  const std::vector<int64_t> pts = timestamps_of(path, ingest);
   ASSERT_GE(pts.size(), 21u);  // 3 s at 7 a second
   EXPECT_EQ(pts, expected);
   for (bool sought : {true, false}) {
@@ -428,14 +424,7 @@ TEST_F(StreamReaderTest, AResumedFileKeepsTheSameKeyFrames) {
     IngestConfig ingest = ingest_;
     ingest.keyframes_only = true;
     ingest.max_fps = max_fps;
-    std::vector<int64_t> pts;
-    {
-      auto reader = StreamReader::create(stream("full", path), 0, ingest);
-      ASSERT_TRUE(reader.ok()) << reader.status().message();
-      CollectingEmitter out;
-      ASSERT_TRUE((*reader)->run(out, flags_).ok());
-      for (const Message* f : of_kind(out, MessageKind::kFrame)) pts.push_back(f->env.pts_ns);
-    }
+    const std::vector<int64_t> pts = timestamps_of(path, ingest);
     ASSERT_GE(pts.size(), max_fps > 0 ? 7u : 15u);
     for (bool sought : {true, false}) {
       const uint64_t skip = pts.size() / 2;
