@@ -10,7 +10,9 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -132,6 +134,10 @@ struct StreamReader::Impl {
   // Compressed frames that came before the stream's first key frame (each new connection's), and were
   // not decoded: they cannot be decoded whole.
   std::atomic<uint64_t> before_key_frame{0};
+  // When the decoder's input last saw a compressed frame (steady clock, ns; 0: never), passed or
+  // dropped: a camera whose frames are all left out for a while (key frames only, or waiting for
+  // the first key frame) is sending, not stalled.
+  std::atomic<int64_t> last_input_ns{0};
   bool keyframes_logged = false;  // once per stream, not per reconnection
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
@@ -269,6 +275,7 @@ struct StreamReader::Impl {
     Impl* self = input->impl;
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     if (!buffer) return GST_PAD_PROBE_OK;
+    self->last_input_ns = std::chrono::steady_clock::now().time_since_epoch().count();
     switch (input->gate.admit(GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT))) {
       case DecoderInputGate::Verdict::kPass:
         return GST_PAD_PROBE_OK;
@@ -852,10 +859,22 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
       std::optional<std::string> reason = pop_bus_error(bus.get());
-      if (!reason && stall_after.count() > 0 && std::chrono::steady_clock::now() - last_frame > stall_after) {
+      if (!reason && stall_after.count() > 0) {
+        // Stalled: nothing arrived for stall_timeout_s. Compressed frames that arrive and are left out
+        // before decoding (key frames only; before the first key frame) count as arriving, up to ten
+        // times as long without a decoded frame (a stream that never gives one is stalled too).
+        const auto now = std::chrono::steady_clock::now();
+        const std::chrono::steady_clock::time_point last_input{
+            std::chrono::steady_clock::duration(s.last_input_ns.load())};
+        const auto quiet = now - std::max(last_frame, last_input);
         std::ostringstream os;
-        os << "stalled: no frame for " << std::chrono::duration<double>(stall_after).count() << " s";
-        reason = os.str();
+        if (quiet > stall_after) {
+          os << "stalled: no frame for " << std::chrono::duration<double>(stall_after).count() << " s";
+        } else if (now - last_frame > 10 * stall_after) {
+          os << "stalled: frames arrive but none decoded for " << std::chrono::duration<double>(10 * stall_after).count()
+             << " s";
+        }
+        if (!os.str().empty()) reason = os.str();
       }
       if (reason) {
         if (auto done = recover(MessageKind::kStreamError, *reason)) return *done;

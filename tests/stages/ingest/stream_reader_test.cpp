@@ -813,6 +813,23 @@ TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
       << out.messages.back().event.message;
 }
 
+// A live camera read key frames only sends a frame to classify every key frame interval (0.5 s here),
+// longer than its stall timeout (0.3 s); its compressed frames keep arriving, so it is not stalled:
+// it is never reconnected (each reconnection would wait for a key frame again, and a camera whose key
+// frames are further apart than the timeout would never give one).
+TEST_F(ReconnectTest, AKeyFramesOnlyCameraWhoseKeyFramesAreFurtherApartThanTheStallTimeoutIsNotStalled) {
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte");  // a key frame every 0.5 s
+  ASSERT_TRUE(server.ok());
+  ingest_.stall_timeout_s = 0.3;
+  ingest_.keyframes_only = true;
+  auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 5);
+  EXPECT_GE(of_kind(out, MessageKind::kFrame).size(), 5u);
+  EXPECT_TRUE(of_kind(out, MessageKind::kStreamReconnecting).empty()) << kinds(out);
+}
+
 TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) {
   encode_clip("slow.mp4", "snow", 10, 160, 120, "mp4mux");
   std::string clip;
