@@ -72,6 +72,31 @@ class StreamReaderTest : public ::testing::Test {
     return pts;
   }
 
+  // A reader of `path` resumed after its first `skip` frames: sought past `resume_pts`, or (-1)
+  // decoded from the start and dropped by count.
+  CollectingEmitter resumed(const std::string& path, const IngestConfig& ingest, uint64_t skip, int64_t resume_pts) {
+    ReaderOptions o;
+    o.skip_frames = skip;
+    o.resume_after_pts_ns = resume_pts;
+    CollectingEmitter out;
+    auto reader = StreamReader::create(stream("resumed", path), 0, ingest, o);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    if (!reader.ok()) return out;
+    (*reader)->preroll();
+    EXPECT_TRUE((*reader)->run(out, flags_).ok());
+    return out;
+  }
+  // Its frames are frames skip.. of a decode from the start (their timestamps `pts`), numbered on from skip.
+  static void expect_goes_on_from(const CollectingEmitter& out, const std::vector<int64_t>& pts, uint64_t skip,
+                                  const std::string& what) {
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), pts.size() - skip) << what;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i]->env.seq, skip + i) << what;
+      EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << what << ", frame " << skip + i;
+    }
+  }
+
   static std::vector<const Message*> of_kind(const CollectingEmitter& out, MessageKind k) {
     std::vector<const Message*> v;
     for (const Message& m : out.messages) {
@@ -204,20 +229,9 @@ TEST_F(StreamReaderTest, AResumedFileIsSoughtAndGoesOnExactlyFromTheNextFrame) {
     const std::vector<int64_t> pts = timestamps_of(path, ingest_);
     ASSERT_EQ(pts.size(), 90u) << mux;
     for (uint64_t skip : {uint64_t{50}, uint64_t{30}, uint64_t{89}}) {
-      ReaderOptions o;
-      o.skip_frames = skip;
-      o.resume_after_pts_ns = pts[skip - 1];
-      auto reader = StreamReader::create(stream("resumed", path), 0, ingest_, o);
-      ASSERT_TRUE(reader.ok());
-      (*reader)->preroll();
-      CollectingEmitter out;
-      ASSERT_TRUE((*reader)->run(out, flags_).ok());
-      auto frames = of_kind(out, MessageKind::kFrame);
-      ASSERT_EQ(frames.size(), 90 - skip) << mux << " from " << skip;
-      for (size_t i = 0; i < frames.size(); ++i) {
-        EXPECT_EQ(frames[i]->env.seq, skip + i) << mux;
-        EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << mux << " frame " << skip + i;
-      }
+      const CollectingEmitter out = resumed(path, ingest_, skip, pts[skip - 1]);
+      expect_goes_on_from(out, pts, skip, mux + " from " + std::to_string(skip));
+      ASSERT_FALSE(out.messages.empty());
       EXPECT_EQ(out.messages.back().event.frames, 90u);
     }
     // A seek that lands past the frames with results (here: a timestamp before the first frame's, so
@@ -307,20 +321,8 @@ TEST_F(StreamReaderTest, AResumedFileKeepsTheSameFramesUnderMaxFps) {
   EXPECT_EQ(pts, expected);
   for (bool sought : {true, false}) {
     const uint64_t skip = 9;
-    ReaderOptions o;
-    o.skip_frames = skip;
-    o.resume_after_pts_ns = sought ? pts[skip - 1] : -1;  // -1: decoded from the start, dropped by count
-    auto reader = StreamReader::create(stream("resumed", path), 0, ingest, o);
-    ASSERT_TRUE(reader.ok());
-    (*reader)->preroll();
-    CollectingEmitter out;
-    ASSERT_TRUE((*reader)->run(out, flags_).ok());
-    auto frames = of_kind(out, MessageKind::kFrame);
-    ASSERT_EQ(frames.size(), pts.size() - skip) << (sought ? "sought" : "by count");
-    for (size_t i = 0; i < frames.size(); ++i) {
-      EXPECT_EQ(frames[i]->env.seq, skip + i);
-      EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << (sought ? "sought" : "by count") << ", frame " << skip + i;
-    }
+    expect_goes_on_from(resumed(path, ingest, skip, sought ? pts[skip - 1] : -1), pts, skip,
+                        sought ? "sought" : "by count");
   }
 }
 
@@ -428,20 +430,8 @@ TEST_F(StreamReaderTest, AResumedFileKeepsTheSameKeyFrames) {
     ASSERT_GE(pts.size(), max_fps > 0 ? 7u : 15u);
     for (bool sought : {true, false}) {
       const uint64_t skip = pts.size() / 2;
-      ReaderOptions o;
-      o.skip_frames = skip;
-      o.resume_after_pts_ns = sought ? pts[skip - 1] : -1;
-      auto reader = StreamReader::create(stream("resumed", path), 0, ingest, o);
-      ASSERT_TRUE(reader.ok());
-      (*reader)->preroll();
-      CollectingEmitter out;
-      ASSERT_TRUE((*reader)->run(out, flags_).ok());
-      auto frames = of_kind(out, MessageKind::kFrame);
-      ASSERT_EQ(frames.size(), pts.size() - skip) << (sought ? "sought" : "by count") << ", max_fps " << max_fps;
-      for (size_t i = 0; i < frames.size(); ++i) {
-        EXPECT_EQ(frames[i]->env.seq, skip + i);
-        EXPECT_EQ(frames[i]->env.pts_ns, pts[skip + i]) << (sought ? "sought" : "by count") << ", frame " << skip + i;
-      }
+      expect_goes_on_from(resumed(path, ingest, skip, sought ? pts[skip - 1] : -1), pts, skip,
+                          std::string(sought ? "sought" : "by count") + ", max_fps " + std::to_string(max_fps));
     }
   }
 }
