@@ -207,8 +207,10 @@ int validate_command(const std::vector<std::string>& args) {
       std::snprintf(region, sizeof region, " (region x %g, y %g, width %g, height %g of the frame)", s.roi[0], s.roi[1],
                     s.roi[2], s.roi[3]);
     }
-    std::printf("    %-20s %s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
-                c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region);
+    char jitter[48] = "";
+    if (s.rtsp_latency_ms) std::snprintf(jitter, sizeof jitter, " (RTSP jitter buffer %u ms)", *s.rtsp_latency_ms);
+    std::printf("    %-20s %s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
+                c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter);
   }
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
               c.publish.endpoint.c_str());

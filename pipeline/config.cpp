@@ -145,11 +145,17 @@ class MapReader {
     }
     *out = v;
   }
-  // A setting that, left out, falls back to another (a stream's own over the job's).
+  // Settings that, left out, fall back to another (a stream's own over the job's).
   void optional_boolean(const std::string& key, std::optional<bool>* out) {
     if (!present(child(key))) return;
     bool v = false;
     boolean(key, &v);
+    *out = v;
+  }
+  void optional_uint(const std::string& key, std::optional<uint32_t>* out, uint64_t min, uint64_t max) {
+    if (!present(child(key))) return;
+    uint32_t v = 0;
+    uint(key, &v, min, max);
     *out = v;
   }
   void number(const std::string& key, double* out, double min, double max) {
@@ -274,6 +280,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       r.str("id_prefix", &id_prefix);
       r.number("max_fps", &s.max_fps, 0, 1000);
       r.optional_boolean("keyframes_only", &s.keyframes_only);
+      r.optional_uint("rtsp_latency_ms", &s.rtsp_latency_ms, 0, 60000);
       r.region("roi", &s.roi);
       r.finish();
       if (!glob.empty()) {
@@ -291,6 +298,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
           f.line = s.line;
           f.max_fps = s.max_fps;
           f.keyframes_only = s.keyframes_only;
+          f.rtsp_latency_ms = s.rtsp_latency_ms;
           f.roi = s.roi;
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {

@@ -30,6 +30,8 @@ struct StreamConfig {
   double max_fps = -1;  // streams[].max_fps: this stream's ingest.max_fps; -1: the job's
   // streams[].keyframes_only: this stream's ingest.keyframes_only; unset: the job's.
   std::optional<bool> keyframes_only = std::nullopt;
+  // streams[].rtsp_latency_ms: this camera's ingest.rtsp_latency_ms; unset: the job's.
+  std::optional<uint32_t> rtsp_latency_ms = std::nullopt;
   // streams[].roi: the region of each frame that is classified, [x, y, width, height] as fractions.
   std::array<double, 4> roi{0, 0, 1, 1};
   bool whole_frame() const { return roi[0] == 0 && roi[1] == 0 && roi[2] == 1 && roi[3] == 1; }
@@ -72,6 +74,7 @@ struct IngestConfig {
   // stream costs a fraction of its decoding (a key frame every 2 s of 30 fps video: 1 frame in 60).
   bool keyframes_only = false;
   bool keyframes_only_for(const StreamConfig& s) const { return s.keyframes_only.value_or(keyframes_only); }
+  uint32_t rtsp_latency_ms_for(const StreamConfig& s) const { return s.rtsp_latency_ms.value_or(rtsp_latency_ms); }
 };
 
 struct PreprocessConfig {

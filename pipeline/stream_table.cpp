@@ -28,7 +28,7 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
   for (uint32_t i = 0; i < config.streams.size(); ++i) {
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
                                          config.streams[i].max_fps, config.streams[i].roi,
-                                         config.streams[i].keyframes_only});
+                                         config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms});
   }
   return t;
 }
@@ -41,7 +41,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
   for (const StreamTableEntry& e : table.entries) {
     j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed},
                             {"max_fps", e.max_fps}, {"roi", e.roi},
-                            {"keyframes_only", e.keyframes_only ? nlohmann::json(*e.keyframes_only) : nlohmann::json()}});
+                            {"keyframes_only", e.keyframes_only ? nlohmann::json(*e.keyframes_only) : nlohmann::json()},
+                            {"rtsp_latency_ms", e.rtsp_latency_ms ? nlohmann::json(*e.rtsp_latency_ms) : nlohmann::json()}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -60,6 +61,9 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
                          s.at("lane").get<uint32_t>(), s.at("removed").get<bool>(), s.value("max_fps", -1.0),
                          s.value("roi", std::array<double, 4>{0, 0, 1, 1})};
       if (s.contains("keyframes_only") && s["keyframes_only"].is_boolean()) e.keyframes_only = s["keyframes_only"].get<bool>();
+      if (s.contains("rtsp_latency_ms") && s["rtsp_latency_ms"].is_number_unsigned()) {
+        e.rtsp_latency_ms = s["rtsp_latency_ms"].get<uint32_t>();
+      }
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -83,6 +87,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.max_fps = entry.max_fps;
   s.roi = entry.roi;
   s.keyframes_only = entry.keyframes_only;
+  s.rtsp_latency_ms = entry.rtsp_latency_ms;
   return s;
 }
 
@@ -148,8 +153,11 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                                 "': its uri changed; a running job adds and removes streams by id (give the new "
                                 "source a new id, or restart the job)");
     } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
-               it->second->keyframes_only != s.keyframes_only) {
-      const char* what = it->second->max_fps != s.max_fps ? "max_fps" : it->second->roi != s.roi ? "roi" : "keyframes_only";
+               it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms) {
+      const char* what = it->second->max_fps != s.max_fps                 ? "max_fps"
+                         : it->second->roi != s.roi                       ? "roi"
+                         : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
+                                                                          : "rtsp_latency_ms";
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
                                 what +
                                 " changed; a running stream keeps its settings (give it a new id, or restart the job)");
@@ -175,7 +183,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     ++per_lane[lane];
     table.entries.push_back(
         StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi,
-                         s->keyframes_only});
+                         s->keyframes_only, s->rtsp_latency_ms});
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

@@ -29,6 +29,7 @@ struct StreamTableEntry {
   double max_fps = -1;  // StreamConfig::max_fps
   std::array<double, 4> roi{0, 0, 1, 1};  // StreamConfig::roi
   std::optional<bool> keyframes_only = std::nullopt;  // StreamConfig::keyframes_only
+  std::optional<uint32_t> rtsp_latency_ms = std::nullopt;  // StreamConfig::rtsp_latency_ms
 };
 
 struct StreamTable {

@@ -216,7 +216,7 @@ struct StreamReader::Impl {
     if (std::string(G_OBJECT_TYPE_NAME(source)) != "GstRTSPSrc" || !g_object_class_find_property(klass, "latency")) {
       return;
     }
-    g_object_set(source, "latency", static_cast<guint>(self->ingest.rtsp_latency_ms), nullptr);
+    g_object_set(source, "latency", static_cast<guint>(self->ingest.rtsp_latency_ms_for(self->stream)), nullptr);
     if (self->rtsp_logged) return;
     self->rtsp_logged = true;
     guint latency = 0;
@@ -240,8 +240,8 @@ struct StreamReader::Impl {
       }
       transport += " in that order (rtspt:// for TCP only)";
     }
-    VAPIPE_LOG_INFO("stream '{}': RTSP over {}, with a {} ms jitter buffer (ingest.rtsp_latency_ms)", self->stream.id,
-                    transport, latency);
+    VAPIPE_LOG_INFO("stream '{}': RTSP over {}, with a {} ms jitter buffer ({}rtsp_latency_ms)", self->stream.id,
+                    transport, latency, self->stream.rtsp_latency_ms ? "the stream's " : "ingest.");
   }
   // A video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they all derive from
   // GstVideoDecoder). What reaches it passes a DecoderInputGate (decoder_input_gate.h: nothing before

@@ -35,9 +35,10 @@ class LiveRtsp(E2ETest):
         # yard over TCP (rtspt://: RTP interleaved in the RTSP connection, as behind NAT), door as
         # GStreamer chooses (UDP first); both with a short jitter buffer (ingest.rtsp_latency_ms).
         cams["yard"] = ("pinwheel", "rtspt://" + cams["yard"][1][len("rtsp://"):])
-        # gate: the door camera once more, key frames only (the server sends one every 15 frames, 0.5 s).
+        # gate: the door camera once more, key frames only (the server sends one every 15 frames, 0.5 s),
+        # with a jitter buffer of its own.
         config, endpoint = write_config(self.dir, [(sid, uri) for sid, (_, uri) in cams.items()] +
-                                        [("gate", cams["door"][1], {"keyframes_only": True})],
+                                        [("gate", cams["door"][1], {"keyframes_only": True, "rtsp_latency_ms": 400})],
                                         ingest={"rtsp_latency_ms": 150})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -52,6 +53,7 @@ class LiveRtsp(E2ETest):
         self.assertIn("stream 'yard': RTSP over TCP only (rtspt://), with a 150 ms jitter buffer", run.stderr)
         self.assertIn("stream 'gate': key frames only (ingest.keyframes_only): avdec_h264 decodes no other frame",
                       run.stderr)
+        self.assertIn("with a 400 ms jitter buffer (the stream's rtsp_latency_ms)", run.stderr)
         messages = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(messages), events_by_stream(messages)
         gate = results.get("gate", [])

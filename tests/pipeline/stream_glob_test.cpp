@@ -89,6 +89,7 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
            {"  - {id: x, uri: 'test://ball', max_fps: -2}\n", "job.yaml:3: streams[0].max_fps: expected a number from 0 to 1000"},
            {"  - {id: x, uri: 'test://ball', roi: [0, 0, 1]}\n", "job.yaml:3: streams[0].roi: expected [x, y, width, height]"},
            {"  - {id: x, uri: 'test://ball', keyframes_only: 2}\n", "job.yaml:3: streams[0].keyframes_only: expected true or false"},
+           {"  - {id: x, uri: 'test://ball', rtsp_latency_ms: 70000}\n", "job.yaml:3: streams[0].rtsp_latency_ms: expected an integer from 0 to 60000"},
            {"  - {id: x, uri: 'test://ball', roi: [0.5, 0, 0.6, 1]}\n", "streams[0].roi: the region must have a width and a "
                                                                       "height and lie inside the frame"},
            {"  - {id: x, uri: 'test://ball', roi: [0, 0, 0, 1]}\n", "streams[0].roi: the region must have a width"},

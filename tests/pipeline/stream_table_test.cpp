@@ -174,10 +174,10 @@ TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndCannotChangeWhileItRuns)
   std::filesystem::remove_all(dir);
 }
 
-// streams[].keyframes_only the same way; unset stays unset (the job's setting), not false.
-TEST(StreamTable, AStreamsOwnKeyframesOnlyTravelsWithItAndCannotChangeWhileItRuns) {
+// streams[].keyframes_only and rtsp_latency_ms the same way; unset stays unset (the job's setting).
+TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndCannotChangeWhileItRuns) {
   const std::string running = "job: {mode: live}\nstreams:\n"
-                              "  - {id: a, uri: \"test://ball?frames=0&live=true\", keyframes_only: true}\n"
+                              "  - {id: a, uri: \"test://ball?frames=0&live=true\", keyframes_only: true, rtsp_latency_ms: 500}\n"
                               "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
                               "ingest: {keyframes_only: false}\n"
                               "infer: {model: m.pt, labels: m.txt}\n";
@@ -191,6 +191,8 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyTravelsWithItAndCannotChangeWhileItRun
   ASSERT_TRUE(back.ok() && back->has_value());
   EXPECT_EQ(stream_config_of((*back)->entries[0])->keyframes_only, std::optional<bool>(true));
   EXPECT_EQ(stream_config_of((*back)->entries[1])->keyframes_only, std::nullopt);
+  EXPECT_EQ(stream_config_of((*back)->entries[0])->rtsp_latency_ms, std::optional<uint32_t>(500));
+  EXPECT_EQ(stream_config_of((*back)->entries[1])->rtsp_latency_ms, std::nullopt);
   std::filesystem::remove_all(dir);
   for (const std::string& edit : {std::string("keyframes_only: false"), std::string("roi: [0, 0, 1, 1]")}) {
     std::string changed = running;  // false is a change; so is leaving it out (the job's: false)
@@ -200,6 +202,12 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyTravelsWithItAndCannotChangeWhileItRun
     EXPECT_NE(refused.status().message().find("job.yaml:3: stream 'a': its keyframes_only changed"), std::string::npos)
         << refused.status().message();
   }
+  std::string jitter = running;  // a camera's own jitter buffer: set when it connects
+  jitter.replace(jitter.find("rtsp_latency_ms: 500"), 20, "rtsp_latency_ms: 800");
+  auto refused = apply_stream_reload(table, running, jitter, load(jitter), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'a': its rtsp_latency_ms changed"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
