@@ -179,6 +179,17 @@ class GpuPipeline(E2ETest):
         self.assertTrue(all(r["error"] is None for r in got), [r["error"] for r in got if r["error"]][:3])
         correct = sum(r["label"] == "smpte" for r in got)
         self.assertGreaterEqual(correct / len(got), 0.9, f"{correct}/{len(got)} named smpte")
+        # Each connection joins the camera between key frames: ingest waits for a key frame (whatever
+        # nvh264dec would make of the frames before it), so the first results after the start and after
+        # each resumption are the picture too.
+        firsts, expecting = [], 0
+        for m in msgs:
+            if m["topic"] == "events/cam" and m["payload"]["event"] in ("started", "resumed"):
+                expecting = 3
+            elif m["topic"] == "results/cam" and expecting:
+                firsts.append(m["payload"]["label"])
+                expecting -= 1
+        self.assertEqual(firsts, ["smpte"] * 9, "the first results of each connection")
         self.assertIn("NVDEC on GPU 0", run.stderr)
         self.assertNotIn("decoding on the CPU", run.stderr)
         self.assertIn("restarting the lane", run.stderr)
