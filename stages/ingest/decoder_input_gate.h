@@ -10,7 +10,11 @@
 // no key frame in kMaxWait frames (refreshed by intra slices alone) is trusted from there.
 #pragma once
 
+#include <gst/gst.h>
+
+#include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace vapipe {
 
@@ -48,5 +52,20 @@ class DecoderInputGate {
   bool key_frame_seen_ = false;
   uint64_t waited_ = 0;
 };
+
+// What a stream's decoder inputs left out, for its log line, /metrics and its stall check; any thread.
+struct DecoderInputCounters {
+  std::atomic<uint64_t> not_key_frames{0};    // dropped by keyframes_only
+  std::atomic<uint64_t> before_key_frame{0};  // dropped while waiting for a connection's first key frame
+  // When a decoder input last saw a compressed frame, passed or dropped (steady clock ns; 0: never): a
+  // camera whose frames are all left out for a while is sending, not stalled.
+  std::atomic<int64_t> last_input_ns{0};
+};
+
+// Puts a new DecoderInputGate on `decoder_sink`, a decoder's input pad: the buffers it does not admit,
+// alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pad. A gate
+// that stops waiting without a key frame says so in the log, naming `stream_id`.
+void gate_decoder_input(GstPad* decoder_sink, bool keyframes_only, DecoderInputCounters* counters,
+                        const std::string& stream_id);
 
 }  // namespace vapipe

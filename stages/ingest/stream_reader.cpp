@@ -130,14 +130,7 @@ struct StreamReader::Impl {
   // ingest.keyframes_only: compressed frames that are not key frames are dropped on the way into the
   // decoder (never decoded); counted here.
   bool keyframes_only = false;
-  std::atomic<uint64_t> not_decoded{0};
-  // Compressed frames that came before the stream's first key frame (each new connection's), and were
-  // not decoded: they cannot be decoded whole.
-  std::atomic<uint64_t> before_key_frame{0};
-  // When the decoder's input last saw a compressed frame (steady clock, ns; 0: never), passed or
-  // dropped: a camera whose frames are all left out for a while (key frames only, or waiting for
-  // the first key frame) is sending, not stalled.
-  std::atomic<int64_t> last_input_ns{0};
+  DecoderInputCounters decoder_input;  // what the decoder inputs left out (decoder_input_gate.h)
   bool keyframes_logged = false;  // once per stream, not per reconnection
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
@@ -245,14 +238,9 @@ struct StreamReader::Impl {
   }
   // A video decoder appeared inside uridecodebin (any codec, CPU or NVDEC: they all derive from
   // GstVideoDecoder). What reaches it passes a DecoderInputGate (decoder_input_gate.h: nothing before
-  // the first key frame; with ingest.keyframes_only, key frames only), on a probe on its input. The
-  // parser in front of it marks every other frame a delta unit (from the codec's own headers, or the
-  // container's sync-sample table). libav's decoders also keep the pictures they could not decode
-  // whole (a lost packet) instead of sending them (`output-corrupt`, on by default there).
-  struct DecoderInput {
-    Impl* impl;
-    DecoderInputGate gate;
-  };
+  // the first key frame; with ingest.keyframes_only, key frames only). libav's decoders also keep the
+  // pictures they could not decode whole (a lost packet) instead of sending them (`output-corrupt`,
+  // on by default there).
   static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
     if (!GST_IS_VIDEO_DECODER(element)) return;
     auto* self = static_cast<Impl*>(user);
@@ -261,36 +249,12 @@ struct StreamReader::Impl {
     }
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
-    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, &Impl::on_decoder_input,
-                      new DecoderInput{self, DecoderInputGate(self->keyframes_only)},
-                      [](gpointer input) { delete static_cast<DecoderInput*>(input); });
+    gate_decoder_input(sink, self->keyframes_only, &self->decoder_input, self->stream.id);
     gst_object_unref(sink);
     if (!self->keyframes_only || self->keyframes_logged) return;
     self->keyframes_logged = true;
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
-  }
-  static GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
-    auto* input = static_cast<DecoderInput*>(user);
-    Impl* self = input->impl;
-    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    if (!buffer) return GST_PAD_PROBE_OK;
-    self->last_input_ns = std::chrono::steady_clock::now().time_since_epoch().count();
-    switch (input->gate.admit(GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT))) {
-      case DecoderInputGate::Verdict::kPass:
-        return GST_PAD_PROBE_OK;
-      case DecoderInputGate::Verdict::kNotKeyFrame:
-        self->not_decoded.fetch_add(1);
-        return GST_PAD_PROBE_DROP;
-      case DecoderInputGate::Verdict::kBeforeKeyFrame:
-        self->before_key_frame.fetch_add(1);
-        return GST_PAD_PROBE_DROP;
-      case DecoderInputGate::Verdict::kPassAfterWaiting:
-        VAPIPE_LOG_WARN("stream '{}': no key frame in {} frames: decoding on from here (the pictures may be "
-                        "smeared until the stream refreshes them)", self->stream.id, DecoderInputGate::kMaxWait);
-        return GST_PAD_PROBE_OK;
-    }
-    return GST_PAD_PROBE_OK;
   }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);
@@ -465,7 +429,9 @@ const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
 uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
 uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
 uint64_t StreamReader::dropped() const { return impl_->queue.dropped(); }
-uint64_t StreamReader::left_out() const { return impl_->sampled_out.load() + impl_->not_decoded.load(); }
+uint64_t StreamReader::left_out() const {
+  return impl_->sampled_out.load() + impl_->decoder_input.not_key_frames.load();
+}
 
 namespace {
 
@@ -665,8 +631,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
     } else {
       std::string left_out;
-      if (s.keyframes_only) left_out += ", " + std::to_string(s.not_decoded.load()) + " not decoded: not key frames";
-      if (const uint64_t early = s.before_key_frame.load(); early > 0) {
+      if (s.keyframes_only) {
+        left_out += ", " + std::to_string(s.decoder_input.not_key_frames.load()) + " not decoded: not key frames";
+      }
+      if (const uint64_t early = s.decoder_input.before_key_frame.load(); early > 0) {
         left_out += ", " + std::to_string(early) + " not decoded: before a key frame";
       }
       if (s.sample_period_ns > 0) {
@@ -865,7 +833,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         // times as long without a decoded frame (a stream that never gives one is stalled too).
         const auto now = std::chrono::steady_clock::now();
         const std::chrono::steady_clock::time_point last_input{
-            std::chrono::steady_clock::duration(s.last_input_ns.load())};
+            std::chrono::steady_clock::duration(s.decoder_input.last_input_ns.load())};
         const auto quiet = now - std::max(last_frame, last_input);
         std::ostringstream os;
         if (quiet > stall_after) {
