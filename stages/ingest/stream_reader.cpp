@@ -128,9 +128,10 @@ struct StreamReader::Impl {
   std::atomic<int64_t> last_kept_pts{-1};
   std::atomic<uint64_t> sampled_out{0};  // frames left out by max_fps
   // ingest.keyframes_only: compressed frames that are not key frames are dropped on the way into the
-  // decoder (never decoded); counted here.
+  // decoder (never decoded); they, and those before a connection's first key frame, are counted in
+  // decoder_input (decoder_input_gate.h).
   bool keyframes_only = false;
-  DecoderInputCounters decoder_input;  // what the decoder inputs left out (decoder_input_gate.h)
+  DecoderInputCounters decoder_input;
   bool keyframes_logged = false;  // once per stream, not per reconnection
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
