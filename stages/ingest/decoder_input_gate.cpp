@@ -1,25 +1,89 @@
 #include "stages/ingest/decoder_input_gate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
+#include <optional>
 
 #include "pipeline/logging.h"
+#include "stages/ingest/h26x_access_unit.h"
 
 namespace vapipe {
+
+void RecoveryWatch::start(GstClockTime pts, uint32_t frames) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) {
+    state_ = State::kIdle;  // nothing to compare pictures with: the decoder's own judgement stands
+    return;
+  }
+  whole_from_ = pts;
+  remaining_ = std::min(frames, kMaxFrames);
+  state_ = remaining_ == 0 ? State::kKnown : State::kCounting;
+}
+
+void RecoveryWatch::input(GstClockTime pts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state_ != State::kCounting) return;
+  if (GST_CLOCK_TIME_IS_VALID(pts)) whole_from_ = std::max(whole_from_, pts);
+  if (--remaining_ == 0) state_ = State::kKnown;
+}
+
+bool RecoveryWatch::admit_output(GstClockTime pts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  switch (state_) {
+    case State::kIdle:
+      return true;
+    case State::kCounting:
+      return false;
+    case State::kKnown:
+      if (GST_CLOCK_TIME_IS_VALID(pts) && pts < whole_from_) return false;
+      state_ = State::kIdle;  // the first whole picture: the rest follow it
+      return true;
+  }
+  return true;
+}
+
 namespace {
 
 struct ProbeState {
+  ProbeState(bool keyframes_only, DecoderInputCounters* c, std::string id)
+      : gate(keyframes_only), counters(c), stream_id(std::move(id)) {}
   DecoderInputGate gate;
   DecoderInputCounters* counters;
   std::string stream_id;
+  std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
+  RecoveryWatch recovery;
 };
+
+DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std::optional<uint32_t>* recovery_frames) {
+  if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) return DecoderInputGate::Frame::kDelta;
+  if (!state.reader) return DecoderInputGate::Frame::kKey;  // another codec: the parser's word
+  const AccessUnitKind kind = state.reader->read(buffer);
+  if (kind.picture == AccessUnitKind::Picture::kRandomAccess || kind.picture == AccessUnitKind::Picture::kUnknown) {
+    return DecoderInputGate::Frame::kKey;
+  }
+  *recovery_frames = kind.recovery_frames;
+  return DecoderInputGate::Frame::kRecoveryPoint;
+}
 
 bool admit(ProbeState& state, GstBuffer* buffer) {
   state.counters->last_input_ns = std::chrono::steady_clock::now().time_since_epoch().count();
-  switch (state.gate.admit(GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT))) {
+  std::optional<uint32_t> recovery_frames;
+  switch (state.gate.admit(frame_of(state, buffer, &recovery_frames))) {
     case DecoderInputGate::Verdict::kPass:
+      state.recovery.input(GST_BUFFER_PTS(buffer));
       return true;
     case DecoderInputGate::Verdict::kNotKeyFrame:
       state.counters->not_key_frames.fetch_add(1);
+      return false;
+    case DecoderInputGate::Verdict::kRecoveryPointNotWhole:
+      state.counters->not_key_frames.fetch_add(1);
+      if (!state.counters->recovery_points_logged.exchange(true)) {
+        VAPIPE_LOG_WARN("stream '{}': some of its key frames are not decoded, as they cannot be decoded alone: "
+                        "recovery points of a stream refreshed by intra slices (intra refresh), or I-frames of an "
+                        "open GOP (H.264); key frames only decodes its IDR frames, which may be few: sample it with "
+                        "max_fps instead", state.stream_id);
+      }
       return false;
     case DecoderInputGate::Verdict::kBeforeKeyFrame:
       state.counters->before_key_frame.fetch_add(1);
@@ -28,12 +92,26 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
       VAPIPE_LOG_WARN("stream '{}': no key frame in {} frames: decoding on from here (the pictures may be smeared "
                       "until the stream refreshes them)", state.stream_id, DecoderInputGate::kMaxWait);
       return true;
+    case DecoderInputGate::Verdict::kPassFromRecoveryPoint:
+      state.recovery.start(GST_BUFFER_PTS(buffer), recovery_frames.value_or(0));
+      VAPIPE_LOG_INFO("stream '{}': decoding from a recovery point (intra refresh or open GOP): its pictures are whole "
+                      "{} frames on, and the ones before are left out", state.stream_id, recovery_frames.value_or(0));
+      return true;
   }
   return true;
 }
 
 GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
-  auto& state = *static_cast<ProbeState*>(user);
+  auto& state = **static_cast<std::shared_ptr<ProbeState>*>(user);
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (event && GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      GstCaps* caps = nullptr;
+      gst_event_parse_caps(event, &caps);
+      state.reader = AccessUnitReader::for_caps(caps);
+    }
+    return GST_PAD_PROBE_OK;
+  }
   if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     return !buffer || admit(state, buffer) ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
@@ -54,13 +132,34 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
   return GST_PAD_PROBE_OK;
 }
 
+GstPadProbeReturn on_decoder_output(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto& state = **static_cast<std::shared_ptr<ProbeState>*>(user);
+  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!buffer || state.recovery.admit_output(GST_BUFFER_PTS(buffer))) return GST_PAD_PROBE_OK;
+  state.counters->before_recovery.fetch_add(1);
+  return GST_PAD_PROBE_DROP;
+}
+
+void delete_state(gpointer state) { delete static_cast<std::shared_ptr<ProbeState>*>(state); }
+
 }  // namespace
 
-void gate_decoder_input(GstPad* decoder_sink, bool keyframes_only, DecoderInputCounters* counters,
+void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, bool keyframes_only, DecoderInputCounters* counters,
                         const std::string& stream_id) {
-  gst_pad_add_probe(decoder_sink, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
-                    &on_decoder_input, new ProbeState{DecoderInputGate(keyframes_only), counters, stream_id},
-                    [](gpointer state) { delete static_cast<ProbeState*>(state); });
+  auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id);
+  if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
+    state->reader = AccessUnitReader::for_caps(caps);
+    gst_caps_unref(caps);
+  }
+  gst_pad_add_probe(decoder_sink,
+                    static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
+                                                 GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                    &on_decoder_input, new std::shared_ptr<ProbeState>(state), &delete_state);
+  // Decoders push pictures one by one.
+  if (decoder_src) {
+    gst_pad_add_probe(decoder_src, GST_PAD_PROBE_TYPE_BUFFER, &on_decoder_output, new std::shared_ptr<ProbeState>(state),
+                      &delete_state);
+  }
 }
 
 }  // namespace vapipe

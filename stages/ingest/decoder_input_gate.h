@@ -1,19 +1,30 @@
-// Which compressed frames reach a stream's video decoder (ingest): nothing before the stream's first
-// key frame, and with ingest.keyframes_only nothing but key frames. One gate per decoder, that is per
-// GStreamer pipeline: each connection and reconnection of a camera waits for its own key frame.
+// Which compressed frames reach a stream's video decoder (ingest), and which of its pictures leave it:
+// nothing before the stream's first key frame, and with ingest.keyframes_only nothing but key frames.
+// One gate per decoder, that is per GStreamer pipeline: each connection and reconnection of a camera
+// waits for its own key frame.
 //
 // Why wait: a camera stream joined between two key frames (the usual case for a stream that another
 // client already watches, and for every reconnection) decodes into smears until the next key frame,
 // and a classifier labels smears with confidence. A delta unit is dropped even when it carries the
 // codec's headers too (an encoder's SPS/PPS repeated in front of a P-frame): decoded, it is a smear;
 // the headers the decoder needs come in the caps or with the key frames. A stream whose parser marks
-// no key frame in kMaxWait frames (refreshed by intra slices alone) is trusted from there.
+// no key frame in kMaxWait frames is trusted from there.
+//
+// Key frame or recovery point: the parsers mark both "not a delta unit". A stream refreshed by intra
+// slices (intra refresh: no key frame after its first) marks each refresh's recovery point, a P-frame
+// whose picture is whole only some frames later; an open GOP (H.264) marks its I-frames, whose leading
+// B-frames need the GOP before (h26x_access_unit.h tells them from IDR/IRAP frames). A camera joined at
+// one is decoded from there, and the decoder's pictures are held back until the recovery SEI says they
+// are whole (libav holds them back itself; NVDEC's decoders need not). keyframes_only decodes IDR/IRAP
+// frames only: a recovery point decoded alone is a smear, and libav fed open-GOP I-frames alone sends
+// pictures it invented for the frames between them.
 #pragma once
 
 #include <gst/gst.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace vapipe {
@@ -22,25 +33,34 @@ class DecoderInputGate {
  public:
   static constexpr uint64_t kMaxWait = 300;
 
+  enum class Frame {
+    kKey,            // decodable alone
+    kRecoveryPoint,  // the parser says key frame; the NAL units say not IDR/IRAP (intra refresh, open GOP)
+    kDelta,          // the parser marked it a delta unit
+  };
   enum class Verdict {
     kPass,
-    kBeforeKeyFrame,   // dropped: no key frame yet
-    kNotKeyFrame,      // dropped: keyframes_only
-    kPassAfterWaiting  // passed: kMaxWait frames without a key frame; the wait is over (say so once)
+    kBeforeKeyFrame,         // dropped: no key frame yet
+    kNotKeyFrame,            // dropped: keyframes_only
+    kRecoveryPointNotWhole,  // dropped: keyframes_only, and a recovery point is not decoded alone
+    kPassAfterWaiting,       // passed: kMaxWait frames without a key frame; the wait is over (say so once)
+    kPassFromRecoveryPoint,  // passed: the wait ends at a recovery point; its pictures are whole later
   };
 
   explicit DecoderInputGate(bool keyframes_only) : keyframes_only_(keyframes_only) {}
 
-  // `delta`: the parser marked the frame a delta unit (not decodable on its own).
-  Verdict admit(bool delta) {
-    if (!delta) {
-      key_frame_seen_ = true;
-      return Verdict::kPass;
+  Verdict admit(Frame frame) {
+    if (keyframes_only_) {
+      if (frame == Frame::kKey) return Verdict::kPass;
+      return frame == Frame::kRecoveryPoint ? Verdict::kRecoveryPointNotWhole : Verdict::kNotKeyFrame;
     }
-    if (keyframes_only_) return Verdict::kNotKeyFrame;
-    if (key_frame_seen_) return Verdict::kPass;
+    if (started_) return Verdict::kPass;
+    if (frame != Frame::kDelta) {
+      started_ = true;
+      return frame == Frame::kKey ? Verdict::kPass : Verdict::kPassFromRecoveryPoint;
+    }
     if (waited_ >= kMaxWait) {
-      key_frame_seen_ = true;
+      started_ = true;
       return Verdict::kPassAfterWaiting;
     }
     ++waited_;
@@ -49,23 +69,48 @@ class DecoderInputGate {
 
  private:
   bool keyframes_only_;
-  bool key_frame_seen_ = false;
+  bool started_ = false;
   uint64_t waited_ = 0;
 };
 
-// What a stream's decoder inputs left out, for its log line, /metrics and its stall check; any thread.
+// The decoder's pictures from a recovery point on are partial until its recovery count of frames
+// later: which of them leave the decoder. Input side: start() at the recovery point, input() for each
+// later frame; output side: admit_output() for each picture. Until the count's last frame has gone in,
+// no picture leaves; then those before its timestamp (the latest of the frames counted, to be safe
+// with reordered frames) are held back too. A decoder that held them back itself loses nothing more.
+class RecoveryWatch {
+ public:
+  // The most frames it waits for: a larger count is not believed.
+  static constexpr uint32_t kMaxFrames = 300;
+
+  void start(GstClockTime pts, uint32_t frames);
+  void input(GstClockTime pts);
+  bool admit_output(GstClockTime pts);
+
+ private:
+  enum class State { kIdle, kCounting, kKnown };
+  std::mutex mutex_;  // input and output run on different threads in some decoders
+  State state_ = State::kIdle;
+  uint32_t remaining_ = 0;
+  GstClockTime whole_from_ = 0;
+};
+
+// What a stream's decoders left out, for its log line, /metrics and its stall check; any thread.
 struct DecoderInputCounters {
-  std::atomic<uint64_t> not_key_frames{0};    // dropped by keyframes_only
+  std::atomic<uint64_t> not_key_frames{0};    // dropped by keyframes_only (recovery points among them)
   std::atomic<uint64_t> before_key_frame{0};  // dropped while waiting for a connection's first key frame
+  std::atomic<uint64_t> before_recovery{0};   // pictures held back after a recovery point
   // When a decoder input last saw a compressed frame, passed or dropped (steady clock ns; 0: never): a
   // camera whose frames are all left out for a while is sending, not stalled.
   std::atomic<int64_t> last_input_ns{0};
+  std::atomic<bool> recovery_points_logged{false};  // keyframes_only met one: said once per stream
 };
 
-// Puts a new DecoderInputGate on `decoder_sink`, a decoder's input pad: the buffers it does not admit,
-// alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pad. A gate
-// that stops waiting without a key frame says so in the log, naming `stream_id`.
-void gate_decoder_input(GstPad* decoder_sink, bool keyframes_only, DecoderInputCounters* counters,
+// Puts a new DecoderInputGate on a decoder: on `decoder_sink`, its input pad, the buffers it does not
+// admit, alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pads;
+// on `decoder_src` (may be null), its output pad, the pictures a RecoveryWatch holds back. The log
+// names `stream_id` where the gate stops waiting without a key frame.
+void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, bool keyframes_only, DecoderInputCounters* counters,
                         const std::string& stream_id);
 
 }  // namespace vapipe

@@ -85,7 +85,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     const SenderEmitter* emitter = nullptr;  // while the stream runs: its live totals
     uint64_t sent = 0;                       // messages sent, once it has ended
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
-    uint64_t left_out = 0;                   // frames max_fps and keyframes_only left out, once it has ended
+    uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;

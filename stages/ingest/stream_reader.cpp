@@ -250,8 +250,10 @@ struct StreamReader::Impl {
     }
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
-    gate_decoder_input(sink, self->keyframes_only, &self->decoder_input, self->stream.id);
+    GstPad* src = gst_element_get_static_pad(element, "src");
+    gate_decoder_input(sink, src, self->keyframes_only, &self->decoder_input, self->stream.id);
     gst_object_unref(sink);
+    if (src) gst_object_unref(src);
     if (!self->keyframes_only || self->keyframes_logged) return;
     self->keyframes_logged = true;
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
@@ -431,7 +433,9 @@ uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
 uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
 uint64_t StreamReader::dropped() const { return impl_->queue.dropped(); }
 uint64_t StreamReader::left_out() const {
-  return impl_->sampled_out.load() + impl_->decoder_input.not_key_frames.load();
+  const DecoderInputCounters& decoder = impl_->decoder_input;
+  return impl_->sampled_out.load() + decoder.not_key_frames.load() + decoder.before_key_frame.load() +
+         decoder.before_recovery.load();
 }
 
 namespace {
@@ -637,6 +641,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       if (const uint64_t early = s.decoder_input.before_key_frame.load(); early > 0) {
         left_out += ", " + std::to_string(early) + " not decoded: before a key frame";
+      }
+      if (const uint64_t partial = s.decoder_input.before_recovery.load(); partial > 0) {
+        left_out += ", " + std::to_string(partial) + " decoded and left out: not whole yet after a recovery point";
       }
       if (s.sample_period_ns > 0) {
         left_out += ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps";

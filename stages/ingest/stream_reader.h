@@ -84,7 +84,9 @@ class StreamReader {
   uint64_t host_frames() const;
   // Frames the stream's queue has dropped so far (live mode's drop_oldest); any thread.
   uint64_t dropped() const;
-  // Frames left out so far by ingest.max_fps (decoded) and ingest.keyframes_only (not decoded); any thread.
+  // Frames left out so far by ingest.max_fps (decoded), ingest.keyframes_only (not decoded) and the
+  // decoder gate (decoder_input_gate.h: before a connection's first key frame, or partial pictures after
+  // a recovery point); any thread.
   uint64_t left_out() const;
 
   struct Impl;

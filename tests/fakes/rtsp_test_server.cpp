@@ -8,22 +8,24 @@
 
 namespace vapipe::testing {
 
-RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height) : port_(port) {
+RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height,
+                               const std::string& encoder_options)
+    : port_(port) {
   gst_init(nullptr, nullptr);
   context_ = g_main_context_new();
   loop_ = g_main_loop_new(context_, FALSE);
   std::mutex m;
   std::condition_variable cv;
   bool ready = false;
-  thread_ = std::thread([&, pattern, width, height] {
+  thread_ = std::thread([&, pattern, width, height, encoder_options] {
     g_main_context_push_thread_default(context_);
     GstRTSPServer* server = gst_rtsp_server_new();
     g_object_set(server, "address", "127.0.0.1", "service", std::to_string(port_).c_str(), nullptr);
     GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
     const std::string launch = "( videotestsrc is-live=true pattern=" + pattern + " ! video/x-raw,width=" +
                                std::to_string(width) + ",height=" + std::to_string(height) +
-                               ",framerate=30/1 ! x264enc tune=zerolatency speed-preset=ultrafast key-int-max=15 "
-                               "! rtph264pay name=pay0 pt=96 config-interval=1 )";
+                               ",framerate=30/1 ! x264enc tune=zerolatency speed-preset=ultrafast " + encoder_options +
+                               " ! rtph264pay name=pay0 pt=96 config-interval=1 )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
     GstRTSPMountPoints* mounts = gst_rtsp_server_get_mount_points(server);

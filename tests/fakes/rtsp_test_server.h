@@ -12,8 +12,11 @@ namespace vapipe::testing {
 
 class RtspTestServer {
  public:
-  // `pattern`: a videotestsrc pattern; frames are paced in real time (is-live).
-  RtspTestServer(int port, const std::string& pattern, int width = 320, int height = 240);
+  // `pattern`: a videotestsrc pattern; frames are paced in real time (is-live). `encoder_options`:
+  // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
+  // intra slices instead, with no key frame after the first).
+  RtspTestServer(int port, const std::string& pattern, int width = 320, int height = 240,
+                 const std::string& encoder_options = "key-int-max=15");
   ~RtspTestServer();
   bool ok() const { return ok_; }
   std::string uri() const { return "rtsp://127.0.0.1:" + std::to_string(port_) + "/test"; }

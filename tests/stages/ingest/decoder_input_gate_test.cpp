@@ -4,44 +4,102 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <vector>
 
 namespace vapipe {
 namespace {
 
 using Verdict = DecoderInputGate::Verdict;
+using Frame = DecoderInputGate::Frame;
+
+Frame delta_if(bool delta) { return delta ? Frame::kDelta : Frame::kKey; }
 
 TEST(DecoderInputGate, NothingBeforeTheFirstKeyFrameThenEverything) {
   DecoderInputGate gate(/*keyframes_only=*/false);
-  EXPECT_EQ(gate.admit(true), Verdict::kBeforeKeyFrame);
-  EXPECT_EQ(gate.admit(true), Verdict::kBeforeKeyFrame);
-  EXPECT_EQ(gate.admit(false), Verdict::kPass);
-  EXPECT_EQ(gate.admit(true), Verdict::kPass);
-  EXPECT_EQ(gate.admit(false), Verdict::kPass);
-  EXPECT_EQ(gate.admit(true), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kBeforeKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kBeforeKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kKey), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kRecoveryPoint), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kKey), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
 }
 
 TEST(DecoderInputGate, AStreamThatStartsWithAKeyFrameLosesNothing) {
   DecoderInputGate gate(false);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(gate.admit(i % 30 != 0), Verdict::kPass) << i;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(gate.admit(delta_if(i % 30 != 0)), Verdict::kPass) << i;
 }
 
-// A stream refreshed by intra slices alone has no frame its parser marks a key frame: after kMaxWait
-// frames the gate trusts it (once), instead of leaving the camera dark for ever.
+// Intra refresh: a camera joined after its only key frame starts at the next recovery point.
+TEST(DecoderInputGate, AStreamJoinedBetweenRecoveryPointsStartsAtTheNext) {
+  DecoderInputGate gate(false);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kBeforeKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kRecoveryPoint), Verdict::kPassFromRecoveryPoint);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kRecoveryPoint), Verdict::kPass);
+}
+
+// A stream that marks no frame a key frame: after kMaxWait frames the gate trusts it (once), instead
+// of leaving the camera dark for ever.
 TEST(DecoderInputGate, AStreamWithoutKeyFramesIsDecodedOnAfterTheWait) {
   DecoderInputGate gate(false);
-  for (uint64_t i = 0; i < DecoderInputGate::kMaxWait; ++i) ASSERT_EQ(gate.admit(true), Verdict::kBeforeKeyFrame) << i;
-  EXPECT_EQ(gate.admit(true), Verdict::kPassAfterWaiting);
-  EXPECT_EQ(gate.admit(true), Verdict::kPass);
+  for (uint64_t i = 0; i < DecoderInputGate::kMaxWait; ++i) {
+    ASSERT_EQ(gate.admit(Frame::kDelta), Verdict::kBeforeKeyFrame) << i;
+  }
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPassAfterWaiting);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
 }
 
-TEST(DecoderInputGate, KeyFramesOnlyNeverPassesADeltaUnit) {
+TEST(DecoderInputGate, KeyFramesOnlyNeverPassesADeltaUnitOrARecoveryPoint) {
   DecoderInputGate gate(/*keyframes_only=*/true);
   for (uint64_t i = 0; i < DecoderInputGate::kMaxWait + 10; ++i) {
-    ASSERT_EQ(gate.admit(true), Verdict::kNotKeyFrame) << i;  // no escape after waiting either
+    ASSERT_EQ(gate.admit(Frame::kDelta), Verdict::kNotKeyFrame) << i;  // no escape after waiting either
   }
-  EXPECT_EQ(gate.admit(false), Verdict::kPass);
-  EXPECT_EQ(gate.admit(true), Verdict::kNotKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kKey), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kNotKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kRecoveryPoint), Verdict::kRecoveryPointNotWhole);
+  EXPECT_EQ(gate.admit(Frame::kKey), Verdict::kPass);
+}
+
+TEST(RecoveryWatch, PicturesLeaveOnceTheCountedFramesHaveGoneInAndNotBeforeTheLatest) {
+  RecoveryWatch watch;
+  EXPECT_TRUE(watch.admit_output(5));  // not started: everything leaves
+  watch.start(100, 3);
+  EXPECT_FALSE(watch.admit_output(100));  // counting: nothing leaves
+  watch.input(103);
+  watch.input(101);  // reordered: the latest timestamp counts
+  EXPECT_FALSE(watch.admit_output(101));
+  watch.input(102);  // the third: pictures from 103 on are whole
+  EXPECT_FALSE(watch.admit_output(102));
+  EXPECT_TRUE(watch.admit_output(103));
+  EXPECT_TRUE(watch.admit_output(102));  // over: the watch is idle again
+  watch.input(104);
+  EXPECT_TRUE(watch.admit_output(104));
+}
+
+TEST(RecoveryWatch, ACountOfZeroOrNoTimestampHoldsNothingBack) {
+  RecoveryWatch zero;
+  zero.start(100, 0);
+  EXPECT_FALSE(zero.admit_output(99));  // before the recovery point itself
+  EXPECT_TRUE(zero.admit_output(100));
+  RecoveryWatch untimed;
+  untimed.start(GST_CLOCK_TIME_NONE, 10);
+  EXPECT_TRUE(untimed.admit_output(100));
+}
+
+TEST(RecoveryWatch, AnUnbelievableCountIsCappedAtTheMostFramesItWaits) {
+  RecoveryWatch watch;
+  watch.start(0, 1000000);
+  for (uint32_t i = 1; i < RecoveryWatch::kMaxFrames; ++i) watch.input(i);
+  EXPECT_FALSE(watch.admit_output(0));
+  watch.input(RecoveryWatch::kMaxFrames);
+  EXPECT_TRUE(watch.admit_output(RecoveryWatch::kMaxFrames));
 }
 
 // The gate on a real pad: a source pad linked to a "decoder" input that records what reaches it,
@@ -104,7 +162,7 @@ class GatedPad : public ::testing::Test {
 };
 
 TEST_F(GatedPad, BuffersAndListsPassOnlyFromTheFirstKeyFrame) {
-  gate_decoder_input(sink_, /*keyframes_only=*/false, &counters_, "cam");
+  gate_decoder_input(sink_, nullptr, /*keyframes_only=*/false, &counters_, "cam");
   EXPECT_EQ(gst_pad_push(src_, frame(1, true)), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{2, true}, {3, true}})), GST_FLOW_OK);  // all dropped: no list
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{4, true}, {5, false}, {6, true}})), GST_FLOW_OK);
@@ -117,13 +175,120 @@ TEST_F(GatedPad, BuffersAndListsPassOnlyFromTheFirstKeyFrame) {
 }
 
 TEST_F(GatedPad, KeyFramesOnlyKeepsTheKeyFramesOfAList) {
-  gate_decoder_input(sink_, /*keyframes_only=*/true, &counters_, "cam");
+  gate_decoder_input(sink_, nullptr, /*keyframes_only=*/true, &counters_, "cam");
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{1, false}, {2, true}, {3, true}, {4, false}})), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(5, true)), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(6, false)), GST_FLOW_OK);
   EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 4, 6}));
   EXPECT_EQ(counters_.not_key_frames.load(), 3u);
   EXPECT_EQ(counters_.before_key_frame.load(), 0u);
+}
+
+// The gate on a real decoder that sends partial pictures (libav with output-corrupt on, as a decoder
+// that does not follow recovery points, NVDEC's perhaps, would), fed an intra-refresh stream from a
+// moment between its recovery points, as a camera joined late: what leaves the decoder is whole.
+class IntraRefreshStream : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gst_init(nullptr, nullptr);
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-gate-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    clip_ = (dir_ / "intra-refresh.mkv").string();
+    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=150 ! video/x-raw,width=320,"
+                               "height=240,framerate=30/1,format=I420 ! x264enc speed-preset=ultrafast tune=zerolatency "
+                               "intra-refresh=true key-int-max=30 ! h264parse ! matroskamux ! filesink location=" +
+                               clip_;
+    ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  struct Decoded {
+    std::map<GstClockTime, std::vector<uint8_t>> luma;  // by timestamp
+    GstClockTime first = GST_CLOCK_TIME_NONE;
+  };
+  // Decodes the clip from its `join`th frame on (the ones before never reach the decoder), gated or not.
+  Decoded decode(int join, bool output_corrupt, bool gated) {
+    const std::string launch = "filesrc location=" + clip_ + " ! matroskademux ! h264parse name=parse ! avdec_h264 "
+                               "name=decoder output-corrupt=" + (output_corrupt ? "true" : "false") +
+                               " ! video/x-raw,format=I420 ! appsink name=out sync=false";
+    GstElement* pipeline = gst_parse_launch(launch.c_str(), nullptr);
+    Decoded decoded;
+    if (!pipeline) {
+      ADD_FAILURE() << launch;
+      return decoded;
+    }
+    GstElement* parse = gst_bin_get_by_name(GST_BIN(pipeline), "parse");
+    GstElement* decoder = gst_bin_get_by_name(GST_BIN(pipeline), "decoder");
+    GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+    GstPad* parsed = gst_element_get_static_pad(parse, "src");
+    auto* skip = new int(join);
+    gst_pad_add_probe(parsed, GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo*, gpointer left) {
+      int& n = *static_cast<int*>(left);
+      return n > 0 && n-- > 0 ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
+    }, skip, [](gpointer left) { delete static_cast<int*>(left); });
+    if (gated) {
+      GstPad* sink = gst_element_get_static_pad(decoder, "sink");
+      GstPad* src = gst_element_get_static_pad(decoder, "src");
+      gate_decoder_input(sink, src, /*keyframes_only=*/false, &counters_, "late");
+      gst_object_unref(sink);
+      gst_object_unref(src);
+    }
+    gst_element_set_state(pipeline, GST_STATE_PLAYING);
+    for (;;) {
+      GstSample* sample = nullptr;
+      g_signal_emit_by_name(out, "pull-sample", &sample);
+      if (!sample) break;
+      GstBuffer* buffer = gst_sample_get_buffer(sample);
+      GstMapInfo map;
+      if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+        if (decoded.luma.empty()) decoded.first = GST_BUFFER_PTS(buffer);
+        decoded.luma[GST_BUFFER_PTS(buffer)].assign(map.data, map.data + 320 * 240);
+        gst_buffer_unmap(buffer, &map);
+      }
+      gst_sample_unref(sample);
+    }
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    for (GstObject* o : {GST_OBJECT(parsed), GST_OBJECT(parse), GST_OBJECT(decoder), GST_OBJECT(out),
+                         GST_OBJECT(pipeline)}) {
+      gst_object_unref(o);
+    }
+    return decoded;
+  }
+  static double mean_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+    double sum = 0;
+    for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int(a[i]) - int(b[i]));
+    return sum / static_cast<double>(a.size());
+  }
+
+  static inline std::filesystem::path dir_;
+  static inline std::string clip_;
+  DecoderInputCounters counters_;
+};
+
+TEST_F(IntraRefreshStream, ADecoderThatSendsPartialPicturesIsHeldBackUntilTheyAreWhole) {
+  const Decoded whole = decode(0, /*output_corrupt=*/false, /*gated=*/false);
+  ASSERT_EQ(whole.luma.size(), 150u);
+  // Ungated, a decoder that sends partial pictures smears: what the gate is for.
+  const Decoded smeared = decode(45, true, false);
+  ASSERT_FALSE(smeared.luma.empty());
+  EXPECT_GT(mean_difference(smeared.luma.begin()->second, whole.luma.at(smeared.first)), 20.0);
+  // libav following the recovery point itself: the reference for where the pictures are whole.
+  const Decoded recovered = decode(45, false, false);
+  ASSERT_GE(recovered.luma.size(), 40u);
+
+  const Decoded gated = decode(45, true, true);
+  EXPECT_EQ(counters_.before_key_frame.load(), 15u);  // 45..59: before the recovery point at frame 60
+  EXPECT_GT(counters_.before_recovery.load(), 0u);
+  ASSERT_EQ(gated.luma.size(), recovered.luma.size());
+  EXPECT_EQ(gated.first, recovered.first) << "held back more, or less, than the stream's recovery count says";
+  for (const auto& [pts, luma] : gated.luma) {
+    EXPECT_LT(mean_difference(luma, whole.luma.at(pts)), 1.0) << "the picture at " << pts << " ns is not whole";
+  }
+  // A decoder that holds them back itself loses nothing more to the gate.
+  counters_.before_recovery = 0;
+  const Decoded both = decode(45, false, true);
+  EXPECT_EQ(both.first, recovered.first);
+  EXPECT_EQ(both.luma.size(), recovered.luma.size());
 }
 
 }  // namespace

@@ -1,0 +1,293 @@
+// What an H.264/H.265 access unit holds: hand-made NAL units (each field written bit by bit), then
+// the real encoders' streams (x264 with IDR, open GOP and intra refresh; x265) through their parsers.
+#include "stages/ingest/h26x_access_unit.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace vapipe {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using Picture = AccessUnitKind::Picture;
+
+// RBSP bits, written as the standards' syntax tables read them.
+class BitWriter {
+ public:
+  BitWriter& bit(uint32_t b) {
+    if (bits_ % 8 == 0) bytes_.push_back(0);
+    if (b) bytes_.back() |= static_cast<uint8_t>(0x80 >> (bits_ % 8));
+    ++bits_;
+    return *this;
+  }
+  BitWriter& bits(uint32_t value, int n) {
+    for (int i = n - 1; i >= 0; --i) bit((value >> i) & 1);
+    return *this;
+  }
+  BitWriter& ue(uint32_t v) {
+    int n = 0;
+    while ((v + 1) >> (n + 1)) ++n;
+    bits(0, n);
+    return bits(v + 1, n + 1);
+  }
+  BitWriter& se(int32_t v) { return ue(v > 0 ? 2 * v - 1 : -2 * v); }
+  // rbsp_trailing_bits: a stop bit, then zeros to the byte.
+  Bytes finish() {
+    bit(1);
+    while (bits_ % 8) bit(0);
+    return bytes_;
+  }
+
+ private:
+  Bytes bytes_;
+  size_t bits_ = 0;
+};
+
+// A NAL unit from its header and RBSP: emulation prevention bytes put in as an encoder does.
+Bytes nal(const Bytes& header, const Bytes& rbsp) {
+  Bytes out = header;
+  int zeros = 0;
+  for (uint8_t b : rbsp) {
+    if (zeros >= 2 && b <= 3) {
+      out.push_back(3);
+      zeros = 0;
+    }
+    zeros = b == 0 ? zeros + 1 : 0;
+    out.push_back(b);
+  }
+  return out;
+}
+
+Bytes h264_slice(int nal_type, uint32_t slice_type) {
+  return nal({static_cast<uint8_t>(0x60 | nal_type)}, BitWriter().ue(0).ue(slice_type).ue(0).bits(0, 4).finish());
+}
+// An SEI NAL unit whose messages are (type, payload) pairs; `h265` prefix SEI.
+Bytes sei(const std::vector<std::pair<int, Bytes>>& messages, bool h265 = false) {
+  Bytes rbsp;
+  for (const auto& [type, payload] : messages) {
+    rbsp.push_back(static_cast<uint8_t>(type));
+    size_t size = payload.size();
+    for (; size >= 255; size -= 255) rbsp.push_back(0xFF);
+    rbsp.push_back(static_cast<uint8_t>(size));
+    rbsp.insert(rbsp.end(), payload.begin(), payload.end());
+  }
+  rbsp.push_back(0x80);
+  return h265 ? nal({39 << 1, 1}, rbsp) : nal({0x06}, rbsp);
+}
+Bytes h264_recovery_point(uint32_t frames) {
+  return BitWriter().ue(frames).bit(0).bit(0).bits(0, 2).finish();
+}
+Bytes h265_nal(int type) { return nal({static_cast<uint8_t>(type << 1), 1}, BitWriter().bit(1).ue(0).finish()); }
+
+Bytes annex_b(const std::vector<Bytes>& nals) {
+  Bytes out;
+  bool first = true;
+  for (const Bytes& n : nals) {
+    if (first) out.push_back(0);  // a 4-byte start code first, 3-byte ones after
+    first = false;
+    out.insert(out.end(), {0, 0, 1});
+    out.insert(out.end(), n.begin(), n.end());
+  }
+  out.push_back(0);  // trailing_zero_8bits
+  return out;
+}
+Bytes length_prefixed(const std::vector<Bytes>& nals, int length_size) {
+  Bytes out;
+  for (const Bytes& n : nals) {
+    for (int k = length_size - 1; k >= 0; --k) out.push_back(static_cast<uint8_t>(n.size() >> (8 * k)));
+    out.insert(out.end(), n.begin(), n.end());
+  }
+  return out;
+}
+
+const Bytes kSps = {0x67, 0x64, 0x00, 0x1F, 0xAC};  // header and a few bytes: never read
+const Bytes kPps = {0x68, 0xEE, 0x3C, 0x80};
+
+TEST(AccessUnitReader, H264IdrIntraAndPredictedPicturesAreToldApart) {
+  for (int length_size : {0, 2, 4}) {
+    auto read = [&](const std::vector<Bytes>& nals) {
+      const Bytes au = length_size ? length_prefixed(nals, length_size) : annex_b(nals);
+      return AccessUnitReader(AccessUnitReader::Codec::kH264, length_size).read(au.data(), au.size());
+    };
+    const std::string at = "length size " + std::to_string(length_size);
+    EXPECT_EQ(read({kSps, kPps, h264_slice(5, 7), h264_slice(5, 7)}).picture, Picture::kRandomAccess) << at;
+    EXPECT_EQ(read({h264_slice(1, 7)}).picture, Picture::kIntra) << at << ": an open GOP's I-frame";
+    EXPECT_EQ(read({h264_slice(1, 2), h264_slice(1, 9)}).picture, Picture::kIntra) << at << ": I and SI slices";
+    EXPECT_EQ(read({h264_slice(1, 5)}).picture, Picture::kPartial) << at << ": P";
+    EXPECT_EQ(read({h264_slice(1, 6)}).picture, Picture::kPartial) << at << ": B";
+    EXPECT_EQ(read({h264_slice(1, 7), h264_slice(1, 5)}).picture, Picture::kPartial) << at << ": I and P slices";
+    EXPECT_EQ(read({kSps, kPps}).picture, Picture::kUnknown) << at << ": no slice";
+    EXPECT_FALSE(read({h264_slice(5, 7)}).recovery_frames) << at;
+  }
+}
+
+TEST(AccessUnitReader, H264RecoveryPointCountIsReadPastOtherMessagesAndEmulationPrevention) {
+  // x264 puts a long user-data message (its settings) in front; zeros in it need emulation prevention.
+  const Bytes user_data(40, 0);
+  const Bytes au = length_prefixed(
+      {kSps, kPps, sei({{5, user_data}, {6, h264_recovery_point(29)}}), h264_slice(1, 5), h264_slice(1, 5)}, 4);
+  const AccessUnitKind kind = AccessUnitReader(AccessUnitReader::Codec::kH264, 4).read(au.data(), au.size());
+  EXPECT_EQ(kind.picture, Picture::kPartial);
+  ASSERT_TRUE(kind.recovery_frames);
+  EXPECT_EQ(*kind.recovery_frames, 29u);
+  // A payload over 255 bytes has its size in several bytes.
+  const Bytes big = annex_b({sei({{5, Bytes(300, 7)}, {6, h264_recovery_point(0)}}), h264_slice(1, 7)});
+  const AccessUnitKind open_gop = AccessUnitReader(AccessUnitReader::Codec::kH264, 0).read(big.data(), big.size());
+  EXPECT_EQ(open_gop.picture, Picture::kIntra);
+  ASSERT_TRUE(open_gop.recovery_frames);
+  EXPECT_EQ(*open_gop.recovery_frames, 0u);
+}
+
+TEST(AccessUnitReader, H265IrapPicturesAreRandomAccessAndOthersPartial) {
+  const AccessUnitReader reader(AccessUnitReader::Codec::kH265, 4);
+  auto read = [&](const std::vector<Bytes>& nals) {
+    const Bytes au = length_prefixed(nals, 4);
+    return reader.read(au.data(), au.size());
+  };
+  const Bytes vps = {32 << 1, 1, 0x0C}, sps = {33 << 1, 1, 0x01}, pps = {34 << 1, 1, 0xC1};
+  for (int irap : {16, 19, 20, 21}) {  // BLA_W_LP, IDR_W_RADL, IDR_N_LP, CRA
+    EXPECT_EQ(read({vps, sps, pps, h265_nal(irap)}).picture, Picture::kRandomAccess) << irap;
+  }
+  for (int other : {0, 1, 8, 9}) EXPECT_EQ(read({h265_nal(other)}).picture, Picture::kPartial) << other;
+  const Bytes recovery = BitWriter().se(8).bit(0).bit(0).finish();
+  const AccessUnitKind kind = read({sei({{6, recovery}}, /*h265=*/true), h265_nal(1)});
+  EXPECT_EQ(kind.picture, Picture::kPartial);
+  ASSERT_TRUE(kind.recovery_frames);
+  EXPECT_EQ(*kind.recovery_frames, 8u);
+}
+
+TEST(AccessUnitReader, ACutShortUnitGivesWhatItCouldRead) {
+  Bytes au = length_prefixed({h264_slice(1, 5)}, 4);
+  au[3] += 50;  // the length runs past the end
+  EXPECT_EQ(AccessUnitReader(AccessUnitReader::Codec::kH264, 4).read(au.data(), au.size()).picture, Picture::kUnknown);
+  const Bytes nothing;
+  EXPECT_EQ(AccessUnitReader(AccessUnitReader::Codec::kH264, 0).read(nothing.data(), 0).picture, Picture::kUnknown);
+}
+
+GstCaps* caps_of(const std::string& text) { return gst_caps_from_string(text.c_str()); }
+
+TEST(AccessUnitReader, FollowsTheCapsOfItsInput) {
+  gst_init(nullptr, nullptr);
+  struct Case {
+    std::string caps;
+    bool readable;
+  };
+  const std::vector<Case> cases = {
+      {"video/x-h264,stream-format=byte-stream,alignment=au", true},
+      {"video/x-h264,stream-format=avc,alignment=au,codec_data=(buffer)0164001fffe1", true},
+      {"video/x-h264,stream-format=avc3,alignment=au,codec_data=(buffer)0164001ffde1", true},  // 2-byte lengths
+      {"video/x-h264,stream-format=avc,alignment=au", false},  // lengths of unknown size
+      {"video/x-h264,stream-format=byte-stream,alignment=nal", false},  // a buffer is a NAL unit, not a frame
+      {"video/x-h265,stream-format=hvc1,alignment=au,codec_data=(buffer)"
+       "01016000000090000000000078f000fcfdf8f800000f",
+       true},
+      {"video/x-h265,stream-format=byte-stream,alignment=au", true},
+      {"video/x-vp8", false},
+  };
+  for (const Case& c : cases) {
+    GstCaps* caps = caps_of(c.caps);
+    ASSERT_NE(caps, nullptr) << c.caps;
+    EXPECT_EQ(AccessUnitReader::for_caps(caps).has_value(), c.readable) << c.caps;
+    gst_caps_unref(caps);
+  }
+  // The length size is read from the record: a 2-byte prefixed P slice reads as such.
+  GstCaps* caps = caps_of("video/x-h264,stream-format=avc3,alignment=au,codec_data=(buffer)0164001ffde1");
+  const auto reader = AccessUnitReader::for_caps(caps);
+  gst_caps_unref(caps);
+  ASSERT_TRUE(reader);
+  const Bytes au = length_prefixed({h264_slice(1, 5)}, 2);
+  EXPECT_EQ(reader->read(au.data(), au.size()).picture, Picture::kPartial);
+}
+
+// The parsers' key frames of real encoders' streams, read as the decoder gate reads them.
+class EncodedStream : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gst_init(nullptr, nullptr);
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-access-unit-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Each key frame of `frames` encoded by `encoder` (parsed by `parse`, muxed by `mux`, read back by
+  // `demux`), in order.
+  std::vector<AccessUnitKind> key_frames(const std::string& encoder, const std::string& parse, const std::string& mux,
+                                         const std::string& demux, int frames = 90) {
+    const std::string path = (dir_ / "clip").string();
+    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=" + std::to_string(frames) +
+                               " ! video/x-raw,width=320,height=240,framerate=30/1,format=I420 ! " + encoder + " ! " +
+                               parse + " ! " + mux + " ! filesink location=" + path;
+    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
+    GError* error = nullptr;
+    GstElement* pipeline = gst_parse_launch(
+        ("filesrc location=" + path + " ! " + demux + " ! " + parse + " ! appsink name=out sync=false").c_str(), &error);
+    EXPECT_EQ(error, nullptr);
+    std::vector<AccessUnitKind> kinds;
+    if (!pipeline) return kinds;
+    GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+    gst_element_set_state(pipeline, GST_STATE_PLAYING);
+    while (GstSample* sample = [&] {
+             GstSample* s = nullptr;
+             g_signal_emit_by_name(out, "pull-sample", &s);
+             return s;
+           }()) {
+      GstBuffer* buffer = gst_sample_get_buffer(sample);
+      if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) {
+        const auto reader = AccessUnitReader::for_caps(gst_sample_get_caps(sample));
+        EXPECT_TRUE(reader) << encoder;
+        if (reader) kinds.push_back(reader->read(buffer));
+      }
+      gst_sample_unref(sample);
+    }
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(out);
+    gst_object_unref(pipeline);
+    return kinds;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(EncodedStream, X264KeyFramesAreIdrOrWithAnOpenGopIntra) {
+  const auto idr = key_frames("x264enc speed-preset=ultrafast key-int-max=30 bframes=2", "h264parse", "mp4mux", "qtdemux");
+  ASSERT_EQ(idr.size(), 3u);
+  for (const AccessUnitKind& k : idr) EXPECT_EQ(k.picture, Picture::kRandomAccess);
+  const auto open = key_frames("x264enc speed-preset=ultrafast key-int-max=30 bframes=2 option-string=open-gop=1",
+                               "h264parse", "mp4mux", "qtdemux");
+  ASSERT_EQ(open.size(), 3u);
+  EXPECT_EQ(open[0].picture, Picture::kRandomAccess);
+  for (size_t i = 1; i < open.size(); ++i) {
+    EXPECT_EQ(open[i].picture, Picture::kIntra) << i;
+    ASSERT_TRUE(open[i].recovery_frames) << i;  // x264 marks them recovery points of count 0
+    EXPECT_EQ(*open[i].recovery_frames, 0u) << i;
+  }
+}
+
+// Intra refresh: after the first (IDR) frame, the parser's key frames are recovery points whose
+// pictures are whole some frames later.
+TEST_F(EncodedStream, X264IntraRefreshKeyFramesAreRecoveryPoints) {
+  const auto keys = key_frames("x264enc speed-preset=ultrafast intra-refresh=true key-int-max=30 tune=zerolatency",
+                               "h264parse", "matroskamux", "matroskademux");
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[0].picture, Picture::kRandomAccess);
+  for (size_t i = 1; i < keys.size(); ++i) {
+    EXPECT_EQ(keys[i].picture, Picture::kPartial) << i;
+    ASSERT_TRUE(keys[i].recovery_frames) << i;
+    EXPECT_GT(*keys[i].recovery_frames, 0u) << i;
+    EXPECT_LE(*keys[i].recovery_frames, 30u) << i;
+  }
+}
+
+TEST_F(EncodedStream, X265KeyFramesAreIrap) {
+  const auto keys = key_frames("x265enc speed-preset=ultrafast key-int-max=30", "h265parse", "matroskamux",
+                               "matroskademux");
+  ASSERT_EQ(keys.size(), 3u);
+  for (const AccessUnitKind& k : keys) EXPECT_EQ(k.picture, Picture::kRandomAccess);
+}
+
+}  // namespace
+}  // namespace vapipe
