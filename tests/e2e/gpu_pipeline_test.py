@@ -138,13 +138,22 @@ class GpuPipeline(E2ETest):
         """A live H.264 camera (the RTSP test server on loopback, 1280x720) decoded by NVDEC: its server
         dies and comes back on the same port, and then ingest is killed. The stream says reconnecting
         and resumed each time, decodes on the GPU throughout (a new nvh264dec pipeline after each), and
-        its results only go forward."""
+        its results only go forward. A second camera refreshes by intra slices (no key frame after its
+        first): the lane restart joins it at a recovery point, whose pictures nvh264dec may send before
+        they are whole; ingest holds them back (decoder_input_gate.h)."""
         # The test camera encodes with x264enc: the GPU machine has it only from the carried bundle.
         if subprocess.run(["gst-inspect-1.0", "x264enc"], capture_output=True).returncode != 0:
             self.skipTest("no x264enc here for the RTSP test camera (GStreamer's x264 plugin)")
         port = free_port()
         uri, camera = start_rtsp_camera(self, "smpte", port, 1280, 720)
-        config, _ = write_config(self.dir, [("cam", uri)], job={"mode": "live"}, publish={"wait_for_subscribers": 0},
+        refresh_uri, _ = start_rtsp_camera(self, "smpte", None, 640, 360, "intra-refresh=true key-int-max=15")
+        # Another client keeps the camera's stream going, so that each connection of the job (the start,
+        # the lane restart) joins it between recovery points, as a shared camera is joined.
+        keeper = subprocess.Popen(["gst-launch-1.0", "-q", "rtspsrc", f"location={refresh_uri}", "!", "fakesink"])
+        self.addCleanup(lambda: (keeper.terminate(), keeper.wait()))
+        time.sleep(1)
+        config, _ = write_config(self.dir, [("cam", uri), ("refresh", refresh_uri)], job={"mode": "live"},
+                                 publish={"wait_for_subscribers": 0},
                                  ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
                                  preprocess={"dtype": "float16"}, infer={"precision": "fp16"})
         run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
@@ -167,6 +176,8 @@ class GpuPipeline(E2ETest):
         code = run.wait(timeout=120)
         self.assertEqual(code, 0, run.stderr[-4000:])
         msgs = self.lines()
+        self.assertEqual([m["payload"]["event"] for m in msgs if m["topic"] == "events/refresh"],
+                         ["started", "reconnecting", "resumed", "eos"])
         events = [m["payload"] for m in msgs if m["topic"] == "events/cam"]
         kinds = [e["event"] for e in events]
         self.assertEqual(kinds[0], "started")
@@ -182,14 +193,18 @@ class GpuPipeline(E2ETest):
         # Each connection joins the camera between key frames: ingest waits for a key frame (whatever
         # nvh264dec would make of the frames before it), so the first results after the start and after
         # each resumption are the picture too.
-        firsts, expecting = [], 0
-        for m in msgs:
-            if m["topic"] == "events/cam" and m["payload"]["event"] in ("started", "resumed"):
-                expecting = 3
-            elif m["topic"] == "results/cam" and expecting:
-                firsts.append(m["payload"]["label"])
-                expecting -= 1
-        self.assertEqual(firsts, ["smpte"] * 9, "the first results of each connection")
+        for sid, connections in (("cam", 3), ("refresh", 2)):
+            firsts, expecting = [], 0
+            for m in msgs:
+                if m["topic"] == f"events/{sid}" and m["payload"]["event"] in ("started", "resumed"):
+                    expecting = 3
+                elif m["topic"] == f"results/{sid}" and expecting:
+                    firsts.append(m["payload"]["label"])
+                    expecting -= 1
+            self.assertEqual(firsts, ["smpte"] * 3 * connections, f"the first results of each connection of {sid}")
+        refresh = results_by_stream(msgs)["refresh"]
+        self.assertGreaterEqual(sum(r["label"] == "smpte" for r in refresh) / len(refresh), 0.9)
+        self.assertEqual(run.stderr.count("stream 'refresh': decoding from a recovery point"), 2, "one per connection")
         self.assertIn("NVDEC on GPU 0", run.stderr)
         self.assertNotIn("decoding on the CPU", run.stderr)
         self.assertIn("restarting the lane", run.stderr)
