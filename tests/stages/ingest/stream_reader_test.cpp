@@ -864,6 +864,26 @@ TEST_F(ReconnectTest, AKeyFramesOnlyCameraWhoseKeyFramesAreFurtherApartThanTheSt
   EXPECT_TRUE(of_kind(out, MessageKind::kStreamReconnecting).empty()) << kinds(out);
 }
 
+// But frames that arrive and are never decoded do not keep a camera alive for ever: a camera refreshed
+// by intra slices has no key frame after its first, so read key frames only it gives one frame per
+// connection; after ten stall timeouts without another it is reconnected (and its next connection
+// starts with a key frame: the test server's stream starts afresh for a new client).
+TEST_F(ReconnectTest, FramesArrivingButNeverDecodedAreAStallAfterTenStallTimeouts) {
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 320, 240, "intra-refresh=true key-int-max=15");
+  ASSERT_TRUE(server.ok());
+  ingest_.stall_timeout_s = 0.1;
+  ingest_.keyframes_only = true;
+  auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 2);
+  ASSERT_GE(of_kind(out, MessageKind::kFrame).size(), 2u) << kinds(out);
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  ASSERT_FALSE(reconnecting.empty()) << kinds(out);
+  EXPECT_EQ(reconnecting[0]->event.message, "stalled: frames arrive but none decoded for 1 s");
+  EXPECT_EQ(reconnecting[0]->event.frames, 1u);
+}
+
 TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) {
   encode_clip("slow.mp4", "snow", 10, 160, 120, "mp4mux");
   std::string clip;
