@@ -252,34 +252,34 @@ class EncodedStream : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// Three key frames: an IDR first, then two of `picture` whose recovery point count is within [least, most].
+void expect_idr_then(const std::vector<AccessUnitKind>& keys, Picture picture, uint32_t least, uint32_t most) {
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[0].picture, Picture::kRandomAccess);
+  for (size_t i = 1; i < keys.size(); ++i) {
+    EXPECT_EQ(keys[i].picture, picture) << i;
+    ASSERT_TRUE(keys[i].recovery_frames) << i;
+    EXPECT_GE(*keys[i].recovery_frames, least) << i;
+    EXPECT_LE(*keys[i].recovery_frames, most) << i;
+  }
+}
+
 TEST_F(EncodedStream, X264KeyFramesAreIdrOrWithAnOpenGopIntra) {
   const auto idr = key_frames("x264enc speed-preset=ultrafast key-int-max=30 bframes=2", "h264parse", "mp4mux", "qtdemux");
   ASSERT_EQ(idr.size(), 3u);
   for (const AccessUnitKind& k : idr) EXPECT_EQ(k.picture, Picture::kRandomAccess);
-  const auto open = key_frames("x264enc speed-preset=ultrafast key-int-max=30 bframes=2 option-string=open-gop=1",
-                               "h264parse", "mp4mux", "qtdemux");
-  ASSERT_EQ(open.size(), 3u);
-  EXPECT_EQ(open[0].picture, Picture::kRandomAccess);
-  for (size_t i = 1; i < open.size(); ++i) {
-    EXPECT_EQ(open[i].picture, Picture::kIntra) << i;
-    ASSERT_TRUE(open[i].recovery_frames) << i;  // x264 marks them recovery points of count 0
-    EXPECT_EQ(*open[i].recovery_frames, 0u) << i;
-  }
+  // x264 marks an open GOP's I-frames recovery points of count 0.
+  expect_idr_then(key_frames("x264enc speed-preset=ultrafast key-int-max=30 bframes=2 option-string=open-gop=1",
+                             "h264parse", "mp4mux", "qtdemux"),
+                  Picture::kIntra, 0, 0);
 }
 
 // Intra refresh: after the first (IDR) frame, the parser's key frames are recovery points whose
 // pictures are whole some frames later.
 TEST_F(EncodedStream, X264IntraRefreshKeyFramesAreRecoveryPoints) {
-  const auto keys = key_frames("x264enc speed-preset=ultrafast intra-refresh=true key-int-max=30 tune=zerolatency",
-                               "h264parse", "matroskamux", "matroskademux");
-  ASSERT_EQ(keys.size(), 3u);
-  EXPECT_EQ(keys[0].picture, Picture::kRandomAccess);
-  for (size_t i = 1; i < keys.size(); ++i) {
-    EXPECT_EQ(keys[i].picture, Picture::kPartial) << i;
-    ASSERT_TRUE(keys[i].recovery_frames) << i;
-    EXPECT_GT(*keys[i].recovery_frames, 0u) << i;
-    EXPECT_LE(*keys[i].recovery_frames, 30u) << i;
-  }
+  expect_idr_then(key_frames("x264enc speed-preset=ultrafast intra-refresh=true key-int-max=30 tune=zerolatency",
+                             "h264parse", "matroskamux", "matroskademux"),
+                  Picture::kPartial, 1, 30);
 }
 
 TEST_F(EncodedStream, X265KeyFramesAreIrap) {
