@@ -1,5 +1,6 @@
 #include "pipeline/stream_uri.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <filesystem>
@@ -139,6 +140,34 @@ std::string redact_uri(std::string_view uri) {
   auto at = uri.rfind('@', authority_end);
   if (at == std::string_view::npos || at < authority_start) return std::string(uri);
   return std::string(uri.substr(0, authority_start)) + "***@" + std::string(uri.substr(at + 1));
+}
+
+std::vector<SharedSource> shared_network_sources(const std::vector<std::pair<std::string, std::string>>& streams) {
+  std::vector<SharedSource> sources;
+  for (const auto& [id, uri] : streams) {
+    if (uri.rfind("file://", 0) == 0 || uri.rfind("test://", 0) == 0 || uri.find("://") == std::string::npos) continue;
+    std::string source = redact_uri(uri);  // without its credentials
+    if (const size_t at = source.find("://***@"); at != std::string::npos) source.erase(at + 3, 4);
+    auto it = std::find_if(sources.begin(), sources.end(), [&](const SharedSource& s) { return s.uri == source; });
+    if (it == sources.end()) {
+      sources.push_back(SharedSource{source, {id}});
+    } else {
+      it->stream_ids.push_back(id);
+    }
+  }
+  sources.erase(std::remove_if(sources.begin(), sources.end(), [](const SharedSource& s) { return s.stream_ids.size() < 2; }),
+                sources.end());
+  return sources;
+}
+
+std::string describe(const SharedSource& shared) {
+  std::string ids;
+  for (size_t i = 0; i < shared.stream_ids.size(); ++i) {
+    ids += (i == 0 ? "'" : i + 1 == shared.stream_ids.size() ? " and '" : ", '") + shared.stream_ids[i] + "'";
+  }
+  return "streams " + ids + " read the same source " + shared.uri + ": each opens its own connection to it and " +
+         "decodes it again (a camera may refuse connections beyond its few; the stream is then reconnected with the "
+         "camera's error)";
 }
 
 }  // namespace vapipe

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipeline/status.h"
@@ -43,5 +44,17 @@ std::string redact_uri(std::string_view uri);
 
 // Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.
 std::string file_uri_path(std::string_view uri);
+
+// A network source (a camera, an HTTP stream) that several streams read, each with its own connection
+// and its own decode: cameras allow few connections, and may refuse the extra ones.
+struct SharedSource {
+  std::string uri;                      // without credentials
+  std::vector<std::string> stream_ids;  // two or more, in the order given
+};
+// The shared network sources among (stream id, normalised URI) pairs, in order of first appearance.
+// URIs that differ only in their credentials name the same source.
+std::vector<SharedSource> shared_network_sources(const std::vector<std::pair<std::string, std::string>>& streams);
+// "streams 'a' and 'b' read the same source rtsp://host/x: ..." for a log line or `vapipe validate`.
+std::string describe(const SharedSource& shared);
 
 }  // namespace vapipe

@@ -20,6 +20,7 @@
 #include "pipeline/resume.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
+#include "pipeline/stream_uri.h"
 #include "pipeline/transport.h"
 
 namespace vapipe {
@@ -121,6 +122,15 @@ bool any_opening_mark(const Config& config, const std::string& job_id, const Pla
     }
   }
   return false;
+}
+
+// Each stream of `table` that has not been removed, as (id, URI).
+std::vector<std::pair<std::string, std::string>> live_sources(const StreamTable& table) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (const StreamTableEntry& e : table.entries) {
+    if (!e.removed) sources.emplace_back(e.id, e.uri);
+  }
+  return sources;
 }
 
 }  // namespace
@@ -232,6 +242,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   VAPIPE_LOG_INFO("job '{}' ({}): {} streams, {} mode, results on {}", config.job.name, job_id, config.streams.size(),
                   config.job.mode == JobMode::kArchive ? "archive" : "live", config.publish.endpoint);
   for (const Lane& lane : placement->lanes) VAPIPE_LOG_INFO("{}", lane.describe(config));
+  for (const SharedSource& shared : shared_network_sources(live_sources(table))) {
+    VAPIPE_LOG_WARN("{}", describe(shared));
+  }
   // Downstream first, so every input is bound before its upstream starts sending: publish, then each
   // lane from infer up to ingest.
   std::vector<Child> plan = {Child{StageKind::kPublish}};
@@ -312,6 +325,14 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     for (const std::string& id : change->removed) removed += (removed.empty() ? "'" : ", '") + id + "'";
     VAPIPE_LOG_INFO("{}{}: added {}; removed {}; {} streams now", what, options.config_path,
                     added.empty() ? "none" : added, removed.empty() ? "none" : removed, table.live_streams());
+    for (const SharedSource& shared : shared_network_sources(live_sources(table))) {
+      const auto& ids = shared.stream_ids;
+      if (std::any_of(ids.begin(), ids.end(), [&](const std::string& id) {
+            return std::find(change->added.begin(), change->added.end(), id) != change->added.end();
+          })) {
+        VAPIPE_LOG_WARN("{}{}", what, describe(shared));
+      }
+    }
   };
 
   const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(

@@ -54,6 +54,9 @@ class LiveRtsp(E2ETest):
         self.assertIn("stream 'gate': key frames only (ingest.keyframes_only): avdec_h264 decodes no other frame",
                       run.stderr)
         self.assertIn("with a 400 ms jitter buffer (the stream's rtsp_latency_ms)", run.stderr)
+        # Two connections to one camera: said at start, as `vapipe validate` says it.
+        self.assertIn(f"streams 'door' and 'gate' read the same source {cams['door'][1]}: each opens its own "
+                      "connection to it", run.stderr)
         messages = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(messages), events_by_stream(messages)
         gate = results.get("gate", [])

@@ -47,5 +47,26 @@ TEST(StreamUri, RedactsCredentials) {
   EXPECT_EQ(redact_uri("file:///a@b.mp4"), "file:///a@b.mp4");
 }
 
+// Two streams of one camera (two regions of it, say) open two connections and decode it twice: named
+// so, credentials aside; files and test sources are not connections.
+TEST(StreamUri, NamesTheNetworkSourcesThatSeveralStreamsRead) {
+  const auto shared = shared_network_sources({{"door", "rtsp://admin:secret@10.0.0.5/stream1"},
+                                              {"yard", "rtsp://10.0.0.6/stream1"},
+                                              {"till", "rtsp://viewer:other@10.0.0.5/stream1"},
+                                              {"clip", "file:///data/a.mp4"},
+                                              {"clip-left", "file:///data/a.mp4"},
+                                              {"syn", "test://ball"},
+                                              {"syn2", "test://ball"},
+                                              {"shelf", "rtsp://10.0.0.5/stream1"}});
+  ASSERT_EQ(shared.size(), 1u);
+  EXPECT_EQ(shared[0].uri, "rtsp://10.0.0.5/stream1");
+  EXPECT_EQ(shared[0].stream_ids, (std::vector<std::string>{"door", "till", "shelf"}));
+  const std::string text = describe(shared[0]);
+  EXPECT_EQ(text.rfind("streams 'door', 'till' and 'shelf' read the same source rtsp://10.0.0.5/stream1: ", 0), 0u)
+      << text;
+  EXPECT_EQ(text.find("secret"), std::string::npos);
+  EXPECT_TRUE(shared_network_sources({{"a", "rtsp://h/x"}, {"b", "rtsp://h/y"}}).empty());
+}
+
 }  // namespace
 }  // namespace vapipe
