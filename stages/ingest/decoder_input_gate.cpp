@@ -68,6 +68,7 @@ DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std
 
 bool admit(ProbeState& state, GstBuffer* buffer) {
   state.counters->last_input_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  state.counters->arrived.fetch_add(1);
   std::optional<uint32_t> recovery_frames;
   switch (state.gate.admit(frame_of(state, buffer, &recovery_frames))) {
     case DecoderInputGate::Verdict::kPass:

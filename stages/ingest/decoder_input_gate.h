@@ -100,6 +100,7 @@ struct DecoderInputCounters {
   std::atomic<uint64_t> not_key_frames{0};    // dropped by keyframes_only (recovery points among them)
   std::atomic<uint64_t> before_key_frame{0};  // dropped while waiting for a connection's first key frame
   std::atomic<uint64_t> before_recovery{0};   // pictures held back after a recovery point
+  std::atomic<uint64_t> arrived{0};           // compressed frames that reached a decoder's input, all
   // When a decoder input last saw a compressed frame, passed or dropped (steady clock ns; 0: never): a
   // camera whose frames are all left out for a while is sending, not stalled.
   std::atomic<int64_t> last_input_ns{0};

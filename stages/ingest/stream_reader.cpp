@@ -107,6 +107,7 @@ struct StreamReader::Impl {
   GstElement* caps_sink = nullptr;     // where a pad that can carry CUDA memory links (nvdec: no videoconvert)
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
+  std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
   std::unique_ptr<CudaStream> cuda_stream;  // copies of device frames (created on first use)
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
@@ -176,6 +177,7 @@ struct StreamReader::Impl {
     auto* self = static_cast<Impl*>(user);
     SamplePtr sample(gst_app_sink_pull_sample(sink));
     if (!sample) return GST_FLOW_EOS;
+    self->decoded.fetch_add(1);
     if (self->seek_overshot.load()) return GST_FLOW_OK;  // until run() has sought back to the start
     if (const int64_t through = self->drop_through_pts.load(); through >= 0) {
       GstBuffer* b = gst_sample_get_buffer(sample.get());
@@ -859,6 +861,16 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     }
     last_frame = std::chrono::steady_clock::now();
     if (!frame->sample) {
+      // Compressed frames went in and no picture came out, ever: a file cut from a longer recording
+      // (no key frame to start from), say. An error, not an end with no results and nothing said.
+      if (const uint64_t arrived = s.decoder_input.arrived.load(); arrived > 0 && s.decoded.load() == 0) {
+        if (auto done = recover(MessageKind::kStreamError,
+                                "none of its " + std::to_string(arrived) + " compressed frames could be decoded: it has "
+                                "no key frame to start from (cut from a longer recording?)")) {
+          return *done;
+        }
+        continue;
+      }
       if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;
       continue;
     }

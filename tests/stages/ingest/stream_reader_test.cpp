@@ -518,6 +518,47 @@ TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
   EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
 }
 
+// A file cut from a longer recording after its key frame (one key frame, then P-frames only): its
+// frames reach the decoder, and no picture can come out. Before, the stream ended "end of stream"
+// with no result and nothing said; now with an error that says why.
+TEST_F(StreamReaderTest, AFileWithNoKeyFrameToStartFromEndsWithAnErrorSayingSo) {
+  const std::string whole = encode_clip("one-key-frame.mkv", "ball", 60, 320, 240, "matroskamux", "key-int-max=1000");
+  const std::string cut = (dir_ / "cut.mkv").string();
+  GstElement* pipeline = gst_parse_launch(("filesrc location=" + whole + " ! matroskademux ! h264parse name=parse ! "
+                                           "matroskamux ! filesink location=" + cut).c_str(), nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  GstElement* parse = gst_bin_get_by_name(GST_BIN(pipeline), "parse");
+  GstPad* parsed = gst_element_get_static_pad(parse, "src");
+  gst_pad_add_probe(parsed, GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer) {
+    const bool key = !GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info), GST_BUFFER_FLAG_DELTA_UNIT);
+    return key ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
+  }, nullptr, nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* done = gst_bus_timed_pop_filtered(bus, 20 * GST_SECOND,
+                                                static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(GST_MESSAGE_TYPE(done), GST_MESSAGE_EOS);
+  gst_message_unref(done);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(parsed);
+  gst_object_unref(parse);
+  gst_object_unref(pipeline);
+
+  ASSERT_EQ(key_frame_timestamps(whole, "matroskademux ! h264parse").size(), 1u);
+  auto reader = StreamReader::create(stream("cut", cut), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_EQ(out.messages.back().event.message,
+            "none of its 59 compressed frames could be decoded: it has no key frame to start from (cut from a longer "
+            "recording?)");
+}
+
 TEST_F(StreamReaderTest, StopEndsAnEndlessStreamAsStopped) {
   auto reader = StreamReader::create(stream("live", "test://snow?frames=0&width=64&height=48&live=true&fps=100"), 0, ingest_);
   ASSERT_TRUE(reader.ok());
