@@ -524,6 +524,7 @@ TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
 TEST_F(StreamReaderTest, AFileWithNoKeyFrameToStartFromEndsWithAnErrorSayingSo) {
   const std::string whole = encode_clip("one-key-frame.mkv", "ball", 60, 320, 240, "matroskamux", "key-int-max=1000");
   const std::string cut = (dir_ / "cut.mkv").string();
+  gst_init(nullptr, nullptr);  // the reader would; this test's own pipeline comes first
   GstElement* pipeline = gst_parse_launch(("filesrc location=" + whole + " ! matroskademux ! h264parse name=parse ! "
                                            "matroskamux ! filesink location=" + cut).c_str(), nullptr);
   ASSERT_NE(pipeline, nullptr);
