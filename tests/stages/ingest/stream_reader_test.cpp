@@ -914,7 +914,9 @@ TEST_F(ReconnectTest, AKeyFramesOnlyCameraWhoseKeyFramesAreFurtherApartThanTheSt
 TEST_F(ReconnectTest, FramesArrivingButNeverDecodedAreAStallAfterTenStallTimeouts) {
   testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 320, 240, "intra-refresh=true key-int-max=15");
   ASSERT_TRUE(server.ok());
-  ingest_.stall_timeout_s = 0.1;
+  // 0.3 s: frames arrive every 33 ms, and a loaded machine's hiccups stay under it (a plain stall
+  // would reconnect too, and start the stream afresh with a key frame).
+  ingest_.stall_timeout_s = 0.3;
   ingest_.keyframes_only = true;
   auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
@@ -922,9 +924,9 @@ TEST_F(ReconnectTest, FramesArrivingButNeverDecodedAreAStallAfterTenStallTimeout
   run_until(**reader, out, 2);
   ASSERT_GE(of_kind(out, MessageKind::kFrame).size(), 2u) << kinds(out);
   auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
-  ASSERT_FALSE(reconnecting.empty()) << kinds(out);
-  EXPECT_EQ(reconnecting[0]->event.message, "stalled: frames arrive but none decoded for 1 s");
-  EXPECT_EQ(reconnecting[0]->event.frames, 1u);
+  EXPECT_TRUE(std::any_of(reconnecting.begin(), reconnecting.end(), [](const Message* m) {
+    return m->event.message == "stalled: frames arrive but none decoded for 3 s";
+  })) << kinds(out);
 }
 
 TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) {
