@@ -19,6 +19,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/stage_stats.h"
+#include "pipeline/stale_jobs.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/stream_uri.h"
 #include "pipeline/transport.h"
@@ -606,6 +607,21 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   auto placement = plan_placement(config, visible_gpus);
   if (!placement.ok()) {
     VAPIPE_LOG_ERROR("{}", placement.status().message());
+    return kExitUsage;
+  }
+  // What jobs that died without cleaning up left on this host (pipeline/stale_jobs.h); then this job's
+  // own lock, which its stages inherit.
+  const SweptJobs swept = sweep_dead_jobs();
+  if (!swept.job_ids.empty()) {
+    std::string ids;
+    for (const std::string& id : swept.job_ids) ids += (ids.empty() ? "'" : ", '") + id + "'";
+    VAPIPE_LOG_INFO("removed what {} job(s) that died without cleaning up left behind ({}): {:.0f} MB of shared "
+                    "memory and their run folders", swept.job_ids.size(), ids,
+                    static_cast<double>(swept.shm_bytes) / 1e6);
+  }
+  auto job_lock = JobLock::acquire(job_id);
+  if (!job_lock.ok()) {
+    VAPIPE_LOG_ERROR("job '{}' not started: {}", config.job.name, job_lock.status().message());
     return kExitUsage;
   }
   // The results file has one writer: this job, over all its restarts (pipeline/file_lock.h).

@@ -105,7 +105,7 @@ class ArchiveJob(E2ETest):
         code = run.wait()
         self.assertEqual(code, 0, run.stderr[-3000:])
         self.check_results(self.subscriber.wait())
-        self.assertFalse([n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")])
+        self.assertEqual(run.leftovers(), [])
 
 
     def test_curve_encrypts_the_bus_and_the_stage_edges_and_admits_only_listed_subscribers(self):

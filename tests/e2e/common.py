@@ -2,6 +2,7 @@
 `vapipe run` process tree, and a subscriber in a separate process."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -157,6 +158,17 @@ class Run:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def job_id(self):
+        """The job id `vapipe run` chose (its log's "job 'NAME' (ID): ..."), once it has ended."""
+        found = re.search(r"job '[^']*' \(([^)]+)\):", self.stderr or "")
+        return found.group(1) if found else str(self.proc.pid)
+
+    def leftovers(self):
+        """What the job left on the host: shared memory pools, its run folder, its lock file."""
+        job = self.job_id()
+        return [n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{job}-")] + \
+            [n for n in os.listdir("/tmp") if n in (f"vapipe-{job}", f"vapipe-{job}.lock")]
+
 
 def payloads_by_stream(messages, topic_prefix):
     """{stream id: [payload, ...]} of the messages whose topic starts with `topic_prefix`, in order."""
@@ -189,8 +201,7 @@ class E2ETest(unittest.TestCase):
     def assert_no_leftovers(self, run):
         for name, pid in run.stage_pids.items():
             self.assertFalse(os.path.exists(f"/proc/{pid}") and _alive(pid), f"stage {name} (pid {pid}) still running")
-        leftovers = [n for n in os.listdir("/dev/shm") if n.startswith(f"vapipe-{run.proc.pid}-")]
-        self.assertEqual(leftovers, [], "shared memory left behind")
+        self.assertEqual(run.leftovers(), [], "shared memory, run folder or lock left behind")
 
 
 def live_test_uri(pattern):

@@ -46,6 +46,7 @@ class Resume(E2ETest):
             except ProcessLookupError:
                 pass
         run.proc.wait()
+        run.stderr = run.proc.stderr.read()  # killed, it left its pools and run folder (pipeline/stale_jobs.h)
         with open(jsonl, "a") as f:
             f.write('{"topic":"results/ball","payl')  # a line cut short, as a crash mid-write leaves it
         before = sum(1 for m in read_jsonl_lenient(jsonl) if m["topic"].startswith("results/"))
@@ -56,6 +57,8 @@ class Resume(E2ETest):
         self.assertEqual(code, 0, err[-3000:])
         self.assertIn("--resume: ", err)
         self.assertIn("an incomplete last line", err)
+        # The next `vapipe run` on the host (this one, or a parallel test's) removed them.
+        self.assertEqual(run.leftovers(), [], "what the killed job left")
         messages = read_jsonl(jsonl)  # every line whole again
         for sid, pattern, frames in STREAMS:
             results = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]

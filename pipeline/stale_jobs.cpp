@@ -1,0 +1,110 @@
+#include "pipeline/stale_jobs.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <utility>
+
+namespace vapipe {
+namespace {
+
+constexpr const char* kPrefix = "vapipe-";
+constexpr const char* kLockSuffix = ".lock";
+
+std::string lock_path(const std::string& tmp_dir, const std::string& job_id) {
+  return tmp_dir + "/" + kPrefix + job_id + kLockSuffix;
+}
+
+// A pool of `job_id` exactly (pipeline/job_layout.cpp's names): not one of a job whose id merely
+// starts with it ("a" and "a-2").
+bool is_pool_of(const std::string& name, const std::string& job_id) {
+  const std::string head = kPrefix + job_id + "-";
+  if (name.rfind(head, 0) != 0) return false;
+  static const std::regex kPool("(frames|tensors)-[0-9]+");
+  return std::regex_match(name.substr(head.size()), kPool);
+}
+
+}  // namespace
+
+Result<JobLock> JobLock::acquire(const std::string& job_id, const std::string& tmp_dir) {
+  const std::string path = lock_path(tmp_dir, job_id);
+  // Inherited by the stages (no O_CLOEXEC): the lock stays held while any process of the job lives.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd < 0) return InvalidArgument("job lock " + path + ": cannot open it (" + std::strerror(errno) + ")");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return Unavailable("job id '" + job_id + "' is in use by another `vapipe run` (or its stages), which holds " +
+                         path + ": the two would share shared memory pools and sockets; give this one another " +
+                         "--job-id");
+    }
+    return JobLock();  // a filesystem that cannot lock: no lock, and nothing sweeps this job
+  }
+  JobLock lock;
+  lock.fd_ = fd;
+  lock.path_ = path;
+  return lock;
+}
+
+void JobLock::release() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: nobody takes an unlocked file of a job for a dead one
+  ::close(fd_);
+  fd_ = -1;
+}
+
+JobLock::~JobLock() { release(); }
+
+JobLock::JobLock(JobLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+JobLock& JobLock::operator=(JobLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+SweptJobs sweep_dead_jobs(const std::string& tmp_dir, const std::string& shm_dir) {
+  namespace fs = std::filesystem;
+  SweptJobs swept;
+  std::error_code ec;
+  std::vector<std::string> job_ids;
+  for (fs::directory_iterator it(tmp_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t prefix = std::strlen(kPrefix), suffix = std::strlen(kLockSuffix);
+    if (name.size() > prefix + suffix && name.rfind(kPrefix, 0) == 0 &&
+        name.compare(name.size() - suffix, suffix, kLockSuffix) == 0) {
+      job_ids.push_back(name.substr(prefix, name.size() - prefix - suffix));
+    }
+  }
+  for (const std::string& job_id : job_ids) {
+    const std::string path = lock_path(tmp_dir, job_id);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;  // gone meanwhile
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);  // alive (or a filesystem that cannot lock: leave it)
+      continue;
+    }
+    std::error_code list_ec, file_ec;
+    for (fs::directory_iterator it(shm_dir, list_ec), end; !list_ec && it != end; it.increment(list_ec)) {
+      if (!is_pool_of(it->path().filename().string(), job_id)) continue;
+      const uintmax_t size = fs::file_size(it->path(), file_ec);
+      if (fs::remove(it->path(), file_ec)) swept.shm_bytes += file_ec ? 0 : size;
+    }
+    fs::remove_all(tmp_dir + "/" + kPrefix + job_id, file_ec);
+    ::unlink(path.c_str());
+    ::close(fd);
+    swept.job_ids.push_back(job_id);
+  }
+  return swept;
+}
+
+}  // namespace vapipe
