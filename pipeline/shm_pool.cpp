@@ -4,9 +4,11 @@
 #include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -149,6 +151,21 @@ Result<std::shared_ptr<ShmPool>> ShmPool::create(const std::string& name, uint32
     shm_unlink(name.c_str());
     return s;
   }
+  // Its pages are reserved now: /dev/shm is a tmpfs, and a write to a page it cannot back (a container's
+  // 64 MB default) is a SIGBUS in whichever stage first touches that slot, maybe hours into a job.
+  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(total)); err == ENOSPC) {
+    struct statvfs shm {};
+    const double free_mib =
+        statvfs("/dev/shm", &shm) == 0 ? static_cast<double>(shm.f_bavail) * shm.f_frsize / 1048576.0 : -1;
+    char text[160];
+    std::snprintf(text, sizeof text, "needs %.0f MiB in /dev/shm, which has %.0f MiB free", total / 1048576.0,
+                  free_mib);
+    close(fd);
+    shm_unlink(name.c_str());
+    return Unavailable("shared memory pool " + name + " " + text + ": give /dev/shm more room (docker run " +
+                       "--shm-size=1g, or a larger tmpfs), or make the pools smaller (transport.frame_slots, " +
+                       "frame_slot_bytes, tensor_slots: docs/config.md)");
+  }  // any other error (a filesystem without fallocate): the pages come as they are touched
   void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
