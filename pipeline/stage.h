@@ -65,7 +65,7 @@ class Stage {
     Status first;
     for (Message& m : in) {
       Status s = process(std::move(m), out);
-      if (s.code() == StatusCode::kCancelled) return s;
+      if (s.code() == StatusCode::kCancelled || s.code() == StatusCode::kAborted) return s;
       if (first.ok()) first = s;
     }
     return first;

@@ -245,6 +245,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       stats.busy_s += seconds_since(busy_start);
       if (!s.ok()) {
         if (s.code() == StatusCode::kCancelled) break;
+        if (s.code() == StatusCode::kAborted) return s;  // the process fails: the supervisor says why
         ++stats.stage_errors;
         VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
       }
@@ -255,6 +256,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       Status s = stage.on_deadline(emitter);
       watchdog.waiting();
       stats.busy_s += seconds_since(busy_start);
+      if (s.code() == StatusCode::kAborted) return s;
       if (!s.ok()) VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), s.message());
     }
   }
@@ -265,6 +267,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   Status closed = stage.close(emitter);
   watchdog.waiting();
   stats.busy_s += seconds_since(close_start);
+  if (closed.code() == StatusCode::kAborted) return closed;
   if (!closed.ok()) VAPIPE_LOG_ERROR("{}: close: {}", stage_kind_name(kind), closed.message());
   // Downstream stages map our pool by name when they see its first descriptor: keep it (and its
   // name) until every slot has come back, so a late consumer never finds it gone.

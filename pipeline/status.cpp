@@ -13,6 +13,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kCancelled: return "CANCELLED";
     case StatusCode::kTimeout: return "TIMEOUT";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kAborted: return "ABORTED";
   }
   return "UNKNOWN";
 }

@@ -20,6 +20,7 @@ enum class StatusCode {
   kCancelled,        // shutdown requested
   kTimeout,
   kInternal,
+  kAborted,  // the stage cannot go on (its record cannot be written): it stops, and its process fails
 };
 
 const char* status_code_name(StatusCode code);
@@ -53,6 +54,7 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 
 // Result<T>: a T or a non-OK Status.
 template <typename T>

@@ -295,6 +295,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (jsonl_flush_due_ && std::chrono::steady_clock::now() >= *jsonl_flush_due_) {
     jsonl_.flush();
     jsonl_flush_due_.reset();
+    VAPIPE_RETURN_IF_ERROR(check_jsonl());
   }
   update_metrics_snapshot();  // (without a metrics server: nothing)
   if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
@@ -315,11 +316,21 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   return next;
 }
 
+Status PublishStage::check_jsonl() {
+  if (!jsonl_.is_open() || jsonl_.good()) return Status::Ok();
+  const int err = errno;  // what the failed write or flush left
+  return Aborted("publish.jsonl_path " + config_->publish.jsonl_path + ": cannot be written (" +
+                 (err ? std::string(std::strerror(err)) : std::string("write failed")) + "): the results from here on " +
+                 "would not be recorded, so the job stops; free some space (or fix the file's disk), then `vapipe run " +
+                 "--resume` goes on from its last complete line");
+}
+
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
   const std::string text = payload.dump();
   if (jsonl_.is_open()) {
     jsonl_ << "{\"topic\":" << nlohmann::json(topic).dump() << ",\"payload\":" << text << "}\n";
     if (!jsonl_flush_due_) jsonl_flush_due_ = std::chrono::steady_clock::now() + kJsonlFlushDelay;
+    VAPIPE_RETURN_IF_ERROR(check_jsonl());  // a full buffer was written out just now, and failed
   }
   // An archive job's bus waits for a slow subscriber (lossless): a wait, not publish stuck.
   WatchdogWait subscriber_wait(watchdog_);
@@ -525,11 +536,12 @@ Status PublishStage::close(Emitter& /*out*/) {
     // summary keep waiting; an archive job's file goes on from here.
     VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
     if (jsonl_.is_open()) jsonl_.flush();
-    return Status::Ok();
+    return check_jsonl();
   }
   write_summary();
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (jsonl_.is_open()) jsonl_.flush();
+  VAPIPE_RETURN_IF_ERROR(check_jsonl());
   return s;
 }
 

@@ -100,6 +100,9 @@ class PublishStage final : public Stage {
   const JobLayout* layout_ = nullptr;  // null for a stage driven without a job (tests)
   std::unique_ptr<BusPublisher> bus_;
   std::ofstream jsonl_;
+  // Whether the JSON-lines record still takes what it is given: Aborted (the job must not go on as if
+  // its results were recorded) naming the file and the system's error, once it does not.
+  Status check_jsonl();
   FileLock jsonl_lock_;  // when no `vapipe run` holds it for the job
   // Lines written since the last flush are flushed by this time: a reader tailing the file (or a
   // test) sees an event within a fraction of a second even when nothing follows it, and a crash

@@ -124,6 +124,28 @@ TEST_F(PublishStageTest, JsonLinesAreFlushedByTheirDeadlineWithoutWaitingForMore
   std::filesystem::remove(config_.publish.jsonl_path);
 }
 
+// The record cannot be written (a full disk; /dev/full fails every write with ENOSPC): publish does
+// not go on as if it were recorded. Its stage stops with Aborted, naming the file and the error, and
+// the job fails (before, it ended with status 0 and a results file cut short: the e2e checks that).
+TEST_F(PublishStageTest, AResultsFileThatCannotBeWrittenStopsTheStageNamingIt) {
+  config_.publish.jsonl_path = "/dev/full";
+  open();
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                    {"test://ball", "", 0, 0}), out_).ok());
+  Status failed;
+  for (uint64_t seq = 0; seq < 100000 && failed.ok(); ++seq) failed = stage_->process(result(0, seq, "ball"), out_);
+  if (failed.ok()) {  // fewer results than a write buffer: the flush fails
+    auto deadline = stage_->next_deadline();
+    ASSERT_TRUE(deadline.has_value());
+    std::this_thread::sleep_until(*deadline);
+    failed = stage_->on_deadline(out_);
+  }
+  EXPECT_EQ(failed.code(), StatusCode::kAborted);
+  EXPECT_NE(failed.message().find("publish.jsonl_path /dev/full: cannot be written (No space left on device)"),
+            std::string::npos) << failed.message();
+  EXPECT_NE(failed.message().find("vapipe run --resume"), std::string::npos);
+}
+
 TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   config_.publish.jsonl_path = (std::filesystem::temp_directory_path() / ("vapipe-publish-" + std::to_string(getpid()) + ".jsonl")).string();
   open();
