@@ -12,6 +12,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "pipeline/atomic_file.h"
 #include "pipeline/file_identity.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
@@ -635,9 +636,10 @@ void PublishStage::write_summary() {
     std::error_code ec;
     std::filesystem::path parent = std::filesystem::path(config_->job.summary_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    std::ofstream out(config_->job.summary_path, std::ios::trunc);
-    out << summary_.dump(2) << "\n";
-    if (!out) VAPIPE_LOG_ERROR("job.summary_path {}: cannot be written", config_->job.summary_path);
+    // Whole or not at all (a reader never sees half of one), and a full disk is said, not ignored.
+    if (Status st = write_file_atomically(config_->job.summary_path, summary_.dump(2) + "\n", 0644); !st.ok()) {
+      VAPIPE_LOG_ERROR("job.summary_path: {}", st.message());
+    }
   }
 }
 
