@@ -215,6 +215,7 @@ int validate_command(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> sources;
   for (const auto& s : c.streams) sources.emplace_back(s.id, s.uri);
   for (const SharedSource& shared : shared_network_sources(sources)) std::printf("  note: %s\n", describe(shared).c_str());
+  for (const std::string& note : c.notes) std::printf("  note: %s\n", note.c_str());
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
               c.publish.endpoint.c_str());
   // Public keys only: subscribers need the bus's; secret keys never reach the output.

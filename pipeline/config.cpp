@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,13 @@
 
 namespace vapipe {
 namespace {
+
+// A number as a config file would give it: 60, 0.5.
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
 
 // Thrown inside this file only; load_config_* turns it into a Status.
 struct ConfigError {
@@ -274,10 +283,12 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       StreamConfig s;
       s.line = streams[i].Mark().line + 1;
       std::string glob, id_prefix;
+      double settle_s = -1;
       r.str("id", &s.id);
       r.str("uri", &s.uri);
       r.str("glob", &glob);
       r.str("id_prefix", &id_prefix);
+      r.number("settle_s", &settle_s, 0, 7 * 86400);
       r.number("max_fps", &s.max_fps, 0, 1000);
       r.optional_boolean("keyframes_only", &s.keyframes_only);
       r.optional_uint("rtsp_latency_ms", &s.rtsp_latency_ms, 0, 60000);
@@ -292,8 +303,35 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         auto files = expand_file_glob(pattern);
         if (!files.ok()) ctx.fail(streams[i]["glob"], path + ".glob", files.status().message());
         if (files->empty()) ctx.fail(streams[i]["glob"], path + ".glob", "no file matches '" + pattern + "'");
-        const std::string base = glob_base_dir(pattern);
+        // settle_s: a file modified that recently may still be being written (a recorder's current
+        // file): read now, its end would be missed, and the next --resume would take it as done.
+        std::vector<std::string> settled, unsettled;
         for (const std::string& file : files.value()) {
+          std::error_code ec;
+          const auto modified = std::filesystem::last_write_time(file, ec);
+          const double age_s = ec ? 1e12
+                                  : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() -
+                                                                  modified).count();
+          (settle_s > 0 && age_s < settle_s ? unsettled : settled).push_back(file);
+        }
+        if (!unsettled.empty()) {
+          std::ostringstream names;
+          for (size_t k = 0; k < unsettled.size() && k < 5; ++k) {
+            names << (k ? ", '" : "'") << std::filesystem::path(unsettled[k]).filename().string() << "'";
+          }
+          if (unsettled.size() > 5) names << " and " << unsettled.size() - 5 << " more";
+          if (settled.empty()) {
+            ctx.fail(streams[i]["settle_s"], path + ".settle_s",
+                     "every file that matches '" + pattern + "' (" + std::to_string(unsettled.size()) +
+                         ") was modified in the last " + number_text(settle_s) + " s: none is settled yet (" +
+                         names.str() + ")");
+          }
+          c.notes.push_back(path + ".glob: " + std::to_string(unsettled.size()) + " file(s) modified in the last " +
+                            number_text(settle_s) + " s are left for a later run (settle_s: they may still be " +
+                            "being written): " + names.str());
+        }
+        const std::string base = glob_base_dir(pattern);
+        for (const std::string& file : settled) {
           StreamConfig f;
           f.line = s.line;
           f.max_fps = s.max_fps;
@@ -317,6 +355,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         continue;
       }
       if (!id_prefix.empty()) ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", "only with glob");
+      if (settle_s >= 0) ctx.fail(streams[i]["settle_s"], path + ".settle_s", "only with glob");
       if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id, or use glob)");
       if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
       if (!ids.insert(s.id).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");

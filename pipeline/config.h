@@ -205,6 +205,8 @@ struct Config {
   PublishConfig publish;
   TransportConfig transport;
   LogConfig log;
+  // Said when the job starts (`vapipe run`'s log, `vapipe validate`): files a glob left for a later run.
+  std::vector<std::string> notes;
 };
 
 // String values of a config may take parts from the environment, so that secrets (a camera's

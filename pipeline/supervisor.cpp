@@ -246,6 +246,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   for (const SharedSource& shared : shared_network_sources(live_sources(table))) {
     VAPIPE_LOG_WARN("{}", describe(shared));
   }
+  for (const std::string& note : config.notes) VAPIPE_LOG_INFO("{}", note);
   // Downstream first, so every input is bound before its upstream starts sending: publish, then each
   // lane from infer up to ingest.
   std::vector<Child> plan = {Child{StageKind::kPublish}};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -99,6 +100,41 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
     ASSERT_FALSE(bad.ok()) << entry;
     EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
   }
+}
+
+// settle_s: a recorder writes its current file while cron runs the job over the folder; read now, that
+// file's end would be missed and the next --resume would take it as done. Files modified within
+// settle_s are left for a later run, and said so.
+TEST_F(StreamGlobTest, FilesModifiedWithinSettleSecondsAreLeftForALaterRun) {
+  const auto an_hour_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const char* f : {"a/x.mp4", "a/sub/z.mp4", "a/sub/deep/w.mp4", "a/b c/v.mp4"}) {
+    std::filesystem::last_write_time(dir_ / f, an_hour_ago);
+  }
+  std::ofstream(dir_ / "a/sub/z.mp4", std::ios::app) << "still being written";  // modified now
+  const std::string head = "infer: {model: m.pt, labels: m.txt}\nstreams:\n";
+  auto c = load_config_string(head + "  - {glob: 'a/**/*.mp4', settle_s: 60}\n", "job.yaml", dir_.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::vector<std::string> ids;
+  for (const StreamConfig& s : c->streams) ids.push_back(s.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"b-c-v", "sub-deep-w", "x"}));
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0], "streams[0].glob: 1 file(s) modified in the last 60 s are left for a later run (settle_s: "
+                         "they may still be being written): 'z.mp4'");
+  // Without settle_s every file is a stream, and nothing is said.
+  auto all = load_config_string(head + "  - {glob: 'a/**/*.mp4'}\n", "job.yaml", dir_.string());
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->streams.size(), 4u);
+  EXPECT_TRUE(all->notes.empty());
+  // Nothing settled: an error, as no match is.
+  auto none = load_config_string(head + "  - {glob: 'a/sub/*.mp4', settle_s: 60}\n", "job.yaml", dir_.string());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("job.yaml:3: streams[0].settle_s: every file that matches '" +
+                                          at("a/sub/*.mp4") + "' (1) was modified in the last 60 s: none is settled "
+                                          "yet ('z.mp4')"),
+            std::string::npos) << none.status().message();
+  auto not_glob = load_config_string(head + "  - {id: x, uri: 'test://ball', settle_s: 5}\n", "job.yaml", dir_.string());
+  ASSERT_FALSE(not_glob.ok());
+  EXPECT_NE(not_glob.status().message().find("streams[0].settle_s: only with glob"), std::string::npos);
 }
 
 }  // namespace
