@@ -846,6 +846,20 @@ class ReconnectTest : public StreamReaderTest {
     int port_ = 0;
     std::thread thread_;
   };
+  // A live camera (the RTSP test server, x264 with `x264_options`) read key frames only with a stall
+  // timeout of 0.3 s, until `frames` frames came out. 0.3 s: frames arrive every 33 ms, and a loaded
+  // machine's hiccups stay under it (a plain stall would reconnect too).
+  CollectingEmitter read_key_frames_only_camera(const std::string& x264_options, size_t frames) {
+    CollectingEmitter out;
+    testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 320, 240, x264_options);
+    EXPECT_TRUE(server.ok());
+    ingest_.stall_timeout_s = 0.3;
+    ingest_.keyframes_only = true;
+    auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_, live_);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    if (server.ok() && reader.ok()) run_until(**reader, out, frames);
+    return out;
+  }
   ReaderOptions live_;
   std::atomic<size_t> frame_count_{0};
 };
@@ -895,14 +909,7 @@ TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
 // it is never reconnected (each reconnection would wait for a key frame again, and a camera whose key
 // frames are further apart than the timeout would never give one).
 TEST_F(ReconnectTest, AKeyFramesOnlyCameraWhoseKeyFramesAreFurtherApartThanTheStallTimeoutIsNotStalled) {
-  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte");  // a key frame every 0.5 s
-  ASSERT_TRUE(server.ok());
-  ingest_.stall_timeout_s = 0.3;
-  ingest_.keyframes_only = true;
-  auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_, live_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  CollectingEmitter out;
-  run_until(**reader, out, 5);
+  const CollectingEmitter out = read_key_frames_only_camera("key-int-max=15", 5);  // a key frame every 0.5 s
   EXPECT_GE(of_kind(out, MessageKind::kFrame).size(), 5u);
   EXPECT_TRUE(of_kind(out, MessageKind::kStreamReconnecting).empty()) << kinds(out);
 }
@@ -912,16 +919,7 @@ TEST_F(ReconnectTest, AKeyFramesOnlyCameraWhoseKeyFramesAreFurtherApartThanTheSt
 // connection; after ten stall timeouts without another it is reconnected (and its next connection
 // starts with a key frame: the test server's stream starts afresh for a new client).
 TEST_F(ReconnectTest, FramesArrivingButNeverDecodedAreAStallAfterTenStallTimeouts) {
-  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 320, 240, "intra-refresh=true key-int-max=15");
-  ASSERT_TRUE(server.ok());
-  // 0.3 s: frames arrive every 33 ms, and a loaded machine's hiccups stay under it (a plain stall
-  // would reconnect too, and start the stream afresh with a key frame).
-  ingest_.stall_timeout_s = 0.3;
-  ingest_.keyframes_only = true;
-  auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_, live_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  CollectingEmitter out;
-  run_until(**reader, out, 2);
+  const CollectingEmitter out = read_key_frames_only_camera("intra-refresh=true key-int-max=15", 2);
   ASSERT_GE(of_kind(out, MessageKind::kFrame).size(), 2u) << kinds(out);
   auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
   EXPECT_TRUE(std::any_of(reconnecting.begin(), reconnecting.end(), [](const Message* m) {
