@@ -57,7 +57,8 @@ struct ProbeState {
 
 DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std::optional<uint32_t>* recovery_frames) {
   if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) return DecoderInputGate::Frame::kDelta;
-  if (!state.reader) return DecoderInputGate::Frame::kKey;  // another codec: the parser's word
+  // Another codec: the parser's word. Or started: every frame passes, whatever it is.
+  if (!state.reader || !state.gate.tells_frames_apart()) return DecoderInputGate::Frame::kKey;
   const AccessUnitKind kind = state.reader->read(buffer);
   if (kind.picture == AccessUnitKind::Picture::kRandomAccess || kind.picture == AccessUnitKind::Picture::kUnknown) {
     return DecoderInputGate::Frame::kKey;

@@ -49,6 +49,10 @@ class DecoderInputGate {
 
   explicit DecoderInputGate(bool keyframes_only) : keyframes_only_(keyframes_only) {}
 
+  // Whether admit() still tells frames apart: not once a connection has started, unless keyframes_only
+  // (then a frame's NAL units need not be read: an all-intra stream marks every frame a key frame).
+  bool tells_frames_apart() const { return keyframes_only_ || !started_; }
+
   Verdict admit(Frame frame) {
     if (keyframes_only_) {
       if (frame == Frame::kKey) return Verdict::kPass;

@@ -31,6 +31,16 @@ TEST(DecoderInputGate, NothingBeforeTheFirstKeyFrameThenEverything) {
   EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
 }
 
+TEST(DecoderInputGate, TellsFramesApartOnlyUntilItStartsOrWithKeyFramesOnly) {
+  DecoderInputGate gate(false);
+  EXPECT_TRUE(gate.tells_frames_apart());
+  EXPECT_EQ(gate.admit(Frame::kRecoveryPoint), Verdict::kPassFromRecoveryPoint);
+  EXPECT_FALSE(gate.tells_frames_apart());
+  DecoderInputGate keys_only(true);
+  EXPECT_EQ(keys_only.admit(Frame::kKey), Verdict::kPass);
+  EXPECT_TRUE(keys_only.tells_frames_apart());
+}
+
 TEST(DecoderInputGate, AStreamThatStartsWithAKeyFrameLosesNothing) {
   DecoderInputGate gate(false);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(gate.admit(delta_if(i % 30 != 0)), Verdict::kPass) << i;
