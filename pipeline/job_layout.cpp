@@ -2,6 +2,21 @@
 
 namespace vapipe {
 
+namespace {
+const char* const kPoolKinds[] = {"-frames", "-tensors"};  // frame_pool, tensor_pool: "/vapipe-<id><kind>-<lane>"
+}  // namespace
+
+bool is_pool_of_job(const std::string& shm_name, const std::string& job_id) {
+  for (const std::string kind : kPoolKinds) {
+    const std::string head = "vapipe-" + job_id + kind + "-";
+    if (shm_name.size() > head.size() && shm_name.rfind(head, 0) == 0 &&
+        shm_name.find_first_not_of("0123456789", head.size()) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 JobLayout make_job_layout(const Config& config, const std::string& job_id, uint32_t lane) {
   JobLayout l;
   l.job_id = job_id;
@@ -9,8 +24,8 @@ JobLayout make_job_layout(const Config& config, const std::string& job_id, uint3
   l.run_dir = "/tmp/vapipe-" + job_id;
   l.by_reference = config.transport.mode == TransportMode::kShm;
   const std::string lane_suffix = "-" + std::to_string(lane);
-  l.frame_pool = "/vapipe-" + job_id + "-frames" + lane_suffix;
-  l.tensor_pool = "/vapipe-" + job_id + "-tensors" + lane_suffix;
+  l.frame_pool = "/vapipe-" + job_id + kPoolKinds[0] + lane_suffix;
+  l.tensor_pool = "/vapipe-" + job_id + kPoolKinds[1] + lane_suffix;
   // tcp mode: lane 0 uses 5551-5553 and the shared publish input 5554; lane N > 0 uses 5600 + 3N
   // onwards (clear of the default results endpoint, 5560).
   const int lane_port = lane == 0 ? 5551 : 5600 + 3 * static_cast<int>(lane);

@@ -23,6 +23,10 @@ struct JobLayout {
 
 JobLayout make_job_layout(const Config& config, const std::string& job_id, uint32_t lane = 0);
 
+// Whether `shm_name`, an entry of /dev/shm (no leading '/'), is one of `job_id`'s pools, of any lane:
+// exactly, not one of a job whose id merely starts with it ("a" and "a-2").
+bool is_pool_of_job(const std::string& shm_name, const std::string& job_id);
+
 // The start-up gate. `vapipe run` makes an "opening" mark for every stage but ingest before it starts
 // any; each stage removes its own once open() has succeeded (model loaded and warmed up, pools made).
 // Ingest starts its streams when the marks of its lane's stages and publish's are gone, so no frame

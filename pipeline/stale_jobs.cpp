@@ -7,8 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 #include <utility>
+
+#include "pipeline/job_layout.h"
 
 namespace vapipe {
 namespace {
@@ -18,15 +19,6 @@ constexpr const char* kLockSuffix = ".lock";
 
 std::string lock_path(const std::string& tmp_dir, const std::string& job_id) {
   return tmp_dir + "/" + kPrefix + job_id + kLockSuffix;
-}
-
-// A pool of `job_id` exactly (pipeline/job_layout.cpp's names): not one of a job whose id merely
-// starts with it ("a" and "a-2").
-bool is_pool_of(const std::string& name, const std::string& job_id) {
-  const std::string head = kPrefix + job_id + "-";
-  if (name.rfind(head, 0) != 0) return false;
-  static const std::regex kPool("(frames|tensors)-[0-9]+");
-  return std::regex_match(name.substr(head.size()), kPool);
 }
 
 }  // namespace
@@ -95,7 +87,7 @@ SweptJobs sweep_dead_jobs(const std::string& tmp_dir, const std::string& shm_dir
     }
     std::error_code list_ec, file_ec;
     for (fs::directory_iterator it(shm_dir, list_ec), end; !list_ec && it != end; it.increment(list_ec)) {
-      if (!is_pool_of(it->path().filename().string(), job_id)) continue;
+      if (!is_pool_of_job(it->path().filename().string(), job_id)) continue;
       const uintmax_t size = fs::file_size(it->path(), file_ec);
       if (fs::remove(it->path(), file_ec)) swept.shm_bytes += file_ec ? 0 : size;
     }

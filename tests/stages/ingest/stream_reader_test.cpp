@@ -77,7 +77,9 @@ class StreamReaderTest : public ::testing::Test {
     CollectingEmitter out;
     auto reader = StreamReader::create(stream(id, path), 0, ingest);
     EXPECT_TRUE(reader.ok()) << reader.status().message();
-    if (reader.ok()) EXPECT_TRUE((*reader)->run(out, flags_).ok());
+    if (reader.ok()) {
+      EXPECT_TRUE((*reader)->run(out, flags_).ok());
+    }
     return out;
   }
 
