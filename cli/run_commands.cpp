@@ -209,11 +209,18 @@ int validate_command(const std::vector<std::string>& args) {
     }
     char jitter[48] = "";
     if (s.rtsp_latency_ms) std::snprintf(jitter, sizeof jitter, " (RTSP jitter buffer %u ms)", *s.rtsp_latency_ms);
+    if (s.is_member()) {
+      // Its frames are its source's: only what it classifies of them is its own.
+      std::printf("    %-20s frames of '%s'%s\n", s.id.c_str(), s.source.c_str(), region);
+      continue;
+    }
     std::printf("    %-20s %s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
                 c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter);
   }
   std::vector<std::pair<std::string, std::string>> sources;
-  for (const auto& s : c.streams) sources.emplace_back(s.id, s.uri);
+  for (const auto& s : c.streams) {
+    if (!s.is_member()) sources.emplace_back(s.id, s.uri);
+  }
   for (const SharedSource& shared : shared_network_sources(sources)) std::printf("  note: %s\n", describe(shared).c_str());
   for (const std::string& note : c.notes) std::printf("  note: %s\n", note.c_str());
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),

@@ -277,6 +277,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       ctx.fail(streams, "streams", "expected a non-empty list of streams (each with id and uri)");
     }
     std::set<std::string> ids;
+    std::vector<std::pair<size_t, size_t>> members;  // (index in c.streams, index in `streams`)
     for (size_t i = 0; i < streams.size(); ++i) {
       const std::string path = "streams[" + std::to_string(i) + "]";
       MapReader r(ctx, streams[i], path);
@@ -293,7 +294,28 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       r.optional_boolean("keyframes_only", &s.keyframes_only);
       r.optional_uint("rtsp_latency_ms", &s.rtsp_latency_ms, 0, 60000);
       r.region("roi", &s.roi);
+      r.str("source", &s.source);
       r.finish();
+      if (s.is_member()) {
+        // Decoded once, by the source: what decides the decoding is the source's to set.
+        const char* own = !s.uri.empty()                       ? "uri"
+                          : !glob.empty()                      ? "glob"
+                          : s.max_fps >= 0                     ? "max_fps"
+                          : s.keyframes_only.has_value()       ? "keyframes_only"
+                          : s.rtsp_latency_ms.has_value()      ? "rtsp_latency_ms"
+                                                               : nullptr;
+        if (own) {
+          ctx.fail(streams[i][own], path + "." + own,
+                   "a stream with `source` classifies the frames of stream '" + s.source + "' as that stream decodes "
+                   "them: set " + own + " on '" + s.source + "' instead");
+        }
+        if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id)");
+        if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
+        if (!ids.insert(s.id).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
+        members.emplace_back(c.streams.size(), i);
+        c.streams.push_back(std::move(s));  // its uri is its source's, below
+        continue;
+      }
       if (!glob.empty()) {
         // Every file the pattern matches is a stream; ids come from the files' paths.
         if (!s.id.empty() || !s.uri.empty()) {
@@ -365,6 +387,26 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       s.parsed = parsed.value();
       s.uri = s.parsed.uri;
       c.streams.push_back(std::move(s));
+    }
+    // Each member's source: a stream of this config that reads its own uri.
+    for (const auto& [member, node] : members) {
+      StreamConfig& m = c.streams[member];
+      const std::string path = "streams[" + std::to_string(node) + "].source";
+      auto source = std::find_if(c.streams.begin(), c.streams.end(), [&](const StreamConfig& s) { return s.id == m.source; });
+      if (m.source == m.id) ctx.fail(streams[node]["source"], path, "a stream cannot be its own source");
+      if (source == c.streams.end()) {
+        ctx.fail(streams[node]["source"], path, "no stream has the id '" + m.source + "'");
+      }
+      if (source->is_member()) {
+        ctx.fail(streams[node]["source"], path,
+                 "'" + m.source + "' takes its frames from '" + source->source + "' itself: name '" + source->source +
+                     "' as the source");
+      }
+      m.uri = source->uri;
+      m.parsed = source->parsed;
+      m.max_fps = source->max_fps;
+      m.keyframes_only = source->keyframes_only;
+      m.rtsp_latency_ms = source->rtsp_latency_ms;
     }
   }
   // Default mode: archive when every stream ends by itself (files, finite test sources).

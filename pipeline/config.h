@@ -34,6 +34,11 @@ struct StreamConfig {
   std::optional<uint32_t> rtsp_latency_ms = std::nullopt;
   // streams[].roi: the region of each frame that is classified, [x, y, width, height] as fractions.
   std::array<double, 4> roi{0, 0, 1, 1};
+  // streams[].source: the id of another stream whose decoded frames this one classifies too (another
+  // region of the same camera or file, decoded once); it then has the source's uri and decoding
+  // settings. Empty: the stream reads its own uri.
+  std::string source;
+  bool is_member() const { return !source.empty(); }
   bool whole_frame() const { return roi[0] == 0 && roi[1] == 0 && roi[2] == 1 && roi[3] == 1; }
 };
 

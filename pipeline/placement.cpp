@@ -1,5 +1,6 @@
 #include "pipeline/placement.h"
 
+#include <map>
 #include <set>
 
 namespace vapipe {
@@ -79,8 +80,11 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
     for (uint32_t r = 0; r < c.lanes_per_device; ++r) lanes.insert(lanes.end(), gpus.begin(), gpus.end());
     gpus = std::move(lanes);
   }
+  // Streams that decode: a member (streams[].source) rides on its source's lane.
+  size_t decoding = 0;
+  for (const StreamConfig& s : c.streams) decoding += !s.is_member();
   // Every lane carries at least one stream.
-  if (gpus.size() > c.streams.size()) gpus.resize(c.streams.size());
+  if (gpus.size() > decoding) gpus.resize(decoding);
 
   const bool any_gpu = !gpus.empty();
   const std::string no_gpu_reason =
@@ -104,7 +108,7 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
     return InvalidArgument(where(c, 0, "infer.device") + "GPU " + std::to_string(pinned) + " does not exist; " + have);
   }
   const size_t lane_count =
-      any_gpu ? gpus.size() : std::min<size_t>(c.lanes_per_device, std::max<size_t>(1, c.streams.size()));
+      any_gpu ? gpus.size() : std::min<size_t>(c.lanes_per_device, std::max<size_t>(1, decoding));
   if (!c.transport.endpoints.empty() && lane_count > 1) {
     return InvalidArgument(where(c, 0, "transport.endpoints") + "pins one set of stages, but the job runs " +
                            std::to_string(lane_count) + " lanes (gpus, lanes_per_device); remove it, or run one lane");
@@ -128,7 +132,19 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
   }
   // Round-robin in declaration order: streams of a config are usually alike (cameras of one model, clips
   // of one archive), so equal counts are equal load; each lane's streams stay in ascending order.
-  for (uint32_t s = 0; s < c.streams.size(); ++s) p.lanes[s % lane_count].streams.push_back(s);
+  // A member goes where its source goes.
+  std::map<std::string, uint32_t> lane_of_source;
+  uint32_t next = 0;
+  for (uint32_t s = 0; s < c.streams.size(); ++s) {
+    if (c.streams[s].is_member()) continue;
+    lane_of_source[c.streams[s].id] = next;
+    next = static_cast<uint32_t>((next + 1) % lane_count);
+  }
+  for (uint32_t s = 0; s < c.streams.size(); ++s) {
+    const StreamConfig& stream = c.streams[s];
+    auto lane = lane_of_source.find(stream.is_member() ? stream.source : stream.id);
+    p.lanes[lane == lane_of_source.end() ? 0 : lane->second].streams.push_back(s);
+  }
   return p;
 }
 

@@ -29,6 +29,10 @@ class Emitter {
   // A payload buffer for an outgoing message (a shared memory slot on one host). May block while
   // the downstream stages hold every buffer: that is back-pressure.
   virtual Result<Payload> allocate(size_t bytes) = 0;
+  // Called by a producer with nothing to send for a while (ingest's stream readers, every 50 ms or
+  // so), so that an emitter with work of its own (stages/ingest/stream_fan_out.h: the end of a stream
+  // removed meanwhile) can send it from the producer's thread.
+  virtual Status idle() { return Status::Ok(); }
 };
 
 using StageCounters = std::vector<std::pair<std::string, double>>;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -28,7 +29,8 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
   for (uint32_t i = 0; i < config.streams.size(); ++i) {
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
                                          config.streams[i].max_fps, config.streams[i].roi,
-                                         config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms});
+                                         config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms,
+                                         config.streams[i].source});
   }
   return t;
 }
@@ -42,7 +44,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
     j["streams"].push_back({{"index", e.index}, {"id", e.id}, {"uri", e.uri}, {"lane", e.lane}, {"removed", e.removed},
                             {"max_fps", e.max_fps}, {"roi", e.roi},
                             {"keyframes_only", e.keyframes_only ? nlohmann::json(*e.keyframes_only) : nlohmann::json()},
-                            {"rtsp_latency_ms", e.rtsp_latency_ms ? nlohmann::json(*e.rtsp_latency_ms) : nlohmann::json()}});
+                            {"rtsp_latency_ms", e.rtsp_latency_ms ? nlohmann::json(*e.rtsp_latency_ms) : nlohmann::json()},
+                            {"source", e.source}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -59,7 +62,8 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
     for (const auto& s : j.at("streams")) {
       StreamTableEntry e{s.at("index").get<uint32_t>(), s.at("id").get<std::string>(), s.at("uri").get<std::string>(),
                          s.at("lane").get<uint32_t>(), s.at("removed").get<bool>(), s.value("max_fps", -1.0),
-                         s.value("roi", std::array<double, 4>{0, 0, 1, 1})};
+                         s.value("roi", std::array<double, 4>{0, 0, 1, 1}), std::nullopt, std::nullopt,
+                         s.value("source", std::string())};
       if (s.contains("keyframes_only") && s["keyframes_only"].is_boolean()) e.keyframes_only = s["keyframes_only"].get<bool>();
       if (s.contains("rtsp_latency_ms") && s["rtsp_latency_ms"].is_number_unsigned()) {
         e.rtsp_latency_ms = s["rtsp_latency_ms"].get<uint32_t>();
@@ -88,6 +92,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.roi = entry.roi;
   s.keyframes_only = entry.keyframes_only;
   s.rtsp_latency_ms = entry.rtsp_latency_ms;
+  s.source = entry.source;
   return s;
 }
 
@@ -148,6 +153,10 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     } else if (it->second->removed) {
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
                                 "' was removed earlier in this run; add it back under a new id (or restart the job)");
+    } else if (it->second->source != s.source) {
+      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
+                                "': its source changed; a running job adds and removes streams by id (give it a "
+                                "new id, or restart the job)");
     } else if (it->second->uri != s.uri) {
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
                                 "': its uri changed; a running job adds and removes streams by id (give the new "
@@ -166,24 +175,33 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   // Nothing is applied before every check has passed.
   std::vector<size_t> per_lane(std::max<size_t>(lanes, 1), 0);
   for (const StreamTableEntry& e : table.entries) {
-    if (!e.removed && e.lane < per_lane.size()) ++per_lane[e.lane];
+    if (!e.removed && e.source.empty() && e.lane < per_lane.size()) ++per_lane[e.lane];
   }
   for (StreamTableEntry& e : table.entries) {
     if (!e.removed && !listed.count(e.id)) {
       e.removed = true;
-      if (e.lane < per_lane.size()) --per_lane[e.lane];
+      if (e.source.empty() && e.lane < per_lane.size()) --per_lane[e.lane];
       change.removed.push_back(e.id);
     }
   }
+  // Sources first: a member added with its source goes on the lane its source gets. Lanes are
+  // balanced by the streams that decode.
+  std::stable_partition(to_add.begin(), to_add.end(), [](const StreamConfig* s) { return !s->is_member(); });
   for (const StreamConfig* s : to_add) {
     uint32_t lane = 0;
-    for (uint32_t l = 1; l < per_lane.size(); ++l) {
-      if (per_lane[l] < per_lane[lane]) lane = l;
+    if (s->is_member()) {
+      for (const StreamTableEntry& e : table.entries) {
+        if (e.id == s->source && !e.removed) lane = e.lane;
+      }
+    } else {
+      for (uint32_t l = 1; l < per_lane.size(); ++l) {
+        if (per_lane[l] < per_lane[lane]) lane = l;
+      }
+      ++per_lane[lane];
     }
-    ++per_lane[lane];
     table.entries.push_back(
         StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi,
-                         s->keyframes_only, s->rtsp_latency_ms});
+                         s->keyframes_only, s->rtsp_latency_ms, s->source});
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

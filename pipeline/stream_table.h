@@ -30,6 +30,7 @@ struct StreamTableEntry {
   std::array<double, 4> roi{0, 0, 1, 1};  // StreamConfig::roi
   std::optional<bool> keyframes_only = std::nullopt;  // StreamConfig::keyframes_only
   std::optional<uint32_t> rtsp_latency_ms = std::nullopt;  // StreamConfig::rtsp_latency_ms
+  std::string source = "";  // StreamConfig::source: a member of that stream's group, on its lane
 };
 
 struct StreamTable {
@@ -66,7 +67,8 @@ struct StreamReload {
 // Applies a reloaded config: streams with a new id are added, streams no longer listed are removed.
 // An error leaves the table as it was and names what cannot change while the job runs: a section
 // other than `streams` (compared as YAML: `running_yaml` is the config text the job started with),
-// an archive job, a stream whose URI changed, an id removed earlier in this run.
+// an archive job, a stream whose URI or source changed, an id removed earlier in this run. A stream
+// with a source is added on its source's lane.
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
                                          const std::string& reloaded_yaml, const Config& reloaded, size_t lanes);
 

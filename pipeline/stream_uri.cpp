@@ -167,7 +167,8 @@ std::string describe(const SharedSource& shared) {
   }
   return "streams " + ids + " read the same source " + shared.uri + ": each opens its own connection to it and " +
          "decodes it again (a camera may refuse connections beyond its few; the stream is then reconnected with the "
-         "camera's error)";
+         "camera's error); to decode it once, give the others `source: " + shared.stream_ids.front() +
+         "` instead of its uri";
 }
 
 }  // namespace vapipe

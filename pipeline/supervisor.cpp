@@ -129,7 +129,7 @@ bool any_opening_mark(const Config& config, const std::string& job_id, const Pla
 std::vector<std::pair<std::string, std::string>> live_sources(const StreamTable& table) {
   std::vector<std::pair<std::string, std::string>> sources;
   for (const StreamTableEntry& e : table.entries) {
-    if (!e.removed) sources.emplace_back(e.id, e.uri);
+    if (!e.removed && e.source.empty()) sources.emplace_back(e.id, e.uri);  // a member decodes nothing
   }
   return sources;
 }

@@ -18,6 +18,7 @@
 #include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
 #include "stages/ingest/nvdec_support.h"
+#include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe {
@@ -40,8 +41,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }
   const std::string& endpoint = layout.input_endpoint.at(StageKind::kPreprocess);
-  VAPIPE_LOG_INFO("ingest lane {}: {} of {} streams, {} mode, queue {} x {}, output {}", lane.index,
+  size_t decoded = 0;  // the others are members (streams[].source): their frames are these streams'
+  for (uint32_t i : lane.streams) decoded += !config.streams[i].is_member();
+  VAPIPE_LOG_INFO("ingest lane {}: {} of {} streams{}, {} mode, queue {} x {}, output {}", lane.index,
                   lane.streams.size(), config.streams.size(),
+                  decoded < lane.streams.size() ? " (" + std::to_string(decoded) + " decoded)" : std::string(),
                   config.job.mode == JobMode::kArchive ? "archive" : "live",
                   queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
 
@@ -71,8 +75,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // they have. Streams added while the job runs (a reload) start at once; removed ones end.
   std::promise<void> downstream_open;
   std::shared_future<void> gate = downstream_open.get_future().share();
+  // One run per decoded stream: its reader, and a fan-out (stages/ingest/stream_fan_out.h) that sends
+  // its frames on as itself and as each of its members (streams[].source).
   struct StreamRun {
     StreamConfig stream;
+    std::unique_ptr<StreamFanOut> fan_out;  // null: a member whose source is not running (it only ends)
     std::thread thread;
     std::atomic<bool> done{false};
     Status result;
@@ -88,11 +95,39 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
   };
-  std::map<uint32_t, std::unique_ptr<StreamRun>> runs;
-  auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed) {
+  std::map<uint32_t, std::unique_ptr<StreamRun>> runs;  // by the decoded stream's index
+  std::map<uint32_t, uint32_t> source_of_member;       // member index -> its run's index
+  // A stream of a group, as its fan-out sees it: what an earlier run recorded, where a restarted lane
+  // numbers on.
+  auto fan_out_target = [&](uint32_t index, const StreamConfig& s) {
+    FanOutTarget t;
+    t.index = index;
+    t.id = s.id;
+    t.roi = s.roi;
+    if (plan && plan->streams.count(s.id)) {
+      const StreamProgress& earlier = plan->streams.at(s.id);
+      t.earlier_results = earlier.results;
+      t.ended_earlier = !earlier.ended.empty();
+    }
+    if (!restart_reason.empty() && reservations) t.first_seq = reservations->reserved(s.id);
+    return t;
+  };
+  // `members`: the streams that take this one's frames too, and whether each was removed already.
+  auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
+                          std::vector<std::pair<uint32_t, bool>> members) {
     auto run = std::make_unique<StreamRun>();
     run->stream = std::move(stream_config);
     run->removed = removed;
+    if (!run->stream.is_member()) {
+      std::vector<FanOutTarget> targets{fan_out_target(i, run->stream)};
+      for (const auto& [m, m_removed] : members) targets.push_back(fan_out_target(m, config.streams[m]));
+      run->fan_out = std::make_unique<StreamFanOut>(i, redact_uri(run->stream.uri), std::move(targets),
+                                                    reservations.get());
+      for (const auto& [m, m_removed] : members) {
+        source_of_member[m] = i;
+        if (m_removed) run->fan_out->remove(m, kRemovedFromConfig);
+      }
+    }
     StreamRun* r = run.get();
     runs[i] = std::move(run);
     r->thread = std::thread([&, i, r] {
@@ -112,6 +147,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       // for a frame slot or for room downstream (back-pressure) are not watched.
       StageWatchdog watchdog("ingest: stream '" + stream.id + "'", config.job.stage_timeout_s);
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort, &watchdog);
+      if (r->fan_out) r->fan_out->attach(&emitter);
+      Emitter& out = r->fan_out ? static_cast<Emitter&>(*r->fan_out) : emitter;
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         r->emitter = &emitter;
@@ -133,12 +170,25 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         Envelope env;
         env.stream_id = stream.id;
         env.stream_index = i;
-        r->result = emitter.emit(
+        r->result = out.emit(
             Message::stream_event(kind, env, StreamEvent{redact_uri(stream.uri), std::move(message), frames, 0}));
         r->done = true;
       };
-      const StreamProgress* earlier = plan && plan->streams.count(stream.id) ? &plan->streams.at(stream.id) : nullptr;
-      if (earlier && !earlier->ended.empty()) return end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", earlier->results);
+      if (!r->fan_out) {
+        return end_without_reader(MessageKind::kStreamError, "its source '" + stream.source + "' is not running (it "
+                                  "ended before this stream was added)", 0);
+      }
+      // --resume: the group goes on from the least of its streams' results; each of them takes frames
+      // past its own (StreamFanOut). One that ended earlier only ends again.
+      const std::optional<uint64_t> resume_from = r->fan_out->resume_from();
+      if (!resume_from) return end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", 0);
+      const StreamProgress* earlier = nullptr;
+      if (plan) {
+        for (const std::string& id : r->fan_out->ids()) {
+          auto p = plan->streams.find(id);
+          if (p != plan->streams.end() && p->second.ended.empty() && p->second.results == *resume_from) earlier = &p->second;
+        }
+      }
       ReaderOptions reader_options;
       reader_options.watchdog = &watchdog;
       reader_options.decoder = lane.decoder;
@@ -154,6 +204,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         reader_options.restart_reason = "its lane restarted: " + restart_reason;
       }
       auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
+      if (reader.ok() && reader_options.skip_frames > 0 && r->fan_out->ids().size() > 1) {
+        VAPIPE_LOG_INFO("stream '{}': resumed from frame {}, the least of its group's results ({})", stream.id,
+                        reader_options.skip_frames, r->fan_out->ids().size());
+      }
       if (!reader.ok()) {
         // An error that names the stream.
         VAPIPE_LOG_ERROR("stream '{}': {}", stream.id, reader.status().message());
@@ -168,7 +222,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       (*reader)->preroll();
       gate.wait();
       r->prerolled = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
-      r->result = (*reader)->run(emitter, flags);
+      r->result = (*reader)->run(out, flags);
       if (flags.abort.load()) (*sender)->discard_unsent();
       {
         std::lock_guard<std::mutex> lock(r->mutex);
@@ -186,6 +240,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     r.removed = true;
     if (r.reader) r.reader->stop(kRemovedFromConfig);
   };
+  // A member leaves its group (the group's reader sends its end); an orphan ends by itself anyway.
+  auto remove_member = [&](uint32_t m) {
+    auto group = source_of_member.find(m);
+    if (group != source_of_member.end()) runs.at(group->second)->fan_out->remove(m, kRemovedFromConfig);
+  };
   // Streams removed from a running job stay in its table (their indices are stable). A lane that
   // restarts ends them again without a frame, for the stages that start with it; publish, which saw
   // their end, ignores this one.
@@ -195,7 +254,22 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       if (e.index < removed_earlier.size()) removed_earlier[e.index] = e.removed;
     }
   }
-  for (uint32_t i : lane.streams) start_stream(i, config.streams[i], removed_earlier[i]);
+  // Decoded streams with their members; a member whose source is not on this lane (there is none such)
+  // only ends.
+  std::map<std::string, std::vector<std::pair<uint32_t, bool>>> members_of;
+  for (uint32_t i : lane.streams) {
+    if (config.streams[i].is_member()) members_of[config.streams[i].source].emplace_back(i, removed_earlier[i]);
+  }
+  for (uint32_t i : lane.streams) {
+    const StreamConfig& s = config.streams[i];
+    if (!s.is_member()) {
+      start_stream(i, s, removed_earlier[i], members_of[s.id]);
+      members_of.erase(s.id);
+    }
+  }
+  for (const auto& [source, members] : members_of) {
+    for (const auto& [m, m_removed] : members) start_stream(m, config.streams[m], m_removed, {});
+  }
   const size_t initial_streams = runs.size();
 
   const DownstreamOpenWait wait = wait_for_downstream_open(layout, flags);
@@ -225,21 +299,44 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     if (!table->has_value() || (*table)->version <= table_version) return;
     table_version = (*table)->version;
-    for (const StreamTableEntry& e : (*table)->entries) {
-      if (e.lane != lane.index) continue;
-      auto it = runs.find(e.index);
-      if (it != runs.end()) {
-        if (e.removed) remove_stream(*it->second);
-        continue;
+    // Decoded streams first: a member added with its source joins it.
+    for (const bool members : {false, true}) {
+      for (const StreamTableEntry& e : (*table)->entries) {
+        if (e.lane != lane.index || e.source.empty() != !members) continue;
+        auto it = runs.find(e.index);
+        if (it != runs.end() || source_of_member.count(e.index)) {
+          if (!e.removed) continue;
+          if (it != runs.end()) {
+            remove_stream(*it->second);
+          } else {
+            remove_member(e.index);
+          }
+          continue;
+        }
+        auto stream_config = stream_config_of(e);
+        if (!stream_config.ok()) {
+          VAPIPE_LOG_ERROR("stream '{}': {}", e.id, stream_config.status().message());
+          continue;
+        }
+        // A stream added and removed again before we saw it still gets its one end, downstream.
+        if (!members) {
+          VAPIPE_LOG_INFO("ingest lane {}: stream '{}' added ({})", lane.index, e.id, redact_uri(e.uri));
+          start_stream(e.index, std::move(*stream_config), e.removed || flags.stop.load(), {});
+          continue;
+        }
+        VAPIPE_LOG_INFO("ingest lane {}: stream '{}' added (frames of '{}')", lane.index, e.id, e.source);
+        auto group = runs.end();
+        for (const StreamTableEntry& s : (*table)->entries) {
+          if (s.id == e.source && s.source.empty()) group = runs.find(s.index);
+        }
+        if (group != runs.end() && group->second->fan_out &&
+            group->second->fan_out->add(fan_out_target(e.index, *stream_config))) {
+          source_of_member[e.index] = group->first;
+          if (e.removed) group->second->fan_out->remove(e.index, kRemovedFromConfig);
+        } else {
+          start_stream(e.index, std::move(*stream_config), true, {});  // its source has ended: it only ends
+        }
       }
-      auto stream_config = stream_config_of(e);
-      if (!stream_config.ok()) {
-        VAPIPE_LOG_ERROR("stream '{}': {}", e.id, stream_config.status().message());
-        continue;
-      }
-      // A stream added and removed again before we saw it still gets its one end, downstream.
-      VAPIPE_LOG_INFO("ingest lane {}: stream '{}' added ({})", lane.index, e.id, redact_uri(e.uri));
-      start_stream(e.index, std::move(*stream_config), e.removed || flags.stop.load());
     }
   };
   auto all_done = [&] {
@@ -265,7 +362,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       snap.send_blocked_s += r->emitter ? r->emitter->send_seconds() : r->send_s;
       snap.slot_wait_s += r->emitter ? r->emitter->allocate_seconds() : r->slot_s;
       sent += static_cast<double>(r->emitter ? r->emitter->messages_sent() : r->sent);
-      snap.stream_dropped.emplace_back(r->stream.id, r->reader ? r->reader->dropped() : r->dropped);
+      const uint64_t dropped = r->reader ? r->reader->dropped() : r->dropped;
+      if (!r->fan_out) snap.stream_dropped.emplace_back(r->stream.id, dropped);
+      if (r->fan_out) {
+        for (const std::string& id : r->fan_out->ids()) snap.stream_dropped.emplace_back(id, dropped);  // one queue
+      }
     }
     snap.counters = {{"messages_sent", sent},
                      {"streams_started", static_cast<double>(runs.size())},

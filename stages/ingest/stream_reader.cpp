@@ -25,6 +25,7 @@
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
 #include "stages/ingest/decoder_input_gate.h"
+#include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/watched_state_change.h"
 
@@ -558,19 +559,6 @@ bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
 
 namespace {
 
-// streams[].roi in pixels of this frame (its size can change mid-stream): at least one pixel, inside it.
-void set_crop(const std::array<double, 4>& roi, FrameInfo* info) {
-  if (info->width == 0 || info->height == 0) return;  // preprocess refuses such a frame anyway
-  auto at = [](double fraction, uint32_t size) {
-    return std::min<uint32_t>(size, static_cast<uint32_t>(std::lround(fraction * size)));
-  };
-  const uint32_t x = std::min(at(roi[0], info->width), info->width - 1);
-  const uint32_t y = std::min(at(roi[1], info->height), info->height - 1);
-  const uint32_t w = std::clamp<uint32_t>(at(roi[0] + roi[2], info->width), x + 1, info->width) - x;
-  const uint32_t h = std::clamp<uint32_t>(at(roi[1] + roi[3], info->height), y + 1, info->height) - y;
-  info->crop = {x, y, w, h};
-}
-
 // --resume of a file: seek to a keyframe at least 2 s before the last frame that has a result, instead
 // of decoding every frame up to it, and drop frames by timestamp up to that one (on_new_sample). Not
 // an ACCURATE seek: qtdemux then clipped the frame after the target in a file with B-frames (a frame
@@ -708,7 +696,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                &from_device);
     if (s.options.watchdog) s.options.watchdog->waiting();
     VAPIPE_RETURN_IF_ERROR(copied);
-    if (!s.stream.whole_frame()) set_crop(s.stream.roi, &m.frame);
+    crop_to_region(s.stream.roi, &m.frame);
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);
     if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&
@@ -764,6 +752,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                                                   std::chrono::duration<double>(delay));
       while (std::chrono::steady_clock::now() < until) {
         if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+        if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
@@ -834,6 +823,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       continue;
     }
     if (!frame) {
+      if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
       std::optional<std::string> reason = pop_bus_error(bus.get());

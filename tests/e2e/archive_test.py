@@ -320,6 +320,51 @@ class ArchiveJob(E2ETest):
             self.assertGreaterEqual(segments[1]["frames"], 40, sid)
         self.assert_no_leftovers(run)
 
+    def test_streams_with_a_source_classify_their_regions_of_one_decoding(self):
+        """streams[].source: the split clip decoded once (stream `whole`), its halves classified as two more
+        streams (`left`, `right`), each with every frame exactly once, its own seq and events, and its half's
+        pattern; `vapipe validate` says where their frames come from."""
+        clip = os.path.join(self.dir, "split.mp4")
+        subprocess.run(
+            "gst-launch-1.0 -q compositor name=c sink_1::xpos=320 ! video/x-raw,width=640,height=240,framerate=30/1 "
+            "! videoconvert ! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + clip + " "
+            "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
+            "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
+            shell=True, check=True)
+        config, endpoint = write_config(self.dir, [{"id": "left", "source": "whole", "roi": [0, 0, 0.5, 1]},
+                                                   ("whole", clip),
+                                                   {"id": "right", "source": "whole", "roi": [0.5, 0, 0.5, 1]},
+                                                   ("other", "test://snow?frames=30&width=160&height=120")],
+                                        lanes_per_device=2)
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertEqual(validate.returncode, 0, validate.stdout + validate.stderr)
+        self.assertRegex(validate.stdout, r"right +frames of 'whole' \(region x 0.5, y 0, width 0.5, height 1 of")
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        messages = self.subscriber.wait()
+        results = results_by_stream(messages)
+        events = events_by_stream(messages)
+        for sid, pattern in (("left", "smpte"), ("right", "ball")):
+            got = results.get(sid, [])
+            self.assertEqual([r["seq"] for r in got], list(range(45)), sid)
+            correct = sum(r["label"] == pattern for r in got)
+            self.assertGreaterEqual(correct / len(got), 0.95, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+        self.assertEqual([r["seq"] for r in results.get("whole", [])], list(range(45)))
+        self.assertEqual([r["seq"] for r in results.get("other", [])], list(range(30)))
+        for sid in ("whole", "left", "right"):
+            self.assertEqual([e["event"] for e in events.get(sid, [])], ["started", "eos"], sid)
+            self.assertEqual(events[sid][-1]["frames"], 45, sid)
+            self.assertAlmostEqual(events[sid][0]["duration_ms"], 1500, delta=40, msg=sid)
+            self.assertEqual(results[sid][10]["pts_ms"], results["whole"][10]["pts_ms"], sid)
+        # Decoded once: one reader, which ended after its 45 frames; the members on its lane.
+        self.assertEqual(run.stderr.count("end of stream after 45 frames"), 1, run.stderr[-3000:])
+        self.assertIn("stream 'whole': end of stream after 45 frames", run.stderr)
+        self.assertRegex(run.stderr, r"ingest lane \d: 3 of 4 streams \(1 decoded\)")
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["frames"], 45 * 3 + 30)
+        self.assert_no_leftovers(run)
+
 
 class Demo(E2ETest):
     def test_run_without_a_config_runs_the_shipped_demo(self):

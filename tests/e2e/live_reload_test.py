@@ -228,6 +228,56 @@ class LiveReload(SubscribedTest):
                       "ended): it starts again for the streams a reload added to it", run.stderr)
         self.assertNotIn("drain timeout", run.stderr)
 
+    def test_streams_with_a_source_join_and_leave_its_decoding_and_survive_a_lane_restart(self):
+        """streams[].source in a live job: `cam` is decoded once and `cam-left` classifies its left half.
+        A reload removes cam-left and adds cam-right (onto cam's lane, though lane 1 is emptier): cam-left
+        ends, cam-right starts numbered from 0, cam goes on. Lane 0 then crashes: cam and cam-right reconnect
+        and go on, forward only."""
+        cam = live("ball")
+        config, endpoint = write_config(self.dir, [("cam", cam), {"id": "cam-left", "source": "cam", "roi": [0, 0, 0.5, 1]},
+                                                   ("other", live("smpte"))],
+                                        job={"mode": "live"}, lanes_per_device=2)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for("results of cam and cam-left", lambda m: self.results_of("cam")(m) and self.results_of("cam-left")(m))
+        self.rewrite(config, streams=[("cam", cam), {"id": "cam-right", "source": "cam", "roi": [0.5, 0, 0.5, 1]},
+                                      ("other", live("smpte"))])
+        run.signal(signal.SIGHUP)
+        self.wait_for("cam-left's end", lambda m: has_event(m, "cam-left", "eos"))
+        self.wait_for("results of cam-right", self.results_of("cam-right"))
+
+        lanes = run.watch_lanes(9)
+        os.kill(lanes[("infer", 0)], signal.SIGKILL)
+        self.wait_for("cam-right resumed", lambda m: has_event(m, "cam-right", "resumed"), timeout=60)
+        before = len(results_by_stream(self.messages()).get("cam-right", []))
+        self.wait_for("cam-right to go on after its lane's restart",
+                      lambda m: len(results_by_stream(m).get("cam-right", [])) >= before + 10)
+        msgs, results, events = self.stop_and_collect(run)
+
+        left = [r["seq"] for r in results["cam-left"]]
+        self.assertEqual(left[0], 0)
+        self.assertEqual(left, sorted(set(left)))
+        self.assertEqual([e["event"] for e in events["cam-left"]], ["started", "eos"])
+        self.assertEqual(events["cam-left"][-1]["message"], "removed from the config")
+        self.assertEqual(events["cam-left"][-1]["frames"], len(left))
+        right = [r["seq"] for r in results["cam-right"]]
+        self.assertEqual(right[0], 0, "a stream added to a running source numbers its own frames from 0")
+        self.assertEqual(right, sorted(set(right)), "cam-right: forward only over its lane's restart")
+        for sid in ("cam", "cam-right"):
+            self.assertEqual([e["event"] for e in events[sid]], ["started", "reconnecting", "resumed", "eos"], sid)
+        # Classified by region: the ball's half of the frame and the whole differ in what they show, but
+        # both are frames of one decoding: every cam-right result has a cam result of the same timestamp.
+        cam_pts = {r["pts_ms"] for r in results["cam"]}
+        self.assertGreater(len(results["cam-right"]), 20)
+        missing = [r["seq"] for r in results["cam-right"] if r["pts_ms"] not in cam_pts]
+        self.assertLessEqual(len(missing), 8, "cam-right frames that cam does not have (the lane restart loses a few)")
+        self.assertIn("added 'cam-right' (lane 0); removed 'cam-left'", run.stderr)
+        self.assertIn("ingest lane 0: stream 'cam-right' added (frames of 'cam')", run.stderr)
+        self.assertRegex(run.stderr, r"ingest lane 0: 2 of 3 streams \(1 decoded\)")
+        summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"][0]
+        self.assertEqual({s["stream_id"]: s["status"] for s in summary["streams"]},
+                         {"cam": "stopped", "cam-left": "removed", "cam-right": "stopped", "other": "stopped"})
+
 
 if __name__ == "__main__":
     import unittest

@@ -430,5 +430,52 @@ TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   EXPECT_EQ(c->streams.size(), 3u);
 }
 
+// streams[].source: another region of one camera, decoded once by the stream it names.
+TEST(Config, AStreamWithASourceTakesItsUriAndDecodingSettingsAndKeepsItsOwnRegion) {
+  auto c = load_config_string(R"(
+streams:
+  - {id: gate, source: door, roi: [0.5, 0, 0.5, 1]}
+  - {id: door, uri: 'rtsp://cam/door', max_fps: 5, keyframes_only: true, rtsp_latency_ms: 50, roi: [0, 0, 0.5, 1]}
+  - {id: yard, uri: 'rtsp://cam/yard'}
+infer: {model: m, labels: l}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const StreamConfig& gate = c->streams[0];
+  EXPECT_EQ(gate.source, "door");
+  EXPECT_TRUE(gate.is_member());
+  EXPECT_EQ(gate.uri, "rtsp://cam/door");
+  EXPECT_EQ(gate.parsed.kind, UriKind::kNetwork);
+  EXPECT_EQ(gate.max_fps, 5);
+  EXPECT_EQ(gate.keyframes_only, std::optional<bool>(true));
+  EXPECT_EQ(gate.rtsp_latency_ms, std::optional<uint32_t>(50));
+  EXPECT_EQ(gate.roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));
+  EXPECT_FALSE(c->streams[1].is_member());
+  EXPECT_EQ(c->job.mode, JobMode::kLive);
+}
+
+TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
+  const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  - {id: gate, source: dor}\n", "job.yaml:4: streams[1].source: no stream has the id 'dor'"},
+      {"  - {id: gate, source: gate}\n", "job.yaml:4: streams[1].source: a stream cannot be its own source"},
+      {"  - {id: gate, source: door}\n  - {id: yard, source: gate}\n",
+       "job.yaml:5: streams[2].source: 'gate' takes its frames from 'door' itself: name 'door' as the source"},
+      {"  - {id: gate, source: door, uri: 'test://snow'}\n",
+       "job.yaml:4: streams[1].uri: a stream with `source` classifies the frames of stream 'door' as that stream decodes "
+       "them: set uri on 'door' instead"},
+      {"  - {id: gate, source: door, max_fps: 2}\n", "streams[1].max_fps: a stream with `source`"},
+      {"  - {id: gate, source: door, keyframes_only: true}\n", "streams[1].keyframes_only: a stream with `source`"},
+      {"  - {id: gate, source: door, rtsp_latency_ms: 10}\n", "streams[1].rtsp_latency_ms: a stream with `source`"},
+      {"  - {glob: '*.mp4', source: door}\n", "streams[1].glob: a stream with `source`"},
+      {"  - {source: door}\n", "streams[1].id: missing"},
+      {"  - {id: door, source: door}\n", "streams[1].id: duplicate stream id 'door'"},
+  };
+  for (const auto& [stream, expected] : cases) {
+    auto c = load_config_string(head + stream, "job.yaml", "/cfg");
+    ASSERT_FALSE(c.ok()) << stream;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos) << c.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -240,5 +240,40 @@ TEST(StreamTracker, ALaneIsDoneWhenItsOwnStreamsEnded) {
   EXPECT_EQ(tracker.expected_count(), 2u);
 }
 
+TEST(Placement, AStreamWithASourceGoesOnItsSourcesLaneAndLanesAreCountedByTheStreamsThatDecode) {
+  // Members listed before and after their sources; 3 decoded streams on 4 GPUs make 3 lanes.
+  auto c = load_config_string(R"(
+streams:
+  - {id: a-left, source: a, roi: [0, 0, 0.5, 1]}
+  - {id: a, uri: 'test://ball?frames=10'}
+  - {id: b, uri: 'test://smpte?frames=10'}
+  - {id: c, uri: 'test://snow?frames=10'}
+  - {id: b-top, source: b, roi: [0, 0, 1, 0.5]}
+  - {id: c-left, source: c, roi: [0, 0, 0.5, 1]}
+  - {id: a-right, source: a, roi: [0.5, 0, 0.5, 1]}
+infer: {model: m.pt, labels: m.txt}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto p = plan_placement(*c, 4);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->lanes.size(), 3u);
+  EXPECT_EQ(streams_of(*p, 0), (std::vector<uint32_t>{0, 1, 6}));  // a and its members, in order
+  EXPECT_EQ(streams_of(*p, 1), (std::vector<uint32_t>{2, 4}));
+  EXPECT_EQ(streams_of(*p, 2), (std::vector<uint32_t>{3, 5}));
+  // Without a GPU, lanes_per_device lanes at most, one per decoded stream.
+  auto cpu = load_config_string(R"(
+lanes_per_device: 4
+streams:
+  - {id: a, uri: 'test://ball?frames=10'}
+  - {id: a-left, source: a, roi: [0, 0, 0.5, 1]}
+infer: {model: m.pt, labels: m.txt}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  auto one = plan_placement(*cpu, 0);
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->lanes.size(), 1u);
+  EXPECT_EQ(streams_of(*one, 0), (std::vector<uint32_t>{0, 1}));
+}
+
 }  // namespace
 }  // namespace vapipe

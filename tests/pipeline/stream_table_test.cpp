@@ -231,5 +231,46 @@ TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   EXPECT_EQ(tracker.expected_count(), 4u);
 }
 
+TEST(StreamTable, AStreamWithASourceKeepsItInTheTableJoinsItsLaneOnAReloadAndCannotChangeIt) {
+  const std::string running = live_yaml({{"a", "ball"}, {"b", "smpte"}}, "");
+  StreamTable table = table_for(running, 2);  // lane 0: a; lane 1: b
+  // Members of b (lane 1), though lane 0 has fewer streams once c comes; c's member follows c, which
+  // is listed after it.
+  std::string reloaded = live_yaml({{"a", "ball"}, {"b", "smpte"}}) ;
+  reloaded.replace(reloaded.find("infer:"), 0,
+                   "  - {id: b-left, source: b, roi: [0, 0, 0.5, 1]}\n  - {id: b-right, source: b, roi: [0.5, 0, 0.5, 1]}\n"
+                   "  - {id: c-top, source: c, roi: [0, 0, 1, 0.5]}\n  - {id: c, uri: 'test://snow?frames=0&live=true'}\n");
+  auto change = apply_stream_reload(table, running, reloaded, load(reloaded), 2);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->added, (std::vector<std::string>{"c", "b-left", "b-right", "c-top"}));
+  EXPECT_EQ(change->added_lanes, (std::vector<uint32_t>{0, 1, 1, 0}));
+  const StreamTableEntry& b_left = table.entries[3];
+  EXPECT_EQ(b_left.id, "b-left");
+  EXPECT_EQ(b_left.source, "b");
+  EXPECT_EQ(b_left.uri, "test://smpte?frames=0&live=true");
+  EXPECT_EQ(b_left.roi, (std::array<double, 4>{0, 0, 0.5, 1}));
+
+  // Written and read back with its source; a stage makes its StreamConfig from it.
+  const std::string path = ::testing::TempDir() + "/members-streams.json";
+  ASSERT_TRUE(write_stream_table(table, path).ok());
+  auto read = read_stream_table(path);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ((*read)->entries[3].source, "b");
+  EXPECT_EQ((*read)->entries[2].source, "");
+  auto config = stream_config_of((*read)->entries[3]);
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->source, "b");
+  EXPECT_TRUE(config->is_member());
+  std::filesystem::remove(path);
+
+  // A running stream's source cannot change.
+  std::string moved = reloaded;
+  moved.replace(moved.find("{id: b-left, source: b"), 22, "{id: b-left, source: a");
+  auto refused = apply_stream_reload(table, reloaded, moved, load(moved), 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'b-left': its source changed"), std::string::npos)
+      << refused.status().message();
+}
+
 }  // namespace
 }  // namespace vapipe

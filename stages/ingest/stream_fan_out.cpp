@@ -1,0 +1,221 @@
+#include "stages/ingest/stream_fan_out.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "pipeline/cuda/device_memory.h"
+#include "pipeline/logging.h"
+
+namespace vapipe {
+
+void crop_to_region(const std::array<double, 4>& roi, FrameInfo* info) {
+  info->crop = {};
+  const bool whole = roi[0] == 0 && roi[1] == 0 && roi[2] == 1 && roi[3] == 1;
+  if (whole || info->width == 0 || info->height == 0) return;  // preprocess refuses an empty frame anyway
+  auto at = [](double fraction, uint32_t size) {
+    return std::min<uint32_t>(size, static_cast<uint32_t>(std::lround(fraction * size)));
+  };
+  const uint32_t x = std::min(at(roi[0], info->width), info->width - 1);
+  const uint32_t y = std::min(at(roi[1], info->height), info->height - 1);
+  const uint32_t w = std::clamp<uint32_t>(at(roi[0] + roi[2], info->width), x + 1, info->width) - x;
+  const uint32_t h = std::clamp<uint32_t>(at(roi[1] + roi[3], info->height), y + 1, info->height) - y;
+  info->crop = {x, y, w, h};
+}
+
+StreamFanOut::StreamFanOut(uint32_t source_index, std::string uri, std::vector<FanOutTarget> targets,
+                           SeqReservations* reservations)
+    : source_index_(source_index), reservations_(reservations), uri_(std::move(uri)) {
+  for (FanOutTarget& t : targets) add(std::move(t));
+}
+
+StreamFanOut::~StreamFanOut() = default;
+
+bool StreamFanOut::add(FanOutTarget target) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return false;
+  for (const auto& t : targets_) {
+    if (t->config.index == target.index) return true;
+  }
+  auto t = std::make_unique<Target>();
+  t->emitted = target.earlier_results;
+  t->next_seq = std::max(target.first_seq, target.earlier_results);
+  if (target.ended_earlier) t->leaving = "ended in an earlier run";
+  t->config = std::move(target);
+  targets_.push_back(std::move(t));
+  return true;
+}
+
+void StreamFanOut::remove(uint32_t index, std::string reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& t : targets_) {
+    if (t->config.index == index && !t->leaving) t->leaving = std::move(reason);
+  }
+}
+
+bool StreamFanOut::has(uint32_t index) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) { return t->config.index == index; });
+}
+
+std::vector<std::string> StreamFanOut::ids() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> ids;
+  for (const auto& t : targets_) ids.push_back(t->config.id);
+  return ids;
+}
+
+std::optional<uint64_t> StreamFanOut::resume_from() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<uint64_t> from;
+  for (const auto& t : targets_) {
+    if (!t->config.ended_earlier) from = std::min(from.value_or(UINT64_MAX), t->config.earlier_results);
+  }
+  return from;
+}
+
+std::vector<StreamFanOut::Snapshot> StreamFanOut::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Snapshot> out;
+  out.reserve(targets_.size());
+  for (const auto& t : targets_) out.push_back(Snapshot{t.get(), t->leaving});
+  return out;
+}
+
+Status StreamFanOut::send_event(Target& t, MessageKind kind, const StreamEvent& source_event) {
+  Envelope env;
+  env.stream_id = t.config.id;
+  env.stream_index = t.config.index;
+  StreamEvent ev = source_event;
+  ev.frames = t.emitted;
+  return out_->emit(Message::stream_event(kind, env, std::move(ev)));
+}
+
+Status StreamFanOut::end_leaving(const std::vector<Snapshot>& targets) {
+  for (const Snapshot& s : targets) {
+    if (!s.leaving || s.target->ended) continue;
+    s.target->ended = true;
+    StreamEvent ev{uri_, *s.leaving, 0, dropped_};
+    VAPIPE_LOG_INFO("stream '{}': {} after {} frames", s.target->config.id, *s.leaving, s.target->emitted);
+    VAPIPE_RETURN_IF_ERROR(send_event(*s.target, MessageKind::kStreamEnd, ev));
+  }
+  return Status::Ok();
+}
+
+Result<Payload> StreamFanOut::copy_payload(const Payload& from) {
+  VAPIPE_ASSIGN_OR_RETURN(Payload to, out_->allocate(from.size()));
+  to.set_size(from.size());
+  if (!from.on_device() && !to.on_device()) {
+    std::memcpy(to.data(), from.data(), from.size());
+    return to;
+  }
+  // A GPU lane: the frame is copied by the GPU, and drained before the original can leave (whoever
+  // gets it may give its slot back to the pool while a copy still reads it).
+  const int device = to.on_device() ? to.device() : from.device();
+  DeviceGuard guard(device);
+  if (!cuda_stream_) {
+    VAPIPE_ASSIGN_OR_RETURN(cuda_stream_, CudaStream::create(device));
+  }
+  VAPIPE_RETURN_IF_ERROR(cuda_copy(to.data(), from.data(), from.size(), cuda_stream_->get()));
+  VAPIPE_RETURN_IF_ERROR(to.record_ready(cuda_stream_->get()));
+  VAPIPE_RETURN_IF_ERROR(cuda_stream_synchronize(cuda_stream_->get()));
+  return to;
+}
+
+Status StreamFanOut::send_frame(Target& t, Message&& frame) {
+  if (!t.started) {
+    // Joined after its source started (a reload added it): its own start first.
+    t.started = true;
+    StreamEvent ev{uri_, "", 0, dropped_};
+    ev.duration_ns = duration_ns_;
+    VAPIPE_RETURN_IF_ERROR(send_event(t, MessageKind::kStreamStart, ev));
+  }
+  const uint64_t source_seq = frame.env.seq;
+  if (t.config.index != source_index_) {
+    // A member numbers its own frames, contiguous from its first (gaps where its source has them).
+    if (!t.seq_offset) t.seq_offset = static_cast<int64_t>(source_seq) - static_cast<int64_t>(t.next_seq);
+    frame.env.seq = static_cast<uint64_t>(static_cast<int64_t>(source_seq) - *t.seq_offset);
+    if (reservations_) {
+      if (Status st = reservations_->ensure(t.config.id, frame.env.seq); !st.ok() && !reservation_failed_) {
+        reservation_failed_ = true;
+        VAPIPE_LOG_ERROR("stream '{}': {} (after a restart of its lane, sequence numbers could repeat)", t.config.id,
+                         st.message());
+      }
+    }
+  }
+  frame.env.stream_id = t.config.id;
+  frame.env.stream_index = t.config.index;
+  crop_to_region(t.config.roi, &frame.frame);
+  VAPIPE_RETURN_IF_ERROR(out_->emit(std::move(frame)));
+  ++t.emitted;
+  return Status::Ok();
+}
+
+Status StreamFanOut::emit(Message&& msg) {
+  if (msg.kind == MessageKind::kStreamEnd || msg.kind == MessageKind::kStreamError) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;  // no stream joins after its source's end
+  }
+  const std::vector<Snapshot> targets = snapshot();
+  VAPIPE_RETURN_IF_ERROR(end_leaving(targets));
+  if (is_stream_event(msg.kind)) {
+    if (!msg.event.uri.empty()) uri_ = msg.event.uri;
+    dropped_ = msg.event.dropped;
+    if (msg.kind == MessageKind::kStreamStart) duration_ns_ = msg.event.duration_ns;
+  }
+  switch (msg.kind) {
+    case MessageKind::kFrame: {
+      std::vector<Target*> to;
+      for (const Snapshot& s : targets) {
+        if (!s.target->ended && msg.env.seq >= s.target->config.earlier_results) to.push_back(s.target);
+      }
+      // Copies for all but the last, which takes the decoded original.
+      for (size_t k = 0; k + 1 < to.size(); ++k) {
+        Message copy;
+        copy.kind = MessageKind::kFrame;
+        copy.env = msg.env;
+        copy.frame = msg.frame;
+        copy.error = msg.error;
+        if (!msg.payload.empty()) {
+          VAPIPE_ASSIGN_OR_RETURN(copy.payload, copy_payload(msg.payload));
+        }
+        VAPIPE_RETURN_IF_ERROR(send_frame(*to[k], std::move(copy)));
+      }
+      if (!to.empty()) return send_frame(*to.back(), std::move(msg));
+      return Status::Ok();  // nobody takes it (each has its result already): its slot goes back
+    }
+    case MessageKind::kStreamStart:
+      for (const Snapshot& s : targets) {
+        if (s.target->ended || s.target->started) continue;
+        s.target->started = true;
+        VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
+      }
+      return Status::Ok();
+    case MessageKind::kStreamReconnecting:
+    case MessageKind::kStreamResumed:
+      // To those that started; attempt 0 is a lane restart's, for streams that ran before it.
+      for (const Snapshot& s : targets) {
+        if (s.target->ended) continue;
+        if (msg.kind == MessageKind::kStreamReconnecting && msg.event.attempt == 0) s.target->started = true;
+        if (!s.target->started) continue;
+        VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
+      }
+      return Status::Ok();
+    case MessageKind::kStreamEnd:
+    case MessageKind::kStreamError:
+      for (const Snapshot& s : targets) {
+        if (s.target->ended) continue;
+        s.target->ended = true;
+        VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
+      }
+      return Status::Ok();
+    default:
+      return out_->emit(std::move(msg));
+  }
+}
+
+Status StreamFanOut::idle() {
+  return end_leaving(snapshot());
+}
+
+}  // namespace vapipe

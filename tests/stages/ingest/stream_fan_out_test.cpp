@@ -1,0 +1,234 @@
+#include "stages/ingest/stream_fan_out.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "tests/fakes/stage_harness.h"
+
+namespace vapipe {
+namespace {
+
+using testing::CollectingEmitter;
+
+FanOutTarget target(uint32_t index, std::string id, std::array<double, 4> roi = {0, 0, 1, 1}) {
+  FanOutTarget t;
+  t.index = index;
+  t.id = std::move(id);
+  t.roi = roi;
+  return t;
+}
+
+Envelope source_env(uint64_t seq = 0) {
+  Envelope e;
+  e.stream_id = "door";
+  e.stream_index = 0;
+  e.seq = seq;
+  e.pts_ns = static_cast<int64_t>(seq) * 40'000'000;
+  return e;
+}
+
+// A 64x48 I420 frame whose bytes all hold `fill`, as the reader emits it (the source's crop set).
+Message frame(uint64_t seq, uint8_t fill) {
+  Message m;
+  m.kind = MessageKind::kFrame;
+  m.env = source_env(seq);
+  m.frame.format = PixelFormat::kI420;
+  m.frame.width = 64;
+  m.frame.height = 48;
+  m.frame.stride = {64, 32, 32};
+  m.frame.offset = {0, 64 * 48, 64 * 48 + 32 * 24};
+  m.payload = Payload::heap(m.frame.required_bytes());
+  std::memset(m.payload.data(), fill, m.payload.size());
+  return m;
+}
+
+Message event(MessageKind kind, uint64_t frames = 0, std::string message = "", uint32_t attempt = 0) {
+  StreamEvent ev{"rtsp://cam/door", std::move(message), frames, 0};
+  ev.attempt = attempt;
+  if (kind == MessageKind::kStreamStart) ev.duration_ns = 5'000'000'000;
+  return Message::stream_event(kind, source_env(), std::move(ev));
+}
+
+// What each stream got, in order.
+std::map<std::string, std::vector<const Message*>> by_stream(const CollectingEmitter& out) {
+  std::map<std::string, std::vector<const Message*>> got;
+  for (const Message& m : out.messages) got[m.env.stream_id].push_back(&m);
+  return got;
+}
+
+TEST(StreamFanOut, EachStreamOfTheGroupGetsEveryFrameWithItsOwnIdIndexRegionAndPayload) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door",
+                   {target(0, "door"), target(2, "door-left", {0, 0, 0.5, 1}), target(3, "door-right", {0.5, 0, 0.5, 1})},
+                   nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  std::vector<const std::byte*> originals;
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    Message m = frame(seq, static_cast<uint8_t>(10 + seq));
+    originals.push_back(m.payload.data());
+    ASSERT_TRUE(fan.emit(std::move(m)).ok());
+  }
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamEnd, 3, "end of stream")).ok());
+
+  auto got = by_stream(out);
+  ASSERT_EQ(got.size(), 3u);
+  const std::map<std::string, std::pair<uint32_t, std::array<uint32_t, 4>>> expected = {
+      {"door", {0, {0, 0, 0, 0}}}, {"door-left", {2, {0, 0, 32, 48}}}, {"door-right", {3, {32, 0, 32, 48}}}};
+  for (const auto& [id, want] : expected) {
+    const auto& msgs = got[id];
+    ASSERT_EQ(msgs.size(), 5u) << id;  // start, 3 frames, end
+    EXPECT_EQ(msgs.front()->kind, MessageKind::kStreamStart) << id;
+    EXPECT_EQ(msgs.front()->event.duration_ns, 5'000'000'000) << id;
+    EXPECT_EQ(msgs.front()->event.uri, "rtsp://cam/door") << id;
+    for (uint64_t seq = 0; seq < 3; ++seq) {
+      const Message& f = *msgs[1 + seq];
+      ASSERT_EQ(f.kind, MessageKind::kFrame) << id;
+      EXPECT_EQ(f.env.stream_index, want.first) << id;
+      EXPECT_EQ(f.env.seq, seq) << id;
+      EXPECT_EQ(f.env.pts_ns, static_cast<int64_t>(seq) * 40'000'000) << id;
+      EXPECT_EQ(f.frame.crop, want.second) << id;
+      ASSERT_EQ(f.payload.size(), f.frame.required_bytes()) << id;
+      for (size_t b = 0; b < f.payload.size(); b += 97) {
+        ASSERT_EQ(static_cast<uint8_t>(f.payload.data()[b]), 10 + seq) << id << " byte " << b;
+      }
+      // The last stream takes the decoded original; the others, copies of their own.
+      EXPECT_EQ(f.payload.data() == originals[seq], id == "door-right") << id;
+    }
+    EXPECT_EQ(msgs.back()->kind, MessageKind::kStreamEnd) << id;
+    EXPECT_EQ(msgs.back()->event.frames, 3u) << id;
+    EXPECT_EQ(msgs.back()->event.message, "end of stream") << id;
+  }
+  EXPECT_EQ(out.allocations, 6u);  // two copies a frame
+  EXPECT_FALSE(fan.add(target(4, "late"))) << "a stream cannot join a group that has ended";
+}
+
+TEST(StreamFanOut, AStreamRemovedWhileItsSourceRunsEndsAtTheNextIdleAndGetsNoMoreFrames) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate", {0, 0.5, 1, 0.5})}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  ASSERT_TRUE(fan.emit(frame(1, 1)).ok());
+  fan.remove(1, "removed from the config");
+  ASSERT_TRUE(fan.idle().ok());
+  ASSERT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().env.stream_id, "gate");
+  EXPECT_EQ(out.messages.back().event.message, "removed from the config");
+  EXPECT_EQ(out.messages.back().event.frames, 2u);
+  ASSERT_TRUE(fan.idle().ok());  // its end goes out once
+  ASSERT_TRUE(fan.emit(frame(2, 1)).ok());
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamEnd, 3, "stopped")).ok());
+  auto got = by_stream(out);
+  ASSERT_EQ(got["gate"].size(), 4u);  // start, 2 frames, one end
+  ASSERT_EQ(got["door"].size(), 5u);  // start, 3 frames, end
+  EXPECT_EQ(got["door"].back()->event.frames, 3u);
+  EXPECT_EQ(out.allocations, 2u);  // frame 2 went to the source alone: no copy
+}
+
+TEST(StreamFanOut, AStreamAddedWhileItsSourceRunsStartsAtTheNextFrameNumberedFromItsOwnStart) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door")}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(fan.emit(frame(seq, 7)).ok());
+  ASSERT_TRUE(fan.add(target(5, "gate")));
+  FanOutTarget restarted = target(6, "yard");
+  restarted.first_seq = 120;  // after a lane restart: where its reserved numbers go on
+  ASSERT_TRUE(fan.add(restarted));
+  ASSERT_TRUE(fan.add(target(5, "gate"))) << "adding it again changes nothing";
+  ASSERT_TRUE(fan.emit(frame(5, 7)).ok());
+  ASSERT_TRUE(fan.emit(frame(7, 7)).ok());  // the source's queue dropped frame 6: the members see the gap too
+  auto got = by_stream(out);
+  for (const auto& [id, first] : std::map<std::string, uint64_t>{{"gate", 0}, {"yard", 120}}) {
+    ASSERT_EQ(got[id].size(), 3u) << id;
+    EXPECT_EQ(got[id][0]->kind, MessageKind::kStreamStart) << id;
+    EXPECT_EQ(got[id][0]->event.frames, 0u) << id;
+    EXPECT_EQ(got[id][1]->env.seq, first) << id;
+    EXPECT_EQ(got[id][2]->env.seq, first + 2) << id;
+  }
+  EXPECT_EQ(got["door"].back()->env.seq, 7u);
+  EXPECT_TRUE(fan.has(5));
+  EXPECT_EQ(fan.ids(), (std::vector<std::string>{"door", "gate", "yard"}));
+}
+
+TEST(StreamFanOut, ResumingAGroupGoesOnFromItsLeastResultsAndEachStreamTakesOnlyFramesPastItsOwn) {
+  CollectingEmitter out;
+  FanOutTarget door = target(0, "door"), left = target(1, "left"), right = target(2, "right");
+  door.earlier_results = 5;  // the crash came between its result 4 and the members'
+  left.earlier_results = 3;
+  right.earlier_results = 9;
+  right.ended_earlier = true;
+  StreamFanOut fan(0, "file:///a.mkv", {door, left, right}, nullptr);
+  fan.attach(&out);
+  EXPECT_EQ(fan.resume_from(), std::optional<uint64_t>(3));
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart, 3)).ok());
+  for (uint64_t seq = 3; seq < 7; ++seq) ASSERT_TRUE(fan.emit(frame(seq, 1)).ok());
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamEnd, 7, "end of stream")).ok());
+  auto got = by_stream(out);
+  ASSERT_EQ(got["right"].size(), 1u);  // it only ends again
+  EXPECT_EQ(got["right"][0]->kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(got["right"][0]->event.message, "ended in an earlier run");
+  EXPECT_EQ(got["right"][0]->event.frames, 9u);
+  std::vector<uint64_t> left_seqs, door_seqs;
+  for (const Message* m : got["left"]) if (m->kind == MessageKind::kFrame) left_seqs.push_back(m->env.seq);
+  for (const Message* m : got["door"]) if (m->kind == MessageKind::kFrame) door_seqs.push_back(m->env.seq);
+  EXPECT_EQ(left_seqs, (std::vector<uint64_t>{3, 4, 5, 6}));
+  EXPECT_EQ(door_seqs, (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(got["left"].back()->event.frames, 7u);
+  EXPECT_EQ(got["door"].back()->event.frames, 7u);
+  EXPECT_EQ(got["door"].front()->event.frames, 5u);  // its start counts its earlier results
+}
+
+TEST(StreamFanOut, AGroupWhoseStreamsAllEndedEarlierHasNothingToResumeFrom) {
+  FanOutTarget door = target(0, "door"), left = target(1, "left");
+  door.ended_earlier = left.ended_earlier = true;
+  StreamFanOut fan(0, "file:///a.mkv", {door, left}, nullptr);
+  EXPECT_FALSE(fan.resume_from().has_value());
+}
+
+TEST(StreamFanOut, ReconnectionsReachTheStreamsThatStartedAndALaneRestartReachesAll) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate")}, nullptr);
+  fan.attach(&out);
+  // A restarted lane: the reader says "reconnecting (attempt 0)" before anything.
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamReconnecting, 0, "its lane restarted", 0)).ok());
+  ASSERT_TRUE(fan.add(target(2, "yard")));
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamReconnecting, 0, "stalled", 1)).ok());
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamResumed, 0, "", 1)).ok());
+  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  auto got = by_stream(out);
+  ASSERT_EQ(got["gate"].size(), 4u);
+  EXPECT_EQ(got["gate"][0]->kind, MessageKind::kStreamReconnecting);
+  EXPECT_EQ(got["gate"][1]->kind, MessageKind::kStreamReconnecting);
+  EXPECT_EQ(got["gate"][1]->event.attempt, 1u);
+  EXPECT_EQ(got["gate"][2]->kind, MessageKind::kStreamResumed);
+  ASSERT_EQ(got["yard"].size(), 2u);  // joined meanwhile: starts with its first frame
+  EXPECT_EQ(got["yard"][0]->kind, MessageKind::kStreamStart);
+  EXPECT_EQ(got["yard"][1]->kind, MessageKind::kFrame);
+}
+
+TEST(StreamFanOut, ADownstreamThatIsGoneFailsTheEmit) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate")}, nullptr);
+  fan.attach(&out);
+  out.fail_emit = true;
+  EXPECT_FALSE(fan.emit(frame(0, 1)).ok());
+}
+
+TEST(CropToRegion, FractionsBecomePixelsInsideTheFrameAndTheWholeFrameClearsTheCrop) {
+  FrameInfo f;
+  f.width = 1920;
+  f.height = 1080;
+  crop_to_region({0.25, 0.5, 0.5, 0.5}, &f);
+  EXPECT_EQ(f.crop, (std::array<uint32_t, 4>{480, 540, 960, 540}));
+  crop_to_region({0.999, 0.999, 0.001, 0.001}, &f);
+  EXPECT_EQ(f.crop, (std::array<uint32_t, 4>{1918, 1079, 2, 1}));  // at least a pixel, inside the frame
+  crop_to_region({0, 0, 1, 1}, &f);
+  EXPECT_EQ(f.crop, (std::array<uint32_t, 4>{0, 0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace vapipe
