@@ -63,6 +63,8 @@ class GpuPipeline(E2ETest):
                    ("smpte", "test://smpte?frames=40&width=1280&height=720&format=NV12"),
                    # streams[].roi and max_fps on NVDEC frames: the kernel reads a region, ingest samples
                    ("h264-roi", os.path.join(MEDIA, "ball-320x240-h264.mp4"), {"roi": [0.1, 0.1, 0.8, 0.8], "max_fps": 10}),
+                   # streams[].source on NVDEC: h264's frames copied device to device (or into a host slot)
+                   {"id": "h264-region", "source": "h264", "roi": [0.05, 0.05, 0.9, 0.9]},
                    ("smpte-roi", "test://smpte?frames=40&width=1280&height=720&format=NV12",
                     {"roi": [0, 0, 0.75, 1], "max_fps": 15}),
                    # ingest.keyframes_only on NVDEC: the clip's 2 key frames reach the decoder, no other
@@ -74,7 +76,8 @@ class GpuPipeline(E2ETest):
         self.assertEqual(code, 0, run.stderr[-4000:])
         with open(os.path.join(self.dir, "results.jsonl")) as f:
             results = results_by_stream(json.loads(line) for line in f)
-        for sid, frames, label in (("h264", 30, "ball"), ("h265", 30, "ball"), ("smpte", 40, "smpte")):
+        for sid, frames, label in (("h264", 30, "ball"), ("h265", 30, "ball"), ("smpte", 40, "smpte"),
+                                   ("h264-region", 30, "ball")):
             got = results.get(sid, [])
             self.assertEqual([r["seq"] for r in got], list(range(frames)), f"{sid}: {run.stderr[-2000:]}")
             self.assertTrue(all(r["error"] is None for r in got), [r["error"] for r in got if r["error"]][:3])

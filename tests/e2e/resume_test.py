@@ -88,6 +88,51 @@ class Resume(E2ETest):
         self.assertIn("is already complete in " + jsonl, err)
         self.assertEqual(os.path.getsize(jsonl), size)
 
+    def test_a_killed_job_with_streams_of_one_source_resumes_each_of_them_exactly_once(self):
+        """streams[].source: a clip decoded once for three streams (itself and two regions). Killed
+        mid-job, the three have different counts in the file (publish writes them as they come); the
+        resumed reader goes on from the least of them (sought, by the timestamp of its last result), and
+        each stream takes only the frames past its own."""
+        clip = os.path.join(self.dir, "cam.mkv")
+        make_clip(clip, "ball", 900, 320, 240)
+        config, _ = write_config(self.dir, [("cam", clip), {"id": "left", "source": "cam", "roi": [0, 0, 0.5, 1]},
+                                            {"id": "right", "source": "cam", "roi": [0.5, 0, 0.5, 1]}],
+                                 publish={"wait_for_subscribers": 0})
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        run = Run(config)
+        stages = run.watch_stages()
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 900):
+            time.sleep(0.05)
+        for pid in [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages] + [run.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run.proc.wait()
+        run.stderr = run.proc.stderr.read()
+        counts = {sid: sum(1 for m in read_jsonl_lenient(jsonl) if m["topic"] == f"results/{sid}")
+                  for sid in ("cam", "left", "right")}
+        self.assertLess(max(counts.values()), 900, "the job finished before it was killed")
+
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        least = min(counts.values())
+        if max(counts.values()) > least:
+            self.assertIn(f"stream 'cam': resumed from frame {least}, the least of its group's results (3)", err)
+        self.assertIn("stream 'cam': sought to a keyframe before", err)
+        messages = read_jsonl(jsonl)
+        pts = {}
+        for sid in ("cam", "left", "right"):
+            results = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual([r["seq"] for r in results], list(range(900)), f"stream {sid} (had {counts[sid]})")
+            pts[sid] = [r["pts_ms"] for r in results]
+            events = [m["payload"] for m in messages if m["topic"] == f"events/{sid}"]
+            self.assertEqual([e["event"] for e in events], ["started", "eos"], f"stream {sid}")
+            self.assertEqual(events[-1]["frames"], 900, sid)
+        self.assertEqual(pts["left"], pts["cam"])
+        self.assertEqual(pts["right"], pts["cam"])
+
     def test_a_stopped_job_resumes_where_its_streams_were_stopped(self):
         """Ctrl-C writes "stopped" ends and a summary: the file is cut at the first of them. With two
         lanes (two ingest processes read the same plan)."""
