@@ -88,6 +88,18 @@ std::optional<std::string> pop_bus_error(GstBus* bus) {
   gst_message_parse_error(m, &err, &debug);
   std::string text = err ? err->message : "unknown GStreamer error";
   if (GST_MESSAGE_SRC(m)) text += std::string(" (element ") + GST_OBJECT_NAME(GST_MESSAGE_SRC(m)) + ")";
+  // rtspsrc's errors say what failed in its terms; what it means for a camera, for the operator.
+  if (err && GST_MESSAGE_SRC(m) && std::string(G_OBJECT_TYPE_NAME(GST_MESSAGE_SRC(m))) == "GstRTSPSrc" &&
+      err->domain == GST_RESOURCE_ERROR) {
+    if (err->code == GST_RESOURCE_ERROR_NOT_AUTHORIZED) {
+      text += ": the camera refused the user name and password in the stream's uri";
+    } else if (err->code == GST_RESOURCE_ERROR_NOT_FOUND) {
+      text += ": the server answered but has no stream at this path (check the path in the uri)";
+    } else if (err->code == GST_RESOURCE_ERROR_OPEN_READ_WRITE) {
+      text += ": no RTSP server answered at this address and port (wrong address or port, camera off or "
+              "unreachable, or a firewall)";
+    }
+  }
   VAPIPE_LOG_DEBUG("GStreamer error detail: {}", debug ? debug : "");
   g_clear_error(&err);
   g_free(debug);

@@ -9,7 +9,7 @@
 namespace vapipe::testing {
 
 RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height,
-                               const std::string& encoder_options)
+                               const std::string& encoder_options, const std::string& credentials)
     : port_(port) {
   gst_init(nullptr, nullptr);
   context_ = g_main_context_new();
@@ -17,7 +17,7 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
   std::mutex m;
   std::condition_variable cv;
   bool ready = false;
-  thread_ = std::thread([&, pattern, width, height, encoder_options] {
+  thread_ = std::thread([&, pattern, width, height, encoder_options, credentials] {
     g_main_context_push_thread_default(context_);
     GstRTSPServer* server = gst_rtsp_server_new();
     g_object_set(server, "address", "127.0.0.1", "service", std::to_string(port_).c_str(), nullptr);
@@ -28,6 +28,19 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
                                " ! rtph264pay name=pay0 pt=96 config-interval=1 )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
+    if (const size_t colon = credentials.find(':'); colon != std::string::npos) {
+      // Basic authentication: the one user may see and make the media; nobody else.
+      GstRTSPAuth* auth = gst_rtsp_auth_new();
+      GstRTSPToken* token = gst_rtsp_token_new(GST_RTSP_TOKEN_MEDIA_FACTORY_ROLE, G_TYPE_STRING, "viewer", nullptr);
+      gchar* basic = gst_rtsp_auth_make_basic(credentials.substr(0, colon).c_str(), credentials.substr(colon + 1).c_str());
+      gst_rtsp_auth_add_basic(auth, basic, token);
+      g_free(basic);
+      gst_rtsp_token_unref(token);
+      gst_rtsp_server_set_auth(server, auth);
+      g_object_unref(auth);
+      gst_rtsp_media_factory_add_role(factory, "viewer", GST_RTSP_PERM_MEDIA_FACTORY_ACCESS, G_TYPE_BOOLEAN, TRUE,
+                                      GST_RTSP_PERM_MEDIA_FACTORY_CONSTRUCT, G_TYPE_BOOLEAN, TRUE, nullptr);
+    }
     GstRTSPMountPoints* mounts = gst_rtsp_server_get_mount_points(server);
     gst_rtsp_mount_points_add_factory(mounts, "/test", factory);
     g_object_unref(mounts);

@@ -15,8 +15,9 @@ class RtspTestServer {
   // `pattern`: a videotestsrc pattern; frames are paced in real time (is-live). `encoder_options`:
   // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
   // intra slices instead, with no key frame after the first).
+  // `credentials` ("user:password"): clients must give them (basic authentication); "": anyone.
   RtspTestServer(int port, const std::string& pattern, int width = 320, int height = 240,
-                 const std::string& encoder_options = "key-int-max=15");
+                 const std::string& encoder_options = "key-int-max=15", const std::string& credentials = "");
   ~RtspTestServer();
   bool ok() const { return ok_; }
   std::string uri() const { return "rtsp://127.0.0.1:" + std::to_string(port_) + "/test"; }

@@ -673,6 +673,59 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
   EXPECT_EQ(out.last.event.uri, server.uri());
 }
 
+// What an operator meets when a camera cannot be read, against a real RTSP server on loopback (archive
+// mode: the first error ends the stream): the camera's own words, then what they mean for a camera.
+TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWrong) {
+  const int port = testing::free_loopback_tcp_port();
+  testing::RtspTestServer server(port, "ball", 320, 240, "key-int-max=15", "viewer:right");
+  ASSERT_TRUE(server.ok());
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  const int closed = testing::free_loopback_tcp_port();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rtsp://viewer:badpass@" + at + "/test",
+       "Unauthorized (element source): the camera refused the user name and password in the stream's uri"},
+      {"rtsp://viewer:right@" + at + "/nosuch",
+       "(element source): the server answered but has no stream at this path (check the path in the uri)"},
+      {"rtsp://127.0.0.1:" + std::to_string(closed) + "/test",
+       "(element source): no RTSP server answered at this address and port"},
+  };
+  for (const auto& [uri, expected] : cases) {
+    auto reader = StreamReader::create(stream("cam", uri), 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    ASSERT_FALSE(out.messages.empty()) << uri;
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError) << uri;
+    EXPECT_NE(out.messages.back().event.message.find(expected), std::string::npos) << out.messages.back().event.message;
+    EXPECT_EQ(out.messages.back().event.message.find("badpass"), std::string::npos) << "the password stays out";
+  }
+  // The right credentials play.
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  auto reader = StreamReader::create(stream("cam", "rtsp://viewer:right@" + at + "/test"), 0, ingest_);
+  ASSERT_TRUE(reader.ok());
+  class StopAtFirstFrame final : public Emitter {
+   public:
+    explicit StopAtFirstFrame(ShutdownFlags* flags) : flags_(flags) {}
+    Status emit(Message&& m) override {
+      if (m.kind == MessageKind::kFrame) flags_->stop = true;
+      kinds.push_back(m.kind);
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    std::vector<MessageKind> kinds;
+
+   private:
+    ShutdownFlags* flags_;
+  } out(&flags_);
+  std::thread watchdog([&] {
+    for (int i = 0; i < 200 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    flags_.stop = true;  // at most 20 s
+  });
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  watchdog.join();
+  EXPECT_NE(std::find(out.kinds.begin(), out.kinds.end(), MessageKind::kFrame), out.kinds.end());
+}
+
 // A camera stream that another client already watches (a shared RTSP media, as cameras and NVRs serve
 // them) is joined between two key frames (or two recovery points): the frames before the next key
 // frame cannot be decoded whole. They are not sent: every frame a late reader emits is the still smpte picture, as the last one
