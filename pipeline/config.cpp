@@ -300,6 +300,8 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         // Decoded once, by the source: what decides the decoding is the source's to set.
         const char* own = !s.uri.empty()                       ? "uri"
                           : !glob.empty()                      ? "glob"
+                          : !id_prefix.empty()                 ? "id_prefix"
+                          : settle_s >= 0                      ? "settle_s"
                           : s.max_fps >= 0                     ? "max_fps"
                           : s.keyframes_only.has_value()       ? "keyframes_only"
                           : s.rtsp_latency_ms.has_value()      ? "rtsp_latency_ms"
@@ -603,6 +605,19 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.uint("frame_slots", &c.transport.frame_slots, 0, 65536);
     if (c.transport.frame_slots == 1) {
       ctx.fail(node["frame_slots"], "transport.frame_slots", "must be 0 (2 per stream, at least 32) or at least 2");
+    }
+    // A decoded stream with members holds its frame while it waits for a slot for each member's copy:
+    // with as many such streams as slots, each could hold one and wait for ever.
+    std::set<std::string> sources_with_members;
+    for (const StreamConfig& s : c.streams) {
+      if (s.is_member()) sources_with_members.insert(s.source);
+    }
+    if (c.transport.frame_slots > 0 && c.transport.frame_slots <= sources_with_members.size()) {
+      ctx.fail(node["frame_slots"], "transport.frame_slots",
+               std::to_string(c.transport.frame_slots) + " slots are too few for " +
+                   std::to_string(sources_with_members.size()) + " streams with members (streams[].source): each " +
+                   "holds its decoded frame while it waits for a slot for a member's copy; give at least " +
+                   std::to_string(sources_with_members.size() + 1) + " (or 0: 2 per stream, at least 32)");
     }
     r.uint("frame_slot_bytes", &c.transport.frame_slot_bytes, 4096, 1ull << 32);
     r.uint("tensor_slots", &c.transport.tensor_slots, 0, 65536);

@@ -79,7 +79,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // its frames on as itself and as each of its members (streams[].source).
   struct StreamRun {
     StreamConfig stream;
-    std::unique_ptr<StreamFanOut> fan_out;  // null: a member whose source is not running (it only ends)
+    std::unique_ptr<StreamFanOut> fan_out;  // null: a member that cannot join its source (it only ends)
+    std::string orphan_reason;              // why not
     std::thread thread;
     std::atomic<bool> done{false};
     Status result;
@@ -114,10 +115,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   // `members`: the streams that take this one's frames too, and whether each was removed already.
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
-                          std::vector<std::pair<uint32_t, bool>> members) {
+                          std::vector<std::pair<uint32_t, bool>> members, std::string orphan_reason = "") {
     auto run = std::make_unique<StreamRun>();
     run->stream = std::move(stream_config);
     run->removed = removed;
+    run->orphan_reason = std::move(orphan_reason);
     if (!run->stream.is_member()) {
       std::vector<FanOutTarget> targets{fan_out_target(i, run->stream)};
       for (const auto& [m, m_removed] : members) targets.push_back(fan_out_target(m, config.streams[m]));
@@ -137,6 +139,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       auto sender = MessageSender::connect(endpoint, layout.by_reference, kEdgeHighWaterMark,
                                            config.transport.curve_keys);
       if (!sender.ok()) {
+        if (r->fan_out) r->fan_out->close();  // a member added later ends as one whose source is not running
         r->result = sender.status();
         r->done = true;
         return;
@@ -175,8 +178,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         r->done = true;
       };
       if (!r->fan_out) {
-        return end_without_reader(MessageKind::kStreamError, "its source '" + stream.source + "' is not running (it "
-                                  "ended before this stream was added)", 0);
+        return end_without_reader(MessageKind::kStreamError,
+                                  !r->orphan_reason.empty() ? r->orphan_reason
+                                                            : "its source '" + stream.source + "' is not running", 0);
       }
       // --resume: the group goes on from the least of its streams' results; each of them takes frames
       // past its own (StreamFanOut). One that ended earlier only ends again.
@@ -329,12 +333,23 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         for (const StreamTableEntry& s : (*table)->entries) {
           if (s.id == e.source && s.source.empty()) group = runs.find(s.index);
         }
-        if (group != runs.end() && group->second->fan_out &&
-            group->second->fan_out->add(fan_out_target(e.index, *stream_config))) {
+        // A stream with members holds its frame while it waits for a slot for each copy: as many such
+        // streams as the lane's pool has slots could each hold one and wait for ever.
+        size_t with_members = 0;
+        for (const auto& [index, run] : runs) with_members += run->fan_out && run->fan_out->ids().size() > 1;
+        const bool new_group = group != runs.end() && group->second->fan_out && group->second->fan_out->ids().size() == 1;
+        if (pool && new_group && with_members + 1 >= pool->slot_count()) {
+          const std::string why = "not added: the lane's frame pool has " + std::to_string(pool->slot_count()) +
+                                  " slots, too few for another stream with members (transport.frame_slots)";
+          VAPIPE_LOG_ERROR("stream '{}': {}", e.id, why);
+          start_stream(e.index, std::move(*stream_config), true, {}, why);
+        } else if (group != runs.end() && group->second->fan_out &&
+                   group->second->fan_out->add(fan_out_target(e.index, *stream_config))) {
           source_of_member[e.index] = group->first;
           if (e.removed) group->second->fan_out->remove(e.index, kRemovedFromConfig);
         } else {
-          start_stream(e.index, std::move(*stream_config), true, {});  // its source has ended: it only ends
+          start_stream(e.index, std::move(*stream_config), true, {},
+                       "its source '" + e.source + "' is not running (it ended before this stream was added)");
         }
       }
     }

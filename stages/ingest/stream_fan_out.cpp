@@ -46,6 +46,11 @@ bool StreamFanOut::add(FanOutTarget target) {
   return true;
 }
 
+void StreamFanOut::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+}
+
 void StreamFanOut::remove(uint32_t index, std::string reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& t : targets_) {
@@ -116,9 +121,12 @@ Result<Payload> StreamFanOut::copy_payload(const Payload& from) {
   if (!cuda_stream_) {
     VAPIPE_ASSIGN_OR_RETURN(cuda_stream_, CudaStream::create(device));
   }
-  VAPIPE_RETURN_IF_ERROR(cuda_copy(to.data(), from.data(), from.size(), cuda_stream_->get()));
-  VAPIPE_RETURN_IF_ERROR(to.record_ready(cuda_stream_->get()));
-  VAPIPE_RETURN_IF_ERROR(cuda_stream_synchronize(cuda_stream_->get()));
+  Status copied = cuda_copy(to.data(), from.data(), from.size(), cuda_stream_->get());
+  if (copied.ok()) copied = to.record_ready(cuda_stream_->get());
+  // Drained whatever failed: the slot must not go back to the pool while a copy still writes it.
+  const Status drained = cuda_stream_synchronize(cuda_stream_->get());
+  VAPIPE_RETURN_IF_ERROR(copied);
+  VAPIPE_RETURN_IF_ERROR(drained);
   return to;
 }
 
@@ -185,6 +193,7 @@ Status StreamFanOut::emit(Message&& msg) {
       return Status::Ok();  // nobody takes it (each has its result already): its slot goes back
     }
     case MessageKind::kStreamStart:
+      source_started_ = true;
       for (const Snapshot& s : targets) {
         if (s.target->ended || s.target->started) continue;
         s.target->started = true;
@@ -192,15 +201,25 @@ Status StreamFanOut::emit(Message&& msg) {
       }
       return Status::Ok();
     case MessageKind::kStreamReconnecting:
-    case MessageKind::kStreamResumed:
-      // To those that started; attempt 0 is a lane restart's, for streams that ran before it.
+    case MessageKind::kStreamResumed: {
+      // Before the source's first frame (a camera unreachable at the start), to every stream: each says
+      // why it has no frame yet. After it, to those that started (one that joined meanwhile starts with
+      // its first frame). Attempt 0 is a lane restart's: to the streams that sent frames before it.
+      const bool lane_restart = msg.kind == MessageKind::kStreamReconnecting && msg.event.attempt == 0;
       for (const Snapshot& s : targets) {
         if (s.target->ended) continue;
-        if (msg.kind == MessageKind::kStreamReconnecting && msg.event.attempt == 0) s.target->started = true;
-        if (!s.target->started) continue;
+        if (lane_restart) {
+          const bool ran_before = s.target->config.index == source_index_ || s.target->config.first_seq > 0;
+          if (ran_before) s.target->started = true;
+          if (!ran_before) continue;
+        } else if (source_started_ && !s.target->started) {
+          continue;
+        }
         VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
       }
+      if (lane_restart) source_started_ = true;  // it ran before: its next frame follows a `resumed`
       return Status::Ok();
+    }
     case MessageKind::kStreamEnd:
     case MessageKind::kStreamError:
       for (const Snapshot& s : targets) {

@@ -63,6 +63,8 @@ class StreamFanOut final : public Emitter {
   bool add(FanOutTarget target);
   // Any thread: the target ends ("removed from the config", say) with the next message or idle().
   void remove(uint32_t index, std::string reason);
+  // Any thread: no stream joins any more (the group's thread could not start; its streams end without it).
+  void close();
   bool has(uint32_t index) const;
   // The ids of the group's streams (for per-stream figures).
   std::vector<std::string> ids() const;
@@ -108,6 +110,7 @@ class StreamFanOut final : public Emitter {
   uint64_t dropped_ = 0;
   int64_t duration_ns_ = -1;
   bool reservation_failed_ = false;
+  bool source_started_ = false;  // the source's start went out (its first frame follows)
   std::unique_ptr<CudaStream> cuda_stream_;  // device-to-device copies (GPU lanes), made on first use
 };
 

@@ -36,12 +36,16 @@ def make_clip(path, pattern, frames, width, height, extra=""):
     subprocess.run(cmd, shell=True, check=True)
 
 
-def start_rtsp_camera(test, pattern, port=None, width=640, height=360, x264_options=None):
+def start_rtsp_camera(test, pattern, port=None, width=640, height=360, x264_options=None, credentials=None):
     """A real RTSP server on loopback (tests/fakes/rtsp_test_server: a videotestsrc pattern as H.264 at
     30 fps, a key frame every 15 frames, or `x264_options` such as "intra-refresh=true"), stopped when
-    `test` ends. Returns (uri, process)."""
+    `test` ends; with `credentials` ("user:password") clients must give them. Returns (uri, process)."""
     port = port or free_port()
-    args = [RTSP_SERVER, str(port), pattern, str(width), str(height)] + ([x264_options] if x264_options else [])
+    args = [RTSP_SERVER, str(port), pattern, str(width), str(height)]
+    if x264_options or credentials:
+        args.append(x264_options or "key-int-max=15")
+    if credentials:
+        args.append(credentials)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     uri = proc.stdout.readline().strip()
     test.assertTrue(uri.startswith("rtsp://"), f"RTSP test server did not start on port {port}")

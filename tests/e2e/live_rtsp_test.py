@@ -78,6 +78,43 @@ class LiveRtsp(E2ETest):
             self.assertLess(sum(r["latency_ms"]["total"] for r in got) / len(got), 2000)
         self.assert_no_leftovers(run)
 
+    def test_a_camera_that_refuses_the_credentials_says_so_on_each_of_its_streams(self):
+        """A camera that wants a password, given the wrong one, with a second region (`source`): each of the
+        two streams publishes `reconnecting` with what the camera said and what it means, attempt after
+        attempt, without the password; the other camera goes on; Ctrl-C ends both."""
+        uri, _ = start_rtsp_camera(self, "ball", credentials="viewer:right")
+        locked = uri.replace("rtsp://", "rtsp://viewer:badpass@")
+        door = self.start_camera("smpte")
+        config, endpoint = write_config(self.dir, [("locked", locked), {"id": "locked-gate", "source": "locked"},
+                                                   ("door", door)],
+                                        ingest={"reconnect_delay_s": 0.3, "reconnect_max_delay_s": 0.5})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for_results({"door": 20})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with open(self.subscriber.path) as f:
+                events = events_by_stream(json.loads(line) for line in f if line.endswith("\n"))
+            if all(sum(e["event"] == "reconnecting" for e in events.get(sid, [])) >= 2 for sid in ("locked", "locked-gate")):
+                break
+            time.sleep(0.2)
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 0, run.stderr[-3000:])
+        messages = self.subscriber.wait(timeout=30)
+        events = events_by_stream(messages)
+        for sid in ("locked", "locked-gate"):
+            kinds = [e["event"] for e in events.get(sid, [])]
+            self.assertGreaterEqual(kinds.count("reconnecting"), 2, f"{sid}: {kinds}")
+            self.assertEqual(kinds[-1], "eos", sid)
+            self.assertNotIn("started", kinds, sid)
+            reconnecting = [e for e in events[sid] if e["event"] == "reconnecting"]
+            self.assertEqual([e["attempt"] for e in reconnecting], list(range(1, len(reconnecting) + 1)), sid)
+            self.assertIn("Unauthorized (element source): the camera refused the user name and password in the "
+                          "stream's uri", reconnecting[0]["message"])
+        self.assertNotIn("badpass", json.dumps(messages) + run.stderr)
+        self.assertGreaterEqual(len(results_by_stream(messages).get("door", [])), 20)
+        self.assertNotIn("locked", results_by_stream(messages))
+
     def test_a_camera_that_goes_away_and_comes_back_is_reconnected(self):
         """The yard camera's server dies and comes back on the same port a few seconds later: its
         stream reports reconnecting, then resumed, and its results go on, numbered on; the door camera

@@ -467,6 +467,12 @@ TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
       {"  - {id: gate, source: door, keyframes_only: true}\n", "streams[1].keyframes_only: a stream with `source`"},
       {"  - {id: gate, source: door, rtsp_latency_ms: 10}\n", "streams[1].rtsp_latency_ms: a stream with `source`"},
       {"  - {glob: '*.mp4', source: door}\n", "streams[1].glob: a stream with `source`"},
+      {"  - {id: gate, source: door, id_prefix: x}\n", "streams[1].id_prefix: a stream with `source`"},
+      {"  - {id: gate, source: door, settle_s: 5}\n", "streams[1].settle_s: a stream with `source`"},
+      {"  - {id: gate, source: door}\n  - {id: yard, uri: 'test://snow'}\n  - {id: yard-2, source: yard}\n"
+       "transport: {frame_slots: 2}\n",
+       "job.yaml:7: transport.frame_slots: 2 slots are too few for 2 streams with members (streams[].source): each "
+       "holds its decoded frame while it waits for a slot for a member's copy; give at least 3"},
       {"  - {source: door}\n", "streams[1].id: missing"},
       {"  - {id: door, source: door}\n", "streams[1].id: duplicate stream id 'door'"},
   };

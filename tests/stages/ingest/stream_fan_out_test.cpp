@@ -189,25 +189,59 @@ TEST(StreamFanOut, AGroupWhoseStreamsAllEndedEarlierHasNothingToResumeFrom) {
   EXPECT_FALSE(fan.resume_from().has_value());
 }
 
-TEST(StreamFanOut, ReconnectionsReachTheStreamsThatStartedAndALaneRestartReachesAll) {
+TEST(StreamFanOut, ALaneRestartReachesTheStreamsThatRanBeforeItAndLaterReconnectionsThoseThatStarted) {
   CollectingEmitter out;
-  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate")}, nullptr);
+  FanOutTarget gate = target(1, "gate"), fresh = target(3, "fresh");
+  gate.first_seq = 50;  // it sent frames before the restart; `fresh` was added just before it and sent none
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), gate, fresh}, nullptr);
   fan.attach(&out);
   // A restarted lane: the reader says "reconnecting (attempt 0)" before anything.
   ASSERT_TRUE(fan.emit(event(MessageKind::kStreamReconnecting, 0, "its lane restarted", 0)).ok());
   ASSERT_TRUE(fan.add(target(2, "yard")));
   ASSERT_TRUE(fan.emit(event(MessageKind::kStreamReconnecting, 0, "stalled", 1)).ok());
   ASSERT_TRUE(fan.emit(event(MessageKind::kStreamResumed, 0, "", 1)).ok());
-  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  ASSERT_TRUE(fan.emit(frame(4000, 1)).ok());
   auto got = by_stream(out);
   ASSERT_EQ(got["gate"].size(), 4u);
   EXPECT_EQ(got["gate"][0]->kind, MessageKind::kStreamReconnecting);
   EXPECT_EQ(got["gate"][1]->kind, MessageKind::kStreamReconnecting);
   EXPECT_EQ(got["gate"][1]->event.attempt, 1u);
   EXPECT_EQ(got["gate"][2]->kind, MessageKind::kStreamResumed);
-  ASSERT_EQ(got["yard"].size(), 2u);  // joined meanwhile: starts with its first frame
-  EXPECT_EQ(got["yard"][0]->kind, MessageKind::kStreamStart);
-  EXPECT_EQ(got["yard"][1]->kind, MessageKind::kFrame);
+  EXPECT_EQ(got["gate"][3]->env.seq, 50u);
+  for (const char* id : {"yard", "fresh"}) {  // no frame before: each starts with its first frame
+    ASSERT_EQ(got[id].size(), 2u) << id;
+    EXPECT_EQ(got[id][0]->kind, MessageKind::kStreamStart) << id;
+    EXPECT_EQ(got[id][1]->kind, MessageKind::kFrame) << id;
+    EXPECT_EQ(got[id][1]->env.seq, 0u) << id;
+  }
+}
+
+// A camera that cannot be reached when the job starts: every stream of it says why it has no frame.
+TEST(StreamFanOut, ReconnectionsBeforeTheFirstFrameReachEveryStreamOfTheGroup) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate")}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamReconnecting, 0, "Unauthorized (element source)", 1)).ok());
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamReconnecting, 0, "Unauthorized (element source)", 2)).ok());
+  auto got = by_stream(out);
+  for (const char* id : {"door", "gate"}) {
+    ASSERT_EQ(got[id].size(), 2u) << id;
+    EXPECT_EQ(got[id][1]->kind, MessageKind::kStreamReconnecting) << id;
+    EXPECT_EQ(got[id][1]->event.attempt, 2u) << id;
+    EXPECT_EQ(got[id][1]->event.message, "Unauthorized (element source)") << id;
+  }
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  got = by_stream(out);
+  EXPECT_EQ(got["gate"][2]->kind, MessageKind::kStreamStart);
+  EXPECT_EQ(got["gate"][3]->kind, MessageKind::kFrame);
+}
+
+TEST(StreamFanOut, AClosedGroupTakesNoNewStream) {
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door")}, nullptr);
+  EXPECT_TRUE(fan.add(target(1, "gate")));
+  fan.close();
+  EXPECT_FALSE(fan.add(target(2, "yard")));
 }
 
 TEST(StreamFanOut, ADownstreamThatIsGoneFailsTheEmit) {
