@@ -150,7 +150,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       // for a frame slot or for room downstream (back-pressure) are not watched.
       StageWatchdog watchdog("ingest: stream '" + stream.id + "'", config.job.stage_timeout_s);
       SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort, &watchdog);
-      if (r->fan_out) r->fan_out->attach(&emitter);
+      if (r->fan_out) r->fan_out->attach(&emitter, &watchdog);
       Emitter& out = r->fan_out ? static_cast<Emitter&>(*r->fan_out) : emitter;
       {
         std::lock_guard<std::mutex> lock(r->mutex);

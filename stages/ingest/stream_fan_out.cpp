@@ -108,8 +108,15 @@ Status StreamFanOut::end_leaving(const std::vector<Snapshot>& targets) {
 }
 
 Result<Payload> StreamFanOut::copy_payload(const Payload& from) {
-  VAPIPE_ASSIGN_OR_RETURN(Payload to, out_->allocate(from.size()));
+  VAPIPE_ASSIGN_OR_RETURN(Payload to, out_->allocate(from.size()));  // its wait for a slot is not watched
   to.set_size(from.size());
+  if (watchdog_) watchdog_->working("copying a decoded frame for a stream of its group");
+  struct Waiting {
+    StageWatchdog* dog;
+    ~Waiting() {
+      if (dog) dog->waiting();
+    }
+  } waiting{watchdog_};
   if (!from.on_device() && !to.on_device()) {
     std::memcpy(to.data(), from.data(), from.size());
     return to;

@@ -24,6 +24,7 @@
 #include "pipeline/message.h"
 #include "pipeline/seq_reservation.h"
 #include "pipeline/stage.h"
+#include "pipeline/stage_watchdog.h"
 
 namespace vapipe {
 
@@ -57,7 +58,11 @@ class StreamFanOut final : public Emitter {
   StreamFanOut& operator=(const StreamFanOut&) = delete;
 
   // Where the group's messages go (the stream's socket); before the first emit, on the reader's thread.
-  void attach(Emitter* out) { out_ = out; }
+  // `watchdog` (or null) watches each copy (a GPU copy that never ends), as the reader's own.
+  void attach(Emitter* out, StageWatchdog* watchdog = nullptr) {
+    out_ = out;
+    watchdog_ = watchdog;
+  }
 
   // Any thread. false once the group has ended (its source's end went out): the target gets nothing.
   bool add(FanOutTarget target);
@@ -102,6 +107,7 @@ class StreamFanOut final : public Emitter {
   const uint32_t source_index_;
   SeqReservations* const reservations_;
   Emitter* out_ = nullptr;
+  StageWatchdog* watchdog_ = nullptr;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Target>> targets_;  // stable addresses; only added to
   bool closed_ = false;                           // the source's end went out
