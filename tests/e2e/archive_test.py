@@ -376,8 +376,8 @@ class Demo(E2ETest):
         self.assertIn("running the demo", run.stderr)
         messages = self.subscriber.wait(timeout=60)
         results = results_by_stream(messages)
-        expected = {"smpte": ("smpte", 120), "ball": ("ball", 120), "snow": ("snow", 120),
-                    "pinwheel-clip": ("pinwheel", 90), "colors-clip": ("colors", 90)}
+        expected = {"smpte": ("smpte", 120), "smpte-top": ("smpte", 120), "ball": ("ball", 120), "snow": ("snow", 120),
+                    "pinwheel-clip": ("pinwheel", 90), "pinwheel-center": ("pinwheel", 90), "colors-clip": ("colors", 90)}
         self.assertEqual(sorted(results), sorted(expected))
         for sid, (pattern, frames) in expected.items():
             self.assertEqual([r["seq"] for r in results[sid]], list(range(frames)), sid)
@@ -385,7 +385,7 @@ class Demo(E2ETest):
             self.assertGreaterEqual(correct / frames, 0.95, f"{sid}: {correct}/{frames}")
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["job"], "demo")
-        self.assertEqual(summary["frames"], 540)
+        self.assertEqual(summary["frames"], 750)
         self.assertGreater(summary["cost"], 0)
 
 
