@@ -19,6 +19,17 @@ STREAMS = [
 ]
 
 
+def make_split_clip(path):
+    """45 frames of 640x240 H.264 in MP4: the smpte pattern in the left half, the ball in the right."""
+    subprocess.run(
+        "gst-launch-1.0 -q compositor name=c sink_1::xpos=320 ! video/x-raw,width=640,height=240,framerate=30/1 "
+        "! videoconvert ! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + path + " "
+        "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
+        "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
+        shell=True, check=True)
+    return path
+
+
 def tcp_stage_endpoints():
     """A free loopback port for each stage input (a fixed range could meet the kernel's ephemeral ports)."""
     return {name: f"tcp://127.0.0.1:{free_port()}" for name in ["preprocess", "batch", "infer", "publish"]}
@@ -292,13 +303,7 @@ class ArchiveJob(E2ETest):
     def test_a_streams_roi_classifies_that_region_of_its_frames(self):
         """streams[].roi: a clip whose left half is the smpte pattern and right half the ball; two streams
         of it, one per half, are classified as their half's pattern; the whole frame is neither for sure."""
-        clip = os.path.join(self.dir, "split.mp4")
-        subprocess.run(
-            "gst-launch-1.0 -q compositor name=c sink_1::xpos=320 ! video/x-raw,width=640,height=240,framerate=30/1 "
-            "! videoconvert ! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + clip + " "
-            "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
-            "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
-            shell=True, check=True)
+        clip = make_split_clip(os.path.join(self.dir, "split.mp4"))
         config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
                                                    ("right", clip, {"roi": [0.5, 0, 0.5, 1]})],
                                         publish={"segments_min_frames": 5})
@@ -324,13 +329,7 @@ class ArchiveJob(E2ETest):
         """streams[].source: the split clip decoded once (stream `whole`), its halves classified as two more
         streams (`left`, `right`), each with every frame exactly once, its own seq and events, and its half's
         pattern; `vapipe validate` says where their frames come from."""
-        clip = os.path.join(self.dir, "split.mp4")
-        subprocess.run(
-            "gst-launch-1.0 -q compositor name=c sink_1::xpos=320 ! video/x-raw,width=640,height=240,framerate=30/1 "
-            "! videoconvert ! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + clip + " "
-            "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
-            "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
-            shell=True, check=True)
+        clip = make_split_clip(os.path.join(self.dir, "split.mp4"))
         config, endpoint = write_config(self.dir, [{"id": "left", "source": "whole", "roi": [0, 0, 0.5, 1]},
                                                    ("whole", clip),
                                                    {"id": "right", "source": "whole", "roi": [0.5, 0, 0.5, 1]},

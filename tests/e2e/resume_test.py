@@ -13,6 +13,17 @@ from e2e.common import VAPIPE, E2ETest, Run, make_clip, write_config
 STREAMS = [("ball", "ball", 600), ("snow", "snow", 450), ("smpte", "smpte", 300)]
 
 
+def kill_whole_job(run, stages):
+    """SIGKILL to every process of the job: publish first, so that nothing is written after the kill
+    (not even the "stopped" ends a dying supervisor's stages would write); the supervisor last."""
+    for pid in [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages] + [run.proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    run.proc.wait()
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f]
@@ -37,15 +48,7 @@ class Resume(E2ETest):
             if os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 450:
                 break
             time.sleep(0.05)
-        # Publish first, so that nothing is written after the kill (not even the "stopped" ends a dying
-        # supervisor's stages would write); the supervisor last.
-        order = [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages]
-        for pid in order + [run.proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        run.proc.wait()
+        kill_whole_job(run, stages)
         run.stderr = run.proc.stderr.read()  # killed, it left its pools and run folder (pipeline/stale_jobs.h)
         with open(jsonl, "a") as f:
             f.write('{"topic":"results/ball","payl')  # a line cut short, as a crash mid-write leaves it
@@ -104,12 +107,7 @@ class Resume(E2ETest):
         deadline = time.time() + 60
         while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 900):
             time.sleep(0.05)
-        for pid in [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages] + [run.proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        run.proc.wait()
+        kill_whole_job(run, stages)
         run.stderr = run.proc.stderr.read()
         counts = {sid: sum(1 for m in read_jsonl_lenient(jsonl) if m["topic"] == f"results/{sid}")
                   for sid in ("cam", "left", "right")}
@@ -281,12 +279,7 @@ class Resume(E2ETest):
                     if sum('"results/long"' in line for line in f) > 20:
                         break
             time.sleep(0.05)
-        for pid in [stages[s] for s in ("publish", "ingest", "preprocess", "batch", "infer") if s in stages] + [run.proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        run.proc.wait()
+        kill_whole_job(run, stages)
         kept = [m["payload"]["seq"] for m in read_jsonl_lenient(jsonl) if m["topic"] == "results/long"]
         self.assertGreater(len(kept), 20)
         self.assertLess(len(kept), 150, "the long stream finished before the kill")
