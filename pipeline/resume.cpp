@@ -24,7 +24,7 @@ namespace {
 
 nlohmann::json progress_json(const StreamProgress& s) {
   return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started}, {"ended", s.ended},
-          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}};
+          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}};
 }
 
 StreamProgress progress_from_json(const nlohmann::json& s) {
@@ -35,6 +35,7 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   p.ended = s.value("ended", "");
   p.message = s.value("message", "");
   p.last_pts_ms = s.value("last_pts_ms", -1.0);
+  p.file_bytes = s.value("file_bytes", int64_t{-1});
   if (s.contains("labels") && s["labels"].is_object()) {
     for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
   }
@@ -127,7 +128,12 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
           cut("stream '" + id + "' was stopped there");
           break;
         }
-        if (kind == "started") s.started = true;
+        if (kind == "started") {
+          s.started = true;
+          if (payload.contains("bytes") && payload["bytes"].is_number_integer()) {
+            s.file_bytes = payload["bytes"].get<int64_t>();
+          }
+        }
         if (kind == "eos") s.ended = message == kRemovedFromConfig ? "removed" : "done";
         if (kind == "error") {
           s.ended = "failed";

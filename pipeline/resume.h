@@ -27,6 +27,8 @@ struct StreamProgress {
   // The presentation timestamp of the last kept result, when every kept result had one and they
   // rose strictly (then ingest can seek past it instead of decoding its way there); else -1.
   double last_pts_ms = -1;
+  // A file's size when it was first opened (its `started` event's `bytes`); -1: not recorded.
+  int64_t file_bytes = -1;
   bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
   // Kept results by top-1 label (error results not counted), for the summary's top_labels.
   std::map<std::string, uint64_t> labels;

@@ -187,6 +187,19 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       "was taken out of streams): its {} results are kept{}", id, jsonl, p.results,
                       p.ended.empty() ? "; it ends now, unfinished, as removed" : ", and it is not run again");
     }
+    // A file that was classified to its end and has changed since (a recorder still writing it when
+    // it was read): its results stay as they are, and the rest of it is not classified. Said, by name.
+    for (const StreamConfig& s : config.streams) {
+      const StreamProgress& p = plan->streams.at(s.id);
+      if (p.ended != "done" || p.file_bytes < 0 || s.parsed.kind != UriKind::kFile) continue;
+      std::error_code ec;
+      const auto now = std::filesystem::file_size(file_uri_path(s.uri), ec);
+      if (ec || static_cast<int64_t>(now) == p.file_bytes) continue;
+      VAPIPE_LOG_WARN("--resume: stream '{}': {} has changed since it was classified ({} bytes then, {} now): its {} "
+                      "results are kept and what it holds now is not classified (a recorder was still writing it? "
+                      "streams[].settle_s leaves such files for a later run); give it a new id, or run without "
+                      "--resume, to classify it again", s.id, file_uri_path(s.uri), p.file_bytes, now, p.results);
+    }
     if (plan->complete() && plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
                       config.job.name, jsonl);

@@ -195,7 +195,10 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       w.pod(m.event.frames);
       w.pod(m.event.dropped);
       if (m.kind == MessageKind::kStreamReconnecting || m.kind == MessageKind::kStreamResumed) w.pod(m.event.attempt);
-      if (m.kind == MessageKind::kStreamStart) w.pod(m.event.duration_ns);
+      if (m.kind == MessageKind::kStreamStart) {
+        w.pod(m.event.duration_ns);
+        w.pod(m.event.file_bytes);
+      }
       break;
   }
 }
@@ -264,7 +267,10 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       r.pod(&m->event.frames);
       r.pod(&m->event.dropped);
       if (m->kind == MessageKind::kStreamReconnecting || m->kind == MessageKind::kStreamResumed) r.pod(&m->event.attempt);
-      if (m->kind == MessageKind::kStreamStart) r.pod(&m->event.duration_ns);
+      if (m->kind == MessageKind::kStreamStart) {
+        r.pod(&m->event.duration_ns);
+        r.pod(&m->event.file_bytes);
+      }
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }
   return DataLoss("unknown message kind " + std::to_string(static_cast<int>(m->kind)));

@@ -684,6 +684,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
             duration > 0) {
           ev.duration_ns = duration;
         }
+        if (s.stream.parsed.kind == UriKind::kFile) {
+          // Its size as read: a later --resume says so if the file has changed since (a recorder still
+          // writing it).
+          std::error_code ec;
+          const auto bytes = std::filesystem::file_size(file_uri_path(s.stream.uri), ec);
+          if (!ec) ev.file_bytes = static_cast<int64_t>(bytes);
+        }
       }
       if (started && attempt > 0) {
         VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}", s.stream.id, attempt);

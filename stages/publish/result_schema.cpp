@@ -76,6 +76,7 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
   if (m.kind == MessageKind::kStreamStart) {
     j["duration_ms"] = m.event.duration_ns > 0 ? nlohmann::json(static_cast<double>(m.event.duration_ns) / 1e6)
                                                : nlohmann::json();
+    if (m.event.file_bytes >= 0) j["bytes"] = m.event.file_bytes;
   }
   j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
   return j;

@@ -233,6 +233,20 @@ class Resume(E2ETest):
         self.assertEqual(summaries[0]["frames_this_run"], 30)
         self.assertEqual(messages[-1]["topic"], "job/summary")
 
+        # A file classified to its end that changes afterwards (a recorder that was still writing it): the
+        # next --resume keeps its results, and says so by name with both sizes.
+        cam2 = os.path.join(folder, "cam2.mp4")
+        before = os.path.getsize(cam2)
+        started = [m["payload"] for m in messages if m["topic"] == "events/cam2" and m["payload"]["event"] == "started"]
+        self.assertEqual(started[0]["bytes"], before)
+        make_clip(cam2, "smpte", 90, 320, 240)
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn(f"--resume: stream 'cam2': {cam2} has changed since it was classified ({before} bytes then, "
+                      f"{os.path.getsize(cam2)} now): its 45 results are kept", err)
+        self.assertEqual(err.count("has changed since it was classified"), 1, "cam1 and cam3 did not change")
+        self.assertIn("is already complete", err)
+
         # Retention deletes the oldest file: its results stay, the job is still complete, and the next
         # file to arrive is classified as before (the cron run does not break on the missing file).
         os.remove(os.path.join(folder, "cam1.mp4"))

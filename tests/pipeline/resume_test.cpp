@@ -230,5 +230,21 @@ TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
   EXPECT_FALSE(load_resume_plan((dir_ / "none.json").string()).ok());
 }
 
+// A file's size as it was read (its `started` event's `bytes`) is kept, for --resume to say when the
+// file has changed since.
+TEST_F(ResumePlanTest, AFilesSizeAsItWasReadIsKeptFromItsStartedEvent) {
+  write("{\"topic\":\"events/a\",\"payload\":{\"stream_id\":\"a\",\"event\":\"started\",\"message\":\"\",\"bytes\":123456}}\n" +
+        result("a", 0) + event("a", "eos", "end of stream") + event("b", "started"));
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->streams.at("a").file_bytes, 123456);
+  EXPECT_EQ(plan->streams.at("b").file_bytes, -1);  // not a file, or from before it was recorded
+  const std::string path = (dir_ / "plan.json").string();
+  ASSERT_TRUE(write_resume_plan(*plan, path).ok());
+  auto back = load_resume_plan(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->streams.at("a").file_bytes, 123456);
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -100,10 +100,12 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
 
   StreamEvent start{"file:///a.mp4", "", 0, 0};
   start.duration_ns = 12'345'000'000;
+  start.file_bytes = 9'876'543'210;
   auto ds = decode_message(
       to_parts(encode_message(Message::stream_event(MessageKind::kStreamStart, sample_envelope(), start), true)), nullptr);
   ASSERT_TRUE(ds.ok());
   EXPECT_EQ(ds->event.duration_ns, 12'345'000'000);
+  EXPECT_EQ(ds->event.file_bytes, 9'876'543'210);
   EXPECT_EQ(ds->event.uri, "file:///a.mp4");
 }
 

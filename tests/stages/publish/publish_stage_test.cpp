@@ -480,6 +480,7 @@ TEST_F(PublishStageTest, ArchiveProgressComesFromEachFilesDurationAndItsLatestRe
   auto start = [](uint32_t stream, int64_t duration_ns) {
     StreamEvent ev{"file:///a.mp4", "", 0, 0};
     ev.duration_ns = duration_ns;
+    ev.file_bytes = 1'000'000 + stream;
     return Message::stream_event(MessageKind::kStreamStart, testing::envelope(stream, 0), ev);
   };
   ASSERT_TRUE(stage_->process(start(0, 10'000'000'000), out_).ok());  // 10 s
@@ -508,6 +509,7 @@ TEST_F(PublishStageTest, ArchiveProgressComesFromEachFilesDurationAndItsLatestRe
   EXPECT_DOUBLE_EQ(job_progress(stage_->metrics()).ratio, 1.0);
   EXPECT_DOUBLE_EQ(stage_->summary()["streams"][1]["media_s"].get<double>(), 30.0);
   EXPECT_EQ(bus_->sent[0].second["duration_ms"], 10000.0);  // on the `started` event
+  EXPECT_EQ(bus_->sent[0].second["bytes"], 1'000'000);       // the file's size as it was read
 }
 
 // Who may subscribe changes without a restart: publish looks at publish.curve_authorized_keys every
