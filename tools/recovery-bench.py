@@ -90,11 +90,12 @@ class Bus:
         self.sock.close(0)
 
 
-def start_job(workdir, cameras, **extra):
-    """`vapipe run` on `cameras` ({id: Camera or URI}), live; `extra` adds or replaces config sections."""
+def start_job(workdir, cameras, members=(), **extra):
+    """`vapipe run` on `cameras` ({id: Camera or URI}), live; `members`: more stream entries (regions of the
+    cameras, with `source`); `extra` adds or replaces config sections."""
     port = free_port()
     cfg = {"job": {"name": "recovery", "mode": "live"}, **extra,
-           "streams": [{"id": sid, "uri": getattr(cam, "uri", cam)} for sid, cam in cameras.items()],
+           "streams": [{"id": sid, "uri": getattr(cam, "uri", cam)} for sid, cam in cameras.items()] + list(members),
            "batch": {"max_batch_size": 8, "max_delay_ms": 20},
            "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
                      "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},

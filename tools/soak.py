@@ -4,7 +4,10 @@ rebuilds its pipeline (reconnects) many times. Samples each stage's resident mem
 `--sample` seconds after a warm-up, and prints, per stage: RSS at the start and the end of the window,
 and the slope of a least-squares line through the samples (kB per minute).
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/soak.py [--minutes 5] [--outage-every 10]
+With `--regions N`, each camera is also classified as N regions (streams with `source`: decoded once,
+each frame copied per region).
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/soak.py [--minutes 5] [--outage-every 10] [--regions 0]
 """
 import argparse
 import datetime
@@ -50,11 +53,14 @@ def main():
     ap.add_argument("--outage-every", type=float, default=10, help="seconds between camera kills (0: none)")
     ap.add_argument("--warmup", type=float, default=20)
     ap.add_argument("--sample", type=float, default=5)
+    ap.add_argument("--regions", type=int, default=0, help="regions of each camera, as streams with `source`")
     ap.add_argument("--json")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="vapipe-soak-") as workdir:
         cams = {"door": recovery.Camera("smpte"), "yard": recovery.Camera("pinwheel")}
-        proc, bus = recovery.start_job(workdir, cams)
+        members = [{"id": f"{sid}-r{r}", "source": sid, "roi": [r / args.regions, 0, 1 / args.regions, 1]}
+                   for sid in cams for r in range(args.regions)]
+        proc, bus = recovery.start_job(workdir, cams, members)
         stages = {name: recovery.stage_pid(proc.pid, name) for name in ("ingest", "preprocess", "batch", "infer", "publish")}
         samples = {name: [] for name in stages}
         start = time.time()
@@ -79,6 +85,8 @@ def main():
             time.sleep(min(0.5, max(0.0, min(next_kill, next_sample) - time.time())))
         results_total = bus.count(0, time.time(), lambda topic, p: topic.startswith("results/"))
         resumed = bus.count(0, time.time(), lambda topic, p: topic == "events/yard" and p["event"] == "resumed")
+        region_resumed = bus.count(0, time.time(), lambda topic, p: topic.startswith("events/yard-r") and
+                                   p["event"] == "resumed")
         alive = proc.poll() is None
         recovery.stop_job(proc, bus)
         for cam in cams.values():
@@ -86,7 +94,9 @@ def main():
     if not alive:
         sys.exit("the job ended during the soak:\n" + proc.stderr.read()[-3000:])
     print(f"\nSoak, {datetime.date.today()}, {args.minutes:g} min after {args.warmup:g} s of warm-up, two live RTSP "
-          f"cameras, one killed every {args.outage_every:g} s ({outages} outages, {resumed} `resumed` events), "
+          f"cameras{f' with {args.regions} regions each (`source`)' if args.regions else ''}, one killed every "
+          f"{args.outage_every:g} s ({outages} outages, {resumed} `resumed` events"
+          f"{f', {region_resumed} for its regions' if args.regions else ''}), "
           f"{results_total} results (`/usr/bin/python3 tools/soak.py {' '.join(sys.argv[1:])}`)\n")
     print("| stage | RSS at start (MB) | RSS at end (MB) | slope (kB/min) |\n|---|---|---|---|")
     out = {}
