@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "pipeline/crash_report.h"
+#include "pipeline/open_files.h"
 #include "pipeline/transport.h"
 #include "pipeline/supervisor.h"
 
@@ -85,6 +86,9 @@ int main(int argc, char** argv) {
   // The crash report names the process: "run", "doctor", "stage infer", ... (kept for the process's life).
   static const std::string role = command == "stage" && !args.empty() ? "stage " + args[0] : command;
   vapipe::install_crash_report(role.c_str());
+  // GStreamer holds some 20 descriptors per camera: the shell's default of 1,024 is too few for a lane
+  // of 64 (pipeline/open_files.h). Stages started by `run` inherit it; by hand or in a container, too.
+  if (command == "run" || command == "stage") vapipe::raise_open_file_limit();
   int status = -1;
   try {
     if (command == "run") status = vapipe::cli::run_command(args, self_exe(argv[0]));

@@ -439,6 +439,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.uint("rtsp_latency_ms", &c.ingest.rtsp_latency_ms, 0, 60000);
     r.number("max_fps", &c.ingest.max_fps, 0, 1000);
     r.boolean("keyframes_only", &c.ingest.keyframes_only);
+    r.uint("max_open_streams", &c.ingest.max_open_streams, 0, 1000000);
     if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
       std::ostringstream os;
       os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "

@@ -78,6 +78,11 @@ struct IngestConfig {
   // Only key frames are decoded (and classified): the others are left out before the decoder, so a
   // stream costs a fraction of its decoding (a key frame every 2 s of 30 fps video: 1 frame in 60).
   bool keyframes_only = false;
+  // Archive jobs: each lane (ingest process) reads at most this many streams at once (a stream with
+  // `source` members counts once); the others wait their turn in config order and open as those end.
+  // Each open stream costs decoder threads, open files and frame slots, so a folder of thousands of
+  // files must not open at once. 0: all at once. Live jobs open every stream.
+  uint32_t max_open_streams = 64;
   bool keyframes_only_for(const StreamConfig& s) const { return s.keyframes_only.value_or(keyframes_only); }
   uint32_t rtsp_latency_ms_for(const StreamConfig& s) const { return s.rtsp_latency_ms.value_or(rtsp_latency_ms); }
 };

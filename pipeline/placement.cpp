@@ -1,6 +1,9 @@
 #include "pipeline/placement.h"
 
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 
 namespace vapipe {
@@ -146,6 +149,20 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
     p.lanes[lane == lane_of_source.end() ? 0 : lane->second].streams.push_back(s);
   }
   return p;
+}
+
+size_t streams_open_at_once(const Config& config, const Lane& lane) {
+  const uint32_t limit = config.job.mode == JobMode::kArchive ? config.ingest.max_open_streams : 0;
+  std::map<std::string, size_t> group_size;  // by the decoded stream's id
+  for (uint32_t i : lane.streams) {
+    const StreamConfig& s = config.streams[i];
+    ++group_size[s.is_member() ? s.source : s.id];
+  }
+  if (limit == 0 || group_size.size() <= limit) return lane.streams.size();
+  std::vector<size_t> sizes;
+  for (const auto& [id, n] : group_size) sizes.push_back(n);
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  return std::accumulate(sizes.begin(), sizes.begin() + limit, size_t{0});
 }
 
 }  // namespace vapipe

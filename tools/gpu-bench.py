@@ -143,7 +143,8 @@ def write_config(path, args, clips, streams, batch, summary=True):
     cfg = {
         "job": {"name": os.path.basename(path)[:-5]},
         "streams": [{"id": f"s{i:03d}", "uri": u} for i, u in enumerate(uris)],
-        "ingest": {"decoder": "cpu" if args.cpu else args.decoder},
+        # Every stream open at once, as cameras would be (ingest.max_open_streams reads 64 files at a time).
+        "ingest": {"decoder": "cpu" if args.cpu else args.decoder, "max_open_streams": 0},
         "preprocess": {"device": "cpu", "dtype": "float32"},
         "batch": {"max_batch_size": batch, "max_delay_ms": args.max_delay_ms},
         "infer": {"model": args.model, "labels": args.labels, "device": "cpu"},

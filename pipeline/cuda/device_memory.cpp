@@ -156,6 +156,16 @@ Status gpu_memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) 
   return Status::Ok();
 }
 
+Status cuda_context_status(int device) {
+  DeviceGuard guard(device);
+  cudaGetLastError();  // the last error, if it was not sticky, is gone now; a sticky one comes back below
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
+  return Internal("CUDA on GPU " + std::to_string(device) + " no longer works (" + cudaGetErrorName(err) + ": " +
+                  cudaGetErrorString(err) + ")");
+}
+
 bool is_device_pointer(const void* ptr) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {

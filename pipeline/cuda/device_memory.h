@@ -87,6 +87,11 @@ Status cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pit
 Status cuda_stream_synchronize(void* stream);
 // Free and total memory of `device`, as the driver sees it (memory cached by LibTorch counts as used).
 Status gpu_memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes);
+// Whether `device`'s CUDA context still works. After a sticky error (an illegal address, a GPU that fell
+// off the bus) every CUDA call of the process fails until it exits: a stage that meets one must exit,
+// so that its lane restarts with a new context, rather than answer every frame with an error. An
+// error that is not sticky (out of memory) is cleared and the context counts as working.
+Status cuda_context_status(int device);
 // Whether `ptr` is device memory (as opposed to host memory).
 bool is_device_pointer(const void* ptr);
 

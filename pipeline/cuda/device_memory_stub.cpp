@@ -32,6 +32,7 @@ Status cuda_copy(void*, const void*, size_t, void*) { return no_cuda(); }
 Status cuda_copy_2d(void*, size_t, const void*, size_t, size_t, size_t, void*) { return no_cuda(); }
 Status cuda_stream_synchronize(void*) { return no_cuda(); }
 Status gpu_memory_info(int, uint64_t*, uint64_t*) { return no_cuda(); }
+Status cuda_context_status(int) { return Status::Ok(); }  // no CUDA here, so none that failed
 bool is_device_pointer(const void*) { return false; }
 
 Result<std::unique_ptr<CudaStream>> CudaStream::create(int) { return no_cuda(); }

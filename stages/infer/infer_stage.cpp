@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -41,6 +42,9 @@ Result<size_t> search_batch_size(Classifier& classifier, size_t limit, int gpu) 
 
 }  // namespace
 
+InferStage::InferStage(ClassifierFactory factory, GpuStatus gpu_status)
+    : factory_(std::move(factory)), gpu_status_(gpu_status ? std::move(gpu_status) : GpuStatus(cuda_context_status)) {}
+
 Status InferStage::open(const StageContext& ctx) {
   const auto opening = std::chrono::steady_clock::now();
   const InferConfig& c = ctx.config.infer;
@@ -74,6 +78,10 @@ Status InferStage::open(const StageContext& ctx) {
   model_name_ = c.model_name;
   top_k_ = c.top_k;
   classifier_on_gpu_ = classifier_->device().rfind("cuda", 0) == 0;
+  if (classifier_on_gpu_) {
+    const std::string& d = classifier_->device();
+    classifier_gpu_ = d.size() > 5 && d[4] == ':' ? std::atoi(d.c_str() + 5) : 0;  // "cuda:N" or "cuda"
+  }
   merge_limit_ = std::max<size_t>(1, ctx.config.batch.max_batch_size);
   if (ctx.config.batch.auto_size) {
     const int gpu = ctx.lane ? ctx.lane->infer_gpu : -1;
@@ -158,6 +166,7 @@ Status InferStage::process(Message&& in, Emitter& out) {
     for (size_t v = 0; v < valid.size(); ++v) {
       Message& item = in.items[valid[v]];
       if (item.payload.on_device()) {
+        if (copied.ok()) copied = item.payload.wait_ready(nullptr);  // after preprocess's writes (payload.h)
         if (copied.ok()) copied = cuda_copy(staging_.data() + v * item_bytes, item.payload.data(), item_bytes, nullptr);
       } else {
         std::memcpy(staging_.data() + v * item_bytes, item.payload.data(), item_bytes);
@@ -181,6 +190,11 @@ Status InferStage::process(Message&& in, Emitter& out) {
   if (!valid.empty()) {
     if (r.ok()) {
       predictions = std::move(r).value();
+    } else if (Status gpu = classifier_on_gpu_ ? gpu_status_(classifier_gpu_) : Status::Ok(); !gpu.ok()) {
+      // Every batch after it would fail too: exit, and the lane restarts with a new context. An
+      // archive job then classifies these frames again (they have no result); a live one loses them.
+      return Aborted("infer: batch of " + std::to_string(valid.size()) + " failed: " + r.status().message() + "; " +
+                     gpu.message() + ": infer exits so that its lane restarts");
     } else {
       VAPIPE_LOG_ERROR("infer: batch of {} failed: {}", valid.size(), r.status().message());
       for (size_t i : valid) errors[i] = "inference failed: " + r.status().message();
@@ -216,8 +230,9 @@ Status InferStage::process_many(std::vector<Message>&& in, Emitter& out) {
   group.kind = MessageKind::kBatch;
   auto run = [&](Message&& m) {
     Status s = process(std::move(m), out);
-    if (!s.ok() && first.ok()) first = s;
-    return s.code() != StatusCode::kCancelled;
+    if (!s.ok() && (first.ok() || s.code() == StatusCode::kAborted)) first = s;
+    // Aborted: nothing after it may go on (an event past frames without results would end a stream short).
+    return s.code() != StatusCode::kCancelled && s.code() != StatusCode::kAborted;
   };
   auto flush = [&] {
     if (group.items.empty()) return true;

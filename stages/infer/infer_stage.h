@@ -19,7 +19,10 @@ using ClassifierFactory = std::function<Result<std::unique_ptr<Classifier>>(cons
 // open(): a start-up error.
 class InferStage final : public Stage {
  public:
-  explicit InferStage(ClassifierFactory factory = load_torchscript_classifier) : factory_(std::move(factory)) {}
+  // gpu_status: whether a GPU's CUDA context still works (pipeline/cuda/device_memory.h), asked after
+  // a batch on the GPU failed; tests pass their own.
+  using GpuStatus = std::function<Status(int gpu)>;
+  explicit InferStage(ClassifierFactory factory = load_torchscript_classifier, GpuStatus gpu_status = nullptr);
   StageKind kind() const override { return StageKind::kInfer; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
@@ -49,6 +52,8 @@ class InferStage final : public Stage {
   TensorInfo input_;
   uint32_t top_k_ = 3;
   bool classifier_on_gpu_ = false;  // tensors in GPU memory are batched there; else copied to the host
+  int classifier_gpu_ = -1;         // its GPU, when on one
+  GpuStatus gpu_status_;
   std::vector<std::byte> staging_;  // the batch, contiguous
   // Batches classified, their frames, the largest, and seconds in classify (the model, with its
   // copies and waits) against the whole of process (results sent included).

@@ -1,7 +1,10 @@
 #include "stages/ingest/ingest_stage.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -11,11 +14,13 @@
 #include <vector>
 
 #include "pipeline/logging.h"
+#include "pipeline/open_files.h"
 #include "pipeline/resume.h"
 #include "pipeline/seq_reservation.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
+#include "pipeline/stream_uri.h"
 #include "pipeline/transport.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/stream_fan_out.h"
@@ -36,7 +41,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                     decoders.empty() ? "no nvcodec decoder is registered: every stream decodes on the CPU" : decoders);
   }
   if (layout.by_reference) {
-    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.effective_frame_slots(lane.streams.size()),
+    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.effective_frame_slots(streams_open_at_once(config, lane)),
                                                   config.transport.frame_slot_bytes, pool_device));
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }
@@ -74,6 +79,17 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // Each stream's pipeline is built and prerolled while the stages downstream open; it plays once
   // they have. Streams added while the job runs (a reload) start at once; removed ones end.
   std::promise<void> downstream_open;
+  // A stream that ends wakes the loop below (a waiting stream opens in its place at once).
+  std::mutex wake_mutex;
+  std::condition_variable wake;
+  bool woken = false;
+  auto wake_loop = [&] {
+    {
+      std::lock_guard<std::mutex> lock(wake_mutex);
+      woken = true;
+    }
+    wake.notify_one();
+  };
   std::shared_future<void> gate = downstream_open.get_future().share();
   // One run per decoded stream: its reader, and a fan-out (stages/ingest/stream_fan_out.h) that sends
   // its frames on as itself and as each of its members (streams[].source).
@@ -142,6 +158,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         if (r->fan_out) r->fan_out->close();  // a member added later ends as one whose source is not running
         r->result = sender.status();
         r->done = true;
+        wake_loop();
         return;
       }
       // This stream's own work, watched: its GStreamer state changes and each decoded frame's copy (a
@@ -176,6 +193,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         r->result = out.emit(
             Message::stream_event(kind, env, StreamEvent{redact_uri(stream.uri), std::move(message), frames, 0}));
         r->done = true;
+        wake_loop();
       };
       if (!r->fan_out) {
         return end_without_reader(MessageKind::kStreamError,
@@ -236,6 +254,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       }
       reader->reset();  // its pipeline goes before the stream counts as done (release_freed_heap_memory)
       r->done = true;
+      wake_loop();
     });
   };
   auto remove_stream = [&](StreamRun& r) {
@@ -264,16 +283,77 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   for (uint32_t i : lane.streams) {
     if (config.streams[i].is_member()) members_of[config.streams[i].source].emplace_back(i, removed_earlier[i]);
   }
+  // An archive job reads at most ingest.max_open_streams of the lane's groups at once: the others wait
+  // their turn, in config order, and open as those end (a folder of thousands of files would otherwise
+  // hold thousands of decoders, their threads and open files at once, and a frame pool sized for them).
+  struct Waiting {
+    uint32_t index;
+    std::vector<std::pair<uint32_t, bool>> members;
+  };
+  std::deque<Waiting> waiting;
+  const size_t open_limit = config.job.mode == JobMode::kArchive ? config.ingest.max_open_streams : 0;
+  // A group whose every stream ended in an earlier run (--resume) only ends again: it opens nothing.
+  auto ended_earlier = [&](uint32_t i, const std::vector<std::pair<uint32_t, bool>>& members) {
+    auto ended = [&](uint32_t index) {
+      if (!plan) return false;
+      auto p = plan->streams.find(config.streams[index].id);
+      return p != plan->streams.end() && !p->second.ended.empty();
+    };
+    return ended(i) && std::all_of(members.begin(), members.end(), [&](const auto& m) { return ended(m.first); });
+  };
+  auto open_groups = [&] {
+    size_t open = 0;
+    for (const auto& [i, r] : runs) open += r->fan_out && !r->done.load();
+    return open;
+  };
+  size_t opened_at_start = 0;
   for (uint32_t i : lane.streams) {
     const StreamConfig& s = config.streams[i];
-    if (!s.is_member()) {
-      start_stream(i, s, removed_earlier[i], members_of[s.id]);
-      members_of.erase(s.id);
+    if (s.is_member()) continue;
+    std::vector<std::pair<uint32_t, bool>> members = std::move(members_of[s.id]);
+    members_of.erase(s.id);
+    const bool opens_nothing = ended_earlier(i, members);
+    if (open_limit > 0 && !opens_nothing && opened_at_start >= open_limit) {
+      waiting.push_back(Waiting{i, std::move(members)});
+      continue;
     }
+    opened_at_start += !opens_nothing;
+    start_stream(i, s, removed_earlier[i], std::move(members));
   }
   for (const auto& [source, members] : members_of) {
     for (const auto& [m, m_removed] : members) start_stream(m, config.streams[m], m_removed, {});
   }
+  if (!waiting.empty()) {
+    VAPIPE_LOG_INFO("ingest lane {}: {} streams open at once (ingest.max_open_streams), {} wait their turn",
+                    lane.index, opened_at_start, waiting.size());
+  }
+  // Past its open-file limit GStreamer aborts the process: say so before, naming the limit.
+  auto check_open_files = [&](const char* when) {
+    size_t network = 0, other = 0;
+    for (const auto& [i, r] : runs) {
+      if (!r->fan_out || r->done.load()) continue;
+      auto uri = parse_stream_uri(r->stream.uri, "");
+      (uri.ok() && uri->kind == UriKind::kNetwork ? network : other) += 1;
+    }
+    const std::string shortfall = open_file_shortfall(
+        open_files_needed(network, other), open_file_limit(),
+        fmt::format("ingest lane {}: {} {} streams ({} from the network)", lane.index, when, network + other, network));
+    if (!shortfall.empty()) VAPIPE_LOG_WARN("{}", shortfall);
+  };
+  check_open_files("its");
+  const bool some_wait = !waiting.empty();
+  size_t most_open = open_groups();  // for the last log line: the limit held
+  // Opens the next waiting streams as open ones end.
+  auto open_waiting = [&] {
+    if (waiting.empty() || flags.stop.load()) return;
+    size_t open = open_groups();
+    for (; open < open_limit && !waiting.empty(); ++open) {
+      Waiting w = std::move(waiting.front());
+      waiting.pop_front();
+      start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
+    }
+    most_open = std::max(most_open, open);
+  };
   const size_t initial_streams = runs.size();
 
   const DownstreamOpenWait wait = wait_for_downstream_open(layout, flags);
@@ -304,6 +384,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (!table->has_value() || (*table)->version <= table_version) return;
     table_version = (*table)->version;
     // Decoded streams first: a member added with its source joins it.
+    const size_t runs_before = runs.size();
     for (const bool members : {false, true}) {
       for (const StreamTableEntry& e : (*table)->entries) {
         if (e.lane != lane.index || e.source.empty() != !members) continue;
@@ -353,6 +434,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         }
       }
     }
+    if (runs.size() > runs_before) check_open_files("with the added ones,");
   };
   auto all_done = [&] {
     for (const auto& [i, r] : runs) {
@@ -395,16 +477,20 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   while (!flags.abort.load()) {
     if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (!flags.stop.load()) apply_stream_table();
+    open_waiting();
     size_t ended_now = 0;
     for (const auto& [i, r] : runs) ended_now += r->done.load();
     if (ended_now > ended_streams && !flags.stop.load()) release_freed_heap_memory();  // a stream removed
     ended_streams = ended_now;
-    if (all_done()) {
+    if (all_done() && (waiting.empty() || flags.stop.load())) {
+      // A stop leaves the streams still waiting unopened: they have no results, and --resume reads them.
       if (flags.stop.load()) break;
       apply_stream_table();  // a stream added just now must not be missed
       if (all_done()) break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::unique_lock<std::mutex> lock(wake_mutex);
+    wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return woken; });
+    woken = false;
   }
   for (auto& [i, r] : runs) r->thread.join();
   if (share_stats) write_stats();  // the final totals
@@ -418,7 +504,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     const double n = static_cast<double>(runs.size());
     VAPIPE_LOG_INFO("ingest lane {}: {} streams{} in {:.2f} s ({} prerolled when they started); each stream on "
                     "average blocked sending {:.2f} s and waiting for frame slots {:.2f} s", lane.index,
-                    runs.size(), runs.size() > initial_streams ? " (" + std::to_string(runs.size() - initial_streams) + " added while running)" : std::string(),
+                    runs.size(),
+                    some_wait ? fmt::format(" (at most {} read at once, ingest.max_open_streams)", most_open)
+                    : runs.size() > initial_streams ? " (" + std::to_string(runs.size() - initial_streams) + " added while running)" : std::string(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
                     ready, send_total / n, slot_total / n);
   }

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gst/cuda/gstcudacontext.h>
 #include <gst/cuda/gstcudaloader.h>
+#include <gst/cuda/gstcudamemory.h>
 #include <gst/cuda/gstcudautils.h>
 
 #include <cstring>
@@ -76,16 +77,30 @@ std::string prefer_nvdec_decoders() {
   static std::once_flag once;
   static std::string found;
   std::call_once(once, [] {
-    for (const char* name : {"nvh264dec", "nvh265dec", "nvvp8dec", "nvvp9dec", "nvav1dec", "nvmpeg2videodec",
-                             "nvmpeg4videodec", "nvjpegdec"}) {
-      GstElementFactory* f = gst_element_factory_find(name);
-      if (!f) continue;
-      gst_plugin_feature_set_rank(GST_PLUGIN_FEATURE(f), GST_RANK_PRIMARY + 100);
-      gst_object_unref(f);
-      found += (found.empty() ? "" : ", ") + std::string(name);
+    // Every GPU's decoders: nvcodec registers the first GPU's as nvh264dec and lowers the others' rank
+    // (nvh264device1dec ...), which would leave another GPU's lane to a software decoder.
+    GList* decoders = gst_element_factory_list_get_elements(GST_ELEMENT_FACTORY_TYPE_DECODER, GST_RANK_NONE);
+    for (GList* l = decoders; l; l = l->next) {
+      GstPluginFeature* f = GST_PLUGIN_FEATURE(l->data);
+      const gchar* plugin = gst_plugin_feature_get_plugin_name(f);
+      if (!plugin || std::strcmp(plugin, "nvcodec") != 0) continue;
+      gst_plugin_feature_set_rank(f, GST_RANK_PRIMARY + 100);
+      found += (found.empty() ? "" : ", ") + std::string(gst_plugin_feature_get_name(f));
     }
+    gst_plugin_feature_list_free(decoders);
   });
   return found;
+}
+
+void sync_cuda_buffer(GstBuffer* buffer) {
+#if GST_CHECK_VERSION(1, 24, 0)
+  for (guint i = 0; i < gst_buffer_n_memory(buffer); ++i) {
+    GstMemory* mem = gst_buffer_peek_memory(buffer, i);
+    if (gst_is_cuda_memory(mem)) gst_cuda_memory_sync(GST_CUDA_MEMORY_CAST(mem));
+  }
+#else
+  (void)buffer;
+#endif
 }
 
 bool share_cuda_context(GstElement* pipeline, int gpu, std::string* why) {

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "pipeline/bounded_queue.h"
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
+#include "pipeline/open_files.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
@@ -100,11 +102,50 @@ std::optional<std::string> pop_bus_error(GstBus* bus) {
               "unreachable, or a firewall)";
     }
   }
+  // A process out of descriptors fails to open anything, and GStreamer says only "Could not open".
+  if (debug && std::strstr(debug, "Too many open files")) {
+    text += ": ingest has run out of open files (" + std::to_string(open_file_limit().soft) +
+            " allowed, RLIMIT_NOFILE): raise the limit (ulimit -n, LimitNOFILE=, docker --ulimit nofile=), or "
+            "lower ingest.max_open_streams";
+  }
   VAPIPE_LOG_DEBUG("GStreamer error detail: {}", debug ? debug : "");
   g_clear_error(&err);
   g_free(debug);
   gst_message_unref(m);
   return text;
+}
+
+// The GPU an nvcodec decoder factory decodes on (its elements' cuda-device-id), kNotNvcodec for any
+// other factory, -1 when an nvcodec decoder does not say. Learned once per factory, from an instance.
+constexpr int kNotNvcodec = -2;
+int nvcodec_decoder_gpu(GstElementFactory* factory) {
+  static std::mutex mutex;
+  static std::map<std::string, int> known;
+  const std::string name = gst_plugin_feature_get_name(GST_PLUGIN_FEATURE(factory));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(name); it != known.end()) return it->second;
+  const gchar* plugin = gst_plugin_feature_get_plugin_name(GST_PLUGIN_FEATURE(factory));
+  const gchar* klass = gst_element_factory_get_metadata(factory, GST_ELEMENT_METADATA_KLASS);
+  int gpu = kNotNvcodec;
+  if (plugin && std::strcmp(plugin, "nvcodec") == 0 && klass && std::strstr(klass, "Decoder")) {
+    gpu = -1;
+    if (GstElement* e = gst_element_factory_create(factory, nullptr)) {
+      gst_object_ref_sink(e);
+      GParamSpec* spec = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "cuda-device-id");
+      if (spec && spec->value_type == G_TYPE_UINT) {
+        guint id = 0;
+        g_object_get(e, "cuda-device-id", &id, nullptr);
+        gpu = static_cast<int>(id);
+      } else if (spec && spec->value_type == G_TYPE_INT) {
+        gint id = -1;
+        g_object_get(e, "cuda-device-id", &id, nullptr);
+        gpu = id;
+      }
+      gst_object_unref(e);
+    }
+  }
+  known[name] = gpu;
+  return gpu;
 }
 
 }  // namespace
@@ -125,6 +166,7 @@ struct StreamReader::Impl {
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
   bool fallback_logged = false;
+  std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
@@ -313,6 +355,25 @@ struct StreamReader::Impl {
     if (caps) gst_caps_unref(caps);
     return cuda;
   }
+  // decoder: nvdec. An nvcodec decoder of another GPU is skipped (it would decode on that GPU, in a
+  // context of its own, and the lane's copy would cross GPUs); so is NVDEC for a stream it would not
+  // decode into NV12 (10-bit, 4:2:2, 4:4:4): a CPU decoder takes it, and says so once.
+  static gint on_autoplug_select_nvdec(GstElement*, GstPad*, GstCaps* caps, GstElementFactory* factory,
+                                       gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    const int gpu = nvcodec_decoder_gpu(factory);
+    if (gpu == kNotNvcodec) return 0 /* TRY */;
+    if (gpu >= 0 && gpu != self->options.gpu) return 2 /* GST_AUTOPLUG_SELECT_SKIP */;
+    std::string why;
+    if (!nvdec_decodes_to_nv12(caps, &why)) {
+      if (!self->nvdec_refusal_logged.exchange(true)) {
+        VAPIPE_LOG_INFO("stream '{}': {} is decoded on the CPU (NVDEC would not give NV12, the format "
+                        "preprocessing reads on the GPU)", self->stream.id, why);
+      }
+      return 2 /* SKIP */;
+    }
+    return 0 /* TRY */;
+  }
   // decoder: cpu keeps decodebin away from hardware (NVDEC) decoders.
   static gint on_autoplug_select(GstElement*, GstPad*, GstCaps*, GstElementFactory* factory, gpointer) {
     const gchar* klass = gst_element_factory_get_metadata(factory, GST_ELEMENT_METADATA_KLASS);
@@ -396,6 +457,8 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     g_signal_connect(src, "deep-element-added", G_CALLBACK(&StreamReader::Impl::on_deep_element_added), &impl);
     if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
+    } else {
+      g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select_nvdec), &impl);
     }
   }
   if (!status.ok()) {
@@ -528,17 +591,19 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
         for (uint32_t r = 0; r < rows[p]; ++r) std::memcpy(dst + size_t{r} * fi.stride[p], src + size_t{r} * src_stride, fi.stride[p]);
       }
     }
-    if (gpu_copy && copied.ok()) {
-      copied = payload->record_ready((*stream)->get());
-      // Drain before unmapping: the source is the decoder's (or GStreamer's) buffer.
+    if (gpu_copy) {
+      if (copied.ok()) copied = payload->record_ready((*stream)->get());
+      // Drain before unmapping, whatever failed (a plane copied before another failed is still queued):
+      // the source is the decoder's (or GStreamer's) buffer, the destination a slot that may be reused.
       Status drained = cuda_stream_synchronize((*stream)->get());
       if (copied.ok()) copied = drained;
     }
     gst_video_frame_unmap(&frame);
     return copied;
   };
+  if (cuda_src) sync_cuda_buffer(buffer);  // GStreamer 1.24 on: the decoder's writes may still be queued
   Status copied = copy_planes(cuda_src);
-  *from_device = cuda_src && copied.ok();
+  *from_device = cuda_src;  // NVDEC decoded it, whichever way the copy then went
   if (!copied.ok() && cuda_src) {
     // The decoder's CUDA memory could not be read by our context (e.g. GStreamer made its own
     // context): let GStreamer download the frame instead. Slower, but no frame is lost.

@@ -1,7 +1,9 @@
 #include "stages/preprocess/preprocess_stage.h"
 
+#include <algorithm>
 #include <thread>
 
+#include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
 #include "stages/preprocess/cuda/cuda_preprocessor.h"
 
@@ -26,6 +28,7 @@ Status PreprocessStage::open(const StageContext& ctx) {
     auto cuda = make_cuda_preprocessor(spec, gpu);
     if (!cuda.ok()) return cuda.status().with_context("preprocess.device: " + device_name(gpu));
     preprocessor_ = std::move(cuda).value();
+    gpu_ = gpu;
     max_at_once_ = std::max<size_t>(1, ctx.config.batch.max_batch_size);
   } else {
     preprocessor_ = make_cpu_preprocessor(spec, ctx.config.preprocess.threads);
@@ -97,6 +100,15 @@ Status PreprocessStage::flush(std::vector<Message>& frames, Emitter& out) {
     which.push_back(i);
   }
   const std::vector<Status> statuses = preprocessor_->run_batch(views, outs);
+  const bool any_failed = std::any_of(statuses.begin(), statuses.end(), [](const Status& st) { return !st.ok(); });
+  if (any_failed && gpu_ >= 0) {
+    // A CUDA context that no longer works fails every frame after these: exit, and the lane restarts
+    // with a new one (an archive job then preprocesses these frames again; a live one loses them).
+    if (Status gpu = cuda_context_status(gpu_); !gpu.ok()) {
+      const auto failed = std::find_if(statuses.begin(), statuses.end(), [](const Status& st) { return !st.ok(); });
+      return Aborted("preprocess: " + failed->message() + "; " + gpu.message() + ": preprocess exits so that its lane restarts");
+    }
+  }
   for (size_t v = 0; v < which.size(); ++v) {
     Message& t = tensors[which[v]];
     if (!statuses[v].ok()) {

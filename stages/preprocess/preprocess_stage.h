@@ -33,6 +33,7 @@ class PreprocessStage final : public Stage {
   std::unique_ptr<Preprocessor> preprocessor_;
   size_t max_at_once_ = 32;
   size_t cpu_at_once_ = 1;
+  int gpu_ = -1;  // the CUDA preprocessor's GPU
 };
 
 PreprocessSpec preprocess_spec_from(const PreprocessConfig& config);

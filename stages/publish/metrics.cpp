@@ -68,6 +68,10 @@ JobProgress job_progress(const JobMetrics& m) {
     done_this_run += std::max(0.0, done - std::min(s.earlier_position_s, s.media_s));
   }
   if (p.media_s <= 0) return p;
+  if (m.mode == "archive") {
+    for (const StreamMetrics& s : m.streams) p.streams_estimated += s.state == "pending" && s.media_s <= 0;
+    p.media_s += static_cast<double>(p.streams_estimated) * p.media_s / static_cast<double>(p.streams_timed);
+  }
   p.ratio = p.done_s / p.media_s;
   const double elapsed = m.now_unix_s - m.start_unix_s;
   if (elapsed > 0 && done_this_run > 0) {
@@ -188,7 +192,7 @@ std::string prometheus_text(const JobMetrics& m) {
   }
   const JobProgress progress = job_progress(m);
   if (progress.ratio >= 0) {
-    w.family("vapipe_job_progress_ratio", "gauge", "Share of the media of every timed stream that has results.");
+    w.family("vapipe_job_progress_ratio", "gauge", "Share of the media of every timed stream that has results (files not opened yet counted at the average length).");
     w.sample("vapipe_job_progress_ratio", "", number(progress.ratio));
     w.family("vapipe_job_media_seconds", "gauge", "Duration of the media of the streams whose duration is known.");
     w.sample("vapipe_job_media_seconds", "", number(progress.media_s));
@@ -223,6 +227,7 @@ nlohmann::json health_json(const JobMetrics& m) {
                                                          {"media_s", p.media_s},
                                                          {"done_s", p.done_s},
                                                          {"streams_timed", p.streams_timed},
+                                                         {"streams_estimated", p.streams_estimated},
                                                          {"eta_s", p.eta_s >= 0 ? nlohmann::json(p.eta_s) : nlohmann::json()}};
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)}, {"streams", std::move(streams)}};

@@ -39,7 +39,10 @@ struct StreamMetrics {
 struct JobProgress {
   size_t streams_timed = 0;  // streams with a known duration (the others are not counted)
   size_t streams_ended = 0;  // of all streams
-  double media_s = 0;        // their duration, in all
+  // Archive jobs: files waiting their turn (ingest.max_open_streams), whose length is not known yet:
+  // counted at the average length of the timed ones, so that the time left is not that of the open ones.
+  size_t streams_estimated = 0;
+  double media_s = 0;        // their duration, in all (the estimated ones' included)
   double done_s = 0;         // of which has results
   double ratio = -1;         // done_s / media_s; -1: no duration known yet
   double media_per_s = 0;    // media seconds done per wall second in this run (x real time)

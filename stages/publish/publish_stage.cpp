@@ -282,8 +282,12 @@ void PublishStage::log_progress() {
   const JobProgress p = job_progress(m);
   if (p.ratio < 0) return;
   std::string untimed;
-  if (p.streams_timed < m.streams.size()) {
-    untimed = "; " + std::to_string(m.streams.size() - p.streams_timed) + " streams of unknown length not counted";
+  if (p.streams_estimated > 0) {
+    untimed = "; " + std::to_string(p.streams_estimated) + " streams not opened yet counted at the average length";
+  }
+  if (p.streams_timed + p.streams_estimated < m.streams.size()) {
+    untimed += "; " + std::to_string(m.streams.size() - p.streams_timed - p.streams_estimated) +
+               " streams of unknown length not counted";
   }
   const std::string eta = p.eta_s >= 0 ? "; about " + human_duration(p.eta_s) + " left at " +
                                              fmt::format("{:.1f}", p.media_per_s) + "x real time"

@@ -2,6 +2,7 @@
 receives every frame's result exactly once, in order, classified by the shipped model."""
 import json
 import os
+import shutil
 import subprocess
 import unittest
 
@@ -190,6 +191,36 @@ class ArchiveJob(E2ETest):
             self.assertEqual([r["seq"] for r in results[sid]], list(range(frames)), sid)
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["frames"], 60)
+
+    def test_a_folder_of_many_files_is_read_a_few_at_a_time_within_a_low_open_file_limit(self):
+        """40 files under an open-file limit of 200, soft and hard (a shell's is 1,024): all 40 at once
+        would need about 400 (GStreamer holds some 9 per file) and the lane would crash, restart and
+        fail. With ingest.max_open_streams 6 they are read 6 at a time, and every frame of every file has
+        its one result."""
+        folder = os.path.join(self.dir, "folder")
+        os.makedirs(folder)
+        first = os.path.join(folder, "clip-00.mp4")
+        make_clip(first, "ball", 20, 160, 120)
+        for n in range(1, 40):
+            shutil.copyfile(first, os.path.join(folder, f"clip-{n:02d}.mp4"))
+        config, _ = write_config(self.dir, [{"glob": "folder/*.mp4"}], ingest={"max_open_streams": 6},
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config, open_files=(200, 200))
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertIn("6 streams open at once (ingest.max_open_streams), 34 wait their turn", run.stderr)
+        self.assertIn("40 streams (at most 6 read at once, ingest.max_open_streams)", run.stderr)
+        self.assertNotIn("restart", run.stderr)
+        with open(os.path.join(self.dir, "results.jsonl")) as f:
+            messages = [json.loads(line) for line in f]
+        results, events = results_by_stream(messages), events_by_stream(messages)
+        self.assertEqual(sorted(results), [f"clip-{n:02d}" for n in range(40)])
+        for sid in results:
+            self.assertEqual([r["seq"] for r in results[sid]], list(range(20)), sid)
+            self.assertEqual([e["event"] for e in events[sid]], ["started", "eos"], sid)
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["frames"], 800)
+        self.assertEqual(summary["failed_streams"], 0)
 
     def test_two_gpu_lanes_shard_the_streams_over_two_stage_sets(self):
         """gpus: all on a (faked) two-GPU machine: one ingest, preprocess, batch and infer per lane, one

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -127,9 +128,11 @@ def children_of(pid):
 class Run:
     """`vapipe run CONFIG` as a real process tree."""
 
-    def __init__(self, config, env=None):
+    def __init__(self, config, env=None, open_files=None):
+        """open_files: (soft, hard) RLIMIT_NOFILE for the job, as a shell's `ulimit -n` would set it."""
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files)) if open_files else None
         self.proc = subprocess.Popen([VAPIPE, "run", config], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env={**os.environ, **(env or {})})
+                                     text=True, env={**os.environ, **(env or {})}, preexec_fn=limit)
         self.stage_pids = {}
 
     def watch_stages(self, timeout=30):

@@ -78,6 +78,27 @@ class LiveRtsp(E2ETest):
             self.assertLess(sum(r["latency_ms"]["total"] for r in got) / len(got), 2000)
         self.assert_no_leftovers(run)
 
+    def test_a_lane_of_cameras_needs_more_open_files_than_a_shell_allows_and_raises_its_limit(self):
+        """A shell's soft limit of open files is 1,024 and GStreamer holds some 20 per camera: here 10
+        cameras under a soft limit of 128 (hard 8192), which would crash the lane at its start (GStreamer
+        aborts when it cannot open a socket) and fail the job after its restarts. vapipe raises its soft
+        limit to the hard one: every camera is classified, and Ctrl-C ends the job cleanly."""
+        uri, _ = start_rtsp_camera(self, "ball", width=160, height=120)
+        ids = [f"cam{n}" for n in range(10)]
+        config, endpoint = write_config(self.dir, [(sid, uri) for sid in ids])
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config, open_files=(128, 8192))
+        counts = self.wait_for_results({sid: 10 for sid in ids}, timeout=90)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertTrue(all(n >= 10 for n in counts.values()), counts)
+        self.assertNotIn("killed by signal", run.stderr)
+        self.assertNotIn("open files", run.stderr)  # no shortfall to warn of
+        events = events_by_stream(self.subscriber.wait(timeout=30))
+        for sid in ids:
+            self.assertEqual([e["event"] for e in events[sid]], ["started", "eos"], sid)
+
     def test_a_camera_that_refuses_the_credentials_says_so_on_each_of_its_streams(self):
         """A camera that wants a password, given the wrong one, with a second region (`source`): each of the
         two streams publishes `reconnecting` with what the camera said and what it means, attempt after

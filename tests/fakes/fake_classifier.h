@@ -40,11 +40,12 @@ class FakeClassifier final : public Classifier {
     return graphs && std::find(fixed_sizes.begin(), fixed_sizes.end(), rows) != fixed_sizes.end();
   }
   int64_t num_classes() const override { return classes_; }
-  std::string device() const override { return "fake"; }
+  std::string device() const override { return device_name; }
 
   std::vector<size_t> batch_sizes;
   std::vector<size_t> fixed_sizes;  // what use_batch_sizes was given
   bool fail = false;
+  std::string device_name = "fake";  // "cuda:N": as a classifier on GPU N
   bool graphs = false;  // pretend each fixed size replays a CUDA graph
 
  private:

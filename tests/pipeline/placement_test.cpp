@@ -275,5 +275,32 @@ infer: {model: m.pt, labels: m.txt}
   EXPECT_EQ(streams_of(*one, 0), (std::vector<uint32_t>{0, 1}));
 }
 
+// An archive lane opens ingest.max_open_streams groups at once (a stream with its `source` members
+// counts once): its frame pool is sized for the largest of them, not for every file of the folder.
+TEST(Placement, AnArchiveLaneIsSizedForTheStreamsOpenAtOnce) {
+  const auto lane_of = [](const Config& c) { return plan_placement(c, 0)->lanes.at(0); };
+  Config ten = config_with(10, "ingest: {max_open_streams: 3}\n");
+  EXPECT_EQ(streams_open_at_once(ten, lane_of(ten)), 3u);
+  Config all = config_with(10, "ingest: {max_open_streams: 0}\n");
+  EXPECT_EQ(streams_open_at_once(all, lane_of(all)), 10u);
+  Config few = config_with(10, "");  // the default, 64, has room for all ten
+  EXPECT_EQ(streams_open_at_once(few, lane_of(few)), 10u);
+  Config live = config_with(10, "job: {mode: live}\ningest: {max_open_streams: 3}\n");  // cameras all run
+  EXPECT_EQ(streams_open_at_once(live, lane_of(live)), 10u);
+  auto groups = load_config_string(R"(
+ingest: {max_open_streams: 2}
+streams:
+  - {id: a, uri: 'test://ball?frames=10'}
+  - {id: b, uri: 'test://smpte?frames=10'}
+  - {id: b-left, source: b, roi: [0, 0, 0.5, 1]}
+  - {id: c, uri: 'test://snow?frames=10'}
+  - {id: b-right, source: b, roi: [0.5, 0, 0.5, 1]}
+  - {id: d, uri: 'test://ball?frames=10'}
+infer: {model: m.pt, labels: m.txt}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(groups.ok()) << groups.status().message();
+  EXPECT_EQ(streams_open_at_once(*groups, lane_of(*groups)), 4u);  // b with its two members, and one more
+}
+
 }  // namespace
 }  // namespace vapipe

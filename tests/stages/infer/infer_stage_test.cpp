@@ -144,6 +144,52 @@ TEST_F(InferStageTest, AFailedForwardGivesEveryFrameAnErrorResultAndTheStageGoes
   EXPECT_EQ(out.messages[2].prediction.top_k[0].label, "three");
 }
 
+// A batch on the GPU that fails: while the GPU's CUDA context still works (out of memory, say), its
+// frames get error results and the stage goes on; once it no longer does (an illegal address: every
+// later CUDA call fails too), the stage stops (kAborted: its process fails and its lane restarts with
+// a new context) and publishes nothing for that batch, nor anything after it, so that an archive job
+// classifies those frames again instead of recording errors for them.
+TEST_F(InferStageTest, ABatchThatFailsOnAGpuThatNoLongerWorksStopsTheStageSoThatItsLaneRestarts) {
+  std::vector<int> asked;
+  bool gpu_works = true;
+  InferStage stage(
+      [this](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+        auto c = std::make_unique<FakeClassifier>(4, o.input);
+        c->device_name = "cuda:1";
+        fake_ = c.get();
+        return std::unique_ptr<Classifier>(std::move(c));
+      },
+      [&](int gpu) {
+        asked.push_back(gpu);
+        return gpu_works ? Status::Ok()
+                         : Internal("CUDA on GPU 1 no longer works (cudaErrorIllegalAddress: an illegal memory access "
+                                    "was encountered)");
+      });
+  ASSERT_TRUE(stage.open(StageContext{config_}).ok());
+  fake_->fail = true;
+  auto batch = [](uint64_t first_seq) {
+    Message b;
+    b.kind = MessageKind::kBatch;
+    b.items.push_back(tensor(0, first_seq, 1));
+    b.items.push_back(tensor(0, first_seq + 1, 1));
+    return b;
+  };
+  CollectingEmitter out;
+  ASSERT_TRUE(stage.process(batch(0), out).ok());
+  ASSERT_EQ(out.messages.size(), 2u);
+  EXPECT_NE(out.messages[0].prediction.error.find("inference failed"), std::string::npos);
+  EXPECT_EQ(asked, std::vector<int>{1});
+  gpu_works = false;
+  std::vector<Message> queued;
+  queued.push_back(batch(2));
+  queued.push_back(testing::end_message(0, 4));
+  Status s = stage.process_many(std::move(queued), out);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.message();
+  EXPECT_NE(s.message().find("CUDA on GPU 1 no longer works"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("infer exits so that its lane restarts"), std::string::npos) << s.message();
+  EXPECT_EQ(out.messages.size(), 2u);  // no result for frames 2 and 3, and no end of the stream after them
+}
+
 TEST_F(InferStageTest, ModelWhoseClassesDoNotMatchItsLabelsIsAStartUpError) {
   InferStage stage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
     return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(10, o.input));

@@ -115,5 +115,36 @@ TEST(Metrics, HealthSaysEachStreamsStateAndHowLongSinceItsLastResult) {
   EXPECT_EQ(h["stream_states"]["removed"], 0);
 }
 
+// Files waiting their turn (ingest.max_open_streams) have no duration yet: an archive job counts each
+// at the average length of those opened, so the time left is not that of the open ones alone.
+TEST(JobProgress, FilesNotOpenedYetCountAtTheAverageLengthOfTheOpenedOnes) {
+  JobMetrics m;
+  m.mode = "archive";
+  m.start_unix_s = 100;
+  m.now_unix_s = 110;
+  auto stream = [](const std::string& state, double media_s, double position_s) {
+    StreamMetrics s;
+    s.id = state;
+    s.state = state;
+    s.media_s = media_s;
+    s.position_s = position_s;
+    s.ended = state == "done";
+    return s;
+  };
+  m.streams = {stream("done", 10, 10), stream("running", 30, 10), stream("pending", -1, 0), stream("pending", -1, 0)};
+  JobProgress p = job_progress(m);
+  EXPECT_EQ(p.streams_timed, 2u);
+  EXPECT_EQ(p.streams_estimated, 2u);
+  EXPECT_DOUBLE_EQ(p.media_s, 80.0);  // 40 s opened, and two more of 20 s each
+  EXPECT_DOUBLE_EQ(p.done_s, 20.0);
+  EXPECT_DOUBLE_EQ(p.ratio, 0.25);
+  EXPECT_DOUBLE_EQ(p.media_per_s, 2.0);  // 20 s of media in 10 s
+  EXPECT_DOUBLE_EQ(p.eta_s, 30.0);
+  EXPECT_EQ(health_json(m)["progress"]["streams_estimated"], 2);
+  m.mode = "live";  // a camera not started yet is not a file of unknown length
+  EXPECT_EQ(job_progress(m).streams_estimated, 0u);
+  EXPECT_DOUBLE_EQ(job_progress(m).media_s, 40.0);
+}
+
 }  // namespace
 }  // namespace vapipe
