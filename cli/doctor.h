@@ -11,6 +11,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/cuda/gpu_info.h"
+#include "pipeline/open_files.h"
 #include "pipeline/status.h"
 #include "stages/infer/torch_runtime_info.h"
 
@@ -49,6 +50,11 @@ CheckResult check_zeromq();
 // Free space under `path`; `purpose` says in the detail what vapipe keeps there.
 CheckResult check_disk(const std::string& path, const std::string& purpose, uint64_t min_free_bytes,
                        const std::string& fix_when_low);
+// The open files a process may have (RLIMIT_NOFILE): vapipe raises its soft limit to the hard one, so
+// the hard one says how many cameras a lane can hold (GStreamer keeps some 20 descriptors per camera);
+// below what 64 need it warns.
+CheckResult check_open_files(const OpenFileLimit& limit);
+CheckResult check_open_files();
 // The shipped demo config and its model and labels files.
 CheckResult check_model(const Result<Config>& config);
 

@@ -297,6 +297,22 @@ CheckResult check_zeromq() {
   return ok("zeromq", found + ", CURVE encryption available");
 }
 
+CheckResult check_open_files(const OpenFileLimit& limit) {
+  const uint64_t usable = std::min<uint64_t>(limit.hard, 1u << 20);  // what raise_open_file_limit reaches
+  const uint64_t cameras = usable > kOpenFilesPerProcess ? (usable - kOpenFilesPerProcess) / kOpenFilesPerNetworkStream : 0;
+  const std::string found = "up to " + std::to_string(usable) + " per process (vapipe raises its soft limit, " +
+                            std::to_string(limit.soft) + ", to the hard one): room for about " +
+                            std::to_string(cameras) + " cameras per lane";
+  if (usable < open_files_needed(64, 0)) {
+    return warn("open-files", found,
+                "raise the hard limit of open files: LimitNOFILE=65536 in the systemd unit, --ulimit nofile=65536 "
+                "for docker, or nofile in /etc/security/limits.conf");
+  }
+  return ok("open-files", found);
+}
+
+CheckResult check_open_files() { return check_open_files(open_file_limit()); }
+
 CheckResult check_model(const Result<Config>& config) {
   const std::string name = "model";
   const std::string fix = "run vapipe from its build tree, or install it (cmake --install) so that "
@@ -325,6 +341,7 @@ std::vector<CheckResult> run_all_checks() {
   checks.push_back(check_disk("/dev/shm", "the shared memory pools of frames", kMinFreeDiskBytes,
                               "free space in /dev/shm or enlarge it (mount -o remount,size=4G /dev/shm; "
                               "in Docker: docker run --shm-size=4g)"));
+  checks.push_back(check_open_files());
   checks.push_back(check_model(load_demo_config()));
   return checks;
 }

@@ -77,7 +77,9 @@ def run_job(work, folder, limit, vapipe, open_files):
                    "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}", "jsonl_path": out, "wait_for_subscribers": 0}}, f)
     limit_files = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))) if open_files else None
     start = time.time()
-    proc = subprocess.Popen([vapipe, "run", config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    log_path = os.path.join(work, f"job-{limit}.log")
+    log = open(log_path, "w")  # a file, not a pipe: a job's log outgrows a pipe's buffer and would block it
+    proc = subprocess.Popen([vapipe, "run", config], stdout=subprocess.DEVNULL, stderr=log, text=True,
                             preexec_fn=limit_files)
     peak = [0, 0, 0.0]
     pool_mb = 0.0
@@ -96,8 +98,10 @@ def run_job(work, folder, limit, vapipe, open_files):
                 except OSError:
                     pass
         time.sleep(0.2)
-    err = proc.stderr.read()
     wall = time.time() - start
+    log.close()
+    with open(log_path) as f:
+        err = f.read()
     results = 0
     if os.path.exists(out):
         with open(out) as f:

@@ -283,15 +283,23 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   for (uint32_t i : lane.streams) {
     if (config.streams[i].is_member()) members_of[config.streams[i].source].emplace_back(i, removed_earlier[i]);
   }
-  // An archive job reads at most ingest.max_open_streams of the lane's groups at once: the others wait
-  // their turn, in config order, and open as those end (a folder of thousands of files would otherwise
-  // hold thousands of decoders, their threads and open files at once, and a frame pool sized for them).
+  // An archive job reads at most ingest.max_open_streams of the lane's groups at once, and no more than
+  // its open-file limit holds (GStreamer aborts or hangs a stream that cannot get a descriptor): the
+  // others wait their turn, in config order, and open as those end. A folder of thousands of files
+  // would otherwise hold thousands of decoders, their threads and open files at once, and a frame
+  // pool sized for them.
   struct Waiting {
     uint32_t index;
     std::vector<std::pair<uint32_t, bool>> members;
   };
   std::deque<Waiting> waiting;
-  const size_t open_limit = config.job.mode == JobMode::kArchive ? config.ingest.max_open_streams : 0;
+  const bool archive = config.job.mode == JobMode::kArchive;
+  const size_t open_limit = archive ? config.ingest.max_open_streams : 0;
+  const uint64_t open_files_allowed = open_file_limit().soft;
+  auto open_files_of = [&](uint32_t i) {  // what a stream's decoding is expected to hold
+    auto uri = parse_stream_uri(config.streams[i].uri, "");
+    return uri.ok() && uri->kind == UriKind::kNetwork ? kOpenFilesPerNetworkStream : kOpenFilesPerOtherStream;
+  };
   // A group whose every stream ended in an earlier run (--resume) only ends again: it opens nothing.
   auto ended_earlier = [&](uint32_t i, const std::vector<std::pair<uint32_t, bool>>& members) {
     auto ended = [&](uint32_t index) {
@@ -301,39 +309,60 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     };
     return ended(i) && std::all_of(members.begin(), members.end(), [&](const auto& m) { return ended(m.first); });
   };
+  // Open groups, and the open files they are expected to hold.
   auto open_groups = [&] {
-    size_t open = 0;
-    for (const auto& [i, r] : runs) open += r->fan_out && !r->done.load();
+    std::pair<size_t, uint64_t> open{0, kOpenFilesPerProcess};
+    for (const auto& [i, r] : runs) {
+      if (!r->fan_out || r->done.load()) continue;
+      open.first += 1;
+      open.second += open_files_of(i);
+    }
     return open;
   };
-  size_t opened_at_start = 0;
+  bool held_by_open_files = false;  // the open-file limit, not max_open_streams, kept some waiting
+  auto may_open = [&](uint32_t i, const std::pair<size_t, uint64_t>& open) {
+    if (!archive) return true;
+    if (open_limit > 0 && open.first >= open_limit) return false;
+    if (open.first > 0 && open.second + open_files_of(i) > open_files_allowed) {
+      held_by_open_files = true;
+      return false;
+    }
+    return true;
+  };
+  std::pair<size_t, uint64_t> opened{0, kOpenFilesPerProcess};
   for (uint32_t i : lane.streams) {
     const StreamConfig& s = config.streams[i];
     if (s.is_member()) continue;
     std::vector<std::pair<uint32_t, bool>> members = std::move(members_of[s.id]);
     members_of.erase(s.id);
     const bool opens_nothing = ended_earlier(i, members);
-    if (open_limit > 0 && !opens_nothing && opened_at_start >= open_limit) {
+    if (!opens_nothing && (!waiting.empty() || !may_open(i, opened))) {  // in order: none overtakes
       waiting.push_back(Waiting{i, std::move(members)});
       continue;
     }
-    opened_at_start += !opens_nothing;
+    if (!opens_nothing) {
+      opened.first += 1;
+      opened.second += open_files_of(i);
+    }
     start_stream(i, s, removed_earlier[i], std::move(members));
   }
   for (const auto& [source, members] : members_of) {
     for (const auto& [m, m_removed] : members) start_stream(m, config.streams[m], m_removed, {});
   }
   if (!waiting.empty()) {
-    VAPIPE_LOG_INFO("ingest lane {}: {} streams open at once (ingest.max_open_streams), {} wait their turn",
-                    lane.index, opened_at_start, waiting.size());
+    VAPIPE_LOG_INFO("ingest lane {}: {} streams open at once ({}), {} wait their turn", lane.index, opened.first,
+                    held_by_open_files ? fmt::format("as many as this process's {} open files allow (RLIMIT_NOFILE; "
+                                                     "raise it to read more at once)", open_files_allowed)
+                                       : std::string("ingest.max_open_streams"),
+                    waiting.size());
   }
-  // Past its open-file limit GStreamer aborts the process: say so before, naming the limit.
+  // Past its open-file limit GStreamer aborts the process or hangs a stream: say so before, naming the
+  // limit (a live job opens every camera; an archive job's files wait instead).
   auto check_open_files = [&](const char* when) {
     size_t network = 0, other = 0;
     for (const auto& [i, r] : runs) {
       if (!r->fan_out || r->done.load()) continue;
-      auto uri = parse_stream_uri(r->stream.uri, "");
-      (uri.ok() && uri->kind == UriKind::kNetwork ? network : other) += 1;
+      (open_files_of(i) == kOpenFilesPerNetworkStream ? network : other) += 1;
     }
     const std::string shortfall = open_file_shortfall(
         open_files_needed(network, other), open_file_limit(),
@@ -342,17 +371,19 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   check_open_files("its");
   const bool some_wait = !waiting.empty();
-  size_t most_open = open_groups();  // for the last log line: the limit held
+  size_t most_open = open_groups().first;  // for the last log line: the limit held
   // Opens the next waiting streams as open ones end.
   auto open_waiting = [&] {
     if (waiting.empty() || flags.stop.load()) return;
-    size_t open = open_groups();
-    for (; open < open_limit && !waiting.empty(); ++open) {
+    std::pair<size_t, uint64_t> open = open_groups();
+    while (!waiting.empty() && may_open(waiting.front().index, open)) {
       Waiting w = std::move(waiting.front());
       waiting.pop_front();
+      open.first += 1;
+      open.second += open_files_of(w.index);
       start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
     }
-    most_open = std::max(most_open, open);
+    most_open = std::max(most_open, open.first);
   };
   const size_t initial_streams = runs.size();
 
@@ -505,7 +536,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     VAPIPE_LOG_INFO("ingest lane {}: {} streams{} in {:.2f} s ({} prerolled when they started); each stream on "
                     "average blocked sending {:.2f} s and waiting for frame slots {:.2f} s", lane.index,
                     runs.size(),
-                    some_wait ? fmt::format(" (at most {} read at once, ingest.max_open_streams)", most_open)
+                    some_wait ? fmt::format(" (at most {} read at once, {})", most_open,
+                                            held_by_open_files ? "as the open-file limit allows" : "ingest.max_open_streams")
                     : runs.size() > initial_streams ? " (" + std::to_string(runs.size() - initial_streams) + " added while running)" : std::string(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
                     ready, send_total / n, slot_total / n);

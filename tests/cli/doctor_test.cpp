@@ -227,6 +227,21 @@ TEST(DoctorDisk, ReportsANonzeroFreeFigure) {
   }
 }
 
+// A shell's 1,024 (soft and hard) holds about 40 cameras per lane: a warning with the fix; with a hard
+// limit of 524,288 (systemd's default for services) the soft one is raised and there is room.
+TEST(DoctorOpenFiles, AHardLimitTooLowForALaneOfCamerasWarnsWithTheFix) {
+  CheckResult r = check_open_files(OpenFileLimit{1024, 1024, 1024});
+  EXPECT_EQ(r.name, "open-files");
+  EXPECT_EQ(r.status, CheckStatus::kWarn);
+  EXPECT_TRUE(Contains(r.detail, "up to 1024 per process")) << r.detail;
+  EXPECT_TRUE(Contains(r.detail, "room for about 40 cameras per lane")) << r.detail;
+  EXPECT_TRUE(Contains(r.fix, "LimitNOFILE=")) << r.fix;
+  r = check_open_files(OpenFileLimit{1024, 524288, 1024});
+  EXPECT_EQ(r.status, CheckStatus::kOk) << r.detail;
+  EXPECT_TRUE(Contains(r.detail, "raises its soft limit, 1024, to the hard one")) << r.detail;
+  EXPECT_EQ(check_open_files(OpenFileLimit{1024, UINT64_MAX, 1024}).status, CheckStatus::kOk);
+}
+
 TEST(DoctorDisk, WarnsBelowTheThresholdAndFailsForAMissingPath) {
   CheckResult r = check_disk("/tmp", "test", /*min_free_bytes=*/1ull << 62, "free space on /tmp");
   EXPECT_EQ(r.status, CheckStatus::kWarn);

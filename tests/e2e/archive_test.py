@@ -222,6 +222,30 @@ class ArchiveJob(E2ETest):
         self.assertEqual(summary["frames"], 800)
         self.assertEqual(summary["failed_streams"], 0)
 
+    def test_files_wait_for_room_under_the_open_file_limit_even_with_no_max_open_streams(self):
+        """`max_open_streams: 0` (all at once) under an open-file limit of 200: ingest opens no more files
+        than the limit holds (11, at some 12 each) and the rest wait their turn; without that, the
+        files past the limit fail to open ("Could not open file", though it is there) or hang."""
+        folder = os.path.join(self.dir, "folder")
+        os.makedirs(folder)
+        first = os.path.join(folder, "clip-00.mp4")
+        make_clip(first, "smpte", 15, 160, 120)
+        for n in range(1, 30):
+            shutil.copyfile(first, os.path.join(folder, f"clip-{n:02d}.mp4"))
+        config, _ = write_config(self.dir, [{"glob": "folder/*.mp4"}], ingest={"max_open_streams": 0},
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config, open_files=(200, 200))
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertIn("11 streams open at once (as many as this process's 200 open files allow (RLIMIT_NOFILE; "
+                      "raise it to read more at once)), 19 wait their turn", run.stderr)
+        self.assertIn("(at most 11 read at once, as the open-file limit allows)", run.stderr)
+        with open(os.path.join(self.dir, "results.jsonl")) as f:
+            results = results_by_stream(json.loads(line) for line in f)
+        self.assertEqual(sorted(results), [f"clip-{n:02d}" for n in range(30)])
+        for sid, got in results.items():
+            self.assertEqual([r["seq"] for r in got], list(range(15)), sid)
+
     def test_two_gpu_lanes_shard_the_streams_over_two_stage_sets(self):
         """gpus: all on a (faked) two-GPU machine: one ingest, preprocess, batch and infer per lane, one
         publish for both, streams split between the lanes, every frame still exactly once. The stages
