@@ -151,8 +151,9 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
   return p;
 }
 
-size_t streams_open_at_once(const Config& config, const Lane& lane) {
-  const uint32_t limit = config.job.mode == JobMode::kArchive ? config.ingest.max_open_streams : 0;
+size_t streams_open_at_once(const Config& config, const Lane& lane, size_t most_groups) {
+  size_t limit = config.job.mode == JobMode::kArchive ? config.ingest.max_open_streams : 0;
+  if (config.job.mode == JobMode::kArchive && most_groups > 0) limit = limit ? std::min(limit, most_groups) : most_groups;
   std::map<std::string, size_t> group_size;  // by the decoded stream's id
   for (uint32_t i : lane.streams) {
     const StreamConfig& s = config.streams[i];

@@ -44,8 +44,9 @@ struct Placement {
 
 // How many of a lane's streams can be open at once: all of them in a live job; in an archive job the
 // streams of at most ingest.max_open_streams groups (a decoded stream with its `source` members), the
-// largest ones. What the lane's frame pool is sized for.
-size_t streams_open_at_once(const Config& config, const Lane& lane);
+// largest ones, and of at most `most_groups` (0: no such bound; ingest's open-file budget). What the
+// lane's frame pool is sized for.
+size_t streams_open_at_once(const Config& config, const Lane& lane, size_t most_groups = 0);
 
 // visible_gpus: GPUs CUDA can see (visible_gpu_count() in production, a fake count in tests).
 // Errors name the config file, line and key (e.g. a listed GPU that does not exist, `cuda` asked for on

@@ -28,6 +28,18 @@
 
 namespace vapipe {
 
+namespace {
+
+// How many files an archive lane could have open at once within its open-file limit (the budget below
+// holds it to that): the frame pool need not be larger.
+size_t files_fit_open_file_limit() {
+  const uint64_t allowed = open_file_limit().soft;
+  return allowed > kOpenFilesPerProcess ? std::max<size_t>(1, (allowed - kOpenFilesPerProcess) / kOpenFilesPerOtherStream)
+                                        : 1;
+}
+
+}  // namespace
+
 Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lane, ShutdownFlags& flags) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
   std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
@@ -41,7 +53,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                     decoders.empty() ? "no nvcodec decoder is registered: every stream decodes on the CPU" : decoders);
   }
   if (layout.by_reference) {
-    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.effective_frame_slots(streams_open_at_once(config, lane)),
+    VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.effective_frame_slots(streams_open_at_once(config, lane, files_fit_open_file_limit())),
                                                   config.transport.frame_slot_bytes, pool_device));
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }

@@ -300,6 +300,11 @@ infer: {model: m.pt, labels: m.txt}
 )", "job.yaml", "/cfg");
   ASSERT_TRUE(groups.ok()) << groups.status().message();
   EXPECT_EQ(streams_open_at_once(*groups, lane_of(*groups)), 4u);  // b with its two members, and one more
+  // Ingest's open-file budget bounds it too (and alone, with max_open_streams 0); not a live job's.
+  EXPECT_EQ(streams_open_at_once(ten, lane_of(ten), 2), 2u);
+  EXPECT_EQ(streams_open_at_once(all, lane_of(all), 4), 4u);
+  EXPECT_EQ(streams_open_at_once(all, lane_of(all), 40), 10u);
+  EXPECT_EQ(streams_open_at_once(live, lane_of(live), 4), 10u);
 }
 
 }  // namespace
