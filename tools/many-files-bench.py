@@ -11,6 +11,7 @@ a Markdown table: the peaks, the wall time and the job's exit status and result 
         [--open-files SOFT]   # run the jobs under this limit of open files (soft and hard), as a shell's 1024
 """
 import argparse
+from importlib import import_module
 import json
 import os
 import resource
@@ -22,6 +23,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+recovery = import_module("recovery-bench")  # noqa: E402  (its stage_pid: a job's stage process)
 
 
 def free_port():
@@ -34,23 +37,6 @@ def make_clip(path, frames):
     subprocess.run(f"gst-launch-1.0 -q videotestsrc pattern=ball num-buffers={frames} "
                    f"! video/x-raw,width=320,height=240,framerate=30/1 ! x264enc speed-preset=veryfast key-int-max=30 "
                    f"! h264parse ! mp4mux ! filesink location={path}", shell=True, check=True)
-
-
-def children(pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            if int(stat[stat.rindex(")") + 2:].split()[1]) != pid:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                out.append((int(entry), f.read().split(b"\0")))
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 def sample(pid):
@@ -86,7 +72,7 @@ def run_job(work, folder, limit, vapipe, open_files):
     ingest = None
     while proc.poll() is None:
         if ingest is None:
-            ingest = next((p for p, argv in children(proc.pid) if len(argv) > 2 and argv[2] == b"ingest"), None)
+            ingest = recovery.stage_pid(proc.pid, "ingest", timeout=0.2)
         if ingest is not None:
             s = sample(ingest)
             if s:

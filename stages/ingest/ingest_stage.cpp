@@ -123,6 +123,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
+    uint64_t open_files = 0;  // a decoded stream's expected open files (0: not worked out yet)
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;  // by the decoded stream's index
   std::map<uint32_t, uint32_t> source_of_member;       // member index -> its run's index
@@ -308,8 +309,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   const bool archive = config.job.mode == JobMode::kArchive;
   const size_t open_limit = archive ? config.ingest.max_open_streams : 0;
   const uint64_t open_files_allowed = open_file_limit().soft;
-  auto open_files_of = [&](uint32_t i) {  // what a stream's decoding is expected to hold
-    auto uri = parse_stream_uri(config.streams[i].uri, "");
+  auto open_files_of = [&](const StreamConfig& stream) {  // what a stream's decoding is expected to hold
+    auto uri = parse_stream_uri(stream.uri, "");
     return uri.ok() && uri->kind == UriKind::kNetwork ? kOpenFilesPerNetworkStream : kOpenFilesPerOtherStream;
   };
   // A group whose every stream ended in an earlier run (--resume) only ends again: it opens nothing.
@@ -326,8 +327,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     std::pair<size_t, uint64_t> open{0, kOpenFilesPerProcess};
     for (const auto& [i, r] : runs) {
       if (!r->fan_out || r->done.load()) continue;
+      if (r->open_files == 0) r->open_files = open_files_of(r->stream);  // (a reload's streams are not in `config`)
       open.first += 1;
-      open.second += open_files_of(i);
+      open.second += r->open_files;
     }
     return open;
   };
@@ -335,7 +337,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   auto may_open = [&](uint32_t i, const std::pair<size_t, uint64_t>& open) {
     if (!archive) return true;
     if (open_limit > 0 && open.first >= open_limit) return false;
-    if (open.first > 0 && open.second + open_files_of(i) > open_files_allowed) {
+    if (open.first > 0 && open.second + open_files_of(config.streams[i]) > open_files_allowed) {
       held_by_open_files = true;
       return false;
     }
@@ -354,7 +356,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     if (!opens_nothing) {
       opened.first += 1;
-      opened.second += open_files_of(i);
+      opened.second += open_files_of(s);
     }
     start_stream(i, s, removed_earlier[i], std::move(members));
   }
@@ -374,7 +376,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     size_t network = 0, other = 0;
     for (const auto& [i, r] : runs) {
       if (!r->fan_out || r->done.load()) continue;
-      (open_files_of(i) == kOpenFilesPerNetworkStream ? network : other) += 1;
+      if (r->open_files == 0) r->open_files = open_files_of(r->stream);
+      (r->open_files == kOpenFilesPerNetworkStream ? network : other) += 1;
     }
     const std::string shortfall = open_file_shortfall(
         open_files_needed(network, other), open_file_limit(),
@@ -392,7 +395,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       Waiting w = std::move(waiting.front());
       waiting.pop_front();
       open.first += 1;
-      open.second += open_files_of(w.index);
+      open.second += open_files_of(config.streams[w.index]);
       start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
     }
     most_open = std::max(most_open, open.first);

@@ -192,22 +192,28 @@ class ArchiveJob(E2ETest):
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["frames"], 60)
 
+    def run_folder_of_copies(self, pattern, frames, copies, max_open_streams, open_files):
+        """An archive job over folder/clip-NN.mp4, `copies` copies of one 160x120 clip, under an open-file
+        limit (soft and hard); the job must exit 0. Returns the finished Run."""
+        folder = os.path.join(self.dir, "folder")
+        os.makedirs(folder)
+        first = os.path.join(folder, "clip-00.mp4")
+        make_clip(first, pattern, frames, 160, 120)
+        for n in range(1, copies):
+            shutil.copyfile(first, os.path.join(folder, f"clip-{n:02d}.mp4"))
+        config, _ = write_config(self.dir, [{"glob": "folder/*.mp4"}], ingest={"max_open_streams": max_open_streams},
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config, open_files=(open_files, open_files))
+        code = run.wait()
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        return run
+
     def test_a_folder_of_many_files_is_read_a_few_at_a_time_within_a_low_open_file_limit(self):
         """40 files under an open-file limit of 200, soft and hard (a shell's is 1,024): all 40 at once
         would need about 400 (GStreamer holds some 9 per file) and the lane would crash, restart and
         fail. With ingest.max_open_streams 6 they are read 6 at a time, and every frame of every file has
         its one result."""
-        folder = os.path.join(self.dir, "folder")
-        os.makedirs(folder)
-        first = os.path.join(folder, "clip-00.mp4")
-        make_clip(first, "ball", 20, 160, 120)
-        for n in range(1, 40):
-            shutil.copyfile(first, os.path.join(folder, f"clip-{n:02d}.mp4"))
-        config, _ = write_config(self.dir, [{"glob": "folder/*.mp4"}], ingest={"max_open_streams": 6},
-                                 publish={"wait_for_subscribers": 0})
-        run = Run(config, open_files=(200, 200))
-        code = run.wait()
-        self.assertEqual(code, 0, run.stderr[-3000:])
+        run = self.run_folder_of_copies("ball", 20, 40, max_open_streams=6, open_files=200)
         self.assertIn("6 streams open at once (ingest.max_open_streams), 34 wait their turn", run.stderr)
         self.assertIn("40 streams (at most 6 read at once, ingest.max_open_streams)", run.stderr)
         self.assertNotIn("restart", run.stderr)
@@ -226,17 +232,7 @@ class ArchiveJob(E2ETest):
         """`max_open_streams: 0` (all at once) under an open-file limit of 200: ingest opens no more files
         than the limit holds (11, at some 12 each) and the rest wait their turn; without that, the
         files past the limit fail to open ("Could not open file", though it is there) or hang."""
-        folder = os.path.join(self.dir, "folder")
-        os.makedirs(folder)
-        first = os.path.join(folder, "clip-00.mp4")
-        make_clip(first, "smpte", 15, 160, 120)
-        for n in range(1, 30):
-            shutil.copyfile(first, os.path.join(folder, f"clip-{n:02d}.mp4"))
-        config, _ = write_config(self.dir, [{"glob": "folder/*.mp4"}], ingest={"max_open_streams": 0},
-                                 publish={"wait_for_subscribers": 0})
-        run = Run(config, open_files=(200, 200))
-        code = run.wait()
-        self.assertEqual(code, 0, run.stderr[-3000:])
+        run = self.run_folder_of_copies("smpte", 15, 30, max_open_streams=0, open_files=200)
         self.assertIn("11 streams open at once (as many as this process's 200 open files allow (RLIMIT_NOFILE; "
                       "raise it to read more at once)), 19 wait their turn", run.stderr)
         self.assertIn("(at most 11 read at once, as the open-file limit allows)", run.stderr)
