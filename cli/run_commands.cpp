@@ -158,7 +158,7 @@ int stage_command(const std::vector<std::string>& args) {
   int code = 0;
   switch (*kind) {
     case StageKind::kIngest:
-      status = run_ingest(*config, layout, lane, flags);
+      status = run_ingest(*config, layout, lane, placement->lanes.size(), flags);
       break;
     case StageKind::kPreprocess: {
       PreprocessStage stage;

@@ -440,6 +440,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.number("max_fps", &c.ingest.max_fps, 0, 1000);
     r.boolean("keyframes_only", &c.ingest.keyframes_only);
     r.uint("max_open_streams", &c.ingest.max_open_streams, 0, 1000000);
+    r.uint("decoder_threads", &c.ingest.decoder_threads, 0, 64);
     if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
       std::ostringstream os;
       os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "

@@ -83,6 +83,12 @@ struct IngestConfig {
   // Each open stream costs decoder threads, open files and frame slots, so a folder of thousands of
   // files must not open at once. 0: all at once. Live jobs open every stream.
   uint32_t max_open_streams = 64;
+  // Threads each CPU decoder (libav, libvpx, dav1d) may use. 0 (auto): the lane's CPUs shared among
+  // the streams it reads at once (at least 1, at most 16). A decoder's own default is one thread per
+  // CPU of the machine, each holding its own frames: with many streams that buys no speed (the
+  // streams already keep every CPU busy) and costs memory (a 1080p H.264 decoder: 88 MB with one
+  // thread, 291 MB with 16). NVDEC has no threads.
+  uint32_t decoder_threads = 0;
   bool keyframes_only_for(const StreamConfig& s) const { return s.keyframes_only.value_or(keyframes_only); }
   uint32_t rtsp_latency_ms_for(const StreamConfig& s) const { return s.rtsp_latency_ms.value_or(rtsp_latency_ms); }
 };

@@ -1,10 +1,16 @@
 #include "pipeline/placement.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 namespace vapipe {
 namespace {
@@ -164,6 +170,29 @@ size_t streams_open_at_once(const Config& config, const Lane& lane, size_t most_
   for (const auto& [id, n] : group_size) sizes.push_back(n);
   std::sort(sizes.begin(), sizes.end(), std::greater<>());
   return std::accumulate(sizes.begin(), sizes.begin() + limit, size_t{0});
+}
+
+unsigned usable_cpus() {
+  unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) > 0) cpus = static_cast<unsigned>(CPU_COUNT(&mask));
+  // cgroup v2: "max 100000", or "<quota> <period>" in microseconds.
+  std::ifstream cpu_max("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (cpu_max >> quota >> period && quota != "max" && period > 0) {
+    char* end = nullptr;
+    const double q = std::strtod(quota.c_str(), &end);
+    if (end && *end == '\0' && q > 0) cpus = std::min(cpus, std::max(1u, static_cast<unsigned>(std::ceil(q / period))));
+  }
+  return cpus;
+}
+
+uint32_t decoder_threads_per_stream(uint32_t configured, unsigned cpus, size_t lanes, size_t decoding_at_once) {
+  if (configured > 0) return configured;
+  const size_t lane_cpus = std::max<size_t>(1, cpus / std::max<size_t>(1, lanes));
+  return static_cast<uint32_t>(std::clamp<size_t>(lane_cpus / std::max<size_t>(1, decoding_at_once), 1, 16));
 }
 
 }  // namespace vapipe

@@ -48,6 +48,16 @@ struct Placement {
 // lane's frame pool is sized for.
 size_t streams_open_at_once(const Config& config, const Lane& lane, size_t most_groups = 0);
 
+// CPUs this process may run on: its affinity mask, bounded by a cgroup v2 CPU quota (a container's
+// `--cpus`, a pod's CPU limit: the mask shows the host's CPUs there). At least 1.
+unsigned usable_cpus();
+
+// Threads for each CPU decoder (libav, libvpx, ...) of a lane: ingest.decoder_threads when set;
+// otherwise (auto, 0) the lane's share of the `cpus` (the job's `lanes` share them) divided among the
+// streams it decodes at once, from 1 to 16. A decoder left to itself takes one thread per CPU of the
+// machine, each with its own frames: with more streams than CPUs, memory for no speed.
+uint32_t decoder_threads_per_stream(uint32_t configured, unsigned cpus, size_t lanes, size_t decoding_at_once);
+
 // visible_gpus: GPUs CUDA can see (visible_gpu_count() in production, a fake count in tests).
 // Errors name the config file, line and key (e.g. a listed GPU that does not exist, `cuda` asked for on
 // a machine without GPUs).

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """An archive folder of many files: what ingest holds while it reads them, with `ingest.max_open_streams`
-at each value given (0: every file at once, as before it existed).
+at each value given (0: every file at once, as before it existed), and `ingest.decoder_threads` at each
+value given (0: auto, one CPU's share per file; 16: what each decoder takes by itself on a 16-CPU machine).
 
 Makes one short H.264 clip and copies it N times into a folder, then runs `vapipe run` over the folder
 (`glob:`) with the shipped CNN, once per limit. While each job runs, samples the ingest process every
@@ -8,6 +9,7 @@ Makes one short H.264 clip and copies it N times into a folder, then runs `vapip
 a Markdown table: the peaks, the wall time and the job's exit status and result count.
 
     /usr/bin/python3 tools/many-files-bench.py [--files 300] [--frames 30] [--limits 0,64,16]
+        [--size 320x240] [--decoder-threads 0,16]
         [--open-files SOFT]   # run the jobs under this limit of open files (soft and hard), as a shell's 1024
 """
 import argparse
@@ -33,9 +35,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def make_clip(path, frames):
+def make_clip(path, frames, size):
+    width, height = size.split("x")
     subprocess.run(f"gst-launch-1.0 -q videotestsrc pattern=ball num-buffers={frames} "
-                   f"! video/x-raw,width=320,height=240,framerate=30/1 ! x264enc speed-preset=veryfast key-int-max=30 "
+                   f"! video/x-raw,width={width},height={height},framerate=30/1 "
+                   f"! x264enc speed-preset=veryfast key-int-max=30 "
                    f"! h264parse ! mp4mux ! filesink location={path}", shell=True, check=True)
 
 
@@ -51,19 +55,20 @@ def sample(pid):
         return None
 
 
-def run_job(work, folder, limit, vapipe, open_files):
-    out = os.path.join(work, f"results-{limit}.jsonl")
-    config = os.path.join(work, f"job-{limit}.yaml")
+def run_job(work, folder, limit, threads, vapipe, open_files):
+    name = f"{limit}-{threads}"
+    out = os.path.join(work, f"results-{name}.jsonl")
+    config = os.path.join(work, f"job-{name}.yaml")
     with open(config, "w") as f:
-        json.dump({"job": {"name": f"many-{limit}", "max_restarts": 0},
+        json.dump({"job": {"name": f"many-{name}", "max_restarts": 0},
                    "streams": [{"glob": os.path.join(folder, "*.mp4")}],
-                   "ingest": {"max_open_streams": limit},
+                   "ingest": {"max_open_streams": limit, "decoder_threads": threads},
                    "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
                              "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
                    "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}", "jsonl_path": out, "wait_for_subscribers": 0}}, f)
     limit_files = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))) if open_files else None
     start = time.time()
-    log_path = os.path.join(work, f"job-{limit}.log")
+    log_path = os.path.join(work, f"job-{name}.log")
     log = open(log_path, "w")  # a file, not a pipe: a job's log outgrows a pipe's buffer and would block it
     proc = subprocess.Popen([vapipe, "run", config], stdout=subprocess.DEVNULL, stderr=log, text=True,
                             preexec_fn=limit_files)
@@ -92,7 +97,7 @@ def run_job(work, folder, limit, vapipe, open_files):
     if os.path.exists(out):
         with open(out) as f:
             results = sum('"results/' in line for line in f)
-    return {"limit": limit, "code": proc.returncode, "wall_s": wall, "results": results, "fds": peak[0],
+    return {"limit": limit, "decoder_threads": threads, "code": proc.returncode, "wall_s": wall, "results": results, "fds": peak[0],
             "threads": peak[1], "rss_mb": peak[2], "pool_mb": pool_mb,
             "failed": err.count("failed:"), "tail": err[-600:]}
 
@@ -102,6 +107,8 @@ def main():
     ap.add_argument("--files", type=int, default=300)
     ap.add_argument("--frames", type=int, default=30, help="frames per file (30 fps)")
     ap.add_argument("--limits", default="0,64,16", help="ingest.max_open_streams values, comma-separated")
+    ap.add_argument("--decoder-threads", default="0", help="ingest.decoder_threads values, comma-separated")
+    ap.add_argument("--size", default="320x240", help="the clip's frame size")
     ap.add_argument("--open-files", type=int, default=0, help="RLIMIT_NOFILE for the jobs (0: this shell's)")
     ap.add_argument("--vapipe", default=os.path.join(ROOT, "build", "cli", "vapipe"))
     args = ap.parse_args()
@@ -110,23 +117,24 @@ def main():
         folder = os.path.join(work, "folder")
         os.makedirs(folder)
         first = os.path.join(folder, "clip-00000.mp4")
-        make_clip(first, args.frames)
+        make_clip(first, args.frames, args.size)
         for n in range(1, args.files):
             shutil.copyfile(first, os.path.join(folder, f"clip-{n:05d}.mp4"))
         rows = []
         for limit in [int(x) for x in args.limits.split(",")]:
-            r = run_job(work, folder, limit, args.vapipe, args.open_files)
-            rows.append(r)
-            print(json.dumps({k: v for k, v in r.items() if k != "tail"}), file=sys.stderr)
-            if r["code"] not in (0,):
-                print(r["tail"], file=sys.stderr)
-        print(f"\n{args.files} files of {args.frames} frames (320x240 H.264), shipped CNN"
+            for threads in [int(x) for x in args.decoder_threads.split(",")]:
+                r = run_job(work, folder, limit, threads, args.vapipe, args.open_files)
+                rows.append(r)
+                print(json.dumps({k: v for k, v in r.items() if k != "tail"}), file=sys.stderr)
+                if r["code"] not in (0,):
+                    print(r["tail"], file=sys.stderr)
+        print(f"\n{args.files} files of {args.frames} frames ({args.size} H.264), shipped CNN, {os.cpu_count()} CPUs"
               + (f", open files limited to {args.open_files}" if args.open_files else "") + "\n")
-        print("| max_open_streams | exit | results | wall (s) | ingest open files (peak) | ingest threads (peak) "
-              "| ingest RSS (MB, peak) | frame pool in /dev/shm (MB) |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| max_open_streams | decoder_threads | exit | results | wall (s) | ingest open files (peak) "
+              "| ingest threads (peak) | ingest RSS (MB, peak) | frame pool in /dev/shm (MB) |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['limit'] or 'all (0)'} | {r['code']} | {r['results']} | {r['wall_s']:.1f} | {r['fds']} | "
+            print(f"| {r['limit'] or 'all (0)'} | {r['decoder_threads'] or 'auto (0)'} | {r['code']} | {r['results']} | {r['wall_s']:.1f} | {r['fds']} | "
                   f"{r['threads']} | {r['rss_mb']:.0f} | {r['pool_mb']:.0f} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -40,7 +40,7 @@ size_t files_fit_open_file_limit() {
 
 }  // namespace
 
-Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lane, ShutdownFlags& flags) {
+Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lane, size_t lanes, ShutdownFlags& flags) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
   std::unique_ptr<PayloadAllocator> allocator = std::make_unique<HeapAllocator>();
   std::shared_ptr<ShmPool> pool;
@@ -143,8 +143,20 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     return t;
   };
   // `members`: the streams that take this one's frames too, and whether each was removed already.
+  // Streams the lane decodes at once (set below, before the first starts): a CPU decoder's share of the
+  // lane's CPUs (ingest.decoder_threads) is worked out from it.
+  const unsigned cpus = usable_cpus();
+  size_t decoding_at_once = 1;
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
                           std::vector<std::pair<uint32_t, bool>> members, std::string orphan_reason = "") {
+    // A live job's reload can add streams past the first count.
+    if (config.job.mode == JobMode::kLive && !stream_config.is_member()) {
+      size_t running = 1;
+      for (const auto& [index, r] : runs) running += r->fan_out && !r->done.load();
+      decoding_at_once = std::max(decoding_at_once, running);
+    }
+    const uint32_t decoder_threads =
+        decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
     auto run = std::make_unique<StreamRun>();
     run->stream = std::move(stream_config);
     run->removed = removed;
@@ -161,7 +173,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     StreamRun* r = run.get();
     runs[i] = std::move(run);
-    r->thread = std::thread([&, i, r] {
+    r->thread = std::thread([&, i, r, decoder_threads] {
       const StreamConfig& stream = r->stream;
       // One socket per stream: the preprocess input fair-queues between them, and one stream's
       // messages stay in order.
@@ -228,6 +240,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.watchdog = &watchdog;
       reader_options.decoder = lane.decoder;
       reader_options.gpu = lane.gpu;
+      reader_options.decoder_threads = decoder_threads;
       reader_options.live = config.job.mode == JobMode::kLive;
       reader_options.skip_frames = earlier ? earlier->results : 0;
       reader_options.resume_after_pts_ns =
@@ -343,7 +356,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     return true;
   };
+  // Which groups open now and which wait, then (their count known: the decoders' threads) open them.
   std::pair<size_t, uint64_t> opened{0, kOpenFilesPerProcess};
+  std::vector<Waiting> open_now;
   for (uint32_t i : lane.streams) {
     const StreamConfig& s = config.streams[i];
     if (s.is_member()) continue;
@@ -358,8 +373,20 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       opened.first += 1;
       opened.second += open_files_of(s);
     }
-    start_stream(i, s, removed_earlier[i], std::move(members));
+    open_now.push_back(Waiting{i, std::move(members)});
   }
+  decoding_at_once = std::max<size_t>(1, opened.first);
+  if (lane.decoder == Decoder::kCpu && opened.first > 0) {
+    const uint32_t threads = decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
+    VAPIPE_LOG_INFO("ingest lane {}: CPU decoders get {} thread{} each (ingest.decoder_threads{})", lane.index, threads,
+                    threads == 1 ? "" : "s",
+                    config.ingest.decoder_threads > 0
+                        ? std::string()
+                        : fmt::format(": auto, {} CPU{}{} for {} stream{} decoded at once", cpus, cpus == 1 ? "" : "s",
+                                      lanes > 1 ? fmt::format(" shared by {} lanes", lanes) : std::string(),
+                                      decoding_at_once, decoding_at_once == 1 ? "" : "s"));
+  }
+  for (Waiting& w : open_now) start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
   for (const auto& [source, members] : members_of) {
     for (const auto& [m, m_removed] : members) start_stream(m, config.streams[m], m_removed, {});
   }

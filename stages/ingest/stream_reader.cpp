@@ -148,6 +148,31 @@ int nvcodec_decoder_gpu(GstElementFactory* factory) {
   return gpu;
 }
 
+// Gives a CPU decoder `threads` threads, through whichever property its plug-in has (libav:
+// max-threads, libvpx: threads, dav1d: n-threads), within the property's range; returns what the
+// decoder then says it has, 0 if it has no such property (NVDEC, jpegdec).
+uint32_t set_decoder_threads(GstElement* decoder, uint32_t threads) {
+  for (const char* name : {"max-threads", "threads", "n-threads"}) {
+    GParamSpec* spec = g_object_class_find_property(G_OBJECT_GET_CLASS(decoder), name);
+    if (!spec || !(spec->flags & G_PARAM_WRITABLE) || !(spec->flags & G_PARAM_READABLE)) continue;
+    if (G_IS_PARAM_SPEC_INT(spec)) {
+      const gint value = std::clamp(static_cast<gint>(threads), G_PARAM_SPEC_INT(spec)->minimum, G_PARAM_SPEC_INT(spec)->maximum);
+      g_object_set(decoder, name, value, nullptr);
+      gint now = 0;
+      g_object_get(decoder, name, &now, nullptr);
+      return static_cast<uint32_t>(std::max(now, 0));
+    }
+    if (G_IS_PARAM_SPEC_UINT(spec)) {
+      const guint value = std::clamp(static_cast<guint>(threads), G_PARAM_SPEC_UINT(spec)->minimum, G_PARAM_SPEC_UINT(spec)->maximum);
+      g_object_set(decoder, name, value, nullptr);
+      guint now = 0;
+      g_object_get(decoder, name, &now, nullptr);
+      return now;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 struct StreamReader::Impl {
@@ -189,6 +214,7 @@ struct StreamReader::Impl {
   bool keyframes_only = false;
   DecoderInputCounters decoder_input;
   bool keyframes_logged = false;  // once per stream, not per reconnection
+  std::atomic<uint32_t> decoder_threads{0};  // as read back from the decoder (0: none set)
   // stop(): this stream alone ends (removed from a running job), with this reason.
   std::atomic<bool> stop_requested{false};
   std::mutex stop_mutex;
@@ -305,6 +331,7 @@ struct StreamReader::Impl {
     if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "output-corrupt")) {
       g_object_set(element, "output-corrupt", FALSE, nullptr);
     }
+    if (self->options.decoder_threads > 0) self->decoder_threads = set_decoder_threads(element, self->options.decoder_threads);
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
     GstPad* src = gst_element_get_static_pad(element, "src");
@@ -515,6 +542,7 @@ uint64_t StreamReader::left_out() const {
   return impl_->sampled_out.load() + decoder.not_key_frames.load() + decoder.before_key_frame.load() +
          decoder.before_recovery.load();
 }
+uint32_t StreamReader::decoder_threads() const { return impl_->decoder_threads.load(); }
 
 namespace {
 

@@ -27,6 +27,9 @@ struct ReaderOptions {
   // Tests: build nvdec's pipeline shape even where no CUDA context can be had (no GPU), so that the
   // software-decoder path of that shape runs here.
   bool nvdec_shape_without_cuda = false;
+  // Threads for a CPU decoder (libav's max-threads, libvpx's threads, dav1d's n-threads); 0: the
+  // decoder's own default (one per CPU). ingest works it out (decoder_threads_per_stream, placement.h).
+  uint32_t decoder_threads = 0;
   // Live mode: a network stream is watched for stalls (ingest.stall_timeout_s) and, with
   // ingest.reconnect, reconnected when it fails, ends or stalls.
   bool live = false;
@@ -88,6 +91,9 @@ class StreamReader {
   // decoder gate (decoder_input_gate.h: before a connection's first key frame, or partial pictures after
   // a recovery point); any thread.
   uint64_t left_out() const;
+  // The threads its CPU decoder was given (ReaderOptions::decoder_threads), read back from the decoder;
+  // 0 until a decoder that takes a thread count has been made (NVDEC takes none).
+  uint32_t decoder_threads() const;
 
   struct Impl;
 

@@ -123,6 +123,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:5: ingest.reconnect_max_delay_s: must be at least ingest.reconnect_delay_s (5), got 2"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {max_open_streams: many}\n",
                 "bad.yaml:3: ingest.max_open_streams: expected an integer from 0 to 1000000, got 'many'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {decoder_threads: 65}\n",
+                "bad.yaml:3: ingest.decoder_threads: expected an integer from 0 to 64, got '65'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {reconnect: sometimes}\n",
                 "bad.yaml:3: ingest.reconnect: expected true or false, got 'sometimes'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  metrics_address: 9560\n",
@@ -429,6 +431,7 @@ TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   EXPECT_EQ(c->preprocess.threads, 1u);
   EXPECT_TRUE(c->ingest.reconnect);
   EXPECT_EQ(c->ingest.max_open_streams, 64u);
+  EXPECT_EQ(c->ingest.decoder_threads, 0u);  // auto
   EXPECT_TRUE(c->publish.metrics_address.empty());
   EXPECT_EQ(c->streams.size(), 3u);
 }

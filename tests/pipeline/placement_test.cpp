@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "pipeline/job_layout.h"
 #include "pipeline/stage.h"
 
@@ -305,6 +308,25 @@ infer: {model: m.pt, labels: m.txt}
   EXPECT_EQ(streams_open_at_once(all, lane_of(all), 4), 4u);
   EXPECT_EQ(streams_open_at_once(all, lane_of(all), 40), 10u);
   EXPECT_EQ(streams_open_at_once(live, lane_of(live), 4), 10u);
+}
+
+// ingest.decoder_threads auto: the lane's share of the CPUs divided among the streams it decodes at
+// once, 1 to 16 (a decoder left to itself takes one thread per CPU of the machine); a set value wins.
+TEST(Placement, ADecoderGetsItsShareOfTheLanesCpus) {
+  EXPECT_EQ(decoder_threads_per_stream(0, 16, 1, 1), 16u);   // one file: all of them
+  EXPECT_EQ(decoder_threads_per_stream(0, 16, 1, 4), 4u);
+  EXPECT_EQ(decoder_threads_per_stream(0, 16, 1, 6), 2u);    // rounded down: the CPUs stay busy
+  EXPECT_EQ(decoder_threads_per_stream(0, 16, 1, 64), 1u);   // an archive folder: one each
+  EXPECT_EQ(decoder_threads_per_stream(0, 2, 1, 8), 1u);
+  EXPECT_EQ(decoder_threads_per_stream(0, 128, 1, 1), 16u);  // no decoder gains from more
+  EXPECT_EQ(decoder_threads_per_stream(0, 16, 4, 2), 2u);    // four lanes share the 16
+  EXPECT_EQ(decoder_threads_per_stream(0, 2, 8, 1), 1u);     // more lanes than CPUs
+  EXPECT_EQ(decoder_threads_per_stream(0, 16, 1, 0), 16u);
+  EXPECT_EQ(decoder_threads_per_stream(3, 16, 1, 64), 3u);   // set: as set
+  EXPECT_EQ(decoder_threads_per_stream(32, 2, 1, 1), 32u);
+  const unsigned cpus = usable_cpus();
+  EXPECT_GE(cpus, 1u);
+  EXPECT_LE(cpus, std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace

@@ -209,6 +209,29 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
   }
 }
 
+// ingest.decoder_threads reaches the CPU decoder, whichever property its plug-in has: libav's
+// max-threads (H.264), libvpx's threads (VP8); 0 leaves the decoder its own default. Every frame is
+// decoded with one thread as with several.
+TEST_F(StreamReaderTest, ACpuDecoderGetsTheThreadsItIsGiven) {
+  const std::string h264 = encode_clip("threads.mp4", "ball", 12, 320, 240, "mp4mux");
+  const std::string vp8 = (dir_ / "threads.webm").string();
+  const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=12 ! video/x-raw,width=320,height=240,"
+                          "framerate=30/1 ! vp8enc deadline=1 ! webmmux ! filesink location=" + vp8;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const std::string& path : {h264, vp8}) {
+    for (uint32_t threads : {0u, 1u, 3u}) {
+      ReaderOptions options;
+      options.decoder_threads = threads;
+      auto reader = StreamReader::create(stream("clip", path), 0, ingest_, options);
+      ASSERT_TRUE(reader.ok()) << reader.status().message();
+      CollectingEmitter out;
+      ASSERT_TRUE((*reader)->run(out, flags_).ok());
+      EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 12u) << path << ", " << threads << " threads";
+      EXPECT_EQ((*reader)->decoder_threads(), threads) << path;
+    }
+  }
+}
+
 // Ingest prerolls each stream while the stages downstream open (decoders start, the first frame is
 // decoded), then plays it: the prerolled frame is the stream's first, not lost nor sent twice.
 TEST_F(StreamReaderTest, APrerolledFileStillEmitsEveryFrameOnceFromTheFirst) {
