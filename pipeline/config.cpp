@@ -423,6 +423,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     c.job.mode = mode_text == "live" ? JobMode::kLive : JobMode::kArchive;
   }
   c.ingest.queue_policy = c.job.mode == JobMode::kArchive ? QueuePolicy::kBlock : QueuePolicy::kDropOldest;
+  c.ingest.queue_capacity = c.job.mode == JobMode::kArchive ? 4 : 8;
 
   {
     MapReader r(ctx, top.child("ingest"), "ingest");

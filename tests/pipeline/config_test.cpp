@@ -31,6 +31,7 @@ TEST(Config, MinimalConfigGetsDefaultsAndResolvesPaths) {
   EXPECT_EQ(c->infer.model_name, "m");
   EXPECT_EQ(c->job.mode, JobMode::kArchive);
   EXPECT_EQ(c->ingest.queue_policy, QueuePolicy::kBlock);
+  EXPECT_EQ(c->ingest.queue_capacity, 4u);  // back-pressure holds the decoder: few frames need wait
   EXPECT_EQ(c->batch.max_batch_size, 16u);
   EXPECT_EQ(c->publish.endpoint, "tcp://127.0.0.1:5560");
   EXPECT_EQ(c->transport.effective_tensor_slots(c->batch), 64u);
@@ -44,6 +45,7 @@ infer: {model: m.pt, labels: m.txt}
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->job.mode, JobMode::kLive);
   EXPECT_EQ(c->ingest.queue_policy, QueuePolicy::kDropOldest);
+  EXPECT_EQ(c->ingest.queue_capacity, 8u);  // what a burst may queue before the oldest is dropped
   EXPECT_TRUE(c->ingest.reconnect);
   EXPECT_EQ(c->ingest.reconnect_delay_s, 1.0);
   EXPECT_EQ(c->ingest.reconnect_max_delay_s, 30.0);
