@@ -131,9 +131,13 @@ class Run:
     def __init__(self, config, env=None, open_files=None):
         """open_files: (soft, hard) RLIMIT_NOFILE for the job, as a shell's `ulimit -n` would set it."""
         limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files)) if open_files else None
-        self.proc = subprocess.Popen([VAPIPE, "run", config], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # Files, not pipes: read only at the end, a job's log past a pipe's 64 KB would block it.
+        self._out = tempfile.TemporaryFile("w+")
+        self._err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([VAPIPE, "run", config], stdout=self._out, stderr=self._err,
                                      text=True, env={**os.environ, **(env or {})}, preexec_fn=limit)
         self.stage_pids = {}
+        self.stdout = self.stderr = None
 
     def watch_stages(self, timeout=30):
         """Records the stage processes the supervisor started (by their `vapipe stage NAME` argv)."""
@@ -158,8 +162,12 @@ class Run:
         return seen
 
     def wait(self, timeout=300):
-        out, err = self.proc.communicate(timeout=timeout)
-        self.stdout, self.stderr = out, err
+        """Its exit status, once it has ended (TimeoutExpired after `timeout`); its output is then in
+        self.stdout and self.stderr."""
+        self.proc.wait(timeout=timeout)
+        for f in (self._out, self._err):
+            f.seek(0)
+        self.stdout, self.stderr = self._out.read(), self._err.read()
         return self.proc.returncode
 
     def signal(self, sig):

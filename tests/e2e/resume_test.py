@@ -21,7 +21,7 @@ def kill_whole_job(run, stages):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    run.proc.wait()
+    run.wait()  # its log, to run.stderr
 
 
 def read_jsonl(path):
@@ -48,8 +48,7 @@ class Resume(E2ETest):
             if os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 450:
                 break
             time.sleep(0.05)
-        kill_whole_job(run, stages)
-        run.stderr = run.proc.stderr.read()  # killed, it left its pools and run folder (pipeline/stale_jobs.h)
+        kill_whole_job(run, stages)  # killed, it left its pools and run folder (pipeline/stale_jobs.h)
         with open(jsonl, "a") as f:
             f.write('{"topic":"results/ball","payl')  # a line cut short, as a crash mid-write leaves it
         before = sum(1 for m in read_jsonl_lenient(jsonl) if m["topic"].startswith("results/"))
@@ -108,7 +107,6 @@ class Resume(E2ETest):
         while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 900):
             time.sleep(0.05)
         kill_whole_job(run, stages)
-        run.stderr = run.proc.stderr.read()
         counts = {sid: sum(1 for m in read_jsonl_lenient(jsonl) if m["topic"] == f"results/{sid}")
                   for sid in ("cam", "left", "right")}
         self.assertLess(max(counts.values()), 900, "the job finished before it was killed")
