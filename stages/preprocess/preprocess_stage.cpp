@@ -19,8 +19,15 @@ PreprocessSpec preprocess_spec_from(const PreprocessConfig& c) {
   return spec;
 }
 
+PreprocessStage::PreprocessStage(std::unique_ptr<Preprocessor> preprocessor, GpuStatus gpu_status)
+    : preprocessor_(std::move(preprocessor)),
+      gpu_status_(gpu_status ? std::move(gpu_status) : GpuStatus(cuda_context_status)) {}
+
 Status PreprocessStage::open(const StageContext& ctx) {
-  if (preprocessor_) return Status::Ok();
+  if (preprocessor_) {
+    gpu_ = preprocessor_->device();
+    return Status::Ok();
+  }
   const PreprocessSpec spec = preprocess_spec_from(ctx.config.preprocess);
   // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
   const int gpu = ctx.lane ? ctx.lane->preprocess_gpu : (ctx.config.preprocess.device == "cuda" ? 0 : -1);
@@ -104,7 +111,7 @@ Status PreprocessStage::flush(std::vector<Message>& frames, Emitter& out) {
   if (any_failed && gpu_ >= 0) {
     // A CUDA context that no longer works fails every frame after these: exit, and the lane restarts
     // with a new one (an archive job then preprocesses these frames again; a live one loses them).
-    if (Status gpu = cuda_context_status(gpu_); !gpu.ok()) {
+    if (Status gpu = gpu_status_(gpu_); !gpu.ok()) {
       const auto failed = std::find_if(statuses.begin(), statuses.end(), [](const Status& st) { return !st.ok(); });
       return Aborted("preprocess: " + failed->message() + "; " + gpu.message() + ": preprocess exits so that its lane restarts");
     }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "pipeline/stage.h"
@@ -13,9 +14,11 @@ namespace vapipe {
 // events, and releases a frame only once the kernel that read it has finished.
 class PreprocessStage final : public Stage {
  public:
-  // `preprocessor` overrides the one chosen from the config (tests).
-  explicit PreprocessStage(std::unique_ptr<Preprocessor> preprocessor = nullptr)
-      : preprocessor_(std::move(preprocessor)) {}
+  // Whether GPU N's CUDA context still works (cuda_context_status, pipeline/cuda/device_memory.h),
+  // asked after a batch failed there.
+  using GpuStatus = std::function<Status(int gpu)>;
+  // `preprocessor` overrides the one chosen from the config, and `gpu_status` the check (tests).
+  explicit PreprocessStage(std::unique_ptr<Preprocessor> preprocessor = nullptr, GpuStatus gpu_status = nullptr);
   StageKind kind() const override { return StageKind::kPreprocess; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
@@ -31,6 +34,7 @@ class PreprocessStage final : public Stage {
   Status flush(std::vector<Message>& frames, Emitter& out);
 
   std::unique_ptr<Preprocessor> preprocessor_;
+  GpuStatus gpu_status_;
   size_t max_at_once_ = 32;
   size_t cpu_at_once_ = 1;
   int gpu_ = -1;  // the CUDA preprocessor's GPU

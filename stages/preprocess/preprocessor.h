@@ -51,6 +51,8 @@ class Preprocessor {
   virtual std::vector<Status> run_batch(const std::vector<FrameView>& frames, const std::vector<TensorOut>& outs);
   // The CUDA stream the GPU work runs on (GPU implementations), for callers that order around it.
   virtual void* stream() const { return nullptr; }
+  // The GPU it runs on; -1: the CPU.
+  virtual int device() const { return -1; }
   virtual const PreprocessSpec& spec() const = 0;
 };
 

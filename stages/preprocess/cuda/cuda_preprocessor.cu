@@ -158,6 +158,7 @@ class CudaPreprocessor final : public Preprocessor {
 
   const PreprocessSpec& spec() const override { return spec_; }
   void* stream() const override { return stream_; }
+  int device() const override { return device_; }
 
   Status run(const FrameView& frame, std::byte* out) override {
     return run_batch({frame}, {TensorOut{out, -1}}).front();

@@ -98,5 +98,54 @@ TEST(PreprocessStage, ManyInputsAtOnceKeepTheirOrderAroundStreamEvents) {
   EXPECT_EQ(out.messages[4].env.seq, 2u);
 }
 
+// Preprocessing "on GPU 1" (the CPU one underneath, in host memory) whose batches fail while `fail`.
+class FailingGpuPreprocessor final : public Preprocessor {
+ public:
+  explicit FailingGpuPreprocessor(bool* fail) : fail_(fail), cpu_(make_cpu_preprocessor(PreprocessSpec{})) {}
+  Status run(const FrameView& frame, std::byte* out) override {
+    return *fail_ ? Internal("cudaErrorLaunchFailure: unspecified launch failure") : cpu_->run(frame, out);
+  }
+  int device() const override { return 1; }
+  const PreprocessSpec& spec() const override { return cpu_->spec(); }
+
+ private:
+  bool* fail_;
+  std::unique_ptr<Preprocessor> cpu_;
+};
+
+// A batch that fails on a GPU whose CUDA context still works gets error results and the stage goes
+// on; one that fails on a GPU that no longer works stops the stage (its lane restarts with a new
+// context) before anything of that batch, or the stream event behind it, goes out.
+TEST(PreprocessStage, ABatchThatFailsOnAGpuThatNoLongerWorksStopsTheStageSoThatItsLaneRestarts) {
+  Config config = testing::test_config();
+  bool fail = false, gpu_works = true;
+  std::vector<int> asked;
+  PreprocessStage stage(std::make_unique<FailingGpuPreprocessor>(&fail), [&](int gpu) {
+    asked.push_back(gpu);
+    return gpu_works ? Status::Ok()
+                     : Internal("CUDA on GPU 1 no longer works (cudaErrorIllegalAddress: an illegal memory access was "
+                                "encountered)");
+  });
+  ASSERT_TRUE(stage.open(StageContext{config}).ok());
+  CollectingEmitter out;
+  ASSERT_TRUE(stage.process(rgb_frame(0, 64, 48), out).ok());
+  EXPECT_TRUE(asked.empty());  // nothing failed: nothing to ask
+  fail = true;
+  ASSERT_TRUE(stage.process(rgb_frame(1, 64, 48), out).ok());
+  ASSERT_EQ(out.messages.size(), 2u);
+  EXPECT_NE(out.messages[1].error.find("unspecified launch failure"), std::string::npos) << out.messages[1].error;
+  EXPECT_TRUE(out.messages[1].payload.empty());
+  EXPECT_EQ(asked, std::vector<int>{1});
+  gpu_works = false;
+  std::vector<Message> in;
+  in.push_back(rgb_frame(2, 64, 48));
+  in.push_back(testing::end_message(0, 3));
+  Status s = stage.process_many(std::move(in), out);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.message();
+  EXPECT_NE(s.message().find("CUDA on GPU 1 no longer works"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("preprocess exits so that its lane restarts"), std::string::npos) << s.message();
+  EXPECT_EQ(out.messages.size(), 2u);  // no tensor for frame 2, and no end of the stream after it
+}
+
 }  // namespace
 }  // namespace vapipe
