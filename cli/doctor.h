@@ -11,6 +11,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/cuda/gpu_info.h"
+#include "pipeline/cgroup.h"
 #include "pipeline/open_files.h"
 #include "pipeline/status.h"
 #include "stages/infer/torch_runtime_info.h"
@@ -55,6 +56,10 @@ CheckResult check_disk(const std::string& path, const std::string& purpose, uint
 // below what 64 need it warns.
 CheckResult check_open_files(const OpenFileLimit& limit);
 CheckResult check_open_files();
+// The threads that may still start (a cgroup's pids.max, kernel.threads-max, RLIMIT_NPROC): GStreamer
+// starts some 10 per camera; below what 64 cameras and the job's stages need it warns.
+CheckResult check_threads(const TaskLimit& limit);
+CheckResult check_threads();
 // The shipped demo config and its model and labels files.
 CheckResult check_model(const Result<Config>& config);
 

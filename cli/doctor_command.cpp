@@ -313,6 +313,23 @@ CheckResult check_open_files(const OpenFileLimit& limit) {
 
 CheckResult check_open_files() { return check_open_files(open_file_limit()); }
 
+CheckResult check_threads(const TaskLimit& limit) {
+  if (limit.max == 0) return ok("threads", "no limit on the threads vapipe may start was found");
+  const uint64_t room = limit.room();
+  const uint64_t cameras = room > kThreadsPerJob ? (room - kThreadsPerJob) / kThreadsPerNetworkStream : 0;
+  const std::string found = std::to_string(room) + " more may start (" + limit.where + ": " +
+                            std::to_string(limit.max) + ", " + std::to_string(limit.in_use) +
+                            " in use): room for about " + std::to_string(cameras) + " cameras";
+  if (room < threads_needed(64, 0, 0, 1, kThreadsPerJob)) {
+    return warn("threads", found,
+                "raise the limit on threads: docker run --pids-limit=16384 (or -1), podPidsLimit in the kubelet's "
+                "config, TasksMax= in the systemd unit");
+  }
+  return ok("threads", found);
+}
+
+CheckResult check_threads() { return check_threads(task_limit()); }
+
 CheckResult check_model(const Result<Config>& config) {
   const std::string name = "model";
   const std::string fix = "run vapipe from its build tree, or install it (cmake --install) so that "
@@ -342,6 +359,7 @@ std::vector<CheckResult> run_all_checks() {
                               "free space in /dev/shm or enlarge it (mount -o remount,size=4G /dev/shm; "
                               "in Docker: docker run --shm-size=4g)"));
   checks.push_back(check_open_files());
+  checks.push_back(check_threads());
   checks.push_back(check_model(load_demo_config()));
   return checks;
 }

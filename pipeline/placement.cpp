@@ -3,14 +3,13 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <set>
 #include <thread>
+
+#include "pipeline/cgroup.h"
 
 namespace vapipe {
 namespace {
@@ -177,15 +176,7 @@ unsigned usable_cpus() {
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) > 0) cpus = static_cast<unsigned>(CPU_COUNT(&mask));
-  // cgroup v2: "max 100000", or "<quota> <period>" in microseconds.
-  std::ifstream cpu_max("/sys/fs/cgroup/cpu.max");
-  std::string quota;
-  double period = 0;
-  if (cpu_max >> quota >> period && quota != "max" && period > 0) {
-    char* end = nullptr;
-    const double q = std::strtod(quota.c_str(), &end);
-    if (end && *end == '\0' && q > 0) cpus = std::min(cpus, std::max(1u, static_cast<unsigned>(std::ceil(q / period))));
-  }
+  if (const unsigned quota = cgroup_cpu_quota(own_cgroup_dirs("cpu")); quota > 0) cpus = std::min(cpus, quota);
   return cpus;
 }
 

@@ -48,7 +48,7 @@ struct Placement {
 // lane's frame pool is sized for.
 size_t streams_open_at_once(const Config& config, const Lane& lane, size_t most_groups = 0);
 
-// CPUs this process may run on: its affinity mask, bounded by a cgroup v2 CPU quota (a container's
+// CPUs this process may run on: its affinity mask, bounded by its cgroups' CPU quota (a container's
 // `--cpus`, a pod's CPU limit: the mask shows the host's CPUs there). At least 1.
 unsigned usable_cpus();
 

@@ -10,9 +10,11 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "pipeline/cgroup.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
 #include "pipeline/resume.h"
@@ -123,7 +125,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
-    uint64_t open_files = 0;  // a decoded stream's expected open files (0: not worked out yet)
+    std::optional<UriKind> kind;  // its uri's (worked out once: a reload's streams are not in `config`)
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;  // by the decoded stream's index
   std::map<uint32_t, uint32_t> source_of_member;       // member index -> its run's index
@@ -173,7 +175,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     StreamRun* r = run.get();
     runs[i] = std::move(run);
-    r->thread = std::thread([&, i, r, decoder_threads] {
+    auto stream_thread = [&, i, r, decoder_threads] {
       const StreamConfig& stream = r->stream;
       // One socket per stream: the preprocess input fair-queues between them, and one stream's
       // messages stay in order.
@@ -281,7 +283,21 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader->reset();  // its pipeline goes before the stream counts as done (release_freed_heap_memory)
       r->done = true;
       wake_loop();
-    });
+    };
+    try {
+      r->thread = std::thread(stream_thread);
+    } catch (const std::system_error& e) {
+      // Nothing of the lane can go on without it (its stream would never end downstream): the lane
+      // crashes, and the log says why first.
+      const TaskLimit tasks = task_limit();
+      VAPIPE_LOG_ERROR("ingest lane {}: stream '{}': its thread could not start ({}){}", lane.index, r->stream.id,
+                       e.what(),
+                       tasks.max > 0 ? fmt::format(": {} threads may start here ({}), {} in use; raise the limit "
+                                                   "(`docker run --pids-limit`, podPidsLimit, TasksMax=)",
+                                                   tasks.max, tasks.where, tasks.in_use)
+                                     : std::string());
+      throw;
+    }
   };
   auto remove_stream = [&](StreamRun& r) {
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -322,9 +338,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   const bool archive = config.job.mode == JobMode::kArchive;
   const size_t open_limit = archive ? config.ingest.max_open_streams : 0;
   const uint64_t open_files_allowed = open_file_limit().soft;
-  auto open_files_of = [&](const StreamConfig& stream) {  // what a stream's decoding is expected to hold
+  auto kind_of = [&](const StreamConfig& stream) {
     auto uri = parse_stream_uri(stream.uri, "");
-    return uri.ok() && uri->kind == UriKind::kNetwork ? kOpenFilesPerNetworkStream : kOpenFilesPerOtherStream;
+    return uri.ok() ? uri->kind : UriKind::kFile;
+  };
+  // What open streams are expected to hold: open files.
+  struct Held {
+    size_t groups = 0;
+    uint64_t files = kOpenFilesPerProcess;
+  };
+  auto add_stream = [&](Held& held, UriKind kind) {
+    held.groups += 1;
+    held.files += kind == UriKind::kNetwork ? kOpenFilesPerNetworkStream : kOpenFilesPerOtherStream;
   };
   // A group whose every stream ended in an earlier run (--resume) only ends again: it opens nothing.
   auto ended_earlier = [&](uint32_t i, const std::vector<std::pair<uint32_t, bool>>& members) {
@@ -335,29 +360,30 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     };
     return ended(i) && std::all_of(members.begin(), members.end(), [&](const auto& m) { return ended(m.first); });
   };
-  // Open groups, and the open files they are expected to hold.
+  // Open groups, and what they are expected to hold.
   auto open_groups = [&] {
-    std::pair<size_t, uint64_t> open{0, kOpenFilesPerProcess};
+    Held open;
     for (const auto& [i, r] : runs) {
       if (!r->fan_out || r->done.load()) continue;
-      if (r->open_files == 0) r->open_files = open_files_of(r->stream);  // (a reload's streams are not in `config`)
-      open.first += 1;
-      open.second += r->open_files;
+      if (!r->kind) r->kind = kind_of(r->stream);
+      add_stream(open, *r->kind);
     }
     return open;
   };
   bool held_by_open_files = false;  // the open-file limit, not max_open_streams, kept some waiting
-  auto may_open = [&](uint32_t i, const std::pair<size_t, uint64_t>& open) {
+  auto may_open = [&](uint32_t i, const Held& open) {
     if (!archive) return true;
-    if (open_limit > 0 && open.first >= open_limit) return false;
-    if (open.first > 0 && open.second + open_files_of(config.streams[i]) > open_files_allowed) {
+    if (open_limit > 0 && open.groups >= open_limit) return false;
+    Held with = open;
+    add_stream(with, kind_of(config.streams[i]));
+    if (open.groups > 0 && with.files > open_files_allowed) {
       held_by_open_files = true;
       return false;
     }
     return true;
   };
   // Which groups open now and which wait, then (their count known: the decoders' threads) open them.
-  std::pair<size_t, uint64_t> opened{0, kOpenFilesPerProcess};
+  Held opened;
   std::vector<Waiting> open_now;
   for (uint32_t i : lane.streams) {
     const StreamConfig& s = config.streams[i];
@@ -369,14 +395,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       waiting.push_back(Waiting{i, std::move(members)});
       continue;
     }
-    if (!opens_nothing) {
-      opened.first += 1;
-      opened.second += open_files_of(s);
-    }
+    if (!opens_nothing) add_stream(opened, kind_of(s));
     open_now.push_back(Waiting{i, std::move(members)});
   }
-  decoding_at_once = std::max<size_t>(1, opened.first);
-  if (lane.decoder == Decoder::kCpu && opened.first > 0) {
+  decoding_at_once = std::max<size_t>(1, opened.groups);
+  if (lane.decoder == Decoder::kCpu && opened.groups > 0) {
     const uint32_t threads = decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
     VAPIPE_LOG_INFO("ingest lane {}: CPU decoders get {} thread{} each (ingest.decoder_threads{})", lane.index, threads,
                     threads == 1 ? "" : "s",
@@ -391,7 +414,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     for (const auto& [m, m_removed] : members) start_stream(m, config.streams[m], m_removed, {});
   }
   if (!waiting.empty()) {
-    VAPIPE_LOG_INFO("ingest lane {}: {} streams open at once ({}), {} wait their turn", lane.index, opened.first,
+    VAPIPE_LOG_INFO("ingest lane {}: {} streams open at once ({}), {} wait their turn", lane.index, opened.groups,
                     held_by_open_files ? fmt::format("as many as this process's {} open files allow (RLIMIT_NOFILE; "
                                                      "raise it to read more at once)", open_files_allowed)
                                        : std::string("ingest.max_open_streams"),
@@ -400,32 +423,41 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // Past its open-file limit GStreamer aborts the process or hangs a stream: say so before, naming the
   // limit (a live job opens every camera; an archive job's files wait instead).
   auto check_open_files = [&](const char* when) {
-    size_t network = 0, other = 0;
+    size_t network = 0, other = 0, test = 0;
     for (const auto& [i, r] : runs) {
       if (!r->fan_out || r->done.load()) continue;
-      if (r->open_files == 0) r->open_files = open_files_of(r->stream);
-      (r->open_files == kOpenFilesPerNetworkStream ? network : other) += 1;
+      if (!r->kind) r->kind = kind_of(r->stream);
+      (*r->kind == UriKind::kNetwork ? network : other) += 1;
+      test += *r->kind == UriKind::kTest;
     }
-    const std::string shortfall = open_file_shortfall(
-        open_files_needed(network, other), open_file_limit(),
-        fmt::format("ingest lane {}: {} {} streams ({} from the network)", lane.index, when, network + other, network));
+    const std::string streams =
+        fmt::format("ingest lane {}: {} {} streams ({} from the network)", lane.index, when, network + other, network);
+    const std::string shortfall = open_file_shortfall(open_files_needed(network, other), open_file_limit(), streams);
     if (!shortfall.empty()) VAPIPE_LOG_WARN("{}", shortfall);
+    // Threads too (a container's pids limit): this process's own count is what its streams may grow into.
+    // (Some are left to the other stages, which start more as they run: LibTorch's pool at the first batch.)
+    TaskLimit tasks = task_limit();
+    tasks.in_use -= std::min(tasks.in_use, own_thread_count());
+    const uint32_t each_decoder = decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
+    const std::string too_few_threads = task_shortfall(
+        threads_needed(network, other - test, test, each_decoder, kThreadsPerIngestProcess + 16 + 2 * uint64_t{cpus}),
+        tasks, streams);
+    if (!too_few_threads.empty()) VAPIPE_LOG_WARN("{}", too_few_threads);
   };
   check_open_files("its");
   const bool some_wait = !waiting.empty();
-  size_t most_open = open_groups().first;  // for the last log line: the limit held
+  size_t most_open = open_groups().groups;  // for the last log line: the limit held
   // Opens the next waiting streams as open ones end.
   auto open_waiting = [&] {
     if (waiting.empty() || flags.stop.load()) return;
-    std::pair<size_t, uint64_t> open = open_groups();
+    Held open = open_groups();
     while (!waiting.empty() && may_open(waiting.front().index, open)) {
       Waiting w = std::move(waiting.front());
       waiting.pop_front();
-      open.first += 1;
-      open.second += open_files_of(config.streams[w.index]);
+      add_stream(open, kind_of(config.streams[w.index]));
       start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
     }
-    most_open = std::max(most_open, open.first);
+    most_open = std::max(most_open, open.groups);
   };
   const size_t initial_streams = runs.size();
 

@@ -242,6 +242,23 @@ TEST(DoctorOpenFiles, AHardLimitTooLowForALaneOfCamerasWarnsWithTheFix) {
   EXPECT_EQ(check_open_files(OpenFileLimit{1024, UINT64_MAX, 1024}).status, CheckStatus::kOk);
 }
 
+TEST(DoctorThreads, APidsLimitTooLowForALaneOfCamerasWarnsWithTheFix) {
+  CheckResult r = check_threads(TaskLimit{768, 24, "cgroup pids.max (/sys/fs/cgroup/pids.max)"});
+  EXPECT_EQ(r.name, "threads");
+  EXPECT_EQ(r.status, CheckStatus::kWarn);
+  EXPECT_TRUE(Contains(r.detail, "744 more may start (cgroup pids.max (/sys/fs/cgroup/pids.max): 768, 24 in use)"))
+      << r.detail;
+  EXPECT_TRUE(Contains(r.detail, "room for about 54 cameras")) << r.detail;
+  EXPECT_TRUE(Contains(r.fix, "--pids-limit")) << r.fix;
+  r = check_threads(TaskLimit{1024, 24, "cgroup pids.max (/sys/fs/cgroup/pids.max)"});
+  EXPECT_EQ(r.status, CheckStatus::kOk) << r.detail;  // 80 cameras: a lane of 64 fits
+  EXPECT_TRUE(Contains(r.detail, "room for about 80 cameras")) << r.detail;
+  r = check_threads(TaskLimit{192729, 79, "kernel.threads-max"});
+  EXPECT_EQ(r.status, CheckStatus::kOk) << r.detail;
+  EXPECT_TRUE(Contains(r.detail, "room for about 19245 cameras")) << r.detail;
+  EXPECT_EQ(check_threads(TaskLimit{}).status, CheckStatus::kOk);
+}
+
 TEST(DoctorDisk, WarnsBelowTheThresholdAndFailsForAMissingPath) {
   CheckResult r = check_disk("/tmp", "test", /*min_free_bytes=*/1ull << 62, "free space on /tmp");
   EXPECT_EQ(r.status, CheckStatus::kWarn);

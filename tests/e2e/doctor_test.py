@@ -1,6 +1,7 @@
 """`vapipe doctor` as a user runs it: on a machine without a GPU it warns but exits 0, and its JSON
 lists the same checks as its text."""
 import json
+import os
 import re
 import subprocess
 import unittest
@@ -37,6 +38,40 @@ class DoctorTest(unittest.TestCase):
         self.assertEqual([c["name"] for c in report["checks"]], text)
         for c in report["checks"]:
             self.assertEqual(set(c), {"name", "status", "detail", "fix"})
+
+    def test_a_pids_limit_of_its_cgroup_is_the_threads_check(self):
+        """In a pids cgroup of its own (made here: root, a writable pids controller, v1 or v2), doctor
+        reads that cgroup's limit, names its file, and warns when it is too low for 64 cameras."""
+        base = None
+        for candidate in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+            if os.path.exists(os.path.join(candidate, "cgroup.procs")) and os.access(candidate, os.W_OK):
+                base = candidate
+                break
+        if base is None or (base == "/sys/fs/cgroup" and
+                            "pids" not in open(os.path.join(base, "cgroup.subtree_control")).read()):
+            self.skipTest("no writable pids cgroup controller here")
+        group = os.path.join(base, f"vapipe-doctor-test-{os.getpid()}")
+        try:
+            os.mkdir(group)
+        except OSError as e:
+            self.skipTest(f"cannot make a cgroup: {e}")
+        self.addCleanup(lambda: os.rmdir(group) if os.path.isdir(group) else None)
+        try:
+            with open(os.path.join(group, "pids.max"), "w") as f:
+                f.write("500")
+        except OSError as e:
+            self.skipTest(f"cannot set pids.max: {e}")
+
+        def join_group():
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+        p = subprocess.run([VAPIPE, "doctor"], capture_output=True, text=True, timeout=120, preexec_fn=join_group)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        line = next((l for l in p.stdout.splitlines() if LINE.match(l) and LINE.match(l).group(2) == "threads"), "")
+        self.assertTrue(line.startswith("WARN"), p.stdout)
+        self.assertIn(f"cgroup pids.max ({group}/pids.max): 500", line)
+        self.assertIn("--pids-limit", line)
 
     def test_unknown_argument_is_a_usage_error(self):
         p = doctor("--nope")
