@@ -116,6 +116,34 @@ void MessageSender::discard_unsent() {
   }
 }
 
+Result<std::unique_ptr<MessageSender>> SenderPool::acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_.empty()) {
+      std::unique_ptr<MessageSender> sender = std::move(idle_.back());
+      idle_.pop_back();
+      return sender;
+    }
+  }
+  auto sender = MessageSender::connect(endpoint_, by_reference_, hwm_, job_key_);
+  if (sender.ok()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++made_;
+  }
+  return sender;
+}
+
+void SenderPool::release(std::unique_ptr<MessageSender> sender) {
+  if (!sender) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  idle_.push_back(std::move(sender));
+}
+
+size_t SenderPool::made() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return made_;
+}
+
 Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string& endpoint, int hwm,
                                                               const CurveKeyPair& job_key) {
   try {

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -81,6 +83,32 @@ class MessageSender {
   zmq::socket_t socket_;
   std::string endpoint_;
   bool by_reference_;
+};
+
+// Senders to one endpoint, kept open once made and handed out again: a sender is released, not
+// closed, when its user is done (a stream that ended). libzmq can lose what still waits in a PUSH
+// socket that is closed while its receiver is at its high-water mark, linger or not (libzmq issues
+// #4660 and #1922; seen here: the last frames of the last streams of an archive job never reached
+// preprocess). The senders close with the pool, once the receiver has said it read everything.
+// Any thread.
+class SenderPool {
+ public:
+  SenderPool(std::string endpoint, bool by_reference, int hwm, CurveKeyPair job_key)
+      : endpoint_(std::move(endpoint)), by_reference_(by_reference), hwm_(hwm), job_key_(std::move(job_key)) {}
+  // An idle sender (the one released last), or a new one.
+  Result<std::unique_ptr<MessageSender>> acquire();
+  void release(std::unique_ptr<MessageSender> sender);
+  // Senders made so far (idle or in use).
+  size_t made() const;
+
+ private:
+  const std::string endpoint_;
+  const bool by_reference_;
+  const int hwm_;
+  const CurveKeyPair job_key_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<MessageSender>> idle_;
+  size_t made_ = 0;
 };
 
 // The receiving end of an edge (ZeroMQ PULL, binds). Fair-queues between connected senders.

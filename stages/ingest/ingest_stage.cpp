@@ -60,6 +60,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }
   const std::string& endpoint = layout.input_endpoint.at(StageKind::kPreprocess);
+  // The streams' sockets to preprocess: a stream that ends gives its socket back for the next one,
+  // instead of closing it while frames may still wait in it (SenderPool, pipeline/transport.h).
+  SenderPool senders(endpoint, layout.by_reference, kEdgeHighWaterMark, config.transport.curve_keys);
   size_t decoded = 0;  // the others are members (streams[].source): their frames are these streams'
   for (uint32_t i : lane.streams) decoded += !config.streams[i].is_member();
   VAPIPE_LOG_INFO("ingest lane {}: {} of {} streams{}, {} mode, queue {} x {}, output {}", lane.index,
@@ -177,23 +180,32 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     runs[i] = std::move(run);
     auto stream_thread = [&, i, r, decoder_threads] {
       const StreamConfig& stream = r->stream;
-      // One socket per stream: the preprocess input fair-queues between them, and one stream's
-      // messages stay in order.
-      auto sender = MessageSender::connect(endpoint, layout.by_reference, kEdgeHighWaterMark,
-                                           config.transport.curve_keys);
-      if (!sender.ok()) {
+      // One socket per stream at a time: the preprocess input fair-queues between them, and one
+      // stream's messages stay in order. It goes back to the pool when the stream ends (last, after
+      // everything below that uses it), or is closed on an abort, dropping what it still holds.
+      auto acquired = senders.acquire();
+      if (!acquired.ok()) {
         if (r->fan_out) r->fan_out->close();  // a member added later ends as one whose source is not running
-        r->result = sender.status();
+        r->result = acquired.status();
         r->done = true;
         wake_loop();
         return;
       }
+      struct Lease {
+        SenderPool& pool;
+        std::unique_ptr<MessageSender> sender;
+        bool give_back = true;
+        ~Lease() {
+          if (give_back) pool.release(std::move(sender));
+        }
+      } lease{senders, std::move(*acquired)};
+      MessageSender* sender = lease.sender.get();
       // This stream's own work, watched: its GStreamer state changes and each decoded frame's copy (a
       // state change that never returns, a decoder thread that never stops, a CUDA copy that never
       // ends) becomes a crash after job.stage_timeout_s, and the lane restarts. The emitter's waits
       // for a frame slot or for room downstream (back-pressure) are not watched.
       StageWatchdog watchdog("ingest: stream '" + stream.id + "'", config.job.stage_timeout_s);
-      SenderEmitter emitter(sender->get(), allocator.get(), &flags.abort, &watchdog);
+      SenderEmitter emitter(sender, allocator.get(), &flags.abort, &watchdog);
       if (r->fan_out) r->fan_out->attach(&emitter, &watchdog);
       Emitter& out = r->fan_out ? static_cast<Emitter&>(*r->fan_out) : emitter;
       {
@@ -273,7 +285,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       gate.wait();
       r->prerolled = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
       r->result = (*reader)->run(out, flags);
-      if (flags.abort.load()) (*sender)->discard_unsent();
+      if (flags.abort.load()) {
+        sender->discard_unsent();
+        lease.give_back = false;  // closed as the thread ends, not given back
+      }
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         r->dropped = (*reader)->dropped();

@@ -125,12 +125,57 @@ def children_of(pid):
     return out
 
 
+def pids_cgroup(test, limit):
+    """A pids cgroup of its own with pids.max `limit` (v1's pids mount or v2's root; removed after the
+    test), as a container's --pids-limit makes; the test is skipped where one cannot be made (not
+    root, no writable pids controller)."""
+    base = next((b for b in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
+                 if os.path.exists(os.path.join(b, "cgroup.procs")) and os.access(b, os.W_OK)), None)
+    if base == "/sys/fs/cgroup":
+        try:
+            with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                base = base if "pids" in f.read() else None
+        except OSError:
+            base = None
+    if base is None:
+        test.skipTest("no writable pids cgroup controller here")
+    group = os.path.join(base, f"vapipe-e2e-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.mkdir(group)
+        with open(os.path.join(group, "pids.max"), "w") as f:
+            f.write(str(limit))
+    except OSError as e:
+        test.skipTest(f"cannot make a pids cgroup: {e}")
+
+    def remove():
+        deadline = time.time() + 10
+        while os.path.isdir(group) and time.time() < deadline:
+            try:
+                os.rmdir(group)  # once every process in it has gone
+            except OSError:
+                time.sleep(0.1)
+    test.addCleanup(remove)
+    return group
+
+
+def join_cgroup(group):
+    """Moves the calling process into `group` (a preexec_fn: the child, before it runs the program)."""
+    with open(os.path.join(group, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+
+
 class Run:
     """`vapipe run CONFIG` as a real process tree."""
 
-    def __init__(self, config, env=None, open_files=None):
-        """open_files: (soft, hard) RLIMIT_NOFILE for the job, as a shell's `ulimit -n` would set it."""
-        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files)) if open_files else None
+    def __init__(self, config, env=None, open_files=None, cgroup=None):
+        """open_files: (soft, hard) RLIMIT_NOFILE for the job, as a shell's `ulimit -n` would set it;
+        cgroup: a cgroup folder (pids_cgroup) the job starts in, as a container's processes do."""
+
+        def limit():
+            if open_files:
+                resource.setrlimit(resource.RLIMIT_NOFILE, open_files)
+            if cgroup:
+                join_cgroup(cgroup)
         # Files, not pipes: read only at the end, a job's log past a pipe's 64 KB would block it.
         self._out = tempfile.TemporaryFile("w+")
         self._err = tempfile.TemporaryFile("w+")

@@ -1,12 +1,11 @@
 """`vapipe doctor` as a user runs it: on a machine without a GPU it warns but exits 0, and its JSON
 lists the same checks as its text."""
 import json
-import os
 import re
 import subprocess
 import unittest
 
-from e2e.common import VAPIPE
+from e2e.common import VAPIPE, join_cgroup, pids_cgroup
 
 LINE = re.compile(r"^(OK|WARN|FAIL) +(\S+) +(.+)$")
 
@@ -42,31 +41,9 @@ class DoctorTest(unittest.TestCase):
     def test_a_pids_limit_of_its_cgroup_is_the_threads_check(self):
         """In a pids cgroup of its own (made here: root, a writable pids controller, v1 or v2), doctor
         reads that cgroup's limit, names its file, and warns when it is too low for 64 cameras."""
-        base = None
-        for candidate in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-            if os.path.exists(os.path.join(candidate, "cgroup.procs")) and os.access(candidate, os.W_OK):
-                base = candidate
-                break
-        if base is None or (base == "/sys/fs/cgroup" and
-                            "pids" not in open(os.path.join(base, "cgroup.subtree_control")).read()):
-            self.skipTest("no writable pids cgroup controller here")
-        group = os.path.join(base, f"vapipe-doctor-test-{os.getpid()}")
-        try:
-            os.mkdir(group)
-        except OSError as e:
-            self.skipTest(f"cannot make a cgroup: {e}")
-        self.addCleanup(lambda: os.rmdir(group) if os.path.isdir(group) else None)
-        try:
-            with open(os.path.join(group, "pids.max"), "w") as f:
-                f.write("500")
-        except OSError as e:
-            self.skipTest(f"cannot set pids.max: {e}")
-
-        def join_group():
-            with open(os.path.join(group, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
-        p = subprocess.run([VAPIPE, "doctor"], capture_output=True, text=True, timeout=120, preexec_fn=join_group)
+        group = pids_cgroup(self, 500)
+        p = subprocess.run([VAPIPE, "doctor"], capture_output=True, text=True, timeout=120,
+                           preexec_fn=lambda: join_cgroup(group))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         line = next((l for l in p.stdout.splitlines() if LINE.match(l) and LINE.match(l).group(2) == "threads"), "")
         self.assertTrue(line.startswith("WARN"), p.stdout)

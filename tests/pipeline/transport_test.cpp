@@ -28,7 +28,7 @@ std::string ipc_endpoint(const char* tag) {
 class TransportTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    for (const char* tag : {"shm", "bad", "handshake"}) {
+    for (const char* tag : {"shm", "bad", "handshake", "pool"}) {
       std::filesystem::remove(ipc_endpoint(tag).substr(6));
       std::filesystem::remove(input_closed_marker(ipc_endpoint(tag)));
     }
@@ -184,6 +184,44 @@ TEST_F(TransportTest, ASenderThatExitsWhileTheReceiverIsNotReadingLosesNothing) 
   auto receiver = MessageReceiver::bind(ep, 4);
   ASSERT_TRUE(receiver.ok()) << receiver.status().message();
   EXPECT_EQ(received_from_a_sender_that_finished_first(**receiver, ep), kHandshakeMessages);
+}
+
+// A stream that ends gives its sender back (ingest): the next stream gets the same socket, and what
+// the first one still held when it was given back (the receiver at its high-water mark, reading
+// slowly) all arrives, in order. Closing it instead can lose that (libzmq #4660).
+TEST_F(TransportTest, ASenderGivenBackToItsPoolIsReusedAndWhatItHeldAllArrives) {
+  const std::string ep = ipc_endpoint("pool");
+  auto receiver = MessageReceiver::bind(ep, 2);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().message();
+  SenderPool pool(ep, /*by_reference=*/false, 2, {});
+  MessageSender* first = nullptr;
+  std::thread stream([&] {
+    auto sender = pool.acquire();
+    ASSERT_TRUE(sender.ok()) << sender.status().message();
+    first = sender->get();
+    for (uint64_t seq = 0; seq < 40; ++seq) {
+      ASSERT_TRUE((*sender)->send(frame_message(Payload::heap(12), seq), nullptr).ok());
+    }
+    pool.release(std::move(*sender));  // while messages still wait in it
+  });
+  std::vector<uint64_t> seqs;
+  while (seqs.size() < 40) {
+    auto m = (*receiver)->receive(2000ms);
+    ASSERT_TRUE(m.ok() && m->has_value()) << "after " << seqs.size() << " messages";
+    seqs.push_back((*m)->env.seq);
+    std::this_thread::sleep_for(2ms);
+  }
+  stream.join();
+  for (uint64_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
+  auto again = pool.acquire();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), first);  // the same socket, not a new one
+  auto second = pool.acquire();    // while the first is in use: a new one
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(second->get(), first);
+  EXPECT_EQ(pool.made(), 2u);
+  pool.release(std::move(*again));
+  pool.release(std::move(*second));
 }
 
 // Over TCP (stages on several hosts) there is no mark to wait for, and none is needed: linger holds
