@@ -353,18 +353,33 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   const bool archive = config.job.mode == JobMode::kArchive;
   const size_t open_limit = archive ? config.ingest.max_open_streams : 0;
   const uint64_t open_files_allowed = open_file_limit().soft;
+  // Threads that may still start here (a container's pids limit): the stages that started before this
+  // one hold theirs already, this process's own may grow, and some are left to the other stages, which
+  // start more as they run (LibTorch's pool at the first batch).
+  const uint64_t threads_for_others = 16 + 2 * uint64_t{cpus};
+  TaskLimit tasks_at_start = task_limit();
+  tasks_at_start.in_use -= std::min(tasks_at_start.in_use, own_thread_count());
+  const uint64_t threads_allowed = tasks_at_start.max == 0 ? UINT64_MAX
+                                   : tasks_at_start.room() > threads_for_others ? tasks_at_start.room() - threads_for_others
+                                                                                : 0;
   auto kind_of = [&](const StreamConfig& stream) {
     auto uri = parse_stream_uri(stream.uri, "");
     return uri.ok() ? uri->kind : UriKind::kFile;
   };
-  // What open streams are expected to hold: open files.
+  // What open streams are expected to hold: open files, and threads (a decoder's as `decoder_threads`).
   struct Held {
     size_t groups = 0;
     uint64_t files = kOpenFilesPerProcess;
+    uint64_t threads = kThreadsPerIngestProcess;
   };
-  auto add_stream = [&](Held& held, UriKind kind) {
+  auto add_stream = [&](Held& held, UriKind kind, uint32_t decoder_threads) {
     held.groups += 1;
     held.files += kind == UriKind::kNetwork ? kOpenFilesPerNetworkStream : kOpenFilesPerOtherStream;
+    held.threads += threads_needed(kind == UriKind::kNetwork, kind != UriKind::kNetwork && kind != UriKind::kTest,
+                                   kind == UriKind::kTest, decoder_threads, 0);
+  };
+  auto decoder_threads_among = [&](size_t streams) {
+    return decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, streams);
   };
   // A group whose every stream ended in an earlier run (--resume) only ends again: it opens nothing.
   auto ended_earlier = [&](uint32_t i, const std::vector<std::pair<uint32_t, bool>>& members) {
@@ -378,21 +393,28 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // Open groups, and what they are expected to hold.
   auto open_groups = [&] {
     Held open;
+    const uint32_t each = decoder_threads_among(decoding_at_once);
     for (const auto& [i, r] : runs) {
       if (!r->fan_out || r->done.load()) continue;
       if (!r->kind) r->kind = kind_of(r->stream);
-      add_stream(open, *r->kind);
+      add_stream(open, *r->kind, each);
     }
     return open;
   };
-  bool held_by_open_files = false;  // the open-file limit, not max_open_streams, kept some waiting
+  // What, besides max_open_streams, kept some waiting: "" (nothing), "open files", "threads".
+  std::string held_by;
   auto may_open = [&](uint32_t i, const Held& open) {
     if (!archive) return true;
     if (open_limit > 0 && open.groups >= open_limit) return false;
+    if (open.groups == 0) return true;  // one at least, whatever the limits say
     Held with = open;
-    add_stream(with, kind_of(config.streams[i]));
-    if (open.groups > 0 && with.files > open_files_allowed) {
-      held_by_open_files = true;
+    add_stream(with, kind_of(config.streams[i]), decoder_threads_among(open.groups + 1));
+    if (with.files > open_files_allowed) {
+      held_by = "open files";
+      return false;
+    }
+    if (with.threads > threads_allowed) {
+      held_by = "threads";
       return false;
     }
     return true;
@@ -410,7 +432,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       waiting.push_back(Waiting{i, std::move(members)});
       continue;
     }
-    if (!opens_nothing) add_stream(opened, kind_of(s));
+    if (!opens_nothing) add_stream(opened, kind_of(s), decoder_threads_among(opened.groups + 1));
     open_now.push_back(Waiting{i, std::move(members)});
   }
   decoding_at_once = std::max<size_t>(1, opened.groups);
@@ -430,9 +452,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   }
   if (!waiting.empty()) {
     VAPIPE_LOG_INFO("ingest lane {}: {} streams open at once ({}), {} wait their turn", lane.index, opened.groups,
-                    held_by_open_files ? fmt::format("as many as this process's {} open files allow (RLIMIT_NOFILE; "
-                                                     "raise it to read more at once)", open_files_allowed)
-                                       : std::string("ingest.max_open_streams"),
+                    held_by == "open files"
+                        ? fmt::format("as many as this process's {} open files allow (RLIMIT_NOFILE; raise it to read "
+                                      "more at once)", open_files_allowed)
+                    : held_by == "threads"
+                        ? fmt::format("as many as the {} threads that may start here allow ({}: {}, {} in use, {} "
+                                      "left to the other stages; raise it to read more at once)", threads_allowed,
+                                      tasks_at_start.where, tasks_at_start.max, tasks_at_start.in_use, threads_for_others)
+                        : std::string("ingest.max_open_streams"),
                     waiting.size());
   }
   // Past its open-file limit GStreamer aborts the process or hangs a stream: say so before, naming the
@@ -450,12 +477,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     const std::string shortfall = open_file_shortfall(open_files_needed(network, other), open_file_limit(), streams);
     if (!shortfall.empty()) VAPIPE_LOG_WARN("{}", shortfall);
     // Threads too (a container's pids limit): this process's own count is what its streams may grow into.
-    // (Some are left to the other stages, which start more as they run: LibTorch's pool at the first batch.)
     TaskLimit tasks = task_limit();
     tasks.in_use -= std::min(tasks.in_use, own_thread_count());
-    const uint32_t each_decoder = decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
     const std::string too_few_threads = task_shortfall(
-        threads_needed(network, other - test, test, each_decoder, kThreadsPerIngestProcess + 16 + 2 * uint64_t{cpus}),
+        threads_needed(network, other - test, test, decoder_threads_among(decoding_at_once),
+                       kThreadsPerIngestProcess + threads_for_others),
         tasks, streams);
     if (!too_few_threads.empty()) VAPIPE_LOG_WARN("{}", too_few_threads);
   };
@@ -469,7 +495,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     while (!waiting.empty() && may_open(waiting.front().index, open)) {
       Waiting w = std::move(waiting.front());
       waiting.pop_front();
-      add_stream(open, kind_of(config.streams[w.index]));
+      add_stream(open, kind_of(config.streams[w.index]), decoder_threads_among(decoding_at_once));
       start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
     }
     most_open = std::max(most_open, open.groups);
@@ -626,7 +652,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                     "average blocked sending {:.2f} s and waiting for frame slots {:.2f} s", lane.index,
                     runs.size(),
                     some_wait ? fmt::format(" (at most {} read at once, {})", most_open,
-                                            held_by_open_files ? "as the open-file limit allows" : "ingest.max_open_streams")
+                                            held_by == "open files" ? "as the open-file limit allows"
+                                            : held_by == "threads" ? "as the limit on threads allows"
+                                                                   : "ingest.max_open_streams")
                     : runs.size() > initial_streams ? " (" + std::to_string(runs.size() - initial_streams) + " added while running)" : std::string(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
                     ready, send_total / n, slot_total / n);

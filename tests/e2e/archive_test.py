@@ -2,6 +2,7 @@
 receives every frame's result exactly once, in order, classified by the shipped model."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -243,16 +244,18 @@ class ArchiveJob(E2ETest):
         for sid, got in results.items():
             self.assertEqual([r["seq"] for r in got], list(range(15)), sid)
 
-    def test_streams_taking_turns_in_a_pids_cgroup_lose_no_frame(self):
-        """30 streams read 9 at a time by a job in a pids cgroup of 100 (a container's --pids-limit;
-        the job uses about 55). Each stream's socket to preprocess used to close when the stream ended,
-        with its last frames still waiting in it; there, about one run in three lost the last ~12
-        frames of the last streams (libzmq can drop what a closed PUSH socket still holds); in this
-        test's form, one run in five (it catches that regression by chance, not every time). Sockets
-        are now given back to ingest's pool and reused: every frame arrives."""
+    def test_in_a_pids_cgroup_streams_take_turns_within_its_limit_and_lose_no_frame(self):
+        """30 streams, all at once by config (max_open_streams 0), in a pids cgroup of 100 (a
+        container's --pids-limit). Opened together they need some 120 threads: ingest crashed at start
+        (GStreamer could not start a thread). Ingest now opens no more than the threads that may still
+        start allow (about 10 here, 3 a test source), and the others wait their turn.
+        The same run guards a second fix: each stream's socket to preprocess used to close when the
+        stream ended, with its last frames still waiting in it, and about one run in three here lost
+        the last ~12 frames of the last streams (libzmq can drop what a closed PUSH socket still holds;
+        this test catches that by chance, not every time). Sockets now go back to ingest's pool."""
         group = pids_cgroup(self, 100)
         streams = [(f"s{n:02d}", "test://ball?frames=300&width=64&height=48") for n in range(30)]
-        config, _ = write_config(self.dir, streams, ingest={"max_open_streams": 9}, transport={"frame_slots": 60},
+        config, _ = write_config(self.dir, streams, ingest={"max_open_streams": 0},
                                  batch={"max_batch_size": 16, "max_delay_ms": 10}, publish={"wait_for_subscribers": 0})
         run = Run(config, cgroup=group)
         try:
@@ -262,6 +265,10 @@ class ArchiveJob(E2ETest):
             run.wait(timeout=60)
             self.fail("the job did not end (frames lost between ingest and preprocess?): " + run.stderr[-3000:])
         self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertRegex(run.stderr, r"ingest lane 0: \d+ streams open at once \(as many as the \d+ threads that may "
+                                     r"start here allow \(cgroup pids.max \(" + re.escape(group) + r"/pids.max\): 100, ")
+        self.assertIn("(at most", run.stderr)
+        self.assertIn("read at once, as the limit on threads allows)", run.stderr)
         self.assertNotIn("did not say it had read everything", run.stderr)
         with open(os.path.join(self.dir, "results.jsonl")) as f:
             results = results_by_stream(json.loads(line) for line in f)
