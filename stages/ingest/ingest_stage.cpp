@@ -147,11 +147,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (!restart_reason.empty() && reservations) t.first_seq = reservations->reserved(s.id);
     return t;
   };
-  // `members`: the streams that take this one's frames too, and whether each was removed already.
   // Streams the lane decodes at once (set below, before the first starts): a CPU decoder's share of the
   // lane's CPUs (ingest.decoder_threads) is worked out from it.
   const unsigned cpus = usable_cpus();
   size_t decoding_at_once = 1;
+  auto decoder_threads_among = [&](size_t streams) {
+    return decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, streams);
+  };
+  // `members`: the streams that take this one's frames too, and whether each was removed already.
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
                           std::vector<std::pair<uint32_t, bool>> members, std::string orphan_reason = "") {
     // A live job's reload can add streams past the first count.
@@ -160,8 +163,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       for (const auto& [index, r] : runs) running += r->fan_out && !r->done.load();
       decoding_at_once = std::max(decoding_at_once, running);
     }
-    const uint32_t decoder_threads =
-        decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
+    const uint32_t decoder_threads = decoder_threads_among(decoding_at_once);
     auto run = std::make_unique<StreamRun>();
     run->stream = std::move(stream_config);
     run->removed = removed;
@@ -378,9 +380,6 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     held.threads += threads_needed(kind == UriKind::kNetwork, kind != UriKind::kNetwork && kind != UriKind::kTest,
                                    kind == UriKind::kTest, decoder_threads, 0);
   };
-  auto decoder_threads_among = [&](size_t streams) {
-    return decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, streams);
-  };
   // A group whose every stream ended in an earlier run (--resume) only ends again: it opens nothing.
   auto ended_earlier = [&](uint32_t i, const std::vector<std::pair<uint32_t, bool>>& members) {
     auto ended = [&](uint32_t index) {
@@ -437,7 +436,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   }
   decoding_at_once = std::max<size_t>(1, opened.groups);
   if (lane.decoder == Decoder::kCpu && opened.groups > 0) {
-    const uint32_t threads = decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, decoding_at_once);
+    const uint32_t threads = decoder_threads_among(decoding_at_once);
     VAPIPE_LOG_INFO("ingest lane {}: CPU decoders get {} thread{} each (ingest.decoder_threads{})", lane.index, threads,
                     threads == 1 ? "" : "s",
                     config.ingest.decoder_threads > 0
