@@ -86,10 +86,11 @@ class MessageSender {
 };
 
 // Senders to one endpoint, kept open once made and handed out again: a sender is released, not
-// closed, when its user is done (a stream that ended). libzmq can lose what still waits in a PUSH
-// socket that is closed while its receiver is at its high-water mark, linger or not (libzmq issues
-// #4660 and #1922; seen here: the last frames of the last streams of an archive job never reached
-// preprocess). The senders close with the pool, once the receiver has said it read everything.
+// closed, when its user is done (a stream that ended). Over ipc://, libzmq loses what a PUSH socket
+// had already sent if it is closed while its receiver is at its high-water mark, linger or not (libzmq
+// issue #4660; tools/zmq-close-loss.py shows it; seen here: the last frames of the last streams of an
+// archive job never reached preprocess). The senders close with the pool, once the receiver has said
+// it read everything.
 // Any thread.
 class SenderPool {
  public:
