@@ -1,6 +1,7 @@
 #include "pipeline/message.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace vapipe {
 
@@ -45,6 +46,25 @@ size_t FrameInfo::required_bytes() const {
       return std::max(offset[0] + stride[0] * h, offset[1] + stride[1] * ch);
   }
   return 0;
+}
+
+size_t packed_frame_bytes(PixelFormat format, uint32_t width, uint32_t height) {
+  const size_t w = width, h = height, chroma = size_t{(width + 1) / 2} * ((height + 1) / 2);
+  return format == PixelFormat::kRGB ? w * h * 3 : w * h + 2 * chroma;
+}
+
+FrameSize fit_frame_within(PixelFormat format, uint32_t width, uint32_t height, size_t max_bytes) {
+  if (width == 0 || height == 0 || packed_frame_bytes(format, width, height) <= max_bytes) return {width, height};
+  // Bytes grow with the area: start a little above width x sqrt(max / bytes) and step the width down,
+  // the height following it (the nearest even number of the frame's shape), until the frame fits.
+  const double scale = std::sqrt(static_cast<double>(max_bytes) / packed_frame_bytes(format, width, height));
+  const double aspect = static_cast<double>(height) / width;
+  auto even_near = [](double v) { return std::max<uint32_t>(2, static_cast<uint32_t>(std::lround(v / 2)) * 2); };
+  for (uint32_t w = std::min(width & ~1u, even_near(width * scale) + 2); w >= 2; w -= 2) {
+    const FrameSize fit{w, even_near(w * aspect)};
+    if (packed_frame_bytes(format, fit.width, fit.height) <= max_bytes) return fit;
+  }
+  return {2, 2};
 }
 
 }  // namespace vapipe

@@ -56,6 +56,17 @@ struct FrameInfo {
   size_t required_bytes() const;
 };
 
+// Bytes of a width x height frame of `format` with its planes packed tightly (as ingest copies it).
+size_t packed_frame_bytes(PixelFormat format, uint32_t width, uint32_t height);
+
+// A frame size that fits a pool slot of `max_bytes`: (width, height) itself when it fits, else the
+// largest size of the same shape (aspect ratio kept within rounding, width and height even) that does.
+struct FrameSize {
+  uint32_t width = 0;
+  uint32_t height = 0;
+};
+FrameSize fit_frame_within(PixelFormat format, uint32_t width, uint32_t height, size_t max_bytes);
+
 enum class DType : uint8_t { kFloat32 = 0, kFloat16 = 1 };
 inline size_t dtype_size(DType t) { return t == DType::kFloat16 ? 2 : 4; }
 const char* dtype_name(DType t);

@@ -257,6 +257,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.decoder = lane.decoder;
       reader_options.gpu = lane.gpu;
       reader_options.decoder_threads = decoder_threads;
+      reader_options.max_frame_bytes = pool ? pool->slot_bytes() : 0;
       reader_options.live = config.job.mode == JobMode::kLive;
       reader_options.skip_frames = earlier ? earlier->results : 0;
       reader_options.resume_after_pts_ns =

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -184,6 +185,12 @@ struct StreamReader::Impl {
   GstElement* appsink = nullptr;     // owned by the pipeline
   GstElement* convert_sink = nullptr;  // where uridecodebin's video pad links (through videoconvert)
   GstElement* caps_sink = nullptr;     // where a pad that can carry CUDA memory links (nvdec: no videoconvert)
+  GstElement* scale_out = nullptr;     // videoscale, behind videoconvert: host frames larger than a slot shrink
+  GstElement* fit_filter = nullptr;    // the caps filter in front of the appsink (sizes frames to fit a slot)
+  std::string fit_filter_caps;         // its caps, without a size
+  FrameSize fit_applied;               // the size fit_filter asks for now; 0 x 0: none (streaming thread)
+  std::mutex fit_mutex;
+  std::set<std::pair<uint32_t, uint32_t>> fit_logged;  // frame sizes said to be scaled (once each)
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
@@ -343,6 +350,47 @@ struct StreamReader::Impl {
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
   }
+  // Caps reaching videoscale: a host frame's size and format (known once decoded, and again at any
+  // change, a camera switched to 4K). A frame larger than a pool slot is scaled down to fit (preprocess
+  // resizes it to its input size anyway; an `roi` then sees fewer pixels); others pass as they are.
+  static GstPadProbeReturn on_scale_caps(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_CAPS) return GST_PAD_PROBE_OK;
+    GstCaps* caps = nullptr;
+    gst_event_parse_caps(event, &caps);
+    GstVideoInfo vinfo;
+    if (!caps || !gst_video_info_from_caps(&vinfo, caps)) return GST_PAD_PROBE_OK;
+    const GstVideoFormat f = GST_VIDEO_INFO_FORMAT(&vinfo);
+    // What reaches the appsink is I420, NV12 or RGB (the filter's formats): the largest unless named.
+    const PixelFormat format = f == GST_VIDEO_FORMAT_I420   ? PixelFormat::kI420
+                               : f == GST_VIDEO_FORMAT_NV12 ? PixelFormat::kNV12
+                                                            : PixelFormat::kRGB;
+    const uint32_t width = GST_VIDEO_INFO_WIDTH(&vinfo), height = GST_VIDEO_INFO_HEIGHT(&vinfo);
+    FrameSize fit = fit_frame_within(format, width, height, self->options.max_frame_bytes);
+    if (fit.width == width && fit.height == height) fit = FrameSize{};  // fits: no size asked
+    if (fit.width == self->fit_applied.width && fit.height == self->fit_applied.height) return GST_PAD_PROBE_OK;
+    self->fit_applied = fit;
+    GstCaps* filter = gst_caps_from_string(self->fit_filter_caps.c_str());
+    if (fit.width > 0) {
+      for (guint i = 0; i < gst_caps_get_size(filter); ++i) {
+        gst_structure_set(gst_caps_get_structure(filter, i), "width", G_TYPE_INT, static_cast<gint>(fit.width),
+                          "height", G_TYPE_INT, static_cast<gint>(fit.height), nullptr);
+      }
+      std::lock_guard<std::mutex> lock(self->fit_mutex);
+      if (self->fit_logged.insert({width, height}).second) {
+        const size_t bytes = packed_frame_bytes(format, width, height);
+        VAPIPE_LOG_WARN("stream '{}': its {}x{} {} frames ({} bytes) are larger than a frame slot "
+                        "(transport.frame_slot_bytes: {}): scaled to {}x{} before preprocessing (an roi sees "
+                        "fewer pixels); set transport.frame_slot_bytes to {} or more to keep every pixel",
+                        self->stream.id, width, height, pixel_format_name(format), bytes,
+                        self->options.max_frame_bytes, fit.width, fit.height, bytes);
+      }
+    }
+    g_object_set(self->fit_filter, "caps", filter, nullptr);  // before the event reaches videoscale
+    gst_caps_unref(filter);
+    return GST_PAD_PROBE_OK;
+  }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);
     GstCaps* caps = gst_pad_get_current_caps(pad);
@@ -357,12 +405,12 @@ struct StreamReader::Impl {
     if (self->caps_sink && pad_can_carry_cuda(pad)) {
       target = self->caps_sink;
     } else if (self->caps_sink) {
-      // nvdec mode, but a software decoder took the stream: put videoconvert in front of the caps
-      // filter now (it was left unlinked so that a CUDA pad could take the filter's only input).
+      // nvdec mode, but a software decoder took the stream: put videoconvert (and videoscale) in front
+      // of the caps filter now (it was left unlinked so that a CUDA pad could take its only input).
       GstPad* filter_in = gst_element_get_static_pad(self->caps_sink, "sink");
       const bool free_input = !gst_pad_is_linked(filter_in);
       gst_object_unref(filter_in);
-      if (free_input && !gst_element_link(self->convert_sink, self->caps_sink)) {
+      if (free_input && !gst_element_link(self->scale_out, self->caps_sink)) {
         VAPIPE_LOG_WARN("stream '{}': could not link videoconvert to the appsink", self->stream.id);
       }
     }
@@ -430,7 +478,8 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   // A pipeline of an earlier connection goes first (its streaming threads stop in set_state NULL).
   if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
-  impl.appsink = impl.convert_sink = impl.caps_sink = nullptr;
+  impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
+  impl.fit_applied = FrameSize{};
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
   gst_object_ref_sink(impl.pipeline.get());
   bool nvdec = impl.options.decoder == Decoder::kNvdec && impl.stream.parsed.kind != UriKind::kTest;
@@ -445,6 +494,9 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   GstElement* bin = impl.pipeline.get();
   GstElement* caps_filter = make("capsfilter", impl.stream.id, &status);
   GstElement* sink = make("appsink", impl.stream.id, &status);
+  // Host frames pass videoscale on their way to the appsink: in passthrough, unless a frame is larger
+  // than a pool slot (on_scale_caps).
+  GstElement* scale = make("videoscale", impl.stream.id, &status);
   GstCaps* caps = nullptr;
 
   if (impl.stream.parsed.kind == UriKind::kTest) {
@@ -455,29 +507,40 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     if (t.frames > 0) g_object_set(src, "num-buffers", static_cast<gint>(t.frames), nullptr);
     g_object_set(src, "is-live", t.live ? TRUE : FALSE, "horizontal-speed", t.speed, nullptr);
     if (!t.motion.empty()) gst_util_set_object_arg(G_OBJECT(src), "motion", t.motion.c_str());
+    GstElement* fit = make("capsfilter", impl.stream.id, &status);
+    if (!status.ok()) return status;
     caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, t.format.c_str(), "width", G_TYPE_INT,
                                static_cast<gint>(t.width), "height", G_TYPE_INT, static_cast<gint>(t.height),
                                "framerate", GST_TYPE_FRACTION, static_cast<gint>(t.fps), 1, nullptr);
-    gst_bin_add_many(GST_BIN(bin), src, caps_filter, sink, nullptr);
-    if (!gst_element_link_many(src, caps_filter, sink, nullptr)) {
+    impl.fit_filter_caps = "video/x-raw,format=(string)" + t.format;
+    GstCaps* fit_caps = gst_caps_from_string(impl.fit_filter_caps.c_str());
+    g_object_set(fit, "caps", fit_caps, nullptr);
+    gst_caps_unref(fit_caps);
+    gst_bin_add_many(GST_BIN(bin), src, caps_filter, scale, fit, sink, nullptr);
+    if (!gst_element_link_many(src, caps_filter, scale, fit, sink, nullptr)) {
       status = Internal("stream '" + impl.stream.id + "': cannot link the test source");
     }
+    impl.fit_filter = fit;
   } else {
     GstElement* src = make("uridecodebin", impl.stream.id, &status);
     GstElement* convert = make("videoconvert", impl.stream.id, &status);
     if (!status.ok()) return status;
     g_object_set(src, "uri", impl.stream.uri.c_str(), nullptr);
     // nvdec: NV12 in CUDA memory first; host formats for what a software decoder produces instead.
-    caps = gst_caps_from_string(nvdec ? "video/x-raw(memory:CUDAMemory),format=(string)NV12;"
-                                        "video/x-raw,format=(string){I420,NV12,RGB}"
-                                      : "video/x-raw,format=(string){I420,NV12,RGB}");
-    gst_bin_add_many(GST_BIN(bin), src, convert, caps_filter, sink, nullptr);
+    impl.fit_filter_caps = nvdec ? "video/x-raw(memory:CUDAMemory),format=(string)NV12;"
+                                   "video/x-raw,format=(string){I420,NV12,RGB}"
+                                 : "video/x-raw,format=(string){I420,NV12,RGB}";
+    caps = gst_caps_from_string(impl.fit_filter_caps.c_str());
+    gst_bin_add_many(GST_BIN(bin), src, convert, scale, caps_filter, sink, nullptr);
     // nvdec: the caps filter's input stays free until the decoder's pad shows whether it can carry
-    // CUDA memory (on_pad_added links it, or videoconvert in front of it).
-    if (!gst_element_link(caps_filter, sink) || (!nvdec && !gst_element_link(convert, caps_filter))) {
+    // CUDA memory (on_pad_added links it, or videoconvert and videoscale in front of it).
+    if (!gst_element_link(caps_filter, sink) || !gst_element_link(convert, scale) ||
+        (!nvdec && !gst_element_link(scale, caps_filter))) {
       status = Internal("stream '" + impl.stream.id + "': cannot link videoconvert to the appsink");
     }
     impl.convert_sink = convert;
+    impl.scale_out = scale;
+    impl.fit_filter = caps_filter;
     if (nvdec) impl.caps_sink = caps_filter;
     g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
     g_signal_connect(src, "source-setup", G_CALLBACK(&StreamReader::Impl::on_source_setup), &impl);
@@ -494,6 +557,12 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   }
   g_object_set(caps_filter, "caps", caps, nullptr);
   gst_caps_unref(caps);
+  if (impl.options.max_frame_bytes > 0) {
+    GstPad* scale_in = gst_element_get_static_pad(scale, "sink");
+    gst_pad_add_probe(scale_in, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &StreamReader::Impl::on_scale_caps, &impl,
+                      nullptr);
+    gst_object_unref(scale_in);
+  }
 
   impl.appsink = sink;
   // Our own bounded queue holds the frames; the appsink keeps one at most, and does not sync to the
@@ -549,7 +618,7 @@ namespace {
 // Copies a decoded frame into `payload`, planes packed tightly; fills `info`. Frames in CUDA memory
 // (NVDEC) and payloads in GPU memory (device pools) are copied by the GPU on `*stream` (made on first
 // use), which is drained before returning: the decoder's buffer goes back to GStreamer right after.
-Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out, int gpu,
+Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out, int gpu, size_t max_bytes,
                   std::unique_ptr<CudaStream>* stream, FrameInfo* info, Payload* payload, bool* from_device) {
   GstCaps* caps = gst_sample_get_caps(sample);
   GstBuffer* buffer = gst_sample_get_buffer(sample);
@@ -591,8 +660,16 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
     fi.offset[p] = offset;
     offset += fi.stride[p] * rows[p];
   }
-  VAPIPE_ASSIGN_OR_RETURN(*payload, out.allocate(offset));
   const bool cuda_src = is_cuda_buffer(buffer);
+  if (max_bytes > 0 && offset > max_bytes) {
+    // Host frames were scaled to fit (on_scale_caps); frames in GPU memory are not.
+    return InvalidArgument("stream '" + stream_id + "': its " + std::to_string(fi.width) + "x" +
+                           std::to_string(fi.height) + " " + pixel_format_name(fi.format) + " frames (" +
+                           std::to_string(offset) + " bytes) do not fit a frame slot (transport.frame_slot_bytes: " +
+                           std::to_string(max_bytes) + ")" + (cuda_src ? "; NVDEC frames are not scaled to fit" : "") +
+                           ": set transport.frame_slot_bytes to " + std::to_string(offset) + " or more");
+  }
+  VAPIPE_ASSIGN_OR_RETURN(*payload, out.allocate(offset));
   // Maps the frame (as device pointers with GST_MAP_CUDA, else host memory) and copies its planes,
   // by the GPU when either side is GPU memory.
   auto copy_planes = [&](bool map_cuda) -> Status {
@@ -804,7 +881,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
     bool from_device = false;
     if (s.options.watchdog) s.options.watchdog->working("copying a decoded frame");  // its slot wait is not
-    Status copied = copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, &s.cuda_stream, &m.frame, &m.payload,
+    Status copied = copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, s.options.max_frame_bytes,
+                               &s.cuda_stream, &m.frame, &m.payload,
                                &from_device);
     if (s.options.watchdog) s.options.watchdog->waiting();
     VAPIPE_RETURN_IF_ERROR(copied);

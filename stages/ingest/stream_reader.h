@@ -27,6 +27,11 @@ struct ReaderOptions {
   // Tests: build nvdec's pipeline shape even where no CUDA context can be had (no GPU), so that the
   // software-decoder path of that shape runs here.
   bool nvdec_shape_without_cuda = false;
+  // The frame pool's slot size (transport.frame_slot_bytes; 0: frames are not pooled, no limit).
+  // Frames in host memory that are larger (a 4K camera with the default slots) are scaled down to fit,
+  // their shape kept, and said once per stream and size; NVDEC frames in GPU memory are not scaled:
+  // such a stream ends with an error naming the key and the size it needs.
+  size_t max_frame_bytes = 0;
   // Threads for a CPU decoder (libav's max-threads, libvpx's threads, dav1d's n-threads); 0: the
   // decoder's own default (one per CPU). ingest works it out (decoder_threads_per_stream, placement.h).
   uint32_t decoder_threads = 0;

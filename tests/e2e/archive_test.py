@@ -410,6 +410,30 @@ class ArchiveJob(E2ETest):
             self.assertGreaterEqual(segments[1]["frames"], 40, sid)
         self.assert_no_leftovers(run)
 
+    def test_frames_larger_than_a_pool_slot_are_scaled_to_fit_and_every_one_is_classified(self):
+        """A frame larger than transport.frame_slot_bytes (a 4K camera with the default slots) is scaled
+        down to fit, said once per stream, instead of failing its stream: here a 640x240 clip's two halves
+        (`roi`) and a 1080p test source, with slots of 100,000 bytes."""
+        clip = make_split_clip(os.path.join(self.dir, "split.mp4"))
+        config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
+                                                   ("right", clip, {"roi": [0.5, 0, 0.5, 1]}),
+                                                   ("big", "test://snow?frames=20&width=1920&height=1080")],
+                                        transport={"frame_slot_bytes": 100000})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        for sid, pattern, frames in (("left", "smpte", 45), ("right", "ball", 45), ("big", "snow", 20)):
+            got = results.get(sid, [])
+            self.assertEqual([r["seq"] for r in got], list(range(frames)), sid)
+            correct = sum(r["label"] == pattern for r in got)
+            self.assertGreaterEqual(correct / len(got), 0.9, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+        for sid, size in (("left", "640x240"), ("right", "640x240"), ("big", "1920x1080")):
+            said = re.findall(rf"stream '{sid}': its {size} \w+ frames \(\d+ bytes\) are larger than a frame slot "
+                              r"\(transport.frame_slot_bytes: 100000\): scaled to \d+x\d+", run.stderr)
+            self.assertEqual(len(said), 1, f"{sid}: {said}\n" + "\n".join(l for l in run.stderr.splitlines() if "slot" in l))
+        self.assert_no_leftovers(run)
+
     def test_streams_with_a_source_classify_their_regions_of_one_decoding(self):
         """streams[].source: the split clip decoded once (stream `whole`), its halves classified as two more
         streams (`left`, `right`), each with every frame exactly once, its own seq and events, and its half's

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/rtsp_test_server.h"
@@ -207,6 +208,78 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
     ASSERT_EQ(out.messages.front().kind, MessageKind::kStreamStart);
     EXPECT_NEAR(static_cast<double>(out.messages.front().event.duration_ns) / 1e9, 25.0 / 30.0, 0.05) << mux;
   }
+}
+
+// A frame larger than a pool slot (a 4K camera with the default transport.frame_slot_bytes) is
+// scaled down to fit, its shape kept, instead of ending its stream; a smaller one passes as it is. A
+// file whose resolution changes midway (MPEG-TS: 320x240, then 160x120, then 320x240) is sized anew
+// at each change, in nvdec's pipeline shape as in the CPU one (a software decoder there: no GPU).
+TEST_F(StreamReaderTest, HostFramesLargerThanASlotAreScaledToFitAndSmallerOnesPassAsTheyAre) {
+  std::string parts;
+  for (const auto& [name, pattern, w, h] : {std::tuple{"big1", "ball", 320, 240}, std::tuple{"small", "smpte", 160, 120},
+                                          std::tuple{"big2", "snow", 320, 240}}) {
+    const std::string part = (dir_ / (std::string(name) + ".h264")).string();
+    const std::string cmd = std::string("gst-launch-1.0 -q videotestsrc pattern=") + pattern + " num-buffers=10 ! "
+                            "video/x-raw,format=I420,width=" + std::to_string(w) + ",height=" + std::to_string(h) +
+                            ",framerate=30/1 ! x264enc speed-preset=ultrafast key-int-max=10 ! "
+                            "video/x-h264,stream-format=byte-stream ! filesink location=" + part;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    parts += " " + part;
+  }
+  const std::string ts = (dir_ / "resolution-change.ts").string();
+  const std::string cmd = "cat" + parts + " > " + ts + ".h264 && gst-launch-1.0 -q filesrc location=" + ts +
+                          ".h264 ! h264parse ! mpegtsmux ! filesink location=" + ts;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+
+  const size_t slot = 60000;  // 320x240 I420 is 115200 bytes; 160x120 is 28800
+  const FrameSize fit = fit_frame_within(PixelFormat::kI420, 320, 240, slot);
+  ASSERT_LT(fit.width, 320u);
+  for (const bool nvdec_shape : {false, true}) {
+    ReaderOptions options;
+    options.max_frame_bytes = slot;
+    if (nvdec_shape) {
+      options.decoder = Decoder::kNvdec;
+      options.gpu = 0;
+      options.nvdec_shape_without_cuda = true;
+    }
+    auto reader = StreamReader::create(stream("cam", ts), 0, ingest_, options);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 30u) << "nvdec shape: " << nvdec_shape;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const bool small = i >= 10 && i < 20;
+      EXPECT_EQ(frames[i]->frame.width, small ? 160u : fit.width) << "frame " << i << ", nvdec shape " << nvdec_shape;
+      EXPECT_EQ(frames[i]->frame.height, small ? 120u : fit.height) << "frame " << i;
+      EXPECT_EQ(frames[i]->frame.format, PixelFormat::kI420) << "frame " << i;  // 4:2:0 as encoded
+      EXPECT_LE(frames[i]->payload.size(), slot) << "frame " << i;
+      EXPECT_EQ(frames[i]->env.seq, i);
+    }
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  }
+  // Without a slot to fit (frames not pooled), every frame keeps its size.
+  auto whole = read_whole(ts, ingest_, "cam");
+  auto frames = of_kind(whole, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 30u);
+  EXPECT_EQ(frames[0]->frame.width, 320u);
+  EXPECT_EQ(frames[15]->frame.width, 160u);
+  EXPECT_EQ(frames[29]->frame.width, 320u);
+  // A test source too, in RGB (3 bytes a pixel): 640x480 into a slot of 300,000 bytes.
+  ReaderOptions options;
+  options.max_frame_bytes = 300000;
+  auto test_reader = StreamReader::create(stream("t", "test://red?frames=2&width=640&height=480&format=RGB"), 0,
+                                          ingest_, options);
+  ASSERT_TRUE(test_reader.ok());
+  CollectingEmitter out;
+  ASSERT_TRUE((*test_reader)->run(out, flags_).ok());
+  auto rgb = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(rgb.size(), 2u);
+  const FrameSize rgb_fit = fit_frame_within(PixelFormat::kRGB, 640, 480, 300000);
+  EXPECT_EQ(rgb[0]->frame.width, rgb_fit.width);
+  EXPECT_EQ(rgb[0]->frame.height, rgb_fit.height);
+  EXPECT_EQ(rgb[0]->frame.format, PixelFormat::kRGB);
+  EXPECT_EQ(static_cast<int>(rgb[0]->payload.data()[0]), 255);  // still red
 }
 
 // ingest.decoder_threads reaches the CPU decoder, whichever property its plug-in has: libav's
