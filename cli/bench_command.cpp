@@ -76,7 +76,7 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
   VAPIPE_ASSIGN_OR_RETURN(Lane lane, bench_lane(c));
   // Into the pool the pipeline would use: GPU memory when preprocessing runs on the GPU.
   auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.effective_frame_slots(c.streams.size()),
-                              c.transport.frame_slot_bytes, lane.frame_pool_gpu);
+                              c.transport.effective_frame_slot_bytes(lane.frame_pool_gpu >= 0), lane.frame_pool_gpu);
   if (!pool.ok()) return pool.status();
   ShmAllocator alloc(*pool, &flags.abort);
   std::atomic<uint64_t> frames{0};
@@ -84,7 +84,9 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
   std::vector<Status> results(c.streams.size());
   for (uint32_t i = 0; i < c.streams.size(); ++i) {
     threads.emplace_back([&, i] {
-      auto reader = StreamReader::create(c.streams[i], i, c.ingest, ReaderOptions{lane.decoder, lane.gpu});
+      ReaderOptions options{lane.decoder, lane.gpu};
+      options.max_frame_bytes = (*pool)->slot_bytes();  // as ingest: larger CPU-decoded frames shrink to fit
+      auto reader = StreamReader::create(c.streams[i], i, c.ingest, options);
       if (!reader.ok()) {
         results[i] = reader.status();
         return;

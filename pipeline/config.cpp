@@ -622,7 +622,11 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
                    "holds its decoded frame while it waits for a slot for a member's copy; give at least " +
                    std::to_string(sources_with_members.size() + 1) + " (or 0: 2 per stream, at least 32)");
     }
-    r.uint("frame_slot_bytes", &c.transport.frame_slot_bytes, 4096, 1ull << 32);
+    r.uint("frame_slot_bytes", &c.transport.frame_slot_bytes, 0, 1ull << 32);
+    if (c.transport.frame_slot_bytes > 0 && c.transport.frame_slot_bytes < 4096) {
+      ctx.fail(node["frame_slot_bytes"], "transport.frame_slot_bytes",
+               "must be 0 (1920x1080 RGB in host memory, 3840x2160 NV12 in GPU memory) or at least 4096");
+    }
     r.uint("tensor_slots", &c.transport.tensor_slots, 0, 65536);
     r.boolean("device_pools", &c.transport.device_pools);
     YAML::Node eps = r.child("endpoints");

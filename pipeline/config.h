@@ -178,7 +178,14 @@ struct PublishConfig {
 struct TransportConfig {
   TransportMode mode = TransportMode::kShm;
   uint32_t frame_slots = 0;   // 0 = 2 per stream of the lane, at least 32
-  uint64_t frame_slot_bytes = 1920ull * 1080 * 3;
+  // 0: a 1920x1080 RGB frame in host memory (6,220,800 bytes); in GPU memory (device pools, where
+  // NVDEC's frames go), a 3840x2160 NV12 frame (12,441,600: a 4K camera; NVDEC's frames are not scaled
+  // to fit, CPU-decoded ones are).
+  uint64_t frame_slot_bytes = 0;
+  uint64_t effective_frame_slot_bytes(bool in_gpu_memory) const {
+    if (frame_slot_bytes) return frame_slot_bytes;
+    return in_gpu_memory ? 3840ull * 2160 * 3 / 2 : 1920ull * 1080 * 3;
+  }
   uint32_t tensor_slots = 0;  // 0 = 4 x batch.max_batch_size (2 x batch.auto_limit with auto)
   bool device_pools = true;   // shm mode: frames and tensors of GPU stages in GPU memory (CUDA IPC)
   // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor

@@ -56,7 +56,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   }
   if (layout.by_reference) {
     VAPIPE_ASSIGN_OR_RETURN(pool, ShmPool::create(layout.frame_pool, config.transport.effective_frame_slots(streams_open_at_once(config, lane, files_fit_open_file_limit())),
-                                                  config.transport.frame_slot_bytes, pool_device));
+                                                  config.transport.effective_frame_slot_bytes(pool_device >= 0), pool_device));
     allocator = std::make_unique<ShmAllocator>(pool, &flags.abort);
   }
   const std::string& endpoint = layout.input_endpoint.at(StageKind::kPreprocess);

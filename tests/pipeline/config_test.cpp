@@ -257,6 +257,24 @@ TEST(Config, FrameSlotsDefaultToTwoPerStreamOfTheLane) {
   EXPECT_NE(one.status().message().find("transport.frame_slots"), std::string::npos);
 }
 
+// A slot holds a 1080p RGB frame in shared memory, and a 4K NV12 frame (NVDEC's, which is not scaled
+// to fit) in GPU memory, unless set.
+TEST(Config, FrameSlotBytesDependOnWhereThePoolIs) {
+  auto c = load_config_string(kMinimal, "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->transport.effective_frame_slot_bytes(false), 1920u * 1080 * 3);
+  EXPECT_EQ(c->transport.effective_frame_slot_bytes(true), 3840u * 2160 * 3 / 2);
+  auto fixed = load_config_string(std::string(kMinimal) + "transport: {frame_slot_bytes: 100000}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->transport.effective_frame_slot_bytes(false), 100000u);
+  EXPECT_EQ(fixed->transport.effective_frame_slot_bytes(true), 100000u);
+  auto tiny = load_config_string(std::string(kMinimal) + "transport: {frame_slot_bytes: 100}\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("job.yaml:"), std::string::npos) << tiny.status().message();
+  EXPECT_NE(tiny.status().message().find("transport.frame_slot_bytes: must be 0"), std::string::npos)
+      << tiny.status().message();
+}
+
 TEST(Config, EveryShippedConfigLoads) {
   size_t checked = 0;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(VAPIPE_SOURCE_DIR) + "/configs")) {
