@@ -38,6 +38,25 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
+// A local path as a file:// URI's path: what a URI reserves (a space, '#', '%', '?', bytes past ASCII
+// such as an 'é') percent-escaped, as GLib's g_filename_to_uri does; uridecodebin opens nothing else.
+std::string percent_encode_path(const std::string& path) {
+  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:@/";
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : path) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) && byte < 0x80) {
+      out.push_back(c);
+    } else if (kKept.find(c) != std::string_view::npos) {
+      out.push_back(c);
+    } else {
+      out += {'%', kHex[byte >> 4], kHex[byte & 0xF]};
+    }
+  }
+  return out;
+}
+
 Result<TestSourceSpec> parse_test_uri(std::string_view rest) {
   TestSourceSpec spec;
   std::string_view pattern = rest, query;
@@ -102,7 +121,7 @@ Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base
     std::filesystem::path p{std::string(uri)};
     if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
     out.kind = UriKind::kFile;
-    out.uri = "file://" + p.lexically_normal().string();
+    out.uri = "file://" + percent_encode_path(p.lexically_normal().string());
     return out;
   }
   std::string scheme(uri.substr(0, scheme_end));

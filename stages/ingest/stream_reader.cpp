@@ -199,6 +199,9 @@ struct StreamReader::Impl {
   uint64_t host_frames = 0;
   bool fallback_logged = false;
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
+  std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
+  std::mutex pads_mutex;
+  std::string other_pads;  // the caps of the streams that were not video ("audio/x-raw")
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
@@ -397,8 +400,16 @@ struct StreamReader::Impl {
     if (!caps) caps = gst_pad_query_caps(pad, nullptr);
     const gchar* name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
     const bool video = g_str_has_prefix(name, "video/");
+    if (!video) {
+      // Audio and other streams stay unlinked; demuxers carry on without them. Kept, to say what a
+      // file without video held (its demuxer then fails with "Internal data stream error").
+      std::lock_guard<std::mutex> lock(self->pads_mutex);
+      if (self->other_pads.find(name) == std::string::npos) self->other_pads += (self->other_pads.empty() ? "" : ", ") + std::string(name);
+      gst_caps_unref(caps);
+      return;
+    }
     gst_caps_unref(caps);
-    if (!video) return;  // audio and other streams stay unlinked; demuxers carry on without them
+    self->video_pad = true;
     // A decoder that can write CUDA memory (NVDEC) links straight to the caps filter: videoconvert
     // would force the frames through system memory. Any other goes through videoconvert.
     GstElement* target = self->convert_sink;
@@ -586,6 +597,9 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
       return NotFound("file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+    }
+    if (std::filesystem::file_size(path, ec) == 0 && !ec) {
+      return DataLoss("file " + path + " is empty (0 bytes)");  // GStreamer: "Stream contains no data"
     }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
@@ -1017,6 +1031,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
       std::optional<std::string> reason = pop_bus_error(bus.get());
+      if (reason && !s.video_pad && s.decoded.load() == 0 && s.stream.parsed.kind != UriKind::kTest) {
+        std::lock_guard<std::mutex> lock(s.pads_mutex);
+        if (!s.other_pads.empty()) *reason += ": it has no video stream (only " + s.other_pads + ")";
+      }
       if (!reason && stall_after.count() > 0) {
         // Stalled: nothing arrived for stall_timeout_s. Compressed frames that arrive and are left out
         // before decoding (key frames only; before the first key frame) count as arriving, up to ten

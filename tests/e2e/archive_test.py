@@ -194,6 +194,30 @@ class ArchiveJob(E2ETest):
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["frames"], 60)
 
+    def test_files_named_with_spaces_hashes_percents_and_accents_are_each_read(self):
+        """Archive files are named by people and cameras. A '#' or '%' in a path used to make its file://
+        URI name another file or none ("a%20b.mp4" was read as "a b.mp4"): each file here is a different
+        pattern, so a result named right says the right file was read."""
+        folder = os.path.join(self.dir, "named by people")
+        os.makedirs(folder)
+        files = {"hash": ("Camera 1 #2.mp4", "smpte"), "percent": ("50% \u00e9t\u00e9.mp4", "ball"),
+                 "escaped": ("a%20b.mp4", "snow"), "space": ("a b.mp4", "pinwheel")}
+        for name, pattern in files.values():  # not make_clip: its shell would read the '#' and '%'
+            subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", f"pattern={pattern}", "num-buffers=15", "!",
+                            "video/x-raw,width=320,height=240,framerate=30/1", "!", "x264enc", "speed-preset=veryfast",
+                            "!", "h264parse", "!", "mp4mux", "!", "filesink", f"location={os.path.join(folder, name)}"],
+                           check=True)
+        config, endpoint = write_config(self.dir, [(sid, os.path.join(folder, name)) for sid, (name, _) in files.items()])
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        for sid, (name, pattern) in files.items():
+            got = results.get(sid, [])
+            self.assertEqual([r["seq"] for r in got], list(range(15)), f"{sid}: {name}")
+            correct = sum(r["label"] == pattern for r in got)
+            self.assertGreaterEqual(correct / len(got), 0.9, f"{sid} ({name}): {correct}/{len(got)} named '{pattern}'")
+
     def run_folder_of_copies(self, pattern, frames, copies, max_open_streams, open_files):
         """An archive job over folder/clip-NN.mp4, `copies` copies of one 160x120 clip, under an open-file
         limit (soft and hard); the job must exit 0. Returns the finished Run."""

@@ -41,6 +41,22 @@ TEST(StreamUri, ClassifiesFileAndNetworkUris) {
   EXPECT_EQ(p->uri, "file:///jobs/clips/x.mkv");
 }
 
+// Archive files are named by people and cameras: "Camera 1 #2 50% été.mp4". A plain path becomes a
+// file:// URI with what URIs reserve escaped (uridecodebin found no such file otherwise), and the
+// path comes back whole from it.
+TEST(StreamUri, APlainPathWithSpacesHashesPercentsOrAccentsBecomesAnEscapedFileUri) {
+  const std::string path = "/data/Camera 1 #2 50% \xC3\xA9t\xC3\xA9?.mp4";
+  auto p = parse_stream_uri(path, "");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, UriKind::kFile);
+  EXPECT_EQ(p->uri, "file:///data/Camera%201%20%232%2050%25%20%C3%A9t%C3%A9%3F.mp4");
+  EXPECT_EQ(file_uri_path(p->uri), path);
+  // What needs no escape stays as it is.
+  auto plain = parse_stream_uri("/data/cam-1_(2024)+x@y,z.mp4", "");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->uri, "file:///data/cam-1_(2024)+x@y,z.mp4");
+}
+
 TEST(StreamUri, RedactsCredentials) {
   EXPECT_EQ(redact_uri("rtsp://admin:hunter2@10.1.2.3:554/ch1?x=@"), "rtsp://***@10.1.2.3:554/ch1?x=@");
   EXPECT_EQ(redact_uri("rtsp://10.1.2.3/ch1"), "rtsp://10.1.2.3/ch1");

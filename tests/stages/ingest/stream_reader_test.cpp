@@ -596,6 +596,30 @@ TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {
   EXPECT_NE(reader.status().message().find("nope.mp4 does not exist"), std::string::npos);
 }
 
+// A folder's glob can take a file that is not a video: an audio recording, a file still empty.
+// GStreamer says "Internal data stream error (element oggdemux0)" and "Stream contains no data": the
+// errors say what the file is instead.
+TEST_F(StreamReaderTest, AnEmptyFileOrOneWithoutVideoIsAnErrorSayingSo) {
+  const auto empty = dir_ / "empty.mp4";
+  std::ofstream(empty).close();
+  auto none = StreamReader::create(stream("empty", empty.string()), 0, ingest_);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("empty.mp4 is empty (0 bytes)"), std::string::npos) << none.status().message();
+
+  const std::string audio = (dir_ / "audio-only.ogg").string();
+  const std::string cmd = "gst-launch-1.0 -q audiotestsrc num-buffers=50 ! vorbisenc ! oggmux ! filesink location=" + audio;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto reader = StreamReader::create(stream("audio", audio), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_NE(out.messages.back().event.message.find("it has no video stream (only audio/"), std::string::npos)
+      << out.messages.back().event.message;
+  EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
+}
+
 TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
   const auto path = dir_ / "corrupt.mp4";
   {
