@@ -404,7 +404,9 @@ struct StreamReader::Impl {
       // Audio and other streams stay unlinked; demuxers carry on without them. Kept, to say what a
       // file without video held (its demuxer then fails with "Internal data stream error").
       std::lock_guard<std::mutex> lock(self->pads_mutex);
-      if (self->other_pads.find(name) == std::string::npos) self->other_pads += (self->other_pads.empty() ? "" : ", ") + std::string(name);
+      if (self->other_pads.find(name) == std::string::npos) {
+        self->other_pads += (self->other_pads.empty() ? "" : ", ") + std::string(name);
+      }
       gst_caps_unref(caps);
       return;
     }
