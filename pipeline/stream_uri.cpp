@@ -57,6 +57,43 @@ std::string percent_encode_path(const std::string& path) {
   return out;
 }
 
+// A user name or password holding a character URIs reserve ('@', '#', '/', '?': camera passwords often
+// do, and ${CAMERA_PASSWORD} puts them in as they are) breaks the URI where it stands: the host is read
+// from inside the password, or the authority is cut short, and rtspsrc says only that no server
+// answered (and the log's redaction, which looks for the authority's '@', misses the password). Such a
+// URI is refused, saying which character to escape; the message never holds the URI.
+Status check_authority(std::string_view uri, size_t authority_start) {
+  size_t authority_end = uri.find_first_of("/?#", authority_start);
+  if (authority_end == std::string_view::npos) authority_end = uri.size();
+  const std::string_view authority = uri.substr(authority_start, authority_end - authority_start);
+  const size_t at = authority.rfind('@');
+  const std::string_view userinfo = at == std::string_view::npos ? std::string_view() : authority.substr(0, at);
+  const std::string_view host_port = at == std::string_view::npos ? authority : authority.substr(at + 1);
+  if (userinfo.find('@') != std::string_view::npos) {
+    return InvalidArgument("the user name or password in the uri holds an '@': write it as %40 (percent-escaped)");
+  }
+  // A '#' (a fragment, which no camera or server is sent) followed by "...@host": a password with a '#'.
+  if (authority_end < uri.size() && uri[authority_end] == '#' &&
+      uri.find('@', authority_end) < uri.find('/', authority_end)) {
+    return InvalidArgument("the uri's user name or password holds a '#' (its authority ends there): write it as %23 "
+                           "(percent-escaped)" + std::string(at != std::string_view::npos ? ", and an '@' as %40" : ""));
+  }
+  // The port is what follows the host's last ':' ("[v6::addr]:554" keeps the brackets' colons).
+  const size_t bracket = host_port.rfind(']');
+  const size_t colon = host_port.rfind(':');
+  if (colon == std::string_view::npos || (bracket != std::string_view::npos && colon < bracket)) return Status::Ok();
+  const std::string_view port = host_port.substr(colon + 1);
+  if (std::all_of(port.begin(), port.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    return Status::Ok();
+  }
+  if (at == std::string_view::npos && uri.find('@', authority_end) != std::string_view::npos) {
+    // "user:pa#ss@host": cut at the '#', the password reads as a port.
+    return InvalidArgument("the uri's user name or password holds a '#', '/' or '?' (its authority ends there, and "
+                           "what follows ':' is not a port): write them as %23, %2F and %3F (percent-escaped)");
+  }
+  return InvalidArgument("the uri's port is not a number");
+}
+
 Result<TestSourceSpec> parse_test_uri(std::string_view rest) {
   TestSourceSpec spec;
   std::string_view pattern = rest, query;
@@ -145,6 +182,7 @@ Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base
     out.uri = std::string(uri);
     return out;
   }
+  VAPIPE_RETURN_IF_ERROR(check_authority(uri, scheme_end + 3));
   out.kind = UriKind::kNetwork;
   out.uri = std::string(uri);
   return out;

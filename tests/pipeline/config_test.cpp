@@ -313,6 +313,16 @@ infer: {model: "$${HOME}/m.pt", labels: m.txt}
     ASSERT_FALSE(bad.ok()) << yaml;
     EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
   }
+  // A password from the environment with a character URIs reserve: refused, naming the stream and
+  // what to escape, never the password.
+  ::setenv("VAPIPE_TEST_CAM_PASSWORD", "Adm1n@2024#", 1);
+  auto reserved = load_config_string("streams:\n  - {id: gate, uri: 'rtsp://admin:${VAPIPE_TEST_CAM_PASSWORD}@10.0.0.1/s'}\n"
+                                     "infer: {model: m, labels: l}\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(reserved.ok());
+  EXPECT_NE(reserved.status().message().find("job.yaml:2: streams[0].uri: "), std::string::npos)
+      << reserved.status().message();
+  EXPECT_NE(reserved.status().message().find("%40"), std::string::npos) << reserved.status().message();
+  EXPECT_EQ(reserved.status().message().find("Adm1n"), std::string::npos) << reserved.status().message();
   ::unsetenv("VAPIPE_TEST_CAM_PASSWORD");
 }
 

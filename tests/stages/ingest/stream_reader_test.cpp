@@ -795,16 +795,18 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
 
 // What an operator meets when a camera cannot be read, against a real RTSP server on loopback (archive
 // mode: the first error ends the stream): the camera's own words, then what they mean for a camera.
+// The right password holds characters URIs reserve, percent-escaped in the uri as the config asks.
 TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWrong) {
   const int port = testing::free_loopback_tcp_port();
-  testing::RtspTestServer server(port, "ball", 320, 240, "key-int-max=15", "viewer:right");
+  testing::RtspTestServer server(port, "ball", 320, 240, "key-int-max=15", "viewer:r@ght#1/?");
+  const std::string right = "viewer:r%40ght%231%2F%3F";
   ASSERT_TRUE(server.ok());
   const std::string at = "127.0.0.1:" + std::to_string(port);
   const int closed = testing::free_loopback_tcp_port();
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"rtsp://viewer:badpass@" + at + "/test",
        "Unauthorized (element source): the camera refused the user name and password in the stream's uri"},
-      {"rtsp://viewer:right@" + at + "/nosuch",
+      {"rtsp://" + right + "@" + at + "/nosuch",
        "(element source): the server answered but has no stream at this path (check the path in the uri)"},
       {"rtsp://127.0.0.1:" + std::to_string(closed) + "/test",
        "(element source): no RTSP server answered at this address and port"},
@@ -821,7 +823,7 @@ TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWro
   }
   // The right credentials play.
   ingest_.queue_policy = QueuePolicy::kDropOldest;
-  auto reader = StreamReader::create(stream("cam", "rtsp://viewer:right@" + at + "/test"), 0, ingest_);
+  auto reader = StreamReader::create(stream("cam", "rtsp://" + right + "@" + at + "/test"), 0, ingest_);
   ASSERT_TRUE(reader.ok());
   class StopAtFirstFrame final : public Emitter {
    public:
