@@ -276,7 +276,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     if (!streams.IsDefined() || streams.IsNull() || !streams.IsSequence() || streams.size() == 0) {
       ctx.fail(streams, "streams", "expected a non-empty list of streams (each with id and uri)");
     }
-    std::set<std::string> ids;
+    std::map<std::string, std::string> ids;  // stream id -> what gave it ("streams[2]", or a glob's file)
     std::vector<std::pair<size_t, size_t>> members;  // (index in c.streams, index in `streams`)
     for (size_t i = 0; i < streams.size(); ++i) {
       const std::string path = "streams[" + std::to_string(i) + "]";
@@ -313,7 +313,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
         }
         if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id)");
         if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
-        if (!ids.insert(s.id).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
+        if (!ids.emplace(s.id, path).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
         members.emplace_back(c.streams.size(), i);
         c.streams.push_back(std::move(s));  // its uri is its source's, below
         continue;
@@ -366,9 +366,13 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
           if (Status st = validate_stream_id(f.id); !st.ok()) {
             ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());
           }
-          if (!ids.insert(f.id).second) {
+          if (auto [it, added] = ids.emplace(f.id, file); !added) {
+            // An id keeps letters, digits, '_', '-' and '.': "a b.mp4" and "a#b.mp4" both make "a-b".
+            const bool same_glob = std::find(settled.begin(), settled.end(), it->second) != settled.end();
             ctx.fail(streams[i]["glob"], path + ".glob",
-                     file + " makes the stream id '" + f.id + "', which another stream has (set id_prefix)");
+                     file + " makes the stream id '" + f.id + "', as " + it->second + " does (an id keeps only " +
+                         "letters, digits, '_', '-' and '.'): " +
+                         (same_glob ? "rename one of the two files" : "set id_prefix to tell them apart"));
           }
           auto parsed = parse_stream_uri(file, base_dir);
           if (!parsed.ok()) ctx.fail(streams[i]["glob"], path + ".glob", parsed.status().message());
@@ -382,7 +386,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
       if (settle_s >= 0) ctx.fail(streams[i]["settle_s"], path + ".settle_s", "only with glob");
       if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id, or use glob)");
       if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
-      if (!ids.insert(s.id).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
+      if (!ids.emplace(s.id, path).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
       if (s.uri.empty()) ctx.fail(streams[i], path + ".uri", "missing (every stream needs a uri)");
       auto parsed = parse_stream_uri(s.uri, base_dir);
       if (!parsed.ok()) ctx.fail(streams[i]["uri"], path + ".uri", parsed.status().message());

@@ -45,6 +45,27 @@ TEST_F(StreamGlobTest, WildcardsMatchWithinAFolderAndDoubleStarAcrossFolders) {
   EXPECT_NE(missing.status().message().find("nowhere does not exist"), std::string::npos);
 }
 
+// Two files of one folder whose names differ only in what an id cannot hold ("c d.mp4", "c#d.mp4"):
+// the error names both files and says to rename one (id_prefix cannot tell them apart); with another
+// glob's file, id_prefix can.
+TEST_F(StreamGlobTest, TwoFilesThatMakeOneIdAreBothNamedWithTheWayOut) {
+  for (const char* f : {"same/c d.mp4", "same/c#d.mp4"}) {
+    std::filesystem::create_directories((dir_ / f).parent_path());
+    std::ofstream(dir_ / f) << "x";
+  }
+  const std::string tail = "infer: {model: m.pt, labels: l.txt}\n";
+  auto one = load_config_string("streams:\n  - {glob: 'same/*.mp4'}\n" + tail, "job.yaml", dir_.string());
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("job.yaml:2: streams[0].glob: " + at("same/c#d.mp4") +
+                                        " makes the stream id 'c-d', as " + at("same/c d.mp4") + " does"),
+            std::string::npos) << one.status().message();
+  EXPECT_NE(one.status().message().find("rename one of the two files"), std::string::npos) << one.status().message();
+  auto two = load_config_string("streams:\n  - {glob: 'same/c d.mp4'}\n  - {glob: 'same/c#*.mp4'}\n" + tail,
+                                "job.yaml", dir_.string());
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("set id_prefix to tell them apart"), std::string::npos) << two.status().message();
+}
+
 TEST_F(StreamGlobTest, IdsComeFromThePathUnderTheFixedFolder) {
   const std::string base = glob_base_dir(at("a/**/*.mp4"));
   EXPECT_EQ(base, at("a"));
@@ -85,7 +106,7 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
   for (const auto& [entry, expected] : std::vector<std::pair<std::string, std::string>>{
            {"  - {glob: 'a/*.avi'}\n", "job.yaml:3: streams[0].glob: no file matches '" + at("a/*.avi") + "'"},
            {"  - {glob: 'a/*.mp4', uri: 'x.mp4'}\n", "streams[0]: give either uri (with an id) or glob"},
-           {"  - {glob: 'a/sub/*.mp4'}\n  - {glob: 'a/sub/deep/../*.mp4'}\n", "makes the stream id 'z', which another stream has"},
+           {"  - {glob: 'a/sub/*.mp4'}\n  - {glob: 'a/sub/deep/../*.mp4'}\n", "makes the stream id 'z', as "},
            {"  - {id: x, uri: 'test://ball', id_prefix: p}\n", "streams[0].id_prefix: only with glob"},
            {"  - {id: x, uri: 'test://ball', max_fps: -2}\n", "job.yaml:3: streams[0].max_fps: expected a number from 0 to 1000"},
            {"  - {id: x, uri: 'test://ball', roi: [0, 0, 1]}\n", "job.yaml:3: streams[0].roi: expected [x, y, width, height]"},
