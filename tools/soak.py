@@ -2,7 +2,8 @@
 for `--minutes`; one of them is killed and started again every `--outage-every` seconds, so ingest
 rebuilds its pipeline (reconnects) many times. Samples each stage's resident memory (VmRSS) every
 `--sample` seconds after a warm-up, and prints, per stage: RSS at the start and the end of the window,
-and the slope of a least-squares line through the samples (kB per minute).
+the slope of a least-squares line through the samples (kB per minute), and its threads and open file
+descriptors (first sample, most, last sample: a camera down at a sample holds fewer).
 
 With `--regions N`, each camera is also classified as N regions (streams with `source`: decoded once,
 each frame copied per region).
@@ -36,6 +37,15 @@ def rss_kb(pid):
     return None
 
 
+def threads_and_fds(pid):
+    """(threads, open file descriptors) of a process, or None once it is gone: a leak of either shows
+    over many reconnections as surely as one of memory."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
 def slope_per_minute(samples):
     """Least-squares slope of (t seconds, kB) in kB per minute."""
     n = len(samples)
@@ -63,6 +73,7 @@ def main():
         proc, bus = recovery.start_job(workdir, cams, members)
         stages = {name: recovery.stage_pid(proc.pid, name) for name in ("ingest", "preprocess", "batch", "infer", "publish")}
         samples = {name: [] for name in stages}
+        handles = {name: [] for name in stages}  # (threads, fds) at each sample
         start = time.time()
         end = start + args.warmup + args.minutes * 60
         next_kill = start + args.warmup + args.outage_every if args.outage_every > 0 else float("inf")
@@ -81,6 +92,9 @@ def main():
                     kb = rss_kb(pid)
                     if kb is not None:
                         samples[name].append((now - start, kb))
+                    counts = threads_and_fds(pid)
+                    if counts is not None:
+                        handles[name].append(counts)
                 next_sample += args.sample
             time.sleep(min(0.5, max(0.0, min(next_kill, next_sample) - time.time())))
         results_total = bus.count(0, time.time(), lambda topic, p: topic.startswith("results/"))
@@ -98,14 +112,19 @@ def main():
           f"{args.outage_every:g} s ({outages} outages, {resumed} `resumed` events"
           f"{f', {region_resumed} for its regions' if args.regions else ''}), "
           f"{results_total} results (`/usr/bin/python3 tools/soak.py {' '.join(sys.argv[1:])}`)\n")
-    print("| stage | RSS at start (MB) | RSS at end (MB) | slope (kB/min) |\n|---|---|---|---|")
+    print("| stage | RSS at start (MB) | RSS at end (MB) | slope (kB/min) | threads (start, most, end) | open files "
+          "(start, most, end) |\n|---|---|---|---|---|---|")
     out = {}
     for name, s in samples.items():
         if not s:
             continue
         slope = slope_per_minute(s)
-        out[name] = {"start_kb": s[0][1], "end_kb": s[-1][1], "slope_kb_per_min": slope}
-        print(f"| {name} | {s[0][1] / 1024:.1f} | {s[-1][1] / 1024:.1f} | {slope:+.0f} |")
+        h = handles[name] or [(0, 0)]
+        threads, fds = [t for t, _ in h], [f for _, f in h]
+        out[name] = {"start_kb": s[0][1], "end_kb": s[-1][1], "slope_kb_per_min": slope,
+                     "threads": [threads[0], max(threads), threads[-1]], "fds": [fds[0], max(fds), fds[-1]]}
+        print(f"| {name} | {s[0][1] / 1024:.1f} | {s[-1][1] / 1024:.1f} | {slope:+.0f} | "
+              f"{threads[0]}, {max(threads)}, {threads[-1]} | {fds[0]}, {max(fds)}, {fds[-1]} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"date": str(datetime.date.today()), "outages": outages, "resumed": resumed, "stages": out,
