@@ -202,6 +202,7 @@ struct StreamReader::Impl {
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::mutex pads_mutex;
   std::string other_pads;  // the caps of the streams that were not video ("audio/x-raw")
+  std::string undecodable;  // streams no decoder here took ("video/x-h264, profile=high-4:4:4")
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
@@ -356,6 +357,19 @@ struct StreamReader::Impl {
   // Caps reaching videoscale: a host frame's size and format (known once decoded, and again at any
   // change, a camera switched to 4K). A frame larger than a pool slot is scaled down to fit (preprocess
   // resizes it to its input size anyway; an `roi` then sees fewer pixels); others pass as they are.
+  // A stream of the file that no decoder here takes (uridecodebin leaves it out, and its demuxer then
+  // fails with "Internal data stream error"): kept, to say so.
+  static void on_unknown_type(GstElement*, GstPad*, GstCaps* caps, gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    if (!caps || gst_caps_get_size(caps) == 0) return;
+    const GstStructure* st = gst_caps_get_structure(caps, 0);
+    std::string what = gst_structure_get_name(st);
+    if (const gchar* profile = gst_structure_get_string(st, "profile")) what += ", profile " + std::string(profile);
+    std::lock_guard<std::mutex> lock(self->pads_mutex);
+    if (self->undecodable.find(what) == std::string::npos) {
+      self->undecodable += (self->undecodable.empty() ? "" : "; ") + what;
+    }
+  }
   static GstPadProbeReturn on_scale_caps(GstPad*, GstPadProbeInfo* info, gpointer user) {
     auto* self = static_cast<Impl*>(user);
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
@@ -557,6 +571,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     if (nvdec) impl.caps_sink = caps_filter;
     g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
     g_signal_connect(src, "source-setup", G_CALLBACK(&StreamReader::Impl::on_source_setup), &impl);
+    g_signal_connect(src, "unknown-type", G_CALLBACK(&StreamReader::Impl::on_unknown_type), &impl);
     g_signal_connect(src, "deep-element-added", G_CALLBACK(&StreamReader::Impl::on_deep_element_added), &impl);
     if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
@@ -1035,7 +1050,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       std::optional<std::string> reason = pop_bus_error(bus.get());
       if (reason && !s.video_pad && s.decoded.load() == 0 && s.stream.parsed.kind != UriKind::kTest) {
         std::lock_guard<std::mutex> lock(s.pads_mutex);
-        if (!s.other_pads.empty()) *reason += ": it has no video stream (only " + s.other_pads + ")";
+        if (s.undecodable.find("video/") != std::string::npos) {
+          *reason += ": no decoder here takes its video (" + s.undecodable + "): install the GStreamer plug-in "
+                     "for it (gstreamer1.0-libav decodes most), or re-encode it";
+        } else if (!s.other_pads.empty()) {
+          *reason += ": it has no video stream (only " + s.other_pads + ")";
+        }
       }
       if (!reason && stall_after.count() > 0) {
         // Stalled: nothing arrived for stall_timeout_s. Compressed frames that arrive and are left out

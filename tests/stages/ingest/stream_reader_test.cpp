@@ -618,6 +618,28 @@ TEST_F(StreamReaderTest, AnEmptyFileOrOneWithoutVideoIsAnErrorSayingSo) {
   EXPECT_NE(out.messages.back().event.message.find("it has no video stream (only audio/"), std::string::npos)
       << out.messages.back().event.message;
   EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
+
+  // Video that no decoder here takes, beside audio (H.264 High 4:4:4 on the GPU machine, whose bundle
+  // has no CPU decoder for it): said as such, not as a file without video. avdec_h264 is ranked out of
+  // autoplugging for the while, as if it were not installed.
+  const std::string both = (dir_ / "video-and-audio.mkv").string();
+  const std::string mux = "gst-launch-1.0 -q matroskamux name=m ! filesink location=" + both +
+                          " videotestsrc num-buffers=10 ! x264enc ! m. audiotestsrc num-buffers=20 ! vorbisenc ! m.";
+  ASSERT_EQ(std::system(mux.c_str()), 0) << mux;
+  GstPluginFeature* h264 = gst_registry_lookup_feature(gst_registry_get(), "avdec_h264");
+  ASSERT_NE(h264, nullptr);
+  const guint rank = gst_plugin_feature_get_rank(h264);
+  gst_plugin_feature_set_rank(h264, GST_RANK_NONE);
+  auto undecodable = StreamReader::create(stream("v", both), 0, ingest_);
+  CollectingEmitter v_out;
+  const Status ran = undecodable.ok() ? (*undecodable)->run(v_out, flags_) : undecodable.status();
+  gst_plugin_feature_set_rank(h264, rank);  // before any assertion: the tests after it decode H.264
+  gst_object_unref(h264);
+  ASSERT_TRUE(ran.ok()) << ran.message();
+  ASSERT_FALSE(v_out.messages.empty());
+  EXPECT_EQ(v_out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_NE(v_out.messages.back().event.message.find("no decoder here takes its video (video/x-h264"), std::string::npos)
+      << v_out.messages.back().event.message;
 }
 
 TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
