@@ -202,7 +202,7 @@ struct StreamReader::Impl {
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::mutex pads_mutex;
   std::string other_pads;  // the caps of the streams that were not video ("audio/x-raw")
-  std::string undecodable;  // streams no decoder here took ("video/x-h264, profile=high-4:4:4")
+  std::string undecodable;  // streams no decoder here took ("video/x-h264, profile high-4:4:4")
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
@@ -354,9 +354,6 @@ struct StreamReader::Impl {
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
   }
-  // Caps reaching videoscale: a host frame's size and format (known once decoded, and again at any
-  // change, a camera switched to 4K). A frame larger than a pool slot is scaled down to fit (preprocess
-  // resizes it to its input size anyway; an `roi` then sees fewer pixels); others pass as they are.
   // A stream of the file that no decoder here takes (uridecodebin leaves it out, and its demuxer then
   // fails with "Internal data stream error"): kept, to say so.
   static void on_unknown_type(GstElement*, GstPad*, GstCaps* caps, gpointer user) {
@@ -370,6 +367,9 @@ struct StreamReader::Impl {
       self->undecodable += (self->undecodable.empty() ? "" : "; ") + what;
     }
   }
+  // Caps reaching videoscale: a host frame's size and format (known once decoded, and again at any
+  // change, a camera switched to 4K). A frame larger than a pool slot is scaled down to fit (preprocess
+  // resizes it to its input size anyway; an `roi` then sees fewer pixels); others pass as they are.
   static GstPadProbeReturn on_scale_caps(GstPad*, GstPadProbeInfo* info, gpointer user) {
     auto* self = static_cast<Impl*>(user);
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
