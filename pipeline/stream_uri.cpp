@@ -46,9 +46,7 @@ std::string percent_encode_path(const std::string& path) {
   std::string out;
   for (const char c : path) {
     const auto byte = static_cast<unsigned char>(c);
-    if (std::isalnum(byte) && byte < 0x80) {
-      out.push_back(c);
-    } else if (kKept.find(c) != std::string_view::npos) {
+    if ((byte < 0x80 && std::isalnum(byte)) || kKept.find(c) != std::string_view::npos) {
       out.push_back(c);
     } else {
       out += {'%', kHex[byte >> 4], kHex[byte & 0xF]};

@@ -213,10 +213,7 @@ class ArchiveJob(E2ETest):
         self.assertEqual(run.wait(), 0, run.stderr[-3000:])
         results = results_by_stream(self.subscriber.wait())
         for sid, (name, pattern) in files.items():
-            got = results.get(sid, [])
-            self.assertEqual([r["seq"] for r in got], list(range(15)), f"{sid}: {name}")
-            correct = sum(r["label"] == pattern for r in got)
-            self.assertGreaterEqual(correct / len(got), 0.9, f"{sid} ({name}): {correct}/{len(got)} named '{pattern}'")
+            self.assert_every_frame_named(results, sid, 15, pattern, 0.9, f"{sid} ({name})")
 
     def run_folder_of_copies(self, pattern, frames, copies, max_open_streams, open_files):
         """An archive job over folder/clip-NN.mp4, `copies` copies of one 160x120 clip, under an open-file
@@ -424,10 +421,7 @@ class ArchiveJob(E2ETest):
         messages = self.subscriber.wait()
         results = results_by_stream(messages)
         for sid, pattern in (("left", "smpte"), ("right", "ball")):
-            got = results.get(sid, [])
-            self.assertEqual([r["seq"] for r in got], list(range(45)), sid)
-            correct = sum(r["label"] == pattern for r in got)
-            self.assertGreaterEqual(correct / len(got), 0.95, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+            self.assert_every_frame_named(results, sid, 45, pattern, 0.95)
             # publish.segments_min_frames: the half's pattern began and ended, once, on segments/<id>.
             segments = [m["payload"] for m in messages if m["topic"] == f"segments/{sid}"]
             self.assertEqual([(g["event"], g["label"]) for g in segments], [("began", pattern), ("ended", pattern)], sid)
@@ -448,10 +442,7 @@ class ArchiveJob(E2ETest):
         self.assertEqual(run.wait(), 0, run.stderr[-3000:])
         results = results_by_stream(self.subscriber.wait())
         for sid, pattern, frames in (("left", "smpte", 45), ("right", "ball", 45), ("big", "snow", 20)):
-            got = results.get(sid, [])
-            self.assertEqual([r["seq"] for r in got], list(range(frames)), sid)
-            correct = sum(r["label"] == pattern for r in got)
-            self.assertGreaterEqual(correct / len(got), 0.9, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+            self.assert_every_frame_named(results, sid, frames, pattern, 0.9)
         for sid, size in (("left", "640x240"), ("right", "640x240"), ("big", "1920x1080")):
             said = re.findall(rf"stream '{sid}': its {size} \w+ frames \(\d+ bytes\) are larger than a frame slot "
                               r"\(transport.frame_slot_bytes: 100000\): scaled to \d+x\d+", run.stderr)
@@ -478,10 +469,7 @@ class ArchiveJob(E2ETest):
         results = results_by_stream(messages)
         events = events_by_stream(messages)
         for sid, pattern in (("left", "smpte"), ("right", "ball")):
-            got = results.get(sid, [])
-            self.assertEqual([r["seq"] for r in got], list(range(45)), sid)
-            correct = sum(r["label"] == pattern for r in got)
-            self.assertGreaterEqual(correct / len(got), 0.95, f"{sid}: {correct}/{len(got)} named '{pattern}'")
+            self.assert_every_frame_named(results, sid, 45, pattern, 0.95)
         self.assertEqual([r["seq"] for r in results.get("whole", [])], list(range(45)))
         self.assertEqual([r["seq"] for r in results.get("other", [])], list(range(30)))
         for sid in ("whole", "left", "right"):

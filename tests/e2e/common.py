@@ -258,6 +258,15 @@ class E2ETest(unittest.TestCase):
             self.subscriber.kill()
         self.tmp.cleanup()
 
+    def assert_every_frame_named(self, results, sid, frames, pattern, share, what=None):
+        """Stream `sid` has one result for each of frames 0..frames-1, in order, and at least `share` of
+        them name `pattern`."""
+        what = what or sid
+        got = results.get(sid, [])
+        self.assertEqual([r["seq"] for r in got], list(range(frames)), what)
+        correct = sum(r["label"] == pattern for r in got)
+        self.assertGreaterEqual(correct / len(got), share, f"{what}: {correct}/{len(got)} named '{pattern}'")
+
     def assert_no_leftovers(self, run):
         for name, pid in run.stage_pids.items():
             self.assertFalse(os.path.exists(f"/proc/{pid}") and _alive(pid), f"stage {name} (pid {pid}) still running")
