@@ -123,6 +123,7 @@ ClassifierOptions classifier_options(const Config& c, const Lane& lane, size_t b
   o.optimize = c.infer.optimize;
   o.jit_optimize = c.infer.jit_optimize;
   o.cuda_graphs = c.infer.cuda_graphs;  // used by bench infer's second phase only (use_batch_sizes)
+  o.output = c.infer.output;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 #include <set>
 #include <sstream>
@@ -240,12 +241,39 @@ std::string resolve_path(const std::string& base_dir, const std::string& p) {
   return path.lexically_normal().string();
 }
 
+// YAML forbids a key twice in one mapping, but yaml-cpp keeps both entries and a lookup answers the
+// first: the second (typically the one just added at the bottom of the file) would be ignored without
+// a word.
+void refuse_duplicate_keys(const Context& ctx, const YAML::Node& node, const std::string& path) {
+  if (node.IsMap()) {
+    std::map<std::string, int> first_line;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("?");
+      const std::string key_path = path.empty() ? key : path + "." + key;
+      if (it->first.IsScalar()) {
+        const auto [first, inserted] = first_line.emplace(key, it->first.Mark().line + 1);
+        if (!inserted) {
+          ctx.fail(it->first, key_path,
+                   "given twice in one mapping (first on line " + std::to_string(first->second) +
+                       "): only one of the two would count; keep one");
+        }
+      }
+      refuse_duplicate_keys(ctx, it->second, key_path);
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      refuse_duplicate_keys(ctx, node[i], path + "[" + std::to_string(i) + "]");
+    }
+  }
+}
+
 Config parse(const YAML::Node& root, const std::string& source, const std::string& base_dir) {
   Context ctx(source);
   Config c;
   c.source = source;
   c.base_dir = base_dir;
   if (!root.IsDefined() || root.IsNull()) ctx.fail(root, "(top level)", "the config is empty");
+  refuse_duplicate_keys(ctx, root, "");
   MapReader top(ctx, root, "");
 
   std::string mode_text;
@@ -446,6 +474,9 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.boolean("keyframes_only", &c.ingest.keyframes_only);
     r.uint("max_open_streams", &c.ingest.max_open_streams, 0, 1000000);
     r.uint("decoder_threads", &c.ingest.decoder_threads, 0, 64);
+    std::string orientation = c.ingest.upright ? "upright" : "as_stored";
+    r.choice("orientation", &orientation, {"upright", "as_stored"});
+    c.ingest.upright = orientation == "upright";
     if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
       std::ostringstream os;
       os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "
@@ -504,6 +535,7 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
     r.boolean("jit_optimize", &c.infer.jit_optimize);
     r.choice("batch_shapes", &c.infer.batch_shapes, {"auto", "exact", "padded"});
     r.choice("cuda_graphs", &c.infer.cuda_graphs, {"auto", "on", "off"});
+    r.choice("output", &c.infer.output, {"auto", "logits", "probabilities"});
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");

@@ -93,6 +93,11 @@ struct IngestConfig {
   // streams already keep every CPU busy) and costs memory (a 1080p H.264 decoder: 88 MB with one
   // thread, 291 MB with 16). NVDEC has no threads.
   uint32_t decoder_threads = 0;
+  // orientation: upright (default) turns each frame as its file says it is shown (a phone's portrait
+  // video is stored sideways with a rotation in its MP4/MOV header, which players and OpenCV apply):
+  // the classifier, and an roi, see the picture as people do. as_stored: frames as the decoder gives
+  // them. CPU-decoded frames only: NVDEC frames are classified as stored (said once per stream).
+  bool upright = true;
   bool keyframes_only_for(const StreamConfig& s) const { return s.keyframes_only.value_or(keyframes_only); }
   uint32_t rtsp_latency_ms_for(const StreamConfig& s) const { return s.rtsp_latency_ms.value_or(rtsp_latency_ms); }
 };
@@ -138,6 +143,9 @@ struct InferConfig {
   // batch shapes, falling back to plain runs (with a warning) if capture fails; on: the same, but a
   // failed capture is an error; off: never.
   std::string cuda_graphs = "auto";
+  // What the model's rows are: logits (scores are their softmax), probabilities (a model exported with
+  // its own softmax: scores are the rows), or auto: probabilities when the warm-up's rows are.
+  std::string output = "auto";
 };
 
 // Which GPUs the job uses: one lane of stages (ingest, preprocess, batch, infer) per GPU.

@@ -27,9 +27,14 @@ struct ClassifierOptions {
   bool cpu_fallback = false;          // CUDA asked for by `auto` (the lane's GPU): the CPU if LibTorch has no CUDA
   // infer.cuda_graphs, applied by use_batch_sizes: auto | on | off.
   std::string cuda_graphs = "auto";
+  // infer.output: what the model's rows are. logits: scores are their softmax. probabilities (a model
+  // exported with its softmax): scores are the rows as they are. auto: probabilities when every row of
+  // the warm-up batch's output is one (values in [0, 1] summing to 1), else logits.
+  std::string output = "auto";
 };
 
-// One frame's top-k: class ids and probabilities (softmax of the model's logits), best first.
+// One frame's top-k: class ids and probabilities (softmax of the model's logits, or its rows as they
+// are when they are probabilities already), best first.
 struct TopK {
   std::vector<int32_t> class_ids;
   std::vector<float> scores;
@@ -72,6 +77,9 @@ class Classifier {
     return false;
   }
   virtual int64_t num_classes() const = 0;
+  // Whether scores are the model's rows as they are (infer.output: probabilities, or auto and the model's
+  // rows are probabilities) rather than their softmax.
+  virtual bool outputs_probabilities() const { return false; }
   virtual std::string device() const = 0;
 };
 

@@ -63,6 +63,7 @@ Status InferStage::open(const StageContext& ctx) {
   options.channels_last = c.channels_last;
   options.jit_optimize = c.jit_optimize;
   options.cuda_graphs = c.cuda_graphs;
+  options.output = c.output;
   options.threads = c.threads;
   options.input = input_;
   // With an automatic batch size the search below runs every size; warm up small.

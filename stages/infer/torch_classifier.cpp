@@ -40,9 +40,11 @@ std::string first_line(const std::string& text) {
 class TorchClassifier final : public Classifier {
  public:
   TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input,
-                  torch::ScalarType model_dtype, bool channels_last, bool jit_optimize, std::string cuda_graphs)
+                  torch::ScalarType model_dtype, bool channels_last, bool jit_optimize, std::string cuda_graphs,
+                  std::string output)
       : module_(std::move(module)), device_(device), input_(input), model_dtype_(model_dtype),
-        channels_last_(channels_last), jit_optimize_(jit_optimize), cuda_graphs_(std::move(cuda_graphs)) {}
+        channels_last_(channels_last), jit_optimize_(jit_optimize), cuda_graphs_(std::move(cuda_graphs)),
+        output_(std::move(output)), softmax_(output_ != "probabilities") {}
 
   Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
     if (n == 0) return std::vector<TopK>{};
@@ -119,6 +121,9 @@ class TorchClassifier final : public Classifier {
   bool replays_cuda_graph_at(size_t rows) const override { return graphs_.count(rows) > 0; }
 
   int64_t num_classes() const override { return num_classes_; }
+  bool outputs_probabilities() const override { return !softmax_; }
+  // Whether every row of the first warm-up pass's output was a probability distribution.
+  bool warm_up_rows_were_probabilities() const { return warm_up_rows_were_probabilities_; }
   std::string device() const override { return device_.str(); }
 
   // Runs `rounds` forward passes on zeros and checks the output is [n, classes].
@@ -131,7 +136,8 @@ class TorchClassifier final : public Classifier {
   }
 
   // The model's device, dtype and memory format (zero rows appended up to the batch size it runs at),
-  // then forward, softmax and top-k of the n real rows on the host.
+  // then forward, softmax (unless the rows are probabilities already) and top-k of the n real rows on
+  // the host.
   Result<std::vector<TopK>> forward_top_k(torch::Tensor x, size_t n, size_t top_k) {
     torch::NoGradGuard no_grad;
     const size_t rows = run_size(n);
@@ -151,7 +157,8 @@ class TorchClassifier final : public Classifier {
     }
     if (rows > n) logits = logits.narrow(0, 0, static_cast<int64_t>(n));
     const int64_t k = std::min<int64_t>(static_cast<int64_t>(top_k), logits.size(1));
-    auto [scores, ids] = torch::softmax(logits.to(torch::kFloat), 1).topk(k, 1);
+    const torch::Tensor rows_as_float = logits.to(torch::kFloat);
+    auto [scores, ids] = (softmax_ ? torch::softmax(rows_as_float, 1) : rows_as_float).topk(k, 1);
     scores = scores.to(torch::kCPU).contiguous();
     ids = ids.to(torch::kCPU).to(torch::kInt).contiguous();
     std::vector<TopK> out(n);
@@ -303,6 +310,11 @@ class TorchClassifier final : public Classifier {
                                  ", expected [" + std::to_string(n) + ", classes]");
         }
         num_classes_ = logits.size(1);
+        if (!rows_checked_) {
+          rows_checked_ = true;
+          warm_up_rows_were_probabilities_ = rows_are_probabilities(logits);
+          if (output_ == "auto") softmax_ = !warm_up_rows_were_probabilities_;
+        }
       }
     } catch (const c10::Error& e) {
       return InvalidArgument("forward on " + in_shape + " fails: " + e.what_without_backtrace());
@@ -310,6 +322,15 @@ class TorchClassifier final : public Classifier {
       return InvalidArgument("forward on " + in_shape + " fails: " + first_line(e.what()));
     }
     return Status::Ok();
+  }
+
+  // Each row in [0, 1] and summing to 1: a model that ends in its own softmax (on the warm-up batch of
+  // zeros; a model of logits would need its logits on zeros to form such a row by chance).
+  static bool rows_are_probabilities(const torch::Tensor& out) {
+    const torch::Tensor rows = out.to(torch::kFloat).to(torch::kCPU);
+    const float tolerance = out.scalar_type() == torch::kHalf ? 1e-2f : 1e-4f;
+    return rows.numel() > 0 && rows.min().item<float>() >= -tolerance && rows.max().item<float>() <= 1 + tolerance &&
+           (rows.sum(1) - 1).abs().max().item<float>() <= tolerance;
   }
 
   static std::string shape_text(const torch::Tensor& t) {
@@ -327,6 +348,10 @@ class TorchClassifier final : public Classifier {
   int64_t num_classes_ = 0;
   std::vector<size_t> run_sizes_;  // infer.batch_shapes: padded; empty: each batch at its own size
   std::string cuda_graphs_;        // infer.cuda_graphs: auto | on | off
+  std::string output_;   // infer.output: auto | logits | probabilities
+  bool softmax_ = true;  // scores are the softmax of the rows (decided at the first warm-up for auto)
+  bool rows_checked_ = false;
+  bool warm_up_rows_were_probabilities_ = false;
   torch::Tensor graph_input_;      // the largest padded batch, in the model's dtype and layout
   std::map<size_t, RecordedPass> graphs_;  // by padded batch size; empty: plain runs
 };
@@ -403,7 +428,7 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   }
   auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input, model_dtype,
                                                       channels_last, options.jit_optimize || !frozen,
-                                                      options.cuda_graphs);
+                                                      options.cuda_graphs, options.output);
   log_info_text("model " + path + ": " + (options.optimize ? "frozen" : "as loaded") + " on " + device.str() +
                 (model_dtype == torch::kHalf ? ", fp16" : ", fp32") + (channels_last ? ", channels-last" : ""));
 
@@ -411,6 +436,19 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   VAPIPE_RETURN_IF_ERROR(classifier->warm_up(std::max<size_t>(1, options.warmup_batch_size),
                                              std::max<uint32_t>(1, options.warmup_batches))
                              .with_context("model " + path));
+  const bool probabilities = classifier->warm_up_rows_were_probabilities();
+  if (options.output == "auto" && probabilities) {
+    log_info_text("model " + path + ": its outputs are probabilities already (each row in [0, 1], summing to 1): "
+                  "scores are those rows, without a softmax (infer.output: auto)");
+  } else if (options.output == "logits" && probabilities) {
+    log_warn_text("model " + path + ": infer.output is logits, but its outputs look like probabilities already "
+                  "(each row in [0, 1], summing to 1): a softmax of them flattens every score towards 1/" +
+                  std::to_string(classifier->num_classes()) + " (set infer.output: auto or probabilities)");
+  } else if (options.output == "probabilities" && !probabilities) {
+    log_warn_text("model " + path + ": infer.output is probabilities, but its outputs on the warm-up batch are not "
+                  "(a value outside [0, 1], or a row not summing to 1): scores are those values as they are, not "
+                  "probabilities (set infer.output: auto or logits)");
+  }
   return std::unique_ptr<Classifier>(std::move(classifier));
 }
 

@@ -191,6 +191,8 @@ struct StreamReader::Impl {
   FrameSize fit_applied;               // the size fit_filter asks for now; 0 x 0: none (streaming thread)
   std::mutex fit_mutex;
   std::set<std::pair<uint32_t, uint32_t>> fit_logged;  // frame sizes said to be scaled (once each)
+  std::string orientation_logged;  // the last image-orientation said for this stream (any connection)
+  bool flip_inserted = false;      // this connection's pipeline has a videoflip (streaming thread)
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
@@ -408,6 +410,66 @@ struct StreamReader::Impl {
     gst_caps_unref(filter);
     return GST_PAD_PROBE_OK;
   }
+  // A file's image-orientation tag (MP4/MOV: its track's rotation, "rotate-90" for a phone's portrait
+  // video) on the decoded pad. Host frames (ingest.orientation: upright) are then turned as it says by
+  // a videoflip put between videoconvert and videoscale now, before the tag goes on (it follows the
+  // tag): only then, since videoflip copies every frame even when it leaves it as it is. Said once
+  // per stream and orientation; NVDEC frames pass no videoflip and are classified as stored.
+  static GstPadProbeReturn on_orientation_tag(GstPad* pad, GstPadProbeInfo* info, gpointer user) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_TAG) return GST_PAD_PROBE_OK;
+    GstTagList* tags = nullptr;
+    gst_event_parse_tag(event, &tags);
+    gchar* orientation = nullptr;
+    if (!tags || !gst_tag_list_get_string(tags, GST_TAG_IMAGE_ORIENTATION, &orientation)) return GST_PAD_PROBE_OK;
+    const std::string what = orientation;
+    g_free(orientation);
+    auto* self = static_cast<Impl*>(user);
+    const bool cuda = pad_can_carry_cuda(pad);
+    if (!cuda && self->ingest.upright && what != "rotate-0" && !self->insert_flip()) {
+      VAPIPE_LOG_WARN("stream '{}': its file says to show its frames turned ({}), but no videoflip could be put in "
+                      "its pipeline: classified as stored",
+                      self->stream.id, what);
+      return GST_PAD_PROBE_OK;
+    }
+    std::lock_guard<std::mutex> lock(self->fit_mutex);
+    if (what == self->orientation_logged || (self->orientation_logged.empty() && what == "rotate-0")) {
+      return GST_PAD_PROBE_OK;
+    }
+    self->orientation_logged = what;
+    if (cuda) {
+      VAPIPE_LOG_WARN("stream '{}': its file says to show its frames turned ({}); frames decoded by NVDEC are "
+                      "classified as stored, not turned (ingest.decoder: cpu turns them)",
+                      self->stream.id, what);
+    } else if (self->ingest.upright) {
+      VAPIPE_LOG_INFO("stream '{}': frames turned upright as its file says ({}; ingest.orientation: upright)",
+                      self->stream.id, what);
+    } else {
+      VAPIPE_LOG_INFO("stream '{}': its file says to show its frames turned ({}); classified as stored "
+                      "(ingest.orientation: as_stored)",
+                      self->stream.id, what);
+    }
+    return GST_PAD_PROBE_OK;
+  }
+  // videoconvert ! videoflip (video-direction auto) ! videoscale, instead of videoconvert ! videoscale.
+  // On the streaming thread that carries the frames, between two of its events: nothing flows between
+  // the two elements meanwhile, and videoconvert's sticky events (caps) reach videoflip with the next.
+  bool insert_flip() {
+    if (flip_inserted) return true;
+    GstElement* flip = gst_element_factory_make("videoflip", nullptr);
+    if (!flip) return false;
+    gst_util_set_object_arg(G_OBJECT(flip), "video-direction", "auto");
+    gst_bin_add(GST_BIN(pipeline.get()), flip);
+    gst_element_unlink(convert_sink, scale_out);
+    if (!gst_element_link_many(convert_sink, flip, scale_out, nullptr) || !gst_element_sync_state_with_parent(flip)) {
+      gst_element_set_state(flip, GST_STATE_NULL);
+      gst_bin_remove(GST_BIN(pipeline.get()), flip);
+      gst_element_link(convert_sink, scale_out);
+      return false;
+    }
+    flip_inserted = true;
+    return true;
+  }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);
     GstCaps* caps = gst_pad_get_current_caps(pad);
@@ -426,6 +488,7 @@ struct StreamReader::Impl {
     }
     gst_caps_unref(caps);
     self->video_pad = true;
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &Impl::on_orientation_tag, self, nullptr);
     // A decoder that can write CUDA memory (NVDEC) links straight to the caps filter: videoconvert
     // would force the frames through system memory. Any other goes through videoconvert.
     GstElement* target = self->convert_sink;
@@ -506,6 +569,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
+  impl.flip_inserted = false;
   impl.fit_applied = FrameSize{};
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
   gst_object_ref_sink(impl.pipeline.get());

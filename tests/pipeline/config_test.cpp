@@ -135,7 +135,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "publish.metrics_address: expected HOST:PORT"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nextra: 1\n",
                 "bad.yaml:3: extra: unknown key"},
-        BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"}));
+        BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"},
+        // A key given twice: yaml-cpp would answer the first and drop the second without a word.
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatch:\n  max_batch_size: 32\n"
+                "batch:\n  max_batch_size: 4\n",
+                "bad.yaml:5: batch: given twice in one mapping (first on line 3): only one of the two would count"},
+        BadCase{"streams:\n  - {id: a, uri: 'test://ball', max_fps: 1, max_fps: 5}\ninfer: {model: m, labels: l}\n",
+                "bad.yaml:2: streams[0].max_fps: given twice in one mapping (first on line 2)"}));
 
 TEST(Config, MissingFileIsNotFound) {
   auto c = load_config_file("/nonexistent/job.yaml");

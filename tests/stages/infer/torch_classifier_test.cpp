@@ -1,5 +1,7 @@
-// The real LibTorch path: the shipped TorchScript model, and models that must be refused.
+// The real LibTorch path: the shipped TorchScript model, models made from it here, and models that must
+// be refused.
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -165,6 +167,58 @@ TEST(TorchClassifier, CudaGraphsAreForCudaOnlyAutoRunsPlainOnTheCpu) {
   Status s = (*required)->use_batch_sizes({1, 2, 4});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("infer.cuda_graphs: on, but the model runs on cpu"), std::string::npos) << s.message();
+}
+
+// The shipped model with a softmax at its end, as models are often exported: saved as TorchScript
+// into `path`.
+void save_shipped_model_with_softmax(const std::string& path) {
+  torch::jit::Module with_softmax("__torch__.WithSoftmax");
+  with_softmax.register_module("inner", torch::jit::load(kModels + "pattern_cnn.pt"));
+  with_softmax.define(R"(
+def forward(self, x):
+    return torch.softmax(self.inner.forward(x), 1)
+)");
+  with_softmax.save(path);
+}
+
+// infer.output: a model that ends in its own softmax gives the same scores as the shipped one under
+// auto (found at warm-up; no second softmax) and probabilities; logits forced on it takes a second
+// softmax, which flattens the scores (the order of the classes stays).
+TEST(TorchClassifier, AModelThatEndsInASoftmaxGivesTheSameScoresUnderAutoAsOneOfLogits) {
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("vapipe-softmax-" + std::to_string(getpid()) + ".pt");
+  save_shipped_model_with_softmax(path);
+  std::vector<float> batch(2 * kInput.elements());
+  for (size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 7919) % 255) / 255.f - 0.5f;
+  auto classify = [&](const std::string& model, const std::string& output) {
+    ClassifierOptions o = options_for(model);
+    o.output = output;
+    auto c = load_torchscript_classifier(o);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    if (!c.ok()) return std::pair{false, std::vector<TopK>{}};
+    auto r = (*c)->classify(reinterpret_cast<const std::byte*>(batch.data()), 2, 3);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return std::pair{(*c)->outputs_probabilities(), r.ok() ? *r : std::vector<TopK>{}};
+  };
+  const auto [shipped_as_is, reference] = classify(kModels + "pattern_cnn.pt", "auto");
+  EXPECT_FALSE(shipped_as_is) << "the shipped model's rows are logits";
+  ASSERT_EQ(reference.size(), 2u);
+  EXPECT_GT(reference[0].scores[0], 0.3f) << "the check below needs a score well above 1/classes";
+  for (const std::string output : {"auto", "probabilities"}) {
+    const auto [as_is, got] = classify(path, output);
+    EXPECT_TRUE(as_is) << output;
+    ASSERT_EQ(got.size(), 2u) << output;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(got[i].class_ids, reference[i].class_ids) << output << ", frame " << i;
+      for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[i].scores[k], reference[i].scores[k], 1e-5) << output;
+    }
+  }
+  const auto [as_is, twice] = classify(path, "logits");
+  EXPECT_FALSE(as_is);
+  ASSERT_EQ(twice.size(), 2u);
+  EXPECT_EQ(twice[0].class_ids, reference[0].class_ids);
+  EXPECT_LT(twice[0].scores[0], 0.5f * reference[0].scores[0]) << "a softmax of probabilities is flat";
+  std::filesystem::remove(path);
 }
 
 TEST(TorchClassifier, TheLanesGpuFallsBackToTheCpuOnlyWhenTheConfigSaidAuto) {

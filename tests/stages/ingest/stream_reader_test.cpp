@@ -476,6 +476,87 @@ std::map<int64_t, std::string> pictures_by_timestamp(const CollectingEmitter& ou
   return pictures;
 }
 
+// Sets an MP4's first track to be shown turned 90 degrees clockwise, as a phone writes a portrait
+// video: the rotation matrix of its track header (tkhd), which qtdemux reads as image-orientation.
+void rotate_mp4_track_90(const std::string& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t tkhd = bytes.find("tkhd");
+  ASSERT_NE(tkhd, std::string::npos) << path;
+  const bool version1 = bytes[tkhd + 4] == 1;
+  // version and flags, times, track id, duration; reserved, layer, group, volume, reserved; the matrix
+  const size_t matrix = tkhd + 4 + 4 + (version1 ? 32 : 20) + 16;
+  const uint32_t rotate_90[9] = {0, 0x10000, 0, 0xffff0000u, 0, 0, 0, 0, 0x40000000};
+  std::string packed;
+  for (uint32_t v : rotate_90) {
+    for (int shift = 24; shift >= 0; shift -= 8) packed += static_cast<char>((v >> shift) & 0xff);
+  }
+  file.seekp(static_cast<std::streamoff>(matrix));
+  file.write(packed.data(), static_cast<std::streamsize>(packed.size()));
+}
+
+// ingest.orientation: a portrait video stored sideways (an MP4 whose track says "turn 90 degrees
+// clockwise") is read upright by default: each frame is the stored one turned clockwise, pixel for
+// pixel, and an roi is a region of the upright picture. as_stored keeps the frames as decoded. Also in
+// the nvdec pipeline's shape (a software decoder behind it).
+TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked) {
+  const std::string stored = (dir_ / "portrait-stored.mp4").string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=5 ! video/x-raw,format=I420,"
+                             "width=320,height=240,framerate=30/1 ! x264enc speed-preset=ultrafast ! h264parse ! "
+                             "mp4mux ! filesink location=" + stored;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  const std::string turned = (dir_ / "portrait.mp4").string();
+  std::filesystem::copy_file(stored, turned, std::filesystem::copy_options::overwrite_existing);
+  rotate_mp4_track_90(turned);
+
+  const CollectingEmitter stored_out = read_whole(stored, ingest_, "stored");
+  auto plain = of_kind(stored_out, MessageKind::kFrame);
+  ASSERT_EQ(plain.size(), 5u);
+  ASSERT_EQ(plain[0]->frame.width, 320u);
+  ASSERT_EQ(plain[0]->frame.format, PixelFormat::kI420);
+  std::vector<std::string> clockwise;  // each stored frame's luma turned 90 degrees clockwise
+  for (const Message* f : plain) {
+    const std::string y = luma(*f);
+    std::string t(y.size(), '\0');
+    for (uint32_t r = 0; r < 320; ++r) {      // rows of the turned picture: 320, of 240 pixels
+      for (uint32_t c = 0; c < 240; ++c) t[size_t{r} * 240 + c] = y[size_t{239 - c} * 320 + r];
+    }
+    clockwise.push_back(t);
+  }
+  for (const bool nvdec_shape : {false, true}) {
+    ReaderOptions options;
+    if (nvdec_shape) {
+      options.decoder = Decoder::kNvdec;
+      options.gpu = 0;
+      options.nvdec_shape_without_cuda = true;
+    }
+    StreamConfig s = stream("portrait", turned);
+    s.roi = {0, 0.5, 1, 0.5};  // the lower half of the picture as shown
+    auto reader = StreamReader::create(s, 0, ingest_, options);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 5u) << "nvdec shape " << nvdec_shape;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i]->frame.width, 240u) << "frame " << i << ", nvdec shape " << nvdec_shape;
+      EXPECT_EQ(frames[i]->frame.height, 320u) << "frame " << i;
+      EXPECT_EQ(frames[i]->frame.format, PixelFormat::kI420) << "frame " << i;  // turned in its own format
+      EXPECT_TRUE(luma(*frames[i]) == clockwise[i]) << "frame " << i << " is not the stored one turned clockwise";
+      EXPECT_EQ(frames[i]->frame.crop, (std::array<uint32_t, 4>{0, 160, 240, 160})) << "frame " << i;
+    }
+  }
+  IngestConfig as_stored = ingest_;
+  as_stored.upright = false;
+  const CollectingEmitter kept_out = read_whole(turned, as_stored, "portrait");
+  auto kept = of_kind(kept_out, MessageKind::kFrame);
+  ASSERT_EQ(kept.size(), 5u);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(kept[i]->frame.width, 320u);
+    EXPECT_TRUE(luma(*kept[i]) == luma(*plain[i])) << "frame " << i;
+  }
+}
+
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
 // the very picture a decode of every frame gives at its timestamp; they are numbered without gaps and
 // the others count as left out. H.264 in MP4 (B-frames) and H.265 in Matroska.
