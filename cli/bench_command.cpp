@@ -291,7 +291,7 @@ int bench_per_frame(const Config& c, ShutdownFlags& flags) {
     for (size_t k = 0; k < top[0].class_ids.size(); ++k) {
       r.prediction.top_k.push_back({top[0].class_ids[k], top[0].scores[k], (*labels)[top[0].class_ids[k]]});
     }
-    const std::string topic = result_topic(m.env.stream_id), payload = result_json(r, wall_clock_ns()).dump();
+    const std::string topic = result_topic(m.env.stream_id), payload = json_text(result_json(r, wall_clock_ns()));
     pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
     pub.send(zmq::buffer(payload), zmq::send_flags::none);
     return Status::Ok();

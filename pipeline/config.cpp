@@ -16,6 +16,7 @@
 
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
 #include "pipeline/stream_glob.h"
+#include "pipeline/utf8.h"
 
 namespace vapipe {
 namespace {
@@ -741,6 +742,17 @@ Config parse(const YAML::Node& root, const std::string& source, const std::strin
 }
 
 Result<Config> parse_text(const std::string& yaml, const std::string& source, const std::string& base_dir) {
+  // YAML is UTF-8 (or UTF-16/32, which no editor writes unasked); yaml-cpp takes other bytes as they
+  // are, and a Latin-1 model name or path would then fail every result's JSON.
+  if (const size_t bad = first_invalid_utf8(yaml); bad != std::string::npos) {
+    const size_t line_start = yaml.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const size_t column = line_start == std::string::npos || bad == 0 ? bad + 1 : bad - line_start;
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(yaml[bad]));
+    return InvalidArgument(source + ":" + std::to_string(std::count(yaml.begin(), yaml.begin() + bad, '\n') + 1) +
+                           ": not UTF-8 text (byte " + byte + " at column " + std::to_string(column) +
+                           "): save the file as UTF-8");
+  }
   try {
     YAML::Node root = YAML::Load(yaml);
     return parse(root, source, base_dir);

@@ -23,6 +23,7 @@
 #include "pipeline/stream_table.h"
 #include "pipeline/stream_uri.h"
 #include "pipeline/transport.h"
+#include "pipeline/utf8.h"
 
 namespace vapipe {
 namespace {
@@ -198,7 +199,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       VAPIPE_LOG_WARN("--resume: stream '{}': {} has changed since it was classified ({} bytes then, {} now): its {} "
                       "results are kept and what it holds now is not classified (a recorder was still writing it? "
                       "streams[].settle_s leaves such files for a later run); give it a new id, or run without "
-                      "--resume, to classify it again", s.id, file_uri_path(s.uri), p.file_bytes, now, p.results);
+                      "--resume, to classify it again", s.id, escape_invalid_utf8(file_uri_path(s.uri)), p.file_bytes, now, p.results);
     }
     if (plan->complete() && plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",

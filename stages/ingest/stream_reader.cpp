@@ -27,6 +27,7 @@
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
+#include "pipeline/utf8.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
@@ -675,12 +676,13 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
   }
   if (stream.parsed.kind == UriKind::kFile) {
     const std::string path = file_uri_path(stream.uri);
+    const std::string shown = escape_invalid_utf8(path);  // a Latin-1 name, in a message that becomes JSON
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      return NotFound("file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+      return NotFound("file " + shown + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
     }
     if (std::filesystem::file_size(path, ec) == 0 && !ec) {
-      return DataLoss("file " + path + " is empty (0 bytes)");  // GStreamer: "Stream contains no data"
+      return DataLoss("file " + shown + " is empty (0 bytes)");  // GStreamer: "Stream contains no data"
     }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);

@@ -19,6 +19,7 @@
 #include "pipeline/resume.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
+#include "pipeline/utf8.h"
 #include "stages/publish/result_schema.h"
 
 namespace vapipe {
@@ -232,7 +233,7 @@ void PublishStage::update_metrics_snapshot() {
   check_metrics_token();
   refresh_live_drops();
   const JobMetrics m = metrics();
-  metrics_server_->update(prometheus_text(m), health_json(m).dump());
+  metrics_server_->update(prometheus_text(m), json_text(health_json(m)));
   next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
 }
 
@@ -331,9 +332,9 @@ Status PublishStage::check_jsonl() {
 }
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
-  const std::string text = payload.dump();
+  const std::string text = json_text(payload);
   if (jsonl_.is_open()) {
-    jsonl_ << "{\"topic\":" << nlohmann::json(topic).dump() << ",\"payload\":" << text << "}\n";
+    jsonl_ << "{\"topic\":" << json_text(nlohmann::json(topic)) << ",\"payload\":" << text << "}\n";
     if (!jsonl_flush_due_) jsonl_flush_due_ = std::chrono::steady_clock::now() + kJsonlFlushDelay;
     VAPIPE_RETURN_IF_ERROR(check_jsonl());  // a full buffer was written out just now, and failed
   }
@@ -436,7 +437,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
   } else if (in.kind == MessageKind::kStreamReconnecting) {
     st.status = "reconnecting";
-    st.message = in.event.message;
+    st.message = escape_invalid_utf8(in.event.message);
     st.dropped = std::max(st.dropped, dropped);
   } else if (in.kind == MessageKind::kStreamResumed) {
     st.status = "running";
@@ -460,7 +461,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     }
   } else {
     st.status = "failed";
-    st.message = in.event.message;
+    st.message = escape_invalid_utf8(in.event.message);
     st.dropped = std::max(st.dropped, dropped);
     ++failed_streams_;
     VAPIPE_LOG_ERROR("stream '{}' failed: {}", st.id, in.event.message);
@@ -641,7 +642,7 @@ void PublishStage::write_summary() {
     std::filesystem::path parent = std::filesystem::path(config_->job.summary_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     // Whole or not at all (a reader never sees half of one), and a full disk is said, not ignored.
-    if (Status st = write_file_atomically(config_->job.summary_path, summary_.dump(2) + "\n", 0644); !st.ok()) {
+    if (Status st = write_file_atomically(config_->job.summary_path, json_text(summary_, 2) + "\n", 0644); !st.ok()) {
       VAPIPE_LOG_ERROR("job.summary_path: {}", st.message());
     }
   }

@@ -1,5 +1,7 @@
 #include "stages/publish/result_schema.h"
 
+#include "pipeline/utf8.h"
+
 namespace vapipe {
 
 std::string result_topic(const std::string& stream_id) { return "results/" + stream_id; }
@@ -22,7 +24,7 @@ nlohmann::json result_json(const Message& m, int64_t publish_ns) {
   j["seq"] = e.seq;
   j["pts_ms"] = e.pts_ns >= 0 ? nlohmann::json(static_cast<double>(e.pts_ns) / 1e6) : nlohmann::json(nullptr);
   j["capture_unix_ms"] = static_cast<double>(e.capture_ns) / 1e6;
-  j["model"] = m.prediction.model;
+  j["model"] = escape_invalid_utf8(m.prediction.model);
   const bool ok = m.prediction.error.empty() && m.error.empty() && !m.prediction.top_k.empty();
   if (ok) {
     const ClassScore& best = m.prediction.top_k.front();
@@ -40,7 +42,7 @@ nlohmann::json result_json(const Message& m, int64_t publish_ns) {
     j["class_id"] = nullptr;
     j["score"] = nullptr;
     j["top_k"] = nlohmann::json::array();
-    j["error"] = !m.prediction.error.empty() ? m.prediction.error : m.error;
+    j["error"] = escape_invalid_utf8(!m.prediction.error.empty() ? m.prediction.error : m.error);
   }
   auto at = [&](StageKind k) { return e.entry(k); };
   j["latency_ms"] = {
@@ -66,8 +68,10 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
     case MessageKind::kStreamResumed: j["event"] = "resumed"; break;
     default: j["event"] = "error"; break;
   }
-  j["uri"] = m.event.uri;
-  j["message"] = m.event.message;
+  // A file's name is whatever bytes its file system holds (Latin-1 from an old archive): it reaches
+  // error messages as it is.
+  j["uri"] = escape_invalid_utf8(m.event.uri);
+  j["message"] = escape_invalid_utf8(m.event.message);
   j["frames"] = m.event.frames;
   j["dropped"] = m.event.dropped;
   if (m.kind == MessageKind::kStreamReconnecting || m.kind == MessageKind::kStreamResumed) {
@@ -80,6 +84,10 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
   }
   j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
   return j;
+}
+
+std::string json_text(const nlohmann::json& payload, int indent) {
+  return payload.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace vapipe

@@ -23,4 +23,9 @@ nlohmann::json result_json(const Message& result, int64_t publish_ns);
 // A stream event: "started", "eos" or "error".
 nlohmann::json event_json(const Message& event, int64_t publish_ns);
 
+// A payload's text. Text from outside (file names, decoder messages) that is not UTF-8 was escaped as
+// \xNN when the payload was made; anything left over becomes U+FFFD rather than an exception
+// (nlohmann::json throws on invalid UTF-8, which would end publish and, in an archive job, the job).
+std::string json_text(const nlohmann::json& payload, int indent = -1);
+
 }  // namespace vapipe

@@ -215,6 +215,34 @@ class ArchiveJob(E2ETest):
         for sid, (name, pattern) in files.items():
             self.assert_every_frame_named(results, sid, 15, pattern, 0.9, f"{sid} ({name})")
 
+    def test_files_named_in_latin1_are_read_and_a_failing_one_fails_alone(self):
+        """File names are bytes: an old archive copied from Windows names files in Latin-1, which is not
+        UTF-8. Such a name reached the error event of an empty file as it was, and the JSON library
+        threw: publish died, the job restarted three times and failed with no result written. Now the
+        file's event says which file with the byte escaped, and every other file has its results."""
+        folder = os.path.join(self.dir, "latin1")
+        os.makedirs(folder)
+        good, empty = os.fsdecode(b"caf\xe9.mp4"), os.fsdecode(b"vid\xe9o.mp4")
+        make_clip(os.path.join(self.dir, "ball.mp4"), "ball", 15, 320, 240)
+        make_clip(os.path.join(folder, "smpte.mp4"), "smpte", 15, 320, 240)
+        shutil.copyfile(os.path.join(self.dir, "ball.mp4"), os.path.join(folder, good))
+        open(os.path.join(folder, empty), "wb").close()
+        config, _ = write_config(self.dir, [{"glob": "latin1/*.mp4"}], publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        self.assertEqual(run.wait(), 3, run.stderr[-3000:])  # a stream failed; the job did not
+        self.assertNotIn("restart", run.stderr)
+        with open(os.path.join(self.dir, "results.jsonl"), encoding="utf-8") as f:
+            messages = [json.loads(line) for line in f]
+        results, events = results_by_stream(messages), events_by_stream(messages)
+        self.assert_every_frame_named(results, "caf-", 15, "ball", 0.9)
+        self.assert_every_frame_named(results, "smpte", 15, "smpte", 0.9)
+        self.assertEqual([e["event"] for e in events["vid-o"]], ["error"])
+        self.assertIn("vid\\xe9o.mp4 is empty", events["vid-o"][0]["message"])
+        self.assertEqual(events["caf-"][0]["uri"], "file://" + os.path.join(os.path.abspath(folder), "caf%E9.mp4"))
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["frames"], 30)
+        self.assertEqual(summary["failed_streams"], 1)
+
     def run_folder_of_copies(self, pattern, frames, copies, max_open_streams, open_files):
         """An archive job over folder/clip-NN.mp4, `copies` copies of one 160x120 clip, under an open-file
         limit (soft and hard); the job must exit 0. Returns the finished Run."""

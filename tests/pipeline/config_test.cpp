@@ -141,7 +141,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "batch:\n  max_batch_size: 4\n",
                 "bad.yaml:5: batch: given twice in one mapping (first on line 3): only one of the two would count"},
         BadCase{"streams:\n  - {id: a, uri: 'test://ball', max_fps: 1, max_fps: 5}\ninfer: {model: m, labels: l}\n",
-                "bad.yaml:2: streams[0].max_fps: given twice in one mapping (first on line 2)"}));
+                "bad.yaml:2: streams[0].max_fps: given twice in one mapping (first on line 2)"},
+        // Latin-1, as an editor set to a Windows code page saves it: not UTF-8.
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: mod\xE8le.pt, labels: l}\n",
+                "bad.yaml:2: not UTF-8 text (byte 0xE8 at column 19): save the file as UTF-8"}));
 
 TEST(Config, MissingFileIsNotFound) {
   auto c = load_config_file("/nonexistent/job.yaml");

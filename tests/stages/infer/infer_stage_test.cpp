@@ -312,6 +312,22 @@ TEST_F(InferStageTest, LabelsFileErrorsNameTheFileAndLine) {
   auto ok = load_labels((dir_ / "ok.txt").string());
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok, (std::vector<std::string>{"a", "b"}));
+  {
+    std::ofstream out(dir_ / "windows.txt", std::ios::binary);
+    out << "\xEF\xBB\xBF" "caf\xC3\xA9\r\nstra\xC3\x9F" "e\r\n";  // UTF-8 with a byte order mark, CRLF
+  }
+  auto windows = load_labels((dir_ / "windows.txt").string());
+  ASSERT_TRUE(windows.ok()) << windows.status().message();
+  EXPECT_EQ(*windows, (std::vector<std::string>{"caf\xC3\xA9", "stra\xC3\x9F" "e"}));
+  {
+    std::ofstream out(dir_ / "latin1.txt", std::ios::binary);
+    out << "cat\nGeb\xE4ude\n";  // Latin-1: one byte for the umlaut, not UTF-8
+  }
+  auto latin1 = load_labels((dir_ / "latin1.txt").string());
+  ASSERT_FALSE(latin1.ok());
+  EXPECT_NE(latin1.status().message().find("latin1.txt:2: not UTF-8 text (byte 0xE4 at column 4): save the file as UTF-8"),
+            std::string::npos)
+      << latin1.status().message();
 }
 
 }  // namespace
