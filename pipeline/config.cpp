@@ -268,14 +268,69 @@ void refuse_duplicate_keys(const Context& ctx, const YAML::Node& node, const std
   }
 }
 
-Config parse(const YAML::Node& root, const std::string& source, const std::string& base_dir) {
+// YAML's merge key, "<<: *defaults" (or a list of aliases), which yaml-cpp 0.7 reads as a plain key:
+// each mapping that has one gets the merged mappings' keys it lacks (the earlier of several merged
+// mappings wins), in place, so that every node keeps the line it was written on for errors (a merged
+// value names the line in the anchored mapping).
+void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) resolve_merge_keys(ctx, node[i], path + "[" + std::to_string(i) + "]");
+    return;
+  }
+  if (!node.IsMap()) return;
+  YAML::Node merged;
+  bool has_merge_key = false;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    if (key == "<<") {
+      merged = it->second;
+      has_merge_key = true;
+    } else {
+      resolve_merge_keys(ctx, it->second, path.empty() ? key : path + "." + key);
+    }
+  }
+  if (!has_merge_key) return;
+  const std::string merge_path = path.empty() ? "<<" : path + ".<<";
+  std::vector<YAML::Node> sources;
+  if (merged.IsMap()) {
+    sources.push_back(merged);
+  } else if (merged.IsSequence()) {
+    for (size_t i = 0; i < merged.size(); ++i) sources.push_back(merged[i]);
+  }
+  if (sources.empty()) {
+    ctx.fail(merged, merge_path, "expected an alias of a mapping (<<: *name) or a list of them, got " +
+                                     scalar_text(merged));
+  }
+  node.remove("<<");
+  for (const YAML::Node& source : sources) {
+    if (!source.IsMap()) {
+      ctx.fail(source, merge_path, "expected an alias of a mapping (<<: *name), got " + scalar_text(source));
+    }
+    resolve_merge_keys(ctx, source, merge_path);
+    for (auto it = source.begin(); it != source.end(); ++it) {
+      const YAML::Node& lookup = node;  // const: a lookup that inserts nothing
+      if (!lookup[it->first.Scalar()]) node.force_insert(it->first, it->second);
+    }
+  }
+}
+
+Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir) {
   Context ctx(source);
   Config c;
   c.source = source;
   c.base_dir = base_dir;
-  if (!root.IsDefined() || root.IsNull()) ctx.fail(root, "(top level)", "the config is empty");
-  refuse_duplicate_keys(ctx, root, "");
+  if (!given_root.IsDefined() || given_root.IsNull()) ctx.fail(given_root, "(top level)", "the config is empty");
+  refuse_duplicate_keys(ctx, given_root, "");
+  resolve_merge_keys(ctx, given_root, "");
+  const YAML::Node& root = given_root;
   MapReader top(ctx, root, "");
+  // Top-level keys that start with "x-" are the config's own: a place to define YAML anchors that
+  // streams or sections merge (as Docker Compose's extension fields).
+  if (root.IsMap()) {
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (it->first.IsScalar() && it->first.Scalar().rfind("x-", 0) == 0) top.child(it->first.Scalar());
+    }
+  }
 
   std::string mode_text;
   {

@@ -113,7 +113,8 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
     for (auto it = doc->begin(); it != doc->end(); ++it) keys.insert(it->first.as<std::string>());
   }
   for (const std::string& key : keys) {
-    if (key == "streams") continue;
+    // x- keys hold anchors: what they change shows in the sections that merge them.
+    if (key == "streams" || key.rfind("x-", 0) == 0) continue;
     auto dump = [&](const YAML::Node& doc) {
       if (!doc.IsMap() || !doc[key]) return std::string();
       YAML::Emitter out;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
@@ -79,7 +80,7 @@ class TorchClassifier final : public Classifier {
       std::vector<double> times;
       for (uint32_t i = 0; i <= std::max<uint32_t>(1, rounds); ++i) {  // the first pass is not timed
         const auto start = std::chrono::steady_clock::now();
-        forward(x).toTensor().to(torch::kCPU);  // the copy to the host waits for the GPU
+        forward(x).to(torch::kCPU);  // the copy to the host waits for the GPU
         if (i > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
       std::sort(times.begin(), times.end());
@@ -124,6 +125,8 @@ class TorchClassifier final : public Classifier {
   bool outputs_probabilities() const override { return !softmax_; }
   // Whether every row of the first warm-up pass's output was a probability distribution.
   bool warm_up_rows_were_probabilities() const { return warm_up_rows_were_probabilities_; }
+  // Which part of what the model returns is its output (output_tensor); empty: the tensor it returns.
+  const std::string& output_taken() const { return output_taken_; }
   std::string device() const override { return device_.str(); }
 
   // Runs `rounds` forward passes on zeros and checks the output is [n, classes].
@@ -149,7 +152,7 @@ class TorchClassifier final : public Classifier {
       logits = graph->second.replay();
     } else {
       x = to_model_input(x, rows);
-      logits = forward(x).toTensor();
+      logits = forward(x);
     }
     if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(rows)) {
       return Internal("model output has shape " + shape_text(logits) + ", expected [" + std::to_string(rows) +
@@ -175,9 +178,37 @@ class TorchClassifier final : public Classifier {
   // and the batcher's batches vary in size (whatever arrived within max_delay_ms). A frozen model was
   // optimised once at load: it runs as it is, unless infer.jit_optimize. (A model that is not frozen
   // needs the executor's passes: its submodule calls are only inlined by them.) Per thread.
-  torch::jit::IValue forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& x) {
     torch::jit::GraphOptimizerEnabledGuard optimizer(jit_optimize_);
-    return module_.forward({x});
+    return output_tensor(module_.forward({x}));
+  }
+
+  // The model's output as one tensor: a tensor as it is; the first element of a tuple or list
+  // (torchvision's GoogLeNet and Inception return their logits first, many models (logits, features));
+  // a dict's "logits" (Hugging Face's style). Anything else throws, saying what the model returned.
+  // `taken`: which of those it was ("" for a tensor).
+  static torch::Tensor output_tensor(const torch::jit::IValue& out, std::string* taken = nullptr) {
+    if (out.isTensor()) return out.toTensor();
+    const std::string kind = out.tagKind();
+    if (out.isTuple() || out.isList()) {
+      const size_t size = out.isTuple() ? out.toTuple()->elements().size() : out.toList().size();
+      const torch::jit::IValue first = size == 0 ? torch::jit::IValue() : out.isTuple() ? out.toTuple()->elements()[0]
+                                                                                        : out.toList().get(0);
+      if (first.isTensor()) {
+        if (taken) *taken = "the first element of the " + std::string(out.isTuple() ? "tuple" : "list") + " of " +
+                            std::to_string(size) + " it returns";
+        return first.toTensor();
+      }
+    } else if (out.isGenericDict()) {
+      const auto dict = out.toGenericDict();
+      const auto logits = dict.find(torch::jit::IValue(std::string("logits")));
+      if (logits != dict.end() && logits->value().isTensor()) {
+        if (taken) *taken = "the \"logits\" of the dict it returns";
+        return logits->value().toTensor();
+      }
+    }
+    throw std::runtime_error("it returns a value of kind '" + kind + "', expected a tensor [N, classes], or a tuple or list whose "
+                             "first element is one, or a dict with one under \"logits\"");
   }
 
   // A batch of n zero images made where the model runs (no host batch of up to hundreds of MB to copy).
@@ -236,7 +267,7 @@ class TorchClassifier final : public Classifier {
 #endif
           torch::Tensor out;
           try {
-            out = forward(x).toTensor();
+            out = forward(x);
           } catch (...) {
             try {
               graph->capture_end();
@@ -256,7 +287,7 @@ class TorchClassifier final : public Classifier {
         torch::Tensor x = torch::randn(batch_shape(rows), torch::TensorOptions().dtype(torch::kFloat).device(device_));
         graph_input_.narrow(0, 0, static_cast<int64_t>(rows)).copy_(x);
         torch::Tensor replayed = graphs_.at(rows).replay().to(torch::kFloat);
-        torch::Tensor plain = forward(to_model_input(x)).toTensor().to(torch::kFloat);
+        torch::Tensor plain = forward(to_model_input(x)).to(torch::kFloat);
         const double scale = std::max(1.0, plain.abs().max().item<double>());
         const double diff = (replayed - plain).abs().max().item<double>();
         if (!(diff <= 1e-2 * scale)) {  // NaN fails too
@@ -302,9 +333,11 @@ class TorchClassifier final : public Classifier {
       torch::NoGradGuard no_grad;
       torch::Tensor x = to_model_input(model_zeros(n));
       for (uint32_t i = 0; i < rounds; ++i) {
-        torch::jit::IValue out = forward(x);
-        if (!out.isTensor()) return InvalidArgument("forward on " + in_shape + " does not return a tensor");
-        torch::Tensor logits = out.toTensor();
+        torch::Tensor logits;
+        {
+          torch::jit::GraphOptimizerEnabledGuard optimizer(jit_optimize_);
+          logits = output_tensor(module_.forward({x}), &output_taken_);
+        }
         if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(n)) {
           return InvalidArgument("forward on " + in_shape + " returns " + shape_text(logits) +
                                  ", expected [" + std::to_string(n) + ", classes]");
@@ -352,6 +385,7 @@ class TorchClassifier final : public Classifier {
   bool softmax_ = true;  // scores are the softmax of the rows (decided at the first warm-up for auto)
   bool rows_checked_ = false;
   bool warm_up_rows_were_probabilities_ = false;
+  std::string output_taken_;
   torch::Tensor graph_input_;      // the largest padded batch, in the model's dtype and layout
   std::map<size_t, RecordedPass> graphs_;  // by padded batch size; empty: plain runs
 };
@@ -436,6 +470,9 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   VAPIPE_RETURN_IF_ERROR(classifier->warm_up(std::max<size_t>(1, options.warmup_batch_size),
                                              std::max<uint32_t>(1, options.warmup_batches))
                              .with_context("model " + path));
+  if (!classifier->output_taken().empty()) {
+    log_info_text("model " + path + ": its output is " + classifier->output_taken());
+  }
   const bool probabilities = classifier->warm_up_rows_were_probabilities();
   if (options.output == "auto" && probabilities) {
     log_info_text("model " + path + ": its outputs are probabilities already (each row in [0, 1], summing to 1): "

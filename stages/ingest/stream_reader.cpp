@@ -83,6 +83,9 @@ struct QueuedFrame {
   int64_t capture_ns = 0;
 };
 
+// The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
+constexpr const char* kNoVideoPad = "no video stream to decode";
+
 // The first error on the bus, as "message (element NAME)", if there is one.
 std::optional<std::string> pop_bus_error(GstBus* bus) {
   GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
@@ -452,6 +455,18 @@ struct StreamReader::Impl {
     }
     return GST_PAD_PROBE_OK;
   }
+  // Every stream of the source has its pad (or was found undecodable): without a video pad among them
+  // nothing will ever reach the appsink, not even an end of stream. The demuxer usually fails with
+  // "Internal data stream error" when its pads turn out unlinked, but a short file can be pushed whole
+  // into decodebin's queues before that shows, and then nothing fails: the stream waited for ever
+  // (seen with 10 video frames no decoder took, beside audio). This error ends it either way.
+  static void on_no_more_pads(GstElement* src, gpointer user) {
+    auto* self = static_cast<Impl*>(user);
+    if (self->video_pad.load()) return;
+    GError* err = g_error_new_literal(GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE, kNoVideoPad);
+    gst_element_post_message(src, gst_message_new_error(GST_OBJECT(src), err, "no video pad after no-more-pads"));
+    g_error_free(err);
+  }
   // videoconvert ! videoflip (video-direction auto) ! videoscale, instead of videoconvert ! videoscale.
   // On the streaming thread that carries the frames, between two of its events: nothing flows between
   // the two elements meanwhile, and videoconvert's sticky events (caps) reach videoflip with the next.
@@ -637,6 +652,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     g_signal_connect(src, "pad-added", G_CALLBACK(&StreamReader::Impl::on_pad_added), &impl);
     g_signal_connect(src, "source-setup", G_CALLBACK(&StreamReader::Impl::on_source_setup), &impl);
     g_signal_connect(src, "unknown-type", G_CALLBACK(&StreamReader::Impl::on_unknown_type), &impl);
+    g_signal_connect(src, "no-more-pads", G_CALLBACK(&StreamReader::Impl::on_no_more_pads), &impl);
     g_signal_connect(src, "deep-element-added", G_CALLBACK(&StreamReader::Impl::on_deep_element_added), &impl);
     if (!nvdec) {
       g_signal_connect(src, "autoplug-select", G_CALLBACK(&StreamReader::Impl::on_autoplug_select), nullptr);
@@ -1116,11 +1132,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       std::optional<std::string> reason = pop_bus_error(bus.get());
       if (reason && !s.video_pad && s.decoded.load() == 0 && s.stream.parsed.kind != UriKind::kTest) {
         std::lock_guard<std::mutex> lock(s.pads_mutex);
+        // What the file holds says more than GStreamer's error, or than on_no_more_pads' own.
+        const std::string before = reason->rfind(kNoVideoPad, 0) == 0 ? "" : *reason + ": ";
         if (s.undecodable.find("video/") != std::string::npos) {
-          *reason += ": no decoder here takes its video (" + s.undecodable + "): install the GStreamer plug-in "
-                     "for it (gstreamer1.0-libav decodes most), or re-encode it";
+          *reason = before + "no decoder here takes its video (" + s.undecodable + "): install the GStreamer "
+                    "plug-in for it (gstreamer1.0-libav decodes most), or re-encode it";
         } else if (!s.other_pads.empty()) {
-          *reason += ": it has no video stream (only " + s.other_pads + ")";
+          *reason = before + "it has no video stream (only " + s.other_pads + ")";
         }
       }
       if (!reason && stall_after.count() > 0) {

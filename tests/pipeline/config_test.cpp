@@ -53,6 +53,63 @@ infer: {model: m.pt, labels: m.txt}
   EXPECT_EQ(c->ingest.stall_timeout_s, 10.0);
 }
 
+// YAML anchors and merge keys: settings shared by several cameras are written once, under a top-level
+// "x-" key (the config's own, ignored otherwise) or in the first camera itself. A camera's own key wins
+// over a merged one; of two merged mappings, the first. Errors in a merged value name the line where
+// it was written.
+TEST(Config, MergeKeysShareSettingsBetweenStreams) {
+  auto c = load_config_string(R"(
+x-lobby: &lobby {max_fps: 2, rtsp_latency_ms: 500, roi: [0, 0, 0.5, 1]}
+x-fast: &fast {max_fps: 10, keyframes_only: false}
+streams:
+  - {<<: *lobby, id: a, uri: "rtsp://10.0.0.1/a"}
+  - {<<: *lobby, id: b, uri: "rtsp://10.0.0.1/b", max_fps: 5}
+  - {<<: [*fast, *lobby], id: c, uri: "rtsp://10.0.0.1/c"}
+  - &plain {id: d, uri: "rtsp://10.0.0.1/d", max_fps: 1}
+  - {<<: *plain, id: e, uri: "rtsp://10.0.0.1/e"}
+ingest: {<<: *fast}
+infer: {model: m.pt, labels: m.txt}
+)", "merge.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->streams.size(), 5u);
+  EXPECT_EQ(c->streams[0].max_fps, 2);
+  EXPECT_EQ(c->streams[0].rtsp_latency_ms, 500u);
+  EXPECT_EQ(c->streams[0].roi, (std::array<double, 4>{0, 0, 0.5, 1}));
+  EXPECT_EQ(c->streams[0].line, 5);  // its own line, for errors about it
+  EXPECT_EQ(c->streams[1].max_fps, 5);  // its own key wins
+  EXPECT_EQ(c->streams[2].max_fps, 10);  // the first merged mapping wins
+  EXPECT_EQ(c->streams[2].keyframes_only, false);
+  EXPECT_EQ(c->streams[2].rtsp_latency_ms, 500u);
+  EXPECT_EQ(c->streams[4].max_fps, 1);
+  EXPECT_EQ(c->streams[4].id, "e");
+  EXPECT_EQ(c->ingest.max_fps, 10);
+
+  auto bad = load_config_string(R"(
+x-cams: &cams {max_fps: lots}
+streams:
+  - {<<: *cams, id: a, uri: "rtsp://10.0.0.1/a"}
+infer: {model: m.pt, labels: m.txt}
+)", "merge.yaml", "/cfg");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("merge.yaml:2: streams[0].max_fps: expected a number"), std::string::npos)
+      << bad.status().message();
+  auto not_a_mapping = load_config_string(R"(
+streams:
+  - {<<: 3, id: a, uri: "rtsp://10.0.0.1/a"}
+infer: {model: m.pt, labels: m.txt}
+)", "merge.yaml", "/cfg");
+  ASSERT_FALSE(not_a_mapping.ok());
+  EXPECT_NE(not_a_mapping.status().message().find(
+                "merge.yaml:3: streams[0].<<: expected an alias of a mapping (<<: *name) or a list of them, got '3'"),
+            std::string::npos)
+      << not_a_mapping.status().message();
+  // Top-level keys other than x- ones are still checked.
+  auto unknown = load_config_string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ny-cams: 1\n",
+                                    "merge.yaml", "/cfg");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("y-cams: unknown key"), std::string::npos) << unknown.status().message();
+}
+
 TEST(Config, ReconnectionSettings) {
   auto c = load_config_string(R"(
 streams: [{id: cam, uri: "rtsp://10.0.0.1/stream"}]

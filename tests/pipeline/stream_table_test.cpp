@@ -91,6 +91,22 @@ TEST(StreamTable, WhatCannotChangeWhileTheJobRunsIsRefusedAndNothingIsApplied) {
   EXPECT_NE(refused(running).find("stream 'b' was removed earlier in this run"), std::string::npos);
 }
 
+// Anchors under x- keys: an edit there is judged by what it changes where it is merged (a section
+// that merges it has changed; streams that merge it are compared as streams), not as a section itself.
+TEST(StreamTable, AnAnchorUnderAnXKeyIsJudgedWhereItIsMerged) {
+  const std::string running = "x-common: &common {max_batch_size: 8}\nx-note: &note {a: 1}\n" +
+                              live_yaml({{"a", "ball"}}, "batch: {<<: *common}\n");
+  StreamTable table = table_for(running, 1);
+  std::string note_edited = running;
+  note_edited.replace(note_edited.find("{a: 1}"), 6, "{a: 2}");
+  EXPECT_TRUE(apply_stream_reload(table, running, note_edited, load(note_edited), 1).ok());
+  std::string batch_edited = running;
+  batch_edited.replace(batch_edited.find("max_batch_size: 8"), 17, "max_batch_size: 4");
+  auto refused = apply_stream_reload(table, running, batch_edited, load(batch_edited), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("`batch` changed"), std::string::npos) << refused.status().message();
+}
+
 TEST(StreamTable, IsWrittenPrivatelyAndReadsBack) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

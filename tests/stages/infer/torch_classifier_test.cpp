@@ -169,25 +169,31 @@ TEST(TorchClassifier, CudaGraphsAreForCudaOnlyAutoRunsPlainOnTheCpu) {
   EXPECT_NE(s.message().find("infer.cuda_graphs: on, but the model runs on cpu"), std::string::npos) << s.message();
 }
 
-// The shipped model with a softmax at its end, as models are often exported: saved as TorchScript
-// into `path`.
-void save_shipped_model_with_softmax(const std::string& path) {
-  torch::jit::Module with_softmax("__torch__.WithSoftmax");
-  with_softmax.register_module("inner", torch::jit::load(kModels + "pattern_cnn.pt"));
-  with_softmax.define(R"(
+// The shipped model wrapped by `forward_source` (TorchScript, calling self.inner), saved as TorchScript
+// into a temporary file whose path is returned.
+std::string save_wrapped_shipped_model(const std::string& name, const std::string& forward_source) {
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("vapipe-" + name + "-" + std::to_string(getpid()) + ".pt");
+  torch::jit::Module wrapped("__torch__." + name);
+  wrapped.register_module("inner", torch::jit::load(kModels + "pattern_cnn.pt"));
+  wrapped.define(forward_source);
+  wrapped.save(path);
+  return path;
+}
+
+// The shipped model with a softmax at its end, as models are often exported.
+std::string save_shipped_model_with_softmax() {
+  return save_wrapped_shipped_model("WithSoftmax", R"(
 def forward(self, x):
     return torch.softmax(self.inner.forward(x), 1)
 )");
-  with_softmax.save(path);
 }
 
 // infer.output: a model that ends in its own softmax gives the same scores as the shipped one under
 // auto (found at warm-up; no second softmax) and probabilities; logits forced on it takes a second
 // softmax, which flattens the scores (the order of the classes stays).
 TEST(TorchClassifier, AModelThatEndsInASoftmaxGivesTheSameScoresUnderAutoAsOneOfLogits) {
-  const std::string path =
-      std::filesystem::temp_directory_path() / ("vapipe-softmax-" + std::to_string(getpid()) + ".pt");
-  save_shipped_model_with_softmax(path);
+  const std::string path = save_shipped_model_with_softmax();
   std::vector<float> batch(2 * kInput.elements());
   for (size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 7919) % 255) / 255.f - 0.5f;
   auto classify = [&](const std::string& model, const std::string& output) {
@@ -219,6 +225,49 @@ TEST(TorchClassifier, AModelThatEndsInASoftmaxGivesTheSameScoresUnderAutoAsOneOf
   EXPECT_EQ(twice[0].class_ids, reference[0].class_ids);
   EXPECT_LT(twice[0].scores[0], 0.5f * reference[0].scores[0]) << "a softmax of probabilities is flat";
   std::filesystem::remove(path);
+}
+
+// A model that returns more than its logits: a tuple (logits, features), as torchvision's GoogLeNet and
+// many others; a list; a dict with "logits" (Hugging Face's style). Each is read from its logits and
+// answers as the shipped model does. One that returns something else is refused at start-up, saying
+// what it returned.
+TEST(TorchClassifier, AModelThatReturnsATupleListOrDictIsReadFromItsLogits) {
+  std::vector<float> batch(2 * kInput.elements());
+  for (size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 7919) % 255) / 255.f - 0.5f;
+  auto classify = [&](const std::string& model) {
+    auto c = load_torchscript_classifier(options_for(model));
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    if (!c.ok()) return std::vector<TopK>{};
+    auto r = (*c)->classify(reinterpret_cast<const std::byte*>(batch.data()), 2, 3);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::vector<TopK>{};
+  };
+  const std::vector<TopK> reference = classify(kModels + "pattern_cnn.pt");
+  ASSERT_EQ(reference.size(), 2u);
+  for (const auto& [name, source] : std::vector<std::pair<std::string, std::string>>{
+           {"ReturnsATuple", "def forward(self, x):\n    y = self.inner.forward(x)\n    return y, x.mean(dim=[1, 2, 3])\n"},
+           {"ReturnsAList", "def forward(self, x):\n    y = self.inner.forward(x)\n    return [y, y * 2.0]\n"},
+           {"ReturnsADict", "def forward(self, x):\n    y = self.inner.forward(x)\n"
+                            "    return {'pooled': x.mean(dim=[2, 3]), 'logits': y}\n"}}) {
+    const std::string path = save_wrapped_shipped_model(name, source);
+    const std::vector<TopK> got = classify(path);
+    ASSERT_EQ(got.size(), 2u) << name;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(got[i].class_ids, reference[i].class_ids) << name;
+      for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[i].scores[k], reference[i].scores[k], 1e-5) << name;
+    }
+    std::filesystem::remove(path);
+  }
+  const std::string odd = save_wrapped_shipped_model("ReturnsANumber", R"(
+def forward(self, x):
+    return int(self.inner.forward(x).argmax())
+)");
+  auto refused = load_torchscript_classifier(options_for(odd));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("it returns a value of kind 'Int', expected a tensor [N, classes], or a tuple"),
+            std::string::npos)
+      << refused.status().message();
+  std::filesystem::remove(odd);
 }
 
 TEST(TorchClassifier, TheLanesGpuFallsBackToTheCpuOnlyWhenTheConfigSaidAuto) {
