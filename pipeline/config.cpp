@@ -237,7 +237,7 @@ class MapReader {
 
 std::string resolve_path(const std::string& base_dir, const std::string& p) {
   if (p.empty()) return p;
-  std::filesystem::path path(p);
+  std::filesystem::path path(expand_home(p));
   if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
   return path.lexically_normal().string();
 }

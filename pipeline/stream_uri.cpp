@@ -1,8 +1,12 @@
 #include "pipeline/stream_uri.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 
 namespace vapipe {
@@ -147,13 +151,32 @@ std::string file_uri_path(std::string_view uri) {
   return percent_decode(uri.substr(kPrefix.size()));
 }
 
+std::string expand_home(const std::string& path) {
+  if (path.empty() || path[0] != '~') return path;
+  const size_t slash = path.find('/');
+  const std::string user = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+  std::string home;
+  if (user.empty()) {
+    const char* env = std::getenv("HOME");
+    if (env && *env) {
+      home = env;
+    } else if (const passwd* pw = getpwuid(getuid())) {
+      home = pw->pw_dir;
+    }
+  } else if (const passwd* pw = getpwnam(user.c_str())) {
+    home = pw->pw_dir;
+  }
+  if (home.empty()) return path;
+  return slash == std::string::npos ? home : home + path.substr(slash);
+}
+
 Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base_dir) {
   ParsedUri out;
   if (uri.empty()) return InvalidArgument("empty stream URI");
   auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos) {
     // A plain path: resolve against the config's directory.
-    std::filesystem::path p{std::string(uri)};
+    std::filesystem::path p{expand_home(std::string(uri))};
     if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
     out.kind = UriKind::kFile;
     out.uri = "file://" + percent_encode_path(p.lexically_normal().string());

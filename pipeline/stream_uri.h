@@ -42,6 +42,11 @@ const std::vector<std::string>& test_patterns();
 // Removes credentials (user:password@) so that a URI can be logged or published.
 std::string redact_uri(std::string_view uri);
 
+// A path as a shell reads it at its start: "~/x" is $HOME/x (the account's home if HOME is unset),
+// "~name/x" that user's home; anything else, or a user that does not exist, as it is. (A config's
+// "~/videos" was otherwise taken relative to the config's folder: "/etc/vapipe/~/videos".)
+std::string expand_home(const std::string& path);
+
 // Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.
 std::string file_uri_path(std::string_view uri);
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -217,6 +218,18 @@ TEST(Config, FilePathsResolveAgainstTheConfigFolder) {
   auto c = load_config_file((dir / "job.yaml").string());
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->infer.model, (dir / "m.pt").string());
+  // "~/" is the user's home, as in a shell, for every path and a stream's plain path.
+  std::ofstream(dir / "home.yaml") << "streams: [{id: a, uri: ~/videos/a.mp4}]\n"
+                                      "infer: {model: ~/models/m.pt, labels: ~/models/m.txt}\n";
+  const char* saved = std::getenv("HOME");
+  const std::string before = saved ? saved : "";
+  setenv("HOME", "/home/operator", 1);
+  auto home = load_config_file((dir / "home.yaml").string());
+  saved ? setenv("HOME", before.c_str(), 1) : unsetenv("HOME");
+  ASSERT_TRUE(home.ok()) << home.status().message();
+  EXPECT_EQ(home->infer.model, "/home/operator/models/m.pt");
+  EXPECT_EQ(home->infer.labels, "/home/operator/models/m.txt");
+  EXPECT_EQ(home->streams[0].uri, "file:///home/operator/videos/a.mp4");
   std::filesystem::remove_all(dir);
 }
 

@@ -2,8 +2,31 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace vapipe {
 namespace {
+
+// "~/videos/a.mp4" in a config is the user's, as in a shell; it was taken relative to the config's
+// folder ("/etc/vapipe/~/videos/a.mp4").
+TEST(StreamUri, APathStartingWithATildeIsInAHomeFolder) {
+  const char* saved = std::getenv("HOME");
+  const std::string before = saved ? saved : "";
+  setenv("HOME", "/home/operator", 1);
+  EXPECT_EQ(expand_home("~/videos/a.mp4"), "/home/operator/videos/a.mp4");
+  EXPECT_EQ(expand_home("~"), "/home/operator");
+  EXPECT_EQ(expand_home("~root/a.mp4"), "/root/a.mp4");
+  EXPECT_EQ(expand_home("~no-such-user-here/a.mp4"), "~no-such-user-here/a.mp4");
+  EXPECT_EQ(expand_home("videos/~/a.mp4"), "videos/~/a.mp4");
+  auto parsed = parse_stream_uri("~/videos/lobby 1.mp4", "/etc/vapipe");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->uri, "file:///home/operator/videos/lobby%201.mp4");
+  if (saved) {
+    setenv("HOME", before.c_str(), 1);
+  } else {
+    unsetenv("HOME");
+  }
+}
 
 TEST(StreamUri, TestUriParameters) {
   auto u = parse_stream_uri("test://ball?frames=5&width=320&height=200&fps=25&motion=sweep&speed=-3&format=NV12&live=true", "");
