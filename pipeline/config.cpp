@@ -408,9 +408,17 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           ctx.fail(streams[i], path, "give either uri (with an id) or glob (ids from the file names), not both");
         }
         const std::string pattern = resolve_path(base_dir, glob);
-        auto files = expand_file_glob(pattern);
+        size_t hidden = 0;
+        auto files = expand_file_glob(pattern, &hidden);
         if (!files.ok()) ctx.fail(streams[i]["glob"], path + ".glob", files.status().message());
-        if (files->empty()) ctx.fail(streams[i]["glob"], path + ".glob", "no file matches '" + pattern + "'");
+        const std::string hidden_text = std::to_string(hidden) + " hidden file(s) (a name, or a folder's, starting with "
+                                        "'.', as the '._' files a Mac leaves beside those it copies) left out, as a "
+                                        "shell's glob does; name a '.' in the pattern to take them";
+        if (files->empty()) {
+          ctx.fail(streams[i]["glob"], path + ".glob",
+                   "no file matches '" + pattern + "'" + (hidden ? " (" + hidden_text + ")" : ""));
+        }
+        if (hidden > 0) c.notes.push_back(path + ".glob: " + hidden_text);
         // settle_s: a file modified that recently may still be being written (a recorder's current
         // file): read now, its end would be missed, and the next --resume would take it as done.
         std::vector<std::string> settled, unsettled;

@@ -55,7 +55,7 @@ std::string glob_base_dir(const std::string& pattern) {
   return base.string();
 }
 
-Result<std::vector<std::string>> expand_file_glob(const std::string& pattern) {
+Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, size_t* hidden) {
   const std::string base = glob_base_dir(pattern);
   std::string rest = pattern.substr(std::min(pattern.size(), base.size()));
   while (!rest.empty() && rest[0] == '/') rest.erase(0, 1);
@@ -64,10 +64,19 @@ Result<std::vector<std::string>> expand_file_glob(const std::string& pattern) {
   std::error_code ec;
   if (!std::filesystem::is_directory(base, ec)) return NotFound("folder " + base + " does not exist");
   const bool recursive = rest.find('/') != std::string::npos || rest.find("**") != std::string::npos;
+  // Hidden names (".x") only for a pattern that has a '.'-component of its own.
+  const bool dot_components = (!rest.empty() && rest[0] == '.') || rest.find("/.") != std::string::npos;
+  auto is_hidden = [](const std::string& rel) { return rel[0] == '.' || rel.find("/.") != std::string::npos; };
+  size_t hidden_matches = 0;
   auto consider = [&](const std::filesystem::directory_entry& e) {
     if (!e.is_regular_file(ec)) return;
     const std::string rel = e.path().lexically_relative(base).generic_string();
-    if (std::regex_match(rel, re)) files.push_back(e.path().lexically_normal().string());
+    if (!std::regex_match(rel, re)) return;
+    if (!dot_components && is_hidden(rel)) {
+      ++hidden_matches;
+      return;
+    }
+    files.push_back(e.path().lexically_normal().string());
   };
   if (recursive) {
     for (auto it = std::filesystem::recursive_directory_iterator(
@@ -81,6 +90,7 @@ Result<std::vector<std::string>> expand_file_glob(const std::string& pattern) {
   }
   if (ec) return Unavailable("cannot list " + base + ": " + ec.message());
   std::sort(files.begin(), files.end());
+  if (hidden) *hidden = hidden_matches;
   return files;
 }
 

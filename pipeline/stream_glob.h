@@ -11,8 +11,11 @@ namespace vapipe {
 
 // Regular files whose path matches `pattern` (absolute): `*`, `?` and `[...]` match within one path
 // component, `**` any number of folders (none included). Sorted, so that a job's streams, and their
-// order, are the same each time the config loads.
-Result<std::vector<std::string>> expand_file_glob(const std::string& pattern);
+// order, are the same each time the config loads. As in a shell, a file or folder whose name starts
+// with '.' is matched only by a pattern that names a '.'-component itself ("._clip.mp4", the
+// metadata a Mac leaves beside each file it copies, is not a video; nor is ".Trash/"); `hidden`, if
+// given, is set to how many such files the pattern would otherwise have matched.
+Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, size_t* hidden = nullptr);
 
 // The folder a pattern's wildcards start under (its leading components without a wildcard).
 std::string glob_base_dir(const std::string& pattern);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -412,6 +413,33 @@ Result<torch::Device> choose_device(const std::string& requested, bool cpu_fallb
   }
 }
 
+// What a file LibTorch could not load as TorchScript most likely is, and what to do: the usual mistake
+// is a file of torch.save (a state_dict, or a module pickled with its Python class), or a model of
+// another framework. "" when nothing is recognised.
+std::string not_torchscript_hint(const std::string& path, const std::string& error) {
+  std::string head(4, '\0');
+  std::ifstream(path, std::ios::binary).read(head.data(), 4);
+  const std::string torchscript = "export it as TorchScript from PyTorch, in eval mode: "
+                                  "torch.jit.script(model).save(path), or torch.jit.trace(model, example).save(path)";
+  if (head.compare(0, 2, "PK") == 0 && error.find("constants.pkl") != std::string::npos) {
+    return "it is a file of torch.save (a state_dict, or a module pickled with its Python class), which only "
+           "Python with the model's code can read: " + torchscript;
+  }
+  if (static_cast<unsigned char>(head[0]) == 0x80) {
+    return "it is a Python pickle (torch.save of PyTorch before 1.6, or another pickled object): " + torchscript;
+  }
+  if (head.compare(0, 2, "PK") != 0) {
+    const std::string ext = std::filesystem::path(path).extension().string();
+    const std::string what = ext == ".onnx" ? "an ONNX model"
+                             : ext == ".engine" || ext == ".plan" || ext == ".trt" ? "a TensorRT engine"
+                             : ext == ".pb" || ext == ".h5" || ext == ".keras" || ext == ".tflite" ? "a TensorFlow or Keras model"
+                                                                                                     : "";
+    return "TorchScript files are zip archives and this one is not" + (what.empty() ? "" : " (" + what + "?)") +
+           ": vapipe runs TorchScript; " + torchscript;
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options) {
@@ -442,8 +470,10 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
       }
     }
   } catch (const c10::Error& e) {
-    return InvalidArgument("model " + path + " is not a TorchScript model LibTorch " TORCH_VERSION
-                           " can load: " + e.what_without_backtrace());
+    const std::string error = e.what_without_backtrace();
+    const std::string hint = not_torchscript_hint(path, error);
+    return InvalidArgument("model " + path + " is not a TorchScript model LibTorch " TORCH_VERSION " can load: " +
+                           first_line(error) + (hint.empty() ? "" : ": " + hint));
   } catch (const std::exception& e) {
     return InvalidArgument("model " + path + " could not be loaded: " + e.what());
   }

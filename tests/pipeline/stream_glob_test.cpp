@@ -16,7 +16,9 @@ class StreamGlobTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("vapipe-glob-" + std::to_string(getpid()));
-    for (const char* f : {"a/x.mp4", "a/y.MKV", "a/notes.txt", "a/sub/z.mp4", "a/sub/deep/w.mp4", "a/b c/v.mp4"}) {
+    // Hidden ones too: what a Mac leaves beside a file it copies, a desktop's trash, a dot-file.
+    for (const char* f : {"a/x.mp4", "a/y.MKV", "a/notes.txt", "a/sub/z.mp4", "a/sub/deep/w.mp4", "a/b c/v.mp4",
+                          "a/._x.mp4", "a/.Trash/t.mp4", "a/sub/.partial.mp4"}) {
       std::filesystem::create_directories((dir_ / f).parent_path());
       std::ofstream(dir_ / f) << "x";
     }
@@ -40,6 +42,15 @@ TEST_F(StreamGlobTest, WildcardsMatchWithinAFolderAndDoubleStarAcrossFolders) {
   EXPECT_EQ(glob("a/[!x].*"), (std::vector<std::string>{at("a/y.MKV")}));
   EXPECT_EQ(glob("a/sub/z.mp4"), (std::vector<std::string>{at("a/sub/z.mp4")}));  // no wildcard: the file
   EXPECT_TRUE(glob("a/*.avi").empty());
+  // Names starting with '.' only when the pattern names a '.' itself, as in a shell.
+  size_t hidden = 0;
+  ASSERT_TRUE(expand_file_glob(at("a/**/*.mp4"), &hidden).ok());
+  EXPECT_EQ(hidden, 3u);
+  ASSERT_TRUE(expand_file_glob(at("a/*.mp4"), &hidden).ok());
+  EXPECT_EQ(hidden, 1u);
+  EXPECT_EQ(glob("a/.*.mp4"), (std::vector<std::string>{at("a/._x.mp4")}));
+  EXPECT_EQ(glob("a/.Trash/*.mp4"), (std::vector<std::string>{at("a/.Trash/t.mp4")}));
+  EXPECT_EQ(glob("a/**/.*.mp4"), (std::vector<std::string>{at("a/._x.mp4"), at("a/sub/.partial.mp4")}));
   auto missing = expand_file_glob(at("nowhere/*.mp4"));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("nowhere does not exist"), std::string::npos);
@@ -102,9 +113,16 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
   EXPECT_FALSE(c->streams[3].whole_frame());
   EXPECT_TRUE(c->streams[4].whole_frame());
   EXPECT_EQ(c->job.mode, JobMode::kArchive);
+  ASSERT_EQ(c->notes.size(), 1u);  // the hidden files the glob left out, said
+  EXPECT_NE(c->notes[0].find("streams[0].glob: 3 hidden file(s) (a name, or a folder's, starting with '.'"),
+            std::string::npos)
+      << c->notes[0];
 
   for (const auto& [entry, expected] : std::vector<std::pair<std::string, std::string>>{
            {"  - {glob: 'a/*.avi'}\n", "job.yaml:3: streams[0].glob: no file matches '" + at("a/*.avi") + "'"},
+           {"  - {glob: 'a/.Trash/*.avi'}\n", "no file matches"},
+           {"  - {glob: 'a/_*.mp4'}\n", "no file matches '" + at("a/_*.mp4") + "'"},
+           {"  - {glob: 'a/?_*.mp4'}\n", "no file matches '" + at("a/?_*.mp4") + "' (1 hidden file(s)"},
            {"  - {glob: 'a/*.mp4', uri: 'x.mp4'}\n", "streams[0]: give either uri (with an id) or glob"},
            {"  - {glob: 'a/sub/*.mp4'}\n  - {glob: 'a/sub/deep/../*.mp4'}\n", "makes the stream id 'z', as "},
            {"  - {id: x, uri: 'test://ball', id_prefix: p}\n", "streams[0].id_prefix: only with glob"},
@@ -127,6 +145,7 @@ TEST_F(StreamGlobTest, AGlobEntryInAConfigMakesOneStreamPerFile) {
 // file's end would be missed and the next --resume would take it as done. Files modified within
 // settle_s are left for a later run, and said so.
 TEST_F(StreamGlobTest, FilesModifiedWithinSettleSecondsAreLeftForALaterRun) {
+  for (const char* hidden : {"a/._x.mp4", "a/.Trash", "a/sub/.partial.mp4"}) std::filesystem::remove_all(dir_ / hidden);
   const auto an_hour_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
   for (const char* f : {"a/x.mp4", "a/sub/z.mp4", "a/sub/deep/w.mp4", "a/b c/v.mp4"}) {
     std::filesystem::last_write_time(dir_ / f, an_hour_ago);

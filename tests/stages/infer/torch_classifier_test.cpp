@@ -74,6 +74,30 @@ TEST(TorchClassifier, MissingAndCorruptModelsAreClearErrors) {
   EXPECT_NE(corrupt.status().message().find("TorchScript"), std::string::npos) << corrupt.status().message();
 }
 
+// The usual mistake: the file of torch.save(model.state_dict()) (Python's format, written here by
+// torch::pickle_save), an old pickled one, or another framework's model. Each error says what the file
+// is and how to export TorchScript.
+TEST(TorchClassifier, AStateDictOrAnotherFrameworksModelIsRefusedSayingHowToExportTorchScript) {
+  const std::string base = std::filesystem::temp_directory_path() / ("vapipe-not-ts-" + std::to_string(getpid()));
+  c10::Dict<std::string, torch::Tensor> state;
+  state.insert("conv1.weight", torch::zeros({4, 3, 3, 3}));
+  const std::vector<char> saved = torch::jit::pickle_save(c10::IValue(state));
+  std::ofstream(base + "-state.pt", std::ios::binary).write(saved.data(), static_cast<std::streamsize>(saved.size()));
+  std::ofstream(base + "-old.pt", std::ios::binary) << "\x80\x02}q\x00.";
+  std::ofstream(base + ".onnx", std::ios::binary) << "\x08\x07\x12\x07pytorch";
+  for (const auto& [file, expected] : std::vector<std::pair<std::string, std::string>>{
+           {base + "-state.pt", "it is a file of torch.save (a state_dict, or a module pickled with its Python class)"},
+           {base + "-old.pt", "it is a Python pickle (torch.save of PyTorch before 1.6"},
+           {base + ".onnx", "TorchScript files are zip archives and this one is not (an ONNX model?)"}}) {
+    auto c = load_torchscript_classifier(options_for(file));
+    std::filesystem::remove(file);
+    ASSERT_FALSE(c.ok()) << file;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("torch.jit.script(model).save(path)"), std::string::npos)
+        << c.status().message();
+  }
+}
+
 TEST(TorchClassifier, ModelThatRejectsTheInputShapeIsAStartUpError) {
   ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");
   o.input = TensorInfo{DType::kFloat32, 5, 224, 224};  // five channels: the first conv refuses
