@@ -59,6 +59,25 @@ std::string percent_encode_path(const std::string& path) {
   return out;
 }
 
+// A network URI with the bytes no URI may hold as they are (spaces, control characters, anything not
+// ASCII, and "<>\\^`{|}) percent-escaped, the rest as written (reserved characters and existing
+// escapes keep their meaning). An NVR's "rtsp://nvr/Camera 1" otherwise broke RTSP's request line (a
+// space separates its fields: "Could not read from resource"), and "caméra" went out as raw UTF-8.
+std::string escape_unsafe_uri_bytes(std::string_view uri) {
+  static constexpr std::string_view kUnsafe = "\"<>\\^`{|}";
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : uri) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte >= 0x7F || kUnsafe.find(c) != std::string_view::npos) {
+      out += {'%', kHex[byte >> 4], kHex[byte & 0xF]};
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 // A user name or password holding a character URIs reserve ('@', '#', '/', '?': camera passwords often
 // do, and ${CAMERA_PASSWORD} puts them in as they are) breaks the URI where it stands: the host is read
 // from inside the password, or the authority is cut short, and rtspsrc says only that no server
@@ -205,7 +224,7 @@ Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base
   }
   VAPIPE_RETURN_IF_ERROR(check_authority(uri, scheme_end + 3));
   out.kind = UriKind::kNetwork;
-  out.uri = std::string(uri);
+  out.uri = escape_unsafe_uri_bytes(uri);
   return out;
 }
 

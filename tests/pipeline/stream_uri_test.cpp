@@ -28,6 +28,21 @@ TEST(StreamUri, APathStartingWithATildeIsInAHomeFolder) {
   }
 }
 
+// What no URI may hold as it is (a space in an NVR's channel name, a non-ASCII path) is percent-escaped
+// in a network URI, as a browser does; what is already escaped, and reserved characters, stay.
+TEST(StreamUri, ANetworkUriWithSpacesOrNonAsciiIsEscaped) {
+  for (const auto& [given, sent] : std::vector<std::pair<std::string, std::string>>{
+           {"rtsp://10.0.0.1:554/Camera 1", "rtsp://10.0.0.1:554/Camera%201"},
+           {"rtsp://10.0.0.1/cam\xC3\xA9ra?channel=1&subtype=0", "rtsp://10.0.0.1/cam%C3%A9ra?channel=1&subtype=0"},
+           {"rtsp://admin:p%40ss@10.0.0.1/Streaming/Channels/101", "rtsp://admin:p%40ss@10.0.0.1/Streaming/Channels/101"},
+           {"http://host/a%20b.mp4", "http://host/a%20b.mp4"},
+           {"rtsp://[fe80::1]:554/live", "rtsp://[fe80::1]:554/live"}}) {
+    auto parsed = parse_stream_uri(given, "");
+    ASSERT_TRUE(parsed.ok()) << given << ": " << parsed.status().message();
+    EXPECT_EQ(parsed->uri, sent) << given;
+  }
+}
+
 TEST(StreamUri, TestUriParameters) {
   auto u = parse_stream_uri("test://ball?frames=5&width=320&height=200&fps=25&motion=sweep&speed=-3&format=NV12&live=true", "");
   ASSERT_TRUE(u.ok()) << u.status().message();
