@@ -110,6 +110,9 @@ struct PreprocessConfig {
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
   DType dtype = DType::kFloat32;
   uint32_t threads = 1;  // CPU preprocessing: frames converted at once (0: every CPU)
+  // The model's input channels: rgb (torchvision, timm) or bgr (a model trained on OpenCV's images, or
+  // Caffe's: DeepStream's model-color-format 1). mean and std are in this order.
+  std::string channel_order = "rgb";
 };
 
 struct BatchConfig {

@@ -168,6 +168,7 @@ class FrameConverter {
     float* r_out = row_.data();
     float* g_out = r_out + plane;
     float* b_out = g_out + plane;
+    if (spec_.bgr) std::swap(r_out, b_out);  // blue in the first plane; planes are in output order
     if (info.format == PixelFormat::kRGB) {
       run_rgb(frame, r_out, g_out, b_out);
     } else {

@@ -16,6 +16,7 @@ PreprocessSpec preprocess_spec_from(const PreprocessConfig& c) {
   spec.mean = c.mean;
   spec.std = c.std;
   spec.dtype = c.dtype;
+  spec.bgr = c.channel_order == "bgr";
   return spec;
 }
 

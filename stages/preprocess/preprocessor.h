@@ -33,9 +33,12 @@ struct TensorOut {
 struct PreprocessSpec {
   uint32_t out_width = 224;
   uint32_t out_height = 224;
-  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // of RGB in [0, 1]
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // of each output channel in [0, 1]
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
   DType dtype = DType::kFloat32;
+  // Channels in the order B, G, R (a model trained on OpenCV's images, Caffe's): mean and std are
+  // then B's, G's and R's too.
+  bool bgr = false;
   TensorInfo output_info() const { return TensorInfo{dtype, 3, out_height, out_width}; }
 };
 

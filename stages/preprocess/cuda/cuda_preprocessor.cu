@@ -27,8 +27,9 @@ struct KernelParams {
 // What every frame of a launch shares: the output size and normalisation.
 struct OutputParams {
   int out_w, out_h;
-  float scale[3], bias[3];
+  float scale[3], bias[3];  // per output channel
   bool half;
+  bool bgr;  // output channels B, G, R
 };
 
 __device__ inline void tap(float scale, int d, int in, int* i0, int* i1, float* w1) {
@@ -81,6 +82,11 @@ __global__ void preprocess_kernel(const KernelParams* __restrict__ frames, Outpu
     rgb[0] = fminf(fmaxf(yy + p.cr_r * vv, 0.f), 255.f);
     rgb[1] = fminf(fmaxf(yy + p.cb_g * uu + p.cr_g * vv, 0.f), 255.f);
     rgb[2] = fminf(fmaxf(yy + p.cb_b * uu, 0.f), 255.f);
+  }
+  if (o.bgr) {
+    const float red = rgb[0];
+    rgb[0] = rgb[2];
+    rgb[2] = red;
   }
   const size_t plane = static_cast<size_t>(o.out_w) * o.out_h, i = static_cast<size_t>(oy) * o.out_w + ox;
   for (int c = 0; c < 3; ++c) {
@@ -149,6 +155,7 @@ class CudaPreprocessor final : public Preprocessor {
       out_.bias[c] = -spec_.mean[c] / spec_.std[c];
     }
     out_.half = spec_.dtype == DType::kFloat16;
+    out_.bgr = spec_.bgr;
   }
   ~CudaPreprocessor() override {
     cudaSetDevice(device_);

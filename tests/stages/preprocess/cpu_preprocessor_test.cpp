@@ -185,6 +185,39 @@ TEST(CpuPreprocessor, SolidRedFrameGivesTheNormalisedRed) {
   EXPECT_NEAR(out[2 * plane + plane - 1], (0 - 0.406f) / 0.225f, 1e-5);
 }
 
+// preprocess.channel_order: bgr. A red frame is red in the last plane, normalised with the mean and std
+// given for that plane (the model's order); a frame of every format gives the rgb tensor with its first
+// and last planes swapped, when mean and std are swapped too.
+TEST(CpuPreprocessor, BgrOrderPutsBlueFirstWithTheModelsOwnMeanAndStd) {
+  TestFrame f;
+  f.info.format = PixelFormat::kRGB;
+  f.info.width = 8;
+  f.info.height = 8;
+  f.info.stride = {24, 0, 0};
+  f.bytes.assign(24 * 8, std::byte{0});
+  for (size_t i = 0; i < f.bytes.size(); i += 3) f.bytes[i] = std::byte{255};
+  PreprocessSpec bgr;
+  bgr.bgr = true;
+  bgr.mean = {0.406f, 0.456f, 0.485f};
+  bgr.std = {0.225f, 0.224f, 0.229f};
+  std::vector<float> out(bgr.output_info().elements());
+  ASSERT_TRUE(make_cpu_preprocessor(bgr)->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
+  const size_t plane = 224 * 224;
+  EXPECT_NEAR(out[0], (0 - 0.406f) / 0.225f, 1e-5);              // blue: none
+  EXPECT_NEAR(out[2 * plane + 5], (1 - 0.485f) / 0.229f, 1e-5);  // red: full
+  for (PixelFormat format : {PixelFormat::kI420, PixelFormat::kNV12, PixelFormat::kRGB}) {
+    const TestFrame frame = random_frame(format, 37, 29, 11);
+    std::vector<float> as_rgb(out.size()), as_bgr(out.size());
+    ASSERT_TRUE(make_cpu_preprocessor(PreprocessSpec{})->run(frame.view(), reinterpret_cast<std::byte*>(as_rgb.data())).ok());
+    ASSERT_TRUE(make_cpu_preprocessor(bgr)->run(frame.view(), reinterpret_cast<std::byte*>(as_bgr.data())).ok());
+    for (size_t i = 0; i < plane; ++i) {
+      ASSERT_EQ(as_bgr[i], as_rgb[2 * plane + i]) << pixel_format_name(format) << " " << i;
+      ASSERT_EQ(as_bgr[plane + i], as_rgb[plane + i]) << pixel_format_name(format) << " " << i;
+      ASSERT_EQ(as_bgr[2 * plane + i], as_rgb[i]) << pixel_format_name(format) << " " << i;
+    }
+  }
+}
+
 TEST(CpuPreprocessor, InconsistentLayoutIsAnErrorNotACrash) {
   TestFrame f = random_frame(PixelFormat::kI420, 64, 64, 1);
   f.bytes.resize(100);  // payload shorter than the layout

@@ -54,6 +54,8 @@ TEST_F(CudaPreprocessor, MatchesTheCpuReferenceForEveryFormat) {
     for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1920, 1080}, {640, 480}, {223, 301}, {160, 90}}) {
       Frame f = random_frame(format, w, h);
       PreprocessSpec spec;
+      spec.bgr = w == 640;  // preprocess.channel_order: bgr, for one size of each format
+      if (spec.bgr) spec.mean = {0.406f, 0.456f, 0.485f};
       std::vector<float> cpu(spec.output_info().elements()), gpu(cpu.size());
       FrameView view{f.info, f.bytes.data(), f.bytes.size()};
       ASSERT_TRUE(make_cpu_preprocessor(spec)->run(view, reinterpret_cast<std::byte*>(cpu.data())).ok());
