@@ -562,6 +562,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     c.preprocess.dtype = dtype == "float16" ? DType::kFloat16 : DType::kFloat32;
     r.uint("threads", &c.preprocess.threads, 0, 256);
     r.choice("channel_order", &c.preprocess.channel_order, {"rgb", "bgr"});
+    r.choice("resize", &c.preprocess.resize, {"stretch", "center_crop"});
     r.finish();
   }
   {

@@ -113,6 +113,10 @@ struct PreprocessConfig {
   // The model's input channels: rgb (torchvision, timm) or bgr (a model trained on OpenCV's images, or
   // Caffe's: DeepStream's model-color-format 1). mean and std are in this order.
   std::string channel_order = "rgb";
+  // stretch: the whole frame (or roi) resized to width x height, its shape not kept (DeepStream's
+  // default). center_crop: the largest centred region of the tensor's shape, the rest left out
+  // (torchvision's Resize + CenterCrop at the full shorter side): shapes as the model was trained on.
+  std::string resize = "stretch";
 };
 
 struct BatchConfig {

@@ -74,6 +74,20 @@ std::vector<Status> Preprocessor::run_batch(const std::vector<FrameView>& frames
   return statuses;
 }
 
+FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_width, uint32_t out_height) {
+  if (out_width == 0 || out_height == 0 || region.width == 0 || region.height == 0) return region;
+  FrameInfo::Region r = region;
+  // Compare width/height with out_width/out_height without rounding: width * out_height vs ...
+  if (uint64_t{region.width} * out_height > uint64_t{region.height} * out_width) {
+    r.width = std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{region.height} * out_width / out_height));
+    r.x = region.x + (region.width - r.width) / 2;
+  } else {
+    r.height = std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{region.width} * out_height / out_width));
+    r.y = region.y + (region.height - r.height) / 2;
+  }
+  return r;
+}
+
 Status validate_frame(const FrameView& frame) {
   const FrameInfo& i = frame.info;
   if (i.width == 0 || i.height == 0) return InvalidArgument("frame has zero width or height");

@@ -25,6 +25,7 @@ PreprocessStage::PreprocessStage(std::unique_ptr<Preprocessor> preprocessor, Gpu
       gpu_status_(gpu_status ? std::move(gpu_status) : GpuStatus(cuda_context_status)) {}
 
 Status PreprocessStage::open(const StageContext& ctx) {
+  center_crop_ = ctx.config.preprocess.resize == "center_crop";
   if (preprocessor_) {
     gpu_ = preprocessor_->device();
     return Status::Ok();
@@ -103,7 +104,13 @@ Status PreprocessStage::flush(std::vector<Message>& frames, Emitter& out) {
         continue;
       }
     }
-    views.push_back(FrameView{in.frame, in.payload.data(), in.payload.size(), in.payload.device()});
+    FrameInfo info = in.frame;
+    if (center_crop_) {
+      const FrameInfo::Region r = centered_region(info.region(), preprocessor_->spec().out_width,
+                                                  preprocessor_->spec().out_height);
+      info.crop = {r.x, r.y, r.width, r.height};
+    }
+    views.push_back(FrameView{info, in.payload.data(), in.payload.size(), in.payload.device()});
     outs.push_back(TensorOut{t.payload.data(), t.payload.device()});
     which.push_back(i);
   }

@@ -38,6 +38,7 @@ class PreprocessStage final : public Stage {
   size_t max_at_once_ = 32;
   size_t cpu_at_once_ = 1;
   int gpu_ = -1;  // the CUDA preprocessor's GPU
+  bool center_crop_ = false;  // preprocess.resize: center_crop (each frame's region cut to the tensor's shape)
 };
 
 PreprocessSpec preprocess_spec_from(const PreprocessConfig& config);

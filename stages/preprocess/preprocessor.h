@@ -62,6 +62,10 @@ class Preprocessor {
 // `threads`: how many frames of a batch are converted at once (0: one per CPU this process may use).
 std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec, unsigned threads = 1);
 
+// The largest region of `out_width`:`out_height` shape centred in `region` (preprocess.resize:
+// center_crop): what torchvision's Resize + CenterCrop keep of a frame, at its full shorter side.
+FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_width, uint32_t out_height);
+
 // Checks that a frame's layout is consistent and fits its payload.
 Status validate_frame(const FrameView& frame);
 

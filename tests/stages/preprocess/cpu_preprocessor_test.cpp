@@ -264,6 +264,17 @@ TestFrame physically_cropped(const TestFrame& f, uint32_t x, uint32_t y, uint32_
 
 // streams[].roi: preprocessing a frame's region (its crop) gives, to the bit, what preprocessing that
 // region as a frame of its own gives; a crop outside the frame is an error for that frame.
+TEST(CenteredRegion, IsTheLargestRegionOfTheTensorsShapeInTheMiddle) {
+  using R = FrameInfo::Region;
+  auto same = [](const R& a, const R& b) { return a.x == b.x && a.y == b.y && a.width == b.width && a.height == b.height; };
+  EXPECT_TRUE(same(centered_region(R{0, 0, 1920, 1080}, 224, 224), R{420, 0, 1080, 1080}));
+  EXPECT_TRUE(same(centered_region(R{0, 0, 1080, 1920}, 224, 224), R{0, 420, 1080, 1080}));
+  EXPECT_TRUE(same(centered_region(R{960, 0, 960, 1080}, 224, 224), R{960, 60, 960, 960}));  // within an roi
+  EXPECT_TRUE(same(centered_region(R{0, 0, 640, 480}, 320, 240), R{0, 0, 640, 480}));      // already that shape
+  EXPECT_TRUE(same(centered_region(R{0, 0, 640, 480}, 299, 224), R{0, 0, 640, 479}));      // 4:3 nearly; floor
+  EXPECT_TRUE(same(centered_region(R{0, 0, 1, 1000}, 224, 224), R{0, 499, 1, 1}));
+}
+
 TEST(CpuPreprocessor, ACropIsPreprocessedExactlyAsTheRegionAloneWouldBe) {
   PreprocessSpec spec;
   auto pre = make_cpu_preprocessor(spec);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tests/fakes/stage_harness.h"
 
 namespace vapipe {
@@ -34,6 +36,40 @@ TEST(PreprocessStage, FrameBecomesATensorWithTheSameEnvelope) {
   EXPECT_EQ(t.tensor, (TensorInfo{DType::kFloat32, 3, 224, 224}));
   EXPECT_EQ(t.payload.size(), size_t{3} * 224 * 224 * 4);
   EXPECT_TRUE(t.error.empty());
+}
+
+// preprocess.resize: center_crop keeps the middle square of a 3:1 frame whose thirds are red, green
+// and blue: its tensor is green everywhere; stretch (the default) sees the red third at the left.
+TEST(PreprocessStage, CenterCropKeepsTheMiddleOfTheFrameInTheTensorsShape) {
+  for (const std::string resize : {"stretch", "center_crop"}) {
+    Config config = testing::test_config();
+    config.preprocess.resize = resize;
+    PreprocessStage stage;
+    ASSERT_TRUE(stage.open(StageContext{config}).ok());
+    Message frame = rgb_frame(0, 300, 100);
+    auto* px = reinterpret_cast<uint8_t*>(frame.payload.data());
+    std::memset(px, 0, frame.payload.size());
+    for (uint32_t y = 0; y < 100; ++y) {
+      for (uint32_t x = 0; x < 300; ++x) px[(y * 300 + x) * 3 + x / 100] = 255;  // red | green | blue
+    }
+    CollectingEmitter out;
+    ASSERT_TRUE(stage.process(std::move(frame), out).ok());
+    ASSERT_EQ(out.messages.size(), 1u);
+    const auto* t = reinterpret_cast<const float*>(out.messages[0].payload.data());
+    const size_t plane = 224 * 224;
+    const float red_full = (1 - config.preprocess.mean[0]) / config.preprocess.std[0];
+    const float green_full = (1 - config.preprocess.mean[1]) / config.preprocess.std[1];
+    if (resize == "center_crop") {
+      for (size_t i = 0; i < plane; i += 997) {
+        EXPECT_NEAR(t[plane + i], green_full, 1e-4) << i;  // green everywhere
+        EXPECT_LT(t[i], 0) << i;                            // no red anywhere
+      }
+    } else {
+      EXPECT_NEAR(t[0], red_full, 1e-4);            // the left third is red
+      EXPECT_NEAR(t[plane + 112], green_full, 1e-4);  // the middle green
+    }
+    EXPECT_EQ(out.messages[0].tensor, (TensorInfo{DType::kFloat32, 3, 224, 224}));
+  }
 }
 
 TEST(PreprocessStage, BadFrameTravelsOnAsAnErrorSoItStillGetsAResult) {
