@@ -168,7 +168,8 @@ TEST(CpuPreprocessor, HalfConversionRoundTripsAndRounds) {
   EXPECT_NEAR(half_to_float(float_to_half(0.1f)), 0.1f, 1e-4f);
 }
 
-TEST(CpuPreprocessor, SolidRedFrameGivesTheNormalisedRed) {
+// An 8x8 RGB frame of pure red.
+TestFrame solid_red_frame() {
   TestFrame f;
   f.info.format = PixelFormat::kRGB;
   f.info.width = 8;
@@ -176,6 +177,11 @@ TEST(CpuPreprocessor, SolidRedFrameGivesTheNormalisedRed) {
   f.info.stride = {24, 0, 0};
   f.bytes.assign(24 * 8, std::byte{0});
   for (size_t i = 0; i < f.bytes.size(); i += 3) f.bytes[i] = std::byte{255};
+  return f;
+}
+
+TEST(CpuPreprocessor, SolidRedFrameGivesTheNormalisedRed) {
+  const TestFrame f = solid_red_frame();
   PreprocessSpec spec;
   std::vector<float> out(spec.output_info().elements());
   ASSERT_TRUE(make_cpu_preprocessor(spec)->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
@@ -189,13 +195,7 @@ TEST(CpuPreprocessor, SolidRedFrameGivesTheNormalisedRed) {
 // given for that plane (the model's order); a frame of every format gives the rgb tensor with its first
 // and last planes swapped, when mean and std are swapped too.
 TEST(CpuPreprocessor, BgrOrderPutsBlueFirstWithTheModelsOwnMeanAndStd) {
-  TestFrame f;
-  f.info.format = PixelFormat::kRGB;
-  f.info.width = 8;
-  f.info.height = 8;
-  f.info.stride = {24, 0, 0};
-  f.bytes.assign(24 * 8, std::byte{0});
-  for (size_t i = 0; i < f.bytes.size(); i += 3) f.bytes[i] = std::byte{255};
+  const TestFrame f = solid_red_frame();
   PreprocessSpec bgr;
   bgr.bgr = true;
   bgr.mean = {0.406f, 0.456f, 0.485f};
