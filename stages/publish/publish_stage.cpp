@@ -74,7 +74,11 @@ Status PublishStage::open(const StageContext& ctx) {
       if (!jsonl_lock_.held()) VAPIPE_LOG_WARN("publish: {}", jsonl_lock_.why_not_held());
     }
     if (restarted_ && !resumed_) cut_partial_last_line(p.string());
-    jsonl_.open(p, std::ios::out | (resumed_ || restarted_ ? std::ios::app : std::ios::trunc));
+    // A fresh run empties the file first; every run then appends (O_APPEND), so that a file emptied
+    // under a running job (logrotate's copytruncate, `: > results.jsonl`) is written on from its start,
+    // not at the old offset after a hole of zero bytes that no JSON reader takes.
+    if (!resumed_ && !restarted_) std::ofstream(p, std::ios::out | std::ios::trunc).close();
+    jsonl_.open(p, std::ios::out | std::ios::app);
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
   }
   if (factory_) {

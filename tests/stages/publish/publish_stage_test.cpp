@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "pipeline/curve.h"
@@ -120,6 +122,37 @@ TEST_F(PublishStageTest, JsonLinesAreFlushedByTheirDeadlineWithoutWaitingForMore
   EXPECT_EQ(lines_in_file(), 2u);  // ... and flushed by the deadline
   auto next = stage_->next_deadline();  // nothing left to flush: only an archive job's progress log, if any
   EXPECT_TRUE(!next || *next > std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::filesystem::remove(config_.publish.jsonl_path);
+}
+
+// A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
+// emptied in place while the job writes on). The lines after that start at the file's start: before,
+// they went on at the old offset, after a hole of zero bytes as long as the file had been.
+TEST_F(PublishStageTest, AResultsFileEmptiedUnderTheJobIsWrittenOnFromItsStart) {
+  config_.publish.jsonl_path = ::testing::TempDir() + "publish-rotated-" + std::to_string(getpid()) + ".jsonl";
+  open();
+  auto flush = [&] {
+    auto deadline = stage_->next_deadline();
+    ASSERT_TRUE(deadline.has_value());
+    std::this_thread::sleep_until(*deadline);
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  };
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0), {"test://ball", "", 0, 0}), out_).ok());
+  for (uint64_t seq = 0; seq < 20; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "ball"), out_).ok());
+  flush();
+  ASSERT_GT(std::filesystem::file_size(config_.publish.jsonl_path), 1000u);
+  std::filesystem::resize_file(config_.publish.jsonl_path, 0);  // copytruncate's second step
+  for (uint64_t seq = 20; seq < 23; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "ball"), out_).ok());
+  flush();
+  std::ifstream in(config_.publish.jsonl_path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes.find('\0'), std::string::npos) << "a hole of zero bytes before the new lines";
+  std::istringstream lines(bytes);
+  std::string line;
+  std::vector<uint64_t> seqs;
+  while (std::getline(lines, line)) seqs.push_back(nlohmann::json::parse(line)["payload"]["seq"].get<uint64_t>());
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{20, 21, 22}));
   ASSERT_TRUE(stage_->close(out_).ok());
   std::filesystem::remove(config_.publish.jsonl_path);
 }
