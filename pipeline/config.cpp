@@ -13,6 +13,7 @@
 #include <tuple>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
 #include "pipeline/stream_glob.h"
@@ -81,6 +82,17 @@ Result<std::string> expand_environment(const std::string& text) {
     if (!valid) return InvalidArgument("expected ${NAME} or ${NAME:-default} with NAME an environment variable, got '${" + inner + "}'");
     const char* value = std::getenv(name.c_str());
     if (value && *value) {
+      // A Kubernetes Secret or a .env line made from a file keeps the file's last newline: in a
+      // password or a path it is never meant, and fails far from here ("the camera refused ...").
+      const std::string_view text(value);
+      if (std::any_of(text.begin(), text.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; })) {
+        const bool newline_at_end = text.back() == '\n' || text.back() == '\r';
+        return InvalidArgument("environment variable " + name + " holds " +
+                               (newline_at_end ? std::string("a line break at its end (a Secret or file made with a final "
+                                                             "newline?)")
+                                               : std::string("a control character (a line break or tab)")) +
+                               ": remove it from the variable's value");
+      }
       out += value;
     } else if (dash != std::string::npos) {
       out += inner.substr(dash + 2);

@@ -402,6 +402,16 @@ infer: {model: "$${HOME}/m.pt", labels: m.txt}
       << reserved.status().message();
   EXPECT_NE(reserved.status().message().find("%40"), std::string::npos) << reserved.status().message();
   EXPECT_EQ(reserved.status().message().find("Adm1n"), std::string::npos) << reserved.status().message();
+  // A Kubernetes Secret made with --from-file keeps the file's final newline: refused, named, not shown.
+  ::setenv("VAPIPE_TEST_CAM_PASSWORD", "s3cret\n", 1);
+  auto newline = load_config_string("streams:\n  - {id: gate, uri: 'rtsp://admin:${VAPIPE_TEST_CAM_PASSWORD}@10.0.0.1/s'}\n"
+                                    "infer: {model: m, labels: l}\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(newline.ok());
+  EXPECT_NE(newline.status().message().find("job.yaml:2: streams[0].uri: environment variable VAPIPE_TEST_CAM_PASSWORD "
+                                            "holds a line break at its end"),
+            std::string::npos)
+      << newline.status().message();
+  EXPECT_EQ(newline.status().message().find("s3cret"), std::string::npos) << newline.status().message();
   ::unsetenv("VAPIPE_TEST_CAM_PASSWORD");
 }
 
