@@ -210,9 +210,12 @@ class Run:
         """Its exit status, once it has ended (TimeoutExpired after `timeout`); its output is then in
         self.stdout and self.stderr."""
         self.proc.wait(timeout=timeout)
-        for f in (self._out, self._err):
-            f.seek(0)
-        self.stdout, self.stderr = self._out.read(), self._err.read()
+        if self.stdout is None:  # read once, then the files go (strict UTF-8: a raw byte in the log fails)
+            for f in (self._out, self._err):
+                f.seek(0)
+            self.stdout, self.stderr = self._out.read(), self._err.read()
+            self._out.close()
+            self._err.close()
         return self.proc.returncode
 
     def signal(self, sig):
