@@ -93,6 +93,15 @@ Status check_authority(std::string_view uri, size_t authority_start) {
   if (userinfo.find('@') != std::string_view::npos) {
     return InvalidArgument("the user name or password in the uri holds an '@': write it as %40 (percent-escaped)");
   }
+  // A '%' that starts no escape ("50%off"): the user name or password cannot be decoded, so the camera
+  // gets none, or another one.
+  for (size_t i = userinfo.find('%'); i != std::string_view::npos; i = userinfo.find('%', i + 1)) {
+    if (i + 2 >= userinfo.size() || !std::isxdigit(static_cast<unsigned char>(userinfo[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(userinfo[i + 2]))) {
+      return InvalidArgument("the user name or password in the uri holds a '%' that starts no escape: write it as "
+                             "%25 (percent-escaped)");
+    }
+  }
   // A '#' (a fragment, which no camera or server is sent) followed by "...@host": a password with a '#'.
   if (authority_end < uri.size() && uri[authority_end] == '#' &&
       uri.find('@', authority_end) < uri.find('/', authority_end)) {

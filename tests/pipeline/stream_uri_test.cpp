@@ -107,6 +107,13 @@ TEST(StreamUri, AnUnescapedAtHashSlashOrQuestionMarkInAPasswordIsRefusedWithoutS
     EXPECT_NE(p.status().message().find(password.find('@') != std::string::npos ? "%40" : "%23"), std::string::npos)
         << password << ": " << p.status().message();
   }
+  for (const std::string password : {"50%off", "pass%", "a%4"}) {  // a '%' that starts no escape
+    auto p = parse_stream_uri("rtsp://admin:" + password + "@10.0.0.5:554/stream1", "");
+    ASSERT_FALSE(p.ok()) << password;
+    EXPECT_NE(p.status().message().find("holds a '%' that starts no escape: write it as %25"), std::string::npos)
+        << p.status().message();
+    EXPECT_EQ(p.status().message().find(password), std::string::npos) << p.status().message();
+  }
   for (const std::string uri : {"rtsp://admin:p%40ss%23w%3Ard@10.0.0.5:554/stream1", "rtsp://admin:secret@cam/ch1?x=@",
                                 "rtsp://10.0.0.5:554/live@main", "http://host/a@b.mp4", "rtsp://[fe80::1]:554/s",
                                 "udp://@239.0.0.1:5000", "rtsp://admin@cam.local/s", "rtsps://u:p:q@cam:322/s"}) {
