@@ -824,11 +824,8 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
   if (const size_t bad = first_invalid_utf8(yaml); bad != std::string::npos) {
     const size_t line_start = yaml.rfind('\n', bad == 0 ? 0 : bad - 1);
     const size_t column = line_start == std::string::npos || bad == 0 ? bad + 1 : bad - line_start;
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(yaml[bad]));
     return InvalidArgument(source + ":" + std::to_string(std::count(yaml.begin(), yaml.begin() + bad, '\n') + 1) +
-                           ": not UTF-8 text (byte " + byte + " at column " + std::to_string(column) +
-                           "): save the file as UTF-8");
+                           ": " + not_utf8_text(static_cast<unsigned char>(yaml[bad]), column));
   }
   try {
     YAML::Node root = YAML::Load(yaml);

@@ -44,19 +44,27 @@ std::string percent_decode(std::string_view s) {
 
 // A local path as a file:// URI's path: what a URI reserves (a space, '#', '%', '?', bytes past ASCII
 // such as an 'é') percent-escaped, as GLib's g_filename_to_uri does; uridecodebin opens nothing else.
-std::string percent_encode_path(const std::string& path) {
-  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:@/";
+// `text` with each byte for which `escape` says so written as %XX.
+template <typename Escape>
+std::string percent_encode(std::string_view text, Escape escape) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
-  for (const char c : path) {
+  for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x80 && std::isalnum(byte)) || kKept.find(c) != std::string_view::npos) {
-      out.push_back(c);
-    } else {
+    if (escape(byte)) {
       out += {'%', kHex[byte >> 4], kHex[byte & 0xF]};
+    } else {
+      out.push_back(c);
     }
   }
   return out;
+}
+
+std::string percent_encode_path(const std::string& path) {
+  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:@/";
+  return percent_encode(path, [](unsigned char byte) {
+    return !(byte < 0x80 && std::isalnum(byte)) && kKept.find(static_cast<char>(byte)) == std::string_view::npos;
+  });
 }
 
 // A network URI with the bytes no URI may hold as they are (spaces, control characters, anything not
@@ -65,17 +73,9 @@ std::string percent_encode_path(const std::string& path) {
 // space separates its fields: "Could not read from resource"), and "caméra" went out as raw UTF-8.
 std::string escape_unsafe_uri_bytes(std::string_view uri) {
   static constexpr std::string_view kUnsafe = "\"<>\\^`{|}";
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : uri) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte <= 0x20 || byte >= 0x7F || kUnsafe.find(c) != std::string_view::npos) {
-      out += {'%', kHex[byte >> 4], kHex[byte & 0xF]};
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
+  return percent_encode(uri, [](unsigned char byte) {
+    return byte <= 0x20 || byte >= 0x7F || kUnsafe.find(static_cast<char>(byte)) != std::string_view::npos;
+  });
 }
 
 // A user name or password holding a character URIs reserve ('@', '#', '/', '?': camera passwords often

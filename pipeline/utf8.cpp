@@ -1,6 +1,7 @@
 #include "pipeline/utf8.h"
 
 #include <cstdio>
+#include <string>
 
 namespace vapipe {
 namespace {
@@ -41,6 +42,13 @@ size_t first_invalid_utf8(std::string_view text) {
     i += n;
   }
   return std::string_view::npos;
+}
+
+std::string not_utf8_text(unsigned char byte, size_t column) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", byte);
+  return std::string("not UTF-8 text (byte ") + hex + " at column " + std::to_string(column) +
+         "): save the file as UTF-8";
 }
 
 std::string escape_invalid_utf8(std::string_view text) {

@@ -1,6 +1,5 @@
 #include "stages/infer/labels.h"
 
-#include <cstdio>
 #include <fstream>
 
 #include "pipeline/utf8.h"
@@ -20,10 +19,8 @@ Result<std::vector<std::string>> load_labels(const std::string& path) {
     // Labels go into every result's JSON, which must be UTF-8: a file in Latin-1 or a Windows code page
     // would fail each result it names, so it is refused here.
     if (const size_t bad = first_invalid_utf8(line); bad != std::string::npos) {
-      char byte[8];
-      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(line[bad]));
-      return InvalidArgument("labels file " + path + ":" + std::to_string(number) + ": not UTF-8 text (byte " + byte +
-                             " at column " + std::to_string(bad + 1) + "): save the file as UTF-8");
+      return InvalidArgument("labels file " + path + ":" + std::to_string(number) + ": " +
+                             not_utf8_text(static_cast<unsigned char>(line[bad]), bad + 1));
     }
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (line.empty()) {

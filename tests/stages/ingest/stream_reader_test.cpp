@@ -109,6 +109,18 @@ class StreamReaderTest : public ::testing::Test {
     }
   }
 
+  // Default options, or the nvdec pipeline's shape (a caps filter that takes CUDA memory first) with a
+  // software decoder behind it, as on a GPU lane whose NVDEC cannot take the stream.
+  static ReaderOptions reader_options(bool nvdec_shape) {
+    ReaderOptions options;
+    if (nvdec_shape) {
+      options.decoder = Decoder::kNvdec;
+      options.gpu = 0;
+      options.nvdec_shape_without_cuda = true;
+    }
+    return options;
+  }
+
   static std::vector<const Message*> of_kind(const CollectingEmitter& out, MessageKind k) {
     std::vector<const Message*> v;
     for (const Message& m : out.messages) {
@@ -235,13 +247,8 @@ TEST_F(StreamReaderTest, HostFramesLargerThanASlotAreScaledToFitAndSmallerOnesPa
   const FrameSize fit = fit_frame_within(PixelFormat::kI420, 320, 240, slot);
   ASSERT_LT(fit.width, 320u);
   for (const bool nvdec_shape : {false, true}) {
-    ReaderOptions options;
+    ReaderOptions options = reader_options(nvdec_shape);
     options.max_frame_bytes = slot;
-    if (nvdec_shape) {
-      options.decoder = Decoder::kNvdec;
-      options.gpu = 0;
-      options.nvdec_shape_without_cuda = true;
-    }
     auto reader = StreamReader::create(stream("cam", ts), 0, ingest_, options);
     ASSERT_TRUE(reader.ok()) << reader.status().message();
     CollectingEmitter out;
@@ -524,12 +531,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
     clockwise.push_back(t);
   }
   for (const bool nvdec_shape : {false, true}) {
-    ReaderOptions options;
-    if (nvdec_shape) {
-      options.decoder = Decoder::kNvdec;
-      options.gpu = 0;
-      options.nvdec_shape_without_cuda = true;
-    }
+    const ReaderOptions options = reader_options(nvdec_shape);
     StreamConfig s = stream("portrait", turned);
     s.roi = {0, 0.5, 1, 0.5};  // the lower half of the picture as shown
     auto reader = StreamReader::create(s, 0, ingest_, options);
