@@ -134,7 +134,12 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
             s.file_bytes = payload["bytes"].get<int64_t>();
           }
         }
-        if (kind == "eos") s.ended = message == kRemovedFromConfig ? "removed" : "done";
+        if (kind == "eos") {
+          s.ended = message == kRemovedFromConfig ? "removed" : "done";
+          if (payload.contains("warning") && payload["warning"].is_string()) {
+            s.message = payload["warning"].get<std::string>();  // a file cut short: the summary says so again
+          }
+        }
         if (kind == "error") {
           s.ended = "failed";
           s.message = message;

@@ -7,7 +7,8 @@ namespace vapipe {
 namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
-constexpr uint8_t kWireVersion = 3;  // 2: kStreamStart carries the media's duration; 3: frames a crop
+// 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning
+constexpr uint8_t kWireVersion = 4;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -199,6 +200,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.pod(m.event.duration_ns);
         w.pod(m.event.file_bytes);
       }
+      if (m.kind == MessageKind::kStreamEnd) w.str(m.event.warning);
       break;
   }
 }
@@ -271,6 +273,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.duration_ns);
         r.pod(&m->event.file_bytes);
       }
+      if (m->kind == MessageKind::kStreamEnd) r.str(&m->event.warning);
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }
   return DataLoss("unknown message kind " + std::to_string(static_cast<int>(m->kind)));

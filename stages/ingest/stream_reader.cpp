@@ -28,6 +28,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
+#include "stages/ingest/container_end.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
@@ -700,6 +701,11 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     if (std::filesystem::file_size(path, ec) == 0 && !ec) {
       return DataLoss("file " + shown + " is empty (0 bytes)");  // GStreamer: "Stream contains no data"
     }
+    // An MP4 without its index: qtdemux's error is then dropped by decodebin more often than not (it
+    // filters its children's errors while it links them), and the stream would wait for ever.
+    if (const ContainerEnd end = check_container_end(path); end.missing_index) {
+      return DataLoss("file " + shown + ": " + describe_container_end(end));
+    }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
   VAPIPE_RETURN_IF_ERROR(build_pipeline(*impl));
@@ -917,6 +923,20 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     s.queue.close();
     set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
+    if (s.stream.parsed.kind == UriKind::kFile && !stopping()) {
+      // A file whose container ends early (a recording that did not finish, a copy cut short) ends in
+      // an ordinary end of stream or in the demuxer's error: what the container says is the cause.
+      ContainerEnd end = check_container_end(file_uri_path(s.stream.uri));
+      if (!end.cut_short.empty()) {
+        end.missing_index = false;  // it had one when it opened
+        if (kind == MessageKind::kStreamEnd) {
+          ev.warning = describe_container_end(end);
+          VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, ev.warning);
+        } else {
+          ev.message += " (" + describe_container_end(end) + ")";
+        }
+      }
+    }
     if (kind == MessageKind::kStreamError) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
     } else {
@@ -1140,6 +1160,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         } else if (!s.other_pads.empty()) {
           *reason = before + "it has no video stream (only " + s.other_pads + ")";
         }
+      }
+      if (!reason && s.stream.parsed.kind == UriKind::kFile && !s.video_pad.load() &&
+          std::chrono::steady_clock::now() - last_frame > s.options.file_open_timeout) {
+        // Nothing found in the file and nothing said: decodebin drops a demuxer's error that comes while
+        // it links the demuxer (seen with an MP4 without its index), and nothing else would end it.
+        std::ostringstream os;
+        os << "no video stream found in it after " << std::chrono::duration<double>(s.options.file_open_timeout).count()
+           << " s, and GStreamer reported no error: the file is damaged, or of a kind GStreamer here does not read";
+        reason = os.str();
       }
       if (!reason && stall_after.count() > 0) {
         // Stalled: nothing arrived for stall_timeout_s. Compressed frames that arrive and are left out

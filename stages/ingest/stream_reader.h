@@ -56,6 +56,9 @@ struct ReaderOptions {
   // decoded frame's copy; null: none. Made on, and watching, the thread that runs the reader, and
   // given to its emitter too (whose waits for slots and room downstream pause it).
   StageWatchdog* watchdog = nullptr;
+  // A file in which no video stream is found in this long after it started, with no error said, ends
+  // with one (decodebin can drop a demuxer's error; nothing else would end the stream).
+  std::chrono::milliseconds file_open_timeout{60'000};
 };
 
 class StreamReader {

@@ -458,6 +458,10 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
                 : in.event.message == kRemovedFromConfig ? "removed"
                                                          : "done";
     st.dropped = std::max(st.dropped, dropped);
+    if (!in.event.warning.empty()) {
+      st.message = escape_invalid_utf8(in.event.warning);  // done, but not whole: the summary says why
+      VAPIPE_LOG_WARN("stream '{}' ended: {}", st.id, in.event.warning);
+    }
     // Ingest's count covers its own process: since the last restart of the stream's lane.
     if (st.counts_known && in.event.frames != st.results - st.results_base) {
       VAPIPE_LOG_ERROR("stream '{}': ingest emitted {} frames but {} results were published", st.id,
@@ -606,6 +610,12 @@ void PublishStage::write_summary() {
                   st.status.c_str(), static_cast<unsigned long long>(st.results),
                   static_cast<unsigned long long>(st.frame_errors), stream_wall, fps, mean_latency, top.c_str());
     table += line;
+  }
+  // What went wrong, or is not whole, under the table: a status alone does not say which file is cut.
+  for (const StreamState& st : all_streams()) {
+    if ((st.status == "failed" || st.status == "done") && !st.message.empty()) {
+      table += "  " + st.id + " (" + st.status + "): " + st.message + "\n";
+    }
   }
   // Cost at the configured price: GPU-hours billed for the job's wall time. A CPU-only run is billed
   // as one unit (the machine), so the figure stays comparable.

@@ -82,6 +82,9 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
                                                : nlohmann::json();
     if (m.event.file_bytes >= 0) j["bytes"] = m.event.file_bytes;
   }
+  if (m.kind == MessageKind::kStreamEnd) {
+    j["warning"] = m.event.warning.empty() ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(m.event.warning));
+  }
   j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
   return j;
 }

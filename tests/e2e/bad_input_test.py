@@ -1,4 +1,5 @@
 """Bad input: a clear error that names the thing, and nothing else is lost."""
+import json
 import os
 import random
 import subprocess
@@ -39,6 +40,51 @@ class BadInput(E2ETest):
         status = {s["stream_id"]: s["status"] for s in summary["streams"]}
         self.assertEqual(status, {"good": "done", "corrupt": "failed", "missing": "failed", "synthetic": "done"})
         self.assertIn("stream 'missing'", run.stderr)
+
+    def test_a_file_cut_short_is_classified_to_its_cut_and_said_to_be_cut(self):
+        """A recording that did not finish, or a copy cut halfway. A Matroska file plays to its cut: it
+        used to end 'done' like a whole file, with nothing said. Now its eos event and the summary say it
+        is cut short. An MP4 without its index (written last by a recorder) cannot be
+        read: an error saying so (it was GStreamer's "no playable streams", or a stream that waited for
+        ever)."""
+        good = os.path.join(self.dir, "good.mkv")
+        make_clip(good, "smpte", 30, 320, 240)
+        cut = os.path.join(self.dir, "cut.mkv")
+        unfinished = os.path.join(self.dir, "unfinished.mp4")
+        for path in (cut, unfinished):
+            whole = path + ".whole" + os.path.splitext(path)[1]
+            make_clip(whole, "ball", 90, 320, 240)
+            with open(whole, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(data[:len(data) // 2])
+        config, _ = write_config(self.dir, [("good", good), ("cut", cut), ("unfinished", unfinished)],
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        code = run.wait(timeout=120)
+        self.assertEqual(code, 3, run.stderr[-3000:])
+        lines = [json.loads(line) for line in open(os.path.join(self.dir, "results.jsonl"))]
+        results = results_by_stream(lines)
+        events = events_by_stream(lines)
+        self.assertEqual([r["seq"] for r in results["good"]], list(range(30)))
+        self.assertIsNone(events["good"][-1]["warning"])
+        frames = len(results["cut"])
+        self.assertTrue(20 < frames < 90, frames)
+        self.assertEqual([r["seq"] for r in results["cut"]], list(range(frames)))
+        end = events["cut"][-1]
+        self.assertEqual((end["event"], end["message"], end["frames"]), ("eos", "end of stream", frames))
+        self.assertRegex(end["warning"], r"^the file is cut short: it ends \d+ bytes into its Matroska segment of "
+                                         r"\d+ bytes \(a recording that did not finish, or a copy cut short\)")
+        self.assertNotIn("unfinished", results)
+        self.assertEqual(events["unfinished"][-1]["event"], "error")
+        self.assertIn("file " + unfinished + ": it is an MP4/QuickTime file without its index (no 'moov' box",
+                      events["unfinished"][-1]["message"])
+        with open(os.path.join(self.dir, "summary.json")) as f:
+            summary = {s["stream_id"]: s for s in json.load(f)["streams"]}
+        self.assertEqual((summary["cut"]["status"], summary["cut"]["message"]), ("done", end["warning"]))
+        self.assertEqual(summary["good"]["message"], "")
+        self.assertIn("  cut (done): the file is cut short: ", run.stdout)
+        self.assertIn("  unfinished (failed): file " + unfinished + ": it is an MP4", run.stdout)
 
     def run_bad_config(self, command, yaml_text):
         """Runs `vapipe COMMAND FILE` on a config that must be refused; returns (path, stderr)."""

@@ -49,7 +49,10 @@ TEST_F(ResumePlanTest, AMissingFileResumesEveryStreamFromItsFirstFrame) {
 
 TEST_F(ResumePlanTest, ACrashedRunIsKeptUpToItsLastCompleteLine) {
   const std::string kept = event("a", "started") + result("a", 0) + event("b", "started") + result("b", 0) +
-                           result("a", 1, true) + result("b", 1) + event("b", "eos", "end of stream") + result("a", 2);
+                           result("a", 1, true) + result("b", 1) +
+                           "{\"topic\":\"events/b\",\"payload\":{\"stream_id\":\"b\",\"event\":\"eos\",\"message\":"
+                           "\"end of stream\",\"warning\":\"the file is cut short: ...\"}}\n" +
+                           result("a", 2);
   write(kept + "{\"topic\":\"results/a\",\"payl");
   auto plan = read_resume_plan(config_);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -62,6 +65,7 @@ TEST_F(ResumePlanTest, ACrashedRunIsKeptUpToItsLastCompleteLine) {
   EXPECT_TRUE(a.started);
   EXPECT_EQ(a.ended, "");
   EXPECT_EQ(plan->streams.at("b").ended, "done");
+  EXPECT_EQ(plan->streams.at("b").message, "the file is cut short: ...");  // the summary says it again
   EXPECT_EQ(plan->streams.at("b").results, 2u);
   EXPECT_FALSE(plan->complete());
 }

@@ -107,6 +107,14 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   EXPECT_EQ(ds->event.duration_ns, 12'345'000'000);
   EXPECT_EQ(ds->event.file_bytes, 9'876'543'210);
   EXPECT_EQ(ds->event.uri, "file:///a.mp4");
+
+  StreamEvent end{"file:///a.mp4", "end of stream", 46, 0};
+  end.warning = "the file is cut short: it ends 27704 bytes into its 'mdat' box of 55010 bytes";
+  auto dend = decode_message(
+      to_parts(encode_message(Message::stream_event(MessageKind::kStreamEnd, sample_envelope(), end), true)), nullptr);
+  ASSERT_TRUE(dend.ok());
+  EXPECT_EQ(dend->event.warning, end.warning);
+  EXPECT_EQ(dend->event.frames, 46u);
 }
 
 TEST(Wire, ShmPayloadTravelsAsADescriptorAndIsAdopted) {

@@ -1,0 +1,31 @@
+// Whether a video file ends where its container says it should: a recording that did not finish (a
+// recorder that lost power, an export stopped halfway) or a copy cut short is still playable up to
+// its cut, and a decoder simply meets an early end of stream there. Read from the container's own
+// sizes, without decoding: the top-level boxes of MP4/QuickTime, Matroska's segment, AVI's RIFF
+// chunks, MPEG-TS's packets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vapipe {
+
+struct ContainerEnd {
+  std::string container;  // "MP4", "Matroska", "AVI", "MPEG-TS"; empty when not one of these
+  // Why the file ends early ("it ends 27,704 bytes into its 'mdat' box of 55,010 bytes"), empty when
+  // its structure is whole or cannot tell.
+  std::string cut_short;
+  // An MP4/QuickTime file without its index ('moov', or fragments' 'moof'): written last by a
+  // recorder, so a recording that never finished lacks it, and nothing in the file can be decoded.
+  bool missing_index = false;
+};
+
+// Reads at most a few headers per top-level element (a fragmented MP4 has one pair a fragment).
+ContainerEnd check_container_end(const std::string& path);
+
+// The words for a stream's end or error: "the file is cut short: ..." or, for an MP4 without its
+// index, what that means and what can be done; empty when the file is whole or the container is
+// unknown.
+std::string describe_container_end(const ContainerEnd& end);
+
+}  // namespace vapipe
