@@ -31,6 +31,7 @@ struct Envelope {
   uint64_t seq = 0;            // per-stream, contiguous from 0; a gap means a frame was dropped
   int64_t pts_ns = -1;         // presentation timestamp from the decoder, -1 if unknown
   int64_t capture_ns = 0;      // wall clock when ingest received the decoded frame
+  int64_t camera_ns = -1;      // the camera's own clock when it took the frame (RTCP), -1 if unknown
   std::array<int64_t, kStageKindCount> stage_entry_ns{};  // wall clock at entry of each stage
 
   void mark_entry(StageKind stage, int64_t now_ns) { stage_entry_ns[static_cast<int>(stage)] = now_ns; }

@@ -7,7 +7,8 @@ namespace vapipe {
 namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
-// 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning
+// 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
+// the camera's clock
 constexpr uint8_t kWireVersion = 4;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
@@ -69,6 +70,7 @@ void write_envelope(Writer& w, const Envelope& e) {
   w.pod(e.seq);
   w.pod(e.pts_ns);
   w.pod(e.capture_ns);
+  w.pod(e.camera_ns);
   for (int64_t t : e.stage_entry_ns) w.pod(t);
 }
 
@@ -78,6 +80,7 @@ bool read_envelope(Reader& r, Envelope* e) {
   r.pod(&e->seq);
   r.pod(&e->pts_ns);
   r.pod(&e->capture_ns);
+  r.pod(&e->camera_ns);
   for (int64_t& t : e->stage_entry_ns) r.pod(&t);
   return r.ok();
 }

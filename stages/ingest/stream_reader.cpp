@@ -88,6 +88,16 @@ struct QueuedFrame {
 constexpr const char* kNoVideoPad = "no video stream to decode";
 
 // The first error on the bus, as "message (element NAME)", if there is one.
+// The camera's clock when it took the frame, in Unix ns (-1 when not known): rtspsrc's reference
+// timestamp from the camera's RTCP sender reports (NTP time, from 1900), once the first has come.
+int64_t camera_clock_ns(GstBuffer* buffer) {
+  static GstCaps* const ntp = gst_caps_new_empty_simple("timestamp/x-ntp");  // for the process's life
+  const GstReferenceTimestampMeta* meta = gst_buffer_get_reference_timestamp_meta(buffer, ntp);
+  constexpr uint64_t kNtpEpochToUnixNs = 2'208'988'800ull * 1'000'000'000ull;  // 1900-01-01 to 1970-01-01
+  if (!meta || meta->timestamp == GST_CLOCK_TIME_NONE || meta->timestamp < kNtpEpochToUnixNs) return -1;
+  return static_cast<int64_t>(meta->timestamp - kNtpEpochToUnixNs);
+}
+
 std::optional<std::string> pop_bus_error(GstBus* bus) {
   GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
   if (!m) return std::nullopt;
@@ -303,8 +313,10 @@ struct StreamReader::Impl {
     static_cast<Impl*>(user)->queue.push(QueuedFrame{});
   }
   // uridecodebin made its source: an RTSP one (rtspsrc) gets ingest.rtsp_latency_ms as its jitter
-  // buffer (GStreamer's own 2 s is how long a lost UDP packet can hold a camera's frames back). What
-  // the source then has is logged once per stream, read back from it.
+  // buffer (GStreamer's own 2 s is how long a lost UDP packet can hold a camera's frames back), and
+  // puts the camera's clock on each frame once the camera's RTCP sender reports say it (a
+  // timestamp/x-ntp reference timestamp, kept through the decoder). What the source then has is logged
+  // once per stream, read back from it.
   static void on_source_setup(GstElement*, GstElement* source, gpointer user) {
     auto* self = static_cast<Impl*>(user);
     GObjectClass* klass = G_OBJECT_GET_CLASS(source);
@@ -312,6 +324,9 @@ struct StreamReader::Impl {
       return;
     }
     g_object_set(source, "latency", static_cast<guint>(self->ingest.rtsp_latency_ms_for(self->stream)), nullptr);
+    if (g_object_class_find_property(klass, "add-reference-timestamp-meta")) {
+      g_object_set(source, "add-reference-timestamp-meta", TRUE, nullptr);
+    }
     if (self->rtsp_logged) return;
     self->rtsp_logged = true;
     guint latency = 0;
@@ -1012,6 +1027,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     m.env.capture_ns = f.capture_ns;
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
     m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
+    m.env.camera_ns = b ? camera_clock_ns(b) : -1;
     bool from_device = false;
     if (s.options.watchdog) s.options.watchdog->working("copying a decoded frame");  // its slot wait is not
     Status copied = copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, s.options.max_frame_bytes,

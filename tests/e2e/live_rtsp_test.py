@@ -76,6 +76,10 @@ class LiveRtsp(E2ETest):
             self.assertEqual(events[sid][-1]["message"], "stopped")
             self.assertEqual(events[sid][0]["uri"], uri)
             self.assertLess(sum(r["latency_ms"]["total"] for r in got) / len(got), 2000)
+            # The camera's clock, once its first RTCP sender report came (the server's clock is ours).
+            clocked = [r for r in got if r["camera_unix_ms"] is not None]
+            self.assertTrue(all("camera_unix_ms" in r for r in got))
+            self.assertTrue(all(abs(r["capture_unix_ms"] - r["camera_unix_ms"]) < 10000 for r in clocked))
         self.assert_no_leftovers(run)
 
     def test_a_lane_of_cameras_needs_more_open_files_than_a_shell_allows_and_raises_its_limit(self):

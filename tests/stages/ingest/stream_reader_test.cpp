@@ -217,6 +217,7 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
     EXPECT_EQ(out.messages.back().event.warning, "") << mux;  // whole
     EXPECT_EQ(frames.back()->env.seq, 24u);
     EXPECT_EQ(frames[0]->frame.width, 352u);
+    EXPECT_EQ(frames[0]->env.camera_ns, -1);  // a file has no camera clock
     // The file's duration (25 frames at 30 fps) rides on its start event, for publish's progress.
     ASSERT_EQ(out.messages.front().kind, MessageKind::kStreamStart);
     EXPECT_NEAR(static_cast<double>(out.messages.front().event.duration_ns) / 1e9, 25.0 / 30.0, 0.05) << mux;
@@ -974,6 +975,54 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
   EXPECT_GE(frames, 30u);
   EXPECT_EQ(out.last.kind, MessageKind::kStreamEnd);
   EXPECT_EQ(out.last.event.uri, server.uri());
+}
+
+// The camera's own clock on each frame, from its RTCP sender reports (as DeepStream's NTP timestamps):
+// unknown (-1) until the first report, then on every frame, rising by the frame interval (it comes from
+// the RTP timestamps, not from when the frame arrived). The loopback server's clock is this machine's.
+TEST_F(StreamReaderTest, ACamerasFramesCarryItsClockOnceItsSenderReportsCome) {
+  const int port = testing::free_loopback_tcp_port();
+  testing::RtspTestServer server(port, "ball");
+  ASSERT_TRUE(server.ok());
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  ingest_.queue_capacity = 64;  // no drops: consecutive frames are 1/30 s apart
+  auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  class UntilClocked final : public Emitter {
+   public:
+    explicit UntilClocked(ShutdownFlags* flags) : flags_(flags) {}
+    Status emit(Message&& m) override {
+      if (m.kind == MessageKind::kFrame) {
+        frames.push_back(m.env);
+        if (m.env.camera_ns >= 0 && ++clocked >= 20) flags_->stop = true;
+      }
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    std::vector<Envelope> frames;
+    int clocked = 0;
+
+   private:
+    ShutdownFlags* flags_;
+  } out(&flags_);
+  std::thread watchdog([&] {
+    for (int i = 0; i < 300 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    flags_.stop = true;  // at most 30 s (the first report comes within a few seconds)
+  });
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  watchdog.join();
+  ASSERT_GE(out.clocked, 20) << "no frame carried the camera's clock";
+  size_t first = 0;
+  while (out.frames[first].camera_ns < 0) ++first;
+  for (size_t i = first; i < out.frames.size(); ++i) {
+    const Envelope& e = out.frames[i];
+    ASSERT_GE(e.camera_ns, 0) << "frame " << i << ": once known, the clock stays on every frame";
+    EXPECT_LT(std::abs(e.capture_ns - e.camera_ns), 10'000'000'000) << "frame " << i;  // the same clock, give or take
+    if (i > first) {
+      const int64_t step = e.camera_ns - out.frames[i - 1].camera_ns;
+      EXPECT_NEAR(static_cast<double>(step), 1e9 / 30, 2e6) << "frame " << i;
+    }
+  }
 }
 
 // What an operator meets when a camera cannot be read, against a real RTSP server on loopback (archive
