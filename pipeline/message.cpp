@@ -29,6 +29,43 @@ const char* pixel_format_name(PixelFormat f) {
   return "unknown";
 }
 
+const char* orientation_name(Orientation o) {
+  switch (o) {
+    case Orientation::kAsStored: return "rotate-0";
+    case Orientation::kRotate90: return "rotate-90";
+    case Orientation::kRotate180: return "rotate-180";
+    case Orientation::kRotate270: return "rotate-270";
+    case Orientation::kFlipHorizontal: return "flip-rotate-0";
+    case Orientation::kFlipVertical: return "flip-rotate-180";
+    case Orientation::kTranspose: return "flip-rotate-270";  // mirrored, then turned 270 degrees clockwise
+    case Orientation::kTransverse: return "flip-rotate-90";
+  }
+  return "unknown";
+}
+
+std::optional<Orientation> orientation_from_tag(const std::string& tag) {
+  for (uint8_t i = 0; i <= kMaxOrientation; ++i) {
+    if (tag == orientation_name(static_cast<Orientation>(i))) return static_cast<Orientation>(i);
+  }
+  return std::nullopt;
+}
+
+OrientationMap orientation_map(Orientation o) {
+  // videoflip's turns: 90R shows stored (uy, H-1-ux) at upright (ux, uy); 90L (W-1-uy, ux); UL_LR
+  // (uy, ux); UR_LL (W-1-uy, H-1-ux).
+  switch (o) {
+    case Orientation::kAsStored: return {false, false, false};
+    case Orientation::kRotate90: return {true, false, true};
+    case Orientation::kRotate180: return {false, true, true};
+    case Orientation::kRotate270: return {true, true, false};
+    case Orientation::kFlipHorizontal: return {false, true, false};
+    case Orientation::kFlipVertical: return {false, false, true};
+    case Orientation::kTranspose: return {true, false, false};
+    case Orientation::kTransverse: return {true, true, true};
+  }
+  return {};
+}
+
 const char* dtype_name(DType t) { return t == DType::kFloat16 ? "float16" : "float32"; }
 
 size_t FrameInfo::required_bytes() const {

@@ -35,6 +35,31 @@ enum class PixelFormat : uint8_t { kI420 = 0, kNV12 = 1, kRGB = 2 };
 enum class ColorMatrix : uint8_t { kBT601 = 0, kBT709 = 1 };
 const char* pixel_format_name(PixelFormat f);
 
+// How a stored picture is turned to be shown upright (a file's image-orientation tag: a phone's
+// portrait video is stored sideways with "rotate-90"), as GStreamer's videoflip turns it.
+enum class Orientation : uint8_t {
+  kAsStored = 0,
+  kRotate90 = 1,        // clockwise ("rotate-90")
+  kRotate180 = 2,       // "rotate-180"
+  kRotate270 = 3,       // 90 degrees counter-clockwise ("rotate-270")
+  kFlipHorizontal = 4,  // mirrored left to right ("flip-rotate-0")
+  kFlipVertical = 5,    // upside down, mirrored ("flip-rotate-180")
+  kTranspose = 6,       // across the upper-left/lower-right diagonal ("flip-rotate-270")
+  kTransverse = 7,      // across the upper-right/lower-left diagonal ("flip-rotate-90")
+};
+constexpr uint8_t kMaxOrientation = 7;
+const char* orientation_name(Orientation o);  // the tag's words: "rotate-90", ...
+// The orientation an image-orientation tag names; nullopt for words that are not one.
+std::optional<Orientation> orientation_from_tag(const std::string& tag);
+
+// Where the upright picture's pixel (ux, uy) is in the stored one (width W, height H): with
+// `transpose`, x comes from uy and y from ux; then x is W-1-x with `mirror_x`, y is H-1-y with
+// `mirror_y`. Taps of a resize in upright coordinates are mapped this way, one axis at a time.
+struct OrientationMap {
+  bool transpose = false, mirror_x = false, mirror_y = false;
+};
+OrientationMap orientation_map(Orientation o);
+
 struct FrameInfo {
   PixelFormat format = PixelFormat::kI420;
   ColorMatrix matrix = ColorMatrix::kBT601;
@@ -43,14 +68,20 @@ struct FrameInfo {
   uint32_t height = 0;
   std::array<uint32_t, 3> stride{};  // bytes per row of each plane
   std::array<uint32_t, 3> offset{};  // byte offset of each plane in the payload
-  // The region preprocessing reads (streams[].roi), in pixels: x, y, width, height; width or height 0:
-  // the whole frame.
+  // How to turn the stored pixels (width x height, as decoded) to show them upright; preprocessing
+  // reads them turned (ingest.orientation). Copies and pools deal in stored frames.
+  Orientation orientation = Orientation::kAsStored;
+  // The region preprocessing reads (streams[].roi), in pixels of the upright picture: x, y, width,
+  // height; width or height 0: the whole picture.
   std::array<uint32_t, 4> crop{};
   struct Region {
     uint32_t x, y, width, height;
   };
+  uint32_t upright_width() const { return orientation_map(orientation).transpose ? height : width; }
+  uint32_t upright_height() const { return orientation_map(orientation).transpose ? width : height; }
   Region region() const {
-    return crop[2] && crop[3] ? Region{crop[0], crop[1], crop[2], crop[3]} : Region{0, 0, width, height};
+    return crop[2] && crop[3] ? Region{crop[0], crop[1], crop[2], crop[3]}
+                              : Region{0, 0, upright_width(), upright_height()};
   }
   // Bytes of payload this layout needs; 0 if the layout is inconsistent.
   size_t required_bytes() const;

@@ -8,7 +8,7 @@ namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
 // 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
-// the camera's clock
+// the camera's clock, frames an orientation
 constexpr uint8_t kWireVersion = 4;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
@@ -165,6 +165,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       w.pod(m.frame.height);
       for (uint32_t s : m.frame.stride) w.pod(s);
       for (uint32_t o : m.frame.offset) w.pod(o);
+      w.pod(m.frame.orientation);
       for (uint32_t c : m.frame.crop) w.pod(c);
       write_payload(w, m.payload, by_reference, enc);
       break;
@@ -222,10 +223,14 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       r.pod(&m->frame.height);
       for (uint32_t& s : m->frame.stride) r.pod(&s);
       for (uint32_t& o : m->frame.offset) r.pod(&o);
+      r.pod(&m->frame.orientation);
       for (uint32_t& c : m->frame.crop) r.pod(&c);
       if (!r.ok()) return DataLoss("truncated frame header");
       if (static_cast<uint8_t>(m->frame.format) > static_cast<uint8_t>(PixelFormat::kRGB)) {
         return DataLoss("unknown pixel format " + std::to_string(static_cast<int>(m->frame.format)));
+      }
+      if (static_cast<uint8_t>(m->frame.orientation) > kMaxOrientation) {
+        return DataLoss("unknown orientation " + std::to_string(static_cast<int>(m->frame.orientation)));
       }
       m->frame.full_range = full_range != 0;
       return read_payload_or_mark(r, parts, pools, m);

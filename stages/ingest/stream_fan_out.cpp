@@ -12,14 +12,15 @@ namespace vapipe {
 void crop_to_region(const std::array<double, 4>& roi, FrameInfo* info) {
   info->crop = {};
   const bool whole = roi[0] == 0 && roi[1] == 0 && roi[2] == 1 && roi[3] == 1;
-  if (whole || info->width == 0 || info->height == 0) return;  // preprocess refuses an empty frame anyway
+  const uint32_t width = info->upright_width(), height = info->upright_height();  // an roi is of what is shown
+  if (whole || width == 0 || height == 0) return;  // preprocess refuses an empty frame anyway
   auto at = [](double fraction, uint32_t size) {
     return std::min<uint32_t>(size, static_cast<uint32_t>(std::lround(fraction * size)));
   };
-  const uint32_t x = std::min(at(roi[0], info->width), info->width - 1);
-  const uint32_t y = std::min(at(roi[1], info->height), info->height - 1);
-  const uint32_t w = std::clamp<uint32_t>(at(roi[0] + roi[2], info->width), x + 1, info->width) - x;
-  const uint32_t h = std::clamp<uint32_t>(at(roi[1] + roi[3], info->height), y + 1, info->height) - y;
+  const uint32_t x = std::min(at(roi[0], width), width - 1);
+  const uint32_t y = std::min(at(roi[1], height), height - 1);
+  const uint32_t w = std::clamp<uint32_t>(at(roi[0] + roi[2], width), x + 1, width) - x;
+  const uint32_t h = std::clamp<uint32_t>(at(roi[1] + roi[3], height), y + 1, height) - y;
   info->crop = {x, y, w, h};
 }
 

@@ -30,8 +30,8 @@ namespace vapipe {
 
 class CudaStream;
 
-// streams[].roi in pixels of this frame (its size can change mid-stream): at least one pixel, inside
-// it; the whole frame clears the crop.
+// streams[].roi in pixels of this frame as shown upright (its size can change mid-stream): at least
+// one pixel, inside it; the whole frame clears the crop.
 void crop_to_region(const std::array<double, 4>& roi, FrameInfo* info);
 
 struct FanOutTarget {

@@ -207,7 +207,9 @@ struct StreamReader::Impl {
   std::mutex fit_mutex;
   std::set<std::pair<uint32_t, uint32_t>> fit_logged;  // frame sizes said to be scaled (once each)
   std::string orientation_logged;  // the last image-orientation said for this stream (any connection)
-  bool flip_inserted = false;      // this connection's pipeline has a videoflip (streaming thread)
+  // How the stream's frames are shown upright (its file's image-orientation tag; kAsStored with
+  // ingest.orientation: as_stored). Set on a streaming thread before the frames it applies to.
+  std::atomic<Orientation> orientation{Orientation::kAsStored};
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
@@ -431,11 +433,11 @@ struct StreamReader::Impl {
     return GST_PAD_PROBE_OK;
   }
   // A file's image-orientation tag (MP4/MOV: its track's rotation, "rotate-90" for a phone's portrait
-  // video) on the decoded pad. Host frames (ingest.orientation: upright) are then turned as it says by
-  // a videoflip put between videoconvert and videoscale now, before the tag goes on (it follows the
-  // tag): only then, since videoflip copies every frame even when it leaves it as it is. Said once
-  // per stream and orientation; NVDEC frames pass no videoflip and are classified as stored.
-  static GstPadProbeReturn on_orientation_tag(GstPad* pad, GstPadProbeInfo* info, gpointer user) {
+  // video; a JPEG's EXIF) on the decoded pad, before its first frame: with ingest.orientation upright,
+  // the stream's frames carry it from then on and preprocessing reads them turned, the CPU's and the
+  // CUDA kernel's alike (NVDEC frames too; nothing is copied to turn them). Said once per stream and
+  // orientation.
+  static GstPadProbeReturn on_orientation_tag(GstPad*, GstPadProbeInfo* info, gpointer user) {
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
     if (!event || GST_EVENT_TYPE(event) != GST_EVENT_TAG) return GST_PAD_PROBE_OK;
     GstTagList* tags = nullptr;
@@ -445,24 +447,18 @@ struct StreamReader::Impl {
     const std::string what = orientation;
     g_free(orientation);
     auto* self = static_cast<Impl*>(user);
-    const bool cuda = pad_can_carry_cuda(pad);
-    if (!cuda && self->ingest.upright && what != "rotate-0" && !self->insert_flip()) {
-      VAPIPE_LOG_WARN("stream '{}': its file says to show its frames turned ({}), but no videoflip could be put in "
-                      "its pipeline: classified as stored",
-                      self->stream.id, what);
-      return GST_PAD_PROBE_OK;
-    }
+    const std::optional<Orientation> turn = orientation_from_tag(what);
+    if (self->ingest.upright && turn) self->orientation = *turn;
     std::lock_guard<std::mutex> lock(self->fit_mutex);
     if (what == self->orientation_logged || (self->orientation_logged.empty() && what == "rotate-0")) {
       return GST_PAD_PROBE_OK;
     }
     self->orientation_logged = what;
-    if (cuda) {
-      VAPIPE_LOG_WARN("stream '{}': its file says to show its frames turned ({}); frames decoded by NVDEC are "
-                      "classified as stored, not turned (ingest.decoder: cpu turns them)",
-                      self->stream.id, what);
+    if (!turn) {
+      VAPIPE_LOG_WARN("stream '{}': its file gives an image orientation GStreamer does not define ('{}'): classified "
+                      "as stored", self->stream.id, what);
     } else if (self->ingest.upright) {
-      VAPIPE_LOG_INFO("stream '{}': frames turned upright as its file says ({}; ingest.orientation: upright)",
+      VAPIPE_LOG_INFO("stream '{}': frames read upright as its file says ({}; ingest.orientation: upright)",
                       self->stream.id, what);
     } else {
       VAPIPE_LOG_INFO("stream '{}': its file says to show its frames turned ({}); classified as stored "
@@ -482,25 +478,6 @@ struct StreamReader::Impl {
     GError* err = g_error_new_literal(GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE, kNoVideoPad);
     gst_element_post_message(src, gst_message_new_error(GST_OBJECT(src), err, "no video pad after no-more-pads"));
     g_error_free(err);
-  }
-  // videoconvert ! videoflip (video-direction auto) ! videoscale, instead of videoconvert ! videoscale.
-  // On the streaming thread that carries the frames, between two of its events: nothing flows between
-  // the two elements meanwhile, and videoconvert's sticky events (caps) reach videoflip with the next.
-  bool insert_flip() {
-    if (flip_inserted) return true;
-    GstElement* flip = gst_element_factory_make("videoflip", nullptr);
-    if (!flip) return false;
-    gst_util_set_object_arg(G_OBJECT(flip), "video-direction", "auto");
-    gst_bin_add(GST_BIN(pipeline.get()), flip);
-    gst_element_unlink(convert_sink, scale_out);
-    if (!gst_element_link_many(convert_sink, flip, scale_out, nullptr) || !gst_element_sync_state_with_parent(flip)) {
-      gst_element_set_state(flip, GST_STATE_NULL);
-      gst_bin_remove(GST_BIN(pipeline.get()), flip);
-      gst_element_link(convert_sink, scale_out);
-      return false;
-    }
-    flip_inserted = true;
-    return true;
   }
   static void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
     auto* self = static_cast<Impl*>(user);
@@ -601,7 +578,6 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
-  impl.flip_inserted = false;
   impl.fit_applied = FrameSize{};
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
   gst_object_ref_sink(impl.pipeline.get());
@@ -1035,7 +1011,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                &from_device);
     if (s.options.watchdog) s.options.watchdog->waiting();
     VAPIPE_RETURN_IF_ERROR(copied);
-    crop_to_region(s.stream.roi, &m.frame);
+    m.frame.orientation = s.orientation.load();
+    crop_to_region(s.stream.roi, &m.frame);  // a region of the upright picture
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);
     if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&

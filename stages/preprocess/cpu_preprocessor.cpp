@@ -98,11 +98,13 @@ Status validate_frame(const FrameView& frame) {
     return InvalidArgument("frame layout needs " + std::to_string(need) + " bytes, payload has " +
                            std::to_string(frame.size));
   }
-  const FrameInfo::Region r = i.region();
-  if (r.width == 0 || r.height == 0 || uint64_t{r.x} + r.width > i.width || uint64_t{r.y} + r.height > i.height) {
+  if (static_cast<uint8_t>(i.orientation) > kMaxOrientation) return InvalidArgument("unknown orientation");
+  const FrameInfo::Region r = i.region();  // in the upright picture
+  const uint32_t w = i.upright_width(), h = i.upright_height();
+  if (r.width == 0 || r.height == 0 || uint64_t{r.x} + r.width > w || uint64_t{r.y} + r.height > h) {
     return InvalidArgument("crop " + std::to_string(r.width) + "x" + std::to_string(r.height) + " at (" +
                            std::to_string(r.x) + ", " + std::to_string(r.y) + ") is not inside the " +
-                           std::to_string(i.width) + "x" + std::to_string(i.height) + " frame");
+                           std::to_string(w) + "x" + std::to_string(h) + " frame");
   }
   return Status::Ok();
 }
@@ -115,8 +117,9 @@ struct Tap {
   float w1;  // weight of i1; i0 gets 1 - w1
 };
 
-// Over `in` source pixels from `first` (a crop), as if those were the whole image.
-std::vector<Tap> make_taps(uint32_t in, uint32_t out, uint32_t first = 0) {
+// Over `in` source pixels from `first` (a crop), as if those were the whole image. `mirror_size`:
+// indices count from the other end of an axis that long (a picture shown mirrored or turned).
+std::vector<Tap> make_taps(uint32_t in, uint32_t out, uint32_t first = 0, uint32_t mirror_size = 0) {
   std::vector<Tap> taps(out);
   const float scale = static_cast<float>(in) / static_cast<float>(out);
   for (uint32_t d = 0; d < out; ++d) {
@@ -124,6 +127,7 @@ std::vector<Tap> make_taps(uint32_t in, uint32_t out, uint32_t first = 0) {
     uint32_t i0 = static_cast<uint32_t>(src);
     uint32_t step = i0 < in - 1 ? 1 : 0;
     taps[d] = {first + i0, first + i0 + step, src - static_cast<float>(i0)};
+    if (mirror_size) taps[d] = {mirror_size - 1 - taps[d].i0, mirror_size - 1 - taps[d].i1, taps[d].w1};
   }
   return taps;
 }
@@ -172,10 +176,20 @@ class FrameConverter {
     const FrameInfo& info = frame.info;
     const FrameInfo::Region region = info.region();
     if (region.x != region_.x || region.y != region_.y || region.width != region_.width ||
-        region.height != region_.height) {
+        region.height != region_.height || info.orientation != orientation_ || info.width != width_ ||
+        info.height != height_) {
       region_ = region;
-      xs_ = make_taps(region.width, spec_.out_width, region.x);
-      ys_ = make_taps(region.height, spec_.out_height, region.y);
+      orientation_ = info.orientation;
+      width_ = info.width;
+      height_ = info.height;
+      // Taps along the upright picture's axes, as stored indices: of the stored x axis, or y when the
+      // picture is turned a quarter (transpose), counted from its far end when mirrored.
+      const OrientationMap map = orientation_map(info.orientation);
+      transposed_ = map.transpose;
+      const uint32_t x_mirror = map.transpose ? (map.mirror_y ? info.height : 0) : (map.mirror_x ? info.width : 0);
+      const uint32_t y_mirror = map.transpose ? (map.mirror_x ? info.width : 0) : (map.mirror_y ? info.height : 0);
+      xs_ = make_taps(region.width, spec_.out_width, region.x, x_mirror);
+      ys_ = make_taps(region.height, spec_.out_height, region.y, y_mirror);
     }
     const size_t plane = size_t{spec_.out_width} * spec_.out_height;
     row_.resize(plane * 3);
@@ -184,9 +198,9 @@ class FrameConverter {
     float* b_out = g_out + plane;
     if (spec_.bgr) std::swap(r_out, b_out);  // blue in the first plane; planes are in output order
     if (info.format == PixelFormat::kRGB) {
-      run_rgb(frame, r_out, g_out, b_out);
+      transposed_ ? run_rgb<true>(frame, r_out, g_out, b_out) : run_rgb<false>(frame, r_out, g_out, b_out);
     } else {
-      run_yuv(frame, r_out, g_out, b_out);
+      transposed_ ? run_yuv<true>(frame, r_out, g_out, b_out) : run_yuv<false>(frame, r_out, g_out, b_out);
     }
     // Normalise and store in the requested dtype.
     if (spec_.dtype == DType::kFloat32) {
@@ -208,18 +222,22 @@ class FrameConverter {
   }
 
  private:
+  // kTransposed: the upright x axis runs along stored rows (xs_ index rows, ys_ columns). p01 is the
+  // pixel one step along upright x from p00, p10 one step along upright y, either way.
+  template <bool kTransposed>
   void run_rgb(const FrameView& frame, float* r, float* g, float* b) const {
     const uint8_t* base = frame.plane(0);
     const size_t stride = frame.info.stride[0];
+    auto at = [&](uint32_t ux, uint32_t uy) {
+      return kTransposed ? base + size_t{ux} * stride + size_t{uy} * 3 : base + size_t{uy} * stride + size_t{ux} * 3;
+    };
     size_t o = 0;
     for (const Tap& ty : ys_) {
-      const uint8_t* row0 = base + ty.i0 * stride;
-      const uint8_t* row1 = base + ty.i1 * stride;
       for (const Tap& tx : xs_) {
-        const uint8_t* p00 = row0 + tx.i0 * 3;
-        const uint8_t* p01 = row0 + tx.i1 * 3;
-        const uint8_t* p10 = row1 + tx.i0 * 3;
-        const uint8_t* p11 = row1 + tx.i1 * 3;
+        const uint8_t* p00 = at(tx.i0, ty.i0);
+        const uint8_t* p01 = at(tx.i1, ty.i0);
+        const uint8_t* p10 = at(tx.i0, ty.i1);
+        const uint8_t* p11 = at(tx.i1, ty.i1);
         r[o] = lerp2(p00[0], p01[0], p10[0], p11[0], tx.w1, ty.w1);
         g[o] = lerp2(p00[1], p01[1], p10[1], p11[1], tx.w1, ty.w1);
         b[o] = lerp2(p00[2], p01[2], p10[2], p11[2], tx.w1, ty.w1);
@@ -228,6 +246,7 @@ class FrameConverter {
     }
   }
 
+  template <bool kTransposed>
   void run_yuv(const FrameView& frame, float* r, float* g, float* b) const {
     const FrameInfo& info = frame.info;
     const YuvMatrix m = make_matrix(info.matrix, info.full_range);
@@ -237,19 +256,23 @@ class FrameConverter {
     const uint8_t* vp = nv12 ? frame.plane(1) + 1 : frame.plane(2);
     const size_t ys = info.stride[0], us = info.stride[1], vs = nv12 ? info.stride[1] : info.stride[2];
     const size_t cstep = nv12 ? 2 : 1;  // bytes between horizontally adjacent chroma samples
+    // A sample of a plane at upright (ux, uy), as stored indices; chroma at half of each.
+    auto luma = [&](uint32_t ux, uint32_t uy) {
+      return kTransposed ? yp[size_t{ux} * ys + uy] : yp[size_t{uy} * ys + ux];
+    };
+    auto chroma = [&](const uint8_t* plane, size_t stride, uint32_t ux, uint32_t uy) {
+      return kTransposed ? plane[size_t{ux / 2} * stride + (uy / 2) * cstep]
+                         : plane[size_t{uy / 2} * stride + (ux / 2) * cstep];
+    };
     size_t o = 0;
     for (const Tap& ty : ys_) {
-      const uint8_t* y0 = yp + ty.i0 * ys;
-      const uint8_t* y1 = yp + ty.i1 * ys;
-      const uint8_t* u0 = up + (ty.i0 / 2) * us;
-      const uint8_t* u1 = up + (ty.i1 / 2) * us;
-      const uint8_t* v0 = vp + (ty.i0 / 2) * vs;
-      const uint8_t* v1 = vp + (ty.i1 / 2) * vs;
       for (const Tap& tx : xs_) {
-        const size_t c0 = (tx.i0 / 2) * cstep, c1 = (tx.i1 / 2) * cstep;
-        const float yy = (lerp2(y0[tx.i0], y0[tx.i1], y1[tx.i0], y1[tx.i1], tx.w1, ty.w1) - m.y_offset) * m.y_scale;
-        const float uu = (lerp2(u0[c0], u0[c1], u1[c0], u1[c1], tx.w1, ty.w1) - 128.f) * m.c_scale;
-        const float vv = (lerp2(v0[c0], v0[c1], v1[c0], v1[c1], tx.w1, ty.w1) - 128.f) * m.c_scale;
+        const float yy = (lerp2(luma(tx.i0, ty.i0), luma(tx.i1, ty.i0), luma(tx.i0, ty.i1), luma(tx.i1, ty.i1), tx.w1,
+                                ty.w1) - m.y_offset) * m.y_scale;
+        const float uu = (lerp2(chroma(up, us, tx.i0, ty.i0), chroma(up, us, tx.i1, ty.i0), chroma(up, us, tx.i0, ty.i1),
+                                chroma(up, us, tx.i1, ty.i1), tx.w1, ty.w1) - 128.f) * m.c_scale;
+        const float vv = (lerp2(chroma(vp, vs, tx.i0, ty.i0), chroma(vp, vs, tx.i1, ty.i0), chroma(vp, vs, tx.i0, ty.i1),
+                                chroma(vp, vs, tx.i1, ty.i1), tx.w1, ty.w1) - 128.f) * m.c_scale;
         r[o] = std::clamp(yy + m.cr_r * vv, 0.f, 255.f);
         g[o] = std::clamp(yy + m.cb_g * uu + m.cr_g * vv, 0.f, 255.f);
         b[o] = std::clamp(yy + m.cb_b * uu, 0.f, 255.f);
@@ -260,7 +283,10 @@ class FrameConverter {
 
   PreprocessSpec spec_;
   std::array<float, 3> scale_{}, bias_{};
-  FrameInfo::Region region_{0, 0, 0, 0};  // the taps' region
+  FrameInfo::Region region_{0, 0, 0, 0};  // the taps' region, orientation and stored size
+  Orientation orientation_ = Orientation::kAsStored;
+  uint32_t width_ = 0, height_ = 0;
+  bool transposed_ = false;
   std::vector<Tap> xs_, ys_;
   std::vector<float> row_;
 };

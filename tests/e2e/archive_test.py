@@ -22,14 +22,25 @@ STREAMS = [
 ]
 
 
-def make_split_clip(path):
-    """45 frames of 640x240 H.264 in MP4: the smpte pattern in the left half, the ball in the right."""
+def make_split_clip(path, stored_sideways=False):
+    """45 frames of 640x240 H.264 in MP4: the smpte pattern in the left half, the ball in the right.
+    stored_sideways: as a phone stores a portrait video, the picture turned a quarter counter-clockwise
+    (240x640) and its track saying to turn it 90 degrees clockwise to show it (tkhd's matrix)."""
+    turn = "! videoflip video-direction=90l " if stored_sideways else ""
     subprocess.run(
         "gst-launch-1.0 -q compositor name=c sink_1::xpos=320 ! video/x-raw,width=640,height=240,framerate=30/1 "
-        "! videoconvert ! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + path + " "
-        "videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
+        "! videoconvert " + turn + "! x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location=" + path +
+        " videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_0 "
         "videotestsrc pattern=ball num-buffers=45 ! video/x-raw,width=320,height=240,framerate=30/1 ! c.sink_1",
         shell=True, check=True)
+    if stored_sideways:
+        with open(path, "r+b") as f:
+            data = f.read()
+            tkhd = data.index(b"tkhd")
+            version1 = data[tkhd + 4] == 1
+            # version and flags, times, track id, duration; reserved, layer, group, volume, reserved; the matrix
+            f.seek(tkhd + 4 + 4 + (32 if version1 else 20) + 16)
+            f.write(b"".join(v.to_bytes(4, "big") for v in (0, 0x10000, 0, 0xFFFF0000, 0, 0, 0, 0, 0x40000000)))
     return path
 
 
@@ -454,6 +465,23 @@ class ArchiveJob(E2ETest):
             segments = [m["payload"] for m in messages if m["topic"] == f"segments/{sid}"]
             self.assertEqual([(g["event"], g["label"]) for g in segments], [("began", pattern), ("ended", pattern)], sid)
             self.assertGreaterEqual(segments[1]["frames"], 40, sid)
+        self.assert_no_leftovers(run)
+
+    def test_a_video_stored_sideways_is_classified_upright_with_its_regions_of_the_upright_picture(self):
+        """ingest.orientation: upright (the default). The split clip stored as a phone stores a portrait
+        video (sideways, with a rotation in its track): its frames travel as stored, saying how to turn
+        them, and preprocessing reads them turned, so each half of the picture as shown is its pattern."""
+        clip = make_split_clip(os.path.join(self.dir, "sideways.mp4"), stored_sideways=True)
+        config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
+                                                   ("right", clip, {"roi": [0.5, 0, 0.5, 1]})])
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        for sid, pattern in (("left", "smpte"), ("right", "ball")):
+            self.assert_every_frame_named(results, sid, 45, pattern, 0.95)
+        self.assertIn("stream 'left': frames read upright as its file says (rotate-90; ingest.orientation: upright)",
+                      run.stderr)
         self.assert_no_leftovers(run)
 
     def test_frames_larger_than_a_pool_slot_are_scaled_to_fit_and_every_one_is_classified(self):

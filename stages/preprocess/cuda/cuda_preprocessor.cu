@@ -17,8 +17,10 @@ struct KernelParams {
   const uint8_t* src;
   void* dst;
   int format;  // PixelFormat
-  int in_w, in_h;    // the region read (streams[].roi; the whole frame by default)
-  int in_x, in_y;    // its top left corner
+  int in_w, in_h;    // the region read (streams[].roi; the whole frame by default), upright
+  int in_x, in_y;    // its top left corner, in the upright picture
+  int frame_w, frame_h;  // the frame as stored
+  bool transpose, mirror_x, mirror_y;  // upright to stored (OrientationMap)
   int stride0, stride1, stride2;
   size_t offset0, offset1, offset2;
   float y_scale, y_offset, c_scale, cr_r, cb_g, cr_g, cb_b;
@@ -46,6 +48,13 @@ __device__ inline float lerp2(float a, float b, float c, float d, float wx, floa
   return top + (bottom - top) * wy;
 }
 
+// Where the upright picture's pixel (ux, uy) is stored (OrientationMap, pipeline/message.h).
+__device__ inline void to_stored(const KernelParams& p, int ux, int uy, int* sx, int* sy) {
+  const int x = p.transpose ? uy : ux, y = p.transpose ? ux : uy;
+  *sx = p.mirror_x ? p.frame_w - 1 - x : x;
+  *sy = p.mirror_y ? p.frame_h - 1 - y : y;
+}
+
 // grid.z = frame index: every frame of a batch in one launch (outputs share one size).
 __global__ void preprocess_kernel(const KernelParams* __restrict__ frames, OutputParams o) {
   const KernelParams p = frames[blockIdx.z];
@@ -57,28 +66,40 @@ __global__ void preprocess_kernel(const KernelParams* __restrict__ frames, Outpu
   float wx, wy;
   tap(static_cast<float>(p.in_w) / static_cast<float>(o.out_w), ox, p.in_w, &x0, &x1, &wx);
   tap(static_cast<float>(p.in_h) / static_cast<float>(o.out_h), oy, p.in_h, &y0, &y1, &wy);
-  x0 += p.in_x;  // taps within the region, as if it were the whole image; then where it is in the frame
+  x0 += p.in_x;  // taps within the region, as if it were the whole image; then where it is in the picture
   x1 += p.in_x;
   y0 += p.in_y;
   y1 += p.in_y;
+  // The four neighbours, a (x0, y0), b (x1, y0), c (x0, y1), d (x1, y1), where they are stored.
+  int ax, ay, bx, by, cx, cy, dx, dy;
+  to_stored(p, x0, y0, &ax, &ay);
+  to_stored(p, x1, y0, &bx, &by);
+  to_stored(p, x0, y1, &cx, &cy);
+  to_stored(p, x1, y1, &dx, &dy);
   float rgb[3];
   if (p.format == static_cast<int>(PixelFormat::kRGB)) {
-    const uint8_t* r0 = src + p.offset0 + static_cast<size_t>(y0) * p.stride0;
-    const uint8_t* r1 = src + p.offset0 + static_cast<size_t>(y1) * p.stride0;
-    for (int c = 0; c < 3; ++c) rgb[c] = lerp2(r0[x0 * 3 + c], r0[x1 * 3 + c], r1[x0 * 3 + c], r1[x1 * 3 + c], wx, wy);
+    const uint8_t* base = src + p.offset0;
+    const uint8_t* pa = base + static_cast<size_t>(ay) * p.stride0 + ax * 3;
+    const uint8_t* pb = base + static_cast<size_t>(by) * p.stride0 + bx * 3;
+    const uint8_t* pc = base + static_cast<size_t>(cy) * p.stride0 + cx * 3;
+    const uint8_t* pd = base + static_cast<size_t>(dy) * p.stride0 + dx * 3;
+    for (int c = 0; c < 3; ++c) rgb[c] = lerp2(pa[c], pb[c], pc[c], pd[c], wx, wy);
   } else {
     const bool nv12 = p.format == static_cast<int>(PixelFormat::kNV12);
     const uint8_t* yp = src + p.offset0;
     const uint8_t* up = src + p.offset1;
     const uint8_t* vp = nv12 ? src + p.offset1 + 1 : src + p.offset2;
-    const int us = p.stride1, vs = nv12 ? p.stride1 : p.stride2, step = nv12 ? 2 : 1;
-    const int c0 = (x0 / 2) * step, c1 = (x1 / 2) * step;
-    const float yy = (lerp2(yp[y0 * p.stride0 + x0], yp[y0 * p.stride0 + x1], yp[y1 * p.stride0 + x0],
-                            yp[y1 * p.stride0 + x1], wx, wy) - p.y_offset) * p.y_scale;
-    const float uu = (lerp2(up[(y0 / 2) * us + c0], up[(y0 / 2) * us + c1], up[(y1 / 2) * us + c0],
-                            up[(y1 / 2) * us + c1], wx, wy) - 128.f) * p.c_scale;
-    const float vv = (lerp2(vp[(y0 / 2) * vs + c0], vp[(y0 / 2) * vs + c1], vp[(y1 / 2) * vs + c0],
-                            vp[(y1 / 2) * vs + c1], wx, wy) - 128.f) * p.c_scale;
+    const int ys = p.stride0, us = p.stride1, vs = nv12 ? p.stride1 : p.stride2, step = nv12 ? 2 : 1;
+    auto chroma = [&](const uint8_t* plane, int stride, int x, int y) {
+      return plane[static_cast<size_t>(y / 2) * stride + (x / 2) * step];
+    };
+    const float yy = (lerp2(yp[static_cast<size_t>(ay) * ys + ax], yp[static_cast<size_t>(by) * ys + bx],
+                            yp[static_cast<size_t>(cy) * ys + cx], yp[static_cast<size_t>(dy) * ys + dx], wx, wy) -
+                      p.y_offset) * p.y_scale;
+    const float uu = (lerp2(chroma(up, us, ax, ay), chroma(up, us, bx, by), chroma(up, us, cx, cy),
+                            chroma(up, us, dx, dy), wx, wy) - 128.f) * p.c_scale;
+    const float vv = (lerp2(chroma(vp, vs, ax, ay), chroma(vp, vs, bx, by), chroma(vp, vs, cx, cy),
+                            chroma(vp, vs, dx, dy), wx, wy) - 128.f) * p.c_scale;
     rgb[0] = fminf(fmaxf(yy + p.cr_r * vv, 0.f), 255.f);
     rgb[1] = fminf(fmaxf(yy + p.cb_g * uu + p.cr_g * vv, 0.f), 255.f);
     rgb[2] = fminf(fmaxf(yy + p.cb_b * uu, 0.f), 255.f);
@@ -123,6 +144,12 @@ KernelParams frame_params(const FrameInfo& i) {
   p.in_h = static_cast<int>(region.height);
   p.in_x = static_cast<int>(region.x);
   p.in_y = static_cast<int>(region.y);
+  p.frame_w = static_cast<int>(i.width);
+  p.frame_h = static_cast<int>(i.height);
+  const OrientationMap map = orientation_map(i.orientation);
+  p.transpose = map.transpose;
+  p.mirror_x = map.mirror_x;
+  p.mirror_y = map.mirror_y;
   p.stride0 = static_cast<int>(i.stride[0]);
   p.stride1 = static_cast<int>(i.stride[1]);
   p.stride2 = static_cast<int>(i.stride[2]);

@@ -505,9 +505,10 @@ void rotate_mp4_track_90(const std::string& path) {
 }
 
 // ingest.orientation: a portrait video stored sideways (an MP4 whose track says "turn 90 degrees
-// clockwise") is read upright by default: each frame is the stored one turned clockwise, pixel for
-// pixel, and an roi is a region of the upright picture. as_stored keeps the frames as decoded. Also in
-// the nvdec pipeline's shape (a software decoder behind it).
+// clockwise") is read upright by default: its frames come as stored, untouched (nothing is copied to
+// turn them), saying rotate-90, and an roi is a region of the upright picture (preprocessing reads them
+// turned: cpu_preprocessor_test.cpp). Also in the nvdec pipeline's shape (a software decoder behind
+// it). as_stored keeps them as decoded, and says nothing.
 TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked) {
   const std::string stored = (dir_ / "portrait-stored.mp4").string();
   const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=5 ! video/x-raw,format=I420,"
@@ -523,15 +524,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   ASSERT_EQ(plain.size(), 5u);
   ASSERT_EQ(plain[0]->frame.width, 320u);
   ASSERT_EQ(plain[0]->frame.format, PixelFormat::kI420);
-  std::vector<std::string> clockwise;  // each stored frame's luma turned 90 degrees clockwise
-  for (const Message* f : plain) {
-    const std::string y = luma(*f);
-    std::string t(y.size(), '\0');
-    for (uint32_t r = 0; r < 320; ++r) {      // rows of the turned picture: 320, of 240 pixels
-      for (uint32_t c = 0; c < 240; ++c) t[size_t{r} * 240 + c] = y[size_t{239 - c} * 320 + r];
-    }
-    clockwise.push_back(t);
-  }
+  EXPECT_EQ(plain[0]->frame.orientation, Orientation::kAsStored);
   for (const bool nvdec_shape : {false, true}) {
     const ReaderOptions options = reader_options(nvdec_shape);
     StreamConfig s = stream("portrait", turned);
@@ -543,11 +536,13 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
     auto frames = of_kind(out, MessageKind::kFrame);
     ASSERT_EQ(frames.size(), 5u) << "nvdec shape " << nvdec_shape;
     for (size_t i = 0; i < frames.size(); ++i) {
-      EXPECT_EQ(frames[i]->frame.width, 240u) << "frame " << i << ", nvdec shape " << nvdec_shape;
-      EXPECT_EQ(frames[i]->frame.height, 320u) << "frame " << i;
-      EXPECT_EQ(frames[i]->frame.format, PixelFormat::kI420) << "frame " << i;  // turned in its own format
-      EXPECT_TRUE(luma(*frames[i]) == clockwise[i]) << "frame " << i << " is not the stored one turned clockwise";
-      EXPECT_EQ(frames[i]->frame.crop, (std::array<uint32_t, 4>{0, 160, 240, 160})) << "frame " << i;
+      const FrameInfo& f = frames[i]->frame;
+      EXPECT_EQ(f.orientation, Orientation::kRotate90) << "frame " << i << ", nvdec shape " << nvdec_shape;
+      EXPECT_EQ(f.width, 320u) << "frame " << i;  // as stored
+      EXPECT_EQ(f.upright_width(), 240u) << "frame " << i;
+      EXPECT_EQ(f.upright_height(), 320u) << "frame " << i;
+      EXPECT_TRUE(luma(*frames[i]) == luma(*plain[i])) << "frame " << i << " is not the stored one, untouched";
+      EXPECT_EQ(f.crop, (std::array<uint32_t, 4>{0, 160, 240, 160})) << "frame " << i;
     }
   }
   IngestConfig as_stored = ingest_;
@@ -556,7 +551,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   auto kept = of_kind(kept_out, MessageKind::kFrame);
   ASSERT_EQ(kept.size(), 5u);
   for (size_t i = 0; i < kept.size(); ++i) {
-    EXPECT_EQ(kept[i]->frame.width, 320u);
+    EXPECT_EQ(kept[i]->frame.orientation, Orientation::kAsStored) << "frame " << i;
     EXPECT_TRUE(luma(*kept[i]) == luma(*plain[i])) << "frame " << i;
   }
 }

@@ -302,5 +302,78 @@ TEST(CpuPreprocessor, ACropIsPreprocessedExactlyAsTheRegionAloneWouldBe) {
       << s.message();
 }
 
+// The frame `f` shown as its orientation says, as a frame of its own: each plane turned at its own
+// resolution (even sizes, so that a chroma sample covers the same pixels either way), tightly packed.
+TestFrame physically_turned(const TestFrame& f) {
+  TestFrame t;
+  t.info.format = f.info.format;
+  t.info.width = f.info.upright_width();
+  t.info.height = f.info.upright_height();
+  const OrientationMap map = orientation_map(f.info.orientation);
+  const auto* src = reinterpret_cast<const uint8_t*>(f.bytes.data());
+  auto turn_plane = [&](int plane, uint32_t pw, uint32_t ph, uint32_t bytes_per_sample) {
+    const uint32_t uw = map.transpose ? ph : pw, uh = map.transpose ? pw : ph;
+    t.info.offset[plane] = static_cast<uint32_t>(t.bytes.size());
+    t.info.stride[plane] = uw * bytes_per_sample;
+    for (uint32_t uy = 0; uy < uh; ++uy) {
+      for (uint32_t ux = 0; ux < uw; ++ux) {
+        uint32_t x = map.transpose ? uy : ux, y = map.transpose ? ux : uy;
+        if (map.mirror_x) x = pw - 1 - x;
+        if (map.mirror_y) y = ph - 1 - y;
+        const uint8_t* sample = src + f.info.offset[plane] + size_t{y} * f.info.stride[plane] + size_t{x} * bytes_per_sample;
+        for (uint32_t b = 0; b < bytes_per_sample; ++b) t.bytes.push_back(std::byte(sample[b]));
+      }
+    }
+  };
+  const uint32_t w = f.info.width, h = f.info.height;
+  if (f.info.format == PixelFormat::kRGB) {
+    turn_plane(0, w, h, 3);
+  } else if (f.info.format == PixelFormat::kI420) {
+    turn_plane(0, w, h, 1);
+    turn_plane(1, w / 2, h / 2, 1);
+    turn_plane(2, w / 2, h / 2, 1);
+  } else {
+    turn_plane(0, w, h, 1);
+    turn_plane(1, w / 2, h / 2, 2);
+  }
+  return t;
+}
+
+// ingest.orientation: a frame that says how to turn it (a phone's portrait video, stored sideways) is
+// preprocessed, to the bit, as the picture turned that way would be, in every orientation and format,
+// whole and with a crop of the upright picture; nothing is copied to turn it. Its crop is checked
+// against the upright size.
+TEST(CpuPreprocessor, AFrameThatSaysHowToTurnItIsPreprocessedAsTheTurnedPicture) {
+  PreprocessSpec spec;
+  auto pre = make_cpu_preprocessor(spec);
+  for (PixelFormat format : {PixelFormat::kRGB, PixelFormat::kI420, PixelFormat::kNV12}) {
+    for (uint8_t o = 0; o <= kMaxOrientation; ++o) {
+      TestFrame f = random_frame(format, 320, 240, 11);
+      f.info.orientation = static_cast<Orientation>(o);
+      const TestFrame turned = physically_turned(f);
+      EXPECT_EQ(f.info.region().width, turned.info.width) << orientation_name(f.info.orientation);
+      for (const std::array<uint32_t, 4>& crop : {std::array<uint32_t, 4>{0, 0, 0, 0},
+                                                  std::array<uint32_t, 4>{10, 20, 101, 77}}) {
+        TestFrame a_frame = f, b_frame = turned;
+        a_frame.info.crop = b_frame.info.crop = crop;
+        std::vector<float> a(spec.output_info().elements()), b(a.size());
+        ASSERT_TRUE(pre->run(a_frame.view(), reinterpret_cast<std::byte*>(a.data())).ok());
+        ASSERT_TRUE(pre->run(b_frame.view(), reinterpret_cast<std::byte*>(b.data())).ok());
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << pixel_format_name(format) << ", " << orientation_name(f.info.orientation) << ", crop " << crop[2];
+      }
+    }
+  }
+  TestFrame f = random_frame(PixelFormat::kI420, 320, 240, 7);
+  f.info.orientation = Orientation::kRotate90;  // 240 wide, 320 high as shown
+  f.info.crop = {0, 200, 240, 120};
+  std::vector<float> out(spec.output_info().elements());
+  EXPECT_TRUE(pre->run(f.view(), reinterpret_cast<std::byte*>(out.data())).ok());
+  f.info.crop = {100, 0, 160, 240};  // inside 320x240 as stored, not inside 240x320 as shown
+  const Status s = pre->run(f.view(), reinterpret_cast<std::byte*>(out.data()));
+  EXPECT_NE(s.message().find("crop 160x240 at (100, 0) is not inside the 240x320 frame"), std::string::npos)
+      << s.message();
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -124,6 +124,42 @@ TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame
   }
 }
 
+// ingest.orientation: frames that say how to turn them (a phone's portrait video; NVDEC frames too),
+// every orientation in one launch, whole and with a crop of the upright picture, as the CPU reads them.
+TEST_F(CudaPreprocessor, FramesTurnedAsTheySayMatchTheCpuInEveryOrientation) {
+  for (PixelFormat format : {PixelFormat::kNV12, PixelFormat::kI420, PixelFormat::kRGB}) {
+    for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1920, 1080}, {223, 301}}) {
+      std::vector<Frame> frames;
+      for (uint8_t o = 0; o <= kMaxOrientation; ++o) {
+        for (bool cropped : {false, true}) {
+          frames.push_back(random_frame(format, w, h));
+          frames.back().info.orientation = static_cast<Orientation>(o);
+          if (cropped) frames.back().info.crop = {11, 21, 101, 77};  // inside either way up
+        }
+      }
+      PreprocessSpec spec;
+      auto cuda = make_cuda_preprocessor(spec);
+      ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+      std::vector<std::vector<float>> gpu(frames.size(), std::vector<float>(spec.output_info().elements()));
+      std::vector<FrameView> views;
+      std::vector<TensorOut> outs;
+      for (size_t i = 0; i < frames.size(); ++i) {
+        views.push_back(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()});
+        outs.push_back(TensorOut{reinterpret_cast<std::byte*>(gpu[i].data()), -1});
+      }
+      const std::vector<Status> statuses = (*cuda)->run_batch(views, outs);
+      for (size_t i = 0; i < frames.size(); ++i) {
+        ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
+        std::vector<float> cpu(spec.output_info().elements());
+        ASSERT_TRUE(make_cpu_preprocessor(spec)->run(views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
+        EXPECT_LE(worst_difference(cpu, gpu[i]), 1e-3f)
+            << pixel_format_name(format) << " " << w << "x" << h << ", " << orientation_name(frames[i].info.orientation)
+            << (frames[i].info.crop[2] ? ", cropped" : "");
+      }
+    }
+  }
+}
+
 TEST_F(CudaPreprocessor, ReadsFramesAndWritesTensorsInGpuMemoryInPlace) {
   PreprocessSpec spec;
   const size_t out_bytes = spec.output_info().bytes();
