@@ -20,6 +20,15 @@
 #include "pipeline/utf8.h"
 
 namespace vapipe {
+
+Orientation orientation_from_rotation(uint32_t degrees, bool mirror) {
+  switch (degrees) {
+    case 90: return mirror ? Orientation::kTransverse : Orientation::kRotate90;  // "flip-rotate-90"
+    case 180: return mirror ? Orientation::kFlipVertical : Orientation::kRotate180;
+    case 270: return mirror ? Orientation::kTranspose : Orientation::kRotate270;
+    default: return mirror ? Orientation::kFlipHorizontal : Orientation::kAsStored;
+  }
+}
 namespace {
 
 // A number as a config file would give it: 60, 0.5.
@@ -391,6 +400,16 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.optional_uint("rtsp_latency_ms", &s.rtsp_latency_ms, 0, 60000);
       r.region("roi", &s.roi);
       r.str("source", &s.source);
+      std::optional<uint32_t> rotate;
+      std::optional<bool> mirror;
+      r.optional_uint("rotate", &rotate, 0, 270);
+      if (rotate && *rotate % 90 != 0) {
+        ctx.fail(streams[i]["rotate"], path + ".rotate",
+                 "expected 0, 90, 180 or 270 (degrees clockwise that turn the picture upright), got " +
+                     std::to_string(*rotate));
+      }
+      r.optional_boolean("mirror", &mirror);
+      if (rotate || mirror) s.turn = orientation_from_rotation(rotate.value_or(0), mirror.value_or(false));
       r.finish();
       if (s.is_member()) {
         // Decoded once, by the source: what decides the decoding is the source's to set.
@@ -401,6 +420,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : s.max_fps >= 0                     ? "max_fps"
                           : s.keyframes_only.has_value()       ? "keyframes_only"
                           : s.rtsp_latency_ms.has_value()      ? "rtsp_latency_ms"
+                          : rotate.has_value()                 ? "rotate"
+                          : mirror.has_value()                 ? "mirror"
                                                                : nullptr;
         if (own) {
           ctx.fail(streams[i][own], path + "." + own,
@@ -466,6 +487,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           f.keyframes_only = s.keyframes_only;
           f.rtsp_latency_ms = s.rtsp_latency_ms;
           f.roi = s.roi;
+          f.turn = s.turn;
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {
             ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());
@@ -517,6 +539,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       m.max_fps = source->max_fps;
       m.keyframes_only = source->keyframes_only;
       m.rtsp_latency_ms = source->rtsp_latency_ms;
+      m.turn = source->turn;
     }
   }
   // Default mode: archive when every stream ends by itself (files, finite test sources).

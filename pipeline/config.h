@@ -22,6 +22,10 @@ namespace vapipe {
 enum class JobMode { kArchive, kLive };
 enum class TransportMode { kShm, kTcp };
 
+// streams[].rotate (degrees clockwise: 0, 90, 180, 270) and mirror (left to right, before turning), as
+// an orientation.
+Orientation orientation_from_rotation(uint32_t degrees, bool mirror);
+
 struct StreamConfig {
   std::string id;
   std::string uri;  // normalised (plain paths become file://)
@@ -32,8 +36,13 @@ struct StreamConfig {
   std::optional<bool> keyframes_only = std::nullopt;
   // streams[].rtsp_latency_ms: this camera's ingest.rtsp_latency_ms; unset: the job's.
   std::optional<uint32_t> rtsp_latency_ms = std::nullopt;
-  // streams[].roi: the region of each frame that is classified, [x, y, width, height] as fractions.
+  // streams[].roi: the region of each frame that is classified, [x, y, width, height] as fractions
+  // of the upright picture.
   std::array<double, 4> roi{0, 0, 1, 1};
+  // streams[].rotate and mirror: how this camera's (or file's) frames are turned to show them upright
+  // (a camera mounted upside down, or on its side for a corridor); over its file's own orientation
+  // tag. Unset: the file's tag (ingest.orientation).
+  std::optional<Orientation> turn = std::nullopt;
   // streams[].source: the id of another stream whose decoded frames this one classifies too (another
   // region of the same camera or file, decoded once); it then has the source's uri and decoding
   // settings. Empty: the stream reads its own uri.

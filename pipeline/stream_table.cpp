@@ -30,7 +30,7 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
                                          config.streams[i].max_fps, config.streams[i].roi,
                                          config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms,
-                                         config.streams[i].source});
+                                         config.streams[i].source, config.streams[i].turn});
   }
   return t;
 }
@@ -45,7 +45,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
                             {"max_fps", e.max_fps}, {"roi", e.roi},
                             {"keyframes_only", e.keyframes_only ? nlohmann::json(*e.keyframes_only) : nlohmann::json()},
                             {"rtsp_latency_ms", e.rtsp_latency_ms ? nlohmann::json(*e.rtsp_latency_ms) : nlohmann::json()},
-                            {"source", e.source}});
+                            {"source", e.source},
+                            {"turn", e.turn ? nlohmann::json(orientation_name(*e.turn)) : nlohmann::json()}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -68,6 +69,7 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
       if (s.contains("rtsp_latency_ms") && s["rtsp_latency_ms"].is_number_unsigned()) {
         e.rtsp_latency_ms = s["rtsp_latency_ms"].get<uint32_t>();
       }
+      if (s.contains("turn") && s["turn"].is_string()) e.turn = orientation_from_tag(s["turn"].get<std::string>());
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -93,6 +95,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.keyframes_only = entry.keyframes_only;
   s.rtsp_latency_ms = entry.rtsp_latency_ms;
   s.source = entry.source;
+  s.turn = entry.turn;
   return s;
 }
 
@@ -163,10 +166,12 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                                 "': its uri changed; a running job adds and removes streams by id (give the new "
                                 "source a new id, or restart the job)");
     } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
-               it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms) {
+               it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms ||
+               it->second->turn != s.turn) {
       const char* what = it->second->max_fps != s.max_fps                 ? "max_fps"
                          : it->second->roi != s.roi                       ? "roi"
                          : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
+                         : it->second->turn != s.turn                     ? "rotate or mirror"
                                                                           : "rtsp_latency_ms";
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
                                 what +
@@ -202,7 +207,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     }
     table.entries.push_back(
         StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi,
-                         s->keyframes_only, s->rtsp_latency_ms, s->source});
+                         s->keyframes_only, s->rtsp_latency_ms, s->source, s->turn});
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

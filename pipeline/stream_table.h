@@ -31,6 +31,7 @@ struct StreamTableEntry {
   std::optional<bool> keyframes_only = std::nullopt;  // StreamConfig::keyframes_only
   std::optional<uint32_t> rtsp_latency_ms = std::nullopt;  // StreamConfig::rtsp_latency_ms
   std::string source = "";  // StreamConfig::source: a member of that stream's group, on its lane
+  std::optional<Orientation> turn = std::nullopt;  // StreamConfig::turn (streams[].rotate, mirror)
 };
 
 struct StreamTable {

@@ -448,13 +448,18 @@ struct StreamReader::Impl {
     g_free(orientation);
     auto* self = static_cast<Impl*>(user);
     const std::optional<Orientation> turn = orientation_from_tag(what);
-    if (self->ingest.upright && turn) self->orientation = *turn;
+    const bool set_by_config = self->stream.turn.has_value();  // streams[].rotate / mirror win
+    if (self->ingest.upright && turn && !set_by_config) self->orientation = *turn;
     std::lock_guard<std::mutex> lock(self->fit_mutex);
     if (what == self->orientation_logged || (self->orientation_logged.empty() && what == "rotate-0")) {
       return GST_PAD_PROBE_OK;
     }
     self->orientation_logged = what;
-    if (!turn) {
+    if (set_by_config) {
+      VAPIPE_LOG_INFO("stream '{}': its file says to show its frames turned ({}); turned as its rotate and mirror say "
+                      "instead ({})",
+                      self->stream.id, what, orientation_name(*self->stream.turn));
+    } else if (!turn) {
       VAPIPE_LOG_WARN("stream '{}': its file gives an image orientation GStreamer does not define ('{}'): classified "
                       "as stored", self->stream.id, what);
     } else if (self->ingest.upright) {
@@ -699,6 +704,7 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
+  impl->orientation = stream.turn.value_or(Orientation::kAsStored);  // a file's tag may still set it
   VAPIPE_RETURN_IF_ERROR(build_pipeline(*impl));
   return std::unique_ptr<StreamReader>(new StreamReader(std::move(impl)));
 }

@@ -560,7 +560,8 @@ TEST(Config, AStreamWithASourceTakesItsUriAndDecodingSettingsAndKeepsItsOwnRegio
   auto c = load_config_string(R"(
 streams:
   - {id: gate, source: door, roi: [0.5, 0, 0.5, 1]}
-  - {id: door, uri: 'rtsp://cam/door', max_fps: 5, keyframes_only: true, rtsp_latency_ms: 50, roi: [0, 0, 0.5, 1]}
+  - {id: door, uri: 'rtsp://cam/door', max_fps: 5, keyframes_only: true, rtsp_latency_ms: 50, roi: [0, 0, 0.5, 1],
+     rotate: 180}
   - {id: yard, uri: 'rtsp://cam/yard'}
 infer: {model: m, labels: l}
 )", "job.yaml", "/cfg");
@@ -574,8 +575,41 @@ infer: {model: m, labels: l}
   EXPECT_EQ(gate.keyframes_only, std::optional<bool>(true));
   EXPECT_EQ(gate.rtsp_latency_ms, std::optional<uint32_t>(50));
   EXPECT_EQ(gate.roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));
+  EXPECT_EQ(gate.turn, std::optional<Orientation>(Orientation::kRotate180));  // its source's
   EXPECT_FALSE(c->streams[1].is_member());
   EXPECT_EQ(c->job.mode, JobMode::kLive);
+}
+
+// streams[].rotate and mirror: a camera mounted upside down or on its side (corridor format), turned
+// as GStreamer's image-orientation tags name it; a glob's files take them too.
+TEST(Config, RotateAndMirrorSayHowAStreamsFramesAreTurnedUpright) {
+  auto c = load_config_string(R"(
+streams:
+  - {id: plain, uri: 'test://ball'}
+  - {id: ceiling, uri: 'test://ball', rotate: 180}
+  - {id: corridor, uri: 'test://ball', rotate: 90}
+  - {id: mirrored, uri: 'test://ball', mirror: true}
+  - {id: both, uri: 'test://ball', rotate: 270, mirror: true}
+  - {id: zero, uri: 'test://ball', rotate: 0}
+infer: {model: m, labels: l}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams[0].turn, std::nullopt);  // its file's tag decides
+  EXPECT_EQ(c->streams[1].turn, std::optional<Orientation>(Orientation::kRotate180));
+  EXPECT_EQ(c->streams[2].turn, std::optional<Orientation>(Orientation::kRotate90));
+  EXPECT_EQ(c->streams[3].turn, std::optional<Orientation>(Orientation::kFlipHorizontal));
+  EXPECT_EQ(c->streams[4].turn, std::optional<Orientation>(Orientation::kTranspose));  // "flip-rotate-270"
+  EXPECT_EQ(c->streams[5].turn, std::optional<Orientation>(Orientation::kAsStored));  // as stored, whatever the tag
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"rotate: 45", "job.yaml:2: streams[0].rotate: expected 0, 90, 180 or 270 (degrees clockwise that turn the "
+                          "picture upright), got 45"},
+           {"rotate: -90", "streams[0].rotate: expected an integer from 0 to 270, got '-90'"},
+           {"mirror: sideways", "streams[0].mirror: expected true or false"}}) {
+    auto bad = load_config_string("streams:\n  - {id: a, uri: 'test://ball', " + text + "}\ninfer: {model: m, labels: l}\n",
+                                  "job.yaml", "/cfg");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
 }
 
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
@@ -591,6 +625,8 @@ TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
       {"  - {id: gate, source: door, max_fps: 2}\n", "streams[1].max_fps: a stream with `source`"},
       {"  - {id: gate, source: door, keyframes_only: true}\n", "streams[1].keyframes_only: a stream with `source`"},
       {"  - {id: gate, source: door, rtsp_latency_ms: 10}\n", "streams[1].rtsp_latency_ms: a stream with `source`"},
+      {"  - {id: gate, source: door, rotate: 90}\n", "streams[1].rotate: a stream with `source`"},
+      {"  - {id: gate, source: door, mirror: true}\n", "streams[1].mirror: a stream with `source`"},
       {"  - {glob: '*.mp4', source: door}\n", "streams[1].glob: a stream with `source`"},
       {"  - {id: gate, source: door, id_prefix: x}\n", "streams[1].id_prefix: a stream with `source`"},
       {"  - {id: gate, source: door, settle_s: 5}\n", "streams[1].settle_s: a stream with `source`"},

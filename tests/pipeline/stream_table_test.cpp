@@ -226,6 +226,35 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndCannotCh
       << refused.status().message();
 }
 
+// streams[].rotate and mirror travel with a stream (a camera added by a reload is turned as its entry
+// says) and cannot change while it runs.
+TEST(StreamTable, AStreamsTurnTravelsWithItAndCannotChangeWhileItRuns) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: a, uri: \"test://ball?frames=0&live=true\", rotate: 90, mirror: true}\n"
+                              "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 1);
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-turn-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto back = read_stream_table((dir / "t.json").string());
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ(stream_config_of((*back)->entries[0])->turn, std::optional<Orientation>(Orientation::kTransverse));
+  EXPECT_EQ(stream_config_of((*back)->entries[1])->turn, std::nullopt);
+  std::filesystem::remove_all(dir);
+  std::string changed = running;
+  changed.replace(changed.find("rotate: 90"), 10, "rotate: 270");
+  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'a': its rotate or mirror changed"), std::string::npos)
+      << refused.status().message();
+  std::string with_c = running;
+  with_c.insert(with_c.find("infer:"), "  - {id: c, uri: \"test://snow?frames=0&live=true\", rotate: 180}\n");
+  auto applied = apply_stream_reload(table, running, with_c, load(with_c), 1);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_EQ(table.entries.back().turn, std::optional<Orientation>(Orientation::kRotate180));
+}
+
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   StreamTracker tracker(2);
   auto end_of = [](uint32_t i) {

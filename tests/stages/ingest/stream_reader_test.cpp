@@ -545,6 +545,33 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
       EXPECT_EQ(f.crop, (std::array<uint32_t, 4>{0, 160, 240, 160})) << "frame " << i;
     }
   }
+  // streams[].rotate (a camera on its side) wins over the file's tag, and makes the roi's pixels.
+  StreamConfig set = stream("portrait", turned);
+  set.turn = Orientation::kRotate270;
+  set.roi = {0, 0.5, 1, 0.5};
+  auto set_reader = StreamReader::create(set, 0, ingest_);
+  ASSERT_TRUE(set_reader.ok());
+  CollectingEmitter set_out;
+  ASSERT_TRUE((*set_reader)->run(set_out, flags_).ok());
+  for (const Message* f : of_kind(set_out, MessageKind::kFrame)) {
+    EXPECT_EQ(f->frame.orientation, Orientation::kRotate270);
+    EXPECT_EQ(f->frame.crop, (std::array<uint32_t, 4>{0, 160, 240, 160}));
+  }
+  StreamConfig camera = stream("corridor", "test://ball?frames=3&width=160&height=120");
+  camera.turn = Orientation::kRotate90;
+  camera.roi = {0.5, 0, 0.5, 1};
+  const CollectingEmitter camera_out = [&] {
+    CollectingEmitter out;
+    auto r = StreamReader::create(camera, 0, ingest_);
+    EXPECT_TRUE(r.ok() && (*r)->run(out, flags_).ok());
+    return out;
+  }();
+  ASSERT_EQ(of_kind(camera_out, MessageKind::kFrame).size(), 3u);
+  for (const Message* f : of_kind(camera_out, MessageKind::kFrame)) {
+    EXPECT_EQ(f->frame.orientation, Orientation::kRotate90);
+    EXPECT_EQ(f->frame.crop, (std::array<uint32_t, 4>{60, 0, 60, 160}));  // of the 120x160 picture as shown
+  }
+
   IngestConfig as_stored = ingest_;
   as_stored.upright = false;
   const CollectingEmitter kept_out = read_whole(turned, as_stored, "portrait");
