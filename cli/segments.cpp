@@ -31,6 +31,8 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
       if (h.frames > 0 && h.label == s.label && s.start_seq - h.end_seq - 1 < options.min_frames) {
         h.end_ms = s.end_ms;  // a continuation, however short
         h.end_seq = s.end_seq;
+        h.end_capture_ms = s.end_capture_ms;
+        h.end_camera_ms = s.end_camera_ms;
         h.frames += s.frames;
         h.score_sum += s.score_sum;
       } else if (s.frames >= options.min_frames) {
@@ -68,6 +70,8 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
     const uint64_t seq = p.value("seq", uint64_t{0});
     const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
     const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
+    auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
+    const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");
     Segment& s = open[id];
     if (s.frames > 0 && (label.empty() || label != s.label || seq != s.end_seq + 1)) close(s);
     if (label.empty()) continue;  // an error result belongs to no segment
@@ -76,9 +80,13 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
       s.label = label;
       s.start_ms = pts;
       s.start_seq = seq;
+      s.start_capture_ms = capture_ms;
+      s.start_camera_ms = camera_ms;
     }
     s.end_ms = pts;
     s.end_seq = seq;
+    s.end_capture_ms = capture_ms;
+    s.end_camera_ms = camera_ms;
     ++s.frames;
     s.score_sum += score;
   }

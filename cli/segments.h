@@ -18,6 +18,8 @@ struct Segment {
   std::string stream_id;
   std::string label;
   double start_ms = -1, end_ms = -1;  // pts_ms of its first and last frame (-1: the decoder gave none)
+  // Their capture_unix_ms and camera_unix_ms (-1: not in the results, or the camera's not known).
+  double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;
   uint64_t start_seq = 0, end_seq = 0;
   uint64_t frames = 0;
   double score_sum = 0;

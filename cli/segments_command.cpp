@@ -56,12 +56,15 @@ int segments_command(const std::vector<std::string>& args) {
   // logs a live job's label runs as they happen.
   if (!json) std::printf("%-24s %-20s %14s %14s %8s %6s\n", "stream", "label", "from", "to", "frames", "score");
   auto print = [json](const Segment& s) {
+    auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
     if (json) {
       nlohmann::json j{{"stream_id", s.stream_id}, {"label", s.label},
                        {"start_ms", s.start_ms >= 0 ? nlohmann::json(s.start_ms) : nlohmann::json()},
                        {"end_ms", s.end_ms >= 0 ? nlohmann::json(s.end_ms) : nlohmann::json()},
                        {"start_seq", s.start_seq}, {"end_seq", s.end_seq}, {"frames", s.frames},
-                       {"score_mean", s.score_mean()}};
+                       {"score_mean", s.score_mean()},
+                       {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
+                       {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)}};
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%-24s %-20s %14s %14s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(),

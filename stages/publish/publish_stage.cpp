@@ -481,20 +481,16 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   return publish(event_topic(st.id), event_json(in, now));
 }
 
-namespace {
-
-nlohmann::json segment_json(const std::string& stream_id, const char* event, const std::string& label,
-                            uint64_t start_seq, double start_ms, uint64_t end_seq, double end_ms, uint64_t frames,
-                            double score_sum) {
+nlohmann::json PublishStage::segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s) {
   auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
   return {{"schema", "vapipe.segment"}, {"schema_version", kSchemaVersion}, {"stream_id", stream_id},
-          {"event", event}, {"label", label}, {"start_seq", start_seq}, {"start_ms", ms(start_ms)},
-          {"end_seq", end_seq}, {"end_ms", ms(end_ms)}, {"frames", frames},
-          {"score_mean", frames ? score_sum / static_cast<double>(frames) : 0.0},
+          {"event", event}, {"label", s.label}, {"start_seq", s.start_seq}, {"start_ms", ms(s.start_ms)},
+          {"end_seq", s.end_seq}, {"end_ms", ms(s.end_ms)}, {"frames", s.frames},
+          {"score_mean", s.frames ? s.score_sum / static_cast<double>(s.frames) : 0.0},
+          {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
+          {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)},
           {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
 }
-
-}  // namespace
 
 // A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
 // than that neither begins a segment nor ends one); the segment then goes on through errors, drops and
@@ -511,17 +507,24 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const std::string& label = r.prediction.top_k.front().label;
   const double score = r.prediction.top_k.front().score;
   const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
+  const double capture_ms = static_cast<double>(r.env.capture_ns) / 1e6;
+  const double camera_ms = r.env.camera_ns >= 0 ? static_cast<double>(r.env.camera_ns) / 1e6 : -1;
   if (run.frames == 0 || run.label != label || r.env.seq != run.end_seq + 1) {
-    run = StreamState::LabelRun{label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0};
+    run = StreamState::LabelRun{label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms, camera_ms,
+                                camera_ms};
   }
   run.end_seq = r.env.seq;
   run.end_ms = pts_ms;
+  run.end_capture_ms = capture_ms;
+  run.end_camera_ms = camera_ms;
   ++run.frames;
   run.score_sum += score;
   StreamState::LabelRun& seg = st.segment;
   if (seg.frames > 0 && seg.label == label) {  // the segment goes on
     seg.end_seq = r.env.seq;
     seg.end_ms = pts_ms;
+    seg.end_capture_ms = capture_ms;
+    seg.end_camera_ms = camera_ms;
     ++seg.frames;
     seg.score_sum += score;
     return Status::Ok();
@@ -529,8 +532,7 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   if (run.frames < min_frames) return Status::Ok();
   VAPIPE_RETURN_IF_ERROR(end_segment(st));
   seg = run;
-  return publish(segment_topic(st.id), segment_json(st.id, "began", seg.label, seg.start_seq, seg.start_ms,
-                                                    seg.end_seq, seg.end_ms, seg.frames, seg.score_sum));
+  return publish(segment_topic(st.id), segment_json(st.id, "began", seg));
 }
 
 Status PublishStage::end_segment(StreamState& st) {
@@ -538,8 +540,7 @@ Status PublishStage::end_segment(StreamState& st) {
   if (seg.frames == 0) return Status::Ok();
   const StreamState::LabelRun ended = seg;
   seg = StreamState::LabelRun{};
-  return publish(segment_topic(st.id), segment_json(st.id, "ended", ended.label, ended.start_seq, ended.start_ms,
-                                                    ended.end_seq, ended.end_ms, ended.frames, ended.score_sum));
+  return publish(segment_topic(st.id), segment_json(st.id, "ended", ended));
 }
 
 Status PublishStage::close(Emitter& /*out*/) {

@@ -85,12 +85,15 @@ class PublishStage final : public Stage {
       std::string label;
       uint64_t start_seq = 0, end_seq = 0, frames = 0;
       double start_ms = -1, end_ms = -1, score_sum = 0;
+      // Its first and last frame's capture_unix_ms and camera_unix_ms (-1: the camera's not known).
+      double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;
     };
     LabelRun run, segment;
   };
   // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
   Status follow_segments(StreamState& st, const Message& result);
   Status end_segment(StreamState& st);
+  static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();
   void update_metrics_snapshot();

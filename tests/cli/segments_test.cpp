@@ -50,6 +50,24 @@ TEST(Segments, RunsOfOneLabelPerStreamEndAtALabelChangeAnErrorOrAMissingFrame) {
   EXPECT_EQ(s[4].start_seq, 3u);
 }
 
+// A segment's first and last frame's clocks: this machine's (capture_unix_ms) and the camera's
+// (camera_unix_ms, null before its first sender report), as on segments/<id>.
+TEST(Segments, ASegmentKeepsItsFirstAndLastFramesWallClocks) {
+  auto timed = [](uint64_t seq, const std::string& camera) {
+    return "{\"topic\":\"results/a\",\"payload\":{\"seq\":" + std::to_string(seq) + ",\"pts_ms\":" +
+           std::to_string(seq * 100) + ",\"label\":\"car\",\"score\":0.9,\"error\":null,\"capture_unix_ms\":" +
+           std::to_string(1800000000000 + seq * 100) + ",\"camera_unix_ms\":" + camera + "}}\n";
+  };
+  const std::vector<Segment> s = segments_of(timed(0, "null") + timed(1, "1799999999850") + timed(2, "1799999999950"));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_DOUBLE_EQ(s[0].start_capture_ms, 1800000000000);
+  EXPECT_DOUBLE_EQ(s[0].end_capture_ms, 1800000000200);
+  EXPECT_DOUBLE_EQ(s[0].start_camera_ms, -1);  // not known yet at its first frame
+  EXPECT_DOUBLE_EQ(s[0].end_camera_ms, 1799999999950);
+  // Results of before these fields: unknown, not zero.
+  EXPECT_DOUBLE_EQ(segments_of(result("b", 0, "bus"))[0].start_capture_ms, -1);
+}
+
 TEST(Segments, ShortRunsAndOtherLabelsOrStreamsCanBeLeftOut) {
   std::string text;
   const char* labels[] = {"car", "car", "car", "bus", "car", "car", "car", "car"};

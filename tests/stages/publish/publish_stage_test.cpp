@@ -647,6 +647,9 @@ TEST_F(PublishStageTest, LabelSegmentsBeginAfterMinFramesInARowAndEndWhenAnother
   auto send = [&](const std::string& label, int n) {
     for (int i = 0; i < n; ++i, ++seq) {
       Message m = result(0, seq, label);
+      m.env.capture_ns = 1'800'000'000'000'000'000 + static_cast<int64_t>(seq) * 33'000'000;
+      // The camera's clock from frame 4 on (its first RTCP sender report), 250 ms behind.
+      if (seq >= 4) m.env.camera_ns = m.env.capture_ns - 250'000'000;
       if (label.empty()) {
         m.prediction.error = "inference failed: out of memory";
         m.error = m.prediction.error;
@@ -682,6 +685,12 @@ TEST_F(PublishStageTest, LabelSegmentsBeginAfterMinFramesInARowAndEndWhenAnother
   EXPECT_EQ(segments[1]["end_seq"], 8);
   EXPECT_EQ(segments[1]["frames"], 4);  // car's own frames: 3 + 1
   EXPECT_NEAR(segments[1]["start_ms"].get<double>(), 3 * 33.0, 1e-6);
+  // When, by this machine's clock and by the camera's: its first and last frame's.
+  EXPECT_NEAR(segments[1]["start_capture_unix_ms"].get<double>(), 1.8e12 + 3 * 33.0, 1e-3);
+  EXPECT_NEAR(segments[1]["end_capture_unix_ms"].get<double>(), 1.8e12 + 8 * 33.0, 1e-3);
+  EXPECT_TRUE(segments[1]["start_camera_unix_ms"].is_null());  // frame 3: before the camera's clock was known
+  EXPECT_NEAR(segments[1]["end_camera_unix_ms"].get<double>(), 1.8e12 + 8 * 33.0 - 250, 1e-3);
+  EXPECT_NEAR(segments[3]["start_camera_unix_ms"].get<double>(), 1.8e12 + 10 * 33.0 - 250, 1e-3);
   EXPECT_EQ(segments[2]["start_seq"], 10);
   EXPECT_EQ(segments[3]["end_seq"], 12);
   EXPECT_EQ(segments[3]["frames"], 3);
