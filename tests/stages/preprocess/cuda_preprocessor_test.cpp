@@ -89,6 +89,22 @@ float worst_difference(const std::vector<float>& a, const std::vector<float>& b)
   return worst;
 }
 
+// Host frames and the host tensors a launch writes them to, one each.
+struct HostBatch {
+  std::vector<std::vector<float>> tensors;
+  std::vector<FrameView> views;
+  std::vector<TensorOut> outs;
+};
+HostBatch host_batch(const std::vector<Frame>& frames, const PreprocessSpec& spec) {
+  HostBatch b;
+  b.tensors.assign(frames.size(), std::vector<float>(spec.output_info().elements()));
+  for (size_t i = 0; i < frames.size(); ++i) {
+    b.views.push_back(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()});
+    b.outs.push_back(TensorOut{reinterpret_cast<std::byte*>(b.tensors[i].data()), -1});
+  }
+  return b;
+}
+
 // Crops (streams[].roi) among them: the kernel reads the same region the CPU does.
 TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame) {
   std::vector<Frame> frames = {random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kI420, 640, 480),
@@ -99,13 +115,10 @@ TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame
   PreprocessSpec spec;
   auto cuda = make_cuda_preprocessor(spec);
   ASSERT_TRUE(cuda.ok()) << cuda.status().message();
-  std::vector<std::vector<float>> gpu(frames.size(), std::vector<float>(spec.output_info().elements()));
-  std::vector<FrameView> views;
-  std::vector<TensorOut> outs;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    views.push_back(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()});
-    outs.push_back(TensorOut{reinterpret_cast<std::byte*>(gpu[i].data()), -1});
-  }
+  HostBatch batch = host_batch(frames, spec);
+  std::vector<std::vector<float>>& gpu = batch.tensors;
+  std::vector<FrameView>& views = batch.views;
+  std::vector<TensorOut>& outs = batch.outs;
   // One frame with a broken layout fails alone; the others are still done.
   FrameView broken = views[1];
   broken.size = 10;
@@ -140,19 +153,13 @@ TEST_F(CudaPreprocessor, FramesTurnedAsTheySayMatchTheCpuInEveryOrientation) {
       PreprocessSpec spec;
       auto cuda = make_cuda_preprocessor(spec);
       ASSERT_TRUE(cuda.ok()) << cuda.status().message();
-      std::vector<std::vector<float>> gpu(frames.size(), std::vector<float>(spec.output_info().elements()));
-      std::vector<FrameView> views;
-      std::vector<TensorOut> outs;
-      for (size_t i = 0; i < frames.size(); ++i) {
-        views.push_back(FrameView{frames[i].info, frames[i].bytes.data(), frames[i].bytes.size()});
-        outs.push_back(TensorOut{reinterpret_cast<std::byte*>(gpu[i].data()), -1});
-      }
-      const std::vector<Status> statuses = (*cuda)->run_batch(views, outs);
+      HostBatch batch = host_batch(frames, spec);
+      const std::vector<Status> statuses = (*cuda)->run_batch(batch.views, batch.outs);
       for (size_t i = 0; i < frames.size(); ++i) {
         ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
         std::vector<float> cpu(spec.output_info().elements());
-        ASSERT_TRUE(make_cpu_preprocessor(spec)->run(views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
-        EXPECT_LE(worst_difference(cpu, gpu[i]), 1e-3f)
+        ASSERT_TRUE(make_cpu_preprocessor(spec)->run(batch.views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
+        EXPECT_LE(worst_difference(cpu, batch.tensors[i]), 1e-3f)
             << pixel_format_name(format) << " " << w << "x" << h << ", " << orientation_name(frames[i].info.orientation)
             << (frames[i].info.crop[2] ? ", cropped" : "");
       }
