@@ -87,7 +87,6 @@ struct QueuedFrame {
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
 constexpr const char* kNoVideoPad = "no video stream to decode";
 
-// The first error on the bus, as "message (element NAME)", if there is one.
 // The camera's clock when it took the frame, in Unix ns (-1 when not known): rtspsrc's reference
 // timestamp from the camera's RTCP sender reports (NTP time, from 1900), once the first has come.
 int64_t camera_clock_ns(GstBuffer* buffer) {
@@ -98,6 +97,7 @@ int64_t camera_clock_ns(GstBuffer* buffer) {
   return static_cast<int64_t>(meta->timestamp - kNtpEpochToUnixNs);
 }
 
+// The first error on the bus, as "message (element NAME)", if there is one.
 std::optional<std::string> pop_bus_error(GstBus* bus) {
   GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
   if (!m) return std::nullopt;
