@@ -219,6 +219,8 @@ struct StreamReader::Impl {
   bool fallback_logged = false;
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
+  std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
+  std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
   std::mutex pads_mutex;
   std::string other_pads;  // the caps of the streams that were not video ("audio/x-raw")
   std::string undecodable;  // streams no decoder here took ("video/x-h264, profile high-4:4:4")
@@ -500,6 +502,17 @@ struct StreamReader::Impl {
       gst_caps_unref(caps);
       return;
     }
+    if (self->video_linked.exchange(true)) {
+      // A file with two video tracks (a camera's two views, a second angle): the first is classified.
+      // Its pad stays unlinked (its demuxer carries on with the linked one) and its tags turn nothing.
+      if (!self->extra_video_logged.exchange(true)) {
+        VAPIPE_LOG_INFO("stream '{}': its file has more than one video stream: the first is classified, the others "
+                        "are left out",
+                        self->stream.id);
+      }
+      gst_caps_unref(caps);
+      return;
+    }
     gst_caps_unref(caps);
     self->video_pad = true;
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &Impl::on_orientation_tag, self, nullptr);
@@ -584,6 +597,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   impl.pipeline.reset();
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
   impl.fit_applied = FrameSize{};
+  impl.video_linked = false;
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
   gst_object_ref_sink(impl.pipeline.get());
   bool nvdec = impl.options.decoder == Decoder::kNvdec && impl.stream.parsed.kind != UriKind::kTest;

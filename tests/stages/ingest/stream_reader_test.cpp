@@ -224,6 +224,24 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
   }
 }
 
+// A file with two video tracks (two views of one recording): the first is classified, every frame of
+// it, and nothing of the second (which used to be linked to nothing, and its orientation tag could turn
+// the first's frames).
+TEST_F(StreamReaderTest, OfAFileWithTwoVideoTracksTheFirstIsClassified) {
+  const std::string path = (dir_ / "two-views.mkv").string();
+  const std::string cmd = "gst-launch-1.0 -q matroskamux name=m ! filesink location=" + path +
+                          " videotestsrc num-buffers=30 pattern=ball ! video/x-raw,width=320,height=240,framerate=30/1 "
+                          "! x264enc speed-preset=ultrafast ! h264parse ! m. videotestsrc num-buffers=20 pattern=snow "
+                          "! video/x-raw,width=160,height=120,framerate=30/1 ! x264enc speed-preset=ultrafast ! "
+                          "h264parse ! m.";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const CollectingEmitter out = read_whole(path, ingest_, "views");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 30u);
+  for (const Message* f : frames) EXPECT_EQ(f->frame.width, 320u);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+}
+
 // A frame larger than a pool slot (a 4K camera with the default transport.frame_slot_bytes) is
 // scaled down to fit, its shape kept, instead of ending its stream; a smaller one passes as it is. A
 // file whose resolution changes midway (MPEG-TS: 320x240, then 160x120, then 320x240) is sized anew
