@@ -1,6 +1,8 @@
 #include "stages/ingest/container_end.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 
@@ -230,6 +232,37 @@ ContainerEnd check_container_end(const std::string& path) {
     }
   }
   return end;
+}
+
+std::string unreadable_recording(const std::string& path) {
+  FileBytes f(path);
+  char head[4];
+  if (!f.ok() || !f.read(0, head, 4) || std::string(head, 4) != "DHAV") return "";
+  return "it is a Dahua DAV recording ('DHAV' frames), which GStreamer cannot read: export it as MP4 or AVI from the "
+         "recorder or Dahua's player, or remux it without re-encoding: ffmpeg -i in.dav -c copy out.mp4";
+}
+
+std::string describe_unidentified_file(const std::string& path) {
+  FileBytes f(path);
+  char head[16];
+  const size_t n = f.ok() ? static_cast<size_t>(std::min<uint64_t>(sizeof head, f.size())) : 0;
+  if (n == 0 || !f.read(0, head, n)) return "";
+  if (n >= 4 && std::string(head, 4) == "IMKH") {
+    return "it is a Hikvision recording with its own header ('IMKH'), which GStreamer does not take: export it "
+           "as MP4 from the recorder or Hikvision's player, or remux it: ffmpeg -i in.mp4 -c copy out.mp4";
+  }
+  std::string shown;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(head[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      shown += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      shown += hex;
+    }
+  }
+  return "it does not look like a video: its first bytes are \"" + shown + "\"";
 }
 
 std::string describe_container_end(const ContainerEnd& end) {

@@ -28,4 +28,13 @@ ContainerEnd check_container_end(const std::string& path);
 // unknown.
 std::string describe_container_end(const ContainerEnd& end);
 
+// A recorder's own format that GStreamer has no demuxer for, told by its first bytes, and how to get
+// a video out of it: a Dahua DAV file ('DHAV' frames). Empty for anything else.
+std::string unreadable_recording(const std::string& path);
+
+// For a file GStreamer could not identify: what it starts with ("a Hikvision recording with its own
+// header ('IMKH')", or its first bytes as text: "its first bytes are \"%PDF-1.7\""); empty when it cannot
+// be read.
+std::string describe_unidentified_file(const std::string& path);
+
 }  // namespace vapipe

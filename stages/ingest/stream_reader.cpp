@@ -716,6 +716,9 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     if (const ContainerEnd end = check_container_end(path); end.missing_index) {
       return DataLoss("file " + shown + ": " + describe_container_end(end));
     }
+    if (const std::string recording = unreadable_recording(path); !recording.empty()) {
+      return InvalidArgument("file " + shown + ": " + recording);
+    }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
   impl->orientation = stream.turn.value_or(Orientation::kAsStored);  // a file's tag may still set it
@@ -1172,6 +1175,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                     "plug-in for it (gstreamer1.0-libav decodes most), or re-encode it";
         } else if (!s.other_pads.empty()) {
           *reason = before + "it has no video stream (only " + s.other_pads + ")";
+        } else if (!s.undecodable.empty()) {
+          // Identified, and not a video (a PDF, a text file a glob took): GStreamer says "missing a plug-in".
+          *reason = "it is not a video: GStreamer finds it to be " + s.undecodable + ", with no video in it";
+        } else if (s.stream.parsed.kind == UriKind::kFile && reason->find("(element typefind)") != std::string::npos) {
+          // "Could not determine type of stream": what it starts with (a recorder's own format, a PDF).
+          if (const std::string what = describe_unidentified_file(file_uri_path(s.stream.uri)); !what.empty()) {
+            *reason += ": " + what;
+          }
         }
       }
       if (!reason && s.stream.parsed.kind == UriKind::kFile && !s.video_pad.load() &&

@@ -165,5 +165,27 @@ TEST_F(ContainerEndTest, AnAviOrMpegTsCutShortIsSaid) {
   EXPECT_EQ(check(m2ts, 4 * 192 + 50).cut_short, "it ends 50 bytes into a 192-byte packet");
 }
 
+// A recorder's own format, by its first bytes: Dahua's DAV (no GStreamer demuxer) is said with how to
+// get an MP4 out of it; a Hikvision header, or anything else, is described for a typefind error.
+TEST_F(ContainerEndTest, ARecordersOwnFormatOrAFileThatIsNotAVideoIsDescribed) {
+  auto file = [&](const std::string& bytes) {
+    const std::string path = (dir_ / ("g" + std::to_string(files_++))).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  const std::string dav = file("DHAV\xfd\x00\x00\x00" + std::string(100, 'x'));
+  EXPECT_EQ(unreadable_recording(dav).rfind("it is a Dahua DAV recording ('DHAV' frames), which GStreamer cannot read: "
+                                            "export it as MP4", 0), 0u);
+  EXPECT_NE(unreadable_recording(dav).find("ffmpeg -i in.dav -c copy out.mp4"), std::string::npos);
+  EXPECT_EQ(unreadable_recording(file("not a dav file")), "");
+  EXPECT_EQ(describe_unidentified_file(file("IMKH\x01\x01" + std::string(60, '\0'))).rfind(
+                "it is a Hikvision recording with its own header ('IMKH')", 0),
+            0u);
+  EXPECT_EQ(describe_unidentified_file(file("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj")),
+            "it does not look like a video: its first bytes are \"%PDF-1.7\\x0A%\\xE2\\xE3\\xCF\\xD3\\x0A1\"");
+  EXPECT_EQ(describe_unidentified_file(file("ab")), "it does not look like a video: its first bytes are \"ab\"");
+  EXPECT_EQ(describe_unidentified_file((dir_ / "none").string()), "");
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -864,6 +864,40 @@ TEST_F(StreamReaderTest, CorruptFileEndsWithAnErrorEventAndNoFrames) {
   EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
 }
 
+// What CCTV archives hold besides videos GStreamer reads: a Dahua recorder's DAV file (no demuxer for
+// it) is refused at once, saying how to get an MP4 out of it; a PDF a glob took is said not to be a
+// video (GStreamer said "missing a plug-in"); bytes GStreamer cannot identify are shown (its
+// "Could not determine type of stream" said nothing of the file).
+TEST_F(StreamReaderTest, ARecordersOwnFormatOrAFileThatIsNotAVideoIsAnErrorSayingWhatItIs) {
+  const auto dav = dir_ / "ch01.dav";
+  std::ofstream(dav, std::ios::binary) << "DHAV" << std::string(4, '\0') << std::string(500, 'v');
+  auto refused = StreamReader::create(stream("dav", dav.string()), 0, ingest_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message().rfind("file " + dav.string() + ": it is a Dahua DAV recording", 0), 0u)
+      << refused.status().message();
+
+  const auto pdf = dir_ / "report.pdf";
+  std::ofstream(pdf, std::ios::binary) << "%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< >>\nendobj\n" << std::string(300, '0');
+  const CollectingEmitter pdf_out = read_whole(pdf.string(), ingest_, "pdf");
+  ASSERT_FALSE(pdf_out.messages.empty());
+  EXPECT_EQ(pdf_out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_EQ(pdf_out.messages.back().event.message,
+            "it is not a video: GStreamer finds it to be application/pdf, with no video in it");
+
+  const auto raw = dir_ / "counting.bin";
+  {
+    std::ofstream out(raw, std::ios::binary);
+    for (int i = 0; i < 64; ++i) out.put(static_cast<char>(i));
+  }
+  const CollectingEmitter raw_out = read_whole(raw.string(), ingest_, "raw");
+  ASSERT_FALSE(raw_out.messages.empty());
+  EXPECT_EQ(raw_out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_NE(raw_out.messages.back().event.message.find(
+                "(element typefind): it does not look like a video: its first bytes are \"\\x00\\x01\\x02"),
+            std::string::npos)
+      << raw_out.messages.back().event.message;
+}
+
 // A file cut from a longer recording after its key frame (one key frame, then P-frames only): its
 // frames reach the decoder, and no picture can come out. Before, the stream ended "end of stream"
 // with no result and nothing said; now with an error that says why.
