@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -217,6 +219,7 @@ struct StreamReader::Impl {
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
   bool fallback_logged = false;
+  bool camera_clock_checked = false;  // the camera's clock compared with this machine's (once)
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
@@ -1027,6 +1030,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
     m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
     m.env.camera_ns = b ? camera_clock_ns(b) : -1;
+    if (m.env.camera_ns >= 0 && !s.camera_clock_checked) {
+      s.camera_clock_checked = true;
+      if (auto note = camera_clock_offset_note(m.env.capture_ns - m.env.camera_ns)) {
+        VAPIPE_LOG_WARN("stream '{}': {}", s.stream.id, *note);
+      }
+    }
     bool from_device = false;
     if (s.options.watchdog) s.options.watchdog->working("copying a decoded frame");  // its slot wait is not
     Status copied = copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, s.options.max_frame_bytes,
@@ -1249,6 +1258,25 @@ void release_freed_heap_memory() {
 #ifdef __GLIBC__
   malloc_trim(0);  // every arena: the free pages inside their heaps go back to the system
 #endif
+}
+
+std::optional<std::string> camera_clock_offset_note(int64_t capture_minus_camera_ns) {
+  const double seconds = static_cast<double>(capture_minus_camera_ns) / 1e9;
+  const double off = std::abs(seconds);
+  if (off < 5) return std::nullopt;
+  char amount[64];
+  if (off < 120) {
+    std::snprintf(amount, sizeof amount, "%.0f s", off);
+  } else if (off < 2 * 3600) {
+    std::snprintf(amount, sizeof amount, "%.0f min", off / 60);
+  } else if (off < 2 * 86400) {
+    std::snprintf(amount, sizeof amount, "%.1f h", off / 3600);
+  } else {
+    std::snprintf(amount, sizeof amount, "%.0f days", off / 86400);
+  }
+  return std::string("the camera's clock is ") + amount + (seconds > 0 ? " behind" : " ahead of") +
+         " this machine's (from its RTCP sender reports): set an NTP server on the camera; until then its results' "
+         "camera_unix_ms are off by as much";
 }
 
 double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt) {

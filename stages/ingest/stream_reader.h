@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "pipeline/config.h"
@@ -117,6 +118,11 @@ void release_freed_heap_memory();
 // The wait before reconnection attempt `attempt` (from 1): reconnect_delay_s, doubled for each
 // attempt after the first, at most reconnect_max_delay_s.
 double reconnect_delay_s(const IngestConfig& ingest, uint32_t attempt);
+
+// What to tell the operator when a camera's clock (camera_unix_ms) is this far behind this machine's
+// at a frame's capture (capture minus camera, in ns; a few seconds of that are network and decoding):
+// nothing under 5 s, else by how much and what to do. Said once per stream.
+std::optional<std::string> camera_clock_offset_note(int64_t capture_minus_camera_ns);
 
 // gst_init, once per process; false (with the reason logged) if GStreamer cannot start.
 bool ensure_gstreamer();

@@ -1240,6 +1240,21 @@ TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
 namespace vapipe {
 namespace {
 
+// A camera whose clock is off (no NTP: minutes, or years after a power cut) is said once, with by how
+// much and what to do; a few seconds (network, jitter buffer, decoding) are not.
+TEST(CameraClockOffsetNote, SaysByHowMuchACamerasClockIsOffAndLeavesSecondsAlone) {
+  EXPECT_EQ(camera_clock_offset_note(0), std::nullopt);
+  EXPECT_EQ(camera_clock_offset_note(4'900'000'000), std::nullopt);
+  EXPECT_EQ(camera_clock_offset_note(-4'900'000'000), std::nullopt);
+  EXPECT_EQ(camera_clock_offset_note(183'000'000'000),
+            "the camera's clock is 3 min behind this machine's (from its RTCP sender reports): set an NTP server on the "
+            "camera; until then its results' camera_unix_ms are off by as much");
+  EXPECT_EQ(camera_clock_offset_note(-42'000'000'000)->rfind("the camera's clock is 42 s ahead of this machine's", 0), 0u);
+  EXPECT_EQ(camera_clock_offset_note(int64_t{9000} * 1'000'000'000)->rfind("the camera's clock is 2.5 h behind", 0), 0u);
+  EXPECT_EQ(camera_clock_offset_note(int64_t{400} * 86400 * 1'000'000'000)->rfind("the camera's clock is 400 days behind", 0),
+            0u);
+}
+
 TEST(ReconnectDelay, DoublesFromTheFirstDelayUpToTheLargest) {
   IngestConfig ingest;
   ingest.reconnect_delay_s = 1;
