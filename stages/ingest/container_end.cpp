@@ -126,53 +126,59 @@ std::optional<Vint> read_vint(FileBytes& f, uint64_t offset, bool keep_marker) {
   return v;
 }
 
+// An EBML element's header at `offset`: its id (length marker kept), its size, and where its data
+// starts. nullopt when there is none; `*cut` then says whether the file ends inside its size.
+struct ElementHeader {
+  uint64_t id = 0;
+  Vint size;
+  uint64_t data = 0;
+  // Its data goes on past the file's last byte.
+  bool runs_past(const FileBytes& f) const { return data > f.size() || size.value > f.size() - data; }
+  uint64_t bytes_there(const FileBytes& f) const { return f.size() - std::min(data, f.size()); }
+};
+
+std::optional<ElementHeader> read_element_header(FileBytes& f, uint64_t offset, bool* cut) {
+  *cut = false;
+  auto id = read_vint(f, offset, true);
+  if (!id) return std::nullopt;
+  auto size = read_vint(f, offset + id->length, false);
+  if (!size) {
+    *cut = true;
+    return std::nullopt;
+  }
+  return ElementHeader{id->value, *size, offset + id->length + size->length};
+}
+
 // Matroska and WebM: an EBML header, then the Segment with its size (or "unknown", then its children
 // are walked: a cluster that runs past the end is the cut).
 void check_matroska(FileBytes& f, ContainerEnd* end) {
   constexpr uint64_t kSegment = 0x18538067;
-  uint64_t offset = 0;
-  for (int element = 0; element < 2; ++element) {  // the EBML header, then the segment
-    auto id = read_vint(f, offset, true);
-    if (!id) return;
-    auto size = read_vint(f, offset + id->length, false);
-    if (!size) {
-      end->cut_short = "it ends inside the header of its first elements";
+  bool cut = false;
+  const auto header = read_element_header(f, 0, &cut);  // the EBML header
+  if (cut) end->cut_short = "it ends inside the header of its first elements";
+  if (!header || header->size.unknown) return;
+  const auto segment = read_element_header(f, header->data + header->size.value, &cut);
+  if (cut) end->cut_short = "it ends inside the header of its first elements";
+  if (!segment || segment->id != kSegment) return;
+  if (!segment->size.unknown) {
+    if (segment->runs_past(f)) {
+      end->cut_short = "it ends " + std::to_string(segment->bytes_there(f)) + " bytes into its Matroska segment of " +
+                       std::to_string(segment->size.value) + " bytes";
+    }
+    return;
+  }
+  // The segment's size is unknown: its children's sizes say whether the last one is whole.
+  uint64_t child = segment->data;
+  for (size_t n = 0; child < f.size() && n < kMaxElements; ++n) {
+    const auto element = read_element_header(f, child, &cut);
+    if (cut) end->cut_short = "it ends inside the header of an element of its Matroska segment";
+    if (!element || element->size.unknown) return;  // a cluster of unknown size: nothing to go by
+    if (element->runs_past(f)) {
+      end->cut_short = "it ends " + std::to_string(element->bytes_there(f)) + " bytes into an element of " +
+                       std::to_string(element->size.value) + " bytes (a cluster, most likely) of its Matroska segment";
       return;
     }
-    const uint64_t data = offset + id->length + size->length;
-    if (element == 1) {
-      if (id->value != kSegment) return;
-      if (!size->unknown) {
-        if (data > f.size() || size->value > f.size() - data) {
-          end->cut_short = "it ends " + std::to_string(f.size() - std::min(data, f.size())) +
-                           " bytes into its Matroska segment of " + std::to_string(size->value) + " bytes";
-        }
-        return;
-      }
-      // The segment's size is unknown: its children's sizes say whether the last one is whole.
-      uint64_t child = data;
-      for (size_t n = 0; child < f.size() && n < kMaxElements; ++n) {
-        auto cid = read_vint(f, child, true);
-        if (!cid) return;
-        auto csize = read_vint(f, child + cid->length, false);
-        if (!csize) {
-          end->cut_short = "it ends inside the header of an element of its Matroska segment";
-          return;
-        }
-        if (csize->unknown) return;  // a cluster of unknown size: nothing to go by
-        const uint64_t cdata = child + cid->length + csize->length;
-        if (cdata > f.size() || csize->value > f.size() - cdata) {
-          end->cut_short = "it ends " + std::to_string(f.size() - std::min(cdata, f.size())) +
-                           " bytes into an element of " + std::to_string(csize->value) +
-                           " bytes (a cluster, most likely) of its Matroska segment";
-          return;
-        }
-        child = cdata + csize->value;
-      }
-      return;
-    }
-    if (size->unknown) return;
-    offset = data + size->value;
+    child = element->data + element->size.value;
   }
 }
 

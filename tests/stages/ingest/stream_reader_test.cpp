@@ -75,8 +75,12 @@ class StreamReaderTest : public ::testing::Test {
 
   // What a reader of `path` emits, run to its end: the stream's own id `id`.
   CollectingEmitter read_whole(const std::string& path, const IngestConfig& ingest, const std::string& id) {
+    return read_stream(stream(id, path), ingest);
+  }
+  // The same for a stream configured by the test (a roi, a turn), with reader options.
+  CollectingEmitter read_stream(const StreamConfig& s, const IngestConfig& ingest, const ReaderOptions& options = {}) {
     CollectingEmitter out;
-    auto reader = StreamReader::create(stream(id, path), 0, ingest);
+    auto reader = StreamReader::create(s, 0, ingest, options);
     EXPECT_TRUE(reader.ok()) << reader.status().message();
     if (reader.ok()) {
       EXPECT_TRUE((*reader)->run(out, flags_).ok());
@@ -547,10 +551,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
     const ReaderOptions options = reader_options(nvdec_shape);
     StreamConfig s = stream("portrait", turned);
     s.roi = {0, 0.5, 1, 0.5};  // the lower half of the picture as shown
-    auto reader = StreamReader::create(s, 0, ingest_, options);
-    ASSERT_TRUE(reader.ok()) << reader.status().message();
-    CollectingEmitter out;
-    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    const CollectingEmitter out = read_stream(s, ingest_, options);
     auto frames = of_kind(out, MessageKind::kFrame);
     ASSERT_EQ(frames.size(), 5u) << "nvdec shape " << nvdec_shape;
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -567,10 +568,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   StreamConfig set = stream("portrait", turned);
   set.turn = Orientation::kRotate270;
   set.roi = {0, 0.5, 1, 0.5};
-  auto set_reader = StreamReader::create(set, 0, ingest_);
-  ASSERT_TRUE(set_reader.ok());
-  CollectingEmitter set_out;
-  ASSERT_TRUE((*set_reader)->run(set_out, flags_).ok());
+  const CollectingEmitter set_out = read_stream(set, ingest_);
   for (const Message* f : of_kind(set_out, MessageKind::kFrame)) {
     EXPECT_EQ(f->frame.orientation, Orientation::kRotate270);
     EXPECT_EQ(f->frame.crop, (std::array<uint32_t, 4>{0, 160, 240, 160}));
@@ -578,12 +576,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   StreamConfig camera = stream("corridor", "test://ball?frames=3&width=160&height=120");
   camera.turn = Orientation::kRotate90;
   camera.roi = {0.5, 0, 0.5, 1};
-  const CollectingEmitter camera_out = [&] {
-    CollectingEmitter out;
-    auto r = StreamReader::create(camera, 0, ingest_);
-    EXPECT_TRUE(r.ok() && (*r)->run(out, flags_).ok());
-    return out;
-  }();
+  const CollectingEmitter camera_out = read_stream(camera, ingest_);
   ASSERT_EQ(of_kind(camera_out, MessageKind::kFrame).size(), 3u);
   for (const Message* f : of_kind(camera_out, MessageKind::kFrame)) {
     EXPECT_EQ(f->frame.orientation, Orientation::kRotate90);
@@ -830,10 +823,7 @@ TEST_F(StreamReaderTest, AFileInWhichNoStreamIsFoundEndsEvenWhenGStreamerSaysNot
   for (int run = 0; run < 3; ++run) {  // decodebin drops the error in some runs and not in others
     ReaderOptions options;
     options.file_open_timeout = std::chrono::milliseconds(1500);
-    auto reader = StreamReader::create(stream("garbled", path), 0, ingest_, options);
-    ASSERT_TRUE(reader.ok()) << reader.status().message();
-    CollectingEmitter out;
-    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    const CollectingEmitter out = read_stream(stream("garbled", path), ingest_, options);
     ASSERT_FALSE(out.messages.empty());
     EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
     const std::string& message = out.messages.back().event.message;
