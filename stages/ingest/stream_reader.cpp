@@ -84,6 +84,7 @@ struct QueuedFrame {
   SamplePtr sample;  // null: end-of-stream marker
   uint64_t seq = 0;
   int64_t capture_ns = 0;
+  int64_t pts_ns = -1;  // the buffer's, or for an untimed live source its arrival (frame_pts_ns)
 };
 
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
@@ -262,9 +263,8 @@ struct StreamReader::Impl {
   static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
 
   // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns).
-  bool keep_by_max_fps(GstBuffer* buffer) {
-    if (sample_period_ns <= 0 || !buffer || !GST_BUFFER_PTS_IS_VALID(buffer)) return true;
-    const int64_t pts = static_cast<int64_t>(GST_BUFFER_PTS(buffer));
+  bool keep_by_max_fps(int64_t pts) {
+    if (sample_period_ns <= 0 || pts < 0) return true;
     const int64_t slot = pts / sample_period_ns;
     // Timestamps that went back (a reconnection's new pipeline, a seek to the start) start over.
     if (slot <= last_kept_slot.load() && pts >= last_kept_pts.load()) {
@@ -288,6 +288,17 @@ struct StreamReader::Impl {
     return e;
   }
 
+  // A frame's timestamp. An MJPEG camera over HTTP sends none (multipart/x-mixed-replace has no
+  // clock): its frames are stamped with the pipeline's running time when they reach the appsink, as a
+  // live source stamps its own, so that results have a pts_ms and max_fps can pick frames. A file
+  // without timestamps (a raw .mjpeg) keeps none: its arrival time would mean nothing.
+  int64_t frame_pts_ns(GstElement* sink, GstBuffer* buffer) const {
+    if (buffer && GST_BUFFER_PTS_IS_VALID(buffer)) return static_cast<int64_t>(GST_BUFFER_PTS(buffer));
+    if (stream.parsed.kind != UriKind::kNetwork) return -1;
+    const GstClockTime now = gst_element_get_current_running_time(sink);
+    return GST_CLOCK_TIME_IS_VALID(now) ? static_cast<int64_t>(now) : -1;
+  }
+
   // appsink streaming thread: number the frame, then queue it (blocks in archive mode).
   static GstFlowReturn on_new_sample(GstAppSink* sink, gpointer user) {
     auto* self = static_cast<Impl*>(user);
@@ -308,8 +319,9 @@ struct StreamReader::Impl {
       }
       self->drop_through_pts = -1;  // the first frame after them: numbered skip_frames
     }
-    if (!self->keep_by_max_fps(gst_sample_get_buffer(sample.get()))) return GST_FLOW_OK;
-    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns()};
+    const int64_t pts = self->frame_pts_ns(GST_ELEMENT(sink), gst_sample_get_buffer(sample.get()));
+    if (!self->keep_by_max_fps(pts)) return GST_FLOW_OK;
+    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
     // appsink has one streaming thread, the only writer.
@@ -365,7 +377,16 @@ struct StreamReader::Impl {
   // the first key frame; with ingest.keyframes_only, key frames only). libav's decoders also keep the
   // pictures they could not decode whole (a lost packet) instead of sending them (`output-corrupt`,
   // on by default there).
+  //
+  // An MJPEG camera over HTTP (multipart/x-mixed-replace): multipartdemux says it has no more pads only
+  // when told its stream is single, and decodebin shows none of its pads until then or until its
+  // queue overflows (2 MB: a 320x240 camera at 10 frames/s gave no frame in 10 s).
   static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
+    if (GstElementFactory* factory = gst_element_get_factory(element);
+        factory && std::string(GST_OBJECT_NAME(factory)) == "multipartdemux") {
+      g_object_set(element, "single-stream", TRUE, nullptr);
+      return;
+    }
     if (!GST_IS_VIDEO_DECODER(element)) return;
     auto* self = static_cast<Impl*>(user);
     if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "output-corrupt")) {
@@ -1028,7 +1049,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     m.env.seq = f.seq;
     m.env.capture_ns = f.capture_ns;
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
-    m.env.pts_ns = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
+    m.env.pts_ns = f.pts_ns;
     m.env.camera_ns = b ? camera_clock_ns(b) : -1;
     if (m.env.camera_ns >= 0 && !s.camera_clock_checked) {
       s.camera_clock_checked = true;

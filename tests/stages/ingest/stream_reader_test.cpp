@@ -1377,6 +1377,101 @@ TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
   EXPECT_EQ(out.messages.back().event.frames, frames.size());
 }
 
+// An MJPEG camera over HTTP (multipart/x-mixed-replace: what cheap cameras and NVRs serve at
+// /video.mjpg): JPEG frames of a ball every 25 ms, `per_connection` of them, then the connection
+// closes (a camera rebooting). Counts the frames it sent.
+class MjpegCamera {
+ public:
+  MjpegCamera(const std::filesystem::path& dir, size_t per_connection) {
+    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=10 ! "
+                            "video/x-raw,width=160,height=120 ! jpegenc ! multifilesink location=" +
+                            (dir / "mjpeg-%02d.jpg").string();
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (int i = 0; i < 10; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "mjpeg-%02d.jpg", i);
+      std::ifstream in(dir / name, std::ios::binary);
+      jpegs_.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      EXPECT_FALSE(jpegs_.back().empty()) << name;
+    }
+    http_.set_keep_alive_timeout(0);
+    http_.Get("/video.mjpg", [this, per_connection](const httplib::Request&, httplib::Response& res) {
+      res.set_content_provider("multipart/x-mixed-replace; boundary=frame",
+                               [this, per_connection, n = size_t{0}](size_t, httplib::DataSink& sink) mutable {
+                                 if (n == per_connection || stopping_) {
+                                   sink.done();
+                                   return true;
+                                 }
+                                 const std::string& jpeg = jpegs_[n++ % jpegs_.size()];
+                                 const std::string part = "--frame\r\nContent-Type: image/jpeg\r\nContent-Length: " +
+                                                          std::to_string(jpeg.size()) + "\r\n\r\n" + jpeg + "\r\n";
+                                 if (!sink.write(part.data(), part.size())) return false;
+                                 ++sent_;
+                                 std::this_thread::sleep_for(std::chrono::milliseconds(25));
+                                 return true;
+                               });
+    });
+    port_ = http_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { http_.listen_after_bind(); });
+  }
+  ~MjpegCamera() {
+    stopping_ = true;
+    http_.stop();
+    thread_.join();
+  }
+  std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_) + "/video.mjpg"; }
+  size_t sent() const { return sent_.load(); }
+
+ private:
+  std::vector<std::string> jpegs_;
+  httplib::Server http_;
+  int port_ = 0;
+  std::atomic<size_t> sent_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// decodebin showed no frame of such a camera until 2 MB had queued (20 s of this one: none came in a
+// 10 s job), and its frames carry no timestamp. Now they come at once, stamped with their arrival
+// (running time, as a live source stamps its own), and a camera that closes is reconnected.
+TEST_F(ReconnectTest, AnMjpegCameraOverHttpIsReadAtOnceWithItsFramesStampedAsTheyArrive) {
+  MjpegCamera camera(dir_, 30);
+  auto reader = StreamReader::create(stream("mjpeg", camera.uri()), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 45);
+  EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 45u);
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamReconnecting)[0]->event.frames, 30u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i]->env.seq, i);
+    EXPECT_GE(frames[i]->env.pts_ns, 0) << "frame " << i;
+    EXPECT_EQ(frames[i]->frame.width, 160u);
+    if (i > 0 && i != 30) {
+      EXPECT_GT(frames[i]->env.pts_ns, frames[i - 1]->env.pts_ns) << "frame " << i;
+    }
+  }
+  // 29 intervals of 25 ms (at least) between the first connection's first and last frames.
+  EXPECT_GE(frames[29]->env.pts_ns - frames[0]->env.pts_ns, int64_t{29} * 25'000'000 * 8 / 10);
+}
+
+// With those timestamps, max_fps picks its frames from such a camera too (every frame was kept).
+TEST_F(ReconnectTest, AnMjpegCameraOverHttpIsSampledByMaxFps) {
+  MjpegCamera camera(dir_, 1000);
+  ingest_.max_fps = 10;  // one frame per 100 ms of the camera's 40 a second
+  auto reader = StreamReader::create(stream("mjpeg", camera.uri()), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 8);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 8u);
+  for (size_t i = 1; i < frames.size(); ++i) {
+    EXPECT_GT(frames[i]->env.pts_ns / 100'000'000, frames[i - 1]->env.pts_ns / 100'000'000) << "frame " << i;
+  }
+  EXPECT_GE(camera.sent(), 2 * frames.size()) << "max_fps kept every frame it was sent";
+}
+
 TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
   const int port = closed_port();
   ingest_.reconnect_attempts = 3;
