@@ -31,6 +31,7 @@
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
 #include "stages/ingest/container_end.h"
+#include "stages/ingest/network_reachability.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
@@ -109,16 +110,28 @@ std::optional<std::string> pop_bus_error(GstBus* bus) {
   gst_message_parse_error(m, &err, &debug);
   std::string text = err ? err->message : "unknown GStreamer error";
   if (GST_MESSAGE_SRC(m)) text += std::string(" (element ") + GST_OBJECT_NAME(GST_MESSAGE_SRC(m)) + ")";
-  // rtspsrc's errors say what failed in its terms; what it means for a camera, for the operator.
-  if (err && GST_MESSAGE_SRC(m) && std::string(G_OBJECT_TYPE_NAME(GST_MESSAGE_SRC(m))) == "GstRTSPSrc" &&
-      err->domain == GST_RESOURCE_ERROR) {
+  // rtspsrc's and souphttpsrc's errors say what failed in their terms; what it means for a camera, for
+  // the operator.
+  const std::string source_type = GST_MESSAGE_SRC(m) ? G_OBJECT_TYPE_NAME(GST_MESSAGE_SRC(m)) : "";
+  if (err && (source_type == "GstRTSPSrc" || source_type == "GstSoupHTTPSrc") && err->domain == GST_RESOURCE_ERROR) {
     if (err->code == GST_RESOURCE_ERROR_NOT_AUTHORIZED) {
       text += ": the camera refused the user name and password in the stream's uri";
     } else if (err->code == GST_RESOURCE_ERROR_NOT_FOUND) {
       text += ": the server answered but has no stream at this path (check the path in the uri)";
-    } else if (err->code == GST_RESOURCE_ERROR_OPEN_READ_WRITE) {
+    } else if (err->code == GST_RESOURCE_ERROR_OPEN_READ_WRITE && source_type == "GstRTSPSrc") {
       text += ": no RTSP server answered at this address and port (wrong address or port, camera off or "
               "unreachable, or a firewall)";
+    }
+  }
+  // souphttpsrc (1.22) says only "Internal data stream error" when it cannot connect: a TCP connection
+  // of our own says why (refused, no answer, a name that does not resolve).
+  if (err && err->domain == GST_STREAM_ERROR && err->code == GST_STREAM_ERROR_FAILED &&
+      source_type == "GstSoupHTTPSrc") {
+    gchar* location = nullptr;
+    g_object_get(GST_MESSAGE_SRC(m), "location", &location, nullptr);
+    if (location) {
+      if (std::string why = tcp_connect_failure(location, std::chrono::seconds(2)); !why.empty()) text += ": " + why;
+      g_free(location);
     }
   }
   // A process out of descriptors fails to open anything, and GStreamer says only "Could not open".

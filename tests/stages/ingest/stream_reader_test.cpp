@@ -1144,6 +1144,45 @@ TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWro
   EXPECT_NE(std::find(out.kinds.begin(), out.kinds.end(), MessageKind::kFrame), out.kinds.end());
 }
 
+// The same for a camera over HTTP (souphttpsrc): refused credentials, a wrong path, and a port where
+// nothing listens, for which GStreamer says only "Internal data stream error".
+TEST_F(StreamReaderTest, AnHttpCameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWrong) {
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);
+  http.Get("/video.mjpg", [](const httplib::Request& req, httplib::Response& res) {
+    // "viewer:secret" in Basic authentication
+    if (req.get_header_value("Authorization") != "Basic dmlld2VyOnNlY3JldA==") {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Basic realm=\"camera\"");
+    }
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  const int closed = testing::free_loopback_tcp_port();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"http://viewer:badpass@" + at + "/video.mjpg",
+       "Unauthorized (element source): the camera refused the user name and password in the stream's uri"},
+      {"http://viewer:secret@" + at + "/nosuch.mjpg",
+       "(element source): the server answered but has no stream at this path (check the path in the uri)"},
+      {"http://127.0.0.1:" + std::to_string(closed) + "/video.mjpg",
+       "Internal data stream error. (element source): cannot connect to 127.0.0.1:" + std::to_string(closed) +
+           ": connection refused (the host is up but nothing listens at that port: a wrong port, or its server is off)"},
+  };
+  for (const auto& [uri, expected] : cases) {
+    auto reader = StreamReader::create(stream("cam", uri), 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    ASSERT_FALSE(out.messages.empty()) << uri;
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError) << uri;
+    EXPECT_NE(out.messages.back().event.message.find(expected), std::string::npos) << out.messages.back().event.message;
+    EXPECT_EQ(out.messages.back().event.message.find("badpass"), std::string::npos) << "the password stays out";
+  }
+  http.stop();
+  serve.join();
+}
+
 // A camera stream that another client already watches (a shared RTSP media, as cameras and NVRs serve
 // them) is joined between two key frames (or two recovery points): the frames before the next key
 // frame cannot be decoded whole. They are not sent: every frame a late reader emits is the still smpte picture, as the last one
@@ -1485,6 +1524,12 @@ TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(reconnecting[i]->event.attempt, i + 1);
   EXPECT_NE(out.messages.back().event.message.find("gave up after 3 reconnection attempts: "), std::string::npos)
       << out.messages.back().event.message;
+  // GStreamer's "Internal data stream error" says nothing of why: ingest's own connection does.
+  for (const Message* m : of_kind(out, MessageKind::kStreamReconnecting)) {
+    EXPECT_NE(m->event.message.find(": cannot connect to 127.0.0.1:" + std::to_string(port) + ": connection refused ("),
+              std::string::npos)
+        << m->event.message;
+  }
 }
 
 // A live camera read key frames only sends a frame to classify every key frame interval (0.5 s here),
