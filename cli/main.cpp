@@ -43,7 +43,9 @@ usage:
   vapipe --version
 
 Exit status of run: 0 done, 1 bad arguments or config, 2 a stage failed, 3 some stream failed,
-130 interrupted (a second SIGINT/SIGTERM killed the stages).
+4 an archive job's stages were stopped before its end; an archive job stopped by SIGINT/SIGTERM
+before its end ends by that signal (130/143 in a shell; --resume goes on), 130 also when a second
+signal killed the stages.
 )";
 
 std::string self_exe(const char* argv0) {

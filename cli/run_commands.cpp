@@ -75,7 +75,9 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   if (choice.path.empty()) VAPIPE_LOG_INFO("no config given: running the demo (configs/demo.yaml)");
   ShutdownFlags& flags = install_shutdown_handlers();
   install_reload_handler();  // SIGHUP: a live job re-reads its streams
-  return run_supervisor(*config, options, flags);
+  const int code = run_supervisor(*config, options, flags);
+  if (code == kExitStreamsUnfinished) die_by_stop_signal(flags);
+  return code;
 }
 
 int stage_command(const std::vector<std::string>& args) {

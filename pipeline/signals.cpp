@@ -1,6 +1,7 @@
 #include "pipeline/signals.h"
 
 #include <csignal>
+#include <ctime>
 
 namespace vapipe {
 
@@ -10,9 +11,21 @@ ShutdownFlags& shutdown_flags() {
 }
 
 namespace {
-void on_signal(int) {
+int64_t monotonic_ns() {  // clock_gettime is async-signal-safe
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+void on_signal(int signo) {
   ShutdownFlags& f = shutdown_flags();
-  if (f.stop.exchange(true)) f.abort.store(true);
+  const int64_t now = monotonic_ns();
+  if (!f.stop.exchange(true)) {
+    f.first_signal_ns.store(now);
+    f.signal.store(signo);
+    return;
+  }
+  if (now - f.first_signal_ns.load() < kDuplicateSignalWindowNs) return;  // the same request, sent twice
+  f.abort.store(true);
 }
 void on_reload_signal(int) { shutdown_flags().reload.store(true); }
 }  // namespace

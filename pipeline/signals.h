@@ -1,14 +1,22 @@
 // SIGINT/SIGTERM handling for stage processes and the supervisor: the first signal asks for a clean
-// stop (drain what is in flight), the second for an immediate one.
+// stop (drain what is in flight), the second for an immediate one. A signal that comes again within
+// kDuplicateSignalWindow of the first is the same request sent twice, not a second one: `timeout`
+// sends its signal to the command and then to its whole process group, and systemd's control-group
+// stop reaches ingest as `vapipe run` forwards it (either made a job's clean stop a kill).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 namespace vapipe {
+
+inline constexpr int64_t kDuplicateSignalWindowNs = 250'000'000;  // a person's second Ctrl-C takes longer
 
 struct ShutdownFlags {
   std::atomic<bool> stop{false};   // first signal: stop taking new input, drain, exit
   std::atomic<bool> abort{false};  // second signal: stop now
+  std::atomic<int> signal{0};      // the first one's number (SIGINT or SIGTERM), 0 before
+  std::atomic<int64_t> first_signal_ns{0};  // CLOCK_MONOTONIC when it came
   std::atomic<bool> reload{false}; // SIGHUP (supervisor only, install_reload_handler): re-read the streams
 };
 

@@ -496,7 +496,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         c.status = status;
         const bool clean = WIFEXITED(status) &&
                            (WEXITSTATUS(status) == 0 ||
-                            (c.kind == StageKind::kPublish && WEXITSTATUS(status) == kExitStreamsFailed));
+                            (c.kind == StageKind::kPublish && (WEXITSTATUS(status) == kExitStreamsFailed ||
+                                                               WEXITSTATUS(status) == kExitStreamsUnfinished)));
         if (clean) {
           VAPIPE_LOG_INFO("stage {} (pid {}) finished", child_name(c, lanes), pid);
         } else if (c.killed_for_restart) {
@@ -589,6 +590,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : std::string()};
   }
   const Child& publish = child_of(StageKind::kPublish);
+  if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsUnfinished) {
+    VAPIPE_LOG_WARN("job '{}' stopped before its end: its results are whole up to there (see the summary)",
+                    config.job.name);
+    return RunOutcome{kExitStreamsUnfinished};
+  }
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsFailed) {
     VAPIPE_LOG_ERROR("job '{}' finished, but some streams failed (see the events and the summary)", config.job.name);
     return RunOutcome{kExitStreamsFailed};
@@ -684,6 +690,22 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     }
     resume = true;  // an archive job goes on from its JSON-lines file: no frame twice
   }
+}
+
+void die_by_stop_signal(const ShutdownFlags& flags) {
+  const int signo = flags.signal.load();
+  if (signo == 0) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  struct sigaction sa {};
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(signo, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  raise(signo);
 }
 
 }  // namespace vapipe

@@ -18,6 +18,15 @@ inline constexpr int kExitUsage = 1;         // bad arguments or config
 inline constexpr int kExitStageFailed = 2;   // a stage process died or failed to start
 inline constexpr int kExitStreamsFailed = 3; // the job finished, but some stream failed
 inline constexpr int kExitInterrupted = 130; // a second SIGINT/SIGTERM killed the stages
+// An archive job stopped before some stream's end (publish's kExitArchiveUnfinished). `vapipe run`
+// stopped by a signal then ends by that signal (die_by_stop_signal), as a shell and a batch system
+// expect of an interrupted command; 4 is what it exits with when its stages were stopped otherwise.
+inline constexpr int kExitStreamsUnfinished = 4;
+
+// Ends the process by the signal that stopped it (`flags.signal`), its handler reset: a shell then
+// sees it interrupted (130 for SIGINT, 143 for SIGTERM) and stops a loop of jobs, and a Kubernetes
+// Job's pod that was evicted is not taken for one that finished. Returns if no signal stopped it.
+void die_by_stop_signal(const ShutdownFlags& flags);
 
 struct SupervisorOptions {
   std::string self_exe;                 // the vapipe binary (stages run as `vapipe stage NAME ...`)

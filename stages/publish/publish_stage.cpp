@@ -560,6 +560,20 @@ Status PublishStage::close(Emitter& /*out*/) {
   return s;
 }
 
+size_t PublishStage::unfinished_streams() const {
+  if (!config_ || config_->job.mode != JobMode::kArchive) return 0;
+  size_t n = 0;
+  for (const StreamState& st : streams_) {
+    n += st.status != "done" && st.status != "failed" && st.status != "removed";
+  }
+  return n;
+}
+
+int PublishStage::exit_code() const {
+  if (unfinished_streams() > 0) return kExitArchiveUnfinished;  // not finished, whatever else failed
+  return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0;
+}
+
 void PublishStage::write_summary() {
   const int64_t end_ns = wall_clock_ns();
   const double wall_s = static_cast<double>(end_ns - job_start_ns_) / 1e9;
@@ -630,6 +644,7 @@ void PublishStage::write_summary() {
               {"streams", streams},
               {"frames", total_frames},
               {"failed_streams", failed_streams_},
+              {"unfinished_streams", unfinished_streams()},
               {"wall_s", wall_s},
               {"fps", wall_s > 0 ? run_frames / wall_s : 0.0},
               {"steady_s", steady_s},
@@ -650,7 +665,16 @@ void PublishStage::write_summary() {
                 config_->job.name.c_str(), static_cast<unsigned long long>(total_frames), earlier.c_str(),
                 streams.size(), wall_s, wall_s > 0 ? run_frames / wall_s : 0.0, failed_streams_, cost,
                 config_->job.price_per_gpu_hour, gpu_count, gpu_count == 1 ? "" : "s; CPU runs count as 1");
-  std::fputs(("\nJob summary\n" + table + line).c_str(), stdout);
+  std::string unfinished;
+  if (const size_t n = unfinished_streams(); n > 0) {
+    unfinished = "job '" + config_->job.name + "' stopped before its end: " + std::to_string(n) + " of " +
+                 std::to_string(streams_.size()) + " streams did not reach theirs" +
+                 (config_->publish.jsonl_path.empty()
+                      ? std::string(" (no publish.jsonl_path: a new run starts them over)\n")
+                      : "; `vapipe run " + (config_->source.rfind('<', 0) == 0 ? "" : config_->source + " ") +
+                            "--resume` goes on from where they were\n");
+  }
+  std::fputs(("\nJob summary\n" + table + line + unfinished).c_str(), stdout);
   std::fflush(stdout);
   if (!config_->job.summary_path.empty()) {
     std::error_code ec;

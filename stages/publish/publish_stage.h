@@ -23,6 +23,9 @@ using BusFactory = std::function<Result<std::unique_ptr<BusPublisher>>(const Sta
 // Exit status of the publish process (and of `vapipe run`) when the job finished but some stream
 // failed.
 inline constexpr int kExitSomeStreamsFailed = 3;
+// ... when an archive job ended before some of its streams did (stopped by a signal): its results are
+// whole up to there, and `vapipe run --resume` goes on (supervisor.h: kExitStreamsUnfinished).
+inline constexpr int kExitArchiveUnfinished = 4;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
 // same as `kill -HUP`); an error when there is none.
@@ -48,7 +51,10 @@ class PublishStage final : public Stage {
   const MetricsServer* metrics_server() const { return metrics_server_.get(); }
   // The job as metrics now.
   JobMetrics metrics() const;
-  int exit_code() const { return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0; }
+  int exit_code() const;
+  // Archive jobs: streams that did not reach their end (stopped, or never started); 0 for a live job,
+  // whose streams end when it is stopped.
+  size_t unfinished_streams() const;
   const nlohmann::json& summary() const { return summary_; }
 
  private:

@@ -220,6 +220,34 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   std::filesystem::remove(config_.publish.jsonl_path);
 }
 
+// An archive job stopped by a signal: a stream that ended "stopped" did not reach its end, so the job
+// did not finish (exit 4, by which `vapipe run` then ends by the signal), even with another stream
+// failed; its summary counts it. A live job's streams end so whenever it is stopped: it finished.
+TEST_F(PublishStageTest, AnArchiveJobWhoseStreamWasStoppedIsUnfinishedAndALiveOneIsNot) {
+  for (const JobMode mode : {JobMode::kArchive, JobMode::kLive}) {
+    SetUp();
+    config_.job.mode = mode;
+    const char* what = mode == JobMode::kArchive ? "archive" : "live";
+    open();
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                      {"test://ball", "", 0, 0}), out_).ok());
+    ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamEnd, testing::envelope(0, 0),
+                                                      StreamEvent{"test://ball", kStoppedReason, 1, 0}), out_).ok());
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
+                                                      {"file:///bad.mp4", "file /bad.mp4 does not exist", 0, 0}), out_).ok());
+    ASSERT_TRUE(stage_->close(out_).ok());
+    EXPECT_EQ(stage_->summary()["streams"][0]["status"], "stopped") << what;
+    if (mode == JobMode::kArchive) {
+      EXPECT_EQ(stage_->exit_code(), kExitArchiveUnfinished);
+      EXPECT_EQ(stage_->summary()["unfinished_streams"], 1);
+    } else {
+      EXPECT_EQ(stage_->exit_code(), kExitSomeStreamsFailed);
+      EXPECT_EQ(stage_->summary()["unfinished_streams"], 0);
+    }
+  }
+}
+
 // A live camera that dropped and came back: events/<id> carries reconnecting (with the reason and the
 // attempt) and resumed; its results go on; the summary counts the reconnection.
 TEST_F(PublishStageTest, ReconnectingAndResumedEventsArePublishedAndCounted) {
