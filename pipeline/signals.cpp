@@ -24,7 +24,7 @@ void on_signal(int signo) {
     f.signal.store(signo);
     return;
   }
-  if (now - f.first_signal_ns.load() < kDuplicateSignalWindowNs) return;  // the same request, sent twice
+  if (signo == f.signal.load() && now - f.first_signal_ns.load() < kDuplicateSignalWindowNs) return;  // sent twice
   f.abort.store(true);
 }
 void on_reload_signal(int) { shutdown_flags().reload.store(true); }

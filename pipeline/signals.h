@@ -1,8 +1,9 @@
 // SIGINT/SIGTERM handling for stage processes and the supervisor: the first signal asks for a clean
-// stop (drain what is in flight), the second for an immediate one. A signal that comes again within
-// kDuplicateSignalWindow of the first is the same request sent twice, not a second one: `timeout`
-// sends its signal to the command and then to its whole process group, and systemd's control-group
-// stop reaches ingest as `vapipe run` forwards it (either made a job's clean stop a kill).
+// stop (drain what is in flight), the second for an immediate one. The first signal again within
+// kDuplicateSignalWindowNs is the same request sent twice, not a second one: `timeout` sends its
+// signal to the command and then to its whole process group, and systemd's control-group stop reaches
+// ingest as `vapipe run` forwards it (either made a job's clean stop a kill). The other signal at once
+// is a second request (the supervisor's SIGINT then SIGTERM: "stop now").
 #pragma once
 
 #include <atomic>
