@@ -17,6 +17,7 @@
 
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
 #include "pipeline/stream_glob.h"
+#include "pipeline/stream_uri.h"
 #include "pipeline/utf8.h"
 
 namespace vapipe {
@@ -410,6 +411,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       }
       r.optional_boolean("mirror", &mirror);
       if (rotate || mirror) s.turn = orientation_from_rotation(rotate.value_or(0), mirror.value_or(false));
+      std::optional<bool> tls_verify;
+      r.str("tls_ca_file", &s.tls.ca_file);
+      r.optional_boolean("tls_verify", &tls_verify);
+      s.tls.verify = tls_verify.value_or(true);
       r.finish();
       if (s.is_member()) {
         // Decoded once, by the source: what decides the decoding is the source's to set.
@@ -422,6 +427,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : s.rtsp_latency_ms.has_value()      ? "rtsp_latency_ms"
                           : rotate.has_value()                 ? "rotate"
                           : mirror.has_value()                 ? "mirror"
+                          : !s.tls.ca_file.empty()             ? "tls_ca_file"
+                          : tls_verify.has_value()             ? "tls_verify"
                                                                : nullptr;
         if (own) {
           ctx.fail(streams[i][own], path + "." + own,
@@ -434,6 +441,28 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         members.emplace_back(c.streams.size(), i);
         c.streams.push_back(std::move(s));  // its uri is its source's, below
         continue;
+      }
+      // A camera's TLS certificate: for the streams that speak TLS, a readable PEM certificate file.
+      const char* tls_key = !s.tls.ca_file.empty() ? "tls_ca_file" : tls_verify.has_value() ? "tls_verify" : nullptr;
+      if (tls_key && !glob.empty()) {
+        ctx.fail(streams[i][tls_key], path + "." + tls_key, "only for rtsps:// and https:// streams, not a glob's files");
+      }
+      if (!s.tls.ca_file.empty()) {
+        s.tls.ca_file = resolve_path(base_dir, s.tls.ca_file);
+        std::ifstream pem(s.tls.ca_file);
+        const std::string text((std::istreambuf_iterator<char>(pem)), std::istreambuf_iterator<char>());
+        if (!pem.good() && text.empty()) {
+          ctx.fail(streams[i]["tls_ca_file"], path + ".tls_ca_file", "cannot read " + s.tls.ca_file);
+        }
+        if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+          ctx.fail(streams[i]["tls_ca_file"], path + ".tls_ca_file",
+                   s.tls.ca_file + " holds no PEM certificate ('-----BEGIN CERTIFICATE-----'): give the camera's "
+                   "certificate, or its authority's, as PEM (openssl x509 -inform der -in cam.cer -out cam.pem)");
+        }
+        if (!tls_verify.value_or(true)) {
+          ctx.fail(streams[i]["tls_verify"], path + ".tls_verify",
+                   "tls_verify: false checks nothing, so tls_ca_file would not be used: give one or the other");
+        }
       }
       if (!glob.empty()) {
         // Every file the pattern matches is a stream; ids come from the files' paths.
@@ -518,6 +547,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       if (!parsed.ok()) ctx.fail(streams[i]["uri"], path + ".uri", parsed.status().message());
       s.parsed = parsed.value();
       s.uri = s.parsed.uri;
+      if (tls_key && !uri_uses_tls(s.uri)) {
+        ctx.fail(streams[i][tls_key], path + "." + tls_key,
+                 "only for rtsps:// and https:// streams (this one's uri does not use TLS)");
+      }
       c.streams.push_back(std::move(s));
     }
     // Each member's source: a stream of this config that reads its own uri.
@@ -540,6 +573,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       m.keyframes_only = source->keyframes_only;
       m.rtsp_latency_ms = source->rtsp_latency_ms;
       m.turn = source->turn;
+      m.tls = source->tls;
     }
   }
   // Default mode: archive when every stream ends by itself (files, finite test sources).

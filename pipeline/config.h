@@ -26,6 +26,14 @@ enum class TransportMode { kShm, kTcp };
 // an orientation.
 Orientation orientation_from_rotation(uint32_t degrees, bool mirror);
 
+// streams[].tls_ca_file and tls_verify: how a camera's TLS certificate is checked (rtsps://, https://).
+struct SourceTls {
+  std::string ca_file;  // PEM certificates trusted instead of this machine's authorities; empty: those
+  bool verify = true;   // false: not checked at all (encrypted, but anyone on the path can pose as it)
+  bool operator==(const SourceTls& o) const { return ca_file == o.ca_file && verify == o.verify; }
+  bool operator!=(const SourceTls& o) const { return !(*this == o); }
+};
+
 struct StreamConfig {
   std::string id;
   std::string uri;  // normalised (plain paths become file://)
@@ -43,6 +51,7 @@ struct StreamConfig {
   // (a camera mounted upside down, or on its side for a corridor); over its file's own orientation
   // tag. Unset: the file's tag (ingest.orientation).
   std::optional<Orientation> turn = std::nullopt;
+  SourceTls tls;
   // streams[].source: the id of another stream whose decoded frames this one classifies too (another
   // region of the same camera or file, decoded once); it then has the source's uri and decoding
   // settings. Empty: the stream reads its own uri.

@@ -30,7 +30,7 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
                                          config.streams[i].max_fps, config.streams[i].roi,
                                          config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms,
-                                         config.streams[i].source, config.streams[i].turn});
+                                         config.streams[i].source, config.streams[i].turn, config.streams[i].tls});
   }
   return t;
 }
@@ -46,7 +46,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
                             {"keyframes_only", e.keyframes_only ? nlohmann::json(*e.keyframes_only) : nlohmann::json()},
                             {"rtsp_latency_ms", e.rtsp_latency_ms ? nlohmann::json(*e.rtsp_latency_ms) : nlohmann::json()},
                             {"source", e.source},
-                            {"turn", e.turn ? nlohmann::json(orientation_name(*e.turn)) : nlohmann::json()}});
+                            {"turn", e.turn ? nlohmann::json(orientation_name(*e.turn)) : nlohmann::json()},
+                            {"tls_ca_file", e.tls.ca_file}, {"tls_verify", e.tls.verify}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -70,6 +71,8 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
         e.rtsp_latency_ms = s["rtsp_latency_ms"].get<uint32_t>();
       }
       if (s.contains("turn") && s["turn"].is_string()) e.turn = orientation_from_tag(s["turn"].get<std::string>());
+      e.tls.ca_file = s.value("tls_ca_file", std::string());
+      e.tls.verify = s.value("tls_verify", true);
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -96,6 +99,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.rtsp_latency_ms = entry.rtsp_latency_ms;
   s.source = entry.source;
   s.turn = entry.turn;
+  s.tls = entry.tls;
   return s;
 }
 
@@ -167,11 +171,12 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                                 "source a new id, or restart the job)");
     } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
                it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms ||
-               it->second->turn != s.turn) {
+               it->second->turn != s.turn || it->second->tls != s.tls) {
       const char* what = it->second->max_fps != s.max_fps                 ? "max_fps"
                          : it->second->roi != s.roi                       ? "roi"
                          : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
                          : it->second->turn != s.turn                     ? "rotate or mirror"
+                         : it->second->tls != s.tls                       ? "tls_ca_file or tls_verify"
                                                                           : "rtsp_latency_ms";
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
                                 what +
@@ -207,7 +212,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     }
     table.entries.push_back(
         StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi,
-                         s->keyframes_only, s->rtsp_latency_ms, s->source, s->turn});
+                         s->keyframes_only, s->rtsp_latency_ms, s->source, s->turn, s->tls});
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

@@ -32,6 +32,7 @@ struct StreamTableEntry {
   std::optional<uint32_t> rtsp_latency_ms = std::nullopt;  // StreamConfig::rtsp_latency_ms
   std::string source = "";  // StreamConfig::source: a member of that stream's group, on its lane
   std::optional<Orientation> turn = std::nullopt;  // StreamConfig::turn (streams[].rotate, mirror)
+  SourceTls tls = {};  // StreamConfig::tls (streams[].tls_ca_file, tls_verify)
 };
 
 struct StreamTable {

@@ -47,6 +47,9 @@ std::string redact_uri(std::string_view uri);
 // "~/videos" was otherwise taken relative to the config's folder: "/etc/vapipe/~/videos".)
 std::string expand_home(const std::string& path);
 
+// Whether the URI's scheme is carried over TLS: rtsps:// (and rtspsu/rtspst/rtspsh), https://.
+bool uri_uses_tls(std::string_view uri);
+
 // Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.
 std::string file_uri_path(std::string_view uri);
 

@@ -1,11 +1,13 @@
 #include "stages/ingest/network_reachability.h"
 
+#include <gio/gio.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -44,7 +46,98 @@ std::string connect_one(const addrinfo& a, std::chrono::milliseconds timeout) {
   return error == 0 ? "" : std::strerror(error);
 }
 
+// A GLib object's owner: unref'd on every path out.
+template <typename T>
+struct GOwned {
+  T* p = nullptr;
+  ~GOwned() {
+    if (p) g_object_unref(p);
+  }
+};
+
+// The certificate problems GIO found, in words ("not trusted: ...; issued for another name").
+std::string describe_certificate_flags(GTlsCertificateFlags flags, const std::string& host, const std::string& ca_file) {
+  std::string what;
+  auto add = [&](const std::string& s) { what += (what.empty() ? "" : "; ") + s; };
+  if (flags & G_TLS_CERTIFICATE_UNKNOWN_CA) {
+    add(ca_file.empty() ? "it is not signed by an authority this machine trusts (a camera's own self-signed certificate is not)"
+                        : "neither it nor an authority that signed it is in tls_ca_file " + ca_file);
+  }
+  if (flags & G_TLS_CERTIFICATE_BAD_IDENTITY) add("it is issued for another name than '" + host + "'");
+  if (flags & G_TLS_CERTIFICATE_NOT_ACTIVATED) add("it is not valid yet (check the camera's clock and this machine's)");
+  if (flags & G_TLS_CERTIFICATE_EXPIRED) add("it has expired (or a clock is wrong)");
+  if (flags & G_TLS_CERTIFICATE_REVOKED) add("it has been revoked");
+  if (flags & G_TLS_CERTIFICATE_INSECURE) add("it uses an algorithm considered insecure");
+  if (what.empty()) add("it cannot be checked");
+  return what;
+}
+
 }  // namespace
+
+std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const std::string& ca_file) {
+  const auto authority = uri_authority(uri);
+  if (!authority) return "";
+  const std::string where = authority->host + ":" + std::to_string(authority->port);
+  GOwned<GSocketClient> client{g_socket_client_new()};
+  g_socket_client_set_timeout(client.p, static_cast<guint>(std::max<int64_t>(1, (timeout.count() + 999) / 1000)));
+  GError* error = nullptr;
+  GOwned<GSocketConnection> tcp{
+      g_socket_client_connect_to_host(client.p, authority->host.c_str(), authority->port, nullptr, &error)};
+  if (!tcp.p) {
+    g_clear_error(&error);
+    return "";
+  }
+  GOwned<GSocketConnectable> identity{g_network_address_new(authority->host.c_str(), authority->port)};
+  GOwned<GIOStream> tls{g_tls_client_connection_new(G_IO_STREAM(tcp.p), identity.p, &error)};
+  if (!tls.p) {
+    std::string why = "cannot start TLS to " + where + ": " + (error ? error->message : "no TLS support") +
+                      " (GLib's TLS support, glib-networking, may be missing)";
+    g_clear_error(&error);
+    return why;
+  }
+  if (!ca_file.empty()) {
+    GOwned<GTlsDatabase> database{g_tls_file_database_new(ca_file.c_str(), &error)};
+    if (!database.p) {
+      std::string why = "cannot read the certificates of " + ca_file + ": " + (error ? error->message : "unknown error");
+      g_clear_error(&error);
+      return why;
+    }
+    g_tls_connection_set_database(G_TLS_CONNECTION(tls.p), database.p);
+  }
+  struct Seen {
+    GTlsCertificateFlags flags = static_cast<GTlsCertificateFlags>(0);
+    std::string subject;
+  } seen;
+  g_signal_connect(tls.p, "accept-certificate",
+                   G_CALLBACK(+[](GTlsConnection*, GTlsCertificate* cert, GTlsCertificateFlags errors, gpointer user) {
+                     auto* seen = static_cast<Seen*>(user);
+                     seen->flags = errors;
+                     gchar* subject = nullptr;
+                     if (g_object_class_find_property(G_OBJECT_GET_CLASS(cert), "subject-name")) {
+                       g_object_get(cert, "subject-name", &subject, nullptr);  // GLib 2.70 on
+                     }
+                     if (subject) seen->subject = subject;
+                     g_free(subject);
+                     return FALSE;  // refused, as GStreamer refuses it
+                   }),
+                   &seen);
+  const gboolean shaken = g_tls_connection_handshake(G_TLS_CONNECTION(tls.p), nullptr, &error);
+  std::string why;
+  if (!shaken && seen.flags != 0) {
+    why = "its TLS certificate" + (seen.subject.empty() ? std::string() : " (issued to '" + seen.subject + "')") +
+          " is refused: " + describe_certificate_flags(seen.flags, authority->host, ca_file) +
+          (ca_file.empty() ? ": trust it with the stream's tls_ca_file (the camera's certificate, or the authority that "
+                             "signed it), or stop checking it with tls_verify: false"
+                           : (seen.flags & G_TLS_CERTIFICATE_BAD_IDENTITY)
+                               ? " (a camera's certificate made for another name: tls_verify: false)"
+                               : "");
+  } else if (!shaken) {
+    why = "no TLS handshake with " + where + ": " + (error ? error->message : "unknown error") +
+          " (does it serve TLS at that port? rtsps:// and https:// need it; rtsp:// and http:// do not)";
+  }
+  g_clear_error(&error);
+  return why;
+}
 
 std::optional<UriAuthority> uri_authority(std::string_view uri) {
   const size_t colon = uri.find("://");

@@ -1,7 +1,8 @@
 // Why a network source could not be read when GStreamer does not say: souphttpsrc (GStreamer 1.22,
-// libsoup 3) posts only "Internal data stream error" when it cannot connect; libsoup's reason
-// ("Connection refused") stays in its debug log. A plain TCP connection to the URI's host and port
-// tells the operator which of the usual faults it is.
+// libsoup 3) posts only "Internal data stream error" when it cannot connect, and rtspsrc "Could not
+// open resource for reading and writing" whether nothing listens or the camera's TLS certificate was
+// refused; the reason stays in their debug logs. A TCP connection of our own (and a TLS handshake,
+// for rtsps:// and https://) tells the operator which of the usual faults it is.
 #pragma once
 
 #include <chrono>
@@ -25,5 +26,12 @@ std::optional<UriAuthority> uri_authority(std::string_view uri);
 // 10.0.0.5:80: connection refused (...)"); empty when a connection opens within `timeout` (the fault
 // is then past connecting) or the URI names no host and port.
 std::string tcp_connect_failure(std::string_view uri, std::chrono::milliseconds timeout);
+
+// What is wrong with the TLS certificate the URI's host shows (a camera's self-signed one, one issued
+// for another name, an expired one), checked against `ca_file` (PEM) or, when empty, this machine's
+// trusted authorities, as GStreamer checks it, with what to set: "its TLS certificate (issued to
+// 'CN=cam-01') is not trusted: ...". Also a TLS handshake that fails for another reason. Empty when
+// the certificate passes, or when no connection opens (tcp_connect_failure says why).
+std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const std::string& ca_file);
 
 }  // namespace vapipe

@@ -1,6 +1,7 @@
 #include "stages/ingest/stream_reader.h"
 
 #include <gst/app/gstappsink.h>
+#include <gio/gio.h>
 #include <gst/gst.h>
 #include <gst/video/gstvideodecoder.h>
 #include <gst/video/video.h>
@@ -101,8 +102,18 @@ int64_t camera_clock_ns(GstBuffer* buffer) {
   return static_cast<int64_t>(meta->timestamp - kNtpEpochToUnixNs);
 }
 
+// Why a connection to the stream's host fails, in words: refused, no answer, a name that does not
+// resolve, or (rtsps://, https://) a certificate the source refuses. Empty when none of these.
+std::string connection_failure(const StreamConfig& stream) {
+  std::string why = tcp_connect_failure(stream.uri, std::chrono::seconds(2));
+  if (why.empty() && uri_uses_tls(stream.uri) && stream.tls.verify) {
+    why = tls_certificate_failure(stream.uri, std::chrono::seconds(2), stream.tls.ca_file);
+  }
+  return why;
+}
+
 // The first error on the bus, as "message (element NAME)", if there is one.
-std::optional<std::string> pop_bus_error(GstBus* bus) {
+std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream) {
   GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
   if (!m) return std::nullopt;
   GError* err = nullptr;
@@ -119,20 +130,18 @@ std::optional<std::string> pop_bus_error(GstBus* bus) {
     } else if (err->code == GST_RESOURCE_ERROR_NOT_FOUND) {
       text += ": the server answered but has no stream at this path (check the path in the uri)";
     } else if (err->code == GST_RESOURCE_ERROR_OPEN_READ_WRITE && source_type == "GstRTSPSrc") {
-      text += ": no RTSP server answered at this address and port (wrong address or port, camera off or "
-              "unreachable, or a firewall)";
+      // rtspsrc says the same whether nothing listens or the camera's TLS certificate was refused.
+      const std::string why = connection_failure(stream);
+      text += !why.empty() ? ": " + why
+                           : ": no RTSP server answered at this address and port (wrong address or port, camera off "
+                             "or unreachable, or a firewall)";
     }
   }
-  // souphttpsrc (1.22) says only "Internal data stream error" when it cannot connect: a TCP connection
-  // of our own says why (refused, no answer, a name that does not resolve).
+  // souphttpsrc (1.22) says only "Internal data stream error" when it cannot connect: a connection of
+  // our own says why (refused, no answer, a name that does not resolve, a refused certificate).
   if (err && err->domain == GST_STREAM_ERROR && err->code == GST_STREAM_ERROR_FAILED &&
       source_type == "GstSoupHTTPSrc") {
-    gchar* location = nullptr;
-    g_object_get(GST_MESSAGE_SRC(m), "location", &location, nullptr);
-    if (location) {
-      if (std::string why = tcp_connect_failure(location, std::chrono::seconds(2)); !why.empty()) text += ": " + why;
-      g_free(location);
-    }
+    if (std::string why = connection_failure(stream); !why.empty()) text += ": " + why;
   }
   // A process out of descriptors fails to open anything, and GStreamer says only "Could not open".
   if (debug && std::strstr(debug, "Too many open files")) {
@@ -242,6 +251,7 @@ struct StreamReader::Impl {
   std::string other_pads;  // the caps of the streams that were not video ("audio/x-raw")
   std::string undecodable;  // streams no decoder here took ("video/x-h264, profile high-4:4:4")
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
+  bool tls_unchecked_logged = false;  // apply_tls_trust: once per stream
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
   // one is dropped; a first frame already above it means the seek went too far (a frame could be
@@ -344,6 +354,42 @@ struct StreamReader::Impl {
   static void on_eos(GstAppSink*, gpointer user) {
     static_cast<Impl*>(user)->queue.push(QueuedFrame{});
   }
+  // streams[].tls_ca_file and tls_verify on the source that speaks TLS: rtspsrc checks the camera's
+  // certificate against a GTlsDatabase (or not at all: no validation flags), souphttpsrc against a CA
+  // file (or not at all: ssl-strict off). Said once per stream when nothing is checked.
+  static void apply_tls_trust(GstElement* source, Impl& self) {
+    const SourceTls& tls = self.stream.tls;
+    if (!uri_uses_tls(self.stream.uri) || (tls.verify && tls.ca_file.empty())) return;
+    const std::string type = G_OBJECT_TYPE_NAME(source);
+    if (type == "GstRTSPSrc") {
+      if (!tls.verify) {
+        g_object_set(source, "tls-validation-flags", static_cast<GTlsCertificateFlags>(0), nullptr);
+      } else {
+        GError* error = nullptr;
+        GTlsDatabase* database = g_tls_file_database_new(tls.ca_file.c_str(), &error);
+        if (database) {
+          g_object_set(source, "tls-database", database, nullptr);
+          g_object_unref(database);
+        } else {
+          VAPIPE_LOG_ERROR("stream '{}': tls_ca_file {}: {}", self.stream.id, tls.ca_file,
+                           error ? error->message : "cannot be read");
+          g_clear_error(&error);
+        }
+      }
+    } else if (type == "GstSoupHTTPSrc") {
+      if (!tls.verify) {
+        g_object_set(source, "ssl-strict", FALSE, nullptr);
+      } else {
+        g_object_set(source, "ssl-ca-file", tls.ca_file.c_str(), "ssl-use-system-ca-file", FALSE, nullptr);
+      }
+    }
+    if (!tls.verify && !self.tls_unchecked_logged) {
+      self.tls_unchecked_logged = true;
+      VAPIPE_LOG_WARN("stream '{}': its TLS certificate is not checked (tls_verify: false): the connection is "
+                      "encrypted, but anyone on the network path could pose as the camera",
+                      self.stream.id);
+    }
+  }
   // uridecodebin made its source: an RTSP one (rtspsrc) gets ingest.rtsp_latency_ms as its jitter
   // buffer (GStreamer's own 2 s is how long a lost UDP packet can hold a camera's frames back), and
   // puts the camera's clock on each frame once the camera's RTCP sender reports say it (a
@@ -352,6 +398,7 @@ struct StreamReader::Impl {
   static void on_source_setup(GstElement*, GstElement* source, gpointer user) {
     auto* self = static_cast<Impl*>(user);
     GObjectClass* klass = G_OBJECT_GET_CLASS(source);
+    apply_tls_trust(source, *self);
     if (std::string(G_OBJECT_TYPE_NAME(source)) != "GstRTSPSrc" || !g_object_class_find_property(klass, "latency")) {
       return;
     }
@@ -1096,7 +1143,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto play = [&]() -> std::optional<std::string> {
     last_frame = std::chrono::steady_clock::now();
     if (set_state_watched(s.pipeline.get(), GST_STATE_PLAYING, s.options.watchdog) != GST_STATE_CHANGE_FAILURE) return std::nullopt;
-    return pop_bus_error(bus.get()).value_or("cannot start the pipeline");
+    return pop_bus_error(bus.get(), s.stream).value_or("cannot start the pipeline");
   };
 
   // The stream failed, ended or stalled for `reason`. Without reconnection it ends here (an end of
@@ -1208,7 +1255,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
-      std::optional<std::string> reason = pop_bus_error(bus.get());
+      std::optional<std::string> reason = pop_bus_error(bus.get(), s.stream);
       if (reason && !s.video_pad && s.decoded.load() == 0 && s.stream.parsed.kind != UriKind::kTest) {
         std::lock_guard<std::mutex> lock(s.pads_mutex);
         // What the file holds says more than GStreamer's error, or than on_no_more_pads' own.

@@ -9,15 +9,16 @@
 namespace vapipe::testing {
 
 RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height,
-                               const std::string& encoder_options, const std::string& credentials)
-    : port_(port) {
+                               const std::string& encoder_options, const std::string& credentials,
+                               const std::string& tls_cert_file, const std::string& tls_key_file)
+    : port_(port), tls_(!tls_cert_file.empty()) {
   gst_init(nullptr, nullptr);
   context_ = g_main_context_new();
   loop_ = g_main_loop_new(context_, FALSE);
   std::mutex m;
   std::condition_variable cv;
   bool ready = false;
-  thread_ = std::thread([&, pattern, width, height, encoder_options, credentials] {
+  thread_ = std::thread([&, pattern, width, height, encoder_options, credentials, tls_cert_file, tls_key_file] {
     g_main_context_push_thread_default(context_);
     GstRTSPServer* server = gst_rtsp_server_new();
     g_object_set(server, "address", "127.0.0.1", "service", std::to_string(port_).c_str(), nullptr);
@@ -28,13 +29,29 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
                                " ! rtph264pay name=pay0 pt=96 config-interval=1 )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
-    if (const size_t colon = credentials.find(':'); colon != std::string::npos) {
-      // Basic authentication: the one user may see and make the media; nobody else.
+    const size_t colon = credentials.find(':');
+    if (colon != std::string::npos || tls_) {
       GstRTSPAuth* auth = gst_rtsp_auth_new();
       GstRTSPToken* token = gst_rtsp_token_new(GST_RTSP_TOKEN_MEDIA_FACTORY_ROLE, G_TYPE_STRING, "viewer", nullptr);
-      gchar* basic = gst_rtsp_auth_make_basic(credentials.substr(0, colon).c_str(), credentials.substr(colon + 1).c_str());
-      gst_rtsp_auth_add_basic(auth, basic, token);
-      g_free(basic);
+      if (colon != std::string::npos) {
+        // Basic authentication: the one user may see and make the media; nobody else.
+        gchar* basic = gst_rtsp_auth_make_basic(credentials.substr(0, colon).c_str(), credentials.substr(colon + 1).c_str());
+        gst_rtsp_auth_add_basic(auth, basic, token);
+        g_free(basic);
+      } else {
+        gst_rtsp_auth_set_default_token(auth, token);  // TLS alone: anyone may watch
+      }
+      if (tls_) {
+        GError* error = nullptr;
+        GTlsCertificate* cert = g_tls_certificate_new_from_files(tls_cert_file.c_str(), tls_key_file.c_str(), &error);
+        if (cert) {
+          gst_rtsp_auth_set_tls_certificate(auth, cert);
+          g_object_unref(cert);
+        } else {
+          g_printerr("rtsp test server: %s\n", error ? error->message : "cannot read the certificate");
+          g_clear_error(&error);
+        }
+      }
       gst_rtsp_token_unref(token);
       gst_rtsp_server_set_auth(server, auth);
       g_object_unref(auth);

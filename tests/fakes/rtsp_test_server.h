@@ -16,14 +16,17 @@ class RtspTestServer {
   // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
   // intra slices instead, with no key frame after the first).
   // `credentials` ("user:password"): clients must give them (basic authentication); "": anyone.
+  // `tls_cert_file` and `tls_key_file` (PEM): RTSP over TLS (rtsps://) with that certificate.
   RtspTestServer(int port, const std::string& pattern, int width = 320, int height = 240,
-                 const std::string& encoder_options = "key-int-max=15", const std::string& credentials = "");
+                 const std::string& encoder_options = "key-int-max=15", const std::string& credentials = "",
+                 const std::string& tls_cert_file = "", const std::string& tls_key_file = "");
   ~RtspTestServer();
   bool ok() const { return ok_; }
-  std::string uri() const { return "rtsp://127.0.0.1:" + std::to_string(port_) + "/test"; }
+  std::string uri() const { return (tls_ ? "rtsps://" : "rtsp://") + std::string("127.0.0.1:") + std::to_string(port_) + "/test"; }
 
  private:
   int port_;
+  bool tls_ = false;
   bool ok_ = false;
   GMainContext* context_ = nullptr;
   GMainLoop* loop_ = nullptr;
