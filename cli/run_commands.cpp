@@ -212,13 +212,17 @@ int validate_command(const std::vector<std::string>& args) {
     char jitter[48] = "";
     if (s.rtsp_latency_ms) std::snprintf(jitter, sizeof jitter, " (RTSP jitter buffer %u ms)", *s.rtsp_latency_ms);
     const std::string turned = s.turn ? std::string(" (turned ") + orientation_name(*s.turn) + ")" : std::string();
+    const std::string trust = !s.tls.verify             ? " (TLS certificate not checked)"
+                              : !s.tls.ca_file.empty() ? " (TLS certificate checked against " + s.tls.ca_file + ")"
+                                                       : std::string();
     if (s.is_member()) {
       // Its frames are its source's: only what it classifies of them is its own.
       std::printf("    %-20s frames of '%s'%s%s\n", s.id.c_str(), s.source.c_str(), region, turned.c_str());
       continue;
     }
-    std::printf("    %-20s %s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
-                c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter, turned.c_str());
+    std::printf("    %-20s %s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
+                c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter, turned.c_str(),
+                trust.c_str());
   }
   std::vector<std::pair<std::string, std::string>> sources;
   for (const auto& s : c.streams) {

@@ -9,6 +9,7 @@ PACKAGES=(
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
   gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-rtsp libgstrtspserver-1.0-dev
+  glib-networking  # TLS for rtsps:// and https:// cameras (GIO), and ingest's own TLS check
   libzmq3-dev cppzmq-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev
   python3 python3-zmq python3-numpy

@@ -612,6 +612,48 @@ infer: {model: m, labels: l}
   }
 }
 
+// An rtsps:// or https:// camera's own certificate (a file relative to the config, PEM), or no check;
+// its members take the source's; anything else is an error naming the line and key.
+TEST(Config, TlsCaFileAndTlsVerifySayHowACamerasCertificateIsChecked) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-config-tls-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "cam.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"; }
+  { std::ofstream(dir / "cam.der") << std::string("\x30\x82\x01\x0a", 4); }
+  auto c = load_config_string(R"(
+streams:
+  - {id: unifi, uri: 'rtsps://192.168.1.1:7441/abc', tls_ca_file: cam.pem}
+  - {id: gate, source: unifi, roi: [0, 0, 0.5, 1]}
+  - {id: axis, uri: 'https://10.0.0.7/axis-cgi/mjpg/video.cgi', tls_verify: false}
+  - {id: plain, uri: 'rtsp://10.0.0.8/stream1'}
+infer: {model: m, labels: l}
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams[0].tls, (SourceTls{(dir / "cam.pem").string(), true}));
+  EXPECT_EQ(c->streams[1].tls, c->streams[0].tls);  // a member: its source's connection
+  EXPECT_EQ(c->streams[2].tls, (SourceTls{"", false}));
+  EXPECT_EQ(c->streams[3].tls, SourceTls{});
+  const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  - {id: a, uri: 'rtsp://cam/s', tls_verify: false}\n",
+            "job.yaml:3: streams[0].tls_verify: only for rtsps:// and https:// streams (this one's uri does not use TLS)"},
+           {"  - {id: a, uri: 'rtsps://cam/s', tls_ca_file: nowhere.pem}\n",
+            "job.yaml:3: streams[0].tls_ca_file: cannot read " + (dir / "nowhere.pem").string()},
+           {"  - {id: a, uri: 'rtsps://cam/s', tls_ca_file: cam.der}\n",
+            "streams[0].tls_ca_file: " + (dir / "cam.der").string() + " holds no PEM certificate"},
+           {"  - {id: a, uri: 'rtsps://cam/s', tls_ca_file: cam.pem, tls_verify: false}\n",
+            "streams[0].tls_verify: tls_verify: false checks nothing, so tls_ca_file would not be used"},
+           {"  - {id: a, uri: 'rtsps://cam/s'}\n  - {id: b, source: a, tls_verify: false}\n",
+            "job.yaml:4: streams[1].tls_verify: a stream with `source` classifies the frames of stream 'a'"},
+           {"  - {glob: '" + (dir / "*.pem").string() + "', tls_verify: false}\n",
+            "streams[0].tls_verify: only for rtsps:// and https:// streams, not a glob's files"},
+           {"  - {id: a, uri: 'https://cam/v.mjpg', tls_verify: maybe}\n", "streams[0].tls_verify: expected true or false"}}) {
+    auto bad = load_config_string(head + text, "job.yaml", dir.string());
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

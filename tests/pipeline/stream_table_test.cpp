@@ -255,6 +255,35 @@ TEST(StreamTable, AStreamsTurnTravelsWithItAndCannotChangeWhileItRuns) {
   EXPECT_EQ(table.entries.back().turn, std::optional<Orientation>(Orientation::kRotate180));
 }
 
+// How a camera's certificate is checked travels to ingest with the stream (a reload-added rtsps://
+// camera with its own certificate), and cannot change while it runs.
+TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndCannotChangeWhileItRuns) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: a, uri: \"https://cam/v.mjpg\", tls_verify: false}\n"
+                              "  - {id: b, uri: \"rtsps://cam/s\"}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 1);
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-tls-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto back = read_stream_table((dir / "t.json").string());
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ(stream_config_of((*back)->entries[0])->tls, (SourceTls{"", false}));
+  EXPECT_EQ(stream_config_of((*back)->entries[1])->tls, SourceTls{});
+  std::filesystem::remove_all(dir);
+  std::string changed = running;
+  changed.replace(changed.find(", tls_verify: false"), 19, "");
+  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'a': its tls_ca_file or tls_verify changed"), std::string::npos)
+      << refused.status().message();
+  std::string with_c = running;
+  with_c.insert(with_c.find("infer:"), "  - {id: c, uri: \"rtsps://cam2/s\", tls_verify: false}\n");
+  auto applied = apply_stream_reload(table, running, with_c, load(with_c), 1);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_EQ(table.entries.back().tls, (SourceTls{"", false}));
+}
+
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   StreamTracker tracker(2);
   auto end_of = [](uint32_t i) {

@@ -3,9 +3,12 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <thread>
 
 namespace vapipe {
 namespace {
@@ -106,6 +109,72 @@ TEST(TcpConnectFailure, SaysAHostNameThatDoesNotResolve) {
 
 TEST(TcpConnectFailure, SaysNothingOfAUriWithoutAHostAndPort) {
   EXPECT_EQ(tcp_connect_failure("file:///data/a.mp4", std::chrono::seconds(2)), "");
+}
+
+// A camera's web server over TLS on loopback (its certificate the test one, self-signed, for 127.0.0.1
+// and localhost), at `address`.
+class TlsServer {
+ public:
+  explicit TlsServer(const std::string& address) : https_((kTlsDir + "metrics-test.crt").c_str(), (kTlsDir + "metrics-test.key").c_str()) {
+    https_.set_keep_alive_timeout(0);
+    https_.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content("camera", "text/plain"); });
+    port_ = https_.bind_to_any_port(address);
+    thread_ = std::thread([this] { https_.listen_after_bind(); });
+  }
+  ~TlsServer() {
+    https_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  static inline const std::string kTlsDir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
+
+ private:
+  httplib::SSLServer https_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(TlsCertificateFailure, SaysACertificateNoAuthorityHereSignedIsRefusedAndWhatToSet) {
+  TlsServer server("127.0.0.1");
+  const std::string uri = "https://127.0.0.1:" + std::to_string(server.port()) + "/video.mjpg";
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), ""),
+            "its TLS certificate (issued to 'CN=vapipe test metrics') is refused: it is not signed by an authority this "
+            "machine trusts (a camera's own self-signed certificate is not): trust it with the stream's tls_ca_file (the "
+            "camera's certificate, or the authority that signed it), or stop checking it with tls_verify: false");
+  // Trusted as the camera's own certificate: nothing to say.
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), TlsServer::kTlsDir + "metrics-test.crt"), "");
+  // Another authority's certificate does not vouch for it.
+  const std::string other = TlsServer::kTlsDir + "chain-root.crt";
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), other),
+            "its TLS certificate (issued to 'CN=vapipe test metrics') is refused: neither it nor an authority that "
+            "signed it is in tls_ca_file " + other);
+}
+
+TEST(TlsCertificateFailure, SaysACertificateForAnotherNameIsRefused) {
+  TlsServer server("127.0.0.2");  // the certificate names 127.0.0.1 and localhost
+  const std::string uri = "rtsps://127.0.0.2:" + std::to_string(server.port()) + "/stream1";
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), TlsServer::kTlsDir + "metrics-test.crt"),
+            "its TLS certificate (issued to 'CN=vapipe test metrics') is refused: it is issued for another name than "
+            "'127.0.0.2' (a camera's certificate made for another name: tls_verify: false)");
+}
+
+TEST(TlsCertificateFailure, SaysAServerThatSpeaksNoTlsHasNoHandshake) {
+  httplib::Server http;  // plain HTTP where https:// was written
+  http.set_keep_alive_timeout(0);
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  const std::string why =
+      tls_certificate_failure("https://127.0.0.1:" + std::to_string(port) + "/", std::chrono::seconds(2), "");
+  http.stop();
+  serve.join();
+  EXPECT_EQ(why.rfind("no TLS handshake with 127.0.0.1:" + std::to_string(port) + ": ", 0), 0u) << why;
+  EXPECT_NE(why.find("(does it serve TLS at that port? rtsps:// and https:// need it; rtsp:// and http:// do not)"),
+            std::string::npos) << why;
+}
+
+TEST(TlsCertificateFailure, SaysNothingWhenNoConnectionOpens) {
+  LoopbackSocket bound(false);
+  EXPECT_EQ(tls_certificate_failure("https://127.0.0.1:" + std::to_string(bound.port) + "/", std::chrono::seconds(2), ""), "");
 }
 
 }  // namespace

@@ -1105,7 +1105,8 @@ TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWro
       {"rtsp://" + right + "@" + at + "/nosuch",
        "(element source): the server answered but has no stream at this path (check the path in the uri)"},
       {"rtsp://127.0.0.1:" + std::to_string(closed) + "/test",
-       "(element source): no RTSP server answered at this address and port"},
+       "(element source): cannot connect to 127.0.0.1:" + std::to_string(closed) +
+           ": connection refused (the host is up but nothing listens at that port"},
   };
   for (const auto& [uri, expected] : cases) {
     auto reader = StreamReader::create(stream("cam", uri), 0, ingest_);
@@ -1142,6 +1143,61 @@ TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWro
   ASSERT_TRUE((*reader)->run(out, flags_).ok());
   watchdog.join();
   EXPECT_NE(std::find(out.kinds.begin(), out.kinds.end(), MessageKind::kFrame), out.kinds.end());
+}
+
+// A camera over RTSP with TLS (rtsps://) whose certificate is its own, self-signed (as most cameras'
+// and NVRs' are): refused by default, with what to set (rtspsrc says only "Could not open resource for
+// reading and writing", as for a camera that is off); read with the certificate in tls_ca_file, or
+// with tls_verify: false.
+TEST_F(StreamReaderTest, AnRtspsCameraWithItsOwnCertificateIsReadOnceItIsTrusted) {
+  const std::string tls_dir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "ball", 320, 240, "key-int-max=15", "",
+                                 tls_dir + "metrics-test.crt", tls_dir + "metrics-test.key");
+  ASSERT_TRUE(server.ok());
+  ASSERT_EQ(server.uri().rfind("rtsps://", 0), 0u);
+  StreamConfig cam = stream("cam", server.uri());
+  {
+    auto reader = StreamReader::create(cam, 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    ASSERT_FALSE(out.messages.empty());
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+    EXPECT_NE(out.messages.back().event.message.find(
+                  "(element source): its TLS certificate (issued to 'CN=vapipe test metrics') is refused: it is not "
+                  "signed by an authority this machine trusts"),
+              std::string::npos)
+        << out.messages.back().event.message;
+    EXPECT_NE(out.messages.back().event.message.find("tls_ca_file"), std::string::npos);
+  }
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  for (const SourceTls& trust : {SourceTls{tls_dir + "metrics-test.crt", true}, SourceTls{"", false}}) {
+    cam.tls = trust;
+    auto reader = StreamReader::create(cam, 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    std::atomic<size_t> frames{0};
+    class Counting final : public Emitter {
+     public:
+      Counting(std::atomic<size_t>& frames, ShutdownFlags& flags) : frames_(frames), flags_(flags) {}
+      Status emit(Message&& m) override {
+        if (m.kind == MessageKind::kFrame && ++frames_ >= 10) flags_.stop = true;
+        return Status::Ok();
+      }
+      Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+
+     private:
+      std::atomic<size_t>& frames_;
+      ShutdownFlags& flags_;
+    } out(frames, flags_);
+    flags_.stop = false;
+    std::thread watchdog([&] {
+      for (int i = 0; i < 200 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      flags_.stop = true;  // at most 20 s
+    });
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    watchdog.join();
+    EXPECT_GE(frames.load(), 10u) << (trust.verify ? "with tls_ca_file" : "with tls_verify: false");
+  }
 }
 
 // The same for a camera over HTTP (souphttpsrc): refused credentials, a wrong path, and a port where
