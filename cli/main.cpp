@@ -33,7 +33,8 @@ usage:
   vapipe status [https://]HOST:PORT [--token-file FILE] [--ca-file PEM] [--cert PEM --key PEM] [--json]
                                         a running job's streams, from publish.metrics_address's /healthz
   vapipe validate CONFIG.yaml           check a config and print it resolved
-  vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--json]
+  vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
+                  [--clock media|capture|camera] [--json]
                                         a job's results as runs of one label per stream: where in the
                                         video each class is (from publish.jsonl_path)
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]

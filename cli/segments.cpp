@@ -1,6 +1,7 @@
 #include "cli/segments.h"
 
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -97,6 +98,18 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
     if (h.frames > 0) emit(h);
   }
   return Status::Ok();
+}
+
+std::string clock_time_text(double unix_ms) {
+  if (unix_ms < 0) return "-";
+  const auto total = static_cast<long long>(std::llround(unix_ms));
+  const time_t seconds = static_cast<time_t>(total / 1000);
+  std::tm local{};
+  if (!localtime_r(&seconds, &local)) return "-";
+  char date[32], buf[40];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &local);
+  std::snprintf(buf, sizeof buf, "%s.%03lld", date, total % 1000);
+  return buf;
 }
 
 std::string media_time_text(double ms) {

@@ -52,4 +52,8 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
 // "1:02:03.456" (hours only when there are some); "-" for no timestamp.
 std::string media_time_text(double ms);
 
+// A Unix time in milliseconds as this machine's local time, "2026-12-01 14:03:22.125" (TZ decides the
+// zone); "-" for none (negative).
+std::string clock_time_text(double unix_ms);
+
 }  // namespace vapipe::cli

@@ -1,4 +1,5 @@
-// vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--json]
+// vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--clock media|capture|camera]
+//                 [--json]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,10 @@ int segments_command(const std::vector<std::string>& args) {
   std::string path;
   SegmentOptions options;
   bool json = false;
+  // What the table's from and to are: the video's own time (a file's position), this machine's clock
+  // when the frames were decoded, or the camera's clock (RTCP sender reports), as local times. A live
+  // camera's media time is its RTP clock's running time, which says nothing to an operator.
+  std::string clock = "media";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--stream" && i + 1 < args.size()) {
       options.stream_id = args[++i];
@@ -31,6 +36,12 @@ int segments_command(const std::vector<std::string>& args) {
       options.min_frames = n;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
+    } else if (args[i] == "--clock" && i + 1 < args.size()) {
+      clock = args[++i];
+      if (clock != "media" && clock != "capture" && clock != "camera") {
+        std::fprintf(stderr, "vapipe segments: --clock is media, capture or camera, got '%s'\n", clock.c_str());
+        return kExitUsage;
+      }
     } else if (args[i] == "--json") {
       json = true;
     } else if (path.empty() && (args[i] == "-" || args[i].rfind("--", 0) != 0)) {
@@ -54,8 +65,13 @@ int segments_command(const std::vector<std::string>& args) {
   }
   // Each segment is printed as it ends (and flushed): `vapipe sub --with-topic | vapipe segments -`
   // logs a live job's label runs as they happen.
-  if (!json) std::printf("%-24s %-20s %14s %14s %8s %6s\n", "stream", "label", "from", "to", "frames", "score");
-  auto print = [json](const Segment& s) {
+  const int width = clock == "media" ? 14 : 23;
+  if (!json) {
+    std::printf("%-24s %-20s %*s %*s %8s %6s\n", "stream", "label", width,
+                clock == "media" ? "from" : ("from (" + clock + ")").c_str(), width,
+                clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score");
+  }
+  auto print = [json, &clock, width](const Segment& s) {
     auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
     if (json) {
       nlohmann::json j{{"stream_id", s.stream_id}, {"label", s.label},
@@ -67,9 +83,14 @@ int segments_command(const std::vector<std::string>& args) {
                        {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%-24s %-20s %14s %14s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(),
-                  media_time_text(s.start_ms).c_str(), media_time_text(s.end_ms).c_str(),
-                  static_cast<unsigned long long>(s.frames), s.score_mean());
+      const std::string from = clock == "media"     ? media_time_text(s.start_ms)
+                               : clock == "capture" ? clock_time_text(s.start_capture_ms)
+                                                    : clock_time_text(s.start_camera_ms);
+      const std::string to = clock == "media"     ? media_time_text(s.end_ms)
+                             : clock == "capture" ? clock_time_text(s.end_capture_ms)
+                                                  : clock_time_text(s.end_camera_ms);
+      std::printf("%-24s %-20s %*s %*s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(), width,
+                  to.c_str(), static_cast<unsigned long long>(s.frames), s.score_mean());
     }
     std::fflush(stdout);
   };

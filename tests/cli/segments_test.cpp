@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <sstream>
 
 namespace vapipe::cli {
@@ -144,6 +146,25 @@ TEST(Segments, MediaTimesReadAsMinutesOrHours) {
   EXPECT_EQ(media_time_text(72400), "1:12.400");
   EXPECT_EQ(media_time_text(3723456), "1:02:03.456");
   EXPECT_EQ(media_time_text(-1), "-");
+}
+
+// --clock capture / camera: the wall clock, in this machine's local time zone.
+TEST(Segments, WallClocksReadAsLocalTimes) {
+  const char* before = std::getenv("TZ");
+  const std::string saved = before ? before : "";
+  setenv("TZ", "CET-1", 1);  // UTC+1, as a POSIX rule (no zone files needed)
+  tzset();
+  EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 03:54:05.521");
+  EXPECT_EQ(clock_time_text(-1), "-");
+  setenv("TZ", "UTC0", 1);
+  tzset();
+  EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 02:54:05.521");
+  if (before) {
+    setenv("TZ", saved.c_str(), 1);
+  } else {
+    unsetenv("TZ");
+  }
+  tzset();
 }
 
 }  // namespace
