@@ -15,6 +15,7 @@
 #include "stages/batch/batch_stage.h"
 #include "stages/infer/infer_stage.h"
 #include "stages/ingest/ingest_stage.h"
+#include "stages/ingest/stream_reader.h"
 #include "stages/preprocess/preprocess_stage.h"
 #include "stages/publish/publish_stage.h"
 
@@ -199,6 +200,13 @@ int validate_command(const std::vector<std::string>& args) {
   auto config = load_config_file(args[0]);
   if (!config.ok()) return config_error(config.status());
   const Config& c = *config;
+  // What the config alone cannot know: whether GStreamer here reads each network stream's scheme.
+  for (const auto& s : c.streams) {
+    if (s.parsed.kind != UriKind::kNetwork || s.is_member()) continue;
+    if (const std::string why = unreadable_uri_scheme(s.uri); !why.empty()) {
+      return config_error(InvalidArgument(c.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': " + why));
+    }
+  }
   std::printf("%s: OK\n  job '%s', %s mode, %zu streams\n", c.source.c_str(), c.job.name.c_str(),
               c.job.mode == JobMode::kArchive ? "archive" : "live", c.streams.size());
   for (const auto& s : c.streams) {

@@ -779,9 +779,52 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   return Status::Ok();
 }
 
+std::string unreadable_uri_scheme(const std::string& uri) {
+  const size_t colon = uri.find("://");
+  if (colon == std::string::npos || !ensure_gstreamer()) return "";
+  std::string scheme = uri.substr(0, colon);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (gst_uri_protocol_is_supported(GST_URI_SRC, scheme.c_str())) return "";
+  // The nearest scheme a camera or server is read by: one letter off, or two swapped ("rstp").
+  auto near = [](const std::string& a, const std::string& b) {
+    if (a.size() == b.size()) {
+      size_t diff = 0, first = a.size();
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i] != b[i]) {
+          ++diff;
+          first = std::min(first, i);
+        }
+      }
+      return diff == 1 || (diff == 2 && first + 1 < a.size() && a[first] == b[first + 1] && a[first + 1] == b[first]);
+    }
+    const std::string& longer = a.size() > b.size() ? a : b;
+    const std::string& shorter = a.size() > b.size() ? b : a;
+    if (longer.size() != shorter.size() + 1) return false;
+    for (size_t i = 0; i < longer.size(); ++i) {  // one letter more or less
+      if (longer.substr(0, i) + longer.substr(i + 1) == shorter) return true;
+    }
+    return false;
+  };
+  std::string meant;
+  for (const char* known : {"rtsp", "rtsps", "rtspt", "http", "https", "file", "udp", "srt", "rtmp"}) {
+    if (near(scheme, known) && gst_uri_protocol_is_supported(GST_URI_SRC, known)) {
+      meant = known;
+      break;
+    }
+  }
+  return "no GStreamer source here reads " + scheme + ":// URIs" +
+         (meant.empty() ? std::string(" (a typing error, or a plug-in that is not installed)")
+                        : " (did you mean " + meant + "://?)");
+}
+
 Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& stream, uint32_t stream_index,
                                                            const IngestConfig& ingest, ReaderOptions options) {
   if (!ensure_gstreamer()) return FailedPrecondition("GStreamer is not available");
+  if (stream.parsed.kind == UriKind::kNetwork) {
+    if (std::string why = unreadable_uri_scheme(stream.uri); !why.empty()) {
+      return InvalidArgument(why);
+    }
+  }
   if (options.decoder == Decoder::kNvdec && options.gpu < 0) {
     return InvalidArgument("stream '" + stream.id + "': NVDEC decoding needs a GPU index");
   }

@@ -127,4 +127,9 @@ std::optional<std::string> camera_clock_offset_note(int64_t capture_minus_camera
 // gst_init, once per process; false (with the reason logged) if GStreamer cannot start.
 bool ensure_gstreamer();
 
+// For a network URI whose scheme no GStreamer source here reads ("rstp://", a typo; "rtmp://" without
+// its plug-in): what to say, with the scheme it probably meant ("no GStreamer source here reads
+// rstp:// URIs (did you mean rtsp://?)"). Empty when a source reads it, or GStreamer cannot start.
+std::string unreadable_uri_scheme(const std::string& uri);
+
 }  // namespace vapipe

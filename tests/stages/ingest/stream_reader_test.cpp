@@ -1312,6 +1312,26 @@ TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
 namespace vapipe {
 namespace {
 
+// A scheme no GStreamer source reads (a typing error in a camera's uri) was retried for ever in a live
+// job ("No URI handler implemented"): its reader is refused at once, saying what was probably meant.
+TEST(UnreadableUriScheme, IsRefusedWithTheSchemeItProbablyMeant) {
+  EXPECT_EQ(unreadable_uri_scheme("rstp://10.0.0.5/stream1"), "no GStreamer source here reads rstp:// URIs (did you mean rtsp://?)");
+  EXPECT_EQ(unreadable_uri_scheme("htp://cam/video.mjpg"), "no GStreamer source here reads htp:// URIs (did you mean http://?)");
+  EXPECT_EQ(unreadable_uri_scheme("RTPS://cam/s"), "no GStreamer source here reads rtps:// URIs (did you mean rtsp://?)");
+  EXPECT_EQ(unreadable_uri_scheme("onvif://cam"),
+            "no GStreamer source here reads onvif:// URIs (a typing error, or a plug-in that is not installed)");
+  for (const char* fine : {"rtsp://cam/s", "rtsps://cam/s", "rtspt://cam/s", "http://cam/v", "https://cam/v", "file:///a.mp4"}) {
+    EXPECT_EQ(unreadable_uri_scheme(fine), "") << fine;
+  }
+  StreamConfig s;
+  s.id = "door";
+  s.parsed = parse_stream_uri("rstp://10.0.0.5/stream1", "/").value();
+  s.uri = s.parsed.uri;
+  auto reader = StreamReader::create(s, 0, IngestConfig{});
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().message(), "no GStreamer source here reads rstp:// URIs (did you mean rtsp://?)");
+}
+
 // A camera whose clock is off (no NTP: minutes, or years after a power cut) is said once, with by how
 // much and what to do; a few seconds (network, jitter buffer, decoding) are not.
 TEST(CameraClockOffsetNote, SaysByHowMuchACamerasClockIsOffAndLeavesSecondsAlone) {
