@@ -20,7 +20,8 @@ inline constexpr int kExitStreamsFailed = 3; // the job finished, but some strea
 inline constexpr int kExitInterrupted = 130; // a second SIGINT/SIGTERM killed the stages
 // An archive job stopped before some stream's end (publish's kExitArchiveUnfinished). `vapipe run`
 // stopped by a signal then ends by that signal (die_by_stop_signal), as a shell and a batch system
-// expect of an interrupted command; 4 is what it exits with when its stages were stopped otherwise.
+// expect of an interrupted command; 4 is what it exits with when it cannot (PID 1 in a container: the
+// kernel ignores its own default-action signal) or its stages were stopped otherwise.
 inline constexpr int kExitStreamsUnfinished = 4;
 
 // Ends the process by the signal that stopped it (`flags.signal`), its handler reset: a shell then
