@@ -894,6 +894,20 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
     os << source;
     if (e.mark.line >= 0) os << ":" << e.mark.line + 1;
     os << ": YAML syntax error: " << e.msg;
+    // yaml-cpp does not say why a tab breaks a line ("illegal block entry"): YAML indents with spaces
+    // only, and an editor's tab key puts tabs in.
+    if (e.mark.line >= 0) {
+      size_t start = 0;
+      for (int line = 0; line < e.mark.line && start != std::string::npos; ++line) {
+        start = yaml.find('\n', start);
+        if (start != std::string::npos) ++start;
+      }
+      if (start != std::string::npos) {
+        const size_t indent_end = yaml.find_first_not_of(" \t", start);
+        const std::string indent = yaml.substr(start, indent_end == std::string::npos ? std::string::npos : indent_end - start);
+        if (indent.find('\t') != std::string::npos) os << " (the line is indented with a tab: YAML indents with spaces only)";
+      }
+    }
     return InvalidArgument(os.str());
   }
 }

@@ -194,6 +194,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nextra: 1\n",
                 "bad.yaml:3: extra: unknown key"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"},
+        // A tab from an editor's tab key: yaml-cpp says only "illegal block entry".
+        BadCase{"streams:\n\t- {id: a, uri: 'test://ball'}\ninfer: {model: m, labels: l}\n",
+                "bad.yaml:2: YAML syntax error: illegal block entry (the line is indented with a tab: YAML indents with "
+                "spaces only)"},
         // A key given twice: yaml-cpp would answer the first and drop the second without a word.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatch:\n  max_batch_size: 32\n"
                 "batch:\n  max_batch_size: 4\n",
