@@ -5,7 +5,8 @@ import random
 import subprocess
 import unittest
 
-from e2e.common import VAPIPE, E2ETest, Run, Subscriber, events_by_stream, make_clip, results_by_stream, write_config
+from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip, results_by_stream,
+                        start_rtsp_camera, write_config)
 
 
 class BadInput(E2ETest):
@@ -94,6 +95,30 @@ class BadInput(E2ETest):
         p = subprocess.run([VAPIPE, command, path], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 1)
         return path, p.stderr
+
+    def test_validate_open_opens_each_stream_and_says_which_cannot_be_read_and_why(self):
+        """`vapipe validate --open`: before a job, each camera and file opened for real until its first
+        frame (a config cannot show a wrong port, a camera that is off or a missing file): ok with its
+        size, or FAILED with why; exit 1 when one failed. A `source`'s member is its source's frames."""
+        camera, _ = start_rtsp_camera(self, "ball", width=320, height=240)
+        clip = os.path.join(self.dir, "clip.mp4")
+        make_clip(clip, "smpte", 10, 352, 288)
+        closed = free_port()
+        config, _ = write_config(self.dir, [
+            ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
+            ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
+            job={"mode": "live"})
+        p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
+        self.assertRegex(p.stdout, r"\n    clip +ok: +352x288 \w+, first frame after")
+        self.assertIn(f"\n    gate                 FAILED: Could not open resource for reading and writing. (element source): "
+                      f"cannot connect to 127.0.0.1:{closed}: connection refused", p.stdout)
+        self.assertIn("\n    gone                 FAILED: file " + os.path.join(self.dir, "gone.mp4") + " does not exist\n",
+                      p.stdout)
+        self.assertNotRegex(p.stdout, r"\n    half +(ok|FAILED)")
+        self.assertIn("  2 stream(s) could not be opened", p.stdout)
+        self.assertEqual(p.stderr, "")
 
     def test_unknown_config_key_names_file_line_and_key_and_starts_nothing(self):
         path, err = self.run_bad_config(
