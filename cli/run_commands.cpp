@@ -189,7 +189,7 @@ int stage_command(const std::vector<std::string>& args) {
   }
   if (!status.ok()) {
     VAPIPE_LOG_ERROR("{}", status.message());
-    return kExitUsage;
+    return code == kExitResultsUnwritable ? code : kExitUsage;  // the supervisor does not restart that
   }
   return code;
 }

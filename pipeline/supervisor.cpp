@@ -151,6 +151,9 @@ void cleanup_job_resources(const Config& config, const std::string& job_id, size
 namespace {
 
 // How one run of the job's stage processes ended.
+constexpr const char* kUnwritableRefusal =
+    " (not restarted: its results file cannot be written, and a restart would fail the same way)";
+
 struct RunOutcome {
   int code = kExitOk;
   std::string failure = "";  // the first stage that failed, and how
@@ -506,6 +509,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           const std::string what = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
                                    describe_exit(status);
           const bool stopping = flags.stop.load() || flags.abort.load();
+          // A results file that cannot be written (a full disk) fails every restart the same way.
+          const bool unwritable = c.kind == StageKind::kPublish && WIFEXITED(status) &&
+                                  WEXITSTATUS(status) == kExitResultsUnwritable;
           const auto now = std::chrono::steady_clock::now();
           // As run_supervisor counts: a long run without a crash starts the count over.
           const uint32_t count = now - began > kRestartCountReset ? 0 : restarts;
@@ -515,7 +521,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
             const uint32_t in_a_row = now - crash.last > kRestartCountReset ? 0 : crash.in_a_row;
             const bool opening = publish_opening(config, job_id) ||
                                  (group != kPublishGroup && lane_opening(config, job_id, group));
-            refusal = restart_refusal(config, !opening, in_a_row, stopping);
+            refusal = unwritable ? kUnwritableRefusal : restart_refusal(config, !opening, in_a_row, stopping);
             if (refusal.empty()) {
               crash.in_a_row = in_a_row + 1;
               crash.last = now;
@@ -537,10 +543,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           }
           failure = what;
           failed_after_opening = !any_opening_mark(config, job_id, *placement);
-          if (!live && restart_refusal(config, failed_after_opening, count, stopping).empty()) {
+          if (unwritable) refusal = kUnwritableRefusal;
+          if (!live && !unwritable && restart_refusal(config, failed_after_opening, count, stopping).empty()) {
             std::ofstream(restart_mark(layout)).flush();
           }
-          VAPIPE_LOG_ERROR("{}; stopping the job{}", failure, live ? refusal : std::string());
+          VAPIPE_LOG_ERROR("{}; stopping the job{}", failure, live || unwritable ? refusal : std::string());
           if (!terminated_at) {
             // The pipeline is broken, so there is nothing to drain: a second signal means "now".
             signal_all(SIGINT);
@@ -586,8 +593,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   if (!failure.empty()) {
     // A live job that could go on did (pending): one that stops here is not restarted whole either.
     return RunOutcome{kExitStageFailed, failure,
-                      !live && failed_after_opening && !flags.stop.load() && !flags.abort.load(),
-                      live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : std::string()};
+                      !live && failed_after_opening && !flags.stop.load() && !flags.abort.load() && refusal.empty(),
+                      live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : refusal};
   }
   const Child& publish = child_of(StageKind::kPublish);
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsUnfinished) {

@@ -329,6 +329,7 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
 Status PublishStage::check_jsonl() {
   if (!jsonl_.is_open() || jsonl_.good()) return Status::Ok();
   const int err = errno;  // what the failed write or flush left
+  jsonl_unwritable_ = true;
   return Aborted("publish.jsonl_path " + config_->publish.jsonl_path + ": cannot be written (" +
                  (err ? std::string(std::strerror(err)) : std::string("write failed")) + "): the results from here on " +
                  "would not be recorded, so the job stops; free some space (or fix the file's disk), then `vapipe run " +
@@ -570,6 +571,7 @@ size_t PublishStage::unfinished_streams() const {
 }
 
 int PublishStage::exit_code() const {
+  if (jsonl_unwritable_) return kExitJsonlUnwritable;
   if (unfinished_streams() > 0) return kExitArchiveUnfinished;  // not finished, whatever else failed
   return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0;
 }

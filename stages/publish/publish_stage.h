@@ -26,6 +26,9 @@ inline constexpr int kExitSomeStreamsFailed = 3;
 // ... when an archive job ended before some of its streams did (stopped by a signal): its results are
 // whole up to there, and `vapipe run --resume` goes on (supervisor.h: kExitStreamsUnfinished).
 inline constexpr int kExitArchiveUnfinished = 4;
+// ... when its results file could not be written (a full disk): a restart would fail the same way, so
+// the job is not restarted (supervisor.h: kExitResultsUnwritable).
+inline constexpr int kExitJsonlUnwritable = 5;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
 // same as `kill -HUP`); an error when there is none.
@@ -133,6 +136,7 @@ class PublishStage final : public Stage {
   void take_earlier_progress(StreamState& st, const StreamProgress& p);
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
+  bool jsonl_unwritable_ = false;  // check_jsonl failed: exit_code() says so
   bool resumed_ = false;
   bool restarted_ = false;
   StageWatchdog* watchdog_ = nullptr;  // this process was started again after publish crashed (live jobs)
