@@ -252,6 +252,15 @@ struct StreamReader::Impl {
   std::string undecodable;  // streams no decoder here took ("video/x-h264, profile high-4:4:4")
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   bool tls_unchecked_logged = false;  // apply_tls_trust: once per stream
+  // What decodes the current connection: a still-image decoder (jpegdec, pngdec) without a multipart
+  // demuxer in front means a snapshot URL, one picture per request (run() polls it).
+  std::atomic<bool> image_decoder{false}, multipart{false};
+  bool snapshot_logged = false;
+  // Polled as a snapshot URL: each poll's picture is kept (the poll's period is max_fps already).
+  std::atomic<bool> snapshot_mode{false};
+  // An untimed network source's clock (frame_pts_ns): steady time since its first frame, so that its
+  // timestamps rise across reconnections and snapshot polls (each new pipeline starts at 0).
+  std::atomic<int64_t> untimed_origin_ns{-1};
   // --resume by seeking: frames whose timestamp is at most this are dropped without a number (the
   // first one above it is frame skip_frames); -1: none. The seek lands before that frame, so at least
   // one is dropped; a first frame already above it means the seek went too far (a frame could be
@@ -312,14 +321,22 @@ struct StreamReader::Impl {
   }
 
   // A frame's timestamp. An MJPEG camera over HTTP sends none (multipart/x-mixed-replace has no
-  // clock): its frames are stamped with the pipeline's running time when they reach the appsink, as a
+  // clock), nor does a snapshot URL: their frames are stamped with their arrival at the appsink, as a
   // live source stamps its own, so that results have a pts_ms and max_fps can pick frames. A file
   // without timestamps (a raw .mjpeg) keeps none: its arrival time would mean nothing.
-  int64_t frame_pts_ns(GstElement* sink, GstBuffer* buffer) const {
-    if (buffer && GST_BUFFER_PTS_IS_VALID(buffer)) return static_cast<int64_t>(GST_BUFFER_PTS(buffer));
-    if (stream.parsed.kind != UriKind::kNetwork) return -1;
-    const GstClockTime now = gst_element_get_current_running_time(sink);
-    return GST_CLOCK_TIME_IS_VALID(now) ? static_cast<int64_t>(now) : -1;
+  int64_t frame_pts_ns(GstBuffer* buffer) {
+    int64_t now = -1;
+    if (stream.parsed.kind == UriKind::kNetwork) {
+      now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+      int64_t origin = -1;
+      untimed_origin_ns.compare_exchange_strong(origin, now);  // the stream's first frame sets it
+    }
+    // A snapshot's decoder stamps each picture 0: its arrival is its time.
+    if (buffer && GST_BUFFER_PTS_IS_VALID(buffer) && !snapshot_mode.load()) {
+      return static_cast<int64_t>(GST_BUFFER_PTS(buffer));
+    }
+    return now < 0 ? -1 : now - untimed_origin_ns.load();
   }
 
   // appsink streaming thread: number the frame, then queue it (blocks in archive mode).
@@ -342,8 +359,8 @@ struct StreamReader::Impl {
       }
       self->drop_through_pts = -1;  // the first frame after them: numbered skip_frames
     }
-    const int64_t pts = self->frame_pts_ns(GST_ELEMENT(sink), gst_sample_get_buffer(sample.get()));
-    if (!self->keep_by_max_fps(pts)) return GST_FLOW_OK;
+    const int64_t pts = self->frame_pts_ns(gst_sample_get_buffer(sample.get()));
+    if (!self->snapshot_mode.load() && !self->keep_by_max_fps(pts)) return GST_FLOW_OK;
     QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
@@ -442,10 +459,14 @@ struct StreamReader::Impl {
   // when told its stream is single, and decodebin shows none of its pads until then or until its
   // queue overflows (2 MB: a 320x240 camera at 10 frames/s gave no frame in 10 s).
   static void on_deep_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
-    if (GstElementFactory* factory = gst_element_get_factory(element);
-        factory && std::string(GST_OBJECT_NAME(factory)) == "multipartdemux") {
-      g_object_set(element, "single-stream", TRUE, nullptr);
-      return;
+    if (GstElementFactory* factory = gst_element_get_factory(element)) {
+      const std::string name = GST_OBJECT_NAME(factory);
+      if (name == "multipartdemux") {
+        g_object_set(element, "single-stream", TRUE, nullptr);
+        static_cast<Impl*>(user)->multipart = true;
+        return;
+      }
+      if (name == "jpegdec" || name == "pngdec") static_cast<Impl*>(user)->image_decoder = true;
     }
     if (!GST_IS_VIDEO_DECODER(element)) return;
     auto* self = static_cast<Impl*>(user);
@@ -1054,6 +1075,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   uint32_t attempt = 0;          // reconnection attempts since the last frame
   bool awaiting_resume = false;  // reconnected; the next frame is the first of the new connection
   auto last_frame = std::chrono::steady_clock::now();  // or the last (re)start
+  uint64_t decoded_at_connection = 0;                   // s.decoded when this connection began
+  auto connected_at = std::chrono::steady_clock::now();
   // The job stops (flags) or this stream alone (stop()); how its end event says so.
   auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
   auto stopped = [&] {
@@ -1243,8 +1266,51 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         continue;
       }
       awaiting_resume = true;
+      decoded_at_connection = s.decoded.load();
+      connected_at = std::chrono::steady_clock::now();
       return std::nullopt;
     }
+  };
+  // A snapshot URL (http://cam/snapshot.jpg: one picture, then the end) in a live job: fetched again
+  // once its period is up (max_fps, or once a second), as a new connection with no reconnection said
+  // (each end was a warning and a reconnecting and resumed event, every second). Empty: polled again.
+  auto poll_snapshot = [&]() -> std::optional<Status> {
+    s.queue.close();
+    set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
+    while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
+      if (!f->sample || flags.abort.load()) continue;
+      Status st = emit_frame(*f);
+      if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, stopped());
+      if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
+    }
+    s.queue.reopen();
+    const double period_s = s.sample_period_ns > 0 ? static_cast<double>(s.sample_period_ns) / 1e9 : 1.0;
+    s.snapshot_mode = true;
+    if (!s.snapshot_logged) {
+      s.snapshot_logged = true;
+      VAPIPE_LOG_INFO("stream '{}': its uri gives one picture per request (a snapshot URL): it is fetched again "
+                      "every {:.3g} s (the stream's max_fps sets how often)",
+                      s.stream.id, period_s);
+    }
+    const auto due = connected_at + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(period_s));
+    while (std::chrono::steady_clock::now() < due) {
+      if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+      if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+    s.image_decoder = false;
+    s.multipart = false;
+    connected_at = std::chrono::steady_clock::now();
+    decoded_at_connection = s.decoded.load();
+    Status built = build_pipeline(s);
+    release_freed_heap_memory();
+    if (!built.ok()) return recover(MessageKind::kStreamError, built.message());
+    bus.reset(gst_element_get_bus(s.pipeline.get()));
+    if (auto failed = play()) return recover(MessageKind::kStreamError, *failed);
+    last_frame = connected_at;
+    return std::nullopt;
   };
 
   if (!s.options.restart_reason.empty() && !s.stop_requested.load()) {
@@ -1359,6 +1425,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                 "no key frame to start from (cut from a longer recording?)")) {
           return *done;
         }
+        continue;
+      }
+      // One picture, then the end, from a still-image decoder: a snapshot URL, polled.
+      const bool snapshot = reconnects && s.image_decoder.load() && !s.multipart.load() &&
+                            s.decoded.load() - decoded_at_connection == 1;
+      if (snapshot) {
+        if (auto done = poll_snapshot()) return *done;
         continue;
       }
       if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;
