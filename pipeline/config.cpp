@@ -602,6 +602,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.number("reconnect_max_delay_s", &c.ingest.reconnect_max_delay_s, 0, 3600);
     r.uint("reconnect_attempts", &c.ingest.reconnect_attempts, 0, 1000000);
     r.number("stall_timeout_s", &c.ingest.stall_timeout_s, 0, 3600);
+    r.number("file_open_timeout_s", &c.ingest.file_open_timeout_s, 1, 3600);
     r.uint("rtsp_latency_ms", &c.ingest.rtsp_latency_ms, 0, 60000);
     r.number("max_fps", &c.ingest.max_fps, 0, 1000);
     r.boolean("keyframes_only", &c.ingest.keyframes_only);

@@ -92,6 +92,9 @@ struct IngestConfig {
   double reconnect_max_delay_s = 30.0;
   uint32_t reconnect_attempts = 0;
   double stall_timeout_s = 10.0;
+  // Files: how long one may go with no video stream found and no error said before it ends with one
+  // (decodebin drops some demuxers' errors); a slow network file system needs longer.
+  double file_open_timeout_s = 60.0;
   // RTSP sources (rtspsrc): how long the jitter buffer waits for a late or lost packet, in ms.
   uint32_t rtsp_latency_ms = 200;
   // Frames classified per second of each stream's own timeline, at most (the first frame of each

@@ -259,6 +259,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.decoder_threads = decoder_threads;
       reader_options.max_frame_bytes = pool ? pool->slot_bytes() : 0;
       reader_options.live = config.job.mode == JobMode::kLive;
+      reader_options.file_open_timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(config.ingest.file_open_timeout_s * 1000));
       reader_options.skip_frames = earlier ? earlier->results : 0;
       reader_options.resume_after_pts_ns =
           earlier && earlier->last_pts_ms >= 0 ? static_cast<int64_t>(earlier->last_pts_ms * 1e6 + 0.5) : -1;

@@ -125,6 +125,23 @@ ingest: {reconnect: false, reconnect_delay_s: 0.5, reconnect_max_delay_s: 8, rec
   EXPECT_EQ(c->ingest.stall_timeout_s, 0.0);
 }
 
+// How long a file may show no video stream, unsaid, before it ends with an error: 60 s, longer for a
+// slow network file system.
+TEST(Config, FileOpenTimeout) {
+  auto c = load_config_string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->ingest.file_open_timeout_s, 60.0);
+  c = load_config_string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n"
+                         "ingest: {file_open_timeout_s: 300}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->ingest.file_open_timeout_s, 300.0);
+  auto bad = load_config_string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n"
+                                "ingest: {file_open_timeout_s: 0}\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("job.yaml:3: ingest.file_open_timeout_s: expected a number from 1 to 3600"),
+            std::string::npos) << bad.status().message();
+}
+
 TEST(Config, PlainPathBecomesAbsoluteFileUri) {
   auto c = load_config_string(R"(
 streams: [{id: clip, uri: media/a.mp4}]
