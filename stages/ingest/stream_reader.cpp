@@ -102,6 +102,13 @@ int64_t camera_clock_ns(GstBuffer* buffer) {
   return static_cast<int64_t>(meta->timestamp - kNtpEpochToUnixNs);
 }
 
+// http:// or https:// (a snapshot URL is one of these; an RTSP camera's connection that ends after a
+// picture is a fault, reconnected as such).
+bool is_http_uri(const std::string& uri) {
+  return uri.size() > 7 && (g_ascii_strncasecmp(uri.c_str(), "http://", 7) == 0 ||
+                            g_ascii_strncasecmp(uri.c_str(), "https://", 8) == 0);
+}
+
 // Why a connection to the stream's host fails, in words: refused, no answer, a name that does not
 // resolve, or (rtsps://, https://) a certificate the source refuses. Empty when none of these.
 std::string connection_failure(const StreamConfig& stream) {
@@ -1428,7 +1435,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         continue;
       }
       // One picture, then the end, from a still-image decoder: a snapshot URL, polled.
-      const bool snapshot = reconnects && s.image_decoder.load() && !s.multipart.load() &&
+      const bool snapshot = reconnects && s.image_decoder.load() && !s.multipart.load() && is_http_uri(s.stream.uri) &&
                             s.decoded.load() - decoded_at_connection == 1;
       if (snapshot) {
         if (auto done = poll_snapshot()) return *done;
