@@ -1222,10 +1222,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // The stream failed, ended or stalled for `reason`. Without reconnection it ends here (an end of
   // stream as kStreamEnd, anything else as kStreamError). With it: the frames already decoded go out,
   // then a new pipeline is tried after each delay until one plays; returns nullopt when one does.
-  auto recover = [&](MessageKind kind, std::string reason) -> std::optional<Status> {
-    if (!reconnects) return finish(kind, reason);
-    // Closed first: a streaming thread waiting for room (queue_policy block) lets go, so that the
-    // pipeline can stop; then what it had queued goes out, and the queue takes the next pipeline's.
+  // The connection's pipeline stopped, and the frames it had queued sent. Closed first: a streaming
+  // thread waiting for room (queue_policy block) lets go, so that the pipeline can stop; then what it
+  // had queued goes out, and the queue takes the next pipeline's. Set: the stream ended meanwhile.
+  auto end_connection = [&]() -> std::optional<Status> {
     s.queue.close();
     set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);  // its streaming threads have stopped
     while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
@@ -1235,6 +1235,25 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
     }
     s.queue.reopen();
+    return std::nullopt;
+  };
+  auto seconds_of = [](double s) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+  };
+  // Waits until `until` (a reconnection's back-off, a snapshot's next poll), giving the emitter its
+  // idle calls. Set: the stream was stopped (or its emitter failed) meanwhile.
+  auto wait_until = [&](std::chrono::steady_clock::time_point until) -> std::optional<Status> {
+    while (std::chrono::steady_clock::now() < until) {
+      if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+      if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+    return std::nullopt;
+  };
+  auto recover = [&](MessageKind kind, std::string reason) -> std::optional<Status> {
+    if (!reconnects) return finish(kind, reason);
+    if (auto done = end_connection()) return done;
     while (true) {
       ++attempt;
       if (s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts) {
@@ -1250,14 +1269,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           !st.ok()) {
         return finish(MessageKind::kStreamError, st.message());
       }
-      const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                  std::chrono::duration<double>(delay));
-      while (std::chrono::steady_clock::now() < until) {
-        if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
-        if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+      if (auto done = wait_until(std::chrono::steady_clock::now() + seconds_of(delay))) return done;
       Status built = build_pipeline(s);
       // The old pipeline's streaming threads are gone; glibc would keep what their arenas held
       // (ingest grew ~2 MB a minute over a soak with reconnections, docs/benchmarks.md).
@@ -1282,15 +1294,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // once its period is up (max_fps, or once a second), as a new connection with no reconnection said
   // (each end was a warning and a reconnecting and resumed event, every second). Empty: polled again.
   auto poll_snapshot = [&]() -> std::optional<Status> {
-    s.queue.close();
-    set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
-    while (auto f = s.queue.pop(std::chrono::milliseconds(0))) {
-      if (!f->sample || flags.abort.load()) continue;
-      Status st = emit_frame(*f);
-      if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, stopped());
-      if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
-    }
-    s.queue.reopen();
+    if (auto done = end_connection()) return done;
     const double period_s = s.sample_period_ns > 0 ? static_cast<double>(s.sample_period_ns) / 1e9 : 1.0;
     s.snapshot_mode = true;
     if (!s.snapshot_logged) {
@@ -1299,14 +1303,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                       "every {:.3g} s (the stream's max_fps sets how often)",
                       s.stream.id, period_s);
     }
-    const auto due = connected_at + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                        std::chrono::duration<double>(period_s));
-    while (std::chrono::steady_clock::now() < due) {
-      if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
-      if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+    if (auto done = wait_until(connected_at + seconds_of(period_s))) return done;
     s.image_decoder = false;
     s.multipart = false;
     connected_at = std::chrono::steady_clock::now();

@@ -29,15 +29,25 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
                                " ! rtph264pay name=pay0 pt=96 config-interval=1 )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
-    const size_t colon = credentials.find(':');
+    // "digest:user:password": Digest authentication only (as most cameras ask), else Basic.
+    const bool digest = credentials.rfind("digest:", 0) == 0;
+    const std::string user_password = digest ? credentials.substr(7) : credentials;
+    const size_t colon = user_password.find(':');
     if (colon != std::string::npos || tls_) {
       GstRTSPAuth* auth = gst_rtsp_auth_new();
       GstRTSPToken* token = gst_rtsp_token_new(GST_RTSP_TOKEN_MEDIA_FACTORY_ROLE, G_TYPE_STRING, "viewer", nullptr);
       if (colon != std::string::npos) {
-        // Basic authentication: the one user may see and make the media; nobody else.
-        gchar* basic = gst_rtsp_auth_make_basic(credentials.substr(0, colon).c_str(), credentials.substr(colon + 1).c_str());
-        gst_rtsp_auth_add_basic(auth, basic, token);
-        g_free(basic);
+        // The one user may see and make the media; nobody else.
+        if (digest) {
+          gst_rtsp_auth_add_digest(auth, user_password.substr(0, colon).c_str(), user_password.substr(colon + 1).c_str(),
+                                   token);
+          gst_rtsp_auth_set_supported_methods(auth, GST_RTSP_AUTH_DIGEST);
+        } else {
+          gchar* basic =
+              gst_rtsp_auth_make_basic(user_password.substr(0, colon).c_str(), user_password.substr(colon + 1).c_str());
+          gst_rtsp_auth_add_basic(auth, basic, token);
+          g_free(basic);
+        }
       } else {
         gst_rtsp_auth_set_default_token(auth, token);  // TLS alone: anyone may watch
       }

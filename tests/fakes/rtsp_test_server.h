@@ -15,7 +15,8 @@ class RtspTestServer {
   // `pattern`: a videotestsrc pattern; frames are paced in real time (is-live). `encoder_options`:
   // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
   // intra slices instead, with no key frame after the first).
-  // `credentials` ("user:password"): clients must give them (basic authentication); "": anyone.
+  // `credentials` ("user:password"): clients must give them (basic authentication; "digest:user:password":
+  // digest authentication, as most cameras ask); "": anyone.
   // `tls_cert_file` and `tls_key_file` (PEM): RTSP over TLS (rtsps://) with that certificate.
   RtspTestServer(int port, const std::string& pattern, int width = 320, int height = 240,
                  const std::string& encoder_options = "key-int-max=15", const std::string& credentials = "",
