@@ -378,33 +378,30 @@ struct StreamReader::Impl {
   static void on_eos(GstAppSink*, gpointer user) {
     static_cast<Impl*>(user)->queue.push(QueuedFrame{});
   }
-  // streams[].tls_ca_file and tls_verify on the source that speaks TLS: rtspsrc checks the camera's
-  // certificate against a GTlsDatabase (or not at all: no validation flags), souphttpsrc against a CA
-  // file (or not at all: ssl-strict off). Said once per stream when nothing is checked.
+  // streams[].tls_ca_file and tls_verify on the source that speaks TLS: rtspsrc and souphttpsrc check
+  // the camera's certificate against a GTlsDatabase of the file (or not at all: no validation flags,
+  // ssl-strict off). Said once per stream when nothing is checked.
   static void apply_tls_trust(GstElement* source, Impl& self) {
     const SourceTls& tls = self.stream.tls;
     if (!uri_uses_tls(self.stream.uri) || (tls.verify && tls.ca_file.empty())) return;
     const std::string type = G_OBJECT_TYPE_NAME(source);
-    if (type == "GstRTSPSrc") {
-      if (!tls.verify) {
-        g_object_set(source, "tls-validation-flags", static_cast<GTlsCertificateFlags>(0), nullptr);
+    if (type != "GstRTSPSrc" && type != "GstSoupHTTPSrc") return;
+    if (!tls.verify && type == "GstRTSPSrc") {
+      g_object_set(source, "tls-validation-flags", static_cast<GTlsCertificateFlags>(0), nullptr);
+    } else if (!tls.verify) {
+      g_object_set(source, "ssl-strict", FALSE, nullptr);
+    } else {
+      // Both take a GTlsDatabase. (souphttpsrc's ssl-ca-file is not enough behind uridecodebin: the
+      // session it opens is shared and made without it, and the camera's certificate was refused.)
+      GError* error = nullptr;
+      GTlsDatabase* database = g_tls_file_database_new(tls.ca_file.c_str(), &error);
+      if (database) {
+        g_object_set(source, "tls-database", database, nullptr);
+        g_object_unref(database);
       } else {
-        GError* error = nullptr;
-        GTlsDatabase* database = g_tls_file_database_new(tls.ca_file.c_str(), &error);
-        if (database) {
-          g_object_set(source, "tls-database", database, nullptr);
-          g_object_unref(database);
-        } else {
-          VAPIPE_LOG_ERROR("stream '{}': tls_ca_file {}: {}", self.stream.id, tls.ca_file,
-                           error ? error->message : "cannot be read");
-          g_clear_error(&error);
-        }
-      }
-    } else if (type == "GstSoupHTTPSrc") {
-      if (!tls.verify) {
-        g_object_set(source, "ssl-strict", FALSE, nullptr);
-      } else {
-        g_object_set(source, "ssl-ca-file", tls.ca_file.c_str(), "ssl-use-system-ca-file", FALSE, nullptr);
+        VAPIPE_LOG_ERROR("stream '{}': tls_ca_file {}: {}", self.stream.id, tls.ca_file,
+                         error ? error->message : "cannot be read");
+        g_clear_error(&error);
       }
     }
     if (!tls.verify && !self.tls_unchecked_logged) {
