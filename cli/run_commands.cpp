@@ -18,6 +18,7 @@
 #include "stages/infer/infer_stage.h"
 #include "stages/ingest/ingest_stage.h"
 #include "stages/ingest/stream_reader.h"
+#include "stages/ingest/network_reachability.h"
 #include "stages/preprocess/preprocess_stage.h"
 #include "stages/publish/publish_stage.h"
 
@@ -265,6 +266,10 @@ std::vector<OpenedStream> open_each_stream(const Config& c, std::chrono::seconds
     watch.join();
     if (!o.ok && (o.what.empty() || o.what == kStoppedReason || o.what == "ended before its first frame: stopped")) {
       o.what = "no frame within " + std::to_string(timeout.count()) + " s";
+      if (s.parsed.kind == UriKind::kNetwork) {  // a camera off, or one that answers and sends nothing
+        const std::string why = tcp_connect_failure(s.uri, std::chrono::seconds(2));
+        o.what += why.empty() ? " (its server accepts connections, but no picture came)" : ": " + why;
+      }
     }
   };
   std::vector<std::thread> workers;
