@@ -23,6 +23,10 @@
 #include "stages/publish/publish_stage.h"
 
 namespace vapipe::cli {
+
+// Publish's exit statuses are `vapipe run`'s (publish_stage.h and supervisor.h name them each).
+static_assert(kExitSomeStreamsFailed == kExitStreamsFailed && kExitArchiveUnfinished == kExitStreamsUnfinished &&
+              kExitJsonlUnwritable == kExitResultsUnwritable);
 namespace {
 
 struct ConfigChoice {

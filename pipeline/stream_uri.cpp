@@ -277,11 +277,16 @@ std::string describe(const SharedSource& shared) {
          "` instead of its uri";
 }
 
-bool uri_uses_tls(std::string_view uri) {
+std::string uri_scheme(std::string_view uri) {
   const size_t colon = uri.find("://");
-  if (colon == std::string_view::npos) return false;
+  if (colon == std::string_view::npos) return "";
   std::string scheme(uri.substr(0, colon));
   for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme;
+}
+
+bool uri_uses_tls(std::string_view uri) {
+  const std::string scheme = uri_scheme(uri);
   return scheme == "https" || scheme.rfind("rtsps", 0) == 0;
 }
 

@@ -47,6 +47,9 @@ std::string redact_uri(std::string_view uri);
 // "~/videos" was otherwise taken relative to the config's folder: "/etc/vapipe/~/videos".)
 std::string expand_home(const std::string& path);
 
+// The URI's scheme in lower case ("rtsp" of "RTSP://cam/s"); empty when it has none ("a/b.mp4").
+std::string uri_scheme(std::string_view uri);
+
 // Whether the URI's scheme is carried over TLS: rtsps:// (and rtspsu/rtspst/rtspsh), https://.
 bool uri_uses_tls(std::string_view uri);
 

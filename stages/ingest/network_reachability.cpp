@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "pipeline/stream_uri.h"
+
 namespace vapipe {
 namespace {
 
@@ -140,11 +142,9 @@ std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseco
 }
 
 std::optional<UriAuthority> uri_authority(std::string_view uri) {
-  const size_t colon = uri.find("://");
-  if (colon == std::string_view::npos) return std::nullopt;
-  std::string scheme(uri.substr(0, colon));
-  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string_view rest = uri.substr(colon + 3);
+  const std::string scheme = uri_scheme(uri);
+  if (scheme.empty()) return std::nullopt;
+  std::string_view rest = uri.substr(scheme.size() + 3);
   rest = rest.substr(0, rest.find_first_of("/?#"));
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) rest = rest.substr(at + 1);
   UriAuthority a;

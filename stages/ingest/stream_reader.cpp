@@ -105,8 +105,8 @@ int64_t camera_clock_ns(GstBuffer* buffer) {
 // http:// or https:// (a snapshot URL is one of these; an RTSP camera's connection that ends after a
 // picture is a fault, reconnected as such).
 bool is_http_uri(const std::string& uri) {
-  return uri.size() > 7 && (g_ascii_strncasecmp(uri.c_str(), "http://", 7) == 0 ||
-                            g_ascii_strncasecmp(uri.c_str(), "https://", 8) == 0);
+  const std::string scheme = uri_scheme(uri);
+  return scheme == "http" || scheme == "https";
 }
 
 // Why a connection to the stream's host fails, in words: refused, no answer, a name that does not
@@ -332,18 +332,17 @@ struct StreamReader::Impl {
   // live source stamps its own, so that results have a pts_ms and max_fps can pick frames. A file
   // without timestamps (a raw .mjpeg) keeps none: its arrival time would mean nothing.
   int64_t frame_pts_ns(GstBuffer* buffer) {
-    int64_t now = -1;
-    if (stream.parsed.kind == UriKind::kNetwork) {
-      now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-                .count();
-      int64_t origin = -1;
-      untimed_origin_ns.compare_exchange_strong(origin, now);  // the stream's first frame sets it
-    }
     // A snapshot's decoder stamps each picture 0: its arrival is its time.
-    if (buffer && GST_BUFFER_PTS_IS_VALID(buffer) && !snapshot_mode.load()) {
-      return static_cast<int64_t>(GST_BUFFER_PTS(buffer));
+    const bool timed = buffer && GST_BUFFER_PTS_IS_VALID(buffer) && !snapshot_mode.load();
+    // The clock is read for a network stream's first frame (its origin) and its untimed ones only.
+    if (stream.parsed.kind != UriKind::kNetwork || (timed && untimed_origin_ns.load() >= 0)) {
+      return timed ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
     }
-    return now < 0 ? -1 : now - untimed_origin_ns.load();
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    int64_t origin = -1;
+    untimed_origin_ns.compare_exchange_strong(origin, now);  // the stream's first frame sets it
+    return timed ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : now - untimed_origin_ns.load();
   }
 
   // appsink streaming thread: number the frame, then queue it (blocks in archive mode).
@@ -805,10 +804,8 @@ static Status build_pipeline(StreamReader::Impl& impl) {
 }
 
 std::string unreadable_uri_scheme(const std::string& uri) {
-  const size_t colon = uri.find("://");
-  if (colon == std::string::npos || !ensure_gstreamer()) return "";
-  std::string scheme = uri.substr(0, colon);
-  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string scheme = uri_scheme(uri);
+  if (scheme.empty() || !ensure_gstreamer()) return "";
   if (gst_uri_protocol_is_supported(GST_URI_SRC, scheme.c_str())) return "";
   // The nearest scheme a camera or server is read by: one letter off, or two swapped ("rstp").
   auto near = [](const std::string& a, const std::string& b) {

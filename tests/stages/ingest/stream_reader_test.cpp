@@ -1406,18 +1406,6 @@ class ReconnectTest : public StreamReaderTest {
     CollectingEmitter& out_;
     std::atomic<size_t>& frames_;
   };
-  // A loopback port that was free a moment ago: nothing listens there (connections are refused).
-  static int closed_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    close(fd);
-    return ntohs(addr.sin_port);
-  }
   // A real HTTP server on loopback serving the test folder under /media, for as long as it lives.
   class MediaServer {
    public:
@@ -1643,7 +1631,7 @@ TEST_F(ReconnectTest, ASnapshotUrlIsFetchedAgainAtMaxFpsWithoutReconnecting) {
 }
 
 TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
-  const int port = closed_port();
+  const int port = testing::free_loopback_tcp_port();  // nothing listens there
   ingest_.reconnect_attempts = 3;
   auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
