@@ -611,6 +611,9 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     std::string orientation = c.ingest.upright ? "upright" : "as_stored";
     r.choice("orientation", &orientation, {"upright", "as_stored"});
     c.ingest.upright = orientation == "upright";
+    std::string deinterlace = c.ingest.first_field ? "first_field" : "off";
+    r.choice("deinterlace", &deinterlace, {"first_field", "off"});
+    c.ingest.first_field = deinterlace == "first_field";
     if (c.ingest.reconnect_max_delay_s < c.ingest.reconnect_delay_s) {
       std::ostringstream os;
       os << "must be at least ingest.reconnect_delay_s (" << c.ingest.reconnect_delay_s << "), got "

@@ -119,6 +119,11 @@ struct IngestConfig {
   // the classifier, and an roi, see the picture as people do. as_stored: frames as the decoder gives
   // them. CPU-decoded frames only: NVDEC frames are classified as stored (said once per stream).
   bool upright = true;
+  // deinterlace: first_field (default) classifies an interlaced frame (broadcast TV, an analogue
+  // camera's DVR: two fields 1/50 or 1/60 s apart woven row by row, so whatever moves is combed) from
+  // the field taken first alone: preprocessing reads every other row, nothing is copied. off: the
+  // frame as decoded, both fields. Progressive frames are read whole either way.
+  bool first_field = true;
   bool keyframes_only_for(const StreamConfig& s) const { return s.keyframes_only.value_or(keyframes_only); }
   uint32_t rtsp_latency_ms_for(const StreamConfig& s) const { return s.rtsp_latency_ms.value_or(rtsp_latency_ms); }
 };

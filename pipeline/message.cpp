@@ -66,6 +66,38 @@ OrientationMap orientation_map(Orientation o) {
   return {};
 }
 
+const char* field_read_name(FieldRead f) {
+  switch (f) {
+    case FieldRead::kWholeFrame: return "whole frame";
+    case FieldRead::kTopField: return "top field";
+    case FieldRead::kBottomField: return "bottom field";
+  }
+  return "unknown";
+}
+
+FrameInfo field_picture(const FrameInfo& frame) {
+  if (frame.field == FieldRead::kWholeFrame || frame.height < 4) return frame;
+  FrameInfo f = frame;
+  f.field = FieldRead::kWholeFrame;
+  const bool bottom = frame.field == FieldRead::kBottomField;
+  // Even, so that the field's chroma rows (half its rows, rounded up) are all there for either field
+  // of a frame whose height is not a multiple of 4 (486-row NTSC: 242 rows a field, the last left out).
+  f.height = (frame.height / 2) & ~1u;
+  const int planes = frame.format == PixelFormat::kRGB ? 1 : frame.format == PixelFormat::kNV12 ? 2 : 3;
+  for (int p = 0; p < planes; ++p) {
+    if (bottom) f.offset[p] += frame.stride[p];
+    f.stride[p] *= 2;
+  }
+  // The crop along the stored rows: its upright y axis, or x when the picture is turned a quarter.
+  if (frame.crop[2] && frame.crop[3]) {
+    const int start = orientation_map(frame.orientation).transpose ? 0 : 1, length = start + 2;
+    const uint32_t first = std::min(frame.crop[start] / 2, f.height - 1);
+    f.crop[start] = first;
+    f.crop[length] = std::clamp<uint32_t>(frame.crop[length] / 2, 1, f.height - first);
+  }
+  return f;
+}
+
 const char* dtype_name(DType t) { return t == DType::kFloat16 ? "float16" : "float32"; }
 
 size_t FrameInfo::required_bytes() const {

@@ -61,6 +61,17 @@ struct OrientationMap {
 };
 OrientationMap orientation_map(Orientation o);
 
+// Which rows of a frame preprocessing reads (ingest.deinterlace). An interlaced frame (broadcast TV,
+// an analogue camera's DVR) weaves two fields taken 1/50 or 1/60 s apart, so whatever moves shows
+// twice, combed, row by row; one field alone (every other row) is one moment.
+enum class FieldRead : uint8_t {
+  kWholeFrame = 0,
+  kTopField = 1,     // rows 0, 2, 4, ... (the first field in time of a top-field-first frame)
+  kBottomField = 2,  // rows 1, 3, 5, ...
+};
+constexpr uint8_t kMaxFieldRead = 2;
+const char* field_read_name(FieldRead f);  // "whole frame", "top field", "bottom field"
+
 struct FrameInfo {
   PixelFormat format = PixelFormat::kI420;
   ColorMatrix matrix = ColorMatrix::kBT601;
@@ -72,6 +83,8 @@ struct FrameInfo {
   // How to turn the stored pixels (width x height, as decoded) to show them upright; preprocessing
   // reads them turned (ingest.orientation). Copies and pools deal in stored frames.
   Orientation orientation = Orientation::kAsStored;
+  // The rows preprocessing reads: the whole frame, or one field of an interlaced one (field_picture).
+  FieldRead field = FieldRead::kWholeFrame;
   // The region preprocessing reads (streams[].roi), in pixels of the upright picture: x, y, width,
   // height; width or height 0: the whole picture.
   std::array<uint32_t, 4> crop{};
@@ -87,6 +100,14 @@ struct FrameInfo {
   // Bytes of payload this layout needs; 0 if the layout is inconsistent.
   size_t required_bytes() const;
 };
+
+// The picture preprocessing reads of `frame`: the frame itself, or, when it says to read one field,
+// that field alone as a picture of its own: the same bytes, every other row of each plane (chroma
+// rows of 4:2:0 interlaced video alternate between the fields as luma rows do), so its offsets move
+// down a row for the bottom field, its strides double and its height halves (kept even); its crop,
+// given in the frame's pixels, halves along the stored rows. Nothing is copied. A frame under 4 rows,
+// or one whose layout says nothing of field (kWholeFrame), comes back as it is.
+FrameInfo field_picture(const FrameInfo& frame);
 
 // Bytes of a width x height frame of `format` with its planes packed tightly (as ingest copies it).
 size_t packed_frame_bytes(PixelFormat format, uint32_t width, uint32_t height);

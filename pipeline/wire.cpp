@@ -8,8 +8,8 @@ namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
 // 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
-// the camera's clock, frames an orientation
-constexpr uint8_t kWireVersion = 4;
+// the camera's clock, frames an orientation; 5: frames the field preprocessing reads
+constexpr uint8_t kWireVersion = 5;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -166,6 +166,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       for (uint32_t s : m.frame.stride) w.pod(s);
       for (uint32_t o : m.frame.offset) w.pod(o);
       w.pod(m.frame.orientation);
+      w.pod(m.frame.field);
       for (uint32_t c : m.frame.crop) w.pod(c);
       write_payload(w, m.payload, by_reference, enc);
       break;
@@ -224,6 +225,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       for (uint32_t& s : m->frame.stride) r.pod(&s);
       for (uint32_t& o : m->frame.offset) r.pod(&o);
       r.pod(&m->frame.orientation);
+      r.pod(&m->frame.field);
       for (uint32_t& c : m->frame.crop) r.pod(&c);
       if (!r.ok()) return DataLoss("truncated frame header");
       if (static_cast<uint8_t>(m->frame.format) > static_cast<uint8_t>(PixelFormat::kRGB)) {
@@ -231,6 +233,9 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       }
       if (static_cast<uint8_t>(m->frame.orientation) > kMaxOrientation) {
         return DataLoss("unknown orientation " + std::to_string(static_cast<int>(m->frame.orientation)));
+      }
+      if (static_cast<uint8_t>(m->frame.field) > kMaxFieldRead) {
+        return DataLoss("unknown field " + std::to_string(static_cast<int>(m->frame.field)));
       }
       m->frame.full_range = full_range != 0;
       return read_payload_or_mark(r, parts, pools, m);

@@ -250,6 +250,7 @@ struct StreamReader::Impl {
   uint64_t host_frames = 0;
   bool fallback_logged = false;
   bool camera_clock_checked = false;  // the camera's clock compared with this machine's (once)
+  bool interlace_logged = false;
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
@@ -897,6 +898,22 @@ uint32_t StreamReader::decoder_threads() const { return impl_->decoder_threads.l
 
 namespace {
 
+// The field an interlaced frame took first (the one to read alone), or kWholeFrame for a progressive
+// one. Interleaved caps make every frame interlaced, mixed ones say so frame by frame (an H.264 stream
+// may switch, PAFF/MBAFF); the order is the caps' field-order, else the frame's TFF flag (which also
+// names the one field a frame holds when it holds only one).
+FieldRead first_field(const GstVideoInfo& vinfo, GstBuffer* buffer) {
+  const GstVideoInterlaceMode mode = GST_VIDEO_INFO_INTERLACE_MODE(&vinfo);
+  const bool interlaced = mode == GST_VIDEO_INTERLACE_MODE_INTERLEAVED ||
+                          (mode == GST_VIDEO_INTERLACE_MODE_MIXED &&
+                           GST_BUFFER_FLAG_IS_SET(buffer, GST_VIDEO_BUFFER_FLAG_INTERLACED));
+  if (!interlaced) return FieldRead::kWholeFrame;
+  const GstVideoFieldOrder order = GST_VIDEO_INFO_FIELD_ORDER(&vinfo);
+  const bool top_first = order == GST_VIDEO_FIELD_ORDER_UNKNOWN ? GST_BUFFER_FLAG_IS_SET(buffer, GST_VIDEO_BUFFER_FLAG_TFF)
+                                                                 : order == GST_VIDEO_FIELD_ORDER_TOP_FIELD_FIRST;
+  return top_first ? FieldRead::kTopField : FieldRead::kBottomField;
+}
+
 // Copies a decoded frame into `payload`, planes packed tightly; fills `info`. Frames in CUDA memory
 // (NVDEC) and payloads in GPU memory (device pools) are copied by the GPU on `*stream` (made on first
 // use), which is drained before returning: the decoder's buffer goes back to GStreamer right after.
@@ -921,6 +938,7 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
   fi.height = GST_VIDEO_INFO_HEIGHT(&vinfo);
   fi.matrix = vinfo.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ? ColorMatrix::kBT709 : ColorMatrix::kBT601;
   fi.full_range = vinfo.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
+  fi.field = first_field(vinfo, buffer);
   const uint32_t cw = (fi.width + 1) / 2, ch = (fi.height + 1) / 2;
   std::array<uint32_t, 3> rows{};
   uint32_t planes = 0;
@@ -1192,6 +1210,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (s.options.watchdog) s.options.watchdog->waiting();
     VAPIPE_RETURN_IF_ERROR(copied);
     m.frame.orientation = s.orientation.load();
+    if (m.frame.field != FieldRead::kWholeFrame && !s.interlace_logged) {
+      s.interlace_logged = true;
+      if (s.ingest.first_field) {
+        VAPIPE_LOG_INFO("stream '{}': its frames are interlaced ({} first): each is classified from that field "
+                        "alone, one moment (ingest.deinterlace: first_field)",
+                        s.stream.id, m.frame.field == FieldRead::kTopField ? "top field" : "bottom field");
+      } else {
+        VAPIPE_LOG_INFO("stream '{}': its frames are interlaced: classified as decoded, both fields woven "
+                        "(ingest.deinterlace: off)", s.stream.id);
+      }
+    }
+    if (!s.ingest.first_field) m.frame.field = FieldRead::kWholeFrame;
     crop_to_region(s.stream.roi, &m.frame);  // a region of the upright picture
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);

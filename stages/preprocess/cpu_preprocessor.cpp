@@ -99,6 +99,7 @@ Status validate_frame(const FrameView& frame) {
                            std::to_string(frame.size));
   }
   if (static_cast<uint8_t>(i.orientation) > kMaxOrientation) return InvalidArgument("unknown orientation");
+  if (static_cast<uint8_t>(i.field) > kMaxFieldRead) return InvalidArgument("unknown field");
   const FrameInfo::Region r = i.region();  // in the upright picture
   const uint32_t w = i.upright_width(), h = i.upright_height();
   if (r.width == 0 || r.height == 0 || uint64_t{r.x} + r.width > w || uint64_t{r.y} + r.height > h) {
@@ -171,8 +172,10 @@ class FrameConverter {
     }
   }
 
-  Status run(const FrameView& frame, std::byte* out) {
-    VAPIPE_RETURN_IF_ERROR(validate_frame(frame));
+  Status run(const FrameView& decoded, std::byte* out) {
+    VAPIPE_RETURN_IF_ERROR(validate_frame(decoded));
+    // One field of an interlaced frame is read as a picture of its own (the same bytes, rows apart).
+    const FrameView frame{field_picture(decoded.info), decoded.data, decoded.size, decoded.device};
     const FrameInfo& info = frame.info;
     const FrameInfo::Region region = info.region();
     if (region.x != region_.x || region.y != region_.y || region.width != region_.width ||

@@ -142,6 +142,22 @@ TEST(Config, FileOpenTimeout) {
             std::string::npos) << bad.status().message();
 }
 
+// Interlaced frames are read from their first field unless `deinterlace: off` (YAML's `off`, read as
+// the word it is, not as false).
+TEST(Config, DeinterlaceReadsTheFirstFieldUnlessOff) {
+  const std::string base = "streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(base, "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->ingest.first_field);
+  c = load_config_string(base + "ingest: {deinterlace: off}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->ingest.first_field);
+  auto bad = load_config_string(base + "ingest: {deinterlace: yadif}\n", "job.yaml", "/cfg");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("job.yaml:3: ingest.deinterlace: expected one of first_field | off, got 'yadif'"),
+            std::string::npos) << bad.status().message();
+}
+
 TEST(Config, PlainPathBecomesAbsoluteFileUri) {
   auto c = load_config_string(R"(
 streams: [{id: clip, uri: media/a.mp4}]

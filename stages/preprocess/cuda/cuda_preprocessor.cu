@@ -240,7 +240,7 @@ class CudaPreprocessor final : public Preprocessor {
     std::vector<std::pair<size_t, std::byte*>> downloads;  // (frame, staged output) for host outputs
     for (size_t v = 0; v < valid.size(); ++v) {
       const size_t k = valid[v];
-      KernelParams p = frame_params(frames[k].info);
+      KernelParams p = frame_params(field_picture(frames[k].info));  // one field of an interlaced frame
       if (frames[k].device >= 0) {
         p.src = reinterpret_cast<const uint8_t*>(frames[k].data);
       } else {

@@ -636,6 +636,38 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   }
 }
 
+// ingest.deinterlace: an interlaced recording (50 moments a second woven into 25 frames, as a TV
+// channel's or an analogue camera's DVR records them) gives frames that say which field was taken first
+// (its field order), so preprocessing reads that field alone; the frames themselves are as decoded.
+// Progressive video says nothing of fields, and `deinterlace: off` leaves interlaced frames whole.
+TEST_F(StreamReaderTest, AnInterlacedRecordingsFramesSayWhichFieldToReadFirst) {
+  auto encode = [&](const std::string& name, const std::string& interlace) {
+    const std::string path = (dir_ / name).string();
+    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=12 ! video/x-raw,format=I420,"
+                            "width=320,height=240,framerate=50/1 ! " + interlace + " x264enc interlaced=" +
+                            (interlace.empty() ? "false" : "true") + " speed-preset=ultrafast ! h264parse ! "
+                            "mpegtsmux ! filesink location=" + path;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return path;
+  };
+  const std::string tff = encode("tff.ts", "interlace field-pattern=1:1 top-field-first=true !");
+  const std::string bff = encode("bff.ts", "interlace field-pattern=1:1 top-field-first=false !");
+  const std::string progressive = encode("progressive.ts", "");
+  auto fields_of = [&](const std::string& path, const IngestConfig& ingest) {
+    std::vector<FieldRead> fields;
+    const CollectingEmitter out = read_whole(path, ingest, "tv");
+    for (const Message* f : of_kind(out, MessageKind::kFrame)) fields.push_back(f->frame.field);
+    return fields;
+  };
+  const std::vector<FieldRead> top = fields_of(tff, ingest_), bottom = fields_of(bff, ingest_);
+  EXPECT_EQ(top, std::vector<FieldRead>(6, FieldRead::kTopField));  // 12 fields: 6 frames
+  EXPECT_EQ(bottom, std::vector<FieldRead>(6, FieldRead::kBottomField));
+  EXPECT_EQ(fields_of(progressive, ingest_), std::vector<FieldRead>(12, FieldRead::kWholeFrame));
+  IngestConfig woven = ingest_;
+  woven.first_field = false;
+  EXPECT_EQ(fields_of(tff, woven), std::vector<FieldRead>(6, FieldRead::kWholeFrame));
+}
+
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
 // the very picture a decode of every frame gives at its timestamp; they are numbered without gaps and
 // the others count as left out. H.264 in MP4 (B-frames) and H.265 in Matroska.

@@ -375,5 +375,98 @@ TEST(CpuPreprocessor, AFrameThatSaysHowToTurnItIsPreprocessedAsTheTurnedPicture)
       << s.message();
 }
 
+// One field of `f` (rows `parity`, parity + 2, ... of every plane, chroma rows too) as a frame of its
+// own, tightly packed: what a deinterlacer that drops the other field gives. Its height is even.
+TestFrame physically_one_field(const TestFrame& f, uint32_t parity) {
+  TestFrame t;
+  t.info = f.info;
+  t.info.field = FieldRead::kWholeFrame;
+  t.info.height = (f.info.height / 2) & ~1u;
+  const auto* src = reinterpret_cast<const uint8_t*>(f.bytes.data());
+  const uint32_t w = f.info.width;
+  auto copy_plane = [&](int plane, uint32_t row_bytes, uint32_t rows) {
+    t.info.offset[plane] = static_cast<uint32_t>(t.bytes.size());
+    t.info.stride[plane] = row_bytes;
+    for (uint32_t r = 0; r < rows; ++r) {
+      const uint8_t* row = src + f.info.offset[plane] + size_t{parity + 2 * r} * f.info.stride[plane];
+      for (uint32_t b = 0; b < row_bytes; ++b) t.bytes.push_back(std::byte(row[b]));
+    }
+  };
+  const uint32_t h = t.info.height;
+  if (f.info.format == PixelFormat::kRGB) {
+    copy_plane(0, w * 3, h);
+  } else if (f.info.format == PixelFormat::kI420) {
+    copy_plane(0, w, h);
+    copy_plane(1, w / 2, h / 2);
+    copy_plane(2, w / 2, h / 2);
+  } else {
+    copy_plane(0, w, h);
+    copy_plane(1, w, h / 2);
+  }
+  return t;
+}
+
+// ingest.deinterlace: a frame that says to read one field is preprocessed, to the bit, as that field
+// alone would be (in every format and orientation, whole and cropped: the crop halves along the stored
+// rows), with nothing copied; heights that are not a multiple of 4 (486-row NTSC) keep to the frame.
+TEST(CpuPreprocessor, AFieldOfAnInterlacedFrameIsPreprocessedAsThatFieldAlone) {
+  PreprocessSpec spec;
+  auto pre = make_cpu_preprocessor(spec);
+  for (PixelFormat format : {PixelFormat::kRGB, PixelFormat::kI420, PixelFormat::kNV12}) {
+    for (uint32_t height : {240u, 250u}) {
+      for (FieldRead field : {FieldRead::kTopField, FieldRead::kBottomField}) {
+        for (Orientation orientation : {Orientation::kAsStored, Orientation::kRotate90, Orientation::kRotate180}) {
+          TestFrame f = random_frame(format, 320, height, 13);
+          f.info.field = field;
+          f.info.orientation = orientation;
+          TestFrame alone = physically_one_field(f, field == FieldRead::kBottomField ? 1 : 0);
+          const bool transposed = orientation_map(orientation).transpose;
+          const std::array<uint32_t, 4> crop{10, 20, 101, 77};
+          for (bool cropped : {false, true}) {
+            f.info.crop = cropped ? crop : std::array<uint32_t, 4>{};
+            alone.info.crop = !cropped     ? std::array<uint32_t, 4>{}
+                              : transposed ? std::array<uint32_t, 4>{5, 20, 50, 77}
+                                           : std::array<uint32_t, 4>{10, 10, 101, 38};
+            std::vector<float> a(spec.output_info().elements()), b(a.size());
+            ASSERT_TRUE(pre->run(f.view(), reinterpret_cast<std::byte*>(a.data())).ok());
+            ASSERT_TRUE(pre->run(alone.view(), reinterpret_cast<std::byte*>(b.data())).ok());
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                << pixel_format_name(format) << " " << height << " rows, " << field_read_name(field) << ", "
+                << orientation_name(orientation) << (cropped ? ", cropped" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
+// What reading one field is for: a ball moving across an interlaced frame is in two places, one per
+// field, combed row by row; the whole frame shows both half there, the first field the ball it saw.
+TEST(CpuPreprocessor, ReadingOneFieldOfAnInterlacedFrameShowsAMovingObjectOnce) {
+  PreprocessSpec spec;
+  spec.out_width = spec.out_height = 64;
+  auto pre = make_cpu_preprocessor(spec);
+  TestFrame f = random_frame(PixelFormat::kI420, 256, 256, 1);
+  auto* bytes = reinterpret_cast<uint8_t*>(f.bytes.data());
+  std::fill(bytes, bytes + f.bytes.size(), uint8_t{128});  // grey: Y 128, no colour
+  for (uint32_t y = 0; y < 256; ++y) {
+    std::fill_n(bytes + y * f.info.stride[0], 256, uint8_t{16});  // black
+    const uint32_t left = y % 2 == 0 ? 64 : 128;  // the top field saw the square here, the bottom 1/50 s later
+    if (y >= 96 && y < 160) std::fill_n(bytes + y * f.info.stride[0] + left, 64, uint8_t{235});  // white
+  }
+  auto luma_at = [&](const std::vector<float>& t, uint32_t x, uint32_t y) {
+    return (t[y * 64 + x] * spec.std[0] + spec.mean[0]) * 255.f;  // the red channel: the luma here
+  };
+  std::vector<float> woven(spec.output_info().elements()), field(woven.size());
+  ASSERT_TRUE(pre->run(f.view(), reinterpret_cast<std::byte*>(woven.data())).ok());
+  f.info.field = FieldRead::kTopField;
+  ASSERT_TRUE(pre->run(f.view(), reinterpret_cast<std::byte*>(field.data())).ok());
+  // Square centres (input 96, 128) and (160, 128): output (24, 32) and (40, 32).
+  EXPECT_NEAR(luma_at(woven, 24, 32), 127.5f, 2.f);  // half white, half black: combed
+  EXPECT_NEAR(luma_at(woven, 40, 32), 127.5f, 2.f);
+  EXPECT_NEAR(luma_at(field, 24, 32), 255.f, 1.f);  // the top field's square, whole
+  EXPECT_NEAR(luma_at(field, 40, 32), 0.f, 1.f);    // and nothing where the bottom field saw it
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -167,6 +167,40 @@ TEST_F(CudaPreprocessor, FramesTurnedAsTheySayMatchTheCpuInEveryOrientation) {
   }
 }
 
+// ingest.deinterlace: one field of interlaced frames (1080i, 576i, and 486-row NTSC whose height is not
+// a multiple of 4), either field, turned or not, whole and cropped, in one launch, as the CPU reads it.
+TEST_F(CudaPreprocessor, OneFieldOfInterlacedFramesMatchesTheCpu) {
+  for (PixelFormat format : {PixelFormat::kNV12, PixelFormat::kI420, PixelFormat::kRGB}) {
+    std::vector<Frame> frames;
+    for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1920, 1080}, {720, 576}, {720, 486}}) {
+      for (FieldRead field : {FieldRead::kTopField, FieldRead::kBottomField}) {
+        for (Orientation o : {Orientation::kAsStored, Orientation::kRotate270}) {
+          for (bool cropped : {false, true}) {
+            frames.push_back(random_frame(format, w, h));
+            frames.back().info.field = field;
+            frames.back().info.orientation = o;
+            if (cropped) frames.back().info.crop = {11, 21, 101, 77};
+          }
+        }
+      }
+    }
+    PreprocessSpec spec;
+    auto cuda = make_cuda_preprocessor(spec);
+    ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+    HostBatch batch = host_batch(frames, spec);
+    const std::vector<Status> statuses = (*cuda)->run_batch(batch.views, batch.outs);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
+      std::vector<float> cpu(spec.output_info().elements());
+      ASSERT_TRUE(make_cpu_preprocessor(spec)->run(batch.views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
+      EXPECT_LE(worst_difference(cpu, batch.tensors[i]), 1e-3f)
+          << pixel_format_name(format) << " " << frames[i].info.width << "x" << frames[i].info.height << ", "
+          << field_read_name(frames[i].info.field) << ", " << orientation_name(frames[i].info.orientation)
+          << (frames[i].info.crop[2] ? ", cropped" : "");
+    }
+  }
+}
+
 TEST_F(CudaPreprocessor, ReadsFramesAndWritesTensorsInGpuMemoryInPlace) {
   PreprocessSpec spec;
   const size_t out_bytes = spec.output_info().bytes();
