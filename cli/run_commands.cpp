@@ -328,14 +328,21 @@ int validate_command(const std::vector<std::string>& all_args) {
     const std::string trust = !s.tls.verify             ? " (TLS certificate not checked)"
                               : !s.tls.ca_file.empty() ? " (TLS certificate checked against " + s.tls.ca_file + ")"
                                                        : std::string();
+    std::string recorded;
+    if (s.recorded.from == RecordingStart::From::kContainer) {
+      recorded = " (recorded at: its container's creation date)";
+    } else if (s.recorded.known()) {
+      recorded = " (recorded from " + local_time_text(s.recorded.unix_ns) +
+                 (s.recorded.from == RecordingStart::From::kFileName ? ", its file name)" : ")");
+    }
     if (s.is_member()) {
       // Its frames are its source's: only what it classifies of them is its own.
       std::printf("    %-20s frames of '%s'%s%s\n", s.id.c_str(), s.source.c_str(), region, turned.c_str());
       continue;
     }
-    std::printf("    %-20s %s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
+    std::printf("    %-20s %s%s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
                 c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter, turned.c_str(),
-                trust.c_str());
+                trust.c_str(), recorded.c_str());
   }
   std::vector<std::pair<std::string, std::string>> sources;
   for (const auto& s : c.streams) {

@@ -415,6 +415,13 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.str("tls_ca_file", &s.tls.ca_file);
       r.optional_boolean("tls_verify", &tls_verify);
       s.tls.verify = tls_verify.value_or(true);
+      std::string recorded_at;
+      r.str("recorded_at", &recorded_at);
+      if (!recorded_at.empty()) {
+        auto recorded = parse_recorded_at(recorded_at);
+        if (!recorded.ok()) ctx.fail(streams[i]["recorded_at"], path + ".recorded_at", recorded.status().message());
+        s.recorded = recorded.value();
+      }
       r.finish();
       if (s.is_member()) {
         // Decoded once, by the source: what decides the decoding is the source's to set.
@@ -429,6 +436,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : mirror.has_value()                 ? "mirror"
                           : !s.tls.ca_file.empty()             ? "tls_ca_file"
                           : tls_verify.has_value()             ? "tls_verify"
+                          : !recorded_at.empty()               ? "recorded_at"
                                                                : nullptr;
         if (own) {
           ctx.fail(streams[i][own], path + "." + own,
@@ -509,6 +517,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                             "being written): " + names.str());
         }
         const std::string base = glob_base_dir(pattern);
+        std::vector<std::string> undated;  // files whose names hold no time recorded_at: name:... reads
         for (const std::string& file : settled) {
           StreamConfig f;
           f.line = s.line;
@@ -517,6 +526,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           f.rtsp_latency_ms = s.rtsp_latency_ms;
           f.roi = s.roi;
           f.turn = s.turn;
+          f.recorded = s.recorded;
+          if (f.recorded.from == RecordingStart::From::kFileName) {
+            f.recorded.unix_ns = time_in_file_name(file, f.recorded.spec.substr(5)).value_or(-1);
+            if (!f.recorded.known()) undated.push_back(std::filesystem::path(file).filename().string());
+          }
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {
             ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());
@@ -535,6 +549,14 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           f.uri = f.parsed.uri;
           c.streams.push_back(std::move(f));
         }
+        if (!undated.empty()) {
+          std::ostringstream names;
+          for (size_t k = 0; k < undated.size() && k < 5; ++k) names << (k ? ", '" : "'") << undated[k] << "'";
+          if (undated.size() > 5) names << " and " << undated.size() - 5 << " more";
+          c.notes.push_back(path + ".recorded_at: " + std::to_string(undated.size()) + " of " +
+                            std::to_string(settled.size()) + " file names hold no time that " + s.recorded.spec +
+                            " reads (" + names.str() + "): their results' camera_unix_ms stay null");
+        }
         continue;
       }
       if (!id_prefix.empty()) ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", "only with glob");
@@ -547,6 +569,25 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       if (!parsed.ok()) ctx.fail(streams[i]["uri"], path + ".uri", parsed.status().message());
       s.parsed = parsed.value();
       s.uri = s.parsed.uri;
+      if (s.recorded.from != RecordingStart::From::kNone) {
+        const std::string key = path + ".recorded_at";
+        if (s.parsed.kind == UriKind::kNetwork) {
+          ctx.fail(streams[i]["recorded_at"], key,
+                   "only for files (a camera's own clock comes from its RTCP sender reports, in camera_unix_ms)");
+        }
+        if (s.parsed.kind == UriKind::kTest && s.recorded.from != RecordingStart::From::kGiven) {
+          ctx.fail(streams[i]["recorded_at"], key, "a test:// source has no file name or container: give the time");
+        }
+        if (s.recorded.from == RecordingStart::From::kFileName) {
+          const std::string file = file_uri_path(s.uri);
+          s.recorded.unix_ns = time_in_file_name(file, s.recorded.spec.substr(5)).value_or(-1);
+          if (!s.recorded.known()) {
+            ctx.fail(streams[i]["recorded_at"], key,
+                     "the name '" + std::filesystem::path(file).filename().string() + "' holds no time that " +
+                         s.recorded.spec + " reads");
+          }
+        }
+      }
       if (tls_key && !uri_uses_tls(s.uri)) {
         ctx.fail(streams[i][tls_key], path + "." + tls_key,
                  "only for rtsps:// and https:// streams (this one's uri does not use TLS)");
@@ -574,6 +615,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       m.rtsp_latency_ms = source->rtsp_latency_ms;
       m.turn = source->turn;
       m.tls = source->tls;
+      m.recorded = source->recorded;
     }
   }
   // Default mode: archive when every stream ends by itself (files, finite test sources).

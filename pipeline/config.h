@@ -14,6 +14,7 @@
 #include "pipeline/curve.h"
 #include "pipeline/envelope.h"
 #include "pipeline/message.h"
+#include "pipeline/recorded_at.h"
 #include "pipeline/status.h"
 #include "pipeline/stream_uri.h"
 
@@ -52,6 +53,9 @@ struct StreamConfig {
   // tag. Unset: the file's tag (ingest.orientation).
   std::optional<Orientation> turn = std::nullopt;
   SourceTls tls;
+  // streams[].recorded_at: when this file's recording started (given, from its name, or from its
+  // container), so that its frames' camera_unix_ms say the time of day they show. Files only.
+  RecordingStart recorded;
   // streams[].source: the id of another stream whose decoded frames this one classifies too (another
   // region of the same camera or file, decoded once); it then has the source's uri and decoding
   // settings. Empty: the stream reads its own uri.

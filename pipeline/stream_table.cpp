@@ -30,7 +30,8 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
     t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
                                          config.streams[i].max_fps, config.streams[i].roi,
                                          config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms,
-                                         config.streams[i].source, config.streams[i].turn, config.streams[i].tls});
+                                         config.streams[i].source, config.streams[i].turn, config.streams[i].tls,
+                                         config.streams[i].recorded});
   }
   return t;
 }
@@ -47,7 +48,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
                             {"rtsp_latency_ms", e.rtsp_latency_ms ? nlohmann::json(*e.rtsp_latency_ms) : nlohmann::json()},
                             {"source", e.source},
                             {"turn", e.turn ? nlohmann::json(orientation_name(*e.turn)) : nlohmann::json()},
-                            {"tls_ca_file", e.tls.ca_file}, {"tls_verify", e.tls.verify}});
+                            {"tls_ca_file", e.tls.ca_file}, {"tls_verify", e.tls.verify},
+                            {"recorded_at", e.recorded.spec}, {"recorded_unix_ns", e.recorded.unix_ns}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -73,6 +75,12 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
       if (s.contains("turn") && s["turn"].is_string()) e.turn = orientation_from_tag(s["turn"].get<std::string>());
       e.tls.ca_file = s.value("tls_ca_file", std::string());
       e.tls.verify = s.value("tls_verify", true);
+      if (const std::string spec = s.value("recorded_at", std::string()); !spec.empty()) {
+        auto recorded = parse_recorded_at(spec);
+        if (!recorded.ok()) return DataLoss(path + ": stream '" + e.id + "': " + recorded.status().message());
+        e.recorded = recorded.value();
+        e.recorded.unix_ns = s.value("recorded_unix_ns", int64_t{-1});  // resolved from the file's name too
+      }
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -100,6 +108,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.source = entry.source;
   s.turn = entry.turn;
   s.tls = entry.tls;
+  s.recorded = entry.recorded;
   return s;
 }
 
@@ -171,12 +180,13 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                                 "source a new id, or restart the job)");
     } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
                it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms ||
-               it->second->turn != s.turn || it->second->tls != s.tls) {
+               it->second->turn != s.turn || it->second->tls != s.tls || it->second->recorded != s.recorded) {
       const char* what = it->second->max_fps != s.max_fps                 ? "max_fps"
                          : it->second->roi != s.roi                       ? "roi"
                          : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
                          : it->second->turn != s.turn                     ? "rotate or mirror"
                          : it->second->tls != s.tls                       ? "tls_ca_file or tls_verify"
+                         : it->second->recorded != s.recorded             ? "recorded_at"
                                                                           : "rtsp_latency_ms";
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
                                 what +

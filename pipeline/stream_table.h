@@ -33,6 +33,7 @@ struct StreamTableEntry {
   std::string source = "";  // StreamConfig::source: a member of that stream's group, on its lane
   std::optional<Orientation> turn = std::nullopt;  // StreamConfig::turn (streams[].rotate, mirror)
   SourceTls tls = {};  // StreamConfig::tls (streams[].tls_ca_file, tls_verify)
+  RecordingStart recorded = {};  // StreamConfig::recorded (streams[].recorded_at), resolved
 };
 
 struct StreamTable {

@@ -242,6 +242,9 @@ struct StreamReader::Impl {
   // How the stream's frames are shown upright (its file's image-orientation tag; kAsStored with
   // ingest.orientation: as_stored). Set on a streaming thread before the frames it applies to.
   std::atomic<Orientation> orientation{Orientation::kAsStored};
+  // streams[].recorded_at: container: the file's creation date (its tags), ns since 1970; -1 unknown.
+  std::atomic<int64_t> container_recorded_ns{-1};
+  bool recorded_logged = false;
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
@@ -583,6 +586,26 @@ struct StreamReader::Impl {
     }
     return GST_PAD_PROBE_OK;
   }
+  // streams[].recorded_at: container: the file's creation date and time (MP4/MOV's mvhd, Matroska's
+  // DateUTC, as GStreamer's datetime tag), before its first frame. A date without a time of day, or
+  // before 1971 (an MP4's unset 1904), says nothing.
+  static GstPadProbeReturn on_creation_date_tag(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_TAG) return GST_PAD_PROBE_OK;
+    GstTagList* tags = nullptr;
+    gst_event_parse_tag(event, &tags);
+    GstDateTime* when = nullptr;
+    if (!tags || !gst_tag_list_get_date_time(tags, GST_TAG_DATE_TIME, &when)) return GST_PAD_PROBE_OK;
+    if (gst_date_time_has_time(when) && gst_date_time_get_year(when) >= 1971) {
+      if (GDateTime* g = gst_date_time_to_g_date_time(when)) {
+        static_cast<Impl*>(user)->container_recorded_ns =
+            static_cast<int64_t>(g_date_time_to_unix(g)) * 1000000000 + int64_t{g_date_time_get_microsecond(g)} * 1000;
+        g_date_time_unref(g);
+      }
+    }
+    gst_date_time_unref(when);
+    return GST_PAD_PROBE_OK;
+  }
   // Every stream of the source has its pad (or was found undecodable): without a video pad among them
   // nothing will ever reach the appsink, not even an end of stream. The demuxer usually fails with
   // "Internal data stream error" when its pads turn out unlinked, but a short file can be pushed whole
@@ -625,6 +648,9 @@ struct StreamReader::Impl {
     gst_caps_unref(caps);
     self->video_pad = true;
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &Impl::on_orientation_tag, self, nullptr);
+    if (self->stream.recorded.from == RecordingStart::From::kContainer) {
+      gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &Impl::on_creation_date_tag, self, nullptr);
+    }
     // A decoder that can write CUDA memory (NVDEC) links straight to the caps filter: videoconvert
     // would force the frames through system memory. Any other goes through videoconvert.
     GstElement* target = self->convert_sink;
@@ -912,6 +938,31 @@ FieldRead first_field(const GstVideoInfo& vinfo, GstBuffer* buffer) {
   const bool top_first = order == GST_VIDEO_FIELD_ORDER_UNKNOWN ? GST_BUFFER_FLAG_IS_SET(buffer, GST_VIDEO_BUFFER_FLAG_TFF)
                                                                  : order == GST_VIDEO_FIELD_ORDER_TOP_FIELD_FIRST;
   return top_first ? FieldRead::kTopField : FieldRead::kBottomField;
+}
+
+// streams[].recorded_at: a file's frame shows the recording's start plus its own timestamp, the time
+// of day it was taken, given as the camera's clock (camera_unix_ms); said once per stream.
+void record_time_of_day(StreamReader::Impl& s, Envelope* env) {
+  const RecordingStart& recorded = s.stream.recorded;
+  if (recorded.from == RecordingStart::From::kNone || env->camera_ns >= 0) return;
+  const bool container = recorded.from == RecordingStart::From::kContainer;
+  const int64_t start = container ? s.container_recorded_ns.load() : recorded.unix_ns;
+  if (start >= 0 && env->pts_ns >= 0) env->camera_ns = start + env->pts_ns;
+  if (s.recorded_logged) return;
+  s.recorded_logged = true;
+  if (start < 0) {
+    // A file name without the time was said when the config was read; a container says so only now.
+    if (!container) return;
+    VAPIPE_LOG_WARN("stream '{}': its file gives no creation date and time (streams[].recorded_at: container): its "
+                    "results' camera_unix_ms stay null; give the time, or name:FORMAT for its file name",
+                    s.stream.id);
+    return;
+  }
+  const char* how = container ? "its container's creation date"
+                    : recorded.from == RecordingStart::From::kFileName ? "its file name"
+                                                                       : "streams[].recorded_at";
+  VAPIPE_LOG_INFO("stream '{}': recorded from {} ({}): each result's camera_unix_ms is that plus its frame's time",
+                  s.stream.id, local_time_text(start), how);
 }
 
 // Copies a decoded frame into `payload`, planes packed tightly; fills `info`. Frames in CUDA memory
@@ -1202,6 +1253,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         VAPIPE_LOG_WARN("stream '{}': {}", s.stream.id, *note);
       }
     }
+    record_time_of_day(s, &m.env);
     bool from_device = false;
     if (s.options.watchdog) s.options.watchdog->working("copying a decoded frame");  // its slot wait is not
     Status copied = copy_frame(f.sample.get(), s.stream.id, out, s.options.gpu, s.options.max_frame_bytes,

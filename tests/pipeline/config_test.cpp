@@ -691,6 +691,66 @@ infer: {model: m, labels: l}
   std::filesystem::remove_all(dir);
 }
 
+// streams[].recorded_at: when a file's recording started: a time, the file's name (a glob's files each
+// their own; those whose names hold none are noted), or its container; members take their source's;
+// not for cameras.
+TEST(Config, RecordedAtSaysWhenAFilesRecordingStarted) {
+  const char* before = std::getenv("TZ");
+  const std::string saved = before ? before : "";
+  setenv("TZ", "UTC0", 1);
+  tzset();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-config-rec-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* name : {"ch01_20261130143000.mp4", "ch01_20261130150000.mp4", "holiday.mp4"}) {
+    std::ofstream(dir / name) << "x";
+  }
+  auto c = load_config_string(R"(
+streams:
+  - {id: given, uri: 'test://ball', recorded_at: '2026-11-30T14:30:00Z'}
+  - {id: named, uri: ch01_20261130143000.mp4, recorded_at: 'name:ch01_%Y%m%d%H%M%S'}
+  - {id: phone, uri: holiday.mp4, recorded_at: container}
+  - {id: gate, source: named, roi: [0, 0, 0.5, 1]}
+  - {glob: '*.mp4', id_prefix: 'all-', recorded_at: 'name:%Y%m%d%H%M%S'}
+  - {id: plain, uri: holiday.mp4}
+infer: {model: m, labels: l}
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  constexpr int64_t k1430 = int64_t{1796049000} * 1000000000;
+  EXPECT_EQ(c->streams[0].recorded.from, RecordingStart::From::kGiven);
+  EXPECT_EQ(c->streams[0].recorded.unix_ns, k1430);
+  EXPECT_EQ(c->streams[1].recorded.from, RecordingStart::From::kFileName);
+  EXPECT_EQ(c->streams[1].recorded.unix_ns, k1430);
+  EXPECT_EQ(c->streams[2].recorded.from, RecordingStart::From::kContainer);
+  EXPECT_EQ(c->streams[3].recorded, c->streams[1].recorded);  // a member: its source's
+  ASSERT_EQ(c->streams.size(), 8u);
+  EXPECT_EQ(c->streams[4].recorded.unix_ns, k1430);  // all-ch01_20261130143000.mp4
+  EXPECT_EQ(c->streams[5].recorded.unix_ns, k1430 + int64_t{1800} * 1000000000);
+  EXPECT_FALSE(c->streams[6].recorded.known());  // all-holiday.mp4
+  EXPECT_EQ(c->streams[7].recorded.from, RecordingStart::From::kNone);
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0], "streams[4].recorded_at: 1 of 3 file names hold no time that name:%Y%m%d%H%M%S reads "
+                         "('holiday.mp4'): their results' camera_unix_ms stay null");
+  const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  - {id: a, uri: 'rtsp://cam/s', recorded_at: container}\n",
+            "job.yaml:3: streams[0].recorded_at: only for files (a camera's own clock comes from its RTCP sender reports"},
+           {"  - {id: a, uri: holiday.mp4, recorded_at: 'name:%Y%m%d%H%M%S'}\n",
+            "job.yaml:3: streams[0].recorded_at: the name 'holiday.mp4' holds no time that name:%Y%m%d%H%M%S reads"},
+           {"  - {id: a, uri: holiday.mp4, recorded_at: 'yesterday at noon'}\n",
+            "streams[0].recorded_at: expected a date and time as ISO 8601 writes it"},
+           {"  - {id: a, uri: 'test://ball', recorded_at: container}\n",
+            "streams[0].recorded_at: a test:// source has no file name or container: give the time"},
+           {"  - {id: a, uri: holiday.mp4}\n  - {id: b, source: a, recorded_at: container}\n",
+            "job.yaml:4: streams[1].recorded_at: a stream with `source` classifies the frames of stream 'a'"}}) {
+    auto bad = load_config_string(head + text, "job.yaml", dir.string());
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+  std::filesystem::remove_all(dir);
+  before ? setenv("TZ", saved.c_str(), 1) : unsetenv("TZ");
+  tzset();
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -284,6 +284,34 @@ TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndCannotChangeWhileItRuns) {
   EXPECT_EQ(table.entries.back().tls, (SourceTls{"", false}));
 }
 
+// When a file's recording started travels to ingest with the stream, resolved (a file name's time too),
+// and cannot change while it runs.
+TEST(StreamTable, AStreamsRecordingStartTravelsWithItAndCannotChangeWhileItRuns) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: a, uri: \"test://ball\", recorded_at: \"2026-11-30T14:30:00Z\"}\n"
+                              "  - {id: b, uri: \"/media/phone.mp4\", recorded_at: container}\n"
+                              "  - {id: c, uri: \"/media/plain.mp4\"}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 1);
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-rec-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto back = read_stream_table((dir / "t.json").string());
+  ASSERT_TRUE(back.ok() && back->has_value()) << (back.ok() ? "" : back.status().message());
+  const StreamConfig a = stream_config_of((*back)->entries[0]).value();
+  EXPECT_EQ(a.recorded.from, RecordingStart::From::kGiven);
+  EXPECT_EQ(a.recorded.unix_ns, int64_t{1796049000} * 1000000000);
+  EXPECT_EQ(stream_config_of((*back)->entries[1])->recorded.from, RecordingStart::From::kContainer);
+  EXPECT_EQ(stream_config_of((*back)->entries[2])->recorded, RecordingStart{});
+  std::filesystem::remove_all(dir);
+  std::string changed = running;
+  changed.replace(changed.find("14:30:00Z"), 9, "15:30:00Z");
+  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'a': its recorded_at changed"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   StreamTracker tracker(2);
   auto end_of = [](uint32_t i) {

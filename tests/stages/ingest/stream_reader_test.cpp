@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -666,6 +667,53 @@ TEST_F(StreamReaderTest, AnInterlacedRecordingsFramesSayWhichFieldToReadFirst) {
   IngestConfig woven = ingest_;
   woven.first_field = false;
   EXPECT_EQ(fields_of(tff, woven), std::vector<FieldRead>(6, FieldRead::kWholeFrame));
+}
+
+// streams[].recorded_at: a file's frames carry the time of day they show, the recording's start plus
+// their timestamp, as the camera's clock (camera_unix_ms): a start given in the config, or the
+// container's creation date (mp4mux writes the time it muxed: within this test's run); a file whose
+// container says none keeps null; without recorded_at, nothing.
+TEST_F(StreamReaderTest, AFilesFramesCarryTheTimeOfDayTheyShowWhenItsRecordingStartIsKnown) {
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const int64_t before_ns = now_ns() / 1000000000 * 1000000000;  // the container keeps whole seconds
+  const std::string mp4 = encode_clip("dated.mp4", "ball", 10, 160, 120, "mp4mux");
+  const int64_t after_ns = now_ns();
+  const std::string mkv = (dir_ / "undated.mkv").string();
+  const std::string cmd = "gst-launch-1.0 -q videotestsrc num-buffers=4 ! video/x-raw,width=160,height=120 ! "
+                          "x264enc speed-preset=ultrafast ! h264parse ! matroskamux writing-app=vapipe ! "
+                          "filesink location=" + mkv;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // matroskamux writes its DateUTC too: cut it out (its element id 0x4461, 8 bytes) by renaming it Void.
+  {
+    std::fstream file(mkv, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const size_t date = bytes.find(std::string("\x44\x61\x88", 3));
+    ASSERT_NE(date, std::string::npos);
+    file.seekp(static_cast<std::streamoff>(date));
+    file.write("\xec\x89", 2);  // Void, 9 bytes of payload: the size byte and the 8-byte date
+  }
+  auto camera_times = [&](const std::string& path, const RecordingStart& recorded) {
+    StreamConfig s = stream("rec", path);
+    s.recorded = recorded;
+    const CollectingEmitter out = read_stream(s, ingest_);
+    std::vector<std::pair<int64_t, int64_t>> times;  // (pts, camera)
+    for (const Message* f : of_kind(out, MessageKind::kFrame)) times.emplace_back(f->env.pts_ns, f->env.camera_ns);
+    return times;
+  };
+  RecordingStart given = parse_recorded_at("2026-11-30T14:30:00Z").value();
+  const auto at_given = camera_times(mp4, given);
+  ASSERT_EQ(at_given.size(), 10u);
+  for (const auto& [pts, camera] : at_given) EXPECT_EQ(camera, given.unix_ns + pts);
+  const auto from_container = camera_times(mp4, parse_recorded_at("container").value());
+  ASSERT_EQ(from_container.size(), 10u);
+  const int64_t start = from_container[0].second - from_container[0].first;
+  EXPECT_GE(start, before_ns);
+  EXPECT_LE(start, after_ns);
+  for (const auto& [pts, camera] : from_container) EXPECT_EQ(camera, start + pts);
+  for (const auto& [pts, camera] : camera_times(mkv, parse_recorded_at("container").value())) EXPECT_EQ(camera, -1);
+  for (const auto& [pts, camera] : camera_times(mp4, RecordingStart{})) EXPECT_EQ(camera, -1);
 }
 
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
