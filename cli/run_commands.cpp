@@ -328,6 +328,10 @@ int validate_command(const std::vector<std::string>& all_args) {
     const std::string trust = !s.tls.verify             ? " (TLS certificate not checked)"
                               : !s.tls.ca_file.empty() ? " (TLS certificate checked against " + s.tls.ca_file + ")"
                                                        : std::string();
+    std::string part;
+    if (!s.whole_file()) {
+      part = " (from " + media_time_text(s.from_ns) + (s.to_ns >= 0 ? " to " + media_time_text(s.to_ns) : " on") + ")";
+    }
     std::string recorded;
     if (s.recorded.from == RecordingStart::From::kContainer) {
       recorded = " (recorded at: its container's creation date)";
@@ -340,7 +344,7 @@ int validate_command(const std::vector<std::string>& all_args) {
       std::printf("    %-20s frames of '%s'%s%s\n", s.id.c_str(), s.source.c_str(), region, turned.c_str());
       continue;
     }
-    std::printf("    %-20s %s%s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(),
+    std::printf("    %-20s %s%s%s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), part.c_str(),
                 c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter, turned.c_str(),
                 trust.c_str(), recorded.c_str());
   }

@@ -30,6 +30,48 @@ Orientation orientation_from_rotation(uint32_t degrees, bool mirror) {
     default: return mirror ? Orientation::kFlipHorizontal : Orientation::kAsStored;
   }
 }
+
+Result<int64_t> parse_media_time(const std::string& text) {
+  const std::string expected = "expected seconds (5400) or [H:]MM:SS[.fff] (1:30:00) of the video's own time, got '" +
+                               text + "'";
+  // Up to three fields separated by ':', the last with an optional fraction; each a plain number.
+  std::vector<std::string> fields;
+  size_t start = 0;
+  for (size_t colon; (colon = text.find(':', start)) != std::string::npos; start = colon + 1) {
+    fields.push_back(text.substr(start, colon - start));
+  }
+  fields.push_back(text.substr(start));
+  if (fields.size() > 3) return InvalidArgument(expected);
+  double total = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::string& f = fields[i];
+    const bool last = i + 1 == fields.size();
+    const bool digits = !f.empty() && std::all_of(f.begin(), f.end(), [&](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) || (last && c == '.');
+    });
+    if (!digits || std::count(f.begin(), f.end(), '.') > 1 || f.front() == '.' || f.back() == '.') {
+      return InvalidArgument(expected);
+    }
+    const double v = std::stod(f);
+    if (i > 0 && v >= 60) return InvalidArgument(expected + " (minutes and seconds below 60)");
+    total = total * 60 + v;
+  }
+  if (total > 1e7) return InvalidArgument(expected + " (more than 115 days)");
+  return static_cast<int64_t>(std::llround(total * 1e9));
+}
+
+std::string media_time_text(int64_t ns) {
+  const int64_t ms = (ns + 500000) / 1000000;
+  char text[40];
+  const long long h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60, milli = ms % 1000;
+  if (h > 0) {
+    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld.%03lld", h, m, s, milli);
+  } else {
+    std::snprintf(text, sizeof text, "%lld:%02lld.%03lld", m, s, milli);
+  }
+  return text;
+}
+
 namespace {
 
 // A number as a config file would give it: 60, 0.5.
@@ -415,6 +457,20 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.str("tls_ca_file", &s.tls.ca_file);
       r.optional_boolean("tls_verify", &tls_verify);
       s.tls.verify = tls_verify.value_or(true);
+      std::string from_text, to_text;
+      r.str("from", &from_text);
+      r.str("to", &to_text);
+      for (const auto& [key, text, out] : {std::tuple<const char*, const std::string&, int64_t*>{"from", from_text, &s.from_ns},
+                                           {"to", to_text, &s.to_ns}}) {
+        if (text.empty()) continue;
+        auto t = parse_media_time(text);
+        if (!t.ok()) ctx.fail(streams[i][key], path + "." + key, t.status().message());
+        *out = t.value();
+      }
+      if (s.to_ns >= 0 && s.to_ns <= s.from_ns) {
+        ctx.fail(streams[i]["to"], path + ".to",
+                 "must be after from (" + media_time_text(s.from_ns) + "), got " + media_time_text(s.to_ns));
+      }
       std::string recorded_at;
       r.str("recorded_at", &recorded_at);
       if (!recorded_at.empty()) {
@@ -437,6 +493,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : !s.tls.ca_file.empty()             ? "tls_ca_file"
                           : tls_verify.has_value()             ? "tls_verify"
                           : !recorded_at.empty()               ? "recorded_at"
+                          : !from_text.empty()                 ? "from"
+                          : !to_text.empty()                   ? "to"
                                                                : nullptr;
         if (own) {
           ctx.fail(streams[i][own], path + "." + own,
@@ -527,6 +585,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           f.roi = s.roi;
           f.turn = s.turn;
           f.recorded = s.recorded;
+          f.from_ns = s.from_ns;
+          f.to_ns = s.to_ns;
           if (f.recorded.from == RecordingStart::From::kFileName) {
             f.recorded.unix_ns = time_in_file_name(file, f.recorded.spec.substr(5)).value_or(-1);
             if (!f.recorded.known()) undated.push_back(std::filesystem::path(file).filename().string());
@@ -569,6 +629,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       if (!parsed.ok()) ctx.fail(streams[i]["uri"], path + ".uri", parsed.status().message());
       s.parsed = parsed.value();
       s.uri = s.parsed.uri;
+      if (!s.whole_file() && s.parsed.kind != UriKind::kFile) {
+        const char* key = !from_text.empty() ? "from" : "to";
+        ctx.fail(streams[i][key], path + "." + key, "only for files (a part of a recording, in its own time)");
+      }
       if (s.recorded.from != RecordingStart::From::kNone) {
         const std::string key = path + ".recorded_at";
         if (s.parsed.kind == UriKind::kNetwork) {
@@ -616,6 +680,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       m.turn = source->turn;
       m.tls = source->tls;
       m.recorded = source->recorded;
+      m.from_ns = source->from_ns;
+      m.to_ns = source->to_ns;
     }
   }
   // Default mode: archive when every stream ends by itself (files, finite test sources).

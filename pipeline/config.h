@@ -27,6 +27,12 @@ enum class TransportMode { kShm, kTcp };
 // an orientation.
 Orientation orientation_from_rotation(uint32_t degrees, bool mirror);
 
+// A time in a video's own timeline, as streams[].from and to give it: seconds ("90", "5400.5") or
+// "[H:]MM:SS[.fff]" ("1:30:00", "12:05.5"); nanoseconds.
+Result<int64_t> parse_media_time(const std::string& text);
+// "1:30:00.000", "12:05.500": a media time as parse_media_time reads it.
+std::string media_time_text(int64_t ns);
+
 // streams[].tls_ca_file and tls_verify: how a camera's TLS certificate is checked (rtsps://, https://).
 struct SourceTls {
   std::string ca_file;  // PEM certificates trusted instead of this machine's authorities; empty: those
@@ -56,6 +62,11 @@ struct StreamConfig {
   // streams[].recorded_at: when this file's recording started (given, from its name, or from its
   // container), so that its frames' camera_unix_ms say the time of day they show. Files only.
   RecordingStart recorded;
+  // streams[].from and to: the part of a file that is classified, in its own time (as pts_ms): frames
+  // at or after from_ns and before to_ns (-1: its end). Files only; the reader seeks to from_ns.
+  int64_t from_ns = 0;
+  int64_t to_ns = -1;
+  bool whole_file() const { return from_ns == 0 && to_ns < 0; }
   // streams[].source: the id of another stream whose decoded frames this one classifies too (another
   // region of the same camera or file, decoded once); it then has the source's uri and decoding
   // settings. Empty: the stream reads its own uri.

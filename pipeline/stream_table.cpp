@@ -31,7 +31,8 @@ StreamTable initial_stream_table(const Config& config, const Placement& placemen
                                          config.streams[i].max_fps, config.streams[i].roi,
                                          config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms,
                                          config.streams[i].source, config.streams[i].turn, config.streams[i].tls,
-                                         config.streams[i].recorded});
+                                         config.streams[i].recorded, config.streams[i].from_ns,
+                                         config.streams[i].to_ns});
   }
   return t;
 }
@@ -49,7 +50,8 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
                             {"source", e.source},
                             {"turn", e.turn ? nlohmann::json(orientation_name(*e.turn)) : nlohmann::json()},
                             {"tls_ca_file", e.tls.ca_file}, {"tls_verify", e.tls.verify},
-                            {"recorded_at", e.recorded.spec}, {"recorded_unix_ns", e.recorded.unix_ns}});
+                            {"recorded_at", e.recorded.spec}, {"recorded_unix_ns", e.recorded.unix_ns},
+                            {"from_ns", e.from_ns}, {"to_ns", e.to_ns}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -81,6 +83,8 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
         e.recorded = recorded.value();
         e.recorded.unix_ns = s.value("recorded_unix_ns", int64_t{-1});  // resolved from the file's name too
       }
+      e.from_ns = s.value("from_ns", int64_t{0});
+      e.to_ns = s.value("to_ns", int64_t{-1});
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -109,6 +113,8 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.turn = entry.turn;
   s.tls = entry.tls;
   s.recorded = entry.recorded;
+  s.from_ns = entry.from_ns;
+  s.to_ns = entry.to_ns;
   return s;
 }
 
@@ -180,13 +186,15 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                                 "source a new id, or restart the job)");
     } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
                it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms ||
-               it->second->turn != s.turn || it->second->tls != s.tls || it->second->recorded != s.recorded) {
+               it->second->turn != s.turn || it->second->tls != s.tls || it->second->recorded != s.recorded ||
+               it->second->from_ns != s.from_ns || it->second->to_ns != s.to_ns) {
       const char* what = it->second->max_fps != s.max_fps                 ? "max_fps"
                          : it->second->roi != s.roi                       ? "roi"
                          : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
                          : it->second->turn != s.turn                     ? "rotate or mirror"
                          : it->second->tls != s.tls                       ? "tls_ca_file or tls_verify"
                          : it->second->recorded != s.recorded             ? "recorded_at"
+                         : it->second->from_ns != s.from_ns || it->second->to_ns != s.to_ns ? "from or to"
                                                                           : "rtsp_latency_ms";
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
                                 what +

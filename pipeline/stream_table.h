@@ -34,6 +34,7 @@ struct StreamTableEntry {
   std::optional<Orientation> turn = std::nullopt;  // StreamConfig::turn (streams[].rotate, mirror)
   SourceTls tls = {};  // StreamConfig::tls (streams[].tls_ca_file, tls_verify)
   RecordingStart recorded = {};  // StreamConfig::recorded (streams[].recorded_at), resolved
+  int64_t from_ns = 0, to_ns = -1;  // StreamConfig::from_ns, to_ns (streams[].from, to)
 };
 
 struct StreamTable {

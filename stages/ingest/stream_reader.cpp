@@ -279,6 +279,8 @@ struct StreamReader::Impl {
   std::atomic<int64_t> drop_through_pts{-1};
   std::atomic<bool> dropped_by_pts{false};
   std::atomic<bool> seek_overshot{false};
+  // streams[].to: a frame at or after it was reached (the end of the part classified).
+  std::atomic<bool> part_ended{false};
   // ingest.max_fps: at most one frame per period of the stream's own timestamps, the first at or after
   // each multiple of the period (so a resumed run keeps the same frames as the first); 0: every frame.
   // Frames without a timestamp are all kept. Written by the appsink thread (and by run() while the
@@ -368,6 +370,17 @@ struct StreamReader::Impl {
         return GST_FLOW_OK;
       }
       self->drop_through_pts = -1;  // the first frame after them: numbered skip_frames
+    }
+    // streams[].from and to: frames outside the part classified are dropped without a number; the
+    // first at or after `to` ends the stream (frames come in presentation order: none after it is in).
+    if (GstBuffer* b = gst_sample_get_buffer(sample.get());
+        !self->stream.whole_file() && b && GST_BUFFER_PTS_IS_VALID(b)) {
+      const auto pts = static_cast<int64_t>(GST_BUFFER_PTS(b));
+      if (self->stream.to_ns >= 0 && pts >= self->stream.to_ns) {
+        if (!self->part_ended.exchange(true)) self->queue.push(QueuedFrame{});
+        return GST_FLOW_EOS;
+      }
+      if (pts < self->stream.from_ns) return GST_FLOW_OK;
     }
     const int64_t pts = self->frame_pts_ns(gst_sample_get_buffer(sample.get()));
     if (!self->snapshot_mode.load() && !self->keep_by_max_fps(pts)) return GST_FLOW_OK;
@@ -912,6 +925,7 @@ StreamReader::~StreamReader() {
 }
 
 const std::string& StreamReader::stream_id() const { return impl_->stream.id; }
+uint64_t StreamReader::decoded() const { return impl_->decoded.load(); }
 uint64_t StreamReader::device_frames() const { return impl_->device_frames; }
 uint64_t StreamReader::host_frames() const { return impl_->host_frames; }
 uint64_t StreamReader::dropped() const { return impl_->queue.dropped(); }
@@ -1129,6 +1143,36 @@ void seek_past_earlier_results(StreamReader::Impl& s) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 
+// streams[].from: seek to a keyframe at least 2 s before it (as the resume seek: qtdemux's keyframe
+// seek of a file with B-frames landed on the keyframe after a target 0.5 s before `from`) instead of
+// decoding the file up to it; the frames before it are dropped by timestamp (on_new_sample). If the
+// pipeline will not preroll or seek, or went too far, the file is decoded from its start, dropping them.
+void seek_to_part(StreamReader::Impl& s) {
+  const auto started = std::chrono::steady_clock::now();
+  GstState state = GST_STATE_VOID_PENDING;
+  if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
+      state != GST_STATE_PAUSED) {
+    VAPIPE_LOG_WARN("stream '{}': not prerolled, so not sought: decoding it from its start up to its from ({})",
+                    s.stream.id, media_time_text(s.stream.from_ns));
+    return;
+  }
+  s.drop_through_pts = s.stream.from_ns - 1;
+  const bool sought = gst_element_seek_simple(
+      s.pipeline.get(), GST_FORMAT_TIME,
+      static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
+      std::max<int64_t>(0, s.stream.from_ns - 2 * static_cast<int64_t>(GST_SECOND)));
+  if (!sought) {
+    s.drop_through_pts = -1;
+    VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding it from its start up to its from ({})", s.stream.id,
+                    media_time_text(s.stream.from_ns));
+    return;
+  }
+  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
+  VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before its from ({}) in {:.2f} s", s.stream.id,
+                  media_time_text(s.stream.from_ns),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
 }  // namespace
 
 Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
@@ -1157,7 +1201,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     s.queue.close();
     set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
-    if (s.stream.parsed.kind == UriKind::kFile && !stopping()) {
+    if (s.stream.parsed.kind == UriKind::kFile && kind == MessageKind::kStreamEnd && s.stream.from_ns > 0 &&
+        s.next_seq.load() == 0 && !stopping()) {
+      ev.warning = "nothing of it was classified: its streams[].from (" + media_time_text(s.stream.from_ns) +
+                   ") is at or past its end";
+      VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, ev.warning);
+    } else if (s.stream.parsed.kind == UriKind::kFile && !stopping() && !s.part_ended.load()) {
       // A file whose container ends early (a recording that did not finish, a copy cut short) ends in
       // an ordinary end of stream or in the demuxer's error: what the container says is the cause.
       ContainerEnd end = check_container_end(file_uri_path(s.stream.uri));
@@ -1219,7 +1268,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         gint64 duration = -1;
         if (!s.options.live && gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) &&
             duration > 0) {
-          ev.duration_ns = duration;
+          // streams[].to: the part ends there (publish counts its progress from streams[].from).
+          ev.duration_ns = s.stream.to_ns >= 0 ? std::min<int64_t>(duration, s.stream.to_ns) : duration;
         }
         if (s.stream.parsed.kind == UriKind::kFile) {
           // Its size as read: a later --resume says so if the file has changed since (a recorder still
@@ -1407,6 +1457,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
   if (s.options.skip_frames > 0 && s.options.resume_after_pts_ns >= 0 && s.stream.parsed.kind == UriKind::kFile) {
     seek_past_earlier_results(s);
+  } else if (s.stream.from_ns > 0 && s.stream.parsed.kind == UriKind::kFile) {
+    seek_to_part(s);
   }
   if (auto failed = play()) {
     if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
@@ -1422,10 +1474,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       return finish(MessageKind::kStreamEnd, stopped());
     }
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
-    if (!frame && s.seek_overshot.load()) {
-      // The resume seek went past the frames with results: from the start, dropping them by count.
-      VAPIPE_LOG_WARN("stream '{}': the resume seek went too far: decoding its first {} frames again",
-                      s.stream.id, s.options.skip_frames);
+    // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)
+    if ((!frame || !frame->sample) && s.seek_overshot.load()) {
+      // The seek went past the frames with results (or past streams[].from): from the start, dropping
+      // them by count (and those before `from` by timestamp).
+      if (s.options.skip_frames > 0) {
+        VAPIPE_LOG_WARN("stream '{}': the resume seek went too far: decoding its first {} frames again",
+                        s.stream.id, s.options.skip_frames);
+      } else {
+        VAPIPE_LOG_WARN("stream '{}': the seek to its from ({}) went too far: decoding it from its start",
+                        s.stream.id, media_time_text(s.stream.from_ns));
+      }
       // Paused first: a paused sink hands out no sample, so none is numbered before the flags change.
       set_state_watched(s.pipeline.get(), GST_STATE_PAUSED, s.options.watchdog);
       gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
@@ -1513,6 +1572,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (snapshot) {
         if (auto done = poll_snapshot()) return *done;
         continue;
+      }
+      if (s.part_ended.load()) {
+        return finish(MessageKind::kStreamEnd, "end of its part (streams[].to: " + media_time_text(s.stream.to_ns) + ")");
       }
       if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;
       continue;

@@ -91,6 +91,8 @@ class StreamReader {
   void stop(std::string reason);
 
   const std::string& stream_id() const;
+  // Frames its decoder gave so far (numbered or not: those left out or dropped count too); any thread.
+  uint64_t decoded() const;
   // Frames that arrived in CUDA memory (NVDEC) so far, and in host memory.
   uint64_t device_frames() const;
   uint64_t host_frames() const;

@@ -47,6 +47,7 @@ Status PublishStage::open(const StageContext& ctx) {
   for (const StreamConfig& s : ctx.config.streams) {
     StreamState st;
     st.id = s.id;
+    st.part_from_ns = s.from_ns;
     if (restarted_) {
       st.seq_jumps = true;
       st.counts_known = false;
@@ -185,7 +186,10 @@ void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& 
   st.message = p.message;
   st.started_earlier = p.started;
   st.ended_earlier = !p.ended.empty();
-  if (p.last_pts_ms >= 0) st.position_ns = st.earlier_position_ns = static_cast<int64_t>(p.last_pts_ms * 1e6);
+  if (p.last_pts_ms >= 0) {
+    st.position_ns = st.earlier_position_ns =
+        std::max<int64_t>(0, static_cast<int64_t>(p.last_pts_ms * 1e6) - st.part_from_ns);
+  }
   if (p.ended == "failed") ++failed_streams_;
 }
 
@@ -360,6 +364,7 @@ void PublishStage::learn_added_streams() {
     if (e.index < streams_.size()) continue;
     StreamState st;
     st.id = e.id;
+    st.part_from_ns = e.from_ns;
     if (restarted_) {
       st.seq_jumps = true;
       st.counts_known = false;
@@ -398,7 +403,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
       VAPIPE_LOG_ERROR("stream '{}': frame {} arrived after frame {}", st.id, in.env.seq, st.next_seq - 1);
     }
     st.next_seq = std::max(st.next_seq, in.env.seq + 1);
-    if (in.env.pts_ns >= 0) st.position_ns = std::max(st.position_ns, in.env.pts_ns);
+    if (in.env.pts_ns >= 0) st.position_ns = std::max(st.position_ns, in.env.pts_ns - st.part_from_ns);
     ++st.results;
     if (!in.prediction.error.empty() || !in.error.empty()) {
       ++st.frame_errors;
@@ -417,7 +422,9 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
   }
   // A file's duration, for archive progress (a resumed stream's start is not published again).
-  if (in.kind == MessageKind::kStreamStart && in.event.duration_ns > 0) st.media_ns = in.event.duration_ns;
+  if (in.kind == MessageKind::kStreamStart && in.event.duration_ns > st.part_from_ns) {
+    st.media_ns = in.event.duration_ns - st.part_from_ns;
+  }
   // --resume: what an earlier run published is not published twice (ingest still ends such a stream,
   // for the stages' sake, and starts a resumed one).
   if ((st.ended_earlier && ends_stream(in.kind)) || (st.started_earlier && in.kind == MessageKind::kStreamStart)) {

@@ -85,6 +85,7 @@ class PublishStage final : public Stage {
     // Archive progress: the media's duration (from its start event; -1: unknown), the timestamp of its
     // latest result, and that of the latest result an earlier run kept (--resume).
     int64_t media_ns = -1, position_ns = 0, earlier_position_ns = 0;
+    int64_t part_from_ns = 0;  // streams[].from: where its part starts; media and position count from it
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
     std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)

@@ -751,6 +751,45 @@ infer: {model: m, labels: l}
   tzset();
 }
 
+// streams[].from and to: the part of a file classified, in seconds or [H:]MM:SS[.fff] of its own time;
+// a glob's files and a source's members take them; not for cameras.
+TEST(Config, FromAndToGiveThePartOfAFileThatIsClassified) {
+  auto c = load_config_string(R"(
+streams:
+  - {id: a, uri: /m/a.mp4, from: '1:30:00', to: 5430.5}
+  - {id: b, uri: /m/b.mp4, from: '12:05.25'}
+  - {id: c, uri: /m/c.mp4, to: 90}
+  - {id: d, source: a, roi: [0, 0, 0.5, 1]}
+  - {id: e, uri: /m/e.mp4}
+infer: {model: m, labels: l}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams[0].from_ns, int64_t{5400} * 1000000000);
+  EXPECT_EQ(c->streams[0].to_ns, int64_t{5430500} * 1000000);
+  EXPECT_EQ(c->streams[1].from_ns, int64_t{725250} * 1000000);
+  EXPECT_EQ(c->streams[1].to_ns, -1);
+  EXPECT_EQ(c->streams[2].from_ns, 0);
+  EXPECT_EQ(c->streams[2].to_ns, int64_t{90} * 1000000000);
+  EXPECT_EQ(c->streams[3].from_ns, c->streams[0].from_ns);  // a member: its source's part
+  EXPECT_TRUE(c->streams[4].whole_file());
+  EXPECT_EQ(media_time_text(c->streams[0].from_ns), "1:30:00.000");
+  EXPECT_EQ(media_time_text(c->streams[1].from_ns), "12:05.250");
+  const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  - {id: a, uri: /m/a.mp4, from: 60, to: 30}\n", "job.yaml:3: streams[0].to: must be after from (1:00.000), got 0:30.000"},
+           {"  - {id: a, uri: /m/a.mp4, from: '1:75'}\n", "streams[0].from: expected seconds (5400) or [H:]MM:SS[.fff] (1:30:00) of "
+                                                          "the video's own time, got '1:75' (minutes and seconds below 60)"},
+           {"  - {id: a, uri: /m/a.mp4, to: -5}\n", "streams[0].to: expected seconds"},
+           {"  - {id: a, uri: /m/a.mp4, to: 'the end'}\n", "streams[0].to: expected seconds"},
+           {"  - {id: a, uri: 'rtsp://cam/s', from: 10}\n", "streams[0].from: only for files (a part of a recording, in its own time)"},
+           {"  - {id: a, uri: /m/a.mp4}\n  - {id: b, source: a, to: 10}\n",
+            "job.yaml:4: streams[1].to: a stream with `source` classifies the frames of stream 'a'"}}) {
+    auto bad = load_config_string(head + text, "job.yaml", "/cfg");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -284,13 +284,13 @@ TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndCannotChangeWhileItRuns) {
   EXPECT_EQ(table.entries.back().tls, (SourceTls{"", false}));
 }
 
-// When a file's recording started travels to ingest with the stream, resolved (a file name's time too),
-// and cannot change while it runs.
-TEST(StreamTable, AStreamsRecordingStartTravelsWithItAndCannotChangeWhileItRuns) {
+// When a file's recording started, and the part of it classified, travel to ingest with the stream,
+// resolved (a file name's time too), and cannot change while it runs.
+TEST(StreamTable, AStreamsRecordingStartAndPartTravelWithItAndCannotChangeWhileItRuns) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"test://ball\", recorded_at: \"2026-11-30T14:30:00Z\"}\n"
                               "  - {id: b, uri: \"/media/phone.mp4\", recorded_at: container}\n"
-                              "  - {id: c, uri: \"/media/plain.mp4\"}\n"
+                              "  - {id: c, uri: \"/media/plain.mp4\", from: 10, to: 20}\n"
                               "infer: {model: m.pt, labels: m.txt}\n";
   StreamTable table = table_for(running, 1);
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-rec-" + std::to_string(getpid()));
@@ -302,7 +302,11 @@ TEST(StreamTable, AStreamsRecordingStartTravelsWithItAndCannotChangeWhileItRuns)
   EXPECT_EQ(a.recorded.from, RecordingStart::From::kGiven);
   EXPECT_EQ(a.recorded.unix_ns, int64_t{1796049000} * 1000000000);
   EXPECT_EQ(stream_config_of((*back)->entries[1])->recorded.from, RecordingStart::From::kContainer);
-  EXPECT_EQ(stream_config_of((*back)->entries[2])->recorded, RecordingStart{});
+  const StreamConfig c = stream_config_of((*back)->entries[2]).value();
+  EXPECT_EQ(c.recorded, RecordingStart{});
+  EXPECT_EQ(c.from_ns, int64_t{10} * 1000000000);
+  EXPECT_EQ(c.to_ns, int64_t{20} * 1000000000);
+  EXPECT_TRUE(stream_config_of((*back)->entries[0])->whole_file());
   std::filesystem::remove_all(dir);
   std::string changed = running;
   changed.replace(changed.find("14:30:00Z"), 9, "15:30:00Z");
@@ -310,6 +314,12 @@ TEST(StreamTable, AStreamsRecordingStartTravelsWithItAndCannotChangeWhileItRuns)
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("stream 'a': its recorded_at changed"), std::string::npos)
       << refused.status().message();
+  std::string later = running;
+  later.replace(later.find("to: 20"), 6, "to: 30");
+  auto moved = apply_stream_reload(table, running, later, load(later), 1);
+  ASSERT_FALSE(moved.ok());
+  EXPECT_NE(moved.status().message().find("stream 'c': its from or to changed"), std::string::npos)
+      << moved.status().message();
 }
 
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {

@@ -716,6 +716,67 @@ TEST_F(StreamReaderTest, AFilesFramesCarryTheTimeOfDayTheyShowWhenItsRecordingSt
   for (const auto& [pts, camera] : camera_times(mp4, RecordingStart{})) EXPECT_EQ(camera, -1);
 }
 
+// streams[].from and to: only that part of a file is classified, its frames numbered from 0: the reader
+// seeks to a keyframe before `from` (it decodes far fewer frames than the file has), drops those before
+// it, and ends at `to` saying so; a resumed part goes on from its results; a `from` past the file's end
+// classifies nothing and says so.
+TEST_F(StreamReaderTest, APartOfAFileIsClassifiedFromItsFromToItsTo) {
+  const std::string path = encode_clip("part.mp4", "ball", 150, 160, 120, "mp4mux", "key-int-max=15 bframes=2");
+  const std::vector<int64_t> all = timestamps_of(path, ingest_);
+  ASSERT_EQ(all.size(), 150u);  // 30 frames/s: 0 to 4.97 s
+  StreamConfig part = stream("part", path);
+  part.from_ns = 2'500'000'000;
+  part.to_ns = 3'500'000'000;
+  std::vector<int64_t> expected;
+  for (int64_t pts : all) {
+    if (pts >= part.from_ns && pts < part.to_ns) expected.push_back(pts);
+  }
+  ASSERT_EQ(expected.size(), 30u);
+  auto reader = StreamReader::create(part, 0, ingest_, {});
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  (*reader)->preroll();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), expected.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i]->env.seq, i);
+    EXPECT_EQ(frames[i]->env.pts_ns, expected[i]) << "frame " << i;
+  }
+  EXPECT_LT((*reader)->decoded(), 90u) << "it decoded the file from its start instead of seeking";
+  auto ends = of_kind(out, MessageKind::kStreamEnd);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0]->event.message, "end of its part (streams[].to: 0:03.500)");
+  EXPECT_EQ(ends[0]->event.warning, "");
+  auto starts = of_kind(out, MessageKind::kStreamStart);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0]->event.duration_ns, part.to_ns);  // the part's end: publish counts from `from`
+
+  // Resumed after its 10th frame: frames 10.. of the part, numbered on.
+  ReaderOptions o;
+  o.skip_frames = 10;
+  o.resume_after_pts_ns = expected[9];
+  auto again = StreamReader::create(part, 0, ingest_, o);
+  ASSERT_TRUE(again.ok());
+  (*again)->preroll();
+  CollectingEmitter resumed_out;
+  ASSERT_TRUE((*again)->run(resumed_out, flags_).ok());
+  auto rest = of_kind(resumed_out, MessageKind::kFrame);
+  ASSERT_EQ(rest.size(), 20u);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i]->env.seq, 10 + i);
+    EXPECT_EQ(rest[i]->env.pts_ns, expected[10 + i]);
+  }
+
+  StreamConfig past = stream("past", path);
+  past.from_ns = 60'000'000'000;
+  const CollectingEmitter none = read_stream(past, ingest_);
+  EXPECT_EQ(of_kind(none, MessageKind::kFrame).size(), 0u);
+  auto past_end = of_kind(none, MessageKind::kStreamEnd);
+  ASSERT_EQ(past_end.size(), 1u);
+  EXPECT_EQ(past_end[0]->event.warning, "nothing of it was classified: its streams[].from (1:00.000) is at or past its end");
+}
+
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
 // the very picture a decode of every frame gives at its timestamp; they are numbered without gaps and
 // the others count as left out. H.264 in MP4 (B-frames) and H.265 in Matroska.

@@ -534,6 +534,23 @@ TEST_F(PublishStageTest, WithoutAMetricsAddressNothingIsServedAndOnlyAnArchiveJo
   EXPECT_GT(*archive.next_deadline(), std::chrono::steady_clock::now() + std::chrono::seconds(25));
 }
 
+// streams[].from and to: a part of a file counts its progress from `from` (ingest's start event gives
+// the part's end as its duration): 4 s to 10 s, with a result at 7 s, is half done.
+TEST_F(PublishStageTest, APartOfAFileCountsItsProgressFromItsFrom) {
+  config_.streams[0].from_ns = 4'000'000'000;
+  config_.streams[0].to_ns = 10'000'000'000;
+  open();
+  StreamEvent ev{"file:///a.mp4", "", 0, 0};
+  ev.duration_ns = 10'000'000'000;
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0), ev), out_).ok());
+  Message r = result(0, 0, "a");
+  r.env.pts_ns = 7'000'000'000;
+  ASSERT_TRUE(stage_->process(std::move(r), out_).ok());
+  const JobMetrics m = stage_->metrics();
+  EXPECT_DOUBLE_EQ(health_json(m)["streams"]["s0"]["progress"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(job_progress(m).done_s, 3.0);  // of its 6 s
+}
+
 // Archive progress: each file's duration comes with its start event; the timestamps of its results
 // say how far it is; an ended stream is wholly done. /healthz, /metrics and the summary carry it.
 TEST_F(PublishStageTest, ArchiveProgressComesFromEachFilesDurationAndItsLatestResult) {
