@@ -74,6 +74,30 @@ std::string media_time_text(int64_t ns) {
 
 namespace {
 
+// "'a.mp4', 'b.mp4' and 3 more": the first five of some file names, for a message.
+std::string name_list(const std::vector<std::string>& names) {
+  std::ostringstream text;
+  for (size_t k = 0; k < names.size() && k < 5; ++k) text << (k ? ", '" : "'") << names[k] << "'";
+  if (names.size() > 5) text << " and " << names.size() - 5 << " more";
+  return text.str();
+}
+
+// streams[].from or to written as a date ("2026-11-30T14:10:00"), not in the video's own time.
+bool looks_like_date(const std::string& text) { return text.size() > 4 && text[4] == '-'; }
+
+// streams[].from and to as times of day: placed in a file by when its recording started.
+struct TimeOfDayPart {
+  std::optional<int64_t> from_unix_ns, to_unix_ns;
+  bool given() const { return from_unix_ns || to_unix_ns; }
+  // Sets the file's from_ns and to_ns; false when its recording starts at or after the part's end.
+  bool place(StreamConfig* s) const {
+    const int64_t start = s->recorded.unix_ns;
+    s->from_ns = from_unix_ns ? std::max<int64_t>(0, *from_unix_ns - start) : 0;
+    s->to_ns = to_unix_ns ? *to_unix_ns - start : -1;
+    return !to_unix_ns || s->to_ns > 0;
+  }
+};
+
 // A number as a config file would give it: 60, 0.5.
 std::string number_text(double v) {
   char text[32];
@@ -460,16 +484,33 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       std::string from_text, to_text;
       r.str("from", &from_text);
       r.str("to", &to_text);
-      for (const auto& [key, text, out] : {std::tuple<const char*, const std::string&, int64_t*>{"from", from_text, &s.from_ns},
-                                           {"to", to_text, &s.to_ns}}) {
+      // In the video's own time, or (a date and time: "2026-11-30T14:10:00") a time of day, placed in
+      // each file by its recording's start (recorded_at) below.
+      TimeOfDayPart day_part;
+      for (const auto& [key, text, out, unix_out] :
+           {std::tuple<const char*, const std::string&, int64_t*, std::optional<int64_t>*>{"from", from_text, &s.from_ns,
+                                                                                           &day_part.from_unix_ns},
+            {"to", to_text, &s.to_ns, &day_part.to_unix_ns}}) {
         if (text.empty()) continue;
-        auto t = parse_media_time(text);
+        auto t = looks_like_date(text) ? parse_date_time(text) : parse_media_time(text);
         if (!t.ok()) ctx.fail(streams[i][key], path + "." + key, t.status().message());
-        *out = t.value();
+        if (looks_like_date(text)) {
+          *unix_out = t.value();
+        } else {
+          *out = t.value();
+        }
+      }
+      if (!from_text.empty() && !to_text.empty() && looks_like_date(from_text) != looks_like_date(to_text)) {
+        ctx.fail(streams[i]["to"], path + ".to",
+                 "give from and to alike: both times of day (2026-11-30T14:10:00) or both in the video's own time "
+                 "(1:30:00)");
       }
       if (s.to_ns >= 0 && s.to_ns <= s.from_ns) {
         ctx.fail(streams[i]["to"], path + ".to",
                  "must be after from (" + media_time_text(s.from_ns) + "), got " + media_time_text(s.to_ns));
+      }
+      if (day_part.from_unix_ns && day_part.to_unix_ns && *day_part.to_unix_ns <= *day_part.from_unix_ns) {
+        ctx.fail(streams[i]["to"], path + ".to", "must be after from (" + from_text + "), got " + to_text);
       }
       std::string recorded_at;
       r.str("recorded_at", &recorded_at);
@@ -477,6 +518,16 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         auto recorded = parse_recorded_at(recorded_at);
         if (!recorded.ok()) ctx.fail(streams[i]["recorded_at"], path + ".recorded_at", recorded.status().message());
         s.recorded = recorded.value();
+      }
+      if (day_part.given() && (s.recorded.from == RecordingStart::From::kNone ||
+                               s.recorded.from == RecordingStart::From::kContainer)) {
+        const char* key = !from_text.empty() && looks_like_date(from_text) ? "from" : "to";
+        ctx.fail(streams[i][key], path + "." + key,
+                 std::string("a time of day needs when the recording started, as the config is read: give ") +
+                     (s.recorded.from == RecordingStart::From::kNone ? "recorded_at" : "recorded_at as a time or name:FORMAT "
+                                                                                      "(its container is read only when the "
+                                                                                      "file opens)") +
+                     ", or give from and to in the video's own time (1:30:00)");
       }
       r.finish();
       if (s.is_member()) {
@@ -559,23 +610,21 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           (settle_s > 0 && age_s < settle_s ? unsettled : settled).push_back(file);
         }
         if (!unsettled.empty()) {
-          std::ostringstream names;
-          for (size_t k = 0; k < unsettled.size() && k < 5; ++k) {
-            names << (k ? ", '" : "'") << std::filesystem::path(unsettled[k]).filename().string() << "'";
-          }
-          if (unsettled.size() > 5) names << " and " << unsettled.size() - 5 << " more";
+          std::vector<std::string> names;
+          for (const std::string& file : unsettled) names.push_back(std::filesystem::path(file).filename().string());
           if (settled.empty()) {
             ctx.fail(streams[i]["settle_s"], path + ".settle_s",
                      "every file that matches '" + pattern + "' (" + std::to_string(unsettled.size()) +
                          ") was modified in the last " + number_text(settle_s) + " s: none is settled yet (" +
-                         names.str() + ")");
+                         name_list(names) + ")");
           }
           c.notes.push_back(path + ".glob: " + std::to_string(unsettled.size()) + " file(s) modified in the last " +
                             number_text(settle_s) + " s are left for a later run (settle_s: they may still be " +
-                            "being written): " + names.str());
+                            "being written): " + name_list(names));
         }
         const std::string base = glob_base_dir(pattern);
         std::vector<std::string> undated;  // files whose names hold no time recorded_at: name:... reads
+        std::vector<std::string> after_part;  // files recorded after a time-of-day part's end
         for (const std::string& file : settled) {
           StreamConfig f;
           f.line = s.line;
@@ -590,6 +639,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           if (f.recorded.from == RecordingStart::From::kFileName) {
             f.recorded.unix_ns = time_in_file_name(file, f.recorded.spec.substr(5)).value_or(-1);
             if (!f.recorded.known()) undated.push_back(std::filesystem::path(file).filename().string());
+          }
+          // A time-of-day part: a file whose start is unknown, or at or after its end, has none of it.
+          if (day_part.given() && (!f.recorded.known() || !day_part.place(&f))) {
+            if (f.recorded.known()) after_part.push_back(std::filesystem::path(file).filename().string());
+            continue;
           }
           f.id = stream_id_for_file(base, file, id_prefix);
           if (Status st = validate_stream_id(f.id); !st.ok()) {
@@ -610,12 +664,20 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           c.streams.push_back(std::move(f));
         }
         if (!undated.empty()) {
-          std::ostringstream names;
-          for (size_t k = 0; k < undated.size() && k < 5; ++k) names << (k ? ", '" : "'") << undated[k] << "'";
-          if (undated.size() > 5) names << " and " << undated.size() - 5 << " more";
           c.notes.push_back(path + ".recorded_at: " + std::to_string(undated.size()) + " of " +
                             std::to_string(settled.size()) + " file names hold no time that " + s.recorded.spec +
-                            " reads (" + names.str() + "): their results' camera_unix_ms stay null");
+                            " reads (" + name_list(undated) + "): " +
+                            (day_part.given() ? "left out, as its from and to are times of day"
+                                              : "their results' camera_unix_ms stay null"));
+        }
+        if (!after_part.empty()) {
+          c.notes.push_back(path + ".to: " + std::to_string(after_part.size()) + " of " + std::to_string(settled.size()) +
+                            " files left out: recorded from " + to_text + " on (" + name_list(after_part) + ")");
+        }
+        if (day_part.given() && undated.size() + after_part.size() == settled.size()) {
+          ctx.fail(streams[i]["glob"], path + ".glob",
+                   "none of its " + std::to_string(settled.size()) + " files was recorded before its to (" + to_text +
+                       ")" + (undated.empty() ? "" : " as far as their names say"));
         }
         continue;
       }
@@ -629,7 +691,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       if (!parsed.ok()) ctx.fail(streams[i]["uri"], path + ".uri", parsed.status().message());
       s.parsed = parsed.value();
       s.uri = s.parsed.uri;
-      if (!s.whole_file() && s.parsed.kind != UriKind::kFile) {
+      if ((!s.whole_file() || day_part.given()) && s.parsed.kind != UriKind::kFile) {
         const char* key = !from_text.empty() ? "from" : "to";
         ctx.fail(streams[i][key], path + "." + key, "only for files (a part of a recording, in its own time)");
       }
@@ -650,6 +712,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                      "the name '" + std::filesystem::path(file).filename().string() + "' holds no time that " +
                          s.recorded.spec + " reads");
           }
+        }
+        if (day_part.given() && !day_part.place(&s)) {
+          ctx.fail(streams[i]["to"], path + ".to",
+                   "its recording starts at " + local_time_text(s.recorded.unix_ns) + ", at or after its to (" +
+                       to_text + "): nothing of it is in that part");
         }
       }
       if (tls_key && !uri_uses_tls(s.uri)) {

@@ -790,6 +790,68 @@ infer: {model: m, labels: l}
   }
 }
 
+// streams[].from and to as times of day ("camera 3 between 14:10 and 14:40"): placed in each file by
+// when its recording started; a glob's files recorded from `to` on, or whose names say no start, are
+// left out (noted); a time of day needs a start known as the config is read.
+TEST(Config, FromAndToAsTimesOfDayArePlacedInEachRecording) {
+  const char* before = std::getenv("TZ");
+  const std::string saved = before ? before : "";
+  setenv("TZ", "UTC0", 1);
+  tzset();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-config-day-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "dvr");
+  for (const char* name : {"ch03_20261130130000.mp4", "ch03_20261130140000.mp4", "ch03_20261130150000.mp4", "export.mp4"}) {
+    std::ofstream(dir / "dvr" / name) << "x";
+  }
+  auto c = load_config_string(R"(
+streams:
+  - {glob: 'dvr/*.mp4', recorded_at: 'name:ch03_%Y%m%d%H%M%S', from: '2026-11-30T14:10:00', to: '2026-11-30T14:40:00'}
+  - {id: one, uri: dvr/export.mp4, recorded_at: '2026-11-30T14:05:00Z', from: '2026-11-30T14:10:00Z'}
+infer: {model: m, labels: l}
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->streams.size(), 3u);
+  constexpr int64_t kMin = int64_t{60} * 1000000000;
+  EXPECT_EQ(c->streams[0].id, "ch03_20261130130000");  // 13:00: 70 to 100 min in (past its end, if an hour)
+  EXPECT_EQ(c->streams[0].from_ns, 70 * kMin);
+  EXPECT_EQ(c->streams[0].to_ns, 100 * kMin);
+  EXPECT_EQ(c->streams[1].id, "ch03_20261130140000");  // 14:00: 10 to 40 min in
+  EXPECT_EQ(c->streams[1].from_ns, 10 * kMin);
+  EXPECT_EQ(c->streams[1].to_ns, 40 * kMin);
+  EXPECT_EQ(c->streams[2].id, "one");
+  EXPECT_EQ(c->streams[2].from_ns, 5 * kMin);
+  EXPECT_EQ(c->streams[2].to_ns, -1);
+  ASSERT_EQ(c->notes.size(), 2u);
+  EXPECT_EQ(c->notes[0], "streams[0].recorded_at: 1 of 4 file names hold no time that name:ch03_%Y%m%d%H%M%S reads "
+                         "('export.mp4'): left out, as its from and to are times of day");
+  EXPECT_EQ(c->notes[1], "streams[0].to: 1 of 4 files left out: recorded from 2026-11-30T14:40:00 on "
+                         "('ch03_20261130150000.mp4')");
+  const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  - {id: a, uri: dvr/export.mp4, recorded_at: container, from: '2026-11-30T14:10:00'}\n",
+            "job.yaml:3: streams[0].from: a time of day needs when the recording started, as the config is read: give "
+            "recorded_at as a time or name:FORMAT (its container is read only when the file opens)"},
+           {"  - {id: a, uri: dvr/export.mp4, to: '2026-11-30T14:10:00'}\n",
+            "streams[0].to: a time of day needs when the recording started, as the config is read: give recorded_at,"},
+           {"  - {id: a, uri: dvr/export.mp4, recorded_at: '2026-11-30T14:00:00', from: '2026-11-30T14:10:00', to: 600}\n",
+            "streams[0].to: give from and to alike"},
+           {"  - {id: a, uri: dvr/export.mp4, recorded_at: '2026-11-30T14:00:00', from: '2026-11-30T14:10:00', "
+            "to: '2026-11-30T14:05:00'}\n",
+            "streams[0].to: must be after from (2026-11-30T14:10:00), got 2026-11-30T14:05:00"},
+           {"  - {id: a, uri: dvr/export.mp4, recorded_at: '2026-11-30T15:00:00', to: '2026-11-30T14:40:00'}\n",
+            "streams[0].to: its recording starts at 2026-11-30 15:00:00 +0000, at or after its to (2026-11-30T14:40:00): "
+            "nothing of it is in that part"},
+           {"  - {glob: 'dvr/*150000.mp4', recorded_at: 'name:ch03_%Y%m%d%H%M%S', to: '2026-11-30T14:40:00'}\n",
+            "streams[0].glob: none of its 1 files was recorded before its to (2026-11-30T14:40:00)"}}) {
+    auto bad = load_config_string(head + text, "job.yaml", dir.string());
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+  std::filesystem::remove_all(dir);
+  before ? setenv("TZ", saved.c_str(), 1) : unsetenv("TZ");
+  tzset();
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
