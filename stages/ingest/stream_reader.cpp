@@ -559,16 +559,21 @@ struct StreamReader::Impl {
     gst_caps_unref(filter);
     return GST_PAD_PROBE_OK;
   }
+  // The tags of a probed tag event (the event's own: not to be freed), or nullptr for any other event.
+  static GstTagList* tags_of(GstPadProbeInfo* info) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_TAG) return nullptr;
+    GstTagList* tags = nullptr;
+    gst_event_parse_tag(event, &tags);
+    return tags;
+  }
   // A file's image-orientation tag (MP4/MOV: its track's rotation, "rotate-90" for a phone's portrait
   // video; a JPEG's EXIF) on the decoded pad, before its first frame: with ingest.orientation upright,
   // the stream's frames carry it from then on and preprocessing reads them turned, the CPU's and the
   // CUDA kernel's alike (NVDEC frames too; nothing is copied to turn them). Said once per stream and
   // orientation.
   static GstPadProbeReturn on_orientation_tag(GstPad*, GstPadProbeInfo* info, gpointer user) {
-    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
-    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_TAG) return GST_PAD_PROBE_OK;
-    GstTagList* tags = nullptr;
-    gst_event_parse_tag(event, &tags);
+    GstTagList* tags = tags_of(info);
     gchar* orientation = nullptr;
     if (!tags || !gst_tag_list_get_string(tags, GST_TAG_IMAGE_ORIENTATION, &orientation)) return GST_PAD_PROBE_OK;
     const std::string what = orientation;
@@ -603,10 +608,7 @@ struct StreamReader::Impl {
   // DateUTC, as GStreamer's datetime tag), before its first frame. A date without a time of day, or
   // before 1971 (an MP4's unset 1904), says nothing.
   static GstPadProbeReturn on_creation_date_tag(GstPad*, GstPadProbeInfo* info, gpointer user) {
-    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
-    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_TAG) return GST_PAD_PROBE_OK;
-    GstTagList* tags = nullptr;
-    gst_event_parse_tag(event, &tags);
+    GstTagList* tags = tags_of(info);
     GstDateTime* when = nullptr;
     if (!tags || !gst_tag_list_get_date_time(tags, GST_TAG_DATE_TIME, &when)) return GST_PAD_PROBE_OK;
     if (gst_date_time_has_time(when) && gst_date_time_get_year(when) >= 1971) {

@@ -1,5 +1,7 @@
 #include "cli/segments.h"
 
+#include "tests/fakes/local_zone.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -150,21 +152,13 @@ TEST(Segments, MediaTimesReadAsMinutesOrHours) {
 
 // --clock capture / camera: the wall clock, in this machine's local time zone.
 TEST(Segments, WallClocksReadAsLocalTimes) {
-  const char* before = std::getenv("TZ");
-  const std::string saved = before ? before : "";
-  setenv("TZ", "CET-1", 1);  // UTC+1, as a POSIX rule (no zone files needed)
-  tzset();
-  EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 03:54:05.521");
-  EXPECT_EQ(clock_time_text(-1), "-");
-  setenv("TZ", "UTC0", 1);
-  tzset();
-  EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 02:54:05.521");
-  if (before) {
-    setenv("TZ", saved.c_str(), 1);
-  } else {
-    unsetenv("TZ");
+  {
+    vapipe::testing::LocalZone zone("CET-1");  // UTC+1
+    EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 03:54:05.521");
+    EXPECT_EQ(clock_time_text(-1), "-");
   }
-  tzset();
+  vapipe::testing::LocalZone zone("UTC0");
+  EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 02:54:05.521");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "pipeline/config.h"
 
+#include "tests/fakes/local_zone.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,6 +22,16 @@ infer:
   model: m.pt
   labels: m.txt
 )";
+
+// Each config, `head` and a case's text, is refused with an error that holds the case's words.
+void expect_each_refused(const std::string& head, const std::vector<std::pair<std::string, std::string>>& cases,
+                         const std::string& base_dir) {
+  for (const auto& [text, expected] : cases) {
+    auto bad = load_config_string(head + text, "job.yaml", base_dir);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+}
 
 TEST(Config, MinimalConfigGetsDefaultsAndResolvesPaths) {
   auto c = load_config_string(kMinimal, "job.yaml", "/cfg");
@@ -670,7 +682,7 @@ infer: {model: m, labels: l}
   EXPECT_EQ(c->streams[2].tls, (SourceTls{"", false}));
   EXPECT_EQ(c->streams[3].tls, SourceTls{});
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
-  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+  expect_each_refused(head, {
            {"  - {id: a, uri: 'rtsp://cam/s', tls_verify: false}\n",
             "job.yaml:3: streams[0].tls_verify: only for rtsps:// and https:// streams (this one's uri does not use TLS)"},
            {"  - {id: a, uri: 'rtsps://cam/s', tls_ca_file: nowhere.pem}\n",
@@ -683,11 +695,7 @@ infer: {model: m, labels: l}
             "job.yaml:4: streams[1].tls_verify: a stream with `source` classifies the frames of stream 'a'"},
            {"  - {glob: '" + (dir / "*.pem").string() + "', tls_verify: false}\n",
             "streams[0].tls_verify: only for rtsps:// and https:// streams, not a glob's files"},
-           {"  - {id: a, uri: 'https://cam/v.mjpg', tls_verify: maybe}\n", "streams[0].tls_verify: expected true or false"}}) {
-    auto bad = load_config_string(head + text, "job.yaml", dir.string());
-    ASSERT_FALSE(bad.ok()) << text;
-    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
-  }
+           {"  - {id: a, uri: 'https://cam/v.mjpg', tls_verify: maybe}\n", "streams[0].tls_verify: expected true or false"}}, dir.string());
   std::filesystem::remove_all(dir);
 }
 
@@ -695,10 +703,7 @@ infer: {model: m, labels: l}
 // their own; those whose names hold none are noted), or its container; members take their source's;
 // not for cameras.
 TEST(Config, RecordedAtSaysWhenAFilesRecordingStarted) {
-  const char* before = std::getenv("TZ");
-  const std::string saved = before ? before : "";
-  setenv("TZ", "UTC0", 1);
-  tzset();
+  testing::LocalZone zone("UTC0");
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-config-rec-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   for (const char* name : {"ch01_20261130143000.mp4", "ch01_20261130150000.mp4", "holiday.mp4"}) {
@@ -731,7 +736,7 @@ infer: {model: m, labels: l}
   EXPECT_EQ(c->notes[0], "streams[4].recorded_at: 1 of 3 file names hold no time that name:%Y%m%d%H%M%S reads "
                          "('holiday.mp4'): their results' camera_unix_ms stay null");
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
-  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+  expect_each_refused(head, {
            {"  - {id: a, uri: 'rtsp://cam/s', recorded_at: container}\n",
             "job.yaml:3: streams[0].recorded_at: only for files (a camera's own clock comes from its RTCP sender reports"},
            {"  - {id: a, uri: holiday.mp4, recorded_at: 'name:%Y%m%d%H%M%S'}\n",
@@ -741,14 +746,8 @@ infer: {model: m, labels: l}
            {"  - {id: a, uri: 'test://ball', recorded_at: container}\n",
             "streams[0].recorded_at: a test:// source has no file name or container: give the time"},
            {"  - {id: a, uri: holiday.mp4}\n  - {id: b, source: a, recorded_at: container}\n",
-            "job.yaml:4: streams[1].recorded_at: a stream with `source` classifies the frames of stream 'a'"}}) {
-    auto bad = load_config_string(head + text, "job.yaml", dir.string());
-    ASSERT_FALSE(bad.ok()) << text;
-    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
-  }
+            "job.yaml:4: streams[1].recorded_at: a stream with `source` classifies the frames of stream 'a'"}}, dir.string());
   std::filesystem::remove_all(dir);
-  before ? setenv("TZ", saved.c_str(), 1) : unsetenv("TZ");
-  tzset();
 }
 
 // streams[].from and to: the part of a file classified, in seconds or [H:]MM:SS[.fff] of its own time;
@@ -775,7 +774,7 @@ infer: {model: m, labels: l}
   EXPECT_EQ(media_time_text(c->streams[0].from_ns), "1:30:00.000");
   EXPECT_EQ(media_time_text(c->streams[1].from_ns), "12:05.250");
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
-  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+  expect_each_refused(head, {
            {"  - {id: a, uri: /m/a.mp4, from: 60, to: 30}\n", "job.yaml:3: streams[0].to: must be after from (1:00.000), got 0:30.000"},
            {"  - {id: a, uri: /m/a.mp4, from: '1:75'}\n", "streams[0].from: expected seconds (5400) or [H:]MM:SS[.fff] (1:30:00) of "
                                                           "the video's own time, got '1:75' (minutes and seconds below 60)"},
@@ -783,21 +782,14 @@ infer: {model: m, labels: l}
            {"  - {id: a, uri: /m/a.mp4, to: 'the end'}\n", "streams[0].to: expected seconds"},
            {"  - {id: a, uri: 'rtsp://cam/s', from: 10}\n", "streams[0].from: only for files (a part of a recording, in its own time)"},
            {"  - {id: a, uri: /m/a.mp4}\n  - {id: b, source: a, to: 10}\n",
-            "job.yaml:4: streams[1].to: a stream with `source` classifies the frames of stream 'a'"}}) {
-    auto bad = load_config_string(head + text, "job.yaml", "/cfg");
-    ASSERT_FALSE(bad.ok()) << text;
-    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
-  }
+            "job.yaml:4: streams[1].to: a stream with `source` classifies the frames of stream 'a'"}}, "/cfg");
 }
 
 // streams[].from and to as times of day ("camera 3 between 14:10 and 14:40"): placed in each file by
 // when its recording started; a glob's files recorded from `to` on, or whose names say no start, are
 // left out (noted); a time of day needs a start known as the config is read.
 TEST(Config, FromAndToAsTimesOfDayArePlacedInEachRecording) {
-  const char* before = std::getenv("TZ");
-  const std::string saved = before ? before : "";
-  setenv("TZ", "UTC0", 1);
-  tzset();
+  testing::LocalZone zone("UTC0");
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-config-day-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir / "dvr");
   for (const char* name : {"ch03_20261130130000.mp4", "ch03_20261130140000.mp4", "ch03_20261130150000.mp4", "export.mp4"}) {
@@ -827,7 +819,7 @@ infer: {model: m, labels: l}
   EXPECT_EQ(c->notes[1], "streams[0].to: 1 of 4 files left out: recorded from 2026-11-30T14:40:00 on "
                          "('ch03_20261130150000.mp4')");
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
-  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+  expect_each_refused(head, {
            {"  - {id: a, uri: dvr/export.mp4, recorded_at: container, from: '2026-11-30T14:10:00'}\n",
             "job.yaml:3: streams[0].from: a time of day needs when the recording started, as the config is read: give "
             "recorded_at as a time or name:FORMAT (its container is read only when the file opens)"},
@@ -842,14 +834,8 @@ infer: {model: m, labels: l}
             "streams[0].to: its recording starts at 2026-11-30 15:00:00 +0000, at or after its to (2026-11-30T14:40:00): "
             "nothing of it is in that part"},
            {"  - {glob: 'dvr/*150000.mp4', recorded_at: 'name:ch03_%Y%m%d%H%M%S', to: '2026-11-30T14:40:00'}\n",
-            "streams[0].glob: none of its 1 files was recorded before its to (2026-11-30T14:40:00)"}}) {
-    auto bad = load_config_string(head + text, "job.yaml", dir.string());
-    ASSERT_FALSE(bad.ok()) << text;
-    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
-  }
+            "streams[0].glob: none of its 1 files was recorded before its to (2026-11-30T14:40:00)"}}, dir.string());
   std::filesystem::remove_all(dir);
-  before ? setenv("TZ", saved.c_str(), 1) : unsetenv("TZ");
-  tzset();
 }
 
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {

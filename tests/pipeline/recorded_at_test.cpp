@@ -4,8 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <ctime>
+#include "tests/fakes/local_zone.h"
 
 namespace vapipe {
 namespace {
@@ -18,24 +17,7 @@ int64_t ns_of(const std::string& text) {
   return r.ok() ? r.value() : -1;
 }
 
-// Sets TZ for one test and puts it back.
-class LocalZone {
- public:
-  explicit LocalZone(const char* rule) {
-    if (const char* before = std::getenv("TZ")) saved_ = before;
-    had_ = std::getenv("TZ") != nullptr;
-    setenv("TZ", rule, 1);
-    tzset();
-  }
-  ~LocalZone() {
-    had_ ? setenv("TZ", saved_.c_str(), 1) : unsetenv("TZ");
-    tzset();
-  }
-
- private:
-  std::string saved_;
-  bool had_ = false;
-};
+using testing::LocalZone;
 
 TEST(RecordedAt, DatesAndTimesAsIso8601WritesThem) {
   LocalZone zone("CET-1CEST,M3.5.0,M10.5.0/3");  // Central Europe, with summer time

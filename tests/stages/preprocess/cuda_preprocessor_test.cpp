@@ -137,6 +137,24 @@ TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame
   }
 }
 
+// `frames` preprocessed by the kernel in one launch, each as the CPU preprocesses it (within 1e-3).
+void expect_one_launch_matches_the_cpu(const std::vector<Frame>& frames) {
+  PreprocessSpec spec;
+  auto cuda = make_cuda_preprocessor(spec);
+  ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+  HostBatch batch = host_batch(frames, spec);
+  const std::vector<Status> statuses = (*cuda)->run_batch(batch.views, batch.outs);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
+    std::vector<float> cpu(spec.output_info().elements());
+    ASSERT_TRUE(make_cpu_preprocessor(spec)->run(batch.views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
+    const FrameInfo& f = frames[i].info;
+    EXPECT_LE(worst_difference(cpu, batch.tensors[i]), 1e-3f)
+        << pixel_format_name(f.format) << " " << f.width << "x" << f.height << ", " << field_read_name(f.field) << ", "
+        << orientation_name(f.orientation) << (f.crop[2] ? ", cropped" : "");
+  }
+}
+
 // ingest.orientation: frames that say how to turn them (a phone's portrait video; NVDEC frames too),
 // every orientation in one launch, whole and with a crop of the upright picture, as the CPU reads them.
 TEST_F(CudaPreprocessor, FramesTurnedAsTheySayMatchTheCpuInEveryOrientation) {
@@ -150,19 +168,7 @@ TEST_F(CudaPreprocessor, FramesTurnedAsTheySayMatchTheCpuInEveryOrientation) {
           if (cropped) frames.back().info.crop = {11, 21, 101, 77};  // inside either way up
         }
       }
-      PreprocessSpec spec;
-      auto cuda = make_cuda_preprocessor(spec);
-      ASSERT_TRUE(cuda.ok()) << cuda.status().message();
-      HostBatch batch = host_batch(frames, spec);
-      const std::vector<Status> statuses = (*cuda)->run_batch(batch.views, batch.outs);
-      for (size_t i = 0; i < frames.size(); ++i) {
-        ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
-        std::vector<float> cpu(spec.output_info().elements());
-        ASSERT_TRUE(make_cpu_preprocessor(spec)->run(batch.views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
-        EXPECT_LE(worst_difference(cpu, batch.tensors[i]), 1e-3f)
-            << pixel_format_name(format) << " " << w << "x" << h << ", " << orientation_name(frames[i].info.orientation)
-            << (frames[i].info.crop[2] ? ", cropped" : "");
-      }
+      expect_one_launch_matches_the_cpu(frames);
     }
   }
 }
@@ -184,20 +190,7 @@ TEST_F(CudaPreprocessor, OneFieldOfInterlacedFramesMatchesTheCpu) {
         }
       }
     }
-    PreprocessSpec spec;
-    auto cuda = make_cuda_preprocessor(spec);
-    ASSERT_TRUE(cuda.ok()) << cuda.status().message();
-    HostBatch batch = host_batch(frames, spec);
-    const std::vector<Status> statuses = (*cuda)->run_batch(batch.views, batch.outs);
-    for (size_t i = 0; i < frames.size(); ++i) {
-      ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
-      std::vector<float> cpu(spec.output_info().elements());
-      ASSERT_TRUE(make_cpu_preprocessor(spec)->run(batch.views[i], reinterpret_cast<std::byte*>(cpu.data())).ok());
-      EXPECT_LE(worst_difference(cpu, batch.tensors[i]), 1e-3f)
-          << pixel_format_name(format) << " " << frames[i].info.width << "x" << frames[i].info.height << ", "
-          << field_read_name(frames[i].info.field) << ", " << orientation_name(frames[i].info.orientation)
-          << (frames[i].info.crop[2] ? ", cropped" : "");
-    }
+    expect_one_launch_matches_the_cpu(frames);
   }
 }
 
