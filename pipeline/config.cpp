@@ -17,6 +17,7 @@
 
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
 #include "pipeline/stream_glob.h"
+#include "pipeline/results_path.h"
 #include "pipeline/stream_uri.h"
 #include "pipeline/utf8.h"
 
@@ -921,6 +922,18 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.uint("segments_min_frames", &c.publish.segments_min_frames, 0, 1000000);
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
+    if (results_path_is_timed(c.publish.jsonl_path)) {
+      // A file per day or hour (pipeline/results_path.h): a live job's; an archive job's --resume
+      // reads its one file.
+      if (Status st = check_timed_results_path(c.publish.jsonl_path); !st.ok()) {
+        ctx.fail(r.child("jsonl_path"), "publish.jsonl_path", st.message());
+      }
+      if (c.job.mode == JobMode::kArchive) {
+        ctx.fail(r.child("jsonl_path"), "publish.jsonl_path",
+                 "a results file named by the time (" + c.publish.jsonl_path + ") is for live jobs: an archive job "
+                 "ends, and its --resume reads one file; give a plain path");
+      }
+    }
     r.uint("wait_for_subscribers", &c.publish.wait_for_subscribers, 0, 1000);
     r.number("wait_timeout_s", &c.publish.wait_timeout_s, 0, 86400);
     r.str("curve_secret_key", &c.publish.curve_secret_key);

@@ -10,21 +10,22 @@
 
 namespace vapipe {
 
-Result<FileLock> FileLock::acquire(const std::string& path, const std::string& key) {
+Result<FileLock> FileLock::acquire(const std::string& path, const std::string& key, const std::string& shown) {
   // Not truncated, only opened: the file is the job's record (--resume reads it).
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return InvalidArgument(key + " " + path + ": cannot open it (" + std::strerror(errno) + ")");
+  const std::string& named = shown.empty() ? path : shown;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return Unavailable(key + " " + path + " is being written by another vapipe job (a `vapipe run`, or a " +
+      return Unavailable(key + " " + named + " is being written by another vapipe job (a `vapipe run`, or a " +
                          "`vapipe stage publish` started by hand, holds its lock): two jobs writing one results " +
                          "file would break its record of each frame's result exactly once. Wait for that job or " +
                          "stop it, or give this one another " + key);
     }
     FileLock unlocked;  // e.g. ENOLCK, EOPNOTSUPP: this filesystem does not lock
-    unlocked.why_not_held_ = key + " " + path + ": cannot be locked on its filesystem (" + std::strerror(err) +
+    unlocked.why_not_held_ = key + " " + named + ": cannot be locked on its filesystem (" + std::strerror(err) +
                              "): nothing stops a second job from writing it too";
     return unlocked;
   }

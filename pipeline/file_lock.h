@@ -17,7 +17,9 @@ class FileLock {
   // Opens (creating it if missing, its folder must exist) and locks `path`. kUnavailable when another
   // process holds the lock; the error names `key` and the file. A filesystem that cannot lock (some
   // FUSE or network mounts) is no error: the lock then is not held() and why_not_held() says why.
-  static Result<FileLock> acquire(const std::string& path, const std::string& key);
+  // `shown`: what the messages name instead of `path` (a timed results path, whose lock is one file
+  // beside its files: pipeline/results_path.h).
+  static Result<FileLock> acquire(const std::string& path, const std::string& key, const std::string& shown = "");
   ~FileLock();
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) noexcept;

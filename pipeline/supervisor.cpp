@@ -18,6 +18,7 @@
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/results_path.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stale_jobs.h"
 #include "pipeline/stream_table.h"
@@ -656,9 +657,11 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   FileLock jsonl_lock;
   if (!config.publish.jsonl_path.empty()) {
     std::error_code ec;  // publish makes the folder too; the lock needs it first
-    const std::filesystem::path folder = std::filesystem::path(config.publish.jsonl_path).parent_path();
+    // A path named by the time (a file a day) is locked once, on a file beside its first conversion.
+    const std::string lock_path = results_lock_path(config.publish.jsonl_path);
+    const std::filesystem::path folder = std::filesystem::path(lock_path).parent_path();
     if (!folder.empty()) std::filesystem::create_directories(folder, ec);
-    auto lock = FileLock::acquire(config.publish.jsonl_path, "publish.jsonl_path");
+    auto lock = FileLock::acquire(lock_path, "publish.jsonl_path", config.publish.jsonl_path);
     if (!lock.ok()) {
       VAPIPE_LOG_ERROR("job '{}' not started: {}", config.job.name, lock.status().message());
       return kExitUsage;

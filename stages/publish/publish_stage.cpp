@@ -17,6 +17,7 @@
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "pipeline/results_path.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/utf8.h"
@@ -64,21 +65,29 @@ Status PublishStage::open(const StageContext& ctx) {
     }
   }
   if (!ctx.config.publish.jsonl_path.empty()) {
-    std::filesystem::path p(ctx.config.publish.jsonl_path);
+    // Named by the time: today's (this hour's) file, appended to, never emptied (a restarted job goes
+    // on in it); the lock is on one file beside them all.
+    const bool timed = results_path_is_timed(ctx.config.publish.jsonl_path);
+    jsonl_named_at_s_ = wall_clock_ns() / 1000000000;
+    jsonl_file_ = timed ? results_file_at(ctx.config.publish.jsonl_path, jsonl_named_at_s_) : ctx.config.publish.jsonl_path;
+    std::filesystem::path p(jsonl_file_);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    if (timed) std::filesystem::create_directories(std::filesystem::path(results_lock_path(ctx.config.publish.jsonl_path)).parent_path());
     // Resuming appends after what the supervisor kept (it cut the rest). A restarted publish appends
     // too, after the last whole line: the crashed one may have been cut off in the middle of a line.
     // Started by hand (not by `vapipe run`, which holds it for the job): this process holds the
     // file's lock, so that no second job writes it too (pipeline/file_lock.h).
     if (!std::getenv("VAPIPE_SUPERVISOR_PID") && !jsonl_lock_.held()) {
-      VAPIPE_ASSIGN_OR_RETURN(jsonl_lock_, FileLock::acquire(p.string(), "publish.jsonl_path"));
+      VAPIPE_ASSIGN_OR_RETURN(jsonl_lock_,
+                              FileLock::acquire(results_lock_path(ctx.config.publish.jsonl_path), "publish.jsonl_path",
+                                                ctx.config.publish.jsonl_path));
       if (!jsonl_lock_.held()) VAPIPE_LOG_WARN("publish: {}", jsonl_lock_.why_not_held());
     }
     if (restarted_ && !resumed_) cut_partial_last_line(p.string());
     // A fresh run empties the file first; every run then appends (O_APPEND), so that a file emptied
     // under a running job (logrotate's copytruncate, `: > results.jsonl`) is written on from its start,
     // not at the old offset after a hole of zero bytes that no JSON reader takes.
-    if (!resumed_ && !restarted_) std::ofstream(p, std::ios::out | std::ios::trunc).close();
+    if (!resumed_ && !restarted_ && !timed) std::ofstream(p, std::ios::out | std::ios::trunc).close();
     jsonl_.open(p, std::ios::out | std::ios::app);
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
   }
@@ -334,15 +343,38 @@ Status PublishStage::check_jsonl() {
   if (!jsonl_.is_open() || jsonl_.good()) return Status::Ok();
   const int err = errno;  // what the failed write or flush left
   jsonl_unwritable_ = true;
-  return Aborted("publish.jsonl_path " + config_->publish.jsonl_path + ": cannot be written (" +
+  return Aborted("publish.jsonl_path " + jsonl_file_ + ": cannot be written (" +
                  (err ? std::string(std::strerror(err)) : std::string("write failed")) + "): the results from here on " +
                  "would not be recorded, so the job stops; free some space (or fix the file's disk), then `vapipe run " +
                  "--resume` goes on from its last complete line");
 }
 
+// publish.jsonl_path named by the time: when the local clock enters a new period (a new day), what was
+// written goes out to the old file and the lines from here on to the new one.
+Status PublishStage::follow_results_clock() {
+  const int64_t now_s = wall_clock_ns() / 1000000000;
+  if (now_s == jsonl_named_at_s_ || !results_path_is_timed(config_->publish.jsonl_path)) return Status::Ok();
+  jsonl_named_at_s_ = now_s;
+  const std::string file = results_file_at(config_->publish.jsonl_path, now_s);
+  if (file == jsonl_file_) return Status::Ok();
+  jsonl_.flush();
+  VAPIPE_RETURN_IF_ERROR(check_jsonl());
+  jsonl_.close();
+  jsonl_flush_due_.reset();
+  std::error_code ec;
+  const std::filesystem::path p(file);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  jsonl_.open(p, std::ios::out | std::ios::app);
+  VAPIPE_LOG_INFO("publish: results from here on go to {} (publish.jsonl_path: {}); {} is complete", file,
+                  config_->publish.jsonl_path, jsonl_file_);
+  jsonl_file_ = file;
+  return check_jsonl();
+}
+
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
   const std::string text = json_text(payload);
   if (jsonl_.is_open()) {
+    VAPIPE_RETURN_IF_ERROR(follow_results_clock());
     jsonl_ << "{\"topic\":" << json_text(nlohmann::json(topic)) << ",\"payload\":" << text << "}\n";
     if (!jsonl_flush_due_) jsonl_flush_due_ = std::chrono::steady_clock::now() + kJsonlFlushDelay;
     VAPIPE_RETURN_IF_ERROR(check_jsonl());  // a full buffer was written out just now, and failed

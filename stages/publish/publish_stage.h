@@ -117,6 +117,11 @@ class PublishStage final : public Stage {
   // its results were recorded) naming the file and the system's error, once it does not.
   Status check_jsonl();
   FileLock jsonl_lock_;  // when no `vapipe run` holds it for the job
+  // publish.jsonl_path named by the time (pipeline/results_path.h): the file written now, and the
+  // second its name was last worked out (checked once a second at most). Moves on as the clock turns.
+  std::string jsonl_file_;
+  int64_t jsonl_named_at_s_ = -1;
+  Status follow_results_clock();
   // Lines written since the last flush are flushed by this time: a reader tailing the file (or a
   // test) sees an event within a fraction of a second even when nothing follows it, and a crash
   // loses at most that much, while a busy archive job still writes in large blocks.

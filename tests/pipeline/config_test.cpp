@@ -838,6 +838,20 @@ infer: {model: m, labels: l}
   std::filesystem::remove_all(dir);
 }
 
+// publish.jsonl_path named by the time: a live job's file a day (or an hour); an archive job's --resume
+// reads one file, so it is refused there, as are conversions that name no date or hour.
+TEST(Config, AResultsFileNamedByTheTimeIsALiveJobs) {
+  auto c = load_config_string("job: {mode: live}\nstreams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {jsonl_path: 'results/%Y-%m-%d.jsonl'}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.jsonl_path, "/cfg/results/%Y-%m-%d.jsonl");
+  expect_each_refused("infer: {model: m, labels: l}\n", {
+      {"streams: [{id: a, uri: /m/a.mp4}]\npublish: {jsonl_path: 'r-%F.jsonl'}\n",
+       "job.yaml:3: publish.jsonl_path: a results file named by the time (/cfg/r-%F.jsonl) is for live jobs"},
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npublish: {jsonl_path: 'r-%H%M%S.jsonl'}\n",
+       "publish.jsonl_path: '/cfg/r-%H%M%S.jsonl': %S is not a conversion that names a date or an hour"}}, "/cfg");
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

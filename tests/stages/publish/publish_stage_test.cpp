@@ -12,6 +12,7 @@
 
 #include "pipeline/curve.h"
 #include "pipeline/job_layout.h"
+#include "pipeline/results_path.h"
 #include "stages/publish/metrics_server.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stage_watchdog.h"
@@ -155,6 +156,52 @@ TEST_F(PublishStageTest, AResultsFileEmptiedUnderTheJobIsWrittenOnFromItsStart) 
   EXPECT_EQ(seqs, (std::vector<uint64_t>{20, 21, 22}));
   ASSERT_TRUE(stage_->close(out_).ok());
   std::filesystem::remove(config_.publish.jsonl_path);
+}
+
+// publish.jsonl_path named by the time: lines go to the file of the moment they are written, and to
+// the next one when the clock turns (here by the second, which the config refuses, so that the test
+// sees a turn within a second); the file of the moment is appended to, not emptied, and the lock is
+// one file beside them.
+TEST_F(PublishStageTest, AResultsFileNamedByTheTimeMovesOnAsTheClockTurns) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("publish-timed-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  config_.job.mode = JobMode::kLive;
+  config_.publish.jsonl_path = (dir / "%Y" / "results-%H%M%S.jsonl").string();
+  // At the start of a second, so that opening and the first result fall within it.
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(wall_clock_ns() / 1000000000 + 1)) +
+                                std::chrono::milliseconds(20));
+  const int64_t first_s = wall_clock_ns() / 1000000000;
+  const std::filesystem::path first = results_file_at(config_.publish.jsonl_path, first_s);
+  std::filesystem::create_directories(first.parent_path());
+  { std::ofstream(first) << "{\"topic\":\"earlier\",\"payload\":{}}\n"; }  // a restarted job's, this second
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  // Into the next second (a whole second after the first file's, so that it cannot be the same).
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(first_s + 1)) +
+                                std::chrono::milliseconds(50));
+  ASSERT_TRUE(stage_->process(result(0, 1, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 3u);  // the lock, and two results files
+  EXPECT_EQ(files[0].filename(), "._Y_results-_H_M_S.jsonl.lock") << files[0];
+  EXPECT_EQ(files[1], first);
+  auto lines_of = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  const auto before = lines_of(files[1]), after = lines_of(files[2]);
+  ASSERT_EQ(before.size(), 2u);  // the earlier line kept, then seq 0
+  EXPECT_EQ(nlohmann::json::parse(before[1])["payload"]["seq"], 0);
+  ASSERT_EQ(after.size(), 2u);  // seq 1, then the job's summary as it closed
+  EXPECT_EQ(nlohmann::json::parse(after[0])["payload"]["seq"], 1);
+  EXPECT_EQ(nlohmann::json::parse(after[1])["topic"], "job/summary");
+  std::filesystem::remove_all(dir);
 }
 
 // The record cannot be written (a full disk; /dev/full fails every write with ENOSPC): publish does
