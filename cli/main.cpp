@@ -34,7 +34,7 @@ usage:
                                         a running job's streams, from publish.metrics_address's /healthz
   vapipe validate CONFIG.yaml [--open] check a config and print it resolved; --open: and open each
                                         stream until its first frame (ok, or FAILED and why)
-  vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
+  vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
                   [--clock media|capture|camera] [--json]
                                         a job's results as runs of one label per stream: where in the
                                         video each class is (from publish.jsonl_path)

@@ -18,6 +18,11 @@ Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& 
 
 Status for_each_segment(std::istream& in, const std::string& name, const SegmentOptions& options,
                         const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines) {
+  return for_each_segment({SegmentInput{&in, name}}, options, on_segment, incomplete_lines);
+}
+
+Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOptions& options,
+                        const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines) {
   std::map<std::string, Segment> open;  // by stream: the segment its last result belongs to
   std::map<std::string, Segment> held;  // bridge: by stream, the last long run, until the next one
   auto emit = [&](const Segment& s) {
@@ -43,53 +48,56 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
     }
     s = Segment{};
   };
-  std::string line;
-  uint64_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    const bool complete = !in.eof();  // getline stopped at a newline
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("topic") || !j["topic"].is_string() ||
-        !j.contains("payload") || !j["payload"].is_object()) {
-      if (!complete) {
-        if (incomplete_lines) ++*incomplete_lines;
-        break;
+  for (const auto& [stream, name] : inputs) {
+    std::istream& in = *stream;
+    std::string line;
+    uint64_t number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      const bool complete = !in.eof();  // getline stopped at a newline
+      if (line.empty()) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("topic") || !j["topic"].is_string() ||
+          !j.contains("payload") || !j["payload"].is_object()) {
+        if (!complete) {
+          if (incomplete_lines) ++*incomplete_lines;
+          break;
+        }
+        return InvalidArgument(name + ":" + std::to_string(number) +
+                               ": not a line of a vapipe results file ({\"topic\": ..., \"payload\": ...}; from `vapipe "
+                               "sub`, give it --with-topic)");
       }
-      return InvalidArgument(name + ":" + std::to_string(number) +
-                             ": not a line of a vapipe results file ({\"topic\": ..., \"payload\": ...}; from `vapipe "
-                             "sub`, give it --with-topic)");
+      const std::string topic = j["topic"].get<std::string>();
+      if (topic.rfind("results/", 0) != 0) continue;
+      const std::string id = topic.substr(8);
+      if (!options.stream_id.empty() && id != options.stream_id) continue;
+      const nlohmann::json& p = j["payload"];
+      const bool failed = p.contains("error") && !p["error"].is_null();
+      const bool labelled = !failed && p.contains("label") && p["label"].is_string();
+      const std::string label = labelled ? p["label"].get<std::string>() : "";
+      const uint64_t seq = p.value("seq", uint64_t{0});
+      const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
+      const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
+      auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
+      const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");
+      Segment& s = open[id];
+      if (s.frames > 0 && (label.empty() || label != s.label || seq != s.end_seq + 1)) close(s);
+      if (label.empty()) continue;  // an error result belongs to no segment
+      if (s.frames == 0) {
+        s.stream_id = id;
+        s.label = label;
+        s.start_ms = pts;
+        s.start_seq = seq;
+        s.start_capture_ms = capture_ms;
+        s.start_camera_ms = camera_ms;
+      }
+      s.end_ms = pts;
+      s.end_seq = seq;
+      s.end_capture_ms = capture_ms;
+      s.end_camera_ms = camera_ms;
+      ++s.frames;
+      s.score_sum += score;
     }
-    const std::string topic = j["topic"].get<std::string>();
-    if (topic.rfind("results/", 0) != 0) continue;
-    const std::string id = topic.substr(8);
-    if (!options.stream_id.empty() && id != options.stream_id) continue;
-    const nlohmann::json& p = j["payload"];
-    const bool failed = p.contains("error") && !p["error"].is_null();
-    const bool labelled = !failed && p.contains("label") && p["label"].is_string();
-    const std::string label = labelled ? p["label"].get<std::string>() : "";
-    const uint64_t seq = p.value("seq", uint64_t{0});
-    const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
-    const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
-    auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
-    const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");
-    Segment& s = open[id];
-    if (s.frames > 0 && (label.empty() || label != s.label || seq != s.end_seq + 1)) close(s);
-    if (label.empty()) continue;  // an error result belongs to no segment
-    if (s.frames == 0) {
-      s.stream_id = id;
-      s.label = label;
-      s.start_ms = pts;
-      s.start_seq = seq;
-      s.start_capture_ms = capture_ms;
-      s.start_camera_ms = camera_ms;
-    }
-    s.end_ms = pts;
-    s.end_seq = seq;
-    s.end_capture_ms = capture_ms;
-    s.end_camera_ms = camera_ms;
-    ++s.frames;
-    s.score_sum += score;
   }
   for (auto& [id, s] : open) {
     if (s.frames > 0) close(s);

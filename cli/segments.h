@@ -48,6 +48,14 @@ Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& 
 // `vapipe sub --with-topic` give a log of label runs as they end); the open ones at the end of `in`.
 Status for_each_segment(std::istream& in, const std::string& name, const SegmentOptions& options,
                         const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines = nullptr);
+// Several inputs read as one, in order (a live job's results files named by the date: a run that goes
+// on past midnight is one segment); each one's errors name it, and each may end in an incomplete line.
+struct SegmentInput {
+  std::istream* in;
+  std::string name;
+};
+Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOptions& options,
+                        const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines = nullptr);
 
 // "1:02:03.456" (hours only when there are some); "-" for no timestamp.
 std::string media_time_text(double ms);

@@ -1,8 +1,9 @@
-// vapipe segments RESULTS.jsonl|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--clock media|capture|camera]
+// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--clock media|capture|camera]
 //                 [--json]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,7 +15,7 @@
 namespace vapipe::cli {
 
 int segments_command(const std::vector<std::string>& args) {
-  std::string path;
+  std::vector<std::string> paths;  // read as one, in order (a live job's files named by the date)
   SegmentOptions options;
   bool json = false;
   // What the table's from and to are: the video's own time (a file's position), this machine's clock
@@ -44,25 +45,33 @@ int segments_command(const std::vector<std::string>& args) {
       }
     } else if (args[i] == "--json") {
       json = true;
-    } else if (path.empty() && (args[i] == "-" || args[i].rfind("--", 0) != 0)) {
-      path = args[i];
+    } else if (args[i] == "-" || args[i].rfind("--", 0) != 0) {
+      paths.push_back(args[i]);
     } else {
       std::fprintf(stderr, "vapipe segments: unexpected argument '%s'\n", args[i].c_str());
       return kExitUsage;
     }
   }
-  if (path.empty()) {
+  if (paths.empty()) {
     std::fprintf(stderr, "vapipe segments: give a job's results file (publish.jsonl_path), or - for standard input\n");
     return kExitUsage;
   }
-  std::ifstream file;
-  if (path != "-") {
-    file.open(path);
-    if (!file) {
+  const bool standard_input = paths.size() == 1 && paths[0] == "-";
+  std::vector<std::unique_ptr<std::ifstream>> files;
+  std::vector<SegmentInput> inputs;
+  for (const std::string& path : standard_input ? std::vector<std::string>{} : paths) {
+    if (path == "-") {
+      std::fprintf(stderr, "vapipe segments: - (standard input) is read alone, not among files\n");
+      return kExitUsage;
+    }
+    files.push_back(std::make_unique<std::ifstream>(path));
+    if (!*files.back()) {
       std::fprintf(stderr, "vapipe segments: %s: cannot read it\n", path.c_str());
       return kExitUsage;
     }
+    inputs.push_back(SegmentInput{files.back().get(), path});
   }
+  if (standard_input) inputs.push_back(SegmentInput{&std::cin, "standard input"});
   // Each segment is printed as it ends (and flushed): `vapipe sub --with-topic | vapipe segments -`
   // logs a live job's label runs as they happen.
   const int width = clock == "media" ? 14 : 23;
@@ -94,16 +103,16 @@ int segments_command(const std::vector<std::string>& args) {
     }
     std::fflush(stdout);
   };
-  const std::string name = path == "-" ? "standard input" : path;
   uint64_t incomplete = 0;
-  const Status read = for_each_segment(path == "-" ? std::cin : file, name, options, print, &incomplete);
+  const Status read = for_each_segment(inputs, options, print, &incomplete);
   if (!read.ok()) {
     std::fprintf(stderr, "vapipe segments: %s\n", read.message().c_str());
     return kExitUsage;
   }
   if (incomplete) {
-    std::fprintf(stderr, "vapipe segments: %s: its last line is incomplete (still being written?), left out\n",
-                 name.c_str());
+    const std::string what = inputs.size() == 1 ? inputs[0].name + ": its last line is" : std::to_string(incomplete) +
+                                                                                        " last lines are";
+    std::fprintf(stderr, "vapipe segments: %s incomplete (still being written?), left out\n", what.c_str());
   }
   return 0;
 }

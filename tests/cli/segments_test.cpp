@@ -143,6 +143,25 @@ TEST(Segments, AFileBeingWrittenIsReadUpToItsLastWholeLineAndABadLineIsNamed) {
       << r.status().message();
 }
 
+// A live job's results files named by the date, read as one in order: a run that goes on past
+// midnight is one segment; a bad line is named by its own file and line.
+TEST(Segments, SeveralFilesAreReadAsOneInOrder) {
+  std::istringstream day1(result("a", 0, "car") + result("a", 1, "truck")), day2(result("a", 2, "truck") + result("a", 3, "car"));
+  std::vector<Segment> s;
+  ASSERT_TRUE(for_each_segment({{&day1, "2026-11-30.jsonl"}, {&day2, "2026-12-01.jsonl"}}, {},
+                               [&](const Segment& x) { s.push_back(x); })
+                  .ok());
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[1].label, "truck");
+  EXPECT_EQ(s[1].start_seq, 1u);
+  EXPECT_EQ(s[1].end_seq, 2u);  // across the two files
+  std::istringstream good(result("a", 0, "car")), bad(result("a", 1, "car") + "not json\n");
+  const Status st = for_each_segment({{&good, "2026-11-30.jsonl"}, {&bad, "2026-12-01.jsonl"}}, {}, [](const Segment&) {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("2026-12-01.jsonl:2: not a line of a vapipe results file"), std::string::npos)
+      << st.message();
+}
+
 TEST(Segments, MediaTimesReadAsMinutesOrHours) {
   EXPECT_EQ(media_time_text(0), "0:00.000");
   EXPECT_EQ(media_time_text(72400), "1:12.400");
