@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
+#include "pipeline/results_path.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/supervisor.h"
@@ -356,6 +358,13 @@ int validate_command(const std::vector<std::string>& all_args) {
   for (const std::string& note : c.notes) std::printf("  note: %s\n", note.c_str());
   std::printf("  model %s\n  labels %s\n  results on %s\n", c.infer.model.c_str(), c.infer.labels.c_str(),
               c.publish.endpoint.c_str());
+  if (results_path_is_timed(c.publish.jsonl_path)) {
+    const int64_t now_s = static_cast<int64_t>(std::time(nullptr));
+    std::printf("  results file %s, one by the date (now %s)\n", c.publish.jsonl_path.c_str(),
+                results_file_at(c.publish.jsonl_path, now_s).c_str());
+  } else if (!c.publish.jsonl_path.empty()) {
+    std::printf("  results file %s\n", c.publish.jsonl_path.c_str());
+  }
   // Public keys only: subscribers need the bus's; secret keys never reach the output.
   if (!c.publish.curve_keys.empty()) {
     std::printf("  bus CURVE public key %s (give it to subscribers: vapipe sub --server-key)\n",

@@ -421,6 +421,41 @@ class ArchiveJob(E2ETest):
         self.assert_no_leftovers(run)
 
 
+    def test_a_dvr_exports_part_is_classified_with_the_time_of_day_it_shows(self):
+        """streams[].recorded_at read from DVR file names and from/to as times of day: of two hourly
+        exports (20 s of video each, here), the one recorded at 14:00 is classified from 14:00:05 to
+        14:00:08 (90 frames, sought to, numbered from 0), the one recorded at 15:00 (after the part) is
+        left out with a note; its results carry the time of day (camera_unix_ms), and `vapipe segments
+        --clock camera` prints it."""
+        os.makedirs(os.path.join(self.dir, "dvr"))
+        for start in ("140000", "150000"):
+            make_clip(os.path.join(self.dir, "dvr", f"ch03_20261130{start}.mp4"), "ball", 600, 320, 240)
+        config, endpoint = write_config(self.dir, [{"glob": os.path.join(self.dir, "dvr", "*.mp4"),
+                                                    "recorded_at": "name:ch03_%Y%m%d%H%M%S",
+                                                    "from": "2026-11-30T14:00:05", "to": "2026-11-30T14:00:08"}])
+        env = dict(os.environ, TZ="UTC0")
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True, env=env)
+        self.assertIn("(from 0:05.000 to 0:08.000) (recorded from 2026-11-30 14:00:00 +0000, its file name)",
+                      validate.stdout)
+        self.assertIn("1 of 2 files left out: recorded from 2026-11-30T14:00:08 on ('ch03_20261130150000.mp4')",
+                      validate.stdout)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config, env=env)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        self.assertEqual(list(results), ["ch03_20261130140000"])
+        got = results["ch03_20261130140000"]
+        self.assertEqual([r["seq"] for r in got], list(range(90)))
+        start_ms = 1796047200000  # 2026-11-30 14:00:00 UTC
+        self.assertTrue(all(5000 <= r["pts_ms"] < 8000 for r in got), [r["pts_ms"] for r in got[:3]])
+        self.assertTrue(all(abs(r["camera_unix_ms"] - (start_ms + r["pts_ms"])) < 0.01 for r in got))
+        self.assertIn("sought to a keyframe before its from (0:05.000)", run.stderr)
+        seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--clock", "camera"],
+                             capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        self.assertRegex(seg.stdout, r"ch03_20261130140000 +ball +2026-11-30 14:00:05\.0\d\d +2026-11-30 14:00:07\.9\d\d +90 ")
+        self.assert_no_leftovers(run)
+
     def test_keyframes_only_classifies_each_key_frame_of_a_file_once(self):
         """ingest.keyframes_only: a 90-frame clip with a key frame every 30 (a still pattern: no scene
         cut adds one) gives 3 results, a second apart, the rest never decoded; a stream of the same clip
