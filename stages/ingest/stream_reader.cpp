@@ -1146,7 +1146,7 @@ void seek_past_earlier_results(StreamReader::Impl& s) {
 }
 
 // streams[].from: seek to a keyframe at least 2 s before it (as the resume seek: qtdemux's keyframe
-// seek of a file with B-frames landed on the keyframe after a target 0.5 s before `from`) instead of
+// seek of a file with B-frames, to just before `from`, landed on the keyframe 67 ms after it) instead of
 // decoding the file up to it; the frames before it are dropped by timestamp (on_new_sample). If the
 // pipeline will not preroll or seek, or went too far, the file is decoded from its start, dropping them.
 void seek_to_part(StreamReader::Impl& s) {
@@ -1204,7 +1204,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
     if (s.stream.parsed.kind == UriKind::kFile && kind == MessageKind::kStreamEnd && s.stream.from_ns > 0 &&
-        s.next_seq.load() == 0 && !stopping()) {
+        s.next_seq.load() == 0 && !s.part_ended.load() && !stopping()) {
       ev.warning = "nothing of it was classified: its streams[].from (" + media_time_text(s.stream.from_ns) +
                    ") is at or past its end";
       VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, ev.warning);

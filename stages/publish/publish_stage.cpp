@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
+#include <utility>
 
 #include "pipeline/atomic_file.h"
 #include "pipeline/file_identity.h"
@@ -365,9 +366,15 @@ Status PublishStage::follow_results_clock() {
   const std::filesystem::path p(file);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   jsonl_.open(p, std::ios::out | std::ios::app);
+  const std::string previous = std::exchange(jsonl_file_, file);
+  if (!jsonl_.is_open()) {
+    // As a file that cannot be written (check_jsonl): the job stops rather than record nothing.
+    jsonl_unwritable_ = true;
+    return Aborted("publish.jsonl_path " + file + ": cannot be opened (" + std::strerror(errno) + "): the results " +
+                   "from here on would not be recorded, so the job stops (" + previous + " is complete)");
+  }
   VAPIPE_LOG_INFO("publish: results from here on go to {} (publish.jsonl_path: {}); {} is complete", file,
-                  config_->publish.jsonl_path, jsonl_file_);
-  jsonl_file_ = file;
+                  config_->publish.jsonl_path, previous);
   return check_jsonl();
 }
 

@@ -204,6 +204,32 @@ TEST_F(PublishStageTest, AResultsFileNamedByTheTimeMovesOnAsTheClockTurns) {
   std::filesystem::remove_all(dir);
 }
 
+// The next period's file cannot be opened (here a plain file stands where its folder would be; a
+// full or read-only disk alike): the stage stops naming it, as for a file that cannot be written,
+// rather than go on recording nothing.
+TEST_F(PublishStageTest, AResultsFileNamedByTheTimeThatCannotBeOpenedStopsTheStageNamingIt) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("publish-timed-bad-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  config_.job.mode = JobMode::kLive;
+  config_.publish.jsonl_path = (dir / "%H%M%S" / "results.jsonl").string();
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(wall_clock_ns() / 1000000000 + 1)) +
+                                std::chrono::milliseconds(20));
+  const int64_t first_s = wall_clock_ns() / 1000000000;
+  const std::filesystem::path blocked = results_file_at(config_.publish.jsonl_path, first_s + 1);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(blocked.parent_path()) << "not a folder"; }
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(first_s + 1)) +
+                                std::chrono::milliseconds(50));
+  const Status st = stage_->process(result(0, 1, "ball"), out_);
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_NE(st.message().find("publish.jsonl_path " + blocked.string() + ": cannot be opened"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(stage_->exit_code(), kExitJsonlUnwritable);
+  std::filesystem::remove_all(dir);
+}
+
 // The record cannot be written (a full disk; /dev/full fails every write with ENOSPC): publish does
 // not go on as if it were recorded. Its stage stops with Aborted, naming the file and the error, and
 // the job fails (before, it ended with status 0 and a results file cut short: the e2e checks that).
