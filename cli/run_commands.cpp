@@ -327,7 +327,8 @@ int validate_command(const std::vector<std::string>& all_args) {
     char jitter[48] = "";
     if (s.rtsp_latency_ms) std::snprintf(jitter, sizeof jitter, " (RTSP jitter buffer %u ms)", *s.rtsp_latency_ms);
     const std::string turned = s.turn ? std::string(" (turned ") + orientation_name(*s.turn) + ")" : std::string();
-    const std::string trust = !s.tls.verify             ? " (TLS certificate not checked)"
+    const std::string trust = !s.tls.fingerprint.empty() ? " (TLS certificate pinned: SHA-256 " + s.tls.fingerprint + ")"
+                              : !s.tls.verify             ? " (TLS certificate not checked)"
                               : !s.tls.ca_file.empty() ? " (TLS certificate checked against " + s.tls.ca_file + ")"
                                                        : std::string();
     std::string part;

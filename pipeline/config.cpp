@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,6 +60,37 @@ Result<int64_t> parse_media_time(const std::string& text) {
   }
   if (total > 1e7) return InvalidArgument(expected + " (more than 115 days)");
   return static_cast<int64_t>(std::llround(total * 1e9));
+}
+
+Result<std::string> parse_tls_fingerprint(const std::string& text) {
+  std::string hex;
+  std::string rest = text;
+  // What openssl prints: "sha256 Fingerprint=AB:..." (or "SHA256 Fingerprint="); also "sha256:AB...".
+  for (const char* prefix : {"sha256 fingerprint=", "sha256:", "sha256 "}) {
+    const size_t n = std::strlen(prefix);
+    if (rest.size() > n && std::equal(prefix, prefix + n, rest.begin(), [](char a, char b) {
+          return a == std::tolower(static_cast<unsigned char>(b));
+        })) {
+      rest = rest.substr(n);
+      break;
+    }
+  }
+  for (char c : rest) {
+    if (c == ':' || c == ' ') continue;
+    if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      return InvalidArgument("expected the camera certificate's SHA-256 fingerprint, 64 hex digits (as `openssl x509 "
+                             "-noout -fingerprint -sha256` prints it: AB:CD:...), got '" + text + "'");
+    }
+    hex += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  if (hex.size() != 64) {
+    return InvalidArgument("expected the camera certificate's SHA-256 fingerprint, 64 hex digits (as `openssl x509 "
+                           "-noout -fingerprint -sha256` prints it: AB:CD:...), got " + std::to_string(hex.size()) +
+                           " in '" + text + "'" + (hex.size() == 40 ? " (a SHA-1 fingerprint? give -sha256)" : ""));
+  }
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) out += (i ? ":" : "") + hex.substr(i, 2);
+  return out;
 }
 
 std::string media_time_text(int64_t ns) {
@@ -482,6 +514,19 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.str("tls_ca_file", &s.tls.ca_file);
       r.optional_boolean("tls_verify", &tls_verify);
       s.tls.verify = tls_verify.value_or(true);
+      std::string tls_fingerprint;
+      r.str("tls_fingerprint", &tls_fingerprint);
+      if (!tls_fingerprint.empty()) {
+        auto pin = parse_tls_fingerprint(tls_fingerprint);
+        if (!pin.ok()) ctx.fail(streams[i]["tls_fingerprint"], path + ".tls_fingerprint", pin.status().message());
+        s.tls.fingerprint = pin.value();
+        const char* other = !s.tls.ca_file.empty() ? "tls_ca_file" : tls_verify.has_value() ? "tls_verify" : nullptr;
+        if (other) {
+          ctx.fail(streams[i][other], path + "." + other,
+                   "tls_fingerprint trusts that one certificate alone, so " + std::string(other) +
+                       " would not be used: give one or the other");
+        }
+      }
       std::string from_text, to_text;
       r.str("from", &from_text);
       r.str("to", &to_text);
@@ -544,6 +589,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : mirror.has_value()                 ? "mirror"
                           : !s.tls.ca_file.empty()             ? "tls_ca_file"
                           : tls_verify.has_value()             ? "tls_verify"
+                          : !tls_fingerprint.empty()           ? "tls_fingerprint"
                           : !recorded_at.empty()               ? "recorded_at"
                           : !from_text.empty()                 ? "from"
                           : !to_text.empty()                   ? "to"
@@ -561,7 +607,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         continue;
       }
       // A camera's TLS certificate: for the streams that speak TLS, a readable PEM certificate file.
-      const char* tls_key = !s.tls.ca_file.empty() ? "tls_ca_file" : tls_verify.has_value() ? "tls_verify" : nullptr;
+      const char* tls_key = !s.tls.ca_file.empty()      ? "tls_ca_file"
+                            : tls_verify.has_value()     ? "tls_verify"
+                            : !tls_fingerprint.empty()   ? "tls_fingerprint"
+                                                         : nullptr;
       if (tls_key && !glob.empty()) {
         ctx.fail(streams[i][tls_key], path + "." + tls_key, "only for rtsps:// and https:// streams, not a glob's files");
       }

@@ -30,6 +30,9 @@ Orientation orientation_from_rotation(uint32_t degrees, bool mirror);
 // A time in a video's own timeline, as streams[].from and to give it: seconds ("90", "5400.5") or
 // "[H:]MM:SS[.fff]" ("1:30:00", "12:05.5"); nanoseconds.
 Result<int64_t> parse_media_time(const std::string& text);
+// streams[].tls_fingerprint as openssl prints it ("sha256 Fingerprint=AB:CD:...", "AB:CD:...", or 64
+// hex digits, any case): "AB:CD:..." (32 bytes, upper case, colons).
+Result<std::string> parse_tls_fingerprint(const std::string& text);
 // "1:30:00.000", "12:05.500": a media time as parse_media_time reads it.
 std::string media_time_text(int64_t ns);
 
@@ -37,7 +40,12 @@ std::string media_time_text(int64_t ns);
 struct SourceTls {
   std::string ca_file;  // PEM certificates trusted instead of this machine's authorities; empty: those
   bool verify = true;   // false: not checked at all (encrypted, but anyone on the path can pose as it)
-  bool operator==(const SourceTls& o) const { return ca_file == o.ca_file && verify == o.verify; }
+  // The one certificate trusted, by its SHA-256 fingerprint ("AB:CD:...", as openssl writes it),
+  // whatever its name or issuer; empty: none (pinned: ca_file and verify are not used).
+  std::string fingerprint = "";
+  bool operator==(const SourceTls& o) const {
+    return ca_file == o.ca_file && verify == o.verify && fingerprint == o.fingerprint;
+  }
   bool operator!=(const SourceTls& o) const { return !(*this == o); }
 };
 

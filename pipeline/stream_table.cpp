@@ -50,6 +50,7 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
                             {"source", e.source},
                             {"turn", e.turn ? nlohmann::json(orientation_name(*e.turn)) : nlohmann::json()},
                             {"tls_ca_file", e.tls.ca_file}, {"tls_verify", e.tls.verify},
+                            {"tls_fingerprint", e.tls.fingerprint},
                             {"recorded_at", e.recorded.spec}, {"recorded_unix_ns", e.recorded.unix_ns},
                             {"from_ns", e.from_ns}, {"to_ns", e.to_ns}});
   }
@@ -77,6 +78,7 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
       if (s.contains("turn") && s["turn"].is_string()) e.turn = orientation_from_tag(s["turn"].get<std::string>());
       e.tls.ca_file = s.value("tls_ca_file", std::string());
       e.tls.verify = s.value("tls_verify", true);
+      e.tls.fingerprint = s.value("tls_fingerprint", std::string());
       if (const std::string spec = s.value("recorded_at", std::string()); !spec.empty()) {
         auto recorded = parse_recorded_at(spec);
         if (!recorded.ok()) return DataLoss(path + ": stream '" + e.id + "': " + recorded.status().message());
@@ -192,7 +194,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                          : it->second->roi != s.roi                       ? "roi"
                          : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
                          : it->second->turn != s.turn                     ? "rotate or mirror"
-                         : it->second->tls != s.tls                       ? "tls_ca_file or tls_verify"
+                         : it->second->tls != s.tls                       ? "tls_ca_file, tls_verify or tls_fingerprint"
                          : it->second->recorded != s.recorded             ? "recorded_at"
                          : it->second->from_ns != s.from_ns || it->second->to_ns != s.to_ns ? "from or to"
                                                                           : "rtsp_latency_ms";

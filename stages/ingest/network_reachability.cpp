@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "pipeline/stream_uri.h"
+#include "stages/ingest/tls_pin.h"
 
 namespace vapipe {
 namespace {
@@ -76,7 +77,8 @@ std::string describe_certificate_flags(GTlsCertificateFlags flags, const std::st
 
 }  // namespace
 
-std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const std::string& ca_file) {
+std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const SourceTls& trust) {
+  const std::string& ca_file = trust.ca_file;
   const auto authority = uri_authority(uri);
   if (!authority) return "";
   const std::string where = authority->host + ":" + std::to_string(authority->port);
@@ -97,7 +99,10 @@ std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseco
     g_clear_error(&error);
     return why;
   }
-  if (!ca_file.empty()) {
+  if (!trust.fingerprint.empty()) {
+    GOwned<GTlsDatabase> pinned{pinned_tls_database(trust.fingerprint)};
+    g_tls_connection_set_database(G_TLS_CONNECTION(tls.p), pinned.p);
+  } else if (!ca_file.empty()) {
     GOwned<GTlsDatabase> database{g_tls_file_database_new(ca_file.c_str(), &error)};
     if (!database.p) {
       std::string why = "cannot read the certificates of " + ca_file + ": " + (error ? error->message : "unknown error");
@@ -108,7 +113,7 @@ std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseco
   }
   struct Seen {
     GTlsCertificateFlags flags = static_cast<GTlsCertificateFlags>(0);
-    std::string subject;
+    std::string subject, fingerprint;
   } seen;
   g_signal_connect(tls.p, "accept-certificate",
                    G_CALLBACK(+[](GTlsConnection*, GTlsCertificate* cert, GTlsCertificateFlags errors, gpointer user) {
@@ -120,19 +125,31 @@ std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseco
                      }
                      if (subject) seen->subject = subject;
                      g_free(subject);
+                     seen->fingerprint = certificate_sha256(cert);
                      return FALSE;  // refused, as GStreamer refuses it
                    }),
                    &seen);
   const gboolean shaken = g_tls_connection_handshake(G_TLS_CONNECTION(tls.p), nullptr, &error);
   std::string why;
   if (!shaken && seen.flags != 0) {
-    why = "its TLS certificate" + (seen.subject.empty() ? std::string() : " (issued to '" + seen.subject + "')") +
-          " is refused: " + describe_certificate_flags(seen.flags, authority->host, ca_file) +
-          (ca_file.empty() ? ": trust it with the stream's tls_ca_file (the camera's certificate, or the authority that "
-                             "signed it), or stop checking it with tls_verify: false"
-                           : (seen.flags & G_TLS_CERTIFICATE_BAD_IDENTITY)
-                               ? " (a camera's certificate made for another name: tls_verify: false)"
-                               : "");
+    std::string about;  // "issued to 'CN=cam', SHA-256 AB:CD:..."
+    if (!seen.subject.empty()) about = "issued to '" + seen.subject + "'";
+    if (!seen.fingerprint.empty()) about += (about.empty() ? "" : ", ") + std::string("SHA-256 ") + seen.fingerprint;
+    why = "its TLS certificate" + (about.empty() ? std::string() : " (" + about + ")") + " is refused: ";
+    const std::string pin = seen.fingerprint.empty() ? "tls_fingerprint" : "tls_fingerprint: " + seen.fingerprint;
+    if (!trust.fingerprint.empty()) {
+      why += "it is not the certificate tls_fingerprint pins (" + trust.fingerprint + "): the camera has a new "
+             "certificate (after a reset or an update; pin the new one if so), or this is not the camera";
+    } else if (ca_file.empty()) {
+      why += describe_certificate_flags(seen.flags, authority->host, ca_file) +
+             ": trust it with the stream's tls_ca_file (the camera's certificate, or the authority that signed it), "
+             "pin it with " + pin + ", or stop checking it with tls_verify: false";
+    } else {
+      why += describe_certificate_flags(seen.flags, authority->host, ca_file) +
+             ((seen.flags & G_TLS_CERTIFICATE_BAD_IDENTITY)
+                  ? " (a camera's certificate made for another name: pin it with " + pin + ")"
+                  : "");
+    }
   } else if (!shaken) {
     why = "no TLS handshake with " + where + ": " + (error ? error->message : "unknown error") +
           " (does it serve TLS at that port? rtsps:// and https:// need it; rtsp:// and http:// do not)";

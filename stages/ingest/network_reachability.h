@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "pipeline/config.h"
+
 namespace vapipe {
 
 // The host and port a URI names: "scheme://[user[:password]@]host[:port][/...]", an IPv6 host in
@@ -28,10 +30,11 @@ std::optional<UriAuthority> uri_authority(std::string_view uri);
 std::string tcp_connect_failure(std::string_view uri, std::chrono::milliseconds timeout);
 
 // What is wrong with the TLS certificate the URI's host shows (a camera's self-signed one, one issued
-// for another name, an expired one), checked against `ca_file` (PEM) or, when empty, this machine's
-// trusted authorities, as GStreamer checks it, with what to set: "its TLS certificate (issued to
-// 'CN=cam-01') is not trusted: ...". Also a TLS handshake that fails for another reason. Empty when
-// the certificate passes, or when no connection opens (tcp_connect_failure says why).
-std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const std::string& ca_file);
+// for another name, an expired one), checked as the stream's `tls` says (its tls_fingerprint, or its
+// tls_ca_file, or this machine's trusted authorities), as GStreamer checks it, with what to set and
+// the certificate's fingerprint to pin it by: "its TLS certificate (issued to 'CN=cam-01', SHA-256
+// AB:CD:...) is refused: ...". Also a TLS handshake that fails for another reason. Empty when the
+// certificate passes, or when no connection opens (tcp_connect_failure says why).
+std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const SourceTls& tls);
 
 }  // namespace vapipe

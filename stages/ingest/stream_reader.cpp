@@ -33,6 +33,7 @@
 #include "pipeline/utf8.h"
 #include "stages/ingest/container_end.h"
 #include "stages/ingest/network_reachability.h"
+#include "stages/ingest/tls_pin.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
@@ -114,7 +115,7 @@ bool is_http_uri(const std::string& uri) {
 std::string connection_failure(const StreamConfig& stream) {
   std::string why = tcp_connect_failure(stream.uri, std::chrono::seconds(2));
   if (why.empty() && uri_uses_tls(stream.uri) && stream.tls.verify) {
-    why = tls_certificate_failure(stream.uri, std::chrono::seconds(2), stream.tls.ca_file);
+    why = tls_certificate_failure(stream.uri, std::chrono::seconds(2), stream.tls);
   }
   return why;
 }
@@ -394,15 +395,20 @@ struct StreamReader::Impl {
   static void on_eos(GstAppSink*, gpointer user) {
     static_cast<Impl*>(user)->queue.push(QueuedFrame{});
   }
-  // streams[].tls_ca_file and tls_verify on the source that speaks TLS: rtspsrc and souphttpsrc check
-  // the camera's certificate against a GTlsDatabase of the file (or not at all: no validation flags,
-  // ssl-strict off). Said once per stream when nothing is checked.
+  // streams[].tls_ca_file, tls_verify and tls_fingerprint on the source that speaks TLS: rtspsrc and
+  // souphttpsrc check the camera's certificate against a GTlsDatabase of the file, or of the one
+  // certificate pinned (tls_pin.h), or not at all (no validation flags, ssl-strict off). Said once per
+  // stream when nothing is checked.
   static void apply_tls_trust(GstElement* source, Impl& self) {
     const SourceTls& tls = self.stream.tls;
-    if (!uri_uses_tls(self.stream.uri) || (tls.verify && tls.ca_file.empty())) return;
+    if (!uri_uses_tls(self.stream.uri) || (tls.verify && tls.ca_file.empty() && tls.fingerprint.empty())) return;
     const std::string type = G_OBJECT_TYPE_NAME(source);
     if (type != "GstRTSPSrc" && type != "GstSoupHTTPSrc") return;
-    if (!tls.verify && type == "GstRTSPSrc") {
+    if (!tls.fingerprint.empty()) {
+      GTlsDatabase* pinned = pinned_tls_database(tls.fingerprint);
+      g_object_set(source, "tls-database", pinned, nullptr);
+      g_object_unref(pinned);
+    } else if (!tls.verify && type == "GstRTSPSrc") {
       g_object_set(source, "tls-validation-flags", static_cast<GTlsCertificateFlags>(0), nullptr);
     } else if (!tls.verify) {
       g_object_set(source, "ssl-strict", FALSE, nullptr);

@@ -663,6 +663,30 @@ infer: {model: m, labels: l}
 
 // An rtsps:// or https:// camera's own certificate (a file relative to the config, PEM), or no check;
 // its members take the source's; anything else is an error naming the line and key.
+TEST(Config, TlsFingerprintPinsACamerasOwnCertificate) {
+  const std::string pinned = "ED:BF:28:4D:EB:B2:37:75:03:FF:EE:7F:BB:77:44:75:8C:BF:67:0F:44:81:9F:59:59:A7:BF:FE:8F:6E:DE:37";
+  auto c = load_config_string(R"(
+streams:
+  - {id: hik, uri: 'rtsps://10.0.0.9/Streaming/Channels/101', tls_fingerprint: 'sha256 Fingerprint=ED:BF:28:4D:EB:B2:37:75:03:FF:EE:7F:BB:77:44:75:8C:BF:67:0F:44:81:9F:59:59:A7:BF:FE:8F:6E:DE:37'}
+  - {id: nvr, uri: 'https://10.0.0.10/snap.jpg', tls_fingerprint: edbf284debb2377503ffee7fbb7744758cbf670f44819f5959a7bffe8f6ede37}
+  - {id: gate, source: hik, roi: [0, 0, 0.5, 1]}
+infer: {model: m, labels: l}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->streams[0].tls, (SourceTls{"", true, pinned}));
+  EXPECT_EQ(c->streams[1].tls, c->streams[0].tls);  // the same certificate, written as 64 hex digits
+  EXPECT_EQ(c->streams[2].tls, c->streams[0].tls);  // a member: its source's connection
+  expect_each_refused("infer: {model: m, labels: l}\nstreams:\n", {
+      {"  - {id: a, uri: 'rtsps://cam/s', tls_fingerprint: 'AB:CD'}\n",
+       "job.yaml:3: streams[0].tls_fingerprint: expected the camera certificate's SHA-256 fingerprint, 64 hex digits"},
+      {"  - {id: a, uri: 'rtsps://cam/s', tls_fingerprint: 'D1:2E:3F:40:51:62:73:84:95:A6:B7:C8:D9:EA:FB:0C:1D:2E:3F:40'}\n",
+       "got 40 in 'D1:2E:3F:40:51:62:73:84:95:A6:B7:C8:D9:EA:FB:0C:1D:2E:3F:40' (a SHA-1 fingerprint? give -sha256)"},
+      {"  - {id: a, uri: 'rtsps://cam/s', tls_verify: false, tls_fingerprint: " + pinned + "}\n",
+       "streams[0].tls_verify: tls_fingerprint trusts that one certificate alone, so tls_verify would not be used"},
+      {"  - {id: a, uri: 'rtsp://cam/s', tls_fingerprint: " + pinned + "}\n",
+       "streams[0].tls_fingerprint: only for rtsps:// and https:// streams (this one's uri does not use TLS)"}}, "/cfg");
+}
+
 TEST(Config, TlsCaFileAndTlsVerifySayHowACamerasCertificateIsChecked) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-config-tls-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

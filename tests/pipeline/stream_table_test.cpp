@@ -275,7 +275,7 @@ TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndCannotChangeWhileItRuns) {
   changed.replace(changed.find(", tls_verify: false"), 19, "");
   auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("stream 'a': its tls_ca_file or tls_verify changed"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("stream 'a': its tls_ca_file, tls_verify or tls_fingerprint changed"), std::string::npos)
       << refused.status().message();
   std::string with_c = running;
   with_c.insert(with_c.find("infer:"), "  - {id: c, uri: \"rtsps://cam2/s\", tls_verify: false}\n");

@@ -134,28 +134,48 @@ class TlsServer {
   std::thread thread_;
 };
 
+// tests/media/tls/metrics-test.crt's, as `openssl x509 -noout -fingerprint -sha256` prints it.
+const std::string kTestCertificateSha256 =
+    "ED:BF:28:4D:EB:B2:37:75:03:FF:EE:7F:BB:77:44:75:8C:BF:67:0F:44:81:9F:59:59:A7:BF:FE:8F:6E:DE:37";
+
 TEST(TlsCertificateFailure, SaysACertificateNoAuthorityHereSignedIsRefusedAndWhatToSet) {
   TlsServer server("127.0.0.1");
   const std::string uri = "https://127.0.0.1:" + std::to_string(server.port()) + "/video.mjpg";
-  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), ""),
-            "its TLS certificate (issued to 'CN=vapipe test metrics') is refused: it is not signed by an authority this "
-            "machine trusts (a camera's own self-signed certificate is not): trust it with the stream's tls_ca_file (the "
-            "camera's certificate, or the authority that signed it), or stop checking it with tls_verify: false");
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), SourceTls{}),
+            "its TLS certificate (issued to 'CN=vapipe test metrics', SHA-256 " + kTestCertificateSha256 + ") is "
+            "refused: it is not signed by an authority this machine trusts (a camera's own self-signed certificate is "
+            "not): trust it with the stream's tls_ca_file (the camera's certificate, or the authority that signed it), "
+            "pin it with tls_fingerprint: " + kTestCertificateSha256 + ", or stop checking it with tls_verify: false");
   // Trusted as the camera's own certificate: nothing to say.
-  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), TlsServer::kTlsDir + "metrics-test.crt"), "");
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), SourceTls{TlsServer::kTlsDir + "metrics-test.crt"}), "");
   // Another authority's certificate does not vouch for it.
   const std::string other = TlsServer::kTlsDir + "chain-root.crt";
-  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), other),
-            "its TLS certificate (issued to 'CN=vapipe test metrics') is refused: neither it nor an authority that "
-            "signed it is in tls_ca_file " + other);
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), SourceTls{other}),
+            "its TLS certificate (issued to 'CN=vapipe test metrics', SHA-256 " + kTestCertificateSha256 + ") is "
+            "refused: neither it nor an authority that signed it is in tls_ca_file " + other);
 }
 
 TEST(TlsCertificateFailure, SaysACertificateForAnotherNameIsRefused) {
   TlsServer server("127.0.0.2");  // the certificate names 127.0.0.1 and localhost
   const std::string uri = "rtsps://127.0.0.2:" + std::to_string(server.port()) + "/stream1";
-  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), TlsServer::kTlsDir + "metrics-test.crt"),
-            "its TLS certificate (issued to 'CN=vapipe test metrics') is refused: it is issued for another name than "
-            "'127.0.0.2' (a camera's certificate made for another name: tls_verify: false)");
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), SourceTls{TlsServer::kTlsDir + "metrics-test.crt"}),
+            "its TLS certificate (issued to 'CN=vapipe test metrics', SHA-256 " + kTestCertificateSha256 + ") is "
+            "refused: it is issued for another name than '127.0.0.2' (a camera's certificate made for another name: pin "
+            "it with tls_fingerprint: " + kTestCertificateSha256 + ")");
+}
+
+// streams[].tls_fingerprint: the pinned certificate is taken whatever name it was made for and whoever
+// signed it (here neither fits); another one is refused, saying which is pinned.
+TEST(TlsCertificateFailure, APinnedCertificateIsTakenWhateverItsNameAndAnotherIsRefused) {
+  TlsServer server("127.0.0.2");
+  const std::string uri = "rtsps://127.0.0.2:" + std::to_string(server.port()) + "/stream1";
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), SourceTls{"", true, kTestCertificateSha256}), "");
+  std::string wrong = kTestCertificateSha256;
+  wrong.replace(0, 2, "00");
+  EXPECT_EQ(tls_certificate_failure(uri, std::chrono::seconds(2), SourceTls{"", true, wrong}),
+            "its TLS certificate (issued to 'CN=vapipe test metrics', SHA-256 " + kTestCertificateSha256 + ") is "
+            "refused: it is not the certificate tls_fingerprint pins (" + wrong + "): the camera has a new certificate "
+            "(after a reset or an update; pin the new one if so), or this is not the camera");
 }
 
 TEST(TlsCertificateFailure, SaysAServerThatSpeaksNoTlsHasNoHandshake) {
@@ -164,7 +184,7 @@ TEST(TlsCertificateFailure, SaysAServerThatSpeaksNoTlsHasNoHandshake) {
   const int port = http.bind_to_any_port("127.0.0.1");
   std::thread serve([&] { http.listen_after_bind(); });
   const std::string why =
-      tls_certificate_failure("https://127.0.0.1:" + std::to_string(port) + "/", std::chrono::seconds(2), "");
+      tls_certificate_failure("https://127.0.0.1:" + std::to_string(port) + "/", std::chrono::seconds(2), SourceTls{});
   http.stop();
   serve.join();
   EXPECT_EQ(why.rfind("no TLS handshake with 127.0.0.1:" + std::to_string(port) + ": ", 0), 0u) << why;
@@ -174,7 +194,7 @@ TEST(TlsCertificateFailure, SaysAServerThatSpeaksNoTlsHasNoHandshake) {
 
 TEST(TlsCertificateFailure, SaysNothingWhenNoConnectionOpens) {
   LoopbackSocket bound(false);
-  EXPECT_EQ(tls_certificate_failure("https://127.0.0.1:" + std::to_string(bound.port) + "/", std::chrono::seconds(2), ""), "");
+  EXPECT_EQ(tls_certificate_failure("https://127.0.0.1:" + std::to_string(bound.port) + "/", std::chrono::seconds(2), SourceTls{}), "");
 }
 
 }  // namespace

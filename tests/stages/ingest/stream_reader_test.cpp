@@ -31,6 +31,10 @@
 
 namespace vapipe {
 namespace {
+// tests/media/tls/metrics-test.crt's SHA-256 fingerprint, as `openssl x509 -noout -fingerprint -sha256` prints it.
+const std::string kTestCertificateSha256 =
+    "ED:BF:28:4D:EB:B2:37:75:03:FF:EE:7F:BB:77:44:75:8C:BF:67:0F:44:81:9F:59:59:A7:BF:FE:8F:6E:DE:37";
+
 
 using testing::CollectingEmitter;
 
@@ -1326,17 +1330,33 @@ TEST_F(StreamReaderTest, AnRtspsCameraWithItsOwnCertificateIsReadOnceItIsTrusted
   ASSERT_TRUE(server.ok());
   ASSERT_EQ(server.uri().rfind("rtsps://", 0), 0u);
   expect_each_ends_with_an_error_saying(
-      {{server.uri(), "(element source): its TLS certificate (issued to 'CN=vapipe test metrics') is refused: it is not "
-                      "signed by an authority this machine trusts (a camera's own self-signed certificate is not): trust "
-                      "it with the stream's tls_ca_file"}});
+      {{server.uri(), "(element source): its TLS certificate (issued to 'CN=vapipe test metrics', SHA-256 " +
+                          kTestCertificateSha256 + ") is refused: it is not signed by an authority this machine trusts "
+                          "(a camera's own self-signed certificate is not): trust it with the stream's tls_ca_file"}});
   StreamConfig cam = stream("cam", server.uri());
   ingest_.queue_policy = QueuePolicy::kDropOldest;
-  for (const SourceTls& trust : {SourceTls{tls_dir + "metrics-test.crt", true}, SourceTls{"", false}}) {
+  for (const SourceTls& trust : {SourceTls{tls_dir + "metrics-test.crt", true}, SourceTls{"", false},
+                                 SourceTls{"", true, kTestCertificateSha256}}) {
     cam.tls = trust;
     auto reader = StreamReader::create(cam, 0, ingest_);
     ASSERT_TRUE(reader.ok()) << reader.status().message();
-    EXPECT_GE(frames_until(**reader, 10), 10u) << (trust.verify ? "with tls_ca_file" : "with tls_verify: false");
+    EXPECT_GE(frames_until(**reader, 10), 10u) << (!trust.fingerprint.empty() ? "with tls_fingerprint"
+                                                   : trust.verify               ? "with tls_ca_file"
+                                                                                : "with tls_verify: false");
   }
+  // Pinned to another certificate: refused, saying which is pinned.
+  std::string wrong = kTestCertificateSha256;
+  wrong.replace(0, 2, "00");
+  cam.tls = SourceTls{"", true, wrong};
+  auto pinned_wrong = StreamReader::create(cam, 0, ingest_);
+  ASSERT_TRUE(pinned_wrong.ok());
+  CollectingEmitter out;
+  ShutdownFlags running;  // flags_ was stopped by frames_until
+  ASSERT_TRUE((*pinned_wrong)->run(out, running).ok());
+  auto errors = of_kind(out, MessageKind::kStreamError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0]->event.message.find("it is not the certificate tls_fingerprint pins (" + wrong + ")"),
+            std::string::npos) << errors[0]->event.message;
 }
 
 // The same for a camera over HTTP (souphttpsrc): refused credentials, a wrong path, and a port where
@@ -1704,12 +1724,17 @@ TEST_F(ReconnectTest, AnMjpegCameraOverHttpsIsReadOnceItsCertificateIsTrusted) {
   MjpegCamera camera(dir_, 1000, true);
   expect_each_ends_with_an_error_saying(
       {{camera.uri(), "Internal data stream error. (element source): its TLS certificate (issued to 'CN=vapipe test "
-                      "metrics') is refused: it is not signed by an authority this machine trusts"}});
+                      "metrics', SHA-256 " + kTestCertificateSha256 + ") is refused: it is not signed by an authority "
+                      "this machine trusts"}});
   StreamConfig cam = stream("mjpeg", camera.uri());
   cam.tls.ca_file = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/metrics-test.crt";
   auto reader = StreamReader::create(cam, 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   EXPECT_GE(frames_until(**reader, 5), 5u);
+  cam.tls = SourceTls{"", true, kTestCertificateSha256};  // pinned, as souphttpsrc takes it too
+  auto pinned = StreamReader::create(cam, 0, ingest_, live_);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_GE(frames_until(**pinned, 5), 5u);
 }
 
 // With those timestamps, max_fps picks its frames from such a camera too (every frame was kept).
