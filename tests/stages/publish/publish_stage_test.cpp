@@ -158,6 +158,14 @@ TEST_F(PublishStageTest, AResultsFileEmptiedUnderTheJobIsWrittenOnFromItsStart) 
   std::filesystem::remove(config_.publish.jsonl_path);
 }
 
+// Sleeps until `ms` milliseconds into Unix second `second` (a results file named by the second moves
+// on at its start); returns `second`.
+int64_t sleep_into_second(int64_t second, int ms) {
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(second)) +
+                                std::chrono::milliseconds(ms));
+  return second;
+}
+
 // publish.jsonl_path named by the time: lines go to the file of the moment they are written, and to
 // the next one when the clock turns (here by the second, which the config refuses, so that the test
 // sees a turn within a second); the file of the moment is appended to, not emptied, and the lock is
@@ -168,17 +176,14 @@ TEST_F(PublishStageTest, AResultsFileNamedByTheTimeMovesOnAsTheClockTurns) {
   config_.job.mode = JobMode::kLive;
   config_.publish.jsonl_path = (dir / "%Y" / "results-%H%M%S.jsonl").string();
   // At the start of a second, so that opening and the first result fall within it.
-  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(wall_clock_ns() / 1000000000 + 1)) +
-                                std::chrono::milliseconds(20));
-  const int64_t first_s = wall_clock_ns() / 1000000000;
+  const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
   const std::filesystem::path first = results_file_at(config_.publish.jsonl_path, first_s);
   std::filesystem::create_directories(first.parent_path());
   { std::ofstream(first) << "{\"topic\":\"earlier\",\"payload\":{}}\n"; }  // a restarted job's, this second
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
   // Into the next second (a whole second after the first file's, so that it cannot be the same).
-  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(first_s + 1)) +
-                                std::chrono::milliseconds(50));
+  sleep_into_second(first_s + 1, 50);
   ASSERT_TRUE(stage_->process(result(0, 1, "ball"), out_).ok());
   ASSERT_TRUE(stage_->close(out_).ok());
   std::vector<std::filesystem::path> files;
@@ -212,16 +217,13 @@ TEST_F(PublishStageTest, AResultsFileNamedByTheTimeThatCannotBeOpenedStopsTheSta
   std::filesystem::remove_all(dir);
   config_.job.mode = JobMode::kLive;
   config_.publish.jsonl_path = (dir / "%H%M%S" / "results.jsonl").string();
-  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(wall_clock_ns() / 1000000000 + 1)) +
-                                std::chrono::milliseconds(20));
-  const int64_t first_s = wall_clock_ns() / 1000000000;
+  const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
   const std::filesystem::path blocked = results_file_at(config_.publish.jsonl_path, first_s + 1);
   std::filesystem::create_directories(dir);
   { std::ofstream(blocked.parent_path()) << "not a folder"; }
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
-  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(first_s + 1)) +
-                                std::chrono::milliseconds(50));
+  sleep_into_second(first_s + 1, 50);
   const Status st = stage_->process(result(0, 1, "ball"), out_);
   EXPECT_EQ(st.code(), StatusCode::kAborted);
   EXPECT_NE(st.message().find("publish.jsonl_path " + blocked.string() + ": cannot be opened"), std::string::npos)
