@@ -293,15 +293,33 @@ std::vector<OpenedStream> open_each_stream(const Config& c, std::chrono::seconds
 int validate_command(const std::vector<std::string>& all_args) {
   std::vector<std::string> args;
   bool open = false;
-  for (const std::string& a : all_args) {
+  // --open: how long each stream may take to its first frame, and how many open at once (a site's slow
+  // NVR, or a link that many cameras at once would fill).
+  long long open_timeout_s = 15, open_at_once = 8;
+  auto whole_number = [](const std::string& text, long long low, long long high, long long* out) {
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || !end || *end || v < low || v > high) return false;
+    *out = v;
+    return true;
+  };
+  for (size_t i = 0; i < all_args.size(); ++i) {
+    const std::string& a = all_args[i];
     if (a == "--open") {
       open = true;
+    } else if ((a == "--timeout" || a == "--at-once") && i + 1 < all_args.size()) {
+      const bool timeout = a == "--timeout";
+      if (!whole_number(all_args[++i], 1, timeout ? 3600 : 256, timeout ? &open_timeout_s : &open_at_once)) {
+        std::fprintf(stderr, "vapipe validate: %s wants a whole number from 1 to %d, got '%s'\n", a.c_str(),
+                     timeout ? 3600 : 256, all_args[i].c_str());
+        return kExitUsage;
+      }
     } else {
       args.push_back(a);
     }
   }
   if (args.size() != 1) {
-    std::fprintf(stderr, "usage: vapipe validate CONFIG.yaml [--open]\n");
+    std::fprintf(stderr, "usage: vapipe validate CONFIG.yaml [--open [--timeout S] [--at-once N]]\n");
     return kExitUsage;
   }
   auto config = load_config_file(args[0]);
@@ -397,14 +415,14 @@ int validate_command(const std::vector<std::string>& all_args) {
   if (!open) return 0;
   // Each camera and file opened for real: the mistakes a config cannot show (a wrong password, path or
   // port, a camera that is off, a certificate, a file GStreamer cannot read) found before the job.
-  constexpr auto kOpenTimeout = std::chrono::seconds(15);
-  constexpr size_t kOpenAtOnce = 8;
+  const auto timeout = std::chrono::seconds(open_timeout_s);
+  const auto at_once = static_cast<size_t>(open_at_once);
   init_logging("validate", "off");  // the readers' own lines would repeat the table's
   std::printf("  opening each stream until its first frame (at most %lld s each, %zu at once):\n",
-              static_cast<long long>(kOpenTimeout.count()), kOpenAtOnce);
+              static_cast<long long>(timeout.count()), at_once);
   std::fflush(stdout);
   size_t failed = 0;
-  for (const OpenedStream& o : open_each_stream(c, kOpenTimeout, kOpenAtOnce)) {
+  for (const OpenedStream& o : open_each_stream(c, timeout, at_once)) {
     failed += !o.ok;
     std::printf("    %-20s %s %s\n", o.id.c_str(), o.ok ? "ok:    " : "FAILED:", o.what.c_str());
   }

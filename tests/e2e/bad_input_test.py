@@ -2,6 +2,7 @@
 import json
 import os
 import random
+import socket
 import subprocess
 import unittest
 
@@ -119,6 +120,25 @@ class BadInput(E2ETest):
         self.assertNotRegex(p.stdout, r"\n    half +(ok|FAILED)")
         self.assertIn("  2 stream(s) could not be opened", p.stdout)
         self.assertEqual(p.stderr, "")
+
+    def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
+        """`vapipe validate --open --timeout 2 --at-once 1`: a camera whose server accepts connections and
+        never answers (a hung NVR) is given 2 s, and says that it accepts connections; a bad value is refused."""
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes connections; nothing reads or answers them
+        self.addCleanup(silent.close)
+        config, _ = write_config(self.dir, [("hung", f"rtsp://127.0.0.1:{silent.getsockname()[1]}/stream1")],
+                                 job={"mode": "live"})
+        p = subprocess.run([VAPIPE, "validate", config, "--open", "--timeout", "2", "--at-once", "1"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("(at most 2 s each, 1 at once)", p.stdout)
+        self.assertIn("\n    hung                 FAILED: no frame within 2 s (its server accepts connections, but no "
+                      "picture came)", p.stdout)
+        bad = subprocess.run([VAPIPE, "validate", config, "--open", "--timeout", "0"], capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("vapipe validate: --timeout wants a whole number from 1 to 3600, got '0'", bad.stderr)
 
     def test_unknown_config_key_names_file_line_and_key_and_starts_nothing(self):
         path, err = self.run_bad_config(
