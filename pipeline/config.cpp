@@ -971,6 +971,12 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.uint("segments_min_frames", &c.publish.segments_min_frames, 0, 1000000);
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
+    r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);
+    if (c.publish.jsonl_keep > 0 && !results_path_is_timed(c.publish.jsonl_path)) {
+      ctx.fail(r.child("jsonl_keep"), "publish.jsonl_keep",
+               "only with a publish.jsonl_path named by the time (results/%Y-%m-%d.jsonl): it keeps that many of its "
+               "files");
+    }
     if (results_path_is_timed(c.publish.jsonl_path)) {
       // A file per day or hour (pipeline/results_path.h): a live job's; an archive job's --resume
       // reads its one file.

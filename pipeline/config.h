@@ -226,6 +226,9 @@ struct PublishConfig {
   std::string metrics_tls_key_file;
   std::string metrics_tls_client_ca_file;  // mutual TLS: clients need a certificate one of its CAs signed
   std::string jsonl_path;             // optional JSON-lines sink (archive jobs)
+  // jsonl_path named by the time (a live job's file a day): how many of its files to keep, the one
+  // written now included; older ones the job named are deleted as a new one starts. 0: all.
+  uint32_t jsonl_keep = 0;
   // segments/<id>: "began" once a label has been every stream frame's top-1 for this many frames in a
   // row, "ended" when another label has (or the stream ends); 0: no segments topic.
   uint32_t segments_min_frames = 0;

@@ -48,6 +48,31 @@ std::string results_file_at(const std::string& path, int64_t unix_s) {
   return n > 0 ? out : path;
 }
 
+std::vector<TimedResultsFile> timed_results_files(const std::string& path) {
+  std::vector<TimedResultsFile> files;
+  if (!results_path_is_timed(path)) return files;
+  const std::string lock = results_lock_path(path);
+  const size_t slash = lock.rfind('/');
+  const std::filesystem::path folder = slash == std::string::npos ? "." : lock.substr(0, slash + 1);
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(folder, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    std::string name = it->path().string();
+    if (slash == std::string::npos && name.rfind("./", 0) == 0) name = name.substr(2);  // as a relative pattern names it
+    std::tm tm{};
+    const char* rest = strptime(name.c_str(), path.c_str(), &tm);
+    if (!rest || *rest != '\0') continue;
+    tm.tm_isdst = -1;
+    const time_t t = mktime(&tm);
+    if (t == static_cast<time_t>(-1) || results_file_at(path, t) != name) continue;
+    files.push_back({static_cast<int64_t>(t), name});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const TimedResultsFile& a, const TimedResultsFile& b) { return a.unix_s < b.unix_s; });
+  return files;
+}
+
 std::string results_lock_path(const std::string& path) {
   if (!results_path_is_timed(path)) return path;
   // The deepest folder that holds no conversion; the rest of the pattern names the lock.

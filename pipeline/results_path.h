@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pipeline/status.h"
 
@@ -25,5 +26,14 @@ std::string results_file_at(const std::string& path, int64_t unix_s);
 // folder of its first conversion, named after the pattern (".results-%Y-%m-%d.jsonl.lock" with each
 // '%' and '/' made '_'). A path without conversions: the path itself.
 std::string results_lock_path(const std::string& path);
+
+// The files a timed path has named that exist, oldest first: every file below the folder of its first
+// conversion whose path the pattern reads whole (strptime) and names again from the time it reads
+// (strftime): a file the job did not name, or named otherwise ("2026-12-1"), is never among them.
+struct TimedResultsFile {
+  int64_t unix_s;  // the start of its period, local time
+  std::string path;
+};
+std::vector<TimedResultsFile> timed_results_files(const std::string& path);
 
 }  // namespace vapipe

@@ -91,6 +91,7 @@ Status PublishStage::open(const StageContext& ctx) {
     if (!resumed_ && !restarted_ && !timed) std::ofstream(p, std::ios::out | std::ios::trunc).close();
     jsonl_.open(p, std::ios::out | std::ios::app);
     if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
+    if (timed) prune_results_files();
   }
   if (factory_) {
     VAPIPE_ASSIGN_OR_RETURN(bus_, factory_(ctx));
@@ -375,7 +376,34 @@ Status PublishStage::follow_results_clock() {
   }
   VAPIPE_LOG_INFO("publish: results from here on go to {} (publish.jsonl_path: {}); {} is complete", file,
                   config_->publish.jsonl_path, previous);
+  prune_results_files();
   return check_jsonl();
+}
+
+void PublishStage::prune_results_files() {
+  const uint32_t keep = config_->publish.jsonl_keep;
+  if (keep == 0) return;
+  std::vector<TimedResultsFile> files = timed_results_files(config_->publish.jsonl_path);
+  // The file written now is kept whatever its name's time says (a clock set back).
+  files.erase(std::remove_if(files.begin(), files.end(), [&](const TimedResultsFile& f) { return f.path == jsonl_file_; }),
+              files.end());
+  const size_t drop = files.size() + 1 > keep ? files.size() + 1 - keep : 0;
+  const std::filesystem::path top = std::filesystem::path(results_lock_path(config_->publish.jsonl_path)).parent_path();
+  for (size_t i = 0; i < drop && i < files.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove(files[i].path, ec);
+    if (ec) {
+      VAPIPE_LOG_WARN("publish: cannot delete old results file {} (publish.jsonl_keep: {}): {}", files[i].path, keep,
+                      ec.message());
+      continue;
+    }
+    VAPIPE_LOG_INFO("publish: deleted old results file {} (publish.jsonl_keep: {})", files[i].path, keep);
+    // Its folders too, once empty ("2026/11/" after November), up to the pattern's fixed folder.
+    for (std::filesystem::path dir = std::filesystem::path(files[i].path).parent_path();
+         !dir.empty() && dir != top && dir.string().size() > top.string().size(); dir = dir.parent_path()) {
+      if (!std::filesystem::remove(dir, ec) || ec) break;  // not empty (or not ours): stop
+    }
+  }
 }
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {

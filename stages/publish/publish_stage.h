@@ -122,6 +122,8 @@ class PublishStage final : public Stage {
   std::string jsonl_file_;
   int64_t jsonl_named_at_s_ = -1;
   Status follow_results_clock();
+  // publish.jsonl_keep: the oldest files the timed path named are deleted, the newest kept.
+  void prune_results_files();
   // Lines written since the last flush are flushed by this time: a reader tailing the file (or a
   // test) sees an event within a fraction of a second even when nothing follows it, and a crash
   // loses at most that much, while a busy archive job still writes in large blocks.

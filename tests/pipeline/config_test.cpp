@@ -873,7 +873,9 @@ TEST(Config, AResultsFileNamedByTheTimeIsALiveJobs) {
       {"streams: [{id: a, uri: /m/a.mp4}]\npublish: {jsonl_path: 'r-%F.jsonl'}\n",
        "job.yaml:3: publish.jsonl_path: a results file named by the time (/cfg/r-%F.jsonl) is for live jobs"},
       {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npublish: {jsonl_path: 'r-%H%M%S.jsonl'}\n",
-       "publish.jsonl_path: '/cfg/r-%H%M%S.jsonl': %S is not a conversion that names a date or an hour"}}, "/cfg");
+       "publish.jsonl_path: '/cfg/r-%H%M%S.jsonl': %S is not a conversion that names a date or an hour"},
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npublish: {jsonl_path: 'r.jsonl', jsonl_keep: 14}\n",
+       "publish.jsonl_keep: only with a publish.jsonl_path named by the time"}}, "/cfg");
 }
 
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {

@@ -3,6 +3,10 @@
 #include "pipeline/results_path.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "tests/fakes/local_zone.h"
 
@@ -40,6 +44,33 @@ TEST(ResultsPath, TheLockIsOneFileBesideThePattern) {
   EXPECT_EQ(results_lock_path("/r/%Y/%m/cams.jsonl"), "/r/._Y__m_cams.jsonl.lock");
   EXPECT_EQ(results_lock_path("relative-%F.jsonl"), ".relative-_F.jsonl.lock");
   EXPECT_EQ(results_lock_path("/r/results.jsonl"), "/r/results.jsonl");  // not timed: the file itself
+}
+
+// What publish.jsonl_keep may delete: the files the pattern named, oldest first; nothing it did not
+// name (another file, a name it would have written otherwise), even in its folders.
+TEST(ResultsPath, TheFilesAPatternNamedAreFoundOldestFirstAndNothingElse) {
+  testing::LocalZone zone("UTC0");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-results-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string pattern = (dir / "%Y" / "%m" / "cams-%d.jsonl").string();
+  constexpr int64_t kDay = 86400, k20261130 = 1796083200 - kDay;  // 2026-11-30 00:00 UTC
+  for (int64_t day : {2, 0, 1}) {  // 30 Nov, 1 and 2 Dec, made out of order
+    const std::filesystem::path file = results_file_at(pattern, k20261130 + day * kDay);
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << "x\n";
+  }
+  for (const char* other : {"2026/12/cams-2.jsonl", "2026/12/cams-02.jsonl.gz", "2026/12/notes.txt", "2026/13/cams-01.jsonl"}) {
+    std::filesystem::create_directories((dir / other).parent_path());
+    std::ofstream(dir / other) << "x\n";
+  }
+  const std::vector<TimedResultsFile> files = timed_results_files(pattern);
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0].path, (dir / "2026/11/cams-30.jsonl").string());
+  EXPECT_EQ(files[0].unix_s, k20261130);
+  EXPECT_EQ(files[1].path, (dir / "2026/12/cams-01.jsonl").string());
+  EXPECT_EQ(files[2].path, (dir / "2026/12/cams-02.jsonl").string());
+  EXPECT_TRUE(timed_results_files((dir / "results.jsonl").string()).empty());  // not timed
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

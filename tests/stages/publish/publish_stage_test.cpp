@@ -209,6 +209,35 @@ TEST_F(PublishStageTest, AResultsFileNamedByTheTimeMovesOnAsTheClockTurns) {
   std::filesystem::remove_all(dir);
 }
 
+// publish.jsonl_keep: as the job starts and as each new file starts, the oldest files the pattern named
+// go, the newest `keep` stay (the one written now among them); a file it did not name stays too.
+TEST_F(PublishStageTest, OnlyTheNewestResultsFilesNamedByTheTimeAreKept) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("publish-keep-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  config_.job.mode = JobMode::kLive;
+  config_.publish.jsonl_path = (dir / "r-%H%M%S.jsonl").string();
+  config_.publish.jsonl_keep = 2;
+  const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
+  std::filesystem::create_directories(dir);
+  for (int64_t earlier : {3, 2}) std::ofstream(results_file_at(config_.publish.jsonl_path, first_s - earlier)) << "x\n";
+  std::ofstream(dir / "notes.txt") << "mine\n";
+  open();  // keeps the newest earlier file and the one of now
+  EXPECT_FALSE(std::filesystem::exists(results_file_at(config_.publish.jsonl_path, first_s - 3)));
+  EXPECT_TRUE(std::filesystem::exists(results_file_at(config_.publish.jsonl_path, first_s - 2)));
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  sleep_into_second(first_s + 1, 50);
+  ASSERT_TRUE(stage_->process(result(0, 1, "ball"), out_).ok());  // a new file: the earlier one goes
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  const std::string now = std::filesystem::path(results_file_at(config_.publish.jsonl_path, first_s)).filename().string();
+  const std::string next =
+      std::filesystem::path(results_file_at(config_.publish.jsonl_path, first_s + 1)).filename().string();
+  EXPECT_EQ(names, (std::vector<std::string>{".r-_H_M_S.jsonl.lock", "notes.txt", now, next}));
+  std::filesystem::remove_all(dir);
+}
+
 // The next period's file cannot be opened (here a plain file stands where its folder would be; a
 // full or read-only disk alike): the stage stops naming it, as for a file that cannot be written,
 // rather than go on recording nothing.
