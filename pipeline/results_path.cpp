@@ -54,10 +54,15 @@ std::vector<TimedResultsFile> timed_results_files(const std::string& path) {
   const std::string lock = results_lock_path(path);
   const size_t slash = lock.rfind('/');
   const std::filesystem::path folder = slash == std::string::npos ? "." : lock.substr(0, slash + 1);
+  // Only as deep as the pattern's own folders ("%Y/%m/x-%d.jsonl": two): a fixed folder such as
+  // /var/lib is not walked whole.
+  const std::string below = slash == std::string::npos ? path : path.substr(slash + 1);
+  const int depth = static_cast<int>(std::count(below.begin(), below.end(), '/'));
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(folder, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
+    if (it.depth() >= depth && it->is_directory(ec)) it.disable_recursion_pending();
+    if (!it->is_regular_file(ec) || it.depth() != depth) continue;
     std::string name = it->path().string();
     if (slash == std::string::npos && name.rfind("./", 0) == 0) name = name.substr(2);  // as a relative pattern names it
     std::tm tm{};
