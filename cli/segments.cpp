@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "pipeline/config.h"
+
 namespace vapipe::cli {
 
 Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
@@ -121,16 +123,7 @@ std::string clock_time_text(double unix_ms) {
 }
 
 std::string media_time_text(double ms) {
-  if (ms < 0) return "-";
-  const auto total = static_cast<long long>(std::llround(ms));
-  const long long h = total / 3600000, m = total / 60000 % 60, sec = total / 1000 % 60, milli = total % 1000;
-  char buf[32];
-  if (h > 0) {
-    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld.%03lld", h, m, sec, milli);
-  } else {
-    std::snprintf(buf, sizeof buf, "%lld:%02lld.%03lld", m, sec, milli);
-  }
-  return buf;
+  return ms < 0 ? "-" : vapipe::media_time_text(static_cast<int64_t>(std::llround(ms * 1e6)));  // streams[].from's
 }
 
 }  // namespace vapipe::cli

@@ -68,7 +68,7 @@ Status PublishStage::open(const StageContext& ctx) {
   if (!ctx.config.publish.jsonl_path.empty()) {
     // Named by the time: today's (this hour's) file, appended to, never emptied (a restarted job goes
     // on in it); the lock is on one file beside them all.
-    const bool timed = results_path_is_timed(ctx.config.publish.jsonl_path);
+    const bool timed = jsonl_timed_ = results_path_is_timed(ctx.config.publish.jsonl_path);
     jsonl_named_at_s_ = wall_clock_ns() / 1000000000;
     jsonl_file_ = timed ? results_file_at(ctx.config.publish.jsonl_path, jsonl_named_at_s_) : ctx.config.publish.jsonl_path;
     std::filesystem::path p(jsonl_file_);
@@ -354,8 +354,9 @@ Status PublishStage::check_jsonl() {
 // publish.jsonl_path named by the time: when the local clock enters a new period (a new day), what was
 // written goes out to the old file and the lines from here on to the new one.
 Status PublishStage::follow_results_clock() {
+  if (!jsonl_timed_) return Status::Ok();  // a plain path: nothing read per line
   const int64_t now_s = wall_clock_ns() / 1000000000;
-  if (now_s == jsonl_named_at_s_ || !results_path_is_timed(config_->publish.jsonl_path)) return Status::Ok();
+  if (now_s == jsonl_named_at_s_) return Status::Ok();
   jsonl_named_at_s_ = now_s;
   const std::string file = results_file_at(config_->publish.jsonl_path, now_s);
   if (file == jsonl_file_) return Status::Ok();

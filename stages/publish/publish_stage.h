@@ -120,6 +120,7 @@ class PublishStage final : public Stage {
   // publish.jsonl_path named by the time (pipeline/results_path.h): the file written now, and the
   // second its name was last worked out (checked once a second at most). Moves on as the clock turns.
   std::string jsonl_file_;
+  bool jsonl_timed_ = false;
   int64_t jsonl_named_at_s_ = -1;
   Status follow_results_clock();
   // publish.jsonl_keep: the oldest files the timed path named are deleted, the newest kept.

@@ -50,6 +50,15 @@ class PublishStageTest : public ::testing::Test {
     });
   }
   void open() { ASSERT_TRUE(stage_->open(StageContext{config_}).ok()); }
+  // A live job whose publish.jsonl_path is `pattern` (named by the time) below a fresh folder `name`;
+  // the folder.
+  std::filesystem::path use_timed_results(const std::string& name, const std::string& pattern) {
+    const std::filesystem::path dir = ::testing::TempDir() + (name + "-" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir);
+    config_.job.mode = JobMode::kLive;
+    config_.publish.jsonl_path = (dir / pattern).string();
+    return dir;
+  }
 
   static Message result(uint32_t stream, uint64_t seq, const std::string& label) {
     Message m;
@@ -171,10 +180,7 @@ int64_t sleep_into_second(int64_t second, int ms) {
 // sees a turn within a second); the file of the moment is appended to, not emptied, and the lock is
 // one file beside them.
 TEST_F(PublishStageTest, AResultsFileNamedByTheTimeMovesOnAsTheClockTurns) {
-  const std::filesystem::path dir = ::testing::TempDir() + ("publish-timed-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  config_.job.mode = JobMode::kLive;
-  config_.publish.jsonl_path = (dir / "%Y" / "results-%H%M%S.jsonl").string();
+  const std::filesystem::path dir = use_timed_results("publish-timed", "%Y/results-%H%M%S.jsonl");
   // At the start of a second, so that opening and the first result fall within it.
   const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
   const std::filesystem::path first = results_file_at(config_.publish.jsonl_path, first_s);
@@ -212,10 +218,7 @@ TEST_F(PublishStageTest, AResultsFileNamedByTheTimeMovesOnAsTheClockTurns) {
 // publish.jsonl_keep: as the job starts and as each new file starts, the oldest files the pattern named
 // go, the newest `keep` stay (the one written now among them); a file it did not name stays too.
 TEST_F(PublishStageTest, OnlyTheNewestResultsFilesNamedByTheTimeAreKept) {
-  const std::filesystem::path dir = ::testing::TempDir() + ("publish-keep-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  config_.job.mode = JobMode::kLive;
-  config_.publish.jsonl_path = (dir / "r-%H%M%S.jsonl").string();
+  const std::filesystem::path dir = use_timed_results("publish-keep", "r-%H%M%S.jsonl");
   config_.publish.jsonl_keep = 2;
   const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
   std::filesystem::create_directories(dir);
@@ -242,10 +245,7 @@ TEST_F(PublishStageTest, OnlyTheNewestResultsFilesNamedByTheTimeAreKept) {
 // full or read-only disk alike): the stage stops naming it, as for a file that cannot be written,
 // rather than go on recording nothing.
 TEST_F(PublishStageTest, AResultsFileNamedByTheTimeThatCannotBeOpenedStopsTheStageNamingIt) {
-  const std::filesystem::path dir = ::testing::TempDir() + ("publish-timed-bad-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  config_.job.mode = JobMode::kLive;
-  config_.publish.jsonl_path = (dir / "%H%M%S" / "results.jsonl").string();
+  const std::filesystem::path dir = use_timed_results("publish-timed-bad", "%H%M%S/results.jsonl");
   const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
   const std::filesystem::path blocked = results_file_at(config_.publish.jsonl_path, first_s + 1);
   std::filesystem::create_directories(dir);
