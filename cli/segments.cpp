@@ -27,6 +27,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
                         const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines) {
   std::map<std::string, Segment> open;  // by stream: the segment its last result belongs to
   std::map<std::string, Segment> held;  // bridge: by stream, the last long run, until the next one
+  std::map<std::string, std::string> uris;  // by stream: its uri, as its latest event said
   auto emit = [&](const Segment& s) {
     if (options.label.empty() || s.label == options.label) on_segment(s);
   };
@@ -70,24 +71,30 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
                                "sub`, give it --with-topic)");
       }
       const std::string topic = j["topic"].get<std::string>();
+      if (topic.rfind("events/", 0) == 0) {
+        const nlohmann::json& e = j["payload"];
+        if (e.contains("uri") && e["uri"].is_string()) uris[topic.substr(7)] = e["uri"].get<std::string>();
+        continue;
+      }
       if (topic.rfind("results/", 0) != 0) continue;
       const std::string id = topic.substr(8);
       if (!options.stream_id.empty() && id != options.stream_id) continue;
       const nlohmann::json& p = j["payload"];
       const bool failed = p.contains("error") && !p["error"].is_null();
-      const bool labelled = !failed && p.contains("label") && p["label"].is_string();
+      const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
+      const bool labelled = !failed && p.contains("label") && p["label"].is_string() && score >= options.min_score;
       const std::string label = labelled ? p["label"].get<std::string>() : "";
       const uint64_t seq = p.value("seq", uint64_t{0});
       const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
-      const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
       auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
       const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");
       Segment& s = open[id];
       if (s.frames > 0 && (label.empty() || label != s.label || seq != s.end_seq + 1)) close(s);
-      if (label.empty()) continue;  // an error result belongs to no segment
+      if (label.empty()) continue;  // an error result (or an unsure one) belongs to no segment
       if (s.frames == 0) {
         s.stream_id = id;
         s.label = label;
+        if (auto u = uris.find(id); u != uris.end()) s.uri = u->second;
         s.start_ms = pts;
         s.start_seq = seq;
         s.start_capture_ms = capture_ms;

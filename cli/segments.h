@@ -17,6 +17,7 @@ namespace vapipe::cli {
 struct Segment {
   std::string stream_id;
   std::string label;
+  std::string uri;  // its stream's, from the stream's events in the results ("": none seen)
   double start_ms = -1, end_ms = -1;  // pts_ms of its first and last frame (-1: the decoder gave none)
   // Their capture_unix_ms and camera_unix_ms (-1: not in the results, or the camera's not known).
   double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;
@@ -35,6 +36,9 @@ struct SegmentOptions {
   bool bridge = false;
   std::string stream_id;      // only this stream ("": all)
   std::string label;          // only segments of this label ("": all)
+  // A frame whose top-1 score is below this belongs to no segment, as an error result (the classifier
+  // unsure: a truck that left, the street behind it); 0: every frame's label counts.
+  double min_score = 0;
 };
 
 // Segments of every stream in `in` (JSON lines {"topic": "results/<id>", "payload": {...}}), per stream

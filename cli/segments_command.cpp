@@ -1,14 +1,16 @@
-// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--clock media|capture|camera]
-//                 [--json]
+// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S]
+//                 [--clock media|capture|camera] [--frames DIR] [--json]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/segment_frames.h"
 #include "cli/segments.h"
 #include "pipeline/supervisor.h"
 
@@ -22,6 +24,7 @@ int segments_command(const std::vector<std::string>& args) {
   // when the frames were decoded, or the camera's clock (RTCP sender reports), as local times. A live
   // camera's media time is its RTP clock's running time, which says nothing to an operator.
   std::string clock = "media";
+  std::string frames_dir;  // --frames: each segment's first frame as a JPEG under it
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--stream" && i + 1 < args.size()) {
       options.stream_id = args[++i];
@@ -35,12 +38,26 @@ int segments_command(const std::vector<std::string>& args) {
         return kExitUsage;
       }
       options.min_frames = n;
+    } else if (args[i] == "--min-score" && i + 1 < args.size()) {
+      char* end = nullptr;
+      const double s = std::strtod(args[++i].c_str(), &end);
+      if (!end || *end || !(s >= 0 && s <= 1)) {
+        std::fprintf(stderr, "vapipe segments: --min-score wants a score from 0 to 1, got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+      options.min_score = s;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
     } else if (args[i] == "--clock" && i + 1 < args.size()) {
       clock = args[++i];
       if (clock != "media" && clock != "capture" && clock != "camera") {
         std::fprintf(stderr, "vapipe segments: --clock is media, capture or camera, got '%s'\n", clock.c_str());
+        return kExitUsage;
+      }
+    } else if (args[i] == "--frames" && i + 1 < args.size()) {
+      frames_dir = args[++i];
+      if (frames_dir.empty()) {
+        std::fprintf(stderr, "vapipe segments: --frames wants a folder for the pictures\n");
         return kExitUsage;
       }
     } else if (args[i] == "--json") {
@@ -76,12 +93,33 @@ int segments_command(const std::vector<std::string>& args) {
   // logs a live job's label runs as they happen.
   const int width = clock == "media" ? 14 : 23;
   if (!json) {
-    std::printf("%-24s %-20s %*s %*s %8s %6s\n", "stream", "label", width,
+    std::printf("%-24s %-20s %*s %*s %8s %6s%s\n", "stream", "label", width,
                 clock == "media" ? "from" : ("from (" + clock + ")").c_str(), width,
-                clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score");
+                clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score",
+                frames_dir.empty() ? "" : "  picture");
   }
-  auto print = [json, &clock, width](const Segment& s) {
+  std::unique_ptr<SegmentFrames> pictures;
+  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir);
+  std::set<std::string> unreadable;  // streams whose frames cannot be read again (cameras): said once
+  // The picture of a segment's first frame: its path, or "" (why said on standard error).
+  auto picture_of = [&](const Segment& s) -> std::string {
+    if (!pictures || unreadable.count(s.stream_id)) return "";
+    auto path = pictures->save(s);
+    if (path.ok()) return path.value();
+    const bool whole_stream = path.status().code() == StatusCode::kFailedPrecondition || s.uri.empty();
+    if (whole_stream) {
+      unreadable.insert(s.stream_id);
+      std::fprintf(stderr, "vapipe segments: stream '%s': no pictures: %s\n", s.stream_id.c_str(),
+                   path.status().message().c_str());
+    } else {
+      std::fprintf(stderr, "vapipe segments: stream '%s': no picture of its %s at %s: %s\n", s.stream_id.c_str(),
+                   s.label.c_str(), media_time_text(s.start_ms).c_str(), path.status().message().c_str());
+    }
+    return "";
+  };
+  auto print = [json, &clock, width, &picture_of, &pictures](const Segment& s) {
     auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
+    const std::string picture = picture_of(s);
     if (json) {
       nlohmann::json j{{"stream_id", s.stream_id}, {"label", s.label},
                        {"start_ms", s.start_ms >= 0 ? nlohmann::json(s.start_ms) : nlohmann::json()},
@@ -90,6 +128,7 @@ int segments_command(const std::vector<std::string>& args) {
                        {"score_mean", s.score_mean()},
                        {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
                        {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)}};
+      if (pictures) j["picture"] = picture.empty() ? nlohmann::json() : nlohmann::json(picture);
       std::printf("%s\n", j.dump().c_str());
     } else {
       const std::string from = clock == "media"     ? media_time_text(s.start_ms)
@@ -98,8 +137,9 @@ int segments_command(const std::vector<std::string>& args) {
       const std::string to = clock == "media"     ? media_time_text(s.end_ms)
                              : clock == "capture" ? clock_time_text(s.end_capture_ms)
                                                   : clock_time_text(s.end_camera_ms);
-      std::printf("%-24s %-20s %*s %*s %8llu %6.3f\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(), width,
-                  to.c_str(), static_cast<unsigned long long>(s.frames), s.score_mean());
+      std::printf("%-24s %-20s %*s %*s %8llu %6.3f%s\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(),
+                  width, to.c_str(), static_cast<unsigned long long>(s.frames), s.score_mean(),
+                  pictures ? ("  " + (picture.empty() ? std::string("-") : picture)).c_str() : "");
     }
     std::fflush(stdout);
   };

@@ -969,6 +969,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       }
     }
     r.uint("segments_min_frames", &c.publish.segments_min_frames, 0, 1000000);
+    r.number("segments_min_score", &c.publish.segments_min_score, 0, 1);
+    if (c.publish.segments_min_score > 0 && c.publish.segments_min_frames == 0) {
+      ctx.fail(r.child("segments_min_score"), "publish.segments_min_score",
+               "needs publish.segments_min_frames (N >= 1): it decides which frames count for segments");
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);

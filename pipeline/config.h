@@ -232,6 +232,9 @@ struct PublishConfig {
   // segments/<id>: "began" once a label has been every stream frame's top-1 for this many frames in a
   // row, "ended" when another label has (or the stream ends); 0: no segments topic.
   uint32_t segments_min_frames = 0;
+  // A frame whose top-1 score is below this names no label for segments: N such frames in a row end
+  // the segment as another label would (a truck that left, the street behind it unsure); 0: every frame's.
+  double segments_min_score = 0.0;
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
   // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public

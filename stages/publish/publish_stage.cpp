@@ -570,7 +570,8 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
 
 // A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
 // than that neither begins a segment nor ends one); the segment then goes on through errors, drops and
-// flickers until another label has begun, or the stream ends.
+// flickers until another label has begun, min_frames frames in a row were unsure (top-1 score below
+// segments_min_score), or the stream ends.
 Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
   if (min_frames == 0) return Status::Ok();
@@ -580,8 +581,10 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
     run = StreamState::LabelRun{};
     return Status::Ok();
   }
-  const std::string& label = r.prediction.top_k.front().label;
   const double score = r.prediction.top_k.front().score;
+  // Below segments_min_score a frame is unsure: its run of "" ends a segment after min_frames in a row
+  // as another label's would, and begins none.
+  const std::string label = score >= config_->publish.segments_min_score ? r.prediction.top_k.front().label : "";
   const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
   const double capture_ms = static_cast<double>(r.env.capture_ns) / 1e6;
   const double camera_ms = r.env.camera_ns >= 0 ? static_cast<double>(r.env.camera_ns) / 1e6 : -1;
@@ -607,6 +610,7 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   }
   if (run.frames < min_frames) return Status::Ok();
   VAPIPE_RETURN_IF_ERROR(end_segment(st));
+  if (label.empty()) return Status::Ok();  // unsure for min_frames frames: no segment until a label is sure
   seg = run;
   return publish(segment_topic(st.id), segment_json(st.id, "began", seg));
 }

@@ -129,6 +129,54 @@ TEST(Segments, BridgingJoinsRunsOfOneLabelAcrossInterruptionsShorterThanMinFrame
   EXPECT_EQ(only_bus[0].label, "bus");
 }
 
+// A segment knows its stream's uri from the stream's events (a resumed job's started event is in the
+// file's earlier part), for `--frames`; a stream without events has none.
+TEST(Segments, ASegmentKnowsItsStreamsUriFromItsEvents) {
+  std::string text = "{\"topic\":\"events/a\",\"payload\":{\"event\":\"started\",\"uri\":\"file:///data/a%201.mp4\"}}\n";
+  text += result("a", 0, "car") + result("b", 0, "bus") + result("a", 1, "truck");
+  const std::vector<Segment> s = segments_of(text);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].uri, "file:///data/a%201.mp4");
+  EXPECT_EQ(s[1].stream_id, "a");
+  EXPECT_EQ(s[1].uri, "file:///data/a%201.mp4");
+  EXPECT_EQ(s[2].stream_id, "b");
+  EXPECT_EQ(s[2].uri, "");
+}
+
+// --min-score: a frame whose top-1 score is below it counts as no label (the classifier unsure), as an
+// error result does: it ends a segment, and with --bridge a short stretch of them is bridged.
+TEST(Segments, FramesBelowTheMinimumScoreBelongToNoSegment) {
+  std::string text;
+  uint64_t seq = 0;
+  auto run = [&](const std::string& label, double score, int n) {
+    for (int i = 0; i < n; ++i, ++seq) text += result("a", seq, label, score);
+  };
+  run("truck", 0.9, 4);
+  run("truck", 0.4, 1);   // unsure for a frame
+  run("truck", 0.8, 3);
+  run("street", 0.3, 5);  // the truck left: the street behind it, unsure
+  run("bus", 0.7, 3);
+  SegmentOptions o;
+  EXPECT_EQ(segments_of(text, o).size(), 3u);  // every frame counts: truck 8, street 5, bus 3
+  o.min_score = 0.5;
+  std::vector<Segment> s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 3u);  // truck 4, truck 3, bus 3
+  EXPECT_EQ(s[0].end_seq, 3u);
+  EXPECT_EQ(s[1].start_seq, 5u);
+  EXPECT_NEAR(s[1].score_mean(), 0.8, 1e-9);
+  EXPECT_EQ(s[2].label, "bus");
+  o.min_frames = 3;
+  o.bridge = true;  // one unsure frame does not cut the truck in two; five are a change
+  s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].label, "truck");
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 7u);
+  EXPECT_EQ(s[0].frames, 7u);  // the unsure frame not counted
+  EXPECT_EQ(s[1].label, "bus");
+  EXPECT_EQ(s[1].start_seq, 13u);
+}
+
 TEST(Segments, AFileBeingWrittenIsReadUpToItsLastWholeLineAndABadLineIsNamed) {
   uint64_t incomplete = 0;
   const std::string whole = result("a", 0, "car") + result("a", 1, "car");

@@ -44,6 +44,21 @@ def make_split_clip(path, stored_sideways=False):
     return path
 
 
+def jpeg_size(path):
+    """(width, height) of a baseline or progressive JPEG file, from its SOF marker; None if not a JPEG."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 9 < len(data):
+        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+        if marker in (0xC0, 0xC1, 0xC2):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + length
+    return None
+
+
 def tcp_stage_endpoints():
     """A free loopback port for each stage input (a fixed range could meet the kernel's ephemeral ports)."""
     return {name: f"tcp://127.0.0.1:{free_port()}" for name in ["preprocess", "batch", "infer", "publish"]}
@@ -418,6 +433,14 @@ class ArchiveJob(E2ETest):
         segments = [json.loads(line) for line in seg.stdout.splitlines()]
         self.assertEqual([(s["stream_id"], s["label"], s["frames"], s["start_ms"], round(s["end_ms"])) for s in segments],
                          [("ball", "ball", 30, 0, 2900), ("smpte", "smpte", 10, 0, 1800)])
+        # --frames: test sources are not files; no picture, said once per stream.
+        seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--frames",
+                              os.path.join(self.dir, "pictures")], capture_output=True, text=True, timeout=30)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        self.assertRegex(seg.stdout, r"ball +ball +0:00\.000 +0:02\.900 +30 +\d\.\d+  -\n")
+        self.assertIn("stream 'ball': no pictures: test://ball?frames=90&width=320&height=240 is not a file: only a "
+                      "file's frames can be read again", seg.stderr)
+        self.assertEqual(seg.stderr.count("no pictures"), 2, seg.stderr)
         self.assert_no_leftovers(run)
 
 
@@ -454,6 +477,16 @@ class ArchiveJob(E2ETest):
                              capture_output=True, text=True, timeout=30, env=env)
         self.assertEqual(seg.returncode, 0, seg.stderr)
         self.assertRegex(seg.stdout, r"ch03_20261130140000 +ball +2026-11-30 14:00:05\.0\d\d +2026-11-30 14:00:07\.9\d\d +90 ")
+        # --frames: the segment's first frame (at 0:05.0xx of the file, sought to) as a picture.
+        pictures = os.path.join(self.dir, "pictures")
+        seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--frames", pictures,
+                              "--json"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        picture = json.loads(seg.stdout.splitlines()[0])["picture"]
+        self.assertRegex(picture, re.escape(os.path.join(pictures, "ch03_20261130140000", "")) +
+                         r"00-00-05\.0\d\d_ball\.jpg$")
+        self.assertEqual(jpeg_size(picture), (320, 240))
+        self.assertEqual(seg.stderr, "")
         self.assert_no_leftovers(run)
 
     def test_keyframes_only_classifies_each_key_frame_of_a_file_once(self):

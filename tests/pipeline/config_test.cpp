@@ -878,6 +878,17 @@ TEST(Config, AResultsFileNamedByTheTimeIsALiveJobs) {
        "publish.jsonl_keep: only with a publish.jsonl_path named by the time"}}, "/cfg");
 }
 
+TEST(Config, SegmentsMinScoreSaysWhichFramesCountForSegments) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {segments_min_frames: 5, segments_min_score: 0.6}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->publish.segments_min_score, 0.6);
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {segments_min_score: 0.6}\n", "job.yaml:3: publish.segments_min_score: needs publish.segments_min_frames"},
+      {"publish: {segments_min_frames: 5, segments_min_score: 1.5}\n", "job.yaml:3: publish.segments_min_score"}},
+      "/cfg");
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -845,6 +845,46 @@ TEST_F(PublishStageTest, LabelSegmentsBeginAfterMinFramesInARowAndEndWhenAnother
   EXPECT_EQ(segments[3]["frames"], 3);
 }
 
+// publish.segments_min_score: a frame whose top-1 score is below it is unsure; min_frames unsure frames in
+// a row end the segment (the truck left and the classifier names the street behind it only weakly) and
+// begin none; fewer are a flicker.
+TEST_F(PublishStageTest, UnsureFramesInARowEndASegmentAndBeginNone) {
+  config_.publish.segments_min_frames = 3;
+  config_.publish.segments_min_score = 0.5;
+  open();
+  uint64_t seq = 0;
+  auto send = [&](const std::string& label, double score, int n) {
+    for (int i = 0; i < n; ++i, ++seq) {
+      Message m = result(0, seq, label);
+      m.prediction.top_k.front().score = static_cast<float>(score);
+      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+    }
+  };
+  send("truck", 0.9, 4);   // truck began at seq 0
+  send("truck", 0.3, 2);   // unsure for two frames: a flicker
+  send("truck", 0.8, 1);
+  send("street", 0.2, 3);  // unsure for three: truck ended at seq 6
+  send("street", 0.3, 4);  // still unsure: nothing more
+  send("car", 0.45, 3);    // a car, but not sure enough: nothing
+  send("car", 0.6, 3);     // car began at seq 17
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  std::vector<nlohmann::json> segments;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0") segments.push_back(j);
+  }
+  ASSERT_EQ(segments.size(), 4u);
+  EXPECT_EQ(segments[0]["event"], "began");
+  EXPECT_EQ(segments[1]["event"], "ended");
+  EXPECT_EQ(segments[1]["label"], "truck");
+  EXPECT_EQ(segments[1]["end_seq"], 6);
+  EXPECT_EQ(segments[1]["frames"], 5);  // its sure frames
+  EXPECT_NEAR(segments[1]["score_mean"].get<double>(), (4 * 0.9 + 0.8) / 5, 1e-6);
+  EXPECT_EQ(segments[2]["event"], "began");
+  EXPECT_EQ(segments[2]["label"], "car");
+  EXPECT_EQ(segments[2]["start_seq"], 17);
+  EXPECT_EQ(segments[3]["event"], "ended");  // with the stream
+}
+
 TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
   open();
   for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "car"), out_).ok());

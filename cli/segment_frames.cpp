@@ -1,0 +1,225 @@
+#include "cli/segment_frames.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "pipeline/atomic_file.h"
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe::cli {
+
+namespace {
+
+constexpr int64_t kHalfMillisecond = 500'000;  // results' pts_ms are rounded to the microsecond
+constexpr GstClockTime kWait = 20 * GST_SECOND;  // a state change or a frame of one file
+
+std::string time_text(int64_t ns) { return media_time_text(static_cast<double>(ns) / 1e6); }
+
+}  // namespace
+
+std::string segment_frame_path(const std::string& dir, const Segment& s) {
+  const auto ms = static_cast<long long>(std::llround(std::max(0.0, s.start_ms)));
+  char when[32];
+  std::snprintf(when, sizeof when, "%02lld-%02lld-%02lld.%03lld", ms / 3'600'000, ms / 60'000 % 60, ms / 1000 % 60,
+                ms % 1000);
+  std::string label = s.label;
+  for (char& c : label) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool kept = std::isalnum(u) || c == '-' || c == '.' || c == '_' || u >= 0x80;  // UTF-8 letters kept
+    if (!kept) c = '_';
+  }
+  return (std::filesystem::path(dir) / s.stream_id / (std::string(when) + "_" + label + ".jpg")).string();
+}
+
+// One file's decoding pipeline, kept open across its segments: uridecodebin, its video pad only,
+// turned upright as the file says (videoflip's automatic direction reads the orientation tag, as
+// ingest does), as I420 into an appsink that is pulled from.
+class SegmentFrames::FileDecoder {
+ public:
+  static Result<std::unique_ptr<FileDecoder>> open(const std::string& uri) {
+    auto d = std::unique_ptr<FileDecoder>(new FileDecoder());
+    GError* err = nullptr;
+    d->pipeline_ = gst_parse_launch(
+        "uridecodebin name=decode videoconvert name=convert ! videoflip video-direction=auto ! videoconvert ! "
+        "appsink name=sink sync=false max-buffers=1 caps=video/x-raw,format=I420",
+        &err);
+    if (!d->pipeline_ || err) {
+      const std::string why = err ? err->message : "unknown error";
+      if (err) g_error_free(err);
+      return Internal("cannot make a decoding pipeline: " + why);
+    }
+    GstElement* decode = gst_bin_get_by_name(GST_BIN(d->pipeline_), "decode");
+    GstElement* convert = gst_bin_get_by_name(GST_BIN(d->pipeline_), "convert");
+    d->sink_ = gst_bin_get_by_name(GST_BIN(d->pipeline_), "sink");
+    g_object_set(decode, "uri", uri.c_str(), nullptr);
+    // The first video pad goes to the converter; audio and other tracks stay unlinked.
+    g_signal_connect(decode, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer data) {
+                       GstCaps* caps = gst_pad_get_current_caps(pad);
+                       if (!caps) caps = gst_pad_query_caps(pad, nullptr);
+                       const bool video = caps && gst_caps_get_size(caps) > 0 &&
+                                          g_str_has_prefix(gst_structure_get_name(gst_caps_get_structure(caps, 0)),
+                                                           "video/x-raw");
+                       if (caps) gst_caps_unref(caps);
+                       GstPad* sink = gst_element_get_static_pad(GST_ELEMENT(data), "sink");
+                       if (video && !gst_pad_is_linked(sink)) gst_pad_link(pad, sink);
+                       gst_object_unref(sink);
+                     }),
+                     convert);
+    gst_object_unref(decode);
+    gst_object_unref(convert);
+    if (gst_element_set_state(d->pipeline_, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE ||
+        gst_element_get_state(d->pipeline_, nullptr, nullptr, kWait) != GST_STATE_CHANGE_SUCCESS) {
+      return Unavailable(d->failure("it did not open"));
+    }
+    if (gst_element_set_state(d->pipeline_, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+      return Unavailable(d->failure("it did not play"));
+    }
+    return d;
+  }
+
+  ~FileDecoder() {
+    if (pipeline_) {
+      gst_element_set_state(pipeline_, GST_STATE_NULL);
+      gst_object_unref(pipeline_);
+    }
+    if (sink_) gst_object_unref(sink_);
+  }
+
+  // The decoded frame whose timestamp is `pts_ns` (a result's pts_ms: the buffer's own timestamp, as
+  // ingest read it). A frame a few seconds after the last one found is decoded on to (a stream's
+  // segments come in order); others are found as ingest's resume finds a frame: a seek to the key
+  // frame 2 s or more before it, then frames decoded up to it; a seek that went past it is done again
+  // from the start.
+  Result<GstSample*> frame_at(int64_t pts_ns) {
+    enum class Way { kDecodeOn, kSeek, kFromStart };
+    const bool close_ahead = last_pts_ >= 0 && pts_ns > last_pts_ + kHalfMillisecond &&
+                             pts_ns - last_pts_ < 4 * static_cast<int64_t>(GST_SECOND);
+    for (const Way way : {Way::kDecodeOn, Way::kSeek, Way::kFromStart}) {
+      if (way == Way::kDecodeOn && !close_ahead) continue;
+      if (way != Way::kDecodeOn) {
+        const int64_t target =
+            way == Way::kFromStart ? 0 : std::max<int64_t>(0, pts_ns - 2 * static_cast<int64_t>(GST_SECOND));
+        const auto flags =
+            static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE);
+        if (!gst_element_seek_simple(pipeline_, GST_FORMAT_TIME, flags, target)) {
+          return Unavailable("it cannot be sought in");
+        }
+      }
+      last_pts_ = -1;
+      int64_t first = -1;  // the first frame's timestamp this way
+      while (true) {
+        GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink_), kWait);
+        if (!sample) {
+          if (gst_app_sink_is_eos(GST_APP_SINK(sink_))) {
+            return NotFound("the file ends before " + time_text(pts_ns) + " (its last frame is before it)");
+          }
+          return Unavailable(failure("no frame came within " + std::to_string(kWait / GST_SECOND) + " s"));
+        }
+        GstBuffer* buffer = gst_sample_get_buffer(sample);
+        const bool timed = buffer && GST_BUFFER_PTS_IS_VALID(buffer);
+        const int64_t pts = timed ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+        if (first < 0) first = pts;
+        if (timed && pts >= pts_ns - kHalfMillisecond) {
+          if (pts <= pts_ns + kHalfMillisecond) {
+            last_pts_ = pts;
+            return sample;
+          }
+          gst_sample_unref(sample);
+          // Landed after it (or, decoding on, it was not between the frames): a seek further back decides.
+          if (first > pts_ns - kHalfMillisecond && way != Way::kFromStart) break;
+          return NotFound("no frame has the timestamp " + time_text(pts_ns) + " (the next is at " + time_text(pts) +
+                          "): is this the file the results were made from?");
+        }
+        gst_sample_unref(sample);
+      }
+    }
+    return NotFound("no frame has the timestamp " + time_text(pts_ns));
+  }
+
+ private:
+  FileDecoder() = default;
+
+  // What the pipeline's bus says went wrong (GStreamer's error with the element that raised it), or
+  // `otherwise`.
+  std::string failure(const std::string& otherwise) {
+    GstBus* bus = gst_element_get_bus(pipeline_);
+    std::string why = otherwise;
+    while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+      GError* err = nullptr;
+      gst_message_parse_error(m, &err, nullptr);
+      if (err && why == otherwise) why = std::string(err->message) + " (" + GST_OBJECT_NAME(m->src) + ")";
+      if (err) g_error_free(err);
+      gst_message_unref(m);
+    }
+    gst_object_unref(bus);
+    return why;
+  }
+
+  GstElement* pipeline_ = nullptr;
+  GstElement* sink_ = nullptr;
+  int64_t last_pts_ = -1;  // the frame handed out last, the appsink holding the one after it (-1: none)
+};
+
+SegmentFrames::SegmentFrames(std::string dir) : dir_(std::move(dir)) {}
+
+SegmentFrames::~SegmentFrames() = default;
+
+Result<std::string> SegmentFrames::save(const Segment& s) {
+  constexpr size_t kOpenFiles = 4;
+  if (s.uri.empty()) return NotFound("its stream's start event is not in the results");
+  if (s.uri.rfind("file://", 0) != 0) {
+    return FailedPrecondition(s.uri + " is not a file: only a file's frames can be read again");
+  }
+  if (s.start_ms < 0) return NotFound("its first frame has no timestamp");
+  if (!ensure_gstreamer()) return Internal("GStreamer cannot start here");
+  auto it = decoders_.begin();
+  while (it != decoders_.end() && it->first != s.uri) ++it;
+  if (it != decoders_.end()) {
+    decoders_.splice(decoders_.begin(), decoders_, it);  // most recently used first
+  } else {
+    auto opened = FileDecoder::open(s.uri);
+    if (!opened.ok()) return Status(opened.status().code(), s.uri + ": " + opened.status().message());
+    decoders_.emplace_front(s.uri, std::move(opened).value());
+    if (decoders_.size() > kOpenFiles) decoders_.pop_back();
+  }
+  const auto pts_ns = static_cast<int64_t>(std::llround(s.start_ms * 1e6));
+  auto frame = decoders_.front().second->frame_at(pts_ns);
+  if (!frame.ok()) {
+    decoders_.pop_front();  // a decoder that failed is not trusted with the next segment
+    return Status(frame.status().code(), s.uri + ": " + frame.status().message());
+  }
+  GstSample* raw = frame.value();
+  GstCaps* jpeg_caps = gst_caps_new_empty_simple("image/jpeg");
+  GError* err = nullptr;
+  GstSample* jpeg = gst_video_convert_sample(raw, jpeg_caps, kWait, &err);
+  gst_caps_unref(jpeg_caps);
+  gst_sample_unref(raw);
+  if (!jpeg) {
+    const std::string why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    return Internal("cannot encode the frame as JPEG: " + why);
+  }
+  GstBuffer* buffer = gst_sample_get_buffer(jpeg);
+  GstMapInfo map;
+  std::string bytes;
+  if (buffer && gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+    bytes.assign(reinterpret_cast<const char*>(map.data), map.size);
+    gst_buffer_unmap(buffer, &map);
+  }
+  gst_sample_unref(jpeg);
+  if (bytes.empty()) return Internal("the JPEG encoder gave nothing");
+  const std::string path = segment_frame_path(dir_, s);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return Unavailable("cannot make the folder of " + path + ": " + ec.message());
+  VAPIPE_RETURN_IF_ERROR(write_file_atomically(path, bytes, 0644));
+  return path;
+}
+
+}  // namespace vapipe::cli

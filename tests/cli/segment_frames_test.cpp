@@ -1,0 +1,256 @@
+#include "cli/segment_frames.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe::cli {
+namespace {
+
+constexpr int kWidth = 160, kHeight = 120, kFrames = 60;
+
+// Frame i is flat grey at this level: each frame tells which one it is after H.264 and JPEG.
+int level_of(int i) { return 20 + 3 * i; }
+
+// An H.264 file (B-frames, a key frame every 30) whose frames are flat greys, one level each.
+void write_grey_clip(const std::string& path, const std::string& mux) {
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      ("appsrc name=src format=time caps=video/x-raw,format=I420,width=160,height=120,framerate=30/1 ! "
+       "x264enc speed-preset=ultrafast key-int-max=30 bframes=2 ! h264parse ! " + mux + " ! filesink location=" + path)
+          .c_str(),
+      &err);
+  ASSERT_TRUE(pipeline && !err) << (err ? err->message : "");
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  ASSERT_EQ(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+  const size_t luma = kWidth * kHeight, size = luma * 3 / 2;
+  for (int i = 0; i < kFrames; ++i) {
+    GstBuffer* b = gst_buffer_new_allocate(nullptr, size, nullptr);
+    GstMapInfo map;
+    gst_buffer_map(b, &map, GST_MAP_WRITE);
+    std::fill(map.data, map.data + luma, static_cast<guint8>(level_of(i)));
+    std::fill(map.data + luma, map.data + size, 128);
+    gst_buffer_unmap(b, &map);
+    GST_BUFFER_PTS(b) = gst_util_uint64_scale(i, GST_SECOND, 30);
+    GST_BUFFER_DURATION(b) = gst_util_uint64_scale(1, GST_SECOND, 30);
+    ASSERT_EQ(gst_app_src_push_buffer(GST_APP_SRC(src), b), GST_FLOW_OK);
+  }
+  gst_app_src_end_of_stream(GST_APP_SRC(src));
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND,
+                                             static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_TRUE(m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) << path;
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_object_unref(src);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+}
+
+// Every frame of `path` as decoded: its timestamp (the buffer's, as ingest reads it) and mean luma.
+std::vector<std::pair<int64_t, double>> decode_all(const std::string& path) {
+  std::vector<std::pair<int64_t, double>> frames;
+  GstElement* pipeline = gst_parse_launch(("uridecodebin uri=file://" + path +
+                                           " ! videoconvert ! video/x-raw,format=GRAY8 ! appsink name=sink sync=false")
+                                              .c_str(),
+                                          nullptr);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND)) {
+    GstBuffer* b = gst_sample_get_buffer(s);
+    GstMapInfo map;
+    gst_buffer_map(b, &map, GST_MAP_READ);
+    double sum = 0;
+    for (int y = 0; y < kHeight; ++y) {
+      for (int x = 0; x < kWidth; ++x) sum += map.data[y * kWidth + x];
+    }
+    gst_buffer_unmap(b, &map);
+    frames.emplace_back(static_cast<int64_t>(GST_BUFFER_PTS(b)), sum / (kWidth * kHeight));
+    gst_sample_unref(s);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  return frames;
+}
+
+struct Picture {
+  int width = 0, height = 0;
+  double mean = -1;
+};
+
+// A JPEG file's size and mean luma (decoded by jpegdec; {0, 0, -1} if it is not a JPEG).
+Picture read_jpeg(const std::string& path) {
+  Picture p;
+  GstElement* pipeline = gst_parse_launch(
+      "filesrc name=src ! jpegdec ! videoconvert ! video/x-raw,format=GRAY8 ! appsink name=sink sync=false", nullptr);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  g_object_set(src, "location", path.c_str(), nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  if (GstSample* raw = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND)) {
+    GstVideoInfo info;
+    gst_video_info_from_caps(&info, gst_sample_get_caps(raw));
+    p.width = GST_VIDEO_INFO_WIDTH(&info);
+    p.height = GST_VIDEO_INFO_HEIGHT(&info);
+    GstMapInfo map;
+    GstBuffer* b = gst_sample_get_buffer(raw);
+    gst_buffer_map(b, &map, GST_MAP_READ);
+    double sum = 0;
+    for (int y = 0; y < p.height; ++y) {
+      for (int x = 0; x < p.width; ++x) sum += map.data[y * GST_VIDEO_INFO_PLANE_STRIDE(&info, 0) + x];
+    }
+    gst_buffer_unmap(b, &map);
+    p.mean = sum / (p.width * p.height);
+    gst_sample_unref(raw);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  return p;
+}
+
+// Sets an MP4's first track to be shown turned 90 degrees clockwise, as a phone writes a portrait
+// video (tests/stages/ingest/stream_reader_test.cpp has the same).
+void rotate_mp4_track_90(const std::string& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t tkhd = bytes.find("tkhd");
+  ASSERT_NE(tkhd, std::string::npos) << path;
+  const bool version1 = bytes[tkhd + 4] == 1;
+  const size_t matrix = tkhd + 4 + 4 + (version1 ? 32 : 20) + 16;
+  const uint32_t rotate_90[9] = {0, 0x10000, 0, 0xffff0000u, 0, 0, 0, 0, 0x40000000};
+  std::string packed;
+  for (uint32_t v : rotate_90) {
+    for (int shift = 24; shift >= 0; shift -= 8) packed += static_cast<char>((v >> shift) & 0xff);
+  }
+  file.seekp(static_cast<std::streamoff>(matrix));
+  file.write(packed.data(), static_cast<std::streamsize>(packed.size()));
+}
+
+class SegmentFramesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(ensure_gstreamer());
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-segment-frames-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  static Segment segment(const std::string& id, const std::string& label, const std::string& path, int64_t pts_ns) {
+    Segment s;
+    s.stream_id = id;
+    s.label = label;
+    s.uri = "file://" + path;
+    s.start_ms = std::round(static_cast<double>(pts_ns) / 1e3) / 1e3;  // as results say it: to the microsecond
+    return s;
+  }
+
+  static inline std::filesystem::path dir_;
+};
+
+TEST(SegmentFramePath, PicturesSortByTimeInTheirStreamsFolderAndAreSafeToType) {
+  Segment s;
+  s.stream_id = "gate";
+  s.label = "street sign/post";
+  s.start_ms = 72400;
+  EXPECT_EQ(segment_frame_path("out", s), "out/gate/00-01-12.400_street_sign_post.jpg");
+  s.start_ms = 3 * 3'600'000 + 5 * 60'000 + 7'089.6;  // rounded to the millisecond
+  s.label = "Straßenbahn 'n' \"bus\"";
+  EXPECT_EQ(segment_frame_path("out", s), "out/gate/03-05-07.090_Straßenbahn__n___bus_.jpg");
+  s.label = "..";
+  EXPECT_EQ(segment_frame_path("/tmp/f", s), "/tmp/f/gate/03-05-07.090_...jpg");  // not hidden, not ".."
+}
+
+// Each segment's first frame, found by its timestamp (after a seek back, forwards, to a frame that
+// is not a key frame, in MP4 and Matroska), is written as a JPEG of that very frame.
+TEST_F(SegmentFramesTest, EachSegmentsFirstFrameIsWrittenAsAPictureOfThatFrame) {
+  for (const std::string mux : {"mp4mux", "matroskamux"}) {
+    const std::string clip = (dir_ / ("grey-" + mux + ".video")).string();
+    write_grey_clip(clip, mux);
+    const auto frames = decode_all(clip);
+    ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames)) << mux;
+    SegmentFrames pictures((dir_ / ("pictures-" + mux)).string());
+    for (const int i : {47, 12, 0, 31, 59, 30}) {
+      const Segment s = segment("grey", "level", clip, frames[i].first);
+      auto path = pictures.save(s);
+      ASSERT_TRUE(path.ok()) << mux << " frame " << i << ": " << path.status().message();
+      EXPECT_EQ(path.value(), segment_frame_path((dir_ / ("pictures-" + mux)).string(), s));
+      const Picture p = read_jpeg(path.value());
+      EXPECT_EQ(p.width, kWidth);
+      EXPECT_EQ(p.height, kHeight);
+      // Frames differ by 3 levels: the picture is this frame's, not a neighbour's.
+      EXPECT_NEAR(p.mean, frames[i].second, 1.2) << mux << " frame " << i;
+      EXPECT_NEAR(p.mean, level_of(i), 1.2) << mux << " frame " << i;
+    }
+  }
+}
+
+// A file that says how it is shown (a phone's portrait video) gives an upright picture, as ingest
+// classified it.
+TEST_F(SegmentFramesTest, AFileStoredSidewaysGivesAnUprightPicture) {
+  const std::string clip = (dir_ / "portrait.mp4").string();
+  write_grey_clip(clip, "mp4mux");
+  const auto frames = decode_all(clip);
+  ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
+  rotate_mp4_track_90(clip);
+  SegmentFrames pictures((dir_ / "portrait-pictures").string());
+  auto path = pictures.save(segment("phone", "level", clip, frames[10].first));
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  const Picture p = read_jpeg(path.value());
+  EXPECT_EQ(p.width, kHeight);
+  EXPECT_EQ(p.height, kWidth);
+  EXPECT_NEAR(p.mean, level_of(10), 1.2);
+}
+
+// No picture, and why, naming the stream's uri: a camera's stream (its frames are gone), a file that
+// is gone, a timestamp no frame has, one after the file's end; and no picture is left behind.
+TEST_F(SegmentFramesTest, WhyThereIsNoPictureIsSaidNamingTheFile) {
+  const std::string clip = (dir_ / "why.mp4").string();
+  write_grey_clip(clip, "mp4mux");
+  const auto frames = decode_all(clip);
+  ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
+  const std::string out = (dir_ / "why-pictures").string();
+  SegmentFrames pictures(out);
+  auto expect_refused = [&](Segment s, const std::string& words) {
+    auto path = pictures.save(s);
+    ASSERT_FALSE(path.ok()) << words;
+    EXPECT_NE(path.status().message().find(words), std::string::npos) << path.status().message();
+  };
+  Segment camera = segment("gate", "truck", "", 1'000'000'000);
+  camera.uri = "rtsp://***@10.0.0.21/stream1";
+  expect_refused(camera, "rtsp://***@10.0.0.21/stream1 is not a file: only a file's frames can be read again");
+  Segment unknown = segment("gate", "truck", "", 0);
+  unknown.uri.clear();
+  expect_refused(unknown, "its stream's start event is not in the results");
+  expect_refused(segment("gone", "truck", (dir_ / "gone.mp4").string(), 0), "gone.mp4: ");
+  const int64_t between = frames[20].first + 10'000'000;  // 10 ms after frame 20
+  expect_refused(segment("why", "level", clip, between),
+                 "no frame has the timestamp " + media_time_text(std::round(between / 1e3) / 1e3) + " (the next is at " +
+                     media_time_text(frames[21].first / 1e6) + ")");
+  expect_refused(segment("why", "level", clip, 5 * static_cast<int64_t>(GST_SECOND)), "the file ends before 0:05.000");
+  // The decoder that failed is opened again for the next segment, which is found.
+  auto path = pictures.save(segment("why", "level", clip, frames[20].first));
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_NEAR(read_jpeg(path.value()).mean, level_of(20), 1.2);
+  size_t written = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(out)) written += e.is_regular_file();
+  EXPECT_EQ(written, 1u);
+}
+
+}  // namespace
+}  // namespace vapipe::cli
