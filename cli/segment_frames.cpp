@@ -4,6 +4,8 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

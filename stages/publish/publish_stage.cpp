@@ -584,7 +584,8 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const double score = r.prediction.top_k.front().score;
   // Below segments_min_score a frame is unsure: its run of "" ends a segment after min_frames in a row
   // as another label's would, and begins none.
-  const std::string label = score >= config_->publish.segments_min_score ? r.prediction.top_k.front().label : "";
+  static const std::string kUnsure;
+  const std::string& label = score >= config_->publish.segments_min_score ? r.prediction.top_k.front().label : kUnsure;
   const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
   const double capture_ms = static_cast<double>(r.env.capture_ns) / 1e6;
   const double camera_ms = r.env.camera_ns >= 0 ? static_cast<double>(r.env.camera_ns) / 1e6 : -1;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stages/ingest/stream_reader.h"
+#include "tests/fakes/mp4_rotation.h"
 
 namespace vapipe::cli {
 namespace {
@@ -124,24 +125,6 @@ Picture read_jpeg(const std::string& path) {
   return p;
 }
 
-// Sets an MP4's first track to be shown turned 90 degrees clockwise, as a phone writes a portrait
-// video (tests/stages/ingest/stream_reader_test.cpp has the same).
-void rotate_mp4_track_90(const std::string& path) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const size_t tkhd = bytes.find("tkhd");
-  ASSERT_NE(tkhd, std::string::npos) << path;
-  const bool version1 = bytes[tkhd + 4] == 1;
-  const size_t matrix = tkhd + 4 + 4 + (version1 ? 32 : 20) + 16;
-  const uint32_t rotate_90[9] = {0, 0x10000, 0, 0xffff0000u, 0, 0, 0, 0, 0x40000000};
-  std::string packed;
-  for (uint32_t v : rotate_90) {
-    for (int shift = 24; shift >= 0; shift -= 8) packed += static_cast<char>((v >> shift) & 0xff);
-  }
-  file.seekp(static_cast<std::streamoff>(matrix));
-  file.write(packed.data(), static_cast<std::streamsize>(packed.size()));
-}
-
 class SegmentFramesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -207,7 +190,7 @@ TEST_F(SegmentFramesTest, AFileStoredSidewaysGivesAnUprightPicture) {
   write_grey_clip(clip, "mp4mux");
   const auto frames = decode_all(clip);
   ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
-  rotate_mp4_track_90(clip);
+  testing::rotate_mp4_track_90(clip);
   SegmentFrames pictures((dir_ / "portrait-pictures").string());
   auto path = pictures.save(segment("phone", "level", clip, frames[10].first));
   ASSERT_TRUE(path.ok()) << path.status().message();

@@ -26,6 +26,7 @@
 #include <tuple>
 
 #include "tests/fakes/free_port.h"
+#include "tests/fakes/mp4_rotation.h"
 #include "tests/fakes/rtsp_test_server.h"
 #include "tests/fakes/stage_harness.h"
 
@@ -554,25 +555,6 @@ std::map<int64_t, std::string> pictures_by_timestamp(const CollectingEmitter& ou
   return pictures;
 }
 
-// Sets an MP4's first track to be shown turned 90 degrees clockwise, as a phone writes a portrait
-// video: the rotation matrix of its track header (tkhd), which qtdemux reads as image-orientation.
-void rotate_mp4_track_90(const std::string& path) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const size_t tkhd = bytes.find("tkhd");
-  ASSERT_NE(tkhd, std::string::npos) << path;
-  const bool version1 = bytes[tkhd + 4] == 1;
-  // version and flags, times, track id, duration; reserved, layer, group, volume, reserved; the matrix
-  const size_t matrix = tkhd + 4 + 4 + (version1 ? 32 : 20) + 16;
-  const uint32_t rotate_90[9] = {0, 0x10000, 0, 0xffff0000u, 0, 0, 0, 0, 0x40000000};
-  std::string packed;
-  for (uint32_t v : rotate_90) {
-    for (int shift = 24; shift >= 0; shift -= 8) packed += static_cast<char>((v >> shift) & 0xff);
-  }
-  file.seekp(static_cast<std::streamoff>(matrix));
-  file.write(packed.data(), static_cast<std::streamsize>(packed.size()));
-}
-
 // ingest.orientation: a portrait video stored sideways (an MP4 whose track says "turn 90 degrees
 // clockwise") is read upright by default: its frames come as stored, untouched (nothing is copied to
 // turn them), saying rotate-90, and an roi is a region of the upright picture (preprocessing reads them
@@ -586,7 +568,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
   const std::string turned = (dir_ / "portrait.mp4").string();
   std::filesystem::copy_file(stored, turned, std::filesystem::copy_options::overwrite_existing);
-  rotate_mp4_track_90(turned);
+  testing::rotate_mp4_track_90(turned);
 
   const CollectingEmitter stored_out = read_whole(stored, ingest_, "stored");
   auto plain = of_kind(stored_out, MessageKind::kFrame);
