@@ -25,8 +25,8 @@ std::string time_text(int64_t ns) { return media_time_text(static_cast<double>(n
 
 }  // namespace
 
-std::string segment_frame_path(const std::string& dir, const Segment& s) {
-  const auto ms = static_cast<long long>(std::llround(std::max(0.0, s.start_ms)));
+std::string segment_frame_path(const std::string& dir, const Segment& s, double picture_ms) {
+  const auto ms = static_cast<long long>(std::llround(std::max(0.0, picture_ms)));
   char when[32];
   std::snprintf(when, sizeof when, "%02lld-%02lld-%02lld.%03lld", ms / 3'600'000, ms / 60'000 % 60, ms / 1000 % 60,
                 ms % 1000);
@@ -168,7 +168,7 @@ class SegmentFrames::FileDecoder {
   int64_t last_pts_ = -1;  // the frame handed out last, the appsink holding the one after it (-1: none)
 };
 
-SegmentFrames::SegmentFrames(std::string dir) : dir_(std::move(dir)) {}
+SegmentFrames::SegmentFrames(std::string dir, SegmentPicture which) : dir_(std::move(dir)), which_(which) {}
 
 SegmentFrames::~SegmentFrames() = default;
 
@@ -178,7 +178,8 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   if (s.uri.rfind("file://", 0) != 0) {
     return FailedPrecondition(s.uri + " is not a file: only a file's frames can be read again");
   }
-  if (s.start_ms < 0) return NotFound("its first frame has no timestamp");
+  const double ms = picture_ms(s);
+  if (ms < 0) return NotFound("its frame has no timestamp");
   if (!ensure_gstreamer()) return Internal("GStreamer cannot start here");
   auto it = decoders_.begin();
   while (it != decoders_.end() && it->first != s.uri) ++it;
@@ -190,7 +191,7 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
     decoders_.emplace_front(s.uri, std::move(opened).value());
     if (decoders_.size() > kOpenFiles) decoders_.pop_back();
   }
-  const auto pts_ns = static_cast<int64_t>(std::llround(s.start_ms * 1e6));
+  const auto pts_ns = static_cast<int64_t>(std::llround(ms * 1e6));
   auto frame = decoders_.front().second->frame_at(pts_ns);
   if (!frame.ok()) {
     decoders_.pop_front();  // a decoder that failed is not trusted with the next segment
@@ -216,7 +217,7 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   }
   gst_sample_unref(jpeg);
   if (bytes.empty()) return Internal("the JPEG encoder gave nothing");
-  const std::string path = segment_frame_path(dir_, s);
+  const std::string path = segment_frame_path(dir_, s, ms);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return Unavailable("cannot make the folder of " + path + ": " + ec.message());

@@ -1,6 +1,6 @@
-// `vapipe segments --frames DIR`: the picture each segment began with, decoded again from its file
-// and written as a JPEG, so that an analyst sees the truck at the gate without opening the video at
-// 1:12.400 (and sees at once a segment the classifier got wrong).
+// `vapipe segments --frames DIR`: a picture of each segment (its best frame, or the one it began
+// with), decoded again from its file and written as a JPEG, so that an analyst sees the truck at the
+// gate without opening the video at 1:12.400 (and sees at once a segment the classifier got wrong).
 #pragma once
 
 #include <cstdint>
@@ -14,27 +14,31 @@
 
 namespace vapipe::cli {
 
-// Where the picture of `s` goes under `dir`: <dir>/<stream_id>/<HH-MM-SS.mmm>_<label>.jpg (sorted by
-// time within a stream's folder, the time first so that no name is hidden or ".."); a label's characters
+// Where the picture of `s`'s frame at `ms` goes under `dir`: <dir>/<stream_id>/<HH-MM-SS.mmm>_<label>.jpg
+// (sorted by time within a stream's folder, the time first so that no name is hidden or ".."); a label's characters
 // that a file name cannot hold, or that a shell trips on ('/', spaces, quotes, ...), are written as '_'
 // (UTF-8 letters are kept).
-std::string segment_frame_path(const std::string& dir, const Segment& s);
+std::string segment_frame_path(const std::string& dir, const Segment& s, double ms);
 
 class SegmentFrames {
  public:
-  explicit SegmentFrames(std::string dir);
+  SegmentFrames(std::string dir, SegmentPicture which);
   ~SegmentFrames();
   SegmentFrames(const SegmentFrames&) = delete;
   SegmentFrames& operator=(const SegmentFrames&) = delete;
 
-  // Writes the first frame of `s` (the one at s.start_ms in the file s.uri names), turned upright as
-  // the file says, and returns the picture's path; or why there is none (a camera's stream, whose
-  // frames are gone; a file that is missing or no longer reads; no frame with that timestamp).
+  // Writes the frame of `s` that stands for it (picture_ms: its first or its best, in the file s.uri
+  // names), turned upright as the file says, and returns the picture's path; or why there is none (a
+  // camera's stream, whose frames are gone; a file that is missing or no longer reads; no frame with
+  // that timestamp).
   Result<std::string> save(const Segment& s);
+  // The timestamp of the frame that stands for `s` (its pts_ms; -1: the decoder gave none).
+  double picture_ms(const Segment& s) const { return which_ == SegmentPicture::kBest ? s.best_ms : s.start_ms; }
 
  private:
   class FileDecoder;
   std::string dir_;
+  SegmentPicture which_;
   // The last few files' decoders, most recently used first: a file's segments come one after another
   // without opening it again, and a results file of many streams does not hold them all open.
   std::list<std::pair<std::string, std::unique_ptr<FileDecoder>>> decoders_;

@@ -44,6 +44,12 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         h.end_camera_ms = s.end_camera_ms;
         h.frames += s.frames;
         h.score_sum += s.score_sum;
+        if (s.best_score > h.best_score) {
+          h.best_seq = s.best_seq;
+          h.best_ms = s.best_ms;
+          h.best_score = s.best_score;
+          h.best_capture_ms = s.best_capture_ms;
+        }
       } else if (s.frames >= options.min_frames) {
         if (h.frames > 0) emit(h);
         h = s;
@@ -104,6 +110,12 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       s.end_seq = seq;
       s.end_capture_ms = capture_ms;
       s.end_camera_ms = camera_ms;
+      if (s.frames == 0 || score > s.best_score) {
+        s.best_seq = seq;
+        s.best_ms = pts;
+        s.best_score = score;
+        s.best_capture_ms = capture_ms;
+      }
       ++s.frames;
       s.score_sum += score;
     }

@@ -25,7 +25,14 @@ struct Segment {
   uint64_t frames = 0;
   double score_sum = 0;
   double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }
+  // Its best frame: the highest top-1 score of its label (the first of equals): the truck in full view
+  // rather than its bumper coming in, for a picture of the segment.
+  uint64_t best_seq = 0;
+  double best_ms = -1, best_score = -1, best_capture_ms = -1;
 };
+
+// Which frame of a segment stands for it in a picture (vapipe segments --frames, --picture).
+enum class SegmentPicture { kFirst, kBest };
 
 struct SegmentOptions {
   uint64_t min_frames = 1;    // shorter runs are left out (a label that flickers for a frame or two)

@@ -1,5 +1,5 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S]
-//                 [--clock media|capture|camera] [--frames DIR] [--json]
+//                 [--clock media|capture|camera] [--frames DIR [--picture best|first]] [--json]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,7 +24,11 @@ int segments_command(const std::vector<std::string>& args) {
   // when the frames were decoded, or the camera's clock (RTCP sender reports), as local times. A live
   // camera's media time is its RTP clock's running time, which says nothing to an operator.
   std::string clock = "media";
-  std::string frames_dir;  // --frames: each segment's first frame as a JPEG under it
+  std::string frames_dir;  // --frames: a picture of each segment as a JPEG under it
+  // --picture: which frame: its best (the highest score of its label: the truck in full view), or its
+  // first (the moment it began: the truck's bumper coming in).
+  SegmentPicture picture_kind = SegmentPicture::kBest;
+  bool picture_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--stream" && i + 1 < args.size()) {
       options.stream_id = args[++i];
@@ -60,6 +64,14 @@ int segments_command(const std::vector<std::string>& args) {
         std::fprintf(stderr, "vapipe segments: --frames wants a folder for the pictures\n");
         return kExitUsage;
       }
+    } else if (args[i] == "--picture" && i + 1 < args.size()) {
+      const std::string& which = args[++i];
+      if (which != "best" && which != "first") {
+        std::fprintf(stderr, "vapipe segments: --picture is best or first, got '%s'\n", which.c_str());
+        return kExitUsage;
+      }
+      picture_kind = which == "best" ? SegmentPicture::kBest : SegmentPicture::kFirst;
+      picture_given = true;
     } else if (args[i] == "--json") {
       json = true;
     } else if (args[i] == "-" || args[i].rfind("--", 0) != 0) {
@@ -71,6 +83,10 @@ int segments_command(const std::vector<std::string>& args) {
   }
   if (paths.empty()) {
     std::fprintf(stderr, "vapipe segments: give a job's results file (publish.jsonl_path), or - for standard input\n");
+    return kExitUsage;
+  }
+  if (picture_given && frames_dir.empty()) {
+    std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");
     return kExitUsage;
   }
   const bool standard_input = paths.size() == 1 && paths[0] == "-";
@@ -99,9 +115,9 @@ int segments_command(const std::vector<std::string>& args) {
                 frames_dir.empty() ? "" : "  picture");
   }
   std::unique_ptr<SegmentFrames> pictures;
-  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir);
+  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind);
   std::set<std::string> unreadable;  // streams whose frames cannot be read again (cameras): said once
-  // The picture of a segment's first frame: its path, or "" (why said on standard error).
+  // The picture of a segment: its path, or "" (why said on standard error).
   auto picture_of = [&](const Segment& s) -> std::string {
     if (!pictures || unreadable.count(s.stream_id)) return "";
     auto path = pictures->save(s);
@@ -113,7 +129,7 @@ int segments_command(const std::vector<std::string>& args) {
                    path.status().message().c_str());
     } else {
       std::fprintf(stderr, "vapipe segments: stream '%s': no picture of its %s at %s: %s\n", s.stream_id.c_str(),
-                   s.label.c_str(), media_time_text(s.start_ms).c_str(), path.status().message().c_str());
+                   s.label.c_str(), media_time_text(pictures->picture_ms(s)).c_str(), path.status().message().c_str());
     }
     return "";
   };
@@ -125,7 +141,8 @@ int segments_command(const std::vector<std::string>& args) {
                        {"start_ms", s.start_ms >= 0 ? nlohmann::json(s.start_ms) : nlohmann::json()},
                        {"end_ms", s.end_ms >= 0 ? nlohmann::json(s.end_ms) : nlohmann::json()},
                        {"start_seq", s.start_seq}, {"end_seq", s.end_seq}, {"frames", s.frames},
-                       {"score_mean", s.score_mean()},
+                       {"score_mean", s.score_mean()}, {"best_seq", s.best_seq}, {"best_ms", ms(s.best_ms)},
+                       {"best_score", s.best_score}, {"best_capture_unix_ms", ms(s.best_capture_ms)},
                        {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
                        {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)}};
       if (pictures) j["picture"] = picture.empty() ? nlohmann::json() : nlohmann::json(picture);

@@ -899,7 +899,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.boolean("jit_optimize", &c.infer.jit_optimize);
     r.choice("batch_shapes", &c.infer.batch_shapes, {"auto", "exact", "padded"});
     r.choice("cuda_graphs", &c.infer.cuda_graphs, {"auto", "on", "off"});
-    r.choice("output", &c.infer.output, {"auto", "logits", "probabilities"});
+    r.choice("output", &c.infer.output, {"auto", "logits", "probabilities", "multi_label_logits"});
     r.finish();
     if (c.infer.model.empty()) ctx.fail(node, "infer.model", "missing (path of a TorchScript model)");
     if (c.infer.labels.empty()) ctx.fail(node, "infer.labels", "missing (path of a labels file, one per line)");

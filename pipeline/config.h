@@ -200,7 +200,9 @@ struct InferConfig {
   // failed capture is an error; off: never.
   std::string cuda_graphs = "auto";
   // What the model's rows are: logits (scores are their softmax), probabilities (a model exported with
-  // its own softmax: scores are the rows), or auto: probabilities when the warm-up's rows are.
+  // its own softmax or, multi-label, its sigmoid: scores are the rows), multi_label_logits (a
+  // multi-label model's logits: scores are their sigmoids), or auto: probabilities when the model's
+  // output is a sigmoid's or the warm-up's rows are distributions, else logits.
   std::string output = "auto";
 };
 

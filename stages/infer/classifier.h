@@ -28,8 +28,10 @@ struct ClassifierOptions {
   // infer.cuda_graphs, applied by use_batch_sizes: auto | on | off.
   std::string cuda_graphs = "auto";
   // infer.output: what the model's rows are. logits: scores are their softmax. probabilities (a model
-  // exported with its softmax): scores are the rows as they are. auto: probabilities when every row of
-  // the warm-up batch's output is one (values in [0, 1] summing to 1), else logits.
+  // exported with its softmax, or a multi-label one with its sigmoid): scores are the rows as they are.
+  // multi_label_logits: scores are each value's sigmoid. auto: probabilities when the model's output
+  // is a sigmoid's (its graph says so) or every row of the warm-up batch's output is a distribution
+  // (values in [0, 1] summing to 1), else logits.
   std::string output = "auto";
 };
 

@@ -3,6 +3,7 @@
 #include <torch/script.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <ATen/Parallel.h>
 #ifdef VAPIPE_TORCH_CUDA  // LibTorch built with CUDA (the GPU machine's); Debian's is CPU-only
@@ -39,14 +40,57 @@ std::string first_line(const std::string& text) {
   return text.substr(start == std::string::npos ? 0 : start + 1, last + 1 - (start == std::string::npos ? 0 : start + 1));
 }
 
+// Whether what the model returns (the tensor output_tensor takes: itself, a tuple's or list's first
+// element, a dict's "logits") is computed by a sigmoid: a multi-label model exported with its sigmoid,
+// whose rows are each label's own probability. Read from the model's graph as loaded (before freezing
+// fuses or re-lays it), with its submodules' calls inlined; through ops that change only shape, dtype
+// or layout. False when the graph cannot be read.
+bool output_comes_from_sigmoid(const torch::jit::script::Module& module) {
+  try {
+    std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*graph);
+    if (graph->outputs().empty()) return false;
+    torch::jit::Value* v = graph->outputs()[0];
+    for (int hops = 0; hops < 16; ++hops) {
+      torch::jit::Node* n = v->node();
+      const c10::Symbol kind = n->kind();
+      if (kind == c10::aten::sigmoid || kind == c10::aten::sigmoid_) return true;
+      if ((kind == c10::prim::TupleConstruct || kind == c10::prim::ListConstruct) && !n->inputs().empty()) {
+        v = n->inputs()[0];
+      } else if (kind == c10::prim::DictConstruct) {  // inputs: key, value, key, value, ...
+        torch::jit::Value* logits = nullptr;
+        for (size_t i = 0; i + 1 < n->inputs().size(); i += 2) {
+          const c10::optional<c10::IValue> key = torch::jit::toIValue(n->inputs()[i]);
+          if (key && key->isString() && key->toStringRef() == "logits") logits = n->inputs()[i + 1];
+        }
+        if (!logits) return false;
+        v = logits;
+      } else if ((kind == c10::aten::to || kind == c10::aten::contiguous || kind == c10::aten::view ||
+                  kind == c10::aten::reshape || kind == c10::aten::flatten || kind == c10::aten::squeeze ||
+                  kind == c10::aten::clone || kind == c10::aten::detach || kind == c10::aten::type_as) &&
+                 !n->inputs().empty()) {
+        v = n->inputs()[0];
+      } else {
+        return false;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
 class TorchClassifier final : public Classifier {
  public:
   TorchClassifier(torch::jit::script::Module module, torch::Device device, TensorInfo input,
                   torch::ScalarType model_dtype, bool channels_last, bool jit_optimize, std::string cuda_graphs,
-                  std::string output)
+                  std::string output, bool output_is_sigmoid)
       : module_(std::move(module)), device_(device), input_(input), model_dtype_(model_dtype),
         channels_last_(channels_last), jit_optimize_(jit_optimize), cuda_graphs_(std::move(cuda_graphs)),
-        output_(std::move(output)), softmax_(output_ != "probabilities") {}
+        output_(std::move(output)),
+        scores_(output_ == "probabilities" || (output_ == "auto" && output_is_sigmoid) ? Scores::kAsTheyAre
+                : output_ == "multi_label_logits"                                      ? Scores::kSigmoid
+                                                                                       : Scores::kSoftmax),
+        output_is_sigmoid_(output_is_sigmoid) {}
 
   Result<std::vector<TopK>> classify(const std::byte* batch, size_t n, size_t top_k) override {
     if (n == 0) return std::vector<TopK>{};
@@ -123,9 +167,11 @@ class TorchClassifier final : public Classifier {
   bool replays_cuda_graph_at(size_t rows) const override { return graphs_.count(rows) > 0; }
 
   int64_t num_classes() const override { return num_classes_; }
-  bool outputs_probabilities() const override { return !softmax_; }
+  bool outputs_probabilities() const override { return scores_ == Scores::kAsTheyAre; }
   // Whether every row of the first warm-up pass's output was a probability distribution.
   bool warm_up_rows_were_probabilities() const { return warm_up_rows_were_probabilities_; }
+  // Whether every value of it lay in [0, 1] (a distribution's, or a multi-label model's sigmoid's).
+  bool warm_up_values_were_in_0_1() const { return warm_up_values_were_in_0_1_; }
   // Which part of what the model returns is its output (output_tensor); empty: the tensor it returns.
   const std::string& output_taken() const { return output_taken_; }
   std::string device() const override { return device_.str(); }
@@ -162,7 +208,10 @@ class TorchClassifier final : public Classifier {
     if (rows > n) logits = logits.narrow(0, 0, static_cast<int64_t>(n));
     const int64_t k = std::min<int64_t>(static_cast<int64_t>(top_k), logits.size(1));
     const torch::Tensor rows_as_float = logits.to(torch::kFloat);
-    auto [scores, ids] = (softmax_ ? torch::softmax(rows_as_float, 1) : rows_as_float).topk(k, 1);
+    const torch::Tensor all_scores = scores_ == Scores::kSoftmax   ? torch::softmax(rows_as_float, 1)
+                                     : scores_ == Scores::kSigmoid ? torch::sigmoid(rows_as_float)
+                                                                   : rows_as_float;
+    auto [scores, ids] = all_scores.topk(k, 1);
     scores = scores.to(torch::kCPU).contiguous();
     ids = ids.to(torch::kCPU).to(torch::kInt).contiguous();
     std::vector<TopK> out(n);
@@ -347,7 +396,10 @@ class TorchClassifier final : public Classifier {
         if (!rows_checked_) {
           rows_checked_ = true;
           warm_up_rows_were_probabilities_ = rows_are_probabilities(logits);
-          if (output_ == "auto") softmax_ = !warm_up_rows_were_probabilities_;
+          warm_up_values_were_in_0_1_ = values_are_in_0_1(logits);
+          if (output_ == "auto" && !output_is_sigmoid_) {
+            scores_ = warm_up_rows_were_probabilities_ ? Scores::kAsTheyAre : Scores::kSoftmax;
+          }
         }
       }
     } catch (const c10::Error& e) {
@@ -362,10 +414,14 @@ class TorchClassifier final : public Classifier {
   // zeros; a model of logits would need its logits on zeros to form such a row by chance).
   static bool rows_are_probabilities(const torch::Tensor& out) {
     const torch::Tensor rows = out.to(torch::kFloat).to(torch::kCPU);
-    const float tolerance = out.scalar_type() == torch::kHalf ? 1e-2f : 1e-4f;
-    return rows.numel() > 0 && rows.min().item<float>() >= -tolerance && rows.max().item<float>() <= 1 + tolerance &&
-           (rows.sum(1) - 1).abs().max().item<float>() <= tolerance;
+    return values_are_in_0_1(out) && (rows.sum(1) - 1).abs().max().item<float>() <= tolerance_of(out);
   }
+  static bool values_are_in_0_1(const torch::Tensor& out) {
+    const torch::Tensor rows = out.to(torch::kFloat).to(torch::kCPU);
+    const float tolerance = tolerance_of(out);
+    return rows.numel() > 0 && rows.min().item<float>() >= -tolerance && rows.max().item<float>() <= 1 + tolerance;
+  }
+  static float tolerance_of(const torch::Tensor& out) { return out.scalar_type() == torch::kHalf ? 1e-2f : 1e-4f; }
 
   static std::string shape_text(const torch::Tensor& t) {
     std::string s = "[";
@@ -382,10 +438,17 @@ class TorchClassifier final : public Classifier {
   int64_t num_classes_ = 0;
   std::vector<size_t> run_sizes_;  // infer.batch_shapes: padded; empty: each batch at its own size
   std::string cuda_graphs_;        // infer.cuda_graphs: auto | on | off
-  std::string output_;   // infer.output: auto | logits | probabilities
-  bool softmax_ = true;  // scores are the softmax of the rows (decided at the first warm-up for auto)
+  std::string output_;  // infer.output: auto | logits | probabilities | multi_label_logits
+  // What scores are: the rows' softmax (logits of one label per frame), the rows as they are
+  // (probabilities: a softmax's, or a multi-label model's sigmoid's), or each row value's sigmoid
+  // (a multi-label model's logits). For auto decided at load (a sigmoid at the output) or at the first
+  // warm-up (rows that are distributions).
+  enum class Scores { kSoftmax, kAsTheyAre, kSigmoid };
+  Scores scores_;
+  bool output_is_sigmoid_;  // the model's graph computes its output with a sigmoid
   bool rows_checked_ = false;
   bool warm_up_rows_were_probabilities_ = false;
+  bool warm_up_values_were_in_0_1_ = false;
   std::string output_taken_;
   torch::Tensor graph_input_;      // the largest padded batch, in the model's dtype and layout
   std::map<size_t, RecordedPass> graphs_;  // by padded batch size; empty: plain runs
@@ -477,6 +540,7 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   } catch (const std::exception& e) {
     return InvalidArgument("model " + path + " could not be loaded: " + e.what());
   }
+  const bool output_is_sigmoid = output_comes_from_sigmoid(module);  // before freezing rewrites the graph
   bool frozen = false;
   if (options.optimize) {
     // Frozen for inference (torch.jit.optimize_for_inference): weights become constants, conv+BN
@@ -492,7 +556,7 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   }
   auto classifier = std::make_unique<TorchClassifier>(std::move(module), device, options.input, model_dtype,
                                                       channels_last, options.jit_optimize || !frozen,
-                                                      options.cuda_graphs, options.output);
+                                                      options.cuda_graphs, options.output, output_is_sigmoid);
   log_info_text("model " + path + ": " + (options.optimize ? "frozen" : "as loaded") + " on " + device.str() +
                 (model_dtype == torch::kHalf ? ", fp16" : ", fp32") + (channels_last ? ", channels-last" : ""));
 
@@ -504,17 +568,34 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
     log_info_text("model " + path + ": its output is " + classifier->output_taken());
   }
   const bool probabilities = classifier->warm_up_rows_were_probabilities();
-  if (options.output == "auto" && probabilities) {
+  const bool in_0_1 = classifier->warm_up_values_were_in_0_1();
+  const std::string multi_label = "a multi-label model: each score is its label's own probability, a frame may "
+                                  "have several likely labels or none";
+  if (options.output == "auto" && output_is_sigmoid) {
+    log_info_text("model " + path + ": its output is a sigmoid's (" + multi_label +
+                  "): scores are its rows as they are, top_k its most likely labels (infer.output: auto)");
+  } else if (options.output == "auto" && probabilities) {
     log_info_text("model " + path + ": its outputs are probabilities already (each row in [0, 1], summing to 1): "
                   "scores are those rows, without a softmax (infer.output: auto)");
-  } else if (options.output == "logits" && probabilities) {
-    log_warn_text("model " + path + ": infer.output is logits, but its outputs look like probabilities already "
-                  "(each row in [0, 1], summing to 1): a softmax of them flattens every score towards 1/" +
-                  std::to_string(classifier->num_classes()) + " (set infer.output: auto or probabilities)");
-  } else if (options.output == "probabilities" && !probabilities) {
+  } else if (options.output == "auto" && in_0_1) {
+    log_warn_text("model " + path + ": its outputs on the warm-up batch all lie in [0, 1] without summing to 1, as "
+                  "a multi-label model's sigmoid gives, but no sigmoid was found at its output: they are taken for "
+                  "logits and softmaxed (if they are each label's own probability, set infer.output: "
+                  "probabilities)");
+  } else if (options.output == "logits" && (probabilities || output_is_sigmoid)) {
+    log_warn_text("model " + path + ": infer.output is logits, but its outputs look like probabilities already (" +
+                  (output_is_sigmoid ? "a sigmoid's" : "each row in [0, 1], summing to 1") +
+                  "): a softmax of them flattens every score towards 1/" + std::to_string(classifier->num_classes()) +
+                  " (set infer.output: auto or probabilities)");
+  } else if (options.output == "multi_label_logits" && (probabilities || output_is_sigmoid)) {
+    log_warn_text("model " + path + ": infer.output is multi_label_logits, but its outputs are probabilities already (" +
+                  (output_is_sigmoid ? "a sigmoid's" : "each row in [0, 1], summing to 1") +
+                  "): a sigmoid of them squeezes every score into [0.5, 0.73] (set infer.output: auto or "
+                  "probabilities)");
+  } else if (options.output == "probabilities" && !in_0_1) {
     log_warn_text("model " + path + ": infer.output is probabilities, but its outputs on the warm-up batch are not "
-                  "(a value outside [0, 1], or a row not summing to 1): scores are those values as they are, not "
-                  "probabilities (set infer.output: auto or logits)");
+                  "(a value outside [0, 1]): scores are those values as they are, not probabilities (set "
+                  "infer.output: auto, logits or multi_label_logits)");
   }
   return std::unique_ptr<Classifier>(std::move(classifier));
 }

@@ -565,7 +565,8 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
           {"score_mean", s.frames ? s.score_sum / static_cast<double>(s.frames) : 0.0},
           {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
           {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)},
-          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+          {"best_seq", s.best_seq}, {"best_ms", ms(s.best_ms)}, {"best_score", s.best_score},
+          {"best_capture_unix_ms", ms(s.best_capture_ms)}, {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
 }
 
 // A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
@@ -593,20 +594,10 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
     run = StreamState::LabelRun{label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms, camera_ms,
                                 camera_ms};
   }
-  run.end_seq = r.env.seq;
-  run.end_ms = pts_ms;
-  run.end_capture_ms = capture_ms;
-  run.end_camera_ms = camera_ms;
-  ++run.frames;
-  run.score_sum += score;
+  run.add(r.env.seq, pts_ms, capture_ms, camera_ms, score);
   StreamState::LabelRun& seg = st.segment;
   if (seg.frames > 0 && seg.label == label) {  // the segment goes on
-    seg.end_seq = r.env.seq;
-    seg.end_ms = pts_ms;
-    seg.end_capture_ms = capture_ms;
-    seg.end_camera_ms = camera_ms;
-    ++seg.frames;
-    seg.score_sum += score;
+    seg.add(r.env.seq, pts_ms, capture_ms, camera_ms, score);
     return Status::Ok();
   }
   if (run.frames < min_frames) return Status::Ok();

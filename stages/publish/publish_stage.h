@@ -97,6 +97,23 @@ class PublishStage final : public Stage {
       double start_ms = -1, end_ms = -1, score_sum = 0;
       // Its first and last frame's capture_unix_ms and camera_unix_ms (-1: the camera's not known).
       double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;
+      // Its best frame so far: the highest top-1 score (the first of equals), for a snapshot.
+      uint64_t best_seq = 0;
+      double best_ms = -1, best_score = -1, best_capture_ms = -1;
+      void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score) {
+        end_seq = seq;
+        end_ms = pts_ms;
+        end_capture_ms = capture_ms;
+        end_camera_ms = camera_ms;
+        if (frames == 0 || score > best_score) {
+          best_seq = seq;
+          best_ms = pts_ms;
+          best_score = score;
+          best_capture_ms = capture_ms;
+        }
+        ++frames;
+        score_sum += score;
+      }
     };
     LabelRun run, segment;
   };

@@ -134,12 +134,15 @@ class SegmentFramesTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
 
-  static Segment segment(const std::string& id, const std::string& label, const std::string& path, int64_t pts_ns) {
+  // A segment that begins at pts_ns and whose best frame is at best_ns (the same by default).
+  static Segment segment(const std::string& id, const std::string& label, const std::string& path, int64_t pts_ns,
+                         int64_t best_ns = -1) {
     Segment s;
     s.stream_id = id;
     s.label = label;
     s.uri = "file://" + path;
     s.start_ms = std::round(static_cast<double>(pts_ns) / 1e3) / 1e3;  // as results say it: to the microsecond
+    s.best_ms = best_ns < 0 ? s.start_ms : std::round(static_cast<double>(best_ns) / 1e3) / 1e3;
     return s;
   }
 
@@ -150,35 +153,40 @@ TEST(SegmentFramePath, PicturesSortByTimeInTheirStreamsFolderAndAreSafeToType) {
   Segment s;
   s.stream_id = "gate";
   s.label = "street sign/post";
-  s.start_ms = 72400;
-  EXPECT_EQ(segment_frame_path("out", s), "out/gate/00-01-12.400_street_sign_post.jpg");
-  s.start_ms = 3 * 3'600'000 + 5 * 60'000 + 7'089.6;  // rounded to the millisecond
+  EXPECT_EQ(segment_frame_path("out", s, 72400), "out/gate/00-01-12.400_street_sign_post.jpg");
+  const double ms = 3 * 3'600'000 + 5 * 60'000 + 7'089.6;  // rounded to the millisecond
   s.label = "Straßenbahn 'n' \"bus\"";
-  EXPECT_EQ(segment_frame_path("out", s), "out/gate/03-05-07.090_Straßenbahn__n___bus_.jpg");
+  EXPECT_EQ(segment_frame_path("out", s, ms), "out/gate/03-05-07.090_Straßenbahn__n___bus_.jpg");
   s.label = "..";
-  EXPECT_EQ(segment_frame_path("/tmp/f", s), "/tmp/f/gate/03-05-07.090_...jpg");  // not hidden, not ".."
+  EXPECT_EQ(segment_frame_path("/tmp/f", s, ms), "/tmp/f/gate/03-05-07.090_...jpg");  // not hidden, not ".."
 }
 
-// Each segment's first frame, found by its timestamp (after a seek back, forwards, to a frame that
-// is not a key frame, in MP4 and Matroska), is written as a JPEG of that very frame.
-TEST_F(SegmentFramesTest, EachSegmentsFirstFrameIsWrittenAsAPictureOfThatFrame) {
+// The frame that stands for each segment (its first, or its best: --picture), found by its timestamp
+// (after a seek back, forwards, to a frame that is not a key frame, in MP4 and Matroska), is written
+// as a JPEG of that very frame, named by that frame's time.
+TEST_F(SegmentFramesTest, EachSegmentsFirstOrBestFrameIsWrittenAsAPictureOfThatFrame) {
   for (const std::string mux : {"mp4mux", "matroskamux"}) {
     const std::string clip = (dir_ / ("grey-" + mux + ".video")).string();
     write_grey_clip(clip, mux);
     const auto frames = decode_all(clip);
     ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames)) << mux;
-    SegmentFrames pictures((dir_ / ("pictures-" + mux)).string());
-    for (const int i : {47, 12, 0, 31, 59, 30}) {
-      const Segment s = segment("grey", "level", clip, frames[i].first);
-      auto path = pictures.save(s);
-      ASSERT_TRUE(path.ok()) << mux << " frame " << i << ": " << path.status().message();
-      EXPECT_EQ(path.value(), segment_frame_path((dir_ / ("pictures-" + mux)).string(), s));
-      const Picture p = read_jpeg(path.value());
-      EXPECT_EQ(p.width, kWidth);
-      EXPECT_EQ(p.height, kHeight);
-      // Frames differ by 3 levels: the picture is this frame's, not a neighbour's.
-      EXPECT_NEAR(p.mean, frames[i].second, 1.2) << mux << " frame " << i;
-      EXPECT_NEAR(p.mean, level_of(i), 1.2) << mux << " frame " << i;
+    for (const SegmentPicture which : {SegmentPicture::kFirst, SegmentPicture::kBest}) {
+      const bool best = which == SegmentPicture::kBest;
+      const std::string out = (dir_ / ("pictures-" + mux + (best ? "-best" : "-first"))).string();
+      SegmentFrames pictures(out, which);
+      for (const int i : {47, 12, 0, 31, 52, 30}) {
+        const int shown = best ? i + 7 : i;  // its best frame 7 frames after its first
+        const Segment s = segment("grey", "level", clip, frames[i].first, frames[i + 7].first);
+        auto path = pictures.save(s);
+        ASSERT_TRUE(path.ok()) << mux << " frame " << shown << ": " << path.status().message();
+        EXPECT_EQ(path.value(), segment_frame_path(out, s, best ? s.best_ms : s.start_ms));
+        const Picture p = read_jpeg(path.value());
+        EXPECT_EQ(p.width, kWidth);
+        EXPECT_EQ(p.height, kHeight);
+        // Frames differ by 3 levels: the picture is this frame's, not a neighbour's.
+        EXPECT_NEAR(p.mean, frames[shown].second, 1.2) << mux << " frame " << shown;
+        EXPECT_NEAR(p.mean, level_of(shown), 1.2) << mux << " frame " << shown;
+      }
     }
   }
 }
@@ -191,7 +199,7 @@ TEST_F(SegmentFramesTest, AFileStoredSidewaysGivesAnUprightPicture) {
   const auto frames = decode_all(clip);
   ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
   testing::rotate_mp4_track_90(clip);
-  SegmentFrames pictures((dir_ / "portrait-pictures").string());
+  SegmentFrames pictures((dir_ / "portrait-pictures").string(), SegmentPicture::kFirst);
   auto path = pictures.save(segment("phone", "level", clip, frames[10].first));
   ASSERT_TRUE(path.ok()) << path.status().message();
   const Picture p = read_jpeg(path.value());
@@ -208,7 +216,7 @@ TEST_F(SegmentFramesTest, WhyThereIsNoPictureIsSaidNamingTheFile) {
   const auto frames = decode_all(clip);
   ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
   const std::string out = (dir_ / "why-pictures").string();
-  SegmentFrames pictures(out);
+  SegmentFrames pictures(out, SegmentPicture::kBest);
   auto expect_refused = [&](Segment s, const std::string& words) {
     auto path = pictures.save(s);
     ASSERT_FALSE(path.ok()) << words;

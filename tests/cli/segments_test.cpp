@@ -129,6 +129,33 @@ TEST(Segments, BridgingJoinsRunsOfOneLabelAcrossInterruptionsShorterThanMinFrame
   EXPECT_EQ(only_bus[0].label, "bus");
 }
 
+// A segment's best frame: the highest score of its label (the first of equals), also across what
+// --bridge joins; a flicker's frames are not its.
+TEST(Segments, ASegmentsBestFrameIsItsHighestScoringOne) {
+  std::string text;
+  uint64_t seq = 0;
+  auto run = [&](const std::string& label, std::vector<double> scores) {
+    for (const double score : scores) text += result("a", seq++, label, score);
+  };
+  run("car", {0.6, 0.8, 0.7, 0.8});  // best seq 1 (the first 0.8)
+  run("truck", {0.99});              // a flicker
+  run("car", {0.7, 0.9, 0.5});       // best seq 6
+  SegmentOptions o;
+  o.min_frames = 3;
+  const std::vector<Segment> plain = segments_of(text, o);
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].best_seq, 1u);
+  EXPECT_DOUBLE_EQ(plain[0].best_ms, 100);
+  EXPECT_NEAR(plain[0].best_score, 0.8, 1e-9);
+  EXPECT_EQ(plain[1].best_seq, 6u);
+  o.bridge = true;
+  const std::vector<Segment> bridged = segments_of(text, o);
+  ASSERT_EQ(bridged.size(), 1u);
+  EXPECT_EQ(bridged[0].best_seq, 6u);
+  EXPECT_DOUBLE_EQ(bridged[0].best_ms, 600);
+  EXPECT_NEAR(bridged[0].best_score, 0.9, 1e-9);
+}
+
 // A segment knows its stream's uri from the stream's events (a resumed job's started event is in the
 // file's earlier part), for `--frames`; a stream without events has none.
 TEST(Segments, ASegmentKnowsItsStreamsUriFromItsEvents) {

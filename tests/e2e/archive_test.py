@@ -477,16 +477,25 @@ class ArchiveJob(E2ETest):
                              capture_output=True, text=True, timeout=30, env=env)
         self.assertEqual(seg.returncode, 0, seg.stderr)
         self.assertRegex(seg.stdout, r"ch03_20261130140000 +ball +2026-11-30 14:00:05\.0\d\d +2026-11-30 14:00:07\.9\d\d +90 ")
-        # --frames: the segment's first frame (at 0:05.0xx of the file, sought to) as a picture.
+        # --frames: the segment's best frame (the highest score of its results), or with --picture first
+        # its first (at 0:05.0xx of the file, sought to), as a picture named by that frame's time.
         pictures = os.path.join(self.dir, "pictures")
-        seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--frames", pictures,
-                              "--json"], capture_output=True, text=True, timeout=60, env=env)
-        self.assertEqual(seg.returncode, 0, seg.stderr)
-        picture = json.loads(seg.stdout.splitlines()[0])["picture"]
-        self.assertRegex(picture, re.escape(os.path.join(pictures, "ch03_20261130140000", "")) +
-                         r"00-00-05\.0\d\d_ball\.jpg$")
-        self.assertEqual(jpeg_size(picture), (320, 240))
-        self.assertEqual(seg.stderr, "")
+        best = max(got, key=lambda r: r["score"])  # max keeps the first of equals, as segments does
+        for which in ("best", "first"):
+            seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--frames", pictures,
+                                  "--picture", which, "--json"], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(seg.returncode, 0, seg.stderr)
+            segment = json.loads(seg.stdout.splitlines()[0])
+            self.assertEqual(segment["best_seq"], best["seq"])
+            self.assertAlmostEqual(segment["best_ms"], best["pts_ms"], places=3)
+            ms = round(best["pts_ms"] if which == "best" else got[0]["pts_ms"])
+            self.assertEqual(segment["picture"], os.path.join(
+                pictures, "ch03_20261130140000",
+                "%02d-%02d-%02d.%03d_ball.jpg" % (ms // 3600000, ms // 60000 % 60, ms // 1000 % 60, ms % 1000)))
+            if which == "first":
+                self.assertRegex(segment["picture"], r"00-00-05\.0\d\d_ball\.jpg$")
+            self.assertEqual(jpeg_size(segment["picture"]), (320, 240))
+            self.assertEqual(seg.stderr, "")
         self.assert_no_leftovers(run)
 
     def test_keyframes_only_classifies_each_key_frame_of_a_file_once(self):

@@ -294,6 +294,65 @@ def forward(self, x):
   std::filesystem::remove(odd);
 }
 
+// A multi-label model (each label's own probability: its sigmoid at its output, directly, in a
+// submodule and through a dict's "logits") is found by its graph under auto: its scores are
+// its rows, the sigmoid of the shipped model's logits, not softmaxed. multi_label_logits takes the
+// sigmoid of a model exported without it: the same scores from the shipped model itself.
+TEST(TorchClassifier, AMultiLabelModelsScoresAreEachLabelsOwnProbability) {
+  std::vector<float> batch(2 * kInput.elements());
+  for (size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 7919) % 255) / 255.f - 0.5f;
+  torch::jit::Module shipped = torch::jit::load(kModels + "pattern_cnn.pt");
+  shipped.eval();
+  const torch::Tensor x = torch::from_blob(batch.data(), {2, 3, 224, 224}).clone();
+  const auto [expected_scores, expected_ids] = [&] {
+    torch::NoGradGuard no_grad;
+    return torch::sigmoid(shipped.forward({x}).toTensor()).topk(3, 1);
+  }();
+  auto classify = [&](const std::string& model, const std::string& output) {
+    ClassifierOptions o = options_for(model);
+    o.output = output;
+    auto c = load_torchscript_classifier(o);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    if (!c.ok()) return std::pair{false, std::vector<TopK>{}};
+    auto r = (*c)->classify(reinterpret_cast<const std::byte*>(batch.data()), 2, 3);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return std::pair{(*c)->outputs_probabilities(), r.ok() ? *r : std::vector<TopK>{}};
+  };
+  auto expect_sigmoid_scores = [&](const std::vector<TopK>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), 2u) << what;
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(got[i].class_ids[k], expected_ids[i][k].item<int64_t>()) << what << ", frame " << i;
+        EXPECT_NEAR(got[i].scores[k], expected_scores[i][k].item<float>(), 1e-5) << what << ", frame " << i;
+      }
+    }
+  };
+  const std::string direct = save_wrapped_shipped_model("WithSigmoid", R"(
+def forward(self, x):
+    return torch.sigmoid(self.inner.forward(x))
+)");
+  const std::string nested =
+      std::filesystem::temp_directory_path() / ("vapipe-NestedSigmoid-" + std::to_string(getpid()) + ".pt");
+  {
+    torch::jit::Module outer("__torch__.NestedSigmoid");
+    outer.register_module("head", torch::jit::load(direct));
+    outer.define("def forward(self, x):\n    return {'pooled': x.mean(dim=[2, 3]), 'logits': self.head.forward(x).contiguous()}\n");
+    outer.save(nested);
+  }
+  for (const std::string& model : {direct, nested}) {
+    const auto [as_is, got] = classify(model, "auto");
+    EXPECT_TRUE(as_is) << model;
+    expect_sigmoid_scores(got, model + " under auto");
+  }
+  const auto [shipped_as_is, from_logits] = classify(kModels + "pattern_cnn.pt", "multi_label_logits");
+  EXPECT_FALSE(shipped_as_is);
+  expect_sigmoid_scores(from_logits, "the shipped model under multi_label_logits");
+  // Their scores are not a distribution: the shipped model's top three sigmoids sum past one.
+  EXPECT_GT(from_logits[0].scores[0] + from_logits[0].scores[1] + from_logits[0].scores[2], 1.0f);
+  std::filesystem::remove(direct);
+  std::filesystem::remove(nested);
+}
+
 TEST(TorchClassifier, TheLanesGpuFallsBackToTheCpuOnlyWhenTheConfigSaidAuto) {
   // Debian's LibTorch is a CPU build: on a GPU machine `auto` still runs (on the CPU), `cuda` refuses.
   ClassifierOptions o = options_for(kModels + "pattern_cnn.pt");

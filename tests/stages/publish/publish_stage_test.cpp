@@ -885,6 +885,43 @@ TEST_F(PublishStageTest, UnsureFramesInARowEndASegmentAndBeginNone) {
   EXPECT_EQ(segments[3]["event"], "ended");  // with the stream
 }
 
+// A segment's best frame (the highest top-1 score of its label, the first of equals; a flicker's frames
+// not counted), in its began (the best of its first frames) and its ended (the best of all).
+TEST_F(PublishStageTest, ASegmentSaysItsBestFrame) {
+  config_.publish.segments_min_frames = 3;
+  open();
+  uint64_t seq = 0;
+  auto send = [&](const std::string& label, std::vector<double> scores) {
+    for (const double score : scores) {
+      Message m = result(0, seq, label);
+      m.prediction.top_k.front().score = static_cast<float>(score);
+      m.env.capture_ns = 1'800'000'000'000'000'000 + static_cast<int64_t>(seq) * 33'000'000;
+      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+      ++seq;
+    }
+  };
+  send("truck", {0.5, 0.7, 0.6});       // began: best seq 1
+  send("car", {0.99});                  // a flicker: not the truck's
+  send("truck", {0.8, 0.95, 0.9, 0.95});  // best seq 5 (the first 0.95)
+  send("bus", {0.6, 0.6, 0.6});         // truck ended
+  std::vector<nlohmann::json> segments;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0") segments.push_back(j);
+  }
+  ASSERT_EQ(segments.size(), 3u);
+  EXPECT_EQ(segments[0]["event"], "began");
+  EXPECT_EQ(segments[0]["best_seq"], 1);
+  EXPECT_NEAR(segments[0]["best_score"].get<double>(), 0.7, 1e-6);
+  EXPECT_EQ(segments[1]["event"], "ended");
+  EXPECT_EQ(segments[1]["label"], "truck");
+  EXPECT_EQ(segments[1]["best_seq"], 5);
+  EXPECT_NEAR(segments[1]["best_score"].get<double>(), 0.95, 1e-6);
+  EXPECT_NEAR(segments[1]["best_ms"].get<double>(), 5 * 33.0, 1e-6);
+  EXPECT_NEAR(segments[1]["best_capture_unix_ms"].get<double>(), 1.8e12 + 5 * 33.0, 1e-3);
+  EXPECT_EQ(segments[2]["label"], "bus");
+  EXPECT_EQ(segments[2]["best_seq"], 8);  // all equal: the first
+}
+
 TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
   open();
   for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "car"), out_).ok());
