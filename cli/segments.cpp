@@ -25,8 +25,10 @@ Status for_each_segment(std::istream& in, const std::string& name, const Segment
 
 Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOptions& options,
                         const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines) {
-  std::map<std::string, Segment> open;  // by stream: the segment its last result belongs to
-  std::map<std::string, Segment> held;  // bridge: by stream, the last long run, until the next one
+  // By stream, by label: the segments its last result belongs to (one at most unless each_label).
+  std::map<std::string, std::map<std::string, Segment>> open;
+  // bridge: by stream (each_label: by stream and label), the last long run, until the next one.
+  std::map<std::string, Segment> held;
   std::map<std::string, std::string> uris;  // by stream: its uri, as its latest event said
   auto emit = [&](const Segment& s) {
     if (options.label.empty() || s.label == options.label) on_segment(s);
@@ -35,7 +37,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     if (!options.bridge) {
       if (s.frames >= options.min_frames) emit(s);
     } else {
-      Segment& h = held[s.stream_id];
+      Segment& h = held[options.each_label ? s.stream_id + '\n' + s.label : s.stream_id];
       // What came between the two runs, in frames (seq counts every frame: results, errors, drops).
       if (h.frames > 0 && h.label == s.label && s.start_seq - h.end_seq - 1 < options.min_frames) {
         h.end_ms = s.end_ms;  // a continuation, however short
@@ -87,41 +89,62 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       if (!options.stream_id.empty() && id != options.stream_id) continue;
       const nlohmann::json& p = j["payload"];
       const bool failed = p.contains("error") && !p["error"].is_null();
-      const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
-      const bool labelled = !failed && p.contains("label") && p["label"].is_string() && score >= options.min_score;
-      const std::string label = labelled ? p["label"].get<std::string>() : "";
+      // The labels on this frame, with their scores: its top-1 (or each_label, every one of its top_k)
+      // whose score reaches min_score; none for an error result (or an unsure one).
+      std::map<std::string, double> on_frame;
+      if (!failed && options.each_label && p.contains("top_k") && p["top_k"].is_array()) {
+        for (const nlohmann::json& c : p["top_k"]) {
+          if (!c.is_object() || !c.contains("label") || !c["label"].is_string() || !c.contains("score") ||
+              !c["score"].is_number() || c["score"].get<double>() < options.min_score) {
+            continue;
+          }
+          on_frame.emplace(c["label"].get<std::string>(), c["score"].get<double>());
+        }
+      } else if (!failed && !options.each_label && p.contains("label") && p["label"].is_string()) {
+        const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
+        if (score >= options.min_score) on_frame.emplace(p["label"].get<std::string>(), score);
+      }
       const uint64_t seq = p.value("seq", uint64_t{0});
       const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
       auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
       const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");
-      Segment& s = open[id];
-      if (s.frames > 0 && (label.empty() || label != s.label || seq != s.end_seq + 1)) close(s);
-      if (label.empty()) continue;  // an error result (or an unsure one) belongs to no segment
-      if (s.frames == 0) {
-        s.stream_id = id;
-        s.label = label;
-        if (auto u = uris.find(id); u != uris.end()) s.uri = u->second;
-        s.start_ms = pts;
-        s.start_seq = seq;
-        s.start_capture_ms = capture_ms;
-        s.start_camera_ms = camera_ms;
+      std::map<std::string, Segment>& stream_open = open[id];
+      for (auto it = stream_open.begin(); it != stream_open.end();) {  // a label gone, or a frame missing
+        if (on_frame.count(it->first) && seq == it->second.end_seq + 1) {
+          ++it;
+        } else {
+          close(it->second);
+          it = stream_open.erase(it);
+        }
       }
-      s.end_ms = pts;
-      s.end_seq = seq;
-      s.end_capture_ms = capture_ms;
-      s.end_camera_ms = camera_ms;
-      if (s.frames == 0 || score > s.best_score) {
-        s.best_seq = seq;
-        s.best_ms = pts;
-        s.best_score = score;
-        s.best_capture_ms = capture_ms;
+      for (const auto& [label, score] : on_frame) {
+        Segment& s = stream_open[label];
+        if (s.frames == 0) {
+          s.stream_id = id;
+          s.label = label;
+          if (auto u = uris.find(id); u != uris.end()) s.uri = u->second;
+          s.start_ms = pts;
+          s.start_seq = seq;
+          s.start_capture_ms = capture_ms;
+          s.start_camera_ms = camera_ms;
+        }
+        s.end_ms = pts;
+        s.end_seq = seq;
+        s.end_capture_ms = capture_ms;
+        s.end_camera_ms = camera_ms;
+        if (s.frames == 0 || score > s.best_score) {
+          s.best_seq = seq;
+          s.best_ms = pts;
+          s.best_score = score;
+          s.best_capture_ms = capture_ms;
+        }
+        ++s.frames;
+        s.score_sum += score;
       }
-      ++s.frames;
-      s.score_sum += score;
     }
   }
-  for (auto& [id, s] : open) {
-    if (s.frames > 0) close(s);
+  for (auto& [id, stream_open] : open) {
+    for (auto& [label, s] : stream_open) close(s);
   }
   for (const auto& [id, h] : held) {
     if (h.frames > 0) emit(h);

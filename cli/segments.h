@@ -46,6 +46,10 @@ struct SegmentOptions {
   // A frame whose top-1 score is below this belongs to no segment, as an error result (the classifier
   // unsure: a truck that left, the street behind it); 0: every frame's label counts.
   double min_score = 0;
+  // Segments of each label of a frame's top_k whose score reaches min_score (a multi-label model's:
+  // "person" and "smoke" at once), overlapping; a frame without the label ends its run. Else of the
+  // top-1 label only, one at a time per stream.
+  bool each_label = false;
 };
 
 // Segments of every stream in `in` (JSON lines {"topic": "results/<id>", "payload": {...}}), per stream

@@ -1,4 +1,4 @@
-// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S]
+// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S [--each-label]]
 //                 [--clock media|capture|camera] [--frames DIR [--picture best|first]] [--json]
 #include <cstdio>
 #include <fstream>
@@ -50,6 +50,8 @@ int segments_command(const std::vector<std::string>& args) {
         return kExitUsage;
       }
       options.min_score = s;
+    } else if (args[i] == "--each-label") {
+      options.each_label = true;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
     } else if (args[i] == "--clock" && i + 1 < args.size()) {
@@ -83,6 +85,11 @@ int segments_command(const std::vector<std::string>& args) {
   }
   if (paths.empty()) {
     std::fprintf(stderr, "vapipe segments: give a job's results file (publish.jsonl_path), or - for standard input\n");
+    return kExitUsage;
+  }
+  if (options.each_label && options.min_score <= 0) {
+    std::fprintf(stderr, "vapipe segments: --each-label needs --min-score S (above 0): a label is on a frame when its "
+                         "score reaches S\n");
     return kExitUsage;
   }
   if (picture_given && frames_dir.empty()) {

@@ -974,6 +974,12 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       ctx.fail(r.child("segments_min_score"), "publish.segments_min_score",
                "needs publish.segments_min_frames (N >= 1): it decides which frames count for segments");
     }
+    r.choice("segments_labels", &c.publish.segments_labels, {"top1", "each"});
+    if (c.publish.segments_labels == "each" && (c.publish.segments_min_frames == 0 || c.publish.segments_min_score <= 0)) {
+      ctx.fail(r.child("segments_labels"), "publish.segments_labels",
+               "each needs publish.segments_min_frames (N >= 1) and segments_min_score (above 0): a label is on a "
+               "frame when its score reaches segments_min_score");
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);

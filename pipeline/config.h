@@ -237,6 +237,11 @@ struct PublishConfig {
   // A frame whose top-1 score is below this names no label for segments: N such frames in a row end
   // the segment as another label would (a truck that left, the street behind it unsure); 0: every frame's.
   double segments_min_score = 0.0;
+  // Which labels have segments: top1, a frame's top-1 label (one segment at a time per stream); or
+  // each, every label of its top_k whose score reaches segments_min_score (a multi-label model's:
+  // "person" and "smoke" at once), a segment of its own each, ended by min_frames frames in a row
+  // without it.
+  std::string segments_labels = "top1";
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
   // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <unordered_map>
 #include <utility>
 
@@ -576,6 +577,7 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
 Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
   if (min_frames == 0) return Status::Ok();
+  if (config_->publish.segments_labels == "each") return follow_each_label(st, r);
   const bool failed = !r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty();
   StreamState::LabelRun& run = st.run;
   if (failed) {  // an error result breaks a run
@@ -607,7 +609,67 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   return publish(segment_topic(st.id), segment_json(st.id, "began", seg));
 }
 
+// segments_labels: each. A label is on a frame when it is in its top_k with a score of at least
+// segments_min_score. Its segment begins once it was on min_frames frames in a row, and ends once it
+// was not on min_frames results in a row (fewer: a flicker); error results and dropped frames neither
+// begin nor end one. Segments of different labels overlap; on one frame, ends come before begins.
+Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
+  const uint32_t min_frames = config_->publish.segments_min_frames;
+  if (!r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty()) {
+    for (auto& [label, track] : st.tracks) track.run = StreamState::LabelRun{};  // an error result breaks runs
+    return Status::Ok();
+  }
+  const double min_score = config_->publish.segments_min_score;
+  auto on_frame = [&](const std::string& label) {
+    return std::any_of(r.prediction.top_k.begin(), r.prediction.top_k.end(),
+                       [&](const ClassScore& c) { return c.score >= min_score && c.label == label; });
+  };
+  const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
+  const double capture_ms = static_cast<double>(r.env.capture_ns) / 1e6;
+  const double camera_ms = r.env.camera_ns >= 0 ? static_cast<double>(r.env.camera_ns) / 1e6 : -1;
+  for (auto it = st.tracks.begin(); it != st.tracks.end();) {  // the labels not on this frame
+    StreamState::LabelTrack& track = it->second;
+    if (on_frame(it->first)) {
+      ++it;
+      continue;
+    }
+    track.run = StreamState::LabelRun{};
+    if (track.segment.frames > 0 && ++track.absent >= min_frames) {
+      const StreamState::LabelRun ended = track.segment;
+      track.segment = StreamState::LabelRun{};
+      VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "ended", ended)));
+    }
+    it = track.segment.frames > 0 ? std::next(it) : st.tracks.erase(it);
+  }
+  for (const ClassScore& c : r.prediction.top_k) {
+    if (c.score < min_score) continue;
+    StreamState::LabelTrack& track = st.tracks[c.label];
+    StreamState::LabelRun& run = track.run;
+    if (run.frames > 0 && run.end_seq == r.env.seq) continue;  // a label named twice in the labels file
+    track.absent = 0;
+    if (run.frames == 0 || r.env.seq != run.end_seq + 1) {
+      run = StreamState::LabelRun{c.label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms,
+                                  camera_ms, camera_ms};
+    }
+    run.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score);
+    if (track.segment.frames > 0) {
+      track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score);
+    } else if (run.frames >= min_frames) {
+      track.segment = run;
+      VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "began", track.segment)));
+    }
+  }
+  return Status::Ok();
+}
+
 Status PublishStage::end_segment(StreamState& st) {
+  for (auto& [label, track] : st.tracks) {
+    if (track.segment.frames == 0) continue;
+    const StreamState::LabelRun ended = track.segment;
+    track.segment = StreamState::LabelRun{};
+    VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "ended", ended)));
+  }
+  st.tracks.clear();
   StreamState::LabelRun& seg = st.segment;
   if (seg.frames == 0) return Status::Ok();
   const StreamState::LabelRun ended = seg;

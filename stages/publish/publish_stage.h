@@ -116,9 +116,17 @@ class PublishStage final : public Stage {
       }
     };
     LabelRun run, segment;
+    // publish.segments_labels: each: by label, its run, its segment, and the results in a row without it.
+    struct LabelTrack {
+      LabelRun run, segment;
+      uint32_t absent = 0;
+    };
+    std::map<std::string, LabelTrack> tracks;
   };
   // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
   Status follow_segments(StreamState& st, const Message& result);
+  Status follow_each_label(StreamState& st, const Message& result);
+  // Ends the stream's segment (or, segments_labels: each, all of them, in label order).
   Status end_segment(StreamState& st);
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <sstream>
@@ -154,6 +155,53 @@ TEST(Segments, ASegmentsBestFrameIsItsHighestScoringOne) {
   EXPECT_EQ(bridged[0].best_seq, 6u);
   EXPECT_DOUBLE_EQ(bridged[0].best_ms, 600);
   EXPECT_NEAR(bridged[0].best_score, 0.9, 1e-9);
+}
+
+// --each-label: every label of a frame's top_k whose score reaches --min-score has runs of its own,
+// overlapping (a multi-label model's); a frame without it, an error or a missing frame ends its run.
+TEST(Segments, EachLabelOfAFramesTopKHasSegmentsOfItsOwn) {
+  auto frame = [](uint64_t seq, double person, double smoke) {  // its top-1 the likelier of the two
+    return "{\"topic\":\"results/a\",\"payload\":{\"stream_id\":\"a\",\"seq\":" + std::to_string(seq) +
+           ",\"pts_ms\":" + std::to_string(seq * 100) + ",\"label\":\"" + (person >= smoke ? "person" : "smoke") +
+           "\",\"score\":" + std::to_string(std::max(person, smoke)) + ",\"error\":null,\"top_k\":[{\"label\":\"person\",\"class_id\":0,\"score\":" +
+           std::to_string(person) + "},{\"label\":\"smoke\",\"class_id\":1,\"score\":" + std::to_string(smoke) +
+           "}]}}\n";
+  };
+  std::string text;
+  for (uint64_t seq = 0; seq < 4; ++seq) text += frame(seq, 0.9, 0.2);
+  for (uint64_t seq = 4; seq < 8; ++seq) text += frame(seq, 0.9, 0.7 + 0.01 * seq);
+  text += frame(8, 0.3, 0.8);  // person off for a frame
+  for (uint64_t seq = 9; seq < 11; ++seq) text += frame(seq, 0.9, 0.8);
+  SegmentOptions o;
+  o.min_score = 0.5;
+  o.each_label = true;
+  std::vector<Segment> s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 3u);  // in the order they end
+  EXPECT_EQ(s[0].label, "person");
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 7u);
+  EXPECT_EQ(s[1].label, "person");
+  EXPECT_EQ(s[1].start_seq, 9u);
+  EXPECT_EQ(s[2].label, "smoke");  // open at the end, after person's second
+  EXPECT_EQ(s[2].start_seq, 4u);
+  EXPECT_EQ(s[2].end_seq, 10u);
+  EXPECT_EQ(s[2].frames, 7u);
+  EXPECT_EQ(s[2].best_seq, 8u);
+  o.min_frames = 3;
+  o.bridge = true;  // person's gap of one frame is bridged
+  s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].label, "person");
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 10u);
+  EXPECT_EQ(s[0].frames, 10u);
+  EXPECT_EQ(s[1].label, "smoke");
+  // Without --each-label: the top-1 label only (person, then smoke at frame 8, then person).
+  o = SegmentOptions{};
+  o.min_score = 0.5;
+  s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[1].label, "smoke");
 }
 
 // A segment knows its stream's uri from the stream's events (a resumed job's started event is in the

@@ -889,6 +889,24 @@ TEST(Config, SegmentsMinScoreSaysWhichFramesCountForSegments) {
       "/cfg");
 }
 
+TEST(Config, SegmentsOfEachLabelNeedAMinimumScore) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {segments_min_frames: 5, segments_min_score: 0.5, segments_labels: each}\n",
+                              "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.segments_labels, "each");
+  auto plain = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n",
+                                  "job.yaml", "/cfg");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->publish.segments_labels, "top1");
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {segments_min_frames: 5, segments_labels: each}\n",
+       "job.yaml:3: publish.segments_labels: each needs publish.segments_min_frames (N >= 1) and segments_min_score"},
+      {"publish: {segments_min_frames: 5, segments_min_score: 0.5, segments_labels: all}\n",
+       "job.yaml:3: publish.segments_labels"}},
+      "/cfg");
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -920,6 +921,54 @@ TEST_F(PublishStageTest, ASegmentSaysItsBestFrame) {
   EXPECT_NEAR(segments[1]["best_capture_unix_ms"].get<double>(), 1.8e12 + 5 * 33.0, 1e-3);
   EXPECT_EQ(segments[2]["label"], "bus");
   EXPECT_EQ(segments[2]["best_seq"], 8);  // all equal: the first
+}
+
+// publish.segments_labels: each (a multi-label model's): every label of a frame's top_k whose score
+// reaches segments_min_score has segments of its own, overlapping; a label's ends after min_frames
+// results in a row without it (fewer: a flicker; error results count neither way).
+TEST_F(PublishStageTest, EachLabelHasSegmentsOfItsOwn) {
+  config_.publish.segments_min_frames = 3;
+  config_.publish.segments_min_score = 0.5;
+  config_.publish.segments_labels = "each";
+  open();
+  uint64_t seq = 0;
+  // Each frame's top_k: person and smoke with their scores (below 0.5: not on the frame), and a weak third.
+  auto send = [&](double person, double smoke, int n) {
+    for (int i = 0; i < n; ++i, ++seq) {
+      Message m = result(0, seq, "person");
+      m.prediction.top_k = {{0, static_cast<float>(person), "person"}, {1, static_cast<float>(smoke), "smoke"},
+                            {2, 0.1f, "car"}};
+      std::sort(m.prediction.top_k.begin(), m.prediction.top_k.end(),
+                [](const ClassScore& a, const ClassScore& b) { return a.score > b.score; });
+      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+    }
+  };
+  send(0.9, 0.2, 3);  // person began at seq 0 (announced at seq 2)
+  send(0.9, 0.7, 2);  // smoke on twice: not yet
+  send(0.3, 0.2, 1);  // neither: person's flicker, smoke's run broken
+  send(0.9, 0.8, 3);  // smoke began at seq 6 (announced at seq 8)
+  Message failed = result(0, seq++, "person");
+  failed.prediction.error = "inference failed";
+  failed.error = failed.prediction.error;
+  ASSERT_TRUE(stage_->process(std::move(failed), out_).ok());  // an error result: neither
+  send(0.2, 0.95, 3);  // person gone three results: ended at seq 8
+  send(0.2, 0.9, 2);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());  // smoke ends with the stream
+  std::vector<std::string> order;
+  std::vector<nlohmann::json> segments;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic != "segments/s0") continue;
+    segments.push_back(j);
+    order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
+                    std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"began person 0..2", "began smoke 6..8", "ended person 0..8",
+                                             "ended smoke 6..14"}));
+  ASSERT_EQ(segments.size(), 4u);
+  EXPECT_EQ(segments[2]["frames"], 8);  // person's own frames: 5 + 3
+  EXPECT_EQ(segments[3]["frames"], 8);  // smoke's: 3 + 5
+  EXPECT_EQ(segments[3]["best_seq"], 10);
+  EXPECT_NEAR(segments[3]["best_score"].get<double>(), 0.95, 1e-6);
 }
 
 TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
