@@ -37,7 +37,7 @@ usage:
                                         stream until its first frame (ok, or FAILED and why), at most
                                         S s each (15), N at once (8)
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
-                  [--min-score S [--each-label]] [--clock media|capture|camera]
+                  [--min-score S|LABEL=S]... [--each-label] [--clock media|capture|camera]
                   [--frames DIR [--picture best|first]] [--json]
                                         a job's results as runs of one label per stream: where in the
                                         video each class is (from publish.jsonl_path)

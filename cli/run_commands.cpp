@@ -18,6 +18,7 @@
 #include "pipeline/supervisor.h"
 #include "stages/batch/batch_stage.h"
 #include "stages/infer/infer_stage.h"
+#include "stages/infer/labels.h"
 #include "stages/ingest/ingest_stage.h"
 #include "stages/ingest/stream_reader.h"
 #include "stages/ingest/network_reachability.h"
@@ -331,6 +332,12 @@ int validate_command(const std::vector<std::string>& all_args) {
     if (const std::string why = unreadable_uri_scheme(s.uri); !why.empty()) {
       return config_error(InvalidArgument(c.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': " + why));
     }
+  }
+  // Labels the config names by themselves must be the labels file's (infer checks the same at start).
+  if (!c.publish.segments_min_score_by_label.empty()) {
+    auto labels = load_labels(c.infer.labels);
+    if (!labels.ok()) return config_error(labels.status());
+    if (Status named = check_labels_the_config_names(c, *labels); !named.ok()) return config_error(named);
   }
   std::printf("%s: OK\n  job '%s', %s mode, %zu streams\n", c.source.c_str(), c.job.name.c_str(),
               c.job.mode == JobMode::kArchive ? "archive" : "live", c.streams.size());

@@ -95,14 +95,15 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       if (!failed && options.each_label && p.contains("top_k") && p["top_k"].is_array()) {
         for (const nlohmann::json& c : p["top_k"]) {
           if (!c.is_object() || !c.contains("label") || !c["label"].is_string() || !c.contains("score") ||
-              !c["score"].is_number() || c["score"].get<double>() < options.min_score) {
+              !c["score"].is_number() || c["score"].get<double>() < options.min_score_for(c["label"].get<std::string>())) {
             continue;
           }
           on_frame.emplace(c["label"].get<std::string>(), c["score"].get<double>());
         }
       } else if (!failed && !options.each_label && p.contains("label") && p["label"].is_string()) {
         const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
-        if (score >= options.min_score) on_frame.emplace(p["label"].get<std::string>(), score);
+        const std::string label = p["label"].get<std::string>();
+        if (score >= options.min_score_for(label)) on_frame.emplace(label, score);
       }
       const uint64_t seq = p.value("seq", uint64_t{0});
       const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;

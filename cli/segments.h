@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <istream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,12 @@ struct SegmentOptions {
   // A frame whose top-1 score is below this belongs to no segment, as an error result (the classifier
   // unsure: a truck that left, the street behind it); 0: every frame's label counts.
   double min_score = 0;
+  // Labels with a minimum score of their own (--min-score LABEL=S), over min_score.
+  std::map<std::string, double> min_score_by_label;
+  double min_score_for(const std::string& label) const {
+    auto it = min_score_by_label.find(label);
+    return it != min_score_by_label.end() ? it->second : min_score;
+  }
   // Segments of each label of a frame's top_k whose score reaches min_score (a multi-label model's:
   // "person" and "smoke" at once), overlapping; a frame without the label ends its run. Else of the
   // top-1 label only, one at a time per stream.

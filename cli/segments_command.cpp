@@ -1,4 +1,4 @@
-// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S [--each-label]]
+// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
 //                 [--clock media|capture|camera] [--frames DIR [--picture best|first]] [--json]
 #include <cstdio>
 #include <fstream>
@@ -43,13 +43,23 @@ int segments_command(const std::vector<std::string>& args) {
       }
       options.min_frames = n;
     } else if (args[i] == "--min-score" && i + 1 < args.size()) {
+      // S for every label, or LABEL=S for one (given again for others); a label may hold '=': the last one splits.
+      const std::string& given = args[++i];
+      const size_t eq = given.rfind('=');
+      const std::string label = eq == std::string::npos ? "" : given.substr(0, eq);
+      const std::string number = eq == std::string::npos ? given : given.substr(eq + 1);
       char* end = nullptr;
-      const double s = std::strtod(args[++i].c_str(), &end);
-      if (!end || *end || !(s >= 0 && s <= 1)) {
-        std::fprintf(stderr, "vapipe segments: --min-score wants a score from 0 to 1, got '%s'\n", args[i].c_str());
+      const double s = std::strtod(number.c_str(), &end);
+      if (number.empty() || !end || *end || !(s >= 0 && s <= 1) || (eq != std::string::npos && label.empty())) {
+        std::fprintf(stderr, "vapipe segments: --min-score wants a score from 0 to 1, or LABEL=SCORE, got '%s'\n",
+                     given.c_str());
         return kExitUsage;
       }
-      options.min_score = s;
+      if (eq == std::string::npos) {
+        options.min_score = s;
+      } else {
+        options.min_score_by_label[label] = s;
+      }
     } else if (args[i] == "--each-label") {
       options.each_label = true;
     } else if (args[i] == "--bridge") {
@@ -91,6 +101,13 @@ int segments_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe segments: --each-label needs --min-score S (above 0): a label is on a frame when its "
                          "score reaches S\n");
     return kExitUsage;
+  }
+  for (const auto& [label, s] : options.min_score_by_label) {
+    if (options.each_label && s <= 0) {
+      std::fprintf(stderr, "vapipe segments: --min-score %s=0 with --each-label would put '%s' on every frame whose "
+                           "top_k names it: give a score above 0\n", label.c_str(), label.c_str());
+      return kExitUsage;
+    }
   }
   if (picture_given && frames_dir.empty()) {
     std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");

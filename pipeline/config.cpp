@@ -980,6 +980,32 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                "each needs publish.segments_min_frames (N >= 1) and segments_min_score (above 0): a label is on a "
                "frame when its score reaches segments_min_score");
     }
+    // Which labels these are is the labels file's to say: infer checks them when it loads it (and so
+    // does `vapipe validate`), naming this file and line.
+    if (YAML::Node by_label = r.child("segments_min_score_by_label"); by_label.IsDefined() && !by_label.IsNull()) {
+      const std::string key = "publish.segments_min_score_by_label";
+      if (!by_label.IsMap()) {
+        ctx.fail(by_label, key, "expected a mapping of label: score (e.g. {smoke: 0.3, person: 0.7}), got " +
+                                    scalar_text(by_label));
+      }
+      if (c.publish.segments_min_frames == 0 && by_label.size() > 0) {
+        ctx.fail(by_label, key, "needs publish.segments_min_frames (N >= 1): it decides which frames count for segments");
+      }
+      for (auto it = by_label.begin(); it != by_label.end(); ++it) {
+        if (!it->first.IsScalar() || it->first.Scalar().empty()) ctx.fail(it->first, key, "expected a label as each key");
+        const std::string label = it->first.Scalar();
+        double v = 0;
+        if (!it->second.IsScalar() || !YAML::convert<double>::decode(it->second, v) || !(v >= 0 && v <= 1)) {
+          ctx.fail(it->second, key + "." + label, "expected a number from 0 to 1, got " + scalar_text(it->second));
+        }
+        if (c.publish.segments_labels == "each" && v <= 0) {
+          ctx.fail(it->second, key + "." + label,
+                   "expected a number above 0 with segments_labels: each (at 0 the label would be on every frame whose "
+                   "top_k names it)");
+        }
+        c.publish.segments_min_score_by_label[label] = {v, it->first.Mark().line + 1};
+      }
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);

@@ -237,6 +237,18 @@ struct PublishConfig {
   // A frame whose top-1 score is below this names no label for segments: N such frames in a row end
   // the segment as another label would (a truck that left, the street behind it unsure); 0: every frame's.
   double segments_min_score = 0.0;
+  // Labels with a minimum score of their own (a multi-label model's operating point per class: smoke
+  // at 0.3, person at 0.7), over segments_min_score; by label, with the config line that named it.
+  struct LabelScore {
+    double min_score = 0.0;
+    int line = 0;
+  };
+  std::map<std::string, LabelScore> segments_min_score_by_label;
+  // The minimum score that counts `label` on a frame for segments: its own, or segments_min_score.
+  double segment_min_score(const std::string& label) const {
+    auto it = segments_min_score_by_label.find(label);
+    return it != segments_min_score_by_label.end() ? it->second.min_score : segments_min_score;
+  }
   // Which labels have segments: top1, a frame's top-1 label (one segment at a time per stream); or
   // each, every label of its top_k whose score reaches segments_min_score (a multi-label model's:
   // "person" and "smoke" at once), a segment of its own each, ended by min_frames frames in a row

@@ -53,6 +53,7 @@ Status InferStage::open(const StageContext& ctx) {
     std::filesystem::remove(auto_batch_file(ctx.layout->run_dir, ctx.layout->lane), ec);
   }
   VAPIPE_ASSIGN_OR_RETURN(labels_, load_labels(c.labels));
+  VAPIPE_RETURN_IF_ERROR(check_labels_the_config_names(ctx.config, labels_));
   input_ = TensorInfo{ctx.config.preprocess.dtype, 3, ctx.config.preprocess.height, ctx.config.preprocess.width};
   ClassifierOptions options;
   options.model_path = c.model;

@@ -1,5 +1,6 @@
 #include "stages/infer/labels.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "pipeline/utf8.h"
@@ -32,6 +33,19 @@ Result<std::vector<std::string>> load_labels(const std::string& path) {
   }
   if (labels.empty()) return InvalidArgument("labels file " + path + " has no labels");
   return labels;
+}
+
+Status check_labels_the_config_names(const Config& config, const std::vector<std::string>& labels) {
+  for (const auto& [label, by_label] : config.publish.segments_min_score_by_label) {
+    if (std::find(labels.begin(), labels.end(), label) != labels.end()) continue;
+    std::string some;  // the first few, to show how its labels are spelled
+    for (size_t i = 0; i < labels.size() && i < 8; ++i) some += (i ? ", " : "") + labels[i];
+    if (labels.size() > 8) some += ", ...";
+    return InvalidArgument(config.source + ":" + std::to_string(by_label.line) +
+                           ": publish.segments_min_score_by_label: '" + label + "' is not a label of " +
+                           config.infer.labels + " (its " + std::to_string(labels.size()) + " labels: " + some + ")");
+  }
+  return Status::Ok();
 }
 
 }  // namespace vapipe

@@ -573,7 +573,7 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
 // A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
 // than that neither begins a segment nor ends one); the segment then goes on through errors, drops and
 // flickers until another label has begun, min_frames frames in a row were unsure (top-1 score below
-// segments_min_score), or the stream ends.
+// its label's minimum score: segments_min_score_by_label's, or segments_min_score), or the stream ends.
 Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
   if (min_frames == 0) return Status::Ok();
@@ -588,7 +588,8 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   // Below segments_min_score a frame is unsure: its run of "" ends a segment after min_frames in a row
   // as another label's would, and begins none.
   static const std::string kUnsure;
-  const std::string& label = score >= config_->publish.segments_min_score ? r.prediction.top_k.front().label : kUnsure;
+  const std::string& top = r.prediction.top_k.front().label;
+  const std::string& label = score >= config_->publish.segment_min_score(top) ? top : kUnsure;
   const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
   const double capture_ms = static_cast<double>(r.env.capture_ns) / 1e6;
   const double camera_ms = r.env.camera_ns >= 0 ? static_cast<double>(r.env.camera_ns) / 1e6 : -1;
@@ -609,8 +610,8 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   return publish(segment_topic(st.id), segment_json(st.id, "began", seg));
 }
 
-// segments_labels: each. A label is on a frame when it is in its top_k with a score of at least
-// segments_min_score. Its segment begins once it was on min_frames frames in a row, and ends once it
+// segments_labels: each. A label is on a frame when it is in its top_k with a score of at least its
+// minimum (segments_min_score_by_label's, or segments_min_score). Its segment begins once it was on min_frames frames in a row, and ends once it
 // was not on min_frames results in a row (fewer: a flicker); error results and dropped frames neither
 // begin nor end one. Segments of different labels overlap; on one frame, ends come before begins.
 Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
@@ -619,10 +620,10 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
     for (auto& [label, track] : st.tracks) track.run = StreamState::LabelRun{};  // an error result breaks runs
     return Status::Ok();
   }
-  const double min_score = config_->publish.segments_min_score;
+  const PublishConfig& p = config_->publish;
   auto on_frame = [&](const std::string& label) {
     return std::any_of(r.prediction.top_k.begin(), r.prediction.top_k.end(),
-                       [&](const ClassScore& c) { return c.score >= min_score && c.label == label; });
+                       [&](const ClassScore& c) { return c.label == label && c.score >= p.segment_min_score(label); });
   };
   const double pts_ms = r.env.pts_ns >= 0 ? static_cast<double>(r.env.pts_ns) / 1e6 : -1;
   const double capture_ms = static_cast<double>(r.env.capture_ns) / 1e6;
@@ -642,7 +643,7 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
     it = track.segment.frames > 0 ? std::next(it) : st.tracks.erase(it);
   }
   for (const ClassScore& c : r.prediction.top_k) {
-    if (c.score < min_score) continue;
+    if (c.score < p.segment_min_score(c.label)) continue;
     StreamState::LabelTrack& track = st.tracks[c.label];
     StreamState::LabelRun& run = track.run;
     if (run.frames > 0 && run.end_seq == r.env.seq) continue;  // a label named twice in the labels file

@@ -204,6 +204,35 @@ TEST(Segments, EachLabelOfAFramesTopKHasSegmentsOfItsOwn) {
   EXPECT_EQ(s[1].label, "smoke");
 }
 
+// --min-score LABEL=S: a label's own minimum, over --min-score S, for its top-1 frames and with --each-label.
+TEST(Segments, ALabelsOwnMinimumScoreDecidesWhetherItsFramesCount) {
+  auto frame = [](uint64_t seq, const std::string& label, double score, double other) {
+    return "{\"topic\":\"results/a\",\"payload\":{\"stream_id\":\"a\",\"seq\":" + std::to_string(seq) +
+           ",\"pts_ms\":" + std::to_string(seq * 100) + ",\"label\":\"" + label + "\",\"score\":" +
+           std::to_string(score) + ",\"error\":null,\"top_k\":[{\"label\":\"" + label + "\",\"class_id\":0,\"score\":" +
+           std::to_string(score) + "},{\"label\":\"smoke\",\"class_id\":1,\"score\":" + std::to_string(other) + "}]}}\n";
+  };
+  std::string text;
+  for (uint64_t seq = 0; seq < 3; ++seq) text += frame(seq, "car", 0.45, 0.1);      // unsure
+  for (uint64_t seq = 3; seq < 6; ++seq) text += frame(seq, "bicycle", 0.45, 0.3);  // sure: its own 0.4
+  SegmentOptions o;
+  o.min_score = 0.5;
+  o.min_score_by_label["bicycle"] = 0.4;
+  std::vector<Segment> s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].label, "bicycle");
+  EXPECT_EQ(s[0].start_seq, 3u);
+  EXPECT_EQ(s[0].frames, 3u);
+  o.each_label = true;
+  o.min_score_by_label["smoke"] = 0.25;  // smoke at 0.3 on frames 3 to 5, at 0.1 before
+  s = segments_of(text, o);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].label, "bicycle");
+  EXPECT_EQ(s[1].label, "smoke");
+  EXPECT_EQ(s[1].start_seq, 3u);
+  EXPECT_EQ(s[1].end_seq, 5u);
+}
+
 // A segment knows its stream's uri from the stream's events (a resumed job's started event is in the
 // file's earlier part), for `--frames`; a stream without events has none.
 TEST(Segments, ASegmentKnowsItsStreamsUriFromItsEvents) {

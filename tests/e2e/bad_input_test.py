@@ -6,7 +6,7 @@ import socket
 import subprocess
 import unittest
 
-from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip, results_by_stream,
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip, results_by_stream,
                         start_rtsp_camera, write_config)
 
 
@@ -203,6 +203,27 @@ class BadInput(E2ETest):
         code = run.wait(timeout=60)
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("but labels file " + labels + " has 3 labels", run.stderr)
+
+    def test_a_label_the_config_names_that_the_labels_file_lacks_is_refused_naming_its_line(self):
+        """publish.segments_min_score_by_label names labels by hand: a typo ('pinweel') would never
+        match and its frames would silently fall back to segments_min_score. `vapipe validate` refuses
+        it (exit 1), and `vapipe run` stops at start-up (infer's check, exit 2), naming the line."""
+        yaml_text = ("streams:\n  - id: a\n    uri: test://ball?frames=20&width=160&height=120\n"
+                     f"infer: {{model: '{MODEL}', labels: '{LABELS}'}}\n"
+                     "publish:\n  wait_for_subscribers: 0\n  segments_min_frames: 3\n"
+                     "  segments_min_score_by_label:\n    ball: 0.4\n    pinweel: 0.3\n")
+        path, err = self.run_bad_config("validate", yaml_text)
+        expected = (f"{path}:10: publish.segments_min_score_by_label: 'pinweel' is not a label of {LABELS} "
+                    "(its 12 labels: smpte, snow, black, white, red, green, blue, ball, ...)")
+        self.assertIn(expected, err)
+        run = Run(path)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 2, run.stderr[-3000:])
+        self.assertIn("infer failed to start: " + expected, run.stderr)
+        with open(path, "w") as f:
+            f.write(yaml_text.replace("pinweel", "pinwheel"))
+        p = subprocess.run([VAPIPE, "validate", path], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_gpu_settings_the_machine_cannot_honour_are_refused_before_any_stage_starts(self):
         """On a machine without a GPU (this one; skipped where there is one): NVDEC asked for, or a

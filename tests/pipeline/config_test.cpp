@@ -907,6 +907,43 @@ TEST(Config, SegmentsOfEachLabelNeedAMinimumScore) {
       "/cfg");
 }
 
+// A label's own minimum score for segments, over segments_min_score; each remembers its line, for
+// infer's check that it is a label of the labels file.
+TEST(Config, SegmentsMinScoreByLabelGivesLabelsAMinimumOfTheirOwn) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\npublish:\n"
+                              "  segments_min_frames: 5\n  segments_min_score: 0.5\n  segments_min_score_by_label:\n"
+                              "    smoke: 0.3\n    'fire truck': 0.75\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const PublishConfig& p = c->publish;
+  ASSERT_EQ(p.segments_min_score_by_label.size(), 2u);
+  EXPECT_EQ(p.segments_min_score_by_label.at("smoke").line, 7);
+  EXPECT_EQ(p.segments_min_score_by_label.at("fire truck").line, 8);
+  EXPECT_DOUBLE_EQ(p.segment_min_score("smoke"), 0.3);
+  EXPECT_DOUBLE_EQ(p.segment_min_score("fire truck"), 0.75);
+  EXPECT_DOUBLE_EQ(p.segment_min_score("person"), 0.5);  // not listed: segments_min_score
+  auto each = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                                 "publish: {segments_min_frames: 5, segments_min_score: 0.5, segments_labels: each, "
+                                 "segments_min_score_by_label: {smoke: 0.2}}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(each.ok()) << each.status().message();
+  EXPECT_DOUBLE_EQ(each->publish.segment_min_score("smoke"), 0.2);
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {segments_min_score_by_label: {smoke: 0.3}}\n",
+       "job.yaml:3: publish.segments_min_score_by_label: needs publish.segments_min_frames"},
+      {"publish: {segments_min_frames: 5, segments_min_score_by_label: 0.3}\n",
+       "job.yaml:3: publish.segments_min_score_by_label: expected a mapping of label: score"},
+      {"publish: {segments_min_frames: 5, segments_min_score_by_label: [smoke]}\n",
+       "job.yaml:3: publish.segments_min_score_by_label: expected a mapping of label: score (e.g. {smoke: 0.3, "
+       "person: 0.7}), got a list"},
+      {"publish:\n  segments_min_frames: 5\n  segments_min_score_by_label:\n    smoke: 1.5\n",
+       "job.yaml:6: publish.segments_min_score_by_label.smoke: expected a number from 0 to 1, got '1.5'"},
+      {"publish:\n  segments_min_frames: 5\n  segments_min_score_by_label:\n    smoke: high\n",
+       "job.yaml:6: publish.segments_min_score_by_label.smoke: expected a number from 0 to 1, got 'high'"},
+      {"publish: {segments_min_frames: 5, segments_min_score: 0.5, segments_labels: each, "
+       "segments_min_score_by_label: {smoke: 0}}\n",
+       "job.yaml:3: publish.segments_min_score_by_label.smoke: expected a number above 0 with segments_labels: each"}},
+      "/cfg");
+}
+
 TEST(Config, ASourceThatCannotBeIsAnErrorNamingTheLineAndKey) {
   const std::string head = "infer: {model: m, labels: l}\nstreams:\n  - {id: door, uri: 'test://ball'}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {

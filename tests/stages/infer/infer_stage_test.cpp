@@ -200,6 +200,24 @@ TEST_F(InferStageTest, ModelWhoseClassesDoNotMatchItsLabelsIsAStartUpError) {
   EXPECT_NE(s.message().find("4 labels"), std::string::npos) << s.message();
 }
 
+// publish.segments_min_score_by_label names labels by themselves: one the labels file lacks (a typo)
+// would never match, so infer refuses to start, naming the config's file and line and the labels.
+TEST_F(InferStageTest, ALabelTheConfigNamesThatTheLabelsFileLacksIsAStartUpError) {
+  config_.source = "job.yaml";
+  config_.publish.segments_min_score_by_label["two"] = {0.3, 11};
+  config_.publish.segments_min_score_by_label["thre"] = {0.7, 12};
+  InferStage stage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(4, o.input));
+  });
+  Status s = stage.open(StageContext{config_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "job.yaml:12: publish.segments_min_score_by_label: 'thre' is not a label of " +
+                             config_.infer.labels + " (its 4 labels: zero, one, two, three)");
+  config_.publish.segments_min_score_by_label.erase("thre");
+  config_.publish.segments_min_score_by_label["three"] = {0.7, 12};
+  open_stage();  // every one a label: it opens
+}
+
 // Batches that queued while the model was busy go through it together, up to max_batch_size (4
 // here); a stream event keeps its place between the results.
 TEST_F(InferStageTest, QueuedBatchesAreMergedUpToTheBatchSizeAndEventsKeepTheirPlace) {

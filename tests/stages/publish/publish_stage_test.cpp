@@ -61,6 +61,15 @@ class PublishStageTest : public ::testing::Test {
     return dir;
   }
 
+  // n results of stream 0 from *seq on, each with `label` as its top-1 at `score`.
+  void send_top1(uint64_t* seq, const std::string& label, double score, int n) {
+    for (int i = 0; i < n; ++i, ++*seq) {
+      Message m = result(0, *seq, label);
+      m.prediction.top_k.front().score = static_cast<float>(score);
+      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+    }
+  }
+
   static Message result(uint32_t stream, uint64_t seq, const std::string& label) {
     Message m;
     m.kind = MessageKind::kResult;
@@ -854,13 +863,7 @@ TEST_F(PublishStageTest, UnsureFramesInARowEndASegmentAndBeginNone) {
   config_.publish.segments_min_score = 0.5;
   open();
   uint64_t seq = 0;
-  auto send = [&](const std::string& label, double score, int n) {
-    for (int i = 0; i < n; ++i, ++seq) {
-      Message m = result(0, seq, label);
-      m.prediction.top_k.front().score = static_cast<float>(score);
-      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
-    }
-  };
+  auto send = [&](const std::string& label, double score, int n) { send_top1(&seq, label, score, n); };
   send("truck", 0.9, 4);   // truck began at seq 0
   send("truck", 0.3, 2);   // unsure for two frames: a flicker
   send("truck", 0.8, 1);
@@ -884,6 +887,31 @@ TEST_F(PublishStageTest, UnsureFramesInARowEndASegmentAndBeginNone) {
   EXPECT_EQ(segments[2]["label"], "car");
   EXPECT_EQ(segments[2]["start_seq"], 17);
   EXPECT_EQ(segments[3]["event"], "ended");  // with the stream
+}
+
+// segments_min_score_by_label: a label's own minimum, over segments_min_score (0.5 here): a car at 0.45
+// is unsure, a rare bicycle at 0.45 is sure (its own 0.4), a truck at 0.6 unsure (its own 0.7).
+TEST_F(PublishStageTest, ALabelsOwnMinimumScoreDecidesWhetherItsFramesAreSure) {
+  config_.publish.segments_min_frames = 3;
+  config_.publish.segments_min_score = 0.5;
+  config_.publish.segments_min_score_by_label["bicycle"] = {0.4, 1};
+  config_.publish.segments_min_score_by_label["truck"] = {0.7, 2};
+  open();
+  uint64_t seq = 0;
+  auto send = [&](const std::string& label, double score, int n) { send_top1(&seq, label, score, n); };
+  send("car", 0.45, 3);      // unsure: nothing
+  send("bicycle", 0.45, 3);  // sure for a bicycle: began at seq 3
+  send("truck", 0.6, 3);     // unsure for a truck: bicycle ended at seq 5, nothing began
+  send("truck", 0.75, 3);    // truck began at seq 9
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  std::vector<std::string> order;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic != "segments/s0") continue;
+    order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
+                    std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"began bicycle 3..5", "ended bicycle 3..5", "began truck 9..11",
+                                             "ended truck 9..11"}));
 }
 
 // A segment's best frame (the highest top-1 score of its label, the first of equals; a flicker's frames
@@ -969,6 +997,26 @@ TEST_F(PublishStageTest, EachLabelHasSegmentsOfItsOwn) {
   EXPECT_EQ(segments[3]["frames"], 8);  // smoke's: 3 + 5
   EXPECT_EQ(segments[3]["best_seq"], 10);
   EXPECT_NEAR(segments[3]["best_score"].get<double>(), 0.95, 1e-6);
+}
+
+// segments_labels: each with a label's own minimum: smoke at 0.3 is on (its own 0.25), person at 0.3 is not.
+TEST_F(PublishStageTest, EachLabelIsOnAFrameFromItsOwnMinimumScore) {
+  config_.publish.segments_min_frames = 2;
+  config_.publish.segments_min_score = 0.5;
+  config_.publish.segments_labels = "each";
+  config_.publish.segments_min_score_by_label["smoke"] = {0.25, 1};
+  open();
+  for (uint64_t seq = 0; seq < 4; ++seq) {
+    Message m = result(0, seq, "person");
+    m.prediction.top_k = {{0, 0.3f, "person"}, {1, 0.3f, "smoke"}};
+    ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+  }
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 4), out_).ok());
+  std::vector<std::string> order;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0") order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"began smoke", "ended smoke"}));
 }
 
 TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
