@@ -38,7 +38,7 @@ usage:
                                         S s each (15), N at once (8)
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
                   [--min-score S|LABEL=S]... [--each-label] [--clock media|capture|camera]
-                  [--frames DIR [--picture best|first]] [--json]
+                  [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json]
                                         a job's results as runs of one label per stream: where in the
                                         video each class is (from publish.jsonl_path)
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]

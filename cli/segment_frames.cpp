@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/stream_uri.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe::cli {
@@ -168,7 +169,21 @@ class SegmentFrames::FileDecoder {
   int64_t last_pts_ = -1;  // the frame handed out last, the appsink holding the one after it (-1: none)
 };
 
-SegmentFrames::SegmentFrames(std::string dir, SegmentPicture which) : dir_(std::move(dir)), which_(which) {}
+std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved) {
+  const MovedFolder* best = nullptr;
+  for (const MovedFolder& m : moved) {
+    const bool under = path.compare(0, m.from.size(), m.from) == 0 &&
+                       (path.size() == m.from.size() || path[m.from.size()] == '/' || m.from == "/");
+    if (under && (!best || m.from.size() > best->from.size())) best = &m;
+  }
+  if (!best) return path;
+  const std::string rest = best->from == "/" ? path.substr(1) : path.substr(best->from.size());
+  if (rest.empty()) return best->to;
+  return best->to == "/" ? "/" + (rest[0] == '/' ? rest.substr(1) : rest) : best->to + (rest[0] == '/' ? "" : "/") + rest;
+}
+
+SegmentFrames::SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved)
+    : dir_(std::move(dir)), which_(which), moved_(std::move(moved)) {}
 
 SegmentFrames::~SegmentFrames() = default;
 
@@ -181,21 +196,38 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   const double ms = picture_ms(s);
   if (ms < 0) return NotFound("its frame has no timestamp");
   if (!ensure_gstreamer()) return Internal("GStreamer cannot start here");
+  // The file as the results name it, or where --moved says it is now.
+  const std::string named = file_uri_path(s.uri);
+  const std::string file_path = path_now(named, moved_);
+  const std::string file = file_path == named ? s.uri : file_path + " (moved from " + named + ")";  // for errors
+  std::string uri = s.uri;
+  if (file_path != named) {
+    gchar* now = gst_filename_to_uri(file_path.c_str(), nullptr);
+    if (!now) return InvalidArgument(file + ": not a path GStreamer can read");
+    uri = now;
+    g_free(now);
+  }
   auto it = decoders_.begin();
-  while (it != decoders_.end() && it->first != s.uri) ++it;
+  while (it != decoders_.end() && it->first != uri) ++it;
   if (it != decoders_.end()) {
     decoders_.splice(decoders_.begin(), decoders_, it);  // most recently used first
   } else {
-    auto opened = FileDecoder::open(s.uri);
-    if (!opened.ok()) return Status(opened.status().code(), s.uri + ": " + opened.status().message());
-    decoders_.emplace_front(s.uri, std::move(opened).value());
+    std::error_code ec;
+    if (!std::filesystem::exists(file_path, ec)) {
+      return NotFound(file + ": no such file" +
+                      (moved_.empty() ? std::string(" (moved? --moved FROM TO reads the files of folder FROM in TO)")
+                                      : std::string()));
+    }
+    auto opened = FileDecoder::open(uri);
+    if (!opened.ok()) return Status(opened.status().code(), file + ": " + opened.status().message());
+    decoders_.emplace_front(uri, std::move(opened).value());
     if (decoders_.size() > kOpenFiles) decoders_.pop_back();
   }
   const auto pts_ns = static_cast<int64_t>(std::llround(ms * 1e6));
   auto frame = decoders_.front().second->frame_at(pts_ns);
   if (!frame.ok()) {
     decoders_.pop_front();  // a decoder that failed is not trusted with the next segment
-    return Status(frame.status().code(), s.uri + ": " + frame.status().message());
+    return Status(frame.status().code(), file + ": " + frame.status().message());
   }
   GstSample* raw = frame.value();
   GstCaps* jpeg_caps = gst_caps_new_empty_simple("image/jpeg");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cli/segments.h"
 #include "pipeline/status.h"
@@ -20,9 +21,18 @@ namespace vapipe::cli {
 // (UTF-8 letters are kept).
 std::string segment_frame_path(const std::string& dir, const Segment& s, double ms);
 
+// `vapipe segments --moved FROM TO`: the files the results name under folder FROM are read under
+// folder TO (an archive moved to a NAS, or mounted elsewhere on the analyst's machine).
+struct MovedFolder {
+  std::string from, to;  // absolute paths, without a trailing '/'
+};
+// Where the file at `path` is now: its path with the longest FROM that it lies under (the folder
+// itself or below it, never "/mnt/dvr2" under "/mnt/dvr") replaced by that FROM's TO; else `path`.
+std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved);
+
 class SegmentFrames {
  public:
-  SegmentFrames(std::string dir, SegmentPicture which);
+  SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved = {});
   ~SegmentFrames();
   SegmentFrames(const SegmentFrames&) = delete;
   SegmentFrames& operator=(const SegmentFrames&) = delete;
@@ -39,6 +49,7 @@ class SegmentFrames {
   class FileDecoder;
   std::string dir_;
   SegmentPicture which_;
+  std::vector<MovedFolder> moved_;
   // The last few files' decoders, most recently used first: a file's segments come one after another
   // without opening it again, and a results file of many streams does not hold them all open.
   std::list<std::pair<std::string, std::unique_ptr<FileDecoder>>> decoders_;

@@ -1,6 +1,7 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
-//                 [--clock media|capture|camera] [--frames DIR [--picture best|first]] [--json]
+//                 [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json]
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -29,6 +30,7 @@ int segments_command(const std::vector<std::string>& args) {
   // first (the moment it began: the truck's bumper coming in).
   SegmentPicture picture_kind = SegmentPicture::kBest;
   bool picture_given = false;
+  std::vector<MovedFolder> moved;  // --moved FROM TO: where a moved archive's files are now
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--stream" && i + 1 < args.size()) {
       options.stream_id = args[++i];
@@ -84,6 +86,26 @@ int segments_command(const std::vector<std::string>& args) {
       }
       picture_kind = which == "best" ? SegmentPicture::kBest : SegmentPicture::kFirst;
       picture_given = true;
+    } else if (args[i] == "--moved" && i + 2 < args.size()) {
+      // Folders given as typed, compared as paths: without a trailing '/' ("/" stays "/").
+      auto folder = [](std::string f) {
+        while (f.size() > 1 && f.back() == '/') f.pop_back();
+        return f;
+      };
+      MovedFolder m{folder(args[i + 1]), folder(args[i + 2])};
+      i += 2;
+      if (m.from.empty() || m.from[0] != '/') {
+        std::fprintf(stderr, "vapipe segments: --moved FROM TO: FROM is the folder as the results name its files, an "
+                             "absolute path; got '%s'\n", m.from.c_str());
+        return kExitUsage;
+      }
+      std::error_code ec;
+      if (m.to.empty() || !std::filesystem::is_directory(m.to, ec)) {
+        std::fprintf(stderr, "vapipe segments: --moved FROM TO: TO (%s) is not a folder here\n", m.to.c_str());
+        return kExitUsage;
+      }
+      m.to = folder(std::filesystem::absolute(m.to, ec).lexically_normal().string());
+      moved.push_back(std::move(m));
     } else if (args[i] == "--json") {
       json = true;
     } else if (args[i] == "-" || args[i].rfind("--", 0) != 0) {
@@ -113,6 +135,10 @@ int segments_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");
     return kExitUsage;
   }
+  if (!moved.empty() && frames_dir.empty()) {
+    std::fprintf(stderr, "vapipe segments: --moved says where --frames DIR reads the files from: give --frames too\n");
+    return kExitUsage;
+  }
   const bool standard_input = paths.size() == 1 && paths[0] == "-";
   std::vector<std::unique_ptr<std::ifstream>> files;
   std::vector<SegmentInput> inputs;
@@ -139,7 +165,7 @@ int segments_command(const std::vector<std::string>& args) {
                 frames_dir.empty() ? "" : "  picture");
   }
   std::unique_ptr<SegmentFrames> pictures;
-  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind);
+  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, std::move(moved));
   std::set<std::string> unreadable;  // streams whose frames cannot be read again (cameras): said once
   // The picture of a segment: its path, or "" (why said on standard error).
   auto picture_of = [&](const Segment& s) -> std::string {

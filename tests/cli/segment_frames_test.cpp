@@ -228,7 +228,9 @@ TEST_F(SegmentFramesTest, WhyThereIsNoPictureIsSaidNamingTheFile) {
   Segment unknown = segment("gate", "truck", "", 0);
   unknown.uri.clear();
   expect_refused(unknown, "its stream's start event is not in the results");
-  expect_refused(segment("gone", "truck", (dir_ / "gone.mp4").string(), 0), "gone.mp4: ");
+  expect_refused(segment("gone", "truck", (dir_ / "gone.mp4").string(), 0),
+                 (dir_ / "gone.mp4").string() + ": no such file (moved? --moved FROM TO reads the files of folder "
+                                                "FROM in TO)");
   const int64_t between = frames[20].first + 10'000'000;  // 10 ms after frame 20
   expect_refused(segment("why", "level", clip, between),
                  "no frame has the timestamp " + media_time_text(std::round(between / 1e3) / 1e3) + " (the next is at " +
@@ -241,6 +243,49 @@ TEST_F(SegmentFramesTest, WhyThereIsNoPictureIsSaidNamingTheFile) {
   size_t written = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(out)) written += e.is_regular_file();
   EXPECT_EQ(written, 1u);
+}
+
+// --moved FROM TO: a folder and what lies below it, never a sibling that starts with its name; the
+// longest FROM wins.
+TEST(SegmentFramesMoved, AFilesPathNowIsUnderTheLongestFolderItWasMovedFrom) {
+  const std::vector<MovedFolder> moved = {{"/mnt/dvr", "/Volumes/archive"}, {"/mnt/dvr/ch02", "/nas/two"},
+                                          {"/", "/root-copy"}};
+  EXPECT_EQ(path_now("/mnt/dvr/ch01/a.mp4", moved), "/Volumes/archive/ch01/a.mp4");
+  EXPECT_EQ(path_now("/mnt/dvr/ch02/b.mp4", moved), "/nas/two/b.mp4");
+  EXPECT_EQ(path_now("/mnt/dvr2/c.mp4", moved), "/root-copy/mnt/dvr2/c.mp4");  // not under /mnt/dvr: under /
+  EXPECT_EQ(path_now("/mnt/dvr", moved), "/Volumes/archive");
+  EXPECT_EQ(path_now("/mnt/dvr2/c.mp4", {{"/mnt/dvr", "/x"}}), "/mnt/dvr2/c.mp4");
+  EXPECT_EQ(path_now("/srv/a.mp4", {{"/srv", "/"}}), "/a.mp4");
+}
+
+// A results file made where the archive was (its uris name /old/...): with --moved, the picture is
+// read from where the file is now, and an error names both paths.
+TEST_F(SegmentFramesTest, AMovedFilesPicturesAreReadWhereItIsNow) {
+  const std::filesystem::path now = dir_ / "nas" / "ch 01#";  // a name to escape in the URI
+  std::filesystem::create_directories(now);
+  const std::string made = (dir_ / "to-move.mkv").string();  // the helpers' pipelines take plain paths
+  write_grey_clip(made, "matroskamux");
+  const auto frames = decode_all(made);
+  ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
+  std::filesystem::rename(made, now / "moved.mkv");
+  SegmentFrames pictures((dir_ / "moved-pictures").string(), SegmentPicture::kFirst,
+                         {{"/mnt/dvr", (dir_ / "nas").string()}});
+  // As ingest names a file in its events: escaped ("file:///mnt/dvr/ch%2001%23/moved.mkv").
+  auto named = [&](const std::string& path) {
+    Segment s = segment("moved", "level", "", frames[12].first);
+    gchar* uri = gst_filename_to_uri(path.c_str(), nullptr);
+    s.uri = uri;
+    g_free(uri);
+    return s;
+  };
+  ASSERT_EQ(named("/mnt/dvr/ch 01#/moved.mkv").uri, "file:///mnt/dvr/ch%2001%23/moved.mkv");
+  auto path = pictures.save(named("/mnt/dvr/ch 01#/moved.mkv"));
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_NEAR(read_jpeg(path.value()).mean, level_of(12), 1.2);
+  auto gone = pictures.save(named("/mnt/dvr/ch 01#/gone.mkv"));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().message(),
+            (now / "gone.mkv").string() + " (moved from /mnt/dvr/ch 01#/gone.mkv): no such file");
 }
 
 }  // namespace
