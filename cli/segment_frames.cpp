@@ -8,11 +8,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "pipeline/atomic_file.h"
 #include "pipeline/stream_uri.h"
+#include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe::cli {
@@ -23,6 +25,52 @@ constexpr int64_t kHalfMillisecond = 500'000;  // results' pts_ms are rounded to
 constexpr GstClockTime kWait = 20 * GST_SECOND;  // a state change or a frame of one file
 
 std::string time_text(int64_t ns) { return media_time_text(static_cast<double>(ns) / 1e6); }
+
+// The region `roi` (fractions of the upright picture, streams[].roi) of an upright I420 frame, in the
+// pixels ingest crops for preprocessing (crop_to_region), as an I420 sample of its own (its chroma
+// from the nearest even row and column: a picture, not a tensor). Kept in I420, as whole pictures
+// are, so that a region's picture has the levels of its frame's.
+Result<GstSample*> crop_to_roi(GstSample* frame, const std::array<double, 4>& roi) {
+  GstVideoInfo in;
+  GstBuffer* buffer = gst_sample_get_buffer(frame);
+  if (!buffer || !gst_video_info_from_caps(&in, gst_sample_get_caps(frame)) ||
+      GST_VIDEO_INFO_FORMAT(&in) != GST_VIDEO_FORMAT_I420) {
+    return Internal("the decoded frame is not I420");
+  }
+  FrameInfo f;
+  f.width = GST_VIDEO_INFO_WIDTH(&in);
+  f.height = GST_VIDEO_INFO_HEIGHT(&in);
+  crop_to_region(roi, &f);
+  const FrameInfo::Region r = f.region();
+  GstVideoInfo out;
+  gst_video_info_set_format(&out, GST_VIDEO_FORMAT_I420, r.width, r.height);
+  GstBuffer* cropped = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&out), nullptr);
+  GstVideoFrame from, to;
+  if (!gst_video_frame_map(&from, &in, buffer, GST_MAP_READ)) {
+    gst_buffer_unref(cropped);
+    return Internal("cannot read the decoded frame");
+  }
+  gst_video_frame_map(&to, &out, cropped, GST_MAP_WRITE);
+  for (guint plane = 0; plane < 3; ++plane) {
+    const bool chroma = plane > 0;
+    const uint32_t x = chroma ? r.x / 2 : r.x, y = chroma ? r.y / 2 : r.y;
+    const auto in_w = static_cast<uint32_t>(GST_VIDEO_FRAME_COMP_WIDTH(&from, plane));
+    const auto in_h = static_cast<uint32_t>(GST_VIDEO_FRAME_COMP_HEIGHT(&from, plane));
+    const uint32_t w = std::min<uint32_t>(GST_VIDEO_FRAME_COMP_WIDTH(&to, plane), in_w - x);
+    const uint32_t h = std::min<uint32_t>(GST_VIDEO_FRAME_COMP_HEIGHT(&to, plane), in_h - y);
+    const auto* src = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&from, plane));
+    auto* dst = static_cast<guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&to, plane));
+    const int src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&from, plane), dst_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&to, plane);
+    for (uint32_t row = 0; row < h; ++row) std::memcpy(dst + row * dst_stride, src + (y + row) * src_stride + x, w);
+  }
+  gst_video_frame_unmap(&to);
+  gst_video_frame_unmap(&from);
+  GstCaps* caps = gst_video_info_to_caps(&out);
+  GstSample* sample = gst_sample_new(cropped, caps, nullptr, nullptr);
+  gst_caps_unref(caps);
+  gst_buffer_unref(cropped);
+  return sample;
+}
 
 }  // namespace
 
@@ -42,20 +90,27 @@ std::string segment_frame_path(const std::string& dir, const Segment& s, double 
 
 // One file's decoding pipeline, kept open across its segments: uridecodebin, its video pad only,
 // turned upright as the file says (videoflip's automatic direction reads the orientation tag, as
-// ingest does), as I420 into an appsink that is pulled from.
+// ingest does) or as its stream's config said (`turn`: streams[].rotate, mirror, which win over the
+// tag there too), as I420 into an appsink that is pulled from.
 class SegmentFrames::FileDecoder {
  public:
-  static Result<std::unique_ptr<FileDecoder>> open(const std::string& uri) {
+  static Result<std::unique_ptr<FileDecoder>> open(const std::string& uri, std::optional<Orientation> turn) {
     auto d = std::unique_ptr<FileDecoder>(new FileDecoder());
     GError* err = nullptr;
     d->pipeline_ = gst_parse_launch(
-        "uridecodebin name=decode videoconvert name=convert ! videoflip video-direction=auto ! videoconvert ! "
-        "appsink name=sink sync=false max-buffers=1 caps=video/x-raw,format=I420",
+        "uridecodebin name=decode videoconvert name=convert ! videoflip name=flip video-direction=auto ! "
+        "videoconvert ! appsink name=sink sync=false max-buffers=1 caps=video/x-raw,format=I420",
         &err);
     if (!d->pipeline_ || err) {
       const std::string why = err ? err->message : "unknown error";
       if (err) g_error_free(err);
       return Internal("cannot make a decoding pipeline: " + why);
+    }
+    if (turn) {
+      // Orientation's values are GstVideoOrientationMethod's (identity, 90r, 180, 90l, horiz, vert, ul-lr, ur-ll).
+      GstElement* flip = gst_bin_get_by_name(GST_BIN(d->pipeline_), "flip");
+      g_object_set(flip, "video-direction", static_cast<int>(*turn), nullptr);
+      gst_object_unref(flip);
     }
     GstElement* decode = gst_bin_get_by_name(GST_BIN(d->pipeline_), "decode");
     GstElement* convert = gst_bin_get_by_name(GST_BIN(d->pipeline_), "convert");
@@ -207,8 +262,11 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
     uri = now;
     g_free(now);
   }
+  // streams[].rotate / mirror, when the stream's config gave them (else the file's own tag).
+  const std::optional<Orientation> turn = s.turn.empty() ? std::nullopt : orientation_from_tag(s.turn);
+  const std::string key = uri + '\n' + s.turn;  // one file turned two ways: two decoders
   auto it = decoders_.begin();
-  while (it != decoders_.end() && it->first != uri) ++it;
+  while (it != decoders_.end() && it->first != key) ++it;
   if (it != decoders_.end()) {
     decoders_.splice(decoders_.begin(), decoders_, it);  // most recently used first
   } else {
@@ -218,9 +276,9 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
                       (moved_.empty() ? std::string(" (moved? --moved FROM TO reads the files of folder FROM in TO)")
                                       : std::string()));
     }
-    auto opened = FileDecoder::open(uri);
+    auto opened = FileDecoder::open(uri, turn);
     if (!opened.ok()) return Status(opened.status().code(), file + ": " + opened.status().message());
-    decoders_.emplace_front(uri, std::move(opened).value());
+    decoders_.emplace_front(key, std::move(opened).value());
     if (decoders_.size() > kOpenFiles) decoders_.pop_back();
   }
   const auto pts_ns = static_cast<int64_t>(std::llround(ms * 1e6));
@@ -230,6 +288,12 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
     return Status(frame.status().code(), file + ": " + frame.status().message());
   }
   GstSample* raw = frame.value();
+  if (s.roi != std::array<double, 4>{0, 0, 1, 1}) {
+    auto region = crop_to_roi(raw, s.roi);
+    gst_sample_unref(raw);
+    if (!region.ok()) return region.status();
+    raw = region.value();
+  }
   GstCaps* jpeg_caps = gst_caps_new_empty_simple("image/jpeg");
   GError* err = nullptr;
   GstSample* jpeg = gst_video_convert_sample(raw, jpeg_caps, kWait, &err);

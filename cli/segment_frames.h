@@ -38,7 +38,8 @@ class SegmentFrames {
   SegmentFrames& operator=(const SegmentFrames&) = delete;
 
   // Writes the frame of `s` that stands for it (picture_ms: its first or its best, in the file s.uri
-  // names), turned upright as the file says, and returns the picture's path; or why there is none (a
+  // names), turned upright as the file (or s.turn) says, cropped to s.roi as its stream was
+  // classified, and returns the picture's path; or why there is none (a
   // camera's stream, whose frames are gone; a file that is missing or no longer reads; no frame with
   // that timestamp).
   Result<std::string> save(const Segment& s);

@@ -1,5 +1,6 @@
 #include "cli/segments.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <cstdio>
@@ -29,7 +30,13 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   std::map<std::string, std::map<std::string, Segment>> open;
   // bridge: by stream (each_label: by stream and label), the last long run, until the next one.
   std::map<std::string, Segment> held;
-  std::map<std::string, std::string> uris;  // by stream: its uri, as its latest event said
+  // By stream: its uri, as its latest event said, and its roi and turn, as its latest started event said.
+  struct StreamView {
+    std::string uri;
+    std::array<double, 4> roi{0, 0, 1, 1};
+    std::string turn;
+  };
+  std::map<std::string, StreamView> views;
   auto emit = [&](const Segment& s) {
     if (options.label.empty() || s.label == options.label) on_segment(s);
   };
@@ -81,7 +88,17 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       const std::string topic = j["topic"].get<std::string>();
       if (topic.rfind("events/", 0) == 0) {
         const nlohmann::json& e = j["payload"];
-        if (e.contains("uri") && e["uri"].is_string()) uris[topic.substr(7)] = e["uri"].get<std::string>();
+        StreamView& view = views[topic.substr(7)];
+        if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
+        if (e.value("event", "") == "started") {
+          view.roi = {0, 0, 1, 1};
+          const nlohmann::json* roi = e.contains("roi") ? &e["roi"] : nullptr;
+          if (roi && roi->is_array() && roi->size() == 4 &&
+              std::all_of(roi->begin(), roi->end(), [](const nlohmann::json& v) { return v.is_number(); })) {
+            for (size_t i = 0; i < 4; ++i) view.roi[i] = (*roi)[i].get<double>();
+          }
+          view.turn = e.contains("turn") && e["turn"].is_string() ? e["turn"].get<std::string>() : "";
+        }
         continue;
       }
       if (topic.rfind("results/", 0) != 0) continue;
@@ -123,7 +140,11 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         if (s.frames == 0) {
           s.stream_id = id;
           s.label = label;
-          if (auto u = uris.find(id); u != uris.end()) s.uri = u->second;
+          if (auto v = views.find(id); v != views.end()) {
+            s.uri = v->second.uri;
+            s.roi = v->second.roi;
+            s.turn = v->second.turn;
+          }
           s.start_ms = pts;
           s.start_seq = seq;
           s.start_capture_ms = capture_ms;

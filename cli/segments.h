@@ -4,6 +4,7 @@
 // job writes (publish.jsonl_path), whole or while it grows.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <istream>
@@ -19,6 +20,10 @@ struct Segment {
   std::string stream_id;
   std::string label;
   std::string uri;  // its stream's, from the stream's events in the results ("": none seen)
+  // What its stream classified of each frame, as its started event says (streams[].roi, and rotate /
+  // mirror in GStreamer's words, "rotate-180"; "": as the file says): what a picture shows.
+  std::array<double, 4> roi{0, 0, 1, 1};
+  std::string turn;
   double start_ms = -1, end_ms = -1;  // pts_ms of its first and last frame (-1: the decoder gave none)
   // Their capture_unix_ms and camera_unix_ms (-1: not in the results, or the camera's not known).
   double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;

@@ -51,6 +51,8 @@ Status PublishStage::open(const StageContext& ctx) {
     StreamState st;
     st.id = s.id;
     st.part_from_ns = s.from_ns;
+    st.roi = s.roi;
+    st.turn = s.turn;
     if (restarted_) {
       st.seq_jumps = true;
       st.counts_known = false;
@@ -434,6 +436,8 @@ void PublishStage::learn_added_streams() {
     StreamState st;
     st.id = e.id;
     st.part_from_ns = e.from_ns;
+    st.roi = e.roi;
+    st.turn = e.turn;
     if (restarted_) {
       st.seq_jumps = true;
       st.counts_known = false;
@@ -555,7 +559,13 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (in.kind == MessageKind::kStreamEnd || in.kind == MessageKind::kStreamError) {
     VAPIPE_RETURN_IF_ERROR(end_segment(st));
   }
-  return publish(event_topic(st.id), event_json(in, now));
+  nlohmann::json event = event_json(in, now);
+  if (in.kind == MessageKind::kStreamStart) {
+    // What the stream classifies of its frames, for a picture of what the model saw.
+    if (st.roi != std::array<double, 4>{0, 0, 1, 1}) event["roi"] = st.roi;
+    if (st.turn) event["turn"] = orientation_name(*st.turn);
+  }
+  return publish(event_topic(st.id), event);
 }
 
 nlohmann::json PublishStage::segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -86,6 +87,9 @@ class PublishStage final : public Stage {
     // latest result, and that of the latest result an earlier run kept (--resume).
     int64_t media_ns = -1, position_ns = 0, earlier_position_ns = 0;
     int64_t part_from_ns = 0;  // streams[].from: where its part starts; media and position count from it
+    // streams[].roi and rotate/mirror, which its started event says (what `vapipe segments --frames` shows).
+    std::array<double, 4> roi{0, 0, 1, 1};
+    std::optional<Orientation> turn;
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
     std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)

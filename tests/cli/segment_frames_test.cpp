@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -26,8 +27,9 @@ constexpr int kWidth = 160, kHeight = 120, kFrames = 60;
 // Frame i is flat grey at this level: each frame tells which one it is after H.264 and JPEG.
 int level_of(int i) { return 20 + 3 * i; }
 
-// An H.264 file (B-frames, a key frame every 30) whose frames are flat greys, one level each.
-void write_grey_clip(const std::string& path, const std::string& mux) {
+// An H.264 file (B-frames, a key frame every 30) whose frames are flat greys, one level each (its
+// right half `right_brighter` levels brighter, to tell halves apart).
+void write_grey_clip(const std::string& path, const std::string& mux, int right_brighter = 0) {
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(
       ("appsrc name=src format=time caps=video/x-raw,format=I420,width=160,height=120,framerate=30/1 ! "
@@ -43,6 +45,10 @@ void write_grey_clip(const std::string& path, const std::string& mux) {
     GstMapInfo map;
     gst_buffer_map(b, &map, GST_MAP_WRITE);
     std::fill(map.data, map.data + luma, static_cast<guint8>(level_of(i)));
+    for (int row = 0; row < kHeight && right_brighter; ++row) {
+      std::fill(map.data + row * kWidth + kWidth / 2, map.data + (row + 1) * kWidth,
+                static_cast<guint8>(level_of(i) + right_brighter));
+    }
     std::fill(map.data + luma, map.data + size, 128);
     gst_buffer_unmap(b, &map);
     GST_BUFFER_PTS(b) = gst_util_uint64_scale(i, GST_SECOND, 30);
@@ -206,6 +212,39 @@ TEST_F(SegmentFramesTest, AFileStoredSidewaysGivesAnUprightPicture) {
   EXPECT_EQ(p.width, kHeight);
   EXPECT_EQ(p.height, kWidth);
   EXPECT_NEAR(p.mean, level_of(10), 1.2);
+}
+
+// A stream's roi and turn (from its started event): the picture is the region it classified, of
+// the frame turned as its config said, cropped in the pixels ingest crops.
+TEST_F(SegmentFramesTest, AStreamsRegionOfItsTurnedFrameIsItsPicture) {
+  const std::string clip = (dir_ / "halves.mkv").string();
+  write_grey_clip(clip, "matroskamux", 100);  // right half 100 levels brighter
+  const auto frames = decode_all(clip);
+  ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
+  SegmentFrames pictures((dir_ / "region-pictures").string(), SegmentPicture::kFirst);
+  auto picture = [&](const std::string& id, std::array<double, 4> roi, const std::string& turn) {
+    Segment s = segment(id, "level", clip, frames[5].first);
+    s.roi = roi;
+    s.turn = turn;
+    auto path = pictures.save(s);
+    EXPECT_TRUE(path.ok()) << path.status().message();
+    return path.ok() ? read_jpeg(path.value()) : Picture{};
+  };
+  Picture p = picture("right", {0.5, 0, 0.5, 1}, "");
+  EXPECT_EQ(p.width, kWidth / 2);
+  EXPECT_EQ(p.height, kHeight);
+  EXPECT_NEAR(p.mean, level_of(5) + 100, 3);
+  p = picture("left-top", {0, 0, 0.5, 0.25}, "");
+  EXPECT_EQ(p.width, kWidth / 2);
+  EXPECT_EQ(p.height, kHeight / 4);
+  EXPECT_NEAR(p.mean, level_of(5), 3);
+  p = picture("turned", {0, 0, 0.5, 1}, "rotate-180");  // upside down: the left half is the file's right
+  EXPECT_EQ(p.width, kWidth / 2);
+  EXPECT_NEAR(p.mean, level_of(5) + 100, 3);
+  p = picture("sideways", {0, 0, 1, 0.5}, "rotate-90");  // 120x160 upright; its top half the file's left
+  EXPECT_EQ(p.width, kHeight);
+  EXPECT_EQ(p.height, kWidth / 2);
+  EXPECT_NEAR(p.mean, level_of(5), 3);
 }
 
 // No picture, and why, naming the stream's uri: a camera's stream (its frames are gone), a file that

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <ctime>
 #include <sstream>
@@ -245,6 +246,21 @@ TEST(Segments, ASegmentKnowsItsStreamsUriFromItsEvents) {
   EXPECT_EQ(s[1].uri, "file:///data/a%201.mp4");
   EXPECT_EQ(s[2].stream_id, "b");
   EXPECT_EQ(s[2].uri, "");
+}
+
+// And its region and turn from its latest started event (a later eos, without them, keeps them).
+TEST(Segments, ASegmentKnowsItsStreamsRegionAndTurnFromItsStartedEvent) {
+  std::string text = "{\"topic\":\"events/a\",\"payload\":{\"event\":\"started\",\"uri\":\"file:///d/a.mp4\","
+                     "\"roi\":[0.5,0,0.5,1],\"turn\":\"rotate-90\"}}\n";
+  text += result("a", 0, "car");
+  text += "{\"topic\":\"events/a\",\"payload\":{\"event\":\"eos\",\"uri\":\"file:///d/a.mp4\"}}\n";
+  text += result("b", 0, "bus");
+  const std::vector<Segment> s = segments_of(text);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));
+  EXPECT_EQ(s[0].turn, "rotate-90");
+  EXPECT_EQ(s[1].roi, (std::array<double, 4>{0, 0, 1, 1}));
+  EXPECT_EQ(s[1].turn, "");
 }
 
 // --min-score: a frame whose top-1 score is below it counts as no label (the classifier unsure), as an

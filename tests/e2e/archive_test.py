@@ -59,6 +59,13 @@ def jpeg_size(path):
     return None
 
 
+def jpeg_mean_luma(path):
+    """The mean luma (0 to 255) of a JPEG file, decoded by GStreamer."""
+    gray = subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={path}", "!", "jpegdec", "!", "videoconvert", "!",
+                           "video/x-raw,format=GRAY8", "!", "fdsink"], capture_output=True, check=True, timeout=30).stdout
+    return sum(gray) / max(1, len(gray))
+
+
 def tcp_stage_endpoints():
     """A free loopback port for each stage input (a fixed range could meet the kernel's ephemeral ports)."""
     return {name: f"tcp://127.0.0.1:{free_port()}" for name in ["preprocess", "batch", "infer", "publish"]}
@@ -559,6 +566,16 @@ class ArchiveJob(E2ETest):
             self.assert_every_frame_named(results, sid, 45, pattern, 0.95)
         self.assertIn("stream 'left': frames read upright as its file says (rotate-90; ingest.orientation: upright)",
                       run.stderr)
+        # --frames: each stream's picture is its region of the upright picture (the started event's roi),
+        # 320x240: the bars on the left, the ball's black ground on the right.
+        seg = subprocess.run([VAPIPE, "segments", self.subscriber.path, "--frames", os.path.join(self.dir, "pictures"),
+                              "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        pictures = {j["stream_id"]: j["picture"] for j in map(json.loads, seg.stdout.splitlines())}
+        self.assertEqual(sorted(pictures), ["left", "right"])
+        for sid in pictures:
+            self.assertEqual(jpeg_size(pictures[sid]), (320, 240), sid)
+        self.assertGreater(jpeg_mean_luma(pictures["left"]), jpeg_mean_luma(pictures["right"]) + 40)
         self.assert_no_leftovers(run)
 
     def test_frames_larger_than_a_pool_slot_are_scaled_to_fit_and_every_one_is_classified(self):

@@ -146,6 +146,26 @@ TEST_F(PublishStageTest, JsonLinesAreFlushedByTheirDeadlineWithoutWaitingForMore
   std::filesystem::remove(config_.publish.jsonl_path);
 }
 
+// A stream's started event says what it classifies of its frames (streams[].roi, rotate/mirror), so
+// that `vapipe segments --frames` shows the region the model saw; absent for a whole, unturned one.
+TEST_F(PublishStageTest, AStartedEventSaysTheStreamsRegionAndTurn) {
+  config_ = testing::test_config(2);
+  config_.streams[0].roi = {0.5, 0, 0.5, 1};
+  config_.streams[0].turn = Orientation::kRotate180;
+  open();
+  for (uint32_t stream = 0; stream < 2; ++stream) {
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(stream, 0),
+                                                      {"test://ball", "", 0, 0}), out_).ok());
+  }
+  ASSERT_EQ(bus_->sent.size(), 2u);
+  const nlohmann::json& turned = bus_->sent[0].second;
+  EXPECT_EQ(turned["event"], "started");
+  EXPECT_EQ(turned["roi"], nlohmann::json::array({0.5, 0, 0.5, 1}));
+  EXPECT_EQ(turned["turn"], "rotate-180");
+  EXPECT_FALSE(bus_->sent[1].second.contains("roi"));
+  EXPECT_FALSE(bus_->sent[1].second.contains("turn"));
+}
+
 // A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
 // emptied in place while the job writes on). The lines after that start at the file's start: before,
 // they went on at the old offset, after a hole of zero bytes as long as the file had been.
