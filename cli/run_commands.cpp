@@ -419,6 +419,20 @@ int validate_command(const std::vector<std::string>& all_args) {
     std::printf("  metrics on %s://%s/metrics%s%s\n", tls ? "https" : "http", p.metrics_address.c_str(), auth.c_str(),
                 tls_text.c_str());
   }
+  if (c.publish.segments_min_frames > 0) {
+    const PublishConfig& p = c.publish;
+    char text[64] = "";
+    if (p.segments_min_score > 0) std::snprintf(text, sizeof text, " at a score of %g or more", p.segments_min_score);
+    std::string minimums = text, own;
+    for (const auto& [label, by_label] : p.segments_min_score_by_label) {  // labels with a minimum of their own
+      std::snprintf(text, sizeof text, " %g", by_label.min_score);
+      own += (own.empty() ? "" : ", ") + label + text;
+    }
+    if (!own.empty()) minimums += " (labels' own minimums: " + own + ")";
+    std::printf("  segments on segments/<id>: %s, begun after %u frames in a row with it%s\n",
+                p.segments_labels == "each" ? "each label of a frame's top_k on its own" : "the top-1 label",
+                p.segments_min_frames, minimums.c_str());
+  }
   if (!open) return 0;
   // Each camera and file opened for real: the mistakes a config cannot show (a wrong password, path or
   // port, a camera that is off, a certificate, a file GStreamer cannot read) found before the job.

@@ -224,6 +224,8 @@ class BadInput(E2ETest):
             f.write(yaml_text.replace("pinweel", "pinwheel"))
         p = subprocess.run([VAPIPE, "validate", path], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("segments on segments/<id>: the top-1 label, begun after 3 frames in a row with it (labels' own "
+                      "minimums: ball 0.4, pinwheel 0.3)", p.stdout)
 
     def test_gpu_settings_the_machine_cannot_honour_are_refused_before_any_stage_starts(self):
         """On a machine without a GPU (this one; skipped where there is one): NVDEC asked for, or a
