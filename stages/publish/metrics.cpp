@@ -128,6 +128,18 @@ std::string prometheus_text(const JobMetrics& m) {
                s.state == state ? "1" : "0");
     }
   }
+  if (m.segments) {
+    // Alerting without a bus subscriber: time() - this > 300 is "a truck has been at the gate for 5 min".
+    w.family("vapipe_segment_open_since_seconds", "gauge",
+             "When the stream's open segment of this label began (its first frame's capture time, seconds since the "
+             "Unix epoch); no sample once it ended.");
+    for (const StreamMetrics& s : m.streams) {
+      for (const StreamMetrics::OpenSegment& g : s.open_segments) {
+        w.sample("vapipe_segment_open_since_seconds",
+                 "stream=\"" + label_value(s.id) + "\",label=\"" + label_value(g.label) + "\"", number(g.since_unix_s));
+      }
+    }
+  }
   w.family("vapipe_latency_seconds", "summary", "From capture to publishing, per result of the stream.");
   for (const StreamMetrics& s : m.streams) {
     const std::string labels = "stream=\"" + label_value(s.id) + "\"";
@@ -213,6 +225,13 @@ nlohmann::json health_json(const JobMetrics& m) {
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
                      {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
+    if (m.segments) {
+      nlohmann::json open = nlohmann::json::array();
+      for (const StreamMetrics::OpenSegment& g : s.open_segments) {
+        open.push_back({{"label", g.label}, {"for_s", m.now_unix_s - g.since_unix_s}});
+      }
+      j["segments"] = std::move(open);
+    }
     j["progress"] = s.media_s > 0 ? nlohmann::json(s.ended ? 1.0 : std::clamp(s.position_s / s.media_s, 0.0, 1.0))
                                   : nlohmann::json();
     streams[s.id] = std::move(j);

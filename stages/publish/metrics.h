@@ -32,6 +32,13 @@ struct StreamMetrics {
   double position_s = 0;
   double earlier_position_s = 0;
   bool ended = false;  // done, failed, stopped or removed: nothing more will come
+  // Its segments that began and have not ended (publish.segments_min_frames): the label, and when it
+  // began by this machine's clock (its first frame's capture time, seconds since the Unix epoch).
+  struct OpenSegment {
+    std::string label;
+    double since_unix_s = 0;
+  };
+  std::vector<OpenSegment> open_segments;
 };
 
 // How far an archive job is: the media of the streams whose duration is known, and how much of it
@@ -56,6 +63,7 @@ struct JobMetrics {
   double now_unix_s = 0;
   std::vector<StreamMetrics> streams;
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
+  bool segments = false;  // publish.segments_min_frames is set: open segments are a metric
 };
 
 JobProgress job_progress(const JobMetrics& m);

@@ -213,6 +213,7 @@ JobMetrics PublishStage::metrics() const {
   m.mode = config_ && config_->job.mode == JobMode::kLive ? "live" : "archive";
   m.start_unix_s = static_cast<double>(job_start_ns_) / 1e9;
   m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  m.segments = config_ && config_->publish.segments_min_frames > 0;
   for (const StreamState& st : all_streams()) {
     StreamMetrics s;
     s.id = st.id;
@@ -231,6 +232,11 @@ JobMetrics PublishStage::metrics() const {
     s.latency_count = st.results - st.earlier_results;
     s.latency_max_s = st.latency_max_ms / 1000.0;
     s.last_result_unix_s = static_cast<double>(st.last_ns) / 1e9;
+    auto open_segment = [&s](const StreamState::LabelRun& g) {
+      if (g.frames > 0) s.open_segments.push_back({g.label, g.start_capture_ms / 1000.0});
+    };
+    open_segment(st.segment);
+    for (const auto& [label, track] : st.tracks) open_segment(track.segment);
     m.streams.push_back(std::move(s));
   }
   if (layout_) m.stages = read_stage_stats(layout_->run_dir);

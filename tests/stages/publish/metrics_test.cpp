@@ -115,6 +115,26 @@ TEST(Metrics, HealthSaysEachStreamsStateAndHowLongSinceItsLastResult) {
   EXPECT_EQ(h["stream_states"]["removed"], 0);
 }
 
+// publish.segments_min_frames: each open segment is a sample of when it began, for alerts in
+// Prometheus (time() minus it: how long the label has been on); /healthz says for how long.
+TEST(Metrics, OpenSegmentsSayWhenTheyBegan) {
+  JobMetrics m = two_cameras();
+  EXPECT_EQ(prometheus_text(m).find("vapipe_segment_open_since_seconds"), std::string::npos);  // no segments
+  EXPECT_FALSE(health_json(m)["streams"]["gate"].contains("segments"));
+  m.segments = true;
+  m.streams[0].open_segments = {{"truck", 1030.25}, {"person \"x\"", 1050}};
+  const std::string t = prometheus_text(m);
+  EXPECT_TRUE(has_line(t, "# TYPE vapipe_segment_open_since_seconds gauge")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_segment_open_since_seconds{stream=\"gate\",label=\"truck\"} 1030.25")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_segment_open_since_seconds{stream=\"gate\",label=\"person \\\"x\\\"\"} 1050")) << t;
+  EXPECT_EQ(t.find("vapipe_segment_open_since_seconds{stream=\"dock\""), std::string::npos);
+  const nlohmann::json h = health_json(m);
+  ASSERT_EQ(h["streams"]["gate"]["segments"].size(), 2u);
+  EXPECT_EQ(h["streams"]["gate"]["segments"][0]["label"], "truck");
+  EXPECT_DOUBLE_EQ(h["streams"]["gate"]["segments"][0]["for_s"].get<double>(), 29.75);
+  EXPECT_TRUE(h["streams"]["dock"]["segments"].empty());
+}
+
 // Files waiting their turn (ingest.max_open_streams) have no duration yet: an archive job counts each
 // at the average length of those opened, so the time left is not that of the open ones alone.
 TEST(JobProgress, FilesNotOpenedYetCountAtTheAverageLengthOfTheOpenedOnes) {

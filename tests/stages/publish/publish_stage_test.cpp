@@ -922,8 +922,16 @@ TEST_F(PublishStageTest, ALabelsOwnMinimumScoreDecidesWhetherItsFramesAreSure) {
   send("car", 0.45, 3);      // unsure: nothing
   send("bicycle", 0.45, 3);  // sure for a bicycle: began at seq 3
   send("truck", 0.6, 3);     // unsure for a truck: bicycle ended at seq 5, nothing began
+  const double before_s = static_cast<double>(wall_clock_ns()) / 1e9;
   send("truck", 0.75, 3);    // truck began at seq 9
+  // Open: a metric of when it began (its first frame's capture time, stamped as it was made), until it ends.
+  const std::vector<StreamMetrics::OpenSegment> open = stage_->metrics().streams[0].open_segments;
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].label, "truck");
+  EXPECT_GE(open[0].since_unix_s, before_s - 0.01);
+  EXPECT_LE(open[0].since_unix_s, static_cast<double>(wall_clock_ns()) / 1e9 + 0.01);
   ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  EXPECT_TRUE(stage_->metrics().streams[0].open_segments.empty());
   std::vector<std::string> order;
   for (const auto& [topic, j] : bus_->sent) {
     if (topic != "segments/s0") continue;
@@ -995,6 +1003,7 @@ TEST_F(PublishStageTest, EachLabelHasSegmentsOfItsOwn) {
   send(0.9, 0.7, 2);  // smoke on twice: not yet
   send(0.3, 0.2, 1);  // neither: person's flicker, smoke's run broken
   send(0.9, 0.8, 3);  // smoke began at seq 6 (announced at seq 8)
+  EXPECT_EQ(stage_->metrics().streams[0].open_segments.size(), 2u);  // person and smoke, at once
   Message failed = result(0, seq++, "person");
   failed.prediction.error = "inference failed";
   failed.error = failed.prediction.error;
