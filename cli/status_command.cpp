@@ -2,6 +2,7 @@
 // document a monitoring system reads), for an operator without a dashboard.
 #include <httplib.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -133,8 +134,11 @@ int status_command(const std::vector<std::string>& args) {
   std::printf("job '%s' (%s), up %s: %zu streams (%s)\n", h.value("job", std::string()).c_str(),
               h.value("mode", std::string()).c_str(), human_duration(h.value("uptime_s", 0.0)).c_str(),
               h["streams"].size(), states.c_str());
-  std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s\n", "stream", "state", "results", "last result", "dropped",
-              "restarts", "reconnects", "progress");
+  // publish.segments_min_frames: each stream's open segments, and for how long (a last column).
+  const bool segments = std::any_of(h["streams"].begin(), h["streams"].end(),
+                                    [](const nlohmann::json& s) { return s.contains("segments"); });
+  std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s%s\n", "stream", "state", "results", "last result", "dropped",
+              "restarts", "reconnects", "progress", segments ? "  segments" : "");
   for (const auto& [id, s] : h["streams"].items()) {
     const std::string age = s.contains("last_result_age_s") && !s["last_result_age_s"].is_null()
                                 ? human_duration(s["last_result_age_s"].get<double>()) + " ago"
@@ -145,9 +149,19 @@ int status_command(const std::vector<std::string>& args) {
       std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * s["progress"].get<double>());
       progress = buf;
     }
-    std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s\n", id.c_str(), s.value("state", std::string()).c_str(),
+    std::string open;  // "truck for 4 min 10 s, person for 12.0 s", or "-"
+    if (segments) {
+      for (const nlohmann::json& g : s.value("segments", nlohmann::json::array())) {
+        if (!g.is_object()) continue;
+        open += (open.empty() ? "  " : ", ") + g.value("label", std::string("?")) + " for " +
+                human_duration(g.value("for_s", 0.0));
+      }
+      if (open.empty()) open = "  -";
+    }
+    std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s%s\n", id.c_str(), s.value("state", std::string()).c_str(),
                 cell(s, "results", "%.0f").c_str(), age.c_str(), cell(s, "dropped", "%.0f").c_str(),
-                cell(s, "restarts", "%.0f").c_str(), cell(s, "reconnects", "%.0f").c_str(), progress.c_str());
+                cell(s, "restarts", "%.0f").c_str(), cell(s, "reconnects", "%.0f").c_str(), progress.c_str(),
+                open.c_str());
   }
   if (h.contains("progress") && !h["progress"].is_null()) {
     const nlohmann::json& p = h["progress"];

@@ -3,12 +3,13 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 import unittest
 import urllib.request
 
-from e2e.common import (E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream, start_rtsp_camera,
-                        write_config)
+from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream,
+                        start_rtsp_camera, write_config)
 
 
 class LiveRtsp(E2ETest):
@@ -165,6 +166,8 @@ class LiveRtsp(E2ETest):
         time.sleep(1.2)
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
         health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=10).read())
+        status = subprocess.run([VAPIPE, "status", f"127.0.0.1:{metrics_port}"], capture_output=True, text=True,
+                                timeout=30)
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
@@ -208,6 +211,9 @@ class LiveRtsp(E2ETest):
         self.assertEqual([g["label"] for g in health["streams"]["door"]["segments"]], ["smpte"])
         self.assertGreater(health["streams"]["door"]["segments"][0]["for_s"], 0)
         self.assertIsInstance(health["streams"]["yard"]["segments"], list)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertRegex(status.stdout, r"progress  segments\n")
+        self.assertRegex(status.stdout, r"\n  door +running .*  smpte for [0-9.]+ s\n")
         self.assertEqual(health["streams"]["yard"]["reconnects"], 1)
         self.assert_no_leftovers(run)
 
