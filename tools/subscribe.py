@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Print vapipe results as "stream_id seq label score"; stops at the job summary.
+"""Print vapipe results as "stream_id seq label score", segments as "stream_id began|ended label
+first_seq..last_seq", and stream events as "stream_id event message"; stops at the job summary.
 
 Usage: tools/subscribe.py [--endpoint E] [--server-key FILE --key FILE] [TOPIC_PREFIX ...]
-  (default topic: results/; --server-key/--key: a bus with CURVE, key files from `vapipe keygen`)
+  (default topic: results/; others: segments/, events/, or one stream's, results/cam1;
+  --server-key/--key: a bus with CURVE, key files from `vapipe keygen`)
 Needs pyzmq: Debian's python3-zmq package provides the zmq module.
 """
 import argparse
@@ -41,3 +43,7 @@ while True:
     msg = json.loads(payload)
     if msg["schema"] == "vapipe.result":
         print(msg["stream_id"], msg["seq"], msg["label"], msg["score"], flush=True)
+    elif msg["schema"] == "vapipe.segment":  # publish.segments_min_frames: a label began or ended
+        print(msg["stream_id"], msg["event"], msg["label"], f'{msg["start_seq"]}..{msg["end_seq"]}', flush=True)
+    elif msg["schema"] == "vapipe.event":  # started, eos, error, reconnecting, resumed
+        print(msg["stream_id"], msg["event"], msg["message"], flush=True)

@@ -6,10 +6,11 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import unittest
 
-from e2e.common import (MODEL, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, free_port, make_clip,
-                         pids_cgroup, results_by_stream, write_config)
+from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, free_port,
+                         make_clip, pids_cgroup, results_by_stream, write_config)
 
 # (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
 STREAMS = [
@@ -535,13 +536,24 @@ class ArchiveJob(E2ETest):
         clip = make_split_clip(os.path.join(self.dir, "split.mp4"))
         config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
                                                    ("right", clip, {"roi": [0.5, 0, 0.5, 1]})],
-                                        publish={"segments_min_frames": 5})
+                                        publish={"segments_min_frames": 5, "wait_for_subscribers": 2})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
         self.assertIn("(region x 0.5, y 0, width 0.5, height 1 of the frame)", validate.stdout)
         self.subscriber = Subscriber(endpoint, self.dir)
+        # The README's subscriber (tools/subscribe.py), on the segments' and events' topics only.
+        example = subprocess.Popen([sys.executable, os.path.join(SOURCE_DIR, "tools", "subscribe.py"), "--endpoint",
+                                    endpoint, "segments/", "events/left"], stdout=subprocess.PIPE, text=True)
         run = Run(config)
         self.assertEqual(run.wait(), 0, run.stderr[-3000:])
         messages = self.subscriber.wait()
+        printed = example.communicate(timeout=30)[0].splitlines()
+        self.assertEqual(example.returncode, 0)
+        self.assertEqual([line.split()[1] for line in printed if line.startswith("left ")],
+                         ["started", "began", "ended", "eos"], printed)  # the segment's end before the stream's
+        self.assertIn("left eos end of stream", printed)
+        for sid, pattern in (("left", "smpte"), ("right", "ball")):
+            self.assertEqual([line.split()[1:3] for line in printed if line.startswith(sid + " ") and ".." in line],
+                             [["began", pattern], ["ended", pattern]], printed)
         results = results_by_stream(messages)
         for sid, pattern in (("left", "smpte"), ("right", "ball")):
             self.assert_every_frame_named(results, sid, 45, pattern, 0.95)
