@@ -50,7 +50,11 @@ Result<GstSample*> crop_to_roi(GstSample* frame, const std::array<double, 4>& ro
     gst_buffer_unref(cropped);
     return Internal("cannot read the decoded frame");
   }
-  gst_video_frame_map(&to, &out, cropped, GST_MAP_WRITE);
+  if (!gst_video_frame_map(&to, &out, cropped, GST_MAP_WRITE)) {
+    gst_video_frame_unmap(&from);
+    gst_buffer_unref(cropped);
+    return Internal("cannot write the region's picture");
+  }
   for (guint plane = 0; plane < 3; ++plane) {
     const bool chroma = plane > 0;
     const uint32_t x = chroma ? r.x / 2 : r.x, y = chroma ? r.y / 2 : r.y;
@@ -232,9 +236,10 @@ std::string path_now(const std::string& path, const std::vector<MovedFolder>& mo
     if (under && (!best || m.from.size() > best->from.size())) best = &m;
   }
   if (!best) return path;
-  const std::string rest = best->from == "/" ? path.substr(1) : path.substr(best->from.size());
-  if (rest.empty()) return best->to;
-  return best->to == "/" ? "/" + (rest[0] == '/' ? rest.substr(1) : rest) : best->to + (rest[0] == '/' ? "" : "/") + rest;
+  // What follows FROM, from its '/' on ("" for FROM itself); under "/", the whole path.
+  const std::string rest = best->from == "/" ? path : path.substr(best->from.size());
+  const std::string now = (best->to == "/" ? "" : best->to) + rest;
+  return now.empty() ? "/" : now;
 }
 
 SegmentFrames::SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved)

@@ -250,7 +250,7 @@ struct PublishConfig {
     return it != segments_min_score_by_label.end() ? it->second.min_score : segments_min_score;
   }
   // Which labels have segments: top1, a frame's top-1 label (one segment at a time per stream); or
-  // each, every label of its top_k whose score reaches segments_min_score (a multi-label model's:
+  // each, every label of its top_k whose score reaches its minimum (segment_min_score; a multi-label model's:
   // "person" and "smoke" at once), a segment of its own each, ended by min_frames frames in a row
   // without it.
   std::string segments_labels = "top1";

@@ -627,9 +627,9 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
 }
 
 // segments_labels: each. A label is on a frame when it is in its top_k with a score of at least its
-// minimum (segments_min_score_by_label's, or segments_min_score). Its segment begins once it was on min_frames frames in a row, and ends once it
-// was not on min_frames results in a row (fewer: a flicker); error results and dropped frames neither
-// begin nor end one. Segments of different labels overlap; on one frame, ends come before begins.
+// minimum (segments_min_score_by_label's, or segments_min_score). Its segment begins once it was on
+// min_frames frames in a row, and ends once it was not on min_frames results in a row (fewer: a
+// flicker); error results and dropped frames neither begin nor end one. Segments of different labels overlap; on one frame, ends come before begins.
 Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
   if (!r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty()) {
@@ -652,9 +652,7 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
     }
     track.run = StreamState::LabelRun{};
     if (track.segment.frames > 0 && ++track.absent >= min_frames) {
-      const StreamState::LabelRun ended = track.segment;
-      track.segment = StreamState::LabelRun{};
-      VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "ended", ended)));
+      VAPIPE_RETURN_IF_ERROR(publish_ended(st, &track.segment));
     }
     it = track.segment.frames > 0 ? std::next(it) : st.tracks.erase(it);
   }
@@ -679,19 +677,19 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
   return Status::Ok();
 }
 
+Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segment) {
+  const StreamState::LabelRun ended = *segment;
+  *segment = StreamState::LabelRun{};
+  return publish(segment_topic(st.id), segment_json(st.id, "ended", ended));
+}
+
 Status PublishStage::end_segment(StreamState& st) {
   for (auto& [label, track] : st.tracks) {
-    if (track.segment.frames == 0) continue;
-    const StreamState::LabelRun ended = track.segment;
-    track.segment = StreamState::LabelRun{};
-    VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "ended", ended)));
+    if (track.segment.frames > 0) VAPIPE_RETURN_IF_ERROR(publish_ended(st, &track.segment));
   }
   st.tracks.clear();
-  StreamState::LabelRun& seg = st.segment;
-  if (seg.frames == 0) return Status::Ok();
-  const StreamState::LabelRun ended = seg;
-  seg = StreamState::LabelRun{};
-  return publish(segment_topic(st.id), segment_json(st.id, "ended", ended));
+  if (st.segment.frames == 0) return Status::Ok();
+  return publish_ended(st, &st.segment);
 }
 
 Status PublishStage::close(Emitter& /*out*/) {

@@ -132,6 +132,8 @@ class PublishStage final : public Stage {
   Status follow_each_label(StreamState& st, const Message& result);
   // Ends the stream's segment (or, segments_labels: each, all of them, in label order).
   Status end_segment(StreamState& st);
+  // Publishes `segment` as ended and clears it.
+  Status publish_ended(StreamState& st, StreamState::LabelRun* segment);
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();

@@ -543,6 +543,7 @@ class ArchiveJob(E2ETest):
         # The README's subscriber (tools/subscribe.py), on the segments' and events' topics only.
         example = subprocess.Popen([sys.executable, os.path.join(SOURCE_DIR, "tools", "subscribe.py"), "--endpoint",
                                     endpoint, "segments/", "events/left"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(example.kill)  # a test that fails before the summary leaves it waiting
         run = Run(config)
         self.assertEqual(run.wait(), 0, run.stderr[-3000:])
         messages = self.subscriber.wait()

@@ -6,8 +6,8 @@ import socket
 import subprocess
 import unittest
 
-from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip, results_by_stream,
-                        start_rtsp_camera, write_config)
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip,
+                        results_by_stream, start_rtsp_camera, write_config)
 
 
 class BadInput(E2ETest):
