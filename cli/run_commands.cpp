@@ -432,6 +432,10 @@ int validate_command(const std::vector<std::string>& all_args) {
     std::printf("  segments on segments/<id>: %s, begun after %u frames in a row with it%s\n",
                 p.segments_labels == "each" ? "each label of a frame's top_k on its own" : "the top-1 label",
                 p.segments_min_frames, minimums.c_str());
+    if (!p.segments_pictures_dir.empty()) {
+      std::printf("  segment pictures: a JPEG of each stream's frame when a segment begins, under %s\n",
+                  p.segments_pictures_dir.c_str());
+    }
   }
   if (!open) return 0;
   // Each camera and file opened for real: the mistakes a config cannot show (a wrong password, path or

@@ -13,8 +13,9 @@
 #include <system_error>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/picture_requests.h"
 #include "pipeline/stream_uri.h"
-#include "stages/ingest/stream_fan_out.h"
+#include "stages/ingest/frame_picture.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe::cli {
@@ -26,56 +27,6 @@ constexpr GstClockTime kWait = 20 * GST_SECOND;  // a state change or a frame of
 
 std::string time_text(int64_t ns) { return media_time_text(static_cast<double>(ns) / 1e6); }
 
-// The region `roi` (fractions of the upright picture, streams[].roi) of an upright I420 frame, in the
-// pixels ingest crops for preprocessing (crop_to_region), as an I420 sample of its own (its chroma
-// from the nearest even row and column: a picture, not a tensor). Kept in I420, as whole pictures
-// are, so that a region's picture has the levels of its frame's.
-Result<GstSample*> crop_to_roi(GstSample* frame, const std::array<double, 4>& roi) {
-  GstVideoInfo in;
-  GstBuffer* buffer = gst_sample_get_buffer(frame);
-  if (!buffer || !gst_video_info_from_caps(&in, gst_sample_get_caps(frame)) ||
-      GST_VIDEO_INFO_FORMAT(&in) != GST_VIDEO_FORMAT_I420) {
-    return Internal("the decoded frame is not I420");
-  }
-  FrameInfo f;
-  f.width = GST_VIDEO_INFO_WIDTH(&in);
-  f.height = GST_VIDEO_INFO_HEIGHT(&in);
-  crop_to_region(roi, &f);
-  const FrameInfo::Region r = f.region();
-  GstVideoInfo out;
-  gst_video_info_set_format(&out, GST_VIDEO_FORMAT_I420, r.width, r.height);
-  GstBuffer* cropped = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&out), nullptr);
-  GstVideoFrame from, to;
-  if (!gst_video_frame_map(&from, &in, buffer, GST_MAP_READ)) {
-    gst_buffer_unref(cropped);
-    return Internal("cannot read the decoded frame");
-  }
-  if (!gst_video_frame_map(&to, &out, cropped, GST_MAP_WRITE)) {
-    gst_video_frame_unmap(&from);
-    gst_buffer_unref(cropped);
-    return Internal("cannot write the region's picture");
-  }
-  for (guint plane = 0; plane < 3; ++plane) {
-    const bool chroma = plane > 0;
-    const uint32_t x = chroma ? r.x / 2 : r.x, y = chroma ? r.y / 2 : r.y;
-    const auto in_w = static_cast<uint32_t>(GST_VIDEO_FRAME_COMP_WIDTH(&from, plane));
-    const auto in_h = static_cast<uint32_t>(GST_VIDEO_FRAME_COMP_HEIGHT(&from, plane));
-    const uint32_t w = std::min<uint32_t>(GST_VIDEO_FRAME_COMP_WIDTH(&to, plane), in_w - x);
-    const uint32_t h = std::min<uint32_t>(GST_VIDEO_FRAME_COMP_HEIGHT(&to, plane), in_h - y);
-    const auto* src = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&from, plane));
-    auto* dst = static_cast<guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&to, plane));
-    const int src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&from, plane), dst_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&to, plane);
-    for (uint32_t row = 0; row < h; ++row) std::memcpy(dst + row * dst_stride, src + (y + row) * src_stride + x, w);
-  }
-  gst_video_frame_unmap(&to);
-  gst_video_frame_unmap(&from);
-  GstCaps* caps = gst_video_info_to_caps(&out);
-  GstSample* sample = gst_sample_new(cropped, caps, nullptr, nullptr);
-  gst_caps_unref(caps);
-  gst_buffer_unref(cropped);
-  return sample;
-}
-
 }  // namespace
 
 std::string segment_frame_path(const std::string& dir, const Segment& s, double picture_ms) {
@@ -83,13 +34,8 @@ std::string segment_frame_path(const std::string& dir, const Segment& s, double 
   char when[32];
   std::snprintf(when, sizeof when, "%02lld-%02lld-%02lld.%03lld", ms / 3'600'000, ms / 60'000 % 60, ms / 1000 % 60,
                 ms % 1000);
-  std::string label = s.label;
-  for (char& c : label) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool kept = std::isalnum(u) || c == '-' || c == '.' || c == '_' || u >= 0x80;  // UTF-8 letters kept
-    if (!kept) c = '_';
-  }
-  return (std::filesystem::path(dir) / s.stream_id / (std::string(when) + "_" + label + ".jpg")).string();
+  return (std::filesystem::path(dir) / s.stream_id / (std::string(when) + "_" + label_for_file_name(s.label) + ".jpg"))
+      .string();
 }
 
 // One file's decoding pipeline, kept open across its segments: uridecodebin, its video pad only,
@@ -294,35 +240,19 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   }
   GstSample* raw = frame.value();
   if (s.roi != std::array<double, 4>{0, 0, 1, 1}) {
-    auto region = crop_to_roi(raw, s.roi);
+    auto region = crop_i420_to_roi(raw, s.roi);
     gst_sample_unref(raw);
     if (!region.ok()) return region.status();
     raw = region.value();
   }
-  GstCaps* jpeg_caps = gst_caps_new_empty_simple("image/jpeg");
-  GError* err = nullptr;
-  GstSample* jpeg = gst_video_convert_sample(raw, jpeg_caps, kWait, &err);
-  gst_caps_unref(jpeg_caps);
+  auto bytes = encode_jpeg(raw);
   gst_sample_unref(raw);
-  if (!jpeg) {
-    const std::string why = err ? err->message : "unknown error";
-    if (err) g_error_free(err);
-    return Internal("cannot encode the frame as JPEG: " + why);
-  }
-  GstBuffer* buffer = gst_sample_get_buffer(jpeg);
-  GstMapInfo map;
-  std::string bytes;
-  if (buffer && gst_buffer_map(buffer, &map, GST_MAP_READ)) {
-    bytes.assign(reinterpret_cast<const char*>(map.data), map.size);
-    gst_buffer_unmap(buffer, &map);
-  }
-  gst_sample_unref(jpeg);
-  if (bytes.empty()) return Internal("the JPEG encoder gave nothing");
+  if (!bytes.ok()) return bytes.status();
   const std::string path = segment_frame_path(dir_, s, ms);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return Unavailable("cannot make the folder of " + path + ": " + ec.message());
-  VAPIPE_RETURN_IF_ERROR(write_file_atomically(path, bytes, 0644));
+  VAPIPE_RETURN_IF_ERROR(write_file_atomically(path, *bytes, 0644));
   return path;
 }
 

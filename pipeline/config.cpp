@@ -1006,6 +1006,19 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         c.publish.segments_min_score_by_label[label] = {v, it->first.Mark().line + 1};
       }
     }
+    r.str("segments_pictures_dir", &c.publish.segments_pictures_dir);
+    c.publish.segments_pictures_dir = resolve_path(base_dir, c.publish.segments_pictures_dir);
+    if (!c.publish.segments_pictures_dir.empty()) {
+      const YAML::Node at = r.child("segments_pictures_dir");
+      if (c.publish.segments_min_frames == 0) {
+        ctx.fail(at, "publish.segments_pictures_dir",
+                 "needs publish.segments_min_frames (N >= 1): a picture is taken when a segment begins");
+      } else if (c.job.mode == JobMode::kArchive) {
+        ctx.fail(at, "publish.segments_pictures_dir",
+                 "is for live jobs (a picture of the frame a camera shows when a segment begins); an archive job's "
+                 "files are decoded again for pictures of their segments: vapipe segments RESULTS.jsonl --frames DIR");
+      }
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);

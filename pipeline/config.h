@@ -254,6 +254,10 @@ struct PublishConfig {
   // "person" and "smoke" at once), a segment of its own each, ended by min_frames frames in a row
   // without it.
   std::string segments_labels = "top1";
+  // Live jobs: a JPEG of the stream's frame when each segment began (the frame ingest decodes next,
+  // upright, its roi), written under this folder (DIR/<stream>/<date>/<time>_<label>.jpg) and said on
+  // segments/<id> as a "picture" message. Empty: none.
+  std::string segments_pictures_dir;
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
   // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public

@@ -39,6 +39,11 @@ std::string opening_mark(const JobLayout& layout, StageKind kind);
 // stages it then stops are not ending the job, so publish keeps the job summary for the run that does.
 std::string restart_mark(const JobLayout& layout);
 
+// Where publish asks ingest for pictures of streams (publish.segments_pictures_dir): publish binds a
+// ZeroMQ PUB socket there, every lane's ingest subscribes. ipc:// in the job's run folder: both on one
+// host (the pictures are files on it).
+std::string picture_requests_endpoint(const JobLayout& layout);
+
 // Set by `vapipe run` for the stages it starts again after a crash in a live job (a lane's stages, or
 // publish alone; pipeline/supervisor.h): why, e.g. "stage infer[1] (pid 42) failed: killed by signal
 // 9 (Killed)". Ingest then resumes its streams rather than starting them; publish appends to its

@@ -16,6 +16,7 @@ const char* message_kind_name(MessageKind kind) {
     case MessageKind::kStreamError: return "stream-error";
     case MessageKind::kStreamReconnecting: return "stream-reconnecting";
     case MessageKind::kStreamResumed: return "stream-resumed";
+    case MessageKind::kStreamPicture: return "stream-picture";
   }
   return "unknown";
 }

@@ -24,11 +24,12 @@ enum class MessageKind : uint8_t {
   kStreamError = 12,  // a stream failed; no more frames from it
   kStreamReconnecting = 13,  // a live network stream failed, ended or stalled; it is being reconnected
   kStreamResumed = 14,       // its first frame after a reconnection
+  kStreamPicture = 15,       // a picture of a live stream's frame was written (publish.segments_pictures_dir)
 };
 const char* message_kind_name(MessageKind kind);
 inline bool is_stream_event(MessageKind k) {
   return k == MessageKind::kStreamStart || k == MessageKind::kStreamEnd || k == MessageKind::kStreamError ||
-         k == MessageKind::kStreamReconnecting || k == MessageKind::kStreamResumed;
+         k == MessageKind::kStreamReconnecting || k == MessageKind::kStreamResumed || k == MessageKind::kStreamPicture;
 }
 inline bool ends_stream(MessageKind k) { return k == MessageKind::kStreamEnd || k == MessageKind::kStreamError; }
 
@@ -164,6 +165,11 @@ struct StreamEvent {
   int64_t duration_ns = -1;  // kStreamStart: the media's duration (a file's), -1 when unknown or endless
   int64_t file_bytes = -1;   // kStreamStart of a file: its size when it was opened (--resume: has it changed since?)
   std::string warning{};     // kStreamEnd: what is not whole about the end ("the file is cut short: ..."), or empty
+  // kStreamPicture: the JPEG written of the frame in the event's envelope (its message says why not,
+  // when it could not be), for the segment of `label` that began at frame `segment_start_seq`.
+  std::string picture{};
+  std::string label{};
+  uint64_t segment_start_seq = 0;
 };
 
 struct Message {

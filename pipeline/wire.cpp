@@ -9,7 +9,7 @@ namespace {
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
 // 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
 // the camera's clock, frames an orientation; 5: frames the field preprocessing reads
-constexpr uint8_t kWireVersion = 5;
+constexpr uint8_t kWireVersion = 6;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -196,6 +196,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
     case MessageKind::kStreamError:
     case MessageKind::kStreamReconnecting:
     case MessageKind::kStreamResumed:
+    case MessageKind::kStreamPicture:
       w.str(m.event.uri);
       w.str(m.event.message);
       w.pod(m.event.frames);
@@ -206,6 +207,11 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.pod(m.event.file_bytes);
       }
       if (m.kind == MessageKind::kStreamEnd) w.str(m.event.warning);
+      if (m.kind == MessageKind::kStreamPicture) {
+        w.str(m.event.picture);
+        w.str(m.event.label);
+        w.pod(m.event.segment_start_seq);
+      }
       break;
   }
 }
@@ -277,6 +283,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
     case MessageKind::kStreamError:
     case MessageKind::kStreamReconnecting:
     case MessageKind::kStreamResumed:
+    case MessageKind::kStreamPicture:
       r.str(&m->event.uri);
       r.str(&m->event.message);
       r.pod(&m->event.frames);
@@ -287,6 +294,11 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.file_bytes);
       }
       if (m->kind == MessageKind::kStreamEnd) r.str(&m->event.warning);
+      if (m->kind == MessageKind::kStreamPicture) {
+        r.str(&m->event.picture);
+        r.str(&m->event.label);
+        r.pod(&m->event.segment_start_seq);
+      }
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }
   return DataLoss("unknown message kind " + std::to_string(static_cast<int>(m->kind)));

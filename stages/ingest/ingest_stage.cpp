@@ -17,6 +17,7 @@
 #include "pipeline/cgroup.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
+#include "pipeline/picture_requests.h"
 #include "pipeline/resume.h"
 #include "pipeline/seq_reservation.h"
 #include "pipeline/stage_runner.h"
@@ -621,8 +622,38 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   };
+  // Pictures of segments (publish.segments_pictures_dir): publish asks every lane; the lane that has the
+  // stream has its reader write the next frame's picture.
+  std::unique_ptr<PictureRequestReceiver> picture_requests;
+  if (!config.publish.segments_pictures_dir.empty() && config.job.mode == JobMode::kLive) {
+    auto receiver = PictureRequestReceiver::connect(picture_requests_endpoint(layout));
+    if (receiver.ok()) {
+      picture_requests = std::move(receiver).value();
+    } else {
+      VAPIPE_LOG_WARN("ingest lane {}: no pictures of segments: {}", lane.index, receiver.status().message());
+    }
+  }
+  auto take_pictures = [&] {
+    if (!picture_requests) return;
+    for (PictureRequest& q : picture_requests->poll()) {
+      for (const auto& [i, r] : runs) {
+        std::optional<FanOutTarget> target = r->fan_out ? r->fan_out->target_named(q.stream_id) : std::nullopt;
+        if (!target) continue;
+        std::lock_guard<std::mutex> lock(r->mutex);
+        if (r->reader && !r->done.load()) {
+          r->reader->take_picture(PictureOrder{target->index, target->id, target->roi, std::move(q.label),
+                                               q.segment_start_seq, std::move(q.path)});
+        } else {
+          VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: its decoding is not running", q.stream_id,
+                          q.label);
+        }
+        break;
+      }  // a stream of another lane: that lane's
+    }
+  };
   size_t ended_streams = 0;
   while (!flags.abort.load()) {
+    take_pictures();
     if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (!flags.stop.load()) apply_stream_table();
     open_waiting();

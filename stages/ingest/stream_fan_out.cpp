@@ -71,6 +71,14 @@ std::vector<std::string> StreamFanOut::ids() const {
   return ids;
 }
 
+std::optional<FanOutTarget> StreamFanOut::target_named(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& t : targets_) {
+    if (t->config.id == id && !t->leaving) return t->config;
+  }
+  return std::nullopt;
+}
+
 std::optional<uint64_t> StreamFanOut::resume_from() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<uint64_t> from;
@@ -228,6 +236,20 @@ Status StreamFanOut::emit(Message&& msg) {
       if (lane_restart) source_started_ = true;  // it ran before: its next frame follows a `resumed`
       return Status::Ok();
     }
+    case MessageKind::kStreamPicture:
+      // A picture one stream of the group asked for (its index in the envelope), of the frame the
+      // envelope numbers by the source: numbered as that stream numbered the frame.
+      for (const Snapshot& s : targets) {
+        Target& t = *s.target;
+        if (t.config.index != msg.env.stream_index || t.ended || !t.started) continue;
+        if (t.config.index != source_index_) {
+          if (!t.seq_offset) return Status::Ok();  // it has had no frame yet
+          msg.env.seq = static_cast<uint64_t>(static_cast<int64_t>(msg.env.seq) - *t.seq_offset);
+        }
+        msg.env.stream_id = t.config.id;
+        return out_->emit(std::move(msg));
+      }
+      return Status::Ok();
     case MessageKind::kStreamEnd:
     case MessageKind::kStreamError:
       for (const Snapshot& s : targets) {

@@ -73,6 +73,8 @@ class StreamFanOut final : public Emitter {
   bool has(uint32_t index) const;
   // The ids of the group's streams (for per-stream figures).
   std::vector<std::string> ids() const;
+  // Any thread: the stream of the group named `id` (its index and region), unless it is leaving.
+  std::optional<FanOutTarget> target_named(const std::string& id) const;
 
   // What the reader resumes from: the least earlier_results of the targets that did not end earlier.
   // nullopt: every target ended in an earlier run.

@@ -35,6 +35,7 @@
 #include "stages/ingest/network_reachability.h"
 #include "stages/ingest/tls_pin.h"
 #include "stages/ingest/decoder_input_gate.h"
+#include "stages/ingest/frame_picture.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/watched_state_change.h"
@@ -255,6 +256,8 @@ struct StreamReader::Impl {
   bool fallback_logged = false;
   bool camera_clock_checked = false;  // the camera's clock compared with this machine's (once)
   bool interlace_logged = false;
+  std::mutex picture_mutex;
+  std::vector<PictureOrder> pictures_wanted;  // take_picture's, for the next frame
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
@@ -1207,6 +1210,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   };
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
+    {
+      std::lock_guard<std::mutex> lock(s.picture_mutex);
+      for (const PictureOrder& order : s.pictures_wanted) {
+        VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: the stream ended before its next frame",
+                        order.stream_id, order.label);
+      }
+      s.pictures_wanted.clear();
+    }
     set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
     if (s.stream.parsed.kind == UriKind::kFile && kind == MessageKind::kStreamEnd && s.stream.from_ns > 0 &&
@@ -1333,6 +1344,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     }
     if (!s.ingest.first_field) m.frame.field = FieldRead::kWholeFrame;
     crop_to_region(s.stream.roi, &m.frame);  // a region of the upright picture
+    std::vector<PictureOrder> pictures;
+    {
+      std::lock_guard<std::mutex> lock(s.picture_mutex);
+      pictures.swap(s.pictures_wanted);
+    }
+    // Kept for its pictures, written once the frame has gone on (it waits in no queue meanwhile).
+    SamplePtr pictured(pictures.empty() ? nullptr : gst_sample_ref(f.sample.get()));
+    const Envelope frame_env = m.env;
+    const Orientation frame_turn = m.frame.orientation;
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);
     if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&
@@ -1343,6 +1363,26 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     m.env.mark_entry(StageKind::kIngest, wall_clock_ns());
     VAPIPE_RETURN_IF_ERROR(out.emit(std::move(m)));
     ++emitted;
+    for (PictureOrder& order : pictures) {
+      if (s.options.watchdog) s.options.watchdog->working("writing a picture of a frame");
+      const Status written = write_frame_picture(pictured.get(), frame_turn, order.roi, order.path);
+      if (s.options.watchdog) s.options.watchdog->waiting();
+      StreamEvent ev{uri, written.ok() ? "" : written.message(), emitted, s.queue.dropped()};
+      ev.picture = written.ok() ? order.path : "";
+      ev.label = std::move(order.label);
+      ev.segment_start_seq = order.segment_start_seq;
+      if (written.ok()) {
+        VAPIPE_LOG_DEBUG("stream '{}': picture of frame {} for its '{}' segment: {}", order.stream_id, frame_env.seq,
+                         ev.label, order.path);
+      } else {
+        VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", order.stream_id, ev.label,
+                        written.message());
+      }
+      Envelope env = frame_env;
+      env.stream_id = order.stream_id;
+      env.stream_index = order.stream_index;
+      VAPIPE_RETURN_IF_ERROR(out.emit(Message::stream_event(MessageKind::kStreamPicture, env, std::move(ev))));
+    }
     return Status::Ok();
   };
 
@@ -1591,6 +1631,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, stopped());
     if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
   }
+}
+
+void StreamReader::take_picture(PictureOrder order) {
+  constexpr size_t kMostWaiting = 16;
+  std::lock_guard<std::mutex> lock(impl_->picture_mutex);
+  if (impl_->pictures_wanted.size() >= kMostWaiting) {
+    VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {} pictures wait for its next frame already",
+                    order.stream_id, order.label, kMostWaiting);
+    return;
+  }
+  impl_->pictures_wanted.push_back(std::move(order));
 }
 
 void StreamReader::stop(std::string reason) {

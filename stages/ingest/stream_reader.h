@@ -4,6 +4,7 @@
 // counted), then are copied once into a payload buffer (a shared memory slot, host or GPU) and emitted.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -62,6 +63,17 @@ struct ReaderOptions {
   std::chrono::milliseconds file_open_timeout{60'000};
 };
 
+// A picture of the next frame a reader decodes (publish.segments_pictures_dir), for the stream
+// `stream_index` (the reader's own, or a stream of its `source` group) with that stream's region.
+struct PictureOrder {
+  uint32_t stream_index = 0;
+  std::string stream_id;
+  std::array<double, 4> roi{0, 0, 1, 1};
+  std::string label;               // the segment's, said back in the picture event
+  uint64_t segment_start_seq = 0;
+  std::string path;
+};
+
 class StreamReader {
  public:
   // Builds the GStreamer pipeline (not started). Errors name the stream.
@@ -89,6 +101,10 @@ class StreamReader {
   // Ends this stream alone, from any thread, as after flags.stop: what was decoded goes out, then
   // kStreamEnd with `reason` as its message (e.g. "removed from the config").
   void stop(std::string reason);
+  // From any thread: a picture of the next frame that goes out, written at order.path (upright, its
+  // region) and said by a kStreamPicture event right after that frame. At most 16 wait; more are
+  // refused (logged). Orders still waiting when the stream ends are said in the log.
+  void take_picture(PictureOrder order);
 
   const std::string& stream_id() const;
   // Frames its decoder gave so far (numbered or not: those left out or dropped count too); any thread.

@@ -140,6 +140,16 @@ std::string prometheus_text(const JobMetrics& m) {
       }
     }
   }
+  if (m.segment_pictures) {
+    w.family("vapipe_segment_pictures_total", "counter",
+             "Pictures of the stream's segments (publish.segments_pictures_dir): written, or failed (ingest's log "
+             "says why).");
+    for (const StreamMetrics& s : m.streams) {
+      const std::string stream = "stream=\"" + label_value(s.id) + "\"";
+      w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"written\"", std::to_string(s.pictures));
+      w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"failed\"", std::to_string(s.pictures_failed));
+    }
+  }
   w.family("vapipe_latency_seconds", "summary", "From capture to publishing, per result of the stream.");
   for (const StreamMetrics& s : m.streams) {
     const std::string labels = "stream=\"" + label_value(s.id) + "\"";

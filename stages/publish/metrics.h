@@ -39,6 +39,9 @@ struct StreamMetrics {
     double since_unix_s = 0;
   };
   std::vector<OpenSegment> open_segments;
+  // Pictures of its segments (publish.segments_pictures_dir) written, and those that could not be.
+  uint64_t pictures = 0;
+  uint64_t pictures_failed = 0;
 };
 
 // How far an archive job is: the media of the streams whose duration is known, and how much of it
@@ -64,6 +67,7 @@ struct JobMetrics {
   std::vector<StreamMetrics> streams;
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
   bool segments = false;  // publish.segments_min_frames is set: open segments are a metric
+  bool segment_pictures = false;  // publish.segments_pictures_dir is set: pictures are counted
 };
 
 JobProgress job_progress(const JobMetrics& m);

@@ -68,6 +68,21 @@ Status PublishStage::open(const StageContext& ctx) {
       departed_.push_back(st);
     }
   }
+  if (!ctx.config.publish.segments_pictures_dir.empty() && ctx.config.job.mode == JobMode::kLive && layout_ &&
+      !picture_requester_) {
+    std::error_code ec;
+    std::filesystem::create_directories(layout_->run_dir, ec);
+    const std::string endpoint = picture_requests_endpoint(*layout_);
+    auto sender = PictureRequestSender::bind(endpoint);
+    if (!sender.ok()) return sender.status().with_context("publish.segments_pictures_dir");
+    picture_sender_ = std::move(sender).value();
+    picture_requester_ = [this](const PictureRequest& request) {
+      if (Status st = picture_sender_->send(request); !st.ok()) {
+        VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", request.stream_id, request.label, st.message());
+      }
+    };
+    VAPIPE_LOG_INFO("publish: pictures of segments under {}", ctx.config.publish.segments_pictures_dir);
+  }
   if (!ctx.config.publish.jsonl_path.empty()) {
     // Named by the time: today's (this hour's) file, appended to, never emptied (a restarted job goes
     // on in it); the lock is on one file beside them all.
@@ -214,12 +229,15 @@ JobMetrics PublishStage::metrics() const {
   m.start_unix_s = static_cast<double>(job_start_ns_) / 1e9;
   m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
   m.segments = config_ && config_->publish.segments_min_frames > 0;
+  m.segment_pictures = config_ && !config_->publish.segments_pictures_dir.empty();
   for (const StreamState& st : all_streams()) {
     StreamMetrics s;
     s.id = st.id;
     s.state = st.status;
     s.results = st.results;
     s.frame_errors = st.frame_errors;
+    s.pictures = st.pictures;
+    s.pictures_failed = st.pictures_failed;
     s.gaps = st.gaps;
     s.dropped = st.dropped;
     s.reconnects = st.reconnects;
@@ -500,6 +518,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (!is_stream_event(in.kind)) {
     return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
   }
+  if (in.kind == MessageKind::kStreamPicture) return publish_picture(st, in);
   // A file's duration, for archive progress (a resumed stream's start is not published again).
   if (in.kind == MessageKind::kStreamStart && in.event.duration_ns > st.part_from_ns) {
     st.media_ns = in.event.duration_ns - st.part_from_ns;
@@ -623,7 +642,7 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   VAPIPE_RETURN_IF_ERROR(end_segment(st));
   if (label.empty()) return Status::Ok();  // unsure for min_frames frames: no segment until a label is sure
   seg = run;
-  return publish(segment_topic(st.id), segment_json(st.id, "began", seg));
+  return publish_began(st, seg);
 }
 
 // segments_labels: each. A label is on a frame when it is in its top_k with a score of at least its
@@ -671,10 +690,41 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
       track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score);
     } else if (run.frames >= min_frames) {
       track.segment = run;
-      VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "began", track.segment)));
+      VAPIPE_RETURN_IF_ERROR(publish_began(st, track.segment));
     }
   }
   return Status::Ok();
+}
+
+Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun& segment) {
+  VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "began", segment)));
+  if (config_->publish.segments_pictures_dir.empty() || !picture_requester_) return Status::Ok();
+  // Named by when the segment's first frame was captured; the picture is of the frame ingest decodes
+  // when the request reaches it (the one that began the segment is long gone from its pool).
+  picture_requester_(PictureRequest{st.id, segment.label, segment.start_seq,
+                                    segment_picture_path(config_->publish.segments_pictures_dir, st.id, segment.label,
+                                                         segment.start_capture_ms)});
+  return Status::Ok();
+}
+
+Status PublishStage::publish_picture(StreamState& st, const Message& event) {
+  auto ms = [](int64_t ns) { return ns >= 0 ? nlohmann::json(static_cast<double>(ns) / 1e6) : nlohmann::json(); };
+  const bool taken = !event.event.picture.empty();
+  nlohmann::json j = {{"schema", "vapipe.segment"},
+                      {"schema_version", kSchemaVersion},
+                      {"stream_id", st.id},
+                      {"event", "picture"},
+                      {"label", escape_invalid_utf8(event.event.label)},
+                      {"start_seq", event.event.segment_start_seq},
+                      {"seq", event.env.seq},
+                      {"pts_ms", ms(event.env.pts_ns)},
+                      {"capture_unix_ms", ms(event.env.capture_ns)},
+                      {"camera_unix_ms", ms(event.env.camera_ns)},
+                      {"picture", taken ? nlohmann::json(escape_invalid_utf8(event.event.picture)) : nlohmann::json()},
+                      {"error", taken ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(event.event.message))},
+                      {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+  ++(taken ? st.pictures : st.pictures_failed);
+  return publish(segment_topic(st.id), j);
 }
 
 Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segment) {

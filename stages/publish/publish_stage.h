@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/file_lock.h"
+#include "pipeline/picture_requests.h"
 #include "pipeline/resume.h"
 #include "pipeline/stage.h"
 #include "stages/publish/bus_publisher.h"
@@ -51,6 +52,11 @@ class PublishStage final : public Stage {
   // With publish.metrics_address: the served snapshot is renewed every second.
   Status on_deadline(Emitter& out) override;
   std::optional<SteadyTime> next_deadline() const override;
+  // Where a picture request goes (publish.segments_pictures_dir): by default a PUB socket to ingest
+  // (pipeline/picture_requests.h), made in open() for a live job that has a run folder; tests set
+  // their own before open().
+  using PictureRequester = std::function<void(const PictureRequest&)>;
+  void set_picture_requester(PictureRequester requester) { picture_requester_ = std::move(requester); }
   // Where /metrics and /healthz are served (null without publish.metrics_address).
   const MetricsServer* metrics_server() const { return metrics_server_.get(); }
   // The job as metrics now.
@@ -68,6 +74,7 @@ class PublishStage final : public Stage {
     std::string message;
     uint64_t results = 0;
     uint64_t frame_errors = 0;
+    uint64_t pictures = 0, pictures_failed = 0;  // of its segments (publish.segments_pictures_dir)
     uint64_t next_seq = 0;
     uint64_t gaps = 0;        // frames missing (live drops)
     uint64_t out_of_order = 0;
@@ -134,6 +141,12 @@ class PublishStage final : public Stage {
   Status end_segment(StreamState& st);
   // Publishes `segment` as ended and clears it.
   Status publish_ended(StreamState& st, StreamState::LabelRun* segment);
+  // Publishes `segment` as begun, and asks for its picture (publish.segments_pictures_dir).
+  Status publish_began(StreamState& st, const StreamState::LabelRun& segment);
+  // A kStreamPicture from ingest: the "picture" message of the segment it names.
+  Status publish_picture(StreamState& st, const Message& event);
+  PictureRequester picture_requester_;
+  std::unique_ptr<PictureRequestSender> picture_sender_;
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();

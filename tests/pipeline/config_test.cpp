@@ -907,6 +907,28 @@ TEST(Config, SegmentsOfEachLabelNeedAMinimumScore) {
       "/cfg");
 }
 
+// Pictures of segments: a live job's, relative to the config's folder; refused without segments, and
+// for an archive job (whose files `vapipe segments --frames` decodes again).
+TEST(Config, SegmentPicturesAreALiveJobsWithSegments) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {segments_min_frames: 5, segments_pictures_dir: pictures}\n",
+                              "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.segments_pictures_dir, "/cfg/pictures");
+  auto none = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n",
+                                 "job.yaml", "/cfg");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->publish.segments_pictures_dir, "");
+  expect_each_refused("infer: {model: m, labels: l}\n", {
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npublish: {segments_pictures_dir: /p}\n",
+       "job.yaml:3: publish.segments_pictures_dir: needs publish.segments_min_frames (N >= 1)"},
+      {"streams: [{id: a, uri: 'test://ball?frames=30'}]\npublish: {segments_min_frames: 3, segments_pictures_dir: /p}\n",
+       "job.yaml:3: publish.segments_pictures_dir: is for live jobs"},
+      {"streams: [{id: a, uri: 'test://ball?frames=30'}]\npublish: {segments_min_frames: 3, segments_pictures_dir: /p}\n",
+       "vapipe segments RESULTS.jsonl --frames DIR"}},
+      "/cfg");
+}
+
 // A label's own minimum score for segments, over segments_min_score; each remembers its line, for
 // infer's check that it is a label of the labels file.
 TEST(Config, SegmentsMinScoreByLabelGivesLabelsAMinimumOfTheirOwn) {

@@ -121,6 +121,22 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   ASSERT_TRUE(dend.ok());
   EXPECT_EQ(dend->event.warning, end.warning);
   EXPECT_EQ(dend->event.frames, 46u);
+
+  StreamEvent picture{"rtsp://cam/1", "", 12, 0};
+  picture.picture = "/pictures/gate/2026-12-01/14-03-22.125_truck.jpg";
+  picture.label = "truck";
+  picture.segment_start_seq = 9;
+  auto dp = decode_message(
+      to_parts(encode_message(Message::stream_event(MessageKind::kStreamPicture, sample_envelope(), picture), true)),
+      nullptr);
+  ASSERT_TRUE(dp.ok()) << dp.status().message();
+  EXPECT_EQ(dp->kind, MessageKind::kStreamPicture);
+  EXPECT_EQ(dp->event.picture, picture.picture);
+  EXPECT_EQ(dp->event.label, "truck");
+  EXPECT_EQ(dp->event.segment_start_seq, 9u);
+  EXPECT_EQ(dp->env.seq, sample_envelope().seq);
+  EXPECT_TRUE(is_stream_event(MessageKind::kStreamPicture));
+  EXPECT_FALSE(ends_stream(MessageKind::kStreamPicture));
 }
 
 TEST(Wire, ShmPayloadTravelsAsADescriptorAndIsAdopted) {

@@ -154,6 +154,47 @@ TEST(StreamFanOut, AStreamAddedWhileItsSourceRunsStartsAtTheNextFrameNumberedFro
   EXPECT_EQ(fan.ids(), (std::vector<std::string>{"door", "gate", "yard"}));
 }
 
+// A picture (publish.segments_pictures_dir) that one stream of the group asked for reaches that
+// stream alone, numbered as it numbered the frame; one for a stream that has had no frame, or none of
+// the group, reaches nobody.
+TEST(StreamFanOut, APictureReachesTheStreamThatAskedForItNumberedItsOwnWay) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door")}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(fan.emit(frame(seq, 7)).ok());
+  ASSERT_TRUE(fan.add(target(5, "gate")));
+  ASSERT_TRUE(fan.emit(frame(5, 7)).ok());
+  ASSERT_TRUE(fan.emit(frame(6, 7)).ok());  // gate's frame 1
+  ASSERT_TRUE(fan.add(target(8, "yard")));  // no frame yet
+  const std::optional<FanOutTarget> gate = fan.target_named("gate");
+  ASSERT_TRUE(gate.has_value());
+  EXPECT_EQ(gate->index, 5u);
+  EXPECT_FALSE(fan.target_named("nobody").has_value());
+  auto picture = [](uint32_t index, const std::string& id, uint64_t source_seq) {
+    Envelope env = source_env(source_seq);
+    env.stream_index = index;
+    env.stream_id = id;
+    StreamEvent ev{"rtsp://cam/door", "", 0, 0};
+    ev.picture = "/p/" + id + ".jpg";
+    return Message::stream_event(MessageKind::kStreamPicture, env, ev);
+  };
+  const size_t before = out.messages.size();
+  ASSERT_TRUE(fan.emit(picture(5, "gate", 6)).ok());
+  ASSERT_TRUE(fan.emit(picture(0, "door", 6)).ok());
+  ASSERT_TRUE(fan.emit(picture(8, "yard", 6)).ok());
+  ASSERT_TRUE(fan.emit(picture(9, "other", 6)).ok());
+  ASSERT_EQ(out.messages.size(), before + 2);
+  const Message& to_gate = out.messages[before];
+  EXPECT_EQ(to_gate.kind, MessageKind::kStreamPicture);
+  EXPECT_EQ(to_gate.env.stream_id, "gate");
+  EXPECT_EQ(to_gate.env.stream_index, 5u);
+  EXPECT_EQ(to_gate.env.seq, 1u);
+  EXPECT_EQ(to_gate.event.picture, "/p/gate.jpg");
+  EXPECT_EQ(out.messages[before + 1].env.stream_id, "door");
+  EXPECT_EQ(out.messages[before + 1].env.seq, 6u);
+}
+
 TEST(StreamFanOut, ResumingAGroupGoesOnFromItsLeastResultsAndEachStreamTakesOnlyFramesPastItsOwn) {
   CollectingEmitter out;
   FanOutTarget door = target(0, "door"), left = target(1, "left"), right = target(2, "right");

@@ -26,6 +26,7 @@
 #include <tuple>
 
 #include "tests/fakes/free_port.h"
+#include "tests/fakes/jpeg_size.h"
 #include "tests/fakes/mp4_rotation.h"
 #include "tests/fakes/rtsp_test_server.h"
 #include "tests/fakes/stage_harness.h"
@@ -874,6 +875,46 @@ TEST_F(StreamReaderTest, AStreamStoppedBeforeItPlaysSendsNoFrame) {
   EXPECT_EQ(out.messages[0].kind, MessageKind::kStreamEnd);
   EXPECT_EQ(out.messages[0].event.message, "stopped");
   EXPECT_EQ(out.messages[0].event.frames, 0u);
+}
+
+// publish.segments_pictures_dir: a picture ordered before the stream plays is of its next frame (the
+// first), upright and of the region asked for, said right after that frame; one that cannot be written
+// says why.
+TEST_F(StreamReaderTest, APictureOrderedIsOfTheNextFrameUprightAndOfItsRegionSaidRightAfterIt) {
+  StreamConfig s = stream("door", "test://smpte?frames=4&width=320&height=240");
+  s.turn = Orientation::kRotate90;  // upright 240 x 320
+  auto reader = StreamReader::create(s, 3, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const std::string whole = (dir_ / "pictures" / "door" / "whole.jpg").string();
+  const std::string region = (dir_ / "pictures" / "door" / "region.jpg").string();
+  (*reader)->take_picture(PictureOrder{3, "door", {0, 0, 1, 1}, "bars", 7, whole});
+  (*reader)->take_picture(PictureOrder{3, "door", {0, 0, 0.5, 1}, "bars", 7, region});  // its left half
+  (*reader)->take_picture(PictureOrder{3, "door", {0, 0, 1, 1}, "bars", 7, "/dev/null/cannot.jpg"});
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_EQ(out.messages.size(), 9u);  // start, frame 0, three pictures, frames 1 to 3, end
+  EXPECT_EQ(out.messages[1].kind, MessageKind::kFrame);
+  EXPECT_EQ(out.messages[1].env.seq, 0u);
+  for (size_t i = 2; i < 5; ++i) {
+    const Message& m = out.messages[i];
+    ASSERT_EQ(m.kind, MessageKind::kStreamPicture) << i;
+    EXPECT_EQ(m.env.seq, 0u);
+    EXPECT_EQ(m.env.stream_id, "door");
+    EXPECT_EQ(m.env.stream_index, 3u);
+    EXPECT_EQ(m.env.pts_ns, out.messages[1].env.pts_ns);
+    EXPECT_EQ(m.event.label, "bars");
+    EXPECT_EQ(m.event.segment_start_seq, 7u);
+  }
+  EXPECT_EQ(out.messages[2].event.picture, whole);
+  EXPECT_EQ(out.messages[2].event.message, "");
+  EXPECT_EQ(out.messages[3].event.picture, region);
+  EXPECT_EQ(out.messages[4].event.picture, "");
+  EXPECT_NE(out.messages[4].event.message.find("/dev/null/cannot.jpg"), std::string::npos) << out.messages[4].event.message;
+  EXPECT_EQ(testing::jpeg_size(whole), std::make_pair(240u, 320u));
+  EXPECT_EQ(testing::jpeg_size(region), std::make_pair(120u, 320u));
+  EXPECT_EQ(out.messages[5].kind, MessageKind::kFrame);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.frames, 4u);
 }
 
 TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {

@@ -1048,6 +1048,68 @@ TEST_F(PublishStageTest, EachLabelIsOnAFrameFromItsOwnMinimumScore) {
   EXPECT_EQ(order, (std::vector<std::string>{"began smoke", "ended smoke"}));
 }
 
+// publish.segments_pictures_dir: each segment that begins asks for a picture named by the stream, the
+// day and time its first frame was captured and its label; ingest's picture event becomes the
+// segment's "picture" message (or says why there is none), counted on /metrics.
+TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsItsPictureMessage) {
+  config_.job.mode = JobMode::kLive;
+  config_.publish.segments_min_frames = 2;
+  config_.publish.segments_pictures_dir = "/pictures";
+  std::vector<PictureRequest> asked;
+  stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "truck", 0.9, 1);
+  EXPECT_TRUE(asked.empty()) << "not yet begun";
+  send_top1(&seq, "truck", 0.9, 2);  // began at seq 0, said at seq 1
+  send_top1(&seq, "car", 0.9, 2);    // ended; car began at seq 3
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0].stream_id, "s0");
+  EXPECT_EQ(asked[0].label, "truck");
+  EXPECT_EQ(asked[0].segment_start_seq, 0u);
+  EXPECT_EQ(asked[1].label, "car");
+  EXPECT_EQ(asked[1].segment_start_seq, 3u);
+  double began_ms = -1;  // the truck segment's first frame's capture time, as its began message says
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0" && j["event"] == "began" && j["label"] == "truck") began_ms = j["start_capture_unix_ms"];
+  }
+  EXPECT_EQ(asked[0].path, segment_picture_path("/pictures", "s0", "truck", began_ms));
+  EXPECT_EQ(asked[0].path.rfind("/pictures/s0/", 0), 0u) << asked[0].path;
+
+  // Ingest's answers: one written (of frame 2), one that could not be.
+  Message taken = Message::stream_event(MessageKind::kStreamPicture, result(0, 2, "truck").env, StreamEvent{});
+  taken.event.picture = asked[0].path;
+  taken.event.label = "truck";
+  taken.event.segment_start_seq = 0;
+  ASSERT_TRUE(stage_->process(std::move(taken), out_).ok());
+  Message failed = Message::stream_event(MessageKind::kStreamPicture, result(0, 4, "car").env, StreamEvent{});
+  failed.event.message = "cannot make the folder of /pictures/s0/...: Permission denied";
+  failed.event.label = "car";
+  failed.event.segment_start_seq = 3;
+  ASSERT_TRUE(stage_->process(std::move(failed), out_).ok());
+  std::vector<nlohmann::json> pictures;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0" && j["event"] == "picture") pictures.push_back(j);
+  }
+  ASSERT_EQ(pictures.size(), 2u);
+  EXPECT_EQ(pictures[0]["schema"], "vapipe.segment");
+  EXPECT_EQ(pictures[0]["label"], "truck");
+  EXPECT_EQ(pictures[0]["start_seq"], 0);
+  EXPECT_EQ(pictures[0]["seq"], 2);
+  EXPECT_EQ(pictures[0]["picture"], asked[0].path);
+  EXPECT_TRUE(pictures[0]["error"].is_null());
+  EXPECT_NEAR(pictures[0]["pts_ms"].get<double>(), 66.0, 1e-9);
+  EXPECT_TRUE(pictures[0]["capture_unix_ms"].is_number());
+  EXPECT_TRUE(pictures[1]["picture"].is_null());
+  EXPECT_NE(pictures[1]["error"].get<std::string>().find("Permission denied"), std::string::npos);
+  EXPECT_EQ(stage_->metrics().streams[0].pictures, 1u);
+  EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 1u);
+  EXPECT_NE(prometheus_text(stage_->metrics()).find(
+                "vapipe_segment_pictures_total{stream=\"s0\",outcome=\"failed\"} 1"),
+            std::string::npos);
+  EXPECT_EQ(stage_->metrics().streams[0].state, "running");  // a picture changes nothing of the stream's
+}
+
 TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
   open();
   for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "car"), out_).ok());

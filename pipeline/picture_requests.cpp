@@ -1,0 +1,117 @@
+#include "pipeline/picture_requests.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/logging.h"
+#include "pipeline/transport.h"
+
+namespace vapipe {
+
+std::string encode_picture_request(const PictureRequest& r) {
+  return nlohmann::json{{"stream_id", r.stream_id}, {"label", r.label}, {"segment_start_seq", r.segment_start_seq},
+                        {"path", r.path}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<PictureRequest> decode_picture_request(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("stream_id") || !j["stream_id"].is_string() ||
+      !j.contains("path") || !j["path"].is_string() || j["path"].get<std::string>().empty()) {
+    return InvalidArgument("a picture request that is not one: " + text.substr(0, 200));
+  }
+  PictureRequest r;
+  r.stream_id = j["stream_id"].get<std::string>();
+  r.path = j["path"].get<std::string>();
+  if (j.contains("label") && j["label"].is_string()) r.label = j["label"].get<std::string>();
+  if (j.contains("segment_start_seq") && j["segment_start_seq"].is_number_unsigned()) {
+    r.segment_start_seq = j["segment_start_seq"].get<uint64_t>();
+  }
+  return r;
+}
+
+std::string label_for_file_name(const std::string& label) {
+  std::string out = label;
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool kept = std::isalnum(u) || c == '-' || c == '.' || c == '_' || u >= 0x80;  // UTF-8 letters kept
+    if (!kept) c = '_';
+  }
+  return out;
+}
+
+std::string segment_picture_path(const std::string& dir, const std::string& stream_id, const std::string& label,
+                                 double unix_ms) {
+  const auto ms = static_cast<long long>(std::llround(std::max(0.0, unix_ms)));
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char day[16], when[32];
+  std::strftime(day, sizeof day, "%Y-%m-%d", &local);
+  std::snprintf(when, sizeof when, "%02d-%02d-%02d.%03lld", local.tm_hour, local.tm_min, local.tm_sec, ms % 1000);
+  return (std::filesystem::path(dir) / stream_id / day / (std::string(when) + "_" + label_for_file_name(label) + ".jpg"))
+      .string();
+}
+
+Result<std::unique_ptr<PictureRequestSender>> PictureRequestSender::bind(const std::string& endpoint) {
+  try {
+    zmq::socket_t socket(zmq_context(), zmq::socket_type::pub);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::sndhwm, 1000);
+    socket.bind(endpoint);
+    return std::unique_ptr<PictureRequestSender>(new PictureRequestSender(std::move(socket)));
+  } catch (const zmq::error_t& e) {
+    return Unavailable("picture requests on " + endpoint + ": cannot bind: " + e.what());
+  }
+}
+
+Status PictureRequestSender::send(const PictureRequest& request) {
+  const std::string text = encode_picture_request(request);
+  try {
+    socket_.send(zmq::buffer(text), zmq::send_flags::dontwait);  // PUB drops rather than block
+  } catch (const zmq::error_t& e) {
+    return Unavailable(std::string("picture request: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<PictureRequestReceiver>> PictureRequestReceiver::connect(const std::string& endpoint) {
+  try {
+    zmq::socket_t socket(zmq_context(), zmq::socket_type::sub);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::subscribe, "");
+    socket.connect(endpoint);
+    return std::unique_ptr<PictureRequestReceiver>(new PictureRequestReceiver(std::move(socket)));
+  } catch (const zmq::error_t& e) {
+    return Unavailable("picture requests on " + endpoint + ": cannot connect: " + e.what());
+  }
+}
+
+std::vector<PictureRequest> PictureRequestReceiver::poll() {
+  std::vector<PictureRequest> out;
+  while (true) {
+    zmq::message_t msg;
+    zmq::recv_result_t got;
+    try {
+      got = socket_.recv(msg, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      VAPIPE_LOG_WARN("picture requests: {}", e.what());
+      break;
+    }
+    if (!got) break;
+    auto request = decode_picture_request(msg.to_string());
+    if (!request.ok()) {
+      VAPIPE_LOG_WARN("{}", request.status().message());
+      continue;
+    }
+    out.push_back(std::move(request).value());
+  }
+  return out;
+}
+
+}  // namespace vapipe

@@ -1,0 +1,64 @@
+// Pictures of live streams when their segments begin (publish.segments_pictures_dir). Publish decides
+// that a segment began, long after the frames it began with left ingest's pool; so it asks ingest, the
+// one stage that still has a stream's frames, for a picture of the next frame it decodes. The request
+// crosses a ZeroMQ PUB socket that publish binds (picture_requests_endpoint, pipeline/job_layout.h) to
+// the SUB socket of each lane's ingest; the lane that has the stream writes the JPEG and says so with
+// a kStreamPicture event after that frame, which travels the pipeline to publish like any stream event.
+// A request is never waited for: when no ingest listens (one restarting), it is lost and publish logs
+// nothing of it; ingest says each picture it could not take.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct PictureRequest {
+  std::string stream_id;
+  std::string label;               // the segment's
+  uint64_t segment_start_seq = 0;  // the segment's first frame
+  std::string path;                // where the JPEG goes
+};
+
+std::string encode_picture_request(const PictureRequest& request);
+Result<PictureRequest> decode_picture_request(const std::string& text);
+
+// A label as a file name's part: letters (UTF-8 ones too), digits, '-', '.', '_' kept, the rest '_'.
+std::string label_for_file_name(const std::string& label);
+
+// DIR/<stream>/<YYYY-MM-DD>/<HH-MM-SS.mmm>_<label>.jpg, the date and time the local ones of
+// `unix_ms` (when the segment's first frame was captured): a day's pictures in a folder, named in order.
+std::string segment_picture_path(const std::string& dir, const std::string& stream_id, const std::string& label,
+                                 double unix_ms);
+
+// Publish's end: binds; send() never blocks (a request nobody receives is dropped).
+class PictureRequestSender {
+ public:
+  static Result<std::unique_ptr<PictureRequestSender>> bind(const std::string& endpoint);
+  Status send(const PictureRequest& request);
+
+ private:
+  explicit PictureRequestSender(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  zmq::socket_t socket_;
+};
+
+// Ingest's end: connects (before or after publish binds); poll() takes what arrived, without waiting.
+class PictureRequestReceiver {
+ public:
+  static Result<std::unique_ptr<PictureRequestReceiver>> connect(const std::string& endpoint);
+  // Malformed requests are logged and skipped.
+  std::vector<PictureRequest> poll();
+
+ private:
+  explicit PictureRequestReceiver(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  zmq::socket_t socket_;
+};
+
+}  // namespace vapipe

@@ -1,0 +1,87 @@
+// Picture requests (pipeline/picture_requests.h): their text, their file names, and a real ZeroMQ
+// PUB/SUB pair over ipc://, as publish and ingest use them.
+#include "pipeline/picture_requests.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+namespace vapipe {
+namespace {
+
+TEST(PictureRequests, ARequestReadsBackAsItWasWritten) {
+  const PictureRequest r{"gate 2", "truck", 1234567, "/var/lib/vapipe/pictures/gate/x.jpg"};
+  auto back = decode_picture_request(encode_picture_request(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->stream_id, r.stream_id);
+  EXPECT_EQ(back->label, r.label);
+  EXPECT_EQ(back->segment_start_seq, r.segment_start_seq);
+  EXPECT_EQ(back->path, r.path);
+  for (const char* bad : {"", "not json", "[]", R"({"stream_id": "gate"})", R"({"stream_id": 3, "path": "/x.jpg"})"}) {
+    EXPECT_FALSE(decode_picture_request(bad).ok()) << bad;
+  }
+}
+
+TEST(PictureRequests, APictureIsNamedByItsStreamTheDayAndTheTimeItsSegmentBegan) {
+  const char* tz = std::getenv("TZ");
+  const std::string old_tz = tz ? tz : "";
+  setenv("TZ", "UTC", 1);
+  tzset();
+  // 2026-12-01 14:03:22.125 UTC
+  EXPECT_EQ(segment_picture_path("/pictures", "gate", "truck", 1796133802125.0),
+            "/pictures/gate/2026-12-01/14-03-22.125_truck.jpg");
+  EXPECT_EQ(segment_picture_path("/p", "cam", "pick-up truck/van", 1796133802000.4),
+            "/p/cam/2026-12-01/14-03-22.000_pick-up_truck_van.jpg");
+  EXPECT_EQ(label_for_file_name("été 2"), "été_2");
+  if (tz) {
+    setenv("TZ", old_tz.c_str(), 1);
+  } else {
+    unsetenv("TZ");
+  }
+  tzset();
+}
+
+TEST(PictureRequests, IngestReceivesWhatPublishSendsOverIpc) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-picture-requests-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string endpoint = "ipc://" + (dir / "pictures.sock").string();
+  // Ingest may connect first (it starts before publish has bound after a restart of publish).
+  auto receiver = PictureRequestReceiver::connect(endpoint);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().message();
+  auto sender = PictureRequestSender::bind(endpoint);
+  ASSERT_TRUE(sender.ok()) << sender.status().message();
+  // A PUB socket drops what it sends before the subscription has reached it: send until one arrives.
+  std::vector<PictureRequest> got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  uint64_t sent = 0;
+  while (got.empty() && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE((*sender)->send(PictureRequest{"gate", "truck", sent++, "/p/gate.jpg"}).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    got = (*receiver)->poll();
+  }
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0].stream_id, "gate");
+  EXPECT_EQ(got[0].path, "/p/gate.jpg");
+  // Once connected, every request arrives, in order.
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE((*sender)->send(PictureRequest{"gate", "car", 100 + i, "/p/c.jpg"}).ok());
+  std::vector<PictureRequest> next;
+  while (next.size() < 5 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (PictureRequest& r : (*receiver)->poll()) {
+      if (r.label == "car") next.push_back(r);
+    }
+  }
+  ASSERT_EQ(next.size(), 5u);
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ(next[i].segment_start_seq, 100 + i);
+  receiver->reset();
+  sender->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace vapipe
