@@ -37,8 +37,49 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     std::string turn;
   };
   std::map<std::string, StreamView> views;
+  // By stream: the pictures its live job took as segments began (label, the segment's first seq, path).
+  struct LivePicture {
+    std::string label;
+    uint64_t start_seq = 0;
+    std::string path;
+  };
+  std::map<std::string, std::vector<LivePicture>> live_pictures;
+  auto take_picture = [&](const std::string& topic, const nlohmann::json& g) {
+    if (g.is_object() && g.value("event", "") == "picture" && g.contains("picture") && g["picture"].is_string() &&
+        g.contains("label") && g["label"].is_string() && g.contains("start_seq") && g["start_seq"].is_number_unsigned()) {
+      live_pictures[topic.substr(9)].push_back(
+          {g["label"].get<std::string>(), g["start_seq"].get<uint64_t>(), g["picture"].get<std::string>()});
+    }
+  };
+  if (options.read_pictures_first) {
+    for (const auto& [stream, name] : inputs) {
+      const std::streampos start = stream->tellg();
+      if (start == std::streampos(-1)) continue;  // a pipe: its pictures are taken as they come
+      std::string line;
+      while (std::getline(*stream, line)) {
+        if (line.find("\"picture\"") == std::string::npos || line.find("\"segments/") == std::string::npos) continue;
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("topic") && j["topic"].is_string() && j.contains("payload") &&
+            j["topic"].get<std::string>().rfind("segments/", 0) == 0) {
+          take_picture(j["topic"].get<std::string>(), j["payload"]);
+        }
+      }
+      stream->clear();
+      stream->seekg(start);
+    }
+  }
   auto emit = [&](const Segment& s) {
-    if (options.label.empty() || s.label == options.label) on_segment(s);
+    if (!options.label.empty() && s.label != options.label) return;
+    auto it = live_pictures.find(s.stream_id);
+    if (it == live_pictures.end()) return on_segment(s);
+    Segment with = s;
+    for (const LivePicture& p : it->second) {
+      if (p.label == s.label && p.start_seq >= s.start_seq && p.start_seq <= s.end_seq) {
+        with.live_picture = p.path;  // the first: a bridged segment's own beginning
+        break;
+      }
+    }
+    on_segment(with);
   };
   auto close = [&](Segment& s) {
     if (!options.bridge) {
@@ -99,6 +140,10 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           }
           view.turn = e.contains("turn") && e["turn"].is_string() ? e["turn"].get<std::string>() : "";
         }
+        continue;
+      }
+      if (topic.rfind("segments/", 0) == 0) {
+        take_picture(topic, j["payload"]);  // again if read first: the first match is taken
         continue;
       }
       if (topic.rfind("results/", 0) != 0) continue;

@@ -35,6 +35,9 @@ struct Segment {
   // rather than its bumper coming in, for a picture of the segment.
   uint64_t best_seq = 0;
   double best_ms = -1, best_score = -1, best_capture_ms = -1;
+  // The JPEG its live job took as it began (publish.segments_pictures_dir: a `picture` message on
+  // segments/<id> of its label, begun within it), where that job wrote it; "": none.
+  std::string live_picture;
 };
 
 // Which frame of a segment stands for it in a picture (vapipe segments --frames, --picture).
@@ -62,6 +65,10 @@ struct SegmentOptions {
   // "person" and "smoke" at once), overlapping; a frame without the label ends its run. Else of the
   // top-1 label only, one at a time per stream.
   bool each_label = false;
+  // Read a live job's pictures of its segments (Segment::live_picture) from all of each input before
+  // its segments, when it can be read twice (a file; standard input cannot): a picture's message comes
+  // a little after its segment's beginning, often after a short segment has ended.
+  bool read_pictures_first = false;
 };
 
 // Segments of every stream in `in` (JSON lines {"topic": "results/<id>", "payload": {...}}), per stream

@@ -164,12 +164,16 @@ int segments_command(const std::vector<std::string>& args) {
                 clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score",
                 frames_dir.empty() ? "" : "  picture");
   }
+  options.read_pictures_first = !frames_dir.empty();
   std::unique_ptr<SegmentFrames> pictures;
   if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, std::move(moved));
   std::set<std::string> unreadable;  // streams whose frames cannot be read again (cameras): said once
   // The picture of a segment: its path, or "" (why said on standard error).
   auto picture_of = [&](const Segment& s) -> std::string {
-    if (!pictures || unreadable.count(s.stream_id)) return "";
+    if (!pictures) return "";
+    // A camera's frames are gone, but its live job may have taken the picture as the segment began.
+    if (!s.live_picture.empty() && s.uri.rfind("file://", 0) != 0) return s.live_picture;
+    if (unreadable.count(s.stream_id)) return "";
     auto path = pictures->save(s);
     if (path.ok()) return path.value();
     const bool whole_stream = path.status().code() == StatusCode::kFailedPrecondition || s.uri.empty();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <cstdlib>
 #include <ctime>
 #include <sstream>
@@ -246,6 +247,39 @@ TEST(Segments, ASegmentKnowsItsStreamsUriFromItsEvents) {
   EXPECT_EQ(s[1].uri, "file:///data/a%201.mp4");
   EXPECT_EQ(s[2].stream_id, "b");
   EXPECT_EQ(s[2].uri, "");
+}
+
+// A live job's picture of a segment (publish.segments_pictures_dir), from its `picture` message: the
+// segment of its label that holds the picture's start_seq has it; a picture that failed (null) is none.
+TEST(Segments, ASegmentHasThePictureItsLiveJobTookAsItBegan) {
+  auto picture = [](const std::string& id, const std::string& label, uint64_t start_seq, const std::string& path) {
+    return "{\"topic\":\"segments/" + id + "\",\"payload\":{\"event\":\"picture\",\"label\":\"" + label +
+           "\",\"start_seq\":" + std::to_string(start_seq) + ",\"picture\":" +
+           (path.empty() ? std::string("null") : "\"" + path + "\"") + "}}\n";
+  };
+  std::string text;
+  for (uint64_t seq = 0; seq < 6; ++seq) {
+    text += result("gate", seq, seq < 3 ? "truck" : "car");
+    if (seq == 2) text += picture("gate", "truck", 0, "/p/gate/truck.jpg");
+    if (seq == 5) text += picture("gate", "car", 3, "");  // could not be written
+  }
+  text += result("door", 0, "truck") + picture("gate", "bus", 0, "/p/gate/bus.jpg");  // another label: not its
+  std::map<std::string, std::string> pictures;  // "stream label": its live picture
+  for (const Segment& g : segments_of(text)) pictures[g.stream_id + " " + g.label] = g.live_picture;
+  EXPECT_EQ(pictures, (std::map<std::string, std::string>{
+                          {"gate truck", "/p/gate/truck.jpg"}, {"gate car", ""}, {"door truck", ""}}));
+
+  // A segment that ended before its picture's message (a short one; the message comes a little
+  // after the beginning): read from the whole file first, when it can be read twice.
+  const std::string late = result("yard", 0, "dog") + result("yard", 1, "cat") + picture("yard", "dog", 0, "/p/dog.jpg");
+  EXPECT_EQ(segments_of(late).front().live_picture, "") << "read as it comes: not yet known";
+  SegmentOptions first;
+  first.read_pictures_first = true;
+  const std::vector<Segment> read_first = segments_of(late, first);
+  ASSERT_EQ(read_first.size(), 2u);
+  EXPECT_EQ(read_first[0].label, "dog");
+  EXPECT_EQ(read_first[0].live_picture, "/p/dog.jpg");
+  EXPECT_EQ(read_first[1].live_picture, "");
 }
 
 // And its region and turn from its latest started event (a later eos, without them, keeps them).

@@ -12,6 +12,20 @@ from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free
                         start_rtsp_camera, write_config)
 
 
+def jpeg_size(path):
+    """(width, height) from a JPEG's start-of-frame marker."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:2] == b"\xff\xd8", path
+    i = 2
+    while i + 9 < len(data):
+        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + length
+    raise AssertionError(f"{path}: no start of frame")
+
+
 class LiveRtsp(E2ETest):
     def start_camera(self, pattern, port=None):
         uri, _ = start_rtsp_camera(self, pattern, port)
@@ -144,14 +158,18 @@ class LiveRtsp(E2ETest):
     def test_a_camera_that_goes_away_and_comes_back_is_reconnected(self):
         """The yard camera's server dies and comes back on the same port a few seconds later: its
         stream reports reconnecting, then resumed, and its results go on, numbered on; the door camera
-        does not notice."""
+        does not notice. Its segments have pictures (publish.segments_pictures_dir), of the whole camera
+        and of its top half (door-top, a region of the same decoding)."""
         door = self.start_camera("smpte")
         port = free_port()
         yard, yard_proc = self.start_camera_process("pinwheel", port)
         metrics_port = free_port()
-        config, endpoint = write_config(self.dir, [("door", door), ("yard", yard)],
+        pictures = os.path.join(self.dir, "pictures")
+        config, endpoint = write_config(self.dir, [("door", door), ("yard", yard),
+                                                   {"id": "door-top", "source": "door", "roi": [0, 0, 1, 0.5]}],
                                         ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
-                                        publish={"metrics_address": f"127.0.0.1:{metrics_port}", "segments_min_frames": 5})
+                                        publish={"metrics_address": f"127.0.0.1:{metrics_port}", "segments_min_frames": 5,
+                                                 "segments_pictures_dir": pictures})
         self.subscriber = Subscriber(endpoint, self.dir)
         started_s = time.time()
         run = Run(config)
@@ -215,6 +233,32 @@ class LiveRtsp(E2ETest):
         self.assertRegex(status.stdout, r"progress  segments\n")
         self.assertRegex(status.stdout, r"\n  door +running .*  smpte for [0-9][^,\n]* s\n")
         self.assertEqual(health["streams"]["yard"]["reconnects"], 1)
+        # Each door segment's picture: a JPEG of a frame at or after the segment's first, the camera's
+        # 640x360 or its top half, under pictures/<stream>/<day>/, said after its began message.
+        for sid, size in (("door", (640, 360)), ("door-top", (640, 180))):
+            said = [m["payload"] for m in messages if m["topic"] == f"segments/{sid}"]
+            began = [g for g in said if g["event"] == "began"]
+            taken = [g for g in said if g["event"] == "picture"]
+            self.assertGreaterEqual(len(began), 1, sid)
+            self.assertEqual([(g["label"], g["start_seq"]) for g in taken],
+                             [(g["label"], g["start_seq"]) for g in began], f"{sid}: a picture per segment")
+            self.assertLess(said.index(began[0]), said.index(taken[0]))
+            first = taken[0]
+            self.assertIsNone(first["error"], first)
+            self.assertGreaterEqual(first["seq"], began[0]["start_seq"])
+            self.assertTrue(first["picture"].startswith(os.path.join(pictures, sid) + "/"), first["picture"])
+            self.assertTrue(first["picture"].endswith(f"_{first['label']}.jpg"), first["picture"])
+            self.assertEqual(jpeg_size(first["picture"]), size, sid)
+        self.assertRegex(metrics, r'\nvapipe_segment_pictures_total\{stream="door",outcome="written"\} [1-9]')
+        # Read back from the results file, a camera's segment has the picture its job took.
+        listed = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--stream", "door",
+                                 "--min-frames", "5", "--frames", os.path.join(self.dir, "frames"), "--json"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        door_segments = [json.loads(line) for line in listed.stdout.splitlines()]
+        door_pictures = [m["payload"]["picture"] for m in messages
+                         if m["topic"] == "segments/door" and m["payload"]["event"] == "picture"]
+        self.assertEqual(door_segments[0]["picture"], door_pictures[0])
         self.assert_no_leftovers(run)
 
 
