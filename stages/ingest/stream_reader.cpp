@@ -1365,15 +1365,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     ++emitted;
     for (PictureOrder& order : pictures) {
       if (s.options.watchdog) s.options.watchdog->working("writing a picture of a frame");
+      const auto writing = std::chrono::steady_clock::now();
       const Status written = write_frame_picture(pictured.get(), frame_turn, order.roi, order.path);
+      const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - writing).count();
       if (s.options.watchdog) s.options.watchdog->waiting();
       StreamEvent ev{uri, written.ok() ? "" : written.message(), emitted, s.queue.dropped()};
       ev.picture = written.ok() ? order.path : "";
       ev.label = std::move(order.label);
       ev.segment_start_seq = order.segment_start_seq;
       if (written.ok()) {
-        VAPIPE_LOG_DEBUG("stream '{}': picture of frame {} for its '{}' segment: {}", order.stream_id, frame_env.seq,
-                         ev.label, order.path);
+        VAPIPE_LOG_DEBUG("stream '{}': picture of frame {} for its '{}' segment in {:.1f} ms: {}", order.stream_id,
+                         frame_env.seq, ev.label, took_ms, order.path);
       } else {
         VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", order.stream_id, ev.label,
                         written.message());
