@@ -10,7 +10,8 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import SOURCE_DIR, VAPIPE, E2ETest, Run, free_port, results_by_stream, start_rtsp_camera, write_config
+from e2e.common import (SOURCE_DIR, VAPIPE, E2ETest, Run, free_port, jpeg_size, results_by_stream, start_rtsp_camera,
+                        write_config)
 
 MEDIA = os.path.join(SOURCE_DIR, "tests", "media")
 
@@ -155,8 +156,10 @@ class GpuPipeline(E2ETest):
         keeper = subprocess.Popen(["gst-launch-1.0", "-q", "rtspsrc", f"location={refresh_uri}", "!", "fakesink"])
         self.addCleanup(lambda: (keeper.terminate(), keeper.wait()))
         time.sleep(1)
+        pictures = os.path.join(self.dir, "pictures")
         config, _ = write_config(self.dir, [("cam", uri), ("refresh", refresh_uri)], job={"mode": "live"},
-                                 publish={"wait_for_subscribers": 0},
+                                 publish={"wait_for_subscribers": 0, "segments_min_frames": 5,
+                                          "segments_pictures_dir": pictures},
                                  ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
                                  preprocess={"dtype": "float16"}, infer={"precision": "fp16"})
         run = Run(config, env={"VAPIPE_LOG_LEVEL": "info"})
@@ -211,6 +214,11 @@ class GpuPipeline(E2ETest):
         self.assertIn("NVDEC on GPU 0", run.stderr)
         self.assertNotIn("decoding on the CPU", run.stderr)
         self.assertIn("restarting the lane", run.stderr)
+        # A segment's picture of an NVDEC frame (CUDA memory mapped to the host for the JPEG).
+        taken = [m["payload"] for m in msgs if m["topic"] == "segments/cam" and m["payload"]["event"] == "picture"]
+        self.assertGreaterEqual(len(taken), 1, run.stderr[-3000:])
+        self.assertIsNone(taken[0]["error"], taken[0])
+        self.assertEqual(jpeg_size(taken[0]["picture"]), (1280, 720))
 
 
 if __name__ == "__main__":

@@ -8,22 +8,8 @@ import time
 import unittest
 import urllib.request
 
-from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, results_by_stream,
+from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, jpeg_size, results_by_stream,
                         start_rtsp_camera, write_config)
-
-
-def jpeg_size(path):
-    """(width, height) from a JPEG's start-of-frame marker."""
-    with open(path, "rb") as f:
-        data = f.read()
-    assert data[:2] == b"\xff\xd8", path
-    i = 2
-    while i + 9 < len(data):
-        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
-        i += 2 + length
-    raise AssertionError(f"{path}: no start of frame")
 
 
 class LiveRtsp(E2ETest):
