@@ -1019,6 +1019,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                  "files are decoded again for pictures of their segments: vapipe segments RESULTS.jsonl --frames DIR");
       }
     }
+    r.uint("segments_pictures_keep_days", &c.publish.segments_pictures_keep_days, 0, 100000);
+    if (c.publish.segments_pictures_keep_days > 0 && c.publish.segments_pictures_dir.empty()) {
+      ctx.fail(r.child("segments_pictures_keep_days"), "publish.segments_pictures_keep_days",
+               "only with publish.segments_pictures_dir: it deletes that folder's older days");
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);

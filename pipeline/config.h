@@ -258,6 +258,8 @@ struct PublishConfig {
   // upright, its roi), written under this folder (DIR/<stream>/<date>/<time>_<label>.jpg) and said on
   // segments/<id> as a "picture" message. Empty: none.
   std::string segments_pictures_dir;
+  // Its day folders older than this many days (today's included) are deleted; 0: all are kept.
+  uint32_t segments_pictures_keep_days = 0;
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
   // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public

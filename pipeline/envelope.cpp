@@ -31,6 +31,10 @@ Status validate_stream_id(std::string_view id) {
   if (id.empty() || id.size() > 64) {
     return InvalidArgument("stream id '" + std::string(id) + "' must be 1 to 64 characters");
   }
+  if (id == "." || id == "..") {
+    // Ids name folders (pictures of segments, DIR/<stream>/...): these two are folders already.
+    return InvalidArgument("stream id '" + std::string(id) + "' may not be '.' or '..'");
+  }
   for (char c : id) {
     bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                    c == '_' || c == '-' || c == '.';

@@ -1,5 +1,6 @@
 #include "pipeline/picture_requests.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +57,40 @@ std::string segment_picture_path(const std::string& dir, const std::string& stre
   std::snprintf(when, sizeof when, "%02d-%02d-%02d.%03lld", local.tm_hour, local.tm_min, local.tm_sec, ms % 1000);
   return (std::filesystem::path(dir) / stream_id / day / (std::string(when) + "_" + label_for_file_name(label) + ".jpg"))
       .string();
+}
+
+std::vector<std::string> prune_segment_pictures(const std::string& dir, uint32_t keep_days, std::time_t now) {
+  std::vector<std::string> removed;
+  if (keep_days == 0 || dir.empty()) return removed;
+  // The oldest day kept, as its folder is named: ISO dates sort as their text does.
+  const std::time_t oldest = now - static_cast<std::time_t>(keep_days - 1) * 86400;
+  std::tm local{};
+  localtime_r(&oldest, &local);
+  char cutoff[16];
+  std::strftime(cutoff, sizeof cutoff, "%Y-%m-%d", &local);
+  auto is_day = [](const std::string& name) {
+    if (name.size() != 10 || name[4] != '-' || name[7] != '-') return false;
+    for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+      if (!std::isdigit(static_cast<unsigned char>(name[i]))) return false;
+    }
+    return true;
+  };
+  std::error_code ec;
+  for (const auto& stream : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code not_a_folder;
+    if (!stream.is_directory(not_a_folder)) continue;
+    std::error_code unreadable;
+    for (const auto& day : std::filesystem::directory_iterator(stream.path(), unreadable)) {
+      const std::string name = day.path().filename().string();
+      std::error_code kind;
+      if (!day.is_directory(kind) || !is_day(name) || name >= cutoff) continue;
+      std::error_code gone;
+      std::filesystem::remove_all(day.path(), gone);
+      if (!gone) removed.push_back(day.path().string());
+    }
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 Result<std::unique_ptr<PictureRequestSender>> PictureRequestSender::bind(const std::string& endpoint) {

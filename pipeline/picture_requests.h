@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,11 @@ std::string label_for_file_name(const std::string& label);
 // `unix_ms` (when the segment's first frame was captured): a day's pictures in a folder, named in order.
 std::string segment_picture_path(const std::string& dir, const std::string& stream_id, const std::string& label,
                                  double unix_ms);
+
+// publish.segments_pictures_keep_days: removes the day folders DIR/<stream>/<YYYY-MM-DD> older than the
+// `keep_days` latest days by `now`'s local date (today counts as one); folders and files of any other
+// name are never touched. The folders removed, for the log.
+std::vector<std::string> prune_segment_pictures(const std::string& dir, uint32_t keep_days, std::time_t now);
 
 // Publish's end: binds; send() never blocks (a request nobody receives is dropped).
 class PictureRequestSender {

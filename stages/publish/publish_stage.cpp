@@ -83,6 +83,7 @@ Status PublishStage::open(const StageContext& ctx) {
     };
     VAPIPE_LOG_INFO("publish: pictures of segments under {}", ctx.config.publish.segments_pictures_dir);
   }
+  if (!ctx.config.publish.segments_pictures_dir.empty()) prune_pictures();
   if (!ctx.config.publish.jsonl_path.empty()) {
     // Named by the time: today's (this hour's) file, appended to, never emptied (a restarted job goes
     // on in it); the lock is on one file beside them all.
@@ -724,7 +725,20 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
                       {"error", taken ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(event.event.message))},
                       {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
   ++(taken ? st.pictures : st.pictures_failed);
+  if (std::time(nullptr) - pictures_pruned_at_ >= 3600) prune_pictures();
   return publish(segment_topic(st.id), j);
+}
+
+void PublishStage::prune_pictures() {
+  const PublishConfig& p = config_->publish;
+  pictures_pruned_at_ = std::time(nullptr);
+  if (p.segments_pictures_keep_days == 0) return;
+  const std::vector<std::string> removed =
+      prune_segment_pictures(p.segments_pictures_dir, p.segments_pictures_keep_days, pictures_pruned_at_);
+  if (removed.empty()) return;
+  VAPIPE_LOG_INFO("publish: removed {} day folder(s) of segment pictures older than {} days "
+                  "(publish.segments_pictures_keep_days), the first {}",
+                  removed.size(), p.segments_pictures_keep_days, removed.front());
 }
 
 Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segment) {

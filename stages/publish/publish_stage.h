@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -147,6 +148,9 @@ class PublishStage final : public Stage {
   Status publish_picture(StreamState& st, const Message& event);
   PictureRequester picture_requester_;
   std::unique_ptr<PictureRequestSender> picture_sender_;
+  // publish.segments_pictures_keep_days: the older days go at start and, as pictures come, once an hour.
+  void prune_pictures();
+  std::time_t pictures_pruned_at_ = 0;
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();

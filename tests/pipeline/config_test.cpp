@@ -214,6 +214,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:3: streams[1].id: duplicate stream id 'a'"},
         BadCase{"streams: [{id: 'a b', uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n",
                 "streams[0].id: stream id 'a b' may only contain"},
+        BadCase{"streams: [{id: '..', uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n",
+                "streams[0].id: stream id '..' may not be '.' or '..'"},
         BadCase{"streams: []\ninfer: {model: m, labels: l}\n", "streams: expected a non-empty list"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\n", "infer.model: missing"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {std: [1, 0, 1]}\n",
@@ -925,8 +927,15 @@ TEST(Config, SegmentPicturesAreALiveJobsWithSegments) {
       {"streams: [{id: a, uri: 'test://ball?frames=30'}]\npublish: {segments_min_frames: 3, segments_pictures_dir: /p}\n",
        "job.yaml:3: publish.segments_pictures_dir: is for live jobs"},
       {"streams: [{id: a, uri: 'test://ball?frames=30'}]\npublish: {segments_min_frames: 3, segments_pictures_dir: /p}\n",
-       "vapipe segments RESULTS.jsonl --frames DIR"}},
+       "vapipe segments RESULTS.jsonl --frames DIR"},
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npublish: {segments_min_frames: 3, segments_pictures_keep_days: 30}\n",
+       "job.yaml:3: publish.segments_pictures_keep_days: only with publish.segments_pictures_dir"}},
       "/cfg");
+  auto kept = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                                 "publish: {segments_min_frames: 5, segments_pictures_dir: p, segments_pictures_keep_days: 30}\n",
+                                 "job.yaml", "/cfg");
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(kept->publish.segments_pictures_keep_days, 30u);
 }
 
 // A label's own minimum score for segments, over segments_min_score; each remembers its line, for

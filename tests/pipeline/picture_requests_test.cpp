@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace vapipe {
@@ -44,6 +45,41 @@ TEST(PictureRequests, APictureIsNamedByItsStreamTheDayAndTheTimeItsSegmentBegan)
     unsetenv("TZ");
   }
   tzset();
+}
+
+// publish.segments_pictures_keep_days: the day folders older than the days kept go; today's, other
+// streams' recent ones, and anything not named as a day stay.
+TEST(PictureRequests, DayFoldersOlderThanTheDaysKeptAreRemovedAndNothingElse) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-picture-prune-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  for (const char* folder : {"gate/2026-11-28", "gate/2026-11-29", "gate/2026-11-30", "gate/2026-12-01", "door/2026-11-01",
+                             "door/2026-12-01", "gate/holiday", "gate/2026-1-05"}) {
+    std::filesystem::create_directories(dir / folder);
+    std::ofstream(dir / folder / "10-00-00.000_truck.jpg") << "jpeg";
+  }
+  std::ofstream(dir / "gate" / "2026-11-01") << "a file, not a day folder";
+  const char* tz = std::getenv("TZ");
+  const std::string old_tz = tz ? tz : "";
+  setenv("TZ", "UTC", 1);
+  tzset();
+  const std::time_t now = 1796133802;  // 2026-12-01 14:03:22 UTC
+  EXPECT_TRUE(prune_segment_pictures(dir.string(), 0, now).empty()) << "0: all kept";
+  const std::vector<std::string> removed = prune_segment_pictures(dir.string(), 2, now);  // today and yesterday
+  EXPECT_EQ(removed, (std::vector<std::string>{(dir / "door/2026-11-01").string(), (dir / "gate/2026-11-28").string(),
+                                               (dir / "gate/2026-11-29").string()}));
+  for (const char* kept : {"gate/2026-11-30", "gate/2026-12-01", "door/2026-12-01", "gate/holiday", "gate/2026-1-05",
+                           "gate/2026-11-01"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / kept)) << kept;
+  }
+  EXPECT_TRUE(prune_segment_pictures(dir.string(), 2, now).empty()) << "nothing more to remove";
+  EXPECT_TRUE(prune_segment_pictures((dir / "none").string(), 2, now).empty()) << "no folder yet";
+  if (tz) {
+    setenv("TZ", old_tz.c_str(), 1);
+  } else {
+    unsetenv("TZ");
+  }
+  tzset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PictureRequests, IngestReceivesWhatPublishSendsOverIpc) {

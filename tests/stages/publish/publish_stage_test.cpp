@@ -1110,6 +1110,23 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
   EXPECT_EQ(stage_->metrics().streams[0].state, "running");  // a picture changes nothing of the stream's
 }
 
+// segments_pictures_keep_days: days older than those kept are deleted when publish starts.
+TEST_F(PublishStageTest, PicturesOfDaysOlderThanThoseKeptAreDeletedAtStart) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("pictures-kept-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "s0" / "2020-01-01");
+  std::filesystem::create_directories(dir / "s0" / "notes");
+  config_.job.mode = JobMode::kLive;
+  config_.publish.segments_min_frames = 2;
+  config_.publish.segments_pictures_dir = dir.string();
+  config_.publish.segments_pictures_keep_days = 7;
+  stage_->set_picture_requester([](const PictureRequest&) {});
+  open();
+  EXPECT_FALSE(std::filesystem::exists(dir / "s0" / "2020-01-01"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "s0" / "notes"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(PublishStageTest, WithoutSegmentsMinFramesNothingIsPublishedOnSegments) {
   open();
   for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "car"), out_).ok());
