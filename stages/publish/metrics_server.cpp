@@ -4,8 +4,12 @@
 
 #include "pipeline/config.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace vapipe {
 
@@ -21,7 +25,8 @@ bool same_secret(const std::string& a, const std::string& b) {
 }  // namespace
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, ReloadRequest reload,
-                                                            std::string bearer_token, const MetricsTls& tls) {
+                                                            std::string bearer_token, const MetricsTls& tls,
+                                                            const std::string& pictures_dir) {
   std::string host;
   int port = 0;
   VAPIPE_RETURN_IF_ERROR(split_host_port(address, &host, &port));
@@ -93,6 +98,28 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
       res.status = s.ok() ? 202 : 409;
       res.set_content(s.ok() ? "reload requested: the job's log says what changed\n" : s.message() + "\n",
                       "text/plain; charset=utf-8");
+    });
+  }
+  if (!pictures_dir.empty()) {
+    std::error_code ec;
+    const std::filesystem::path root = std::filesystem::weakly_canonical(pictures_dir, ec);
+    server.Get(R"(/pictures/(.+))", [root, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req)) return refuse(res);
+      auto not_found = [&res] {
+        res.status = 404;
+        res.set_content("no such picture\n", "text/plain; charset=utf-8");
+      };
+      const std::string wanted = req.matches[1];  // percent-decoded by httplib
+      if (wanted.size() < 5 || wanted.compare(wanted.size() - 4, 4, ".jpg") != 0) return not_found();
+      // Resolved, links and ".." included: it must still lie under the pictures folder.
+      std::error_code resolved;
+      const std::filesystem::path file = std::filesystem::weakly_canonical(root / wanted, resolved);
+      const auto [end, _] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+      if (resolved || end != root.end()) return not_found();
+      std::ifstream in(file, std::ios::binary);
+      if (!in) return not_found();
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      res.set_content(std::move(bytes), "image/jpeg");
     });
   }
   const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);

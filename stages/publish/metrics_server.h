@@ -42,8 +42,12 @@ class MetricsServer {
   // (for a liveness probe): its stream ids and states need the token too. With `tls`, HTTPS only (TLS
   // 1.2 or newer); a certificate or key that does not load is an error naming the file. The files are
   // re-read when they change (tls_certificate.h), and /metrics says when the certificate expires.
+  // With `pictures_dir` (publish.segments_pictures_dir), GET /pictures/<stream>/<day>/<file>.jpg serves
+  // the segment pictures under it, with the same token (a subscriber on another host cannot open the
+  // job host's path); nothing outside that folder, and nothing but .jpg files.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, ReloadRequest reload = nullptr,
-                                                      std::string bearer_token = "", const MetricsTls& tls = {});
+                                                      std::string bearer_token = "", const MetricsTls& tls = {},
+                                                      const std::string& pictures_dir = "");
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -154,7 +155,8 @@ Status PublishStage::open(const StageContext& ctx) {
                                                  ctx.config.publish.metrics_token,
                                                  MetricsTls{ctx.config.publish.metrics_tls_cert_file,
                                                             ctx.config.publish.metrics_tls_key_file,
-                                                            ctx.config.publish.metrics_tls_client_ca_file}));
+                                                            ctx.config.publish.metrics_tls_client_ca_file},
+                                                 ctx.config.publish.segments_pictures_dir));
     update_metrics_snapshot();
     VAPIPE_LOG_INFO("publish: metrics on {}://{}:{}/metrics, health on /healthz{}", metrics_server_->scheme(),
                     metrics_server_->host(), metrics_server_->port(),
@@ -708,6 +710,29 @@ Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun&
   return Status::Ok();
 }
 
+// Where the metrics server serves a picture (GET /pictures/...): its path under the pictures folder,
+// each part percent-escaped; null for a path outside it.
+nlohmann::json PublishStage::picture_url_path(const std::string& picture) const {
+  const std::filesystem::path relative =
+      std::filesystem::path(picture).lexically_relative(config_->publish.segments_pictures_dir);
+  if (relative.empty() || *relative.begin() == "..") return nlohmann::json();
+  std::string url = "/pictures";
+  for (const auto& part : relative) {
+    url += '/';
+    for (unsigned char c : part.string()) {
+      const bool plain = std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+      if (plain) {
+        url += static_cast<char>(c);
+      } else {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", c);
+        url += hex;
+      }
+    }
+  }
+  return url;
+}
+
 Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   auto ms = [](int64_t ns) { return ns >= 0 ? nlohmann::json(static_cast<double>(ns) / 1e6) : nlohmann::json(); };
   const bool taken = !event.event.picture.empty();
@@ -722,6 +747,7 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
                       {"capture_unix_ms", ms(event.env.capture_ns)},
                       {"camera_unix_ms", ms(event.env.camera_ns)},
                       {"picture", taken ? nlohmann::json(escape_invalid_utf8(event.event.picture)) : nlohmann::json()},
+                      {"picture_url_path", taken && metrics_server_ ? picture_url_path(event.event.picture) : nlohmann::json()},
                       {"error", taken ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(event.event.message))},
                       {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
   ++(taken ? st.pictures : st.pictures_failed);

@@ -146,6 +146,7 @@ class PublishStage final : public Stage {
   Status publish_began(StreamState& st, const StreamState::LabelRun& segment);
   // A kStreamPicture from ingest: the "picture" message of the segment it names.
   Status publish_picture(StreamState& st, const Message& event);
+  nlohmann::json picture_url_path(const std::string& picture) const;
   PictureRequester picture_requester_;
   std::unique_ptr<PictureRequestSender> picture_sender_;
   // publish.segments_pictures_keep_days: the older days go at start and, as pictures come, once an hour.

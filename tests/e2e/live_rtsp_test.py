@@ -172,6 +172,15 @@ class LiveRtsp(E2ETest):
         health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=10).read())
         status = subprocess.run([VAPIPE, "status", f"127.0.0.1:{metrics_port}"], capture_output=True, text=True,
                                 timeout=30)
+        served_pictures = {}  # the first picture of each door stream, fetched over HTTP while the job runs
+        with open(self.subscriber.path) as f:
+            for line in f:
+                m = json.loads(line)
+                if m["topic"] in ("segments/door", "segments/door-top") and m["payload"]["event"] == "picture":
+                    sid = m["topic"].split("/", 1)[1]
+                    if sid not in served_pictures and m["payload"]["picture_url_path"]:
+                        served_pictures[sid] = urllib.request.urlopen(
+                            f"http://127.0.0.1:{metrics_port}{m['payload']['picture_url_path']}", timeout=10).read()
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
@@ -235,6 +244,10 @@ class LiveRtsp(E2ETest):
             self.assertTrue(first["picture"].startswith(os.path.join(pictures, sid) + "/"), first["picture"])
             self.assertTrue(first["picture"].endswith(f"_{first['label']}.jpg"), first["picture"])
             self.assertEqual(jpeg_size(first["picture"]), size, sid)
+            # Served by publish's metrics server too, for a subscriber on another host.
+            self.assertEqual(first["picture_url_path"], "/pictures/" + os.path.relpath(first["picture"], pictures))
+            with open(first["picture"], "rb") as f:
+                self.assertEqual(served_pictures[sid], f.read(), sid)
         self.assertRegex(metrics, r'\nvapipe_segment_pictures_total\{stream="door",outcome="written"\} [1-9]')
         # Read back from the results file, a camera's segment has the picture its job took.
         listed = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--stream", "door",

@@ -609,6 +609,38 @@ TEST(MetricsServer, WithATokenMetricsAndReloadNeedItAndHealthShowsOnlyTheStatusW
   EXPECT_EQ(calls, 1);
 }
 
+// With publish.segments_pictures_dir, GET /pictures/... serves its JPEGs, with the token; nothing outside
+// it (.., a link out of it, escaped or not), and no file but a .jpg.
+TEST(MetricsServer, ItServesSegmentPicturesUnderTheirFolderAndNothingElse) {
+  const std::filesystem::path base = ::testing::TempDir() + ("served-pictures-" + std::to_string(getpid()));
+  std::filesystem::remove_all(base);
+  const std::filesystem::path dir = base / "pictures";
+  std::filesystem::create_directories(dir / "gate" / "2026-12-01");
+  std::ofstream(dir / "gate" / "2026-12-01" / "14-03-22.125_truck.jpg", std::ios::binary) << "\xff\xd8 a jpeg";
+  std::ofstream(dir / "gate" / "notes.txt") << "not a picture";
+  std::ofstream(base / "secret.jpg") << "outside the folder";
+  std::filesystem::create_symlink(base / "secret.jpg", dir / "gate" / "link.jpg");
+  const std::string token = "picture-token-0123456789";
+  auto server = MetricsServer::start("127.0.0.1:0", nullptr, token, {}, dir.string());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  const httplib::Headers auth{{"Authorization", "Bearer " + token}};
+  EXPECT_EQ(client.Get("/pictures/gate/2026-12-01/14-03-22.125_truck.jpg")->status, 401);
+  auto got = client.Get("/pictures/gate/2026-12-01/14-03-22.125_truck.jpg", auth);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, "\xff\xd8 a jpeg");
+  EXPECT_EQ(got->get_header_value("Content-Type"), "image/jpeg");
+  for (const char* refused : {"/pictures/gate/notes.txt", "/pictures/../secret.jpg", "/pictures/gate/%2E%2E/%2E%2E/secret.jpg",
+                              "/pictures/gate/link.jpg", "/pictures/gate/2026-12-01/none.jpg", "/pictures/"}) {
+    auto r = client.Get(refused, auth);
+    ASSERT_TRUE(r) << refused;
+    EXPECT_EQ(r->status, 404) << refused;
+    EXPECT_EQ(r->body.find("outside"), std::string::npos) << refused;
+  }
+  std::filesystem::remove_all(base);
+}
+
 // publish.metrics_tls_cert_file / metrics_tls_key_file: HTTPS only, and the token travels inside it.
 TEST(MetricsServer, WithTlsItServesHttpsOnlyAndABadCertificateIsAnErrorNamingTheFiles) {
   const std::string tls_dir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
@@ -1098,6 +1130,7 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
   EXPECT_EQ(pictures[0]["seq"], 2);
   EXPECT_EQ(pictures[0]["picture"], asked[0].path);
   EXPECT_TRUE(pictures[0]["error"].is_null());
+  EXPECT_TRUE(pictures[0]["picture_url_path"].is_null()) << "no metrics_address: nothing serves it";
   EXPECT_NEAR(pictures[0]["pts_ms"].get<double>(), 66.0, 1e-9);
   EXPECT_TRUE(pictures[0]["capture_unix_ms"].is_number());
   EXPECT_TRUE(pictures[1]["picture"].is_null());
