@@ -238,7 +238,11 @@ nlohmann::json health_json(const JobMetrics& m) {
     if (m.segments) {
       nlohmann::json open = nlohmann::json::array();
       for (const StreamMetrics::OpenSegment& g : s.open_segments) {
-        open.push_back({{"label", g.label}, {"for_s", m.now_unix_s - g.since_unix_s}});
+        nlohmann::json segment{{"label", g.label}, {"for_s", m.now_unix_s - g.since_unix_s}};
+        if (m.segment_pictures) {
+          segment["picture_url_path"] = g.picture_url_path.empty() ? nlohmann::json() : nlohmann::json(g.picture_url_path);
+        }
+        open.push_back(std::move(segment));
       }
       j["segments"] = std::move(open);
     }

@@ -37,6 +37,7 @@ struct StreamMetrics {
   struct OpenSegment {
     std::string label;
     double since_unix_s = 0;
+    std::string picture_url_path = "";  // its picture on this server (publish.segments_pictures_dir), or none yet
   };
   std::vector<OpenSegment> open_segments;
   // Pictures of its segments (publish.segments_pictures_dir) written, and those that could not be.

@@ -254,7 +254,7 @@ JobMetrics PublishStage::metrics() const {
     s.latency_max_s = st.latency_max_ms / 1000.0;
     s.last_result_unix_s = static_cast<double>(st.last_ns) / 1e9;
     auto open_segment = [&s](const StreamState::LabelRun& g) {
-      if (g.frames > 0) s.open_segments.push_back({g.label, g.start_capture_ms / 1000.0});
+      if (g.frames > 0) s.open_segments.push_back({g.label, g.start_capture_ms / 1000.0, g.picture_url_path});
     };
     open_segment(st.segment);
     for (const auto& [label, track] : st.tracks) open_segment(track.segment);
@@ -751,6 +751,14 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
                       {"error", taken ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(event.event.message))},
                       {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
   ++(taken ? st.pictures : st.pictures_failed);
+  // The open segment it is of keeps where it is served, for /healthz (a dashboard shows the truck).
+  if (j["picture_url_path"].is_string()) {
+    auto tracked = st.tracks.find(event.event.label);
+    StreamState::LabelRun* open = tracked != st.tracks.end() ? &tracked->second.segment : &st.segment;
+    if (open->frames > 0 && open->label == event.event.label && open->start_seq == event.event.segment_start_seq) {
+      open->picture_url_path = j["picture_url_path"].get<std::string>();
+    }
+  }
   if (std::time(nullptr) - pictures_pruned_at_ >= 3600) prune_pictures();
   return publish(segment_topic(st.id), j);
 }

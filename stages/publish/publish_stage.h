@@ -112,6 +112,7 @@ class PublishStage final : public Stage {
       // Its best frame so far: the highest top-1 score (the first of equals), for a snapshot.
       uint64_t best_seq = 0;
       double best_ms = -1, best_score = -1, best_capture_ms = -1;
+      std::string picture_url_path = "";  // where /pictures/ serves its picture, once ingest has written it
       void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score) {
         end_seq = seq;
         end_ms = pts_ms;

@@ -246,6 +246,9 @@ class LiveRtsp(E2ETest):
             self.assertEqual(jpeg_size(first["picture"]), size, sid)
             # Served by publish's metrics server too, for a subscriber on another host.
             self.assertEqual(first["picture_url_path"], "/pictures/" + os.path.relpath(first["picture"], pictures))
+            # The open segment in /healthz says where its picture is (a dashboard shows it).
+            self.assertEqual([g["picture_url_path"] for g in health["streams"][sid]["segments"]],
+                             [first["picture_url_path"]], sid)
             with open(first["picture"], "rb") as f:
                 self.assertEqual(served_pictures[sid], f.read(), sid)
         self.assertRegex(metrics, r'\nvapipe_segment_pictures_total\{stream="door",outcome="written"\} [1-9]')

@@ -133,6 +133,13 @@ TEST(Metrics, OpenSegmentsSayWhenTheyBegan) {
   EXPECT_EQ(h["streams"]["gate"]["segments"][0]["label"], "truck");
   EXPECT_DOUBLE_EQ(h["streams"]["gate"]["segments"][0]["for_s"].get<double>(), 29.75);
   EXPECT_TRUE(h["streams"]["dock"]["segments"].empty());
+  EXPECT_FALSE(h["streams"]["gate"]["segments"][0].contains("picture_url_path"));
+  // With segments_pictures_dir: where each open segment's picture is served, null until it is written.
+  m.segment_pictures = true;
+  m.streams[0].open_segments[0].picture_url_path = "/pictures/gate/2026-12-01/14-03-22.125_truck.jpg";
+  const nlohmann::json with = health_json(m);
+  EXPECT_EQ(with["streams"]["gate"]["segments"][0]["picture_url_path"], "/pictures/gate/2026-12-01/14-03-22.125_truck.jpg");
+  EXPECT_TRUE(with["streams"]["gate"]["segments"][1]["picture_url_path"].is_null());
 }
 
 // Files waiting their turn (ingest.max_open_streams) have no duration yet: an archive job counts each
