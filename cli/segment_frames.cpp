@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <system_error>
 
-#include "pipeline/atomic_file.h"
 #include "pipeline/picture_requests.h"
 #include "pipeline/stream_uri.h"
 #include "stages/ingest/frame_picture.h"
@@ -249,10 +248,7 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   gst_sample_unref(raw);
   if (!bytes.ok()) return bytes.status();
   const std::string path = segment_frame_path(dir_, s, ms);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return Unavailable("cannot make the folder of " + path + ": " + ec.message());
-  VAPIPE_RETURN_IF_ERROR(write_file_atomically(path, *bytes, 0644));
+  VAPIPE_RETURN_IF_ERROR(write_picture_file(path, *bytes));
   return path;
 }
 

@@ -60,12 +60,6 @@ std::string percent_encode(std::string_view text, Escape escape) {
   return out;
 }
 
-std::string percent_encode_path(const std::string& path) {
-  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:@/";
-  return percent_encode(path, [](unsigned char byte) {
-    return !(byte < 0x80 && std::isalnum(byte)) && kKept.find(static_cast<char>(byte)) == std::string_view::npos;
-  });
-}
 
 // A network URI with the bytes no URI may hold as they are (spaces, control characters, anything not
 // ASCII, and "<>\\^`{|}) percent-escaped, the rest as written (reserved characters and existing
@@ -172,6 +166,13 @@ Result<TestSourceSpec> parse_test_uri(std::string_view rest) {
 }
 
 }  // namespace
+
+std::string percent_encode_path(const std::string& path) {
+  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:@/";
+  return percent_encode(path, [](unsigned char byte) {
+    return !(byte < 0x80 && std::isalnum(byte)) && kKept.find(static_cast<char>(byte)) == std::string_view::npos;
+  });
+}
 
 std::string file_uri_path(std::string_view uri) {
   constexpr std::string_view kPrefix = "file://";

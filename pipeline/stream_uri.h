@@ -55,6 +55,9 @@ bool uri_uses_tls(std::string_view uri);
 
 // Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.
 std::string file_uri_path(std::string_view uri);
+// A path with what a URI path reserves (a space, '#', '%', '?', bytes past ASCII) percent-escaped, '/'
+// kept: a local file's path in a file:// URI, or a served file's in an http:// one.
+std::string percent_encode_path(const std::string& path);
 
 // A network source (a camera, an HTTP stream) that several streams read, each with its own connection
 // and its own decode: cameras allow few connections, and may refuse the extra ones.

@@ -197,10 +197,14 @@ Status write_frame_picture(GstSample* decoded, Orientation turn, const std::arra
   auto bytes = encode_jpeg(picture);
   gst_sample_unref(picture);
   if (!bytes.ok()) return bytes.status();
+  return write_picture_file(path, *bytes);
+}
+
+Status write_picture_file(const std::string& path, const std::string& jpeg) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return Unavailable("cannot make the folder of " + path + ": " + ec.message());
-  return write_file_atomically(path, *bytes, 0644);
+  return write_file_atomically(path, jpeg, 0644);
 }
 
 }  // namespace vapipe

@@ -29,6 +29,10 @@ Result<GstSample*> host_i420(GstSample* frame);
 // The JPEG bytes of a frame.
 Result<std::string> encode_jpeg(GstSample* frame);
 
+// JPEG bytes written at `path`, its folders made; written whole, then renamed, so that a reader never
+// sees half a picture.
+Status write_picture_file(const std::string& path, const std::string& jpeg);
+
 // A decoded frame turned, cropped and written as a JPEG at `path` (its folders made; written whole, then
 // renamed, so a reader never sees half a picture).
 Status write_frame_picture(GstSample* decoded, Orientation turn, const std::array<double, 4>& roi,

@@ -258,6 +258,7 @@ struct StreamReader::Impl {
   bool interlace_logged = false;
   std::mutex picture_mutex;
   std::vector<PictureOrder> pictures_wanted;  // take_picture's, for the next frame
+  std::atomic<bool> pictures_waiting{false};   // pictures_wanted is not empty: each frame looks without a lock
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
@@ -1217,6 +1218,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                         order.stream_id, order.label);
       }
       s.pictures_wanted.clear();
+      s.pictures_waiting = false;
     }
     set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
@@ -1345,9 +1347,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (!s.ingest.first_field) m.frame.field = FieldRead::kWholeFrame;
     crop_to_region(s.stream.roi, &m.frame);  // a region of the upright picture
     std::vector<PictureOrder> pictures;
-    {
+    if (s.pictures_waiting.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(s.picture_mutex);
       pictures.swap(s.pictures_wanted);
+      s.pictures_waiting = false;
     }
     // Kept for its pictures, written once the frame has gone on (it waits in no queue meanwhile).
     SamplePtr pictured(pictures.empty() ? nullptr : gst_sample_ref(f.sample.get()));
@@ -1644,6 +1647,7 @@ void StreamReader::take_picture(PictureOrder order) {
     return;
   }
   impl_->pictures_wanted.push_back(std::move(order));
+  impl_->pictures_waiting.store(true, std::memory_order_release);
 }
 
 void StreamReader::stop(std::string reason) {

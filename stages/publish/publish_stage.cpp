@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -711,26 +710,12 @@ Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun&
 }
 
 // Where the metrics server serves a picture (GET /pictures/...): its path under the pictures folder,
-// each part percent-escaped; null for a path outside it.
+// percent-escaped; null for a path outside it.
 nlohmann::json PublishStage::picture_url_path(const std::string& picture) const {
   const std::filesystem::path relative =
       std::filesystem::path(picture).lexically_relative(config_->publish.segments_pictures_dir);
   if (relative.empty() || *relative.begin() == "..") return nlohmann::json();
-  std::string url = "/pictures";
-  for (const auto& part : relative) {
-    url += '/';
-    for (unsigned char c : part.string()) {
-      const bool plain = std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
-      if (plain) {
-        url += static_cast<char>(c);
-      } else {
-        char hex[4];
-        std::snprintf(hex, sizeof hex, "%%%02X", c);
-        url += hex;
-      }
-    }
-  }
-  return url;
+  return "/pictures/" + percent_encode_path(relative.generic_string());
 }
 
 Status PublishStage::publish_picture(StreamState& st, const Message& event) {
