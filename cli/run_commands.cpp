@@ -433,7 +433,8 @@ int validate_command(const std::vector<std::string>& all_args) {
                 p.segments_labels == "each" ? "each label of a frame's top_k on its own" : "the top-1 label",
                 p.segments_min_frames, minimums.c_str());
     if (!p.segments_pictures_dir.empty()) {
-      std::printf("  segment pictures: a JPEG of each stream's frame when a segment begins, under %s%s\n",
+      std::printf("  segment pictures: a JPEG of each segment's %s frame as it begins, under %s%s\n",
+                  p.segments_picture_frame == "first" ? "first" : "best-scoring",
                   p.segments_pictures_dir.c_str(),
                   p.segments_pictures_keep_days
                       ? (" (the last " + std::to_string(p.segments_pictures_keep_days) + " days kept)").c_str()

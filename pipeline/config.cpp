@@ -1019,6 +1019,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                  "files are decoded again for pictures of their segments: vapipe segments RESULTS.jsonl --frames DIR");
       }
     }
+    r.choice("segments_picture_frame", &c.publish.segments_picture_frame, {"best", "first"});
+    if (c.publish.segments_picture_frame != "best" && c.publish.segments_pictures_dir.empty()) {
+      ctx.fail(r.child("segments_picture_frame"), "publish.segments_picture_frame",
+               "only with publish.segments_pictures_dir: it says which frame of a segment is pictured");
+    }
     r.uint("segments_pictures_keep_days", &c.publish.segments_pictures_keep_days, 0, 100000);
     if (c.publish.segments_pictures_keep_days > 0 && c.publish.segments_pictures_dir.empty()) {
       ctx.fail(r.child("segments_pictures_keep_days"), "publish.segments_pictures_keep_days",

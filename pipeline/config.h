@@ -254,10 +254,14 @@ struct PublishConfig {
   // "person" and "smoke" at once), a segment of its own each, ended by min_frames frames in a row
   // without it.
   std::string segments_labels = "top1";
-  // Live jobs: a JPEG of the stream's frame when each segment began (the frame ingest decodes next,
-  // upright, its roi), written under this folder (DIR/<stream>/<date>/<time>_<label>.jpg) and said on
-  // segments/<id> as a "picture" message. Empty: none.
+  // Live jobs: a JPEG of a frame of each segment as it began (upright, its roi), written under this
+  // folder (DIR/<stream>/<date>/<time>_<label>.jpg) and said on segments/<id> as a "picture" message.
+  // Empty: none.
   std::string segments_pictures_dir;
+  // Which frame: best, the highest-scoring of the segments_min_frames it began with; or first, its
+  // first. Decoded again from what ingest keeps of its recent frames; a frame no longer kept (older
+  // than that by more than a few seconds) gives way to the next frame ingest decodes.
+  std::string segments_picture_frame = "best";
   // Its day folders older than this many days (today's included) are deleted; 0: all are kept.
   uint32_t segments_pictures_keep_days = 0;
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined

@@ -16,7 +16,7 @@ namespace vapipe {
 
 std::string encode_picture_request(const PictureRequest& r) {
   return nlohmann::json{{"stream_id", r.stream_id}, {"label", r.label}, {"segment_start_seq", r.segment_start_seq},
-                        {"path", r.path}}
+                        {"path", r.path}, {"frame_seq", r.frame_seq}, {"frame_pts_ns", r.frame_pts_ns}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -32,6 +32,9 @@ Result<PictureRequest> decode_picture_request(const std::string& text) {
   if (j.contains("label") && j["label"].is_string()) r.label = j["label"].get<std::string>();
   if (j.contains("segment_start_seq") && j["segment_start_seq"].is_number_unsigned()) {
     r.segment_start_seq = j["segment_start_seq"].get<uint64_t>();
+  }
+  for (auto [key, to] : {std::pair{"frame_seq", &r.frame_seq}, std::pair{"frame_pts_ns", &r.frame_pts_ns}}) {
+    if (j.contains(key) && j[key].is_number_integer()) *to = std::max<int64_t>(-1, j[key].get<int64_t>());
   }
   return r;
 }

@@ -1,9 +1,11 @@
 // Pictures of live streams when their segments begin (publish.segments_pictures_dir). Publish decides
 // that a segment began, long after the frames it began with left ingest's pool; so it asks ingest, the
-// one stage that still has a stream's frames, for a picture of the next frame it decodes. The request
+// one stage that still has a stream's frames (compressed, for a few seconds: recent_frames.h in
+// stages/ingest), for a picture of the segment's best or first frame, or else of the next one. The request
 // crosses a ZeroMQ PUB socket that publish binds (picture_requests_endpoint, pipeline/job_layout.h) to
 // the SUB socket of each lane's ingest; the lane that has the stream writes the JPEG and says so with
-// a kStreamPicture event after that frame, which travels the pipeline to publish like any stream event.
+// a kStreamPicture event (its envelope the pictured frame's), which travels the pipeline to publish
+// like any stream event.
 // A request is never waited for: when no ingest listens (one restarting), it is lost and publish logs
 // nothing of it; ingest says each picture it could not take.
 #pragma once
@@ -26,6 +28,10 @@ struct PictureRequest {
   std::string label;               // the segment's
   uint64_t segment_start_seq = 0;  // the segment's first frame
   std::string path;                // where the JPEG goes
+  // The frame to picture (the segment's best or first, publish.segments_picture_frame): its seq, as
+  // the stream numbers it, and timestamp; -1: the next frame ingest decodes.
+  int64_t frame_seq = -1;
+  int64_t frame_pts_ns = -1;
 };
 
 std::string encode_picture_request(const PictureRequest& request);

@@ -260,6 +260,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.decoder_threads = decoder_threads;
       reader_options.max_frame_bytes = pool ? pool->slot_bytes() : 0;
       reader_options.live = config.job.mode == JobMode::kLive;
+      // A segment's picture is of a frame among the segments_min_frames it began with (publish asks).
+      if (reader_options.live && !config.publish.segments_pictures_dir.empty()) {
+        reader_options.picture_frames_back = config.publish.segments_min_frames;
+      }
       reader_options.file_open_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(config.ingest.file_open_timeout_s * 1000));
       reader_options.skip_frames = earlier ? earlier->results : 0;
@@ -642,7 +646,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         std::lock_guard<std::mutex> lock(r->mutex);
         if (r->reader && !r->done.load()) {
           r->reader->take_picture(PictureOrder{target->index, target->id, target->roi, std::move(q.label),
-                                               q.segment_start_seq, std::move(q.path)});
+                                               q.segment_start_seq, std::move(q.path), q.frame_pts_ns});
         } else {
           VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: its decoding is not running", q.stream_id,
                           q.label);

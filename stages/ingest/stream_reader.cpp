@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +40,7 @@
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
+#include "stages/ingest/recent_frames.h"
 #include "stages/ingest/watched_state_change.h"
 
 namespace vapipe {
@@ -259,6 +262,30 @@ struct StreamReader::Impl {
   std::mutex picture_mutex;
   std::vector<PictureOrder> pictures_wanted;  // take_picture's, for the next frame
   std::atomic<bool> pictures_waiting{false};   // pictures_wanted is not empty: each frame looks without a lock
+  // Pictures of frames already sent (ReaderOptions::picture_frames_back): what is kept of them, and the
+  // picture thread that decodes them again (started with the first), off the stream's thread, whose
+  // queue must not fill while a GOP is decoded. Its written pictures wait in pictures_done until the
+  // stream's thread says them (the emitter is that thread's).
+  std::unique_ptr<RecentFrames> recent;
+  std::atomic<bool> recent_attached{false};  // to this connection's decoder
+  struct PictureJob {
+    RecentFrames::Kept kept;
+    PictureOrder order;
+  };
+  struct PictureDone {
+    Envelope env;  // the pictured frame's
+    PictureOrder order;
+    Status written;
+    double took_ms = 0;
+  };
+  std::mutex jobs_mutex;
+  std::condition_variable jobs_changed;
+  std::deque<PictureJob> picture_jobs;
+  size_t jobs_running = 0;
+  bool jobs_closed = false;
+  std::vector<PictureDone> pictures_done;
+  std::atomic<bool> pictures_done_waiting{false};
+  std::thread picture_thread;
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
@@ -309,7 +336,86 @@ struct StreamReader::Impl {
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
         sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)),
-        keyframes_only(in.keyframes_only_for(s)) {}
+        keyframes_only(in.keyframes_only_for(s)) {
+    if (o.picture_frames_back > 0) recent = std::make_unique<RecentFrames>(o.picture_frames_back);
+  }
+  ~Impl() { close_picture_jobs(std::chrono::milliseconds(0)); }
+
+  // A picture of a kept frame, for the picture thread.
+  void submit_picture(RecentFrames::Kept kept, PictureOrder order) {
+    constexpr size_t kMostQueued = 16;
+    std::lock_guard<std::mutex> lock(jobs_mutex);
+    if (jobs_closed) {
+      VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: the stream has ended", order.stream_id, order.label);
+      return;
+    }
+    if (picture_jobs.size() >= kMostQueued) {
+      VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {} pictures wait to be decoded already",
+                      order.stream_id, order.label, kMostQueued);
+      return;
+    }
+    picture_jobs.push_back(PictureJob{std::move(kept), std::move(order)});
+    if (!picture_thread.joinable()) picture_thread = std::thread([this] { run_picture_jobs(); });
+    jobs_changed.notify_all();
+  }
+  // A picture of the next frame sent.
+  void want_next_frame_picture(PictureOrder order) {
+    constexpr size_t kMostWaiting = 16;
+    std::lock_guard<std::mutex> lock(picture_mutex);
+    if (pictures_wanted.size() >= kMostWaiting) {
+      VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {} pictures wait for its next frame already",
+                      order.stream_id, order.label, kMostWaiting);
+      return;
+    }
+    order.frame_pts_ns = -1;
+    pictures_wanted.push_back(std::move(order));
+    pictures_waiting.store(true, std::memory_order_release);
+  }
+  void run_picture_jobs() {
+    std::unique_lock<std::mutex> lock(jobs_mutex);
+    while (true) {
+      jobs_changed.wait(lock, [&] { return jobs_closed || !picture_jobs.empty(); });
+      if (picture_jobs.empty()) return;  // closed, and nothing left
+      PictureJob job = std::move(picture_jobs.front());
+      picture_jobs.pop_front();
+      ++jobs_running;
+      lock.unlock();
+      const auto started = std::chrono::steady_clock::now();
+      Result<GstSample*> decoded = decode_kept_frame(job.kept);
+      std::optional<Status> written;
+      if (decoded.ok()) {
+        written = write_frame_picture(decoded.value(), job.kept.sent.turn, job.order.roi, job.order.path);
+        gst_sample_unref(decoded.value());
+      } else {
+        VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame instead of frame {}: {}",
+                        job.order.stream_id, job.order.label, job.kept.sent.env.seq, decoded.status().message());
+        want_next_frame_picture(std::move(job.order));
+      }
+      const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+      lock.lock();
+      --jobs_running;
+      if (written) {
+        pictures_done.push_back(PictureDone{job.kept.sent.env, std::move(job.order), *written, took_ms});
+        pictures_done_waiting.store(true, std::memory_order_release);
+      }
+      jobs_changed.notify_all();
+    }
+  }
+  // The stream ends: the pictures being decoded are waited for up to `wait` (those queued are decoded
+  // too), then the thread stops; what it did not get to is said in the log.
+  void close_picture_jobs(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(jobs_mutex);
+    jobs_changed.wait_for(lock, wait, [&] { return picture_jobs.empty() && jobs_running == 0; });
+    for (const PictureJob& job : picture_jobs) {
+      VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: the stream ended before it was decoded",
+                      job.order.stream_id, job.order.label);
+    }
+    picture_jobs.clear();
+    jobs_closed = true;
+    jobs_changed.notify_all();
+    lock.unlock();
+    if (picture_thread.joinable()) picture_thread.join();
+  }
   static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
 
   // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns).
@@ -508,6 +614,9 @@ struct StreamReader::Impl {
     if (!sink) return;
     GstPad* src = gst_element_get_static_pad(element, "src");
     gate_decoder_input(sink, src, self->keyframes_only, &self->decoder_input, self->stream.id);
+    // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
+    // connection (a file's second video stream, left out, may have its own).
+    if (self->recent && !self->recent_attached.exchange(true)) keep_decoder_input(sink, self->recent.get());
     gst_object_unref(sink);
     if (src) gst_object_unref(src);
     if (!self->keyframes_only || self->keyframes_logged) return;
@@ -758,6 +867,11 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
   impl.fit_applied = FrameSize{};
   impl.video_linked = false;
+  if (impl.recent) {
+    impl.recent->new_decoder();  // a new connection's timestamps start again
+    impl.recent->forget_sent();
+  }
+  impl.recent_attached = false;
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
   gst_object_ref_sink(impl.pipeline.get());
   bool nvdec = impl.options.decoder == Decoder::kNvdec && impl.stream.parsed.kind != UriKind::kTest;
@@ -1209,8 +1323,44 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     std::lock_guard<std::mutex> lock(s.stop_mutex);
     return s.stop_requested.load() && !s.stop_reason.empty() ? s.stop_reason : std::string(kStoppedReason);
   };
+  // A picture's event: of the frame in `frame_env` (the reader's numbering), for the stream that asked.
+  auto picture_event = [&](const Envelope& frame_env, PictureOrder& order, const Status& written,
+                           double took_ms) -> Message {
+    StreamEvent ev{uri, written.ok() ? "" : written.message(), emitted, s.queue.dropped()};
+    ev.picture = written.ok() ? order.path : "";
+    ev.label = std::move(order.label);
+    ev.segment_start_seq = order.segment_start_seq;
+    if (written.ok()) {
+      VAPIPE_LOG_DEBUG("stream '{}': picture of frame {} for its '{}' segment in {:.1f} ms: {}", order.stream_id,
+                       frame_env.seq, ev.label, took_ms, order.path);
+    } else {
+      VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", order.stream_id, ev.label, written.message());
+    }
+    Envelope env = frame_env;
+    env.stream_id = order.stream_id;
+    env.stream_index = order.stream_index;
+    return Message::stream_event(MessageKind::kStreamPicture, env, std::move(ev));
+  };
+  // The pictures of kept frames that the picture thread has written since, in the order written.
+  auto say_pictures_done = [&]() -> Status {
+    if (!s.pictures_done_waiting.load(std::memory_order_acquire)) return Status::Ok();
+    std::vector<StreamReader::Impl::PictureDone> done;
+    {
+      std::lock_guard<std::mutex> lock(s.jobs_mutex);
+      done.swap(s.pictures_done);
+      s.pictures_done_waiting = false;
+    }
+    for (auto& d : done) VAPIPE_RETURN_IF_ERROR(out.emit(picture_event(d.env, d.order, d.written, d.took_ms)));
+    return Status::Ok();
+  };
+
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
+    // Pictures of kept frames being decoded are said before the end (a stream removed, a job stopped).
+    s.close_picture_jobs(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000));
+    if (Status said = say_pictures_done(); !said.ok()) {
+      VAPIPE_LOG_WARN("stream '{}': pictures not said before its end: {}", s.stream.id, said.message());
+    }
     {
       std::lock_guard<std::mutex> lock(s.picture_mutex);
       for (const PictureOrder& order : s.pictures_wanted) {
@@ -1356,6 +1506,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     SamplePtr pictured(pictures.empty() ? nullptr : gst_sample_ref(f.sample.get()));
     const Envelope frame_env = m.env;
     const Orientation frame_turn = m.frame.orientation;
+    if (s.recent) s.recent->add_sent(frame_env, frame_turn);
     f.sample.reset();  // give the decoded buffer back to GStreamer before blocking on send
     ++(from_device ? s.device_frames : s.host_frames);
     if (!from_device && s.options.decoder == Decoder::kNvdec && s.stream.parsed.kind != UriKind::kTest &&
@@ -1372,23 +1523,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       const Status written = write_frame_picture(pictured.get(), frame_turn, order.roi, order.path);
       const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - writing).count();
       if (s.options.watchdog) s.options.watchdog->waiting();
-      StreamEvent ev{uri, written.ok() ? "" : written.message(), emitted, s.queue.dropped()};
-      ev.picture = written.ok() ? order.path : "";
-      ev.label = std::move(order.label);
-      ev.segment_start_seq = order.segment_start_seq;
-      if (written.ok()) {
-        VAPIPE_LOG_DEBUG("stream '{}': picture of frame {} for its '{}' segment in {:.1f} ms: {}", order.stream_id,
-                         frame_env.seq, ev.label, took_ms, order.path);
-      } else {
-        VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", order.stream_id, ev.label,
-                        written.message());
-      }
-      Envelope env = frame_env;
-      env.stream_id = order.stream_id;
-      env.stream_index = order.stream_index;
-      VAPIPE_RETURN_IF_ERROR(out.emit(Message::stream_event(MessageKind::kStreamPicture, env, std::move(ev))));
+      VAPIPE_RETURN_IF_ERROR(out.emit(picture_event(frame_env, order, written, took_ms)));
     }
-    return Status::Ok();
+    return say_pictures_done();
   };
 
   // Starts the current pipeline; the reason if it cannot (it is then on the bus, e.g. "Resource not found").
@@ -1554,6 +1691,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     }
     if (!frame) {
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
       std::optional<std::string> reason = pop_bus_error(bus.get(), s.stream);
@@ -1639,15 +1777,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
 }
 
 void StreamReader::take_picture(PictureOrder order) {
-  constexpr size_t kMostWaiting = 16;
-  std::lock_guard<std::mutex> lock(impl_->picture_mutex);
-  if (impl_->pictures_wanted.size() >= kMostWaiting) {
-    VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {} pictures wait for its next frame already",
-                    order.stream_id, order.label, kMostWaiting);
-    return;
+  if (order.frame_pts_ns >= 0 && impl_->recent) {
+    if (std::optional<RecentFrames::Kept> kept = impl_->recent->find(order.frame_pts_ns)) {
+      impl_->submit_picture(std::move(*kept), std::move(order));
+      return;
+    }
+    VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame: the frame asked for (at {:.3f} s) "
+                    "is no longer kept", order.stream_id, order.label, static_cast<double>(order.frame_pts_ns) / 1e9);
   }
-  impl_->pictures_wanted.push_back(std::move(order));
-  impl_->pictures_waiting.store(true, std::memory_order_release);
+  impl_->want_next_frame_picture(std::move(order));
 }
 
 void StreamReader::stop(std::string reason) {

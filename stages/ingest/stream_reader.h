@@ -61,10 +61,16 @@ struct ReaderOptions {
   // A file in which no video stream is found in this long after it started, with no error said, ends
   // with one (decodebin can drop a demuxer's error; nothing else would end the stream).
   std::chrono::milliseconds file_open_timeout{60'000};
+  // publish.segments_pictures_dir (live jobs): how many of its last frames sent a picture can be asked
+  // of (publish.segments_min_frames; their compressed frames are kept, recent_frames.h); 0: none kept,
+  // every picture is of the next frame.
+  uint32_t picture_frames_back = 0;
 };
 
-// A picture of the next frame a reader decodes (publish.segments_pictures_dir), for the stream
-// `stream_index` (the reader's own, or a stream of its `source` group) with that stream's region.
+// A picture for a segment (publish.segments_pictures_dir), for the stream `stream_index` (the reader's
+// own, or a stream of its `source` group) with that stream's region: of the frame sent with timestamp
+// `frame_pts_ns` while the reader still keeps it (ReaderOptions::picture_frames_back), else of the next
+// frame it decodes.
 struct PictureOrder {
   uint32_t stream_index = 0;
   std::string stream_id;
@@ -72,6 +78,7 @@ struct PictureOrder {
   std::string label;               // the segment's, said back in the picture event
   uint64_t segment_start_seq = 0;
   std::string path;
+  int64_t frame_pts_ns = -1;  // -1: the next frame's
 };
 
 class StreamReader {
@@ -101,9 +108,12 @@ class StreamReader {
   // Ends this stream alone, from any thread, as after flags.stop: what was decoded goes out, then
   // kStreamEnd with `reason` as its message (e.g. "removed from the config").
   void stop(std::string reason);
-  // From any thread: a picture of the next frame that goes out, written at order.path (upright, its
-  // region) and said by a kStreamPicture event right after that frame. At most 16 wait; more are
-  // refused (logged). Orders still waiting when the stream ends are said in the log.
+  // From any thread: a picture written at order.path (upright, its region) and said by a
+  // kStreamPicture event whose envelope is the pictured frame's. Of the frame at order.frame_pts_ns
+  // when it is still kept: decoded again on the reader's picture thread, said at the reader's next
+  // frame or idle moment (before its end). Otherwise of the next frame that goes out, said right after
+  // it. At most 16 wait of each kind; more are refused (logged). Orders still waiting when the stream
+  // ends are said in the log.
   void take_picture(PictureOrder order);
 
   const std::string& stream_id() const;

@@ -634,10 +634,10 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
     run = StreamState::LabelRun{label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms, camera_ms,
                                 camera_ms};
   }
-  run.add(r.env.seq, pts_ms, capture_ms, camera_ms, score);
+  run.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns);
   StreamState::LabelRun& seg = st.segment;
   if (seg.frames > 0 && seg.label == label) {  // the segment goes on
-    seg.add(r.env.seq, pts_ms, capture_ms, camera_ms, score);
+    seg.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns);
     return Status::Ok();
   }
   if (run.frames < min_frames) return Status::Ok();
@@ -687,9 +687,9 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
       run = StreamState::LabelRun{c.label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms,
                                   camera_ms, camera_ms};
     }
-    run.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score);
+    run.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns);
     if (track.segment.frames > 0) {
-      track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score);
+      track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns);
     } else if (run.frames >= min_frames) {
       track.segment = run;
       VAPIPE_RETURN_IF_ERROR(publish_began(st, track.segment));
@@ -701,11 +701,17 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
 Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun& segment) {
   VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "began", segment)));
   if (config_->publish.segments_pictures_dir.empty() || !picture_requester_) return Status::Ok();
-  // Named by when the segment's first frame was captured; the picture is of the frame ingest decodes
-  // when the request reaches it (the one that began the segment is long gone from its pool).
-  picture_requester_(PictureRequest{st.id, segment.label, segment.start_seq,
-                                    segment_picture_path(config_->publish.segments_pictures_dir, st.id, segment.label,
-                                                         segment.start_capture_ms)});
+  // Named by when the segment's first frame was captured; of its best or first frame, which ingest
+  // decodes again from the compressed frames it keeps (or, when it no longer has it, of its next frame).
+  const bool first = config_->publish.segments_picture_frame == "first";
+  PictureRequest request{st.id, segment.label, segment.start_seq,
+                         segment_picture_path(config_->publish.segments_pictures_dir, st.id, segment.label,
+                                              segment.start_capture_ms)};
+  request.frame_seq = static_cast<int64_t>(first ? segment.start_seq : segment.best_seq);
+  request.frame_pts_ns = first ? segment.start_pts_ns : segment.best_pts_ns;
+  if (st.pictures_asked.size() >= 256) st.pictures_asked.erase(st.pictures_asked.begin());  // never said
+  st.pictures_asked[{segment.label, segment.start_seq}] = {request.frame_seq, first ? "first" : "best"};
+  picture_requester_(request);
   return Status::Ok();
 }
 
@@ -721,6 +727,13 @@ nlohmann::json PublishStage::picture_url_path(const std::string& picture) const 
 Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   auto ms = [](int64_t ns) { return ns >= 0 ? nlohmann::json(static_cast<double>(ns) / 1e6) : nlohmann::json(); };
   const bool taken = !event.event.picture.empty();
+  // Which frame it is: the one asked for, or the next one ingest decoded (it no longer had that one).
+  std::string frame = "next";
+  if (auto asked = st.pictures_asked.find({event.event.label, event.event.segment_start_seq});
+      asked != st.pictures_asked.end()) {
+    if (asked->second.first == static_cast<int64_t>(event.env.seq)) frame = asked->second.second;
+    st.pictures_asked.erase(asked);
+  }
   nlohmann::json j = {{"schema", "vapipe.segment"},
                       {"schema_version", kSchemaVersion},
                       {"stream_id", st.id},
@@ -728,6 +741,7 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
                       {"label", escape_invalid_utf8(event.event.label)},
                       {"start_seq", event.event.segment_start_seq},
                       {"seq", event.env.seq},
+                      {"frame", frame},
                       {"pts_ms", ms(event.env.pts_ns)},
                       {"capture_unix_ms", ms(event.env.capture_ns)},
                       {"camera_unix_ms", ms(event.env.camera_ns)},

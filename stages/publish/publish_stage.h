@@ -113,7 +113,9 @@ class PublishStage final : public Stage {
       uint64_t best_seq = 0;
       double best_ms = -1, best_score = -1, best_capture_ms = -1;
       std::string picture_url_path = "";  // where /pictures/ serves its picture, once ingest has written it
-      void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score) {
+      int64_t start_pts_ns = -1, best_pts_ns = -1;  // the frames' own timestamps, for ingest to find them by
+      void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score, int64_t pts_ns) {
+        if (frames == 0) start_pts_ns = pts_ns;
         end_seq = seq;
         end_ms = pts_ms;
         end_capture_ms = capture_ms;
@@ -123,6 +125,7 @@ class PublishStage final : public Stage {
           best_ms = pts_ms;
           best_score = score;
           best_capture_ms = capture_ms;
+          best_pts_ns = pts_ns;
         }
         ++frames;
         score_sum += score;
@@ -135,6 +138,9 @@ class PublishStage final : public Stage {
       uint32_t absent = 0;
     };
     std::map<std::string, LabelTrack> tracks;
+    // Pictures asked of ingest and not yet said, by (label, segment's start_seq): the frame asked for
+    // (its seq, and "best" or "first"), so that the picture message says whether it is that frame.
+    std::map<std::pair<std::string, uint64_t>, std::pair<int64_t, std::string>> pictures_asked;
   };
   // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
   Status follow_segments(StreamState& st, const Message& result);

@@ -16,13 +16,22 @@ namespace vapipe {
 namespace {
 
 TEST(PictureRequests, ARequestReadsBackAsItWasWritten) {
-  const PictureRequest r{"gate 2", "truck", 1234567, "/var/lib/vapipe/pictures/gate/x.jpg"};
+  PictureRequest r{"gate 2", "truck", 1234567, "/var/lib/vapipe/pictures/gate/x.jpg"};
+  r.frame_seq = 1234570;
+  r.frame_pts_ns = 86400123456789;  // a day of a camera's clock, to the nanosecond
   auto back = decode_picture_request(encode_picture_request(r));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->stream_id, r.stream_id);
   EXPECT_EQ(back->label, r.label);
   EXPECT_EQ(back->segment_start_seq, r.segment_start_seq);
   EXPECT_EQ(back->path, r.path);
+  EXPECT_EQ(back->frame_seq, r.frame_seq);
+  EXPECT_EQ(back->frame_pts_ns, r.frame_pts_ns);
+  // A request without a frame (an untimed stream's) is of the next frame.
+  auto next = decode_picture_request(R"({"stream_id": "gate", "path": "/x.jpg"})");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->frame_pts_ns, -1);
+  EXPECT_EQ(next->frame_seq, -1);
   for (const char* bad : {"", "not json", "[]", R"({"stream_id": "gate"})", R"({"stream_id": 3, "path": "/x.jpg"})"}) {
     EXPECT_FALSE(decode_picture_request(bad).ok()) << bad;
   }

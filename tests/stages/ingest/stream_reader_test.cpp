@@ -917,6 +917,87 @@ TEST_F(StreamReaderTest, APictureOrderedIsOfTheNextFrameUprightAndOfItsRegionSai
   EXPECT_EQ(out.messages.back().event.frames, 4u);
 }
 
+// An Emitter that keeps what it gets and, at frame `at`, orders pictures of the frame `of` sent before
+// it (publish asks for a segment's best frame after its min_frames results).
+class PictureAskingEmitter final : public Emitter {
+ public:
+  Status emit(Message&& msg) override {
+    const bool ask = msg.kind == MessageKind::kFrame && msg.env.seq == at;
+    messages.push_back(std::move(msg));
+    if (ask) {
+      int64_t pts = -1;
+      for (const Message& m : messages) {
+        if (m.kind == MessageKind::kFrame && m.env.seq == of) pts = m.env.pts_ns;
+      }
+      for (PictureOrder order : orders) {
+        order.frame_pts_ns = order.frame_pts_ns == -2 ? pts + 1 : pts;  // -2: a timestamp no frame has
+        reader->take_picture(order);
+      }
+    }
+    return Status::Ok();
+  }
+  Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+  StreamReader* reader = nullptr;
+  uint64_t at = 0, of = 0;
+  std::vector<PictureOrder> orders;
+  std::vector<Message> messages;
+};
+
+// publish.segments_pictures_dir: a picture of a frame sent earlier (a segment's best, ten frames back)
+// is decoded again from the compressed frames the reader kept (an MP4 with B-frames, GOPs of 30): its
+// event has that frame's envelope and comes before the stream's end. A frame it does not have gives
+// way to the next frame, said right after it.
+TEST_F(StreamReaderTest, APictureOfAFrameSentEarlierIsOfThatFrameDecodedAgain) {
+  const std::string path = encode_clip("pictured.mp4", "ball", 90, 320, 240, "mp4mux", "key-int-max=30 bframes=2");
+  ReaderOptions options;
+  options.picture_frames_back = 20;
+  auto reader = StreamReader::create(stream("gate", path), 2, ingest_, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  PictureAskingEmitter out;
+  out.reader = reader->get();
+  out.at = 50;
+  out.of = 40;
+  const std::string whole = (dir_ / "pictures" / "gate" / "best.jpg").string();
+  const std::string region = (dir_ / "pictures" / "gate" / "best-top.jpg").string();
+  const std::string next = (dir_ / "pictures" / "gate" / "next.jpg").string();
+  out.orders = {PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 38, whole},
+                PictureOrder{2, "gate", {0, 0, 1, 0.5}, "ball", 38, region},
+                PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 38, next, -2}};
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  int64_t pts40 = -1;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kFrame && m.env.seq == 40) pts40 = m.env.pts_ns;
+  }
+  std::map<std::string, const Message*> pictures;
+  size_t next_at = 0;
+  for (size_t i = 0; i < out.messages.size(); ++i) {
+    const Message& m = out.messages[i];
+    if (m.kind != MessageKind::kStreamPicture) continue;
+    pictures[m.event.picture] = &m;
+    if (m.event.picture == next) next_at = i;
+    EXPECT_EQ(m.env.stream_id, "gate");
+    EXPECT_EQ(m.env.stream_index, 2u);
+    EXPECT_EQ(m.event.label, "ball");
+    EXPECT_EQ(m.event.segment_start_seq, 38u);
+    EXPECT_EQ(m.event.message, "");
+  }
+  ASSERT_EQ(pictures.size(), 3u);
+  for (const std::string& p : {whole, region}) {
+    ASSERT_TRUE(pictures.count(p)) << p;
+    EXPECT_EQ(pictures[p]->env.seq, 40u) << p;
+    EXPECT_EQ(pictures[p]->env.pts_ns, pts40) << p;
+  }
+  EXPECT_EQ(testing::jpeg_size(whole), std::make_pair(320u, 240u));
+  EXPECT_EQ(testing::jpeg_size(region), std::make_pair(320u, 120u));
+  ASSERT_TRUE(pictures.count(next));
+  EXPECT_EQ(pictures[next]->env.seq, 51u) << "the frame after the one the order came with";
+  ASSERT_GT(next_at, 0u);
+  EXPECT_EQ(out.messages[next_at - 1].kind, MessageKind::kFrame);
+  EXPECT_EQ(out.messages[next_at - 1].env.seq, 51u);
+}
+
 TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {
   auto reader = StreamReader::create(stream("gone", (dir_ / "nope.mp4").string()), 0, ingest_);
   ASSERT_FALSE(reader.ok());

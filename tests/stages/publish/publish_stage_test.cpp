@@ -1091,16 +1091,20 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
   stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
   open();
   uint64_t seq = 0;
-  send_top1(&seq, "truck", 0.9, 1);
+  send_top1(&seq, "truck", 0.7, 1);
   EXPECT_TRUE(asked.empty()) << "not yet begun";
-  send_top1(&seq, "truck", 0.9, 2);  // began at seq 0, said at seq 1
+  send_top1(&seq, "truck", 0.9, 2);  // began at seq 0, said at seq 1: its best frame is seq 1
   send_top1(&seq, "car", 0.9, 2);    // ended; car began at seq 3
   ASSERT_EQ(asked.size(), 2u);
   EXPECT_EQ(asked[0].stream_id, "s0");
   EXPECT_EQ(asked[0].label, "truck");
   EXPECT_EQ(asked[0].segment_start_seq, 0u);
+  EXPECT_EQ(asked[0].frame_seq, 1) << "the best of the frames it began with";
+  EXPECT_EQ(asked[0].frame_pts_ns, 33000000) << "found by ingest by its timestamp";
   EXPECT_EQ(asked[1].label, "car");
   EXPECT_EQ(asked[1].segment_start_seq, 3u);
+  EXPECT_EQ(asked[1].frame_seq, 3) << "the first of equals";
+  EXPECT_EQ(asked[1].frame_pts_ns, 99000000);
   double began_ms = -1;  // the truck segment's first frame's capture time, as its began message says
   for (const auto& [topic, j] : bus_->sent) {
     if (topic == "segments/s0" && j["event"] == "began" && j["label"] == "truck") began_ms = j["start_capture_unix_ms"];
@@ -1108,8 +1112,9 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
   EXPECT_EQ(asked[0].path, segment_picture_path("/pictures", "s0", "truck", began_ms));
   EXPECT_EQ(asked[0].path.rfind("/pictures/s0/", 0), 0u) << asked[0].path;
 
-  // Ingest's answers: one written (of frame 2), one that could not be.
-  Message taken = Message::stream_event(MessageKind::kStreamPicture, result(0, 2, "truck").env, StreamEvent{});
+  // Ingest's answers: one written (of frame 1, the one asked for), one that could not be (of frame 4,
+  // the next frame: ingest no longer had frame 3).
+  Message taken = Message::stream_event(MessageKind::kStreamPicture, result(0, 1, "truck").env, StreamEvent{});
   taken.event.picture = asked[0].path;
   taken.event.label = "truck";
   taken.event.segment_start_seq = 0;
@@ -1127,11 +1132,13 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
   EXPECT_EQ(pictures[0]["schema"], "vapipe.segment");
   EXPECT_EQ(pictures[0]["label"], "truck");
   EXPECT_EQ(pictures[0]["start_seq"], 0);
-  EXPECT_EQ(pictures[0]["seq"], 2);
+  EXPECT_EQ(pictures[0]["seq"], 1);
+  EXPECT_EQ(pictures[0]["frame"], "best");
+  EXPECT_EQ(pictures[1]["frame"], "next");
   EXPECT_EQ(pictures[0]["picture"], asked[0].path);
   EXPECT_TRUE(pictures[0]["error"].is_null());
   EXPECT_TRUE(pictures[0]["picture_url_path"].is_null()) << "no metrics_address: nothing serves it";
-  EXPECT_NEAR(pictures[0]["pts_ms"].get<double>(), 66.0, 1e-9);
+  EXPECT_NEAR(pictures[0]["pts_ms"].get<double>(), 33.0, 1e-9);
   EXPECT_TRUE(pictures[0]["capture_unix_ms"].is_number());
   EXPECT_TRUE(pictures[1]["picture"].is_null());
   EXPECT_NE(pictures[1]["error"].get<std::string>().find("Permission denied"), std::string::npos);
@@ -1141,6 +1148,30 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
                 "vapipe_segment_pictures_total{stream=\"s0\",outcome=\"failed\"} 1"),
             std::string::npos);
   EXPECT_EQ(stage_->metrics().streams[0].state, "running");  // a picture changes nothing of the stream's
+}
+
+// segments_picture_frame: first asks for the segment's first frame, whatever the scores.
+TEST_F(PublishStageTest, ASegmentsFirstFrameIsAskedForWhenSoConfigured) {
+  config_.job.mode = JobMode::kLive;
+  config_.publish.segments_min_frames = 3;
+  config_.publish.segments_pictures_dir = "/pictures";
+  config_.publish.segments_picture_frame = "first";
+  std::vector<PictureRequest> asked;
+  stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "person", 0.5, 1);
+  send_top1(&seq, "person", 0.95, 2);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].frame_seq, 0);
+  EXPECT_EQ(asked[0].frame_pts_ns, 0);
+  Message taken = Message::stream_event(MessageKind::kStreamPicture, result(0, 0, "person").env, StreamEvent{});
+  taken.event.picture = asked[0].path;
+  taken.event.label = "person";
+  ASSERT_TRUE(stage_->process(std::move(taken), out_).ok());
+  ASSERT_FALSE(bus_->sent.empty());
+  EXPECT_EQ(bus_->sent.back().second["event"], "picture");
+  EXPECT_EQ(bus_->sent.back().second["frame"], "first");
 }
 
 // segments_pictures_keep_days: days older than those kept are deleted when publish starts.

@@ -1,0 +1,249 @@
+#include "stages/ingest/recent_frames.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
+
+#include <string>
+
+namespace vapipe {
+
+void RecentFrames::new_decoder() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  compressed_.clear();
+  bytes_ = 0;
+  caps_.reset();
+}
+
+void RecentFrames::set_caps(GstCaps* caps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (caps_ && caps && gst_caps_is_equal(caps_.get(), caps)) return;
+  compressed_.clear();  // decoded with other caps, they would not decode with these
+  bytes_ = 0;
+  caps_.reset(caps ? gst_caps_ref(caps) : nullptr);
+}
+
+void RecentFrames::add_compressed(GstBuffer* buffer) {
+  const bool key = !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!caps_ || (compressed_.empty() && !key)) return;  // nothing to decode it from
+  const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+  const size_t bytes = gst_buffer_get_size(buffer);
+  compressed_.push_back(Compressed{BufferRef(gst_buffer_ref(buffer)), pts, key, bytes});
+  bytes_ += bytes;
+  if (key || bytes_ > max_bytes_) prune_compressed();
+}
+
+void RecentFrames::drop_front(size_t count) {
+  for (size_t i = 0; i < count && !compressed_.empty(); ++i) {
+    bytes_ -= compressed_.front().bytes;
+    compressed_.pop_front();
+  }
+}
+
+// From the latest key frame no later than the earliest frame a picture can still ask for (key frames'
+// timestamps rise in decode order; an untimed one is never asked for); then, over max_bytes_, one GOP
+// at a time while another key frame follows, or everything (nothing decodes the rest).
+void RecentFrames::prune_compressed() {
+  if (keep_from_ns_ >= 0) {
+    size_t from = 0;
+    for (size_t i = 0; i < compressed_.size(); ++i) {
+      const Compressed& c = compressed_[i];
+      if (!c.key) continue;
+      if (c.pts > keep_from_ns_) break;
+      from = i;
+    }
+    drop_front(from);
+  }
+  while (bytes_ > max_bytes_) {
+    size_t next_key = 0;
+    for (size_t i = 1; i < compressed_.size(); ++i) {
+      if (compressed_[i].key) {
+        next_key = i;
+        break;
+      }
+    }
+    drop_front(next_key > 0 ? next_key : compressed_.size());
+  }
+}
+
+void RecentFrames::add_sent(const Envelope& env, Orientation turn) {
+  if (env.pts_ns < 0) return;  // never asked for by its timestamp
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sent_.empty() && env.pts_ns < sent_.back().env.pts_ns - in_flight_ns_) sent_.clear();  // went back: a seek
+  sent_.push_back(Sent{env, turn});
+  constexpr size_t kMostSent = 100000;  // a 30 fps stream's minute: frames_back is at most a million
+  while (sent_.size() > kMostSent ||
+         (sent_.size() > frames_back_ + 1 && sent_.front().env.pts_ns < sent_.back().env.pts_ns - in_flight_ns_)) {
+    sent_.pop_front();
+  }
+  keep_from_ns_ = sent_.front().env.pts_ns;
+}
+
+void RecentFrames::forget_sent() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sent_.clear();
+  keep_from_ns_ = -1;
+}
+
+std::optional<RecentFrames::Kept> RecentFrames::find(int64_t pts_ns) const {
+  if (pts_ns < 0) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Sent* sent = nullptr;
+  for (auto it = sent_.rbegin(); it != sent_.rend(); ++it) {
+    if (it->env.pts_ns == pts_ns) {
+      sent = &*it;
+      break;
+    }
+  }
+  if (!sent || !caps_) return std::nullopt;
+  size_t at = compressed_.size();
+  for (size_t i = compressed_.size(); i-- > 0;) {
+    if (compressed_[i].pts == pts_ns) {
+      at = i;
+      break;
+    }
+  }
+  if (at == compressed_.size()) return std::nullopt;
+  size_t from = at;
+  while (!compressed_[from].key) {
+    if (from == 0) return std::nullopt;  // cannot happen: the first kept is a key frame
+    --from;
+  }
+  Kept kept{*sent, CapsRef(gst_caps_ref(caps_.get())), {}};
+  kept.compressed.reserve(at - from + 1);
+  for (size_t i = from; i <= at; ++i) kept.compressed.emplace_back(gst_buffer_ref(compressed_[i].buffer.get()));
+  return kept;
+}
+
+size_t RecentFrames::compressed_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+size_t RecentFrames::compressed_frames() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return compressed_.size();
+}
+
+size_t RecentFrames::sent_frames() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sent_.size();
+}
+
+namespace {
+
+GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto* recent = static_cast<RecentFrames*>(user);
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (event && GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      GstCaps* caps = nullptr;
+      gst_event_parse_caps(event, &caps);
+      recent->set_caps(caps);
+    }
+  } else if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+    if (GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info)) recent->add_compressed(buffer);
+  } else if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList* list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
+    for (guint i = 0; list && i < gst_buffer_list_length(list); ++i) recent->add_compressed(gst_buffer_list_get(list, i));
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+}  // namespace
+
+void keep_decoder_input(GstPad* decoder_sink, RecentFrames* recent) {
+  recent->new_decoder();
+  if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
+    recent->set_caps(caps);
+    gst_caps_unref(caps);
+  }
+  gst_pad_add_probe(decoder_sink,
+                    static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
+                                                 GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                    &on_decoder_input, recent, nullptr);
+}
+
+namespace {
+
+struct ElementUnref {
+  void operator()(GstElement* e) const {
+    gst_element_set_state(e, GST_STATE_NULL);
+    gst_object_unref(e);
+  }
+};
+
+// libav's decoders send pictures they could not decode whole unless told not to; such a picture (a
+// frame after a recovery point, before the refresh completes) is no picture of the frame.
+void on_element_added(GstBin*, GstBin*, GstElement* element, gpointer) {
+  if (GST_IS_ELEMENT(element) && g_object_class_find_property(G_OBJECT_GET_CLASS(element), "output-corrupt")) {
+    g_object_set(element, "output-corrupt", FALSE, nullptr);
+  }
+}
+
+std::string bus_error(GstElement* pipeline) {
+  GstBus* bus = gst_element_get_bus(pipeline);
+  std::string why;
+  while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    if (why.empty() && err) why = err->message;
+    if (err) g_error_free(err);
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  return why;
+}
+
+}  // namespace
+
+Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
+  const int64_t target = kept.sent.env.pts_ns;
+  GError* err = nullptr;
+  GstElement* made = gst_parse_launch(
+      "appsrc name=src format=time ! decodebin name=decode ! videoconvert ! video/x-raw,format=I420 ! "
+      "appsink name=sink sync=false max-buffers=2",
+      &err);
+  if (!made) {
+    const std::string why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    return Internal("cannot make a decoder for the picture: " + why);
+  }
+  if (err) g_error_free(err);
+  std::unique_ptr<GstElement, ElementUnref> pipeline(made);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(made), "src");
+  GstElement* decode = gst_bin_get_by_name(GST_BIN(made), "decode");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(made), "sink");
+  g_signal_connect(decode, "deep-element-added", G_CALLBACK(&on_element_added), nullptr);
+  g_object_set(src, "caps", kept.caps.get(), nullptr);
+  gst_object_unref(decode);
+  auto release = [&] {
+    gst_object_unref(src);
+    gst_object_unref(sink);
+  };
+  if (gst_element_set_state(made, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    const std::string why = bus_error(made);
+    release();
+    return Internal("cannot start a decoder for the picture" + (why.empty() ? "" : ": " + why));
+  }
+  for (const BufferRef& b : kept.compressed) gst_app_src_push_buffer(GST_APP_SRC(src), gst_buffer_ref(b.get()));
+  gst_app_src_end_of_stream(GST_APP_SRC(src));  // the decoder gives every picture it holds
+  GstSample* found = nullptr;
+  while (!found) {
+    GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND);
+    if (!sample) break;  // the end, an error, or nothing in 10 s
+    GstBuffer* b = gst_sample_get_buffer(sample);
+    if (b && GST_BUFFER_PTS_IS_VALID(b) && static_cast<int64_t>(GST_BUFFER_PTS(b)) == target) {
+      found = sample;
+    } else {
+      gst_sample_unref(sample);
+    }
+  }
+  const std::string why = found ? "" : bus_error(made);
+  release();
+  if (found) return found;
+  return NotFound("the decoder gave no picture of the frame at " + std::to_string(target / 1000000) + " ms of its " +
+                  std::to_string(kept.compressed.size()) + " compressed frames" + (why.empty() ? "" : ": " + why));
+}
+
+}  // namespace vapipe

@@ -1,0 +1,117 @@
+// What a stream's reader keeps of its recent frames, for the picture of a live segment's best or first
+// frame (publish.segments_pictures_dir). Publish decides that a segment began segments_min_frames
+// results after its first frame, when that frame and the best of those it began with have long left
+// ingest's frame pool. Holding decoded frames that long would cost every stream its frames' memory
+// (90 MB a second of 1080p); their compressed frames cost about a hundredth of that, and GStreamer's
+// buffers are kept by reference, not copied. So a reader whose stream has pictures keeps:
+// - the compressed frames that went into its decoder, from a key frame on (decode order), and
+// - the envelope of each frame it sent (seq, timestamps, how it is turned),
+// as far back as its last `frames_back` frames sent, and `in_flight` more of their timestamps (the
+// results still on their way to publish when it asks). A picture of a frame still kept is decoded
+// again, from the key frame before it to it (decode_kept_frame), off the stream's thread.
+//
+// A frame is known by its timestamp (the decoder's output keeps its input's); an untimed stream's
+// frames (an MJPEG camera over HTTP, stamped as they arrive) are never found, nor a frame of an earlier
+// connection (each new decoder starts the keeping over): those pictures are of the next frame instead.
+#pragma once
+
+#include <gst/gst.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "pipeline/message.h"
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct GstBufferUnref {
+  void operator()(GstBuffer* b) const { gst_buffer_unref(b); }
+};
+struct GstCapsUnref {
+  void operator()(GstCaps* c) const { gst_caps_unref(c); }
+};
+using BufferRef = std::unique_ptr<GstBuffer, GstBufferUnref>;
+using CapsRef = std::unique_ptr<GstCaps, GstCapsUnref>;
+
+class RecentFrames {
+ public:
+  // A compressed run of one caps that a stream's GOP longer than this cannot fill is dropped whole (a
+  // stream with no key frame for minutes keeps nothing); a longer run is cut back one GOP at a time.
+  static constexpr size_t kDefaultMaxBytes = 64u << 20;
+  static constexpr std::chrono::nanoseconds kDefaultInFlight = std::chrono::seconds(5);
+
+  struct Sent {
+    Envelope env;
+    Orientation turn = Orientation::kAsStored;
+  };
+  // A kept frame: what was sent of it, and the compressed frames that decode it (the key frame before
+  // it first, it last).
+  struct Kept {
+    Sent sent;
+    CapsRef caps;
+    std::vector<BufferRef> compressed;
+  };
+
+  explicit RecentFrames(uint32_t frames_back, std::chrono::nanoseconds in_flight = kDefaultInFlight,
+                        size_t max_bytes = kDefaultMaxBytes)
+      : frames_back_(frames_back), in_flight_ns_(in_flight.count()), max_bytes_(max_bytes) {}
+
+  // The decoder's input (its streaming thread). A new decoder (a new connection, whose timestamps
+  // start again) or new caps (another resolution, another codec) start the keeping over.
+  void new_decoder();
+  void set_caps(GstCaps* caps);
+  void add_compressed(GstBuffer* buffer);
+
+  // The stream's thread, for each frame it sends (in order).
+  void add_sent(const Envelope& env, Orientation turn);
+  // The stream's own thread, before a new connection: what was sent is of the old one.
+  void forget_sent();
+
+  // The frame sent with this timestamp, if it and the compressed frames that decode it are still kept.
+  std::optional<Kept> find(int64_t pts_ns) const;
+
+  // For the log and tests.
+  size_t compressed_bytes() const;
+  size_t compressed_frames() const;
+  size_t sent_frames() const;
+
+ private:
+  struct Compressed {
+    BufferRef buffer;
+    int64_t pts;  // -1: none
+    bool key;
+    size_t bytes;
+  };
+  void drop_front(size_t count);
+  void prune_compressed();
+
+  const uint32_t frames_back_;
+  const int64_t in_flight_ns_;
+  const size_t max_bytes_;
+  mutable std::mutex mutex_;
+  CapsRef caps_;
+  std::deque<Compressed> compressed_;
+  size_t bytes_ = 0;
+  std::deque<Sent> sent_;
+  // The earliest timestamp a picture can still ask for (the oldest sent frame kept); -1: none sent yet.
+  int64_t keep_from_ns_ = -1;
+};
+
+// Keeps what reaches a decoder's input pad `decoder_sink` in `recent` (caps, buffers, buffer lists),
+// after what the pad's earlier probes dropped (decoder_input_gate.h). `recent` must outlive the pad's
+// data flow (the pipeline stopped).
+void keep_decoder_input(GstPad* decoder_sink, RecentFrames* recent);
+
+// Decodes a kept frame again (a short pipeline of its own: appsrc, decodebin, videoconvert), from its
+// key frame to it: the frame as an I420 sample in host memory (a new reference). An error says why
+// (the decoder gave no picture of that timestamp: a frame after a recovery point that is not whole yet,
+// say).
+Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept);
+
+}  // namespace vapipe

@@ -1,0 +1,229 @@
+// What a reader keeps of its recent frames for pictures of segments (stages/ingest/recent_frames.h):
+// how far back, from which key frame, and that a kept frame decoded again is the very frame a whole
+// decode gives (x264's, decoded by libav).
+#include "stages/ingest/recent_frames.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe {
+namespace {
+
+constexpr int64_t kFrameNs = 33'000'000;
+
+GstCaps* h264_caps(int width = 320) {
+  return gst_caps_new_simple("video/x-h264", "stream-format", G_TYPE_STRING, "byte-stream", "alignment", G_TYPE_STRING,
+                             "au", "width", G_TYPE_INT, width, nullptr);
+}
+
+// A compressed frame of `bytes` bytes: a key frame or not, at `pts` (-1: none).
+GstBuffer* compressed(bool key, int64_t pts, size_t bytes = 1000) {
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, bytes, nullptr);
+  if (!key) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+  if (pts >= 0) GST_BUFFER_PTS(b) = static_cast<GstClockTime>(pts);
+  return b;
+}
+
+void add(RecentFrames& recent, bool key, int64_t pts, size_t bytes = 1000) {
+  GstBuffer* b = compressed(key, pts, bytes);
+  recent.add_compressed(b);
+  gst_buffer_unref(b);
+}
+
+Envelope sent(uint64_t seq, int64_t pts) {
+  Envelope e;
+  e.stream_id = "gate";
+  e.seq = seq;
+  e.pts_ns = pts;
+  return e;
+}
+
+std::vector<int64_t> timestamps(const RecentFrames::Kept& kept) {
+  std::vector<int64_t> out;
+  for (const BufferRef& b : kept.compressed) out.push_back(static_cast<int64_t>(GST_BUFFER_PTS(b.get())));
+  return out;
+}
+
+class RecentFramesTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(ensure_gstreamer()); }
+};
+
+// A GOP of 10 frames, no reordering; 5 frames back and 100 ms (3 frames) in flight: the last 6 frames
+// sent can be asked for, each from the key frame before it.
+TEST_F(RecentFramesTest, AFrameStillKeptComesWithTheCompressedFramesFromTheKeyFrameBeforeIt) {
+  RecentFrames recent(5, std::chrono::milliseconds(100));
+  GstCaps* caps = h264_caps();
+  recent.set_caps(caps);
+  for (int i = 0; i < 40; ++i) {
+    add(recent, i % 10 == 0, i * kFrameNs);
+    recent.add_sent(sent(i, i * kFrameNs), Orientation::kRotate90);
+  }
+  EXPECT_EQ(recent.sent_frames(), 6u);  // frames 34 to 39
+  auto kept = recent.find(35 * kFrameNs);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->sent.env.seq, 35u);
+  EXPECT_EQ(kept->sent.turn, Orientation::kRotate90);
+  EXPECT_TRUE(gst_caps_is_equal(kept->caps.get(), caps));
+  std::vector<int64_t> want;
+  for (int i = 30; i <= 35; ++i) want.push_back(i * kFrameNs);
+  EXPECT_EQ(timestamps(*kept), want);
+  EXPECT_FALSE(GST_BUFFER_FLAG_IS_SET(kept->compressed.front().get(), GST_BUFFER_FLAG_DELTA_UNIT));
+
+  EXPECT_FALSE(recent.find(33 * kFrameNs).has_value()) << "sent too long ago: no longer asked for";
+  EXPECT_FALSE(recent.find(35 * kFrameNs + 1).has_value()) << "no frame has that timestamp";
+  // Compressed frames go a GOP at a time, at key frames: those from frame 20 on are kept (when frame 30
+  // came, frame 24 could still be asked for).
+  EXPECT_EQ(recent.compressed_frames(), 20u);
+  for (int i = 40; i < 45; ++i) add(recent, i % 10 == 0, i * kFrameNs);
+  EXPECT_EQ(recent.compressed_frames(), 15u) << "at frame 40, frame 34 is the oldest asked for: from key frame 30";
+  gst_caps_unref(caps);
+}
+
+// B-frames: decode order is not the frames' order. A B-frame comes with every frame decoded before it
+// from its key frame (the P-frame after it included, which it needs).
+TEST_F(RecentFramesTest, AReorderedFrameComesWithEveryFrameDecodedBeforeIt) {
+  RecentFrames recent(100);
+  GstCaps* caps = h264_caps();
+  recent.set_caps(caps);
+  gst_caps_unref(caps);
+  const int decode_order[] = {0, 3, 1, 2, 6, 4, 5, 9, 7, 8};
+  for (int i : decode_order) add(recent, i == 0, i * kFrameNs);
+  for (int i = 0; i < 10; ++i) recent.add_sent(sent(i, i * kFrameNs), Orientation::kAsStored);
+  auto kept = recent.find(4 * kFrameNs);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(timestamps(*kept), (std::vector<int64_t>{0, 3 * kFrameNs, kFrameNs, 2 * kFrameNs, 6 * kFrameNs, 4 * kFrameNs}));
+}
+
+// What cannot be decoded is never kept: frames before the first key frame, a GOP larger than the most
+// kept; new caps or a new decoder start over; a frame without a timestamp is never found.
+TEST_F(RecentFramesTest, OnlyWhatCanBeDecodedIsKeptAndNewCapsOrANewDecoderStartOver) {
+  RecentFrames recent(100, std::chrono::seconds(5), /*max_bytes=*/10'000);
+  add(recent, true, 0);
+  EXPECT_EQ(recent.compressed_frames(), 0u) << "no caps yet: nothing says how to decode it";
+  GstCaps* caps = h264_caps();
+  recent.set_caps(caps);
+  add(recent, false, kFrameNs);
+  EXPECT_EQ(recent.compressed_frames(), 0u) << "a delta frame before any key frame";
+  for (int i = 2; i < 8; ++i) add(recent, i == 2, i * kFrameNs);
+  EXPECT_EQ(recent.compressed_frames(), 6u);
+  recent.set_caps(caps);  // the same caps again (a renegotiation): nothing changes
+  EXPECT_EQ(recent.compressed_frames(), 6u);
+  GstCaps* wider = h264_caps(640);
+  recent.set_caps(wider);
+  EXPECT_EQ(recent.compressed_frames(), 0u) << "frames of other caps would not decode with these";
+  for (int i = 8; i < 20; ++i) add(recent, i == 8, i * kFrameNs);  // 12,000 bytes in one GOP
+  EXPECT_EQ(recent.compressed_frames(), 0u) << "a GOP larger than the most kept is dropped whole";
+  EXPECT_EQ(recent.compressed_bytes(), 0u);
+  for (int i = 20; i < 35; ++i) add(recent, i % 5 == 0, i * kFrameNs);  // GOPs of 5,000 bytes
+  EXPECT_EQ(recent.compressed_frames(), 10u) << "over the most kept: the oldest GOP goes";
+  EXPECT_LE(recent.compressed_bytes(), 10'000u);
+  recent.new_decoder();
+  EXPECT_EQ(recent.compressed_frames(), 0u);
+  add(recent, true, 50 * kFrameNs);
+  EXPECT_EQ(recent.compressed_frames(), 0u) << "a new decoder's frames wait for its caps";
+
+  recent.set_caps(caps);
+  add(recent, true, -1);
+  recent.add_sent(sent(0, -1), Orientation::kAsStored);
+  EXPECT_EQ(recent.sent_frames(), 0u) << "an untimed frame cannot be asked for";
+  EXPECT_FALSE(recent.find(-1).has_value());
+  gst_caps_unref(caps);
+  gst_caps_unref(wider);
+}
+
+// A seek or a new connection: timestamps that went back start the frames sent over.
+TEST_F(RecentFramesTest, SentFramesWhoseTimestampsWentBackStartOver) {
+  RecentFrames recent(100, std::chrono::seconds(1));
+  for (int i = 0; i < 100; ++i) recent.add_sent(sent(i, 10'000 * kFrameNs + i * kFrameNs), Orientation::kAsStored);
+  EXPECT_EQ(recent.sent_frames(), 100u);
+  recent.add_sent(sent(100, 0), Orientation::kAsStored);
+  EXPECT_EQ(recent.sent_frames(), 1u);
+  recent.forget_sent();
+  EXPECT_EQ(recent.sent_frames(), 0u);
+}
+
+// An H.264 clip with B-frames (x264, GOPs of 15) read as the decoder would get it, from an MP4: every
+// frame decoded again from the key frame before it is byte for byte the frame a whole decode gives.
+TEST_F(RecentFramesTest, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-recent-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string clip = (dir / "ball.mp4").string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=45 ! "
+                             "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc speed-preset=ultrafast "
+                             "key-int-max=15 bframes=2 ! h264parse ! mp4mux ! filesink location=" + clip;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+
+  // Its compressed frames, kept as a reader keeps them, and its decoded frames' bytes by timestamp.
+  RecentFrames recent(1000, std::chrono::seconds(60));
+  auto read = [&](const std::string& tail, auto&& each) {
+    GError* err = nullptr;
+    GstElement* p = gst_parse_launch(("filesrc location=" + clip + " ! qtdemux ! h264parse ! " + tail +
+                                      " ! appsink name=sink sync=false").c_str(), &err);
+    ASSERT_NE(p, nullptr) << (err ? err->message : "");
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    while (GstSample* sample = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+      each(sample);
+      gst_sample_unref(sample);
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+  };
+  read("capsfilter caps=video/x-h264,alignment=au", [&](GstSample* s) {
+    recent.set_caps(gst_sample_get_caps(s));
+    recent.add_compressed(gst_sample_get_buffer(s));
+  });
+  auto bytes_of = [](GstSample* s) {
+    GstMapInfo map;
+    GstBuffer* b = gst_sample_get_buffer(s);
+    EXPECT_TRUE(gst_buffer_map(b, &map, GST_MAP_READ));
+    std::string bytes(reinterpret_cast<const char*>(map.data), map.size);
+    gst_buffer_unmap(b, &map);
+    return bytes;
+  };
+  std::map<int64_t, std::string> whole;
+  read("avdec_h264 ! videoconvert ! video/x-raw,format=I420", [&](GstSample* s) {
+    whole[static_cast<int64_t>(GST_BUFFER_PTS(gst_sample_get_buffer(s)))] = bytes_of(s);
+  });
+  ASSERT_EQ(whole.size(), 45u);
+  ASSERT_EQ(recent.compressed_frames(), 45u);
+  uint64_t seq = 0;
+  for (const auto& [pts, bytes] : whole) recent.add_sent(sent(seq++, pts), Orientation::kAsStored);
+
+  seq = 0;
+  std::string before;
+  for (const auto& [pts, bytes] : whole) {
+    auto kept = recent.find(pts);
+    ASSERT_TRUE(kept.has_value()) << seq;
+    auto decoded = decode_kept_frame(*kept);
+    ASSERT_TRUE(decoded.ok()) << seq << ": " << decoded.status().message();
+    EXPECT_EQ(static_cast<int64_t>(GST_BUFFER_PTS(gst_sample_get_buffer(decoded.value()))), pts);
+    EXPECT_TRUE(bytes_of(decoded.value()) == bytes) << "frame " << seq << " differs from the whole decode's";
+    EXPECT_FALSE(bytes == before) << "the ball moves: frame " << seq << " is not its neighbour";
+    gst_sample_unref(decoded.value());
+    before = bytes;
+    ++seq;
+  }
+  // A frame whose compressed frames are not all there (the P-frame it refers to lost) gives no picture
+  // of it rather than another.
+  RecentFrames::Kept cut = *recent.find(whole.begin()->first);
+  cut.sent.env.pts_ns += 1;  // a timestamp the decoder never gives
+  auto none = decode_kept_frame(cut);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("gave no picture of the frame"), std::string::npos) << none.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace vapipe
