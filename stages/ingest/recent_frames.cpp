@@ -2,7 +2,12 @@
 
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 namespace vapipe {
@@ -175,10 +180,59 @@ struct ElementUnref {
 
 // libav's decoders send pictures they could not decode whole unless told not to; such a picture (a
 // frame after a recovery point, before the refresh completes) is no picture of the frame.
+// One thread: a decoder's threads each hold frames of their own (a 1080p frame is 3 MB), and the
+// stream's own decoding has the CPUs.
 void on_element_added(GstBin*, GstBin*, GstElement* element, gpointer) {
-  if (GST_IS_ELEMENT(element) && g_object_class_find_property(G_OBJECT_GET_CLASS(element), "output-corrupt")) {
-    g_object_set(element, "output-corrupt", FALSE, nullptr);
+  if (!GST_IS_ELEMENT(element)) return;
+  GObjectClass* type = G_OBJECT_GET_CLASS(element);
+  if (g_object_class_find_property(type, "output-corrupt")) g_object_set(element, "output-corrupt", FALSE, nullptr);
+  if (g_object_class_find_property(type, "max-threads")) g_object_set(element, "max-threads", 1, nullptr);
+}
+
+// At most two frames are decoded again at once in a process: a burst of segments beginning on many
+// cameras waits its turn instead of taking every CPU and a decoder's frames (tens of MB at 1080p) each.
+class DecodeTurn {
+ public:
+  DecodeTurn() {
+    std::unique_lock<std::mutex> lock(mutex());
+    changed().wait(lock, [] { return running() < kAtOnce; });
+    ++running();
   }
+  ~DecodeTurn() {
+    std::lock_guard<std::mutex> lock(mutex());
+    --running();
+    changed().notify_one();
+  }
+  DecodeTurn(const DecodeTurn&) = delete;
+  DecodeTurn& operator=(const DecodeTurn&) = delete;
+
+ private:
+  static constexpr int kAtOnce = 2;
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::condition_variable& changed() {
+    static std::condition_variable cv;
+    return cv;
+  }
+  static int& running() {
+    static int n = 0;
+    return n;
+  }
+};
+
+// The picture decoder's streaming threads run at a lower priority (nice 10): on a busy machine the
+// cameras' own decoding goes first and no frame of theirs is lost for a picture, which comes later.
+GstBusSyncReply lower_streaming_threads(GstBus*, GstMessage* message, gpointer) {
+  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_STREAM_STATUS) {
+    GstStreamStatusType type;
+    GstElement* owner = nullptr;
+    gst_message_parse_stream_status(message, &type, &owner);
+    // Posted from the new thread itself as it starts.
+    if (type == GST_STREAM_STATUS_TYPE_ENTER) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  }
+  return GST_BUS_PASS;
 }
 
 std::string bus_error(GstElement* pipeline) {
@@ -199,6 +253,7 @@ std::string bus_error(GstElement* pipeline) {
 
 Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
   const int64_t target = kept.sent.env.pts_ns;
+  DecodeTurn turn;
   GError* err = nullptr;
   GstElement* made = gst_parse_launch(
       "appsrc name=src format=time ! decodebin name=decode ! videoconvert ! video/x-raw,format=I420 ! "
@@ -215,6 +270,9 @@ Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
   GstElement* decode = gst_bin_get_by_name(GST_BIN(made), "decode");
   GstElement* sink = gst_bin_get_by_name(GST_BIN(made), "sink");
   g_signal_connect(decode, "deep-element-added", G_CALLBACK(&on_element_added), nullptr);
+  GstBus* bus = gst_element_get_bus(made);
+  gst_bus_set_sync_handler(bus, &lower_streaming_threads, nullptr, nullptr);
+  gst_object_unref(bus);
   g_object_set(src, "caps", kept.caps.get(), nullptr);
   gst_object_unref(decode);
   auto release = [&] {

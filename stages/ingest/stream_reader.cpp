@@ -384,13 +384,19 @@ struct StreamReader::Impl {
       Result<GstSample*> decoded = decode_kept_frame(job.kept);
       std::optional<Status> written;
       if (decoded.ok()) {
+        const double decode_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
         written = write_frame_picture(decoded.value(), job.kept.sent.turn, job.order.roi, job.order.path);
         gst_sample_unref(decoded.value());
+        VAPIPE_LOG_DEBUG("stream '{}': frame {} decoded again from {} compressed frames in {:.1f} ms ({} KB kept)",
+                         job.order.stream_id, job.kept.sent.env.seq, job.kept.compressed.size(), decode_ms,
+                         recent->compressed_bytes() / 1024);
       } else {
         VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame instead of frame {}: {}",
                         job.order.stream_id, job.order.label, job.kept.sent.env.seq, decoded.status().message());
         want_next_frame_picture(std::move(job.order));
       }
+      release_freed_heap_memory();  // the decoder's frames and threads were this picture's alone
       const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       lock.lock();
       --jobs_running;

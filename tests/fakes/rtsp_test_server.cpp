@@ -8,6 +8,32 @@
 
 namespace vapipe::testing {
 
+namespace {
+
+// Pattern "cycle": ball, smpte, pinwheel and gamut in turn, 75 frames (2.5 s) each, so that a camera's
+// label changes mid-GOP (segments that begin between key frames).
+GstPadProbeReturn next_pattern(GstPad*, GstPadProbeInfo*, gpointer source) {
+  static const char* const kPatterns[] = {"ball", "smpte", "pinwheel", "gamut"};
+  auto* src = static_cast<GstElement*>(source);
+  const auto frames = reinterpret_cast<guintptr>(g_object_get_data(G_OBJECT(src), "frames")) + 1;
+  g_object_set_data(G_OBJECT(src), "frames", reinterpret_cast<gpointer>(frames));
+  if (frames % 75 == 0) gst_util_set_object_arg(G_OBJECT(src), "pattern", kPatterns[(frames / 75) % 4]);
+  return GST_PAD_PROBE_OK;
+}
+
+void on_media_configure(GstRTSPMediaFactory*, GstRTSPMedia* media, gpointer) {
+  GstElement* bin = gst_rtsp_media_get_element(media);
+  if (GstElement* src = gst_bin_get_by_name_recurse_up(GST_BIN(bin), "cycle")) {
+    GstPad* pad = gst_element_get_static_pad(src, "src");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &next_pattern, src, nullptr);
+    gst_object_unref(pad);
+    gst_object_unref(src);
+  }
+  gst_object_unref(bin);
+}
+
+}  // namespace
+
 RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height,
                                const std::string& encoder_options, const std::string& credentials,
                                const std::string& tls_cert_file, const std::string& tls_key_file)
@@ -23,12 +49,15 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
     GstRTSPServer* server = gst_rtsp_server_new();
     g_object_set(server, "address", "127.0.0.1", "service", std::to_string(port_).c_str(), nullptr);
     GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
-    const std::string launch = "( videotestsrc is-live=true pattern=" + pattern + " ! video/x-raw,width=" +
+    const bool cycle = pattern == "cycle";
+    const std::string source = cycle ? "videotestsrc name=cycle is-live=true pattern=ball" : "videotestsrc is-live=true pattern=" + pattern;
+    const std::string launch = "( " + source + " ! video/x-raw,width=" +
                                std::to_string(width) + ",height=" + std::to_string(height) +
                                ",framerate=30/1 ! x264enc tune=zerolatency speed-preset=ultrafast " + encoder_options +
                                " ! rtph264pay name=pay0 pt=96 config-interval=1 )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
+    if (cycle) g_signal_connect(factory, "media-configure", G_CALLBACK(&on_media_configure), nullptr);
     // "digest:user:password": Digest authentication only (as most cameras ask), else Basic.
     const bool digest = credentials.rfind("digest:", 0) == 0;
     const std::string user_password = digest ? credentials.substr(7) : credentials;

@@ -12,7 +12,8 @@ namespace vapipe::testing {
 
 class RtspTestServer {
  public:
-  // `pattern`: a videotestsrc pattern; frames are paced in real time (is-live). `encoder_options`:
+  // `pattern`: a videotestsrc pattern, or "cycle" (four of them in turn, 2.5 s each); frames are paced
+  // in real time (is-live). `encoder_options`:
   // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
   // intra slices instead, with no key frame after the first).
   // `credentials` ("user:password"): clients must give them (basic authentication; "digest:user:password":
