@@ -214,10 +214,12 @@ class GpuPipeline(E2ETest):
         self.assertIn("NVDEC on GPU 0", run.stderr)
         self.assertNotIn("decoding on the CPU", run.stderr)
         self.assertIn("restarting the lane", run.stderr)
-        # A segment's picture of an NVDEC frame (CUDA memory mapped to the host for the JPEG).
+        # A segment's picture of its best frame, decoded again from the compressed frames ingest kept
+        # (decodebin: NVDEC there too, to system memory for the JPEG).
         taken = [m["payload"] for m in msgs if m["topic"] == "segments/cam" and m["payload"]["event"] == "picture"]
         self.assertGreaterEqual(len(taken), 1, run.stderr[-3000:])
         self.assertIsNone(taken[0]["error"], taken[0])
+        self.assertEqual(taken[0]["frame"], "best", taken[0])
         self.assertEqual(jpeg_size(taken[0]["picture"]), (1280, 720))
 
 

@@ -730,7 +730,9 @@ TEST_F(StreamReaderTest, APartOfAFileIsClassifiedFromItsFromToItsTo) {
     EXPECT_EQ(frames[i]->env.seq, i);
     EXPECT_EQ(frames[i]->env.pts_ns, expected[i]) << "frame " << i;
   }
-  EXPECT_LT((*reader)->decoded(), 90u) << "it decoded the file from its start instead of seeking";
+  // From the start to `to` is 105 frames; from the key frame the seek lands on (0.5 s) 90, plus what
+  // was decoded before the seek (the prerolled frame; under load a few more: 91 was seen with -j2).
+  EXPECT_LT((*reader)->decoded(), 100u) << "it decoded the file from its start instead of seeking";
   auto ends = of_kind(out, MessageKind::kStreamEnd);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0]->event.message, "end of its part (streams[].to: 0:03.500)");
