@@ -6,9 +6,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace vapipe {
 
@@ -189,13 +191,15 @@ void on_element_added(GstBin*, GstBin*, GstElement* element, gpointer) {
   if (g_object_class_find_property(type, "max-threads")) g_object_set(element, "max-threads", 1, nullptr);
 }
 
-// At most two frames are decoded again at once in a process: a burst of segments beginning on many
-// cameras waits its turn instead of taking every CPU and a decoder's frames (tens of MB at 1080p) each.
+// At most two frames (a quarter of the CPUs, on a larger machine) are decoded again at once in a
+// process: a burst of segments beginning on many cameras waits its turn instead of taking every CPU
+// and a decoder's frames (tens of MB at 1080p) each.
 class DecodeTurn {
  public:
   DecodeTurn() {
+    static const int at_once = std::max(2, static_cast<int>(std::thread::hardware_concurrency() / 4));
     std::unique_lock<std::mutex> lock(mutex());
-    changed().wait(lock, [] { return running() < kAtOnce; });
+    changed().wait(lock, [] { return running() < at_once; });
     ++running();
   }
   ~DecodeTurn() {
@@ -207,7 +211,6 @@ class DecodeTurn {
   DecodeTurn& operator=(const DecodeTurn&) = delete;
 
  private:
-  static constexpr int kAtOnce = 2;
   static std::mutex& mutex() {
     static std::mutex m;
     return m;

@@ -109,8 +109,8 @@ class RecentFrames {
 void keep_decoder_input(GstPad* decoder_sink, RecentFrames* recent);
 
 // Decodes a kept frame again (a short pipeline of its own: appsrc, decodebin, videoconvert; a decoder
-// of one thread), from its key frame to it, two at most at once in a process (the others wait their
-// turn): the frame as an I420 sample in host memory (a new reference). An error says why
+// of one thread), from its key frame to it, two at most at once in a process (a quarter of the CPUs
+// on a larger machine; the others wait their turn): the frame as an I420 sample in host memory (a new reference). An error says why
 // (the decoder gave no picture of that timestamp: a frame after a recovery point that is not whole yet,
 // say).
 Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept);

@@ -268,6 +268,7 @@ struct StreamReader::Impl {
   // stream's thread says them (the emitter is that thread's).
   std::unique_ptr<RecentFrames> recent;
   std::atomic<bool> recent_attached{false};  // to this connection's decoder
+  std::atomic<bool> picture_fallback_logged{false};
   struct PictureJob {
     RecentFrames::Kept kept;
     PictureOrder order;
@@ -1788,8 +1789,18 @@ void StreamReader::take_picture(PictureOrder order) {
       impl_->submit_picture(std::move(*kept), std::move(order));
       return;
     }
-    VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame: the frame asked for (at {:.3f} s) "
-                    "is no longer kept", order.stream_id, order.label, static_cast<double>(order.frame_pts_ns) / 1e9);
+    // Said once a stream at info (an untimed stream says it for every picture), then at debug.
+    const bool first = !impl_->picture_fallback_logged.exchange(true);
+    const std::string why =
+        impl_->recent->compressed_frames() == 0
+            ? "none of its compressed frames is kept (an untimed stream, or one that has just connected)"
+            : fmt::format("the frame asked for (at {:.3f} s) is no longer kept",
+                          static_cast<double>(order.frame_pts_ns) / 1e9);
+    if (first) {
+      VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame: {}", order.stream_id, order.label, why);
+    } else {
+      VAPIPE_LOG_DEBUG("stream '{}': its '{}' segment gets a picture of its next frame: {}", order.stream_id, order.label, why);
+    }
   }
   impl_->want_next_frame_picture(std::move(order));
 }
