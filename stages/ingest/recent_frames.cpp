@@ -254,8 +254,22 @@ std::string bus_error(GstElement* pipeline) {
 
 }  // namespace
 
-Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
-  const int64_t target = kept.sent.env.pts_ns;
+bool share_key_frame(const RecentFrames::Kept& a, const RecentFrames::Kept& b) {
+  return !a.compressed.empty() && !b.compressed.empty() && a.compressed.front().get() == b.compressed.front().get();
+}
+
+std::vector<Result<GstSample*>> decode_kept_frames(const std::vector<const RecentFrames::Kept*>& kept) {
+  std::vector<Result<GstSample*>> out;
+  if (kept.empty()) return out;
+  // The one with the most compressed frames holds the others' (each runs from the same key frame).
+  const RecentFrames::Kept* longest = kept.front();
+  for (const RecentFrames::Kept* k : kept) {
+    if (k->compressed.size() > longest->compressed.size()) longest = k;
+  }
+  auto all_fail = [&](const Status& why) {
+    out.assign(kept.size(), Result<GstSample*>(why));
+    return out;
+  };
   DecodeTurn turn;
   GError* err = nullptr;
   GstElement* made = gst_parse_launch(
@@ -265,7 +279,7 @@ Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
   if (!made) {
     const std::string why = err ? err->message : "unknown error";
     if (err) g_error_free(err);
-    return Internal("cannot make a decoder for the picture: " + why);
+    return all_fail(Internal("cannot make a decoder for the picture: " + why));
   }
   if (err) g_error_free(err);
   std::unique_ptr<GstElement, ElementUnref> pipeline(made);
@@ -276,7 +290,7 @@ Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
   GstBus* bus = gst_element_get_bus(made);
   gst_bus_set_sync_handler(bus, &lower_streaming_threads, nullptr, nullptr);
   gst_object_unref(bus);
-  g_object_set(src, "caps", kept.caps.get(), nullptr);
+  g_object_set(src, "caps", longest->caps.get(), nullptr);
   gst_object_unref(decode);
   auto release = [&] {
     gst_object_unref(src);
@@ -285,26 +299,40 @@ Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) {
   if (gst_element_set_state(made, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     const std::string why = bus_error(made);
     release();
-    return Internal("cannot start a decoder for the picture" + (why.empty() ? "" : ": " + why));
+    return all_fail(Internal("cannot start a decoder for the picture" + (why.empty() ? "" : ": " + why)));
   }
-  for (const BufferRef& b : kept.compressed) gst_app_src_push_buffer(GST_APP_SRC(src), gst_buffer_ref(b.get()));
+  for (const BufferRef& b : longest->compressed) gst_app_src_push_buffer(GST_APP_SRC(src), gst_buffer_ref(b.get()));
   gst_app_src_end_of_stream(GST_APP_SRC(src));  // the decoder gives every picture it holds
-  GstSample* found = nullptr;
-  while (!found) {
+  std::vector<GstSample*> found(kept.size(), nullptr);
+  size_t missing = kept.size();
+  while (missing > 0) {
     GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND);
     if (!sample) break;  // the end, an error, or nothing in 10 s
     GstBuffer* b = gst_sample_get_buffer(sample);
-    if (b && GST_BUFFER_PTS_IS_VALID(b) && static_cast<int64_t>(GST_BUFFER_PTS(b)) == target) {
-      found = sample;
+    const int64_t pts = b && GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (!found[i] && kept[i]->sent.env.pts_ns == pts) {
+        found[i] = gst_sample_ref(sample);
+        --missing;
+      }
+    }
+    gst_sample_unref(sample);
+  }
+  const std::string why = missing > 0 ? bus_error(made) : "";
+  release();
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (found[i]) {
+      out.emplace_back(found[i]);
     } else {
-      gst_sample_unref(sample);
+      const int64_t target = kept[i]->sent.env.pts_ns;
+      out.emplace_back(NotFound("the decoder gave no picture of the frame at " + std::to_string(target / 1000000) +
+                                " ms of its " + std::to_string(kept[i]->compressed.size()) + " compressed frames" +
+                                (why.empty() ? "" : ": " + why)));
     }
   }
-  const std::string why = found ? "" : bus_error(made);
-  release();
-  if (found) return found;
-  return NotFound("the decoder gave no picture of the frame at " + std::to_string(target / 1000000) + " ms of its " +
-                  std::to_string(kept.compressed.size()) + " compressed frames" + (why.empty() ? "" : ": " + why));
+  return out;
 }
+
+Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept) { return decode_kept_frames({&kept}).front(); }
 
 }  // namespace vapipe

@@ -115,4 +115,10 @@ void keep_decoder_input(GstPad* decoder_sink, RecentFrames* recent);
 // say).
 Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept);
 
+// Several kept frames that share their key frame (share_key_frame: the streams of a `source` group, or
+// labels whose segments began together, asking at once), decoded in one pass: each its frame or why
+// not, in their order.
+bool share_key_frame(const RecentFrames::Kept& a, const RecentFrames::Kept& b);
+std::vector<Result<GstSample*>> decode_kept_frames(const std::vector<const RecentFrames::Kept*>& kept);
+
 }  // namespace vapipe

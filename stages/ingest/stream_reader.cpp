@@ -377,32 +377,55 @@ struct StreamReader::Impl {
     while (true) {
       jobs_changed.wait(lock, [&] { return jobs_closed || !picture_jobs.empty(); });
       if (picture_jobs.empty()) return;  // closed, and nothing left
-      PictureJob job = std::move(picture_jobs.front());
+      // Orders that come together (the streams of a `source` group, labels that began at once) share
+      // their key frame: a moment for them all to arrive, then one decode for them.
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      lock.lock();
+      if (picture_jobs.empty()) continue;  // closed meanwhile
+      std::vector<PictureJob> group;
+      group.push_back(std::move(picture_jobs.front()));
       picture_jobs.pop_front();
-      ++jobs_running;
+      for (auto it = picture_jobs.begin(); it != picture_jobs.end();) {
+        if (share_key_frame(it->kept, group.front().kept)) {
+          group.push_back(std::move(*it));
+          it = picture_jobs.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      jobs_running += group.size();
       lock.unlock();
       const auto started = std::chrono::steady_clock::now();
-      Result<GstSample*> decoded = decode_kept_frame(job.kept);
-      std::optional<Status> written;
-      if (decoded.ok()) {
-        const double decode_ms =
+      std::vector<const RecentFrames::Kept*> kept;
+      for (const PictureJob& job : group) kept.push_back(&job.kept);
+      std::vector<Result<GstSample*>> decoded = decode_kept_frames(kept);
+      const double decode_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+      size_t longest = 0;
+      for (const PictureJob& job : group) longest = std::max(longest, job.kept.compressed.size());
+      VAPIPE_LOG_DEBUG("stream '{}': {} frame(s) decoded again from {} compressed frames in {:.1f} ms ({} KB kept)",
+                       stream.id, group.size(), longest, decode_ms, recent->compressed_bytes() / 1024);
+      std::vector<PictureDone> done;
+      for (size_t i = 0; i < group.size(); ++i) {
+        PictureJob& job = group[i];
+        if (!decoded[i].ok()) {
+          VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame instead of frame {}: {}",
+                          job.order.stream_id, job.order.label, job.kept.sent.env.seq, decoded[i].status().message());
+          want_next_frame_picture(std::move(job.order));
+          continue;
+        }
+        Status written = write_frame_picture(decoded[i].value(), job.kept.sent.turn, job.order.roi, job.order.path);
+        gst_sample_unref(decoded[i].value());
+        const double took_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-        written = write_frame_picture(decoded.value(), job.kept.sent.turn, job.order.roi, job.order.path);
-        gst_sample_unref(decoded.value());
-        VAPIPE_LOG_DEBUG("stream '{}': frame {} decoded again from {} compressed frames in {:.1f} ms ({} KB kept)",
-                         job.order.stream_id, job.kept.sent.env.seq, job.kept.compressed.size(), decode_ms,
-                         recent->compressed_bytes() / 1024);
-      } else {
-        VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame instead of frame {}: {}",
-                        job.order.stream_id, job.order.label, job.kept.sent.env.seq, decoded.status().message());
-        want_next_frame_picture(std::move(job.order));
+        done.push_back(PictureDone{job.kept.sent.env, std::move(job.order), std::move(written), took_ms});
       }
-      release_freed_heap_memory();  // the decoder's frames and threads were this picture's alone
-      const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+      release_freed_heap_memory();  // the decoder's frames and threads were these pictures' alone
       lock.lock();
-      --jobs_running;
-      if (written) {
-        pictures_done.push_back(PictureDone{job.kept.sent.env, std::move(job.order), *written, took_ms});
+      jobs_running -= group.size();
+      if (!done.empty()) {
+        for (PictureDone& d : done) pictures_done.push_back(std::move(d));
         pictures_done_waiting.store(true, std::memory_order_release);
       }
       jobs_changed.notify_all();

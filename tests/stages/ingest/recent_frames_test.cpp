@@ -215,6 +215,21 @@ TEST_F(RecentFramesTest, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
     before = bytes;
     ++seq;
   }
+  // Frames of one GOP asked for at once (a source group's streams) are decoded in one pass, each the
+  // whole decode's; a frame of another GOP does not share their key frame.
+  std::vector<int64_t> order;
+  for (const auto& [pts, bytes] : whole) order.push_back(pts);
+  auto a = recent.find(order[20]), b = recent.find(order[26]), c = recent.find(order[32]);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_TRUE(share_key_frame(*a, *b));
+  EXPECT_FALSE(share_key_frame(*a, *c)) << "frames 20 and 32 lie in GOPs from frames 15 and 30";
+  auto both = decode_kept_frames({&*b, &*a});
+  ASSERT_EQ(both.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(both[i].ok()) << both[i].status().message();
+    EXPECT_TRUE(bytes_of(both[i].value()) == whole[order[i == 0 ? 26 : 20]]) << i;
+    gst_sample_unref(both[i].value());
+  }
   // A frame whose compressed frames are not all there (the P-frame it refers to lost) gives no picture
   // of it rather than another.
   RecentFrames::Kept cut = *recent.find(whole.begin()->first);
