@@ -356,6 +356,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
   }
+  if (!config_->publish.segments_pictures_dir.empty()) VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
   return Status::Ok();
 }
 
@@ -367,6 +368,9 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
+  if (config_ && !config_->publish.segments_pictures_dir.empty()) {
+    if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
+  }
   return next;
 }
 
@@ -710,9 +714,52 @@ Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun&
   request.frame_seq = static_cast<int64_t>(first ? segment.start_seq : segment.best_seq);
   request.frame_pts_ns = first ? segment.start_pts_ns : segment.best_pts_ns;
   if (st.pictures_asked.size() >= 256) st.pictures_asked.erase(st.pictures_asked.begin());  // never said
-  st.pictures_asked[{segment.label, segment.start_seq}] = {request.frame_seq, first ? "first" : "best"};
+  st.pictures_asked[{segment.label, segment.start_seq}] = {request.frame_seq, first ? "first" : "best",
+                                                           std::chrono::steady_clock::now()};
   picture_requester_(request);
   return Status::Ok();
+}
+
+// A request ingest did not answer (no ingest subscribed when it was sent: its lane restarting; ingest
+// on another host than publish; a picture decoder that hangs): its segment's `picture` message says so,
+// with no frame, so that a subscriber waiting for it is not left waiting.
+Status PublishStage::say_missing_pictures() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto timeout_s = std::chrono::duration<double>(picture_answer_timeout_).count();
+  for (std::vector<StreamState>* states : {&streams_, &departed_}) {
+    for (StreamState& st : *states) {
+      for (auto& [key, asked] : st.pictures_asked) {
+        if (asked.said_missing || now - asked.at < picture_answer_timeout_) continue;
+        asked.said_missing = true;
+        ++st.pictures_failed;
+        const std::string why = fmt::format(
+            "ingest gave no picture in {:g} s: its lane may have been restarting when publish asked, or ingest runs "
+            "on another host than publish (the request crosses an ipc:// socket in the job's run folder)", timeout_s);
+        VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", st.id, key.first, why);
+        nlohmann::json j = {{"schema", "vapipe.segment"}, {"schema_version", kSchemaVersion}, {"stream_id", st.id},
+                            {"event", "picture"}, {"label", escape_invalid_utf8(key.first)}, {"start_seq", key.second},
+                            {"seq", nullptr}, {"frame", nullptr}, {"pts_ms", nullptr}, {"capture_unix_ms", nullptr},
+                            {"camera_unix_ms", nullptr}, {"picture", nullptr}, {"picture_url_path", nullptr},
+                            {"error", why}, {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+        VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), j));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::optional<SteadyTime> PublishStage::next_missing_picture() const {
+  std::optional<SteadyTime> next;
+  for (const std::vector<StreamState>* states : {&streams_, &departed_}) {
+    for (const StreamState& st : *states) {
+      for (const auto& [key, asked] : st.pictures_asked) {
+        if (asked.said_missing) continue;
+        const SteadyTime due = asked.at + picture_answer_timeout_;
+        if (!next || due < *next) next = due;
+      }
+    }
+  }
+  return next;
 }
 
 // Where the metrics server serves a picture (GET /pictures/...): its path under the pictures folder,
@@ -731,7 +778,8 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   std::string frame = "next";
   if (auto asked = st.pictures_asked.find({event.event.label, event.event.segment_start_seq});
       asked != st.pictures_asked.end()) {
-    if (asked->second.first == static_cast<int64_t>(event.env.seq)) frame = asked->second.second;
+    if (asked->second.seq == static_cast<int64_t>(event.env.seq)) frame = asked->second.frame;
+    if (asked->second.said_missing) --st.pictures_failed;  // it came after all: not a failure
     st.pictures_asked.erase(asked);
   }
   nlohmann::json j = {{"schema", "vapipe.segment"},

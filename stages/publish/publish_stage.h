@@ -58,6 +58,10 @@ class PublishStage final : public Stage {
   // their own before open().
   using PictureRequester = std::function<void(const PictureRequest&)>;
   void set_picture_requester(PictureRequester requester) { picture_requester_ = std::move(requester); }
+  // A picture ingest has not answered for in this long is said to be missing (a `picture` message with
+  // its error); one that comes later is still published. Tests shorten it.
+  static constexpr std::chrono::seconds kPictureAnswerTimeout{60};
+  void set_picture_answer_timeout(std::chrono::milliseconds timeout) { picture_answer_timeout_ = timeout; }
   // Where /metrics and /healthz are served (null without publish.metrics_address).
   const MetricsServer* metrics_server() const { return metrics_server_.get(); }
   // The job as metrics now.
@@ -139,8 +143,15 @@ class PublishStage final : public Stage {
     };
     std::map<std::string, LabelTrack> tracks;
     // Pictures asked of ingest and not yet said, by (label, segment's start_seq): the frame asked for
-    // (its seq, and "best" or "first"), so that the picture message says whether it is that frame.
-    std::map<std::pair<std::string, uint64_t>, std::pair<int64_t, std::string>> pictures_asked;
+    // (its seq, and "best" or "first"), so that the picture message says whether it is that frame;
+    // when; and whether it was said to be missing (kPictureAnswerTimeout).
+    struct PictureAsked {
+      int64_t seq = -1;
+      std::string frame;
+      std::chrono::steady_clock::time_point at;
+      bool said_missing = false;
+    };
+    std::map<std::pair<std::string, uint64_t>, PictureAsked> pictures_asked;
   };
   // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
   Status follow_segments(StreamState& st, const Message& result);
@@ -155,6 +166,10 @@ class PublishStage final : public Stage {
   Status publish_picture(StreamState& st, const Message& event);
   nlohmann::json picture_url_path(const std::string& picture) const;
   PictureRequester picture_requester_;
+  std::chrono::milliseconds picture_answer_timeout_ = kPictureAnswerTimeout;
+  // The pictures ingest did not answer for in time: their `picture` messages with an error.
+  Status say_missing_pictures();
+  std::optional<SteadyTime> next_missing_picture() const;
   std::unique_ptr<PictureRequestSender> picture_sender_;
   // publish.segments_pictures_keep_days: the older days go at start and, as pictures come, once an hour.
   void prune_pictures();

@@ -1174,6 +1174,57 @@ TEST_F(PublishStageTest, ASegmentsFirstFrameIsAskedForWhenSoConfigured) {
   EXPECT_EQ(bus_->sent.back().second["frame"], "first");
 }
 
+// A picture ingest does not answer for (its lane restarting when publish asked; ingest on another
+// host) is said to be missing once the answer is overdue, with no frame; one that comes after all is
+// still published, and counted as written, not failed.
+TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOverdue) {
+  config_.job.mode = JobMode::kLive;
+  config_.publish.segments_min_frames = 2;
+  config_.publish.segments_pictures_dir = "/pictures";
+  std::vector<PictureRequest> asked;
+  stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
+  stage_->set_picture_answer_timeout(std::chrono::seconds(1));
+  open();
+  EXPECT_FALSE(stage_->next_deadline().has_value()) << "nothing asked, nothing due";
+  uint64_t seq = 0;
+  send_top1(&seq, "truck", 0.9, 2);
+  ASSERT_EQ(asked.size(), 1u);
+  ASSERT_TRUE(stage_->next_deadline().has_value()) << "the answer's deadline";
+  auto pictures = [&] {
+    std::vector<nlohmann::json> out;
+    for (const auto& [topic, j] : bus_->sent) {
+      if (topic == "segments/s0" && j["event"] == "picture") out.push_back(j);
+    }
+    return out;
+  };
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_TRUE(pictures().empty()) << "not overdue yet";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());  // said once
+  ASSERT_EQ(pictures().size(), 1u);
+  const nlohmann::json missing = pictures()[0];
+  EXPECT_EQ(missing["label"], "truck");
+  EXPECT_EQ(missing["start_seq"], 0);
+  EXPECT_TRUE(missing["picture"].is_null());
+  EXPECT_TRUE(missing["seq"].is_null());
+  EXPECT_TRUE(missing["frame"].is_null());
+  EXPECT_NE(missing["error"].get<std::string>().find("ingest gave no picture in 1 s"), std::string::npos)
+      << missing["error"];
+  EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 1u);
+  EXPECT_FALSE(stage_->next_deadline().has_value()) << "said: nothing more is due";
+
+  Message late = Message::stream_event(MessageKind::kStreamPicture, result(0, 0, "truck").env, StreamEvent{});
+  late.event.picture = asked[0].path;
+  late.event.label = "truck";
+  ASSERT_TRUE(stage_->process(std::move(late), out_).ok());
+  ASSERT_EQ(pictures().size(), 2u);
+  EXPECT_EQ(pictures()[1]["frame"], "best");
+  EXPECT_EQ(pictures()[1]["picture"], asked[0].path);
+  EXPECT_EQ(stage_->metrics().streams[0].pictures, 1u);
+  EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 0u);
+}
+
 // segments_pictures_keep_days: days older than those kept are deleted when publish starts.
 TEST_F(PublishStageTest, PicturesOfDaysOlderThanThoseKeptAreDeletedAtStart) {
   const std::filesystem::path dir = ::testing::TempDir() + ("pictures-kept-" + std::to_string(getpid()));
