@@ -1592,6 +1592,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     while (std::chrono::steady_clock::now() < until) {
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
