@@ -78,7 +78,7 @@ void RecentFrames::add_sent(const Envelope& env, Orientation turn) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sent_.empty() && env.pts_ns < sent_.back().env.pts_ns - in_flight_ns_) sent_.clear();  // went back: a seek
   sent_.push_back(Sent{env, turn});
-  constexpr size_t kMostSent = 100000;  // a 30 fps stream's minute: frames_back is at most a million
+  constexpr size_t kMostSent = 10000;  // 5.5 min of a 30 fps stream (segments_min_frames may say more)
   while (sent_.size() > kMostSent ||
          (sent_.size() > frames_back_ + 1 && sent_.front().env.pts_ns < sent_.back().env.pts_ns - in_flight_ns_)) {
     sent_.pop_front();

@@ -6,8 +6,8 @@
 // buffers are kept by reference, not copied. So a reader whose stream has pictures keeps:
 // - the compressed frames that went into its decoder, from a key frame on (decode order), and
 // - the envelope of each frame it sent (seq, timestamps, how it is turned),
-// as far back as its last `frames_back` frames sent, and `in_flight` more of their timestamps (the
-// results still on their way to publish when it asks). A picture of a frame still kept is decoded
+// as far back as its last `frames_back` frames sent (10,000 at most), and `in_flight` more of their
+// timestamps (the results still on their way to publish when it asks). A picture of a frame still kept is decoded
 // again, from the key frame before it to it (decode_kept_frame), off the stream's thread.
 //
 // A frame is known by its timestamp (the decoder's output keeps its input's); an untimed stream's
