@@ -1817,7 +1817,8 @@ void StreamReader::take_picture(PictureOrder order) {
     const bool first = !impl_->picture_fallback_logged.exchange(true);
     const std::string why =
         impl_->recent->compressed_frames() == 0
-            ? "none of its compressed frames is kept (a test:// source has none, an untimed stream's cannot be found by their timestamps, or it has just connected)"
+            ? "none of its compressed frames is kept (a test:// source has none, an untimed stream's cannot be "
+              "found by their timestamps, or it has just connected)"
             : fmt::format("the frame asked for (at {:.3f} s) is no longer kept",
                           static_cast<double>(order.frame_pts_ns) / 1e9);
     if (first) {
