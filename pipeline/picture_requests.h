@@ -6,8 +6,9 @@
 // the SUB socket of each lane's ingest; the lane that has the stream writes the JPEG and says so with
 // a kStreamPicture event (its envelope the pictured frame's), which travels the pipeline to publish
 // like any stream event.
-// A request is never waited for: when no ingest listens (one restarting), it is lost and publish logs
-// nothing of it; ingest says each picture it could not take.
+// A request is never waited for: when no ingest listens (one restarting), it is lost, and publish says
+// the picture missing once its answer is overdue (PublishStage::kPictureAnswerTimeout); ingest says
+// each picture it could not take.
 #pragma once
 
 #include <cstdint>
