@@ -81,7 +81,34 @@ class PublishStageTest : public ::testing::Test {
     return m;
   }
 
+  // A live job with segments of min_frames and pictures: the requests publish makes land in asked_.
+  void ask_pictures(uint32_t min_frames) {
+    config_.job.mode = JobMode::kLive;
+    config_.publish.segments_min_frames = min_frames;
+    config_.publish.segments_pictures_dir = "/pictures";
+    stage_->set_picture_requester([this](const PictureRequest& r) { asked_.push_back(r); });
+  }
+  // Ingest's answer: a picture of frame `seq` written at `path` (empty: `error` says why not).
+  static Message picture_answer(uint64_t seq, const std::string& label, uint64_t start_seq, const std::string& path,
+                                const std::string& error = "") {
+    Message m = Message::stream_event(MessageKind::kStreamPicture, result(0, seq, label).env, StreamEvent{});
+    m.event.picture = path;
+    m.event.message = error;
+    m.event.label = label;
+    m.event.segment_start_seq = start_seq;
+    return m;
+  }
+  // The picture messages said on segments/s0 so far.
+  std::vector<nlohmann::json> pictures_said() const {
+    std::vector<nlohmann::json> out;
+    for (const auto& [topic, j] : bus_->sent) {
+      if (topic == "segments/s0" && j["event"] == "picture") out.push_back(j);
+    }
+    return out;
+  }
+
   Config config_;
+  std::vector<PictureRequest> asked_;
   std::unique_ptr<PublishStage> stage_;
   FakeBus* bus_ = nullptr;
   CollectingEmitter out_;
@@ -1084,11 +1111,8 @@ TEST_F(PublishStageTest, EachLabelIsOnAFrameFromItsOwnMinimumScore) {
 // day and time its first frame was captured and its label; ingest's picture event becomes the
 // segment's "picture" message (or says why there is none), counted on /metrics.
 TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsItsPictureMessage) {
-  config_.job.mode = JobMode::kLive;
-  config_.publish.segments_min_frames = 2;
-  config_.publish.segments_pictures_dir = "/pictures";
-  std::vector<PictureRequest> asked;
-  stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
+  ask_pictures(2);
+  const std::vector<PictureRequest>& asked = asked_;
   open();
   uint64_t seq = 0;
   send_top1(&seq, "truck", 0.7, 1);
@@ -1114,20 +1138,10 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
 
   // Ingest's answers: one written (of frame 1, the one asked for), one that could not be (of frame 4,
   // the next frame: ingest no longer had frame 3).
-  Message taken = Message::stream_event(MessageKind::kStreamPicture, result(0, 1, "truck").env, StreamEvent{});
-  taken.event.picture = asked[0].path;
-  taken.event.label = "truck";
-  taken.event.segment_start_seq = 0;
-  ASSERT_TRUE(stage_->process(std::move(taken), out_).ok());
-  Message failed = Message::stream_event(MessageKind::kStreamPicture, result(0, 4, "car").env, StreamEvent{});
-  failed.event.message = "cannot make the folder of /pictures/s0/...: Permission denied";
-  failed.event.label = "car";
-  failed.event.segment_start_seq = 3;
-  ASSERT_TRUE(stage_->process(std::move(failed), out_).ok());
-  std::vector<nlohmann::json> pictures;
-  for (const auto& [topic, j] : bus_->sent) {
-    if (topic == "segments/s0" && j["event"] == "picture") pictures.push_back(j);
-  }
+  ASSERT_TRUE(stage_->process(picture_answer(1, "truck", 0, asked[0].path), out_).ok());
+  const std::string denied = "cannot make the folder of /pictures/s0/...: Permission denied";
+  ASSERT_TRUE(stage_->process(picture_answer(4, "car", 3, "", denied), out_).ok());
+  const std::vector<nlohmann::json> pictures = pictures_said();
   ASSERT_EQ(pictures.size(), 2u);
   EXPECT_EQ(pictures[0]["schema"], "vapipe.segment");
   EXPECT_EQ(pictures[0]["label"], "truck");
@@ -1152,12 +1166,9 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
 
 // segments_picture_frame: first asks for the segment's first frame, whatever the scores.
 TEST_F(PublishStageTest, ASegmentsFirstFrameIsAskedForWhenSoConfigured) {
-  config_.job.mode = JobMode::kLive;
-  config_.publish.segments_min_frames = 3;
-  config_.publish.segments_pictures_dir = "/pictures";
+  ask_pictures(3);
   config_.publish.segments_picture_frame = "first";
-  std::vector<PictureRequest> asked;
-  stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
+  const std::vector<PictureRequest>& asked = asked_;
   open();
   uint64_t seq = 0;
   send_top1(&seq, "person", 0.5, 1);
@@ -1165,24 +1176,17 @@ TEST_F(PublishStageTest, ASegmentsFirstFrameIsAskedForWhenSoConfigured) {
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0].frame_seq, 0);
   EXPECT_EQ(asked[0].frame_pts_ns, 0);
-  Message taken = Message::stream_event(MessageKind::kStreamPicture, result(0, 0, "person").env, StreamEvent{});
-  taken.event.picture = asked[0].path;
-  taken.event.label = "person";
-  ASSERT_TRUE(stage_->process(std::move(taken), out_).ok());
-  ASSERT_FALSE(bus_->sent.empty());
-  EXPECT_EQ(bus_->sent.back().second["event"], "picture");
-  EXPECT_EQ(bus_->sent.back().second["frame"], "first");
+  ASSERT_TRUE(stage_->process(picture_answer(0, "person", 0, asked[0].path), out_).ok());
+  ASSERT_EQ(pictures_said().size(), 1u);
+  EXPECT_EQ(pictures_said()[0]["frame"], "first");
 }
 
 // A picture ingest does not answer for (its lane restarting when publish asked; ingest on another
 // host) is said to be missing once the answer is overdue, with no frame; one that comes after all is
 // still published, and counted as written, not failed.
 TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOverdue) {
-  config_.job.mode = JobMode::kLive;
-  config_.publish.segments_min_frames = 2;
-  config_.publish.segments_pictures_dir = "/pictures";
-  std::vector<PictureRequest> asked;
-  stage_->set_picture_requester([&](const PictureRequest& r) { asked.push_back(r); });
+  ask_pictures(2);
+  const std::vector<PictureRequest>& asked = asked_;
   stage_->set_picture_answer_timeout(std::chrono::seconds(1));
   open();
   EXPECT_FALSE(stage_->next_deadline().has_value()) << "nothing asked, nothing due";
@@ -1190,20 +1194,13 @@ TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOver
   send_top1(&seq, "truck", 0.9, 2);
   ASSERT_EQ(asked.size(), 1u);
   ASSERT_TRUE(stage_->next_deadline().has_value()) << "the answer's deadline";
-  auto pictures = [&] {
-    std::vector<nlohmann::json> out;
-    for (const auto& [topic, j] : bus_->sent) {
-      if (topic == "segments/s0" && j["event"] == "picture") out.push_back(j);
-    }
-    return out;
-  };
   ASSERT_TRUE(stage_->on_deadline(out_).ok());
-  EXPECT_TRUE(pictures().empty()) << "not overdue yet";
+  EXPECT_TRUE(pictures_said().empty()) << "not overdue yet";
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));
   ASSERT_TRUE(stage_->on_deadline(out_).ok());
   ASSERT_TRUE(stage_->on_deadline(out_).ok());  // said once
-  ASSERT_EQ(pictures().size(), 1u);
-  const nlohmann::json missing = pictures()[0];
+  ASSERT_EQ(pictures_said().size(), 1u);
+  const nlohmann::json missing = pictures_said()[0];
   EXPECT_EQ(missing["label"], "truck");
   EXPECT_EQ(missing["start_seq"], 0);
   EXPECT_TRUE(missing["picture"].is_null());
@@ -1214,13 +1211,10 @@ TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOver
   EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 1u);
   EXPECT_FALSE(stage_->next_deadline().has_value()) << "said: nothing more is due";
 
-  Message late = Message::stream_event(MessageKind::kStreamPicture, result(0, 0, "truck").env, StreamEvent{});
-  late.event.picture = asked[0].path;
-  late.event.label = "truck";
-  ASSERT_TRUE(stage_->process(std::move(late), out_).ok());
-  ASSERT_EQ(pictures().size(), 2u);
-  EXPECT_EQ(pictures()[1]["frame"], "best");
-  EXPECT_EQ(pictures()[1]["picture"], asked[0].path);
+  ASSERT_TRUE(stage_->process(picture_answer(0, "truck", 0, asked[0].path), out_).ok());
+  ASSERT_EQ(pictures_said().size(), 2u);
+  EXPECT_EQ(pictures_said()[1]["frame"], "best");
+  EXPECT_EQ(pictures_said()[1]["picture"], asked[0].path);
   EXPECT_EQ(stage_->metrics().streams[0].pictures, 1u);
   EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 0u);
 }
