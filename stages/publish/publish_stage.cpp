@@ -736,11 +736,8 @@ Status PublishStage::say_missing_pictures() {
             "ingest gave no picture in {:g} s: its lane may have been restarting when publish asked, or ingest runs "
             "on another host than publish (the request crosses an ipc:// socket in the job's run folder)", timeout_s);
         VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: {}", st.id, key.first, why);
-        nlohmann::json j = {{"schema", "vapipe.segment"}, {"schema_version", kSchemaVersion}, {"stream_id", st.id},
-                            {"event", "picture"}, {"label", escape_invalid_utf8(key.first)}, {"start_seq", key.second},
-                            {"seq", nullptr}, {"frame", nullptr}, {"pts_ms", nullptr}, {"capture_unix_ms", nullptr},
-                            {"camera_unix_ms", nullptr}, {"picture", nullptr}, {"picture_url_path", nullptr},
-                            {"error", why}, {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+        nlohmann::json j = picture_json(st.id, key.first, key.second);
+        j["error"] = why;
         VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), j));
       }
     }
@@ -771,6 +768,26 @@ nlohmann::json PublishStage::picture_url_path(const std::string& picture) const 
   return "/pictures/" + percent_encode_path(relative.generic_string());
 }
 
+// A `picture` message of a stream's segment, every field of the frame and picture null (schema in
+// docs/result-schema.md).
+nlohmann::json PublishStage::picture_json(const std::string& stream_id, const std::string& label, uint64_t start_seq) {
+  return {{"schema", "vapipe.segment"},
+          {"schema_version", kSchemaVersion},
+          {"stream_id", stream_id},
+          {"event", "picture"},
+          {"label", escape_invalid_utf8(label)},
+          {"start_seq", start_seq},
+          {"seq", nullptr},
+          {"frame", nullptr},
+          {"pts_ms", nullptr},
+          {"capture_unix_ms", nullptr},
+          {"camera_unix_ms", nullptr},
+          {"picture", nullptr},
+          {"picture_url_path", nullptr},
+          {"error", nullptr},
+          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+}
+
 Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   auto ms = [](int64_t ns) { return ns >= 0 ? nlohmann::json(static_cast<double>(ns) / 1e6) : nlohmann::json(); };
   const bool taken = !event.event.picture.empty();
@@ -782,21 +799,18 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
     if (asked->second.said_missing) --st.pictures_failed;  // it came after all: not a failure
     st.pictures_asked.erase(asked);
   }
-  nlohmann::json j = {{"schema", "vapipe.segment"},
-                      {"schema_version", kSchemaVersion},
-                      {"stream_id", st.id},
-                      {"event", "picture"},
-                      {"label", escape_invalid_utf8(event.event.label)},
-                      {"start_seq", event.event.segment_start_seq},
-                      {"seq", event.env.seq},
-                      {"frame", frame},
-                      {"pts_ms", ms(event.env.pts_ns)},
-                      {"capture_unix_ms", ms(event.env.capture_ns)},
-                      {"camera_unix_ms", ms(event.env.camera_ns)},
-                      {"picture", taken ? nlohmann::json(escape_invalid_utf8(event.event.picture)) : nlohmann::json()},
-                      {"picture_url_path", taken && metrics_server_ ? picture_url_path(event.event.picture) : nlohmann::json()},
-                      {"error", taken ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(event.event.message))},
-                      {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+  nlohmann::json j = picture_json(st.id, event.event.label, event.event.segment_start_seq);
+  j["seq"] = event.env.seq;
+  j["frame"] = frame;
+  j["pts_ms"] = ms(event.env.pts_ns);
+  j["capture_unix_ms"] = ms(event.env.capture_ns);
+  j["camera_unix_ms"] = ms(event.env.camera_ns);
+  if (taken) {
+    j["picture"] = escape_invalid_utf8(event.event.picture);
+    if (metrics_server_) j["picture_url_path"] = picture_url_path(event.event.picture);
+  } else {
+    j["error"] = escape_invalid_utf8(event.event.message);
+  }
   ++(taken ? st.pictures : st.pictures_failed);
   // The open segment it is of keeps where it is served, for /healthz (a dashboard shows the truck).
   if (j["picture_url_path"].is_string()) {

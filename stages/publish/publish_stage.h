@@ -165,6 +165,7 @@ class PublishStage final : public Stage {
   // A kStreamPicture from ingest: the "picture" message of the segment it names.
   Status publish_picture(StreamState& st, const Message& event);
   nlohmann::json picture_url_path(const std::string& picture) const;
+  static nlohmann::json picture_json(const std::string& stream_id, const std::string& label, uint64_t start_seq);
   PictureRequester picture_requester_;
   std::chrono::milliseconds picture_answer_timeout_ = kPictureAnswerTimeout;
   // The pictures ingest did not answer for in time: their `picture` messages with an error.
