@@ -48,6 +48,9 @@ ShutdownFlags& install_shutdown_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, which publish reports as it does a full
+  // disk, instead of killing the process (SIGXFSZ's default).
+  std::signal(SIGXFSZ, SIG_IGN);
   return f;
 }
 

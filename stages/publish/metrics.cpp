@@ -223,6 +223,18 @@ std::string prometheus_text(const JobMetrics& m) {
     w.family("vapipe_job_eta_seconds", "gauge", "Seconds until the timed streams are done, at this run's pace.");
     w.sample("vapipe_job_eta_seconds", "", number(progress.eta_s));
   }
+  if (m.results_file) {
+    const ResultsFileHealth& f = *m.results_file;
+    w.family("vapipe_results_file_writable", "gauge",
+             "1 while publish.jsonl_path takes lines; 0 while it refuses them (a full disk: a live job goes on).");
+    w.sample("vapipe_results_file_writable", "", f.writable ? "1" : "0");
+    w.family("vapipe_results_file_lines_waiting", "gauge",
+             "Lines kept for publish.jsonl_path while it refuses them, to be written once it takes them.");
+    w.sample("vapipe_results_file_lines_waiting", "", std::to_string(f.lines_waiting));
+    w.family("vapipe_results_file_lines_lost_total", "counter",
+             "Lines never recorded in publish.jsonl_path: dropped from those kept for it while it refused them.");
+    w.sample("vapipe_results_file_lines_lost_total", "", std::to_string(f.lines_lost));
+  }
   w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
                "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
                [](const StreamMetrics& s) { return number(s.last_result_unix_s); });
@@ -262,8 +274,19 @@ nlohmann::json health_json(const JobMetrics& m) {
                                                          {"streams_timed", p.streams_timed},
                                                          {"streams_estimated", p.streams_estimated},
                                                          {"eta_s", p.eta_s >= 0 ? nlohmann::json(p.eta_s) : nlohmann::json()}};
+  nlohmann::json results_file;  // null without publish.jsonl_path
+  if (m.results_file) {
+    const ResultsFileHealth& f = *m.results_file;
+    results_file = {{"path", f.path},
+                    {"writable", f.writable},
+                    {"error", f.writable ? nlohmann::json() : nlohmann::json(f.error)},
+                    {"refused_for_s", f.writable ? nlohmann::json() : nlohmann::json(m.now_unix_s - f.refused_since_unix_s)},
+                    {"lines_waiting", f.lines_waiting},
+                    {"lines_lost", f.lines_lost}};
+  }
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
-          {"stream_states", std::move(states)}, {"progress", std::move(progress)}, {"streams", std::move(streams)}};
+          {"stream_states", std::move(states)}, {"progress", std::move(progress)},
+          {"results_file", std::move(results_file)}, {"streams", std::move(streams)}};
 }
 
 }  // namespace vapipe

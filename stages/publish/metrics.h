@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,17 @@ struct JobProgress {
   double eta_s = -1;         // at that pace, seconds until done_s reaches media_s; -1: unknown
 };
 
+// publish.jsonl_path: whether it takes lines now. A live job's file that refuses them (a full disk)
+// does not stop the job: its lines are kept for it, and the oldest dropped past a bound.
+struct ResultsFileHealth {
+  std::string path;                // the file written now
+  bool writable = true;
+  std::string error;               // why not ("... cannot be written (No space left on device)")
+  double refused_since_unix_s = 0;
+  uint64_t lines_waiting = 0;      // kept for it, written once it takes lines again
+  uint64_t lines_lost = 0;         // dropped from those kept (never recorded), in this process
+};
+
 struct JobMetrics {
   std::string job;
   std::string mode;  // archive | live
@@ -69,6 +81,7 @@ struct JobMetrics {
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
   bool segments = false;  // publish.segments_min_frames is set: open segments are a metric
   bool segment_pictures = false;  // publish.segments_pictures_dir is set: pictures are counted
+  std::optional<ResultsFileHealth> results_file;  // with publish.jsonl_path
 };
 
 JobProgress job_progress(const JobMetrics& m);

@@ -30,6 +30,7 @@ namespace {
 // Archive jobs log how far they are this often (publish.metrics_address serves it at any time).
 constexpr auto kProgressLogPeriod = std::chrono::seconds(30);
 constexpr auto kJsonlFlushDelay = std::chrono::milliseconds(200);  // see jsonl_flush_due_
+constexpr size_t kJsonlBlockBytes = 64 * 1024;  // lines are written out in blocks of about this size
 }  // namespace
 
 Status PublishStage::open(const StageContext& ctx) {
@@ -108,8 +109,9 @@ Status PublishStage::open(const StageContext& ctx) {
     // under a running job (logrotate's copytruncate, `: > results.jsonl`) is written on from its start,
     // not at the old offset after a hole of zero bytes that no JSON reader takes.
     if (!resumed_ && !restarted_ && !timed) std::ofstream(p, std::ios::out | std::ios::trunc).close();
-    jsonl_.open(p, std::ios::out | std::ios::app);
-    if (!jsonl_) return Unavailable("publish.jsonl_path " + p.string() + ": cannot be written");
+    auto file = ResultsFile::open(p.string());
+    if (!file.ok()) return file.status().with_context("publish.jsonl_path");
+    jsonl_ = std::move(file).value();
     if (timed) prune_results_files();
   }
   if (factory_) {
@@ -147,7 +149,7 @@ Status PublishStage::open(const StageContext& ctx) {
           : " (CURVE, server public key " + pc.curve_keys.public_key + ", " + std::to_string(pc.curve_clients.size()) +
                 " authorized subscriber key(s))";
   VAPIPE_LOG_INFO("publish: results on {}{}{}", pc.endpoint, security,
-                  jsonl_.is_open() ? " and " + pc.jsonl_path : std::string());
+                  jsonl_.active() ? " and " + pc.jsonl_path : std::string());
   if (!ctx.config.publish.metrics_address.empty()) {
     VAPIPE_ASSIGN_OR_RETURN(metrics_server_,
                             MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload,
@@ -260,6 +262,18 @@ JobMetrics PublishStage::metrics() const {
     m.streams.push_back(std::move(s));
   }
   if (layout_) m.stages = read_stage_stats(layout_->run_dir);
+  if (jsonl_.active()) {
+    ResultsFileHealth f;
+    f.path = jsonl_.path();
+    f.writable = !jsonl_refusal_;
+    if (jsonl_refusal_) {
+      f.error = jsonl_refusal_->error;
+      f.refused_since_unix_s = static_cast<double>(jsonl_refusal_->since_ns) / 1e9;
+      f.lines_waiting = jsonl_.buffered_lines();
+    }
+    f.lines_lost = jsonl_lines_lost_;
+    m.results_file = std::move(f);
+  }
   return m;
 }
 
@@ -346,10 +360,9 @@ void PublishStage::log_progress() {
 }
 
 Status PublishStage::on_deadline(Emitter& /*out*/) {
-  if (jsonl_flush_due_ && std::chrono::steady_clock::now() >= *jsonl_flush_due_) {
-    jsonl_.flush();
-    jsonl_flush_due_.reset();
-    VAPIPE_RETURN_IF_ERROR(check_jsonl());
+  const SteadyTime now = std::chrono::steady_clock::now();
+  if ((jsonl_flush_due_ && now >= *jsonl_flush_due_) || (jsonl_refusal_ && now >= next_jsonl_retry_)) {
+    VAPIPE_RETURN_IF_ERROR(flush_jsonl());
   }
   update_metrics_snapshot();  // (without a metrics server: nothing)
   if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
@@ -368,20 +381,65 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
+  if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
     if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
   }
   return next;
 }
 
-Status PublishStage::check_jsonl() {
-  if (!jsonl_.is_open() || jsonl_.good()) return Status::Ok();
-  const int err = errno;  // what the failed write or flush left
-  jsonl_unwritable_ = true;
-  return Aborted("publish.jsonl_path " + jsonl_file_ + ": cannot be written (" +
-                 (err ? std::string(std::strerror(err)) : std::string("write failed")) + "): the results from here on " +
-                 "would not be recorded, so the job stops; free some space (or fix the file's disk), then `vapipe run " +
-                 "--resume` goes on from its last complete line");
+Status PublishStage::flush_jsonl() {
+  jsonl_flush_due_.reset();
+  const Status written = jsonl_.flush();
+  if (!written.ok()) return jsonl_refused(written);
+  if (jsonl_refusal_) {
+    const double for_s = static_cast<double>(wall_clock_ns() - jsonl_refusal_->since_ns) / 1e9;
+    const uint64_t lost = jsonl_lines_lost_ - jsonl_refusal_->lost_before;
+    VAPIPE_LOG_WARN("publish: publish.jsonl_path {} takes lines again after {}; the lines kept for it meanwhile are "
+                    "written{}", jsonl_.path(), human_duration(for_s),
+                    lost == 0 ? std::string(": none was lost")
+                              : ", and the " + std::to_string(lost) + " oldest of them were not recorded (each stream's " +
+                                    "seq shows where; the bus had them all)");
+    jsonl_refusal_.reset();
+  }
+  return Status::Ok();
+}
+
+Status PublishStage::jsonl_refused(const Status& why) {
+  if (config_->job.mode == JobMode::kArchive) {
+    jsonl_unwritable_ = true;
+    return Aborted("publish.jsonl_path " + why.message() + ": the results from here on would not be recorded, so the " +
+                   "job stops; free some space (or fix the file's disk), then `vapipe run --resume` goes on from its " +
+                   "last complete line");
+  }
+  // A live job: the cameras' results go on to the bus (the alerts matter more than their record); the
+  // file gets what it missed once it takes lines again, up to kJsonlBacklogBytes of it.
+  next_jsonl_retry_ = std::chrono::steady_clock::now() + jsonl_retry_period_;
+  if (!jsonl_refusal_) {
+    jsonl_refusal_ = JsonlRefusal{why.message(), wall_clock_ns(), jsonl_lines_lost_};
+    VAPIPE_LOG_ERROR("publish: publish.jsonl_path {}: results go on to the bus, and the file's lines are kept for it "
+                     "(up to {} MB, then the oldest are dropped and counted) and written once it takes them again "
+                     "(tried every {}); free some space (or fix the file's disk)",
+                     why.message(), fmt::format("{:.1f}", jsonl_backlog_bytes_ / 1048576.0), human_duration(jsonl_retry_period_.count() / 1000.0));
+  } else if (jsonl_refusal_->error != why.message()) {
+    VAPIPE_LOG_ERROR("publish: publish.jsonl_path {}: its lines are still kept for it", why.message());
+    jsonl_refusal_->error = why.message();
+  }
+  keep_jsonl_backlog();
+  return Status::Ok();
+}
+
+void PublishStage::keep_jsonl_backlog() {
+  if (jsonl_.buffered_bytes() <= jsonl_backlog_bytes_) return;
+  // An eighth more than the excess at a time: the kept lines move in memory once per 8 MB, not per line.
+  const uint64_t dropped = jsonl_.drop_oldest(jsonl_backlog_bytes_ - jsonl_backlog_bytes_ / 8);
+  if (jsonl_lines_lost_ == jsonl_refusal_->lost_before) {
+    VAPIPE_LOG_ERROR("publish: publish.jsonl_path {} has refused lines for {}: {} MB of them are kept, and the oldest "
+                     "are now dropped (vapipe_results_file_lines_lost_total counts them)", jsonl_.path(),
+                     human_duration(static_cast<double>(wall_clock_ns() - jsonl_refusal_->since_ns) / 1e9),
+                     fmt::format("{:.1f}", jsonl_backlog_bytes_ / 1048576.0));
+  }
+  jsonl_lines_lost_ += dropped;
 }
 
 // publish.jsonl_path named by the time: when the local clock enters a new period (a new day), what was
@@ -393,25 +451,14 @@ Status PublishStage::follow_results_clock() {
   jsonl_named_at_s_ = now_s;
   const std::string file = results_file_at(config_->publish.jsonl_path, now_s);
   if (file == jsonl_file_) return Status::Ok();
-  jsonl_.flush();
-  VAPIPE_RETURN_IF_ERROR(check_jsonl());
-  jsonl_.close();
-  jsonl_flush_due_.reset();
-  std::error_code ec;
-  const std::filesystem::path p(file);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  jsonl_.open(p, std::ios::out | std::ios::app);
+  // The old period's lines to its file (those it refuses, a full disk, go on to the next one's).
+  VAPIPE_RETURN_IF_ERROR(flush_jsonl());
   const std::string previous = std::exchange(jsonl_file_, file);
-  if (!jsonl_.is_open()) {
-    // As a file that cannot be written (check_jsonl): the job stops rather than record nothing.
-    jsonl_unwritable_ = true;
-    return Aborted("publish.jsonl_path " + file + ": cannot be opened (" + std::strerror(errno) + "): the results " +
-                   "from here on would not be recorded, so the job stops (" + previous + " is complete)");
-  }
+  if (Status opened = jsonl_.switch_to(file); !opened.ok()) return jsonl_refused(opened);
   VAPIPE_LOG_INFO("publish: results from here on go to {} (publish.jsonl_path: {}); {} is complete", file,
                   config_->publish.jsonl_path, previous);
   prune_results_files();
-  return check_jsonl();
+  return Status::Ok();
 }
 
 void PublishStage::prune_results_files() {
@@ -442,11 +489,16 @@ void PublishStage::prune_results_files() {
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
   const std::string text = json_text(payload);
-  if (jsonl_.is_open()) {
+  if (jsonl_.active()) {
     VAPIPE_RETURN_IF_ERROR(follow_results_clock());
-    jsonl_ << "{\"topic\":" << json_text(nlohmann::json(topic)) << ",\"payload\":" << text << "}\n";
-    if (!jsonl_flush_due_) jsonl_flush_due_ = std::chrono::steady_clock::now() + kJsonlFlushDelay;
-    VAPIPE_RETURN_IF_ERROR(check_jsonl());  // a full buffer was written out just now, and failed
+    jsonl_.append("{\"topic\":" + json_text(nlohmann::json(topic)) + ",\"payload\":" + text + "}");
+    if (jsonl_refusal_) {
+      keep_jsonl_backlog();  // written when the next try succeeds
+    } else if (jsonl_.buffered_bytes() >= kJsonlBlockBytes) {
+      VAPIPE_RETURN_IF_ERROR(flush_jsonl());
+    } else if (!jsonl_flush_due_) {
+      jsonl_flush_due_ = std::chrono::steady_clock::now() + kJsonlFlushDelay;
+    }
   }
   // An archive job's bus waits for a slow subscriber (lossless): a wait, not publish stuck.
   WatchdogWait subscriber_wait(watchdog_);
@@ -858,13 +910,20 @@ Status PublishStage::close(Emitter& /*out*/) {
     // A stage crashed and the job restarts: this is not its end. Subscribers that wait for the job
     // summary keep waiting; an archive job's file goes on from here.
     VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
-    if (jsonl_.is_open()) jsonl_.flush();
-    return check_jsonl();
+    return flush_jsonl();
+  }
+  // A live job's file that still refuses its lines: what was kept for it is lost with this process,
+  // and the summary counts it.
+  VAPIPE_RETURN_IF_ERROR(flush_jsonl());
+  if (jsonl_refusal_ && jsonl_.buffered_lines() > 0) {
+    VAPIPE_LOG_ERROR("publish: publish.jsonl_path {} still refuses lines as the job ends ({}): the {} kept for it are "
+                     "not recorded", jsonl_.path(), jsonl_refusal_->error, jsonl_.buffered_lines());
+    jsonl_lines_lost_ += jsonl_.drop_oldest(0);
   }
   write_summary();
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
-  if (jsonl_.is_open()) jsonl_.flush();
-  VAPIPE_RETURN_IF_ERROR(check_jsonl());
+  VAPIPE_RETURN_IF_ERROR(flush_jsonl());
+  if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
   return s;
 }
 
@@ -961,6 +1020,7 @@ void PublishStage::write_summary() {
               {"resumed", resumed_},
               {"publish_restarted", restarted_},
               {"frames_this_run", run_frames},
+              {"results_file_lines_lost", jsonl_lines_lost_},
               {"gpu_count", gpu_count},
               {"price_per_gpu_hour", config_->job.price_per_gpu_hour},
               {"billed_hours", billed_hours},
@@ -982,6 +1042,10 @@ void PublishStage::write_summary() {
                       ? std::string(" (no publish.jsonl_path: a new run starts them over)\n")
                       : "; `vapipe run " + (config_->source.rfind('<', 0) == 0 ? "" : config_->source + " ") +
                             "--resume` goes on from where they were\n");
+  }
+  if (jsonl_lines_lost_ > 0) {
+    unfinished += "publish.jsonl_path refused lines while the job ran (a full disk): " +
+                  std::to_string(jsonl_lines_lost_) + " of them are not in it (the bus had them all)\n";
   }
   std::fputs(("\nJob summary\n" + table + line + unfinished).c_str(), stdout);
   std::fflush(stdout);

@@ -18,6 +18,7 @@
 #include "stages/publish/bus_publisher.h"
 #include "stages/publish/metrics.h"
 #include "stages/publish/metrics_server.h"
+#include "stages/publish/results_file.h"
 
 namespace vapipe {
 
@@ -62,6 +63,12 @@ class PublishStage final : public Stage {
   // its error); one that comes later is still published. Tests shorten it.
   static constexpr std::chrono::seconds kPictureAnswerTimeout{60};
   void set_picture_answer_timeout(std::chrono::milliseconds timeout) { picture_answer_timeout_ = timeout; }
+  // A live job's results file that refuses its lines (a full disk) is tried again this often; at most
+  // this much of them is kept for it meanwhile, the oldest dropped beyond. Tests shorten the period.
+  static constexpr std::chrono::seconds kJsonlRetryPeriod{5};
+  static constexpr size_t kJsonlBacklogBytes = size_t{64} << 20;
+  void set_jsonl_retry_period(std::chrono::milliseconds period) { jsonl_retry_period_ = period; }
+  void set_jsonl_backlog_bytes(size_t bytes) { jsonl_backlog_bytes_ = bytes; }
   // Where /metrics and /healthz are served (null without publish.metrics_address).
   const MetricsServer* metrics_server() const { return metrics_server_.get(); }
   // The job as metrics now.
@@ -184,10 +191,25 @@ class PublishStage final : public Stage {
   const Config* config_ = nullptr;
   const JobLayout* layout_ = nullptr;  // null for a stage driven without a job (tests)
   std::unique_ptr<BusPublisher> bus_;
-  std::ofstream jsonl_;
-  // Whether the JSON-lines record still takes what it is given: Aborted (the job must not go on as if
-  // its results were recorded) naming the file and the system's error, once it does not.
-  Status check_jsonl();
+  ResultsFile jsonl_;
+  // Writes the buffered lines out. When the file refuses them (a full disk, an I/O error), an archive
+  // job stops (Aborted: it must not go on as if its results were recorded), naming the file and the
+  // system's error; a live job goes on publishing on the bus, keeps the lines for the file, and tries
+  // again every kJsonlRetryPeriod (jsonl_refused).
+  Status flush_jsonl();
+  Status jsonl_refused(const Status& why);
+  // While refused: drops the oldest kept lines beyond jsonl_backlog_bytes_, and counts them.
+  void keep_jsonl_backlog();
+  struct JsonlRefusal {
+    std::string error;
+    int64_t since_ns = 0;  // wall clock
+    uint64_t lost_before = 0;  // jsonl_lines_lost_ when it began
+  };
+  std::optional<JsonlRefusal> jsonl_refusal_;
+  uint64_t jsonl_lines_lost_ = 0;  // a live job's lines dropped from what was kept for a refusing file
+  SteadyTime next_jsonl_retry_{};
+  std::chrono::milliseconds jsonl_retry_period_ = kJsonlRetryPeriod;
+  size_t jsonl_backlog_bytes_ = kJsonlBacklogBytes;
   FileLock jsonl_lock_;  // when no `vapipe run` holds it for the job
   // publish.jsonl_path named by the time (pipeline/results_path.h): the file written now, and the
   // second its name was last worked out (checked once a second at most). Moves on as the clock turns.
@@ -217,7 +239,7 @@ class PublishStage final : public Stage {
   void take_earlier_progress(StreamState& st, const StreamProgress& p);
   int64_t job_start_ns_ = 0;
   int failed_streams_ = 0;
-  bool jsonl_unwritable_ = false;  // check_jsonl failed: exit_code() says so
+  bool jsonl_unwritable_ = false;  // an archive job's file refused its lines: exit_code() says so
   bool resumed_ = false;
   bool restarted_ = false;
   StageWatchdog* watchdog_ = nullptr;  // this process was started again after publish crashed (live jobs)

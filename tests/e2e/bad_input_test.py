@@ -2,8 +2,12 @@
 import json
 import os
 import random
+import re
+import resource
+import signal
 import socket
 import subprocess
+import time
 import unittest
 
 from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip,
@@ -192,6 +196,67 @@ class BadInput(E2ETest):
         self.assertRegex(run.stderr, r"stage publish \(pid \d+\) failed: exit status 5.*\(not restarted: its results "
                                      r"file cannot be written, and a restart would fail the same way\)")
         self.assertNotIn("restarting the job", run.stderr)
+
+    def test_a_live_jobs_results_file_that_refuses_lines_does_not_stop_its_cameras(self):
+        """A live job's results disk fills (here publish's file-size limit, set from outside with prlimit:
+        the kernel refuses the writes as a full disk does). The cameras' results go on to the bus, the
+        file stops at a whole line, and once it takes lines again (the limit lifted: space freed) it
+        gets what it missed: in the end it holds every result the bus had, each once, and the job
+        stops with status 0."""
+        config, endpoint = write_config(self.dir, [
+            ("cam-a", "test://ball?frames=0&live=true&fps=15&width=160&height=120"),
+            ("cam-b", "test://smpte?frames=0&live=true&fps=15&width=160&height=120")], job={"mode": "live"})
+        results_file = os.path.join(self.dir, "results.jsonl")
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        publish = run.watch_stages()["publish"]
+
+        def count_results(path):
+            with open(path) as f:
+                return sum('"topic": "results/' in line or '"topic":"results/' in line for line in f)
+
+        def bus_results():
+            return count_results(self.subscriber.path)
+
+        def wait_until(what, predicate, timeout=30):
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if predicate():
+                    return
+                time.sleep(0.1)
+            self.fail(f"timed out waiting for {what}\n" + (run.stderr or ""))
+
+        wait_until("10 results in the file", lambda: os.path.exists(results_file) and count_results(results_file) >= 10)
+        hard = resource.prlimit(publish, resource.RLIMIT_FSIZE)[1]
+        full_at = os.path.getsize(results_file) + 300  # room for part of a line, not for the next block
+        try:
+            resource.prlimit(publish, resource.RLIMIT_FSIZE, (full_at, hard))
+        except PermissionError:
+            self.skipTest("no permission to set another process's file-size limit")
+        time.sleep(1)
+        refused_at, bus_then = os.path.getsize(results_file), bus_results()
+        wait_until("40 more results on the bus", lambda: bus_results() >= bus_then + 40)
+        self.assertEqual(os.path.getsize(results_file), refused_at, "the file grew while its disk was full")
+        with open(results_file) as f:
+            self.assertTrue(f.read().endswith("\n"), "the file ends in part of a line")
+        resource.prlimit(publish, resource.RLIMIT_FSIZE, (hard, hard))  # space freed
+        wait_until("the kept lines in the file", lambda: os.path.getsize(results_file) > full_at + 2000, timeout=20)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        messages = self.subscriber.wait(timeout=30)
+        self.assertRegex(run.stderr, r"publish.jsonl_path " + re.escape(results_file) + r": cannot be written \(File too "
+                         r"large\): results go on to the bus, and the file's lines are kept for it")
+        self.assertRegex(run.stderr, r"publish.jsonl_path " + re.escape(results_file) + r" takes lines again after .*: "
+                         r"none was lost")
+        with open(results_file) as f:
+            recorded = [json.loads(line) for line in f]  # every line whole
+        bus, kept = results_by_stream(messages), results_by_stream(recorded)
+        for sid in ("cam-a", "cam-b"):
+            self.assertGreater(len(bus[sid]), 40)
+            self.assertEqual([r["seq"] for r in kept[sid]], [r["seq"] for r in bus[sid]], sid)
+        summary = [m["payload"] for m in recorded if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["results_file_lines_lost"], 0)
 
     def test_labels_that_do_not_match_the_model_are_a_start_up_error(self):
         labels = os.path.join(self.dir, "three.txt")

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -59,6 +61,15 @@ class PublishStageTest : public ::testing::Test {
     config_.job.mode = JobMode::kLive;
     config_.publish.jsonl_path = (dir / pattern).string();
     return dir;
+  }
+
+  // Waits for publish's next try of a results file that refuses its lines; how the file is then.
+  ResultsFileHealth try_results_file_again() {
+    const std::optional<SteadyTime> due = stage_->next_deadline();
+    EXPECT_TRUE(due.has_value());
+    if (due) std::this_thread::sleep_until(*due);
+    EXPECT_TRUE(stage_->on_deadline(out_).ok());
+    return stage_->metrics().results_file.value_or(ResultsFileHealth{});
   }
 
   // n results of stream 0 from *seq on, each with `label` as its top-1 at `score`.
@@ -226,6 +237,17 @@ TEST_F(PublishStageTest, AResultsFileEmptiedUnderTheJobIsWrittenOnFromItsStart) 
 
 // Sleeps until `ms` milliseconds into Unix second `second` (a results file named by the second moves
 // on at its start); returns `second`.
+// The seq of each result of s0 in a JSON-lines results file, in the file's order.
+std::vector<uint64_t> recorded_seqs(const std::filesystem::path& path) {
+  std::vector<uint64_t> seqs;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["topic"] == "results/s0") seqs.push_back(j["payload"]["seq"]);
+  }
+  return seqs;
+}
+
 int64_t sleep_into_second(int64_t second, int ms) {
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(second)) +
                                 std::chrono::milliseconds(ms));
@@ -299,10 +321,11 @@ TEST_F(PublishStageTest, OnlyTheNewestResultsFilesNamedByTheTimeAreKept) {
 }
 
 // The next period's file cannot be opened (here a plain file stands where its folder would be; a
-// full or read-only disk alike): the stage stops naming it, as for a file that cannot be written,
-// rather than go on recording nothing.
-TEST_F(PublishStageTest, AResultsFileNamedByTheTimeThatCannotBeOpenedStopsTheStageNamingIt) {
+// full or read-only disk alike). A live job goes on: its results go on to the bus, the lines wait,
+// and each try opens the file again; once it can be made, they are written to it, in order.
+TEST_F(PublishStageTest, AResultsFileNamedByTheTimeThatCannotBeOpenedYetGetsItsLinesOnceItCanBe) {
   const std::filesystem::path dir = use_timed_results("publish-timed-bad", "%H%M%S/results.jsonl");
+  stage_->set_jsonl_retry_period(std::chrono::milliseconds(100));
   const int64_t first_s = sleep_into_second(wall_clock_ns() / 1000000000 + 1, 20);
   const std::filesystem::path blocked = results_file_at(config_.publish.jsonl_path, first_s + 1);
   std::filesystem::create_directories(dir);
@@ -310,12 +333,106 @@ TEST_F(PublishStageTest, AResultsFileNamedByTheTimeThatCannotBeOpenedStopsTheSta
   open();
   ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
   sleep_into_second(first_s + 1, 50);
-  const Status st = stage_->process(result(0, 1, "ball"), out_);
-  EXPECT_EQ(st.code(), StatusCode::kAborted);
-  EXPECT_NE(st.message().find("publish.jsonl_path " + blocked.string() + ": cannot be opened"), std::string::npos)
-      << st.message();
-  EXPECT_EQ(stage_->exit_code(), kExitJsonlUnwritable);
+  ASSERT_TRUE(stage_->process(result(0, 1, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 2, "ball"), out_).ok());
+  EXPECT_EQ(bus_->sent.size(), 3u);  // the bus has them all
+  const std::optional<ResultsFileHealth> refused = stage_->metrics().results_file;
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_FALSE(refused->writable);
+  EXPECT_EQ(refused->path, blocked.string());
+  EXPECT_EQ(refused->error.rfind(blocked.string() + ": cannot be opened (", 0), 0u) << refused->error;
+  EXPECT_EQ(refused->lines_waiting, 2u);
+  EXPECT_EQ(stage_->exit_code(), 0);
+  // Still refused at the next try; then its folder can be made.
+  EXPECT_FALSE(try_results_file_again().writable);
+  std::filesystem::remove(blocked.parent_path());
+  const ResultsFileHealth taken = try_results_file_again();
+  EXPECT_TRUE(taken.writable);
+  EXPECT_EQ(taken.lines_waiting, 0u);
+  EXPECT_EQ(taken.lines_lost, 0u);
+  EXPECT_EQ(recorded_seqs(blocked), (std::vector<uint64_t>{1, 2}));
   std::filesystem::remove_all(dir);
+}
+
+// A live job's results file refuses its lines (the disk is full; here the process's file-size limit,
+// which the kernel enforces the same way, with a short write and then an error): the results go on
+// to the bus, the lines wait (the oldest dropped beyond kJsonlBacklogBytes, counted), and once the
+// file takes lines again they are written, whole and in order: the file has each line once, and no
+// part of one.
+TEST_F(PublishStageTest, ALiveJobsResultsGoOnToTheBusWhileItsFileRefusesThemAndReachItOnceItTakesThemAgain) {
+  config_.job.mode = JobMode::kLive;
+  config_.publish.jsonl_path = ::testing::TempDir() + ("publish-refused-" + std::to_string(getpid()) + ".jsonl");
+  stage_->set_jsonl_retry_period(std::chrono::milliseconds(100));
+  open();
+  std::signal(SIGXFSZ, SIG_IGN);  // as the stage processes do (pipeline/signals.cpp)
+  struct SavedLimit {
+    rlimit limit{};
+    SavedLimit() { getrlimit(RLIMIT_FSIZE, &limit); }
+    ~SavedLimit() { setrlimit(RLIMIT_FSIZE, &limit); }  // also when an assertion ends the test early
+  } saved_limit;
+  const rlimit saved = saved_limit.limit;
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  std::this_thread::sleep_until(*stage_->next_deadline());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());  // the first line written
+  const uintmax_t first_line = std::filesystem::file_size(config_.publish.jsonl_path);
+  rlimit full = saved;
+  full.rlim_cur = first_line + 100;  // room for part of the next line only
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &full), 0);
+  // Enough results for several blocks: the first block is refused right away, and no process() fails.
+  uint64_t seq = 1;
+  for (; seq < 2000; ++seq) ASSERT_TRUE(stage_->process(result(0, seq, "ball"), out_).ok());
+  ResultsFileHealth refused = *stage_->metrics().results_file;
+  EXPECT_FALSE(refused.writable);
+  EXPECT_NE(refused.error.find(": cannot be written (File too large)"), std::string::npos) << refused.error;
+  EXPECT_EQ(refused.lines_waiting, 1999u);
+  EXPECT_EQ(std::filesystem::file_size(config_.publish.jsonl_path), first_line);  // no part of a line
+  EXPECT_EQ(bus_->sent.size(), 2000u);
+  // A try while it still refuses changes nothing; once it takes lines, what waited is written.
+  EXPECT_FALSE(try_results_file_again().writable);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_TRUE(stage_->process(result(0, seq++, "ball"), out_).ok());  // kept for the next try, in order
+  const ResultsFileHealth taken = try_results_file_again();
+  EXPECT_TRUE(taken.writable);
+  EXPECT_EQ(taken.lines_waiting, 0u);
+  EXPECT_EQ(taken.lines_lost, 0u);
+  const nlohmann::json health = health_json(stage_->metrics());
+  EXPECT_EQ(health["results_file"]["writable"], true);
+  EXPECT_TRUE(health["results_file"]["error"].is_null());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(stage_->summary()["results_file_lines_lost"], 0);
+  const std::vector<uint64_t> seqs = recorded_seqs(config_.publish.jsonl_path);
+  ASSERT_EQ(seqs.size(), seq);
+  for (uint64_t i = 0; i < seq; ++i) ASSERT_EQ(seqs[i], i);
+  std::filesystem::remove(config_.publish.jsonl_path);
+}
+
+// ... and past kJsonlBacklogBytes of waiting lines (here 1 MB), the oldest are dropped and counted: in the
+// metrics, the health document and the summary; the file then has the newest ones after its gap.
+TEST_F(PublishStageTest, ALiveJobsFileThatRefusesLinesForLongLosesTheOldestAndSaysHowMany) {
+  config_.job.mode = JobMode::kLive;
+  config_.publish.jsonl_path = "/dev/full";  // refuses every write (ENOSPC)
+  stage_->set_jsonl_backlog_bytes(1 << 20);      // 1 MB kept, not 64: results of about 500 bytes
+  open();
+  uint64_t seq = 0;
+  while (stage_->metrics().results_file->lines_lost == 0 && seq < 20000) {
+    ASSERT_TRUE(stage_->process(result(0, seq++, "ball"), out_).ok());
+  }
+  const ResultsFileHealth f = *stage_->metrics().results_file;
+  EXPECT_FALSE(f.writable);
+  EXPECT_EQ(f.error, "/dev/full: cannot be written (No space left on device)");
+  EXPECT_GT(f.lines_lost, 0u);
+  EXPECT_EQ(f.lines_waiting + f.lines_lost, seq);
+  EXPECT_LE(f.lines_waiting * 300, 1u << 20);
+  EXPECT_GE(f.lines_waiting * 600, 7u << 17);  // an eighth under the bound, at least
+  EXPECT_EQ(bus_->sent.size(), seq);
+  const nlohmann::json health = health_json(stage_->metrics());
+  EXPECT_EQ(health["results_file"]["writable"], false);
+  EXPECT_EQ(health["results_file"]["lines_lost"], f.lines_lost);
+  EXPECT_NE(prometheus_text(stage_->metrics()).find("vapipe_results_file_writable 0\n"), std::string::npos);
+  // The job ends with the file still refusing: what waited is lost too, and the summary says so.
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(stage_->summary()["results_file_lines_lost"], seq);
+  EXPECT_EQ(stage_->exit_code(), 0);
 }
 
 // The record cannot be written (a full disk; /dev/full fails every write with ENOSPC): publish does

@@ -1,0 +1,62 @@
+// publish.jsonl_path's writer: JSON lines appended to a file, whole lines or none.
+//
+// Lines are buffered and written out in blocks (flush()). A write the disk refuses (full, over quota,
+// over the process's file-size limit, an I/O error) leaves no part of a line in the file: what the
+// kernel took of a line before refusing is cut off again. The lines not written stay buffered, in
+// order, for a later flush() to write once the disk takes them, so that a live job can go on while
+// its disk is full and fill the file again afterwards (publish_stage.cpp decides what a failure means).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+class ResultsFile {
+ public:
+  ResultsFile() = default;
+  ~ResultsFile();
+  ResultsFile(ResultsFile&& other) noexcept;
+  ResultsFile& operator=(ResultsFile&& other) noexcept;
+  ResultsFile(const ResultsFile&) = delete;
+  ResultsFile& operator=(const ResultsFile&) = delete;
+
+  // Opens `path` for appending (O_APPEND: a file emptied under it, logrotate's copytruncate, is written
+  // on from its start), created with mode 0644 when missing. An error names the path and the system's
+  // reason.
+  static Result<ResultsFile> open(const std::string& path);
+
+  // Whether this writes a file (opened, or switched to one that could not be opened yet).
+  bool active() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+
+  // Buffers one line (without its newline).
+  void append(std::string_view line);
+  // Writes every buffered line out. On failure the lines not written stay buffered and the error
+  // names the file and the system's reason ("... cannot be written (No space left on device)"); a file
+  // that could not be opened is tried again first.
+  Status flush();
+
+  // From here on, lines go to `path` (the next period's file of a timed publish.jsonl_path). What is
+  // still buffered goes there too: flush() first to keep it in the old file. An error when the new file
+  // cannot be opened; it is tried again by each flush().
+  Status switch_to(const std::string& path);
+
+  size_t buffered_bytes() const { return buffer_.size(); }
+  uint64_t buffered_lines() const { return buffered_lines_; }
+  // Drops the oldest buffered lines until at most `max_bytes` are left; returns how many it dropped.
+  uint64_t drop_oldest(size_t max_bytes);
+
+ private:
+  Status open_fd();
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;  // whole lines, each ending in '\n'
+  uint64_t buffered_lines_ = 0;
+};
+
+}  // namespace vapipe

@@ -1,0 +1,176 @@
+#include "stages/publish/results_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace vapipe {
+namespace {
+
+// The kernel refuses writes past the process's file-size limit (EFBIG) as it refuses them on a full
+// disk (ENOSPC): a short write, then an error. Lowered for the test, then raised back ("space freed").
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    std::signal(SIGXFSZ, SIG_IGN);  // as the stage processes do (pipeline/signals.cpp)
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    set(bytes);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved_); }
+  void set(rlim_t bytes) {
+    rlimit r = saved_;
+    r.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &r);
+  }
+  void lift() { setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+std::string temp_path(const std::string& name) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("results-file-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string line(int i) { return "{\"seq\":" + std::to_string(i) + ",\"label\":\"ball\"}"; }
+
+std::string lines(int from, int to) {
+  std::string s;
+  for (int i = from; i < to; ++i) s += line(i) + "\n";
+  return s;
+}
+
+TEST(ResultsFile, AppendsWholeLinesToWhatTheFileHad) {
+  const std::string path = temp_path("append.jsonl");
+  { std::ofstream(path) << line(0) << "\n"; }
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  for (int i = 1; i < 4; ++i) file->append(line(i));
+  EXPECT_EQ(file->buffered_lines(), 3u);
+  EXPECT_EQ(read_all(path), lines(0, 1));  // buffered until flushed
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(file->buffered_lines(), 0u);
+  EXPECT_EQ(file->buffered_bytes(), 0u);
+  EXPECT_EQ(read_all(path), lines(0, 4));
+}
+
+// The disk refuses a block in the middle of a line: the part of the line it took is cut off again,
+// the lines it did not take stay buffered, in order, and go out once it takes them: the file then
+// holds every line once, whole.
+TEST(ResultsFile, AWriteTheDiskRefusesLeavesNoPartOfALineAndKeepsTheRestForLater) {
+  const std::string path = temp_path("refused.jsonl");
+  std::filesystem::remove(path);
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok());
+  const size_t line_bytes = line(10).size() + 1;  // lines 10..99 are of one length
+  const std::string before = lines(0, 10);
+  {
+    FileSizeLimit limit(before.size() + 5 * line_bytes + line_bytes / 2);  // room for 5.5 more lines
+    for (int i = 0; i < 10; ++i) file->append(line(i));
+    ASSERT_TRUE(file->flush().ok());
+    for (int i = 10; i < 100; ++i) file->append(line(i));
+    const Status refused = file->flush();
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.message(), path + ": cannot be written (File too large)");
+    EXPECT_EQ(read_all(path), lines(0, 15));  // five more whole lines, not the half of the sixth
+    EXPECT_EQ(file->buffered_lines(), 85u);
+    EXPECT_EQ(file->buffered_bytes(), lines(15, 100).size());
+    // Still refused: nothing changes.
+    file->append(line(100));
+    EXPECT_FALSE(file->flush().ok());
+    EXPECT_EQ(read_all(path), lines(0, 15));
+    limit.lift();
+    ASSERT_TRUE(file->flush().ok());
+  }
+  EXPECT_EQ(read_all(path), lines(0, 101));
+  EXPECT_EQ(file->buffered_lines(), 0u);
+}
+
+// A disk with no room at all (not even part of a line).
+TEST(ResultsFile, ADiskWithNoRoomTakesNothingAndLosesNothing) {
+  const std::string path = temp_path("full.jsonl");
+  { std::ofstream(path) << lines(0, 2); }
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok());
+  {
+    FileSizeLimit limit(lines(0, 2).size());
+    file->append(line(2));
+    EXPECT_FALSE(file->flush().ok());
+    EXPECT_EQ(read_all(path), lines(0, 2));
+    EXPECT_EQ(file->buffered_lines(), 1u);
+  }
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(0, 3));
+}
+
+TEST(ResultsFile, DroppingTheOldestKeepsWholeLinesWithinTheBound) {
+  const std::string path = temp_path("drop.jsonl");
+  std::filesystem::remove(path);
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok());
+  for (int i = 10; i < 20; ++i) file->append(line(i));
+  const size_t line_bytes = line(10).size() + 1;
+  EXPECT_EQ(file->drop_oldest(10 * line_bytes), 0u);  // within the bound already
+  EXPECT_EQ(file->drop_oldest(4 * line_bytes + 3), 6u);  // 4 whole lines fit, not 5
+  EXPECT_EQ(file->buffered_lines(), 4u);
+  EXPECT_EQ(file->buffered_bytes(), 4 * line_bytes);
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(16, 20));
+  file->append(line(20));
+  EXPECT_EQ(file->drop_oldest(0), 1u);
+  EXPECT_EQ(file->buffered_bytes(), 0u);
+}
+
+// The next file cannot be opened (here a plain file stands where its folder would be): the lines
+// wait, and each flush tries it again; once it can be made, they are written to it.
+TEST(ResultsFile, AFileThatCannotBeOpenedYetIsTriedAgainByEachFlush) {
+  const std::string dir = temp_path("blocked");
+  std::filesystem::remove_all(dir);
+  { std::ofstream(dir) << "not a folder"; }
+  const std::string first = temp_path("first.jsonl");
+  std::filesystem::remove(first);
+  auto file = ResultsFile::open(first);
+  ASSERT_TRUE(file.ok());
+  file->append(line(0));
+  ASSERT_TRUE(file->flush().ok());
+  const std::string next = dir + "/next.jsonl";
+  const Status opened = file->switch_to(next);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.message().rfind(next + ": cannot be opened (", 0), 0u) << opened.message();
+  EXPECT_TRUE(file->active());
+  EXPECT_EQ(file->path(), next);
+  file->append(line(1));
+  EXPECT_FALSE(file->flush().ok());
+  EXPECT_EQ(file->buffered_lines(), 1u);
+  std::filesystem::remove(dir);
+  file->append(line(2));
+  ASSERT_TRUE(file->flush().ok());  // its folder made, the file opened, the lines written
+  EXPECT_EQ(read_all(first), lines(0, 1));
+  EXPECT_EQ(read_all(next), lines(1, 3));
+}
+
+TEST(ResultsFile, AFileThatCannotBeOpenedIsAnErrorNamingIt) {
+  auto file = ResultsFile::open("/proc/vapipe-no-such/results.jsonl");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().message().rfind("/proc/vapipe-no-such/results.jsonl: cannot be opened (", 0), 0u)
+      << file.status().message();
+}
+
+}  // namespace
+}  // namespace vapipe
