@@ -172,6 +172,20 @@ int status_command(const std::vector<std::string>& args) {
     }
     std::printf("\n");
   }
+  // A live job goes on while its results file refuses lines (a full disk): say so, it is not on the bus.
+  if (h.contains("results_file") && h["results_file"].is_object()) {
+    const nlohmann::json& f = h["results_file"];
+    const uint64_t lost = f.value("lines_lost", uint64_t{0});
+    const std::string lost_text = lost ? ", " + std::to_string(lost) + " lines lost" : std::string();
+    if (!f.value("writable", true)) {
+      std::printf("results file REFUSES lines for %s: %s; %llu waiting%s\n",
+                  human_duration(f.value("refused_for_s", 0.0)).c_str(), f.value("error", std::string()).c_str(),
+                  static_cast<unsigned long long>(f.value("lines_waiting", uint64_t{0})), lost_text.c_str());
+    } else if (lost) {
+      std::printf("results file %s: %llu lines lost while it refused them\n", f.value("path", std::string()).c_str(),
+                  static_cast<unsigned long long>(lost));
+    }
+  }
   return 0;
 }
 

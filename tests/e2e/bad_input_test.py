@@ -203,9 +203,11 @@ class BadInput(E2ETest):
         file stops at a whole line, and once it takes lines again (the limit lifted: space freed) it
         gets what it missed: in the end it holds every result the bus had, each once, and the job
         stops with status 0."""
+        metrics_address = f"127.0.0.1:{free_port()}"
         config, endpoint = write_config(self.dir, [
             ("cam-a", "test://ball?frames=0&live=true&fps=15&width=160&height=120"),
-            ("cam-b", "test://smpte?frames=0&live=true&fps=15&width=160&height=120")], job={"mode": "live"})
+            ("cam-b", "test://smpte?frames=0&live=true&fps=15&width=160&height=120")], job={"mode": "live"},
+            publish={"metrics_address": metrics_address})
         results_file = os.path.join(self.dir, "results.jsonl")
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -237,6 +239,9 @@ class BadInput(E2ETest):
         refused_at, bus_then = os.path.getsize(results_file), bus_results()
         wait_until("40 more results on the bus", lambda: bus_results() >= bus_then + 40)
         self.assertEqual(os.path.getsize(results_file), refused_at, "the file grew while its disk was full")
+        status = subprocess.run([VAPIPE, "status", metrics_address], capture_output=True, text=True, timeout=30)
+        self.assertRegex(status.stdout, r"results file REFUSES lines for [0-9.]+ s: " + re.escape(results_file) +
+                         r": cannot be written \(File too large\); \d+ waiting\n")
         with open(results_file) as f:
             self.assertTrue(f.read().endswith("\n"), "the file ends in part of a line")
         resource.prlimit(publish, resource.RLIMIT_FSIZE, (hard, hard))  # space freed
