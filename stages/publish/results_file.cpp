@@ -95,6 +95,8 @@ Status ResultsFile::flush() {
   }
   buffered_lines_ -= static_cast<uint64_t>(std::count(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(kept_from), '\n'));
   buffer_.erase(0, kept_from);
+  // What a long refusal made it hold goes back to the heap once written.
+  if (buffer_.empty() && buffer_.capacity() > (size_t{1} << 20)) std::string().swap(buffer_);
   if (err == 0) return Status::Ok();
   return Unavailable(path_ + ": cannot be written (" + std::strerror(err) + ")");
 }
