@@ -23,8 +23,9 @@ inline constexpr int kExitInterrupted = 130; // a second SIGINT/SIGTERM killed t
 // expect of an interrupted command; 4 is what it exits with when it cannot (PID 1 in a container: the
 // kernel ignores its own default-action signal) or its stages were stopped otherwise.
 inline constexpr int kExitStreamsUnfinished = 4;
-// Publish's exit when the results file cannot be written (a full disk): not restarted, since every
-// restart would fail the same way (it cost job.max_restarts futile restarts).
+// Publish's exit when an archive job's results file cannot be written (a full disk): not restarted,
+// since every restart would fail the same way (it cost job.max_restarts futile restarts). A live
+// job's publish goes on instead, keeping the lines for the file (stages/publish/publish_stage.h).
 inline constexpr int kExitResultsUnwritable = 5;
 
 // Ends the process by the signal that stopped it (`flags.signal`), its handler reset: a shell then

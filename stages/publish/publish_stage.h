@@ -30,8 +30,8 @@ inline constexpr int kExitSomeStreamsFailed = 3;
 // ... when an archive job ended before some of its streams did (stopped by a signal): its results are
 // whole up to there, and `vapipe run --resume` goes on (supervisor.h: kExitStreamsUnfinished).
 inline constexpr int kExitArchiveUnfinished = 4;
-// ... when its results file could not be written (a full disk): a restart would fail the same way, so
-// the job is not restarted (supervisor.h: kExitResultsUnwritable).
+// ... when an archive job's results file could not be written (a full disk): a restart would fail the
+// same way, so the job is not restarted (supervisor.h: kExitResultsUnwritable). A live job goes on.
 inline constexpr int kExitJsonlUnwritable = 5;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
