@@ -104,11 +104,23 @@ Status PublishStage::open(const StageContext& ctx) {
                                                 ctx.config.publish.jsonl_path));
       if (!jsonl_lock_.held()) VAPIPE_LOG_WARN("publish: {}", jsonl_lock_.why_not_held());
     }
-    if (restarted_ && !resumed_) cut_partial_last_line(p.string());
-    // A fresh run empties the file first; every run then appends (O_APPEND), so that a file emptied
-    // under a running job (logrotate's copytruncate, `: > results.jsonl`) is written on from its start,
-    // not at the old offset after a hole of zero bytes that no JSON reader takes.
-    if (!resumed_ && !restarted_ && !timed) std::ofstream(p, std::ios::out | std::ios::trunc).close();
+    // An archive job's fresh run empties the file first: its record is that run's (`--resume` goes on
+    // in it instead). A live job's file is appended to across its starts, as a log is: a camera
+    // service restarted (a deploy, a reboot) must not wipe what it recorded. What a killed job or a
+    // crashed publish left of a line is cut first. Every run then appends (O_APPEND), so that a file
+    // emptied under a running job (logrotate's copytruncate, `: > results.jsonl`) is written on from
+    // its start, not at the old offset after a hole of zero bytes that no JSON reader takes.
+    const bool live = ctx.config.job.mode == JobMode::kLive;
+    if (!resumed_ && !restarted_ && !timed && !live) {
+      std::ofstream(p, std::ios::out | std::ios::trunc).close();
+    } else if (!resumed_) {
+      cut_partial_last_line(p.string());
+    }
+    std::error_code size_ec;
+    if (const auto earlier = std::filesystem::file_size(p, size_ec); live && !restarted_ && !size_ec && earlier > 0) {
+      VAPIPE_LOG_INFO("publish: results go on after the {} bytes earlier runs wrote to {} (a live job's file is kept "
+                      "across its starts)", earlier, p.string());
+    }
     auto file = ResultsFile::open(p.string());
     if (!file.ok()) return file.status().with_context("publish.jsonl_path");
     jsonl_ = std::move(file).value();
@@ -194,7 +206,7 @@ void cut_partial_last_line(const std::string& path) {
   if (ec) {
     VAPIPE_LOG_ERROR("publish: {}: cannot cut its partial last line: {}", path, ec.message());
   } else {
-    VAPIPE_LOG_WARN("publish: {}: cut its partial last line ({} bytes, written when publish crashed)", path,
+    VAPIPE_LOG_WARN("publish: {}: cut its partial last line ({} bytes, left by a publish that was killed as it wrote them)", path,
                     size - end);
   }
 }

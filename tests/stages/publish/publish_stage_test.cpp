@@ -235,8 +235,6 @@ TEST_F(PublishStageTest, AResultsFileEmptiedUnderTheJobIsWrittenOnFromItsStart) 
   std::filesystem::remove(config_.publish.jsonl_path);
 }
 
-// Sleeps until `ms` milliseconds into Unix second `second` (a results file named by the second moves
-// on at its start); returns `second`.
 // The seq of each result of s0 in a JSON-lines results file, in the file's order.
 std::vector<uint64_t> recorded_seqs(const std::filesystem::path& path) {
   std::vector<uint64_t> seqs;
@@ -248,6 +246,32 @@ std::vector<uint64_t> recorded_seqs(const std::filesystem::path& path) {
   return seqs;
 }
 
+// A live job's results file is kept across the job's starts (a camera service restarted by a deploy
+// or a reboot must not wipe what it recorded): the new run's lines go on after the earlier run's,
+// once the part of a line a killed job left is cut. An archive job's fresh run empties it: its
+// record is that run's (`--resume` goes on in it instead).
+TEST_F(PublishStageTest, ALiveJobsResultsFileIsKeptAcrossItsStartsAndAnArchiveJobsFreshRunEmptiesIt) {
+  config_.publish.jsonl_path = ::testing::TempDir() + "publish-kept-" + std::to_string(getpid()) + ".jsonl";
+  const std::string earlier = "{\"topic\":\"results/s0\",\"payload\":{\"seq\":7}}\n";
+  { std::ofstream(config_.publish.jsonl_path) << earlier << "{\"topic\":\"results/s0\",\"payl"; }  // killed mid-line
+  config_.job.mode = JobMode::kLive;
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 1, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(recorded_seqs(config_.publish.jsonl_path), (std::vector<uint64_t>{7, 0, 1}));  // every line whole
+
+  SetUp();  // the same file in an archive job's fresh run
+  config_.publish.jsonl_path = ::testing::TempDir() + "publish-kept-" + std::to_string(getpid()) + ".jsonl";
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(recorded_seqs(config_.publish.jsonl_path), (std::vector<uint64_t>{0}));
+  std::filesystem::remove(config_.publish.jsonl_path);
+}
+
+// Sleeps until `ms` milliseconds into Unix second `second` (a results file named by the second moves
+// on at its start); returns `second`.
 int64_t sleep_into_second(int64_t second, int ms) {
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(second)) +
                                 std::chrono::milliseconds(ms));
