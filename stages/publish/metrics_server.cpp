@@ -4,7 +4,10 @@
 
 #include "pipeline/config.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <ctime>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -116,6 +119,23 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
       const std::filesystem::path file = std::filesystem::weakly_canonical(root / wanted, resolved);
       const auto [end, _] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
       if (resolved || end != root.end()) return not_found();
+      struct stat st {};
+      if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return not_found();
+      // A picture is written once: a dashboard that shows the open segment's picture on every refresh
+      // gets "not modified" instead of the JPEG again (private: it is behind the token).
+      const std::string etag = "\"" + std::to_string(st.st_size) + "-" + std::to_string(st.st_mtim.tv_sec) + "." +
+                               std::to_string(st.st_mtim.tv_nsec) + "\"";
+      char modified[64];
+      std::tm gmt{};
+      gmtime_r(&st.st_mtim.tv_sec, &gmt);
+      std::strftime(modified, sizeof modified, "%a, %d %b %Y %H:%M:%S GMT", &gmt);
+      res.set_header("ETag", etag);
+      res.set_header("Last-Modified", modified);
+      res.set_header("Cache-Control", "private, max-age=86400");
+      if (req.get_header_value("If-None-Match") == etag) {
+        res.status = 304;
+        return;
+      }
       std::ifstream in(file, std::ios::binary);
       if (!in) return not_found();
       std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -799,6 +799,20 @@ TEST(MetricsServer, ItServesSegmentPicturesUnderTheirFolderAndNothingElse) {
   EXPECT_EQ(got->status, 200);
   EXPECT_EQ(got->body, "\xff\xd8 a jpeg");
   EXPECT_EQ(got->get_header_value("Content-Type"), "image/jpeg");
+  // Written once: asked again with its ETag (a dashboard's refresh), it is not sent again.
+  const std::string etag = got->get_header_value("ETag");
+  EXPECT_FALSE(etag.empty());
+  EXPECT_EQ(got->get_header_value("Cache-Control"), "private, max-age=86400");
+  EXPECT_NE(got->get_header_value("Last-Modified").find(" GMT"), std::string::npos);
+  httplib::Headers again = auth;
+  again.emplace("If-None-Match", etag);
+  auto unchanged = client.Get("/pictures/gate/2026-12-01/14-03-22.125_truck.jpg", again);
+  ASSERT_TRUE(unchanged);
+  EXPECT_EQ(unchanged->status, 304);
+  EXPECT_TRUE(unchanged->body.empty());
+  again = auth;
+  again.emplace("If-None-Match", "\"1-2.3\"");  // another picture's
+  EXPECT_EQ(client.Get("/pictures/gate/2026-12-01/14-03-22.125_truck.jpg", again)->status, 200);
   for (const char* refused : {"/pictures/gate/notes.txt", "/pictures/../secret.jpg", "/pictures/gate/%2E%2E/%2E%2E/secret.jpg",
                               "/pictures/gate/link.jpg", "/pictures/gate/2026-12-01/none.jpg", "/pictures/"}) {
     auto r = client.Get(refused, auth);
