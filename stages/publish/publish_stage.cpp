@@ -381,7 +381,12 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
   }
-  if (!config_->publish.segments_pictures_dir.empty()) VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
+  if (!config_->publish.segments_pictures_dir.empty()) {
+    VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
+    // Kept days are a retention rule (camera pictures of people): older ones go on time, whether or not
+    // new pictures come.
+    if (now >= next_pictures_prune_) prune_pictures();
+  }
   return Status::Ok();
 }
 
@@ -396,6 +401,7 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
     if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
+    if (config_->publish.segments_pictures_keep_days > 0) next = next ? std::min(*next, next_pictures_prune_) : next_pictures_prune_;
   }
   return next;
 }
@@ -884,13 +890,13 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
       open->picture_url_path = j["picture_url_path"].get<std::string>();
     }
   }
-  if (std::time(nullptr) - pictures_pruned_at_ >= 3600) prune_pictures();
   return publish(segment_topic(st.id), j);
 }
 
 void PublishStage::prune_pictures() {
   const PublishConfig& p = config_->publish;
   pictures_pruned_at_ = std::time(nullptr);
+  next_pictures_prune_ = std::chrono::steady_clock::now() + pictures_prune_period_;
   if (p.segments_pictures_keep_days == 0) return;
   const std::vector<std::string> removed =
       prune_segment_pictures(p.segments_pictures_dir, p.segments_pictures_keep_days, pictures_pruned_at_);

@@ -69,6 +69,8 @@ class PublishStage final : public Stage {
   static constexpr size_t kJsonlBacklogBytes = size_t{64} << 20;
   void set_jsonl_retry_period(std::chrono::milliseconds period) { jsonl_retry_period_ = period; }
   void set_jsonl_backlog_bytes(size_t bytes) { jsonl_backlog_bytes_ = bytes; }
+  // publish.segments_pictures_keep_days is applied at start and then this often (an hour; tests shorten it).
+  void set_pictures_prune_period(std::chrono::milliseconds period) { pictures_prune_period_ = period; }
   // Where /metrics and /healthz are served (null without publish.metrics_address).
   const MetricsServer* metrics_server() const { return metrics_server_.get(); }
   // The job as metrics now.
@@ -179,9 +181,11 @@ class PublishStage final : public Stage {
   Status say_missing_pictures();
   std::optional<SteadyTime> next_missing_picture() const;
   std::unique_ptr<PictureRequestSender> picture_sender_;
-  // publish.segments_pictures_keep_days: the older days go at start and, as pictures come, once an hour.
+  // publish.segments_pictures_keep_days: the older days go at start and then once an hour.
   void prune_pictures();
   std::time_t pictures_pruned_at_ = 0;
+  SteadyTime next_pictures_prune_{};
+  std::chrono::milliseconds pictures_prune_period_{std::chrono::hours(1)};
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   void write_summary();

@@ -1374,8 +1374,9 @@ TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOver
   EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 0u);
 }
 
-// segments_pictures_keep_days: days older than those kept are deleted when publish starts.
-TEST_F(PublishStageTest, PicturesOfDaysOlderThanThoseKeptAreDeletedAtStart) {
+// segments_pictures_keep_days: days older than those kept are deleted when publish starts, and then
+// once an hour (here 100 ms) whether or not new pictures come (a retention rule: pictures of people).
+TEST_F(PublishStageTest, PicturesOfDaysOlderThanThoseKeptAreDeletedAtStartAndOnTime) {
   const std::filesystem::path dir = ::testing::TempDir() + ("pictures-kept-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "s0" / "2020-01-01");
@@ -1385,8 +1386,19 @@ TEST_F(PublishStageTest, PicturesOfDaysOlderThanThoseKeptAreDeletedAtStart) {
   config_.publish.segments_pictures_dir = dir.string();
   config_.publish.segments_pictures_keep_days = 7;
   stage_->set_picture_requester([](const PictureRequest&) {});
+  stage_->set_pictures_prune_period(std::chrono::milliseconds(100));
   open();
   EXPECT_FALSE(std::filesystem::exists(dir / "s0" / "2020-01-01"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "s0" / "notes"));
+  // A day that has become too old since (here one made so): gone at the next hour's pruning, with no
+  // picture in between.
+  std::filesystem::create_directories(dir / "s0" / "2021-06-30");
+  const std::optional<SteadyTime> due = stage_->next_deadline();
+  ASSERT_TRUE(due.has_value());
+  EXPECT_LE(*due, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+  std::this_thread::sleep_until(*due);
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "s0" / "2021-06-30"));
   EXPECT_TRUE(std::filesystem::exists(dir / "s0" / "notes"));
   std::filesystem::remove_all(dir);
 }
