@@ -47,19 +47,21 @@ void RecentFrames::drop_front(size_t count) {
   }
 }
 
-// From the latest key frame no later than the earliest frame a picture can still ask for (key frames'
-// timestamps rise in decode order; an untimed one is never asked for); then, over max_bytes_, one GOP
-// at a time while another key frame follows, or everything (nothing decodes the rest).
+// From the key frame before the latest key frame no later than the earliest frame a picture can still
+// ask for (find's key_frames_back 1; key frames' timestamps rise in decode order; an untimed one is
+// never asked for); then, over max_bytes_, one GOP at a time while another key frame follows, or
+// everything (nothing decodes the rest).
 void RecentFrames::prune_compressed() {
   if (keep_from_ns_ >= 0) {
-    size_t from = 0;
+    size_t latest = 0, before = 0;
     for (size_t i = 0; i < compressed_.size(); ++i) {
       const Compressed& c = compressed_[i];
       if (!c.key) continue;
       if (c.pts > keep_from_ns_) break;
-      from = i;
+      before = latest;
+      latest = i;
     }
-    drop_front(from);
+    drop_front(before);
   }
   while (bytes_ > max_bytes_) {
     size_t next_key = 0;
@@ -92,7 +94,7 @@ void RecentFrames::forget_sent() {
   keep_from_ns_ = -1;
 }
 
-std::optional<RecentFrames::Kept> RecentFrames::find(int64_t pts_ns) const {
+std::optional<RecentFrames::Kept> RecentFrames::find(int64_t pts_ns, unsigned key_frames_back) const {
   if (pts_ns < 0) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
   const Sent* sent = nullptr;
@@ -112,9 +114,9 @@ std::optional<RecentFrames::Kept> RecentFrames::find(int64_t pts_ns) const {
   }
   if (at == compressed_.size()) return std::nullopt;
   size_t from = at;
-  while (!compressed_[from].key) {
-    if (from == 0) return std::nullopt;  // cannot happen: the first kept is a key frame
-    --from;
+  for (unsigned keys = 0;; --from) {
+    if (compressed_[from].key && keys++ == key_frames_back) break;
+    if (from == 0) return std::nullopt;  // not kept that far back (the first kept is a key frame)
   }
   Kept kept{*sent, CapsRef(gst_caps_ref(caps_.get())), {}};
   kept.compressed.reserve(at - from + 1);

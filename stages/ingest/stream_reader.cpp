@@ -287,6 +287,7 @@ struct StreamReader::Impl {
   std::vector<PictureDone> pictures_done;
   std::atomic<bool> pictures_done_waiting{false};
   std::thread picture_thread;
+  bool said_earlier_key_frame = false;  // the picture thread's: said once a stream
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
@@ -409,6 +410,19 @@ struct StreamReader::Impl {
       std::vector<PictureDone> done;
       for (size_t i = 0; i < group.size(); ++i) {
         PictureJob& job = group[i];
+        if (!decoded[i].ok()) {
+          // Not whole from its own key frame: a frame within an intra-refresh camera's refresh after its
+          // recovery point, or an open GOP's leading B-frame. Again from the key frame before, if kept.
+          if (auto earlier = recent->find(job.kept.sent.env.pts_ns, 1)) {
+            decoded[i] = decode_kept_frame(*earlier);
+            if (decoded[i].ok() && !said_earlier_key_frame) {
+              said_earlier_key_frame = true;
+              VAPIPE_LOG_INFO("stream '{}': a picture's frame was not whole from its own key frame, and is decoded "
+                              "from the one before (an intra-refresh camera's recovery points, or an open GOP); "
+                              "such pictures cost up to a GOP more of decoding", stream.id);
+            }
+          }
+        }
         if (!decoded[i].ok()) {
           VAPIPE_LOG_INFO("stream '{}': its '{}' segment gets a picture of its next frame instead of frame {}: {}",
                           job.order.stream_id, job.order.label, job.kept.sent.env.seq, decoded[i].status().message());

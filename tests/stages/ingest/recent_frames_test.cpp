@@ -81,11 +81,20 @@ TEST_F(RecentFramesTest, AFrameStillKeptComesWithTheCompressedFramesFromTheKeyFr
 
   EXPECT_FALSE(recent.find(33 * kFrameNs).has_value()) << "sent too long ago: no longer asked for";
   EXPECT_FALSE(recent.find(35 * kFrameNs + 1).has_value()) << "no frame has that timestamp";
-  // Compressed frames go a GOP at a time, at key frames: those from frame 20 on are kept (when frame 30
-  // came, frame 24 could still be asked for).
-  EXPECT_EQ(recent.compressed_frames(), 20u);
+  // Compressed frames go a GOP at a time, at key frames, one GOP more than the frames asked for need
+  // (for a frame that is whole only from the key frame before its own): those from frame 10 on are kept
+  // (when frame 30 came, frame 24 could still be asked for: from key frame 20, or 10).
+  EXPECT_EQ(recent.compressed_frames(), 30u);
+  auto earlier = recent.find(35 * kFrameNs, 1);
+  ASSERT_TRUE(earlier.has_value());
+  want.clear();
+  for (int i = 20; i <= 35; ++i) want.push_back(i * kFrameNs);
+  EXPECT_EQ(timestamps(*earlier), want) << "from the key frame before frame 30";
+  ASSERT_TRUE(recent.find(35 * kFrameNs, 2).has_value());  // from key frame 10, while it is still there
+  EXPECT_EQ(recent.find(35 * kFrameNs, 2)->compressed.size(), 26u);
+  EXPECT_FALSE(recent.find(35 * kFrameNs, 3).has_value()) << "key frame 0 is no longer kept";
   for (int i = 40; i < 45; ++i) add(recent, i % 10 == 0, i * kFrameNs);
-  EXPECT_EQ(recent.compressed_frames(), 15u) << "at frame 40, frame 34 is the oldest asked for: from key frame 30";
+  EXPECT_EQ(recent.compressed_frames(), 25u) << "at frame 40, frame 34 is the oldest asked for: from key frame 20";
   gst_caps_unref(caps);
 }
 
@@ -162,24 +171,35 @@ struct Codec {
   const char* decoder;
 };
 
-class KeptFramesOfCodec : public RecentFramesTest, public ::testing::WithParamInterface<Codec> {};
+std::string bytes_of(GstSample* s) {
+  GstMapInfo map;
+  GstBuffer* b = gst_sample_get_buffer(s);
+  EXPECT_TRUE(gst_buffer_map(b, &map, GST_MAP_READ));
+  std::string bytes(reinterpret_cast<const char*>(map.data), map.size);
+  gst_buffer_unmap(b, &map);
+  return bytes;
+}
 
-// A clip with B-frames read as the decoder would get it, from an MP4: every frame decoded again from
-// the key frame before it is byte for byte the frame a whole decode gives. H.264 (x264) and H.265
-// (x265: most IP cameras sold now send it by default; decodebin picks avdec_h265 for it).
-TEST_P(KeptFramesOfCodec, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
-  const Codec& codec = GetParam();
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("vapipe-recent-" + std::string(codec.name) + "-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string clip = (dir / "ball.mp4").string();
+// A 45-frame clip of `codec` (videotestsrc's ball, 160x120, MP4): its compressed frames kept as a
+// reader keeps them (each frame also sent), and its frames as a whole decode gives them, by timestamp.
+struct KeptClip {
+  std::filesystem::path dir;
+  RecentFrames recent{1000, std::chrono::seconds(60)};
+  std::map<int64_t, std::string> whole;
+  int reordered = 0;  // frames decoded before they are shown: B-frames' references
+  int keys = 0;       // frames the parser marks as not delta units
+  std::vector<int64_t> order;  // the frames' timestamps, in display order
+  ~KeptClip() { std::filesystem::remove_all(dir); }
+};
+
+void keep_clip(const Codec& codec, KeptClip* out) {
+  out->dir = std::filesystem::temp_directory_path() / ("vapipe-recent-" + std::string(codec.name) + "-" + std::to_string(getpid()));
+  std::filesystem::create_directories(out->dir);
+  const std::string clip = (out->dir / "ball.mp4").string();
   const std::string encode = std::string("gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=45 ! "
                                          "video/x-raw,width=160,height=120,framerate=30/1 ! ") +
                              codec.encoder + " ! " + codec.parser + " ! mp4mux ! filesink location=" + clip;
   ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
-
-  // Its compressed frames, kept as a reader keeps them, and its decoded frames' bytes by timestamp.
-  RecentFrames recent(1000, std::chrono::seconds(60));
   auto read = [&](const std::string& tail, auto&& each) {
     GError* err = nullptr;
     GstElement* p = gst_parse_launch(("filesrc location=" + clip + " ! qtdemux ! " + codec.parser + " ! " + tail +
@@ -195,32 +215,38 @@ TEST_P(KeptFramesOfCodec, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
     gst_object_unref(sink);
     gst_object_unref(p);
   };
-  int reordered = 0;  // frames decoded before they are shown: B-frames' references
   read(std::string("capsfilter caps=") + codec.caps, [&](GstSample* s) {
     GstBuffer* b = gst_sample_get_buffer(s);
-    reordered += GST_BUFFER_DTS_IS_VALID(b) && GST_BUFFER_DTS(b) != GST_BUFFER_PTS(b);
-    recent.set_caps(gst_sample_get_caps(s));
-    recent.add_compressed(b);
+    out->reordered += GST_BUFFER_DTS_IS_VALID(b) && GST_BUFFER_DTS(b) != GST_BUFFER_PTS(b);
+    out->keys += !GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+    out->recent.set_caps(gst_sample_get_caps(s));
+    out->recent.add_compressed(b);
   });
-  EXPECT_GT(reordered, 0) << "the clip has no B-frames";
-  auto bytes_of = [](GstSample* s) {
-    GstMapInfo map;
-    GstBuffer* b = gst_sample_get_buffer(s);
-    EXPECT_TRUE(gst_buffer_map(b, &map, GST_MAP_READ));
-    std::string bytes(reinterpret_cast<const char*>(map.data), map.size);
-    gst_buffer_unmap(b, &map);
-    return bytes;
-  };
-  std::map<int64_t, std::string> whole;
   read(std::string(codec.decoder) + " ! videoconvert ! video/x-raw,format=I420", [&](GstSample* s) {
-    whole[static_cast<int64_t>(GST_BUFFER_PTS(gst_sample_get_buffer(s)))] = bytes_of(s);
+    out->whole[static_cast<int64_t>(GST_BUFFER_PTS(gst_sample_get_buffer(s)))] = bytes_of(s);
   });
-  ASSERT_EQ(whole.size(), 45u);
-  ASSERT_EQ(recent.compressed_frames(), 45u);
+  ASSERT_EQ(out->whole.size(), 45u);
+  ASSERT_EQ(out->recent.compressed_frames(), 45u);
   uint64_t seq = 0;
-  for (const auto& [pts, bytes] : whole) recent.add_sent(sent(seq++, pts), Orientation::kAsStored);
+  for (const auto& [pts, bytes] : out->whole) {
+    out->recent.add_sent(sent(seq++, pts), Orientation::kAsStored);
+    out->order.push_back(pts);
+  }
+}
 
-  seq = 0;
+class KeptFramesOfCodec : public RecentFramesTest, public ::testing::WithParamInterface<Codec> {};
+
+// A clip with B-frames read as the decoder would get it, from an MP4: every frame decoded again from
+// the key frame before it is byte for byte the frame a whole decode gives. H.264 (x264) and H.265
+// (x265: most IP cameras sold now send it by default; decodebin picks avdec_h265 for it).
+TEST_P(KeptFramesOfCodec, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
+  KeptClip clip;
+  ASSERT_NO_FATAL_FAILURE(keep_clip(GetParam(), &clip));
+  EXPECT_GT(clip.reordered, 0) << "the clip has no B-frames";
+  RecentFrames& recent = clip.recent;
+  const std::map<int64_t, std::string>& whole = clip.whole;
+  const std::vector<int64_t>& order = clip.order;
+  uint64_t seq = 0;
   std::string before;
   for (const auto& [pts, bytes] : whole) {
     auto kept = recent.find(pts);
@@ -236,8 +262,6 @@ TEST_P(KeptFramesOfCodec, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
   }
   // Frames of one GOP asked for at once (a source group's streams) are decoded in one pass, each the
   // whole decode's; a frame of another GOP does not share their key frame.
-  std::vector<int64_t> order;
-  for (const auto& [pts, bytes] : whole) order.push_back(pts);
   auto a = recent.find(order[20]), b = recent.find(order[26]), c = recent.find(order[32]);
   ASSERT_TRUE(a && b && c);
   EXPECT_TRUE(share_key_frame(*a, *b));
@@ -246,7 +270,7 @@ TEST_P(KeptFramesOfCodec, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
   ASSERT_EQ(both.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     ASSERT_TRUE(both[i].ok()) << both[i].status().message();
-    EXPECT_TRUE(bytes_of(both[i].value()) == whole[order[i == 0 ? 26 : 20]]) << i;
+    EXPECT_TRUE(bytes_of(both[i].value()) == whole.at(order[i == 0 ? 26 : 20])) << i;
     gst_sample_unref(both[i].value());
   }
   // A frame whose compressed frames are not all there (the P-frame it refers to lost) gives no picture
@@ -256,7 +280,42 @@ TEST_P(KeptFramesOfCodec, AKeptFrameDecodedAgainIsTheFrameAWholeDecodeGives) {
   auto none = decode_kept_frame(cut);
   EXPECT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("gave no picture of the frame"), std::string::npos) << none.status().message();
-  std::filesystem::remove_all(dir);
+}
+
+// An intra-refresh stream (x264's intra-refresh, as low-latency cameras send: after the first frame,
+// no IDR, a recovery point every 15 frames, each frame refreshing a column): the parser marks its
+// recovery points as key frames, but a frame decoded from the recovery point before it is not whole
+// until that refresh is over, so the decoder gives no picture of it (or not the one a whole decode
+// gives). From the recovery point before that one (find's key_frames_back 1), every frame is the
+// whole decode's.
+TEST_F(RecentFramesTest, AnIntraRefreshStreamsFrameIsWholeFromTheRecoveryPointBeforeItsOwn) {
+  KeptClip clip;
+  ASSERT_NO_FATAL_FAILURE(keep_clip(Codec{"intra-refresh",
+                                          "x264enc speed-preset=ultrafast intra-refresh=true key-int-max=15 bframes=0",
+                                          "h264parse", "video/x-h264,alignment=au", "avdec_h264"},
+                                    &clip));
+  ASSERT_GT(clip.keys, 1) << "h264parse marks no recovery point as a key frame";
+  int partial = 0;
+  for (size_t i = 15; i < clip.order.size(); ++i) {
+    const int64_t pts = clip.order[i];
+    auto own = clip.recent.find(pts);
+    ASSERT_TRUE(own.has_value()) << i;
+    auto from_own = decode_kept_frame(*own);
+    if (!from_own.ok()) {
+      ++partial;
+    } else {
+      partial += bytes_of(from_own.value()) != clip.whole.at(pts);
+      gst_sample_unref(from_own.value());
+    }
+    auto earlier = clip.recent.find(pts, 1);
+    ASSERT_TRUE(earlier.has_value()) << i;
+    EXPECT_GT(earlier->compressed.size(), own->compressed.size()) << i;
+    auto decoded = decode_kept_frame(*earlier);
+    ASSERT_TRUE(decoded.ok()) << "frame " << i << ": " << decoded.status().message();
+    EXPECT_TRUE(bytes_of(decoded.value()) == clip.whole.at(pts)) << "frame " << i << " differs from the whole decode's";
+    gst_sample_unref(decoded.value());
+  }
+  EXPECT_GT(partial, 0) << "every frame was whole from its own recovery point: the test shows nothing";
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1000,6 +1000,33 @@ TEST_F(StreamReaderTest, APictureOfAFrameSentEarlierIsOfThatFrameDecodedAgain) {
   EXPECT_EQ(out.messages[next_at - 1].env.seq, 51u);
 }
 
+// An intra-refresh stream (no IDR after its first frame; a recovery point every 15 frames): a frame
+// just after a recovery point is not whole decoded from it, and is decoded again from the recovery
+// point before (kept for it): the picture is of that frame, not of the next one sent.
+TEST_F(StreamReaderTest, APictureOfAnIntraRefreshStreamsFrameIsDecodedFromTheRecoveryPointBeforeItsOwn) {
+  const std::string path =
+      encode_clip("refresh.mp4", "ball", 60, 320, 240, "mp4mux", "intra-refresh=true key-int-max=15 bframes=0");
+  ReaderOptions options;
+  options.picture_frames_back = 20;
+  auto reader = StreamReader::create(stream("gate", path), 2, ingest_, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  PictureAskingEmitter out;
+  out.reader = reader->get();
+  out.at = 41;
+  out.of = 31;  // the frame after the recovery point at frame 30
+  const std::string picture = (dir_ / "pictures" / "gate" / "refresh.jpg").string();
+  out.orders = {PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 31, picture}};
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  const Message* said = nullptr;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamPicture) said = &m;
+  }
+  ASSERT_NE(said, nullptr);
+  EXPECT_EQ(said->event.message, "");
+  EXPECT_EQ(said->env.seq, 31u) << "not the frame asked for: the next one sent instead";
+  EXPECT_EQ(testing::jpeg_size(picture), std::make_pair(320u, 240u));
+}
+
 TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {
   auto reader = StreamReader::create(stream("gone", (dir_ / "nope.mp4").string()), 0, ingest_);
   ASSERT_FALSE(reader.ok());
