@@ -507,7 +507,7 @@ void PublishStage::prune_results_files() {
 
 Status PublishStage::publish(const std::string& topic, const nlohmann::json& payload) {
   const std::string text = json_text(payload);
-  if (jsonl_.active()) {
+  if (jsonl_.active() && !jsonl_unwritable_) {  // (an archive job's file that failed: the job is stopping)
     VAPIPE_RETURN_IF_ERROR(follow_results_clock());
     jsonl_.append("{\"topic\":" + json_text(nlohmann::json(topic)) + ",\"payload\":" + text + "}");
     if (jsonl_refusal_) {
@@ -930,9 +930,9 @@ Status PublishStage::close(Emitter& /*out*/) {
     VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
     return flush_jsonl();
   }
-  // A live job's file that still refuses its lines: what was kept for it is lost with this process,
-  // and the summary counts it.
-  VAPIPE_RETURN_IF_ERROR(flush_jsonl());
+  // An archive job's file that refuses its lines fails the stage, once its summary is out on the bus.
+  // A live job's: what was kept for it is lost with this process, and the summary counts it.
+  Status flushed = flush_jsonl();
   if (jsonl_refusal_ && jsonl_.buffered_lines() > 0) {
     VAPIPE_LOG_ERROR("publish: publish.jsonl_path {} still refuses lines as the job ends ({}): the {} kept for it are "
                      "not recorded", jsonl_.path(), jsonl_refusal_->error, jsonl_.buffered_lines());
@@ -940,8 +940,9 @@ Status PublishStage::close(Emitter& /*out*/) {
   }
   write_summary();
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
-  VAPIPE_RETURN_IF_ERROR(flush_jsonl());
+  if (flushed.ok()) flushed = flush_jsonl();
   if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
+  VAPIPE_RETURN_IF_ERROR(flushed);
   return s;
 }
 

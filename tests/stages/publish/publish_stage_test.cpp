@@ -481,6 +481,21 @@ TEST_F(PublishStageTest, AResultsFileThatCannotBeWrittenStopsTheStageNamingIt) {
   EXPECT_NE(failed.message().find("vapipe run --resume"), std::string::npos);
 }
 
+// An archive job whose file refuses only its last lines (those written when it ends): the stage fails
+// naming the file, once the job summary is out on the bus (a subscriber waiting for it gets it).
+TEST_F(PublishStageTest, AnArchiveJobsFileThatRefusesItsLastLinesFailsTheStageAfterItsSummaryIsOnTheBus) {
+  config_.publish.jsonl_path = "/dev/full";
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());  // buffered: not written yet
+  const Status closed = stage_->close(out_);
+  EXPECT_EQ(closed.code(), StatusCode::kAborted);
+  EXPECT_NE(closed.message().find("publish.jsonl_path /dev/full: cannot be written"), std::string::npos)
+      << closed.message();
+  ASSERT_FALSE(bus_->sent.empty());
+  EXPECT_EQ(bus_->sent.back().first, "job/summary");
+  EXPECT_EQ(stage_->exit_code(), kExitJsonlUnwritable);
+}
+
 TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   config_.publish.jsonl_path = (std::filesystem::temp_directory_path() / ("vapipe-publish-" + std::to_string(getpid()) + ".jsonl")).string();
   open();
