@@ -206,8 +206,8 @@ void cut_partial_last_line(const std::string& path) {
   if (ec) {
     VAPIPE_LOG_ERROR("publish: {}: cannot cut its partial last line: {}", path, ec.message());
   } else {
-    VAPIPE_LOG_WARN("publish: {}: cut its partial last line ({} bytes, left by a publish that was killed as it wrote them)", path,
-                    size - end);
+    VAPIPE_LOG_WARN("publish: {}: cut its partial last line ({} bytes, left by a publish killed as it wrote them)",
+                    path, size - end);
   }
 }
 
@@ -401,7 +401,9 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
     if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
-    if (config_->publish.segments_pictures_keep_days > 0) next = next ? std::min(*next, next_pictures_prune_) : next_pictures_prune_;
+    if (config_->publish.segments_pictures_keep_days > 0) {
+      next = next ? std::min(*next, next_pictures_prune_) : next_pictures_prune_;
+    }
   }
   return next;
 }
@@ -438,7 +440,8 @@ Status PublishStage::jsonl_refused(const Status& why) {
     VAPIPE_LOG_ERROR("publish: publish.jsonl_path {}: results go on to the bus, and the file's lines are kept for it "
                      "(up to {} MB, then the oldest are dropped and counted) and written once it takes them again "
                      "(tried every {}); free some space (or fix the file's disk)",
-                     why.message(), fmt::format("{:.1f}", jsonl_backlog_bytes_ / 1048576.0), human_duration(jsonl_retry_period_.count() / 1000.0));
+                     why.message(), fmt::format("{:.1f}", jsonl_backlog_bytes_ / 1048576.0),
+                     human_duration(jsonl_retry_period_.count() / 1000.0));
   } else if (jsonl_refusal_->error != why.message()) {
     VAPIPE_LOG_ERROR("publish: publish.jsonl_path {}: its lines are still kept for it", why.message());
     jsonl_refusal_->error = why.message();

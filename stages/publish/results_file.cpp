@@ -13,6 +13,8 @@
 namespace vapipe {
 
 ResultsFile::~ResultsFile() {
+  // As an ofstream does: a stage that returns early (an error) still leaves what it had buffered.
+  if (fd_ >= 0 && !buffer_.empty()) (void)flush();
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -27,6 +29,7 @@ ResultsFile::ResultsFile(ResultsFile&& other) noexcept
 
 ResultsFile& ResultsFile::operator=(ResultsFile&& other) noexcept {
   if (this != &other) {
+    if (fd_ >= 0 && !buffer_.empty()) (void)flush();
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);

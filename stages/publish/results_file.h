@@ -19,7 +19,7 @@ namespace vapipe {
 class ResultsFile {
  public:
   ResultsFile() = default;
-  ~ResultsFile();
+  ~ResultsFile();  // writes what is buffered, if it can
   ResultsFile(ResultsFile&& other) noexcept;
   ResultsFile& operator=(ResultsFile&& other) noexcept;
   ResultsFile(const ResultsFile&) = delete;

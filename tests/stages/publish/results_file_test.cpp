@@ -165,6 +165,20 @@ TEST(ResultsFile, AFileThatCannotBeOpenedYetIsTriedAgainByEachFlush) {
   EXPECT_EQ(read_all(next), lines(1, 3));
 }
 
+// As an ofstream's: a stage that returns early (an error, before its close) leaves what it buffered.
+TEST(ResultsFile, WhatIsBufferedIsWrittenWhenTheWriterGoes) {
+  const std::string path = temp_path("gone.jsonl");
+  std::filesystem::remove(path);
+  {
+    auto file = ResultsFile::open(path);
+    ASSERT_TRUE(file.ok());
+    file->append(line(0));
+    file->append(line(1));
+    EXPECT_EQ(read_all(path), "");
+  }
+  EXPECT_EQ(read_all(path), lines(0, 2));
+}
+
 TEST(ResultsFile, AFileThatCannotBeOpenedIsAnErrorNamingIt) {
   auto file = ResultsFile::open("/proc/vapipe-no-such/results.jsonl");
   ASSERT_FALSE(file.ok());
