@@ -76,7 +76,7 @@ class RecentFrames {
   // The frame sent with this timestamp, if it and the compressed frames that decode it are still kept:
   // from the key frame before it, or (key_frames_back 1) from the key frame before that one. A frame
   // after a recovery point (an intra-refresh camera's "key frames") is whole only once the refresh it
-  // began is over, and an open GOP's leading B-frames refer to the GOP before: such a frame decodes from
+  // began is over, and an H.265 open GOP's leading B-frames refer to the GOP before: such a frame decodes from
   // the earlier key frame. One GOP more than the frames asked for need is kept for it.
   std::optional<Kept> find(int64_t pts_ns, unsigned key_frames_back = 0) const;
 

@@ -412,7 +412,7 @@ struct StreamReader::Impl {
         PictureJob& job = group[i];
         if (!decoded[i].ok()) {
           // Not whole from its own key frame: a frame within an intra-refresh camera's refresh after its
-          // recovery point, or an open GOP's leading B-frame. Again from the key frame before, if kept.
+          // recovery point, or an H.265 open GOP's leading B-frame. Again from the key frame before, if kept.
           if (auto earlier = recent->find(job.kept.sent.env.pts_ns, 1)) {
             decoded[i] = decode_kept_frame(*earlier);
             if (decoded[i].ok() && !said_earlier_key_frame) {
