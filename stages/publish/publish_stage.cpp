@@ -84,7 +84,10 @@ Status PublishStage::open(const StageContext& ctx) {
     };
     VAPIPE_LOG_INFO("publish: pictures of segments under {}", ctx.config.publish.segments_pictures_dir);
   }
-  if (!ctx.config.publish.segments_pictures_dir.empty()) prune_pictures();
+  if (!ctx.config.publish.segments_pictures_dir.empty()) {
+    prune_pictures();
+    if (restarted_) load_picture_asks();
+  }
   if (!ctx.config.publish.jsonl_path.empty()) {
     // Named by the time: today's (this hour's) file, appended to, never emptied (a restarted job goes
     // on in it); the lock is on one file beside them all.
@@ -788,9 +791,66 @@ Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun&
   request.frame_pts_ns = first ? segment.start_pts_ns : segment.best_pts_ns;
   if (st.pictures_asked.size() >= 256) st.pictures_asked.erase(st.pictures_asked.begin());  // never said
   st.pictures_asked[{segment.label, segment.start_seq}] = {request.frame_seq, first ? "first" : "best",
-                                                           std::chrono::steady_clock::now()};
+                                                           std::chrono::steady_clock::now(), false, wall_clock_ns()};
+  save_picture_asks();
   picture_requester_(request);
   return Status::Ok();
+}
+
+namespace {
+std::string picture_asks_path(const JobLayout& layout) { return layout.run_dir + "/picture-asks.json"; }
+}  // namespace
+
+void PublishStage::save_picture_asks() const {
+  if (!layout_ || config_->job.mode != JobMode::kLive) return;
+  nlohmann::json all = nlohmann::json::object();
+  for (const StreamState& st : streams_) {
+    if (st.pictures_asked.empty()) continue;
+    nlohmann::json asks = nlohmann::json::array();
+    for (const auto& [key, asked] : st.pictures_asked) {
+      asks.push_back({{"label", key.first}, {"start_seq", key.second}, {"seq", asked.seq}, {"frame", asked.frame},
+                      {"at_unix_ns", asked.at_unix_ns}, {"said_missing", asked.said_missing}});
+    }
+    all[st.id] = std::move(asks);
+  }
+  if (Status s = write_file_atomically(picture_asks_path(*layout_), all.dump() + "\n", 0600); !s.ok()) {
+    VAPIPE_LOG_WARN("publish: {} (a restarted publish would not know the pictures asked for)", s.message());
+  }
+}
+
+void PublishStage::load_picture_asks() {
+  if (!layout_ || config_->job.mode != JobMode::kLive) return;
+  const std::string path = picture_asks_path(*layout_);
+  std::ifstream in(path);
+  if (!in) return;
+  const nlohmann::json all = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!all.is_object()) {
+    VAPIPE_LOG_WARN("publish: {} is not the JSON publish writes: the pictures asked before the restart are forgotten", path);
+    return;
+  }
+  const SteadyTime now = std::chrono::steady_clock::now();
+  const int64_t now_unix_ns = wall_clock_ns();
+  size_t restored = 0;
+  for (StreamState& st : streams_) {
+    if (!all.contains(st.id) || !all[st.id].is_array()) continue;
+    for (const nlohmann::json& a : all[st.id]) {
+      if (!a.is_object() || !a.contains("label") || !a["label"].is_string() || !a.contains("start_seq") ||
+          !a["start_seq"].is_number_unsigned()) {
+        continue;
+      }
+      StreamState::PictureAsked asked;
+      asked.seq = a.value("seq", int64_t{-1});
+      asked.frame = a.value("frame", std::string("best"));
+      asked.said_missing = a.value("said_missing", false);
+      asked.at_unix_ns = a.value("at_unix_ns", now_unix_ns);
+      asked.at = now - std::chrono::nanoseconds(std::max<int64_t>(0, now_unix_ns - asked.at_unix_ns));
+      st.pictures_asked[{a["label"].get<std::string>(), a["start_seq"].get<uint64_t>()}] = asked;
+      ++restored;
+    }
+  }
+  if (restored > 0) {
+    VAPIPE_LOG_INFO("publish: {} picture(s) asked for before the restart are still awaited (from {})", restored, path);
+  }
 }
 
 // A request ingest did not answer (no ingest subscribed when it was sent: its lane restarting; ingest
@@ -812,6 +872,7 @@ Status PublishStage::say_missing_pictures() {
         nlohmann::json j = picture_json(st.id, key.first, key.second);
         j["error"] = why;
         VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), j));
+        save_picture_asks();
       }
     }
   }
@@ -869,8 +930,10 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   if (auto asked = st.pictures_asked.find({event.event.label, event.event.segment_start_seq});
       asked != st.pictures_asked.end()) {
     if (asked->second.seq == static_cast<int64_t>(event.env.seq)) frame = asked->second.frame;
-    if (asked->second.said_missing) --st.pictures_failed;  // it came after all: not a failure
+    // It came after all: not a failure (one said missing before a restart was not counted by this process).
+    if (asked->second.said_missing && st.pictures_failed > 0) --st.pictures_failed;
     st.pictures_asked.erase(asked);
+    save_picture_asks();
   }
   nlohmann::json j = picture_json(st.id, event.event.label, event.event.segment_start_seq);
   j["seq"] = event.env.seq;

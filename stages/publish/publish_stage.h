@@ -159,6 +159,7 @@ class PublishStage final : public Stage {
       std::string frame;
       std::chrono::steady_clock::time_point at;
       bool said_missing = false;
+      int64_t at_unix_ns = 0;  // `at` by the wall clock, for a restarted publish (save_picture_asks)
     };
     std::map<std::pair<std::string, uint64_t>, PictureAsked> pictures_asked;
   };
@@ -177,6 +178,11 @@ class PublishStage final : public Stage {
   static nlohmann::json picture_json(const std::string& stream_id, const std::string& label, uint64_t start_seq);
   PictureRequester picture_requester_;
   std::chrono::milliseconds picture_answer_timeout_ = kPictureAnswerTimeout;
+  // A live job's picture asks outlive a publish that crashes: written to the run folder as they change
+  // (picture-asks.json), read back by the publish started again, so that a picture that comes after the
+  // restart still says which frame it is, and one that never comes is still said to be missing.
+  void save_picture_asks() const;
+  void load_picture_asks();
   // The pictures ingest did not answer for in time: their `picture` messages with an error.
   Status say_missing_pictures();
   std::optional<SteadyTime> next_missing_picture() const;

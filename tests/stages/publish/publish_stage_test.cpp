@@ -1389,6 +1389,43 @@ TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOver
   EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 0u);
 }
 
+// A publish that crashed and was started again (a live job goes on without it meanwhile) still knows
+// the pictures it had asked for (picture-asks.json in the job's run folder): a picture that comes after
+// the restart says it is of the best frame, not "next", and one that never comes is said to be missing.
+TEST_F(PublishStageTest, APublishStartedAgainKnowsThePicturesAskedBeforeItsRestart) {
+  ask_pictures(2);
+  const JobLayout layout = make_job_layout(config_, "publish-asks-" + std::to_string(getpid()));
+  std::filesystem::create_directories(layout.run_dir);
+  ASSERT_TRUE(stage_->open(StageContext{config_, nullptr, nullptr, &layout}).ok());
+  uint64_t seq = 0;
+  send_top1(&seq, "truck", 0.9, 2);  // began: its picture asked for
+  send_top1(&seq, "car", 0.9, 2);    // the next segment's too
+  ASSERT_EQ(asked_.size(), 2u);
+  EXPECT_EQ(asked_[1].label, "car");
+
+  // It crashes (no close) and is started again.
+  setenv(kRestartReasonEnv, "stage publish (pid 4242) failed: killed by signal 9", 1);
+  SetUp();
+  ask_pictures(2);
+  stage_->set_picture_answer_timeout(std::chrono::seconds(1));
+  const Status opened = stage_->open(StageContext{config_, nullptr, nullptr, &layout});
+  unsetenv(kRestartReasonEnv);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  ASSERT_TRUE(stage_->process(picture_answer(static_cast<uint64_t>(asked_[0].frame_seq), "truck", 0, asked_[0].path),
+                              out_).ok());
+  ASSERT_EQ(pictures_said().size(), 1u);
+  EXPECT_EQ(pictures_said()[0]["frame"], "best");
+  EXPECT_EQ(pictures_said()[0]["label"], "truck");
+  ASSERT_TRUE(stage_->next_deadline().has_value()) << "the car's picture is still awaited";
+  std::this_thread::sleep_until(*stage_->next_deadline());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  ASSERT_EQ(pictures_said().size(), 2u);
+  EXPECT_EQ(pictures_said()[1]["label"], "car");
+  EXPECT_EQ(pictures_said()[1]["start_seq"], 2);
+  EXPECT_NE(pictures_said()[1]["error"].get<std::string>().find("ingest gave no picture"), std::string::npos);
+  std::filesystem::remove_all(layout.run_dir);
+}
+
 // segments_pictures_keep_days: days older than those kept are deleted when publish starts, and then
 // once an hour (here 100 ms) whether or not new pictures come (a retention rule: pictures of people).
 TEST_F(PublishStageTest, PicturesOfDaysOlderThanThoseKeptAreDeletedAtStartAndOnTime) {
