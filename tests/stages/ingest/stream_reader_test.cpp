@@ -945,37 +945,50 @@ class PictureAskingEmitter final : public Emitter {
   std::vector<Message> messages;
 };
 
+// Reads `gate` (stream index 2) as a reader of a live job with pictures (20 frames back), giving `orders`
+// for frame `of` when frame `at` is sent; everything the reader emitted.
+std::vector<Message> read_with_picture_orders(const StreamConfig& gate, uint64_t at, uint64_t of,
+                                              std::vector<PictureOrder> orders, const IngestConfig& ingest,
+                                              const ShutdownFlags& flags) {
+  ReaderOptions options;
+  options.picture_frames_back = 20;
+  auto reader = StreamReader::create(gate, 2, ingest, options);
+  EXPECT_TRUE(reader.ok()) << reader.status().message();
+  if (!reader.ok()) return {};
+  PictureAskingEmitter out;
+  out.reader = reader->get();
+  out.at = at;
+  out.of = of;
+  out.orders = std::move(orders);
+  EXPECT_TRUE((*reader)->run(out, flags).ok());
+  return std::move(out.messages);
+}
+
 // publish.segments_pictures_dir: a picture of a frame sent earlier (a segment's best, ten frames back)
 // is decoded again from the compressed frames the reader kept (an MP4 with B-frames, GOPs of 30): its
 // event has that frame's envelope and comes before the stream's end. A frame it does not have gives
 // way to the next frame, said right after it.
 TEST_F(StreamReaderTest, APictureOfAFrameSentEarlierIsOfThatFrameDecodedAgain) {
   const std::string path = encode_clip("pictured.mp4", "ball", 90, 320, 240, "mp4mux", "key-int-max=30 bframes=2");
-  ReaderOptions options;
-  options.picture_frames_back = 20;
-  auto reader = StreamReader::create(stream("gate", path), 2, ingest_, options);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  PictureAskingEmitter out;
-  out.reader = reader->get();
-  out.at = 50;
-  out.of = 40;
   const std::string whole = (dir_ / "pictures" / "gate" / "best.jpg").string();
   const std::string region = (dir_ / "pictures" / "gate" / "best-top.jpg").string();
   const std::string next = (dir_ / "pictures" / "gate" / "next.jpg").string();
-  out.orders = {PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 38, whole},
-                PictureOrder{2, "gate", {0, 0, 1, 0.5}, "ball", 38, region},
-                PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 38, next, -2}};
-  ASSERT_TRUE((*reader)->run(out, flags_).ok());
-  ASSERT_FALSE(out.messages.empty());
-  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  const std::vector<Message> messages =
+      read_with_picture_orders(stream("gate", path), 50, 40,
+                               {PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 38, whole},
+                                PictureOrder{2, "gate", {0, 0, 1, 0.5}, "ball", 38, region},
+                                PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 38, next, -2}},
+                               ingest_, flags_);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages.back().kind, MessageKind::kStreamEnd);
   int64_t pts40 = -1;
-  for (const Message& m : out.messages) {
+  for (const Message& m : messages) {
     if (m.kind == MessageKind::kFrame && m.env.seq == 40) pts40 = m.env.pts_ns;
   }
   std::map<std::string, const Message*> pictures;
   size_t next_at = 0;
-  for (size_t i = 0; i < out.messages.size(); ++i) {
-    const Message& m = out.messages[i];
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
     if (m.kind != MessageKind::kStreamPicture) continue;
     pictures[m.event.picture] = &m;
     if (m.event.picture == next) next_at = i;
@@ -996,8 +1009,8 @@ TEST_F(StreamReaderTest, APictureOfAFrameSentEarlierIsOfThatFrameDecodedAgain) {
   ASSERT_TRUE(pictures.count(next));
   EXPECT_EQ(pictures[next]->env.seq, 51u) << "the frame after the one the order came with";
   ASSERT_GT(next_at, 0u);
-  EXPECT_EQ(out.messages[next_at - 1].kind, MessageKind::kFrame);
-  EXPECT_EQ(out.messages[next_at - 1].env.seq, 51u);
+  EXPECT_EQ(messages[next_at - 1].kind, MessageKind::kFrame);
+  EXPECT_EQ(messages[next_at - 1].env.seq, 51u);
 }
 
 // An intra-refresh stream (no IDR after its first frame; a recovery point every 15 frames): a frame
@@ -1006,19 +1019,12 @@ TEST_F(StreamReaderTest, APictureOfAFrameSentEarlierIsOfThatFrameDecodedAgain) {
 TEST_F(StreamReaderTest, APictureOfAnIntraRefreshStreamsFrameIsDecodedFromTheRecoveryPointBeforeItsOwn) {
   const std::string path =
       encode_clip("refresh.mp4", "ball", 60, 320, 240, "mp4mux", "intra-refresh=true key-int-max=15 bframes=0");
-  ReaderOptions options;
-  options.picture_frames_back = 20;
-  auto reader = StreamReader::create(stream("gate", path), 2, ingest_, options);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  PictureAskingEmitter out;
-  out.reader = reader->get();
-  out.at = 41;
-  out.of = 31;  // the frame after the recovery point at frame 30
   const std::string picture = (dir_ / "pictures" / "gate" / "refresh.jpg").string();
-  out.orders = {PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 31, picture}};
-  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  // Frame 31: the frame after the recovery point at frame 30.
+  const std::vector<Message> messages = read_with_picture_orders(
+      stream("gate", path), 41, 31, {PictureOrder{2, "gate", {0, 0, 1, 1}, "ball", 31, picture}}, ingest_, flags_);
   const Message* said = nullptr;
-  for (const Message& m : out.messages) {
+  for (const Message& m : messages) {
     if (m.kind == MessageKind::kStreamPicture) said = &m;
   }
   ASSERT_NE(said, nullptr);
