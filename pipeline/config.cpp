@@ -168,6 +168,68 @@ std::string scalar_text(const YAML::Node& n) {
 
 }  // namespace
 
+Result<GlobFiles> glob_files(const FolderWatch& w) {
+  GlobFiles out;
+  VAPIPE_ASSIGN_OR_RETURN(std::vector<std::string> files, expand_file_glob(w.pattern, &out.hidden));
+  out.matched = files.size();
+  // settle_s: a file modified that recently may still be being written (a recorder's current file):
+  // read now, its end would be missed, and the next --resume would take it as done.
+  std::vector<std::string> settled;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const std::string& file : files) {
+    std::error_code ec;
+    const auto modified = std::filesystem::last_write_time(file, ec);
+    const double age_s = ec ? 1e12 : std::chrono::duration<double>(now - modified).count();
+    if (w.settle_s > 0 && age_s < w.settle_s) {
+      out.unsettled.push_back(std::filesystem::path(file).filename().string());
+    } else {
+      settled.push_back(file);
+    }
+  }
+  out.settled = settled.size();
+  const std::string base = glob_base_dir(w.pattern);
+  TimeOfDayPart day_part;
+  day_part.from_unix_ns = w.part_from_unix_ns;
+  day_part.to_unix_ns = w.part_to_unix_ns;
+  for (const std::string& file : settled) {
+    StreamConfig f;
+    f.line = w.line;
+    f.max_fps = w.each.max_fps;
+    f.keyframes_only = w.each.keyframes_only;
+    f.rtsp_latency_ms = w.each.rtsp_latency_ms;
+    f.roi = w.each.roi;
+    f.turn = w.each.turn;
+    f.recorded = w.each.recorded;
+    f.from_ns = w.each.from_ns;
+    f.to_ns = w.each.to_ns;
+    const std::string name = std::filesystem::path(file).filename().string();
+    if (f.recorded.from == RecordingStart::From::kFileName) {
+      f.recorded.unix_ns = time_in_file_name(file, f.recorded.spec.substr(5)).value_or(-1);
+      if (!f.recorded.known()) out.undated.push_back(name);
+    }
+    // A time-of-day part: a file whose start is unknown, or at or after its end, has none of it.
+    if (day_part.given() && (!f.recorded.known() || !day_part.place(&f))) {
+      if (f.recorded.known()) out.after_part.push_back(name);
+      continue;
+    }
+    f.id = stream_id_for_file(base, file, w.id_prefix);
+    if (Status st = validate_stream_id(f.id); !st.ok()) {
+      out.refused.emplace_back(file, "id: " + st.message());
+      continue;
+    }
+    auto parsed = parse_stream_uri(file, base);
+    if (!parsed.ok()) {
+      out.refused.emplace_back(file, "uri: " + parsed.status().message());
+      continue;
+    }
+    f.parsed = parsed.value();
+    f.uri = f.parsed.uri;
+    out.streams.push_back(std::move(f));
+  }
+  return out;
+}
+
+
 Result<std::string> expand_environment(const std::string& text) {
   std::string out;
   size_t i = 0;
@@ -476,6 +538,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.finish();
   }
 
+  YAML::Node first_watch_node;  // streams[].watch_s: only an archive job watches folders
+  std::string first_watch_path;
   {
     YAML::Node streams = top.child("streams");
     if (!streams.IsDefined() || streams.IsNull() || !streams.IsSequence() || streams.size() == 0) {
@@ -489,12 +553,13 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       StreamConfig s;
       s.line = streams[i].Mark().line + 1;
       std::string glob, id_prefix;
-      double settle_s = -1;
+      double settle_s = -1, watch_s = -1;
       r.str("id", &s.id);
       r.str("uri", &s.uri);
       r.str("glob", &glob);
       r.str("id_prefix", &id_prefix);
       r.number("settle_s", &settle_s, 0, 7 * 86400);
+      r.number("watch_s", &watch_s, 0.1, 86400);
       r.number("max_fps", &s.max_fps, 0, 1000);
       r.optional_boolean("keyframes_only", &s.keyframes_only);
       r.optional_uint("rtsp_latency_ms", &s.rtsp_latency_ms, 0, 60000);
@@ -582,6 +647,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : !glob.empty()                      ? "glob"
                           : !id_prefix.empty()                 ? "id_prefix"
                           : settle_s >= 0                      ? "settle_s"
+                          : watch_s >= 0                       ? "watch_s"
                           : s.max_fps >= 0                     ? "max_fps"
                           : s.keyframes_only.has_value()       ? "keyframes_only"
                           : s.rtsp_latency_ms.has_value()      ? "rtsp_latency_ms"
@@ -636,103 +702,98 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         if (!s.id.empty() || !s.uri.empty()) {
           ctx.fail(streams[i], path, "give either uri (with an id) or glob (ids from the file names), not both");
         }
-        const std::string pattern = resolve_path(base_dir, glob);
-        size_t hidden = 0;
-        auto files = expand_file_glob(pattern, &hidden);
-        if (!files.ok()) ctx.fail(streams[i]["glob"], path + ".glob", files.status().message());
+        FolderWatch w;
+        w.where = path;
+        w.line = s.line;
+        w.pattern = resolve_path(base_dir, glob);
+        w.id_prefix = id_prefix;
+        w.settle_s = std::max(0.0, settle_s);
+        w.watch_s = std::max(0.0, watch_s);
+        w.each = s;
+        w.part_from_unix_ns = day_part.from_unix_ns;
+        w.part_to_unix_ns = day_part.to_unix_ns;
+        w.to_text = to_text;
+        const bool watched = w.watch_s > 0;
+        const std::string& pattern = w.pattern;
+        auto found = glob_files(w);
+        if (!found.ok()) ctx.fail(streams[i]["glob"], path + ".glob", found.status().message());
+        const size_t hidden = found->hidden;
         const std::string hidden_text = std::to_string(hidden) + " hidden file(s) (a name, or a folder's, starting with "
                                         "'.', as the '._' files a Mac leaves beside those it copies) left out, as a "
                                         "shell's glob does; name a '.' in the pattern to take them";
-        if (files->empty()) {
+        // A watched folder may be empty yet: the job waits for its first file.
+        if (found->matched == 0 && !watched) {
           ctx.fail(streams[i]["glob"], path + ".glob",
                    "no file matches '" + pattern + "'" + (hidden ? " (" + hidden_text + ")" : ""));
         }
         if (hidden > 0) c.notes.push_back(path + ".glob: " + hidden_text);
-        // settle_s: a file modified that recently may still be being written (a recorder's current
-        // file): read now, its end would be missed, and the next --resume would take it as done.
-        std::vector<std::string> settled, unsettled;
-        for (const std::string& file : files.value()) {
-          std::error_code ec;
-          const auto modified = std::filesystem::last_write_time(file, ec);
-          const double age_s = ec ? 1e12
-                                  : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() -
-                                                                  modified).count();
-          (settle_s > 0 && age_s < settle_s ? unsettled : settled).push_back(file);
-        }
-        if (!unsettled.empty()) {
-          std::vector<std::string> names;
-          for (const std::string& file : unsettled) names.push_back(std::filesystem::path(file).filename().string());
-          if (settled.empty()) {
+        if (!found->unsettled.empty()) {
+          const std::vector<std::string>& names = found->unsettled;
+          if (found->settled == 0 && !watched) {
             ctx.fail(streams[i]["settle_s"], path + ".settle_s",
-                     "every file that matches '" + pattern + "' (" + std::to_string(unsettled.size()) +
+                     "every file that matches '" + pattern + "' (" + std::to_string(names.size()) +
                          ") was modified in the last " + number_text(settle_s) + " s: none is settled yet (" +
                          name_list(names) + ")");
           }
-          c.notes.push_back(path + ".glob: " + std::to_string(unsettled.size()) + " file(s) modified in the last " +
-                            number_text(settle_s) + " s are left for a later run (settle_s: they may still be " +
-                            "being written): " + name_list(names));
+          c.notes.push_back(path + ".glob: " + std::to_string(names.size()) + " file(s) modified in the last " +
+                            number_text(settle_s) + " s are left for a " + (watched ? "later look" : "later run") +
+                            " (settle_s: they may still be being written): " + name_list(names));
         }
-        const std::string base = glob_base_dir(pattern);
-        std::vector<std::string> undated;  // files whose names hold no time recorded_at: name:... reads
-        std::vector<std::string> after_part;  // files recorded after a time-of-day part's end
-        for (const std::string& file : settled) {
-          StreamConfig f;
-          f.line = s.line;
-          f.max_fps = s.max_fps;
-          f.keyframes_only = s.keyframes_only;
-          f.rtsp_latency_ms = s.rtsp_latency_ms;
-          f.roi = s.roi;
-          f.turn = s.turn;
-          f.recorded = s.recorded;
-          f.from_ns = s.from_ns;
-          f.to_ns = s.to_ns;
-          if (f.recorded.from == RecordingStart::From::kFileName) {
-            f.recorded.unix_ns = time_in_file_name(file, f.recorded.spec.substr(5)).value_or(-1);
-            if (!f.recorded.known()) undated.push_back(std::filesystem::path(file).filename().string());
-          }
-          // A time-of-day part: a file whose start is unknown, or at or after its end, has none of it.
-          if (day_part.given() && (!f.recorded.known() || !day_part.place(&f))) {
-            if (f.recorded.known()) after_part.push_back(std::filesystem::path(file).filename().string());
-            continue;
-          }
-          f.id = stream_id_for_file(base, file, id_prefix);
-          if (Status st = validate_stream_id(f.id); !st.ok()) {
-            ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", file + ": " + st.message());
-          }
+        if (!found->refused.empty()) {
+          const auto& [file, why] = found->refused.front();
+          const bool by_prefix = !id_prefix.empty() && why.rfind("id:", 0) == 0;
+          ctx.fail(streams[i][by_prefix ? "id_prefix" : "glob"], path + (by_prefix ? ".id_prefix" : ".glob"),
+                   file + ": " + why.substr(why.find(':') + 2));
+        }
+        std::set<std::string> files;
+        for (const StreamConfig& f : found->streams) files.insert(file_uri_path(f.uri));
+        for (StreamConfig& f : found->streams) {
+          const std::string file = file_uri_path(f.uri);
           if (auto [it, added] = ids.emplace(f.id, file); !added) {
             // An id keeps letters, digits, '_', '-' and '.': "a b.mp4" and "a#b.mp4" both make "a-b".
-            const bool same_glob = std::find(settled.begin(), settled.end(), it->second) != settled.end();
+            const bool same_glob = files.count(it->second) > 0;
             ctx.fail(streams[i]["glob"], path + ".glob",
                      file + " makes the stream id '" + f.id + "', as " + it->second + " does (an id keeps only " +
                          "letters, digits, '_', '-' and '.'): " +
                          (same_glob ? "rename one of the two files" : "set id_prefix to tell them apart"));
           }
-          auto parsed = parse_stream_uri(file, base_dir);
-          if (!parsed.ok()) ctx.fail(streams[i]["glob"], path + ".glob", parsed.status().message());
-          f.parsed = parsed.value();
-          f.uri = f.parsed.uri;
           c.streams.push_back(std::move(f));
         }
+        const std::vector<std::string>& undated = found->undated;
+        const std::vector<std::string>& after_part = found->after_part;
+        const size_t settled = found->settled;
         if (!undated.empty()) {
           c.notes.push_back(path + ".recorded_at: " + std::to_string(undated.size()) + " of " +
-                            std::to_string(settled.size()) + " file names hold no time that " + s.recorded.spec +
+                            std::to_string(settled) + " file names hold no time that " + s.recorded.spec +
                             " reads (" + name_list(undated) + "): " +
                             (day_part.given() ? "left out, as its from and to are times of day"
                                               : "their results' camera_unix_ms stay null"));
         }
         if (!after_part.empty()) {
-          c.notes.push_back(path + ".to: " + std::to_string(after_part.size()) + " of " + std::to_string(settled.size()) +
+          c.notes.push_back(path + ".to: " + std::to_string(after_part.size()) + " of " + std::to_string(settled) +
                             " files left out: recorded from " + to_text + " on (" + name_list(after_part) + ")");
         }
-        if (day_part.given() && undated.size() + after_part.size() == settled.size()) {
+        if (day_part.given() && settled > 0 && undated.size() + after_part.size() == settled && !watched) {
           ctx.fail(streams[i]["glob"], path + ".glob",
-                   "none of its " + std::to_string(settled.size()) + " files was recorded before its to (" + to_text +
+                   "none of its " + std::to_string(settled) + " files was recorded before its to (" + to_text +
                        ")" + (undated.empty() ? "" : " as far as their names say"));
+        }
+        if (watched) {
+          if (first_watch_path.empty()) {
+            first_watch_node = streams[i]["watch_s"];
+            first_watch_path = path + ".watch_s";
+          }
+          c.notes.push_back(path + ".glob: watched: '" + pattern + "' is looked at again every " +
+                            number_text(w.watch_s) + " s while the job runs, and each file added to it is classified " +
+                            (w.settle_s > 0 ? "once it has not changed for " + number_text(w.settle_s) + " s"
+                                            : "as soon as it is seen (no settle_s: set it if a recorder writes there)"));
+          c.watches.push_back(std::move(w));
         }
         continue;
       }
       if (!id_prefix.empty()) ctx.fail(streams[i]["id_prefix"], path + ".id_prefix", "only with glob");
       if (settle_s >= 0) ctx.fail(streams[i]["settle_s"], path + ".settle_s", "only with glob");
+      if (watch_s >= 0) ctx.fail(streams[i]["watch_s"], path + ".watch_s", "only with glob (a folder's files)");
       if (s.id.empty()) ctx.fail(streams[i], path + ".id", "missing (every stream needs an id, or use glob)");
       if (Status st = validate_stream_id(s.id); !st.ok()) ctx.fail(streams[i]["id"], path + ".id", st.message());
       if (!ids.emplace(s.id, path).second) ctx.fail(streams[i]["id"], path + ".id", "duplicate stream id '" + s.id + "'");
@@ -811,6 +872,12 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     c.job.mode = all_finite ? JobMode::kArchive : JobMode::kLive;
   } else {
     c.job.mode = mode_text == "live" ? JobMode::kLive : JobMode::kArchive;
+  }
+  if (!first_watch_path.empty() && c.job.mode != JobMode::kArchive) {
+    ctx.fail(first_watch_node, first_watch_path,
+             std::string("only in an archive job (every frame of each file classified, once): this one is live") +
+                 (mode_text.empty() ? " because some of its streams never end by themselves (cameras)" : " (job.mode)") +
+                 "; run the folder in a job of its own");
   }
   c.ingest.queue_policy = c.job.mode == JobMode::kArchive ? QueuePolicy::kBlock : QueuePolicy::kDropOldest;
   c.ingest.queue_capacity = c.job.mode == JobMode::kArchive ? 4 : 8;

@@ -315,6 +315,36 @@ struct LogConfig {
   std::string level = "info";
 };
 
+// A `glob:` entry with `watch_s`: an archive folder that is looked at again while the job runs, so
+// that each file a recorder (or a person) adds to it is classified, once, as it settles. What the
+// entry says of each file's stream is kept to make the streams of files found later.
+struct FolderWatch {
+  std::string where;         // "streams[2]", for messages
+  int line = 0;
+  std::string pattern;       // absolute
+  std::string id_prefix;
+  double settle_s = 0;       // files modified more recently are left for a later look
+  double watch_s = 0;        // seconds between looks
+  StreamConfig each;         // max_fps, keyframes_only, roi, turn, recorded_at, from/to of every file
+  std::optional<int64_t> part_from_unix_ns, part_to_unix_ns;  // from/to as times of day
+  std::string to_text;       // streams[].to as written, for messages
+};
+
+// The files a glob entry matches now, each made a stream as the config's load makes them.
+struct GlobFiles {
+  std::vector<StreamConfig> streams;   // settled files (ids and URIs made), in name order
+  std::vector<std::string> unsettled;  // names of files modified in the last settle_s
+  std::vector<std::string> undated;    // names recorded_at: name:... reads no time from
+  std::vector<std::string> after_part; // names recorded at or after a time-of-day part's end
+  // Files that cannot be a stream (their id, or their path as a URI), with why: a config's load fails
+  // on the first; a watch logs each and leaves it out.
+  std::vector<std::pair<std::string, std::string>> refused;
+  size_t matched = 0;                  // files the pattern matched (settled or not)
+  size_t settled = 0;                  // of them, not modified in the last settle_s
+  size_t hidden = 0;                   // names starting with '.' left out
+};
+Result<GlobFiles> glob_files(const FolderWatch& watch);
+
 struct Config {
   std::string source;    // file the config came from ("<embedded demo>" for the default)
   std::string base_dir;  // relative paths resolve against this
@@ -333,6 +363,10 @@ struct Config {
   LogConfig log;
   // Said when the job starts (`vapipe run`'s log, `vapipe validate`): files a glob left for a later run.
   std::vector<std::string> notes;
+  // The `glob:` entries with `watch_s`, in config order. A job with one does not end when its streams
+  // have: it classifies each file added to the folder until it is stopped (an archive job only).
+  std::vector<FolderWatch> watches;
+  bool watches_folders() const { return !watches.empty(); }
 };
 
 // String values of a config may take parts from the environment, so that secrets (a camera's

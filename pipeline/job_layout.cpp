@@ -53,6 +53,8 @@ std::string opening_mark(const JobLayout& layout, StageKind kind) {
 
 std::string restart_mark(const JobLayout& layout) { return layout.run_dir + "/restarting"; }
 
+std::string stopping_mark(const JobLayout& layout) { return layout.run_dir + "/stopping"; }
+
 std::string picture_requests_endpoint(const JobLayout& layout) { return "ipc://" + layout.run_dir + "/pictures.sock"; }
 
 }  // namespace vapipe

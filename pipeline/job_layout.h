@@ -39,6 +39,11 @@ std::string opening_mark(const JobLayout& layout, StageKind kind);
 // stages it then stops are not ending the job, so publish keeps the job summary for the run that does.
 std::string restart_mark(const JobLayout& layout);
 
+// Made by `vapipe run` when the job is being stopped (Ctrl-C, SIGTERM). Only ingest gets the signal;
+// the other stages drain behind its streams' ends. A job that watches folders (streams[].watch_s)
+// does not end when its streams have, so its stages, idle with every stream ended, end on this mark.
+std::string stopping_mark(const JobLayout& layout);
+
 // Where publish asks ingest for pictures of streams (publish.segments_pictures_dir): publish binds a
 // ZeroMQ PUB socket there, every lane's ingest subscribes. ipc:// in the job's run folder: both on one
 // host (the pictures are files on it).

@@ -155,6 +155,10 @@ struct Prediction {
 inline constexpr const char* kRemovedFromConfig = "removed from the config";
 // ... when the job was stopped (Ctrl-C, SIGTERM) before the stream ended.
 inline constexpr const char* kStoppedReason = "stopped";
+// ... when the job was stopped before the stream opened (an archive job's file still waiting its turn,
+// ingest.max_open_streams): the stages downstream count it as ended, publish publishes nothing of it
+// (it has no results, and --resume reads it from its start).
+inline constexpr const char* kNotOpenedReason = "stopped before it opened";
 
 struct StreamEvent {
   std::string uri;      // redacted: credentials never leave ingest

@@ -91,8 +91,9 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
   // Streams that decode: a member (streams[].source) rides on its source's lane.
   size_t decoding = 0;
   for (const StreamConfig& s : c.streams) decoding += !s.is_member();
-  // Every lane carries at least one stream.
-  if (gpus.size() > decoding) gpus.resize(decoding);
+  // Every lane carries at least one stream; a job that watches folders gets its files later, so it has
+  // the lanes its GPUs give, however few files there are when it starts.
+  if (!c.watches_folders() && gpus.size() > decoding) gpus.resize(decoding);
 
   const bool any_gpu = !gpus.empty();
   const std::string no_gpu_reason =
@@ -116,7 +117,9 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
     return InvalidArgument(where(c, 0, "infer.device") + "GPU " + std::to_string(pinned) + " does not exist; " + have);
   }
   const size_t lane_count =
-      any_gpu ? gpus.size() : std::min<size_t>(c.lanes_per_device, std::max<size_t>(1, decoding));
+      any_gpu                ? gpus.size()
+      : c.watches_folders() ? c.lanes_per_device
+                             : std::min<size_t>(c.lanes_per_device, std::max<size_t>(1, decoding));
   if (!c.transport.endpoints.empty() && lane_count > 1) {
     return InvalidArgument(where(c, 0, "transport.endpoints") + "pins one set of stages, but the job runs " +
                            std::to_string(lane_count) + " lanes (gpus, lanes_per_device); remove it, or run one lane");

@@ -148,7 +148,13 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       std::chrono::duration<double>(config.job.drain_timeout_s));
   // Streams added while the job runs (a reload, pipeline/stream_table.h): the table is written before
   // ingest starts them or ends removed ones, so looking at it before exiting misses none.
+  // Read again only when the file changed: a job that watches folders looks each time it is idle.
+  std::optional<std::filesystem::file_time_type> table_seen;
   auto expect_added_streams = [&] {
+    std::error_code no_table;
+    const auto mtime = std::filesystem::last_write_time(stream_table_path(layout), no_table);
+    if (no_table || mtime == table_seen) return;
+    table_seen = mtime;
     auto table = read_job_stream_table(stream_table_path(layout));
     if (!table.ok()) {
       VAPIPE_LOG_ERROR("{}: {}", stage_kind_name(kind), table.status().message());
@@ -183,8 +189,12 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   while (!flags.abort.load()) {
     if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (tracker.all_ended()) {
+      // A job that watches folders waits for their next files until it is stopped (its mark is looked
+      // at before the table: files the table got before the stop are then expected, and ended by ingest).
+      std::error_code no_mark;
+      const bool job_stopping = config.watches_folders() && std::filesystem::exists(stopping_mark(layout), no_mark);
       expect_added_streams();
-      if (tracker.all_ended()) break;
+      if (tracker.all_ended() && (!config.watches_folders() || flags.stop.load() || job_stopping)) break;
     }
     auto now = std::chrono::steady_clock::now();
     if (flags.stop.load() && !stop_seen) {

@@ -23,16 +23,16 @@ size_t StreamTable::live_streams() const {
 
 std::string stream_table_path(const JobLayout& layout) { return layout.run_dir + "/streams.json"; }
 
+StreamTableEntry table_entry_of(const StreamConfig& s, uint32_t index, uint32_t lane) {
+  return StreamTableEntry{index,  s.id,     s.uri,  lane,  false,      s.max_fps, s.roi, s.keyframes_only,
+                          s.rtsp_latency_ms, s.source, s.turn, s.tls, s.recorded, s.from_ns, s.to_ns};
+}
+
 StreamTable initial_stream_table(const Config& config, const Placement& placement) {
   StreamTable t;
   t.writer_pid = ::getpid();
   for (uint32_t i = 0; i < config.streams.size(); ++i) {
-    t.entries.push_back(StreamTableEntry{i, config.streams[i].id, config.streams[i].uri, placement.lane_of(i), false,
-                                         config.streams[i].max_fps, config.streams[i].roi,
-                                         config.streams[i].keyframes_only, config.streams[i].rtsp_latency_ms,
-                                         config.streams[i].source, config.streams[i].turn, config.streams[i].tls,
-                                         config.streams[i].recorded, config.streams[i].from_ns,
-                                         config.streams[i].to_ns});
+    t.entries.push_back(table_entry_of(config.streams[i], i, placement.lane_of(i)));
   }
   return t;
 }

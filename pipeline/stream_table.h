@@ -58,6 +58,9 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path);
 // table some other process left (a supervisor that was killed, and stages now started by hand).
 Result<std::optional<StreamTable>> read_job_stream_table(const std::string& path);
 
+// The entry of a stream with `index` on `lane`: every setting of the stream that the table carries.
+StreamTableEntry table_entry_of(const StreamConfig& stream, uint32_t index, uint32_t lane);
+
 // The StreamConfig of an entry (its URI parsed again).
 Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
 

@@ -11,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/file_lock.h"
+#include "pipeline/folder_watch.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
@@ -178,6 +181,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (entry.path().filename().string().rfind("auto-batch-size-", 0) == 0) std::filesystem::remove(entry.path(), ec);
   }
 
+  // Streams of the results file that the config no longer has: a watched folder's file that comes
+  // back is not classified again.
+  std::set<std::string> earlier_ids;
   if (resume) {
     // Read once here, before any stage starts: publish truncates nothing itself, and every stage
     // that needs the plan reads the same one.
@@ -188,6 +194,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     const std::string& jsonl = config.publish.jsonl_path;
     for (const auto& [id, p] : plan->departed) {
+      earlier_ids.insert(id);
       VAPIPE_LOG_WARN("--resume: stream '{}' is in {} but no longer in the config (its file left the folder, or it "
                       "was taken out of streams): its {} results are kept{}", id, jsonl, p.results,
                       p.ended.empty() ? "; it ends now, unfinished, as removed" : ", and it is not run again");
@@ -205,7 +212,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       "streams[].settle_s leaves such files for a later run); give it a new id, or run without "
                       "--resume, to classify it again", s.id, escape_invalid_utf8(file_uri_path(s.uri)), p.file_bytes, now, p.results);
     }
-    if (plan->complete() && plan->cut_reason.empty()) {
+    if (plan->complete() && plan->cut_reason.empty() && !config.watches_folders()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
                       config.job.name, jsonl);
       cleanup_job_resources(config, job_id, lanes);
@@ -248,6 +255,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   // finished (its streams all removed or given up) starts again for streams added after it started.
   std::vector<uint64_t> added_at(table.entries.size(), table.version);
   std::vector<uint64_t> lane_started_at(lanes, table.version);
+  // Watched folders (streams[].watch_s): their new files join the table as they settle.
+  std::optional<FolderWatcher> watcher;
+  if (config.watches_folders()) watcher.emplace(config.watches, std::chrono::steady_clock::now());
 
   // The start-up gate (opening_mark in job_layout.h): ingest starts its streams once the others opened.
   for (const Lane& lane : placement->lanes) {
@@ -353,6 +363,27 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         VAPIPE_LOG_WARN("{}{}", what, describe(shared));
       }
     }
+  };
+
+  auto watch_folders = [&] {
+    std::vector<StreamConfig> files = watcher->look(table, earlier_ids, std::chrono::steady_clock::now());
+    if (files.empty()) return;
+    StreamTable next = table;
+    const StreamReload change = add_watched_files(next, files, lanes);
+    if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
+      VAPIPE_LOG_ERROR("watched folders: {}: the {} new file(s) are added at the next look", st.message(), files.size());
+      return;
+    }
+    table = std::move(next);
+    added_at.resize(table.entries.size(), table.version);
+    std::string added;
+    for (size_t i = 0; i < change.added.size() && i < 10; ++i) {
+      added += (added.empty() ? "'" : ", '") + change.added[i] + "'" +
+               (lanes > 1 ? " (lane " + std::to_string(change.added_lanes[i]) + ")" : std::string());
+    }
+    if (change.added.size() > 10) added += " and " + std::to_string(change.added.size() - 10) + " more";
+    VAPIPE_LOG_INFO("watched folders: {} new file(s), classified in turn: {}; {} streams in the job now",
+                    change.added.size(), added, table.entries.size());
   };
 
   const auto drain = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -469,6 +500,10 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (flags.reload.exchange(false)) {
       if (!stopping_since && failure.empty()) reload();
     }
+    if (watcher && !stopping_since && failure.empty() && !flags.stop.load() && !flags.abort.load() &&
+        pending.empty() && std::chrono::steady_clock::now() >= watcher->next_look()) {
+      watch_folders();
+    }
     for (auto it = pending.begin(); it != pending.end();) {
       const uint32_t group = it->first;
       bool gone = true;  // every process of the group has exited
@@ -570,6 +605,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       VAPIPE_LOG_INFO("stopping: ingest ends the streams, the other stages drain (up to {} s)",
                       config.job.drain_timeout_s);
       stopping_since = now;
+      std::ofstream(stopping_mark(layout)).flush();  // what the stages of a job that watches folders end on
       for (Child& c : children) {
         // One started during the stop stops by itself (a SIGTERM before it set up its handlers would kill it).
         if (c.kind == StageKind::kIngest && !c.exited && !c.started_stopping) kill(c.pid, SIGTERM);
@@ -671,12 +707,14 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   }
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
+  // Only an archive job restarts whole (a live one restarts the crashed lane within the run, and only
+  // a live job's streams change while it runs), so the config it started with still holds, but for
+  // the files its watched folders got since.
+  Config job = config;
   while (true) {
     const auto began = std::chrono::steady_clock::now();
-    // Only an archive job restarts whole (a live one restarts the crashed lane within the run, and
-    // only a live job's streams change while it runs, so the config it started with still holds).
     const RunOutcome run =
-        run_job_once(config, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
+        run_job_once(job, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
     if (run.failure.empty()) return run.code;
     if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
     const std::string why = !run.refusal.empty() ? run.refusal
@@ -699,6 +737,15 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       return run.code;
     }
     resume = true;  // an archive job goes on from its JSON-lines file: no frame twice
+    if (job.watches_folders() && add_files_found_since(job) > 0) {
+      // The files the watch added are the restart's own streams, not departed ones.
+      auto again = plan_placement(job, visible_gpus);
+      if (!again.ok()) {
+        VAPIPE_LOG_ERROR("{}", again.status().message());
+        return kExitUsage;
+      }
+      placement = std::move(again);
+    }
   }
 }
 

@@ -358,6 +358,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   struct Waiting {
     uint32_t index;
     std::vector<std::pair<uint32_t, bool>> members;
+    StreamConfig stream;  // the config's, or (a watched folder's new file) the stream table's
   };
   std::deque<Waiting> waiting;
   const bool archive = config.job.mode == JobMode::kArchive;
@@ -410,12 +411,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   // What, besides max_open_streams, kept some waiting: "" (nothing), "open files", "threads".
   std::string held_by;
-  auto may_open = [&](uint32_t i, const Held& open) {
+  auto may_open = [&](const StreamConfig& stream, const Held& open) {
     if (!archive) return true;
     if (open_limit > 0 && open.groups >= open_limit) return false;
     if (open.groups == 0) return true;  // one at least, whatever the limits say
     Held with = open;
-    add_stream(with, kind_of(config.streams[i]), decoder_threads_among(open.groups + 1));
+    add_stream(with, kind_of(stream), decoder_threads_among(open.groups + 1));
     if (with.files > open_files_allowed) {
       held_by = "open files";
       return false;
@@ -435,12 +436,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     std::vector<std::pair<uint32_t, bool>> members = std::move(members_of[s.id]);
     members_of.erase(s.id);
     const bool opens_nothing = ended_earlier(i, members);
-    if (!opens_nothing && (!waiting.empty() || !may_open(i, opened))) {  // in order: none overtakes
-      waiting.push_back(Waiting{i, std::move(members)});
+    if (!opens_nothing && (!waiting.empty() || !may_open(s, opened))) {  // in order: none overtakes
+      waiting.push_back(Waiting{i, std::move(members), s});
       continue;
     }
     if (!opens_nothing) add_stream(opened, kind_of(s), decoder_threads_among(opened.groups + 1));
-    open_now.push_back(Waiting{i, std::move(members)});
+    open_now.push_back(Waiting{i, std::move(members), s});
   }
   decoding_at_once = std::max<size_t>(1, opened.groups);
   if (lane.decoder == Decoder::kCpu && opened.groups > 0) {
@@ -453,7 +454,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                                       lanes > 1 ? fmt::format(" shared by {} lanes", lanes) : std::string(),
                                       decoding_at_once, decoding_at_once == 1 ? "" : "s"));
   }
-  for (Waiting& w : open_now) start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
+  for (Waiting& w : open_now) start_stream(w.index, std::move(w.stream), removed_earlier[w.index], std::move(w.members));
   for (const auto& [source, members] : members_of) {
     for (const auto& [m, m_removed] : members) start_stream(m, config.streams[m], m_removed, {});
   }
@@ -495,15 +496,24 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   check_open_files("its");
   const bool some_wait = !waiting.empty();
   size_t most_open = open_groups().groups;  // for the last log line: the limit held
+  // A watched folder's files (streams[].watch_s) come while the lane runs: few or many at a time.
+  const bool watching = config.watches_folders();
   // Opens the next waiting streams as open ones end.
   auto open_waiting = [&] {
     if (waiting.empty() || flags.stop.load()) return;
     Held open = open_groups();
-    while (!waiting.empty() && may_open(waiting.front().index, open)) {
+    if (watching && may_open(waiting.front().stream, open)) {
+      // Decoders opening now share the CPUs with those open and those waiting (up to the limit): one
+      // new file alone gets them all, a folder's worth each a share.
+      const size_t at_once = open.groups + waiting.size();
+      decoding_at_once = std::max<size_t>(1, open_limit > 0 ? std::min(at_once, open_limit) : at_once);
+    }
+    while (!waiting.empty() && may_open(waiting.front().stream, open)) {
       Waiting w = std::move(waiting.front());
       waiting.pop_front();
-      add_stream(open, kind_of(config.streams[w.index]), decoder_threads_among(decoding_at_once));
-      start_stream(w.index, config.streams[w.index], removed_earlier[w.index], std::move(w.members));
+      add_stream(open, kind_of(w.stream), decoder_threads_among(decoding_at_once));
+      const bool removed = w.index < removed_earlier.size() && removed_earlier[w.index];
+      start_stream(w.index, std::move(w.stream), removed, std::move(w.members));
     }
     most_open = std::max(most_open, open.groups);
   };
@@ -559,6 +569,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         // A stream added and removed again before we saw it still gets its one end, downstream.
         if (!members) {
           VAPIPE_LOG_INFO("ingest lane {}: stream '{}' added ({})", lane.index, e.id, redact_uri(e.uri));
+          if (archive && !e.removed) {
+            // A watched folder's new file: it opens in its turn, as the job's first files do.
+            waiting.push_back(Waiting{e.index, {}, std::move(*stream_config)});
+            continue;
+          }
           start_stream(e.index, std::move(*stream_config), e.removed || flags.stop.load(), {});
           continue;
         }
@@ -655,8 +670,49 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       }  // a stream of another lane: that lane's
     }
   };
+  // A stop leaves the streams still waiting their turn unopened (they have no results: --resume reads
+  // them), but each is ended, without a frame, for the stages downstream: they would otherwise wait
+  // for it until their drain timeout (20 s of a Ctrl-C, and a warning, before this was done).
+  auto end_unopened_streams = [&] {
+    if (waiting.empty()) return;
+    auto acquired = senders.acquire();
+    if (!acquired.ok()) {
+      VAPIPE_LOG_ERROR("ingest lane {}: the {} streams not opened yet cannot be ended: {}", lane.index, waiting.size(),
+                       acquired.status().message());
+      waiting.clear();
+      return;
+    }
+    SenderEmitter emitter(acquired->get(), allocator.get(), &flags.abort);
+    Status sent = Status::Ok();
+    for (const Waiting& w : waiting) {
+      std::vector<std::pair<uint32_t, const StreamConfig*>> ends{{w.index, &w.stream}};
+      for (const auto& [m, m_removed] : w.members) ends.emplace_back(m, &config.streams[m]);
+      for (const auto& [index, stream] : ends) {
+        Envelope env;
+        env.stream_id = stream->id;
+        env.stream_index = index;
+        if (sent.ok()) {
+          sent = emitter.emit(Message::stream_event(MessageKind::kStreamEnd, env,
+                                                    StreamEvent{redact_uri(stream->uri), kNotOpenedReason, 0, 0}));
+        }
+      }
+    }
+    if (!sent.ok()) VAPIPE_LOG_ERROR("ingest lane {}: ending the streams not opened yet: {}", lane.index, sent.message());
+    VAPIPE_LOG_INFO("ingest lane {}: stopped with {} stream{} not opened yet: {} no results, and --resume reads {}",
+                    lane.index, waiting.size(), waiting.size() == 1 ? "" : "s", waiting.size() == 1 ? "it has" : "they have",
+                    waiting.size() == 1 ? "it" : "them");
+    senders.release(std::move(*acquired));
+    waiting.clear();
+  };
   size_t ended_streams = 0;
+  bool table_read_at_stop = false;
   while (!flags.abort.load()) {
+    if (flags.stop.load()) {
+      // The files a watched folder's last look added before the stop end with the rest of those waiting.
+      if (watching && !table_read_at_stop) apply_stream_table();
+      table_read_at_stop = true;
+      end_unopened_streams();
+    }
     take_pictures();
     if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (!flags.stop.load()) apply_stream_table();
@@ -668,8 +724,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (all_done() && (waiting.empty() || flags.stop.load())) {
       // A stop leaves the streams still waiting unopened: they have no results, and --resume reads them.
       if (flags.stop.load()) break;
-      apply_stream_table();  // a stream added just now must not be missed
-      if (all_done()) break;
+      // A job that watches folders waits for their next files until it is stopped.
+      if (!watching) {
+        apply_stream_table();  // a stream added just now must not be missed
+        if (all_done() && waiting.empty()) break;
+      }
     }
     std::unique_lock<std::mutex> lock(wake_mutex);
     wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return woken; });

@@ -370,8 +370,12 @@ void PublishStage::log_progress() {
   const std::string eta = p.eta_s >= 0 ? "; about " + human_duration(p.eta_s) + " left at " +
                                              fmt::format("{:.1f}", p.media_per_s) + "x real time"
                                        : std::string();
-  VAPIPE_LOG_INFO("progress: {:.1f}% of {} of media, {} of {} streams ended{}{}", 100.0 * p.ratio,
-                  human_duration(p.media_s), p.streams_ended, m.streams.size(), eta, untimed);
+  const std::string line = fmt::format("progress: {:.1f}% of {} of media, {} of {} streams ended{}{}", 100.0 * p.ratio,
+                                       human_duration(p.media_s), p.streams_ended, m.streams.size(), eta, untimed);
+  // An idle job that watches folders (every file so far classified) would say the same line for hours.
+  if (config_->watches_folders() && line == last_progress_line_) return;
+  last_progress_line_ = line;
+  VAPIPE_LOG_INFO("{}", line);
 }
 
 Status PublishStage::on_deadline(Emitter& /*out*/) {
@@ -612,6 +616,8 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   }
   // A restarted lane ends a stream that was removed earlier once more, for its own stages.
   if (st.ended && ends_stream(in.kind)) return Status::Ok();
+  // A stop came before the stream opened: nothing of it is published, and it stays unfinished.
+  if (in.kind == MessageKind::kStreamEnd && in.event.message == kNotOpenedReason) return Status::Ok();
   if (ends_stream(in.kind)) st.ended = true;
   const bool lane_restart = in.event.attempt == 0 && (in.kind == MessageKind::kStreamReconnecting ||
                                                       in.kind == MessageKind::kStreamResumed);

@@ -257,6 +257,7 @@ class PublishStage final : public Stage {
   std::unique_ptr<MetricsServer> metrics_server_;
   SteadyTime next_snapshot_{};
   SteadyTime next_progress_log_{};  // archive jobs: a progress line every kProgressLogPeriod
+  std::string last_progress_line_;  // a job that watches folders says it again only when it changed
   void log_progress();
   // Live drops as they happen: each stream's count from its ingest's statistics file (once a second).
   void refresh_live_drops();

@@ -181,9 +181,10 @@ def join_cgroup(group):
 class Run:
     """`vapipe run CONFIG` as a real process tree."""
 
-    def __init__(self, config, env=None, open_files=None, cgroup=None):
+    def __init__(self, config, env=None, open_files=None, cgroup=None, args=()):
         """open_files: (soft, hard) RLIMIT_NOFILE for the job, as a shell's `ulimit -n` would set it;
-        cgroup: a cgroup folder (pids_cgroup) the job starts in, as a container's processes do."""
+        cgroup: a cgroup folder (pids_cgroup) the job starts in, as a container's processes do; args:
+        more of `vapipe run`'s arguments (--resume)."""
 
         def limit():
             if open_files:
@@ -193,7 +194,7 @@ class Run:
         # Files, not pipes: read only at the end, a job's log past a pipe's 64 KB would block it.
         self._out = tempfile.TemporaryFile("w+")
         self._err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([VAPIPE, "run", config], stdout=self._out, stderr=self._err,
+        self.proc = subprocess.Popen([VAPIPE, "run", config, *args], stdout=self._out, stderr=self._err,
                                      text=True, env={**os.environ, **(env or {})}, preexec_fn=limit)
         self.stage_pids = {}
         self.stdout = self.stderr = None

@@ -1,0 +1,139 @@
+#include "pipeline/folder_watch.h"
+
+#include <algorithm>
+#include <map>
+
+#include "pipeline/logging.h"
+#include "pipeline/stream_uri.h"
+#include "pipeline/utf8.h"
+
+namespace vapipe {
+namespace {
+
+// A look that takes this long is said once: a folder on a network share listed this slowly holds up
+// `vapipe run`'s other work (a crashed stage's restart, a stop) for as long.
+constexpr double kSlowLookS = 1.0;
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+FolderWatcher::FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point now) {
+  for (FolderWatch& w : watches) {
+    const double every = w.watch_s;
+    watched_.push_back(Watched{std::move(w), now + seconds(every)});
+  }
+}
+
+FolderWatcher::Clock::time_point FolderWatcher::next_look() const {
+  Clock::time_point next = Clock::time_point::max();
+  for (const Watched& w : watched_) next = std::min(next, w.due);
+  return next;
+}
+
+std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const std::set<std::string>& earlier_ids,
+                                              Clock::time_point now) {
+  std::vector<StreamConfig> found;
+  std::map<std::string, std::string> uri_of;  // the table's streams, and the files found in this look
+  for (const StreamTableEntry& e : table.entries) uri_of.emplace(e.id, e.uri);
+  for (Watched& w : watched_) {
+    if (now < w.due) continue;
+    const auto began = Clock::now();
+    auto files = glob_files(w.watch);
+    const double took = std::chrono::duration<double>(Clock::now() - began).count();
+    ++looks_;
+    longest_look_s_ = std::max(longest_look_s_, took);
+    // The next look counts from this one's end: a slow share is not looked at back to back.
+    w.due = Clock::now() + seconds(w.watch.watch_s);
+    if (took > kSlowLookS && !said_slow_) {
+      said_slow_ = true;
+      VAPIPE_LOG_WARN("{}.glob: looking at '{}' for new files took {:.1f} s (every {} s, {}.watch_s): a folder that "
+                      "large, or on a share that slow, holds up vapipe run's other work as long; a larger watch_s, "
+                      "or a pattern of fewer folders (a day's), looks less often or at less", w.watch.where,
+                      escape_invalid_utf8(w.watch.pattern), took, w.watch.watch_s, w.watch.where);
+    }
+    if (!files.ok()) {
+      // A folder that is gone (unmounted, renamed) is said once; the job goes on and looks again.
+      if (said_.insert(w.watch.pattern).second) {
+        VAPIPE_LOG_ERROR("{}.glob: {}: looking again every {} s", w.watch.where, files.status().message(),
+                         w.watch.watch_s);
+      }
+      continue;
+    }
+    if (said_.erase(w.watch.pattern)) {
+      VAPIPE_LOG_INFO("{}.glob: '{}' can be looked at again", w.watch.where, escape_invalid_utf8(w.watch.pattern));
+    }
+    for (const auto& [file, why] : files->refused) {
+      if (said_.insert(file).second) {
+        VAPIPE_LOG_ERROR("{}.glob: {}: {}; left out", w.watch.where, escape_invalid_utf8(file),
+                         why.substr(why.find(':') + 2));
+      }
+    }
+    for (StreamConfig& s : files->streams) {
+      auto known = uri_of.find(s.id);
+      if (known != uri_of.end()) {
+        // The same file (a stream since the start, or added by an earlier look), or another file that
+        // makes the same id: that one is said once and left out.
+        if (known->second != s.uri && said_.insert(s.uri).second) {
+          VAPIPE_LOG_ERROR("{}.glob: {} makes the stream id '{}', as {} does (an id keeps only letters, digits, '_', "
+                           "'-' and '.'): left out; rename it, or give that folder an entry with an id_prefix of its "
+                           "own", w.watch.where, escape_invalid_utf8(file_uri_path(s.uri)), s.id,
+                           escape_invalid_utf8(file_uri_path(known->second)));
+        }
+        continue;
+      }
+      if (earlier_ids.count(s.id)) {
+        // In the results file from an earlier run (it left the folder then, and is back): its results
+        // are there already, as --resume would have it.
+        if (said_.insert(s.uri).second) {
+          VAPIPE_LOG_INFO("{}.glob: {} (stream '{}') has results from an earlier run already: not classified again",
+                          w.watch.where, escape_invalid_utf8(file_uri_path(s.uri)), s.id);
+        }
+        continue;
+      }
+      uri_of.emplace(s.id, s.uri);
+      found.push_back(std::move(s));
+    }
+  }
+  return found;
+}
+
+StreamReload add_watched_files(StreamTable& table, const std::vector<StreamConfig>& files, size_t lanes) {
+  StreamReload change;
+  std::vector<size_t> per_lane(std::max<size_t>(lanes, 1), 0);
+  for (const StreamTableEntry& e : table.entries) {
+    if (!e.removed && e.source.empty() && e.lane < per_lane.size()) ++per_lane[e.lane];
+  }
+  for (const StreamConfig& s : files) {
+    uint32_t lane = 0;
+    for (uint32_t l = 1; l < per_lane.size(); ++l) {
+      if (per_lane[l] < per_lane[lane]) lane = l;
+    }
+    ++per_lane[lane];
+    table.entries.push_back(table_entry_of(s, static_cast<uint32_t>(table.entries.size()), lane));
+    change.added.push_back(s.id);
+    change.added_lanes.push_back(lane);
+  }
+  if (change.changed()) ++table.version;
+  return change;
+}
+
+size_t add_files_found_since(Config& config) {
+  std::map<std::string, std::string> uri_of;
+  for (const StreamConfig& s : config.streams) uri_of.emplace(s.id, s.uri);
+  size_t added = 0;
+  for (const FolderWatch& w : config.watches) {
+    auto files = glob_files(w);
+    if (!files.ok()) continue;  // the watch says so when it looks
+    for (StreamConfig& s : files->streams) {
+      if (!uri_of.emplace(s.id, s.uri).second) continue;
+      config.streams.push_back(std::move(s));
+      ++added;
+    }
+  }
+  return added;
+}
+
+}  // namespace vapipe

@@ -1,0 +1,64 @@
+// Watched archive folders (streams[].watch_s): the files a recorder, an NVR export or a person adds to
+// a `glob:`'s folder while the job runs become streams of the running job, each classified once, every
+// frame, as the files that were there at its start are.
+//
+// `vapipe run` looks (the supervisor, on its own loop) and adds what it finds to the stream table
+// (pipeline/stream_table.h), as a live job's reload adds cameras; ingest opens the new files in turn
+// (ingest.max_open_streams). A file is a stream once: by its id (its path under the pattern's folder,
+// as at the job's start), so a file seen again, or one whose id a results file already has (a
+// resumed job: its earlier run classified it), is not added again.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pipeline/config.h"
+#include "pipeline/stream_table.h"
+
+namespace vapipe {
+
+class FolderWatcher {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Each folder is first looked at again watch_s after `now` (the job's start looked at it once).
+  FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point now);
+
+  // The new files of the folders whose look is due at `now`, made streams: those that are not
+  // streams of `table` (by id) and whose ids are not in `earlier_ids` (streams of the results file
+  // that the job's config no longer had: a resumed job's departed ones). A file that cannot be a
+  // stream (its id is another file's, or not a valid id) is logged once and left out.
+  std::vector<StreamConfig> look(const StreamTable& table, const std::set<std::string>& earlier_ids,
+                                 Clock::time_point now);
+
+  // When the next look is due.
+  Clock::time_point next_look() const;
+  // Looks so far, and the longest one's seconds (a folder on a slow network share).
+  size_t looks() const { return looks_; }
+  double longest_look_s() const { return longest_look_s_; }
+
+ private:
+  struct Watched {
+    FolderWatch watch;
+    Clock::time_point due;
+  };
+  std::vector<Watched> watched_;
+  std::set<std::string> said_;  // files already logged as left out, so each is said once
+  size_t looks_ = 0;
+  double longest_look_s_ = 0;
+  bool said_slow_ = false;
+};
+
+// The streams of `table` added by `files` (each on the lane with the fewest streams, as a reload adds
+// cameras), with their ids and lanes in `added`; the table's version is raised.
+StreamReload add_watched_files(StreamTable& table, const std::vector<StreamConfig>& files, size_t lanes);
+
+// A job that restarts after a crash (an archive job restarts whole): the files its folders hold now
+// that `config.streams` does not have yet (those the watch added while it ran, and any since), put
+// after them, so that the restart's --resume goes on with them instead of taking them for departed.
+// Returns how many were added.
+size_t add_files_found_since(Config& config);
+
+}  // namespace vapipe

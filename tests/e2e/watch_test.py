@@ -1,0 +1,168 @@
+"""Archive folders watched while the job runs (streams[].watch_s): files that land in the folder are
+classified, each once, every frame, as they settle; the job ends when it is stopped, and --resume goes
+on without classifying a file twice. Also an archive job stopped while files wait their turn
+(ingest.max_open_streams): it ends at once, the waiting files without results."""
+import json
+import os
+import shutil
+import signal
+import time
+
+from e2e.common import E2ETest, Run, make_clip, write_config
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.endswith("\n")]
+
+
+class WatchedFolder(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.jsonl = os.path.join(self.dir, "results.jsonl")
+        self.clips = os.path.join(self.dir, "clips")  # made outside the folder, then put in it
+        os.makedirs(self.clips)
+
+    def clip(self, name, pattern, frames):
+        path = os.path.join(self.clips, name)
+        make_clip(path, pattern, frames, 160, 120)
+        return path
+
+    def wait_for_ends(self, ids, timeout=60):
+        """Until each stream of `ids` has reached its end (an eos not of a stop) in the results file."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            ended = {m["payload"]["stream_id"] for m in read_jsonl(self.jsonl)
+                     if m["topic"].startswith("events/") and m["payload"]["event"] == "eos"
+                     and m["payload"]["message"] != "stopped"}
+            if set(ids) <= ended:
+                return
+            time.sleep(0.1)
+        self.fail(f"streams {sorted(set(ids) - ended)} did not end in {timeout} s")
+
+    def stop_after_results(self, run, sid, count):
+        """SIGINT to the job once stream `sid` has `count` results in the results file; it must end by
+        the signal (stopped before its end), without a drain timeout. Returns its results then."""
+        deadline = time.time() + 60
+        while time.time() < deadline and sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl)) < count:
+            time.sleep(0.05)
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, -signal.SIGINT, run.stderr[-3000:])
+        self.assertNotIn("drain timeout", run.stderr)
+        return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
+
+    def assert_each_once(self, messages, expected):
+        """`expected`: {stream id: (frames, pattern)}. Each stream's results are frames 0..n-1 once, in
+        order, mostly naming its pattern, and its events are one started and one eos."""
+        for sid, (frames, pattern) in expected.items():
+            results = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual([r["seq"] for r in results], list(range(frames)), sid)
+            named = sum(r["label"] == pattern for r in results)
+            self.assertGreaterEqual(named / frames, 0.9, f"{sid}: {named}/{frames} named '{pattern}'")
+            events = [m["payload"]["event"] for m in messages if m["topic"] == f"events/{sid}"]
+            self.assertEqual(events, ["started", "eos"], sid)
+
+    def test_files_that_land_in_a_watched_folder_are_each_classified_once_every_frame(self):
+        """A recorder's folder: one file at the start, still being written (left for a later look by
+        settle_s), then a file written in two parts 0.6 s apart (read once whole, not at its first
+        part), one copied in at once into a new subfolder. Every frame of each has one result; a stop
+        with nothing left to do exits 0. Then, stopped, the folder gets one more file: `--resume`
+        classifies that one alone, and no other file again."""
+        nvr = os.path.join(self.dir, "nvr")
+        os.makedirs(os.path.join(nvr, "day1"))
+        shutil.copyfile(self.clip("a.mp4", "ball", 20), os.path.join(nvr, "day1", "a.mp4"))
+        smpte = self.clip("b.mp4", "smpte", 30)
+        config, _ = write_config(self.dir, [{"glob": "nvr/**/*.mp4", "watch_s": 0.3, "settle_s": 1}],
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        self.wait_for_ends(["day1-a"])
+        with open(smpte, "rb") as f:
+            data = f.read()
+        os.makedirs(os.path.join(nvr, "day2"))
+        with open(os.path.join(nvr, "day2", "b.mp4"), "wb") as f:  # a recorder writing its file
+            f.write(data[:len(data) // 2])
+            f.flush()
+            time.sleep(0.6)
+            f.write(data[len(data) // 2:])
+        os.makedirs(os.path.join(nvr, "day3"))
+        shutil.copyfile(os.path.join(self.clips, "a.mp4"), os.path.join(nvr, "day3", "c.mp4"))
+        self.wait_for_ends(["day2-b", "day3-c"])
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        expected = {"day1-a": (20, "ball"), "day2-b": (30, "smpte"), "day3-c": (20, "ball")}
+        messages = read_jsonl(self.jsonl)
+        self.assert_each_once(messages, expected)
+        self.assertIn("streams[0].glob: 1 file(s) modified in the last 1 s are left for a later look", run.stderr)
+        self.assertIn("is looked at again every 0.3 s while the job runs", run.stderr)
+        self.assertIn("watched folders: 1 new file(s), classified in turn: 'day1-a'", run.stderr)
+        self.assertNotIn("drain timeout", run.stderr)
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(len(summary), 1)
+        self.assertEqual(summary[0]["frames"], 70)
+        self.assertEqual(sorted(s["stream_id"] for s in summary[0]["streams"]), sorted(expected))
+        self.assert_no_leftovers(run)
+
+        # Stopped, the folder gets another file; the job started again with --resume takes it alone.
+        shutil.copyfile(os.path.join(self.clips, "b.mp4"), os.path.join(nvr, "day3", "d.mp4"))
+        again = Run(config, args=["--resume"])
+        self.wait_for_ends(["day3-d"])
+        time.sleep(1)  # a few more looks: nothing else is taken again
+        again.signal(signal.SIGINT)
+        code = again.wait(timeout=60)
+        self.assertEqual(code, 0, again.stderr[-3000:])
+        expected["day3-d"] = (30, "smpte")
+        messages = read_jsonl(self.jsonl)
+        self.assert_each_once(messages, expected)
+        self.assertIn("--resume: stream 'day2-b' done in an earlier run (30 results)", again.stderr)
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"]
+        self.assertEqual(summary[-1]["frames"], 100)
+        self.assertEqual(summary[-1]["frames_this_run"], 30)
+
+    def test_a_watching_job_stopped_mid_file_goes_on_from_there_with_resume(self):
+        """A stop while a watched folder's file is being classified: that file's results stop at a
+        whole frame (the job ends by the signal, as an archive job stopped before its end does), and
+        --resume classifies the rest of it and nothing twice."""
+        nvr = os.path.join(self.dir, "nvr")
+        os.makedirs(nvr)
+        config, _ = write_config(self.dir, [{"glob": "nvr/*.mkv", "watch_s": 0.2}], publish={"wait_for_subscribers": 0},
+                                 batch={"max_batch_size": 1, "max_delay_ms": 0})
+        run = Run(config)
+        time.sleep(1)  # the job runs, with nothing to classify
+        long = self.clip("long.mkv", "ball", 600)
+        shutil.copyfile(long, os.path.join(nvr, "long.mkv"))
+        before = self.stop_after_results(run, "long", 50)
+        self.assertLess(before, 600, "the file was classified whole before the stop")
+        again = Run(config, args=["--resume"])
+        self.wait_for_ends(["long"])
+        again.signal(signal.SIGINT)
+        self.assertEqual(again.wait(timeout=60), 0, again.stderr[-3000:])
+        self.assertIn(f"--resume: stream 'long' goes on from frame {before}", again.stderr)
+        messages = read_jsonl(self.jsonl)
+        results = [m["payload"]["seq"] for m in messages if m["topic"] == "results/long"]
+        self.assertEqual(results, list(range(600)))
+
+    def test_a_stop_while_files_wait_their_turn_ends_at_once_and_resume_reads_them(self):
+        """An archive job (not watching) reading one file at a time: stopped during the first, it ends
+        without waiting for the others (before, every stage waited for them until its drain timeout,
+        twice); they have no results and no events, and --resume reads them whole."""
+        for name in ("a", "b", "c"):
+            self.clip(f"{name}.mkv", "ball", 300)
+        config, _ = write_config(self.dir, [{"glob": "clips/*.mkv"}], ingest={"max_open_streams": 1},
+                                 publish={"wait_for_subscribers": 0}, batch={"max_batch_size": 1, "max_delay_ms": 0})
+        run = Run(config)
+        self.assertLess(self.stop_after_results(run, "a", 30), 300)
+        self.assertIn("ingest lane 0: stopped with 2 streams not opened yet: they have no results, and --resume reads "
+                      "them", run.stderr)
+        messages = read_jsonl(self.jsonl)
+        self.assertEqual([m for m in messages if m["payload"].get("stream_id") in ("b", "c")], [])
+        summary = [m["payload"] for m in messages if m["topic"] == "job/summary"][0]
+        self.assertEqual({s["stream_id"]: s["status"] for s in summary["streams"]}, {"a": "stopped", "b": "pending", "c": "pending"})
+        again = Run(config, args=["--resume"])
+        self.assertEqual(again.wait(timeout=120), 0, again.stderr[-3000:])
+        messages = read_jsonl(self.jsonl)
+        for sid in ("a", "b", "c"):
+            self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"], list(range(300)), sid)

@@ -1,0 +1,210 @@
+#include "pipeline/folder_watch.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "pipeline/config.h"
+#include "pipeline/placement.h"
+#include "pipeline/stream_table.h"
+#include "pipeline/stream_uri.h"
+
+namespace vapipe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A recorder's folder: files written into it while the job that watches it runs.
+class FolderWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-watch-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_ / "nvr/day1");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // A file an hour old (settled), or modified now.
+  void write(const std::string& rel, bool settled = true) {
+    std::filesystem::create_directories((dir_ / rel).parent_path());
+    std::ofstream(dir_ / rel) << "x";
+    if (settled) {
+      std::filesystem::last_write_time(dir_ / rel, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+    }
+  }
+  Result<Config> load(const std::string& streams, const std::string& extra = "") const {
+    return load_config_string("infer: {model: m.pt, labels: m.txt}\nstreams:\n" + streams + extra, "job.yaml",
+                              dir_.string());
+  }
+  static std::vector<std::string> ids(const std::vector<StreamConfig>& streams) {
+    std::vector<std::string> out;
+    for (const StreamConfig& s : streams) out.push_back(s.id);
+    return out;
+  }
+  std::filesystem::path dir_;
+};
+
+// A watched folder may be empty when the job starts (a recorder's first file comes later), or hold
+// only a file still being written: neither is the error it is for a glob that is read once. The
+// config keeps what makes each later file's stream, and says the folder is watched.
+TEST_F(FolderWatchTest, AWatchedFolderMayBeEmptyAtTheStartAndTheConfigSaysItIsWatched) {
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 5, settle_s: 30, max_fps: 2, recorded_at: 'name:%Y%m%d%H%M%S'}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->streams.empty());
+  EXPECT_EQ(c->job.mode, JobMode::kArchive);
+  ASSERT_EQ(c->watches.size(), 1u);
+  const FolderWatch& w = c->watches[0];
+  EXPECT_EQ(w.pattern, (dir_ / "nvr/**/*.mp4").string());
+  EXPECT_EQ(w.watch_s, 5);
+  EXPECT_EQ(w.settle_s, 30);
+  EXPECT_EQ(w.where, "streams[0]");
+  EXPECT_EQ(w.each.max_fps, 2);
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0], "streams[0].glob: watched: '" + w.pattern +
+                             "' is looked at again every 5 s while the job runs, and each file added to it is "
+                             "classified once it has not changed for 30 s");
+  write("nvr/day1/cam_20261130140000.mp4", false);  // being written
+  auto writing = load("  - {glob: 'nvr/**/*.mp4', watch_s: 5, settle_s: 30}\n");
+  ASSERT_TRUE(writing.ok()) << writing.status().message();
+  EXPECT_TRUE(writing->streams.empty());
+  // Without watch_s both are errors, as before.
+  auto once = load("  - {glob: 'nvr/**/*.mp4', settle_s: 30}\n");
+  ASSERT_FALSE(once.ok());
+  EXPECT_NE(once.status().message().find("none is settled yet"), std::string::npos) << once.status().message();
+  std::filesystem::remove(dir_ / "nvr/day1/cam_20261130140000.mp4");
+  auto empty = load("  - {glob: 'nvr/**/*.mp4'}\n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("no file matches"), std::string::npos);
+}
+
+// watch_s belongs to a glob, in an archive job: a live job drops frames when it falls behind, and a
+// folder's files are to be classified whole. A folder that does not exist is still an error (a typo
+// would otherwise wait for ever).
+TEST_F(FolderWatchTest, WatchSIsAGlobsInAnArchiveJobAndItsFolderMustExist) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  - {id: x, uri: 'test://ball?frames=10', watch_s: 5}\n", "job.yaml:3: streams[0].watch_s: only with glob"},
+      {"  - {glob: 'nvr/*.mp4', watch_s: 0}\n", "streams[0].watch_s"},
+      {"  - {glob: 'nvr/*.mp4', watch_s: 5}\n  - {id: cam, uri: 'rtsp://10.0.0.5/live'}\n",
+       "job.yaml:3: streams[0].watch_s: only in an archive job (every frame of each file classified, once): this one "
+       "is live because some of its streams never end by themselves (cameras); run the folder in a job of its own"},
+      {"  - {glob: 'nvr/*.mp4', watch_s: 5}\njob: {mode: live}\n",
+       "streams[0].watch_s: only in an archive job (every frame of each file classified, once): this one is live "
+       "(job.mode)"},
+      {"  - {glob: 'elsewhere/*.mp4', watch_s: 5}\n", "streams[0].glob: "},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    auto c = load(yaml);
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos) << c.status().message();
+  }
+}
+
+// The watch's looks: each folder when its time comes, every watch_s; a file once, by its id, when it
+// has settled; a file whose id another file has, or a results file's earlier stream has, never.
+TEST_F(FolderWatchTest, ALookFindsEachSettledFileOnceAndNothingTheJobAlreadyHas) {
+  write("nvr/day1/a.mp4");
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 10, settle_s: 30, roi: [0, 0, 0.5, 1]}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(ids(c->streams), (std::vector<std::string>{"day1-a"}));
+  auto placement = plan_placement(*c, 0);
+  ASSERT_TRUE(placement.ok());
+  StreamTable table = initial_stream_table(*c, *placement);
+  const auto start = Clock::now();
+  FolderWatcher watcher(c->watches, start);
+  EXPECT_EQ(watcher.next_look(), start + std::chrono::seconds(10));
+
+  write("nvr/day1/b.mp4");
+  write("nvr/day2/c.mp4", false);  // still being written
+  EXPECT_TRUE(watcher.look(table, {}, start + std::chrono::seconds(9)).empty());  // not due yet
+  EXPECT_EQ(watcher.looks(), 0u);
+  std::vector<StreamConfig> found = watcher.look(table, {}, start + std::chrono::seconds(10));
+  EXPECT_EQ(watcher.looks(), 1u);
+  ASSERT_EQ(ids(found), (std::vector<std::string>{"day1-b"}));
+  EXPECT_EQ(found[0].uri, "file://" + (dir_ / "nvr/day1/b.mp4").string());
+  EXPECT_EQ(found[0].roi, (std::array<double, 4>{0, 0, 0.5, 1}));  // what the entry says of each file
+  EXPECT_GT(watcher.next_look(), start + std::chrono::seconds(10));
+  const StreamReload added = add_watched_files(table, found, 1);
+  EXPECT_EQ(added.added, (std::vector<std::string>{"day1-b"}));
+  EXPECT_EQ(table.entries.size(), 2u);
+  EXPECT_EQ(table.version, 1u);
+
+  // The next look: c has settled; a and b are the job's already. A file whose id another has ("e f"
+  // and "e#f" both make "e-f": the first by name is taken), and one whose id the results file had (a
+  // resumed job's departed stream, back in the folder), are left out.
+  std::filesystem::last_write_time(dir_ / "nvr/day2/c.mp4", std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  write("nvr/day3/d.mp4");
+  write("nvr/day2/e f.mp4");
+  write("nvr/day2/e#f.mp4");
+  auto next = watcher.look(table, {"day3-d"}, watcher.next_look());
+  ASSERT_EQ(ids(next), (std::vector<std::string>{"day2-c", "day2-e-f"}));
+  EXPECT_EQ(file_uri_path(next[1].uri), (dir_ / "nvr/day2/e f.mp4").string());
+  add_watched_files(table, next, 1);
+  EXPECT_TRUE(watcher.look(table, {"day3-d"}, watcher.next_look()).empty());
+  EXPECT_EQ(watcher.looks(), 3u);
+}
+
+// New files go to the lane with the fewest streams, with every setting the table carries for them
+// (a file's part and recording start too: the stages take the stream from the table).
+TEST_F(FolderWatchTest, NewFilesGoToTheLaneWithTheFewestStreamsWithTheirWholeSettings) {
+  write("nvr/day1/cam_20261130140000.mp4");
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 1, recorded_at: 'name:cam_%Y%m%d%H%M%S', from: 5, to: 65}\n",
+                "lanes_per_device: 3\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto placement = plan_placement(*c, 0);
+  ASSERT_TRUE(placement.ok());
+  ASSERT_EQ(placement->lanes.size(), 3u);  // a watching job has its lanes however few files it starts with
+  StreamTable table = initial_stream_table(*c, *placement);
+  FolderWatcher watcher(c->watches, Clock::now());
+  for (const char* f : {"nvr/day1/cam_20261130150000.mp4", "nvr/day1/cam_20261130160000.mp4",
+                        "nvr/day1/cam_20261130170000.mp4"}) {
+    write(f);
+  }
+  auto found = watcher.look(table, {}, watcher.next_look());
+  ASSERT_EQ(found.size(), 3u);
+  const StreamReload added = add_watched_files(table, found, 3);
+  EXPECT_EQ(added.added_lanes, (std::vector<uint32_t>{1, 2, 0}));
+  const StreamTableEntry& e = table.entries.at(1);
+  EXPECT_EQ(e.id, "day1-cam_20261130150000");
+  EXPECT_EQ(e.index, 1u);
+  EXPECT_EQ(e.from_ns, 5'000'000'000);
+  EXPECT_EQ(e.to_ns, 65'000'000'000);
+  EXPECT_TRUE(e.recorded.known());
+  EXPECT_EQ(e.recorded.unix_ns - table.entries.at(0).recorded.unix_ns, 3600'000'000'000);
+  // Read back as the stages read it.
+  auto again = stream_config_of(e);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->uri, found[0].uri);
+  EXPECT_EQ(again->recorded.unix_ns, e.recorded.unix_ns);
+}
+
+// An archive job restarts whole after a crash: the files its watch added are its streams then, put
+// after those it started with, so that --resume goes on with them rather than ending them as gone.
+TEST_F(FolderWatchTest, ARestartTakesTheFilesTheWatchFoundSinceTheStart) {
+  write("nvr/day1/a.mp4");
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 1}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  Config job = *c;
+  EXPECT_EQ(add_files_found_since(job), 0u);
+  write("nvr/day1/0.mp4");  // sorts first, comes after
+  write("nvr/day2/b.mp4");
+  EXPECT_EQ(add_files_found_since(job), 2u);
+  EXPECT_EQ(ids(job.streams), (std::vector<std::string>{"day1-a", "day1-0", "day2-b"}));
+  EXPECT_EQ(add_files_found_since(job), 0u);
+}
+
+// Lanes are planned for the GPUs a watching job is given, not for the files it starts with (none,
+// here): its files come later.
+TEST_F(FolderWatchTest, AWatchingJobWithNoFileYetGetsALanePerGpu) {
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 1}\n", "gpus: all\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto placement = plan_placement(*c, 2);
+  ASSERT_TRUE(placement.ok()) << placement.status().message();
+  ASSERT_EQ(placement->lanes.size(), 2u);
+  EXPECT_EQ(placement->lanes[0].gpu, 0);
+  EXPECT_EQ(placement->lanes[1].gpu, 1);
+  EXPECT_TRUE(placement->lanes[0].streams.empty());
+}
+
+}  // namespace
+}  // namespace vapipe
