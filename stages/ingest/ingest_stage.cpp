@@ -718,7 +718,13 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (!flags.stop.load()) apply_stream_table();
     open_waiting();
     size_t ended_now = 0;
-    for (const auto& [i, r] : runs) ended_now += r->done.load();
+    for (const auto& [i, r] : runs) {
+      if (!r->done.load()) continue;
+      ++ended_now;
+      // A stream that ended has its thread joined now, not at the lane's end: its stack (some 300 KB
+      // touched) would stay for the lane's life, one for each file a watched folder ever had.
+      if (r->thread.joinable()) r->thread.join();
+    }
     if (ended_now > ended_streams && !flags.stop.load()) release_freed_heap_memory();  // a stream removed
     ended_streams = ended_now;
     if (all_done() && (waiting.empty() || flags.stop.load())) {
@@ -734,7 +740,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return woken; });
     woken = false;
   }
-  for (auto& [i, r] : runs) r->thread.join();
+  for (auto& [i, r] : runs) {
+    if (r->thread.joinable()) r->thread.join();
+  }
   if (share_stats) write_stats();  // the final totals
   if (!runs.empty()) {
     double send_total = 0, slot_total = 0;
