@@ -186,6 +186,22 @@ int status_command(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(lost));
     }
   }
+  // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
+  if (h.contains("watched_folders") && h["watched_folders"].is_array()) {
+    for (const nlohmann::json& f : h["watched_folders"]) {
+      auto ago = [&](const char* key) {
+        return f[key].is_number() ? human_duration(f[key].get<double>()) + " ago" : std::string("not yet");
+      };
+      const uint64_t added = f.value("files_added", uint64_t{0});
+      std::printf("watching %s every %s: %llu file%s added, the last file %s; looked %s (%.2f s)%s%s\n",
+                  f.value("folder", std::string()).c_str(), human_duration(f.value("every_s", 0.0)).c_str(),
+                  static_cast<unsigned long long>(added), added == 1 ? "" : "s",
+                  f["last_file_age_s"].is_number() ? ("joined " + ago("last_file_age_s")).c_str() : "none",
+                  ago("last_look_age_s").c_str(), f.value("last_look_s", 0.0),
+                  f["error"].is_string() ? ": CANNOT LIST IT: " : "",
+                  f["error"].is_string() ? f["error"].get<std::string>().c_str() : "");
+    }
+  }
   return 0;
 }
 

@@ -1,8 +1,13 @@
 #include "pipeline/folder_watch.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <fstream>
 #include <map>
 
+#include "pipeline/atomic_file.h"
+#include "pipeline/envelope.h"
 #include "pipeline/logging.h"
 #include "pipeline/stream_uri.h"
 #include "pipeline/utf8.h"
@@ -20,11 +25,73 @@ std::chrono::steady_clock::duration seconds(double s) {
 
 }  // namespace
 
-FolderWatcher::FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point now) {
-  for (FolderWatch& w : watches) {
-    const double every = w.watch_s;
-    watched_.push_back(Watched{std::move(w), now + seconds(every)});
+std::string folder_watch_status_path(const std::string& run_dir) { return run_dir + "/watched-folders.json"; }
+
+Status write_folder_watch_status(const std::vector<FolderWatchStatus>& status, const std::string& path) {
+  nlohmann::json folders = nlohmann::json::array();
+  for (const FolderWatchStatus& f : status) {
+    folders.push_back({{"where", f.where},
+                       {"pattern", f.pattern},
+                       {"watch_s", f.watch_s},
+                       {"looks", f.looks},
+                       {"files_added", f.files_added},
+                       {"last_look_unix_s", f.last_look_unix_s},
+                       {"last_look_s", f.last_look_s},
+                       {"last_file_unix_s", f.last_file_unix_s},
+                       {"error", f.error}});
   }
+  // Paths may hold any byte: replaced, not refused (the log names them exactly).
+  return write_file_atomically(path, folders.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0600);
+}
+
+std::vector<FolderWatchStatus> read_folder_watch_status(const std::string& path) {
+  std::vector<FolderWatchStatus> status;
+  std::ifstream in(path);
+  if (!in) return status;
+  try {
+    for (const nlohmann::json& f : nlohmann::json::parse(in)) {
+      status.push_back(FolderWatchStatus{f.at("where").get<std::string>(), f.at("pattern").get<std::string>(),
+                                         f.at("watch_s").get<double>(), f.at("looks").get<uint64_t>(),
+                                         f.at("files_added").get<uint64_t>(), f.at("last_look_unix_s").get<double>(),
+                                         f.at("last_look_s").get<double>(), f.at("last_file_unix_s").get<double>(),
+                                         f.at("error").get<std::string>()});
+    }
+  } catch (const nlohmann::json::exception&) {
+    status.clear();  // written whole and renamed, so only a file of another version
+  }
+  return status;
+}
+
+FolderWatcher::FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point now) {
+  const double start_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  for (FolderWatch& w : watches) {
+    FolderWatchStatus status;
+    status.where = w.where;
+    status.pattern = w.pattern;
+    status.watch_s = w.watch_s;
+    status.last_file_unix_s = start_unix_s;
+    const double every = w.watch_s;
+    watched_.push_back(Watched{std::move(w), now + seconds(every), std::move(status)});
+  }
+}
+
+std::vector<FolderWatchStatus> FolderWatcher::status() const {
+  std::vector<FolderWatchStatus> out;
+  for (const Watched& w : watched_) out.push_back(w.status);
+  return out;
+}
+
+void FolderWatcher::took(const std::vector<StreamConfig>& files) {
+  if (files.empty()) return;
+  const double now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  for (const StreamConfig& f : files) {
+    auto from = found_in_.find(f.id);
+    if (from == found_in_.end()) continue;
+    FolderWatchStatus& status = watched_[from->second].status;
+    ++status.files_added;
+    status.last_file_unix_s = now_unix_s;
+  }
+  found_in_.clear();
 }
 
 FolderWatcher::Clock::time_point FolderWatcher::next_look() const {
@@ -36,15 +103,21 @@ FolderWatcher::Clock::time_point FolderWatcher::next_look() const {
 std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const std::set<std::string>& earlier_ids,
                                               Clock::time_point now) {
   std::vector<StreamConfig> found;
+  found_in_.clear();
   std::map<std::string, std::string> uri_of;  // the table's streams, and the files found in this look
   for (const StreamTableEntry& e : table.entries) uri_of.emplace(e.id, e.uri);
-  for (Watched& w : watched_) {
+  for (size_t k = 0; k < watched_.size(); ++k) {
+    Watched& w = watched_[k];
     if (now < w.due) continue;
     const auto began = Clock::now();
     auto files = glob_files(w.watch);
     const double took = std::chrono::duration<double>(Clock::now() - began).count();
     ++looks_;
     longest_look_s_ = std::max(longest_look_s_, took);
+    ++w.status.looks;
+    w.status.last_look_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+    w.status.last_look_s = took;
+    w.status.error = files.ok() ? std::string() : files.status().message();
     // The next look counts from this one's end: a slow share is not looked at back to back.
     w.due = Clock::now() + seconds(w.watch.watch_s);
     if (took > kSlowLookS && !said_slow_) {
@@ -94,6 +167,7 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
         continue;
       }
       uri_of.emplace(s.id, s.uri);
+      found_in_[s.id] = k;
       found.push_back(std::move(s));
     }
   }

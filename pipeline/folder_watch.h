@@ -20,6 +20,27 @@
 
 namespace vapipe {
 
+// What a job's looks at one folder found, for its metrics and `vapipe status`: the supervisor writes
+// them to the run folder (folder_watch_status_path) after each look, and publish reads them.
+struct FolderWatchStatus {
+  std::string where;               // "streams[0]"
+  std::string pattern;
+  double watch_s = 0;
+  uint64_t looks = 0;
+  uint64_t files_added = 0;        // files its looks added to the job (not those of its start)
+  double last_look_unix_s = 0;     // 0: none yet
+  double last_look_s = 0;          // how long that look took
+  // When a file last joined the job from this folder (the job's start counts: a recorder that stops
+  // writing shows as this growing old).
+  double last_file_unix_s = 0;
+  std::string error;               // the last look's, or empty (a folder gone: unmounted, renamed)
+};
+
+std::string folder_watch_status_path(const std::string& run_dir);
+Status write_folder_watch_status(const std::vector<FolderWatchStatus>& status, const std::string& path);
+// Empty when there is no such file (yet) or it cannot be read.
+std::vector<FolderWatchStatus> read_folder_watch_status(const std::string& path);
+
 class FolderWatcher {
  public:
   using Clock = std::chrono::steady_clock;
@@ -38,14 +59,20 @@ class FolderWatcher {
   // Looks so far, and the longest one's seconds (a folder on a slow network share).
   size_t looks() const { return looks_; }
   double longest_look_s() const { return longest_look_s_; }
+  // Each folder's, in config order. `added` counts what look() returned and the job took (the
+  // supervisor says so: a table that could not be written takes them at the next look).
+  std::vector<FolderWatchStatus> status() const;
+  void took(const std::vector<StreamConfig>& files);
 
  private:
   struct Watched {
     FolderWatch watch;
     Clock::time_point due;
+    FolderWatchStatus status;
   };
   std::vector<Watched> watched_;
   std::set<std::string> said_;  // files already logged as left out, so each is said once
+  std::map<std::string, size_t> found_in_;  // the last look's files: id -> its folder's index
   size_t looks_ = 0;
   double longest_look_s_ = 0;
   bool said_slow_ = false;

@@ -365,15 +365,24 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
   };
 
+  // For publish's metrics and `vapipe status` (pipeline/folder_watch.h): what the looks found.
+  auto share_watch_status = [&] {
+    if (Status st = write_folder_watch_status(watcher->status(), folder_watch_status_path(layout.run_dir)); !st.ok()) {
+      VAPIPE_LOG_DEBUG("watched folders: {}", st.message());
+    }
+  };
+  if (watcher) share_watch_status();
   auto watch_folders = [&] {
     std::vector<StreamConfig> files = watcher->look(table, earlier_ids, std::chrono::steady_clock::now());
-    if (files.empty()) return;
+    if (files.empty()) return share_watch_status();
     StreamTable next = table;
     const StreamReload change = add_watched_files(next, files, lanes);
     if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
       VAPIPE_LOG_ERROR("watched folders: {}: the {} new file(s) are added at the next look", st.message(), files.size());
-      return;
+      return share_watch_status();
     }
+    watcher->took(files);
+    share_watch_status();
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
     std::string added;

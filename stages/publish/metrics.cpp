@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <tuple>
 
 namespace vapipe {
 
@@ -235,6 +236,32 @@ std::string prometheus_text(const JobMetrics& m) {
              "Lines never recorded in publish.jsonl_path: dropped from those kept for it while it refused them.");
     w.sample("vapipe_results_file_lines_lost_total", "", std::to_string(f.lines_lost));
   }
+  if (!m.watched_folders.empty()) {
+    // A recorder that stopped writing shows as its folder's last file growing old:
+    // time() - vapipe_watched_folder_last_file_time_seconds > 3600.
+    const std::vector<std::tuple<const char*, const char*, const char*, std::function<std::string(const FolderWatchStatus&)>>>
+        families = {
+            {"vapipe_watched_folder_looks_total", "counter", "Looks at the watched folder (streams[].watch_s).",
+             [](const FolderWatchStatus& f) { return std::to_string(f.looks); }},
+            {"vapipe_watched_folder_files_total", "counter", "Files the looks at the folder added to the job.",
+             [](const FolderWatchStatus& f) { return std::to_string(f.files_added); }},
+            {"vapipe_watched_folder_last_file_time_seconds", "gauge",
+             "When a file last joined the job from the folder, seconds since the Unix epoch (the job's start counts).",
+             [](const FolderWatchStatus& f) { return number(f.last_file_unix_s); }},
+            {"vapipe_watched_folder_last_look_time_seconds", "gauge",
+             "When the folder was last looked at, seconds since the Unix epoch (0: not yet).",
+             [](const FolderWatchStatus& f) { return number(f.last_look_unix_s); }},
+            {"vapipe_watched_folder_last_look_duration_seconds", "gauge", "How long the last look at the folder took.",
+             [](const FolderWatchStatus& f) { return number(f.last_look_s); }},
+            {"vapipe_watched_folder_readable", "gauge",
+             "1 when the last look could list the folder, 0 when it could not (unmounted, removed, no permission).",
+             [](const FolderWatchStatus& f) { return std::string(f.error.empty() ? "1" : "0"); }},
+        };
+    for (const auto& [name, type, help, value] : families) {
+      w.family(name, type, help);
+      for (const FolderWatchStatus& f : m.watched_folders) w.sample(name, "folder=\"" + label_value(f.pattern) + "\"", value(f));
+    }
+  }
   w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
                "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
                [](const StreamMetrics& s) { return number(s.last_result_unix_s); });
@@ -284,9 +311,25 @@ nlohmann::json health_json(const JobMetrics& m) {
                     {"lines_waiting", f.lines_waiting},
                     {"lines_lost", f.lines_lost}};
   }
+  nlohmann::json watched;  // null for a job that watches no folder
+  if (m.watches_folders) {
+    watched = nlohmann::json::array();
+    for (const FolderWatchStatus& f : m.watched_folders) {
+      auto age = [&](double unix_s) { return unix_s > 0 ? nlohmann::json(m.now_unix_s - unix_s) : nlohmann::json(); };
+      watched.push_back({{"folder", f.pattern},
+                         {"every_s", f.watch_s},
+                         {"looks", f.looks},
+                         {"files_added", f.files_added},
+                         {"last_file_age_s", age(f.last_file_unix_s)},
+                         {"last_look_age_s", age(f.last_look_unix_s)},
+                         {"last_look_s", f.last_look_s},
+                         {"error", f.error.empty() ? nlohmann::json() : nlohmann::json(f.error)}});
+    }
+  }
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
-          {"results_file", std::move(results_file)}, {"streams", std::move(streams)}};
+          {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
+          {"streams", std::move(streams)}};
 }
 
 }  // namespace vapipe

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/folder_watch.h"
 #include "pipeline/stage_stats.h"
 
 namespace vapipe {
@@ -82,6 +83,9 @@ struct JobMetrics {
   bool segments = false;  // publish.segments_min_frames is set: open segments are a metric
   bool segment_pictures = false;  // publish.segments_pictures_dir is set: pictures are counted
   std::optional<ResultsFileHealth> results_file;  // with publish.jsonl_path
+  // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
+  bool watches_folders = false;
+  std::vector<FolderWatchStatus> watched_folders;
 };
 
 JobProgress job_progress(const JobMetrics& m);

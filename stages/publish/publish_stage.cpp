@@ -277,6 +277,8 @@ JobMetrics PublishStage::metrics() const {
     m.streams.push_back(std::move(s));
   }
   if (layout_) m.stages = read_stage_stats(layout_->run_dir);
+  m.watches_folders = config_ && config_->watches_folders();
+  if (layout_ && m.watches_folders) m.watched_folders = read_folder_watch_status(folder_watch_status_path(layout_->run_dir));
   if (jsonl_.active()) {
     ResultsFileHealth f;
     f.path = jsonl_.path();

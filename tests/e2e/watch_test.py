@@ -6,9 +6,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 
-from e2e.common import E2ETest, Run, make_clip, write_config
+from e2e.common import VAPIPE, E2ETest, Run, free_port, make_clip, write_config
 
 
 def read_jsonl(path):
@@ -75,8 +76,9 @@ class WatchedFolder(E2ETest):
         os.makedirs(os.path.join(nvr, "day1"))
         shutil.copyfile(self.clip("a.mp4", "ball", 20), os.path.join(nvr, "day1", "a.mp4"))
         smpte = self.clip("b.mp4", "smpte", 30)
+        metrics = f"127.0.0.1:{free_port()}"
         config, _ = write_config(self.dir, [{"glob": "nvr/**/*.mp4", "watch_s": 0.3, "settle_s": 1}],
-                                 publish={"wait_for_subscribers": 0})
+                                 publish={"wait_for_subscribers": 0, "metrics_address": metrics})
         run = Run(config)
         self.wait_for_ends(["day1-a"])
         with open(smpte, "rb") as f:
@@ -90,6 +92,13 @@ class WatchedFolder(E2ETest):
         os.makedirs(os.path.join(nvr, "day3"))
         shutil.copyfile(os.path.join(self.clips, "a.mp4"), os.path.join(nvr, "day3", "c.mp4"))
         self.wait_for_ends(["day2-b", "day3-c"])
+        # What the looks found, on `vapipe status` (publish's health document, renewed every second).
+        pattern = os.path.join(nvr, "**", "*.mp4")
+        deadline, status = time.time() + 20, ""
+        while time.time() < deadline and f"watching {pattern} every 0.3 s: 3 files added" not in status:
+            status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30).stdout
+            time.sleep(0.2)
+        self.assertIn(f"watching {pattern} every 0.3 s: 3 files added, the last file joined ", status)
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])

@@ -144,6 +144,47 @@ TEST_F(FolderWatchTest, ALookFindsEachSettledFileOnceAndNothingTheJobAlreadyHas)
   EXPECT_EQ(watcher.looks(), 3u);
 }
 
+// What the looks found, for publish's metrics (written to the run folder by `vapipe run`): looks,
+// the files the job took, when one last came, and why a folder cannot be listed (it is looked at again).
+TEST_F(FolderWatchTest, TheLooksStatusSaysWhatTheyFoundAndWhyAFolderCannotBeListed) {
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 1}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  StreamTable table;
+  FolderWatcher watcher(c->watches, Clock::now());
+  ASSERT_EQ(watcher.status().size(), 1u);
+  const double started = watcher.status()[0].last_file_unix_s;  // the job's start counts
+  EXPECT_GT(started, 0);
+  EXPECT_EQ(watcher.status()[0].looks, 0u);
+  write("nvr/day1/a.mp4");
+  write("nvr/day1/b.mp4");
+  auto found = watcher.look(table, {}, watcher.next_look());
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(watcher.status()[0].looks, 1u);
+  EXPECT_EQ(watcher.status()[0].files_added, 0u);  // not until the job took them
+  watcher.took(found);
+  FolderWatchStatus s = watcher.status()[0];
+  EXPECT_EQ(s.files_added, 2u);
+  EXPECT_GE(s.last_file_unix_s, started);
+  EXPECT_GT(s.last_look_unix_s, 0);
+  EXPECT_TRUE(s.error.empty());
+  const std::string path = (dir_ / "watched-folders.json").string();
+  ASSERT_TRUE(write_folder_watch_status(watcher.status(), path).ok());
+  const std::vector<FolderWatchStatus> read = read_folder_watch_status(path);
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].pattern, c->watches[0].pattern);
+  EXPECT_EQ(read[0].files_added, 2u);
+  EXPECT_EQ(read[0].watch_s, 1);
+  // The folder goes (an unmounted share): said, and the job looks again; it comes back, and with it
+  // what it holds that the job does not have yet.
+  std::filesystem::rename(dir_ / "nvr", dir_ / "nvr-away");
+  EXPECT_TRUE(watcher.look(table, {}, watcher.next_look()).empty());
+  EXPECT_NE(watcher.status()[0].error.find("does not exist"), std::string::npos) << watcher.status()[0].error;
+  std::filesystem::rename(dir_ / "nvr-away", dir_ / "nvr");
+  EXPECT_EQ(watcher.look(table, {}, watcher.next_look()).size(), 2u);  // the table never took them
+  EXPECT_TRUE(watcher.status()[0].error.empty());
+  EXPECT_TRUE(read_folder_watch_status((dir_ / "none.json").string()).empty());
+}
+
 // New files go to the lane with the fewest streams, with every setting the table carries for them
 // (a file's part and recording start too: the stages take the stream from the table).
 TEST_F(FolderWatchTest, NewFilesGoToTheLaneWithTheFewestStreamsWithTheirWholeSettings) {

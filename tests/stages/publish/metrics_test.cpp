@@ -142,6 +142,39 @@ TEST(Metrics, OpenSegmentsSayWhenTheyBegan) {
   EXPECT_TRUE(with["streams"]["gate"]["segments"][1]["picture_url_path"].is_null());
 }
 
+// A job that watches folders (streams[].watch_s): each folder's looks and when a file last came, for
+// an alert on a recorder that stopped writing (time() minus it); /healthz says how long ago.
+TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
+  JobMetrics m = two_cameras();
+  m.mode = "archive";
+  EXPECT_EQ(prometheus_text(m).find("vapipe_watched_folder"), std::string::npos);
+  EXPECT_TRUE(health_json(m)["watched_folders"].is_null());
+  m.watches_folders = true;
+  m.watched_folders = {FolderWatchStatus{"streams[0]", "/nvr/**/*.mp4", 10, 6, 2, 1058, 0.125, 1030, ""},
+                       FolderWatchStatus{"streams[1]", "/mnt/share \"b\"/*.mkv", 30, 2, 0, 1050, 0.5, 1000,
+                                         "/mnt/share \"b\" does not exist"}};
+  const std::string t = prometheus_text(m);
+  EXPECT_TRUE(has_line(t, "# TYPE vapipe_watched_folder_looks_total counter")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_looks_total{folder=\"/nvr/**/*.mp4\"} 6")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_files_total{folder=\"/nvr/**/*.mp4\"} 2")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_file_time_seconds{folder=\"/nvr/**/*.mp4\"} 1030")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_look_time_seconds{folder=\"/nvr/**/*.mp4\"} 1058")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_look_duration_seconds{folder=\"/nvr/**/*.mp4\"} 0.125")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_readable{folder=\"/nvr/**/*.mp4\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_readable{folder=\"/mnt/share \\\"b\\\"/*.mkv\"} 0")) << t;
+  const nlohmann::json h = health_json(m);
+  ASSERT_EQ(h["watched_folders"].size(), 2u);
+  const nlohmann::json& f = h["watched_folders"][0];
+  EXPECT_EQ(f["folder"], "/nvr/**/*.mp4");
+  EXPECT_EQ(f["every_s"], 10);
+  EXPECT_EQ(f["looks"], 6);
+  EXPECT_EQ(f["files_added"], 2);
+  EXPECT_DOUBLE_EQ(f["last_file_age_s"].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(f["last_look_age_s"].get<double>(), 2);
+  EXPECT_TRUE(f["error"].is_null());
+  EXPECT_EQ(h["watched_folders"][1]["error"], "/mnt/share \"b\" does not exist");
+}
+
 // Files waiting their turn (ingest.max_open_streams) have no duration yet: an archive job counts each
 // at the average length of those opened, so the time left is not that of the open ones alone.
 TEST(JobProgress, FilesNotOpenedYetCountAtTheAverageLengthOfTheOpenedOnes) {
