@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <tuple>
 
 namespace vapipe {
@@ -46,7 +47,9 @@ class Writer {
   void per_stream(const JobMetrics& m, const char* name, const char* type, const char* help,
                   const std::function<std::string(const StreamMetrics&)>& value) {
     family(name, type, help);
-    for (const StreamMetrics& s : m.streams) sample(name, "stream=\"" + label_value(s.id) + "\"", value(s));
+    for (const StreamMetrics& s : m.streams) {
+      if (m.listed(s)) sample(name, "stream=\"" + label_value(s.id) + "\"", value(s));
+    }
   }
   std::string text() && { return std::move(text_); }
 
@@ -107,6 +110,21 @@ std::string prometheus_text(const JobMetrics& m) {
   w.sample("vapipe_job_info", "job=\"" + label_value(m.job) + "\",mode=\"" + label_value(m.mode) + "\"", "1");
   w.family("vapipe_job_start_time_seconds", "gauge", "When the job started, seconds since the Unix epoch.");
   w.sample("vapipe_job_start_time_seconds", "", number(m.start_unix_s));
+  // The job's streams by state, and its results: every stream, listed one by one below or not.
+  w.family("vapipe_job_streams", "gauge", "The job's streams in each state (every stream, ended ones included).");
+  {
+    std::map<std::string, size_t> in_state;
+    for (const StreamMetrics& s : m.streams) ++in_state[s.state];
+    for (const std::string& state : stream_states()) {
+      w.sample("vapipe_job_streams", "state=\"" + state + "\"", std::to_string(in_state[state]));
+    }
+  }
+  uint64_t results = 0, frame_errors = 0;
+  for (const StreamMetrics& s : m.streams) results += s.results, frame_errors += s.frame_errors;
+  w.family("vapipe_job_results_total", "counter", "Results published for every stream of the job, error results included.");
+  w.sample("vapipe_job_results_total", "", std::to_string(results));
+  w.family("vapipe_job_frame_errors_total", "counter", "Results of every stream of the job that carry an error.");
+  w.sample("vapipe_job_frame_errors_total", "", std::to_string(frame_errors));
   w.per_stream(m, "vapipe_results_total", "counter", "Results published for the stream, error results included.",
                [](const StreamMetrics& s) { return std::to_string(s.results); });
   w.per_stream(m, "vapipe_frame_errors_total", "counter", "Results of the stream that carry an error instead of a label.",
@@ -124,6 +142,7 @@ std::string prometheus_text(const JobMetrics& m) {
                [](const StreamMetrics& s) { return std::to_string(s.restarts); });
   w.family("vapipe_stream_state", "gauge", "1 for the state the stream is in, 0 for the others.");
   for (const StreamMetrics& s : m.streams) {
+    if (!m.listed(s)) continue;
     for (const std::string& state : stream_states()) {
       w.sample("vapipe_stream_state", "stream=\"" + label_value(s.id) + "\",state=\"" + state + "\"",
                s.state == state ? "1" : "0");
@@ -135,6 +154,7 @@ std::string prometheus_text(const JobMetrics& m) {
              "When the stream's open segment of this label began (its first frame's capture time, seconds since the "
              "Unix epoch); no sample once it ended.");
     for (const StreamMetrics& s : m.streams) {
+      if (!m.listed(s)) continue;
       for (const StreamMetrics::OpenSegment& g : s.open_segments) {
         w.sample("vapipe_segment_open_since_seconds",
                  "stream=\"" + label_value(s.id) + "\",label=\"" + label_value(g.label) + "\"", number(g.since_unix_s));
@@ -146,6 +166,7 @@ std::string prometheus_text(const JobMetrics& m) {
              "Pictures of the stream's segments (publish.segments_pictures_dir): written, or failed (ingest's log "
              "says why).");
     for (const StreamMetrics& s : m.streams) {
+      if (!m.listed(s)) continue;
       const std::string stream = "stream=\"" + label_value(s.id) + "\"";
       w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"written\"", std::to_string(s.pictures));
       w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"failed\"", std::to_string(s.pictures_failed));
@@ -153,6 +174,7 @@ std::string prometheus_text(const JobMetrics& m) {
   }
   w.family("vapipe_latency_seconds", "summary", "From capture to publishing, per result of the stream.");
   for (const StreamMetrics& s : m.streams) {
+    if (!m.listed(s)) continue;
     const std::string labels = "stream=\"" + label_value(s.id) + "\"";
     w.sample("vapipe_latency_seconds_sum", labels, number(s.latency_sum_s));
     w.sample("vapipe_latency_seconds_count", labels, std::to_string(s.latency_count));
@@ -209,7 +231,7 @@ std::string prometheus_text(const JobMetrics& m) {
   w.family("vapipe_stream_progress_ratio", "gauge",
            "Share of the stream's media that has results (streams whose duration is known).");
   for (const StreamMetrics& s : m.streams) {
-    if (s.media_s <= 0) continue;
+    if (s.media_s <= 0 || !m.listed(s)) continue;
     const double done = s.ended ? 1.0 : std::clamp(s.position_s / s.media_s, 0.0, 1.0);
     w.sample("vapipe_stream_progress_ratio", "stream=\"" + label_value(s.id) + "\"", number(done));
   }
@@ -271,6 +293,7 @@ std::string prometheus_text(const JobMetrics& m) {
 nlohmann::json health_json(const JobMetrics& m) {
   nlohmann::json streams = nlohmann::json::object();
   for (const StreamMetrics& s : m.streams) {
+    if (!m.listed(s)) continue;
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
                      {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();

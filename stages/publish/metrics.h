@@ -34,6 +34,7 @@ struct StreamMetrics {
   double position_s = 0;
   double earlier_position_s = 0;
   bool ended = false;  // done, failed, stopped or removed: nothing more will come
+  double ended_unix_s = 0;  // when this process saw it end (0: not, or in an earlier run)
   // Its segments that began and have not ended (publish.segments_min_frames): the label, and when it
   // began by this machine's clock (its first frame's capture time, seconds since the Unix epoch).
   struct OpenSegment {
@@ -86,6 +87,14 @@ struct JobMetrics {
   // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
   bool watches_folders = false;
   std::vector<FolderWatchStatus> watched_folders;
+  // A job that watches folders gains a stream with every file, for as long as it runs: the streams
+  // that ended longer ago than this are counted in the job's figures but not listed one by one
+  // (a series per file for ever would grow Prometheus's without bound). < 0: every stream is listed.
+  double ended_streams_listed_for_s = -1;
+  bool listed(const StreamMetrics& s) const {
+    return ended_streams_listed_for_s < 0 || !s.ended ||
+           (s.ended_unix_s > 0 && now_unix_s - s.ended_unix_s <= ended_streams_listed_for_s);
+  }
 };
 
 JobProgress job_progress(const JobMetrics& m);

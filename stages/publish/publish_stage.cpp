@@ -265,6 +265,7 @@ JobMetrics PublishStage::metrics() const {
     s.position_s = static_cast<double>(st.position_ns) / 1e9;
     s.earlier_position_s = static_cast<double>(st.earlier_position_ns) / 1e9;
     s.ended = st.ended || st.ended_earlier;
+    s.ended_unix_s = static_cast<double>(st.ended_ns) / 1e9;
     s.latency_sum_s = st.latency_sum_ms / 1000.0;
     s.latency_count = st.results - st.earlier_results;
     s.latency_max_s = st.latency_max_ms / 1000.0;
@@ -278,6 +279,7 @@ JobMetrics PublishStage::metrics() const {
   }
   if (layout_) m.stages = read_stage_stats(layout_->run_dir);
   m.watches_folders = config_ && config_->watches_folders();
+  if (m.watches_folders) m.ended_streams_listed_for_s = kEndedStreamsListedForS;
   if (layout_ && m.watches_folders) m.watched_folders = read_folder_watch_status(folder_watch_status_path(layout_->run_dir));
   if (jsonl_.active()) {
     ResultsFileHealth f;
@@ -620,7 +622,10 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (st.ended && ends_stream(in.kind)) return Status::Ok();
   // A stop came before the stream opened: nothing of it is published, and it stays unfinished.
   if (in.kind == MessageKind::kStreamEnd && in.event.message == kNotOpenedReason) return Status::Ok();
-  if (ends_stream(in.kind)) st.ended = true;
+  if (ends_stream(in.kind)) {
+    st.ended = true;
+    st.ended_ns = wall_clock_ns();
+  }
   const bool lane_restart = in.event.attempt == 0 && (in.kind == MessageKind::kStreamReconnecting ||
                                                       in.kind == MessageKind::kStreamResumed);
   if (lane_restart && in.kind == MessageKind::kStreamReconnecting) {

@@ -67,6 +67,9 @@ class PublishStage final : public Stage {
   // this much of them is kept for it meanwhile, the oldest dropped beyond. Tests shorten the period.
   static constexpr std::chrono::seconds kJsonlRetryPeriod{5};
   static constexpr size_t kJsonlBacklogBytes = size_t{64} << 20;
+  // A job that watches folders lists a file's stream on /metrics and /healthz until this long after it
+  // ended (its last figures scraped); the job's own figures count it for ever (JobMetrics::listed).
+  static constexpr double kEndedStreamsListedForS = 600;
   void set_jsonl_retry_period(std::chrono::milliseconds period) { jsonl_retry_period_ = period; }
   void set_jsonl_backlog_bytes(size_t bytes) { jsonl_backlog_bytes_ = bytes; }
   // publish.segments_pictures_keep_days is applied at start and then this often (an hour; tests shorten it).
@@ -98,6 +101,7 @@ class PublishStage final : public Stage {
     bool started_earlier = false;  // --resume: its "started" was published by an earlier run
     bool ended_earlier = false;    // --resume: its end was published by an earlier run
     bool ended = false;            // its end (eos or error) was published by this process
+    int64_t ended_ns = 0;          // when (the wall clock)
     uint64_t restarts = 0;         // times its lane restarted after a crash (live jobs)
     // After a restart (of its lane, or of publish): the next result's seq is where numbering goes on,
     // not a gap; and ingest's counts in its events cover only what came after results_base/dropped_base.

@@ -142,6 +142,46 @@ TEST(Metrics, OpenSegmentsSayWhenTheyBegan) {
   EXPECT_TRUE(with["streams"]["gate"]["segments"][1]["picture_url_path"].is_null());
 }
 
+// A job that watches folders gains a stream with every file for as long as it runs: the streams that
+// ended long ago are counted in the job's figures but no longer listed one by one (Prometheus would
+// keep a series per file for ever). Other jobs list every stream.
+TEST(Metrics, AWatchingJobListsTheFilesThatEndedLongAgoOnlyInItsOwnCounts) {
+  JobMetrics m = two_cameras();
+  m.mode = "archive";
+  StreamMetrics old_file;
+  old_file.id = "2026-11-30-cam1";
+  old_file.state = "done";
+  old_file.results = 9000;
+  old_file.ended = true;
+  old_file.ended_unix_s = 100;  // long before now (1060)
+  StreamMetrics recent = old_file;
+  recent.id = "2026-12-01-cam1";
+  recent.ended_unix_s = 1000;
+  StreamMetrics earlier_run = old_file;  // ended in an earlier run (--resume): no end time here
+  earlier_run.id = "2026-11-29-cam1";
+  earlier_run.ended_unix_s = 0;
+  m.streams.push_back(old_file);
+  m.streams.push_back(recent);
+  m.streams.push_back(earlier_run);
+  const std::string every = prometheus_text(m);  // not watching: every stream listed
+  EXPECT_TRUE(has_line(every, "vapipe_results_total{stream=\"2026-11-30-cam1\"} 9000")) << every;
+  m.ended_streams_listed_for_s = 600;
+  const std::string t = prometheus_text(m);
+  EXPECT_EQ(t.find("2026-11-30-cam1"), std::string::npos) << t;
+  EXPECT_EQ(t.find("2026-11-29-cam1"), std::string::npos) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_results_total{stream=\"2026-12-01-cam1\"} 9000")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_results_total{stream=\"gate\"} 1800")) << t;  // not ended
+  EXPECT_TRUE(has_line(t, "vapipe_job_results_total 28800")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_job_frame_errors_total 2")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_job_streams{state=\"done\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_job_streams{state=\"running\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_job_streams{state=\"failed\"} 0")) << t;
+  const nlohmann::json h = health_json(m);
+  EXPECT_EQ(h["streams"].size(), 3u);  // gate, dock and the recent file
+  EXPECT_TRUE(h["streams"].contains("2026-12-01-cam1"));
+  EXPECT_EQ(h["stream_states"]["done"], 3);  // every stream counted
+}
+
 // A job that watches folders (streams[].watch_s): each folder's looks and when a file last came, for
 // an alert on a recorder that stopped writing (time() minus it); /healthz says how long ago.
 TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
