@@ -413,7 +413,7 @@ TEST(Config, EveryShippedConfigLoads) {
     EXPECT_TRUE(c.ok()) << entry.path() << ": " << c.status().message();
     ++checked;
   }
-  EXPECT_GE(checked, 4u);  // demo, archive, rtsp-cameras, multi-gpu
+  EXPECT_GE(checked, 5u);  // demo, archive, watched-folder, rtsp-cameras, multi-gpu
 }
 
 // docs/config.md's annotated example claims to show every key: it must load (unknown keys are errors,
