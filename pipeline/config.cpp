@@ -702,6 +702,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         if (!s.id.empty() || !s.uri.empty()) {
           ctx.fail(streams[i], path, "give either uri (with an id) or glob (ids from the file names), not both");
         }
+        // A watched folder's files are often copied in (cp, rsync, an NVR's export over SMB) while the
+        // job looks: one read before its copy ended would be taken as done, cut short. Unless told
+        // otherwise (settle_s: 0 for files that land whole, by a rename), a file waits until it has not
+        // changed for kWatchedFolderSettleS.
+        if (watch_s > 0 && settle_s < 0) settle_s = kWatchedFolderSettleS;
         FolderWatch w;
         w.where = path;
         w.line = s.line;
@@ -786,7 +791,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
           c.notes.push_back(path + ".glob: watched: '" + pattern + "' is looked at again every " +
                             number_text(w.watch_s) + " s while the job runs, and each file added to it is classified " +
                             (w.settle_s > 0 ? "once it has not changed for " + number_text(w.settle_s) + " s"
-                                            : "as soon as it is seen (no settle_s: set it if a recorder writes there)"));
+                                            : "as soon as it is seen (settle_s: 0, for files that land whole)"));
           c.watches.push_back(std::move(w));
         }
         continue;

@@ -330,6 +330,10 @@ struct FolderWatch {
   std::string to_text;       // streams[].to as written, for messages
 };
 
+// A watched folder's settle_s when none is given: a file copied in (cp, rsync, over SMB) is read once
+// it has not changed for this long, not halfway through its copy.
+inline constexpr double kWatchedFolderSettleS = 10;
+
 // The files a glob entry matches now, each made a stream as the config's load makes them.
 struct GlobFiles {
   std::vector<StreamConfig> streams;   // settled files (ids and URIs made), in name order

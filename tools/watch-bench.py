@@ -78,7 +78,7 @@ def main():
         config = os.path.join(work, "job.yaml")
         with open(config, "w") as f:
             json.dump({"job": {"name": "watch-bench"},
-                       "streams": [{"glob": "nvr/**/*.mp4", "watch_s": args.watch_s}],
+                       "streams": [{"glob": "nvr/**/*.mp4", "watch_s": args.watch_s, "settle_s": 0}],  # renamed in: whole
                        "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
                                  "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
                        "publish": {"endpoint": f"tcp://127.0.0.1:{many.free_port()}", "wait_for_subscribers": 0,

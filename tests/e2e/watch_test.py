@@ -137,7 +137,7 @@ class WatchedFolder(E2ETest):
         --resume classifies the rest of it and nothing twice."""
         nvr = os.path.join(self.dir, "nvr")
         os.makedirs(nvr)
-        config, _ = write_config(self.dir, [{"glob": "nvr/*.mkv", "watch_s": 0.2}], publish={"wait_for_subscribers": 0},
+        config, _ = write_config(self.dir, [{"glob": "nvr/*.mkv", "watch_s": 0.2, "settle_s": 0.5}], publish={"wait_for_subscribers": 0},
                                  batch={"max_batch_size": 1, "max_delay_ms": 0})
         run = Run(config)
         time.sleep(1)  # the job runs, with nothing to classify

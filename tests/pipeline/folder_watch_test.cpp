@@ -64,6 +64,17 @@ TEST_F(FolderWatchTest, AWatchedFolderMayBeEmptyAtTheStartAndTheConfigSaysItIsWa
   EXPECT_EQ(c->notes[0], "streams[0].glob: watched: '" + w.pattern +
                              "' is looked at again every 5 s while the job runs, and each file added to it is "
                              "classified once it has not changed for 30 s");
+  // Without settle_s a watched folder's file waits 10 s unchanged (one copied in is not read halfway
+  // through its copy); settle_s: 0 for files that land whole (a rename).
+  auto by_default = load("  - {glob: 'nvr/**/*.mp4', watch_s: 5}\n");
+  ASSERT_TRUE(by_default.ok()) << by_default.status().message();
+  EXPECT_EQ(by_default->watches[0].settle_s, kWatchedFolderSettleS);
+  EXPECT_EQ(kWatchedFolderSettleS, 10);
+  auto whole = load("  - {glob: 'nvr/**/*.mp4', watch_s: 5, settle_s: 0}\n");
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->watches[0].settle_s, 0);
+  EXPECT_NE(whole->notes[0].find("as soon as it is seen (settle_s: 0, for files that land whole)"), std::string::npos)
+      << whole->notes[0];
   write("nvr/day1/cam_20261130140000.mp4", false);  // being written
   auto writing = load("  - {glob: 'nvr/**/*.mp4', watch_s: 5, settle_s: 30}\n");
   ASSERT_TRUE(writing.ok()) << writing.status().message();
