@@ -127,13 +127,18 @@ int status_command(const std::vector<std::string>& args) {
     return 0;
   }
   std::string states;
+  size_t total = 0;  // every stream; a job that watches folders lists those that ended long ago no more
   for (const std::string& state : stream_states()) {  // in their documented order
     const int n = h["stream_states"].value(state, 0);
+    total += static_cast<size_t>(std::max(0, n));
     if (n > 0) states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
   }
-  std::printf("job '%s' (%s), up %s: %zu streams (%s)\n", h.value("job", std::string()).c_str(),
+  const size_t listed = h["streams"].size();
+  if (listed < total) states += "; " + std::to_string(total - listed) + " that ended over 10 min ago not listed";
+  const std::string detail = states.empty() ? std::string() : " (" + states + ")";
+  std::printf("job '%s' (%s), up %s: %zu streams%s\n", h.value("job", std::string()).c_str(),
               h.value("mode", std::string()).c_str(), human_duration(h.value("uptime_s", 0.0)).c_str(),
-              h["streams"].size(), states.c_str());
+              std::max(total, listed), detail.c_str());
   // publish.segments_min_frames: each stream's open segments, and for how long (a last column).
   const bool segments = std::any_of(h["streams"].begin(), h["streams"].end(),
                                     [](const nlohmann::json& s) { return s.contains("segments"); });

@@ -75,6 +75,10 @@ FolderWatcher::FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point
   }
 }
 
+void FolderWatcher::look_at(Clock::time_point now) {
+  for (Watched& w : watched_) w.due = std::min(w.due, now);
+}
+
 std::vector<FolderWatchStatus> FolderWatcher::status() const {
   std::vector<FolderWatchStatus> out;
   for (const Watched& w : watched_) out.push_back(w.status);

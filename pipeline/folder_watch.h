@@ -56,6 +56,8 @@ class FolderWatcher {
 
   // When the next look is due.
   Clock::time_point next_look() const;
+  // Every folder is looked at `now` (SIGHUP, POST /-/reload: a script that has just copied files in).
+  void look_at(Clock::time_point now);
   // Looks so far, and the longest one's seconds (a folder on a slow network share).
   size_t looks() const { return looks_; }
   double longest_look_s() const { return longest_look_s_; }

@@ -320,6 +320,14 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       VAPIPE_LOG_WARN("{}the embedded demo config has no file to re-read{}", what, unchanged);
       return;
     }
+    if (watcher) {
+      // An archive job that watches folders: its streams are what they hold; look now rather than at
+      // the next look (a script that has just copied files in says so).
+      watcher->look_at(std::chrono::steady_clock::now());
+      VAPIPE_LOG_INFO("{}the watched folders are looked at now (an archive job's config is not read again while it "
+                      "runs)", what);
+      return;
+    }
     if (config.job.mode != JobMode::kLive) {
       VAPIPE_LOG_ERROR("{}{}: only a live job's streams can change while it runs{}", what, options.config_path,
                        unchanged);

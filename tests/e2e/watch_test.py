@@ -132,18 +132,22 @@ class WatchedFolder(E2ETest):
         self.assertEqual(summary[-1]["frames_this_run"], 30)
 
     def test_a_watching_job_stopped_mid_file_goes_on_from_there_with_resume(self):
-        """A stop while a watched folder's file is being classified: that file's results stop at a
+        """A folder looked at every minute gets a file, and SIGHUP (a script that has just copied it
+        in) has it looked at now. A stop while that file is being classified: its results stop at a
         whole frame (the job ends by the signal, as an archive job stopped before its end does), and
         --resume classifies the rest of it and nothing twice."""
         nvr = os.path.join(self.dir, "nvr")
         os.makedirs(nvr)
-        config, _ = write_config(self.dir, [{"glob": "nvr/*.mkv", "watch_s": 0.2, "settle_s": 0.5}], publish={"wait_for_subscribers": 0},
-                                 batch={"max_batch_size": 1, "max_delay_ms": 0})
+        config, _ = write_config(self.dir, [{"glob": "nvr/*.mkv", "watch_s": 60, "settle_s": 0.5}],
+                                 publish={"wait_for_subscribers": 0}, batch={"max_batch_size": 1, "max_delay_ms": 0})
         run = Run(config)
         time.sleep(1)  # the job runs, with nothing to classify
         long = self.clip("long.mkv", "ball", 600)
         shutil.copyfile(long, os.path.join(nvr, "long.mkv"))
+        time.sleep(0.7)  # settled
+        run.signal(signal.SIGHUP)
         before = self.stop_after_results(run, "long", 50)
+        self.assertIn("reload (SIGHUP): the watched folders are looked at now", run.stderr)
         self.assertLess(before, 600, "the file was classified whole before the stop")
         again = Run(config, args=["--resume"])
         self.wait_for_ends(["long"])

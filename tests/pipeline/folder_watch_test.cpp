@@ -153,6 +153,13 @@ TEST_F(FolderWatchTest, ALookFindsEachSettledFileOnceAndNothingTheJobAlreadyHas)
   add_watched_files(table, next, 1);
   EXPECT_TRUE(watcher.look(table, {"day3-d"}, watcher.next_look()).empty());
   EXPECT_EQ(watcher.looks(), 3u);
+  // SIGHUP: every folder is looked at now, not at its next time.
+  const auto now = Clock::now();
+  EXPECT_GT(watcher.next_look(), now + std::chrono::seconds(5));
+  watcher.look_at(now);
+  EXPECT_LE(watcher.next_look(), now);
+  write("nvr/day4/f.mp4");
+  EXPECT_EQ(ids(watcher.look(table, {}, now)), (std::vector<std::string>{"day3-d", "day4-f"}));
 }
 
 // What the looks found, for publish's metrics (written to the run folder by `vapipe run`): looks,
