@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -73,6 +74,21 @@ FolderWatcher::FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point
     const double every = w.watch_s;
     watched_.push_back(Watched{std::move(w), now + seconds(every), std::move(status)});
   }
+}
+
+void FolderWatcher::check_unchanged(const FolderWatch& watch, const StreamConfig& stream) {
+  std::error_code ec;
+  const std::string path = file_uri_path(stream.uri);
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec) return;
+  auto [seen, first] = size_of_.emplace(stream.uri, bytes);
+  if (first || seen->second == bytes || !said_.insert("changed:" + stream.uri).second) return;
+  // A file replaced (an NVR's export made again) or still written to after it settled: it is not
+  // classified again (a file is a stream once), as --resume says of such a file too.
+  VAPIPE_LOG_WARN("{}.glob: {} (stream '{}') has changed since the job took it ({} bytes then, {} now): what it "
+                  "holds now is not classified again (a recorder still writing it? a larger settle_s waits for "
+                  "it); give it a new name to classify it again", watch.where, escape_invalid_utf8(path), stream.id,
+                  seen->second, bytes);
 }
 
 void FolderWatcher::look_at(Clock::time_point now) {
@@ -159,6 +175,7 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
                            "own", w.watch.where, escape_invalid_utf8(file_uri_path(s.uri)), s.id,
                            escape_invalid_utf8(file_uri_path(known->second)));
         }
+        if (known->second == s.uri) check_unchanged(w.watch, s);
         continue;
       }
       if (earlier_ids.count(s.id)) {
@@ -171,6 +188,7 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
         continue;
       }
       uri_of.emplace(s.id, s.uri);
+      check_unchanged(w.watch, s);  // its size as it is taken
       found_in_[s.id] = k;
       found.push_back(std::move(s));
     }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -75,6 +76,10 @@ class FolderWatcher {
   std::vector<Watched> watched_;
   std::set<std::string> said_;  // files already logged as left out, so each is said once
   std::map<std::string, size_t> found_in_;  // the last look's files: id -> its folder's index
+  // Each file's size when a look first saw it (a job's first files: at the first look), by URI: one
+  // that changes after the job took it is said once.
+  std::map<std::string, uintmax_t> size_of_;
+  void check_unchanged(const FolderWatch& watch, const StreamConfig& stream);
   size_t looks_ = 0;
   double longest_look_s_ = 0;
   bool said_slow_ = false;

@@ -99,6 +99,10 @@ class WatchedFolder(E2ETest):
             status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30).stdout
             time.sleep(0.2)
         self.assertIn(f"watching {pattern} every 0.3 s: 3 files added, the last file joined ", status)
+        # A file that changes after the job took it (an export made again) is said, not classified again.
+        with open(os.path.join(nvr, "day1", "a.mp4"), "ab") as f:
+            f.write(b"\0" * 1000)
+        time.sleep(1.8)  # settled again (settle_s 1), and looked at
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
@@ -109,6 +113,9 @@ class WatchedFolder(E2ETest):
         self.assertIn("is looked at again every 0.3 s while the job runs", run.stderr)
         self.assertIn("watched folders: 1 new file(s), classified in turn: 'day1-a'", run.stderr)
         self.assertNotIn("drain timeout", run.stderr)
+        size = os.path.getsize(os.path.join(nvr, "day1", "a.mp4"))
+        self.assertIn(f"(stream 'day1-a') has changed since the job took it ({size - 1000} bytes then, {size} now): "
+                      "what it holds now is not classified again", run.stderr)
         summary = [m["payload"] for m in messages if m["topic"] == "job/summary"]
         self.assertEqual(len(summary), 1)
         self.assertEqual(summary[0]["frames"], 70)
