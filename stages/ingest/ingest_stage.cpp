@@ -627,6 +627,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       snap.send_blocked_s += r->emitter ? r->emitter->send_seconds() : r->send_s;
       snap.slot_wait_s += r->emitter ? r->emitter->allocate_seconds() : r->slot_s;
       sent += static_cast<double>(r->emitter ? r->emitter->messages_sent() : r->sent);
+      // Only the streams still running: an ended one's count went out with its end event, and a job
+      // that watches folders would otherwise write every file it ever had, every second.
+      if (r->done.load()) continue;
       const uint64_t dropped = r->reader ? r->reader->dropped() : r->dropped;
       if (!r->fan_out) snap.stream_dropped.emplace_back(r->stream.id, dropped);
       if (r->fan_out) {
