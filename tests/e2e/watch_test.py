@@ -165,6 +165,30 @@ class WatchedFolder(E2ETest):
         results = [m["payload"]["seq"] for m in messages if m["topic"] == "results/long"]
         self.assertEqual(results, list(range(600)))
 
+    def test_a_crash_while_a_watched_file_is_classified_restarts_the_job_which_goes_on_with_it(self):
+        """A stage killed while a file the watch added is being classified: the archive job restarts
+        whole and goes on from its results file, with that file as one of its own streams (not taken
+        for one that left the folder and ended as removed): every frame once."""
+        nvr = os.path.join(self.dir, "nvr")
+        os.makedirs(nvr)
+        config, _ = write_config(self.dir, [{"glob": "nvr/*.mkv", "watch_s": 0.2, "settle_s": 0.5}],
+                                 publish={"wait_for_subscribers": 0}, batch={"max_batch_size": 1, "max_delay_ms": 0})
+        run = Run(config)
+        stages = run.watch_stages()
+        shutil.copyfile(self.clip("long.mkv", "ball", 600), os.path.join(nvr, "long.mkv"))
+        deadline = time.time() + 60
+        while time.time() < deadline and sum(m["topic"] == "results/long" for m in read_jsonl(self.jsonl)) < 50:
+            time.sleep(0.05)
+        os.kill(stages["infer"], signal.SIGKILL)
+        self.wait_for_ends(["long"])
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 0, run.stderr[-3000:])
+        self.assertIn("restarting the job in 1 s", run.stderr)
+        self.assertIn("--resume: stream 'long' goes on from frame", run.stderr)
+        self.assertNotIn("no longer in the config", run.stderr)
+        messages = read_jsonl(self.jsonl)
+        self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/long"], list(range(600)))
+
     def test_a_stop_while_files_wait_their_turn_ends_at_once_and_resume_reads_them(self):
         """An archive job (not watching) reading one file at a time: stopped during the first, it ends
         without waiting for the others (before, every stage waited for them until its drain timeout,
