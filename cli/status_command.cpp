@@ -198,9 +198,12 @@ int status_command(const std::vector<std::string>& args) {
         return f[key].is_number() ? human_duration(f[key].get<double>()) + " ago" : std::string("not yet");
       };
       const uint64_t added = f.value("files_added", uint64_t{0});
-      std::printf("watching %s every %s: %llu file%s added, the last file %s; looked %s (%.2f s)%s%s\n",
+      const uint64_t settling = f.value("files_settling", uint64_t{0});
+      const std::string settling_text =
+          settling ? ", " + std::to_string(settling) + (settling == 1 ? " file" : " files") + " settling" : "";
+      std::printf("watching %s every %s: %llu file%s added%s, the last file %s; looked %s (%.2f s)%s%s\n",
                   f.value("folder", std::string()).c_str(), human_duration(f.value("every_s", 0.0)).c_str(),
-                  static_cast<unsigned long long>(added), added == 1 ? "" : "s",
+                  static_cast<unsigned long long>(added), added == 1 ? "" : "s", settling_text.c_str(),
                   f["last_file_age_s"].is_number() ? ("joined " + ago("last_file_age_s")).c_str() : "none",
                   ago("last_look_age_s").c_str(), f.value("last_look_s", 0.0),
                   f["error"].is_string() ? ": CANNOT LIST IT: " : "",

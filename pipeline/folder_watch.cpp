@@ -36,6 +36,7 @@ Status write_folder_watch_status(const std::vector<FolderWatchStatus>& status, c
                        {"watch_s", f.watch_s},
                        {"looks", f.looks},
                        {"files_added", f.files_added},
+                       {"files_settling", f.files_settling},
                        {"last_look_unix_s", f.last_look_unix_s},
                        {"last_look_s", f.last_look_s},
                        {"last_file_unix_s", f.last_file_unix_s},
@@ -53,9 +54,9 @@ std::vector<FolderWatchStatus> read_folder_watch_status(const std::string& path)
     for (const nlohmann::json& f : nlohmann::json::parse(in)) {
       status.push_back(FolderWatchStatus{f.at("where").get<std::string>(), f.at("pattern").get<std::string>(),
                                          f.at("watch_s").get<double>(), f.at("looks").get<uint64_t>(),
-                                         f.at("files_added").get<uint64_t>(), f.at("last_look_unix_s").get<double>(),
-                                         f.at("last_look_s").get<double>(), f.at("last_file_unix_s").get<double>(),
-                                         f.at("error").get<std::string>()});
+                                         f.at("files_added").get<uint64_t>(), f.at("files_settling").get<uint64_t>(),
+                                         f.at("last_look_unix_s").get<double>(), f.at("last_look_s").get<double>(),
+                                         f.at("last_file_unix_s").get<double>(), f.at("error").get<std::string>()});
     }
   } catch (const nlohmann::json::exception&) {
     status.clear();  // written whole and renamed, so only a file of another version
@@ -138,6 +139,7 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
     w.status.last_look_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     w.status.last_look_s = took;
     w.status.error = files.ok() ? std::string() : files.status().message();
+    w.status.files_settling = files.ok() ? files->unsettled.size() : 0;
     // The next look counts from this one's end: a slow share is not looked at back to back.
     w.due = Clock::now() + seconds(w.watch.watch_s);
     if (took > kSlowLookS && !said_slow_) {

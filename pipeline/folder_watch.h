@@ -29,6 +29,7 @@ struct FolderWatchStatus {
   double watch_s = 0;
   uint64_t looks = 0;
   uint64_t files_added = 0;        // files its looks added to the job (not those of its start)
+  uint64_t files_settling = 0;     // at the last look: files modified in the last settle_s (being written)
   double last_look_unix_s = 0;     // 0: none yet
   double last_look_s = 0;          // how long that look took
   // When a file last joined the job from this folder (the job's start counts: a recorder that stops

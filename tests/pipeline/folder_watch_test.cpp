@@ -175,9 +175,11 @@ TEST_F(FolderWatchTest, TheLooksStatusSaysWhatTheyFoundAndWhyAFolderCannotBeList
   EXPECT_EQ(watcher.status()[0].looks, 0u);
   write("nvr/day1/a.mp4");
   write("nvr/day1/b.mp4");
+  write("nvr/day1/c.mp4", false);  // still being written: settling (settle_s 10 by default)
   auto found = watcher.look(table, {}, watcher.next_look());
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(watcher.status()[0].looks, 1u);
+  EXPECT_EQ(watcher.status()[0].files_settling, 1u);
   EXPECT_EQ(watcher.status()[0].files_added, 0u);  // not until the job took them
   watcher.took(found);
   FolderWatchStatus s = watcher.status()[0];

@@ -190,13 +190,14 @@ TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   EXPECT_EQ(prometheus_text(m).find("vapipe_watched_folder"), std::string::npos);
   EXPECT_TRUE(health_json(m)["watched_folders"].is_null());
   m.watches_folders = true;
-  m.watched_folders = {FolderWatchStatus{"streams[0]", "/nvr/**/*.mp4", 10, 6, 2, 1058, 0.125, 1030, ""},
-                       FolderWatchStatus{"streams[1]", "/mnt/share \"b\"/*.mkv", 30, 2, 0, 1050, 0.5, 1000,
+  m.watched_folders = {FolderWatchStatus{"streams[0]", "/nvr/**/*.mp4", 10, 6, 2, 1, 1058, 0.125, 1030, ""},
+                       FolderWatchStatus{"streams[1]", "/mnt/share \"b\"/*.mkv", 30, 2, 0, 0, 1050, 0.5, 1000,
                                          "/mnt/share \"b\" does not exist"}};
   const std::string t = prometheus_text(m);
   EXPECT_TRUE(has_line(t, "# TYPE vapipe_watched_folder_looks_total counter")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_looks_total{folder=\"/nvr/**/*.mp4\"} 6")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_files_total{folder=\"/nvr/**/*.mp4\"} 2")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_files_settling{folder=\"/nvr/**/*.mp4\"} 1")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_file_time_seconds{folder=\"/nvr/**/*.mp4\"} 1030")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_look_time_seconds{folder=\"/nvr/**/*.mp4\"} 1058")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_look_duration_seconds{folder=\"/nvr/**/*.mp4\"} 0.125")) << t;
@@ -209,6 +210,7 @@ TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   EXPECT_EQ(f["every_s"], 10);
   EXPECT_EQ(f["looks"], 6);
   EXPECT_EQ(f["files_added"], 2);
+  EXPECT_EQ(f["files_settling"], 1);
   EXPECT_DOUBLE_EQ(f["last_file_age_s"].get<double>(), 30);
   EXPECT_DOUBLE_EQ(f["last_look_age_s"].get<double>(), 2);
   EXPECT_TRUE(f["error"].is_null());
