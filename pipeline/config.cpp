@@ -229,7 +229,6 @@ Result<GlobFiles> glob_files(const FolderWatch& w) {
   return out;
 }
 
-
 Result<std::string> expand_environment(const std::string& text) {
   std::string out;
   size_t i = 0;
@@ -717,7 +716,6 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         w.each = s;
         w.part_from_unix_ns = day_part.from_unix_ns;
         w.part_to_unix_ns = day_part.to_unix_ns;
-        w.to_text = to_text;
         const bool watched = w.watch_s > 0;
         const std::string& pattern = w.pattern;
         auto found = glob_files(w);

@@ -327,7 +327,6 @@ struct FolderWatch {
   double watch_s = 0;        // seconds between looks
   StreamConfig each;         // max_fps, keyframes_only, roi, turn, recorded_at, from/to of every file
   std::optional<int64_t> part_from_unix_ns, part_to_unix_ns;  // from/to as times of day
-  std::string to_text;       // streams[].to as written, for messages
 };
 
 // A watched folder's settle_s when none is given: a file copied in (cp, rsync, over SMB) is read once
