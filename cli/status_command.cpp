@@ -201,11 +201,15 @@ int status_command(const std::vector<std::string>& args) {
       const uint64_t settling = f.value("files_settling", uint64_t{0});
       const std::string settling_text =
           settling ? ", " + std::to_string(settling) + (settling == 1 ? " file" : " files") + " settling" : "";
-      std::printf("watching %s every %s: %llu file%s added%s, the last file %s; looked %s (%.2f s)%s%s\n",
+      // A look that has run this long is said: a share that does not answer (the job goes on meanwhile).
+      const double running_s = f["look_running_s"].is_number() ? f["look_running_s"].get<double>() : 0;
+      const std::string running_text =
+          running_s >= 5 ? "; a look RUNNING FOR " + human_duration(running_s) + " (the share does not answer?)" : "";
+      std::printf("watching %s every %s: %llu file%s added%s, the last file %s; looked %s (%.2f s)%s%s%s\n",
                   f.value("folder", std::string()).c_str(), human_duration(f.value("every_s", 0.0)).c_str(),
                   static_cast<unsigned long long>(added), added == 1 ? "" : "s", settling_text.c_str(),
                   f["last_file_age_s"].is_number() ? ("joined " + ago("last_file_age_s")).c_str() : "none",
-                  ago("last_look_age_s").c_str(), f.value("last_look_s", 0.0),
+                  ago("last_look_age_s").c_str(), f.value("last_look_s", 0.0), running_text.c_str(),
                   f["error"].is_string() ? ": CANNOT LIST IT: " : "",
                   f["error"].is_string() ? f["error"].get<std::string>().c_str() : "");
     }

@@ -16,8 +16,8 @@
 namespace vapipe {
 namespace {
 
-// A look that takes this long is said once: a folder on a network share listed this slowly holds up
-// `vapipe run`'s other work (a crashed stage's restart, a stop) for as long.
+// A look that takes this long is said once: the new files of a folder on a network share listed this
+// slowly join the job that much later (the supervisor's own work goes on meanwhile: FolderLooker).
 constexpr double kSlowLookS = 1.0;
 
 std::chrono::steady_clock::duration seconds(double s) {
@@ -40,7 +40,8 @@ Status write_folder_watch_status(const std::vector<FolderWatchStatus>& status, c
                        {"last_look_unix_s", f.last_look_unix_s},
                        {"last_look_s", f.last_look_s},
                        {"last_file_unix_s", f.last_file_unix_s},
-                       {"error", f.error}});
+                       {"error", f.error},
+                       {"looking_since_unix_s", f.looking_since_unix_s}});
   }
   // Paths may hold any byte: replaced, not refused (the log names them exactly).
   return write_file_atomically(path, folders.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0600);
@@ -56,7 +57,8 @@ std::vector<FolderWatchStatus> read_folder_watch_status(const std::string& path)
                                          f.at("watch_s").get<double>(), f.at("looks").get<uint64_t>(),
                                          f.at("files_added").get<uint64_t>(), f.at("files_settling").get<uint64_t>(),
                                          f.at("last_look_unix_s").get<double>(), f.at("last_look_s").get<double>(),
-                                         f.at("last_file_unix_s").get<double>(), f.at("error").get<std::string>()});
+                                         f.at("last_file_unix_s").get<double>(), f.at("error").get<std::string>(),
+                                         f.value("looking_since_unix_s", 0.0)});
     }
   } catch (const nlohmann::json::exception&) {
     status.clear();  // written whole and renamed, so only a file of another version
@@ -72,16 +74,20 @@ FolderWatcher::FolderWatcher(std::vector<FolderWatch> watches, Clock::time_point
     status.pattern = w.pattern;
     status.watch_s = w.watch_s;
     status.last_file_unix_s = start_unix_s;
-    const double every = w.watch_s;
-    watched_.push_back(Watched{std::move(w), now + seconds(every), std::move(status)});
+    Watched watched;
+    watched.due = now + seconds(w.watch_s);
+    watched.watch = std::move(w);
+    watched.status = std::move(status);
+    watched_.push_back(std::move(watched));
   }
 }
 
-void FolderWatcher::check_unchanged(const FolderWatch& watch, const StreamConfig& stream) {
-  std::error_code ec;
+void FolderWatcher::check_unchanged(const FolderWatch& watch, const StreamConfig& stream,
+                                    const std::map<std::string, uintmax_t>& bytes_of) {
+  auto read = bytes_of.find(stream.uri);
+  if (read == bytes_of.end()) return;
+  const uintmax_t bytes = read->second;
   const std::string path = file_uri_path(stream.uri);
-  const uintmax_t bytes = std::filesystem::file_size(path, ec);
-  if (ec) return;
   auto [seen, first] = size_of_.emplace(stream.uri, bytes);
   if (first || seen->second == bytes || !said_.insert("changed:" + stream.uri).second) return;
   // A file replaced (an NVR's export made again) or still written to after it settled: it is not
@@ -93,7 +99,13 @@ void FolderWatcher::check_unchanged(const FolderWatch& watch, const StreamConfig
 }
 
 void FolderWatcher::look_at(Clock::time_point now) {
-  for (Watched& w : watched_) w.due = std::min(w.due, now);
+  for (Watched& w : watched_) {
+    if (w.reading_since) {
+      w.again = true;
+    } else {
+      w.due = std::min(w.due, now);
+    }
+  }
 }
 
 std::vector<FolderWatchStatus> FolderWatcher::status() const {
@@ -117,36 +129,109 @@ void FolderWatcher::took(const std::vector<StreamConfig>& files) {
 
 FolderWatcher::Clock::time_point FolderWatcher::next_look() const {
   Clock::time_point next = Clock::time_point::max();
-  for (const Watched& w : watched_) next = std::min(next, w.due);
+  for (const Watched& w : watched_) {
+    if (!w.reading_since) next = std::min(next, w.due);
+  }
   return next;
+}
+
+std::vector<FolderReading> read_folders(const std::vector<FolderWatch>& watches, const std::vector<size_t>& due) {
+  std::vector<FolderReading> readings;
+  for (size_t k : due) {
+    if (k >= watches.size()) continue;
+    FolderReading r;
+    r.folder = k;
+    const auto began = std::chrono::steady_clock::now();
+    r.files = glob_files(watches[k]);
+    if (r.files.ok()) {
+      for (const StreamConfig& s : r.files->streams) {
+        std::error_code ec;
+        const uintmax_t bytes = std::filesystem::file_size(file_uri_path(s.uri), ec);
+        if (!ec) r.bytes_of.emplace(s.uri, bytes);
+      }
+    }
+    r.took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    readings.push_back(std::move(r));
+  }
+  return readings;
+}
+
+std::vector<size_t> FolderWatcher::start_look(Clock::time_point now) {
+  std::vector<size_t> due;
+  const double now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  for (size_t k = 0; k < watched_.size(); ++k) {
+    Watched& w = watched_[k];
+    if (w.reading_since || now < w.due) continue;
+    w.reading_since = now;
+    w.said_hung = false;
+    w.status.looking_since_unix_s = now_unix_s;
+    due.push_back(k);
+  }
+  return due;
+}
+
+std::vector<FolderWatch> FolderWatcher::watches() const {
+  std::vector<FolderWatch> out;
+  for (const Watched& w : watched_) out.push_back(w.watch);
+  return out;
+}
+
+void FolderWatcher::check_reads(Clock::time_point now) {
+  for (Watched& w : watched_) {
+    if (!w.reading_since || w.said_hung) continue;
+    const double running_s = std::chrono::duration<double>(now - *w.reading_since).count();
+    if (running_s < kHungLookS) continue;
+    w.said_hung = true;
+    VAPIPE_LOG_WARN("{}.glob: looking at '{}' for new files has not ended after {:.0f} s (a network share that does "
+                    "not answer?): the job goes on, without new files from it until the look ends",
+                    w.watch.where, escape_invalid_utf8(w.watch.pattern), running_s);
+  }
 }
 
 std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const std::set<std::string>& earlier_ids,
                                               Clock::time_point now) {
+  const std::vector<size_t> due = start_look(now);
+  if (due.empty()) return {};
+  std::vector<FolderWatch> watches;
+  for (const Watched& w : watched_) watches.push_back(w.watch);
+  return take(read_folders(watches, due), table, earlier_ids);
+}
+
+std::vector<StreamConfig> FolderWatcher::take(std::vector<FolderReading> readings, const StreamTable& table,
+                                              const std::set<std::string>& earlier_ids) {
   std::vector<StreamConfig> found;
   found_in_.clear();
   std::map<std::string, std::string> uri_of;  // the table's streams, and the files found in this look
   for (const StreamTableEntry& e : table.entries) uri_of.emplace(e.id, e.uri);
-  for (size_t k = 0; k < watched_.size(); ++k) {
+  for (FolderReading& reading : readings) {
+    if (reading.folder >= watched_.size()) continue;
+    const size_t k = reading.folder;
     Watched& w = watched_[k];
-    if (now < w.due) continue;
-    const auto began = Clock::now();
-    auto files = glob_files(w.watch);
-    const double took = std::chrono::duration<double>(Clock::now() - began).count();
+    auto& files = reading.files;
+    const double took = reading.took_s;
     ++looks_;
     longest_look_s_ = std::max(longest_look_s_, took);
     ++w.status.looks;
     w.status.last_look_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     w.status.last_look_s = took;
+    w.status.looking_since_unix_s = 0;
     w.status.error = files.ok() ? std::string() : files.status().message();
     w.status.files_settling = files.ok() ? files->unsettled.size() : 0;
+    if (w.said_hung && w.reading_since) {
+      VAPIPE_LOG_INFO("{}.glob: the look at '{}' has ended, after {:.0f} s", w.watch.where,
+                      escape_invalid_utf8(w.watch.pattern),
+                      std::chrono::duration<double>(Clock::now() - *w.reading_since).count());
+    }
+    w.reading_since.reset();
+    w.said_hung = false;
     // The next look counts from this one's end: a slow share is not looked at back to back.
-    w.due = Clock::now() + seconds(w.watch.watch_s);
+    w.due = w.again ? Clock::now() : Clock::now() + seconds(w.watch.watch_s);
+    w.again = false;
     if (took > kSlowLookS && !said_slow_) {
       said_slow_ = true;
-      VAPIPE_LOG_WARN("{}.glob: looking at '{}' for new files took {:.1f} s (every {} s, {}.watch_s): a folder that "
-                      "large, or on a share that slow, holds up vapipe run's other work as long; a larger watch_s, "
-                      "or a pattern of fewer folders (a day's), looks less often or at less", w.watch.where,
+      VAPIPE_LOG_WARN("{}.glob: looking at '{}' for new files took {:.1f} s (every {} s, {}.watch_s): the new files "
+                      "of a folder that large, or on a share that slow, join the job that much later; a larger "
+                      "watch_s, or a pattern of fewer folders (a day's), looks less often or at less", w.watch.where,
                       escape_invalid_utf8(w.watch.pattern), took, w.watch.watch_s, w.watch.where);
     }
     if (!files.ok()) {
@@ -177,7 +262,7 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
                            "own", w.watch.where, escape_invalid_utf8(file_uri_path(s.uri)), s.id,
                            escape_invalid_utf8(file_uri_path(known->second)));
         }
-        if (known->second == s.uri) check_unchanged(w.watch, s);
+        if (known->second == s.uri) check_unchanged(w.watch, s, reading.bytes_of);
         continue;
       }
       if (earlier_ids.count(s.id)) {
@@ -190,12 +275,59 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
         continue;
       }
       uri_of.emplace(s.id, s.uri);
-      check_unchanged(w.watch, s);  // its size as it is taken
+      check_unchanged(w.watch, s, reading.bytes_of);  // its size as it is taken
       found_in_[s.id] = k;
       found.push_back(std::move(s));
     }
   }
   return found;
+}
+
+FolderLooker::FolderLooker(std::vector<FolderWatch> watches)
+    : reader_([watches = std::move(watches)](const std::vector<size_t>& folders) {
+        return read_folders(watches, folders);
+      }) {}
+
+FolderLooker::~FolderLooker() {
+  if (!thread_.joinable()) return;
+  bool done = false;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    done = shared_->done;
+  }
+  // A read that has not ended may never end (a share that hangs): joining it would hang the job's end.
+  if (done) {
+    thread_.join();
+  } else {
+    thread_.detach();
+  }
+}
+
+bool FolderLooker::start(std::vector<size_t> folders) {
+  if (shared_) return false;
+  if (thread_.joinable()) thread_.join();  // the last read's, ended
+  shared_ = std::make_shared<Shared>();
+  // The thread owns copies of what it reads with, so that it may outlive the looker.
+  thread_ = std::thread([reader = reader_, folders = std::move(folders), shared = shared_] {
+    std::vector<FolderReading> readings = reader(folders);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->readings = std::move(readings);
+    shared->done = true;
+  });
+  return true;
+}
+
+std::optional<std::vector<FolderReading>> FolderLooker::finished() {
+  if (!shared_) return std::nullopt;
+  std::vector<FolderReading> readings;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (!shared_->done) return std::nullopt;
+    readings = std::move(shared_->readings);
+  }
+  shared_.reset();
+  thread_.join();
+  return readings;
 }
 
 StreamReload add_watched_files(StreamTable& table, const std::vector<StreamConfig>& files, size_t lanes) {

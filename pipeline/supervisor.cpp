@@ -257,7 +257,12 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   std::vector<uint64_t> lane_started_at(lanes, table.version);
   // Watched folders (streams[].watch_s): their new files join the table as they settle.
   std::optional<FolderWatcher> watcher;
-  if (config.watches_folders()) watcher.emplace(config.watches, std::chrono::steady_clock::now());
+  // Reads the folders on a thread of its own: a share that hangs holds up no restart, stop or signal.
+  std::optional<FolderLooker> looker;
+  if (config.watches_folders()) {
+    watcher.emplace(config.watches, std::chrono::steady_clock::now());
+    looker.emplace(watcher->watches());
+  }
 
   // The start-up gate (opening_mark in job_layout.h): ingest starts its streams once the others opened.
   for (const Lane& lane : placement->lanes) {
@@ -380,8 +385,18 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
   };
   if (watcher) share_watch_status();
+  // A look: started when due, its files taken when its reads end (the loop goes on meanwhile).
   auto watch_folders = [&] {
-    std::vector<StreamConfig> files = watcher->look(table, earlier_ids, std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    if (!looker->busy()) {
+      if (now < watcher->next_look()) return;
+      if (looker->start(watcher->start_look(now))) share_watch_status();  // looking_since, for a hung share
+      return;
+    }
+    watcher->check_reads(now);
+    std::optional<std::vector<FolderReading>> readings = looker->finished();
+    if (!readings) return;
+    std::vector<StreamConfig> files = watcher->take(std::move(*readings), table, earlier_ids);
     if (files.empty()) return share_watch_status();
     StreamTable next = table;
     const StreamReload change = add_watched_files(next, files, lanes);
@@ -518,7 +533,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       if (!stopping_since && failure.empty()) reload();
     }
     if (watcher && !stopping_since && failure.empty() && !flags.stop.load() && !flags.abort.load() &&
-        pending.empty() && std::chrono::steady_clock::now() >= watcher->next_look()) {
+        pending.empty()) {
       watch_folders();
     }
     for (auto it = pending.begin(); it != pending.end();) {

@@ -278,6 +278,12 @@ std::string prometheus_text(const JobMetrics& m) {
              [](const FolderWatchStatus& f) { return number(f.last_look_unix_s); }},
             {"vapipe_watched_folder_last_look_duration_seconds", "gauge", "How long the last look at the folder took.",
              [](const FolderWatchStatus& f) { return number(f.last_look_s); }},
+            {"vapipe_watched_folder_look_running_seconds", "gauge",
+             "How long the look at the folder running now has run (0: none running); a share that does not answer "
+             "shows as this growing.",
+             [&m](const FolderWatchStatus& f) {
+               return number(f.looking_since_unix_s > 0 ? std::max(0.0, m.now_unix_s - f.looking_since_unix_s) : 0.0);
+             }},
             {"vapipe_watched_folder_readable", "gauge",
              "1 when the last look could list the folder, 0 when it could not (unmounted, removed, no permission).",
              [](const FolderWatchStatus& f) { return std::string(f.error.empty() ? "1" : "0"); }},
@@ -350,6 +356,7 @@ nlohmann::json health_json(const JobMetrics& m) {
                          {"last_file_age_s", age(f.last_file_unix_s)},
                          {"last_look_age_s", age(f.last_look_unix_s)},
                          {"last_look_s", f.last_look_s},
+                         {"look_running_s", f.looking_since_unix_s > 0 ? age(f.looking_since_unix_s) : nlohmann::json()},
                          {"error", f.error.empty() ? nlohmann::json() : nlohmann::json(f.error)}});
     }
   }

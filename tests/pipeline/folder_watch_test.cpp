@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "pipeline/config.h"
 #include "pipeline/placement.h"
@@ -194,6 +198,7 @@ TEST_F(FolderWatchTest, TheLooksStatusSaysWhatTheyFoundAndWhyAFolderCannotBeList
   EXPECT_EQ(read[0].pattern, c->watches[0].pattern);
   EXPECT_EQ(read[0].files_added, 2u);
   EXPECT_EQ(read[0].watch_s, 1);
+  EXPECT_EQ(read[0].looking_since_unix_s, 0);
   // The folder goes (an unmounted share): said, and the job looks again; it comes back, and with it
   // what it holds that the job does not have yet.
   std::filesystem::rename(dir_ / "nvr", dir_ / "nvr-away");
@@ -203,6 +208,100 @@ TEST_F(FolderWatchTest, TheLooksStatusSaysWhatTheyFoundAndWhyAFolderCannotBeList
   EXPECT_EQ(watcher.look(table, {}, watcher.next_look()).size(), 2u);  // the table never took them
   EXPECT_TRUE(watcher.status()[0].error.empty());
   EXPECT_TRUE(read_folder_watch_status((dir_ / "none.json").string()).empty());
+}
+
+// A look's reads run on the looker's thread (a share that hangs holds up no restart or stop of
+// `vapipe run`): a folder being read is not started again, is shown as being read, and a SIGHUP
+// meanwhile looks again once the read ends. A read that never ends is left behind by the looker's end.
+TEST_F(FolderWatchTest, ALookReadsOffTheCallersThreadAndAReadThatHangsHoldsNothingUp) {
+  write("nvr/day1/a.mp4");
+  auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 1, settle_s: 0}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto placement = plan_placement(*c, 0);
+  ASSERT_TRUE(placement.ok());
+  StreamTable table = initial_stream_table(*c, *placement);
+  const auto start = Clock::now();
+  FolderWatcher watcher(c->watches, start);
+
+  // A share that does not answer until it is let go.
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool open = false;
+    int reads = 0;
+  };
+  auto gate = std::make_shared<Gate>();
+  const std::vector<FolderWatch> watches = watcher.watches();
+  ASSERT_EQ(watches.size(), 1u);
+  auto hanging_reader = [gate, watches](const std::vector<size_t>& folders) {
+    std::unique_lock<std::mutex> lock(gate->mutex);
+    ++gate->reads;
+    gate->changed.notify_all();
+    gate->changed.wait(lock, [&] { return gate->open; });
+    lock.unlock();
+    return read_folders(watches, folders);
+  };
+  auto wait_for_reads = [&](int n) {
+    std::unique_lock<std::mutex> lock(gate->mutex);
+    return gate->changed.wait_for(lock, std::chrono::seconds(10), [&] { return gate->reads >= n; });
+  };
+  {
+    FolderLooker looker(hanging_reader);
+    write("nvr/day1/b.mp4");
+    const auto due = watcher.start_look(start + std::chrono::seconds(1));
+    ASSERT_EQ(due, (std::vector<size_t>{0}));
+    ASSERT_TRUE(looker.start(due));
+    ASSERT_TRUE(wait_for_reads(1));
+    EXPECT_TRUE(looker.busy());
+    EXPECT_FALSE(looker.start(due));  // one read at a time
+    EXPECT_FALSE(looker.finished().has_value());
+    // Being read: not due again, shown as looking, and nothing said before kHungLookS.
+    EXPECT_EQ(watcher.next_look(), Clock::time_point::max());
+    EXPECT_TRUE(watcher.start_look(start + std::chrono::hours(1)).empty());
+    EXPECT_GT(watcher.status()[0].looking_since_unix_s, 0);
+    watcher.check_reads(start + std::chrono::seconds(2));
+    watcher.check_reads(start + std::chrono::seconds(40));  // said once (the log)
+    watcher.look_at(Clock::now());                          // SIGHUP while it reads
+    EXPECT_EQ(watcher.next_look(), Clock::time_point::max());
+    {
+      std::lock_guard<std::mutex> lock(gate->mutex);
+      gate->open = true;
+    }
+    gate->changed.notify_all();
+    std::optional<std::vector<FolderReading>> readings;
+    for (int k = 0; k < 1000 && !readings; ++k) {
+      readings = looker.finished();
+      if (!readings) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(readings.has_value());
+    EXPECT_FALSE(looker.busy());
+    ASSERT_EQ(readings->size(), 1u);
+    EXPECT_EQ((*readings)[0].folder, 0u);
+    EXPECT_EQ((*readings)[0].bytes_of.size(), 2u);  // a.mp4 and b.mp4, one byte each
+    const std::vector<StreamConfig> found = watcher.take(std::move(*readings), table, {});
+    EXPECT_EQ(ids(found), (std::vector<std::string>{"day1-b"}));
+    EXPECT_EQ(watcher.status()[0].looking_since_unix_s, 0);
+    EXPECT_EQ(watcher.status()[0].looks, 1u);
+    EXPECT_LE(watcher.next_look(), Clock::now());  // the SIGHUP's look, at once
+  }
+  // A read that never ends when the looker goes (the job's end): the looker's end does not wait for it.
+  {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    gate->open = false;
+  }
+  const auto before = Clock::now();
+  {
+    FolderLooker looker(hanging_reader);
+    ASSERT_TRUE(looker.start(watcher.start_look(Clock::now())));
+    ASSERT_TRUE(wait_for_reads(2));
+  }
+  EXPECT_LT(Clock::now() - before, std::chrono::seconds(5));
+  {
+    // Let the thread left behind end, before the gate goes with the test (it holds its own share).
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    gate->open = true;
+  }
+  gate->changed.notify_all();
 }
 
 // New files go to the lane with the fewest streams, with every setting the table carries for them

@@ -192,7 +192,7 @@ TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   m.watches_folders = true;
   m.watched_folders = {FolderWatchStatus{"streams[0]", "/nvr/**/*.mp4", 10, 6, 2, 1, 1058, 0.125, 1030, ""},
                        FolderWatchStatus{"streams[1]", "/mnt/share \"b\"/*.mkv", 30, 2, 0, 0, 1050, 0.5, 1000,
-                                         "/mnt/share \"b\" does not exist"}};
+                                         "/mnt/share \"b\" does not exist", 1000}};
   const std::string t = prometheus_text(m);
   EXPECT_TRUE(has_line(t, "# TYPE vapipe_watched_folder_looks_total counter")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_looks_total{folder=\"/nvr/**/*.mp4\"} 6")) << t;
@@ -203,6 +203,9 @@ TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_last_look_duration_seconds{folder=\"/nvr/**/*.mp4\"} 0.125")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_readable{folder=\"/nvr/**/*.mp4\"} 1")) << t;
   EXPECT_TRUE(has_line(t, "vapipe_watched_folder_readable{folder=\"/mnt/share \\\"b\\\"/*.mkv\"} 0")) << t;
+  // A look that has not ended (a share that does not answer), and none running.
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_look_running_seconds{folder=\"/mnt/share \\\"b\\\"/*.mkv\"} 60")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_watched_folder_look_running_seconds{folder=\"/nvr/**/*.mp4\"} 0")) << t;
   const nlohmann::json h = health_json(m);
   ASSERT_EQ(h["watched_folders"].size(), 2u);
   const nlohmann::json& f = h["watched_folders"][0];
@@ -215,6 +218,8 @@ TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   EXPECT_DOUBLE_EQ(f["last_look_age_s"].get<double>(), 2);
   EXPECT_TRUE(f["error"].is_null());
   EXPECT_EQ(h["watched_folders"][1]["error"], "/mnt/share \"b\" does not exist");
+  EXPECT_TRUE(f["look_running_s"].is_null());
+  EXPECT_DOUBLE_EQ(h["watched_folders"][1]["look_running_s"].get<double>(), 60);
 }
 
 // Files waiting their turn (ingest.max_open_streams) have no duration yet: an archive job counts each
