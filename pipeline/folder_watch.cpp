@@ -350,18 +350,14 @@ StreamReload add_watched_files(StreamTable& table, const std::vector<StreamConfi
   return change;
 }
 
-size_t add_files_found_since(Config& config) {
-  std::map<std::string, std::string> uri_of;
-  for (const StreamConfig& s : config.streams) uri_of.emplace(s.id, s.uri);
+size_t add_watched_streams(Config& config, const std::vector<StreamConfig>& files) {
+  std::set<std::string> ids;
+  for (const StreamConfig& s : config.streams) ids.insert(s.id);
   size_t added = 0;
-  for (const FolderWatch& w : config.watches) {
-    auto files = glob_files(w);
-    if (!files.ok()) continue;  // the watch says so when it looks
-    for (StreamConfig& s : files->streams) {
-      if (!uri_of.emplace(s.id, s.uri).second) continue;
-      config.streams.push_back(std::move(s));
-      ++added;
-    }
+  for (const StreamConfig& s : files) {
+    if (!ids.insert(s.id).second) continue;
+    config.streams.push_back(s);
+    ++added;
   }
   return added;
 }

@@ -157,10 +157,9 @@ class FolderLooker {
 // cameras), with their ids and lanes in `added`; the table's version is raised.
 StreamReload add_watched_files(StreamTable& table, const std::vector<StreamConfig>& files, size_t lanes);
 
-// A job that restarts after a crash (an archive job restarts whole): the files its folders hold now
-// that `config.streams` does not have yet (those the watch added while it ran, and any since), put
-// after them, so that the restart's --resume goes on with them instead of taking them for departed.
-// Returns how many were added.
-size_t add_files_found_since(Config& config);
+// A job that restarts after a crash (an archive job restarts whole): the files its watched folders
+// added while it ran (`files`) that `config.streams` does not have yet, put after them, so that the
+// restart's --resume goes on with them instead of taking them for departed. Returns how many were added.
+size_t add_watched_streams(Config& config, const std::vector<StreamConfig>& files);
 
 }  // namespace vapipe

@@ -163,6 +163,7 @@ struct RunOutcome {
   std::string failure = "";  // the first stage that failed, and how
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
   std::string refusal = "";  // why the job is not restarted, when run_job_once decided (live jobs)
+  std::vector<StreamConfig> watched_files = {};  // the files its watched folders added to the job
 };
 
 // One run of every stage process. `restarts`: restarts in a row before this run. A crash that will
@@ -259,6 +260,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   std::optional<FolderWatcher> watcher;
   // Reads the folders on a thread of its own: a share that hangs holds up no restart, stop or signal.
   std::optional<FolderLooker> looker;
+  std::vector<StreamConfig> watched_files;  // what the looks added, for a restart (RunOutcome)
   if (config.watches_folders()) {
     watcher.emplace(config.watches, std::chrono::steady_clock::now());
     looker.emplace(watcher->watches());
@@ -406,6 +408,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     watcher->took(files);
     share_watch_status();
+    watched_files.insert(watched_files.end(), files.begin(), files.end());
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
     std::string added;
@@ -663,7 +666,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     // A live job that could go on did (pending): one that stops here is not restarted whole either.
     return RunOutcome{kExitStageFailed, failure,
                       !live && failed_after_opening && !flags.stop.load() && !flags.abort.load() && refusal.empty(),
-                      live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : refusal};
+                      live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : refusal,
+                      std::move(watched_files)};
   }
   const Child& publish = child_of(StageKind::kPublish);
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsUnfinished) {
@@ -769,8 +773,10 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       return run.code;
     }
     resume = true;  // an archive job goes on from its JSON-lines file: no frame twice
-    if (job.watches_folders() && add_files_found_since(job) > 0) {
-      // The files the watch added are the restart's own streams, not departed ones.
+    if (add_watched_streams(job, run.watched_files) > 0) {
+      // The files the watch added are the restart's own streams, not departed ones (files that came
+      // since are found by the restart's own first look, on its own thread: a share that hangs does
+      // not hold up the restart).
       auto again = plan_placement(job, visible_gpus);
       if (!again.ok()) {
         VAPIPE_LOG_ERROR("{}", again.status().message());

@@ -340,17 +340,22 @@ TEST_F(FolderWatchTest, NewFilesGoToTheLaneWithTheFewestStreamsWithTheirWholeSet
 
 // An archive job restarts whole after a crash: the files its watch added are its streams then, put
 // after those it started with, so that --resume goes on with them rather than ending them as gone.
-TEST_F(FolderWatchTest, ARestartTakesTheFilesTheWatchFoundSinceTheStart) {
+TEST_F(FolderWatchTest, ARestartTakesTheFilesTheWatchAddedAsItsOwnStreams) {
   write("nvr/day1/a.mp4");
   auto c = load("  - {glob: 'nvr/**/*.mp4', watch_s: 1}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   Config job = *c;
-  EXPECT_EQ(add_files_found_since(job), 0u);
+  EXPECT_EQ(add_watched_streams(job, {}), 0u);
   write("nvr/day1/0.mp4");  // sorts first, comes after
   write("nvr/day2/b.mp4");
-  EXPECT_EQ(add_files_found_since(job), 2u);
+  StreamTable table;
+  FolderWatcher watcher(job.watches, Clock::now());
+  const std::vector<StreamConfig> added = watcher.look(table, {}, watcher.next_look());
+  ASSERT_EQ(ids(added), (std::vector<std::string>{"day1-0", "day1-a", "day2-b"}));  // the table had none
+  EXPECT_EQ(add_watched_streams(job, added), 2u);
   EXPECT_EQ(ids(job.streams), (std::vector<std::string>{"day1-a", "day1-0", "day2-b"}));
-  EXPECT_EQ(add_files_found_since(job), 0u);
+  EXPECT_EQ(job.streams[2].uri, added[2].uri);
+  EXPECT_EQ(add_watched_streams(job, added), 0u);  // a second restart
 }
 
 // Lanes are planned for the GPUs a watching job is given, not for the files it starts with (none,
