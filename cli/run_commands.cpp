@@ -37,7 +37,9 @@ struct ConfigChoice {
   std::vector<std::string> stage_args;
 };
 
-Result<Config> load(const ConfigChoice& c) { return c.path.empty() ? load_demo_config() : load_config_file(c.path); }
+Result<Config> load(const ConfigChoice& c, const ConfigLoadOptions& options = {}) {
+  return c.path.empty() ? load_demo_config(options) : load_config_file(c.path, nullptr, options);
+}
 
 // GPUs as the supervisor saw them (VAPIPE_VISIBLE_GPUS, set for every stage it starts), else probed.
 int stage_gpu_count() {
@@ -124,7 +126,11 @@ int stage_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe stage: give --config CONFIG.yaml (or --demo)\n");
     return kExitUsage;
   }
-  auto config = load(choice);
+  // Started by `vapipe run`: the streams are its table's (read below), not a glob's files found again.
+  const char* from_table = std::getenv(kStreamsFromTableEnv);
+  ConfigLoadOptions load_options;
+  load_options.expand_globs = !(from_table && *from_table);
+  auto config = load(choice, load_options);
   if (!config.ok()) return config_error(config.status());
   if (job_id.empty()) job_id = config->job.name;  // stages started by hand agree on this
   init_logging(stage_kind_name(*kind), config->log.level);
@@ -139,6 +145,10 @@ int stage_command(const std::vector<std::string>& args) {
     auto table = read_job_stream_table(stream_table_path(layout));
     if (!table.ok()) return config_error(table.status());
     stream_table = std::move(*table);
+    if (!stream_table && !load_options.expand_globs) {
+      return config_error(NotFound("the job's stream table " + stream_table_path(layout) +
+                                   " is missing (" + kStreamsFromTableEnv + " is set: started by vapipe run?)"));
+    }
     if (stream_table) {
       std::vector<StreamConfig> streams;
       for (const StreamTableEntry& e : stream_table->entries) {

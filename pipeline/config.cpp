@@ -496,7 +496,8 @@ void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& 
   }
 }
 
-Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir) {
+Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
+             const ConfigLoadOptions& options) {
   Context ctx(source);
   Config c;
   c.source = source;
@@ -718,68 +719,71 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         w.part_to_unix_ns = day_part.to_unix_ns;
         const bool watched = w.watch_s > 0;
         const std::string& pattern = w.pattern;
-        auto found = glob_files(w);
-        if (!found.ok()) ctx.fail(streams[i]["glob"], path + ".glob", found.status().message());
-        const size_t hidden = found->hidden;
-        const std::string hidden_text = std::to_string(hidden) + " hidden file(s) (a name, or a folder's, starting with "
-                                        "'.', as the '._' files a Mac leaves beside those it copies) left out, as a "
-                                        "shell's glob does; name a '.' in the pattern to take them";
-        // A watched folder may be empty yet: the job waits for its first file.
-        if (found->matched == 0 && !watched) {
-          ctx.fail(streams[i]["glob"], path + ".glob",
-                   "no file matches '" + pattern + "'" + (hidden ? " (" + hidden_text + ")" : ""));
-        }
-        if (hidden > 0) c.notes.push_back(path + ".glob: " + hidden_text);
-        if (!found->unsettled.empty()) {
-          const std::vector<std::string>& names = found->unsettled;
-          if (found->settled == 0 && !watched) {
-            ctx.fail(streams[i]["settle_s"], path + ".settle_s",
-                     "every file that matches '" + pattern + "' (" + std::to_string(names.size()) +
-                         ") was modified in the last " + number_text(settle_s) + " s: none is settled yet (" +
-                         name_list(names) + ")");
-          }
-          c.notes.push_back(path + ".glob: " + std::to_string(names.size()) + " file(s) modified in the last " +
-                            number_text(settle_s) + " s are left for a " + (watched ? "later look" : "later run") +
-                            " (settle_s: they may still be being written): " + name_list(names));
-        }
-        if (!found->refused.empty()) {
-          const auto& [file, why] = found->refused.front();
-          const bool by_prefix = !id_prefix.empty() && why.rfind("id:", 0) == 0;
-          ctx.fail(streams[i][by_prefix ? "id_prefix" : "glob"], path + (by_prefix ? ".id_prefix" : ".glob"),
-                   file + ": " + why.substr(why.find(':') + 2));
-        }
-        std::set<std::string> files;
-        for (const StreamConfig& f : found->streams) files.insert(file_uri_path(f.uri));
-        for (StreamConfig& f : found->streams) {
-          const std::string file = file_uri_path(f.uri);
-          if (auto [it, added] = ids.emplace(f.id, file); !added) {
-            // An id keeps letters, digits, '_', '-' and '.': "a b.mp4" and "a#b.mp4" both make "a-b".
-            const bool same_glob = files.count(it->second) > 0;
+        // A stage of `vapipe run` takes the files from the job's stream table instead.
+        if (options.expand_globs) {
+          auto found = glob_files(w);
+          if (!found.ok()) ctx.fail(streams[i]["glob"], path + ".glob", found.status().message());
+          const size_t hidden = found->hidden;
+          const std::string hidden_text = std::to_string(hidden) + " hidden file(s) (a name, or a folder's, starting with "
+                                          "'.', as the '._' files a Mac leaves beside those it copies) left out, as a "
+                                          "shell's glob does; name a '.' in the pattern to take them";
+          // A watched folder may be empty yet: the job waits for its first file.
+          if (found->matched == 0 && !watched) {
             ctx.fail(streams[i]["glob"], path + ".glob",
-                     file + " makes the stream id '" + f.id + "', as " + it->second + " does (an id keeps only " +
-                         "letters, digits, '_', '-' and '.'): " +
-                         (same_glob ? "rename one of the two files" : "set id_prefix to tell them apart"));
+                     "no file matches '" + pattern + "'" + (hidden ? " (" + hidden_text + ")" : ""));
           }
-          c.streams.push_back(std::move(f));
-        }
-        const std::vector<std::string>& undated = found->undated;
-        const std::vector<std::string>& after_part = found->after_part;
-        const size_t settled = found->settled;
-        if (!undated.empty()) {
-          c.notes.push_back(path + ".recorded_at: " + std::to_string(undated.size()) + " of " +
-                            std::to_string(settled) + " file names hold no time that " + s.recorded.spec +
-                            " reads (" + name_list(undated) + "): " +
-                            (day_part.given() ? "left out, as its from and to are times of day"
-                                              : "their results' camera_unix_ms stay null"));
-        }
-        if (!after_part.empty()) {
-          c.notes.push_back(path + ".to: " + std::to_string(after_part.size()) + " of " + std::to_string(settled) +
-                            " files left out: recorded from " + to_text + " on (" + name_list(after_part) + ")");
-        }
-        if (day_part.given() && settled > 0 && undated.size() + after_part.size() == settled && !watched) {
-          ctx.fail(streams[i]["glob"], path + ".glob",
-                   "none of its " + std::to_string(settled) + " files was recorded before its to (" + to_text +
-                       ")" + (undated.empty() ? "" : " as far as their names say"));
+          if (hidden > 0) c.notes.push_back(path + ".glob: " + hidden_text);
+          if (!found->unsettled.empty()) {
+            const std::vector<std::string>& names = found->unsettled;
+            if (found->settled == 0 && !watched) {
+              ctx.fail(streams[i]["settle_s"], path + ".settle_s",
+                       "every file that matches '" + pattern + "' (" + std::to_string(names.size()) +
+                           ") was modified in the last " + number_text(settle_s) + " s: none is settled yet (" +
+                           name_list(names) + ")");
+            }
+            c.notes.push_back(path + ".glob: " + std::to_string(names.size()) + " file(s) modified in the last " +
+                              number_text(settle_s) + " s are left for a " + (watched ? "later look" : "later run") +
+                              " (settle_s: they may still be being written): " + name_list(names));
+          }
+          if (!found->refused.empty()) {
+            const auto& [file, why] = found->refused.front();
+            const bool by_prefix = !id_prefix.empty() && why.rfind("id:", 0) == 0;
+            ctx.fail(streams[i][by_prefix ? "id_prefix" : "glob"], path + (by_prefix ? ".id_prefix" : ".glob"),
+                     file + ": " + why.substr(why.find(':') + 2));
+          }
+          std::set<std::string> files;
+          for (const StreamConfig& f : found->streams) files.insert(file_uri_path(f.uri));
+          for (StreamConfig& f : found->streams) {
+            const std::string file = file_uri_path(f.uri);
+            if (auto [it, added] = ids.emplace(f.id, file); !added) {
+              // An id keeps letters, digits, '_', '-' and '.': "a b.mp4" and "a#b.mp4" both make "a-b".
+              const bool same_glob = files.count(it->second) > 0;
+              ctx.fail(streams[i]["glob"], path + ".glob",
+                       file + " makes the stream id '" + f.id + "', as " + it->second + " does (an id keeps only " +
+                           "letters, digits, '_', '-' and '.'): " +
+                           (same_glob ? "rename one of the two files" : "set id_prefix to tell them apart"));
+            }
+            c.streams.push_back(std::move(f));
+          }
+          const std::vector<std::string>& undated = found->undated;
+          const std::vector<std::string>& after_part = found->after_part;
+          const size_t settled = found->settled;
+          if (!undated.empty()) {
+            c.notes.push_back(path + ".recorded_at: " + std::to_string(undated.size()) + " of " +
+                              std::to_string(settled) + " file names hold no time that " + s.recorded.spec +
+                              " reads (" + name_list(undated) + "): " +
+                              (day_part.given() ? "left out, as its from and to are times of day"
+                                                : "their results' camera_unix_ms stay null"));
+          }
+          if (!after_part.empty()) {
+            c.notes.push_back(path + ".to: " + std::to_string(after_part.size()) + " of " + std::to_string(settled) +
+                              " files left out: recorded from " + to_text + " on (" + name_list(after_part) + ")");
+          }
+          if (day_part.given() && settled > 0 && undated.size() + after_part.size() == settled && !watched) {
+            ctx.fail(streams[i]["glob"], path + ".glob",
+                     "none of its " + std::to_string(settled) + " files was recorded before its to (" + to_text +
+                         ")" + (undated.empty() ? "" : " as far as their names say"));
+          }
         }
         if (watched) {
           if (first_watch_path.empty()) {
@@ -1252,7 +1256,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
   return c;
 }
 
-Result<Config> parse_text(const std::string& yaml, const std::string& source, const std::string& base_dir) {
+Result<Config> parse_text(const std::string& yaml, const std::string& source, const std::string& base_dir,
+                          const ConfigLoadOptions& options) {
   // YAML is UTF-8 (or UTF-16/32, which no editor writes unasked); yaml-cpp takes other bytes as they
   // are, and a Latin-1 model name or path would then fail every result's JSON.
   if (const size_t bad = first_invalid_utf8(yaml); bad != std::string::npos) {
@@ -1263,7 +1268,7 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
   }
   try {
     YAML::Node root = YAML::Load(yaml);
-    return parse(root, source, base_dir);
+    return parse(root, source, base_dir, options);
   } catch (const ConfigError& e) {
     return InvalidArgument(e.message);
   } catch (const YAML::Exception& e) {
@@ -1328,29 +1333,29 @@ Status split_host_port(const std::string& address, std::string* host, int* port)
 }
 
 Result<Config> load_config_string(const std::string& yaml, const std::string& source_name,
-                                  const std::string& base_dir) {
-  return parse_text(yaml, source_name, base_dir);
+                                  const std::string& base_dir, const ConfigLoadOptions& options) {
+  return parse_text(yaml, source_name, base_dir, options);
 }
 
-Result<Config> load_config_file(const std::string& path, std::string* text) {
+Result<Config> load_config_file(const std::string& path, std::string* text, const ConfigLoadOptions& options) {
   std::ifstream in(path);
   if (!in) return NotFound("config file " + path + ": cannot be opened");
   std::stringstream ss;
   ss << in.rdbuf();
   if (text) *text = ss.str();
   std::string base = std::filesystem::absolute(std::filesystem::path(path)).parent_path().string();
-  return parse_text(ss.str(), path, base);
+  return parse_text(ss.str(), path, base, options);
 }
 
 std::string demo_config_text() { return kDemoConfigYaml; }
 
-Result<Config> load_demo_config() {
+Result<Config> load_demo_config(const ConfigLoadOptions& options) {
   // The demo's paths are relative to configs/: prefer the source tree the binary was built from,
   // then the install prefix.
   for (const char* root : {kSourceDir, kInstallDataDir}) {
     std::filesystem::path configs = std::filesystem::path(root) / "configs";
     if (std::filesystem::exists(configs / "demo.yaml")) {
-      return parse_text(kDemoConfigYaml, "<embedded demo config>", configs.string());
+      return parse_text(kDemoConfigYaml, "<embedded demo config>", configs.string(), options);
     }
   }
   return NotFound(std::string("the demo's models and media were found neither in ") + kSourceDir +

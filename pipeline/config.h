@@ -386,15 +386,25 @@ Status split_host_port(const std::string& address, std::string* host, int* port)
 // never the token.
 Result<std::string> read_metrics_token_file(const std::string& path);
 
+// How a config is read.
+struct ConfigLoadOptions {
+  // false: a `glob:` entry's files are not looked for (none is a stream; a watched one is still in
+  // Config::watches). For the stages `vapipe run` starts: they take the job's streams from its stream
+  // table (the files the supervisor found), and a folder on a share that has stopped answering would
+  // hold up their start.
+  bool expand_globs = true;
+};
+
 // `text`, if given, receives the file's text (what was parsed).
-Result<Config> load_config_file(const std::string& path, std::string* text = nullptr);
+Result<Config> load_config_file(const std::string& path, std::string* text = nullptr,
+                                const ConfigLoadOptions& options = {});
 // `source_name` appears in error messages; relative paths resolve against `base_dir`.
 Result<Config> load_config_string(const std::string& yaml, const std::string& source_name,
-                                  const std::string& base_dir);
+                                  const std::string& base_dir, const ConfigLoadOptions& options = {});
 
 // The shipped demo config (configs/demo.yaml, embedded at build time) with its paths resolved
 // against the source tree or the install prefix.
-Result<Config> load_demo_config();
+Result<Config> load_demo_config(const ConfigLoadOptions& options = {});
 std::string demo_config_text();
 
 }  // namespace vapipe

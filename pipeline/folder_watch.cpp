@@ -309,7 +309,20 @@ bool FolderLooker::start(std::vector<size_t> folders) {
   shared_ = std::make_shared<Shared>();
   // The thread owns copies of what it reads with, so that it may outlive the looker.
   thread_ = std::thread([reader = reader_, folders = std::move(folders), shared = shared_] {
-    std::vector<FolderReading> readings = reader(folders);
+    std::vector<FolderReading> readings;
+    try {
+      readings = reader(folders);
+    } catch (const std::exception& e) {
+      // Nothing may leave a thread's function (std::terminate, and the job with it): each folder's
+      // look is then an error, looked at again.
+      readings.clear();
+      for (size_t k : folders) {
+        FolderReading r;
+        r.folder = k;
+        r.files = Unavailable(std::string("cannot look at it: ") + e.what());
+        readings.push_back(std::move(r));
+      }
+    }
     std::lock_guard<std::mutex> lock(shared->mutex);
     shared->readings = std::move(readings);
     shared->done = true;

@@ -59,6 +59,11 @@ inline constexpr const char* kRestartReasonEnv = "VAPIPE_RESTART_REASON";
 // start with their stop already requested, so that their streams end (and publish writes the summary).
 inline constexpr const char* kStopRequestedEnv = "VAPIPE_STOP_REQUESTED";
 
+// Set for every stage `vapipe run` starts: the job's streams are its stream table, so the stage does
+// not look for a `glob:`'s files again (ConfigLoadOptions::expand_globs; a share that has stopped
+// answering would hold up its start, and its files could differ from the supervisor's).
+inline constexpr const char* kStreamsFromTableEnv = "VAPIPE_STREAMS_FROM_TABLE";
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

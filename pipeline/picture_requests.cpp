@@ -78,18 +78,20 @@ std::vector<std::string> prune_segment_pictures(const std::string& dir, uint32_t
     }
     return true;
   };
+  // Iterated with increment(ec): a range-for's ++ throws on a read error (a folder removed meanwhile).
   std::error_code ec;
-  for (const auto& stream : std::filesystem::directory_iterator(dir, ec)) {
+  for (std::filesystem::directory_iterator stream(dir, ec), end; !ec && stream != end; stream.increment(ec)) {
     std::error_code not_a_folder;
-    if (!stream.is_directory(not_a_folder)) continue;
+    if (!stream->is_directory(not_a_folder)) continue;
     std::error_code unreadable;
-    for (const auto& day : std::filesystem::directory_iterator(stream.path(), unreadable)) {
-      const std::string name = day.path().filename().string();
+    for (std::filesystem::directory_iterator day(stream->path(), unreadable); !unreadable && day != end;
+         day.increment(unreadable)) {
+      const std::string name = day->path().filename().string();
       std::error_code kind;
-      if (!day.is_directory(kind) || !is_day(name) || name >= cutoff) continue;
+      if (!day->is_directory(kind) || !is_day(name) || name >= cutoff) continue;
       std::error_code gone;
-      std::filesystem::remove_all(day.path(), gone);
-      if (!gone) removed.push_back(day.path().string());
+      std::filesystem::remove_all(day->path(), gone);
+      if (!gone) removed.push_back(day->path().string());
     }
   }
   std::sort(removed.begin(), removed.end());

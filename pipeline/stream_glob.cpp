@@ -69,7 +69,8 @@ Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, si
   auto is_hidden = [](const std::string& rel) { return rel[0] == '.' || rel.find("/.") != std::string::npos; };
   size_t hidden_matches = 0;
   auto consider = [&](const std::filesystem::directory_entry& e) {
-    if (!e.is_regular_file(ec)) return;
+    std::error_code kind;  // a file gone since the listing is left out, not the listing's error
+    if (!e.is_regular_file(kind)) return;
     const std::string rel = e.path().lexically_relative(base).generic_string();
     if (!std::regex_match(rel, re)) return;
     if (!dot_components && is_hidden(rel)) {
@@ -86,7 +87,8 @@ Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, si
       consider(*it);
     }
   } else {
-    for (const auto& e : std::filesystem::directory_iterator(base, ec)) consider(e);
+    // increment(ec), not a range-for: its ++ throws on a read error (a share that fails mid-listing).
+    for (std::filesystem::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) consider(*it);
   }
   if (ec) return Unavailable("cannot list " + base + ": " + ec.message());
   std::sort(files.begin(), files.end());

@@ -74,6 +74,7 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   setenv("VAPIPE_JOB_START_NS", std::to_string(start_ns).c_str(), 1);
   setenv("VAPIPE_SUPERVISOR_PID", std::to_string(getppid()).c_str(), 1);  // publish's POST /-/reload
+  setenv(kStreamsFromTableEnv, "1", 1);
   // Every stage plans the same placement as the supervisor from the same GPU count.
   setenv("VAPIPE_VISIBLE_GPUS", std::to_string(visible_gpus).c_str(), 1);
   if (!getenv("VAPIPE_GPU_COUNT")) setenv("VAPIPE_GPU_COUNT", std::to_string(gpus_used).c_str(), 1);
@@ -202,7 +203,10 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     // A file that was classified to its end and has changed since (a recorder still writing it when
     // it was read): its results stay as they are, and the rest of it is not classified. Said, by name.
+    // Not at a restart after a crash: the run before said so, and its watched folder may be on a share
+    // that has stopped answering (the restart would wait on it).
     for (const StreamConfig& s : config.streams) {
+      if (restarts > 0) break;
       const StreamProgress& p = plan->streams.at(s.id);
       if (p.ended != "done" || p.file_bytes < 0 || s.parsed.kind != UriKind::kFile) continue;
       std::error_code ec;

@@ -13,6 +13,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev
   python3 python3-zmq python3-numpy
+  python3-fusepy  # the e2e test of a watched folder on a share that stops answering (a FUSE file system)
 )
 # Only to retrain the shipped model (models/train_pattern_cnn.py) and make the benchmark's ResNet-18.
 if [[ "${VAPIPE_SETUP_TRAINING:-0}" == 1 ]]; then PACKAGES+=(python3-torch); fi

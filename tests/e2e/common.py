@@ -236,6 +236,10 @@ class Run:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def stderr_so_far(self):
+        """Its log up to now, while it runs."""
+        return os.pread(self._err.fileno(), 1 << 24, 0).decode("utf-8", "replace")
+
     def job_id(self):
         """The job id `vapipe run` chose (its log's "job 'NAME' (ID): ..."), once it has ended."""
         found = re.search(r"job '[^']*' \(([^)]+)\):", self.stderr or "")

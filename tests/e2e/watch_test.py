@@ -1,15 +1,20 @@
 """Archive folders watched while the job runs (streams[].watch_s): files that land in the folder are
 classified, each once, every frame, as they settle; the job ends when it is stopped, and --resume goes
 on without classifying a file twice. Also an archive job stopped while files wait their turn
-(ingest.max_open_streams): it ends at once, the waiting files without results."""
+(ingest.max_open_streams): it ends at once, the waiting files without results. And a watched folder
+on a share that stops answering (a real FUSE file system that hangs, as a hard-mounted NFS share does)."""
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
+import unittest
 
-from e2e.common import VAPIPE, E2ETest, Run, free_port, make_clip, write_config
+from e2e.common import VAPIPE, E2ETest, Run, children_of, free_port, make_clip, write_config
+
+HANGING_SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hanging_share.py")
 
 
 def read_jsonl(path):
@@ -210,3 +215,107 @@ class WatchedFolder(E2ETest):
         messages = read_jsonl(self.jsonl)
         for sid in ("a", "b", "c"):
             self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"], list(range(300)), sid)
+
+
+class AWatchedShareThatStopsAnswering(E2ETest):
+    """The watched folder is a share (tests/e2e/hanging_share.py, a FUSE file system) whose requests
+    all wait while it is switched off, as a hard-mounted NFS share's do when its server is gone."""
+
+    def setUp(self):
+        super().setUp()
+        self.jsonl = os.path.join(self.dir, "results.jsonl")
+        self.backing = os.path.join(self.dir, "backing")
+        self.share = os.path.join(self.dir, "share")
+        self.switch = os.path.join(self.dir, "switched-off")
+        os.makedirs(self.backing)
+        os.makedirs(self.share)
+        self.fs = None
+        try:
+            import fusepy  # noqa: F401 (python3-fusepy)
+        except ImportError:
+            self.skipTest("fusepy (Debian's python3-fusepy) is not installed")
+        if not os.path.exists("/dev/fuse"):
+            self.skipTest("no /dev/fuse here")
+        self.fs = subprocess.Popen([sys.executable, HANGING_SHARE, self.backing, self.share, self.switch],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 10
+        while time.time() < deadline and not os.path.ismount(self.share) and self.fs.poll() is None:
+            time.sleep(0.05)
+        if not os.path.ismount(self.share):
+            self.fs.kill()
+            error = self.fs.communicate()[1]
+            self.fs = None
+            self.skipTest(f"cannot mount a FUSE file system here (root or the fuse group needed): {error[-300:]}")
+
+    def tearDown(self):
+        if os.path.exists(self.switch):
+            os.remove(self.switch)  # every request waiting on the share goes on
+        if self.fs:
+            self.fs.terminate()  # unmounts
+            try:
+                self.fs.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.fs.kill()
+            subprocess.run(["umount", "-l", self.share], stderr=subprocess.DEVNULL)
+        super().tearDown()
+
+    def wait_for(self, what, condition, timeout=30, run=None):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if condition():
+                return
+            time.sleep(0.1)
+        self.fail(f"{what} did not happen in {timeout} s" + (f"; its log:\n{run.stderr_so_far()[-4000:]}" if run else ""))
+
+    def ended(self):
+        return {m["payload"]["stream_id"] for m in read_jsonl(self.jsonl)
+                if m["topic"].startswith("events/") and m["payload"]["event"] == "eos"
+                and m["payload"]["message"] != "stopped"}
+
+    def test_a_share_that_stops_answering_holds_up_no_restart_and_no_stop(self):
+        """The share stops answering while the job watches it: a look waits on it. Meanwhile a stage
+        crashes: the archive job restarts whole (before, vapipe run's loop waited in the look, and
+        with it the restart); `vapipe status` says the look has been running; SIGINT stops the job.
+        Once the share answers again, `--resume` classifies the file that came while it hung."""
+        make_clip(os.path.join(self.backing, "a.mkv"), "ball", 20, 160, 120)
+        metrics = f"127.0.0.1:{free_port()}"
+        config, _ = write_config(self.dir, [{"glob": "share/*.mkv", "watch_s": 0.3, "settle_s": 0}],
+                                 publish={"wait_for_subscribers": 0, "metrics_address": metrics})
+        run = Run(config)
+        stages = dict(run.watch_stages())
+        self.wait_for("the end of stream 'a'", lambda: "a" in self.ended(), 60)
+        open(self.switch, "w").close()
+        self.wait_for("a look waiting on the share", lambda: os.path.exists(self.switch + ".waits"))
+        make_clip(os.path.join(self.backing, "b.mkv"), "smpte", 30, 160, 120)  # seen once it answers
+
+        os.kill(stages["infer"], signal.SIGKILL)
+
+        def restarted():
+            return any(len(argv) >= 3 and argv[1] == "stage" and argv[2] == "infer" and pid != stages["infer"]
+                       for pid, argv in children_of(run.proc.pid))
+        self.wait_for("the job's restart", restarted, run=run)
+        self.assertIn("restarting the job in 1 s", run.stderr_so_far())
+        status = ""
+
+        def says_running():
+            nonlocal status
+            status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30).stdout
+            return "a look RUNNING FOR" in status
+        self.wait_for("vapipe status saying the look runs", says_running, run=run)
+        self.assertIn("(the share does not answer?)", status)
+        self.assertTrue(os.path.exists(self.switch + ".waits"))  # the share has not answered since
+
+        run.signal(signal.SIGINT)
+        self.wait_for("the job's end", lambda: "job 'e2e' finished" in run.stderr_so_far(), run=run)
+        os.remove(self.switch)
+        self.assertEqual(run.wait(timeout=30), 0, run.stderr[-3000:])
+        self.assertNotIn("drain timeout", run.stderr)
+
+        again = Run(config, args=["--resume"])
+        self.wait_for("the end of stream 'b'", lambda: "b" in self.ended(), 60)
+        again.signal(signal.SIGINT)
+        self.assertEqual(again.wait(timeout=60), 0, again.stderr[-3000:])
+        messages = read_jsonl(self.jsonl)
+        for sid, frames in (("a", 20), ("b", 30)):
+            self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"],
+                             list(range(frames)), sid)
