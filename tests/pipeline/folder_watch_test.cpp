@@ -304,6 +304,28 @@ TEST_F(FolderWatchTest, ALookReadsOffTheCallersThreadAndAReadThatHangsHoldsNothi
   gate->changed.notify_all();
 }
 
+// The stages `vapipe run` starts take the job's files from its stream table: their config's load
+// looks for no glob's files (a share that has stopped answering would hold up their start), so a
+// pattern that matches nothing is not its error there; a watched one is still a watch.
+TEST_F(FolderWatchTest, AStageOfVapipeRunLooksForNoGlobsFiles) {
+  write("nvr/day1/a.mp4");
+  const std::string yaml = "infer: {model: m.pt, labels: m.txt}\nstreams:\n"
+                           "  - {glob: 'nvr/**/*.mp4', watch_s: 5}\n"
+                           "  - {glob: 'none/*.mkv'}\n"
+                           "  - {id: cam, uri: 'test://ball?frames=10'}\n";
+  auto whole = load_config_string(yaml, "job.yaml", dir_.string());
+  ASSERT_FALSE(whole.ok());  // 'none/' does not exist
+  EXPECT_NE(whole.status().message().find("streams[1].glob"), std::string::npos) << whole.status().message();
+  ConfigLoadOptions stage;
+  stage.expand_globs = false;
+  auto c = load_config_string(yaml, "job.yaml", dir_.string(), stage);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(ids(c->streams), (std::vector<std::string>{"cam"}));
+  ASSERT_EQ(c->watches.size(), 1u);
+  EXPECT_EQ(c->watches[0].pattern, (dir_ / "nvr/**/*.mp4").string());
+  EXPECT_EQ(c->job.mode, JobMode::kArchive);
+}
+
 // New files go to the lane with the fewest streams, with every setting the table carries for them
 // (a file's part and recording start too: the stages take the stream from the table).
 TEST_F(FolderWatchTest, NewFilesGoToTheLaneWithTheFewestStreamsWithTheirWholeSettings) {
