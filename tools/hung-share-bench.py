@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""A watched folder on a share that stops answering (streams[].watch_s over a hard-mounted NFS share
+whose server has gone, played here by tests/e2e/hanging_share.py, a FUSE file system whose requests
+all wait while it is switched off): what the job still does while its look waits, and how soon it
+goes on once the share answers again.
+
+Starts `vapipe run` on a watched folder of the share holding `--files` clips, switches the share off
+once they are classified, then times: a crashed stage's restart (infer killed) while the look waits,
+`vapipe status`'s "a look RUNNING FOR", a stop (SIGINT) while it waits, and, after the share is back,
+`vapipe run --resume` classifying the file that came while it hung. Needs root (or the fuse group)
+and python3-fusepy. Prints a Markdown summary.
+
+    /usr/bin/python3 tools/hung-share-bench.py [--files 5] [--frames 30] [--size 320x240]
+"""
+import argparse
+from importlib import import_module
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+many = import_module("many-files-bench")  # noqa: E402  (make_clip, free_port)
+recovery = import_module("recovery-bench")  # noqa: E402  (stage_pid)
+HANGING_SHARE = os.path.join(ROOT, "tests", "e2e", "hanging_share.py")
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.endswith("\n")]
+
+
+def wait_for(predicate, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=5)
+    ap.add_argument("--frames", type=int, default=30)
+    ap.add_argument("--size", default="320x240")
+    ap.add_argument("--vapipe", default=os.path.join(ROOT, "build", "cli", "vapipe"))
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="vapipe-hung-share-bench-")
+    backing, share, switch = (os.path.join(work, n) for n in ("backing", "share", "switched-off"))
+    os.makedirs(backing)
+    os.makedirs(share)
+    fs = subprocess.Popen([sys.executable, HANGING_SHARE, backing, share, switch], stderr=subprocess.PIPE)
+    run = again = None
+    try:
+        if not wait_for(lambda: os.path.ismount(share), 10):
+            sys.exit("cannot mount the FUSE share here (root and python3-fusepy needed)")
+        clip = os.path.join(work, "clip.mp4")
+        many.make_clip(clip, args.frames, args.size)
+        for n in range(args.files):
+            shutil.copyfile(clip, os.path.join(backing, f"f{n:03d}.mp4"))
+        jsonl = os.path.join(work, "results.jsonl")
+        metrics = f"127.0.0.1:{many.free_port()}"
+        config = os.path.join(work, "job.yaml")
+        with open(config, "w") as f:
+            json.dump({"job": {"name": "hung-share-bench"},
+                       "streams": [{"glob": "share/*.mp4", "watch_s": 1, "settle_s": 0}],
+                       "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
+                                 "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
+                       "publish": {"endpoint": f"tcp://127.0.0.1:{many.free_port()}", "wait_for_subscribers": 0,
+                                   "jsonl_path": jsonl, "metrics_address": metrics}}, f)
+        log_path = os.path.join(work, "run.log")
+        log = open(log_path, "w")
+
+        def log_text():
+            with open(log_path, errors="replace") as f:
+                return f.read()
+
+        def ended():
+            return {m["payload"]["stream_id"] for m in read_jsonl(jsonl)
+                    if m["topic"].startswith("events/") and m["payload"]["event"] == "eos"}
+
+        run = subprocess.Popen([args.vapipe, "run", config], stdout=log, stderr=subprocess.STDOUT)
+        infer = recovery.stage_pid(run.pid, "infer")
+        ids = {f"f{n:03d}" for n in range(args.files)}
+        if not wait_for(lambda: ended() >= ids, 120):
+            sys.exit("the files were not classified:\n" + log_text()[-3000:])
+        open(switch, "w").close()
+        off = time.time()
+        wait_for(lambda: os.path.exists(switch + ".waits"), 10)
+        waiting = time.time() - off
+        shutil.copyfile(clip, os.path.join(backing, "late.mp4"))  # seen once the share answers
+        killed = time.time()
+        os.kill(infer, signal.SIGKILL)
+
+        def restarted():
+            try:
+                return recovery.stage_pid(run.pid, "infer", timeout=0.01) not in (None, infer)
+            except Exception:  # noqa: BLE001 (not there yet)
+                return False
+        restart_ok = wait_for(restarted, 60)
+        restart_s = time.time() - killed
+
+        def says_running():
+            out = subprocess.run([args.vapipe, "status", metrics], capture_output=True, text=True, timeout=30).stdout
+            return "a look RUNNING FOR" in out
+        status_ok = wait_for(says_running, 60)
+        status_s = time.time() - off
+        stopped = time.time()
+        run.send_signal(signal.SIGINT)
+        stop_ok = wait_for(lambda: "job 'hung-share-bench' finished" in log_text(), 60)
+        stop_s = time.time() - stopped
+        exited_while_off = wait_for(lambda: run.poll() is not None, 5)
+        hung_s = time.time() - off
+        back = time.time()
+        os.remove(switch)
+        code = run.wait(timeout=60)
+        exit_after_back_s = time.time() - back
+        log.close()
+
+        resumed = time.time()
+        again = subprocess.Popen([args.vapipe, "run", config, "--resume"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        late_ok = wait_for(lambda: "late" in ended(), 60)
+        late_s = time.time() - resumed
+        again.send_signal(signal.SIGINT)
+        again_code = again.wait(timeout=60)
+        per_stream = {}
+        for m in read_jsonl(jsonl):
+            if m["topic"].startswith("results/"):
+                per_stream.setdefault(m["payload"]["stream_id"], []).append(m["payload"]["seq"])
+        whole = sum(per_stream.get(s) == list(range(args.frames)) for s in ids | {"late"})
+
+        print(f"## A watched folder on a share that stops answering (`tools/hung-share-bench.py --files {args.files} "
+              f"--frames {args.frames} --size {args.size}`)\n")
+        print(f"- the share switched off once {args.files} files were classified: a look waited on it "
+              f"{waiting:.2f} s later (`watch_s: 1`)")
+        print(f"- infer killed while the look waited: {'restarted' if restart_ok else 'NOT restarted'} "
+              f"{restart_s:.2f} s later (the job's 1 s back-off included)")
+        print(f"- `vapipe status` said \"a look RUNNING FOR\" {'' if status_ok else 'NEVER, '}{status_s:.1f} s after "
+              f"the share went")
+        print(f"- SIGINT while the look waited: the job {'finished' if stop_ok else 'did NOT finish'} in {stop_s:.2f} s; "
+              f"the process {'exited' if exited_while_off else 'had not exited'} before the share came back "
+              f"({hung_s:.1f} s off in all), exit status {code}, {exit_after_back_s:.2f} s after it came back")
+        print(f"- `vapipe run --resume` once it answered: the file that came while it hung "
+              f"{'classified' if late_ok else 'NOT classified'} {late_s:.2f} s after the start (exit {again_code}); "
+              f"{whole} of {args.files + 1} files with every frame once")
+    finally:
+        for p in (run, again):
+            if p and p.poll() is None:
+                p.kill()
+        if os.path.exists(switch):
+            os.remove(switch)
+        fs.terminate()
+        try:
+            fs.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fs.kill()
+        subprocess.run(["umount", "-l", share], stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
