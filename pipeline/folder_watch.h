@@ -124,8 +124,9 @@ class FolderWatcher {
 
 // Runs a look's reads (read_folders) on a thread of its own, one look at a time, so that `vapipe run`'s
 // loop (a crashed stage's restart, a stop, signals) never waits on a folder. A read that never ends (a
-// hard-mounted share whose server is gone) is left behind when the looker goes: its thread is detached
-// and ends with the process (the kernel ends a thread waiting on NFS or FUSE when the process exits).
+// hard-mounted share whose server is gone) is left behind when the looker goes: its thread is detached.
+// The process's exit still waits for it in the kernel (killably on NFS and SMB; a FUSE request that
+// its daemon has taken, until it is answered).
 class FolderLooker {
  public:
   using Reader = std::function<std::vector<FolderReading>(const std::vector<size_t>& folders)>;
