@@ -109,7 +109,7 @@ struct IngestConfig {
   // Live mode, network streams: one that fails, ends or stalls is reconnected after a delay that
   // doubles from reconnect_delay_s up to reconnect_max_delay_s; reconnect_attempts in a row without a
   // frame end it as failed (0: never give up). A stream with no frame for stall_timeout_s has stalled
-  // (0: never).
+  // (0: never). An archive file with no frame for 3 x stall_timeout_s is said (a share that hangs).
   bool reconnect = true;
   double reconnect_delay_s = 1.0;
   double reconnect_max_delay_s = 30.0;

@@ -1698,6 +1698,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   if (auto failed = play()) {
     if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
   }
+  // An archive file whose reader waits three times stall_timeout_s for its next frame (slot waits and
+  // sending are not waiting: they happen in emit) is said once: a read of a share that does not answer
+  // blocks in the kernel, and nothing else would say why the job's progress stopped. Not ended: it goes
+  // on if the read returns (a server back after its reboot), and a thread blocked so cannot be ended.
+  const auto file_quiet_said_after = seconds_of(3 * s.ingest.stall_timeout_s);
+  const bool archive_file = !s.options.live && s.stream.parsed.kind == UriKind::kFile && s.ingest.stall_timeout_s > 0;
+  auto last_progress = std::chrono::steady_clock::now();  // the last frame sent (or the start)
+  bool said_quiet = false;
 
   while (true) {
     if (stopping()) {
@@ -1785,10 +1793,22 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         }
         if (!os.str().empty()) reason = os.str();
       }
+      if (!reason && archive_file && !said_quiet &&
+          std::chrono::steady_clock::now() - last_progress > file_quiet_said_after) {
+        said_quiet = true;
+        VAPIPE_LOG_WARN("stream '{}' ({}): no frame from its file for {:.0f} s after frame {} (reading it has not "
+                        "returned: a network share that does not answer?); the stream waits for it, the others "
+                        "go on", s.stream.id, uri, 3 * s.ingest.stall_timeout_s, emitted);
+      }
       if (reason) {
         if (auto done = recover(MessageKind::kStreamError, *reason)) return *done;
       }
       continue;
+    }
+    if (said_quiet) {
+      said_quiet = false;
+      VAPIPE_LOG_INFO("stream '{}': frames from its file again, after {:.0f} s without", s.stream.id,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_progress).count());
     }
     last_frame = std::chrono::steady_clock::now();
     if (!frame->sample) {
@@ -1818,6 +1838,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     Status st = emit_frame(*frame);
     if (st.code() == StatusCode::kCancelled) return finish(MessageKind::kStreamEnd, stopped());
     if (!st.ok()) return finish(MessageKind::kStreamError, st.message());
+    last_progress = std::chrono::steady_clock::now();
   }
 }
 

@@ -38,7 +38,8 @@ struct ReaderOptions {
   // decoder's own default (one per CPU). ingest works it out (decoder_threads_per_stream, placement.h).
   uint32_t decoder_threads = 0;
   // Live mode: a network stream is watched for stalls (ingest.stall_timeout_s) and, with
-  // ingest.reconnect, reconnected when it fails, ends or stalls.
+  // ingest.reconnect, reconnected when it fails, ends or stalls. Archive mode: a file with no frame
+  // for 3 x stall_timeout_s is said once (its read has not returned: a share that hangs).
   bool live = false;
   // --resume: frames 0 .. skip_frames-1 have results from an earlier run, and numbering goes on from
   // skip_frames. With resume_after_pts_ns (the timestamp of frame skip_frames-1, when the kept

@@ -217,9 +217,9 @@ class WatchedFolder(E2ETest):
             self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"], list(range(300)), sid)
 
 
-class AWatchedShareThatStopsAnswering(E2ETest):
-    """The watched folder is a share (tests/e2e/hanging_share.py, a FUSE file system) whose requests
-    all wait while it is switched off, as a hard-mounted NFS share's do when its server is gone."""
+class AShareThatStopsAnswering(E2ETest):
+    """Files on a share (tests/e2e/hanging_share.py, a FUSE file system) whose requests all wait while
+    it is switched off, as a hard-mounted NFS share's do when its server is gone."""
 
     def setUp(self):
         super().setUp()
@@ -317,5 +317,36 @@ class AWatchedShareThatStopsAnswering(E2ETest):
         self.assertEqual(again.wait(timeout=60), 0, again.stderr[-3000:])
         messages = read_jsonl(self.jsonl)
         for sid, frames in (("a", 20), ("b", 30)):
+            self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"],
+                             list(range(frames)), sid)
+
+    def test_a_file_whose_read_hangs_is_said_and_goes_on_once_the_share_answers(self):
+        """An archive job (not watching) of a file on the share and one on a local disk: the share stops
+        answering while its file is read. The local file is classified to its end meanwhile; the other
+        is said (no frame from its file for 3 x stall_timeout_s), and once the share answers it goes on
+        from where it was: every frame of both once, exit 0."""
+        make_clip(os.path.join(self.backing, "remote.mkv"), "ball", 900, 160, 120)
+        os.makedirs(os.path.join(self.dir, "local"))
+        make_clip(os.path.join(self.dir, "local", "local.mkv"), "smpte", 300, 160, 120)
+        config, _ = write_config(self.dir, [{"glob": "share/*.mkv"}, {"glob": "local/*.mkv"}],
+                                 ingest={"stall_timeout_s": 1}, publish={"wait_for_subscribers": 0},
+                                 batch={"max_batch_size": 1, "max_delay_ms": 0})
+        run = Run(config)
+
+        def results(sid):
+            return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
+        self.wait_for("50 results of the file on the share", lambda: results("remote") >= 50, 60, run=run)
+        open(self.switch, "w").close()
+        self.wait_for("the local file's end", lambda: "local" in self.ended(), 60, run=run)
+        said = "stream 'remote' (file://" + os.path.join(self.share, "remote.mkv") + "): no frame from its file for 3 s"
+        self.wait_for("the hung read said", lambda: said in run.stderr_so_far(), 30, run=run)
+        self.assertTrue(os.path.exists(self.switch + ".waits"), "the file was read whole before the share went")
+        before = results("remote")
+        self.assertLess(before, 900)
+        os.remove(self.switch)
+        self.assertEqual(run.wait(timeout=120), 0, run.stderr[-3000:])
+        self.assertIn("stream 'remote': frames from its file again, after ", run.stderr)
+        messages = read_jsonl(self.jsonl)
+        for sid, frames in (("remote", 900), ("local", 300)):
             self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"],
                              list(range(frames)), sid)
