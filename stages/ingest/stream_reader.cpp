@@ -234,6 +234,10 @@ struct StreamReader::Impl {
   IngestConfig ingest;
   ReaderOptions options;
   GstElementPtr pipeline;
+  // A stopped file's pipeline that could not be stopped (its read blocked in the kernel: a share that
+  // does not answer) was left to a thread of its own; its callbacks and probes point into this Impl,
+  // which is then never freed (the stage is ending).
+  bool pipeline_left_behind = false;
   GstElement* appsink = nullptr;     // owned by the pipeline
   GstElement* convert_sink = nullptr;  // where uridecodebin's video pad links (through videoconvert)
   GstElement* caps_sink = nullptr;     // where a pad that can carry CUDA memory links (nvdec: no videoconvert)
@@ -1088,6 +1092,10 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
 StreamReader::StreamReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StreamReader::~StreamReader() {
+  if (impl_ && impl_->pipeline_left_behind) {
+    (void)impl_.release();  // see pipeline_left_behind
+    return;
+  }
   if (impl_ && impl_->pipeline) {
     impl_->queue.close();  // unblock a streaming thread waiting for room
     set_state_watched(impl_->pipeline.get(), GST_STATE_NULL, impl_->options.watchdog);
@@ -1414,7 +1422,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       s.pictures_wanted.clear();
       s.pictures_waiting = false;
     }
-    set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
+    if (s.stream.parsed.kind == UriKind::kFile && stopping() && s.pipeline) {
+      // A stop while the file's read has not returned (a share that does not answer): the stream ends
+      // now at its last frame sent, not when the read returns (--resume goes on from there).
+      constexpr auto kFileStopWait = std::chrono::seconds(2);
+      if (!stop_pipeline_within(s.pipeline.release(), kFileStopWait)) {
+        s.pipeline_left_behind = true;
+        VAPIPE_LOG_WARN("stream '{}' ({}): its file's read has not returned {} s after the stop (a share that does "
+                        "not answer?): the stream ends at frame {} without it", s.stream.id, uri,
+                        kFileStopWait.count(), emitted);
+      }
+    } else {
+      set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
+    }
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
     if (s.stream.parsed.kind == UriKind::kFile && kind == MessageKind::kStreamEnd && s.stream.from_ns > 0 &&
         s.next_seq.load() == 0 && !s.part_ended.load() && !stopping()) {

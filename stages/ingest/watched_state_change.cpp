@@ -1,5 +1,10 @@
 #include "stages/ingest/watched_state_change.h"
 
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
 namespace vapipe {
 
 GstStateChangeReturn set_state_watched(GstElement* element, GstState state, StageWatchdog* watchdog) {
@@ -11,6 +16,24 @@ GstStateChangeReturn set_state_watched(GstElement* element, GstState state, Stag
   const GstStateChangeReturn r = gst_element_set_state(element, state);
   if (watchdog) watchdog->waiting();
   return r;
+}
+
+bool stop_pipeline_within(GstElement* pipeline, std::chrono::milliseconds limit) {
+  struct Done {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool stopped = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread([pipeline, done] {
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(pipeline);
+    std::lock_guard<std::mutex> lock(done->mutex);
+    done->stopped = true;
+    done->changed.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mutex);
+  return done->changed.wait_for(lock, limit, [&] { return done->stopped; });
 }
 
 }  // namespace vapipe

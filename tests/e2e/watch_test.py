@@ -350,3 +350,37 @@ class AShareThatStopsAnswering(E2ETest):
         for sid, frames in (("remote", 900), ("local", 300)):
             self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == f"results/{sid}"],
                              list(range(frames)), sid)
+
+    def test_a_stop_while_a_files_read_hangs_ends_that_stream_at_once_and_resume_goes_on(self):
+        """The share stops answering while its file is read, and the job is stopped (SIGINT): the
+        stream ends at its last frame sent, without the drain timeout (before, every stage waited for
+        it, then ingest was killed: exit 2); once the share answers, --resume reads the rest."""
+        make_clip(os.path.join(self.backing, "remote.mkv"), "ball", 900, 160, 120)
+        config, _ = write_config(self.dir, [{"glob": "share/*.mkv"}], publish={"wait_for_subscribers": 0},
+                                 batch={"max_batch_size": 1, "max_delay_ms": 0})
+        run = Run(config)
+
+        def results(sid):
+            return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
+        self.wait_for("50 results of the file on the share", lambda: results("remote") >= 50, 60, run=run)
+        open(self.switch, "w").close()
+        self.wait_for("the read waiting on the share", lambda: os.path.exists(self.switch + ".waits"), 30, run=run)
+        time.sleep(1)  # what was read before is sent
+        before = results("remote")
+        stopped = time.time()
+        run.signal(signal.SIGINT)
+        self.wait_for("the job's end", lambda: "job 'e2e' stopped before its end" in run.stderr_so_far(), 30, run=run)
+        self.assertLess(time.time() - stopped, 8, "the stop waited for the read")
+        log = run.stderr_so_far()
+        self.assertNotIn("drain timeout", log)
+        self.assertIn("stream 'remote' (file://" + os.path.join(self.share, "remote.mkv") + "): its file's read has "
+                      "not returned 2 s after the stop (a share that does not answer?): the stream ends at frame ", log)
+        os.remove(self.switch)
+        self.assertEqual(run.wait(timeout=60), -signal.SIGINT, run.stderr[-3000:])
+        self.assertLess(results("remote"), 900)
+        again = Run(config, args=["--resume"])
+        self.assertEqual(again.wait(timeout=120), 0, again.stderr[-3000:])
+        self.assertIn("--resume: stream 'remote' goes on from frame", again.stderr)
+        self.assertGreaterEqual(before, 50)
+        messages = read_jsonl(self.jsonl)
+        self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/remote"], list(range(900)))

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -35,6 +36,30 @@ TEST(WatchedStateChange, AStateChangeThatReturnsIsNotAHang) {
   EXPECT_EQ(set_state_watched(pipeline, GST_STATE_NULL, &dog), GST_STATE_CHANGE_SUCCESS);
   EXPECT_EQ(set_state_watched(pipeline, GST_STATE_NULL, nullptr), GST_STATE_CHANGE_SUCCESS);  // unwatched
   gst_object_unref(pipeline);
+}
+
+// A stream that ends while its streaming thread cannot stop (a read of a share that does not answer,
+// played by identity asleep) is not held up by it: the pipeline is left to a thread of its own, which
+// stops and frees it once the streaming thread lets go.
+TEST(WatchedStateChange, APipelineThatCannotStopIsLeftToAThreadOfItsOwn) {
+  gst_init(nullptr, nullptr);
+  GstElement* quick = launch("videotestsrc ! fakesink");
+  ASSERT_NE(quick, nullptr);
+  gst_element_set_state(quick, GST_STATE_PLAYING);
+  EXPECT_TRUE(stop_pipeline_within(quick, 5000ms));
+
+  GstElement* hung = launch("videotestsrc is-live=false ! identity sleep-time=1500000 ! fakesink");
+  ASSERT_NE(hung, nullptr);
+  std::atomic<bool> freed{false};
+  g_object_weak_ref(G_OBJECT(hung), [](gpointer data, GObject*) { static_cast<std::atomic<bool>*>(data)->store(true); },
+                    &freed);
+  gst_element_set_state(hung, GST_STATE_PLAYING);
+  std::this_thread::sleep_for(300ms);  // the first buffer is asleep in identity, for 1.5 s
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_FALSE(stop_pipeline_within(hung, 200ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 1000ms);
+  for (int k = 0; k < 100 && !freed; ++k) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(freed);  // once identity woke: stopped and unreffed by its thread
 }
 
 class WatchedStateChangeDeathTest : public ::testing::Test {
