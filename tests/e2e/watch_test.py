@@ -272,6 +272,20 @@ class AShareThatStopsAnswering(E2ETest):
                 if m["topic"].startswith("events/") and m["payload"]["event"] == "eos"
                 and m["payload"]["message"] != "stopped"}
 
+    def results(self, sid):
+        return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
+
+    def run_reading_the_share(self, streams, **sections):
+        """`vapipe run` of `streams` (the 900-frame remote.mkv on the share among them), switched off
+        once 50 of its frames have results: a read of it then waits on the share."""
+        make_clip(os.path.join(self.backing, "remote.mkv"), "ball", 900, 160, 120)
+        config, _ = write_config(self.dir, streams, publish={"wait_for_subscribers": 0},
+                                 batch={"max_batch_size": 1, "max_delay_ms": 0}, **sections)
+        run = Run(config)
+        self.wait_for("50 results of the file on the share", lambda: self.results("remote") >= 50, 60, run=run)
+        open(self.switch, "w").close()
+        return config, run
+
     def test_a_share_that_stops_answering_holds_up_no_restart_and_no_stop(self):
         """The share stops answering while the job watches it: a look waits on it. Meanwhile a stage
         crashes: the archive job restarts whole (before, vapipe run's loop waited in the look, and
@@ -325,23 +339,15 @@ class AShareThatStopsAnswering(E2ETest):
         answering while its file is read. The local file is classified to its end meanwhile; the other
         is said (no frame from its file for 3 x stall_timeout_s), and once the share answers it goes on
         from where it was: every frame of both once, exit 0."""
-        make_clip(os.path.join(self.backing, "remote.mkv"), "ball", 900, 160, 120)
         os.makedirs(os.path.join(self.dir, "local"))
         make_clip(os.path.join(self.dir, "local", "local.mkv"), "smpte", 300, 160, 120)
-        config, _ = write_config(self.dir, [{"glob": "share/*.mkv"}, {"glob": "local/*.mkv"}],
-                                 ingest={"stall_timeout_s": 1}, publish={"wait_for_subscribers": 0},
-                                 batch={"max_batch_size": 1, "max_delay_ms": 0})
-        run = Run(config)
-
-        def results(sid):
-            return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
-        self.wait_for("50 results of the file on the share", lambda: results("remote") >= 50, 60, run=run)
-        open(self.switch, "w").close()
+        _, run = self.run_reading_the_share([{"glob": "share/*.mkv"}, {"glob": "local/*.mkv"}],
+                                            ingest={"stall_timeout_s": 1})
         self.wait_for("the local file's end", lambda: "local" in self.ended(), 60, run=run)
         said = "stream 'remote' (file://" + os.path.join(self.share, "remote.mkv") + "): no frame from its file for 3 s"
         self.wait_for("the hung read said", lambda: said in run.stderr_so_far(), 30, run=run)
         self.assertTrue(os.path.exists(self.switch + ".waits"), "the file was read whole before the share went")
-        before = results("remote")
+        before = self.results("remote")
         self.assertLess(before, 900)
         os.remove(self.switch)
         self.assertEqual(run.wait(timeout=120), 0, run.stderr[-3000:])
@@ -355,18 +361,10 @@ class AShareThatStopsAnswering(E2ETest):
         """The share stops answering while its file is read, and the job is stopped (SIGINT): the
         stream ends at its last frame sent, without the drain timeout (before, every stage waited for
         it, then ingest was killed: exit 2); once the share answers, --resume reads the rest."""
-        make_clip(os.path.join(self.backing, "remote.mkv"), "ball", 900, 160, 120)
-        config, _ = write_config(self.dir, [{"glob": "share/*.mkv"}], publish={"wait_for_subscribers": 0},
-                                 batch={"max_batch_size": 1, "max_delay_ms": 0})
-        run = Run(config)
-
-        def results(sid):
-            return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
-        self.wait_for("50 results of the file on the share", lambda: results("remote") >= 50, 60, run=run)
-        open(self.switch, "w").close()
+        config, run = self.run_reading_the_share([{"glob": "share/*.mkv"}])
         self.wait_for("the read waiting on the share", lambda: os.path.exists(self.switch + ".waits"), 30, run=run)
         time.sleep(1)  # what was read before is sent
-        before = results("remote")
+        before = self.results("remote")
         stopped = time.time()
         run.signal(signal.SIGINT)
         self.wait_for("the job's end", lambda: "job 'e2e' stopped before its end" in run.stderr_so_far(), 30, run=run)
@@ -377,7 +375,7 @@ class AShareThatStopsAnswering(E2ETest):
                       "not returned 2 s after the stop (a share that does not answer?): the stream ends at frame ", log)
         os.remove(self.switch)
         self.assertEqual(run.wait(timeout=60), -signal.SIGINT, run.stderr[-3000:])
-        self.assertLess(results("remote"), 900)
+        self.assertLess(self.results("remote"), 900)
         again = Run(config, args=["--resume"])
         self.assertEqual(again.wait(timeout=120), 0, again.stderr[-3000:])
         self.assertIn("--resume: stream 'remote' goes on from frame", again.stderr)
