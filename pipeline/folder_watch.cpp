@@ -192,9 +192,7 @@ std::vector<StreamConfig> FolderWatcher::look(const StreamTable& table, const st
                                               Clock::time_point now) {
   const std::vector<size_t> due = start_look(now);
   if (due.empty()) return {};
-  std::vector<FolderWatch> watches;
-  for (const Watched& w : watched_) watches.push_back(w.watch);
-  return take(read_folders(watches, due), table, earlier_ids);
+  return take(read_folders(watches(), due), table, earlier_ids);
 }
 
 std::vector<StreamConfig> FolderWatcher::take(std::vector<FolderReading> readings, const StreamTable& table,
