@@ -71,6 +71,13 @@ JobProgress job_progress(const JobMetrics& m) {
     p.done_s += done;
     done_this_run += std::max(0.0, done - std::min(s.earlier_position_s, s.media_s));
   }
+  for (const StreamMetrics& s : m.streams) {
+    const double quiet_s = m.now_unix_s - s.last_result_unix_s;
+    if (s.state == "running" && s.last_result_unix_s > 0 && quiet_s >= JobProgress::kQuietStreamS) {
+      p.quiet.emplace_back(s.id, quiet_s);
+    }
+  }
+  std::stable_sort(p.quiet.begin(), p.quiet.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (p.media_s <= 0) return p;
   if (m.mode == "archive") {
     for (const StreamMetrics& s : m.streams) p.streams_estimated += s.state == "pending" && s.media_s <= 0;

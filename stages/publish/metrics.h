@@ -61,6 +61,10 @@ struct JobProgress {
   double ratio = -1;         // done_s / media_s; -1: no duration known yet
   double media_per_s = 0;    // media seconds done per wall second in this run (x real time)
   double eta_s = -1;         // at that pace, seconds until done_s reaches media_s; -1: unknown
+  // Running streams whose last result is kQuietStreamS old or more, the longest quiet first: a file
+  // whose read has not returned (a share that does not answer), which the pace above does not show.
+  static constexpr double kQuietStreamS = 30;
+  std::vector<std::pair<std::string, double>> quiet;  // (stream id, seconds since its last result)
 };
 
 // publish.jsonl_path: whether it takes lines now. A live job's file that refuses them (a full disk)

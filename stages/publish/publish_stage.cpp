@@ -374,8 +374,14 @@ void PublishStage::log_progress() {
   const std::string eta = p.eta_s >= 0 ? "; about " + human_duration(p.eta_s) + " left at " +
                                              fmt::format("{:.1f}", p.media_per_s) + "x real time"
                                        : std::string();
-  const std::string line = fmt::format("progress: {:.1f}% of {} of media, {} of {} streams ended{}{}", 100.0 * p.ratio,
-                                       human_duration(p.media_s), p.streams_ended, m.streams.size(), eta, untimed);
+  std::string quiet;  // streams stuck (a file's read that has not returned): the pace does not show them
+  for (size_t k = 0; k < p.quiet.size() && k < 3; ++k) {
+    const auto& [id, for_s] = p.quiet[k];
+    quiet += fmt::format("{}'{}' for {}", k ? ", " : "; no result from ", id, human_duration(for_s));
+  }
+  if (p.quiet.size() > 3) quiet += fmt::format(" and {} more", p.quiet.size() - 3);
+  const std::string line = fmt::format("progress: {:.1f}% of {} of media, {} of {} streams ended{}{}{}", 100.0 * p.ratio,
+                                       human_duration(p.media_s), p.streams_ended, m.streams.size(), eta, untimed, quiet);
   // An idle job that watches folders (every file so far classified) would say the same line for hours.
   if (config_->watches_folders() && line == last_progress_line_) return;
   last_progress_line_ = line;

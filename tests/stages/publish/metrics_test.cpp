@@ -253,5 +253,32 @@ TEST(JobProgress, FilesNotOpenedYetCountAtTheAverageLengthOfTheOpenedOnes) {
   EXPECT_DOUBLE_EQ(job_progress(m).media_s, 40.0);
 }
 
+// A running stream whose last result is old (a file whose read has not returned: a share that does
+// not answer) is named, the longest quiet first: the job's pace alone would go on promising its end.
+TEST(JobProgress, RunningStreamsWithoutAResultFor30sAreNamedLongestFirst) {
+  JobMetrics m;
+  m.mode = "archive";
+  m.start_unix_s = 100;
+  m.now_unix_s = 200;
+  auto stream = [](const std::string& id, const std::string& state, double last_result_unix_s) {
+    StreamMetrics s;
+    s.id = id;
+    s.state = state;
+    s.media_s = 60;
+    s.last_result_unix_s = last_result_unix_s;
+    s.ended = state == "done";
+    return s;
+  };
+  m.streams = {stream("fresh", "running", 195), stream("stuck", "running", 160), stream("stuck-longer", "running", 120),
+               stream("ended", "done", 110), stream("not-yet", "running", 0)};
+  const JobProgress p = job_progress(m);
+  ASSERT_EQ(p.quiet.size(), 2u);
+  EXPECT_EQ(p.quiet[0].first, "stuck-longer");
+  EXPECT_DOUBLE_EQ(p.quiet[0].second, 80);
+  EXPECT_EQ(p.quiet[1].first, "stuck");
+  m.streams[1].last_result_unix_s = 171;  // 29 s: not yet
+  EXPECT_EQ(job_progress(m).quiet.size(), 1u);
+}
+
 }  // namespace
 }  // namespace vapipe
