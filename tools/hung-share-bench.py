@@ -27,23 +27,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 many = import_module("many-files-bench")  # noqa: E402  (make_clip, free_port)
 recovery = import_module("recovery-bench")  # noqa: E402  (stage_pid)
+watch = import_module("watch-bench")  # noqa: E402  (read_jsonl, wait_for)
+read_jsonl, wait_for = watch.read_jsonl, watch.wait_for
 HANGING_SHARE = os.path.join(ROOT, "tests", "e2e", "hanging_share.py")
-
-
-def read_jsonl(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.endswith("\n")]
-
-
-def wait_for(predicate, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def main():
