@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -130,6 +132,20 @@ int stage_command(const std::vector<std::string>& args) {
   const char* from_table = std::getenv(kStreamsFromTableEnv);
   ConfigLoadOptions load_options;
   load_options.expand_globs = !(from_table && *from_table);
+  // Started by `vapipe run` from a file: the config the job started with (its copy in the run folder),
+  // not the file as it is now.
+  std::string as_started;
+  if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy && !choice.path.empty()) {
+    std::ifstream in(copy);
+    if (!in) {
+      return config_error(NotFound(std::string("the job's copy of its config, ") + copy + " (" + kConfigAsStartedEnv +
+                                   " is set: started by vapipe run?), cannot be read"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    as_started = text.str();
+    load_options.file_text = &as_started;
+  }
   auto config = load(choice, load_options);
   if (!config.ok()) return config_error(config.status());
   if (job_id.empty()) job_id = config->job.name;  // stages started by hand agree on this

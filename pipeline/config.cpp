@@ -1338,13 +1338,18 @@ Result<Config> load_config_string(const std::string& yaml, const std::string& so
 }
 
 Result<Config> load_config_file(const std::string& path, std::string* text, const ConfigLoadOptions& options) {
-  std::ifstream in(path);
-  if (!in) return NotFound("config file " + path + ": cannot be opened");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (text) *text = ss.str();
+  std::string read;
+  if (!options.file_text) {
+    std::ifstream in(path);
+    if (!in) return NotFound("config file " + path + ": cannot be opened");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    read = ss.str();
+  }
+  const std::string& yaml = options.file_text ? *options.file_text : read;
+  if (text) *text = yaml;
   std::string base = std::filesystem::absolute(std::filesystem::path(path)).parent_path().string();
-  return parse_text(ss.str(), path, base, options);
+  return parse_text(yaml, path, base, options);
 }
 
 std::string demo_config_text() { return kDemoConfigYaml; }

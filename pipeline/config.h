@@ -393,6 +393,10 @@ struct ConfigLoadOptions {
   // table (the files the supervisor found), and a folder on a share that has stopped answering would
   // hold up their start.
   bool expand_globs = true;
+  // Not null: the file's text, read before (vapipe run's copy of the config it started with, for the
+  // stages it starts: pipeline/job_layout.h, kConfigAsStartedEnv); the file itself is not read.
+  // Errors still name the file, and relative paths resolve against its folder.
+  const std::string* file_text = nullptr;
 };
 
 // `text`, if given, receives the file's text (what was parsed).

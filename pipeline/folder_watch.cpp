@@ -286,59 +286,20 @@ FolderLooker::FolderLooker(std::vector<FolderWatch> watches)
         return read_folders(watches, folders);
       }) {}
 
-FolderLooker::~FolderLooker() {
-  if (!thread_.joinable()) return;
-  bool done = false;
-  {
-    std::lock_guard<std::mutex> lock(shared_->mutex);
-    done = shared_->done;
-  }
-  // A read that has not ended may never end (a share that hangs): joining it would hang the job's end.
-  if (done) {
-    thread_.join();
-  } else {
-    thread_.detach();
-  }
-}
-
 bool FolderLooker::start(std::vector<size_t> folders) {
-  if (shared_) return false;
-  if (thread_.joinable()) thread_.join();  // the last read's, ended
-  shared_ = std::make_shared<Shared>();
-  // The thread owns copies of what it reads with, so that it may outlive the looker.
-  thread_ = std::thread([reader = reader_, folders = std::move(folders), shared = shared_] {
-    std::vector<FolderReading> readings;
-    try {
-      readings = reader(folders);
-    } catch (const std::exception& e) {
-      // Nothing may leave a thread's function (std::terminate, and the job with it): each folder's
-      // look is then an error, looked at again.
-      readings.clear();
-      for (size_t k : folders) {
-        FolderReading r;
-        r.folder = k;
-        r.files = Unavailable(std::string("cannot look at it: ") + e.what());
-        readings.push_back(std::move(r));
-      }
-    }
-    std::lock_guard<std::mutex> lock(shared->mutex);
-    shared->readings = std::move(readings);
-    shared->done = true;
-  });
-  return true;
-}
-
-std::optional<std::vector<FolderReading>> FolderLooker::finished() {
-  if (!shared_) return std::nullopt;
-  std::vector<FolderReading> readings;
-  {
-    std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (!shared_->done) return std::nullopt;
-    readings = std::move(shared_->readings);
-  }
-  shared_.reset();
-  thread_.join();
-  return readings;
+  // The task owns copies of what it reads with, so that it may outlive the looker.
+  return task_.start([reader = reader_, folders] { return reader(folders); },
+                     [folders](const std::string& what) {
+                       // Each folder's look is then an error, looked at again.
+                       std::vector<FolderReading> readings;
+                       for (size_t k : folders) {
+                         FolderReading r;
+                         r.folder = k;
+                         r.files = Unavailable("cannot look at it: " + what);
+                         readings.push_back(std::move(r));
+                       }
+                       return readings;
+                     });
 }
 
 StreamReload add_watched_files(StreamTable& table, const std::vector<StreamConfig>& files, size_t lanes) {

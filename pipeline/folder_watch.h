@@ -14,14 +14,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "pipeline/background_task.h"
 #include "pipeline/config.h"
 #include "pipeline/stream_table.h"
 
@@ -123,35 +121,24 @@ class FolderWatcher {
 };
 
 // Runs a look's reads (read_folders) on a thread of its own, one look at a time, so that `vapipe run`'s
-// loop (a crashed stage's restart, a stop, signals) never waits on a folder. A read that never ends (a
-// hard-mounted share whose server is gone) is left behind when the looker goes: its thread is detached.
-// The process's exit still waits for it in the kernel (killably on NFS and SMB; a FUSE request that
-// its daemon has taken, until it is answered).
+// loop (a crashed stage's restart, a stop, signals) never waits on a folder (pipeline/background_task.h:
+// a read that never ends is left behind when the looker goes).
 class FolderLooker {
  public:
   using Reader = std::function<std::vector<FolderReading>(const std::vector<size_t>& folders)>;
   explicit FolderLooker(Reader reader) : reader_(std::move(reader)) {}
   // The read_folders of these folders.
   explicit FolderLooker(std::vector<FolderWatch> watches);
-  ~FolderLooker();
-  FolderLooker(const FolderLooker&) = delete;
-  FolderLooker& operator=(const FolderLooker&) = delete;
 
-  bool busy() const { return shared_ != nullptr; }
+  bool busy() const { return task_.busy(); }
   // Reads `folders` on the looker's thread; false (nothing started) while a read runs.
   bool start(std::vector<size_t> folders);
   // The readings of the read started last, once it has ended (the looker is then free again).
-  std::optional<std::vector<FolderReading>> finished();
+  std::optional<std::vector<FolderReading>> finished() { return task_.finished(); }
 
  private:
-  struct Shared {
-    std::mutex mutex;
-    bool done = false;
-    std::vector<FolderReading> readings;
-  };
   Reader reader_;
-  std::shared_ptr<Shared> shared_;  // the running read's; null when none
-  std::thread thread_;
+  BackgroundTask<std::vector<FolderReading>> task_;
 };
 
 // The streams of `table` added by `files` (each on the lane with the fewest streams, as a reload adds

@@ -55,6 +55,8 @@ std::string restart_mark(const JobLayout& layout) { return layout.run_dir + "/re
 
 std::string stopping_mark(const JobLayout& layout) { return layout.run_dir + "/stopping"; }
 
+std::string config_as_started_path(const std::string& run_dir) { return run_dir + "/config.yaml"; }
+
 std::string picture_requests_endpoint(const JobLayout& layout) { return "ipc://" + layout.run_dir + "/pictures.sock"; }
 
 }  // namespace vapipe

@@ -64,6 +64,14 @@ inline constexpr const char* kStopRequestedEnv = "VAPIPE_STOP_REQUESTED";
 // answering would hold up its start, and its files could differ from the supervisor's).
 inline constexpr const char* kStreamsFromTableEnv = "VAPIPE_STREAMS_FROM_TABLE";
 
+// Set for every stage `vapipe run` starts from a config file: a copy of the text the job started with
+// (in its run folder, config_as_started_path), which the stage parses instead of the file. A stage
+// started again after a crash then runs with the job's config, not with the file as edited since (a
+// section a reload refused, a half-saved edit), and does not read a config on a share that has stopped
+// answering.
+inline constexpr const char* kConfigAsStartedEnv = "VAPIPE_CONFIG_AS_STARTED";
+std::string config_as_started_path(const std::string& run_dir);
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

@@ -15,6 +15,8 @@
 #include <set>
 #include <thread>
 
+#include "pipeline/atomic_file.h"
+#include "pipeline/background_task.h"
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/file_lock.h"
 #include "pipeline/folder_watch.h"
@@ -102,6 +104,9 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
 
 // A run that lasted this long was not a crash loop: the restart count starts over.
 constexpr auto kRestartCountReset = std::chrono::minutes(10);
+// A reload's config read that has run this long is said once (a share that does not answer), as a
+// watched folder's look is (FolderWatcher::kHungLookS).
+constexpr double kHungReloadS = 30;
 
 // Whether the stages of `lane` (or publish) are still opening (their start-up marks are there): a
 // failure then is a start-up error (a model that does not load, a bad device), which a restart would
@@ -256,6 +261,18 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     cleanup_job_resources(config, job_id, lanes);
     return RunOutcome{kExitStageFailed};
   }
+  // The config as the job started with it, for every stage it starts (kConfigAsStartedEnv): a stage
+  // started again after a crash runs with it, not with the file as edited since. Owner-only: it may
+  // hold a camera's password.
+  if (!options.config_path.empty()) {
+    const std::string copy = config_as_started_path(layout.run_dir);
+    if (Status s = write_file_atomically(copy, options.config_text, 0600); !s.ok()) {
+      VAPIPE_LOG_ERROR("{}", s.message());
+      cleanup_job_resources(config, job_id, lanes);
+      return RunOutcome{kExitStageFailed};
+    }
+    setenv(kConfigAsStartedEnv, copy.c_str(), 1);  // inherited by every stage
+  }
   // The table version that added each stream, and the one each lane's ingest started with: a lane that
   // finished (its streams all removed or given up) starts again for streams added after it started.
   std::vector<uint64_t> added_at(table.entries.size(), table.version);
@@ -324,9 +341,36 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   };
 
   // SIGHUP: a live job re-reads its config and adds and removes streams (pipeline/stream_table.h).
+  // The file is read (its globs expanded) on a thread of its own: a config or a glob on a share that
+  // has stopped answering holds up no restart, stop or signal; the streams change when it ends.
+  struct ConfigRead {
+    Result<Config> config = Unavailable("not read");
+    std::string text;
+  };
+  BackgroundTask<ConfigRead> reload_read;
+  bool reload_again = false;     // SIGHUP while a read ran: read again when it ends
+  bool said_reload_hung = false;  // the running read was said to take long
+  std::chrono::steady_clock::time_point reload_started;
+  const std::string reload_what = "reload (SIGHUP): ";
+  const std::string reload_unchanged = "; the job goes on with its streams unchanged";
+  auto start_reload_read = [&] {
+    said_reload_hung = false;
+    reload_started = std::chrono::steady_clock::now();
+    reload_read.start(
+        [path = options.config_path] {
+          ConfigRead read;
+          read.config = load_config_file(path, &read.text);
+          return read;
+        },
+        [path = options.config_path](const std::string& e) {
+          ConfigRead read;
+          read.config = Unavailable(path + ": cannot be read: " + e);
+          return read;
+        });
+  };
   auto reload = [&] {
-    const std::string what = "reload (SIGHUP): ";
-    const std::string unchanged = "; the job goes on with its streams unchanged";
+    const std::string& what = reload_what;
+    const std::string& unchanged = reload_unchanged;
     if (options.config_path.empty()) {
       VAPIPE_LOG_WARN("{}the embedded demo config has no file to re-read{}", what, unchanged);
       return;
@@ -344,8 +388,20 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                        unchanged);
       return;
     }
-    std::string text;
-    auto fresh = load_config_file(options.config_path, &text);
+    if (reload_read.busy()) {
+      reload_again = true;
+      VAPIPE_LOG_INFO("{}{} is still being read for the reload before (for {:.1f} s); it is read again when that "
+                      "read ends", what, options.config_path, reload_read.running_s(std::chrono::steady_clock::now()));
+      return;
+    }
+    start_reload_read();
+  };
+  // The config read for a reload, once it has ended: the streams it names join and leave the job.
+  auto apply_reload = [&](ConfigRead read) {
+    const std::string& what = reload_what;
+    const std::string& unchanged = reload_unchanged;
+    const std::string& text = read.text;
+    auto& fresh = read.config;
     if (!fresh.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, fresh.status().message(), unchanged);
       return;
@@ -538,6 +594,29 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     reopen_finished_lanes();
     if (flags.reload.exchange(false)) {
       if (!stopping_since && failure.empty()) reload();
+    }
+    if (reload_read.busy()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (std::optional<ConfigRead> read = reload_read.finished()) {
+        if (said_reload_hung) {
+          VAPIPE_LOG_INFO("{}reading {} ended, after {:.1f} s", reload_what, options.config_path,
+                          std::chrono::duration<double>(now - reload_started).count());
+        }
+        if (stopping_since || !failure.empty() || flags.stop.load() || flags.abort.load()) {
+          VAPIPE_LOG_INFO("{}the job is stopping: the streams are not changed", reload_what);
+        } else {
+          apply_reload(std::move(*read));
+          if (reload_again) {
+            reload_again = false;
+            start_reload_read();
+          }
+        }
+      } else if (!said_reload_hung && reload_read.running_s(now) >= kHungReloadS) {
+        said_reload_hung = true;
+        VAPIPE_LOG_WARN("{}reading {} has not ended after {:.0f} s (a network share that does not answer?); the "
+                        "job goes on with its streams meanwhile (restarts and stops too), and they change when "
+                        "the read ends", reload_what, options.config_path, kHungReloadS);
+      }
     }
     if (watcher && !stopping_since && failure.empty() && !flags.stop.load() && !flags.abort.load() &&
         pending.empty()) {

@@ -12,7 +12,8 @@ import sys
 import time
 import unittest
 
-from e2e.common import VAPIPE, E2ETest, Run, children_of, free_port, make_clip, write_config
+from e2e.common import (VAPIPE, E2ETest, Run, children_of, free_port, live_test_uri, make_clip, stream_entry,
+                        write_config)
 
 HANGING_SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hanging_share.py")
 
@@ -380,3 +381,57 @@ class AShareThatStopsAnswering(E2ETest):
         self.assertGreaterEqual(before, 50)
         messages = read_jsonl(self.jsonl)
         self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/remote"], list(range(900)))
+
+    def test_a_live_jobs_reload_from_a_share_that_stops_answering_holds_up_no_restart_and_no_stop(self):
+        """A live job's config is on the share. The share stops answering and the job gets SIGHUP: the
+        re-read waits on it. Meanwhile infer crashes: its lane starts again (its stages parse the job's
+        own copy of the config; before, vapipe run's loop waited in the re-read, and with it the
+        restart) and 'a' goes on; once the share answers, the reload adds 'b'. The share stops again,
+        SIGHUP, SIGINT: the job ends while the re-read still waits, and 'c' is never added."""
+        config, _ = write_config(self.dir, [("a", live_test_uri("ball"))], job={"mode": "live"},
+                                 publish={"wait_for_subscribers": 0})
+        backing = os.path.join(self.backing, "job.yaml")
+        os.rename(config, backing)
+        on_share = os.path.join(self.share, "job.yaml")
+        run = Run(on_share)
+        stages = dict(run.watch_stages())
+        self.wait_for("10 results of a", lambda: self.results("a") >= 10, 60, run=run)
+
+        def add_stream(sid, pattern):
+            with open(backing) as f:
+                cfg = json.load(f)
+            cfg["streams"].append(stream_entry((sid, live_test_uri(pattern))))
+            with open(backing, "w") as f:
+                json.dump(cfg, f, indent=1)
+        add_stream("b", "smpte")
+        open(self.switch, "w").close()
+        run.signal(signal.SIGHUP)
+        self.wait_for("the re-read waiting on the share", lambda: os.path.exists(self.switch + ".waits"), run=run)
+        os.kill(stages["infer"], signal.SIGKILL)
+
+        def restarted():
+            return any(len(argv) >= 3 and argv[1] == "stage" and argv[2] == "infer" and pid != stages["infer"]
+                       for pid, argv in children_of(run.proc.pid))
+        self.wait_for("infer's restart", restarted, run=run)
+        before = self.results("a")
+        self.wait_for("a going on after its lane's restart", lambda: self.results("a") >= before + 10, 60, run=run)
+        self.assertEqual(self.results("b"), 0)
+        self.assertNotIn("added 'b'", run.stderr_so_far())  # the share has not answered since
+        os.remove(self.switch)
+        self.wait_for("results of b", lambda: self.results("b") >= 5, 60, run=run)
+
+        os.remove(self.switch + ".waits")
+        add_stream("c", "pinwheel")
+        open(self.switch, "w").close()
+        run.signal(signal.SIGHUP)
+        self.wait_for("the second re-read waiting on the share", lambda: os.path.exists(self.switch + ".waits"),
+                      run=run)
+        run.signal(signal.SIGINT)
+        self.wait_for("the job's end", lambda: "job 'e2e' finished" in run.stderr_so_far(), run=run)
+        os.remove(self.switch)
+        self.assertEqual(run.wait(timeout=30), 0, run.stderr[-3000:])
+        err = run.stderr
+        self.assertIn("reload (SIGHUP): " + on_share + ": added 'b'; removed none; 2 streams now", err)
+        self.assertNotIn("added 'c'", err)
+        self.assertEqual(self.results("c"), 0)
+        self.assertNotIn("drain timeout", err)

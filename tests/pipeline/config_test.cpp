@@ -284,6 +284,35 @@ TEST(Config, FilePathsResolveAgainstTheConfigFolder) {
   std::filesystem::remove_all(dir);
 }
 
+// A stage `vapipe run` started: the config the job started with (its copy), not the file as it is.
+TEST(Config, TheTextReadBeforeIsParsedInsteadOfTheFileAndStillNamedByIt) {
+  auto dir = std::filesystem::temp_directory_path() / "vapipe-config-text-test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "job.yaml") << "streams: [\n";  // half saved since the job started
+  const std::string as_started = kMinimal;
+  ConfigLoadOptions options;
+  options.file_text = &as_started;
+  std::string text;
+  auto c = load_config_file((dir / "job.yaml").string(), &text, options);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(text, as_started);
+  EXPECT_EQ(c->source, (dir / "job.yaml").string());
+  EXPECT_EQ(c->infer.model, (dir / "m.pt").string());  // against the file's folder, as before
+  // Not read at all: a file that is gone (or on a share that does not answer) is no matter.
+  auto gone = load_config_file((dir / "gone" / "job.yaml").string(), nullptr, options);
+  ASSERT_TRUE(gone.ok()) << gone.status().message();
+  EXPECT_EQ(gone->infer.model, (dir / "gone" / "m.pt").string());
+  // Its errors name the file and line, as the file's own would.
+  const std::string wrong = "streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m.pt, labels: l.txt}\nbatch: {max_batch_size: 0}\n";
+  options.file_text = &wrong;
+  auto bad = load_config_file((dir / "job.yaml").string(), nullptr, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find((dir / "job.yaml").string() + ":3"), std::string::npos) << bad.status().message();
+  // Without it, the file itself (half saved) is read.
+  EXPECT_FALSE(load_config_file((dir / "job.yaml").string()).ok());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, EmbeddedDemoConfigLoads) {
   auto c = load_demo_config();
   ASSERT_TRUE(c.ok()) << c.status().message();
