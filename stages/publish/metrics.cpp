@@ -92,6 +92,25 @@ JobProgress job_progress(const JobMetrics& m) {
   return p;
 }
 
+double busy_seconds(std::vector<std::pair<int64_t, int64_t>> spans) {
+  std::sort(spans.begin(), spans.end());
+  int64_t busy_ns = 0, start = 0, end = 0;
+  bool open = false;
+  for (const auto& [from, to] : spans) {
+    if (to <= from) continue;
+    if (open && from <= end) {
+      end = std::max(end, to);
+      continue;
+    }
+    if (open) busy_ns += end - start;
+    start = from;
+    end = to;
+    open = true;
+  }
+  if (open) busy_ns += end - start;
+  return static_cast<double>(busy_ns) / 1e9;
+}
+
 std::string human_duration(double seconds) {
   char buf[64];
   if (seconds < 60) {

@@ -106,6 +106,12 @@ JobProgress job_progress(const JobMetrics& m);
 // "1 h 05 min", "4 min 10 s", "12.5 s": a duration for a log line.
 std::string human_duration(double seconds);
 
+// Seconds covered by at least one of `spans` (each a stream's [first frame's capture, last result],
+// in ns; empty or reversed ones count nothing): the job summary's steady time, without the gaps when no
+// stream had a frame under way (a watched folder waiting for its next file, a live job between a
+// reload that removed its last camera and one that added the next).
+double busy_seconds(std::vector<std::pair<int64_t, int64_t>> spans);
+
 // The states a stream can be in, in the order vapipe_stream_state lists them.
 const std::vector<std::string>& stream_states();
 

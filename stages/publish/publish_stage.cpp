@@ -1050,13 +1050,19 @@ void PublishStage::write_summary() {
   const int64_t end_ns = wall_clock_ns();
   const double wall_s = static_cast<double>(end_ns - job_start_ns_) / 1e9;
   uint64_t total_frames = 0, run_frames = 0;
-  // Steady-state throughput: from the first frame's capture to the last result, without start-up.
+  // Steady-state throughput: from the first frame's capture to the last result, without start-up,
+  // and without the time when no stream had a frame under way (idle: a watched folder waiting for
+  // files; before 2026-12-02 counted in, so that such a job's steady_fps said little).
   int64_t first_capture = 0, last_publish = 0;
+  std::vector<std::pair<int64_t, int64_t>> spans;
   for (const StreamState& st : streams_) {
     if (st.first_ns && (!first_capture || st.first_ns < first_capture)) first_capture = st.first_ns;
     last_publish = std::max(last_publish, st.last_ns);
+    if (st.first_ns) spans.emplace_back(st.first_ns, st.last_ns);
   }
-  const double steady_s = first_capture && last_publish > first_capture ? (last_publish - first_capture) / 1e9 : 0.0;
+  const double span_s = first_capture && last_publish > first_capture ? (last_publish - first_capture) / 1e9 : 0.0;
+  const double steady_s = std::min(span_s, busy_seconds(std::move(spans)));
+  const double idle_s = std::max(0.0, span_s - steady_s);
   nlohmann::json streams = nlohmann::json::array();
   std::string table;
   char line[512];
@@ -1121,6 +1127,7 @@ void PublishStage::write_summary() {
               {"fps", wall_s > 0 ? run_frames / wall_s : 0.0},
               {"steady_s", steady_s},
               {"steady_fps", steady_s > 0 ? run_frames / steady_s : 0.0},
+              {"idle_s", idle_s},
               {"resumed", resumed_},
               {"publish_restarted", restarted_},
               {"frames_this_run", run_frames},
@@ -1132,11 +1139,17 @@ void PublishStage::write_summary() {
               {"cost_per_1k_frames", run_frames ? cost * 1000.0 / run_frames : 0.0}};
   const std::string earlier =
       resumed_ ? " (" + std::to_string(total_frames - run_frames) + " of them by earlier runs)" : std::string();
+  // A job that waited for work (a watched folder) says its rate while it had some, too.
+  char busy[160] = "";
+  if (idle_s >= 1.0 && steady_s > 0) {
+    std::snprintf(busy, sizeof busy, "; %.1f frames/s over the %.1f s frames were under way (idle %s)",
+                  run_frames / steady_s, steady_s, human_duration(idle_s).c_str());
+  }
   std::snprintf(line, sizeof line,
-                "job '%s': %llu frames%s from %zu streams in %.2f s (%.1f frames/s), %d failed; "
+                "job '%s': %llu frames%s from %zu streams in %.2f s (%.1f frames/s%s), %d failed; "
                 "cost %.4f at %.2f per GPU-hour (%d GPU%s)\n",
                 config_->job.name.c_str(), static_cast<unsigned long long>(total_frames), earlier.c_str(),
-                streams.size(), wall_s, wall_s > 0 ? run_frames / wall_s : 0.0, failed_streams_, cost,
+                streams.size(), wall_s, wall_s > 0 ? run_frames / wall_s : 0.0, busy, failed_streams_, cost,
                 config_->job.price_per_gpu_hour, gpu_count, gpu_count == 1 ? "" : "s; CPU runs count as 1");
   std::string unfinished;
   if (const size_t n = unfinished_streams(); n > 0) {

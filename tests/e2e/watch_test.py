@@ -126,6 +126,10 @@ class WatchedFolder(E2ETest):
         self.assertEqual(len(summary), 1)
         self.assertEqual(summary[0]["frames"], 70)
         self.assertEqual(sorted(s["stream_id"] for s in summary[0]["streams"]), sorted(expected))
+        # The wait for day2-b to settle (settle_s 1, after day1-a had ended) is idle, not steady time.
+        self.assertGreaterEqual(summary[0]["idle_s"], 1.0)
+        self.assertAlmostEqual(summary[0]["steady_fps"], 70 / summary[0]["steady_s"], places=3)
+        self.assertRegex(run.stdout, r"frames/s over the [0-9.]+ s frames were under way \(idle [0-9.]+ s\)")
         self.assert_no_leftovers(run)
 
         # Stopped, the folder gets another file; the job started again with --resume takes it alone.

@@ -280,5 +280,21 @@ TEST(JobProgress, RunningStreamsWithoutAResultFor30sAreNamedLongestFirst) {
   EXPECT_EQ(job_progress(m).quiet.size(), 1u);
 }
 
+// The summary's steady time: the time some stream had a frame under way, not the gaps between (a
+// watched folder's files, seconds or days apart).
+TEST(JobSummary, BusySecondsCountOverlapsOnceAndLeaveOutTheGaps) {
+  const int64_t s = 1'000'000'000;
+  EXPECT_DOUBLE_EQ(busy_seconds({}), 0);
+  EXPECT_DOUBLE_EQ(busy_seconds({{10 * s, 14 * s}}), 4);
+  // Two at once (an archive job's files opened together): their hull.
+  EXPECT_DOUBLE_EQ(busy_seconds({{10 * s, 14 * s}, {11 * s, 16 * s}}), 6);
+  // One within another, given out of order.
+  EXPECT_DOUBLE_EQ(busy_seconds({{12 * s, 13 * s}, {10 * s, 20 * s}}), 10);
+  // A file an hour after the last one ended: 2 s + 3 s, not an hour.
+  EXPECT_DOUBLE_EQ(busy_seconds({{3600 * s, 3603 * s}, {10 * s, 12 * s}}), 5);
+  // Touching spans join; a stream with a first frame and no later result (or a reversed span) adds nothing.
+  EXPECT_DOUBLE_EQ(busy_seconds({{10 * s, 12 * s}, {12 * s, 13 * s}, {20 * s, 20 * s}, {30 * s, 25 * s}}), 3);
+}
+
 }  // namespace
 }  // namespace vapipe
