@@ -7,10 +7,16 @@ goes on once the share answers again.
 Starts `vapipe run` on a watched folder of the share holding `--files` clips, switches the share off
 once they are classified, then times: a crashed stage's restart (infer killed) while the look waits,
 `vapipe status`'s "a look RUNNING FOR", a stop (SIGINT) while it waits, and, after the share is back,
-`vapipe run --resume` classifying the file that came while it hung. Needs root (or the fuse group)
-and python3-fusepy. Prints a Markdown summary.
+`vapipe run --resume` classifying the file that came while it hung.
 
-    /usr/bin/python3 tools/hung-share-bench.py [--files 5] [--frames 30] [--size 320x240]
+Then (`--scenario reload`, or both by default) a live job of `--cameras` test cameras whose config
+file is on the share: the share is switched off and the job gets SIGHUP (the re-read waits on it), and
+it times a crashed stage's restart and the results after it, the added camera's first result once the
+share answers, and a stop while a second re-read waits. Needs root (or the fuse group) and
+python3-fusepy. Prints a Markdown summary.
+
+    /usr/bin/python3 tools/hung-share-bench.py [--files 5] [--frames 30] [--size 320x240] [--cameras 4]
+                                               [--scenario folder|reload|both]
 """
 import argparse
 from importlib import import_module
@@ -37,18 +43,43 @@ def main():
     ap.add_argument("--files", type=int, default=5)
     ap.add_argument("--frames", type=int, default=30)
     ap.add_argument("--size", default="320x240")
+    ap.add_argument("--cameras", type=int, default=4)
+    ap.add_argument("--scenario", choices=["folder", "reload", "both"], default="both")
     ap.add_argument("--vapipe", default=os.path.join(ROOT, "build", "cli", "vapipe"))
     args = ap.parse_args()
+    if args.scenario in ("folder", "both"):
+        on_a_share(args, watched_folder)
+    if args.scenario in ("reload", "both"):
+        on_a_share(args, live_reload)
+
+
+def on_a_share(args, scenario):
+    """Runs scenario(args, work, backing, share, switch) with the FUSE share mounted."""
 
     work = tempfile.mkdtemp(prefix="vapipe-hung-share-bench-")
     backing, share, switch = (os.path.join(work, n) for n in ("backing", "share", "switched-off"))
     os.makedirs(backing)
     os.makedirs(share)
     fs = subprocess.Popen([sys.executable, HANGING_SHARE, backing, share, switch], stderr=subprocess.PIPE)
-    run = again = None
     try:
         if not wait_for(lambda: os.path.ismount(share), 10):
             sys.exit("cannot mount the FUSE share here (root and python3-fusepy needed)")
+        scenario(args, work, backing, share, switch)
+    finally:
+        if os.path.exists(switch):
+            os.remove(switch)
+        fs.terminate()
+        try:
+            fs.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fs.kill()
+        subprocess.run(["umount", "-l", share], stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def watched_folder(args, work, backing, share, switch):
+    run = again = None
+    try:
         clip = os.path.join(work, "clip.mp4")
         many.make_clip(clip, args.frames, args.size)
         for n in range(args.files):
@@ -143,15 +174,94 @@ def main():
         for p in (run, again):
             if p and p.poll() is None:
                 p.kill()
-        if os.path.exists(switch):
-            os.remove(switch)
-        fs.terminate()
-        try:
-            fs.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            fs.kill()
-        subprocess.run(["umount", "-l", share], stderr=subprocess.DEVNULL)
-        shutil.rmtree(work, ignore_errors=True)
+
+
+def live_reload(args, work, backing, share, switch):
+    jsonl = os.path.join(work, "live.jsonl")
+    config = os.path.join(backing, "live.yaml")
+    patterns = ["ball", "smpte", "pinwheel", "snow", "checkers-4", "circular", "zone-plate", "spokes"]
+
+    def camera(n):
+        return {"id": f"cam{n}", "uri": f"test://{patterns[n % len(patterns)]}?frames=0&live=true&fps=15&width=160&height=120"}
+
+    def write(cameras):
+        with open(config, "w") as f:
+            json.dump({"job": {"name": "hung-reload-bench", "mode": "live"},
+                       "streams": [camera(n) for n in range(cameras)],
+                       "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
+                                 "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
+                       "publish": {"endpoint": f"tcp://127.0.0.1:{endpoint}", "wait_for_subscribers": 0,
+                                   "jsonl_path": jsonl}}, f)
+    endpoint = many.free_port()
+    write(args.cameras)
+    log_path = os.path.join(work, "live.log")
+    log = open(log_path, "w")
+
+    def log_text():
+        with open(log_path, errors="replace") as f:
+            return f.read()
+
+    def results(sid):
+        return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(jsonl))
+
+    run = subprocess.Popen([args.vapipe, "run", os.path.join(share, "live.yaml")], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        infer = recovery.stage_pid(run.pid, "infer")
+        if not wait_for(lambda: all(results(f"cam{n}") >= 10 for n in range(args.cameras)), 120):
+            sys.exit("the cameras gave no results:\n" + log_text()[-3000:])
+        write(args.cameras + 1)  # one more camera, read once the share answers
+        open(switch, "w").close()
+        off = time.time()
+        run.send_signal(signal.SIGHUP)
+        wait_for(lambda: os.path.exists(switch + ".waits"), 10)
+        waiting = time.time() - off
+        killed = time.time()
+        before = results("cam0")
+        os.kill(infer, signal.SIGKILL)
+
+        def restarted():
+            try:
+                return recovery.stage_pid(run.pid, "infer", timeout=0.01) not in (None, infer)
+            except Exception:  # noqa: BLE001 (not there yet)
+                return False
+        restart_ok = wait_for(restarted, 60)
+        restart_s = time.time() - killed
+        going_on = wait_for(lambda: results("cam0") >= before + 5, 60)
+        going_on_s = time.time() - killed
+        added = f"cam{args.cameras}"
+        added_before_back = results(added)
+        back = time.time()
+        os.remove(switch)
+        added_ok = wait_for(lambda: results(added) >= 1, 60)
+        added_s = time.time() - back
+
+        os.remove(switch + ".waits")
+        write(args.cameras + 2)
+        open(switch, "w").close()
+        run.send_signal(signal.SIGHUP)
+        wait_for(lambda: os.path.exists(switch + ".waits"), 10)
+        stopped = time.time()
+        run.send_signal(signal.SIGINT)
+        stop_ok = wait_for(lambda: "job 'hung-reload-bench' finished" in log_text(), 60)
+        stop_s = time.time() - stopped
+        back = time.time()
+        os.remove(switch)
+        code = run.wait(timeout=60)
+        exit_after_back_s = time.time() - back
+        print(f"\n## A live job's config on a share that stops answering (`tools/hung-share-bench.py --scenario "
+              f"reload --cameras {args.cameras}`)\n")
+        print(f"- the share switched off and SIGHUP: the re-read waited on it {waiting:.2f} s later")
+        print(f"- infer killed while the re-read waited: {'restarted' if restart_ok else 'NOT restarted'} "
+              f"{restart_s:.2f} s later (1 s back-off included); cam0's results going on "
+              f"{'' if going_on else 'NEVER, '}{going_on_s:.2f} s after the kill")
+        print(f"- the camera the reload adds: {added_before_back} results while the share was off; its first result "
+              f"{'' if added_ok else 'NEVER, '}{added_s:.2f} s after the share answered")
+        print(f"- SIGINT while a second re-read waited: the job {'finished' if stop_ok else 'did NOT finish'} in "
+              f"{stop_s:.2f} s; exit status {code}, {exit_after_back_s:.2f} s after the share came back")
+    finally:
+        if run.poll() is None:
+            run.kill()
+        log.close()
 
 
 if __name__ == "__main__":
