@@ -15,5 +15,7 @@ int bench_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int doctor_command(const std::vector<std::string>& args);  // 0: nothing failed, 1: some check failed
 int segments_command(const std::vector<std::string>& args);  // 0, or 1 for a bad argument or file
+// 0: streams listed; 1: a bad argument; 2: no camera answered; 3: cameras answered, no stream listed.
+int discover_command(const std::vector<std::string>& args);
 
 }  // namespace vapipe::cli

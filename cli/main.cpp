@@ -43,6 +43,10 @@ usage:
                                         video each class is (from publish.jsonl_path)
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
+  vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--user NAME --password-file FILE]
+                  [--password-var NAME] [--no-multicast] [--interface ADDR] [--json]
+                                        find ONVIF cameras (WS-Discovery) and print their stream URIs
+                                        as `streams:` entries (the password as ${CAMERA_PASSWORD})
   vapipe doctor [--json]                check this machine: CUDA, GPUs, LibTorch, GStreamer, NVDEC,
                                         ZeroMQ, free space, the shipped model (exit 1 if a check FAILs)
   vapipe --version
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
     if (command == "validate") status = vapipe::cli::validate_command(args);
     if (command == "doctor") status = vapipe::cli::doctor_command(args);
     if (command == "segments") status = vapipe::cli::segments_command(args);
+    if (command == "discover") status = vapipe::cli::discover_command(args);
     if (command == "--version" || command == "version") {
       std::printf("vapipe %s\n", VAPIPE_VERSION);
       status = 0;
