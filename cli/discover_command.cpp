@@ -270,8 +270,10 @@ Listed list_streams(const Found& f, const Credentials& credentials) {
   Camera camera(credentials);
   // Its clock first (asked without credentials, as ONVIF allows): a UsernameToken's time must be the
   // camera's, and a camera's clock is often off by minutes or hours.
+  bool clock_known = false;
   if (Answer now = camera.call(out.xaddr, onvif::get_system_date_and_time_body(), false); now.doc.ok()) {
     if (auto t = onvif::device_utc_time(*now.doc); t.ok()) {
+      clock_known = true;
       const std::time_t offset = *t - std::time(nullptr);
       camera.set_clock_offset(offset);
       if (offset > 60 || offset < -60) {
@@ -283,6 +285,10 @@ Listed list_streams(const Found& f, const Credentials& credentials) {
   Answer capabilities = camera.call(out.xaddr, onvif::get_capabilities_body());
   if (!capabilities.doc.ok()) {
     out.error = "its capabilities: " + refused_text(capabilities, credentials.given());
+    if (capabilities.refused && credentials.given() && !clock_known) {
+      out.error += "; if they are right: the camera did not say its time, and a UsernameToken is refused when the "
+                   "two clocks differ by more than a few seconds (set the camera's clock, or NTP)";
+    }
     return out;
   }
   auto media = onvif::media_service_of(*capabilities.doc);
@@ -480,10 +486,16 @@ int discover_command(const std::vector<std::string>& args) {
     std::printf("# vapipe discover: %zu camera%s answered a WS-Discovery probe to %s in %.1f s; %zu stream%s\n",
                 listed.size(), listed.size() == 1 ? "" : "s", asked.c_str(), took_s, streams, streams == 1 ? "" : "s");
     if (streams > 0) {
-      std::printf("# Paste the ones you want under `streams:` in a job's config (docs/config.md).%s\n",
-                  credentials.given() ? (" The password is read from the environment: export " + password_var +
-                                         "=... where the job runs.").c_str()
-                                      : "");
+      std::printf("# Paste the ones you want under `streams:` in a job's config (docs/config.md).\n");
+      if (credentials.given()) {
+        // The variable's value goes into the URI as it is: what URIs reserve must be escaped there.
+        const bool reserved = credentials.password.find_first_of(":@/?#[]%") != std::string::npos;
+        std::printf("# The password is read from the environment where the job runs: export %s=...%s\n",
+                    password_var.c_str(),
+                    reserved ? " (this one holds characters a URI reserves: percent-escape them there, '@' as %40, "
+                               "'#' as %23, ':' as %3A, '/' as %2F, '%' as %25)"
+                             : "");
+      }
     }
     for (size_t k = 0; k < listed.size(); ++k) {
       const Listed& l = listed[k];

@@ -1,0 +1,123 @@
+"""`vapipe discover`: ONVIF cameras found by a WS-Discovery probe, and their stream URIs, as a
+camera answers them (tests/e2e/onvif_camera.py, whose URIs are real RTSP servers' on loopback that ask
+for the same user and password): the streams it prints are pasted into a config and opened for real."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.parse
+
+from e2e.common import LABELS, MODEL, VAPIPE, E2ETest, free_port, start_rtsp_camera
+
+ONVIF_CAMERA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onvif_camera.py")
+PASSWORD = "Adm1n@2024#"  # what URIs reserve: '@' and '#'
+
+
+class Discover(E2ETest):
+    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False):
+        """The camera's (UDP port, process): its discovery answers on UDP_PORT (and, with `multicast`,
+        on 239.255.255.250:3702)."""
+        args = [sys.executable, ONVIF_CAMERA, "--name", name, "--user", "admin", "--password", PASSWORD,
+                "--clock-offset", str(clock_offset)] + [a for token, uri in streams for a in ("--stream", f"{token}={uri}")]
+        if multicast:
+            args.append("--multicast")
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close(),
+                                 proc.stderr.close()))
+        line = proc.stdout.readline().split()
+        if not line or line[0] != "ready":
+            return None, proc
+        return int(line[1]), proc
+
+    def discover(self, *args, password=PASSWORD):
+        creds = []
+        if password is not None:
+            pw = os.path.join(self.dir, "camera.password")
+            with open(pw, "w") as f:
+                f.write(password + "\n")  # a file's final newline is not part of it
+            creds = ["--user", "admin", "--password-file", pw]
+        return subprocess.run([VAPIPE, "discover", "--timeout", "1.5", *creds, *args], capture_output=True, text=True,
+                              timeout=60)
+
+    def test_a_camera_found_by_its_probe_gives_streams_that_a_job_opens(self):
+        """Two profiles of one camera whose clock is 1.5 h behind (its UsernameToken must carry the
+        camera's time: it refuses one more than 5 s off). The printed entries, pasted under `streams:`,
+        open with the password from the environment: both give a first frame."""
+        main, _ = start_rtsp_camera(self, "ball", width=320, height=240, credentials=f"admin:{PASSWORD}")
+        sub, _ = start_rtsp_camera(self, "smpte", width=160, height=120, credentials=f"admin:{PASSWORD}")
+        port, _ = self.start_onvif_camera("Lobby camera (east)", [("main", main), ("sub", sub)], clock_offset=-5400)
+        self.assertIsNotNone(port)
+        p = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn(f"1 camera answered a WS-Discovery probe to 127.0.0.1:{port} in ", p.stdout)
+        self.assertIn("# 'Lobby camera (east)' (VAPIPE-TEST-CAM) at http://127.0.0.1:", p.stdout)
+        self.assertIn("its clock is 5400 s behind this machine's", p.stdout)
+        self.assertIn("export CAMERA_PASSWORD=... (this one holds characters a URI reserves: percent-escape them "
+                      "there, '@' as %40, '#' as %23", p.stdout)
+        self.assertIn("- id: lobby-camera-east    # profile 'main' (main stream): H264 640x360, 30 fps\n"
+                      f"  uri: \"{main.replace('rtsp://', 'rtsp://admin:${CAMERA_PASSWORD}@')}\"\n", p.stdout)
+        self.assertIn("- id: lobby-camera-east-2    # profile 'sub'", p.stdout)
+        self.assertNotIn(PASSWORD, p.stdout)
+        self.assertEqual(p.stderr, "")
+
+        entries = "".join(line + "\n" for line in p.stdout.splitlines() if line.startswith(("- id:", "  uri:")))
+        config = os.path.join(self.dir, "cameras.yaml")
+        with open(config, "w") as f:
+            f.write(f"job: {{name: e2e, mode: live}}\ninfer: {{model: {MODEL}, labels: {LABELS}}}\n"
+                    f"publish: {{endpoint: 'tcp://127.0.0.1:{free_port()}'}}\nstreams:\n" +
+                    "".join("  " + line for line in entries.splitlines(True)))
+        opened = subprocess.run([VAPIPE, "validate", config, "--open", "--timeout", "20"], capture_output=True,
+                                text=True, timeout=120,
+                                env={**os.environ, "CAMERA_PASSWORD": urllib.parse.quote(PASSWORD, safe="")})
+        self.assertEqual(opened.returncode, 0, opened.stdout + opened.stderr)
+        self.assertRegex(opened.stdout, r"\n    lobby-camera-east +ok: +320x240 \w+, first frame after")
+        self.assertRegex(opened.stdout, r"\n    lobby-camera-east-2 +ok: +160x120 \w+, first frame after")
+
+        # The same as JSON, for a script: the camera's URIs as it gave them, and the entries' own.
+        j = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--json")
+        self.assertEqual(j.returncode, 0, j.stderr)
+        cameras = json.loads(j.stdout)["cameras"]
+        self.assertEqual(len(cameras), 1)
+        self.assertEqual(cameras[0]["name"], "Lobby camera (east)")
+        self.assertTrue(cameras[0]["endpoint"].startswith("urn:uuid:"))
+        self.assertEqual([(pr["token"], pr["uri"], pr["id"]) for pr in cameras[0]["profiles"]],
+                         [("main", main, "lobby-camera-east"), ("sub", sub, "lobby-camera-east-2")])
+
+    def test_a_camera_that_refuses_or_wants_credentials_says_so_and_none_answering_is_an_error(self):
+        main, _ = start_rtsp_camera(self, "ball", width=160, height=120)
+        port, _ = self.start_onvif_camera("Gate", [("main", main)])
+        wrong = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", password="admin")
+        self.assertEqual(wrong.returncode, 3, wrong.stdout + wrong.stderr)
+        self.assertIn("#   no stream URIs: its capabilities: the camera refused the user name and password "
+                      "(ter:NotAuthorized: Sender not Authorized)", wrong.stdout)
+        anonymous = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", password=None)
+        self.assertEqual(anonymous.returncode, 3, anonymous.stdout + anonymous.stderr)
+        self.assertIn("the camera wants a user name and password (ter:NotAuthorized: Sender not Authorized): give "
+                      "--user NAME and --password-file FILE", anonymous.stdout)
+
+        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a port where nothing answers
+        silent.bind(("127.0.0.1", 0))
+        self.addCleanup(silent.close)
+        none = self.discover("--probe", f"127.0.0.1:{silent.getsockname()[1]}", "--no-multicast")
+        self.assertEqual(none.returncode, 2, none.stdout + none.stderr)
+        self.assertIn("vapipe discover: no camera answered in 1.5 s (cameras on another network do not hear a "
+                      "multicast probe: give --probe CAMERA_IP", none.stderr)
+        bad = subprocess.run([VAPIPE, "discover", "--user", "admin"], capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("give --user and --password-file together", bad.stderr)
+
+    def test_a_multicast_probe_finds_a_camera_of_this_host(self):
+        """The probe as cameras hear it on a network: to 239.255.255.250:3702 (this host's own camera
+        gets it through the multicast loop)."""
+        main, _ = start_rtsp_camera(self, "ball", width=160, height=120)
+        port, camera = self.start_onvif_camera("Dock", [("main", main)], multicast=True)
+        if port is None:
+            self.skipTest("cannot listen on 239.255.255.250:3702 here: " + camera.stderr.read()[-300:])
+        p = self.discover()
+        if "cannot send the probe" in p.stderr:
+            self.skipTest("no multicast route here: " + p.stderr)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("WS-Discovery probe to 239.255.255.250:3702 in ", p.stdout)
+        self.assertIn("# 'Dock' (VAPIPE-TEST-CAM)", p.stdout)
+        self.assertIn("- id: dock    # profile 'main'", p.stdout)
