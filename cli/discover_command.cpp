@@ -11,6 +11,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -80,8 +82,8 @@ struct Found {
   std::string from;  // the answer's source address (IP)
 };
 
-// Sends the probe to each target (twice: UDP may lose it; cameras answer a MessageID once) and
-// collects the ProbeMatches that arrive until `timeout_s`.
+// Sends the probe to each target (three times: UDP may lose a probe or its answers) and collects the
+// ProbeMatches that arrive until `timeout_s`, one device per endpoint.
 Result<std::vector<Found>> probe(const std::vector<sockaddr_in>& targets, const std::string& interface_addr,
                                  double timeout_s) {
   UdpSocket sock;
@@ -98,8 +100,16 @@ Result<std::vector<Found>> probe(const std::vector<sockaddr_in>& targets, const 
       return InvalidArgument("--interface " + interface_addr + ": " + std::strerror(errno));
     }
   }
-  const std::string message = onvif::probe_message("uuid:" + onvif::random_uuid());
+  // Many cameras answer at once (each within half a second of the probe, as WS-Discovery has them):
+  // room for a few hundred answers before they are read.
+  const int want = 4 << 20;
+  if (setsockopt(sock.fd(), SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0) {
+    setsockopt(sock.fd(), SOL_SOCKET, SO_RCVBUF, &want, sizeof want);  // up to net.core.rmem_max
+  }
   auto send_all = [&] {
+    // A fresh MessageID each time: a camera answers a MessageID once, and an answer lost (UDP, a
+    // full buffer) comes again only for a new probe.
+    const std::string message = onvif::probe_message("uuid:" + onvif::random_uuid());
     std::string failed;
     for (const sockaddr_in& t : targets) {
       if (sendto(sock.fd(), message.data(), message.size(), 0, reinterpret_cast<const sockaddr*>(&t), sizeof t) < 0) {
@@ -111,20 +121,21 @@ Result<std::vector<Found>> probe(const std::vector<sockaddr_in>& targets, const 
   const std::string first_failed = send_all();
   if (!first_failed.empty() && targets.size() == 1) return Unavailable("cannot send the probe to " + first_failed);
   if (!first_failed.empty()) std::fprintf(stderr, "vapipe discover: cannot send the probe to %s\n", first_failed.c_str());
+  // Three probes, a third of the timeout apart.
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(timeout_s);
-  auto resend_at = start + std::chrono::duration<double>(std::min(0.5, timeout_s / 3));
-  bool resent = false;
+  int probes_sent = 1;
+  auto next_probe = [&] { return start + std::chrono::duration<double>(timeout_s * probes_sent / 3); };
   std::vector<Found> found;
   std::vector<char> buffer(65536);
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
-    if (!resent && now >= resend_at) {
+    if (probes_sent < 3 && now >= next_probe()) {
       send_all();
-      resent = true;
+      ++probes_sent;
     }
-    const auto until = resent ? deadline : std::min(deadline, resend_at);
+    const auto until = probes_sent < 3 ? std::min(deadline, next_probe()) : deadline;
     pollfd p{sock.fd(), POLLIN, 0};
     const int wait_ms =
         std::max(1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()));
@@ -442,8 +453,17 @@ int discover_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe discover: %s\n", found.status().message().c_str());
     return 2;
   }
-  std::vector<Listed> listed;
-  for (const Found& f : *found) listed.push_back(list_streams(f, credentials));
+  // Each camera asked on a thread of its own, 16 at once: one that does not answer (its web server
+  // off, a firewall) costs its timeouts, not every camera after it.
+  std::vector<Listed> listed(found->size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> askers;
+  for (size_t t = 0; t < std::min<size_t>(16, found->size()); ++t) {
+    askers.emplace_back([&] {
+      for (size_t k; (k = next.fetch_add(1)) < found->size();) listed[k] = list_streams((*found)[k], credentials);
+    });
+  }
+  for (std::thread& t : askers) t.join();
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   // Ids: from each camera's name, else its host; unique across the cameras listed.

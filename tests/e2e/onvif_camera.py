@@ -6,13 +6,14 @@ does (the digest, and its time against the camera's own clock). The stream URIs 
 real RTSP servers (tests/fakes/rtsp_test_server), so what `vapipe discover` prints can be run.
 
     python3 onvif_camera.py --name NAME --user U --password P --stream TOKEN=RTSP_URI... [--clock-offset S]
-                            [--multicast]
+                            [--multicast] [--answer-delay-max 0.5]
 
 Prints "ready UDP_PORT HTTP_PORT" once both listen."""
 import argparse
 import base64
 import calendar
 import hashlib
+import random
 import http.server
 import socket
 import struct
@@ -84,7 +85,10 @@ class Camera:
             if message_id in seen:  # WS-Discovery: a repeated probe is answered once
                 continue
             seen.add(message_id)
-            sock.sendto(self.probe_match(message_id).encode(), sender)
+            # WS-Discovery: a device waits a random time up to APP_MAX_DELAY (500 ms) before it answers
+            # a multicast probe, so that a network's cameras do not all answer at once.
+            threading.Timer(random.uniform(0, self.args.answer_delay_max),
+                            lambda m=message_id, to=sender: sock.sendto(self.probe_match(m).encode(), to)).start()
 
     def authorized(self, doc):
         token = doc.find(".//wsse:UsernameToken", NS)
@@ -149,6 +153,7 @@ def main():
     ap.add_argument("--stream", action="append", default=[], help="TOKEN=URI")
     ap.add_argument("--clock-offset", type=float, default=0)
     ap.add_argument("--multicast", action="store_true")
+    ap.add_argument("--answer-delay-max", type=float, default=0.5)
     args = ap.parse_args()
     camera = Camera(args)
 
