@@ -294,6 +294,10 @@ Listed list_streams(const Found& f, const Credentials& credentials) {
     }
   }
   Answer capabilities = camera.call(out.xaddr, onvif::get_capabilities_body());
+  if (!capabilities.doc.ok() && !capabilities.refused &&
+      capabilities.doc.status().code() != StatusCode::kUnavailable) {
+    capabilities = camera.call(out.xaddr, onvif::get_services_body());  // a device of GetServices only
+  }
   if (!capabilities.doc.ok()) {
     out.error = "its capabilities: " + refused_text(capabilities, credentials.given());
     if (capabilities.refused && credentials.given() && !clock_known) {
@@ -308,6 +312,21 @@ Listed list_streams(const Found& f, const Credentials& credentials) {
     return out;
   }
   Answer profiles_doc = camera.call(*media, onvif::get_profiles_body());
+  auto device_url = split_url(out.xaddr);
+  auto media_url = split_url(*media);
+  if (!profiles_doc.doc.ok() && profiles_doc.doc.status().code() == StatusCode::kUnavailable && device_url.ok() &&
+      media_url.ok() && media_url->host != device_url->host) {
+    // It names its media service by an address that does not answer here (its other network, an
+    // address it had before): the one it was found at.
+    const std::string moved = onvif::with_host(*media, device_url->host);
+    Answer again = camera.call(moved, onvif::get_profiles_body());
+    if (again.doc.ok()) {
+      out.clock_note += std::string(out.clock_note.empty() ? "" : "; ") + "its media service " + *media +
+                        " did not answer: asked at " + moved;
+      media = moved;
+      profiles_doc = std::move(again);
+    }
+  }
   if (!profiles_doc.doc.ok()) {
     out.error = "its media profiles: " + refused_text(profiles_doc, credentials.given());
     return out;

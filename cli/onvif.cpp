@@ -418,10 +418,41 @@ Result<std::time_t> device_utc_time(const XmlElement& doc) {
 }
 
 Result<std::string> media_service_of(const XmlElement& doc) {
+  for (const XmlElement* service : doc.find_all("Service")) {
+    if (service->text_at({"Namespace"}) == "http://www.onvif.org/ver10/media/wsdl") {
+      const std::string xaddr = service->text_at({"XAddr"});
+      if (!xaddr.empty()) return xaddr;
+    }
+  }
   const XmlElement* media = doc.find("Media");
   const std::string xaddr = media ? media->text_at({"XAddr"}) : "";
   if (xaddr.empty()) return NotFound("its capabilities name no media service");
   return xaddr;
+}
+
+std::string get_services_body() {
+  return "<tds:GetServices><tds:IncludeCapability>false</tds:IncludeCapability></tds:GetServices>";
+}
+
+std::string with_host(const std::string& url, const std::string& host_port) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos || host_port.empty()) return url;
+  const size_t authority = scheme_end + 3;
+  const size_t path = url.find_first_of("/?#", authority);
+  const std::string old = url.substr(authority, path == std::string::npos ? std::string::npos : path - authority);
+  const size_t at = old.rfind('@');
+  const std::string userinfo = at == std::string::npos ? "" : old.substr(0, at + 1);
+  std::string hostport = at == std::string::npos ? old : old.substr(at + 1);
+  // Keep the URL's own port unless `host_port` gives one.
+  const bool bracketed = !host_port.empty() && host_port.front() == '[';
+  const size_t new_colon = bracketed ? host_port.find("]:") : host_port.rfind(':');
+  std::string replaced = host_port;
+  if (new_colon == std::string::npos) {
+    const bool old_bracketed = !hostport.empty() && hostport.front() == '[';
+    const size_t old_colon = old_bracketed ? hostport.find("]:") : hostport.rfind(':');
+    if (old_colon != std::string::npos) replaced += hostport.substr(old_colon + (old_bracketed ? 1 : 0));
+  }
+  return url.substr(0, authority) + userinfo + replaced + (path == std::string::npos ? "" : url.substr(path));
 }
 
 Result<std::vector<Profile>> profiles_of(const XmlElement& doc) {

@@ -80,8 +80,13 @@ std::string get_stream_uri_body(const std::string& profile_token);
 std::string fault_of(const XmlElement& doc);
 // The camera's clock (GetSystemDateAndTimeResponse's UTCDateTime), as seconds since 1970.
 Result<std::time_t> device_utc_time(const XmlElement& doc);
-// GetCapabilitiesResponse's media service URL.
+// The media service's URL: GetCapabilitiesResponse's Media XAddr, or GetServicesResponse's service of
+// the media namespace (devices that answer only GetServices).
 Result<std::string> media_service_of(const XmlElement& doc);
+std::string get_services_body();
+// `url` with its host (and port, when `host_port` has one) taken from `host_port`: a camera behind NAT
+// (or with a second network) names its services by an address the asker cannot reach.
+std::string with_host(const std::string& url, const std::string& host_port);
 
 struct Profile {
   std::string token;

@@ -119,6 +119,23 @@ TEST(OnvifSoap, AnswersGiveTheClockTheMediaServiceTheProfilesAndTheirUris) {
   ASSERT_TRUE(media.ok()) << media.status().message();
   EXPECT_EQ(*media, "http://192.168.1.20/onvif/media_service");
   EXPECT_FALSE(media_service_of(*clock).ok());
+  // A device that answers GetServices only: the service of media's namespace.
+  auto services = parse_xml(
+      "<Envelope><Body><GetServicesResponse><Service><Namespace>http://www.onvif.org/ver10/device/wsdl</Namespace>"
+      "<XAddr>http://10.0.0.5/onvif/device_service</XAddr></Service><Service><Namespace>"
+      "http://www.onvif.org/ver10/media/wsdl</Namespace><XAddr>http://10.0.0.5/onvif/Media</XAddr></Service>"
+      "</GetServicesResponse></Body></Envelope>");
+  ASSERT_TRUE(services.ok());
+  auto from_services = media_service_of(*services);
+  ASSERT_TRUE(from_services.ok()) << from_services.status().message();
+  EXPECT_EQ(*from_services, "http://10.0.0.5/onvif/Media");
+  ASSERT_NE(parse_xml(soap_envelope(get_services_body())).value().find("GetServices"), nullptr);
+  // A service named by an address the asker cannot reach, moved to the one the camera was found at.
+  EXPECT_EQ(with_host("http://172.16.0.9/onvif/Media", "192.168.1.20"), "http://192.168.1.20/onvif/Media");
+  EXPECT_EQ(with_host("http://172.16.0.9:8080/onvif/Media", "192.168.1.20"), "http://192.168.1.20:8080/onvif/Media");
+  EXPECT_EQ(with_host("http://172.16.0.9:8080/x", "192.168.1.20:80"), "http://192.168.1.20:80/x");
+  EXPECT_EQ(with_host("http://[fe80::2]:8080/x", "[fe80::1]"), "http://[fe80::1]:8080/x");
+  EXPECT_EQ(with_host("http://u:p@172.16.0.9", "10.0.0.1"), "http://u:p@10.0.0.1");
 
   auto profiles_doc = parse_xml(R"(<s:Envelope xmlns:s="x"><s:Body><trt:GetProfilesResponse>
     <trt:Profiles token="profile_1_h264" fixed="true"><tt:Name>MainStream</tt:Name>

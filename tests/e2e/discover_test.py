@@ -15,13 +15,15 @@ PASSWORD = "Adm1n@2024#"  # what URIs reserve: '@' and '#'
 
 
 class Discover(E2ETest):
-    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False):
+    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False, media_host=None):
         """The camera's (UDP port, process): its discovery answers on UDP_PORT (and, with `multicast`,
         on 239.255.255.250:3702)."""
         args = [sys.executable, ONVIF_CAMERA, "--name", name, "--user", "admin", "--password", PASSWORD,
                 "--clock-offset", str(clock_offset)] + [a for token, uri in streams for a in ("--stream", f"{token}={uri}")]
         if multicast:
             args.append("--multicast")
+        if media_host:
+            args += ["--media-host", media_host]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close(),
                                  proc.stderr.close()))
@@ -95,6 +97,15 @@ class Discover(E2ETest):
         self.assertEqual(anonymous.returncode, 3, anonymous.stdout + anonymous.stderr)
         self.assertIn("the camera wants a user name and password (ter:NotAuthorized: Sender not Authorized): give "
                       "--user NAME and --password-file FILE", anonymous.stdout)
+
+        # A camera that names its media service by an address where nothing answers (127.0.0.2: its
+        # server listens on 127.0.0.1 alone): asked at the address it was found at.
+        moved_port, _ = self.start_onvif_camera("Yard", [("main", main)], media_host="127.0.0.2")
+        moved = self.discover("--probe", f"127.0.0.1:{moved_port}", "--no-multicast")
+        self.assertEqual(moved.returncode, 0, moved.stdout + moved.stderr)
+        self.assertRegex(moved.stdout, r"its media service http://127\.0\.0\.2:(\d+)/onvif/media_service did not "
+                                       r"answer: asked at http://127\.0\.0\.1:\1/onvif/media_service")
+        self.assertIn("- id: yard    # profile 'main'", moved.stdout)
 
         silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a port where nothing answers
         silent.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ does (the digest, and its time against the camera's own clock). The stream URIs 
 real RTSP servers (tests/fakes/rtsp_test_server), so what `vapipe discover` prints can be run.
 
     python3 onvif_camera.py --name NAME --user U --password P --stream TOKEN=RTSP_URI... [--clock-offset S]
-                            [--multicast] [--answer-delay-max 0.5]
+                            [--multicast] [--answer-delay-max 0.5] [--media-host HOST]
 
 Prints "ready UDP_PORT HTTP_PORT" once both listen."""
 import argparse
@@ -117,7 +117,7 @@ class Camera:
                     "</tds:GetSystemDateAndTimeResponse>")
         if operation == "GetCapabilities":
             return ("<tds:GetCapabilitiesResponse><tds:Capabilities><tt:Media><tt:XAddr>"
-                    f"http://127.0.0.1:{self.http_port}/onvif/media_service</tt:XAddr></tt:Media></tds:Capabilities>"
+                    f"http://{self.args.media_host}:{self.http_port}/onvif/media_service</tt:XAddr></tt:Media></tds:Capabilities>"
                     "</tds:GetCapabilitiesResponse>")
         if operation == "GetProfiles":
             profiles = "".join(
@@ -154,6 +154,9 @@ def main():
     ap.add_argument("--clock-offset", type=float, default=0)
     ap.add_argument("--multicast", action="store_true")
     ap.add_argument("--answer-delay-max", type=float, default=0.5)
+    ap.add_argument("--media-host", default="127.0.0.1",
+                    help="the host its capabilities name the media service by (one that does not answer: a camera "
+                         "with a second network, or behind NAT)")
     args = ap.parse_args()
     camera = Camera(args)
 
