@@ -44,7 +44,8 @@ usage:
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
   vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--user NAME --password-file FILE]
-                  [--password-var NAME] [--no-multicast] [--interface ADDR] [--json]
+                  [--password-var NAME] [--profiles all|smallest|largest] [--no-multicast]
+                  [--interface ADDR] [--json]
                                         find ONVIF cameras (WS-Discovery) and print their stream URIs
                                         as `streams:` entries (the password as ${CAMERA_PASSWORD})
   vapipe doctor [--json]                check this machine: CUDA, GPUs, LibTorch, GStreamer, NVDEC,

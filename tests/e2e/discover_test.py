@@ -15,7 +15,7 @@ PASSWORD = "Adm1n@2024#"  # what URIs reserve: '@' and '#'
 
 
 class Discover(E2ETest):
-    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False, media_host=None):
+    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False, media_host=None, sizes=()):
         """The camera's (UDP port, process): its discovery answers on UDP_PORT (and, with `multicast`,
         on 239.255.255.250:3702)."""
         args = [sys.executable, ONVIF_CAMERA, "--name", name, "--user", "admin", "--password", PASSWORD,
@@ -24,6 +24,7 @@ class Discover(E2ETest):
             args.append("--multicast")
         if media_host:
             args += ["--media-host", media_host]
+        args += [a for token, size in sizes for a in ("--size", f"{token}={size}")]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close(),
                                  proc.stderr.close()))
@@ -48,7 +49,8 @@ class Discover(E2ETest):
         open with the password from the environment: both give a first frame."""
         main, _ = start_rtsp_camera(self, "ball", width=320, height=240, credentials=f"admin:{PASSWORD}")
         sub, _ = start_rtsp_camera(self, "smpte", width=160, height=120, credentials=f"admin:{PASSWORD}")
-        port, _ = self.start_onvif_camera("Lobby camera (east)", [("main", main), ("sub", sub)], clock_offset=-5400)
+        port, _ = self.start_onvif_camera("Lobby camera (east)", [("main", main), ("sub", sub)], clock_offset=-5400,
+                                          sizes=[("main", "320x240"), ("sub", "160x120")])
         self.assertIsNotNone(port)
         p = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -57,7 +59,7 @@ class Discover(E2ETest):
         self.assertIn("its clock is 5400 s behind this machine's", p.stdout)
         self.assertIn("export CAMERA_PASSWORD=... (this one holds characters a URI reserves: percent-escape them "
                       "there, '@' as %40, '#' as %23", p.stdout)
-        self.assertIn("- id: lobby-camera-east    # profile 'main' (main stream): H264 640x360, 30 fps\n"
+        self.assertIn("- id: lobby-camera-east    # profile 'main' (main stream): H264 320x240, 30 fps\n"
                       f"  uri: \"{main.replace('rtsp://', 'rtsp://admin:${CAMERA_PASSWORD}@')}\"\n", p.stdout)
         self.assertIn("- id: lobby-camera-east-2    # profile 'sub'", p.stdout)
         self.assertNotIn(PASSWORD, p.stdout)
@@ -85,6 +87,15 @@ class Discover(E2ETest):
         self.assertTrue(cameras[0]["endpoint"].startswith("urn:uuid:"))
         self.assertEqual([(pr["token"], pr["uri"], pr["id"]) for pr in cameras[0]["profiles"]],
                          [("main", main, "lobby-camera-east"), ("sub", sub, "lobby-camera-east-2")])
+        self.assertIn("--profiles smallest lists that one alone", p.stdout)
+        # One stream a camera: its smallest picture (what the model's 224x224 needs, decoded cheapest).
+        smallest = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--profiles", "smallest")
+        self.assertEqual(smallest.returncode, 0, smallest.stderr)
+        self.assertIn("- id: lobby-camera-east    # profile 'sub' (sub stream): H264 160x120", smallest.stdout)
+        self.assertNotIn("profile 'main'", smallest.stdout)
+        largest = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--profiles", "largest")
+        self.assertIn("- id: lobby-camera-east    # profile 'main'", largest.stdout)
+        self.assertNotIn("profile 'sub'", largest.stdout)
 
     def test_a_camera_that_refuses_or_wants_credentials_says_so_and_none_answering_is_an_error(self):
         main, _ = start_rtsp_camera(self, "ball", width=160, height=120)

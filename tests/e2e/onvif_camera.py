@@ -5,7 +5,7 @@ and GetStreamUri over HTTP as ONVIF's SOAP 1.2, checking each WS-Security Userna
 does (the digest, and its time against the camera's own clock). The stream URIs it gives are those of
 real RTSP servers (tests/fakes/rtsp_test_server), so what `vapipe discover` prints can be run.
 
-    python3 onvif_camera.py --name NAME --user U --password P --stream TOKEN=RTSP_URI... [--clock-offset S]
+    python3 onvif_camera.py --name NAME --user U --password P --stream TOKEN=RTSP_URI... [--size TOKEN=WxH]... [--clock-offset S]
                             [--multicast] [--answer-delay-max 0.5] [--media-host HOST]
 
 Prints "ready UDP_PORT HTTP_PORT" once both listen."""
@@ -46,6 +46,7 @@ class Camera:
         self.args = args
         self.endpoint = "urn:uuid:" + str(uuid.uuid4())
         self.streams = [s.split("=", 1) for s in args.stream]
+        self.sizes = dict(s.split("=", 1) for s in args.size)
         self.http_port = 0
         self.requests = []  # (operation, authenticated) as they came, for the test's log
 
@@ -120,12 +121,14 @@ class Camera:
                     f"http://{self.args.media_host}:{self.http_port}/onvif/media_service</tt:XAddr></tt:Media></tds:Capabilities>"
                     "</tds:GetCapabilitiesResponse>")
         if operation == "GetProfiles":
-            profiles = "".join(
-                f'<trt:Profiles token="{escape(token)}" fixed="true"><tt:Name>{escape(token)} stream</tt:Name>'
-                '<tt:VideoEncoderConfiguration token="enc"><tt:Name>enc</tt:Name><tt:Encoding>H264</tt:Encoding>'
-                '<tt:Resolution><tt:Width>640</tt:Width><tt:Height>360</tt:Height></tt:Resolution>'
-                '<tt:RateControl><tt:FrameRateLimit>30</tt:FrameRateLimit></tt:RateControl>'
-                '</tt:VideoEncoderConfiguration></trt:Profiles>' for token, _ in self.streams)
+            def profile(token):
+                width, height = self.sizes.get(token, "640x360").split("x")
+                return (f'<trt:Profiles token="{escape(token)}" fixed="true"><tt:Name>{escape(token)} stream</tt:Name>'
+                        '<tt:VideoEncoderConfiguration token="enc"><tt:Name>enc</tt:Name><tt:Encoding>H264</tt:Encoding>'
+                        f'<tt:Resolution><tt:Width>{width}</tt:Width><tt:Height>{height}</tt:Height></tt:Resolution>'
+                        '<tt:RateControl><tt:FrameRateLimit>30</tt:FrameRateLimit></tt:RateControl>'
+                        '</tt:VideoEncoderConfiguration></trt:Profiles>')
+            profiles = "".join(profile(token) for token, _ in self.streams)
             return f"<trt:GetProfilesResponse>{profiles}</trt:GetProfilesResponse>"
         if operation == "GetStreamUri":
             token = doc.findtext(".//{http://www.onvif.org/ver10/media/wsdl}ProfileToken", "")
@@ -151,6 +154,7 @@ def main():
     ap.add_argument("--user", required=True)
     ap.add_argument("--password", required=True)
     ap.add_argument("--stream", action="append", default=[], help="TOKEN=URI")
+    ap.add_argument("--size", action="append", default=[], help="TOKEN=WxH: the picture size a profile says (640x360)")
     ap.add_argument("--clock-offset", type=float, default=0)
     ap.add_argument("--multicast", action="store_true")
     ap.add_argument("--answer-delay-max", type=float, default=0.5)
