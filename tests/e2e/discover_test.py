@@ -15,7 +15,8 @@ PASSWORD = "Adm1n@2024#"  # what URIs reserve: '@' and '#'
 
 
 class Discover(E2ETest):
-    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False, media_host=None, sizes=()):
+    def start_onvif_camera(self, name, streams, clock_offset=0, multicast=False, media_host=None, sizes=(),
+                           auth="ws-security"):
         """The camera's (UDP port, process): its discovery answers on UDP_PORT (and, with `multicast`,
         on 239.255.255.250:3702)."""
         args = [sys.executable, ONVIF_CAMERA, "--name", name, "--user", "admin", "--password", PASSWORD,
@@ -24,7 +25,7 @@ class Discover(E2ETest):
             args.append("--multicast")
         if media_host:
             args += ["--media-host", media_host]
-        args += [a for token, size in sizes for a in ("--size", f"{token}={size}")]
+        args += [a for token, size in sizes for a in ("--size", f"{token}={size}")] + ["--auth", auth]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: (proc.poll() is None and proc.terminate(), proc.wait(), proc.stdout.close(),
                                  proc.stderr.close()))
@@ -117,6 +118,16 @@ class Discover(E2ETest):
         self.assertRegex(moved.stdout, r"its media service http://127\.0\.0\.2:(\d+)/onvif/media_service did not "
                                        r"answer: asked at http://127\.0\.0\.1:\1/onvif/media_service")
         self.assertIn("- id: yard    # profile 'main'", moved.stdout)
+
+        # A camera whose web server authenticates (HTTP Digest) instead of the SOAP header: its 401 is
+        # answered with the same user and password; a wrong one is still refused.
+        digest_port, _ = self.start_onvif_camera("Hall", [("main", main)], auth="http-digest")
+        digest = self.discover("--probe", f"127.0.0.1:{digest_port}", "--no-multicast")
+        self.assertEqual(digest.returncode, 0, digest.stdout + digest.stderr)
+        self.assertIn("- id: hall    # profile 'main'", digest.stdout)
+        digest_wrong = self.discover("--probe", f"127.0.0.1:{digest_port}", "--no-multicast", password="admin")
+        self.assertEqual(digest_wrong.returncode, 3, digest_wrong.stdout + digest_wrong.stderr)
+        self.assertIn("the camera refused the user name and password (HTTP 401)", digest_wrong.stdout)
 
         silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a port where nothing answers
         silent.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ does (the digest, and its time against the camera's own clock). The stream URIs 
 real RTSP servers (tests/fakes/rtsp_test_server), so what `vapipe discover` prints can be run.
 
     python3 onvif_camera.py --name NAME --user U --password P --stream TOKEN=RTSP_URI... [--size TOKEN=WxH]... [--clock-offset S]
-                            [--multicast] [--answer-delay-max 0.5] [--media-host HOST]
+                            [--multicast] [--answer-delay-max 0.5] [--media-host HOST] [--auth ws-security|http-digest]
 
 Prints "ready UDP_PORT HTTP_PORT" once both listen."""
 import argparse
@@ -107,6 +107,23 @@ class Camera:
         # As cameras do: the token's time must be within a few seconds of the camera's clock.
         return user == self.args.user and digest.encode() == expected and abs(when - self.now()) <= 5
 
+    realm = "vapipe-test-camera"
+    nonce = uuid.uuid4().hex
+
+    def digest_authorized(self, method, uri, header):
+        if not header.startswith("Digest "):
+            return False
+        fields = {}
+        for part in header[len("Digest "):].split(","):
+            key, _, value = part.strip().partition("=")
+            fields[key] = value.strip('"')
+        md5 = lambda text: hashlib.md5(text.encode()).hexdigest()  # noqa: E731
+        ha1 = md5(f"{self.args.user}:{self.realm}:{self.args.password}")
+        ha2 = md5(f"{method}:{fields.get('uri', '')}")
+        expected = md5(f"{ha1}:{self.nonce}:{fields.get('nc', '')}:{fields.get('cnonce', '')}:{fields.get('qop', '')}:{ha2}")
+        return (fields.get("username") == self.args.user and fields.get("nonce") == self.nonce and
+                fields.get("uri") == uri and fields.get("response") == expected)
+
     def answer(self, operation, doc):
         if operation == "GetSystemDateAndTime":
             t = time.gmtime(self.now())
@@ -157,6 +174,9 @@ def main():
     ap.add_argument("--size", action="append", default=[], help="TOKEN=WxH: the picture size a profile says (640x360)")
     ap.add_argument("--clock-offset", type=float, default=0)
     ap.add_argument("--multicast", action="store_true")
+    ap.add_argument("--auth", choices=["ws-security", "http-digest"], default="ws-security",
+                    help="how it checks the user and password: the SOAP header's UsernameToken, or its web server's "
+                         "HTTP Digest")
     ap.add_argument("--answer-delay-max", type=float, default=0.5)
     ap.add_argument("--media-host", default="127.0.0.1",
                     help="the host its capabilities name the media service by (one that does not answer: a camera "
@@ -173,7 +193,13 @@ def main():
                 return self.reply(400, fault("ter:WellFormed", "not XML"))
             operations = doc.find("s:Body", NS)
             operation = operations[0].tag.split("}")[-1] if operations is not None and len(operations) else ""
-            authenticated = camera.authorized(doc)
+            if args.auth == "http-digest":
+                # The camera's web server authenticates (RFC 7616, MD5, qop=auth), not the SOAP header.
+                authenticated = camera.digest_authorized(self.command, self.path, self.headers.get("Authorization", ""))
+                if operation != "GetSystemDateAndTime" and not authenticated:
+                    return self.challenge()
+            else:
+                authenticated = camera.authorized(doc)
             camera.requests.append((operation, authenticated))
             # ONVIF: the date and time are asked without credentials (the client needs them for its
             # token); everything else needs them.
@@ -183,6 +209,13 @@ def main():
             if answer is None:
                 return self.reply(400, fault("ter:InvalidArgVal", "no such operation or profile"))
             self.reply(200, answer)
+
+        def challenge(self):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", f'Digest realm="{camera.realm}", qop="auth", nonce="{camera.nonce}", '
+                                                 'algorithm=MD5')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def reply(self, status, body):
             data = ENVELOPE.format(body).encode()
