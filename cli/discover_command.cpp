@@ -195,7 +195,7 @@ struct Answer {
 // the camera's own clock; HTTP Digest when the camera's web server asks for it instead).
 class Camera {
  public:
-  Camera(Credentials credentials) : credentials_(std::move(credentials)) {}
+  explicit Camera(Credentials credentials) : credentials_(std::move(credentials)) {}
   void set_clock_offset(std::time_t offset) { clock_offset_ = offset; }
 
   Answer call(const std::string& url, const std::string& body, bool authenticated = true) const {
