@@ -65,6 +65,7 @@ class XmlReader {
   explicit XmlReader(const std::string& text) : s_(text) {}
 
   Result<XmlElement> document() {
+    if (starts("\xEF\xBB\xBF")) pos_ = 3;  // a UTF-8 byte order mark, as some web servers send
     skip_misc();
     if (pos_ >= s_.size() || s_[pos_] != '<') return error("no element");
     XmlElement root;
@@ -121,9 +122,15 @@ class XmlReader {
         out += raw[i];
         continue;
       }
+      // Some cameras write a URI's '&' unescaped ("...?channel=1&subtype=0"): an '&' that starts no
+      // entity is taken as itself, as browsers do, rather than losing the answer.
       const size_t semi = raw.find(';', i);
-      if (semi == std::string::npos) return error("an '&' that starts no entity");
-      const std::string ent = raw.substr(i + 1, semi - i - 1);
+      const std::string ent = semi == std::string::npos || semi - i > 12 ? "" : raw.substr(i + 1, semi - i - 1);
+      const bool named = ent == "amp" || ent == "lt" || ent == "gt" || ent == "quot" || ent == "apos";
+      if (!named && (ent.empty() || ent[0] != '#')) {
+        out += '&';
+        continue;
+      }
       if (ent == "amp") out += '&';
       else if (ent == "lt") out += '<';
       else if (ent == "gt") out += '>';
@@ -135,8 +142,6 @@ class XmlReader {
         const unsigned long cp = std::strtoul(ent.c_str() + (hex ? 2 : 1), &end, hex ? 16 : 10);
         if (!end || *end != '\0' || cp > 0x10FFFF) return error("a character reference '&" + ent + ";'");
         append_utf8(out, cp);
-      } else {
-        return error("an unknown entity '&" + ent + ";'");
       }
       i = semi;
     }
