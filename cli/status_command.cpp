@@ -191,6 +191,12 @@ int status_command(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(lost));
     }
   }
+  // A live job's re-read of its config that has run this long: its share does not answer (the job goes
+  // on with its streams meanwhile).
+  if (h.contains("reload_running_s") && h["reload_running_s"].is_number() && h["reload_running_s"].get<double>() >= 5) {
+    std::printf("a reload (SIGHUP) RUNNING FOR %s: its config is still being read (the share does not answer?); "
+                "the streams change when the read ends\n", human_duration(h["reload_running_s"].get<double>()).c_str());
+  }
   // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
   if (h.contains("watched_folders") && h["watched_folders"].is_array()) {
     for (const nlohmann::json& f : h["watched_folders"]) {

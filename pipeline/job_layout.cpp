@@ -1,5 +1,10 @@
 #include "pipeline/job_layout.h"
 
+#include <filesystem>
+#include <fstream>
+
+#include "pipeline/atomic_file.h"
+
 namespace vapipe {
 
 namespace {
@@ -56,6 +61,25 @@ std::string restart_mark(const JobLayout& layout) { return layout.run_dir + "/re
 std::string stopping_mark(const JobLayout& layout) { return layout.run_dir + "/stopping"; }
 
 std::string config_as_started_path(const std::string& run_dir) { return run_dir + "/config.yaml"; }
+
+std::string reload_mark(const JobLayout& layout) { return layout.run_dir + "/reloading"; }
+
+void write_reload_mark(const JobLayout& layout, double since_unix_s) {
+  // Best effort: it only shows the read on the job's health; the read goes on without it.
+  (void)write_file_atomically(reload_mark(layout), std::to_string(since_unix_s), 0600);
+}
+
+void remove_reload_mark(const JobLayout& layout) {
+  std::error_code ec;
+  std::filesystem::remove(reload_mark(layout), ec);
+}
+
+double read_reload_mark(const JobLayout& layout) {
+  std::ifstream in(reload_mark(layout));
+  double since = 0;
+  if (!(in >> since) || since < 0) return 0;
+  return since;
+}
 
 std::string picture_requests_endpoint(const JobLayout& layout) { return "ipc://" + layout.run_dir + "/pictures.sock"; }
 

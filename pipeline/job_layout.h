@@ -72,6 +72,14 @@ inline constexpr const char* kStreamsFromTableEnv = "VAPIPE_STREAMS_FROM_TABLE";
 inline constexpr const char* kConfigAsStartedEnv = "VAPIPE_CONFIG_AS_STARTED";
 std::string config_as_started_path(const std::string& run_dir);
 
+// A live job's SIGHUP re-read of its config under way (a share that does not answer shows as this
+// growing old): the supervisor writes the time it began (seconds since 1970) when it starts the read
+// and removes the file when it ends; publish shows it on /healthz, /metrics and `vapipe status`.
+std::string reload_mark(const JobLayout& layout);
+void write_reload_mark(const JobLayout& layout, double since_unix_s);
+void remove_reload_mark(const JobLayout& layout);
+double read_reload_mark(const JobLayout& layout);  // 0: none under way
+
 // Message queue depth per edge: shared memory slots bound the memory; this bounds the descriptors.
 inline constexpr int kEdgeHighWaterMark = 64;
 

@@ -356,6 +356,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   auto start_reload_read = [&] {
     said_reload_hung = false;
     reload_started = std::chrono::steady_clock::now();
+    write_reload_mark(layout, static_cast<double>(wall_clock_ns()) / 1e9);  // for /healthz: a read that hangs
     reload_read.start(
         [path = options.config_path] {
           ConfigRead read;
@@ -598,6 +599,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (reload_read.busy()) {
       const auto now = std::chrono::steady_clock::now();
       if (std::optional<ConfigRead> read = reload_read.finished()) {
+        remove_reload_mark(layout);
         if (said_reload_hung) {
           VAPIPE_LOG_INFO("{}reading {} ended, after {:.1f} s", reload_what, options.config_path,
                           std::chrono::duration<double>(now - reload_started).count());

@@ -319,6 +319,13 @@ std::string prometheus_text(const JobMetrics& m) {
       for (const FolderWatchStatus& f : m.watched_folders) w.sample(name, "folder=\"" + label_value(f.pattern) + "\"", value(f));
     }
   }
+  if (m.mode == "live") {
+    w.family("vapipe_reload_running_seconds", "gauge",
+             "How long the re-read of the config that SIGHUP (or POST /-/reload) asked for has run (0: none "
+             "running); a config on a share that does not answer shows as this growing.");
+    w.sample("vapipe_reload_running_seconds", "",
+             number(m.reload_running_since_unix_s > 0 ? std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s) : 0.0));
+  }
   w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
                "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
                [](const StreamMetrics& s) { return number(s.last_result_unix_s); });
@@ -389,6 +396,9 @@ nlohmann::json health_json(const JobMetrics& m) {
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
+          {"reload_running_s", m.reload_running_since_unix_s > 0
+                                   ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
+                                   : nlohmann::json()},
           {"streams", std::move(streams)}};
 }
 

@@ -91,6 +91,8 @@ struct JobMetrics {
   // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
   bool watches_folders = false;
   std::vector<FolderWatchStatus> watched_folders;
+  // A live job's SIGHUP re-read of its config under way since then (0: none; pipeline/job_layout.h).
+  double reload_running_since_unix_s = 0;
   // A job that watches folders gains a stream with every file, for as long as it runs: the streams
   // that ended longer ago than this are counted in the job's figures but not listed one by one
   // (a series per file for ever would grow Prometheus's without bound). < 0: every stream is listed.

@@ -280,6 +280,16 @@ class AShareThatStopsAnswering(E2ETest):
     def results(self, sid):
         return sum(m["topic"] == f"results/{sid}" for m in read_jsonl(self.jsonl))
 
+    @staticmethod
+    def infer_restarted(run, old_pid):
+        """Whether the job has a `vapipe stage infer` other than `old_pid` (started again)."""
+        return any(len(argv) >= 3 and argv[1] == "stage" and argv[2] == "infer" and pid != old_pid
+                   for pid, argv in children_of(run.proc.pid))
+
+    @staticmethod
+    def status_of(metrics):
+        return subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30).stdout
+
     def run_reading_the_share(self, streams, **sections):
         """`vapipe run` of `streams` (the 900-frame remote.mkv on the share among them), switched off
         once 50 of its frames have results: a read of it then waits on the share."""
@@ -308,20 +318,11 @@ class AShareThatStopsAnswering(E2ETest):
         make_clip(os.path.join(self.backing, "b.mkv"), "smpte", 30, 160, 120)  # seen once it answers
 
         os.kill(stages["infer"], signal.SIGKILL)
-
-        def restarted():
-            return any(len(argv) >= 3 and argv[1] == "stage" and argv[2] == "infer" and pid != stages["infer"]
-                       for pid, argv in children_of(run.proc.pid))
-        self.wait_for("the job's restart", restarted, run=run)
+        self.wait_for("the job's restart", lambda: self.infer_restarted(run, stages["infer"]), run=run)
         self.assertIn("restarting the job in 1 s", run.stderr_so_far())
-        status = ""
-
-        def says_running():
-            nonlocal status
-            status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30).stdout
-            return "a look RUNNING FOR" in status
-        self.wait_for("vapipe status saying the look runs", says_running, run=run)
-        self.assertIn("(the share does not answer?)", status)
+        self.wait_for("vapipe status saying the look runs", lambda: "a look RUNNING FOR" in self.status_of(metrics),
+                      run=run)
+        self.assertIn("(the share does not answer?)", self.status_of(metrics))
         self.assertTrue(os.path.exists(self.switch + ".waits"))  # the share has not answered since
 
         run.signal(signal.SIGINT)
@@ -392,8 +393,9 @@ class AShareThatStopsAnswering(E2ETest):
         own copy of the config; before, vapipe run's loop waited in the re-read, and with it the
         restart) and 'a' goes on; once the share answers, the reload adds 'b'. The share stops again,
         SIGHUP, SIGINT: the job ends while the re-read still waits, and 'c' is never added."""
+        metrics = f"127.0.0.1:{free_port()}"
         config, _ = write_config(self.dir, [("a", live_test_uri("ball"))], job={"mode": "live"},
-                                 publish={"wait_for_subscribers": 0})
+                                 publish={"wait_for_subscribers": 0, "metrics_address": metrics})
         backing = os.path.join(self.backing, "job.yaml")
         os.rename(config, backing)
         on_share = os.path.join(self.share, "job.yaml")
@@ -412,17 +414,18 @@ class AShareThatStopsAnswering(E2ETest):
         run.signal(signal.SIGHUP)
         self.wait_for("the re-read waiting on the share", lambda: os.path.exists(self.switch + ".waits"), run=run)
         os.kill(stages["infer"], signal.SIGKILL)
-
-        def restarted():
-            return any(len(argv) >= 3 and argv[1] == "stage" and argv[2] == "infer" and pid != stages["infer"]
-                       for pid, argv in children_of(run.proc.pid))
-        self.wait_for("infer's restart", restarted, run=run)
+        self.wait_for("infer's restart", lambda: self.infer_restarted(run, stages["infer"]), run=run)
         before = self.results("a")
         self.wait_for("a going on after its lane's restart", lambda: self.results("a") >= before + 10, 60, run=run)
         self.assertEqual(self.results("b"), 0)
+        reloading = "a reload (SIGHUP) RUNNING FOR"
+        self.wait_for("vapipe status saying the re-read runs", lambda: reloading in self.status_of(metrics), run=run)
+        self.assertIn("its config is still being read (the share does not answer?)", self.status_of(metrics))
         self.assertNotIn("added 'b'", run.stderr_so_far())  # the share has not answered since
         os.remove(self.switch)
         self.wait_for("results of b", lambda: self.results("b") >= 5, 60, run=run)
+        self.wait_for("vapipe status no longer saying a re-read runs", lambda: reloading not in self.status_of(metrics),
+                      run=run)
 
         os.remove(self.switch + ".waits")
         add_stream("c", "pinwheel")

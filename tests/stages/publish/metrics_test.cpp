@@ -2,6 +2,11 @@
 #include "stages/publish/metrics.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "pipeline/job_layout.h"
 
 namespace vapipe {
 namespace {
@@ -184,6 +189,30 @@ TEST(Metrics, AWatchingJobListsTheFilesThatEndedLongAgoOnlyInItsOwnCounts) {
 
 // A job that watches folders (streams[].watch_s): each folder's looks and when a file last came, for
 // an alert on a recorder that stopped writing (time() minus it); /healthz says how long ago.
+// A live job's SIGHUP re-read that has not ended (its config on a share that does not answer): the
+// supervisor's mark in the run folder, on /metrics and /healthz.
+TEST(Metrics, ALiveJobsReloadUnderWaySaysHowLongItHasRun) {
+  const std::string run_dir = ::testing::TempDir() + "vapipe-reload-mark-" + std::to_string(::getpid());
+  std::filesystem::create_directories(run_dir);
+  JobLayout layout;
+  layout.run_dir = run_dir;
+  EXPECT_EQ(read_reload_mark(layout), 0);
+  write_reload_mark(layout, 1047.5);
+  EXPECT_DOUBLE_EQ(read_reload_mark(layout), 1047.5);
+  JobMetrics m = two_cameras();  // live, now 1060
+  m.reload_running_since_unix_s = read_reload_mark(layout);
+  EXPECT_TRUE(has_line(prometheus_text(m), "vapipe_reload_running_seconds 12.5")) << prometheus_text(m);
+  EXPECT_DOUBLE_EQ(health_json(m)["reload_running_s"].get<double>(), 12.5);
+  remove_reload_mark(layout);
+  EXPECT_EQ(read_reload_mark(layout), 0);
+  m.reload_running_since_unix_s = 0;
+  EXPECT_TRUE(has_line(prometheus_text(m), "vapipe_reload_running_seconds 0"));
+  EXPECT_TRUE(health_json(m)["reload_running_s"].is_null());
+  m.mode = "archive";  // no reload: no such series
+  EXPECT_EQ(prometheus_text(m).find("vapipe_reload_running_seconds"), std::string::npos);
+  std::filesystem::remove_all(run_dir);
+}
+
 TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   JobMetrics m = two_cameras();
   m.mode = "archive";
