@@ -1,6 +1,8 @@
 // `vapipe discover`: the ONVIF cameras that answer a WS-Discovery probe, and each one's stream URIs,
 // printed as `streams:` entries to paste into a config (cli/onvif.h has the messages).
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -78,6 +80,22 @@ std::string address_text(const sockaddr_in& a) {
   return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
+// This host's IPv4 interface addresses (getifaddrs).
+std::vector<onvif::InterfaceAddress> host_interfaces() {
+  std::vector<onvif::InterfaceAddress> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    char ip[INET_ADDRSTRLEN] = "";
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, ip, sizeof ip);
+    out.push_back({i->ifa_name ? i->ifa_name : "", ip, (i->ifa_flags & IFF_UP) != 0,
+                   (i->ifa_flags & IFF_MULTICAST) != 0, (i->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  freeifaddrs(list);
+  return out;
+}
+
 struct Found {
   Device device;
   std::string from;  // the answer's source address (IP)
@@ -85,21 +103,20 @@ struct Found {
 
 // Sends the probe to each target (three times: UDP may lose a probe or its answers) and collects the
 // ProbeMatches that arrive until `timeout_s`, one device per endpoint.
-Result<std::vector<Found>> probe(const std::vector<sockaddr_in>& targets, const std::string& interface_addr,
+// `multicast_from`: the interfaces' addresses a multicast target is sent out of, each in turn (empty:
+// the routing table's choice).
+Result<std::vector<Found>> probe(const std::vector<sockaddr_in>& targets, const std::vector<std::string>& multicast_from,
                                  double timeout_s) {
   UdpSocket sock;
   if (sock.fd() < 0) return Unavailable(std::string("cannot open a UDP socket: ") + std::strerror(errno));
   const unsigned char ttl = 1, loop = 1;  // the local network only; and this host's own devices
   setsockopt(sock.fd(), IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
   setsockopt(sock.fd(), IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop);
-  if (!interface_addr.empty()) {
+  std::vector<in_addr> interfaces;
+  for (const std::string& a : multicast_from) {
     in_addr ifaddr{};
-    if (inet_pton(AF_INET, interface_addr.c_str(), &ifaddr) != 1) {
-      return InvalidArgument("--interface " + interface_addr + ": not an IPv4 address of this host");
-    }
-    if (setsockopt(sock.fd(), IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof ifaddr) != 0) {
-      return InvalidArgument("--interface " + interface_addr + ": " + std::strerror(errno));
-    }
+    if (inet_pton(AF_INET, a.c_str(), &ifaddr) != 1) return InvalidArgument("'" + a + "' is not an IPv4 address");
+    interfaces.push_back(ifaddr);
   }
   // Many cameras answer at once (each within half a second of the probe, as WS-Discovery has them):
   // room for a few hundred answers before they are read.
@@ -112,15 +129,32 @@ Result<std::vector<Found>> probe(const std::vector<sockaddr_in>& targets, const 
     // full buffer) comes again only for a new probe.
     const std::string message = onvif::probe_message("uuid:" + onvif::random_uuid());
     std::string failed;
-    for (const sockaddr_in& t : targets) {
+    auto send_to = [&](const sockaddr_in& t, const std::string& via) {
       if (sendto(sock.fd(), message.data(), message.size(), 0, reinterpret_cast<const sockaddr*>(&t), sizeof t) < 0) {
-        failed += (failed.empty() ? "" : "; ") + address_text(t) + ": " + std::strerror(errno);
+        failed += (failed.empty() ? "" : "; ") + address_text(t) + via + ": " + std::strerror(errno);
+      }
+    };
+    for (const sockaddr_in& t : targets) {
+      if (!IN_MULTICAST(ntohl(t.sin_addr.s_addr)) || interfaces.empty()) {
+        send_to(t, "");
+        continue;
+      }
+      for (const in_addr& ifaddr : interfaces) {
+        // Each network of this host in turn: an NVR's camera network is rarely its default route's.
+        if (setsockopt(sock.fd(), IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof ifaddr) != 0) {
+          failed += (failed.empty() ? "" : "; ") + std::string("the interface of ") + inet_ntoa(ifaddr) + ": " +
+                    std::strerror(errno);
+          continue;
+        }
+        send_to(t, std::string(" from ") + inet_ntoa(ifaddr));
       }
     }
     return failed;
   };
   const std::string first_failed = send_all();
-  if (!first_failed.empty() && targets.size() == 1) return Unavailable("cannot send the probe to " + first_failed);
+  if (!first_failed.empty() && targets.size() == 1 && interfaces.size() <= 1) {
+    return Unavailable("cannot send the probe to " + first_failed);
+  }
   if (!first_failed.empty()) std::fprintf(stderr, "vapipe discover: cannot send the probe to %s\n", first_failed.c_str());
   // Three probes, a third of the timeout apart.
   const auto start = std::chrono::steady_clock::now();
@@ -449,10 +483,27 @@ int discover_command(const std::vector<std::string>& args) {
   }
   std::vector<sockaddr_in> targets;
   std::string asked;
+  std::vector<std::string> multicast_from;
   if (multicast) {
     auto group = resolve_ipv4(onvif::kDiscoveryAddress, onvif::kDiscoveryPort);
     targets.push_back(*group);
     asked = address_text(*group);
+    std::string via;
+    if (!interface_addr.empty()) {
+      in_addr check{};
+      if (inet_pton(AF_INET, interface_addr.c_str(), &check) != 1) {
+        std::fprintf(stderr, "vapipe discover: --interface %s: not an IPv4 address (give one of this host's)\n",
+                     interface_addr.c_str());
+        return 1;
+      }
+      multicast_from.push_back(interface_addr);
+    } else {
+      for (const onvif::InterfaceAddress& a : onvif::multicast_interfaces(host_interfaces())) {
+        multicast_from.push_back(a.address);
+        via += (via.empty() ? "" : ", ") + a.name;
+      }
+    }
+    if (!via.empty()) asked += " (" + via + ")";
   }
   for (const std::string& p : probes) {
     const size_t colon = p.rfind(':');
@@ -475,7 +526,7 @@ int discover_command(const std::vector<std::string>& args) {
     return 1;
   }
   const auto started = std::chrono::steady_clock::now();
-  auto found = probe(targets, interface_addr, timeout_s);
+  auto found = probe(targets, multicast_from, timeout_s);
   if (!found.ok()) {
     std::fprintf(stderr, "vapipe discover: %s\n", found.status().message().c_str());
     return 2;

@@ -293,6 +293,16 @@ std::string random_uuid() {
   return out;
 }
 
+std::vector<InterfaceAddress> multicast_interfaces(const std::vector<InterfaceAddress>& all) {
+  std::vector<InterfaceAddress> out;
+  std::set<std::string> names;
+  for (const InterfaceAddress& a : all) {
+    if (!a.up || !a.multicast || a.loopback || a.address.empty() || !names.insert(a.name).second) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
 std::string probe_message(const std::string& message_id) {
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
          "<s:Envelope xmlns:s=\"http://www.w3.org/2003/05/soap-envelope\" "

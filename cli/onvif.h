@@ -38,6 +38,18 @@ Result<XmlElement> parse_xml(const std::string& text);
 // WS-Discovery.
 inline constexpr const char* kDiscoveryAddress = "239.255.255.250";
 inline constexpr int kDiscoveryPort = 3702;
+// An IPv4 address of one of this host's interfaces.
+struct InterfaceAddress {
+  std::string name;     // "eth1"
+  std::string address;  // "192.168.10.1"
+  bool up = false, multicast = false, loopback = false;
+};
+// Those a multicast probe goes out of, each in turn: every interface that is up and takes multicast,
+// loopback left out (this host's own devices hear the probe through the multicast loop), one address
+// per interface. An NVR with a camera network of its own (a PoE switch on a second port) is probed on
+// both, not only on its default route's.
+std::vector<InterfaceAddress> multicast_interfaces(const std::vector<InterfaceAddress>& all);
+
 // A Probe for ONVIF video devices (Types dn:NetworkVideoTransmitter), with this MessageID ("uuid:...").
 std::string probe_message(const std::string& message_id);
 std::string random_uuid();

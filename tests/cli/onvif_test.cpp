@@ -84,6 +84,19 @@ TEST(OnvifDiscovery, TheProbeAsksForVideoTransmittersAndAnswersGiveTheirAddresse
 }
 
 // The UsernameToken digest against Python's hashlib (base64(sha1(nonce + created + password))).
+// An NVR: its uplink, a camera network of its own, a second address on that port, a link that is down,
+// loopback, and a tunnel that takes no multicast.
+TEST(OnvifDiscovery, TheMulticastProbeGoesOutOfEveryNetworkThatTakesIt) {
+  const std::vector<InterfaceAddress> all = {
+      {"lo", "127.0.0.1", true, false, true},        {"eth0", "10.1.0.20", true, true, false},
+      {"eth1", "192.168.10.1", true, true, false},   {"eth1", "192.168.11.1", true, true, false},
+      {"eth2", "172.16.0.1", false, true, false},    {"wg0", "10.200.0.2", true, false, false}};
+  std::vector<std::string> chosen;
+  for (const InterfaceAddress& a : multicast_interfaces(all)) chosen.push_back(a.name + " " + a.address);
+  EXPECT_EQ(chosen, (std::vector<std::string>{"eth0 10.1.0.20", "eth1 192.168.10.1"}));
+  EXPECT_TRUE(multicast_interfaces({{"lo", "127.0.0.1", true, false, true}}).empty());
+}
+
 TEST(OnvifSoap, TheUsernameTokenCarriesTheDigestOfNonceCreatedAndPassword) {
   EXPECT_EQ(password_digest("0123456789abcdef", "2026-12-02T15:04:05Z", "Adm1n@2024#"), "7MxpxP6/+OZ7vqZtYSCHrAMkcrY=");
   EXPECT_EQ(base64("0123456789abcdef"), "MDEyMzQ1Njc4OWFiY2RlZg==");
