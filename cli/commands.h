@@ -15,7 +15,8 @@ int bench_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int doctor_command(const std::vector<std::string>& args);  // 0: nothing failed, 1: some check failed
 int segments_command(const std::vector<std::string>& args);  // 0, or 1 for a bad argument or file
-// 0: streams listed; 1: a bad argument; 2: no camera answered; 3: cameras answered, no stream listed.
+// 0: streams listed (with --open: some opened); 1: a bad argument; 2: no camera answered; 3: cameras
+// answered, no stream listed (or, with --open, none opened).
 int discover_command(const std::vector<std::string>& args);
 
 }  // namespace vapipe::cli

@@ -31,6 +31,9 @@
 
 #include "cli/commands.h"
 #include "cli/onvif.h"
+#include "cli/open_streams.h"
+#include "pipeline/logging.h"
+#include "pipeline/stream_uri.h"
 
 namespace vapipe::cli {
 namespace {
@@ -43,7 +46,7 @@ using onvif::XmlElement;
 constexpr const char* kUsage =
     "usage: vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--no-multicast] [--interface ADDR]\n"
     "                       [--user NAME --password-file FILE] [--password-var NAME]\n"
-    "                       [--profiles all|smallest|largest] [--json]\n";
+    "                       [--profiles all|smallest|largest] [--open [--open-timeout S]] [--json]\n";
 
 // A UDP socket, closed when it goes.
 class UdpSocket {
@@ -422,7 +425,8 @@ std::string one_line(std::string s) {
 int discover_command(const std::vector<std::string>& args) {
   double timeout_s = 3;
   std::vector<std::string> probes;
-  bool multicast = true, json_out = false;
+  bool multicast = true, json_out = false, open = false;
+  long open_timeout_s = 15;
   std::string interface_addr, password_file, password_var = "CAMERA_PASSWORD", which_profiles = "all";
   Credentials credentials;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -452,6 +456,15 @@ int discover_command(const std::vector<std::string>& args) {
       if (which_profiles != "all" && which_profiles != "smallest" && which_profiles != "largest") {
         std::fprintf(stderr, "vapipe discover: --profiles takes all, smallest or largest, got '%s'\n",
                      which_profiles.c_str());
+        return 1;
+      }
+    } else if (a == "--open") {
+      open = true;
+    } else if (a == "--open-timeout" && has_value) {
+      char* end = nullptr;
+      open_timeout_s = std::strtol(args[++i].c_str(), &end, 10);
+      if (!end || *end || open_timeout_s < 1 || open_timeout_s > 3600) {
+        std::fprintf(stderr, "vapipe discover: --open-timeout takes whole seconds from 1 to 3600\n");
         return 1;
       }
     } else if (a == "--json") {
@@ -581,6 +594,40 @@ int discover_command(const std::vector<std::string>& args) {
       ++streams;
     }
   }
+  // --open: each stream opened for real until its first frame, with the password itself (an RTSP
+  // server may want other credentials than the camera's ONVIF service, or none).
+  std::map<std::pair<size_t, size_t>, OpenedStream> opened;
+  size_t opened_ok = 0;
+  if (open && streams > 0) {
+    init_logging("discover", "off");  // the readers' own lines would repeat the listing's
+    std::vector<StreamConfig> to_open;
+    std::vector<std::pair<size_t, size_t>> where;
+    for (size_t k = 0; k < listed.size(); ++k) {
+      for (size_t j = 0; j < listed[k].profiles.size(); ++j) {
+        const Profile& p = listed[k].profiles[j];
+        if (p.uri.empty()) continue;
+        auto parsed = parse_stream_uri(onvif::uri_with_password(p.uri, credentials.user, credentials.password), "");
+        if (!parsed.ok()) {
+          opened[{k, j}] = OpenedStream{ids_of[k][j], false, parsed.status().message()};
+          continue;
+        }
+        StreamConfig stream;
+        stream.id = ids_of[k][j];
+        stream.parsed = *parsed;
+        stream.uri = stream.parsed.uri;
+        to_open.push_back(std::move(stream));
+        where.emplace_back(k, j);
+      }
+    }
+    const std::vector<OpenedStream> results =
+        open_each_stream(to_open, IngestConfig{}, std::chrono::seconds(open_timeout_s), 8);
+    for (size_t i = 0; i < results.size() && i < where.size(); ++i) opened[where[i]] = results[i];
+    for (const auto& [at, o] : opened) opened_ok += o.ok;
+  }
+  auto opened_of = [&](size_t k, size_t j) -> const OpenedStream* {
+    auto it = opened.find({k, j});
+    return it == opened.end() ? nullptr : &it->second;
+  };
   if (json_out) {
     nlohmann::json cameras = nlohmann::json::array();
     for (size_t k = 0; k < listed.size(); ++k) {
@@ -591,6 +638,9 @@ int discover_command(const std::vector<std::string>& args) {
         profiles.push_back({{"token", p.token}, {"name", p.name}, {"encoding", p.encoding}, {"width", p.width},
                             {"height", p.height}, {"fps", p.fps}, {"uri", p.uri}, {"error", p.error},
                             {"id", ids_of[k][j]},
+                            {"opened", opened_of(k, j) ? nlohmann::json{{"ok", opened_of(k, j)->ok},
+                                                                        {"what", opened_of(k, j)->what}}
+                                                       : nlohmann::json()},
                             {"config_uri", p.uri.empty() ? "" : onvif::uri_with_credentials(p.uri, credentials.user, password_var)}});
       }
       cameras.push_back({{"endpoint", l.found.device.endpoint}, {"name", l.found.device.name},
@@ -600,8 +650,9 @@ int discover_command(const std::vector<std::string>& args) {
     }
     std::printf("%s\n", nlohmann::json{{"cameras", cameras}, {"seconds", took_s}}.dump(1).c_str());
   } else {
-    std::printf("# vapipe discover: %zu camera%s answered a WS-Discovery probe to %s in %.1f s; %zu stream%s\n",
-                listed.size(), listed.size() == 1 ? "" : "s", asked.c_str(), took_s, streams, streams == 1 ? "" : "s");
+    std::printf("# vapipe discover: %zu camera%s answered a WS-Discovery probe to %s in %.1f s; %zu stream%s%s\n",
+                listed.size(), listed.size() == 1 ? "" : "s", asked.c_str(), took_s, streams, streams == 1 ? "" : "s",
+                open && streams > 0 ? (", " + std::to_string(opened_ok) + " of them opened").c_str() : "");
     if (streams > 0) {
       std::printf("# Paste the ones you want under `streams:` in a job's config (docs/config.md).\n");
       if (several_profiles && which_profiles == "all") {
@@ -635,6 +686,9 @@ int discover_command(const std::vector<std::string>& args) {
         }
         std::printf("- id: %s    # %s\n  uri: %s\n", ids_of[k][j].c_str(), one_line(describe(p)).c_str(),
                     yaml_quoted(onvif::uri_with_credentials(one_line(p.uri), credentials.user, password_var)).c_str());
+        if (const OpenedStream* o = opened_of(k, j)) {
+          std::printf("  # %s %s\n", o->ok ? "opened:" : "FAILED to open:", one_line(o->what).c_str());
+        }
       }
     }
   }
@@ -643,6 +697,7 @@ int discover_command(const std::vector<std::string>& args) {
                          "multicast probe: give --probe CAMERA_IP; ONVIF may be off in the camera's settings)\n", took_s);
     return 2;
   }
+  if (open && streams > 0 && opened_ok == 0) return 3;  // none of them gives a picture
   return streams > 0 ? 0 : 3;
 }
 

@@ -44,10 +44,11 @@ usage:
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
   vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--user NAME --password-file FILE]
-                  [--password-var NAME] [--profiles all|smallest|largest] [--no-multicast]
-                  [--interface ADDR] [--json]
+                  [--password-var NAME] [--profiles all|smallest|largest] [--open [--open-timeout S]]
+                  [--no-multicast] [--interface ADDR] [--json]
                                         find ONVIF cameras (WS-Discovery) and print their stream URIs
-                                        as `streams:` entries (the password as ${CAMERA_PASSWORD})
+                                        as `streams:` entries (the password as ${CAMERA_PASSWORD});
+                                        --open: and open each until its first frame
   vapipe doctor [--json]                check this machine: CUDA, GPUs, LibTorch, GStreamer, NVDEC,
                                         ZeroMQ, free space, the shipped model (exit 1 if a check FAILs)
   vapipe --version

@@ -529,15 +529,11 @@ std::string stream_id_for(const std::string& name, const std::vector<std::string
   }
 }
 
-std::string uri_with_credentials(const std::string& uri, const std::string& user, const std::string& password_var) {
-  const size_t scheme_end = uri.find("://");
-  if (user.empty() || scheme_end == std::string::npos) return uri;
-  const size_t authority = scheme_end + 3;
-  const size_t path = uri.find_first_of("/?#", authority);
-  const std::string host = uri.substr(authority, path == std::string::npos ? std::string::npos : path - authority);
-  if (host.find('@') != std::string::npos) return uri;  // the camera put credentials of its own in it
+namespace {
+
+std::string percent_escape_user_info(const std::string& text) {
   std::string escaped;
-  for (char c : user) {
+  for (char c : text) {
     const unsigned char u = static_cast<unsigned char>(c);
     if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~') {
       escaped += c;
@@ -547,7 +543,30 @@ std::string uri_with_credentials(const std::string& uri, const std::string& user
       escaped += hex;
     }
   }
-  return uri.substr(0, authority) + escaped + ":${" + password_var + "}@" + uri.substr(authority);
+  return escaped;
+}
+
+// `uri` with "USER_INFO@" put before its host, unless it has credentials of its own.
+std::string with_user_info(const std::string& uri, const std::string& user_info) {
+  const size_t scheme_end = uri.find("://");
+  if (scheme_end == std::string::npos) return uri;
+  const size_t authority = scheme_end + 3;
+  const size_t path = uri.find_first_of("/?#", authority);
+  const std::string host = uri.substr(authority, path == std::string::npos ? std::string::npos : path - authority);
+  if (host.find('@') != std::string::npos) return uri;  // the camera put credentials of its own in it
+  return uri.substr(0, authority) + user_info + "@" + uri.substr(authority);
+}
+
+}  // namespace
+
+std::string uri_with_credentials(const std::string& uri, const std::string& user, const std::string& password_var) {
+  if (user.empty()) return uri;
+  return with_user_info(uri, percent_escape_user_info(user) + ":${" + password_var + "}");
+}
+
+std::string uri_with_password(const std::string& uri, const std::string& user, const std::string& password) {
+  if (user.empty()) return uri;
+  return with_user_info(uri, percent_escape_user_info(user) + ":" + percent_escape_user_info(password));
 }
 
 }  // namespace vapipe::onvif

@@ -118,5 +118,8 @@ std::string stream_id_for(const std::string& name, const std::vector<std::string
 // `uri` with "USER:${VAR}@" put in (the user name percent-escaped); a URI with credentials of its own,
 // or without a user given, is left as it is.
 std::string uri_with_credentials(const std::string& uri, const std::string& user, const std::string& password_var);
+// The same with the password itself, percent-escaped (what the config's `${VAR}` must expand to): for
+// opening the stream now.
+std::string uri_with_password(const std::string& uri, const std::string& user, const std::string& password);
 
 }  // namespace vapipe::onvif

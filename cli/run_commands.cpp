@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/open_streams.h"
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
@@ -228,95 +229,6 @@ int stage_command(const std::vector<std::string>& args) {
   return code;
 }
 
-namespace {
-
-// What opening a stream until its first decoded frame showed: its size and format, or why not.
-struct OpenedStream {
-  std::string id;
-  bool ok = false;
-  std::string what;  // "1920x1080 I420, first frame after 0.42 s", or the error
-};
-
-// `vapipe validate --open`: each stream that decodes (not a `source`'s members) opened as ingest opens
-// it (its TLS trust, rotation, decoder), without reconnection, until its first frame or `timeout`;
-// `parallel` at once. Cameras answer in seconds, so 40 of them take about a minute, not ten.
-std::vector<OpenedStream> open_each_stream(const Config& c, std::chrono::seconds timeout, size_t parallel) {
-  std::vector<const StreamConfig*> streams;
-  for (const StreamConfig& s : c.streams) {
-    if (!s.is_member()) streams.push_back(&s);
-  }
-  std::vector<OpenedStream> opened(streams.size());
-  std::atomic<size_t> next{0};
-  auto open_one = [&](size_t i) {
-    const StreamConfig& s = *streams[i];
-    OpenedStream& o = opened[i];
-    o.id = s.id;
-    const auto start = std::chrono::steady_clock::now();
-    auto reader = StreamReader::create(s, static_cast<uint32_t>(i), c.ingest, ReaderOptions{});
-    if (!reader.ok()) {
-      o.what = reader.status().message();
-      return;
-    }
-    // Stops the reader at its first frame; keeps its end or error.
-    class FirstFrame final : public Emitter {
-     public:
-      FirstFrame(ShutdownFlags& flags, OpenedStream& o, std::chrono::steady_clock::time_point start)
-          : flags_(flags), o_(o), start_(start) {}
-      Status emit(Message&& m) override {
-        if (m.kind == MessageKind::kFrame && !o_.ok) {
-          char text[160];
-          std::snprintf(text, sizeof text, "%ux%u %s, first frame after %.2f s", m.frame.width, m.frame.height,
-                        pixel_format_name(m.frame.format),
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-          o_.ok = true;
-          o_.what = text;
-          flags_.stop = true;
-        } else if (m.kind == MessageKind::kStreamError && !o_.ok) {
-          o_.what = m.event.message;
-        } else if (m.kind == MessageKind::kStreamEnd && !o_.ok && o_.what.empty()) {
-          o_.what = "ended before its first frame: " + m.event.message;
-        }
-        return Status::Ok();
-      }
-      Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
-
-     private:
-      ShutdownFlags& flags_;
-      OpenedStream& o_;
-      std::chrono::steady_clock::time_point start_;
-    };
-    ShutdownFlags flags;
-    FirstFrame out(flags, o, start);
-    std::atomic<bool> done{false};
-    std::thread watch([&] {
-      while (!done && std::chrono::steady_clock::now() - start < timeout) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      flags.stop = true;
-    });
-    if (Status run = (*reader)->run(out, flags); !run.ok() && !o.ok) o.what = run.message();
-    done = true;
-    watch.join();
-    if (!o.ok && (o.what.empty() || o.what == kStoppedReason || o.what == "ended before its first frame: stopped")) {
-      o.what = "no frame within " + std::to_string(timeout.count()) + " s";
-      if (s.parsed.kind == UriKind::kNetwork) {  // a camera off, or one that answers and sends nothing
-        const std::string why = tcp_connect_failure(s.uri, std::chrono::seconds(2));
-        o.what += why.empty() ? " (its server accepts connections, but no picture came)" : ": " + why;
-      }
-    }
-  };
-  std::vector<std::thread> workers;
-  for (size_t w = 0; w < std::min(parallel, streams.size()); ++w) {
-    workers.emplace_back([&] {
-      for (size_t i = next++; i < streams.size(); i = next++) open_one(i);
-    });
-  }
-  for (std::thread& t : workers) t.join();
-  return opened;
-}
-
-}  // namespace
-
 int validate_command(const std::vector<std::string>& all_args) {
   std::vector<std::string> args;
   bool open = false;
@@ -477,7 +389,7 @@ int validate_command(const std::vector<std::string>& all_args) {
               static_cast<long long>(timeout.count()), at_once);
   std::fflush(stdout);
   size_t failed = 0;
-  for (const OpenedStream& o : open_each_stream(c, timeout, at_once)) {
+  for (const OpenedStream& o : open_each_stream(c.streams, c.ingest, timeout, at_once)) {
     failed += !o.ok;
     std::printf("    %-20s %s %s\n", o.id.c_str(), o.ok ? "ok:    " : "FAILED:", o.what.c_str());
   }

@@ -217,6 +217,8 @@ TEST(OnvifConfig, IdsComeFromTheCameraNameAndUrisGetTheUserWithThePasswordFromTh
   EXPECT_EQ(uri_with_credentials("rtsp://cam", "u", "P"), "rtsp://u:${P}@cam");
   EXPECT_EQ(uri_with_credentials("rtsp://own:creds@cam/s", "admin", "P"), "rtsp://own:creds@cam/s");
   EXPECT_EQ(uri_with_credentials("rtsp://cam/s", "", "P"), "rtsp://cam/s");
+  EXPECT_EQ(uri_with_password("rtsp://10.0.0.5/s", "admin", "Adm1n@2024#"), "rtsp://admin:Adm1n%402024%23@10.0.0.5/s");
+  EXPECT_EQ(uri_with_password("rtsp://own:creds@cam/s", "admin", "x"), "rtsp://own:creds@cam/s");
 }
 
 }  // namespace

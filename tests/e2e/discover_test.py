@@ -79,6 +79,15 @@ class Discover(E2ETest):
         self.assertRegex(opened.stdout, r"\n    lobby-camera-east +ok: +320x240 \w+, first frame after")
         self.assertRegex(opened.stdout, r"\n    lobby-camera-east-2 +ok: +160x120 \w+, first frame after")
 
+        # --open: each stream opened now, with the password itself, as the job will.
+        checked = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--open")
+        self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+        self.assertIn("; 2 streams, 2 of them opened\n", checked.stdout)
+        self.assertRegex(checked.stdout, r"uri: \"rtsp://admin:\$\{CAMERA_PASSWORD\}@127\.0\.0\.1:\d+/test\"\n"
+                                         r"  # opened: 320x240 \w+, first frame after [0-9.]+ s\n")
+        self.assertRegex(checked.stdout, r"  # opened: 160x120 \w+, first frame after")
+        self.assertNotIn(PASSWORD, checked.stdout + checked.stderr)
+
         # The same as JSON, for a script: the camera's URIs as it gave them, and the entries' own.
         j = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--json")
         self.assertEqual(j.returncode, 0, j.stderr)
@@ -128,6 +137,14 @@ class Discover(E2ETest):
         digest_wrong = self.discover("--probe", f"127.0.0.1:{digest_port}", "--no-multicast", password="admin")
         self.assertEqual(digest_wrong.returncode, 3, digest_wrong.stdout + digest_wrong.stderr)
         self.assertIn("the camera refused the user name and password (HTTP 401)", digest_wrong.stdout)
+
+        # An RTSP server that wants other credentials than the camera's ONVIF service: --open says so.
+        other, _ = start_rtsp_camera(self, "ball", width=160, height=120, credentials="viewer:elsewhere")
+        other_port, _ = self.start_onvif_camera("Side door", [("main", other)])
+        refused = self.discover("--probe", f"127.0.0.1:{other_port}", "--no-multicast", "--open", "--open-timeout", "10")
+        self.assertEqual(refused.returncode, 3, refused.stdout + refused.stderr)
+        self.assertIn("; 1 stream, 0 of them opened", refused.stdout)
+        self.assertIn("  # FAILED to open: ", refused.stdout)
 
         silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a port where nothing answers
         silent.bind(("127.0.0.1", 0))
