@@ -253,7 +253,10 @@ class Camera {
     RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size()));
     const std::string envelope =
         onvif::soap_envelope(body, with, onvif::utc_timestamp(std::time(nullptr) + clock_offset_), nonce);
-    const char* type = "application/soap+xml; charset=utf-8";
+    const std::string action = onvif::soap_action_of(body);
+    const std::string type_text =
+        "application/soap+xml; charset=utf-8" + (action.empty() ? std::string() : "; action=\"" + action + "\"");
+    const char* type = type_text.c_str();
     auto res = client.Post(u->path, envelope, type);
     if (res && res->status == 401 && with.given()) {
       client.set_digest_auth(with.user, with.password);  // its web server's own authentication

@@ -384,6 +384,18 @@ std::string soap_envelope(const std::string& body, const Credentials& credential
          "<s:Body>" + body + "</s:Body></s:Envelope>";
 }
 
+std::string soap_action_of(const std::string& body) {
+  for (const auto& [prefix, ns] : {std::pair<const char*, const char*>{"<tds:", "http://www.onvif.org/ver10/device/wsdl/"},
+                                   {"<trt:", "http://www.onvif.org/ver10/media/wsdl/"}}) {
+    const std::string p = prefix;
+    if (body.rfind(p, 0) != 0) continue;
+    const size_t end = body.find_first_of(" />", p.size());
+    if (end == std::string::npos) return "";
+    return ns + body.substr(p.size(), end - p.size());
+  }
+  return "";
+}
+
 std::string get_system_date_and_time_body() { return "<tds:GetSystemDateAndTime/>"; }
 std::string get_capabilities_body() {
   return "<tds:GetCapabilities><tds:Category>Media</tds:Category></tds:GetCapabilities>";

@@ -82,6 +82,10 @@ struct Credentials {
 std::string soap_envelope(const std::string& body, const Credentials& credentials = {}, const std::string& created = "",
                           const std::string& nonce = "");
 
+// The SOAP 1.2 action of a request body made below ("http://www.onvif.org/ver10/media/wsdl/GetProfiles"),
+// for its Content-Type's `action` parameter (some devices route by it); empty for another body.
+std::string soap_action_of(const std::string& body);
+
 // The requests' bodies.
 std::string get_system_date_and_time_body();
 std::string get_capabilities_body();

@@ -110,6 +110,12 @@ TEST(OnvifSoap, TheUsernameTokenCarriesTheDigestOfNonceCreatedAndPassword) {
   EXPECT_EQ(doc->text_at({"Security", "UsernameToken", "Created"}), "2026-12-02T15:04:05Z");
   EXPECT_EQ(doc->text_at({"Body", "GetStreamUri", "ProfileToken"}), "main<1>");
   EXPECT_EQ(doc->text_at({"Body", "GetStreamUri", "StreamSetup", "Transport", "Protocol"}), "RTSP");
+  EXPECT_EQ(soap_action_of(get_stream_uri_body("x")), "http://www.onvif.org/ver10/media/wsdl/GetStreamUri");
+  EXPECT_EQ(soap_action_of(get_profiles_body()), "http://www.onvif.org/ver10/media/wsdl/GetProfiles");
+  EXPECT_EQ(soap_action_of(get_system_date_and_time_body()),
+            "http://www.onvif.org/ver10/device/wsdl/GetSystemDateAndTime");
+  EXPECT_EQ(soap_action_of(get_capabilities_body()), "http://www.onvif.org/ver10/device/wsdl/GetCapabilities");
+  EXPECT_EQ(soap_action_of("<other/>"), "");
   // Without credentials, no header.
   auto plain = parse_xml(soap_envelope(get_system_date_and_time_body()));
   ASSERT_TRUE(plain.ok());

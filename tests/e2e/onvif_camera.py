@@ -49,6 +49,7 @@ class Camera:
         self.sizes = dict(s.split("=", 1) for s in args.size)
         self.http_port = 0
         self.requests = []  # (operation, authenticated) as they came, for the test's log
+        self.actions = []   # each request's SOAP action parameter ("" when none)
 
     def now(self):
         return time.time() + self.args.clock_offset
@@ -193,6 +194,12 @@ def main():
                 return self.reply(400, fault("ter:WellFormed", "not XML"))
             operations = doc.find("s:Body", NS)
             operation = operations[0].tag.split("}")[-1] if operations is not None and len(operations) else ""
+            # SOAP 1.2's action parameter, as strict devices route by it: when given, it must name the body's.
+            action = [p.strip()[len("action="):].strip('"') for p in self.headers.get("Content-Type", "").split(";")
+                      if p.strip().startswith("action=")]
+            if action and not action[0].endswith("/" + operation):
+                return self.reply(400, fault("ter:ActionNotSupported", f"action {action[0]} for {operation}"))
+            camera.actions.append(action[0] if action else "")
             if args.auth == "http-digest":
                 # The camera's web server authenticates (RFC 7616, MD5, qop=auth), not the SOAP header.
                 authenticated = camera.digest_authorized(self.command, self.path, self.headers.get("Authorization", ""))
