@@ -246,7 +246,9 @@ class Camera {
     client.set_connection_timeout(3, 0);
     client.set_read_timeout(5, 0);
     client.set_write_timeout(5, 0);
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT  // Debian's cpp-httplib has it (its pkg-config flags)
     client.enable_server_certificate_verification(false);  // cameras' certificates are their own
+#endif
     const Credentials none;
     const Credentials& with = authenticated ? credentials_ : none;
     std::string nonce(16, '\0');
