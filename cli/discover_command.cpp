@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 #include <optional>
 #include <string>
 #include <thread>
@@ -46,7 +47,8 @@ using onvif::XmlElement;
 constexpr const char* kUsage =
     "usage: vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--no-multicast] [--interface ADDR]\n"
     "                       [--user NAME --password-file FILE] [--password-var NAME]\n"
-    "                       [--profiles all|smallest|largest] [--open [--open-timeout S]] [--json]\n";
+    "                       [--profiles all|smallest|largest] [--open [--open-timeout S]] [--config FILE]\n"
+    "                       [--json]\n";
 
 // A UDP socket, closed when it goes.
 class UdpSocket {
@@ -432,6 +434,7 @@ int discover_command(const std::vector<std::string>& args) {
   std::vector<std::string> probes;
   bool multicast = true, json_out = false, open = false;
   long open_timeout_s = 15;
+  std::string config_path;
   std::string interface_addr, password_file, password_var = "CAMERA_PASSWORD", which_profiles = "all";
   Credentials credentials;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -472,6 +475,8 @@ int discover_command(const std::vector<std::string>& args) {
         std::fprintf(stderr, "vapipe discover: --open-timeout takes whole seconds from 1 to 3600\n");
         return 1;
       }
+    } else if (a == "--config" && has_value) {
+      config_path = args[++i];
     } else if (a == "--json") {
       json_out = true;
     } else {
@@ -496,6 +501,23 @@ int discover_command(const std::vector<std::string>& args) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) {
       std::fprintf(stderr, "vapipe discover: --password-var %s: not an environment variable's name\n",
                    password_var.c_str());
+      return 1;
+    }
+  }
+  // --config: a job's streams, read as they are written (no ${VAR} expanded: a password variable unset
+  // here is no matter), so that a camera already there is said, and new ids take none of its ids.
+  std::vector<std::string> config_ids;
+  std::map<std::string, std::string> config_stream_of;  // stream_key -> its id
+  if (!config_path.empty()) {
+    try {
+      const YAML::Node root = YAML::LoadFile(config_path);
+      for (const YAML::Node& s : root["streams"]) {
+        const std::string id = s["id"] ? s["id"].as<std::string>() : "";
+        if (!id.empty()) config_ids.push_back(id);
+        if (s["uri"] && !id.empty()) config_stream_of.emplace(onvif::stream_key(s["uri"].as<std::string>()), id);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "vapipe discover: --config %s: %s\n", config_path.c_str(), e.what());
       return 1;
     }
   }
@@ -581,20 +603,24 @@ int discover_command(const std::vector<std::string>& args) {
     l.profiles = std::move(kept);
   }
 
-  // Ids: from each camera's name, else its host; unique across the cameras listed.
-  std::vector<std::string> ids;
+  // Ids: from each camera's name, else its host; unique across the cameras listed (and the config's).
+  std::vector<std::string> ids = config_ids;
   std::vector<std::vector<std::string>> ids_of(listed.size());
-  size_t streams = 0;
+  std::vector<std::vector<std::string>> in_config(listed.size());  // the config's id of that stream, or ""
+  size_t streams = 0, known = 0;
   for (size_t k = 0; k < listed.size(); ++k) {
     const Listed& l = listed[k];
     auto host = split_url(l.xaddr);
     const std::string base = !l.found.device.name.empty() ? l.found.device.name : host.ok() ? host->host : "camera";
     for (const Profile& p : l.profiles) {
+      const auto there = p.uri.empty() ? config_stream_of.end() : config_stream_of.find(onvif::stream_key(p.uri));
+      in_config[k].push_back(there == config_stream_of.end() ? "" : there->second);
+      if (there != config_stream_of.end()) ++known;
       if (p.uri.empty()) {
         ids_of[k].push_back("");
         continue;
       }
-      ids_of[k].push_back(onvif::stream_id_for(base, ids));
+      ids_of[k].push_back(in_config[k].back().empty() ? onvif::stream_id_for(base, ids) : in_config[k].back());
       ids.push_back(ids_of[k].back());
       ++streams;
     }
@@ -643,6 +669,7 @@ int discover_command(const std::vector<std::string>& args) {
         profiles.push_back({{"token", p.token}, {"name", p.name}, {"encoding", p.encoding}, {"width", p.width},
                             {"height", p.height}, {"fps", p.fps}, {"uri", p.uri}, {"error", p.error},
                             {"id", ids_of[k][j]},
+                            {"in_config", in_config[k][j].empty() ? nlohmann::json() : nlohmann::json(in_config[k][j])},
                             {"opened", opened_of(k, j) ? nlohmann::json{{"ok", opened_of(k, j)->ok},
                                                                         {"what", opened_of(k, j)->what}}
                                                        : nlohmann::json()},
@@ -657,8 +684,9 @@ int discover_command(const std::vector<std::string>& args) {
   } else {
     std::printf("# vapipe discover: %zu camera%s answered a WS-Discovery probe to %s in %.1f s; %zu stream%s%s\n",
                 listed.size(), listed.size() == 1 ? "" : "s", asked.c_str(), took_s, streams, streams == 1 ? "" : "s",
-                open && streams > 0 ? (", " + std::to_string(opened_ok) + " of them opened").c_str() : "");
-    if (streams > 0) {
+                (open && streams > 0 ? ", " + std::to_string(opened_ok) + " of them opened" : std::string()).append(
+                    known ? ", " + std::to_string(known) + " already in " + config_path : std::string()).c_str());
+    if (streams > known) {
       std::printf("# Paste the ones you want under `streams:` in a job's config (docs/config.md).\n");
       if (several_profiles && which_profiles == "all") {
         // The model sees 224x224 either way; decoding is what a bigger picture costs.
@@ -687,6 +715,14 @@ int discover_command(const std::vector<std::string>& args) {
         const Profile& p = l.profiles[j];
         if (p.uri.empty()) {
           std::printf("#   %s: no stream URI: %s\n", one_line(describe(p)).c_str(), one_line(p.error).c_str());
+          continue;
+        }
+        if (!in_config[k][j].empty()) {
+          std::printf("#   %s: already in %s as '%s'%s\n", one_line(describe(p)).c_str(), config_path.c_str(),
+                      in_config[k][j].c_str(),
+                      opened_of(k, j) ? ((opened_of(k, j)->ok ? " (opened: " : " (FAILED to open: ") +
+                                         one_line(opened_of(k, j)->what) + ")").c_str()
+                                      : "");
           continue;
         }
         std::printf("- id: %s    # %s\n  uri: %s\n", ids_of[k][j].c_str(), one_line(describe(p)).c_str(),

@@ -45,10 +45,11 @@ usage:
                                         measure one stage alone (see tools/bench.sh)
   vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--user NAME --password-file FILE]
                   [--password-var NAME] [--profiles all|smallest|largest] [--open [--open-timeout S]]
-                  [--no-multicast] [--interface ADDR] [--json]
+                  [--config FILE] [--no-multicast] [--interface ADDR] [--json]
                                         find ONVIF cameras (WS-Discovery) and print their stream URIs
                                         as `streams:` entries (the password as ${CAMERA_PASSWORD});
-                                        --open: and open each until its first frame
+                                        --open: and open each until its first frame; --config:
+                                        leave out the streams that config has
   vapipe doctor [--json]                check this machine: CUDA, GPUs, LibTorch, GStreamer, NVDEC,
                                         ZeroMQ, free space, the shipped model (exit 1 if a check FAILs)
   vapipe --version

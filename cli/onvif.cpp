@@ -517,6 +517,28 @@ Result<std::string> stream_uri_of(const XmlElement& doc) {
   return uri;
 }
 
+std::string stream_key(const std::string& uri) {
+  const size_t scheme_end = uri.find("://");
+  if (scheme_end == std::string::npos) return uri;
+  std::string scheme = uri.substr(0, scheme_end);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme == "rtspt" || scheme == "rtspu") scheme = "rtsp";
+  const size_t authority = scheme_end + 3;
+  const size_t path = uri.find_first_of("/?#", authority);
+  std::string host = uri.substr(authority, path == std::string::npos ? std::string::npos : path - authority);
+  if (const size_t at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string default_port = scheme == "rtsp" ? ":554" : scheme == "http" ? ":80" : scheme == "https" ? ":443"
+                                   : scheme == "rtsps" ? ":322" : "";
+  if (!default_port.empty() && host.size() > default_port.size() &&
+      host.compare(host.size() - default_port.size(), default_port.size(), default_port) == 0) {
+    host.resize(host.size() - default_port.size());
+  }
+  std::string rest = path == std::string::npos ? "/" : uri.substr(path);
+  if (rest.empty() || rest[0] != '/') rest = "/" + rest;
+  return scheme + "://" + host + rest;
+}
+
 std::string stream_id_for(const std::string& name, const std::vector<std::string>& taken) {
   std::string id;
   for (char c : name) {

@@ -116,6 +116,11 @@ struct Profile {
 Result<std::vector<Profile>> profiles_of(const XmlElement& doc);
 Result<std::string> stream_uri_of(const XmlElement& doc);
 
+// What names one camera's stream whatever the URI's form: without credentials, the scheme and host in
+// lower case, rtspt/rtspu as rtsp, and a default port left out ("RTSP://u:p@Cam:554/s1" and
+// "rtsp://cam/s1" give the same), for finding a discovered stream among a config's.
+std::string stream_key(const std::string& uri);
+
 // A stream id for a camera's `name` (or, without one, its host), as vapipe's ids allow:
 // "Front Door (east)" -> "front-door-east"; `taken` ids get "-2", "-3", ...
 std::string stream_id_for(const std::string& name, const std::vector<std::string>& taken);

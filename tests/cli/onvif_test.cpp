@@ -224,6 +224,14 @@ TEST(OnvifConfig, IdsComeFromTheCameraNameAndUrisGetTheUserWithThePasswordFromTh
   EXPECT_EQ(uri_with_credentials("rtsp://own:creds@cam/s", "admin", "P"), "rtsp://own:creds@cam/s");
   EXPECT_EQ(uri_with_credentials("rtsp://cam/s", "", "P"), "rtsp://cam/s");
   EXPECT_EQ(uri_with_password("rtsp://10.0.0.5/s", "admin", "Adm1n@2024#"), "rtsp://admin:Adm1n%402024%23@10.0.0.5/s");
+  // One camera's stream however it is written: in a config (credentials from the environment, RTP
+  // over TCP) and as the camera gives it (its default port spelled out).
+  EXPECT_EQ(stream_key("rtspt://viewer:${CAMERA_PASSWORD}@Cam-1.local/Streaming/Channels/101"),
+            stream_key("rtsp://cam-1.local:554/Streaming/Channels/101"));
+  EXPECT_EQ(stream_key("RTSP://10.0.0.5:554/s?a=1"), "rtsp://10.0.0.5/s?a=1");
+  EXPECT_NE(stream_key("rtsp://10.0.0.5:8554/s"), stream_key("rtsp://10.0.0.5/s"));
+  EXPECT_NE(stream_key("rtsp://10.0.0.5/s1"), stream_key("rtsp://10.0.0.5/s2"));
+  EXPECT_EQ(stream_key("rtsp://10.0.0.5"), "rtsp://10.0.0.5/");
   EXPECT_EQ(uri_with_password("rtsp://own:creds@cam/s", "admin", "x"), "rtsp://own:creds@cam/s");
 }
 

@@ -113,6 +113,22 @@ class Discover(E2ETest):
         self.assertRegex(checked.stdout, r"  # opened: 160x120 \w+, first frame after")
         self.assertNotIn(PASSWORD, checked.stdout + checked.stderr)
 
+        # --config: the streams the job has already are said, not listed again, and new ids take none of its.
+        # The job's: the main stream written another way (RTP over TCP, credentials from the environment,
+        # unset here), and a stream of another camera under the id the sub stream would have got.
+        job = os.path.join(self.dir, "job-cameras.yaml")
+        with open(job, "w") as f:
+            f.write("streams:\n  - {id: lobby-camera-east, uri: '" +
+                    main.replace("rtsp://", "rtspt://viewer:${UNSET_PASSWORD}@") + "'}\n"
+                    "  - {id: lobby-camera-east-2, uri: 'rtsp://127.0.0.1:1/elsewhere'}\n")
+        config = job
+        again = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--config", config)
+        self.assertEqual(again.returncode, 0, again.stdout + again.stderr)
+        self.assertIn("; 2 streams, 1 already in " + config, again.stdout)
+        self.assertIn(f"#   profile 'main' (main stream): H264 320x240, 30 fps: already in {config} as 'lobby-camera-east'",
+                      again.stdout)
+        self.assertIn("- id: lobby-camera-east-3    # profile 'sub'", again.stdout)
+
         # The same as JSON, for a script: the camera's URIs as it gave them, and the entries' own.
         j = self.discover("--probe", f"127.0.0.1:{port}", "--no-multicast", "--json")
         self.assertEqual(j.returncode, 0, j.stderr)
