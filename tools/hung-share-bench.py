@@ -53,6 +53,20 @@ def main():
         on_a_share(args, live_reload)
 
 
+def kill_infer_and_wait_for_its_restart(run, infer):
+    """SIGKILL to the job's infer stage (pid `infer`); (restarted within 60 s, seconds from the kill)."""
+    killed = time.time()
+    os.kill(infer, signal.SIGKILL)
+
+    def restarted():
+        try:
+            return recovery.stage_pid(run.pid, "infer", timeout=0.01) not in (None, infer)
+        except Exception:  # noqa: BLE001 (not there yet)
+            return False
+    ok = wait_for(restarted, 60)
+    return ok, time.time() - killed
+
+
 def on_a_share(args, scenario):
     """Runs scenario(args, work, backing, share, switch) with the FUSE share mounted."""
 
@@ -115,16 +129,7 @@ def watched_folder(args, work, backing, share, switch):
         wait_for(lambda: os.path.exists(switch + ".waits"), 10)
         waiting = time.time() - off
         shutil.copyfile(clip, os.path.join(backing, "late.mp4"))  # seen once the share answers
-        killed = time.time()
-        os.kill(infer, signal.SIGKILL)
-
-        def restarted():
-            try:
-                return recovery.stage_pid(run.pid, "infer", timeout=0.01) not in (None, infer)
-            except Exception:  # noqa: BLE001 (not there yet)
-                return False
-        restart_ok = wait_for(restarted, 60)
-        restart_s = time.time() - killed
+        restart_ok, restart_s = kill_infer_and_wait_for_its_restart(run, infer)
 
         def says_running():
             out = subprocess.run([args.vapipe, "status", metrics], capture_output=True, text=True, timeout=30).stdout
@@ -215,17 +220,9 @@ def live_reload(args, work, backing, share, switch):
         run.send_signal(signal.SIGHUP)
         wait_for(lambda: os.path.exists(switch + ".waits"), 10)
         waiting = time.time() - off
-        killed = time.time()
         before = results("cam0")
-        os.kill(infer, signal.SIGKILL)
-
-        def restarted():
-            try:
-                return recovery.stage_pid(run.pid, "infer", timeout=0.01) not in (None, infer)
-            except Exception:  # noqa: BLE001 (not there yet)
-                return False
-        restart_ok = wait_for(restarted, 60)
-        restart_s = time.time() - killed
+        killed = time.time()
+        restart_ok, restart_s = kill_infer_and_wait_for_its_restart(run, infer)
         going_on = wait_for(lambda: results("cam0") >= before + 5, 60)
         going_on_s = time.time() - killed
         added = f"cam{args.cameras}"
