@@ -376,6 +376,23 @@ class MapReader {
     }
   }
 
+  // A list of 3 integers from `min` to `max` (a colour's R, G, B). Returns whether the key was given.
+  bool uints3(const std::string& key, std::array<uint32_t, 3>* out, uint32_t min, uint32_t max) {
+    YAML::Node n = child(key);
+    if (!present(n)) return false;
+    const std::string want = "expected a list of 3 integers from " + std::to_string(min) + " to " + std::to_string(max);
+    if (!n.IsSequence() || n.size() != 3) ctx_.fail(n, key_path(key), want + ", got " + scalar_text(n));
+    for (size_t i = 0; i < 3; ++i) {
+      uint64_t v = 0;
+      if (!n[i].IsScalar() || !YAML::convert<uint64_t>::decode(n[i], v) || n[i].Scalar().find('-') != std::string::npos ||
+          v < min || v > max) {
+        ctx_.fail(n[i], key_path(key) + "[" + std::to_string(i) + "]", want + ", got " + scalar_text(n[i]));
+      }
+      (*out)[i] = static_cast<uint32_t>(v);
+    }
+    return true;
+  }
+
   // [x, y, width, height] as fractions of a frame: a region inside it, not empty.
   void region(const std::string& key, std::array<double, 4>* out) {
     YAML::Node n = child(key);
@@ -934,7 +951,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     c.preprocess.dtype = dtype == "float16" ? DType::kFloat16 : DType::kFloat32;
     r.uint("threads", &c.preprocess.threads, 0, 256);
     r.choice("channel_order", &c.preprocess.channel_order, {"rgb", "bgr"});
-    r.choice("resize", &c.preprocess.resize, {"stretch", "center_crop"});
+    r.choice("resize", &c.preprocess.resize, {"stretch", "center_crop", "letterbox"});
+    if (r.uints3("pad_color", &c.preprocess.pad_color, 0, 255) && c.preprocess.resize != "letterbox") {
+      ctx.fail(r.child("pad_color"), "preprocess.pad_color",
+               "is the colour of letterbox's margins: it needs resize: letterbox (resize is " + c.preprocess.resize + ")");
+    }
     r.finish();
   }
   {

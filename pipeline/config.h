@@ -165,7 +165,10 @@ struct PreprocessConfig {
   // stretch: the whole frame (or roi) resized to width x height, its shape not kept (DeepStream's
   // default). center_crop: the largest centred region of the tensor's shape, the rest left out
   // (torchvision's Resize + CenterCrop at the full shorter side): shapes as the model was trained on.
+  // letterbox: the whole frame (or roi) scaled to fit inside width x height, its shape kept, centred,
+  // the margins pad_color: nothing left out, shapes kept (what detectors such as YOLO are fed).
   std::string resize = "stretch";
+  std::array<uint32_t, 3> pad_color{0, 0, 0};  // letterbox's margins: R, G, B, 0..255
 };
 
 struct BatchConfig {

@@ -88,6 +88,27 @@ FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_
   return r;
 }
 
+FrameInfo::Region letterbox_rect(uint32_t region_width, uint32_t region_height, uint32_t out_width,
+                                 uint32_t out_height) {
+  if (out_width == 0 || out_height == 0 || region_width == 0 || region_height == 0) {
+    return {0, 0, out_width, out_height};
+  }
+  // Compared and rounded in integers: the same rectangle on every platform and in the CUDA host code.
+  if (uint64_t{region_width} * out_height >= uint64_t{region_height} * out_width) {  // wider: full width
+    const uint64_t h = (2 * uint64_t{region_height} * out_width + region_width) / (2 * uint64_t{region_width});
+    const uint32_t height = static_cast<uint32_t>(std::clamp<uint64_t>(h, 1, out_height));
+    return {0, (out_height - height) / 2, out_width, height};
+  }
+  const uint64_t w = (2 * uint64_t{region_width} * out_height + region_height) / (2 * uint64_t{region_height});
+  const uint32_t width = static_cast<uint32_t>(std::clamp<uint64_t>(w, 1, out_width));
+  return {(out_width - width) / 2, 0, width, out_height};
+}
+
+FrameInfo::Region output_rect(const PreprocessSpec& spec, const FrameInfo::Region& region) {
+  return spec.letterbox ? letterbox_rect(region.width, region.height, spec.out_width, spec.out_height)
+                        : FrameInfo::Region{0, 0, spec.out_width, spec.out_height};
+}
+
 Status validate_frame(const FrameView& frame) {
   const FrameInfo& i = frame.info;
   if (i.width == 0 || i.height == 0) return InvalidArgument("frame has zero width or height");
@@ -191,8 +212,10 @@ class FrameConverter {
       transposed_ = map.transpose;
       const uint32_t x_mirror = map.transpose ? (map.mirror_y ? info.height : 0) : (map.mirror_x ? info.width : 0);
       const uint32_t y_mirror = map.transpose ? (map.mirror_x ? info.width : 0) : (map.mirror_y ? info.height : 0);
-      xs_ = make_taps(region.width, spec_.out_width, region.x, x_mirror);
-      ys_ = make_taps(region.height, spec_.out_height, region.y, y_mirror);
+      // The region is resized to the part of the tensor it fills (all of it but with letterbox).
+      dst_ = output_rect(spec_, region);
+      xs_ = make_taps(region.width, dst_.width, region.x, x_mirror);
+      ys_ = make_taps(region.height, dst_.height, region.y, y_mirror);
     }
     const size_t plane = size_t{spec_.out_width} * spec_.out_height;
     row_.resize(plane * 3);
@@ -200,6 +223,11 @@ class FrameConverter {
     float* g_out = r_out + plane;
     float* b_out = g_out + plane;
     if (spec_.bgr) std::swap(r_out, b_out);  // blue in the first plane; planes are in output order
+    if (dst_.width != spec_.out_width || dst_.height != spec_.out_height) {  // letterbox's margins
+      std::fill(r_out, r_out + plane, spec_.pad_rgb[0]);
+      std::fill(g_out, g_out + plane, spec_.pad_rgb[1]);
+      std::fill(b_out, b_out + plane, spec_.pad_rgb[2]);
+    }
     if (info.format == PixelFormat::kRGB) {
       transposed_ ? run_rgb<true>(frame, r_out, g_out, b_out) : run_rgb<false>(frame, r_out, g_out, b_out);
     } else {
@@ -225,21 +253,22 @@ class FrameConverter {
   }
 
  private:
-  // Calls f(tx, ty, o) for every output pixel o, in the order that reads the stored frame along its
-  // rows: row by row of the output, or column by column when the picture is turned a quarter (its
-  // upright x axis runs down the stored columns: 1,298-1,306 frames/s on a 1080p frame turned a quarter,
-  // against 859-884 row by row; 1,345-1,390 unturned).
+  // Calls f(tx, ty, o) for every output pixel o of the frame's rectangle (dst_), in the order that
+  // reads the stored frame along its rows: row by row of the output, or column by column when the
+  // picture is turned a quarter (its upright x axis runs down the stored columns: 1,298-1,306 frames/s
+  // on a 1080p frame turned a quarter, against 859-884 row by row; 1,345-1,390 unturned).
   template <bool kTransposed, typename F>
   void for_each_output(F&& f) const {
+    const size_t out_width = spec_.out_width;
+    const size_t first = size_t{dst_.y} * out_width + dst_.x;
     if constexpr (!kTransposed) {
-      size_t o = 0;
-      for (const Tap& ty : ys_) {
-        for (const Tap& tx : xs_) f(tx, ty, o++);
+      for (size_t iy = 0; iy < ys_.size(); ++iy) {
+        size_t o = first + iy * out_width;
+        for (const Tap& tx : xs_) f(tx, ys_[iy], o++);
       }
     } else {
-      const size_t width = xs_.size();
-      for (size_t ix = 0; ix < width; ++ix) {
-        for (size_t iy = 0; iy < ys_.size(); ++iy) f(xs_[ix], ys_[iy], iy * width + ix);
+      for (size_t ix = 0; ix < xs_.size(); ++ix) {
+        for (size_t iy = 0; iy < ys_.size(); ++iy) f(xs_[ix], ys_[iy], first + iy * out_width + ix);
       }
     }
   }
@@ -298,6 +327,7 @@ class FrameConverter {
   PreprocessSpec spec_;
   std::array<float, 3> scale_{}, bias_{};
   FrameInfo::Region region_{0, 0, 0, 0};  // the taps' region, orientation and stored size
+  FrameInfo::Region dst_{0, 0, 0, 0};     // the part of the tensor the region is resized to
   Orientation orientation_ = Orientation::kAsStored;
   uint32_t width_ = 0, height_ = 0;
   bool transposed_ = false;

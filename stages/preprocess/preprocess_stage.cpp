@@ -17,6 +17,8 @@ PreprocessSpec preprocess_spec_from(const PreprocessConfig& c) {
   spec.std = c.std;
   spec.dtype = c.dtype;
   spec.bgr = c.channel_order == "bgr";
+  spec.letterbox = c.resize == "letterbox";
+  for (int i = 0; i < 3; ++i) spec.pad_rgb[i] = static_cast<float>(c.pad_color[i]);
   return spec;
 }
 
@@ -44,9 +46,13 @@ Status PreprocessStage::open(const StageContext& ctx) {
     cpu_at_once_ = ctx.config.preprocess.threads ? ctx.config.preprocess.threads
                                                  : std::max(1u, std::thread::hardware_concurrency());
   }
-  VAPIPE_LOG_INFO("preprocess: {}{}, {}x{} {}", device_name(gpu),
-                  gpu >= 0 ? std::string() : ", " + std::to_string(ctx.config.preprocess.threads) + " thread(s) (0: every CPU)",
-                  ctx.config.preprocess.width, ctx.config.preprocess.height, dtype_name(ctx.config.preprocess.dtype));
+  const PreprocessConfig& p = ctx.config.preprocess;
+  VAPIPE_LOG_INFO("preprocess: {}{}, {}x{} {}, resize {}{}", device_name(gpu),
+                  gpu >= 0 ? std::string() : ", " + std::to_string(p.threads) + " thread(s) (0: every CPU)", p.width,
+                  p.height, dtype_name(p.dtype), p.resize,
+                  p.resize == "letterbox" ? " (margins " + std::to_string(p.pad_color[0]) + ", " +
+                                                std::to_string(p.pad_color[1]) + ", " + std::to_string(p.pad_color[2]) + ")"
+                                          : std::string());
   return Status::Ok();
 }
 

@@ -39,6 +39,11 @@ struct PreprocessSpec {
   // Channels in the order B, G, R (a model trained on OpenCV's images, Caffe's): mean and std are
   // then B's, G's and R's too.
   bool bgr = false;
+  // preprocess.resize: letterbox: each frame (or its region) is scaled to fit whole inside the tensor,
+  // its shape kept and centred (letterbox_rect), and the rest of the tensor is `pad_rgb` (R, G, B in
+  // 0..255), normalised as the frame's pixels are.
+  bool letterbox = false;
+  std::array<float, 3> pad_rgb{0.f, 0.f, 0.f};
   TensorInfo output_info() const { return TensorInfo{dtype, 3, out_height, out_width}; }
 };
 
@@ -65,6 +70,15 @@ std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec, 
 // The largest region of `out_width`:`out_height` shape centred in `region` (preprocess.resize:
 // center_crop): what torchvision's Resize + CenterCrop keep of a frame, at its full shorter side.
 FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_width, uint32_t out_height);
+
+// Where a region of `region_width` x `region_height` lands in an `out_width` x `out_height` tensor
+// (preprocess.resize: letterbox): as large as fits with its shape kept (the other side rounded to the
+// nearest pixel, at least 1), centred (the odd pixel of the margin after it). Without letterbox the
+// whole tensor.
+FrameInfo::Region letterbox_rect(uint32_t region_width, uint32_t region_height, uint32_t out_width,
+                                 uint32_t out_height);
+// Where `spec` writes a frame whose region is `region`: letterbox_rect, or the whole tensor.
+FrameInfo::Region output_rect(const PreprocessSpec& spec, const FrameInfo::Region& region);
 
 // Checks that a frame's layout is consistent and fits its payload.
 Status validate_frame(const FrameView& frame);

@@ -220,6 +220,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\n", "infer.model: missing"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {std: [1, 0, 1]}\n",
                 "preprocess.std[1]: expected a positive number"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {resize: fit}\n",
+                "bad.yaml:3: preprocess.resize: expected one of stretch | center_crop | letterbox, got 'fit'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess:\n  pad_color: [114, 114, 114]\n",
+                "bad.yaml:4: preprocess.pad_color: is the colour of letterbox's margins: it needs resize: letterbox "
+                "(resize is stretch)"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {resize: letterbox, "
+                "pad_color: [0, 256, 0]}\n",
+                "preprocess.pad_color[1]: expected a list of 3 integers from 0 to 255, got '256'"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {resize: letterbox, "
+                "pad_color: 114}\n",
+                "preprocess.pad_color: expected a list of 3 integers from 0 to 255, got '114'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\njob: {mode: fast}\n",
                 "bad.yaml:3: job.mode: expected archive | live, got 'fast'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l, device: tpu}\n",
@@ -392,6 +403,21 @@ infer: {model: m.pt, labels: m.txt, precision: int8}
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("infer.precision: expected one of fp32 | fp16, got 'int8'"), std::string::npos)
       << bad.status().message();
+}
+
+TEST(Config, LetterboxTakesItsPadColour) {
+  auto c = load_config_string(R"(
+streams: [{id: a, uri: 'test://ball'}]
+infer: {model: m.pt, labels: m.txt}
+preprocess: {resize: letterbox, pad_color: [114, 0, 255]}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->preprocess.resize, "letterbox");
+  EXPECT_EQ(c->preprocess.pad_color, (std::array<uint32_t, 3>{114, 0, 255}));
+  auto plain = load_config_string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m.pt, labels: m.txt}\n"
+                                  "preprocess: {resize: letterbox}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->preprocess.pad_color, (std::array<uint32_t, 3>{0, 0, 0}));  // black by default
 }
 
 TEST(Config, ShippedMultiGpuExampleLoads) {

@@ -20,6 +20,7 @@ struct KernelParams {
   int in_w, in_h;    // the region read (streams[].roi; the whole frame by default), upright
   int in_x, in_y;    // its top left corner, in the upright picture
   int frame_w, frame_h;  // the frame as stored
+  int dst_x, dst_y, dst_w, dst_h;  // the part of the tensor the region is resized to (output_rect)
   bool transpose, mirror_x, mirror_y;  // upright to stored (OrientationMap)
   int stride0, stride1, stride2;
   size_t offset0, offset1, offset2;
@@ -32,6 +33,7 @@ struct OutputParams {
   float scale[3], bias[3];  // per output channel
   bool half;
   bool bgr;  // output channels B, G, R
+  float pad[3];  // R, G, B (0..255) of the tensor outside a frame's rectangle (resize: letterbox)
 };
 
 __device__ inline void tap(float scale, int d, int in, int* i0, int* i1, float* w1) {
@@ -55,34 +57,30 @@ __device__ inline void to_stored(const KernelParams& p, int ux, int uy, int* sx,
   *sy = p.mirror_y ? p.frame_h - 1 - y : y;
 }
 
-// grid.z = frame index: every frame of a batch in one launch (outputs share one size).
-__global__ void preprocess_kernel(const KernelParams* __restrict__ frames, OutputParams o) {
-  const KernelParams p = frames[blockIdx.z];
-  const int ox = blockIdx.x * blockDim.x + threadIdx.x;
-  const int oy = blockIdx.y * blockDim.y + threadIdx.y;
-  if (ox >= o.out_w || oy >= o.out_h) return;
+// The frame's RGB (0..255) at pixel (dx, dy) of its rectangle in the tensor (dst_w x dst_h: the whole
+// tensor but with letterbox), bilinear over its region.
+__device__ inline void sample(const KernelParams& p, int dx, int dy, float rgb[3]) {
   const uint8_t* src = p.src;
   int x0, x1, y0, y1;
   float wx, wy;
-  tap(static_cast<float>(p.in_w) / static_cast<float>(o.out_w), ox, p.in_w, &x0, &x1, &wx);
-  tap(static_cast<float>(p.in_h) / static_cast<float>(o.out_h), oy, p.in_h, &y0, &y1, &wy);
+  tap(static_cast<float>(p.in_w) / static_cast<float>(p.dst_w), dx, p.in_w, &x0, &x1, &wx);
+  tap(static_cast<float>(p.in_h) / static_cast<float>(p.dst_h), dy, p.in_h, &y0, &y1, &wy);
   x0 += p.in_x;  // taps within the region, as if it were the whole image; then where it is in the picture
   x1 += p.in_x;
   y0 += p.in_y;
   y1 += p.in_y;
-  // The four neighbours, a (x0, y0), b (x1, y0), c (x0, y1), d (x1, y1), where they are stored.
-  int ax, ay, bx, by, cx, cy, dx, dy;
+  // The four neighbours, a (x0, y0), b (x1, y0), c (x0, y1), q (x1, y1), where they are stored.
+  int ax, ay, bx, by, cx, cy, qx, qy;
   to_stored(p, x0, y0, &ax, &ay);
   to_stored(p, x1, y0, &bx, &by);
   to_stored(p, x0, y1, &cx, &cy);
-  to_stored(p, x1, y1, &dx, &dy);
-  float rgb[3];
+  to_stored(p, x1, y1, &qx, &qy);
   if (p.format == static_cast<int>(PixelFormat::kRGB)) {
     const uint8_t* base = src + p.offset0;
     const uint8_t* pa = base + static_cast<size_t>(ay) * p.stride0 + ax * 3;
     const uint8_t* pb = base + static_cast<size_t>(by) * p.stride0 + bx * 3;
     const uint8_t* pc = base + static_cast<size_t>(cy) * p.stride0 + cx * 3;
-    const uint8_t* pd = base + static_cast<size_t>(dy) * p.stride0 + dx * 3;
+    const uint8_t* pd = base + static_cast<size_t>(qy) * p.stride0 + qx * 3;
     for (int c = 0; c < 3; ++c) rgb[c] = lerp2(pa[c], pb[c], pc[c], pd[c], wx, wy);
   } else {
     const bool nv12 = p.format == static_cast<int>(PixelFormat::kNV12);
@@ -94,15 +92,29 @@ __global__ void preprocess_kernel(const KernelParams* __restrict__ frames, Outpu
       return plane[static_cast<size_t>(y / 2) * stride + (x / 2) * step];
     };
     const float yy = (lerp2(yp[static_cast<size_t>(ay) * ys + ax], yp[static_cast<size_t>(by) * ys + bx],
-                            yp[static_cast<size_t>(cy) * ys + cx], yp[static_cast<size_t>(dy) * ys + dx], wx, wy) -
+                            yp[static_cast<size_t>(cy) * ys + cx], yp[static_cast<size_t>(qy) * ys + qx], wx, wy) -
                       p.y_offset) * p.y_scale;
     const float uu = (lerp2(chroma(up, us, ax, ay), chroma(up, us, bx, by), chroma(up, us, cx, cy),
-                            chroma(up, us, dx, dy), wx, wy) - 128.f) * p.c_scale;
+                            chroma(up, us, qx, qy), wx, wy) - 128.f) * p.c_scale;
     const float vv = (lerp2(chroma(vp, vs, ax, ay), chroma(vp, vs, bx, by), chroma(vp, vs, cx, cy),
-                            chroma(vp, vs, dx, dy), wx, wy) - 128.f) * p.c_scale;
+                            chroma(vp, vs, qx, qy), wx, wy) - 128.f) * p.c_scale;
     rgb[0] = fminf(fmaxf(yy + p.cr_r * vv, 0.f), 255.f);
     rgb[1] = fminf(fmaxf(yy + p.cb_g * uu + p.cr_g * vv, 0.f), 255.f);
     rgb[2] = fminf(fmaxf(yy + p.cb_b * uu, 0.f), 255.f);
+  }
+}
+
+// grid.z = frame index: every frame of a batch in one launch (outputs share one size).
+__global__ void preprocess_kernel(const KernelParams* __restrict__ frames, OutputParams o) {
+  const KernelParams p = frames[blockIdx.z];
+  const int ox = blockIdx.x * blockDim.x + threadIdx.x;
+  const int oy = blockIdx.y * blockDim.y + threadIdx.y;
+  if (ox >= o.out_w || oy >= o.out_h) return;
+  float rgb[3];
+  if (ox < p.dst_x || oy < p.dst_y || ox >= p.dst_x + p.dst_w || oy >= p.dst_y + p.dst_h) {
+    for (int c = 0; c < 3; ++c) rgb[c] = o.pad[c];  // letterbox's margin
+  } else {
+    sample(p, ox - p.dst_x, oy - p.dst_y, rgb);
   }
   if (o.bgr) {
     const float red = rgb[0];
@@ -183,6 +195,7 @@ class CudaPreprocessor final : public Preprocessor {
     }
     out_.half = spec_.dtype == DType::kFloat16;
     out_.bgr = spec_.bgr;
+    for (int c = 0; c < 3; ++c) out_.pad[c] = spec_.pad_rgb[c];
   }
   ~CudaPreprocessor() override {
     cudaSetDevice(device_);
@@ -240,7 +253,13 @@ class CudaPreprocessor final : public Preprocessor {
     std::vector<std::pair<size_t, std::byte*>> downloads;  // (frame, staged output) for host outputs
     for (size_t v = 0; v < valid.size(); ++v) {
       const size_t k = valid[v];
-      KernelParams p = frame_params(field_picture(frames[k].info));  // one field of an interlaced frame
+      const FrameInfo picture = field_picture(frames[k].info);  // one field of an interlaced frame
+      KernelParams p = frame_params(picture);
+      const FrameInfo::Region dst = output_rect(spec_, picture.region());  // the host code's rectangle
+      p.dst_x = static_cast<int>(dst.x);
+      p.dst_y = static_cast<int>(dst.y);
+      p.dst_w = static_cast<int>(dst.width);
+      p.dst_h = static_cast<int>(dst.height);
       if (frames[k].device >= 0) {
         p.src = reinterpret_cast<const uint8_t*>(frames[k].data);
       } else {

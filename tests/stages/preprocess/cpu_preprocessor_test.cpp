@@ -339,6 +339,89 @@ TestFrame physically_turned(const TestFrame& f) {
   return t;
 }
 
+TEST(LetterboxRect, IsTheLargestRectangleOfTheRegionsShapeCentredInTheTensor) {
+  using R = FrameInfo::Region;
+  auto same = [](const R& a, const R& b) { return a.x == b.x && a.y == b.y && a.width == b.width && a.height == b.height; };
+  EXPECT_TRUE(same(letterbox_rect(1920, 1080, 224, 224), R{0, 49, 224, 126}));  // 126 = 1080 x 224 / 1920
+  EXPECT_TRUE(same(letterbox_rect(1080, 1920, 224, 224), R{49, 0, 126, 224}));
+  EXPECT_TRUE(same(letterbox_rect(640, 480, 320, 240), R{0, 0, 320, 240}));    // already that shape
+  EXPECT_TRUE(same(letterbox_rect(300, 100, 224, 224), R{0, 74, 224, 75}));     // 74.67 rounds to 75
+  EXPECT_TRUE(same(letterbox_rect(225, 224, 224, 224), R{0, 0, 224, 223}));     // the odd pixel below
+  EXPECT_TRUE(same(letterbox_rect(1, 1000, 224, 224), R{111, 0, 1, 224}));      // never narrower than 1
+  EXPECT_TRUE(same(letterbox_rect(1920, 1080, 299, 224), R{0, 28, 299, 168}));  // a wide tensor too
+  PreprocessSpec spec;
+  EXPECT_TRUE(same(output_rect(spec, R{0, 0, 1920, 1080}), R{0, 0, 224, 224}));  // stretch: all of it
+  spec.letterbox = true;
+  EXPECT_TRUE(same(output_rect(spec, R{960, 0, 960, 1080}), R{12, 0, 199, 224}));  // an roi's own shape
+}
+
+// preprocess.resize: letterbox: the tensor holds, to the bit, the frame stretched to its rectangle
+// (letterbox_rect) and, around it, the pad colour normalised as pixels are, in either channel order;
+// turned frames and crops as their upright pictures (the output loop's rectangle, both loop orders).
+TEST(CpuPreprocessor, LetterboxPutsTheWholeFrameInItsRectangleAndThePadColourAround) {
+  for (bool bgr : {false, true}) {
+    PreprocessSpec boxed;
+    boxed.letterbox = true;
+    boxed.pad_rgb = {114.f, 20.f, 250.f};
+    boxed.bgr = bgr;
+    boxed.mean = {0.40f, 0.45f, 0.50f};
+    for (PixelFormat format : {PixelFormat::kRGB, PixelFormat::kI420, PixelFormat::kNV12}) {
+      for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1280, 720}, {240, 320}, {224, 224}}) {
+        const TestFrame f = random_frame(format, w, h, w + h);
+        const FrameInfo::Region rect = letterbox_rect(w, h, 224, 224);
+        PreprocessSpec stretched = boxed;  // the same frame stretched to the rectangle's size alone
+        stretched.letterbox = false;
+        stretched.out_width = rect.width;
+        stretched.out_height = rect.height;
+        std::vector<float> a(boxed.output_info().elements()), b(stretched.output_info().elements());
+        ASSERT_TRUE(make_cpu_preprocessor(boxed)->run(f.view(), reinterpret_cast<std::byte*>(a.data())).ok());
+        ASSERT_TRUE(make_cpu_preprocessor(stretched)->run(f.view(), reinterpret_cast<std::byte*>(b.data())).ok());
+        size_t margin = 0, inside = 0;
+        for (int c = 0; c < 3; ++c) {
+          const int colour = bgr ? 2 - c : c;  // output channel c holds this colour
+          const float pad = (boxed.pad_rgb[colour] / 255.f - boxed.mean[c]) / boxed.std[c];
+          for (uint32_t y = 0; y < 224; ++y) {
+            for (uint32_t x = 0; x < 224; ++x) {
+              const float got = a[size_t{c} * 224 * 224 + size_t{y} * 224 + x];
+              if (x >= rect.x && x < rect.x + rect.width && y >= rect.y && y < rect.y + rect.height) {
+                const float want = b[size_t{c} * rect.width * rect.height + size_t{y - rect.y} * rect.width + (x - rect.x)];
+                ASSERT_EQ(got, want) << pixel_format_name(format) << " " << w << "x" << h << " at " << x << "," << y;
+                ++inside;
+              } else {
+                ASSERT_NEAR(got, pad, 1e-5) << pixel_format_name(format) << " " << w << "x" << h << " at " << x << "," << y;
+                ++margin;
+              }
+            }
+          }
+        }
+        EXPECT_EQ(inside, size_t{3} * rect.width * rect.height);
+        EXPECT_EQ(margin, size_t{3} * (224 * 224 - rect.width * rect.height));
+      }
+    }
+  }
+  // Turned and cropped frames: the same tensor as their upright pictures as frames of their own.
+  PreprocessSpec spec;
+  spec.letterbox = true;
+  spec.pad_rgb = {114.f, 114.f, 114.f};
+  auto pre = make_cpu_preprocessor(spec);
+  for (PixelFormat format : {PixelFormat::kRGB, PixelFormat::kI420, PixelFormat::kNV12}) {
+    for (Orientation o : {Orientation::kAsStored, Orientation::kRotate90, Orientation::kFlipHorizontal}) {
+      TestFrame f = random_frame(format, 320, 240, 13);
+      f.info.orientation = o;
+      for (const std::array<uint32_t, 4>& crop : {std::array<uint32_t, 4>{0, 0, 0, 0},
+                                                  std::array<uint32_t, 4>{10, 20, 101, 77}}) {
+        TestFrame a_frame = f, b_frame = physically_turned(f);
+        a_frame.info.crop = b_frame.info.crop = crop;
+        std::vector<float> a(spec.output_info().elements()), b(a.size());
+        ASSERT_TRUE(pre->run(a_frame.view(), reinterpret_cast<std::byte*>(a.data())).ok());
+        ASSERT_TRUE(pre->run(b_frame.view(), reinterpret_cast<std::byte*>(b.data())).ok());
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << pixel_format_name(format) << ", " << orientation_name(o) << ", crop " << crop[2];
+      }
+    }
+  }
+}
+
 // ingest.orientation: a frame that says how to turn it (a phone's portrait video, stored sideways) is
 // preprocessed, to the bit, as the picture turned that way would be, in every orientation and format,
 // whole and with a crop of the upright picture; nothing is copied to turn it. Its crop is checked

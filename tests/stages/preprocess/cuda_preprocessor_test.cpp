@@ -138,8 +138,7 @@ TEST_F(CudaPreprocessor, ABatchOfMixedFramesInOneLaunchMatchesTheCpuFrameByFrame
 }
 
 // `frames` preprocessed by the kernel in one launch, each as the CPU preprocesses it (within 1e-3).
-void expect_one_launch_matches_the_cpu(const std::vector<Frame>& frames) {
-  PreprocessSpec spec;
+void expect_one_launch_matches_the_cpu(const std::vector<Frame>& frames, const PreprocessSpec& spec = {}) {
   auto cuda = make_cuda_preprocessor(spec);
   ASSERT_TRUE(cuda.ok()) << cuda.status().message();
   HostBatch batch = host_batch(frames, spec);
@@ -191,6 +190,24 @@ TEST_F(CudaPreprocessor, OneFieldOfInterlacedFramesMatchesTheCpu) {
       }
     }
     expect_one_launch_matches_the_cpu(frames);
+  }
+}
+
+// preprocess.resize: letterbox: each frame's rectangle (its own shape: wide, tall, square, cropped,
+// turned a quarter) and the pad colour around it, in one launch, as the CPU writes them, either order.
+TEST_F(CudaPreprocessor, LetterboxedFramesInOneLaunchMatchTheCpu) {
+  for (bool bgr : {false, true}) {
+    std::vector<Frame> frames = {random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kI420, 640, 480),
+                                 random_frame(PixelFormat::kRGB, 223, 301), random_frame(PixelFormat::kNV12, 224, 224),
+                                 random_frame(PixelFormat::kNV12, 1920, 1080), random_frame(PixelFormat::kI420, 1280, 720)};
+    frames[1].info.crop = {11, 21, 301, 157};
+    frames[4].info.orientation = Orientation::kRotate90;  // 1080 wide, 1920 high as shown
+    frames[5].info.crop = {960, 0, 320, 720};
+    PreprocessSpec spec;
+    spec.letterbox = true;
+    spec.pad_rgb = {114.f, 20.f, 250.f};
+    spec.bgr = bgr;
+    expect_one_launch_matches_the_cpu(frames, spec);
   }
 }
 

@@ -38,24 +38,39 @@ TEST(PreprocessStage, FrameBecomesATensorWithTheSameEnvelope) {
   EXPECT_TRUE(t.error.empty());
 }
 
+// A 300x100 RGB frame whose thirds are red, green and blue, from left to right.
+Message thirds_frame() {
+  Message frame = rgb_frame(0, 300, 100);
+  auto* px = reinterpret_cast<uint8_t*>(frame.payload.data());
+  std::memset(px, 0, frame.payload.size());
+  for (uint32_t y = 0; y < 100; ++y) {
+    for (uint32_t x = 0; x < 300; ++x) px[(y * 300 + x) * 3 + x / 100] = 255;
+  }
+  return frame;
+}
+
+// thirds_frame's 224x224 float32 tensor from a preprocess stage opened with `config`; empty when the
+// stage did not give one.
+std::vector<float> thirds_tensor(const Config& config) {
+  PreprocessStage stage;
+  CollectingEmitter out;
+  if (!stage.open(StageContext{config}).ok() || !stage.process(thirds_frame(), out).ok() || out.messages.size() != 1 ||
+      out.messages[0].tensor != TensorInfo{DType::kFloat32, 3, 224, 224}) {
+    return {};
+  }
+  const auto* t = reinterpret_cast<const float*>(out.messages[0].payload.data());
+  return std::vector<float>(t, t + size_t{3} * 224 * 224);
+}
+
 // preprocess.resize: center_crop keeps the middle square of a 3:1 frame whose thirds are red, green
 // and blue: its tensor is green everywhere; stretch (the default) sees the red third at the left.
 TEST(PreprocessStage, CenterCropKeepsTheMiddleOfTheFrameInTheTensorsShape) {
   for (const std::string resize : {"stretch", "center_crop"}) {
     Config config = testing::test_config();
     config.preprocess.resize = resize;
-    PreprocessStage stage;
-    ASSERT_TRUE(stage.open(StageContext{config}).ok());
-    Message frame = rgb_frame(0, 300, 100);
-    auto* px = reinterpret_cast<uint8_t*>(frame.payload.data());
-    std::memset(px, 0, frame.payload.size());
-    for (uint32_t y = 0; y < 100; ++y) {
-      for (uint32_t x = 0; x < 300; ++x) px[(y * 300 + x) * 3 + x / 100] = 255;  // red | green | blue
-    }
-    CollectingEmitter out;
-    ASSERT_TRUE(stage.process(std::move(frame), out).ok());
-    ASSERT_EQ(out.messages.size(), 1u);
-    const auto* t = reinterpret_cast<const float*>(out.messages[0].payload.data());
+    const std::vector<float> tensor = thirds_tensor(config);
+    ASSERT_EQ(tensor.size(), size_t{3} * 224 * 224);
+    const float* t = tensor.data();
     const size_t plane = 224 * 224;
     const float red_full = (1 - config.preprocess.mean[0]) / config.preprocess.std[0];
     const float green_full = (1 - config.preprocess.mean[1]) / config.preprocess.std[1];
@@ -68,7 +83,32 @@ TEST(PreprocessStage, CenterCropKeepsTheMiddleOfTheFrameInTheTensorsShape) {
       EXPECT_NEAR(t[0], red_full, 1e-4);            // the left third is red
       EXPECT_NEAR(t[plane + 112], green_full, 1e-4);  // the middle green
     }
-    EXPECT_EQ(out.messages[0].tensor, (TensorInfo{DType::kFloat32, 3, 224, 224}));
+  }
+}
+
+// preprocess.resize: letterbox keeps all of the same 3:1 frame, its shape too: a band 75 rows high
+// (224 / 3) in the middle, red, green and blue from left to right, and preprocess.pad_color above and
+// below it.
+TEST(PreprocessStage, LetterboxKeepsTheWholeFrameAndItsShapeWithThePadColourAround) {
+  Config config = testing::test_config();
+  config.preprocess.resize = "letterbox";
+  config.preprocess.pad_color = {114, 114, 114};
+  const std::vector<float> tensor = thirds_tensor(config);
+  ASSERT_EQ(tensor.size(), size_t{3} * 224 * 224);
+  const float* t = tensor.data();
+  const size_t plane = 224 * 224;
+  auto at = [&](int c, size_t x, size_t y) { return t[c * plane + y * 224 + x]; };
+  auto level = [&](int c, float v) { return (v / 255.f - config.preprocess.mean[c]) / config.preprocess.std[c]; };
+  for (int c = 0; c < 3; ++c) {
+    for (size_t y : {size_t{0}, size_t{73}, size_t{149}, size_t{223}}) {  // the margins, above and below
+      for (size_t x : {size_t{0}, size_t{112}, size_t{223}}) EXPECT_NEAR(at(c, x, y), level(c, 114), 1e-4) << c << " " << x << "," << y;
+    }
+  }
+  for (size_t y : {size_t{74}, size_t{111}, size_t{148}}) {  // the band: the frame's three colours
+    EXPECT_NEAR(at(0, 10, y), level(0, 255), 1e-4) << y;
+    EXPECT_NEAR(at(1, 112, y), level(1, 255), 1e-4) << y;
+    EXPECT_NEAR(at(2, 213, y), level(2, 255), 1e-4) << y;
+    EXPECT_NEAR(at(1, 10, y), level(1, 0), 1e-4) << y;
   }
 }
 
