@@ -73,8 +73,8 @@ FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_
 
 // Where a region of `region_width` x `region_height` lands in an `out_width` x `out_height` tensor
 // (preprocess.resize: letterbox): as large as fits with its shape kept (the other side rounded to the
-// nearest pixel, at least 1), centred (the odd pixel of the margin after it). Without letterbox the
-// whole tensor.
+// nearest pixel, at least 1), centred (the odd pixel of the margin after it). An empty region or
+// tensor gives the whole tensor.
 FrameInfo::Region letterbox_rect(uint32_t region_width, uint32_t region_height, uint32_t out_width,
                                  uint32_t out_height);
 // Where `spec` writes a frame whose region is `region`: letterbox_rect, or the whole tensor.
