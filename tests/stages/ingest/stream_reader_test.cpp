@@ -1958,12 +1958,18 @@ TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
 
 // A live camera read key frames only sends a frame to classify every key frame interval (0.5 s here),
 // longer than its stall timeout (0.3 s); its compressed frames keep arriving, so it is not stalled:
-// it is never reconnected (each reconnection would wait for a key frame again, and a camera whose key
-// frames are further apart than the timeout would never give one).
+// it is never reconnected once its frames flow (each reconnection would wait for a key frame again, and a
+// camera whose key frames are further apart than the timeout would never give one). Only what follows
+// the first frame counts: the test server's connection and encoder start can take longer than 0.3 s on
+// a loaded machine, and a camera that sends nothing for the stall timeout is rightly reconnected.
 TEST_F(ReconnectTest, AKeyFramesOnlyCameraWhoseKeyFramesAreFurtherApartThanTheStallTimeoutIsNotStalled) {
   const CollectingEmitter out = read_key_frames_only_camera("key-int-max=15", 5);  // a key frame every 0.5 s
   EXPECT_GE(of_kind(out, MessageKind::kFrame).size(), 5u);
-  EXPECT_TRUE(of_kind(out, MessageKind::kStreamReconnecting).empty()) << kinds(out);
+  const auto first_frame = std::find_if(out.messages.begin(), out.messages.end(),
+                                        [](const Message& m) { return m.kind == MessageKind::kFrame; });
+  EXPECT_TRUE(std::none_of(first_frame, out.messages.end(),
+                           [](const Message& m) { return m.kind == MessageKind::kStreamReconnecting; }))
+      << kinds(out);
 }
 
 // But frames that arrive and are never decoded do not keep a camera alive for ever: a camera refreshed
