@@ -1,0 +1,34 @@
+// The config's and the bus's small text formats, each parsed from the same bytes: media times
+// ("1:30:00.000"), TLS fingerprints, host:port, ${NAME} expansion, dates and times, recorded_at's
+// forms and a file name read by a strptime format, picture requests (JSON from publish). Any text
+// gives a value or an error, never a crash; a media time read back from its own text is the same.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "pipeline/config.h"
+#include "pipeline/picture_requests.h"
+#include "pipeline/recorded_at.h"
+#include "tests/fuzz/fuzz_check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  if (auto t = vapipe::parse_media_time(text); t.ok() && *t >= 0) {
+    auto again = vapipe::parse_media_time(vapipe::media_time_text(*t));
+    VAPIPE_FUZZ_CHECK(again.ok(), "a media time's own text parses");
+    VAPIPE_FUZZ_CHECK(*again / 1'000'000 == *t / 1'000'000, "a media time's text keeps its milliseconds");
+  }
+  (void)vapipe::parse_tls_fingerprint(text);
+  std::string host;
+  int port = 0;
+  (void)vapipe::split_host_port(text, &host, &port);
+  (void)vapipe::expand_environment(text);
+  (void)vapipe::parse_date_time(text);
+  (void)vapipe::parse_recorded_at(text);
+  // The first line a strptime format, the rest a file name.
+  if (const size_t newline = text.find('\n'); newline != std::string::npos) {
+    (void)vapipe::time_in_file_name(text.substr(newline + 1), text.substr(0, newline));
+  }
+  (void)vapipe::decode_picture_request(text);
+  return 0;
+}
