@@ -9,17 +9,24 @@ namespace vapipe {
 namespace {
 
 constexpr int64_t kNsPerSecond = 1000000000;
+// Nanoseconds since 1970 in an int64_t reach 2262-04-11; a second less leaves room for a fraction.
+constexpr int64_t kLastSecond = INT64_MAX / kNsPerSecond - 1;
+constexpr const char* kOutsideRange = " (it must lie between 1970 and 2262)";
 
-// A broken-down time read by strptime: local (mktime, TZ) unless it carried its own offset.
+// A broken-down time read by strptime: local (mktime, TZ) unless it carried its own offset. Nothing
+// for a time before 1970 or after 2262 (a year strptime read from digits that were something else).
 std::optional<int64_t> unix_ns_of(std::tm tm, bool zoned, long offset_s) {
+  int64_t seconds = 0;
   if (zoned) {
-    const time_t utc = timegm(&tm);
-    return static_cast<int64_t>(utc - offset_s) * kNsPerSecond;
+    seconds = static_cast<int64_t>(timegm(&tm)) - offset_s;
+  } else {
+    tm.tm_isdst = -1;  // whether summer time held then: mktime finds out
+    const time_t local = mktime(&tm);
+    if (local == static_cast<time_t>(-1)) return std::nullopt;
+    seconds = local;
   }
-  tm.tm_isdst = -1;  // whether summer time held then: mktime finds out
-  const time_t local = mktime(&tm);
-  if (local == static_cast<time_t>(-1)) return std::nullopt;
-  return static_cast<int64_t>(local) * kNsPerSecond;
+  if (seconds < 0 || seconds > kLastSecond) return std::nullopt;
+  return seconds * kNsPerSecond;
 }
 
 }  // namespace
@@ -65,7 +72,7 @@ Result<int64_t> parse_date_time(const std::string& text) {
   }
   if (*rest != '\0') return InvalidArgument(expected);
   const std::optional<int64_t> ns = unix_ns_of(tm, zoned, offset_s);
-  if (!ns || *ns < 0) return InvalidArgument(expected + " (before 1970)");
+  if (!ns) return InvalidArgument(expected + kOutsideRange);
   return *ns + fraction_ns;
 }
 
@@ -107,7 +114,7 @@ std::optional<int64_t> time_in_file_name(const std::string& path, const std::str
       if (auto ns = unix_ns_of(tm, false, 0)) return ns;
       continue;
     }
-    if (auto ns = unix_ns_of(tm, zoned, zoned ? tm.tm_gmtoff : 0); ns && *ns >= 0) return ns;
+    if (auto ns = unix_ns_of(tm, zoned, zoned ? tm.tm_gmtoff : 0)) return ns;
   }
   return std::nullopt;
 }

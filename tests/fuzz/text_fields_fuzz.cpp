@@ -1,7 +1,8 @@
 // The config's and the bus's small text formats, each parsed from the same bytes: media times
 // ("1:30:00.000"), TLS fingerprints, host:port, ${NAME} expansion, dates and times, recorded_at's
 // forms and a file name read by a strptime format, picture requests (JSON from publish). Any text
-// gives a value or an error, never a crash; a media time read back from its own text is the same.
+// gives a value or an error, never a crash; a media time read back from its own text is the same to the
+// nearest millisecond.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto t = vapipe::parse_media_time(text); t.ok() && *t >= 0) {
     auto again = vapipe::parse_media_time(vapipe::media_time_text(*t));
     VAPIPE_FUZZ_CHECK(again.ok(), "a media time's own text parses");
-    VAPIPE_FUZZ_CHECK(*again / 1'000'000 == *t / 1'000'000, "a media time's text keeps its milliseconds");
+    VAPIPE_FUZZ_CHECK(*again - *t <= 500'000 && *t - *again <= 500'000, "a media time's text is it to the millisecond");
   }
   (void)vapipe::parse_tls_fingerprint(text);
   std::string host;

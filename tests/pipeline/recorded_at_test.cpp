@@ -70,6 +70,21 @@ TEST(RecordedAt, TheTimeARecordersFileNameHolds) {
   EXPECT_EQ(time_in_file_name("holiday.mp4", "%Y%m%d%H%M%S"), std::nullopt);
 }
 
+// Digits of a name that are something else read as a year: before 1970, or past what nanoseconds since
+// 1970 hold (2262), they are not a time (found by tools/fuzz.sh: year 0 overflowed the nanoseconds).
+TEST(RecordedAt, AYearOutsideWhatNanosecondsHoldIsNoTime) {
+  LocalZone zone("UTC0");
+  EXPECT_EQ(time_in_file_name("ch00_000003411320.mp4", "%Y%m%d%H%M%S"), std::nullopt);
+  EXPECT_EQ(time_in_file_name("ch00_99991231235959.mp4", "%Y%m%d%H%M%S"), std::nullopt);
+  EXPECT_EQ(time_in_file_name("ch00_22620411235959.mp4", "%Y%m%d%H%M%S"), std::nullopt);  // past 23:47:16
+  EXPECT_EQ(time_in_file_name("ch00_22620411000000.mp4", "%Y%m%d%H%M%S"), int64_t{9223286400} * kS);
+  for (const char* far : {"0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2300-01-01T00:00:00+01:00"}) {
+    const auto r = parse_date_time(far);
+    ASSERT_FALSE(r.ok()) << far;
+    EXPECT_NE(r.status().message().find("between 1970 and 2262"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(RecordedAt, LocalTimeTextSaysItsOffset) {
   LocalZone zone("CET-1CEST,M3.5.0,M10.5.0/3");
   EXPECT_EQ(local_time_text(k20261130T143000Z * kS), "2026-11-30 15:30:00 +0100");
