@@ -81,6 +81,10 @@ class WatchedFolder(E2ETest):
         nvr = os.path.join(self.dir, "nvr")
         os.makedirs(os.path.join(nvr, "day1"))
         shutil.copyfile(self.clip("a.mp4", "ball", 20), os.path.join(nvr, "day1", "a.mp4"))
+        # Modified 2 s from now, as a recorder keeps touching its file: unsettled when the job starts
+        # however long that takes on a loaded machine (settle_s 1 from the copy alone was not always).
+        later = time.time() + 2
+        os.utime(os.path.join(nvr, "day1", "a.mp4"), (later, later))
         smpte = self.clip("b.mp4", "smpte", 30)
         metrics = f"127.0.0.1:{free_port()}"
         config, _ = write_config(self.dir, [{"glob": "nvr/**/*.mp4", "watch_s": 0.3, "settle_s": 1}],
