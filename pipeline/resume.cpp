@@ -42,6 +42,12 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   return p;
 }
 
+// A results line's text field; empty when missing or not text.
+std::string text_field(const nlohmann::json& payload, const char* key) {
+  const auto it = payload.find(key);
+  return it != payload.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 Result<ResumePlan> read_resume_plan(const Config& config) {
@@ -104,7 +110,11 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
       StreamProgress& s = it != plan.streams.end() ? it->second : plan.departed[id];
       if (it != plan.streams.end()) config_stream_in_file = true;
       if (result) {
-        const uint64_t seq = payload.value("seq", UINT64_MAX);
+        if (!payload.contains("seq") || !payload["seq"].is_number_unsigned()) {
+          cut("a result without its frame number (seq)");  // not a line vapipe wrote: a damaged file
+          break;
+        }
+        const uint64_t seq = payload["seq"].get<uint64_t>();
         if (seq != s.results) {
           return FailedPrecondition(where + ": stream '" + id + "': result for frame " + std::to_string(seq) +
                                     " where frame " + std::to_string(s.results) +
@@ -122,8 +132,9 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
           ++s.labels[payload["label"].get<std::string>()];
         }
       } else {
-        const std::string kind = payload.value("event", "");
-        const std::string message = payload.value("message", "");
+        // Fields of another type than vapipe writes (a damaged line) read as missing, never throw.
+        const std::string kind = text_field(payload, "event");
+        const std::string message = text_field(payload, "message");
         if (kind == "eos" && message == kStoppedReason) {
           cut("stream '" + id + "' was stopped there");
           break;

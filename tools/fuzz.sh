@@ -15,7 +15,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${VAPIPE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 shift || true
-all=(wire h26x_access_unit onvif_xml container_end config text_fields results_lines)
+all=(wire h26x_access_unit onvif_xml container_end config text_fields results_lines resume_plan operator_files)
 targets=("${@:-${all[@]}}")
 [[ ${#targets[@]} -eq 0 || -z ${targets[0]} ]] && targets=("${all[@]}")
 for tool in clang clang++; do

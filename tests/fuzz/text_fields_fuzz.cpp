@@ -1,6 +1,7 @@
 // The config's and the bus's small text formats, each parsed from the same bytes: media times
 // ("1:30:00.000"), TLS fingerprints, host:port, ${NAME} expansion, dates and times, recorded_at's
-// forms and a file name read by a strptime format, picture requests (JSON from publish). Any text
+// forms and a file name read by a strptime format, picture requests (JSON from publish), a URI's host
+// and port (ingest's own connection to a camera). Any text
 // gives a value or an error, never a crash; a media time read back from its own text is the same to the
 // nearest millisecond.
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include "pipeline/config.h"
 #include "pipeline/picture_requests.h"
 #include "pipeline/recorded_at.h"
+#include "stages/ingest/network_reachability.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -31,5 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)vapipe::time_in_file_name(text.substr(newline + 1), text.substr(0, newline));
   }
   (void)vapipe::decode_picture_request(text);
+  if (auto authority = vapipe::uri_authority(text)) {
+    VAPIPE_FUZZ_CHECK(!authority->host.empty() && authority->port > 0, "a URI's authority has a host and a port");
+  }
   return 0;
 }

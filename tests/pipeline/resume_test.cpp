@@ -72,6 +72,27 @@ TEST_F(ResumePlanTest, ACrashedRunIsKeptUpToItsLastCompleteLine) {
 
 // A run stopped by a signal ends its streams as "stopped" and writes a summary: neither is the end of
 // the job, so the file is cut at the first of them, and what came after is redone.
+// A damaged disk or a hand edit: a JSON line whose fields have other types than vapipe writes is cut
+// there like any line that is not the job's (it used to throw out of the reader, ending vapipe run
+// with an uncaught exception; found by tools/fuzz.sh).
+TEST_F(ResumePlanTest, ALineWithFieldsOfAnotherTypeIsCutThereAndThrowsNothing) {
+  const std::string kept = event("a", "started") + result("a", 0) +
+                           "{\"topic\":\"events/b\",\"payload\":{\"event\":7,\"message\":[1]}}\n";
+  for (const std::string& damaged : {std::string("{\"topic\":\"results/a\",\"payload\":{\"seq\":\"1\"}}\n"),
+                                     std::string("{\"topic\":\"results/a\",\"payload\":{\"seq\":-1}}\n"),
+                                     std::string("{\"topic\":\"results/a\",\"payload\":{}}\n")}) {
+    write(kept + damaged + result("a", 1));
+    auto plan = read_resume_plan(config_);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->keep_bytes, kept.size()) << damaged;
+    EXPECT_EQ(plan->streams.at("a").results, 1u);
+    EXPECT_EQ(plan->streams.at("b").ended, "");  // an event named by a number is no end
+    EXPECT_EQ(plan->cut_lines, 2u);
+    EXPECT_NE(plan->cut_reason.find("results.jsonl:4: a result without its frame number (seq)"), std::string::npos)
+        << plan->cut_reason;
+  }
+}
+
 TEST_F(ResumePlanTest, AStoppedRunIsCutAtItsFirstStoppedStream) {
   const std::string kept = event("a", "started") + result("a", 0) + event("b", "error", "file /x.mp4 does not exist");
   write(kept + event("a", "eos", "stopped") + result("a", 1) + "{\"topic\":\"job/summary\",\"payload\":{}}\n");
