@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/config.h"
+#include "pipeline/json_fields.h"
 
 namespace vapipe::cli {
 
@@ -45,7 +46,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   };
   std::map<std::string, std::vector<LivePicture>> live_pictures;
   auto take_picture = [&](const std::string& topic, const nlohmann::json& g) {
-    if (g.is_object() && g.value("event", "") == "picture" && g.contains("picture") && g["picture"].is_string() &&
+    if (text_field(g, "event") == "picture" && g.contains("picture") && g["picture"].is_string() &&
         g.contains("label") && g["label"].is_string() && g.contains("start_seq") && g["start_seq"].is_number_unsigned()) {
       live_pictures[topic.substr(9)].push_back(
           {g["label"].get<std::string>(), g["start_seq"].get<uint64_t>(), g["picture"].get<std::string>()});
@@ -131,7 +132,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         const nlohmann::json& e = j["payload"];
         StreamView& view = views[topic.substr(7)];
         if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
-        if (e.value("event", "") == "started") {
+        if (text_field(e, "event") == "started") {
           view.roi = {0, 0, 1, 1};
           const nlohmann::json* roi = e.contains("roi") ? &e["roi"] : nullptr;
           if (roi && roi->is_array() && roi->size() == 4 &&
@@ -167,7 +168,11 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         const std::string label = p["label"].get<std::string>();
         if (score >= options.min_score_for(label)) on_frame.emplace(label, score);
       }
-      const uint64_t seq = p.value("seq", uint64_t{0});
+      const std::optional<uint64_t> frame = count_field(p, "seq");
+      if (!frame) {
+        return InvalidArgument(name + ":" + std::to_string(number) + ": a result without its frame number (seq)");
+      }
+      const uint64_t seq = *frame;
       const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
       auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
       const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");

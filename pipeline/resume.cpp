@@ -1,5 +1,6 @@
 #include "pipeline/resume.h"
 
+#include "pipeline/json_fields.h"
 #include "pipeline/message.h"
 
 #include <nlohmann/json.hpp>
@@ -40,12 +41,6 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
     for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
   }
   return p;
-}
-
-// A results line's text field; empty when missing or not text.
-std::string text_field(const nlohmann::json& payload, const char* key) {
-  const auto it = payload.find(key);
-  return it != payload.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -110,11 +105,12 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
       StreamProgress& s = it != plan.streams.end() ? it->second : plan.departed[id];
       if (it != plan.streams.end()) config_stream_in_file = true;
       if (result) {
-        if (!payload.contains("seq") || !payload["seq"].is_number_unsigned()) {
+        const std::optional<uint64_t> frame = count_field(payload, "seq");
+        if (!frame) {
           cut("a result without its frame number (seq)");  // not a line vapipe wrote: a damaged file
           break;
         }
-        const uint64_t seq = payload["seq"].get<uint64_t>();
+        const uint64_t seq = *frame;
         if (seq != s.results) {
           return FailedPrecondition(where + ": stream '" + id + "': result for frame " + std::to_string(seq) +
                                     " where frame " + std::to_string(s.results) +

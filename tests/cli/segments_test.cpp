@@ -345,6 +345,25 @@ TEST(Segments, AFileBeingWrittenIsReadUpToItsLastWholeLineAndABadLineIsNamed) {
       << r.status().message();
 }
 
+// Lines that are JSON but whose fields have other types than vapipe writes (a damaged disk, a hand
+// edit): an event named by a number is no event; a result without a frame number is named. Before,
+// nlohmann's type_error ended `vapipe segments` with "unexpected error" (found by tools/fuzz.sh).
+TEST(Segments, FieldsOfAnotherTypeAreNoEventAndAResultWithoutItsFrameNumberIsNamed) {
+  const std::string odd_event = "{\"topic\":\"events/a\",\"payload\":{\"event\":7,\"roi\":[0,0,1,1]}}\n";
+  const std::string odd_picture = "{\"topic\":\"segments/a\",\"payload\":{\"event\":[\"picture\"]}}\n";
+  const std::vector<Segment> s = segments_of(odd_event + odd_picture + result("a", 0, "car") + result("a", 1, "car"));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].frames, 2u);
+  for (const char* seq : {"\"2\"", "-1", "2.5", "null"}) {
+    std::istringstream bad(result("a", 0, "car") + result("a", 1, "car") +
+                           "{\"topic\":\"results/a\",\"payload\":{\"seq\":" + seq + ",\"label\":\"car\"}}\n");
+    auto r = read_segments(bad, "results.jsonl", {});
+    ASSERT_FALSE(r.ok()) << seq;
+    EXPECT_NE(r.status().message().find("results.jsonl:3: a result without its frame number (seq)"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 // A live job's results files named by the date, read as one in order: a run that goes on past
 // midnight is one segment; a bad line is named by its own file and line.
 TEST(Segments, SeveralFilesAreReadAsOneInOrder) {
