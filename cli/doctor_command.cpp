@@ -159,6 +159,11 @@ std::vector<CheckResult> check_gpus(const GpuRuntime& gpus) {
 
 CheckResult check_libtorch(const TorchRuntimeInfo& torch, const GpuRuntime& gpus) {
   const std::string name = "libtorch";
+  if (torch.version.empty()) {  // its plugin did not load (stages/infer/torch_plugin.h): nothing can classify
+    return fail(name, "LibTorch is not loaded: " + torch.error,
+                "install libvapipe_torch.so with vapipe (cmake --install puts it in lib/vapipe/), or name it in "
+                "VAPIPE_TORCH_PLUGIN");
+  }
   std::string found = "LibTorch " + torch.version;
   if (!torch.built_with_cuda) {
     found += ", CPU only";
@@ -187,7 +192,7 @@ CheckResult check_libtorch(const TorchRuntimeInfo& torch, const GpuRuntime& gpus
   }
   if (!torch.cuda_available && gpu_count > 0) {
     return fail(name, found + ", though the CUDA runtime lists " + std::to_string(gpu_count) + ": inference would run on CPU",
-                "check CUDA_VISIBLE_DEVICES, and that vapipe links LibTorch's libtorch_cuda.so (ldd vapipe)");
+                "check CUDA_VISIBLE_DEVICES, and that LibTorch's plugin links libtorch_cuda.so (ldd libvapipe_torch.so, beside vapipe)");
   }
   if (!torch.cuda_available) return ok(name, found + "; no GPU, so inference runs on CPU");
   return ok(name, found);

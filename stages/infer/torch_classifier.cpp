@@ -24,10 +24,11 @@
 #include "pipeline/log_text.h"  // not logging.h: spdlog and LibTorch 2.x carry different fmt versions
 #include "stages/infer/auto_batch.h"
 #include "stages/infer/classifier.h"
+#include "stages/infer/torch_plugin.h"
 
 namespace vapipe {
 
-std::string torch_version() { return TORCH_VERSION; }
+std::string libtorch::version() { return TORCH_VERSION; }
 
 namespace {
 
@@ -505,7 +506,7 @@ std::string not_torchscript_hint(const std::string& path, const std::string& err
 
 }  // namespace
 
-Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options) {
+Result<std::unique_ptr<Classifier>> libtorch::load_classifier(const ClassifierOptions& options) {
   const std::string& path = options.model_path;
   if (!std::filesystem::exists(path)) return NotFound("model " + path + ": file not found");
   // LibTorch's own default was 1 thread on the 2-core development VMs (it counts physical cores):

@@ -1,6 +1,7 @@
 // The second translation unit that includes LibTorch (see torch_classifier.cpp): only what compiles
 // against both Debian's LibTorch 1.13 (CPU) and PyTorch 2.x's LibTorch (CUDA).
 #include "stages/infer/torch_runtime_info.h"
+#include "stages/infer/torch_plugin.h"
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -25,7 +26,7 @@ void query(const char* what, TorchRuntimeInfo& info, Fn&& fn) {
 
 }  // namespace
 
-TorchRuntimeInfo torch_runtime_info() {
+TorchRuntimeInfo libtorch::runtime_info() {
   TorchRuntimeInfo info;
   info.version = TORCH_VERSION;
   const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();

@@ -144,6 +144,15 @@ TEST(DoctorLibTorch, ThisMachinesLibTorchAnswersEveryQuery) {
   EXPECT_NE(r.status, CheckStatus::kFail) << r.detail;
 }
 
+TEST(DoctorLibTorch, APluginThatDoesNotLoadFailsSayingWhy) {
+  TorchRuntimeInfo missing;  // as torch_runtime_info() answers when the plugin is not found
+  missing.error = "LibTorch's plugin libvapipe_torch.so is not installed beside vapipe (looked at /opt/bin/...)";
+  CheckResult r = check_libtorch(missing, GpuRuntime{});
+  EXPECT_EQ(r.status, CheckStatus::kFail);
+  EXPECT_TRUE(Contains(r.detail, "LibTorch is not loaded: LibTorch's plugin libvapipe_torch.so is not installed"));
+  EXPECT_TRUE(Contains(r.fix, "VAPIPE_TORCH_PLUGIN"));
+}
+
 TEST(DoctorLibTorch, CudaNewerThanTheDriverFails) {
   CheckResult r = check_libtorch(cuda_torch(13000, false), gpu_machine(12040, 12040));
   EXPECT_EQ(r.status, CheckStatus::kFail);
