@@ -3,12 +3,14 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 
 #include "pipeline/log_text.h"
+#include "pipeline/logging.h"
 #include "stages/infer/torch_plugin.h"
 
 namespace vapipe {
@@ -35,6 +37,7 @@ LoadedPlugin load_plugin() {
       continue;
     }
     // RTLD_LOCAL: LibTorch's symbols stay the plugin's; the plugin is never unloaded.
+    const auto start = std::chrono::steady_clock::now();
     void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       loaded.error = "LibTorch's plugin " + candidate + " does not load: " + dlerror();
@@ -53,6 +56,8 @@ LoadedPlugin load_plugin() {
       return loaded;
     }
     loaded.plugin = plugin;
+    VAPIPE_LOG_INFO("LibTorch {} from {} (loaded in {:.2f} s)", plugin->version(), candidate,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return loaded;
   }
   loaded.error = std::string("LibTorch's plugin ") + kTorchPluginFile + " is not installed beside vapipe (looked at " +
