@@ -215,7 +215,7 @@ int stage_command(const std::vector<std::string>& args) {
       // LibTorch loads here, before the stage opens, so that open's time (the watchdog's measure of the
       // model's slowest work, 10 x the load and warm-up) is the model's and not the library's (0.5 to 1 s
       // more, which made a 2 s job.stage_timeout_s 10 s). A plugin that does not load fails open, naming why.
-      (void)load_torch_plugin();
+      if (auto torch = load_torch_plugin(); torch.ok()) VAPIPE_LOG_INFO("infer: {}", *torch);
       InferStage stage;
       status = run_stage(stage, *config, layout, &lane, flags);
       break;

@@ -190,7 +190,7 @@ else
   done
   if [[ -n ${last_log:-} ]]; then
     summary "stage time in $(basename "$last_log"):"
-    grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded|run without CUDA graphs)|ingest lane [0-9]+: ([0-9]+ streams in|streams start after)|LibTorch .* from .* \(loaded in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-320 | tee -a "$OUT/summary.txt"
+    grep -E 'done: .* busy|infer: [0-9]+ batches|infer: batches (ran at|padded|run without CUDA graphs)|ingest lane [0-9]+: ([0-9]+ streams in|streams start after)|infer: LibTorch .* from .* \(loaded in' "$last_log" | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-320 | tee -a "$OUT/summary.txt"
   fi
   # The same end to end with one setting changed, to compare: without CUDA graphs (one launch per layer,
   # as before 2026-11-30); every batch at its own size instead of padded to fixed sizes (which also

@@ -5,12 +5,12 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 
 #include "pipeline/log_text.h"
-#include "pipeline/logging.h"
 #include "stages/infer/torch_plugin.h"
 
 namespace vapipe {
@@ -18,7 +18,8 @@ namespace {
 
 struct LoadedPlugin {
   const TorchPlugin* plugin = nullptr;
-  std::string error;  // why there is none
+  std::string description;  // which LibTorch, from where, loaded in how long
+  std::string error;        // why there is none
 };
 
 std::string executable_dir() {
@@ -56,8 +57,10 @@ LoadedPlugin load_plugin() {
       return loaded;
     }
     loaded.plugin = plugin;
-    VAPIPE_LOG_INFO("LibTorch {} from {} (loaded in {:.2f} s)", plugin->version(), candidate,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.2f",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    loaded.description = "LibTorch " + plugin->version() + " from " + candidate + " (loaded in " + seconds + " s)";
     return loaded;
   }
   loaded.error = std::string("LibTorch's plugin ") + kTorchPluginFile + " is not installed beside vapipe (looked at " +
@@ -84,9 +87,10 @@ std::vector<std::string> torch_plugin_candidates(const std::string& exe_dir, con
   return candidates;
 }
 
-Status load_torch_plugin() {
+Result<std::string> load_torch_plugin() {
   const LoadedPlugin& p = plugin();
-  return p.plugin ? Status::Ok() : FailedPrecondition(p.error);
+  if (!p.plugin) return FailedPrecondition(p.error);
+  return p.description;
 }
 
 Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options) {

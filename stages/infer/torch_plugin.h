@@ -43,9 +43,10 @@ inline constexpr const char* kTorchPluginFile = "libvapipe_torch.so";
 // Names the plugin file to load instead of looking for it (next to the binary, then ../lib/vapipe/).
 inline constexpr const char* kTorchPluginEnv = "VAPIPE_TORCH_PLUGIN";
 
-// Loads the plugin now, if it is not loaded yet (every call below loads it on first use otherwise);
-// the error says why it cannot be, and every later call gives the same.
-Status load_torch_plugin();
+// Loads the plugin now, if it is not loaded yet (every call below loads it on first use otherwise):
+// "LibTorch 1.13.0 from PATH (loaded in 0.66 s)", for a log line; the error says why it cannot be
+// loaded, and every later call gives the same.
+Result<std::string> load_torch_plugin();
 
 // Where the loader looks, in order, for a binary at `exe_dir`: $VAPIPE_TORCH_PLUGIN (alone, when set),
 // exe_dir/libvapipe_torch.so, exe_dir/../lib/vapipe/libvapipe_torch.so, and the build tree's plugin.

@@ -64,11 +64,12 @@ class LiveRtsp(E2ETest):
         self.assertGreaterEqual(len(gate), 4)
         self.assertEqual([r["seq"] for r in gate], list(range(len(gate))))
         self.assertTrue(all(r["label"] == "smpte" for r in gate), [r["label"] for r in gate])
-        # The median gap, not the mean: the shared stream may carry an extra key frame where a client
-        # joins it (one 28 ms after the one before was seen once in [391, 28, 453]); every frame decoded
-        # would make every gap 33 ms.
+        # Key frames, not every frame (which would make every gap 33 ms). The median gap, above 250 ms
+        # rather than near the encoder's 500: the shared stream carries an extra key frame where a client
+        # joins it, and the encoder counts its interval afresh from there (seen: [391, 28, 453] and
+        # [62, 398, 457]).
         gaps = sorted(b["pts_ms"] - a["pts_ms"] for a, b in zip(gate, gate[1:]))
-        self.assertGreater(gaps[len(gaps) // 2], 400, f"key frames 0.5 s apart, not every frame: {gaps}")
+        self.assertGreater(gaps[len(gaps) // 2], 250, f"key frames 0.5 s apart, not every frame: {gaps}")
         for sid, (pattern, uri) in cams.items():
             got = results.get(sid, [])
             self.assertGreaterEqual(len(got), 30, f"camera {sid}")
