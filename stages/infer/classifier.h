@@ -89,7 +89,5 @@ class Classifier {
 // does not load or does not map [N, C, H, W] to [N, classes] is an error naming the file.
 Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const ClassifierOptions& options);
 
-// The LibTorch version this binary was built with (for `vapipe doctor` and logs).
-std::string torch_version();
 
 }  // namespace vapipe

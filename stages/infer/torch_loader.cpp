@@ -99,11 +99,6 @@ Result<std::unique_ptr<Classifier>> load_torchscript_classifier(const Classifier
   return p.plugin->load_classifier(options);
 }
 
-std::string torch_version() {
-  const LoadedPlugin& p = plugin();
-  return p.plugin ? p.plugin->version() : "none (" + p.error + ")";
-}
-
 TorchRuntimeInfo torch_runtime_info() {
   const LoadedPlugin& p = plugin();
   if (p.plugin) return p.plugin->runtime_info();

@@ -1,14 +1,13 @@
 // LibTorch lives in a plugin, libvapipe_torch.so, loaded only by the processes that classify: the
 // infer stage, `vapipe bench infer|per-frame`, `vapipe doctor`. Linked into every process, Debian's
-// LibTorch (287 shared libraries) cost each one about 0.55 s of CPU and some 100 MB of memory at start,
+// LibTorch (287 shared libraries) cost each one about 0.67 s of CPU and 140 MB of memory at start,
 // before main: ingest, preprocess, batch, publish, `vapipe run`, `sub`, `status` and the rest never
-// use it. The host side (torch_loader.cpp, no LibTorch headers) finds the plugin, checks that it was
-// built with this binary, and forwards load_torchscript_classifier, torch_version and
+// use it (docs/benchmarks.md). The host side (torch_loader.cpp, no LibTorch headers) finds the plugin,
+// checks that it was built with this binary, and forwards load_torchscript_classifier and
 // torch_runtime_info to it; the plugin (torch_classifier.cpp, torch_runtime_info.cpp,
 // torch_plugin.cpp) implements them in namespace libtorch.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
