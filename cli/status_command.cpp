@@ -11,27 +11,11 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/status_report.h"
 #include "pipeline/config.h"
 #include "pipeline/supervisor.h"
-#include "stages/publish/metrics.h"
 
 namespace vapipe::cli {
-namespace {
-
-std::string cell(const nlohmann::json& j, const char* key, const char* format) {
-  if (!j.contains(key) || j[key].is_null()) return "-";
-  char buf[64];
-  if (j[key].is_number_integer()) {
-    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(j[key].get<int64_t>()));
-  } else if (j[key].is_number()) {
-    std::snprintf(buf, sizeof buf, format, j[key].get<double>());
-  } else {
-    return j[key].dump();
-  }
-  return buf;
-}
-
-}  // namespace
 
 int status_command(const std::vector<std::string>& args) {
   std::string address, token_file, ca_file, cert_file, key_file;
@@ -117,109 +101,15 @@ int status_command(const std::vector<std::string>& args) {
     return kExitStageFailed;
   }
   if (json) {
-    std::printf("%s\n", h.dump(2).c_str());
+    std::printf("%s\n", h.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
-  if (!h.contains("streams")) {
-    // publish.metrics_token_file set and no token given: only the status is public.
-    std::printf("job is %s (its streams need the metrics token: --token-file FILE)\n",
-                h.value("status", std::string("?")).c_str());
-    return 0;
+  const auto report = status_report(h, url);
+  if (!report.ok()) {
+    std::fprintf(stderr, "vapipe status: %s\n", report.status().message().c_str());
+    return kExitStageFailed;
   }
-  std::string states;
-  size_t total = 0;  // every stream; a job that watches folders lists those that ended long ago no more
-  for (const std::string& state : stream_states()) {  // in their documented order
-    const int n = h["stream_states"].value(state, 0);
-    total += static_cast<size_t>(std::max(0, n));
-    if (n > 0) states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-  }
-  const size_t listed = h["streams"].size();
-  if (listed < total) states += "; " + std::to_string(total - listed) + " that ended over 10 min ago not listed";
-  const std::string detail = states.empty() ? std::string() : " (" + states + ")";
-  std::printf("job '%s' (%s), up %s: %zu streams%s\n", h.value("job", std::string()).c_str(),
-              h.value("mode", std::string()).c_str(), human_duration(h.value("uptime_s", 0.0)).c_str(),
-              std::max(total, listed), detail.c_str());
-  // publish.segments_min_frames: each stream's open segments, and for how long (a last column).
-  const bool segments = std::any_of(h["streams"].begin(), h["streams"].end(),
-                                    [](const nlohmann::json& s) { return s.contains("segments"); });
-  std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s%s\n", "stream", "state", "results", "last result", "dropped",
-              "restarts", "reconnects", "progress", segments ? "  segments" : "");
-  for (const auto& [id, s] : h["streams"].items()) {
-    const std::string age = s.contains("last_result_age_s") && !s["last_result_age_s"].is_null()
-                                ? human_duration(s["last_result_age_s"].get<double>()) + " ago"
-                                : "-";
-    std::string progress = "-";
-    if (s.contains("progress") && !s["progress"].is_null()) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * s["progress"].get<double>());
-      progress = buf;
-    }
-    std::string open;  // "truck for 4 min 10 s, person for 12.0 s", or "-"
-    if (segments) {
-      for (const nlohmann::json& g : s.value("segments", nlohmann::json::array())) {
-        if (!g.is_object()) continue;
-        open += (open.empty() ? "  " : ", ") + g.value("label", std::string("?")) + " for " +
-                human_duration(g.value("for_s", 0.0));
-      }
-      if (open.empty()) open = "  -";
-    }
-    std::printf("  %-24s %-13s %10s %12s %9s %9s %11s %9s%s\n", id.c_str(), s.value("state", std::string()).c_str(),
-                cell(s, "results", "%.0f").c_str(), age.c_str(), cell(s, "dropped", "%.0f").c_str(),
-                cell(s, "restarts", "%.0f").c_str(), cell(s, "reconnects", "%.0f").c_str(), progress.c_str(),
-                open.c_str());
-  }
-  if (h.contains("progress") && !h["progress"].is_null()) {
-    const nlohmann::json& p = h["progress"];
-    std::printf("progress: %.1f%% of %s of media", 100.0 * p.value("ratio", 0.0),
-                human_duration(p.value("media_s", 0.0)).c_str());
-    if (p.contains("eta_s") && !p["eta_s"].is_null()) {
-      std::printf(", about %s left", human_duration(p["eta_s"].get<double>()).c_str());
-    }
-    std::printf("\n");
-  }
-  // A live job goes on while its results file refuses lines (a full disk): say so, it is not on the bus.
-  if (h.contains("results_file") && h["results_file"].is_object()) {
-    const nlohmann::json& f = h["results_file"];
-    const uint64_t lost = f.value("lines_lost", uint64_t{0});
-    const std::string lost_text = lost ? ", " + std::to_string(lost) + " lines lost" : std::string();
-    if (!f.value("writable", true)) {
-      std::printf("results file REFUSES lines for %s: %s; %llu waiting%s\n",
-                  human_duration(f.value("refused_for_s", 0.0)).c_str(), f.value("error", std::string()).c_str(),
-                  static_cast<unsigned long long>(f.value("lines_waiting", uint64_t{0})), lost_text.c_str());
-    } else if (lost) {
-      std::printf("results file %s: %llu lines lost while it refused them\n", f.value("path", std::string()).c_str(),
-                  static_cast<unsigned long long>(lost));
-    }
-  }
-  // A live job's re-read of its config that has run this long: its share does not answer (the job goes
-  // on with its streams meanwhile).
-  if (h.contains("reload_running_s") && h["reload_running_s"].is_number() && h["reload_running_s"].get<double>() >= 5) {
-    std::printf("a reload (SIGHUP) RUNNING FOR %s: its config is still being read (the share does not answer?); "
-                "the streams change when the read ends\n", human_duration(h["reload_running_s"].get<double>()).c_str());
-  }
-  // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
-  if (h.contains("watched_folders") && h["watched_folders"].is_array()) {
-    for (const nlohmann::json& f : h["watched_folders"]) {
-      auto ago = [&](const char* key) {
-        return f[key].is_number() ? human_duration(f[key].get<double>()) + " ago" : std::string("not yet");
-      };
-      const uint64_t added = f.value("files_added", uint64_t{0});
-      const uint64_t settling = f.value("files_settling", uint64_t{0});
-      const std::string settling_text =
-          settling ? ", " + std::to_string(settling) + (settling == 1 ? " file" : " files") + " settling" : "";
-      // A look that has run this long is said: a share that does not answer (the job goes on meanwhile).
-      const double running_s = f["look_running_s"].is_number() ? f["look_running_s"].get<double>() : 0;
-      const std::string running_text =
-          running_s >= 5 ? "; a look RUNNING FOR " + human_duration(running_s) + " (the share does not answer?)" : "";
-      std::printf("watching %s every %s: %llu file%s added%s, the last file %s; looked %s (%.2f s)%s%s%s\n",
-                  f.value("folder", std::string()).c_str(), human_duration(f.value("every_s", 0.0)).c_str(),
-                  static_cast<unsigned long long>(added), added == 1 ? "" : "s", settling_text.c_str(),
-                  f["last_file_age_s"].is_number() ? ("joined " + ago("last_file_age_s")).c_str() : "none",
-                  ago("last_look_age_s").c_str(), f.value("last_look_s", 0.0), running_text.c_str(),
-                  f["error"].is_string() ? ": CANNOT LIST IT: " : "",
-                  f["error"].is_string() ? f["error"].get<std::string>().c_str() : "");
-    }
-  }
+  std::fputs(report->c_str(), stdout);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of what comes from outside (tests/fuzz/: wire messages, H.264/H.265 access
-# units, ONVIF answers, archive files' headers, configs, small text fields, results files) with
+# units, ONVIF answers, archive files' headers, configs, small text fields, results files, /healthz) with
 # libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer: builds them with clang into build-fuzz/
 # (CPU only), then runs each for SECONDS (default 60) from its seed corpus. New inputs that reach new
 # code are kept under build-fuzz/corpus/<target>/ (not in the repository); an input that crashes is
@@ -15,7 +15,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${VAPIPE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 shift || true
-all=(wire h26x_access_unit onvif_xml container_end config text_fields results_lines resume_plan operator_files)
+all=(wire h26x_access_unit onvif_xml container_end config text_fields results_lines resume_plan operator_files
+     status_report)
 targets=("${@:-${all[@]}}")
 [[ ${#targets[@]} -eq 0 || -z ${targets[0]} ]] && targets=("${all[@]}")
 for tool in clang clang++; do

@@ -117,9 +117,11 @@ std::string human_duration(double seconds) {
     std::snprintf(buf, sizeof buf, "%.1f s", seconds);
   } else if (seconds < 3600) {
     std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
+  } else if (seconds < 3.6e12) {  // a billion hours; beyond (an ETA at a pace near 0), int64 could not hold it
+    const auto minutes = static_cast<long long>(seconds / 60);
+    std::snprintf(buf, sizeof buf, "%lld h %02lld min", minutes / 60, minutes % 60);
   } else {
-    const int minutes = static_cast<int>(seconds / 60);
-    std::snprintf(buf, sizeof buf, "%d h %02d min", minutes / 60, minutes % 60);
+    std::snprintf(buf, sizeof buf, "%.3g h", seconds / 3600);
   }
   return buf;
 }

@@ -263,6 +263,46 @@ class BadInput(E2ETest):
         summary = [m["payload"] for m in recorded if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["results_file_lines_lost"], 0)
 
+    def test_status_of_a_server_that_is_not_vapipes_says_so_naming_its_url(self):
+        """`vapipe status` at an address where another program, or another version of vapipe, answers
+        /healthz: an error naming the URL, or a report with what it could read; once "unexpected error"
+        from an exception thrown by a field of another type."""
+        import http.server
+        import threading
+        bodies = {"/a": b'["not", "vapipe"]', "/b": b'{"status": "ok", "streams": {"cam": {"state": 3, "results": "x"}},'
+                  b' "stream_states": {"running": "one"}, "progress": {"ratio": "half"}}'}
+        served = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                served.append(self.path)
+                body = bodies[self.server.body]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        address = f"127.0.0.1:{server.server_address[1]}"
+        server.body = "/a"
+        status = subprocess.run([VAPIPE, "status", address], capture_output=True, text=True, timeout=30)
+        self.assertEqual(status.returncode, 2, status.stdout)
+        self.assertEqual(status.stderr, f"vapipe status: http://{address}/healthz: not a vapipe job's /healthz "
+                                        "(a JSON array, not an object)\n")
+        server.body = "/b"
+        status = subprocess.run([VAPIPE, "status", address], capture_output=True, text=True, timeout=30)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertRegex(status.stdout, r"job '' \(\), up 0.0 s: 1 streams\n")
+        self.assertRegex(status.stdout, r"\n  cam +x +- ")
+        self.assertEqual(served, ["/healthz", "/healthz"])
+
     def test_labels_that_do_not_match_the_model_are_a_start_up_error(self):
         labels = os.path.join(self.dir, "three.txt")
         with open(labels, "w") as f:

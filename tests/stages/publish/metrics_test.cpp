@@ -81,6 +81,15 @@ TEST(Metrics, EveryStageProcessHasItsTimesAndItsOwnTotalsPerLane) {
   EXPECT_EQ(prometheus_text(two_cameras()).find("vapipe_stage_"), std::string::npos);
 }
 
+// Durations for log lines and `vapipe status`, including an ETA at a pace near 0 (once an int overflow).
+TEST(Metrics, HumanDurationsFromSecondsToCenturies) {
+  EXPECT_EQ(human_duration(12.54), "12.5 s");
+  EXPECT_EQ(human_duration(250), "4 min 10 s");
+  EXPECT_EQ(human_duration(3900), "1 h 05 min");
+  EXPECT_EQ(human_duration(9e9), "2500000 h 00 min");
+  EXPECT_EQ(human_duration(1e300), "2.78e+296 h");
+}
+
 TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   const std::string t = prometheus_text(two_cameras());
   EXPECT_TRUE(has_line(t, "vapipe_job_info{job=\"yard \\\"north\\\"\",mode=\"live\"} 1")) << t;

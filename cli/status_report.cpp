@@ -1,0 +1,226 @@
+#include "cli/status_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+
+#include "stages/publish/metrics.h"
+
+namespace vapipe::cli {
+namespace {
+
+using nlohmann::json;
+
+void appendf(std::string* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void appendf(std::string* out, const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  if (n < 0) return;
+  if (static_cast<size_t>(n) < sizeof buf) {
+    out->append(buf, static_cast<size_t>(n));
+    return;
+  }
+  std::string big(static_cast<size_t>(n) + 1, '\0');
+  va_start(args, format);
+  std::vsnprintf(big.data(), big.size(), format, args);
+  va_end(args);
+  big.pop_back();
+  *out += big;
+}
+
+// Text from the document as the terminal shows it: control characters (an escape sequence from a
+// foreign server) as '?'.
+std::string printable(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return text;
+}
+
+std::string text(const json& object, const char* key, const char* missing = "") {
+  const json* found = object.is_object() && object.contains(key) ? &object[key] : nullptr;
+  return found && found->is_string() ? printable(found->get<std::string>()) : std::string(missing);
+}
+
+std::optional<double> number(const json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+// A count: a whole number from 0 (parsed JSON holds those unsigned, a document built in code signed).
+std::optional<uint64_t> count_of(const json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  const auto it = object.find(key);
+  if (it == object.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer() && it->get<int64_t>() >= 0) return static_cast<uint64_t>(it->get<int64_t>());
+  return std::nullopt;
+}
+
+uint64_t count(const json& object, const char* key) { return count_of(object, key).value_or(0); }
+
+const json& member(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object()) return kNull;
+  const auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
+// A table cell: an integer as it is, another number with `format`, text as it is, else "-".
+std::string cell(const json& object, const char* key, const char* format) {
+  const json& v = member(object, key);
+  char buf[64];
+  if (v.is_number_unsigned()) {
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v.get<uint64_t>()));
+  } else if (v.is_number_integer()) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v.get<int64_t>()));
+  } else if (v.is_number()) {
+    std::snprintf(buf, sizeof buf, format, v.get<double>());
+  } else if (v.is_string()) {
+    return printable(v.get<std::string>());
+  } else if (v.is_null()) {
+    return "-";
+  } else {
+    return printable(v.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+  return buf;
+}
+
+std::string ago(const json& object, const char* key, const char* missing) {
+  const auto s = number(object, key);
+  return s ? human_duration(*s) + " ago" : std::string(missing);
+}
+
+void stream_table(const json& h, std::string* out) {
+  const json& streams = h["streams"];
+  size_t total = 0;  // every stream; a job that watches folders lists those that ended long ago no more
+  std::string states;
+  for (const std::string& state : stream_states()) {  // in their documented order
+    const auto n = count_of(member(h, "stream_states"), state.c_str());
+    if (!n || *n == 0) continue;
+    total += *n;
+    states += (states.empty() ? "" : ", ") + std::to_string(*n) + " " + state;
+  }
+  const size_t listed = streams.size();
+  if (listed < total) states += "; " + std::to_string(total - listed) + " that ended over 10 min ago not listed";
+  const std::string detail = states.empty() ? std::string() : " (" + states + ")";
+  appendf(out, "job '%s' (%s), up %s: %zu streams%s\n", text(h, "job").c_str(), text(h, "mode").c_str(),
+          human_duration(number(h, "uptime_s").value_or(0)).c_str(), std::max(total, listed), detail.c_str());
+  // publish.segments_min_frames: each stream's open segments, and for how long (a last column).
+  const bool segments = std::any_of(streams.begin(), streams.end(),
+                                    [](const json& s) { return s.is_object() && s.contains("segments"); });
+  appendf(out, "  %-24s %-13s %10s %12s %9s %9s %11s %9s%s\n", "stream", "state", "results", "last result", "dropped",
+          "restarts", "reconnects", "progress", segments ? "  segments" : "");
+  for (const auto& [id, s] : streams.items()) {
+    std::string progress = "-";
+    if (const auto p = number(s, "progress")) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * *p);
+      progress = buf;
+    }
+    std::string open;  // "truck for 4 min 10 s, person for 12.0 s", or "-"
+    if (segments) {
+      const json& list = member(s, "segments");
+      if (list.is_array()) {
+        for (const json& g : list) {
+          if (!g.is_object()) continue;
+          open += (open.empty() ? "  " : ", ") + text(g, "label", "?") + " for " +
+                  human_duration(number(g, "for_s").value_or(0));
+        }
+      }
+      if (open.empty()) open = "  -";
+    }
+    appendf(out, "  %-24s %-13s %10s %12s %9s %9s %11s %9s%s\n", printable(id).c_str(), text(s, "state").c_str(),
+            cell(s, "results", "%.0f").c_str(), ago(s, "last_result_age_s", "-").c_str(),
+            cell(s, "dropped", "%.0f").c_str(), cell(s, "restarts", "%.0f").c_str(),
+            cell(s, "reconnects", "%.0f").c_str(), progress.c_str(), open.c_str());
+  }
+}
+
+void job_lines(const json& h, std::string* out) {
+  if (const json& p = member(h, "progress"); p.is_object()) {
+    appendf(out, "progress: %.1f%% of %s of media", 100.0 * number(p, "ratio").value_or(0),
+            human_duration(number(p, "media_s").value_or(0)).c_str());
+    if (const auto eta = number(p, "eta_s")) appendf(out, ", about %s left", human_duration(*eta).c_str());
+    appendf(out, "\n");
+  }
+  // A live job goes on while its results file refuses lines (a full disk): say so, it is not on the bus.
+  if (const json& f = member(h, "results_file"); f.is_object()) {
+    const uint64_t lost = count(f, "lines_lost");
+    const std::string lost_text = lost ? ", " + std::to_string(lost) + " lines lost" : std::string();
+    const json& writable = member(f, "writable");
+    if (writable.is_boolean() && !writable.get<bool>()) {
+      appendf(out, "results file REFUSES lines for %s: %s; %llu waiting%s\n",
+              human_duration(number(f, "refused_for_s").value_or(0)).c_str(), text(f, "error").c_str(),
+              static_cast<unsigned long long>(count(f, "lines_waiting")), lost_text.c_str());
+    } else if (lost) {
+      appendf(out, "results file %s: %llu lines lost while it refused them\n", text(f, "path").c_str(),
+              static_cast<unsigned long long>(lost));
+    }
+  }
+  // A live job's re-read of its config that has run this long: its share does not answer (the job goes
+  // on with its streams meanwhile).
+  if (const auto reload = number(h, "reload_running_s"); reload && *reload >= 5) {
+    appendf(out, "a reload (SIGHUP) RUNNING FOR %s: its config is still being read (the share does not answer?); "
+            "the streams change when the read ends\n", human_duration(*reload).c_str());
+  }
+  // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
+  if (const json& folders = member(h, "watched_folders"); folders.is_array()) {
+    for (const json& f : folders) {
+      if (!f.is_object()) continue;
+      const uint64_t added = count(f, "files_added");
+      const uint64_t settling = count(f, "files_settling");
+      const std::string settling_text =
+          settling ? ", " + std::to_string(settling) + (settling == 1 ? " file" : " files") + " settling" : "";
+      // A look that has run this long is said: a share that does not answer (the job goes on meanwhile).
+      const double running_s = number(f, "look_running_s").value_or(0);
+      const std::string running_text =
+          running_s >= 5 ? "; a look RUNNING FOR " + human_duration(running_s) + " (the share does not answer?)" : "";
+      const std::string last_file =
+          number(f, "last_file_age_s") ? "joined " + ago(f, "last_file_age_s", "") : std::string("none");
+      const std::string error = text(f, "error");
+      appendf(out, "watching %s every %s: %llu file%s added%s, the last file %s; looked %s (%.2f s)%s%s%s\n",
+              text(f, "folder").c_str(), human_duration(number(f, "every_s").value_or(0)).c_str(),
+              static_cast<unsigned long long>(added), added == 1 ? "" : "s", settling_text.c_str(), last_file.c_str(),
+              ago(f, "last_look_age_s", "not yet").c_str(), number(f, "last_look_s").value_or(0),
+              running_text.c_str(), member(f, "error").is_string() ? ": CANNOT LIST IT: " : "", error.c_str());
+    }
+  }
+}
+
+const char* type_name(const json& j) { return j.type_name(); }
+
+}  // namespace
+
+Result<std::string> status_report(const json& h, const std::string& source) {
+  if (!h.is_object()) {
+    return InvalidArgument(source + ": not a vapipe job's /healthz (a JSON " + type_name(h) +
+                                   ", not an object)");
+  }
+  std::string out;
+  if (!h.contains("streams")) {
+    // publish.metrics_token_file set and no token given: only the status is public.
+    if (!member(h, "status").is_string()) {
+      return InvalidArgument(source + ": not a vapipe job's /healthz (neither \"status\" nor \"streams\")");
+    }
+    appendf(&out, "job is %s (its streams need the metrics token: --token-file FILE)\n", text(h, "status").c_str());
+    return out;
+  }
+  if (!h["streams"].is_object()) {
+    return InvalidArgument(source + ": not a vapipe job's /healthz (\"streams\" is a " +
+                                   type_name(h["streams"]) + ", not an object of streams)");
+  }
+  stream_table(h, &out);
+  job_lines(h, &out);
+  return out;
+}
+
+}  // namespace vapipe::cli

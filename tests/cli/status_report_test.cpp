@@ -1,0 +1,139 @@
+// `vapipe status`'s report of a job's /healthz: publish's own document (health_json, through JSON text
+// as the network carries it), and documents that are not vapipe's or not whole.
+#include "cli/status_report.h"
+
+#include <gtest/gtest.h>
+
+#include "stages/publish/metrics.h"
+
+namespace vapipe::cli {
+namespace {
+
+using nlohmann::json;
+
+// As `vapipe status` receives it: publish's document, written and parsed again.
+json served(const JobMetrics& m) { return json::parse(health_json(m).dump()); }
+
+JobMetrics archive_job() {
+  JobMetrics m;
+  m.job = "nightly";
+  m.mode = "archive";
+  m.start_unix_s = 1000;
+  m.now_unix_s = 1250;
+  StreamMetrics gate;
+  gate.id = "gate";
+  gate.state = "running";
+  gate.results = 1800;
+  gate.dropped = 3;
+  gate.reconnects = 1;
+  gate.last_result_unix_s = 1249.5;
+  gate.media_s = 120;
+  gate.position_s = 60;
+  StreamMetrics dock;
+  dock.id = "dock";
+  dock.state = "done";
+  dock.results = 900;
+  dock.ended = true;
+  dock.media_s = 30;
+  m.streams = {gate, dock};
+  return m;
+}
+
+bool has_line_starting(const std::string& text, const std::string& start) {
+  return text.rfind(start, 0) == 0 || text.find("\n" + start) != std::string::npos;
+}
+
+TEST(StatusReport, ListsEachStreamOfPublishsDocument) {
+  const auto report = status_report(served(archive_job()), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "job 'nightly' (archive), up 4 min 10 s: 2 streams (1 running, 1 done)\n")) << r;
+  EXPECT_NE(r.find("\n  gate                     running             1800    0.5 s ago         3         0           1"
+                   "     50.0%\n"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("\n  dock                     done                 900            -         0         0           0"
+                   "    100.0%\n"),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(r.find("segments"), std::string::npos) << r;  // publish.segments_min_frames unset: no column
+  EXPECT_TRUE(has_line_starting(r, "progress: ")) << r;
+  EXPECT_EQ(r.back(), '\n');
+}
+
+TEST(StatusReport, SaysOpenSegmentsARefusingResultsFileAndWatchedFolders) {
+  JobMetrics m = archive_job();
+  m.segments = true;
+  m.streams[0].open_segments = {{"truck", 1000}, {"person", 1238}};
+  m.results_file = ResultsFileHealth{"/data/r.jsonl", false, "/data/r.jsonl cannot be written (No space left on device)",
+                                     1200, 42, 7};
+  m.watches_folders = true;
+  FolderWatchStatus f;
+  f.where = "streams[0]";
+  f.pattern = "/nvr/**/*.mp4";
+  f.watch_s = 60;
+  f.files_added = 1;
+  f.files_settling = 2;
+  f.last_look_unix_s = 1240;
+  f.last_look_s = 0.25;
+  f.error = "cannot list /nvr (No such file or directory)";
+  m.watched_folders = {f};
+  const auto report = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_NE(r.find("  segments\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("  truck for 4 min 10 s, person for 12.0 s\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("results file REFUSES lines for 50.0 s: /data/r.jsonl cannot be written (No space left on "
+                   "device); 42 waiting, 7 lines lost\n"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("1 file added, 2 files settling, the last file none; looked 10.0 s ago (0.25 s): CANNOT LIST IT: "
+                   "cannot list /nvr (No such file or directory)\n"),
+            std::string::npos)
+      << r;
+}
+
+// publish.metrics_token_file and no token: /healthz says only {"status": "ok"}.
+TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
+  const auto report = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report.value(), "job is ok (its streams need the metrics token: --token-file FILE)\n");
+}
+
+// Another program on that port, or a document another version wrote: an error that names the URL, or
+// a report with "-" for what it lacks, never an exception.
+TEST(StatusReport, ADocumentThatIsNotVapipesIsAnErrorNamingTheUrl) {
+  for (const char* body : {"[1, 2]", "\"ok\"", "{}", R"({"streams": [1, 2]})", R"({"health": "green"})"}) {
+    const auto report = status_report(json::parse(body), "http://h:9100/healthz");
+    ASSERT_FALSE(report.ok()) << body;
+    EXPECT_NE(report.status().message().find("http://h:9100/healthz: not a vapipe job's /healthz"), std::string::npos)
+        << report.status().message();
+  }
+}
+
+TEST(StatusReport, FieldsOfOtherTypesAreLeftOut) {
+  const json h = json::parse(R"({
+    "job": 5, "mode": null, "uptime_s": "long", "stream_states": [1, 2],
+    "streams": {"a": 7, "b": {"state": ["x"], "results": "many", "last_result_age_s": "soon", "progress": {},
+                                "segments": "truck", "dropped": -4, "restarts": 1.5},
+                "c\u001b[31m": {"segments": [3, {"label": 4, "for_s": "x"}]}},
+    "progress": {"ratio": "half", "eta_s": 1e300},
+    "results_file": {"writable": "no", "lines_lost": -1},
+    "reload_running_s": "5",
+    "watched_folders": [1, {"folder": [], "files_added": "2", "look_running_s": 1e12}]
+  })");
+  const auto report = status_report(h, "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "job '' (), up 0.0 s: 3 streams\n")) << r;
+  EXPECT_NE(r.find("\n  b                                            many            -        -4         2           -"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("c?[31m"), std::string::npos) << r;  // no terminal escape from a foreign server
+  EXPECT_NE(r.find("  ? for 0.0 s\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("about "), std::string::npos) << r;  // a huge ETA is still a duration
+  EXPECT_NE(r.find("a look RUNNING FOR "), std::string::npos) << r;
+}
+
+}  // namespace
+}  // namespace vapipe::cli
