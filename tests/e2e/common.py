@@ -178,6 +178,9 @@ def join_cgroup(group):
         f.write(str(os.getpid()))
 
 
+_RUNS = []  # every Run a test started: E2ETest.tearDown ends those still running
+
+
 class Run:
     """`vapipe run CONFIG` as a real process tree."""
 
@@ -198,6 +201,28 @@ class Run:
                                      text=True, env={**os.environ, **(env or {})}, preexec_fn=limit)
         self.stage_pids = {}
         self.stdout = self.stderr = None
+        _RUNS.append(self)
+
+    def end_if_running(self):
+        """After a test, pass or fail: a job still running (an assertion failed before its stop, or a
+        live job the test never stopped) is stopped as an operator would, SIGTERM, then killed after
+        30 s; its stages get SIGTERM when it dies (PR_SET_PDEATHSIG). Returns whether it was running."""
+        if self.proc.poll() is not None:
+            self._close_output()
+            return False
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._close_output()
+        return True
+
+    def _close_output(self):
+        for f in (self._out, self._err):
+            if not f.closed:
+                f.close()
 
     def watch_stages(self, timeout=30):
         """Records the stage processes the supervisor started (by their `vapipe stage NAME` argv)."""
@@ -276,9 +301,19 @@ class E2ETest(unittest.TestCase):
         self.subscriber = None
 
     def tearDown(self):
+        self.end_runs()
         if self.subscriber:
             self.subscriber.kill()
         self.tmp.cleanup()
+
+    def end_runs(self):
+        """Stops the jobs the test started that still run (it failed before it stopped them), so that
+        none goes on into the next test, holding a port, a core or a camera."""
+        left_running = [run for run in _RUNS if run.end_if_running()]
+        _RUNS.clear()
+        if left_running:
+            print(f"\n{self.id()}: {len(left_running)} `vapipe run` job(s) still running after the test: stopped",
+                  file=sys.stderr)
 
     def assert_every_frame_named(self, results, sid, frames, pattern, share, what=None):
         """Stream `sid` has one result for each of frames 0..frames-1, in order, and at least `share` of

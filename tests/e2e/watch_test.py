@@ -259,6 +259,7 @@ class AShareThatStopsAnswering(E2ETest):
     def tearDown(self):
         if os.path.exists(self.switch):
             os.remove(self.switch)  # every request waiting on the share goes on
+        self.end_runs()  # before the share goes: a job still reading it
         if self.fs:
             self.fs.terminate()  # unmounts
             try:
