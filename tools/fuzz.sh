@@ -40,6 +40,7 @@ for t in "${targets[@]}"; do
   dict=()  # the JSON targets get the words of a results line,
   [[ $t == results_lines || $t == resume_plan ]] && dict=(-dict="$root/tests/fuzz/results.dict")
   [[ $t == config ]] && dict=(-dict="$root/tests/fuzz/config.dict")  # and the config its keys
+  [[ $t == status_report ]] && dict=(-dict="$root/tests/fuzz/healthz.dict")
   ASAN_OPTIONS=detect_leaks=0 "$build/tests/fuzz/vapipe_fuzz_$t" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/" "${dict[@]}" \
     "$corpus" "$root/tests/fuzz/corpus/$t" > "$build/$t.log" 2>&1
