@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "cli/commands.h"
@@ -119,8 +120,14 @@ int sub_command(const std::vector<std::string>& args) {
     const bool is_summary = t == kJobSummaryTopic;
     const bool wanted = std::any_of(topics.begin(), topics.end(), [&](const std::string& p) { return t.rfind(p, 0) == 0; });
     if (wanted || is_summary) {
-      if (with_topic) std::printf("{\"topic\":\"%s\",\"payload\":%s}\n", t.c_str(), payload.to_string().c_str());
-      else std::printf("%s\n", payload.to_string().c_str());
+      // The topic as a JSON string (escaped: a publisher that is not vapipe may put anything in it).
+      if (with_topic) {
+        std::printf("{\"topic\":%s,\"payload\":%s}\n",
+                    nlohmann::json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(),
+                    payload.to_string().c_str());
+      } else {
+        std::printf("%s\n", payload.to_string().c_str());
+      }
       std::fflush(stdout);
       ++printed;
     }
