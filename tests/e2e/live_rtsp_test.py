@@ -44,7 +44,7 @@ class LiveRtsp(E2ETest):
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.assertEqual(len(run.watch_stages()), 5)
-        self.wait_for_results({"door": 30, "yard": 30, "gate": 4})
+        self.wait_for_results({"door": 30, "yard": 30, "gate": 6})
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
@@ -61,15 +61,15 @@ class LiveRtsp(E2ETest):
         messages = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(messages), events_by_stream(messages)
         gate = results.get("gate", [])
-        self.assertGreaterEqual(len(gate), 4)
+        self.assertGreaterEqual(len(gate), 6)
         self.assertEqual([r["seq"] for r in gate], list(range(len(gate))))
         self.assertTrue(all(r["label"] == "smpte" for r in gate), [r["label"] for r in gate])
-        # Key frames, not every frame (which would make every gap 33 ms). The median gap, above 250 ms
+        # Key frames, not every frame (which would make every gap 33 ms). The mean gap, above 150 ms
         # rather than near the encoder's 500: the shared stream carries an extra key frame where a client
-        # joins it, and the encoder counts its interval afresh from there (seen: [391, 28, 453] and
-        # [62, 398, 457]).
-        gaps = sorted(b["pts_ms"] - a["pts_ms"] for a, b in zip(gate, gate[1:]))
-        self.assertGreater(gaps[len(gaps) // 2], 250, f"key frames 0.5 s apart, not every frame: {gaps}")
+        # joins it, and the encoder counts its interval afresh from there, so the first gaps may be of
+        # any length (seen: [391, 28, 453], [62, 398, 457], [33, 229, 500]; the median of 3 failed).
+        gaps = [b["pts_ms"] - a["pts_ms"] for a, b in zip(gate, gate[1:])]
+        self.assertGreater(sum(gaps) / len(gaps), 150, f"key frames 0.5 s apart, not every frame: {gaps}")
         for sid, (pattern, uri) in cams.items():
             got = results.get(sid, [])
             self.assertGreaterEqual(len(got), 30, f"camera {sid}")
