@@ -114,6 +114,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
       };
       const std::string wanted = req.matches[1];  // percent-decoded by httplib
       if (wanted.size() < 5 || wanted.compare(wanted.size() - 4, 4, ".jpg") != 0) return not_found();
+      // A NUL ("%00") ends the path the file system sees short of the one checked below.
+      if (wanted.find('\0') != std::string::npos) return not_found();
       // Resolved, links and ".." included: it must still lie under the pictures folder.
       std::error_code resolved;
       const std::filesystem::path file = std::filesystem::weakly_canonical(root / wanted, resolved);

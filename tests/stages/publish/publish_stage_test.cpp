@@ -829,7 +829,11 @@ TEST(MetricsServer, ItServesSegmentPicturesUnderTheirFolderAndNothingElse) {
   again.emplace("If-None-Match", "\"1-2.3\"");  // another picture's
   EXPECT_EQ(client.Get("/pictures/gate/2026-12-01/14-03-22.125_truck.jpg", again)->status, 200);
   for (const char* refused : {"/pictures/gate/notes.txt", "/pictures/../secret.jpg", "/pictures/gate/%2E%2E/%2E%2E/secret.jpg",
-                              "/pictures/gate/link.jpg", "/pictures/gate/2026-12-01/none.jpg", "/pictures/"}) {
+                              "/pictures/gate/link.jpg", "/pictures/gate/2026-12-01/none.jpg", "/pictures/",
+                              // A NUL (percent-decoded) would cut the path the file system sees short of
+                              // the one checked: the picture above, asked for under another name.
+                              "/pictures/gate/2026-12-01/14-03-22.125_truck.jpg%00.jpg",
+                              "/pictures/gate/2026-12-01/14-03-22.125_truck.jpg%00/../x.jpg"}) {
     auto r = client.Get(refused, auth);
     ASSERT_TRUE(r) << refused;
     EXPECT_EQ(r->status, 404) << refused;
