@@ -1,12 +1,12 @@
 #include "cli/status_report.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 
+#include "pipeline/json_fields.h"
 #include "stages/publish/metrics.h"
 
 namespace vapipe::cli {
@@ -43,36 +43,20 @@ std::string printable(std::string text) {
   return text;
 }
 
-std::string text(const json& object, const char* key, const char* missing = "") {
-  const json* found = object.is_object() && object.contains(key) ? &object[key] : nullptr;
-  return found && found->is_string() ? printable(found->get<std::string>()) : std::string(missing);
-}
-
-std::optional<double> number(const json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-
-// A count: a whole number from 0 (parsed JSON holds those unsigned, a document built in code signed).
-std::optional<uint64_t> count_of(const json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  const auto it = object.find(key);
-  if (it == object.end()) return std::nullopt;
-  if (it->is_number_unsigned()) return it->get<uint64_t>();
-  if (it->is_number_integer() && it->get<int64_t>() >= 0) return static_cast<uint64_t>(it->get<int64_t>());
-  return std::nullopt;
-}
-
-uint64_t count(const json& object, const char* key) { return count_of(object, key).value_or(0); }
-
 const json& member(const json& object, const char* key) {
   static const json kNull;
   if (!object.is_object()) return kNull;
   const auto it = object.find(key);
   return it == object.end() ? kNull : *it;
 }
+
+std::string text(const json& object, const char* key, const char* missing = "") {
+  const json& v = member(object, key);
+  return v.is_string() ? printable(v.get<std::string>()) : std::string(missing);
+}
+
+
+uint64_t count(const json& object, const char* key) { return count_field(object, key).value_or(0); }
 
 // A table cell: an integer as it is, another number with `format`, text as it is, else "-".
 std::string cell(const json& object, const char* key, const char* format) {
@@ -95,7 +79,7 @@ std::string cell(const json& object, const char* key, const char* format) {
 }
 
 std::string ago(const json& object, const char* key, const char* missing) {
-  const auto s = number(object, key);
+  const auto s = number_field(object, key);
   return s ? human_duration(*s) + " ago" : std::string(missing);
 }
 
@@ -104,7 +88,7 @@ void stream_table(const json& h, std::string* out) {
   size_t total = 0;  // every stream; a job that watches folders lists those that ended long ago no more
   std::string states;
   for (const std::string& state : stream_states()) {  // in their documented order
-    const auto n = count_of(member(h, "stream_states"), state.c_str());
+    const auto n = count_field(member(h, "stream_states"), state.c_str());
     if (!n || *n == 0) continue;
     total += *n;
     states += (states.empty() ? "" : ", ") + std::to_string(*n) + " " + state;
@@ -113,7 +97,7 @@ void stream_table(const json& h, std::string* out) {
   if (listed < total) states += "; " + std::to_string(total - listed) + " that ended over 10 min ago not listed";
   const std::string detail = states.empty() ? std::string() : " (" + states + ")";
   appendf(out, "job '%s' (%s), up %s: %zu streams%s\n", text(h, "job").c_str(), text(h, "mode").c_str(),
-          human_duration(number(h, "uptime_s").value_or(0)).c_str(), std::max(total, listed), detail.c_str());
+          human_duration(number_field(h, "uptime_s").value_or(0)).c_str(), std::max(total, listed), detail.c_str());
   // publish.segments_min_frames: each stream's open segments, and for how long (a last column).
   const bool segments = std::any_of(streams.begin(), streams.end(),
                                     [](const json& s) { return s.is_object() && s.contains("segments"); });
@@ -121,7 +105,7 @@ void stream_table(const json& h, std::string* out) {
           "restarts", "reconnects", "progress", segments ? "  segments" : "");
   for (const auto& [id, s] : streams.items()) {
     std::string progress = "-";
-    if (const auto p = number(s, "progress")) {
+    if (const auto p = number_field(s, "progress")) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * *p);
       progress = buf;
@@ -133,7 +117,7 @@ void stream_table(const json& h, std::string* out) {
         for (const json& g : list) {
           if (!g.is_object()) continue;
           open += (open.empty() ? "  " : ", ") + text(g, "label", "?") + " for " +
-                  human_duration(number(g, "for_s").value_or(0));
+                  human_duration(number_field(g, "for_s").value_or(0));
         }
       }
       if (open.empty()) open = "  -";
@@ -147,9 +131,9 @@ void stream_table(const json& h, std::string* out) {
 
 void job_lines(const json& h, std::string* out) {
   if (const json& p = member(h, "progress"); p.is_object()) {
-    appendf(out, "progress: %.1f%% of %s of media", 100.0 * number(p, "ratio").value_or(0),
-            human_duration(number(p, "media_s").value_or(0)).c_str());
-    if (const auto eta = number(p, "eta_s")) appendf(out, ", about %s left", human_duration(*eta).c_str());
+    appendf(out, "progress: %.1f%% of %s of media", 100.0 * number_field(p, "ratio").value_or(0),
+            human_duration(number_field(p, "media_s").value_or(0)).c_str());
+    if (const auto eta = number_field(p, "eta_s")) appendf(out, ", about %s left", human_duration(*eta).c_str());
     appendf(out, "\n");
   }
   // A live job goes on while its results file refuses lines (a full disk): say so, it is not on the bus.
@@ -159,7 +143,7 @@ void job_lines(const json& h, std::string* out) {
     const json& writable = member(f, "writable");
     if (writable.is_boolean() && !writable.get<bool>()) {
       appendf(out, "results file REFUSES lines for %s: %s; %llu waiting%s\n",
-              human_duration(number(f, "refused_for_s").value_or(0)).c_str(), text(f, "error").c_str(),
+              human_duration(number_field(f, "refused_for_s").value_or(0)).c_str(), text(f, "error").c_str(),
               static_cast<unsigned long long>(count(f, "lines_waiting")), lost_text.c_str());
     } else if (lost) {
       appendf(out, "results file %s: %llu lines lost while it refused them\n", text(f, "path").c_str(),
@@ -168,7 +152,7 @@ void job_lines(const json& h, std::string* out) {
   }
   // A live job's re-read of its config that has run this long: its share does not answer (the job goes
   // on with its streams meanwhile).
-  if (const auto reload = number(h, "reload_running_s"); reload && *reload >= 5) {
+  if (const auto reload = number_field(h, "reload_running_s"); reload && *reload >= 5) {
     appendf(out, "a reload (SIGHUP) RUNNING FOR %s: its config is still being read (the share does not answer?); "
             "the streams change when the read ends\n", human_duration(*reload).c_str());
   }
@@ -181,28 +165,26 @@ void job_lines(const json& h, std::string* out) {
       const std::string settling_text =
           settling ? ", " + std::to_string(settling) + (settling == 1 ? " file" : " files") + " settling" : "";
       // A look that has run this long is said: a share that does not answer (the job goes on meanwhile).
-      const double running_s = number(f, "look_running_s").value_or(0);
+      const double running_s = number_field(f, "look_running_s").value_or(0);
       const std::string running_text =
           running_s >= 5 ? "; a look RUNNING FOR " + human_duration(running_s) + " (the share does not answer?)" : "";
       const std::string last_file =
-          number(f, "last_file_age_s") ? "joined " + ago(f, "last_file_age_s", "") : std::string("none");
+          number_field(f, "last_file_age_s") ? "joined " + ago(f, "last_file_age_s", "") : std::string("none");
       const std::string error = text(f, "error");
       appendf(out, "watching %s every %s: %llu file%s added%s, the last file %s; looked %s (%.2f s)%s%s%s\n",
-              text(f, "folder").c_str(), human_duration(number(f, "every_s").value_or(0)).c_str(),
+              text(f, "folder").c_str(), human_duration(number_field(f, "every_s").value_or(0)).c_str(),
               static_cast<unsigned long long>(added), added == 1 ? "" : "s", settling_text.c_str(), last_file.c_str(),
-              ago(f, "last_look_age_s", "not yet").c_str(), number(f, "last_look_s").value_or(0),
+              ago(f, "last_look_age_s", "not yet").c_str(), number_field(f, "last_look_s").value_or(0),
               running_text.c_str(), member(f, "error").is_string() ? ": CANNOT LIST IT: " : "", error.c_str());
     }
   }
 }
 
-const char* type_name(const json& j) { return j.type_name(); }
-
 }  // namespace
 
 Result<std::string> status_report(const json& h, const std::string& source) {
   if (!h.is_object()) {
-    return InvalidArgument(source + ": not a vapipe job's /healthz (a JSON " + type_name(h) +
+    return InvalidArgument(source + ": not a vapipe job's /healthz (a JSON " + h.type_name() +
                                    ", not an object)");
   }
   std::string out;
@@ -216,7 +198,7 @@ Result<std::string> status_report(const json& h, const std::string& source) {
   }
   if (!h["streams"].is_object()) {
     return InvalidArgument(source + ": not a vapipe job's /healthz (\"streams\" is a " +
-                                   type_name(h["streams"]) + ", not an object of streams)");
+                                   h["streams"].type_name() + ", not an object of streams)");
   }
   stream_table(h, &out);
   job_lines(h, &out);

@@ -20,12 +20,23 @@ inline std::string text_field(const nlohmann::json& object, const char* key) {
 }
 
 // The object's field `key` as a count or number of a frame (an integer from 0); none when it is
-// missing, negative, fractional or not a number.
+// missing, negative, fractional or not a number. (Parsed JSON holds such integers unsigned; a document
+// built in code may hold them signed.)
 inline std::optional<uint64_t> count_field(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return std::nullopt;
   const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<uint64_t>();
+  if (it == object.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer() && it->get<int64_t>() >= 0) return static_cast<uint64_t>(it->get<int64_t>());
+  return std::nullopt;
+}
+
+// The object's field `key` as a number (integer or not); none when it is missing or not a number.
+inline std::optional<double> number_field(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
 }
 
 }  // namespace vapipe
