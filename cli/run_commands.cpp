@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/open_streams.h"
 #include "pipeline/cuda/gpu_info.h"
+#include "pipeline/http_url.h"
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
 #include "pipeline/results_path.h"
@@ -383,6 +384,20 @@ int validate_command(const std::vector<std::string>& all_args) {
                       ? (" (the last " + std::to_string(p.segments_pictures_keep_days) + " days kept)").c_str()
                       : "");
     }
+  }
+  // The receiver by its origin only: a webhook's path or query is often its secret.
+  for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
+    const WebhookConfig& w = c.publish.webhooks[i];
+    std::string topics, extras;
+    for (const std::string& t : w.topics) topics += (topics.empty() ? "" : ", ") + t;
+    if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
+    if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";
+    if (!w.ca_file.empty()) extras += "; TLS authorities from " + w.ca_file;
+    if (!w.tls_verify) extras += "; its TLS certificate is not checked (tls_verify: false)";
+    std::printf("  webhook %zu: the messages on %s are POSTed to %s/... (%s past %u waiting%s)\n", i, topics.c_str(),
+                parse_http_url(w.url).value().origin().c_str(),
+                w.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", w.max_queued,
+                extras.c_str());
   }
   if (!open) return 0;
   // Each camera and file opened for real: the mistakes a config cannot show (a wrong password, path or

@@ -156,6 +156,24 @@ void job_lines(const json& h, std::string* out) {
     appendf(out, "a reload (SIGHUP) RUNNING FOR %s: its config is still being read (the share does not answer?); "
             "the streams change when the read ends\n", human_duration(*reload).c_str());
   }
+  // publish.webhooks: each receiver's figures; one that cannot be reached says so, with why.
+  if (const json& hooks = member(h, "webhooks"); hooks.is_array()) {
+    for (const json& w : hooks) {
+      if (!w.is_object()) continue;
+      const uint64_t lost = count(w, "refused") + count(w, "dropped");
+      std::string state = "ok";
+      if (const auto failing_s = number_field(w, "failing_for_s")) {
+        state = "CANNOT DELIVER for " + human_duration(*failing_s) + ": " + text(w, "last_error");
+      } else if (lost > 0 && member(w, "last_error").is_string()) {
+        state = "last refusal: " + text(w, "last_error");
+      }
+      appendf(out, "webhook %llu %s: %llu delivered, %llu waiting, %llu refused, %llu dropped; last delivered %s; %s\n",
+              static_cast<unsigned long long>(count(w, "index")), text(w, "origin", "?").c_str(),
+              static_cast<unsigned long long>(count(w, "delivered")), static_cast<unsigned long long>(count(w, "queued")),
+              static_cast<unsigned long long>(count(w, "refused")), static_cast<unsigned long long>(count(w, "dropped")),
+              ago(w, "last_delivered_age_s", "never").c_str(), state.c_str());
+    }
+  }
   // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
   if (const json& folders = member(h, "watched_folders"); folders.is_array()) {
     for (const json& f : folders) {

@@ -16,7 +16,10 @@
 #include <sstream>
 #include <string_view>
 
+#include <strings.h>
+
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
+#include "pipeline/http_url.h"
 #include "pipeline/stream_glob.h"
 #include "pipeline/results_path.h"
 #include "pipeline/stream_uri.h"
@@ -511,6 +514,153 @@ void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& 
       if (!lookup[it->first.Scalar()]) node.force_insert(it->first, it->second);
     }
   }
+}
+
+// A webhook's bearer token file: its first line, trimmed (it travels in an HTTP header, so nothing
+// that would end one). Its length is the receiver's business.
+Result<std::string> read_webhook_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read the token file " + path);
+  std::string line;
+  std::getline(in, line);
+  const auto first = line.find_first_not_of(" \t\r");
+  const auto last = line.find_last_not_of(" \t\r");
+  const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
+  if (token.empty()) return InvalidArgument(path + ":1: expected the token on the first line, found none");
+  for (unsigned char ch : token) {
+    if (ch < 0x21 || ch > 0x7e) {
+      return InvalidArgument(path + ":1: the token must be printable ASCII without blanks (it travels in an HTTP "
+                             "header)");
+    }
+  }
+  return token;
+}
+
+// Whether a message topic can start with `prefix` (a subscription's prefix): results/<id>,
+// events/<id>, segments/<id>, job/summary.
+bool names_a_topic(const std::string& prefix) {
+  for (const char* root : {"results/", "events/", "segments/", "job/summary"}) {
+    const std::string r = root;
+    if (r.compare(0, prefix.size(), prefix) == 0) return true;  // "seg", "results/"
+    if (r.back() == '/' && prefix.compare(0, r.size(), r) == 0) return true;  // "results/cam1"
+  }
+  return false;
+}
+
+// publish.webhooks: a list of receivers (stages/publish/webhook.h).
+std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
+                                          const Config& c) {
+  std::vector<WebhookConfig> hooks;
+  if (!list.IsDefined() || list.IsNull()) return hooks;
+  if (!list.IsSequence()) {
+    ctx.fail(list, "publish.webhooks",
+             "expected a list of webhooks, each a mapping with a url (- url: https://...), got " + scalar_text(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "publish.webhooks[" + std::to_string(i) + "]";
+    MapReader r(ctx, list[i], path);
+    WebhookConfig w;
+    w.line = list[i].Mark().line + 1;
+    r.str("url", &w.url);
+    if (w.url.empty()) ctx.fail(list[i], path + ".url", "required: where to POST the messages (http:// or https://)");
+    auto url = parse_http_url(w.url);
+    if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
+    if (YAML::Node topics = r.child("topics"); topics.IsDefined() && !topics.IsNull()) {
+      const std::string key = path + ".topics";
+      const std::string want = "expected a list of topic prefixes, e.g. [segments/, events/] or [segments/gate]";
+      if (!topics.IsSequence() || topics.size() == 0) ctx.fail(topics, key, want + ", got " + scalar_text(topics));
+      w.topics.clear();
+      for (size_t t = 0; t < topics.size(); ++t) {
+        const std::string at = key + "[" + std::to_string(t) + "]";
+        if (!topics[t].IsScalar() || topics[t].Scalar().empty()) ctx.fail(topics[t], at, want);
+        const std::string prefix = topics[t].Scalar();
+        if (!names_a_topic(prefix)) {
+          ctx.fail(topics[t], at, "'" + prefix + "' starts no topic vapipe publishes: results/<id>, events/<id>, "
+                                  "segments/<id>, job/summary");
+        }
+        if (prefix.rfind("segments/", 0) == 0 && c.publish.segments_min_frames == 0) {
+          ctx.fail(topics[t], at, "'" + prefix + "' has no messages without publish.segments_min_frames (N >= 1), "
+                                  "which publishes segments");
+        }
+        w.topics.push_back(prefix);
+      }
+    } else if (c.publish.segments_min_frames == 0) {
+      ctx.fail(list[i], path + ".topics",
+               "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= 1); "
+               "set that, or give the topics to send (e.g. [events/])");
+    }
+    if (YAML::Node headers = r.child("headers"); headers.IsDefined() && !headers.IsNull()) {
+      const std::string key = path + ".headers";
+      if (!headers.IsMap()) {
+        ctx.fail(headers, key, "expected a mapping of header: value (e.g. {X-Api-Key: ${ALERTS_KEY}}), got " +
+                                   scalar_text(headers));
+      }
+      for (auto it = headers.begin(); it != headers.end(); ++it) {
+        const std::string name = it->first.IsScalar() ? it->first.Scalar() : "";
+        bool token_chars = !name.empty();
+        for (unsigned char ch : name) {
+          if (!(std::isalnum(ch) || std::strchr("!#$%&'*+-.^_`|~", ch))) token_chars = false;
+        }
+        if (!token_chars) ctx.fail(it->first, key, "'" + name + "' is not an HTTP header name");
+        std::string lowered = name;
+        for (char& ch : lowered) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (lowered == "host" || lowered == "content-length" || lowered == "content-type" ||
+            lowered == "transfer-encoding" || lowered == "connection") {
+          ctx.fail(it->first, key + "." + name, "is set by vapipe itself (the body is JSON)");
+        }
+        if (!it->second.IsScalar()) ctx.fail(it->second, key + "." + name, "expected a string value");
+        auto value = expand_environment(it->second.Scalar());
+        if (!value.ok()) ctx.fail(it->second, key + "." + name, value.status().message());
+        for (unsigned char ch : *value) {
+          if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+            ctx.fail(it->second, key + "." + name, "its value holds a control character (a line break ends a header)");
+          }
+        }
+        w.headers.emplace_back(name, *value);
+      }
+    }
+    r.str("token_file", &w.token_file);
+    w.token_file = resolve_path(base_dir, w.token_file);
+    if (!w.token_file.empty()) {
+      auto token = read_webhook_token_file(w.token_file);
+      if (!token.ok()) ctx.fail(r.child("token_file"), path + ".token_file", token.status().message());
+      for (const auto& [name, value] : w.headers) {
+        if (strcasecmp(name.c_str(), "Authorization") == 0) {
+          ctx.fail(r.child("token_file"), path + ".token_file",
+                   "and headers.Authorization both: token_file sends Authorization: Bearer TOKEN; keep one");
+        }
+      }
+      w.token = *token;
+    }
+    r.str("ca_file", &w.ca_file);
+    w.ca_file = resolve_path(base_dir, w.ca_file);
+    std::optional<bool> verify;
+    r.optional_boolean("tls_verify", &verify);
+    w.tls_verify = verify.value_or(true);
+    if ((!w.ca_file.empty() || verify) && url.ok() && !url->tls) {
+      ctx.fail(r.child(w.ca_file.empty() ? "tls_verify" : "ca_file"), path + (w.ca_file.empty() ? ".tls_verify" : ".ca_file"),
+               "is for an https:// url");
+    }
+    if (!w.ca_file.empty()) {
+      if (!w.tls_verify) ctx.fail(r.child("ca_file"), path + ".ca_file", "and tls_verify: false both: keep one");
+      std::ifstream in(w.ca_file);
+      if (!in) ctx.fail(r.child("ca_file"), path + ".ca_file", "cannot read " + w.ca_file);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        ctx.fail(r.child("ca_file"), path + ".ca_file",
+                 w.ca_file + " holds no PEM certificate (-----BEGIN CERTIFICATE-----); a DER .cer: openssl x509 "
+                 "-inform der -in ca.cer -out ca.pem");
+      }
+    }
+    r.number("timeout_s", &w.timeout_s, 0.1, 600);
+    r.uint("max_queued", &w.max_queued, 1, 10000000);
+    std::string policy = queue_policy_name(w.queue_policy);
+    r.choice("queue_policy", &policy, {"drop_oldest", "block"});
+    w.queue_policy = *parse_queue_policy(policy);
+    r.finish();
+    hooks.push_back(std::move(w));
+  }
+  return hooks;
 }
 
 Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
@@ -1166,6 +1316,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       }
       c.publish.curve_clients = clients.value();
     }
+    c.publish.webhooks = parse_webhooks(ctx, r.child("webhooks"), base_dir, c);
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",

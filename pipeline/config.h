@@ -217,6 +217,26 @@ struct GpuSelection {
   int line = 0;           // where `gpus` is set, for placement errors (0: not set)
 };
 
+// publish.webhooks[]: each message published on a topic that starts with one of `topics` is also
+// POSTed to `url` as {"topic": ..., "payload": ...}, in order, from a thread of its own, so that an
+// alert reaches a receiver (Home Assistant, n8n, a chat's incoming webhook, ntfy) without a subscriber
+// of one's own (stages/publish/webhook.h).
+struct WebhookConfig {
+  std::string url;  // http:// or https://; its path and query (often the secret) are never logged
+  std::vector<std::string> topics{"segments/"};  // topic prefixes, as a bus subscription's
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with each request; values never logged
+  std::string token_file;  // Authorization: Bearer <its first line>, read at load
+  std::string token;
+  std::string ca_file;  // https: the authorities to trust instead of this machine's
+  bool tls_verify = true;
+  double timeout_s = 10;  // to connect, and for the receiver's answer
+  // Messages kept while the receiver cannot be reached (or is slower than they come): past this,
+  // drop_oldest drops the oldest and counts it; block holds publish (and so the job) until there is room.
+  uint32_t max_queued = 10000;
+  QueuePolicy queue_policy = QueuePolicy::kDropOldest;
+  int line = 0;  // of the config, for log lines
+};
+
 struct PublishConfig {
   std::string endpoint = "tcp://127.0.0.1:5560";
   // HOST:PORT for GET /metrics (Prometheus) and GET /healthz; empty: none.
@@ -275,6 +295,7 @@ struct PublishConfig {
   std::string curve_authorized_keys;
   CurveKeyPair curve_keys;                  // empty: no CURVE
   std::vector<std::string> curve_clients;  // empty: any subscriber that knows the public key
+  std::vector<WebhookConfig> webhooks;
 };
 
 struct TransportConfig {

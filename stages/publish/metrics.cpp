@@ -286,6 +286,35 @@ std::string prometheus_text(const JobMetrics& m) {
              "Lines never recorded in publish.jsonl_path: dropped from those kept for it while it refused them.");
     w.sample("vapipe_results_file_lines_lost_total", "", std::to_string(f.lines_lost));
   }
+  if (!m.webhooks.empty()) {
+    // A receiver that is down shows as vapipe_webhook_failing 1 and its queue growing; an alert on
+    // increase(vapipe_webhook_messages_total{outcome=~"refused|dropped"}[1h]) > 0 catches lost alerts.
+    auto hook = [](const WebhookStats& h) {
+      return "webhook=\"" + std::to_string(h.index) + "\",origin=\"" + label_value(h.origin) + "\"";
+    };
+    w.family("vapipe_webhook_messages_total", "counter",
+             "Messages for each of publish.webhooks, by what became of them: delivered (2xx), refused (another 4xx "
+             "or a redirect: dropped), dropped (its queue was full), undelivered (waiting when publish stopped).");
+    for (const WebhookStats& h : m.webhooks) {
+      for (const auto& [outcome, n] : {std::pair{"delivered", h.delivered}, std::pair{"refused", h.refused},
+                                       std::pair{"dropped", h.dropped}, std::pair{"undelivered", h.undelivered}}) {
+        w.sample("vapipe_webhook_messages_total", hook(h) + ",outcome=\"" + outcome + "\"", std::to_string(n));
+      }
+    }
+    w.family("vapipe_webhook_retries_total", "counter",
+             "Tries to deliver to the webhook that failed (no connection, a timeout, 5xx, 408, 429) and are made again.");
+    for (const WebhookStats& h : m.webhooks) w.sample("vapipe_webhook_retries_total", hook(h), std::to_string(h.retries));
+    w.family("vapipe_webhook_queued", "gauge", "Messages waiting to be delivered to the webhook.");
+    for (const WebhookStats& h : m.webhooks) w.sample("vapipe_webhook_queued", hook(h), std::to_string(h.queued));
+    w.family("vapipe_webhook_failing", "gauge",
+             "1 while the webhook's latest try failed and is to be made again (the receiver down or failing).");
+    for (const WebhookStats& h : m.webhooks) w.sample("vapipe_webhook_failing", hook(h), h.failing ? "1" : "0");
+    w.family("vapipe_webhook_last_delivered_time_seconds", "gauge",
+             "When the webhook last took a message, seconds since the Unix epoch (0: none yet).");
+    for (const WebhookStats& h : m.webhooks) {
+      w.sample("vapipe_webhook_last_delivered_time_seconds", hook(h), number(h.last_delivered_unix_s));
+    }
+  }
   if (!m.watched_folders.empty()) {
     // A recorder that stopped writing shows as its folder's last file growing old:
     // time() - vapipe_watched_folder_last_file_time_seconds > 3600.
@@ -378,6 +407,23 @@ nlohmann::json health_json(const JobMetrics& m) {
                     {"lines_waiting", f.lines_waiting},
                     {"lines_lost", f.lines_lost}};
   }
+  nlohmann::json webhooks = nlohmann::json::array();
+  for (const WebhookStats& h : m.webhooks) {
+    webhooks.push_back({{"index", h.index},
+                        {"origin", h.origin},
+                        {"delivered", h.delivered},
+                        {"refused", h.refused},
+                        {"dropped", h.dropped},
+                        {"undelivered", h.undelivered},
+                        {"retries", h.retries},
+                        {"queued", h.queued},
+                        {"failing_for_s", h.failing ? nlohmann::json(std::max(0.0, m.now_unix_s - h.failing_since_unix_s))
+                                                    : nlohmann::json()},
+                        {"last_delivered_age_s", h.last_delivered_unix_s > 0
+                                                     ? nlohmann::json(std::max(0.0, m.now_unix_s - h.last_delivered_unix_s))
+                                                     : nlohmann::json()},
+                        {"last_error", h.last_error.empty() ? nlohmann::json() : nlohmann::json(h.last_error)}});
+  }
   nlohmann::json watched;  // null for a job that watches no folder
   if (m.watches_folders) {
     watched = nlohmann::json::array();
@@ -398,6 +444,7 @@ nlohmann::json health_json(const JobMetrics& m) {
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
+          {"webhooks", std::move(webhooks)},
           {"reload_running_s", m.reload_running_since_unix_s > 0
                                    ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
                                    : nlohmann::json()},

@@ -78,6 +78,23 @@ struct ResultsFileHealth {
   uint64_t lines_lost = 0;         // dropped from those kept (never recorded), in this process
 };
 
+// publish.webhooks: what became of each receiver's messages (stages/publish/webhook.h).
+struct WebhookStats {
+  size_t index = 0;            // in publish.webhooks
+  std::string origin;          // "https://host:8123": its url without path, query or credentials
+  std::string name;            // "publish.webhooks[0] (https://host:8123)"
+  uint64_t delivered = 0;      // answered 2xx
+  uint64_t refused = 0;        // answered 4xx (but 408, 429) or 3xx: dropped, not tried again
+  uint64_t dropped = 0;        // pushed out of a full queue (drop_oldest)
+  uint64_t undelivered = 0;    // still waiting when publish stopped
+  uint64_t retries = 0;        // tries that failed and were made again
+  uint64_t queued = 0;         // waiting now (the one being tried included)
+  bool failing = false;        // its latest try failed and will be made again
+  double failing_since_unix_s = 0;
+  double last_delivered_unix_s = 0;  // 0: none yet
+  std::string last_error;      // of the latest failed or refused try
+};
+
 struct JobMetrics {
   std::string job;
   std::string mode;  // archive | live
@@ -88,6 +105,7 @@ struct JobMetrics {
   bool segments = false;  // publish.segments_min_frames is set: open segments are a metric
   bool segment_pictures = false;  // publish.segments_pictures_dir is set: pictures are counted
   std::optional<ResultsFileHealth> results_file;  // with publish.jsonl_path
+  std::vector<WebhookStats> webhooks;              // publish.webhooks, in order
   // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
   bool watches_folders = false;
   std::vector<FolderWatchStatus> watched_folders;

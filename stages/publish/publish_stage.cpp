@@ -143,6 +143,15 @@ Status PublishStage::open(const StageContext& ctx) {
     o.curve_clients_source = ctx.config.publish.curve_authorized_keys;
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
   }
+  stop_requested_ = ctx.stop_requested;
+  for (size_t i = 0; i < ctx.config.publish.webhooks.size(); ++i) {
+    webhooks_.push_back(std::make_unique<WebhookSender>(ctx.config.publish.webhooks[i], i));
+    std::string topics;
+    for (const std::string& t : ctx.config.publish.webhooks[i].topics) topics += (topics.empty() ? "" : ", ") + t;
+    VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting)", webhooks_.back()->name(),
+                    topics, queue_policy_name(ctx.config.publish.webhooks[i].queue_policy),
+                    ctx.config.publish.webhooks[i].max_queued);
+  }
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -294,6 +303,7 @@ JobMetrics PublishStage::metrics() const {
     f.lines_lost = jsonl_lines_lost_;
     m.results_file = std::move(f);
   }
+  for (const auto& hook : webhooks_) m.webhooks.push_back(hook->stats());
   return m;
 }
 
@@ -541,7 +551,20 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   }
   // An archive job's bus waits for a slow subscriber (lossless): a wait, not publish stuck.
   WatchdogWait subscriber_wait(watchdog_);
-  return bus_->send(topic, text);
+  Status sent = bus_->send(topic, text);
+  // Webhooks take their copy from their own queues (a queue_policy: block one may wait here for room).
+  std::string body;
+  for (const auto& hook : webhooks_) {
+    if (!hook->wants(topic)) continue;
+    if (body.empty()) body = webhook_body(topic, text);
+    hook->post(topic, body, stop_requested_);
+  }
+  return sent;
+}
+
+void PublishStage::finish_webhooks() {
+  for (const auto& hook : webhooks_) hook->finish(kWebhookGrace);
+  update_metrics_snapshot();
 }
 
 void PublishStage::learn_added_streams() {
@@ -1014,6 +1037,7 @@ Status PublishStage::close(Emitter& /*out*/) {
     // A stage crashed and the job restarts: this is not its end. Subscribers that wait for the job
     // summary keep waiting; an archive job's file goes on from here.
     VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
+    finish_webhooks();
     return flush_jsonl();
   }
   // An archive job's file that refuses its lines fails the stage, once its summary is out on the bus.
@@ -1028,6 +1052,7 @@ Status PublishStage::close(Emitter& /*out*/) {
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (flushed.ok()) flushed = flush_jsonl();
   if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
+  finish_webhooks();
   VAPIPE_RETURN_IF_ERROR(flushed);
   return s;
 }

@@ -93,6 +93,34 @@ TEST(StatusReport, SaysOpenSegmentsARefusingResultsFileAndWatchedFolders) {
       << r;
 }
 
+// publish.webhooks: each receiver's figures, and one that cannot be reached says why.
+TEST(StatusReport, SaysEachWebhooksFiguresAndOneThatCannotBeReached) {
+  JobMetrics m = archive_job();
+  WebhookStats up;
+  up.index = 0;
+  up.origin = "https://ha.local:8123";
+  up.delivered = 12;
+  up.last_delivered_unix_s = 1240;
+  WebhookStats down;
+  down.index = 1;
+  down.origin = "http://10.0.0.5:5678";
+  down.delivered = 3;
+  down.queued = 4;
+  down.dropped = 2;
+  down.failing = true;
+  down.failing_since_unix_s = 1130;
+  down.last_error = "cannot connect (refused, no route, or a name that does not resolve)";
+  m.webhooks = {up, down};
+  const auto report = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "webhook 0 https://ha.local:8123: 12 delivered, 0 waiting, 0 refused, 0 dropped; "
+                                   "last delivered 10.0 s ago; ok\n")) << r;
+  EXPECT_TRUE(has_line_starting(r, "webhook 1 http://10.0.0.5:5678: 3 delivered, 4 waiting, 0 refused, 2 dropped; "
+                                   "last delivered never; CANNOT DELIVER for 2 min 00 s: cannot connect (refused, no "
+                                   "route, or a name that does not resolve)\n")) << r;
+}
+
 // publish.metrics_token_file and no token: /healthz says only {"status": "ok"}.
 TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
   const auto report = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");

@@ -578,6 +578,94 @@ TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
   std::filesystem::remove_all(dir);
 }
 
+// publish.webhooks: checked at load, so that a typo in a receiver's URL is an error naming the key and
+// line rather than a failure at the first alert; errors never repeat the URL's path or a token.
+TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-webhooks-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "hook.token") << "  s3cr3t-token  \n";
+  std::ofstream(dir / "empty.token") << "\n";
+  std::ofstream(dir / "ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  std::ofstream(dir / "ca.der") << "0\x82\x01";
+  ::setenv("VAPIPE_TEST_ALERTS_KEY", "k-123", 1);
+  const std::string head = "streams: [{id: gate, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(head + R"(publish:
+  segments_min_frames: 5
+  webhooks:
+    - url: https://ha.local:8123/api/webhook/vapipe-gate-0d9e
+      token_file: hook.token
+      ca_file: ca.pem
+    - url: http://10.0.0.5:5678/webhook?x=1
+      topics: [events/, segments/gate]
+      headers: {X-Api-Key: '${VAPIPE_TEST_ALERTS_KEY}'}
+      timeout_s: 2.5
+      max_queued: 50
+      queue_policy: block
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->publish.webhooks.size(), 2u);
+  const WebhookConfig& ha = c->publish.webhooks[0];
+  EXPECT_EQ(ha.topics, std::vector<std::string>{"segments/"});  // the alerts, by default
+  EXPECT_EQ(ha.token, "s3cr3t-token");
+  EXPECT_EQ(ha.ca_file, (dir / "ca.pem").string());
+  EXPECT_TRUE(ha.tls_verify);
+  EXPECT_EQ(ha.queue_policy, QueuePolicy::kDropOldest);
+  EXPECT_EQ(ha.max_queued, 10000u);
+  EXPECT_EQ(ha.line, 6);
+  const WebhookConfig& n8n = c->publish.webhooks[1];
+  EXPECT_EQ(n8n.topics, (std::vector<std::string>{"events/", "segments/gate"}));
+  ASSERT_EQ(n8n.headers.size(), 1u);
+  EXPECT_EQ(n8n.headers[0], (std::pair<std::string, std::string>{"X-Api-Key", "k-123"}));
+  EXPECT_DOUBLE_EQ(n8n.timeout_s, 2.5);
+  EXPECT_EQ(n8n.max_queued, 50u);
+  EXPECT_EQ(n8n.queue_policy, QueuePolicy::kBlock);
+
+  const std::string segments = "publish:\n  segments_min_frames: 5\n  webhooks:\n";
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{segments + "    - {topics: [events/]}\n", "job.yaml:6: publish.webhooks[0].url: required"},
+      ConfigErrorCase{segments + "    - url: ftp://host/x\n",
+          "job.yaml:6: publish.webhooks[0].url: expected an http:// or https:// URL, got a ftp:// one"},
+      ConfigErrorCase{segments + "    - url: ha.local:8123/api/webhook/x\n",
+          "publish.webhooks[0].url: expected an http:// or https:// URL"},
+      ConfigErrorCase{segments + "    - url: 'http://host:99999/hook'\n", "its port '99999' is not a number from 1 to 65535"},
+      ConfigErrorCase{segments + "    - url: 'http://host/my hook'\n", "holds a space, which an HTTP request line cannot carry"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      topics: [alerts/]\n",
+          "job.yaml:7: publish.webhooks[0].topics[0]: 'alerts/' starts no topic vapipe publishes"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      topics: events/\n",
+          "publish.webhooks[0].topics: expected a list of topic prefixes"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      topic: [events/]\n", "publish.webhooks[0].topic"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      token_file: missing.token\n",
+          "job.yaml:7: publish.webhooks[0].token_file: cannot read the token file " + (dir / "missing.token").string()},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      token_file: empty.token\n",
+          (dir / "empty.token").string() + ":1: expected the token on the first line"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      token_file: hook.token\n      headers: {authorization: x}\n",
+          "token_file sends Authorization: Bearer TOKEN; keep one"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      headers: {Content-Type: text/plain}\n",
+          "publish.webhooks[0].headers.Content-Type: is set by vapipe itself"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      headers: {'X Key': v}\n", "'X Key' is not an HTTP header name"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      headers: {X-Key: \"a\\r\\nX-Evil: 1\"}\n",
+          "publish.webhooks[0].headers.X-Key: its value holds a control character"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      ca_file: ca.pem\n", "publish.webhooks[0].ca_file: is for an https:// url"},
+      ConfigErrorCase{segments + "    - url: https://h/x\n      ca_file: ca.der\n", "holds no PEM certificate"},
+      ConfigErrorCase{segments + "    - url: https://h/x\n      ca_file: ca.pem\n      tls_verify: false\n", "keep one"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      max_queued: 0\n", "publish.webhooks[0].max_queued: expected an integer from 1"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      queue_policy: newest\n",
+          "publish.webhooks[0].queue_policy: expected one of drop_oldest | block"},
+      ConfigErrorCase{"publish:\n  webhooks: {url: http://h/x}\n", "job.yaml:4: publish.webhooks: expected a list of webhooks"},
+      // Without segments the default topic (segments/) has nothing to send.
+      ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x}]\n",
+          "publish.webhooks[0].topics: not given, so segments/ (label runs, the alerts), which need "
+          "publish.segments_min_frames"},
+      ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x, topics: [segments/gate]}]\n",
+          "'segments/gate' has no messages without publish.segments_min_frames"},
+      });
+  // The URL's path (a webhook's secret id) and the token never appear in an error.
+  auto bad = load_config_string(head + segments + "    - url: 'https://h:0/api/webhook/secret-id'\n", "job.yaml", dir.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("secret-id"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(dir);
+}
+
 // publish.metrics_token_file: read at load; its errors name the file, never the token.
 TEST(Config, AMetricsTokenIsReadAtLoadAndItsErrorsNameTheFileNotTheToken) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-token-" + std::to_string(::getpid()));

@@ -20,6 +20,7 @@
 #include "pipeline/stage_stats.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
+#include "tests/fakes/http_receiver.h"
 #include "tests/fakes/stage_harness.h"
 
 namespace vapipe {
@@ -1106,6 +1107,46 @@ TEST_F(PublishStageTest, LabelSegmentsBeginAfterMinFramesInARowAndEndWhenAnother
   EXPECT_EQ(segments[2]["start_seq"], 10);
   EXPECT_EQ(segments[3]["end_seq"], 12);
   EXPECT_EQ(segments[3]["frames"], 3);
+}
+
+// publish.webhooks: the messages on its topics reach a real HTTP receiver as the bus has them, in order;
+// results (another topic) do not; what became of them is on /metrics and /healthz.
+TEST_F(PublishStageTest, AWebhookReceivesTheSegmentMessagesAsTheBusHasThem) {
+  testing::Receiver receiver;
+  config_.publish.segments_min_frames = 2;
+  WebhookConfig hook;
+  hook.url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";  // topics: segments/
+  config_.publish.webhooks = {hook};
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "car", 0.9, 3);
+  send_top1(&seq, "bus", 0.9, 3);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());  // gives the webhook its grace to deliver what waits
+  std::vector<nlohmann::json> on_bus;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic.rfind("segments/", 0) == 0) on_bus.push_back({{"topic", topic}, {"payload", j}});
+  }
+  ASSERT_EQ(on_bus.size(), 4u);  // began car, ended car, began bus, ended bus
+  const auto got = receiver.received();
+  ASSERT_EQ(got.size(), on_bus.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(nlohmann::json::parse(got[i].body), on_bus[i]) << i;
+    EXPECT_EQ(got[i].topic, "segments/s0");
+  }
+  const JobMetrics m = stage_->metrics();
+  ASSERT_EQ(m.webhooks.size(), 1u);
+  EXPECT_EQ(m.webhooks[0].delivered, 4u);
+  const std::string origin = "http://127.0.0.1:" + std::to_string(receiver.port());
+  EXPECT_NE(prometheus_text(m).find("vapipe_webhook_messages_total{webhook=\"0\",origin=\"" + origin +
+                                    "\",outcome=\"delivered\"} 4\n"),
+            std::string::npos)
+      << prometheus_text(m);
+  const nlohmann::json health = health_json(m);
+  EXPECT_EQ(health["webhooks"][0]["origin"], origin);
+  EXPECT_EQ(health["webhooks"][0]["delivered"], 4);
+  EXPECT_TRUE(health["webhooks"][0]["failing_for_s"].is_null());
 }
 
 // publish.segments_min_score: a frame whose top-1 score is below it is unsure; min_frames unsure frames in

@@ -1,0 +1,130 @@
+#include "pipeline/http_url.h"
+
+#include <cctype>
+
+namespace vapipe {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX escapes decoded; false on a '%' that starts none.
+bool percent_decode(std::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+bool is_blank_or_control(unsigned char c) { return c <= 0x20 || c == 0x7f; }
+
+}  // namespace
+
+std::string HttpUrl::origin() const {
+  std::string out = tls ? "https://" : "http://";
+  out += host_port();
+  return out;
+}
+
+std::string HttpUrl::host_port() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Result<HttpUrl> parse_http_url(std::string_view url) {
+  const std::string example = " (e.g. https://ha.local:8123/api/webhook/vapipe-gate)";
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return InvalidArgument("expected an http:// or https:// URL" + example);
+  }
+  HttpUrl u;
+  const std::string scheme = lower(url.substr(0, scheme_end));
+  if (scheme == "https") {
+    u.tls = true;
+  } else if (scheme != "http") {
+    return InvalidArgument("expected an http:// or https:// URL, got a " + scheme + ":// one" + example);
+  }
+  std::string_view rest = url.substr(scheme_end + 3);
+  const auto authority_end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, authority_end);
+  std::string_view target = authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    if (!percent_decode(userinfo.substr(0, colon), &u.user) ||
+        (colon != std::string_view::npos && !percent_decode(userinfo.substr(colon + 1), &u.password))) {
+      return InvalidArgument("its user:password@ has a '%' that starts no escape (write a '%' as %25)");
+    }
+  }
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return InvalidArgument("its IPv6 host has no closing ']'");
+    u.host = std::string(authority.substr(1, close - 1));
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return InvalidArgument("expected ':PORT' after its IPv6 host's ']'");
+      port_text = after.substr(1);
+      if (port_text.empty()) return InvalidArgument("its ':' after the host is not followed by a port");
+    }
+  } else {
+    const auto colon = authority.rfind(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return InvalidArgument("its ':' after the host is not followed by a port");
+    }
+  }
+  if (u.host.empty()) return InvalidArgument("it names no host" + example);
+  for (unsigned char c : u.host) {
+    if (is_blank_or_control(c) || c == '@' || c == '[' || c == ']' || c == '%') {
+      return InvalidArgument("its host '" + u.host + "' holds a character a host name cannot have");
+    }
+  }
+  u.port = u.tls ? 443 : 80;
+  if (!port_text.empty()) {
+    int port = 0;
+    for (char c : port_text) {
+      if (c < '0' || c > '9' || port > 65535) return InvalidArgument("its port '" + std::string(port_text) +
+                                                                     "' is not a number from 1 to 65535");
+      port = port * 10 + (c - '0');
+    }
+    if (port < 1 || port > 65535) {
+      return InvalidArgument("its port '" + std::string(port_text) + "' is not a number from 1 to 65535");
+    }
+    u.port = port;
+  }
+  // The fragment is the browser's, never sent.
+  if (const auto hash = target.find('#'); hash != std::string_view::npos) target = target.substr(0, hash);
+  for (unsigned char c : target) {
+    if (is_blank_or_control(c)) {
+      return InvalidArgument(std::string("its path or query holds ") + (c == ' ' ? "a space" : "a control character") +
+                             ", which an HTTP request line cannot carry: percent-escape it (a space as %20)");
+    }
+  }
+  u.target = target.empty() ? "/" : std::string(target);
+  if (u.target.front() == '?') u.target = "/" + u.target;
+  return u;
+}
+
+}  // namespace vapipe

@@ -1,0 +1,28 @@
+// http:// and https:// URLs that vapipe itself requests (publish.webhooks): parsed when the config
+// loads, so that a typo is an error naming the key rather than a failure at the first alert.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "pipeline/status.h"
+
+namespace vapipe {
+
+struct HttpUrl {
+  bool tls = false;      // https://
+  std::string host;      // without brackets for IPv6 ("::1")
+  int port = 0;          // the scheme's own (80, 443) when the URL gives none
+  std::string target;    // path and query as sent in the request line ("/api/webhook/x?a=1"); "/" at least
+  std::string user, password;  // from user:password@, percent-decoded; empty: none
+  // "https://host:port", for log lines and errors: the path and the query, where a webhook's secret
+  // often is (Home Assistant's webhook id, a chat's token), and the credentials are left out.
+  std::string origin() const;
+  // "host:port" as cpp-httplib's Client takes it ("[::1]:8080").
+  std::string host_port() const;
+};
+
+// An error says what is wrong and how to write it; it never repeats the URL's path, query or password.
+Result<HttpUrl> parse_http_url(std::string_view url);
+
+}  // namespace vapipe

@@ -1,0 +1,315 @@
+#include "stages/publish/webhook.h"
+
+#include <httplib.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "pipeline/envelope.h"
+#include "pipeline/logging.h"
+#include "stages/publish/metrics.h"
+
+namespace vapipe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double unix_now_s() { return static_cast<double>(wall_clock_ns()) / 1e9; }
+
+// A receiver's words for a log line: one line, no control characters, at most 200 bytes.
+std::string answer_excerpt(const std::string& body) {
+  std::string out;
+  for (unsigned char c : body) {
+    if (out.size() >= 200) {
+      out += "...";
+      break;
+    }
+    out.push_back(c < 0x20 || c == 0x7f ? ' ' : static_cast<char>(c));
+  }
+  const auto last = out.find_last_not_of(' ');
+  out.erase(last == std::string::npos ? 0 : last + 1);
+  return out;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+}  // namespace
+
+std::string webhook_body(const std::string& topic, const std::string& payload_json) {
+  return "{\"topic\":" + nlohmann::json(topic).dump() + ",\"payload\":" + payload_json + "}";
+}
+
+WebhookSender::WebhookSender(const WebhookConfig& config, size_t index) : config_(config) {
+  // The config was checked when it loaded: the URL parses.
+  url_ = parse_http_url(config_.url).value();
+  name_ = "publish.webhooks[" + std::to_string(index) + "] (" + url_.origin() + ")";
+  stats_.name = name_;
+  stats_.index = index;
+  stats_.origin = url_.origin();
+  thread_ = std::thread([this] { run(); });
+}
+
+WebhookSender::~WebhookSender() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_now_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WebhookSender::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  first_retry_delay_ = first;
+  longest_retry_delay_ = longest;
+}
+
+bool WebhookSender::wants(const std::string& topic) const {
+  return std::any_of(config_.topics.begin(), config_.topics.end(),
+                     [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; });
+}
+
+void WebhookSender::post(const std::string& topic, std::string body, const std::atomic<bool>* stop) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopping_ || stop_now_) {
+    ++stats_.undelivered;  // after finish(): publish is closing
+    return;
+  }
+  if (config_.queue_policy == QueuePolicy::kBlock) {
+    // Held until the receiver has taken enough (or the job is stopped): the job goes at its pace.
+    while (queue_.size() >= config_.max_queued && !stopping_ && !stop_now_ && !(stop && stop->load())) {
+      changed_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+  if (queue_.size() >= config_.max_queued) {
+    if (config_.queue_policy == QueuePolicy::kBlock) {
+      ++stats_.dropped;  // the job was stopped while it waited for room
+      return;
+    }
+    queue_.pop_front();
+    ++stats_.dropped;
+    if (!drop_logged_) {
+      drop_logged_ = true;
+      VAPIPE_LOG_WARN("{}: {} messages wait for it (max_queued), so the oldest are dropped from now on and counted "
+                      "(vapipe_webhook_messages_total{{outcome=\"dropped\"}}); last error: {}",
+                      name_, config_.max_queued, stats_.last_error.empty() ? "none" : stats_.last_error);
+    }
+  }
+  queue_.push_back(Item{topic, std::move(body)});
+  lock.unlock();
+  changed_.notify_all();
+}
+
+void WebhookSender::finish(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopping_) {
+      stopping_ = true;
+      finish_by_ = Clock::now() + grace;
+    }
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  const WebhookStats s = stats();
+  if (s.undelivered > 0) {
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
+                     s.undelivered, s.failing ? "it could not be reached" : "no time left", s.last_error);
+  }
+  VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered", name_,
+                  s.delivered, s.refused, s.dropped, s.undelivered);
+}
+
+WebhookStats WebhookSender::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  WebhookStats s = stats_;
+  s.queued = queue_.size() + (in_flight_ ? 1 : 0);
+  return s;
+}
+
+WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client) {
+  // A client per try would cost a TLS handshake per message: the thread's client keeps its connection.
+  if (!client) {
+    if (url_.tls) {
+      auto tls = std::make_unique<httplib::SSLClient>(url_.host, url_.port);
+      tls->enable_server_certificate_verification(config_.tls_verify);
+      if (!config_.ca_file.empty()) tls->set_ca_cert_path(config_.ca_file);
+      client = std::move(tls);
+    } else {
+      client = std::make_unique<httplib::ClientImpl>(url_.host, url_.port);
+    }
+    const auto timeout = std::chrono::duration<double>(config_.timeout_s);
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+    client->set_connection_timeout(us);
+    client->set_read_timeout(us);
+    client->set_write_timeout(us);
+    client->set_keep_alive(true);
+    client->set_tcp_nodelay(true);  // headers and body are two writes: Nagle held the body ~40 ms a message
+    client->set_follow_location(false);  // a POST redirected is a GET in most clients: say where it went instead
+    client->set_url_encode(false);       // the config's target is sent as written (checked: no blanks)
+    if (!url_.user.empty() || !url_.password.empty()) client->set_basic_auth(url_.user, url_.password);
+    if (!config_.token.empty()) client->set_bearer_token_auth(config_.token);
+  }
+  httplib::Headers headers{{"User-Agent", "vapipe"}, {"X-Vapipe-Topic", item.topic}};
+  for (const auto& [name, value] : config_.headers) headers.emplace(name, value);
+  httplib::Result res = client->Post(url_.target, headers, item.body, "application/json");
+  Outcome o;
+  if (!res) {
+    const httplib::Error e = res.error();
+    const std::string timeout = seconds_text(config_.timeout_s);
+    switch (e) {
+      case httplib::Error::Connection:
+        o.error = "cannot connect (refused, no route, or a name that does not resolve)";
+        break;
+      case httplib::Error::ConnectionTimeout:
+        o.error = "no connection within timeout_s (" + timeout + ")";
+        break;
+      case httplib::Error::Read:
+        o.error = "no answer within timeout_s (" + timeout + "), or the connection closed before one";
+        break;
+      case httplib::Error::Write:
+        o.error = "the connection closed while the message was sent";
+        break;
+      case httplib::Error::SSLConnection:
+        o.error = "the TLS handshake failed (is it an https server?)";
+        break;
+      case httplib::Error::SSLLoadingCerts:
+        o.error = "cannot load the certificate authorities" + (config_.ca_file.empty() ? "" : " of " + config_.ca_file);
+        break;
+      case httplib::Error::SSLServerVerification: {
+        const long why = static_cast<httplib::SSLClient&>(*client).get_openssl_verify_result();
+        o.error = std::string("its TLS certificate is refused (") +
+                  (why != X509_V_OK ? X509_verify_cert_error_string(why) : "it is not made for the host " + url_.host) +
+                  "): give the authority that signed it (or the certificate itself) in ca_file";
+        break;
+      }
+      default:
+        o.error = "the request failed (" + httplib::to_string(e) + ")";
+    }
+    client.reset();  // a connection in an unknown state: the next try opens a new one
+    o.kind = Outcome::kRetry;
+    return o;
+  }
+  const int status = res->status;
+  if (status >= 200 && status < 300) {
+    o.kind = Outcome::kDelivered;
+    return o;
+  }
+  const std::string said = answer_excerpt(res->body);
+  o.error = "answered " + std::to_string(status) + (said.empty() ? "" : ": " + said);
+  if (status == 408 || status == 425 || status == 429 || status >= 500) {
+    o.kind = Outcome::kRetry;
+    const std::string after = res->get_header_value("Retry-After");
+    if (!after.empty() && after.find_first_not_of("0123456789") == std::string::npos && after.size() < 9) {
+      o.retry_after = std::min(std::chrono::seconds(std::stol(after)), kLongestRetryAfter);
+    }
+  } else if (status >= 300 && status < 400) {
+    o.kind = Outcome::kRefused;
+    auto moved = parse_http_url(res->get_header_value("Location"));
+    o.error += std::string(" (a redirection") + (moved.ok() ? " to " + moved->origin() + "/..." : "") +
+               ": give the url it redirects to)";
+  } else {
+    o.kind = Outcome::kRefused;
+  }
+  return o;
+}
+
+void WebhookSender::note_refused(const Item& item, const std::string& error) {
+  const auto now = Clock::now();
+  if (refusals_logged_at_ != Clock::time_point{} && now - refusals_logged_at_ < std::chrono::minutes(1)) {
+    ++refusals_unlogged_;
+    return;
+  }
+  const std::string more =
+      refusals_unlogged_ > 0 ? " (and " + std::to_string(refusals_unlogged_) + " more refused since the last said)" : "";
+  VAPIPE_LOG_ERROR("{}: refused the message on {}: {}; it is dropped, not tried again{}", name_, item.topic, error,
+                   more);
+  refusals_logged_at_ = now;
+  refusals_unlogged_ = 0;
+}
+
+void WebhookSender::run() {
+  std::optional<Item> item;
+  std::unique_ptr<httplib::ClientImpl> client;
+  Clock::time_point still_failing_logged_at{};
+  std::chrono::milliseconds delay{0};
+  std::unique_lock<std::mutex> lock(mutex_);
+  delay = first_retry_delay_;
+  auto time_is_up = [&] { return stop_now_ || (stopping_ && Clock::now() >= finish_by_); };
+  for (;;) {
+    if (!item) {
+      changed_.wait(lock, [&] { return stop_now_ || stopping_ || !queue_.empty(); });
+      if (time_is_up() || queue_.empty()) break;  // (stopping with nothing left)
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      in_flight_ = true;
+      changed_.notify_all();  // room for a blocked post()
+    }
+    lock.unlock();
+    const Outcome o = try_once(*item, client);
+    lock.lock();
+    const auto now = Clock::now();
+    if (o.kind == Outcome::kRetry) {
+      ++stats_.retries;
+      stats_.last_error = o.error;
+      if (!stats_.failing) {
+        stats_.failing = true;
+        stats_.failing_since_unix_s = unix_now_s();
+        still_failing_logged_at = now;
+        VAPIPE_LOG_WARN("{}: cannot deliver the message on {}: {}; it is kept and tried again in {} ms, then less "
+                        "often (up to every {} s), and those after it wait ({} now)",
+                        name_, item->topic, o.error,
+                        o.retry_after ? std::chrono::duration_cast<std::chrono::milliseconds>(*o.retry_after).count()
+                                      : delay.count(),
+                        std::chrono::duration_cast<std::chrono::seconds>(longest_retry_delay_).count(),
+                        queue_.size() + 1);
+      } else if (now - still_failing_logged_at >= kStillFailingLogPeriod) {
+        still_failing_logged_at = now;
+        VAPIPE_LOG_WARN("{}: still cannot deliver, for {}: {}; {} message(s) wait, {} dropped (queue full)", name_,
+                        human_duration(unix_now_s() - stats_.failing_since_unix_s), o.error, queue_.size() + 1,
+                        stats_.dropped);
+      }
+      const auto wait = o.retry_after ? std::chrono::duration_cast<std::chrono::milliseconds>(*o.retry_after) : delay;
+      delay = std::min(delay * 2, longest_retry_delay_);
+      const auto until = now + wait;
+      while (!time_is_up() && Clock::now() < until) {
+        changed_.wait_until(lock, stopping_ ? std::min(until, finish_by_) : until);
+      }
+      if (time_is_up()) break;
+      continue;
+    }
+    if (stats_.failing) {
+      VAPIPE_LOG_INFO("{}: reached again after {} ({} message(s) wait, {} dropped meanwhile)", name_,
+                      human_duration(unix_now_s() - stats_.failing_since_unix_s), queue_.size(), stats_.dropped);
+      stats_.failing = false;
+      stats_.failing_since_unix_s = 0;
+    }
+    delay = first_retry_delay_;
+    if (o.kind == Outcome::kDelivered) {
+      ++stats_.delivered;
+      stats_.last_delivered_unix_s = unix_now_s();
+      drop_logged_ = false;
+    } else {
+      ++stats_.refused;
+      stats_.last_error = o.error;
+      note_refused(*item, o.error);
+    }
+    item.reset();
+    in_flight_ = false;
+    changed_.notify_all();
+  }
+  stats_.undelivered += queue_.size() + (item ? 1 : 0);
+  queue_.clear();
+  in_flight_ = false;
+  if (refusals_unlogged_ > 0) {
+    VAPIPE_LOG_ERROR("{}: {} more message(s) refused since the last said", name_, refusals_unlogged_);
+    refusals_unlogged_ = 0;
+  }
+  changed_.notify_all();
+}
+
+}  // namespace vapipe

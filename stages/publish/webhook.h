@@ -1,0 +1,101 @@
+// publish.webhooks: messages POSTed to an HTTP receiver as they are published, so that an alert ("a
+// truck at the gate began") reaches Home Assistant, n8n, a chat's incoming webhook or ntfy without a
+// ZeroMQ subscriber of one's own (DeepStream's msgbroker and Frigate's MQTT fill this role there).
+//
+// Each webhook has a thread and a queue of its own: a receiver that is slow or down never holds up the
+// bus, the results file or another webhook (unless its queue_policy is block). Messages go one per
+// request, in the order published; one that fails for a reason that may pass (no connection, a
+// timeout, 5xx, 408, 429) is tried again after a back-off (1 s doubling to 60 s, or the receiver's
+// Retry-After up to 5 min), and those behind it wait; one the receiver refuses (another 4xx, a
+// redirect) is dropped and counted, and the next goes. At-least-once: a receiver that took a message
+// but whose answer was lost gets it again.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "pipeline/config.h"
+#include "pipeline/http_url.h"
+#include "pipeline/status.h"
+#include "stages/publish/metrics.h"
+
+namespace httplib {
+class ClientImpl;
+}
+
+namespace vapipe {
+
+class WebhookSender {
+ public:
+  // Starts its thread; `index` is its place in publish.webhooks, for log lines.
+  WebhookSender(const WebhookConfig& config, size_t index);
+  // Stops at once: what still waits is counted undelivered (finish() first to give it time).
+  ~WebhookSender();
+  WebhookSender(const WebhookSender&) = delete;
+  WebhookSender& operator=(const WebhookSender&) = delete;
+
+  // Whether a message on `topic` goes to this receiver (a topic prefix of its topics).
+  bool wants(const std::string& topic) const;
+  // Queues a message (`body`: the JSON request body). drop_oldest never waits; block waits for room
+  // until `stop` is set (then the message is counted dropped).
+  void post(const std::string& topic, std::string body, const std::atomic<bool>* stop = nullptr);
+  // Gives what waits until `grace` to be delivered (tries and back-offs as usual), then stops the thread
+  // and logs what was not delivered.
+  void finish(std::chrono::milliseconds grace);
+  WebhookStats stats() const;
+  const std::string& name() const { return name_; }
+
+  // Tests: a shorter back-off (the first wait after a failure, and the longest).
+  void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest);
+
+  static constexpr std::chrono::seconds kFirstRetryDelay{1}, kLongestRetryDelay{60};
+  static constexpr std::chrono::seconds kLongestRetryAfter{300};  // a receiver's Retry-After, at most
+  static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
+
+ private:
+  struct Item {
+    std::string topic, body;
+  };
+  // What one try came to.
+  struct Outcome {
+    enum Kind { kDelivered, kRetry, kRefused } kind = kRetry;
+    std::string error;  // kRetry, kRefused: why, for the log
+    std::optional<std::chrono::seconds> retry_after;
+  };
+  // `client` keeps its connection from one try to the next; a failed try resets it.
+  Outcome try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client);
+  void run();
+  void note_refused(const Item& item, const std::string& error);
+
+  WebhookConfig config_;
+  HttpUrl url_;
+  std::string name_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;  // an item, room, or a stop
+  std::deque<Item> queue_;
+  bool in_flight_ = false;  // the thread holds a message (tried, or waiting to try it again)
+  bool stopping_ = false;   // finish(): deliver until finish_by_, then stop
+  bool stop_now_ = false;
+  std::chrono::steady_clock::time_point finish_by_{};
+  WebhookStats stats_;
+  std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
+  // Log lines kept few: refusals after the first are counted and said at most once a minute; a
+  // dropped message (full queue) is said once per outage.
+  std::chrono::steady_clock::time_point refusals_logged_at_{};
+  uint64_t refusals_unlogged_ = 0;
+  bool drop_logged_ = false;
+  std::thread thread_;  // last: started once the rest is set
+};
+
+// The request body of a message: {"topic": ..., "payload": ...}, as a results file's line.
+std::string webhook_body(const std::string& topic, const std::string& payload_json);
+
+}  // namespace vapipe

@@ -1,0 +1,261 @@
+// publish.webhooks against a real HTTP(S) server on loopback (cpp-httplib's), as a receiver such as
+// Home Assistant or n8n answers: in order, again after failures, without a message twice once taken.
+#include "stages/publish/webhook.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/free_port.h"
+#include "tests/fakes/http_receiver.h"
+
+namespace vapipe {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kTlsDir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
+using testing::Receiver;
+
+WebhookConfig hook_at(int port, const std::string& scheme = "http") {
+  WebhookConfig c;
+  c.url = scheme + "://127.0.0.1:" + std::to_string(port) + "/hook";
+  c.topics = {"segments/", "events/"};
+  c.timeout_s = 5;
+  return c;
+}
+
+std::string message(int n) { return webhook_body("segments/gate", "{\"n\":" + std::to_string(n) + "}"); }
+
+// Waits (up to 10 s) until `done` holds of the sender's figures.
+bool eventually(const WebhookSender& s, const std::function<bool(const WebhookStats&)>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done(s.stats())) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(Webhook, PostsEachMessageInOrderWithTheTopicTheTokenAndItsHeaders) {
+  Receiver receiver;
+  WebhookConfig c = hook_at(receiver.port());
+  c.url += "?src=vapipe";
+  c.token = "s3cr3t";
+  c.headers = {{"X-Api-Key", "k-123"}};
+  WebhookSender sender(c, 0);
+  EXPECT_TRUE(sender.wants("segments/gate"));
+  EXPECT_TRUE(sender.wants("events/door"));
+  EXPECT_FALSE(sender.wants("results/gate"));
+  EXPECT_FALSE(sender.wants("job/summary"));
+  for (int n = 0; n < 20; ++n) sender.post("segments/gate", message(n));
+  const auto got = receiver.wait_for(20);
+  ASSERT_EQ(got.size(), 20u);
+  for (int n = 0; n < 20; ++n) {
+    EXPECT_EQ(got[n].body, "{\"topic\":\"segments/gate\",\"payload\":{\"n\":" + std::to_string(n) + "}}");
+  }
+  EXPECT_EQ(got[0].path, "/hook?q");
+  EXPECT_EQ(got[0].topic, "segments/gate");
+  EXPECT_EQ(got[0].authorization, "Bearer s3cr3t");
+  EXPECT_EQ(got[0].api_key, "k-123");
+  EXPECT_EQ(got[0].content_type, "application/json");
+  sender.finish(1s);
+  const WebhookStats s = sender.stats();
+  EXPECT_EQ(s.delivered, 20u);
+  EXPECT_EQ(s.refused + s.dropped + s.undelivered + s.retries, 0u);
+  EXPECT_GT(s.last_delivered_unix_s, 0);
+  EXPECT_EQ(s.name, "publish.webhooks[0] (http://127.0.0.1:" + std::to_string(receiver.port()) + ")");
+}
+
+// 503s and 429s are tried again (Retry-After honoured), and the messages behind wait: none is lost,
+// none comes twice, the order holds.
+TEST(Webhook, AFailingReceiverGetsTheMessageAgainAndTheOrderHolds) {
+  Receiver receiver;
+  std::atomic<int> calls{0};
+  receiver.answer([&](const httplib::Request&, httplib::Response& res) {
+    const int call = calls++;
+    if (call == 0) res.status = 503;
+    if (call == 1) {
+      res.status = 429;
+      res.set_header("Retry-After", "0");
+    }
+  });
+  WebhookSender sender(hook_at(receiver.port()), 0);
+  sender.set_retry_delays(20ms, 100ms);
+  for (int n = 0; n < 5; ++n) sender.post("segments/gate", message(n));
+  const auto got = receiver.wait_for(5);
+  ASSERT_EQ(got.size(), 5u);
+  for (int n = 0; n < 5; ++n) EXPECT_NE(got[n].body.find("\"n\":" + std::to_string(n)), std::string::npos);
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.delivered == 5; }));
+  const WebhookStats s = sender.stats();
+  EXPECT_EQ(s.retries, 2u);
+  EXPECT_FALSE(s.failing);
+  EXPECT_EQ(s.last_error, "answered 429");
+}
+
+// A 4xx (other than 408 and 429) is the receiver's "no" to that message: dropped, counted, the next goes.
+TEST(Webhook, AMessageTheReceiverRefusesIsDroppedAndTheNextGoes) {
+  Receiver receiver;
+  receiver.answer([](const httplib::Request& req, httplib::Response& res) {
+    if (req.body.find("\"n\":1}") != std::string::npos) {
+      res.status = 400;
+      res.set_content("invalid payload\n(expected a message field)", "text/plain");
+    }
+  });
+  WebhookSender sender(hook_at(receiver.port()), 0);
+  for (int n = 0; n < 3; ++n) sender.post("segments/gate", message(n));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.delivered + s.refused == 3; }));
+  const WebhookStats s = sender.stats();
+  EXPECT_EQ(s.delivered, 2u);
+  EXPECT_EQ(s.refused, 1u);
+  EXPECT_EQ(s.retries, 0u);
+  EXPECT_EQ(s.last_error, "answered 400: invalid payload (expected a message field)");
+  EXPECT_EQ(receiver.received().size(), 2u);
+}
+
+// A receiver down when the job starts (Home Assistant restarting) gets what waited once it is up, in order.
+TEST(Webhook, AReceiverThatComesLaterGetsWhatWaitedInOrder) {
+  const int port = testing::free_loopback_tcp_port();
+  WebhookSender sender(hook_at(port), 0);
+  sender.set_retry_delays(20ms, 50ms);
+  for (int n = 0; n < 4; ++n) sender.post("segments/gate", message(n));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing && s.retries >= 2; }));
+  EXPECT_EQ(sender.stats().queued, 4u);
+  EXPECT_NE(sender.stats().last_error.find("cannot connect"), std::string::npos) << sender.stats().last_error;
+  Receiver receiver(port);
+  ASSERT_EQ(receiver.port(), port);
+  const auto got = receiver.wait_for(4);
+  ASSERT_EQ(got.size(), 4u);
+  for (int n = 0; n < 4; ++n) EXPECT_NE(got[n].body.find("\"n\":" + std::to_string(n)), std::string::npos);
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.delivered == 4 && !s.failing; }));
+  EXPECT_EQ(sender.stats().queued, 0u);
+}
+
+// drop_oldest: a receiver down for long keeps the newest max_queued (and the one being tried).
+TEST(Webhook, AFullQueueDropsTheOldestAndCountsThem) {
+  const int port = testing::free_loopback_tcp_port();
+  WebhookConfig c = hook_at(port);
+  c.max_queued = 3;
+  WebhookSender sender(c, 0);
+  sender.set_retry_delays(20ms, 50ms);
+  sender.post("segments/gate", message(0));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing; }));  // message 0 is being tried
+  for (int n = 1; n < 7; ++n) sender.post("segments/gate", message(n));
+  EXPECT_EQ(sender.stats().dropped, 3u);  // 1, 2 and 3
+  EXPECT_EQ(sender.stats().queued, 4u);
+  Receiver receiver(port);
+  const auto got = receiver.wait_for(4);
+  ASSERT_EQ(got.size(), 4u);
+  for (auto [i, n] : {std::pair{0, 0}, std::pair{1, 4}, std::pair{2, 5}, std::pair{3, 6}}) {
+    EXPECT_NE(got[i].body.find("\"n\":" + std::to_string(n)), std::string::npos) << got[i].body;
+  }
+}
+
+// block: publish waits for room (an archive job goes at the receiver's pace) until the job is stopped.
+TEST(Webhook, ABlockingQueueHoldsThePosterUntilThereIsRoomOrAStop) {
+  const int port = testing::free_loopback_tcp_port();
+  WebhookConfig c = hook_at(port);
+  c.max_queued = 1;
+  c.queue_policy = QueuePolicy::kBlock;
+  WebhookSender sender(c, 0);
+  sender.set_retry_delays(20ms, 50ms);
+  sender.post("segments/gate", message(0));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing; }));
+  sender.post("segments/gate", message(1));  // the queue's one place
+  std::atomic<bool> stop{false}, returned{false};
+  std::thread poster([&] {
+    sender.post("segments/gate", message(2), &stop);
+    returned = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(returned.load());  // held: no room
+  {
+    Receiver receiver(port);  // the receiver comes: room again, the held message goes in
+    receiver.wait_for(3);
+    poster.join();
+    EXPECT_EQ(receiver.received().size(), 3u);
+  }
+  EXPECT_EQ(sender.stats().dropped, 0u);
+  // Down again and full: a stop lets the poster go, and its message is counted dropped.
+  sender.post("segments/gate", message(3));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing; }));
+  sender.post("segments/gate", message(4));
+  std::thread held([&] { sender.post("segments/gate", message(5), &stop); });
+  std::this_thread::sleep_for(100ms);
+  stop = true;
+  held.join();
+  EXPECT_EQ(sender.stats().dropped, 1u);
+}
+
+// finish() gives what waits a bounded time: a receiver that never comes does not hold publish's exit.
+TEST(Webhook, FinishGivesUpAfterItsGraceAndCountsWhatWasNotDelivered) {
+  WebhookSender sender(hook_at(testing::free_loopback_tcp_port()), 0);
+  sender.set_retry_delays(20ms, 50ms);
+  for (int n = 0; n < 3; ++n) sender.post("segments/gate", message(n));
+  const auto start = std::chrono::steady_clock::now();
+  sender.finish(300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  const WebhookStats s = sender.stats();
+  EXPECT_EQ(s.undelivered, 3u);
+  EXPECT_EQ(s.queued, 0u);
+  EXPECT_EQ(s.delivered, 0u);
+}
+
+TEST(Webhook, FinishDeliversWhatWaitsWhenTheReceiverIsUp) {
+  Receiver receiver;
+  WebhookSender sender(hook_at(receiver.port()), 0);
+  for (int n = 0; n < 50; ++n) sender.post("events/door", message(n));
+  sender.finish(10s);
+  EXPECT_EQ(sender.stats().delivered, 50u);
+  EXPECT_EQ(receiver.received().size(), 50u);
+}
+
+// https: the receiver's certificate checked against ca_file; another authority's is refused, saying so.
+TEST(Webhook, HttpsChecksTheReceiversCertificateAgainstCaFile) {
+  Receiver receiver(0, /*tls=*/true);
+  WebhookConfig c = hook_at(receiver.port(), "https");
+  c.ca_file = kTlsDir + "metrics-test.crt";
+  WebhookSender sender(c, 0);
+  sender.post("segments/gate", message(0));
+  ASSERT_EQ(receiver.wait_for(1).size(), 1u);
+
+  c.ca_file = kTlsDir + "chain-root.crt";  // another authority
+  WebhookSender distrusting(c, 1);
+  distrusting.set_retry_delays(50ms, 50ms);
+  distrusting.post("segments/gate", message(1));
+  ASSERT_TRUE(eventually(distrusting, [](const WebhookStats& s) { return s.failing; }));
+  EXPECT_NE(distrusting.stats().last_error.find("its TLS certificate is refused"), std::string::npos)
+      << distrusting.stats().last_error;
+  EXPECT_EQ(receiver.received().size(), 1u);
+
+  c.ca_file.clear();
+  c.tls_verify = false;
+  WebhookSender trusting(c, 2);
+  trusting.post("segments/gate", message(2));
+  ASSERT_EQ(receiver.wait_for(2).size(), 2u);
+}
+
+// A receiver that does not answer within timeout_s is a failure tried again, not a stuck thread.
+TEST(Webhook, AReceiverThatDoesNotAnswerInTimeIsTriedAgain) {
+  Receiver receiver;
+  std::atomic<int> calls{0};
+  receiver.answer([&](const httplib::Request&, httplib::Response&) {
+    if (calls++ == 0) std::this_thread::sleep_for(1500ms);
+  });
+  WebhookConfig c = hook_at(receiver.port());
+  c.timeout_s = 0.3;
+  WebhookSender sender(c, 0);
+  sender.set_retry_delays(20ms, 50ms);
+  sender.post("segments/gate", message(0));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.delivered == 1; }));
+  EXPECT_GE(sender.stats().retries, 1u);
+  EXPECT_NE(sender.stats().last_error.find("no answer within timeout_s (0.3 s)"), std::string::npos)
+      << sender.stats().last_error;
+}
+
+}  // namespace
+}  // namespace vapipe
