@@ -563,7 +563,13 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
 }
 
 void PublishStage::finish_webhooks() {
-  for (const auto& hook : webhooks_) hook->finish(kWebhookGrace);
+  if (webhooks_.empty()) return;
+  // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once.
+  const auto grace = std::min<std::chrono::milliseconds>(
+      kWebhookGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (const auto& hook : webhooks_) hook->begin_finish(deadline);
+  for (const auto& hook : webhooks_) hook->finish(grace);
   update_metrics_snapshot();
 }
 

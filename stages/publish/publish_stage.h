@@ -72,7 +72,8 @@ class PublishStage final : public Stage {
   // ended (its last figures scraped); the job's own figures count it for ever (JobMetrics::listed).
   static constexpr double kEndedStreamsListedForS = 600;
   void set_jsonl_retry_period(std::chrono::milliseconds period) { jsonl_retry_period_ = period; }
-  // publish.webhooks: when publish closes, what still waits for a receiver has this long to be delivered.
+  // publish.webhooks: when publish closes, what still waits for a receiver has this long to be delivered
+  // (at most half of job.drain_timeout_s, within which a stopped job's stages must exit).
   static constexpr std::chrono::seconds kWebhookGrace{10};
   // The webhooks, in config order (tests shorten their back-off).
   const std::vector<std::unique_ptr<WebhookSender>>& webhooks() const { return webhooks_; }
@@ -203,7 +204,7 @@ class PublishStage final : public Stage {
   std::chrono::milliseconds pictures_prune_period_{std::chrono::hours(1)};
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
-  // publish.webhooks: each gets kWebhookGrace to deliver what waits, then stops.
+  // publish.webhooks: they get kWebhookGrace together to deliver what waits, then stop.
   void finish_webhooks();
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;
   const std::atomic<bool>* stop_requested_ = nullptr;

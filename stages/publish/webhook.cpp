@@ -105,16 +105,21 @@ void WebhookSender::post(const std::string& topic, std::string body, const std::
   changed_.notify_all();
 }
 
-void WebhookSender::finish(std::chrono::milliseconds grace) {
+void WebhookSender::begin_finish(std::chrono::steady_clock::time_point deadline) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stopping_) {
       stopping_ = true;
-      finish_by_ = Clock::now() + grace;
+      finish_by_ = deadline;
     }
   }
   changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
+}
+
+void WebhookSender::finish(std::chrono::milliseconds grace) {
+  begin_finish(Clock::now() + grace);  // (a deadline given before stays)
+  if (!thread_.joinable()) return;  // finished before
+  thread_.join();
   const WebhookStats s = stats();
   if (s.undelivered > 0) {
     VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,

@@ -50,6 +50,8 @@ class WebhookSender {
   // Gives what waits until `grace` to be delivered (tries and back-offs as usual), then stops the thread
   // and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
+  // finish()'s first half, for several webhooks to share one deadline: the thread delivers until then.
+  void begin_finish(std::chrono::steady_clock::time_point deadline);
   WebhookStats stats() const;
   const std::string& name() const { return name_; }
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import unittest
 
-from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, Run, STAGES, Subscriber, events_by_stream, free_port,
-                         make_clip, pids_cgroup, results_by_stream, write_config)
+from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, Run, STAGES, Subscriber, WebhookReceiver, events_by_stream,
+                         free_port, make_clip, pids_cgroup, results_by_stream, write_config)
 
 # (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
 STREAMS = [
@@ -534,11 +534,25 @@ class ArchiveJob(E2ETest):
         """streams[].roi: a clip whose left half is the smpte pattern and right half the ball; two streams
         of it, one per half, are classified as their half's pattern; the whole frame is neither for sure."""
         clip = make_split_clip(os.path.join(self.dir, "split.mp4"))
+        # publish.webhooks: the segments and the summary POSTed to a receiver as the bus has them; a
+        # second receiver that is down (nothing on its port) holds nothing up beyond its grace.
+        receiver = WebhookReceiver()
+        self.addCleanup(receiver.close)
+        with open(os.path.join(self.dir, "hook.token"), "w") as f:
+            f.write("e2e-token\n")
+        webhooks = [{"url": f"http://127.0.0.1:{receiver.port}/api/webhook/e2e-secret-id",
+                     "topics": ["segments/", "job/summary"], "token_file": "hook.token"},
+                    {"url": f"http://127.0.0.1:{free_port()}/down", "timeout_s": 1}]
         config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
                                                    ("right", clip, {"roi": [0.5, 0, 0.5, 1]})],
-                                        publish={"segments_min_frames": 5, "wait_for_subscribers": 2})
+                                        publish={"segments_min_frames": 5, "wait_for_subscribers": 2,
+                                                 "webhooks": webhooks})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
         self.assertIn("(region x 0.5, y 0, width 0.5, height 1 of the frame)", validate.stdout)
+        self.assertIn(f"  webhook 0: the messages on segments/, job/summary are POSTed to "
+                      f"http://127.0.0.1:{receiver.port}/... (the oldest dropped past 10000 waiting; bearer token "
+                      f"from {self.dir}/hook.token)", validate.stdout)
+        self.assertNotIn("e2e-secret-id", validate.stdout)
         self.subscriber = Subscriber(endpoint, self.dir)
         # The README's subscriber (tools/subscribe.py), on the segments' and events' topics only.
         example = subprocess.Popen([sys.executable, os.path.join(SOURCE_DIR, "tools", "subscribe.py"), "--endpoint",
@@ -562,6 +576,23 @@ class ArchiveJob(E2ETest):
             segments = [m["payload"] for m in messages if m["topic"] == f"segments/{sid}"]
             self.assertEqual([(g["event"], g["label"]) for g in segments], [("began", pattern), ("ended", pattern)], sid)
             self.assertGreaterEqual(segments[1]["frames"], 40, sid)
+        # The webhook had the same messages, in the bus's order, the summary last, each with the token.
+        on_bus = [{"topic": m["topic"], "payload": m["payload"]} for m in messages
+                  if m["topic"].startswith("segments/") or m["topic"] == "job/summary"]
+        self.assertEqual(len(on_bus), 5)
+        self.assertEqual([r["json"] for r in receiver.received], on_bus)
+        self.assertEqual({r["path"] for r in receiver.received}, {"/api/webhook/e2e-secret-id"})
+        self.assertEqual({r["authorization"] for r in receiver.received}, {"Bearer e2e-token"})
+        self.assertEqual([r["topic"] for r in receiver.received][-1], "job/summary")
+        # The receiver that was down: said once, by its origin only, and its messages counted at the end.
+        down = re.findall(r"publish\.webhooks\[1\] \(http://127\.0\.0\.1:\d+\): cannot deliver the message on "
+                          r"segments/\w+: cannot connect", run.stderr)
+        self.assertEqual(len(down), 1, run.stderr[-3000:])
+        self.assertRegex(run.stderr, r"publish\.webhooks\[1\] \(http://127\.0\.0\.1:\d+\): 4 message\(s\) not "
+                                     r"delivered when publish stopped")
+        self.assertIn("publish.webhooks[0] (http://127.0.0.1:%d): 5 message(s) delivered, 0 refused, 0 dropped "
+                      "(queue full), 0 undelivered" % receiver.port, run.stderr)
+        self.assertNotIn("e2e-secret-id", run.stderr)
         self.assert_no_leftovers(run)
 
     def test_a_video_stored_sideways_is_classified_upright_with_its_regions_of_the_upright_picture(self):

@@ -99,6 +99,40 @@ def jpeg_size(path):
     raise AssertionError(f"{path}: no start of frame")
 
 
+class WebhookReceiver:
+    """An HTTP server on loopback, as a webhook's receiver (Home Assistant, n8n) is, in a thread of the
+    test: records each POST's path, headers and JSON body; answers 200."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as vapipe's client uses it
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append({"path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),
+                                 "authorization": self.headers.get("Authorization"), "json": json.loads(body)})
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Subscriber:
     """A separate process subscribed to the bus, writing every [topic, payload] as a JSON line."""
 

@@ -4,7 +4,7 @@ import signal
 import time
 import unittest
 
-from e2e.common import E2ETest, Run, Subscriber, events_by_stream, results_by_stream, write_config
+from e2e.common import E2ETest, Run, Subscriber, WebhookReceiver, events_by_stream, results_by_stream, write_config
 
 
 def live_streams():
@@ -24,7 +24,12 @@ class Shutdown(E2ETest):
         self.fail(f"fewer than {count} results in {timeout} s")
 
     def test_sigint_drains_and_exits_zero_with_streams_stopped(self):
-        config, endpoint = write_config(self.dir, live_streams(), job={"mode": "live"})
+        # A webhook on the events: the stream ends said at the stop reach it before publish exits.
+        receiver = WebhookReceiver()
+        self.addCleanup(receiver.close)
+        config, endpoint = write_config(self.dir, live_streams(), job={"mode": "live"},
+                                        publish={"webhooks": [{"url": f"http://127.0.0.1:{receiver.port}/hook",
+                                                               "topics": ["events/"]}]})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.assertEqual(len(run.watch_stages()), 5)
@@ -44,6 +49,12 @@ class Shutdown(E2ETest):
             seqs = [r["seq"] for r in results[sid]]
             self.assertEqual(seqs, sorted(seqs))
             self.assertEqual(len(seqs) + events[sid][-1]["dropped"], seqs[-1] + 1)
+        hooked = [r["json"] for r in receiver.received]
+        self.assertEqual(hooked, [{"topic": m["topic"], "payload": m["payload"]} for m in messages
+                                  if m["topic"].startswith("events/")])
+        self.assertEqual(sorted((h["topic"], h["payload"]["event"]) for h in hooked),
+                         [("events/live-a", "eos"), ("events/live-a", "started"),
+                          ("events/live-b", "eos"), ("events/live-b", "started")])
         self.assert_no_leftovers(run)
 
     def test_a_killed_stage_is_named_and_stops_the_job(self):
