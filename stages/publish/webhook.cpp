@@ -138,6 +138,7 @@ WebhookStats WebhookSender::stats() const {
 
 WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client) {
   // A client per try would cost a TLS handshake per message: the thread's client keeps its connection.
+  const bool kept = client != nullptr;
   if (!client) {
     if (url_.tls) {
       auto tls = std::make_unique<httplib::SSLClient>(url_.host, url_.port);
@@ -197,6 +198,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     }
     client.reset();  // a connection in an unknown state: the next try opens a new one
     o.kind = Outcome::kRetry;
+    o.on_kept_connection = kept;
     return o;
   }
   const int status = res->status;
@@ -255,7 +257,8 @@ void WebhookSender::run() {
       changed_.notify_all();  // room for a blocked post()
     }
     lock.unlock();
-    const Outcome o = try_once(*item, client);
+    Outcome o = try_once(*item, client);
+    if (o.kind == Outcome::kRetry && o.on_kept_connection) o = try_once(*item, client);
     lock.lock();
     const auto now = Clock::now();
     if (o.kind == Outcome::kRetry) {

@@ -71,6 +71,9 @@ class WebhookSender {
     enum Kind { kDelivered, kRetry, kRefused } kind = kRetry;
     std::string error;  // kRetry, kRefused: why, for the log
     std::optional<std::chrono::seconds> retry_after;
+    // It failed on a connection kept from the try before (which the receiver may have closed as the
+    // request went): tried again at once on a new one, before it counts as a failure.
+    bool on_kept_connection = false;
   };
   // `client` keeps its connection from one try to the next; a failed try resets it.
   Outcome try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client);
