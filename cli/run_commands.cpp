@@ -390,6 +390,7 @@ int validate_command(const std::vector<std::string>& all_args) {
     const WebhookConfig& w = c.publish.webhooks[i];
     std::string topics, extras;
     for (const std::string& t : w.topics) topics += (topics.empty() ? "" : ", ") + t;
+    if (w.format != "json") extras += "; as a line of text (format: " + w.format + ")";
     if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
     if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";
     if (!w.ca_file.empty()) extras += "; TLS authorities from " + w.ca_file;

@@ -657,6 +657,7 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     std::string policy = queue_policy_name(w.queue_policy);
     r.choice("queue_policy", &policy, {"drop_oldest", "block"});
     w.queue_policy = *parse_queue_policy(policy);
+    r.choice("format", &w.format, {"json", "text", "slack"});
     r.finish();
     hooks.push_back(std::move(w));
   }

@@ -234,6 +234,11 @@ struct WebhookConfig {
   // drop_oldest drops the oldest and counts it; block holds publish (and so the job) until there is room.
   uint32_t max_queued = 10000;
   QueuePolicy queue_policy = QueuePolicy::kDropOldest;
+  // The request body: json, the message as a results file's line ({"topic": ..., "payload": ...});
+  // text, a line a person reads ("gate: truck began at 14:32:05 (score 0.93)", text/plain: ntfy); slack,
+  // that line as {"text": ...} (Slack's, Mattermost's, Google Chat's, Rocket.Chat's incoming webhooks,
+  // and Discord's with /slack at the end of its url).
+  std::string format = "json";
   int line = 0;  // of the config, for log lines
 };
 

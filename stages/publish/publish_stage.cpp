@@ -553,11 +553,14 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   WatchdogWait subscriber_wait(watchdog_);
   Status sent = bus_->send(topic, text);
   // Webhooks take their copy from their own queues (a queue_policy: block one may wait here for room).
-  std::string body;
+  std::map<std::string, WebhookRequestBody> bodies;  // by format: made once for all webhooks of it
   for (const auto& hook : webhooks_) {
     if (!hook->wants(topic)) continue;
-    if (body.empty()) body = webhook_body(topic, text);
-    hook->post(topic, body, stop_requested_);
+    auto it = bodies.find(hook->format());
+    if (it == bodies.end()) {
+      it = bodies.emplace(hook->format(), webhook_request_body(hook->format(), topic, payload, text)).first;
+    }
+    hook->post(topic, it->second, stop_requested_);
   }
   return sent;
 }

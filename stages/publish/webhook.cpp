@@ -4,9 +4,11 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/envelope.h"
+#include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
 #include "stages/publish/metrics.h"
 
@@ -44,6 +46,126 @@ std::string webhook_body(const std::string& topic, const std::string& payload_js
   return "{\"topic\":" + nlohmann::json(topic).dump() + ",\"payload\":" + payload_json + "}";
 }
 
+namespace {
+
+// "2026-12-03 14:32:05" in this machine's local time, of ms since the Unix epoch.
+std::string local_time(double unix_ms) {
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// A segment's time of `which` ("start", "end"): the camera's clock when the message has it.
+std::optional<double> segment_time(const nlohmann::json& p, const std::string& which) {
+  if (auto camera = number_field(p, (which + "_camera_unix_ms").c_str())) return camera;
+  return number_field(p, (which + "_capture_unix_ms").c_str());
+}
+
+std::string at(std::optional<double> unix_ms) { return unix_ms ? " at " + local_time(*unix_ms) : std::string(); }
+
+// One line: what the message text holds may not hold line breaks (a chat would show them, ntfy too).
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string webhook_text(const std::string& topic, const nlohmann::json& p) {
+  const std::string schema = text_field(p, "schema");
+  const std::string stream = text_field(p, "stream_id");
+  const std::string event = text_field(p, "event");
+  const std::string label = text_field(p, "label");
+  std::string line;
+  if (schema == "vapipe.segment") {
+    if (event == "began") {
+      line = stream + ": " + label + " began" + at(segment_time(p, "start"));
+      if (auto score = number_field(p, "best_score")) line += " (score " + fixed(*score, 2) + ")";
+    } else if (event == "ended") {
+      const auto start = segment_time(p, "start"), end = segment_time(p, "end");
+      line = stream + ": " + label + " ended" + at(end);
+      if (start && end) line += " after " + human_duration(std::max(0.0, (*end - *start) / 1000));
+      std::string detail;
+      if (auto frames = count_field(p, "frames")) detail = std::to_string(*frames) + " frames";
+      if (auto mean = number_field(p, "score_mean")) {
+        detail += (detail.empty() ? "" : ", ") + std::string("mean score ") + fixed(*mean, 2);
+      }
+      if (!detail.empty()) line += " (" + detail + ")";
+    } else if (event == "picture") {
+      const std::string picture = text_field(p, "picture");
+      if (picture.empty()) {
+        line = stream + ": no picture of " + label + ": " + text_field(p, "error");
+      } else {
+        auto shown = number_field(p, "camera_unix_ms");
+        if (!shown) shown = number_field(p, "capture_unix_ms");
+        line = stream + ": picture of " + label + at(shown) + ": " + picture;
+        const std::string served = text_field(p, "picture_url_path");
+        if (!served.empty()) line += " (served at " + served + ")";
+      }
+    } else {
+      line = stream + ": " + label + " " + event;
+    }
+  } else if (schema == "vapipe.event") {
+    const std::string message = text_field(p, "message");
+    const std::string attempt = count_field(p, "attempt") ? " (attempt " + std::to_string(*count_field(p, "attempt")) + ")" : "";
+    if (event == "started") {
+      line = stream + ": started (" + text_field(p, "uri") + ")";
+    } else if (event == "eos") {
+      line = stream + ": ended: " + message;
+      if (const std::string warning = text_field(p, "warning"); !warning.empty()) line += "; " + warning;
+    } else if (event == "error") {
+      line = stream + ": FAILED: " + message;
+    } else if (event == "reconnecting") {
+      line = stream + ": reconnecting" + attempt + ": " + message;
+    } else if (event == "resumed") {
+      line = stream + ": resumed" + attempt;
+    } else {
+      line = stream + ": " + event + (message.empty() ? "" : ": " + message);
+    }
+  } else if (schema == "vapipe.result") {
+    line = stream + " #" + (count_field(p, "seq") ? std::to_string(*count_field(p, "seq")) : std::string("?")) + ": ";
+    const std::string error = text_field(p, "error");
+    if (!error.empty()) {
+      line += "error: " + error;
+    } else {
+      line += label;
+      if (auto score = number_field(p, "score")) line += " " + fixed(*score, 2);
+    }
+  } else if (schema == "vapipe.job_summary") {
+    const size_t streams = p.is_object() && p.contains("streams") && p["streams"].is_array() ? p["streams"].size() : 0;
+    line = "job '" + text_field(p, "job") + "' ended: " + std::to_string(streams) + " stream(s), " +
+           std::to_string(count_field(p, "frames").value_or(0)) + " frames";
+    if (auto failed = count_field(p, "failed_streams"); failed && *failed > 0) {
+      line += ", " + std::to_string(*failed) + " FAILED";
+    }
+    if (auto unfinished = count_field(p, "unfinished_streams"); unfinished && *unfinished > 0) {
+      line += ", " + std::to_string(*unfinished) + " unfinished";
+    }
+    if (auto wall = number_field(p, "wall_s")) line += ", in " + human_duration(*wall);
+  } else {
+    line = topic + ": " + p.dump();
+  }
+  return one_line(line);
+}
+
+WebhookRequestBody webhook_request_body(const std::string& format, const std::string& topic,
+                                        const nlohmann::json& payload, const std::string& payload_json) {
+  if (format == "text") return {webhook_text(topic, payload), "text/plain; charset=utf-8"};
+  if (format == "slack") return {nlohmann::json{{"text", webhook_text(topic, payload)}}.dump(), "application/json"};
+  return {webhook_body(topic, payload_json), "application/json"};
+}
+
 WebhookSender::WebhookSender(const WebhookConfig& config, size_t index) : config_(config) {
   // The config was checked when it loaded: the URL parses.
   url_ = parse_http_url(config_.url).value();
@@ -74,7 +196,7 @@ bool WebhookSender::wants(const std::string& topic) const {
                      [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; });
 }
 
-void WebhookSender::post(const std::string& topic, std::string body, const std::atomic<bool>* stop) {
+void WebhookSender::post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_ || stop_now_) {
     ++stats_.undelivered;  // after finish(): publish is closing
@@ -162,7 +284,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
   }
   httplib::Headers headers{{"User-Agent", "vapipe"}, {"X-Vapipe-Topic", item.topic}};
   for (const auto& [name, value] : config_.headers) headers.emplace(name, value);
-  httplib::Result res = client->Post(url_.target, headers, item.body, "application/json");
+  httplib::Result res = client->Post(url_.target, headers, item.body.body, item.body.content_type);
   Outcome o;
   if (!res) {
     const httplib::Error e = res.error();

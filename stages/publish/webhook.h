@@ -22,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "pipeline/config.h"
 #include "pipeline/http_url.h"
 #include "pipeline/status.h"
@@ -32,6 +34,11 @@ class ClientImpl;
 }
 
 namespace vapipe {
+
+// A request's body and its content type.
+struct WebhookRequestBody {
+  std::string body, content_type;
+};
 
 class WebhookSender {
  public:
@@ -44,9 +51,14 @@ class WebhookSender {
 
   // Whether a message on `topic` goes to this receiver (a topic prefix of its topics).
   bool wants(const std::string& topic) const;
-  // Queues a message (`body`: the JSON request body). drop_oldest never waits; block waits for room
-  // until `stop` is set (then the message is counted dropped).
-  void post(const std::string& topic, std::string body, const std::atomic<bool>* stop = nullptr);
+  // Queues a message (`body`: the request body, of `content_type`). drop_oldest never waits; block
+  // waits for room until `stop` is set (then the message is counted dropped).
+  void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr);
+  // A message of the json format.
+  void post(const std::string& topic, std::string json_body, const std::atomic<bool>* stop = nullptr) {
+    post(topic, WebhookRequestBody{std::move(json_body), "application/json"}, stop);
+  }
+  const std::string& format() const { return config_.format; }
   // Gives what waits until `grace` to be delivered (tries and back-offs as usual), then stops the thread
   // and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
@@ -64,7 +76,8 @@ class WebhookSender {
 
  private:
   struct Item {
-    std::string topic, body;
+    std::string topic;
+    WebhookRequestBody body;
   };
   // What one try came to.
   struct Outcome {
@@ -102,5 +115,16 @@ class WebhookSender {
 
 // The request body of a message: {"topic": ..., "payload": ...}, as a results file's line.
 std::string webhook_body(const std::string& topic, const std::string& payload_json);
+
+// A message as one line a person reads (a webhook's format: text, slack), in this machine's local time:
+// "gate: truck began at 2026-12-03 14:32:05 (score 0.93)", "gate: truck ended at ... after 13.0 s (381
+// frames, mean score 0.91)", "gate: reconnecting (attempt 2): ...", "job 'nightly' ended: 3 streams, ...".
+// A segment's times are the camera's own clock when its message has it (an RTSP camera, a file with
+// recorded_at), else this machine's.
+std::string webhook_text(const std::string& topic, const nlohmann::json& payload);
+
+// The request body of a message in `format` (WebhookConfig::format), below.
+WebhookRequestBody webhook_request_body(const std::string& format, const std::string& topic,
+                                        const nlohmann::json& payload, const std::string& payload_json);
 
 }  // namespace vapipe

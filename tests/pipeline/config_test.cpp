@@ -598,6 +598,7 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
     - url: http://10.0.0.5:5678/webhook?x=1
       topics: [events/, segments/gate]
       headers: {X-Api-Key: '${VAPIPE_TEST_ALERTS_KEY}'}
+      format: slack
       timeout_s: 2.5
       max_queued: 50
       queue_policy: block
@@ -619,6 +620,8 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_DOUBLE_EQ(n8n.timeout_s, 2.5);
   EXPECT_EQ(n8n.max_queued, 50u);
   EXPECT_EQ(n8n.queue_policy, QueuePolicy::kBlock);
+  EXPECT_EQ(n8n.format, "slack");
+  EXPECT_EQ(ha.format, "json");
 
   const std::string segments = "publish:\n  segments_min_frames: 5\n  webhooks:\n";
   expect_config_errors(head, dir, {
@@ -651,6 +654,8 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: http://h/x\n      max_queued: 0\n", "publish.webhooks[0].max_queued: expected an integer from 1"},
       ConfigErrorCase{segments + "    - url: http://h/x\n      queue_policy: newest\n",
           "publish.webhooks[0].queue_policy: expected one of drop_oldest | block"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      format: discord\n",
+          "publish.webhooks[0].format: expected one of json | text | slack"},
       ConfigErrorCase{"publish:\n  webhooks: {url: http://h/x}\n", "job.yaml:4: publish.webhooks: expected a list of webhooks"},
       // Without segments the default topic (segments/) has nothing to send.
       ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x}]\n",

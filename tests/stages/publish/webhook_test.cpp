@@ -13,6 +13,7 @@
 
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/http_receiver.h"
+#include "tests/fakes/local_zone.h"
 
 namespace vapipe {
 namespace {
@@ -255,6 +256,78 @@ TEST(Webhook, AReceiverThatDoesNotAnswerInTimeIsTriedAgain) {
   EXPECT_GE(sender.stats().retries, 1u);
   EXPECT_NE(sender.stats().last_error.find("no answer within timeout_s (0.3 s)"), std::string::npos)
       << sender.stats().last_error;
+}
+
+// format: text and slack: each kind of message as one line a person reads, in local time.
+TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
+  testing::LocalZone utc("UTC0");
+  using nlohmann::json;
+  const double t = 1764772325000;  // 2025-12-03 14:32:05 UTC
+  json began{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "began"}, {"label", "truck"},
+             {"start_capture_unix_ms", t}, {"start_camera_unix_ms", nullptr}, {"best_score", 0.934}};
+  EXPECT_EQ(webhook_text("segments/gate", began), "gate: truck began at 2025-12-03 14:32:05 (score 0.93)");
+  json ended = began;
+  ended["event"] = "ended";
+  ended["end_capture_unix_ms"] = t + 13000;
+  ended["frames"] = 381;
+  ended["score_mean"] = 0.91;
+  EXPECT_EQ(webhook_text("segments/gate", ended),
+            "gate: truck ended at 2025-12-03 14:32:18 after 13.0 s (381 frames, mean score 0.91)");
+  // The camera's clock when the message has it (a DVR's file with recorded_at: the time it shows).
+  ended["start_camera_unix_ms"] = t - 3600000;
+  ended["end_camera_unix_ms"] = t - 3600000 + 60000;
+  EXPECT_EQ(webhook_text("segments/gate", ended),
+            "gate: truck ended at 2025-12-03 13:33:05 after 1 min 00 s (381 frames, mean score 0.91)");
+  json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"}, {"label", "truck"},
+               {"capture_unix_ms", t}, {"camera_unix_ms", nullptr}, {"picture", "/pics/gate/x.jpg"},
+               {"picture_url_path", "/pictures/gate/x.jpg"}, {"error", nullptr}};
+  EXPECT_EQ(webhook_text("segments/gate", picture),
+            "gate: picture of truck at 2025-12-03 14:32:05: /pics/gate/x.jpg (served at /pictures/gate/x.jpg)");
+  picture["picture"] = nullptr;
+  picture["error"] = "cannot write /pics: No space left on device";
+  EXPECT_EQ(webhook_text("segments/gate", picture), "gate: no picture of truck: cannot write /pics: No space left on device");
+
+  json event{{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "reconnecting"}, {"attempt", 2},
+             {"message", "stalled: no frame for 10 s\nsecond line"}};
+  EXPECT_EQ(webhook_text("events/yard", event), "yard: reconnecting (attempt 2): stalled: no frame for 10 s second line");
+  event = {{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "error"}, {"message", "gave up"}};
+  EXPECT_EQ(webhook_text("events/yard", event), "yard: FAILED: gave up");
+  event = {{"schema", "vapipe.event"}, {"stream_id", "a"}, {"event", "eos"}, {"message", "end of stream"},
+           {"warning", "the file is cut short"}};
+  EXPECT_EQ(webhook_text("events/a", event), "a: ended: end of stream; the file is cut short");
+  event = {{"schema", "vapipe.event"}, {"stream_id", "a"}, {"event", "started"}, {"uri", "rtsp://***@cam/s"}};
+  EXPECT_EQ(webhook_text("events/a", event), "a: started (rtsp://***@cam/s)");
+
+  json result{{"schema", "vapipe.result"}, {"stream_id", "gate"}, {"seq", 812}, {"label", "truck"}, {"score", 0.5},
+              {"error", nullptr}};
+  EXPECT_EQ(webhook_text("results/gate", result), "gate #812: truck 0.50");
+  json summary{{"schema", "vapipe.job_summary"}, {"job", "nightly"}, {"streams", json::array({json::object(), json::object()})},
+               {"frames", 5400}, {"failed_streams", 1}, {"unfinished_streams", 0}, {"wall_s", 250.0}};
+  EXPECT_EQ(webhook_text("job/summary", summary), "job 'nightly' ended: 2 stream(s), 5400 frames, 1 FAILED, in 4 min 10 s");
+
+  // The request bodies of the formats.
+  const auto text = webhook_request_body("text", "events/a", event, event.dump());
+  EXPECT_EQ(text.body, "a: started (rtsp://***@cam/s)");
+  EXPECT_EQ(text.content_type, "text/plain; charset=utf-8");
+  const auto slack = webhook_request_body("slack", "events/a", event, event.dump());
+  EXPECT_EQ(json::parse(slack.body), (json{{"text", "a: started (rtsp://***@cam/s)"}}));
+  EXPECT_EQ(slack.content_type, "application/json");
+  const auto as_json = webhook_request_body("json", "events/a", event, event.dump());
+  EXPECT_EQ(json::parse(as_json.body), (json{{"topic", "events/a"}, {"payload", event}}));
+}
+
+// A text webhook's request carries the line and its content type to the receiver.
+TEST(Webhook, ATextWebhookPostsTheLineAsPlainText) {
+  testing::Receiver receiver;
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "text";
+  WebhookSender sender(c, 0);
+  const nlohmann::json event{{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "error"}, {"message", "gave up"}};
+  sender.post("events/yard", webhook_request_body(sender.format(), "events/yard", event, event.dump()));
+  const auto got = receiver.wait_for(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].body, "yard: FAILED: gave up");
+  EXPECT_EQ(got[0].content_type, "text/plain; charset=utf-8");
 }
 
 }  // namespace
