@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <set>
@@ -516,9 +517,9 @@ void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& 
   }
 }
 
-// A webhook's bearer token file: its first line, trimmed (it travels in an HTTP header, so nothing
-// that would end one). Its length is the receiver's business.
-Result<std::string> read_webhook_token_file(const std::string& path) {
+// A token file's first line, trimmed: a token for an HTTP header (printable ASCII without blanks),
+// whose size `size_error` may refuse (it says why, given the size).
+Result<std::string> read_token_line(const std::string& path, const std::function<std::string(size_t)>& size_error) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read the token file " + path);
   std::string line;
@@ -526,7 +527,7 @@ Result<std::string> read_webhook_token_file(const std::string& path) {
   const auto first = line.find_first_not_of(" \t\r");
   const auto last = line.find_last_not_of(" \t\r");
   const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
-  if (token.empty()) return InvalidArgument(path + ":1: expected the token on the first line, found none");
+  if (const std::string why = size_error(token.size()); !why.empty()) return InvalidArgument(path + ":1: " + why);
   for (unsigned char ch : token) {
     if (ch < 0x21 || ch > 0x7e) {
       return InvalidArgument(path + ":1: the token must be printable ASCII without blanks (it travels in an HTTP "
@@ -534,6 +535,13 @@ Result<std::string> read_webhook_token_file(const std::string& path) {
     }
   }
   return token;
+}
+
+// A webhook's bearer token file: its length is the receiver's business.
+Result<std::string> read_webhook_token_file(const std::string& path) {
+  return read_token_line(path, [](size_t size) {
+    return size == 0 ? "expected the token on the first line, found none" : std::string();
+  });
 }
 
 // Whether a message topic can start with `prefix` (a subscription's prefix): results/<id>,
@@ -1470,24 +1478,11 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
 }  // namespace
 
 Result<std::string> read_metrics_token_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read the token file " + path);
-  std::string line;
-  std::getline(in, line);
-  const auto first = line.find_first_not_of(" \t\r");
-  const auto last = line.find_last_not_of(" \t\r");
-  const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
-  if (token.size() < 16 || token.size() > 4096) {
-    return InvalidArgument(path + ":1: expected a token of 16 to 4096 characters on the first line (e.g. from "
-                           "`head -c 32 /dev/urandom | base64`), got " + std::to_string(token.size()));
-  }
-  for (unsigned char ch : token) {
-    if (ch < 0x21 || ch > 0x7e) {
-      return InvalidArgument(path + ":1: the token must be printable ASCII without blanks (it travels in an HTTP "
-                             "header)");
-    }
-  }
-  return token;
+  return read_token_line(path, [](size_t size) {
+    return size < 16 || size > 4096 ? "expected a token of 16 to 4096 characters on the first line (e.g. from `head -c "
+                                      "32 /dev/urandom | base64`), got " + std::to_string(size)
+                                    : std::string();
+  });
 }
 
 Status split_host_port(const std::string& address, std::string* host, int* port) {
