@@ -1,7 +1,7 @@
 // The config's and the bus's small text formats, each parsed from the same bytes: media times
 // ("1:30:00.000"), TLS fingerprints, host:port, ${NAME} expansion, dates and times, recorded_at's
 // forms and a file name read by a strptime format, picture requests (JSON from publish), a URI's host
-// and port (ingest's own connection to a camera). Any text
+// and port (ingest's own connection to a camera), a webhook's http(s) URL. Any text
 // gives a value or an error, never a crash; a media time read back from its own text is the same to the
 // nearest millisecond.
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pipeline/config.h"
+#include "pipeline/http_url.h"
 #include "pipeline/picture_requests.h"
 #include "pipeline/recorded_at.h"
 #include "stages/ingest/network_reachability.h"
@@ -35,6 +36,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)vapipe::decode_picture_request(text);
   if (auto authority = vapipe::uri_authority(text)) {
     VAPIPE_FUZZ_CHECK(!authority->host.empty() && authority->port > 0, "a URI's authority has a host and a port");
+  }
+  if (auto url = vapipe::parse_http_url(text); url.ok()) {
+    VAPIPE_FUZZ_CHECK(!url->host.empty() && url->port >= 1 && url->port <= 65535, "a URL has a host and a port");
+    VAPIPE_FUZZ_CHECK(!url->target.empty() && url->target.front() == '/', "a request target starts with '/'");
+    for (unsigned char c : url->target) VAPIPE_FUZZ_CHECK(c > 0x20 && c != 0x7f, "a request target has no blank");
+    auto again = vapipe::parse_http_url(url->origin());
+    VAPIPE_FUZZ_CHECK(again.ok() && again->host == url->host && again->port == url->port && again->tls == url->tls,
+                      "a URL's origin names its host and port again");
   }
   return 0;
 }
