@@ -414,8 +414,21 @@ int validate_command(const std::vector<std::string>& all_args) {
     failed += !o.ok;
     std::printf("    %-20s %s %s\n", o.id.c_str(), o.ok ? "ok:    " : "FAILED:", o.what.c_str());
   }
-  if (failed > 0) {
-    std::printf("  %zu stream(s) could not be opened\n", failed);
+  // Each webhook's receiver connected to (not sent anything: a request would be delivered, an alert).
+  size_t unreachable = 0;
+  if (!c.publish.webhooks.empty()) std::printf("  connecting to each webhook's receiver (at most %lld s each):\n",
+                                               static_cast<long long>(timeout.count()));
+  for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
+    const HttpUrl url = parse_http_url(c.publish.webhooks[i].url).value();
+    const std::string why =
+        tcp_connect_failure(url.origin(), std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+    unreachable += !why.empty();
+    std::printf("    webhook %-12zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:",
+                why.empty() ? ("connects to " + url.origin() + " (nothing was sent)").c_str() : why.c_str());
+  }
+  if (failed > 0 || unreachable > 0) {
+    if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);
+    if (unreachable > 0) std::printf("  %zu webhook receiver(s) could not be reached\n", unreachable);
     return kExitUsage;
   }
   return 0;

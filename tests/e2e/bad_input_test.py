@@ -10,8 +10,8 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, make_clip,
-                        results_by_stream, start_rtsp_camera, write_config)
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, WebhookReceiver, events_by_stream, free_port,
+                        make_clip, results_by_stream, start_rtsp_camera, write_config)
 
 
 class BadInput(E2ETest):
@@ -109,10 +109,15 @@ class BadInput(E2ETest):
         clip = os.path.join(self.dir, "clip.mp4")
         make_clip(clip, "smpte", 10, 352, 288)
         closed = free_port()
+        # Webhooks: each receiver connected to, and nothing sent (a request would be an alert).
+        receiver = WebhookReceiver()
+        self.addCleanup(receiver.close)
+        webhooks = [{"url": f"http://127.0.0.1:{receiver.port}/api/webhook/x", "topics": ["events/"]},
+                    {"url": f"http://127.0.0.1:{closed}/hook", "topics": ["events/"]}]
         config, _ = write_config(self.dir, [
             ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
             ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
-            job={"mode": "live"})
+            job={"mode": "live"}, publish={"webhooks": webhooks})
         p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
@@ -123,6 +128,11 @@ class BadInput(E2ETest):
                       p.stdout)
         self.assertNotRegex(p.stdout, r"\n    half +(ok|FAILED)")
         self.assertIn("  2 stream(s) could not be opened", p.stdout)
+        self.assertIn(f"\n    webhook 0            ok:     connects to http://127.0.0.1:{receiver.port} (nothing was sent)\n",
+                      p.stdout)
+        self.assertIn(f"\n    webhook 1            FAILED: cannot connect to 127.0.0.1:{closed}: connection refused", p.stdout)
+        self.assertIn("  1 webhook receiver(s) could not be reached", p.stdout)
+        self.assertEqual(receiver.received, [])
         self.assertEqual(p.stderr, "")
 
     def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
