@@ -1,4 +1,5 @@
 // run, stage and validate: the commands that start the pipeline.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -278,7 +279,10 @@ int validate_command(const std::vector<std::string>& all_args) {
     }
   }
   // Labels the config names by themselves must be the labels file's (infer checks the same at start).
-  if (!c.publish.segments_min_score_by_label.empty()) {
+  const bool names_labels = !c.publish.segments_min_score_by_label.empty() ||
+                            std::any_of(c.publish.webhooks.begin(), c.publish.webhooks.end(),
+                                        [](const WebhookConfig& w) { return !w.labels.empty(); });
+  if (names_labels) {
     auto labels = load_labels(c.infer.labels);
     if (!labels.ok()) return config_error(labels.status());
     if (Status named = check_labels_the_config_names(c, *labels); !named.ok()) return config_error(named);
@@ -390,6 +394,11 @@ int validate_command(const std::vector<std::string>& all_args) {
     const WebhookConfig& w = c.publish.webhooks[i];
     std::string topics, extras;
     for (const std::string& t : w.topics) topics += (topics.empty() ? "" : ", ") + t;
+    if (!w.labels.empty()) {
+      std::string labels;
+      for (const std::string& l : w.labels) labels += (labels.empty() ? "" : ", ") + l;
+      extras += "; segments and results of " + labels + " only";
+    }
     if (w.format != "json") extras += "; as a line of text (format: " + w.format + ")";
     if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
     if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";

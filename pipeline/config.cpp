@@ -597,6 +597,28 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
                "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= 1); "
                "set that, or give the topics to send (e.g. [events/])");
     }
+    if (YAML::Node labels = r.child("labels"); labels.IsDefined() && !labels.IsNull()) {
+      const std::string key = path + ".labels";
+      const std::string want = "expected a list of labels of infer.labels, e.g. [person, truck]";
+      if (!labels.IsSequence() || labels.size() == 0) ctx.fail(labels, key, want + ", got " + scalar_text(labels));
+      for (size_t l = 0; l < labels.size(); ++l) {
+        if (!labels[l].IsScalar() || labels[l].Scalar().empty()) {
+          ctx.fail(labels[l], key + "[" + std::to_string(l) + "]", want);
+        }
+        w.labels.push_back(labels[l].Scalar());
+      }
+      w.labels_line = labels.Mark().line + 1;
+      // A topic prefix that takes segments or results ("seg", "segments/", "results/gate").
+      const bool labelled_topic = std::any_of(w.topics.begin(), w.topics.end(), [](const std::string& t) {
+        for (const std::string root : {"segments/", "results/"}) {
+          if (root.compare(0, t.size(), t) == 0 || t.compare(0, root.size(), root) == 0) return true;
+        }
+        return false;
+      });
+      if (!labelled_topic) {
+        ctx.fail(labels, key, "only segments/ and results/ messages have labels, and its topics take neither");
+      }
+    }
     if (YAML::Node headers = r.child("headers"); headers.IsDefined() && !headers.IsNull()) {
       const std::string key = path + ".headers";
       if (!headers.IsMap()) {

@@ -224,6 +224,10 @@ struct GpuSelection {
 struct WebhookConfig {
   std::string url;  // http:// or https://; its path and query (often the secret) are never logged
   std::vector<std::string> topics{"segments/"};  // topic prefixes, as a bus subscription's
+  // Only the segments and results of these labels (an alert for "person" and "truck", not for each
+  // label the scene takes); events and the summary go whatever their labels. Empty: every label.
+  std::vector<std::string> labels;
+  int labels_line = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // sent with each request; values never logged
   std::string token_file;  // Authorization: Bearer <its first line>, read at load
   std::string token;

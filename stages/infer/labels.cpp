@@ -1,6 +1,7 @@
 #include "stages/infer/labels.h"
 
 #include <algorithm>
+#include <tuple>
 #include <fstream>
 
 #include "pipeline/utf8.h"
@@ -36,14 +37,25 @@ Result<std::vector<std::string>> load_labels(const std::string& path) {
 }
 
 Status check_labels_the_config_names(const Config& config, const std::vector<std::string>& labels) {
+  // (line, key, label) of each label the config names.
+  std::vector<std::tuple<int, std::string, std::string>> named;
   for (const auto& [label, by_label] : config.publish.segments_min_score_by_label) {
+    named.emplace_back(by_label.line, "publish.segments_min_score_by_label", label);
+  }
+  for (size_t i = 0; i < config.publish.webhooks.size(); ++i) {
+    for (const std::string& label : config.publish.webhooks[i].labels) {
+      named.emplace_back(config.publish.webhooks[i].labels_line, "publish.webhooks[" + std::to_string(i) + "].labels",
+                         label);
+    }
+  }
+  for (const auto& [line, key, label] : named) {
     if (std::find(labels.begin(), labels.end(), label) != labels.end()) continue;
     std::string some;  // the first few, to show how its labels are spelled
     for (size_t i = 0; i < labels.size() && i < 8; ++i) some += (i ? ", " : "") + labels[i];
     if (labels.size() > 8) some += ", ...";
-    return InvalidArgument(config.source + ":" + std::to_string(by_label.line) +
-                           ": publish.segments_min_score_by_label: '" + label + "' is not a label of " +
-                           config.infer.labels + " (its " + std::to_string(labels.size()) + " labels: " + some + ")");
+    return InvalidArgument(config.source + ":" + std::to_string(line) + ": " + key + ": '" + label +
+                           "' is not a label of " + config.infer.labels + " (its " + std::to_string(labels.size()) +
+                           " labels: " + some + ")");
   }
   return Status::Ok();
 }

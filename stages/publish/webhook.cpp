@@ -191,9 +191,16 @@ void WebhookSender::set_retry_delays(std::chrono::milliseconds first, std::chron
   longest_retry_delay_ = longest;
 }
 
-bool WebhookSender::wants(const std::string& topic) const {
-  return std::any_of(config_.topics.begin(), config_.topics.end(),
-                     [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; });
+bool WebhookSender::wants(const std::string& topic, const nlohmann::json& payload) const {
+  if (!std::any_of(config_.topics.begin(), config_.topics.end(),
+                   [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; })) {
+    return false;
+  }
+  if (config_.labels.empty()) return true;
+  const std::string schema = text_field(payload, "schema");
+  if (schema != "vapipe.segment" && schema != "vapipe.result") return true;  // events, the summary
+  const std::string label = text_field(payload, "label");
+  return std::find(config_.labels.begin(), config_.labels.end(), label) != config_.labels.end();
 }
 
 void WebhookSender::post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop) {

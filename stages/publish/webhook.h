@@ -49,8 +49,9 @@ class WebhookSender {
   WebhookSender(const WebhookSender&) = delete;
   WebhookSender& operator=(const WebhookSender&) = delete;
 
-  // Whether a message on `topic` goes to this receiver (a topic prefix of its topics).
-  bool wants(const std::string& topic) const;
+  // Whether a message on `topic` goes to this receiver: a topic prefix of its topics, and with labels,
+  // a segment's or result's label among them.
+  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const;
   // Queues a message (`body`: the request body, of `content_type`). drop_oldest never waits; block
   // waits for room until `stop` is set (then the message is counted dropped).
   void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr);

@@ -540,9 +540,13 @@ class ArchiveJob(E2ETest):
         self.addCleanup(receiver.close)
         with open(os.path.join(self.dir, "hook.token"), "w") as f:
             f.write("e2e-token\n")
+        # A third takes the segments of one label only, as lines of text (a chat channel's alerts).
+        chat = WebhookReceiver()
+        self.addCleanup(chat.close)
         webhooks = [{"url": f"http://127.0.0.1:{receiver.port}/api/webhook/e2e-secret-id",
                      "topics": ["segments/", "job/summary"], "token_file": "hook.token"},
-                    {"url": f"http://127.0.0.1:{free_port()}/down", "timeout_s": 1}]
+                    {"url": f"http://127.0.0.1:{free_port()}/down", "timeout_s": 1},
+                    {"url": f"http://127.0.0.1:{chat.port}/hook", "labels": ["smpte"], "format": "text"}]
         config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
                                                    ("right", clip, {"roi": [0.5, 0, 0.5, 1]})],
                                         publish={"segments_min_frames": 5, "wait_for_subscribers": 2,
@@ -593,6 +597,10 @@ class ArchiveJob(E2ETest):
         self.assertIn("publish.webhooks[0] (http://127.0.0.1:%d): 5 message(s) delivered, 0 refused, 0 dropped "
                       "(queue full), 0 undelivered" % receiver.port, run.stderr)
         self.assertNotIn("e2e-secret-id", run.stderr)
+        # The chat's: smpte's segment only (left's), as lines.
+        self.assertEqual([r["text"].split(" at ")[0] for r in chat.received], ["left: smpte began", "left: smpte ended"])
+        self.assertRegex(chat.received[1]["text"], r"^left: smpte ended at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d after "
+                                                   r"[\d.]+ s \(\d+ frames, mean score 0\.\d\d\)$")
         self.assert_no_leftovers(run)
 
     def test_a_video_stored_sideways_is_classified_upright_with_its_regions_of_the_upright_picture(self):

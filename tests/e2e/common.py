@@ -100,8 +100,8 @@ def jpeg_size(path):
 
 
 class WebhookReceiver:
-    """An HTTP server on loopback, as a webhook's receiver (Home Assistant, n8n) is, in a thread of the
-    test: records each POST's path, headers and JSON body; answers 200."""
+    """An HTTP server on loopback, as a webhook's receiver (Home Assistant, n8n, ntfy) is, in a thread of
+    the test: records each POST's path, headers and body (JSON, or text/plain); answers 200."""
 
     def __init__(self):
         import http.server
@@ -113,8 +113,10 @@ class WebhookReceiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                text = self.headers.get("Content-Type", "").startswith("text/plain")
                 received.append({"path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),
-                                 "authorization": self.headers.get("Authorization"), "json": json.loads(body)})
+                                 "authorization": self.headers.get("Authorization"),
+                                 "json": None if text else json.loads(body), "text": body.decode() if text else None})
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

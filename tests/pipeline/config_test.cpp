@@ -597,6 +597,7 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ca_file: ca.pem
     - url: http://10.0.0.5:5678/webhook?x=1
       topics: [events/, segments/gate]
+      labels: [person, truck]
       headers: {X-Api-Key: '${VAPIPE_TEST_ALERTS_KEY}'}
       format: slack
       timeout_s: 2.5
@@ -621,6 +622,9 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_EQ(n8n.max_queued, 50u);
   EXPECT_EQ(n8n.queue_policy, QueuePolicy::kBlock);
   EXPECT_EQ(n8n.format, "slack");
+  EXPECT_EQ(n8n.labels, (std::vector<std::string>{"person", "truck"}));
+  EXPECT_EQ(n8n.labels_line, 11);
+  EXPECT_TRUE(ha.labels.empty());
   EXPECT_EQ(ha.format, "json");
 
   const std::string segments = "publish:\n  segments_min_frames: 5\n  webhooks:\n";
@@ -654,6 +658,12 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: http://h/x\n      max_queued: 0\n", "publish.webhooks[0].max_queued: expected an integer from 1"},
       ConfigErrorCase{segments + "    - url: http://h/x\n      queue_policy: newest\n",
           "publish.webhooks[0].queue_policy: expected one of drop_oldest | block"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      labels: person\n",
+          "job.yaml:7: publish.webhooks[0].labels: expected a list of labels of infer.labels"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      labels: [person, '']\n",
+          "publish.webhooks[0].labels[1]: expected a list of labels"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      topics: [events/, job/summary]\n      labels: [person]\n",
+          "publish.webhooks[0].labels: only segments/ and results/ messages have labels, and its topics take neither"},
       ConfigErrorCase{segments + "    - url: http://h/x\n      format: discord\n",
           "publish.webhooks[0].format: expected one of json | text | slack"},
       ConfigErrorCase{"publish:\n  webhooks: {url: http://h/x}\n", "job.yaml:4: publish.webhooks: expected a list of webhooks"},

@@ -215,6 +215,20 @@ TEST_F(InferStageTest, ALabelTheConfigNamesThatTheLabelsFileLacksIsAStartUpError
                              config_.infer.labels + " (its 4 labels: zero, one, two, three)");
   config_.publish.segments_min_score_by_label.erase("thre");
   config_.publish.segments_min_score_by_label["three"] = {0.7, 12};
+  // A webhook's labels (its alerts' only) are checked the same way.
+  WebhookConfig hook;
+  hook.url = "http://127.0.0.1:9/hook";
+  hook.labels = {"one", "tow"};
+  hook.labels_line = 17;
+  config_.publish.webhooks = {WebhookConfig{}, hook};
+  InferStage webhook_stage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(4, o.input));
+  });
+  s = webhook_stage.open(StageContext{config_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "job.yaml:17: publish.webhooks[1].labels: 'tow' is not a label of " + config_.infer.labels +
+                             " (its 4 labels: zero, one, two, three)");
+  config_.publish.webhooks[1].labels = {"one", "two"};
   open_stage();  // every one a label: it opens
 }
 

@@ -53,6 +53,20 @@ TEST(Webhook, PostsEachMessageInOrderWithTheTopicTheTokenAndItsHeaders) {
   EXPECT_TRUE(sender.wants("events/door"));
   EXPECT_FALSE(sender.wants("results/gate"));
   EXPECT_FALSE(sender.wants("job/summary"));
+  // With labels: the segments and results of those labels only; events whatever they say.
+  WebhookConfig picky = c;
+  picky.topics = {"segments/", "results/", "events/"};
+  picky.labels = {"truck", "person"};
+  WebhookSender chooser(picky, 1);
+  const nlohmann::json truck{{"schema", "vapipe.segment"}, {"label", "truck"}},
+      street{{"schema", "vapipe.segment"}, {"label", "street"}},
+      errored{{"schema", "vapipe.result"}, {"label", nullptr}},
+      event{{"schema", "vapipe.event"}, {"event", "reconnecting"}};
+  EXPECT_TRUE(chooser.wants("segments/gate", truck));
+  EXPECT_FALSE(chooser.wants("segments/gate", street));
+  EXPECT_FALSE(chooser.wants("results/gate", errored));
+  EXPECT_TRUE(chooser.wants("events/gate", event));
+  EXPECT_TRUE(sender.wants("segments/gate", street));  // no labels: every one
   for (int n = 0; n < 20; ++n) sender.post("segments/gate", message(n));
   const auto got = receiver.wait_for(20);
   ASSERT_EQ(got.size(), 20u);
