@@ -683,6 +683,12 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
       }
     }
     r.number("timeout_s", &w.timeout_s, 0.1, 600);
+    r.number("cooldown_s", &w.cooldown_s, 0, 7 * 86400);
+    if (w.cooldown_s > 0 && c.publish.segments_min_frames == 0) {
+      ctx.fail(r.child("cooldown_s"), path + ".cooldown_s",
+               "is for segments (publish.segments_min_frames N >= 1): a segment within it of the last one sent is not "
+               "sent");
+    }
     r.uint("max_queued", &w.max_queued, 1, 10000000);
     std::string policy = queue_policy_name(w.queue_policy);
     r.choice("queue_policy", &policy, {"drop_oldest", "block"});

@@ -228,6 +228,10 @@ struct WebhookConfig {
   // label the scene takes); events and the summary go whatever their labels. Empty: every label.
   std::vector<std::string> labels;
   int labels_line = 0;
+  // A segment of a stream's label that begins within this many seconds of the last one of that
+  // stream and label that was sent (by the stream's own time: start_ms) is not sent, nor its picture and
+  // end: a person walking in and out of view is one alert, not one a minute. 0: every segment.
+  double cooldown_s = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // sent with each request; values never logged
   std::string token_file;  // Authorization: Bearer <its first line>, read at load
   std::string token;

@@ -294,10 +294,12 @@ std::string prometheus_text(const JobMetrics& m) {
     };
     w.family("vapipe_webhook_messages_total", "counter",
              "Messages for each of publish.webhooks, by what became of them: delivered (2xx), refused (another 4xx "
-             "or a redirect: dropped), dropped (its queue was full), undelivered (waiting when publish stopped).");
+             "or a redirect: dropped), dropped (its queue was full), undelivered (waiting when publish stopped), "
+             "cooled_down (a segment held back by its cooldown_s).");
     for (const WebhookStats& h : m.webhooks) {
       for (const auto& [outcome, n] : {std::pair{"delivered", h.delivered}, std::pair{"refused", h.refused},
-                                       std::pair{"dropped", h.dropped}, std::pair{"undelivered", h.undelivered}}) {
+                                       std::pair{"dropped", h.dropped}, std::pair{"undelivered", h.undelivered},
+                                       std::pair{"cooled_down", h.cooled_down}}) {
         w.sample("vapipe_webhook_messages_total", hook(h) + ",outcome=\"" + outcome + "\"", std::to_string(n));
       }
     }
@@ -415,6 +417,7 @@ nlohmann::json health_json(const JobMetrics& m) {
                         {"refused", h.refused},
                         {"dropped", h.dropped},
                         {"undelivered", h.undelivered},
+                        {"cooled_down", h.cooled_down},
                         {"retries", h.retries},
                         {"queued", h.queued},
                         {"failing_for_s", h.failing ? nlohmann::json(std::max(0.0, m.now_unix_s - h.failing_since_unix_s))

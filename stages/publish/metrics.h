@@ -87,6 +87,7 @@ struct WebhookStats {
   uint64_t refused = 0;        // answered 4xx (but 408, 429) or 3xx: dropped, not tried again
   uint64_t dropped = 0;        // pushed out of a full queue (drop_oldest)
   uint64_t undelivered = 0;    // still waiting when publish stopped
+  uint64_t cooled_down = 0;    // segment messages held back by its cooldown_s
   uint64_t retries = 0;        // tries that failed and were made again
   uint64_t queued = 0;         // waiting now (the one being tried included)
   bool failing = false;        // its latest try failed and will be made again

@@ -555,7 +555,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   // Webhooks take their copy from their own queues (a queue_policy: block one may wait here for room).
   std::map<std::string, WebhookRequestBody> bodies;  // by format: made once for all webhooks of it
   for (const auto& hook : webhooks_) {
-    if (!hook->wants(topic, payload)) continue;
+    if (!hook->wants(topic, payload) || hook->cooled_down(payload)) continue;
     auto it = bodies.find(hook->format());
     if (it == bodies.end()) {
       it = bodies.emplace(hook->format(), webhook_request_body(hook->format(), topic, payload, text)).first;

@@ -203,6 +203,38 @@ bool WebhookSender::wants(const std::string& topic, const nlohmann::json& payloa
   return std::find(config_.labels.begin(), config_.labels.end(), label) != config_.labels.end();
 }
 
+bool WebhookSender::cooled_down(const nlohmann::json& payload) {
+  if (config_.cooldown_s <= 0 || text_field(payload, "schema") != "vapipe.segment") return false;
+  const std::string stream = text_field(payload, "stream_id"), label = text_field(payload, "label");
+  const auto start_seq = count_field(payload, "start_seq");
+  if (!start_seq) return false;
+  auto segment = std::make_tuple(stream, label, *start_seq);
+  bool held = cooled_segments_.count(segment) > 0;
+  if (!held && text_field(payload, "event") == "began") {
+    const auto start_ms = number_field(payload, "start_ms");
+    const auto last = last_sent_began_ms_.find({stream, label});
+    // By the stream's own time: an archive job read at 10x real time keeps the cooldown of the video,
+    // and a camera whose timestamps started over (a reconnection) is not held back.
+    held = start_ms && last != last_sent_began_ms_.end() && *start_ms >= last->second &&
+           *start_ms - last->second < config_.cooldown_s * 1000;
+    if (held) {
+      cooled_segments_.insert(segment);
+      cooled_order_.push_back(segment);
+      if (cooled_order_.size() > 4096) {  // a bound: the oldest held-back segment is long over
+        cooled_segments_.erase(cooled_order_.front());
+        cooled_order_.pop_front();
+      }
+    } else if (start_ms) {
+      last_sent_began_ms_[{stream, label}] = *start_ms;
+    }
+  }
+  if (held) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.cooled_down;
+  }
+  return held;
+}
+
 void WebhookSender::post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_ || stop_now_) {
@@ -254,8 +286,9 @@ void WebhookSender::finish(std::chrono::milliseconds grace) {
     VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
                      s.undelivered, s.failing ? "it could not be reached" : "no time left", s.last_error);
   }
-  VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered", name_,
-                  s.delivered, s.refused, s.dropped, s.undelivered);
+  VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}", name_,
+                  s.delivered, s.refused, s.dropped, s.undelivered,
+                  s.cooled_down ? ", " + std::to_string(s.cooled_down) + " held back (cooldown_s)" : std::string());
 }
 
 WebhookStats WebhookSender::stats() const {

@@ -598,6 +598,7 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
     - url: http://10.0.0.5:5678/webhook?x=1
       topics: [events/, segments/gate]
       labels: [person, truck]
+      cooldown_s: 300
       headers: {X-Api-Key: '${VAPIPE_TEST_ALERTS_KEY}'}
       format: slack
       timeout_s: 2.5
@@ -625,6 +626,8 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_EQ(n8n.labels, (std::vector<std::string>{"person", "truck"}));
   EXPECT_EQ(n8n.labels_line, 11);
   EXPECT_TRUE(ha.labels.empty());
+  EXPECT_DOUBLE_EQ(n8n.cooldown_s, 300);
+  EXPECT_DOUBLE_EQ(ha.cooldown_s, 0);
   EXPECT_EQ(ha.format, "json");
 
   const std::string segments = "publish:\n  segments_min_frames: 5\n  webhooks:\n";
@@ -671,6 +674,10 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x}]\n",
           "publish.webhooks[0].topics: not given, so segments/ (label runs, the alerts), which need "
           "publish.segments_min_frames"},
+      ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x, topics: [events/], cooldown_s: 60}]\n",
+          "publish.webhooks[0].cooldown_s: is for segments (publish.segments_min_frames N >= 1)"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      cooldown_s: -1\n",
+          "publish.webhooks[0].cooldown_s: expected a number from 0 to 604800"},
       ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x, topics: [segments/gate]}]\n",
           "'segments/gate' has no messages without publish.segments_min_frames"},
       });

@@ -272,6 +272,45 @@ TEST(Webhook, AReceiverThatDoesNotAnswerInTimeIsTriedAgain) {
       << sender.stats().last_error;
 }
 
+// cooldown_s: a stream's label that begins again within it of the last segment sent is held back, with
+// its picture and end; by the stream's own time (start_ms), per stream and label.
+TEST(Webhook, ASegmentWithinTheCooldownOfTheLastSentIsHeldBackWithItsPictureAndEnd) {
+  WebhookConfig c = hook_at(testing::free_loopback_tcp_port());
+  c.cooldown_s = 60;
+  WebhookSender sender(c, 0);
+  auto segment = [](const char* stream, const char* label, const char* event, uint64_t start_seq, double start_ms) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", stream}, {"label", label}, {"event", event},
+                          {"start_seq", start_seq}, {"start_ms", start_ms}};
+  };
+  std::vector<std::string> sent;
+  auto offer = [&](const nlohmann::json& m) {
+    if (!sender.cooled_down(m)) {
+      sent.push_back(m["stream_id"].get<std::string>() + " " + m["label"].get<std::string>() + " " +
+                     m["event"].get<std::string>() + " " + std::to_string(m["start_seq"].get<uint64_t>()));
+    }
+  };
+  offer(segment("gate", "person", "began", 0, 0));
+  offer(segment("gate", "person", "picture", 0, 0));
+  offer(segment("gate", "person", "ended", 0, 0));
+  offer(segment("gate", "person", "began", 100, 30000));   // 30 s after the last sent: held back
+  offer(segment("gate", "truck", "began", 120, 31000));    // another label
+  offer(segment("door", "person", "began", 5, 31000));     // another stream
+  offer(segment("gate", "person", "picture", 100, 30000)); // the held-back segment's picture and end
+  offer(segment("gate", "person", "ended", 100, 30000));
+  offer(segment("gate", "person", "began", 300, 61000));   // 61 s after the last one sent
+  offer(segment("gate", "person", "began", 400, 1000));    // the camera's time started over
+  offer(nlohmann::json{{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"label", "-"}, {"event", "eos"},
+                       {"start_seq", 0}});
+  EXPECT_EQ(sent, (std::vector<std::string>{"gate person began 0", "gate person picture 0", "gate person ended 0",
+                                            "gate truck began 120", "door person began 5", "gate person began 300",
+                                            "gate person began 400", "gate - eos 0"}));
+  EXPECT_EQ(sender.stats().cooled_down, 3u);
+  // Without cooldown_s nothing is held back.
+  WebhookSender plain(hook_at(testing::free_loopback_tcp_port()), 1);
+  EXPECT_FALSE(plain.cooled_down(segment("gate", "person", "began", 0, 0)));
+  EXPECT_FALSE(plain.cooled_down(segment("gate", "person", "began", 1, 10)));
+}
+
 // format: text and slack: each kind of message as one line a person reads, in local time.
 TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
   testing::LocalZone utc("UTC0");
