@@ -399,6 +399,11 @@ int validate_command(const std::vector<std::string>& all_args) {
       for (const std::string& l : w.labels) labels += (labels.empty() ? "" : ", ") + l;
       extras += "; segments and results of " + labels + " only";
     }
+    if (w.cooldown_s > 0) {
+      char cooldown[64];
+      std::snprintf(cooldown, sizeof cooldown, "; a label's segments at least %g s apart", w.cooldown_s);
+      extras += cooldown;
+    }
     if (w.format != "json") extras += "; as a line of text (format: " + w.format + ")";
     if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
     if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";

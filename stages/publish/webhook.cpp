@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <openssl/x509.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <ctime>
@@ -322,8 +323,13 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     if (!url_.user.empty() || !url_.password.empty()) client->set_basic_auth(url_.user, url_.password);
     if (!config_.token.empty()) client->set_bearer_token_auth(config_.token);
   }
-  httplib::Headers headers{{"User-Agent", "vapipe"}, {"X-Vapipe-Topic", item.topic}};
-  for (const auto& [name, value] : config_.headers) headers.emplace(name, value);
+  httplib::Headers headers{{"X-Vapipe-Topic", item.topic}};
+  bool own_agent = false;  // the config's headers may name a User-Agent of their own
+  for (const auto& [name, value] : config_.headers) {
+    headers.emplace(name, value);
+    own_agent = own_agent || strcasecmp(name.c_str(), "User-Agent") == 0;
+  }
+  if (!own_agent) headers.emplace("User-Agent", "vapipe");
   httplib::Result res = client->Post(url_.target, headers, item.body.body, item.body.content_type);
   Outcome o;
   if (!res) {
