@@ -32,7 +32,7 @@ usage:
   vapipe keygen PREFIX                  write a CURVE key pair: PREFIX.secret (mode 0600), PREFIX.public
   vapipe status [https://]HOST:PORT [--token-file FILE] [--ca-file PEM] [--cert PEM --key PEM] [--json]
                                         a running job's streams, from publish.metrics_address's /healthz
-  vapipe validate CONFIG.yaml [--open [--timeout S] [--at-once N]]
+  vapipe validate CONFIG.yaml [--open] [--send-test] [--timeout S] [--at-once N]
                                         check a config and print it resolved; --open: and open each
                                         stream until its first frame (ok, or FAILED and why), at most
                                         S s each (15), N at once (8)

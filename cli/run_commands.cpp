@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/open_streams.h"
 #include "pipeline/cuda/gpu_info.h"
+#include "pipeline/envelope.h"
 #include "pipeline/http_url.h"
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
@@ -236,9 +237,38 @@ int stage_command(const std::vector<std::string>& args) {
   return code;
 }
 
+// vapipe validate --send-test: a `test` event POSTed to webhook `index` of the config, one try within
+// `timeout`; empty when the receiver took it (2xx), else why not.
+static std::string send_test_message(const Config& c, size_t index, std::chrono::seconds timeout) {
+  WebhookConfig hook = c.publish.webhooks[index];
+  hook.timeout_s = std::min(hook.timeout_s, static_cast<double>(timeout.count()));
+  WebhookSender sender(hook, index);
+  const std::string stream = c.streams.empty() ? "-" : c.streams.front().id;
+  const nlohmann::json event{{"schema", "vapipe.event"}, {"schema_version", 1}, {"stream_id", stream},
+                             {"event", "test"}, {"uri", ""},
+                             {"message", "a test message from vapipe validate --send-test: this receiver gets job '" +
+                                             c.job.name + "''s messages"},
+                             {"frames", 0}, {"dropped", 0}, {"warning", nullptr},
+                             {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+  const std::string topic = "events/" + stream;
+  sender.post(topic, webhook_request_body(hook.format, topic, event, event.dump()));
+  // One try: until it is answered, refused or failed once (a failure would be tried again in 1 s).
+  const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(1);
+  WebhookStats s = sender.stats();
+  while (s.delivered + s.refused + s.retries == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s = sender.stats();
+  }
+  sender.finish(std::chrono::milliseconds(0));
+  if (s.delivered > 0) return "";
+  if (s.last_error.empty()) return "no answer within " + std::to_string(timeout.count()) + " s";
+  return (s.refused > 0 ? "refused it: " : "") + s.last_error;
+}
+
 int validate_command(const std::vector<std::string>& all_args) {
   std::vector<std::string> args;
   bool open = false;
+  bool send_test = false;  // --send-test: a test message POSTed to each webhook
   // --open: how long each stream may take to its first frame, and how many open at once (a site's slow
   // NVR, or a link that many cameras at once would fill).
   long long open_timeout_s = 15, open_at_once = 8;
@@ -253,6 +283,8 @@ int validate_command(const std::vector<std::string>& all_args) {
     const std::string& a = all_args[i];
     if (a == "--open") {
       open = true;
+    } else if (a == "--send-test") {
+      send_test = true;
     } else if ((a == "--timeout" || a == "--at-once") && i + 1 < all_args.size()) {
       const bool timeout = a == "--timeout";
       if (!whole_number(all_args[++i], 1, timeout ? 3600 : 256, timeout ? &open_timeout_s : &open_at_once)) {
@@ -265,7 +297,7 @@ int validate_command(const std::vector<std::string>& all_args) {
     }
   }
   if (args.size() != 1) {
-    std::fprintf(stderr, "usage: vapipe validate CONFIG.yaml [--open [--timeout S] [--at-once N]]\n");
+    std::fprintf(stderr, "usage: vapipe validate CONFIG.yaml [--open] [--send-test] [--timeout S] [--at-once N]\n");
     return kExitUsage;
   }
   auto config = load_config_file(args[0]);
@@ -414,31 +446,40 @@ int validate_command(const std::vector<std::string>& all_args) {
                 w.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", w.max_queued,
                 extras.c_str());
   }
-  if (!open) return 0;
-  // Each camera and file opened for real: the mistakes a config cannot show (a wrong password, path or
-  // port, a camera that is off, a certificate, a file GStreamer cannot read) found before the job.
+  if (!open && !send_test) return 0;
   const auto timeout = std::chrono::seconds(open_timeout_s);
   const auto at_once = static_cast<size_t>(open_at_once);
   init_logging("validate", "off");  // the readers' own lines would repeat the table's
-  std::printf("  opening each stream until its first frame (at most %lld s each, %zu at once):\n",
-              static_cast<long long>(timeout.count()), at_once);
-  std::fflush(stdout);
   size_t failed = 0;
-  for (const OpenedStream& o : open_each_stream(c.streams, c.ingest, timeout, at_once)) {
-    failed += !o.ok;
-    std::printf("    %-20s %s %s\n", o.id.c_str(), o.ok ? "ok:    " : "FAILED:", o.what.c_str());
+  if (open) {
+    // Each camera and file opened for real: the mistakes a config cannot show (a wrong password, path or
+    // port, a camera that is off, a certificate, a file GStreamer cannot read) found before the job.
+    std::printf("  opening each stream until its first frame (at most %lld s each, %zu at once):\n",
+                static_cast<long long>(timeout.count()), at_once);
+    std::fflush(stdout);
+    for (const OpenedStream& o : open_each_stream(c.streams, c.ingest, timeout, at_once)) {
+      failed += !o.ok;
+      std::printf("    %-20s %s %s\n", o.id.c_str(), o.ok ? "ok:    " : "FAILED:", o.what.c_str());
+    }
   }
-  // Each webhook's receiver connected to (not sent anything: a request would be delivered, an alert).
+  // Each webhook's receiver: --open connects to it and sends nothing (a request would be an alert);
+  // --send-test POSTs a test message, in its format, and says what the receiver answered.
   size_t unreachable = 0;
-  if (!c.publish.webhooks.empty()) std::printf("  connecting to each webhook's receiver (at most %lld s each):\n",
-                                               static_cast<long long>(timeout.count()));
+  if (!c.publish.webhooks.empty()) {
+    std::printf(send_test ? "  sending a test message to each webhook (at most %lld s each):\n"
+                          : "  connecting to each webhook's receiver (at most %lld s each):\n",
+                static_cast<long long>(timeout.count()));
+    std::fflush(stdout);
+  }
   for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
     const HttpUrl url = parse_http_url(c.publish.webhooks[i].url).value();
-    const std::string why =
-        tcp_connect_failure(url.origin(), std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+    const std::string why = send_test ? send_test_message(c, i, timeout)
+                                      : tcp_connect_failure(url.origin(),
+                                                            std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
     unreachable += !why.empty();
-    std::printf("    webhook %-12zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:",
-                why.empty() ? ("connects to " + url.origin() + " (nothing was sent)").c_str() : why.c_str());
+    const std::string ok = send_test ? "took a test message at " + url.origin() + "/..."
+                                     : "connects to " + url.origin() + " (nothing was sent)";
+    std::printf("    webhook %-12zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
   }
   if (failed > 0 || unreachable > 0) {
     if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);

@@ -134,6 +134,20 @@ class BadInput(E2ETest):
         self.assertIn("  1 webhook receiver(s) could not be reached", p.stdout)
         self.assertEqual(receiver.received, [])
         self.assertEqual(p.stderr, "")
+        # --send-test: a `test` event POSTed to each webhook (whatever its topics), and what it answered.
+        p = subprocess.run([VAPIPE, "validate", config, "--send-test", "--timeout", "3"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertNotIn("opening each stream", p.stdout)  # without --open: the webhooks only
+        self.assertIn(f"\n    webhook 0            ok:     took a test message at http://127.0.0.1:{receiver.port}/...\n",
+                      p.stdout)
+        self.assertIn("\n    webhook 1            FAILED: cannot connect (refused, no route, or a name that does not "
+                      "resolve)\n", p.stdout)
+        self.assertEqual(len(receiver.received), 1)
+        test = receiver.received[0]["json"]
+        self.assertEqual(test["topic"], "events/door")
+        self.assertEqual(test["payload"]["event"], "test")
+        self.assertIn("a test message from vapipe validate --send-test", test["payload"]["message"])
 
     def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
         """`vapipe validate --open --timeout 2 --at-once 1`: a camera whose server accepts connections and
