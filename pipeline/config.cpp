@@ -21,6 +21,7 @@
 
 #include "pipeline/demo_config.h"  // generated: kDemoConfigYaml, kSourceDir, kInstallDataDir
 #include "pipeline/http_url.h"
+#include "pipeline/token_file.h"
 #include "pipeline/stream_glob.h"
 #include "pipeline/results_path.h"
 #include "pipeline/stream_uri.h"
@@ -515,33 +516,6 @@ void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& 
       if (!lookup[it->first.Scalar()]) node.force_insert(it->first, it->second);
     }
   }
-}
-
-// A token file's first line, trimmed: a token for an HTTP header (printable ASCII without blanks),
-// whose size `size_error` may refuse (it says why, given the size).
-Result<std::string> read_token_line(const std::string& path, const std::function<std::string(size_t)>& size_error) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read the token file " + path);
-  std::string line;
-  std::getline(in, line);
-  const auto first = line.find_first_not_of(" \t\r");
-  const auto last = line.find_last_not_of(" \t\r");
-  const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
-  if (const std::string why = size_error(token.size()); !why.empty()) return InvalidArgument(path + ":1: " + why);
-  for (unsigned char ch : token) {
-    if (ch < 0x21 || ch > 0x7e) {
-      return InvalidArgument(path + ":1: the token must be printable ASCII without blanks (it travels in an HTTP "
-                             "header)");
-    }
-  }
-  return token;
-}
-
-// A webhook's bearer token file: its length is the receiver's business.
-Result<std::string> read_webhook_token_file(const std::string& path) {
-  return read_token_line(path, [](size_t size) {
-    return size == 0 ? "expected the token on the first line, found none" : std::string();
-  });
 }
 
 // Whether a message topic can start with `prefix` (a subscription's prefix): results/<id>,

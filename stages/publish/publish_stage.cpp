@@ -22,6 +22,7 @@
 #include "pipeline/results_path.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
+#include "pipeline/token_file.h"
 #include "pipeline/utf8.h"
 #include "stages/publish/result_schema.h"
 
@@ -151,7 +152,9 @@ Status PublishStage::open(const StageContext& ctx) {
     VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting)", webhooks_.back()->name(),
                     topics, queue_policy_name(ctx.config.publish.webhooks[i].queue_policy),
                     ctx.config.publish.webhooks[i].max_queued);
+    webhook_tokens_ = webhook_tokens_ || !ctx.config.publish.webhooks[i].token_file.empty();
   }
+  if (webhook_tokens_) check_webhook_tokens();  // their files as the config read them
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -348,6 +351,28 @@ void PublishStage::check_metrics_token() {
   VAPIPE_LOG_INFO("publish: the metrics token from {} changed: requests need the new one from now on", path);
 }
 
+void PublishStage::check_webhook_tokens() {
+  next_webhook_tokens_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  webhook_token_identities_.resize(webhooks_.size());
+  for (size_t i = 0; i < webhooks_.size(); ++i) {
+    const std::string& path = config_->publish.webhooks[i].token_file;
+    if (path.empty()) continue;
+    const std::string identity = file_identity(path);
+    if (identity == webhook_token_identities_[i]) continue;
+    const bool first = !webhook_token_identities_[i].has_value();
+    webhook_token_identities_[i] = identity;
+    if (first) continue;  // the token the config was loaded with
+    auto token = read_webhook_token_file(path);
+    if (!token.ok()) {
+      VAPIPE_LOG_ERROR("publish: {}: {}; the token in force stays", webhooks_[i]->name(), token.status().message());
+      continue;
+    }
+    webhooks_[i]->set_token(*token);
+    VAPIPE_LOG_INFO("publish: {}: the token in {} changed: requests carry the new one from now on",
+                    webhooks_[i]->name(), path);
+  }
+}
+
 void PublishStage::check_authorized_keys() {
   next_keys_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   const std::string& path = config_->publish.curve_authorized_keys;
@@ -409,6 +434,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
   }
+  if (webhook_tokens_ && std::chrono::steady_clock::now() >= next_webhook_tokens_check_) check_webhook_tokens();
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
     // Kept days are a retention rule (camera pictures of people): older ones go on time, whether or not
@@ -425,6 +451,7 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (config_ && !config_->publish.curve_authorized_keys.empty()) {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
+  if (webhook_tokens_) next = next ? std::min(*next, next_webhook_tokens_check_) : next_webhook_tokens_check_;
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {

@@ -174,6 +174,7 @@ WebhookSender::WebhookSender(const WebhookConfig& config, size_t index) : config
   stats_.name = name_;
   stats_.index = index;
   stats_.origin = url_.origin();
+  token_ = config_.token;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -299,7 +300,20 @@ WebhookStats WebhookSender::stats() const {
   return s;
 }
 
+void WebhookSender::set_token(std::string token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  token_ = std::move(token);
+  token_changed_ = true;
+}
+
 WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client) {
+  std::string token;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    token = token_;
+    if (token_changed_) client.reset();  // its requests carry the token before
+    token_changed_ = false;
+  }
   // A client per try would cost a TLS handshake per message: the thread's client keeps its connection.
   const bool kept = client != nullptr;
   if (!client) {
@@ -321,7 +335,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     client->set_follow_location(false);  // a POST redirected is a GET in most clients: say where it went instead
     client->set_url_encode(false);       // the config's target is sent as written (checked: no blanks)
     if (!url_.user.empty() || !url_.password.empty()) client->set_basic_auth(url_.user, url_.password);
-    if (!config_.token.empty()) client->set_bearer_token_auth(config_.token);
+    if (!token.empty()) client->set_bearer_token_auth(token);
   }
   httplib::Headers headers{{"X-Vapipe-Topic", item.topic}};
   bool own_agent = false;  // the config's headers may name a User-Agent of their own

@@ -67,6 +67,9 @@ class WebhookSender {
     post(topic, WebhookRequestBody{std::move(json_body), "application/json"}, stop);
   }
   const std::string& format() const { return config_.format; }
+  // A new bearer token (its token_file rewritten while the job runs: a rotated secret): requests from
+  // the next one on carry it, on a new connection.
+  void set_token(std::string token);
   // Gives what waits until `grace` to be delivered (tries and back-offs as usual), then stops the thread
   // and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
@@ -107,6 +110,8 @@ class WebhookSender {
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // an item, room, or a stop
   std::deque<Item> queue_;
+  std::string token_;          // Authorization: Bearer (config_.token, or a newer one)
+  bool token_changed_ = false;  // the thread's client still sends the one before
   bool in_flight_ = false;  // the thread holds a message (tried, or waiting to try it again)
   bool stopping_ = false;   // finish(): deliver until finish_by_, then stop
   bool stop_now_ = false;

@@ -1023,6 +1023,44 @@ TEST_F(PublishStageTest, ARotatedMetricsTokenTakesEffectWithoutARestart) {
   EXPECT_EQ(status_with(second), 200);
 }
 
+// A webhook's token_file rewritten while the job runs (a rotated secret): the next request carries the
+// new token; a file that no longer holds one keeps the token in force.
+TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
+  testing::Receiver receiver;
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-hook-token-" + std::to_string(getpid()));
+  std::ofstream(path) << "first-token\n";
+  WebhookConfig hook;
+  hook.url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
+  hook.topics = {"events/"};
+  hook.token_file = path.string();
+  hook.token = "first-token";  // as the config loader read it
+  config_.publish.webhooks = {hook};
+  open();
+  // An event published (on events/), and the Authorization its request carried.
+  auto sent_with = [&](Message event) {
+    const size_t before = receiver.received().size();
+    EXPECT_TRUE(stage_->process(std::move(event), out_).ok());
+    const auto got = receiver.wait_for(before + 1);
+    return got.size() > before ? got.back().authorization : std::string("(none)");
+  };
+  auto started = [](uint32_t stream) {
+    return Message::stream_event(MessageKind::kStreamStart, testing::envelope(stream, 0), {"test://ball", "", 0, 0});
+  };
+  auto after_check = [&] {
+    std::this_thread::sleep_until(*stage_->next_deadline());
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  };
+  EXPECT_EQ(sent_with(started(0)), "Bearer first-token");
+  std::ofstream(path) << "second-token\n";
+  for (int i = 0; i < 3; ++i) after_check();  // the file is looked at every 2 s
+  EXPECT_EQ(sent_with(started(1)), "Bearer second-token");
+  std::ofstream(path) << "\n";  // no token: the one in force stays
+  for (int i = 0; i < 3; ++i) after_check();
+  EXPECT_EQ(sent_with(testing::end_message(0, 0)), "Bearer second-token");
+  EXPECT_EQ(stage_->webhooks()[0]->stats().delivered, 3u);
+  std::filesystem::remove(path);
+}
+
 // The summary says what each stream was mostly about: its commonest top-1 labels, most first (ties in
 // label order), with their share of the classified frames; error results are not counted.
 TEST_F(PublishStageTest, TheSummaryRanksEachStreamsTopLabels) {

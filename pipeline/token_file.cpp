@@ -1,0 +1,31 @@
+#include "pipeline/token_file.h"
+
+#include <fstream>
+
+namespace vapipe {
+
+Result<std::string> read_token_line(const std::string& path, const std::function<std::string(size_t)>& size_error) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read the token file " + path);
+  std::string line;
+  std::getline(in, line);
+  const auto first = line.find_first_not_of(" \t\r");
+  const auto last = line.find_last_not_of(" \t\r");
+  const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
+  if (const std::string why = size_error(token.size()); !why.empty()) return InvalidArgument(path + ":1: " + why);
+  for (unsigned char ch : token) {
+    if (ch < 0x21 || ch > 0x7e) {
+      return InvalidArgument(path + ":1: the token must be printable ASCII without blanks (it travels in an HTTP "
+                             "header)");
+    }
+  }
+  return token;
+}
+
+Result<std::string> read_webhook_token_file(const std::string& path) {
+  return read_token_line(path, [](size_t size) {
+    return size == 0 ? "expected the token on the first line, found none" : std::string();
+  });
+}
+
+}  // namespace vapipe
