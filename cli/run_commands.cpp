@@ -237,19 +237,24 @@ int stage_command(const std::vector<std::string>& args) {
   return code;
 }
 
+// The `test` event `vapipe validate --send-test` sends, of the config's first stream.
+static nlohmann::json test_event(const Config& c) {
+  const std::string stream = c.streams.empty() ? "-" : c.streams.front().id;
+  return {{"schema", "vapipe.event"}, {"schema_version", 1}, {"stream_id", stream}, {"event", "test"}, {"uri", ""},
+          {"message", "a test message from vapipe validate --send-test: this receiver gets job '" + c.job.name +
+                          "''s messages"},
+          {"frames", 0}, {"dropped", 0}, {"warning", nullptr},
+          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+}
+
 // vapipe validate --send-test: a `test` event POSTed to webhook `index` of the config, one try within
 // `timeout`; empty when the receiver took it (2xx), else why not.
 static std::string send_test_message(const Config& c, size_t index, std::chrono::seconds timeout) {
   WebhookConfig hook = c.publish.webhooks[index];
   hook.timeout_s = std::min(hook.timeout_s, static_cast<double>(timeout.count()));
   WebhookSender sender(hook, index);
-  const std::string stream = c.streams.empty() ? "-" : c.streams.front().id;
-  const nlohmann::json event{{"schema", "vapipe.event"}, {"schema_version", 1}, {"stream_id", stream},
-                             {"event", "test"}, {"uri", ""},
-                             {"message", "a test message from vapipe validate --send-test: this receiver gets job '" +
-                                             c.job.name + "''s messages"},
-                             {"frames", 0}, {"dropped", 0}, {"warning", nullptr},
-                             {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+  const nlohmann::json event = test_event(c);
+  const std::string stream = event["stream_id"].get<std::string>();
   const std::string topic = "events/" + stream;
   sender.post(topic, webhook_request_body(hook.format, topic, event, event.dump()));
   // One try: until it is answered, refused or failed once (a failure would be tried again in 1 s).
@@ -263,6 +268,45 @@ static std::string send_test_message(const Config& c, size_t index, std::chrono:
   if (s.delivered > 0) return "";
   if (s.last_error.empty()) return "no answer within " + std::to_string(timeout.count()) + " s";
   return (s.refused > 0 ? "refused it: " : "") + s.last_error;
+}
+
+// A broker of the config as validate uses it: it says no status (a job's "online" would be untrue).
+static MqttConfig broker_for_validate(const Config& c, size_t index, std::chrono::seconds timeout) {
+  MqttConfig m = c.publish.mqtt[index];
+  m.timeout_s = std::min(m.timeout_s, static_cast<double>(timeout.count()));
+  m.status_topic.clear();
+  return m;
+}
+
+// vapipe validate --open: an MQTT connection to broker `index` of the config; empty when it accepted.
+static std::string mqtt_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout) {
+  MqttPublisher publisher(broker_for_validate(c, index, timeout), index, c.job.name);
+  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
+  publisher.finish(std::chrono::milliseconds(0));
+  return connected.ok() ? "" : connected.message();
+}
+
+// vapipe validate --send-test: a `test` event published to broker `index` (on `*topic`), acknowledged
+// within `timeout` (qos 0: written); empty when it was, else why not.
+static std::string send_mqtt_test_message(const Config& c, size_t index, std::chrono::seconds timeout,
+                                           std::string* topic) {
+  MqttPublisher publisher(broker_for_validate(c, index, timeout), index, c.job.name);
+  const nlohmann::json event = test_event(c);
+  const std::string bus_topic = "events/" + event["stream_id"].get<std::string>();
+  *topic = publisher.mqtt_topic(bus_topic);
+  publisher.publish(bus_topic, c.publish.mqtt[index].format == "text" ? webhook_text(bus_topic, event) : event.dump());
+  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (connected.ok() && publisher.stats().delivered == 0 && publisher.stats().refused == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  publisher.finish(std::chrono::milliseconds(0));
+  const MqttStats s = publisher.stats();
+  if (s.delivered > 0) return "";
+  if (!connected.ok()) return connected.message();
+  if (s.refused > 0) return "it refused the message (too large?)";
+  return "no acknowledgement within " + std::to_string(timeout.count()) + " s";
 }
 
 int validate_command(const std::vector<std::string>& all_args) {
@@ -313,7 +357,9 @@ int validate_command(const std::vector<std::string>& all_args) {
   // Labels the config names by themselves must be the labels file's (infer checks the same at start).
   const bool names_labels = !c.publish.segments_min_score_by_label.empty() ||
                             std::any_of(c.publish.webhooks.begin(), c.publish.webhooks.end(),
-                                        [](const WebhookConfig& w) { return !w.labels.empty(); });
+                                        [](const WebhookConfig& w) { return !w.labels.empty(); }) ||
+                            std::any_of(c.publish.mqtt.begin(), c.publish.mqtt.end(),
+                                        [](const MqttConfig& m) { return !m.labels.empty(); });
   if (names_labels) {
     auto labels = load_labels(c.infer.labels);
     if (!labels.ok()) return config_error(labels.status());
@@ -421,11 +467,9 @@ int validate_command(const std::vector<std::string>& all_args) {
                       : "");
     }
   }
-  // The receiver by its origin only: a webhook's path or query is often its secret.
-  for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
-    const WebhookConfig& w = c.publish.webhooks[i];
-    std::string topics, extras;
-    for (const std::string& t : w.topics) topics += (topics.empty() ? "" : ", ") + t;
+  // What a webhook or a broker takes, past its topics: "; segments and results of truck only; ...".
+  auto sink_extras = [](const MessageSinkConfig& w) {
+    std::string extras;
     if (!w.labels.empty()) {
       std::string labels;
       for (const std::string& l : w.labels) labels += (labels.empty() ? "" : ", ") + l;
@@ -437,13 +481,36 @@ int validate_command(const std::vector<std::string>& all_args) {
       extras += cooldown;
     }
     if (w.format != "json") extras += "; as a line of text (format: " + w.format + ")";
-    if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
-    if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";
     if (!w.ca_file.empty()) extras += "; TLS authorities from " + w.ca_file;
     if (!w.tls_verify) extras += "; its TLS certificate is not checked (tls_verify: false)";
-    std::printf("  webhook %zu: the messages on %s are POSTed to %s/... (%s past %u waiting%s)\n", i, topics.c_str(),
-                parse_http_url(w.url).value().origin().c_str(),
+    return extras;
+  };
+  auto topic_list = [](const MessageSinkConfig& w) {
+    std::string topics;
+    for (const std::string& t : w.topics) topics += (topics.empty() ? "" : ", ") + t;
+    return topics;
+  };
+  // The receiver by its origin only: a webhook's path or query is often its secret.
+  for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
+    const WebhookConfig& w = c.publish.webhooks[i];
+    std::string extras = sink_extras(w);
+    if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
+    if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";
+    std::printf("  webhook %zu: the messages on %s are POSTed to %s/... (%s past %u waiting%s)\n", i,
+                topic_list(w).c_str(), parse_http_url(w.url).value().origin().c_str(),
                 w.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", w.max_queued,
+                extras.c_str());
+  }
+  for (size_t i = 0; i < c.publish.mqtt.size(); ++i) {
+    const MqttConfig& m = c.publish.mqtt[i];
+    std::string extras = sink_extras(m);
+    if (m.retain) extras += "; retained";
+    if (!m.username.empty()) extras += "; as user '" + m.username + "'";
+    if (!m.cert_file.empty()) extras += "; client certificate " + m.cert_file;
+    extras += m.status_topic.empty() ? "; no status topic" : "; online/offline on " + m.status_topic;
+    std::printf("  mqtt %zu: the messages on %s are published to %s as %s<topic> (qos %u; %s past %u waiting%s)\n", i,
+                topic_list(m).c_str(), parse_mqtt_url(m.url).value().origin().c_str(), m.topic_prefix.c_str(), m.qos,
+                m.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", m.max_queued,
                 extras.c_str());
   }
   if (!open && !send_test) return 0;
@@ -481,9 +548,28 @@ int validate_command(const std::vector<std::string>& all_args) {
                                      : "connects to " + url.origin() + " (nothing was sent)";
     std::printf("    webhook %-12zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
   }
+  // Each broker: --open makes an MQTT connection (its user and password, its TLS) and publishes
+  // nothing; --send-test publishes a test message and waits for the broker's acknowledgement.
+  if (!c.publish.mqtt.empty()) {
+    std::printf(send_test ? "  publishing a test message to each MQTT broker (at most %lld s each):\n"
+                          : "  connecting to each MQTT broker (at most %lld s each):\n",
+                static_cast<long long>(timeout.count()));
+    std::fflush(stdout);
+  }
+  for (size_t i = 0; i < c.publish.mqtt.size(); ++i) {
+    const MqttConfig& m = c.publish.mqtt[i];
+    std::string topic;
+    const std::string why = send_test ? send_mqtt_test_message(c, i, timeout, &topic) : mqtt_connect_failure(c, i, timeout);
+    unreachable += !why.empty();
+    const std::string where = parse_mqtt_url(m.url).value().origin();
+    const std::string ok = send_test ? where + " took a test message on " + topic
+                                     : "connects to " + where + (m.username.empty() ? "" : " as '" + m.username + "'") +
+                                           " (nothing was published)";
+    std::printf("    mqtt %-15zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
+  }
   if (failed > 0 || unreachable > 0) {
     if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);
-    if (unreachable > 0) std::printf("  %zu webhook receiver(s) could not be reached\n", unreachable);
+    if (unreachable > 0) std::printf("  %zu webhook receiver(s) or MQTT broker(s) could not be reached\n", unreachable);
     return kExitUsage;
   }
   return 0;

@@ -174,6 +174,24 @@ void job_lines(const json& h, std::string* out) {
               ago(w, "last_delivered_age_s", "never").c_str(), state.c_str());
     }
   }
+  // publish.mqtt: each broker's figures; one that cannot be reached says so, with why.
+  if (const json& brokers = member(h, "mqtt"); brokers.is_array()) {
+    for (const json& b : brokers) {
+      if (!b.is_object()) continue;
+      std::string state = "connected";
+      if (member(b, "connected") != json(true)) {
+        const auto for_s = number_field(b, "disconnected_for_s");
+        state = "NOT CONNECTED" + (for_s ? " for " + human_duration(*for_s) : std::string()) +
+                (member(b, "last_error").is_string() ? ": " + text(b, "last_error") : std::string());
+      }
+      const uint64_t lost = count(b, "dropped") + count(b, "lost") + count(b, "refused");
+      appendf(out, "mqtt %llu %s: %llu delivered, %llu waiting%s; last delivered %s; %s\n",
+              static_cast<unsigned long long>(count(b, "index")), text(b, "broker", "?").c_str(),
+              static_cast<unsigned long long>(count(b, "delivered")), static_cast<unsigned long long>(count(b, "queued")),
+              lost ? (", " + std::to_string(lost) + " lost (dropped, refused or qos 0)").c_str() : "",
+              ago(b, "last_delivered_age_s", "never").c_str(), state.c_str());
+    }
+  }
   // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
   if (const json& folders = member(h, "watched_folders"); folders.is_array()) {
     for (const json& f : folders) {

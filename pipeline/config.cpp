@@ -529,6 +529,102 @@ bool names_a_topic(const std::string& prefix) {
   return false;
 }
 
+// A PEM file of `kind` ("CERTIFICATE", "PRIVATE KEY": any of its forms) that must be readable; `hint`
+// says how to make one of another form.
+void require_pem_file(const Context& ctx, const YAML::Node& node, const std::string& key, const std::string& path,
+                      const std::string& kind, const std::string& hint) {
+  std::ifstream in(path);
+  if (!in) ctx.fail(node, key, "cannot read " + path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool found = kind == "PRIVATE KEY" ? text.find("PRIVATE KEY-----") != std::string::npos
+                                           : text.find("-----BEGIN " + kind + "-----") != std::string::npos;
+  if (!found) {
+    ctx.fail(node, key, path + " holds no PEM " + (kind == "CERTIFICATE" ? "certificate" : "private key") +
+                            " (-----BEGIN " + kind + "-----)" + (hint.empty() ? "" : "; " + hint));
+  }
+}
+
+// What publish.webhooks[i] and publish.mqtt[i] share (MessageSinkConfig): the topics and labels they
+// take, the cooldown, TLS's authorities, the timeout, the queue and the format. `tls`: the url is of the
+// TLS scheme `tls_scheme` ("https", "mqtts"), which ca_file and tls_verify are for.
+void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node, const std::string& path,
+                       const std::string& base_dir, const Config& c, bool tls, const std::string& tls_scheme,
+                       std::vector<std::string> formats, MessageSinkConfig* w) {
+  w->line = node.Mark().line + 1;
+  if (YAML::Node topics = r.child("topics"); topics.IsDefined() && !topics.IsNull()) {
+    const std::string key = path + ".topics";
+    const std::string want = "expected a list of topic prefixes, e.g. [segments/, events/] or [segments/gate]";
+    if (!topics.IsSequence() || topics.size() == 0) ctx.fail(topics, key, want + ", got " + scalar_text(topics));
+    w->topics.clear();
+    for (size_t t = 0; t < topics.size(); ++t) {
+      const std::string at = key + "[" + std::to_string(t) + "]";
+      if (!topics[t].IsScalar() || topics[t].Scalar().empty()) ctx.fail(topics[t], at, want);
+      const std::string prefix = topics[t].Scalar();
+      if (!names_a_topic(prefix)) {
+        ctx.fail(topics[t], at, "'" + prefix + "' starts no topic vapipe publishes: results/<id>, events/<id>, "
+                                "segments/<id>, job/summary");
+      }
+      if (prefix.rfind("segments/", 0) == 0 && c.publish.segments_min_frames == 0) {
+        ctx.fail(topics[t], at, "'" + prefix + "' has no messages without publish.segments_min_frames (N >= 1), "
+                                "which publishes segments");
+      }
+      w->topics.push_back(prefix);
+    }
+  } else if (c.publish.segments_min_frames == 0) {
+    ctx.fail(node, path + ".topics",
+             "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= 1); "
+             "set that, or give the topics to send (e.g. [events/])");
+  }
+  if (YAML::Node labels = r.child("labels"); labels.IsDefined() && !labels.IsNull()) {
+    const std::string key = path + ".labels";
+    const std::string want = "expected a list of labels of infer.labels, e.g. [person, truck]";
+    if (!labels.IsSequence() || labels.size() == 0) ctx.fail(labels, key, want + ", got " + scalar_text(labels));
+    for (size_t l = 0; l < labels.size(); ++l) {
+      if (!labels[l].IsScalar() || labels[l].Scalar().empty()) {
+        ctx.fail(labels[l], key + "[" + std::to_string(l) + "]", want);
+      }
+      w->labels.push_back(labels[l].Scalar());
+    }
+    w->labels_line = labels.Mark().line + 1;
+    // A topic prefix that takes segments or results ("seg", "segments/", "results/gate").
+    const bool labelled_topic = std::any_of(w->topics.begin(), w->topics.end(), [](const std::string& t) {
+      for (const std::string root : {"segments/", "results/"}) {
+        if (root.compare(0, t.size(), t) == 0 || t.compare(0, root.size(), root) == 0) return true;
+      }
+      return false;
+    });
+    if (!labelled_topic) {
+      ctx.fail(labels, key, "only segments/ and results/ messages have labels, and its topics take neither");
+    }
+  }
+  r.str("ca_file", &w->ca_file);
+  w->ca_file = resolve_path(base_dir, w->ca_file);
+  std::optional<bool> verify;
+  r.optional_boolean("tls_verify", &verify);
+  w->tls_verify = verify.value_or(true);
+  if ((!w->ca_file.empty() || verify) && !tls) {
+    ctx.fail(r.child(w->ca_file.empty() ? "tls_verify" : "ca_file"), path + (w->ca_file.empty() ? ".tls_verify" : ".ca_file"),
+             "is for an " + tls_scheme + ":// url");
+  }
+  if (!w->ca_file.empty()) {
+    if (!w->tls_verify) ctx.fail(r.child("ca_file"), path + ".ca_file", "and tls_verify: false both: keep one");
+    require_pem_file(ctx, r.child("ca_file"), path + ".ca_file", w->ca_file, "CERTIFICATE",
+                     "a DER .cer: openssl x509 -inform der -in ca.cer -out ca.pem");
+  }
+  r.number("timeout_s", &w->timeout_s, 0.1, 600);
+  r.number("cooldown_s", &w->cooldown_s, 0, 7 * 86400);
+  if (w->cooldown_s > 0 && c.publish.segments_min_frames == 0) {
+    ctx.fail(r.child("cooldown_s"), path + ".cooldown_s",
+             "is for segments (publish.segments_min_frames N >= 1): a segment within it of the last one sent is not "
+             "sent");
+  }
+  r.uint("max_queued", &w->max_queued, 1, 10000000);
+  std::string policy = queue_policy_name(w->queue_policy);
+  r.choice("queue_policy", &policy, {"drop_oldest", "block"});
+  w->queue_policy = *parse_queue_policy(policy);
+  r.choice("format", &w->format, std::move(formats));
+}
+
 // publish.webhooks: a list of receivers (stages/publish/webhook.h).
 std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
                                           const Config& c) {
@@ -542,57 +638,11 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     const std::string path = "publish.webhooks[" + std::to_string(i) + "]";
     MapReader r(ctx, list[i], path);
     WebhookConfig w;
-    w.line = list[i].Mark().line + 1;
     r.str("url", &w.url);
     if (w.url.empty()) ctx.fail(list[i], path + ".url", "required: where to POST the messages (http:// or https://)");
     auto url = parse_http_url(w.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
-    if (YAML::Node topics = r.child("topics"); topics.IsDefined() && !topics.IsNull()) {
-      const std::string key = path + ".topics";
-      const std::string want = "expected a list of topic prefixes, e.g. [segments/, events/] or [segments/gate]";
-      if (!topics.IsSequence() || topics.size() == 0) ctx.fail(topics, key, want + ", got " + scalar_text(topics));
-      w.topics.clear();
-      for (size_t t = 0; t < topics.size(); ++t) {
-        const std::string at = key + "[" + std::to_string(t) + "]";
-        if (!topics[t].IsScalar() || topics[t].Scalar().empty()) ctx.fail(topics[t], at, want);
-        const std::string prefix = topics[t].Scalar();
-        if (!names_a_topic(prefix)) {
-          ctx.fail(topics[t], at, "'" + prefix + "' starts no topic vapipe publishes: results/<id>, events/<id>, "
-                                  "segments/<id>, job/summary");
-        }
-        if (prefix.rfind("segments/", 0) == 0 && c.publish.segments_min_frames == 0) {
-          ctx.fail(topics[t], at, "'" + prefix + "' has no messages without publish.segments_min_frames (N >= 1), "
-                                  "which publishes segments");
-        }
-        w.topics.push_back(prefix);
-      }
-    } else if (c.publish.segments_min_frames == 0) {
-      ctx.fail(list[i], path + ".topics",
-               "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= 1); "
-               "set that, or give the topics to send (e.g. [events/])");
-    }
-    if (YAML::Node labels = r.child("labels"); labels.IsDefined() && !labels.IsNull()) {
-      const std::string key = path + ".labels";
-      const std::string want = "expected a list of labels of infer.labels, e.g. [person, truck]";
-      if (!labels.IsSequence() || labels.size() == 0) ctx.fail(labels, key, want + ", got " + scalar_text(labels));
-      for (size_t l = 0; l < labels.size(); ++l) {
-        if (!labels[l].IsScalar() || labels[l].Scalar().empty()) {
-          ctx.fail(labels[l], key + "[" + std::to_string(l) + "]", want);
-        }
-        w.labels.push_back(labels[l].Scalar());
-      }
-      w.labels_line = labels.Mark().line + 1;
-      // A topic prefix that takes segments or results ("seg", "segments/", "results/gate").
-      const bool labelled_topic = std::any_of(w.topics.begin(), w.topics.end(), [](const std::string& t) {
-        for (const std::string root : {"segments/", "results/"}) {
-          if (root.compare(0, t.size(), t) == 0 || t.compare(0, root.size(), root) == 0) return true;
-        }
-        return false;
-      });
-      if (!labelled_topic) {
-        ctx.fail(labels, key, "only segments/ and results/ messages have labels, and its topics take neither");
-      }
-    }
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https", {"json", "text", "slack"}, &w);
     if (YAML::Node headers = r.child("headers"); headers.IsDefined() && !headers.IsNull()) {
       const std::string key = path + ".headers";
       if (!headers.IsMap()) {
@@ -636,42 +686,95 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
       }
       w.token = *token;
     }
-    r.str("ca_file", &w.ca_file);
-    w.ca_file = resolve_path(base_dir, w.ca_file);
-    std::optional<bool> verify;
-    r.optional_boolean("tls_verify", &verify);
-    w.tls_verify = verify.value_or(true);
-    if ((!w.ca_file.empty() || verify) && url.ok() && !url->tls) {
-      ctx.fail(r.child(w.ca_file.empty() ? "tls_verify" : "ca_file"), path + (w.ca_file.empty() ? ".tls_verify" : ".ca_file"),
-               "is for an https:// url");
-    }
-    if (!w.ca_file.empty()) {
-      if (!w.tls_verify) ctx.fail(r.child("ca_file"), path + ".ca_file", "and tls_verify: false both: keep one");
-      std::ifstream in(w.ca_file);
-      if (!in) ctx.fail(r.child("ca_file"), path + ".ca_file", "cannot read " + w.ca_file);
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-        ctx.fail(r.child("ca_file"), path + ".ca_file",
-                 w.ca_file + " holds no PEM certificate (-----BEGIN CERTIFICATE-----); a DER .cer: openssl x509 "
-                 "-inform der -in ca.cer -out ca.pem");
-      }
-    }
-    r.number("timeout_s", &w.timeout_s, 0.1, 600);
-    r.number("cooldown_s", &w.cooldown_s, 0, 7 * 86400);
-    if (w.cooldown_s > 0 && c.publish.segments_min_frames == 0) {
-      ctx.fail(r.child("cooldown_s"), path + ".cooldown_s",
-               "is for segments (publish.segments_min_frames N >= 1): a segment within it of the last one sent is not "
-               "sent");
-    }
-    r.uint("max_queued", &w.max_queued, 1, 10000000);
-    std::string policy = queue_policy_name(w.queue_policy);
-    r.choice("queue_policy", &policy, {"drop_oldest", "block"});
-    w.queue_policy = *parse_queue_policy(policy);
-    r.choice("format", &w.format, {"json", "text", "slack"});
     r.finish();
     hooks.push_back(std::move(w));
   }
   return hooks;
+}
+
+// An MQTT topic (or its prefix) to publish on: no wildcard (+, #), no NUL, UTF-8 checked by the caller's
+// YAML; at most 65535 bytes in all (the prefix leaves room for the bus topic).
+std::string mqtt_topic_error(const std::string& topic) {
+  if (topic.find_first_of("+#") != std::string::npos) {
+    return "'" + topic + "' holds '+' or '#', MQTT's wildcards, which a published topic cannot";
+  }
+  if (topic.find('\0') != std::string::npos) return "it holds a NUL character";
+  if (topic.size() > 60000) return "it is longer than MQTT's topics may be";
+  return "";
+}
+
+// publish.mqtt: a list of brokers (stages/publish/mqtt_publisher.h).
+std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
+                                   const Config& c) {
+  std::vector<MqttConfig> brokers;
+  if (!list.IsDefined() || list.IsNull()) return brokers;
+  if (!list.IsSequence()) {
+    ctx.fail(list, "publish.mqtt",
+             "expected a list of brokers, each a mapping with a url (- url: mqtt://broker:1883), got " + scalar_text(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "publish.mqtt[" + std::to_string(i) + "]";
+    MapReader r(ctx, list[i], path);
+    MqttConfig m;
+    r.str("url", &m.url);
+    if (m.url.empty()) ctx.fail(list[i], path + ".url", "required: the broker (mqtt://host:1883 or mqtts://host:8883)");
+    auto url = parse_mqtt_url(m.url);
+    if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "mqtts", {"json", "text"}, &m);
+    m.topic_prefix = "vapipe/" + c.job.name + "/";
+    r.str("topic_prefix", &m.topic_prefix);
+    if (const std::string why = mqtt_topic_error(m.topic_prefix); !why.empty()) {
+      ctx.fail(r.child("topic_prefix"), path + ".topic_prefix", why);
+    }
+    m.status_topic = m.topic_prefix + "status";
+    r.str("status_topic", &m.status_topic);
+    if (const std::string why = mqtt_topic_error(m.status_topic); !why.empty()) {
+      ctx.fail(r.child("status_topic"), path + ".status_topic", why);
+    }
+    r.uint("qos", &m.qos, 0, 2);
+    r.boolean("retain", &m.retain);
+    r.str("client_id", &m.client_id);
+    if (m.client_id.size() > 65535) ctx.fail(r.child("client_id"), path + ".client_id", "is longer than MQTT allows");
+    m.username = url.ok() ? url->user : "";
+    if (r.child("username").IsDefined()) {
+      if (!m.username.empty()) {
+        ctx.fail(r.child("username"), path + ".username", "and the url's user@ both: keep one");
+      }
+      r.str("username", &m.username);
+    }
+    r.str("password_file", &m.password_file);
+    m.password_file = resolve_path(base_dir, m.password_file);
+    m.password = url.ok() ? url->password : "";
+    if (!m.password_file.empty()) {
+      if (!m.password.empty()) {
+        ctx.fail(r.child("password_file"), path + ".password_file", "and the url's :password@ both: keep one");
+      }
+      auto password = read_password_file(m.password_file);
+      if (!password.ok()) ctx.fail(r.child("password_file"), path + ".password_file", password.status().message());
+      m.password = *password;
+    }
+    if (!m.password.empty() && m.username.empty()) {
+      ctx.fail(r.child("password_file").IsDefined() ? r.child("password_file") : r.child("url"), path + ".username",
+               "required with a password (MQTT sends none without a user name)");
+    }
+    r.str("cert_file", &m.cert_file);
+    m.cert_file = resolve_path(base_dir, m.cert_file);
+    r.str("key_file", &m.key_file);
+    m.key_file = resolve_path(base_dir, m.key_file);
+    if (m.cert_file.empty() != m.key_file.empty()) {
+      ctx.fail(r.child(m.cert_file.empty() ? "key_file" : "cert_file"), path + (m.cert_file.empty() ? ".cert_file" : ".key_file"),
+               "required too: a client certificate goes with its key");
+    }
+    if (!m.cert_file.empty()) {
+      if (url.ok() && !url->tls) ctx.fail(r.child("cert_file"), path + ".cert_file", "is for an mqtts:// url");
+      require_pem_file(ctx, r.child("cert_file"), path + ".cert_file", m.cert_file, "CERTIFICATE", "");
+      require_pem_file(ctx, r.child("key_file"), path + ".key_file", m.key_file, "PRIVATE KEY", "");
+    }
+    r.uint("keepalive_s", &m.keepalive_s, 5, 65535);
+    r.finish();
+    brokers.push_back(std::move(m));
+  }
+  return brokers;
 }
 
 Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
@@ -1328,6 +1431,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       c.publish.curve_clients = clients.value();
     }
     c.publish.webhooks = parse_webhooks(ctx, r.child("webhooks"), base_dir, c);
+    c.publish.mqtt = parse_mqtt(ctx, r.child("mqtt"), base_dir, c);
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",

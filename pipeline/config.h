@@ -217,12 +217,9 @@ struct GpuSelection {
   int line = 0;           // where `gpus` is set, for placement errors (0: not set)
 };
 
-// publish.webhooks[]: each message published on a topic that starts with one of `topics` is also
-// POSTed to `url` as {"topic": ..., "payload": ...}, in order, from a thread of its own, so that an
-// alert reaches a receiver (Home Assistant, n8n, a chat's incoming webhook, ntfy) without a subscriber
-// of one's own (stages/publish/webhook.h).
-struct WebhookConfig {
-  std::string url;  // http:// or https://; its path and query (often the secret) are never logged
+// What a sink of publish's own (a webhook, an MQTT broker) takes of the messages published, and what it
+// keeps while its receiver cannot take them (stages/publish/message_filter.h).
+struct MessageSinkConfig {
   std::vector<std::string> topics{"segments/"};  // topic prefixes, as a bus subscription's
   // Only the segments and results of these labels (an alert for "person" and "truck", not for each
   // label the scene takes); events and the summary go whatever their labels. Empty: every label.
@@ -232,22 +229,49 @@ struct WebhookConfig {
   // stream and label that was sent (by the stream's own time: start_ms) is not sent, nor its picture and
   // end: a person walking in and out of view is one alert, not one a minute. 0: every segment.
   double cooldown_s = 0;
-  std::vector<std::pair<std::string, std::string>> headers;  // sent with each request; values never logged
-  std::string token_file;  // Authorization: Bearer <its first line>, read at load
-  std::string token;
-  std::string ca_file;  // https: the authorities to trust instead of this machine's
+  std::string ca_file;  // TLS: the authorities to trust instead of this machine's
   bool tls_verify = true;
   double timeout_s = 10;  // to connect, and for the receiver's answer
   // Messages kept while the receiver cannot be reached (or is slower than they come): past this,
   // drop_oldest drops the oldest and counts it; block holds publish (and so the job) until there is room.
   uint32_t max_queued = 10000;
   QueuePolicy queue_policy = QueuePolicy::kDropOldest;
-  // The request body: json, the message as a results file's line ({"topic": ..., "payload": ...});
-  // text, a line a person reads ("gate: truck began at 14:32:05 (score 0.93)", text/plain: ntfy); slack,
-  // that line as {"text": ...} (Slack's, Mattermost's, Google Chat's, Rocket.Chat's incoming webhooks,
-  // and Discord's with /slack at the end of its url).
+  // What is sent: json, the message (a webhook: as a results file's line, {"topic": ..., "payload": ...};
+  // MQTT: its payload, the topic being MQTT's); text, a line a person reads ("gate: truck began at
+  // 14:32:05 (score 0.93)"); slack (webhooks), that line as {"text": ...}.
   std::string format = "json";
   int line = 0;  // of the config, for log lines
+};
+
+// publish.webhooks[]: each message published on a topic that starts with one of `topics` is also
+// POSTed to `url`, in order, from a thread of its own, so that an alert reaches a receiver (Home
+// Assistant, n8n, a chat's incoming webhook (format slack), ntfy (format text)) without a subscriber of
+// one's own (stages/publish/webhook.h).
+struct WebhookConfig : MessageSinkConfig {
+  std::string url;  // http:// or https://; its path and query (often the secret) are never logged
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with each request; values never logged
+  std::string token_file;  // Authorization: Bearer <its first line>, read at load
+  std::string token;
+};
+
+// publish.mqtt[]: each message published on a topic that starts with one of `topics` is also published
+// to an MQTT broker (Mosquitto, EMQX, HiveMQ, Home Assistant's add-on) on topic_prefix + its bus topic
+// ("vapipe/nightly/segments/gate"), in order, from a thread of its own (stages/publish/mqtt_publisher.h):
+// what Frigate and DeepStream's msgbroker give the home-automation and IoT tools that speak MQTT.
+struct MqttConfig : MessageSinkConfig {
+  std::string url;           // mqtt://[user[:password]@]host[:1883] or mqtts://...[:8883]
+  std::string topic_prefix;  // default "vapipe/<job.name>/"
+  uint32_t qos = 1;          // 0: at most once; 1: at least once (the broker acknowledges each); 2: exactly once
+  bool retain = false;       // the broker keeps each topic's last message for subscribers that come later
+  std::string client_id;     // empty: vapipe-<job.name>-<host name>-<pid>
+  std::string username;      // (or the url's user)
+  std::string password_file;  // its first line is the password, read at load; never logged
+  std::string password;
+  std::string cert_file, key_file;  // mqtts: a client certificate and its key (AWS IoT, a broker that asks)
+  uint32_t keepalive_s = 30;
+  // "online" while connected, "offline" (the broker's last will, or said at the stop), retained, at
+  // qos 1: Home Assistant's availability topic. Default topic_prefix + "status"; empty: none.
+  std::string status_topic;
 };
 
 struct PublishConfig {
@@ -309,6 +333,7 @@ struct PublishConfig {
   CurveKeyPair curve_keys;                  // empty: no CURVE
   std::vector<std::string> curve_clients;  // empty: any subscriber that knows the public key
   std::vector<WebhookConfig> webhooks;
+  std::vector<MqttConfig> mqtt;
 };
 
 struct TransportConfig {

@@ -39,30 +39,37 @@ bool is_blank_or_control(unsigned char c) { return c <= 0x20 || c == 0x7f; }
 
 }  // namespace
 
-std::string HttpUrl::origin() const {
-  std::string out = tls ? "https://" : "http://";
-  out += host_port();
-  return out;
-}
+std::string HttpUrl::origin() const { return scheme + "://" + host_port(); }
 
 std::string HttpUrl::host_port() const {
   const bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-Result<HttpUrl> parse_http_url(std::string_view url) {
-  const std::string example = " (e.g. https://ha.local:8123/api/webhook/vapipe-gate)";
+namespace {
+
+// The URL schemes one kind of service takes: the plain one and its TLS one, with their ports.
+struct SchemePair {
+  const char* plain;
+  int plain_port;
+  const char* tls;
+  int tls_port;
+  const char* example;
+};
+
+Result<HttpUrl> parse_url(std::string_view url, const SchemePair& kind) {
+  const std::string example = std::string(" (e.g. ") + kind.example + ")";
+  const std::string expected = std::string("expected an ") + kind.plain + ":// or " + kind.tls + ":// URL";
   const auto scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) {
-    return InvalidArgument("expected an http:// or https:// URL" + example);
-  }
+  if (scheme_end == std::string_view::npos) return InvalidArgument(expected + example);
   HttpUrl u;
   const std::string scheme = lower(url.substr(0, scheme_end));
-  if (scheme == "https") {
+  if (scheme == kind.tls) {
     u.tls = true;
-  } else if (scheme != "http") {
-    return InvalidArgument("expected an http:// or https:// URL, got a " + scheme + ":// one" + example);
+  } else if (scheme != kind.plain) {
+    return InvalidArgument(expected + ", got a " + scheme + ":// one" + example);
   }
+  u.scheme = scheme;
   std::string_view rest = url.substr(scheme_end + 3);
   const auto authority_end = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, authority_end);
@@ -101,7 +108,7 @@ Result<HttpUrl> parse_http_url(std::string_view url) {
       return InvalidArgument("its host '" + u.host + "' holds a character a host name cannot have");
     }
   }
-  u.port = u.tls ? 443 : 80;
+  u.port = u.tls ? kind.tls_port : kind.plain_port;
   if (!port_text.empty()) {
     int port = 0;
     for (char c : port_text) {
@@ -124,6 +131,22 @@ Result<HttpUrl> parse_http_url(std::string_view url) {
   }
   u.target = target.empty() ? "/" : std::string(target);
   if (u.target.front() == '?') u.target = "/" + u.target;
+  return u;
+}
+
+}  // namespace
+
+Result<HttpUrl> parse_http_url(std::string_view url) {
+  return parse_url(url, {"http", 80, "https", 443, "https://ha.local:8123/api/webhook/vapipe-gate"});
+}
+
+Result<HttpUrl> parse_mqtt_url(std::string_view url) {
+  auto u = parse_url(url, {"mqtt", 1883, "mqtts", 8883, "mqtt://broker.local:1883"});
+  if (u.ok() && u->target != "/") {
+    // MQTT has no path; a topic written into the URL is a mistake the broker would never report.
+    return InvalidArgument("a broker's URL has no path or query (the topics are publish.mqtt[].topic_prefix's); "
+                           "write mqtt://host:port");
+  }
   return u;
 }
 

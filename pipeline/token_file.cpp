@@ -28,4 +28,17 @@ Result<std::string> read_webhook_token_file(const std::string& path) {
   });
 }
 
+Result<std::string> read_password_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read the password file " + path);
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();  // written on Windows
+  if (line.empty()) return InvalidArgument(path + ":1: expected the password on the first line, found none");
+  for (unsigned char ch : line) {
+    if (ch < 0x20 || ch == 0x7f) return InvalidArgument(path + ":1: the password holds a control character");
+  }
+  return line;
+}
+
 }  // namespace vapipe

@@ -17,4 +17,8 @@ Result<std::string> read_token_line(const std::string& path, const std::function
 // the receiver's business.
 Result<std::string> read_webhook_token_file(const std::string& path);
 
+// A password file's first line (publish.mqtt[].password_file): any characters but control ones, blanks
+// inside included; a line break at its end is not part of it; empty is an error.
+Result<std::string> read_password_file(const std::string& path);
+
 }  // namespace vapipe

@@ -11,6 +11,8 @@ PACKAGES=(
   gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-rtsp libgstrtspserver-1.0-dev
   glib-networking  # TLS for rtsps:// and https:// cameras (GIO), and ingest's own TLS check
   libzmq3-dev cppzmq-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
+  libmosquitto-dev  # publish.mqtt's client
+  mosquitto mosquitto-clients  # the tests' MQTT broker (on loopback ports of their own) and subscriber
   libgtest-dev libgmock-dev
   python3 python3-zmq python3-numpy
   python3-fusepy  # the e2e test of a watched folder on a share that stops answering (a FUSE file system)

@@ -48,6 +48,11 @@ Status check_labels_the_config_names(const Config& config, const std::vector<std
                          label);
     }
   }
+  for (size_t i = 0; i < config.publish.mqtt.size(); ++i) {
+    for (const std::string& label : config.publish.mqtt[i].labels) {
+      named.emplace_back(config.publish.mqtt[i].labels_line, "publish.mqtt[" + std::to_string(i) + "].labels", label);
+    }
+  }
   for (const auto& [line, key, label] : named) {
     if (std::find(labels.begin(), labels.end(), label) != labels.end()) continue;
     std::string some;  // the first few, to show how its labels are spelled

@@ -12,22 +12,9 @@
 #include <string_view>
 
 #include "pipeline/config.h"
+#include "pipeline/tcp_reachability.h"
 
 namespace vapipe {
-
-// The host and port a URI names: "scheme://[user[:password]@]host[:port][/...]", an IPv6 host in
-// brackets. Without a port, the scheme's own (http 80, https 443, rtsp and its variants 554). None for a
-// URI without a host or with a port that is not one, or a scheme without a known port.
-struct UriAuthority {
-  std::string host;
-  uint16_t port = 0;
-};
-std::optional<UriAuthority> uri_authority(std::string_view uri);
-
-// What stops a TCP connection to the URI's host and port, in an operator's words ("cannot connect to
-// 10.0.0.5:80: connection refused (...)"); empty when a connection opens within `timeout` (the fault
-// is then past connecting) or the URI names no host and port.
-std::string tcp_connect_failure(std::string_view uri, std::chrono::milliseconds timeout);
 
 // What is wrong with the TLS certificate the URI's host shows (a camera's self-signed one, one issued
 // for another name, an expired one), checked as the stream's `tls` says (its tls_fingerprint, or its

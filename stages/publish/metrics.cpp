@@ -317,6 +317,36 @@ std::string prometheus_text(const JobMetrics& m) {
       w.sample("vapipe_webhook_last_delivered_time_seconds", hook(h), number(h.last_delivered_unix_s));
     }
   }
+  if (!m.mqtt.empty()) {
+    // A broker that is down shows as vapipe_mqtt_connected 0 and its queue growing; an alert on
+    // increase(vapipe_mqtt_messages_total{outcome=~"refused|dropped|lost"}[1h]) > 0 catches lost alerts.
+    auto broker = [](const MqttStats& b) {
+      return "mqtt=\"" + std::to_string(b.index) + "\",broker=\"" + label_value(b.broker) + "\"";
+    };
+    w.family("vapipe_mqtt_messages_total", "counter",
+             "Messages for each of publish.mqtt, by what became of them: delivered (acknowledged by the broker; qos 0: "
+             "written), refused (too large: dropped), dropped (its queue was full), lost (qos 0, on a connection that "
+             "broke), undelivered (waiting when publish stopped), cooled_down (a segment held back by its cooldown_s).");
+    for (const MqttStats& b : m.mqtt) {
+      for (const auto& [outcome, n] : {std::pair{"delivered", b.delivered}, std::pair{"refused", b.refused},
+                                       std::pair{"dropped", b.dropped}, std::pair{"lost", b.lost},
+                                       std::pair{"undelivered", b.undelivered}, std::pair{"cooled_down", b.cooled_down}}) {
+        w.sample("vapipe_mqtt_messages_total", broker(b) + ",outcome=\"" + outcome + "\"", std::to_string(n));
+      }
+    }
+    w.family("vapipe_mqtt_connected", "gauge", "1 while the broker has accepted the connection, 0 while it cannot be reached.");
+    for (const MqttStats& b : m.mqtt) w.sample("vapipe_mqtt_connected", broker(b), b.connected ? "1" : "0");
+    w.family("vapipe_mqtt_connections_total", "counter",
+             "Connections the broker accepted: more than one is a connection that was lost and made again.");
+    for (const MqttStats& b : m.mqtt) w.sample("vapipe_mqtt_connections_total", broker(b), std::to_string(b.connections));
+    w.family("vapipe_mqtt_queued", "gauge", "Messages waiting for the broker, those sent and not yet acknowledged included.");
+    for (const MqttStats& b : m.mqtt) w.sample("vapipe_mqtt_queued", broker(b), std::to_string(b.queued));
+    w.family("vapipe_mqtt_last_delivered_time_seconds", "gauge",
+             "When the broker last acknowledged a message, seconds since the Unix epoch (0: none yet).");
+    for (const MqttStats& b : m.mqtt) {
+      w.sample("vapipe_mqtt_last_delivered_time_seconds", broker(b), number(b.last_delivered_unix_s));
+    }
+  }
   if (!m.watched_folders.empty()) {
     // A recorder that stopped writing shows as its folder's last file growing old:
     // time() - vapipe_watched_folder_last_file_time_seconds > 3600.
@@ -427,6 +457,27 @@ nlohmann::json health_json(const JobMetrics& m) {
                                                      : nlohmann::json()},
                         {"last_error", h.last_error.empty() ? nlohmann::json() : nlohmann::json(h.last_error)}});
   }
+  nlohmann::json mqtt = nlohmann::json::array();
+  for (const MqttStats& b : m.mqtt) {
+    mqtt.push_back({{"index", b.index},
+                    {"broker", b.broker},
+                    {"connected", b.connected},
+                    {"delivered", b.delivered},
+                    {"refused", b.refused},
+                    {"dropped", b.dropped},
+                    {"lost", b.lost},
+                    {"undelivered", b.undelivered},
+                    {"cooled_down", b.cooled_down},
+                    {"connections", b.connections},
+                    {"queued", b.queued},
+                    {"disconnected_for_s", !b.connected && b.disconnected_since_unix_s > 0
+                                               ? nlohmann::json(std::max(0.0, m.now_unix_s - b.disconnected_since_unix_s))
+                                               : nlohmann::json()},
+                    {"last_delivered_age_s", b.last_delivered_unix_s > 0
+                                                 ? nlohmann::json(std::max(0.0, m.now_unix_s - b.last_delivered_unix_s))
+                                                 : nlohmann::json()},
+                    {"last_error", b.last_error.empty() ? nlohmann::json() : nlohmann::json(b.last_error)}});
+  }
   nlohmann::json watched;  // null for a job that watches no folder
   if (m.watches_folders) {
     watched = nlohmann::json::array();
@@ -447,7 +498,7 @@ nlohmann::json health_json(const JobMetrics& m) {
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
-          {"webhooks", std::move(webhooks)},
+          {"webhooks", std::move(webhooks)}, {"mqtt", std::move(mqtt)},
           {"reload_running_s", m.reload_running_since_unix_s > 0
                                    ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
                                    : nlohmann::json()},

@@ -96,6 +96,26 @@ struct WebhookStats {
   std::string last_error;      // of the latest failed or refused try
 };
 
+// publish.mqtt: what became of each broker's messages (stages/publish/mqtt_publisher.h).
+struct MqttStats {
+  size_t index = 0;            // in publish.mqtt
+  std::string broker;          // "mqtts://host:8883": its url without credentials
+  std::string name;            // "publish.mqtt[0] (mqtts://host:8883)"
+  // qos 1 and 2: acknowledged by the broker; qos 0: written to the connection.
+  uint64_t delivered = 0;
+  uint64_t refused = 0;        // too large for the broker, or for MQTT: dropped
+  uint64_t dropped = 0;        // pushed out of a full queue (drop_oldest)
+  uint64_t undelivered = 0;    // still waiting (or unacknowledged) when publish stopped
+  uint64_t lost = 0;           // qos 0: handed to a connection that broke before it was written
+  uint64_t cooled_down = 0;    // segment messages held back by its cooldown_s
+  uint64_t connections = 0;    // connections the broker accepted
+  uint64_t queued = 0;         // waiting now, those sent and not yet acknowledged included
+  bool connected = false;
+  double disconnected_since_unix_s = 0;  // while not connected (0: connected)
+  double last_delivered_unix_s = 0;      // 0: none yet
+  std::string last_error;      // why the latest connection failed or ended
+};
+
 struct JobMetrics {
   std::string job;
   std::string mode;  // archive | live
@@ -107,6 +127,7 @@ struct JobMetrics {
   bool segment_pictures = false;  // publish.segments_pictures_dir is set: pictures are counted
   std::optional<ResultsFileHealth> results_file;  // with publish.jsonl_path
   std::vector<WebhookStats> webhooks;              // publish.webhooks, in order
+  std::vector<MqttStats> mqtt;                     // publish.mqtt, in order
   // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
   bool watches_folders = false;
   std::vector<FolderWatchStatus> watched_folders;

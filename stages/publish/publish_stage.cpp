@@ -155,6 +155,14 @@ Status PublishStage::open(const StageContext& ctx) {
     webhook_tokens_ = webhook_tokens_ || !ctx.config.publish.webhooks[i].token_file.empty();
   }
   if (webhook_tokens_) check_webhook_tokens();  // their files as the config read them
+  for (size_t i = 0; i < ctx.config.publish.mqtt.size(); ++i) {
+    const MqttConfig& broker = ctx.config.publish.mqtt[i];
+    mqtt_.push_back(std::make_unique<MqttPublisher>(broker, i, ctx.config.job.name));
+    std::string topics;
+    for (const std::string& t : broker.topics) topics += (topics.empty() ? "" : ", ") + t;
+    VAPIPE_LOG_INFO("publish: {} takes the messages on {} as {}<topic> ({}, at most {} waiting)", mqtt_.back()->name(),
+                    topics, broker.topic_prefix, queue_policy_name(broker.queue_policy), broker.max_queued);
+  }
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -307,6 +315,7 @@ JobMetrics PublishStage::metrics() const {
     m.results_file = std::move(f);
   }
   for (const auto& hook : webhooks_) m.webhooks.push_back(hook->stats());
+  for (const auto& broker : mqtt_) m.mqtt.push_back(broker->stats());
   return m;
 }
 
@@ -589,17 +598,26 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     }
     hook->post(topic, it->second, stop_requested_);
   }
+  // MQTT brokers likewise: the payload as on the bus (json), or the line a person reads (text).
+  std::optional<std::string> line;
+  for (const auto& broker : mqtt_) {
+    if (!broker->wants(topic, payload) || broker->cooled_down(payload)) continue;
+    if (broker->format() == "text" && !line) line = webhook_text(topic, payload);
+    broker->publish(topic, broker->format() == "text" ? *line : text, stop_requested_);
+  }
   return sent;
 }
 
-void PublishStage::finish_webhooks() {
-  if (webhooks_.empty()) return;
+void PublishStage::finish_sinks() {
+  if (webhooks_.empty() && mqtt_.empty()) return;
   // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once.
   const auto grace = std::min<std::chrono::milliseconds>(
-      kWebhookGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
+      kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
   const auto deadline = std::chrono::steady_clock::now() + grace;
   for (const auto& hook : webhooks_) hook->begin_finish(deadline);
+  for (const auto& broker : mqtt_) broker->begin_finish(deadline);
   for (const auto& hook : webhooks_) hook->finish(grace);
+  for (const auto& broker : mqtt_) broker->finish(grace);
   update_metrics_snapshot();
 }
 
@@ -1073,7 +1091,7 @@ Status PublishStage::close(Emitter& /*out*/) {
     // A stage crashed and the job restarts: this is not its end. Subscribers that wait for the job
     // summary keep waiting; an archive job's file goes on from here.
     VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
-    finish_webhooks();
+    finish_sinks();
     return flush_jsonl();
   }
   // An archive job's file that refuses its lines fails the stage, once its summary is out on the bus.
@@ -1088,7 +1106,7 @@ Status PublishStage::close(Emitter& /*out*/) {
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (flushed.ok()) flushed = flush_jsonl();
   if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
-  finish_webhooks();
+  finish_sinks();
   VAPIPE_RETURN_IF_ERROR(flushed);
   return s;
 }

@@ -19,6 +19,7 @@
 #include "stages/publish/metrics.h"
 #include "stages/publish/metrics_server.h"
 #include "stages/publish/results_file.h"
+#include "stages/publish/mqtt_publisher.h"
 #include "stages/publish/webhook.h"
 
 namespace vapipe {
@@ -72,11 +73,13 @@ class PublishStage final : public Stage {
   // ended (its last figures scraped); the job's own figures count it for ever (JobMetrics::listed).
   static constexpr double kEndedStreamsListedForS = 600;
   void set_jsonl_retry_period(std::chrono::milliseconds period) { jsonl_retry_period_ = period; }
-  // publish.webhooks: when publish closes, what still waits for a receiver has this long to be delivered
-  // (at most half of job.drain_timeout_s, within which a stopped job's stages must exit).
-  static constexpr std::chrono::seconds kWebhookGrace{10};
-  // The webhooks, in config order (tests shorten their back-off).
+  // publish.webhooks and publish.mqtt: when publish closes, what still waits for a receiver has this
+  // long to be delivered (at most half of job.drain_timeout_s, within which a stopped job's stages must
+  // exit).
+  static constexpr std::chrono::seconds kSinkGrace{10};
+  // The webhooks and MQTT brokers, in config order (tests shorten their back-off).
   const std::vector<std::unique_ptr<WebhookSender>>& webhooks() const { return webhooks_; }
+  const std::vector<std::unique_ptr<MqttPublisher>>& mqtt() const { return mqtt_; }
   void set_jsonl_backlog_bytes(size_t bytes) { jsonl_backlog_bytes_ = bytes; }
   // publish.segments_pictures_keep_days is applied at start and then this often (an hour; tests shorten it).
   void set_pictures_prune_period(std::chrono::milliseconds period) { pictures_prune_period_ = period; }
@@ -204,9 +207,10 @@ class PublishStage final : public Stage {
   std::chrono::milliseconds pictures_prune_period_{std::chrono::hours(1)};
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
-  // publish.webhooks: they get kWebhookGrace together to deliver what waits, then stop.
-  void finish_webhooks();
+  // publish.webhooks and publish.mqtt: they get kSinkGrace together to deliver what waits, then stop.
+  void finish_sinks();
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;
+  std::vector<std::unique_ptr<MqttPublisher>> mqtt_;
   const std::atomic<bool>* stop_requested_ = nullptr;
   void write_summary();
   void update_metrics_snapshot();

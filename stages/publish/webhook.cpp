@@ -167,7 +167,7 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
   return {webhook_body(topic, payload_json), "application/json"};
 }
 
-WebhookSender::WebhookSender(const WebhookConfig& config, size_t index) : config_(config) {
+WebhookSender::WebhookSender(const WebhookConfig& config, size_t index) : config_(config), filter_(config) {
   // The config was checked when it loaded: the URL parses.
   url_ = parse_http_url(config_.url).value();
   name_ = "publish.webhooks[" + std::to_string(index) + "] (" + url_.origin() + ")";
@@ -193,43 +193,8 @@ void WebhookSender::set_retry_delays(std::chrono::milliseconds first, std::chron
   longest_retry_delay_ = longest;
 }
 
-bool WebhookSender::wants(const std::string& topic, const nlohmann::json& payload) const {
-  if (!std::any_of(config_.topics.begin(), config_.topics.end(),
-                   [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; })) {
-    return false;
-  }
-  if (config_.labels.empty()) return true;
-  const std::string schema = text_field(payload, "schema");
-  if (schema != "vapipe.segment" && schema != "vapipe.result") return true;  // events, the summary
-  const std::string label = text_field(payload, "label");
-  return std::find(config_.labels.begin(), config_.labels.end(), label) != config_.labels.end();
-}
-
 bool WebhookSender::cooled_down(const nlohmann::json& payload) {
-  if (config_.cooldown_s <= 0 || text_field(payload, "schema") != "vapipe.segment") return false;
-  const std::string stream = text_field(payload, "stream_id"), label = text_field(payload, "label");
-  const auto start_seq = count_field(payload, "start_seq");
-  if (!start_seq) return false;
-  auto segment = std::make_tuple(stream, label, *start_seq);
-  bool held = cooled_segments_.count(segment) > 0;
-  if (!held && text_field(payload, "event") == "began") {
-    const auto start_ms = number_field(payload, "start_ms");
-    const auto last = last_sent_began_ms_.find({stream, label});
-    // By the stream's own time: an archive job read at 10x real time keeps the cooldown of the video,
-    // and a camera whose timestamps started over (a reconnection) is not held back.
-    held = start_ms && last != last_sent_began_ms_.end() && *start_ms >= last->second &&
-           *start_ms - last->second < config_.cooldown_s * 1000;
-    if (held) {
-      cooled_segments_.insert(segment);
-      cooled_order_.push_back(segment);
-      if (cooled_order_.size() > 4096) {  // a bound: the oldest held-back segment is long over
-        cooled_segments_.erase(cooled_order_.front());
-        cooled_order_.pop_front();
-      }
-    } else if (start_ms) {
-      last_sent_began_ms_[{stream, label}] = *start_ms;
-    }
-  }
+  const bool held = filter_.cooled_down(payload);
   if (held) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.cooled_down;

@@ -16,20 +16,18 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
-#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "pipeline/config.h"
 #include "pipeline/http_url.h"
 #include "pipeline/status.h"
+#include "stages/publish/message_filter.h"
 #include "stages/publish/metrics.h"
 
 namespace httplib {
@@ -54,7 +52,9 @@ class WebhookSender {
 
   // Whether a message on `topic` goes to this receiver: a topic prefix of its topics, and with labels,
   // a segment's or result's label among them.
-  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const;
+  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const {
+    return filter_.wants(topic, payload);
+  }
   // cooldown_s: whether a segment message it wants is held back (counted "cooled_down"): a `began`
   // within cooldown_s of the last `began` sent of its stream and label, and that segment's picture and
   // end. Called on publish's thread only, in publish order, once per message it wants.
@@ -105,6 +105,7 @@ class WebhookSender {
   void note_refused(const Item& item, const std::string& error);
 
   WebhookConfig config_;
+  MessageFilter filter_;  // publish's thread only
   HttpUrl url_;
   std::string name_;
   mutable std::mutex mutex_;
@@ -123,11 +124,6 @@ class WebhookSender {
   std::chrono::steady_clock::time_point refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;
   bool drop_logged_ = false;
-  // cooldown_s (publish's thread only): by (stream, label), the start_ms of the last `began` sent; the
-  // segments held back, by (stream, label, start_seq), the oldest forgotten past a bound.
-  std::map<std::pair<std::string, std::string>, double> last_sent_began_ms_;
-  std::set<std::tuple<std::string, std::string, uint64_t>> cooled_segments_;
-  std::deque<std::tuple<std::string, std::string, uint64_t>> cooled_order_;
   std::thread thread_;  // last: started once the rest is set
 };
 

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import unittest
 
-from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, Run, STAGES, Subscriber, WebhookReceiver, events_by_stream,
+from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, MqttBroker, Run, STAGES, Subscriber, WebhookReceiver,
+                         events_by_stream,
                          free_port, make_clip, pids_cgroup, results_by_stream, write_config)
 
 # (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
@@ -547,16 +548,27 @@ class ArchiveJob(E2ETest):
                      "topics": ["segments/", "job/summary"], "token_file": "hook.token"},
                     {"url": f"http://127.0.0.1:{free_port()}/down", "timeout_s": 1},
                     {"url": f"http://127.0.0.1:{chat.port}/hook", "labels": ["smpte"], "format": "text"}]
+        # publish.mqtt: the same to a real broker, on vapipe/<job>/<topic>, with its status topic.
+        broker = MqttBroker(self.dir)
+        self.addCleanup(broker.close)
         config, endpoint = write_config(self.dir, [("left", clip, {"roi": [0, 0, 0.5, 1]}),
                                                    ("right", clip, {"roi": [0.5, 0, 0.5, 1]})],
                                         publish={"segments_min_frames": 5, "wait_for_subscribers": 2,
-                                                 "webhooks": webhooks})
+                                                 "webhooks": webhooks,
+                                                 "mqtt": [{"url": broker.url, "topics": ["segments/", "job/summary"]}]})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
         self.assertIn("(region x 0.5, y 0, width 0.5, height 1 of the frame)", validate.stdout)
         self.assertIn(f"  webhook 0: the messages on segments/, job/summary are POSTed to "
                       f"http://127.0.0.1:{receiver.port}/... (the oldest dropped past 10000 waiting; bearer token "
                       f"from {self.dir}/hook.token)", validate.stdout)
         self.assertNotIn("e2e-secret-id", validate.stdout)
+        self.assertIn(f"  mqtt 0: the messages on segments/, job/summary are published to {broker.url} as vapipe/e2e/<topic> "
+                      f"(qos 1; the oldest dropped past 10000 waiting; online/offline on vapipe/e2e/status)", validate.stdout)
+        opened = subprocess.run([VAPIPE, "validate", config, "--send-test"], capture_output=True, text=True)
+        self.assertIn(f"    mqtt 0               ok:     {broker.url} took a test message on vapipe/e2e/events/left",
+                      opened.stdout)
+        receiver.received.clear()  # (the webhooks' test messages)
+        chat.received.clear()
         self.subscriber = Subscriber(endpoint, self.dir)
         # The README's subscriber (tools/subscribe.py), on the segments' and events' topics only.
         example = subprocess.Popen([sys.executable, os.path.join(SOURCE_DIR, "tools", "subscribe.py"), "--endpoint",
@@ -588,6 +600,16 @@ class ArchiveJob(E2ETest):
         self.assertEqual({r["path"] for r in receiver.received}, {"/api/webhook/e2e-secret-id"})
         self.assertEqual({r["authorization"] for r in receiver.received}, {"Bearer e2e-token"})
         self.assertEqual([r["topic"] for r in receiver.received][-1], "job/summary")
+        # The broker's subscriber had them too, each payload as on the bus, on vapipe/e2e/<topic>; the
+        # status topic said online, then offline; --send-test's message came before the job.
+        received = broker.received()
+        test = [json.loads(p) for t, p in received if t == "vapipe/e2e/events/left"]
+        self.assertEqual([e["event"] for e in test], ["test"])
+        self.assertEqual([{"topic": t[len("vapipe/e2e/"):], "payload": json.loads(p)} for t, p in received
+                          if t.startswith("vapipe/e2e/segments/") or t == "vapipe/e2e/job/summary"], on_bus)
+        self.assertEqual([p for t, p in received if t == "vapipe/e2e/status"], ["online", "offline"])
+        self.assertRegex(run.stderr, r"publish\.mqtt\[0\] \(mqtt://127\.0\.0\.1:\d+\): 5 message\(s\) delivered, "
+                                     r"0 refused, 0 dropped \(queue full\), 0 undelivered")
         # The receiver that was down: said once, by its origin only, and its messages counted at the end.
         down = re.findall(r"publish\.webhooks\[1\] \(http://127\.0\.0\.1:\d+\): cannot deliver the message on "
                           r"segments/\w+: cannot connect", run.stderr)

@@ -135,6 +135,45 @@ class WebhookReceiver:
         self.server.server_close()
 
 
+class MqttBroker:
+    """A real MQTT broker (Mosquitto) on a loopback port of its own, and a subscriber of everything on it
+    (mosquitto_sub), as Home Assistant or Node-RED would subscribe: received() is [(topic, payload)]."""
+
+    def __init__(self, directory):
+        self.port = free_port()
+        conf = os.path.join(directory, "mosquitto.conf")
+        with open(conf, "w") as f:
+            f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+        self.broker = subprocess.Popen(["mosquitto", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.02)
+        self.out = os.path.join(directory, "mqtt-received.txt")
+        with open(self.out, "w") as out:  # (the child keeps its own copy of the descriptor)
+            self.sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(self.port), "-t", "#", "-q",
+                                         "1", "-v"], stdout=out, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # subscribed before the job starts publishing
+
+    @property
+    def url(self):
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def received(self):
+        with open(self.out) as f:
+            return [tuple(line.rstrip("\n").split(" ", 1)) for line in f if line.strip()]
+
+    def close(self):
+        for proc in (self.sub, self.broker):
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
 class Subscriber:
     """A separate process subscribed to the bus, writing every [topic, payload] as a JSON line."""
 

@@ -688,6 +688,102 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   std::filesystem::remove_all(dir);
 }
 
+// publish.mqtt: checked at load, as webhooks are; a password is read from its file and never shown.
+TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-mqtt-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "mqtt.password") << "pass word with blanks\r\n";
+  std::ofstream(dir / "empty.password") << "\n";
+  std::ofstream(dir / "ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  std::ofstream(dir / "client.key") << "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n";
+  const std::string head = "job: {name: nightly}\nstreams: [{id: gate, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(head + R"(publish:
+  segments_min_frames: 5
+  mqtt:
+    - url: mqtt://broker.local
+    - url: mqtts://vapipe@iot.example.com
+      password_file: mqtt.password
+      ca_file: ca.pem
+      cert_file: ca.pem
+      key_file: client.key
+      topics: [events/, segments/]
+      labels: [person]
+      topic_prefix: site-3/cameras/
+      status_topic: site-3/vapipe
+      qos: 2
+      retain: true
+      client_id: vapipe-site-3
+      keepalive_s: 10
+      format: text
+      max_queued: 100
+      queue_policy: block
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->publish.mqtt.size(), 2u);
+  const MqttConfig& plain = c->publish.mqtt[0];
+  EXPECT_EQ(plain.topics, std::vector<std::string>{"segments/"});
+  EXPECT_EQ(plain.topic_prefix, "vapipe/nightly/");  // the job's name keeps two jobs on one broker apart
+  EXPECT_EQ(plain.status_topic, "vapipe/nightly/status");
+  EXPECT_EQ(plain.qos, 1u);
+  EXPECT_FALSE(plain.retain);
+  EXPECT_TRUE(plain.client_id.empty());
+  EXPECT_TRUE(plain.username.empty());
+  EXPECT_EQ(plain.keepalive_s, 30u);
+  EXPECT_EQ(plain.format, "json");
+  EXPECT_EQ(plain.line, 7);
+  const MqttConfig& iot = c->publish.mqtt[1];
+  EXPECT_EQ(iot.username, "vapipe");
+  EXPECT_EQ(iot.password, "pass word with blanks");
+  EXPECT_EQ(iot.ca_file, (dir / "ca.pem").string());
+  EXPECT_EQ(iot.key_file, (dir / "client.key").string());
+  EXPECT_EQ(iot.topic_prefix, "site-3/cameras/");
+  EXPECT_EQ(iot.status_topic, "site-3/vapipe");
+  EXPECT_EQ(iot.qos, 2u);
+  EXPECT_TRUE(iot.retain);
+  EXPECT_EQ(iot.client_id, "vapipe-site-3");
+  EXPECT_EQ(iot.keepalive_s, 10u);
+  EXPECT_EQ(iot.format, "text");
+  EXPECT_EQ(iot.labels, std::vector<std::string>{"person"});
+  EXPECT_EQ(iot.max_queued, 100u);
+  EXPECT_EQ(iot.queue_policy, QueuePolicy::kBlock);
+  auto quiet = load_config_string(head + "publish:\n  segments_min_frames: 5\n  mqtt: [{url: 'mqtt://b', status_topic: ''}]\n",
+                                  "job.yaml", dir.string());
+  ASSERT_TRUE(quiet.ok()) << quiet.status().message();
+  EXPECT_TRUE(quiet->publish.mqtt[0].status_topic.empty());
+
+  const std::string segments = "publish:\n  segments_min_frames: 5\n  mqtt:\n";
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{segments + "    - {topics: [events/]}\n", "job.yaml:7: publish.mqtt[0].url: required"},
+      ConfigErrorCase{segments + "    - url: tcp://broker:1883\n",
+          "publish.mqtt[0].url: expected an mqtt:// or mqtts:// URL, got a tcp:// one"},
+      ConfigErrorCase{segments + "    - url: mqtt://broker/vapipe/alerts\n", "publish.mqtt[0].url: a broker's URL has no path"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      topic_prefix: 'vapipe/+/'\n",
+          "publish.mqtt[0].topic_prefix: 'vapipe/+/' holds '+' or '#'"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      status_topic: 'a/#'\n", "publish.mqtt[0].status_topic:"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      qos: 3\n", "publish.mqtt[0].qos: expected an integer from 0 to 2"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      format: slack\n", "publish.mqtt[0].format: expected one of json | text"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      ca_file: ca.pem\n", "publish.mqtt[0].ca_file: is for an mqtts:// url"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      password_file: mqtt.password\n",
+          "publish.mqtt[0].username: required with a password"},
+      ConfigErrorCase{segments + "    - url: mqtt://u:p@b\n      password_file: mqtt.password\n", "and the url's :password@ both"},
+      ConfigErrorCase{segments + "    - url: mqtt://u@b\n      username: v\n", "publish.mqtt[0].username: and the url's user@ both"},
+      ConfigErrorCase{segments + "    - url: mqtt://u@b\n      password_file: empty.password\n",
+          (dir / "empty.password").string() + ":1: expected the password on the first line"},
+      ConfigErrorCase{segments + "    - url: mqtts://b\n      cert_file: ca.pem\n", "publish.mqtt[0].key_file: required too"},
+      ConfigErrorCase{segments + "    - url: mqtts://b\n      cert_file: ca.pem\n      key_file: ca.pem\n",
+          "publish.mqtt[0].key_file: " + (dir / "ca.pem").string() + " holds no PEM private key"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      keepalive_s: 2\n", "publish.mqtt[0].keepalive_s: expected an integer from 5"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      qso: 1\n", "publish.mqtt[0].qso"},
+      ConfigErrorCase{"publish:\n  mqtt: {url: mqtt://b}\n", "job.yaml:5: publish.mqtt: expected a list of brokers"},
+      ConfigErrorCase{"publish:\n  mqtt: [{url: mqtt://b}]\n", "publish.mqtt[0].topics: not given, so segments/"},
+      });
+  // The password never appears in an error.
+  auto bad = load_config_string(head + segments + "    - url: 'mqtt://u:hunter2@b:0'\n", "job.yaml", dir.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("hunter2"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(dir);
+}
+
 // publish.metrics_token_file: read at load; its errors name the file, never the token.
 TEST(Config, AMetricsTokenIsReadAtLoadAndItsErrorsNameTheFileNotTheToken) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-token-" + std::to_string(::getpid()));

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace vapipe {
 namespace {
 
@@ -53,6 +57,36 @@ TEST(HttpUrl, ErrorsSayWhatIsWrongWithoutRepeatingPathOrPassword) {
     EXPECT_NE(u.status().message().find(expected), std::string::npos) << url << ": " << u.status().message();
     EXPECT_EQ(u.status().message().find("secret"), std::string::npos) << u.status().message();
   }
+}
+
+// publish.mqtt's brokers: mqtt:// (1883) and mqtts:// (8883, TLS), a user and password, no path.
+TEST(HttpUrl, ReadsAnMqttBrokersUrl) {
+  auto plain = parse_mqtt_url("mqtt://broker.local");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->port, 1883);
+  EXPECT_FALSE(plain->tls);
+  EXPECT_EQ(plain->origin(), "mqtt://broker.local:1883");
+  auto tls = parse_mqtt_url("MQTTS://vapipe:p%40ss@[::1]/");
+  ASSERT_TRUE(tls.ok()) << tls.status().message();
+  EXPECT_EQ(tls->port, 8883);
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->user, "vapipe");
+  EXPECT_EQ(tls->password, "p@ss");
+  EXPECT_EQ(tls->origin(), "mqtts://[::1]:8883");
+  EXPECT_EQ(parse_mqtt_url("mqtt://h:1884")->port, 1884);
+  for (const auto& [url, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"http://broker:1883", "expected an mqtt:// or mqtts:// URL, got a http:// one"},
+           {"broker:1883", "expected an mqtt:// or mqtts:// URL (e.g. mqtt://broker.local:1883)"},
+           {"mqtt://u:secret@broker/vapipe/alerts", "a broker's URL has no path or query"},
+           {"mqtt://u:secret@broker:0", "its port '0'"},
+       }) {
+    auto u = parse_mqtt_url(url);
+    ASSERT_FALSE(u.ok()) << url;
+    EXPECT_NE(u.status().message().find(expected), std::string::npos) << url << ": " << u.status().message();
+    EXPECT_EQ(u.status().message().find("secret"), std::string::npos) << u.status().message();
+  }
+  // A webhook's URL is not a broker's, nor the other way round.
+  EXPECT_FALSE(parse_http_url("mqtt://broker").ok());
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "tests/fakes/http_receiver.h"
+#include "tests/fakes/mqtt_broker.h"
 #include "tests/fakes/stage_harness.h"
 
 namespace vapipe {
@@ -1185,6 +1186,67 @@ TEST_F(PublishStageTest, AWebhookReceivesTheSegmentMessagesAsTheBusHasThem) {
   EXPECT_EQ(health["webhooks"][0]["origin"], origin);
   EXPECT_EQ(health["webhooks"][0]["delivered"], 4);
   EXPECT_TRUE(health["webhooks"][0]["failing_for_s"].is_null());
+}
+
+// publish.mqtt: the messages on its topics reach a real broker's subscriber as the bus has them, in order,
+// on topic_prefix + their topic; a text broker gets the line a person reads; what became of them is on
+// /metrics and /healthz.
+TEST_F(PublishStageTest, AnMqttBrokerReceivesTheSegmentMessagesAsTheBusHasThem) {
+  testing::MqttBroker broker;
+  testing::MqttSubscriber subscriber(broker);
+  ASSERT_TRUE(subscriber.subscribed());
+  config_.job.name = "gate-job";
+  config_.publish.segments_min_frames = 2;
+  MqttConfig json;  // topics: segments/
+  json.url = broker.url();
+  json.topic_prefix = "vapipe/gate-job/";
+  json.status_topic = "vapipe/gate-job/status";
+  MqttConfig text = json;
+  text.topic_prefix = "alerts/";
+  text.status_topic.clear();
+  text.format = "text";
+  text.labels = {"bus"};
+  config_.publish.mqtt = {json, text};
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "car", 0.9, 3);
+  send_top1(&seq, "bus", 0.9, 3);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(subscriber.wait_for(4, "vapipe/gate-job/segments/s0"));
+  ASSERT_TRUE(subscriber.wait_for(2, "alerts/segments/s0"));
+  const JobMetrics running = stage_->metrics();
+  ASSERT_EQ(running.mqtt.size(), 2u);
+  EXPECT_TRUE(running.mqtt[0].connected);
+  ASSERT_TRUE(stage_->close(out_).ok());  // gives the brokers their grace, then says offline
+  std::vector<nlohmann::json> on_bus;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic.rfind("segments/", 0) == 0) on_bus.push_back(j);
+  }
+  ASSERT_EQ(on_bus.size(), 4u);  // began car, ended car, began bus, ended bus
+  const auto got = subscriber.on("vapipe/gate-job/segments/s0");
+  ASSERT_EQ(got.size(), on_bus.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(nlohmann::json::parse(got[i].payload), on_bus[i]) << i;
+  const auto lines = subscriber.on("alerts/segments/s0");  // only bus's: labels
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].payload.rfind("s0: bus began", 0), 0u) << lines[0].payload;
+  EXPECT_EQ(lines[1].payload.rfind("s0: bus ended", 0), 0u) << lines[1].payload;
+  ASSERT_TRUE(subscriber.wait_for(2, "vapipe/gate-job/status"));
+  EXPECT_EQ(subscriber.on("vapipe/gate-job/status").back().payload, "offline");
+  EXPECT_TRUE(subscriber.on("alerts/status").empty());
+  const JobMetrics m = stage_->metrics();
+  EXPECT_EQ(m.mqtt[0].delivered, 4u);  // the status messages are not counted
+  EXPECT_EQ(m.mqtt[1].delivered, 2u);
+  // Two brokers' clients of one job have ids of their own: neither pushed the other off.
+  EXPECT_EQ(m.mqtt[0].connections, 1u);
+  EXPECT_EQ(m.mqtt[1].connections, 1u);
+  EXPECT_NE(prometheus_text(m).find("vapipe_mqtt_messages_total{mqtt=\"0\",broker=\"" + broker.url() +
+                                    "\",outcome=\"delivered\"} 4\n"),
+            std::string::npos)
+      << prometheus_text(m);
+  const nlohmann::json health = health_json(m);
+  EXPECT_EQ(health["mqtt"][0]["broker"], broker.url());
+  EXPECT_EQ(health["mqtt"][1]["delivered"], 2);
 }
 
 // publish.segments_min_score: a frame whose top-1 score is below it is unsure; min_frames unsure frames in

@@ -1,0 +1,52 @@
+#include "stages/publish/message_filter.h"
+
+#include <algorithm>
+
+#include "pipeline/json_fields.h"
+
+namespace vapipe {
+
+MessageFilter::MessageFilter(const MessageSinkConfig& config)
+    : topics_(config.topics), labels_(config.labels), cooldown_s_(config.cooldown_s) {}
+
+bool MessageFilter::wants(const std::string& topic, const nlohmann::json& payload) const {
+  if (!std::any_of(topics_.begin(), topics_.end(),
+                   [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; })) {
+    return false;
+  }
+  if (labels_.empty()) return true;
+  const std::string schema = text_field(payload, "schema");
+  if (schema != "vapipe.segment" && schema != "vapipe.result") return true;  // events, the summary
+  const std::string label = text_field(payload, "label");
+  return std::find(labels_.begin(), labels_.end(), label) != labels_.end();
+}
+
+bool MessageFilter::cooled_down(const nlohmann::json& payload) {
+  if (cooldown_s_ <= 0 || text_field(payload, "schema") != "vapipe.segment") return false;
+  const std::string stream = text_field(payload, "stream_id"), label = text_field(payload, "label");
+  const auto start_seq = count_field(payload, "start_seq");
+  if (!start_seq) return false;
+  auto segment = std::make_tuple(stream, label, *start_seq);
+  bool held = cooled_segments_.count(segment) > 0;
+  if (!held && text_field(payload, "event") == "began") {
+    const auto start_ms = number_field(payload, "start_ms");
+    const auto last = last_sent_began_ms_.find({stream, label});
+    // By the stream's own time: an archive job read at 10x real time keeps the cooldown of the video,
+    // and a camera whose timestamps started over (a reconnection) is not held back.
+    held = start_ms && last != last_sent_began_ms_.end() && *start_ms >= last->second &&
+           *start_ms - last->second < cooldown_s_ * 1000;
+    if (held) {
+      cooled_segments_.insert(segment);
+      cooled_order_.push_back(segment);
+      if (cooled_order_.size() > 4096) {  // a bound: the oldest held-back segment is long over
+        cooled_segments_.erase(cooled_order_.front());
+        cooled_order_.pop_front();
+      }
+    } else if (start_ms) {
+      last_sent_began_ms_[{stream, label}] = *start_ms;
+    }
+  }
+  return held;
+}
+
+}  // namespace vapipe

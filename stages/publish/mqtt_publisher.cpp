@@ -1,0 +1,439 @@
+#include "stages/publish/mqtt_publisher.h"
+
+#include <mosquitto.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "pipeline/envelope.h"
+#include "pipeline/logging.h"
+#include "pipeline/tcp_reachability.h"
+
+namespace vapipe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double unix_now_s() { return static_cast<double>(wall_clock_ns()) / 1e9; }
+
+// "vapipe-nightly-gpu01-4711": unique among this host's jobs, and says whose it is in the broker's log.
+// A second broker of the job gets "-1" after it: two clients with one id push each other off a broker.
+std::string default_client_id(const std::string& job_name, size_t index) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string id = "vapipe-" + job_name + "-" + host + "-" + std::to_string(getpid()) +
+                   (index > 0 ? "-" + std::to_string(index) : "");
+  return id.size() > 128 ? id.substr(0, 128) : id;
+}
+
+// A libmosquitto result code in an operator's words.
+std::string describe(int rc) {
+  if (rc == MOSQ_ERR_ERRNO) return std::strerror(errno);
+  if (rc == MOSQ_ERR_TLS) return "the TLS handshake failed (is it an mqtts broker? is its certificate trusted?)";
+  if (rc == MOSQ_ERR_KEEPALIVE) return "the broker stopped answering (keepalive)";
+  if (rc == MOSQ_ERR_CONN_LOST) return "the connection was lost";
+  return mosquitto_strerror(rc);
+}
+
+// The broker's answer to CONNECT in its words: "not authorised", "bad user name or password".
+std::string connack_text(int rc) {
+  std::string text = mosquitto_connack_string(rc);
+  const std::string refused = "Connection Refused: ";
+  if (text.rfind(refused, 0) == 0) text.erase(0, refused.size());
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
+std::string ms_text(std::chrono::milliseconds ms) {
+  return ms.count() % 1000 == 0 ? std::to_string(ms.count() / 1000) + " s" : std::to_string(ms.count()) + " ms";
+}
+
+}  // namespace
+
+MqttPublisher::MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name)
+    : config_(config), filter_(config) {
+  // The config was checked when it loaded: the URL parses.
+  url_ = parse_mqtt_url(config_.url).value();
+  name_ = "publish.mqtt[" + std::to_string(index) + "] (" + url_.origin() + ")";
+  client_id_ = config_.client_id.empty() ? default_client_id(job_name, index) : config_.client_id;
+  stats_.name = name_;
+  stats_.index = index;
+  stats_.broker = url_.origin();
+  stats_.disconnected_since_unix_s = unix_now_s();
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  thread_ = std::thread([this] { run(); });
+}
+
+MqttPublisher::~MqttPublisher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_now_ = true;
+  }
+  wake();
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void MqttPublisher::wake() {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof one) < 0) {
+  }  // (full: already woken)
+}
+
+void MqttPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  first_retry_delay_ = first;
+  longest_retry_delay_ = longest;
+}
+
+bool MqttPublisher::cooled_down(const nlohmann::json& payload) {
+  const bool held = filter_.cooled_down(payload);
+  if (held) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.cooled_down;
+  }
+  return held;
+}
+
+void MqttPublisher::publish(const std::string& bus_topic, std::string payload, const std::atomic<bool>* stop) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopping_ || stop_now_) {
+    ++stats_.undelivered;  // after finish(): publish is closing
+    return;
+  }
+  if (config_.queue_policy == QueuePolicy::kBlock) {
+    // Held until the broker has taken enough (or the job is stopped): the job goes at its pace.
+    while (queue_.size() >= config_.max_queued && !stopping_ && !stop_now_ && !(stop && stop->load())) {
+      changed_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+  if (queue_.size() >= config_.max_queued) {
+    ++stats_.dropped;
+    if (config_.queue_policy == QueuePolicy::kBlock) return;  // the job was stopped while it waited for room
+    queue_.pop_front();
+    if (!drop_logged_) {
+      drop_logged_ = true;
+      VAPIPE_LOG_WARN("{}: {} messages wait for it (max_queued), so the oldest are dropped from now on and counted "
+                      "(vapipe_mqtt_messages_total{{outcome=\"dropped\"}}); last error: {}",
+                      name_, config_.max_queued, stats_.last_error.empty() ? "none" : stats_.last_error);
+    }
+  }
+  queue_.push_back(Item{mqtt_topic(bus_topic), std::move(payload)});
+  lock.unlock();
+  wake();
+}
+
+void MqttPublisher::begin_finish(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopping_) {
+      stopping_ = true;
+      finish_by_ = deadline;
+    }
+  }
+  wake();
+  changed_.notify_all();
+}
+
+void MqttPublisher::finish(std::chrono::milliseconds grace) {
+  begin_finish(Clock::now() + grace);  // (a deadline given before stays)
+  if (!thread_.joinable()) return;  // finished before
+  thread_.join();
+  const MqttStats s = stats();
+  if (s.undelivered > 0) {
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
+                     s.undelivered, s.connected ? "no time left" : "it could not be reached",
+                     s.last_error.empty() ? "none" : s.last_error);
+  }
+  VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}{}", name_,
+                  s.delivered, s.refused, s.dropped, s.undelivered,
+                  s.lost ? ", " + std::to_string(s.lost) + " lost with a connection (qos 0)" : std::string(),
+                  s.cooled_down ? ", " + std::to_string(s.cooled_down) + " held back (cooldown_s)" : std::string());
+}
+
+MqttStats MqttPublisher::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MqttStats s = stats_;
+  s.queued = queue_.size() + static_cast<uint64_t>(in_flight_);
+  return s;
+}
+
+Status MqttPublisher::wait_connected(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool settled = changed_.wait_for(lock, timeout, [&] { return stats_.connected || tries_ > 0; });
+  if (stats_.connected) return Status::Ok();
+  if (!settled) return Unavailable("no connection within " + ms_text(timeout));
+  return Unavailable(stats_.last_error);
+}
+
+void MqttPublisher::on_connect(struct mosquitto*, void* self_pointer, int rc) {
+  auto* self = static_cast<MqttPublisher*>(self_pointer);
+  if (self->connection_ != Connection::kConnecting) return;  // a late answer to a try given up
+  if (rc != 0) {
+    // The broker's own words: "not authorised", "bad user name or password", "identifier rejected".
+    self->connection_failed("the broker refused the connection: " + connack_text(rc));
+    return;
+  }
+  self->connection_ = Connection::kConnected;
+  if (!self->config_.status_topic.empty()) {
+    // Queued inside the callback; written by the loop's next write.
+    int mid = 0;
+    if (mosquitto_publish(self->client_, &mid, self->config_.status_topic.c_str(), 6, "online", 1, true) ==
+        MOSQ_ERR_SUCCESS) {
+      self->status_mids_.insert(mid);
+    }
+  }
+  std::unique_lock<std::mutex> lock(self->mutex_);
+  self->retry_delay_ = self->first_retry_delay_;
+  ++self->stats_.connections;
+  self->stats_.connected = true;
+  self->stats_.disconnected_since_unix_s = 0;
+  const size_t waiting = self->queue_.size() + static_cast<size_t>(self->in_flight_);
+  if (self->failing_) {
+    VAPIPE_LOG_INFO("{}: connected again after {} ({} message(s) wait, {} dropped meanwhile)", self->name_,
+                    human_duration(std::chrono::duration<double>(Clock::now() - self->failing_since_).count()),
+                    waiting, self->stats_.dropped);
+  } else if (self->stats_.connections == 1) {
+    VAPIPE_LOG_INFO("{}: connected as client '{}'; messages go to {}... at qos {}", self->name_, self->client_id_,
+                    self->config_.topic_prefix, self->config_.qos);
+  }
+  self->failing_ = false;
+  self->drop_logged_ = false;
+  lock.unlock();
+  self->changed_.notify_all();
+}
+
+void MqttPublisher::on_disconnect(struct mosquitto*, void* self_pointer, int rc) {
+  auto* self = static_cast<MqttPublisher*>(self_pointer);
+  if (self->connection_ == Connection::kNone) return;  // said already (a refusal, a give-up, our own stop)
+  self->connection_failed(rc == 0 ? "the broker closed the connection" : describe(rc));
+}
+
+void MqttPublisher::on_publish(struct mosquitto*, void* self_pointer, int mid) {
+  auto* self = static_cast<MqttPublisher*>(self_pointer);
+  if (self->status_mids_.erase(mid) > 0) return;  // "online" / "offline": not one of the job's messages
+  {
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    if (self->in_flight_ > 0) --self->in_flight_;
+    ++self->stats_.delivered;
+    self->stats_.last_delivered_unix_s = unix_now_s();
+  }
+  self->changed_.notify_all();
+}
+
+void MqttPublisher::connection_failed(const std::string& why) {
+  const bool was_connected = connection_ == Connection::kConnected;
+  connection_ = Connection::kNone;
+  const auto now = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto delay = retry_delay_;
+  next_try_ = now + delay;
+  retry_delay_ = std::min(retry_delay_ * 2, longest_retry_delay_);
+  ++tries_;
+  stats_.last_error = was_connected ? "lost its connection: " + why : why;
+  stats_.connected = false;
+  if (stats_.disconnected_since_unix_s == 0) stats_.disconnected_since_unix_s = unix_now_s();
+  if (config_.qos == 0 && in_flight_ > 0) {
+    // qos 0 messages not yet written go with the connection (libmosquitto keeps only qos 1 and 2).
+    stats_.lost += static_cast<uint64_t>(in_flight_);
+    in_flight_ = 0;
+  }
+  const size_t waiting = queue_.size() + static_cast<size_t>(in_flight_);
+  if (!failing_) {
+    failing_ = true;
+    failing_since_ = now;
+    failure_logged_at_ = now;
+    VAPIPE_LOG_WARN("{}: {}; messages wait ({} now, at most {}) and a connection is tried again in {}, then less "
+                    "often (up to every {})",
+                    name_, stats_.last_error, waiting, config_.max_queued, ms_text(delay), ms_text(longest_retry_delay_));
+  } else if (now - failure_logged_at_ >= kStillFailingLogPeriod) {
+    failure_logged_at_ = now;
+    VAPIPE_LOG_WARN("{}: still cannot connect, for {}: {}; {} message(s) wait, {} dropped (queue full)", name_,
+                    human_duration(std::chrono::duration<double>(now - failing_since_).count()), stats_.last_error,
+                    waiting, stats_.dropped);
+  }
+  lock.unlock();
+  changed_.notify_all();
+}
+
+void MqttPublisher::hand_over() {
+  for (;;) {
+    Item item;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty() || in_flight_ >= kWindow) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      ++in_flight_;  // before the call: qos 0's acknowledgement (written) may come inside it
+    }
+    changed_.notify_all();  // room for a blocked publish()
+    const int rc = mosquitto_publish(client_, nullptr, item.topic.c_str(), static_cast<int>(item.payload.size()),
+                                     item.payload.data(), static_cast<int>(config_.qos), config_.retain);
+    if (rc == MOSQ_ERR_SUCCESS) continue;
+    if (rc == MOSQ_ERR_NO_CONN && config_.qos > 0) {
+      // libmosquitto keeps a qos 1 or 2 message it could not send, and sends it on the next connection.
+      if (connection_ != Connection::kNone) connection_failed(describe(rc));
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    --in_flight_;
+    if (rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET || rc == MOSQ_ERR_MALFORMED_UTF8) {
+      ++stats_.refused;  // never deliverable: dropped, the next goes
+      VAPIPE_LOG_ERROR("{}: cannot publish the message on {} ({} bytes): {}; it is dropped", name_, item.topic,
+                       item.payload.size(), mosquitto_strerror(rc));
+      continue;
+    }
+    queue_.push_front(std::move(item));  // the connection is gone: it waits for the next
+    lock.unlock();
+    if (connection_ != Connection::kNone) connection_failed(describe(rc));
+    return;
+  }
+}
+
+void MqttPublisher::run() {
+  static std::once_flag library;
+  std::call_once(library, [] { mosquitto_lib_init(); });
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retry_delay_ = first_retry_delay_;
+  }
+  client_ = mosquitto_new(client_id_.c_str(), /*clean_session=*/true, this);
+  if (!client_) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.last_error = "cannot make an MQTT client: " + std::string(std::strerror(errno));
+    VAPIPE_LOG_ERROR("{}: {}; its messages are not delivered", name_, stats_.last_error);
+  } else {
+    mosquitto_int_option(client_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
+    mosquitto_int_option(client_, MOSQ_OPT_SEND_MAXIMUM, kWindow);
+    mosquitto_int_option(client_, MOSQ_OPT_TCP_NODELAY, 1);  // an alert is one small packet: not held back
+    if (!config_.username.empty()) {
+      mosquitto_username_pw_set(client_, config_.username.c_str(),
+                                config_.password.empty() ? nullptr : config_.password.c_str());
+    }
+    if (!config_.status_topic.empty()) {
+      mosquitto_will_set(client_, config_.status_topic.c_str(), 7, "offline", 1, true);
+    }
+    if (url_.tls) {
+      // This machine's authorities unless ca_file names others (TLS is on with either).
+      if (config_.ca_file.empty()) mosquitto_int_option(client_, MOSQ_OPT_TLS_USE_OS_CERTS, 1);
+      if (!config_.ca_file.empty() || !config_.cert_file.empty()) {
+        // libmosquitto 2.0 wants a CA file or folder here even with the system's: Debian's folder.
+        const int rc = mosquitto_tls_set(client_, config_.ca_file.empty() ? nullptr : config_.ca_file.c_str(),
+                                         config_.ca_file.empty() ? "/etc/ssl/certs" : nullptr,
+                                         config_.cert_file.empty() ? nullptr : config_.cert_file.c_str(),
+                                         config_.key_file.empty() ? nullptr : config_.key_file.c_str(), nullptr);
+        if (rc != MOSQ_ERR_SUCCESS) VAPIPE_LOG_ERROR("{}: its TLS settings are refused: {}", name_, describe(rc));
+      }
+      if (!config_.tls_verify) {
+        mosquitto_tls_opts_set(client_, 0 /* SSL_VERIFY_NONE */, nullptr, nullptr);
+        mosquitto_tls_insecure_set(client_, true);
+      }
+    }
+    mosquitto_connect_callback_set(client_, &MqttPublisher::on_connect);
+    mosquitto_disconnect_callback_set(client_, &MqttPublisher::on_disconnect);
+    mosquitto_publish_callback_set(client_, &MqttPublisher::on_publish);
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.timeout_s * 1000));
+  for (;;) {
+    auto now = Clock::now();
+    Clock::time_point finish_by;
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_now_) break;
+      stopping = stopping_;
+      finish_by = finish_by_;
+      if (stopping && ((queue_.empty() && in_flight_ == 0) || now >= finish_by)) break;
+      if (!client_ && stopping) break;
+    }
+    if (client_ && connection_ == Connection::kNone && now >= next_try_) {
+      // A TCP connection of our own first: libmosquitto's connect blocks as long as the kernel lets it
+      // (two minutes to a host that does not answer), and a stop would wait for it.
+      std::string why = tcp_connect_failure(url_.origin(), timeout);
+      if (why.empty()) {
+        const int rc = mosquitto_connect(client_, url_.host.c_str(), url_.port, static_cast<int>(config_.keepalive_s));
+        if (rc == MOSQ_ERR_SUCCESS) {
+          connection_ = Connection::kConnecting;
+          connect_deadline_ = Clock::now() + timeout;
+        } else {
+          why = "cannot connect to " + url_.host_port() + ": " + describe(rc);
+        }
+      }
+      if (!why.empty()) connection_failed(why);
+      now = Clock::now();
+    }
+    if (connection_ == Connection::kConnecting && now >= connect_deadline_) {
+      mosquitto_disconnect(client_);
+      connection_failed("the broker did not answer the connection (no CONNACK) within " + ms_text(timeout));
+    }
+    if (connection_ == Connection::kConnected) hand_over();
+
+    // Wait for the broker's side, a message of ours, or the next thing due.
+    auto next = now + std::chrono::seconds(1);  // the keepalive's checks
+    if (connection_ == Connection::kNone && client_) next = std::min(next, next_try_);
+    if (connection_ == Connection::kConnecting) next = std::min(next, connect_deadline_);
+    if (stopping) next = std::min(next, finish_by);
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, 0, 0}};
+    nfds_t count = 1;
+    const int sock = client_ ? mosquitto_socket(client_) : -1;
+    if (connection_ != Connection::kNone && sock >= 0) {
+      fds[1] = {sock, static_cast<short>(POLLIN | (mosquitto_want_write(client_) ? POLLOUT : 0)), 0};
+      count = 2;
+    }
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    if (poll(fds, count, static_cast<int>(std::max<int64_t>(0, wait.count()))) < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) {
+      uint64_t n = 0;
+      if (read(wake_fd_, &n, sizeof n) < 0) {
+      }  // (nothing to read: woken before)
+    }
+    if (count == 2 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+      const int rc = mosquitto_loop_read(client_, 1);
+      if (rc != MOSQ_ERR_SUCCESS && connection_ != Connection::kNone) connection_failed(describe(rc));
+    }
+    if (count == 2 && connection_ != Connection::kNone && (fds[1].revents & POLLOUT)) {
+      const int rc = mosquitto_loop_write(client_, 1);
+      if (rc != MOSQ_ERR_SUCCESS && connection_ != Connection::kNone) connection_failed(describe(rc));
+    }
+    if (connection_ != Connection::kNone) {
+      const int rc = mosquitto_loop_misc(client_);  // keepalive pings; a broker that stopped answering
+      if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NO_CONN && connection_ != Connection::kNone) {
+        connection_failed(describe(rc));
+      }
+    }
+  }
+  if (client_) {
+    if (connection_ == Connection::kConnected) {
+      // Said before leaving (a clean disconnect does not send the will): Home Assistant shows the
+      // entities unavailable. Up to 1 s for it to go.
+      int mid = 0;
+      if (!config_.status_topic.empty() &&
+          mosquitto_publish(client_, &mid, config_.status_topic.c_str(), 7, "offline", 1, true) == MOSQ_ERR_SUCCESS) {
+        status_mids_.insert(mid);
+        const auto until = Clock::now() + std::chrono::seconds(1);
+        while (Clock::now() < until && mosquitto_want_write(client_)) {
+          pollfd p{mosquitto_socket(client_), POLLOUT, 0};
+          if (poll(&p, 1, 100) > 0 && mosquitto_loop_write(client_, 1) != MOSQ_ERR_SUCCESS) break;
+        }
+      }
+      connection_ = Connection::kNone;  // our own stop: not a failure
+      mosquitto_disconnect(client_);
+    }
+    mosquitto_destroy(client_);
+    client_ = nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.undelivered += queue_.size() + static_cast<uint64_t>(in_flight_);
+  queue_.clear();
+  in_flight_ = 0;
+  stats_.connected = false;
+  changed_.notify_all();
+}
+
+}  // namespace vapipe

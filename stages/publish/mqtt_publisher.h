@@ -1,0 +1,124 @@
+// publish.mqtt: messages published to an MQTT broker as they are published on the bus, on
+// topic_prefix + their bus topic ("vapipe/nightly/segments/gate"), so that Home Assistant, Node-RED,
+// Frigate-style automations, an IoT platform or a historian take vapipe's alerts with the subscriber
+// they already have (DeepStream's msgbroker and Frigate publish to MQTT the same way).
+//
+// Each broker has a thread and a queue of its own: a broker that is slow or down never holds up the
+// bus, the results file, a webhook or another broker (unless its queue_policy is block). The thread
+// owns its libmosquitto client, which no other thread touches: it connects (a TCP connection of its own
+// first, so that a host that does not answer costs timeout_s, not the kernel's two minutes), hands the
+// broker up to kWindow messages at a time, in order, and counts each as delivered when the broker
+// acknowledges it (qos 1, 2; qos 0: when written). A connection that fails or ends is made again after
+// a back-off (1 s doubling to 60 s); qos 1 and 2 messages the broker had not acknowledged are sent
+// again on the new connection (at least once), those behind them wait in the queue.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/config.h"
+#include "pipeline/http_url.h"
+#include "pipeline/status.h"
+#include "stages/publish/message_filter.h"
+#include "stages/publish/metrics.h"
+
+struct mosquitto;
+
+namespace vapipe {
+
+class MqttPublisher {
+ public:
+  // Starts its thread, which connects at once; `index` is its place in publish.mqtt, for log lines;
+  // `job_name` makes the default client id.
+  MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name);
+  // Stops at once: what still waits is counted undelivered (finish() first to give it time).
+  ~MqttPublisher();
+  MqttPublisher(const MqttPublisher&) = delete;
+  MqttPublisher& operator=(const MqttPublisher&) = delete;
+
+  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const {
+    return filter_.wants(topic, payload);
+  }
+  // See MessageFilter::cooled_down; counted "cooled_down". Publish's thread only.
+  bool cooled_down(const nlohmann::json& payload);
+  // Queues `payload` for the MQTT topic topic_prefix + `bus_topic`. drop_oldest never waits; block
+  // waits for room until `stop` is set (then the message is counted dropped).
+  void publish(const std::string& bus_topic, std::string payload, const std::atomic<bool>* stop = nullptr);
+  const std::string& format() const { return config_.format; }
+  // Gives what waits until `grace` to be delivered, then says "offline" on the status topic,
+  // disconnects, stops the thread and logs what was not delivered.
+  void finish(std::chrono::milliseconds grace);
+  // finish()'s first half, for several sinks to share one deadline: the thread delivers until then.
+  void begin_finish(std::chrono::steady_clock::time_point deadline);
+  MqttStats stats() const;
+  const std::string& name() const { return name_; }
+  // The MQTT topic a bus topic is published on.
+  std::string mqtt_topic(const std::string& bus_topic) const { return config_.topic_prefix + bus_topic; }
+  // Until the broker has accepted a connection (Ok) or a try has failed (why), at most `timeout`:
+  // `vapipe validate --open`.
+  Status wait_connected(std::chrono::milliseconds timeout) const;
+
+  // Tests: a shorter back-off (the first wait after a failure, and the longest).
+  void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest);
+
+  // Messages handed to the broker and not yet acknowledged, at most: enough to keep a broker across a
+  // WAN busy, few enough that a lost connection sends little twice.
+  static constexpr int kWindow = 64;
+  static constexpr std::chrono::seconds kFirstRetryDelay{1}, kLongestRetryDelay{60};
+  static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
+
+ private:
+  struct Item {
+    std::string topic, payload;
+  };
+  enum class Connection { kNone, kConnecting, kConnected };
+
+  void run();
+  // On the thread: a try to connect, or a connection, that failed or ended (`why`, for the log).
+  void connection_failed(const std::string& why);
+  // On the thread, connected: hands the broker what waits, up to kWindow unacknowledged.
+  void hand_over();
+  // libmosquitto's callbacks, on the thread (inside its loop calls).
+  static void on_connect(struct mosquitto* client, void* self, int rc);
+  static void on_disconnect(struct mosquitto* client, void* self, int rc);
+  static void on_publish(struct mosquitto* client, void* self, int mid);
+  void wake();
+
+  MqttConfig config_;
+  MessageFilter filter_;  // publish's thread only
+  HttpUrl url_;
+  std::string name_, client_id_;
+  struct mosquitto* client_ = nullptr;  // the thread's
+  int wake_fd_ = -1;                    // an eventfd: a message, or a stop
+  // The thread's own state.
+  Connection connection_ = Connection::kNone;
+  std::chrono::steady_clock::time_point next_try_{}, connect_deadline_{};
+  std::chrono::steady_clock::time_point failing_since_{};
+  std::chrono::steady_clock::time_point failure_logged_at_{};
+  bool failing_ = false;
+  std::chrono::milliseconds retry_delay_{};
+  std::set<int> status_mids_;  // "online"/"offline" messages not yet acknowledged: not the job's
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;  // an item, room, a connection or a failure, a stop
+  std::deque<Item> queue_;
+  int in_flight_ = 0;  // handed to the broker, not yet acknowledged
+  uint64_t tries_ = 0;  // connections tried (wait_connected)
+  bool stopping_ = false;
+  bool stop_now_ = false;
+  std::chrono::steady_clock::time_point finish_by_{};
+  MqttStats stats_;
+  std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
+  bool drop_logged_ = false;
+  std::thread thread_;  // last: started once the rest is set
+};
+
+}  // namespace vapipe

@@ -1,0 +1,227 @@
+// publish.mqtt against a real broker (Mosquitto, started by the test on a loopback port) and a real
+// subscriber: in order, on topic_prefix + the bus topic, again after the broker went away, without a
+// message lost or twice, with passwords and TLS as brokers ask.
+#include "stages/publish/mqtt_publisher.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/free_port.h"
+#include "tests/fakes/mqtt_broker.h"
+
+namespace vapipe {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::BrokerOptions;
+using testing::MqttBroker;
+using testing::MqttMessage;
+using testing::MqttSubscriber;
+
+const std::string kTlsDir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
+
+MqttConfig broker_at(const std::string& url) {
+  MqttConfig c;
+  c.url = url;
+  c.topics = {"segments/", "events/"};
+  c.topic_prefix = "vapipe/test/";
+  c.status_topic = "vapipe/test/status";
+  c.timeout_s = 5;
+  return c;
+}
+
+std::string numbered(int i) { return "{\"n\":" + std::to_string(i) + "}"; }
+
+// The payloads received on `topic`, as their numbers, in the order they came.
+std::vector<int> numbers_on(const MqttSubscriber& sub, const std::string& topic) {
+  std::vector<int> out;
+  for (const MqttMessage& m : sub.on(topic)) out.push_back(std::stoi(m.payload.substr(5)));
+  return out;
+}
+
+std::vector<int> one_to(int n, int from = 1) {
+  std::vector<int> out;
+  for (int i = from; i <= n; ++i) out.push_back(i);
+  return out;
+}
+
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// Every message, in order, on topic_prefix + its bus topic; "online" (retained) while connected and
+// "offline" at the stop on the status topic.
+TEST(MqttPublisher, PublishesInOrderUnderItsPrefixAndSaysItsStatus) {
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  ASSERT_TRUE(sub.subscribed());
+  MqttPublisher publisher(broker_at(broker.url()), 0, "test");
+  for (int i = 1; i <= 300; ++i) publisher.publish("segments/gate", numbered(i));
+  ASSERT_TRUE(sub.wait_for(300, "vapipe/test/segments/gate"));
+  EXPECT_EQ(numbers_on(sub, "vapipe/test/segments/gate"), one_to(300));
+  EXPECT_TRUE(eventually([&] { return publisher.stats().delivered == 300; }));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/status"));
+  EXPECT_EQ(sub.on("vapipe/test/status").front().payload, "online");
+  publisher.finish(2s);
+  ASSERT_TRUE(sub.wait_for(2, "vapipe/test/status"));
+  EXPECT_EQ(sub.on("vapipe/test/status").back().payload, "offline");
+  const MqttStats s = publisher.stats();
+  EXPECT_EQ(s.delivered, 300u);  // the status messages are not counted
+  EXPECT_EQ(s.undelivered + s.dropped + s.lost + s.refused, 0u);
+  EXPECT_EQ(s.connections, 1u);
+  EXPECT_EQ(s.broker, broker.url());
+  // Retained: a subscriber that comes later (Home Assistant started after the job) learns the state.
+  MqttSubscriber late(broker, "vapipe/test/status");
+  ASSERT_TRUE(late.wait_for(1));
+  EXPECT_TRUE(late.messages().front().retained);
+  EXPECT_EQ(late.messages().front().payload, "offline");
+}
+
+TEST(MqttPublisher, TakesOnlyItsTopicsAndLabels) {
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.topics = {"segments/"};
+  c.labels = {"truck"};
+  MqttPublisher publisher(c, 0, "test");
+  const nlohmann::json truck{{"schema", "vapipe.segment"}, {"label", "truck"}};
+  const nlohmann::json person{{"schema", "vapipe.segment"}, {"label", "person"}};
+  EXPECT_TRUE(publisher.wants("segments/gate", truck));
+  EXPECT_FALSE(publisher.wants("segments/gate", person));
+  EXPECT_FALSE(publisher.wants("results/gate", truck));
+  EXPECT_EQ(publisher.mqtt_topic("segments/gate"), "vapipe/test/segments/gate");
+}
+
+// A broker that is down when the job starts, or comes later: what was published meanwhile waits and
+// goes, in order, once it takes connections.
+TEST(MqttPublisher, ABrokerThatComesLaterGetsWhatWaited) {
+  const int port = testing::free_loopback_tcp_port();
+  MqttPublisher publisher(broker_at("mqtt://127.0.0.1:" + std::to_string(port)), 0, "test");
+  publisher.set_retry_delays(300ms, 300ms);
+  for (int i = 1; i <= 50; ++i) publisher.publish("events/cam", numbered(i));
+  ASSERT_TRUE(eventually([&] { return !publisher.stats().last_error.empty(); }));
+  MqttStats s = publisher.stats();
+  EXPECT_FALSE(s.connected);
+  EXPECT_NE(s.last_error.find("connection refused"), std::string::npos) << s.last_error;
+  EXPECT_EQ(s.queued, 50u);
+  MqttBroker broker({}, port);
+  MqttSubscriber sub(broker);  // subscribed before the publisher's next try (300 ms)
+  ASSERT_TRUE(sub.wait_for(50, "vapipe/test/events/cam"));
+  EXPECT_EQ(numbers_on(sub, "vapipe/test/events/cam"), one_to(50));
+  EXPECT_TRUE(eventually([&] { return publisher.stats().delivered == 50; })) << publisher.stats().delivered;
+  EXPECT_TRUE(publisher.stats().connected);
+}
+
+// The broker stops answering with messages sent and not acknowledged, then dies; another takes its
+// port. The unacknowledged messages are sent again (qos 1: at least once), those behind them follow,
+// and none is lost; none reached the dead broker's subscribers twice.
+TEST(MqttPublisher, UnacknowledgedMessagesAreSentAgainAfterTheBrokerDies) {
+  auto broker = std::make_unique<MqttBroker>();
+  const int port = broker->port();
+  std::vector<int> first_run;
+  MqttPublisher publisher(broker_at(broker->url()), 0, "test");
+  publisher.set_retry_delays(300ms, 300ms);
+  {
+    MqttSubscriber sub(*broker);
+    for (int i = 1; i <= 100; ++i) publisher.publish("segments/gate", numbered(i));
+    ASSERT_TRUE(sub.wait_for(100, "vapipe/test/segments/gate"));
+    ASSERT_TRUE(eventually([&] { return publisher.stats().delivered == 100; }));
+    broker->pause();  // its connections stay open; nothing is answered
+    for (int i = 101; i <= 300; ++i) publisher.publish("segments/gate", numbered(i));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(publisher.stats().delivered, 100u);
+    first_run = numbers_on(sub, "vapipe/test/segments/gate");
+    broker->kill(SIGKILL);
+  }
+  EXPECT_EQ(first_run, one_to(100));
+  MqttBroker again({}, port);
+  MqttSubscriber sub(again);
+  ASSERT_TRUE(sub.wait_for(200, "vapipe/test/segments/gate", 15s)) << sub.messages().size();
+  EXPECT_EQ(numbers_on(sub, "vapipe/test/segments/gate"), one_to(300, 101));
+  EXPECT_TRUE(eventually([&] { return publisher.stats().delivered == 300; }));
+  const MqttStats s = publisher.stats();
+  EXPECT_EQ(s.connections, 2u);
+  EXPECT_EQ(s.undelivered + s.dropped + s.lost, 0u);
+}
+
+// A broker that asks for a password refuses a wrong one, in its words; the right one gets in.
+TEST(MqttPublisher, AWrongPasswordIsRefusedInTheBrokersWords) {
+  MqttBroker broker({"vapipe", "s3cret word"});
+  MqttConfig wrong = broker_at(broker.url());
+  wrong.username = "vapipe";
+  wrong.password = "guess";
+  MqttPublisher refused(wrong, 0, "test");
+  const Status why = refused.wait_connected(5s);
+  ASSERT_FALSE(why.ok());
+  EXPECT_NE(why.message().find("the broker refused the connection: "), std::string::npos) << why.message();
+  EXPECT_NE(why.message().find("authori"), std::string::npos) << why.message();
+
+  MqttSubscriber sub(broker, "#", "vapipe", "s3cret word");
+  MqttConfig right = wrong;
+  right.password = "s3cret word";
+  MqttPublisher publisher(right, 0, "test");
+  EXPECT_TRUE(publisher.wait_connected(5s).ok());
+  publisher.publish("events/cam", numbered(1));
+  EXPECT_TRUE(sub.wait_for(1, "vapipe/test/events/cam"));
+}
+
+// mqtts: the broker's certificate checked against ca_file; this machine's authorities do not know it.
+TEST(MqttPublisher, MqttsChecksTheBrokersCertificate) {
+  MqttBroker broker({"", "", /*tls=*/true});
+  MqttSubscriber sub(broker);
+  ASSERT_TRUE(sub.subscribed());
+  MqttConfig trusting = broker_at(broker.url());
+  trusting.ca_file = kTlsDir + "metrics-test.crt";
+  MqttPublisher publisher(trusting, 0, "test");
+  publisher.publish("events/cam", numbered(7));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/events/cam"));
+  EXPECT_EQ(sub.on("vapipe/test/events/cam").front().payload, numbered(7));
+
+  MqttPublisher distrusting(broker_at(broker.url()), 1, "test");
+  const Status why = distrusting.wait_connected(5s);
+  ASSERT_FALSE(why.ok());
+  EXPECT_NE(why.message().find("TLS"), std::string::npos) << why.message();
+}
+
+// A full queue drops its oldest (drop_oldest) and counts them; what waits at the stop is undelivered.
+TEST(MqttPublisher, AFullQueueDropsTheOldestAndTheStopCountsWhatWaits) {
+  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(testing::free_loopback_tcp_port()));
+  c.max_queued = 10;
+  MqttPublisher publisher(c, 0, "test");
+  for (int i = 1; i <= 25; ++i) publisher.publish("events/cam", numbered(i));
+  EXPECT_EQ(publisher.stats().dropped, 15u);
+  EXPECT_EQ(publisher.stats().queued, 10u);
+  const auto started = std::chrono::steady_clock::now();
+  publisher.finish(300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  EXPECT_EQ(publisher.stats().undelivered, 10u);
+  EXPECT_EQ(publisher.stats().delivered, 0u);
+}
+
+// qos 0: delivered when written, no acknowledgement asked.
+TEST(MqttPublisher, QosZeroDelivers) {
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.qos = 0;
+  c.status_topic.clear();  // none
+  MqttPublisher publisher(c, 0, "test");
+  for (int i = 1; i <= 20; ++i) publisher.publish("events/cam", numbered(i));
+  ASSERT_TRUE(sub.wait_for(20, "vapipe/test/events/cam"));
+  EXPECT_EQ(numbers_on(sub, "vapipe/test/events/cam"), one_to(20));
+  publisher.finish(2s);
+  EXPECT_EQ(publisher.stats().delivered, 20u);
+  EXPECT_TRUE(sub.on("vapipe/test/status").empty());
+}
+
+}  // namespace
+}  // namespace vapipe
