@@ -3,8 +3,9 @@
 #   .devdeps.tgz  the Debian headers, libraries and GStreamer plugins (../shared/device/bundle-deps.sh),
 #                 plus what the tests need and that script leaves out (without them the project does
 #                 not configure there): GoogleTest's static libraries (Debian ships it as .a files
-#                 only), and cpp-httplib (its .pc and those it requires, its shared library and
-#                 brotli's; OpenSSL and zlib are on the GPU machine's Ubuntu already)
+#                 only), cpp-httplib (its .pc and those it requires, its shared library and
+#                 brotli's; OpenSSL and zlib are on the GPU machine's Ubuntu already) and libmosquitto
+#                 (publish.mqtt's client: its header, .pc and shared library)
 #   .devmedia/    1080p clips for the benchmark and the NVDEC tests (tools/make-gpu-media.sh)
 # Both are ignored by .gitignore. Then, with the device tool:
 #   command: bash tools/gpu-check.sh     carry: [".devdeps.tgz", ".devmedia"]     timeout_s: 570
@@ -14,11 +15,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bundle=${BUNDLE_DEPS:-$root/../shared/device/bundle-deps.sh}
 [[ -x $bundle ]] || { echo "gpu-prepare: no $bundle (set BUNDLE_DEPS)" >&2; exit 1; }
-EXTRA_PC="cpp-httplib ${EXTRA_PC:-}" "$bundle" .devdeps
+EXTRA_DEV="libmosquitto-dev ${EXTRA_DEV:-}" EXTRA_PC="cpp-httplib libmosquitto ${EXTRA_PC:-}" "$bundle" .devdeps
 lib=/usr/lib/x86_64-linux-gnu
 for a in libgtest.a libgtest_main.a libgmock.a libgmock_main.a libcpp-httplib.so libbrotlicommon.so.1 \
-         libbrotlidec.so.1 libbrotlienc.so.1; do
-  [[ -e $lib/$a ]] || { echo "gpu-prepare: no $lib/$a (install libgtest-dev libgmock-dev libcpp-httplib-dev)" >&2; exit 1; }
+         libbrotlidec.so.1 libbrotlienc.so.1 libmosquitto.so; do
+  [[ -e $lib/$a ]] || { echo "gpu-prepare: no $lib/$a (install libgtest-dev libgmock-dev libcpp-httplib-dev libmosquitto-dev)" >&2; exit 1; }
   cp -a "$lib/$a"* ".devdeps$lib/"  # with the files its links point to
 done
 # The bundle keeps some libraries without their soname link (libzmq.so.5.2.4 but no libzmq.so.5): our

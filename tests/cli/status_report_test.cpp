@@ -121,6 +121,36 @@ TEST(StatusReport, SaysEachWebhooksFiguresAndOneThatCannotBeReached) {
                                    "route, or a name that does not resolve)\n")) << r;
 }
 
+// publish.mqtt: each broker's figures, and one that is not connected says for how long and why.
+TEST(StatusReport, SaysEachMqttBrokersFiguresAndOneThatIsNotConnected) {
+  JobMetrics m = archive_job();
+  MqttStats up;
+  up.index = 0;
+  up.broker = "mqtt://homeassistant.local:1883";
+  up.connected = true;
+  up.delivered = 40;
+  up.connections = 1;
+  up.last_delivered_unix_s = 1240;
+  MqttStats down;
+  down.index = 1;
+  down.broker = "mqtts://iot.example.com:8883";
+  down.delivered = 3;
+  down.queued = 9;
+  down.dropped = 1;
+  down.lost = 2;
+  down.disconnected_since_unix_s = 1180;
+  down.last_error = "the broker refused the connection: not authorised";
+  m.mqtt = {up, down};
+  const auto report = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "mqtt 0 mqtt://homeassistant.local:1883: 40 delivered, 0 waiting; last delivered "
+                                   "10.0 s ago; connected\n")) << r;
+  EXPECT_TRUE(has_line_starting(r, "mqtt 1 mqtts://iot.example.com:8883: 3 delivered, 9 waiting, 3 lost (dropped, "
+                                   "refused or qos 0); last delivered never; NOT CONNECTED for 1 min 10 s: the broker "
+                                   "refused the connection: not authorised\n")) << r;
+}
+
 // publish.metrics_token_file and no token: /healthz says only {"status": "ok"}.
 TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
   const auto report = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");

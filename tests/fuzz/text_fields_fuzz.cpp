@@ -45,5 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     VAPIPE_FUZZ_CHECK(again.ok() && again->host == url->host && again->port == url->port && again->tls == url->tls,
                       "a URL's origin names its host and port again");
   }
+  if (auto broker = vapipe::parse_mqtt_url(text); broker.ok()) {
+    VAPIPE_FUZZ_CHECK(!broker->host.empty() && broker->port >= 1 && broker->port <= 65535, "a broker has a host and a port");
+    VAPIPE_FUZZ_CHECK(broker->target == "/", "a broker's URL has no path");
+    auto again = vapipe::parse_mqtt_url(broker->origin());
+    VAPIPE_FUZZ_CHECK(again.ok() && again->host == broker->host && again->port == broker->port && again->tls == broker->tls,
+                      "a broker's origin names its host and port again");
+    VAPIPE_FUZZ_CHECK(!vapipe::parse_http_url(text).ok(), "a URL is a broker's or a webhook's, not both");
+  }
   return 0;
 }
