@@ -55,7 +55,7 @@ std::string ms_text(std::chrono::milliseconds ms) {
 }  // namespace
 
 MqttPublisher::MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name)
-    : config_(config), filter_(config) {
+    : QueuedSink(config, "vapipe_mqtt_messages_total"), config_(config) {
   // The config was checked when it loaded: the URL parses.
   url_ = parse_mqtt_url(config_.url).value();
   name_ = "publish.mqtt[" + std::to_string(index) + "] (" + url_.origin() + ")";
@@ -90,55 +90,6 @@ void MqttPublisher::set_retry_delays(std::chrono::milliseconds first, std::chron
   std::lock_guard<std::mutex> lock(mutex_);
   first_retry_delay_ = first;
   longest_retry_delay_ = longest;
-}
-
-bool MqttPublisher::cooled_down(const nlohmann::json& payload) {
-  const bool held = filter_.cooled_down(payload);
-  if (held) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.cooled_down;
-  }
-  return held;
-}
-
-void MqttPublisher::publish(const std::string& bus_topic, std::string payload, const std::atomic<bool>* stop) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (stopping_ || stop_now_) {
-    ++stats_.undelivered;  // after finish(): publish is closing
-    return;
-  }
-  if (config_.queue_policy == QueuePolicy::kBlock) {
-    // Held until the broker has taken enough (or the job is stopped): the job goes at its pace.
-    while (queue_.size() >= config_.max_queued && !stopping_ && !stop_now_ && !(stop && stop->load())) {
-      changed_.wait_for(lock, std::chrono::milliseconds(100));
-    }
-  }
-  if (queue_.size() >= config_.max_queued) {
-    ++stats_.dropped;
-    if (config_.queue_policy == QueuePolicy::kBlock) return;  // the job was stopped while it waited for room
-    queue_.pop_front();
-    if (!drop_logged_) {
-      drop_logged_ = true;
-      VAPIPE_LOG_WARN("{}: {} messages wait for it (max_queued), so the oldest are dropped from now on and counted "
-                      "(vapipe_mqtt_messages_total{{outcome=\"dropped\"}}); last error: {}",
-                      name_, config_.max_queued, stats_.last_error.empty() ? "none" : stats_.last_error);
-    }
-  }
-  queue_.push_back(Item{mqtt_topic(bus_topic), std::move(payload)});
-  lock.unlock();
-  wake();
-}
-
-void MqttPublisher::begin_finish(std::chrono::steady_clock::time_point deadline) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stopping_) {
-      stopping_ = true;
-      finish_by_ = deadline;
-    }
-  }
-  wake();
-  changed_.notify_all();
 }
 
 void MqttPublisher::finish(std::chrono::milliseconds grace) {
@@ -264,7 +215,7 @@ void MqttPublisher::connection_failed(const std::string& why) {
 
 void MqttPublisher::hand_over() {
   for (;;) {
-    Item item;
+    SinkMessage item;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_.empty() || in_flight_ >= kWindow) return;
@@ -273,8 +224,8 @@ void MqttPublisher::hand_over() {
       ++in_flight_;  // before the call: qos 0's acknowledgement (written) may come inside it
     }
     changed_.notify_all();  // room for a blocked publish()
-    const int rc = mosquitto_publish(client_, nullptr, item.topic.c_str(), static_cast<int>(item.payload.size()),
-                                     item.payload.data(), static_cast<int>(config_.qos), config_.retain);
+    const int rc = mosquitto_publish(client_, nullptr, item.topic.c_str(), static_cast<int>(item.body.size()),
+                                     item.body.data(), static_cast<int>(config_.qos), config_.retain);
     if (rc == MOSQ_ERR_SUCCESS) continue;
     if (rc == MOSQ_ERR_NO_CONN && config_.qos > 0) {
       // libmosquitto keeps a qos 1 or 2 message it could not send, and sends it on the next connection.
@@ -286,7 +237,7 @@ void MqttPublisher::hand_over() {
     if (rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET || rc == MOSQ_ERR_MALFORMED_UTF8) {
       ++stats_.refused;  // never deliverable: dropped, the next goes
       VAPIPE_LOG_ERROR("{}: cannot publish the message on {} ({} bytes): {}; it is dropped", name_, item.topic,
-                       item.payload.size(), mosquitto_strerror(rc));
+                       item.body.size(), mosquitto_strerror(rc));
       continue;
     }
     queue_.push_front(std::move(item));  // the connection is gone: it waits for the next

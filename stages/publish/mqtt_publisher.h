@@ -15,10 +15,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,39 +25,32 @@
 #include "pipeline/config.h"
 #include "pipeline/http_url.h"
 #include "pipeline/status.h"
-#include "stages/publish/message_filter.h"
 #include "stages/publish/metrics.h"
+#include "stages/publish/queued_sink.h"
 
 struct mosquitto;
 
 namespace vapipe {
 
-class MqttPublisher {
+class MqttPublisher : public QueuedSink<MqttStats> {
  public:
   // Starts its thread, which connects at once; `index` is its place in publish.mqtt, for log lines;
   // `job_name` makes the default client id.
   MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name);
   // Stops at once: what still waits is counted undelivered (finish() first to give it time).
-  ~MqttPublisher();
-  MqttPublisher(const MqttPublisher&) = delete;
-  MqttPublisher& operator=(const MqttPublisher&) = delete;
+  ~MqttPublisher() override;
 
-  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const {
-    return filter_.wants(topic, payload);
+  // wants(), cooled_down(), begin_finish(), name(): QueuedSink's.
+  // Queues `payload` for the MQTT topic topic_prefix + `bus_topic`, as its queue_policy says
+  // (QueuedSink::push).
+  void publish(const std::string& bus_topic, std::string payload, const std::atomic<bool>* stop = nullptr) {
+    push(SinkMessage{mqtt_topic(bus_topic), std::move(payload), ""}, stop);
   }
-  // See MessageFilter::cooled_down; counted "cooled_down". Publish's thread only.
-  bool cooled_down(const nlohmann::json& payload);
-  // Queues `payload` for the MQTT topic topic_prefix + `bus_topic`. drop_oldest never waits; block
-  // waits for room until `stop` is set (then the message is counted dropped).
-  void publish(const std::string& bus_topic, std::string payload, const std::atomic<bool>* stop = nullptr);
   const std::string& format() const { return config_.format; }
   // Gives what waits until `grace` to be delivered, then says "offline" on the status topic,
   // disconnects, stops the thread and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
-  // finish()'s first half, for several sinks to share one deadline: the thread delivers until then.
-  void begin_finish(std::chrono::steady_clock::time_point deadline);
   MqttStats stats() const;
-  const std::string& name() const { return name_; }
   // The MQTT topic a bus topic is published on.
   std::string mqtt_topic(const std::string& bus_topic) const { return config_.topic_prefix + bus_topic; }
   // Until the broker has accepted a connection (Ok) or a try has failed (why), at most `timeout`:
@@ -77,9 +67,6 @@ class MqttPublisher {
   static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
 
  private:
-  struct Item {
-    std::string topic, payload;
-  };
   enum class Connection { kNone, kConnecting, kConnected };
 
   void run();
@@ -91,12 +78,11 @@ class MqttPublisher {
   static void on_connect(struct mosquitto* client, void* self, int rc);
   static void on_disconnect(struct mosquitto* client, void* self, int rc);
   static void on_publish(struct mosquitto* client, void* self, int mid);
-  void wake();
+  void wake() override;
 
   MqttConfig config_;
-  MessageFilter filter_;  // publish's thread only
   HttpUrl url_;
-  std::string name_, client_id_;
+  std::string client_id_;
   struct mosquitto* client_ = nullptr;  // the thread's
   int wake_fd_ = -1;                    // an eventfd: a message, or a stop
   // The thread's own state.
@@ -107,17 +93,10 @@ class MqttPublisher {
   bool failing_ = false;
   std::chrono::milliseconds retry_delay_{};
   std::set<int> status_mids_;  // "online"/"offline" messages not yet acknowledged: not the job's
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;  // an item, room, a connection or a failure, a stop
-  std::deque<Item> queue_;
+  // Under mutex_ (changed_ also says a connection made or failed):
   int in_flight_ = 0;  // handed to the broker, not yet acknowledged
   uint64_t tries_ = 0;  // connections tried (wait_connected)
-  bool stopping_ = false;
-  bool stop_now_ = false;
-  std::chrono::steady_clock::time_point finish_by_{};
-  MqttStats stats_;
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
-  bool drop_logged_ = false;
   std::thread thread_;  // last: started once the rest is set
 };
 

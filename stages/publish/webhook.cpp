@@ -167,7 +167,8 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
   return {webhook_body(topic, payload_json), "application/json"};
 }
 
-WebhookSender::WebhookSender(const WebhookConfig& config, size_t index) : config_(config), filter_(config) {
+WebhookSender::WebhookSender(const WebhookConfig& config, size_t index)
+    : QueuedSink(config, "vapipe_webhook_messages_total"), config_(config) {
   // The config was checked when it loaded: the URL parses.
   url_ = parse_http_url(config_.url).value();
   name_ = "publish.webhooks[" + std::to_string(index) + "] (" + url_.origin() + ")";
@@ -191,57 +192,6 @@ void WebhookSender::set_retry_delays(std::chrono::milliseconds first, std::chron
   std::lock_guard<std::mutex> lock(mutex_);
   first_retry_delay_ = first;
   longest_retry_delay_ = longest;
-}
-
-bool WebhookSender::cooled_down(const nlohmann::json& payload) {
-  const bool held = filter_.cooled_down(payload);
-  if (held) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.cooled_down;
-  }
-  return held;
-}
-
-void WebhookSender::post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (stopping_ || stop_now_) {
-    ++stats_.undelivered;  // after finish(): publish is closing
-    return;
-  }
-  if (config_.queue_policy == QueuePolicy::kBlock) {
-    // Held until the receiver has taken enough (or the job is stopped): the job goes at its pace.
-    while (queue_.size() >= config_.max_queued && !stopping_ && !stop_now_ && !(stop && stop->load())) {
-      changed_.wait_for(lock, std::chrono::milliseconds(100));
-    }
-  }
-  if (queue_.size() >= config_.max_queued) {
-    if (config_.queue_policy == QueuePolicy::kBlock) {
-      ++stats_.dropped;  // the job was stopped while it waited for room
-      return;
-    }
-    queue_.pop_front();
-    ++stats_.dropped;
-    if (!drop_logged_) {
-      drop_logged_ = true;
-      VAPIPE_LOG_WARN("{}: {} messages wait for it (max_queued), so the oldest are dropped from now on and counted "
-                      "(vapipe_webhook_messages_total{{outcome=\"dropped\"}}); last error: {}",
-                      name_, config_.max_queued, stats_.last_error.empty() ? "none" : stats_.last_error);
-    }
-  }
-  queue_.push_back(Item{topic, std::move(body)});
-  lock.unlock();
-  changed_.notify_all();
-}
-
-void WebhookSender::begin_finish(std::chrono::steady_clock::time_point deadline) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stopping_) {
-      stopping_ = true;
-      finish_by_ = deadline;
-    }
-  }
-  changed_.notify_all();
 }
 
 void WebhookSender::finish(std::chrono::milliseconds grace) {
@@ -309,7 +259,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     own_agent = own_agent || strcasecmp(name.c_str(), "User-Agent") == 0;
   }
   if (!own_agent) headers.emplace("User-Agent", "vapipe");
-  httplib::Result res = client->Post(url_.target, headers, item.body.body, item.body.content_type);
+  httplib::Result res = client->Post(url_.target, headers, item.body, item.content_type);
   Outcome o;
   if (!res) {
     const httplib::Error e = res.error();

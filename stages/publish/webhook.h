@@ -13,11 +13,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -27,8 +24,8 @@
 #include "pipeline/config.h"
 #include "pipeline/http_url.h"
 #include "pipeline/status.h"
-#include "stages/publish/message_filter.h"
 #include "stages/publish/metrics.h"
+#include "stages/publish/queued_sink.h"
 
 namespace httplib {
 class ClientImpl;
@@ -41,27 +38,19 @@ struct WebhookRequestBody {
   std::string body, content_type;
 };
 
-class WebhookSender {
+class WebhookSender : public QueuedSink<WebhookStats> {
  public:
   // Starts its thread; `index` is its place in publish.webhooks, for log lines.
   WebhookSender(const WebhookConfig& config, size_t index);
   // Stops at once: what still waits is counted undelivered (finish() first to give it time).
-  ~WebhookSender();
-  WebhookSender(const WebhookSender&) = delete;
-  WebhookSender& operator=(const WebhookSender&) = delete;
+  ~WebhookSender() override;
 
-  // Whether a message on `topic` goes to this receiver: a topic prefix of its topics, and with labels,
-  // a segment's or result's label among them.
-  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const {
-    return filter_.wants(topic, payload);
+  // wants(), cooled_down(), begin_finish(), name(): QueuedSink's.
+  // Queues a message (`body`: the request body, of `content_type`) as its queue_policy says
+  // (QueuedSink::push).
+  void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr) {
+    push(SinkMessage{topic, std::move(body.body), std::move(body.content_type)}, stop);
   }
-  // cooldown_s: whether a segment message it wants is held back (counted "cooled_down"): a `began`
-  // within cooldown_s of the last `began` sent of its stream and label, and that segment's picture and
-  // end. Called on publish's thread only, in publish order, once per message it wants.
-  bool cooled_down(const nlohmann::json& payload);
-  // Queues a message (`body`: the request body, of `content_type`). drop_oldest never waits; block
-  // waits for room until `stop` is set (then the message is counted dropped).
-  void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr);
   // A message of the json format.
   void post(const std::string& topic, std::string json_body, const std::atomic<bool>* stop = nullptr) {
     post(topic, WebhookRequestBody{std::move(json_body), "application/json"}, stop);
@@ -73,10 +62,7 @@ class WebhookSender {
   // Gives what waits until `grace` to be delivered (tries and back-offs as usual), then stops the thread
   // and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
-  // finish()'s first half, for several webhooks to share one deadline: the thread delivers until then.
-  void begin_finish(std::chrono::steady_clock::time_point deadline);
   WebhookStats stats() const;
-  const std::string& name() const { return name_; }
 
   // Tests: a shorter back-off (the first wait after a failure, and the longest).
   void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest);
@@ -86,10 +72,7 @@ class WebhookSender {
   static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
 
  private:
-  struct Item {
-    std::string topic;
-    WebhookRequestBody body;
-  };
+  using Item = SinkMessage;
   // What one try came to.
   struct Outcome {
     enum Kind { kDelivered, kRetry, kRefused } kind = kRetry;
@@ -105,25 +88,14 @@ class WebhookSender {
   void note_refused(const Item& item, const std::string& error);
 
   WebhookConfig config_;
-  MessageFilter filter_;  // publish's thread only
   HttpUrl url_;
-  std::string name_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;  // an item, room, or a stop
-  std::deque<Item> queue_;
   std::string token_;          // Authorization: Bearer (config_.token, or a newer one)
   bool token_changed_ = false;  // the thread's client still sends the one before
   bool in_flight_ = false;  // the thread holds a message (tried, or waiting to try it again)
-  bool stopping_ = false;   // finish(): deliver until finish_by_, then stop
-  bool stop_now_ = false;
-  std::chrono::steady_clock::time_point finish_by_{};
-  WebhookStats stats_;
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
-  // Log lines kept few: refusals after the first are counted and said at most once a minute; a
-  // dropped message (full queue) is said once per outage.
+  // Log lines kept few: refusals after the first are counted and said at most once a minute.
   std::chrono::steady_clock::time_point refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;
-  bool drop_logged_ = false;
   std::thread thread_;  // last: started once the rest is set
 };
 

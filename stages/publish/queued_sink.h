@@ -1,0 +1,118 @@
+// What publish's own sinks share (publish.webhooks, publish.mqtt): the filter of the messages they
+// take, a bounded queue with its named policy, and a stop with a deadline. Each sink's thread takes
+// from queue_ under mutex_ and delivers in its own way (stages/publish/webhook.h, mqtt_publisher.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/config.h"
+#include "pipeline/logging.h"
+#include "stages/publish/message_filter.h"
+
+namespace vapipe {
+
+// One message on its way: the topic it goes out on (a webhook's X-Vapipe-Topic, an MQTT topic), its
+// body, and the body's content type (webhooks).
+struct SinkMessage {
+  std::string topic, body, content_type;
+};
+
+// `Stats` has the counters dropped, undelivered, cooled_down and the text last_error.
+template <typename Stats>
+class QueuedSink {
+ public:
+  QueuedSink(const QueuedSink&) = delete;
+  QueuedSink& operator=(const QueuedSink&) = delete;
+
+  // Whether a message on `topic` goes to this sink (MessageFilter::wants).
+  bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const {
+    return filter_.wants(topic, payload);
+  }
+  // MessageFilter::cooled_down, counted "cooled_down". Publish's thread only.
+  bool cooled_down(const nlohmann::json& payload) {
+    const bool held = filter_.cooled_down(payload);
+    if (held) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.cooled_down;
+    }
+    return held;
+  }
+  // The stop's first half, for several sinks to share one deadline: the thread delivers until then.
+  void begin_finish(std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stopping_) {
+        stopping_ = true;
+        finish_by_ = deadline;
+      }
+    }
+    wake();
+    changed_.notify_all();
+  }
+  const std::string& name() const { return name_; }
+
+ protected:
+  // `metric`: the counter that counts its dropped messages, for the log line.
+  QueuedSink(const MessageSinkConfig& config, std::string metric)
+      : filter_(config), max_queued_(config.max_queued), policy_(config.queue_policy), metric_(std::move(metric)) {}
+  virtual ~QueuedSink() = default;
+
+  // Queues `message`. drop_oldest never waits (past max_queued the oldest is dropped, counted, and said
+  // once per outage); block waits for room until `stop` is set (then the message is counted dropped).
+  // After the stop began, the message is counted undelivered.
+  void push(SinkMessage message, const std::atomic<bool>* stop) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stopping_ || stop_now_) {
+      ++stats_.undelivered;  // publish is closing
+      return;
+    }
+    if (policy_ == QueuePolicy::kBlock) {
+      // Held until the receiver has taken enough (or the job is stopped): the job goes at its pace.
+      while (queue_.size() >= max_queued_ && !stopping_ && !stop_now_ && !(stop && stop->load())) {
+        changed_.wait_for(lock, std::chrono::milliseconds(100));
+      }
+    }
+    if (queue_.size() >= max_queued_) {
+      ++stats_.dropped;
+      if (policy_ == QueuePolicy::kBlock) return;  // the job was stopped while it waited for room
+      queue_.pop_front();
+      if (!drop_logged_) {
+        drop_logged_ = true;
+        VAPIPE_LOG_WARN("{}: {} messages wait for it (max_queued), so the oldest are dropped from now on and counted "
+                        "({}{{outcome=\"dropped\"}}); last error: {}",
+                        name_, max_queued_, metric_, stats_.last_error.empty() ? "none" : stats_.last_error);
+      }
+    }
+    queue_.push_back(std::move(message));
+    lock.unlock();
+    wake();
+    changed_.notify_all();
+  }
+  // Rings the sink's thread where changed_ does not reach it (MQTT's poll loop).
+  virtual void wake() {}
+
+  MessageFilter filter_;  // publish's thread only
+  std::string name_;      // "publish.webhooks[0] (https://ha.local:8123)"
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;  // a message, room, a stop (and the sink's own news)
+  std::deque<SinkMessage> queue_;
+  Stats stats_;
+  bool stopping_ = false;  // begin_finish(): deliver until finish_by_, then stop
+  bool stop_now_ = false;
+  std::chrono::steady_clock::time_point finish_by_{};
+  bool drop_logged_ = false;  // a full queue's drops said (again once it is reached again)
+
+ private:
+  const size_t max_queued_;
+  const QueuePolicy policy_;
+  const std::string metric_;
+};
+
+}  // namespace vapipe
