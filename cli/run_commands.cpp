@@ -548,6 +548,7 @@ int validate_command(const std::vector<std::string>& all_args) {
                                      : "connects to " + url.origin() + " (nothing was sent)";
     std::printf("    webhook %-12zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
   }
+  size_t unreachable_brokers = 0;
   // Each broker: --open makes an MQTT connection (its user and password, its TLS) and publishes
   // nothing; --send-test publishes a test message and waits for the broker's acknowledgement.
   if (!c.publish.mqtt.empty()) {
@@ -560,16 +561,17 @@ int validate_command(const std::vector<std::string>& all_args) {
     const MqttConfig& m = c.publish.mqtt[i];
     std::string topic;
     const std::string why = send_test ? send_mqtt_test_message(c, i, timeout, &topic) : mqtt_connect_failure(c, i, timeout);
-    unreachable += !why.empty();
+    unreachable_brokers += !why.empty();
     const std::string where = parse_mqtt_url(m.url).value().origin();
     const std::string ok = send_test ? where + " took a test message on " + topic
                                      : "connects to " + where + (m.username.empty() ? "" : " as '" + m.username + "'") +
                                            " (nothing was published)";
     std::printf("    mqtt %-15zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
   }
-  if (failed > 0 || unreachable > 0) {
+  if (failed > 0 || unreachable > 0 || unreachable_brokers > 0) {
     if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);
-    if (unreachable > 0) std::printf("  %zu webhook receiver(s) or MQTT broker(s) could not be reached\n", unreachable);
+    if (unreachable > 0) std::printf("  %zu webhook receiver(s) could not be reached\n", unreachable);
+    if (unreachable_brokers > 0) std::printf("  %zu MQTT broker(s) could not be reached\n", unreachable_brokers);
     return kExitUsage;
   }
   return 0;

@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -37,7 +38,7 @@ class Broker:
         self.conf = os.path.join(workdir, "mosquitto.conf")
         with open(self.conf, "w") as f:
             f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                    "max_queued_messages 1000000\n")
+                    f"max_queued_messages 1000000\nuser {pwd.getpwuid(os.getuid()).pw_name}\n")
         self.up()
 
     def up(self):

@@ -602,7 +602,7 @@ class ArchiveJob(E2ETest):
         self.assertEqual([r["topic"] for r in receiver.received][-1], "job/summary")
         # The broker's subscriber had them too, each payload as on the bus, on vapipe/e2e/<topic>; the
         # status topic said online, then offline; --send-test's message came before the job.
-        received = broker.received()
+        received = broker.wait_for(7)  # the test message, 5 of the job's, and online and offline
         test = [json.loads(p) for t, p in received if t == "vapipe/e2e/events/left"]
         self.assertEqual([e["event"] for e in test], ["test"])
         self.assertEqual([{"topic": t[len("vapipe/e2e/"):], "payload": json.loads(p)} for t, p in received

@@ -10,8 +10,8 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, Run, Subscriber, WebhookReceiver, events_by_stream, free_port,
-                        make_clip, results_by_stream, start_rtsp_camera, write_config)
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, MqttBroker, Run, Subscriber, WebhookReceiver, events_by_stream,
+                        free_port, make_clip, results_by_stream, start_rtsp_camera, write_config)
 
 
 class BadInput(E2ETest):
@@ -114,10 +114,19 @@ class BadInput(E2ETest):
         self.addCleanup(receiver.close)
         webhooks = [{"url": f"http://127.0.0.1:{receiver.port}/api/webhook/x", "topics": ["events/"]},
                     {"url": f"http://127.0.0.1:{closed}/hook", "topics": ["events/"]}]
+        # MQTT brokers: an MQTT connection to each, its password tried, nothing published.
+        broker = MqttBroker(self.dir, user="vapipe", password="right one")
+        self.addCleanup(broker.close)
+        with open(os.path.join(self.dir, "right.password"), "w") as f:
+            f.write("right one\n")
+        with open(os.path.join(self.dir, "wrong.password"), "w") as f:
+            f.write("wrong one\n")
+        mqtt = [{"url": broker.url, "topics": ["events/"], "username": "vapipe", "password_file": "right.password"},
+                {"url": broker.url, "topics": ["events/"], "username": "vapipe", "password_file": "wrong.password"}]
         config, _ = write_config(self.dir, [
             ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
             ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
-            job={"mode": "live"}, publish={"webhooks": webhooks})
+            job={"mode": "live"}, publish={"webhooks": webhooks, "mqtt": mqtt})
         p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
@@ -133,6 +142,12 @@ class BadInput(E2ETest):
         self.assertIn(f"\n    webhook 1            FAILED: cannot connect to 127.0.0.1:{closed}: connection refused", p.stdout)
         self.assertIn("  1 webhook receiver(s) could not be reached", p.stdout)
         self.assertEqual(receiver.received, [])
+        self.assertIn(f"\n    mqtt 0               ok:     connects to {broker.url} as 'vapipe' (nothing was published)\n",
+                      p.stdout)
+        self.assertIn("\n    mqtt 1               FAILED: the broker refused the connection: not authorised\n", p.stdout)
+        self.assertIn("  1 MQTT broker(s) could not be reached", p.stdout)
+        self.assertEqual(broker.received(), [])  # not even a status: validate is not the job
+        self.assertNotIn("right one", p.stdout)
         self.assertEqual(p.stderr, "")
         # --send-test: a `test` event POSTed to each webhook (whatever its topics), and what it answered.
         p = subprocess.run([VAPIPE, "validate", config, "--send-test", "--timeout", "3"], capture_output=True, text=True,
@@ -148,6 +163,10 @@ class BadInput(E2ETest):
         self.assertEqual(test["topic"], "events/door")
         self.assertEqual(test["payload"]["event"], "test")
         self.assertIn("a test message from vapipe validate --send-test", test["payload"]["message"])
+        self.assertIn(f"\n    mqtt 0               ok:     {broker.url} took a test message on vapipe/e2e/events/door\n",
+                      p.stdout)
+        self.assertIn("\n    mqtt 1               FAILED: the broker refused the connection: not authorised\n", p.stdout)
+        self.assertEqual([t for t, _ in broker.wait_for(1)], ["vapipe/e2e/events/door"])
 
     def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
         """`vapipe validate --open --timeout 2 --at-once 1`: a camera whose server accepts connections and

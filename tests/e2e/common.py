@@ -2,6 +2,7 @@
 `vapipe run` process tree, and a subscriber in a separate process."""
 import json
 import os
+import pwd
 import re
 import resource
 import signal
@@ -139,11 +140,21 @@ class MqttBroker:
     """A real MQTT broker (Mosquitto) on a loopback port of its own, and a subscriber of everything on it
     (mosquitto_sub), as Home Assistant or Node-RED would subscribe: received() is [(topic, payload)]."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, user=None, password=None):
+        """With a user: anonymous clients are refused, and so is a wrong password."""
         self.port = free_port()
-        conf = os.path.join(directory, "mosquitto.conf")
+        conf = os.path.join(directory, f"mosquitto-{self.port}.conf")
         with open(conf, "w") as f:
-            f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            # Run as root, Mosquitto drops to its own user before it reads the password file, which this
+            # test's private folder keeps from it: it stays the user it is.
+            f.write(f"listener {self.port} 127.0.0.1\npersistence false\nuser {pwd.getpwuid(os.getuid()).pw_name}\n")
+            if user:
+                passwords = os.path.join(directory, f"mosquitto-{self.port}.passwords")
+                subprocess.run(["mosquitto_passwd", "-b", "-c", passwords, user, password], check=True,
+                               capture_output=True)
+                f.write(f"allow_anonymous false\npassword_file {passwords}\n")
+            else:
+                f.write("allow_anonymous true\n")
         self.broker = subprocess.Popen(["mosquitto", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
         while True:
@@ -154,10 +165,11 @@ class MqttBroker:
                 if time.time() > deadline:
                     raise
                 time.sleep(0.02)
-        self.out = os.path.join(directory, "mqtt-received.txt")
+        self.out = os.path.join(directory, f"mqtt-received-{self.port}.txt")
+        login = ["-u", user, "-P", password] if user else []
         with open(self.out, "w") as out:  # (the child keeps its own copy of the descriptor)
             self.sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(self.port), "-t", "#", "-q",
-                                         "1", "-v"], stdout=out, stderr=subprocess.DEVNULL)
+                                         "1", "-v", *login], stdout=out, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # subscribed before the job starts publishing
 
     @property
@@ -167,6 +179,13 @@ class MqttBroker:
     def received(self):
         with open(self.out) as f:
             return [tuple(line.rstrip("\n").split(" ", 1)) for line in f if line.strip()]
+
+    def wait_for(self, n, timeout=10):
+        """received() once it holds n messages, or after `timeout` s."""
+        deadline = time.time() + timeout
+        while len(self.received()) < n and time.time() < deadline:
+            time.sleep(0.05)
+        return self.received()
 
     def close(self):
         for proc in (self.sub, self.broker):

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <mosquitto.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -41,8 +42,11 @@ class MqttBroker {
                                                      std::to_string(port_));
     std::filesystem::create_directories(dir_);
     std::ofstream conf(dir_ / "mosquitto.conf");
+    // Run as root, Mosquitto drops to its own user before it reads its files: it stays the user it is.
+    const passwd* me = getpwuid(getuid());
     conf << "listener " << port_ << " 127.0.0.1\n"
          << "persistence false\n"
+         << "user " << (me ? me->pw_name : "root") << "\n"
          << "log_dest file " << (dir_ / "broker.log").string() << "\nlog_type all\n"
          << "max_queued_messages 100000\n";
     if (options_.tls) {
