@@ -703,6 +703,23 @@ std::string mqtt_topic_error(const std::string& topic) {
   return "";
 }
 
+}  // namespace
+
+std::string home_assistant_id(const std::string& name) {
+  std::string id;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) && c < 0x80) {
+      id.push_back(static_cast<char>(std::tolower(c)));
+    } else if (!id.empty() && id.back() != '_') {
+      id.push_back('_');
+    }
+  }
+  while (!id.empty() && id.back() == '_') id.pop_back();
+  return id.empty() ? "x" : id;
+}
+
+namespace {
+
 // publish.mqtt: a list of brokers (stages/publish/mqtt_publisher.h).
 std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
                                    const Config& c) {
@@ -771,6 +788,33 @@ std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, c
       require_pem_file(ctx, r.child("key_file"), path + ".key_file", m.key_file, "PRIVATE KEY", "");
     }
     r.uint("keepalive_s", &m.keepalive_s, 5, 65535);
+    r.boolean("home_assistant", &m.home_assistant);
+    r.str("discovery_prefix", &m.discovery_prefix);
+    if (m.discovery_prefix.empty() || !mqtt_topic_error(m.discovery_prefix).empty()) {
+      ctx.fail(r.child("discovery_prefix"), path + ".discovery_prefix",
+               m.discovery_prefix.empty() ? "expected a topic (Home Assistant's is homeassistant)"
+                                          : mqtt_topic_error(m.discovery_prefix));
+    }
+    if (m.home_assistant) {
+      const YAML::Node key = r.child("home_assistant");
+      if (c.publish.segments_min_frames == 0) {
+        ctx.fail(key, path + ".home_assistant",
+                 "follows segments, which need publish.segments_min_frames (N >= 1)");
+      }
+      if (m.labels.empty()) {
+        ctx.fail(key, path + ".home_assistant",
+                 "needs labels: the labels that are each stream's sensors (e.g. [person, truck])");
+      }
+      std::map<std::string, std::string> ids;
+      for (const std::string& label : m.labels) {
+        auto [it, added] = ids.emplace(home_assistant_id(label), label);
+        if (!added && it->second != label) {
+          ctx.fail(r.child("labels"), path + ".labels",
+                   "'" + it->second + "' and '" + label + "' are one sensor id for Home Assistant ('" + it->first +
+                       "'): keep one");
+        }
+      }
+    }
     r.finish();
     brokers.push_back(std::move(m));
   }

@@ -272,7 +272,16 @@ struct MqttConfig : MessageSinkConfig {
   // "online" while connected, "offline" (the broker's last will, or said at the stop), retained, at
   // qos 1: Home Assistant's availability topic. Default topic_prefix + "status"; empty: none.
   std::string status_topic;
+  // Home Assistant: each stream's `labels` are binary sensors, ON while a segment of that label is open
+  // (topic_prefix + "state/<stream>/<label id>", retained), announced through MQTT discovery under
+  // discovery_prefix, one device per stream.
+  bool home_assistant = false;
+  std::string discovery_prefix = "homeassistant";
 };
+
+// A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and
+// '_' ("Fire truck" -> "fire_truck", "cam-1.north" -> "cam_1_north"); "x" when nothing is left.
+std::string home_assistant_id(const std::string& name);
 
 struct PublishConfig {
   std::string endpoint = "tcp://127.0.0.1:5560";

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "pipeline/envelope.h"
+#include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
 #include "pipeline/tcp_reachability.h"
 
@@ -60,6 +61,7 @@ MqttPublisher::MqttPublisher(const MqttConfig& config, size_t index, const std::
   url_ = parse_mqtt_url(config_.url).value();
   name_ = "publish.mqtt[" + std::to_string(index) + "] (" + url_.origin() + ")";
   client_id_ = config_.client_id.empty() ? default_client_id(job_name, index) : config_.client_id;
+  job_name_ = job_name;
   stats_.name = name_;
   stats_.index = index;
   stats_.broker = url_.origin();
@@ -132,14 +134,9 @@ void MqttPublisher::on_connect(struct mosquitto*, void* self_pointer, int rc) {
     return;
   }
   self->connection_ = Connection::kConnected;
-  if (!self->config_.status_topic.empty()) {
-    // Queued inside the callback; written by the loop's next write.
-    int mid = 0;
-    if (mosquitto_publish(self->client_, &mid, self->config_.status_topic.c_str(), 6, "online", 1, true) ==
-        MOSQ_ERR_SUCCESS) {
-      self->status_mids_.insert(mid);
-    }
-  }
+  // Queued inside the callback; written by the loop's next write.
+  if (!self->config_.status_topic.empty()) self->publish_own(self->config_.status_topic, "online");
+  self->resend_home_assistant_ = self->config_.home_assistant;
   std::unique_lock<std::mutex> lock(self->mutex_);
   self->retry_delay_ = self->first_retry_delay_;
   ++self->stats_.connections;
@@ -168,7 +165,7 @@ void MqttPublisher::on_disconnect(struct mosquitto*, void* self_pointer, int rc)
 
 void MqttPublisher::on_publish(struct mosquitto*, void* self_pointer, int mid) {
   auto* self = static_cast<MqttPublisher*>(self_pointer);
-  if (self->status_mids_.erase(mid) > 0) return;  // "online" / "offline": not one of the job's messages
+  if (self->own_mids_.erase(mid) > 0) return;  // status, announcements, states: not the job's messages
   {
     std::lock_guard<std::mutex> lock(self->mutex_);
     if (self->in_flight_ > 0) --self->in_flight_;
@@ -244,6 +241,90 @@ void MqttPublisher::hand_over() {
     lock.unlock();
     if (connection_ != Connection::kNone) connection_failed(describe(rc));
     return;
+  }
+}
+
+void MqttPublisher::publish_own(const std::string& topic, const std::string& payload) {
+  int mid = 0;
+  if (mosquitto_publish(client_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), 1, true) ==
+      MOSQ_ERR_SUCCESS) {
+    own_mids_.insert(mid);
+  }
+}
+
+void MqttPublisher::follow_for_home_assistant(const nlohmann::json& payload) {
+  if (!config_.home_assistant) return;
+  const std::string stream = text_field(payload, "stream_id");
+  if (stream.empty()) return;  // the job summary
+  bool news = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ha_streams_.insert(stream).second) {
+      ha_unannounced_.insert(stream);
+      for (const std::string& label : config_.labels) ha_on_[{stream, home_assistant_id(label)}] = false;
+      news = true;
+    }
+    const std::string event = text_field(payload, "event");
+    if (text_field(payload, "schema") == "vapipe.segment" && (event == "began" || event == "ended")) {
+      const std::string label = text_field(payload, "label");
+      if (std::find(config_.labels.begin(), config_.labels.end(), label) != config_.labels.end()) {
+        const auto sensor = std::make_pair(stream, home_assistant_id(label));
+        const bool on = event == "began";
+        if (ha_on_[sensor] != on) {
+          ha_on_[sensor] = on;
+          ha_changes_.emplace_back(sensor, on);
+          if (ha_changes_.size() > kMaxStateChanges) ha_changes_.pop_front();  // (a long outage)
+          news = true;
+        }
+      }
+    }
+  }
+  if (news) wake();
+}
+
+void MqttPublisher::publish_home_assistant(bool everything) {
+  std::vector<std::string> announce;
+  std::vector<std::pair<std::pair<std::string, std::string>, bool>> states;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A new stream's sensors start OFF; its changes since it was seen follow, in order.
+    const std::set<std::string>& fresh = everything ? ha_streams_ : ha_unannounced_;
+    announce.assign(fresh.begin(), fresh.end());
+    if (everything) {
+      for (const auto& [sensor, on] : ha_on_) states.emplace_back(sensor, on);
+    } else {
+      for (const std::string& stream : ha_unannounced_) {
+        for (const std::string& label : config_.labels) states.emplace_back(std::make_pair(stream, home_assistant_id(label)), false);
+      }
+      states.insert(states.end(), ha_changes_.begin(), ha_changes_.end());
+    }
+    ha_unannounced_.clear();
+    ha_changes_.clear();
+  }
+  const std::string job = home_assistant_id(job_name_);
+  for (const std::string& stream : announce) {
+    const std::string device = "vapipe_" + job + "_" + home_assistant_id(stream);
+    for (const std::string& label : config_.labels) {
+      const std::string id = home_assistant_id(label);
+      nlohmann::json sensor{
+          {"name", label},
+          {"unique_id", device + "_" + id},
+          {"object_id", "vapipe_" + home_assistant_id(stream) + "_" + id},
+          {"state_topic", config_.topic_prefix + "state/" + stream + "/" + id},
+          {"payload_on", "ON"},
+          {"payload_off", "OFF"},
+          {"device", {{"identifiers", {device}}, {"name", stream}, {"manufacturer", "vapipe"},
+                      {"model", "job " + job_name_}}}};
+      if (!config_.status_topic.empty()) {
+        sensor["availability_topic"] = config_.status_topic;
+        sensor["payload_available"] = "online";
+        sensor["payload_not_available"] = "offline";
+      }
+      publish_own(config_.discovery_prefix + "/binary_sensor/" + device + "/" + id + "/config", sensor.dump());
+    }
+  }
+  for (const auto& [sensor, on] : states) {
+    publish_own(config_.topic_prefix + "state/" + sensor.first + "/" + sensor.second, on ? "ON" : "OFF");
   }
 }
 
@@ -323,6 +404,10 @@ void MqttPublisher::run() {
       mosquitto_disconnect(client_);
       connection_failed("the broker did not answer the connection (no CONNACK) within " + ms_text(timeout));
     }
+    if (connection_ == Connection::kConnected && config_.home_assistant) {
+      publish_home_assistant(resend_home_assistant_);
+      resend_home_assistant_ = false;
+    }
     if (connection_ == Connection::kConnected) hand_over();
 
     // Wait for the broker's side, a message of ours, or the next thing due.
@@ -361,12 +446,12 @@ void MqttPublisher::run() {
   }
   if (client_) {
     if (connection_ == Connection::kConnected) {
-      // Said before leaving (a clean disconnect does not send the will): Home Assistant shows the
-      // entities unavailable. Up to 1 s for it to go.
-      int mid = 0;
-      if (!config_.status_topic.empty() &&
-          mosquitto_publish(client_, &mid, config_.status_topic.c_str(), 7, "offline", 1, true) == MOSQ_ERR_SUCCESS) {
-        status_mids_.insert(mid);
+      // The sensors' last states (the streams' ends), then "offline" on the status topic (a clean
+      // disconnect does not send the will): Home Assistant shows the entities unavailable. Up to 1 s
+      // for them to go.
+      if (config_.home_assistant) publish_home_assistant(resend_home_assistant_);
+      if (!config_.status_topic.empty() || config_.home_assistant) {
+        if (!config_.status_topic.empty()) publish_own(config_.status_topic, "offline");
         const auto until = Clock::now() + std::chrono::seconds(1);
         while (Clock::now() < until && mosquitto_want_write(client_)) {
           pollfd p{mosquitto_socket(client_), POLLOUT, 0};

@@ -16,7 +16,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <set>
+#include <utility>
 #include <string>
 #include <thread>
 
@@ -51,6 +54,14 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // disconnects, stops the thread and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
   MqttStats stats() const;
+  // home_assistant: follows each stream's segments of its labels as binary sensors, ON from `began` to
+  // `ended` (topic_prefix + "state/<stream>/<label id>", retained), announcing a stream's sensors
+  // through Home Assistant's MQTT discovery once it is seen (its first message). Only the latest state
+  // matters across an outage: each change is published in order while connected (a short segment's ON
+  // then OFF both reach Home Assistant's automations), and on each connection every sensor's
+  // announcement and state in force again (a broker that restarted has lost its retained messages).
+  // Publish's thread, every message published.
+  void follow_for_home_assistant(const nlohmann::json& payload);
   // The MQTT topic a bus topic is published on.
   std::string mqtt_topic(const std::string& bus_topic) const { return config_.topic_prefix + bus_topic; }
   // Until the broker has accepted a connection (Ok) or a try has failed (why), at most `timeout`:
@@ -74,6 +85,12 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   void connection_failed(const std::string& why);
   // On the thread, connected: hands the broker what waits, up to kWindow unacknowledged.
   void hand_over();
+  // On the thread, connected: publishes Home Assistant's announcements and states that are new or
+  // changed, or (`everything`: a new connection) all of them.
+  void publish_home_assistant(bool everything);
+  // On the thread: publishes one of vapipe's own messages (status, announcement, state: retained, qos
+  // 1), not counted among the job's.
+  void publish_own(const std::string& topic, const std::string& payload);
   // libmosquitto's callbacks, on the thread (inside its loop calls).
   static void on_connect(struct mosquitto* client, void* self, int rc);
   static void on_disconnect(struct mosquitto* client, void* self, int rc);
@@ -82,7 +99,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
 
   MqttConfig config_;
   HttpUrl url_;
-  std::string client_id_;
+  std::string client_id_, job_name_;
   struct mosquitto* client_ = nullptr;  // the thread's
   int wake_fd_ = -1;                    // an eventfd: a message, or a stop
   // The thread's own state.
@@ -92,7 +109,15 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::chrono::steady_clock::time_point failure_logged_at_{};
   bool failing_ = false;
   std::chrono::milliseconds retry_delay_{};
-  std::set<int> status_mids_;  // "online"/"offline" messages not yet acknowledged: not the job's
+  std::set<int> own_mids_;  // vapipe's own messages not yet acknowledged: not counted as the job's
+  bool resend_home_assistant_ = false;  // a new connection: every announcement and state again
+  // home_assistant, under mutex_: the streams seen and those not yet announced; each (stream, label
+  // id) sensor's state, and its changes not yet published, in order (at most kMaxStateChanges: a new
+  // connection publishes the states in force instead).
+  std::set<std::string> ha_streams_, ha_unannounced_;
+  std::map<std::pair<std::string, std::string>, bool> ha_on_;
+  std::deque<std::pair<std::pair<std::string, std::string>, bool>> ha_changes_;
+  static constexpr size_t kMaxStateChanges = 10000;
   // Under mutex_ (changed_ also says a connection made or failed):
   int in_flight_ = 0;  // handed to the broker, not yet acknowledged
   uint64_t tries_ = 0;  // connections tried (wait_connected)

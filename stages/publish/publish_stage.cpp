@@ -601,6 +601,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   // MQTT brokers likewise: the payload as on the bus (json), or the line a person reads (text).
   std::optional<std::string> line;
   for (const auto& broker : mqtt_) {
+    broker->follow_for_home_assistant(payload);  // (home_assistant: the sensors' states, whatever its topics)
     if (!broker->wants(topic, payload) || broker->cooled_down(payload)) continue;
     if (broker->format() == "text" && !line) line = webhook_text(topic, payload);
     broker->publish(topic, broker->format() == "text" ? *line : text, stop_requested_);

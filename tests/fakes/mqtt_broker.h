@@ -4,6 +4,7 @@
 // would get from the broker.
 #pragma once
 
+#include <fcntl.h>
 #include <mosquitto.h>
 #include <pwd.h>
 #include <signal.h>
@@ -79,7 +80,14 @@ class MqttBroker {
   bool start() {
     const std::string conf = (dir_ / "mosquitto.conf").string();
     const char* argv[] = {"mosquitto", "-c", conf.c_str(), nullptr};
-    if (posix_spawnp(&pid_, "mosquitto", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
+    // Its own words go to its log file; what it says before reading its config (a warning when run as
+    // root) goes nowhere.
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawnp(&pid_, "mosquitto", &quiet, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&quiet);
     for (int i = 0; i < 500 && pid_ > 0; ++i) {
       if (tcp_connect_failure("mqtt://127.0.0.1:" + std::to_string(port_), std::chrono::milliseconds(100)).empty()) {
         return true;

@@ -708,6 +708,8 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       key_file: client.key
       topics: [events/, segments/]
       labels: [person]
+      home_assistant: true
+      discovery_prefix: ha
       topic_prefix: site-3/cameras/
       status_topic: site-3/vapipe
       qos: 2
@@ -730,6 +732,8 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_TRUE(plain.username.empty());
   EXPECT_EQ(plain.keepalive_s, 30u);
   EXPECT_EQ(plain.format, "json");
+  EXPECT_FALSE(plain.home_assistant);
+  EXPECT_EQ(plain.discovery_prefix, "homeassistant");
   EXPECT_EQ(plain.line, 7);
   const MqttConfig& iot = c->publish.mqtt[1];
   EXPECT_EQ(iot.username, "vapipe");
@@ -744,6 +748,8 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_EQ(iot.keepalive_s, 10u);
   EXPECT_EQ(iot.format, "text");
   EXPECT_EQ(iot.labels, std::vector<std::string>{"person"});
+  EXPECT_TRUE(iot.home_assistant);
+  EXPECT_EQ(iot.discovery_prefix, "ha");
   EXPECT_EQ(iot.max_queued, 100u);
   EXPECT_EQ(iot.queue_policy, QueuePolicy::kBlock);
   auto quiet = load_config_string(head + "publish:\n  segments_min_frames: 5\n  mqtt: [{url: 'mqtt://b', status_topic: ''}]\n",
@@ -775,6 +781,11 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: mqtt://b\n      keepalive_s: 2\n", "publish.mqtt[0].keepalive_s: expected an integer from 5"},
       ConfigErrorCase{segments + "    - url: mqtt://b\n      qso: 1\n", "publish.mqtt[0].qso"},
       ConfigErrorCase{"publish:\n  mqtt: {url: mqtt://b}\n", "job.yaml:5: publish.mqtt: expected a list of brokers"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      home_assistant: true\n",
+          "publish.mqtt[0].home_assistant: needs labels"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      home_assistant: true\n      labels: [Fire truck, fire-truck]\n",
+          "publish.mqtt[0].labels: 'Fire truck' and 'fire-truck' are one sensor id for Home Assistant ('fire_truck')"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      discovery_prefix: 'ha/#'\n", "publish.mqtt[0].discovery_prefix:"},
       ConfigErrorCase{"publish:\n  mqtt: [{url: mqtt://b}]\n", "publish.mqtt[0].topics: not given, so segments/"},
       });
   // The password never appears in an error.

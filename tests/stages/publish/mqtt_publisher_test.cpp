@@ -223,5 +223,82 @@ TEST(MqttPublisher, QosZeroDelivers) {
   EXPECT_TRUE(sub.on("vapipe/test/status").empty());
 }
 
+// home_assistant: each stream's labels are binary sensors, announced through MQTT discovery when the
+// stream is first seen, ON from a segment's `began` to its `ended`; on a new connection (a broker that
+// restarted and lost its retained messages) every announcement and state is published again.
+TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
+  auto broker = std::make_unique<MqttBroker>();
+  const int port = broker->port();
+  auto sub = std::make_unique<MqttSubscriber>(*broker);
+  MqttConfig c = broker_at(broker->url());
+  c.home_assistant = true;
+  c.labels = {"truck", "Fire truck"};
+  MqttPublisher publisher(c, 0, "test");
+  publisher.set_retry_delays(300ms, 300ms);
+  auto segment = [](const std::string& event, const std::string& label) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "gate.north"}, {"event", event}, {"label", label}};
+  };
+  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate.north"}, {"event", "started"}});
+  const std::string discovery = "homeassistant/binary_sensor/vapipe_test_gate_north/";
+  const std::string truck = "vapipe/test/state/gate.north/truck", fire = "vapipe/test/state/gate.north/fire_truck";
+  ASSERT_TRUE(sub->wait_for(1, discovery + "fire_truck/config"));
+  ASSERT_TRUE(sub->wait_for(1, truck));
+  const auto announced = sub->on(discovery + "truck/config");
+  ASSERT_EQ(announced.size(), 1u);
+  const auto config = nlohmann::json::parse(announced[0].payload);
+  EXPECT_EQ(config["name"], "truck");
+  EXPECT_EQ(config["unique_id"], "vapipe_test_gate_north_truck");
+  EXPECT_EQ(config["state_topic"], truck);
+  EXPECT_EQ(config["availability_topic"], "vapipe/test/status");
+  EXPECT_EQ(config["device"]["identifiers"][0], "vapipe_test_gate_north");
+  EXPECT_EQ(config["device"]["name"], "gate.north");
+  EXPECT_EQ(nlohmann::json::parse(sub->on(discovery + "fire_truck/config")[0].payload)["name"], "Fire truck");
+  EXPECT_EQ(sub->on(truck)[0].payload, "OFF");
+  publisher.follow_for_home_assistant(segment("began", "truck"));
+  publisher.follow_for_home_assistant(segment("began", "car"));  // not one of its labels
+  ASSERT_TRUE(sub->wait_for(2, truck));
+  EXPECT_EQ(sub->on(truck)[1].payload, "ON");
+  publisher.follow_for_home_assistant(segment("ended", "truck"));
+  publisher.follow_for_home_assistant(segment("began", "Fire truck"));
+  ASSERT_TRUE(sub->wait_for(3, truck));
+  ASSERT_TRUE(sub->wait_for(2, fire));
+  EXPECT_EQ(sub->on(truck)[2].payload, "OFF");
+  EXPECT_EQ(sub->on(fire)[1].payload, "ON");
+  EXPECT_EQ(publisher.stats().delivered, 0u);  // none of them is one of the job's messages
+
+  // The broker restarts empty: the announcements and the states in force are published again.
+  sub.reset();
+  broker->kill(SIGKILL);
+  broker.reset();
+  MqttBroker again({}, port);
+  MqttSubscriber fresh(again);
+  ASSERT_TRUE(fresh.wait_for(1, fire, 10s));
+  EXPECT_EQ(fresh.on(fire).back().payload, "ON");
+  ASSERT_TRUE(fresh.wait_for(1, truck));
+  EXPECT_EQ(fresh.on(truck).back().payload, "OFF");
+  EXPECT_EQ(fresh.on(discovery + "truck/config").size(), 1u);
+  // Retained: Home Assistant started later learns the sensors and their states from the broker.
+  MqttSubscriber late(again, "#");
+  ASSERT_TRUE(late.wait_for(1, fire));
+  EXPECT_TRUE(late.on(fire)[0].retained);
+  EXPECT_EQ(late.on(fire)[0].payload, "ON");
+  ASSERT_TRUE(late.wait_for(1, discovery + "truck/config"));
+  EXPECT_TRUE(late.on(discovery + "truck/config")[0].retained);
+  // At the stop: the last states, then offline.
+  publisher.follow_for_home_assistant(segment("ended", "Fire truck"));
+  publisher.finish(2s);
+  ASSERT_TRUE(fresh.wait_for(2, "vapipe/test/status"));  // online, offline
+  EXPECT_EQ(fresh.on("vapipe/test/status").back().payload, "offline");
+  EXPECT_TRUE(eventually([&] { return fresh.on(fire).back().payload == "OFF"; }));
+}
+
+TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
+  EXPECT_EQ(home_assistant_id("Fire truck"), "fire_truck");
+  EXPECT_EQ(home_assistant_id("cam-1.north"), "cam_1_north");
+  EXPECT_EQ(home_assistant_id("tench, Tinca tinca"), "tench_tinca_tinca");
+  EXPECT_EQ(home_assistant_id("__"), "x");
+  EXPECT_EQ(home_assistant_id("Straße"), "stra_e");
+}
+
 }  // namespace
 }  // namespace vapipe

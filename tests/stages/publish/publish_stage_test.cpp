@@ -1206,8 +1206,14 @@ TEST_F(PublishStageTest, AnMqttBrokerReceivesTheSegmentMessagesAsTheBusHasThem) 
   text.status_topic.clear();
   text.format = "text";
   text.labels = {"bus"};
+  text.home_assistant = true;  // bus: a binary sensor of each stream
   config_.publish.mqtt = {json, text};
   open();
+  // Connected before the first result, as a job's brokers are while its model loads: a sensor's
+  // changes then go out one by one (before a connection, only the state in force does).
+  for (int i = 0; i < 500 && !(stage_->metrics().mqtt[0].connected && stage_->metrics().mqtt[1].connected); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   uint64_t seq = 0;
   send_top1(&seq, "car", 0.9, 3);
   send_top1(&seq, "bus", 0.9, 3);
@@ -1234,6 +1240,11 @@ TEST_F(PublishStageTest, AnMqttBrokerReceivesTheSegmentMessagesAsTheBusHasThem) 
   ASSERT_TRUE(subscriber.wait_for(2, "vapipe/gate-job/status"));
   EXPECT_EQ(subscriber.on("vapipe/gate-job/status").back().payload, "offline");
   EXPECT_TRUE(subscriber.on("alerts/status").empty());
+  // home_assistant: s0 announced at its first message, its bus sensor OFF, ON while bus's segment was open.
+  ASSERT_TRUE(subscriber.wait_for(1, "homeassistant/binary_sensor/vapipe_gate_job_s0/bus/config"));
+  std::vector<std::string> states;
+  for (const auto& m : subscriber.on("alerts/state/s0/bus")) states.push_back(m.payload);
+  EXPECT_EQ(states, (std::vector<std::string>{"OFF", "ON", "OFF"}));
   const JobMetrics m = stage_->metrics();
   EXPECT_EQ(m.mqtt[0].delivered, 4u);  // the status messages are not counted
   EXPECT_EQ(m.mqtt[1].delivered, 2u);
