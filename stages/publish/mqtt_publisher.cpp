@@ -244,6 +244,12 @@ void MqttPublisher::hand_over() {
   }
 }
 
+void MqttPublisher::set_password(std::string password) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  new_password_ = std::move(password);
+  password_changed_ = true;
+}
+
 void MqttPublisher::publish_own(const std::string& topic, const std::string& payload) {
   int mid = 0;
   if (mosquitto_publish(client_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), 1, true) ==
@@ -388,6 +394,14 @@ void MqttPublisher::run() {
       // A TCP connection of our own first: libmosquitto's connect blocks as long as the kernel lets it
       // (two minutes to a host that does not answer), and a stop would wait for it.
       std::string why = tcp_connect_failure(url_.origin(), timeout);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (password_changed_) {  // a rotated password_file
+          config_.password = std::move(new_password_);
+          password_changed_ = false;
+          mosquitto_username_pw_set(client_, config_.username.c_str(), config_.password.c_str());
+        }
+      }
       if (why.empty()) {
         const int rc = mosquitto_connect(client_, url_.host.c_str(), url_.port, static_cast<int>(config_.keepalive_s));
         if (rc == MOSQ_ERR_SUCCESS) {

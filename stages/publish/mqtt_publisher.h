@@ -62,6 +62,8 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // announcement and state in force again (a broker that restarted has lost its retained messages).
   // Publish's thread, every message published.
   void follow_for_home_assistant(const nlohmann::json& payload);
+  // A new password (its password_file rewritten while the job runs): the next connection uses it.
+  void set_password(std::string password);
   // The MQTT topic a bus topic is published on.
   std::string mqtt_topic(const std::string& bus_topic) const { return config_.topic_prefix + bus_topic; }
   // Until the broker has accepted a connection (Ok) or a try has failed (why), at most `timeout`:
@@ -119,6 +121,8 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::deque<std::pair<std::pair<std::string, std::string>, bool>> ha_changes_;
   static constexpr size_t kMaxStateChanges = 10000;
   // Under mutex_ (changed_ also says a connection made or failed):
+  std::string new_password_;  // set_password(): for the next connection
+  bool password_changed_ = false;
   int in_flight_ = 0;  // handed to the broker, not yet acknowledged
   uint64_t tries_ = 0;  // connections tried (wait_connected)
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;

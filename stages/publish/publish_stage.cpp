@@ -152,9 +152,8 @@ Status PublishStage::open(const StageContext& ctx) {
     VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting)", webhooks_.back()->name(),
                     topics, queue_policy_name(ctx.config.publish.webhooks[i].queue_policy),
                     ctx.config.publish.webhooks[i].max_queued);
-    webhook_tokens_ = webhook_tokens_ || !ctx.config.publish.webhooks[i].token_file.empty();
+    sink_secrets_ = sink_secrets_ || !ctx.config.publish.webhooks[i].token_file.empty();
   }
-  if (webhook_tokens_) check_webhook_tokens();  // their files as the config read them
   for (size_t i = 0; i < ctx.config.publish.mqtt.size(); ++i) {
     const MqttConfig& broker = ctx.config.publish.mqtt[i];
     mqtt_.push_back(std::make_unique<MqttPublisher>(broker, i, ctx.config.job.name));
@@ -162,7 +161,9 @@ Status PublishStage::open(const StageContext& ctx) {
     for (const std::string& t : broker.topics) topics += (topics.empty() ? "" : ", ") + t;
     VAPIPE_LOG_INFO("publish: {} takes the messages on {} as {}<topic> ({}, at most {} waiting)", mqtt_.back()->name(),
                     topics, broker.topic_prefix, queue_policy_name(broker.queue_policy), broker.max_queued);
+    sink_secrets_ = sink_secrets_ || !broker.password_file.empty();
   }
+  if (sink_secrets_) check_sink_secrets();  // their files as the config read them
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -360,17 +361,21 @@ void PublishStage::check_metrics_token() {
   VAPIPE_LOG_INFO("publish: the metrics token from {} changed: requests need the new one from now on", path);
 }
 
-void PublishStage::check_webhook_tokens() {
-  next_webhook_tokens_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  webhook_token_identities_.resize(webhooks_.size());
+void PublishStage::check_sink_secrets() {
+  next_sink_secrets_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size());
+  // Whether the file at `path` (slot i of the identities) was rewritten since it was last looked at.
+  auto rewritten = [&](size_t i, const std::string& path) {
+    if (path.empty()) return false;
+    const std::string identity = file_identity(path);
+    if (identity == sink_secret_identities_[i]) return false;
+    const bool first = !sink_secret_identities_[i].has_value();
+    sink_secret_identities_[i] = identity;
+    return !first;  // (the first look: the secret the config was loaded with)
+  };
   for (size_t i = 0; i < webhooks_.size(); ++i) {
     const std::string& path = config_->publish.webhooks[i].token_file;
-    if (path.empty()) continue;
-    const std::string identity = file_identity(path);
-    if (identity == webhook_token_identities_[i]) continue;
-    const bool first = !webhook_token_identities_[i].has_value();
-    webhook_token_identities_[i] = identity;
-    if (first) continue;  // the token the config was loaded with
+    if (!rewritten(i, path)) continue;
     auto token = read_webhook_token_file(path);
     if (!token.ok()) {
       VAPIPE_LOG_ERROR("publish: {}: {}; the token in force stays", webhooks_[i]->name(), token.status().message());
@@ -379,6 +384,18 @@ void PublishStage::check_webhook_tokens() {
     webhooks_[i]->set_token(*token);
     VAPIPE_LOG_INFO("publish: {}: the token in {} changed: requests carry the new one from now on",
                     webhooks_[i]->name(), path);
+  }
+  for (size_t i = 0; i < mqtt_.size(); ++i) {
+    const std::string& path = config_->publish.mqtt[i].password_file;
+    if (!rewritten(webhooks_.size() + i, path)) continue;
+    auto password = read_password_file(path);
+    if (!password.ok()) {
+      VAPIPE_LOG_ERROR("publish: {}: {}; the password in force stays", mqtt_[i]->name(), password.status().message());
+      continue;
+    }
+    mqtt_[i]->set_password(*password);
+    VAPIPE_LOG_INFO("publish: {}: the password in {} changed: the next connection uses the new one",
+                    mqtt_[i]->name(), path);
   }
 }
 
@@ -443,7 +460,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
   }
-  if (webhook_tokens_ && std::chrono::steady_clock::now() >= next_webhook_tokens_check_) check_webhook_tokens();
+  if (sink_secrets_ && std::chrono::steady_clock::now() >= next_sink_secrets_check_) check_sink_secrets();
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
     // Kept days are a retention rule (camera pictures of people): older ones go on time, whether or not
@@ -460,7 +477,7 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (config_ && !config_->publish.curve_authorized_keys.empty()) {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
-  if (webhook_tokens_) next = next ? std::min(*next, next_webhook_tokens_check_) : next_webhook_tokens_check_;
+  if (sink_secrets_) next = next ? std::min(*next, next_sink_secrets_check_) : next_sink_secrets_check_;
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {

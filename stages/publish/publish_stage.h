@@ -284,11 +284,12 @@ class PublishStage final : public Stage {
   void check_authorized_keys();
   std::optional<std::string> authorized_keys_identity_;  // pipeline/file_identity.h
   void check_metrics_token();
-  // publish.webhooks[].token_file, looked at every 2 s: a rewritten one's token from the next request on.
-  void check_webhook_tokens();
-  std::vector<std::optional<std::string>> webhook_token_identities_;  // by webhook
-  SteadyTime next_webhook_tokens_check_{};
-  bool webhook_tokens_ = false;  // some webhook has a token_file
+  // publish.webhooks[].token_file and publish.mqtt[].password_file, looked at every 2 s: a rewritten
+  // one's token from the next request on, its password from the next connection on.
+  void check_sink_secrets();
+  std::vector<std::optional<std::string>> sink_secret_identities_;  // by webhook, then by broker
+  SteadyTime next_sink_secrets_check_{};
+  bool sink_secrets_ = false;  // some webhook has a token_file, or some broker a password_file
   std::optional<std::string> metrics_token_identity_;
   SteadyTime next_keys_check_{};
 };

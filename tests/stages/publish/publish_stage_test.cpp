@@ -1062,6 +1062,34 @@ TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
   std::filesystem::remove(path);
 }
 
+// An MQTT password_file rewritten while the job runs (a rotated secret): the next connection uses the
+// new password, so a broker that refused the old one takes the new one without a restart.
+TEST_F(PublishStageTest, ARotatedMqttPasswordTakesEffectWithoutARestart) {
+  testing::MqttBroker broker({"vapipe", "new secret"});
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-mqtt-password-" + std::to_string(getpid()));
+  std::ofstream(path) << "old secret\n";
+  MqttConfig c;
+  c.url = broker.url();
+  c.topics = {"events/"};
+  c.username = "vapipe";
+  c.password_file = path.string();
+  c.password = "old secret";  // as the config loader read it
+  config_.publish.mqtt = {c};
+  open();
+  stage_->mqtt()[0]->set_retry_delays(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+  auto refused = [&] { return stage_->mqtt()[0]->stats().last_error.find("not authorised") != std::string::npos; };
+  for (int i = 0; i < 300 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(refused()) << stage_->mqtt()[0]->stats().last_error;
+  std::ofstream(path) << "new secret\n";
+  std::this_thread::sleep_until(*stage_->next_deadline());  // the file is looked at every 2 s
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  for (int i = 0; i < 500 && !stage_->mqtt()[0]->stats().connected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(stage_->mqtt()[0]->stats().connected) << stage_->mqtt()[0]->stats().last_error;
+  std::filesystem::remove(path);
+}
+
 // The summary says what each stream was mostly about: its commonest top-1 labels, most first (ties in
 // label order), with their share of the classified frames; error results are not counted.
 TEST_F(PublishStageTest, TheSummaryRanksEachStreamsTopLabels) {
