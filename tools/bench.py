@@ -19,6 +19,48 @@ def free_port():
         return s.getsockname()[1]
 
 
+def percentile(values, q):
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def live_sink_job(workdir, name, streams, publish):
+    """A live job of `streams` test:// streams (320x240, 30 fps) on the shipped CNN, with a results file
+    and `publish` (a sink's keys): (config path, results file path). For tools/webhook-bench.py and
+    tools/mqtt-bench.py."""
+    results_path = os.path.join(workdir, "results.jsonl")
+    cfg = {"job": {"name": name, "mode": "live"},
+           "streams": [{"id": f"s{i}", "uri": "test://ball?frames=0&width=320&height=240&fps=30&live=true"}
+                       for i in range(streams)],
+           "batch": {"max_batch_size": 16, "max_delay_ms": 20},
+           "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
+                     "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
+           "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}", "jsonl_path": results_path, **publish}}
+    path = os.path.join(workdir, "job.yaml")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path, results_path
+
+
+def run_with_outage(vapipe, config, seconds, outage, down, up):
+    """Runs the job for `seconds`, with down() and up() a third and two thirds in when `outage`; stops it
+    with SIGINT and returns its stderr."""
+    import signal
+    proc = subprocess.Popen([vapipe, "run", config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if outage:
+        time.sleep(seconds / 3)
+        down()
+        time.sleep(seconds / 3)
+        up()
+        time.sleep(seconds / 3)
+    else:
+        time.sleep(seconds)
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=120)[1]
+
+
 def make_clips(out, count, frames):
     os.makedirs(out, exist_ok=True)
     paths = []

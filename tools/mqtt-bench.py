@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import free_port  # noqa: E402
+from bench import free_port, live_sink_job, percentile, run_with_outage  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VAPIPE = os.path.join(ROOT, "build", "cli", "vapipe")
@@ -72,40 +72,13 @@ class Broker:
         return got
 
 
-def percentile(values, q):
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
-
-
 def run(k, seconds, outage, qos):
     with tempfile.TemporaryDirectory(prefix="vapipe-mqtt-") as workdir:
         broker = Broker(workdir)
-        results_path = os.path.join(workdir, "results.jsonl")
-        cfg = {"job": {"name": "mqtt-bench", "mode": "live"},
-               "streams": [{"id": f"s{i}", "uri": "test://ball?frames=0&width=320&height=240&fps=30&live=true"}
-                           for i in range(k)],
-               "batch": {"max_batch_size": 16, "max_delay_ms": 20},
-               "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
-                         "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
-               "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}", "jsonl_path": results_path,
-                           "mqtt": [{"url": f"mqtt://127.0.0.1:{broker.port}", "topics": ["results/"], "qos": qos,
-                                     "status_topic": ""}]}}
-        path = os.path.join(workdir, "job.yaml")
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        proc = subprocess.Popen([VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if outage:
-            time.sleep(seconds / 3)
-            broker.down()
-            time.sleep(seconds / 3)
-            broker.up()
-            time.sleep(seconds / 3)
-        else:
-            time.sleep(seconds)
-        proc.send_signal(signal.SIGINT)
-        stderr = proc.communicate(timeout=120)[1]
+        config, results_path = live_sink_job(workdir, "mqtt-bench", k, {
+            "mqtt": [{"url": f"mqtt://127.0.0.1:{broker.port}", "topics": ["results/"], "qos": qos,
+                      "status_topic": ""}]})
+        stderr = run_with_outage(VAPIPE, config, seconds, outage, broker.down, broker.up)
         time.sleep(0.5)  # the subscriber's last lines
         broker.down(signal.SIGTERM)
         with open(results_path) as f:

@@ -15,16 +15,14 @@ import http.server
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import free_port  # noqa: E402
+from bench import free_port, live_sink_job, percentile, run_with_outage  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VAPIPE = os.path.join(ROOT, "build", "cli", "vapipe")
@@ -78,39 +76,12 @@ class Receiver:
             self.connections.clear()
 
 
-def percentile(values, q):
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
-
-
 def run(k, seconds, outage):
     with tempfile.TemporaryDirectory(prefix="vapipe-webhook-") as workdir:
         receiver = Receiver()
-        results_path = os.path.join(workdir, "results.jsonl")
-        cfg = {"job": {"name": "webhook-bench", "mode": "live"},
-               "streams": [{"id": f"s{i}", "uri": "test://ball?frames=0&width=320&height=240&fps=30&live=true"}
-                           for i in range(k)],
-               "batch": {"max_batch_size": 16, "max_delay_ms": 20},
-               "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
-                         "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
-               "publish": {"endpoint": f"tcp://127.0.0.1:{free_port()}", "jsonl_path": results_path,
-                           "webhooks": [{"url": f"http://127.0.0.1:{receiver.port}/hook", "topics": ["results/"]}]}}
-        path = os.path.join(workdir, "job.yaml")
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        proc = subprocess.Popen([VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if outage:
-            time.sleep(seconds / 3)
-            receiver.down()
-            time.sleep(seconds / 3)
-            receiver.up()
-            time.sleep(seconds / 3)
-        else:
-            time.sleep(seconds)
-        proc.send_signal(signal.SIGINT)
-        stderr = proc.communicate(timeout=120)[1]
+        config, results_path = live_sink_job(workdir, "webhook-bench", k, {
+            "webhooks": [{"url": f"http://127.0.0.1:{receiver.port}/hook", "topics": ["results/"]}]})
+        stderr = run_with_outage(VAPIPE, config, seconds, outage, receiver.down, receiver.up)
         receiver.down()
         with open(results_path) as f:
             published = [json.loads(line) for line in f if '"topic":"results/' in line]
