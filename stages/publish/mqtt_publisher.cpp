@@ -36,7 +36,7 @@ std::string describe(int rc) {
   if (rc == MOSQ_ERR_ERRNO) return std::strerror(errno);
   if (rc == MOSQ_ERR_TLS) return "the TLS handshake failed (is it an mqtts broker? is its certificate trusted?)";
   if (rc == MOSQ_ERR_KEEPALIVE) return "the broker stopped answering (keepalive)";
-  if (rc == MOSQ_ERR_CONN_LOST) return "the connection was lost";
+  if (rc == MOSQ_ERR_CONN_LOST) return "the broker or the network closed it";
   return mosquitto_strerror(rc);
 }
 
@@ -415,8 +415,9 @@ void MqttPublisher::run() {
       now = Clock::now();
     }
     if (connection_ == Connection::kConnecting && now >= connect_deadline_) {
-      mosquitto_disconnect(client_);
+      // Said first: the disconnect's own callback then finds the failure said.
       connection_failed("the broker did not answer the connection (no CONNACK) within " + ms_text(timeout));
+      mosquitto_disconnect(client_);
     }
     if (connection_ == Connection::kConnected && config_.home_assistant) {
       publish_home_assistant(resend_home_assistant_);

@@ -207,6 +207,35 @@ TEST(MqttPublisher, AFullQueueDropsTheOldestAndTheStopCountsWhatWaits) {
   EXPECT_EQ(publisher.stats().delivered, 0u);
 }
 
+// A broker that takes the TCP connection and never answers MQTT's CONNECT (a hung broker, a port of
+// something else that waits for its client to speak): given timeout_s, said, tried again; a stop then
+// waits for none of it.
+TEST(MqttPublisher, ABrokerThatNeverAnswersIsGivenUpAfterTheTimeout) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);  // the kernel completes connections; nothing reads them
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  c.timeout_s = 0.5;
+  MqttPublisher publisher(c, 0, "test");
+  publisher.set_retry_delays(200ms, 200ms);
+  publisher.publish("events/cam", numbered(1));
+  const Status why = publisher.wait_connected(5s);
+  ASSERT_FALSE(why.ok());
+  EXPECT_EQ(why.message(), "the broker did not answer the connection (no CONNACK) within 500 ms");
+  EXPECT_EQ(publisher.stats().last_error, why.message());
+  EXPECT_TRUE(eventually([&] { return publisher.stats().connections == 0 && publisher.stats().queued == 1; }));
+  const auto started = std::chrono::steady_clock::now();
+  publisher.finish(100ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  EXPECT_EQ(publisher.stats().undelivered, 1u);
+  ::close(listener);
+}
+
 // qos 0: delivered when written, no acknowledgement asked.
 TEST(MqttPublisher, QosZeroDelivers) {
   MqttBroker broker;
