@@ -19,9 +19,9 @@
 #include <deque>
 #include <map>
 #include <set>
-#include <utility>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
