@@ -119,12 +119,12 @@ std::optional<int64_t> time_in_file_name(const std::string& path, const std::str
   return std::nullopt;
 }
 
-std::string local_time_text(int64_t unix_ns) {
+std::string local_time_text(int64_t unix_ns, bool with_offset) {
   const time_t seconds = static_cast<time_t>(unix_ns / kNsPerSecond);
   std::tm local{};
   if (!localtime_r(&seconds, &local)) return std::to_string(unix_ns / kNsPerSecond) + " s since 1970";
   char text[64];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %z", &local);
+  std::strftime(text, sizeof text, with_offset ? "%Y-%m-%d %H:%M:%S %z" : "%Y-%m-%d %H:%M:%S", &local);
   return text;
 }
 

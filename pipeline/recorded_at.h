@@ -41,7 +41,8 @@ Result<RecordingStart> parse_recorded_at(const std::string& spec);
 // unless FORMAT has %z. nullopt where it reads nowhere.
 std::optional<int64_t> time_in_file_name(const std::string& path, const std::string& format);
 
-// "2026-11-30 14:30:00 +0100": a Unix time in this machine's local time, with its offset.
-std::string local_time_text(int64_t unix_ns);
+// "2026-11-30 14:30:00 +0100": a Unix time in this machine's local time, with its offset (or without
+// it, `with_offset` false: "2026-11-30 14:30:00", for a line a person reads where the zone is theirs).
+std::string local_time_text(int64_t unix_ns, bool with_offset = true);
 
 }  // namespace vapipe

@@ -5,12 +5,12 @@
 #include <strings.h>
 
 #include <algorithm>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/envelope.h"
 #include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
+#include "pipeline/recorded_at.h"
 #include "stages/publish/metrics.h"
 
 namespace vapipe {
@@ -50,14 +50,7 @@ std::string webhook_body(const std::string& topic, const std::string& payload_js
 namespace {
 
 // "2026-12-03 14:32:05" in this machine's local time, of ms since the Unix epoch.
-std::string local_time(double unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
+std::string local_time(double unix_ms) { return local_time_text(static_cast<int64_t>(unix_ms * 1e6), false); }
 
 std::string fixed(double v, int digits) {
   char buf[32];

@@ -88,6 +88,7 @@ TEST(RecordedAt, AYearOutsideWhatNanosecondsHoldIsNoTime) {
 TEST(RecordedAt, LocalTimeTextSaysItsOffset) {
   LocalZone zone("CET-1CEST,M3.5.0,M10.5.0/3");
   EXPECT_EQ(local_time_text(k20261130T143000Z * kS), "2026-11-30 15:30:00 +0100");
+  EXPECT_EQ(local_time_text(k20261130T143000Z * kS, false), "2026-11-30 15:30:00");
 }
 
 }  // namespace
