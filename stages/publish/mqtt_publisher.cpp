@@ -12,6 +12,7 @@
 #include "pipeline/envelope.h"
 #include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
+#include "pipeline/message.h"
 #include "pipeline/tcp_reachability.h"
 
 namespace vapipe {
@@ -265,7 +266,19 @@ void MqttPublisher::follow_for_home_assistant(const nlohmann::json& payload) {
   bool news = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (ha_streams_.insert(stream).second) {
+    if (text_field(payload, "schema") == "vapipe.event" && text_field(payload, "event") == "eos" &&
+        text_field(payload, "message") == kRemovedFromConfig) {
+      // Its sensors go from Home Assistant too (a camera taken out of the job), once.
+      if (ha_streams_.erase(stream) > 0) {
+        ha_unannounced_.erase(stream);
+        for (auto it = ha_on_.begin(); it != ha_on_.end();) it = it->first.first == stream ? ha_on_.erase(it) : std::next(it);
+        ha_changes_.erase(std::remove_if(ha_changes_.begin(), ha_changes_.end(),
+                                         [&](const auto& change) { return change.first.first == stream; }),
+                          ha_changes_.end());
+        ha_retired_.insert(stream);
+        news = true;
+      }
+    } else if (ha_streams_.insert(stream).second) {
       ha_unannounced_.insert(stream);
       for (const std::string& label : config_.labels) ha_on_[{stream, home_assistant_id(label)}] = false;
       news = true;
@@ -291,6 +304,7 @@ void MqttPublisher::follow_for_home_assistant(const nlohmann::json& payload) {
 void MqttPublisher::publish_home_assistant(bool everything) {
   std::vector<std::string> announce;
   std::vector<std::pair<std::pair<std::string, std::string>, bool>> states;
+  std::vector<std::string> retire;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // A new stream's sensors start OFF; its changes since it was seen follow, in order.
@@ -306,8 +320,21 @@ void MqttPublisher::publish_home_assistant(bool everything) {
     }
     ha_unannounced_.clear();
     ha_changes_.clear();
+    retire.assign(ha_retired_.begin(), ha_retired_.end());
+    ha_retired_.clear();
   }
   const std::string job = home_assistant_id(job_name_);
+  auto discovery_topic = [&](const std::string& stream, const std::string& id) {
+    return config_.discovery_prefix + "/binary_sensor/vapipe_" + job + "_" + home_assistant_id(stream) + "/" + id +
+           "/config";
+  };
+  for (const std::string& stream : retire) {
+    for (const std::string& label : config_.labels) {
+      const std::string id = home_assistant_id(label);
+      publish_own(discovery_topic(stream, id), "");  // an empty retained message: the entity goes
+      publish_own(config_.topic_prefix + "state/" + stream + "/" + id, "");
+    }
+  }
   for (const std::string& stream : announce) {
     const std::string device = "vapipe_" + job + "_" + home_assistant_id(stream);
     for (const std::string& label : config_.labels) {
@@ -326,7 +353,7 @@ void MqttPublisher::publish_home_assistant(bool everything) {
         sensor["payload_available"] = "online";
         sensor["payload_not_available"] = "offline";
       }
-      publish_own(config_.discovery_prefix + "/binary_sensor/" + device + "/" + id + "/config", sensor.dump());
+      publish_own(discovery_topic(stream, id), sensor.dump());
     }
   }
   for (const auto& [sensor, on] : states) {

@@ -60,6 +60,8 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // matters across an outage: each change is published in order while connected (a short segment's ON
   // then OFF both reach Home Assistant's automations), and on each connection every sensor's
   // announcement and state in force again (a broker that restarted has lost its retained messages).
+  // A stream removed from a live job's config (its `eos` says "removed from the config") has its
+  // sensors' announcements and states cleared (empty retained messages): Home Assistant deletes them.
   // Publish's thread, every message published.
   void follow_for_home_assistant(const nlohmann::json& payload);
   // A new password (its password_file rewritten while the job runs): the next connection uses it.
@@ -117,6 +119,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // id) sensor's state, and its changes not yet published, in order (at most kMaxStateChanges: a new
   // connection publishes the states in force instead).
   std::set<std::string> ha_streams_, ha_unannounced_;
+  std::set<std::string> ha_retired_;  // removed from the config: their sensors to be cleared
   std::map<std::pair<std::string, std::string>, bool> ha_on_;
   std::deque<std::pair<std::pair<std::string, std::string>, bool>> ha_changes_;
   static constexpr size_t kMaxStateChanges = 10000;

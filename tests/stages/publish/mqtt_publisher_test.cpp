@@ -321,6 +321,38 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
   EXPECT_TRUE(eventually([&] { return fresh.on(fire).back().payload == "OFF"; }));
 }
 
+// A stream removed from a live job's config: its sensors' announcements and states are cleared (empty
+// retained messages), so Home Assistant deletes them and a later subscriber finds nothing of them.
+TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.home_assistant = true;
+  c.labels = {"truck"};
+  MqttPublisher publisher(c, 0, "test");
+  const std::string config = "homeassistant/binary_sensor/vapipe_test_yard/truck/config";
+  const std::string state = "vapipe/test/state/yard/truck";
+  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
+  ASSERT_TRUE(sub.wait_for(1, state));
+  publisher.follow_for_home_assistant(
+      {{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "eos"}, {"message", "removed from the config"}});
+  ASSERT_TRUE(sub.wait_for(2, config));
+  ASSERT_TRUE(sub.wait_for(2, state));
+  EXPECT_EQ(sub.on(config)[1].payload, "");
+  EXPECT_EQ(sub.on(state)[1].payload, "");
+  MqttSubscriber late(broker, "#");  // what the broker still keeps
+  ASSERT_TRUE(late.wait_for(1, "vapipe/test/status"));
+  EXPECT_TRUE(late.on(config).empty());
+  EXPECT_TRUE(late.on(state).empty());
+  // An eos of another kind (the file's end) leaves the sensors.
+  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "started"}});
+  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "eos"},
+                                       {"message", "end of stream"}});
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/state/gate/truck"));
+  publisher.finish(2s);
+  EXPECT_EQ(sub.on("homeassistant/binary_sensor/vapipe_test_gate/truck/config").size(), 1u);
+}
+
 TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
   EXPECT_EQ(home_assistant_id("Fire truck"), "fire_truck");
   EXPECT_EQ(home_assistant_id("cam-1.north"), "cam_1_north");
