@@ -22,6 +22,13 @@ bool is_pool_of_job(const std::string& shm_name, const std::string& job_id) {
   return false;
 }
 
+PoolFilter pools_accepted_by_stages(const JobLayout& layout) {
+  if (!layout.by_reference) return {};
+  return [job_id = layout.job_id](const std::string& pool) {
+    return !pool.empty() && pool[0] == '/' && is_pool_of_job(pool.substr(1), job_id);
+  };
+}
+
 JobLayout make_job_layout(const Config& config, const std::string& job_id, uint32_t lane) {
   JobLayout l;
   l.job_id = job_id;

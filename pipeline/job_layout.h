@@ -8,6 +8,7 @@
 #include <string>
 
 #include "pipeline/config.h"
+#include "pipeline/shm_pool.h"
 
 namespace vapipe {
 
@@ -26,6 +27,11 @@ JobLayout make_job_layout(const Config& config, const std::string& job_id, uint3
 // Whether `shm_name`, an entry of /dev/shm (no leading '/'), is one of `job_id`'s pools, of any lane:
 // exactly, not one of a job whose id merely starts with it ("a" and "a-2").
 bool is_pool_of_job(const std::string& shm_name, const std::string& job_id);
+
+// The pools a stage's input may map when a message names one (MessageReceiver::bind): the job's own,
+// of any lane, by their names ("/vapipe-<id>-frames-<lane>"); none (empty) when payloads travel
+// inline (mode tcp).
+PoolFilter pools_accepted_by_stages(const JobLayout& layout);
 
 // The start-up gate. `vapipe run` makes an "opening" mark for every stage but ingest before it starts
 // any; each stage removes its own once open() has succeeded (model loaded and warmed up, pools made).

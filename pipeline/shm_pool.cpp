@@ -15,6 +15,7 @@
 
 #include "pipeline/cuda/device_memory.h"
 #include "pipeline/logging.h"
+#include "pipeline/utf8.h"
 
 namespace vapipe {
 
@@ -374,6 +375,10 @@ void ShmPool::release(uint32_t slot, uint32_t generation) {
 }
 
 Result<std::shared_ptr<ShmPool>> ShmPoolRegistry::get(const std::string& name) {
+  if (accepts_ && !accepts_(name)) {
+    return DataLoss("the descriptor names shared memory pool '" + escape_invalid_utf8(name) +
+                    "', which is not one of this job's pools");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = pools_.find(name);
   if (it != pools_.end()) return it->second;

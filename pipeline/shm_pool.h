@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -84,12 +85,20 @@ class ShmPool : public std::enable_shared_from_this<ShmPool> {
   std::vector<std::unique_ptr<IpcEvent>> events_;  // per slot; created (owner) or opened lazily (consumer)
 };
 
-// Process-wide cache of pools mapped by name, so a consumer maps each pool once.
+// Which pools a receiver may map when a message names one: a descriptor from another program (or a
+// corrupted one) must not have a stage map and adopt slots of a pool that is not its job's.
+using PoolFilter = std::function<bool(const std::string& pool_name)>;
+
+// Cache of pools mapped by name, so a consumer maps each pool once.
 class ShmPoolRegistry {
  public:
+  // accepts: the pools that may be mapped (a name it refuses is kPermissionDenied, naming it); empty:
+  // any pool (tests that build descriptors by hand).
+  explicit ShmPoolRegistry(PoolFilter accepts = {}) : accepts_(std::move(accepts)) {}
   Result<std::shared_ptr<ShmPool>> get(const std::string& name);
 
  private:
+  const PoolFilter accepts_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<ShmPool>> pools_;
 };

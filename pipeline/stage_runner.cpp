@@ -105,7 +105,8 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
 
   VAPIPE_ASSIGN_OR_RETURN(auto receiver, MessageReceiver::bind(layout.input_endpoint.at(kind), kEdgeHighWaterMark,
-                                                                   config.transport.curve_keys));
+                                                                   config.transport.curve_keys,
+                                                                   pools_accepted_by_stages(layout)));
   std::unique_ptr<MessageSender> sender;
   if (kind != StageKind::kPublish) {
     VAPIPE_ASSIGN_OR_RETURN(sender, MessageSender::connect(layout.input_endpoint.at(next_stage(kind)),

@@ -145,7 +145,7 @@ size_t SenderPool::made() const {
 }
 
 Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string& endpoint, int hwm,
-                                                              const CurveKeyPair& job_key) {
+                                                              const CurveKeyPair& job_key, PoolFilter shm_pools) {
   try {
     zmq::socket_t socket(zmq_context(), zmq::socket_type::pull);
     socket.set(zmq::sockopt::rcvhwm, hwm);
@@ -164,7 +164,7 @@ Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string
       std::error_code ec;
       std::filesystem::remove(marker, ec);
     }
-    return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(curve), std::move(socket), endpoint));
+    return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(curve), std::move(socket), endpoint, std::move(shm_pools)));
   } catch (const zmq::error_t& e) {
     return Unavailable("cannot bind " + endpoint + ": " + e.what());
   }
@@ -187,7 +187,7 @@ Result<std::optional<Message>> MessageReceiver::receive(std::chrono::millisecond
     size_t size = f.size();
     parts.emplace_back(std::make_shared<ZmqFrameStorage>(std::move(f)), size);
   }
-  auto decoded = decode_message(std::move(parts), &pools_);
+  auto decoded = decode_message(std::move(parts), pools_.get());
   if (!decoded.ok()) return decoded.status().with_context("malformed message on " + endpoint_);
   return std::optional<Message>(std::move(decoded).value());
 }

@@ -116,19 +116,26 @@ class SenderPool {
 class MessageReceiver {
  public:
   // job_key (not empty): CURVE; only senders holding the same key pair get in.
+  // shm_pools: the shared memory pools a message's descriptors may name (those of the job, on one
+  // host: mode shm). Empty: payloads must travel inline (mode tcp, where a descriptor would name
+  // memory of the receiving host that its sender never owned); a descriptor is then refused, as one
+  // naming a pool the filter refuses, and the frame gets an error result instead of that memory.
   static Result<std::unique_ptr<MessageReceiver>> bind(const std::string& endpoint, int hwm,
-                                                       const CurveKeyPair& job_key = {});
+                                                       const CurveKeyPair& job_key = {},
+                                                       PoolFilter shm_pools = {});
   // nullopt on timeout; kDataLoss for a malformed message (the caller logs it and goes on).
   Result<std::optional<Message>> receive(std::chrono::milliseconds timeout);
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  MessageReceiver(std::unique_ptr<CurveServerGuard> curve, zmq::socket_t socket, std::string endpoint)
-      : curve_(std::move(curve)), socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
+  MessageReceiver(std::unique_ptr<CurveServerGuard> curve, zmq::socket_t socket, std::string endpoint,
+                  PoolFilter shm_pools)
+      : curve_(std::move(curve)), socket_(std::move(socket)), endpoint_(std::move(endpoint)),
+        pools_(shm_pools ? std::make_unique<ShmPoolRegistry>(std::move(shm_pools)) : nullptr) {}
   std::unique_ptr<CurveServerGuard> curve_;  // outlives the socket: its authentication holds to the end
   zmq::socket_t socket_;
   std::string endpoint_;
-  ShmPoolRegistry pools_;
+  std::unique_ptr<ShmPoolRegistry> pools_;  // null: inline payloads only
 };
 
 }  // namespace vapipe

@@ -48,9 +48,11 @@ Message frame_message(Payload payload, uint64_t seq) {
   return m;
 }
 
+bool any_pool(const std::string&) { return true; }
+
 TEST_F(TransportTest, ShmFramesCrossASocketByReferenceInOrder) {
   const std::string ep = ipc_endpoint("shm");
-  auto receiver = MessageReceiver::bind(ep, 16);
+  auto receiver = MessageReceiver::bind(ep, 16, {}, any_pool);
   ASSERT_TRUE(receiver.ok()) << receiver.status().message();
   auto sender = MessageSender::connect(ep, /*by_reference=*/true, 16);
   ASSERT_TRUE(sender.ok());
@@ -72,6 +74,51 @@ TEST_F(TransportTest, ShmFramesCrossASocketByReferenceInOrder) {
     EXPECT_EQ(static_cast<int>((*m)->payload.data()[11]), static_cast<int>(i));
   }
   EXPECT_EQ((*pool)->free_slots(), 8u);  // released by the receiver
+}
+
+// A descriptor names memory of the receiver's host. An inline edge (mode tcp: stages on several hosts)
+// must not map it, nor may a stage map a pool that is not its job's: the frame gets an error result
+// naming why, the message itself (its stream's numbering) still arrives, and the next frame is whole.
+TEST_F(TransportTest, DescriptorsAreRefusedOnInlineEdgesAndForPoolsNotAccepted) {
+  const std::string pool_name = "/vapipe-test-transport-refused-" + std::to_string(getpid());
+  auto pool = ShmPool::create(pool_name, 4, 64);
+  ASSERT_TRUE(pool.ok()) << pool.status().message();
+  ShmAllocator alloc(*pool, nullptr);
+  struct Case {
+    const char* tag;
+    PoolFilter accepted;
+    const char* error;
+  } cases[] = {
+      {"shm", {}, "shared memory descriptor on a transport without shared memory"},
+      {"bad", [](const std::string& name) { return name == "/vapipe-somejob-frames-0"; },
+       "names shared memory pool '/vapipe-test-transport-refused-"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tag);
+    const std::string ep = ipc_endpoint(c.tag);
+    auto receiver = MessageReceiver::bind(ep, 16, {}, c.accepted);
+    ASSERT_TRUE(receiver.ok()) << receiver.status().message();
+    auto by_reference = MessageSender::connect(ep, /*by_reference=*/true, 16);
+    ASSERT_TRUE(by_reference.ok());
+    auto p = alloc.allocate(12);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    std::memset(p->data(), 0x5a, 12);
+    ASSERT_TRUE((*by_reference)->send(frame_message(*p, 0), nullptr).ok());
+    Payload inline_bytes = Payload::heap(12);
+    std::memset(inline_bytes.data(), 7, 12);
+    ASSERT_TRUE((*by_reference)->send(frame_message(inline_bytes, 1), nullptr).ok());  // not a slot: inline
+
+    auto refused = (*receiver)->receive(2000ms);
+    ASSERT_TRUE(refused.ok() && refused->has_value()) << refused.status().message();
+    EXPECT_EQ((*refused)->env.seq, 0u);
+    EXPECT_TRUE((*refused)->payload.empty());
+    EXPECT_NE((*refused)->error.find(c.error), std::string::npos) << (*refused)->error;
+    auto next = (*receiver)->receive(2000ms);
+    ASSERT_TRUE(next.ok() && next->has_value());
+    EXPECT_EQ((*next)->env.seq, 1u);
+    ASSERT_EQ((*next)->payload.size(), 12u);
+    EXPECT_EQ(static_cast<int>((*next)->payload.data()[11]), 7);
+  }
 }
 
 TEST_F(TransportTest, InlineModeCopiesPayloadIntoTheMessage) {
