@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "pipeline/envelope.h"
@@ -16,6 +17,17 @@
 #include "pipeline/tcp_reachability.h"
 
 namespace vapipe {
+
+std::string home_assistant_stream_id(const std::string& stream_id) {
+  std::string id = home_assistant_id(stream_id);
+  if (id == stream_id) return id;
+  uint32_t h = 2166136261u;  // FNV-1a: stable across runs and builds, as a device id must be
+  for (unsigned char c : stream_id) h = (h ^ c) * 16777619u;
+  char hash[10];
+  std::snprintf(hash, sizeof hash, "_%08x", h);
+  return id + hash;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -325,7 +337,7 @@ void MqttPublisher::publish_home_assistant(bool everything) {
   }
   const std::string job = home_assistant_id(job_name_);
   auto discovery_topic = [&](const std::string& stream, const std::string& id) {
-    return config_.discovery_prefix + "/binary_sensor/vapipe_" + job + "_" + home_assistant_id(stream) + "/" + id +
+    return config_.discovery_prefix + "/binary_sensor/vapipe_" + job + "_" + home_assistant_stream_id(stream) + "/" + id +
            "/config";
   };
   for (const std::string& stream : retire) {
@@ -336,13 +348,13 @@ void MqttPublisher::publish_home_assistant(bool everything) {
     }
   }
   for (const std::string& stream : announce) {
-    const std::string device = "vapipe_" + job + "_" + home_assistant_id(stream);
+    const std::string device = "vapipe_" + job + "_" + home_assistant_stream_id(stream);
     for (const std::string& label : config_.labels) {
       const std::string id = home_assistant_id(label);
       nlohmann::json sensor{
           {"name", label},
           {"unique_id", device + "_" + id},
-          {"object_id", "vapipe_" + home_assistant_id(stream) + "_" + id},
+          {"object_id", "vapipe_" + home_assistant_stream_id(stream) + "_" + id},
           {"state_topic", config_.topic_prefix + "state/" + stream + "/" + id},
           {"payload_on", "ON"},
           {"payload_off", "OFF"},

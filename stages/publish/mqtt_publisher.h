@@ -35,6 +35,12 @@ struct mosquitto;
 
 namespace vapipe {
 
+// A stream's part of its Home Assistant device id ("vapipe_<job>_<this>"): home_assistant_id(stream)
+// when that is the stream id itself ("gate", "cam_1"), else followed by an 8-digit hash of the id
+// ("Cam-1.north" -> "cam_1_north_3f2a9c10"), so that streams whose ids differ only in case or in
+// '-', '.' and '_' ("a.b", "a_b", "A-b") are devices of their own, not one whose sensors they share.
+std::string home_assistant_stream_id(const std::string& stream_id);
+
 class MqttPublisher : public QueuedSink<MqttStats> {
  public:
   // Starts its thread, which connects at once; `index` is its place in publish.mqtt, for log lines;

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <thread>
+#include <set>
 #include <vector>
 
 #include "tests/fakes/free_port.h"
@@ -268,7 +269,8 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
     return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "gate.north"}, {"event", event}, {"label", label}};
   };
   publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate.north"}, {"event", "started"}});
-  const std::string discovery = "homeassistant/binary_sensor/vapipe_test_gate_north/";
+  const std::string discovery =
+      "homeassistant/binary_sensor/vapipe_test_" + home_assistant_stream_id("gate.north") + "/";
   const std::string truck = "vapipe/test/state/gate.north/truck", fire = "vapipe/test/state/gate.north/fire_truck";
   ASSERT_TRUE(sub->wait_for(1, discovery + "fire_truck/config"));
   ASSERT_TRUE(sub->wait_for(1, truck));
@@ -276,10 +278,10 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
   ASSERT_EQ(announced.size(), 1u);
   const auto config = nlohmann::json::parse(announced[0].payload);
   EXPECT_EQ(config["name"], "truck");
-  EXPECT_EQ(config["unique_id"], "vapipe_test_gate_north_truck");
+  EXPECT_EQ(config["unique_id"], "vapipe_test_gate_north_82fda7d7_truck");
   EXPECT_EQ(config["state_topic"], truck);
   EXPECT_EQ(config["availability_topic"], "vapipe/test/status");
-  EXPECT_EQ(config["device"]["identifiers"][0], "vapipe_test_gate_north");
+  EXPECT_EQ(config["device"]["identifiers"][0], "vapipe_test_gate_north_82fda7d7");
   EXPECT_EQ(config["device"]["name"], "gate.north");
   EXPECT_EQ(nlohmann::json::parse(sub->on(discovery + "fire_truck/config")[0].payload)["name"], "Fire truck");
   EXPECT_EQ(sub->on(truck)[0].payload, "OFF");
@@ -359,6 +361,27 @@ TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
   EXPECT_EQ(home_assistant_id("tench, Tinca tinca"), "tench_tinca_tinca");
   EXPECT_EQ(home_assistant_id("__"), "x");
   EXPECT_EQ(home_assistant_id("Straße"), "stra_e");
+}
+
+// Stream ids differ in case and in '-', '.' and '_', which Home Assistant's ids lose: each stream must
+// still be a device of its own, and the plain ids most cameras have stay as they are.
+TEST(MqttPublisher, HomeAssistantDevicesOfStreamsWhoseIdsLookAlikeDiffer) {
+  EXPECT_EQ(home_assistant_stream_id("gate"), "gate");
+  EXPECT_EQ(home_assistant_stream_id("cam_1"), "cam_1");
+  const std::vector<std::string> alike = {"a_b", "a.b", "a-b", "A_b", "a__b", "a_b_", "_a_b"};
+  std::set<std::string> devices;
+  for (const std::string& stream : alike) {
+    const std::string device = home_assistant_stream_id(stream);
+    EXPECT_EQ(device, home_assistant_stream_id(stream));  // stable
+    EXPECT_EQ(device.rfind("a_b", 0), 0u) << device;       // still reads as the stream
+    EXPECT_EQ(home_assistant_id(device), device) << device;  // what Home Assistant takes
+    devices.insert(device);
+  }
+  EXPECT_EQ(devices.size(), alike.size());
+  const std::string hashed = home_assistant_stream_id("a.b");  // "a_b_" and 8 hex digits
+  ASSERT_EQ(hashed.size(), 12u);
+  EXPECT_EQ(hashed.substr(0, 4), "a_b_");
+  EXPECT_EQ(hashed.find_first_not_of("0123456789abcdef", 4), std::string::npos) << hashed;
 }
 
 }  // namespace
