@@ -1,16 +1,31 @@
 #include "cli/segments.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
 
 #include "pipeline/config.h"
 #include "pipeline/json_fields.h"
 
 namespace vapipe::cli {
+
+namespace {
+
+// One result as segments read it.
+struct FrameFacts {
+  uint64_t seq = 0;
+  double pts = -1, capture_ms = -1, camera_ms = -1;
+  std::vector<std::pair<std::string, double>> labels;  // those on the frame, with their scores
+};
+
+}  // namespace
 
 Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
                                            uint64_t* incomplete_lines) {
@@ -88,9 +103,11 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     } else {
       Segment& h = held[options.each_label ? s.stream_id + '\n' + s.label : s.stream_id];
       // What came between the two runs, in frames (seq counts every frame: results, errors, drops).
-      if (h.frames > 0 && h.label == s.label && s.start_seq - h.end_seq - 1 < options.min_frames) {
+      if (h.frames > 0 && h.label == s.label && s.start_pos - h.end_pos - 1 < options.min_frames) {
         h.end_ms = s.end_ms;  // a continuation, however short
         h.end_seq = s.end_seq;
+        h.end_pos = s.end_pos;
+        h.end_stream = s.end_stream;
         h.end_capture_ms = s.end_capture_ms;
         h.end_camera_ms = s.end_camera_ms;
         h.frames += s.frames;
@@ -100,6 +117,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           h.best_ms = s.best_ms;
           h.best_score = s.best_score;
           h.best_capture_ms = s.best_capture_ms;
+          h.best_stream = s.best_stream;
+          h.best_uri = s.best_uri;
         }
       } else if (s.frames >= options.min_frames) {
         if (h.frames > 0) emit(h);
@@ -108,6 +127,76 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     }
     s = Segment{};
   };
+  // A frame of stream `id`, at `pos` among its frames (its seq; a join's place across its files), from
+  // the join member `member` ("" when not joined).
+  auto add_frame = [&](const std::string& id, const std::string& member, uint64_t pos, const FrameFacts& f) {
+    std::map<std::string, Segment>& stream_open = open[id];
+    for (auto it = stream_open.begin(); it != stream_open.end();) {  // a label gone, or a frame missing
+      const bool still_on = std::any_of(f.labels.begin(), f.labels.end(),
+                                        [&](const auto& l) { return l.first == it->first; });
+      if (still_on && pos == it->second.end_pos + 1) {
+        ++it;
+      } else {
+        close(it->second);
+        it = stream_open.erase(it);
+      }
+    }
+    const StreamView* view = nullptr;
+    if (auto v = views.find(member.empty() ? id : member); v != views.end()) view = &v->second;
+    for (const auto& [label, score] : f.labels) {
+      Segment& s = stream_open[label];
+      if (s.frames == 0) {
+        s.stream_id = id;
+        s.label = label;
+        if (view) {
+          s.uri = view->uri;
+          s.roi = view->roi;
+          s.turn = view->turn;
+        }
+        s.start_ms = f.pts;
+        s.start_seq = f.seq;
+        s.start_pos = pos;
+        s.start_stream = member;
+        s.start_capture_ms = f.capture_ms;
+        s.start_camera_ms = f.camera_ms;
+      }
+      s.end_ms = f.pts;
+      s.end_seq = f.seq;
+      s.end_pos = pos;
+      s.end_stream = member;
+      s.end_capture_ms = f.capture_ms;
+      s.end_camera_ms = f.camera_ms;
+      if (s.frames == 0 || score > s.best_score) {
+        s.best_seq = f.seq;
+        s.best_ms = f.pts;
+        s.best_score = score;
+        s.best_capture_ms = f.capture_ms;
+        s.best_stream = member;
+        s.best_uri = member.empty() || !view ? std::string() : view->uri;
+      }
+      ++s.frames;
+      s.score_sum += score;
+    }
+  };
+  // --join: which join a stream is a file of (nullptr: none), found once per stream.
+  std::set<std::string> join_names;
+  for (const JoinedStreams& j : options.joins) join_names.insert(j.name);
+  std::map<std::string, const JoinedStreams*> join_by_stream;
+  auto join_of = [&](const std::string& id) -> const JoinedStreams* {
+    if (options.joins.empty()) return nullptr;
+    auto [it, added] = join_by_stream.emplace(id, nullptr);
+    if (added) {
+      for (const JoinedStreams& j : options.joins) {
+        if (fnmatch(j.pattern.c_str(), id.c_str(), 0) == 0) {
+          it->second = &j;
+          break;
+        }
+      }
+    }
+    return it->second;
+  };
+  // By join, by file (stream): its frames, in their order, until every input has been read.
+  std::map<std::string, std::map<std::string, std::vector<FrameFacts>>> joined_frames;
   for (const auto& [stream, name] : inputs) {
     std::istream& in = *stream;
     std::string line;
@@ -149,69 +238,95 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       }
       if (topic.rfind("results/", 0) != 0) continue;
       const std::string id = topic.substr(8);
-      if (!options.stream_id.empty() && id != options.stream_id) continue;
+      const JoinedStreams* join = join_of(id);
+      if (!join && join_names.count(id)) {
+        return InvalidArgument(name + ":" + std::to_string(number) + ": --join " + id +
+                               ": the results have a stream of that name already; give the join another name");
+      }
+      if (!options.stream_id.empty() && (join ? join->name : id) != options.stream_id) continue;
       const nlohmann::json& p = j["payload"];
       const bool failed = p.contains("error") && !p["error"].is_null();
       // The labels on this frame, with their scores: its top-1 (or each_label, every one of its top_k)
       // whose score reaches min_score; none for an error result (or an unsure one).
-      std::map<std::string, double> on_frame;
+      FrameFacts f;
       if (!failed && options.each_label && p.contains("top_k") && p["top_k"].is_array()) {
+        std::set<std::string> seen;
         for (const nlohmann::json& c : p["top_k"]) {
           if (!c.is_object() || !c.contains("label") || !c["label"].is_string() || !c.contains("score") ||
               !c["score"].is_number() || c["score"].get<double>() < options.min_score_for(c["label"].get<std::string>())) {
             continue;
           }
-          on_frame.emplace(c["label"].get<std::string>(), c["score"].get<double>());
+          if (seen.insert(c["label"].get<std::string>()).second) {
+            f.labels.emplace_back(c["label"].get<std::string>(), c["score"].get<double>());
+          }
         }
       } else if (!failed && !options.each_label && p.contains("label") && p["label"].is_string()) {
         const double score = p.contains("score") && p["score"].is_number() ? p["score"].get<double>() : 0;
         const std::string label = p["label"].get<std::string>();
-        if (score >= options.min_score_for(label)) on_frame.emplace(label, score);
+        if (score >= options.min_score_for(label)) f.labels.emplace_back(label, score);
       }
       const std::optional<uint64_t> frame = count_field(p, "seq");
       if (!frame) {
         return InvalidArgument(name + ":" + std::to_string(number) + ": a result without its frame number (seq)");
       }
-      const uint64_t seq = *frame;
-      const double pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
+      f.seq = *frame;
+      f.pts = p.contains("pts_ms") && p["pts_ms"].is_number() ? p["pts_ms"].get<double>() : -1;
       auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
-      const double capture_ms = number("capture_unix_ms"), camera_ms = number("camera_unix_ms");
-      std::map<std::string, Segment>& stream_open = open[id];
-      for (auto it = stream_open.begin(); it != stream_open.end();) {  // a label gone, or a frame missing
-        if (on_frame.count(it->first) && seq == it->second.end_seq + 1) {
-          ++it;
-        } else {
-          close(it->second);
-          it = stream_open.erase(it);
+      f.capture_ms = number("capture_unix_ms");
+      f.camera_ms = number("camera_unix_ms");
+      if (join) {
+        joined_frames[join->name][id].push_back(std::move(f));  // taken in order once every file is read
+      } else {
+        add_frame(id, "", f.seq, f);
+      }
+    }
+  }
+  // The joins: each one's files in the order of their camera clock, as one stream.
+  for (const JoinedStreams& join : options.joins) {
+    auto members = joined_frames.find(join.name);
+    if (members == joined_frames.end()) {
+      if (options.note && options.stream_id.empty()) {
+        options.note("--join " + join.name + "=" + join.pattern + ": no stream of the results matches " + join.pattern);
+      }
+      continue;
+    }
+    struct Member {
+      const std::string* id;
+      const std::vector<FrameFacts>* frames;
+    };
+    std::vector<Member> order;
+    for (const auto& [member, frames] : members->second) {
+      if (frames.front().camera_ms < 0 || frames.back().camera_ms < 0) {
+        return InvalidArgument("--join " + join.name + ": stream '" + member +
+                               "' has no camera clock in the results (camera_unix_ms): its files need "
+                               "streams[].recorded_at, so that they can be put in order and their gaps seen");
+      }
+      order.push_back({&member, &frames});
+    }
+    std::sort(order.begin(), order.end(), [](const Member& a, const Member& b) {
+      const double x = a.frames->front().camera_ms, y = b.frames->front().camera_ms;
+      return x != y ? x < y : *a.id < *b.id;
+    });
+    uint64_t next_pos = 0;  // the place the next file's first frame takes when it follows on
+    for (size_t k = 0; k < order.size(); ++k) {
+      const std::vector<FrameFacts>& frames = *order[k].frames;
+      uint64_t base = next_pos;
+      if (k > 0) {
+        const FrameFacts& last = order[k - 1].frames->back();
+        const double gap = frames.front().camera_ms - last.camera_ms;
+        if (gap > options.join_gap_ms || gap < -options.join_gap_ms) ++base;  // a missing frame between them
+        if (gap < -options.join_gap_ms && options.note) {
+          options.note("--join " + join.name + ": '" + *order[k].id + "' begins at " +
+                       clock_time_text(frames.front().camera_ms) + ", before '" + *order[k - 1].id + "' ends at " +
+                       clock_time_text(last.camera_ms) + ": files that overlap (two cameras' files?) are not joined there");
         }
       }
-      for (const auto& [label, score] : on_frame) {
-        Segment& s = stream_open[label];
-        if (s.frames == 0) {
-          s.stream_id = id;
-          s.label = label;
-          if (auto v = views.find(id); v != views.end()) {
-            s.uri = v->second.uri;
-            s.roi = v->second.roi;
-            s.turn = v->second.turn;
-          }
-          s.start_ms = pts;
-          s.start_seq = seq;
-          s.start_capture_ms = capture_ms;
-          s.start_camera_ms = camera_ms;
-        }
-        s.end_ms = pts;
-        s.end_seq = seq;
-        s.end_capture_ms = capture_ms;
-        s.end_camera_ms = camera_ms;
-        if (s.frames == 0 || score > s.best_score) {
-          s.best_seq = seq;
-          s.best_ms = pts;
-          s.best_score = score;
-          s.best_capture_ms = capture_ms;
-        }
-        ++s.frames;
-        s.score_sum += score;
+      // Within a file its own numbers say which frames follow on (a gap in them is a missing frame).
+      const uint64_t first_seq = frames.front().seq;
+      for (const FrameFacts& f : frames) {
+        const uint64_t pos = base + (f.seq > first_seq ? f.seq - first_seq : 0);
+        add_frame(join.name, *order[k].id, pos, f);
+        next_pos = std::max(next_pos, pos + 1);
       }
     }
   }

@@ -28,6 +28,14 @@ struct Segment {
   // Their capture_unix_ms and camera_unix_ms (-1: not in the results, or the camera's not known).
   double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;
   uint64_t start_seq = 0, end_seq = 0;
+  // Where its first and last frames stand among its stream's frames: their seq, or, for a --join of
+  // files, their place across the files (what says whether two frames are consecutive).
+  uint64_t start_pos = 0, end_pos = 0;
+  // A --join's segment: the stream (file) its first, last and best frames are in ("" otherwise).
+  // start_seq, end_seq and best_seq are then those frames' numbers in their own stream, start_ms,
+  // end_ms and best_ms their times in their own file, and uri the first frame's file.
+  std::string start_stream, end_stream, best_stream;
+  std::string best_uri;  // the file of its best frame (a --join's segment; "": uri)
   uint64_t frames = 0;
   double score_sum = 0;
   double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }
@@ -38,6 +46,13 @@ struct Segment {
   // The JPEG its live job took as it began (publish.segments_pictures_dir: a `picture` message on
   // segments/<id> of its label, begun within it), where that job wrote it; "": none.
   std::string live_picture;
+};
+
+// --join NAME=PATTERN: a camera recorded as consecutive files (an NVR's hourly export, `ffmpeg -f
+// segment`), each file a stream of the job (a glob), read as one stream NAME.
+struct JoinedStreams {
+  std::string name;
+  std::string pattern;  // a shell pattern on stream ids (fnmatch: "cam1-*")
 };
 
 // Which frame of a segment stands for it in a picture (vapipe segments --frames, --picture).
@@ -65,6 +80,17 @@ struct SegmentOptions {
   // "person" and "smoke" at once), overlapping; a frame without the label ends its run. Else of the
   // top-1 label only, one at a time per stream.
   bool each_label = false;
+  // The streams whose ids match a join's pattern (the first that matches) are its files: their frames
+  // are kept until the inputs end, then taken in the order of their camera clock (camera_unix_ms, which
+  // streams[].recorded_at gives files) as one stream `name` (`stream_id` selects it by that name), so a
+  // run of one label that goes on from a file's last frame into the next file's first frame is one
+  // segment. Two files are consecutive when the next begins no more than join_gap_ms after the one
+  // before ends; otherwise, or when they overlap by more than that, what lies between them counts as a
+  // missing frame (a segment ends there). A file without camera times is an error naming it.
+  std::vector<JoinedStreams> joins;
+  double join_gap_ms = 2000;
+  // Where notes go: a join whose pattern matched no stream, files of a join that overlap. Null: nowhere.
+  std::function<void(const std::string&)> note;
   // Read a live job's pictures of its segments (Segment::live_picture) from all of each input before
   // its segments, when it can be read twice (a file; standard input cannot): a picture's message comes
   // a little after its segment's beginning, often after a short segment has ended.
@@ -72,10 +98,10 @@ struct SegmentOptions {
 };
 
 // Segments of every stream in `in` (JSON lines {"topic": "results/<id>", "payload": {...}}), per stream
-// in the order they end; a label change, an error result, or a frame missing in between (`seq` not
-// the next: a live drop) ends a segment. Lines of other topics are skipped. A line that is not JSON
-// is an error naming `name` and its line number, except an incomplete last line (a file being
-// written), which is left out and counted in `*incomplete_lines`.
+// in the order they end (a join's once the inputs have ended); a label change, an error result, or a
+// frame missing in between (`seq` not the next: a live drop) ends a segment. Lines of other topics
+// are skipped. A line that is not JSON is an error naming `name` and its line number, except an
+// incomplete last line (a file being written), which is left out and counted in `*incomplete_lines`.
 Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
                                            uint64_t* incomplete_lines = nullptr);
 // The same, handing each segment to `on_segment` as soon as it ends (a live job's results read from

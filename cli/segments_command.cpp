@@ -1,5 +1,5 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
-//                 [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json]
+//                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +25,8 @@ int segments_command(const std::vector<std::string>& args) {
   // when the frames were decoded, or the camera's clock (RTCP sender reports), as local times. A live
   // camera's media time is its RTP clock's running time, which says nothing to an operator.
   std::string clock = "media";
+  bool clock_given = false;
+  bool join_gap_given = false;
   std::string frames_dir;  // --frames: a picture of each segment as a JPEG under it
   // --picture: which frame: its best (the highest score of its label: the truck in full view), or its
   // first (the moment it began: the truck's bumper coming in).
@@ -62,12 +64,40 @@ int segments_command(const std::vector<std::string>& args) {
       } else {
         options.min_score_by_label[label] = s;
       }
+    } else if (args[i] == "--join" && i + 1 < args.size()) {
+      // NAME=PATTERN: the streams whose ids match PATTERN are one camera's consecutive files, read as NAME.
+      const std::string& given = args[++i];
+      const size_t eq = given.find('=');
+      JoinedStreams join;
+      if (eq != std::string::npos) join = {given.substr(0, eq), given.substr(eq + 1)};
+      if (join.name.empty() || join.pattern.empty() || join.name.find('/') != std::string::npos) {
+        std::fprintf(stderr, "vapipe segments: --join wants NAME=PATTERN, the streams whose ids match PATTERN (a shell "
+                             "pattern, quoted: 'cam1-*') read as one stream NAME; got '%s'\n", given.c_str());
+        return kExitUsage;
+      }
+      for (const JoinedStreams& other : options.joins) {
+        if (other.name == join.name) {
+          std::fprintf(stderr, "vapipe segments: --join %s is given twice\n", join.name.c_str());
+          return kExitUsage;
+        }
+      }
+      options.joins.push_back(std::move(join));
+    } else if (args[i] == "--join-gap" && i + 1 < args.size()) {
+      char* end = nullptr;
+      const double gap = std::strtod(args[++i].c_str(), &end);
+      if (args[i].empty() || !end || *end || !(gap >= 0 && gap <= 86400)) {
+        std::fprintf(stderr, "vapipe segments: --join-gap wants seconds from 0 to 86400, got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+      options.join_gap_ms = gap * 1000;
+      join_gap_given = true;
     } else if (args[i] == "--each-label") {
       options.each_label = true;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
     } else if (args[i] == "--clock" && i + 1 < args.size()) {
       clock = args[++i];
+      clock_given = true;
       if (clock != "media" && clock != "capture" && clock != "camera") {
         std::fprintf(stderr, "vapipe segments: --clock is media, capture or camera, got '%s'\n", clock.c_str());
         return kExitUsage;
@@ -131,6 +161,21 @@ int segments_command(const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
+  if (join_gap_given && options.joins.empty()) {
+    std::fprintf(stderr, "vapipe segments: --join-gap says when a --join's files follow on: give --join too\n");
+    return kExitUsage;
+  }
+  if (!options.joins.empty()) {
+    // A joined segment may begin in one file and end in the next, whose own times start again at 0.
+    if (clock_given && clock == "media") {
+      std::fprintf(stderr, "vapipe segments: --join with --clock media: a joined segment may begin in one file and end "
+                           "in another, whose times say nothing across them; use --clock camera (the default with "
+                           "--join) or capture\n");
+      return kExitUsage;
+    }
+    if (!clock_given) clock = "camera";
+  }
+  options.note = [](const std::string& text) { std::fprintf(stderr, "vapipe segments: %s\n", text.c_str()); };
   if (picture_given && frames_dir.empty()) {
     std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");
     return kExitUsage;
@@ -169,8 +214,15 @@ int segments_command(const std::vector<std::string>& args) {
   if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, std::move(moved));
   std::set<std::string> unreadable;  // streams whose frames cannot be read again (cameras): said once
   // The picture of a segment: its path, or "" (why said on standard error).
-  auto picture_of = [&](const Segment& s) -> std::string {
+  auto picture_of = [&](const Segment& joined) -> std::string {
     if (!pictures) return "";
+    // A --join's segment: its picture is of a frame of one of its files, kept with that file's own.
+    Segment s = joined;
+    if (!joined.start_stream.empty()) {
+      const bool best = picture_kind == SegmentPicture::kBest;
+      s.stream_id = best ? joined.best_stream : joined.start_stream;
+      if (best && !joined.best_uri.empty()) s.uri = joined.best_uri;
+    }
     // A camera's frames are gone, but its live job may have taken the picture as the segment began.
     if (!s.live_picture.empty() && s.uri.rfind("file://", 0) != 0) return s.live_picture;
     if (unreadable.count(s.stream_id)) return "";
@@ -199,6 +251,11 @@ int segments_command(const std::vector<std::string>& args) {
                        {"best_score", s.best_score}, {"best_capture_unix_ms", ms(s.best_capture_ms)},
                        {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
                        {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)}};
+      if (!s.start_stream.empty()) {  // a --join's: the files its frames are in (their seq and ms are theirs)
+        j["start_stream_id"] = s.start_stream;
+        j["end_stream_id"] = s.end_stream;
+        j["best_stream_id"] = s.best_stream;
+      }
       if (pictures) j["picture"] = picture.empty() ? nlohmann::json() : nlohmann::json(picture);
       std::printf("%s\n", j.dump().c_str());
     } else {

@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace vapipe::cli {
 namespace {
@@ -399,6 +402,118 @@ TEST(Segments, WallClocksReadAsLocalTimes) {
   }
   vapipe::testing::LocalZone zone("UTC0");
   EXPECT_EQ(clock_time_text(1796093645520.9), "2026-12-01 02:54:05.521");
+}
+
+// --join: a camera recorded as consecutive files (an NVR's export, a stream per file), read as one
+// stream in the order of the camera's clock. Files are 25 frames/s: 40 ms apart.
+std::string file_result(const std::string& id, uint64_t seq, const std::string& label, double camera_ms,
+                        double score = 0.9) {
+  char camera[32];
+  std::snprintf(camera, sizeof camera, "%.0f", camera_ms);
+  return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" +
+         std::to_string(seq) + ",\"pts_ms\":" + std::to_string(seq * 40) + ",\"label\":\"" + label +
+         "\",\"score\":" + std::to_string(score) + ",\"camera_unix_ms\":" + camera + ",\"error\":null}}\n";
+}
+
+constexpr double kTwoPm = 1796220000000;  // a day at 14:00:00, as the files' recorded_at says
+
+TEST(Segments, AJoinReadsACamerasFilesAsOneStreamInTheOrderOfItsClock) {
+  // Three files named so that their ids do not sort by time, their lines interleaved as an archive job
+  // writes them (several files at once): 14:00 (5 frames), 14:00:00.2 right after it, and 14:10.
+  const std::string first = "gate-b", second = "gate-a", later = "gate-c";
+  std::string text = "{\"topic\":\"events/gate-a\",\"payload\":{\"event\":\"started\",\"uri\":\"file:///nvr/a.mp4\"}}\n";
+  text += "{\"topic\":\"events/gate-b\",\"payload\":{\"event\":\"started\",\"uri\":\"file:///nvr/b.mp4\"}}\n";
+  const char* first_labels[] = {"car", "car", "car", "truck", "truck"};
+  const char* second_labels[] = {"truck", "truck", "car", "car", "car"};
+  for (uint64_t i = 0; i < 5; ++i) {
+    text += file_result(later, i, "car", kTwoPm + 600000 + 40.0 * i);
+    text += file_result(second, i, second_labels[i], kTwoPm + 200 + 40.0 * i, i == 1 ? 0.99 : 0.9);
+    text += file_result(first, i, first_labels[i], kTwoPm + 40.0 * i);
+    text += result("yard", i, "dog");  // not one of them: as without a join
+  }
+  SegmentOptions o;
+  o.joins = {{"gate", "gate-*"}};
+  const std::vector<Segment> all = segments_of(text, o);
+  ASSERT_EQ(all.size(), 5u);
+  std::vector<Segment> s;  // the join's, in order; the other stream's are as without a join
+  std::vector<std::string> runs;
+  for (const Segment& g : all) {
+    if (g.stream_id == "yard") {
+      EXPECT_EQ(g.frames, 5u);
+      EXPECT_TRUE(g.start_stream.empty());
+      continue;
+    }
+    EXPECT_EQ(g.stream_id, "gate");
+    s.push_back(g);
+    runs.push_back(g.label + " " + g.start_stream + ":" + std::to_string(g.start_seq) + "-" + g.end_stream + ":" +
+                   std::to_string(g.end_seq) + " " + std::to_string(g.frames));
+  }
+  EXPECT_EQ(runs, (std::vector<std::string>{"car gate-b:0-gate-b:2 3",
+                                             "truck gate-b:3-gate-a:1 4",  // across the files' boundary
+                                             "car gate-a:2-gate-a:4 3",    // the 10-minute gap ends it
+                                             "car gate-c:0-gate-c:4 5"}));
+  ASSERT_EQ(s.size(), 4u);
+  const Segment& truck = s[1];
+  EXPECT_DOUBLE_EQ(truck.start_camera_ms, kTwoPm + 120);
+  EXPECT_DOUBLE_EQ(truck.end_camera_ms, kTwoPm + 240);
+  EXPECT_EQ(truck.uri, "file:///nvr/b.mp4");  // its first frame's file
+  EXPECT_EQ(truck.best_stream, "gate-a");     // its best frame (0.99) is in the next file
+  EXPECT_EQ(truck.best_seq, 1u);
+  EXPECT_DOUBLE_EQ(truck.best_ms, 40);
+  EXPECT_EQ(truck.best_uri, "file:///nvr/a.mp4");
+
+  // Without the join, the truck is two runs of two frames, which --min-frames 3 leaves out; joined, one
+  // of four. --stream selects the join by its name.
+  o.min_frames = 3;
+  o.stream_id = "gate";
+  o.label = "truck";
+  const std::vector<Segment> joined = segments_of(text, o);
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0].frames, 4u);
+  o.joins.clear();
+  o.stream_id.clear();
+  EXPECT_TRUE(segments_of(text, o).empty());
+
+  // A gap tolerance below the one between the first two files (40 ms from frame to frame) cuts there.
+  o.joins = {{"gate", "gate-*"}};
+  o.join_gap_ms = 30;
+  o.min_frames = 1;
+  const std::vector<Segment> cut = segments_of(text, o);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(cut[0].end_stream, "gate-b");
+  EXPECT_EQ(cut[1].start_stream, "gate-a");
+}
+
+TEST(Segments, AJoinsFilesMustHaveTheCameraClockAndItsNameMustBeNew) {
+  SegmentOptions o;
+  o.joins = {{"gate", "gate-*"}};
+  std::istringstream no_clock(file_result("gate-1", 0, "car", kTwoPm) + result("gate-2", 0, "car"));
+  auto r = read_segments(no_clock, "results.jsonl", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--join gate: stream 'gate-2' has no camera clock"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("recorded_at"), std::string::npos);
+
+  std::istringstream taken(file_result("gate-1", 0, "car", kTwoPm) + result("gate", 0, "car"));
+  r = read_segments(taken, "results.jsonl", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("results.jsonl:2: --join gate: the results have a stream of that name already"),
+            std::string::npos)
+      << r.status().message();
+
+  // A pattern that matches nothing, and files that overlap, are said; the rest is read as usual.
+  std::vector<std::string> notes;
+  o.note = [&](const std::string& n) { notes.push_back(n); };
+  o.joins = {{"gate", "gate-*"}, {"door", "door-*"}};
+  const std::vector<Segment> s = segments_of(
+      file_result("gate-1", 0, "car", kTwoPm) + file_result("gate-1", 1, "car", kTwoPm + 5000) +
+          file_result("gate-2", 0, "car", kTwoPm + 1000) + file_result("gate-2", 1, "car", kTwoPm + 1040),
+      o);
+  ASSERT_EQ(s.size(), 2u);  // not joined where they overlap
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("'gate-2' begins at"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("before 'gate-1' ends"), std::string::npos) << notes[0];
+  EXPECT_EQ(notes[1], "--join door=door-*: no stream of the results matches door-*");
 }
 
 }  // namespace

@@ -507,6 +507,52 @@ class ArchiveJob(E2ETest):
             self.assertEqual(seg.stderr, "")
         self.assert_no_leftovers(run)
 
+    def test_segments_join_a_cameras_consecutive_files_into_one_stream(self):
+        """`vapipe segments --join`: a DVR's consecutive files (2 s each here, the second recorded from
+        where the first ends, named by their start) are streams of their own in the job; joined, the ball
+        they both show is one segment of all their frames, from the first file's start to the second's
+        end on the camera's clock, and its picture is of a frame of one of the files."""
+        os.makedirs(os.path.join(self.dir, "dvr"))
+        for start in ("140000", "140002"):
+            make_clip(os.path.join(self.dir, "dvr", f"ch03_20261130{start}.mp4"), "ball", 60, 320, 240)
+        config, endpoint = write_config(self.dir, [{"glob": os.path.join(self.dir, "dvr", "*.mp4"),
+                                                    "recorded_at": "name:ch03_%Y%m%d%H%M%S"}])
+        env = dict(os.environ, TZ="UTC0")
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config, env=env)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        results = results_by_stream(self.subscriber.wait())
+        self.assertEqual(sorted(results), ["ch03_20261130140000", "ch03_20261130140002"])
+        self.assertTrue(all(r["label"] == "ball" for got in results.values() for r in got))
+        path = os.path.join(self.dir, "results.jsonl")
+        plain = subprocess.run([VAPIPE, "segments", path], capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual(len(plain.stdout.splitlines()), 3, plain.stdout)  # a heading and a segment per file
+        joined = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*"], capture_output=True, text=True,
+                                timeout=30, env=env)
+        self.assertEqual(joined.returncode, 0, joined.stderr)
+        self.assertRegex(joined.stdout, r"from \(camera\)")  # the camera's clock, the default with --join
+        self.assertRegex(joined.stdout,
+                         r"\ncam3 +ball +2026-11-30 14:00:00\.0\d\d +2026-11-30 14:00:0[34]\.\d\d\d +120 ")
+        self.assertEqual(len(joined.stdout.splitlines()), 2, joined.stdout)
+        pictures = os.path.join(self.dir, "pictures")
+        seg = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*", "--frames", pictures, "--json"],
+                             capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        segment = json.loads(seg.stdout)
+        self.assertEqual((segment["stream_id"], segment["frames"]), ("cam3", 120))
+        self.assertEqual((segment["start_stream_id"], segment["start_seq"]), ("ch03_20261130140000", 0))
+        self.assertEqual((segment["end_stream_id"], segment["end_seq"]), ("ch03_20261130140002", 59))
+        best = max((r for sid in sorted(results) for r in results[sid]), key=lambda r: r["score"])
+        self.assertEqual((segment["best_stream_id"], segment["best_seq"]), (best["stream_id"], best["seq"]))
+        self.assertTrue(segment["picture"].startswith(os.path.join(pictures, best["stream_id"], "")), segment["picture"])
+        self.assertEqual(jpeg_size(segment["picture"]), (320, 240))
+        media = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*", "--clock", "media"],
+                               capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(media.returncode, 1)
+        self.assertIn("--join with --clock media", media.stderr)
+        self.assert_no_leftovers(run)
+
     def test_keyframes_only_classifies_each_key_frame_of_a_file_once(self):
         """ingest.keyframes_only: a 90-frame clip with a key frame every 30 (a still pattern: no scene
         cut adds one) gives 3 results, a second apart, the rest never decoded; a stream of the same clip
