@@ -104,6 +104,12 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   StageRunStats stats;
   if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
 
+  if (config.transport.curve_keys.empty() && open_to_other_hosts(layout.input_endpoint.at(kind))) {
+    VAPIPE_LOG_WARN("{}: its input {} takes messages from any host that can reach this one, unauthenticated, and frames "
+                    "cross the network unencrypted: transport.curve_secret_key (a `vapipe keygen` file, the same on "
+                    "every host) encrypts the stage edges and admits only the job's own stages",
+                    stage_kind_name(kind), layout.input_endpoint.at(kind));
+  }
   VAPIPE_ASSIGN_OR_RETURN(auto receiver, MessageReceiver::bind(layout.input_endpoint.at(kind), kEdgeHighWaterMark,
                                                                    config.transport.curve_keys,
                                                                    pools_accepted_by_stages(layout)));

@@ -21,6 +21,18 @@ zmq::context_t& zmq_context() {
   return context;
 }
 
+bool open_to_other_hosts(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return false;
+  std::string host = endpoint.substr(6);
+  if (!host.empty() && host[0] == '[') {  // [IPv6]:port
+    const size_t close = host.find(']');
+    host = close == std::string::npos ? host.substr(1) : host.substr(1, close - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  return !(host == "localhost" || host == "lo" || host == "::1" || host.rfind("127.", 0) == 0);
+}
+
 std::string input_closed_marker(const std::string& endpoint) {
   const std::string ipc = "ipc://";
   return endpoint.rfind(ipc, 0) == 0 ? endpoint.substr(ipc.size()) + ".closed" : std::string();

@@ -64,6 +64,11 @@ std::string input_closed_marker(const std::string& endpoint);  // empty: not an 
 void mark_input_closed(const std::string& endpoint);
 bool input_closed(const std::string& endpoint);  // true also for an endpoint without a marker
 
+// Whether a ZeroMQ endpoint that binds takes connections from other hosts: a tcp:// endpoint whose
+// host is not a loopback address or "localhost" ("tcp://0.0.0.0:5560", "tcp://*:5560", an interface
+// name such as eth0, a LAN address). ipc:// and inproc:// endpoints are this host's only.
+bool open_to_other_hosts(const std::string& endpoint);
+
 class MessageSender {
  public:
   // by_reference: shared memory payloads travel as descriptors (same host). hwm: messages queued.

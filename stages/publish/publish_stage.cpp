@@ -23,6 +23,7 @@
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/token_file.h"
+#include "pipeline/transport.h"
 #include "pipeline/utf8.h"
 #include "stages/publish/result_schema.h"
 
@@ -143,6 +144,11 @@ Status PublishStage::open(const StageContext& ctx) {
     o.curve_clients = ctx.config.publish.curve_clients;
     o.curve_clients_source = ctx.config.publish.curve_authorized_keys;
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
+    if (o.curve.empty() && open_to_other_hosts(o.endpoint)) {
+      VAPIPE_LOG_INFO("publish: the result bus {} is open to every host that can reach this one, unencrypted: "
+                      "publish.curve_secret_key and curve_authorized_keys encrypt it and admit only listed "
+                      "subscribers (README, \"An encrypted bus\")", o.endpoint);
+    }
   }
   stop_requested_ = ctx.stop_requested;
   for (size_t i = 0; i < ctx.config.publish.webhooks.size(); ++i) {

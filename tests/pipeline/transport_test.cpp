@@ -121,6 +121,17 @@ TEST_F(TransportTest, DescriptorsAreRefusedOnInlineEdgesAndForPoolsNotAccepted) 
   }
 }
 
+TEST(Transport, EndpointsOpenToOtherHostsAreTold) {
+  for (const char* open : {"tcp://0.0.0.0:5560", "tcp://*:5560", "tcp://10.0.0.5:5552", "tcp://eth0:5560",
+                           "tcp://[::]:5560", "tcp://[fe80::1]:5560"}) {
+    EXPECT_TRUE(open_to_other_hosts(open)) << open;
+  }
+  for (const char* local : {"tcp://127.0.0.1:5560", "tcp://127.0.1.1:5560", "tcp://localhost:5560", "tcp://lo:5560",
+                            "tcp://[::1]:5560", "ipc:///tmp/vapipe-x/publish.sock", "inproc://bus"}) {
+    EXPECT_FALSE(open_to_other_hosts(local)) << local;
+  }
+}
+
 TEST_F(TransportTest, InlineModeCopiesPayloadIntoTheMessage) {
   const std::string ep = "tcp://127.0.0.1:25931";
   auto receiver = MessageReceiver::bind(ep, 16);
