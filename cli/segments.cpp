@@ -339,6 +339,50 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   return Status::Ok();
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + '"';
+}
+
+std::string segment_csv_header() {
+  return "stream_id,label,from,to,frames,score_mean,start_ms,end_ms,start_seq,end_seq,best_seq,best_ms,best_score,"
+         "best_capture_unix_ms,start_capture_unix_ms,end_capture_unix_ms,start_camera_unix_ms,end_camera_unix_ms,"
+         "start_stream_id,end_stream_id,best_stream_id,picture";
+}
+
+std::string segment_csv_row(const Segment& s, const std::string& from, const std::string& to,
+                            const std::string& picture) {
+  // Milliseconds as written in the results (to the microsecond), without trailing zeros; empty: unknown.
+  auto ms = [](double v) -> std::string {
+    if (v < 0) return "";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.3f", v);
+    std::string t = buf;
+    while (t.back() == '0') t.pop_back();
+    if (t.back() == '.') t.pop_back();
+    return t;
+  };
+  auto score = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", v);
+    return std::string(buf);
+  };
+  const std::vector<std::string> fields = {
+      s.stream_id, s.label, from == "-" ? "" : from, to == "-" ? "" : to, std::to_string(s.frames),
+      score(s.score_mean()), ms(s.start_ms), ms(s.end_ms), std::to_string(s.start_seq), std::to_string(s.end_seq),
+      std::to_string(s.best_seq), ms(s.best_ms), s.best_score < 0 ? "" : score(s.best_score), ms(s.best_capture_ms),
+      ms(s.start_capture_ms), ms(s.end_capture_ms), ms(s.start_camera_ms), ms(s.end_camera_ms), s.start_stream,
+      s.end_stream, s.best_stream, picture};
+  std::string line;
+  for (size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(fields[i]);
+  return line;
+}
+
 std::string clock_time_text(double unix_ms) {
   if (unix_ms < 0) return "-";
   const auto total = static_cast<long long>(std::llround(unix_ms));

@@ -117,6 +117,14 @@ struct SegmentInput {
 Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOptions& options,
                         const std::function<void(const Segment&)>& on_segment, uint64_t* incomplete_lines = nullptr);
 
+// --csv: a segment as a line of comma-separated values (RFC 4180: a field holding a comma, a quote or
+// a line break is quoted, its quotes doubled), for a spreadsheet. `from` and `to` are the table's
+// (the clock asked for), `picture` its picture's path ("": none); unknown numbers are empty fields.
+std::string segment_csv_header();
+std::string segment_csv_row(const Segment& s, const std::string& from, const std::string& to,
+                            const std::string& picture);
+std::string csv_field(const std::string& text);
+
 // "1:02:03.456" (hours only when there are some); "-" for no timestamp.
 std::string media_time_text(double ms);
 

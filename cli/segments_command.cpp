@@ -1,5 +1,5 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
-//                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json]
+//                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json|--csv]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +21,7 @@ int segments_command(const std::vector<std::string>& args) {
   std::vector<std::string> paths;  // read as one, in order (a live job's files named by the date)
   SegmentOptions options;
   bool json = false;
+  bool csv = false;  // a spreadsheet's: a header, then a line per segment
   // What the table's from and to are: the video's own time (a file's position), this machine's clock
   // when the frames were decoded, or the camera's clock (RTCP sender reports), as local times. A live
   // camera's media time is its RTP clock's running time, which says nothing to an operator.
@@ -138,6 +139,8 @@ int segments_command(const std::vector<std::string>& args) {
       moved.push_back(std::move(m));
     } else if (args[i] == "--json") {
       json = true;
+    } else if (args[i] == "--csv") {
+      csv = true;
     } else if (args[i] == "-" || args[i].rfind("--", 0) != 0) {
       paths.push_back(args[i]);
     } else {
@@ -160,6 +163,10 @@ int segments_command(const std::vector<std::string>& args) {
                            "top_k names it: give a score above 0\n", label.c_str(), label.c_str());
       return kExitUsage;
     }
+  }
+  if (json && csv) {
+    std::fprintf(stderr, "vapipe segments: --json or --csv, not both\n");
+    return kExitUsage;
   }
   if (join_gap_given && options.joins.empty()) {
     std::fprintf(stderr, "vapipe segments: --join-gap says when a --join's files follow on: give --join too\n");
@@ -203,7 +210,9 @@ int segments_command(const std::vector<std::string>& args) {
   // Each segment is printed as it ends (and flushed): `vapipe sub --with-topic | vapipe segments -`
   // logs a live job's label runs as they happen.
   const int width = clock == "media" ? 14 : 23;
-  if (!json) {
+  if (csv) {
+    std::printf("%s\n", segment_csv_header().c_str());
+  } else if (!json) {
     std::printf("%-24s %-20s %*s %*s %8s %6s%s\n", "stream", "label", width,
                 clock == "media" ? "from" : ("from (" + clock + ")").c_str(), width,
                 clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score",
@@ -239,7 +248,7 @@ int segments_command(const std::vector<std::string>& args) {
     }
     return "";
   };
-  auto print = [json, &clock, width, &picture_of, &pictures](const Segment& s) {
+  auto print = [json, csv, &clock, width, &picture_of, &pictures](const Segment& s) {
     auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
     const std::string picture = picture_of(s);
     if (json) {
@@ -265,9 +274,13 @@ int segments_command(const std::vector<std::string>& args) {
       const std::string to = clock == "media"     ? media_time_text(s.end_ms)
                              : clock == "capture" ? clock_time_text(s.end_capture_ms)
                                                   : clock_time_text(s.end_camera_ms);
-      std::printf("%-24s %-20s %*s %*s %8llu %6.3f%s\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(),
-                  width, to.c_str(), static_cast<unsigned long long>(s.frames), s.score_mean(),
-                  pictures ? ("  " + (picture.empty() ? std::string("-") : picture)).c_str() : "");
+      if (csv) {
+        std::printf("%s\n", segment_csv_row(s, from, to, picture).c_str());
+      } else {
+        std::printf("%-24s %-20s %*s %*s %8llu %6.3f%s\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(),
+                    width, to.c_str(), static_cast<unsigned long long>(s.frames), s.score_mean(),
+                    pictures ? ("  " + (picture.empty() ? std::string("-") : picture)).c_str() : "");
+      }
     }
     std::fflush(stdout);
   };

@@ -516,5 +516,31 @@ TEST(Segments, AJoinsFilesMustHaveTheCameraClockAndItsNameMustBeNew) {
   EXPECT_EQ(notes[1], "--join door=door-*: no stream of the results matches door-*");
 }
 
+// --csv: for a spreadsheet. ImageNet's labels hold commas ("tench, Tinca tinca") and may hold quotes.
+TEST(Segments, CsvLinesQuoteWhatNeedsItAndLeaveUnknownNumbersEmpty) {
+  EXPECT_EQ(csv_field("truck"), "truck");
+  EXPECT_EQ(csv_field("tench, Tinca tinca"), "\"tench, Tinca tinca\"");
+  EXPECT_EQ(csv_field("a \"b\""), "\"a \"\"b\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  const std::vector<Segment> s = segments_of(result("a", 0, "tench, Tinca tinca", 0.5) +
+                                             result("a", 1, "tench, Tinca tinca", 0.75));
+  ASSERT_EQ(s.size(), 1u);
+  const std::string row = segment_csv_row(s[0], "0:00.000", "0:00.100", "");
+  EXPECT_EQ(row, "a,\"tench, Tinca tinca\",0:00.000,0:00.100,2,0.6250,0,100,0,1,1,100,0.7500,,,,,,,,,");
+  // As many fields as the header names (the quoted comma is not a field's end).
+  auto fields = [](const std::string& line) {
+    size_t n = 1;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      if (c == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(fields(row), fields(segment_csv_header()));
+  EXPECT_EQ(segment_csv_header().substr(0, 32), "stream_id,label,from,to,frames,s");
+  EXPECT_EQ(segment_csv_row(s[0], "-", "-", "/p/a.jpg").substr(0, 30), "a,\"tench, Tinca tinca\",,,2,0.6");
+}
+
 }  // namespace
 }  // namespace vapipe::cli

@@ -1,5 +1,7 @@
 """Archive jobs end to end: `vapipe run` starts five stage processes; a subscriber in another process
 receives every frame's result exactly once, in order, classified by the shipped model."""
+import csv
+import io
 import json
 import os
 import re
@@ -547,6 +549,18 @@ class ArchiveJob(E2ETest):
         self.assertEqual((segment["best_stream_id"], segment["best_seq"]), (best["stream_id"], best["seq"]))
         self.assertTrue(segment["picture"].startswith(os.path.join(pictures, best["stream_id"], "")), segment["picture"])
         self.assertEqual(jpeg_size(segment["picture"]), (320, 240))
+        # --csv, as a spreadsheet (Python's csv module here) reads it: the same segment.
+        csv_out = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*", "--csv"], capture_output=True,
+                                 text=True, timeout=30, env=env)
+        self.assertEqual(csv_out.returncode, 0, csv_out.stderr)
+        rows = list(csv.DictReader(io.StringIO(csv_out.stdout)))
+        self.assertEqual(len(rows), 1, csv_out.stdout)
+        self.assertEqual((rows[0]["stream_id"], rows[0]["label"], rows[0]["frames"]), ("cam3", "ball", "120"))
+        self.assertEqual((rows[0]["start_stream_id"], rows[0]["end_stream_id"]),
+                         ("ch03_20261130140000", "ch03_20261130140002"))
+        self.assertRegex(rows[0]["from"], r"^2026-11-30 14:00:00\.0\d\d$")
+        self.assertAlmostEqual(float(rows[0]["start_camera_unix_ms"]), segment["start_camera_unix_ms"], places=3)
+        self.assertEqual(rows[0]["picture"], "")
         media = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*", "--clock", "media"],
                                capture_output=True, text=True, timeout=30, env=env)
         self.assertEqual(media.returncode, 1)
