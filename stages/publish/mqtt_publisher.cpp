@@ -18,14 +18,12 @@
 
 namespace vapipe {
 
-std::string home_assistant_stream_id(const std::string& stream_id) {
-  std::string id = home_assistant_id(stream_id);
-  if (id == stream_id) return id;
+std::string home_assistant_device_id(const std::string& job_name, const std::string& stream_id) {
   uint32_t h = 2166136261u;  // FNV-1a: stable across runs and builds, as a device id must be
-  for (unsigned char c : stream_id) h = (h ^ c) * 16777619u;
+  for (unsigned char c : job_name + '\n' + stream_id) h = (h ^ c) * 16777619u;
   char hash[10];
   std::snprintf(hash, sizeof hash, "_%08x", h);
-  return id + hash;
+  return "vapipe_" + home_assistant_id(job_name) + "_" + home_assistant_id(stream_id) + hash;
 }
 
 namespace {
@@ -335,9 +333,8 @@ void MqttPublisher::publish_home_assistant(bool everything) {
     retire.assign(ha_retired_.begin(), ha_retired_.end());
     ha_retired_.clear();
   }
-  const std::string job = home_assistant_id(job_name_);
   auto discovery_topic = [&](const std::string& stream, const std::string& id) {
-    return config_.discovery_prefix + "/binary_sensor/vapipe_" + job + "_" + home_assistant_stream_id(stream) + "/" + id +
+    return config_.discovery_prefix + "/binary_sensor/" + home_assistant_device_id(job_name_, stream) + "/" + id +
            "/config";
   };
   for (const std::string& stream : retire) {
@@ -348,13 +345,13 @@ void MqttPublisher::publish_home_assistant(bool everything) {
     }
   }
   for (const std::string& stream : announce) {
-    const std::string device = "vapipe_" + job + "_" + home_assistant_stream_id(stream);
+    const std::string device = home_assistant_device_id(job_name_, stream);
     for (const std::string& label : config_.labels) {
       const std::string id = home_assistant_id(label);
       nlohmann::json sensor{
           {"name", label},
           {"unique_id", device + "_" + id},
-          {"object_id", "vapipe_" + home_assistant_stream_id(stream) + "_" + id},
+          {"object_id", "vapipe_" + home_assistant_id(stream) + "_" + id},  // the entity id it suggests
           {"state_topic", config_.topic_prefix + "state/" + stream + "/" + id},
           {"payload_on", "ON"},
           {"payload_off", "OFF"},

@@ -35,11 +35,12 @@ struct mosquitto;
 
 namespace vapipe {
 
-// A stream's part of its Home Assistant device id ("vapipe_<job>_<this>"): home_assistant_id(stream)
-// when that is the stream id itself ("gate", "cam_1"), else followed by an 8-digit hash of the id
-// ("Cam-1.north" -> "cam_1_north_3f2a9c10"), so that streams whose ids differ only in case or in
-// '-', '.' and '_' ("a.b", "a_b", "A-b") are devices of their own, not one whose sensors they share.
-std::string home_assistant_stream_id(const std::string& stream_id);
+// A stream's Home Assistant device id: "vapipe_<job>_<stream>" in home_assistant_id's letters, then an
+// 8-digit hash of the job's name and the stream's id as given ("vapipe_nightly_gate_north_5be0c1d2"), so
+// that streams whose ids differ only in case or in '-', '.' and '_' ("a.b", "a_b", "A-b"), and jobs
+// on one broker whose names and ids run together (job "a_b" stream "c", job "a" stream "b_c"), are
+// devices of their own, not one whose sensors they share.
+std::string home_assistant_device_id(const std::string& job_name, const std::string& stream_id);
 
 class MqttPublisher : public QueuedSink<MqttStats> {
  public:

@@ -269,8 +269,7 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
     return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "gate.north"}, {"event", event}, {"label", label}};
   };
   publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate.north"}, {"event", "started"}});
-  const std::string discovery =
-      "homeassistant/binary_sensor/vapipe_test_" + home_assistant_stream_id("gate.north") + "/";
+  const std::string discovery = "homeassistant/binary_sensor/" + home_assistant_device_id("test", "gate.north") + "/";
   const std::string truck = "vapipe/test/state/gate.north/truck", fire = "vapipe/test/state/gate.north/fire_truck";
   ASSERT_TRUE(sub->wait_for(1, discovery + "fire_truck/config"));
   ASSERT_TRUE(sub->wait_for(1, truck));
@@ -278,10 +277,11 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
   ASSERT_EQ(announced.size(), 1u);
   const auto config = nlohmann::json::parse(announced[0].payload);
   EXPECT_EQ(config["name"], "truck");
-  EXPECT_EQ(config["unique_id"], "vapipe_test_gate_north_82fda7d7_truck");
+  EXPECT_EQ(config["unique_id"], home_assistant_device_id("test", "gate.north") + "_truck");
   EXPECT_EQ(config["state_topic"], truck);
   EXPECT_EQ(config["availability_topic"], "vapipe/test/status");
-  EXPECT_EQ(config["device"]["identifiers"][0], "vapipe_test_gate_north_82fda7d7");
+  EXPECT_EQ(config["device"]["identifiers"][0], home_assistant_device_id("test", "gate.north"));
+  EXPECT_EQ(config["object_id"], "vapipe_gate_north_truck");
   EXPECT_EQ(config["device"]["name"], "gate.north");
   EXPECT_EQ(nlohmann::json::parse(sub->on(discovery + "fire_truck/config")[0].payload)["name"], "Fire truck");
   EXPECT_EQ(sub->on(truck)[0].payload, "OFF");
@@ -332,7 +332,7 @@ TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
   c.home_assistant = true;
   c.labels = {"truck"};
   MqttPublisher publisher(c, 0, "test");
-  const std::string config = "homeassistant/binary_sensor/vapipe_test_yard/truck/config";
+  const std::string config = "homeassistant/binary_sensor/" + home_assistant_device_id("test", "yard") + "/truck/config";
   const std::string state = "vapipe/test/state/yard/truck";
   publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
   ASSERT_TRUE(sub.wait_for(1, state));
@@ -352,7 +352,7 @@ TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
                                        {"message", "end of stream"}});
   ASSERT_TRUE(sub.wait_for(1, "vapipe/test/state/gate/truck"));
   publisher.finish(2s);
-  EXPECT_EQ(sub.on("homeassistant/binary_sensor/vapipe_test_gate/truck/config").size(), 1u);
+  EXPECT_EQ(sub.on("homeassistant/binary_sensor/" + home_assistant_device_id("test", "gate") + "/truck/config").size(), 1u);
 }
 
 TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
@@ -363,25 +363,24 @@ TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
   EXPECT_EQ(home_assistant_id("Straße"), "stra_e");
 }
 
-// Stream ids differ in case and in '-', '.' and '_', which Home Assistant's ids lose: each stream must
-// still be a device of its own, and the plain ids most cameras have stay as they are.
+// Stream ids differ in case and in '-', '.' and '_', which Home Assistant's ids lose, and a job's name
+// and a stream's id run together in a device id: each stream of each job must still be a device of its
+// own, with an id Home Assistant takes that still reads as the two.
 TEST(MqttPublisher, HomeAssistantDevicesOfStreamsWhoseIdsLookAlikeDiffer) {
-  EXPECT_EQ(home_assistant_stream_id("gate"), "gate");
-  EXPECT_EQ(home_assistant_stream_id("cam_1"), "cam_1");
-  const std::vector<std::string> alike = {"a_b", "a.b", "a-b", "A_b", "a__b", "a_b_", "_a_b"};
+  const std::vector<std::pair<std::string, std::string>> alike = {
+      {"job", "a_b_c"}, {"job", "a.b.c"}, {"job", "A-b-c"}, {"job", "a__b_c"}, {"job_a", "b_c"}, {"job_a_b", "c"},
+      {"Job", "a_b_c"}};
   std::set<std::string> devices;
-  for (const std::string& stream : alike) {
-    const std::string device = home_assistant_stream_id(stream);
-    EXPECT_EQ(device, home_assistant_stream_id(stream));  // stable
-    EXPECT_EQ(device.rfind("a_b", 0), 0u) << device;       // still reads as the stream
+  for (const auto& [job, stream] : alike) {
+    const std::string device = home_assistant_device_id(job, stream);
+    EXPECT_EQ(device, home_assistant_device_id(job, stream));  // stable
+    EXPECT_EQ(device.rfind("vapipe_job_a_b_c_", 0), 0u) << device;
+    ASSERT_EQ(device.size(), std::string("vapipe_job_a_b_c_").size() + 8) << device;
+    EXPECT_EQ(device.find_first_not_of("0123456789abcdef", device.size() - 8), std::string::npos) << device;
     EXPECT_EQ(home_assistant_id(device), device) << device;  // what Home Assistant takes
     devices.insert(device);
   }
   EXPECT_EQ(devices.size(), alike.size());
-  const std::string hashed = home_assistant_stream_id("a.b");  // "a_b_" and 8 hex digits
-  ASSERT_EQ(hashed.size(), 12u);
-  EXPECT_EQ(hashed.substr(0, 4), "a_b_");
-  EXPECT_EQ(hashed.find_first_not_of("0123456789abcdef", 4), std::string::npos) << hashed;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "pipeline/job_layout.h"
 #include "pipeline/results_path.h"
 #include "stages/publish/metrics_server.h"
+#include "stages/publish/mqtt_publisher.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
@@ -1269,7 +1270,8 @@ TEST_F(PublishStageTest, AnMqttBrokerReceivesTheSegmentMessagesAsTheBusHasThem) 
   EXPECT_EQ(subscriber.on("vapipe/gate-job/status").back().payload, "offline");
   EXPECT_TRUE(subscriber.on("alerts/status").empty());
   // home_assistant: s0 announced at its first message, its bus sensor OFF, ON while bus's segment was open.
-  ASSERT_TRUE(subscriber.wait_for(1, "homeassistant/binary_sensor/vapipe_gate_job_s0/bus/config"));
+  ASSERT_TRUE(subscriber.wait_for(
+      1, "homeassistant/binary_sensor/" + home_assistant_device_id("gate-job", "s0") + "/bus/config"));
   std::vector<std::string> states;
   for (const auto& m : subscriber.on("alerts/state/s0/bus")) states.push_back(m.payload);
   EXPECT_EQ(states, (std::vector<std::string>{"OFF", "ON", "OFF"}));
