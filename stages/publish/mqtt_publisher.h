@@ -36,7 +36,7 @@ struct mosquitto;
 namespace vapipe {
 
 // A stream's Home Assistant device id: "vapipe_<job>_<stream>" in home_assistant_id's letters, then an
-// 8-digit hash of the job's name and the stream's id as given ("vapipe_nightly_gate_north_5be0c1d2"), so
+// 8-digit hash of the job's name and the stream's id as given ("vapipe_nightly_gate_north_90d01e0a"), so
 // that streams whose ids differ only in case or in '-', '.' and '_' ("a.b", "a_b", "A-b"), and jobs
 // on one broker whose names and ids run together (job "a_b" stream "c", job "a" stream "b_c"), are
 // devices of their own, not one whose sensors they share.
