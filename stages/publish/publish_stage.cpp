@@ -144,11 +144,6 @@ Status PublishStage::open(const StageContext& ctx) {
     o.curve_clients = ctx.config.publish.curve_clients;
     o.curve_clients_source = ctx.config.publish.curve_authorized_keys;
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
-    if (o.curve.empty() && open_to_other_hosts(o.endpoint)) {
-      VAPIPE_LOG_INFO("publish: the result bus {} is open to every host that can reach this one, unencrypted: "
-                      "publish.curve_secret_key and curve_authorized_keys encrypt it and admit only listed "
-                      "subscribers (README, \"An encrypted bus\")", o.endpoint);
-    }
   }
   stop_requested_ = ctx.stop_requested;
   for (size_t i = 0; i < ctx.config.publish.webhooks.size(); ++i) {
@@ -184,8 +179,13 @@ Status PublishStage::open(const StageContext& ctx) {
   }
   if (!ctx.config.publish.curve_authorized_keys.empty()) check_authorized_keys();  // its time at start
   const PublishConfig& pc = ctx.config.publish;
+  // A bus open beyond this host without CURVE is often meant (a LAN's subscribers): said, not warned.
   const std::string security =
-      pc.curve_keys.empty() ? std::string()
+      pc.curve_keys.empty()
+          ? (open_to_other_hosts(pc.endpoint) ? " (open to every host that can reach this one, unencrypted: "
+                                                "publish.curve_secret_key and curve_authorized_keys encrypt it and "
+                                                "admit only listed subscribers)"
+                                              : std::string())
       : pc.curve_clients.empty()
           ? " (CURVE, server public key " + pc.curve_keys.public_key + ")"
           : " (CURVE, server public key " + pc.curve_keys.public_key + ", " + std::to_string(pc.curve_clients.size()) +
@@ -203,9 +203,14 @@ Status PublishStage::open(const StageContext& ctx) {
     update_metrics_snapshot();
     VAPIPE_LOG_INFO("publish: metrics on {}://{}:{}/metrics, health on /healthz{}", metrics_server_->scheme(),
                     metrics_server_->host(), metrics_server_->port(),
-                    ctx.config.publish.metrics_token.empty()
-                        ? std::string()
-                        : " (bearer token from " + ctx.config.publish.metrics_token_file + ")");
+                    !ctx.config.publish.metrics_token.empty()
+                        ? " (bearer token from " + ctx.config.publish.metrics_token_file + ")"
+                    : ctx.config.publish.metrics_tls_client_ca_file.empty() &&
+                            open_to_other_hosts("tcp://" + ctx.config.publish.metrics_address)
+                        ? " (open to every host that can reach this one, without a token: anyone there can read "
+                          "/metrics and the streams on /healthz, and POST /-/reload; publish.metrics_token_file "
+                          "asks for one)"
+                        : std::string());
   }
   return Status::Ok();
 }
