@@ -1,5 +1,6 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
-//                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json|--csv]
+//                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
+//                 [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json|--csv]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

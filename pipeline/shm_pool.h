@@ -92,8 +92,8 @@ using PoolFilter = std::function<bool(const std::string& pool_name)>;
 // Cache of pools mapped by name, so a consumer maps each pool once.
 class ShmPoolRegistry {
  public:
-  // accepts: the pools that may be mapped (a name it refuses is kPermissionDenied, naming it); empty:
-  // any pool (tests that build descriptors by hand).
+  // accepts: the pools that may be mapped (a name it refuses is kDataLoss, naming it); empty: any
+  // pool (tests that build descriptors by hand).
   explicit ShmPoolRegistry(PoolFilter accepts = {}) : accepts_(std::move(accepts)) {}
   Result<std::shared_ptr<ShmPool>> get(const std::string& name);
 

@@ -176,7 +176,8 @@ Result<std::unique_ptr<MessageReceiver>> MessageReceiver::bind(const std::string
       std::error_code ec;
       std::filesystem::remove(marker, ec);
     }
-    return std::unique_ptr<MessageReceiver>(new MessageReceiver(std::move(curve), std::move(socket), endpoint, std::move(shm_pools)));
+    return std::unique_ptr<MessageReceiver>(
+        new MessageReceiver(std::move(curve), std::move(socket), endpoint, std::move(shm_pools)));
   } catch (const zmq::error_t& e) {
     return Unavailable("cannot bind " + endpoint + ": " + e.what());
   }
