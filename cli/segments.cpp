@@ -25,6 +25,34 @@ struct FrameFacts {
   std::vector<std::pair<std::string, double>> labels;  // those on the frame, with their scores
 };
 
+// A --join's files' frames, held until every input has been read: a day of a camera is a million of
+// them, so each is kept small (labels by number, in one list per file).
+struct HeldFrames {
+  struct Frame {
+    uint64_t seq;
+    double pts, capture_ms, camera_ms;
+    uint32_t first_label;  // its labels are labels[first_label, next frame's first_label)
+  };
+  std::vector<Frame> frames;
+  std::vector<std::pair<uint32_t, double>> labels;  // (label number, score)
+
+  void add(const FrameFacts& f, std::map<std::string, uint32_t>& label_numbers, std::vector<std::string>& names) {
+    frames.push_back({f.seq, f.pts, f.capture_ms, f.camera_ms, static_cast<uint32_t>(labels.size())});
+    for (const auto& [label, score] : f.labels) {
+      auto [it, added] = label_numbers.emplace(label, static_cast<uint32_t>(names.size()));
+      if (added) names.push_back(label);
+      labels.emplace_back(it->second, score);
+    }
+  }
+  FrameFacts at(size_t i, const std::vector<std::string>& names) const {
+    const Frame& h = frames[i];
+    FrameFacts f{h.seq, h.pts, h.capture_ms, h.camera_ms, {}};
+    const size_t end = i + 1 < frames.size() ? frames[i + 1].first_label : labels.size();
+    for (size_t l = h.first_label; l < end; ++l) f.labels.emplace_back(names[labels[l].first], labels[l].second);
+    return f;
+  }
+};
+
 }  // namespace
 
 Result<std::vector<Segment>> read_segments(std::istream& in, const std::string& name, const SegmentOptions& options,
@@ -196,7 +224,9 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     return it->second;
   };
   // By join, by file (stream): its frames, in their order, until every input has been read.
-  std::map<std::string, std::map<std::string, std::vector<FrameFacts>>> joined_frames;
+  std::map<std::string, std::map<std::string, HeldFrames>> joined_frames;
+  std::map<std::string, uint32_t> label_numbers;  // their labels, by number
+  std::vector<std::string> label_names;
   for (const auto& [stream, name] : inputs) {
     std::istream& in = *stream;
     std::string line;
@@ -275,7 +305,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       f.capture_ms = number("capture_unix_ms");
       f.camera_ms = number("camera_unix_ms");
       if (join) {
-        joined_frames[join->name][id].push_back(std::move(f));  // taken in order once every file is read
+        joined_frames[join->name][id].add(f, label_numbers, label_names);  // taken in order once all is read
       } else {
         add_frame(id, "", f.seq, f);
       }
@@ -292,16 +322,17 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     }
     struct Member {
       const std::string* id;
-      const std::vector<FrameFacts>* frames;
+      const std::vector<HeldFrames::Frame>* frames;
+      const HeldFrames* held;
     };
     std::vector<Member> order;
     for (const auto& [member, frames] : members->second) {
-      if (frames.front().camera_ms < 0 || frames.back().camera_ms < 0) {
+      if (frames.frames.front().camera_ms < 0 || frames.frames.back().camera_ms < 0) {
         return InvalidArgument("--join " + join.name + ": stream '" + member +
                                "' has no camera clock in the results (camera_unix_ms): its files need "
                                "streams[].recorded_at, so that they can be put in order and their gaps seen");
       }
-      order.push_back({&member, &frames});
+      order.push_back({&member, &frames.frames, &frames});
     }
     std::sort(order.begin(), order.end(), [](const Member& a, const Member& b) {
       const double x = a.frames->front().camera_ms, y = b.frames->front().camera_ms;
@@ -309,10 +340,10 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     });
     uint64_t next_pos = 0;  // the place the next file's first frame takes when it follows on
     for (size_t k = 0; k < order.size(); ++k) {
-      const std::vector<FrameFacts>& frames = *order[k].frames;
+      const std::vector<HeldFrames::Frame>& frames = *order[k].frames;
       uint64_t base = next_pos;
       if (k > 0) {
-        const FrameFacts& last = order[k - 1].frames->back();
+        const HeldFrames::Frame& last = order[k - 1].frames->back();
         const double gap = frames.front().camera_ms - last.camera_ms;
         if (gap > options.join_gap_ms || gap < -options.join_gap_ms) ++base;  // a missing frame between them
         if (gap < -options.join_gap_ms && options.note) {
@@ -323,7 +354,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       }
       // Within a file its own numbers say which frames follow on (a gap in them is a missing frame).
       const uint64_t first_seq = frames.front().seq;
-      for (const FrameFacts& f : frames) {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const FrameFacts f = order[k].held->at(i, label_names);
         const uint64_t pos = base + (f.seq > first_seq ? f.seq - first_seq : 0);
         add_frame(join.name, *order[k].id, pos, f);
         next_pos = std::max(next_pos, pos + 1);
