@@ -280,14 +280,15 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       // whose score reaches min_score; none for an error result (or an unsure one).
       FrameFacts f;
       if (!failed && options.each_label && p.contains("top_k") && p["top_k"].is_array()) {
-        std::set<std::string> seen;
         for (const nlohmann::json& c : p["top_k"]) {
           if (!c.is_object() || !c.contains("label") || !c["label"].is_string() || !c.contains("score") ||
               !c["score"].is_number() || c["score"].get<double>() < options.min_score_for(c["label"].get<std::string>())) {
             continue;
           }
-          if (seen.insert(c["label"].get<std::string>()).second) {
-            f.labels.emplace_back(c["label"].get<std::string>(), c["score"].get<double>());
+          const std::string label = c["label"].get<std::string>();
+          // A label named twice counts once, with its first score (top_k is a few entries: no set).
+          if (std::none_of(f.labels.begin(), f.labels.end(), [&](const auto& l) { return l.first == label; })) {
+            f.labels.emplace_back(label, c["score"].get<double>());
           }
         }
       } else if (!failed && !options.each_label && p.contains("label") && p["label"].is_string()) {
@@ -322,7 +323,6 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     }
     struct Member {
       const std::string* id;
-      const std::vector<HeldFrames::Frame>* frames;
       const HeldFrames* held;
     };
     std::vector<Member> order;
@@ -332,18 +332,18 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
                                "' has no camera clock in the results (camera_unix_ms): its files need "
                                "streams[].recorded_at, so that they can be put in order and their gaps seen");
       }
-      order.push_back({&member, &frames.frames, &frames});
+      order.push_back({&member, &frames});
     }
     std::sort(order.begin(), order.end(), [](const Member& a, const Member& b) {
-      const double x = a.frames->front().camera_ms, y = b.frames->front().camera_ms;
+      const double x = a.held->frames.front().camera_ms, y = b.held->frames.front().camera_ms;
       return x != y ? x < y : *a.id < *b.id;
     });
     uint64_t next_pos = 0;  // the place the next file's first frame takes when it follows on
     for (size_t k = 0; k < order.size(); ++k) {
-      const std::vector<HeldFrames::Frame>& frames = *order[k].frames;
+      const std::vector<HeldFrames::Frame>& frames = order[k].held->frames;
       uint64_t base = next_pos;
       if (k > 0) {
-        const HeldFrames::Frame& last = order[k - 1].frames->back();
+        const HeldFrames::Frame& last = order[k - 1].held->frames.back();
         const double gap = frames.front().camera_ms - last.camera_ms;
         if (gap > options.join_gap_ms || gap < -options.join_gap_ms) ++base;  // a missing frame between them
         if (gap < -options.join_gap_ms && options.note) {
