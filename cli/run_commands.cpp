@@ -508,6 +508,8 @@ int validate_command(const std::vector<std::string>& all_args) {
     if (!m.username.empty()) extras += "; as user '" + m.username + "'";
     if (!m.cert_file.empty()) extras += "; client certificate " + m.cert_file;
     extras += m.status_topic.empty() ? "; no status topic" : "; online/offline on " + m.status_topic;
+    if (m.home_assistant) extras += "; Home Assistant's discovery under " + m.discovery_prefix + "/";
+    if (m.pictures) extras += "; segment pictures on " + m.topic_prefix + "picture/<stream>/<label>";
     std::printf("  mqtt %zu: the messages on %s are published to %s as %s<topic> (qos %u; %s past %u waiting%s)\n", i,
                 topic_list(m).c_str(), parse_mqtt_url(m.url).value().origin().c_str(), m.topic_prefix.c_str(), m.qos,
                 m.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", m.max_queued,

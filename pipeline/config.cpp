@@ -593,7 +593,14 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
       }
       return false;
     });
-    if (!labelled_topic) {
+    // (An MQTT broker's Home Assistant sensors and pictures follow its labels whatever its topics.)
+    bool followed_anyway = false;
+    for (const char* state : {"home_assistant", "pictures"}) {
+      bool on = false;
+      const YAML::Node value = node[state];
+      followed_anyway |= value.IsDefined() && value.IsScalar() && YAML::convert<bool>::decode(value, on) && on;
+    }
+    if (!labelled_topic && !followed_anyway) {
       ctx.fail(labels, key, "only segments/ and results/ messages have labels, and its topics take neither");
     }
   }
@@ -814,6 +821,12 @@ std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, c
                        "'): keep one");
         }
       }
+    }
+    m.pictures = m.home_assistant && !c.publish.segments_pictures_dir.empty();
+    r.boolean("pictures", &m.pictures);
+    if (m.pictures && c.publish.segments_pictures_dir.empty()) {
+      ctx.fail(r.child("pictures"), path + ".pictures",
+               "needs publish.segments_pictures_dir: the pictures published are those of the segments");
     }
     r.finish();
     brokers.push_back(std::move(m));

@@ -277,6 +277,11 @@ struct MqttConfig : MessageSinkConfig {
   // discovery_prefix, one device per stream.
   bool home_assistant = false;
   std::string discovery_prefix = "homeassistant";
+  // The JPEG of each stream's latest segment picture of a label (publish.segments_pictures_dir), as
+  // the message's bytes, retained, on topic_prefix + "picture/<stream>/<label id>": what Home Assistant
+  // shows as an MQTT camera (announced with home_assistant), and a subscriber on another host gets
+  // without the job's files. Default: on with home_assistant and segments_pictures_dir.
+  bool pictures = false;
 };
 
 // A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "pipeline/envelope.h"
 #include "pipeline/json_fields.h"
@@ -147,7 +148,7 @@ void MqttPublisher::on_connect(struct mosquitto*, void* self_pointer, int rc) {
   self->connection_ = Connection::kConnected;
   // Queued inside the callback; written by the loop's next write.
   if (!self->config_.status_topic.empty()) self->publish_own(self->config_.status_topic, "online");
-  self->resend_home_assistant_ = self->config_.home_assistant;
+  self->resend_states_ = self->config_.home_assistant || self->config_.pictures;
   std::unique_lock<std::mutex> lock(self->mutex_);
   self->retry_delay_ = self->first_retry_delay_;
   ++self->stats_.connections;
@@ -269,16 +270,17 @@ void MqttPublisher::publish_own(const std::string& topic, const std::string& pay
   }
 }
 
-void MqttPublisher::follow_for_home_assistant(const nlohmann::json& payload) {
-  if (!config_.home_assistant) return;
+void MqttPublisher::follow(const nlohmann::json& payload) {
+  if (!config_.home_assistant && !config_.pictures) return;
   const std::string stream = text_field(payload, "stream_id");
   if (stream.empty()) return;  // the job summary
   bool news = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (text_field(payload, "schema") == "vapipe.event" && text_field(payload, "event") == "eos" &&
-        text_field(payload, "message") == kRemovedFromConfig) {
-      // Its sensors go from Home Assistant too (a camera taken out of the job), once.
+    const std::string schema = text_field(payload, "schema"), event = text_field(payload, "event");
+    if (schema == "vapipe.event" && event == "eos" && text_field(payload, "message") == kRemovedFromConfig) {
+      // Its sensors and pictures go from Home Assistant and the broker too (a camera taken out of the
+      // job), once.
       if (ha_streams_.erase(stream) > 0) {
         ha_unannounced_.erase(stream);
         for (auto it = ha_on_.begin(); it != ha_on_.end();) it = it->first.first == stream ? ha_on_.erase(it) : std::next(it);
@@ -288,16 +290,27 @@ void MqttPublisher::follow_for_home_assistant(const nlohmann::json& payload) {
         ha_retired_.insert(stream);
         news = true;
       }
-    } else if (ha_streams_.insert(stream).second) {
+      for (auto it = pictures_.begin(); it != pictures_.end();) {
+        if (it->first.first != stream) {
+          ++it;
+          continue;
+        }
+        pictures_changed_.erase(it->first);
+        pictures_cleared_.insert(it->first);
+        it = pictures_.erase(it);
+        news = true;
+      }
+    } else if (config_.home_assistant && ha_streams_.insert(stream).second) {
       ha_unannounced_.insert(stream);
       for (const std::string& label : config_.labels) ha_on_[{stream, home_assistant_id(label)}] = false;
       news = true;
     }
-    const std::string event = text_field(payload, "event");
-    if (text_field(payload, "schema") == "vapipe.segment" && (event == "began" || event == "ended")) {
+    if (schema == "vapipe.segment") {
       const std::string label = text_field(payload, "label");
-      if (std::find(config_.labels.begin(), config_.labels.end(), label) != config_.labels.end()) {
-        const auto sensor = std::make_pair(stream, home_assistant_id(label));
+      const bool followed = config_.labels.empty() ||
+                            std::find(config_.labels.begin(), config_.labels.end(), label) != config_.labels.end();
+      const Sensor sensor{stream, home_assistant_id(label)};
+      if (config_.home_assistant && followed && (event == "began" || event == "ended")) {
         const bool on = event == "began";
         if (ha_on_[sensor] != on) {
           ha_on_[sensor] = on;
@@ -306,14 +319,32 @@ void MqttPublisher::follow_for_home_assistant(const nlohmann::json& payload) {
           news = true;
         }
       }
+      const std::string picture = text_field(payload, "picture");  // "" when it could not be taken
+      if (config_.pictures && followed && event == "picture" && !picture.empty()) {
+        pictures_[sensor] = picture;
+        pictures_changed_.insert(sensor);
+        pictures_cleared_.erase(sensor);
+        news = true;
+      }
     }
   }
   if (news) wake();
 }
 
-void MqttPublisher::publish_home_assistant(bool everything) {
+void MqttPublisher::forget_deleted_pictures() {
+  if (!config_.pictures) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    check_picture_files_ = true;
+  }
+  wake();
+}
+
+void MqttPublisher::publish_states(bool everything) {
+  if (config_.pictures) publish_pictures(everything);
+  if (!config_.home_assistant) return;
   std::vector<std::string> announce;
-  std::vector<std::pair<std::pair<std::string, std::string>, bool>> states;
+  std::vector<std::pair<Sensor, bool>> states;
   std::vector<std::string> retire;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -324,7 +355,7 @@ void MqttPublisher::publish_home_assistant(bool everything) {
       for (const auto& [sensor, on] : ha_on_) states.emplace_back(sensor, on);
     } else {
       for (const std::string& stream : ha_unannounced_) {
-        for (const std::string& label : config_.labels) states.emplace_back(std::make_pair(stream, home_assistant_id(label)), false);
+        for (const std::string& label : config_.labels) states.emplace_back(Sensor{stream, home_assistant_id(label)}, false);
       }
       states.insert(states.end(), ha_changes_.begin(), ha_changes_.end());
     }
@@ -333,15 +364,16 @@ void MqttPublisher::publish_home_assistant(bool everything) {
     retire.assign(ha_retired_.begin(), ha_retired_.end());
     ha_retired_.clear();
   }
-  auto discovery_topic = [&](const std::string& stream, const std::string& id) {
-    return config_.discovery_prefix + "/binary_sensor/" + home_assistant_device_id(job_name_, stream) + "/" + id +
+  auto discovery_topic = [&](const char* component, const std::string& stream, const std::string& id) {
+    return config_.discovery_prefix + "/" + component + "/" + home_assistant_device_id(job_name_, stream) + "/" + id +
            "/config";
   };
   for (const std::string& stream : retire) {
     for (const std::string& label : config_.labels) {
       const std::string id = home_assistant_id(label);
-      publish_own(discovery_topic(stream, id), "");  // an empty retained message: the entity goes
+      publish_own(discovery_topic("binary_sensor", stream, id), "");  // an empty retained message: the entity goes
       publish_own(config_.topic_prefix + "state/" + stream + "/" + id, "");
+      if (config_.pictures) publish_own(discovery_topic("camera", stream, id), "");
     }
   }
   for (const std::string& stream : announce) {
@@ -362,11 +394,74 @@ void MqttPublisher::publish_home_assistant(bool everything) {
         sensor["payload_available"] = "online";
         sensor["payload_not_available"] = "offline";
       }
-      publish_own(discovery_topic(stream, id), sensor.dump());
+      publish_own(discovery_topic("binary_sensor", stream, id), sensor.dump());
+      if (config_.pictures) {
+        // An MQTT camera: the JPEG of the label's latest segment, the message's raw bytes.
+        nlohmann::json camera = sensor;
+        camera.erase("state_topic");
+        camera.erase("payload_on");
+        camera.erase("payload_off");
+        camera["name"] = label + " picture";
+        camera["unique_id"] = device + "_" + id + "_picture";
+        camera["object_id"] = "vapipe_" + home_assistant_id(stream) + "_" + id + "_picture";
+        camera["topic"] = picture_topic(stream, id);
+        publish_own(discovery_topic("camera", stream, id), camera.dump());
+      }
     }
   }
   for (const auto& [sensor, on] : states) {
     publish_own(config_.topic_prefix + "state/" + sensor.first + "/" + sensor.second, on ? "ON" : "OFF");
+  }
+}
+
+void MqttPublisher::publish_pictures(bool everything) {
+  std::vector<std::pair<Sensor, std::string>> publish;
+  std::vector<Sensor> clear;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (check_picture_files_) {
+      check_picture_files_ = false;
+      for (auto it = pictures_.begin(); it != pictures_.end();) {
+        std::error_code ec;
+        if (std::filesystem::exists(it->second, ec) || ec) {
+          ++it;
+          continue;
+        }
+        pictures_changed_.erase(it->first);
+        pictures_cleared_.insert(it->first);
+        it = pictures_.erase(it);
+      }
+    }
+    for (const auto& [sensor, path] : pictures_) {
+      if (everything || pictures_changed_.count(sensor) > 0) publish.emplace_back(sensor, path);
+    }
+    pictures_changed_.clear();
+    clear.assign(pictures_cleared_.begin(), pictures_cleared_.end());
+    pictures_cleared_.clear();
+  }
+  for (const Sensor& sensor : clear) publish_own(picture_topic(sensor.first, sensor.second), "");
+  for (const auto& [sensor, path] : publish) {
+    // Read here, on the broker's thread, when it can take it: the queue holds paths, not pictures.
+    std::string jpeg, why;
+    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+      char block[65536];
+      size_t n = 0;
+      while ((n = std::fread(block, 1, sizeof block, f)) > 0) jpeg.append(block, n);
+      if (std::ferror(f)) why = std::strerror(errno);
+      std::fclose(f);
+    } else {
+      why = std::strerror(errno);
+    }
+    if (jpeg.empty() || !why.empty()) {
+      // Deleted since (the retention of pictures, a person): the broker keeps none of it either.
+      VAPIPE_LOG_WARN("{}: stream '{}': cannot read the picture {} ({}); its topic {} is cleared", name_, sensor.first,
+                      path, why.empty() ? "empty" : why, picture_topic(sensor.first, sensor.second));
+      jpeg.clear();
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pictures_.find(sensor);
+      if (it != pictures_.end() && it->second == path) pictures_.erase(it);
+    }
+    publish_own(picture_topic(sensor.first, sensor.second), jpeg);
   }
 }
 
@@ -455,9 +550,9 @@ void MqttPublisher::run() {
       connection_failed("the broker did not answer the connection (no CONNACK) within " + ms_text(timeout));
       mosquitto_disconnect(client_);
     }
-    if (connection_ == Connection::kConnected && config_.home_assistant) {
-      publish_home_assistant(resend_home_assistant_);
-      resend_home_assistant_ = false;
+    if (connection_ == Connection::kConnected && (config_.home_assistant || config_.pictures)) {
+      publish_states(resend_states_);
+      resend_states_ = false;
     }
     if (connection_ == Connection::kConnected) hand_over();
 
@@ -500,8 +595,8 @@ void MqttPublisher::run() {
       // The sensors' last states (the streams' ends), then "offline" on the status topic (a clean
       // disconnect does not send the will): Home Assistant shows the entities unavailable. Up to 1 s
       // for them to go.
-      if (config_.home_assistant) publish_home_assistant(resend_home_assistant_);
-      if (!config_.status_topic.empty() || config_.home_assistant) {
+      if (config_.home_assistant || config_.pictures) publish_states(resend_states_);
+      if (!config_.status_topic.empty() || config_.home_assistant || config_.pictures) {
         if (!config_.status_topic.empty()) publish_own(config_.status_topic, "offline");
         const auto until = Clock::now() + std::chrono::seconds(1);
         while (Clock::now() < until && mosquitto_want_write(client_)) {

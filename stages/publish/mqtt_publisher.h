@@ -61,16 +61,23 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // disconnects, stops the thread and logs what was not delivered.
   void finish(std::chrono::milliseconds grace);
   MqttStats stats() const;
-  // home_assistant: follows each stream's segments of its labels as binary sensors, ON from `began` to
-  // `ended` (topic_prefix + "state/<stream>/<label id>", retained), announcing a stream's sensors
-  // through Home Assistant's MQTT discovery once it is seen (its first message). Only the latest state
-  // matters across an outage: each change is published in order while connected (a short segment's ON
-  // then OFF both reach Home Assistant's automations), and on each connection every sensor's
-  // announcement and state in force again (a broker that restarted has lost its retained messages).
+  // Follows what a broker keeps as state, whatever its topics and cooldown_s hold back; publish's
+  // thread, every message published.
+  // - home_assistant: each stream's labels are binary sensors, ON from `began` to `ended` (topic_prefix
+  //   + "state/<stream>/<label id>", retained), announced through Home Assistant's MQTT discovery once
+  //   the stream is seen (its first message). Each change is published in order while connected (a
+  //   short segment's ON then OFF both reach Home Assistant's automations).
+  // - pictures: each `picture` message's JPEG, as bytes, retained, on topic_prefix +
+  //   "picture/<stream>/<label id>" (with home_assistant, a camera entity per sensor shows it): only the
+  //   latest per stream and label counts, so a burst, or an outage, publishes that one.
+  // Across an outage only the state in force matters: on each connection every announcement, state
+  // and picture in force is published again (a broker that restarted has lost its retained messages).
   // A stream removed from a live job's config (its `eos` says "removed from the config") has its
-  // sensors' announcements and states cleared (empty retained messages): Home Assistant deletes them.
-  // Publish's thread, every message published.
-  void follow_for_home_assistant(const nlohmann::json& payload);
+  // announcements, states and pictures cleared (empty retained messages): Home Assistant deletes them.
+  void follow(const nlohmann::json& payload);
+  // Pictures deleted by publish.segments_pictures_keep_days: a picture in force whose file is gone is
+  // cleared from the broker too (a retention rule for pictures of people holds there as well).
+  void forget_deleted_pictures();
   // A new password (its password_file rewritten while the job runs): the next connection uses it.
   void set_password(std::string password);
   // The MQTT topic a bus topic is published on.
@@ -96,11 +103,16 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   void connection_failed(const std::string& why);
   // On the thread, connected: hands the broker what waits, up to kWindow unacknowledged.
   void hand_over();
-  // On the thread, connected: publishes Home Assistant's announcements and states that are new or
-  // changed, or (`everything`: a new connection) all of them.
-  void publish_home_assistant(bool everything);
-  // On the thread: publishes one of vapipe's own messages (status, announcement, state: retained, qos
-  // 1), not counted among the job's.
+  // On the thread, connected: publishes the announcements, states and pictures (follow()) that are
+  // new or changed, or (`everything`: a new connection) all of them.
+  void publish_states(bool everything);
+  // On the thread: the pictures part of publish_states.
+  void publish_pictures(bool everything);
+  std::string picture_topic(const std::string& stream, const std::string& label_id) const {
+    return config_.topic_prefix + "picture/" + stream + "/" + label_id;
+  }
+  // On the thread: publishes one of vapipe's own messages (status, announcement, state, picture:
+  // retained, qos 1), not counted among the job's.
   void publish_own(const std::string& topic, const std::string& payload);
   // libmosquitto's callbacks, on the thread (inside its loop calls).
   static void on_connect(struct mosquitto* client, void* self, int rc);
@@ -121,7 +133,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   bool failing_ = false;
   std::chrono::milliseconds retry_delay_{};
   std::set<int> own_mids_;  // vapipe's own messages not yet acknowledged: not counted as the job's
-  bool resend_home_assistant_ = false;  // a new connection: every announcement and state again
+  bool resend_states_ = false;  // a new connection: every announcement, state and picture again
   // home_assistant, under mutex_: the streams seen and those not yet announced; each (stream, label
   // id) sensor's state, and its changes not yet published, in order (at most kMaxStateChanges: a new
   // connection publishes the states in force instead).
@@ -130,6 +142,12 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::map<std::pair<std::string, std::string>, bool> ha_on_;
   std::deque<std::pair<std::pair<std::string, std::string>, bool>> ha_changes_;
   static constexpr size_t kMaxStateChanges = 10000;
+  // pictures, under mutex_: each (stream, label id)'s latest picture file, those not yet published, and
+  // those to clear from the broker (their stream removed, their file deleted).
+  using Sensor = std::pair<std::string, std::string>;
+  std::map<Sensor, std::string> pictures_;
+  std::set<Sensor> pictures_changed_, pictures_cleared_;
+  bool check_picture_files_ = false;  // forget_deleted_pictures()
   // Under mutex_ (changed_ also says a connection made or failed):
   std::string new_password_;  // set_password(): for the next connection
   bool password_changed_ = false;

@@ -629,7 +629,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   // MQTT brokers likewise: the payload as on the bus (json), or the line a person reads (text).
   std::optional<std::string> line;
   for (const auto& broker : mqtt_) {
-    broker->follow_for_home_assistant(payload);  // (home_assistant: the sensors' states, whatever its topics)
+    broker->follow(payload);  // (home_assistant, pictures: what the broker keeps, whatever its topics)
     if (!broker->wants(topic, payload) || broker->cooled_down(payload)) continue;
     if (broker->format() == "text" && !line) line = webhook_text(topic, payload);
     broker->publish(topic, broker->format() == "text" ? *line : text, stop_requested_);
@@ -1093,6 +1093,7 @@ void PublishStage::prune_pictures() {
   const std::vector<std::string> removed =
       prune_segment_pictures(p.segments_pictures_dir, p.segments_pictures_keep_days, pictures_pruned_at_);
   if (removed.empty()) return;
+  for (const auto& broker : mqtt_) broker->forget_deleted_pictures();
   VAPIPE_LOG_INFO("publish: removed {} day folder(s) of segment pictures older than {} days "
                   "(publish.segments_pictures_keep_days), the first {}",
                   removed.size(), p.segments_pictures_keep_days, removed.front());

@@ -177,7 +177,7 @@ class MqttBroker:
         return f"mqtt://127.0.0.1:{self.port}"
 
     def received(self):
-        with open(self.out) as f:
+        with open(self.out, errors="replace") as f:  # (a picture's JPEG bytes among the lines)
             return [tuple(line.rstrip("\n").split(" ", 1)) for line in f if line.strip()]
 
     def wait_for(self, n, timeout=10):
@@ -296,6 +296,13 @@ class Run:
         self.stage_pids = {}
         self.stdout = self.stderr = None
         _RUNS.append(self)
+
+    def log_so_far(self):
+        """The end of the job's log (stderr) up to now, for a failure's message."""
+        if self._err.closed:
+            return self.stderr or ""
+        self._err.seek(0)
+        return self._err.read()[-6000:]
 
     def end_if_running(self):
         """After a test, pass or fail: a job still running (an assertion failed before its stop, or a

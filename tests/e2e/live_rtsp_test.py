@@ -8,8 +8,8 @@ import time
 import unittest
 import urllib.request
 
-from e2e.common import (VAPIPE, E2ETest, Run, Subscriber, events_by_stream, free_port, jpeg_size, results_by_stream,
-                        start_rtsp_camera, write_config)
+from e2e.common import (VAPIPE, E2ETest, MqttBroker, Run, Subscriber, events_by_stream, free_port, jpeg_size,
+                        results_by_stream, start_rtsp_camera, write_config)
 
 
 class LiveRtsp(E2ETest):
@@ -149,22 +149,27 @@ class LiveRtsp(E2ETest):
         """The yard camera's server dies and comes back on the same port a few seconds later: its
         stream reports reconnecting, then resumed, and its results go on, numbered on; the door camera
         does not notice. Its segments have pictures (publish.segments_pictures_dir), of the whole camera
-        and of its top half (door-top, a region of the same decoding)."""
+        and of its top half (door-top, a region of the same decoding), which a real MQTT broker gets
+        too, for Home Assistant's cameras."""
         door = self.start_camera("smpte")
         port = free_port()
         yard, yard_proc = self.start_camera_process("pinwheel", port)
         metrics_port = free_port()
         pictures = os.path.join(self.dir, "pictures")
+        broker = MqttBroker(self.dir)
+        self.addCleanup(broker.close)
         config, endpoint = write_config(self.dir, [("door", door), ("yard", yard),
                                                    {"id": "door-top", "source": "door", "roi": [0, 0, 1, 0.5]}],
                                         ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
                                         publish={"metrics_address": f"127.0.0.1:{metrics_port}", "segments_min_frames": 5,
-                                                 "segments_pictures_dir": pictures})
+                                                 "segments_pictures_dir": pictures,
+                                                 "mqtt": [{"url": broker.url, "topics": ["events/"], "home_assistant": True,
+                                                           "labels": ["smpte", "pinwheel"]}]})
         self.subscriber = Subscriber(endpoint, self.dir)
         started_s = time.time()
         run = Run(config)
         before = self.wait_for_results({"door": 20, "yard": 20})
-        self.assertGreaterEqual(before["yard"], 20, run.stderr if run.proc.poll() is not None else "")
+        self.assertGreaterEqual(before["yard"], 20, run.log_so_far())
         yard_proc.kill()
         yard_proc.wait()
         time.sleep(3)  # down for longer than the stall timeout: at least one attempt fails
@@ -258,6 +263,24 @@ class LiveRtsp(E2ETest):
             with open(first["picture"], "rb") as f:
                 self.assertEqual(served_pictures[sid], f.read(), sid)
         self.assertRegex(metrics, r'\nvapipe_segment_pictures_total\{stream="door",outcome="written"\} [1-9]')
+        # MQTT (home_assistant, so pictures by default): each door stream's camera entity, announced
+        # beside its sensors, and the JPEG of its latest smpte segment, retained, as the file's bytes.
+        announced = {topic: payload for topic, *payload in broker.received()
+                     if topic.startswith("homeassistant/camera/vapipe_e2e_door")}
+        for sid in ("door", "door-top"):
+            device = f"vapipe_e2e_{sid.replace('-', '_')}_[0-9a-f]{{8}}"
+            camera = [json.loads(p[0]) for t, p in announced.items()
+                      if re.fullmatch(f"homeassistant/camera/{device}/smpte/config", t)]
+            self.assertEqual([c["topic"] for c in camera], [f"vapipe/e2e/picture/{sid}/smpte"], announced.keys())
+            latest = [m["payload"]["picture"] for m in messages if m["topic"] == f"segments/{sid}"
+                      and m["payload"]["event"] == "picture" and m["payload"]["label"] == "smpte"
+                      and m["payload"]["picture"]][-1]
+            kept = subprocess.run(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-t",
+                                   f"vapipe/e2e/picture/{sid}/smpte", "-C", "1", "-N", "-W", "10"],
+                                  capture_output=True, timeout=30)
+            self.assertEqual(kept.returncode, 0, kept.stderr)
+            with open(latest, "rb") as f:
+                self.assertEqual(kept.stdout, f.read(), sid)
         # Read back from the results file, a camera's segment has the picture its job took.
         listed = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--stream", "door",
                                  "--min-frames", "5", "--frames", os.path.join(self.dir, "frames"), "--json"],

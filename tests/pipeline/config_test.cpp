@@ -756,6 +756,23 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
                                   "job.yaml", dir.string());
   ASSERT_TRUE(quiet.ok()) << quiet.status().message();
   EXPECT_TRUE(quiet->publish.mqtt[0].status_topic.empty());
+  // pictures: on by default with home_assistant and segments' pictures (a camera entity each), else off.
+  auto pictured = load_config_string(
+      "job: {name: nightly, mode: live}\nstreams: [{id: gate, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n"
+      "publish:\n  segments_min_frames: 5\n  segments_pictures_dir: pictures\n  mqtt:\n"
+      "    - {url: 'mqtt://b', home_assistant: true, labels: [truck]}\n"
+      "    - {url: 'mqtt://b', home_assistant: true, labels: [truck], pictures: false}\n"
+      "    - {url: 'mqtt://b'}\n    - {url: 'mqtt://b', pictures: true}\n"
+      // The sensors and pictures of these labels, none of the segment messages.
+      "    - {url: 'mqtt://b', home_assistant: true, labels: [truck], topics: [events/]}\n",
+      "job.yaml", dir.string());
+  ASSERT_TRUE(pictured.ok()) << pictured.status().message();
+  EXPECT_TRUE(pictured->publish.mqtt[0].pictures);
+  EXPECT_FALSE(pictured->publish.mqtt[1].pictures);
+  EXPECT_FALSE(pictured->publish.mqtt[2].pictures);
+  EXPECT_TRUE(pictured->publish.mqtt[3].pictures);
+  EXPECT_EQ(pictured->publish.mqtt[4].labels, std::vector<std::string>{"truck"});
+  EXPECT_FALSE(iot.pictures);  // home_assistant without segments' pictures
 
   const std::string segments = "publish:\n  segments_min_frames: 5\n  mqtt:\n";
   expect_config_errors(head, dir, {
@@ -786,6 +803,8 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: mqtt://b\n      home_assistant: true\n      labels: [Fire truck, fire-truck]\n",
           "publish.mqtt[0].labels: 'Fire truck' and 'fire-truck' are one sensor id for Home Assistant ('fire_truck')"},
       ConfigErrorCase{segments + "    - url: mqtt://b\n      discovery_prefix: 'ha/#'\n", "publish.mqtt[0].discovery_prefix:"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      pictures: true\n",
+          "job.yaml:8: publish.mqtt[0].pictures: needs publish.segments_pictures_dir"},
       ConfigErrorCase{"publish:\n  mqtt: [{url: mqtt://b}]\n", "publish.mqtt[0].topics: not given, so segments/"},
       });
   // The password never appears in an error.

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <set>
@@ -268,7 +270,7 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
   auto segment = [](const std::string& event, const std::string& label) {
     return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "gate.north"}, {"event", event}, {"label", label}};
   };
-  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate.north"}, {"event", "started"}});
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "gate.north"}, {"event", "started"}});
   const std::string discovery = "homeassistant/binary_sensor/" + home_assistant_device_id("test", "gate.north") + "/";
   const std::string truck = "vapipe/test/state/gate.north/truck", fire = "vapipe/test/state/gate.north/fire_truck";
   ASSERT_TRUE(sub->wait_for(1, discovery + "fire_truck/config"));
@@ -285,12 +287,12 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
   EXPECT_EQ(config["device"]["name"], "gate.north");
   EXPECT_EQ(nlohmann::json::parse(sub->on(discovery + "fire_truck/config")[0].payload)["name"], "Fire truck");
   EXPECT_EQ(sub->on(truck)[0].payload, "OFF");
-  publisher.follow_for_home_assistant(segment("began", "truck"));
-  publisher.follow_for_home_assistant(segment("began", "car"));  // not one of its labels
+  publisher.follow(segment("began", "truck"));
+  publisher.follow(segment("began", "car"));  // not one of its labels
   ASSERT_TRUE(sub->wait_for(2, truck));
   EXPECT_EQ(sub->on(truck)[1].payload, "ON");
-  publisher.follow_for_home_assistant(segment("ended", "truck"));
-  publisher.follow_for_home_assistant(segment("began", "Fire truck"));
+  publisher.follow(segment("ended", "truck"));
+  publisher.follow(segment("began", "Fire truck"));
   ASSERT_TRUE(sub->wait_for(3, truck));
   ASSERT_TRUE(sub->wait_for(2, fire));
   EXPECT_EQ(sub->on(truck)[2].payload, "OFF");
@@ -316,7 +318,7 @@ TEST(MqttPublisher, HomeAssistantSensorsAreAnnouncedAndFollowTheSegments) {
   ASSERT_TRUE(late.wait_for(1, discovery + "truck/config"));
   EXPECT_TRUE(late.on(discovery + "truck/config")[0].retained);
   // At the stop: the last states, then offline.
-  publisher.follow_for_home_assistant(segment("ended", "Fire truck"));
+  publisher.follow(segment("ended", "Fire truck"));
   publisher.finish(2s);
   ASSERT_TRUE(fresh.wait_for(2, "vapipe/test/status"));  // online, offline
   EXPECT_EQ(fresh.on("vapipe/test/status").back().payload, "offline");
@@ -334,9 +336,9 @@ TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
   MqttPublisher publisher(c, 0, "test");
   const std::string config = "homeassistant/binary_sensor/" + home_assistant_device_id("test", "yard") + "/truck/config";
   const std::string state = "vapipe/test/state/yard/truck";
-  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
   ASSERT_TRUE(sub.wait_for(1, state));
-  publisher.follow_for_home_assistant(
+  publisher.follow(
       {{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "eos"}, {"message", "removed from the config"}});
   ASSERT_TRUE(sub.wait_for(2, config));
   ASSERT_TRUE(sub.wait_for(2, state));
@@ -347,12 +349,127 @@ TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
   EXPECT_TRUE(late.on(config).empty());
   EXPECT_TRUE(late.on(state).empty());
   // An eos of another kind (the file's end) leaves the sensors.
-  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "started"}});
-  publisher.follow_for_home_assistant({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "eos"},
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "started"}});
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "eos"},
                                        {"message", "end of stream"}});
   ASSERT_TRUE(sub.wait_for(1, "vapipe/test/state/gate/truck"));
   publisher.finish(2s);
   EXPECT_EQ(sub.on("homeassistant/binary_sensor/" + home_assistant_device_id("test", "gate") + "/truck/config").size(), 1u);
+}
+
+// pictures with home_assistant: each sensor has a camera entity showing the JPEG of its label's latest
+// segment, published as the message's bytes, retained; labels not followed are not published; a
+// picture whose file was deleted (retention) and a removed stream's are cleared from the broker.
+TEST(MqttPublisher, HomeAssistantCamerasShowEachLabelsLatestPicture) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "mqtt-pictures-ha";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string first((dir / "first_truck.jpg").string()), second((dir / "second_truck.jpg").string());
+  const std::string first_bytes("\xff\xd8\xff\xe0 first\0\x01\xff\xd9", 14), second_bytes("\xff\xd8 second \xff\xd9");
+  std::ofstream(first, std::ios::binary) << first_bytes;
+  std::ofstream(second, std::ios::binary) << second_bytes;
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.home_assistant = true;
+  c.pictures = true;
+  c.labels = {"truck"};
+  MqttPublisher publisher(c, 0, "test");
+  auto picture = [](const std::string& label, const nlohmann::json& path) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"},
+                          {"label", label},         {"picture", path},       {"error", nullptr}};
+  };
+  const std::string device = home_assistant_device_id("test", "gate");
+  const std::string camera_config = "homeassistant/camera/" + device + "/truck/config";
+  const std::string topic = "vapipe/test/picture/gate/truck";
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "started"}});
+  ASSERT_TRUE(sub.wait_for(1, camera_config));
+  const auto camera = nlohmann::json::parse(sub.on(camera_config)[0].payload);
+  EXPECT_EQ(camera["name"], "truck picture");
+  EXPECT_EQ(camera["topic"], topic);
+  EXPECT_EQ(camera["unique_id"], device + "_truck_picture");
+  EXPECT_EQ(camera["object_id"], "vapipe_gate_truck_picture");
+  EXPECT_EQ(camera["device"]["identifiers"][0], device);  // the sensors' device
+  EXPECT_EQ(camera["availability_topic"], "vapipe/test/status");
+  EXPECT_FALSE(camera.contains("state_topic"));
+  EXPECT_EQ(sub.on("homeassistant/binary_sensor/" + device + "/truck/config").size(), 1u);
+
+  publisher.follow(picture("car", first));       // not one of its labels
+  publisher.follow(picture("truck", nullptr));   // a picture that could not be taken
+  publisher.follow(picture("truck", first));
+  ASSERT_TRUE(sub.wait_for(1, topic));
+  EXPECT_EQ(sub.on(topic)[0].payload, first_bytes);  // the file's bytes, as they are
+  publisher.follow(picture("truck", second));
+  ASSERT_TRUE(sub.wait_for(2, topic));
+  EXPECT_EQ(sub.on(topic)[1].payload, second_bytes);
+  EXPECT_TRUE(sub.on("vapipe/test/picture/gate/car").empty());
+  {
+    MqttSubscriber late(broker, "vapipe/test/picture/#");  // a dashboard started later: the latest one
+    ASSERT_TRUE(late.wait_for(1, topic));
+    EXPECT_TRUE(late.on(topic)[0].retained);
+    EXPECT_EQ(late.on(topic)[0].payload, second_bytes);
+  }
+  // The retention of pictures deleted it: the broker's copy goes too.
+  std::filesystem::remove(second);
+  publisher.forget_deleted_pictures();
+  ASSERT_TRUE(sub.wait_for(3, topic));
+  EXPECT_EQ(sub.on(topic)[2].payload, "");
+  // A stream removed from the config: its camera entity and picture go.
+  publisher.follow(picture("truck", first));
+  ASSERT_TRUE(sub.wait_for(4, topic));
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"event", "eos"},
+                    {"message", "removed from the config"}});
+  ASSERT_TRUE(sub.wait_for(5, topic));
+  EXPECT_EQ(sub.on(topic)[4].payload, "");
+  ASSERT_TRUE(sub.wait_for(2, camera_config));
+  EXPECT_EQ(sub.on(camera_config)[1].payload, "");
+  publisher.finish(2s);
+  EXPECT_EQ(publisher.stats().delivered, 0u);  // vapipe's own messages, not the job's
+}
+
+// pictures without Home Assistant: every label's (no labels given), no announcements; a broker that
+// restarts empty gets each label's latest picture again, and a picture whose file is gone by then is
+// cleared instead.
+TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "mqtt-pictures";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string truck((dir / "truck.jpg").string()), person((dir / "person.jpg").string());
+  std::ofstream(truck, std::ios::binary) << "truck jpeg";
+  std::ofstream(person, std::ios::binary) << "person jpeg";
+  auto broker = std::make_unique<MqttBroker>();
+  const int port = broker->port();
+  auto sub = std::make_unique<MqttSubscriber>(*broker);
+  MqttConfig c = broker_at(broker->url());
+  c.pictures = true;
+  MqttPublisher publisher(c, 0, "test");
+  publisher.set_retry_delays(300ms, 300ms);
+  auto picture = [](const std::string& stream, const std::string& label, const std::string& path) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", stream}, {"event", "picture"},
+                          {"label", label},           {"picture", path}};
+  };
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
+  publisher.follow(picture("yard", "Fire truck", truck));
+  publisher.follow(picture("yard", "person", person));
+  ASSERT_TRUE(sub->wait_for(1, "vapipe/test/picture/yard/fire_truck"));
+  ASSERT_TRUE(sub->wait_for(1, "vapipe/test/picture/yard/person"));
+  EXPECT_EQ(sub->on("vapipe/test/picture/yard/fire_truck")[0].payload, "truck jpeg");
+  for (const MqttMessage& m : sub->messages()) EXPECT_EQ(m.topic.rfind("homeassistant/", 0), std::string::npos) << m.topic;
+
+  std::filesystem::remove(person);
+  sub.reset();
+  broker->kill(SIGKILL);
+  broker.reset();
+  MqttBroker again({}, port);
+  MqttSubscriber fresh(again);
+  ASSERT_TRUE(fresh.wait_for(1, "vapipe/test/picture/yard/fire_truck", 10s));
+  EXPECT_EQ(fresh.on("vapipe/test/picture/yard/fire_truck")[0].payload, "truck jpeg");
+  publisher.finish(2s);
+  // What the broker keeps now: the truck's picture, and nothing of the person's, whose file is gone.
+  MqttSubscriber late(again, "vapipe/test/picture/#");
+  ASSERT_TRUE(late.wait_for(1, "vapipe/test/picture/yard/fire_truck"));
+  EXPECT_TRUE(late.on("vapipe/test/picture/yard/person").empty());
+  for (const MqttMessage& m : fresh.on("vapipe/test/picture/yard/person")) EXPECT_EQ(m.payload, "");
 }
 
 TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
