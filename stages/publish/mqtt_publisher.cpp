@@ -225,12 +225,22 @@ void MqttPublisher::connection_failed(const std::string& why) {
 void MqttPublisher::hand_over() {
   for (;;) {
     SinkMessage item;
+    bool states_first = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_.empty() || in_flight_ >= kWindow) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      ++in_flight_;  // before the call: qos 0's acknowledgement (written) may come inside it
+      // What follow() took before this message was queued (a sensor's state, a picture's JPEG) goes
+      // first: an automation told by a segment's `picture` message finds the picture on the broker.
+      states_first = states_changed();
+      if (!states_first) {
+        item = std::move(queue_.front());
+        queue_.pop_front();
+        ++in_flight_;  // before the call: qos 0's acknowledgement (written) may come inside it
+      }
+    }
+    if (states_first) {
+      publish_states(false);
+      continue;
     }
     changed_.notify_all();  // room for a blocked publish()
     const int rc = mosquitto_publish(client_, nullptr, item.topic.c_str(), static_cast<int>(item.body.size()),
@@ -329,6 +339,11 @@ void MqttPublisher::follow(const nlohmann::json& payload) {
     }
   }
   if (news) wake();
+}
+
+bool MqttPublisher::states_changed() const {
+  return !ha_unannounced_.empty() || !ha_changes_.empty() || !ha_retired_.empty() || !pictures_changed_.empty() ||
+         !pictures_cleared_.empty();
 }
 
 void MqttPublisher::forget_deleted_pictures() {

@@ -106,6 +106,8 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // On the thread, connected: publishes the announcements, states and pictures (follow()) that are
   // new or changed, or (`everything`: a new connection) all of them.
   void publish_states(bool everything);
+  // Under mutex_: follow() has taken something that publish_states(false) has not published yet.
+  bool states_changed() const;
   // On the thread: the pictures part of publish_states.
   void publish_pictures(bool everything);
   std::string picture_topic(const std::string& stream, const std::string& label_id) const {
