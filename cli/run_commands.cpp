@@ -496,6 +496,7 @@ int validate_command(const std::vector<std::string>& all_args) {
     std::string extras = sink_extras(w);
     if (!w.token_file.empty()) extras += "; bearer token from " + w.token_file;
     if (!w.headers.empty()) extras += "; " + std::to_string(w.headers.size()) + " header(s) of its own";
+    if (w.attach_pictures) extras += "; segment pictures attached";
     std::printf("  webhook %zu: the messages on %s are POSTed to %s/... (%s past %u waiting%s)\n", i,
                 topic_list(w).c_str(), parse_http_url(w.url).value().origin().c_str(),
                 w.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", w.max_queued,

@@ -23,4 +23,17 @@ Status write_file_atomically(const std::string& path, const std::string& text, m
   return Status::Ok();
 }
 
+Result<std::string> read_file_bytes(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Unavailable("cannot read " + path + ": " + std::strerror(errno));
+  std::string bytes;
+  char block[65536];
+  size_t n = 0;
+  while ((n = std::fread(block, 1, sizeof block, f)) > 0) bytes.append(block, n);
+  const int error = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (error != 0) return Unavailable("cannot read " + path + ": " + std::strerror(error));
+  return bytes;
+}
+
 }  // namespace vapipe

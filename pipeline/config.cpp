@@ -693,6 +693,23 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
       }
       w.token = *token;
     }
+    r.boolean("attach_pictures", &w.attach_pictures);
+    if (w.attach_pictures) {
+      const YAML::Node at = r.child("attach_pictures");
+      const bool takes_segments = std::any_of(w.topics.begin(), w.topics.end(), [](const std::string& t) {
+        return t.compare(0, std::string("segments/").size(), "segments/") == 0 ||
+               std::string("segments/").compare(0, t.size(), t) == 0;
+      });
+      if (c.publish.segments_pictures_dir.empty()) {
+        ctx.fail(at, path + ".attach_pictures", "needs publish.segments_pictures_dir: the pictures attached are those of the segments");
+      } else if (w.format == "slack") {
+        ctx.fail(at, path + ".attach_pictures",
+                 "Slack's incoming webhooks take no files (format: slack); format json or text can attach them");
+      } else if (!takes_segments) {
+        ctx.fail(at, path + ".attach_pictures",
+                 "its topics take no segments/ messages, whose `picture` messages the pictures go with");
+      }
+    }
     r.finish();
     hooks.push_back(std::move(w));
   }

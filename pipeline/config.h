@@ -252,6 +252,10 @@ struct WebhookConfig : MessageSinkConfig {
   std::vector<std::pair<std::string, std::string>> headers;  // sent with each request; values never logged
   std::string token_file;  // Authorization: Bearer <its first line>, read at load
   std::string token;
+  // A segment's `picture` message carries the JPEG itself (publish.segments_pictures_dir), read when
+  // sent: format json as multipart/form-data (the body as `payload_json`, the JPEG as `file`), format
+  // text as ntfy takes an attachment (the JPEG as the body, the line in X-Message, X-Filename).
+  bool attach_pictures = false;
 };
 
 // publish.mqtt[]: each message published on a topic that starts with one of `topics` is also published

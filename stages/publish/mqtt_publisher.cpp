@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "pipeline/atomic_file.h"
 #include "pipeline/envelope.h"
 #include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
@@ -457,21 +458,12 @@ void MqttPublisher::publish_pictures(bool everything) {
   for (const Sensor& sensor : clear) publish_own(picture_topic(sensor.first, sensor.second), "");
   for (const auto& [sensor, path] : publish) {
     // Read here, on the broker's thread, when it can take it: the queue holds paths, not pictures.
-    std::string jpeg, why;
-    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-      char block[65536];
-      size_t n = 0;
-      while ((n = std::fread(block, 1, sizeof block, f)) > 0) jpeg.append(block, n);
-      if (std::ferror(f)) why = std::strerror(errno);
-      std::fclose(f);
-    } else {
-      why = std::strerror(errno);
-    }
-    if (jpeg.empty() || !why.empty()) {
+    auto read = read_file_bytes(path);
+    std::string jpeg = read.ok() ? std::move(read).value() : std::string();
+    if (jpeg.empty()) {
       // Deleted since (the retention of pictures, a person): the broker keeps none of it either.
-      VAPIPE_LOG_WARN("{}: stream '{}': cannot read the picture {} ({}); its topic {} is cleared", name_, sensor.first,
-                      path, why.empty() ? "empty" : why, picture_topic(sensor.first, sensor.second));
-      jpeg.clear();
+      VAPIPE_LOG_WARN("{}: stream '{}': {}; its topic {} is cleared", name_, sensor.first,
+                      read.ok() ? path + " is empty" : read.status().message(), picture_topic(sensor.first, sensor.second));
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = pictures_.find(sensor);
       if (it != pictures_.end() && it->second == path) pictures_.erase(it);

@@ -54,7 +54,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // Queues `payload` for the MQTT topic topic_prefix + `bus_topic`, as its queue_policy says
   // (QueuedSink::push).
   void publish(const std::string& bus_topic, std::string payload, const std::atomic<bool>* stop = nullptr) {
-    push(SinkMessage{mqtt_topic(bus_topic), std::move(payload), ""}, stop);
+    push(SinkMessage{mqtt_topic(bus_topic), std::move(payload), "", ""}, stop);
   }
   const std::string& format() const { return config_.format; }
   // Gives what waits until `grace` to be delivered, then says "offline" on the status topic,

@@ -22,6 +22,7 @@ namespace vapipe {
 // body, and the body's content type (webhooks).
 struct SinkMessage {
   std::string topic, body, content_type;
+  std::string attachment;  // a file sent with it (a segment's picture), read when it is sent; "" none
 };
 
 // `Stats` has the counters dropped, undelivered, cooled_down and the text last_error.

@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,9 +35,10 @@ class ClientImpl;
 
 namespace vapipe {
 
-// A request's body and its content type.
+// A request's body and its content type, and a file to attach (attach_pictures: a picture's path).
 struct WebhookRequestBody {
   std::string body, content_type;
+  std::string attachment;
 };
 
 class WebhookSender : public QueuedSink<WebhookStats> {
@@ -49,11 +52,12 @@ class WebhookSender : public QueuedSink<WebhookStats> {
   // Queues a message (`body`: the request body, of `content_type`) as its queue_policy says
   // (QueuedSink::push).
   void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr) {
-    push(SinkMessage{topic, std::move(body.body), std::move(body.content_type)}, stop);
+    push(SinkMessage{topic, std::move(body.body), std::move(body.content_type), std::move(body.attachment)}, stop);
   }
+  bool attaches_pictures() const { return config_.attach_pictures; }
   // A message of the json format.
   void post(const std::string& topic, std::string json_body, const std::atomic<bool>* stop = nullptr) {
-    post(topic, WebhookRequestBody{std::move(json_body), "application/json"}, stop);
+    post(topic, WebhookRequestBody{std::move(json_body), "application/json", ""}, stop);
   }
   const std::string& format() const { return config_.format; }
   // A new bearer token (its token_file rewritten while the job runs: a rotated secret): requests from
@@ -112,5 +116,22 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& payload
 // The request body of a message in `format` (WebhookConfig::format), below.
 WebhookRequestBody webhook_request_body(const std::string& format, const std::string& topic,
                                         const nlohmann::json& payload, const std::string& payload_json);
+
+// attach_pictures: the body of a segment's `picture` message with its JPEG attached (`attachment`:
+// its path); that message as it is otherwise (not a picture message, no picture, a format that
+// attaches none). The request itself is made when it is sent (webhook_with_picture).
+WebhookRequestBody webhook_picture_body(const std::string& format, const std::string& topic,
+                                        const nlohmann::json& payload, WebhookRequestBody body);
+
+// The request of a message whose picture was read (`jpeg`): format json as multipart/form-data (the
+// body as the part `payload_json`, the JPEG as `file`: n8n, Node-RED, Discord take that), format text
+// as ntfy takes an attachment (the JPEG as the body, the line in the X-Message header, the file's name
+// in X-Filename). `headers` gets the ones it needs.
+struct WebhookRequest {
+  std::string body, content_type;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+WebhookRequest webhook_with_picture(const std::string& format, const std::string& topic, const std::string& body,
+                                    const std::string& picture_path, const std::string& jpeg);
 
 }  // namespace vapipe

@@ -102,7 +102,7 @@ def jpeg_size(path):
 
 class WebhookReceiver:
     """An HTTP server on loopback, as a webhook's receiver (Home Assistant, n8n, ntfy) is, in a thread of
-    the test: records each POST's path, headers and body (JSON, or text/plain); answers 200."""
+    the test: records each POST's path, headers and body (JSON, text/plain, or as it came); answers 200."""
 
     def __init__(self):
         import http.server
@@ -114,10 +114,15 @@ class WebhookReceiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                text = self.headers.get("Content-Type", "").startswith("text/plain")
+                kind = self.headers.get("Content-Type", "")
+                text = kind.startswith("text/plain")
                 received.append({"path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),
                                  "authorization": self.headers.get("Authorization"),
-                                 "json": None if text else json.loads(body), "text": body.decode() if text else None})
+                                 "json": json.loads(body) if kind == "application/json" else None,
+                                 "text": body.decode() if text else None,
+                                 # an attached picture (attach_pictures): the body as it came, and ntfy's headers
+                                 "content_type": kind, "body": body, "message": self.headers.get("X-Message"),
+                                 "filename": self.headers.get("X-Filename")})
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -296,13 +301,6 @@ class Run:
         self.stage_pids = {}
         self.stdout = self.stderr = None
         _RUNS.append(self)
-
-    def log_so_far(self):
-        """The end of the job's log (stderr) up to now, for a failure's message."""
-        if self._err.closed:
-            return self.stderr or ""
-        self._err.seek(0)
-        return self._err.read()[-6000:]
 
     def end_if_running(self):
         """After a test, pass or fail: a job still running (an assertion failed before its stop, or a

@@ -8,8 +8,8 @@ import time
 import unittest
 import urllib.request
 
-from e2e.common import (VAPIPE, E2ETest, MqttBroker, Run, Subscriber, events_by_stream, free_port, jpeg_size,
-                        results_by_stream, start_rtsp_camera, write_config)
+from e2e.common import (VAPIPE, E2ETest, MqttBroker, Run, Subscriber, WebhookReceiver, events_by_stream, free_port,
+                        jpeg_size, results_by_stream, start_rtsp_camera, write_config)
 
 
 class LiveRtsp(E2ETest):
@@ -150,7 +150,7 @@ class LiveRtsp(E2ETest):
         stream reports reconnecting, then resumed, and its results go on, numbered on; the door camera
         does not notice. Its segments have pictures (publish.segments_pictures_dir), of the whole camera
         and of its top half (door-top, a region of the same decoding), which a real MQTT broker gets
-        too, for Home Assistant's cameras."""
+        too, for Home Assistant's cameras, and a webhook as ntfy takes an attachment."""
         door = self.start_camera("smpte")
         port = free_port()
         yard, yard_proc = self.start_camera_process("pinwheel", port)
@@ -158,18 +158,23 @@ class LiveRtsp(E2ETest):
         pictures = os.path.join(self.dir, "pictures")
         broker = MqttBroker(self.dir)
         self.addCleanup(broker.close)
+        ntfy = WebhookReceiver()
+        self.addCleanup(ntfy.close)
         config, endpoint = write_config(self.dir, [("door", door), ("yard", yard),
                                                    {"id": "door-top", "source": "door", "roi": [0, 0, 1, 0.5]}],
                                         ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
                                         publish={"metrics_address": f"127.0.0.1:{metrics_port}", "segments_min_frames": 5,
                                                  "segments_pictures_dir": pictures,
                                                  "mqtt": [{"url": broker.url, "topics": ["events/"], "home_assistant": True,
-                                                           "labels": ["smpte", "pinwheel"]}]})
+                                                           "labels": ["smpte", "pinwheel"]}],
+                                                 "webhooks": [{"url": f"http://127.0.0.1:{ntfy.port}/door-alerts",
+                                                               "topics": ["segments/door"], "format": "text",
+                                                               "attach_pictures": True}]})
         self.subscriber = Subscriber(endpoint, self.dir)
         started_s = time.time()
         run = Run(config)
         before = self.wait_for_results({"door": 20, "yard": 20})
-        self.assertGreaterEqual(before["yard"], 20, run.log_so_far())
+        self.assertGreaterEqual(before["yard"], 20, run.stderr_so_far()[-6000:])
         yard_proc.kill()
         yard_proc.wait()
         time.sleep(3)  # down for longer than the stall timeout: at least one attempt fails
@@ -281,6 +286,19 @@ class LiveRtsp(E2ETest):
             self.assertEqual(kept.returncode, 0, kept.stderr)
             with open(latest, "rb") as f:
                 self.assertEqual(kept.stdout, f.read(), sid)
+        # The webhook (format text, attach_pictures): each door picture's JPEG as the body, its line in
+        # X-Message, as ntfy makes a notification with the picture of it; the rest as lines.
+        posted = [r for r in ntfy.received if r["content_type"] == "image/jpeg"]
+        door_pictures = [m["payload"] for m in messages if m["topic"].startswith("segments/door")  # door-top's too
+                         and m["payload"]["event"] == "picture" and m["payload"]["picture"]]
+        self.assertEqual(len(posted), len(door_pictures))
+        for post, said in zip(posted, door_pictures):
+            with open(said["picture"], "rb") as f:
+                self.assertEqual(post["body"], f.read())
+            self.assertEqual(post["topic"], f"segments/{said['stream_id']}")
+            self.assertRegex(post["message"], rf"^{said['stream_id']}: smpte at \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d$")
+            self.assertEqual(post["filename"], f"{said['stream_id']}_" + os.path.basename(said["picture"]))
+        self.assertTrue(any(r["text"] and r["text"].startswith("door: smpte began at ") for r in ntfy.received))
         # Read back from the results file, a camera's segment has the picture its job took.
         listed = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--stream", "door",
                                  "--min-frames", "5", "--frames", os.path.join(self.dir, "frames"), "--json"],

@@ -680,6 +680,24 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
           "publish.webhooks[0].cooldown_s: expected a number from 0 to 604800"},
       ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x, topics: [segments/gate]}]\n",
           "'segments/gate' has no messages without publish.segments_min_frames"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      attach_pictures: true\n",
+          "job.yaml:7: publish.webhooks[0].attach_pictures: needs publish.segments_pictures_dir"},
+      });
+  // attach_pictures: with a live job's pictures, on a json or text webhook that takes segments.
+  const std::string live = "job: {name: nightly, mode: live}\nstreams: [{id: gate, uri: 'test://ball'}]\n"
+                           "infer: {model: m, labels: l}\npublish:\n  segments_min_frames: 5\n"
+                           "  segments_pictures_dir: pictures\n  webhooks:\n";
+  auto attaching = load_config_string(live + "    - {url: 'http://h/x', attach_pictures: true, format: text}\n"
+                                             "    - {url: 'http://h/x', topics: [segments/gate]}\n",
+                                      "job.yaml", dir.string());
+  ASSERT_TRUE(attaching.ok()) << attaching.status().message();
+  EXPECT_TRUE(attaching->publish.webhooks[0].attach_pictures);
+  EXPECT_FALSE(attaching->publish.webhooks[1].attach_pictures);
+  expect_config_errors("", dir, {
+      ConfigErrorCase{live + "    - {url: 'http://h/x', attach_pictures: true, format: slack}\n",
+          "publish.webhooks[0].attach_pictures: Slack's incoming webhooks take no files"},
+      ConfigErrorCase{live + "    - {url: 'http://h/x', attach_pictures: true, topics: [events/]}\n",
+          "publish.webhooks[0].attach_pictures: its topics take no segments/ messages"},
       });
   // The URL's path (a webhook's secret id) and the token never appear in an error.
   auto bad = load_config_string(head + segments + "    - url: 'https://h:0/api/webhook/secret-id'\n", "job.yaml", dir.string());

@@ -6,6 +6,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -381,6 +383,96 @@ TEST(Webhook, ATextWebhookPostsTheLineAsPlainText) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].body, "yard: FAILED: gave up");
   EXPECT_EQ(got[0].content_type, "text/plain; charset=utf-8");
+}
+
+// attach_pictures: a segment's `picture` message carries its JPEG, read when sent: as multipart/form-data
+// (format json: the usual body as `payload_json`, the JPEG as `file`) or as ntfy takes an attachment
+// (format text: the JPEG as the body, the line in X-Message); other messages go as they are, and so
+// does a picture message whose file is gone by then.
+TEST(Webhook, AttachPicturesSendsTheJpegWithItsPictureMessage) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "webhook-pictures";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "09-33-41.421_truck.jpg").string();
+  const std::string jpeg("\xff\xd8\xff\xe0\r\n--not-a-boundary\r\n\0\x01\xff\xd9", 28);
+  std::ofstream(path, std::ios::binary) << jpeg;
+  struct Seen {
+    std::string content_type, body, message, filename;
+    std::string payload_json, file, file_name, file_type;
+  };
+  std::mutex mutex;
+  std::vector<Seen> seen;
+  testing::Receiver receiver;
+  receiver.answer([&](const httplib::Request& req, httplib::Response&) {
+    Seen s;
+    s.content_type = req.get_header_value("Content-Type");
+    s.body = req.body;
+    s.message = req.get_header_value("X-Message");
+    s.filename = req.get_header_value("X-Filename");
+    if (req.has_file("payload_json")) s.payload_json = req.get_file_value("payload_json").content;
+    if (req.has_file("file")) {
+      const auto file = req.get_file_value("file");
+      s.file = file.content;
+      s.file_name = file.filename;
+      s.file_type = file.content_type;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(s);
+  });
+  testing::LocalZone utc("UTC0");
+  const nlohmann::json began{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "began"}, {"label", "truck"}};
+  nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"}, {"label", "truck"},
+                         {"picture", path}, {"camera_unix_ms", 1764495125000.0}, {"error", nullptr}};
+  auto send = [&](WebhookSender& sender, const nlohmann::json& payload) {
+    sender.post("segments/gate", webhook_picture_body(sender.format(), "segments/gate", payload,
+                                                      webhook_request_body(sender.format(), "segments/gate", payload,
+                                                                           payload.dump())));
+  };
+  WebhookConfig c = hook_at(receiver.port());
+  c.attach_pictures = true;
+  {
+    WebhookSender sender(c, 0);
+    send(sender, began);
+    send(sender, picture);
+    ASSERT_EQ(receiver.wait_for(2).size(), 2u);
+  }
+  c.format = "text";
+  {
+    WebhookSender sender(c, 1);
+    send(sender, picture);
+    nlohmann::json accented = picture;
+    accented["label"] = "café";
+    send(sender, accented);
+    ASSERT_EQ(receiver.wait_for(4).size(), 4u);
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].content_type, "application/json");  // not a picture message: as it is
+  EXPECT_EQ(seen[0].body, webhook_body("segments/gate", began.dump()));
+  EXPECT_EQ(seen[1].content_type.rfind("multipart/form-data; boundary=", 0), 0u) << seen[1].content_type;
+  EXPECT_EQ(seen[1].payload_json, webhook_body("segments/gate", picture.dump()));
+  EXPECT_EQ(seen[1].file, jpeg);
+  EXPECT_EQ(seen[1].file_name, "gate_09-33-41.421_truck.jpg");
+  EXPECT_EQ(seen[1].file_type, "image/jpeg");
+  EXPECT_EQ(seen[2].content_type, "image/jpeg");
+  EXPECT_EQ(seen[2].body, jpeg);
+  EXPECT_EQ(seen[2].message, "gate: truck at 2025-11-30 09:32:05");  // no path: the picture is there
+  EXPECT_EQ(seen[2].filename, "gate_09-33-41.421_truck.jpg");
+  EXPECT_EQ(seen[3].message, "=?UTF-8?B?Z2F0ZTogY2Fmw6kgYXQgMjAyNS0xMS0zMCAwOTozMjowNQ==?=");  // RFC 2047
+
+  // Gone by the time it is sent (the retention of pictures): the message goes without it.
+  std::filesystem::remove(path);
+  seen.clear();
+  lock.unlock();
+  {
+    WebhookSender sender(c, 2);
+    send(sender, picture);
+    ASSERT_EQ(receiver.wait_for(5).size(), 5u);
+  }
+  lock.lock();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].content_type, "text/plain; charset=utf-8");
+  EXPECT_EQ(seen[0].body, "gate: truck at 2025-11-30 09:32:05");
 }
 
 }  // namespace
