@@ -166,8 +166,8 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
   return {webhook_body(topic, payload_json), "application/json", ""};
 }
 
-WebhookRequestBody webhook_picture_body(const std::string& format, const std::string& topic,
-                                        const nlohmann::json& payload, WebhookRequestBody body) {
+WebhookRequestBody webhook_picture_body(const std::string& format, const nlohmann::json& payload,
+                                        WebhookRequestBody body) {
   if (format != "json" && format != "text") return body;
   if (text_field(payload, "schema") != "vapipe.segment" || text_field(payload, "event") != "picture") return body;
   body.attachment = text_field(payload, "picture");
@@ -178,7 +178,6 @@ WebhookRequestBody webhook_picture_body(const std::string& format, const std::st
     if (!shown) shown = number_field(payload, "capture_unix_ms");
     body.body = one_line(text_field(payload, "stream_id") + ": " + text_field(payload, "label") + at(shown));
   }
-  (void)topic;
   return body;
 }
 

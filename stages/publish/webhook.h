@@ -120,8 +120,8 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
 // attach_pictures: the body of a segment's `picture` message with its JPEG attached (`attachment`:
 // its path); that message as it is otherwise (not a picture message, no picture, a format that
 // attaches none). The request itself is made when it is sent (webhook_with_picture).
-WebhookRequestBody webhook_picture_body(const std::string& format, const std::string& topic,
-                                        const nlohmann::json& payload, WebhookRequestBody body);
+WebhookRequestBody webhook_picture_body(const std::string& format, const nlohmann::json& payload,
+                                        WebhookRequestBody body);
 
 // The request of a message whose picture was read (`jpeg`): format json as multipart/form-data (the
 // body as the part `payload_json`, the JPEG as `file`: n8n, Node-RED, Discord take that), format text

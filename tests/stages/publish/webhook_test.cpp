@@ -424,7 +424,7 @@ TEST(Webhook, AttachPicturesSendsTheJpegWithItsPictureMessage) {
   nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"}, {"label", "truck"},
                          {"picture", path}, {"camera_unix_ms", 1764495125000.0}, {"error", nullptr}};
   auto send = [&](WebhookSender& sender, const nlohmann::json& payload) {
-    sender.post("segments/gate", webhook_picture_body(sender.format(), "segments/gate", payload,
+    sender.post("segments/gate", webhook_picture_body(sender.format(), payload,
                                                       webhook_request_body(sender.format(), "segments/gate", payload,
                                                                            payload.dump())));
   };
