@@ -1023,9 +1023,9 @@ std::optional<SteadyTime> PublishStage::next_missing_picture() const {
 // Where the metrics server serves a picture (GET /pictures/...): its path under the pictures folder,
 // percent-escaped; null for a path outside it.
 nlohmann::json PublishStage::picture_url_path(const std::string& picture) const {
-  const std::filesystem::path relative =
-      std::filesystem::path(picture).lexically_relative(config_->publish.segments_pictures_dir);
-  if (relative.empty() || *relative.begin() == "..") return nlohmann::json();
+  const std::filesystem::path relative = std::filesystem::path(picture).lexically_normal().lexically_relative(
+      std::filesystem::path(config_->publish.segments_pictures_dir).lexically_normal());
+  if (relative.empty() || relative == "." || *relative.begin() == "..") return nlohmann::json();
   return "/pictures/" + percent_encode_path(relative.generic_string());
 }
 
@@ -1051,7 +1051,16 @@ nlohmann::json PublishStage::picture_json(const std::string& stream_id, const st
 
 Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   auto ms = [](int64_t ns) { return ns >= 0 ? nlohmann::json(static_cast<double>(ns) / 1e6) : nlohmann::json(); };
-  const bool taken = !event.event.picture.empty();
+  bool taken = !event.event.picture.empty();
+  std::string error = event.event.message;
+  if (taken && picture_url_path(event.event.picture).is_null()) {
+    // Only a file of the pictures' folder is the job's picture: a path from elsewhere (a message on a
+    // stage input from another program) is never sent, served nor read by the webhooks and brokers.
+    VAPIPE_LOG_WARN("stream '{}': a picture answer names {}, which is not under publish.segments_pictures_dir ({}): "
+                    "refused", st.id, event.event.picture, config_->publish.segments_pictures_dir);
+    taken = false;
+    error = "the picture's path is not under publish.segments_pictures_dir";
+  }
   // Which frame it is: the one asked for, or the next one ingest decoded (it no longer had that one).
   std::string frame = "next";
   if (auto asked = st.pictures_asked.find({event.event.label, event.event.segment_start_seq});
@@ -1072,7 +1081,7 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
     j["picture"] = escape_invalid_utf8(event.event.picture);
     if (metrics_server_) j["picture_url_path"] = picture_url_path(event.event.picture);
   } else {
-    j["error"] = escape_invalid_utf8(event.event.message);
+    j["error"] = escape_invalid_utf8(error);
   }
   ++(taken ? st.pictures : st.pictures_failed);
   // The open segment it is of keeps where it is served, for /healthz (a dashboard shows the truck).

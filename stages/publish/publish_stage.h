@@ -187,6 +187,7 @@ class PublishStage final : public Stage {
   Status publish_began(StreamState& st, const StreamState::LabelRun& segment);
   // A kStreamPicture from ingest: the "picture" message of the segment it names.
   Status publish_picture(StreamState& st, const Message& event);
+  // "/pictures/<its path under segments_pictures_dir>"; null for a path outside that folder.
   nlohmann::json picture_url_path(const std::string& picture) const;
   static nlohmann::json picture_json(const std::string& stream_id, const std::string& label, uint64_t start_seq);
   PictureRequester picture_requester_;

@@ -1518,6 +1518,17 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
                 "vapipe_segment_pictures_total{stream=\"s0\",outcome=\"failed\"} 1"),
             std::string::npos);
   EXPECT_EQ(stage_->metrics().streams[0].state, "running");  // a picture changes nothing of the stream's
+
+  // An answer naming a file outside the pictures' folder (another program on ingest's side of the
+  // transport) is refused: no webhook, broker or HTTP server would read /etc/shadow for it.
+  send_top1(&seq, "truck", 0.9, 2);
+  ASSERT_EQ(asked.size(), 3u);
+  for (const char* elsewhere : {"/etc/shadow", "/pictures/../etc/shadow", "/pictures"}) {
+    ASSERT_TRUE(stage_->process(picture_answer(6, "truck", 5, elsewhere), out_).ok());
+    EXPECT_TRUE(pictures_said().back()["picture"].is_null()) << elsewhere;
+    EXPECT_EQ(pictures_said().back()["error"], "the picture's path is not under publish.segments_pictures_dir");
+  }
+  EXPECT_EQ(stage_->metrics().streams[0].pictures, 1u);
 }
 
 // segments_picture_frame: first asks for the segment's first frame, whatever the scores.
