@@ -649,7 +649,27 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     if (w.url.empty()) ctx.fail(list[i], path + ".url", "required: where to POST the messages (http:// or https://)");
     auto url = parse_http_url(w.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
-    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https", {"json", "text", "slack"}, &w);
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https", {"json", "text", "slack", "telegram"},
+                      &w);
+    if (YAML::Node chat = r.child("telegram_chat_id"); chat.IsDefined()) {
+      if (!chat.IsScalar() || chat.Scalar().empty()) {
+        ctx.fail(chat, path + ".telegram_chat_id", "expected the chat's id (123456789, -1001234567890) or @channel name");
+      }
+      w.telegram_chat_id = chat.Scalar();
+      if (w.format != "telegram") ctx.fail(chat, path + ".telegram_chat_id", "is for format: telegram");
+    }
+    if (w.format == "telegram") {
+      if (w.telegram_chat_id.empty()) {
+        ctx.fail(r.child("format"), path + ".telegram_chat_id",
+                 "required with format: telegram: the chat the bot writes to (its id, or @channel)");
+      }
+      const std::string last = url.ok() ? url->target.substr(url->target.rfind('/') + 1) : "";
+      if (url.ok() && (url->target.find('?') != std::string::npos || last.rfind("send", 0) == 0)) {
+        ctx.fail(r.child("url"), path + ".url",
+                 "with format: telegram, the bot's URL (https://api.telegram.org/bot<TOKEN>) without a method or "
+                 "query: vapipe adds /sendMessage, or /sendPhoto for a picture");
+      }
+    }
     if (YAML::Node headers = r.child("headers"); headers.IsDefined() && !headers.IsNull()) {
       const std::string key = path + ".headers";
       if (!headers.IsMap()) {

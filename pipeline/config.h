@@ -256,6 +256,9 @@ struct WebhookConfig : MessageSinkConfig {
   // sent: format json as multipart/form-data (the body as `payload_json`, the JPEG as `file`), format
   // text as ntfy takes an attachment (the JPEG as the body, the line in X-Message, X-Filename).
   bool attach_pictures = false;
+  // format telegram: the chat the bot writes to ("123456789", "-1001234567890", "@channel"); the url is
+  // the bot's (https://api.telegram.org/bot<TOKEN>), to which /sendMessage or /sendPhoto is added.
+  std::string telegram_chat_id;
 };
 
 // publish.mqtt[]: each message published on a topic that starts with one of `topics` is also published

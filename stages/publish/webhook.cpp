@@ -163,16 +163,18 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
                                         const nlohmann::json& payload, const std::string& payload_json) {
   if (format == "text") return {webhook_text(topic, payload), "text/plain; charset=utf-8", ""};
   if (format == "slack") return {nlohmann::json{{"text", webhook_text(topic, payload)}}.dump(), "application/json", ""};
+  // (telegram: the line; its chat is the webhook's own, added when it is sent)
+  if (format == "telegram") return {webhook_text(topic, payload), "text/plain; charset=utf-8", ""};
   return {webhook_body(topic, payload_json), "application/json", ""};
 }
 
 WebhookRequestBody webhook_picture_body(const std::string& format, const nlohmann::json& payload,
                                         WebhookRequestBody body) {
-  if (format != "json" && format != "text") return body;
+  if (format != "json" && format != "text" && format != "telegram") return body;
   if (text_field(payload, "schema") != "vapipe.segment" || text_field(payload, "event") != "picture") return body;
   body.attachment = text_field(payload, "picture");
   if (body.attachment.empty()) return body;  // none taken: its message says why
-  if (format == "text") {
+  if (format == "text" || format == "telegram") {
     // The line of a notification whose picture is attached: its path says nothing to a phone.
     auto shown = number_field(payload, "camera_unix_ms");
     if (!shown) shown = number_field(payload, "capture_unix_ms");
@@ -181,7 +183,35 @@ WebhookRequestBody webhook_picture_body(const std::string& format, const nlohman
   return body;
 }
 
-WebhookRequest webhook_with_picture(const std::string& format, const std::string& topic, const std::string& body,
+namespace {
+
+// One part of a multipart/form-data body: a field, or a file when `filename` is set.
+struct FormPart {
+  std::string name, content_type, filename, content;
+};
+
+WebhookRequest multipart_form(const std::vector<FormPart>& parts) {
+  // A boundary that cannot be mistaken for a JPEG's bytes in practice.
+  std::random_device random;
+  char boundary[64];
+  std::snprintf(boundary, sizeof boundary, "vapipe-%08x%08x%08x", random(), random(), random());
+  const std::string dash = std::string("--") + boundary;
+  WebhookRequest request;
+  for (const FormPart& part : parts) {
+    request.body += dash + "\r\nContent-Disposition: form-data; name=\"" + part.name + "\"" +
+                    (part.filename.empty() ? "" : "; filename=\"" + part.filename + "\"") + "\r\n" +
+                    (part.content_type.empty() ? "" : "Content-Type: " + part.content_type + "\r\n") + "\r\n";
+    request.body += part.content;
+    request.body += "\r\n";
+  }
+  request.body += dash + "--\r\n";
+  request.content_type = std::string("multipart/form-data; boundary=") + boundary;
+  return request;
+}
+
+}  // namespace
+
+WebhookRequest webhook_with_picture(const WebhookConfig& config, const std::string& topic, const std::string& body,
                                     const std::string& picture_path, const std::string& jpeg) {
   // "<stream>_<its file's name>": gate_09-33-41.421_truck.jpg; nothing a header or a part's quotes mind.
   const size_t slash = topic.find('/');
@@ -190,8 +220,7 @@ WebhookRequest webhook_with_picture(const std::string& format, const std::string
   for (char& ch : filename) {
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_')) ch = '_';
   }
-  WebhookRequest request;
-  if (format == "text") {
+  if (config.format == "text") {
     // ntfy's attachment: the file is the body; the message and the file's name are headers (RFC 2047's
     // encoded word for a line that is not ASCII, which ntfy decodes).
     const bool ascii = std::all_of(body.begin(), body.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; });
@@ -199,26 +228,19 @@ WebhookRequest webhook_with_picture(const std::string& format, const std::string
     encoded.resize(static_cast<size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
                                                        reinterpret_cast<const unsigned char*>(body.data()),
                                                        static_cast<int>(body.size()))));
-    request.headers = {{"X-Message", ascii ? body : "=?UTF-8?B?" + encoded + "?="},
-                       {"X-Filename", filename}};
+    WebhookRequest request;
+    request.headers = {{"X-Message", ascii ? body : "=?UTF-8?B?" + encoded + "?="}, {"X-Filename", filename}};
     request.body = jpeg;
     request.content_type = "image/jpeg";
     return request;
   }
-  // multipart/form-data: a boundary that cannot be mistaken for the JPEG's bytes in practice.
-  std::random_device random;
-  char boundary[64];
-  std::snprintf(boundary, sizeof boundary, "vapipe-%08x%08x%08x", random(), random(), random());
-  const std::string dash = std::string("--") + boundary;
-  request.body.reserve(jpeg.size() + body.size() + 512);
-  request.body += dash + "\r\nContent-Disposition: form-data; name=\"payload_json\"\r\n"
-                  "Content-Type: application/json\r\n\r\n" + body + "\r\n";
-  request.body += dash + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + filename +
-                  "\"\r\nContent-Type: image/jpeg\r\n\r\n";
-  request.body += jpeg;
-  request.body += "\r\n" + dash + "--\r\n";
-  request.content_type = std::string("multipart/form-data; boundary=") + boundary;
-  return request;
+  if (config.format == "telegram") {
+    // The Bot API's sendPhoto: the chat, the line as the photo's caption, the JPEG.
+    return multipart_form({{"chat_id", "", "", config.telegram_chat_id},
+                           {"caption", "text/plain; charset=utf-8", "", body},
+                           {"photo", "image/jpeg", filename, jpeg}});
+  }
+  return multipart_form({{"payload_json", "application/json", "", body}, {"file", "image/jpeg", filename, jpeg}});
 }
 
 WebhookSender::WebhookSender(const WebhookConfig& config, size_t index)
@@ -318,14 +340,26 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
   std::optional<WebhookRequest> with_picture;
   if (!item.attachment.empty()) {
     if (auto jpeg = read_file_bytes(item.attachment); jpeg.ok()) {
-      with_picture = webhook_with_picture(config_.format, item.topic, item.body, item.attachment, *jpeg);
+      with_picture = webhook_with_picture(config_, item.topic, item.body, item.attachment, *jpeg);
       for (const auto& [name, value] : with_picture->headers) headers.emplace(name, value);
     } else {
       VAPIPE_LOG_WARN("{}: the message on {} goes without its picture: {}", name_, item.topic, jpeg.status().message());
     }
   }
-  httplib::Result res = with_picture ? client->Post(url_.target, headers, with_picture->body, with_picture->content_type)
-                                     : client->Post(url_.target, headers, item.body, item.content_type);
+  std::string target = url_.target, telegram_message;
+  const std::string* body = with_picture ? &with_picture->body : &item.body;
+  std::string content_type = with_picture ? with_picture->content_type : item.content_type;
+  if (config_.format == "telegram") {
+    // The Bot API's method is in the path; a line goes as sendMessage's JSON, to the webhook's chat.
+    if (target.back() == '/') target.pop_back();
+    target += with_picture ? "/sendPhoto" : "/sendMessage";
+    if (!with_picture) {
+      telegram_message = nlohmann::json{{"chat_id", config_.telegram_chat_id}, {"text", item.body}}.dump();
+      body = &telegram_message;
+      content_type = "application/json";
+    }
+  }
+  httplib::Result res = client->Post(target, headers, *body, content_type);
   Outcome o;
   if (!res) {
     const httplib::Error e = res.error();

@@ -126,12 +126,13 @@ WebhookRequestBody webhook_picture_body(const std::string& format, const nlohman
 // The request of a message whose picture was read (`jpeg`): format json as multipart/form-data (the
 // body as the part `payload_json`, the JPEG as `file`: n8n, Node-RED, Discord take that), format text
 // as ntfy takes an attachment (the JPEG as the body, the line in the X-Message header, the file's name
-// in X-Filename). `headers` gets the ones it needs.
+// in X-Filename), format telegram as the Bot API's sendPhoto (chat_id, the line as caption, photo).
+// `headers` gets the ones it needs.
 struct WebhookRequest {
   std::string body, content_type;
   std::vector<std::pair<std::string, std::string>> headers;
 };
-WebhookRequest webhook_with_picture(const std::string& format, const std::string& topic, const std::string& body,
+WebhookRequest webhook_with_picture(const WebhookConfig& config, const std::string& topic, const std::string& body,
                                     const std::string& picture_path, const std::string& jpeg);
 
 }  // namespace vapipe

@@ -1,5 +1,5 @@
 // A webhook receiver for tests: a real HTTP(S) server on 127.0.0.1 (cpp-httplib's) that records each
-// POST to /hook and answers as a test says (200 by default), as Home Assistant or n8n would.
+// POST to /hook (or /hook/<method>) and answers as a test says (200 by default), as Home Assistant or n8n would.
 #pragma once
 
 #include <httplib.h>
@@ -30,7 +30,8 @@ class Receiver {
       server_ = std::make_unique<httplib::Server>();
     }
     server_->set_keep_alive_timeout(1);  // stop() waits for an idle kept-alive connection this long
-    server_->Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
+    // (/hook/sendMessage: a Telegram bot's URL with its method added)
+    server_->Post(R"(/hook(/[A-Za-z]+)?)", [this](const httplib::Request& req, httplib::Response& res) {
       Answer answer;
       {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -668,7 +668,15 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: http://h/x\n      topics: [events/, job/summary]\n      labels: [person]\n",
           "publish.webhooks[0].labels: only segments/ and results/ messages have labels, and its topics take neither"},
       ConfigErrorCase{segments + "    - url: http://h/x\n      format: discord\n",
-          "publish.webhooks[0].format: expected one of json | text | slack"},
+          "publish.webhooks[0].format: expected one of json | text | slack | telegram"},
+      ConfigErrorCase{segments + "    - url: https://api.telegram.org/botSECRET\n      format: telegram\n",
+          "job.yaml:7: publish.webhooks[0].telegram_chat_id: required with format: telegram"},
+      ConfigErrorCase{segments + "    - url: https://api.telegram.org/botSECRET/sendMessage\n      format: telegram\n"
+                      "      telegram_chat_id: 42\n",
+          "publish.webhooks[0].url: with format: telegram, the bot's URL (https://api.telegram.org/bot<TOKEN>) without a "
+          "method"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      telegram_chat_id: 42\n",
+          "publish.webhooks[0].telegram_chat_id: is for format: telegram"},
       ConfigErrorCase{"publish:\n  webhooks: {url: http://h/x}\n", "job.yaml:4: publish.webhooks: expected a list of webhooks"},
       // Without segments the default topic (segments/) has nothing to send.
       ConfigErrorCase{"publish:\n  webhooks: [{url: http://h/x}]\n",
@@ -692,6 +700,11 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
                                       "job.yaml", dir.string());
   ASSERT_TRUE(attaching.ok()) << attaching.status().message();
   EXPECT_TRUE(attaching->publish.webhooks[0].attach_pictures);
+  auto telegram = load_config_string(live + "    - {url: 'https://api.telegram.org/bot123:ABC', format: telegram, "
+                                            "telegram_chat_id: -1001234567890, attach_pictures: true}\n",
+                                     "job.yaml", dir.string());
+  ASSERT_TRUE(telegram.ok()) << telegram.status().message();
+  EXPECT_EQ(telegram->publish.webhooks[0].telegram_chat_id, "-1001234567890");
   EXPECT_FALSE(attaching->publish.webhooks[1].attach_pictures);
   expect_config_errors("", dir, {
       ConfigErrorCase{live + "    - {url: 'http://h/x', attach_pictures: true, format: slack}\n",

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -473,6 +474,59 @@ TEST(Webhook, AttachPicturesSendsTheJpegWithItsPictureMessage) {
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].content_type, "text/plain; charset=utf-8");
   EXPECT_EQ(seen[0].body, "gate: truck at 2025-11-30 09:32:05");
+}
+
+// format telegram: the Bot API, the method added to the bot's URL: a line as sendMessage's JSON to the
+// webhook's chat, a picture (attach_pictures) as sendPhoto with the line as its caption.
+TEST(Webhook, TelegramSendsLinesWithSendMessageAndPicturesWithSendPhoto) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "webhook-telegram";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "14-32-05.000_truck.jpg").string();
+  std::ofstream(path, std::ios::binary) << "\xff\xd8 a truck \xff\xd9";
+  std::mutex mutex;
+  std::vector<std::map<std::string, std::string>> photos;  // sendPhoto's fields, by name
+  testing::Receiver receiver;
+  receiver.answer([&](const httplib::Request& req, httplib::Response&) {
+    if (req.path != "/hook/sendPhoto") return;
+    std::map<std::string, std::string> fields;
+    for (const auto& [name, part] : req.files) fields[name] = part.content;
+    fields["photo filename"] = req.get_file_value("photo").filename;
+    fields["photo type"] = req.get_file_value("photo").content_type;
+    std::lock_guard<std::mutex> lock(mutex);
+    photos.push_back(fields);
+  });
+  testing::LocalZone utc("UTC0");
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "telegram";
+  c.telegram_chat_id = "-1001234567890";
+  c.attach_pictures = true;
+  WebhookSender sender(c, 0);
+  const nlohmann::json began{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "began"},
+                             {"label", "truck"}, {"start_camera_unix_ms", 1764513125000.0}, {"best_score", 0.93}};
+  const nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"},
+                               {"label", "truck"}, {"picture", path}, {"camera_unix_ms", 1764513125000.0}};
+  for (const nlohmann::json& payload : {began, picture}) {
+    sender.post("segments/gate", webhook_picture_body(sender.format(), payload,
+                                                      webhook_request_body(sender.format(), "segments/gate", payload,
+                                                                           payload.dump())));
+  }
+  const auto got = receiver.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].path, "/hook/sendMessage");
+  EXPECT_EQ(got[0].content_type, "application/json");
+  const auto message = nlohmann::json::parse(got[0].body);
+  EXPECT_EQ(message["chat_id"], "-1001234567890");
+  EXPECT_EQ(message["text"].get<std::string>().rfind("gate: truck began at 2025-11-30 14:32:05", 0), 0u) << message;
+  EXPECT_EQ(got[1].path, "/hook/sendPhoto");
+  EXPECT_EQ(got[1].content_type.rfind("multipart/form-data; boundary=", 0), 0u);
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(photos.size(), 1u);
+  EXPECT_EQ(photos[0]["chat_id"], "-1001234567890");
+  EXPECT_EQ(photos[0]["caption"], "gate: truck at 2025-11-30 14:32:05");
+  EXPECT_EQ(photos[0]["photo"], "\xff\xd8 a truck \xff\xd9");
+  EXPECT_EQ(photos[0]["photo filename"], "gate_14-32-05.000_truck.jpg");
+  EXPECT_EQ(photos[0]["photo type"], "image/jpeg");
 }
 
 }  // namespace
