@@ -386,17 +386,28 @@ TEST(Webhook, ATextWebhookPostsTheLineAsPlainText) {
   EXPECT_EQ(got[0].content_type, "text/plain; charset=utf-8");
 }
 
+// A picture as ingest leaves it: `bytes` in a fresh folder of the test's, as `name`; its path.
+std::string picture_file(const std::string& folder, const std::string& name, const std::string& bytes) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / folder;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary) << bytes;
+  return (dir / name).string();
+}
+
+// A message posted as publish posts it: its body in the webhook's format, its picture attached.
+void post_as_publish_does(WebhookSender& sender, const std::string& topic, const nlohmann::json& payload) {
+  sender.post(topic, webhook_picture_body(sender.format(), payload,
+                                          webhook_request_body(sender.format(), topic, payload, payload.dump())));
+}
+
 // attach_pictures: a segment's `picture` message carries its JPEG, read when sent: as multipart/form-data
 // (format json: the usual body as `payload_json`, the JPEG as `file`) or as ntfy takes an attachment
 // (format text: the JPEG as the body, the line in X-Message); other messages go as they are, and so
 // does a picture message whose file is gone by then.
 TEST(Webhook, AttachPicturesSendsTheJpegWithItsPictureMessage) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "webhook-pictures";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "09-33-41.421_truck.jpg").string();
   const std::string jpeg("\xff\xd8\xff\xe0\r\n--not-a-boundary\r\n\0\x01\xff\xd9", 28);
-  std::ofstream(path, std::ios::binary) << jpeg;
+  const std::string path = picture_file("webhook-pictures", "09-33-41.421_truck.jpg", jpeg);
   struct Seen {
     std::string content_type, body, message, filename;
     std::string payload_json, file, file_name, file_type;
@@ -424,10 +435,8 @@ TEST(Webhook, AttachPicturesSendsTheJpegWithItsPictureMessage) {
   const nlohmann::json began{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "began"}, {"label", "truck"}};
   nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"}, {"label", "truck"},
                          {"picture", path}, {"camera_unix_ms", 1764495125000.0}, {"error", nullptr}};
-  auto send = [&](WebhookSender& sender, const nlohmann::json& payload) {
-    sender.post("segments/gate", webhook_picture_body(sender.format(), payload,
-                                                      webhook_request_body(sender.format(), "segments/gate", payload,
-                                                                           payload.dump())));
+  auto send = [](WebhookSender& sender, const nlohmann::json& payload) {
+    post_as_publish_does(sender, "segments/gate", payload);
   };
   WebhookConfig c = hook_at(receiver.port());
   c.attach_pictures = true;
@@ -479,11 +488,7 @@ TEST(Webhook, AttachPicturesSendsTheJpegWithItsPictureMessage) {
 // format telegram: the Bot API, the method added to the bot's URL: a line as sendMessage's JSON to the
 // webhook's chat, a picture (attach_pictures) as sendPhoto with the line as its caption.
 TEST(Webhook, TelegramSendsLinesWithSendMessageAndPicturesWithSendPhoto) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "webhook-telegram";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "14-32-05.000_truck.jpg").string();
-  std::ofstream(path, std::ios::binary) << "\xff\xd8 a truck \xff\xd9";
+  const std::string path = picture_file("webhook-telegram", "14-32-05.000_truck.jpg", "\xff\xd8 a truck \xff\xd9");
   std::mutex mutex;
   std::vector<std::map<std::string, std::string>> photos;  // sendPhoto's fields, by name
   testing::Receiver receiver;
@@ -506,11 +511,7 @@ TEST(Webhook, TelegramSendsLinesWithSendMessageAndPicturesWithSendPhoto) {
                              {"label", "truck"}, {"start_camera_unix_ms", 1764513125000.0}, {"best_score", 0.93}};
   const nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"},
                                {"label", "truck"}, {"picture", path}, {"camera_unix_ms", 1764513125000.0}};
-  for (const nlohmann::json& payload : {began, picture}) {
-    sender.post("segments/gate", webhook_picture_body(sender.format(), payload,
-                                                      webhook_request_body(sender.format(), "segments/gate", payload,
-                                                                           payload.dump())));
-  }
+  for (const nlohmann::json& payload : {began, picture}) post_as_publish_does(sender, "segments/gate", payload);
   const auto got = receiver.wait_for(2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].path, "/hook/sendMessage");
