@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -410,6 +411,20 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     const std::string after = res->get_header_value("Retry-After");
     if (!after.empty() && after.find_first_not_of("0123456789") == std::string::npos && after.size() < 9) {
       o.retry_after = std::min(std::chrono::seconds(std::stol(after)), kLongestRetryAfter);
+    } else if (status == 429) {
+      // Without the header, the wait a chat's API puts in its JSON answer: Telegram's
+      // {"parameters": {"retry_after": 30}}, Discord's {"retry_after": 1.5} (seconds).
+      const nlohmann::json answer = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json* wait = nullptr;
+      if (answer.is_object() && answer.contains("retry_after")) wait = &answer["retry_after"];
+      if (answer.is_object() && answer.contains("parameters") && answer["parameters"].is_object() &&
+          answer["parameters"].contains("retry_after")) {
+        wait = &answer["parameters"]["retry_after"];
+      }
+      if (wait && wait->is_number() && wait->get<double>() >= 0) {
+        const double seconds = std::min(std::ceil(wait->get<double>()), static_cast<double>(kLongestRetryAfter.count()));
+        o.retry_after = std::chrono::seconds(static_cast<int64_t>(seconds));
+      }
     }
   } else if (status >= 300 && status < 400) {
     o.kind = Outcome::kRefused;

@@ -361,7 +361,7 @@ TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
 // segment, published as the message's bytes, retained; labels not followed are not published; a
 // picture whose file was deleted (retention) and a removed stream's are cleared from the broker.
 TEST(MqttPublisher, HomeAssistantCamerasShowEachLabelsLatestPicture) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "mqtt-pictures-ha";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-pictures-ha-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string first((dir / "first_truck.jpg").string()), second((dir / "second_truck.jpg").string());
@@ -433,7 +433,7 @@ TEST(MqttPublisher, HomeAssistantCamerasShowEachLabelsLatestPicture) {
 // restarts empty gets each label's latest picture again, and a picture whose file is gone by then is
 // cleared instead.
 TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "mqtt-pictures";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-pictures-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string truck((dir / "truck.jpg").string()), person((dir / "person.jpg").string());
@@ -471,7 +471,12 @@ TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
   MqttSubscriber late(again, "vapipe/test/picture/#");
   ASSERT_TRUE(late.wait_for(1, "vapipe/test/picture/yard/fire_truck"));
   EXPECT_TRUE(late.on("vapipe/test/picture/yard/person").empty());
-  for (const MqttMessage& m : fresh.on("vapipe/test/picture/yard/person")) EXPECT_EQ(m.payload, "");
+  // (libmosquitto may first send again what the dead broker had not acknowledged, the person's picture
+  // among it: at least once; the clearing comes after it.)
+  const auto person_again = fresh.on("vapipe/test/picture/yard/person");
+  if (!person_again.empty()) {
+    EXPECT_EQ(person_again.back().payload, "");
+  }
 }
 
 TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {

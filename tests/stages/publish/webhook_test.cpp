@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -113,6 +114,35 @@ TEST(Webhook, AFailingReceiverGetsTheMessageAgainAndTheOrderHolds) {
   EXPECT_EQ(s.retries, 2u);
   EXPECT_FALSE(s.failing);
   EXPECT_EQ(s.last_error, "answered 429");
+}
+
+// A 429 without Retry-After whose JSON answer says how long to wait, as Telegram's Bot API and Discord
+// answer: that wait, not the back-off's first (20 ms here).
+TEST(Webhook, ATooManyRequestsAnswerWithItsWaitInItsBodyIsHonoured) {
+  Receiver receiver;
+  std::mutex mutex;
+  std::vector<std::chrono::steady_clock::time_point> calls;
+  receiver.answer([&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mutex);
+    calls.push_back(std::chrono::steady_clock::now());
+    if (calls.size() == 1) {
+      res.status = 429;
+      res.set_content(R"({"ok":false,"error_code":429,"description":"Too Many Requests: retry after 1",)"
+                      R"("parameters":{"retry_after":1}})", "application/json");
+    } else if (calls.size() == 2) {
+      res.status = 429;
+      res.set_content(R"({"message":"You are being rate limited.","retry_after":0.25,"global":false})",
+                      "application/json");
+    }
+  });
+  WebhookSender sender(hook_at(receiver.port()), 0);
+  sender.set_retry_delays(20ms, 100ms);
+  sender.post("segments/gate", message(1));
+  ASSERT_EQ(receiver.wait_for(1).size(), 1u);
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_GE(calls[1] - calls[0], 950ms);  // Telegram's 1 s
+  EXPECT_GE(calls[2] - calls[1], 950ms);  // Discord's 0.25 s, rounded up to Retry-After's whole seconds
 }
 
 // A 4xx (other than 408 and 429) is the receiver's "no" to that message: dropped, counted, the next goes.
@@ -388,7 +418,7 @@ TEST(Webhook, ATextWebhookPostsTheLineAsPlainText) {
 
 // A picture as ingest leaves it: `bytes` in a fresh folder of the test's, as `name`; its path.
 std::string picture_file(const std::string& folder, const std::string& name, const std::string& bytes) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / folder;
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / (folder + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / name, std::ios::binary) << bytes;
