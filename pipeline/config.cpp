@@ -649,7 +649,7 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     if (w.url.empty()) ctx.fail(list[i], path + ".url", "required: where to POST the messages (http:// or https://)");
     auto url = parse_http_url(w.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
-    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https", {"json", "text", "slack", "telegram"},
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https", {"json", "text", "slack", "discord", "telegram"},
                       &w);
     if (YAML::Node chat = r.child("telegram_chat_id"); chat.IsDefined()) {
       if (!chat.IsScalar() || chat.Scalar().empty()) {
@@ -724,7 +724,8 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
         ctx.fail(at, path + ".attach_pictures", "needs publish.segments_pictures_dir: the pictures attached are those of the segments");
       } else if (w.format == "slack") {
         ctx.fail(at, path + ".attach_pictures",
-                 "Slack's incoming webhooks take no files (format: slack); format json or text can attach them");
+                 "Slack's incoming webhooks take no files (format: slack); format json, text, discord or telegram "
+                 "can attach them");
       } else if (!takes_segments) {
         ctx.fail(at, path + ".attach_pictures",
                  "its topics take no segments/ messages, whose `picture` messages the pictures go with");

@@ -164,6 +164,9 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
                                         const nlohmann::json& payload, const std::string& payload_json) {
   if (format == "text") return {webhook_text(topic, payload), "text/plain; charset=utf-8", ""};
   if (format == "slack") return {nlohmann::json{{"text", webhook_text(topic, payload)}}.dump(), "application/json", ""};
+  if (format == "discord") {
+    return {nlohmann::json{{"content", webhook_text(topic, payload)}}.dump(), "application/json", ""};
+  }
   // (telegram: the line; its chat is the webhook's own, added when it is sent)
   if (format == "telegram") return {webhook_text(topic, payload), "text/plain; charset=utf-8", ""};
   return {webhook_body(topic, payload_json), "application/json", ""};
@@ -171,15 +174,16 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
 
 WebhookRequestBody webhook_picture_body(const std::string& format, const nlohmann::json& payload,
                                         WebhookRequestBody body) {
-  if (format != "json" && format != "text" && format != "telegram") return body;
+  if (format != "json" && format != "text" && format != "telegram" && format != "discord") return body;
   if (text_field(payload, "schema") != "vapipe.segment" || text_field(payload, "event") != "picture") return body;
   body.attachment = text_field(payload, "picture");
   if (body.attachment.empty()) return body;  // none taken: its message says why
-  if (format == "text" || format == "telegram") {
+  if (format == "text" || format == "telegram" || format == "discord") {
     // The line of a notification whose picture is attached: its path says nothing to a phone.
     auto shown = number_field(payload, "camera_unix_ms");
     if (!shown) shown = number_field(payload, "capture_unix_ms");
     body.body = one_line(text_field(payload, "stream_id") + ": " + text_field(payload, "label") + at(shown));
+    if (format == "discord") body.body = nlohmann::json{{"content", body.body}}.dump();
   }
   return body;
 }
@@ -241,7 +245,9 @@ WebhookRequest webhook_with_picture(const WebhookConfig& config, const std::stri
                            {"caption", "text/plain; charset=utf-8", "", body},
                            {"photo", "image/jpeg", filename, jpeg}});
   }
-  return multipart_form({{"payload_json", "application/json", "", body}, {"file", "image/jpeg", filename, jpeg}});
+  // json: the body and the file; discord: its execute-webhook form, {"content"} and the file as files[0].
+  return multipart_form({{"payload_json", "application/json", "", body},
+                         {config.format == "discord" ? "files[0]" : "file", "image/jpeg", filename, jpeg}});
 }
 
 WebhookSender::WebhookSender(const WebhookConfig& config, size_t index)

@@ -126,7 +126,8 @@ WebhookRequestBody webhook_picture_body(const std::string& format, const nlohman
 // The request of a message whose picture was read (`jpeg`): format json as multipart/form-data (the
 // body as the part `payload_json`, the JPEG as `file`: n8n, Node-RED, Discord take that), format text
 // as ntfy takes an attachment (the JPEG as the body, the line in the X-Message header, the file's name
-// in X-Filename), format telegram as the Bot API's sendPhoto (chat_id, the line as caption, photo).
+// in X-Filename), format telegram as the Bot API's sendPhoto (chat_id, the line as caption, photo),
+// format discord as its webhooks take a file (payload_json {"content": the line}, files[0]).
 // `headers` gets the ones it needs.
 struct WebhookRequest {
   std::string body, content_type;

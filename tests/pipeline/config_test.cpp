@@ -667,8 +667,8 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
           "publish.webhooks[0].labels[1]: expected a list of labels"},
       ConfigErrorCase{segments + "    - url: http://h/x\n      topics: [events/, job/summary]\n      labels: [person]\n",
           "publish.webhooks[0].labels: only segments/ and results/ messages have labels, and its topics take neither"},
-      ConfigErrorCase{segments + "    - url: http://h/x\n      format: discord\n",
-          "publish.webhooks[0].format: expected one of json | text | slack | telegram"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      format: teams\n",
+          "publish.webhooks[0].format: expected one of json | text | slack | discord | telegram"},
       ConfigErrorCase{segments + "    - url: https://api.telegram.org/botSECRET\n      format: telegram\n",
           "job.yaml:7: publish.webhooks[0].telegram_chat_id: required with format: telegram"},
       ConfigErrorCase{segments + "    - url: https://api.telegram.org/botSECRET/sendMessage\n      format: telegram\n"

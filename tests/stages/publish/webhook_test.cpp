@@ -560,5 +560,39 @@ TEST(Webhook, TelegramSendsLinesWithSendMessageAndPicturesWithSendPhoto) {
   EXPECT_EQ(photos[0]["photo type"], "image/jpeg");
 }
 
+// format discord: a line as {"content": ...}; a picture (attach_pictures) as Discord's webhooks take a
+// file: the JSON as payload_json, the JPEG as files[0].
+TEST(Webhook, DiscordSendsLinesAsContentAndPicturesAsFiles) {
+  const std::string path = picture_file("webhook-discord", "14-32-05.000_person.jpg", "\xff\xd8 a person \xff\xd9");
+  std::mutex mutex;
+  std::map<std::string, std::string> form;
+  testing::Receiver receiver;
+  receiver.answer([&](const httplib::Request& req, httplib::Response&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [name, part] : req.files) form[name] = part.content;
+    if (req.has_file("files[0]")) form["files[0] filename"] = req.get_file_value("files[0]").filename;
+  });
+  testing::LocalZone utc("UTC0");
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "discord";
+  c.attach_pictures = true;
+  WebhookSender sender(c, 0);
+  const nlohmann::json ended{{"schema", "vapipe.segment"}, {"stream_id", "door"}, {"event", "ended"},
+                             {"label", "person"}, {"end_camera_unix_ms", 1764513125000.0}};
+  const nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "door"}, {"event", "picture"},
+                               {"label", "person"}, {"picture", path}, {"camera_unix_ms", 1764513125000.0}};
+  for (const nlohmann::json& payload : {ended, picture}) post_as_publish_does(sender, "segments/door", payload);
+  const auto got = receiver.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].content_type, "application/json");
+  EXPECT_EQ(nlohmann::json::parse(got[0].body)["content"].get<std::string>().rfind("door: person ended at ", 0), 0u)
+      << got[0].body;
+  EXPECT_EQ(got[1].content_type.rfind("multipart/form-data; boundary=", 0), 0u);
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(nlohmann::json::parse(form["payload_json"]), (nlohmann::json{{"content", "door: person at 2025-11-30 14:32:05"}}));
+  EXPECT_EQ(form["files[0]"], "\xff\xd8 a person \xff\xd9");
+  EXPECT_EQ(form["files[0] filename"], "door_14-32-05.000_person.jpg");
+}
+
 }  // namespace
 }  // namespace vapipe
