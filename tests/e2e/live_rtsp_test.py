@@ -256,7 +256,8 @@ class LiveRtsp(E2ETest):
             self.assertLess(said.index(began[0]), said.index(taken[0]))
             first = taken[0]
             self.assertIsNone(first["error"], first)
-            self.assertEqual((first["frame"], first["seq"]), ("best", began[0]["best_seq"]), first)
+            self.assertEqual((first["frame"], first["seq"]), ("best", began[0]["best_seq"]),
+                             (first, [line for line in run.stderr.splitlines() if "picture" in line][-6:]))
             self.assertTrue(first["picture"].startswith(os.path.join(pictures, sid) + "/"), first["picture"])
             self.assertTrue(first["picture"].endswith(f"_{first['label']}.jpg"), first["picture"])
             self.assertEqual(jpeg_size(first["picture"]), size, sid)
