@@ -433,20 +433,26 @@ void MqttPublisher::publish_states(bool everything) {
 void MqttPublisher::publish_pictures(bool everything) {
   std::vector<std::pair<Sensor, std::string>> publish;
   std::vector<Sensor> clear;
+  // forget_deleted_pictures(): the files are looked at without the lock, which publish's thread takes
+  // for every message (a pictures folder on a slow share holds up only this broker's thread).
+  std::map<Sensor, std::string> deleted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (check_picture_files_) {
-      check_picture_files_ = false;
-      for (auto it = pictures_.begin(); it != pictures_.end();) {
-        std::error_code ec;
-        if (std::filesystem::exists(it->second, ec) || ec) {
-          ++it;
-          continue;
-        }
-        pictures_changed_.erase(it->first);
-        pictures_cleared_.insert(it->first);
-        it = pictures_.erase(it);
-      }
+    if (check_picture_files_) deleted = pictures_;
+    check_picture_files_ = false;
+  }
+  for (auto it = deleted.begin(); it != deleted.end();) {
+    std::error_code ec;
+    it = std::filesystem::exists(it->second, ec) || ec ? deleted.erase(it) : std::next(it);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [sensor, path] : deleted) {
+      auto it = pictures_.find(sensor);
+      if (it == pictures_.end() || it->second != path) continue;  // a newer picture came meanwhile
+      pictures_changed_.erase(sensor);
+      pictures_cleared_.insert(sensor);
+      pictures_.erase(it);
     }
     for (const auto& [sensor, path] : pictures_) {
       if (everything || pictures_changed_.count(sensor) > 0) publish.emplace_back(sensor, path);
