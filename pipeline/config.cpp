@@ -544,6 +544,14 @@ void require_pem_file(const Context& ctx, const YAML::Node& node, const std::str
   }
 }
 
+// Whether a sink's topic prefixes take some topics under `root` ("seg", "segments/", "segments/gate"
+// all take segments/).
+bool takes_topics_of(const std::vector<std::string>& topics, const std::string& root) {
+  return std::any_of(topics.begin(), topics.end(), [&](const std::string& t) {
+    return root.compare(0, t.size(), t) == 0 || t.compare(0, root.size(), root) == 0;
+  });
+}
+
 // What publish.webhooks[i] and publish.mqtt[i] share (MessageSinkConfig): the topics and labels they
 // take, the cooldown, TLS's authorities, the timeout, the queue and the format. `tls`: the url is of the
 // TLS scheme `tls_scheme` ("https", "mqtts"), which ca_file and tls_verify are for.
@@ -586,13 +594,7 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
       w->labels.push_back(labels[l].Scalar());
     }
     w->labels_line = labels.Mark().line + 1;
-    // A topic prefix that takes segments or results ("seg", "segments/", "results/gate").
-    const bool labelled_topic = std::any_of(w->topics.begin(), w->topics.end(), [](const std::string& t) {
-      for (const std::string root : {"segments/", "results/"}) {
-        if (root.compare(0, t.size(), t) == 0 || t.compare(0, root.size(), root) == 0) return true;
-      }
-      return false;
-    });
+    const bool labelled_topic = takes_topics_of(w->topics, "segments/") || takes_topics_of(w->topics, "results/");
     // (An MQTT broker's Home Assistant sensors and pictures follow its labels whatever its topics.)
     bool followed_anyway = false;
     for (const char* state : {"home_assistant", "pictures"}) {
@@ -716,10 +718,7 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     r.boolean("attach_pictures", &w.attach_pictures);
     if (w.attach_pictures) {
       const YAML::Node at = r.child("attach_pictures");
-      const bool takes_segments = std::any_of(w.topics.begin(), w.topics.end(), [](const std::string& t) {
-        return t.compare(0, std::string("segments/").size(), "segments/") == 0 ||
-               std::string("segments/").compare(0, t.size(), t) == 0;
-      });
+      const bool takes_segments = takes_topics_of(w.topics, "segments/");
       if (c.publish.segments_pictures_dir.empty()) {
         ctx.fail(at, path + ".attach_pictures", "needs publish.segments_pictures_dir: the pictures attached are those of the segments");
       } else if (w.format == "slack") {

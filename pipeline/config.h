@@ -253,8 +253,7 @@ struct WebhookConfig : MessageSinkConfig {
   std::string token_file;  // Authorization: Bearer <its first line>, read at load
   std::string token;
   // A segment's `picture` message carries the JPEG itself (publish.segments_pictures_dir), read when
-  // sent: format json as multipart/form-data (the body as `payload_json`, the JPEG as `file`), format
-  // text as ntfy takes an attachment (the JPEG as the body, the line in X-Message, X-Filename).
+  // sent, in the request its format makes (stages/publish/webhook.h: webhook_with_picture).
   bool attach_pictures = false;
   // format telegram: the chat the bot writes to ("123456789", "-1001234567890", "@channel"); the url is
   // the bot's (https://api.telegram.org/bot<TOKEN>), to which /sendMessage or /sendPhoto is added.
