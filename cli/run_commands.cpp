@@ -466,6 +466,11 @@ int validate_command(const std::vector<std::string>& all_args) {
                       ? (" (the last " + std::to_string(p.segments_pictures_keep_days) + " days kept)").c_str()
                       : "");
     }
+    if (p.segments_clips) {
+      std::printf("  segment clips: an MP4 beside each picture, from %g s before a segment's first frame to %g s "
+                  "after its last (at most %g s), the camera's own frames\n",
+                  p.segments_clip_pre_s, p.segments_clip_post_s, p.segments_clip_max_s);
+    }
   }
   // What a webhook or a broker takes, past its topics: "; segments and results of truck only; ...".
   auto sink_extras = [](const MessageSinkConfig& w) {

@@ -1482,6 +1482,19 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       ctx.fail(r.child("segments_pictures_keep_days"), "publish.segments_pictures_keep_days",
                "only with publish.segments_pictures_dir: it deletes that folder's older days");
     }
+    r.boolean("segments_clips", &c.publish.segments_clips);
+    r.number("segments_clip_pre_s", &c.publish.segments_clip_pre_s, 0, 60);
+    r.number("segments_clip_post_s", &c.publish.segments_clip_post_s, 0, 600);
+    r.number("segments_clip_max_s", &c.publish.segments_clip_max_s, 1, 3600);
+    if (c.publish.segments_clips && c.publish.segments_pictures_dir.empty()) {
+      ctx.fail(r.child("segments_clips"), "publish.segments_clips",
+               "needs publish.segments_pictures_dir: each clip is written beside its segment's picture");
+    }
+    for (const char* key : {"segments_clip_pre_s", "segments_clip_post_s", "segments_clip_max_s"}) {
+      if (r.child(key).IsDefined() && !r.child(key).IsNull() && !c.publish.segments_clips) {
+        ctx.fail(r.child(key), std::string("publish.") + key, "only with publish.segments_clips: true");
+      }
+    }
     r.str("jsonl_path", &c.publish.jsonl_path);
     c.publish.jsonl_path = resolve_path(base_dir, c.publish.jsonl_path);
     r.uint("jsonl_keep", &c.publish.jsonl_keep, 0, 1000000);

@@ -344,6 +344,14 @@ struct PublishConfig {
   std::string segments_picture_frame = "best";
   // Its day folders older than this many days (today's included) are deleted; 0: all are kept.
   uint32_t segments_pictures_keep_days = 0;
+  // Live jobs: a video clip of each segment beside its picture (<time>_<label>.mp4), said on
+  // segments/<id> as a "clip" message once written: the camera's compressed frames as they came (no
+  // encoding), from the key frame at or before segments_clip_pre_s ahead of its first frame to
+  // segments_clip_post_s after its last, cut at segments_clip_max_s. Needs segments_pictures_dir.
+  bool segments_clips = false;
+  double segments_clip_pre_s = 5;
+  double segments_clip_post_s = 5;
+  double segments_clip_max_s = 300;
   uint32_t wait_for_subscribers = 0;  // archive jobs: hold results until this many subscribers joined
   double wait_timeout_s = 30.0;
   // CURVE on the result bus: the bus's secret key file (`vapipe keygen`); subscribers need its public

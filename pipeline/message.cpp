@@ -17,6 +17,7 @@ const char* message_kind_name(MessageKind kind) {
     case MessageKind::kStreamReconnecting: return "stream-reconnecting";
     case MessageKind::kStreamResumed: return "stream-resumed";
     case MessageKind::kStreamPicture: return "stream-picture";
+    case MessageKind::kStreamClip: return "stream-clip";
   }
   return "unknown";
 }

@@ -25,11 +25,13 @@ enum class MessageKind : uint8_t {
   kStreamReconnecting = 13,  // a live network stream failed, ended or stalled; it is being reconnected
   kStreamResumed = 14,       // its first frame after a reconnection
   kStreamPicture = 15,       // a picture of a live stream's frame was written (publish.segments_pictures_dir)
+  kStreamClip = 16,          // a clip of a live stream's segment was written (publish.segments_clips)
 };
 const char* message_kind_name(MessageKind kind);
 inline bool is_stream_event(MessageKind k) {
   return k == MessageKind::kStreamStart || k == MessageKind::kStreamEnd || k == MessageKind::kStreamError ||
-         k == MessageKind::kStreamReconnecting || k == MessageKind::kStreamResumed || k == MessageKind::kStreamPicture;
+         k == MessageKind::kStreamReconnecting || k == MessageKind::kStreamResumed || k == MessageKind::kStreamPicture ||
+         k == MessageKind::kStreamClip;
 }
 inline bool ends_stream(MessageKind k) { return k == MessageKind::kStreamEnd || k == MessageKind::kStreamError; }
 
@@ -174,6 +176,10 @@ struct StreamEvent {
   std::string picture{};
   std::string label{};
   uint64_t segment_start_seq = 0;
+  // kStreamClip: the MP4 written for the segment of `label` that began at `segment_start_seq` ("" and
+  // `message` why, when none could be; `message` says why it ends early when it was cut short), its
+  // envelope's pts_ns its first frame's, duration_ns its length.
+  std::string clip{};
 };
 
 struct Message {

@@ -15,20 +15,32 @@
 namespace vapipe {
 
 std::string encode_picture_request(const PictureRequest& r) {
-  return nlohmann::json{{"stream_id", r.stream_id}, {"label", r.label}, {"segment_start_seq", r.segment_start_seq},
-                        {"path", r.path}, {"frame_seq", r.frame_seq}, {"frame_pts_ns", r.frame_pts_ns}}
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  nlohmann::json j{{"stream_id", r.stream_id}, {"label", r.label}, {"segment_start_seq", r.segment_start_seq},
+                   {"path", r.path}, {"frame_seq", r.frame_seq}, {"frame_pts_ns", r.frame_pts_ns}};
+  if (r.kind != PictureRequest::Kind::kPicture) j["kind"] = r.kind == PictureRequest::Kind::kClipStart ? "clip_start" : "clip_end";
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Result<PictureRequest> decode_picture_request(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  PictureRequest r;
+  if (!j.is_discarded() && j.is_object() && j.contains("kind")) {
+    const std::string kind = j["kind"].is_string() ? j["kind"].get<std::string>() : "";
+    if (kind == "clip_start") {
+      r.kind = PictureRequest::Kind::kClipStart;
+    } else if (kind == "clip_end") {
+      r.kind = PictureRequest::Kind::kClipEnd;
+    } else {
+      return InvalidArgument("a picture request of an unknown kind: " + text.substr(0, 200));
+    }
+  }
+  const bool needs_path = r.kind != PictureRequest::Kind::kClipEnd;
   if (j.is_discarded() || !j.is_object() || !j.contains("stream_id") || !j["stream_id"].is_string() ||
-      !j.contains("path") || !j["path"].is_string() || j["path"].get<std::string>().empty()) {
+      (needs_path && (!j.contains("path") || !j["path"].is_string() || j["path"].get<std::string>().empty()))) {
     return InvalidArgument("a picture request that is not one: " + text.substr(0, 200));
   }
-  PictureRequest r;
   r.stream_id = j["stream_id"].get<std::string>();
-  r.path = j["path"].get<std::string>();
+  if (j.contains("path") && j["path"].is_string()) r.path = j["path"].get<std::string>();
   if (j.contains("label") && j["label"].is_string()) r.label = j["label"].get<std::string>();
   if (j.contains("segment_start_seq") && j["segment_start_seq"].is_number_unsigned()) {
     r.segment_start_seq = j["segment_start_seq"].get<uint64_t>();
@@ -60,6 +72,10 @@ std::string segment_picture_path(const std::string& dir, const std::string& stre
   std::snprintf(when, sizeof when, "%02d-%02d-%02d.%03lld", local.tm_hour, local.tm_min, local.tm_sec, ms % 1000);
   return (std::filesystem::path(dir) / stream_id / day / (std::string(when) + "_" + label_for_file_name(label) + ".jpg"))
       .string();
+}
+
+std::string segment_clip_path(const std::string& picture_path) {
+  return std::filesystem::path(picture_path).replace_extension(".mp4").string();
 }
 
 std::vector<std::string> prune_segment_pictures(const std::string& dir, uint32_t keep_days, std::time_t now) {

@@ -28,11 +28,15 @@ struct PictureRequest {
   std::string stream_id;
   std::string label;               // the segment's
   uint64_t segment_start_seq = 0;  // the segment's first frame
-  std::string path;                // where the JPEG goes
+  std::string path;                // where the JPEG (the clip's MP4) goes; clip_end: none
   // The frame to picture (the segment's best or first, publish.segments_picture_frame): its seq, as
   // the stream numbers it, and timestamp; -1: the next frame ingest decodes.
   int64_t frame_seq = -1;
   int64_t frame_pts_ns = -1;
+  // picture: a JPEG of that frame. clip_start: a clip of the segment (publish.segments_clips), from
+  // before frame_pts_ns (its first frame) on; clip_end: that clip ends after frame_pts_ns (its last).
+  enum class Kind { kPicture, kClipStart, kClipEnd };
+  Kind kind = Kind::kPicture;
 };
 
 std::string encode_picture_request(const PictureRequest& request);
@@ -45,6 +49,8 @@ std::string label_for_file_name(const std::string& label);
 // `unix_ms` (when the segment's first frame was captured): a day's pictures in a folder, named in order.
 std::string segment_picture_path(const std::string& dir, const std::string& stream_id, const std::string& label,
                                  double unix_ms);
+// The segment's clip (publish.segments_clips): its picture's path with .mp4 for .jpg.
+std::string segment_clip_path(const std::string& picture_path);
 
 // publish.segments_pictures_keep_days: removes the day folders DIR/<stream>/<YYYY-MM-DD> older than the
 // `keep_days` latest days by `now`'s local date (today counts as one); folders and files of any other

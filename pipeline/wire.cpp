@@ -197,6 +197,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
     case MessageKind::kStreamReconnecting:
     case MessageKind::kStreamResumed:
     case MessageKind::kStreamPicture:
+    case MessageKind::kStreamClip:
       w.str(m.event.uri);
       w.str(m.event.message);
       w.pod(m.event.frames);
@@ -211,6 +212,12 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.str(m.event.picture);
         w.str(m.event.label);
         w.pod(m.event.segment_start_seq);
+      }
+      if (m.kind == MessageKind::kStreamClip) {
+        w.str(m.event.clip);
+        w.str(m.event.label);
+        w.pod(m.event.segment_start_seq);
+        w.pod(m.event.duration_ns);
       }
       break;
   }
@@ -284,6 +291,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
     case MessageKind::kStreamReconnecting:
     case MessageKind::kStreamResumed:
     case MessageKind::kStreamPicture:
+    case MessageKind::kStreamClip:
       r.str(&m->event.uri);
       r.str(&m->event.message);
       r.pod(&m->event.frames);
@@ -298,6 +306,12 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.str(&m->event.picture);
         r.str(&m->event.label);
         r.pod(&m->event.segment_start_seq);
+      }
+      if (m->kind == MessageKind::kStreamClip) {
+        r.str(&m->event.clip);
+        r.str(&m->event.label);
+        r.pod(&m->event.segment_start_seq);
+        r.pod(&m->event.duration_ns);
       }
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }

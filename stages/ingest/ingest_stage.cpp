@@ -263,6 +263,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       // A segment's picture is of a frame among the segments_min_frames it began with (publish asks).
       if (reader_options.live && !config.publish.segments_pictures_dir.empty()) {
         reader_options.picture_frames_back = config.publish.segments_min_frames;
+        reader_options.clips = config.publish.segments_clips;
+        auto ns = [](double s) { return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)); };
+        reader_options.clip_options = {ns(config.publish.segments_clip_pre_s), ns(config.publish.segments_clip_post_s),
+                                       ns(config.publish.segments_clip_max_s)};
       }
       reader_options.file_open_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(config.ingest.file_open_timeout_s * 1000));
@@ -663,11 +667,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         if (!target) continue;
         std::lock_guard<std::mutex> lock(r->mutex);
         if (r->reader && !r->done.load()) {
-          r->reader->take_picture(PictureOrder{target->index, target->id, target->roi, std::move(q.label),
-                                               q.segment_start_seq, std::move(q.path), q.frame_pts_ns});
-        } else {
-          VAPIPE_LOG_WARN("stream '{}': no picture for its '{}' segment: its decoding is not running", q.stream_id,
-                          q.label);
+          if (q.kind == PictureRequest::Kind::kClipStart) {
+            r->reader->start_clip(ClipOrder{target->index, target->id, std::move(q.label), q.segment_start_seq,
+                                            std::move(q.path), q.frame_pts_ns});
+          } else if (q.kind == PictureRequest::Kind::kClipEnd) {
+            r->reader->end_clip(target->id, q.label, q.segment_start_seq, q.frame_pts_ns);
+          } else {
+            r->reader->take_picture(PictureOrder{target->index, target->id, target->roi, std::move(q.label),
+                                                 q.segment_start_seq, std::move(q.path), q.frame_pts_ns});
+          }
+        } else if (q.kind != PictureRequest::Kind::kClipEnd) {  // (a clip ends with its stream's decoding)
+          VAPIPE_LOG_WARN("stream '{}': no {} for its '{}' segment: its decoding is not running", q.stream_id,
+                          q.kind == PictureRequest::Kind::kPicture ? "picture" : "clip", q.label);
         }
         break;
       }  // a stream of another lane: that lane's

@@ -16,6 +16,7 @@ namespace vapipe {
 
 void RecentFrames::new_decoder() {
   std::lock_guard<std::mutex> lock(mutex_);
+  end_taps();
   compressed_.clear();
   bytes_ = 0;
   caps_.reset();
@@ -24,6 +25,7 @@ void RecentFrames::new_decoder() {
 void RecentFrames::set_caps(GstCaps* caps) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (caps_ && caps && gst_caps_is_equal(caps_.get(), caps)) return;
+  end_taps();
   compressed_.clear();  // decoded with other caps, they would not decode with these
   bytes_ = 0;
   caps_.reset(caps ? gst_caps_ref(caps) : nullptr);
@@ -32,12 +34,43 @@ void RecentFrames::set_caps(GstCaps* caps) {
 void RecentFrames::add_compressed(GstBuffer* buffer) {
   const bool key = !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!caps_ || (compressed_.empty() && !key)) return;  // nothing to decode it from
+  if (!caps_) return;
+  for (auto it = taps_.begin(); it != taps_.end();) it = it->second(buffer) ? std::next(it) : taps_.erase(it);
+  if (compressed_.empty() && !key) return;  // nothing to decode it from
   const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
   const size_t bytes = gst_buffer_get_size(buffer);
   compressed_.push_back(Compressed{BufferRef(gst_buffer_ref(buffer)), pts, key, bytes});
   bytes_ += bytes;
   if (key || bytes_ > max_bytes_) prune_compressed();
+}
+
+void RecentFrames::end_taps() {
+  for (auto& [id, tap] : taps_) tap(nullptr);
+  taps_.clear();
+}
+
+bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!caps_ || compressed_.empty()) return false;
+  size_t from = 0;  // the first kept is a key frame
+  for (size_t i = 0; i < compressed_.size(); ++i) {
+    const Compressed& c = compressed_[i];
+    if (!c.key || c.pts < 0) continue;
+    if (c.pts > from_pts_ns) break;
+    from = i;
+  }
+  Tap tap = make(caps_.get());
+  if (!tap) return true;
+  for (size_t i = from; i < compressed_.size(); ++i) {
+    if (!tap(compressed_[i].buffer.get())) return true;
+  }
+  taps_[id] = std::move(tap);
+  return true;
+}
+
+void RecentFrames::remove_tap(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  taps_.erase(id);
 }
 
 void RecentFrames::drop_front(size_t count) {
@@ -57,7 +90,7 @@ void RecentFrames::prune_compressed() {
     for (size_t i = 0; i < compressed_.size(); ++i) {
       const Compressed& c = compressed_[i];
       if (!c.key) continue;
-      if (c.pts > keep_from_ns_) break;
+      if (c.pts > keep_from_ns_ - keep_before_ns_) break;
       before = latest;
       latest = i;
     }

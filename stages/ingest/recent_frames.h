@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,9 +60,12 @@ class RecentFrames {
     std::vector<BufferRef> compressed;
   };
 
+  // keep_before: compressed frames are kept that much further back than the oldest sent frame kept
+  // (publish.segments_clips: a clip begins segments_clip_pre_s before its segment's first frame).
   explicit RecentFrames(uint32_t frames_back, std::chrono::nanoseconds in_flight = kDefaultInFlight,
-                        size_t max_bytes = kDefaultMaxBytes)
-      : frames_back_(frames_back), in_flight_ns_(in_flight.count()), max_bytes_(max_bytes) {}
+                        size_t max_bytes = kDefaultMaxBytes, std::chrono::nanoseconds keep_before = {})
+      : frames_back_(frames_back), in_flight_ns_(in_flight.count()), max_bytes_(max_bytes),
+        keep_before_ns_(keep_before.count()) {}
 
   // The decoder's input (its streaming thread). A new decoder (a new connection, whose timestamps
   // start again) or new caps (another resolution, another codec) start the keeping over.
@@ -80,6 +85,17 @@ class RecentFrames {
   // the earlier key frame. One GOP more than the frames asked for need is kept for it.
   std::optional<Kept> find(int64_t pts_ns, unsigned key_frames_back = 0) const;
 
+  // A clip's tap (publish.segments_clips, clip_recorder.h): given each compressed frame the decoder
+  // takes, in decode order, under the keeper's lock (so it must not call the keeper); nullptr when the
+  // keeping starts over (a new decoder, new caps: the clip ends there). It returns false to be removed.
+  using Tap = std::function<bool(GstBuffer* buffer)>;
+  // Adds a tap that is first given the compressed frames kept from the key frame at or before
+  // `from_pts_ns` (the first kept, when it is later than that), then each that follows: none missed,
+  // none twice. `make` gets the caps of the frames, before any is given, and returns the tap (empty:
+  // none added). False: nothing is kept to begin from (make not called).
+  bool add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make);
+  void remove_tap(uint64_t id);
+
   // For the log and tests.
   size_t compressed_bytes() const;
   size_t compressed_frames() const;
@@ -93,12 +109,15 @@ class RecentFrames {
     size_t bytes;
   };
   void drop_front(size_t count);
+  void end_taps();  // under the lock
   void prune_compressed();
 
   const uint32_t frames_back_;
   const int64_t in_flight_ns_;
   const size_t max_bytes_;
+  const int64_t keep_before_ns_;
   mutable std::mutex mutex_;
+  std::map<uint64_t, Tap> taps_;
   CapsRef caps_;
   std::deque<Compressed> compressed_;
   size_t bytes_ = 0;

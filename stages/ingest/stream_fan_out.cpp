@@ -237,12 +237,13 @@ Status StreamFanOut::emit(Message&& msg) {
       return Status::Ok();
     }
     case MessageKind::kStreamPicture:
-      // A picture one stream of the group asked for (its index in the envelope), of the frame the
+    case MessageKind::kStreamClip:
+      // A picture (a clip) one stream of the group asked for (its index in the envelope), of the frame the
       // envelope numbers by the source: numbered as that stream numbered the frame.
       for (const Snapshot& s : targets) {
         Target& t = *s.target;
         if (t.config.index != msg.env.stream_index || t.ended || !t.started) continue;
-        if (t.config.index != source_index_) {
+        if (t.config.index != source_index_ && msg.kind == MessageKind::kStreamPicture) {  // a clip has no seq
           if (!t.seq_offset) return Status::Ok();  // it has had no frame yet
           msg.env.seq = static_cast<uint64_t>(static_cast<int64_t>(msg.env.seq) - *t.seq_offset);
         }

@@ -272,6 +272,8 @@ struct StreamReader::Impl {
   // stream's thread says them (the emitter is that thread's).
   std::unique_ptr<RecentFrames> recent;
   std::atomic<bool> recent_attached{false};  // to this connection's decoder
+  // Clips of segments (ReaderOptions::clips), from what `recent` keeps; after it, so gone before it.
+  std::unique_ptr<ClipRecorder> clips;
   std::atomic<bool> picture_fallback_logged{false};
   struct PictureJob {
     RecentFrames::Kept kept;
@@ -343,9 +345,17 @@ struct StreamReader::Impl {
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
         sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)),
         keyframes_only(in.keyframes_only_for(s)) {
-    if (o.picture_frames_back > 0) recent = std::make_unique<RecentFrames>(o.picture_frames_back);
+    if (o.picture_frames_back > 0) {
+      const std::chrono::nanoseconds keep_before = o.clips ? o.clip_options.pre : std::chrono::nanoseconds(0);
+      recent = std::make_unique<RecentFrames>(o.picture_frames_back, RecentFrames::kDefaultInFlight,
+                                              RecentFrames::kDefaultMaxBytes, keep_before);
+      if (o.clips) clips = std::make_unique<ClipRecorder>(s.id, recent.get(), o.clip_options);
+    }
   }
-  ~Impl() { close_picture_jobs(std::chrono::milliseconds(0)); }
+  ~Impl() {
+    close_picture_jobs(std::chrono::milliseconds(0));
+    if (clips) clips->close(std::chrono::milliseconds(0), "the stream ended");
+  }
 
   // A picture of a kept frame, for the picture thread.
   void submit_picture(RecentFrames::Kept kept, PictureOrder order) {
@@ -1393,9 +1403,33 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     env.stream_index = order.stream_index;
     return Message::stream_event(MessageKind::kStreamPicture, env, std::move(ev));
   };
+  // The clips written (or given up) since: a kStreamClip event each, for the stream that asked.
+  auto say_clips_done = [&]() -> Status {
+    if (!s.clips || !s.clips->has_done()) return Status::Ok();
+    for (ClipDone& d : s.clips->take_done()) {
+      StreamEvent ev{uri, d.message, emitted, s.queue.dropped()};
+      ev.clip = d.written ? d.order.path : "";
+      ev.label = d.order.label;
+      ev.segment_start_seq = d.order.segment_start_seq;
+      ev.duration_ns = d.written ? d.duration_ns : -1;
+      if (d.written) {
+        VAPIPE_LOG_DEBUG("stream '{}': clip of its '{}' segment, {} frames, {:.1f} s{}: {}", d.order.stream_id,
+                         d.order.label, d.frames, static_cast<double>(d.duration_ns) / 1e9,
+                         d.message.empty() ? "" : " (" + d.message + ")", d.order.path);
+      } else {
+        VAPIPE_LOG_WARN("stream '{}': no clip of its '{}' segment: {}", d.order.stream_id, d.order.label, d.message);
+      }
+      Envelope env;
+      env.stream_id = d.order.stream_id;
+      env.stream_index = d.order.stream_index;
+      env.pts_ns = d.start_pts_ns;
+      VAPIPE_RETURN_IF_ERROR(out.emit(Message::stream_event(MessageKind::kStreamClip, env, std::move(ev))));
+    }
+    return Status::Ok();
+  };
   // The pictures of kept frames that the picture thread has written since, in the order written.
   auto say_pictures_done = [&]() -> Status {
-    if (!s.pictures_done_waiting.load(std::memory_order_acquire)) return Status::Ok();
+    if (!s.pictures_done_waiting.load(std::memory_order_acquire)) return say_clips_done();
     std::vector<StreamReader::Impl::PictureDone> done;
     {
       std::lock_guard<std::mutex> lock(s.jobs_mutex);
@@ -1403,13 +1437,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       s.pictures_done_waiting = false;
     }
     for (auto& d : done) VAPIPE_RETURN_IF_ERROR(out.emit(picture_event(d.env, d.order, d.written, d.took_ms)));
-    return Status::Ok();
+    return say_clips_done();
   };
 
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
     // Pictures of kept frames being decoded are said before the end (a stream removed, a job stopped).
     s.close_picture_jobs(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000));
+    if (s.clips) s.clips->close(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000), "the stream ended");
     if (Status said = say_pictures_done(); !said.ok()) {
       VAPIPE_LOG_WARN("stream '{}': pictures not said before its end: {}", s.stream.id, said.message());
     }
@@ -1883,6 +1918,20 @@ void StreamReader::take_picture(PictureOrder order) {
     }
   }
   impl_->want_next_frame_picture(std::move(order));
+}
+
+void StreamReader::start_clip(ClipOrder order) {
+  if (impl_->clips) {
+    impl_->clips->start(std::move(order));
+  } else {
+    VAPIPE_LOG_WARN("stream '{}': no clip of its '{}' segment: its reader keeps no frames for clips", order.stream_id,
+                    order.label);
+  }
+}
+
+void StreamReader::end_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
+                            int64_t last_pts_ns) {
+  if (impl_->clips) impl_->clips->end(stream_id, label, segment_start_seq, last_pts_ns);
 }
 
 void StreamReader::stop(std::string reason) {

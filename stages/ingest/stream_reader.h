@@ -17,6 +17,7 @@
 #include "pipeline/signals.h"
 #include "pipeline/stage.h"
 #include "pipeline/stage_watchdog.h"
+#include "stages/ingest/clip_recorder.h"
 
 namespace vapipe {
 
@@ -66,6 +67,10 @@ struct ReaderOptions {
   // of (publish.segments_min_frames; their compressed frames are kept, recent_frames.h); 0: none kept,
   // every picture is of the next frame.
   uint32_t picture_frames_back = 0;
+  // publish.segments_clips (with picture_frames_back): clips of segments, their compressed frames
+  // kept `clip_options.pre` further back (clip_recorder.h).
+  bool clips = false;
+  ClipRecorder::Options clip_options{};
 };
 
 // A picture for a segment (publish.segments_pictures_dir), for the stream `stream_index` (the reader's
@@ -116,6 +121,12 @@ class StreamReader {
   // it. At most 16 wait of each kind; more are refused (logged). Orders still waiting when the stream
   // ends are said in the log.
   void take_picture(PictureOrder order);
+  // From any thread: a clip of a segment (publish.segments_clips), said by a kStreamClip event once
+  // written (or why not), at the reader's next frame or idle moment, or before its end. end_clip: the
+  // segment ended with its frame at `last_pts_ns`.
+  void start_clip(ClipOrder order);
+  void end_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
+                int64_t last_pts_ns);
 
   const std::string& stream_id() const;
   // Frames its decoder gave so far (numbered or not: those left out or dropped count too); any thread.

@@ -200,6 +200,17 @@ std::string prometheus_text(const JobMetrics& m) {
       w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"failed\"", std::to_string(s.pictures_failed));
     }
   }
+  if (m.segment_clips) {
+    w.family("vapipe_segment_clips_total", "counter",
+             "Clips of the stream's segments (publish.segments_clips): written, or failed (the clip message and "
+             "ingest's log say why).");
+    for (const StreamMetrics& s : m.streams) {
+      if (!m.listed(s)) continue;
+      const std::string stream = "stream=\"" + label_value(s.id) + "\"";
+      w.sample("vapipe_segment_clips_total", stream + ",outcome=\"written\"", std::to_string(s.clips));
+      w.sample("vapipe_segment_clips_total", stream + ",outcome=\"failed\"", std::to_string(s.clips_failed));
+    }
+  }
   w.family("vapipe_latency_seconds", "summary", "From capture to publishing, per result of the stream.");
   for (const StreamMetrics& s : m.streams) {
     if (!m.listed(s)) continue;

@@ -46,6 +46,9 @@ struct StreamMetrics {
   // Pictures of its segments (publish.segments_pictures_dir) written, and those that could not be.
   uint64_t pictures = 0;
   uint64_t pictures_failed = 0;
+  // Clips of its segments (publish.segments_clips) written, and those that could not be.
+  uint64_t clips = 0;
+  uint64_t clips_failed = 0;
 };
 
 // How far an archive job is: the media of the streams whose duration is known, and how much of it
@@ -125,6 +128,7 @@ struct JobMetrics {
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
   bool segments = false;  // publish.segments_min_frames is set: open segments are a metric
   bool segment_pictures = false;  // publish.segments_pictures_dir is set: pictures are counted
+  bool segment_clips = false;     // publish.segments_clips: clips are counted
   std::optional<ResultsFileHealth> results_file;  // with publish.jsonl_path
   std::vector<WebhookStats> webhooks;              // publish.webhooks, in order
   std::vector<MqttStats> mqtt;                     // publish.mqtt, in order

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -113,7 +114,13 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
         res.set_content("no such picture\n", "text/plain; charset=utf-8");
       };
       const std::string wanted = req.matches[1];  // percent-decoded by httplib
-      if (wanted.size() < 5 || wanted.compare(wanted.size() - 4, 4, ".jpg") != 0) return not_found();
+      // Pictures, and clips (publish.segments_clips), which a browser plays as they come, by ranges.
+      auto ends_with = [&wanted](const char* end) {
+        const size_t n = std::strlen(end);
+        return wanted.size() > n && wanted.compare(wanted.size() - n, n, end) == 0;
+      };
+      const bool clip = ends_with(".mp4");
+      if (!clip && !ends_with(".jpg")) return not_found();
       // A NUL ("%00") ends the path the file system sees short of the one checked below.
       if (wanted.find('\0') != std::string::npos) return not_found();
       // Resolved, links and ".." included: it must still lie under the pictures folder.
@@ -138,9 +145,21 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
         res.status = 304;
         return;
       }
-      std::ifstream in(file, std::ios::binary);
-      if (!in) return not_found();
-      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
+      if (!*in) return not_found();
+      if (clip) {
+        // A clip (tens of MB) is read as it is sent, the ranges asked for (a player's seek) too.
+        res.set_content_provider(static_cast<size_t>(st.st_size), "video/mp4",
+                                 [in](size_t offset, size_t length, httplib::DataSink& sink) {
+                                   std::vector<char> chunk(std::min<size_t>(length, 256 * 1024));
+                                   in->seekg(static_cast<std::streamoff>(offset));
+                                   in->read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+                                   const std::streamsize got = in->gcount();
+                                   return got > 0 && sink.write(chunk.data(), static_cast<size_t>(got));
+                                 });
+        return;
+      }
+      std::string bytes((std::istreambuf_iterator<char>(*in)), std::istreambuf_iterator<char>());
       res.set_content(std::move(bytes), "image/jpeg");
     });
   }

@@ -281,6 +281,7 @@ JobMetrics PublishStage::metrics() const {
   m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
   m.segments = config_ && config_->publish.segments_min_frames > 0;
   m.segment_pictures = config_ && !config_->publish.segments_pictures_dir.empty();
+  m.segment_clips = config_ && config_->publish.segments_clips;
   for (const StreamState& st : all_streams()) {
     StreamMetrics s;
     s.id = st.id;
@@ -289,6 +290,8 @@ JobMetrics PublishStage::metrics() const {
     s.frame_errors = st.frame_errors;
     s.pictures = st.pictures;
     s.pictures_failed = st.pictures_failed;
+    s.clips = st.clips;
+    s.clips_failed = st.clips_failed;
     s.gaps = st.gaps;
     s.dropped = st.dropped;
     s.reconnects = st.reconnects;
@@ -723,6 +726,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     return InvalidArgument(std::string("publish got a ") + message_kind_name(in.kind) + " message");
   }
   if (in.kind == MessageKind::kStreamPicture) return publish_picture(st, in);
+  if (in.kind == MessageKind::kStreamClip) return publish_clip(st, in);
   // A file's duration, for archive progress (a resumed stream's start is not published again).
   if (in.kind == MessageKind::kStreamStart && in.event.duration_ns > st.part_from_ns) {
     st.media_ns = in.event.duration_ns - st.part_from_ns;
@@ -921,6 +925,13 @@ Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun&
                                                            std::chrono::steady_clock::now(), false, wall_clock_ns()};
   save_picture_asks();
   picture_requester_(request);
+  if (config_->publish.segments_clips) {
+    // Beside its picture; from before its first frame (ingest keeps segments_clip_pre_s more for it).
+    PictureRequest clip{st.id, segment.label, segment.start_seq, segment_clip_path(request.path),
+                        static_cast<int64_t>(segment.start_seq), segment.start_pts_ns,
+                        PictureRequest::Kind::kClipStart};
+    picture_requester_(clip);
+  }
   return Status::Ok();
 }
 
@@ -1095,6 +1106,36 @@ Status PublishStage::publish_picture(StreamState& st, const Message& event) {
   return publish(segment_topic(st.id), j);
 }
 
+// A `clip` message (schema in docs/result-schema.md): the segment's MP4 once ingest wrote it, or why not.
+Status PublishStage::publish_clip(StreamState& st, const Message& event) {
+  std::string error = event.event.clip.empty() ? event.event.message : "";
+  nlohmann::json url = event.event.clip.empty() ? nlohmann::json() : picture_url_path(event.event.clip);
+  if (!event.event.clip.empty() && url.is_null()) {
+    VAPIPE_LOG_WARN("stream '{}': a clip answer names {}, which is not under publish.segments_pictures_dir ({}): "
+                    "refused", st.id, event.event.clip, config_->publish.segments_pictures_dir);
+    error = "the clip's path is not under publish.segments_pictures_dir";
+  }
+  const bool written = error.empty();
+  nlohmann::json j{{"schema", "vapipe.segment"},
+                   {"schema_version", kSchemaVersion},
+                   {"stream_id", st.id},
+                   {"event", "clip"},
+                   {"label", escape_invalid_utf8(event.event.label)},
+                   {"start_seq", event.event.segment_start_seq},
+                   {"clip", written ? nlohmann::json(escape_invalid_utf8(event.event.clip)) : nlohmann::json()},
+                   {"clip_url_path", written && metrics_server_ ? url : nlohmann::json()},
+                   {"pts_ms", written && event.env.pts_ns >= 0 ? nlohmann::json(static_cast<double>(event.env.pts_ns) / 1e6)
+                                                               : nlohmann::json()},
+                   {"duration_s", written ? nlohmann::json(static_cast<double>(event.event.duration_ns) / 1e9)
+                                          : nlohmann::json()},
+                   {"cut_short", written && !event.event.message.empty() ? nlohmann::json(escape_invalid_utf8(event.event.message))
+                                                                         : nlohmann::json()},
+                   {"error", written ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(error))},
+                   {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+  ++(written ? st.clips : st.clips_failed);
+  return publish(segment_topic(st.id), j);
+}
+
 void PublishStage::prune_pictures() {
   const PublishConfig& p = config_->publish;
   pictures_pruned_at_ = std::time(nullptr);
@@ -1112,6 +1153,10 @@ void PublishStage::prune_pictures() {
 Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segment) {
   const StreamState::LabelRun ended = *segment;
   *segment = StreamState::LabelRun{};
+  if (config_->publish.segments_clips && picture_requester_) {
+    picture_requester_(PictureRequest{st.id, ended.label, ended.start_seq, "", static_cast<int64_t>(ended.end_seq),
+                                      ended.end_pts_ns, PictureRequest::Kind::kClipEnd});
+  }
   return publish(segment_topic(st.id), segment_json(st.id, "ended", ended));
 }
 

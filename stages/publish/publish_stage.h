@@ -101,6 +101,7 @@ class PublishStage final : public Stage {
     uint64_t results = 0;
     uint64_t frame_errors = 0;
     uint64_t pictures = 0, pictures_failed = 0;  // of its segments (publish.segments_pictures_dir)
+    uint64_t clips = 0, clips_failed = 0;        // (publish.segments_clips)
     uint64_t next_seq = 0;
     uint64_t gaps = 0;        // frames missing (live drops)
     uint64_t out_of_order = 0;
@@ -139,9 +140,11 @@ class PublishStage final : public Stage {
       uint64_t best_seq = 0;
       double best_ms = -1, best_score = -1, best_capture_ms = -1;
       std::string picture_url_path = "";  // where /pictures/ serves its picture, once ingest has written it
-      int64_t start_pts_ns = -1, best_pts_ns = -1;  // the frames' own timestamps, for ingest to find them by
+      // The frames' own timestamps, for ingest to find them by (a picture's, a clip's first and last).
+      int64_t start_pts_ns = -1, best_pts_ns = -1, end_pts_ns = -1;
       void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score, int64_t pts_ns) {
         if (frames == 0) start_pts_ns = pts_ns;
+        end_pts_ns = pts_ns;
         end_seq = seq;
         end_ms = pts_ms;
         end_capture_ms = capture_ms;
@@ -187,6 +190,8 @@ class PublishStage final : public Stage {
   Status publish_began(StreamState& st, const StreamState::LabelRun& segment);
   // A kStreamPicture from ingest: the "picture" message of the segment it names.
   Status publish_picture(StreamState& st, const Message& event);
+  // A kStreamClip from ingest: the "clip" message of the segment it names.
+  Status publish_clip(StreamState& st, const Message& event);
   // "/pictures/<its path under segments_pictures_dir>"; null for a path outside that folder.
   nlohmann::json picture_url_path(const std::string& picture) const;
   static nlohmann::json picture_json(const std::string& stream_id, const std::string& label, uint64_t start_seq);

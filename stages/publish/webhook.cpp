@@ -114,6 +114,17 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& p) {
         const std::string served = text_field(p, "picture_url_path");
         if (!served.empty()) line += " (served at " + served + ")";
       }
+    } else if (event == "clip") {
+      const std::string clip = text_field(p, "clip");
+      if (clip.empty()) {
+        line = stream + ": no clip of " + label + ": " + text_field(p, "error");
+      } else {
+        line = stream + ": clip of " + label;
+        if (auto seconds = number_field(p, "duration_s")) line += " (" + human_duration(*seconds) + ")";
+        line += ": " + clip;
+        const std::string served = text_field(p, "clip_url_path");
+        if (!served.empty()) line += " (served at " + served + ")";
+      }
     } else {
       line = stream + ": " + label + " " + event;
     }

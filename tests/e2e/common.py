@@ -100,6 +100,37 @@ def jpeg_size(path):
     raise AssertionError(f"{path}: no start of frame")
 
 
+def mp4_layout(path):
+    """An MP4's top-level boxes in file order, and its duration in seconds (its movie header's)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    boxes, duration_s, i = [], None, 0
+    while i + 8 <= len(data):
+        size, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8].decode("latin-1")
+        header = 8
+        if size == 1:
+            size, header = int.from_bytes(data[i + 8:i + 16], "big"), 16
+        elif size == 0:
+            size = len(data) - i
+        boxes.append(kind)
+        if kind == "moov":
+            j = i + header
+            while j + 8 <= i + size:
+                inner, inner_kind = int.from_bytes(data[j:j + 4], "big"), data[j + 4:j + 8]
+                if inner_kind == b"mvhd":
+                    version = data[j + 8]
+                    if version == 1:
+                        timescale = int.from_bytes(data[j + 28:j + 32], "big")
+                        duration = int.from_bytes(data[j + 32:j + 40], "big")
+                    else:
+                        timescale = int.from_bytes(data[j + 20:j + 24], "big")
+                        duration = int.from_bytes(data[j + 24:j + 28], "big")
+                    duration_s = duration / timescale
+                j += max(inner, 8)
+        i += max(size, 8)
+    return boxes, duration_s
+
+
 class WebhookReceiver:
     """An HTTP server on loopback, as a webhook's receiver (Home Assistant, n8n, ntfy) is, in a thread of
     the test: records each POST's path, headers and body (JSON, text/plain, or as it came); answers 200."""

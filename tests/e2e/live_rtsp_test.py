@@ -9,7 +9,7 @@ import unittest
 import urllib.request
 
 from e2e.common import (VAPIPE, E2ETest, MqttBroker, Run, Subscriber, WebhookReceiver, events_by_stream, free_port,
-                        jpeg_size, results_by_stream, start_rtsp_camera, write_config)
+                        jpeg_size, mp4_layout, results_by_stream, start_rtsp_camera, write_config)
 
 
 class LiveRtsp(E2ETest):
@@ -150,7 +150,8 @@ class LiveRtsp(E2ETest):
         stream reports reconnecting, then resumed, and its results go on, numbered on; the door camera
         does not notice. Its segments have pictures (publish.segments_pictures_dir), of the whole camera
         and of its top half (door-top, a region of the same decoding), which a real MQTT broker gets
-        too, for Home Assistant's cameras, and a webhook as ntfy takes an attachment."""
+        too, for Home Assistant's cameras, and a webhook as ntfy takes an attachment; and clips
+        (publish.segments_clips), the yard's cut by its reconnection, the door's by the job's end."""
         door = self.start_camera("smpte")
         port = free_port()
         yard, yard_proc = self.start_camera_process("pinwheel", port)
@@ -165,6 +166,7 @@ class LiveRtsp(E2ETest):
                                         ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
                                         publish={"metrics_address": f"127.0.0.1:{metrics_port}", "segments_min_frames": 5,
                                                  "segments_pictures_dir": pictures,
+                                                 "segments_clips": True, "segments_clip_pre_s": 2,
                                                  "mqtt": [{"url": broker.url, "topics": ["events/"], "home_assistant": True,
                                                            "labels": ["smpte", "pinwheel"]}],
                                                  "webhooks": [{"url": f"http://127.0.0.1:{ntfy.port}/door-alerts",
@@ -187,9 +189,16 @@ class LiveRtsp(E2ETest):
         status = subprocess.run([VAPIPE, "status", f"127.0.0.1:{metrics_port}"], capture_output=True, text=True,
                                 timeout=30)
         served_pictures = {}  # the first picture of each door stream, fetched over HTTP while the job runs
+        served_clip = None  # the yard's first clip (cut by its reconnection): its first 1000 bytes, by a range
         with open(self.subscriber.path) as f:
             for line in f:
                 m = json.loads(line)
+                if (m["topic"] == "segments/yard" and m["payload"]["event"] == "clip" and served_clip is None
+                        and m["payload"]["clip_url_path"]):
+                    asked = urllib.request.Request(f"http://127.0.0.1:{metrics_port}{m['payload']['clip_url_path']}",
+                                                   headers={"Range": "bytes=0-999"})
+                    with urllib.request.urlopen(asked, timeout=10) as answer:
+                        served_clip = (answer.status, answer.headers["Content-Type"], answer.read())
                 if m["topic"] in ("segments/door", "segments/door-top") and m["payload"]["event"] == "picture":
                     sid = m["topic"].split("/", 1)[1]
                     if sid not in served_pictures and m["payload"]["picture_url_path"]:
@@ -269,6 +278,36 @@ class LiveRtsp(E2ETest):
             with open(first["picture"], "rb") as f:
                 self.assertEqual(served_pictures[sid], f.read(), sid)
         self.assertRegex(metrics, r'\nvapipe_segment_pictures_total\{stream="door",outcome="written"\} [1-9]')
+        # Each segment's clip: an MP4 beside its picture, of the camera's own H.264 (its index first, for a
+        # player that plays it as it downloads). The door's segment went on to the job's end, which ends
+        # its clip; the door-top's is of the same camera, whole. The yard's first ended with its
+        # connection, and was served by publish while the job ran.
+        for sid in ("door", "door-top", "yard"):
+            said = [m["payload"] for m in messages if m["topic"] == f"segments/{sid}"]
+            clips = [g for g in said if g["event"] == "clip"]
+            pictures_of = {(g["label"], g["start_seq"]): g["picture"] for g in said if g["event"] == "picture"}
+            self.assertGreaterEqual(len(clips), 1, (sid, [line for line in run.stderr.splitlines() if "clip" in line]))
+            first = clips[0]
+            self.assertIsNone(first["error"], first)
+            self.assertEqual(first["clip"], pictures_of[(first["label"], first["start_seq"])][:-4] + ".mp4")
+            boxes, duration_s = mp4_layout(first["clip"])
+            self.assertEqual(boxes[:3], ["ftyp", "moov", "mdat"], sid)
+            self.assertAlmostEqual(duration_s, first["duration_s"], delta=0.1)
+            self.assertGreater(duration_s, 1.0, first)
+            self.assertFalse(os.path.exists(first["clip"] + ".part"))
+            decoded = subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={first['clip']}", "!", "qtdemux",
+                                      "!", "h264parse", "!", "avdec_h264", "!", "fakesink"],
+                                     capture_output=True, text=True, timeout=60)
+            self.assertEqual(decoded.returncode, 0, decoded.stderr)
+            if sid == "yard":
+                self.assertIn("started over", first["cut_short"])
+            else:
+                self.assertEqual(first["cut_short"], "the stream ended")
+        self.assertIsNotNone(served_clip, "the yard's clip was said while the job ran")
+        with open([m["payload"]["clip"] for m in messages if m["topic"] == "segments/yard"
+                   and m["payload"]["event"] == "clip"][0], "rb") as f:
+            self.assertEqual(served_clip, (206, "video/mp4", f.read(1000)))
+        self.assertRegex(metrics, r'\nvapipe_segment_clips_total\{stream="yard",outcome="written"\} [1-9]')
         # MQTT (home_assistant, so pictures by default): each door stream's camera entity, announced
         # beside its sensors, and the JPEG of its latest smpte segment, retained, as the file's bytes.
         announced = {topic: payload for topic, *payload in broker.received()

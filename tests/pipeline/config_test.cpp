@@ -1260,6 +1260,37 @@ TEST(Config, SegmentPicturesAreALiveJobsWithSegments) {
   EXPECT_EQ(kept->publish.segments_pictures_keep_days, 30u);
 }
 
+// Clips of segments: beside their pictures, so only with segments_pictures_dir; their pre-roll,
+// post-roll and longest are read only with them.
+TEST(Config, SegmentClipsAreWrittenBesideThePictures) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {segments_min_frames: 5, segments_pictures_dir: p, segments_clips: true,\n"
+                              "          segments_clip_pre_s: 2.5, segments_clip_post_s: 10, segments_clip_max_s: 60}\n",
+                              "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->publish.segments_clips);
+  EXPECT_EQ(c->publish.segments_clip_pre_s, 2.5);
+  EXPECT_EQ(c->publish.segments_clip_post_s, 10);
+  EXPECT_EQ(c->publish.segments_clip_max_s, 60);
+  auto plain = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                                  "publish: {segments_min_frames: 5, segments_pictures_dir: p}\n",
+                                  "job.yaml", "/cfg");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain->publish.segments_clips);
+  EXPECT_EQ(plain->publish.segments_clip_pre_s, 5);
+  EXPECT_EQ(plain->publish.segments_clip_max_s, 300);
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {segments_min_frames: 3, segments_clips: true}\n",
+       "job.yaml:3: publish.segments_clips: needs publish.segments_pictures_dir"},
+      {"publish: {segments_min_frames: 3, segments_pictures_dir: p, segments_clip_pre_s: 3}\n",
+       "job.yaml:3: publish.segments_clip_pre_s: only with publish.segments_clips: true"},
+      {"publish: {segments_min_frames: 3, segments_pictures_dir: p, segments_clips: true, segments_clip_pre_s: 90}\n",
+       "job.yaml:3: publish.segments_clip_pre_s"},
+      {"publish: {segments_min_frames: 3, segments_pictures_dir: p, segments_clips: true, segments_clip_max_s: 0}\n",
+       "job.yaml:3: publish.segments_clip_max_s"}},
+      "/cfg");
+}
+
 // A label's own minimum score for segments, over segments_min_score; each remembers its line, for
 // infer's check that it is a label of the labels file.
 TEST(Config, SegmentsMinScoreByLabelGivesLabelsAMinimumOfTheirOwn) {

@@ -35,6 +35,29 @@ TEST(PictureRequests, ARequestReadsBackAsItWasWritten) {
   for (const char* bad : {"", "not json", "[]", R"({"stream_id": "gate"})", R"({"stream_id": 3, "path": "/x.jpg"})"}) {
     EXPECT_FALSE(decode_picture_request(bad).ok()) << bad;
   }
+  EXPECT_EQ(back->kind, PictureRequest::Kind::kPicture);
+}
+
+// publish.segments_clips: a clip's start names its file and the segment's first frame; its end names
+// no file, only the segment's last frame.
+TEST(PictureRequests, AClipsStartAndEndReadBackAsTheyWereWritten) {
+  PictureRequest start{"gate", "truck", 40, "/p/gate/2026-12-04/10-00-00.000_truck.mp4", 40, 1333333333,
+                       PictureRequest::Kind::kClipStart};
+  auto back = decode_picture_request(encode_picture_request(start));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->kind, PictureRequest::Kind::kClipStart);
+  EXPECT_EQ(back->path, start.path);
+  EXPECT_EQ(back->frame_pts_ns, 1333333333);
+  PictureRequest end{"gate", "truck", 40, "", 95, 3166666666, PictureRequest::Kind::kClipEnd};
+  back = decode_picture_request(encode_picture_request(end));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->kind, PictureRequest::Kind::kClipEnd);
+  EXPECT_EQ(back->segment_start_seq, 40u);
+  EXPECT_EQ(back->frame_pts_ns, 3166666666);
+  EXPECT_EQ(segment_clip_path("/p/gate/2026-12-04/10-00-00.000_truck.jpg"), "/p/gate/2026-12-04/10-00-00.000_truck.mp4");
+  for (const char* bad : {R"({"stream_id": "gate", "kind": "video"})", R"({"stream_id": "gate", "kind": "clip_start"})"}) {
+    EXPECT_FALSE(decode_picture_request(bad).ok()) << bad;
+  }
 }
 
 TEST(PictureRequests, APictureIsNamedByItsStreamTheDayAndTheTimeItsSegmentBegan) {

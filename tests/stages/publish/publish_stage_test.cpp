@@ -1531,6 +1531,75 @@ TEST_F(PublishStageTest, ASegmentThatBeginsAsksForItsPictureAndIngestsAnswerIsIt
   EXPECT_EQ(stage_->metrics().streams[0].pictures, 1u);
 }
 
+// publish.segments_clips: a segment that begins also asks for its clip (beside its picture, from its
+// first frame's timestamp on), one that ends says where its clip ends (its last frame's timestamp), and
+// ingest's clip event becomes the segment's "clip" message, counted on /metrics.
+TEST_F(PublishStageTest, ASegmentAsksForItsClipWhenItBeginsAndEndsItAndIngestsAnswerIsItsClipMessage) {
+  ask_pictures(2);
+  config_.publish.segments_clips = true;
+  const std::vector<PictureRequest>& asked = asked_;
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "truck", 0.9, 3);  // began at seq 0 (said at 1), last at 2
+  send_top1(&seq, "car", 0.9, 2);    // truck ended (at seq 4); car began at 3
+  std::vector<std::string> kinds;
+  for (const PictureRequest& r : asked) {
+    kinds.push_back(r.label + (r.kind == PictureRequest::Kind::kPicture     ? " picture"
+                               : r.kind == PictureRequest::Kind::kClipStart ? " clip_start"
+                                                                            : " clip_end"));
+  }
+  ASSERT_EQ(kinds, (std::vector<std::string>{"truck picture", "truck clip_start", "truck clip_end", "car picture",
+                                             "car clip_start"}));
+  EXPECT_EQ(asked[1].path, segment_clip_path(asked[0].path));
+  EXPECT_EQ(asked[1].path.substr(asked[1].path.size() - 4), ".mp4");
+  EXPECT_EQ(asked[1].segment_start_seq, 0u);
+  EXPECT_EQ(asked[1].frame_pts_ns, 0) << "the segment's first frame";
+  EXPECT_EQ(asked[2].segment_start_seq, 0u);
+  EXPECT_EQ(asked[2].frame_pts_ns, 2 * 33000000) << "the segment's last frame";
+  EXPECT_TRUE(asked[2].path.empty());
+  EXPECT_EQ(asked[4].segment_start_seq, 3u);
+  EXPECT_EQ(asked[4].frame_pts_ns, 3 * 33000000);
+
+  auto clip_answer = [&](const std::string& path, const std::string& message) {
+    Message m = Message::stream_event(MessageKind::kStreamClip, result(0, 0, "truck").env, StreamEvent{});
+    m.env.pts_ns = -5 * 33000000 + 33000000 * 10;  // its first frame: the key frame before the pre-roll
+    m.event.clip = path;
+    m.event.message = message;
+    m.event.label = "truck";
+    m.event.segment_start_seq = 0;
+    m.event.duration_ns = path.empty() ? -1 : 4'500'000'000;
+    return m;
+  };
+  ASSERT_TRUE(stage_->process(clip_answer(asked[1].path, ""), out_).ok());
+  ASSERT_TRUE(stage_->process(clip_answer(asked[1].path, "the stream's decoder started over (a reconnection)"), out_).ok());
+  ASSERT_TRUE(stage_->process(clip_answer("", "none of its compressed frames is kept"), out_).ok());
+  ASSERT_TRUE(stage_->process(clip_answer("/etc/passwd", ""), out_).ok());
+  std::vector<nlohmann::json> clips;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0" && j["event"] == "clip") clips.push_back(j);
+  }
+  ASSERT_EQ(clips.size(), 4u);
+  EXPECT_EQ(clips[0]["schema"], "vapipe.segment");
+  EXPECT_EQ(clips[0]["label"], "truck");
+  EXPECT_EQ(clips[0]["start_seq"], 0);
+  EXPECT_EQ(clips[0]["clip"], asked[1].path);
+  EXPECT_TRUE(clips[0]["clip_url_path"].is_null()) << "no metrics_address: nothing serves it";
+  EXPECT_NEAR(clips[0]["duration_s"].get<double>(), 4.5, 1e-9);
+  EXPECT_NEAR(clips[0]["pts_ms"].get<double>(), 165.0, 1e-9);
+  EXPECT_TRUE(clips[0]["cut_short"].is_null());
+  EXPECT_TRUE(clips[0]["error"].is_null());
+  EXPECT_EQ(clips[1]["cut_short"], "the stream's decoder started over (a reconnection)");
+  EXPECT_TRUE(clips[2]["clip"].is_null());
+  EXPECT_TRUE(clips[2]["duration_s"].is_null());
+  EXPECT_EQ(clips[2]["error"], "none of its compressed frames is kept");
+  EXPECT_TRUE(clips[3]["clip"].is_null());
+  EXPECT_EQ(clips[3]["error"], "the clip's path is not under publish.segments_pictures_dir");
+  EXPECT_EQ(stage_->metrics().streams[0].clips, 2u);
+  EXPECT_EQ(stage_->metrics().streams[0].clips_failed, 2u);
+  EXPECT_NE(prometheus_text(stage_->metrics()).find("vapipe_segment_clips_total{stream=\"s0\",outcome=\"written\"} 2"),
+            std::string::npos);
+}
+
 // segments_picture_frame: first asks for the segment's first frame, whatever the scores.
 TEST_F(PublishStageTest, ASegmentsFirstFrameIsAskedForWhenSoConfigured) {
   ask_pictures(3);

@@ -372,6 +372,14 @@ TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
   picture["picture"] = nullptr;
   picture["error"] = "cannot write /pics: No space left on device";
   EXPECT_EQ(webhook_text("segments/gate", picture), "gate: no picture of truck: cannot write /pics: No space left on device");
+  json clip{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "clip"}, {"label", "truck"},
+            {"clip", "/pics/gate/x.mp4"}, {"clip_url_path", "/pictures/gate/x.mp4"}, {"duration_s", 23.4},
+            {"error", nullptr}};
+  EXPECT_EQ(webhook_text("segments/gate", clip),
+            "gate: clip of truck (23.4 s): /pics/gate/x.mp4 (served at /pictures/gate/x.mp4)");
+  clip["clip"] = nullptr;
+  clip["error"] = "none of its compressed frames is kept";
+  EXPECT_EQ(webhook_text("segments/gate", clip), "gate: no clip of truck: none of its compressed frames is kept");
 
   json event{{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "reconnecting"}, {"attempt", 2},
              {"message", "stalled: no frame for 10 s\nsecond line"}};

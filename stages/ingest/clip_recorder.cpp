@@ -1,0 +1,351 @@
+#include "stages/ingest/clip_recorder.h"
+
+#include <gst/app/gstappsrc.h>
+
+#include <climits>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "pipeline/logging.h"
+
+namespace vapipe {
+
+namespace {
+
+// The parser that gives mp4mux what it takes of a codec (H.264/H.265 in avc/hvc1 form, whatever form
+// they came in); "identity" for codecs mp4mux takes as they come; null: an MP4 cannot hold it as it is.
+const char* parser_for(const std::string& codec) {
+  if (codec == "video/x-h264") return "h264parse";
+  if (codec == "video/x-h265") return "h265parse";
+  if (codec == "image/jpeg") return "jpegparse";
+  if (codec == "video/x-vp9" || codec == "video/x-av1") return "identity";
+  return nullptr;
+}
+
+std::string bus_error_of(GstElement* pipeline) {
+  GstBus* bus = gst_element_get_bus(pipeline);
+  std::string why;
+  while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    if (why.empty() && err) why = err->message;
+    if (err) g_error_free(err);
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  return why;
+}
+
+// Notes an error as it is posted (on the failing element's thread), and leaves it on the bus for finish().
+GstBusSyncReply note_error(GstBus*, GstMessage* message, gpointer failed) {
+  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR) static_cast<std::atomic<bool>*>(failed)->store(true);
+  return GST_BUS_PASS;
+}
+
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+}
+
+}  // namespace
+
+ClipWriter::ClipWriter(std::string path, GstElement* pipeline, GstElement* src)
+    : path_(std::move(path)), part_(path_ + ".part"), pipeline_(pipeline), src_(src) {}
+
+Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, GstCaps* caps) {
+  const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
+  const std::string codec = s ? gst_structure_get_name(s) : "no caps";
+  const char* parser = parser_for(codec);
+  if (!parser) {
+    return FailedPrecondition("the stream's codec (" + codec +
+                         ") is not put in an MP4 as it is; clips are of H.264, H.265, MJPEG, VP9 and AV1 streams");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return Internal("cannot make the folder of " + path + ": " + ec.message());
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      fmt::format("appsrc name=src format=time max-bytes=0 ! {} ! mp4mux name=mux faststart=true ! filesink name=sink "
+                  "sync=false",
+                  parser)
+          .c_str(),
+      &err);
+  if (!pipeline) {
+    const std::string why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    return Internal("cannot make a muxer for the clip: " + why);
+  }
+  if (err) g_error_free(err);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  GstElement* mux = gst_bin_get_by_name(GST_BIN(pipeline), "mux");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  std::unique_ptr<ClipWriter> writer(new ClipWriter(path, pipeline, src));
+  // faststart: the index first, so that a browser or a phone plays the clip as it downloads; the
+  // frames wait in a file beside the clip's meanwhile (not in /tmp, which may be small).
+  g_object_set(mux, "faststart-file", (writer->part_ + ".frames").c_str(), nullptr);
+  g_object_set(sink, "location", writer->part_.c_str(), nullptr);
+  g_object_set(src, "caps", caps, nullptr);
+  gst_object_unref(mux);
+  gst_object_unref(sink);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  gst_bus_set_sync_handler(bus, &note_error, &writer->failed_, nullptr);
+  gst_object_unref(bus);
+  if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    const std::string why = bus_error_of(pipeline);
+    return Internal("cannot start the clip's muxer at " + writer->part_ + (why.empty() ? "" : ": " + why));
+  }
+  return writer;
+}
+
+ClipWriter::~ClipWriter() {
+  if (pipeline_) {
+    gst_element_set_state(pipeline_, GST_STATE_NULL);
+    gst_object_unref(src_);
+    gst_object_unref(pipeline_);
+  }
+  if (!finished_) {
+    remove_quietly(part_);
+    remove_quietly(part_ + ".frames");
+  }
+}
+
+void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
+  const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+  if (pts >= 0 && pts < base_ns) return;
+  GstBuffer* copy = gst_buffer_copy(buffer);  // its memory shared, not copied
+  if (pts >= 0) GST_BUFFER_PTS(copy) = static_cast<GstClockTime>(pts - base_ns);
+  if (GST_BUFFER_DTS_IS_VALID(buffer)) {
+    const auto dts = static_cast<int64_t>(GST_BUFFER_DTS(buffer));
+    GST_BUFFER_DTS(copy) = static_cast<GstClockTime>(dts > base_ns ? dts - base_ns : 0);
+  }
+  gst_app_src_push_buffer(GST_APP_SRC(src_), copy);
+  ++frames_;
+}
+
+void ClipWriter::end_of_stream() { gst_app_src_end_of_stream(GST_APP_SRC(src_)); }
+
+Status ClipWriter::finish(std::chrono::milliseconds timeout) {
+  if (frames_ == 0) return NotFound("no frame of the stream came for it");
+  GstBus* bus = gst_element_get_bus(pipeline_);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, static_cast<GstClockTime>(timeout.count()) * GST_MSECOND,
+                                             static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  gst_object_unref(bus);
+  if (!m) return Unavailable(fmt::format("its muxer did not finish in {} s", timeout.count() / 1000.0));
+  std::string why;
+  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+  }
+  gst_message_unref(m);
+  gst_element_set_state(pipeline_, GST_STATE_NULL);  // the file closed
+  if (!why.empty()) return Internal("its muxer failed: " + why);
+  std::error_code ec;
+  std::filesystem::rename(part_, path_, ec);
+  if (ec) return Internal("cannot rename " + part_ + " to " + path_ + ": " + ec.message());
+  finished_ = true;
+  remove_quietly(part_ + ".frames");
+  return Status::Ok();
+}
+
+struct ClipRecorder::Clip {
+  uint64_t id = 0;
+  ClipOrder order;
+  std::mutex mutex;
+  std::unique_ptr<ClipWriter> writer;
+  int64_t base_ns = -1;         // subtracted from its frames' timestamps
+  int64_t first_pts_ns = -1;    // its first frame's
+  int64_t last_pts_ns = -1;     // the latest shown of those taken
+  int64_t last_duration_ns = 0;
+  int64_t end_after_ns = INT64_MAX;  // end(): frames after this are not its
+  bool ending = false;               // no more frames are taken
+  std::string why;                   // why it ended early
+};
+
+ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
+    : stream_id_(std::move(stream_id)), recent_(recent), options_(options) {}
+
+ClipRecorder::~ClipRecorder() { close(std::chrono::milliseconds(0), "the stream ended"); }
+
+void ClipRecorder::start(ClipOrder order) {
+  std::lock_guard<std::mutex> serial(start_close_mutex_);  // a clip begun is one close() ends
+  auto clip = std::make_shared<Clip>();
+  clip->id = next_id_++;
+  clip->order = order;
+  const Key key{order.stream_id, order.label, order.segment_start_seq};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) {
+      done_.push_back(ClipDone{std::move(order), false, "the stream has ended"});
+      done_waiting_.store(true, std::memory_order_release);
+      return;
+    }
+    if (open_.count(key)) return;  // asked twice (a restarted publish asks again): one clip
+    open_[key] = clip;
+  }
+  Status failed = Status::Ok();
+  bool kept = false;
+  if (order.first_pts_ns < 0) {
+    failed = NotFound("its frames have no timestamps to find the segment's first by");
+  } else {
+    kept = recent_->add_tap(clip->id, order.first_pts_ns - options_.pre.count(), [&](GstCaps* caps) -> RecentFrames::Tap {
+      auto writer = ClipWriter::open(order.path, caps);
+      if (!writer.ok()) {
+        failed = writer.status();
+        return {};
+      }
+      clip->writer = std::move(writer).value();
+      return [this, clip](GstBuffer* buffer) { return tap(clip, buffer); };
+    });
+    if (!kept && failed.ok()) {
+      failed = NotFound("none of its compressed frames is kept (a test:// source has none; or it has just connected)");
+    }
+  }
+  if (failed.ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = open_.find(key); it != open_.end() && it->second == clip) open_.erase(it);
+  }
+  done(ClipDone{std::move(order), false, failed.message()});
+}
+
+bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
+  std::lock_guard<std::mutex> lock(clip->mutex);
+  if (clip->ending) return false;
+  if (!buffer) {
+    finish_later(clip, "the stream's decoder started over (a reconnection, or another resolution or codec)");
+    return false;
+  }
+  const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+  if (clip->base_ns < 0) {
+    if (pts < 0) return true;  // not to be placed: the clip begins at its first timed frame
+    clip->base_ns = pts;
+    if (GST_BUFFER_DTS_IS_VALID(buffer)) clip->base_ns = std::min<int64_t>(pts, GST_BUFFER_DTS(buffer));
+    clip->first_pts_ns = pts;
+  } else if (const int64_t at = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : pts;
+             at >= 0) {
+    // By the decoding time where there is one: every frame shown up to the end is decoded by then (a
+    // B-frame comes after the later frame it refers to).
+    if (at > clip->end_after_ns) {
+      finish_later(clip, "");
+      return false;
+    }
+    if (at - clip->first_pts_ns >= options_.max.count()) {
+      finish_later(clip, fmt::format("cut at {:g} s (publish.segments_clip_max_s) while its segment went on",
+                                     std::chrono::duration<double>(options_.max).count()));
+      return false;
+    }
+  }
+  if (clip->writer->failed()) {  // finish() says why; frames would only pile up in its queue
+    finish_later(clip, "");
+    return false;
+  }
+  clip->writer->push(buffer, clip->base_ns);
+  if (pts >= clip->last_pts_ns) {
+    clip->last_pts_ns = pts;
+    clip->last_duration_ns = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
+  }
+  return true;
+}
+
+void ClipRecorder::finish_later(const std::shared_ptr<Clip>& clip, const std::string& why) {
+  clip->ending = true;
+  clip->why = why;
+  if (clip->writer) clip->writer->end_of_stream();
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Key key{clip->order.stream_id, clip->order.label, clip->order.segment_start_seq};
+  if (auto it = open_.find(key); it != open_.end() && it->second == clip) open_.erase(it);
+  finishing_.push_back(clip);
+  if (!finisher_.joinable() && !closed_) finisher_ = std::thread([this] { run_finisher(); });
+  changed_.notify_all();
+}
+
+void ClipRecorder::end(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
+                       int64_t last_pts_ns) {
+  std::shared_ptr<Clip> clip;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = open_.find(Key{stream_id, label, segment_start_seq});
+    if (it == open_.end()) return;  // ended already (cut, the stream started over), or never begun
+    clip = it->second;
+  }
+  std::lock_guard<std::mutex> lock(clip->mutex);
+  // Without the last frame's timestamp, at the next frame.
+  if (!clip->ending) clip->end_after_ns = last_pts_ns >= 0 ? last_pts_ns + options_.post.count() : INT64_MIN;
+}
+
+void ClipRecorder::done(ClipDone d) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_.push_back(std::move(d));
+  done_waiting_.store(true, std::memory_order_release);
+}
+
+std::vector<ClipDone> ClipRecorder::take_done() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<ClipDone> out;
+  out.swap(done_);
+  done_waiting_.store(false, std::memory_order_release);
+  return out;
+}
+
+void ClipRecorder::run_finisher() {
+  // The index goes first (faststart): a long clip's frames are copied once more at its end.
+  constexpr auto kFinishTimeout = std::chrono::seconds(60);
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [&] { return closed_ || !finishing_.empty(); });
+    if (finishing_.empty()) return;
+    std::shared_ptr<Clip> clip = std::move(finishing_.front());
+    finishing_.pop_front();
+    ++finishing_now_;
+    lock.unlock();
+    // Taken no more frames (ending): the writer is this thread's now.
+    ClipDone d;
+    d.order = clip->order;
+    Status written = clip->writer ? clip->writer->finish(kFinishTimeout) : NotFound("no muxer");
+    d.written = written.ok();
+    d.message = written.ok() ? clip->why : written.message();
+    d.start_pts_ns = clip->first_pts_ns;
+    d.duration_ns = clip->first_pts_ns >= 0 ? clip->last_pts_ns - clip->first_pts_ns + clip->last_duration_ns : 0;
+    d.frames = clip->writer ? clip->writer->frames() : 0;
+    clip->writer.reset();  // a file not written is removed
+    lock.lock();
+    --finishing_now_;
+    done_.push_back(std::move(d));
+    done_waiting_.store(true, std::memory_order_release);
+    changed_.notify_all();
+  }
+}
+
+void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why) {
+  std::lock_guard<std::mutex> serial(start_close_mutex_);
+  std::vector<std::shared_ptr<Clip>> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [key, clip] : open_) open.push_back(clip);
+  }
+  for (const std::shared_ptr<Clip>& clip : open) {
+    recent_->remove_tap(clip->id);  // no frame after this one
+    std::lock_guard<std::mutex> lock(clip->mutex);
+    if (!clip->ending) finish_later(clip, why);
+  }
+  std::thread finisher;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait_for(lock, wait, [&] { return finishing_.empty() && finishing_now_ == 0; });
+    for (const std::shared_ptr<Clip>& clip : finishing_) {
+      done_.push_back(ClipDone{clip->order, false, "the stream ended before its clip was written"});
+      done_waiting_.store(true, std::memory_order_release);
+    }
+    finishing_.clear();
+    closed_ = true;
+    changed_.notify_all();
+    finisher = std::move(finisher_);
+  }
+  if (finisher.joinable()) finisher.join();
+}
+
+}  // namespace vapipe

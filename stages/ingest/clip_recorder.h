@@ -1,0 +1,134 @@
+// Video clips of a live stream's segments (publish.segments_clips): the camera's compressed frames as
+// they came, put in an MP4 without decoding or encoding them (so a clip costs a muxer, not a
+// decoder: its frames are the camera's own, at its quality). Publish decides that a segment began
+// segments_min_frames results after its first frame; by then those frames, and the pre-roll before
+// them, are still kept by the stream's RecentFrames (keep_before). So a clip begins at the key frame
+// at or before `pre` ahead of the segment's first frame, takes every compressed frame that follows
+// (a tap on the keeper), and ends at the first frame more than `post` after the segment's last (when
+// publish says the segment ended), at `max` long, when the stream's decoder starts over (a
+// reconnection: the next connection's timestamps start again), or when the stream ends.
+//
+// A clip is written to PATH.part and renamed to PATH once the muxer has written its index (never a
+// half file under the clip's name); each clip, written or not, is then taken by take_done() for the
+// stream's thread to say (a kStreamClip event).
+#pragma once
+
+#include <gst/gst.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "pipeline/status.h"
+#include "stages/ingest/recent_frames.h"
+
+namespace vapipe {
+
+// Writes compressed frames of one caps to an MP4 (appsrc, the codec's parser, mp4mux, filesink): at
+// `path`.part, renamed to `path` by finish(). Frames are given with their timestamps less
+// `base_ns` (the clip's first key frame is at 0).
+class ClipWriter {
+ public:
+  // Errors name the codec that an MP4 cannot hold as it is.
+  static Result<std::unique_ptr<ClipWriter>> open(const std::string& path, GstCaps* caps);
+  ~ClipWriter();  // unfinished: stopped, and its .part file removed
+  ClipWriter(const ClipWriter&) = delete;
+  ClipWriter& operator=(const ClipWriter&) = delete;
+
+  // Never blocks (appsrc's queue is unbounded: the muxer only copies). A frame before `base_ns` (an
+  // open GOP's leading frame, shown before its key frame) is left out.
+  void push(GstBuffer* buffer, int64_t base_ns);
+  // No frame after this one: the muxer finishes its file.
+  void end_of_stream();
+  // Waits up to `timeout` for the muxer to finish after end_of_stream(), then renames the file.
+  Status finish(std::chrono::milliseconds timeout);
+  uint64_t frames() const { return frames_; }
+  // Its muxer or file failed (a codec it refused, a full disk): nothing more is worth giving it.
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+
+ private:
+  ClipWriter(std::string path, GstElement* pipeline, GstElement* src);
+  std::string path_, part_;
+  GstElement* pipeline_ = nullptr;
+  GstElement* src_ = nullptr;
+  uint64_t frames_ = 0;
+  bool finished_ = false;
+  std::atomic<bool> failed_{false};
+};
+
+struct ClipOrder {
+  uint32_t stream_index = 0;  // the stream that asked (the reader's, or a member of its source group)
+  std::string stream_id;
+  std::string label;
+  uint64_t segment_start_seq = 0;
+  std::string path;            // the MP4's
+  int64_t first_pts_ns = -1;   // the segment's first frame's timestamp
+};
+
+struct ClipDone {
+  ClipOrder order;
+  bool written = false;
+  std::string message;        // not written: why; written: why it ended early ("" when it did not)
+  int64_t start_pts_ns = -1;  // the clip's first frame's timestamp (the stream's time)
+  int64_t duration_ns = 0;
+  uint64_t frames = 0;
+};
+
+class ClipRecorder {
+ public:
+  struct Options {
+    std::chrono::nanoseconds pre{std::chrono::seconds(5)};
+    std::chrono::nanoseconds post{std::chrono::seconds(5)};
+    std::chrono::nanoseconds max{std::chrono::seconds(300)};
+  };
+  ClipRecorder(std::string stream_id, RecentFrames* recent, Options options);
+  ~ClipRecorder();  // close(0)
+  ClipRecorder(const ClipRecorder&) = delete;
+  ClipRecorder& operator=(const ClipRecorder&) = delete;
+
+  // From any thread. A clip that cannot begin (nothing kept: a test:// source, a stream that has just
+  // connected; a codec an MP4 does not hold) is done at once, not written, saying why.
+  void start(ClipOrder order);
+  // The segment ended with its frame at `last_pts_ns`: its clip ends `post` later. From any thread.
+  void end(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq, int64_t last_pts_ns);
+  // Clips done (written or not) since the last call, in the order they were done.
+  std::vector<ClipDone> take_done();
+  bool has_done() const { return done_waiting_.load(std::memory_order_acquire); }
+  // The stream ends: each clip still open ends at its last frame taken (`why`), and those being
+  // finished are waited for up to `wait`; any left then is not written.
+  void close(std::chrono::milliseconds wait, const std::string& why);
+
+ private:
+  struct Clip;
+  using Key = std::tuple<std::string, std::string, uint64_t>;  // stream, label, segment_start_seq
+  bool tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer);  // under the keeper's lock
+  void finish_later(const std::shared_ptr<Clip>& clip, const std::string& why);  // under clip->mutex
+  void done(ClipDone d);
+  void run_finisher();
+
+  const std::string stream_id_;
+  RecentFrames* const recent_;
+  const Options options_;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex start_close_mutex_;  // taken first, alone or before the others
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<Key, std::shared_ptr<Clip>> open_;
+  std::deque<std::shared_ptr<Clip>> finishing_;
+  size_t finishing_now_ = 0;
+  bool closed_ = false;
+  std::vector<ClipDone> done_;
+  std::atomic<bool> done_waiting_{false};
+  std::thread finisher_;
+};
+
+}  // namespace vapipe

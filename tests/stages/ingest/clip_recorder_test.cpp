@@ -1,0 +1,229 @@
+// Clips of segments (stages/ingest/clip_recorder.h): an H.264 stream with B-frames (x264) fed to a
+// RecentFrames as a decoder's input is; a clip asked for while it plays is an MP4 whose frames, decoded
+// (libav), are byte for byte the stream's own from the key frame before its pre-roll to the first
+// frame after its post-roll; and a clip that cannot be, or is cut, says why.
+#include "stages/ingest/clip_recorder.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct Sample {
+  GstBuffer* buffer;  // ref
+  GstCaps* caps;      // ref
+};
+
+// Each sample `tail` gives of `file` (qtdemux, h264parse), in order.
+std::vector<Sample> read_samples(const std::string& file, const std::string& tail) {
+  std::vector<Sample> out;
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(
+      ("filesrc location=\"" + file + "\" ! qtdemux ! h264parse ! " + tail + " ! appsink name=sink sync=false").c_str(), &err);
+  EXPECT_NE(p, nullptr) << (err ? err->message : "");
+  if (!p) return out;
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  while (GstSample* s = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+    out.push_back({gst_buffer_ref(gst_sample_get_buffer(s)), gst_caps_ref(gst_sample_get_caps(s))});
+    gst_sample_unref(s);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  return out;
+}
+
+std::string bytes_of(GstBuffer* b) {
+  GstMapInfo map;
+  EXPECT_TRUE(gst_buffer_map(b, &map, GST_MAP_READ));
+  std::string bytes(reinterpret_cast<const char*>(map.data), map.size);
+  gst_buffer_unmap(b, &map);
+  return bytes;
+}
+
+int64_t pts_of(GstBuffer* b) { return GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1; }
+
+class ClipRecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ensure_gstreamer());
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-clips-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    // 4 s at 30 frames/s, a key frame every 15, B-frames: as a camera sends H.264 (most send no
+    // B-frames; these make the order of decoding and of showing differ).
+    source_ = (dir_ / "camera.mp4").string();
+    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=120 ! "
+                               "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc key-int-max=15 bframes=2 "
+                               "speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location=" + source_;
+    ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+    compressed_ = read_samples(source_, "capsfilter caps=video/x-h264,stream-format=avc,alignment=au");
+    ASSERT_EQ(compressed_.size(), 120u);
+    for (Sample& s : read_samples(source_, "avdec_h264 ! videoconvert ! video/x-raw,format=I420")) {
+      whole_[pts_of(s.buffer)] = bytes_of(s.buffer);
+      gst_buffer_unref(s.buffer);
+      gst_caps_unref(s.caps);
+    }
+    ASSERT_EQ(whole_.size(), 120u);
+    for (const auto& [pts, bytes] : whole_) shown_.push_back(pts);
+  }
+  void TearDown() override {
+    for (Sample& s : compressed_) {
+      gst_buffer_unref(s.buffer);
+      gst_caps_unref(s.caps);
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  // The decoder's input, frames [from, to) in decode order, each also sent (as a reader does).
+  void feed(RecentFrames& recent, size_t from, size_t to) {
+    for (size_t i = from; i < to && i < compressed_.size(); ++i) {
+      recent.set_caps(compressed_[i].caps);
+      recent.add_compressed(compressed_[i].buffer);
+      Envelope env;
+      env.stream_id = "door";
+      env.seq = i;
+      env.pts_ns = pts_of(compressed_[i].buffer);
+      recent.add_sent(env, Orientation::kAsStored);
+    }
+  }
+
+  static std::vector<ClipDone> wait_done(ClipRecorder& recorder, size_t count) {
+    std::vector<ClipDone> all;
+    for (int i = 0; i < 200 && all.size() < count; ++i) {
+      for (ClipDone& d : recorder.take_done()) all.push_back(std::move(d));
+      if (all.size() < count) std::this_thread::sleep_for(milliseconds(50));
+    }
+    return all;
+  }
+
+  ClipOrder order(const std::string& name, int64_t first_pts) {
+    return ClipOrder{0, "door", "person", 7, (dir_ / "door" / name).string(), first_pts};
+  }
+
+  std::filesystem::path dir_;
+  std::string source_;
+  std::vector<Sample> compressed_;          // decode order
+  std::map<int64_t, std::string> whole_;    // a whole decode's frames by timestamp
+  std::vector<int64_t> shown_;              // timestamps in display order
+};
+
+// Pre-roll 300 ms (9 frames) before frame 50 is frame 41: the clip begins at the key frame at or
+// before it (45 is after, so 30), and ends with the frames shown up to 110 ms after frame 80.
+TEST_F(ClipRecorderTest, AClipHoldsTheStreamsOwnFramesFromTheKeyFrameBeforeItsPreRollToItsPostRoll) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(300));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(300), milliseconds(110), std::chrono::seconds(60)});
+  feed(recent, 0, 60);  // publish asks once the segment's first frames have gone by
+  const int64_t first = shown_[50], last = shown_[80];
+  recorder.start(order("clip.mp4", first));
+  feed(recent, 60, 90);
+  recorder.end("door", "person", 7, last);
+  feed(recent, 90, 120);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  const ClipDone& d = done[0];
+  ASSERT_TRUE(d.written) << d.message;
+  EXPECT_EQ(d.message, "");
+  EXPECT_EQ(d.order.label, "person");
+  EXPECT_EQ(d.order.segment_start_seq, 7u);
+  EXPECT_EQ(d.start_pts_ns, shown_[30]);
+  const std::string path = (dir_ / "door" / "clip.mp4").string();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".part"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".part.frames"));
+
+  std::vector<Sample> frames = read_samples(path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+  // Frames 30 to 83 (the last shown at most 110 ms after 80), each the stream's own, in order; then
+  // those decoded by then (the clip ends by decoding time: B-frames come after the frames they refer
+  // to), a few frames more.
+  ASSERT_GE(frames.size(), 54u);
+  EXPECT_LE(frames.size(), 54u + 8u);
+  // Placed from its first decoding time: its first frame shown at 0, or its B-frames' delay after.
+  EXPECT_GE(pts_of(frames[0].buffer), 0);
+  EXPECT_LT(pts_of(frames[0].buffer), 200'000'000);
+  const int64_t offset = shown_[30] - pts_of(frames[0].buffer);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(pts_of(frames[i].buffer) + offset, shown_[30 + i]) << i;
+    EXPECT_TRUE(whole_.at(shown_[30 + i]) == bytes_of(frames[i].buffer)) << "frame " << 30 + i;
+    gst_buffer_unref(frames[i].buffer);
+    gst_caps_unref(frames[i].caps);
+  }
+  EXPECT_GE(d.duration_ns, shown_[84] - shown_[30]);
+  EXPECT_GE(d.frames, 54u);
+}
+
+TEST_F(ClipRecorderTest, AClipIsCutAtItsLongestAndWhenTheDecoderStartsOver) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), milliseconds(1000)});
+  feed(recent, 0, 20);
+  recorder.start(order("long.mp4", shown_[15]));  // from key frame 15, at most 1 s: frames 15 to 44
+  feed(recent, 20, 60);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_NE(done[0].message.find("segments_clip_max_s"), std::string::npos) << done[0].message;
+  EXPECT_NEAR(static_cast<double>(done[0].duration_ns) / 1e9, 1.0, 0.2);  // by decoding time
+
+  ClipOrder second = order("reconnected.mp4", shown_[60]);
+  second.segment_start_seq = 8;
+  recorder.start(second);
+  feed(recent, 60, 70);
+  recent.new_decoder();  // a reconnection: its timestamps start again
+  done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_NE(done[0].message.find("started over"), std::string::npos) << done[0].message;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "door" / "reconnected.mp4"));
+}
+
+TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
+  RecentFrames recent(5, milliseconds(100));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{});
+  recorder.start(order("nothing.mp4", 0));  // nothing kept yet
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].written);
+  EXPECT_NE(done[0].message.find("none of its compressed frames is kept"), std::string::npos) << done[0].message;
+
+  // A codec an MP4 does not hold as it is.
+  GstCaps* mpeg2 = gst_caps_new_simple("video/mpeg", "mpegversion", G_TYPE_INT, 2, nullptr);
+  recent.set_caps(mpeg2);
+  gst_caps_unref(mpeg2);
+  GstBuffer* key = gst_buffer_new_allocate(nullptr, 100, nullptr);
+  GST_BUFFER_PTS(key) = 0;
+  recent.add_compressed(key);
+  gst_buffer_unref(key);
+  recorder.start(order("mpeg2.mp4", 0));
+  done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].written);
+  EXPECT_NE(done[0].message.find("video/mpeg"), std::string::npos) << done[0].message;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "door" / "mpeg2.mp4"));
+
+  // The stream ends while a clip is open: it is written up to its last frame, and said so.
+  feed(recent, 0, 20);
+  recorder.start(order("ended.mp4", shown_[5]));
+  feed(recent, 20, 40);
+  recorder.close(std::chrono::seconds(10), "the stream ended");
+  done = recorder.take_done();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].message, "the stream ended");
+  EXPECT_EQ(read_samples((dir_ / "door" / "ended.mp4").string(), "avdec_h264").size(), 40u);
+}
+
+}  // namespace
+}  // namespace vapipe
