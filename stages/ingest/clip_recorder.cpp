@@ -112,16 +112,25 @@ ClipWriter::~ClipWriter() {
 }
 
 void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
-  const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
-  if (pts >= 0 && pts < base_ns) return;
-  GstBuffer* copy = gst_buffer_copy(buffer);  // its memory shared, not copied
-  if (pts >= 0) GST_BUFFER_PTS(copy) = static_cast<GstClockTime>(pts - base_ns);
-  if (GST_BUFFER_DTS_IS_VALID(buffer)) {
-    const auto dts = static_cast<int64_t>(GST_BUFFER_DTS(buffer));
-    GST_BUFFER_DTS(copy) = static_cast<GstClockTime>(dts > base_ns ? dts - base_ns : 0);
+  int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+  int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
+  if (dts < 0) {
+    // An RTSP camera's frames: their times are RTP's, through the jitter buffer, which leaves some
+    // untimed and can step one back; there are no decoding times. mp4mux wants every frame timed, and
+    // times that rise: each takes the one before's plus its duration at least (a camera's H.264 has
+    // no B-frames to reorder).
+    if (last_pts_ >= 0 && (pts < 0 || pts <= last_pts_)) pts = last_pts_ + std::max<int64_t>(1, last_duration_);
+    dts = pts;
   }
+  if (pts < 0 || pts < base_ns) return;  // nothing to place it by yet; or shown before the clip's key frame
+  GstBuffer* copy = gst_buffer_copy(buffer);  // its memory shared, not copied
+  GST_BUFFER_PTS(copy) = static_cast<GstClockTime>(pts - base_ns);
+  GST_BUFFER_DTS(copy) = static_cast<GstClockTime>(dts > base_ns ? dts - base_ns : 0);
   gst_app_src_push_buffer(GST_APP_SRC(src_), copy);
   ++frames_;
+  last_pts_ = std::max(last_pts_, pts);
+  last_duration_ = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
+  duration_ns_ = std::max(duration_ns_, pts - base_ns + last_duration_);
 }
 
 void ClipWriter::end_of_stream() { gst_app_src_end_of_stream(GST_APP_SRC(src_)); }
@@ -158,8 +167,6 @@ struct ClipRecorder::Clip {
   std::unique_ptr<ClipWriter> writer;
   int64_t base_ns = -1;         // subtracted from its frames' timestamps
   int64_t first_pts_ns = -1;    // its first frame's
-  int64_t last_pts_ns = -1;     // the latest shown of those taken
-  int64_t last_duration_ns = 0;
   int64_t end_after_ns = INT64_MAX;  // end(): frames after this are not its
   bool ending = false;               // no more frames are taken
   std::string why;                   // why it ended early
@@ -244,10 +251,6 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
     return false;
   }
   clip->writer->push(buffer, clip->base_ns);
-  if (pts >= clip->last_pts_ns) {
-    clip->last_pts_ns = pts;
-    clip->last_duration_ns = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
-  }
   return true;
 }
 
@@ -309,7 +312,7 @@ void ClipRecorder::run_finisher() {
     d.written = written.ok();
     d.message = written.ok() ? clip->why : written.message();
     d.start_pts_ns = clip->first_pts_ns;
-    d.duration_ns = clip->first_pts_ns >= 0 ? clip->last_pts_ns - clip->first_pts_ns + clip->last_duration_ns : 0;
+    d.duration_ns = clip->writer ? clip->writer->duration_ns() : 0;
     d.frames = clip->writer ? clip->writer->frames() : 0;
     clip->writer.reset();  // a file not written is removed
     lock.lock();

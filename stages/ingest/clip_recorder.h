@@ -52,6 +52,8 @@ class ClipWriter {
   // Waits up to `timeout` for the muxer to finish after end_of_stream(), then renames the file.
   Status finish(std::chrono::milliseconds timeout);
   uint64_t frames() const { return frames_; }
+  // From the clip's start (base_ns) to the end of its last frame shown, as the file places them.
+  int64_t duration_ns() const { return duration_ns_; }
   // Its muxer or file failed (a codec it refused, a full disk): nothing more is worth giving it.
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
 
@@ -61,6 +63,8 @@ class ClipWriter {
   GstElement* pipeline_ = nullptr;
   GstElement* src_ = nullptr;
   uint64_t frames_ = 0;
+  int64_t last_pts_ = -1, last_duration_ = 0;  // of the last frame given (stream time)
+  int64_t duration_ns_ = 0;
   bool finished_ = false;
   std::atomic<bool> failed_{false};
 };
