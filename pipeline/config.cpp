@@ -1490,8 +1490,13 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       ctx.fail(r.child("segments_clips"), "publish.segments_clips",
                "needs publish.segments_pictures_dir: each clip is written beside its segment's picture");
     }
-    for (const char* key : {"segments_clip_pre_s", "segments_clip_post_s", "segments_clip_max_s"}) {
-      if (r.child(key).IsDefined() && !r.child(key).IsNull() && !c.publish.segments_clips) {
+    // Given otherwise than by default without clips: a clips key whose clips were left off.
+    const PublishConfig defaults;
+    for (auto [key, value, by_default] :
+         {std::tuple{"segments_clip_pre_s", c.publish.segments_clip_pre_s, defaults.segments_clip_pre_s},
+          std::tuple{"segments_clip_post_s", c.publish.segments_clip_post_s, defaults.segments_clip_post_s},
+          std::tuple{"segments_clip_max_s", c.publish.segments_clip_max_s, defaults.segments_clip_max_s}}) {
+      if (value != by_default && !c.publish.segments_clips) {
         ctx.fail(r.child(key), std::string("publish.") + key, "only with publish.segments_clips: true");
       }
     }

@@ -293,7 +293,8 @@ class LiveRtsp(E2ETest):
             boxes, duration_s = mp4_layout(first["clip"])
             self.assertEqual(boxes[:3], ["ftyp", "moov", "mdat"], sid)
             self.assertAlmostEqual(duration_s, first["duration_s"], delta=0.1)
-            self.assertGreater(duration_s, 0.5, first)  # the yard ran some 20 frames before it went away
+            # The yard's ran from its first frames until it went away, after 20 or so results.
+            self.assertGreater(duration_s, 0.2 if sid == "yard" else 1.0, first)
             self.assertFalse(os.path.exists(first["clip"] + ".part"))
             decoded = subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={first['clip']}", "!", "qtdemux",
                                       "!", "h264parse", "!", "avdec_h264", "!", "fakesink"],
