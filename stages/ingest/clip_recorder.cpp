@@ -24,20 +24,6 @@ const char* parser_for(const std::string& codec) {
   return nullptr;
 }
 
-std::string bus_error_of(GstElement* pipeline) {
-  GstBus* bus = gst_element_get_bus(pipeline);
-  std::string why;
-  while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
-    GError* err = nullptr;
-    gst_message_parse_error(m, &err, nullptr);
-    if (why.empty() && err) why = err->message;
-    if (err) g_error_free(err);
-    gst_message_unref(m);
-  }
-  gst_object_unref(bus);
-  return why;
-}
-
 // Notes an error as it is posted (on the failing element's thread), and leaves it on the bus for finish().
 GstBusSyncReply note_error(GstBus*, GstMessage* message, gpointer failed) {
   if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR) static_cast<std::atomic<bool>*>(failed)->store(true);
@@ -93,7 +79,7 @@ Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, Gs
   gst_bus_set_sync_handler(bus, &note_error, &writer->failed_, nullptr);
   gst_object_unref(bus);
   if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-    const std::string why = bus_error_of(pipeline);
+    const std::string why = first_bus_error(pipeline);
     return Internal("cannot start the clip's muxer at " + writer->part_ + (why.empty() ? "" : ": " + why));
   }
   return writer;

@@ -273,7 +273,10 @@ GstBusSyncReply lower_streaming_threads(GstBus*, GstMessage* message, gpointer) 
   return GST_BUS_PASS;
 }
 
-std::string bus_error(GstElement* pipeline) {
+
+}  // namespace
+
+std::string first_bus_error(GstElement* pipeline) {
   GstBus* bus = gst_element_get_bus(pipeline);
   std::string why;
   while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
@@ -286,8 +289,6 @@ std::string bus_error(GstElement* pipeline) {
   gst_object_unref(bus);
   return why;
 }
-
-}  // namespace
 
 bool share_key_frame(const RecentFrames::Kept& a, const RecentFrames::Kept& b) {
   return !a.compressed.empty() && !b.compressed.empty() && a.compressed.front().get() == b.compressed.front().get();
@@ -332,7 +333,7 @@ std::vector<Result<GstSample*>> decode_kept_frames(const std::vector<const Recen
     gst_object_unref(sink);
   };
   if (gst_element_set_state(made, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-    const std::string why = bus_error(made);
+    const std::string why = first_bus_error(made);
     release();
     return all_fail(Internal("cannot start a decoder for the picture" + (why.empty() ? "" : ": " + why)));
   }
@@ -353,7 +354,7 @@ std::vector<Result<GstSample*>> decode_kept_frames(const std::vector<const Recen
     }
     gst_sample_unref(sample);
   }
-  const std::string why = missing > 0 ? bus_error(made) : "";
+  const std::string why = missing > 0 ? first_bus_error(made) : "";
   release();
   for (size_t i = 0; i < kept.size(); ++i) {
     if (found[i]) {

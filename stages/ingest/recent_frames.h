@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeline/message.h"
@@ -137,6 +138,9 @@ void keep_decoder_input(GstPad* decoder_sink, RecentFrames* recent);
 // (the decoder gave no picture of that timestamp: a frame after a recovery point that is not whole yet,
 // say).
 Result<GstSample*> decode_kept_frame(const RecentFrames::Kept& kept);
+
+// The first error message on a pipeline's bus ("" none); the others are dropped with it.
+std::string first_bus_error(GstElement* pipeline);
 
 // Several kept frames that share their key frame (share_key_frame: the streams of a `source` group, or
 // labels whose segments began together, asking at once), decoded in one pass: each its frame or why

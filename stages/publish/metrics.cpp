@@ -189,26 +189,30 @@ std::string prometheus_text(const JobMetrics& m) {
       }
     }
   }
-  if (m.segment_pictures) {
-    w.family("vapipe_segment_pictures_total", "counter",
-             "Pictures of the stream's segments (publish.segments_pictures_dir): written, or failed (ingest's log "
-             "says why).");
+  // Pictures and clips of segments, each counted by outcome.
+  struct Outcomes {
+    bool on;
+    const char* name;
+    const char* help;
+    uint64_t StreamMetrics::*written;
+    uint64_t StreamMetrics::*failed;
+  };
+  for (const Outcomes& o :
+       {Outcomes{m.segment_pictures, "vapipe_segment_pictures_total",
+                 "Pictures of the stream's segments (publish.segments_pictures_dir): written, or failed (ingest's log "
+                 "says why).",
+                 &StreamMetrics::pictures, &StreamMetrics::pictures_failed},
+        Outcomes{m.segment_clips, "vapipe_segment_clips_total",
+                 "Clips of the stream's segments (publish.segments_clips): written, or failed (the clip message and "
+                 "ingest's log say why).",
+                 &StreamMetrics::clips, &StreamMetrics::clips_failed}}) {
+    if (!o.on) continue;
+    w.family(o.name, "counter", o.help);
     for (const StreamMetrics& s : m.streams) {
       if (!m.listed(s)) continue;
       const std::string stream = "stream=\"" + label_value(s.id) + "\"";
-      w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"written\"", std::to_string(s.pictures));
-      w.sample("vapipe_segment_pictures_total", stream + ",outcome=\"failed\"", std::to_string(s.pictures_failed));
-    }
-  }
-  if (m.segment_clips) {
-    w.family("vapipe_segment_clips_total", "counter",
-             "Clips of the stream's segments (publish.segments_clips): written, or failed (the clip message and "
-             "ingest's log say why).");
-    for (const StreamMetrics& s : m.streams) {
-      if (!m.listed(s)) continue;
-      const std::string stream = "stream=\"" + label_value(s.id) + "\"";
-      w.sample("vapipe_segment_clips_total", stream + ",outcome=\"written\"", std::to_string(s.clips));
-      w.sample("vapipe_segment_clips_total", stream + ",outcome=\"failed\"", std::to_string(s.clips_failed));
+      w.sample(o.name, stream + ",outcome=\"written\"", std::to_string(s.*o.written));
+      w.sample(o.name, stream + ",outcome=\"failed\"", std::to_string(s.*o.failed));
     }
   }
   w.family("vapipe_latency_seconds", "summary", "From capture to publishing, per result of the stream.");
