@@ -716,18 +716,22 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
       w.token = *token;
     }
     r.boolean("attach_pictures", &w.attach_pictures);
-    if (w.attach_pictures) {
-      const YAML::Node at = r.child("attach_pictures");
-      const bool takes_segments = takes_topics_of(w.topics, "segments/");
-      if (c.publish.segments_pictures_dir.empty()) {
-        ctx.fail(at, path + ".attach_pictures", "needs publish.segments_pictures_dir: the pictures attached are those of the segments");
+    r.boolean("attach_clips", &w.attach_clips);
+    for (auto [key, on, what, needs, made] :
+         {std::tuple{"attach_pictures", w.attach_pictures, "picture", "publish.segments_pictures_dir",
+                     !c.publish.segments_pictures_dir.empty()},
+          std::tuple{"attach_clips", w.attach_clips, "clip", "publish.segments_clips", c.publish.segments_clips}}) {
+      if (!on) continue;
+      const YAML::Node at = r.child(key);
+      if (!made) {
+        ctx.fail(at, path + "." + key, std::string("needs ") + needs + ": the " + what + "s attached are those of the segments");
       } else if (w.format == "slack") {
-        ctx.fail(at, path + ".attach_pictures",
+        ctx.fail(at, path + "." + key,
                  "Slack's incoming webhooks take no files (format: slack); format json, text, discord or telegram "
                  "can attach them");
-      } else if (!takes_segments) {
-        ctx.fail(at, path + ".attach_pictures",
-                 "its topics take no segments/ messages, whose `picture` messages the pictures go with");
+      } else if (!takes_topics_of(w.topics, "segments/")) {
+        ctx.fail(at, path + "." + key, std::string("its topics take no segments/ messages, whose `") + what +
+                                           "` messages the " + what + "s go with");
       }
     }
     r.finish();

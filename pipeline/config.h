@@ -253,8 +253,11 @@ struct WebhookConfig : MessageSinkConfig {
   std::string token_file;  // Authorization: Bearer <its first line>, read at load
   std::string token;
   // A segment's `picture` message carries the JPEG itself (publish.segments_pictures_dir), read when
-  // sent, in the request its format makes (stages/publish/webhook.h: webhook_with_picture).
+  // sent, in the request its format makes (stages/publish/webhook.h: webhook_with_file).
   bool attach_pictures = false;
+  // A segment's `clip` message carries the MP4 itself (publish.segments_clips), as a picture does
+  // (Telegram's sendVideo); one larger than kMostAttachedBytes (stages/publish/webhook.h) goes without.
+  bool attach_clips = false;
   // format telegram: the chat the bot writes to ("123456789", "-1001234567890", "@channel"); the url is
   // the bot's (https://api.telegram.org/bot<TOKEN>), to which /sendMessage or /sendPhoto is added.
   std::string telegram_chat_id;

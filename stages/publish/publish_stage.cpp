@@ -627,7 +627,11 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     if (it == bodies.end()) {
       it = bodies.emplace(hook->format(), webhook_request_body(hook->format(), topic, payload, text)).first;
     }
-    hook->post(topic, hook->attaches_pictures() ? webhook_picture_body(hook->format(), payload, it->second) : it->second,
+    hook->post(topic,
+               hook->attaches_pictures() || hook->attaches_clips()
+                   ? webhook_attachment_body(hook->format(), hook->attaches_pictures(), hook->attaches_clips(), payload,
+                                             it->second)
+                   : it->second,
                stop_requested_);
   }
   // MQTT brokers likewise: the payload as on the bus (json), or the line a person reads (text).

@@ -183,17 +183,26 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
   return {webhook_body(topic, payload_json), "application/json", ""};
 }
 
-WebhookRequestBody webhook_picture_body(const std::string& format, const nlohmann::json& payload,
-                                        WebhookRequestBody body) {
+WebhookRequestBody webhook_attachment_body(const std::string& format, bool pictures, bool clips,
+                                           const nlohmann::json& payload, WebhookRequestBody body) {
   if (format != "json" && format != "text" && format != "telegram" && format != "discord") return body;
-  if (text_field(payload, "schema") != "vapipe.segment" || text_field(payload, "event") != "picture") return body;
-  body.attachment = text_field(payload, "picture");
-  if (body.attachment.empty()) return body;  // none taken: its message says why
+  if (text_field(payload, "schema") != "vapipe.segment") return body;
+  const std::string event = text_field(payload, "event");
+  const bool picture = pictures && event == "picture", clip = clips && event == "clip";
+  if (!picture && !clip) return body;
+  body.attachment = text_field(payload, picture ? "picture" : "clip");
+  if (body.attachment.empty()) return body;  // none made: its message says why
   if (format == "text" || format == "telegram" || format == "discord") {
-    // The line of a notification whose picture is attached: its path says nothing to a phone.
-    auto shown = number_field(payload, "camera_unix_ms");
-    if (!shown) shown = number_field(payload, "capture_unix_ms");
-    body.body = one_line(text_field(payload, "stream_id") + ": " + text_field(payload, "label") + at(shown));
+    // The line of a notification whose file is attached: its path says nothing to a phone.
+    std::string line = text_field(payload, "stream_id") + ": " + text_field(payload, "label");
+    if (picture) {
+      auto shown = number_field(payload, "camera_unix_ms");
+      if (!shown) shown = number_field(payload, "capture_unix_ms");
+      line += at(shown);
+    } else if (auto seconds = number_field(payload, "duration_s")) {
+      line += ", " + human_duration(*seconds);
+    }
+    body.body = one_line(line);
     if (format == "discord") body.body = nlohmann::json{{"content", body.body}}.dump();
   }
   return body;
@@ -227,12 +236,14 @@ WebhookRequest multipart_form(const std::vector<FormPart>& parts) {
 
 }  // namespace
 
-WebhookRequest webhook_with_picture(const WebhookConfig& config, const std::string& topic, const std::string& body,
-                                    const std::string& picture_path, const std::string& jpeg) {
+WebhookRequest webhook_with_file(const WebhookConfig& config, const std::string& topic, const std::string& body,
+                                 const std::string& path, const std::string& bytes) {
+  const bool clip = is_clip_file(path);
+  const char* type = clip ? "video/mp4" : "image/jpeg";
   // "<stream>_<its file's name>": gate_09-33-41.421_truck.jpg; nothing a header or a part's quotes mind.
   const size_t slash = topic.find('/');
   std::string filename = (slash == std::string::npos ? topic : topic.substr(slash + 1)) + "_" +
-                         std::filesystem::path(picture_path).filename().string();
+                         std::filesystem::path(path).filename().string();
   for (char& ch : filename) {
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_')) ch = '_';
   }
@@ -246,19 +257,25 @@ WebhookRequest webhook_with_picture(const WebhookConfig& config, const std::stri
                                                        static_cast<int>(body.size()))));
     WebhookRequest request;
     request.headers = {{"X-Message", ascii ? body : "=?UTF-8?B?" + encoded + "?="}, {"X-Filename", filename}};
-    request.body = jpeg;
-    request.content_type = "image/jpeg";
+    request.body = bytes;
+    request.content_type = type;
     return request;
   }
   if (config.format == "telegram") {
-    // The Bot API's sendPhoto: the chat, the line as the photo's caption, the JPEG.
+    // The Bot API's sendPhoto (sendVideo): the chat, the line as its caption, the file.
+    if (clip) {
+      return multipart_form({{"chat_id", "", "", config.telegram_chat_id},
+                             {"caption", "text/plain; charset=utf-8", "", body},
+                             {"supports_streaming", "", "", "true"},
+                             {"video", type, filename, bytes}});
+    }
     return multipart_form({{"chat_id", "", "", config.telegram_chat_id},
                            {"caption", "text/plain; charset=utf-8", "", body},
-                           {"photo", "image/jpeg", filename, jpeg}});
+                           {"photo", type, filename, bytes}});
   }
   // json: the body and the file; discord: its execute-webhook form, {"content"} and the file as files[0].
   return multipart_form({{"payload_json", "application/json", "", body},
-                         {config.format == "discord" ? "files[0]" : "file", "image/jpeg", filename, jpeg}});
+                         {config.format == "discord" ? "files[0]" : "file", type, filename, bytes}});
 }
 
 WebhookSender::WebhookSender(const WebhookConfig& config, size_t index)
@@ -353,15 +370,21 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     own_agent = own_agent || strcasecmp(name.c_str(), "User-Agent") == 0;
   }
   if (!own_agent) headers.emplace("User-Agent", "vapipe");
-  // attach_pictures: the picture is read now (the queue holds its path); one that cannot be read any
-  // more (deleted since) leaves the message as it is, without it.
+  // attach_pictures, attach_clips: the file is read now (the queue holds its path); one that cannot be
+  // read any more (deleted since), or is too large to attach, leaves the message as it is, without it.
   std::optional<WebhookRequest> with_picture;
   if (!item.attachment.empty()) {
-    if (auto jpeg = read_file_bytes(item.attachment); jpeg.ok()) {
-      with_picture = webhook_with_picture(config_, item.topic, item.body, item.attachment, *jpeg);
+    const char* what = is_clip_file(item.attachment) ? "clip" : "picture";
+    std::error_code size_error;
+    const auto size = std::filesystem::file_size(item.attachment, size_error);
+    if (!size_error && size > kMostAttachedBytes) {
+      VAPIPE_LOG_WARN("{}: the message on {} goes without its {}: {} is {:.0f} MB, more than the {} MB attached",
+                      name_, item.topic, what, item.attachment, static_cast<double>(size) / 1e6, kMostAttachedBytes >> 20);
+    } else if (auto bytes = read_file_bytes(item.attachment); bytes.ok()) {
+      with_picture = webhook_with_file(config_, item.topic, item.body, item.attachment, *bytes);
       for (const auto& [name, value] : with_picture->headers) headers.emplace(name, value);
     } else {
-      VAPIPE_LOG_WARN("{}: the message on {} goes without its picture: {}", name_, item.topic, jpeg.status().message());
+      VAPIPE_LOG_WARN("{}: the message on {} goes without its {}: {}", name_, item.topic, what, bytes.status().message());
     }
   }
   std::string target = url_.target, telegram_message;
@@ -370,7 +393,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
   if (config_.format == "telegram") {
     // The Bot API's method is in the path; a line goes as sendMessage's JSON, to the webhook's chat.
     if (target.back() == '/') target.pop_back();
-    target += with_picture ? "/sendPhoto" : "/sendMessage";
+    target += !with_picture ? "/sendMessage" : is_clip_file(item.attachment) ? "/sendVideo" : "/sendPhoto";
     if (!with_picture) {
       telegram_message = nlohmann::json{{"chat_id", config_.telegram_chat_id}, {"text", item.body}}.dump();
       body = &telegram_message;

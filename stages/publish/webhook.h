@@ -35,7 +35,8 @@ class ClientImpl;
 
 namespace vapipe {
 
-// A request's body and its content type, and a file to attach (attach_pictures: a picture's path).
+// A request's body and its content type, and a file to attach (attach_pictures, attach_clips: a
+// picture's or a clip's path).
 struct WebhookRequestBody {
   std::string body, content_type;
   std::string attachment;
@@ -55,6 +56,7 @@ class WebhookSender : public QueuedSink<WebhookStats> {
     push(SinkMessage{topic, std::move(body.body), std::move(body.content_type), std::move(body.attachment)}, stop);
   }
   bool attaches_pictures() const { return config_.attach_pictures; }
+  bool attaches_clips() const { return config_.attach_clips; }
   // A message of the json format.
   void post(const std::string& topic, std::string json_body, const std::atomic<bool>* stop = nullptr) {
     post(topic, WebhookRequestBody{std::move(json_body), "application/json", ""}, stop);
@@ -117,23 +119,33 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& payload
 WebhookRequestBody webhook_request_body(const std::string& format, const std::string& topic,
                                         const nlohmann::json& payload, const std::string& payload_json);
 
-// attach_pictures: the body of a segment's `picture` message with its JPEG attached (`attachment`:
-// its path); that message as it is otherwise (not a picture message, no picture, a format that
-// attaches none). The request itself is made when it is sent (webhook_with_picture).
-WebhookRequestBody webhook_picture_body(const std::string& format, const nlohmann::json& payload,
-                                        WebhookRequestBody body);
+// attach_pictures, attach_clips: the body of a segment's `picture` (`clip`) message with its JPEG (MP4)
+// attached (`attachment`: its path); that message as it is otherwise (not such a message, no file, a
+// format that attaches none). The request itself is made when it is sent (webhook_with_file).
+WebhookRequestBody webhook_attachment_body(const std::string& format, bool pictures, bool clips,
+                                           const nlohmann::json& payload, WebhookRequestBody body);
 
-// The request of a message whose picture was read (`jpeg`): format json as multipart/form-data (the
-// body as the part `payload_json`, the JPEG as `file`: n8n, Node-RED, Discord take that), format text
-// as ntfy takes an attachment (the JPEG as the body, the line in the X-Message header, the file's name
-// in X-Filename), format telegram as the Bot API's sendPhoto (chat_id, the line as caption, photo),
-// format discord as its webhooks take a file (payload_json {"content": the line}, files[0]).
+// A file larger than this is not attached (its message goes with its line alone, and a warning): the
+// services limit what they take (Telegram's bots 50 MB, Discord 10 MB, ntfy.sh 15 MB), and the file is
+// read into memory to be sent. A picture is far smaller; a long clip of a 1080p camera is not.
+inline constexpr size_t kMostAttachedBytes = 50u << 20;
+
+// The request of a message whose picture or clip was read (`bytes`; a clip is a path ending in .mp4):
+// format json as multipart/form-data (the body as the part `payload_json`, the file as `file`: n8n,
+// Node-RED take that), format text as ntfy takes an attachment (the file as the body, the line in the
+// X-Message header, the file's name in X-Filename), format telegram as the Bot API's sendPhoto
+// (chat_id, the line as caption, photo) or sendVideo (video), format discord as its webhooks take a
+// file (payload_json {"content": the line}, files[0]).
 // `headers` gets the ones it needs.
 struct WebhookRequest {
   std::string body, content_type;
   std::vector<std::pair<std::string, std::string>> headers;
 };
-WebhookRequest webhook_with_picture(const WebhookConfig& config, const std::string& topic, const std::string& body,
-                                    const std::string& picture_path, const std::string& jpeg);
+WebhookRequest webhook_with_file(const WebhookConfig& config, const std::string& topic, const std::string& body,
+                                 const std::string& path, const std::string& bytes);
+// A file's type, by its name: video/mp4 for a clip, image/jpeg for a picture.
+inline bool is_clip_file(const std::string& path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".mp4") == 0;
+}
 
 }  // namespace vapipe

@@ -171,7 +171,7 @@ class LiveRtsp(E2ETest):
                                                            "labels": ["smpte", "pinwheel"]}],
                                                  "webhooks": [{"url": f"http://127.0.0.1:{ntfy.port}/door-alerts",
                                                                "topics": ["segments/door"], "format": "text",
-                                                               "attach_pictures": True}]})
+                                                               "attach_pictures": True, "attach_clips": True}]})
         self.subscriber = Subscriber(endpoint, self.dir)
         started_s = time.time()
         run = Run(config)
@@ -340,6 +340,16 @@ class LiveRtsp(E2ETest):
             self.assertRegex(post["message"], rf"^{said['stream_id']}: smpte at \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d$")
             self.assertEqual(post["filename"], f"{said['stream_id']}_" + os.path.basename(said["picture"]))
         self.assertTrue(any(r["text"] and r["text"].startswith("door: smpte began at ") for r in ntfy.received))
+        # attach_clips: each door clip's MP4 as the body, "door: smpte, 8.2 s" in X-Message.
+        posted = [r for r in ntfy.received if r["content_type"] == "video/mp4"]
+        door_clips = [m["payload"] for m in messages if m["topic"].startswith("segments/door")
+                      and m["payload"]["event"] == "clip" and m["payload"]["clip"]]
+        self.assertEqual(len(posted), len(door_clips))
+        for post, said in zip(posted, door_clips):
+            with open(said["clip"], "rb") as f:
+                self.assertEqual(post["body"], f.read())
+            self.assertRegex(post["message"], rf"^{said['stream_id']}: smpte, [0-9.]+ s$")
+            self.assertEqual(post["filename"], f"{said['stream_id']}_" + os.path.basename(said["clip"]))
         # Read back from the results file, a camera's segment has the picture its job took.
         listed = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--stream", "door",
                                  "--min-frames", "5", "--frames", os.path.join(self.dir, "frames"), "--json"],

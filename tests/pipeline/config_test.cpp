@@ -711,6 +711,23 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
           "publish.webhooks[0].attach_pictures: Slack's incoming webhooks take no files"},
       ConfigErrorCase{live + "    - {url: 'http://h/x', attach_pictures: true, topics: [events/]}\n",
           "publish.webhooks[0].attach_pictures: its topics take no segments/ messages"},
+      ConfigErrorCase{live + "    - {url: 'http://h/x', attach_clips: true}\n",
+          "publish.webhooks[0].attach_clips: needs publish.segments_clips"},
+      });
+  // attach_clips: with clips, as attach_pictures.
+  const std::string clips = "job: {name: nightly, mode: live}\nstreams: [{id: gate, uri: 'test://ball'}]\n"
+                            "infer: {model: m, labels: l}\npublish:\n  segments_min_frames: 5\n"
+                            "  segments_pictures_dir: pictures\n  segments_clips: true\n  webhooks:\n";
+  auto clipping = load_config_string(clips + "    - {url: 'http://h/x', attach_clips: true, format: text}\n",
+                                     "job.yaml", dir.string());
+  ASSERT_TRUE(clipping.ok()) << clipping.status().message();
+  EXPECT_TRUE(clipping->publish.webhooks[0].attach_clips);
+  EXPECT_FALSE(clipping->publish.webhooks[0].attach_pictures);
+  expect_config_errors("", dir, {
+      ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, format: slack}\n",
+          "publish.webhooks[0].attach_clips: Slack's incoming webhooks take no files"},
+      ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, topics: [results/]}\n",
+          "publish.webhooks[0].attach_clips: its topics take no segments/ messages, whose `clip` messages"},
       });
   // The URL's path (a webhook's secret id) and the token never appear in an error.
   auto bad = load_config_string(head + segments + "    - url: 'https://h:0/api/webhook/secret-id'\n", "job.yaml", dir.string());

@@ -435,8 +435,8 @@ std::string picture_file(const std::string& folder, const std::string& name, con
 
 // A message posted as publish posts it: its body in the webhook's format, its picture attached.
 void post_as_publish_does(WebhookSender& sender, const std::string& topic, const nlohmann::json& payload) {
-  sender.post(topic, webhook_picture_body(sender.format(), payload,
-                                          webhook_request_body(sender.format(), topic, payload, payload.dump())));
+  sender.post(topic, webhook_attachment_body(sender.format(), sender.attaches_pictures(), sender.attaches_clips(), payload,
+                                             webhook_request_body(sender.format(), topic, payload, payload.dump())));
 }
 
 // attach_pictures: a segment's `picture` message carries its JPEG, read when sent: as multipart/form-data
@@ -566,6 +566,70 @@ TEST(Webhook, TelegramSendsLinesWithSendMessageAndPicturesWithSendPhoto) {
   EXPECT_EQ(photos[0]["photo"], "\xff\xd8 a truck \xff\xd9");
   EXPECT_EQ(photos[0]["photo filename"], "gate_14-32-05.000_truck.jpg");
   EXPECT_EQ(photos[0]["photo type"], "image/jpeg");
+}
+
+// attach_clips: a segment's `clip` message carries its MP4: to ntfy as the body (video/mp4), to
+// Telegram with sendVideo (its caption the stream, label and length); with attach_clips alone a picture
+// goes as its line; a clip over kMostAttachedBytes goes as its line, without the file.
+TEST(Webhook, AttachClipsSendsTheMp4WithItsClipMessage) {
+  const std::string mp4("\0\0\0\x20" "ftypisom a clip \r\n--x\r\n", 27);
+  const std::string path = picture_file("webhook-clips", "14-32-05.000_truck.mp4", mp4);
+  std::mutex mutex;
+  std::map<std::string, std::string> video;  // sendVideo's fields
+  std::vector<std::pair<std::string, std::string>> named;  // each request's X-Message and X-Filename
+  testing::Receiver receiver;
+  receiver.answer([&](const httplib::Request& req, httplib::Response&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    named.emplace_back(req.get_header_value("X-Message"), req.get_header_value("X-Filename"));
+    if (req.path != "/hook/sendVideo") return;
+    for (const auto& [name, part] : req.files) video[name] = part.content;
+    video["video filename"] = req.get_file_value("video").filename;
+    video["video type"] = req.get_file_value("video").content_type;
+  });
+  const nlohmann::json clip{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "clip"}, {"label", "truck"},
+                            {"clip", path}, {"duration_s", 23.4}, {"error", nullptr}};
+  const nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"},
+                               {"label", "truck"}, {"picture", path + ".jpg"}, {"error", nullptr}};
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "text";
+  c.attach_clips = true;
+  {
+    WebhookSender sender(c, 0);
+    for (const nlohmann::json& payload : {clip, picture}) post_as_publish_does(sender, "segments/gate", payload);
+    ASSERT_EQ(receiver.wait_for(2).size(), 2u);
+  }
+  c.format = "telegram";
+  c.telegram_chat_id = "42";
+  {
+    WebhookSender sender(c, 1);
+    post_as_publish_does(sender, "segments/gate", clip);
+    ASSERT_EQ(receiver.wait_for(3).size(), 3u);
+  }
+  std::filesystem::resize_file(path, kMostAttachedBytes + 1);  // sparse: nothing written
+  c.format = "text";
+  {
+    WebhookSender sender(c, 2);
+    post_as_publish_does(sender, "segments/gate", clip);
+    ASSERT_EQ(receiver.wait_for(4).size(), 4u);
+  }
+  const auto got = receiver.wait_for(4);
+  EXPECT_EQ(got[0].content_type, "video/mp4");
+  EXPECT_EQ(got[0].body, mp4);
+  EXPECT_EQ(got[1].content_type, "text/plain; charset=utf-8") << "attach_pictures is off: the picture's line";
+  EXPECT_EQ(got[1].body.rfind("gate: picture of truck", 0), 0u) << got[1].body;
+  EXPECT_EQ(got[2].path, "/hook/sendVideo");
+  EXPECT_EQ(got[3].content_type, "text/plain; charset=utf-8");
+  EXPECT_EQ(got[3].body, "gate: truck, 23.4 s");
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(named.size(), 4u);
+  EXPECT_EQ(named[0], std::make_pair(std::string("gate: truck, 23.4 s"), std::string("gate_14-32-05.000_truck.mp4")));
+  EXPECT_EQ(named[3].second, "") << "too large: not attached";
+  EXPECT_EQ(video["chat_id"], "42");
+  EXPECT_EQ(video["caption"], "gate: truck, 23.4 s");
+  EXPECT_EQ(video["supports_streaming"], "true");
+  EXPECT_EQ(video["video"], mp4);
+  EXPECT_EQ(video["video filename"], "gate_14-32-05.000_truck.mp4");
+  EXPECT_EQ(video["video type"], "video/mp4");
 }
 
 // format discord: a line as {"content": ...}; a picture (attach_pictures) as Discord's webhooks take a
