@@ -38,11 +38,12 @@ usage:
                                         S s each (15), N at once (8)
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
                   [--min-score S|LABEL=S]... [--each-label] [--join NAME=PATTERN [--join-gap S]]...
-                  [--clock media|capture|camera] [--frames DIR [--picture best|first] [--moved FROM TO]...]
-                  [--json|--csv]
+                  [--clock media|capture|camera] [--frames DIR [--picture best|first]]
+                  [--clips DIR [--clip-pre S] [--clip-post S]] [--moved FROM TO]... [--json|--csv]
                                         a job's results as runs of one label per stream: where in the
                                         video each class is (from publish.jsonl_path); --join: a
-                                        camera's consecutive files as one stream
+                                        camera's consecutive files as one stream; --frames: a picture
+                                        of each, --clips: an MP4 cut from its file
   vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [options]
                                         measure one stage alone (see tools/bench.sh)
   vapipe discover [--timeout S] [--probe HOST[:PORT]]... [--user NAME --password-file FILE]

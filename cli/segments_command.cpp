@@ -1,7 +1,9 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
 //                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
-//                 [--frames DIR [--picture best|first] [--moved FROM TO]...] [--json|--csv]
+//                 [--frames DIR [--picture best|first]] [--clips DIR [--clip-pre S] [--clip-post S]]
+//                 [--moved FROM TO]... [--json|--csv]
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/segment_clips.h"
 #include "cli/segment_frames.h"
 #include "cli/segments.h"
 #include "pipeline/supervisor.h"
@@ -30,6 +33,9 @@ int segments_command(const std::vector<std::string>& args) {
   bool clock_given = false;
   bool join_gap_given = false;
   std::string frames_dir;  // --frames: a picture of each segment as a JPEG under it
+  std::string clips_dir;   // --clips: a clip of each segment as an MP4 under it
+  double clip_pre_s = 5, clip_post_s = 5;
+  bool clip_span_given = false;
   // --picture: which frame: its best (the highest score of its label: the truck in full view), or its
   // first (the moment it began: the truck's bumper coming in).
   SegmentPicture picture_kind = SegmentPicture::kBest;
@@ -110,6 +116,22 @@ int segments_command(const std::vector<std::string>& args) {
         std::fprintf(stderr, "vapipe segments: --frames wants a folder for the pictures\n");
         return kExitUsage;
       }
+    } else if (args[i] == "--clips" && i + 1 < args.size()) {
+      clips_dir = args[++i];
+      if (clips_dir.empty()) {
+        std::fprintf(stderr, "vapipe segments: --clips wants a folder for the clips\n");
+        return kExitUsage;
+      }
+    } else if ((args[i] == "--clip-pre" || args[i] == "--clip-post") && i + 1 < args.size()) {
+      const std::string& flag = args[i];
+      char* end = nullptr;
+      const double seconds = std::strtod(args[++i].c_str(), &end);
+      if (args[i].empty() || *end != '\0' || !(seconds >= 0 && seconds <= 600)) {
+        std::fprintf(stderr, "vapipe segments: %s wants seconds from 0 to 600, got '%s'\n", flag.c_str(), args[i].c_str());
+        return kExitUsage;
+      }
+      (flag == "--clip-pre" ? clip_pre_s : clip_post_s) = seconds;
+      clip_span_given = true;
     } else if (args[i] == "--picture" && i + 1 < args.size()) {
       const std::string& which = args[++i];
       if (which != "best" && which != "first") {
@@ -188,8 +210,13 @@ int segments_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");
     return kExitUsage;
   }
-  if (!moved.empty() && frames_dir.empty()) {
-    std::fprintf(stderr, "vapipe segments: --moved says where --frames DIR reads the files from: give --frames too\n");
+  if (clip_span_given && clips_dir.empty()) {
+    std::fprintf(stderr, "vapipe segments: --clip-pre and --clip-post say what --clips DIR cuts: give --clips too\n");
+    return kExitUsage;
+  }
+  if (!moved.empty() && frames_dir.empty() && clips_dir.empty()) {
+    std::fprintf(stderr, "vapipe segments: --moved says where --frames DIR or --clips DIR reads the files from: give "
+                 "one of them too\n");
     return kExitUsage;
   }
   const bool standard_input = paths.size() == 1 && paths[0] == "-";
@@ -212,16 +239,34 @@ int segments_command(const std::vector<std::string>& args) {
   // logs a live job's label runs as they happen.
   const int width = clock == "media" ? 14 : 23;
   if (csv) {
-    std::printf("%s\n", segment_csv_header().c_str());
+    std::printf("%s%s\n", segment_csv_header().c_str(), clips_dir.empty() ? "" : ",clip");
   } else if (!json) {
     std::printf("%-24s %-20s %*s %*s %8s %6s%s\n", "stream", "label", width,
                 clock == "media" ? "from" : ("from (" + clock + ")").c_str(), width,
                 clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score",
-                frames_dir.empty() ? "" : "  picture");
+                (std::string(frames_dir.empty() ? "" : "  picture") + (clips_dir.empty() ? "" : "  clip")).c_str());
   }
   options.read_pictures_first = !frames_dir.empty();
   std::unique_ptr<SegmentFrames> pictures;
-  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, std::move(moved));
+  if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, moved);
+  std::unique_ptr<SegmentClips> clips;
+  if (!clips_dir.empty()) clips = std::make_unique<SegmentClips>(clips_dir, clip_pre_s, clip_post_s, moved);
+  std::set<std::string> unclippable;  // streams whose frames cannot be cut again (cameras): said once
+  // The clip of a segment: its path, or "" (why said on standard error).
+  auto clip_of = [&](const Segment& s) -> std::string {
+    if (!clips || unclippable.count(s.stream_id)) return "";
+    auto path = clips->save(s);
+    if (path.ok()) return path.value();
+    if (path.status().code() == StatusCode::kFailedPrecondition || s.uri.empty()) {
+      unclippable.insert(s.stream_id);
+      std::fprintf(stderr, "vapipe segments: stream '%s': no clips: %s\n", s.stream_id.c_str(),
+                   path.status().message().c_str());
+    } else {
+      std::fprintf(stderr, "vapipe segments: stream '%s': no clip of its %s at %s: %s\n", s.stream_id.c_str(),
+                   s.label.c_str(), media_time_text(s.start_ms).c_str(), path.status().message().c_str());
+    }
+    return "";
+  };
   std::set<std::string> unreadable;  // streams whose frames cannot be read again (cameras): said once
   // The picture of a segment: its path, or "" (why said on standard error).
   auto picture_of = [&](const Segment& joined) -> std::string {
@@ -249,9 +294,10 @@ int segments_command(const std::vector<std::string>& args) {
     }
     return "";
   };
-  auto print = [json, csv, &clock, width, &picture_of, &pictures](const Segment& s) {
+  auto print = [json, csv, &clock, width, &picture_of, &pictures, &clip_of, &clips](const Segment& s) {
     auto ms = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
     const std::string picture = picture_of(s);
+    const std::string clip = clip_of(s);
     if (json) {
       nlohmann::json j{{"stream_id", s.stream_id}, {"label", s.label},
                        {"start_ms", s.start_ms >= 0 ? nlohmann::json(s.start_ms) : nlohmann::json()},
@@ -267,6 +313,7 @@ int segments_command(const std::vector<std::string>& args) {
         j["best_stream_id"] = s.best_stream;
       }
       if (pictures) j["picture"] = picture.empty() ? nlohmann::json() : nlohmann::json(picture);
+      if (clips) j["clip"] = clip.empty() ? nlohmann::json() : nlohmann::json(clip);
       std::printf("%s\n", j.dump().c_str());
     } else {
       const std::string from = clock == "media"     ? media_time_text(s.start_ms)
@@ -276,11 +323,14 @@ int segments_command(const std::vector<std::string>& args) {
                              : clock == "capture" ? clock_time_text(s.end_capture_ms)
                                                   : clock_time_text(s.end_camera_ms);
       if (csv) {
-        std::printf("%s\n", segment_csv_row(s, from, to, picture).c_str());
+        // (a clip's path is quoted as the picture's is, when it needs it)
+        std::printf("%s%s\n", segment_csv_row(s, from, to, picture).c_str(),
+                    clips ? ("," + csv_field(clip)).c_str() : "");
       } else {
-        std::printf("%-24s %-20s %*s %*s %8llu %6.3f%s\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(),
+        std::printf("%-24s %-20s %*s %*s %8llu %6.3f%s%s\n", s.stream_id.c_str(), s.label.c_str(), width, from.c_str(),
                     width, to.c_str(), static_cast<unsigned long long>(s.frames), s.score_mean(),
-                    pictures ? ("  " + (picture.empty() ? std::string("-") : picture)).c_str() : "");
+                    pictures ? ("  " + (picture.empty() ? std::string("-") : picture)).c_str() : "",
+                    clips ? ("  " + (clip.empty() ? std::string("-") : clip)).c_str() : "");
       }
     }
     std::fflush(stdout);

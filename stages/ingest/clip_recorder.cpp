@@ -37,13 +37,14 @@ void remove_quietly(const std::string& path) {
 
 }  // namespace
 
-ClipWriter::ClipWriter(std::string path, GstElement* pipeline, GstElement* src)
-    : path_(std::move(path)), part_(path_ + ".part"), pipeline_(pipeline), src_(src) {}
+ClipWriter::ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container)
+    : path_(std::move(path)), part_(path_ + ".part"), pipeline_(pipeline), src_(src), container_(container) {}
 
-Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, GstCaps* caps) {
+Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, GstCaps* caps, Container container) {
   const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
   const std::string codec = s ? gst_structure_get_name(s) : "no caps";
-  const char* parser = parser_for(codec);
+  const bool mp4 = container == Container::kMp4;
+  const char* parser = mp4 ? parser_for(codec) : "identity";  // Matroska holds any codec GStreamer parses
   if (!parser) {
     return FailedPrecondition("the stream's codec (" + codec +
                          ") is not put in an MP4 as it is; clips are of H.264, H.265, MJPEG, VP9 and AV1 streams");
@@ -53,9 +54,8 @@ Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, Gs
   if (ec) return Internal("cannot make the folder of " + path + ": " + ec.message());
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(
-      fmt::format("appsrc name=src format=time max-bytes=0 ! {} ! mp4mux name=mux faststart=true ! filesink name=sink "
-                  "sync=false",
-                  parser)
+      fmt::format("appsrc name=src format=time max-bytes=0 ! {} ! {} name=mux ! filesink name=sink sync=false", parser,
+                  mp4 ? "mp4mux faststart=true" : "matroskamux")
           .c_str(),
       &err);
   if (!pipeline) {
@@ -67,10 +67,10 @@ Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, Gs
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement* mux = gst_bin_get_by_name(GST_BIN(pipeline), "mux");
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
-  std::unique_ptr<ClipWriter> writer(new ClipWriter(path, pipeline, src));
+  std::unique_ptr<ClipWriter> writer(new ClipWriter(path, pipeline, src, container));
   // faststart: the index first, so that a browser or a phone plays the clip as it downloads; the
   // frames wait in a file beside the clip's meanwhile (not in /tmp, which may be small).
-  g_object_set(mux, "faststart-file", (writer->part_ + ".frames").c_str(), nullptr);
+  if (mp4) g_object_set(mux, "faststart-file", (writer->part_ + ".frames").c_str(), nullptr);
   g_object_set(sink, "location", writer->part_.c_str(), nullptr);
   g_object_set(src, "caps", caps, nullptr);
   gst_object_unref(mux);
@@ -100,18 +100,20 @@ ClipWriter::~ClipWriter() {
 void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
   int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
   int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
-  if (dts < 0) {
+  if (dts < 0 && container_ == Container::kMp4) {
     // An RTSP camera's frames: their times are RTP's, through the jitter buffer, which leaves some
     // untimed and can step one back; there are no decoding times. mp4mux wants every frame timed, and
     // times that rise: each takes the one before's plus its duration at least (a camera's H.264 has
     // no B-frames to reorder).
     if (last_pts_ >= 0 && (pts < 0 || pts <= last_pts_)) pts = last_pts_ + std::max<int64_t>(1, last_duration_);
     dts = pts;
+  } else if (pts < 0 && last_pts_ >= 0) {
+    pts = last_pts_ + std::max<int64_t>(1, last_duration_);  // (Matroska: shown times, as they come)
   }
   if (pts < 0 || pts < base_ns) return;  // nothing to place it by yet; or shown before the clip's key frame
   GstBuffer* copy = gst_buffer_copy(buffer);  // its memory shared, not copied
   GST_BUFFER_PTS(copy) = static_cast<GstClockTime>(pts - base_ns);
-  GST_BUFFER_DTS(copy) = static_cast<GstClockTime>(dts > base_ns ? dts - base_ns : 0);
+  GST_BUFFER_DTS(copy) = dts < 0 ? GST_CLOCK_TIME_NONE : static_cast<GstClockTime>(dts > base_ns ? dts - base_ns : 0);
   gst_app_src_push_buffer(GST_APP_SRC(src_), copy);
   ++frames_;
   last_pts_ = std::max(last_pts_, pts);

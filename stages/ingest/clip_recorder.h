@@ -38,8 +38,13 @@ namespace vapipe {
 // `base_ns` (the clip's first key frame is at 0).
 class ClipWriter {
  public:
-  // Errors name the codec that an MP4 cannot hold as it is.
-  static Result<std::unique_ptr<ClipWriter>> open(const std::string& path, GstCaps* caps);
+  // MP4 (mp4mux), or Matroska (matroskamux) for frames that come without decoding times and may be
+  // reordered (a Matroska file's B-frames: MP4 needs decoding times, and mp4mux would show such frames
+  // in decoding order).
+  enum class Container { kMp4, kMatroska };
+  // Errors name the codec that the container cannot hold as it is.
+  static Result<std::unique_ptr<ClipWriter>> open(const std::string& path, GstCaps* caps,
+                                                  Container container = Container::kMp4);
   ~ClipWriter();  // unfinished: stopped, and its .part file removed
   ClipWriter(const ClipWriter&) = delete;
   ClipWriter& operator=(const ClipWriter&) = delete;
@@ -58,10 +63,11 @@ class ClipWriter {
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
 
  private:
-  ClipWriter(std::string path, GstElement* pipeline, GstElement* src);
+  ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container);
   std::string path_, part_;
   GstElement* pipeline_ = nullptr;
   GstElement* src_ = nullptr;
+  Container container_;
   uint64_t frames_ = 0;
   int64_t last_pts_ = -1, last_duration_ = 0;  // of the last frame given (stream time)
   int64_t duration_ns_ = 0;

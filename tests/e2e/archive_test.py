@@ -13,7 +13,7 @@ import unittest
 
 from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, MqttBroker, Run, STAGES, Subscriber, WebhookReceiver,
                          events_by_stream,
-                         free_port, make_clip, pids_cgroup, results_by_stream, write_config)
+                         free_port, make_clip, mp4_layout, pids_cgroup, results_by_stream, write_config)
 
 # (stream id, pattern, frames, width, height, container or "test", extra videotestsrc properties)
 STREAMS = [
@@ -507,6 +507,24 @@ class ArchiveJob(E2ETest):
                 self.assertRegex(segment["picture"], r"00-00-05\.0\d\d_ball\.jpg$")
             self.assertEqual(jpeg_size(segment["picture"]), (320, 240))
             self.assertEqual(seg.stderr, "")
+        # --clips: the segment (5.0 to 8.0 s of the file) cut from it as an MP4, from the key frame at
+        # or before 1 s ahead of it to 1 s after it, the file's own H.264 (its index first), in the
+        # table's last column and the JSON's `clip`.
+        clips = os.path.join(self.dir, "clips")
+        seg = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--clips", clips,
+                              "--clip-pre", "1", "--clip-post", "1", "--json"], capture_output=True, text=True,
+                             timeout=60, env=env)
+        self.assertEqual(seg.returncode, 0, seg.stderr)
+        segment = json.loads(seg.stdout.splitlines()[0])
+        self.assertRegex(segment["clip"], os.path.join(clips, "ch03_20261130140000", r"00-00-05\.0\d\d_ball\.mp4$"))
+        boxes, duration_s = mp4_layout(segment["clip"])
+        self.assertEqual(boxes[:3], ["ftyp", "moov", "mdat"])
+        self.assertGreaterEqual(duration_s, 3.0 + 1.0)  # the segment and its second after; more before
+        self.assertLessEqual(duration_s, 3.0 + 2.0 + 1.0 + 0.2)  # at most a GOP (30 frames) more before
+        table = subprocess.run([VAPIPE, "segments", os.path.join(self.dir, "results.jsonl"), "--clips", clips],
+                               capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertTrue(table.stdout.splitlines()[1].endswith("  " + segment["clip"]), table.stdout)
         self.assert_no_leftovers(run)
 
     def test_segments_join_a_cameras_consecutive_files_into_one_stream(self):

@@ -1,0 +1,144 @@
+#include "cli/segment_clips.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <system_error>
+
+#include "pipeline/stream_uri.h"
+#include "stages/ingest/clip_recorder.h"
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe::cli {
+
+namespace {
+
+constexpr GstClockTime kWait = 20 * GST_SECOND;  // a state change or a frame of one file
+
+struct PipelineUnref {
+  void operator()(GstElement* p) const {
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(p);
+  }
+};
+
+// The first video stream parsebin finds goes to the appsink (as the demuxer gives it: compressed,
+// parsed); the others stay unlinked.
+void link_first_video(GstElement*, GstPad* pad, gpointer sink) {
+  GstCaps* caps = gst_pad_get_current_caps(pad);
+  if (!caps) caps = gst_pad_query_caps(pad, nullptr);
+  const bool video = caps && gst_caps_get_size(caps) > 0 &&
+                     (g_str_has_prefix(gst_structure_get_name(gst_caps_get_structure(caps, 0)), "video/") ||
+                      g_str_has_prefix(gst_structure_get_name(gst_caps_get_structure(caps, 0)), "image/jpeg"));
+  if (caps) gst_caps_unref(caps);
+  GstPad* sink_pad = gst_element_get_static_pad(GST_ELEMENT(sink), "sink");
+  if (video && !gst_pad_is_linked(sink_pad)) gst_pad_link(pad, sink_pad);
+  gst_object_unref(sink_pad);
+}
+
+}  // namespace
+
+std::string segment_clip_file(const std::string& dir, const Segment& s) {
+  return std::filesystem::path(segment_frame_path(dir, s, s.start_ms)).replace_extension(".mp4").string();
+}
+
+Result<std::string> SegmentClips::save(const Segment& s) const {
+  if (s.uri.empty()) return NotFound("its stream's start event is not in the results");
+  if (s.uri.rfind("file://", 0) != 0) {
+    return FailedPrecondition(s.uri + " is not a file: only a file's frames can be cut again (a live job makes its "
+                              "own clips: publish.segments_clips)");
+  }
+  if (s.start_ms < 0 || s.end_ms < 0) return NotFound("its frames have no timestamps");
+  if (!ensure_gstreamer()) return Internal("GStreamer cannot start here");
+  const std::string named = file_uri_path(s.uri);
+  const std::string file_path = path_now(named, moved_);
+  const std::string file = file_path == named ? named : file_path + " (moved from " + named + ")";  // for errors
+  std::error_code ec;
+  if (!std::filesystem::exists(file_path, ec)) {
+    return NotFound(file + ": no such file" +
+                    (moved_.empty() ? std::string(" (moved? --moved FROM TO reads the files of folder FROM in TO)")
+                                    : std::string()));
+  }
+  GError* err = nullptr;
+  GstElement* made = gst_parse_launch("filesrc name=src ! parsebin name=parse appsink name=sink sync=false", &err);
+  if (!made || err) {
+    const std::string why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    if (made) gst_object_unref(made);
+    return Internal("cannot make a pipeline to read " + file + ": " + why);
+  }
+  std::unique_ptr<GstElement, PipelineUnref> pipeline(made);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(made), "src");
+  GstElement* parse = gst_bin_get_by_name(GST_BIN(made), "parse");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(made), "sink");
+  g_object_set(src, "location", file_path.c_str(), nullptr);
+  g_signal_connect(parse, "pad-added", G_CALLBACK(&link_first_video), sink);
+  gst_object_unref(src);
+  gst_object_unref(parse);
+  std::unique_ptr<GstElement, void (*)(gpointer)> sink_ref(sink, &gst_object_unref);
+  auto failure = [&](const std::string& otherwise) {
+    const std::string why = first_bus_error(made);
+    return file + ": " + (why.empty() ? otherwise : why);
+  };
+  if (gst_element_set_state(made, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE ||
+      gst_element_get_state(made, nullptr, nullptr, kWait) != GST_STATE_CHANGE_SUCCESS) {
+    return Unavailable(failure("it did not open"));
+  }
+  const double pre_ms = std::max(0.0, s.start_ms - pre_s_ * 1000);
+  const auto from_ns = static_cast<int64_t>(std::llround(pre_ms * 1e6));
+  const auto to_ns = static_cast<int64_t>(std::llround((s.end_ms + post_s_ * 1000) * 1e6));
+  // From the key frame at or before the pre-roll.
+  const auto flags = static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE);
+  if (!gst_element_seek_simple(made, GST_FORMAT_TIME, flags, from_ns)) return Unavailable(file + ": it cannot be sought in");
+  if (gst_element_set_state(made, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    return Unavailable(failure("it did not play"));
+  }
+  // A Matroska (WebM) file's frames have no decoding times, which MP4 needs: its clip is Matroska too.
+  const std::string extension = std::filesystem::path(file_path).extension().string();
+  const bool matroska = extension == ".mkv" || extension == ".MKV" || extension == ".webm" || extension == ".WEBM";
+  const ClipWriter::Container container = matroska ? ClipWriter::Container::kMatroska : ClipWriter::Container::kMp4;
+  const std::string path = matroska ? std::filesystem::path(segment_clip_file(dir_, s)).replace_extension(".mkv").string()
+                                    : segment_clip_file(dir_, s);
+  std::unique_ptr<ClipWriter> writer;
+  int64_t base_ns = -1;
+  while (true) {
+    GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), kWait);
+    if (!sample) {
+      if (gst_app_sink_is_eos(GST_APP_SINK(sink))) break;  // the file ends within the post-roll
+      return Unavailable(failure("no frame came within " + std::to_string(kWait / GST_SECOND) + " s"));
+    }
+    GstBuffer* buffer = gst_sample_get_buffer(sample);
+    const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+    const int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
+    // By decoding time where there is one: every frame shown up to the end is decoded by then.
+    if ((dts >= 0 ? dts : pts) > to_ns) {
+      gst_sample_unref(sample);
+      break;
+    }
+    if (!writer) {
+      if (pts < 0) {  // nothing to place the clip by yet
+        gst_sample_unref(sample);
+        continue;
+      }
+      auto opened = ClipWriter::open(path, gst_sample_get_caps(sample), container);
+      if (!opened.ok()) {
+        gst_sample_unref(sample);
+        return Status(opened.status().code(), file + ": " + opened.status().message());
+      }
+      writer = std::move(opened).value();
+      base_ns = dts >= 0 ? std::min(pts, dts) : pts;
+    }
+    writer->push(buffer, base_ns);
+    gst_sample_unref(sample);
+    if (writer->failed()) break;  // finish() says why
+  }
+  if (!writer) return NotFound(file + ": no frame from " + media_time_text(pre_ms) + " on");
+  writer->end_of_stream();
+  VAPIPE_RETURN_IF_ERROR(writer->finish(std::chrono::seconds(60)));
+  return path;
+}
+
+}  // namespace vapipe::cli

@@ -1,0 +1,125 @@
+// `vapipe segments --clips DIR` (cli/segment_clips.h): a segment of a file is cut from it as it is, from
+// the key frame at or before its pre-roll to its post-roll: the clip's frames, decoded, are byte for
+// byte the file's own (x264 with B-frames, in MP4 and in Matroska, whose clip stays Matroska).
+#include "cli/segment_clips.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "stages/ingest/stream_reader.h"
+
+namespace vapipe::cli {
+namespace {
+
+// Each decoded frame of `file` (I420), by its timestamp, in the order shown.
+std::vector<std::pair<int64_t, std::string>> decode(const std::string& file) {
+  std::vector<std::pair<int64_t, std::string>> frames;
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(("filesrc location=\"" + file + "\" ! decodebin ! videoconvert ! "
+                                    "video/x-raw,format=I420 ! appsink name=sink sync=false").c_str(), &err);
+  EXPECT_NE(p, nullptr) << (err ? err->message : "");
+  if (!p) return frames;
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  while (GstSample* s = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+    GstBuffer* b = gst_sample_get_buffer(s);
+    GstMapInfo map;
+    gst_buffer_map(b, &map, GST_MAP_READ);
+    frames.emplace_back(static_cast<int64_t>(GST_BUFFER_PTS(b)), std::string(reinterpret_cast<char*>(map.data), map.size));
+    gst_buffer_unmap(b, &map);
+    gst_sample_unref(s);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  return frames;
+}
+
+class SegmentClipsTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ensure_gstreamer());
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("vapipe-segment-clips-" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+// 5 s at 30 frames/s, a key frame each second, B-frames. The segment runs from 2.5 to 3.0 s; with
+// 0.6 s before and 0.5 s after, its clip begins at the key frame at or before 1.9 s (1.0 s: frame 30)
+// and holds every frame shown up to 3.5 s (frame 105).
+TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeItsPreRollToItsPostRoll) {
+  const std::string muxer = GetParam();
+  const bool matroska = muxer == "matroskamux";
+  const std::string file = (dir_ / (matroska ? "gate.mkv" : "gate.mp4")).string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=150 ! "
+                             "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc key-int-max=30 bframes=2 "
+                             "speed-preset=ultrafast ! h264parse ! " + muxer + " ! filesink location=" + file;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  const auto whole = decode(file);
+  ASSERT_EQ(whole.size(), 150u);
+
+  Segment s;
+  s.stream_id = "gate";
+  s.label = "truck";
+  s.uri = "file://" + file;
+  s.start_ms = 2500;
+  s.end_ms = 3000;
+  SegmentClips clips((dir_ / "clips").string(), 0.6, 0.5);
+  auto path = clips.save(s);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_EQ(*path, (dir_ / "clips" / "gate" / (matroska ? "00-00-02.500_truck.mkv" : "00-00-02.500_truck.mp4")).string());
+  const auto frames = decode(*path);
+  // Frames 30 to 105, then at most a few decoded by then that are shown later.
+  ASSERT_GE(frames.size(), 76u);
+  EXPECT_LE(frames.size(), 76u + 6u);
+  const int64_t offset = whole[30].first - frames[0].first;  // where the clip's 0 is in the file
+  EXPECT_GE(frames[0].first, 0);
+  EXPECT_LT(frames[0].first, 200'000'000);
+  std::map<int64_t, const std::string*> by_time;
+  for (const auto& [pts, bytes] : whole) by_time[pts] = &bytes;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i < 76) {
+      EXPECT_EQ(frames[i].first + offset, whole[30 + i].first) << i;
+    }
+    auto it = by_time.find(frames[i].first + offset);
+    ASSERT_NE(it, by_time.end()) << i;
+    EXPECT_TRUE(*it->second == frames[i].second) << "frame " << i << " of the clip";
+  }
+
+  // A camera's stream: nothing to cut from. A file that is gone: said, with --moved's hint.
+  Segment camera = s;
+  camera.uri = "rtsp://cam/stream";
+  EXPECT_EQ(clips.save(camera).status().code(), StatusCode::kFailedPrecondition);
+  Segment gone = s;
+  gone.uri = "file://" + (dir_ / "gone.mp4").string();
+  auto missing = clips.save(gone);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no such file (moved? --moved FROM TO"), std::string::npos)
+      << missing.status().message();
+  // Moved: read where --moved says it is now.
+  SegmentClips moved((dir_ / "moved-clips").string(), 0, 0, {MovedFolder{"/archive/gate", dir_.string()}});
+  Segment elsewhere = s;
+  elsewhere.uri = std::string("file:///archive/gate/") + (matroska ? "gate.mkv" : "gate.mp4");
+  auto cut = moved.save(elsewhere);
+  ASSERT_TRUE(cut.ok()) << cut.status().message();
+  EXPECT_GE(decode(*cut).size(), 16u);  // from 2.0 s (the key frame before 2.5 s) to 3.0 s
+}
+
+INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param) == "mp4mux" ? "Mp4" : "Matroska";
+                         });
+
+}  // namespace
+}  // namespace vapipe::cli
