@@ -148,6 +148,27 @@ Status ClipWriter::finish(std::chrono::milliseconds timeout) {
   return Status::Ok();
 }
 
+std::vector<std::string> remove_unfinished_clips(const std::string& pictures_dir, const std::string& stream_id) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& day : fs::directory_iterator(fs::path(pictures_dir) / stream_id, ec)) {
+    std::error_code day_error;
+    if (!day.is_directory(day_error)) continue;
+    for (const fs::directory_entry& f : fs::directory_iterator(day.path(), day_error)) {
+      const std::string name = f.path().filename().string();
+      auto ends_with = [&name](const std::string& end) {
+        return name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0;
+      };
+      std::error_code file_error;
+      if ((ends_with(".mp4.part") || ends_with(".mp4.part.frames")) && fs::remove(f.path(), file_error)) {
+        removed.push_back(f.path().string());
+      }
+    }
+  }
+  return removed;
+}
+
 struct ClipRecorder::Clip {
   uint64_t id = 0;
   ClipOrder order;

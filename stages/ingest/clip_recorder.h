@@ -93,6 +93,11 @@ struct ClipDone {
   uint64_t frames = 0;
 };
 
+// The clips a stream's earlier ingest left unwritten (it crashed, or was killed, while writing them):
+// DIR/<stream>/<day>/*.part and their *.part.frames, removed; their paths. Only the ingest that reads
+// the stream writes its clips, so at its start none of these is being written.
+std::vector<std::string> remove_unfinished_clips(const std::string& pictures_dir, const std::string& stream_id);
+
 class ClipRecorder {
  public:
   struct Options {

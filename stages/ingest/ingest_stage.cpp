@@ -72,6 +72,17 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                   config.job.mode == JobMode::kArchive ? "archive" : "live",
                   queue_policy_name(config.ingest.queue_policy), config.ingest.queue_capacity, endpoint);
 
+  // publish.segments_clips: what an earlier ingest of these streams left half written (it crashed) goes.
+  if (config.publish.segments_clips && config.job.mode == JobMode::kLive) {
+    for (uint32_t i : lane.streams) {
+      const std::vector<std::string> removed =
+          remove_unfinished_clips(config.publish.segments_pictures_dir, config.streams[i].id);
+      if (!removed.empty()) {
+        VAPIPE_LOG_WARN("stream '{}': {} clip(s) left unwritten by an earlier ingest (it stopped while writing "
+                        "them) removed, the first {}", config.streams[i].id, removed.size(), removed.front());
+      }
+    }
+  }
   // --resume: streams that ended in an earlier run only end again (for the stages), and the others
   // skip the frames that have results.
   VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -223,6 +225,32 @@ TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
   ASSERT_TRUE(done[0].written) << done[0].message;
   EXPECT_EQ(done[0].message, "the stream ended");
   EXPECT_EQ(read_samples((dir_ / "door" / "ended.mp4").string(), "avdec_h264").size(), 40u);
+}
+
+// A clip its ingest did not finish (it crashed) is removed when that stream's ingest starts again;
+// nothing else of the folder is touched, nor another stream's.
+TEST_F(ClipRecorderTest, ClipsLeftUnwrittenByAnEarlierIngestAreRemovedAndNothingElse) {
+  const std::filesystem::path pictures = dir_ / "pictures";
+  auto touch = [](const std::filesystem::path& p) {
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << "x";
+  };
+  for (const char* name : {"door/2026-12-03/23-59-00.000_person.mp4.part", "door/2026-12-04/00-01-00.000_person.mp4.part",
+                           "door/2026-12-04/00-01-00.000_person.mp4.part.frames", "door/2026-12-04/00-01-00.000_person.jpg",
+                           "door/2026-12-04/00-00-00.000_person.mp4", "door/2026-12-04/notes.part",
+                           "yard/2026-12-04/00-02-00.000_car.mp4.part"}) {
+    touch(pictures / name);
+  }
+  std::vector<std::string> removed = remove_unfinished_clips(pictures.string(), "door");
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{(pictures / "door/2026-12-03/23-59-00.000_person.mp4.part").string(),
+                                               (pictures / "door/2026-12-04/00-01-00.000_person.mp4.part").string(),
+                                               (pictures / "door/2026-12-04/00-01-00.000_person.mp4.part.frames").string()}));
+  EXPECT_TRUE(std::filesystem::exists(pictures / "door/2026-12-04/00-01-00.000_person.jpg"));
+  EXPECT_TRUE(std::filesystem::exists(pictures / "door/2026-12-04/00-00-00.000_person.mp4"));
+  EXPECT_TRUE(std::filesystem::exists(pictures / "door/2026-12-04/notes.part"));
+  EXPECT_TRUE(std::filesystem::exists(pictures / "yard/2026-12-04/00-02-00.000_car.mp4.part"));
+  EXPECT_TRUE(remove_unfinished_clips(pictures.string(), "gate").empty()) << "no folder yet";
 }
 
 }  // namespace
