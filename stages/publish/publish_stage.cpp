@@ -477,6 +477,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (sink_secrets_ && std::chrono::steady_clock::now() >= next_sink_secrets_check_) check_sink_secrets();
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
+    if (config_->publish.segments_clips) VAPIPE_RETURN_IF_ERROR(say_missing_clips());
     // Kept days are a retention rule (camera pictures of people): older ones go on time, whether or not
     // new pictures come.
     if (now >= next_pictures_prune_) prune_pictures();
@@ -496,6 +497,7 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
     if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
+    if (const std::optional<SteadyTime> clip = next_missing_clip()) next = next ? std::min(*next, *clip) : *clip;
     if (config_->publish.segments_pictures_keep_days > 0) {
       next = next ? std::min(*next, next_pictures_prune_) : next_pictures_prune_;
     }
@@ -935,6 +937,13 @@ Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun&
                         static_cast<int64_t>(segment.start_seq), segment.start_pts_ns,
                         PictureRequest::Kind::kClipStart};
     picture_requester_(clip);
+    // Said by then at the latest: cut at its longest while the segment goes on (its end moves it).
+    if (st.clips_asked.size() >= 256) st.clips_asked.erase(st.clips_asked.begin());  // never said
+    st.clips_asked[{segment.label, segment.start_seq}] = {
+        std::chrono::steady_clock::now() +
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<double>(config_->publish.segments_clip_max_s)) +
+            picture_answer_timeout_};
   }
   return Status::Ok();
 }
@@ -1019,6 +1028,46 @@ Status PublishStage::say_missing_pictures() {
     }
   }
   return Status::Ok();
+}
+
+// A clip ingest did not say by its due time (its lane restarted while it was open: the clip died with
+// it; a request lost): its segment's `clip` message says so, so that a subscriber waiting for it is not
+// left waiting.
+Status PublishStage::say_missing_clips() {
+  const auto now = std::chrono::steady_clock::now();
+  for (std::vector<StreamState>* states : {&streams_, &departed_}) {
+    for (StreamState& st : *states) {
+      for (auto& [key, asked] : st.clips_asked) {
+        if (asked.said_missing || now < asked.due) continue;
+        asked.said_missing = true;
+        ++st.clips_failed;
+        const std::string why = fmt::format(
+            "ingest gave no clip {:g} s after it was due: its lane may have restarted while the clip was being "
+            "written, or been restarting when publish asked",
+            std::chrono::duration<double>(picture_answer_timeout_).count());
+        VAPIPE_LOG_WARN("stream '{}': no clip of its '{}' segment: {}", st.id, key.first, why);
+        nlohmann::json j{{"schema", "vapipe.segment"}, {"schema_version", kSchemaVersion}, {"stream_id", st.id},
+                         {"event", "clip"}, {"label", escape_invalid_utf8(key.first)}, {"start_seq", key.second},
+                         {"clip", nullptr}, {"clip_url_path", nullptr}, {"pts_ms", nullptr}, {"duration_s", nullptr},
+                         {"cut_short", nullptr}, {"error", why},
+                         {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+        VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), j));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::optional<SteadyTime> PublishStage::next_missing_clip() const {
+  std::optional<SteadyTime> next;
+  for (const std::vector<StreamState>* states : {&streams_, &departed_}) {
+    for (const StreamState& st : *states) {
+      for (const auto& [key, asked] : st.clips_asked) {
+        if (!asked.said_missing && (!next || asked.due < *next)) next = asked.due;
+      }
+    }
+  }
+  return next;
 }
 
 std::optional<SteadyTime> PublishStage::next_missing_picture() const {
@@ -1120,6 +1169,12 @@ Status PublishStage::publish_clip(StreamState& st, const Message& event) {
     error = "the clip's path is not under publish.segments_pictures_dir";
   }
   const bool written = error.empty();
+  if (auto asked = st.clips_asked.find({event.event.label, event.event.segment_start_seq});
+      asked != st.clips_asked.end()) {
+    // It came after all: not a failure.
+    if (asked->second.said_missing && written && st.clips_failed > 0) --st.clips_failed;
+    st.clips_asked.erase(asked);
+  }
   nlohmann::json j{{"schema", "vapipe.segment"},
                    {"schema_version", kSchemaVersion},
                    {"stream_id", st.id},
@@ -1160,6 +1215,15 @@ Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segme
   if (config_->publish.segments_clips && picture_requester_) {
     picture_requester_(PictureRequest{st.id, ended.label, ended.start_seq, "", static_cast<int64_t>(ended.end_seq),
                                       ended.end_pts_ns, PictureRequest::Kind::kClipEnd});
+    if (auto asked = st.clips_asked.find({ended.label, ended.start_seq}); asked != st.clips_asked.end()) {
+      // Written once the post-roll has come (by the stream's time; a live stream's is the wall clock's).
+      asked->second.ended = true;
+      asked->second.due = std::min(asked->second.due, std::chrono::steady_clock::now() +
+                                                          std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                              std::chrono::duration<double>(
+                                                                  config_->publish.segments_clip_post_s)) +
+                                                          picture_answer_timeout_);
+    }
   }
   return publish(segment_topic(st.id), segment_json(st.id, "ended", ended));
 }

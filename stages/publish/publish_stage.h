@@ -178,6 +178,15 @@ class PublishStage final : public Stage {
       int64_t at_unix_ns = 0;  // `at` by the wall clock, for a restarted publish (save_picture_asks)
     };
     std::map<std::pair<std::string, uint64_t>, PictureAsked> pictures_asked;
+    // Clips asked of ingest (publish.segments_clips) and not yet said, by (label, start_seq): when the
+    // clip is due (its segment's end plus the post-roll, or its start plus segments_clip_max_s, plus
+    // the answer timeout), and whether it was said to be missing.
+    struct ClipAsked {
+      SteadyTime due;
+      bool ended = false;
+      bool said_missing = false;
+    };
+    std::map<std::pair<std::string, uint64_t>, ClipAsked> clips_asked;
   };
   // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
   Status follow_segments(StreamState& st, const Message& result);
@@ -205,6 +214,9 @@ class PublishStage final : public Stage {
   // The pictures ingest did not answer for in time: their `picture` messages with an error.
   Status say_missing_pictures();
   std::optional<SteadyTime> next_missing_picture() const;
+  // A clip ingest has not said by its due time: its `clip` message says it is missing.
+  Status say_missing_clips();
+  std::optional<SteadyTime> next_missing_clip() const;
   std::unique_ptr<PictureRequestSender> picture_sender_;
   // publish.segments_pictures_keep_days: the older days go at start and then once an hour.
   void prune_pictures();

@@ -1655,6 +1655,52 @@ TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOver
   EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 0u);
 }
 
+// A clip ingest does not say (its lane restarted while writing it) is said to be missing once its
+// segment has ended and the post-roll and the answer timeout have passed; one still open is due at its
+// longest; one said meanwhile is not said missing.
+TEST_F(PublishStageTest, AClipIngestDoesNotSayIsSaidToBeMissingOnceOverdue) {
+  ask_pictures(2);
+  config_.publish.segments_clips = true;
+  config_.publish.segments_clip_post_s = 0;
+  config_.publish.segments_clip_max_s = 3600;
+  stage_->set_picture_answer_timeout(std::chrono::seconds(1));
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "truck", 0.9, 3);  // truck began
+  send_top1(&seq, "car", 0.9, 2);    // truck ended, car began (its clip due in an hour)
+  send_top1(&seq, "bus", 0.9, 2);    // car ended, bus began
+  auto clips_said = [&] {
+    std::vector<nlohmann::json> out;
+    for (const auto& [topic, j] : bus_->sent) {
+      if (topic == "segments/s0" && j["event"] == "clip") out.push_back(j);
+    }
+    return out;
+  };
+  // The car's clip comes in time; the truck's never does.
+  Message car = Message::stream_event(MessageKind::kStreamClip, result(0, 3, "car").env, StreamEvent{});
+  car.event.clip = "/pictures/s0/car.mp4";
+  car.event.label = "car";
+  car.event.segment_start_seq = 3;
+  car.event.duration_ns = 1'000'000'000;
+  ASSERT_TRUE(stage_->process(std::move(car), out_).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  ASSERT_EQ(clips_said().size(), 1u) << "not overdue yet";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());  // said once
+  const std::vector<nlohmann::json> said = clips_said();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[1]["label"], "truck");
+  EXPECT_EQ(said[1]["start_seq"], 0);
+  EXPECT_TRUE(said[1]["clip"].is_null());
+  EXPECT_NE(said[1]["error"].get<std::string>().find("ingest gave no clip"), std::string::npos) << said[1]["error"];
+  EXPECT_EQ(stage_->metrics().streams[0].clips, 1u);
+  EXPECT_EQ(stage_->metrics().streams[0].clips_failed, 1u);
+  // The bus's segment is open: its clip is due at its longest, an hour on.
+  ASSERT_TRUE(stage_->next_deadline().has_value());
+  EXPECT_GT(*stage_->next_deadline() - std::chrono::steady_clock::now(), std::chrono::minutes(59));
+}
+
 // A publish that crashed and was started again (a live job goes on without it meanwhile) still knows
 // the pictures it had asked for (picture-asks.json in the job's run folder): a picture that comes after
 // the restart says it is of the best frame, not "next", and one that never comes is said to be missing.
