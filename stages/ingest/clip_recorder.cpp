@@ -121,6 +121,8 @@ void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
   duration_ns_ = std::max(duration_ns_, pts - base_ns + last_duration_);
 }
 
+uint64_t ClipWriter::queued_bytes() const { return gst_app_src_get_current_level_bytes(GST_APP_SRC(src_)); }
+
 void ClipWriter::end_of_stream() { gst_app_src_end_of_stream(GST_APP_SRC(src_)); }
 
 Status ClipWriter::finish(std::chrono::milliseconds timeout) {
@@ -257,6 +259,12 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
   }
   if (clip->writer->failed()) {  // finish() says why; frames would only pile up in its queue
     finish_later(clip, "");
+    return false;
+  }
+  if (const uint64_t queued = clip->writer->queued_bytes(); queued > ClipWriter::kMostQueuedBytes) {
+    // Memory is not spent on a folder that does not keep up: the clip ends with what was written.
+    finish_later(clip, fmt::format("cut: its folder did not take its frames as fast as they came ({} MB waiting)",
+                                   queued >> 20));
     return false;
   }
   clip->writer->push(buffer, clip->base_ns);

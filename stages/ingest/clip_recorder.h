@@ -61,6 +61,10 @@ class ClipWriter {
   int64_t duration_ns() const { return duration_ns_; }
   // Its muxer or file failed (a codec it refused, a full disk): nothing more is worth giving it.
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // What waits for the muxer and the file: more than a few seconds of video when the clips' folder
+  // does not take them as fast as they come (a share that stalls).
+  uint64_t queued_bytes() const;
+  static constexpr uint64_t kMostQueuedBytes = 64u << 20;
 
  private:
   ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container);
