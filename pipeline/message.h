@@ -178,8 +178,10 @@ struct StreamEvent {
   uint64_t segment_start_seq = 0;
   // kStreamClip: the MP4 written for the segment of `label` that began at `segment_start_seq` ("" and
   // `message` why, when none could be; `message` says why it ends early when it was cut short), its
-  // envelope's pts_ns its first frame's, duration_ns its length.
+  // envelope's pts_ns its first frame's, duration_ns its length; `attempt` its part (1, then 2, 3, ...
+  // past publish.segments_clip_max_s), and `continues` when the segment goes on in its next part.
   std::string clip{};
+  bool continues = false;
 };
 
 struct Message {

@@ -218,6 +218,8 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.str(m.event.label);
         w.pod(m.event.segment_start_seq);
         w.pod(m.event.duration_ns);
+        w.pod(m.event.attempt);
+        w.pod(static_cast<uint8_t>(m.event.continues));
       }
       break;
   }
@@ -308,10 +310,14 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.segment_start_seq);
       }
       if (m->kind == MessageKind::kStreamClip) {
+        uint8_t continues = 0;
         r.str(&m->event.clip);
         r.str(&m->event.label);
         r.pod(&m->event.segment_start_seq);
         r.pod(&m->event.duration_ns);
+        r.pod(&m->event.attempt);
+        r.pod(&continues);
+        m->event.continues = continues != 0;
       }
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }

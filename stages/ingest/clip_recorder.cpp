@@ -121,6 +121,12 @@ void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
   duration_ns_ = std::max(duration_ns_, pts - base_ns + last_duration_);
 }
 
+GstCaps* ClipWriter::caps() const {
+  GstCaps* caps = nullptr;
+  g_object_get(src_, "caps", &caps, nullptr);
+  return caps;
+}
+
 uint64_t ClipWriter::queued_bytes() const { return gst_app_src_get_current_level_bytes(GST_APP_SRC(src_)); }
 
 void ClipWriter::end_of_stream() { gst_app_src_end_of_stream(GST_APP_SRC(src_)); }
@@ -171,16 +177,27 @@ std::vector<std::string> remove_unfinished_clips(const std::string& pictures_dir
   return removed;
 }
 
+namespace {
+// Its clip's n-th part: the path itself for the first, PATH with .<n>.mp4 for the others.
+std::string part_path(const std::string& path, uint32_t part) {
+  if (part <= 1) return path;
+  std::filesystem::path p(path);
+  const std::string extension = p.extension().string();
+  return p.replace_extension("." + std::to_string(part) + extension).string();
+}
+}  // namespace
+
 struct ClipRecorder::Clip {
   uint64_t id = 0;
   ClipOrder order;
   std::mutex mutex;
   std::unique_ptr<ClipWriter> writer;
   int64_t base_ns = -1;         // subtracted from its frames' timestamps
-  int64_t first_pts_ns = -1;    // its first frame's
+  int64_t first_pts_ns = -1;    // its current part's first frame's
+  uint32_t part = 1;
+  bool next_part_due = false;        // past `max`: a next part begins at the next key frame
   int64_t end_after_ns = INT64_MAX;  // end(): frames after this are not its
   bool ending = false;               // no more frames are taken
-  std::string why;                   // why it ended early
 };
 
 ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
@@ -251,10 +268,27 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
       finish_later(clip, "");
       return false;
     }
-    if (at - clip->first_pts_ns >= options_.max.count()) {
-      finish_later(clip, fmt::format("cut at {:g} s (publish.segments_clip_max_s) while its segment went on",
-                                     std::chrono::duration<double>(options_.max).count()));
-      return false;
+    if (at - clip->first_pts_ns >= options_.max.count()) clip->next_part_due = true;
+    if (clip->next_part_due && !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT) && pts >= 0) {
+      // Its segment goes on past segments_clip_max_s: the next part begins with this key frame.
+      GstCaps* caps = clip->writer->caps();
+      ClipOrder next = clip->order;
+      next.path = part_path(clip->order.path, clip->part + 1);
+      auto writer = ClipWriter::open(next.path, caps);
+      gst_caps_unref(caps);
+      if (!writer.ok()) {
+        finish_later(clip, fmt::format("cut at {:g} s (publish.segments_clip_max_s): its next part could not "
+                                       "begin: {}",
+                                       std::chrono::duration<double>(options_.max).count(), writer.status().message()));
+        return false;
+      }
+      finish_part(*clip, "", /*continues=*/true);
+      clip->writer = std::move(writer).value();
+      ++clip->part;
+      clip->next_part_due = false;
+      clip->base_ns = pts;
+      if (GST_BUFFER_DTS_IS_VALID(buffer)) clip->base_ns = std::min<int64_t>(pts, GST_BUFFER_DTS(buffer));
+      clip->first_pts_ns = pts;
     }
   }
   if (clip->writer->failed()) {  // finish() says why; frames would only pile up in its queue
@@ -271,16 +305,28 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
   return true;
 }
 
+void ClipRecorder::finish_part(Clip& clip, const std::string& why, bool continues) {
+  Part part;
+  part.done.order = clip.order;
+  part.done.order.path = part_path(clip.order.path, clip.part);
+  part.done.message = why;
+  part.done.start_pts_ns = clip.first_pts_ns;
+  part.done.part = clip.part;
+  part.done.continues = continues;
+  part.writer = std::move(clip.writer);
+  if (part.writer) part.writer->end_of_stream();
+  std::lock_guard<std::mutex> lock(mutex_);
+  finishing_.push_back(std::move(part));
+  if (!finisher_.joinable() && !closed_) finisher_ = std::thread([this] { run_finisher(); });
+  changed_.notify_all();
+}
+
 void ClipRecorder::finish_later(const std::shared_ptr<Clip>& clip, const std::string& why) {
   clip->ending = true;
-  clip->why = why;
-  if (clip->writer) clip->writer->end_of_stream();
+  finish_part(*clip, why, false);
   std::lock_guard<std::mutex> lock(mutex_);
   const Key key{clip->order.stream_id, clip->order.label, clip->order.segment_start_seq};
   if (auto it = open_.find(key); it != open_.end() && it->second == clip) open_.erase(it);
-  finishing_.push_back(clip);
-  if (!finisher_.joinable() && !closed_) finisher_ = std::thread([this] { run_finisher(); });
-  changed_.notify_all();
 }
 
 void ClipRecorder::end(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
@@ -318,20 +364,18 @@ void ClipRecorder::run_finisher() {
   while (true) {
     changed_.wait(lock, [&] { return closed_ || !finishing_.empty(); });
     if (finishing_.empty()) return;
-    std::shared_ptr<Clip> clip = std::move(finishing_.front());
+    Part part = std::move(finishing_.front());
     finishing_.pop_front();
     ++finishing_now_;
     lock.unlock();
-    // Taken no more frames (ending): the writer is this thread's now.
-    ClipDone d;
-    d.order = clip->order;
-    Status written = clip->writer ? clip->writer->finish(kFinishTimeout) : NotFound("no muxer");
+    // Taken no more frames: the writer is this thread's now.
+    ClipDone d = std::move(part.done);
+    Status written = part.writer ? part.writer->finish(kFinishTimeout) : NotFound("no muxer");
     d.written = written.ok();
-    d.message = written.ok() ? clip->why : written.message();
-    d.start_pts_ns = clip->first_pts_ns;
-    d.duration_ns = clip->writer ? clip->writer->duration_ns() : 0;
-    d.frames = clip->writer ? clip->writer->frames() : 0;
-    clip->writer.reset();  // a file not written is removed
+    if (!written.ok()) d.message = written.message();
+    d.duration_ns = part.writer ? part.writer->duration_ns() : 0;
+    d.frames = part.writer ? part.writer->frames() : 0;
+    part.writer.reset();  // a file not written is removed
     lock.lock();
     --finishing_now_;
     done_.push_back(std::move(d));
@@ -356,8 +400,11 @@ void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why)
   {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait_for(lock, wait, [&] { return finishing_.empty() && finishing_now_ == 0; });
-    for (const std::shared_ptr<Clip>& clip : finishing_) {
-      done_.push_back(ClipDone{clip->order, false, "the stream ended before its clip was written"});
+    for (Part& part : finishing_) {
+      part.done.written = false;
+      part.done.continues = false;
+      part.done.message = "the stream ended before its clip was written";
+      done_.push_back(std::move(part.done));
       done_waiting_.store(true, std::memory_order_release);
     }
     finishing_.clear();

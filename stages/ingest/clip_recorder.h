@@ -5,8 +5,10 @@
 // them, are still kept by the stream's RecentFrames (keep_before). So a clip begins at the key frame
 // at or before `pre` ahead of the segment's first frame, takes every compressed frame that follows
 // (a tap on the keeper), and ends at the first frame more than `post` after the segment's last (when
-// publish says the segment ended), at `max` long, when the stream's decoder starts over (a
-// reconnection: the next connection's timestamps start again), or when the stream ends.
+// publish says the segment ended), when the stream's decoder starts over (a reconnection: the next
+// connection's timestamps start again), or when the stream ends. A segment longer than `max` goes on
+// in a next clip (its part 2, 3, ...: PATH with .2.mp4, .3.mp4), cut at a key frame, so that its parts
+// hold every frame once.
 //
 // A clip is written to PATH.part and renamed to PATH once the muxer has written its index (never a
 // half file under the clip's name); each clip, written or not, is then taken by take_done() for the
@@ -64,6 +66,8 @@ class ClipWriter {
   // What waits for the muxer and the file: more than a few seconds of video when the clips' folder
   // does not take them as fast as they come (a share that stalls).
   uint64_t queued_bytes() const;
+  // The caps it was opened with (a new reference).
+  GstCaps* caps() const;
   static constexpr uint64_t kMostQueuedBytes = 64u << 20;
 
  private:
@@ -89,12 +93,14 @@ struct ClipOrder {
 };
 
 struct ClipDone {
-  ClipOrder order;
+  ClipOrder order;             // its path the part's
   bool written = false;
   std::string message;        // not written: why; written: why it ended early ("" when it did not)
   int64_t start_pts_ns = -1;  // the clip's first frame's timestamp (the stream's time)
   int64_t duration_ns = 0;
   uint64_t frames = 0;
+  uint32_t part = 1;          // of its segment's clips: 1, then 2, 3, ... past `max`
+  bool continues = false;     // the segment's video goes on in its next part
 };
 
 // The clips a stream's earlier ingest left unwritten (it crashed, or was killed, while writing them):
@@ -128,8 +134,16 @@ class ClipRecorder {
 
  private:
   struct Clip;
+  // A part taken no more frames, for the finisher: its own writer and what its ClipDone says.
+  struct Part {
+    ClipDone done;
+    std::unique_ptr<ClipWriter> writer;
+  };
   using Key = std::tuple<std::string, std::string, uint64_t>;  // stream, label, segment_start_seq
   bool tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer);  // under the keeper's lock
+  // The clip's current part goes to the finisher (under clip->mutex); `continues`: a next part
+  // follows, the clip stays open.
+  void finish_part(Clip& clip, const std::string& why, bool continues);
   void finish_later(const std::shared_ptr<Clip>& clip, const std::string& why);  // under clip->mutex
   void done(ClipDone d);
   void run_finisher();
@@ -142,7 +156,7 @@ class ClipRecorder {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<Key, std::shared_ptr<Clip>> open_;
-  std::deque<std::shared_ptr<Clip>> finishing_;
+  std::deque<Part> finishing_;
   size_t finishing_now_ = 0;
   bool closed_ = false;
   std::vector<ClipDone> done_;

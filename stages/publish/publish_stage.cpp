@@ -1048,6 +1048,7 @@ Status PublishStage::say_missing_clips() {
         VAPIPE_LOG_WARN("stream '{}': no clip of its '{}' segment: {}", st.id, key.first, why);
         nlohmann::json j{{"schema", "vapipe.segment"}, {"schema_version", kSchemaVersion}, {"stream_id", st.id},
                          {"event", "clip"}, {"label", escape_invalid_utf8(key.first)}, {"start_seq", key.second},
+                         {"part", nullptr}, {"continues", false},
                          {"clip", nullptr}, {"clip_url_path", nullptr}, {"pts_ms", nullptr}, {"duration_s", nullptr},
                          {"cut_short", nullptr}, {"error", why},
                          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
@@ -1173,7 +1174,16 @@ Status PublishStage::publish_clip(StreamState& st, const Message& event) {
       asked != st.clips_asked.end()) {
     // It came after all: not a failure.
     if (asked->second.said_missing && written && st.clips_failed > 0) --st.clips_failed;
-    st.clips_asked.erase(asked);
+    if (written && event.event.continues && !asked->second.ended) {
+      // Its next part is due at its longest, or once the segment ends.
+      asked->second.due = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::duration<double>(config_->publish.segments_clip_max_s)) +
+                          picture_answer_timeout_;
+      asked->second.said_missing = false;
+    } else if (!(written && event.event.continues)) {
+      st.clips_asked.erase(asked);
+    }
   }
   nlohmann::json j{{"schema", "vapipe.segment"},
                    {"schema_version", kSchemaVersion},
@@ -1181,6 +1191,8 @@ Status PublishStage::publish_clip(StreamState& st, const Message& event) {
                    {"event", "clip"},
                    {"label", escape_invalid_utf8(event.event.label)},
                    {"start_seq", event.event.segment_start_seq},
+                   {"part", std::max<uint32_t>(1, event.event.attempt)},
+                   {"continues", written && event.event.continues},
                    {"clip", written ? nlohmann::json(escape_invalid_utf8(event.event.clip)) : nlohmann::json()},
                    {"clip_url_path", written && metrics_server_ ? url : nlohmann::json()},
                    {"pts_ms", written && event.env.pts_ns >= 0 ? nlohmann::json(static_cast<double>(event.env.pts_ns) / 1e6)

@@ -137,6 +137,26 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   EXPECT_EQ(dp->env.seq, sample_envelope().seq);
   EXPECT_TRUE(is_stream_event(MessageKind::kStreamPicture));
   EXPECT_FALSE(ends_stream(MessageKind::kStreamPicture));
+
+  StreamEvent clip{"rtsp://cam/1", "", 12, 0};
+  clip.clip = "/pictures/gate/2026-12-01/14-03-22.125_truck.2.mp4";
+  clip.label = "truck";
+  clip.segment_start_seq = 9;
+  clip.duration_ns = 300'033'333'333;
+  clip.attempt = 2;
+  clip.continues = true;
+  auto dc = decode_message(
+      to_parts(encode_message(Message::stream_event(MessageKind::kStreamClip, sample_envelope(), clip), true)), nullptr);
+  ASSERT_TRUE(dc.ok()) << dc.status().message();
+  EXPECT_EQ(dc->kind, MessageKind::kStreamClip);
+  EXPECT_EQ(dc->event.clip, clip.clip);
+  EXPECT_EQ(dc->event.label, "truck");
+  EXPECT_EQ(dc->event.segment_start_seq, 9u);
+  EXPECT_EQ(dc->event.duration_ns, clip.duration_ns);
+  EXPECT_EQ(dc->event.attempt, 2u);
+  EXPECT_TRUE(dc->event.continues);
+  EXPECT_TRUE(is_stream_event(MessageKind::kStreamClip));
+  EXPECT_FALSE(ends_stream(MessageKind::kStreamClip));
 }
 
 TEST(Wire, ShmPayloadTravelsAsADescriptorAndIsAdopted) {

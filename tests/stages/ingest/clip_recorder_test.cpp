@@ -167,28 +167,47 @@ TEST_F(ClipRecorderTest, AClipHoldsTheStreamsOwnFramesFromTheKeyFrameBeforeItsPr
   EXPECT_GE(d.frames, 54u);
 }
 
-TEST_F(ClipRecorderTest, AClipIsCutAtItsLongestAndWhenTheDecoderStartsOver) {
+// A segment longer than `max` goes on in a next clip, from the first key frame after `max`: its parts
+// hold each frame once. A new decoder (a reconnection) ends the clip open then.
+TEST_F(ClipRecorderTest, ASegmentPastItsLongestGoesOnInANextClipAndANewDecoderEndsIt) {
   RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), milliseconds(1000)});
   feed(recent, 0, 20);
-  recorder.start(order("long.mp4", shown_[15]));  // from key frame 15, at most 1 s: frames 15 to 44
-  feed(recent, 20, 60);
-  std::vector<ClipDone> done = wait_done(recorder, 1);
-  ASSERT_EQ(done.size(), 1u);
-  ASSERT_TRUE(done[0].written) << done[0].message;
-  EXPECT_NE(done[0].message.find("segments_clip_max_s"), std::string::npos) << done[0].message;
-  EXPECT_NEAR(static_cast<double>(done[0].duration_ns) / 1e9, 1.0, 0.2);  // by decoding time
-
-  ClipOrder second = order("reconnected.mp4", shown_[60]);
-  second.segment_start_seq = 8;
-  recorder.start(second);
-  feed(recent, 60, 70);
+  recorder.start(order("long.mp4", shown_[15]));  // from key frame 15; 1 s on, the next key frame is 60
+  feed(recent, 20, 75);
   recent.new_decoder();  // a reconnection: its timestamps start again
-  done = wait_done(recorder, 1);
-  ASSERT_EQ(done.size(), 1u);
+  std::vector<ClipDone> done = wait_done(recorder, 2);
+  ASSERT_EQ(done.size(), 2u);
   ASSERT_TRUE(done[0].written) << done[0].message;
-  EXPECT_NE(done[0].message.find("started over"), std::string::npos) << done[0].message;
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "door" / "reconnected.mp4"));
+  EXPECT_EQ(done[0].part, 1u);
+  EXPECT_TRUE(done[0].continues);
+  EXPECT_EQ(done[0].message, "");
+  EXPECT_EQ(done[0].order.path, (dir_ / "door" / "long.mp4").string());
+  ASSERT_TRUE(done[1].written) << done[1].message;
+  EXPECT_EQ(done[1].part, 2u);
+  EXPECT_FALSE(done[1].continues);
+  EXPECT_NE(done[1].message.find("started over"), std::string::npos) << done[1].message;
+  EXPECT_EQ(done[1].order.path, (dir_ / "door" / "long.2.mp4").string());
+  EXPECT_EQ(done[1].order.segment_start_seq, 7u);
+  EXPECT_EQ(done[1].start_pts_ns, shown_[60]);
+  // Each frame once, across the two parts, the stream's own: 15 to 59, then 60 on.
+  std::vector<int64_t> shown;
+  for (const ClipDone& d : done) {
+    std::vector<Sample> frames = read_samples(d.order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+    ASSERT_FALSE(frames.empty());
+    const int64_t offset = d.start_pts_ns - pts_of(frames.front().buffer);  // its first frame is its key frame
+    for (Sample& f : frames) {
+      shown.push_back(pts_of(f.buffer) + offset);
+      EXPECT_TRUE(whole_.count(shown.back()) && whole_.at(shown.back()) == bytes_of(f.buffer)) << shown.size();
+      gst_buffer_unref(f.buffer);
+      gst_caps_unref(f.caps);
+    }
+    if (d.part == 1) {
+      EXPECT_EQ(shown, std::vector<int64_t>(shown_.begin() + 15, shown_.begin() + 60));
+    }
+  }
+  ASSERT_GT(shown.size(), 45u);
+  for (size_t i = 0; i < shown.size(); ++i) EXPECT_EQ(shown[i], shown_[15 + i]) << i;
 }
 
 TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {

@@ -1588,6 +1588,8 @@ TEST_F(PublishStageTest, ASegmentAsksForItsClipWhenItBeginsAndEndsItAndIngestsAn
   EXPECT_NEAR(clips[0]["pts_ms"].get<double>(), 165.0, 1e-9);
   EXPECT_TRUE(clips[0]["cut_short"].is_null());
   EXPECT_TRUE(clips[0]["error"].is_null());
+  EXPECT_EQ(clips[0]["part"], 1);
+  EXPECT_EQ(clips[0]["continues"], false);
   EXPECT_EQ(clips[1]["cut_short"], "the stream's decoder started over (a reconnection)");
   EXPECT_TRUE(clips[2]["clip"].is_null());
   EXPECT_TRUE(clips[2]["duration_s"].is_null());
@@ -1696,8 +1698,20 @@ TEST_F(PublishStageTest, AClipIngestDoesNotSayIsSaidToBeMissingOnceOverdue) {
   EXPECT_NE(said[1]["error"].get<std::string>().find("ingest gave no clip"), std::string::npos) << said[1]["error"];
   EXPECT_EQ(stage_->metrics().streams[0].clips, 1u);
   EXPECT_EQ(stage_->metrics().streams[0].clips_failed, 1u);
-  // The bus's segment is open: its clip is due at its longest, an hour on.
+  // The bus's segment is open: its clip is due at its longest, an hour on; and again after its first
+  // part, which continues (part 2 due an hour after it).
   ASSERT_TRUE(stage_->next_deadline().has_value());
+  EXPECT_GT(*stage_->next_deadline() - std::chrono::steady_clock::now(), std::chrono::minutes(59));
+  Message bus = Message::stream_event(MessageKind::kStreamClip, result(0, 5, "bus").env, StreamEvent{});
+  bus.event.clip = "/pictures/s0/bus.mp4";
+  bus.event.label = "bus";
+  bus.event.segment_start_seq = 5;
+  bus.event.attempt = 1;
+  bus.event.continues = true;
+  ASSERT_TRUE(stage_->process(std::move(bus), out_).ok());
+  EXPECT_EQ(clips_said().back()["continues"], true);
+  EXPECT_EQ(clips_said().back()["part"], 1);
+  ASSERT_TRUE(stage_->next_deadline().has_value()) << "its part 2 is awaited";
   EXPECT_GT(*stage_->next_deadline() - std::chrono::steady_clock::now(), std::chrono::minutes(59));
 }
 
