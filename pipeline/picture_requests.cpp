@@ -17,7 +17,12 @@ namespace vapipe {
 std::string encode_picture_request(const PictureRequest& r) {
   nlohmann::json j{{"stream_id", r.stream_id}, {"label", r.label}, {"segment_start_seq", r.segment_start_seq},
                    {"path", r.path}, {"frame_seq", r.frame_seq}, {"frame_pts_ns", r.frame_pts_ns}};
-  if (r.kind != PictureRequest::Kind::kPicture) j["kind"] = r.kind == PictureRequest::Kind::kClipStart ? "clip_start" : "clip_end";
+  if (r.kind == PictureRequest::Kind::kClipStart) j["kind"] = "clip_start";
+  if (r.kind == PictureRequest::Kind::kClipEnd) j["kind"] = "clip_end";
+  if (r.kind == PictureRequest::Kind::kClipsBefore) {
+    j["kind"] = "clips_before";
+    j["before_unix_ns"] = r.before_unix_ns;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -30,11 +35,14 @@ Result<PictureRequest> decode_picture_request(const std::string& text) {
       r.kind = PictureRequest::Kind::kClipStart;
     } else if (kind == "clip_end") {
       r.kind = PictureRequest::Kind::kClipEnd;
+    } else if (kind == "clips_before" && j.contains("before_unix_ns") && j["before_unix_ns"].is_number_integer()) {
+      r.kind = PictureRequest::Kind::kClipsBefore;
+      r.before_unix_ns = j["before_unix_ns"].get<int64_t>();
     } else {
       return InvalidArgument("a picture request of an unknown kind: " + text.substr(0, 200));
     }
   }
-  const bool needs_path = r.kind != PictureRequest::Kind::kClipEnd;
+  const bool needs_path = r.kind == PictureRequest::Kind::kPicture || r.kind == PictureRequest::Kind::kClipStart;
   if (j.is_discarded() || !j.is_object() || !j.contains("stream_id") || !j["stream_id"].is_string() ||
       (needs_path && (!j.contains("path") || !j["path"].is_string() || j["path"].get<std::string>().empty()))) {
     return InvalidArgument("a picture request that is not one: " + text.substr(0, 200));

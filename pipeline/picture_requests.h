@@ -35,8 +35,11 @@ struct PictureRequest {
   int64_t frame_pts_ns = -1;
   // picture: a JPEG of that frame. clip_start: a clip of the segment (publish.segments_clips), from
   // before frame_pts_ns (its first frame) on; clip_end: that clip ends after frame_pts_ns (its last).
-  enum class Kind { kPicture, kClipStart, kClipEnd };
+  // clips_before: a publish started again after a crash ends, at their next frame, every clip begun
+  // before `before_unix_ns` (the segments it no longer follows), of every stream (stream_id "").
+  enum class Kind { kPicture, kClipStart, kClipEnd, kClipsBefore };
   Kind kind = Kind::kPicture;
+  int64_t before_unix_ns = 0;
 };
 
 std::string encode_picture_request(const PictureRequest& request);

@@ -197,6 +197,8 @@ struct ClipRecorder::Clip {
   uint32_t part = 1;
   bool next_part_due = false;        // past `max`: a next part begins at the next key frame
   int64_t end_after_ns = INT64_MAX;  // end(): frames after this are not its
+  std::string end_why;               // why it ends there, when not as its segment did
+  int64_t begun_unix_ns = 0;         // when start() was asked (the wall clock)
   bool ending = false;               // no more frames are taken
 };
 
@@ -210,6 +212,8 @@ void ClipRecorder::start(ClipOrder order) {
   auto clip = std::make_shared<Clip>();
   clip->id = next_id_++;
   clip->order = order;
+  clip->begun_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
   const Key key{order.stream_id, order.label, order.segment_start_seq};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -265,7 +269,7 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
     // By the decoding time where there is one: every frame shown up to the end is decoded by then (a
     // B-frame comes after the later frame it refers to).
     if (at > clip->end_after_ns) {
-      finish_later(clip, "");
+      finish_later(clip, clip->end_why);
       return false;
     }
     if (at - clip->first_pts_ns >= options_.max.count()) clip->next_part_due = true;
@@ -341,6 +345,20 @@ void ClipRecorder::end(const std::string& stream_id, const std::string& label, u
   std::lock_guard<std::mutex> lock(clip->mutex);
   // Without the last frame's timestamp, at the next frame.
   if (!clip->ending) clip->end_after_ns = last_pts_ns >= 0 ? last_pts_ns + options_.post.count() : INT64_MIN;
+}
+
+void ClipRecorder::end_clips_before(int64_t before_unix_ns) {
+  std::vector<std::shared_ptr<Clip>> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [key, clip] : open_) open.push_back(clip);
+  }
+  for (const std::shared_ptr<Clip>& clip : open) {
+    std::lock_guard<std::mutex> lock(clip->mutex);
+    if (clip->ending || clip->begun_unix_ns >= before_unix_ns || clip->end_after_ns != INT64_MAX) continue;
+    clip->end_after_ns = INT64_MIN;  // at its next frame
+    clip->end_why = "publish was restarted: it no longer follows this segment, whose end is not known";
+  }
 }
 
 void ClipRecorder::done(ClipDone d) {

@@ -125,6 +125,9 @@ class ClipRecorder {
   void start(ClipOrder order);
   // The segment ended with its frame at `last_pts_ns`: its clip ends `post` later. From any thread.
   void end(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq, int64_t last_pts_ns);
+  // publish started again after a crash, at `before_unix_ns`: it no longer follows the segments it
+  // had begun, and would never end their clips; each clip begun before then ends at its next frame.
+  void end_clips_before(int64_t before_unix_ns);
   // Clips done (written or not) since the last call, in the order they were done.
   std::vector<ClipDone> take_done();
   bool has_done() const { return done_waiting_.load(std::memory_order_acquire); }

@@ -673,6 +673,13 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   auto take_pictures = [&] {
     if (!picture_requests) return;
     for (PictureRequest& q : picture_requests->poll()) {
+      if (q.kind == PictureRequest::Kind::kClipsBefore) {  // every stream's
+        for (const auto& [i, r] : runs) {
+          std::lock_guard<std::mutex> lock(r->mutex);
+          if (r->reader && !r->done.load()) r->reader->end_clips_before(q.before_unix_ns);
+        }
+        continue;
+      }
       for (const auto& [i, r] : runs) {
         std::optional<FanOutTarget> target = r->fan_out ? r->fan_out->target_named(q.stream_id) : std::nullopt;
         if (!target) continue;

@@ -1936,6 +1936,10 @@ void StreamReader::end_clip(const std::string& stream_id, const std::string& lab
   if (impl_->clips) impl_->clips->end(stream_id, label, segment_start_seq, last_pts_ns);
 }
 
+void StreamReader::end_clips_before(int64_t before_unix_ns) {
+  if (impl_->clips) impl_->clips->end_clips_before(before_unix_ns);
+}
+
 void StreamReader::stop(std::string reason) {
   {
     std::lock_guard<std::mutex> lock(impl_->stop_mutex);

@@ -127,6 +127,8 @@ class StreamReader {
   void start_clip(ClipOrder order);
   void end_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
                 int64_t last_pts_ns);
+  // publish started again: the clips begun before `before_unix_ns` end (ClipRecorder::end_clips_before).
+  void end_clips_before(int64_t before_unix_ns);
 
   const std::string& stream_id() const;
   // Frames its decoder gave so far (numbered or not: those left out or dropped count too); any thread.

@@ -89,6 +89,11 @@ Status PublishStage::open(const StageContext& ctx) {
   if (!ctx.config.publish.segments_pictures_dir.empty()) {
     prune_pictures();
     if (restarted_) load_picture_asks();
+    if (restarted_ && ctx.config.publish.segments_clips && picture_requester_) {
+      started_unix_ns_ = wall_clock_ns();
+      end_old_clips_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      end_old_clips();
+    }
   }
   if (!ctx.config.publish.jsonl_path.empty()) {
     // Named by the time: today's (this hour's) file, appended to, never emptied (a restarted job goes
@@ -477,7 +482,10 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (sink_secrets_ && std::chrono::steady_clock::now() >= next_sink_secrets_check_) check_sink_secrets();
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
-    if (config_->publish.segments_clips) VAPIPE_RETURN_IF_ERROR(say_missing_clips());
+    if (config_->publish.segments_clips) {
+      VAPIPE_RETURN_IF_ERROR(say_missing_clips());
+      end_old_clips();
+    }
     // Kept days are a retention rule (camera pictures of people): older ones go on time, whether or not
     // new pictures come.
     if (now >= next_pictures_prune_) prune_pictures();
@@ -498,6 +506,10 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
     if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
     if (const std::optional<SteadyTime> clip = next_missing_clip()) next = next ? std::min(*next, *clip) : *clip;
+    if (end_old_clips_until_) {  // once a second meanwhile
+      const SteadyTime again = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      next = next ? std::min(*next, again) : again;
+    }
     if (config_->publish.segments_pictures_keep_days > 0) {
       next = next ? std::min(*next, next_pictures_prune_) : next_pictures_prune_;
     }
@@ -1028,6 +1040,18 @@ Status PublishStage::say_missing_pictures() {
     }
   }
   return Status::Ok();
+}
+
+void PublishStage::end_old_clips() {
+  if (!end_old_clips_until_) return;
+  if (std::chrono::steady_clock::now() >= *end_old_clips_until_) {
+    end_old_clips_until_.reset();
+    return;
+  }
+  PictureRequest request;
+  request.kind = PictureRequest::Kind::kClipsBefore;
+  request.before_unix_ns = started_unix_ns_;
+  picture_requester_(request);
 }
 
 // A clip ingest did not say by its due time (its lane restarted while it was open: the clip died with

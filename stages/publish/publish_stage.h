@@ -288,6 +288,12 @@ class PublishStage final : public Stage {
   bool jsonl_unwritable_ = false;  // an archive job's file refused its lines: exit_code() says so
   bool resumed_ = false;
   bool restarted_ = false;
+  // A restarted publish (segments_clips) asks ingest to end the clips of the segments it no longer
+  // follows, begun before it started: again at each deadline until this time (a request sent before
+  // ingest's subscription reached the new socket is lost).
+  int64_t started_unix_ns_ = 0;
+  std::optional<SteadyTime> end_old_clips_until_;
+  void end_old_clips();
   StageWatchdog* watchdog_ = nullptr;  // this process was started again after publish crashed (live jobs)
   nlohmann::json summary_;
   std::unique_ptr<MetricsServer> metrics_server_;

@@ -55,6 +55,14 @@ TEST(PictureRequests, AClipsStartAndEndReadBackAsTheyWereWritten) {
   EXPECT_EQ(back->segment_start_seq, 40u);
   EXPECT_EQ(back->frame_pts_ns, 3166666666);
   EXPECT_EQ(segment_clip_path("/p/gate/2026-12-04/10-00-00.000_truck.jpg"), "/p/gate/2026-12-04/10-00-00.000_truck.mp4");
+  PictureRequest before;
+  before.kind = PictureRequest::Kind::kClipsBefore;
+  before.before_unix_ns = 1796347088220858200;
+  back = decode_picture_request(encode_picture_request(before));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->kind, PictureRequest::Kind::kClipsBefore);
+  EXPECT_EQ(back->before_unix_ns, before.before_unix_ns);
+  EXPECT_EQ(back->stream_id, "");
   for (const char* bad : {R"({"stream_id": "gate", "kind": "video"})", R"({"stream_id": "gate", "kind": "clip_start"})"}) {
     EXPECT_FALSE(decode_picture_request(bad).ok()) << bad;
   }

@@ -246,6 +246,31 @@ TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
   EXPECT_EQ(read_samples((dir_ / "door" / "ended.mp4").string(), "avdec_h264").size(), 40u);
 }
 
+// A publish started again no longer follows the segments it had begun: it asks for the clips begun
+// before it started to end, and they end at their next frame, saying why; one begun since goes on.
+TEST_F(ClipRecorderTest, ClipsBegunBeforeARestartedPublishEndAtTheirNextFrame) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
+  feed(recent, 0, 20);
+  recorder.start(order("old.mp4", shown_[15]));
+  feed(recent, 20, 40);
+  std::this_thread::sleep_for(milliseconds(5));
+  const int64_t restarted = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
+  std::this_thread::sleep_for(milliseconds(5));
+  ClipOrder since = order("new.mp4", shown_[30]);
+  since.segment_start_seq = 8;
+  recorder.start(since);
+  recorder.end_clips_before(restarted);
+  feed(recent, 40, 60);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].order.path, (dir_ / "door" / "old.mp4").string());
+  EXPECT_NE(done[0].message.find("publish was restarted"), std::string::npos) << done[0].message;
+  EXPECT_TRUE(recorder.take_done().empty()) << "the clip begun since goes on";
+}
+
 // A clip its ingest did not finish (it crashed) is removed when that stream's ingest starts again;
 // nothing else of the folder is touched, nor another stream's.
 TEST_F(ClipRecorderTest, ClipsLeftUnwrittenByAnEarlierIngestAreRemovedAndNothingElse) {

@@ -1657,6 +1657,34 @@ TEST_F(PublishStageTest, APictureIngestDoesNotAnswerForIsSaidToBeMissingOnceOver
   EXPECT_EQ(stage_->metrics().streams[0].pictures_failed, 0u);
 }
 
+// A publish started again with clips asks ingest to end the clips of the segments it no longer follows
+// (begun before it started), and again once a second for 10 s (a request sent before ingest's
+// subscription reached its new socket is lost).
+TEST_F(PublishStageTest, APublishStartedAgainEndsTheClipsBegunBeforeIt) {
+  ask_pictures(2);
+  config_.publish.segments_clips = true;
+  const JobLayout layout = make_job_layout(config_, "publish-clips-" + std::to_string(getpid()));
+  std::filesystem::create_directories(layout.run_dir);
+  setenv(kRestartReasonEnv, "stage publish (pid 4242) failed: killed by signal 9", 1);
+  const int64_t before = wall_clock_ns();
+  const Status opened = stage_->open(StageContext{config_, nullptr, nullptr, &layout});
+  const int64_t after = wall_clock_ns();
+  unsetenv(kRestartReasonEnv);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  ASSERT_EQ(asked_.size(), 1u);
+  EXPECT_EQ(asked_[0].kind, PictureRequest::Kind::kClipsBefore);
+  EXPECT_GE(asked_[0].before_unix_ns, before);
+  EXPECT_LE(asked_[0].before_unix_ns, after);
+  ASSERT_TRUE(stage_->next_deadline().has_value());
+  EXPECT_LE(*stage_->next_deadline() - std::chrono::steady_clock::now(), std::chrono::milliseconds(1100));
+  std::this_thread::sleep_until(*stage_->next_deadline());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  ASSERT_EQ(asked_.size(), 2u);
+  EXPECT_EQ(asked_[1].kind, PictureRequest::Kind::kClipsBefore);
+  EXPECT_EQ(asked_[1].before_unix_ns, asked_[0].before_unix_ns);
+  std::filesystem::remove_all(layout.run_dir);
+}
+
 // A clip ingest does not say (its lane restarted while writing it) is said to be missing once its
 // segment has ended and the post-roll and the answer timeout have passed; one still open is due at its
 // longest; one said meanwhile is not said missing.
