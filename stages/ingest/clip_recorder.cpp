@@ -230,15 +230,23 @@ void ClipRecorder::start(ClipOrder order) {
   if (order.first_pts_ns < 0) {
     failed = NotFound("its frames have no timestamps to find the segment's first by");
   } else {
-    kept = recent_->add_tap(clip->id, order.first_pts_ns - options_.pre.count(), [&](GstCaps* caps) -> RecentFrames::Tap {
-      auto writer = ClipWriter::open(order.path, caps);
-      if (!writer.ok()) {
-        failed = writer.status();
-        return {};
-      }
-      clip->writer = std::move(writer).value();
-      return [this, clip](GstBuffer* buffer) { return tap(clip, buffer); };
-    });
+    // The file is made before the tap is added: the keeper's lock holds up the stream's decoding, and a
+    // folder on a share can take its time.
+    const CapsRef caps = recent_->caps();
+    auto writer = caps ? ClipWriter::open(order.path, caps.get())
+                       : Result<std::unique_ptr<ClipWriter>>(std::unique_ptr<ClipWriter>());
+    if (!writer.ok()) {
+      failed = writer.status();
+    } else if (caps) {
+      kept = recent_->add_tap(clip->id, order.first_pts_ns - options_.pre.count(), [&](GstCaps* now) -> RecentFrames::Tap {
+        if (!gst_caps_is_equal(now, caps.get())) {
+          failed = Unavailable("the stream's resolution or codec changed as its clip began");
+          return {};
+        }
+        clip->writer = std::move(writer).value();
+        return [this, clip](GstBuffer* buffer) { return tap(clip, buffer); };
+      });
+    }
     if (!kept && failed.ok()) {
       failed = NotFound("none of its compressed frames is kept (a test:// source has none; or it has just connected)");
     }

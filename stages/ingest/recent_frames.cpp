@@ -68,6 +68,11 @@ bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function
   return true;
 }
 
+CapsRef RecentFrames::caps() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return CapsRef(caps_ ? gst_caps_ref(caps_.get()) : nullptr);
+}
+
 void RecentFrames::remove_tap(uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   taps_.erase(id);

@@ -95,6 +95,9 @@ class RecentFrames {
   // none twice. `make` gets the caps of the frames, before any is given, and returns the tap (empty:
   // none added). False: nothing is kept to begin from (make not called).
   bool add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make);
+  // The caps of the frames kept now (a new reference; null: none yet): what a tap's writer is opened
+  // for before add_tap, so that no file is opened under the keeper's lock.
+  CapsRef caps() const;
   void remove_tap(uint64_t id);
 
   // For the log and tests.

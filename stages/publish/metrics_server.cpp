@@ -152,6 +152,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
         res.set_content_provider(static_cast<size_t>(st.st_size), "video/mp4",
                                  [in](size_t offset, size_t length, httplib::DataSink& sink) {
                                    std::vector<char> chunk(std::min<size_t>(length, 256 * 1024));
+                                   in->clear();  // a range after one that read to the end
                                    in->seekg(static_cast<std::streamoff>(offset));
                                    in->read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
                                    const std::streamsize got = in->gcount();
