@@ -122,6 +122,11 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
 
 namespace {
 
+UriKind uri_kind_of(const std::string& uri) {
+  auto parsed = parse_stream_uri(uri, "");
+  return parsed.ok() ? parsed->kind : UriKind::kFile;
+}
+
 // The first top-level key, other than `streams`, whose value differs between the two documents.
 Result<std::string> first_changed_section(const std::string& running_yaml, const std::string& reloaded_yaml) {
   YAML::Node a, b;
@@ -152,6 +157,30 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
 
 }  // namespace
 
+std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after) {
+  std::string what;
+  auto note = [&](bool differs, const char* name) {
+    if (differs) what += (what.empty() ? "" : ", ") + std::string(name);
+  };
+  if (before.source.empty()) {
+    note(before.uri != after.uri, "uri");
+    note(before.max_fps != after.max_fps, "max_fps");
+    note(before.keyframes_only != after.keyframes_only, "keyframes_only");
+    note(before.rtsp_latency_ms != after.rtsp_latency_ms, "rtsp_latency_ms");
+    note(before.turn != after.turn, "rotate or mirror");
+    note(before.tls != after.tls, "tls_ca_file, tls_verify or tls_fingerprint");
+  }
+  note(before.roi != after.roi, "roi");
+  return what;
+}
+
+bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after) {
+  if (!before.source.empty()) return false;  // a member's decoding is its source's
+  StreamTableEntry same_region = after;
+  same_region.roi = before.roi;
+  return !changed_settings(before, same_region).empty();
+}
+
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
                                          const std::string& reloaded_yaml, const Config& reloaded, size_t lanes) {
   if (reloaded.job.mode != JobMode::kLive) {
@@ -170,6 +199,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   std::set<std::string> listed;
   StreamReload change;
   std::vector<const StreamConfig*> to_add;
+  std::vector<StreamTableEntry> to_retune;  // entries with their new settings (index and lane kept)
   for (const StreamConfig& s : reloaded.streams) {
     listed.insert(s.id);
     auto it = by_id.find(s.id);
@@ -182,25 +212,35 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
                                 "': its source changed; a running job adds and removes streams by id (give it a "
                                 "new id, or restart the job)");
-    } else if (it->second->uri != s.uri) {
-      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
-                                "': its uri changed; a running job adds and removes streams by id (give the new "
-                                "source a new id, or restart the job)");
-    } else if (it->second->max_fps != s.max_fps || it->second->roi != s.roi ||
-               it->second->keyframes_only != s.keyframes_only || it->second->rtsp_latency_ms != s.rtsp_latency_ms ||
-               it->second->turn != s.turn || it->second->tls != s.tls || it->second->recorded != s.recorded ||
-               it->second->from_ns != s.from_ns || it->second->to_ns != s.to_ns) {
-      const char* what = it->second->max_fps != s.max_fps                 ? "max_fps"
-                         : it->second->roi != s.roi                       ? "roi"
-                         : it->second->keyframes_only != s.keyframes_only ? "keyframes_only"
-                         : it->second->turn != s.turn                     ? "rotate or mirror"
-                         : it->second->tls != s.tls                       ? "tls_ca_file, tls_verify or tls_fingerprint"
-                         : it->second->recorded != s.recorded             ? "recorded_at"
-                         : it->second->from_ns != s.from_ns || it->second->to_ns != s.to_ns ? "from or to"
-                                                                          : "rtsp_latency_ms";
-      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': its " +
-                                what +
-                                " changed; a running stream keeps its settings (give it a new id, or restart the job)");
+    } else {
+      const StreamTableEntry& running = *it->second;
+      const StreamTableEntry wanted = table_entry_of(s, running.index, running.lane);
+      const std::string where = reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': ";
+      if (running.recorded != wanted.recorded || running.from_ns != wanted.from_ns || running.to_ns != wanted.to_ns) {
+        return FailedPrecondition(where + "its " +
+                                  (running.recorded != wanted.recorded ? "recorded_at" : "from or to") +
+                                  " changed; a file's part and time cannot change while it is read (give it a new id, "
+                                  "or restart the job)");
+      }
+      const std::string what = changed_settings(running, wanted);
+      // A member's copy of its source's decoding settings follows the source's, unsaid.
+      auto as_source = [](StreamTableEntry e) {
+        e.source.clear();
+        return e;
+      };
+      if (changed_settings(as_source(running), as_source(wanted)).empty()) continue;
+      const bool file_before = uri_kind_of(running.uri) == UriKind::kFile;
+      const bool file_after = uri_kind_of(wanted.uri) == UriKind::kFile;
+      if (!s.is_member() && (file_before || file_after) && settings_need_new_connection(running, wanted)) {
+        return FailedPrecondition(where + "its " + what + " changed; " +
+                                  (file_before ? "a file's" : "a stream that becomes a file's") +
+                                  " settings cannot change while the job runs: it would be read again from its start "
+                                  "(give it a new id, or restart the job)");
+      }
+      to_retune.push_back(wanted);
+      if (what.empty()) continue;
+      change.retuned.push_back(s.id);
+      change.retuned_what.push_back(what);
     }
   }
   // Nothing is applied before every check has passed.
@@ -236,6 +276,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }
+  for (StreamTableEntry& retuned : to_retune) table.entries[retuned.index] = std::move(retuned);
   if (change.changed()) ++table.version;
   return change;
 }

@@ -64,18 +64,34 @@ StreamTableEntry table_entry_of(const StreamConfig& stream, uint32_t index, uint
 // The StreamConfig of an entry (its URI parsed again).
 Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
 
+// What a reload changed of a running stream's settings, as the config names them ("uri, max_fps");
+// empty when nothing. Members (`source`) take their source's decoding settings, so theirs show only
+// their `roi`.
+std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after);
+// Whether those changes need the stream's source connected again (a new pipeline): every setting but
+// `roi`, which the next frame takes as it is.
+bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after);
+
 struct StreamReload {
   std::vector<std::string> added;    // ids
   std::vector<uint32_t> added_lanes;  // the lane of each
   std::vector<std::string> removed;  // ids
-  bool changed() const { return !added.empty() || !removed.empty(); }
+  // Running streams whose settings changed (`uri`, `max_fps`, `roi`, ...), kept under their ids, and
+  // what changed of each (changed_settings).
+  std::vector<std::string> retuned;
+  std::vector<std::string> retuned_what;
+  bool changed() const { return !added.empty() || !removed.empty() || !retuned.empty(); }
 };
 
-// Applies a reloaded config: streams with a new id are added, streams no longer listed are removed.
-// An error leaves the table as it was and names what cannot change while the job runs: a section
-// other than `streams` (compared as YAML: `running_yaml` is the config text the job started with),
-// an archive job, a stream whose URI or source changed, an id removed earlier in this run. A stream
-// with a source is added on its source's lane.
+// Applies a reloaded config: streams with a new id are added, streams no longer listed are removed,
+// and a running stream whose settings changed keeps its id, index and lane with its new settings: a
+// camera's `uri` (a new address, a new password), `max_fps`, `keyframes_only`, `rtsp_latency_ms`,
+// `rotate`/`mirror`, its TLS trust (a new connection with them: ingest reconnects it, its numbering
+// going on), and any stream's `roi` (from its next frame). An error leaves the table as it was and
+// names what cannot change while the job runs: a section other than `streams` (compared as YAML:
+// `running_yaml` is the config text the job started with), an archive job, a stream's source, a
+// file's settings (a change would read it again from its start) or a uri that becomes or was a
+// file's, an id removed earlier in this run. A stream with a source is added on its source's lane.
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
                                          const std::string& reloaded_yaml, const Config& reloaded, size_t lanes);
 

@@ -429,12 +429,20 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                (lanes > 1 ? " (lane " + std::to_string(change->added_lanes[i]) + ")" : std::string());
     }
     for (const std::string& id : change->removed) removed += (removed.empty() ? "'" : ", '") + id + "'";
-    VAPIPE_LOG_INFO("{}{}: added {}; removed {}; {} streams now", what, options.config_path,
-                    added.empty() ? "none" : added, removed.empty() ? "none" : removed, table.live_streams());
+    std::string retuned;
+    for (size_t i = 0; i < change->retuned.size(); ++i) {
+      retuned += (retuned.empty() ? "'" : ", '") + change->retuned[i] + "' (" + change->retuned_what[i] + ")";
+    }
+    VAPIPE_LOG_INFO("{}{}: added {}; removed {}; changed {}; {} streams now", what, options.config_path,
+                    added.empty() ? "none" : added, removed.empty() ? "none" : removed,
+                    retuned.empty() ? "none" : retuned, table.live_streams());
+    auto named = [](const std::vector<std::string>& ids, const std::string& id) {
+      return std::find(ids.begin(), ids.end(), id) != ids.end();
+    };
     for (const SharedSource& shared : shared_network_sources(live_sources(table))) {
       const auto& ids = shared.stream_ids;
       if (std::any_of(ids.begin(), ids.end(), [&](const std::string& id) {
-            return std::find(change->added.begin(), change->added.end(), id) != change->added.end();
+            return named(change->added, id) || named(change->retuned, id);
           })) {
         VAPIPE_LOG_WARN("{}{}", what, describe(shared));
       }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "pipeline/cgroup.h"
@@ -140,10 +141,17 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
+    // Settings a reload changed before its reader was made (given to it once it is), and what changed.
+    std::optional<StreamConfig> waiting_settings;
+    std::string waiting_what;
     std::optional<UriKind> kind;  // its uri's (worked out once: a reload's streams are not in `config`)
   };
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;  // by the decoded stream's index
   std::map<uint32_t, uint32_t> source_of_member;       // member index -> its run's index
+  // Each running stream's settings as the lane last applied them (sources and members, by index): a
+  // reload that changes them (pipeline/stream_table.h) reaches the reader (a new connection) or the
+  // fan-out (a region).
+  std::map<uint32_t, StreamTableEntry> applied;
   // A stream of a group, as its fan-out sees it: what an earlier run recorded, where a restarted lane
   // numbers on.
   auto fan_out_target = [&](uint32_t index, const StreamConfig& s) {
@@ -190,6 +198,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         if (m_removed) run->fan_out->remove(m, kRemovedFromConfig);
       }
     }
+    applied[i] = table_entry_of(run->stream, i, lane.index);
+    for (const auto& [m, m_removed] : members) applied[m] = table_entry_of(config.streams[m], m, lane.index);
     StreamRun* r = run.get();
     runs[i] = std::move(run);
     auto stream_thread = [&, i, r, decoder_threads] {
@@ -303,6 +313,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         if (r->removed) (*reader)->stop(kRemovedFromConfig);  // removed before it began: it ends without a frame
+        if (r->waiting_settings) {
+          (*reader)->reconfigure(std::move(*r->waiting_settings), std::move(r->waiting_what));
+          r->waiting_settings.reset();
+        }
         r->reader = reader->get();
       }
       // Decoders start (NVDEC: seconds) and RTSP sessions are set up while the gate is closed.
@@ -349,6 +363,46 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   auto remove_member = [&](uint32_t m) {
     auto group = source_of_member.find(m);
     if (group != source_of_member.end()) runs.at(group->second)->fan_out->remove(m, kRemovedFromConfig);
+  };
+  // A running stream whose settings a reload changed: its reader connects again with them (uri,
+  // max_fps, ...), its fan-out classifies its new region from the next frame (roi).
+  auto retune_stream = [&](const StreamTableEntry& e) {
+    auto known = applied.find(e.index);
+    if (known == applied.end()) return;
+    StreamTableEntry before = std::exchange(known->second, e);
+    const std::string what = changed_settings(before, e);
+    if (what.empty()) return;  // (a member's copy of its source's settings)
+    const bool reconnect = settings_need_new_connection(before, e);
+    StreamTableEntry same_region = e;
+    same_region.roi = before.roi;
+    const std::string decoding = changed_settings(before, same_region);
+    StreamRun* group = nullptr;
+    if (auto run = runs.find(e.index); run != runs.end()) {
+      group = run->second.get();
+    } else if (auto member = source_of_member.find(e.index); member != source_of_member.end()) {
+      group = runs.at(member->second).get();
+    }
+    if (!group || group->done.load()) return;
+    if (before.roi != e.roi && group->fan_out) {
+      group->fan_out->set_region(e.index, e.roi);
+      VAPIPE_LOG_INFO("ingest lane {}: stream '{}': its roi changed (reload) to [{}, {}, {}, {}]: classified from "
+                      "its next frame", lane.index, e.id, e.roi[0], e.roi[1], e.roi[2], e.roi[3]);
+    }
+    if (!reconnect) return;
+    auto settings = stream_config_of(e);
+    if (!settings.ok()) {
+      VAPIPE_LOG_ERROR("stream '{}': {}: its settings are left as they were", e.id, settings.status().message());
+      return;
+    }
+    VAPIPE_LOG_INFO("ingest lane {}: stream '{}': a reload changed its {}: it connects again with them ({})",
+                    lane.index, e.id, decoding, redact_uri(e.uri));
+    std::lock_guard<std::mutex> lock(group->mutex);
+    if (group->reader) {
+      group->reader->reconfigure(std::move(*settings), decoding);
+    } else {
+      group->waiting_settings = std::move(*settings);
+      group->waiting_what = group->waiting_what.empty() ? decoding : group->waiting_what + ", " + decoding;
+    }
   };
   // Streams removed from a running job stay in its table (their indices are stable). A lane that
   // restarts ends them again without a frame, for the stages that start with it; publish, which saw
@@ -568,7 +622,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         if (e.lane != lane.index || e.source.empty() != !members) continue;
         auto it = runs.find(e.index);
         if (it != runs.end() || source_of_member.count(e.index)) {
-          if (!e.removed) continue;
+          if (!e.removed) {
+            retune_stream(e);
+            continue;
+          }
           if (it != runs.end()) {
             remove_stream(*it->second);
           } else {
@@ -610,6 +667,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         } else if (group != runs.end() && group->second->fan_out &&
                    group->second->fan_out->add(fan_out_target(e.index, *stream_config))) {
           source_of_member[e.index] = group->first;
+          applied[e.index] = e;
           if (e.removed) group->second->fan_out->remove(e.index, kRemovedFromConfig);
         } else {
           start_stream(e.index, std::move(*stream_config), true, {},

@@ -59,6 +59,13 @@ void StreamFanOut::remove(uint32_t index, std::string reason) {
   }
 }
 
+void StreamFanOut::set_region(uint32_t index, const std::array<double, 4>& roi) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& t : targets_) {
+    if (t->config.index == index) t->next_region = roi;
+  }
+}
+
 bool StreamFanOut::has(uint32_t index) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) { return t->config.index == index; });
@@ -88,11 +95,17 @@ std::optional<uint64_t> StreamFanOut::resume_from() const {
   return from;
 }
 
-std::vector<StreamFanOut::Snapshot> StreamFanOut::snapshot() const {
+std::vector<StreamFanOut::Snapshot> StreamFanOut::snapshot() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Snapshot> out;
   out.reserve(targets_.size());
-  for (const auto& t : targets_) out.push_back(Snapshot{t.get(), t->leaving});
+  for (const auto& t : targets_) {
+    if (t->next_region) {
+      t->config.roi = *t->next_region;
+      t->next_region.reset();
+    }
+    out.push_back(Snapshot{t.get(), t->leaving});
+  }
   return out;
 }
 

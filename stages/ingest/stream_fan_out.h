@@ -68,6 +68,8 @@ class StreamFanOut final : public Emitter {
   bool add(FanOutTarget target);
   // Any thread: the target ends ("removed from the config", say) with the next message or idle().
   void remove(uint32_t index, std::string reason);
+  // Any thread: the target's region (a reload changed its `roi`), from the group's next frame on.
+  void set_region(uint32_t index, const std::array<double, 4>& roi);
   // Any thread: no stream joins any more (the group's thread could not start; its streams end without it).
   void close();
   bool has(uint32_t index) const;
@@ -95,12 +97,16 @@ class StreamFanOut final : public Emitter {
     std::optional<int64_t> seq_offset;  // the source's seq minus this stream's (set by its first frame)
     // Under mutex_: why it leaves.
     std::optional<std::string> leaving;
+    // Under mutex_: set_region()'s, taken into config by the reader's thread (snapshot()), which reads
+    // config without the lock.
+    std::optional<std::array<double, 4>> next_region;
   };
   struct Snapshot {
     Target* target;
     std::optional<std::string> leaving;
   };
-  std::vector<Snapshot> snapshot() const;
+  // The reader's thread: each target and whether it leaves; a region set since is taken.
+  std::vector<Snapshot> snapshot();
   Status end_leaving(const std::vector<Snapshot>& targets);
   Status send_event(Target& t, MessageKind kind, const StreamEvent& ev);
   Status send_frame(Target& t, Message&& frame);

@@ -27,6 +27,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "pipeline/bounded_queue.h"
 #include "pipeline/cuda/device_memory.h"
@@ -340,6 +341,10 @@ struct StreamReader::Impl {
   std::atomic<bool> stop_requested{false};
   std::mutex stop_mutex;
   std::string stop_reason;
+  // reconfigure(): settings the next connection takes (under stop_mutex), and what changed.
+  std::atomic<bool> settings_waiting{false};
+  std::optional<StreamConfig> next_settings;
+  std::string next_settings_what;
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
@@ -488,6 +493,35 @@ struct StreamReader::Impl {
     last_kept_slot = slot;
     last_kept_pts = pts;
     return true;
+  }
+  // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
+  // changed, or nullopt when none wait. What create() worked out of the old ones is worked out again,
+  // and what was said once per stream is said again for the new source.
+  std::optional<std::string> take_waiting_settings() {
+    if (!settings_waiting.load()) return std::nullopt;
+    std::lock_guard<std::mutex> lock(stop_mutex);
+    settings_waiting = false;
+    if (!next_settings) return std::nullopt;
+    StreamConfig next = std::move(*next_settings);
+    next_settings.reset();
+    next.id = stream.id;
+    stream = std::move(next);
+    sample_period_ns = period_of(stream.max_fps >= 0 ? stream.max_fps : ingest.max_fps);
+    kept_up_to(-1);
+    keyframes_only = ingest.keyframes_only_for(stream);
+    orientation = stream.turn.value_or(Orientation::kAsStored);
+    {
+      std::lock_guard<std::mutex> fit(fit_mutex);
+      orientation_logged.clear();
+    }
+    rtsp_logged = false;
+    tls_unchecked_logged = false;
+    keyframes_logged = false;
+    snapshot_logged = false;
+    snapshot_mode = false;
+    image_decoder = false;
+    multipart = false;
+    return std::exchange(next_settings_what, std::string());
   }
   // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
   void kept_up_to(int64_t pts) {
@@ -1365,11 +1399,12 @@ void seek_to_part(StreamReader::Impl& s) {
 
 Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   Impl& s = *impl_;
-  const std::string uri = redact_uri(s.stream.uri);
+  // (All four follow the stream's settings: a reload may change them, reconfigure().)
+  std::string uri = redact_uri(s.stream.uri);
   // Live network streams are watched for stalls and reconnected; files and test sources are not.
-  const bool network_live = s.options.live && s.stream.parsed.kind == UriKind::kNetwork;
-  const bool reconnects = network_live && s.ingest.reconnect;
-  const auto stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+  bool network_live = s.options.live && s.stream.parsed.kind == UriKind::kNetwork;
+  bool reconnects = network_live && s.ingest.reconnect;
+  auto stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   GstBusPtr bus(gst_element_get_bus(s.pipeline.get()));
   uint64_t emitted = s.options.skip_frames;  // counted as emitted: their results are in the record
@@ -1379,6 +1414,20 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto last_frame = std::chrono::steady_clock::now();  // or the last (re)start
   uint64_t decoded_at_connection = 0;                   // s.decoded when this connection began
   auto connected_at = std::chrono::steady_clock::now();
+  std::string resumed_note;  // said with the next resumption: the settings a reload changed
+  // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
+  // changed, or nullopt.
+  auto take_reload_settings = [&]() -> std::optional<std::string> {
+    std::optional<std::string> what = s.take_waiting_settings();
+    if (!what) return std::nullopt;
+    uri = redact_uri(s.stream.uri);
+    network_live = s.options.live && s.stream.parsed.kind == UriKind::kNetwork;
+    reconnects = network_live && s.ingest.reconnect;
+    stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
+    resumed_note = ", with the settings a reload changed (" + *what + ")";
+    return what;
+  };
   // The job stops (flags) or this stream alone (stop()); how its end event says so.
   auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
   auto stopped = [&] {
@@ -1552,7 +1601,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         }
       }
       if (started && attempt > 0) {
-        VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}", s.stream.id, attempt);
+        VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}{}", s.stream.id, attempt,
+                        std::exchange(resumed_note, std::string()));
       } else if (started) {
         VAPIPE_LOG_INFO("stream '{}': resumed after the restart of its lane, from seq {}", s.stream.id, f.seq);
       }
@@ -1662,6 +1712,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto wait_until = [&](std::chrono::steady_clock::time_point until) -> std::optional<Status> {
     while (std::chrono::steady_clock::now() < until) {
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+      if (s.settings_waiting.load()) break;  // a reload's settings are tried now, not after the back-off
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -1669,18 +1720,27 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
     return std::nullopt;
   };
-  auto recover = [&](MessageKind kind, std::string reason) -> std::optional<Status> {
-    if (!reconnects) return finish(kind, reason);
+  // `at_once`: a reload changed the stream's settings (taken already): the first attempt is made now
+  // with them, said as attempt 1 whatever the stream's kind; a stream that does not reconnect (a test
+  // source, `reconnect: false`) ends if that one fails.
+  auto recover = [&](MessageKind kind, std::string reason, bool at_once = false) -> std::optional<Status> {
+    if (!reconnects && !at_once) return finish(kind, reason);
     if (auto done = end_connection()) return done;
     while (true) {
+      if (!reconnects && !at_once) return finish(MessageKind::kStreamError, reason);
       ++attempt;
       if (s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts) {
         return finish(MessageKind::kStreamError, "gave up after " + std::to_string(s.ingest.reconnect_attempts) +
                                                      " reconnection attempts: " + reason);
       }
-      const double delay = reconnect_delay_s(s.ingest, attempt);
-      VAPIPE_LOG_WARN("stream '{}' ({}): {}; reconnecting in {:.1f} s (attempt {})", s.stream.id, uri, reason, delay,
-                      attempt);
+      const double delay = at_once ? 0.0 : reconnect_delay_s(s.ingest, attempt);
+      if (at_once) {
+        VAPIPE_LOG_INFO("stream '{}': {}: connecting now ({})", s.stream.id, reason, uri);
+      } else {
+        VAPIPE_LOG_WARN("stream '{}' ({}): {}; reconnecting in {:.1f} s (attempt {})", s.stream.id, uri, reason, delay,
+                        attempt);
+      }
+      at_once = false;
       StreamEvent ev{uri, reason, emitted, s.queue.dropped()};
       ev.attempt = attempt;
       if (Status st = out.emit(Message::stream_event(MessageKind::kStreamReconnecting, s.envelope(), std::move(ev)));
@@ -1688,6 +1748,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         return finish(MessageKind::kStreamError, st.message());
       }
       if (auto done = wait_until(std::chrono::steady_clock::now() + seconds_of(delay))) return done;
+      if (std::optional<std::string> what = take_reload_settings()) {
+        // Settings a reload changed while the stream waited: its attempts start over with them, now.
+        reason = "a reload changed its " + *what;
+        attempt = 0;
+        at_once = true;
+        continue;
+      }
       Status built = build_pipeline(s);
       // The old pipeline's streaming threads are gone; glibc would keep what their arenas held
       // (ingest grew ~2 MB a minute over a soak with reconnections, docs/benchmarks.md).
@@ -1772,6 +1839,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         if (!f->sample || flags.abort.load() || !emit_frame(*f).ok()) break;
       }
       return finish(MessageKind::kStreamEnd, stopped());
+    }
+    if (s.settings_waiting.load()) {
+      // A reload changed its settings: what this connection decoded goes out, and the next connection
+      // is made now, with them.
+      if (auto done = end_connection()) return *done;
+      const std::string old_uri = uri;
+      const std::string what = take_reload_settings().value_or("settings");
+      if (uri != old_uri) VAPIPE_LOG_INFO("stream '{}': its uri was {}", s.stream.id, old_uri);
+      attempt = 0;
+      if (auto done = recover(MessageKind::kStreamError, "a reload changed its " + what, true)) return *done;
+      continue;
     }
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
     // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)
@@ -1938,6 +2016,16 @@ void StreamReader::end_clip(const std::string& stream_id, const std::string& lab
 
 void StreamReader::end_clips_before(int64_t before_unix_ns) {
   if (impl_->clips) impl_->clips->end_clips_before(before_unix_ns);
+}
+
+void StreamReader::reconfigure(StreamConfig settings, std::string what) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+    impl_->next_settings = std::move(settings);
+    impl_->next_settings_what = impl_->next_settings_what.empty() ? std::move(what)
+                                                                  : impl_->next_settings_what + ", " + what;
+  }
+  impl_->settings_waiting = true;
 }
 
 void StreamReader::stop(std::string reason) {

@@ -114,6 +114,12 @@ class StreamReader {
   // Ends this stream alone, from any thread, as after flags.stop: what was decoded goes out, then
   // kStreamEnd with `reason` as its message (e.g. "removed from the config").
   void stop(std::string reason);
+  // From any thread: a reload changed this stream's settings (pipeline/stream_table.h: its uri, max_fps,
+  // keyframes_only, rtsp_latency_ms, rotate/mirror, TLS trust; its id stays). What was decoded goes out,
+  // the connection ends, and the next is made at once with `settings` (a stream waiting to reconnect
+  // tries them now): a kStreamReconnecting event whose message says `what` changed, then kStreamResumed
+  // at the new connection's first frame; numbering goes on. Not for files (they would start over).
+  void reconfigure(StreamConfig settings, std::string what);
   // From any thread: a picture written at order.path (upright, its region) and said by a
   // kStreamPicture event whose envelope is the pictured frame's. Of the frame at order.frame_pts_ns
   // when it is still kept: decoded again on the reader's picture thread, said at the reader's next

@@ -79,8 +79,6 @@ TEST(StreamTable, WhatCannotChangeWhileTheJobRunsIsRefusedAndNothingIsApplied) {
   };
   EXPECT_NE(refused(live_yaml({{"a", "ball"}, {"c", "red"}}, "batch: {max_batch_size: 4}\n")).find("`batch` changed"),
             std::string::npos);
-  EXPECT_NE(refused(live_yaml({{"a", "ball"}, {"b", "snow"}})).find("job.yaml:4: stream 'b': its uri changed"),
-            std::string::npos);
   // An archive job (every stream ends by itself).
   const std::string archive = "streams: [{id: a, uri: 'test://ball?frames=5'}]\ninfer: {model: m.pt, labels: m.txt}\n";
   EXPECT_NE(refused(archive).find("only a live job's streams can change"), std::string::npos);
@@ -146,8 +144,9 @@ TEST(StreamTable, IsWrittenPrivatelyAndReadsBack) {
 }
 
 // streams[].max_fps and roi travel with the stream: in the table (so a restarted lane, and a stream a reload
-// adds, sample as configured); a reload that changes it for a running stream is refused.
-TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndCannotChangeWhileItRuns) {
+// adds, sample as configured); a reload that changes them for a running stream changes its entry in
+// place (index and lane kept), and says what changed.
+TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndChangeInPlaceWithAReload) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"test://ball?frames=0&live=true\", max_fps: 2}\n"
                               "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
@@ -167,15 +166,32 @@ TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndCannotChangeWhileItRuns)
 
   std::string changed = running;
   changed.replace(changed.find("max_fps: 2"), 10, "max_fps: 5");
-  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("job.yaml:3: stream 'a': its max_fps changed"), std::string::npos)
-      << refused.status().message();
-  std::string cropped = running;  // a roi given to a running stream: refused too
-  cropped.replace(cropped.find("max_fps: 2"), 10, "max_fps: 2, roi: [0, 0, 0.5, 0.5]");
-  auto refused_roi = apply_stream_reload(table, running, cropped, load(cropped), 1);
-  ASSERT_FALSE(refused_roi.ok());
-  EXPECT_NE(refused_roi.status().message().find("stream 'a': its roi changed"), std::string::npos);
+  const StreamTableEntry before = table.entries[0];
+  auto faster = apply_stream_reload(table, running, changed, load(changed), 1);
+  ASSERT_TRUE(faster.ok()) << faster.status().message();
+  EXPECT_EQ(faster->retuned, std::vector<std::string>{"a"});
+  EXPECT_EQ(faster->retuned_what, std::vector<std::string>{"max_fps"});
+  EXPECT_TRUE(faster->added.empty() && faster->removed.empty());
+  EXPECT_EQ(table.version, 1u);
+  EXPECT_EQ(table.entries[0].max_fps, 5);
+  EXPECT_EQ(table.entries[0].index, 0u);
+  EXPECT_EQ(table.entries[0].lane, before.lane);
+  EXPECT_TRUE(settings_need_new_connection(before, table.entries[0]));
+  EXPECT_EQ(table.entries[1].max_fps, -1);  // b untouched
+  // The same file again changes nothing.
+  auto same = apply_stream_reload(table, running, changed, load(changed), 1);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->changed());
+  EXPECT_EQ(table.version, 1u);
+  std::string cropped = changed;  // a region given to a running stream: from its next frame, no new connection
+  cropped.replace(cropped.find("max_fps: 5"), 10, "max_fps: 5, roi: [0, 0, 0.5, 0.5]");
+  const StreamTableEntry whole = table.entries[0];
+  auto region = apply_stream_reload(table, running, cropped, load(cropped), 1);
+  ASSERT_TRUE(region.ok()) << region.status().message();
+  EXPECT_EQ(region->retuned_what, std::vector<std::string>{"roi"});
+  EXPECT_EQ(table.entries[0].roi, (std::array<double, 4>{0, 0, 0.5, 0.5}));
+  EXPECT_FALSE(settings_need_new_connection(whole, table.entries[0]));
+  EXPECT_EQ(changed_settings(before, table.entries[0]), "max_fps, roi");
   std::string added = running;
   added.replace(added.find("infer:"), 0,
                 "  - {id: c, uri: \"test://red?frames=0&live=true\", max_fps: 0.5, roi: [0.25, 0.25, 0.5, 0.5]}\n");
@@ -191,7 +207,7 @@ TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndCannotChangeWhileItRuns)
 }
 
 // streams[].keyframes_only and rtsp_latency_ms the same way; unset stays unset (the job's setting).
-TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndCannotChangeWhileItRuns) {
+TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndChangeWithAReload) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"test://ball?frames=0&live=true\", keyframes_only: true, rtsp_latency_ms: 500}\n"
                               "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
@@ -213,22 +229,25 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndCannotCh
   for (const std::string& edit : {std::string("keyframes_only: false"), std::string("roi: [0, 0, 1, 1]")}) {
     std::string changed = running;  // false is a change; so is leaving it out (the job's: false)
     changed.replace(changed.find("keyframes_only: true"), 20, edit);
-    auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
-    ASSERT_FALSE(refused.ok()) << edit;
-    EXPECT_NE(refused.status().message().find("job.yaml:3: stream 'a': its keyframes_only changed"), std::string::npos)
-        << refused.status().message();
+    StreamTable copy = table;
+    auto change = apply_stream_reload(copy, running, changed, load(changed), 1);
+    ASSERT_TRUE(change.ok()) << edit << ": " << change.status().message();
+    EXPECT_EQ(change->retuned_what, std::vector<std::string>{"keyframes_only"}) << edit;
+    EXPECT_EQ(copy.entries[0].keyframes_only, edit == "keyframes_only: false" ? std::optional<bool>(false) : std::nullopt);
   }
-  std::string jitter = running;  // a camera's own jitter buffer: set when it connects
+  std::string jitter = running;  // a camera's own jitter buffer: set when it connects, so it connects again
   jitter.replace(jitter.find("rtsp_latency_ms: 500"), 20, "rtsp_latency_ms: 800");
-  auto refused = apply_stream_reload(table, running, jitter, load(jitter), 1);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("stream 'a': its rtsp_latency_ms changed"), std::string::npos)
-      << refused.status().message();
+  const StreamTableEntry before = table.entries[0];
+  auto change = apply_stream_reload(table, running, jitter, load(jitter), 1);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->retuned_what, std::vector<std::string>{"rtsp_latency_ms"});
+  EXPECT_EQ(table.entries[0].rtsp_latency_ms, std::optional<uint32_t>(800));
+  EXPECT_TRUE(settings_need_new_connection(before, table.entries[0]));
 }
 
 // streams[].rotate and mirror travel with a stream (a camera added by a reload is turned as its entry
-// says) and cannot change while it runs.
-TEST(StreamTable, AStreamsTurnTravelsWithItAndCannotChangeWhileItRuns) {
+// says), and a reload may change them (a camera remounted).
+TEST(StreamTable, AStreamsTurnTravelsWithItAndChangesWithAReload) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"test://ball?frames=0&live=true\", rotate: 90, mirror: true}\n"
                               "  - {id: b, uri: \"test://smpte?frames=0&live=true\"}\n"
@@ -244,10 +263,11 @@ TEST(StreamTable, AStreamsTurnTravelsWithItAndCannotChangeWhileItRuns) {
   std::filesystem::remove_all(dir);
   std::string changed = running;
   changed.replace(changed.find("rotate: 90"), 10, "rotate: 270");
-  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("stream 'a': its rotate or mirror changed"), std::string::npos)
-      << refused.status().message();
+  StreamTable turned = table;
+  auto change = apply_stream_reload(turned, running, changed, load(changed), 1);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->retuned_what, std::vector<std::string>{"rotate or mirror"});
+  EXPECT_NE(turned.entries[0].turn, table.entries[0].turn);
   std::string with_c = running;
   with_c.insert(with_c.find("infer:"), "  - {id: c, uri: \"test://snow?frames=0&live=true\", rotate: 180}\n");
   auto applied = apply_stream_reload(table, running, with_c, load(with_c), 1);
@@ -256,8 +276,8 @@ TEST(StreamTable, AStreamsTurnTravelsWithItAndCannotChangeWhileItRuns) {
 }
 
 // How a camera's certificate is checked travels to ingest with the stream (a reload-added rtsps://
-// camera with its own certificate), and cannot change while it runs.
-TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndCannotChangeWhileItRuns) {
+// camera with its own certificate), and a reload may change it (a camera given a new certificate).
+TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndChangesWithAReload) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"https://cam/v.mjpg\", tls_verify: false}\n"
                               "  - {id: b, uri: \"rtsps://cam/s\"}\n"
@@ -273,10 +293,11 @@ TEST(StreamTable, AStreamsTlsTrustTravelsWithItAndCannotChangeWhileItRuns) {
   std::filesystem::remove_all(dir);
   std::string changed = running;
   changed.replace(changed.find(", tls_verify: false"), 19, "");
-  auto refused = apply_stream_reload(table, running, changed, load(changed), 1);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("stream 'a': its tls_ca_file, tls_verify or tls_fingerprint changed"), std::string::npos)
-      << refused.status().message();
+  StreamTable checked = table;
+  auto change = apply_stream_reload(checked, running, changed, load(changed), 1);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->retuned_what, std::vector<std::string>{"tls_ca_file, tls_verify or tls_fingerprint"});
+  EXPECT_EQ(checked.entries[0].tls, SourceTls{});
   std::string with_c = running;
   with_c.insert(with_c.find("infer:"), "  - {id: c, uri: \"rtsps://cam2/s\", tls_verify: false}\n");
   auto applied = apply_stream_reload(table, running, with_c, load(with_c), 1);
@@ -382,6 +403,67 @@ TEST(StreamTable, AStreamWithASourceKeepsItInTheTableJoinsItsLaneOnAReloadAndCan
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("stream 'b-left': its source changed"), std::string::npos)
       << refused.status().message();
+
+  // The source's uri changes: its members' copies follow, unsaid (they are connected through it); a
+  // member's own region is its change.
+  std::string retuned = reloaded;
+  retuned.replace(retuned.find("test://smpte"), 12, "test://pinwheel");
+  retuned.replace(retuned.find("roi: [0.5, 0, 0.5, 1]"), 21, "roi: [0.6, 0, 0.4, 1]");
+  auto change_b = apply_stream_reload(table, reloaded, retuned, load(retuned), 2);
+  ASSERT_TRUE(change_b.ok()) << change_b.status().message();
+  EXPECT_EQ(change_b->retuned, (std::vector<std::string>{"b", "b-right"}));
+  EXPECT_EQ(change_b->retuned_what, (std::vector<std::string>{"uri", "roi"}));
+  EXPECT_EQ(table.entries[1].uri, "test://pinwheel?frames=0&live=true");
+  EXPECT_EQ(table.entries[3].uri, "test://pinwheel?frames=0&live=true");  // b-left: its copy
+  EXPECT_EQ(table.entries[3].roi, (std::array<double, 4>{0, 0, 0.5, 1}));
+  EXPECT_EQ(table.entries[4].roi, (std::array<double, 4>{0.6, 0, 0.4, 1}));
+  EXPECT_FALSE(settings_need_new_connection(b_left, table.entries[3]));  // a member is never connected itself
+}
+
+// A camera's uri changes in place (a new address, a new password); a file's may not (the stream would
+// be read again from its start), nor may a camera become a file.
+TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesSettingsDoNot) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: gate, uri: \"rtsp://user:old@10.0.0.5/stream1\"}\n"
+                              "  - {id: door, uri: \"rtsp://10.0.0.6/stream1\"}\n"
+                              "  - {id: loop, uri: \"/media/loop.mp4\"}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 2);
+  std::string moved = running;
+  moved.replace(moved.find("user:old@10.0.0.5"), 17, "user:new@10.0.0.15");
+  auto change = apply_stream_reload(table, running, moved, load(moved), 2);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->retuned, std::vector<std::string>{"gate"});
+  EXPECT_EQ(change->retuned_what, std::vector<std::string>{"uri"});
+  EXPECT_EQ(table.entries[0].uri, "rtsp://user:new@10.0.0.15/stream1");
+  EXPECT_EQ(table.entries[0].lane, 0u);
+  EXPECT_EQ(table.entries[1].uri, "rtsp://10.0.0.6/stream1");
+
+  auto refused = [&](const std::string& reloaded) {
+    const StreamTable before = table;
+    auto r = apply_stream_reload(table, moved, reloaded, load(reloaded), 2);
+    EXPECT_EQ(table.version, before.version);
+    EXPECT_EQ(table.entries[2].uri, before.entries[2].uri);
+    EXPECT_EQ(table.entries[1].uri, before.entries[1].uri);
+    return r.ok() ? std::string("(applied)") : r.status().message();
+  };
+  std::string other_file = moved;
+  other_file.replace(other_file.find("/media/loop.mp4"), 15, "/media/other.mp4");
+  EXPECT_NE(refused(other_file).find("job.yaml:5: stream 'loop': its uri changed; a file's settings cannot change"),
+            std::string::npos);
+  std::string file_fps = moved;
+  file_fps.replace(file_fps.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", max_fps: 1");
+  EXPECT_NE(refused(file_fps).find("stream 'loop': its max_fps changed; a file's settings"), std::string::npos);
+  std::string to_file = moved;
+  to_file.replace(to_file.find("rtsp://10.0.0.6/stream1"), 23, "/media/door.mp4");
+  EXPECT_NE(refused(to_file).find("stream 'door': its uri changed; a stream that becomes a file's"), std::string::npos);
+  // A file's region may change: it takes the next frame, nothing is read again.
+  std::string file_roi = moved;
+  file_roi.replace(file_roi.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", roi: [0, 0, 0.5, 1]");
+  auto region = apply_stream_reload(table, moved, file_roi, load(file_roi), 2);
+  ASSERT_TRUE(region.ok()) << region.status().message();
+  EXPECT_EQ(region->retuned, std::vector<std::string>{"loop"});
+  EXPECT_EQ(table.entries[2].roi, (std::array<double, 4>{0, 0, 0.5, 1}));
 }
 
 }  // namespace
