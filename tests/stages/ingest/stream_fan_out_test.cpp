@@ -105,6 +105,28 @@ TEST(StreamFanOut, EachStreamOfTheGroupGetsEveryFrameWithItsOwnIdIndexRegionAndP
   EXPECT_FALSE(fan.add(target(4, "late"))) << "a stream cannot join a group that has ended";
 }
 
+// A reload changes a stream's `roi` while its group runs: its next frame is of the new region, the
+// others' and its own numbering untouched; the picture orders' target says the new region once taken.
+TEST(StreamFanOut, ARegionChangedWhileTheGroupRunsIsTheNextFramesCrop) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(2, "door-left", {0, 0, 0.5, 1})}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  fan.set_region(2, {0.5, 0.5, 0.5, 0.5});
+  fan.set_region(0, {0, 0, 0.25, 0.25});  // the source's own region too
+  EXPECT_EQ(fan.target_named("door-left")->roi, (std::array<double, 4>{0, 0, 0.5, 1}));  // not before a frame
+  ASSERT_TRUE(fan.emit(frame(1, 2)).ok());
+  EXPECT_EQ(fan.target_named("door-left")->roi, (std::array<double, 4>{0.5, 0.5, 0.5, 0.5}));
+  auto got = by_stream(out);
+  ASSERT_EQ(got["door-left"].size(), 3u);  // started, 2 frames
+  EXPECT_EQ(got["door-left"][1]->frame.crop, (std::array<uint32_t, 4>{0, 0, 32, 48}));
+  EXPECT_EQ(got["door-left"][2]->frame.crop, (std::array<uint32_t, 4>{32, 24, 32, 24}));
+  EXPECT_EQ(got["door-left"][2]->env.seq, 1u);
+  EXPECT_EQ(got["door"][1]->frame.crop, (std::array<uint32_t, 4>{0, 0, 0, 0}));
+  EXPECT_EQ(got["door"][2]->frame.crop, (std::array<uint32_t, 4>{0, 0, 16, 12}));
+}
+
 TEST(StreamFanOut, AStreamRemovedWhileItsSourceRunsEndsAtTheNextIdleAndGetsNoMoreFrames) {
   CollectingEmitter out;
   StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate", {0, 0.5, 1, 0.5})}, nullptr);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -1678,8 +1679,10 @@ class ReconnectTest : public StreamReaderTest {
     }
     return s;
   }
-  // Runs the reader until `frames` frames have come out (then stops it), or 30 s at most.
-  void run_until(StreamReader& reader, CollectingEmitter& out, size_t frames) {
+  // Runs the reader until `frames` frames have come out (then stops it), or 30 s at most. `on_frame`
+  // (if set) is called on the reader's thread after each frame, with the count so far.
+  void run_until(StreamReader& reader, CollectingEmitter& out, size_t frames,
+                 std::function<void(size_t)> on_frame = nullptr) {
     std::atomic<bool> done{false};
     std::thread watch([&] {
       for (int i = 0; i < 3000 && !done; ++i) {
@@ -1688,23 +1691,33 @@ class ReconnectTest : public StreamReaderTest {
       }
       flags_.stop = true;
     });
-    CountingEmitter counting(out, frame_count_);
+    CountingEmitter counting(out, frame_count_, std::move(on_frame), &event_count_);
     ASSERT_TRUE(reader.run(counting, flags_).ok());
     done = true;
     watch.join();
   }
   class CountingEmitter final : public Emitter {
    public:
-    CountingEmitter(CollectingEmitter& out, std::atomic<size_t>& frames) : out_(out), frames_(frames) {}
+    CountingEmitter(CollectingEmitter& out, std::atomic<size_t>& frames, std::function<void(size_t)> on_frame = nullptr,
+                    std::atomic<size_t>* events = nullptr)
+        : out_(out), frames_(frames), on_frame_(std::move(on_frame)), events_(events) {}
     Status emit(Message&& m) override {
-      if (m.kind == MessageKind::kFrame) ++frames_;
-      return out_.emit(std::move(m));
+      const bool frame = m.kind == MessageKind::kFrame;
+      Status st = out_.emit(std::move(m));
+      if (!frame && events_) ++*events_;
+      if (frame) {
+        const size_t n = ++frames_;
+        if (on_frame_) on_frame_(n);
+      }
+      return st;
     }
     Result<Payload> allocate(size_t bytes) override { return out_.allocate(bytes); }
 
    private:
     CollectingEmitter& out_;
     std::atomic<size_t>& frames_;
+    std::function<void(size_t)> on_frame_;
+    std::atomic<size_t>* events_;
   };
   // A real HTTP server on loopback serving the test folder under /media, for as long as it lives.
   class MediaServer {
@@ -1742,6 +1755,7 @@ class ReconnectTest : public StreamReaderTest {
   }
   ReaderOptions live_;
   std::atomic<size_t> frame_count_{0};
+  std::atomic<size_t> event_count_{0};  // the other messages
 };
 
 TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
@@ -2032,6 +2046,105 @@ TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) 
 }
 
 // Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
+// A reload gives a running camera a new address (a camera replaced, or moved by DHCP): the frames of
+// the old connection go out, the stream connects to the new one at once and numbers on, without a gap
+// and without a frame twice, under its id.
+TEST_F(ReconnectTest, AReloadsNewUriIsConnectedToAtOnceAndTheStreamNumbersOn) {
+  testing::RtspTestServer before(testing::free_loopback_tcp_port(), "smpte", 320, 240);
+  testing::RtspTestServer after(testing::free_loopback_tcp_port(), "ball", 160, 120);
+  ASSERT_TRUE(before.ok() && after.ok());
+  ingest_.reconnect_delay_s = 30;  // a reload's connection waits for no back-off
+  ingest_.stall_timeout_s = 10;
+  auto reader = StreamReader::create(stream("cam", before.uri()), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 40, [&](size_t n) {
+    if (n == 10) (*reader)->reconfigure(stream("cam", after.uri()), "uri");
+  });
+  EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
+  auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 40u);
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  ASSERT_EQ(reconnecting.size(), 1u);
+  EXPECT_EQ(reconnecting[0]->event.message, "a reload changed its uri");
+  EXPECT_EQ(reconnecting[0]->event.attempt, 1u);
+  EXPECT_EQ(reconnecting[0]->event.uri, after.uri());
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamResumed)[0]->event.attempt, 1u);
+  // Every frame before the reconnection is the old camera's (what it had decoded went out), every
+  // one after it the new one's.
+  size_t old_frames = 0;
+  bool after_reload = false;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamReconnecting) after_reload = true;
+    if (m.kind != MessageKind::kFrame) continue;
+    EXPECT_EQ(m.frame.width, after_reload ? 160u : 320u) << "seq " << m.env.seq;
+    old_frames += !after_reload;
+  }
+  EXPECT_GE(old_frames, 10u);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.uri, after.uri());
+}
+
+// A camera that is gone (nothing answers at its old address) waits between attempts; a reload with its
+// new address is tried at once, not after the back-off, and its attempts count from 1 again.
+TEST_F(ReconnectTest, AReloadsNewUriIsTriedAtOnceByAStreamWaitingToReconnect) {
+  const int gone = testing::free_loopback_tcp_port();  // nothing listens there
+  testing::RtspTestServer camera(testing::free_loopback_tcp_port(), "ball", 160, 120);
+  ASSERT_TRUE(camera.ok());
+  ingest_.reconnect_delay_s = 60;  // without the reload, no frame within the test's 30 s
+  ingest_.reconnect_max_delay_s = 60;
+  auto reader = StreamReader::create(stream("cam", "rtsp://127.0.0.1:" + std::to_string(gone) + "/test"), 0, ingest_,
+                                     live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  std::thread reload([&] {
+    // Once its first attempt has failed.
+    for (int i = 0; i < 2000 && event_count_.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    (*reader)->reconfigure(stream("cam", camera.uri()), "uri");
+  });
+  run_until(**reader, out, 5);
+  reload.join();
+  EXPECT_EQ(kinds(out).rfind("stream-reconnecting stream-reconnecting stream-start", 0), 0u) << kinds(out);
+  ASSERT_GE(of_kind(out, MessageKind::kFrame).size(), 5u);
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  ASSERT_GE(reconnecting.size(), 2u);
+  EXPECT_NE(reconnecting[0]->event.message.find("connection refused"), std::string::npos)
+      << reconnecting[0]->event.message;
+  EXPECT_EQ(reconnecting[1]->event.message, "a reload changed its uri");
+  EXPECT_EQ(reconnecting[1]->event.attempt, 1u);
+  EXPECT_EQ(reconnecting[1]->event.uri, camera.uri());
+}
+
+// A source that is not reconnected (a test source) takes a reload's settings the same way: its new
+// max_fps from the new connection's first frame, numbered on.
+TEST_F(ReconnectTest, AReloadsMaxFpsReachesASourceThatIsNeverReconnected) {
+  auto reader = StreamReader::create(stream("pattern", "test://ball?frames=0&live=true&width=64&height=48"), 0, ingest_,
+                                     live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  StreamConfig slower = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
+  slower.max_fps = 5;
+  run_until(**reader, out, 16, [&](size_t n) {
+    if (n == 8) (*reader)->reconfigure(slower, "max_fps");
+  });
+  EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamReconnecting)[0]->event.message, "a reload changed its max_fps");
+  std::vector<int64_t> pts_after;
+  bool after_reload = false;
+  uint64_t seq = 0;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamReconnecting) after_reload = true;
+    if (m.kind != MessageKind::kFrame) continue;
+    EXPECT_EQ(m.env.seq, seq++);
+    if (after_reload) pts_after.push_back(m.env.pts_ns);
+  }
+  ASSERT_GE(pts_after.size(), 3u);
+  for (size_t i = 1; i < pts_after.size(); ++i) {
+    EXPECT_GE(pts_after[i] - pts_after[i - 1], 190'000'000) << "frame " << i << " after the reload";  // 5 a second
+  }
+}
+
 TEST_F(ReconnectTest, WithoutReconnectALiveStreamThatEndsStaysEnded) {
   encode_clip("once.mp4", "ball", 10, 160, 120, "mp4mux");
   MediaServer server;
