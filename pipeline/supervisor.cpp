@@ -433,9 +433,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     for (size_t i = 0; i < change->retuned.size(); ++i) {
       retuned += (retuned.empty() ? "'" : ", '") + change->retuned[i] + "' (" + change->retuned_what[i] + ")";
     }
-    VAPIPE_LOG_INFO("{}{}: added {}; removed {}; changed {}; {} streams now", what, options.config_path,
+    VAPIPE_LOG_INFO("{}{}: added {}; removed {}; {}{} streams now", what, options.config_path,
                     added.empty() ? "none" : added, removed.empty() ? "none" : removed,
-                    retuned.empty() ? "none" : retuned, table.live_streams());
+                    retuned.empty() ? "" : "changed " + retuned + "; ", table.live_streams());
     auto named = [](const std::vector<std::string>& ids, const std::string& id) {
       return std::find(ids.begin(), ids.end(), id) != ids.end();
     };
