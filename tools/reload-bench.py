@@ -1,0 +1,134 @@
+"""What changing one camera's settings costs a running live job: K real RTSP cameras on loopback
+(640x360, 30 fps, H.264, a key frame every 15 frames) in one live job, and a (K+1)-th server, the
+replacement camera. One camera's `uri` is changed to the replacement's in the config, two ways:
+
+- reload: the file is edited and `vapipe run` gets SIGHUP; the stream keeps its id and connects to the
+  new camera at once (StreamReader::reconfigure). Printed: SIGHUP -> its `reconnecting` event, -> its
+  first result from the new camera; the longest gap between two of its results; the longest gap of
+  each other camera over the 5 s around it, and their `reconnecting` events (none expected).
+- restart: what it took before 2026-12-04 (a reload refused a changed uri): the job is stopped
+  (SIGINT) and started again with the new config. Printed: the stop -> every camera's first result
+  again (each camera's gap).
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3]
+Needs Debian's python3-zmq.
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from importlib import import_module  # noqa: E402
+
+recovery = import_module("recovery-bench")
+PATTERNS = ["smpte", "ball", "snow", "pinwheel", "colors", "spokes", "gradient", "red"]
+
+
+def result_times(bus, sid, since, until):
+    with bus.lock:
+        return [t for t, topic, p in bus.messages if topic == f"results/{sid}" and since <= t <= until]
+
+
+def longest_gap(times):
+    return max((b - a for a, b in zip(times, times[1:])), default=float("nan"))
+
+
+def wait_results(bus, sids, after, timeout=60):
+    """The time each of `sids` has a result after `after`."""
+    return {sid: bus.first(after, recovery.is_result(sid), timeout) for sid in sids}
+
+
+def write(path, cfg):
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+
+
+def one_round(k, warmup=3):
+    with tempfile.TemporaryDirectory(prefix="vapipe-reload-") as workdir:
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        spare = recovery.Camera(PATTERNS[k % len(PATTERNS)])
+        changed = "cam00"
+        others = [sid for sid in cams if sid != changed]
+        proc, bus = recovery.start_job(workdir, cams)
+        path = os.path.join(workdir, "recovery.yaml")
+        with open(path) as f:
+            cfg = json.load(f)
+        first = wait_results(bus, cams, 0)
+        if None in first.values():
+            sys.exit("not every camera gave results: " + proc.stderr.read()[-3000:])
+        time.sleep(warmup)
+        # In place: the uri edited, SIGHUP.
+        cfg["streams"][0]["uri"] = spare.uri
+        write(path, cfg)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        reconnecting = bus.first(sighup, lambda t, p: t == f"events/{changed}" and p.get("event") == "reconnecting")
+        resumed = bus.first(sighup, lambda t, p: t == f"events/{changed}" and p.get("event") == "resumed")
+        back = bus.first(resumed or sighup, recovery.is_result(changed))
+        time.sleep(3)
+        window = (sighup - 2, sighup + 3)
+        own_gap = longest_gap(result_times(bus, changed, *window))
+        other_gaps = [longest_gap(result_times(bus, sid, *window)) for sid in others]
+        with bus.lock:
+            others_reconnecting = sum(1 for t, topic, p in bus.messages if t >= sighup and p.get("event") == "reconnecting"
+                                      and topic.startswith("events/") and topic != f"events/{changed}")
+        # The old way: stop the job, start it again with the edited config.
+        stop = time.time()
+        recovery.stop_job(proc, bus)
+        stopped = time.time()
+        bus = recovery.Bus(cfg["publish"]["endpoint"])
+        time.sleep(0.3)
+        proc = subprocess.Popen([recovery.VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        again = wait_results(bus, cams, stop)
+        recovery.stop_job(proc, bus)
+        for cam in list(cams.values()) + [spare]:
+            cam.kill()
+        restart_gaps = [t - stop for t in again.values() if t]
+        return {
+            "reconnecting_s": (reconnecting or float("nan")) - sighup,
+            "first_result_s": (back or float("nan")) - sighup,
+            "own_gap_s": own_gap,
+            "others_gap_s": max(other_gaps) if other_gaps else float("nan"),
+            "others_reconnecting": others_reconnecting,
+            "restart_stop_s": stopped - stop,
+            "restart_gap_s": (min(restart_gaps), max(restart_gaps)) if restart_gaps else None,
+            "restart_missing": sum(1 for t in again.values() if not t),
+        }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cameras", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    print(f"# reload-bench {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one live job; "
+          "cam00's uri changed to another camera's")
+    print("| round | SIGHUP -> reconnecting (s) | SIGHUP -> first result of the new camera (s) | its longest gap (s) | "
+          "other cameras' longest gap (s) | their reconnections | restart: stop took (s) | restart: gap of each camera (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    for r in range(args.rounds):
+        row = one_round(args.cameras)
+        rows.append(row)
+        gap = row["restart_gap_s"]
+        print(f"| {r + 1} | {row['reconnecting_s']:.2f} | {row['first_result_s']:.2f} | {row['own_gap_s']:.2f} | "
+              f"{row['others_gap_s']:.2f} | {row['others_reconnecting']} | {row['restart_stop_s']:.2f} | "
+              f"{gap[0]:.2f} to {gap[1]:.2f}" + (f" ({row['restart_missing']} never)" if row["restart_missing"] else "") +
+              " |", flush=True)
+    if len(rows) > 1:
+        med = lambda key: statistics.median(r[key] for r in rows)
+        print(f"median: first result of the new camera {med('first_result_s'):.2f} s after SIGHUP, other cameras' "
+              f"longest gap {med('others_gap_s'):.2f} s; a restart left every camera without results for "
+              f"{statistics.median(r['restart_gap_s'][1] for r in rows if r['restart_gap_s']):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
