@@ -49,6 +49,8 @@ struct SourceTls {
   bool operator!=(const SourceTls& o) const { return !(*this == o); }
 };
 
+// A field added here also goes into StreamTableEntry (pipeline/stream_table.h) and into what a reload's
+// settings change of a running reader (StreamReader::Impl::take_waiting_settings).
 struct StreamConfig {
   std::string id;
   std::string uri;  // normalised (plain paths become file://)

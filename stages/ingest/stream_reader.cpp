@@ -504,8 +504,22 @@ struct StreamReader::Impl {
     if (!next_settings) return std::nullopt;
     StreamConfig next = std::move(*next_settings);
     next_settings.reset();
-    next.id = stream.id;
-    stream = std::move(next);
+    // Every field but the id, which the picture thread reads meanwhile (its log lines). A field added
+    // to StreamConfig is taken here too (pipeline/config.h says so).
+    stream.uri = std::move(next.uri);
+    stream.parsed = std::move(next.parsed);
+    stream.line = next.line;
+    stream.max_fps = next.max_fps;
+    stream.keyframes_only = next.keyframes_only;
+    stream.rtsp_latency_ms = next.rtsp_latency_ms;
+    stream.roi = next.roi;
+    stream.turn = next.turn;
+    stream.tls = std::move(next.tls);
+    stream.recorded = std::move(next.recorded);
+    stream.from_ns = next.from_ns;
+    stream.to_ns = next.to_ns;
+    stream.source = std::move(next.source);
+
     sample_period_ns = period_of(stream.max_fps >= 0 ? stream.max_fps : ingest.max_fps);
     kept_up_to(-1);
     keyframes_only = ingest.keyframes_only_for(stream);
