@@ -74,7 +74,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   std::map<std::string, std::map<std::string, Segment>> open;
   // bridge: by stream (each_label: by stream and label), the last long run, until the next one.
   std::map<std::string, Segment> held;
-  // By stream: its uri, as its latest event said, and its roi and turn, as its latest started event said.
+  // By stream: its uri, as its latest event said, and its roi and turn, as its latest started (or
+  // changed) event said.
   struct StreamView {
     std::string uri;
     std::array<double, 4> roi{0, 0, 1, 1};
@@ -251,7 +252,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         const nlohmann::json& e = j["payload"];
         StreamView& view = views[topic.substr(7)];
         if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
-        if (text_field(e, "event") == "started") {
+        // A reload's changed event says them again, for the frames after it.
+        if (const std::string event = text_field(e, "event"); event == "started" || event == "changed") {
           view.roi = {0, 0, 1, 1};
           const nlohmann::json* roi = e.contains("roi") ? &e["roi"] : nullptr;
           if (roi && roi->is_array() && roi->size() == 4 &&

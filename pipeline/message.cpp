@@ -18,6 +18,7 @@ const char* message_kind_name(MessageKind kind) {
     case MessageKind::kStreamResumed: return "stream-resumed";
     case MessageKind::kStreamPicture: return "stream-picture";
     case MessageKind::kStreamClip: return "stream-clip";
+    case MessageKind::kStreamChanged: return "stream-changed";
   }
   return "unknown";
 }

@@ -198,6 +198,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
     case MessageKind::kStreamResumed:
     case MessageKind::kStreamPicture:
     case MessageKind::kStreamClip:
+    case MessageKind::kStreamChanged:
       w.str(m.event.uri);
       w.str(m.event.message);
       w.pod(m.event.frames);
@@ -220,6 +221,10 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.pod(m.event.duration_ns);
         w.pod(m.event.attempt);
         w.pod(static_cast<uint8_t>(m.event.continues));
+      }
+      if (m.kind == MessageKind::kStreamChanged) {
+        for (double v : m.event.roi) w.pod(v);
+        w.str(m.event.turn);
       }
       break;
   }
@@ -294,6 +299,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
     case MessageKind::kStreamResumed:
     case MessageKind::kStreamPicture:
     case MessageKind::kStreamClip:
+    case MessageKind::kStreamChanged:
       r.str(&m->event.uri);
       r.str(&m->event.message);
       r.pod(&m->event.frames);
@@ -318,6 +324,10 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.attempt);
         r.pod(&continues);
         m->event.continues = continues != 0;
+      }
+      if (m->kind == MessageKind::kStreamChanged) {
+        for (double& v : m->event.roi) r.pod(&v);
+        r.str(&m->event.turn);
       }
       return r.ok() ? Status::Ok() : DataLoss("truncated stream event");
   }

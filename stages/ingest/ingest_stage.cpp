@@ -159,6 +159,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     t.index = index;
     t.id = s.id;
     t.roi = s.roi;
+    t.turn = s.turn ? orientation_name(*s.turn) : "";
     if (plan && plan->streams.count(s.id)) {
       const StreamProgress& earlier = plan->streams.at(s.id);
       t.earlier_results = earlier.results;

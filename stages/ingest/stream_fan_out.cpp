@@ -100,13 +100,26 @@ std::vector<StreamFanOut::Snapshot> StreamFanOut::snapshot() {
   std::vector<Snapshot> out;
   out.reserve(targets_.size());
   for (const auto& t : targets_) {
-    if (t->next_region) {
+    const bool region_changed = t->next_region.has_value();
+    if (region_changed) {
       t->config.roi = *t->next_region;
       t->next_region.reset();
     }
-    out.push_back(Snapshot{t.get(), t->leaving});
+    out.push_back(Snapshot{t.get(), t->leaving, region_changed});
   }
   return out;
+}
+
+Status StreamFanOut::say_changed_regions(const std::vector<Snapshot>& targets) {
+  for (const Snapshot& s : targets) {
+    Target& t = *s.target;
+    if (!s.region_changed || t.ended || s.leaving) continue;
+    StreamEvent ev{uri_, "a reload changed its roi", 0, dropped_};
+    ev.roi = t.config.roi;
+    ev.turn = t.config.turn;
+    VAPIPE_RETURN_IF_ERROR(send_event(t, MessageKind::kStreamChanged, ev));
+  }
+  return Status::Ok();
 }
 
 Status StreamFanOut::send_event(Target& t, MessageKind kind, const StreamEvent& source_event) {
@@ -195,6 +208,7 @@ Status StreamFanOut::emit(Message&& msg) {
   }
   const std::vector<Snapshot> targets = snapshot();
   VAPIPE_RETURN_IF_ERROR(end_leaving(targets));
+  VAPIPE_RETURN_IF_ERROR(say_changed_regions(targets));
   if (is_stream_event(msg.kind)) {
     if (!msg.event.uri.empty()) uri_ = msg.event.uri;
     dropped_ = msg.event.dropped;
@@ -249,6 +263,21 @@ Status StreamFanOut::emit(Message&& msg) {
       if (lane_restart) source_started_ = true;  // it ran before: its next frame follows a `resumed`
       return Status::Ok();
     }
+    case MessageKind::kStreamChanged:
+      // The source's settings (its uri, rotate, ...) changed: every stream of the group has them, each
+      // with its own region.
+      {
+        std::lock_guard<std::mutex> lock(mutex_);  // target_named() copies configs on other threads
+        for (const Snapshot& s : targets) s.target->config.turn = msg.event.turn;
+      }
+      for (const Snapshot& s : targets) {
+        Target& t = *s.target;
+        if (t.ended) continue;
+        StreamEvent ev = msg.event;
+        ev.roi = t.config.roi;
+        VAPIPE_RETURN_IF_ERROR(send_event(t, msg.kind, ev));
+      }
+      return Status::Ok();
     case MessageKind::kStreamPicture:
     case MessageKind::kStreamClip:
       // A picture (a clip) one stream of the group asked for (its index in the envelope), of the frame the
@@ -278,7 +307,9 @@ Status StreamFanOut::emit(Message&& msg) {
 }
 
 Status StreamFanOut::idle() {
-  return end_leaving(snapshot());
+  const std::vector<Snapshot> targets = snapshot();
+  VAPIPE_RETURN_IF_ERROR(end_leaving(targets));
+  return say_changed_regions(targets);
 }
 
 }  // namespace vapipe

@@ -38,6 +38,9 @@ struct FanOutTarget {
   uint32_t index = 0;
   std::string id;
   std::array<double, 4> roi{0, 0, 1, 1};
+  // How the group's frames are turned (orientation_name(); "" when a file's own tag decides): what the
+  // target's changed events say along with its roi.
+  std::string turn;
   // --resume: results kept from an earlier run (frames 0 .. earlier_results-1 are not sent again), and
   // whether it ended then (it only ends again, without a frame).
   uint64_t earlier_results = 0;
@@ -68,7 +71,8 @@ class StreamFanOut final : public Emitter {
   bool add(FanOutTarget target);
   // Any thread: the target ends ("removed from the config", say) with the next message or idle().
   void remove(uint32_t index, std::string reason);
-  // Any thread: the target's region (a reload changed its `roi`), from the group's next frame on.
+  // Any thread: the target's region (a reload changed its `roi`), from the group's next frame on. The
+  // target says so by a kStreamChanged event before that frame (or at the reader's next idle()).
   void set_region(uint32_t index, const std::array<double, 4>& roi);
   // Any thread: no stream joins any more (the group's thread could not start; its streams end without it).
   void close();
@@ -104,10 +108,13 @@ class StreamFanOut final : public Emitter {
   struct Snapshot {
     Target* target;
     std::optional<std::string> leaving;
+    bool region_changed;  // set_region() was called since the last snapshot
   };
   // The reader's thread: each target and whether it leaves; a region set since is taken.
   std::vector<Snapshot> snapshot();
   Status end_leaving(const std::vector<Snapshot>& targets);
+  // The targets whose region changed say so (kStreamChanged), before anything else of theirs goes out.
+  Status say_changed_regions(const std::vector<Snapshot>& targets);
   Status send_event(Target& t, MessageKind kind, const StreamEvent& ev);
   Status send_frame(Target& t, Message&& frame);
   Result<Payload> copy_payload(const Payload& from);

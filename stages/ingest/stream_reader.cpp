@@ -1442,6 +1442,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     resumed_note = ", with the settings a reload changed (" + *what + ")";
     return what;
   };
+  // Said once a reload's settings are taken, before anything of the new ones (the fan-out gives each
+  // stream of the group its own region): whoever shows the stream's frames learns how they are cut
+  // and turned from its events alone.
+  auto say_changed = [&](const std::string& what) -> Status {
+    StreamEvent ev{uri, what, emitted, s.queue.dropped()};
+    ev.roi = s.stream.roi;
+    ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : "";
+    return out.emit(Message::stream_event(MessageKind::kStreamChanged, s.envelope(), std::move(ev)));
+  };
   // The job stops (flags) or this stream alone (stop()); how its end event says so.
   auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
   auto stopped = [&] {
@@ -1764,6 +1773,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (auto done = wait_until(std::chrono::steady_clock::now() + seconds_of(delay))) return done;
       if (std::optional<std::string> what = take_reload_settings()) {
         // Settings a reload changed while the stream waited: its attempts start over with them, now.
+        if (Status st = say_changed("a reload changed its " + *what); !st.ok()) return finish(MessageKind::kStreamError, st.message());
         reason = "a reload changed its " + *what;
         attempt = 0;
         at_once = true;
@@ -1859,7 +1869,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // is made now, with them.
       if (auto done = end_connection()) return *done;
       const std::string old_uri = uri;
-      const std::string what = take_reload_settings().value_or("settings");
+      const std::optional<std::string> taken = take_reload_settings();
+      const std::string what = taken.value_or("settings");
+      if (taken) {
+        if (Status st = say_changed("a reload changed its " + what); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      }
       if (uri != old_uri) VAPIPE_LOG_INFO("stream '{}': its uri was {}", s.stream.id, old_uri);
       attempt = 0;
       if (auto done = recover(MessageKind::kStreamError, "a reload changed its " + what, true)) return *done;

@@ -117,7 +117,8 @@ class StreamReader {
   // From any thread: a reload changed this stream's settings (pipeline/stream_table.h: its uri, max_fps,
   // keyframes_only, rtsp_latency_ms, rotate/mirror, TLS trust; its id stays). What was decoded goes out,
   // the connection ends, and the next is made at once with `settings` (a stream waiting to reconnect
-  // tries them now): a kStreamReconnecting event whose message says `what` changed, then kStreamResumed
+  // tries them now): a kStreamChanged event (its message says `what` changed; its roi and turn the new
+  // ones), a kStreamReconnecting event that says so too, then kStreamResumed
   // at the new connection's first frame; numbering goes on. Not for files (they would start over).
   void reconfigure(StreamConfig settings, std::string what);
   // From any thread: a picture written at order.path (upright, its region) and said by a

@@ -55,7 +55,7 @@ Status PublishStage::open(const StageContext& ctx) {
     st.id = s.id;
     st.part_from_ns = s.from_ns;
     st.roi = s.roi;
-    st.turn = s.turn;
+    st.turn = s.turn ? orientation_name(*s.turn) : "";
     if (restarted_) {
       st.seq_jumps = true;
       st.counts_known = false;
@@ -686,7 +686,7 @@ void PublishStage::learn_added_streams() {
     st.id = e.id;
     st.part_from_ns = e.from_ns;
     st.roi = e.roi;
-    st.turn = e.turn;
+    st.turn = e.turn ? orientation_name(*e.turn) : "";
     if (restarted_) {
       st.seq_jumps = true;
       st.counts_known = false;
@@ -745,6 +745,14 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   }
   if (in.kind == MessageKind::kStreamPicture) return publish_picture(st, in);
   if (in.kind == MessageKind::kStreamClip) return publish_clip(st, in);
+  if (in.kind == MessageKind::kStreamChanged) {
+    // A reload changed its settings: its next frames are cut and turned so, and a started event yet to
+    // come says so too. (Ingest's log says what changed.)
+    if (st.ended) return Status::Ok();
+    st.roi = in.event.roi;
+    st.turn = in.event.turn;
+    return publish(event_topic(st.id), event_json(in, wall_clock_ns()));
+  }
   // A file's duration, for archive progress (a resumed stream's start is not published again).
   if (in.kind == MessageKind::kStreamStart && in.event.duration_ns > st.part_from_ns) {
     st.media_ns = in.event.duration_ns - st.part_from_ns;
@@ -819,7 +827,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   if (in.kind == MessageKind::kStreamStart) {
     // What the stream classifies of its frames, for a picture of what the model saw.
     if (st.roi != std::array<double, 4>{0, 0, 1, 1}) event["roi"] = st.roi;
-    if (st.turn) event["turn"] = orientation_name(*st.turn);
+    if (!st.turn.empty()) event["turn"] = st.turn;
   }
   return publish(event_topic(st.id), event);
 }

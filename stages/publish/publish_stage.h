@@ -124,7 +124,7 @@ class PublishStage final : public Stage {
     int64_t part_from_ns = 0;  // streams[].from: where its part starts; media and position count from it
     // streams[].roi and rotate/mirror, which its started event says (what `vapipe segments --frames` shows).
     std::array<double, 4> roi{0, 0, 1, 1};
-    std::optional<Orientation> turn;
+    std::string turn;  // orientation_name(); "": its file's own tag decides
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
     std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)

@@ -67,6 +67,7 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
     case MessageKind::kStreamEnd: j["event"] = "eos"; break;
     case MessageKind::kStreamReconnecting: j["event"] = "reconnecting"; break;
     case MessageKind::kStreamResumed: j["event"] = "resumed"; break;
+    case MessageKind::kStreamChanged: j["event"] = "changed"; break;
     default: j["event"] = "error"; break;
   }
   // A file's name is whatever bytes its file system holds (Latin-1 from an old archive): it reaches
@@ -82,6 +83,11 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
     j["duration_ms"] = m.event.duration_ns > 0 ? nlohmann::json(static_cast<double>(m.event.duration_ns) / 1e6)
                                                : nlohmann::json();
     if (m.event.file_bytes >= 0) j["bytes"] = m.event.file_bytes;
+  }
+  if (m.kind == MessageKind::kStreamChanged) {
+    // Both, whatever changed: what its frames are from now on (`vapipe segments --frames` shows it).
+    j["roi"] = m.event.roi;
+    j["turn"] = m.event.turn.empty() ? nlohmann::json() : nlohmann::json(m.event.turn);
   }
   if (m.kind == MessageKind::kStreamEnd) {
     j["warning"] = m.event.warning.empty() ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(m.event.warning));

@@ -20,7 +20,7 @@ inline constexpr const char* kJobSummaryTopic = "job/summary";
 
 // One frame's result. `publish_ns` is the wall clock at publishing.
 nlohmann::json result_json(const Message& result, int64_t publish_ns);
-// A stream event: "started", "eos" or "error".
+// A stream event: "started", "eos", "error", "reconnecting", "resumed" or "changed".
 nlohmann::json event_json(const Message& event, int64_t publish_ns);
 
 // A payload's text. Text from outside (file names, decoder messages) that is not UTF-8 was escaped as

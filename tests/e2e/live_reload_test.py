@@ -205,12 +205,19 @@ class LiveReload(SubscribedTest):
         msgs, results, events = self.stop_and_collect(run)
 
         front = [e for e in events["front"]]
-        self.assertEqual([e["event"] for e in front], ["started", "reconnecting", "resumed", "reconnecting", "resumed", "eos"])
-        reload_event = front[1]
+        self.assertEqual([e["event"] for e in front],
+                         ["started", "changed", "reconnecting", "resumed", "reconnecting", "resumed", "eos"])
+        # The changed event says what changed and what the stream's frames are from then on.
+        changed = front[1]
+        self.assertEqual(changed["message"], "a reload changed its uri")
+        self.assertEqual(changed["uri"], new_uri.replace("rtsp://", "rtsp://***@"))
+        self.assertEqual(changed["roi"], [0, 0, 1, 1])
+        self.assertIsNone(changed["turn"])
+        reload_event = front[2]
         self.assertEqual(reload_event["message"], "a reload changed its uri")
         self.assertEqual(reload_event["attempt"], 1)
         self.assertEqual(reload_event["uri"], new_uri.replace("rtsp://", "rtsp://***@"))
-        self.assertEqual(front[3]["attempt"], 0)  # the lane's restart
+        self.assertEqual(front[4]["attempt"], 0)  # the lane's restart
         # Every frame once, in order, numbered on to the new camera's first; each frame's label says which
         # camera it is (the pattern each server sends).
         seqs = [r["seq"] for r in results["front"]]
@@ -221,12 +228,18 @@ class LiveReload(SubscribedTest):
         before = [p for t, p in order[:reload_at] if t == "results/front"]
         after = [p for t, p in order[resumed_at:] if t == "results/front"]
         # A gap is only a frame the live queue dropped and counted (the 2 cores are busy).
-        self.assertEqual(after[0]["seq"], before[-1]["seq"] + 1 + front[2]["dropped"] - reload_event["dropped"],
+        self.assertEqual(after[0]["seq"], before[-1]["seq"] + 1 + front[3]["dropped"] - reload_event["dropped"],
                          "numbered on across the reload")
         self.assertGreaterEqual(sum(r["label"] == "smpte" for r in before) / len(before), 0.9)
         self.assertGreaterEqual(sum(r["label"] == "ball" for r in after) / len(after), 0.9)
-        # The region stream follows its source; back is untouched.
-        self.assertEqual([e["event"] for e in events["front-left"]][:3], ["started", "reconnecting", "resumed"])
+        # The region stream follows its source, and says its new region (before the frames cut so); back
+        # is untouched.
+        left_events = events["front-left"]
+        self.assertEqual([e["event"] for e in left_events][:5], ["started", "changed", "changed", "reconnecting", "resumed"])
+        self.assertEqual(left_events[0]["roi"], [0, 0, 0.5, 1])
+        self.assertEqual([(e["message"], e["roi"]) for e in left_events[1:3]],
+                         [("a reload changed its roi", [0.5, 0, 0.5, 1]), ("a reload changed its uri", [0.5, 0, 0.5, 1])])
+        self.assertEqual(left_events[2]["uri"], new_uri.replace("rtsp://", "rtsp://***@"))
         left = [r["seq"] for r in results["front-left"]]
         self.assertEqual(left, sorted(set(left)))
         self.assertEqual([e["event"] for e in events["back"]], ["started", "reconnecting", "resumed", "eos"])

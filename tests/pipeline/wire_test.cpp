@@ -159,6 +159,26 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   EXPECT_FALSE(ends_stream(MessageKind::kStreamClip));
 }
 
+TEST(Wire, AChangedEventCarriesTheStreamsRegionAndTurn) {
+  StreamEvent changed{"rtsp://cam/2", "roi, rotate", 40, 3};
+  changed.roi = {0.25, 0, 0.5, 0.75};
+  changed.turn = "rotate-180";
+  auto d = decode_message(
+      to_parts(encode_message(Message::stream_event(MessageKind::kStreamChanged, sample_envelope(), changed), true)),
+      nullptr);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(d->event.uri, "rtsp://cam/2");
+  EXPECT_EQ(d->event.message, "roi, rotate");
+  EXPECT_EQ(d->event.frames, 40u);
+  EXPECT_EQ(d->event.dropped, 3u);
+  EXPECT_EQ(d->event.roi, changed.roi);
+  EXPECT_EQ(d->event.turn, "rotate-180");
+  EXPECT_TRUE(is_stream_event(MessageKind::kStreamChanged));
+  EXPECT_FALSE(ends_stream(MessageKind::kStreamChanged));
+  EXPECT_STREQ(message_kind_name(MessageKind::kStreamChanged), "stream-changed");
+}
+
 TEST(Wire, ShmPayloadTravelsAsADescriptorAndIsAdopted) {
   auto pool = ShmPool::create("/vapipe-test-wire-" + std::to_string(getpid()), 4, 1024);
   ASSERT_TRUE(pool.ok());

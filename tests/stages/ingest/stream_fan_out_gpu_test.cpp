@@ -40,7 +40,15 @@ TEST(StreamFanOutOnGpu, EachStreamGetsADeviceCopyOfItsOwnWithTheSameBytes) {
   auto pool = ShmPool::create("/vapipe-gputest-" + std::to_string(getpid()) + "-fanout", 4, bytes, 0);
   ASSERT_TRUE(pool.ok()) << pool.status().message();
   DevicePoolEmitter out(*pool);
-  FanOutTarget door{0, "door", {0, 0, 0.5, 1}}, gate{1, "gate", {0.5, 0, 0.5, 1}}, wide{2, "wide"};
+  auto target = [](uint32_t index, std::string id, std::array<double, 4> roi) {
+    FanOutTarget t;
+    t.index = index;
+    t.id = std::move(id);
+    t.roi = roi;
+    return t;
+  };
+  const FanOutTarget door = target(0, "door", {0, 0, 0.5, 1}), gate = target(1, "gate", {0.5, 0, 0.5, 1}),
+                     wide = target(2, "wide", {0, 0, 1, 1});
   StreamFanOut fan(0, "file:///clip.mp4", {door, gate, wide}, nullptr);
   fan.attach(&out);
 

@@ -119,12 +119,71 @@ TEST(StreamFanOut, ARegionChangedWhileTheGroupRunsIsTheNextFramesCrop) {
   ASSERT_TRUE(fan.emit(frame(1, 2)).ok());
   EXPECT_EQ(fan.target_named("door-left")->roi, (std::array<double, 4>{0.5, 0.5, 0.5, 0.5}));
   auto got = by_stream(out);
-  ASSERT_EQ(got["door-left"].size(), 3u);  // started, 2 frames
+  // started, a frame, changed (the new region, said before the frame that has it), a frame
+  ASSERT_EQ(got["door-left"].size(), 4u);
   EXPECT_EQ(got["door-left"][1]->frame.crop, (std::array<uint32_t, 4>{0, 0, 32, 48}));
-  EXPECT_EQ(got["door-left"][2]->frame.crop, (std::array<uint32_t, 4>{32, 24, 32, 24}));
-  EXPECT_EQ(got["door-left"][2]->env.seq, 1u);
+  EXPECT_EQ(got["door-left"][2]->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(got["door-left"][2]->event.message, "a reload changed its roi");
+  EXPECT_EQ(got["door-left"][2]->event.roi, (std::array<double, 4>{0.5, 0.5, 0.5, 0.5}));
+  EXPECT_EQ(got["door-left"][2]->event.frames, 1u);
+  EXPECT_EQ(got["door-left"][2]->event.uri, "rtsp://cam/door");
+  EXPECT_EQ(got["door-left"][3]->frame.crop, (std::array<uint32_t, 4>{32, 24, 32, 24}));
+  EXPECT_EQ(got["door-left"][3]->env.seq, 1u);
+  ASSERT_EQ(got["door"].size(), 4u);
   EXPECT_EQ(got["door"][1]->frame.crop, (std::array<uint32_t, 4>{0, 0, 0, 0}));
-  EXPECT_EQ(got["door"][2]->frame.crop, (std::array<uint32_t, 4>{0, 0, 16, 12}));
+  EXPECT_EQ(got["door"][2]->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(got["door"][2]->event.roi, (std::array<double, 4>{0, 0, 0.25, 0.25}));
+  EXPECT_EQ(got["door"][3]->frame.crop, (std::array<uint32_t, 4>{0, 0, 16, 12}));
+}
+
+// A region changed while the camera delivers no frame (it reconnects) is said at the reader's next
+// idle(); the same region set again is said again (each reload that changed it), once.
+TEST(StreamFanOut, ARegionChangedWhileNoFrameComesIsSaidAtTheNextIdle) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(2, "door-left", {0, 0, 0.5, 1})}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  fan.set_region(2, {0.5, 0, 0.5, 1});
+  ASSERT_TRUE(fan.idle().ok());
+  ASSERT_TRUE(fan.idle().ok());
+  auto got = by_stream(out);
+  ASSERT_EQ(got["door-left"].size(), 2u);
+  EXPECT_EQ(got["door-left"][1]->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(got["door-left"][1]->event.roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));
+  EXPECT_EQ(got["door"].size(), 1u) << "the source's region did not change";
+}
+
+// The source's settings change (a reload gave its camera a new address, turned its frames): each
+// stream of the group says so with its own region and the group's new turn, and a region changed
+// later says that turn too.
+TEST(StreamFanOut, TheSourcesChangedSettingsReachEveryStreamOfTheGroupWithItsOwnRegion) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(2, "door-left", {0, 0, 0.5, 1})}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  StreamEvent changed{"rtsp://cam/door-2", "uri, rotate", 1, 0};
+  changed.turn = "rotate-180";
+  ASSERT_TRUE(fan.emit(Message::stream_event(MessageKind::kStreamChanged, source_env(), changed)).ok());
+  fan.set_region(2, {0.5, 0, 0.5, 1});
+  ASSERT_TRUE(fan.emit(frame(1, 2)).ok());
+  auto got = by_stream(out);
+  ASSERT_EQ(got["door"].size(), 4u);  // started, frame, changed, frame
+  EXPECT_EQ(got["door"][2]->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(got["door"][2]->event.message, "uri, rotate");
+  EXPECT_EQ(got["door"][2]->event.uri, "rtsp://cam/door-2");
+  EXPECT_EQ(got["door"][2]->event.turn, "rotate-180");
+  EXPECT_EQ(got["door"][2]->event.roi, (std::array<double, 4>{0, 0, 1, 1}));
+  ASSERT_EQ(got["door-left"].size(), 5u);  // started, frame, changed (uri, rotate), changed (roi), frame
+  EXPECT_EQ(got["door-left"][2]->event.message, "uri, rotate");
+  EXPECT_EQ(got["door-left"][2]->event.roi, (std::array<double, 4>{0, 0, 0.5, 1}));
+  EXPECT_EQ(got["door-left"][2]->event.frames, 1u);
+  EXPECT_EQ(got["door-left"][3]->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(got["door-left"][3]->event.message, "a reload changed its roi");
+  EXPECT_EQ(got["door-left"][3]->event.uri, "rtsp://cam/door-2");
+  EXPECT_EQ(got["door-left"][3]->event.turn, "rotate-180");
+  EXPECT_EQ(got["door-left"][4]->kind, MessageKind::kFrame);
+  EXPECT_EQ(fan.target_named("door-left")->turn, "rotate-180");
 }
 
 TEST(StreamFanOut, AStreamRemovedWhileItsSourceRunsEndsAtTheNextIdleAndGetsNoMoreFrames) {

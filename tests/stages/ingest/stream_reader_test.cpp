@@ -2045,7 +2045,6 @@ TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) 
   EXPECT_EQ(frames[0]->env.seq, 0u);
 }
 
-// Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
 // A reload gives a running camera a new address (a camera replaced, or moved by DHCP): the frames of
 // the old connection go out, the stream connects to the new one at once and numbers on, without a gap
 // and without a frame twice, under its id.
@@ -2061,7 +2060,13 @@ TEST_F(ReconnectTest, AReloadsNewUriIsConnectedToAtOnceAndTheStreamNumbersOn) {
   run_until(**reader, out, 40, [&](size_t n) {
     if (n == 10) (*reader)->reconfigure(stream("cam", after.uri()), "uri");
   });
-  EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
+  EXPECT_EQ(kinds(out).rfind("stream-start stream-changed stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
+  auto changed = of_kind(out, MessageKind::kStreamChanged);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0]->event.message, "a reload changed its uri");
+  EXPECT_EQ(changed[0]->event.uri, after.uri());
+  EXPECT_EQ(changed[0]->event.roi, (std::array<double, 4>{0, 0, 1, 1}));
+  EXPECT_EQ(changed[0]->event.turn, "");
   auto frames = of_kind(out, MessageKind::kFrame);
   ASSERT_GE(frames.size(), 40u);
   for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
@@ -2105,7 +2110,9 @@ TEST_F(ReconnectTest, AReloadsNewUriIsTriedAtOnceByAStreamWaitingToReconnect) {
   });
   run_until(**reader, out, 5);
   reload.join();
-  EXPECT_EQ(kinds(out).rfind("stream-reconnecting stream-reconnecting stream-start", 0), 0u) << kinds(out);
+  EXPECT_EQ(kinds(out).rfind("stream-reconnecting stream-changed stream-reconnecting stream-start", 0), 0u) << kinds(out);
+  ASSERT_EQ(of_kind(out, MessageKind::kStreamChanged).size(), 1u);
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged)[0]->event.uri, camera.uri());
   ASSERT_GE(of_kind(out, MessageKind::kFrame).size(), 5u);
   auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
   ASSERT_GE(reconnecting.size(), 2u);
@@ -2117,7 +2124,7 @@ TEST_F(ReconnectTest, AReloadsNewUriIsTriedAtOnceByAStreamWaitingToReconnect) {
 }
 
 // A source that is not reconnected (a test source) takes a reload's settings the same way: its new
-// max_fps from the new connection's first frame, numbered on.
+// max_fps (and turn) from the new connection's first frame, numbered on.
 TEST_F(ReconnectTest, AReloadsMaxFpsReachesASourceThatIsNeverReconnected) {
   auto reader = StreamReader::create(stream("pattern", "test://ball?frames=0&live=true&width=64&height=48"), 0, ingest_,
                                      live_);
@@ -2125,11 +2132,21 @@ TEST_F(ReconnectTest, AReloadsMaxFpsReachesASourceThatIsNeverReconnected) {
   CollectingEmitter out;
   StreamConfig slower = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
   slower.max_fps = 5;
+  slower.turn = Orientation::kRotate180;
   run_until(**reader, out, 16, [&](size_t n) {
-    if (n == 8) (*reader)->reconfigure(slower, "max_fps");
+    if (n == 8) (*reader)->reconfigure(slower, "max_fps, rotate");
   });
-  EXPECT_EQ(kinds(out).rfind("stream-start stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
-  EXPECT_EQ(of_kind(out, MessageKind::kStreamReconnecting)[0]->event.message, "a reload changed its max_fps");
+  EXPECT_EQ(kinds(out).rfind("stream-start stream-changed stream-reconnecting stream-resumed", 0), 0u) << kinds(out);
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamReconnecting)[0]->event.message, "a reload changed its max_fps, rotate");
+  const Message* changed = of_kind(out, MessageKind::kStreamChanged).at(0);
+  EXPECT_EQ(changed->event.turn, "rotate-180");
+  uint64_t frames_before = 0;
+  for (const Message& m : out.messages) {
+    if (&m == changed) break;
+    frames_before += m.kind == MessageKind::kFrame;
+  }
+  EXPECT_GE(frames_before, 8u);
+  EXPECT_EQ(changed->event.frames, frames_before) << "the frames that went out before it";
   std::vector<int64_t> pts_after;
   bool after_reload = false;
   uint64_t seq = 0;
@@ -2145,6 +2162,7 @@ TEST_F(ReconnectTest, AReloadsMaxFpsReachesASourceThatIsNeverReconnected) {
   }
 }
 
+// Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
 TEST_F(ReconnectTest, WithoutReconnectALiveStreamThatEndsStaysEnded) {
   encode_clip("once.mp4", "ball", 10, 160, 120, "mp4mux");
   MediaServer server;

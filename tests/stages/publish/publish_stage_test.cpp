@@ -207,6 +207,44 @@ TEST_F(PublishStageTest, AStartedEventSaysTheStreamsRegionAndTurn) {
   EXPECT_FALSE(bus_->sent[1].second.contains("turn"));
 }
 
+// A reload changed a stream's settings: its changed event says its region and turn from then on (both,
+// whatever changed), and a started event that comes after it (a stream that had no frame yet) says the
+// new ones.
+TEST_F(PublishStageTest, AChangedEventSaysTheNewRegionAndTurnAndALaterStartedEventToo) {
+  config_ = testing::test_config(2);
+  config_.job.mode = JobMode::kLive;
+  config_.streams[0].roi = {0.5, 0, 0.5, 1};
+  open();
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                    {"rtsp://cam/a", "", 0, 0}), out_).ok());
+  StreamEvent roi{"rtsp://cam/a", "a reload changed its roi", 0, 0};
+  roi.roi = {0, 0, 1, 1};
+  roi.turn = "rotate-90";
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamChanged, testing::envelope(0, 0), roi), out_).ok());
+  StreamEvent turned{"rtsp://cam/b2", "a reload changed its uri, rotate", 0, 0};
+  turned.roi = {0, 0.5, 1, 0.5};
+  turned.turn = "rotate-180";
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamChanged, testing::envelope(1, 0), turned), out_).ok());
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(1, 0),
+                                                    {"rtsp://cam/b2", "", 0, 0}), out_).ok());
+  ASSERT_EQ(bus_->sent.size(), 4u);
+  const nlohmann::json& a = bus_->sent[1].second;
+  EXPECT_EQ(bus_->sent[1].first, "events/s0");
+  EXPECT_EQ(a["event"], "changed");
+  EXPECT_EQ(a["message"], "a reload changed its roi");
+  EXPECT_EQ(a["roi"], nlohmann::json::array({0, 0, 1, 1}));
+  EXPECT_EQ(a["turn"], "rotate-90");
+  EXPECT_EQ(a["uri"], "rtsp://cam/a");
+  const nlohmann::json& b = bus_->sent[2].second;
+  EXPECT_EQ(b["event"], "changed");
+  EXPECT_EQ(b["uri"], "rtsp://cam/b2");
+  EXPECT_EQ(b["turn"], "rotate-180");
+  const nlohmann::json& b_started = bus_->sent[3].second;
+  EXPECT_EQ(b_started["event"], "started");
+  EXPECT_EQ(b_started["roi"], nlohmann::json::array({0, 0.5, 1, 0.5}));
+  EXPECT_EQ(b_started["turn"], "rotate-180");
+}
+
 // A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
 // emptied in place while the job writes on). The lines after that start at the file's start: before,
 // they went on at the old offset, after a hole of zero bytes as long as the file had been.
