@@ -250,7 +250,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       const std::string topic = j["topic"].get<std::string>();
       if (topic.rfind("events/", 0) == 0) {
         const nlohmann::json& e = j["payload"];
-        StreamView& view = views[topic.substr(7)];
+        const std::string stream_id = topic.substr(7);
+        StreamView& view = views[stream_id];
         if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
         // A reload's changed event says them again, for the frames after it.
         if (const std::string event = text_field(e, "event"); event == "started" || event == "changed") {
@@ -261,6 +262,22 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
             for (size_t i = 0; i < 4; ++i) view.roi[i] = (*roi)[i].get<double>();
           }
           view.turn = e.contains("turn") && e["turn"].is_string() ? e["turn"].get<std::string>() : "";
+          if (event == "changed" && !join_of(stream_id)) {
+            // Another camera or region from here on: no segment runs across the change, nor is one
+            // bridged over it (as publish's live segments end there).
+            if (auto o = open.find(stream_id); o != open.end()) {
+              for (auto& [label, seg] : o->second) close(seg);
+              open.erase(o);
+            }
+            for (auto h = held.begin(); h != held.end();) {
+              if (h->first != stream_id && h->first.rfind(stream_id + '\n', 0) != 0) {
+                ++h;
+                continue;
+              }
+              if (h->second.frames > 0) emit(h->second);
+              h = held.erase(h);
+            }
+          }
         }
         continue;
       }

@@ -751,6 +751,10 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     if (st.ended) return Status::Ok();
     st.roi = in.event.roi;
     st.turn = in.event.turn;
+    // Its frames are of another camera or region from here on: a segment does not run across the
+    // change (its picture and clip show one), and a run of a label starts over.
+    VAPIPE_RETURN_IF_ERROR(end_segment(st));
+    st.run = StreamState::LabelRun{};
     return publish(event_topic(st.id), event_json(in, wall_clock_ns()));
   }
   // A file's duration, for archive progress (a resumed stream's start is not published again).

@@ -300,8 +300,8 @@ TEST(Segments, ASegmentKnowsItsStreamsRegionAndTurnFromItsStartedEvent) {
   EXPECT_EQ(s[1].turn, "");
 }
 
-// A reload changed the stream's region (and turned its camera) while it ran: the segments that begin
-// after its changed event show the new ones; one that began before keeps what it began with.
+// A reload changed the stream's region (and turned its camera) while it ran: the segments after its
+// changed event show the new ones, and none runs across it (car before and car after are two).
 TEST(Segments, ASegmentAfterAReloadsChangedEventHasTheNewRegionAndTurn) {
   std::string text = "{\"topic\":\"events/a\",\"payload\":{\"event\":\"started\",\"uri\":\"rtsp://cam/a\","
                      "\"roi\":[0.5,0,0.5,1]}}\n";
@@ -312,18 +312,26 @@ TEST(Segments, ASegmentAfterAReloadsChangedEventHasTheNewRegionAndTurn) {
   text += "{\"topic\":\"events/a\",\"payload\":{\"event\":\"changed\",\"uri\":\"rtsp://cam/a2\","
           "\"roi\":[0,0,1,1],\"turn\":null}}\n";
   text += result("a", 3, "dog");
-  const std::vector<Segment> s = segments_of(text);
-  ASSERT_EQ(s.size(), 3u);
-  EXPECT_EQ(s[0].label, "car");
-  EXPECT_EQ(s[0].roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));
-  EXPECT_EQ(s[0].uri, "rtsp://cam/a");
-  EXPECT_EQ(s[1].label, "bus");
-  EXPECT_EQ(s[1].roi, (std::array<double, 4>{0, 0, 0.5, 0.5}));
-  EXPECT_EQ(s[1].turn, "rotate-180");
-  EXPECT_EQ(s[1].uri, "rtsp://cam/a2");
-  EXPECT_EQ(s[2].label, "dog");
-  EXPECT_EQ(s[2].roi, (std::array<double, 4>{0, 0, 1, 1}));
-  EXPECT_EQ(s[2].turn, "");
+  for (bool bridge : {false, true}) {
+    SegmentOptions options;
+    options.bridge = bridge;  // nor bridged over it
+    const std::vector<Segment> s = segments_of(text, options);
+    ASSERT_EQ(s.size(), 4u) << bridge;
+    EXPECT_EQ(s[0].label, "car");
+    EXPECT_EQ(s[0].end_seq, 0u);
+    EXPECT_EQ(s[0].roi, (std::array<double, 4>{0.5, 0, 0.5, 1}));
+    EXPECT_EQ(s[0].uri, "rtsp://cam/a");
+    EXPECT_EQ(s[1].label, "car");
+    EXPECT_EQ(s[1].start_seq, 1u);
+    EXPECT_EQ(s[1].roi, (std::array<double, 4>{0, 0, 0.5, 0.5}));
+    EXPECT_EQ(s[1].turn, "rotate-180");
+    EXPECT_EQ(s[1].uri, "rtsp://cam/a2");
+    EXPECT_EQ(s[2].label, "bus");
+    EXPECT_EQ(s[2].roi, (std::array<double, 4>{0, 0, 0.5, 0.5}));
+    EXPECT_EQ(s[3].label, "dog");
+    EXPECT_EQ(s[3].roi, (std::array<double, 4>{0, 0, 1, 1}));
+    EXPECT_EQ(s[3].turn, "");
+  }
 }
 
 // --min-score: a frame whose top-1 score is below it counts as no label (the classifier unsure), as an

@@ -49,6 +49,11 @@ class PublishStageTest : public ::testing::Test {
   void SetUp() override {
     config_ = testing::test_config(2);
     config_.job.price_per_gpu_hour = 3600.0;  // one unit per second: easy to check
+    make_stage();
+  }
+  // A fresh stage (not yet opened), whose bus is bus_ once it opens.
+  void make_stage() {
+    bus_ = nullptr;
     stage_ = std::make_unique<PublishStage>([this](const StageContext&) -> Result<std::unique_ptr<BusPublisher>> {
       auto bus = std::make_unique<FakeBus>();
       bus_ = bus.get();
@@ -243,6 +248,39 @@ TEST_F(PublishStageTest, AChangedEventSaysTheNewRegionAndTurnAndALaterStartedEve
   EXPECT_EQ(b_started["event"], "started");
   EXPECT_EQ(b_started["roi"], nlohmann::json::array({0, 0.5, 1, 0.5}));
   EXPECT_EQ(b_started["turn"], "rotate-180");
+}
+
+// A reload gave the camera a new address (or the stream a new region): a segment does not run across
+// the change, in either segments_labels mode; the label begins again after min_frames of the new frames.
+TEST_F(PublishStageTest, AChangedEventEndsTheStreamsSegmentAndItsLabelBeginsAgain) {
+  for (const char* labels : {"top1", "each"}) {
+    config_ = testing::test_config(2);
+    config_.job.mode = JobMode::kLive;
+    config_.publish.segments_min_frames = 2;
+    config_.publish.segments_labels = labels;
+    config_.publish.segments_min_score = 0.5;  // "other" (0.1 on each frame) is no label
+    make_stage();
+    open();
+    uint64_t seq = 0;
+    send_top1(&seq, "car", 0.9, 3);  // car began at seq 0
+    StreamEvent changed{"rtsp://cam/new", "a reload changed its uri", 3, 0};
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamChanged, testing::envelope(0, seq), changed), out_).ok());
+    send_top1(&seq, "car", 0.9, 1);  // one frame of the new camera: not yet a segment
+    send_top1(&seq, "car", 0.9, 1);  // car began again at seq 3
+    ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+    std::vector<std::string> order;
+    for (const auto& [topic, j] : bus_->sent) {
+      if (topic == "segments/s0") {
+        order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
+                        std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
+      } else if (topic == "events/s0") {
+        order.push_back(j["event"].get<std::string>());
+      }
+    }
+    EXPECT_EQ(order, (std::vector<std::string>{"began car 0..1", "ended car 0..2", "changed", "began car 3..4",
+                                               "ended car 3..4", "eos"}))
+        << labels;
+  }
 }
 
 // A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
