@@ -180,7 +180,7 @@ class LiveReload(SubscribedTest):
         new_uri, _ = start_rtsp_camera(self, "ball", width=320, height=240, credentials="operator:s3cret-Pw")
         with_password = new_uri.replace("rtsp://", "rtsp://operator:s3cret-Pw@")
         streams = [("front", old_uri), ("back", back_uri), {"id": "front-left", "source": "front", "roi": [0, 0, 0.5, 1]}]
-        config, endpoint = write_config(self.dir, streams, job={"mode": "live"})
+        config, endpoint = write_config(self.dir, streams, job={"mode": "live"}, publish={"segments_min_frames": 5})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         stages = run.watch_stages()
@@ -218,6 +218,13 @@ class LiveReload(SubscribedTest):
         self.assertEqual(reload_event["attempt"], 1)
         self.assertEqual(reload_event["uri"], new_uri.replace("rtsp://", "rtsp://***@"))
         self.assertEqual(front[4]["attempt"], 0)  # the lane's restart
+        # Its segment of the old camera ends before the change is said, and the new camera's begins after.
+        said = [(m["topic"], m["payload"]) for m in msgs if m["topic"] in ("segments/front", "events/front")]
+        changed_at = next(i for i, (t, p) in enumerate(said) if t == "events/front" and p["event"] == "changed")
+        segments = [(i, p["event"], p["label"]) for i, (t, p) in enumerate(said) if t == "segments/front"]
+        self.assertIn("smpte", [label for i, e, label in segments if e == "began" and i < changed_at])
+        self.assertEqual([(e, label) for i, e, label in segments if i < changed_at][-1], ("ended", "smpte"))
+        self.assertEqual([(e, label) for i, e, label in segments if i > changed_at][0], ("began", "ball"))
         # Every frame once, in order, numbered on to the new camera's first; each frame's label says which
         # camera it is (the pattern each server sends).
         seqs = [r["seq"] for r in results["front"]]
