@@ -63,6 +63,17 @@ Status PublishStage::open(const StageContext& ctx) {
     if (plan && plan->streams.count(s.id)) take_earlier_progress(st, plan->streams.at(s.id));
     streams_.push_back(st);
   }
+  if (restarted_ && layout_) {
+    // A reload may have changed a stream's roi or turn since the job started (its changed event went
+    // out before this publish was restarted): its table entry has them, for a started event yet to come.
+    if (auto table = read_job_stream_table(stream_table_path(*layout_)); table.ok() && table->has_value()) {
+      for (const StreamTableEntry& e : (*table)->entries) {
+        if (e.index >= streams_.size() || streams_[e.index].id != e.id) continue;
+        streams_[e.index].roi = e.roi;
+        streams_[e.index].turn = e.turn ? orientation_name(*e.turn) : "";
+      }
+    }
+  }
   if (plan) {
     for (const auto& [id, p] : plan->departed) {
       StreamState st;

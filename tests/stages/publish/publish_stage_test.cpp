@@ -1966,6 +1966,31 @@ TEST_F(PublishStageTest, StreamsAddedWhileRunningAreLearnedFromTheStreamTable) {
   std::filesystem::remove_all(layout.run_dir);
 }
 
+// Publish crashed after a reload changed a stream's region and turn: started again, it takes them from
+// the stream table (not the config the job started with), for the started event of a stream that had
+// no frame yet.
+TEST_F(PublishStageTest, ARestartedPublishTakesARegionAReloadChangedFromTheStreamTable) {
+  JobLayout layout = make_job_layout(config_, "publish-test-roi-" + std::to_string(getpid()));
+  std::filesystem::create_directories(layout.run_dir);
+  StreamTable table;
+  table.version = 2;
+  table.writer_pid = getppid();
+  table.entries = {{0, "s0", "test://ball", 0, false}, {1, "s1", "test://ball", 0, false}};
+  table.entries[1].roi = {0, 0.5, 1, 0.5};
+  table.entries[1].turn = Orientation::kRotate90;
+  ASSERT_TRUE(write_stream_table(table, stream_table_path(layout)).ok());
+  setenv(kRestartReasonEnv, "stage publish (pid 4242) failed: killed by signal 9", 1);
+  const bool opened = stage_->open(StageContext{config_, nullptr, nullptr, &layout}).ok();
+  unsetenv(kRestartReasonEnv);
+  ASSERT_TRUE(opened);
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(1, 0),
+                                                    {"test://ball", "", 0, 0}), out_).ok());
+  ASSERT_EQ(bus_->sent.size(), 1u);
+  EXPECT_EQ(bus_->sent[0].second["roi"], nlohmann::json::array({0, 0.5, 1, 0.5}));
+  EXPECT_EQ(bus_->sent[0].second["turn"], "rotate-90");
+  std::filesystem::remove_all(layout.run_dir);
+}
+
 TEST_F(PublishStageTest, MessageForAnUnknownStreamIsRejected) {
   open();
   Message m = result(0, 0, "a");
