@@ -20,8 +20,9 @@ struct Segment {
   std::string stream_id;
   std::string label;
   std::string uri;  // its stream's, from the stream's events in the results ("": none seen)
-  // What its stream classified of each frame, as its started (or a reload's changed) event says (streams[].roi, and rotate /
-  // mirror in GStreamer's words, "rotate-180"; "": as the file says): what a picture shows.
+  // What its stream classified of each frame, as its started (or a reload's changed) event says
+  // (streams[].roi, and rotate / mirror in GStreamer's words, "rotate-180"; "": as the file says): what
+  // a picture shows.
   std::array<double, 4> roi{0, 0, 1, 1};
   std::string turn;
   double start_ms = -1, end_ms = -1;  // pts_ms of its first and last frame (-1: the decoder gave none)

@@ -26,7 +26,7 @@ enum class MessageKind : uint8_t {
   kStreamResumed = 14,       // its first frame after a reconnection
   kStreamPicture = 15,       // a picture of a live stream's frame was written (publish.segments_pictures_dir)
   kStreamClip = 16,          // a clip of a live stream's segment was written (publish.segments_clips)
-  kStreamChanged = 17,       // a reload changed the stream's settings (its roi, uri, rotate, ...): its next frame has them
+  kStreamChanged = 17,       // a reload changed the stream's settings (roi, uri, ...): its next frame has them
 };
 const char* message_kind_name(MessageKind kind);
 inline bool is_stream_event(MessageKind k) {
@@ -183,7 +183,7 @@ struct StreamEvent {
   // past publish.segments_clip_max_s), and `continues` when the segment goes on in its next part.
   std::string clip{};
   bool continues = false;
-  // kStreamChanged: `message` says what changed ("roi", "uri, rotate"); the stream's region and how its
+  // kStreamChanged: `message` says what changed ("a reload changed its uri, rotate"); the stream's region and how its
   // frames are turned from now on (orientation_name(), "" when its file's own tag decides), all of them
   // whatever changed, so that whoever shows its frames needs no other source.
   std::array<double, 4> roi{0, 0, 1, 1};

@@ -519,7 +519,6 @@ struct StreamReader::Impl {
     stream.from_ns = next.from_ns;
     stream.to_ns = next.to_ns;
     stream.source = std::move(next.source);
-
     sample_period_ns = period_of(stream.max_fps >= 0 ? stream.max_fps : ingest.max_fps);
     kept_up_to(-1);
     keyframes_only = ingest.keyframes_only_for(stream);
@@ -1773,8 +1772,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (auto done = wait_until(std::chrono::steady_clock::now() + seconds_of(delay))) return done;
       if (std::optional<std::string> what = take_reload_settings()) {
         // Settings a reload changed while the stream waited: its attempts start over with them, now.
-        if (Status st = say_changed("a reload changed its " + *what); !st.ok()) return finish(MessageKind::kStreamError, st.message());
         reason = "a reload changed its " + *what;
+        if (Status st = say_changed(reason); !st.ok()) return finish(MessageKind::kStreamError, st.message());
         attempt = 0;
         at_once = true;
         continue;
@@ -1871,8 +1870,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       const std::string old_uri = uri;
       const std::optional<std::string> taken = take_reload_settings();
       const std::string what = taken.value_or("settings");
-      if (taken) {
-        if (Status st = say_changed("a reload changed its " + what); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      if (Status st = taken ? say_changed("a reload changed its " + what) : Status::Ok(); !st.ok()) {
+        return finish(MessageKind::kStreamError, st.message());
       }
       if (uri != old_uri) VAPIPE_LOG_INFO("stream '{}': its uri was {}", s.stream.id, old_uri);
       attempt = 0;

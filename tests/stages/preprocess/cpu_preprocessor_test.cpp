@@ -382,9 +382,9 @@ TEST(CpuPreprocessor, LetterboxPutsTheWholeFrameInItsRectangleAndThePadColourAro
           const float pad = (boxed.pad_rgb[colour] / 255.f - boxed.mean[c]) / boxed.std[c];
           for (uint32_t y = 0; y < 224; ++y) {
             for (uint32_t x = 0; x < 224; ++x) {
-              const float got = a[size_t{c} * 224 * 224 + size_t{y} * 224 + x];
+              const float got = a[static_cast<size_t>(c) * 224 * 224 + size_t{y} * 224 + x];
               if (x >= rect.x && x < rect.x + rect.width && y >= rect.y && y < rect.y + rect.height) {
-                const float want = b[size_t{c} * rect.width * rect.height + size_t{y - rect.y} * rect.width + (x - rect.x)];
+                const float want = b[static_cast<size_t>(c) * rect.width * rect.height + size_t{y - rect.y} * rect.width + (x - rect.x)];
                 ASSERT_EQ(got, want) << pixel_format_name(format) << " " << w << "x" << h << " at " << x << "," << y;
                 ++inside;
               } else {
