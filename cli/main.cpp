@@ -32,10 +32,12 @@ usage:
   vapipe keygen PREFIX                  write a CURVE key pair: PREFIX.secret (mode 0600), PREFIX.public
   vapipe status [https://]HOST:PORT [--token-file FILE] [--ca-file PEM] [--cert PEM --key PEM] [--json]
                                         a running job's streams, from publish.metrics_address's /healthz
-  vapipe validate CONFIG.yaml [--open] [--send-test] [--timeout S] [--at-once N]
+  vapipe validate CONFIG.yaml [--reload] [--open] [--send-test] [--timeout S] [--at-once N]
                                         check a config and print it resolved; --open: and open each
                                         stream until its first frame (ok, or FAILED and why), at most
-                                        S s each (15), N at once (8)
+                                        S s each (15), N at once (8); --reload: and say what a reload
+                                        (SIGHUP) of the job running with this file would do, or why
+                                        it would be refused (exit 1)
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
                   [--min-score S|LABEL=S]... [--each-label] [--join NAME=PATTERN [--join-gap S]]...
                   [--clock media|capture|camera] [--frames DIR [--picture best|first]]

@@ -19,6 +19,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
 #include "pipeline/results_path.h"
+#include "pipeline/running_job.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/supervisor.h"
@@ -309,9 +310,42 @@ static std::string send_mqtt_test_message(const Config& c, size_t index, std::ch
   return "no acknowledgement within " + std::to_string(timeout.count()) + " s";
 }
 
+// --reload: what a reload now would do to each job running with the config file at `path` (its text and
+// config as just read), as that job would do it. 0, or kExitUsage when no job runs with it or a job
+// would refuse the reload (a script then sends no SIGHUP).
+int say_what_a_reload_would_do(const std::string& path, const std::string& text, const Config& config) {
+  const std::vector<RunningJob> jobs = running_jobs_of(path);
+  if (jobs.empty()) {
+    std::fprintf(stderr,
+                 "vapipe validate --reload: no job started with %s (`vapipe run %s`) is running on this host: there "
+                 "is nothing to reload\n",
+                 path.c_str(), path.c_str());
+    return kExitUsage;
+  }
+  int outcome = 0;
+  for (const RunningJob& job : jobs) {
+    const std::string which = "the job running with it (vapipe run, pid " + std::to_string(job.pid) + ")";
+    auto preview = preview_reload(job, text, config);
+    if (!preview.ok()) {
+      std::printf("  a reload of %s would be refused, and change nothing: %s\n", which.c_str(),
+                  preview.status().message().c_str());
+      outcome = kExitUsage;
+    } else if (!preview->change.changed()) {
+      std::printf("  a reload of %s would change nothing: its streams are these\n", which.c_str());
+    } else {
+      size_t lanes = 1;
+      for (uint32_t lane : preview->change.added_lanes) lanes = std::max<size_t>(lanes, lane + 1);
+      std::printf("  a reload of %s would: %s; %zu streams then\n", which.c_str(),
+                  describe_reload(preview->change, lanes).c_str(), preview->streams_then);
+    }
+  }
+  return outcome;
+}
+
 int validate_command(const std::vector<std::string>& all_args) {
   std::vector<std::string> args;
   bool open = false;
+  bool reload = false;  // --reload: what a reload of the job running with this file would do
   bool send_test = false;  // --send-test: a test message POSTed to each webhook
   // --open: how long each stream may take to its first frame, and how many open at once (a site's slow
   // NVR, or a link that many cameras at once would fill).
@@ -327,6 +361,8 @@ int validate_command(const std::vector<std::string>& all_args) {
     const std::string& a = all_args[i];
     if (a == "--open") {
       open = true;
+    } else if (a == "--reload") {
+      reload = true;
     } else if (a == "--send-test") {
       send_test = true;
     } else if ((a == "--timeout" || a == "--at-once") && i + 1 < all_args.size()) {
@@ -341,10 +377,12 @@ int validate_command(const std::vector<std::string>& all_args) {
     }
   }
   if (args.size() != 1) {
-    std::fprintf(stderr, "usage: vapipe validate CONFIG.yaml [--open] [--send-test] [--timeout S] [--at-once N]\n");
+    std::fprintf(stderr,
+                 "usage: vapipe validate CONFIG.yaml [--reload] [--open] [--send-test] [--timeout S] [--at-once N]\n");
     return kExitUsage;
   }
-  auto config = load_config_file(args[0]);
+  std::string config_text;
+  auto config = load_config_file(args[0], &config_text);
   if (!config.ok()) return config_error(config.status());
   const Config& c = *config;
   // What the config alone cannot know: whether GStreamer here reads each network stream's scheme.
@@ -520,6 +558,9 @@ int validate_command(const std::vector<std::string>& all_args) {
                 topic_list(m).c_str(), parse_mqtt_url(m.url).value().origin().c_str(), m.topic_prefix.c_str(), m.qos,
                 m.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", m.max_queued,
                 extras.c_str());
+  }
+  if (reload) {
+    if (int refused = say_what_a_reload_would_do(args[0], config_text, c); refused != 0) return refused;
   }
   if (!open && !send_test) return 0;
   const auto timeout = std::chrono::seconds(open_timeout_s);

@@ -24,6 +24,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/results_path.h"
+#include "pipeline/running_job.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stale_jobs.h"
 #include "pipeline/stream_table.h"
@@ -272,6 +273,12 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       return RunOutcome{kExitStageFailed};
     }
     setenv(kConfigAsStartedEnv, copy.c_str(), 1);  // inherited by every stage
+    // Which file a reload reads, for `vapipe validate CONFIG --reload` to find this job by.
+    if (Status s = write_file_atomically(config_path_mark(layout.run_dir), absolute_path_of(options.config_path) + "\n",
+                                         0600);
+        !s.ok()) {
+      VAPIPE_LOG_WARN("{} (`vapipe validate --reload` will not find this job)", s.message());
+    }
   }
   // The table version that added each stream, and the one each lane's ingest started with: a lane that
   // finished (its streams all removed or given up) starts again for streams added after it started.
@@ -423,19 +430,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
-    std::string added, removed;
-    for (size_t i = 0; i < change->added.size(); ++i) {
-      added += (added.empty() ? "'" : ", '") + change->added[i] + "'" +
-               (lanes > 1 ? " (lane " + std::to_string(change->added_lanes[i]) + ")" : std::string());
-    }
-    for (const std::string& id : change->removed) removed += (removed.empty() ? "'" : ", '") + id + "'";
-    std::string retuned;
-    for (size_t i = 0; i < change->retuned.size(); ++i) {
-      retuned += (retuned.empty() ? "'" : ", '") + change->retuned[i] + "' (" + change->retuned_what[i] + ")";
-    }
-    VAPIPE_LOG_INFO("{}{}: added {}; removed {}; {}{} streams now", what, options.config_path,
-                    added.empty() ? "none" : added, removed.empty() ? "none" : removed,
-                    retuned.empty() ? "" : "changed " + retuned + "; ", table.live_streams());
+    VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(*change, lanes),
+                    table.live_streams());
     auto named = [](const std::vector<std::string>& ids, const std::string& id) {
       return std::find(ids.begin(), ids.end(), id) != ids.end();
     };

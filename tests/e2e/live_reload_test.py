@@ -90,6 +90,11 @@ class LiveReload(SubscribedTest):
         time.sleep(0.5)
         self.rewrite(config, text=good)
         self.rewrite(config, batch={"max_batch_size": 4, "max_delay_ms": 5})
+        # Asked first, `vapipe validate --reload` says the job would refuse it, and why.
+        asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(asked.returncode, 1, asked.stdout + asked.stderr)
+        self.assertIn("would be refused, and change nothing: ", asked.stdout)
+        self.assertIn("`batch` changed; only `streams` can change while the job runs", asked.stdout)
         run.signal(signal.SIGHUP)
         time.sleep(0.5)
         self.rewrite(config, text=good)
@@ -188,6 +193,13 @@ class LiveReload(SubscribedTest):
         streams[0] = ("front", with_password)
         streams[2] = {"id": "front-left", "source": "front", "roi": [0.5, 0, 0.5, 1]}
         self.rewrite(config, streams=streams)
+        # Asked first, `vapipe validate --reload` finds the job by its config file and says what the
+        # reload will do (without the new password).
+        asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
+        self.assertRegex(asked.stdout, r"a reload of the job running with it \(vapipe run, pid \d+\) would: added none; "
+                                       r"removed none; changed 'front' \(uri\), 'front-left' \(roi\); 3 streams then")
+        self.assertNotIn("s3cret-Pw", asked.stdout + asked.stderr)
         run.signal(signal.SIGHUP)
         self.wait_for("front and front-left resumed",
                       lambda m: has_event(m, "front", "resumed") and has_event(m, "front-left", "resumed"))

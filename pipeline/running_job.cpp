@@ -1,0 +1,86 @@
+#include "pipeline/running_job.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace vapipe {
+namespace {
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return in.bad() ? std::nullopt : std::optional<std::string>(text.str());
+}
+
+bool process_alive(int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
+std::string config_path_mark(const std::string& run_dir) { return run_dir + "/config-path"; }
+
+std::string absolute_path_of(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? path : p.string();
+}
+
+std::vector<RunningJob> running_jobs_of(const std::string& config_path, const std::string& runs_root) {
+  const std::string wanted = absolute_path_of(config_path);
+  std::vector<RunningJob> jobs;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(runs_root, ec)) {
+    if (entry.path().filename().string().rfind("vapipe-", 0) != 0 || !entry.is_directory(ec)) continue;
+    const std::string run_dir = entry.path().string();
+    std::optional<std::string> started_from = read_text(config_path_mark(run_dir));
+    if (!started_from) continue;  // a job started without a file (the demo), or not by `vapipe run`
+    while (!started_from->empty() && started_from->back() == '\n') started_from->pop_back();
+    if (*started_from != wanted) continue;
+    JobLayout layout;
+    layout.run_dir = run_dir;
+    auto table = read_stream_table(stream_table_path(layout));
+    if (!table.ok() || !table->has_value() || !process_alive((*table)->writer_pid)) continue;  // one that ended
+    jobs.push_back(RunningJob{run_dir, (*table)->writer_pid});
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const RunningJob& a, const RunningJob& b) { return a.run_dir < b.run_dir; });
+  return jobs;
+}
+
+Result<ReloadPreview> preview_reload(const RunningJob& job, const std::string& reloaded_text, const Config& reloaded) {
+  const std::string started_path = config_as_started_path(job.run_dir);
+  const std::optional<std::string> running_text = read_text(started_path);
+  if (!running_text) return Unavailable("the job's copy of its config, " + started_path + ", cannot be read");
+  JobLayout layout;
+  layout.run_dir = job.run_dir;
+  VAPIPE_ASSIGN_OR_RETURN(std::optional<StreamTable> table, read_stream_table(stream_table_path(layout)));
+  if (!table) return Unavailable("the job's stream table in " + job.run_dir + " is gone (the job has ended?)");
+  size_t lanes = 1;
+  for (const StreamTableEntry& e : table->entries) lanes = std::max<size_t>(lanes, e.lane + 1);
+  ReloadPreview preview;
+  VAPIPE_ASSIGN_OR_RETURN(preview.change, apply_stream_reload(*table, *running_text, reloaded_text, reloaded, lanes));
+  preview.streams_then = table->live_streams();
+  return preview;
+}
+
+std::string describe_reload(const StreamReload& change, size_t lanes) {
+  std::string added, removed, retuned;
+  for (size_t i = 0; i < change.added.size(); ++i) {
+    added += (added.empty() ? "'" : ", '") + change.added[i] + "'" +
+             (lanes > 1 && i < change.added_lanes.size() ? " (lane " + std::to_string(change.added_lanes[i]) + ")"
+                                                         : std::string());
+  }
+  for (const std::string& id : change.removed) removed += (removed.empty() ? "'" : ", '") + id + "'";
+  for (size_t i = 0; i < change.retuned.size(); ++i) {
+    retuned += (retuned.empty() ? "'" : ", '") + change.retuned[i] + "' (" + change.retuned_what[i] + ")";
+  }
+  return "added " + (added.empty() ? std::string("none") : added) + "; removed " +
+         (removed.empty() ? std::string("none") : removed) + (retuned.empty() ? "" : "; changed " + retuned);
+}
+
+}  // namespace vapipe

@@ -1,0 +1,45 @@
+// What a reload of a running live job would do, asked before it is sent (`vapipe validate CONFIG
+// --reload`): the job's run folder holds the config it started with, its stream table as the reloads
+// so far left it, and the path of the config file it reloads from. The same apply_stream_reload the
+// job runs on SIGHUP works on a copy, so the answer is the job's own (a refusal word for word).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/config.h"
+#include "pipeline/status.h"
+#include "pipeline/stream_table.h"
+
+namespace vapipe {
+
+// In a job's run folder: the absolute path of the config file `vapipe run` was given, which SIGHUP
+// reads again.
+std::string config_path_mark(const std::string& run_dir);
+// `path` made absolute, its links and `..` resolved (as far as it exists): how the mark says it.
+std::string absolute_path_of(const std::string& path);
+
+struct RunningJob {
+  std::string run_dir;
+  int64_t pid = 0;  // its `vapipe run`
+};
+
+// The jobs running now (their `vapipe run` alive) that were started with the config file at
+// `config_path` (compared by absolute path), found among the run folders in `runs_root`
+// (vapipe-<job id>).
+std::vector<RunningJob> running_jobs_of(const std::string& config_path, const std::string& runs_root = "/tmp");
+
+struct ReloadPreview {
+  StreamReload change;
+  size_t streams_then = 0;  // live streams after it
+};
+
+// What a reload of `job` to `reloaded` (its text `reloaded_text`) would do; the error the job would
+// log when it would refuse it (nothing of the job changes either way).
+Result<ReloadPreview> preview_reload(const RunningJob& job, const std::string& reloaded_text, const Config& reloaded);
+
+// "added 'a', 'b' (lane 1); removed none; changed 'front' (uri)": what the job's log says of a reload.
+std::string describe_reload(const StreamReload& change, size_t lanes);
+
+}  // namespace vapipe

@@ -1,0 +1,133 @@
+#include "pipeline/running_job.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace vapipe {
+namespace {
+
+// A live job's config text with these streams (id, test pattern), and `extra` appended.
+std::string live_yaml(const std::vector<std::pair<std::string, std::string>>& streams, const std::string& extra = "") {
+  std::string yaml = "job: {mode: live}\nstreams:\n";
+  for (const auto& [id, pattern] : streams) {
+    yaml += "  - {id: " + id + ", uri: \"test://" + pattern + "?frames=0&live=true\"}\n";
+  }
+  return yaml + "infer: {model: m.pt, labels: m.txt}\n" + extra;
+}
+
+void write(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// A folder of run folders, and a config file beside them, as `vapipe run CONFIG` leaves them.
+class RunningJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::path(::testing::TempDir()) / ("running-job-" + std::to_string(getpid()));
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_);
+    config_path_ = (root_ / "cameras.yaml").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // A job started with `yaml` from config_path_, by the process `pid`; its run folder.
+  std::string start_job(const std::string& job_id, const std::string& yaml, int64_t pid) {
+    const std::filesystem::path run_dir = root_ / ("vapipe-" + job_id);
+    std::filesystem::create_directories(run_dir);
+    write(config_as_started_path(run_dir.string()), yaml);
+    write(config_path_mark(run_dir.string()), absolute_path_of(config_path_) + "\n");
+    auto config = load_config_string(yaml, "cameras.yaml", root_.string());
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    Placement placement;
+    placement.lanes.push_back(Lane{});
+    for (uint32_t s = 0; s < config->streams.size(); ++s) placement.lanes[0].streams.push_back(s);
+    StreamTable table = initial_stream_table(*config, placement);
+    table.writer_pid = pid;
+    JobLayout layout;
+    layout.run_dir = run_dir.string();
+    EXPECT_TRUE(write_stream_table(table, stream_table_path(layout)).ok());
+    return run_dir.string();
+  }
+
+  // The edited file, read as `vapipe validate` reads it; what a reload of `job` to it would do.
+  Result<ReloadPreview> preview(const RunningJob& job, const std::string& edited) {
+    write(config_path_, edited);
+    std::string text;
+    auto config = load_config_file(config_path_, &text);
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    return preview_reload(job, text, *config);
+  }
+
+  std::filesystem::path root_;
+  std::string config_path_;
+};
+
+// The job is found by the file it was started with (written relative, or through `..`); one whose
+// `vapipe run` has ended, and one started with another file, are not.
+TEST_F(RunningJobTest, TheJobRunningWithAConfigFileIsFoundByItsPath) {
+  const std::string yaml = live_yaml({{"front", "ball"}, {"back", "smpte"}});
+  const std::string running = start_job("running", yaml, getpid());
+  start_job("ended", yaml, 999999999);  // no such process
+  const std::string other = start_job("other", yaml, getpid());
+  write(config_path_mark(other), (root_ / "elsewhere.yaml").string() + "\n");
+  std::filesystem::create_directories(root_ / "sub");
+  const std::string through_dots = (root_ / "sub" / ".." / "cameras.yaml").string();
+  for (const std::string& path : {config_path_, through_dots}) {
+    const std::vector<RunningJob> jobs = running_jobs_of(path, root_.string());
+    ASSERT_EQ(jobs.size(), 1u) << path;
+    EXPECT_EQ(jobs[0].run_dir, running);
+    EXPECT_EQ(jobs[0].pid, getpid());
+  }
+  EXPECT_TRUE(running_jobs_of((root_ / "nothing.yaml").string(), root_.string()).empty());
+  EXPECT_TRUE(running_jobs_of(config_path_, (root_ / "no-such-folder").string()).empty());
+}
+
+// What a reload would do is what the job would do: an added, a removed and a changed stream, said as
+// its log says them; the job's table is untouched.
+TEST_F(RunningJobTest, APreviewSaysWhatTheReloadWouldAddRemoveAndChange) {
+  const std::string run_dir = start_job("j", live_yaml({{"front", "ball"}, {"back", "smpte"}}), getpid());
+  JobLayout layout;
+  layout.run_dir = run_dir;
+  auto before = read_stream_table(stream_table_path(layout));
+  auto p = preview(RunningJob{run_dir, getpid()}, live_yaml({{"front", "snow"}, {"side", "pinwheel"}}));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(describe_reload(p->change, 1), "added 'side'; removed 'back'; changed 'front' (uri)");
+  EXPECT_EQ(p->streams_then, 2u);
+  auto after = read_stream_table(stream_table_path(layout));
+  ASSERT_TRUE(before.ok() && after.ok() && before->has_value() && after->has_value());
+  EXPECT_EQ((*after)->version, (*before)->version);
+  EXPECT_EQ((*after)->entries.size(), 2u);
+
+  auto same = preview(RunningJob{run_dir, getpid()}, live_yaml({{"front", "ball"}, {"back", "smpte"}}));
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_FALSE(same->change.changed());
+}
+
+// A reload the job would refuse: the same words its log would have, naming what cannot change.
+TEST_F(RunningJobTest, APreviewOfARefusedReloadSaysWhy) {
+  const std::string yaml = live_yaml({{"front", "ball"}});
+  const std::string run_dir = start_job("j", yaml, getpid());
+  auto p = preview(RunningJob{run_dir, getpid()}, live_yaml({{"front", "ball"}}, "batch: {max_batch_size: 4}\n"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("`batch` changed"), std::string::npos) << p.status().message();
+  std::filesystem::remove(config_as_started_path(run_dir));
+  auto gone = preview(RunningJob{run_dir, getpid()}, yaml);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find(config_as_started_path(run_dir)), std::string::npos);
+}
+
+TEST(DescribeReload, SaysNoneForNothingAndLanesOnlyWhenThereAreSeveral) {
+  StreamReload change;
+  EXPECT_EQ(describe_reload(change, 1), "added none; removed none");
+  change.added = {"a", "b"};
+  change.added_lanes = {0, 1};
+  change.retuned = {"c"};
+  change.retuned_what = {"roi"};
+  EXPECT_EQ(describe_reload(change, 2), "added 'a' (lane 0), 'b' (lane 1); removed none; changed 'c' (roi)");
+}
+
+}  // namespace
+}  // namespace vapipe
