@@ -6,17 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/fakes/live_yaml.h"
+
 namespace vapipe {
 namespace {
 
-// A live job's config text with these streams (id, test pattern), and `extra` appended.
-std::string live_yaml(const std::vector<std::pair<std::string, std::string>>& streams, const std::string& extra = "") {
-  std::string yaml = "job: {mode: live}\nstreams:\n";
-  for (const auto& [id, pattern] : streams) {
-    yaml += "  - {id: " + id + ", uri: \"test://" + pattern + "?frames=0&live=true\"}\n";
-  }
-  return yaml + "infer: {model: m.pt, labels: m.txt}\n" + extra;
-}
+using testing::live_yaml;
 
 void write(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path) << text;

@@ -8,17 +8,12 @@
 
 #include "pipeline/stage.h"
 
+#include "tests/fakes/live_yaml.h"
+
 namespace vapipe {
 namespace {
 
-// A live job's config text with these streams (id, test pattern), and `extra` appended.
-std::string live_yaml(const std::vector<std::pair<std::string, std::string>>& streams, const std::string& extra = "") {
-  std::string yaml = "job: {mode: live}\nstreams:\n";
-  for (const auto& [id, pattern] : streams) {
-    yaml += "  - {id: " + id + ", uri: \"test://" + pattern + "?frames=0&live=true\"}\n";
-  }
-  return yaml + "infer: {model: m.pt, labels: m.txt}\n" + extra;
-}
+using testing::live_yaml;
 
 Config load(const std::string& yaml) {
   auto c = load_config_string(yaml, "job.yaml", "/cfg");
