@@ -142,6 +142,8 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& p) {
       line = stream + ": reconnecting" + attempt + ": " + message;
     } else if (event == "resumed") {
       line = stream + ": resumed" + attempt;
+    } else if (event == "changed") {
+      line = stream + ": " + message + " (" + text_field(p, "uri") + ")";  // "a reload changed its uri (...)"
     } else {
       line = stream + ": " + event + (message.empty() ? "" : ": " + message);
     }

@@ -391,6 +391,9 @@ TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
   EXPECT_EQ(webhook_text("events/a", event), "a: ended: end of stream; the file is cut short");
   event = {{"schema", "vapipe.event"}, {"stream_id", "a"}, {"event", "started"}, {"uri", "rtsp://***@cam/s"}};
   EXPECT_EQ(webhook_text("events/a", event), "a: started (rtsp://***@cam/s)");
+  const json changed{{"schema", "vapipe.event"}, {"stream_id", "a"}, {"event", "changed"}, {"uri", "rtsp://***@cam2/s"},
+                     {"message", "a reload changed its uri"}, {"roi", {0, 0, 1, 1}}, {"turn", nullptr}};
+  EXPECT_EQ(webhook_text("events/a", changed), "a: a reload changed its uri (rtsp://***@cam2/s)");
 
   json result{{"schema", "vapipe.result"}, {"stream_id", "gate"}, {"seq", 812}, {"label", "truck"}, {"score", 0.5},
               {"error", nullptr}};
