@@ -324,6 +324,11 @@ int say_what_a_reload_would_do(const std::string& path, const std::string& text,
   }
   int outcome = 0;
   for (const RunningJob& job : jobs) {
+    if (!job.unreadable.empty()) {
+      std::printf("  a job started with it runs in %s, but %s\n", job.run_dir.c_str(), job.unreadable.c_str());
+      outcome = kExitUsage;
+      continue;
+    }
     const std::string which = "the job running with it (vapipe run, pid " + std::to_string(job.pid) + ")";
     auto preview = preview_reload(job, text, config);
     if (!preview.ok()) {

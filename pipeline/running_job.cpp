@@ -1,12 +1,15 @@
 #include "pipeline/running_job.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "pipeline/atomic_file.h"
 
 namespace vapipe {
 namespace {
@@ -44,18 +47,25 @@ std::vector<RunningJob> running_jobs_of(const std::string& config_path, const st
     if (*started_from != wanted) continue;
     JobLayout layout;
     layout.run_dir = run_dir;
-    auto table = read_stream_table(stream_table_path(layout));
+    const std::string table_path = stream_table_path(layout);
+    if (::access(table_path.c_str(), F_OK) == 0 && ::access(table_path.c_str(), R_OK) != 0) {
+      jobs.push_back(RunningJob{run_dir, 0,
+                                table_path + " cannot be read by this user (it is the job's alone: it holds camera "
+                                             "passwords): run this as the user the job runs as"});
+      continue;
+    }
+    auto table = read_stream_table(table_path);
     if (!table.ok() || !table->has_value() || !process_alive((*table)->writer_pid)) continue;  // one that ended
-    jobs.push_back(RunningJob{run_dir, (*table)->writer_pid});
+    jobs.push_back(RunningJob{run_dir, (*table)->writer_pid, ""});
   }
   std::sort(jobs.begin(), jobs.end(), [](const RunningJob& a, const RunningJob& b) { return a.run_dir < b.run_dir; });
   return jobs;
 }
 
 Result<ReloadPreview> preview_reload(const RunningJob& job, const std::string& reloaded_text, const Config& reloaded) {
-  const std::string started_path = config_as_started_path(job.run_dir);
-  const std::optional<std::string> running_text = read_text(started_path);
-  if (!running_text) return Unavailable("the job's copy of its config, " + started_path + ", cannot be read");
+  if (!job.unreadable.empty()) return FailedPrecondition(job.unreadable);
+  auto running_text = read_file_bytes(config_as_started_path(job.run_dir));
+  if (!running_text.ok()) return running_text.status().with_context("the job's copy of its config");
   JobLayout layout;
   layout.run_dir = job.run_dir;
   VAPIPE_ASSIGN_OR_RETURN(std::optional<StreamTable> table, read_stream_table(stream_table_path(layout)));

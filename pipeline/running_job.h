@@ -22,12 +22,15 @@ std::string absolute_path_of(const std::string& path);
 
 struct RunningJob {
   std::string run_dir;
-  int64_t pid = 0;  // its `vapipe run`
+  int64_t pid = 0;  // its `vapipe run` (0: not known, below)
+  // Set when the job's files cannot be read by this user (they are its owner's alone: they hold camera
+  // passwords): why, with what to do.
+  std::string unreadable;
 };
 
 // The jobs running now (their `vapipe run` alive) that were started with the config file at
 // `config_path` (compared by absolute path), found among the run folders in `runs_root`
-// (vapipe-<job id>).
+// (vapipe-<job id>); with `unreadable` set, those whose state this user cannot read.
 std::vector<RunningJob> running_jobs_of(const std::string& config_path, const std::string& runs_root = "/tmp");
 
 struct ReloadPreview {

@@ -87,7 +87,7 @@ TEST_F(RunningJobTest, APreviewSaysWhatTheReloadWouldAddRemoveAndChange) {
   JobLayout layout;
   layout.run_dir = run_dir;
   auto before = read_stream_table(stream_table_path(layout));
-  auto p = preview(RunningJob{run_dir, getpid()}, live_yaml({{"front", "snow"}, {"side", "pinwheel"}}));
+  auto p = preview(RunningJob{run_dir, getpid(), ""}, live_yaml({{"front", "snow"}, {"side", "pinwheel"}}));
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(describe_reload(p->change, 1), "added 'side'; removed 'back'; changed 'front' (uri)");
   EXPECT_EQ(p->streams_then, 2u);
@@ -96,7 +96,7 @@ TEST_F(RunningJobTest, APreviewSaysWhatTheReloadWouldAddRemoveAndChange) {
   EXPECT_EQ((*after)->version, (*before)->version);
   EXPECT_EQ((*after)->entries.size(), 2u);
 
-  auto same = preview(RunningJob{run_dir, getpid()}, live_yaml({{"front", "ball"}, {"back", "smpte"}}));
+  auto same = preview(RunningJob{run_dir, getpid(), ""}, live_yaml({{"front", "ball"}, {"back", "smpte"}}));
   ASSERT_TRUE(same.ok()) << same.status().message();
   EXPECT_FALSE(same->change.changed());
 }
@@ -105,11 +105,11 @@ TEST_F(RunningJobTest, APreviewSaysWhatTheReloadWouldAddRemoveAndChange) {
 TEST_F(RunningJobTest, APreviewOfARefusedReloadSaysWhy) {
   const std::string yaml = live_yaml({{"front", "ball"}});
   const std::string run_dir = start_job("j", yaml, getpid());
-  auto p = preview(RunningJob{run_dir, getpid()}, live_yaml({{"front", "ball"}}, "batch: {max_batch_size: 4}\n"));
+  auto p = preview(RunningJob{run_dir, getpid(), ""}, live_yaml({{"front", "ball"}}, "batch: {max_batch_size: 4}\n"));
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("`batch` changed"), std::string::npos) << p.status().message();
   std::filesystem::remove(config_as_started_path(run_dir));
-  auto gone = preview(RunningJob{run_dir, getpid()}, yaml);
+  auto gone = preview(RunningJob{run_dir, getpid(), ""}, yaml);
   ASSERT_FALSE(gone.ok());
   EXPECT_NE(gone.status().message().find(config_as_started_path(run_dir)), std::string::npos);
 }
