@@ -383,7 +383,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     } else if (auto member = source_of_member.find(e.index); member != source_of_member.end()) {
       group = runs.at(member->second).get();
     }
-    if (!group || group->done.load()) return;
+    if (!group) return;
+    if (group->done.load()) {
+      // A camera that gave up (ingest.reconnect_attempts), or a source that failed: an ended stream does
+      // not start again under its id (its topics said it ended; the stages let it go).
+      VAPIPE_LOG_WARN("ingest lane {}: stream '{}': a reload changed its {}, but the stream has ended: it does not "
+                      "start again (give it a new id for that)", lane.index, e.id, what);
+      return;
+    }
     if (before.roi != e.roi && group->fan_out) {
       group->fan_out->set_region(e.index, e.roi);
       VAPIPE_LOG_INFO("ingest lane {}: stream '{}': its roi changed (reload) to [{}, {}, {}, {}]: classified from "

@@ -276,6 +276,35 @@ class LiveReload(SubscribedTest):
         self.assertEqual({s["stream_id"]: s["status"] for s in summary["streams"]},
                          {"front": "stopped", "back": "stopped", "front-left": "stopped"})
 
+    def test_a_new_uri_for_a_camera_that_gave_up_says_it_stays_ended(self):
+        """A camera that gave up (ingest.reconnect_attempts) is not started again by a reload that gives
+        it a new uri under its id (its topics said it ended): the log says so and what to do instead, and
+        the other stream goes on untouched."""
+        gone = f"rtsp://127.0.0.1:{free_port()}/gone"  # nothing listens there
+        new_uri, _ = start_rtsp_camera(self, "ball", width=160, height=120)
+        config, endpoint = write_config(self.dir, [("a", live("smpte")), ("dead", gone)], job={"mode": "live"},
+                                        ingest={"reconnect_attempts": 1, "reconnect_delay_s": 0.2,
+                                                "reconnect_max_delay_s": 0.2})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for("dead to give up", lambda m: has_event(m, "dead", "error"))
+        self.wait_for("results of a", self.results_of("a"))
+        self.rewrite(config, streams=[("a", live("smpte")), ("dead", new_uri)])
+        run.signal(signal.SIGHUP)
+        before = self.count("a")
+        self.wait_for("a to go on", lambda m: len(results_by_stream(m).get("a", [])) >= before + 20)
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 3, run.stderr[-3000:])  # a stream failed
+        msgs = self.subscriber.wait(timeout=30)
+        events = events_by_stream(msgs)
+        self.assertEqual(events["dead"][-1]["event"], "error")
+        self.assertIn("gave up after 1 reconnection attempts", events["dead"][-1]["message"])
+        self.assertNotIn("dead", results_by_stream(msgs))
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
+        self.assertIn("changed 'dead' (uri)", run.stderr)
+        self.assertIn("stream 'dead': a reload changed its uri, but the stream has ended: it does not start again "
+                      "(give it a new id for that)", run.stderr)
+
     def test_a_lane_restarted_after_a_crash_runs_the_streams_of_the_reloaded_table(self):
         """A stage crashes after a reload: its lane starts again with the job's current streams (a and c
         resume, b, removed, neither starts nor ends again), and numbering goes on forward. The config file
