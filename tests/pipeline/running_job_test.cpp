@@ -1,6 +1,7 @@
 #include "pipeline/running_job.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -78,6 +79,30 @@ TEST_F(RunningJobTest, TheJobRunningWithAConfigFileIsFoundByItsPath) {
   }
   EXPECT_TRUE(running_jobs_of((root_ / "nothing.yaml").string(), root_.string()).empty());
   EXPECT_TRUE(running_jobs_of(config_path_, (root_ / "no-such-folder").string()).empty());
+}
+
+// Asked by another user than the job's (its table is its owner's alone: camera passwords), the job is
+// still found, and said to be unreadable with what to do, rather than passed over as not running.
+TEST_F(RunningJobTest, AJobWhoseFilesThisUserCannotReadIsSaidNotPassedOver) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root, to become another user";
+  const std::string run_dir = start_job("theirs", live_yaml({{"front", "ball"}}), getpid());
+  std::filesystem::permissions(root_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                          std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                          std::filesystem::perms::others_exec);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);  // nobody
+    const std::vector<RunningJob> jobs = running_jobs_of(config_path_, root_.string());
+    const bool said = jobs.size() == 1 && jobs[0].run_dir == run_dir && jobs[0].pid == 0 &&
+                      jobs[0].unreadable.find("cannot be read by this user") != std::string::npos &&
+                      jobs[0].unreadable.find("run this as the user the job runs as") != std::string::npos;
+    ::_exit(said ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: not said as expected; 2: could not become nobody";
 }
 
 // What a reload would do is what the job would do: an added, a removed and a changed stream, said as
