@@ -338,10 +338,8 @@ int say_what_a_reload_would_do(const std::string& path, const std::string& text,
     } else if (!preview->change.changed()) {
       std::printf("  a reload of %s would change nothing: its streams are these\n", which.c_str());
     } else {
-      size_t lanes = 1;
-      for (uint32_t lane : preview->change.added_lanes) lanes = std::max<size_t>(lanes, lane + 1);
       std::printf("  a reload of %s would: %s; %zu streams then\n", which.c_str(),
-                  describe_reload(preview->change, lanes).c_str(), preview->streams_then);
+                  describe_reload(preview->change, preview->lanes).c_str(), preview->streams_then);
     }
   }
   return outcome;

@@ -6,21 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "pipeline/atomic_file.h"
 
 namespace vapipe {
 namespace {
-
-std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return in.bad() ? std::nullopt : std::optional<std::string>(text.str());
-}
 
 bool process_alive(int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
@@ -41,8 +31,8 @@ std::vector<RunningJob> running_jobs_of(const std::string& config_path, const st
   for (const auto& entry : std::filesystem::directory_iterator(runs_root, ec)) {
     if (entry.path().filename().string().rfind("vapipe-", 0) != 0 || !entry.is_directory(ec)) continue;
     const std::string run_dir = entry.path().string();
-    std::optional<std::string> started_from = read_text(config_path_mark(run_dir));
-    if (!started_from) continue;  // a job started without a file (the demo), or not by `vapipe run`
+    auto started_from = read_file_bytes(config_path_mark(run_dir));
+    if (!started_from.ok()) continue;  // a job started without a file (the demo), or not by `vapipe run`
     while (!started_from->empty() && started_from->back() == '\n') started_from->pop_back();
     if (*started_from != wanted) continue;
     JobLayout layout;
@@ -70,10 +60,10 @@ Result<ReloadPreview> preview_reload(const RunningJob& job, const std::string& r
   layout.run_dir = job.run_dir;
   VAPIPE_ASSIGN_OR_RETURN(std::optional<StreamTable> table, read_stream_table(stream_table_path(layout)));
   if (!table) return Unavailable("the job's stream table in " + job.run_dir + " is gone (the job has ended?)");
-  size_t lanes = 1;
-  for (const StreamTableEntry& e : table->entries) lanes = std::max<size_t>(lanes, e.lane + 1);
   ReloadPreview preview;
-  VAPIPE_ASSIGN_OR_RETURN(preview.change, apply_stream_reload(*table, *running_text, reloaded_text, reloaded, lanes));
+  for (const StreamTableEntry& e : table->entries) preview.lanes = std::max<size_t>(preview.lanes, e.lane + 1);
+  VAPIPE_ASSIGN_OR_RETURN(preview.change,
+                          apply_stream_reload(*table, *running_text, reloaded_text, reloaded, preview.lanes));
   preview.streams_then = table->live_streams();
   return preview;
 }

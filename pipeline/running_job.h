@@ -36,6 +36,7 @@ std::vector<RunningJob> running_jobs_of(const std::string& config_path, const st
 struct ReloadPreview {
   StreamReload change;
   size_t streams_then = 0;  // live streams after it
+  size_t lanes = 1;         // the job's, as its table shows them
 };
 
 // What a reload of `job` to `reloaded` (its text `reloaded_text`) would do; the error the job would
