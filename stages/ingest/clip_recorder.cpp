@@ -91,6 +91,7 @@ ClipWriter::~ClipWriter() {
     gst_object_unref(src_);
     gst_object_unref(pipeline_);
   }
+  for (GstBuffer* buffer : waiting_) gst_buffer_unref(buffer);
   if (!finished_) {
     remove_quietly(part_);
     remove_quietly(part_ + ".frames");
@@ -99,26 +100,48 @@ ClipWriter::~ClipWriter() {
 
 void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
   int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
-  int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
+  const int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
+  const int64_t duration = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
   if (dts < 0 && container_ == Container::kMp4) {
-    // An RTSP camera's frames: their times are RTP's, through the jitter buffer, which leaves some
-    // untimed and can step one back; there are no decoding times. mp4mux wants every frame timed, and
-    // times that rise: each takes the one before's plus its duration at least (a camera's H.264 has
-    // no B-frames to reorder).
-    if (last_pts_ >= 0 && (pts < 0 || pts <= last_pts_)) pts = last_pts_ + std::max<int64_t>(1, last_duration_);
-    dts = pts;
-  } else if (pts < 0 && last_pts_ >= 0) {
-    pts = last_pts_ + std::max<int64_t>(1, last_duration_);  // (Matroska: shown times, as they come)
+    // An RTSP camera's frames: RTP's presentation times, through the jitter buffer, in decoding order,
+    // with no decoding times, which an MP4 needs (decoding_times.h works them out, and places the
+    // frames the jitter buffer leaves untimed).
+    if (pts < 0 ? latest_pts_ < 0 : pts < base_ns) return;  // nothing to place it by yet; or shown before the key frame
+    latest_pts_ = std::max(latest_pts_, pts);
+    base_ns_ = base_ns;
+    waiting_.push_back(gst_buffer_ref(buffer));
+    decoding_times_.add(pts, duration);
+    push_decided(base_ns);
+    return;
   }
+  if (pts < 0 && latest_pts_ >= 0) pts = latest_pts_ + std::max<int64_t>(1, last_duration_);  // (Matroska: as they come)
   if (pts < 0 || pts < base_ns) return;  // nothing to place it by yet; or shown before the clip's key frame
+  latest_pts_ = std::max(latest_pts_, pts);
+  last_duration_ = duration;
+  place(buffer, pts, dts, dts >= 0, duration, base_ns);
+}
+
+void ClipWriter::push_decided(int64_t base_ns) {
+  while (std::optional<DecodingTimes::Frame> frame = decoding_times_.take()) {
+    GstBuffer* buffer = waiting_.front();
+    waiting_.pop_front();
+    const int64_t duration = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
+    place(buffer, frame->pts, frame->dts, /*has_dts=*/true, duration, base_ns);
+    gst_buffer_unref(buffer);
+  }
+}
+
+void ClipWriter::place(GstBuffer* buffer, int64_t pts, int64_t dts, bool has_dts, int64_t duration, int64_t base_ns) {
+  // The file's time 0: the clip's key frame, or its decoding time where that comes first (B-frames;
+  // worked-out decoding times can be before the stream's 0).
+  if (origin_ns_ == kNoOrigin) origin_ns_ = has_dts ? std::min(base_ns, dts) : base_ns;
   GstBuffer* copy = gst_buffer_copy(buffer);  // its memory shared, not copied
-  GST_BUFFER_PTS(copy) = static_cast<GstClockTime>(pts - base_ns);
-  GST_BUFFER_DTS(copy) = dts < 0 ? GST_CLOCK_TIME_NONE : static_cast<GstClockTime>(dts > base_ns ? dts - base_ns : 0);
+  GST_BUFFER_PTS(copy) = static_cast<GstClockTime>(pts - origin_ns_);
+  GST_BUFFER_DTS(copy) =
+      !has_dts ? GST_CLOCK_TIME_NONE : static_cast<GstClockTime>(dts > origin_ns_ ? dts - origin_ns_ : 0);
   gst_app_src_push_buffer(GST_APP_SRC(src_), copy);
   ++frames_;
-  last_pts_ = std::max(last_pts_, pts);
-  last_duration_ = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
-  duration_ns_ = std::max(duration_ns_, pts - base_ns + last_duration_);
+  duration_ns_ = std::max(duration_ns_, pts - origin_ns_ + duration);
 }
 
 GstCaps* ClipWriter::caps() const {
@@ -129,7 +152,11 @@ GstCaps* ClipWriter::caps() const {
 
 uint64_t ClipWriter::queued_bytes() const { return gst_app_src_get_current_level_bytes(GST_APP_SRC(src_)); }
 
-void ClipWriter::end_of_stream() { gst_app_src_end_of_stream(GST_APP_SRC(src_)); }
+void ClipWriter::end_of_stream() {
+  decoding_times_.end();
+  push_decided(base_ns_);
+  gst_app_src_end_of_stream(GST_APP_SRC(src_));
+}
 
 Status ClipWriter::finish(std::chrono::milliseconds timeout) {
   if (frames_ == 0) return NotFound("no frame of the stream came for it");

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "pipeline/status.h"
+#include "stages/ingest/decoding_times.h"
 #include "stages/ingest/recent_frames.h"
 
 namespace vapipe {
@@ -52,14 +53,16 @@ class ClipWriter {
   ClipWriter& operator=(const ClipWriter&) = delete;
 
   // Never blocks (appsrc's queue is unbounded: the muxer only copies). A frame before `base_ns` (an
-  // open GOP's leading frame, shown before its key frame) is left out.
+  // open GOP's leading frame, shown before its key frame) is left out. Frames without decoding times
+  // (an RTSP camera's) wait for them, a few frames behind (decoding_times.h), until end_of_stream().
   void push(GstBuffer* buffer, int64_t base_ns);
   // No frame after this one: the muxer finishes its file.
   void end_of_stream();
   // Waits up to `timeout` for the muxer to finish after end_of_stream(), then renames the file.
   Status finish(std::chrono::milliseconds timeout);
   uint64_t frames() const { return frames_; }
-  // From the clip's start (base_ns) to the end of its last frame shown, as the file places them.
+  // From the file's 0 (the clip's key frame, or its first decoding time when B-frames come first) to
+  // the end of its last frame shown, as the file places them.
   int64_t duration_ns() const { return duration_ns_; }
   // Its muxer or file failed (a codec it refused, a full disk): nothing more is worth giving it.
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
@@ -72,13 +75,20 @@ class ClipWriter {
 
  private:
   ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container);
+  void push_decided(int64_t base_ns);  // the frames waiting whose decoding times are decided
+  void place(GstBuffer* buffer, int64_t pts, int64_t dts, bool has_dts, int64_t duration, int64_t base_ns);  // to the muxer
   std::string path_, part_;
   GstElement* pipeline_ = nullptr;
   GstElement* src_ = nullptr;
   Container container_;
   uint64_t frames_ = 0;
-  int64_t last_pts_ = -1, last_duration_ = 0;  // of the last frame given (stream time)
+  int64_t latest_pts_ = -1, last_duration_ = 0;  // the latest presentation time given, the last duration
+  static constexpr int64_t kNoOrigin = INT64_MIN;
+  int64_t origin_ns_ = kNoOrigin;                 // the stream time at the file's 0 (before its first frame: none)
+  int64_t base_ns_ = 0;                           // push()'s, for the frames still waiting at end_of_stream()
   int64_t duration_ns_ = 0;
+  DecodingTimes decoding_times_;  // frames without decoding times, to an MP4
+  std::deque<GstBuffer*> waiting_;  // refs: those frames, until their decoding times are decided
   bool finished_ = false;
   std::atomic<bool> failed_{false};
 };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -138,6 +139,10 @@ std::optional<RecentFrames::Kept> RecentFrames::find(int64_t pts_ns, unsigned ke
   const Sent* sent = nullptr;
   for (auto it = sent_.rbegin(); it != sent_.rend(); ++it) {
     if (it->env.pts_ns == pts_ns) {
+      // Frames sent one after another with one timestamp: a decoder's output that went back (a jitter
+      // buffer's disordered times, B-frames) is given the frame's before by GstVideoDecoder. That
+      // timestamp's own compressed frame is the first's.
+      while (std::next(it) != sent_.rend() && std::next(it)->env.pts_ns == pts_ns) ++it;
       sent = &*it;
       break;
     }

@@ -40,7 +40,8 @@ def make_clip(path, pattern, frames, width, height, extra=""):
 
 def start_rtsp_camera(test, pattern, port=None, width=640, height=360, x264_options=None, credentials=None):
     """A real RTSP server on loopback (tests/fakes/rtsp_test_server: a videotestsrc pattern as H.264 at
-    30 fps, a key frame every 15 frames, or `x264_options` such as "intra-refresh=true"), stopped when
+    30 fps, a key frame every 15 frames, or `x264_options` such as "intra-refresh=true", or B-frames:
+    "key-int-max=15 bframes=2 ! video/x-h264,profile=main"), stopped when
     `test` ends; with `credentials` ("user:password") clients must give them. Returns (uri, process)."""
     port = port or free_port()
     args = [RTSP_SERVER, str(port), pattern, str(width), str(height)]
@@ -129,6 +130,58 @@ def mp4_layout(path):
                 j += max(inner, 8)
         i += max(size, 8)
     return boxes, duration_s
+
+
+def mp4_sample_times(path):
+    """The first track's samples of an MP4, in file (decoding) order: (decoding time, presentation
+    time) in seconds, from its sample table (mdhd's timescale, stts, ctts), as a player places them."""
+    with open(path, "rb") as f:
+        data = f.read()
+
+    def boxes(start, end):
+        i = start
+        while i + 8 <= end:
+            size, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8].decode("latin-1")
+            header = 8
+            if size == 1:
+                size, header = int.from_bytes(data[i + 8:i + 16], "big"), 16
+            elif size == 0:
+                size = end - i
+            yield kind, i + header, i + size
+            i += max(size, 8)
+
+    def child(path_kinds, start=0, end=len(data)):
+        for kind, body, box_end in boxes(start, end):
+            if kind == path_kinds[0]:
+                return (body, box_end) if len(path_kinds) == 1 else child(path_kinds[1:], body, box_end)
+        raise AssertionError(f"{path}: no {'/'.join(path_kinds)} box")
+
+    mdia = child(["moov", "trak", "mdia"])
+    mdhd, _ = child(["mdhd"], *mdia)
+    timescale = int.from_bytes(data[mdhd + (20 if data[mdhd] == 1 else 12):][:4], "big")
+    stbl = child(["minf", "stbl"], *mdia)
+    stts, _ = child(["stts"], *stbl)
+    decoding, t = [], 0
+    for e in range(int.from_bytes(data[stts + 4:stts + 8], "big")):
+        count, delta = (int.from_bytes(data[stts + 8 + 8 * e + k:][:4], "big") for k in (0, 4))
+        for _ in range(count):
+            decoding.append(t)
+            t += delta
+    offsets = [0] * len(decoding)
+    try:
+        ctts, _ = child(["ctts"], *stbl)
+    except AssertionError:
+        ctts = None  # no composition offsets: each sample shown at its decoding time
+    if ctts is not None:
+        signed = data[ctts] == 1
+        n = 0
+        for e in range(int.from_bytes(data[ctts + 4:ctts + 8], "big")):
+            count = int.from_bytes(data[ctts + 8 + 8 * e:][:4], "big")
+            offset = int.from_bytes(data[ctts + 12 + 8 * e:][:4], "big", signed=signed)
+            for _ in range(count):
+                offsets[n] = offset
+                n += 1
+    return [(d / timescale, (d + o) / timescale) for d, o in zip(decoding, offsets)]
 
 
 class WebhookReceiver:

@@ -15,7 +15,8 @@ class RtspTestServer {
   // `pattern`: a videotestsrc pattern, or "cycle" (four of them in turn, 2.5 s each); frames are paced
   // in real time (is-live). `encoder_options`:
   // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
-  // intra slices instead, with no key frame after the first).
+  // intra slices instead, with no key frame after the first), and caps after it: "bframes=2 !
+  // video/x-h264,profile=main" sends B-frames (the payloader would otherwise settle on baseline).
   // `credentials` ("user:password"): clients must give them (basic authentication; "digest:user:password":
   // digest authentication, as most cameras ask); "": anyone.
   // `tls_cert_file` and `tls_key_file` (PEM): RTSP over TLS (rtsps://) with that certificate.

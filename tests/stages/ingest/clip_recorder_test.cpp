@@ -90,11 +90,19 @@ class ClipRecorderTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // The decoder's input, frames [from, to) in decode order, each also sent (as a reader does).
-  void feed(RecentFrames& recent, size_t from, size_t to) {
+  // The decoder's input, frames [from, to) in decode order, each also sent (as a reader does). As an
+  // RTSP camera's come (`as_rtp`): presentation times only (RTP's timestamps), no decoding times.
+  void feed(RecentFrames& recent, size_t from, size_t to, bool as_rtp = false) {
     for (size_t i = from; i < to && i < compressed_.size(); ++i) {
       recent.set_caps(compressed_[i].caps);
-      recent.add_compressed(compressed_[i].buffer);
+      if (as_rtp) {
+        GstBuffer* untimed = gst_buffer_copy(compressed_[i].buffer);
+        GST_BUFFER_DTS(untimed) = GST_CLOCK_TIME_NONE;
+        recent.add_compressed(untimed);
+        gst_buffer_unref(untimed);
+      } else {
+        recent.add_compressed(compressed_[i].buffer);
+      }
       Envelope env;
       env.stream_id = "door";
       env.seq = i;
@@ -165,6 +173,105 @@ TEST_F(ClipRecorderTest, AClipHoldsTheStreamsOwnFramesFromTheKeyFrameBeforeItsPr
   }
   EXPECT_GE(d.duration_ns, shown_[84] - shown_[30]);
   EXPECT_GE(d.frames, 54u);
+}
+
+// An RTSP camera that sends B-frames: its frames come with presentation times only, in decoding order.
+// The clip is still the stream's own frames, each shown at its time, in the order they are shown (an
+// MP4's samples need decoding times: without them its B-frames would be shown in decoding order).
+TEST_F(ClipRecorderTest, AnRtspCamerasBFramesAreShownInTheirOrderAtTheirTimes) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(300));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(300), milliseconds(110), std::chrono::seconds(60)});
+  feed(recent, 0, 60, /*as_rtp=*/true);
+  recorder.start(order("rtsp.mp4", shown_[50]));
+  feed(recent, 60, 90, true);
+  recorder.end("door", "person", 7, shown_[80]);
+  feed(recent, 90, 120, true);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].start_pts_ns, shown_[30]);
+  std::vector<Sample> samples = read_samples(done[0].order.path, "identity");
+  int64_t composition_offsets = 0;  // B-frames: a sample shown after it is decoded
+  for (Sample& s : samples) {
+    ASSERT_TRUE(GST_BUFFER_DTS_IS_VALID(s.buffer));
+    composition_offsets += pts_of(s.buffer) > static_cast<int64_t>(GST_BUFFER_DTS(s.buffer));
+    gst_buffer_unref(s.buffer);
+    gst_caps_unref(s.caps);
+  }
+  EXPECT_GT(composition_offsets, 10);
+  std::vector<Sample> frames = read_samples(done[0].order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+  ASSERT_GE(frames.size(), 50u);
+  EXPECT_LE(frames.size(), 54u + 8u);
+  EXPECT_GE(pts_of(frames[0].buffer), 0);
+  EXPECT_LT(pts_of(frames[0].buffer), 200'000'000);
+  const int64_t offset = shown_[30] - pts_of(frames[0].buffer);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    // (To the MP4's timescale: a frame's time may come back a nanosecond off; frames are 33 ms apart.)
+    EXPECT_NEAR(pts_of(frames[i].buffer) + offset, shown_[30 + i], 1'000) << i;
+    EXPECT_TRUE(whole_.at(shown_[30 + i]) == bytes_of(frames[i].buffer)) << "frame " << 30 + i;
+    gst_buffer_unref(frames[i].buffer);
+    gst_caps_unref(frames[i].caps);
+  }
+  EXPECT_EQ(done[0].frames, frames.size());
+}
+
+// The same from the camera's first frame, at its time 0: the decoding times the B-frames need begin
+// before it, and the file's time 0 is the first of them.
+TEST_F(ClipRecorderTest, AnRtspCamerasClipFromItsFirstFrameBeginsAtItsFirstDecodingTime) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
+  ASSERT_EQ(pts_of(compressed_[0].buffer), shown_[0]);
+  feed(recent, 0, 1, /*as_rtp=*/true);
+  recorder.start(order("first.mp4", shown_[0]));
+  feed(recent, 1, 45, true);
+  recorder.close(std::chrono::seconds(10), "the stream ended");
+  std::vector<ClipDone> done = recorder.take_done();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  std::vector<Sample> samples = read_samples(done[0].order.path, "identity");
+  ASSERT_EQ(samples.size(), 45u);
+  int64_t last_dts = -1;
+  for (Sample& s : samples) {
+    ASSERT_TRUE(GST_BUFFER_DTS_IS_VALID(s.buffer));
+    const int64_t dts = static_cast<int64_t>(GST_BUFFER_DTS(s.buffer));
+    EXPECT_GT(dts, last_dts);
+    EXPECT_GE(pts_of(s.buffer), dts);
+    last_dts = dts;
+    gst_buffer_unref(s.buffer);
+    gst_caps_unref(s.caps);
+  }
+  std::vector<Sample> frames = read_samples(done[0].order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+  ASSERT_EQ(frames.size(), 45u);
+  const int64_t offset = shown_[0] - pts_of(frames[0].buffer);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_NEAR(pts_of(frames[i].buffer) + offset, shown_[i], 1'000) << i;
+    EXPECT_TRUE(whole_.at(shown_[i]) == bytes_of(frames[i].buffer)) << "frame " << i;
+    gst_buffer_unref(frames[i].buffer);
+    gst_caps_unref(frames[i].caps);
+  }
+}
+
+// A clip shorter than the frames that wait for their decoding times (the stream ended): placed from
+// its key frame all the same, not from the stream's 0.
+TEST_F(ClipRecorderTest, AShortRtspClipIsPlacedFromItsKeyFrame) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
+  feed(recent, 0, 31, /*as_rtp=*/true);
+  recorder.start(order("short.mp4", shown_[30]));
+  feed(recent, 31, 40, true);
+  recorder.close(std::chrono::seconds(10), "the stream ended");
+  std::vector<ClipDone> done = recorder.take_done();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].frames, 10u);  // key frame 30 to 39
+  EXPECT_LT(done[0].duration_ns, 1'000'000'000);
+  std::vector<Sample> samples = read_samples(done[0].order.path, "identity");
+  ASSERT_FALSE(samples.empty());
+  EXPECT_LT(pts_of(samples.front().buffer), 200'000'000);
+  for (Sample& s : samples) {
+    gst_buffer_unref(s.buffer);
+    gst_caps_unref(s.caps);
+  }
 }
 
 // A segment longer than `max` goes on in a next clip, from the first key frame after `max`: its parts

@@ -150,6 +150,22 @@ TEST_F(RecentFramesTest, OnlyWhatCanBeDecodedIsKeptAndNewCapsOrANewDecoderStartO
   gst_caps_unref(wider);
 }
 
+// A decoder whose output went back (GstVideoDecoder gives such a frame the timestamp of the frame
+// before: disordered times from a jitter buffer, with B-frames) sends two frames with one timestamp;
+// the compressed frame of that timestamp is the first's, and so is a picture asked for at it.
+TEST_F(RecentFramesTest, OfFramesSentWithOneTimestampTheFirstIsFound) {
+  RecentFrames recent(10, std::chrono::milliseconds(100));
+  GstCaps* caps = h264_caps();
+  recent.set_caps(caps);
+  for (int i = 0; i < 6; ++i) add(recent, i == 0, i * kFrameNs);
+  for (int i = 0; i < 6; ++i) recent.add_sent(sent(i, (i == 4 ? 3 : i) * kFrameNs), Orientation::kAsStored);
+  auto kept = recent.find(3 * kFrameNs);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->sent.env.seq, 3u);
+  EXPECT_EQ(recent.find(5 * kFrameNs)->sent.env.seq, 5u);
+  gst_caps_unref(caps);
+}
+
 // A seek or a new connection: timestamps that went back start the frames sent over.
 TEST_F(RecentFramesTest, SentFramesWhoseTimestampsWentBackStartOver) {
   RecentFrames recent(100, std::chrono::seconds(1));
