@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of what comes from outside (tests/fuzz/: wire messages, H.264/H.265 access
-# units, ONVIF answers, archive files' headers, configs, small text fields, results files, /healthz) with
-# libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer: builds them with clang into build-fuzz/
-# (CPU only), then runs each for SECONDS (default 60) from its seed corpus. New inputs that reach new
-# code are kept under build-fuzz/corpus/<target>/ (not in the repository); an input that crashes is
-# written to build-fuzz/crashes/<target>/ and the script exits 1 naming it: copy it into
+# units, an RTSP camera's frame times (the decoding times of its clips), ONVIF answers, archive files'
+# headers, configs, small text fields, results files, /healthz) with libFuzzer, AddressSanitizer and
+# UndefinedBehaviorSanitizer: builds them with clang into build-fuzz/ (CPU only), then runs each for
+# SECONDS (default 60) from its seed corpus. New inputs that reach new code are kept under
+# build-fuzz/corpus/<target>/ (not in the repository); an input that crashes is written to
+# build-fuzz/crashes/<target>/ and the script exits 1 naming it: copy it into
 # tests/fuzz/corpus/<target>/ with the fix, so ctest's fuzz.<target> replays it from then on.
 #
 #   tools/fuzz.sh [SECONDS] [TARGET...]      e.g. tools/fuzz.sh 300 onvif_xml wire
@@ -15,7 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${VAPIPE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 shift || true
-all=(wire h26x_access_unit onvif_xml container_end config text_fields results_lines resume_plan operator_files
+all=(wire h26x_access_unit decoding_times onvif_xml container_end config text_fields results_lines resume_plan operator_files
      status_report)
 targets=("${@:-${all[@]}}")
 [[ ${#targets[@]} -eq 0 || -z ${targets[0]} ]] && targets=("${all[@]}")
