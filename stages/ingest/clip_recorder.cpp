@@ -222,7 +222,9 @@ struct ClipRecorder::Clip {
   int64_t base_ns = -1;         // subtracted from its frames' timestamps
   int64_t first_pts_ns = -1;    // its current part's first frame's
   uint32_t part = 1;
-  bool next_part_due = false;        // past `max`: a next part begins at the next key frame
+  bool next_part_due = false;        // past `max`: a next part begins at a key frame once it is open
+  std::unique_ptr<ClipWriter> next_writer;  // that part, opened by the finisher
+  std::string next_part_error;              // or why it could not be
   int64_t end_after_ns = INT64_MAX;  // end(): frames after this are not its
   std::string end_why;               // why it ends there, when not as its segment did
   int64_t begun_unix_ns = 0;         // when start() was asked (the wall clock)
@@ -307,27 +309,29 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
       finish_later(clip, clip->end_why);
       return false;
     }
-    if (at - clip->first_pts_ns >= options_.max.count()) clip->next_part_due = true;
+    if (at - clip->first_pts_ns >= options_.max.count() && !clip->next_part_due) {
+      // Its segment goes on past segments_clip_max_s: its next part's file is made off this thread
+      // (this is under the keeper's lock, which holds up the stream's decoding, and a folder on a
+      // share can take its time), and begins at the first key frame after it is ready.
+      clip->next_part_due = true;
+      open_next_part(clip);
+    }
     if (clip->next_part_due && !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT) && pts >= 0) {
-      // Its segment goes on past segments_clip_max_s: the next part begins with this key frame.
-      GstCaps* caps = clip->writer->caps();
-      ClipOrder next = clip->order;
-      next.path = part_path(clip->order.path, clip->part + 1);
-      auto writer = ClipWriter::open(next.path, caps);
-      gst_caps_unref(caps);
-      if (!writer.ok()) {
+      if (!clip->next_part_error.empty()) {
         finish_later(clip, fmt::format("cut at {:g} s (publish.segments_clip_max_s): its next part could not "
                                        "begin: {}",
-                                       std::chrono::duration<double>(options_.max).count(), writer.status().message()));
+                                       std::chrono::duration<double>(options_.max).count(), clip->next_part_error));
         return false;
       }
-      finish_part(*clip, "", /*continues=*/true);
-      clip->writer = std::move(writer).value();
-      ++clip->part;
-      clip->next_part_due = false;
-      clip->base_ns = pts;
-      if (GST_BUFFER_DTS_IS_VALID(buffer)) clip->base_ns = std::min<int64_t>(pts, GST_BUFFER_DTS(buffer));
-      clip->first_pts_ns = pts;
+      if (clip->next_writer) {
+        finish_part(*clip, "", /*continues=*/true);
+        clip->writer = std::move(clip->next_writer);
+        ++clip->part;
+        clip->next_part_due = false;
+        clip->base_ns = pts;
+        if (GST_BUFFER_DTS_IS_VALID(buffer)) clip->base_ns = std::min<int64_t>(pts, GST_BUFFER_DTS(buffer));
+        clip->first_pts_ns = pts;
+      }  // else not ready yet: this part goes on to the next key frame
     }
   }
   if (clip->writer->failed()) {  // finish() says why; frames would only pile up in its queue
@@ -357,6 +361,15 @@ void ClipRecorder::finish_part(Clip& clip, const std::string& why, bool continue
   std::lock_guard<std::mutex> lock(mutex_);
   finishing_.push_back(std::move(part));
   if (!finisher_.joinable() && !closed_) finisher_ = std::thread([this] { run_finisher(); });
+  changed_.notify_all();
+}
+
+void ClipRecorder::open_next_part(const std::shared_ptr<Clip>& clip) {
+  NextPart next{clip, part_path(clip->order.path, clip->part + 1), CapsRef(clip->writer->caps())};
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return;  // (the clip ends with the stream)
+  opening_.push_back(std::move(next));
+  if (!finisher_.joinable()) finisher_ = std::thread([this] { run_finisher(); });
   changed_.notify_all();
 }
 
@@ -402,6 +415,11 @@ void ClipRecorder::done(ClipDone d) {
   done_waiting_.store(true, std::memory_order_release);
 }
 
+bool ClipRecorder::wait_next_parts_open(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return opening_.empty() && opening_now_ == 0; });
+}
+
 std::vector<ClipDone> ClipRecorder::take_done() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<ClipDone> out;
@@ -415,7 +433,30 @@ void ClipRecorder::run_finisher() {
   constexpr auto kFinishTimeout = std::chrono::seconds(60);
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] { return closed_ || !finishing_.empty(); });
+    changed_.wait(lock, [&] { return closed_ || !finishing_.empty() || !opening_.empty(); });
+    if (!opening_.empty() && !closed_) {
+      NextPart next = std::move(opening_.front());
+      opening_.pop_front();
+      ++opening_now_;
+      lock.unlock();
+      // Made with no lock held: the clip takes it at a key frame once it is there (a clip that ended
+      // meanwhile drops it, and its file with it).
+      auto writer = ClipWriter::open(next.path, next.caps.get());
+      if (std::shared_ptr<Clip> clip = next.clip.lock()) {
+        std::lock_guard<std::mutex> clip_lock(clip->mutex);
+        if (!clip->ending && clip->next_part_due) {
+          if (writer.ok()) {
+            clip->next_writer = std::move(writer).value();
+          } else {
+            clip->next_part_error = writer.status().message();
+          }
+        }
+      }
+      lock.lock();
+      --opening_now_;
+      changed_.notify_all();
+      continue;
+    }
     if (finishing_.empty()) return;
     Part part = std::move(finishing_.front());
     finishing_.pop_front();
@@ -461,6 +502,7 @@ void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why)
       done_waiting_.store(true, std::memory_order_release);
     }
     finishing_.clear();
+    opening_.clear();
     closed_ = true;
     changed_.notify_all();
     finisher = std::move(finisher_);

@@ -138,6 +138,9 @@ class ClipRecorder {
   // publish started again after a crash, at `before_unix_ns`: it no longer follows the segments it
   // had begun, and would never end their clips; each clip begun before then ends at its next frame.
   void end_clips_before(int64_t before_unix_ns);
+  // Waits until the next parts asked for (past `max`) are open or could not be; false: not within
+  // `timeout`. (For tests: a part is opened off the stream's thread and taken at a key frame after.)
+  bool wait_next_parts_open(std::chrono::milliseconds timeout);
   // Clips done (written or not) since the last call, in the order they were done.
   std::vector<ClipDone> take_done();
   bool has_done() const { return done_waiting_.load(std::memory_order_acquire); }
@@ -152,12 +155,19 @@ class ClipRecorder {
     ClipDone done;
     std::unique_ptr<ClipWriter> writer;
   };
+  // A clip's next part to open, for the finisher (ClipWriter::open makes a file and starts a muxer).
+  struct NextPart {
+    std::weak_ptr<Clip> clip;
+    std::string path;
+    CapsRef caps;
+  };
   using Key = std::tuple<std::string, std::string, uint64_t>;  // stream, label, segment_start_seq
   bool tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer);  // under the keeper's lock
   // The clip's current part goes to the finisher (under clip->mutex); `continues`: a next part
   // follows, the clip stays open.
   void finish_part(Clip& clip, const std::string& why, bool continues);
   void finish_later(const std::shared_ptr<Clip>& clip, const std::string& why);  // under clip->mutex
+  void open_next_part(const std::shared_ptr<Clip>& clip);                         // under clip->mutex
   void done(ClipDone d);
   void run_finisher();
 
@@ -170,6 +180,8 @@ class ClipRecorder {
   std::condition_variable changed_;
   std::map<Key, std::shared_ptr<Clip>> open_;
   std::deque<Part> finishing_;
+  std::deque<NextPart> opening_;
+  size_t opening_now_ = 0;
   size_t finishing_now_ = 0;
   bool closed_ = false;
   std::vector<ClipDone> done_;

@@ -281,7 +281,11 @@ TEST_F(ClipRecorderTest, ASegmentPastItsLongestGoesOnInANextClipAndANewDecoderEn
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), milliseconds(1000)});
   feed(recent, 0, 20);
   recorder.start(order("long.mp4", shown_[15]));  // from key frame 15; 1 s on, the next key frame is 60
-  feed(recent, 20, 75);
+  feed(recent, 20, 50);
+  // The next part's file is made off the stream's thread; at the next key frame after, it begins.
+  ASSERT_TRUE(recorder.wait_next_parts_open(std::chrono::seconds(10)));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "door" / "long.2.mp4.part"));
+  feed(recent, 50, 75);
   recent.new_decoder();  // a reconnection: its timestamps start again
   std::vector<ClipDone> done = wait_done(recorder, 2);
   ASSERT_EQ(done.size(), 2u);
