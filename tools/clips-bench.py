@@ -7,7 +7,10 @@ per K and run: ingest's CPU (% of one core, from /proc over `--seconds` after a 
 resident memory at the end (and its peak), the clips said once the job stopped (written, failed),
 their size and length, and the time from the job's stop (SIGINT) to the last clip message.
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/clips-bench.py [--cameras 1 4] [--seconds 20]
+With --bframes the cameras send B-frames (2 between P-frames, H.264 main profile), whose clips need
+decoding times worked out from RTP's presentation times (stages/ingest/decoding_times.h).
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/clips-bench.py [--cameras 1 4] [--seconds 20] [--bframes]
 """
 import argparse
 import datetime
@@ -39,9 +42,13 @@ def memory_mb(pid):
     return found.get("VmRSS", 0), found.get("VmHWM", 0)
 
 
-def run(k, clips, seconds, warmup=4):
+BFRAMES = "key-int-max=15 bframes=2 ! video/x-h264,profile=main"
+
+
+def run(k, clips, seconds, warmup=4, bframes=False):
     with tempfile.TemporaryDirectory(prefix="vapipe-clips-") as workdir:
-        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)], x264_options=BFRAMES if bframes else None)
+                for i in range(k)}
         publish = {"segments_min_frames": 5, "segments_pictures_dir": os.path.join(workdir, "pictures")}
         if clips:
             publish.update({"segments_clips": True, "segments_clip_pre_s": 2, "segments_clip_max_s": 3600})
@@ -75,15 +82,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cameras", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--bframes", action="store_true", help="cameras that send B-frames")
     args = ap.parse_args()
-    print(f"# clips-bench {datetime.date.today()}: 640x360 30 fps H.264 cameras, {args.seconds:g} s measured, "
+    print(f"# clips-bench {datetime.date.today()}: 640x360 30 fps H.264 cameras"
+          f"{' with B-frames' if args.bframes else ''}, {args.seconds:g} s measured, "
           "one clip per camera written all along (pre-roll 2 s)")
     print("| cameras | clips | ingest CPU (% of a core) | ingest RSS / peak (MB) | clips written (failed) | "
           "MB per clip | clip length (s) | last clip said after the stop (s) |")
     print("|---|---|---|---|---|---|---|---|")
     for k in args.cameras:
         for clips in (False, True):
-            r = run(k, clips, args.seconds)
+            r = run(k, clips, args.seconds, bframes=args.bframes)
             length = f"{r['length'][0]:.2f} to {r['length'][1]:.2f}" if r["length"] else "-"
             said = f"{r['said_s']:.2f}" if clips else "-"
             print(f"| {k} | {'on' if clips else 'off'} | {r['cpu']:.1f} | {r['rss']:.0f} / {r['peak']:.0f} | "

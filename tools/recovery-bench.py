@@ -34,9 +34,12 @@ RTSP_SERVER = os.path.join(ROOT, "build", "tests", "vapipe_rtsp_test_server")
 
 
 class Camera:
-    def __init__(self, pattern, port=None):
+    def __init__(self, pattern, port=None, x264_options=None):
+        """The test server at 640x360; `x264_options` (its GOP, or "key-int-max=15 bframes=2 !
+        video/x-h264,profile=main" for B-frames) as tests/fakes/rtsp_test_server_main.cpp takes them."""
         self.pattern, self.port = pattern, port or free_port()
-        self.proc = subprocess.Popen([RTSP_SERVER, str(self.port), pattern, "640", "360"], stdout=subprocess.PIPE, text=True)
+        args = [RTSP_SERVER, str(self.port), pattern, "640", "360"] + ([x264_options] if x264_options else [])
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         self.uri = self.proc.stdout.readline().strip()
         if not self.uri.startswith("rtsp://"):
             sys.exit(f"RTSP test server did not start on port {self.port}")
