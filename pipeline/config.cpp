@@ -717,6 +717,11 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     }
     r.boolean("attach_pictures", &w.attach_pictures);
     r.boolean("attach_clips", &w.attach_clips);
+    r.number("attach_max_mb", &w.attach_max_mb, 0.01, 2048);
+    if (w.attach_max_mb > 0 && !w.attach_pictures && !w.attach_clips) {
+      ctx.fail(r.child("attach_max_mb"), path + ".attach_max_mb",
+               "limits the files attached, and neither attach_pictures nor attach_clips is on");
+    }
     for (auto [key, on, what, needs, made] :
          {std::tuple{"attach_pictures", w.attach_pictures, "picture", "publish.segments_pictures_dir",
                      !c.publish.segments_pictures_dir.empty()},

@@ -258,8 +258,10 @@ struct WebhookConfig : MessageSinkConfig {
   // sent, in the request its format makes (stages/publish/webhook.h: webhook_with_file).
   bool attach_pictures = false;
   // A segment's `clip` message carries the MP4 itself (publish.segments_clips), as a picture does
-  // (Telegram's sendVideo); one larger than kMostAttachedBytes (stages/publish/webhook.h) goes without.
+  // (Telegram's sendVideo); one larger than the webhook's limit goes without.
   bool attach_clips = false;
+  // The largest file attached, in MB; 0: the format's (stages/publish/webhook.h: attachment_limit_bytes).
+  double attach_max_mb = 0;
   // format telegram: the chat the bot writes to ("123456789", "-1001234567890", "@channel"); the url is
   // the bot's (https://api.telegram.org/bot<TOKEN>), to which /sendMessage or /sendPhoto is added.
   std::string telegram_chat_id;

@@ -334,7 +334,17 @@ void WebhookSender::set_token(std::string token) {
   token_changed_ = true;
 }
 
-WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client) {
+size_t attachment_limit_bytes(const WebhookConfig& config, bool clip) {
+  constexpr double kMB = 1e6;
+  double mb = config.attach_max_mb;
+  if (mb <= 0) {
+    mb = config.format == "telegram" ? (clip ? 50 : 10) : config.format == "discord" ? 10 : config.format == "text" ? 15 : 50;
+  }
+  return static_cast<size_t>(mb * kMB);
+}
+
+WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client,
+                                               bool attach) {
   std::string token;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -375,13 +385,16 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
   // attach_pictures, attach_clips: the file is read now (the queue holds its path); one that cannot be
   // read any more (deleted since), or is too large to attach, leaves the message as it is, without it.
   std::optional<WebhookRequest> with_picture;
-  if (!item.attachment.empty()) {
-    const char* what = is_clip_file(item.attachment) ? "clip" : "picture";
+  if (!item.attachment.empty() && attach) {
+    const bool clip = is_clip_file(item.attachment);
+    const char* what = clip ? "clip" : "picture";
     std::error_code size_error;
     const auto size = std::filesystem::file_size(item.attachment, size_error);
-    if (!size_error && size > kMostAttachedBytes) {
-      VAPIPE_LOG_WARN("{}: the message on {} goes without its {}: {} is {:.0f} MB, more than the {} MB attached",
-                      name_, item.topic, what, item.attachment, static_cast<double>(size) / 1e6, kMostAttachedBytes >> 20);
+    if (const size_t most = attachment_limit_bytes(config_, clip); !size_error && size > most) {
+      VAPIPE_LOG_WARN("{}: the message on {} goes without its {}: {} is {:.1f} MB, more than the {:g} MB it attaches "
+                      "(attach_max_mb)",
+                      name_, item.topic, what, item.attachment, static_cast<double>(size) / 1e6,
+                      static_cast<double>(most) / 1e6);
     } else if (auto bytes = read_file_bytes(item.attachment); bytes.ok()) {
       with_picture = webhook_with_file(config_, item.topic, item.body, item.attachment, *bytes);
       for (const auto& [name, value] : with_picture->headers) headers.emplace(name, value);
@@ -475,6 +488,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
                ": give the url it redirects to)";
   } else {
     o.kind = Outcome::kRefused;
+    o.too_large = status == 413 && with_picture.has_value();
   }
   return o;
 }
@@ -513,6 +527,19 @@ void WebhookSender::run() {
     lock.unlock();
     Outcome o = try_once(*item, client);
     if (o.kind == Outcome::kRetry && o.on_kept_connection) o = try_once(*item, client);
+    if (o.too_large) {
+      // The receiver takes no file that large (a limit below the format's, a self-hosted ntfy's): the
+      // message goes at once with its line alone rather than not at all.
+      VAPIPE_LOG_WARN("{}: the message on {} goes without its {}: the receiver {} (set attach_max_mb below its "
+                      "size, {:.1f} MB, to send such messages without it at once)",
+                      name_, item->topic, is_clip_file(item->attachment) ? "clip" : "picture", o.error,
+                      [&] {
+                        std::error_code ec;
+                        const auto size = std::filesystem::file_size(item->attachment, ec);
+                        return ec ? 0.0 : static_cast<double>(size) / 1e6;
+                      }());
+      o = try_once(*item, client, /*attach=*/false);
+    }
     lock.lock();
     const auto now = Clock::now();
     if (o.kind == Outcome::kRetry) {

@@ -87,9 +87,11 @@ class WebhookSender : public QueuedSink<WebhookStats> {
     // It failed on a connection kept from the try before (which the receiver may have closed as the
     // request went): tried again at once on a new one, before it counts as a failure.
     bool on_kept_connection = false;
+    bool too_large = false;  // a 413 to a request with the message's picture or clip attached
   };
-  // `client` keeps its connection from one try to the next; a failed try resets it.
-  Outcome try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client);
+  // `client` keeps its connection from one try to the next; a failed try resets it. `attach`: with the
+  // message's picture or clip, if it has one.
+  Outcome try_once(const Item& item, std::unique_ptr<httplib::ClientImpl>& client, bool attach = true);
   void run();
   void note_refused(const Item& item, const std::string& error);
 
@@ -126,9 +128,11 @@ WebhookRequestBody webhook_attachment_body(const std::string& format, bool pictu
                                            const nlohmann::json& payload, WebhookRequestBody body);
 
 // A file larger than this is not attached (its message goes with its line alone, and a warning): the
-// services limit what they take (Telegram's bots 50 MB, Discord 10 MB, ntfy.sh 15 MB), and the file is
-// read into memory to be sent. A picture is far smaller; a long clip of a 1080p camera is not.
-inline constexpr size_t kMostAttachedBytes = 50u << 20;
+// services limit what they take, and the file is read into memory to be sent. A picture is far
+// smaller; a long clip of a 1080p camera is not. attach_max_mb, or the format's receiver's: Telegram's
+// bots take photos of 10 MB and videos of 50 MB, Discord's webhooks files of 10 MB (a server without
+// boosts), ntfy.sh attachments of 15 MB (format text); 50 MB for format json (n8n, Node-RED, one's own).
+size_t attachment_limit_bytes(const WebhookConfig& config, bool clip);
 
 // The request of a message whose picture or clip was read (`bytes`; a clip is a path ending in .mp4):
 // format json as multipart/form-data (the body as the part `payload_json`, the file as `file`: n8n,

@@ -723,9 +723,19 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   ASSERT_TRUE(clipping.ok()) << clipping.status().message();
   EXPECT_TRUE(clipping->publish.webhooks[0].attach_clips);
   EXPECT_FALSE(clipping->publish.webhooks[0].attach_pictures);
+  EXPECT_EQ(clipping->publish.webhooks[0].attach_max_mb, 0) << "the format's";
+  auto limited = load_config_string(clips + "    - {url: 'http://h/x', attach_clips: true, attach_max_mb: 8}\n",
+                                    "job.yaml", dir.string());
+  ASSERT_TRUE(limited.ok()) << limited.status().message();
+  EXPECT_EQ(limited->publish.webhooks[0].attach_max_mb, 8);
   expect_config_errors("", dir, {
       ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, format: slack}\n",
           "publish.webhooks[0].attach_clips: Slack's incoming webhooks take no files"},
+      ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_max_mb: 8}\n",
+          "publish.webhooks[0].attach_max_mb: limits the files attached, and neither attach_pictures nor "
+          "attach_clips is on"},
+      ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, attach_max_mb: 0}\n",
+          "publish.webhooks[0].attach_max_mb"},
       ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, topics: [results/]}\n",
           "publish.webhooks[0].attach_clips: its topics take no segments/ messages, whose `clip` messages"},
       });

@@ -573,7 +573,8 @@ TEST(Webhook, TelegramSendsLinesWithSendMessageAndPicturesWithSendPhoto) {
 
 // attach_clips: a segment's `clip` message carries its MP4: to ntfy as the body (video/mp4), to
 // Telegram with sendVideo (its caption the stream, label and length); with attach_clips alone a picture
-// goes as its line; a clip over kMostAttachedBytes goes as its line, without the file.
+// goes as its line; a clip over the format's limit (ntfy.sh's 15 MB for format text) goes as its line,
+// without the file.
 TEST(Webhook, AttachClipsSendsTheMp4WithItsClipMessage) {
   const std::string mp4("\0\0\0\x20" "ftypisom a clip \r\n--x\r\n", 27);
   const std::string path = picture_file("webhook-clips", "14-32-05.000_truck.mp4", mp4);
@@ -608,7 +609,7 @@ TEST(Webhook, AttachClipsSendsTheMp4WithItsClipMessage) {
     post_as_publish_does(sender, "segments/gate", clip);
     ASSERT_EQ(receiver.wait_for(3).size(), 3u);
   }
-  std::filesystem::resize_file(path, kMostAttachedBytes + 1);  // sparse: nothing written
+  std::filesystem::resize_file(path, attachment_limit_bytes(c, /*clip=*/true) + 1);  // sparse: nothing written
   c.format = "text";
   {
     WebhookSender sender(c, 2);
@@ -633,6 +634,66 @@ TEST(Webhook, AttachClipsSendsTheMp4WithItsClipMessage) {
   EXPECT_EQ(video["video"], mp4);
   EXPECT_EQ(video["video filename"], "gate_14-32-05.000_truck.mp4");
   EXPECT_EQ(video["video type"], "video/mp4");
+}
+
+// What a webhook attaches at most: attach_max_mb, or its format's receiver's.
+TEST(Webhook, TheLargestFileAttachedIsTheFormatsOrAttachMaxMb) {
+  WebhookConfig c;
+  c.format = "telegram";
+  EXPECT_EQ(attachment_limit_bytes(c, /*clip=*/false), 10'000'000u) << "sendPhoto";
+  EXPECT_EQ(attachment_limit_bytes(c, true), 50'000'000u) << "sendVideo";
+  c.format = "discord";
+  EXPECT_EQ(attachment_limit_bytes(c, true), 10'000'000u);
+  c.format = "text";
+  EXPECT_EQ(attachment_limit_bytes(c, true), 15'000'000u) << "ntfy.sh";
+  c.format = "json";
+  EXPECT_EQ(attachment_limit_bytes(c, false), 50'000'000u);
+  c.attach_max_mb = 2.5;
+  EXPECT_EQ(attachment_limit_bytes(c, true), 2'500'000u);
+}
+
+// A clip over attach_max_mb goes as its line at once; one the receiver answers 413 to (a self-hosted
+// ntfy's smaller limit) goes again at once as its line alone, not dropped, and the next goes after it.
+TEST(Webhook, AFileTooLargeForTheReceiverGoesAsItsLineAlone) {
+  const std::string mp4(40'000, 'v');
+  const std::string path = picture_file("webhook-large", "14-32-05.000_truck.mp4", mp4);
+  std::mutex mutex;
+  std::vector<std::string> tried;  // each request's Content-Type, refused or not
+  testing::Receiver receiver;
+  receiver.answer([&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mutex);
+    tried.push_back(req.get_header_value("Content-Type"));
+    if (req.body.size() > 30'000) {
+      res.status = 413;
+      res.set_content("{\"error\":\"attachment too large\"}", "application/json");
+    }
+  });
+  const nlohmann::json clip{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "clip"}, {"label", "truck"},
+                            {"clip", path}, {"duration_s", 23.4}, {"error", nullptr}};
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "text";
+  c.attach_clips = true;
+  {
+    WebhookSender sender(c, 0);
+    post_as_publish_does(sender, "segments/gate", clip);
+    post_as_publish_does(sender, "segments/gate", clip);
+    ASSERT_EQ(receiver.wait_for(2).size(), 2u);
+    EXPECT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.delivered == 2; }));
+    EXPECT_EQ(sender.stats().refused, 0u);
+  }
+  c.attach_max_mb = 0.03;  // 30 KB: not attached at all
+  {
+    WebhookSender sender(c, 1);
+    post_as_publish_does(sender, "segments/gate", clip);
+    ASSERT_EQ(receiver.wait_for(3).size(), 3u);
+  }
+  for (const auto& got : receiver.wait_for(3)) {
+    EXPECT_EQ(got.content_type, "text/plain; charset=utf-8");
+    EXPECT_EQ(got.body, "gate: truck, 23.4 s");
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(tried, (std::vector<std::string>{"video/mp4", "text/plain; charset=utf-8", "video/mp4",
+                                             "text/plain; charset=utf-8", "text/plain; charset=utf-8"}));
 }
 
 // format discord: a line as {"content": ...}; a picture (attach_pictures) as Discord's webhooks take a
