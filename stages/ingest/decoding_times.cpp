@@ -12,6 +12,13 @@ void DecodingTimes::add(int64_t pts, int64_t duration) {
     ++untimed_;
     return;
   }
+  pts += offset_;
+  if (const int64_t back = latest_ - pts;
+      latest_ >= 0 && back > std::max<int64_t>(1'000'000'000, static_cast<int64_t>(kRecent) * frame_duration())) {
+    offset_ += back + frame_duration();  // a new timeline: from a frame after the latest
+    pts += back + frame_duration();
+  }
+  latest_ = std::max(latest_, pts);
   place_untimed(pts);
   pending_.push_back(pts);
   note(pts);

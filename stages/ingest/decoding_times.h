@@ -19,6 +19,10 @@
 // Where k grows, a decoding time steps kMinStep past the one before (and the presentation time, where
 // needed, to it): never backwards, nor two in one tick of the MP4's timescale. Where k shrinks, the
 // times it passes over are left out.
+//
+// Times that go back further than any reordering does (more than kRecent frames, and 1 s: a jitter
+// buffer that resynchronised to a camera's clock) are a new timeline: its frames are placed from a
+// frame after the latest one shown, as they are shown, rather than all crowded a kMinStep apart.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +44,8 @@ class DecodingTimes {
   explicit DecodingTimes(size_t lookahead = kDefaultLookahead) : lookahead_(lookahead) {}
 
   struct Frame {
-    int64_t pts = 0;  // as given, or raised to the DTS where a late-grown depth needs it
+    int64_t pts = 0;  // as given; raised to the DTS where a late-grown depth needs it, or past a timeline
+                      // that went back
     int64_t dts = 0;
   };
   // The next frame in decoding order: its presentation time, and its duration when known (0: not
@@ -68,6 +73,8 @@ class DecodingTimes {
   std::deque<int64_t> pending_;    // presentation times of frames not yet taken, decoding order
   size_t untimed_ = 0;             // the last of them not yet placed (-1 in pending_)
   int64_t last_timed_ = -1;        // the last presentation time given
+  int64_t latest_ = -1;            // the latest presentation time given
+  int64_t offset_ = 0;             // added to those given: the timelines that went back
   std::multiset<int64_t> shown_;   // presentation times not yet used as a decoding time
   std::deque<int64_t> recent_;     // the last kRecent presentation times added, for the next frame's depth
   std::deque<size_t> depths_;      // of the last kDepthWindow frames added

@@ -136,6 +136,24 @@ TEST(DecodingTimes, UntimedFramesArePlacedBetweenTheTimedFramesAroundThem) {
   }
 }
 
+// Times that go back by more than any reordering (a jitter buffer's resync): the frames after are
+// placed from a frame past the latest, each at its own time, as they are shown.
+TEST(DecodingTimes, ATimelineThatGoesBackGoesOnAfterTheLatestFrame) {
+  std::vector<int64_t> pts = frames({100, 103, 101, 102, 106, 104, 105});
+  for (int64_t p : frames({0, 3, 1, 2, 6, 4, 5})) pts.push_back(p);
+  const auto out = run(pts);
+  ASSERT_EQ(out.size(), pts.size());
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(out[i].pts, pts[i]) << i;
+  for (size_t i = 7; i < out.size(); ++i) EXPECT_EQ(out[i].pts, pts[i] + 107 * kFrame) << i;  // from 107 on
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_LE(out[i].dts, out[i].pts) << i;
+    if (i > 0) {
+      EXPECT_GT(out[i].dts, out[i - 1].dts) << i;
+    }
+  }
+  EXPECT_EQ(out[8].dts, 107 * kFrame) << "a frame behind, as before";
+}
+
 // Encoders' GOPs of every shape (1 to 3 B-frames, pyramids or not, closed GOPs), frame times with a
 // camera's jitter: the decoding times are the presentation times sorted, the depth behind, and
 // presentation times are kept.
