@@ -874,6 +874,10 @@ std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, c
       ctx.fail(r.child("pictures"), path + ".pictures",
                "needs publish.segments_pictures_dir: the pictures published are those of the segments");
     }
+    if (r.child("pictures_max_kb").IsDefined() && !m.pictures) {
+      ctx.fail(r.child("pictures_max_kb"), path + ".pictures_max_kb", "limits the pictures published, and pictures is off");
+    }
+    r.uint("pictures_max_kb", &m.pictures_max_kb, 1, 262144);  // (MQTT's largest message: 256 MB)
     r.finish();
     brokers.push_back(std::move(m));
   }

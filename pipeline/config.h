@@ -295,6 +295,11 @@ struct MqttConfig : MessageSinkConfig {
   // shows as an MQTT camera (announced with home_assistant), and a subscriber on another host gets
   // without the job's files. Default: on with home_assistant and segments_pictures_dir.
   bool pictures = false;
+  // A picture larger than this is not published (its topic is cleared, with a warning): a broker
+  // disconnects a client whose message is larger than it takes (EMQX's default 1 MB, AWS IoT Core's
+  // 128 KB), and the pictures in force go out again on each new connection, so one too large would
+  // keep the connection from ever staying up.
+  uint32_t pictures_max_kb = 1000;
 };
 
 // A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and

@@ -466,6 +466,18 @@ void MqttPublisher::publish_pictures(bool everything) {
     // Read here, on the broker's thread, when it can take it: the queue holds paths, not pictures.
     auto read = read_file_bytes(path);
     std::string jpeg = read.ok() ? std::move(read).value() : std::string();
+    if (const size_t most = static_cast<size_t>(config_.pictures_max_kb) * 1000; jpeg.size() > most) {
+      // Larger than the broker may take: it would drop the connection, and this picture would go out
+      // again on the next. Its topic is cleared rather than left with an older picture.
+      if (oversize_said_.insert(path).second) {
+        VAPIPE_LOG_WARN("{}: stream '{}': {} is {:.0f} KB, more than pictures_max_kb ({}): not published, its topic "
+                        "{} is cleared (raise pictures_max_kb if the broker takes messages that large)",
+                        name_, sensor.first, path, static_cast<double>(jpeg.size()) / 1000, config_.pictures_max_kb,
+                        picture_topic(sensor.first, sensor.second));
+      }
+      publish_own(picture_topic(sensor.first, sensor.second), "");
+      continue;
+    }
     if (jpeg.empty()) {
       // Deleted since (the retention of pictures, a person): the broker keeps none of it either.
       VAPIPE_LOG_WARN("{}: stream '{}': {}; its topic {} is cleared", name_, sensor.first,

@@ -150,6 +150,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::map<Sensor, std::string> pictures_;
   std::set<Sensor> pictures_changed_, pictures_cleared_;
   bool check_picture_files_ = false;  // forget_deleted_pictures()
+  std::set<std::string> oversize_said_;  // picture files over pictures_max_kb, warned of (the broker's thread)
   // Under mutex_ (changed_ also says a connection made or failed):
   std::string new_password_;  // set_password(): for the next connection
   bool password_changed_ = false;

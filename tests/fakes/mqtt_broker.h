@@ -32,6 +32,7 @@ namespace vapipe::testing {
 struct BrokerOptions {
   std::string user, password;  // a user: anonymous clients are refused
   bool tls = false;            // tests/media/tls/metrics-test.crt (127.0.0.1), no client certificates
+  size_t max_packet_size = 0;  // a client that sends a larger packet is disconnected; 0: none
 };
 
 class MqttBroker {
@@ -50,6 +51,7 @@ class MqttBroker {
          << "user " << (me ? me->pw_name : "root") << "\n"
          << "log_dest file " << (dir_ / "broker.log").string() << "\nlog_type all\n"
          << "max_queued_messages 100000\n";
+    if (options_.max_packet_size > 0) conf << "max_packet_size " << options_.max_packet_size << "\n";
     if (options_.tls) {
       const std::string tls = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
       conf << "certfile " << tls << "metrics-test.crt\nkeyfile " << tls << "metrics-test.key\n";

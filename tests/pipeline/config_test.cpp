@@ -820,12 +820,14 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       "publish:\n  segments_min_frames: 5\n  segments_pictures_dir: pictures\n  mqtt:\n"
       "    - {url: 'mqtt://b', home_assistant: true, labels: [truck]}\n"
       "    - {url: 'mqtt://b', home_assistant: true, labels: [truck], pictures: false}\n"
-      "    - {url: 'mqtt://b'}\n    - {url: 'mqtt://b', pictures: true}\n"
+      "    - {url: 'mqtt://b'}\n    - {url: 'mqtt://b', pictures: true, pictures_max_kb: 128}\n"
       // The sensors and pictures of these labels, none of the segment messages.
       "    - {url: 'mqtt://b', home_assistant: true, labels: [truck], topics: [events/]}\n",
       "job.yaml", dir.string());
   ASSERT_TRUE(pictured.ok()) << pictured.status().message();
   EXPECT_TRUE(pictured->publish.mqtt[0].pictures);
+  EXPECT_EQ(pictured->publish.mqtt[0].pictures_max_kb, 1000u) << "below EMQX's 1 MB";
+  EXPECT_EQ(pictured->publish.mqtt[3].pictures_max_kb, 128u) << "AWS IoT Core's";
   EXPECT_FALSE(pictured->publish.mqtt[1].pictures);
   EXPECT_FALSE(pictured->publish.mqtt[2].pictures);
   EXPECT_TRUE(pictured->publish.mqtt[3].pictures);
@@ -864,6 +866,8 @@ TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: mqtt://b\n      pictures: true\n",
           "job.yaml:8: publish.mqtt[0].pictures: needs publish.segments_pictures_dir"},
       ConfigErrorCase{"publish:\n  mqtt: [{url: mqtt://b}]\n", "publish.mqtt[0].topics: not given, so segments/"},
+      ConfigErrorCase{segments + "    - url: mqtt://b\n      pictures_max_kb: 128\n",
+          "publish.mqtt[0].pictures_max_kb: limits the pictures published, and pictures is off"},
       });
   // The password never appears in an error.
   auto bad = load_config_string(head + segments + "    - url: 'mqtt://u:hunter2@b:0'\n", "job.yaml", dir.string());

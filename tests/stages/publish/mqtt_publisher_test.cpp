@@ -479,6 +479,47 @@ TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
   }
 }
 
+// A broker that takes messages up to a size (Mosquitto's max_packet_size, EMQX's 1 MB, AWS IoT Core's
+// 128 KB) drops the connection of a client that sends a larger one. A picture over pictures_max_kb is
+// not published: its topic is cleared, the connection stays up (the pictures in force go out again
+// on each new one: one too large would drop every one), and the messages after it are delivered.
+TEST(MqttPublisher, APictureLargerThanPicturesMaxKbIsNotPublishedAndTheConnectionStaysUp) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-large-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string small((dir / "small.jpg").string()), large((dir / "large.jpg").string());
+  std::ofstream(small, std::ios::binary) << std::string(20'000, 's');
+  std::ofstream(large, std::ios::binary) << std::string(200'000, 'l');
+  BrokerOptions options;
+  options.max_packet_size = 100'000;
+  MqttBroker broker(options);
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.pictures = true;
+  c.pictures_max_kb = 90;
+  MqttPublisher publisher(c, 0, "test");
+  auto picture = [](const std::string& label, const std::string& path) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "yard"}, {"event", "picture"},
+                          {"label", label},           {"picture", path}};
+  };
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
+  publisher.follow(picture("truck", small));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/picture/yard/truck"));
+  publisher.follow(picture("truck", large));
+  publisher.follow(picture("person", small));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/picture/yard/person"));
+  ASSERT_TRUE(sub.wait_for(2, "vapipe/test/picture/yard/truck"));
+  const auto truck = sub.on("vapipe/test/picture/yard/truck");
+  EXPECT_EQ(truck[0].payload.size(), 20'000u);
+  EXPECT_EQ(truck[1].payload, "") << "cleared, not left with the older picture";
+  publisher.publish("segments/yard", numbered(1));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/segments/yard"));
+  publisher.finish(2s);
+  EXPECT_EQ(publisher.stats().delivered, 1u);
+  EXPECT_EQ(publisher.stats().connections, 1u);
+  EXPECT_EQ(broker.log().find("oversize"), std::string::npos) << "no connection dropped for its size";
+}
+
 TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
   EXPECT_EQ(home_assistant_id("Fire truck"), "fire_truck");
   EXPECT_EQ(home_assistant_id("cam-1.north"), "cam_1_north");
