@@ -166,9 +166,18 @@ Status PublishStage::open(const StageContext& ctx) {
     webhooks_.push_back(std::make_unique<WebhookSender>(ctx.config.publish.webhooks[i], i));
     std::string topics;
     for (const std::string& t : ctx.config.publish.webhooks[i].topics) topics += (topics.empty() ? "" : ", ") + t;
-    VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting)", webhooks_.back()->name(),
-                    topics, queue_policy_name(ctx.config.publish.webhooks[i].queue_policy),
-                    ctx.config.publish.webhooks[i].max_queued);
+    const WebhookConfig& hook = ctx.config.publish.webhooks[i];
+    std::string attached;  // what goes with the messages, and up to what size (attach_max_mb)
+    if (hook.attach_pictures || hook.attach_clips) {
+      attached = fmt::format("; with their {} attached, up to {:g} MB{}",
+                             hook.attach_pictures && hook.attach_clips ? "pictures and clips"
+                             : hook.attach_pictures                    ? "pictures"
+                                                                       : "clips",
+                             static_cast<double>(attachment_limit_bytes(hook, hook.attach_clips)) / 1e6,
+                             hook.attach_max_mb > 0 ? "" : " (the format's receiver's)");
+    }
+    VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting){}", webhooks_.back()->name(),
+                    topics, queue_policy_name(hook.queue_policy), hook.max_queued, attached);
     sink_secrets_ = sink_secrets_ || !ctx.config.publish.webhooks[i].token_file.empty();
   }
   for (size_t i = 0; i < ctx.config.publish.mqtt.size(); ++i) {

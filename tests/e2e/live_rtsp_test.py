@@ -233,6 +233,10 @@ class LiveRtsp(E2ETest):
         run.signal(signal.SIGINT)
         code = run.wait(timeout=60)
         self.assertEqual(code, 0, run.stderr[-3000:])
+        # The ntfy webhook (format text) attaches pictures and clips up to ntfy.sh's 15 MB, said at start.
+        self.assertRegex(run.stderr, r"publish\.webhooks\[0\] \(http://127\.0\.0\.1:\d+\) receives the messages on "
+                                     r"segments/door \(.*\); with their pictures and clips attached, up to 15 MB "
+                                     r"\(the format's receiver's\)")
         self.assertGreaterEqual(after["yard"], before["yard"] + 40, run.stderr[-3000:])
         messages = self.subscriber.wait(timeout=30)
         results, events = results_by_stream(messages), events_by_stream(messages)
