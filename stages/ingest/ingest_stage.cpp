@@ -106,8 +106,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     VAPIPE_LOG_WARN("ingest lane {}: restarted ({}): its streams reconnect and go on", lane.index, restart_reason);
   }
 
-  // Each stream's pipeline is built and prerolled while the stages downstream open; it plays once
-  // they have. Streams added while the job runs (a reload) start at once; removed ones end.
+  // Each stream's pipeline is built (and a file's prerolled) while the stages downstream open; it plays
+  // once they have. Streams added while the job runs (a reload) start at once; removed ones end.
   std::promise<void> downstream_open;
   // A stream that ends wakes the loop below (a waiting stream opens in its place at once).
   std::mutex wake_mutex;
@@ -320,9 +320,16 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         }
         r->reader = reader->get();
       }
-      // Decoders start (NVDEC: seconds) and RTSP sessions are set up while the gate is closed.
-      (*reader)->preroll();
+      // A file's decoder starts (NVDEC: seconds) while the gate is closed. A network stream's session
+      // is set up once it is open, and played at once: a server that goes on making frames between
+      // SETUP and PLAY (the test server; a camera with a GOP cache) sends them as a burst at PLAY,
+      // which rtspsrc's jitter buffer stamps with compressed, repeated or no times for a second or so
+      // (pictures of those frames not found, clips showing them crowded), and a session set up long
+      // before its PLAY (a slow downstream start) may have expired by then.
+      const bool network = stream.parsed.kind == UriKind::kNetwork;
+      if (!network) (*reader)->preroll();
       gate.wait();
+      if (network) (*reader)->preroll();
       r->prerolled = (*reader)->wait_prerolled(std::chrono::milliseconds(0));
       r->result = (*reader)->run(out, flags);
       if (flags.abort.load()) {
