@@ -30,6 +30,10 @@ GstBusSyncReply note_error(GstBus*, GstMessage* message, gpointer failed) {
   return GST_BUS_PASS;
 }
 
+int64_t duration_of(GstBuffer* buffer) {
+  return GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
+}
+
 void remove_quietly(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
@@ -101,7 +105,7 @@ ClipWriter::~ClipWriter() {
 void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
   int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
   const int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
-  const int64_t duration = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
+  const int64_t duration = duration_of(buffer);
   if (dts < 0 && container_ == Container::kMp4) {
     // An RTSP camera's frames: RTP's presentation times, through the jitter buffer, in decoding order,
     // with no decoding times, which an MP4 needs (decoding_times.h works them out, and places the
@@ -125,8 +129,7 @@ void ClipWriter::push_decided(int64_t base_ns) {
   while (std::optional<DecodingTimes::Frame> frame = decoding_times_.take()) {
     GstBuffer* buffer = waiting_.front();
     waiting_.pop_front();
-    const int64_t duration = GST_BUFFER_DURATION_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DURATION(buffer)) : 0;
-    place(buffer, frame->pts, frame->dts, /*has_dts=*/true, duration, base_ns);
+    place(buffer, frame->pts, frame->dts, /*has_dts=*/true, duration_of(buffer), base_ns);
     gst_buffer_unref(buffer);
   }
 }
@@ -439,16 +442,18 @@ void ClipRecorder::run_finisher() {
       opening_.pop_front();
       ++opening_now_;
       lock.unlock();
-      // Made with no lock held: the clip takes it at a key frame once it is there (a clip that ended
-      // meanwhile drops it, and its file with it).
-      auto writer = ClipWriter::open(next.path, next.caps.get());
-      if (std::shared_ptr<Clip> clip = next.clip.lock()) {
-        std::lock_guard<std::mutex> clip_lock(clip->mutex);
-        if (!clip->ending && clip->next_part_due) {
-          if (writer.ok()) {
-            clip->next_writer = std::move(writer).value();
-          } else {
-            clip->next_part_error = writer.status().message();
+      {
+        // Made with no lock held: the clip takes it at a key frame once it is there (a clip that ended
+        // meanwhile drops it, and its file with it, here, before the lock is taken again).
+        auto writer = ClipWriter::open(next.path, next.caps.get());
+        if (std::shared_ptr<Clip> clip = next.clip.lock()) {
+          std::lock_guard<std::mutex> clip_lock(clip->mutex);
+          if (!clip->ending && clip->next_part_due) {
+            if (writer.ok()) {
+              clip->next_writer = std::move(writer).value();
+            } else {
+              clip->next_part_error = writer.status().message();
+            }
           }
         }
       }

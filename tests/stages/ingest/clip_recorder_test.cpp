@@ -59,6 +59,14 @@ std::string bytes_of(GstBuffer* b) {
 
 int64_t pts_of(GstBuffer* b) { return GST_BUFFER_PTS_IS_VALID(b) ? static_cast<int64_t>(GST_BUFFER_PTS(b)) : -1; }
 
+void release(std::vector<Sample>& samples) {
+  for (Sample& s : samples) {
+    gst_buffer_unref(s.buffer);
+    gst_caps_unref(s.caps);
+  }
+  samples.clear();
+}
+
 class ClipRecorderTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -83,10 +91,7 @@ class ClipRecorderTest : public ::testing::Test {
     for (const auto& [pts, bytes] : whole_) shown_.push_back(pts);
   }
   void TearDown() override {
-    for (Sample& s : compressed_) {
-      gst_buffer_unref(s.buffer);
-      gst_caps_unref(s.caps);
-    }
+    release(compressed_);
     std::filesystem::remove_all(dir_);
   }
 
@@ -195,9 +200,8 @@ TEST_F(ClipRecorderTest, AnRtspCamerasBFramesAreShownInTheirOrderAtTheirTimes) {
   for (Sample& s : samples) {
     ASSERT_TRUE(GST_BUFFER_DTS_IS_VALID(s.buffer));
     composition_offsets += pts_of(s.buffer) > static_cast<int64_t>(GST_BUFFER_DTS(s.buffer));
-    gst_buffer_unref(s.buffer);
-    gst_caps_unref(s.caps);
   }
+  release(samples);
   EXPECT_GT(composition_offsets, 10);
   std::vector<Sample> frames = read_samples(done[0].order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
   ASSERT_GE(frames.size(), 50u);
@@ -209,10 +213,9 @@ TEST_F(ClipRecorderTest, AnRtspCamerasBFramesAreShownInTheirOrderAtTheirTimes) {
     // (To the MP4's timescale: a frame's time may come back a nanosecond off; frames are 33 ms apart.)
     EXPECT_NEAR(pts_of(frames[i].buffer) + offset, shown_[30 + i], 1'000) << i;
     EXPECT_TRUE(whole_.at(shown_[30 + i]) == bytes_of(frames[i].buffer)) << "frame " << 30 + i;
-    gst_buffer_unref(frames[i].buffer);
-    gst_caps_unref(frames[i].caps);
   }
   EXPECT_EQ(done[0].frames, frames.size());
+  release(frames);
 }
 
 // The same from the camera's first frame, at its time 0: the decoding times the B-frames need begin
@@ -237,18 +240,16 @@ TEST_F(ClipRecorderTest, AnRtspCamerasClipFromItsFirstFrameBeginsAtItsFirstDecod
     EXPECT_GT(dts, last_dts);
     EXPECT_GE(pts_of(s.buffer), dts);
     last_dts = dts;
-    gst_buffer_unref(s.buffer);
-    gst_caps_unref(s.caps);
   }
+  release(samples);
   std::vector<Sample> frames = read_samples(done[0].order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
   ASSERT_EQ(frames.size(), 45u);
   const int64_t offset = shown_[0] - pts_of(frames[0].buffer);
   for (size_t i = 0; i < frames.size(); ++i) {
     EXPECT_NEAR(pts_of(frames[i].buffer) + offset, shown_[i], 1'000) << i;
     EXPECT_TRUE(whole_.at(shown_[i]) == bytes_of(frames[i].buffer)) << "frame " << i;
-    gst_buffer_unref(frames[i].buffer);
-    gst_caps_unref(frames[i].caps);
   }
+  release(frames);
 }
 
 // A clip shorter than the frames that wait for their decoding times (the stream ended): placed from
@@ -268,10 +269,7 @@ TEST_F(ClipRecorderTest, AShortRtspClipIsPlacedFromItsKeyFrame) {
   std::vector<Sample> samples = read_samples(done[0].order.path, "identity");
   ASSERT_FALSE(samples.empty());
   EXPECT_LT(pts_of(samples.front().buffer), 200'000'000);
-  for (Sample& s : samples) {
-    gst_buffer_unref(s.buffer);
-    gst_caps_unref(s.caps);
-  }
+  release(samples);
 }
 
 // A segment longer than `max` goes on in a next clip, from the first key frame after `max`: its parts
