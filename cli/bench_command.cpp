@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -67,12 +68,22 @@ Result<std::unique_ptr<Preprocessor>> lane_preprocessor(const Config& c, const L
   return make_cpu_preprocessor(preprocess_spec_from(c.preprocess), c.preprocess.threads);
 }
 
+// How decode_all's streams started: their pipelines were built and files prerolled (decoders started,
+// first frame decoded: NVDEC's take seconds, one after another) before any stream played, as ingest
+// does behind its start-up gate, so that the rates measured leave that start-up out.
+struct DecodeStart {
+  double startup_s = 0;  // from the first pipeline's build to the gate
+  size_t prerolled = 0;  // streams prerolled when the gate opened
+};
+
 // Decodes every stream of the config in parallel (one reader thread per stream, as ingest does);
-// `on_frame` is called from the reader threads. `*first_frame` is set when the first frame arrives,
-// so that rates leave out GStreamer's start-up (as the pipeline's steady-state figure does).
+// `on_frame` is called from the reader threads. Every pipeline is built, and a file's prerolled,
+// before any plays (ingest builds and prerolls them while the stages downstream open); a network
+// stream is set up after that gate, as in ingest. `*gate_opened` is set when the gate opens, so that
+// rates leave out GStreamer's start-up (as the pipeline's steady-state figure, from the first frame's
+// capture, does).
 Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&&)>& on_frame, ShutdownFlags& flags,
-                            Clock::time_point* first_frame = nullptr) {
-  std::once_flag first;
+                            Clock::time_point* gate_opened = nullptr, DecodeStart* start = nullptr) {
   VAPIPE_ASSIGN_OR_RETURN(Lane lane, bench_lane(c));
   // Into the pool the pipeline would use: GPU memory when preprocessing runs on the GPU.
   auto pool = ShmPool::create("/vapipe-bench-" + std::to_string(getpid()), c.transport.effective_frame_slots(c.streams.size()),
@@ -82,26 +93,53 @@ Result<uint64_t> decode_all(const Config& c, const std::function<Status(Message&
   std::atomic<uint64_t> frames{0};
   std::vector<std::thread> threads;
   std::vector<Status> results(c.streams.size());
+  const auto build_start = Clock::now();
+  std::mutex gate_mutex;
+  std::condition_variable gate_changed;
+  size_t ready = 0, prerolled = 0;
+  bool gate_open = false;
   for (uint32_t i = 0; i < c.streams.size(); ++i) {
     threads.emplace_back([&, i] {
       ReaderOptions options{lane.decoder, lane.gpu};
       options.max_frame_bytes = (*pool)->slot_bytes();  // as ingest: larger CPU-decoded frames shrink to fit
       auto reader = StreamReader::create(c.streams[i], i, c.ingest, options);
+      const bool network = reader.ok() && c.streams[i].parsed.kind == UriKind::kNetwork;
+      bool this_prerolled = false;
+      if (reader.ok() && !network) {
+        (*reader)->preroll();
+        // A file that cannot preroll (broken, or no frame) says why when it runs.
+        this_prerolled = (*reader)->wait_prerolled(std::chrono::seconds(120));
+      }
+      {
+        std::unique_lock<std::mutex> lock(gate_mutex);
+        ++ready;
+        prerolled += this_prerolled;
+        gate_changed.notify_all();
+        gate_changed.wait(lock, [&] { return gate_open; });
+      }
       if (!reader.ok()) {
         results[i] = reader.status();
         return;
       }
+      if (network) (*reader)->preroll();
       CallbackEmitter out(
           [&](Message&& m) {
             if (m.kind == MessageKind::kStreamError) return Status(DataLoss(m.event.message));
             if (m.kind != MessageKind::kFrame) return Status::Ok();
-            if (first_frame) std::call_once(first, [&] { *first_frame = Clock::now(); });
             ++frames;
             return on_frame(std::move(m));
           },
           &alloc);
       results[i] = (*reader)->run(out, flags);
     });
+  }
+  {
+    std::unique_lock<std::mutex> lock(gate_mutex);
+    gate_changed.wait(lock, [&] { return ready == c.streams.size(); });
+    gate_open = true;
+    if (gate_opened) *gate_opened = Clock::now();
+    if (start) *start = DecodeStart{seconds_since(build_start), prerolled};
+    gate_changed.notify_all();
   }
   for (auto& t : threads) t.join();
   for (const Status& s : results) {
@@ -129,11 +167,13 @@ ClassifierOptions classifier_options(const Config& c, const Lane& lane, size_t b
 
 int bench_decode(const Config& c, ShutdownFlags& flags) {
   auto start = Clock::now();
-  auto frames = decode_all(c, [](Message&&) { return Status::Ok(); }, flags, &start);
+  DecodeStart started;
+  auto frames = decode_all(c, [](Message&&) { return Status::Ok(); }, flags, &start, &started);
   if (!frames.ok()) return std::fprintf(stderr, "bench decode: %s\n", frames.status().message().c_str()), 2;
   auto lane = bench_lane(c);
   report("decode", c, *frames, seconds_since(start),
-         {{"streams", c.streams.size()}, {"decoder", lane.ok() ? decoder_name(lane->decoder) : "?"}});
+         {{"streams", c.streams.size()}, {"decoder", lane.ok() ? decoder_name(lane->decoder) : "?"},
+          {"startup_s", started.startup_s}, {"prerolled", started.prerolled}});
   return 0;
 }
 

@@ -214,12 +214,19 @@ class MetricsScraper:
         self.thread.join(timeout=5)
 
     def where_the_time_went(self):
-        """Per stage and lane, over the middle half of the scrapes: the share of wall time busy (own
-        work), blocked sending, waiting for pool slots and waiting for input; infer's mean batch."""
-        if len(self.samples) < 4:
+        """Per stage and lane, over the middle half of the scrapes while frames flowed (infer's frame
+        count rose; a short run's start-up would otherwise fill the window: at 32 streams on the H200,
+        2 s of frames in a 6 s job, every share read 0): the share of wall time busy (own work), blocked
+        sending, waiting for pool slots and waiting for input; infer's mean batch."""
+        frames = [sum(v for (stage, _, what), v in f.items() if stage == "infer" and what == "frames")
+                  for _, f in self.samples]
+        rising = [k for k in range(1, len(frames)) if frames[k] > frames[k - 1]]
+        if not rising:
             return None
-        n = len(self.samples)
-        (t0, a), (t1, b) = self.samples[n // 4], self.samples[(3 * n) // 4]
+        first, last = rising[0] - 1, rising[-1]  # the scrapes around the frames' flow
+        if last - first >= 4:
+            first, last = first + (last - first) // 4, first + (3 * (last - first)) // 4
+        (t0, a), (t1, b) = self.samples[first], self.samples[last]
         if t1 <= t0:
             return None
         out = {}
@@ -237,7 +244,116 @@ class MetricsScraper:
                 if "cuda_graph_batches" in d:
                     row["graph_share"] = round(d["cuda_graph_batches"] / d["batches"], 3)
             rows[name] = row
-        return {"window_s": round(t1 - t0, 1), "stages": rows}
+        return {"window_s": round(t1 - t0, 1), "stages": rows, "t": (t0, t1)}  # "t": for ResourceSampler
+
+
+class ResourceSampler:
+    """While a step runs, four times a second: the CPU seconds of each vapipe process (by /proc: the stage
+    processes of `vapipe run` as "ingest[0]" ..., a `vapipe bench X` as "bench X") and, where
+    nvidia-smi is, the GPU's use (`nvidia-smi dmon -s u`: sm, the share of time a kernel ran; dec,
+    NVDEC's). Together they say what a stage that is not near 100% own work waits on: its CPU cores,
+    the GPU's SMs, or the decoders."""
+
+    def __init__(self, vapipe, every=0.25):
+        self.vapipe, self.every = os.path.realpath(vapipe), every
+        self.cpu, self.gpu = [], []  # (monotonic, {name: cpu_s}), (monotonic, {"sm": %, "dec": %, ...})
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._cpu_loop, daemon=True)]
+        self.dmon = None
+        if shutil.which("nvidia-smi"):
+            try:
+                self.dmon = subprocess.Popen(["nvidia-smi", "dmon", "-s", "u", "-d", "1"], stdout=subprocess.PIPE,
+                                             stderr=subprocess.DEVNULL, text=True)
+                self.threads.append(threading.Thread(target=self._gpu_loop, daemon=True))
+            except OSError:
+                self.dmon = None
+        for t in self.threads:
+            t.start()
+
+    def _processes(self):
+        found = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+                if len(argv) < 3 or os.path.realpath(argv[0]) != self.vapipe or argv[1] not in ("stage", "bench"):
+                    continue
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu_s = (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+            if argv[1] == "bench":
+                name = f"bench {argv[2]}"
+            else:
+                lane = argv[argv.index("--lane") + 1] if "--lane" in argv[:-1] else "0"
+                name = f"{argv[2]}[{lane}]"
+            found[name] = found.get(name, 0.0) + cpu_s
+        return found
+
+    def _cpu_loop(self):
+        while True:
+            self.cpu.append((time.monotonic(), self._processes()))
+            if self.stop.wait(self.every):
+                return
+
+    def _gpu_loop(self):
+        columns = None
+        for line in self.dmon.stdout:
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] == "#":
+                if columns is None:
+                    columns = parts[1:]  # gpu sm mem enc dec ...
+                continue
+            if columns and len(parts) == len(columns):
+                row = {}
+                for k, v in zip(columns, parts):
+                    try:
+                        row[k] = float(v)
+                    except ValueError:
+                        pass
+                self.gpu.append((time.monotonic(), row))
+
+    def finish(self):
+        self.stop.set()
+        if self.dmon:
+            self.dmon.terminate()
+            try:
+                self.dmon.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.dmon.kill()
+        for t in self.threads:
+            t.join(timeout=5)
+
+    def cpu_cores(self, t0=None, t1=None):
+        """Each process's CPU cores in use (CPU seconds per second) between t0 and t1 (default: its
+        whole sampled life)."""
+        out = {}
+        names = {n for _, f in self.cpu for n in f}
+        for name in names:
+            seen = [(t, f[name]) for t, f in self.cpu if name in f and (t0 is None or t0 - 0.2 <= t <= t1 + 0.2)]
+            if len(seen) >= 2 and seen[-1][0] > seen[0][0]:
+                out[name] = round((seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0]), 2)
+        return out
+
+    def gpu_use(self, t0=None, t1=None):
+        """Mean and peak of sm and dec (percent) between t0 and t1; without a window, over the seconds
+        in which NVDEC or a kernel was busy."""
+        rows = [r for t, r in self.gpu if (t0 - 0.6 <= t <= t1 + 0.6 if t0 is not None else r.get("sm", 0) or r.get("dec", 0))]
+        if not rows:
+            return None
+        use = {"seconds": len(rows)}
+        for k in ("sm", "dec", "mem"):
+            values = [r[k] for r in rows if k in r]
+            if values:
+                use[k] = round(sum(values) / len(values), 1)
+                use[k + "_max"] = max(values)
+        return use
 
 
 def summary_check(summary, expected):
@@ -258,6 +374,13 @@ def summary_check(summary, expected):
 
 def fmt(x, spec=".0f"):
     return "—" if x is None else format(x, spec)
+
+
+def gpu_use_text(use):
+    if not use:
+        return "GPU use not sampled"
+    return (f"SMs busy {fmt(use.get('sm'))}% (peak {fmt(use.get('sm_max'))}%), NVDEC {fmt(use.get('dec'))}% "
+            f"(peak {fmt(use.get('dec_max'))}%) over {use['seconds']} s")
 
 
 def gpu_name():
@@ -355,7 +478,13 @@ def main():
         row = {"streams": n, "expected_frames": expected}
         result["rows"].append(row)
         if "decode" not in args.skip:
-            row["decode"] = per_second(step(f"decode-{n}", [args.vapipe, "bench", "decode", cfg], 120))
+            sampler = ResourceSampler(args.vapipe)
+            entry = step(f"decode-{n}", [args.vapipe, "bench", "decode", cfg], 120)
+            sampler.finish()
+            row["decode"] = per_second(entry)
+            row["decode_resources"] = {"cpu_cores": sampler.cpu_cores(), "gpu": sampler.gpu_use()}
+            res = (entry or {}).get("result") or {}
+            row["decode_startup_s"], row["decode_prerolled"] = res.get("startup_s"), res.get("prerolled")
         if k == 0 and "infer" not in args.skip:
             entry = step(f"infer-b{batch}", [args.vapipe, "bench", "infer", cfg, "--batch", str(batch)], 180)
             infer = per_second(entry)
@@ -370,9 +499,16 @@ def main():
         if "e2e" not in args.skip:
             with open(cfg) as f:
                 scraper = MetricsScraper(json.load(f)["publish"]["metrics_address"])
+            sampler = ResourceSampler(args.vapipe)
             e = step(f"e2e-{n}", [args.vapipe, "run", cfg], 240, min_s=30)
             scraper.finish()
-            row["where_the_time_went"] = scraper.where_the_time_went()
+            sampler.finish()
+            w = row["where_the_time_went"] = scraper.where_the_time_went()
+            if w:
+                t0, t1 = w.pop("t")
+                for name, cores in sampler.cpu_cores(t0, t1).items():
+                    w["stages"].setdefault(name, {})["cpu_cores"] = cores
+                w["gpu"] = sampler.gpu_use(t0, t1)
             spath = cfg[:-5] + "-summary.json"
             if e.get("status") in ("ok", "failed", "timeout") and os.path.exists(spath):
                 with open(spath) as f:
@@ -425,6 +561,19 @@ def main():
     lines += ["", "frames (images) per second. Steps: " + ", ".join(
         f"{k} {v['status']}" + (f" ({v.get('wall_s')} s)" if v.get("wall_s") is not None else "")
         for k, v in result["steps"].items()) + "."]
+    starts = [r for r in result["rows"] if r.get("decode_startup_s") is not None]
+    if starts:
+        lines += ["", "Decode alone counts from the moment every stream's pipeline was built and its file prerolled "
+                      "(decoder started, first frame decoded), as ingest builds them behind its start-up gate; that "
+                      "start-up took: " + ", ".join(
+                          f"{r['streams']} streams {r['decode_startup_s']:.1f} s ({r.get('decode_prerolled')} "
+                          f"prerolled)" for r in starts) + ". End to end (steady) counts from the first frame's capture."]
+    used = [r for r in result["rows"] if r.get("decode_resources")]
+    if used:
+        lines += ["", "While decoding alone (the bench process's CPU cores over its life; the GPU's use, from "
+                      "`nvidia-smi dmon`, over the seconds it was busy): " + "; ".join(
+                          f"{r['streams']} streams: {fmt((r['decode_resources']['cpu_cores'] or {}).get('bench decode'), '.1f')} "
+                          f"cores, {gpu_use_text(r['decode_resources'].get('gpu'))}" for r in used) + "."]
     if not args.cpu:
         best = max((r for r in result["rows"] if r.get("e2e_steady")), key=lambda r: r["e2e_steady"], default=None)
         if best:
@@ -448,14 +597,17 @@ def main():
         lines += ["", f"Where the time went at {r['streams']} streams (shares of {w['window_s']} s in the middle of the "
                       f"run, from the stage metrics): the stage whose own work is near 100% limits the job.", "",
                   "| stage | own work | blocked sending | waiting for slots | waiting for input | mean batch | "
-                  "batches replayed as CUDA graphs |",
-                  "|---|---|---|---|---|---|---|"]
+                  "batches replayed as CUDA graphs | CPU cores |",
+                  "|---|---|---|---|---|---|---|---|"]
         for name, st in w["stages"].items():
             if name.startswith("ingest"):
                 name += " (its streams' waits, summed)"
             lines.append(f"| {name} | {fmt(st.get('own_work'), '.0%')} | {fmt(st.get('send_blocked'), '.0%')} | "
                          f"{fmt(st.get('slot_wait'), '.0%')} | {fmt(st.get('input_wait'), '.0%')} | "
-                         f"{fmt(st.get('mean_batch'), '.1f')} | {fmt(st.get('graph_share'), '.0%')} |")
+                         f"{fmt(st.get('mean_batch'), '.1f')} | {fmt(st.get('graph_share'), '.0%')} | "
+                         f"{fmt(st.get('cpu_cores'), '.1f')} |")
+        if w.get("gpu"):
+            lines += ["", f"The GPU over that window (`nvidia-smi dmon`): {gpu_use_text(w['gpu'])}."]
     text = "\n".join(lines)
     result["markdown"] = text
     save()

@@ -5,7 +5,10 @@
 #                 not configure there): GoogleTest's static libraries (Debian ships it as .a files
 #                 only), cpp-httplib (its .pc and those it requires, its shared library and
 #                 brotli's; OpenSSL and zlib are on the GPU machine's Ubuntu already) and libmosquitto
-#                 (publish.mqtt's client: its header, .pc and shared library)
+#                 (publish.mqtt's client: its header, .pc and shared library); and two GStreamer
+#                 plugins: jpegenc (segment pictures, which the GPU e2e test's RTSP camera asks for)
+#                 and openh264dec (a CPU H.264 decoder, which vapipe doctor asks for; 2026-12-04 its
+#                 FAIL line was the only one there)
 #   .devmedia/    1080p clips for the benchmark and the NVDEC tests (tools/make-gpu-media.sh)
 # Both are ignored by .gitignore. Then, with the device tool:
 #   command: bash tools/gpu-check.sh     carry: [".devdeps.tgz", ".devmedia"]     timeout_s: 570
@@ -15,7 +18,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bundle=${BUNDLE_DEPS:-$root/../shared/device/bundle-deps.sh}
 [[ -x $bundle ]] || { echo "gpu-prepare: no $bundle (set BUNDLE_DEPS)" >&2; exit 1; }
-EXTRA_DEV="libmosquitto-dev ${EXTRA_DEV:-}" EXTRA_PC="cpp-httplib libmosquitto ${EXTRA_PC:-}" "$bundle" .devdeps
+EXTRA_DEV="libmosquitto-dev ${EXTRA_DEV:-}" EXTRA_PC="cpp-httplib libmosquitto ${EXTRA_PC:-}" \
+  EXTRA_PLUGINS="libgstjpeg.so libgstopenh264.so ${EXTRA_PLUGINS:-}" "$bundle" .devdeps
 lib=/usr/lib/x86_64-linux-gnu
 for a in libgtest.a libgtest_main.a libgmock.a libgmock_main.a libcpp-httplib.so libbrotlicommon.so.1 \
          libbrotlidec.so.1 libbrotlienc.so.1 libmosquitto.so; do

@@ -730,6 +730,30 @@ class ArchiveJob(E2ETest):
         self.assertGreater(jpeg_mean_luma(pictures["left"]), jpeg_mean_luma(pictures["right"]) + 40)
         self.assert_no_leftovers(run)
 
+    def test_bench_decode_starts_every_stream_behind_one_gate_and_counts_every_frame(self):
+        """`vapipe bench decode`, the decode-alone figure the GPU benchmark sets end to end against:
+        every file is prerolled (its decoder started, its first frame decoded) before the clock starts,
+        as ingest does behind its gate, and every frame is counted once; a file that cannot be read
+        fails the bench, naming it."""
+        media = os.path.join(SOURCE_DIR, "tests", "media")
+        streams = [("h264", os.path.join(media, "ball-320x240-h264.mp4")),
+                   ("h265", os.path.join(media, "ball-320x240-h265.mp4")),
+                   ("smpte", "test://smpte?frames=20&width=320&height=240")]
+        config, _ = write_config(self.dir, streams)
+        p = subprocess.run([VAPIPE, "bench", "decode", config], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual((got["bench"], got["items"], got["streams"], got["prerolled"]), ("decode", 80, 3, 3), got)
+        self.assertGreater(got["startup_s"], 0)
+        self.assertGreater(got["per_second"], 0)
+        broken = os.path.join(self.dir, "broken.mp4")
+        with open(broken, "wb") as f:
+            f.write(b"not a video" * 100)
+        config, _ = write_config(self.dir, streams[:1] + [("broken", broken)])
+        p = subprocess.run([VAPIPE, "bench", "decode", config], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr[-3000:])
+        self.assertIn("broken.mp4", p.stderr)
+
     def test_frames_larger_than_a_pool_slot_are_scaled_to_fit_and_every_one_is_classified(self):
         """A frame larger than transport.frame_slot_bytes (a 4K camera with the default slots) is scaled
         down to fit, said once per stream, instead of failing its stream: here a 640x240 clip's two halves

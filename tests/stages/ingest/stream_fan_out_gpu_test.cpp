@@ -51,6 +51,14 @@ TEST(StreamFanOutOnGpu, EachStreamGetsADeviceCopyOfItsOwnWithTheSameBytes) {
                      wide = target(2, "wide", {0, 0, 1, 1});
   StreamFanOut fan(0, "file:///clip.mp4", {door, gate, wide}, nullptr);
   fan.attach(&out);
+  // The source's start first, as its reader sends it: each stream of the group says its own.
+  Envelope source;
+  source.stream_id = "door";
+  ASSERT_TRUE(fan.emit(Message::stream_event(MessageKind::kStreamStart, source,
+                                             StreamEvent{"file:///clip.mp4", "", 0, 0})).ok());
+  ASSERT_EQ(out.messages.size(), 3u);
+  for (const Message& got : out.messages) EXPECT_EQ(got.kind, MessageKind::kStreamStart) << got.env.stream_id;
+  out.messages.clear();
 
   for (unsigned frame = 0; frame < 3; ++frame) {  // 3 frames x 3 streams through 4 slots: they come back
     std::vector<uint8_t> host(bytes);
@@ -75,6 +83,7 @@ TEST(StreamFanOutOnGpu, EachStreamGetsADeviceCopyOfItsOwnWithTheSameBytes) {
     ASSERT_EQ(out.messages.size(), 3u);
     std::set<const std::byte*> pointers;
     for (const Message& got : out.messages) {
+      ASSERT_EQ(got.kind, MessageKind::kFrame) << got.env.stream_id;
       ASSERT_TRUE(got.payload.on_device()) << got.env.stream_id;
       EXPECT_EQ(got.env.seq, frame);
       pointers.insert(got.payload.data());
