@@ -24,7 +24,8 @@
 # Knobs (environment): GPU_CHECK_BUDGET_S (default 480: the script stops starting work so as to end
 # by then), GPU_BENCH_STREAMS (default 32,80,160: three points, so that a fixed start-up cost and the
 # rate can be told apart), GPU_BENCH_VARIANTS (default "cuda_graphs=off batch_shapes=exact
-# lanes_per_device=2 jit_optimize=true": infer settings, or lanes_per_device, each run once more end to end, at
+# lanes_per_device=2 jit_optimize=true mps=on": infer settings, lanes_per_device, or mps=on (the
+# defaults with CUDA's Multi-Process Service running), each run once more end to end, at
 # GPU_BENCH_COMPARE_STREAMS streams, default 80; the last ones are skipped if the budget runs out),
 # GPU_BENCH_ARGS (more gpu-bench.py options),
 # GPU_CHECK_TARGETS (ninja targets; default all), GPU_CHECK_MEDIA (default .devmedia),
@@ -174,9 +175,10 @@ else
   fi
   [[ ${GPU_CHECK_CPU:-0} == 1 ]] && { bench_args=(--cpu --batch 4); streams=2; compare=2; }
   [[ -f $model ]] || { model=$root/models/pattern_cnn.pt; summary "no ResNet-50: benchmark with the shipped pattern CNN"; }
-  variants=${GPU_BENCH_VARIANTS:-cuda_graphs=off batch_shapes=exact lanes_per_device=2 jit_optimize=true}
-  # About 40 s kept for each comparison run below (an 80-stream run took 16 s on the H200).
-  bench_budget=$(( $(left) - reserve - 15 - 40 * $(wc -w <<< "$variants") ))
+  variants=${GPU_BENCH_VARIANTS:-cuda_graphs=off batch_shapes=exact lanes_per_device=2 jit_optimize=true mps=on}
+  # About 30 s kept for each comparison run below (an 80-stream run took 12 to 16 s on the H200, each
+  # of them at most 90 s).
+  bench_budget=$(( $(left) - reserve - 15 - 30 * $(wc -w <<< "$variants") ))
   # shellcheck disable=SC2086  # extra options
   step benchmark $((bench_budget + 10)) "$logs/gpu-bench.log" env PYTHONUNBUFFERED=1 python3 tools/gpu-bench.py \
     --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$work/bench" \
@@ -198,24 +200,54 @@ else
   # The same end to end with one setting changed, to compare: without CUDA graphs (one launch per layer,
   # as before 2026-11-30); every batch at its own size instead of padded to fixed sizes (which also
   # means no graphs); TorchScript's run-time re-optimisation on; two lanes (two infer processes)
-  # on the GPU, in case one infer process cannot keep it busy.
+  # on the GPU, in case one infer process cannot keep it busy; and mps=on, the same job with CUDA's
+  # Multi-Process Service running: without it the GPU runs one process's context at a time and
+  # switches between ingest's, preprocess's and infer's (on 2026-12-04 every stage after ingest idled
+  # most of the time at about 4,700 frames/s, and settings that add launches cost 12%); with it their
+  # kernels and copies share the GPU at once. The daemon (a user-space service, no device setting)
+  # runs only for that run, its pipe and logs in /tmp.
   for variant in $variants; do
     (( $(left) - reserve > 60 )) || { summary "end to end with $variant SKIPPED (budget: $(left) s left)"; continue; }
     vout=$work/bench/${variant//[=.]/-}
+    set_args=(--infer-set "$variant")
+    if [[ $variant == mps=on ]]; then
+      set_args=()
+      if ! command -v nvidia-cuda-mps-control >/dev/null; then
+        summary "end to end with MPS SKIPPED: no nvidia-cuda-mps-control here"; continue
+      fi
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/vapipe-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/vapipe-mps/log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if ! timeout 20 nvidia-cuda-mps-control -d; then
+        summary "end to end with MPS SKIPPED: nvidia-cuda-mps-control -d failed"
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; continue
+      fi
+      summary "MPS control daemon started"
+    fi
+    variant_limit=$(( $(left) - reserve )); (( variant_limit > 90 )) && variant_limit=90
     # shellcheck disable=SC2086
-    step "benchmark, $variant" $(( $(left) - reserve )) "$logs/gpu-bench-${variant//[=.]/-}.log" env PYTHONUNBUFFERED=1 \
+    step "benchmark, $variant" "$variant_limit" "$logs/gpu-bench-${variant//[=.]/-}.log" env PYTHONUNBUFFERED=1 \
       python3 tools/gpu-bench.py --vapipe "$build/cli/vapipe" --media "$media" --model "$model" --out "$vout" \
-      --budget-s $(( $(left) - reserve - 10 )) --streams "$compare" --skip decode --skip infer --skip per-frame \
-      --log-level info --infer-set "$variant" "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
+      --budget-s $(( variant_limit - 10 )) --streams "$compare" --skip decode --skip infer --skip per-frame \
+      --log-level info "${set_args[@]}" "${bench_args[@]}" ${GPU_BENCH_ARGS:-}
     summary "end to end, $compare streams, $variant: exit $?, $(python3 - "$vout/gpu-bench.json" <<'PY' 2>&1 | tail -1
 import json, sys
 row = json.load(open(sys.argv[1]))["rows"][0]
-w = (row.get("where_the_time_went") or {}).get("stages", {})
+tw = row.get("where_the_time_went") or {}
+w = tw.get("stages", {})
 own = ", ".join("%s own work %.0f%%" % (k, 100 * v["own_work"]) for k, v in w.items() if "own_work" in v)
-print("steady %.0f frames/s, every frame classified: %s; %s" % (row.get("e2e_steady") or 0, row.get("every_frame"), own))
+cores = ", ".join("%s %.1f" % (k, v["cpu_cores"]) for k, v in w.items() if "cpu_cores" in v)
+gpu = tw.get("gpu") or {}
+print("steady %.0f frames/s, every frame classified: %s; %s; CPU cores: %s; GPU: SMs %s%%, NVDEC %s%%" % (
+    row.get("e2e_steady") or 0, row.get("every_frame"), own, cores or "-", gpu.get("sm", "-"), gpu.get("dec", "-")))
 PY
 )"
     grep -hE 'infer: [0-9]+ batches|infer: batches (ran at|padded|run without CUDA graphs)' "$vout"/logs/e2e-*.log 2>/dev/null | sed -E 's/^[0-9-]+ [0-9:.]+ //' | cut -c1-320 | tee -a "$OUT/summary.txt"
+    if [[ $variant == mps=on ]]; then
+      echo quit | timeout 30 nvidia-cuda-mps-control || summary "MPS: quit did not answer within 30 s"
+      mkdir -p "$logs/mps" && cp -r "$CUDA_MPS_LOG_DIRECTORY/." "$logs/mps/" 2>/dev/null
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+      summary "MPS control daemon stopped"
+    fi
   done
 fi
 exit 0
