@@ -69,8 +69,8 @@ Result<std::unique_ptr<Preprocessor>> lane_preprocessor(const Config& c, const L
 }
 
 // How decode_all's streams started: their pipelines were built and files prerolled (decoders started,
-// first frame decoded: NVDEC's take seconds, one after another) before any stream played, as ingest
-// does behind its start-up gate, so that the rates measured leave that start-up out.
+// first frame decoded: NVDEC's take seconds, more the more there are) before any stream played, as
+// ingest does behind its start-up gate, so that the rates measured leave that start-up out.
 struct DecodeStart {
   double startup_s = 0;  // from the first pipeline's build to the gate
   size_t prerolled = 0;  // streams prerolled when the gate opened
