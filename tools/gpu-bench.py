@@ -262,9 +262,13 @@ class ResourceSampler:
         self.threads = [threading.Thread(target=self._cpu_loop, daemon=True)]
         self.dmon = None
         if shutil.which("nvidia-smi"):
+            # Each line stamped with its time of day (-o T) and, where stdbuf is, written as it comes
+            # (a pipe would otherwise hold dmon's lines back until its buffer fills).
+            cmd = ["nvidia-smi", "dmon", "-s", "u", "-d", "1", "-o", "T"]
+            if shutil.which("stdbuf"):
+                cmd = ["stdbuf", "-oL"] + cmd
             try:
-                self.dmon = subprocess.Popen(["nvidia-smi", "dmon", "-s", "u", "-d", "1"], stdout=subprocess.PIPE,
-                                             stderr=subprocess.DEVNULL, text=True)
+                self.dmon = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                 self.threads.append(threading.Thread(target=self._gpu_loop, daemon=True))
             except OSError:
                 self.dmon = None
@@ -300,24 +304,34 @@ class ResourceSampler:
             if self.stop.wait(self.every):
                 return
 
+    @staticmethod
+    def _monotonic_of(time_of_day):
+        """time.monotonic() at today's HH:MM:SS (dmon's -o T), or None."""
+        try:
+            hms = datetime.time.fromisoformat(time_of_day)
+        except ValueError:
+            return None
+        wall = datetime.datetime.combine(datetime.date.today(), hms).timestamp()
+        return wall - (time.time() - time.monotonic())
+
     def _gpu_loop(self):
         columns = None
         for line in self.dmon.stdout:
-            parts = line.split()
-            if not parts:
-                continue
-            if parts[0] == "#":
+            if line.startswith("#"):
                 if columns is None:
-                    columns = parts[1:]  # gpu sm mem enc dec ...
+                    columns = line.lstrip("#").lower().split()  # time gpu sm mem enc dec ...
                 continue
-            if columns and len(parts) == len(columns):
-                row = {}
-                for k, v in zip(columns, parts):
-                    try:
-                        row[k] = float(v)
-                    except ValueError:
-                        pass
-                self.gpu.append((time.monotonic(), row))
+            parts = line.split()
+            if not columns or len(parts) != len(columns):
+                continue
+            row = {}
+            for k, v in zip(columns, parts):
+                try:
+                    row[k] = float(v)
+                except ValueError:
+                    pass  # "-": not measured on this GPU
+            stamped = self._monotonic_of(parts[columns.index("time")]) if "time" in columns else None
+            self.gpu.append((stamped if stamped is not None else time.monotonic(), row))
 
     def finish(self):
         self.stop.set()
