@@ -250,8 +250,8 @@ class MetricsScraper:
 class ResourceSampler:
     """While a step runs, four times a second: the CPU seconds of each vapipe process (by /proc: the stage
     processes of `vapipe run` as "ingest[0]" ..., a `vapipe bench X` as "bench X") and, where
-    nvidia-smi is, the GPU's use (`nvidia-smi dmon -s u`: sm, the share of time a kernel ran; dec,
-    NVDEC's). Together they say what a stage that is not near 100% own work waits on: its CPU cores,
+    nvidia-smi is, the GPU's use (`nvidia-smi dmon -s um`: sm, the share of time a kernel ran; dec,
+    NVDEC's; fb, the memory in use, MB). Together they say what a stage that is not near 100% own work waits on: its CPU cores,
     the GPU's SMs, or the decoders."""
 
     def __init__(self, vapipe, every=0.25):
@@ -264,7 +264,7 @@ class ResourceSampler:
         if shutil.which("nvidia-smi"):
             # Each line stamped with its time of day (-o T) and, where stdbuf is, written as it comes
             # (a pipe would otherwise hold dmon's lines back until its buffer fills).
-            cmd = ["nvidia-smi", "dmon", "-s", "u", "-d", "1", "-o", "T"]
+            cmd = ["nvidia-smi", "dmon", "-s", "um", "-d", "1", "-o", "T"]  # use %, memory in use (fb, MB)
             if shutil.which("stdbuf"):
                 cmd = ["stdbuf", "-oL"] + cmd
             try:
@@ -362,7 +362,7 @@ class ResourceSampler:
         if not rows:
             return None
         use = {"seconds": len(rows)}
-        for k in ("sm", "dec", "mem"):
+        for k in ("sm", "dec", "mem", "fb"):
             values = [r[k] for r in rows if k in r]
             if values:
                 use[k] = round(sum(values) / len(values), 1)
@@ -393,8 +393,9 @@ def fmt(x, spec=".0f"):
 def gpu_use_text(use):
     if not use:
         return "GPU use not sampled"
+    memory = f", GPU memory in use up to {use['fb_max'] / 1024:.1f} GiB" if use.get("fb_max") is not None else ""
     return (f"SMs busy {fmt(use.get('sm'))}% (peak {fmt(use.get('sm_max'))}%), NVDEC {fmt(use.get('dec'))}% "
-            f"(peak {fmt(use.get('dec_max'))}%) over {use['seconds']} s")
+            f"(peak {fmt(use.get('dec_max'))}%){memory} over {use['seconds']} s")
 
 
 def gpu_name():
