@@ -234,6 +234,13 @@ CheckResult check_gstreamer(const std::string& gst_version, const ElementLookup&
   }
   const std::string name = "gstreamer";
   const std::string version = "GStreamer " + gst_version;
+  // Only the CPU H.264 decoder missing, on a machine where NVDEC decodes H.264: jobs run (seen on the
+  // H200 with a GStreamer carried without one), but nothing NVDEC refuses can fall back.
+  if (missing.size() == 1 && decoder.empty() && has_element("nvh264dec")) {
+    return warn(name, version + "; no CPU H.264 decoder: NVDEC decodes H.264 here (nvh264dec), but a stream it "
+                                "refuses (4:4:4, 10 bits) or a job with ingest.decoder: cpu cannot be decoded",
+                "apt-get install " + std::string(kH264Decoders[0].package));
+  }
   if (!missing.empty()) {
     return fail(name, version + "; missing for CPU decoding: " + join(missing),
                 "apt-get install " + join(std::vector<std::string>(packages.begin(), packages.end()), " "));

@@ -202,9 +202,18 @@ TEST(DoctorGstreamer, MissingElementsFailNamingTheDebianPackage) {
   EXPECT_TRUE(Contains(r.detail, "h264parse (gstreamer1.0-plugins-bad)"));
   EXPECT_EQ(r.fix, "apt-get install gstreamer1.0-plugins-bad gstreamer1.0-plugins-good");
 
-  r = check_gstreamer("1.22.0", all_but({"avdec_h264", "openh264dec"}));
+  r = check_gstreamer("1.22.0", all_but({"avdec_h264", "openh264dec", "nvh264dec"}));
   EXPECT_EQ(r.status, CheckStatus::kFail);
   EXPECT_EQ(r.fix, "apt-get install gstreamer1.0-libav");
+
+  // Where NVDEC decodes H.264, jobs run without a CPU decoder: a warning, with the same fix.
+  r = check_gstreamer("1.22.0", all_but({"avdec_h264", "openh264dec"}));
+  EXPECT_EQ(r.status, CheckStatus::kWarn) << r.detail;
+  EXPECT_TRUE(Contains(r.detail, "no CPU H.264 decoder: NVDEC decodes H.264 here (nvh264dec)")) << r.detail;
+  EXPECT_EQ(r.fix, "apt-get install gstreamer1.0-libav");
+  // Anything else missing as well still fails.
+  r = check_gstreamer("1.22.0", all_but({"avdec_h264", "openh264dec", "qtdemux"}));
+  EXPECT_EQ(r.status, CheckStatus::kFail);
 
   r = check_gstreamer("1.22.0", all_but({"avdec_h264"}));
   EXPECT_EQ(r.status, CheckStatus::kOk);
