@@ -651,8 +651,8 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
     if (w.url.empty()) ctx.fail(list[i], path + ".url", "required: where to POST the messages (http:// or https://)");
     auto url = parse_http_url(w.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
-    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https", {"json", "text", "slack", "discord", "telegram"},
-                      &w);
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "https",
+                      {"json", "text", "slack", "discord", "telegram", "teams"}, &w);
     if (YAML::Node chat = r.child("telegram_chat_id"); chat.IsDefined()) {
       if (!chat.IsScalar() || chat.Scalar().empty()) {
         ctx.fail(chat, path + ".telegram_chat_id", "expected the chat's id (123456789, -1001234567890) or @channel name");
@@ -730,10 +730,10 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
       const YAML::Node at = r.child(key);
       if (!made) {
         ctx.fail(at, path + "." + key, std::string("needs ") + needs + ": the " + what + "s attached are those of the segments");
-      } else if (w.format == "slack") {
+      } else if (w.format == "slack" || w.format == "teams") {
         ctx.fail(at, path + "." + key,
-                 "Slack's incoming webhooks take no files (format: slack); format json, text, discord or telegram "
-                 "can attach them");
+                 std::string(w.format == "slack" ? "Slack's incoming webhooks" : "Teams' workflow webhooks") +
+                     " take no files (format: " + w.format + "); format json, text, discord or telegram can attach them");
       } else if (!takes_topics_of(w.topics, "segments/")) {
         ctx.fail(at, path + "." + key, std::string("its topics take no segments/ messages, whose `") + what +
                                            "` messages the " + what + "s go with");

@@ -180,6 +180,25 @@ WebhookRequestBody webhook_request_body(const std::string& format, const std::st
   if (format == "discord") {
     return {nlohmann::json{{"content", webhook_text(topic, payload)}}.dump(), "application/json", ""};
   }
+  if (format == "teams") {
+    // A Teams channel's workflow ("When a Teams webhook request is received", which replaced the
+    // Office 365 connectors) posts the Adaptive Card of a message. The line is a TextRun, which Teams
+    // shows as it is: a TextBlock's Markdown would read a redacted uri's "***" or an id's "_" as
+    // emphasis.
+    const nlohmann::json card = {
+        {"$schema", "http://adaptivecards.io/schemas/adaptive-card.json"},
+        {"type", "AdaptiveCard"},
+        {"version", "1.4"},
+        {"body", nlohmann::json::array({{{"type", "RichTextBlock"},
+                                         {"inlines", nlohmann::json::array({{{"type", "TextRun"},
+                                                                             {"text", webhook_text(topic, payload)}}})}}})}};
+    const nlohmann::json message = {
+        {"type", "message"},
+        {"attachments", nlohmann::json::array({{{"contentType", "application/vnd.microsoft.card.adaptive"},
+                                                {"contentUrl", nullptr},
+                                                {"content", card}}})}};
+    return {message.dump(), "application/json", ""};
+  }
   // (telegram: the line; its chat is the webhook's own, added when it is sent)
   if (format == "telegram") return {webhook_text(topic, payload), "text/plain; charset=utf-8", ""};
   return {webhook_body(topic, payload_json), "application/json", ""};

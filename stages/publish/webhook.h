@@ -110,7 +110,8 @@ class WebhookSender : public QueuedSink<WebhookStats> {
 // The request body of a message: {"topic": ..., "payload": ...}, as a results file's line.
 std::string webhook_body(const std::string& topic, const std::string& payload_json);
 
-// A message as one line a person reads (a webhook's format: text, slack), in this machine's local time:
+// A message as one line a person reads (a webhook's format: text, slack, discord, telegram, teams), in
+// this machine's local time:
 // "gate: truck began at 2026-12-03 14:32:05 (score 0.93)", "gate: truck ended at ... after 13.0 s (381
 // frames, mean score 0.91)", "gate: reconnecting (attempt 2): ...", "job 'nightly' ended: 3 streams, ...".
 // A segment's times are the camera's own clock when its message has it (an RTSP camera, a file with

@@ -667,8 +667,8 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
           "publish.webhooks[0].labels[1]: expected a list of labels"},
       ConfigErrorCase{segments + "    - url: http://h/x\n      topics: [events/, job/summary]\n      labels: [person]\n",
           "publish.webhooks[0].labels: only segments/ and results/ messages have labels, and its topics take neither"},
-      ConfigErrorCase{segments + "    - url: http://h/x\n      format: teams\n",
-          "publish.webhooks[0].format: expected one of json | text | slack | discord | telegram"},
+      ConfigErrorCase{segments + "    - url: http://h/x\n      format: whatsapp\n",
+          "publish.webhooks[0].format: expected one of json | text | slack | discord | telegram | teams"},
       ConfigErrorCase{segments + "    - url: https://api.telegram.org/botSECRET\n      format: telegram\n",
           "job.yaml:7: publish.webhooks[0].telegram_chat_id: required with format: telegram"},
       ConfigErrorCase{segments + "    - url: https://api.telegram.org/botSECRET/sendMessage\n      format: telegram\n"
@@ -705,10 +705,20 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
                                      "job.yaml", dir.string());
   ASSERT_TRUE(telegram.ok()) << telegram.status().message();
   EXPECT_EQ(telegram->publish.webhooks[0].telegram_chat_id, "-1001234567890");
+  // A Teams workflow's url as Teams gives it, its signature in the query.
+  auto teams = load_config_string(live + "    - {url: 'https://prod-12.westeurope.logic.azure.com:443/workflows/ab12/triggers/"
+                                         "manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0"
+                                         "&sig=S1gn4ture', format: teams}\n",
+                                  "job.yaml", dir.string());
+  ASSERT_TRUE(teams.ok()) << teams.status().message();
+  EXPECT_EQ(teams->publish.webhooks[0].format, "teams");
   EXPECT_FALSE(attaching->publish.webhooks[1].attach_pictures);
   expect_config_errors("", dir, {
       ConfigErrorCase{live + "    - {url: 'http://h/x', attach_pictures: true, format: slack}\n",
           "publish.webhooks[0].attach_pictures: Slack's incoming webhooks take no files"},
+      ConfigErrorCase{live + "    - {url: 'https://prod.westeurope.logic.azure.com/w', attach_pictures: true, format: teams}\n",
+          "publish.webhooks[0].attach_pictures: Teams' workflow webhooks take no files (format: teams); format json, "
+          "text, discord or telegram can attach them"},
       ConfigErrorCase{live + "    - {url: 'http://h/x', attach_pictures: true, topics: [events/]}\n",
           "publish.webhooks[0].attach_pictures: its topics take no segments/ messages"},
       ConfigErrorCase{live + "    - {url: 'http://h/x', attach_clips: true}\n",
@@ -731,6 +741,8 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   expect_config_errors("", dir, {
       ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, format: slack}\n",
           "publish.webhooks[0].attach_clips: Slack's incoming webhooks take no files"},
+      ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_clips: true, format: teams}\n",
+          "publish.webhooks[0].attach_clips: Teams' workflow webhooks take no files"},
       ConfigErrorCase{clips + "    - {url: 'http://h/x', attach_max_mb: 8}\n",
           "publish.webhooks[0].attach_max_mb: limits the files attached, and neither attach_pictures nor "
           "attach_clips is on"},

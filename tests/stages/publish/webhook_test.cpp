@@ -730,5 +730,43 @@ TEST(Webhook, DiscordSendsLinesAsContentAndPicturesAsFiles) {
   EXPECT_EQ(form["files[0] filename"], "door_14-32-05.000_person.jpg");
 }
 
+// format: teams: a Teams channel's workflow ("When a Teams webhook request is received") takes a
+// message with an Adaptive Card; the line is a TextRun, shown as it is (a redacted uri's "***" and an
+// id's "_" are not read as Markdown), and a picture message goes as its line (Teams takes no files).
+TEST(Webhook, TeamsPostsEachLineAsAnAdaptiveCard) {
+  testing::Receiver receiver;
+  testing::LocalZone utc("UTC0");
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "teams";
+  WebhookSender sender(c, 0);
+  const nlohmann::json started{{"schema", "vapipe.event"}, {"stream_id", "back_door"}, {"event", "started"},
+                               {"uri", "rtsp://***@cam/s"}};
+  const nlohmann::json picture{{"schema", "vapipe.segment"}, {"stream_id", "door"}, {"event", "picture"},
+                               {"label", "person"}, {"picture", "/pics/door/x.jpg"}, {"camera_unix_ms", 1764513125000.0},
+                               {"error", nullptr}};
+  post_as_publish_does(sender, "events/back_door", started);
+  post_as_publish_does(sender, "segments/door", picture);
+  const auto got = receiver.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  auto card_of = [](const std::string& body) {
+    const nlohmann::json message = nlohmann::json::parse(body);
+    EXPECT_EQ(message["type"], "message");
+    EXPECT_EQ(message["attachments"].size(), 1u);
+    const nlohmann::json& attachment = message["attachments"][0];
+    EXPECT_EQ(attachment["contentType"], "application/vnd.microsoft.card.adaptive");
+    EXPECT_TRUE(attachment["contentUrl"].is_null());
+    return attachment["content"];
+  };
+  const nlohmann::json first = card_of(got[0].body);
+  EXPECT_EQ(got[0].content_type, "application/json");
+  EXPECT_EQ(first["type"], "AdaptiveCard");
+  EXPECT_EQ(first["version"], "1.4");
+  EXPECT_EQ(first["body"], (nlohmann::json::array({{{"type", "RichTextBlock"},
+                                                   {"inlines", nlohmann::json::array({{{"type", "TextRun"},
+                                                                                      {"text", "back_door: started (rtsp://***@cam/s)"}}})}}})));
+  EXPECT_EQ(card_of(got[1].body)["body"][0]["inlines"][0]["text"],
+            "door: picture of person at 2025-11-30 14:32:05: /pics/door/x.jpg");
+}
+
 }  // namespace
 }  // namespace vapipe
