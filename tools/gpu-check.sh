@@ -204,7 +204,7 @@ else
   # on the GPU, in case one infer process cannot keep it busy; and mps=on, the same job with CUDA's
   # Multi-Process Service running: without it the GPU runs one process's context at a time and
   # switches between ingest's, preprocess's and infer's (on 2026-12-04 every stage after ingest idled
-  # most of the time at about 4,700 frames/s, and settings that add launches cost 12%); with it their
+  # most of the time at about 4,700 frames/s, and settings that change only infer's GPU work cost 12%); with it their
   # kernels and copies share the GPU at once. The daemon (a user-space service, no device setting)
   # runs only for that run, its pipe and logs in /tmp.
   for variant in $variants; do
