@@ -1,6 +1,7 @@
 #include "stages/publish/mqtt_publisher.h"
 
 #include <mosquitto.h>
+#include <mqtt_protocol.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -138,13 +139,37 @@ Status MqttPublisher::wait_connected(std::chrono::milliseconds timeout) const {
   return Unavailable(stats_.last_error);
 }
 
-void MqttPublisher::on_connect(struct mosquitto*, void* self_pointer, int rc) {
+void MqttPublisher::on_connect(struct mosquitto* client, void* self_pointer, int rc, int /*flags*/,
+                               const mosquitto_property* props) {
   auto* self = static_cast<MqttPublisher*>(self_pointer);
   if (self->connection_ != Connection::kConnecting) return;  // a late answer to a try given up
+  if (rc != 0 && self->protocol_ == 5 && rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION) {
+    // A broker of MQTT 3.1.1 only (Mosquitto before 1.6, some appliances): 3.1.1 from now on, without
+    // the broker's packet size limit.
+    // Tried again at once, quietly: not a failure to say.
+    self->protocol_ = 4;
+    mosquitto_int_option(client, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
+    VAPIPE_LOG_INFO("{}: the broker does not take MQTT 5; MQTT 3.1.1 from now on", self->name_);
+    self->connection_ = Connection::kNone;
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->next_try_ = Clock::now();
+    return;
+  }
   if (rc != 0) {
     // The broker's own words: "not authorised", "bad user name or password", "identifier rejected".
-    self->connection_failed("the broker refused the connection: " + connack_text(rc));
+    self->connection_failed("the broker refused the connection: " +
+                            (self->protocol_ == 5 ? std::string(mosquitto_reason_string(rc)) : connack_text(rc)));
     return;
+  }
+  uint32_t most = 0;
+  if (props && mosquitto_property_read_int32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, &most, false)) {
+    if (most != self->broker_max_packet_) {
+      VAPIPE_LOG_INFO("{}: the broker takes messages of up to {:.0f} KB (its maximum packet size): a picture "
+                      "larger than that is not published", self->name_, static_cast<double>(most) / 1000);
+    }
+    self->broker_max_packet_ = most;
+  } else {
+    self->broker_max_packet_ = 0;
   }
   self->connection_ = Connection::kConnected;
   // Queued inside the callback; written by the loop's next write.
@@ -466,16 +491,24 @@ void MqttPublisher::publish_pictures(bool everything) {
     // Read here, on the broker's thread, when it can take it: the queue holds paths, not pictures.
     auto read = read_file_bytes(path);
     std::string jpeg = read.ok() ? std::move(read).value() : std::string();
-    if (const size_t most = static_cast<size_t>(config_.pictures_max_kb) * 1000; jpeg.size() > most) {
+    const std::string topic = picture_topic(sensor.first, sensor.second);
+    // A PUBLISH's header besides its payload: fixed header and length (up to 5), topic (2 + its bytes),
+    // packet id (2), properties' length (1).
+    const size_t packet = jpeg.size() + topic.size() + 10;
+    const bool over_ours = jpeg.size() > static_cast<size_t>(config_.pictures_max_kb) * 1000;
+    if (over_ours || (broker_max_packet_ > 0 && packet > broker_max_packet_)) {
       // Larger than the broker may take: it would drop the connection, and this picture would go out
       // again on the next. Its topic is cleared rather than left with an older picture.
       if (oversize_said_.insert(path).second) {
-        VAPIPE_LOG_WARN("{}: stream '{}': {} is {:.0f} KB, more than pictures_max_kb ({}): not published, its topic "
-                        "{} is cleared (raise pictures_max_kb if the broker takes messages that large)",
-                        name_, sensor.first, path, static_cast<double>(jpeg.size()) / 1000, config_.pictures_max_kb,
-                        picture_topic(sensor.first, sensor.second));
+        const std::string limit =
+            over_ours ? "more than pictures_max_kb (" + std::to_string(config_.pictures_max_kb) +
+                            "; raise it if the broker takes messages that large)"
+                      : "more than the broker takes (its maximum packet size, " + std::to_string(broker_max_packet_) +
+                            " bytes)";
+        VAPIPE_LOG_WARN("{}: stream '{}': {} is {:.0f} KB, {}: not published, its topic {} is cleared", name_,
+                        sensor.first, path, static_cast<double>(jpeg.size()) / 1000, limit, topic);
       }
-      publish_own(picture_topic(sensor.first, sensor.second), "");
+      publish_own(topic, "");
       continue;
     }
     if (jpeg.empty()) {
@@ -503,7 +536,9 @@ void MqttPublisher::run() {
     stats_.last_error = "cannot make an MQTT client: " + std::string(std::strerror(errno));
     VAPIPE_LOG_ERROR("{}: {}; its messages are not delivered", name_, stats_.last_error);
   } else {
-    mosquitto_int_option(client_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
+    // MQTT 5: its CONNACK says the largest packet the broker takes (a larger one would make it drop the
+    // connection), and its refusals say why in the broker's words. 3.1.1 if the broker refuses 5.
+    mosquitto_int_option(client_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
     mosquitto_int_option(client_, MOSQ_OPT_SEND_MAXIMUM, kWindow);
     mosquitto_int_option(client_, MOSQ_OPT_TCP_NODELAY, 1);  // an alert is one small packet: not held back
     if (!config_.username.empty()) {
@@ -529,7 +564,7 @@ void MqttPublisher::run() {
         mosquitto_tls_insecure_set(client_, true);
       }
     }
-    mosquitto_connect_callback_set(client_, &MqttPublisher::on_connect);
+    mosquitto_connect_v5_callback_set(client_, &MqttPublisher::on_connect);
     mosquitto_disconnect_callback_set(client_, &MqttPublisher::on_disconnect);
     mosquitto_publish_callback_set(client_, &MqttPublisher::on_publish);
   }

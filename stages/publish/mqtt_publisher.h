@@ -32,6 +32,8 @@
 #include "stages/publish/queued_sink.h"
 
 struct mosquitto;
+struct mqtt5__property;
+typedef struct mqtt5__property mosquitto_property;  // as mosquitto.h has it
 
 namespace vapipe {
 
@@ -117,7 +119,8 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   // retained, qos 1), not counted among the job's.
   void publish_own(const std::string& topic, const std::string& payload);
   // libmosquitto's callbacks, on the thread (inside its loop calls).
-  static void on_connect(struct mosquitto* client, void* self, int rc);
+  // (MQTT 5's: its properties, among them the broker's maximum packet size; null for 3.1.1.)
+  static void on_connect(struct mosquitto* client, void* self, int rc, int flags, const mosquitto_property* props);
   static void on_disconnect(struct mosquitto* client, void* self, int rc);
   static void on_publish(struct mosquitto* client, void* self, int mid);
   void wake() override;
@@ -136,6 +139,11 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::chrono::milliseconds retry_delay_{};
   std::set<int> own_mids_;  // vapipe's own messages not yet acknowledged: not counted as the job's
   bool resend_states_ = false;  // a new connection: every announcement, state and picture again
+  // MQTT 5 first; 3.1.1 from the broker's refusal of 5 on (an old broker), for the publisher's life.
+  int protocol_ = 5;
+  // The largest packet the broker takes (MQTT 5's Maximum Packet Size, from its CONNACK); 0: no limit
+  // said. A larger one would make it drop the connection: a picture over it is not published.
+  uint32_t broker_max_packet_ = 0;
   // home_assistant, under mutex_: the streams seen and those not yet announced; each (stream, label
   // id) sensor's state, and its changes not yet published, in order (at most kMaxStateChanges: a new
   // connection publishes the states in force instead).
@@ -150,7 +158,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::map<Sensor, std::string> pictures_;
   std::set<Sensor> pictures_changed_, pictures_cleared_;
   bool check_picture_files_ = false;  // forget_deleted_pictures()
-  std::set<std::string> oversize_said_;  // picture files over pictures_max_kb, warned of (the broker's thread)
+  std::set<std::string> oversize_said_;  // picture files over pictures_max_kb or the broker's limit, warned of (the broker's thread)
   // Under mutex_ (changed_ also says a connection made or failed):
   std::string new_password_;  // set_password(): for the next connection
   bool password_changed_ = false;

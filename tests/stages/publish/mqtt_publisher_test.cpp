@@ -3,6 +3,11 @@
 // message lost or twice, with passwords and TLS as brokers ask.
 #include "stages/publish/mqtt_publisher.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -518,6 +523,118 @@ TEST(MqttPublisher, APictureLargerThanPicturesMaxKbIsNotPublishedAndTheConnectio
   EXPECT_EQ(publisher.stats().delivered, 1u);
   EXPECT_EQ(publisher.stats().connections, 1u);
   EXPECT_EQ(broker.log().find("oversize"), std::string::npos) << "no connection dropped for its size";
+}
+
+// MQTT 5: the broker says in its CONNACK the largest packet it takes (Mosquitto's max_packet_size; AWS
+// IoT Core's 128 KB): a picture larger than that is not published, whatever pictures_max_kb allows, so
+// that the broker never drops the connection for it.
+TEST(MqttPublisher, APictureLargerThanTheBrokerSaysItTakesIsNotPublished) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-broker-max-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string small((dir / "small.jpg").string()), large((dir / "large.jpg").string());
+  std::ofstream(small, std::ios::binary) << std::string(20'000, 's');
+  std::ofstream(large, std::ios::binary) << std::string(200'000, 'l');
+  BrokerOptions options;
+  options.max_packet_size = 100'000;
+  MqttBroker broker(options);
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.pictures = true;
+  ASSERT_EQ(c.pictures_max_kb, 1000u) << "the default, above the broker's limit";
+  MqttPublisher publisher(c, 0, "test");
+  auto picture = [](const std::string& label, const std::string& path) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "yard"}, {"event", "picture"},
+                          {"label", label},           {"picture", path}};
+  };
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
+  publisher.follow(picture("truck", small));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/picture/yard/truck"));
+  publisher.follow(picture("truck", large));
+  publisher.follow(picture("person", small));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/picture/yard/person"));
+  ASSERT_TRUE(sub.wait_for(2, "vapipe/test/picture/yard/truck"));
+  EXPECT_EQ(sub.on("vapipe/test/picture/yard/truck")[1].payload, "") << "cleared, not left with the older picture";
+  publisher.publish("segments/yard", numbered(1));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/segments/yard"));
+  publisher.finish(2s);
+  EXPECT_EQ(publisher.stats().connections, 1u);
+  EXPECT_EQ(broker.log().find("oversize"), std::string::npos) << "no connection dropped for its size";
+}
+
+// A broker of MQTT 3.1.1 only (Mosquitto before 1.6) answers an MQTT 5 CONNECT with 3.1.1's
+// "unacceptable protocol version" and closes: the publisher connects again with 3.1.1, and stays with it.
+// Here a listener on loopback that speaks just that much of 3.1.1: the CONNACKs, then it reads on.
+TEST(MqttPublisher, ABrokerOfMqtt311OnlyIsConnectedToWith311) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::vector<int> levels;  // each CONNECT's protocol level (5: MQTT 5, 4: 3.1.1)
+  std::thread broker([&] {
+    // Until a 3.1.1 client has come and gone (connections that send no CONNECT, such as a reachability
+    // probe's, are passed over).
+    for (int connection = 0; connection < 10 && (levels.empty() || levels.back() != 4); ++connection) {
+      const int fd = accept(listener, nullptr, nullptr);
+      if (fd < 0) return;
+      // The whole CONNECT: its type, its remaining length (a varint), then "\0\4MQTT" and the level.
+      auto read_exactly = [fd](unsigned char* to, size_t n) {
+        for (size_t got = 0; got < n;) {
+          const ssize_t r = recv(fd, to + got, n - got, 0);
+          if (r <= 0) return false;
+          got += static_cast<size_t>(r);
+        }
+        return true;
+      };
+      unsigned char connect[1024] = {};
+      size_t remaining = 0;
+      bool whole = read_exactly(connect, 1);
+      for (int shift = 0, k = 1; whole && k <= 4; ++k, shift += 7) {
+        unsigned char b = 0;
+        whole = read_exactly(&b, 1);
+        remaining |= static_cast<size_t>(b & 0x7f) << shift;
+        if (!(b & 0x80)) break;
+      }
+      whole = whole && remaining >= 7 && remaining <= sizeof connect && read_exactly(connect, remaining);
+      const int level = whole ? connect[6] : -1;
+      if (!whole) {
+        close(fd);
+        continue;
+      }
+      levels.push_back(level);
+      const unsigned char refused[] = {0x20, 0x02, 0x00, 0x01}, accepted[] = {0x20, 0x02, 0x00, 0x00};
+      if (level != 4) {
+        send(fd, refused, sizeof refused, MSG_NOSIGNAL);
+        close(fd);
+        continue;
+      }
+      send(fd, accepted, sizeof accepted, MSG_NOSIGNAL);
+      while (recv(fd, connect, sizeof connect, 0) > 0) {
+      }
+      close(fd);
+    }
+  });
+  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  c.status_topic.clear();
+  {
+    MqttPublisher publisher(c, 0, "test");
+    publisher.set_retry_delays(50ms, 50ms);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (publisher.stats().connections == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(publisher.stats().connections, 1u) << publisher.stats().last_error;
+    publisher.finish(1s);
+  }
+  shutdown(listener, SHUT_RDWR);
+  close(listener);
+  broker.join();
+  EXPECT_EQ(levels, (std::vector<int>{5, 4}));
 }
 
 TEST(MqttPublisher, HomeAssistantIdsAreWhatItsTopicsTake) {
