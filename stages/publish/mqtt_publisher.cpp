@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -60,6 +61,21 @@ std::string connack_text(int rc) {
   const std::string refused = "Connection Refused: ";
   if (text.rfind(refused, 0) == 0) text.erase(0, refused.size());
   if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
+// The same in MQTT 5's reason codes: those 3.1.1 has too in 3.1.1's words (the ones the docs and logs
+// have always said), the others in MQTT 5's ("quota exceeded", "banned").
+std::string reason_text(int rc) {
+  switch (rc) {
+    case MQTT_RC_CLIENTID_NOT_VALID: return connack_text(CONNACK_REFUSED_IDENTIFIER_REJECTED);
+    case MQTT_RC_SERVER_UNAVAILABLE: return connack_text(CONNACK_REFUSED_SERVER_UNAVAILABLE);
+    case MQTT_RC_BAD_USERNAME_OR_PASSWORD: return connack_text(CONNACK_REFUSED_BAD_USERNAME_PASSWORD);
+    case MQTT_RC_NOT_AUTHORIZED: return connack_text(CONNACK_REFUSED_NOT_AUTHORIZED);
+    default: break;
+  }
+  std::string text = mosquitto_reason_string(rc);
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
   return text;
 }
 
@@ -158,7 +174,7 @@ void MqttPublisher::on_connect(struct mosquitto* client, void* self_pointer, int
   if (rc != 0) {
     // The broker's own words: "not authorised", "bad user name or password", "identifier rejected".
     self->connection_failed("the broker refused the connection: " +
-                            (self->protocol_ == 5 ? std::string(mosquitto_reason_string(rc)) : connack_text(rc)));
+                            (self->protocol_ == 5 ? reason_text(rc) : connack_text(rc)));
     return;
   }
   uint32_t most = 0;
