@@ -190,10 +190,7 @@ void MqttPublisher::on_connect(struct mosquitto* client, void* self_pointer, int
   self->connection_ = Connection::kConnected;
   // Queued inside the callback; written by the loop's next write.
   if (!self->config_.status_topic.empty()) self->publish_own(self->config_.status_topic, "online");
-  // The states in force at this connection now, before it is said to be up: a change that comes once
-  // it is (a segment's sensor turning ON) then goes out one by one after them, rather than being
-  // folded into a resend the loop would make next (seen once in a CI run: a test's first OFF lost so).
-  if (self->config_.home_assistant || self->config_.pictures) self->publish_states(true);
+  self->resend_states_ = self->config_.home_assistant || self->config_.pictures;
   std::unique_lock<std::mutex> lock(self->mutex_);
   self->retry_delay_ = self->first_retry_delay_;
   ++self->stats_.connections;
@@ -630,7 +627,8 @@ void MqttPublisher::run() {
       mosquitto_disconnect(client_);
     }
     if (connection_ == Connection::kConnected && (config_.home_assistant || config_.pictures)) {
-      publish_states(false);
+      publish_states(resend_states_);
+      resend_states_ = false;
     }
     if (connection_ == Connection::kConnected) hand_over();
 
@@ -673,7 +671,7 @@ void MqttPublisher::run() {
       // The sensors' last states (the streams' ends), then "offline" on the status topic (a clean
       // disconnect does not send the will): Home Assistant shows the entities unavailable. Up to 1 s
       // for them to go.
-      if (config_.home_assistant || config_.pictures) publish_states(false);
+      if (config_.home_assistant || config_.pictures) publish_states(resend_states_);
       if (!config_.status_topic.empty() || config_.home_assistant || config_.pictures) {
         if (!config_.status_topic.empty()) publish_own(config_.status_topic, "offline");
         const auto until = Clock::now() + std::chrono::seconds(1);

@@ -138,6 +138,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   bool failing_ = false;
   std::chrono::milliseconds retry_delay_{};
   std::set<int> own_mids_;  // vapipe's own messages not yet acknowledged: not counted as the job's
+  bool resend_states_ = false;  // a new connection: every announcement, state and picture again
   // MQTT 5 first; 3.1.1 from the broker's refusal of 5 on (an old broker), for the publisher's life.
   int protocol_ = 5;
   // The largest packet the broker takes (MQTT 5's Maximum Packet Size, from its CONNACK); 0: no limit
