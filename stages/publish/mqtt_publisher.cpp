@@ -159,10 +159,9 @@ void MqttPublisher::on_connect(struct mosquitto* client, void* self_pointer, int
                                const mosquitto_property* props) {
   auto* self = static_cast<MqttPublisher*>(self_pointer);
   if (self->connection_ != Connection::kConnecting) return;  // a late answer to a try given up
-  if (rc != 0 && self->protocol_ == 5 && rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION) {
+  if (self->protocol_ == 5 && rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION) {
     // A broker of MQTT 3.1.1 only (Mosquitto before 1.6, some appliances): 3.1.1 from now on, without
-    // the broker's packet size limit.
-    // Tried again at once, quietly: not a failure to say.
+    // the broker's packet size limit, tried again at once and quietly (not a failure to say).
     self->protocol_ = 4;
     mosquitto_int_option(client, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
     VAPIPE_LOG_INFO("{}: the broker does not take MQTT 5; MQTT 3.1.1 from now on", self->name_);
@@ -180,8 +179,9 @@ void MqttPublisher::on_connect(struct mosquitto* client, void* self_pointer, int
   uint32_t most = 0;
   if (props && mosquitto_property_read_int32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, &most, false)) {
     if (most != self->broker_max_packet_) {
-      VAPIPE_LOG_INFO("{}: the broker takes messages of up to {:.0f} KB (its maximum packet size): a picture "
-                      "larger than that is not published", self->name_, static_cast<double>(most) / 1000);
+      VAPIPE_LOG_INFO("{}: the broker takes messages of up to {:.0f} KB (its maximum packet size){}", self->name_,
+                      static_cast<double>(most) / 1000,
+                      self->config_.pictures ? ": a picture larger than that is not published" : "");
     }
     self->broker_max_packet_ = most;
   } else {
