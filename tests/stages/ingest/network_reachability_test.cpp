@@ -10,6 +10,8 @@
 
 #include <thread>
 
+#include "tests/fakes/free_port.h"
+
 namespace vapipe {
 namespace {
 
@@ -38,36 +40,24 @@ TEST(UriAuthority, TakesTheHostAndPortOrTheSchemesPort) {
   EXPECT_FALSE(uri_authority("cam.local/video"));
 }
 
-// A loopback TCP socket bound to a free port, listening or not.
-struct LoopbackSocket {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int port = 0;
-  explicit LoopbackSocket(bool listening, int backlog = 16) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port = ntohs(addr.sin_port);
-    if (listening) {
-      EXPECT_EQ(listen(fd, backlog), 0);
-    }
-  }
-  ~LoopbackSocket() { close(fd); }
-  std::string uri() const { return "http://127.0.0.1:" + std::to_string(port) + "/video.mjpg"; }
-};
+using testing::LoopbackSocket;
+
+// An MJPEG camera's URI at the socket's port.
+std::string uri_of(const LoopbackSocket& socket) {
+  EXPECT_TRUE(socket.ok);
+  return "http://127.0.0.1:" + std::to_string(socket.port) + "/video.mjpg";
+}
 
 TEST(TcpConnectFailure, SaysNothingWhenAServerListens) {
   LoopbackSocket server(true);
-  EXPECT_EQ(tcp_connect_failure(server.uri(), std::chrono::seconds(2)), "");
+  EXPECT_EQ(tcp_connect_failure(uri_of(server), std::chrono::seconds(2)), "");
 }
 
 TEST(TcpConnectFailure, SaysAPortWhereNothingListensRefusesConnections) {
   std::string uri;
   {
     LoopbackSocket bound(false);  // bound, never listening: its port refuses
-    uri = bound.uri();
+    uri = uri_of(bound);
     EXPECT_EQ(tcp_connect_failure(uri, std::chrono::seconds(2)),
               "cannot connect to 127.0.0.1:" + std::to_string(bound.port) +
                   ": connection refused (the host is up but nothing listens at that port: a wrong port, or its server "
@@ -82,7 +72,7 @@ TEST(TcpConnectFailure, SaysAServerThatDoesNotAnswerDidNotWithinTheTimeout) {
   std::vector<int> clients;
   std::string why;
   for (int i = 0; i < 8 && why.empty(); ++i) {  // fill the accept queue, never accepting
-    why = tcp_connect_failure(server.uri(), std::chrono::milliseconds(300));
+    why = tcp_connect_failure(uri_of(server), std::chrono::milliseconds(300));
     if (!why.empty()) break;
     const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);  // a blocking one waits 2 min
     sockaddr_in addr{};

@@ -3,8 +3,6 @@
 // message lost or twice, with passwords and TLS as brokers ask.
 #include "stages/publish/mqtt_publisher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -219,15 +217,9 @@ TEST(MqttPublisher, AFullQueueDropsTheOldestAndTheStopCountsWhatWaits) {
 // something else that waits for its client to speak): given timeout_s, said, tried again; a stop then
 // waits for none of it.
 TEST(MqttPublisher, ABrokerThatNeverAnswersIsGivenUpAfterTheTimeout) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);  // the kernel completes connections; nothing reads them
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  testing::LoopbackSocket listener(/*listening=*/true);  // the kernel completes connections; nothing reads them
+  ASSERT_TRUE(listener.ok);
+  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(listener.port));
   c.timeout_s = 0.5;
   MqttPublisher publisher(c, 0, "test");
   publisher.set_retry_delays(200ms, 200ms);
@@ -241,7 +233,6 @@ TEST(MqttPublisher, ABrokerThatNeverAnswersIsGivenUpAfterTheTimeout) {
   publisher.finish(100ms);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
   EXPECT_EQ(publisher.stats().undelivered, 1u);
-  ::close(listener);
 }
 
 // qos 0: delivered when written, no acknowledgement asked.
@@ -544,21 +535,14 @@ TEST(MqttPublisher, APictureLargerThanTheBrokerSaysItTakesIsNotPublished) {
 // "unacceptable protocol version" and closes: the publisher connects again with 3.1.1, and stays with it.
 // Here a listener on loopback that speaks just that much of 3.1.1: the CONNACKs, then it reads on.
 TEST(MqttPublisher, ABrokerOfMqtt311OnlyIsConnectedToWith311) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  testing::LoopbackSocket listener(/*listening=*/true, 4);
+  ASSERT_TRUE(listener.ok);
   std::vector<int> levels;  // each CONNECT's protocol level (5: MQTT 5, 4: 3.1.1)
   std::thread broker([&] {
     // Until a 3.1.1 client has come and gone (connections that send no CONNECT, such as a reachability
     // probe's, are passed over).
     for (int connection = 0; connection < 10 && (levels.empty() || levels.back() != 4); ++connection) {
-      const int fd = accept(listener, nullptr, nullptr);
+      const int fd = accept(listener.fd, nullptr, nullptr);
       if (fd < 0) return;
       // The whole CONNECT: its type, its remaining length (a varint), then "\0\4MQTT" and the level.
       auto read_exactly = [fd](unsigned char* to, size_t n) {
@@ -597,7 +581,7 @@ TEST(MqttPublisher, ABrokerOfMqtt311OnlyIsConnectedToWith311) {
       close(fd);
     }
   });
-  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  MqttConfig c = broker_at("mqtt://127.0.0.1:" + std::to_string(listener.port));
   c.status_topic.clear();
   {
     MqttPublisher publisher(c, 0, "test");
@@ -609,8 +593,7 @@ TEST(MqttPublisher, ABrokerOfMqtt311OnlyIsConnectedToWith311) {
     EXPECT_EQ(publisher.stats().connections, 1u) << publisher.stats().last_error;
     publisher.finish(1s);
   }
-  shutdown(listener, SHUT_RDWR);
-  close(listener);
+  shutdown(listener.fd, SHUT_RDWR);  // an accept() still waiting returns
   broker.join();
   EXPECT_EQ(levels, (std::vector<int>{5, 4}));
 }
