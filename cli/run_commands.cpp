@@ -279,12 +279,36 @@ static MqttConfig broker_for_validate(const Config& c, size_t index, std::chrono
   return m;
 }
 
-// vapipe validate --open: an MQTT connection to broker `index` of the config; empty when it accepted.
-static std::string mqtt_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout) {
+// What a broker said of itself when it accepted validate's connection: the MQTT version, and the largest
+// packet it takes (MQTT 5's CONNACK; AWS IoT Core's 128 KB, Mosquitto's max_packet_size). With
+// pictures published, one over that is left out: `*warning` says so beforehand, with the setting that
+// would say it in the config.
+static std::string broker_terms(const MqttConfig& m, const MqttStats& s, std::string* warning) {
+  std::string terms = s.protocol == 4 ? "MQTT 3.1.1" : "MQTT 5";
+  if (s.broker_max_packet == 0) return terms;
+  const double kb = static_cast<double>(s.broker_max_packet) / 1000;
+  terms += fmt::format(", takes messages of up to {:.0f} KB", kb);
+  // A picture's packet is its JPEG plus its topic and MQTT's header: 1 KB is room enough for those.
+  constexpr uint32_t kRoomForTopic = 1000;
+  if (m.pictures && uint64_t{m.pictures_max_kb} * 1000 + kRoomForTopic > s.broker_max_packet) {
+    const uint32_t fits_kb = s.broker_max_packet > 2 * kRoomForTopic ? (s.broker_max_packet - kRoomForTopic) / 1000 : 1;
+    *warning = fmt::format("segment pictures over {:.0f} KB will not be published to it, though pictures_max_kb "
+                           "allows {} KB (set it to {} to match the broker)",
+                           kb, m.pictures_max_kb, fits_kb);
+  }
+  return terms;
+}
+
+// vapipe validate --open: an MQTT connection to broker `index` of the config; empty when it accepted
+// (then `*terms`: what it said of itself, and `*warning`, what that means for the config).
+static std::string mqtt_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout,
+                                        std::string* terms, std::string* warning) {
   MqttPublisher publisher(broker_for_validate(c, index, timeout), index, c.job.name);
   const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
   publisher.finish(std::chrono::milliseconds(0));
-  return connected.ok() ? "" : connected.message();
+  if (!connected.ok()) return connected.message();
+  *terms = broker_terms(c.publish.mqtt[index], publisher.stats(), warning);
+  return "";
 }
 
 // vapipe validate --send-test: a `test` event published to broker `index` (on `*topic`), acknowledged
@@ -611,14 +635,16 @@ int validate_command(const std::vector<std::string>& all_args) {
   }
   for (size_t i = 0; i < c.publish.mqtt.size(); ++i) {
     const MqttConfig& m = c.publish.mqtt[i];
-    std::string topic;
-    const std::string why = send_test ? send_mqtt_test_message(c, i, timeout, &topic) : mqtt_connect_failure(c, i, timeout);
+    std::string topic, terms, warning;
+    const std::string why = send_test ? send_mqtt_test_message(c, i, timeout, &topic)
+                                      : mqtt_connect_failure(c, i, timeout, &terms, &warning);
     unreachable_brokers += !why.empty();
     const std::string where = parse_mqtt_url(m.url).value().origin();
     const std::string ok = send_test ? where + " took a test message on " + topic
                                      : "connects to " + where + (m.username.empty() ? "" : " as '" + m.username + "'") +
-                                           " (nothing was published)";
+                                           " (" + terms + "; nothing was published)";
     std::printf("    mqtt %-15zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
+    if (!warning.empty()) std::printf("    mqtt %-15zu WARN:   %s\n", i, warning.c_str());
   }
   if (failed > 0 || unreachable > 0 || unreachable_brokers > 0) {
     if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);

@@ -117,6 +117,10 @@ struct MqttStats {
   double disconnected_since_unix_s = 0;  // while not connected (0: connected)
   double last_delivered_unix_s = 0;      // 0: none yet
   std::string last_error;      // why the latest connection failed or ended
+  // Of the latest connection: the MQTT version spoken (5, or 4 for 3.1.1; 0 before one), and the
+  // largest packet the broker said it takes (MQTT 5's Maximum Packet Size; 0: no limit said).
+  int protocol = 0;
+  uint32_t broker_max_packet = 0;
 };
 
 struct JobMetrics {

@@ -194,6 +194,8 @@ void MqttPublisher::on_connect(struct mosquitto* client, void* self_pointer, int
   std::unique_lock<std::mutex> lock(self->mutex_);
   self->retry_delay_ = self->first_retry_delay_;
   ++self->stats_.connections;
+  self->stats_.protocol = self->protocol_;
+  self->stats_.broker_max_packet = self->broker_max_packet_;
   // With states to publish again (Home Assistant's, pictures), it is said to be up once the loop has
   // (run(): after libmosquitto's own sends of what the broker before had not acknowledged, which must
   // go first): a change that comes after that goes out by itself, rather than folded into the resend

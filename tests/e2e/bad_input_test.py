@@ -121,12 +121,19 @@ class BadInput(E2ETest):
             f.write("right one\n")
         with open(os.path.join(self.dir, "wrong.password"), "w") as f:
             f.write("wrong one\n")
+        # One that takes packets of up to 100 KB (AWS IoT Core's 128 KB) and says so (MQTT 5): pictures of
+        # up to pictures_max_kb (1000 by default) would not all be published to it.
+        small = MqttBroker(self.dir, max_packet_size=100_000)
+        self.addCleanup(small.close)
         mqtt = [{"url": broker.url, "topics": ["events/"], "username": "vapipe", "password_file": "right.password"},
-                {"url": broker.url, "topics": ["events/"], "username": "vapipe", "password_file": "wrong.password"}]
+                {"url": broker.url, "topics": ["events/"], "username": "vapipe", "password_file": "wrong.password"},
+                {"url": small.url, "topics": ["segments/"], "home_assistant": True, "labels": ["ball"],
+                 "pictures": True}]
         config, _ = write_config(self.dir, [
             ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
             ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
-            job={"mode": "live"}, publish={"webhooks": webhooks, "mqtt": mqtt})
+            job={"mode": "live"}, publish={"webhooks": webhooks, "mqtt": mqtt, "segments_min_frames": 5,
+                                           "segments_pictures_dir": "pictures"})
         p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
@@ -142,8 +149,12 @@ class BadInput(E2ETest):
         self.assertIn(f"\n    webhook 1            FAILED: cannot connect to 127.0.0.1:{closed}: connection refused", p.stdout)
         self.assertIn("  1 webhook receiver(s) could not be reached", p.stdout)
         self.assertEqual(receiver.received, [])
-        self.assertIn(f"\n    mqtt 0               ok:     connects to {broker.url} as 'vapipe' (nothing was published)\n",
-                      p.stdout)
+        self.assertIn(f"\n    mqtt 0               ok:     connects to {broker.url} as 'vapipe' (MQTT 5; nothing was "
+                      "published)\n", p.stdout)
+        self.assertIn(f"\n    mqtt 2               ok:     connects to {small.url} (MQTT 5, takes messages of up to "
+                      "100 KB; nothing was published)\n    mqtt 2               WARN:   segment pictures over 100 KB "
+                      "will not be published to it, though pictures_max_kb allows 1000 KB (set it to 99 to match the "
+                      "broker)\n", p.stdout)
         self.assertIn("\n    mqtt 1               FAILED: the broker refused the connection: not authorised\n", p.stdout)
         self.assertIn("  1 MQTT broker(s) could not be reached", p.stdout)
         self.assertEqual(broker.received(), [])  # not even a status: validate is not the job

@@ -229,14 +229,17 @@ class MqttBroker:
     """A real MQTT broker (Mosquitto) on a loopback port of its own, and a subscriber of everything on it
     (mosquitto_sub), as Home Assistant or Node-RED would subscribe: received() is [(topic, payload)]."""
 
-    def __init__(self, directory, user=None, password=None):
-        """With a user: anonymous clients are refused, and so is a wrong password."""
+    def __init__(self, directory, user=None, password=None, max_packet_size=None):
+        """With a user: anonymous clients are refused, and so is a wrong password. With max_packet_size:
+        the broker takes no larger packet, and says so to an MQTT 5 client (AWS IoT Core's 128 KB)."""
         self.port = free_port()
         conf = os.path.join(directory, f"mosquitto-{self.port}.conf")
         with open(conf, "w") as f:
             # Run as root, Mosquitto drops to its own user before it reads the password file, which this
             # test's private folder keeps from it: it stays the user it is.
             f.write(f"listener {self.port} 127.0.0.1\npersistence false\nuser {pwd.getpwuid(os.getuid()).pw_name}\n")
+            if max_packet_size:
+                f.write(f"max_packet_size {max_packet_size}\n")
             if user:
                 passwords = os.path.join(directory, f"mosquitto-{self.port}.passwords")
                 subprocess.run(["mosquitto_passwd", "-b", "-c", passwords, user, password], check=True,
