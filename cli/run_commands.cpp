@@ -334,6 +334,45 @@ static std::string send_mqtt_test_message(const Config& c, size_t index, std::ch
   return "no acknowledgement within " + std::to_string(timeout.count()) + " s";
 }
 
+// A Redis server of the config as validate uses it: its timeout at most validate's.
+static RedisConfig server_for_validate(const Config& c, size_t index, std::chrono::seconds timeout) {
+  RedisConfig r = c.publish.redis[index];
+  r.timeout_s = std::min(r.timeout_s, static_cast<double>(timeout.count()));
+  return r;
+}
+
+// vapipe validate --open: a connection to Redis server `index` of the config (AUTH, SELECT, PING);
+// empty when it took it.
+static std::string redis_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout) {
+  RedisStreamsPublisher publisher(server_for_validate(c, index, timeout), index);
+  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
+  publisher.finish(std::chrono::milliseconds(0));
+  return connected.ok() ? "" : connected.message();
+}
+
+// vapipe validate --send-test: a `test` event added to server `index`'s stream of its topic (`*key`),
+// answered with its id within `timeout`; empty when it was, else why not.
+static std::string send_redis_test_message(const Config& c, size_t index, std::chrono::seconds timeout,
+                                           std::string* key) {
+  RedisStreamsPublisher publisher(server_for_validate(c, index, timeout), index);
+  const nlohmann::json event = test_event(c);
+  const std::string bus_topic = "events/" + event["stream_id"].get<std::string>();
+  *key = publisher.stream_key(bus_topic);
+  publisher.publish(bus_topic, c.publish.redis[index].format == "text" ? webhook_text(bus_topic, event) : event.dump());
+  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (connected.ok() && publisher.stats().delivered == 0 && publisher.stats().refused == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  publisher.finish(std::chrono::milliseconds(0));
+  const RedisStats s = publisher.stats();
+  if (s.delivered > 0) return "";
+  if (!connected.ok()) return connected.message();
+  if (s.refused > 0) return s.last_error;
+  return "no answer within " + std::to_string(timeout.count()) + " s";
+}
+
 // --reload: what a reload now would do to each job running with the config file at `path` (its text and
 // config as just read), as that job would do it. 0, or kExitUsage when no job runs with it or a job
 // would refuse the reload (a script then sends no SIGHUP).
@@ -586,6 +625,17 @@ int validate_command(const std::vector<std::string>& all_args) {
                 m.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", m.max_queued,
                 extras.c_str());
   }
+  for (size_t i = 0; i < c.publish.redis.size(); ++i) {
+    const RedisConfig& r = c.publish.redis[i];
+    std::string extras = sink_extras(r);
+    if (!r.username.empty()) extras += "; as user '" + r.username + "'";
+    if (r.db != 0) extras += "; database " + std::to_string(r.db);
+    extras += r.maxlen ? "; each stream trimmed to about " + std::to_string(r.maxlen) + " entries" : "; never trimmed";
+    std::printf("  redis %zu: the messages on %s are added to the streams %s<topic> at %s (%s past %u waiting%s)\n", i,
+                topic_list(r).c_str(), r.key_prefix.c_str(), parse_redis_url(r.url).value().origin().c_str(),
+                r.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", r.max_queued,
+                extras.c_str());
+  }
   if (reload) {
     if (int refused = say_what_a_reload_would_do(args[0], config_text, c); refused != 0) return refused;
   }
@@ -646,10 +696,32 @@ int validate_command(const std::vector<std::string>& all_args) {
     std::printf("    mqtt %-15zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
     if (!warning.empty()) std::printf("    mqtt %-15zu WARN:   %s\n", i, warning.c_str());
   }
-  if (failed > 0 || unreachable > 0 || unreachable_brokers > 0) {
+  size_t unreachable_servers = 0;
+  // Each Redis server: --open connects (its password, its database, a PING) and adds nothing;
+  // --send-test adds a test message to its stream of events/<first stream> and waits for its id.
+  if (!c.publish.redis.empty()) {
+    std::printf(send_test ? "  adding a test message to each Redis server's stream (at most %lld s each):\n"
+                          : "  connecting to each Redis server (at most %lld s each):\n",
+                static_cast<long long>(timeout.count()));
+    std::fflush(stdout);
+  }
+  for (size_t i = 0; i < c.publish.redis.size(); ++i) {
+    const RedisConfig& r = c.publish.redis[i];
+    std::string key;
+    const std::string why = send_test ? send_redis_test_message(c, i, timeout, &key) : redis_connect_failure(c, i, timeout);
+    unreachable_servers += !why.empty();
+    const std::string where = parse_redis_url(r.url).value().origin();
+    const std::string ok = send_test ? where + " added a test message to the stream " + key
+                                     : "connects to " + where + (r.username.empty() ? "" : " as '" + r.username + "'") +
+                                           (r.db ? ", database " + std::to_string(r.db) : std::string()) +
+                                           " (nothing was added)";
+    std::printf("    redis %-14zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
+  }
+  if (failed > 0 || unreachable > 0 || unreachable_brokers > 0 || unreachable_servers > 0) {
     if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);
     if (unreachable > 0) std::printf("  %zu webhook receiver(s) could not be reached\n", unreachable);
     if (unreachable_brokers > 0) std::printf("  %zu MQTT broker(s) could not be reached\n", unreachable_brokers);
+    if (unreachable_servers > 0) std::printf("  %zu Redis server(s) could not be reached\n", unreachable_servers);
     return kExitUsage;
   }
   return 0;

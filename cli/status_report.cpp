@@ -192,6 +192,23 @@ void job_lines(const json& h, std::string* out) {
               ago(b, "last_delivered_age_s", "never").c_str(), state.c_str());
     }
   }
+  // publish.redis: each server's figures, likewise.
+  if (const json& servers = member(h, "redis"); servers.is_array()) {
+    for (const json& r : servers) {
+      if (!r.is_object()) continue;
+      std::string state = "connected";
+      if (member(r, "connected") != json(true)) {
+        const auto for_s = number_field(r, "disconnected_for_s");
+        state = "NOT CONNECTED" + (for_s ? " for " + human_duration(*for_s) : std::string()) +
+                (member(r, "last_error").is_string() ? ": " + text(r, "last_error") : std::string());
+      }
+      appendf(out, "redis %llu %s: %llu delivered, %llu waiting, %llu refused, %llu dropped; last delivered %s; %s\n",
+              static_cast<unsigned long long>(count(r, "index")), text(r, "server", "?").c_str(),
+              static_cast<unsigned long long>(count(r, "delivered")), static_cast<unsigned long long>(count(r, "queued")),
+              static_cast<unsigned long long>(count(r, "refused")), static_cast<unsigned long long>(count(r, "dropped")),
+              ago(r, "last_delivered_age_s", "never").c_str(), state.c_str());
+    }
+  }
   // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
   if (const json& folders = member(h, "watched_folders"); folders.is_array()) {
     for (const json& f : folders) {

@@ -884,6 +884,54 @@ std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, c
   return brokers;
 }
 
+// publish.redis: a list of Redis servers (stages/publish/redis_streams.h).
+std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
+                                     const Config& c) {
+  std::vector<RedisConfig> servers;
+  if (!list.IsDefined() || list.IsNull()) return servers;
+  if (!list.IsSequence()) {
+    ctx.fail(list, "publish.redis",
+             "expected a list of servers, each a mapping with a url (- url: redis://host:6379), got " + scalar_text(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "publish.redis[" + std::to_string(i) + "]";
+    MapReader r(ctx, list[i], path);
+    RedisConfig m;
+    r.str("url", &m.url);
+    if (m.url.empty()) ctx.fail(list[i], path + ".url", "required: the server (redis://host:6379)");
+    auto url = parse_redis_url(m.url);
+    if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, false, "rediss", {"json", "text"}, &m);
+    if (url->target.size() > 1) m.db = static_cast<uint32_t>(std::stoul(url->target.substr(1)));
+    m.key_prefix = "vapipe:" + c.job.name + ":";
+    r.str("key_prefix", &m.key_prefix);
+    r.uint("maxlen", &m.maxlen, 0, uint64_t{1} << 40);
+    m.username = url->user;
+    if (r.child("username").IsDefined()) {
+      if (!m.username.empty()) ctx.fail(r.child("username"), path + ".username", "and the url's user@ both: keep one");
+      r.str("username", &m.username);
+    }
+    r.str("password_file", &m.password_file);
+    m.password_file = resolve_path(base_dir, m.password_file);
+    m.password = url->password;
+    if (!m.password_file.empty()) {
+      if (!m.password.empty()) {
+        ctx.fail(r.child("password_file"), path + ".password_file", "and the url's :password@ both: keep one");
+      }
+      auto password = read_password_file(m.password_file);
+      if (!password.ok()) ctx.fail(r.child("password_file"), path + ".password_file", password.status().message());
+      m.password = *password;
+    }
+    if (!m.username.empty() && m.password.empty()) {
+      ctx.fail(r.child("username").IsDefined() ? r.child("username") : r.child("url"), path + ".password_file",
+               "required with a user name (Redis's AUTH takes both)");
+    }
+    r.finish();
+    servers.push_back(std::move(m));
+  }
+  return servers;
+}
+
 Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
              const ConfigLoadOptions& options) {
   Context ctx(source);
@@ -1557,6 +1605,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     }
     c.publish.webhooks = parse_webhooks(ctx, r.child("webhooks"), base_dir, c);
     c.publish.mqtt = parse_mqtt(ctx, r.child("mqtt"), base_dir, c);
+    c.publish.redis = parse_redis(ctx, r.child("redis"), base_dir, c);
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",

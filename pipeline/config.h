@@ -302,6 +302,23 @@ struct MqttConfig : MessageSinkConfig {
   uint32_t pictures_max_kb = 1000;
 };
 
+// publish.redis[]: each message published on a topic that starts with one of `topics` is also added
+// to a Redis stream (XADD key_prefix + topic, "vapipe:nightly:segments/gate"), in order, from a thread
+// of its own (stages/publish/redis_streams.h): unlike the bus, a stream keeps the messages for a
+// consumer that was down or comes later (XREAD from an id, consumer groups), as DeepStream's and
+// Savant's Redis adapters give theirs. At least once: a reply lost with a connection sends it again.
+struct RedisConfig : MessageSinkConfig {
+  std::string url;         // redis://[user[:password]@]host[:6379][/db]
+  uint32_t db = 0;         // the url's /db (SELECT)
+  std::string key_prefix;  // default "vapipe:<job.name>:"
+  // Each stream is trimmed to about this many entries (XADD MAXLEN ~): a day of one camera's results
+  // at 30 frames/s is 2.6 million. 0: never trimmed (the server's memory is the limit).
+  uint64_t maxlen = 100000;
+  std::string username;       // Redis 6 ACL user (or the url's user); empty: AUTH with the password alone
+  std::string password_file;  // its first line is the password, read at load; never logged
+  std::string password;
+};
+
 // A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and
 // '_' ("Fire truck" -> "fire_truck", "cam-1.north" -> "cam_1_north"); "x" when nothing is left.
 std::string home_assistant_id(const std::string& name);
@@ -374,6 +391,7 @@ struct PublishConfig {
   std::vector<std::string> curve_clients;  // empty: any subscriber that knows the public key
   std::vector<WebhookConfig> webhooks;
   std::vector<MqttConfig> mqtt;
+  std::vector<RedisConfig> redis;
 };
 
 struct TransportConfig {

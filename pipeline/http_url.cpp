@@ -150,4 +150,20 @@ Result<HttpUrl> parse_mqtt_url(std::string_view url) {
   return u;
 }
 
+Result<HttpUrl> parse_redis_url(std::string_view url) {
+  auto u = parse_url(url, {"redis", 6379, "rediss", 6380, "redis://redis.local:6379"});
+  if (!u.ok()) return u;
+  if (u->tls) {
+    return InvalidArgument("rediss:// (TLS) is not supported: the client speaks plain TCP (redis://); reach a "
+                           "server across an untrusted network through a TLS tunnel (stunnel, an SSH tunnel) or a VPN");
+  }
+  const std::string& t = u->target;
+  const bool db = t == "/" || (t.size() <= 7 && t.find_first_not_of("0123456789", 1) == std::string::npos);
+  if (!db) {
+    return InvalidArgument("a Redis server's URL has at most a database number for its path (redis://host:6379/0); "
+                           "the streams' names are publish.redis[].key_prefix's");
+  }
+  return u;
+}
+
 }  // namespace vapipe

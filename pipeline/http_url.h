@@ -1,5 +1,5 @@
 // URLs of the services vapipe itself connects to: http:// and https:// (publish.webhooks), mqtt:// and
-// mqtts:// (publish.mqtt). Parsed when the config loads, so that a typo is an error naming the key
+// mqtts:// (publish.mqtt), redis:// (publish.redis). Parsed when the config loads, so that a typo is an error naming the key
 // rather than a failure at the first alert.
 #pragma once
 
@@ -30,5 +30,10 @@ Result<HttpUrl> parse_http_url(std::string_view url);
 // An MQTT broker's: mqtt://[user[:password]@]host[:port] (1883) or mqtts://... (8883, TLS); a path
 // other than "/" is an error (MQTT has none: topics are set apart). Errors never repeat the password.
 Result<HttpUrl> parse_mqtt_url(std::string_view url);
+
+// A Redis server's: redis://[user[:password]@]host[:port][/db] (6379; target "/" or "/<db>"). Its
+// TLS scheme, rediss://, is refused, saying so: the client speaks plain TCP only. Errors never repeat
+// the password.
+Result<HttpUrl> parse_redis_url(std::string_view url);
 
 }  // namespace vapipe

@@ -13,6 +13,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libmosquitto-dev  # publish.mqtt's client
   mosquitto mosquitto-clients  # the tests' MQTT broker (on loopback ports of their own) and subscriber
+  redis-server redis-tools  # the tests' Redis server (publish.redis; loopback ports of their own) and redis-cli
   libgtest-dev libgmock-dev
   python3 python3-zmq python3-numpy
   python3-fusepy  # the e2e test of a watched folder on a share that stops answering (a FUSE file system)

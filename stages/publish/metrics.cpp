@@ -362,6 +362,35 @@ std::string prometheus_text(const JobMetrics& m) {
       w.sample("vapipe_mqtt_last_delivered_time_seconds", broker(b), number(b.last_delivered_unix_s));
     }
   }
+  if (!m.redis.empty()) {
+    // A server that is down shows as vapipe_redis_connected 0 and its queue growing.
+    auto server = [](const RedisStats& r) {
+      return "redis=\"" + std::to_string(r.index) + "\",server=\"" + label_value(r.server) + "\"";
+    };
+    w.family("vapipe_redis_messages_total", "counter",
+             "Messages for each of publish.redis, by what became of them: delivered (added to its stream), refused (the "
+             "server answered an error that would not pass: dropped), dropped (its queue was full), undelivered "
+             "(waiting when publish stopped), cooled_down (a segment held back by its cooldown_s).");
+    for (const RedisStats& r : m.redis) {
+      for (const auto& [outcome, n] : {std::pair{"delivered", r.delivered}, std::pair{"refused", r.refused},
+                                       std::pair{"dropped", r.dropped}, std::pair{"undelivered", r.undelivered},
+                                       std::pair{"cooled_down", r.cooled_down}}) {
+        w.sample("vapipe_redis_messages_total", server(r) + ",outcome=\"" + outcome + "\"", std::to_string(n));
+      }
+    }
+    w.family("vapipe_redis_connected", "gauge", "1 while connected to the server, 0 while it cannot be reached.");
+    for (const RedisStats& r : m.redis) w.sample("vapipe_redis_connected", server(r), r.connected ? "1" : "0");
+    w.family("vapipe_redis_connections_total", "counter",
+             "Connections made: more than one is a connection that was lost and made again.");
+    for (const RedisStats& r : m.redis) w.sample("vapipe_redis_connections_total", server(r), std::to_string(r.connections));
+    w.family("vapipe_redis_queued", "gauge", "Messages waiting for the server, those sent and not yet answered included.");
+    for (const RedisStats& r : m.redis) w.sample("vapipe_redis_queued", server(r), std::to_string(r.queued));
+    w.family("vapipe_redis_last_delivered_time_seconds", "gauge",
+             "When the server last added a message to its stream, seconds since the Unix epoch (0: none yet).");
+    for (const RedisStats& r : m.redis) {
+      w.sample("vapipe_redis_last_delivered_time_seconds", server(r), number(r.last_delivered_unix_s));
+    }
+  }
   if (!m.watched_folders.empty()) {
     // A recorder that stopped writing shows as its folder's last file growing old:
     // time() - vapipe_watched_folder_last_file_time_seconds > 3600.
@@ -493,6 +522,26 @@ nlohmann::json health_json(const JobMetrics& m) {
                                                  : nlohmann::json()},
                     {"last_error", b.last_error.empty() ? nlohmann::json() : nlohmann::json(b.last_error)}});
   }
+  nlohmann::json redis = nlohmann::json::array();
+  for (const RedisStats& r : m.redis) {
+    redis.push_back({{"index", r.index},
+                     {"server", r.server},
+                     {"connected", r.connected},
+                     {"delivered", r.delivered},
+                     {"refused", r.refused},
+                     {"dropped", r.dropped},
+                     {"undelivered", r.undelivered},
+                     {"cooled_down", r.cooled_down},
+                     {"connections", r.connections},
+                     {"queued", r.queued},
+                     {"disconnected_for_s", !r.connected && r.disconnected_since_unix_s > 0
+                                                ? nlohmann::json(std::max(0.0, m.now_unix_s - r.disconnected_since_unix_s))
+                                                : nlohmann::json()},
+                     {"last_delivered_age_s", r.last_delivered_unix_s > 0
+                                                  ? nlohmann::json(std::max(0.0, m.now_unix_s - r.last_delivered_unix_s))
+                                                  : nlohmann::json()},
+                     {"last_error", r.last_error.empty() ? nlohmann::json() : nlohmann::json(r.last_error)}});
+  }
   nlohmann::json watched;  // null for a job that watches no folder
   if (m.watches_folders) {
     watched = nlohmann::json::array();
@@ -513,7 +562,7 @@ nlohmann::json health_json(const JobMetrics& m) {
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
-          {"webhooks", std::move(webhooks)}, {"mqtt", std::move(mqtt)},
+          {"webhooks", std::move(webhooks)}, {"mqtt", std::move(mqtt)}, {"redis", std::move(redis)},
           {"reload_running_s", m.reload_running_since_unix_s > 0
                                    ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
                                    : nlohmann::json()},

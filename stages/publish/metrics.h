@@ -123,6 +123,24 @@ struct MqttStats {
   uint32_t broker_max_packet = 0;
 };
 
+// publish.redis: what became of each server's messages (stages/publish/redis_streams.h).
+struct RedisStats {
+  size_t index = 0;            // in publish.redis
+  std::string server;          // "redis://host:6379": its url without credentials or database
+  std::string name;            // "publish.redis[0] (redis://host:6379)"
+  uint64_t delivered = 0;      // added to their stream (the server answered with the entry's id)
+  uint64_t refused = 0;        // answered with an error that would not pass (WRONGTYPE: a key of another type)
+  uint64_t dropped = 0;        // pushed out of a full queue (drop_oldest)
+  uint64_t undelivered = 0;    // still waiting (or unanswered) when publish stopped
+  uint64_t cooled_down = 0;    // segment messages held back by its cooldown_s
+  uint64_t connections = 0;    // connections made (and, with a password, authenticated)
+  uint64_t queued = 0;         // waiting now, those sent and not yet answered included
+  bool connected = false;
+  double disconnected_since_unix_s = 0;  // while not connected (0: connected)
+  double last_delivered_unix_s = 0;      // 0: none yet
+  std::string last_error;      // why the latest connection failed or ended, or the latest refusal
+};
+
 struct JobMetrics {
   std::string job;
   std::string mode;  // archive | live
@@ -136,6 +154,7 @@ struct JobMetrics {
   std::optional<ResultsFileHealth> results_file;  // with publish.jsonl_path
   std::vector<WebhookStats> webhooks;              // publish.webhooks, in order
   std::vector<MqttStats> mqtt;                     // publish.mqtt, in order
+  std::vector<RedisStats> redis;                   // publish.redis, in order
   // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
   bool watches_folders = false;
   std::vector<FolderWatchStatus> watched_folders;

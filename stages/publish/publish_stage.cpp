@@ -189,6 +189,16 @@ Status PublishStage::open(const StageContext& ctx) {
                     topics, broker.topic_prefix, queue_policy_name(broker.queue_policy), broker.max_queued);
     sink_secrets_ = sink_secrets_ || !broker.password_file.empty();
   }
+  for (size_t i = 0; i < ctx.config.publish.redis.size(); ++i) {
+    const RedisConfig& server = ctx.config.publish.redis[i];
+    redis_.push_back(std::make_unique<RedisStreamsPublisher>(server, i));
+    std::string topics;
+    for (const std::string& t : server.topics) topics += (topics.empty() ? "" : ", ") + t;
+    VAPIPE_LOG_INFO("publish: {} adds the messages on {} to the streams {}<topic> ({}, at most {} waiting)",
+                    redis_.back()->name(), topics, server.key_prefix, queue_policy_name(server.queue_policy),
+                    server.max_queued);
+    sink_secrets_ = sink_secrets_ || !server.password_file.empty();
+  }
   if (sink_secrets_) check_sink_secrets();  // their files as the config read them
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
@@ -356,6 +366,7 @@ JobMetrics PublishStage::metrics() const {
   }
   for (const auto& hook : webhooks_) m.webhooks.push_back(hook->stats());
   for (const auto& broker : mqtt_) m.mqtt.push_back(broker->stats());
+  for (const auto& server : redis_) m.redis.push_back(server->stats());
   return m;
 }
 
@@ -402,7 +413,7 @@ void PublishStage::check_metrics_token() {
 
 void PublishStage::check_sink_secrets() {
   next_sink_secrets_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size());
+  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size() + redis_.size());
   // Whether the file at `path` (slot i of the identities) was rewritten since it was last looked at.
   auto rewritten = [&](size_t i, const std::string& path) {
     if (path.empty()) return false;
@@ -435,6 +446,18 @@ void PublishStage::check_sink_secrets() {
     mqtt_[i]->set_password(*password);
     VAPIPE_LOG_INFO("publish: {}: the password in {} changed: the next connection uses the new one",
                     mqtt_[i]->name(), path);
+  }
+  for (size_t i = 0; i < redis_.size(); ++i) {
+    const std::string& path = config_->publish.redis[i].password_file;
+    if (!rewritten(webhooks_.size() + mqtt_.size() + i, path)) continue;
+    auto password = read_password_file(path);
+    if (!password.ok()) {
+      VAPIPE_LOG_ERROR("publish: {}: {}; the password in force stays", redis_[i]->name(), password.status().message());
+      continue;
+    }
+    redis_[i]->set_password(*password);
+    VAPIPE_LOG_INFO("publish: {}: the password in {} changed: the next connection uses the new one",
+                    redis_[i]->name(), path);
   }
 }
 
@@ -676,19 +699,27 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     if (broker->format() == "text" && !line) line = webhook_text(topic, payload);
     broker->publish(topic, broker->format() == "text" ? *line : text, stop_requested_);
   }
+  // Redis streams likewise.
+  for (const auto& server : redis_) {
+    if (!server->wants(topic, payload) || server->cooled_down(payload)) continue;
+    if (server->format() == "text" && !line) line = webhook_text(topic, payload);
+    server->publish(topic, server->format() == "text" ? *line : text, stop_requested_);
+  }
   return sent;
 }
 
 void PublishStage::finish_sinks() {
-  if (webhooks_.empty() && mqtt_.empty()) return;
+  if (webhooks_.empty() && mqtt_.empty() && redis_.empty()) return;
   // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once.
   const auto grace = std::min<std::chrono::milliseconds>(
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
   const auto deadline = std::chrono::steady_clock::now() + grace;
   for (const auto& hook : webhooks_) hook->begin_finish(deadline);
   for (const auto& broker : mqtt_) broker->begin_finish(deadline);
+  for (const auto& server : redis_) server->begin_finish(deadline);
   for (const auto& hook : webhooks_) hook->finish(grace);
   for (const auto& broker : mqtt_) broker->finish(grace);
+  for (const auto& server : redis_) server->finish(grace);
   update_metrics_snapshot();
 }
 

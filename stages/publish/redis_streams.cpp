@@ -1,0 +1,505 @@
+#include "stages/publish/redis_streams.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "pipeline/logging.h"
+
+namespace vapipe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Errors a server gives for a while and then no more (memory freed, a replica promoted, a dataset
+// loaded): the message is sent again later rather than refused.
+bool error_may_pass(const std::string& error) {
+  for (const char* code : {"OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS",
+                           "MISCONF", "NOAUTH"}) {
+    const size_t n = std::strlen(code);
+    if (error.compare(0, n, code) == 0 && (error.size() == n || error[n] == ' ')) return true;
+  }
+  return false;
+}
+
+constexpr int kMaxDepth = 8;           // nested arrays: none of our commands' replies nests
+constexpr int64_t kMaxBulk = 1 << 29;  // 512 MB, Redis's own limit of a string
+
+}  // namespace
+
+std::string resp_command(const std::vector<std::string_view>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) {
+    out += "$" + std::to_string(a.size()) + "\r\n";
+    out.append(a.data(), a.size());
+    out += "\r\n";
+  }
+  return out;
+}
+
+Result<std::optional<RespReply>> RespReader::next() {
+  size_t at = 0;
+  auto reply = parse(&at, 0);
+  if (!reply.ok()) return reply.status();
+  if (*reply) buffer_.erase(0, at);
+  return reply;
+}
+
+Result<std::optional<RespReply>> RespReader::parse(size_t* at, int depth) {
+  if (depth > kMaxDepth) return InvalidArgument("a reply nested deeper than " + std::to_string(kMaxDepth));
+  const size_t end = buffer_.find("\r\n", *at);
+  if (end == std::string::npos) {
+    if (buffer_.size() - *at > 64 * 1024) return InvalidArgument("a reply line longer than 64 KB: not a Redis server?");
+    return std::optional<RespReply>();
+  }
+  if (end == *at) return InvalidArgument("an empty reply line: not a Redis server?");
+  const char kind = buffer_[*at];
+  const std::string line = buffer_.substr(*at + 1, end - *at - 1);
+  auto number = [&](int64_t* n) {
+    if (line.empty() || line.size() > 20) return false;
+    size_t i = line[0] == '-' ? 1 : 0;
+    if (i == line.size()) return false;
+    int64_t v = 0;
+    for (; i < line.size(); ++i) {
+      if (line[i] < '0' || line[i] > '9' || v > (INT64_MAX - 9) / 10) return false;
+      v = v * 10 + (line[i] - '0');
+    }
+    *n = line[0] == '-' ? -v : v;
+    return true;
+  };
+  RespReply r;
+  size_t next = end + 2;
+  switch (kind) {
+    case '+':
+      r.type = RespReply::Type::kStatus;
+      r.text = line;
+      break;
+    case '-':
+      r.type = RespReply::Type::kError;
+      r.text = line;
+      break;
+    case ':':
+      r.type = RespReply::Type::kInteger;
+      if (!number(&r.integer)) return InvalidArgument("an integer reply that is not a number");
+      break;
+    case '$': {
+      int64_t n = 0;
+      if (!number(&n) || n < -1 || n > kMaxBulk) return InvalidArgument("a bulk reply of a bad length");
+      if (n == -1) {
+        r.type = RespReply::Type::kNil;
+        break;
+      }
+      if (buffer_.size() < next + static_cast<size_t>(n) + 2) return std::optional<RespReply>();
+      if (buffer_.compare(next + static_cast<size_t>(n), 2, "\r\n") != 0) {
+        return InvalidArgument("a bulk reply not ended by CRLF");
+      }
+      r.type = RespReply::Type::kBulk;
+      r.text = buffer_.substr(next, static_cast<size_t>(n));
+      next += static_cast<size_t>(n) + 2;
+      break;
+    }
+    case '*': {
+      int64_t n = 0;
+      if (!number(&n) || n < -1 || n > 1 << 20) return InvalidArgument("an array reply of a bad length");
+      if (n == -1) {
+        r.type = RespReply::Type::kNil;
+        break;
+      }
+      r.type = RespReply::Type::kArray;
+      for (int64_t i = 0; i < n; ++i) {
+        auto element = parse(&next, depth + 1);
+        if (!element.ok()) return element.status();
+        if (!*element) return std::optional<RespReply>();
+        r.elements.push_back(std::move(**element));
+      }
+      break;
+    }
+    default:
+      return InvalidArgument(fmt::format("a reply that starts with byte 0x{:02X}: not a Redis server?",
+                                         static_cast<unsigned char>(kind)));
+  }
+  *at = next;
+  return std::optional<RespReply>(std::move(r));
+}
+
+RedisStreamsPublisher::RedisStreamsPublisher(const RedisConfig& config, size_t index)
+    : QueuedSink(config, "vapipe_redis_messages_total"), config_(config) {
+  url_ = parse_redis_url(config_.url).value();  // checked when the config loaded
+  name_ = "publish.redis[" + std::to_string(index) + "] (" + url_.origin() + ")";
+  stats_.name = name_;
+  stats_.index = index;
+  stats_.server = url_.origin();
+  stats_.disconnected_since_unix_s = unix_now_s();
+  password_ = config_.password;
+  thread_ = std::thread([this] { run(); });
+}
+
+RedisStreamsPublisher::~RedisStreamsPublisher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_now_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  disconnect();
+}
+
+void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  first_retry_delay_ = first;
+  longest_retry_delay_ = longest;
+  retry_delay_ = first;
+}
+
+void RedisStreamsPublisher::set_password(std::string password) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  password_ = std::move(password);
+}
+
+RedisStats RedisStreamsPublisher::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RedisStats s = stats_;
+  s.queued = queue_.size() + in_flight_count_;
+  return s;
+}
+
+Status RedisStreamsPublisher::wait_connected(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool settled = changed_.wait_for(lock, timeout, [&] { return stats_.connected || tries_ > 0; });
+  if (stats_.connected) return Status::Ok();
+  if (!settled) return Unavailable("no connection within " + std::to_string(timeout.count()) + " ms");
+  return Unavailable(stats_.last_error);
+}
+
+void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
+  begin_finish(Clock::now() + grace);
+  if (!thread_.joinable()) return;  // finished before
+  thread_.join();
+  disconnect();
+  const RedisStats s = stats();
+  if (s.undelivered > 0) {
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
+                     s.undelivered, s.connected ? "no time left" : "it could not be reached",
+                     s.last_error.empty() ? "none" : s.last_error);
+  }
+  VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}", name_,
+                  s.delivered, s.refused, s.dropped, s.undelivered,
+                  s.cooled_down ? ", " + std::to_string(s.cooled_down) + " held back (cooldown_s)" : std::string());
+}
+
+void RedisStreamsPublisher::disconnect() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  reader_ = RespReader();
+}
+
+Status RedisStreamsPublisher::connect() {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.timeout_s));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(url_.port);
+  if (int rc = getaddrinfo(url_.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Unavailable("cannot resolve " + url_.host + ": " + gai_strerror(rc));
+  }
+  std::string why = "no address";
+  for (addrinfo* a = found; a && fd_ < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      rc = -1;
+      errno = ETIMEDOUT;
+      while (Clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (stop_now_) break;
+        }
+        const int ready = ::poll(&p, 1, 100);
+        if (ready > 0) {
+          int error = 0;
+          socklen_t size = sizeof error;
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+          rc = error == 0 ? 0 : -1;
+          errno = error;
+          break;
+        }
+      }
+    }
+    if (rc != 0) {
+      why = errno == ETIMEDOUT ? "no answer within " + fmt::format("{:g}", config_.timeout_s) + " s"
+                               : std::string(errno == ECONNREFUSED ? "connection refused" : std::strerror(errno));
+      ::close(fd);
+      continue;
+    }
+    fd_ = fd;
+  }
+  freeaddrinfo(found);
+  if (fd_ < 0) return Unavailable("cannot connect to " + url_.host_port() + ": " + why);
+  const int on = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  // AUTH (the password is never in an error: the server's words are, WRONGPASS ...), SELECT, and a
+  // PING, which a port that is not Redis's fails.
+  std::string password;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    password = password_;
+  }
+  std::string handshake;
+  if (!password.empty()) {
+    handshake += config_.username.empty() ? resp_command({"AUTH", password})
+                                          : resp_command({"AUTH", config_.username, password});
+  }
+  if (config_.db != 0) handshake += resp_command({"SELECT", std::to_string(config_.db)});
+  handshake += resp_command({"PING"});
+  VAPIPE_RETURN_IF_ERROR(write_all(handshake));
+  if (!password.empty()) {
+    VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply());
+    if (auth.type == RespReply::Type::kError) return Unavailable("the server refused the password: " + auth.text);
+  }
+  const auto asks_password = [](const RespReply& r) {
+    return r.type == RespReply::Type::kError && r.text.rfind("NOAUTH", 0) == 0;
+  };
+  const Status no_password = Unavailable("the server asks for a password (NOAUTH): set password_file");
+  if (config_.db != 0) {
+    VAPIPE_ASSIGN_OR_RETURN(RespReply select, read_reply());
+    if (asks_password(select)) return no_password;
+    if (select.type == RespReply::Type::kError) {
+      return InvalidArgument("the server refused database " + std::to_string(config_.db) + ": " + select.text);
+    }
+  }
+  VAPIPE_ASSIGN_OR_RETURN(RespReply pong, read_reply());
+  if (asks_password(pong)) return no_password;
+  if (pong.type == RespReply::Type::kError) return Unavailable("the server answered PING with: " + pong.text);
+  if (pong.type != RespReply::Type::kStatus || pong.text != "PONG") {
+    return Unavailable("the server answered PING with something else than PONG: not a Redis server?");
+  }
+  return Status::Ok();
+}
+
+Status RedisStreamsPublisher::write_all(std::string_view bytes) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.timeout_s));
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Unavailable(std::string("the connection broke: ") + std::strerror(errno));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (time_is_up()) return Cancelled("publish stopped");
+    }
+    if (Clock::now() >= deadline) {
+      return Unavailable("the server took nothing for " + fmt::format("{:g}", config_.timeout_s) + " s");
+    }
+    pollfd p{fd_, POLLOUT, 0};
+    ::poll(&p, 1, 100);
+  }
+  return Status::Ok();
+}
+
+Result<RespReply> RedisStreamsPublisher::read_reply() {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.timeout_s));
+  char buffer[64 * 1024];
+  for (;;) {
+    auto reply = reader_.next();
+    if (!reply.ok()) return Unavailable("the server's reply is not Redis's protocol: " + reply.status().message());
+    if (*reply) return std::move(**reply);
+    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (n > 0) {
+      reader_.feed(std::string_view(buffer, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n == 0) return Unavailable("the server closed the connection");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Unavailable(std::string("the connection broke: ") + std::strerror(errno));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (time_is_up()) return Cancelled("publish stopped");
+    }
+    if (Clock::now() >= deadline) {
+      return Unavailable("no answer from the server within " + fmt::format("{:g}", config_.timeout_s) + " s");
+    }
+    pollfd p{fd_, POLLIN, 0};
+    ::poll(&p, 1, 100);
+  }
+}
+
+Status RedisStreamsPublisher::deliver() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!queue_.empty() && in_flight_.size() < kWindow) {
+      in_flight_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    in_flight_count_ = in_flight_.size();
+  }
+  changed_.notify_all();  // room for a blocked publish()
+  if (in_flight_.empty()) return Status::Ok();
+  std::string commands;
+  const std::string maxlen = std::to_string(config_.maxlen);
+  for (const SinkMessage& m : in_flight_) {
+    const std::string key = stream_key(m.topic);
+    if (config_.maxlen > 0) {
+      commands += resp_command({"XADD", key, "MAXLEN", "~", maxlen, "*", "topic", m.topic, "payload", m.body});
+    } else {
+      commands += resp_command({"XADD", key, "*", "topic", m.topic, "payload", m.body});
+    }
+  }
+  VAPIPE_RETURN_IF_ERROR(write_all(commands));
+  // Each reply in order. One that may pass ends the round: that message and those after it go again.
+  std::optional<std::string> passing;
+  std::deque<SinkMessage> again;
+  while (!in_flight_.empty()) {
+    VAPIPE_ASSIGN_OR_RETURN(RespReply reply, read_reply());
+    SinkMessage m = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    std::unique_lock<std::mutex> lock(mutex_);
+    in_flight_count_ = in_flight_.size() + again.size();
+    if (reply.type != RespReply::Type::kError && !passing) {
+      ++stats_.delivered;
+      stats_.last_delivered_unix_s = unix_now_s();
+      drop_logged_ = false;
+    } else if (passing || error_may_pass(reply.text)) {
+      if (!passing) passing = reply.text;
+      again.push_back(std::move(m));
+    } else {
+      ++stats_.refused;
+      stats_.last_error = "the server refused a message on " + m.topic + ": " + reply.text;
+      const auto now = Clock::now();
+      if (now - refusals_logged_at_ >= std::chrono::minutes(1)) {
+        refusals_logged_at_ = now;
+        VAPIPE_LOG_ERROR("{}: the server refused the message on {} (stream {}): {}; it is dropped, and the next goes{}",
+                         name_, m.topic, stream_key(m.topic), reply.text,
+                         refusals_unlogged_ ? " (" + std::to_string(refusals_unlogged_) + " more refused since the last said)"
+                                            : std::string());
+        refusals_unlogged_ = 0;
+      } else {
+        ++refusals_unlogged_;
+      }
+    }
+  }
+  if (passing) {
+    in_flight_ = std::move(again);  // put back in front of the queue by run()
+    return Unavailable("the server answered: " + *passing);
+  }
+  return Status::Ok();
+}
+
+void RedisStreamsPublisher::connection_failed(const std::string& why) {
+  // Under mutex_.
+  const auto now = Clock::now();
+  ++tries_;
+  stats_.last_error = why;
+  if (stats_.connected) {
+    stats_.connected = false;
+    stats_.disconnected_since_unix_s = unix_now_s();
+  }
+  if (!failing_) {
+    failing_ = true;
+    still_failing_logged_at_ = now;
+    VAPIPE_LOG_WARN("{}: {}; trying again in {} ms, then less often (up to every {} s); {} message(s) wait", name_, why,
+                    retry_delay_.count(), std::chrono::duration_cast<std::chrono::seconds>(longest_retry_delay_).count(),
+                    queue_.size());
+  } else if (now - still_failing_logged_at_ >= kStillFailingLogPeriod) {
+    still_failing_logged_at_ = now;
+    VAPIPE_LOG_WARN("{}: still failing, for {}: {}; {} message(s) wait, {} dropped (queue full)", name_,
+                    human_duration(unix_now_s() - stats_.disconnected_since_unix_s), why, queue_.size(), stats_.dropped);
+  }
+  next_try_ = now + retry_delay_;
+  retry_delay_ = std::min(retry_delay_ * 2, longest_retry_delay_);
+  changed_.notify_all();
+}
+
+void RedisStreamsPublisher::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (time_is_up()) break;
+    const bool connected = fd_ >= 0;
+    if (stopping_ && queue_.empty()) break;
+    if (!connected && Clock::now() < next_try_) {
+      changed_.wait_until(lock, stopping_ ? std::min(next_try_, finish_by_) : next_try_);
+      continue;
+    }
+    if (connected && queue_.empty()) {
+      changed_.wait(lock, [&] { return stop_now_ || stopping_ || !queue_.empty(); });
+      continue;
+    }
+    lock.unlock();
+    Status st = Status::Ok();
+    bool made = false;
+    if (!connected) {
+      st = connect();
+      made = st.ok();
+      if (!st.ok()) disconnect();
+    }
+    if (made) {
+      lock.lock();
+      ++stats_.connections;
+      stats_.connected = true;
+      stats_.disconnected_since_unix_s = 0;
+      retry_delay_ = first_retry_delay_;
+      const size_t waiting = queue_.size();
+      if (failing_) {
+        VAPIPE_LOG_INFO("{}: connected again ({} message(s) wait, {} dropped meanwhile)", name_, waiting, stats_.dropped);
+      } else if (stats_.connections == 1) {
+        VAPIPE_LOG_INFO("{}: connected; messages are added to the streams {}<topic>{}", name_, config_.key_prefix,
+                        config_.maxlen ? fmt::format(", each trimmed to about {} entries", config_.maxlen)
+                                       : std::string(", never trimmed"));
+      }
+      failing_ = false;
+      lock.unlock();
+      changed_.notify_all();
+    }
+    if (st.ok()) st = deliver();
+    lock.lock();
+    if (!st.ok()) {
+      // What was sent and not answered goes again, first, on the next connection.
+      for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) queue_.push_front(std::move(*it));
+      in_flight_.clear();
+      in_flight_count_ = 0;
+      lock.unlock();
+      disconnect();
+      lock.lock();
+      if (st.code() == StatusCode::kCancelled) break;
+      connection_failed(st.message());
+    }
+  }
+  stats_.undelivered += queue_.size() + in_flight_.size();
+  queue_.clear();
+  in_flight_.clear();
+  in_flight_count_ = 0;
+  if (refusals_unlogged_ > 0) {
+    VAPIPE_LOG_ERROR("{}: {} more message(s) refused since the last said", name_, refusals_unlogged_);
+    refusals_unlogged_ = 0;
+  }
+  stats_.connected = false;
+  changed_.notify_all();
+}
+
+}  // namespace vapipe

@@ -1,0 +1,129 @@
+// publish.redis: messages added to Redis streams as they are published (XADD key_prefix + topic), so
+// that a program that was down, or starts later, reads what it missed (XREAD from the last id it saw,
+// XREADGROUP with a consumer group): the bus (ZeroMQ PUB/SUB) keeps nothing for an absent subscriber.
+// DeepStream's msgbroker and Savant's adapters offer Redis the same way.
+//
+// Each server has a thread and a queue of its own (QueuedSink): a server that is slow or down never
+// holds up the bus, the results file or another sink (unless its queue_policy is block). The thread
+// pipelines up to kWindow XADDs on one connection and takes each reply in order: an entry's id is a
+// delivery; an error that may pass (OOM, LOADING, READONLY, BUSY, ...) ends the connection and the
+// message is sent again after a back-off (1 s doubling to 60 s); any other error (WRONGTYPE: the key
+// holds something else) refuses that message, counted, and the next goes. At least once: messages
+// whose replies a broken connection lost are sent again, so a consumer may see one twice (each
+// result's stream_id and seq name it).
+//
+// The client speaks RESP2 over plain TCP itself (a few commands: AUTH, SELECT, XADD, PING): no TLS.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "pipeline/config.h"
+#include "pipeline/http_url.h"
+#include "pipeline/status.h"
+#include "stages/publish/metrics.h"
+#include "stages/publish/queued_sink.h"
+
+namespace vapipe {
+
+// A command as RESP2 sends it: an array of bulk strings.
+std::string resp_command(const std::vector<std::string_view>& args);
+
+// One reply of a Redis server (RESP2).
+struct RespReply {
+  enum class Type { kStatus, kError, kInteger, kBulk, kNil, kArray } type = Type::kNil;
+  std::string text;  // status, error, bulk
+  int64_t integer = 0;
+  std::vector<RespReply> elements;  // array
+};
+
+// Replies parsed from the bytes a connection gives, as they come (a reply may span reads).
+class RespReader {
+ public:
+  void feed(std::string_view bytes) { buffer_.append(bytes.data(), bytes.size()); }
+  // The next whole reply; nullopt until its bytes are all in; an error when the bytes are not RESP2
+  // (the connection is then of no further use: not a Redis server, or a broken one).
+  Result<std::optional<RespReply>> next();
+
+ private:
+  // Parses a reply at buffer_[*at]; nullopt when it is not whole yet.
+  Result<std::optional<RespReply>> parse(size_t* at, int depth);
+  std::string buffer_;
+};
+
+class RedisStreamsPublisher : public QueuedSink<RedisStats> {
+ public:
+  // Starts its thread; `index` is its place in publish.redis, for log lines.
+  RedisStreamsPublisher(const RedisConfig& config, size_t index);
+  // Stops at once: what still waits is counted undelivered (finish() first to give it time).
+  ~RedisStreamsPublisher() override;
+
+  // wants(), cooled_down(), begin_finish(), name(): QueuedSink's.
+  // Queues `body` for the stream key_prefix + `topic` (QueuedSink::push).
+  void publish(const std::string& topic, std::string body, const std::atomic<bool>* stop = nullptr) {
+    push(SinkMessage{topic, std::move(body), "", ""}, stop);
+  }
+  const std::string& format() const { return config_.format; }
+  // The stream a bus topic's messages are added to.
+  std::string stream_key(const std::string& topic) const { return config_.key_prefix + topic; }
+  // A new password (its password_file rewritten while the job runs): the next connection uses it.
+  void set_password(std::string password);
+  // Gives what waits until `grace` to be delivered, then stops the thread and logs what was not.
+  void finish(std::chrono::milliseconds grace);
+  RedisStats stats() const;
+  // Until the server has accepted a connection (Ok) or a try has failed (why), at most `timeout`:
+  // `vapipe validate --open`.
+  Status wait_connected(std::chrono::milliseconds timeout) const;
+
+  // Tests: a shorter back-off (the first wait after a failure, and the longest).
+  void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest);
+
+  // XADDs sent before their replies are read: enough to keep a server across a WAN busy, few enough
+  // that a lost connection sends little twice.
+  static constexpr size_t kWindow = 256;
+  static constexpr std::chrono::seconds kFirstRetryDelay{1}, kLongestRetryDelay{60};
+  static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
+
+ private:
+  void run();
+  // On the thread: a connection made, authenticated and on its database; or why not.
+  Status connect();
+  void disconnect();
+  // On the thread: writes all of `bytes`, or why not (the connection broke, the server stopped
+  // reading for timeout_s, the stop's deadline passed).
+  Status write_all(std::string_view bytes);
+  // On the thread: the next reply, waiting at most timeout_s for it.
+  Result<RespReply> read_reply();
+  // On the thread: the connection failed or ended for `why`: said (once per outage, then every
+  // kStillFailingLogPeriod), the next try after the back-off.
+  void connection_failed(const std::string& why);
+  // On the thread: sends what waits (up to kWindow), takes the replies; an error when the connection
+  // failed (what was not answered is put back in front of the queue).
+  Status deliver();
+  bool time_is_up() const { return stop_now_ || (stopping_ && std::chrono::steady_clock::now() >= finish_by_); }
+
+  RedisConfig config_;
+  HttpUrl url_;
+  std::string password_;  // config_.password, or a newer one (under mutex_)
+  int fd_ = -1;           // the thread's connection
+  RespReader reader_;
+  std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
+  size_t in_flight_count_ = 0;         // its size, under mutex_ (for stats)
+  std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{};
+  bool failing_ = false;
+  size_t tries_ = 0;  // connection tries that failed (wait_connected)
+  std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
+  std::chrono::milliseconds retry_delay_ = kFirstRetryDelay;
+  // Refusals after the first are counted and said at most once a minute.
+  std::chrono::steady_clock::time_point refusals_logged_at_{};
+  uint64_t refusals_unlogged_ = 0;
+  std::thread thread_;  // last: started once the rest is set
+};
+
+}  // namespace vapipe

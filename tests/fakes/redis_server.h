@@ -1,0 +1,91 @@
+// A Redis server for tests: a real one (the `redis-server` program, Debian's package of that name) on a
+// loopback port of its own, keeping nothing on disk, with a password if the test asks; and redis-cli
+// (redis-tools) to read what it holds, as a consumer of the streams would.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeline/tcp_reachability.h"
+#include "tests/fakes/free_port.h"
+
+extern char** environ;
+
+namespace vapipe::testing {
+
+class RedisServer {
+ public:
+  // Starts it and waits until it takes connections (`started()` says whether it did).
+  explicit RedisServer(std::string password = "") : password_(std::move(password)), port_(free_loopback_tcp_port()) {
+    start();
+  }
+  ~RedisServer() { kill(SIGTERM); }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  bool started() const { return started_; }
+  // Starts it again (after kill()), on the same port, empty; true once it takes connections.
+  bool start() {
+    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--save", "", "--appendonly", "no", "--logfile", "/dev/null"};
+    if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawnp(&pid_, "redis-server", &quiet, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&quiet);
+    started_ = false;
+    for (int i = 0; i < 500 && pid_ > 0 && !started_; ++i) {
+      started_ = cli({"PING"}) == "PONG\n";
+      if (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return started_;
+  }
+  // Ends it with `sig` (SIGKILL: as a crash, its connections reset) and waits for it.
+  void kill(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  // What redis-cli prints for a command (each reply element on a line of its own).
+  std::string cli(const std::vector<std::string>& command) const {
+    std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
+    if (!password_.empty()) line += " -a '" + password_ + "'";
+    for (const std::string& c : command) line += " '" + c + "'";
+    line += " 2>&1";
+    std::string out;
+    if (FILE* p = popen(line.c_str(), "r")) {
+      std::array<char, 4096> buffer{};
+      size_t n = 0;
+      while ((n = fread(buffer.data(), 1, buffer.size(), p)) > 0) out.append(buffer.data(), n);
+      pclose(p);
+    }
+    return out;
+  }
+
+ private:
+  std::string password_;
+  int port_;
+  pid_t pid_ = -1;
+  bool started_ = false;
+};
+
+}  // namespace vapipe::testing

@@ -1,0 +1,240 @@
+// publish.redis against a real Redis server (redis-server, started by the test on a loopback port),
+// read back with redis-cli as a consumer would: every message in order on key_prefix + its topic, again
+// after the server went away, with passwords, refusals and trimming as servers do them. The RESP2
+// encoder and reader on their own first.
+#include "stages/publish/redis_streams.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/free_port.h"
+#include "tests/fakes/redis_server.h"
+
+namespace vapipe {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RedisServer;
+
+RedisConfig server_at(const std::string& url) {
+  RedisConfig c;
+  c.url = url;
+  c.topics = {"results/", "events/"};
+  c.key_prefix = "vapipe:test:";
+  c.timeout_s = 5;
+  return c;
+}
+
+// Each line of redis-cli's output.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The payloads of a stream's entries, in order (XRANGE prints id, "topic", topic, "payload", payload).
+std::vector<std::string> payloads(const RedisServer& server, const std::string& key) {
+  const std::vector<std::string> lines = lines_of(server.cli({"XRANGE", key, "-", "+"}));
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 4 < lines.size(); i += 5) out.push_back(lines[i + 4]);
+  return out;
+}
+
+TEST(RespCommand, IsAnArrayOfBulkStrings) {
+  EXPECT_EQ(resp_command({"XADD", "k", "*", "payload", "a\r\nb"}),
+            "*5\r\n$4\r\nXADD\r\n$1\r\nk\r\n$1\r\n*\r\n$7\r\npayload\r\n$4\r\na\r\nb\r\n");
+  EXPECT_EQ(resp_command({"PING"}), "*1\r\n$4\r\nPING\r\n");
+}
+
+TEST(RespReader, TakesRepliesAsTheirBytesComeAndRefusesWhatIsNotRedis) {
+  RespReader reader;
+  const std::string bytes = "+OK\r\n-WRONGTYPE Operation against a key\r\n:42\r\n$4\r\na\r\nb\r\n$-1\r\n*2\r\n$1\r\nx\r\n:-7\r\n";
+  std::vector<RespReply> replies;
+  for (char c : bytes) {  // one byte at a time: a reply may span any number of reads
+    reader.feed(std::string_view(&c, 1));
+    for (;;) {
+      auto r = reader.next();
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      if (!*r) break;
+      replies.push_back(**r);
+    }
+  }
+  ASSERT_EQ(replies.size(), 6u);
+  EXPECT_EQ(replies[0].type, RespReply::Type::kStatus);
+  EXPECT_EQ(replies[0].text, "OK");
+  EXPECT_EQ(replies[1].type, RespReply::Type::kError);
+  EXPECT_EQ(replies[1].text, "WRONGTYPE Operation against a key");
+  EXPECT_EQ(replies[2].integer, 42);
+  EXPECT_EQ(replies[3].type, RespReply::Type::kBulk);
+  EXPECT_EQ(replies[3].text, "a\r\nb");  // a bulk string holds any bytes
+  EXPECT_EQ(replies[4].type, RespReply::Type::kNil);
+  ASSERT_EQ(replies[5].elements.size(), 2u);
+  EXPECT_EQ(replies[5].elements[0].text, "x");
+  EXPECT_EQ(replies[5].elements[1].integer, -7);
+
+  RespReader http;
+  http.feed("HTTP/1.1 400 Bad Request\r\n");
+  auto r = http.next();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a Redis server?"), std::string::npos) << r.status().message();
+  RespReader bad_length;
+  bad_length.feed("$99999999999\r\n");
+  EXPECT_FALSE(bad_length.next().ok());
+}
+
+TEST(RedisStreamsPublisher, EachMessageIsAddedToTheStreamOfItsTopicInOrder) {
+  RedisServer server;
+  ASSERT_TRUE(server.started()) << "redis-server (Debian: redis-server) did not start";
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  for (int i = 0; i < 600; ++i) {  // more than one window of pipelined XADDs
+    publisher.publish(i % 2 ? "results/door" : "results/yard", "{\"seq\":" + std::to_string(i) + "}");
+  }
+  publisher.publish("events/door", "{\"event\":\"eos\"}");
+  publisher.finish(5s);
+  const RedisStats s = publisher.stats();
+  EXPECT_EQ(s.delivered, 601u);
+  EXPECT_EQ(s.undelivered, 0u);
+  EXPECT_EQ(s.connections, 1u);
+  EXPECT_EQ(server.cli({"XLEN", "vapipe:test:results/door"}), "300\n");
+  const std::vector<std::string> yard = payloads(server, "vapipe:test:results/yard");
+  ASSERT_EQ(yard.size(), 300u);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(yard[i], "{\"seq\":" + std::to_string(2 * i) + "}");
+  const std::vector<std::string> entry = lines_of(server.cli({"XRANGE", "vapipe:test:events/door", "-", "+"}));
+  ASSERT_EQ(entry.size(), 5u);
+  EXPECT_EQ(entry[1], "topic");
+  EXPECT_EQ(entry[2], "events/door");
+  EXPECT_EQ(entry[3], "payload");
+  EXPECT_EQ(entry[4], "{\"event\":\"eos\"}");
+}
+
+TEST(RedisStreamsPublisher, AServerThatWentAwayGetsWhatWaitedWhenItIsBack) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  publisher.set_retry_delays(200ms, 200ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  server.kill(SIGKILL);  // a crash: the connection resets, and the server comes back empty
+  for (int i = 0; i < 50; ++i) publisher.publish("results/door", std::to_string(i));
+  std::this_thread::sleep_for(500ms);  // tries fail meanwhile
+  EXPECT_FALSE(publisher.stats().connected);
+  EXPECT_EQ(publisher.stats().queued, 50u);
+  EXPECT_FALSE(publisher.stats().last_error.empty());
+  ASSERT_TRUE(server.start());
+  for (int i = 50; i < 100; ++i) publisher.publish("results/door", std::to_string(i));
+  publisher.finish(5s);
+  const RedisStats s = publisher.stats();
+  EXPECT_EQ(s.delivered, 100u);
+  EXPECT_EQ(s.undelivered, 0u);
+  EXPECT_EQ(s.connections, 2u);
+  const std::vector<std::string> got = payloads(server, "vapipe:test:results/door");
+  ASSERT_EQ(got.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(got[i], std::to_string(i));
+}
+
+TEST(RedisStreamsPublisher, APasswordIsSentAndAMissingOrWrongOneIsSaidInTheServersWords) {
+  RedisServer server("right one");
+  ASSERT_TRUE(server.started());
+  RedisConfig none = server_at(server.url());
+  RedisStreamsPublisher without(none, 0);
+  const Status refused = without.wait_connected(5s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message(), "the server asks for a password (NOAUTH): set password_file");
+  RedisConfig wrong = none;
+  wrong.password = "wrong one";
+  RedisStreamsPublisher with_wrong(wrong, 1);
+  const Status wrong_status = with_wrong.wait_connected(5s);
+  ASSERT_FALSE(wrong_status.ok());
+  EXPECT_NE(wrong_status.message().find("the server refused the password: WRONGPASS"), std::string::npos)
+      << wrong_status.message();
+  EXPECT_EQ(wrong_status.message().find("wrong one"), std::string::npos);  // never the password itself
+  RedisConfig right = none;
+  right.password = "right one";
+  right.db = 2;
+  RedisStreamsPublisher with_right(right, 2);
+  ASSERT_TRUE(with_right.wait_connected(5s).ok());
+  with_right.publish("events/door", "x");
+  with_right.finish(5s);
+  EXPECT_EQ(with_right.stats().delivered, 1u);
+  EXPECT_EQ(server.cli({"-n", "2", "XLEN", "vapipe:test:events/door"}), "1\n");  // in its database
+  EXPECT_EQ(server.cli({"XLEN", "vapipe:test:events/door"}), "0\n");
+}
+
+TEST(RedisStreamsPublisher, AMessageTheServerRefusesIsDroppedAndTheNextGo) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  ASSERT_EQ(server.cli({"SET", "vapipe:test:events/yard", "a string, not a stream"}), "OK\n");
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  publisher.publish("events/door", "1");
+  publisher.publish("events/yard", "2");  // WRONGTYPE
+  publisher.publish("events/door", "3");
+  publisher.finish(5s);
+  const RedisStats s = publisher.stats();
+  EXPECT_EQ(s.delivered, 2u);
+  EXPECT_EQ(s.refused, 1u);
+  EXPECT_NE(s.last_error.find("WRONGTYPE"), std::string::npos) << s.last_error;
+  EXPECT_EQ(payloads(server, "vapipe:test:events/door"), (std::vector<std::string>{"1", "3"}));
+}
+
+TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  RedisConfig config = server_at(server.url());
+  config.maxlen = 100;
+  RedisStreamsPublisher publisher(config, 0);
+  for (int i = 0; i < 1000; ++i) publisher.publish("results/door", std::to_string(i));
+  publisher.finish(5s);
+  EXPECT_EQ(publisher.stats().delivered, 1000u);
+  // MAXLEN ~ trims whole nodes of the stream (100 entries each by default): at least 100 are kept,
+  // and far fewer than 1000.
+  const int kept = std::stoi(server.cli({"XLEN", "vapipe:test:results/door"}));
+  EXPECT_GE(kept, 100);
+  EXPECT_LE(kept, 300);
+  const std::vector<std::string> got = payloads(server, "vapipe:test:results/door");
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back(), "999");  // the newest are those kept
+}
+
+TEST(RedisStreamsPublisher, APortThatIsNotRedisIsSaidToBeNone) {
+  testing::LoopbackSocket listener(/*listening=*/true);
+  ASSERT_TRUE(listener.ok);
+  std::thread http([&] {  // answers whatever comes as a web server does
+    const int client = ::accept(listener.fd, nullptr, nullptr);
+    if (client < 0) return;
+    char buffer[256];
+    (void)::recv(client, buffer, sizeof buffer, 0);
+    const std::string answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    (void)::send(client, answer.data(), answer.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(300ms);
+    ::close(client);
+  });
+  RedisStreamsPublisher publisher(server_at("redis://127.0.0.1:" + std::to_string(listener.port)), 0);
+  const Status st = publisher.wait_connected(5s);
+  http.join();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not a Redis server?"), std::string::npos) << st.message();
+}
+
+TEST(RedisStreamsPublisher, AFullQueueDropsTheOldestAndTheStopCountsWhatWaits) {
+  RedisConfig config = server_at("redis://127.0.0.1:" + std::to_string(testing::free_loopback_tcp_port()));
+  config.max_queued = 10;
+  RedisStreamsPublisher publisher(config, 0);
+  for (int i = 0; i < 25; ++i) publisher.publish("events/door", std::to_string(i));
+  publisher.finish(200ms);
+  const RedisStats s = publisher.stats();
+  EXPECT_EQ(s.dropped, 15u);
+  EXPECT_EQ(s.undelivered, 10u);
+  EXPECT_EQ(s.delivered, 0u);
+  EXPECT_NE(s.last_error.find("connection refused"), std::string::npos) << s.last_error;
+}
+
+}  // namespace
+}  // namespace vapipe
