@@ -901,6 +901,11 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     if (m.url.empty()) ctx.fail(list[i], path + ".url", "required: the server (redis://host:6379)");
     auto url = parse_redis_url(m.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
+    for (const char* key : {"ca_file", "tls_verify"}) {
+      if (r.child(key).IsDefined()) {
+        ctx.fail(r.child(key), path + "." + key, "is for TLS, and the client speaks plain TCP (redis://)");
+      }
+    }
     parse_sink_common(ctx, r, list[i], path, base_dir, c, false, "rediss", {"json", "text"}, &m);
     if (url->target.size() > 1) m.db = static_cast<uint32_t>(std::stoul(url->target.substr(1)));
     m.key_prefix = "vapipe:" + c.job.name + ":";

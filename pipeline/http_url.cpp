@@ -59,7 +59,9 @@ struct SchemePair {
 
 Result<HttpUrl> parse_url(std::string_view url, const SchemePair& kind) {
   const std::string example = std::string(" (e.g. ") + kind.example + ")";
-  const std::string expected = std::string("expected an ") + kind.plain + ":// or " + kind.tls + ":// URL";
+  // "an http://", "an mqtt://" (as they are read out), "a redis://".
+  const std::string article = kind.plain[0] == 'r' ? "a " : "an ";
+  const std::string expected = "expected " + article + kind.plain + ":// or " + kind.tls + ":// URL";
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return InvalidArgument(expected + example);
   HttpUrl u;

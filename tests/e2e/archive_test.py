@@ -11,7 +11,8 @@ import subprocess
 import sys
 import unittest
 
-from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, MqttBroker, Run, STAGES, Subscriber, WebhookReceiver,
+from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, MqttBroker, RedisServer, Run, STAGES, Subscriber,
+                         WebhookReceiver,
                          events_by_stream,
                          free_port, make_clip, mp4_layout, pids_cgroup, results_by_stream, write_config)
 
@@ -608,6 +609,45 @@ class ArchiveJob(E2ETest):
                       run.stderr)
         self.assert_no_leftovers(run)
 
+
+    def test_redis_streams_hold_every_result_and_event_of_the_job_in_order(self):
+        """publish.redis: an archive job's results, events and summary added to a real Redis server's
+        streams (vapipe:<job>:<topic>) as the bus has them: every frame once, in order, for a consumer that
+        reads them afterwards (XRANGE), which the bus keeps for no one. A second server that is down holds
+        nothing up beyond its grace and says what it did not deliver."""
+        clip = os.path.join(self.dir, "clip.mp4")
+        make_clip(clip, "smpte", 60, 320, 240)
+        server = RedisServer()
+        self.addCleanup(server.close)
+        down = f"redis://127.0.0.1:{free_port()}"
+        config, endpoint = write_config(self.dir, [("door", clip), ("yard", "test://ball?frames=30")],
+                                        publish={"wait_for_subscribers": 1, "redis": [
+                                            {"url": server.url, "topics": ["results/", "events/", "job/summary"]},
+                                            {"url": down, "topics": ["events/"], "timeout_s": 1}]})
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertIn(f"  redis 0: the messages on results/, events/, job/summary are added to the streams vapipe:e2e:<topic> "
+                      f"at {server.url} (the oldest dropped past 10000 waiting; each stream trimmed to about 100000 "
+                      f"entries)", validate.stdout)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        messages = self.subscriber.wait()
+        for sid, frames in (("door", 60), ("yard", 30)):
+            on_bus = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual(len(on_bus), frames, sid)
+            stored = server.entries(f"vapipe:e2e:results/{sid}")
+            self.assertEqual([t for t, _ in stored], [f"results/{sid}"] * frames)
+            self.assertEqual([p for _, p in stored], on_bus, sid)  # the same payloads, in the same order
+            self.assertEqual([p["seq"] for _, p in stored], list(range(frames)))
+            self.assertEqual([p["event"] for _, p in server.entries(f"vapipe:e2e:events/{sid}")], ["started", "eos"])
+        summary = server.entries("vapipe:e2e:job/summary")
+        self.assertEqual(len(summary), 1)
+        self.assertEqual(summary[0][1]["schema"], "vapipe.job_summary")
+        self.assertRegex(run.stderr, r"publish\.redis\[0\] \(redis://127\.0\.0\.1:\d+\): 95 message\(s\) delivered, "
+                                     r"0 refused, 0 dropped \(queue full\), 0 undelivered")
+        self.assertRegex(run.stderr, r"publish\.redis\[1\] \(redis://127\.0\.0\.1:\d+\): 4 message\(s\) not delivered "
+                                     r"when publish stopped \(it could not be reached; its last error: cannot connect to "
+                                     r"127\.0\.0\.1:\d+: connection refused\)")
 
     def test_a_streams_roi_classifies_that_region_of_its_frames(self):
         """streams[].roi: a clip whose left half is the smpte pattern and right half the ball; two streams

@@ -285,6 +285,39 @@ class MqttBroker:
             proc.wait(timeout=10)
 
 
+class RedisServer:
+    """A real Redis server (redis-server) on a loopback port of its own, keeping nothing on disk; entries()
+    reads a stream with redis-cli, as a consumer of its own would (XRANGE)."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.server = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                        "--appendonly", "no", "--logfile", "/dev/null"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while self.cli("PING") != "PONG":
+            if time.time() > deadline:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.02)
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def cli(self, *command):
+        p = subprocess.run(["redis-cli", "-p", str(self.port), *command], capture_output=True, text=True)
+        return p.stdout.strip()
+
+    def entries(self, key):
+        """[(topic, payload as JSON)] of the stream `key`, in order."""
+        lines = self.cli("XRANGE", key, "-", "+").split("\n")
+        return [(lines[i + 2], json.loads(lines[i + 4])) for i in range(0, len(lines) - 4, 5)]
+
+    def close(self):
+        self.server.terminate()
+        self.server.wait(timeout=10)
+
+
 class Subscriber:
     """A separate process subscribed to the bus, writing every [topic, payload] as a JSON line."""
 

@@ -759,6 +759,65 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
 }
 
 // publish.mqtt: checked at load, as webhooks are; a password is read from its file and never shown.
+TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-redis-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "redis.password") << "s3cret\n";
+  const std::string head = "job: {name: nightly}\nstreams: [{id: gate, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(head + R"(publish:
+  segments_min_frames: 5
+  redis:
+    - url: redis://cache.local
+    - url: redis://vapipe@10.0.0.5:6380/4
+      password_file: redis.password
+      topics: [results/, events/]
+      key_prefix: 'site-3:'
+      maxlen: 0
+      format: text
+      max_queued: 100
+      queue_policy: block
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->publish.redis.size(), 2u);
+  const RedisConfig& plain = c->publish.redis[0];
+  EXPECT_EQ(plain.topics, std::vector<std::string>{"segments/"});
+  EXPECT_EQ(plain.key_prefix, "vapipe:nightly:");  // the job's name keeps two jobs on one server apart
+  EXPECT_EQ(plain.maxlen, 100000u);
+  EXPECT_EQ(plain.db, 0u);
+  EXPECT_TRUE(plain.password.empty());
+  EXPECT_EQ(plain.format, "json");
+  EXPECT_EQ(plain.line, 7);
+  const RedisConfig& site = c->publish.redis[1];
+  EXPECT_EQ(site.username, "vapipe");
+  EXPECT_EQ(site.password, "s3cret");
+  EXPECT_EQ(site.db, 4u);
+  EXPECT_EQ(site.key_prefix, "site-3:");
+  EXPECT_EQ(site.maxlen, 0u);
+  EXPECT_EQ(site.format, "text");
+  EXPECT_EQ(site.max_queued, 100u);
+  EXPECT_EQ(site.queue_policy, QueuePolicy::kBlock);
+
+  const std::string segments = "publish:\n  segments_min_frames: 5\n  redis:\n";
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{segments + "    - {topics: [events/]}\n", "job.yaml:7: publish.redis[0].url: required"},
+      ConfigErrorCase{segments + "    - url: rediss://cache:6380\n", "publish.redis[0].url: rediss:// (TLS) is not supported"},
+      ConfigErrorCase{segments + "    - url: http://cache:6379\n",
+          "publish.redis[0].url: expected a redis:// or rediss:// URL, got a http:// one"},
+      ConfigErrorCase{segments + "    - url: redis://cache/vapipe\n",
+          "publish.redis[0].url: a Redis server's URL has at most a database number for its path"},
+      ConfigErrorCase{segments + "    - url: redis://vapipe@cache\n",
+          "publish.redis[0].password_file: required with a user name"},
+      ConfigErrorCase{segments + "    - url: redis://cache\n      ca_file: ca.pem\n",
+          "publish.redis[0].ca_file: is for TLS, and the client speaks plain TCP (redis://)"},
+      ConfigErrorCase{segments + "    - url: redis://cache\n      format: slack\n",
+          "publish.redis[0].format: expected one of json | text"},
+      ConfigErrorCase{segments + "    - url: redis://cache\n      stream: x\n", "publish.redis[0].stream"},
+      ConfigErrorCase{segments + "    - url: redis://:pw@cache\n      password_file: redis.password\n",
+          "publish.redis[0].password_file: and the url's :password@ both: keep one"},
+  });
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-mqtt-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
