@@ -613,7 +613,7 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
   w->tls_verify = verify.value_or(true);
   if ((!w->ca_file.empty() || verify) && !tls) {
     ctx.fail(r.child(w->ca_file.empty() ? "tls_verify" : "ca_file"), path + (w->ca_file.empty() ? ".tls_verify" : ".ca_file"),
-             "is for an " + tls_scheme + ":// url");
+             std::string(tls_scheme[0] == 'r' ? "is for a " : "is for an ") + tls_scheme + ":// url");
   }
   if (!w->ca_file.empty()) {
     if (!w->tls_verify) ctx.fail(r.child("ca_file"), path + ".ca_file", "and tls_verify: false both: keep one");
@@ -901,12 +901,7 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     if (m.url.empty()) ctx.fail(list[i], path + ".url", "required: the server (redis://host:6379)");
     auto url = parse_redis_url(m.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
-    for (const char* key : {"ca_file", "tls_verify"}) {
-      if (r.child(key).IsDefined()) {
-        ctx.fail(r.child(key), path + "." + key, "is for TLS, and the client speaks plain TCP (redis://)");
-      }
-    }
-    parse_sink_common(ctx, r, list[i], path, base_dir, c, false, "rediss", {"json", "text"}, &m);
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "rediss", {"json", "text"}, &m);
     if (url->target.size() > 1) m.db = static_cast<uint32_t>(std::stoul(url->target.substr(1)));
     m.key_prefix = "vapipe:" + c.job.name + ":";
     r.str("key_prefix", &m.key_prefix);
@@ -930,6 +925,19 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     if (!m.username.empty() && m.password.empty()) {
       ctx.fail(r.child("username").IsDefined() ? r.child("username") : r.child("url"), path + ".password_file",
                "required with a user name (Redis's AUTH takes both)");
+    }
+    r.str("cert_file", &m.cert_file);
+    m.cert_file = resolve_path(base_dir, m.cert_file);
+    r.str("key_file", &m.key_file);
+    m.key_file = resolve_path(base_dir, m.key_file);
+    if (m.cert_file.empty() != m.key_file.empty()) {
+      ctx.fail(r.child(m.cert_file.empty() ? "key_file" : "cert_file"), path + (m.cert_file.empty() ? ".cert_file" : ".key_file"),
+               "required too: a client certificate goes with its key");
+    }
+    if (!m.cert_file.empty()) {
+      if (!url->tls) ctx.fail(r.child("cert_file"), path + ".cert_file", "is for a rediss:// url");
+      require_pem_file(ctx, r.child("cert_file"), path + ".cert_file", m.cert_file, "CERTIFICATE", "");
+      require_pem_file(ctx, r.child("key_file"), path + ".key_file", m.key_file, "PRIVATE KEY", "");
     }
     r.finish();
     servers.push_back(std::move(m));

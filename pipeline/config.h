@@ -308,7 +308,7 @@ struct MqttConfig : MessageSinkConfig {
 // consumer that was down or comes later (XREAD from an id, consumer groups), as DeepStream's and
 // Savant's Redis adapters give theirs. At least once: a reply lost with a connection sends it again.
 struct RedisConfig : MessageSinkConfig {
-  std::string url;         // redis://[user[:password]@]host[:6379][/db]
+  std::string url;         // redis://[user[:password]@]host[:6379][/db], or rediss://... (TLS)
   uint32_t db = 0;         // the url's /db (SELECT)
   std::string key_prefix;  // default "vapipe:<job.name>:"
   // Each stream is trimmed to about this many entries (XADD MAXLEN ~): a day of one camera's results
@@ -317,6 +317,7 @@ struct RedisConfig : MessageSinkConfig {
   std::string username;       // Redis 6 ACL user (or the url's user); empty: AUTH with the password alone
   std::string password_file;  // its first line is the password, read at load; never logged
   std::string password;
+  std::string cert_file, key_file;  // rediss: a client certificate and its key (Redis's tls-auth-clients)
 };
 
 // A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and

@@ -153,12 +153,8 @@ Result<HttpUrl> parse_mqtt_url(std::string_view url) {
 }
 
 Result<HttpUrl> parse_redis_url(std::string_view url) {
-  auto u = parse_url(url, {"redis", 6379, "rediss", 6380, "redis://redis.local:6379"});
+  auto u = parse_url(url, {"redis", 6379, "rediss", 6379, "redis://redis.local:6379"});
   if (!u.ok()) return u;
-  if (u->tls) {
-    return InvalidArgument("rediss:// (TLS) is not supported: the client speaks plain TCP (redis://); reach a "
-                           "server across an untrusted network through a TLS tunnel (stunnel, an SSH tunnel) or a VPN");
-  }
   const std::string& t = u->target;
   const bool db = t == "/" || (t.size() <= 7 && t.find_first_not_of("0123456789", 1) == std::string::npos);
   if (!db) {

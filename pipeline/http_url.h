@@ -31,9 +31,9 @@ Result<HttpUrl> parse_http_url(std::string_view url);
 // other than "/" is an error (MQTT has none: topics are set apart). Errors never repeat the password.
 Result<HttpUrl> parse_mqtt_url(std::string_view url);
 
-// A Redis server's: redis://[user[:password]@]host[:port][/db] (6379; target "/" or "/<db>"). Its
-// TLS scheme, rediss://, is refused, saying so: the client speaks plain TCP only. Errors never repeat
-// the password.
+// A Redis server's: redis://[user[:password]@]host[:port][/db] or rediss://... (TLS), 6379 for both
+// (Redis's port whatever it speaks; Azure's TLS port is 6380); target "/" or "/<db>". Errors never
+// repeat the password.
 Result<HttpUrl> parse_redis_url(std::string_view url);
 
 }  // namespace vapipe

@@ -5,7 +5,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +38,15 @@ bool error_may_pass(const std::string& error) {
     if (error.compare(0, n, code) == 0 && (error.size() == n || error[n] == ' ')) return true;
   }
   return false;
+}
+
+// OpenSSL's latest error, in its words ("certificate verify failed"); `fallback` when it has none.
+std::string openssl_error(const std::string& fallback) {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return fallback;
+  const char* reason = ERR_reason_error_string(e);
+  return reason ? reason : fallback;
 }
 
 constexpr int kMaxDepth = 8;           // nested arrays: none of our commands' replies nests
@@ -200,9 +215,76 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
 }
 
 void RedisStreamsPublisher::disconnect() {
+  if (tls_) SSL_free(tls_);  // (no close_notify: the connection is given up)
+  tls_ = nullptr;
+  if (tls_context_) SSL_CTX_free(tls_context_);
+  tls_context_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   reader_ = RespReader();
+}
+
+Status RedisStreamsPublisher::start_tls(Clock::time_point deadline) {
+  tls_context_ = SSL_CTX_new(TLS_client_method());
+  if (!tls_context_) return Internal("cannot make a TLS context: " + openssl_error("OpenSSL failed"));
+  SSL_CTX_set_min_proto_version(tls_context_, TLS1_2_VERSION);
+  if (config_.tls_verify) {
+    SSL_CTX_set_verify(tls_context_, SSL_VERIFY_PEER, nullptr);
+    const bool trusted = config_.ca_file.empty()
+                             ? SSL_CTX_set_default_verify_paths(tls_context_) == 1
+                             : SSL_CTX_load_verify_locations(tls_context_, config_.ca_file.c_str(), nullptr) == 1;
+    if (!trusted) {
+      return Unavailable("cannot read the authorities to trust" +
+                         (config_.ca_file.empty() ? std::string(" of this machine") : " in " + config_.ca_file) + ": " +
+                         openssl_error("unreadable"));
+    }
+  }
+  if (!config_.cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(tls_context_, config_.cert_file.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(tls_context_, config_.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(tls_context_) != 1) {
+      return Unavailable("cannot use the client certificate " + config_.cert_file + " with its key " + config_.key_file +
+                         ": " + openssl_error("unreadable"));
+    }
+  }
+  tls_ = SSL_new(tls_context_);
+  if (!tls_ || SSL_set_fd(tls_, fd_) != 1) return Internal("cannot start TLS: " + openssl_error("OpenSSL failed"));
+  // The certificate must name the host of the url: an address (its IP SAN), or a name (also sent as SNI).
+  in6_addr address{};
+  const bool is_address = inet_pton(AF_INET, url_.host.c_str(), &address) == 1 ||
+                          inet_pton(AF_INET6, url_.host.c_str(), &address) == 1;
+  if (!is_address) SSL_set_tlsext_host_name(tls_, url_.host.c_str());
+  if (config_.tls_verify) {
+    const int named = is_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(tls_), url_.host.c_str())
+                                 : SSL_set1_host(tls_, url_.host.c_str());
+    if (named != 1) return Internal("cannot set the name to check in the server's certificate");
+  }
+  for (;;) {
+    ERR_clear_error();
+    const int rc = SSL_connect(tls_);
+    if (rc == 1) return Status::Ok();
+    const int error = SSL_get_error(tls_, rc);
+    if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+      const long verified = SSL_get_verify_result(tls_);
+      if (config_.tls_verify && verified != X509_V_OK) {
+        return Unavailable(std::string("the server's certificate is refused: ") +
+                           X509_verify_cert_error_string(verified) +
+                           (config_.ca_file.empty() ? " (set ca_file to the authority that signed it)" : ""));
+      }
+      return Unavailable("the TLS handshake failed: " +
+                         openssl_error(error == SSL_ERROR_SYSCALL ? "the server closed the connection (not TLS?)"
+                                                                  : "no reason given"));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_now_) return Cancelled("publish stopped");
+    }
+    if (Clock::now() >= deadline) {
+      return Unavailable("no TLS handshake within " + fmt::format("{:g}", config_.timeout_s) + " s");
+    }
+    pollfd p{fd_, static_cast<short>(error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    ::poll(&p, 1, 100);
+  }
 }
 
 Status RedisStreamsPublisher::connect() {
@@ -257,6 +339,22 @@ Status RedisStreamsPublisher::connect() {
   const int on = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  if (url_.tls) VAPIPE_RETURN_IF_ERROR(start_tls(deadline));
+  Status greeted = greet();
+  if (greeted.ok() || greeted.code() == StatusCode::kCancelled) return greeted;
+  // What a mistake in the url's scheme or the certificates looks like from here, said as such.
+  const std::string& failure = greeted.message();
+  if (failure.find("certificate required") != std::string::npos) {
+    return Unavailable(failure + " (the server asks for a client certificate: set cert_file and key_file)");
+  }
+  if (!url_.tls && (failure.find("the connection broke") == 0 || failure.find("closed the connection") != std::string::npos ||
+                    failure.find("byte 0x15") != std::string::npos)) {  // (0x15: a TLS alert)
+    return Unavailable(failure + " (a port that speaks TLS? then the url is rediss://)");
+  }
+  return greeted;
+}
+
+Status RedisStreamsPublisher::greet() {
   // AUTH (the password is never in an error: the server's words are, WRONGPASS ...), SELECT, and a
   // PING, which a port that is not Redis's fails.
   std::string password;
@@ -300,13 +398,28 @@ Status RedisStreamsPublisher::write_all(std::string_view bytes) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_.timeout_s));
   while (!bytes.empty()) {
-    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      bytes.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return Unavailable(std::string("the connection broke: ") + std::strerror(errno));
+    short wait_for = POLLOUT;
+    if (tls_) {
+      ERR_clear_error();
+      const int n = SSL_write(tls_, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 30)));
+      if (n > 0) {
+        bytes.remove_prefix(static_cast<size_t>(n));
+        continue;
+      }
+      const int error = SSL_get_error(tls_, n);
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+        return Unavailable("the connection broke: " + openssl_error(std::strerror(errno)));
+      }
+      if (error == SSL_ERROR_WANT_READ) wait_for = POLLIN;
+    } else {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        bytes.remove_prefix(static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return Unavailable(std::string("the connection broke: ") + std::strerror(errno));
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -315,7 +428,7 @@ Status RedisStreamsPublisher::write_all(std::string_view bytes) {
     if (Clock::now() >= deadline) {
       return Unavailable("the server took nothing for " + fmt::format("{:g}", config_.timeout_s) + " s");
     }
-    pollfd p{fd_, POLLOUT, 0};
+    pollfd p{fd_, wait_for, 0};
     ::poll(&p, 1, 100);
   }
   return Status::Ok();
@@ -329,14 +442,30 @@ Result<RespReply> RedisStreamsPublisher::read_reply() {
     auto reply = reader_.next();
     if (!reply.ok()) return Unavailable("the server's reply is not Redis's protocol: " + reply.status().message());
     if (*reply) return std::move(**reply);
-    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-    if (n > 0) {
-      reader_.feed(std::string_view(buffer, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n == 0) return Unavailable("the server closed the connection");
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return Unavailable(std::string("the connection broke: ") + std::strerror(errno));
+    short wait_for = POLLIN;
+    if (tls_) {
+      ERR_clear_error();
+      const int n = SSL_read(tls_, buffer, sizeof buffer);
+      if (n > 0) {
+        reader_.feed(std::string_view(buffer, static_cast<size_t>(n)));
+        continue;
+      }
+      const int error = SSL_get_error(tls_, n);
+      if (error == SSL_ERROR_ZERO_RETURN) return Unavailable("the server closed the connection");
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+        return Unavailable("the connection broke: " + openssl_error("the server closed the connection"));
+      }
+      if (error == SSL_ERROR_WANT_WRITE) wait_for = POLLOUT;
+    } else {
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n > 0) {
+        reader_.feed(std::string_view(buffer, static_cast<size_t>(n)));
+        continue;
+      }
+      if (n == 0) return Unavailable("the server closed the connection");
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return Unavailable(std::string("the connection broke: ") + std::strerror(errno));
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -345,7 +474,7 @@ Result<RespReply> RedisStreamsPublisher::read_reply() {
     if (Clock::now() >= deadline) {
       return Unavailable("no answer from the server within " + fmt::format("{:g}", config_.timeout_s) + " s");
     }
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_, wait_for, 0};
     ::poll(&p, 1, 100);
   }
 }
@@ -437,6 +566,13 @@ void RedisStreamsPublisher::connection_failed(const std::string& why) {
 }
 
 void RedisStreamsPublisher::run() {
+  // OpenSSL writes with send() without MSG_NOSIGNAL: a server that closed the connection would kill
+  // a process that does not ignore SIGPIPE (vapipe validate) with it. Blocked here, on the one thread
+  // that writes, the write fails with EPIPE instead.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (time_is_up()) break;

@@ -12,7 +12,9 @@
 // whose replies a broken connection lost are sent again, so a consumer may see one twice (each
 // result's stream_id and seq name it).
 //
-// The client speaks RESP2 over plain TCP itself (a few commands: AUTH, SELECT, XADD, PING): no TLS.
+// The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING), over TCP or, for a
+// rediss:// url, TLS (OpenSSL: the server's certificate checked against ca_file or this machine's
+// authorities and its name, a client certificate for a server that asks for one).
 #pragma once
 
 #include <chrono>
@@ -29,6 +31,9 @@
 #include "pipeline/status.h"
 #include "stages/publish/metrics.h"
 #include "stages/publish/queued_sink.h"
+
+struct ssl_ctx_st;
+struct ssl_st;
 
 namespace vapipe {
 
@@ -94,6 +99,8 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   void run();
   // On the thread: a connection made, authenticated and on its database; or why not.
   Status connect();
+  // On the thread, connected: AUTH, SELECT and PING, each answered.
+  Status greet();
   void disconnect();
   // On the thread: writes all of `bytes`, or why not (the connection broke, the server stopped
   // reading for timeout_s, the stop's deadline passed).
@@ -112,6 +119,10 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   HttpUrl url_;
   std::string password_;  // config_.password, or a newer one (under mutex_)
   int fd_ = -1;           // the thread's connection
+  ssl_ctx_st* tls_context_ = nullptr;  // rediss://: the connection's TLS (null: plain TCP)
+  ssl_st* tls_ = nullptr;
+  // On the thread: TLS over fd_ (handshake done), or why not, before `deadline`.
+  Status start_tls(std::chrono::steady_clock::time_point deadline);
   RespReader reader_;
   std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
   size_t in_flight_count_ = 0;         // its size, under mutex_ (for stats)

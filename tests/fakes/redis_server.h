@@ -23,10 +23,17 @@ extern char** environ;
 
 namespace vapipe::testing {
 
+struct RedisOptions {
+  std::string password;        // AUTH required
+  bool tls = false;            // TLS only, as tests/media/tls/metrics-test.crt (127.0.0.1, self-signed)
+  bool client_certificates = false;  // with tls: clients need a certificate that chain-root.crt signed
+};
+
 class RedisServer {
  public:
   // Starts it and waits until it takes connections (`started()` says whether it did).
-  explicit RedisServer(std::string password = "") : password_(std::move(password)), port_(free_loopback_tcp_port()) {
+  explicit RedisServer(RedisOptions options = {})
+      : options_(std::move(options)), password_(options_.password), port_(free_loopback_tcp_port()) {
     start();
   }
   ~RedisServer() { kill(SIGTERM); }
@@ -34,12 +41,21 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return (options_.tls ? "rediss" : "redis") + std::string("://127.0.0.1:") + std::to_string(port_); }
+  static std::string tls_dir() { return std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/"; }
   bool started() const { return started_; }
   // Starts it again (after kill()), on the same port, empty; true once it takes connections.
   bool start() {
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--logfile", "/dev/null"};
+    std::vector<std::string> args = {"redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                     "--logfile", "/dev/null"};
+    if (options_.tls) {
+      args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
+                               tls_dir() + "metrics-test.crt", "--tls-key-file", tls_dir() + "metrics-test.key",
+                               "--tls-auth-clients", options_.client_certificates ? "yes" : "no"});
+      if (options_.client_certificates) args.insert(args.end(), {"--tls-ca-cert-file", tls_dir() + "chain-root.crt"});
+    } else {
+      args.insert(args.end(), {"--port", std::to_string(port_)});
+    }
     if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_});
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -69,6 +85,10 @@ class RedisServer {
   std::string cli(const std::vector<std::string>& command) const {
     std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
     if (!password_.empty()) line += " -a '" + password_ + "'";
+    if (options_.tls) line += " --tls --cacert " + tls_dir() + "metrics-test.crt";
+    if (options_.client_certificates) {
+      line += " --cert " + tls_dir() + "chain-leaf-fullchain.crt --key " + tls_dir() + "chain-leaf.key";
+    }
     for (const std::string& c : command) line += " '" + c + "'";
     line += " 2>&1";
     std::string out;
@@ -82,6 +102,7 @@ class RedisServer {
   }
 
  private:
+  RedisOptions options_;
   std::string password_;
   int port_;
   pid_t pid_ = -1;

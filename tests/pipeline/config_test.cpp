@@ -1,4 +1,5 @@
 #include "pipeline/config.h"
+#include "pipeline/http_url.h"
 
 #include "tests/fakes/local_zone.h"
 
@@ -768,7 +769,7 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   segments_min_frames: 5
   redis:
     - url: redis://cache.local
-    - url: redis://vapipe@10.0.0.5:6380/4
+    - url: rediss://vapipe@10.0.0.5:6380/4
       password_file: redis.password
       topics: [results/, events/]
       key_prefix: 'site-3:'
@@ -791,6 +792,8 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_EQ(site.username, "vapipe");
   EXPECT_EQ(site.password, "s3cret");
   EXPECT_EQ(site.db, 4u);
+  EXPECT_EQ(parse_redis_url(site.url).value().port, 6380);
+  EXPECT_EQ(parse_redis_url("rediss://cache").value().port, 6379);  // Redis's port, TLS or not
   EXPECT_EQ(site.key_prefix, "site-3:");
   EXPECT_EQ(site.maxlen, 0u);
   EXPECT_EQ(site.format, "text");
@@ -800,7 +803,10 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   const std::string segments = "publish:\n  segments_min_frames: 5\n  redis:\n";
   expect_config_errors(head, dir, {
       ConfigErrorCase{segments + "    - {topics: [events/]}\n", "job.yaml:7: publish.redis[0].url: required"},
-      ConfigErrorCase{segments + "    - url: rediss://cache:6380\n", "publish.redis[0].url: rediss:// (TLS) is not supported"},
+      ConfigErrorCase{segments + "    - url: redis://cache\n      cert_file: client.pem\n      key_file: client.key\n",
+          "publish.redis[0].cert_file: is for a rediss:// url"},
+      ConfigErrorCase{segments + "    - url: rediss://cache\n      cert_file: client.pem\n",
+          "publish.redis[0].key_file: required too"},
       ConfigErrorCase{segments + "    - url: http://cache:6379\n",
           "publish.redis[0].url: expected a redis:// or rediss:// URL, got a http:// one"},
       ConfigErrorCase{segments + "    - url: redis://cache/vapipe\n",
@@ -808,7 +814,7 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: redis://vapipe@cache\n",
           "publish.redis[0].password_file: required with a user name"},
       ConfigErrorCase{segments + "    - url: redis://cache\n      ca_file: ca.pem\n",
-          "publish.redis[0].ca_file: is for TLS, and the client speaks plain TCP (redis://)"},
+          "publish.redis[0].ca_file: is for a rediss:// url"},
       ConfigErrorCase{segments + "    - url: redis://cache\n      format: slack\n",
           "publish.redis[0].format: expected one of json | text"},
       ConfigErrorCase{segments + "    - url: redis://cache\n      stream: x\n", "publish.redis[0].stream"},

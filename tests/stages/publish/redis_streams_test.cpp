@@ -21,6 +21,7 @@ namespace vapipe {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::RedisOptions;
 using testing::RedisServer;
 
 RedisConfig server_at(const std::string& url) {
@@ -141,7 +142,7 @@ TEST(RedisStreamsPublisher, AServerThatWentAwayGetsWhatWaitedWhenItIsBack) {
 }
 
 TEST(RedisStreamsPublisher, APasswordIsSentAndAMissingOrWrongOneIsSaidInTheServersWords) {
-  RedisServer server("right one");
+  RedisServer server(RedisOptions{"right one"});
   ASSERT_TRUE(server.started());
   RedisConfig none = server_at(server.url());
   RedisStreamsPublisher without(none, 0);
@@ -166,6 +167,58 @@ TEST(RedisStreamsPublisher, APasswordIsSentAndAMissingOrWrongOneIsSaidInTheServe
   EXPECT_EQ(with_right.stats().delivered, 1u);
   EXPECT_EQ(server.cli({"-n", "2", "XLEN", "vapipe:test:events/door"}), "1\n");  // in its database
   EXPECT_EQ(server.cli({"XLEN", "vapipe:test:events/door"}), "0\n");
+}
+
+TEST(RedisStreamsPublisher, OverTlsTheServersCertificateIsCheckedAndAClientCertificateSentWhenAsked) {
+  RedisServer server(RedisOptions{"", /*tls=*/true});
+  ASSERT_TRUE(server.started()) << "redis-server without TLS?";
+  const std::string tls = RedisServer::tls_dir();
+  // Its certificate is its own (self-signed): refused against this machine's authorities, saying so.
+  RedisStreamsPublisher untrusted(server_at(server.url()), 0);
+  const Status refused = untrusted.wait_connected(5s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("the server's certificate is refused: self-signed certificate (set ca_file"),
+            std::string::npos) << refused.message();
+  // Trusted with ca_file (or not checked): every message goes, over TLS.
+  RedisConfig trusting = server_at(server.url());
+  trusting.ca_file = tls + "metrics-test.crt";
+  RedisStreamsPublisher publisher(trusting, 1);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  for (int i = 0; i < 300; ++i) publisher.publish("results/door", std::to_string(i));
+  publisher.finish(5s);
+  EXPECT_EQ(publisher.stats().delivered, 300u);
+  const std::vector<std::string> got = payloads(server, "vapipe:test:results/door");
+  ASSERT_EQ(got.size(), 300u);
+  EXPECT_EQ(got.back(), "299");
+  RedisConfig unchecked = server_at(server.url());
+  unchecked.tls_verify = false;
+  RedisStreamsPublisher blind(unchecked, 2);
+  EXPECT_TRUE(blind.wait_connected(5s).ok());
+  // A plain connection to the TLS port is no Redis conversation.
+  RedisStreamsPublisher plain(server_at("redis://127.0.0.1:" + std::to_string(server.port())), 3);
+  const Status plain_status = plain.wait_connected(5s);
+  ASSERT_FALSE(plain_status.ok());
+  EXPECT_NE(plain_status.message().find("(a port that speaks TLS? then the url is rediss://)"), std::string::npos)
+      << plain_status.message();
+
+  RedisServer asking(RedisOptions{"", true, /*client_certificates=*/true});
+  ASSERT_TRUE(asking.started());
+  RedisConfig without = server_at(asking.url());
+  without.ca_file = tls + "metrics-test.crt";
+  RedisStreamsPublisher anonymous(without, 4);
+  const Status anonymous_status = anonymous.wait_connected(5s);
+  ASSERT_FALSE(anonymous_status.ok());
+  EXPECT_NE(anonymous_status.message().find("the server asks for a client certificate: set cert_file and key_file"),
+            std::string::npos) << anonymous_status.message();
+  RedisConfig with = without;
+  with.cert_file = tls + "chain-leaf-fullchain.crt";
+  with.key_file = tls + "chain-leaf.key";
+  RedisStreamsPublisher known(with, 5);
+  ASSERT_TRUE(known.wait_connected(5s).ok()) << known.stats().last_error;
+  known.publish("events/door", "x");
+  known.finish(5s);
+  EXPECT_EQ(known.stats().delivered, 1u);
+  EXPECT_EQ(asking.cli({"XLEN", "vapipe:test:events/door"}), "1\n");
 }
 
 TEST(RedisStreamsPublisher, AMessageTheServerRefusesIsDroppedAndTheNextGo) {
