@@ -151,6 +151,39 @@ TEST(StatusReport, SaysEachMqttBrokersFiguresAndOneThatIsNotConnected) {
                                    "refused the connection: not authorised\n")) << r;
 }
 
+// publish.redis likewise, in /healthz, in vapipe status and on /metrics.
+TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
+  JobMetrics m = archive_job();
+  RedisStats up;
+  up.index = 0;
+  up.server = "redis://10.0.0.7:6379";
+  up.connected = true;
+  up.delivered = 1200;
+  up.connections = 1;
+  up.last_delivered_unix_s = 1240;
+  RedisStats down;
+  down.index = 1;
+  down.server = "rediss://cache.example.com:6380";
+  down.queued = 9;
+  down.refused = 1;
+  down.disconnected_since_unix_s = 1180;
+  down.last_error = "the server refused the password: WRONGPASS invalid username-password pair";
+  m.redis = {up, down};
+  const auto report = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "redis 0 redis://10.0.0.7:6379: 1200 delivered, 0 waiting, 0 refused, 0 dropped; "
+                                   "last delivered 10.0 s ago; connected\n")) << r;
+  EXPECT_TRUE(has_line_starting(r, "redis 1 rediss://cache.example.com:6380: 0 delivered, 9 waiting, 1 refused, 0 "
+                                   "dropped; last delivered never; NOT CONNECTED for 1 min 10 s: the server refused the "
+                                   "password: WRONGPASS invalid username-password pair\n")) << r;
+  const std::string metrics = prometheus_text(m);
+  EXPECT_NE(metrics.find("vapipe_redis_messages_total{redis=\"0\",server=\"redis://10.0.0.7:6379\",outcome=\"delivered\"} "
+                         "1200\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("vapipe_redis_connected{redis=\"1\",server=\"rediss://cache.example.com:6380\"} 0\n"),
+            std::string::npos) << metrics;
+}
+
 // publish.metrics_token_file and no token: /healthz says only {"status": "ok"}.
 TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
   const auto report = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");

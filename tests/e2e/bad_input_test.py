@@ -10,8 +10,8 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, MqttBroker, Run, Subscriber, WebhookReceiver, events_by_stream,
-                        free_port, make_clip, results_by_stream, start_rtsp_camera, write_config)
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, MqttBroker, RedisServer, Run, Subscriber, WebhookReceiver,
+                        events_by_stream, free_port, make_clip, results_by_stream, start_rtsp_camera, write_config)
 
 
 class BadInput(E2ETest):
@@ -129,11 +129,15 @@ class BadInput(E2ETest):
                 {"url": broker.url, "topics": ["events/"], "username": "vapipe", "password_file": "wrong.password"},
                 {"url": small.url, "topics": ["segments/"], "home_assistant": True, "labels": ["ball"],
                  "pictures": True}]
+        # Redis servers: a connection to each (PING), nothing added.
+        redis = RedisServer()
+        self.addCleanup(redis.close)
         config, _ = write_config(self.dir, [
             ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
             ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
             job={"mode": "live"}, publish={"webhooks": webhooks, "mqtt": mqtt, "segments_min_frames": 5,
-                                           "segments_pictures_dir": "pictures"})
+                                           "segments_pictures_dir": "pictures",
+                                           "redis": [{"url": redis.url}, {"url": f"redis://127.0.0.1:{closed}"}]})
         p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
@@ -158,6 +162,11 @@ class BadInput(E2ETest):
         self.assertIn("\n    mqtt 1               FAILED: the broker refused the connection: not authorised\n", p.stdout)
         self.assertIn("  1 MQTT broker(s) could not be reached", p.stdout)
         self.assertEqual(broker.received(), [])  # not even a status: validate is not the job
+        self.assertIn(f"\n    redis 0              ok:     connects to {redis.url} (nothing was added)\n", p.stdout)
+        self.assertIn(f"\n    redis 1              FAILED: cannot connect to 127.0.0.1:{closed}: connection refused\n",
+                      p.stdout)
+        self.assertIn("  1 Redis server(s) could not be reached", p.stdout)
+        self.assertEqual(redis.cli("DBSIZE"), "0")
         self.assertNotIn("right one", p.stdout)
         self.assertEqual(p.stderr, "")
         # --send-test: a `test` event POSTed to each webhook (whatever its topics), and what it answered.
@@ -178,6 +187,9 @@ class BadInput(E2ETest):
                       p.stdout)
         self.assertIn("\n    mqtt 1               FAILED: the broker refused the connection: not authorised\n", p.stdout)
         self.assertEqual([t for t, _ in broker.wait_for(1)], ["vapipe/e2e/events/door"])
+        self.assertIn(f"\n    redis 0              ok:     {redis.url} added a test message to the stream "
+                      "vapipe:e2e:events/door\n", p.stdout)
+        self.assertEqual([(t, e["event"]) for t, e in redis.entries("vapipe:e2e:events/door")], [("events/door", "test")])
 
     def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
         """`vapipe validate --open --timeout 2 --at-once 1`: a camera whose server accepts connections and
