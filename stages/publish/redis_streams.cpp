@@ -171,11 +171,13 @@ RedisStreamsPublisher::~RedisStreamsPublisher() {
   disconnect();
 }
 
-void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest) {
+void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
+                                             std::chrono::milliseconds served_a_while) {
   std::lock_guard<std::mutex> lock(mutex_);
   first_retry_delay_ = first;
   longest_retry_delay_ = longest;
   retry_delay_ = first;
+  served_a_while_ = served_a_while;
 }
 
 void RedisStreamsPublisher::set_password(std::string password) {
@@ -501,22 +503,31 @@ Status RedisStreamsPublisher::deliver() {
     }
   }
   VAPIPE_RETURN_IF_ERROR(write_all(commands));
-  // Each reply in order. One that may pass ends the round: that message and those after it go again.
+  // Each reply in order. A message refused for a reason that may pass (OOM, READONLY, ...) goes again
+  // after the back-off; those whose entries were added count as delivered (sending them again would
+  // add them twice), so such a message comes after them in its stream.
   std::optional<std::string> passing;
   std::deque<SinkMessage> again;
   while (!in_flight_.empty()) {
-    VAPIPE_ASSIGN_OR_RETURN(RespReply reply, read_reply());
+    auto read = read_reply();
+    if (!read.ok()) {
+      // Unanswered, and those to send again: all of them first on the next connection, in order.
+      for (auto it = again.rbegin(); it != again.rend(); ++it) in_flight_.push_front(std::move(*it));
+      return read.status();
+    }
+    const RespReply& reply = *read;
     SinkMessage m = std::move(in_flight_.front());
     in_flight_.pop_front();
     std::unique_lock<std::mutex> lock(mutex_);
     in_flight_count_ = in_flight_.size() + again.size();
-    if (reply.type != RespReply::Type::kError && !passing) {
+    if (reply.type != RespReply::Type::kError) {
       ++stats_.delivered;
       stats_.last_delivered_unix_s = unix_now_s();
       drop_logged_ = false;
-    } else if (passing || error_may_pass(reply.text)) {
+    } else if (error_may_pass(reply.text)) {
       if (!passing) passing = reply.text;
       again.push_back(std::move(m));
+      in_flight_count_ = in_flight_.size() + again.size();
     } else {
       ++stats_.refused;
       stats_.last_error = "the server refused a message on " + m.topic + ": " + reply.text;
@@ -540,9 +551,20 @@ Status RedisStreamsPublisher::deliver() {
   return Status::Ok();
 }
 
-void RedisStreamsPublisher::connection_failed(const std::string& why) {
+void RedisStreamsPublisher::connection_failed(const std::string& why, bool at_once) {
   // Under mutex_.
   const auto now = Clock::now();
+  if (at_once) {
+    // A connection that had served a while and then ended (the server's idle `timeout`, a NAT that
+    // forgot it, a restart): made again now, and said only if that fails too.
+    stats_.last_error = why;
+    stats_.connected = false;
+    stats_.disconnected_since_unix_s = unix_now_s();
+    VAPIPE_LOG_INFO("{}: {}; connecting again now ({} message(s) wait)", name_, why, queue_.size());
+    next_try_ = now;
+    changed_.notify_all();
+    return;
+  }
   ++tries_;
   stats_.last_error = why;
   if (stats_.connected) {
@@ -596,6 +618,7 @@ void RedisStreamsPublisher::run() {
     }
     if (made) {
       lock.lock();
+      connected_at_ = Clock::now();
       ++stats_.connections;
       stats_.connected = true;
       stats_.disconnected_since_unix_s = 0;
@@ -615,6 +638,7 @@ void RedisStreamsPublisher::run() {
     if (st.ok()) st = deliver();
     lock.lock();
     if (!st.ok()) {
+      const bool served_a_while = connected && Clock::now() - connected_at_ >= served_a_while_;
       // What was sent and not answered goes again, first, on the next connection.
       for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) queue_.push_front(std::move(*it));
       in_flight_.clear();
@@ -623,7 +647,7 @@ void RedisStreamsPublisher::run() {
       disconnect();
       lock.lock();
       if (st.code() == StatusCode::kCancelled) break;
-      connection_failed(st.message());
+      connection_failed(st.message(), served_a_while);
     }
   }
   stats_.undelivered += queue_.size() + in_flight_.size();

@@ -6,11 +6,12 @@
 // Each server has a thread and a queue of its own (QueuedSink): a server that is slow or down never
 // holds up the bus, the results file or another sink (unless its queue_policy is block). The thread
 // pipelines up to kWindow XADDs on one connection and takes each reply in order: an entry's id is a
-// delivery; an error that may pass (OOM, LOADING, READONLY, BUSY, ...) ends the connection and the
-// message is sent again after a back-off (1 s doubling to 60 s); any other error (WRONGTYPE: the key
-// holds something else) refuses that message, counted, and the next goes. At least once: messages
-// whose replies a broken connection lost are sent again, so a consumer may see one twice (each
-// result's stream_id and seq name it).
+// delivery; an error that may pass (OOM, LOADING, READONLY, BUSY, ...) ends the connection and that
+// message is sent again after a back-off (1 s doubling to 60 s), before those that wait; any other
+// error (WRONGTYPE: the key holds something else) refuses that message, counted, and the next goes.
+// At least once: messages whose replies a broken connection lost are sent again, so a consumer may see
+// one twice (each result's stream_id and seq name it). A connection that had served a while and ends
+// (a server's idle timeout) is made again at once.
 //
 // The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING), over TCP or, for a
 // rediss:// url, TLS (OpenSSL: the server's certificate checked against ca_file or this machine's
@@ -86,14 +87,17 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // `vapipe validate --open`.
   Status wait_connected(std::chrono::milliseconds timeout) const;
 
-  // Tests: a shorter back-off (the first wait after a failure, and the longest).
-  void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest);
+  // Tests: a shorter back-off (the first wait after a failure, and the longest), and how long a
+  // connection serves before its end is made good at once (kServedAWhile).
+  void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
+                        std::chrono::milliseconds served_a_while = kServedAWhile);
 
   // XADDs sent before their replies are read: enough to keep a server across a WAN busy, few enough
   // that a lost connection sends little twice.
   static constexpr size_t kWindow = 256;
   static constexpr std::chrono::seconds kFirstRetryDelay{1}, kLongestRetryDelay{60};
   static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
+  static constexpr std::chrono::seconds kServedAWhile{10};
 
  private:
   void run();
@@ -107,9 +111,10 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   Status write_all(std::string_view bytes);
   // On the thread: the next reply, waiting at most timeout_s for it.
   Result<RespReply> read_reply();
-  // On the thread: the connection failed or ended for `why`: said (once per outage, then every
-  // kStillFailingLogPeriod), the next try after the back-off.
-  void connection_failed(const std::string& why);
+  // On the thread, under mutex_: the connection failed or ended for `why`: said (once per outage, then
+  // every kStillFailingLogPeriod), the next try after the back-off; `at_once`: a connection that had
+  // served kServedAWhile ended, and the next try is made now.
+  void connection_failed(const std::string& why, bool at_once = false);
   // On the thread: sends what waits (up to kWindow), takes the replies; an error when the connection
   // failed (what was not answered is put back in front of the queue).
   Status deliver();
@@ -126,11 +131,12 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   RespReader reader_;
   std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
   size_t in_flight_count_ = 0;         // its size, under mutex_ (for stats)
-  std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{};
+  std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{}, connected_at_{};
   bool failing_ = false;
   size_t tries_ = 0;  // connection tries that failed (wait_connected)
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
   std::chrono::milliseconds retry_delay_ = kFirstRetryDelay;
+  std::chrono::milliseconds served_a_while_ = kServedAWhile;
   // Refusals after the first are counted and said at most once a minute.
   std::chrono::steady_clock::time_point refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;

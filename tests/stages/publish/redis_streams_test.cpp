@@ -237,6 +237,46 @@ TEST(RedisStreamsPublisher, AMessageTheServerRefusesIsDroppedAndTheNextGo) {
   EXPECT_EQ(payloads(server, "vapipe:test:events/door"), (std::vector<std::string>{"1", "3"}));
 }
 
+// OOM (past the server's maxmemory) passes once memory is freed: the messages wait and go then, each
+// once, in order.
+TEST(RedisStreamsPublisher, AnErrorThatPassesHasTheMessageSentAgainLater) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  publisher.set_retry_delays(100ms, 100ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  ASSERT_EQ(server.cli({"CONFIG", "SET", "maxmemory", "1"}), "OK\n");
+  for (int i = 0; i < 20; ++i) publisher.publish("results/door", std::to_string(i));
+  for (int i = 0; i < 100 && publisher.stats().last_error.empty(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(publisher.stats().last_error.rfind("the server answered: OOM", 0), 0u) << publisher.stats().last_error;
+  EXPECT_EQ(publisher.stats().delivered, 0u);
+  ASSERT_EQ(server.cli({"CONFIG", "SET", "maxmemory", "0"}), "OK\n");
+  publisher.finish(5s);
+  EXPECT_EQ(publisher.stats().delivered, 20u);
+  EXPECT_EQ(publisher.stats().refused, 0u);
+  std::vector<std::string> expected;
+  for (int i = 0; i < 20; ++i) expected.push_back(std::to_string(i));
+  EXPECT_EQ(payloads(server, "vapipe:test:results/door"), expected);
+}
+
+// A server that closes idle connections (its `timeout`): the next message goes on a new connection
+// at once, not after a back-off.
+TEST(RedisStreamsPublisher, AConnectionThatServedAWhileIsMadeAgainAtOnceWhenItEnds) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  ASSERT_EQ(server.cli({"CONFIG", "SET", "timeout", "1"}), "OK\n");
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  publisher.set_retry_delays(30s, 30s, 500ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  publisher.publish("events/door", "before");
+  std::this_thread::sleep_for(2500ms);  // closed by the server meanwhile (it looks about every 100 ms)
+  publisher.publish("events/door", "after");
+  publisher.finish(3s);  // a back-off of 30 s would leave it undelivered
+  EXPECT_EQ(publisher.stats().delivered, 2u);
+  EXPECT_EQ(publisher.stats().connections, 2u);
+  EXPECT_EQ(payloads(server, "vapipe:test:events/door"), (std::vector<std::string>{"before", "after"}));
+}
+
 TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
   RedisServer server;
   ASSERT_TRUE(server.started());
