@@ -35,9 +35,11 @@ usage:
   vapipe validate CONFIG.yaml [--reload] [--open] [--send-test] [--timeout S] [--at-once N]
                                         check a config and print it resolved; --open: and open each
                                         stream until its first frame (ok, or FAILED and why), at most
-                                        S s each (15), N at once (8); --reload: and say what a reload
-                                        (SIGHUP) of the job running with this file would do, or why
-                                        it would be refused (exit 1)
+                                        S s each (15), N at once (8), and connect to each webhook,
+                                        MQTT broker and Redis server; --send-test: send each of those
+                                        a test message; --reload: and say what a reload (SIGHUP) of
+                                        the job running with this file would do, or why it would be
+                                        refused (exit 1)
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
                   [--min-score S|LABEL=S]... [--each-label] [--join NAME=PATTERN [--join-gap S]]...
                   [--clock media|capture|camera] [--frames DIR [--picture best|first]]
