@@ -311,27 +311,40 @@ static std::string mqtt_connect_failure(const Config& c, size_t index, std::chro
   return "";
 }
 
+// validate --send-test: the config's `test` event published by `sink` (an MqttPublisher, a
+// RedisStreamsPublisher, of `format`) on its events/<first stream> topic, waited for until the sink says
+// it was delivered or refused, or `timeout` passed. Empty when it was delivered; else why not (`refused`:
+// what to say of a refusal, "" for the sink's last error). `*topic`: the bus topic it went on.
+template <typename Sink>
+static std::string send_test_through(Sink& sink, const Config& c, const std::string& format,
+                                     std::chrono::seconds timeout, const std::string& refused, std::string* topic) {
+  const nlohmann::json event = test_event(c);
+  *topic = "events/" + event["stream_id"].get<std::string>();
+  sink.publish(*topic, format == "text" ? webhook_text(*topic, event) : event.dump());
+  const Status connected = sink.wait_connected(timeout + std::chrono::seconds(1));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (connected.ok() && sink.stats().delivered == 0 && sink.stats().refused == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  sink.finish(std::chrono::milliseconds(0));
+  const auto s = sink.stats();
+  if (s.delivered > 0) return "";
+  if (!connected.ok()) return connected.message();
+  if (s.refused > 0) return refused.empty() ? s.last_error : refused;
+  return "no answer within " + std::to_string(timeout.count()) + " s";
+}
+
 // vapipe validate --send-test: a `test` event published to broker `index` (on `*topic`), acknowledged
 // within `timeout` (qos 0: written); empty when it was, else why not.
 static std::string send_mqtt_test_message(const Config& c, size_t index, std::chrono::seconds timeout,
                                            std::string* topic) {
   MqttPublisher publisher(broker_for_validate(c, index, timeout), index, c.job.name);
-  const nlohmann::json event = test_event(c);
-  const std::string bus_topic = "events/" + event["stream_id"].get<std::string>();
+  std::string bus_topic;
+  std::string why = send_test_through(publisher, c, c.publish.mqtt[index].format, timeout,
+                                      "it refused the message (too large?)", &bus_topic);
   *topic = publisher.mqtt_topic(bus_topic);
-  publisher.publish(bus_topic, c.publish.mqtt[index].format == "text" ? webhook_text(bus_topic, event) : event.dump());
-  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (connected.ok() && publisher.stats().delivered == 0 && publisher.stats().refused == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  publisher.finish(std::chrono::milliseconds(0));
-  const MqttStats s = publisher.stats();
-  if (s.delivered > 0) return "";
-  if (!connected.ok()) return connected.message();
-  if (s.refused > 0) return "it refused the message (too large?)";
-  return "no acknowledgement within " + std::to_string(timeout.count()) + " s";
+  return why;
 }
 
 // A Redis server of the config as validate uses it: its timeout at most validate's.
@@ -355,22 +368,10 @@ static std::string redis_connect_failure(const Config& c, size_t index, std::chr
 static std::string send_redis_test_message(const Config& c, size_t index, std::chrono::seconds timeout,
                                            std::string* key) {
   RedisStreamsPublisher publisher(server_for_validate(c, index, timeout), index);
-  const nlohmann::json event = test_event(c);
-  const std::string bus_topic = "events/" + event["stream_id"].get<std::string>();
+  std::string bus_topic;
+  std::string why = send_test_through(publisher, c, c.publish.redis[index].format, timeout, "", &bus_topic);
   *key = publisher.stream_key(bus_topic);
-  publisher.publish(bus_topic, c.publish.redis[index].format == "text" ? webhook_text(bus_topic, event) : event.dump());
-  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (connected.ok() && publisher.stats().delivered == 0 && publisher.stats().refused == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  publisher.finish(std::chrono::milliseconds(0));
-  const RedisStats s = publisher.stats();
-  if (s.delivered > 0) return "";
-  if (!connected.ok()) return connected.message();
-  if (s.refused > 0) return s.last_error;
-  return "no answer within " + std::to_string(timeout.count()) + " s";
+  return why;
 }
 
 // --reload: what a reload now would do to each job running with the config file at `path` (its text and

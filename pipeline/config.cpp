@@ -773,6 +773,46 @@ std::string home_assistant_id(const std::string& name) {
 
 namespace {
 
+// What publish.mqtt[i] and publish.redis[i] share: the user and password (the url's `user:password@`,
+// or `username` and `password_file`, not both), and a client certificate with its key for the url's
+// TLS scheme `tls_scheme` ("mqtts", "rediss").
+void parse_login(const Context& ctx, MapReader& r, const std::string& path, const std::string& base_dir,
+                 const HttpUrl& url, const std::string& tls_scheme, std::string* username, std::string* password_file,
+                 std::string* password, std::string* cert_file, std::string* key_file) {
+  *username = url.user;
+  if (r.child("username").IsDefined()) {
+    if (!username->empty()) ctx.fail(r.child("username"), path + ".username", "and the url's user@ both: keep one");
+    r.str("username", username);
+  }
+  r.str("password_file", password_file);
+  *password_file = resolve_path(base_dir, *password_file);
+  *password = url.password;
+  if (!password_file->empty()) {
+    if (!password->empty()) {
+      ctx.fail(r.child("password_file"), path + ".password_file", "and the url's :password@ both: keep one");
+    }
+    auto read = read_password_file(*password_file);
+    if (!read.ok()) ctx.fail(r.child("password_file"), path + ".password_file", read.status().message());
+    *password = *read;
+  }
+  r.str("cert_file", cert_file);
+  *cert_file = resolve_path(base_dir, *cert_file);
+  r.str("key_file", key_file);
+  *key_file = resolve_path(base_dir, *key_file);
+  if (cert_file->empty() != key_file->empty()) {
+    ctx.fail(r.child(cert_file->empty() ? "key_file" : "cert_file"), path + (cert_file->empty() ? ".cert_file" : ".key_file"),
+             "required too: a client certificate goes with its key");
+  }
+  if (!cert_file->empty()) {
+    if (!url.tls) {
+      ctx.fail(r.child("cert_file"), path + ".cert_file",
+               std::string(tls_scheme[0] == 'r' ? "is for a " : "is for an ") + tls_scheme + ":// url");
+    }
+    require_pem_file(ctx, r.child("cert_file"), path + ".cert_file", *cert_file, "CERTIFICATE", "");
+    require_pem_file(ctx, r.child("key_file"), path + ".key_file", *key_file, "PRIVATE KEY", "");
+  }
+}
+
 // publish.mqtt: a list of brokers (stages/publish/mqtt_publisher.h).
 std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
                                    const Config& c) {
@@ -805,40 +845,11 @@ std::vector<MqttConfig> parse_mqtt(const Context& ctx, const YAML::Node& list, c
     r.boolean("retain", &m.retain);
     r.str("client_id", &m.client_id);
     if (m.client_id.size() > 65535) ctx.fail(r.child("client_id"), path + ".client_id", "is longer than MQTT allows");
-    m.username = url.ok() ? url->user : "";
-    if (r.child("username").IsDefined()) {
-      if (!m.username.empty()) {
-        ctx.fail(r.child("username"), path + ".username", "and the url's user@ both: keep one");
-      }
-      r.str("username", &m.username);
-    }
-    r.str("password_file", &m.password_file);
-    m.password_file = resolve_path(base_dir, m.password_file);
-    m.password = url.ok() ? url->password : "";
-    if (!m.password_file.empty()) {
-      if (!m.password.empty()) {
-        ctx.fail(r.child("password_file"), path + ".password_file", "and the url's :password@ both: keep one");
-      }
-      auto password = read_password_file(m.password_file);
-      if (!password.ok()) ctx.fail(r.child("password_file"), path + ".password_file", password.status().message());
-      m.password = *password;
-    }
+    parse_login(ctx, r, path, base_dir, *url, "mqtts", &m.username, &m.password_file, &m.password, &m.cert_file,
+                &m.key_file);
     if (!m.password.empty() && m.username.empty()) {
       ctx.fail(r.child("password_file").IsDefined() ? r.child("password_file") : r.child("url"), path + ".username",
                "required with a password (MQTT sends none without a user name)");
-    }
-    r.str("cert_file", &m.cert_file);
-    m.cert_file = resolve_path(base_dir, m.cert_file);
-    r.str("key_file", &m.key_file);
-    m.key_file = resolve_path(base_dir, m.key_file);
-    if (m.cert_file.empty() != m.key_file.empty()) {
-      ctx.fail(r.child(m.cert_file.empty() ? "key_file" : "cert_file"), path + (m.cert_file.empty() ? ".cert_file" : ".key_file"),
-               "required too: a client certificate goes with its key");
-    }
-    if (!m.cert_file.empty()) {
-      if (url.ok() && !url->tls) ctx.fail(r.child("cert_file"), path + ".cert_file", "is for an mqtts:// url");
-      require_pem_file(ctx, r.child("cert_file"), path + ".cert_file", m.cert_file, "CERTIFICATE", "");
-      require_pem_file(ctx, r.child("key_file"), path + ".key_file", m.key_file, "PRIVATE KEY", "");
     }
     r.uint("keepalive_s", &m.keepalive_s, 5, 65535);
     r.boolean("home_assistant", &m.home_assistant);
@@ -906,38 +917,11 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     m.key_prefix = "vapipe:" + c.job.name + ":";
     r.str("key_prefix", &m.key_prefix);
     r.uint("maxlen", &m.maxlen, 0, uint64_t{1} << 40);
-    m.username = url->user;
-    if (r.child("username").IsDefined()) {
-      if (!m.username.empty()) ctx.fail(r.child("username"), path + ".username", "and the url's user@ both: keep one");
-      r.str("username", &m.username);
-    }
-    r.str("password_file", &m.password_file);
-    m.password_file = resolve_path(base_dir, m.password_file);
-    m.password = url->password;
-    if (!m.password_file.empty()) {
-      if (!m.password.empty()) {
-        ctx.fail(r.child("password_file"), path + ".password_file", "and the url's :password@ both: keep one");
-      }
-      auto password = read_password_file(m.password_file);
-      if (!password.ok()) ctx.fail(r.child("password_file"), path + ".password_file", password.status().message());
-      m.password = *password;
-    }
+    parse_login(ctx, r, path, base_dir, *url, "rediss", &m.username, &m.password_file, &m.password, &m.cert_file,
+                &m.key_file);
     if (!m.username.empty() && m.password.empty()) {
       ctx.fail(r.child("username").IsDefined() ? r.child("username") : r.child("url"), path + ".password_file",
                "required with a user name (Redis's AUTH takes both)");
-    }
-    r.str("cert_file", &m.cert_file);
-    m.cert_file = resolve_path(base_dir, m.cert_file);
-    r.str("key_file", &m.key_file);
-    m.key_file = resolve_path(base_dir, m.key_file);
-    if (m.cert_file.empty() != m.key_file.empty()) {
-      ctx.fail(r.child(m.cert_file.empty() ? "key_file" : "cert_file"), path + (m.cert_file.empty() ? ".cert_file" : ".key_file"),
-               "required too: a client certificate goes with its key");
-    }
-    if (!m.cert_file.empty()) {
-      if (!url->tls) ctx.fail(r.child("cert_file"), path + ".cert_file", "is for a rediss:// url");
-      require_pem_file(ctx, r.child("cert_file"), path + ".cert_file", m.cert_file, "CERTIFICATE", "");
-      require_pem_file(ctx, r.child("key_file"), path + ".key_file", m.key_file, "PRIVATE KEY", "");
     }
     r.finish();
     servers.push_back(std::move(m));
