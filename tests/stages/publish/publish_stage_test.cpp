@@ -23,6 +23,7 @@
 #include "pipeline/stream_table.h"
 #include "tests/fakes/http_receiver.h"
 #include "tests/fakes/mqtt_broker.h"
+#include "tests/fakes/redis_server.h"
 #include "tests/fakes/stage_harness.h"
 
 namespace vapipe {
@@ -1164,6 +1165,42 @@ TEST_F(PublishStageTest, ARotatedMqttPasswordTakesEffectWithoutARestart) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(stage_->mqtt()[0]->stats().connected) << stage_->mqtt()[0]->stats().last_error;
+  std::filesystem::remove(path);
+}
+
+// A Redis password_file likewise, and the messages of the job go to the server's streams once it is
+// taken: the stage's routing of a bus message to publish.redis, end to end.
+TEST_F(PublishStageTest, ARotatedRedisPasswordTakesEffectWithoutARestart) {
+  testing::RedisServer server(testing::RedisOptions{"new secret"});
+  ASSERT_TRUE(server.started());
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-redis-password-" + std::to_string(getpid()));
+  std::ofstream(path) << "old secret\n";
+  RedisConfig c;
+  c.url = server.url();
+  c.topics = {"events/"};
+  c.key_prefix = "vapipe:test:";
+  c.password_file = path.string();
+  c.password = "old secret";  // as the config loader read it
+  config_.publish.redis = {c};
+  open();
+  stage_->redis()[0]->set_retry_delays(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+  auto refused = [&] { return stage_->redis()[0]->stats().last_error.find("WRONGPASS") != std::string::npos; };
+  for (int i = 0; i < 300 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(refused()) << stage_->redis()[0]->stats().last_error;
+  EXPECT_EQ(stage_->redis()[0]->stats().last_error.find("old secret"), std::string::npos);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());  // events/s0 waits meanwhile
+  std::ofstream(path) << "new secret\n";
+  std::this_thread::sleep_until(*stage_->next_deadline());  // the file is looked at every 2 s
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  for (int i = 0; i < 500 && stage_->redis()[0]->stats().delivered == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(stage_->redis()[0]->stats().connected) << stage_->redis()[0]->stats().last_error;
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  const std::string entries = server.cli({"XRANGE", "vapipe:test:events/s0", "-", "+"});
+  EXPECT_NE(entries.find("\"event\":\"eos\""), std::string::npos) << entries;
+  EXPECT_NE(server.cli({"XRANGE", "vapipe:test:events/s1", "-", "+"}).find("\"event\":\"eos\""), std::string::npos);
   std::filesystem::remove(path);
 }
 
