@@ -49,8 +49,11 @@ std::string openssl_error(const std::string& fallback) {
   return reason ? reason : fallback;
 }
 
-constexpr int kMaxDepth = 8;           // nested arrays: none of our commands' replies nests
-constexpr int64_t kMaxBulk = 1 << 29;  // 512 MB, Redis's own limit of a string
+// What this client takes in a reply: its commands' replies are an id, OK, PONG or an error line. A
+// port that answers otherwise (not Redis, or broken) is refused before it makes the sink buffer much.
+constexpr int kMaxDepth = 8;
+constexpr int64_t kMaxBulk = 1 << 20;      // bytes of a bulk string
+constexpr int64_t kMaxElements = 1 << 16;  // of an array
 
 }  // namespace
 
@@ -111,7 +114,8 @@ Result<std::optional<RespReply>> RespReader::parse(size_t* at, int depth) {
       break;
     case '$': {
       int64_t n = 0;
-      if (!number(&n) || n < -1 || n > kMaxBulk) return InvalidArgument("a bulk reply of a bad length");
+      if (!number(&n) || n < -1) return InvalidArgument("a bulk reply of a bad length");
+      if (n > kMaxBulk) return InvalidArgument("a bulk reply of " + std::to_string(n) + " bytes, more than this client takes");
       if (n == -1) {
         r.type = RespReply::Type::kNil;
         break;
@@ -127,7 +131,10 @@ Result<std::optional<RespReply>> RespReader::parse(size_t* at, int depth) {
     }
     case '*': {
       int64_t n = 0;
-      if (!number(&n) || n < -1 || n > 1 << 20) return InvalidArgument("an array reply of a bad length");
+      if (!number(&n) || n < -1) return InvalidArgument("an array reply of a bad length");
+      if (n > kMaxElements) {
+        return InvalidArgument("an array reply of " + std::to_string(n) + " elements, more than this client takes");
+      }
       if (n == -1) {
         r.type = RespReply::Type::kNil;
         break;
