@@ -179,12 +179,17 @@ RedisStreamsPublisher::~RedisStreamsPublisher() {
 }
 
 void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
-                                             std::chrono::milliseconds served_a_while) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  first_retry_delay_ = first;
-  longest_retry_delay_ = longest;
-  retry_delay_ = first;
-  served_a_while_ = served_a_while;
+                                             std::chrono::milliseconds served_a_while,
+                                             std::chrono::milliseconds idle_ping) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    first_retry_delay_ = first;
+    longest_retry_delay_ = longest;
+    retry_delay_ = first;
+    served_a_while_ = served_a_while;
+    idle_ping_ = idle_ping;
+  }
+  changed_.notify_all();  // (an idle wait takes the new period)
 }
 
 void RedisStreamsPublisher::set_password(std::string password) {
@@ -567,7 +572,13 @@ void RedisStreamsPublisher::connection_failed(const std::string& why, bool at_on
     stats_.last_error = why;
     stats_.connected = false;
     stats_.disconnected_since_unix_s = unix_now_s();
-    VAPIPE_LOG_INFO("{}: {}; connecting again now ({} message(s) wait)", name_, why, queue_.size());
+    // Said once: a server whose idle `timeout` is below kIdlePing ends an idle connection each time.
+    if (!said_reconnect_at_once_) {
+      VAPIPE_LOG_INFO("{}: {}; connecting again now ({} message(s) wait)", name_, why, queue_.size());
+    } else {
+      VAPIPE_LOG_DEBUG("{}: {}; connecting again now ({} message(s) wait)", name_, why, queue_.size());
+    }
+    said_reconnect_at_once_ = true;
     next_try_ = now;
     changed_.notify_all();
     return;
@@ -611,14 +622,26 @@ void RedisStreamsPublisher::run() {
       changed_.wait_until(lock, stopping_ ? std::min(next_try_, finish_by_) : next_try_);
       continue;
     }
+    bool ping = false;
     if (connected && queue_.empty()) {
-      changed_.wait(lock, [&] { return stop_now_ || stopping_ || !queue_.empty(); });
-      continue;
+      // Idle: a PING now and then, so that a server that went away is found (and said: /metrics,
+      // vapipe status) without a message to send, and a NAT keeps the connection.
+      const auto ping_at = last_io_ + idle_ping_;
+      changed_.wait_until(lock, ping_at, [&] { return stop_now_ || stopping_ || !queue_.empty(); });
+      if (stop_now_ || stopping_ || !queue_.empty() || Clock::now() < ping_at) continue;
+      ping = true;
     }
     lock.unlock();
     Status st = Status::Ok();
     bool made = false;
-    if (!connected) {
+    if (ping) {
+      st = write_all(resp_command({"PING"}));
+      if (st.ok()) {
+        auto pong = read_reply();
+        if (!pong.ok()) st = pong.status();
+        else if (pong->type == RespReply::Type::kError) st = Unavailable("the server answered PING with: " + pong->text);
+      }
+    } else if (!connected) {
       st = connect();
       made = st.ok();
       if (!st.ok()) disconnect();
@@ -642,8 +665,9 @@ void RedisStreamsPublisher::run() {
       lock.unlock();
       changed_.notify_all();
     }
-    if (st.ok()) st = deliver();
+    if (st.ok() && !ping) st = deliver();
     lock.lock();
+    last_io_ = Clock::now();
     if (!st.ok()) {
       const bool served_a_while = connected && Clock::now() - connected_at_ >= served_a_while_;
       // What was sent and not answered goes again, first, on the next connection.

@@ -11,7 +11,8 @@
 // error (WRONGTYPE: the key holds something else) refuses that message, counted, and the next goes.
 // At least once: messages whose replies a broken connection lost are sent again, so a consumer may see
 // one twice (each result's stream_id and seq name it). A connection that had served a while and ends
-// (a server's idle timeout) is made again at once.
+// (a server's idle timeout) is made again at once; an idle one PINGs the server every kIdlePing, so
+// that a server gone away is said without a message to send.
 //
 // The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING), over TCP or, for a
 // rediss:// url, TLS (OpenSSL: the server's certificate checked against ca_file or this machine's
@@ -87,10 +88,11 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // `vapipe validate --open`.
   Status wait_connected(std::chrono::milliseconds timeout) const;
 
-  // Tests: a shorter back-off (the first wait after a failure, and the longest), and how long a
-  // connection serves before its end is made good at once (kServedAWhile).
+  // Tests: a shorter back-off (the first wait after a failure, and the longest), how long a connection
+  // serves before its end is made good at once (kServedAWhile), and the idle PING's period (kIdlePing).
   void set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
-                        std::chrono::milliseconds served_a_while = kServedAWhile);
+                        std::chrono::milliseconds served_a_while = kServedAWhile,
+                        std::chrono::milliseconds idle_ping = kIdlePing);
 
   // XADDs sent before their replies are read: enough to keep a server across a WAN busy, few enough
   // that a lost connection sends little twice.
@@ -98,6 +100,8 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   static constexpr std::chrono::seconds kFirstRetryDelay{1}, kLongestRetryDelay{60};
   static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
   static constexpr std::chrono::seconds kServedAWhile{10};
+  // A connection with nothing to send PINGs the server this often: one that went away is found then.
+  static constexpr std::chrono::seconds kIdlePing{15};
 
  private:
   void run();
@@ -133,10 +137,13 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   size_t in_flight_count_ = 0;         // its size, under mutex_ (for stats)
   std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{}, connected_at_{};
   bool failing_ = false;
+  bool said_reconnect_at_once_ = false;
   size_t tries_ = 0;  // connection tries that failed (wait_connected)
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
   std::chrono::milliseconds retry_delay_ = kFirstRetryDelay;
   std::chrono::milliseconds served_a_while_ = kServedAWhile;
+  std::chrono::milliseconds idle_ping_ = kIdlePing;
+  std::chrono::steady_clock::time_point last_io_{};  // the latest round of commands (under mutex_)
   // Refusals after the first are counted and said at most once a minute.
   std::chrono::steady_clock::time_point refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;

@@ -277,6 +277,24 @@ TEST(RedisStreamsPublisher, AConnectionThatServedAWhileIsMadeAgainAtOnceWhenItEn
   EXPECT_EQ(payloads(server, "vapipe:test:events/door"), (std::vector<std::string>{"before", "after"}));
 }
 
+// With nothing to send, a server that went away is found by the idle PING: /metrics and vapipe status
+// say so without waiting for the next alert.
+TEST(RedisStreamsPublisher, AnIdleConnectionFindsAServerThatWentAway) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  publisher.set_retry_delays(30s, 30s, 30s, 200ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  std::this_thread::sleep_for(500ms);  // pings answered meanwhile
+  EXPECT_TRUE(publisher.stats().connected);
+  EXPECT_EQ(publisher.stats().connections, 1u);
+  server.kill(SIGKILL);
+  for (int i = 0; i < 300 && publisher.stats().connected; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(publisher.stats().connected);
+  EXPECT_FALSE(publisher.stats().last_error.empty());
+  EXPECT_EQ(publisher.stats().delivered, 0u);
+}
+
 TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
   RedisServer server;
   ASSERT_TRUE(server.started());
