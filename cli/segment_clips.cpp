@@ -96,12 +96,12 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   if (gst_element_set_state(made, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     return Unavailable(failure("it did not play"));
   }
-  // A Matroska (WebM) file's frames have no decoding times, which MP4 needs: its clip is Matroska too.
+  // The clip is an MP4, which browsers and phones play. A Matroska file's frames come without decoding
+  // times, which an MP4 needs: for H.264 and H.265 the writer works them out (decoding_times.h, as for
+  // an RTSP camera's). Other codecs of Matroska and WebM (VP8, VP9, AV1, MPEG-2) keep their container.
   const std::string extension = std::filesystem::path(file_path).extension().string();
   const bool matroska = extension == ".mkv" || extension == ".MKV" || extension == ".webm" || extension == ".WEBM";
-  const ClipWriter::Container container = matroska ? ClipWriter::Container::kMatroska : ClipWriter::Container::kMp4;
-  const std::string path = matroska ? std::filesystem::path(segment_clip_file(dir_, s)).replace_extension(".mkv").string()
-                                    : segment_clip_file(dir_, s);
+  std::string path;
   std::unique_ptr<ClipWriter> writer;
   int64_t base_ns = -1;
   while (true) {
@@ -123,7 +123,15 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
         gst_sample_unref(sample);
         continue;
       }
-      auto opened = ClipWriter::open(path, gst_sample_get_caps(sample), container);
+      GstCaps* caps = gst_sample_get_caps(sample);
+      const GstStructure* format = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
+      const bool h26x = format && (gst_structure_has_name(format, "video/x-h264") ||
+                                   gst_structure_has_name(format, "video/x-h265"));
+      const bool keep_matroska = matroska && !h26x;
+      path = keep_matroska ? std::filesystem::path(segment_clip_file(dir_, s)).replace_extension(".mkv").string()
+                           : segment_clip_file(dir_, s);
+      auto opened = ClipWriter::open(path, caps, keep_matroska ? ClipWriter::Container::kMatroska
+                                                               : ClipWriter::Container::kMp4);
       if (!opened.ok()) {
         gst_sample_unref(sample);
         return Status(opened.status().code(), file + ": " + opened.status().message());

@@ -15,8 +15,8 @@
 namespace vapipe::cli {
 
 // <dir>/<stream_id>/<HH-MM-SS.mmm>_<label>.mp4, at the segment's first frame (as --frames names a
-// picture); .mkv for a Matroska or WebM file's segment (its frames have no decoding times, which an MP4
-// needs: the clip keeps its container).
+// picture). (SegmentClips::save gives a Matroska or WebM file's clip of a codec other than H.264 and
+// H.265 the extension .mkv: it keeps its container.)
 std::string segment_clip_file(const std::string& dir, const Segment& s);
 
 class SegmentClips {

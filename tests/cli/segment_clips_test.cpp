@@ -1,6 +1,7 @@
 // `vapipe segments --clips DIR` (cli/segment_clips.h): a segment of a file is cut from it as it is, from
 // the key frame at or before its pre-roll to its post-roll: the clip's frames, decoded, are byte for
-// byte the file's own (x264 with B-frames, in MP4 and in Matroska, whose clip stays Matroska).
+// byte the file's own (x264 with B-frames, in MP4 and in Matroska, whose clip is an MP4 too, with decoding
+// times worked out; VP8 in WebM, whose clip stays Matroska).
 #include "cli/segment_clips.h"
 
 #include <gst/app/gstappsink.h>
@@ -60,11 +61,14 @@ class SegmentClipsTest : public ::testing::TestWithParam<const char*> {
 // and holds every frame shown up to 3.5 s (frame 105).
 TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeItsPreRollToItsPostRoll) {
   const std::string muxer = GetParam();
-  const bool matroska = muxer == "matroskamux";
-  const std::string file = (dir_ / (matroska ? "gate.mkv" : "gate.mp4")).string();
+  const bool webm = muxer == "webmmux";
+  const bool matroska = muxer == "matroskamux" || webm;
+  const std::string file = (dir_ / (webm ? "gate.webm" : matroska ? "gate.mkv" : "gate.mp4")).string();
+  const std::string encoder = webm ? "vp8enc keyframe-max-dist=30 deadline=1" : "x264enc key-int-max=30 bframes=2 "
+                                                                                 "speed-preset=ultrafast ! h264parse";
   const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=150 ! "
-                             "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc key-int-max=30 bframes=2 "
-                             "speed-preset=ultrafast ! h264parse ! " + muxer + " ! filesink location=" + file;
+                             "video/x-raw,width=160,height=120,framerate=30/1 ! " + encoder + " ! " + muxer +
+                             " ! filesink location=" + file;
   ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
   const auto whole = decode(file);
   ASSERT_EQ(whole.size(), 150u);
@@ -78,7 +82,7 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
   SegmentClips clips((dir_ / "clips").string(), 0.6, 0.5);
   auto path = clips.save(s);
   ASSERT_TRUE(path.ok()) << path.status().message();
-  EXPECT_EQ(*path, (dir_ / "clips" / "gate" / (matroska ? "00-00-02.500_truck.mkv" : "00-00-02.500_truck.mp4")).string());
+  EXPECT_EQ(*path, (dir_ / "clips" / "gate" / (webm ? "00-00-02.500_truck.mkv" : "00-00-02.500_truck.mp4")).string());
   const auto frames = decode(*path);
   // Frames 30 to 105, then at most a few decoded by then that are shown later.
   ASSERT_GE(frames.size(), 76u);
@@ -110,15 +114,16 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
   // Moved: read where --moved says it is now.
   SegmentClips moved((dir_ / "moved-clips").string(), 0, 0, {MovedFolder{"/archive/gate", dir_.string()}});
   Segment elsewhere = s;
-  elsewhere.uri = std::string("file:///archive/gate/") + (matroska ? "gate.mkv" : "gate.mp4");
+  elsewhere.uri = std::string("file:///archive/gate/") + std::filesystem::path(file).filename().string();
   auto cut = moved.save(elsewhere);
   ASSERT_TRUE(cut.ok()) << cut.status().message();
   EXPECT_GE(decode(*cut).size(), 16u);  // from 2.0 s (the key frame before 2.5 s) to 3.0 s
 }
 
-INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux"),
+INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux", "webmmux"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
-                           return std::string(p.param) == "mp4mux" ? "Mp4" : "Matroska";
+                           const std::string muxer = p.param;
+                           return muxer == "mp4mux" ? "Mp4" : muxer == "matroskamux" ? "Matroska" : "WebmVp8";
                          });
 
 }  // namespace
