@@ -217,7 +217,11 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
   if (!thread_.joinable()) return;  // finished before
   thread_.join();
   disconnect();
-  const RedisStats s = stats();
+  const RedisStats s = stats();  // (connected: whether it still was when the time was up)
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.connected = false;
+  }
   if (s.undelivered > 0) {
     VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
                      s.undelivered, s.connected ? "no time left" : "it could not be reached",
@@ -689,7 +693,6 @@ void RedisStreamsPublisher::run() {
     VAPIPE_LOG_ERROR("{}: {} more message(s) refused since the last said", name_, refusals_unlogged_);
     refusals_unlogged_ = 0;
   }
-  stats_.connected = false;
   changed_.notify_all();
 }
 

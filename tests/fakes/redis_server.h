@@ -81,6 +81,9 @@ class RedisServer {
     waitpid(pid_, &status, 0);
     pid_ = -1;
   }
+  // Freezes it (SIGSTOP): connections stay open, nothing is read or answered; resume() thaws it.
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
   // What redis-cli prints for a command (each reply element on a line of its own).
   std::string cli(const std::vector<std::string>& command) const {
     std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";

@@ -295,6 +295,25 @@ TEST(RedisStreamsPublisher, AnIdleConnectionFindsAServerThatWentAway) {
   EXPECT_EQ(publisher.stats().delivered, 0u);
 }
 
+// A server that hangs (connections open, nothing answered) holds the stop up no longer than its grace:
+// what was not answered is counted undelivered.
+TEST(RedisStreamsPublisher, AServerThatHangsHoldsTheStopUpNoLongerThanItsGrace) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  RedisStreamsPublisher publisher(server_at(server.url()), 0);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok());
+  server.pause();
+  for (int i = 0; i < 10; ++i) publisher.publish("events/door", std::to_string(i));
+  const auto before = std::chrono::steady_clock::now();
+  publisher.finish(500ms);
+  const auto took = std::chrono::steady_clock::now() - before;
+  server.resume();
+  EXPECT_LT(took, 3s);  // (its timeout_s is 5 s)
+  EXPECT_EQ(publisher.stats().undelivered, 10u);
+  EXPECT_EQ(publisher.stats().delivered, 0u);
+  EXPECT_FALSE(publisher.stats().connected);
+}
+
 TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
   RedisServer server;
   ASSERT_TRUE(server.started());
