@@ -165,6 +165,8 @@ RedisStreamsPublisher::RedisStreamsPublisher(const RedisConfig& config, size_t i
   stats_.server = url_.origin();
   stats_.disconnected_since_unix_s = unix_now_s();
   password_ = config_.password;
+  node_host_ = url_.host;
+  node_port_ = url_.port;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -269,12 +271,12 @@ Status RedisStreamsPublisher::start_tls(Clock::time_point deadline) {
   if (!tls_ || SSL_set_fd(tls_, fd_) != 1) return Internal("cannot start TLS: " + openssl_error("OpenSSL failed"));
   // The certificate must name the host of the url: an address (its IP SAN), or a name (also sent as SNI).
   in6_addr address{};
-  const bool is_address = inet_pton(AF_INET, url_.host.c_str(), &address) == 1 ||
-                          inet_pton(AF_INET6, url_.host.c_str(), &address) == 1;
-  if (!is_address) SSL_set_tlsext_host_name(tls_, url_.host.c_str());
+  const bool is_address = inet_pton(AF_INET, node_host_.c_str(), &address) == 1 ||
+                          inet_pton(AF_INET6, node_host_.c_str(), &address) == 1;
+  if (!is_address) SSL_set_tlsext_host_name(tls_, node_host_.c_str());
   if (config_.tls_verify) {
-    const int named = is_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(tls_), url_.host.c_str())
-                                 : SSL_set1_host(tls_, url_.host.c_str());
+    const int named = is_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(tls_), node_host_.c_str())
+                                 : SSL_set1_host(tls_, node_host_.c_str());
     if (named != 1) return Internal("cannot set the name to check in the server's certificate");
   }
   for (;;) {
@@ -312,9 +314,9 @@ Status RedisStreamsPublisher::connect() {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  const std::string port = std::to_string(url_.port);
-  if (int rc = getaddrinfo(url_.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return Unavailable("cannot resolve " + url_.host + ": " + gai_strerror(rc));
+  const std::string port = std::to_string(node_port_);
+  if (int rc = getaddrinfo(node_host_.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Unavailable("cannot resolve " + node_host_ + ": " + gai_strerror(rc));
   }
   std::string why = "no address";
   for (addrinfo* a = found; a && fd_ < 0; a = a->ai_next) {
@@ -353,7 +355,10 @@ Status RedisStreamsPublisher::connect() {
     fd_ = fd;
   }
   freeaddrinfo(found);
-  if (fd_ < 0) return Unavailable("cannot connect to " + url_.host_port() + ": " + why);
+  if (fd_ < 0) {
+    const bool ipv6 = node_host_.find(':') != std::string::npos;
+    return Unavailable("cannot connect to " + (ipv6 ? "[" + node_host_ + "]" : node_host_) + ":" + port + ": " + why);
+  }
   const int on = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
@@ -540,7 +545,8 @@ Status RedisStreamsPublisher::deliver() {
       ++stats_.delivered;
       stats_.last_delivered_unix_s = unix_now_s();
       drop_logged_ = false;
-    } else if (error_may_pass(reply.text)) {
+    } else if (error_may_pass(reply.text) || reply.text.rfind("MOVED ", 0) == 0) {
+      // (MOVED: a Redis Cluster's node for another node's slot; the message goes there, run())
       if (!passing) passing = reply.text;
       again.push_back(std::move(m));
       in_flight_count_ = in_flight_.size() + again.size();
@@ -562,6 +568,14 @@ Status RedisStreamsPublisher::deliver() {
   }
   if (passing) {
     in_flight_ = std::move(again);  // put back in front of the queue by run()
+    if (passing->rfind("MOVED ", 0) == 0) {
+      // "MOVED <slot> <host>:<port>" (an IPv6 host unbracketed): the node that serves that key's slot.
+      const size_t space = passing->rfind(' '), colon = passing->rfind(':');
+      if (space != std::string::npos && colon != std::string::npos && colon > space + 1) {
+        moved_to_ = {passing->substr(space + 1, colon - space - 1), std::atoi(passing->c_str() + colon + 1)};
+        return Aborted("the cluster serves that slot at " + passing->substr(space + 1) + " (" + *passing + ")");
+      }
+    }
     return Unavailable("the server answered: " + *passing);
   }
   return Status::Ok();
@@ -682,6 +696,34 @@ void RedisStreamsPublisher::run() {
       disconnect();
       lock.lock();
       if (st.code() == StatusCode::kCancelled) break;
+      if (st.code() == StatusCode::kAborted && moved_to_) {
+        // A Redis Cluster: the node that serves the key's slot, connected to at once. Keys of one job on
+        // several nodes (streams of several slots) make it go back and forth: said once, with the cure.
+        const auto now = Clock::now();
+        recent_moves_.push_back(now);
+        while (recent_moves_.size() > 4 || now - recent_moves_.front() > std::chrono::minutes(1)) recent_moves_.pop_front();
+        if (!said_moved_) {
+          VAPIPE_LOG_INFO("{}: {}: connecting to that node", name_, st.message());
+          said_moved_ = true;
+        }
+        if (recent_moves_.size() == 4 && !said_spread_) {  // 4 in a minute: not a failover, keys on several nodes
+          VAPIPE_LOG_WARN("{}: the streams' keys are on several nodes of the cluster, so messages go to one node at "
+                          "a time, connecting from one to the next; a key_prefix in braces ('{{{}}}:') puts them all "
+                          "in one slot", name_,
+                          config_.key_prefix.empty() ? "vapipe" : config_.key_prefix.substr(0, config_.key_prefix.size() - 1));
+          said_spread_ = true;
+        }
+        node_host_ = moved_to_->first;
+        node_port_ = moved_to_->second;
+        moved_to_.reset();
+        stats_.connected = false;
+        next_try_ = Clock::now();
+        continue;
+      }
+      // A cluster's node that fails may have been replaced (a replica promoted elsewhere): the next
+      // try goes to the url's server, which says where the slot is now.
+      node_host_ = url_.host;
+      node_port_ = url_.port;
       connection_failed(st.message(), served_a_while);
     }
   }

@@ -14,6 +14,10 @@
 // (a server's idle timeout) is made again at once; an idle one PINGs the server every kIdlePing, so
 // that a server gone away is said without a message to send.
 //
+// A Redis Cluster's node answers MOVED for a key of another node's slot: the message goes to that node,
+// connected to at once (one job's streams are all on one node when key_prefix is a hash tag,
+// "{vapipe:gate}:"); after a failure the url's server is asked again.
+//
 // The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING), over TCP or, for a
 // rediss:// url, TLS (OpenSSL: the server's certificate checked against ca_file or this machine's
 // authorities and its name, a client certificate for a server that asks for one).
@@ -26,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "pipeline/config.h"
@@ -138,6 +143,12 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{}, connected_at_{};
   bool failing_ = false;
   bool said_reconnect_at_once_ = false;
+  // The node connected to: the url's server, or the Redis Cluster node its MOVED named (the thread's).
+  std::string node_host_;
+  int node_port_ = 0;
+  std::optional<std::pair<std::string, int>> moved_to_;  // deliver(): the node a MOVED named
+  std::deque<std::chrono::steady_clock::time_point> recent_moves_;  // the last MOVEDs followed
+  bool said_moved_ = false, said_spread_ = false;
   size_t tries_ = 0;  // connection tries that failed (wait_connected)
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
   std::chrono::milliseconds retry_delay_ = kFirstRetryDelay;

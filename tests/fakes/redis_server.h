@@ -12,6 +12,8 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,16 +29,23 @@ struct RedisOptions {
   std::string password;        // AUTH required
   bool tls = false;            // TLS only, as tests/media/tls/metrics-test.crt (127.0.0.1, self-signed)
   bool client_certificates = false;  // with tls: clients need a certificate that chain-root.crt signed
+  bool cluster = false;        // a node of a Redis Cluster (make_redis_cluster joins them)
 };
 
 class RedisServer {
  public:
   // Starts it and waits until it takes connections (`started()` says whether it did).
   explicit RedisServer(RedisOptions options = {})
-      : options_(std::move(options)), password_(options_.password), port_(free_loopback_tcp_port()) {
+      : options_(std::move(options)), password_(options_.password), port_(free_port(options_.cluster)) {
     start();
   }
-  ~RedisServer() { kill(SIGTERM); }
+  ~RedisServer() {
+    kill(SIGTERM);
+    if (options_.cluster) {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("vapipe-redis-node-" + std::to_string(port_)), ec);
+    }
+  }
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
@@ -57,6 +66,12 @@ class RedisServer {
       args.insert(args.end(), {"--port", std::to_string(port_)});
     }
     if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_});
+    if (options_.cluster) {
+      const std::string dir = std::filesystem::temp_directory_path() / ("vapipe-redis-node-" + std::to_string(port_));
+      std::filesystem::create_directories(dir);
+      std::filesystem::remove(dir + "/nodes.conf");
+      args.insert(args.end(), {"--cluster-enabled", "yes", "--dir", dir, "--cluster-config-file", "nodes.conf"});
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -74,6 +89,7 @@ class RedisServer {
     return started_;
   }
   // Ends it with `sig` (SIGKILL: as a crash, its connections reset) and waits for it.
+  // (A cluster node's folder goes with the object.)
   void kill(int sig) {
     if (pid_ <= 0) return;
     ::kill(pid_, sig);
@@ -105,11 +121,45 @@ class RedisServer {
   }
 
  private:
+  // A cluster node also listens on its port + 10000 (the cluster bus): both must be free.
+  static int free_port(bool cluster) {
+    for (int i = 0; i < 100; ++i) {
+      const int port = free_loopback_tcp_port();
+      if (!cluster) return port;
+      if (port >= 55535) continue;
+      // (a probe of port + 10000: bound, then let go)
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(port + 10000));
+      const bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      if (fd >= 0) ::close(fd);
+      if (free) return port;
+    }
+    return free_loopback_tcp_port();
+  }
   RedisOptions options_;
   std::string password_;
   int port_;
   pid_t pid_ = -1;
   bool started_ = false;
 };
+
+// Joins `nodes` (started with RedisOptions::cluster) as a Redis Cluster, its 16384 slots spread over
+// them, no replicas; true once every node says the cluster is ok.
+inline bool make_redis_cluster(const std::vector<const RedisServer*>& nodes) {
+  std::string line = "redis-cli --cluster create";
+  for (const RedisServer* n : nodes) line += " 127.0.0.1:" + std::to_string(n->port());
+  line += " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1";
+  if (std::system(line.c_str()) != 0) return false;
+  for (int i = 0; i < 500; ++i) {
+    bool ok = true;
+    for (const RedisServer* n : nodes) ok = ok && n->cli({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
 
 }  // namespace vapipe::testing

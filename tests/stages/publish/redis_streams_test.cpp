@@ -314,6 +314,46 @@ TEST(RedisStreamsPublisher, AServerThatHangsHoldsTheStopUpNoLongerThanItsGrace) 
   EXPECT_FALSE(publisher.stats().connected);
 }
 
+// A Redis Cluster: the node the url names answers MOVED for a key of another node's slot; the messages
+// go to that node. With key_prefix a hash tag, one job's streams are all in one slot; without it, they
+// are on several nodes, and the messages still go, each once and in order, one node at a time.
+TEST(RedisStreamsPublisher, InARedisClusterEachMessageGoesToTheNodeOfItsKeysSlot) {
+  RedisServer a(RedisOptions{"", false, false, /*cluster=*/true}), b(RedisOptions{"", false, false, true}),
+      c(RedisOptions{"", false, false, true});
+  ASSERT_TRUE(a.started() && b.started() && c.started());
+  ASSERT_TRUE(testing::make_redis_cluster({&a, &b, &c})) << "redis-cli --cluster create failed";
+  auto entries_of = [&](const std::string& key) {
+    // redis-cli -c follows MOVED as a consumer of the cluster would.
+    const std::vector<std::string> lines = lines_of(a.cli({"-c", "XRANGE", key, "-", "+"}));
+    std::vector<std::string> out;
+    for (size_t i = 0; i + 4 < lines.size(); i += 5) out.push_back(lines[i + 4]);
+    return out;
+  };
+  for (const std::string prefix : {"{vapipe:test}:", "vapipe:spread:"}) {
+    RedisConfig config = server_at(a.url());
+    config.key_prefix = prefix;
+    RedisStreamsPublisher publisher(config, 0);
+    std::vector<std::string> door, yard;
+    for (int i = 0; i < 200; ++i) {
+      const std::string topic = i % 2 ? "results/door" : "results/yard";
+      publisher.publish(topic, std::to_string(i));
+      (i % 2 ? door : yard).push_back(std::to_string(i));
+    }
+    publisher.finish(10s);
+    EXPECT_EQ(publisher.stats().delivered, 200u) << prefix << ": " << publisher.stats().last_error;
+    EXPECT_EQ(publisher.stats().refused, 0u) << prefix;
+    EXPECT_EQ(entries_of(prefix + "results/door"), door) << prefix;
+    EXPECT_EQ(entries_of(prefix + "results/yard"), yard) << prefix;
+  }
+  // The two spread keys are in slots of two different nodes (else the second pass tested nothing).
+  EXPECT_NE(a.cli({"CLUSTER", "KEYSLOT", "vapipe:spread:results/door"}), "");
+  auto node_of = [&](const std::string& key) {
+    const std::string moved = a.cli({"XLEN", key});  // without -c: MOVED <slot> <node>, or the length here
+    return moved.rfind("MOVED", 0) == 0 ? moved.substr(moved.rfind(' ') + 1) : std::string("a");
+  };
+  EXPECT_NE(node_of("vapipe:spread:results/door"), node_of("vapipe:spread:results/yard"));
+}
+
 TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
   RedisServer server;
   ASSERT_TRUE(server.started());
