@@ -32,8 +32,9 @@ double unix_now_s() {
 // Errors a server gives for a while and then no more (memory freed, a replica promoted, a dataset
 // loaded): the message is sent again later rather than refused.
 bool error_may_pass(const std::string& error) {
+  // (ASK: a Redis Cluster's slot being moved to another node; once it is, the node answers MOVED.)
   for (const char* code : {"OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS",
-                           "MISCONF", "NOAUTH"}) {
+                           "MISCONF", "NOAUTH", "ASK"}) {
     const size_t n = std::strlen(code);
     if (error.compare(0, n, code) == 0 && (error.size() == n || error[n] == ' ')) return true;
   }
