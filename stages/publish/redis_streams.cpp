@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "pipeline/envelope.h"
 #include "pipeline/logging.h"
 
 namespace vapipe {
@@ -25,9 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double unix_now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now_s() { return static_cast<double>(wall_clock_ns()) / 1e9; }  // (as the other sinks')
 
 // Errors a server gives for a while and then no more (memory freed, a replica promoted, a dataset
 // loaded): the message is sent again later rather than refused.
