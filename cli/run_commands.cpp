@@ -356,9 +356,11 @@ static RedisConfig server_for_validate(const Config& c, size_t index, std::chron
 
 // vapipe validate --open: a connection to Redis server `index` of the config (AUTH, SELECT, PING);
 // empty when it took it.
-static std::string redis_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout) {
+// `*node`: the server connected to (Sentinel's master).
+static std::string redis_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout, std::string* node) {
   RedisStreamsPublisher publisher(server_for_validate(c, index, timeout), index);
   const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
+  *node = publisher.stats().node;
   publisher.finish(std::chrono::milliseconds(0));
   return connected.ok() ? "" : connected.message();
 }
@@ -366,11 +368,12 @@ static std::string redis_connect_failure(const Config& c, size_t index, std::chr
 // vapipe validate --send-test: a `test` event added to server `index`'s stream of its topic (`*key`),
 // answered with its id within `timeout`; empty when it was, else why not.
 static std::string send_redis_test_message(const Config& c, size_t index, std::chrono::seconds timeout,
-                                           std::string* key) {
+                                           std::string* key, std::string* node) {
   RedisStreamsPublisher publisher(server_for_validate(c, index, timeout), index);
   std::string bus_topic;
   std::string why = send_test_through(publisher, c, c.publish.redis[index].format, timeout, "", &bus_topic);
   *key = publisher.stream_key(bus_topic);
+  *node = publisher.stats().node;
   return why;
 }
 
@@ -708,10 +711,12 @@ int validate_command(const std::vector<std::string>& all_args) {
   }
   for (size_t i = 0; i < c.publish.redis.size(); ++i) {
     const RedisConfig& r = c.publish.redis[i];
-    std::string key;
-    const std::string why = send_test ? send_redis_test_message(c, i, timeout, &key) : redis_connect_failure(c, i, timeout);
+    std::string key, node;
+    const std::string why = send_test ? send_redis_test_message(c, i, timeout, &key, &node)
+                                      : redis_connect_failure(c, i, timeout, &node);
     unreachable_servers += !why.empty();
-    const std::string where = parse_redis_url(r.url).value().origin();
+    const RedisUrl url = parse_redis_url(r.url).value();
+    const std::string where = url.origin() + (url.sentinel() ? " (its master now at " + node + ")" : std::string());
     const std::string ok = send_test ? where + " added a test message to the stream " + key
                                      : "connects to " + where + (r.username.empty() ? "" : " as '" + r.username + "'") +
                                            (r.db ? ", database " + std::to_string(r.db) : std::string()) +

@@ -913,7 +913,7 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     auto url = parse_redis_url(m.url);
     if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
     parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "rediss", {"json", "text"}, &m);
-    if (url->target.size() > 1) m.db = static_cast<uint32_t>(std::stoul(url->target.substr(1)));
+    m.db = url->db;
     m.key_prefix = "vapipe:" + c.job.name + ":";
     r.str("key_prefix", &m.key_prefix);
     r.uint("maxlen", &m.maxlen, 0, uint64_t{1} << 40);
@@ -922,6 +922,17 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     if (!m.username.empty() && m.password.empty()) {
       ctx.fail(r.child("username").IsDefined() ? r.child("username") : r.child("url"), path + ".password_file",
                "required with a user name (Redis's AUTH takes both)");
+    }
+    r.str("sentinel_password_file", &m.sentinel_password_file);
+    m.sentinel_password_file = resolve_path(base_dir, m.sentinel_password_file);
+    if (!m.sentinel_password_file.empty()) {
+      if (!url->sentinel()) {
+        ctx.fail(r.child("sentinel_password_file"), path + ".sentinel_password_file",
+                 "is for a master found through Redis Sentinel (a redis+sentinel:// url)");
+      }
+      auto read = read_password_file(m.sentinel_password_file);
+      if (!read.ok()) ctx.fail(r.child("sentinel_password_file"), path + ".sentinel_password_file", read.status().message());
+      m.sentinel_password = *read;
     }
     r.finish();
     servers.push_back(std::move(m));

@@ -308,7 +308,9 @@ struct MqttConfig : MessageSinkConfig {
 // consumer that was down or comes later (XREAD from an id, consumer groups), as DeepStream's and
 // Savant's Redis adapters give theirs. At least once: a reply lost with a connection sends it again.
 struct RedisConfig : MessageSinkConfig {
-  std::string url;         // redis://[user[:password]@]host[:6379][/db], or rediss://... (TLS)
+  // redis://[user[:password]@]host[:6379][/db], or rediss://... (TLS); or, for a master that Redis
+  // Sentinel watches, redis+sentinel://[user[:password]@]host[:26379][,host...]/<master name>[/db]
+  std::string url;
   uint32_t db = 0;         // the url's /db (SELECT)
   std::string key_prefix;  // default "vapipe:<job.name>:"
   // Each stream is trimmed to about this many entries (XADD MAXLEN ~): a day of one camera's results
@@ -318,6 +320,9 @@ struct RedisConfig : MessageSinkConfig {
   std::string password_file;  // its first line is the password, read at load; never logged
   std::string password;
   std::string cert_file, key_file;  // rediss: a client certificate and its key (Redis's tls-auth-clients)
+  // redis+sentinel://: the sentinels' own password (their requirepass), when they have one; never logged
+  std::string sentinel_password_file;
+  std::string sentinel_password;
 };
 
 // A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and

@@ -152,12 +152,97 @@ Result<HttpUrl> parse_mqtt_url(std::string_view url) {
   return u;
 }
 
-Result<HttpUrl> parse_redis_url(std::string_view url) {
-  auto u = parse_url(url, {"redis", 6379, "rediss", 6379, "redis://redis.local:6379"});
-  if (!u.ok()) return u;
-  const std::string& t = u->target;
-  const bool db = t == "/" || (t.size() <= 7 && t.find_first_not_of("0123456789", 1) == std::string::npos);
-  if (!db) {
+namespace {
+
+// "/<db>" or "/" (or "" for none): its number; false when it is not one.
+bool parse_db(std::string_view path, uint32_t* db) {
+  if (path.empty() || path == "/") return true;
+  if (path.size() > 7 || path.find_first_not_of("0123456789", 1) != std::string_view::npos) return false;
+  *db = static_cast<uint32_t>(std::stoul(std::string(path.substr(1))));
+  return true;
+}
+
+Result<RedisUrl> parse_redis_sentinel_url(std::string_view url, bool tls) {
+  const std::string example = " (e.g. redis+sentinel://sentinel-1:26379,sentinel-2:26379/mymaster)";
+  const std::string plain = tls ? "rediss" : "redis";
+  std::string_view rest = url.substr(url.find("://") + 3);
+  const auto authority_end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, authority_end);
+  std::string_view path = authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
+  RedisUrl u;
+  std::string userinfo;
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(authority.substr(0, at + 1));
+    authority = authority.substr(at + 1);
+  }
+  // Each sentinel's host[:port], parsed as a URL of its own; the first carries the user:password@.
+  for (size_t start = 0; start <= authority.size();) {
+    size_t comma = authority.find(',', start);
+    if (comma == std::string_view::npos) comma = authority.size();
+    const std::string_view one = authority.substr(start, comma - start);
+    if (one.empty()) return InvalidArgument("its list of sentinels has an empty entry" + example);
+    auto parsed = parse_url(plain + "://" + (u.sentinels.empty() ? userinfo : std::string()) + std::string(one),
+                            {"redis", 26379, "rediss", 26379, "redis+sentinel://sentinel-1:26379/mymaster"});
+    if (!parsed.ok()) return InvalidArgument("sentinel " + std::to_string(u.sentinels.size() + 1) + ": " +
+                                             parsed.status().message());
+    if (u.sentinels.empty()) {
+      static_cast<HttpUrl&>(u) = *parsed;
+      u.scheme = plain + "+sentinel";
+    }
+    u.sentinels.push_back({parsed->host, parsed->port});
+    start = comma + 1;
+  }
+  // The path: /<master name>[/<db>]
+  if (const auto hash = path.find('#'); hash != std::string_view::npos) path = path.substr(0, hash);
+  if (path.size() < 2 || path[0] != '/' || path.find('?') != std::string_view::npos) {
+    return InvalidArgument("its path names the master that the sentinels watch, and nothing else" + example);
+  }
+  path.remove_prefix(1);
+  const auto slash = path.find('/');
+  u.master_name = std::string(path.substr(0, slash));
+  if (u.master_name.empty()) return InvalidArgument("its path names no master" + example);
+  for (unsigned char c : u.master_name) {
+    if (is_blank_or_control(c) || c == '%') {
+      return InvalidArgument("its master's name holds a space, a control character or a '%'");
+    }
+  }
+  if (slash != std::string_view::npos && !parse_db(path.substr(slash), &u.db)) {
+    return InvalidArgument("after the master's name, its path has at most a database number "
+                           "(redis+sentinel://sentinel-1:26379/mymaster/0)");
+  }
+  u.target = "/";
+  return u;
+}
+
+}  // namespace
+
+std::string RedisUrl::origin() const {
+  if (!sentinel()) return HttpUrl::origin();
+  std::string out = scheme + "://";
+  for (size_t i = 0; i < sentinels.size(); ++i) {
+    HttpUrl one;
+    one.host = sentinels[i].host;
+    one.port = sentinels[i].port;
+    out += (i ? "," : "") + one.host_port();
+  }
+  return out + "/" + master_name;
+}
+
+Result<RedisUrl> parse_redis_url(std::string_view url) {
+  const auto scheme_end = url.find("://");
+  const std::string scheme = lower(url.substr(0, scheme_end == std::string_view::npos ? 0 : scheme_end));
+  if (scheme == "redis+sentinel" || scheme == "rediss+sentinel") return parse_redis_sentinel_url(url, scheme[5] == 's');
+  auto parsed = parse_url(url, {"redis", 6379, "rediss", 6379, "redis://redis.local:6379"});
+  if (!parsed.ok()) {
+    if (scheme_end != std::string_view::npos && scheme.find("sentinel") != std::string::npos) {
+      return InvalidArgument("expected a redis+sentinel:// or rediss+sentinel:// URL for a master found through Redis "
+                             "Sentinel, got a " + scheme + ":// one");
+    }
+    return parsed.status();
+  }
+  RedisUrl u;
+  static_cast<HttpUrl&>(u) = *parsed;
+  if (!parse_db(u.target, &u.db)) {
     return InvalidArgument("a Redis server's URL has at most a database number for its path (redis://host:6379/0); "
                            "the streams' names are publish.redis[].key_prefix's");
   }

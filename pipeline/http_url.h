@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipeline/status.h"
 
@@ -31,9 +32,26 @@ Result<HttpUrl> parse_http_url(std::string_view url);
 // other than "/" is an error (MQTT has none: topics are set apart). Errors never repeat the password.
 Result<HttpUrl> parse_mqtt_url(std::string_view url);
 
-// A Redis server's: redis://[user[:password]@]host[:port][/db] or rediss://... (TLS), 6379 for both
-// (Redis's port whatever it speaks; Azure's TLS port is 6380); target "/" or "/<db>". Errors never
-// repeat the password.
-Result<HttpUrl> parse_redis_url(std::string_view url);
+// A Redis server's URL. Its master may be found through Redis Sentinel instead (a replica promoted
+// when the master fails): then `sentinels` lists where to ask, and `master_name` whom for.
+struct RedisUrl : HttpUrl {
+  struct Address {
+    std::string host;  // without brackets for IPv6
+    int port = 26379;
+  };
+  uint32_t db = 0;                 // the path's /<db> (SELECT)
+  std::vector<Address> sentinels;  // redis+sentinel://: in the URL's order (host and port unused then)
+  std::string master_name;
+  bool sentinel() const { return !sentinels.empty(); }
+  // "redis://host:6379", or "redis+sentinel://s1:26379,s2:26379/mymaster": without credentials or db.
+  std::string origin() const;
+};
+
+// redis://[user[:password]@]host[:port][/db] or rediss://... (TLS), 6379 for both (Redis's port
+// whatever it speaks; Azure's TLS port is 6380); target "/" or "/<db>". Or, for a master that Redis
+// Sentinel watches, redis+sentinel://[user[:password]@]host[:26379][,host[:26379]...]/<master name>[/db]
+// (rediss+sentinel://: TLS to the sentinels and the master); the user and password are the master's.
+// Errors never repeat the password.
+Result<RedisUrl> parse_redis_url(std::string_view url);
 
 }  // namespace vapipe

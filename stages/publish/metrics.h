@@ -127,6 +127,7 @@ struct MqttStats {
 struct RedisStats {
   size_t index = 0;            // in publish.redis
   std::string server;          // "redis://host:6379": its url without credentials or database
+  std::string node;            // "host:port" of the latest connection (a cluster's node, Sentinel's master)
   std::string name;            // "publish.redis[0] (redis://host:6379)"
   uint64_t delivered = 0;      // added to their stream (the server answered with the entry's id)
   uint64_t refused = 0;        // answered with an error that would not pass (WRONGTYPE: a key of another type)

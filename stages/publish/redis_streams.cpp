@@ -165,8 +165,10 @@ RedisStreamsPublisher::RedisStreamsPublisher(const RedisConfig& config, size_t i
   stats_.server = url_.origin();
   stats_.disconnected_since_unix_s = unix_now_s();
   password_ = config_.password;
-  node_host_ = url_.host;
-  node_port_ = url_.port;
+  if (!url_.sentinel()) {  // (redis+sentinel: none yet, the sentinels are asked)
+    node_host_ = url_.host;
+    node_port_ = url_.port;
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -177,7 +179,7 @@ RedisStreamsPublisher::~RedisStreamsPublisher() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
-  disconnect();
+  disconnect(server_);
 }
 
 void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
@@ -218,7 +220,7 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
   begin_finish(Clock::now() + grace);
   if (!thread_.joinable()) return;  // finished before
   thread_.join();
-  disconnect();
+  disconnect(server_);
   const RedisStats s = stats();  // (connected: whether it still was when the time was up)
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -234,25 +236,25 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
                   s.cooled_down ? ", " + std::to_string(s.cooled_down) + " held back (cooldown_s)" : std::string());
 }
 
-void RedisStreamsPublisher::disconnect() {
-  if (tls_) SSL_free(tls_);  // (no close_notify: the connection is given up)
-  tls_ = nullptr;
-  if (tls_context_) SSL_CTX_free(tls_context_);
-  tls_context_ = nullptr;
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  reader_ = RespReader();
+void RedisStreamsPublisher::disconnect(Connection& c) {
+  if (c.tls) SSL_free(c.tls);  // (no close_notify: the connection is given up)
+  c.tls = nullptr;
+  if (c.tls_context) SSL_CTX_free(c.tls_context);
+  c.tls_context = nullptr;
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -1;
+  c.reader = RespReader();
 }
 
-Status RedisStreamsPublisher::start_tls(Clock::time_point deadline) {
-  tls_context_ = SSL_CTX_new(TLS_client_method());
-  if (!tls_context_) return Internal("cannot make a TLS context: " + openssl_error("OpenSSL failed"));
-  SSL_CTX_set_min_proto_version(tls_context_, TLS1_2_VERSION);
+Status RedisStreamsPublisher::start_tls(Connection& c, const std::string& host, Clock::time_point deadline) {
+  c.tls_context = SSL_CTX_new(TLS_client_method());
+  if (!c.tls_context) return Internal("cannot make a TLS context: " + openssl_error("OpenSSL failed"));
+  SSL_CTX_set_min_proto_version(c.tls_context, TLS1_2_VERSION);
   if (config_.tls_verify) {
-    SSL_CTX_set_verify(tls_context_, SSL_VERIFY_PEER, nullptr);
+    SSL_CTX_set_verify(c.tls_context, SSL_VERIFY_PEER, nullptr);
     const bool trusted = config_.ca_file.empty()
-                             ? SSL_CTX_set_default_verify_paths(tls_context_) == 1
-                             : SSL_CTX_load_verify_locations(tls_context_, config_.ca_file.c_str(), nullptr) == 1;
+                             ? SSL_CTX_set_default_verify_paths(c.tls_context) == 1
+                             : SSL_CTX_load_verify_locations(c.tls_context, config_.ca_file.c_str(), nullptr) == 1;
     if (!trusted) {
       return Unavailable("cannot read the authorities to trust" +
                          (config_.ca_file.empty() ? std::string(" of this machine") : " in " + config_.ca_file) + ": " +
@@ -260,32 +262,33 @@ Status RedisStreamsPublisher::start_tls(Clock::time_point deadline) {
     }
   }
   if (!config_.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(tls_context_, config_.cert_file.c_str()) != 1 ||
-        SSL_CTX_use_PrivateKey_file(tls_context_, config_.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(tls_context_) != 1) {
+    if (SSL_CTX_use_certificate_chain_file(c.tls_context, config_.cert_file.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(c.tls_context, config_.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(c.tls_context) != 1) {
       return Unavailable("cannot use the client certificate " + config_.cert_file + " with its key " + config_.key_file +
                          ": " + openssl_error("unreadable"));
     }
   }
-  tls_ = SSL_new(tls_context_);
-  if (!tls_ || SSL_set_fd(tls_, fd_) != 1) return Internal("cannot start TLS: " + openssl_error("OpenSSL failed"));
-  // The certificate must name the host of the url: an address (its IP SAN), or a name (also sent as SNI).
+  c.tls = SSL_new(c.tls_context);
+  if (!c.tls || SSL_set_fd(c.tls, c.fd) != 1) return Internal("cannot start TLS: " + openssl_error("OpenSSL failed"));
+  // The certificate must name the host connected to: an address (its IP SAN), or a name (also sent as
+  // SNI). (A cluster's node or Sentinel's master is named as the server announces it.)
   in6_addr address{};
-  const bool is_address = inet_pton(AF_INET, node_host_.c_str(), &address) == 1 ||
-                          inet_pton(AF_INET6, node_host_.c_str(), &address) == 1;
-  if (!is_address) SSL_set_tlsext_host_name(tls_, node_host_.c_str());
+  const bool is_address = inet_pton(AF_INET, host.c_str(), &address) == 1 ||
+                          inet_pton(AF_INET6, host.c_str(), &address) == 1;
+  if (!is_address) SSL_set_tlsext_host_name(c.tls, host.c_str());
   if (config_.tls_verify) {
-    const int named = is_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(tls_), node_host_.c_str())
-                                 : SSL_set1_host(tls_, node_host_.c_str());
+    const int named = is_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c.tls), host.c_str())
+                                 : SSL_set1_host(c.tls, host.c_str());
     if (named != 1) return Internal("cannot set the name to check in the server's certificate");
   }
   for (;;) {
     ERR_clear_error();
-    const int rc = SSL_connect(tls_);
+    const int rc = SSL_connect(c.tls);
     if (rc == 1) return Status::Ok();
-    const int error = SSL_get_error(tls_, rc);
+    const int error = SSL_get_error(c.tls, rc);
     if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
-      const long verified = SSL_get_verify_result(tls_);
+      const long verified = SSL_get_verify_result(c.tls);
       if (config_.tls_verify && verified != X509_V_OK) {
         return Unavailable(std::string("the server's certificate is refused: ") +
                            X509_verify_cert_error_string(verified) +
@@ -302,24 +305,110 @@ Status RedisStreamsPublisher::start_tls(Clock::time_point deadline) {
     if (Clock::now() >= deadline) {
       return Unavailable("no TLS handshake within " + fmt::format("{:g}", config_.timeout_s) + " s");
     }
-    pollfd p{fd_, static_cast<short>(error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    pollfd p{c.fd, static_cast<short>(error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
     ::poll(&p, 1, 100);
   }
 }
 
 Status RedisStreamsPublisher::connect() {
+  if (url_.sentinel() && node_host_.empty()) VAPIPE_RETURN_IF_ERROR(ask_sentinels());
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_.timeout_s));
+  VAPIPE_RETURN_IF_ERROR(open_connection(server_, node_host_, node_port_, deadline));
+  Status greeted = greet();
+  if (greeted.ok() || greeted.code() == StatusCode::kCancelled) return greeted;
+  // What a mistake in the url's scheme or the certificates looks like from here, said as such.
+  const std::string& failure = greeted.message();
+  if (failure.find("certificate required") != std::string::npos) {
+    return Unavailable(failure + " (the server asks for a client certificate: set cert_file and key_file)");
+  }
+  if (!url_.tls && (failure.find("the connection broke") == 0 || failure.find("closed the connection") != std::string::npos ||
+                    failure.find("byte 0x15") != std::string::npos)) {  // (0x15: a TLS alert)
+    return Unavailable(failure + " (a port that speaks TLS? then the url is " + url_.scheme.substr(0, 5) + "s" +
+                       url_.scheme.substr(5) + "://)");
+  }
+  return greeted;
+}
+
+Status RedisStreamsPublisher::ask_sentinels() {
+  // Redis's guide for Sentinel clients: each sentinel in turn until one names the master; that one is
+  // asked first next time.
+  std::string failures;
+  size_t unknown = 0;  // sentinels that know no master of that name
+  const std::string where = "the master '" + url_.master_name + "'";
+  for (size_t k = 0; k < url_.sentinels.size(); ++k) {
+    const size_t i = (sentinel_first_ + k) % url_.sentinels.size();
+    const RedisUrl::Address& s = url_.sentinels[i];
+    HttpUrl shown;
+    shown.host = s.host;
+    shown.port = s.port;
+    const std::string name = shown.host_port();
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(config_.timeout_s));
+    Connection asked;  // (its own: a sentinel is asked before the master is connected to, or instead of it)
+    auto ask = [&]() -> Result<RespReply> {
+      VAPIPE_RETURN_IF_ERROR(open_connection(asked, s.host, s.port, deadline));
+      std::string commands;
+      if (!config_.sentinel_password.empty()) commands += resp_command({"AUTH", config_.sentinel_password});
+      commands += resp_command({"SENTINEL", "get-master-addr-by-name", url_.master_name});
+      VAPIPE_RETURN_IF_ERROR(write_all(asked, commands));
+      if (!config_.sentinel_password.empty()) {
+        VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(asked));
+        if (auth.type == RespReply::Type::kError) return Unavailable("it refused sentinel_password_file's password: " + auth.text);
+      }
+      return read_reply(asked);
+    };
+    auto reply = ask();
+    disconnect(asked);
+    std::string why;
+    if (!reply.ok()) {
+      if (reply.status().code() == StatusCode::kCancelled) return reply.status();
+      why = reply.status().message();
+    } else if (reply->type == RespReply::Type::kNil) {
+      ++unknown;
+      why = "it watches no master of that name";
+    } else if (reply->type == RespReply::Type::kError) {
+      why = reply->text.rfind("NOAUTH", 0) == 0 ? "it asks for a password (NOAUTH): set sentinel_password_file"
+                                                : "it answered: " + reply->text;
+    } else if (reply->type != RespReply::Type::kArray || reply->elements.size() != 2 ||
+               reply->elements[0].type != RespReply::Type::kBulk || reply->elements[1].type != RespReply::Type::kBulk ||
+               std::atoi(reply->elements[1].text.c_str()) <= 0) {
+      why = "its answer is not an address: not a sentinel?";
+    } else {
+      node_host_ = reply->elements[0].text;
+      node_port_ = std::atoi(reply->elements[1].text.c_str());
+      sentinel_first_ = i;
+      HttpUrl master;
+      master.host = node_host_;
+      master.port = node_port_;
+      if (!master_at_.empty() && master_at_ != master.host_port()) {
+        VAPIPE_LOG_INFO("{}: sentinel {} says {} is at {} now (it was at {})", name_, name, where, master.host_port(),
+                        master_at_);
+      }
+      master_at_ = master.host_port();
+      return Status::Ok();
+    }
+    failures += (failures.empty() ? "" : "; ") + name + ": " + why;
+  }
+  if (unknown == url_.sentinels.size()) {
+    return InvalidArgument("no sentinel watches a master named '" + url_.master_name +
+                           "' (the url's path names it as their `sentinel monitor` does)");
+  }
+  return Unavailable("no sentinel said where " + where + " is (" + failures + ")");
+}
+
+Status RedisStreamsPublisher::open_connection(Connection& c, const std::string& host, int port_number,
+                                              Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  const std::string port = std::to_string(node_port_);
-  if (int rc = getaddrinfo(node_host_.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return Unavailable("cannot resolve " + node_host_ + ": " + gai_strerror(rc));
+  const std::string port = std::to_string(port_number);
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Unavailable("cannot resolve " + host + ": " + gai_strerror(rc));
   }
   std::string why = "no address";
-  for (addrinfo* a = found; a && fd_ < 0; a = a->ai_next) {
+  for (addrinfo* a = found; a && c.fd < 0; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       why = std::strerror(errno);
@@ -352,29 +441,18 @@ Status RedisStreamsPublisher::connect() {
       ::close(fd);
       continue;
     }
-    fd_ = fd;
+    c.fd = fd;
   }
   freeaddrinfo(found);
-  if (fd_ < 0) {
-    const bool ipv6 = node_host_.find(':') != std::string::npos;
-    return Unavailable("cannot connect to " + (ipv6 ? "[" + node_host_ + "]" : node_host_) + ":" + port + ": " + why);
+  if (c.fd < 0) {
+    const bool ipv6 = host.find(':') != std::string::npos;
+    return Unavailable("cannot connect to " + (ipv6 ? "[" + host + "]" : host) + ":" + port + ": " + why);
   }
   const int on = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  if (url_.tls) VAPIPE_RETURN_IF_ERROR(start_tls(deadline));
-  Status greeted = greet();
-  if (greeted.ok() || greeted.code() == StatusCode::kCancelled) return greeted;
-  // What a mistake in the url's scheme or the certificates looks like from here, said as such.
-  const std::string& failure = greeted.message();
-  if (failure.find("certificate required") != std::string::npos) {
-    return Unavailable(failure + " (the server asks for a client certificate: set cert_file and key_file)");
-  }
-  if (!url_.tls && (failure.find("the connection broke") == 0 || failure.find("closed the connection") != std::string::npos ||
-                    failure.find("byte 0x15") != std::string::npos)) {  // (0x15: a TLS alert)
-    return Unavailable(failure + " (a port that speaks TLS? then the url is rediss://)");
-  }
-  return greeted;
+  setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  setsockopt(c.fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  if (url_.tls) VAPIPE_RETURN_IF_ERROR(start_tls(c, host, deadline));
+  return Status::Ok();
 }
 
 Status RedisStreamsPublisher::greet() {
@@ -392,9 +470,10 @@ Status RedisStreamsPublisher::greet() {
   }
   if (config_.db != 0) handshake += resp_command({"SELECT", std::to_string(config_.db)});
   handshake += resp_command({"PING"});
-  VAPIPE_RETURN_IF_ERROR(write_all(handshake));
+  if (url_.sentinel()) handshake += resp_command({"ROLE"});  // (a sentinel's answer may be out of date)
+  VAPIPE_RETURN_IF_ERROR(write_all(server_, handshake));
   if (!password.empty()) {
-    VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply());
+    VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(server_));
     if (auth.type == RespReply::Type::kError) return Unavailable("the server refused the password: " + auth.text);
   }
   const auto asks_password = [](const RespReply& r) {
@@ -402,40 +481,49 @@ Status RedisStreamsPublisher::greet() {
   };
   const Status no_password = Unavailable("the server asks for a password (NOAUTH): set password_file");
   if (config_.db != 0) {
-    VAPIPE_ASSIGN_OR_RETURN(RespReply select, read_reply());
+    VAPIPE_ASSIGN_OR_RETURN(RespReply select, read_reply(server_));
     if (asks_password(select)) return no_password;
     if (select.type == RespReply::Type::kError) {
       return InvalidArgument("the server refused database " + std::to_string(config_.db) + ": " + select.text);
     }
   }
-  VAPIPE_ASSIGN_OR_RETURN(RespReply pong, read_reply());
+  VAPIPE_ASSIGN_OR_RETURN(RespReply pong, read_reply(server_));
   if (asks_password(pong)) return no_password;
   if (pong.type == RespReply::Type::kError) return Unavailable("the server answered PING with: " + pong.text);
   if (pong.type != RespReply::Type::kStatus || pong.text != "PONG") {
     return Unavailable("the server answered PING with something else than PONG: not a Redis server?");
   }
+  if (url_.sentinel()) {
+    VAPIPE_ASSIGN_OR_RETURN(RespReply role, read_reply(server_));
+    if (role.type != RespReply::Type::kArray || role.elements.empty() || role.elements[0].text != "master") {
+      const std::string is = role.type == RespReply::Type::kArray && !role.elements.empty() ? role.elements[0].text
+                                                                                           : "not a master";
+      return Unavailable("the sentinels' master '" + url_.master_name + "' at " + master_at_ + " says it is " +
+                         (is == "slave" ? "a replica" : is) + " (a failover under way?)");
+    }
+  }
   return Status::Ok();
 }
 
-Status RedisStreamsPublisher::write_all(std::string_view bytes) {
+Status RedisStreamsPublisher::write_all(Connection& c, std::string_view bytes) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_.timeout_s));
   while (!bytes.empty()) {
     short wait_for = POLLOUT;
-    if (tls_) {
+    if (c.tls) {
       ERR_clear_error();
-      const int n = SSL_write(tls_, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 30)));
+      const int n = SSL_write(c.tls, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 30)));
       if (n > 0) {
         bytes.remove_prefix(static_cast<size_t>(n));
         continue;
       }
-      const int error = SSL_get_error(tls_, n);
+      const int error = SSL_get_error(c.tls, n);
       if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
         return Unavailable("the connection broke: " + openssl_error(std::strerror(errno)));
       }
       if (error == SSL_ERROR_WANT_READ) wait_for = POLLIN;
     } else {
-      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      const ssize_t n = ::send(c.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n > 0) {
         bytes.remove_prefix(static_cast<size_t>(n));
         continue;
@@ -451,38 +539,38 @@ Status RedisStreamsPublisher::write_all(std::string_view bytes) {
     if (Clock::now() >= deadline) {
       return Unavailable("the server took nothing for " + fmt::format("{:g}", config_.timeout_s) + " s");
     }
-    pollfd p{fd_, wait_for, 0};
+    pollfd p{c.fd, wait_for, 0};
     ::poll(&p, 1, 100);
   }
   return Status::Ok();
 }
 
-Result<RespReply> RedisStreamsPublisher::read_reply() {
+Result<RespReply> RedisStreamsPublisher::read_reply(Connection& c) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_.timeout_s));
   char buffer[64 * 1024];
   for (;;) {
-    auto reply = reader_.next();
+    auto reply = c.reader.next();
     if (!reply.ok()) return Unavailable("the server's reply is not Redis's protocol: " + reply.status().message());
     if (*reply) return std::move(**reply);
     short wait_for = POLLIN;
-    if (tls_) {
+    if (c.tls) {
       ERR_clear_error();
-      const int n = SSL_read(tls_, buffer, sizeof buffer);
+      const int n = SSL_read(c.tls, buffer, sizeof buffer);
       if (n > 0) {
-        reader_.feed(std::string_view(buffer, static_cast<size_t>(n)));
+        c.reader.feed(std::string_view(buffer, static_cast<size_t>(n)));
         continue;
       }
-      const int error = SSL_get_error(tls_, n);
+      const int error = SSL_get_error(c.tls, n);
       if (error == SSL_ERROR_ZERO_RETURN) return Unavailable("the server closed the connection");
       if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
         return Unavailable("the connection broke: " + openssl_error("the server closed the connection"));
       }
       if (error == SSL_ERROR_WANT_WRITE) wait_for = POLLOUT;
     } else {
-      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      const ssize_t n = ::recv(c.fd, buffer, sizeof buffer, 0);
       if (n > 0) {
-        reader_.feed(std::string_view(buffer, static_cast<size_t>(n)));
+        c.reader.feed(std::string_view(buffer, static_cast<size_t>(n)));
         continue;
       }
       if (n == 0) return Unavailable("the server closed the connection");
@@ -497,7 +585,7 @@ Result<RespReply> RedisStreamsPublisher::read_reply() {
     if (Clock::now() >= deadline) {
       return Unavailable("no answer from the server within " + fmt::format("{:g}", config_.timeout_s) + " s");
     }
-    pollfd p{fd_, wait_for, 0};
+    pollfd p{c.fd, wait_for, 0};
     ::poll(&p, 1, 100);
   }
 }
@@ -517,20 +605,29 @@ Status RedisStreamsPublisher::deliver() {
   const std::string maxlen = std::to_string(config_.maxlen);
   for (const SinkMessage& m : in_flight_) {
     const std::string key = stream_key(m.topic);
+    if (asking_) commands += resp_command({"ASKING"});  // (each: it is good for one command)
     if (config_.maxlen > 0) {
       commands += resp_command({"XADD", key, "MAXLEN", "~", maxlen, "*", "topic", m.topic, "payload", m.body});
     } else {
       commands += resp_command({"XADD", key, "*", "topic", m.topic, "payload", m.body});
     }
   }
-  VAPIPE_RETURN_IF_ERROR(write_all(commands));
+  VAPIPE_RETURN_IF_ERROR(write_all(server_, commands));
   // Each reply in order. A message refused for a reason that may pass (OOM, READONLY, ...) goes again
   // after the back-off; those whose entries were added count as delivered (sending them again would
   // add them twice), so such a message comes after them in its stream.
   std::optional<std::string> passing;
   std::deque<SinkMessage> again;
   while (!in_flight_.empty()) {
-    auto read = read_reply();
+    if (asking_) {
+      auto ok = read_reply(server_);  // ASKING's +OK
+      if (ok.ok() && ok->type == RespReply::Type::kError) ok = Unavailable("the node refused ASKING: " + ok->text);
+      if (!ok.ok()) {
+        for (auto it = again.rbegin(); it != again.rend(); ++it) in_flight_.push_front(std::move(*it));
+        return ok.status();
+      }
+    }
+    auto read = read_reply(server_);
     if (!read.ok()) {
       // Unanswered, and those to send again: all of them first on the next connection, in order.
       for (auto it = again.rbegin(); it != again.rend(); ++it) in_flight_.push_front(std::move(*it));
@@ -546,7 +643,8 @@ Status RedisStreamsPublisher::deliver() {
       stats_.last_delivered_unix_s = unix_now_s();
       drop_logged_ = false;
     } else if (error_may_pass(reply.text) || reply.text.rfind("MOVED ", 0) == 0) {
-      // (MOVED: a Redis Cluster's node for another node's slot; the message goes there, run())
+      // (MOVED: a Redis Cluster's node for another node's slot; the message goes there, run(). ASK: to
+      // the node its slot is being moved to, this once.)
       if (!passing) passing = reply.text;
       again.push_back(std::move(m));
       in_flight_count_ = in_flight_.size() + again.size();
@@ -568,12 +666,16 @@ Status RedisStreamsPublisher::deliver() {
   }
   if (passing) {
     in_flight_ = std::move(again);  // put back in front of the queue by run()
-    if (passing->rfind("MOVED ", 0) == 0) {
-      // "MOVED <slot> <host>:<port>" (an IPv6 host unbracketed): the node that serves that key's slot.
+    const bool moved = passing->rfind("MOVED ", 0) == 0, asked = passing->rfind("ASK ", 0) == 0;
+    if (moved || asked) {
+      // "MOVED <slot> <host>:<port>" (an IPv6 host unbracketed): the node that serves that key's slot;
+      // "ASK <slot> <host>:<port>": the node it is being moved to, which has the key already.
       const size_t space = passing->rfind(' '), colon = passing->rfind(':');
       if (space != std::string::npos && colon != std::string::npos && colon > space + 1) {
-        moved_to_ = {passing->substr(space + 1, colon - space - 1), std::atoi(passing->c_str() + colon + 1)};
-        return Aborted("the cluster serves that slot at " + passing->substr(space + 1) + " (" + *passing + ")");
+        (moved ? moved_to_ : asked_to_) =
+            std::make_pair(passing->substr(space + 1, colon - space - 1), std::atoi(passing->c_str() + colon + 1));
+        return Aborted((moved ? "the cluster serves that slot at " : "the cluster is moving that slot to ") +
+                       passing->substr(space + 1) + " (" + *passing + ")");
       }
     }
     return Unavailable("the server answered: " + *passing);
@@ -634,7 +736,7 @@ void RedisStreamsPublisher::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (time_is_up()) break;
-    const bool connected = fd_ >= 0;
+    const bool connected = server_.fd >= 0;
     if (stopping_ && queue_.empty()) break;
     if (!connected && Clock::now() < next_try_) {
       changed_.wait_until(lock, stopping_ ? std::min(next_try_, finish_by_) : next_try_);
@@ -653,29 +755,33 @@ void RedisStreamsPublisher::run() {
     Status st = Status::Ok();
     bool made = false;
     if (ping) {
-      st = write_all(resp_command({"PING"}));
+      st = write_all(server_, resp_command({"PING"}));
       if (st.ok()) {
-        auto pong = read_reply();
+        auto pong = read_reply(server_);
         if (!pong.ok()) st = pong.status();
         else if (pong->type == RespReply::Type::kError) st = Unavailable("the server answered PING with: " + pong->text);
       }
     } else if (!connected) {
       st = connect();
       made = st.ok();
-      if (!st.ok()) disconnect();
+      if (!st.ok()) disconnect(server_);
     }
     if (made) {
       lock.lock();
       connected_at_ = Clock::now();
       ++stats_.connections;
       stats_.connected = true;
+      stats_.node = (node_host_.find(':') != std::string::npos ? "[" + node_host_ + "]" : node_host_) + ":" +
+                    std::to_string(node_port_);
       stats_.disconnected_since_unix_s = 0;
       retry_delay_ = first_retry_delay_;
       const size_t waiting = queue_.size();
       if (failing_) {
         VAPIPE_LOG_INFO("{}: connected again ({} message(s) wait, {} dropped meanwhile)", name_, waiting, stats_.dropped);
       } else if (stats_.connections == 1) {
-        VAPIPE_LOG_INFO("{}: connected; messages are added to the streams {}<topic>{}", name_, config_.key_prefix,
+        VAPIPE_LOG_INFO("{}: connected{}; messages are added to the streams {}<topic>{}", name_,
+                        url_.sentinel() ? " to the master '" + url_.master_name + "' at " + stats_.node : std::string(),
+                        config_.key_prefix,
                         config_.maxlen ? fmt::format(", each trimmed to about {} entries", config_.maxlen)
                                        : std::string(", never trimmed"));
       }
@@ -693,9 +799,22 @@ void RedisStreamsPublisher::run() {
       in_flight_.clear();
       in_flight_count_ = 0;
       lock.unlock();
-      disconnect();
+      disconnect(server_);
       lock.lock();
       if (st.code() == StatusCode::kCancelled) break;
+      if (st.code() == StatusCode::kAborted && asked_to_) {
+        // The next round goes to the slot's new node, each XADD after an ASKING; then back here.
+        if (!asking_) ask_return_ = {node_host_, node_port_};
+        VAPIPE_LOG_DEBUG("{}: {}: the next messages go there", name_, st.message());
+        asking_ = true;
+        node_host_ = asked_to_->first;
+        node_port_ = asked_to_->second;
+        asked_to_.reset();
+        stats_.connected = false;
+        next_try_ = Clock::now();
+        continue;
+      }
+      asking_ = false;
       if (st.code() == StatusCode::kAborted && moved_to_) {
         // A Redis Cluster: the node that serves the key's slot, connected to at once. Keys of one job on
         // several nodes (streams of several slots) make it go back and forth: said once, with the cure.
@@ -721,10 +840,20 @@ void RedisStreamsPublisher::run() {
         continue;
       }
       // A cluster's node that fails may have been replaced (a replica promoted elsewhere): the next
-      // try goes to the url's server, which says where the slot is now.
-      node_host_ = url_.host;
+      // try goes to the url's server, which says where the slot is now. Sentinel's master too: the
+      // sentinels are asked again.
+      node_host_ = url_.sentinel() ? std::string() : url_.host;
       node_port_ = url_.port;
       connection_failed(st.message(), served_a_while);
+    } else if (asking_ && !ping) {
+      // An ASK's round delivered: back to the node that sent it there.
+      asking_ = false;
+      lock.unlock();
+      disconnect(server_);
+      lock.lock();
+      std::tie(node_host_, node_port_) = ask_return_;
+      stats_.connected = false;
+      next_try_ = Clock::now();
     }
   }
   stats_.undelivered += queue_.size() + in_flight_.size();

@@ -16,9 +16,16 @@
 //
 // A Redis Cluster's node answers MOVED for a key of another node's slot: the message goes to that node,
 // connected to at once (one job's streams are all on one node when key_prefix is a hash tag,
-// "{vapipe:gate}:"); after a failure the url's server is asked again.
+// "{vapipe:gate}:"); after a failure the url's server is asked again. ASK (the key's slot being moved
+// to another node, the key there already) sends that round to the other node, each XADD after an
+// ASKING, and then goes back.
 //
-// The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING), over TCP or, for a
+// A master that Redis Sentinel watches (redis+sentinel://): the sentinels are asked where it is
+// (SENTINEL get-master-addr-by-name, the one that answered asked first next time), and the server
+// found must say it is a master (ROLE); after a failure, or a master demoted to replica (READONLY, or
+// Sentinel closing its clients), they are asked again. That is Redis's guide for Sentinel clients.
+//
+// The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING, ROLE, SENTINEL), over TCP or, for a
 // rediss:// url, TLS (OpenSSL: the server's certificate checked against ca_file or this machine's
 // authorities and its name, a client certificate for a server that asks for one).
 #pragma once
@@ -30,6 +37,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -109,17 +117,30 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   static constexpr std::chrono::seconds kIdlePing{15};
 
  private:
+  // One connection: to the server (a cluster's node, Sentinel's master), or to a sentinel.
+  struct Connection {
+    int fd = -1;
+    ssl_ctx_st* tls_context = nullptr;  // rediss: the connection's TLS (null: plain TCP)
+    ssl_st* tls = nullptr;
+    RespReader reader;
+  };
   void run();
   // On the thread: a connection made, authenticated and on its database; or why not.
   Status connect();
+  // On the thread: c connected to host:port (and TLS over it for rediss), or why not, before `deadline`.
+  Status open_connection(Connection& c, const std::string& host, int port,
+                         std::chrono::steady_clock::time_point deadline);
+  // On the thread, redis+sentinel://: node_host_ and node_port_ set to the master's address as a
+  // sentinel gives it, or why none could.
+  Status ask_sentinels();
   // On the thread, connected: AUTH, SELECT and PING, each answered.
   Status greet();
-  void disconnect();
+  void disconnect(Connection& c);
   // On the thread: writes all of `bytes`, or why not (the connection broke, the server stopped
   // reading for timeout_s, the stop's deadline passed).
-  Status write_all(std::string_view bytes);
+  Status write_all(Connection& c, std::string_view bytes);
   // On the thread: the next reply, waiting at most timeout_s for it.
-  Result<RespReply> read_reply();
+  Result<RespReply> read_reply(Connection& c);
   // On the thread, under mutex_: the connection failed or ended for `why`: said (once per outage, then
   // every kStillFailingLogPeriod), the next try after the back-off; `at_once`: a connection that had
   // served kServedAWhile ended, and the next try is made now.
@@ -130,14 +151,11 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   bool time_is_up() const { return stop_now_ || (stopping_ && std::chrono::steady_clock::now() >= finish_by_); }
 
   RedisConfig config_;
-  HttpUrl url_;
+  RedisUrl url_;
   std::string password_;  // config_.password, or a newer one (under mutex_)
-  int fd_ = -1;           // the thread's connection
-  ssl_ctx_st* tls_context_ = nullptr;  // rediss://: the connection's TLS (null: plain TCP)
-  ssl_st* tls_ = nullptr;
-  // On the thread: TLS over fd_ (handshake done), or why not, before `deadline`.
-  Status start_tls(std::chrono::steady_clock::time_point deadline);
-  RespReader reader_;
+  Connection server_;  // the thread's connection to the server
+  // On the thread: TLS over c.fd (handshake done, `host` checked), or why not, before `deadline`.
+  Status start_tls(Connection& c, const std::string& host, std::chrono::steady_clock::time_point deadline);
   std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
   size_t in_flight_count_ = 0;         // its size, under mutex_ (for stats)
   std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{}, connected_at_{};
@@ -147,6 +165,12 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   std::string node_host_;
   int node_port_ = 0;
   std::optional<std::pair<std::string, int>> moved_to_;  // deliver(): the node a MOVED named
+  std::optional<std::pair<std::string, int>> asked_to_;  // deliver(): the node an ASK named
+  // A round sent to an ASK's node (each XADD after an ASKING), and the node to go back to after it.
+  bool asking_ = false;
+  std::pair<std::string, int> ask_return_;
+  size_t sentinel_first_ = 0;  // redis+sentinel: the sentinel to ask first (the latest that answered)
+  std::string master_at_;      // redis+sentinel: "host:port" the sentinels said last
   std::deque<std::chrono::steady_clock::time_point> recent_moves_;  // the last MOVEDs followed
   bool said_moved_ = false, said_spread_ = false;
   size_t tries_ = 0;  // connection tries that failed (wait_connected)

@@ -30,6 +30,7 @@ struct RedisOptions {
   bool tls = false;            // TLS only, as tests/media/tls/metrics-test.crt (127.0.0.1, self-signed)
   bool client_certificates = false;  // with tls: clients need a certificate that chain-root.crt signed
   bool cluster = false;        // a node of a Redis Cluster (make_redis_cluster joins them)
+  int replica_of = 0;          // a replica of the server on this loopback port (its masterauth: password)
 };
 
 class RedisServer {
@@ -41,10 +42,8 @@ class RedisServer {
   }
   ~RedisServer() {
     kill(SIGTERM);
-    if (options_.cluster) {
-      std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("vapipe-redis-node-" + std::to_string(port_)), ec);
-    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir(), ec);
   }
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -55,8 +54,14 @@ class RedisServer {
   bool started() const { return started_; }
   // Starts it again (after kill()), on the same port, empty; true once it takes connections.
   bool start() {
+    // A folder of its own, emptied: a replica writes the master's data it loaded to dump.rdb there, and
+    // any server loads a dump.rdb it finds in its folder when it starts (the tests' working directory
+    // would hand one test's data to the next).
+    std::error_code ec;
+    std::filesystem::remove_all(dir(), ec);
+    std::filesystem::create_directories(dir());
     std::vector<std::string> args = {"redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                     "--logfile", "/dev/null"};
+                                     "--logfile", "/dev/null", "--dir", dir()};
     if (options_.tls) {
       args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
                                tls_dir() + "metrics-test.crt", "--tls-key-file", tls_dir() + "metrics-test.key",
@@ -65,22 +70,10 @@ class RedisServer {
     } else {
       args.insert(args.end(), {"--port", std::to_string(port_)});
     }
-    if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_});
-    if (options_.cluster) {
-      const std::string dir = std::filesystem::temp_directory_path() / ("vapipe-redis-node-" + std::to_string(port_));
-      std::filesystem::create_directories(dir);
-      std::filesystem::remove(dir + "/nodes.conf");
-      args.insert(args.end(), {"--cluster-enabled", "yes", "--dir", dir, "--cluster-config-file", "nodes.conf"});
-    }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t quiet;
-    posix_spawn_file_actions_init(&quiet);
-    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid_, "redis-server", &quiet, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&quiet);
+    if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_, "--masterauth", password_});
+    if (options_.replica_of) args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(options_.replica_of)});
+    if (options_.cluster) args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"});
+    pid_ = spawn_quietly(args);
     started_ = false;
     for (int i = 0; i < 500 && pid_ > 0 && !started_; ++i) {
       started_ = cli({"PING"}) == "PONG\n";
@@ -89,7 +82,7 @@ class RedisServer {
     return started_;
   }
   // Ends it with `sig` (SIGKILL: as a crash, its connections reset) and waits for it.
-  // (A cluster node's folder goes with the object.)
+  // (Its folder goes with the object.)
   void kill(int sig) {
     if (pid_ <= 0) return;
     ::kill(pid_, sig);
@@ -100,6 +93,20 @@ class RedisServer {
   // Freezes it (SIGSTOP): connections stay open, nothing is read or answered; resume() thaws it.
   void pause() { ::kill(pid_, SIGSTOP); }
   void resume() { ::kill(pid_, SIGCONT); }
+  // `args` started with their output thrown away; its pid, or -1.
+  static pid_t spawn_quietly(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    if (posix_spawnp(&pid, args[0].c_str(), &quiet, nullptr, argv.data(), environ) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&quiet);
+    return pid;
+  }
   // What redis-cli prints for a command (each reply element on a line of its own).
   std::string cli(const std::vector<std::string>& command) const {
     std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
@@ -121,6 +128,9 @@ class RedisServer {
   }
 
  private:
+  std::string dir() const {
+    return std::filesystem::temp_directory_path() / ("vapipe-redis-" + std::to_string(port_));
+  }
   // A cluster node also listens on its port + 10000 (the cluster bus): both must be free.
   static int free_port(bool cluster) {
     for (int i = 0; i < 100; ++i) {
@@ -142,6 +152,86 @@ class RedisServer {
   RedisOptions options_;
   std::string password_;
   int port_;
+  pid_t pid_ = -1;
+  bool started_ = false;
+};
+
+// A Redis Sentinel (redis-server --sentinel) on a loopback port of its own, watching the master on
+// `master_port` as "mymaster" (quorum 1: it alone decides a failover), finding it down after 1 s.
+class RedisSentinel {
+ public:
+  // `password`: the sentinel's own (requirepass); `master_password`: the master's (auth-pass).
+  explicit RedisSentinel(int master_port, std::string password = "", std::string master_password = "")
+      : port_(free_loopback_tcp_port()), password_(std::move(password)) {
+    dir_ = std::filesystem::temp_directory_path() / ("vapipe-redis-sentinel-" + std::to_string(port_));
+    std::filesystem::create_directories(dir_);
+    const std::string conf = dir_ + "/sentinel.conf";  // (a sentinel rewrites its file: one of its own)
+    if (FILE* f = std::fopen(conf.c_str(), "w")) {
+      std::fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nlogfile /dev/null\n", port_, dir_.c_str());
+      std::fprintf(f, "sentinel monitor mymaster 127.0.0.1 %d 1\n", master_port);
+      std::fprintf(f, "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n");
+      if (!master_password.empty()) std::fprintf(f, "sentinel auth-pass mymaster %s\n", master_password.c_str());
+      if (!password_.empty()) std::fprintf(f, "requirepass %s\n", password_.c_str());
+      std::fclose(f);
+    }
+    pid_ = RedisServer::spawn_quietly({"redis-server", conf, "--sentinel"});
+    for (int i = 0; i < 500 && pid_ > 0 && !started_; ++i) {
+      started_ = cli({"PING"}) == "PONG\n";
+      if (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~RedisSentinel() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  RedisSentinel(const RedisSentinel&) = delete;
+  RedisSentinel& operator=(const RedisSentinel&) = delete;
+
+  int port() const { return port_; }
+  bool started() const { return started_; }
+  // The master's port as this sentinel says it now (0: it says none).
+  int master_port() const {
+    const std::string out = cli({"SENTINEL", "get-master-addr-by-name", "mymaster"});
+    const auto newline = out.find('\n');
+    return newline == std::string::npos ? 0 : std::atoi(out.c_str() + newline + 1);
+  }
+  // Until it has found `replicas` replicas of the master (it asks the master every 10 s at first).
+  bool wait_for_replicas(size_t replicas, std::chrono::milliseconds timeout) const {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      const std::string out = cli({"SENTINEL", "replicas", "mymaster"});
+      size_t found = 0;
+      // (each replica's fields, a line each: ... flags, "slave", ...; a replica that is down is "slave,s_down")
+      for (size_t at = out.find("flags\nslave\n"); at != std::string::npos; at = out.find("flags\nslave\n", at + 1)) ++found;
+      if (found >= replicas) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  std::string cli(const std::vector<std::string>& command) const {
+    std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
+    if (!password_.empty()) line += " -a '" + password_ + "'";
+    for (const std::string& c : command) line += " '" + c + "'";
+    line += " 2>&1";
+    std::string out;
+    if (FILE* p = popen(line.c_str(), "r")) {
+      std::array<char, 4096> buffer{};
+      size_t n = 0;
+      while ((n = fread(buffer.data(), 1, buffer.size(), p)) > 0) out.append(buffer.data(), n);
+      pclose(p);
+    }
+    return out;
+  }
+
+ private:
+  int port_;
+  std::string password_;
+  std::string dir_;
   pid_t pid_ = -1;
   bool started_ = false;
 };

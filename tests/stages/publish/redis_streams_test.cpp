@@ -341,12 +341,164 @@ TEST(RedisStreamsPublisher, InARedisClusterEachMessageGoesToTheNodeOfItsKeysSlot
     EXPECT_EQ(payloads(a, prefix + "results/yard", /*follow_moved=*/true), yard) << prefix;
   }
   // The two spread keys are in slots of two different nodes (else the second pass tested nothing).
-  EXPECT_NE(a.cli({"CLUSTER", "KEYSLOT", "vapipe:spread:results/door"}), "");
   auto node_of = [&](const std::string& key) {
     const std::string moved = a.cli({"XLEN", key});  // without -c: MOVED <slot> <node>, or the length here
     return moved.rfind("MOVED", 0) == 0 ? moved.substr(moved.rfind(' ') + 1) : std::string("a");
   };
   EXPECT_NE(node_of("vapipe:spread:results/door"), node_of("vapipe:spread:results/yard"));
+}
+
+// A slot being moved from one node to another (as redis-cli --cluster reshard does: IMPORTING on the
+// new node, MIGRATING on the old one): a key the old node no longer has is answered ASK, and the message
+// goes to the new node with an ASKING, while the move goes on, not only once it has ended.
+TEST(RedisStreamsPublisher, InARedisClusterAKeyOfASlotBeingMovedIsAddedAtItsNewNode) {
+  RedisServer a(RedisOptions{"", false, false, /*cluster=*/true}), b(RedisOptions{"", false, false, true}),
+      c(RedisOptions{"", false, false, true});
+  ASSERT_TRUE(a.started() && b.started() && c.started());
+  ASSERT_TRUE(testing::make_redis_cluster({&a, &b, &c})) << "redis-cli --cluster create failed";
+  const std::string key = "{vapipe:test}:results/door";
+  const std::vector<const RedisServer*> nodes = {&a, &b, &c};
+  const RedisServer* from = nullptr;  // the node of the key's slot
+  for (const RedisServer* n : nodes) {
+    if (n->cli({"XLEN", key}) == "0\n") from = n;  // (the others answer MOVED)
+  }
+  ASSERT_NE(from, nullptr);
+  const RedisServer* to = from == &a ? &b : &a;
+  const std::string slot = lines_of(a.cli({"CLUSTER", "KEYSLOT", key})).at(0);
+  const std::string from_id = lines_of(from->cli({"CLUSTER", "MYID"})).at(0);
+  const std::string to_id = lines_of(to->cli({"CLUSTER", "MYID"})).at(0);
+  ASSERT_EQ(to->cli({"CLUSTER", "SETSLOT", slot, "IMPORTING", from_id}), "OK\n");
+  ASSERT_EQ(from->cli({"CLUSTER", "SETSLOT", slot, "MIGRATING", to_id}), "OK\n");
+  ASSERT_EQ(from->cli({"XLEN", key}).rfind("ASK " + slot, 0), 0u) << "the node does not answer ASK for the key";
+
+  RedisConfig config = server_at(from->url());
+  config.key_prefix = "{vapipe:test}:";
+  RedisStreamsPublisher publisher(config, 0);
+  publisher.set_retry_delays(30s, 30s);  // (an ASK taken for an error that passes would wait 30 s)
+  std::vector<std::string> sent;
+  for (int i = 0; i < 300; ++i) {
+    publisher.publish("results/door", std::to_string(i));
+    sent.push_back(std::to_string(i));
+  }
+  for (int i = 0; i < 100 && publisher.stats().delivered < 300; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(publisher.stats().delivered, 300u) << publisher.stats().last_error;
+  EXPECT_EQ(publisher.stats().node, "127.0.0.1:" + std::to_string(from->port()));  // (back to the url's node)
+  // The move ends: the slot is the new node's everywhere.
+  for (const RedisServer* n : nodes) EXPECT_EQ(n->cli({"CLUSTER", "SETSLOT", slot, "NODE", to_id}), "OK\n");
+  EXPECT_EQ(payloads(*to, key), sent);
+  publisher.publish("results/door", "after");
+  publisher.finish(10s);
+  EXPECT_EQ(publisher.stats().delivered, 301u) << publisher.stats().last_error;
+  sent.push_back("after");
+  EXPECT_EQ(payloads(*to, key), sent);
+}
+
+// A master that Redis Sentinel watches: found through the sentinels (the first in the url's list is
+// down), and after it crashes, its replica that Sentinel promotes gets the messages; each message once,
+// in order (those sent before the crash had reached the replica, so the failover lost none).
+TEST(RedisStreamsPublisher, AMasterFoundThroughSentinelIsFollowedToTheReplicaPromotedWhenItFails) {
+  RedisServer master;
+  RedisServer replica(RedisOptions{"", false, false, false, /*replica_of=*/master.port()});
+  ASSERT_TRUE(master.started() && replica.started());
+  testing::RedisSentinel sentinel(master.port());
+  ASSERT_TRUE(sentinel.started()) << "redis-server --sentinel did not start";
+  ASSERT_TRUE(sentinel.wait_for_replicas(1, 15s)) << "the sentinel did not find the replica";
+  const int down = testing::free_loopback_tcp_port();
+  RedisStreamsPublisher publisher(
+      server_at("redis+sentinel://127.0.0.1:" + std::to_string(down) + ",127.0.0.1:" + std::to_string(sentinel.port()) +
+                "/mymaster"),
+      0);
+  publisher.set_retry_delays(200ms, 500ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok()) << publisher.stats().last_error;
+  EXPECT_EQ(publisher.stats().node, "127.0.0.1:" + std::to_string(master.port()));
+  std::vector<std::string> sent;
+  for (int i = 0; i < 200; ++i) {
+    publisher.publish("results/door", std::to_string(i));
+    sent.push_back(std::to_string(i));
+  }
+  for (int i = 0; i < 200 && (publisher.stats().delivered < 200 || replica.cli({"XLEN", "vapipe:test:results/door"}) != "200\n"); ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(replica.cli({"XLEN", "vapipe:test:results/door"}), "200\n");
+  master.kill(SIGKILL);
+  for (int i = 200; i < 400; ++i) {
+    publisher.publish("results/door", std::to_string(i));
+    sent.push_back(std::to_string(i));
+  }
+  for (int i = 0; i < 600 && publisher.stats().delivered < 400; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(sentinel.master_port(), replica.port()) << "the sentinel did not fail over";
+  EXPECT_EQ(publisher.stats().delivered, 400u) << publisher.stats().last_error;
+  EXPECT_EQ(publisher.stats().node, "127.0.0.1:" + std::to_string(replica.port()));
+  EXPECT_EQ(payloads(replica, "vapipe:test:results/door"), sent);
+  publisher.finish(5s);
+}
+
+// A failover ordered while the master is up (SENTINEL FAILOVER: the master is made a replica, its
+// clients are closed, a write there would be READONLY): the sink goes on at the new master.
+TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOne) {
+  RedisServer first(RedisOptions{"secret"}), second(RedisOptions{"secret", false, false, false, /*replica_of=*/first.port()});
+  ASSERT_TRUE(first.started() && second.started());
+  testing::RedisSentinel sentinel(first.port(), "watch", "secret");
+  ASSERT_TRUE(sentinel.started());
+  ASSERT_TRUE(sentinel.wait_for_replicas(1, 15s));
+  RedisConfig config = server_at("redis+sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "/mymaster");
+  config.password = "secret";
+  config.sentinel_password = "watch";
+  RedisStreamsPublisher publisher(config, 0);
+  publisher.set_retry_delays(200ms, 500ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok()) << publisher.stats().last_error;
+  std::vector<std::string> sent;
+  for (int i = 0; i < 100; ++i) {
+    publisher.publish("results/door", std::to_string(i));
+    sent.push_back(std::to_string(i));
+  }
+  for (int i = 0; i < 200 && (publisher.stats().delivered < 100 || second.cli({"XLEN", "vapipe:test:results/door"}) != "100\n"); ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(second.cli({"XLEN", "vapipe:test:results/door"}), "100\n");
+  ASSERT_EQ(sentinel.cli({"SENTINEL", "FAILOVER", "mymaster"}), "OK\n");
+  for (int i = 0; i < 300 && (sentinel.master_port() != second.port() ||
+                              lines_of(first.cli({"ROLE"})).at(0) != "slave"); ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(sentinel.master_port(), second.port()) << "the sentinel did not fail over";
+  for (int i = 100; i < 200; ++i) {
+    publisher.publish("results/door", std::to_string(i));
+    sent.push_back(std::to_string(i));
+  }
+  publisher.finish(20s);
+  EXPECT_EQ(publisher.stats().delivered, 200u) << publisher.stats().last_error;
+  EXPECT_EQ(publisher.stats().node, "127.0.0.1:" + std::to_string(second.port()));
+  EXPECT_EQ(payloads(second, "vapipe:test:results/door"), sent);
+}
+
+// What goes wrong with Sentinel, said so: a master's name no sentinel watches, a sentinel that asks for
+// a password, none that answers.
+TEST(RedisStreamsPublisher, SentinelsThatCannotSayWhereTheMasterIsAreSaidWhy) {
+  RedisServer master;
+  ASSERT_TRUE(master.started());
+  testing::RedisSentinel sentinel(master.port(), "watch");
+  ASSERT_TRUE(sentinel.started());
+  const std::string at = "127.0.0.1:" + std::to_string(sentinel.port());
+  auto failure = [](const RedisConfig& config) {
+    RedisStreamsPublisher publisher(config, 0);
+    const Status st = publisher.wait_connected(5s);
+    return st.ok() ? std::string("connected") : st.message();
+  };
+  RedisConfig unknown = server_at("redis+sentinel://" + at + "/nosuch");
+  unknown.sentinel_password = "watch";
+  EXPECT_EQ(failure(unknown), "no sentinel watches a master named 'nosuch' (the url's path names it as their "
+                              "`sentinel monitor` does)");
+  RedisConfig no_password = server_at("redis+sentinel://" + at + "/mymaster");
+  EXPECT_EQ(failure(no_password), "no sentinel said where the master 'mymaster' is (" + at +
+                                      ": it asks for a password (NOAUTH): set sentinel_password_file)");
+  RedisConfig given = no_password;
+  given.sentinel_password = "watch";
+  EXPECT_EQ(failure(given), "connected");
+  const int down = testing::free_loopback_tcp_port();
+  EXPECT_EQ(failure(server_at("redis+sentinel://127.0.0.1:" + std::to_string(down) + "/mymaster")),
+            "no sentinel said where the master 'mymaster' is (127.0.0.1:" + std::to_string(down) +
+                ": cannot connect to 127.0.0.1:" + std::to_string(down) + ": connection refused)");
 }
 
 TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
