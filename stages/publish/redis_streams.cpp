@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
 #include "pipeline/envelope.h"
 #include "pipeline/logging.h"
@@ -180,6 +181,7 @@ RedisStreamsPublisher::~RedisStreamsPublisher() {
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
   disconnect(server_);
+  disconnect(watch_);
 }
 
 void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
@@ -221,6 +223,7 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
   if (!thread_.joinable()) return;  // finished before
   thread_.join();
   disconnect(server_);
+  disconnect(watch_);
   const RedisStats s = stats();  // (connected: whether it still was when the time was up)
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -395,6 +398,112 @@ Status RedisStreamsPublisher::ask_sentinels() {
                            "' (the url's path names it as their `sentinel monitor` does)");
   }
   return Unavailable("no sentinel said where " + where + " is (" + failures + ")");
+}
+
+bool RedisStreamsPublisher::master_switched() {
+  const auto now = Clock::now();
+  if (watch_.fd < 0) {
+    if (now < watch_next_try_) return false;
+    // Subscribed to the sentinel that answered last. Its connection is tried for at most 1 s, here on
+    // the thread that delivers: a sentinel that cannot be reached holds delivery up that long, each
+    // time the subscription is tried again (1 s after a failure, doubling up to kLongestRetryDelay).
+    const RedisUrl::Address& s = url_.sentinels[sentinel_first_];
+    const auto deadline = now + std::min<Clock::duration>(std::chrono::seconds(1),
+                                                         std::chrono::duration_cast<Clock::duration>(
+                                                             std::chrono::duration<double>(config_.timeout_s)));
+    auto subscribe = [&]() -> Status {
+      VAPIPE_RETURN_IF_ERROR(open_connection(watch_, s.host, s.port, deadline));
+      std::string commands;
+      if (!config_.sentinel_password.empty()) commands += resp_command({"AUTH", config_.sentinel_password});
+      commands += resp_command({"SUBSCRIBE", "+promoted-slave", "+switch-master"});
+      VAPIPE_RETURN_IF_ERROR(write_all(watch_, commands));
+      if (!config_.sentinel_password.empty()) {
+        VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(watch_));
+        if (auth.type == RespReply::Type::kError) return Unavailable("it refused the password: " + auth.text);
+      }
+      for (int channel = 0; channel < 2; ++channel) {
+        VAPIPE_ASSIGN_OR_RETURN(RespReply subscribed, read_reply(watch_));
+        if (subscribed.type != RespReply::Type::kArray || subscribed.elements.empty() ||
+            subscribed.elements[0].text != "subscribe") {
+          return Unavailable("it did not take SUBSCRIBE");
+        }
+      }
+      return Status::Ok();
+    };
+    if (Status st = subscribe(); !st.ok()) {
+      disconnect(watch_);
+      VAPIPE_LOG_DEBUG("{}: cannot watch sentinel {}:{} for failovers: {}", name_, s.host, s.port, st.message());
+      watch_delay_ = std::min(std::max(watch_delay_ * 2, std::chrono::milliseconds(1000)), longest_retry_delay_);
+      watch_next_try_ = now + watch_delay_;
+      sentinel_first_ = (sentinel_first_ + 1) % url_.sentinels.size();  // (the next one next time)
+      return false;
+    }
+    watch_delay_ = std::chrono::milliseconds(0);
+    // A failover between the master's address asked and the subscription made: asked again now.
+    const std::string host = node_host_;
+    const int port = node_port_;
+    if (!ask_sentinels().ok()) {
+      node_host_ = host;
+      node_port_ = port;
+      return false;
+    }
+    return node_host_ != host || node_port_ != port;
+  }
+  // What the sentinel pushed meanwhile, without waiting: ["message", "+promoted-slave",
+  // "slave <ip>:<port> <ip> <port> @ <master name> <old ip> <old port>"] when a failover has made a
+  // replica the master (SENTINEL get-master-addr-by-name names it from then on, and the old master
+  // still takes writes until Sentinel makes it a replica, which drops them), and ["message",
+  // "+switch-master", "<master name> <old ip> <old port> <new ip> <new port>"] when it has ended.
+  char buffer[16 * 1024];
+  for (;;) {
+    ERR_clear_error();
+    const ssize_t n = watch_.tls ? SSL_read(watch_.tls, buffer, sizeof buffer)
+                                 : ::recv(watch_.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) {
+      watch_.reader.feed(std::string_view(buffer, static_cast<size_t>(n)));
+      continue;
+    }
+    const bool nothing_more = watch_.tls ? SSL_get_error(watch_.tls, static_cast<int>(n)) == SSL_ERROR_WANT_READ
+                                         : n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    if (!nothing_more) {
+      disconnect(watch_);  // (subscribed again next time: the sentinel went away)
+      return false;
+    }
+    break;
+  }
+  bool switched = false;
+  for (;;) {
+    auto message = watch_.reader.next();
+    if (!message.ok()) {
+      disconnect(watch_);
+      return switched;
+    }
+    if (!*message) break;
+    const RespReply& m = **message;
+    if (m.type != RespReply::Type::kArray || m.elements.size() != 3 || m.elements[0].text != "message") continue;
+    std::istringstream words(m.elements[2].text);
+    std::string name, new_host, event = m.elements[1].text;
+    int new_port = 0;
+    if (event == "+promoted-slave") {
+      std::string kind, replica, at;
+      if (!(words >> kind >> replica >> new_host >> new_port >> at >> name) || at != "@") continue;
+    } else {
+      std::string old_host, old_port;
+      if (!(words >> name >> old_host >> old_port >> new_host >> new_port)) continue;
+    }
+    if (name != url_.master_name || (new_host == node_host_ && new_port == node_port_)) continue;
+    HttpUrl master;
+    master.host = new_host;
+    master.port = new_port;
+    VAPIPE_LOG_INFO("{}: sentinel {}:{} says a failover has made {} the master '{}' ({}), no more {}", name_,
+                    url_.sentinels[sentinel_first_].host, url_.sentinels[sentinel_first_].port, master.host_port(),
+                    name, event, master_at_);
+    master_at_ = master.host_port();
+    switched = true;
+    node_host_ = new_host;
+    node_port_ = new_port;
+  }
+  return switched;
 }
 
 Status RedisStreamsPublisher::open_connection(Connection& c, const std::string& host, int port_number,
@@ -788,6 +897,14 @@ void RedisStreamsPublisher::run() {
       failing_ = false;
       lock.unlock();
       changed_.notify_all();
+    }
+    if (st.ok() && !ping && url_.sentinel() && master_switched()) {
+      // A failover: what waits goes to the new master (node_host_ now), connected to at once.
+      disconnect(server_);
+      lock.lock();
+      stats_.connected = false;
+      next_try_ = Clock::now();
+      continue;
     }
     if (st.ok() && !ping) st = deliver();
     lock.lock();

@@ -133,6 +133,10 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // On the thread, redis+sentinel://: node_host_ and node_port_ set to the master's address as a
   // sentinel gives it, or why none could.
   Status ask_sentinels();
+  // On the thread, redis+sentinel, before each round: whether a sentinel said (+switch-master) that
+  // the master is elsewhere now, node_host_ and node_port_ then its address. Subscribes first
+  // where it is not yet (and asks where the master is once more, for a failover meanwhile).
+  bool master_switched();
   // On the thread, connected: AUTH, SELECT and PING, each answered.
   Status greet();
   void disconnect(Connection& c);
@@ -154,6 +158,12 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   RedisUrl url_;
   std::string password_;  // config_.password, or a newer one (under mutex_)
   Connection server_;  // the thread's connection to the server
+  // redis+sentinel: subscribed to a sentinel's +switch-master, so that a failover is known at once. (A
+  // master demoted by a failover ordered by hand, SENTINEL FAILOVER, takes writes for seconds more,
+  // until Sentinel makes it a replica, and they are lost then.)
+  Connection watch_;
+  std::chrono::steady_clock::time_point watch_next_try_{};
+  std::chrono::milliseconds watch_delay_{0};
   // On the thread: TLS over c.fd (handshake done, `host` checked), or why not, before `deadline`.
   Status start_tls(Connection& c, const std::string& host, std::chrono::steady_clock::time_point deadline);
   std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
