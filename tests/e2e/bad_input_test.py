@@ -10,8 +10,9 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, MqttBroker, RedisServer, Run, Subscriber, WebhookReceiver,
-                        events_by_stream, free_port, make_clip, results_by_stream, start_rtsp_camera, write_config)
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, MqttBroker, RedisSentinel, RedisServer, Run, Subscriber,
+                        WebhookReceiver, events_by_stream, free_port, make_clip, results_by_stream, start_rtsp_camera,
+                        write_config)
 
 
 class BadInput(E2ETest):
@@ -132,12 +133,16 @@ class BadInput(E2ETest):
         # Redis servers: a connection to each (PING), nothing added.
         redis = RedisServer()
         self.addCleanup(redis.close)
+        sentinel = RedisSentinel(redis)  # (a master found through Redis Sentinel)
+        self.addCleanup(sentinel.close)
+        watched = f"redis+sentinel://127.0.0.1:{sentinel.port}/mymaster"
         config, _ = write_config(self.dir, [
             ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
             ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
             job={"mode": "live"}, publish={"webhooks": webhooks, "mqtt": mqtt, "segments_min_frames": 5,
                                            "segments_pictures_dir": "pictures",
-                                           "redis": [{"url": redis.url}, {"url": f"redis://127.0.0.1:{closed}"}]})
+                                           "redis": [{"url": redis.url}, {"url": f"redis://127.0.0.1:{closed}"},
+                                                     {"url": watched}]})
         p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
@@ -165,6 +170,8 @@ class BadInput(E2ETest):
         self.assertIn(f"\n    redis 0              ok:     connects to {redis.url} (nothing was added)\n", p.stdout)
         self.assertIn(f"\n    redis 1              FAILED: cannot connect to 127.0.0.1:{closed}: connection refused\n",
                       p.stdout)
+        self.assertIn(f"\n    redis 2              ok:     connects to {watched} (its master now at {redis.url[8:]}) "
+                      "(nothing was added)\n", p.stdout)
         self.assertIn("  1 Redis server(s) could not be reached", p.stdout)
         self.assertEqual(redis.cli("DBSIZE"), "0")
         self.assertNotIn("right one", p.stdout)
@@ -189,7 +196,10 @@ class BadInput(E2ETest):
         self.assertEqual([t for t, _ in broker.wait_for(1)], ["vapipe/e2e/events/door"])
         self.assertIn(f"\n    redis 0              ok:     {redis.url} added a test message to the stream "
                       "vapipe:e2e:events/door\n", p.stdout)
-        self.assertEqual([(t, e["event"]) for t, e in redis.entries("vapipe:e2e:events/door")], [("events/door", "test")])
+        self.assertIn(f"\n    redis 2              ok:     {watched} (its master now at {redis.url[8:]}) added a test "
+                      "message to the stream vapipe:e2e:events/door\n", p.stdout)
+        self.assertEqual([(t, e["event"]) for t, e in redis.entries("vapipe:e2e:events/door")],
+                         [("events/door", "test")] * 2)  # (redis 0's and redis 2's, on one server)
 
     def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
         """`vapipe validate --open --timeout 2 --at-once 1`: a camera whose server accepts connections and

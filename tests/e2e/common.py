@@ -5,6 +5,7 @@ import os
 import pwd
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -291,8 +292,10 @@ class RedisServer:
 
     def __init__(self):
         self.port = free_port()
+        # A folder of its own: a server loads a dump.rdb it finds in its folder (another test's).
+        self.dir = tempfile.mkdtemp(prefix="vapipe-redis-")
         self.server = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                        "--appendonly", "no", "--logfile", "/dev/null"],
+                                        "--appendonly", "no", "--logfile", "/dev/null", "--dir", self.dir],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
         while self.cli("PING") != "PONG":
@@ -316,6 +319,33 @@ class RedisServer:
     def close(self):
         self.server.terminate()
         self.server.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisSentinel:
+    """A real Redis Sentinel (redis-server --sentinel) on a loopback port of its own, watching `master` (a
+    RedisServer) as "mymaster"."""
+
+    def __init__(self, master):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="vapipe-sentinel-")
+        conf = os.path.join(self.dir, "sentinel.conf")  # (a sentinel rewrites its file)
+        with open(conf, "w") as f:
+            f.write(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile /dev/null\n"
+                    f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\n")
+        self.server = subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while subprocess.run(["redis-cli", "-p", str(self.port), "PING"], capture_output=True,
+                             text=True).stdout.strip() != "PONG":
+            if time.time() > deadline:
+                raise RuntimeError("redis-server --sentinel did not start")
+            time.sleep(0.02)
+
+    def close(self):
+        self.server.terminate()
+        self.server.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Subscriber:

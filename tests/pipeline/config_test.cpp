@@ -777,9 +777,12 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       format: text
       max_queued: 100
       queue_policy: block
+    - url: redis+sentinel://vapipe@sentinel-1,[fd00::2]:26380,10.0.0.9/gate-cache/3
+      password_file: redis.password
+      sentinel_password_file: redis.password
 )", "job.yaml", dir.string());
   ASSERT_TRUE(c.ok()) << c.status().message();
-  ASSERT_EQ(c->publish.redis.size(), 2u);
+  ASSERT_EQ(c->publish.redis.size(), 3u);
   const RedisConfig& plain = c->publish.redis[0];
   EXPECT_EQ(plain.topics, std::vector<std::string>{"segments/"});
   EXPECT_EQ(plain.key_prefix, "vapipe:nightly:");  // the job's name keeps two jobs on one server apart
@@ -799,6 +802,25 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_EQ(site.format, "text");
   EXPECT_EQ(site.max_queued, 100u);
   EXPECT_EQ(site.queue_policy, QueuePolicy::kBlock);
+  // A master found through Redis Sentinel: the sentinels in the url's order (26379 by default), the
+  // master's name and database, the master's user; the sentinels' own password.
+  const RedisConfig& watched = c->publish.redis[2];
+  EXPECT_EQ(watched.username, "vapipe");
+  EXPECT_EQ(watched.password, "s3cret");
+  EXPECT_EQ(watched.sentinel_password, "s3cret");
+  EXPECT_EQ(watched.db, 3u);
+  const RedisUrl sentinel = parse_redis_url(watched.url).value();
+  ASSERT_EQ(sentinel.sentinels.size(), 3u);
+  EXPECT_EQ(sentinel.sentinels[0].host, "sentinel-1");
+  EXPECT_EQ(sentinel.sentinels[0].port, 26379);
+  EXPECT_EQ(sentinel.sentinels[1].host, "fd00::2");
+  EXPECT_EQ(sentinel.sentinels[1].port, 26380);
+  EXPECT_EQ(sentinel.sentinels[2].host, "10.0.0.9");
+  EXPECT_EQ(sentinel.master_name, "gate-cache");
+  EXPECT_FALSE(sentinel.tls);
+  EXPECT_EQ(sentinel.origin(), "redis+sentinel://sentinel-1:26379,[fd00::2]:26380,10.0.0.9:26379/gate-cache");
+  EXPECT_TRUE(parse_redis_url("rediss+sentinel://s1/m").value().tls);
+  EXPECT_FALSE(parse_redis_url("redis://cache").value().sentinel());
 
   const std::string segments = "publish:\n  segments_min_frames: 5\n  redis:\n";
   expect_config_errors(head, dir, {
@@ -820,6 +842,19 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
       ConfigErrorCase{segments + "    - url: redis://cache\n      stream: x\n", "publish.redis[0].stream"},
       ConfigErrorCase{segments + "    - url: redis://:pw@cache\n      password_file: redis.password\n",
           "publish.redis[0].password_file: and the url's :password@ both: keep one"},
+      ConfigErrorCase{segments + "    - url: redis+sentinel://s1,s2\n",
+          "publish.redis[0].url: its path names the master that the sentinels watch, and nothing else"},
+      ConfigErrorCase{segments + "    - url: redis+sentinel://s1,,s2/m\n",
+          "publish.redis[0].url: its list of sentinels has an empty entry"},
+      ConfigErrorCase{segments + "    - url: redis+sentinel://s1,s2:99999/m\n",
+          "publish.redis[0].url: sentinel 2: its port '99999' is not a number from 1 to 65535"},
+      ConfigErrorCase{segments + "    - url: redis+sentinel://s1/m/x\n",
+          "publish.redis[0].url: after the master's name, its path has at most a database number"},
+      ConfigErrorCase{segments + "    - url: sentinel://s1/m\n",
+          "publish.redis[0].url: expected a redis+sentinel:// or rediss+sentinel:// URL for a master found through "
+          "Redis Sentinel, got a sentinel:// one"},
+      ConfigErrorCase{segments + "    - url: redis://cache\n      sentinel_password_file: redis.password\n",
+          "publish.redis[0].sentinel_password_file: is for a master found through Redis Sentinel"},
   });
   std::filesystem::remove_all(dir);
 }
