@@ -72,6 +72,12 @@ class RedisServer {
     }
     if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_, "--masterauth", password_});
     if (options_.replica_of) args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(options_.replica_of)});
+    // With TLS, replication is over TLS too, and the master's certificate is checked (a replica of its own
+    // is a master once promoted, so each server can replicate).
+    if (options_.tls) {
+      args.insert(args.end(), {"--tls-replication", "yes"});
+      if (!options_.client_certificates) args.insert(args.end(), {"--tls-ca-cert-file", tls_dir() + "metrics-test.crt"});
+    }
     if (options_.cluster) args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"});
     pid_ = spawn_quietly(args);
     started_ = false;
@@ -160,14 +166,24 @@ class RedisServer {
 // `master_port` as "mymaster" (quorum 1: it alone decides a failover), finding it down after 1 s.
 class RedisSentinel {
  public:
-  // `password`: the sentinel's own (requirepass); `master_password`: the master's (auth-pass).
-  explicit RedisSentinel(int master_port, std::string password = "", std::string master_password = "")
-      : port_(free_loopback_tcp_port()), password_(std::move(password)) {
+  // `password`: the sentinel's own (requirepass); `master_password`: the master's (auth-pass); `tls`:
+  // it takes TLS only, and speaks TLS to the servers (as RedisOptions::tls, without client certificates).
+  explicit RedisSentinel(int master_port, std::string password = "", std::string master_password = "",
+                         bool tls = false)
+      : port_(free_loopback_tcp_port()), password_(std::move(password)), tls_(tls) {
     dir_ = std::filesystem::temp_directory_path() / ("vapipe-redis-sentinel-" + std::to_string(port_));
     std::filesystem::create_directories(dir_);
     const std::string conf = dir_ + "/sentinel.conf";  // (a sentinel rewrites its file: one of its own)
     if (FILE* f = std::fopen(conf.c_str(), "w")) {
-      std::fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nlogfile /dev/null\n", port_, dir_.c_str());
+      if (tls_) {
+        const std::string certs = RedisServer::tls_dir();
+        std::fprintf(f, "port 0\ntls-port %d\ntls-replication yes\ntls-auth-clients no\n", port_);
+        std::fprintf(f, "tls-cert-file %smetrics-test.crt\ntls-key-file %smetrics-test.key\n", certs.c_str(), certs.c_str());
+        std::fprintf(f, "tls-ca-cert-file %smetrics-test.crt\n", certs.c_str());
+      } else {
+        std::fprintf(f, "port %d\n", port_);
+      }
+      std::fprintf(f, "bind 127.0.0.1\ndir %s\nlogfile /dev/null\n", dir_.c_str());
       std::fprintf(f, "sentinel monitor mymaster 127.0.0.1 %d 1\n", master_port);
       std::fprintf(f, "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n");
       if (!master_password.empty()) std::fprintf(f, "sentinel auth-pass mymaster %s\n", master_password.c_str());
@@ -216,6 +232,7 @@ class RedisSentinel {
   std::string cli(const std::vector<std::string>& command) const {
     std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
     if (!password_.empty()) line += " -a '" + password_ + "'";
+    if (tls_) line += " --tls --cacert " + RedisServer::tls_dir() + "metrics-test.crt";
     for (const std::string& c : command) line += " '" + c + "'";
     line += " 2>&1";
     std::string out;
@@ -231,6 +248,7 @@ class RedisSentinel {
  private:
   int port_;
   std::string password_;
+  bool tls_;
   std::string dir_;
   pid_t pid_ = -1;
   bool started_ = false;

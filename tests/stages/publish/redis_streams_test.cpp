@@ -435,17 +435,22 @@ TEST(RedisStreamsPublisher, AMasterFoundThroughSentinelIsFollowedToTheReplicaPro
 
 // A failover ordered while the master is up (SENTINEL FAILOVER): the old master takes writes for seconds
 // more, until Sentinel makes it a replica (which drops them), so the sink must leave it when the
-// sentinel says the master switched (+switch-master), not when the old one refuses (READONLY) or
-// closes its connection.
-TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOne) {
-  RedisServer first(RedisOptions{"secret"}), second(RedisOptions{"secret", false, false, false, /*replica_of=*/first.port()});
+// sentinel says the master switched (+promoted-slave), not when the old one refuses (READONLY) or
+// closes its connection. With passwords, and again over TLS (rediss+sentinel: the sentinels and the
+// servers, the subscription's messages read without waiting through OpenSSL).
+void check_a_demoted_master_is_left(bool tls) {
+  const std::string password = tls ? "" : "secret";
+  RedisServer first(RedisOptions{password, tls}),
+      second(RedisOptions{password, tls, false, false, /*replica_of=*/first.port()});
   ASSERT_TRUE(first.started() && second.started());
-  testing::RedisSentinel sentinel(first.port(), "watch", "secret");
+  testing::RedisSentinel sentinel(first.port(), tls ? "" : "watch", password, tls);
   ASSERT_TRUE(sentinel.started());
   ASSERT_TRUE(sentinel.wait_for_replicas(1, 15s));
-  RedisConfig config = server_at("redis+sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "/mymaster");
-  config.password = "secret";
-  config.sentinel_password = "watch";
+  RedisConfig config = server_at((tls ? "rediss" : "redis") + std::string("+sentinel://127.0.0.1:") +
+                                 std::to_string(sentinel.port()) + "/mymaster");
+  config.password = password;
+  config.sentinel_password = tls ? "" : "watch";
+  if (tls) config.ca_file = RedisServer::tls_dir() + "metrics-test.crt";
   RedisStreamsPublisher publisher(config, 0);
   publisher.set_retry_delays(200ms, 500ms);
   ASSERT_TRUE(publisher.wait_connected(5s).ok()) << publisher.stats().last_error;
@@ -470,6 +475,10 @@ TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOne) {
   EXPECT_EQ(publisher.stats().node, "127.0.0.1:" + std::to_string(second.port()));
   EXPECT_EQ(payloads(second, "vapipe:test:results/door"), sent);
 }
+
+TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOne) { check_a_demoted_master_is_left(false); }
+
+TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOneOverTls) { check_a_demoted_master_is_left(true); }
 
 // What goes wrong with Sentinel, said so: a master's name no sentinel watches, a sentinel that asks for
 // a password, none that answers.
