@@ -197,6 +197,11 @@ void job_lines(const json& h, std::string* out) {
     for (const json& r : servers) {
       if (!r.is_object()) continue;
       std::string state = "connected";
+      // The node connected to where the url does not name it: Sentinel's master, a Cluster's node.
+      const std::string server = text(r, "server", "?"), node = text(r, "node");
+      if (!node.empty() && (server.size() < node.size() || server.compare(server.size() - node.size(), node.size(), node) != 0)) {
+        state += " to " + node;
+      }
       if (member(r, "connected") != json(true)) {
         const auto for_s = number_field(r, "disconnected_for_s");
         state = "NOT CONNECTED" + (for_s ? " for " + human_duration(*for_s) : std::string()) +

@@ -526,6 +526,7 @@ nlohmann::json health_json(const JobMetrics& m) {
   for (const RedisStats& r : m.redis) {
     redis.push_back({{"index", r.index},
                      {"server", r.server},
+                     {"node", r.node.empty() ? nlohmann::json() : nlohmann::json(r.node)},
                      {"connected", r.connected},
                      {"delivered", r.delivered},
                      {"refused", r.refused},

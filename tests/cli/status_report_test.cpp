@@ -161,6 +161,11 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
   up.delivered = 1200;
   up.connections = 1;
   up.last_delivered_unix_s = 1240;
+  up.node = "10.0.0.7:6379";
+  RedisStats watched = up;  // a master found through Redis Sentinel
+  watched.index = 2;
+  watched.server = "redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/cache";
+  watched.node = "10.0.0.8:6379";
   RedisStats down;
   down.index = 1;
   down.server = "rediss://cache.example.com:6380";
@@ -168,7 +173,7 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
   down.refused = 1;
   down.disconnected_since_unix_s = 1180;
   down.last_error = "the server refused the password: WRONGPASS invalid username-password pair";
-  m.redis = {up, down};
+  m.redis = {up, down, watched};
   const auto report = status_report(served(m), "http://h:9100/healthz");
   ASSERT_TRUE(report.ok()) << report.status().message();
   const std::string& r = report.value();
@@ -177,6 +182,9 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
   EXPECT_TRUE(has_line_starting(r, "redis 1 rediss://cache.example.com:6380: 0 delivered, 9 waiting, 1 refused, 0 "
                                    "dropped; last delivered never; NOT CONNECTED for 1 min 10 s: the server refused the "
                                    "password: WRONGPASS invalid username-password pair\n")) << r;
+  EXPECT_TRUE(has_line_starting(r, "redis 2 redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/cache: 1200 delivered, 0 "
+                                   "waiting, 0 refused, 0 dropped; last delivered 10.0 s ago; connected to "
+                                   "10.0.0.8:6379\n")) << r;
   const std::string metrics = prometheus_text(m);
   EXPECT_NE(metrics.find("vapipe_redis_messages_total{redis=\"0\",server=\"redis://10.0.0.7:6379\",outcome=\"delivered\"} "
                          "1200\n"), std::string::npos) << metrics;
