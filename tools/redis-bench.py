@@ -8,7 +8,13 @@ from publish to the server (median, 95th percentile, max: an entry's id is the s
 added it; each result's capture_unix_ms + latency_ms.total is when publish had it), and publish's final
 counts from its log.
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/redis-bench.py [--streams 1 4 8] [--seconds 20]
+--failover: the same job against a master that Redis Sentinel watches (redis+sentinel://; a replica and
+one sentinel, quorum 1, the master found down after 1 s), with the master killed a third in (Sentinel
+promotes the replica), then with a failover ordered a third in (SENTINEL FAILOVER, as for an upgrade:
+the old master takes writes until Sentinel makes it a replica); the streams are read from the master
+Sentinel names at the end.
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/redis-bench.py [--streams 1 4 8] [--seconds 20] [--failover]
 """
 import argparse
 import datetime
@@ -32,8 +38,9 @@ class Server:
     """redis-server on a port of its own, its append-only file in `workdir`; down() kills it (as a crash),
     up() starts it again on the same port with what its file kept."""
 
-    def __init__(self, workdir):
-        self.port, self.workdir, self.proc = free_port(), workdir, None
+    def __init__(self, workdir, replica_of=None):
+        self.port, self.workdir, self.proc, self.replica_of = free_port(), workdir, None, replica_of
+        os.makedirs(workdir, exist_ok=True)
         self.up()
 
     def cli(self, *command):
@@ -42,7 +49,8 @@ class Server:
     def up(self):
         self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
                                       self.workdir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-                                      "--logfile", os.path.join(self.workdir, "redis.log")],
+                                      "--logfile", os.path.join(self.workdir, "redis.log"),
+                                      *(["--replicaof", "127.0.0.1", str(self.replica_of)] if self.replica_of else [])],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while self.cli("PING").strip() != "PONG":
             time.sleep(0.01)
@@ -57,6 +65,43 @@ class Server:
         return [(int(lines[i].split("-")[0]), json.loads(lines[i + 4])) for i in range(0, len(lines) - 4, 5)]
 
 
+class Sentinel:
+    """A master, its replica, and a sentinel (redis-server --sentinel) watching them as "mymaster"."""
+
+    def __init__(self, workdir):
+        self.master = Server(os.path.join(workdir, "first"))
+        self.replica = Server(os.path.join(workdir, "second"), replica_of=self.master.port)
+        self.port = free_port()
+        conf = os.path.join(workdir, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write(f"port {self.port}\nbind 127.0.0.1\ndir {workdir}\nlogfile {workdir}/sentinel.log\n"
+                    f"sentinel monitor mymaster 127.0.0.1 {self.master.port} 1\n"
+                    "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n")
+        self.proc = subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        while "flags\nslave\n" not in self.cli("SENTINEL", "replicas", "mymaster"):  # (it found the replica)
+            time.sleep(0.05)
+
+    def cli(self, *command):
+        return subprocess.run(["redis-cli", "-p", str(self.port), *command], capture_output=True, text=True).stdout
+
+    @property
+    def url(self):
+        return f"redis+sentinel://127.0.0.1:{self.port}/mymaster"
+
+    def current(self):
+        """The server Sentinel names the master now."""
+        port = int(self.cli("SENTINEL", "get-master-addr-by-name", "mymaster").split()[1])
+        return self.master if port == self.master.port else self.replica
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait()
+        for server in (self.master, self.replica):
+            if server.proc.poll() is None:
+                server.down(signal.SIGTERM)
+
+
 def run(k, seconds, outage):
     with tempfile.TemporaryDirectory(prefix="vapipe-redis-") as workdir:
         server = Server(workdir)
@@ -67,6 +112,28 @@ def run(k, seconds, outage):
         server.down(signal.SIGTERM)
         with open(results_path) as f:
             published = [json.loads(line) for line in f if '"topic":"results/' in line]
+    return summarize(k, "killed for the middle third" if outage else "up", published, got, stderr)
+
+
+def run_failover(k, seconds, kind):
+    """kind: "killed" (the master SIGKILLed a third in) or "ordered" (SENTINEL FAILOVER a third in)."""
+    with tempfile.TemporaryDirectory(prefix="vapipe-redis-") as workdir:
+        watched = Sentinel(workdir)
+        config, results_path = live_sink_job(workdir, "redis-bench", k, {
+            "redis": [{"url": watched.url, "topics": ["results/"]}]})
+        act = (lambda: watched.master.down()) if kind == "killed" else \
+            (lambda: watched.cli("SENTINEL", "FAILOVER", "mymaster"))
+        stderr = run_with_outage(VAPIPE, config, seconds, True, act, lambda: None)
+        server = watched.current()
+        got = {i: server.entries(f"vapipe:redis-bench:results/s{i}") for i in range(k)}
+        switched = server is watched.replica
+        watched.close()
+        with open(results_path) as f:
+            published = [json.loads(line) for line in f if '"topic":"results/' in line]
+    return summarize(k, f"master {kind} a third in" + ("" if switched else " (NO FAILOVER)"), published, got, stderr)
+
+
+def summarize(k, outage, published, got, stderr):
     delays = [ms - (p["capture_unix_ms"] + p["latency_ms"]["total"]) for i in got for ms, p in got[i]]
     keys = [(f"results/s{i}", p["seq"]) for i in got for _, p in got[i]]
     order_kept = all([p["seq"] for _, p in got[i]] == sorted(p["seq"] for _, p in got[i]) for i in got)
@@ -83,11 +150,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", type=int, nargs="+", default=[1, 4, 8])
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--failover", action="store_true", help="through Redis Sentinel, with failovers")
     args = ap.parse_args()
     rows = []
     for k in args.streams:
-        for outage in (False, True):
-            rows.append(run(k, args.seconds, outage))
+        for case in (("killed", "ordered") if args.failover else (False, True)):
+            rows.append(run_failover(k, args.seconds, case) if args.failover else run(k, args.seconds, case))
             print(rows[-1], file=sys.stderr)
     version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
     print(f"\nRedis streams on results/, {datetime.date.today()}, {os.cpu_count()} CPUs, Redis {version}, "
@@ -97,7 +165,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         final = " / ".join(r["final"]) if r["final"] else "(not in its log)"
-        print(f"| {r['streams']} | {'killed for the middle third' if r['outage'] else 'up'} | {r['published']} | "
+        print(f"| {r['streams']} | {r['outage']} | {r['published']} | "
               f"{r['received']} | {r['missing']} | {'yes' if r['in_order'] else 'NO'} | {r['duplicates']} | "
               f"{r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['max_ms']:.0f} | {final} |")
 

@@ -400,10 +400,20 @@ Status RedisStreamsPublisher::ask_sentinels() {
   return Unavailable("no sentinel said where " + where + " is (" + failures + ")");
 }
 
-bool RedisStreamsPublisher::master_switched() {
+RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
   const auto now = Clock::now();
+  // kHold while a failover that began has not given its new master, for at most kFailoverHold.
+  const auto held = [&] {
+    if (failover_hold_until_ && now >= *failover_hold_until_) {
+      failover_hold_until_.reset();
+      VAPIPE_LOG_WARN("{}: no sentinel said the master '{}' was promoted within {} s of the failover's start: "
+                      "messages go to {} again", name_, url_.master_name,
+                      std::chrono::duration_cast<std::chrono::seconds>(kFailoverHold).count(), master_at_);
+    }
+    return failover_hold_until_ ? MasterCheck::kHold : MasterCheck::kSame;
+  };
   if (watch_.fd < 0) {
-    if (now < watch_next_try_) return false;
+    if (now < watch_next_try_) return held();
     // Subscribed to the sentinel that answered last. Its connection is tried for at most 1 s, here on
     // the thread that delivers: a sentinel that cannot be reached holds delivery up that long, each
     // time the subscription is tried again (1 s after a failure, doubling up to kLongestRetryDelay).
@@ -415,13 +425,13 @@ bool RedisStreamsPublisher::master_switched() {
       VAPIPE_RETURN_IF_ERROR(open_connection(watch_, s.host, s.port, deadline));
       std::string commands;
       if (!config_.sentinel_password.empty()) commands += resp_command({"AUTH", config_.sentinel_password});
-      commands += resp_command({"SUBSCRIBE", "+promoted-slave", "+switch-master"});
+      commands += resp_command({"SUBSCRIBE", kFailoverBegins, kFailoverAborted, kPromoted, kSwitched});
       VAPIPE_RETURN_IF_ERROR(write_all(watch_, commands));
       if (!config_.sentinel_password.empty()) {
         VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(watch_));
         if (auth.type == RespReply::Type::kError) return Unavailable("it refused the password: " + auth.text);
       }
-      for (int channel = 0; channel < 2; ++channel) {
+      for (int channel = 0; channel < 4; ++channel) {
         VAPIPE_ASSIGN_OR_RETURN(RespReply subscribed, read_reply(watch_));
         if (subscribed.type != RespReply::Type::kArray || subscribed.elements.empty() ||
             subscribed.elements[0].text != "subscribe") {
@@ -436,7 +446,7 @@ bool RedisStreamsPublisher::master_switched() {
       watch_delay_ = std::min(std::max(watch_delay_ * 2, std::chrono::milliseconds(1000)), longest_retry_delay_);
       watch_next_try_ = now + watch_delay_;
       sentinel_first_ = (sentinel_first_ + 1) % url_.sentinels.size();  // (the next one next time)
-      return false;
+      return held();
     }
     watch_delay_ = std::chrono::milliseconds(0);
     // A failover between the master's address asked and the subscription made: asked again now.
@@ -445,15 +455,18 @@ bool RedisStreamsPublisher::master_switched() {
     if (!ask_sentinels().ok()) {
       node_host_ = host;
       node_port_ = port;
-      return false;
+      return held();
     }
-    return node_host_ != host || node_port_ != port;
+    return node_host_ != host || node_port_ != port ? MasterCheck::kSwitched : held();
   }
-  // What the sentinel pushed meanwhile, without waiting: ["message", "+promoted-slave",
-  // "slave <ip>:<port> <ip> <port> @ <master name> <old ip> <old port>"] when a failover has made a
-  // replica the master (SENTINEL get-master-addr-by-name names it from then on, and the old master
-  // still takes writes until Sentinel makes it a replica, which drops them), and ["message",
-  // "+switch-master", "<master name> <old ip> <old port> <new ip> <new port>"] when it has ended.
+  // What the sentinel pushed meanwhile, without waiting, ["message", <event>, <its words>]:
+  //  - +failover-state-send-slaveof-noone "slave <ip>:<port> <ip> <port> @ <master name> <ip> <port>":
+  //    the replica chosen is about to be made the master. Messages wait from then on: the old master
+  //    still takes writes until Sentinel makes it a replica, which drops them, and Sentinel names the
+  //    new one only once it has seen it promoted (its INFO, each second).
+  //  - +promoted-slave, same words: it has; SENTINEL get-master-addr-by-name names it from then on.
+  //  - +switch-master "<master name> <old ip> <old port> <new ip> <new port>": the failover has ended.
+  //  - -failover-abort-slave-timeout "master <master name> <ip> <port>": the replica was not promoted.
   char buffer[16 * 1024];
   for (;;) {
     ERR_clear_error();
@@ -467,16 +480,16 @@ bool RedisStreamsPublisher::master_switched() {
                                          : n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
     if (!nothing_more) {
       disconnect(watch_);  // (subscribed again next time: the sentinel went away)
-      return false;
+      break;
     }
     break;
   }
   bool switched = false;
   for (;;) {
-    auto message = watch_.reader.next();
+    auto message = watch_.fd >= 0 ? watch_.reader.next() : Result<std::optional<RespReply>>(std::nullopt);
     if (!message.ok()) {
       disconnect(watch_);
-      return switched;
+      break;
     }
     if (!*message) break;
     const RespReply& m = **message;
@@ -484,14 +497,30 @@ bool RedisStreamsPublisher::master_switched() {
     std::istringstream words(m.elements[2].text);
     std::string name, new_host, event = m.elements[1].text;
     int new_port = 0;
-    if (event == "+promoted-slave") {
-      std::string kind, replica, at;
-      if (!(words >> kind >> replica >> new_host >> new_port >> at >> name) || at != "@") continue;
-    } else {
+    if (event == kSwitched) {
       std::string old_host, old_port;
       if (!(words >> name >> old_host >> old_port >> new_host >> new_port)) continue;
+    } else if (event == kFailoverAborted) {
+      std::string kind;
+      if (!(words >> kind >> name) || name != url_.master_name || !failover_hold_until_) continue;
+      failover_hold_until_.reset();
+      VAPIPE_LOG_WARN("{}: the failover of the master '{}' was given up ({}): messages go to {} again", name_, name,
+                      event, master_at_);
+      continue;
+    } else {
+      std::string kind, replica, at;
+      if (!(words >> kind >> replica >> new_host >> new_port >> at >> name) || at != "@") continue;
     }
-    if (name != url_.master_name || (new_host == node_host_ && new_port == node_port_)) continue;
+    if (name != url_.master_name) continue;
+    if (event == kFailoverBegins) {
+      failover_hold_until_ = now + kFailoverHold;
+      VAPIPE_LOG_INFO("{}: sentinel {}:{} is making {}:{} the master '{}' ({}): messages wait for it", name_,
+                      url_.sentinels[sentinel_first_].host, url_.sentinels[sentinel_first_].port, new_host, new_port,
+                      name, event);
+      continue;
+    }
+    failover_hold_until_.reset();
+    if (new_host == node_host_ && new_port == node_port_) continue;
     HttpUrl master;
     master.host = new_host;
     master.port = new_port;
@@ -503,7 +532,7 @@ bool RedisStreamsPublisher::master_switched() {
     node_host_ = new_host;
     node_port_ = new_port;
   }
-  return switched;
+  return switched ? MasterCheck::kSwitched : held();
 }
 
 Status RedisStreamsPublisher::open_connection(Connection& c, const std::string& host, int port_number,
@@ -898,12 +927,18 @@ void RedisStreamsPublisher::run() {
       lock.unlock();
       changed_.notify_all();
     }
-    if (st.ok() && !ping && url_.sentinel() && master_switched()) {
+    const MasterCheck master = st.ok() && !ping && url_.sentinel() ? check_master() : MasterCheck::kSame;
+    if (master == MasterCheck::kSwitched) {
       // A failover: what waits goes to the new master (node_host_ now), connected to at once.
       disconnect(server_);
       lock.lock();
       stats_.connected = false;
       next_try_ = Clock::now();
+      continue;
+    }
+    if (master == MasterCheck::kHold) {  // (a failover under way: the sentinel's next word is awaited)
+      lock.lock();
+      changed_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop_now_; });
       continue;
     }
     if (st.ok() && !ping) st = deliver();

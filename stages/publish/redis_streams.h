@@ -115,6 +115,9 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   static constexpr std::chrono::seconds kServedAWhile{10};
   // A connection with nothing to send PINGs the server this often: one that went away is found then.
   static constexpr std::chrono::seconds kIdlePing{15};
+  // A failover begun (Sentinel making a replica the master): messages wait at most this long for the
+  // sentinel to say the replica was promoted (each second, it looks), then go to the old master again.
+  static constexpr std::chrono::seconds kFailoverHold{10};
 
  private:
   // One connection: to the server (a cluster's node, Sentinel's master), or to a sentinel.
@@ -133,10 +136,17 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // On the thread, redis+sentinel://: node_host_ and node_port_ set to the master's address as a
   // sentinel gives it, or why none could.
   Status ask_sentinels();
-  // On the thread, redis+sentinel, before each round: whether a sentinel said (+switch-master) that
-  // the master is elsewhere now, node_host_ and node_port_ then its address. Subscribes first
-  // where it is not yet (and asks where the master is once more, for a failover meanwhile).
-  bool master_switched();
+  // On the thread, redis+sentinel, before each round: what a sentinel said of the master meanwhile:
+  // nothing new (kSame), a replica promoted in its place (kSwitched: node_host_ and node_port_ are
+  // its address), or a failover begun and the new master not yet promoted (kHold: nothing is sent
+  // until then, for at most kFailoverHold). Subscribes first where it is not yet (and asks where the
+  // master is once more, for a failover meanwhile).
+  enum class MasterCheck { kSame, kSwitched, kHold };
+  MasterCheck check_master();
+  static constexpr const char* kFailoverBegins = "+failover-state-send-slaveof-noone";
+  static constexpr const char* kFailoverAborted = "-failover-abort-slave-timeout";
+  static constexpr const char* kPromoted = "+promoted-slave";
+  static constexpr const char* kSwitched = "+switch-master";
   // On the thread, connected: AUTH, SELECT and PING, each answered.
   Status greet();
   void disconnect(Connection& c);
@@ -164,6 +174,7 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   Connection watch_;
   std::chrono::steady_clock::time_point watch_next_try_{};
   std::chrono::milliseconds watch_delay_{0};
+  std::optional<std::chrono::steady_clock::time_point> failover_hold_until_;  // kHold until then
   // On the thread: TLS over c.fd (handshake done, `host` checked), or why not, before `deadline`.
   Status start_tls(Connection& c, const std::string& host, std::chrono::steady_clock::time_point deadline);
   std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
