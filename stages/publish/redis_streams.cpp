@@ -863,6 +863,13 @@ void RedisStreamsPublisher::connection_failed(const std::string& why, bool at_on
   changed_.notify_all();
 }
 
+void RedisStreamsPublisher::connect_now_to(const std::pair<std::string, int>& node) {
+  node_host_ = node.first;
+  node_port_ = node.second;
+  stats_.connected = false;
+  next_try_ = Clock::now();
+}
+
 void RedisStreamsPublisher::run() {
   // OpenSSL writes with send() without MSG_NOSIGNAL: a server that closed the connection would kill
   // a process that does not ignore SIGPIPE (vapipe validate) with it. Blocked here, on the one thread
@@ -932,8 +939,7 @@ void RedisStreamsPublisher::run() {
       // A failover: what waits goes to the new master (node_host_ now), connected to at once.
       disconnect(server_);
       lock.lock();
-      stats_.connected = false;
-      next_try_ = Clock::now();
+      connect_now_to({node_host_, node_port_});
       continue;
     }
     if (master == MasterCheck::kHold) {  // (a failover under way: the sentinel's next word is awaited)
@@ -959,11 +965,8 @@ void RedisStreamsPublisher::run() {
         if (!asking_) ask_return_ = {node_host_, node_port_};
         VAPIPE_LOG_DEBUG("{}: {}: the next messages go there", name_, st.message());
         asking_ = true;
-        node_host_ = asked_to_->first;
-        node_port_ = asked_to_->second;
+        connect_now_to(*asked_to_);
         asked_to_.reset();
-        stats_.connected = false;
-        next_try_ = Clock::now();
         continue;
       }
       asking_ = false;
@@ -984,11 +987,8 @@ void RedisStreamsPublisher::run() {
                           config_.key_prefix.empty() ? "vapipe" : config_.key_prefix.substr(0, config_.key_prefix.size() - 1));
           said_spread_ = true;
         }
-        node_host_ = moved_to_->first;
-        node_port_ = moved_to_->second;
+        connect_now_to(*moved_to_);
         moved_to_.reset();
-        stats_.connected = false;
-        next_try_ = Clock::now();
         continue;
       }
       // A cluster's node that fails may have been replaced (a replica promoted elsewhere): the next
@@ -1003,9 +1003,7 @@ void RedisStreamsPublisher::run() {
       lock.unlock();
       disconnect(server_);
       lock.lock();
-      std::tie(node_host_, node_port_) = ask_return_;
-      stats_.connected = false;
-      next_try_ = Clock::now();
+      connect_now_to(ask_return_);
     }
   }
   stats_.undelivered += queue_.size() + in_flight_.size();

@@ -37,7 +37,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -159,6 +158,9 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // every kStillFailingLogPeriod), the next try after the back-off; `at_once`: a connection that had
   // served kServedAWhile ended, and the next try is made now.
   void connection_failed(const std::string& why, bool at_once = false);
+  // On the thread, under mutex_, disconnected: the next connection is to `node` (a Cluster's MOVED or
+  // ASK, Sentinel's new master), made now.
+  void connect_now_to(const std::pair<std::string, int>& node);
   // On the thread: sends what waits (up to kWindow), takes the replies; an error when the connection
   // failed (what was not answered is put back in front of the queue).
   Status deliver();

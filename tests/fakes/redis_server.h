@@ -115,10 +115,15 @@ class RedisServer {
   }
   // What redis-cli prints for a command (each reply element on a line of its own).
   std::string cli(const std::vector<std::string>& command) const {
-    std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
-    if (!password_.empty()) line += " -a '" + password_ + "'";
-    if (options_.tls) line += " --tls --cacert " + tls_dir() + "metrics-test.crt";
-    if (options_.client_certificates) {
+    return run_cli(port_, password_, options_.tls, options_.client_certificates, command);
+  }
+  // redis-cli's output for `command` to the server on a loopback port, with its password and TLS.
+  static std::string run_cli(int port, const std::string& password, bool tls, bool client_certificates,
+                             const std::vector<std::string>& command) {
+    std::string line = "redis-cli -p " + std::to_string(port) + " --no-auth-warning";
+    if (!password.empty()) line += " -a '" + password + "'";
+    if (tls) line += " --tls --cacert " + tls_dir() + "metrics-test.crt";
+    if (client_certificates) {
       line += " --cert " + tls_dir() + "chain-leaf-fullchain.crt --key " + tls_dir() + "chain-leaf.key";
     }
     for (const std::string& c : command) line += " '" + c + "'";
@@ -230,19 +235,7 @@ class RedisSentinel {
     return false;
   }
   std::string cli(const std::vector<std::string>& command) const {
-    std::string line = "redis-cli -p " + std::to_string(port_) + " --no-auth-warning";
-    if (!password_.empty()) line += " -a '" + password_ + "'";
-    if (tls_) line += " --tls --cacert " + RedisServer::tls_dir() + "metrics-test.crt";
-    for (const std::string& c : command) line += " '" + c + "'";
-    line += " 2>&1";
-    std::string out;
-    if (FILE* p = popen(line.c_str(), "r")) {
-      std::array<char, 4096> buffer{};
-      size_t n = 0;
-      while ((n = fread(buffer.data(), 1, buffer.size(), p)) > 0) out.append(buffer.data(), n);
-      pclose(p);
-    }
-    return out;
+    return RedisServer::run_cli(port_, password_, tls_, false, command);
   }
 
  private:
