@@ -449,6 +449,10 @@ RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
       return held();
     }
     watch_delay_ = std::chrono::milliseconds(0);
+    HttpUrl watched;
+    watched.host = s.host;
+    watched.port = s.port;
+    watching_ = watched.host_port();
     // A failover between the master's address asked and the subscription made: asked again now.
     const std::string host = node_host_;
     const int port = node_port_;
@@ -478,10 +482,7 @@ RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
     }
     const bool nothing_more = watch_.tls ? SSL_get_error(watch_.tls, static_cast<int>(n)) == SSL_ERROR_WANT_READ
                                          : n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
-    if (!nothing_more) {
-      disconnect(watch_);  // (subscribed again next time: the sentinel went away)
-      break;
-    }
+    if (!nothing_more) disconnect(watch_);  // (subscribed again next time: the sentinel went away)
     break;
   }
   bool switched = false;
@@ -514,9 +515,8 @@ RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
     if (name != url_.master_name) continue;
     if (event == kFailoverBegins) {
       failover_hold_until_ = now + kFailoverHold;
-      VAPIPE_LOG_INFO("{}: sentinel {}:{} is making {}:{} the master '{}' ({}): messages wait for it", name_,
-                      url_.sentinels[sentinel_first_].host, url_.sentinels[sentinel_first_].port, new_host, new_port,
-                      name, event);
+      VAPIPE_LOG_INFO("{}: sentinel {} is making {}:{} the master '{}' ({}): messages wait for it", name_, watching_,
+                      new_host, new_port, name, event);
       continue;
     }
     failover_hold_until_.reset();
@@ -524,9 +524,8 @@ RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
     HttpUrl master;
     master.host = new_host;
     master.port = new_port;
-    VAPIPE_LOG_INFO("{}: sentinel {}:{} says a failover has made {} the master '{}' ({}), no more {}", name_,
-                    url_.sentinels[sentinel_first_].host, url_.sentinels[sentinel_first_].port, master.host_port(),
-                    name, event, master_at_);
+    VAPIPE_LOG_INFO("{}: sentinel {} says a failover has made {} the master '{}' ({}), no more {}", name_, watching_,
+                    master.host_port(), name, event, master_at_);
     master_at_ = master.host_port();
     switched = true;
     node_host_ = new_host;

@@ -24,6 +24,9 @@
 // (SENTINEL get-master-addr-by-name, the one that answered asked first next time), and the server
 // found must say it is a master (ROLE); after a failure, or a master demoted to replica (READONLY, or
 // Sentinel closing its clients), they are asked again. That is Redis's guide for Sentinel clients.
+// Beyond it, a second connection is subscribed to a sentinel's failover events: messages wait from
+// the word that a replica is being made the master to the word that it was (then they go there), as
+// the old master would take them meanwhile and then drop them (a failover ordered by hand: ~1 s).
 //
 // The client speaks RESP2 itself (a few commands: AUTH, SELECT, XADD, PING, ROLE, SENTINEL), over TCP or, for a
 // rediss:// url, TLS (OpenSSL: the server's certificate checked against ca_file or this machine's
@@ -170,10 +173,9 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   RedisUrl url_;
   std::string password_;  // config_.password, or a newer one (under mutex_)
   Connection server_;  // the thread's connection to the server
-  // redis+sentinel: subscribed to a sentinel's +switch-master, so that a failover is known at once. (A
-  // master demoted by a failover ordered by hand, SENTINEL FAILOVER, takes writes for seconds more,
-  // until Sentinel makes it a replica, and they are lost then.)
+  // redis+sentinel: subscribed to a sentinel's failover events (check_master()), read without waiting.
   Connection watch_;
+  std::string watching_;  // the sentinel watch_ is subscribed to, "host:port"
   std::chrono::steady_clock::time_point watch_next_try_{};
   std::chrono::milliseconds watch_delay_{0};
   std::optional<std::chrono::steady_clock::time_point> failover_hold_until_;  // kHold until then
