@@ -130,6 +130,7 @@ struct RedisStats {
   std::string node;            // "host:port" of the latest connection (a cluster's node, Sentinel's master)
   std::string name;            // "publish.redis[0] (redis://host:6379)"
   uint64_t delivered = 0;      // added to their stream (the server answered with the entry's id)
+  uint64_t found_added = 0;    // of those, left unanswered by a broken connection and found in the stream
   uint64_t refused = 0;        // answered with an error that would not pass (WRONGTYPE: a key of another type)
   uint64_t dropped = 0;        // pushed out of a full queue (drop_oldest)
   uint64_t undelivered = 0;    // still waiting (or unanswered) when publish stopped

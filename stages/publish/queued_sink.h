@@ -23,6 +23,9 @@ namespace vapipe {
 struct SinkMessage {
   std::string topic, body, content_type;
   std::string attachment;  // a file sent with it (a segment's picture), read when it is sent; "" none
+  // Sent on a connection that broke before its answer came: the server may have taken it (Redis: its
+  // stream is looked at before it is sent again).
+  bool unanswered = false;
 };
 
 // `Stats` has the counters dropped, undelivered, cooled_down and the text last_error.

@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "pipeline/envelope.h"
@@ -727,6 +729,72 @@ Result<RespReply> RedisStreamsPublisher::read_reply(Connection& c) {
   }
 }
 
+Status RedisStreamsPublisher::settle_unanswered() {
+  // The messages of each stream that a broken connection left unanswered, in order, and the stream's
+  // entries after the last one it answered: the server took a prefix of what was sent (it runs one
+  // connection's commands in order), so those entries are that prefix, and its messages are not sent
+  // again. A stream whose last entry this sink does not know (none answered since publish started),
+  // or whose entries are not that prefix (another writer), has its messages sent again, as before.
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<SinkMessage*>> sent;
+  for (SinkMessage& m : in_flight_) {
+    if (!m.unanswered) continue;
+    m.unanswered = false;  // (whatever comes of this: a check that fails is not made again)
+    const std::string key = stream_key(m.topic);
+    if (last_ids_.count(key) == 0 || asking_ || m.body.size() > kMaxCheckedBytes) continue;
+    if (sent[key].empty()) keys.push_back(key);
+    sent[key].push_back(&m);
+  }
+  if (keys.empty()) return Status::Ok();
+  std::string commands;
+  for (const std::string& key : keys) {
+    // The entries after the last answered one, "<ms>-<n+1>" onwards (Redis 5 has no exclusive range).
+    const std::string& last = last_ids_[key];
+    const size_t dash = last.find('-');
+    const std::string after = dash == std::string::npos ? last
+                                                        : last.substr(0, dash + 1) +
+                                                              std::to_string(std::strtoull(last.c_str() + dash + 1, nullptr, 10) + 1);
+    commands += resp_command({"XRANGE", key, after, "+", "COUNT", std::to_string(sent[key].size())});
+  }
+  VAPIPE_RETURN_IF_ERROR(write_all(server_, commands));
+  std::set<const SinkMessage*> added;
+  for (const std::string& key : keys) {
+    VAPIPE_ASSIGN_OR_RETURN(RespReply entries, read_reply(server_));
+    if (entries.type != RespReply::Type::kArray) continue;  // (MOVED: the key is on another node)
+    const std::vector<SinkMessage*>& mine = sent[key];
+    size_t matched = 0;
+    for (const RespReply& e : entries.elements) {
+      // [id, [field, value, ...]]: ours are [topic, <bus topic>, payload, <body>]
+      if (matched == mine.size() || e.type != RespReply::Type::kArray || e.elements.size() != 2) break;
+      const std::vector<RespReply>& fields = e.elements[1].elements;
+      if (fields.size() != 4 || fields[1].text != mine[matched]->topic || fields[3].text != mine[matched]->body) break;
+      added.insert(mine[matched]);
+      last_ids_[key] = e.elements[0].text;
+      ++matched;
+    }
+    if (matched < entries.elements.size()) {
+      VAPIPE_LOG_DEBUG("{}: the stream {} holds entries this sink did not add: its unanswered messages are sent again",
+                       name_, key);
+    }
+  }
+  if (added.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (added.count(&*it) == 0) {
+      ++it;
+      continue;
+    }
+    it = in_flight_.erase(it);
+    ++stats_.delivered;
+    ++stats_.found_added;
+  }
+  in_flight_count_ = in_flight_.size();
+  stats_.last_delivered_unix_s = unix_now_s();
+  VAPIPE_LOG_INFO("{}: {} message(s) the broken connection left unanswered had been added: not sent again", name_,
+                  added.size());
+  return Status::Ok();
+}
+
 Status RedisStreamsPublisher::deliver() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -737,6 +805,9 @@ Status RedisStreamsPublisher::deliver() {
     in_flight_count_ = in_flight_.size();
   }
   changed_.notify_all();  // room for a blocked publish()
+  if (std::any_of(in_flight_.begin(), in_flight_.end(), [](const SinkMessage& m) { return m.unanswered; })) {
+    VAPIPE_RETURN_IF_ERROR(settle_unanswered());
+  }
   if (in_flight_.empty()) return Status::Ok();
   std::string commands;
   const std::string maxlen = std::to_string(config_.maxlen);
@@ -749,7 +820,12 @@ Status RedisStreamsPublisher::deliver() {
       commands += resp_command({"XADD", key, "*", "topic", m.topic, "payload", m.body});
     }
   }
-  VAPIPE_RETURN_IF_ERROR(write_all(server_, commands));
+  // What a broken connection leaves unanswered may have been added: said so, for the next connection.
+  const auto unanswered = [&](Status why) {
+    for (SinkMessage& m : in_flight_) m.unanswered = true;
+    return why;
+  };
+  if (Status written = write_all(server_, commands); !written.ok()) return unanswered(written);
   // Each reply in order. A message refused for a reason that may pass (OOM, READONLY, ...) goes again
   // after the back-off; those whose entries were added count as delivered (sending them again would
   // add them twice), so such a message comes after them in its stream.
@@ -760,15 +836,17 @@ Status RedisStreamsPublisher::deliver() {
       auto ok = read_reply(server_);  // ASKING's +OK
       if (ok.ok() && ok->type == RespReply::Type::kError) ok = Unavailable("the node refused ASKING: " + ok->text);
       if (!ok.ok()) {
+        Status why = unanswered(ok.status());
         for (auto it = again.rbegin(); it != again.rend(); ++it) in_flight_.push_front(std::move(*it));
-        return ok.status();
+        return why;
       }
     }
     auto read = read_reply(server_);
     if (!read.ok()) {
       // Unanswered, and those to send again: all of them first on the next connection, in order.
+      Status why = unanswered(read.status());
       for (auto it = again.rbegin(); it != again.rend(); ++it) in_flight_.push_front(std::move(*it));
-      return read.status();
+      return why;
     }
     const RespReply& reply = *read;
     SinkMessage m = std::move(in_flight_.front());
@@ -776,6 +854,7 @@ Status RedisStreamsPublisher::deliver() {
     std::unique_lock<std::mutex> lock(mutex_);
     in_flight_count_ = in_flight_.size() + again.size();
     if (reply.type != RespReply::Type::kError) {
+      if (reply.type == RespReply::Type::kBulk) last_ids_[stream_key(m.topic)] = reply.text;
       ++stats_.delivered;
       stats_.last_delivered_unix_s = unix_now_s();
       drop_logged_ = false;

@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -165,8 +166,15 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // ASK, Sentinel's new master), made now.
   void connect_now_to(const std::pair<std::string, int>& node);
   // On the thread: sends what waits (up to kWindow), takes the replies; an error when the connection
-  // failed (what was not answered is put back in front of the queue).
+  // failed (what was not answered is put back in front of the queue, marked unanswered).
   Status deliver();
+  // On the thread, connected, before the messages of in_flight_ that a broken connection left
+  // unanswered are sent again: those the server had added (its streams say) are counted delivered and
+  // taken out, so that a lost answer does not add a message twice.
+  Status settle_unanswered();
+  // An unanswered message larger than this is sent again unchecked (the reply would hold it, and the
+  // reader takes bulk strings of up to 1 MB).
+  static constexpr size_t kMaxCheckedBytes = 512 * 1024;
   bool time_is_up() const { return stop_now_ || (stopping_ && std::chrono::steady_clock::now() >= finish_by_); }
 
   RedisConfig config_;
@@ -182,6 +190,7 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // On the thread: TLS over c.fd (handshake done, `host` checked), or why not, before `deadline`.
   Status start_tls(Connection& c, const std::string& host, std::chrono::steady_clock::time_point deadline);
   std::deque<SinkMessage> in_flight_;  // sent, not yet answered (the thread's; counted in queued)
+  std::map<std::string, std::string> last_ids_;  // each stream's latest entry this sink added (the thread's)
   size_t in_flight_count_ = 0;         // its size, under mutex_ (for stats)
   std::chrono::steady_clock::time_point next_try_{}, still_failing_logged_at_{}, connected_at_{};
   bool failing_ = false;

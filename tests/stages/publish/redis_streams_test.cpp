@@ -17,6 +17,7 @@
 
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/redis_server.h"
+#include "tests/fakes/tcp_proxy.h"
 
 namespace vapipe {
 namespace {
@@ -517,6 +518,48 @@ TEST(RedisStreamsPublisher, SentinelsThatCannotSayWhereTheMasterIsAreSaidWhy) {
   EXPECT_EQ(failure(server_at("redis+sentinel://127.0.0.1:" + std::to_string(down) + "/mymaster")),
             "no sentinel said where the master 'mymaster' is (127.0.0.1:" + std::to_string(down) +
                 ": cannot connect to 127.0.0.1:" + std::to_string(down) + ": connection refused)");
+}
+
+// Answers lost (the network failed after the XADDs went out; the server added them, and the sink gave
+// the connection up after timeout_s): on the next connection the streams are looked at, and what they
+// hold after the last entry answered is not sent again. A stream with no entry answered yet has its
+// messages sent again (at least once).
+TEST(RedisStreamsPublisher, MessagesWhoseAnswersWereLostAreNotAddedTwice) {
+  RedisServer server;
+  ASSERT_TRUE(server.started());
+  testing::TcpProxy proxy(server.port());
+  RedisConfig config = server_at("redis://127.0.0.1:" + std::to_string(proxy.port()));
+  config.timeout_s = 1;
+  RedisStreamsPublisher publisher(config, 0);
+  publisher.set_retry_delays(100ms, 100ms);
+  ASSERT_TRUE(publisher.wait_connected(5s).ok()) << publisher.stats().last_error;
+  std::vector<std::string> door, yard;
+  auto publish = [&](int i) {
+    publisher.publish(i % 2 ? "results/door" : "results/yard", std::to_string(i));
+    (i % 2 ? door : yard).push_back(std::to_string(i));
+  };
+  for (int i = 0; i < 20; ++i) publish(i);
+  for (int i = 0; i < 100 && publisher.stats().delivered < 20; ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(publisher.stats().delivered, 20u);
+  // The next round's answers are lost (at least its first message, on results/yard; the others wait
+  // for it or go in it).
+  proxy.swallow_replies();
+  for (int i = 20; i < 220; ++i) publish(i);
+  publisher.wait_connected(5s);
+  for (int i = 0; i < 250 && publisher.stats().delivered < 220; ++i) std::this_thread::sleep_for(20ms);
+  RedisStats s = publisher.stats();
+  EXPECT_EQ(s.delivered, 220u) << s.last_error;
+  EXPECT_GE(s.found_added, 1u);
+  EXPECT_EQ(s.connections, 2u);
+  EXPECT_EQ(payloads(server, "vapipe:test:results/door"), door);  // each once, in order
+  EXPECT_EQ(payloads(server, "vapipe:test:results/yard"), yard);
+  // A stream none of whose entries was answered yet: its message is sent again, and added twice.
+  proxy.swallow_replies();
+  publisher.publish("events/door", "first");
+  publisher.finish(10s);
+  s = publisher.stats();
+  EXPECT_EQ(s.delivered, 221u) << s.last_error;
+  EXPECT_EQ(payloads(server, "vapipe:test:events/door"), (std::vector<std::string>{"first", "first"}));
 }
 
 TEST(RedisStreamsPublisher, EachStreamIsTrimmedToAboutMaxlen) {
