@@ -197,7 +197,7 @@ Status PublishStage::open(const StageContext& ctx) {
     VAPIPE_LOG_INFO("publish: {} adds the messages on {} to the streams {}<topic> ({}, at most {} waiting)",
                     redis_.back()->name(), topics, server.key_prefix, queue_policy_name(server.queue_policy),
                     server.max_queued);
-    sink_secrets_ = sink_secrets_ || !server.password_file.empty();
+    sink_secrets_ = sink_secrets_ || !server.password_file.empty() || !server.sentinel_password_file.empty();
   }
   if (sink_secrets_) check_sink_secrets();  // their files as the config read them
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
@@ -413,7 +413,7 @@ void PublishStage::check_metrics_token() {
 
 void PublishStage::check_sink_secrets() {
   next_sink_secrets_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size() + redis_.size());
+  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size() + 2 * redis_.size());
   // Whether the file at `path` (slot i of the identities) was rewritten since it was last looked at.
   auto rewritten = [&](size_t i, const std::string& path) {
     if (path.empty()) return false;
@@ -458,6 +458,19 @@ void PublishStage::check_sink_secrets() {
     redis_[i]->set_password(*password);
     VAPIPE_LOG_INFO("publish: {}: the password in {} changed: the next connection uses the new one",
                     redis_[i]->name(), path);
+  }
+  for (size_t i = 0; i < redis_.size(); ++i) {
+    const std::string& path = config_->publish.redis[i].sentinel_password_file;
+    if (!rewritten(webhooks_.size() + mqtt_.size() + redis_.size() + i, path)) continue;
+    auto password = read_password_file(path);
+    if (!password.ok()) {
+      VAPIPE_LOG_ERROR("publish: {}: {}; the sentinels' password in force stays", redis_[i]->name(),
+                       password.status().message());
+      continue;
+    }
+    redis_[i]->set_sentinel_password(*password);
+    VAPIPE_LOG_INFO("publish: {}: the sentinels' password in {} changed: the next question to a sentinel uses the "
+                    "new one", redis_[i]->name(), path);
   }
 }
 

@@ -168,6 +168,7 @@ RedisStreamsPublisher::RedisStreamsPublisher(const RedisConfig& config, size_t i
   stats_.server = url_.origin();
   stats_.disconnected_since_unix_s = unix_now_s();
   password_ = config_.password;
+  sentinel_password_ = config_.sentinel_password;
   if (!url_.sentinel()) {  // (redis+sentinel: none yet, the sentinels are asked)
     node_host_ = url_.host;
     node_port_ = url_.port;
@@ -203,6 +204,16 @@ void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, st
 void RedisStreamsPublisher::set_password(std::string password) {
   std::lock_guard<std::mutex> lock(mutex_);
   password_ = std::move(password);
+}
+
+void RedisStreamsPublisher::set_sentinel_password(std::string password) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sentinel_password_ = std::move(password);
+}
+
+std::string RedisStreamsPublisher::sentinel_auth() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sentinel_password_.empty() ? std::string() : resp_command({"AUTH", sentinel_password_});
 }
 
 RedisStats RedisStreamsPublisher::stats() const {
@@ -353,11 +364,11 @@ Status RedisStreamsPublisher::ask_sentinels() {
     Connection asked;  // (its own: a sentinel is asked before the master is connected to, or instead of it)
     auto ask = [&]() -> Result<RespReply> {
       VAPIPE_RETURN_IF_ERROR(open_connection(asked, s.host, s.port, deadline));
-      std::string commands;
-      if (!config_.sentinel_password.empty()) commands += resp_command({"AUTH", config_.sentinel_password});
+      std::string commands = sentinel_auth();
+      const bool auth = !commands.empty();
       commands += resp_command({"SENTINEL", "get-master-addr-by-name", url_.master_name});
       VAPIPE_RETURN_IF_ERROR(write_all(asked, commands));
-      if (!config_.sentinel_password.empty()) {
+      if (auth) {
         VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(asked));
         if (auth.type == RespReply::Type::kError) return Unavailable("it refused sentinel_password_file's password: " + auth.text);
       }
@@ -425,11 +436,11 @@ RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
                                                              std::chrono::duration<double>(config_.timeout_s)));
     auto subscribe = [&]() -> Status {
       VAPIPE_RETURN_IF_ERROR(open_connection(watch_, s.host, s.port, deadline));
-      std::string commands;
-      if (!config_.sentinel_password.empty()) commands += resp_command({"AUTH", config_.sentinel_password});
+      std::string commands = sentinel_auth();
+      const bool auth = !commands.empty();
       commands += resp_command({"SUBSCRIBE", kFailoverBegins, kFailoverAborted, kPromoted, kSwitched});
       VAPIPE_RETURN_IF_ERROR(write_all(watch_, commands));
-      if (!config_.sentinel_password.empty()) {
+      if (auth) {
         VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(watch_));
         if (auth.type == RespReply::Type::kError) return Unavailable("it refused the password: " + auth.text);
       }

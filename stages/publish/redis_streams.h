@@ -97,6 +97,8 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   std::string stream_key(const std::string& topic) const { return config_.key_prefix + topic; }
   // A new password (its password_file rewritten while the job runs): the next connection uses it.
   void set_password(std::string password);
+  // Likewise the sentinels' (sentinel_password_file).
+  void set_sentinel_password(std::string password);
   // Gives what waits until `grace` to be delivered, then stops the thread and logs what was not.
   void finish(std::chrono::milliseconds grace);
   RedisStats stats() const;
@@ -180,6 +182,9 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   RedisConfig config_;
   RedisUrl url_;
   std::string password_;  // config_.password, or a newer one (under mutex_)
+  std::string sentinel_password_;  // config_.sentinel_password, or a newer one (under mutex_)
+  // On the thread: AUTH with the sentinels' password (none: "").
+  std::string sentinel_auth() const;
   Connection server_;  // the thread's connection to the server
   // redis+sentinel: subscribed to a sentinel's failover events (check_master()), read without waiting.
   Connection watch_;

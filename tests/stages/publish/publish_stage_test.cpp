@@ -1204,6 +1204,41 @@ TEST_F(PublishStageTest, ARotatedRedisPasswordTakesEffectWithoutARestart) {
   std::filesystem::remove(path);
 }
 
+// The sentinels' password likewise (sentinel_password_file): the next question to a sentinel uses it.
+TEST_F(PublishStageTest, ARotatedSentinelPasswordTakesEffectWithoutARestart) {
+  testing::RedisServer server;
+  ASSERT_TRUE(server.started());
+  testing::RedisSentinel sentinel(server.port(), "new-watch");
+  ASSERT_TRUE(sentinel.started());
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-sentinel-password-" + std::to_string(getpid()));
+  std::ofstream(path) << "old-watch\n";
+  RedisConfig c;
+  c.url = "redis+sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "/mymaster";
+  c.topics = {"events/"};
+  c.key_prefix = "vapipe:test:";
+  c.sentinel_password_file = path.string();
+  c.sentinel_password = "old-watch";  // as the config loader read it
+  config_.publish.redis = {c};
+  open();
+  stage_->redis()[0]->set_retry_delays(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+  auto refused = [&] { return stage_->redis()[0]->stats().last_error.find("WRONGPASS") != std::string::npos; };
+  for (int i = 0; i < 300 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(refused()) << stage_->redis()[0]->stats().last_error;
+  EXPECT_EQ(stage_->redis()[0]->stats().last_error.find("old-watch"), std::string::npos);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());  // events/s0 waits meanwhile
+  std::ofstream(path) << "new-watch\n";
+  std::this_thread::sleep_until(*stage_->next_deadline());  // the file is looked at every 2 s
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  for (int i = 0; i < 500 && stage_->redis()[0]->stats().delivered == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(stage_->redis()[0]->stats().connected) << stage_->redis()[0]->stats().last_error;
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_NE(server.cli({"XRANGE", "vapipe:test:events/s0", "-", "+"}).find("\"event\":\"eos\""), std::string::npos);
+  std::filesystem::remove(path);
+}
+
 // The summary says what each stream was mostly about: its commonest top-1 labels, most first (ties in
 // label order), with their share of the classified frames; error results are not counted.
 TEST_F(PublishStageTest, TheSummaryRanksEachStreamsTopLabels) {
