@@ -338,6 +338,11 @@ Status RedisStreamsPublisher::connect() {
   if (failure.find("certificate required") != std::string::npos) {
     return Unavailable(failure + " (the server asks for a client certificate: set cert_file and key_file)");
   }
+  if (url_.tls && config_.cert_file.empty() &&
+      (failure.find("the connection broke") == 0 || failure.find("closed the connection") != std::string::npos)) {
+    // (TLS 1.3: a server that wants a client certificate may close the connection before its alert is read)
+    return Unavailable(failure + " (does the server ask for a client certificate? then set cert_file and key_file)");
+  }
   if (!url_.tls && (failure.find("the connection broke") == 0 || failure.find("closed the connection") != std::string::npos ||
                     failure.find("byte 0x15") != std::string::npos)) {  // (0x15: a TLS alert)
     return Unavailable(failure + " (a port that speaks TLS? then the url is " + url_.scheme.substr(0, 5) + "s" +
@@ -981,7 +986,9 @@ void RedisStreamsPublisher::run() {
       // Idle: a PING now and then, so that a server that went away is found (and said: /metrics,
       // vapipe status) without a message to send, and a NAT keeps the connection.
       const auto ping_at = last_io_ + idle_ping_;
-      changed_.wait_until(lock, ping_at, [&] { return stop_now_ || stopping_ || !queue_.empty(); });
+      // (a new period, set_retry_delays(), is taken at once)
+      changed_.wait_until(lock, ping_at,
+                          [&] { return stop_now_ || stopping_ || !queue_.empty() || last_io_ + idle_ping_ != ping_at; });
       if (stop_now_ || stopping_ || !queue_.empty() || Clock::now() < ping_at) continue;
       ping = true;
     }

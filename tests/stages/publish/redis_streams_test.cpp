@@ -212,8 +212,9 @@ TEST(RedisStreamsPublisher, OverTlsTheServersCertificateIsCheckedAndAClientCerti
   RedisStreamsPublisher anonymous(without, 4);
   const Status anonymous_status = anonymous.wait_connected(5s);
   ASSERT_FALSE(anonymous_status.ok());
-  EXPECT_NE(anonymous_status.message().find("the server asks for a client certificate: set cert_file and key_file"),
-            std::string::npos) << anonymous_status.message();
+  // (the server's alert, "certificate required", or its connection closed before the alert was read)
+  EXPECT_NE(anonymous_status.message().find("a client certificate"), std::string::npos) << anonymous_status.message();
+  EXPECT_NE(anonymous_status.message().find("set cert_file and key_file"), std::string::npos) << anonymous_status.message();
   RedisConfig with = without;
   with.cert_file = tls + "chain-leaf-fullchain.crt";
   with.key_file = tls + "chain-leaf.key";
