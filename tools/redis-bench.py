@@ -81,6 +81,10 @@ class Sentinel:
                                      stderr=subprocess.DEVNULL)
         while "flags\nslave\n" not in self.cli("SENTINEL", "replicas", "mymaster"):  # (it found the replica)
             time.sleep(0.05)
+        # The replica has loaded the master's data (a first sync waits 5 s, diskless, for more replicas):
+        # one promoted before that would lack what the master had.
+        while "master_link_status:up" not in self.replica.cli("INFO", "replication"):
+            time.sleep(0.05)
 
     def cli(self, *command):
         return subprocess.run(["redis-cli", "-p", str(self.port), *command], capture_output=True, text=True).stdout
