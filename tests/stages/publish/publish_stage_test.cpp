@@ -62,6 +62,8 @@ class PublishStageTest : public ::testing::Test {
     });
   }
   void open() { ASSERT_TRUE(stage_->open(StageContext{config_}).ok()); }
+  void check_a_rotated_redis_secret_takes_effect(RedisConfig c, const std::filesystem::path& path,
+                                                 const std::string& old_secret, const std::string& new_secret);
   // A live job whose publish.jsonl_path is `pattern` (named by the time) below a fresh folder `name`;
   // the folder.
   std::filesystem::path use_timed_results(const std::string& name, const std::string& pattern) {
@@ -1168,40 +1170,49 @@ TEST_F(PublishStageTest, ARotatedMqttPasswordTakesEffectWithoutARestart) {
   std::filesystem::remove(path);
 }
 
-// A Redis password_file likewise, and the messages of the job go to the server's streams once it is
-// taken: the stage's routing of a bus message to publish.redis, end to end.
+// publish.redis[0] is `c`, whose secret (the file at `path`, read as `old_secret`) the server refuses
+// (WRONGPASS); the file is rewritten with `new_secret`, and the next connection uses it: events/s0,
+// which waited meanwhile, and events/s1 are delivered. The stage's routing of a bus message to
+// publish.redis, end to end.
+void PublishStageTest::check_a_rotated_redis_secret_takes_effect(RedisConfig c, const std::filesystem::path& path,
+                                                                 const std::string& old_secret,
+                                                                 const std::string& new_secret) {
+  std::ofstream(path) << old_secret << "\n";
+  c.topics = {"events/"};
+  c.key_prefix = "vapipe:test:";
+  config_.publish.redis = {c};
+  open();
+  RedisStreamsPublisher& sink = *stage_->redis()[0];
+  sink.set_retry_delays(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+  auto refused = [&] { return sink.stats().last_error.find("WRONGPASS") != std::string::npos; };
+  for (int i = 0; i < 300 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(refused()) << sink.stats().last_error;
+  EXPECT_EQ(sink.stats().last_error.find(old_secret), std::string::npos);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());  // events/s0 waits meanwhile
+  std::ofstream(path) << new_secret << "\n";
+  std::this_thread::sleep_until(*stage_->next_deadline());  // the file is looked at every 2 s
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  for (int i = 0; i < 500 && sink.stats().delivered == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(sink.stats().connected) << sink.stats().last_error;
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::filesystem::remove(path);
+}
+
+// A Redis password_file likewise.
 TEST_F(PublishStageTest, ARotatedRedisPasswordTakesEffectWithoutARestart) {
   testing::RedisServer server(testing::RedisOptions{"new secret"});
   ASSERT_TRUE(server.started());
-  const auto path = std::filesystem::temp_directory_path() / ("vapipe-redis-password-" + std::to_string(getpid()));
-  std::ofstream(path) << "old secret\n";
   RedisConfig c;
   c.url = server.url();
-  c.topics = {"events/"};
-  c.key_prefix = "vapipe:test:";
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-redis-password-" + std::to_string(getpid()));
   c.password_file = path.string();
   c.password = "old secret";  // as the config loader read it
-  config_.publish.redis = {c};
-  open();
-  stage_->redis()[0]->set_retry_delays(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
-  auto refused = [&] { return stage_->redis()[0]->stats().last_error.find("WRONGPASS") != std::string::npos; };
-  for (int i = 0; i < 300 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(refused()) << stage_->redis()[0]->stats().last_error;
-  EXPECT_EQ(stage_->redis()[0]->stats().last_error.find("old secret"), std::string::npos);
-  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());  // events/s0 waits meanwhile
-  std::ofstream(path) << "new secret\n";
-  std::this_thread::sleep_until(*stage_->next_deadline());  // the file is looked at every 2 s
-  ASSERT_TRUE(stage_->on_deadline(out_).ok());
-  for (int i = 0; i < 500 && stage_->redis()[0]->stats().delivered == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(stage_->redis()[0]->stats().connected) << stage_->redis()[0]->stats().last_error;
-  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
-  ASSERT_TRUE(stage_->close(out_).ok());
+  check_a_rotated_redis_secret_takes_effect(c, path, "old secret", "new secret");
+  if (HasFatalFailure()) return;
   const std::string entries = server.cli({"XRANGE", "vapipe:test:events/s0", "-", "+"});
   EXPECT_NE(entries.find("\"event\":\"eos\""), std::string::npos) << entries;
   EXPECT_NE(server.cli({"XRANGE", "vapipe:test:events/s1", "-", "+"}).find("\"event\":\"eos\""), std::string::npos);
-  std::filesystem::remove(path);
 }
 
 // The sentinels' password likewise (sentinel_password_file): the next question to a sentinel uses it.
@@ -1210,33 +1221,14 @@ TEST_F(PublishStageTest, ARotatedSentinelPasswordTakesEffectWithoutARestart) {
   ASSERT_TRUE(server.started());
   testing::RedisSentinel sentinel(server.port(), "new-watch");
   ASSERT_TRUE(sentinel.started());
-  const auto path = std::filesystem::temp_directory_path() / ("vapipe-sentinel-password-" + std::to_string(getpid()));
-  std::ofstream(path) << "old-watch\n";
   RedisConfig c;
   c.url = "redis+sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "/mymaster";
-  c.topics = {"events/"};
-  c.key_prefix = "vapipe:test:";
+  const auto path = std::filesystem::temp_directory_path() / ("vapipe-sentinel-password-" + std::to_string(getpid()));
   c.sentinel_password_file = path.string();
   c.sentinel_password = "old-watch";  // as the config loader read it
-  config_.publish.redis = {c};
-  open();
-  stage_->redis()[0]->set_retry_delays(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
-  auto refused = [&] { return stage_->redis()[0]->stats().last_error.find("WRONGPASS") != std::string::npos; };
-  for (int i = 0; i < 300 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(refused()) << stage_->redis()[0]->stats().last_error;
-  EXPECT_EQ(stage_->redis()[0]->stats().last_error.find("old-watch"), std::string::npos);
-  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());  // events/s0 waits meanwhile
-  std::ofstream(path) << "new-watch\n";
-  std::this_thread::sleep_until(*stage_->next_deadline());  // the file is looked at every 2 s
-  ASSERT_TRUE(stage_->on_deadline(out_).ok());
-  for (int i = 0; i < 500 && stage_->redis()[0]->stats().delivered == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(stage_->redis()[0]->stats().connected) << stage_->redis()[0]->stats().last_error;
-  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
-  ASSERT_TRUE(stage_->close(out_).ok());
+  check_a_rotated_redis_secret_takes_effect(c, path, "old-watch", "new-watch");
+  if (HasFatalFailure()) return;
   EXPECT_NE(server.cli({"XRANGE", "vapipe:test:events/s0", "-", "+"}).find("\"event\":\"eos\""), std::string::npos);
-  std::filesystem::remove(path);
 }
 
 // The summary says what each stream was mostly about: its commonest top-1 labels, most first (ties in
