@@ -79,8 +79,11 @@ std::string describe_reload(const StreamReload& change, size_t lanes) {
   for (size_t i = 0; i < change.retuned.size(); ++i) {
     retuned += (retuned.empty() ? "'" : ", '") + change.retuned[i] + "' (" + change.retuned_what[i] + ")";
   }
+  std::string returned;
+  for (const std::string& id : change.returned) returned += (returned.empty() ? "'" : ", '") + id + "'";
   return "added " + (added.empty() ? std::string("none") : added) + "; removed " +
-         (removed.empty() ? std::string("none") : removed) + (retuned.empty() ? "" : "; changed " + retuned);
+         (removed.empty() ? std::string("none") : removed) + (returned.empty() ? "" : "; back " + returned) +
+         (retuned.empty() ? "" : "; changed " + retuned);
 }
 
 }  // namespace vapipe

@@ -90,7 +90,8 @@ class Stage {
 
 // Counts the streams that have ended (end-of-stream or error), to know when a stage is done. Streams
 // can be added while the job runs (pipeline/stream_table.h): expect() them; an end seen before its
-// stream was expected still counts once it is.
+// stream was expected still counts once it is. A stream that ended and starts again (a `started` or
+// `reconnecting` after its end: a reload brought it back) counts as running until its next end.
 class StreamTracker {
  public:
   // Every stream of the job.
@@ -111,6 +112,15 @@ class StreamTracker {
   bool expects(uint32_t s) const { return s < expected_.size() && expected_[s]; }
   void observe(const Message& m) {
     const uint32_t i = m.env.stream_index;
+    if (m.kind == MessageKind::kStreamStart || m.kind == MessageKind::kStreamReconnecting) {
+      // A stream that had ended begins again (a reload brought it back, or its lane restarted): it
+      // ends once more before the stage is done.
+      if (i < ended_.size() && ended_[i]) {
+        ended_[i] = false;
+        if (expected_[i]) --ended_count_;
+      }
+      return;
+    }
     if (!ends_stream(m.kind)) return;
     grow(i);
     if (ended_[i]) return;

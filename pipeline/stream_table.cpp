@@ -200,14 +200,26 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   StreamReload change;
   std::vector<const StreamConfig*> to_add;
   std::vector<StreamTableEntry> to_retune;  // entries with their new settings (index and lane kept)
+  std::vector<StreamTableEntry> to_return;  // removed earlier, listed again (index and lane kept)
   for (const StreamConfig& s : reloaded.streams) {
     listed.insert(s.id);
     auto it = by_id.find(s.id);
     if (it == by_id.end()) {
       to_add.push_back(&s);
     } else if (it->second->removed) {
-      return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
-                                "' was removed earlier in this run; add it back under a new id (or restart the job)");
+      // Listed again: a camera (or a region of one) comes back under its id, index and lane, its
+      // numbering going on. A file would be read again from its start: its results would repeat.
+      const std::string where = reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "'";
+      if (uri_kind_of(it->second->uri) == UriKind::kFile || uri_kind_of(s.uri) == UriKind::kFile) {
+        return FailedPrecondition(where + " was removed earlier in this run, and a file's stream cannot come back: it "
+                                  "would be read again from its start (add it back under a new id, or restart the job)");
+      }
+      if (it->second->source != s.source) {
+        return FailedPrecondition(where + " was removed earlier in this run with another source ('" +
+                                  it->second->source + "'); it comes back only with its source (give it a new id, or "
+                                  "restart the job)");
+      }
+      to_return.push_back(table_entry_of(s, it->second->index, it->second->lane));
     } else if (it->second->source != s.source) {
       return FailedPrecondition(reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id +
                                 "': its source changed; a running job adds and removes streams by id (give it a "
@@ -243,10 +255,22 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       change.retuned_what.push_back(what);
     }
   }
+  for (const StreamTableEntry& back : to_return) {
+    if (back.source.empty()) continue;
+    auto source = by_id.find(back.source);
+    const bool source_listed = listed.count(back.source) > 0;
+    if (!source_listed || source == by_id.end() || source->second->lane != back.lane) {
+      return FailedPrecondition(reloaded.source + ": stream '" + back.id + "' was removed earlier in this run; it "
+                                "comes back only while its source '" + back.source + "' is listed too");
+    }
+  }
   // Nothing is applied before every check has passed.
   std::vector<size_t> per_lane(std::max<size_t>(lanes, 1), 0);
   for (const StreamTableEntry& e : table.entries) {
     if (!e.removed && e.source.empty() && e.lane < per_lane.size()) ++per_lane[e.lane];
+  }
+  for (const StreamTableEntry& back : to_return) {
+    if (back.source.empty() && back.lane < per_lane.size()) ++per_lane[back.lane];
   }
   for (StreamTableEntry& e : table.entries) {
     if (!e.removed && !listed.count(e.id)) {
@@ -277,7 +301,13 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
     change.added_lanes.push_back(lane);
   }
   for (StreamTableEntry& retuned : to_retune) table.entries[retuned.index] = std::move(retuned);
-  if (change.changed()) ++table.version;
+  for (StreamTableEntry& back : to_return) {
+    change.returned.push_back(back.id);
+    table.entries[back.index] = std::move(back);
+  }
+  // Every reload is a new version, a reload that changed nothing too: ingest then starts again the
+  // cameras of its lane that have ended (gave up after ingest.reconnect_attempts, or failed).
+  ++table.version;
   return change;
 }
 

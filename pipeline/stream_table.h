@@ -38,7 +38,7 @@ struct StreamTableEntry {
 };
 
 struct StreamTable {
-  uint64_t version = 0;  // raised by every reload that changed something
+  uint64_t version = 0;  // raised by every reload (one that changed nothing too: ended cameras start again)
   int64_t writer_pid = 0;  // the supervisor that wrote it
   std::vector<StreamTableEntry> entries;  // entries[i].index == i
   size_t live_streams() const;
@@ -80,7 +80,10 @@ struct StreamReload {
   // what changed of each (changed_settings).
   std::vector<std::string> retuned;
   std::vector<std::string> retuned_what;
-  bool changed() const { return !added.empty() || !removed.empty() || !retuned.empty(); }
+  // Ids removed earlier in the run and listed again: cameras (and regions of them) that come back
+  // under their id, index and lane, their numbering going on.
+  std::vector<std::string> returned;
+  bool changed() const { return !added.empty() || !removed.empty() || !retuned.empty() || !returned.empty(); }
 };
 
 // Applies a reloaded config: streams with a new id are added, streams no longer listed are removed,
@@ -91,7 +94,8 @@ struct StreamReload {
 // names what cannot change while the job runs: a section other than `streams` (compared as YAML:
 // `running_yaml` is the config text the job started with), an archive job, a stream's source, a
 // file's settings (a change would read it again from its start) or a uri that becomes or was a
-// file's, an id removed earlier in this run. A stream with a source is added on its source's lane.
+// file's, a file's id removed earlier in this run (a camera's comes back: `returned`). A stream with a
+// source is added on its source's lane. The table's version rises with every reload that passes.
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
                                          const std::string& reloaded_yaml, const Config& reloaded, size_t lanes);
 

@@ -43,6 +43,7 @@ struct Child {
   int status = 0;  // waitpid status
   bool killed_for_restart = false;  // its lane restarts after another of its stages crashed
   bool started_stopping = false;     // started during a stop, with its stop requested: no SIGTERM needed
+  std::optional<std::chrono::steady_clock::time_point> finished_at;  // when it exited cleanly
 };
 
 std::string describe_exit(int status) {
@@ -105,6 +106,9 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
 
 // A run that lasted this long was not a crash loop: the restart count starts over.
 constexpr auto kRestartCountReset = std::chrono::minutes(10);
+// How long a live lane's ingest may go on after its preprocess finished before the lane counts as
+// stranded (restart_stranded_lanes): ingest exits within milliseconds behind it otherwise.
+constexpr auto kStrandedLaneGrace = std::chrono::seconds(10);
 // A reload's config read that has run this long is said once (a share that does not answer), as a
 // watched folder's look is (FolderWatcher::kHungLookS).
 constexpr double kHungReloadS = 30;
@@ -420,16 +424,24 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       VAPIPE_LOG_ERROR("{}{}{}", what, change.status().message(), unchanged);
       return;
     }
-    if (!change->changed()) {
-      VAPIPE_LOG_INFO("{}{}: the streams are unchanged", what, options.config_path);
-      return;
-    }
+    // Written even when no stream changed: ingest starts again the cameras that have ended (gave up).
     if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
       return;
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
+    // A lane that had finished starts again for a stream that comes back to it, as for one added.
+    for (const std::string& id : change->returned) {
+      for (const StreamTableEntry& e : table.entries) {
+        if (e.id == id) added_at[e.index] = table.version;
+      }
+    }
+    if (!change->changed()) {
+      VAPIPE_LOG_INFO("{}{}: the streams are unchanged (cameras that have ended start again)", what,
+                      options.config_path);
+      return;
+    }
     VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(*change, lanes),
                     table.live_streams());
     auto named = [](const std::vector<std::string>& ids, const std::string& id) {
@@ -595,8 +607,36 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                                        std::chrono::steady_clock::now()};
     }
   };
+  // A live lane whose preprocess finished (every stream of the lane had ended) while its ingest goes
+  // on: a reload started a stream again just as the lane's last one ended, and its frames have nowhere
+  // to go. Ingest, which exits at once behind its preprocess otherwise, would wait for ever: the lane
+  // starts again, its streams from the table.
+  auto restart_stranded_lanes = [&] {
+    if (!live || stopping_since || flags.stop.load() || flags.abort.load() || !failure.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (const Child& c : children) {
+      if (c.kind != StageKind::kPreprocess || !c.finished_at || now - *c.finished_at < kStrandedLaneGrace ||
+          pending.count(c.lane)) {
+        continue;
+      }
+      const bool ingest_runs = std::any_of(children.begin(), children.end(), [&](const Child& i) {
+        return i.kind == StageKind::kIngest && i.lane == c.lane && !i.exited;
+      });
+      if (!ingest_runs) continue;
+      for (Child& other : children) {
+        if (!other.exited && group_of(other) == c.lane) {
+          kill(other.pid, SIGKILL);
+          other.killed_for_restart = true;
+        }
+      }
+      VAPIPE_LOG_WARN("{}: its stages finished (every stream of it had ended) while its ingest went on with a "
+                      "stream started again: it starts again", describe_group(c.lane));
+      pending[c.lane] = PendingRestart{"its stages had finished while a stream started again", now};
+    }
+  };
   while (running() > 0 || !pending.empty()) {
     reopen_finished_lanes();
+    restart_stranded_lanes();
     if (flags.reload.exchange(false)) {
       if (!stopping_since && failure.empty()) reload();
     }
@@ -663,6 +703,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                                                                WEXITSTATUS(status) == kExitStreamsUnfinished)));
         if (clean) {
           VAPIPE_LOG_INFO("stage {} (pid {}) finished", child_name(c, lanes), pid);
+          c.finished_at = std::chrono::steady_clock::now();
         } else if (c.killed_for_restart) {
           VAPIPE_LOG_INFO("stage {} (pid {}) stopped for its lane's restart", child_name(c, lanes), pid);
         } else if (failure.empty() && !flags.abort.load()) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -145,13 +146,28 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     std::optional<StreamConfig> waiting_settings;
     std::string waiting_what;
     std::optional<UriKind> kind;  // its uri's (worked out once: a reload's streams are not in `config`)
+    // A stream that had ended and starts again under its id (a reload): where its numbering goes on,
+    // and what its `started` event says.
+    struct Comeback {
+      uint64_t first_seq = 0;
+      std::string message;
+    };
+    std::optional<Comeback> comeback;
   };
+  // The totals of runs that a comeback replaced (their counters go on).
+  struct {
+    uint64_t sent = 0, left_out = 0, runs = 0;
+    double send_s = 0, slot_s = 0;
+  } replaced;
   std::map<uint32_t, std::unique_ptr<StreamRun>> runs;  // by the decoded stream's index
   std::map<uint32_t, uint32_t> source_of_member;       // member index -> its run's index
   // Each running stream's settings as the lane last applied them (sources and members, by index): a
   // reload that changes them (pipeline/stream_table.h) reaches the reader (a new connection) or the
   // fan-out (a region).
   std::map<uint32_t, StreamTableEntry> applied;
+  // Decoded streams that had ended and start again once their run is done (a reload): why, as their
+  // `started` event says.
+  std::map<uint32_t, std::string> comebacks;
   // A stream of a group, as its fan-out sees it: what an earlier run recorded, where a restarted lane
   // numbers on.
   auto fan_out_target = [&](uint32_t index, const StreamConfig& s) {
@@ -177,7 +193,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   // `members`: the streams that take this one's frames too, and whether each was removed already.
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
-                          std::vector<std::pair<uint32_t, bool>> members, std::string orphan_reason = "") {
+                          std::vector<std::pair<uint32_t, bool>> members, std::string orphan_reason = "",
+                          std::optional<StreamRun::Comeback> comeback = std::nullopt) {
     // A live job's reload can add streams past the first count.
     if (config.job.mode == JobMode::kLive && !stream_config.is_member()) {
       size_t running = 1;
@@ -189,8 +206,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     run->stream = std::move(stream_config);
     run->removed = removed;
     run->orphan_reason = std::move(orphan_reason);
+    run->comeback = std::move(comeback);
     if (!run->stream.is_member()) {
       std::vector<FanOutTarget> targets{fan_out_target(i, run->stream)};
+      if (run->comeback) targets.front().first_seq = run->comeback->first_seq;
       for (const auto& [m, m_removed] : members) targets.push_back(fan_out_target(m, config.streams[m]));
       run->fan_out = std::make_unique<StreamFanOut>(i, redact_uri(run->stream.uri), std::move(targets),
                                                     reservations.get());
@@ -296,7 +315,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.resume_after_pts_ns =
           earlier && earlier->last_pts_ms >= 0 ? static_cast<int64_t>(earlier->last_pts_ms * 1e6 + 0.5) : -1;
       reader_options.seq_reservations = reservations.get();
-      if (!restart_reason.empty() && reservations->reserved(stream.id) > 0) {
+      if (r->comeback) {
+        // It had ended and a reload brought it back: a `started` again, its numbering going on.
+        reader_options.first_seq = r->comeback->first_seq;
+        reader_options.start_message = r->comeback->message;
+      } else if (!restart_reason.empty() && reservations->reserved(stream.id) > 0) {
         // It sent frames before the restart (a stream that never did starts as usual).
         reader_options.first_seq = reservations->reserved(stream.id);
         reader_options.restart_reason = "its lane restarted: " + restart_reason;
@@ -368,9 +391,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (r.reader) r.reader->stop(kRemovedFromConfig);
   };
   // A member leaves its group (the group's reader sends its end); an orphan ends by itself anyway.
+  std::set<uint32_t> removed_members;  // members a reload removed (listed again, they come back)
   auto remove_member = [&](uint32_t m) {
     auto group = source_of_member.find(m);
-    if (group != source_of_member.end()) runs.at(group->second)->fan_out->remove(m, kRemovedFromConfig);
+    if (group == source_of_member.end()) return;
+    runs.at(group->second)->fan_out->remove(m, kRemovedFromConfig);
+    removed_members.insert(m);
   };
   // A running stream whose settings a reload changed: its reader connects again with them (uri,
   // max_fps, ...), its fan-out classifies its new region from the next frame (roi).
@@ -391,11 +417,15 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       group = runs.at(member->second).get();
     }
     if (!group) return;
+    const auto member_of = source_of_member.find(e.index);
+    if (comebacks.count(member_of != source_of_member.end() ? member_of->second : e.index)) {
+      return;  // its group starts again, with the settings of the latest table
+    }
     if (group->done.load()) {
-      // A camera that gave up (ingest.reconnect_attempts), or a source that failed: an ended stream does
-      // not start again under its id (its topics said it ended; the stages let it go).
-      VAPIPE_LOG_WARN("ingest lane {}: stream '{}': a reload changed its {}, but the stream has ended: it does not "
-                      "start again (give it a new id for that)", lane.index, e.id, what);
+      // A stream that ended by itself (a test source's last frame): it does not start again. (A camera
+      // that gave up, or one that failed, starts again at a reload: comebacks.)
+      VAPIPE_LOG_WARN("ingest lane {}: stream '{}': a reload changed its {}, but the stream has ended by itself: it "
+                      "does not start again", lane.index, e.id, what);
       return;
     }
     if (before.roi != e.roi && group->fan_out) {
@@ -612,6 +642,100 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   downstream_open.set_value();  // on a stop too: each stream then ends as stopped, downstream sees it
   const auto started = std::chrono::steady_clock::now();
 
+  // Streams that had ended and start again under their ids (pipeline/stream_table.h): a stream a
+  // reload removed and lists again, and, at every reload, a camera that gave up (ingest.reconnect_attempts)
+  // or failed. Each starts once its old run is done: its group's reader anew, numbered on from its last
+  // frame, with the group's members still listed; a member listed again joins its running group.
+  std::optional<StreamTable> latest_table;     // the table the lane last applied
+  const bool downstream_marks_closed = !input_closed_marker(endpoint).empty();
+  auto wants_comeback = [&](StreamRun& r) -> std::optional<std::string> {
+    if (!r.fan_out || archive) return std::nullopt;
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (r.removed) return std::string("back: a reload listed it again");
+    const bool file = r.stream.parsed.kind == UriKind::kFile;
+    if (!file && r.fan_out->ended_as() == MessageKind::kStreamError) {
+      return std::string("started again by a reload, after it had failed");
+    }
+    return std::nullopt;
+  };
+  auto entry_in = [](const StreamTable& table, uint32_t index) -> const StreamTableEntry* {
+    return index < table.entries.size() ? &table.entries[index] : nullptr;
+  };
+  auto start_comebacks = [&] {
+    if (comebacks.empty() || flags.stop.load() || !latest_table) return;
+    for (auto it = comebacks.begin(); it != comebacks.end();) {
+      const uint32_t i = it->first;
+      StreamRun& old = *runs.at(i);
+      if (!old.done.load()) {
+        ++it;
+        continue;
+      }
+      const std::string why = it->second;
+      it = comebacks.erase(it);
+      const StreamTableEntry* e = entry_in(*latest_table, i);
+      if (!e || e->removed) continue;  // removed again meanwhile
+      if (downstream_marks_closed && input_closed(endpoint)) {
+        // Its lane's stages have finished (every stream of the lane had ended): the lane ends, and
+        // `vapipe run` starts it again for a stream listed again.
+        VAPIPE_LOG_WARN("ingest lane {}: stream '{}' does not start again here: the lane's stages have finished "
+                        "(every stream of the lane had ended)", lane.index, e->id);
+        continue;
+      }
+      auto settings = stream_config_of(*e);
+      if (!settings.ok()) {
+        VAPIPE_LOG_ERROR("stream '{}': {}: it does not start again", e->id, settings.status().message());
+        continue;
+      }
+      if (old.thread.joinable()) old.thread.join();
+      // Where each stream of the group goes on: its next frame's number in the run that ended.
+      const uint64_t first_seq = old.fan_out->next_seq_of(i).value_or(0);
+      std::vector<std::pair<uint32_t, uint64_t>> members;
+      for (const auto& [m, group] : source_of_member) {
+        const StreamTableEntry* me = entry_in(*latest_table, m);
+        if (group == i && me && !me->removed) members.emplace_back(m, old.fan_out->next_seq_of(m).value_or(0));
+      }
+      {
+        std::lock_guard<std::mutex> lock(old.mutex);
+        replaced.sent += old.sent;
+        replaced.left_out += old.left_out;
+        replaced.send_s += old.send_s;
+        replaced.slot_s += old.slot_s;
+        ++replaced.runs;
+      }
+      VAPIPE_LOG_INFO("ingest lane {}: stream '{}' starts again ({}), its seq going on from {}{}", lane.index, e->id,
+                      why, first_seq,
+                      members.empty() ? std::string() : fmt::format(", with {} stream(s) of its frames", members.size()));
+      start_stream(i, std::move(*settings), false, {}, "", StreamRun::Comeback{first_seq, why});
+      StreamRun& back = *runs.at(i);
+      for (const auto& [m, seq] : members) {
+        auto member = stream_config_of(*entry_in(*latest_table, m));
+        if (!member.ok()) continue;
+        FanOutTarget t = fan_out_target(m, *member);
+        t.first_seq = seq;
+        t.start_message = why;
+        back.fan_out->add(std::move(t));
+        applied[m] = *entry_in(*latest_table, m);
+        removed_members.erase(m);
+      }
+    }
+  };
+  // A member listed again whose group runs joins it; one whose group has ended comes back with it.
+  auto member_comes_back = [&](const StreamTableEntry& e) {
+    if (!removed_members.count(e.index)) return false;
+    auto group = source_of_member.find(e.index);
+    if (group == source_of_member.end()) return false;
+    auto settings = stream_config_of(e);
+    if (!settings.ok()) return false;
+    FanOutTarget t = fan_out_target(e.index, *settings);
+    t.start_message = "back: a reload listed it again";
+    if (!runs.at(group->second)->fan_out->add(std::move(t))) return false;
+    removed_members.erase(e.index);
+    applied[e.index] = e;
+    VAPIPE_LOG_INFO("ingest lane {}: stream '{}' is back (frames of '{}'), its seq going on", lane.index, e.id,
+                    e.source);
+    return true;
+  };
+
   // The stream table (pipeline/stream_table.h): the supervisor rewrites it on a reload.
   const std::string table_path = stream_table_path(layout);
   uint64_t table_version = 0;
@@ -630,6 +754,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     if (!table->has_value() || (*table)->version <= table_version) return;
     table_version = (*table)->version;
+    latest_table = **table;
     // Decoded streams first: a member added with its source joins it.
     const size_t runs_before = runs.size();
     for (const bool members : {false, true}) {
@@ -638,9 +763,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         auto it = runs.find(e.index);
         if (it != runs.end() || source_of_member.count(e.index)) {
           if (!e.removed) {
+            if (!members && it != runs.end()) {
+              if (std::optional<std::string> why = wants_comeback(*it->second)) {
+                comebacks.emplace(e.index, *why);
+                applied[e.index] = e;  // its settings are the ones it starts with
+                continue;
+              }
+            }
+            if (members && member_comes_back(e)) continue;
             retune_stream(e);
             continue;
           }
+          comebacks.erase(e.index);
           if (it != runs.end()) {
             remove_stream(*it->second);
           } else {
@@ -691,8 +825,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       }
     }
     if (runs.size() > runs_before) check_open_files("with the added ones,");
+    start_comebacks();
   };
   auto all_done = [&] {
+    if (!comebacks.empty() && !flags.stop.load()) return false;  // a stream starts again once its run is done
     for (const auto& [i, r] : runs) {
       if (!r->done.load()) return false;
     }
@@ -724,8 +860,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         for (const std::string& id : r->fan_out->ids()) snap.stream_dropped.emplace_back(id, dropped);  // one queue
       }
     }
+    sent += static_cast<double>(replaced.sent);
+    left_out += static_cast<double>(replaced.left_out);
+    snap.send_blocked_s += replaced.send_s;
+    snap.slot_wait_s += replaced.slot_s;
     snap.counters = {{"messages_sent", sent},
-                     {"streams_started", static_cast<double>(runs.size())},
+                     {"streams_started", static_cast<double>(runs.size() + replaced.runs)},
                      {"frames_left_out", left_out}};
     if (Status st = write_stage_stats(snap, stage_stats_path(layout, StageKind::kIngest)); !st.ok()) {
       VAPIPE_LOG_DEBUG("{}", st.message());
@@ -821,6 +961,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     take_pictures();
     if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
     if (!flags.stop.load()) apply_stream_table();
+    start_comebacks();
     open_waiting();
     size_t ended_now = 0;
     for (const auto& [i, r] : runs) {

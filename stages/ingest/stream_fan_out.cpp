@@ -36,11 +36,14 @@ bool StreamFanOut::add(FanOutTarget target) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return false;
   for (const auto& t : targets_) {
-    if (t->config.index == target.index) return true;
+    if (t->config.index != target.index) continue;
+    if (t->leaving) t->rejoin = std::move(target);  // it comes back (the reader's thread resets it)
+    return true;
   }
   auto t = std::make_unique<Target>();
   t->emitted = target.earlier_results;
   t->next_seq = std::max(target.first_seq, target.earlier_results);
+  t->next_number = t->next_seq;
   if (target.ended_earlier) t->leaving = "ended in an earlier run";
   t->config = std::move(target);
   targets_.push_back(std::move(t));
@@ -86,6 +89,19 @@ std::optional<FanOutTarget> StreamFanOut::target_named(const std::string& id) co
   return std::nullopt;
 }
 
+std::optional<uint64_t> StreamFanOut::next_seq_of(uint32_t index) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& t : targets_) {
+    if (t->config.index == index) return t->next_number.load();
+  }
+  return std::nullopt;
+}
+
+std::optional<MessageKind> StreamFanOut::ended_as() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_as_;
+}
+
 std::optional<uint64_t> StreamFanOut::resume_from() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<uint64_t> from;
@@ -100,6 +116,22 @@ std::vector<StreamFanOut::Snapshot> StreamFanOut::snapshot() {
   std::vector<Snapshot> out;
   out.reserve(targets_.size());
   for (const auto& t : targets_) {
+    if (t->rejoin) {
+      // Listed again by a reload. One that has not ended yet never leaves; one that has ended starts
+      // again with its next frame, numbered on from its last.
+      if (t->ended) {
+        t->ended = false;
+        t->started = false;
+        t->emitted = 0;
+        t->seq_offset.reset();
+        t->next_seq = std::max(t->rejoin->first_seq, t->next_number.load());
+        t->next_number = t->next_seq;
+        t->config.roi = t->rejoin->roi;
+        t->config.start_message = t->rejoin->start_message;
+      }
+      t->leaving.reset();
+      t->rejoin.reset();
+    }
     const bool region_changed = t->next_region.has_value();
     if (region_changed) {
       t->config.roi = *t->next_region;
@@ -174,9 +206,9 @@ Result<Payload> StreamFanOut::copy_payload(const Payload& from) {
 
 Status StreamFanOut::send_frame(Target& t, Message&& frame) {
   if (!t.started) {
-    // Joined after its source started (a reload added it): its own start first.
+    // Joined after its source started (a reload added it, or it came back): its own start first.
     t.started = true;
-    StreamEvent ev{uri_, "", 0, dropped_};
+    StreamEvent ev{uri_, t.config.start_message, 0, dropped_};
     ev.duration_ns = duration_ns_;
     VAPIPE_RETURN_IF_ERROR(send_event(t, MessageKind::kStreamStart, ev));
   }
@@ -196,7 +228,9 @@ Status StreamFanOut::send_frame(Target& t, Message&& frame) {
   frame.env.stream_id = t.config.id;
   frame.env.stream_index = t.config.index;
   crop_to_region(t.config.roi, &frame.frame);
+  const uint64_t seq = frame.env.seq;
   VAPIPE_RETURN_IF_ERROR(out_->emit(std::move(frame)));
+  t.next_number = seq + 1;
   ++t.emitted;
   return Status::Ok();
 }
@@ -205,6 +239,7 @@ Status StreamFanOut::emit(Message&& msg) {
   if (msg.kind == MessageKind::kStreamEnd || msg.kind == MessageKind::kStreamError) {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;  // no stream joins after its source's end
+    ended_as_ = msg.kind;
   }
   const std::vector<Snapshot> targets = snapshot();
   VAPIPE_RETURN_IF_ERROR(end_leaving(targets));

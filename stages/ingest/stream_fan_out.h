@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -46,8 +47,10 @@ struct FanOutTarget {
   uint64_t earlier_results = 0;
   bool ended_earlier = false;
   // After a lane restart: where its numbering goes on (SeqReservations::reserved). The source's own
-  // numbering is its reader's.
+  // numbering is its reader's. A stream that comes back (a reload) goes on from its last frame's.
   uint64_t first_seq = 0;
+  // The message of its `started` event when it joins a running group ("" for a stream added).
+  std::string start_message;
 };
 
 class StreamFanOut final : public Emitter {
@@ -68,6 +71,8 @@ class StreamFanOut final : public Emitter {
   }
 
   // Any thread. false once the group has ended (its source's end went out): the target gets nothing.
+  // A target that has left (or is leaving) comes back: numbered on from its last frame (or from its
+  // first_seq, if higher), its own `started` again with its next frame.
   bool add(FanOutTarget target);
   // Any thread: the target ends ("removed from the config", say) with the next message or idle().
   void remove(uint32_t index, std::string reason);
@@ -81,6 +86,13 @@ class StreamFanOut final : public Emitter {
   std::vector<std::string> ids() const;
   // Any thread: the stream of the group named `id` (its index and region), unless it is leaving.
   std::optional<FanOutTarget> target_named(const std::string& id) const;
+
+  // Any thread: the seq the target's next frame would have (the source's too), for a stream that
+  // comes back after this group has ended; nullopt: no such target.
+  std::optional<uint64_t> next_seq_of(uint32_t index) const;
+  // Any thread: how the group ended (kStreamEnd or kStreamError: its source's end went out); nullopt
+  // while it runs.
+  std::optional<MessageKind> ended_as() const;
 
   // What the reader resumes from: the least earlier_results of the targets that did not end earlier.
   // nullopt: every target ended in an earlier run.
@@ -99,8 +111,11 @@ class StreamFanOut final : public Emitter {
     uint64_t emitted = 0;  // frames sent, counting the earlier run's (events' `frames`)
     uint64_t next_seq = 0;  // a member's number for its first frame
     std::optional<int64_t> seq_offset;  // the source's seq minus this stream's (set by its first frame)
+    std::atomic<uint64_t> next_number{0};  // its next frame's seq (any thread reads it)
     // Under mutex_: why it leaves.
     std::optional<std::string> leaving;
+    // Under mutex_: add()'s, for a target that has left or is leaving: it comes back (snapshot()).
+    std::optional<FanOutTarget> rejoin;
     // Under mutex_: set_region()'s, taken into config by the reader's thread (snapshot()), which reads
     // config without the lock.
     std::optional<std::array<double, 4>> next_region;
@@ -126,6 +141,7 @@ class StreamFanOut final : public Emitter {
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Target>> targets_;  // stable addresses; only added to
   bool closed_ = false;                           // the source's end went out
+  std::optional<MessageKind> ended_as_;           // under mutex_: the source's end, once it went out
   // From the source's events: what a target's own events carry.
   std::string uri_;
   uint64_t dropped_ = 0;

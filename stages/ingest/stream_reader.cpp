@@ -1604,7 +1604,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     }
     if (!started || awaiting_resume) {
       const MessageKind kind = started ? MessageKind::kStreamResumed : MessageKind::kStreamStart;
-      StreamEvent ev{uri, "", emitted, s.queue.dropped()};
+      StreamEvent ev{uri, started ? "" : s.options.start_message, emitted, s.queue.dropped()};
       ev.attempt = started ? attempt : 0;
       if (!started) {
         // A file knows its duration once it plays (archive progress, in publish); a camera does not.

@@ -54,6 +54,9 @@ struct ReaderOptions {
   // before its first frame, instead of kStreamStart.
   uint64_t first_seq = 0;
   std::string restart_reason = "";
+  // The message of its kStreamStart event: why a stream that had ended starts again (a reload brought
+  // it back; numbered from first_seq); "" for a first start.
+  std::string start_message = "";
   // Where each frame's number is reserved before the frame leaves (live jobs); null: nowhere.
   SeqReservations* seq_reservations = nullptr;
   // Watches the reader's pipeline state changes (stages/ingest/watched_state_change.h) and each

@@ -832,6 +832,21 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   }
   // A restarted lane ends a stream that was removed earlier once more, for its own stages.
   if (st.ended && ends_stream(in.kind)) return Status::Ok();
+  if (st.ended && (in.kind == MessageKind::kStreamStart || in.kind == MessageKind::kStreamReconnecting)) {
+    // It had ended and starts again under its id (a reload listed it again, or started again a camera
+    // that had given up; or its lane restarted): running again, ingest's counts from here.
+    VAPIPE_LOG_INFO("stream '{}' starts again after it {}{}", st.id,
+                    st.status == "failed" ? "failed" : st.status == "removed" ? "was removed" : "ended",
+                    in.event.message.empty() ? std::string() : ": " + in.event.message);
+    if (st.status == "failed") --failed_streams_;
+    st.ended = false;
+    st.ended_ns = 0;
+    st.message.clear();
+    ++st.comebacks;
+    st.seq_jumps = true;
+    st.results_base = st.results;
+    st.dropped_base = st.dropped;
+  }
   // A stop came before the stream opened: nothing of it is published, and it stays unfinished.
   if (in.kind == MessageKind::kStreamEnd && in.event.message == kNotOpenedReason) return Status::Ok();
   if (ends_stream(in.kind)) {
@@ -1434,7 +1449,7 @@ void PublishStage::write_summary() {
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
                        {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
                        {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects},
-                       {"restarts", st.restarts},
+                       {"restarts", st.restarts}, {"comebacks", st.comebacks},
                        {"media_s", st.media_ns > 0 ? nlohmann::json(static_cast<double>(st.media_ns) / 1e9) : nlohmann::json()},
                        {"wall_s", stream_wall},
                        {"fps", fps}, {"latency_ms_mean", mean_latency}, {"latency_ms_max", st.latency_max_ms},

@@ -115,6 +115,7 @@ class PublishStage final : public Stage {
     bool ended = false;            // its end (eos or error) was published by this process
     int64_t ended_ns = 0;          // when (the wall clock)
     uint64_t restarts = 0;         // times its lane restarted after a crash (live jobs)
+    uint64_t comebacks = 0;        // times it started again after it had ended (a reload; live jobs)
     // After a restart (of its lane, or of publish): the next result's seq is where numbering goes on,
     // not a gap; and ingest's counts in its events cover only what came after results_base/dropped_base.
     bool seq_jumps = false;

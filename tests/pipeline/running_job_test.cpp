@@ -147,6 +147,8 @@ TEST(DescribeReload, SaysNoneForNothingAndLanesOnlyWhenThereAreSeveral) {
   change.retuned = {"c"};
   change.retuned_what = {"roi"};
   EXPECT_EQ(describe_reload(change, 2), "added 'a' (lane 0), 'b' (lane 1); removed none; changed 'c' (roi)");
+  change.returned = {"d", "e"};
+  EXPECT_EQ(describe_reload(change, 1), "added 'a', 'b'; removed none; back 'd', 'e'; changed 'c' (roi)");
 }
 
 }  // namespace

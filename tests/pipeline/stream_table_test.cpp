@@ -55,11 +55,71 @@ TEST(StreamTable, AReloadRemovesMissingStreamsAndAddsNewOnesOnTheLeastLoadedLane
   EXPECT_EQ(table.entries[3].uri, "test://red?frames=0&live=true");
   EXPECT_EQ(table.live_streams(), 5u);
 
-  // The same file again changes nothing, and the version stays.
+  // The same file again changes no stream, but is a new version: ingest starts again the cameras
+  // that have ended (gave up) at every reload.
   auto again = apply_stream_reload(table, running, reloaded, load(reloaded), 2);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->changed());
-  EXPECT_EQ(table.version, 1u);
+  EXPECT_EQ(table.version, 2u);
+  EXPECT_EQ(table.entries.size(), 6u);
+}
+
+// A camera removed by one reload and listed by a later one comes back under its id: its index and
+// lane, and the settings it is listed with; a file cannot (it would be read again from its start),
+// nor a region stream whose source is not listed.
+TEST(StreamTable, ACameraRemovedEarlierComesBackUnderItsIdIndexAndLane) {
+  auto live_with = [](const std::string& stream_lines) {
+    return "job: {mode: live}\nstreams:\n" + stream_lines + "infer: {model: m.pt, labels: m.txt}\n";
+  };
+  auto camera = [](const std::string& id, const std::string& pattern) {
+    return "  - {id: " + id + ", uri: \"test://" + pattern + "?frames=0&live=true\"}\n";
+  };
+  const std::string running =
+      live_with(camera("a", "ball") + camera("b", "smpte") + "  - {id: b-left, source: b, roi: [0, 0, 0.5, 1]}\n");
+  StreamTable table = table_for(running, 2);  // lane 0: a, b-left; lane 1: b
+  table.entries[2].lane = 1;                   // (a member is on its source's lane)
+  const std::string without_b = live_with(camera("a", "ball"));
+  auto removed = apply_stream_reload(table, running, without_b, load(without_b), 2);
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_EQ(removed->removed, (std::vector<std::string>{"b", "b-left"}));
+
+  // The region cannot come back with another source.
+  const std::string other_source =
+      live_with(camera("a", "ball") + camera("c", "red") + "  - {id: b-left, source: c}\n");
+  auto refused = apply_stream_reload(table, running, other_source, load(other_source), 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'b-left' was removed earlier in this run with another source ('b')"),
+            std::string::npos)
+      << refused.status().message();
+
+  const std::string back =
+      live_with(camera("a", "ball") + camera("b", "snow") + "  - {id: b-left, source: b, roi: [0, 0, 0.25, 1]}\n");
+  const uint64_t version = table.version;
+  auto change = apply_stream_reload(table, running, back, load(back), 2);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->returned, (std::vector<std::string>{"b", "b-left"}));
+  EXPECT_TRUE(change->added.empty());
+  EXPECT_TRUE(change->changed());
+  EXPECT_EQ(table.version, version + 1);
+  ASSERT_EQ(table.entries.size(), 3u);  // no new entry: the same index
+  EXPECT_FALSE(table.entries[1].removed);
+  EXPECT_EQ(table.entries[1].lane, 1u);
+  EXPECT_EQ(table.entries[1].uri, "test://snow?frames=0&live=true");  // as listed now
+  EXPECT_FALSE(table.entries[2].removed);
+  EXPECT_EQ(table.entries[2].lane, 1u);
+  EXPECT_EQ(table.entries[2].roi, (std::array<double, 4>{0, 0, 0.25, 1}));
+  EXPECT_EQ(table.live_streams(), 3u);
+
+  // A file's stream, removed, cannot come back under its id.
+  const std::string with_file = live_with(camera("a", "ball") + "  - {id: f, uri: /media/f.mp4}\n");
+  StreamTable files = table_for(with_file, 1);
+  ASSERT_TRUE(apply_stream_reload(files, with_file, without_b, load(without_b), 1).ok());
+  auto file_back = apply_stream_reload(files, with_file, with_file, load(with_file), 1);
+  ASSERT_FALSE(file_back.ok());
+  EXPECT_NE(file_back.status().message().find("stream 'f' was removed earlier in this run, and a file's stream "
+                                              "cannot come back"),
+            std::string::npos)
+      << file_back.status().message();
 }
 
 TEST(StreamTable, WhatCannotChangeWhileTheJobRunsIsRefusedAndNothingIsApplied) {
@@ -78,10 +138,6 @@ TEST(StreamTable, WhatCannotChangeWhileTheJobRunsIsRefusedAndNothingIsApplied) {
   const std::string archive = "streams: [{id: a, uri: 'test://ball?frames=5'}]\ninfer: {model: m.pt, labels: m.txt}\n";
   EXPECT_NE(refused(archive).find("only a live job's streams can change"), std::string::npos);
 
-  // b removed, then back under the same id.
-  const std::string without_b = live_yaml({{"a", "ball"}});
-  ASSERT_TRUE(apply_stream_reload(table, running, without_b, load(without_b), 1).ok());
-  EXPECT_NE(refused(running).find("stream 'b' was removed earlier in this run"), std::string::npos);
 }
 
 // Anchors under x- keys: an edit there is judged by what it changes where it is merged (a section
@@ -173,11 +229,14 @@ TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndChangeInPlaceWithAReload
   EXPECT_EQ(table.entries[0].lane, before.lane);
   EXPECT_TRUE(settings_need_new_connection(before, table.entries[0]));
   EXPECT_EQ(table.entries[1].max_fps, -1);  // b untouched
-  // The same file again changes nothing.
+  // The same file again changes no stream (a new version all the same).
+  const std::vector<StreamTableEntry> entries_before = table.entries;
   auto same = apply_stream_reload(table, running, changed, load(changed), 1);
   ASSERT_TRUE(same.ok());
   EXPECT_FALSE(same->changed());
-  EXPECT_EQ(table.version, 1u);
+  EXPECT_EQ(table.version, 2u);
+  EXPECT_EQ(table.entries[0].max_fps, entries_before[0].max_fps);
+  EXPECT_EQ(table.entries[0].roi, entries_before[0].roi);
   std::string cropped = changed;  // a region given to a running stream: from its next frame, no new connection
   cropped.replace(cropped.find("max_fps: 5"), 10, "max_fps: 5, roi: [0, 0, 0.5, 0.5]");
   const StreamTableEntry whole = table.entries[0];
@@ -357,6 +416,33 @@ TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   tracker.observe(end_of(2));  // twice: counted once
   EXPECT_TRUE(tracker.all_ended());
   EXPECT_EQ(tracker.expected_count(), 4u);
+}
+
+// A stream that ended and begins again (a reload brought it back: `started`; its lane restarted:
+// `reconnecting`) is running again until its next end; a message of another kind after its end
+// (a late picture) does not make it so.
+TEST(StreamTracker, AStreamThatBeginsAgainAfterItsEndIsWaitedForUntilItsNextEnd) {
+  StreamTracker tracker(2);
+  auto message = [](MessageKind kind, uint32_t i) {
+    Envelope env;
+    env.stream_index = i;
+    return Message::stream_event(kind, env, {});
+  };
+  tracker.observe(message(MessageKind::kStreamEnd, 0));
+  tracker.observe(message(MessageKind::kStreamError, 1));
+  EXPECT_TRUE(tracker.all_ended());
+  tracker.observe(message(MessageKind::kStreamPicture, 1));
+  EXPECT_TRUE(tracker.all_ended());
+  tracker.observe(message(MessageKind::kStreamStart, 1));
+  EXPECT_FALSE(tracker.all_ended());
+  EXPECT_EQ(tracker.ended_count(), 1u);
+  tracker.observe(message(MessageKind::kStreamEnd, 1));
+  EXPECT_TRUE(tracker.all_ended());
+  tracker.observe(message(MessageKind::kStreamReconnecting, 0));
+  EXPECT_FALSE(tracker.all_ended());
+  tracker.observe(message(MessageKind::kStreamStart, 5));  // a stream not yet known: nothing to undo
+  tracker.observe(message(MessageKind::kStreamEnd, 0));
+  EXPECT_TRUE(tracker.all_ended());
 }
 
 TEST(StreamTable, AStreamWithASourceKeepsItInTheTableJoinsItsLaneOnAReloadAndCannotChangeIt) {

@@ -235,6 +235,50 @@ TEST(StreamFanOut, AStreamAddedWhileItsSourceRunsStartsAtTheNextFrameNumberedFro
   EXPECT_EQ(fan.ids(), (std::vector<std::string>{"door", "gate", "yard"}));
 }
 
+// A reload removes a region stream and then lists it again: it starts again with the next frame,
+// numbered on from its last frame (not from 0), its `started` saying why. One listed again before its
+// end went out never leaves.
+TEST(StreamFanOut, AStreamRemovedAndListedAgainComesBackNumberedOnFromItsLastFrame) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate"), target(2, "yard")}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  for (uint64_t seq = 0; seq < 3; ++seq) ASSERT_TRUE(fan.emit(frame(seq, 1)).ok());
+  EXPECT_EQ(fan.next_seq_of(1), 3u);
+  fan.remove(1, "removed from the config");
+  fan.remove(2, "removed from the config");
+  ASSERT_TRUE(fan.idle().ok());  // gate and yard end
+  for (uint64_t seq = 3; seq < 6; ++seq) ASSERT_TRUE(fan.emit(frame(seq, 1)).ok());
+  FanOutTarget back = target(1, "gate", {0, 0, 0.5, 1});
+  back.start_message = "back: a reload listed it again";
+  ASSERT_TRUE(fan.add(back));
+  fan.remove(0, "never mind");  // (the source is not what this test is about)
+  ASSERT_TRUE(fan.add(target(0, "door"))) << "listed again before its end went out: it never leaves";
+  ASSERT_TRUE(fan.emit(frame(6, 1)).ok());
+  ASSERT_TRUE(fan.emit(frame(7, 1)).ok());
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamEnd, 8, "stopped")).ok());
+  auto got = by_stream(out);
+  std::vector<MessageKind> kinds;
+  std::vector<uint64_t> seqs;
+  for (const Message* m : got["gate"]) {
+    kinds.push_back(m->kind);
+    if (m->kind == MessageKind::kFrame) seqs.push_back(m->env.seq);
+  }
+  EXPECT_EQ(kinds, (std::vector<MessageKind>{MessageKind::kStreamStart, MessageKind::kFrame, MessageKind::kFrame,
+                                             MessageKind::kFrame, MessageKind::kStreamEnd, MessageKind::kStreamStart,
+                                             MessageKind::kFrame, MessageKind::kFrame, MessageKind::kStreamEnd}));
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{0, 1, 2, 3, 4}));  // on from 3, not from 0 or the source's 6
+  EXPECT_EQ(got["gate"][5]->event.message, "back: a reload listed it again");
+  EXPECT_EQ(got["gate"][6]->frame.crop, (std::array<uint32_t, 4>{0, 0, 32, 48}));  // its region as listed again
+  EXPECT_EQ(got["gate"].back()->event.frames, 2u);  // this life's frames
+  EXPECT_EQ(fan.next_seq_of(1), 5u);
+  EXPECT_EQ(got["yard"].size(), 5u);  // start, 3 frames, its end: not listed again
+  ASSERT_EQ(got["door"].size(), 10u);  // start, 8 frames, one end
+  EXPECT_EQ(fan.ended_as(), MessageKind::kStreamEnd);
+  EXPECT_EQ(fan.next_seq_of(0), 8u);
+  EXPECT_FALSE(fan.next_seq_of(9).has_value());
+}
+
 // A picture (publish.segments_pictures_dir) that one stream of the group asked for reaches that
 // stream alone, numbered as it numbered the frame; one for a stream that has had no frame, or none of
 // the group, reaches nobody.
