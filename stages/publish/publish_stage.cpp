@@ -846,6 +846,15 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.seq_jumps = true;
     st.results_base = st.results;
     st.dropped_base = st.dropped;
+    // It may come back with another region or turn (listed again with them): its `started` says so.
+    if (layout_) {
+      if (auto table = read_job_stream_table(stream_table_path(*layout_)); table.ok() && table->has_value() &&
+                                                                           in.env.stream_index < (*table)->entries.size()) {
+        const StreamTableEntry& e = (*table)->entries[in.env.stream_index];
+        st.roi = e.roi;
+        st.turn = e.turn ? orientation_name(*e.turn) : "";
+      }
+    }
   }
   // A stop came before the stream opened: nothing of it is published, and it stays unfinished.
   if (in.kind == MessageKind::kStreamEnd && in.event.message == kNotOpenedReason) return Status::Ok();
