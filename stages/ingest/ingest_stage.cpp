@@ -168,6 +168,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // Decoded streams that had ended and start again once their run is done (a reload): why, as their
   // `started` event says.
   std::map<uint32_t, std::string> comebacks;
+  // Where the members of a group that a comeback replaced number on, if they come back later.
+  std::map<uint32_t, uint64_t> next_seq_of_left;
   // A stream of a group, as its fan-out sees it: what an earlier run recorded, where a restarted lane
   // numbers on.
   auto fan_out_target = [&](uint32_t index, const StreamConfig& s) {
@@ -691,8 +693,30 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       const uint64_t first_seq = old.fan_out->next_seq_of(i).value_or(0);
       std::vector<std::pair<uint32_t, uint64_t>> members;
       for (const auto& [m, group] : source_of_member) {
+        if (group != i) continue;
+        const uint64_t next = std::max(old.fan_out->next_seq_of(m).value_or(0), next_seq_of_left[m]);
         const StreamTableEntry* me = entry_in(*latest_table, m);
-        if (group == i && me && !me->removed) members.emplace_back(m, old.fan_out->next_seq_of(m).value_or(0));
+        if (me && !me->removed) {
+          members.emplace_back(m, next);
+        } else {
+          next_seq_of_left[m] = next;  // not in the new group: listed again later, it numbers on from here
+        }
+      }
+      // Region streams a reload added while it had ended (each ended at once, "its source ... is not
+      // running"): they join it now, from their first frame.
+      for (const StreamTableEntry& me : latest_table->entries) {
+        if (me.removed || me.source != e->id || me.lane != lane.index || source_of_member.count(me.index)) continue;
+        auto orphan = runs.find(me.index);
+        if (orphan == runs.end() || orphan->second->fan_out || !orphan->second->done.load()) continue;
+        if (orphan->second->thread.joinable()) orphan->second->thread.join();
+        {
+          std::lock_guard<std::mutex> lock(orphan->second->mutex);
+          replaced.sent += orphan->second->sent;
+        }
+        ++replaced.runs;
+        runs.erase(orphan);
+        source_of_member[me.index] = i;
+        members.emplace_back(me.index, 0);
       }
       {
         std::lock_guard<std::mutex> lock(old.mutex);
@@ -728,6 +752,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (!settings.ok()) return false;
     FanOutTarget t = fan_out_target(e.index, *settings);
     t.start_message = "back: a reload listed it again";
+    if (auto left = next_seq_of_left.find(e.index); left != next_seq_of_left.end()) {
+      t.first_seq = std::max(t.first_seq, left->second);  // it left a group that has started again since
+    }
     if (!runs.at(group->second)->fan_out->add(std::move(t))) return false;
     removed_members.erase(e.index);
     applied[e.index] = e;

@@ -846,6 +846,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.seq_jumps = true;
     st.results_base = st.results;
     st.dropped_base = st.dropped;
+    st.run = StreamState::LabelRun{};  // its segments begin anew: its numbering goes on, but time has passed
     // It may come back with another region or turn (listed again with them): its `started` says so.
     if (layout_) {
       if (auto table = read_job_stream_table(stream_table_path(*layout_)); table.ok() && table->has_value() &&

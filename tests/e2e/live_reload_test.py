@@ -311,39 +311,54 @@ class LiveReload(SubscribedTest):
         self.assertIn("stream 'dead' starts again (started again by a reload, after it had failed)", run.stderr)
 
     def test_a_camera_removed_and_listed_again_comes_back_under_its_id_numbering_on(self):
-        """b and its region stream b-left are removed by one reload and listed again by a later one (b
-        now another camera): both come back under their ids, `started` saying so, numbering on from
-        their last frame, with b-left's new region; a goes on untouched."""
+        """b's region stream b-left is removed by a reload and listed again while b runs: it rejoins b.
+        Then b and b-left are removed together and listed again (b now another camera): both come back.
+        Each time, under their ids, `started` saying so, numbering on from their last frame, b-left with
+        its new region; a goes on untouched."""
         streams = [("a", live("ball")), ("b", live("smpte")), {"id": "b-left", "source": "b", "roi": [0, 0, 0.5, 1]}]
         config, endpoint = write_config(self.dir, streams, job={"mode": "live"})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
+        lives = {"b": [], "b-left": []}  # results each had when it ended
+
+        def reload(with_streams, ended, back):
+            """SIGHUP with `with_streams`; waits for the `ended` streams' eos, or for `back` to have 10 more results."""
+            counts = {sid: self.count(sid) for sid in back}
+            eos = {sid: sum(e["event"] == "eos" for e in events_by_stream(self.messages()).get(sid, [])) for sid in ended}
+            self.rewrite(config, streams=with_streams)
+            run.signal(signal.SIGHUP)
+            self.wait_for(f"{ended} to end", lambda m: all(
+                sum(e["event"] == "eos" for e in events_by_stream(m).get(sid, [])) > eos[sid] for sid in ended))
+            for sid in ended:
+                lives[sid].append(self.count(sid))
+            self.wait_for(f"{back} to go on", lambda m: all(
+                len(results_by_stream(m).get(sid, [])) >= counts[sid] + 10 for sid in back), timeout=60)
+
         self.wait_for("results of b and b-left", lambda m: self.results_of("b")(m) and self.results_of("b-left")(m))
-        self.rewrite(config, streams=streams[:1])
-        run.signal(signal.SIGHUP)
-        self.wait_for("b and b-left removed", lambda m: has_event(m, "b", "eos") and has_event(m, "b-left", "eos"))
-        before = self.count("a")
-        self.wait_for("a to go on", lambda m: len(results_by_stream(m).get("a", [])) >= before + 10)
-        ended_at = {sid: len(results_by_stream(self.messages()).get(sid, [])) for sid in ["b", "b-left"]}
-        self.rewrite(config, streams=[streams[0], ("b", live("pinwheel")),
-                                      {"id": "b-left", "source": "b", "roi": [0, 0, 0.25, 1]}])
-        run.signal(signal.SIGHUP)
-        self.wait_for("b and b-left back", lambda m: all(
-            len(results_by_stream(m).get(sid, [])) >= ended_at[sid] + 10 for sid in ["b", "b-left"]), timeout=60)
+        reload(streams[:2], ["b-left"], ["b"])
+        reload(streams, [], ["b-left"])
+        reload(streams[:1], ["b", "b-left"], ["a"])
+        reload([streams[0], ("b", live("pinwheel")), {"id": "b-left", "source": "b", "roi": [0, 0, 0.25, 1]}],
+               [], ["b", "b-left"])
         msgs, results, events = self.stop_and_collect(run)
+        self.assertEqual([e["event"] for e in events["b"]], ["started", "eos", "started", "eos"])
+        self.assertEqual([e["event"] for e in events["b-left"]], ["started", "eos", "started", "eos", "started", "eos"])
         for sid in ["b", "b-left"]:
-            self.assertEqual([e["event"] for e in events[sid]], ["started", "eos", "started", "eos"], sid)
-            self.assertEqual(events[sid][1]["message"], "removed from the config", sid)
-            self.assertEqual(events[sid][2]["message"], "back: a reload listed it again", sid)
-            self.assertEqual(events[sid][3]["frames"], len(results[sid]) - ended_at[sid], sid)  # this life's
+            ends = [e for e in events[sid] if e["event"] == "eos"]
+            self.assertEqual([e["message"] for e in ends[:-1]], ["removed from the config"] * len(lives[sid]), sid)
+            starts = [e for e in events[sid] if e["event"] == "started"]
+            self.assertEqual([e["message"] for e in starts[1:]], ["back: a reload listed it again"] * len(lives[sid]), sid)
             seqs = [r["seq"] for r in results[sid]]
             self.assertEqual(seqs, sorted(set(seqs)), sid)
-            self.assertEqual(seqs[ended_at[sid]], seqs[ended_at[sid] - 1] + 1, f"{sid}: numbered on, no gap")
-        self.assertEqual(events["b-left"][2].get("roi"), [0, 0, 0.25, 1])
+            for n in lives[sid]:
+                self.assertEqual(seqs[n], seqs[n - 1] + 1, f"{sid}: numbered on after result {n}, no gap")
+            self.assertEqual(ends[-1]["frames"], len(results[sid]) - lives[sid][-1], f"{sid}: its last life's frames")
+        self.assertEqual(events["b-left"][-2].get("roi"), [0, 0, 0.25, 1])
         self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
         summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"][0]
         self.assertEqual({s["stream_id"]: (s["status"], s["comebacks"]) for s in summary["streams"]},
-                         {"a": ("stopped", 0), "b": ("stopped", 1), "b-left": ("stopped", 1)})
+                         {"a": ("stopped", 0), "b": ("stopped", 1), "b-left": ("stopped", 2)})
+        self.assertIn("added none; removed none; back 'b-left'", run.stderr)
         self.assertIn("added none; removed none; back 'b', 'b-left'", run.stderr)
 
     def test_a_lane_restarted_after_a_crash_runs_the_streams_of_the_reloaded_table(self):

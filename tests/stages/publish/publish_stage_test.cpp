@@ -718,6 +718,48 @@ TEST_F(PublishStageTest, ALaneRestartIsCountedAsARestartAndItsSeqJumpIsNoGap) {
   EXPECT_FALSE(stage_->summary()["publish_restarted"].get<bool>());
 }
 
+// A camera that gave up, started again by a reload (pipeline/stream_table.h): its `started` after its
+// `error` makes it running again, not failed; its numbering goes on with no gap, ingest's counts are
+// its new life's, a label run does not span the time between, and its next end is published.
+TEST_F(PublishStageTest, AStreamThatEndedAndStartsAgainIsRunningAgainAndItsNextEndCounts) {
+  config_.job.mode = JobMode::kLive;
+  config_.publish.segments_min_frames = 2;
+  open();
+  auto event = [](MessageKind kind, std::string message, uint64_t frames) {
+    return Message::stream_event(kind, testing::envelope(0, 0), StreamEvent{"rtsp://cam/s0", std::move(message), frames, 0});
+  };
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamStart, "", 0), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 0, "car"), out_).ok());
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamError, "gave up after 1 reconnection attempts: ...", 1), out_).ok());
+  EXPECT_EQ(stage_->metrics().streams[0].state, "failed");
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamStart, "started again by a reload, after it had failed", 0),
+                              out_).ok());
+  EXPECT_EQ(stage_->metrics().streams[0].state, "running");
+  ASSERT_TRUE(stage_->process(result(0, 1, "car"), out_).ok());  // not a segment with frame 0: a life apart
+  ASSERT_TRUE(stage_->process(result(0, 2, "bus"), out_).ok());
+  ASSERT_TRUE(stage_->process(event(MessageKind::kStreamEnd, "stopped", 2), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  std::vector<std::string> events;
+  size_t segments = 0;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "events/s0") events.push_back(j["event"].get<std::string>() + ":" + j["message"].get<std::string>());
+    segments += topic.rfind("segments/", 0) == 0;
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"started:", "error:gave up after 1 reconnection attempts: ...",
+                                              "started:started again by a reload, after it had failed",
+                                              "eos:stopped"}));
+  EXPECT_EQ(segments, 0u);
+  const nlohmann::json& s = stage_->summary()["streams"][0];
+  EXPECT_EQ(s["status"], "stopped");
+  EXPECT_EQ(s["comebacks"], 1);
+  EXPECT_EQ(s["frames"], 3);
+  EXPECT_EQ(s["gaps"], 0);
+  EXPECT_EQ(s["message"], "");
+  EXPECT_EQ(stage_->summary()["failed_streams"], 0);
+  EXPECT_EQ(stage_->exit_code(), 0);
+}
+
 // A lane that restarts ends a stream removed earlier once more (for its own new stages): published once.
 TEST_F(PublishStageTest, AStreamEndsOnceOnTheBusEvenIfItsEndArrivesTwice) {
   open();
