@@ -10,7 +10,15 @@ replacement camera. One camera's `uri` is changed to the replacement's in the co
   (SIGINT) and started again with the new config. Printed: the stop -> every camera's first result
   again (each camera's gap).
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3]
+With --comeback, cameras that have ended come back under their ids instead (2026-12-05):
+
+- gave up: cam00's server is killed, the camera gives up (ingest.reconnect_attempts 2), the server
+  starts again on its port, and `vapipe run` gets SIGHUP with the config unchanged. Printed: SIGHUP ->
+  its `started` event, -> its first result; whether its seq went on from its last (no gap, no repeat).
+- listed again: cam01 is removed by one reload and listed again by the next. Printed the same way.
+- for both: the other cameras' longest gap over the 5 s around each SIGHUP, and their reconnections.
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback]
 Needs Debian's python3-zmq.
 """
 import argparse
@@ -104,11 +112,98 @@ def one_round(k, warmup=3):
         }
 
 
+def event_time(bus, sid, event, since, timeout=30):
+    return bus.first(since, lambda t, p: t == f"events/{sid}" and p.get("event") == event, timeout)
+
+
+def seqs_of(bus, sid):
+    with bus.lock:
+        return [p["seq"] for t, topic, p in bus.messages if topic == f"results/{sid}"]
+
+
+def comeback_round(k):
+    with tempfile.TemporaryDirectory(prefix="vapipe-comeback-") as workdir:
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        proc, bus = recovery.start_job(workdir, cams, ingest={"reconnect_attempts": 2, "reconnect_delay_s": 0.2,
+                                                              "reconnect_max_delay_s": 0.2})
+        path = os.path.join(workdir, "recovery.yaml")
+        with open(path) as f:
+            cfg = json.load(f)
+        if None in wait_results(bus, cams, 0).values():
+            sys.exit("not every camera gave results: " + proc.stderr.read()[-3000:])
+        time.sleep(2)
+        row = {}
+
+        def measure(sid, sighup, key):
+            started = event_time(bus, sid, "started", sighup)
+            back = bus.first(started or sighup, recovery.is_result(sid))
+            time.sleep(3)
+            window = (sighup - 2, sighup + 3)
+            with bus.lock:
+                reconnecting = sum(1 for t, topic, p in bus.messages if t >= sighup and p.get("event") == "reconnecting"
+                                   and topic.startswith("events/") and topic != f"events/{sid}")
+            row[key] = {"started_s": (started or float("nan")) - sighup, "first_result_s": (back or float("nan")) - sighup,
+                        "others_gap_s": max(longest_gap(result_times(bus, o, *window)) for o in cams if o != sid),
+                        "others_reconnecting": reconnecting}
+
+        # Gave up: the server goes, the camera gives up, the server comes back on its port; SIGHUP, unchanged.
+        gone = "cam00"
+        killed = time.time()
+        cams[gone].kill()
+        if not event_time(bus, gone, "error", killed, timeout=60):
+            sys.exit("cam00 did not give up: " + proc.stderr.read()[-3000:])
+        before = seqs_of(bus, gone)
+        cams[gone] = recovery.Camera(cams[gone].pattern, port=cams[gone].port)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        measure(gone, sighup, "gave_up")
+        after = seqs_of(bus, gone)[len(before):]
+        row["gave_up"]["numbered_on"] = bool(after) and after[0] == before[-1] + 1 and after == sorted(set(after))
+        # Listed again: removed by one reload, listed by the next.
+        relisted = "cam01"
+        removed = dict(cfg, streams=[e for e in cfg["streams"] if e["id"] != relisted])
+        write(path, removed)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        if not event_time(bus, relisted, "eos", sighup):
+            sys.exit("cam01 was not removed: " + proc.stderr.read()[-3000:])
+        time.sleep(2)
+        before = seqs_of(bus, relisted)
+        write(path, cfg)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        measure(relisted, sighup, "listed_again")
+        after = seqs_of(bus, relisted)[len(before):]
+        row["listed_again"]["numbered_on"] = bool(after) and after[0] == before[-1] + 1 and after == sorted(set(after))
+        recovery.stop_job(proc, bus)
+        for cam in cams.values():
+            cam.kill()
+        return row
+
+
+def main_comeback(args):
+    print(f"# reload-bench --comeback {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one "
+          "live job; cam00 gives up and is tried again by a reload that changes nothing; cam01 is removed and "
+          "listed again")
+    print("| round | case | SIGHUP -> started (s) | SIGHUP -> first result (s) | seq numbered on | other cameras' "
+          "longest gap (s) | their reconnections |")
+    print("|---|---|---|---|---|---|---|")
+    for r in range(args.rounds):
+        row = comeback_round(args.cameras)
+        for case, m in row.items():
+            print(f"| {r + 1} | {case.replace('_', ' ')} | {m['started_s']:.2f} | {m['first_result_s']:.2f} | "
+                  f"{'yes' if m['numbered_on'] else 'NO'} | {m['others_gap_s']:.2f} | {m['others_reconnecting']} |",
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cameras", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--comeback", action="store_true", help="cameras that ended come back under their ids")
     args = ap.parse_args()
+    if args.comeback:
+        return main_comeback(args)
     print(f"# reload-bench {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one live job; "
           "cam00's uri changed to another camera's")
     print("| round | SIGHUP -> reconnecting (s) | SIGHUP -> first result of the new camera (s) | its longest gap (s) | "
