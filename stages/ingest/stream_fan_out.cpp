@@ -58,7 +58,9 @@ void StreamFanOut::close() {
 void StreamFanOut::remove(uint32_t index, std::string reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& t : targets_) {
-    if (t->config.index == index && !t->leaving) t->leaving = std::move(reason);
+    if (t->config.index != index) continue;
+    t->rejoin.reset();  // listed again and removed again before the reader's thread took it back
+    if (!t->leaving) t->leaving = std::move(reason);
   }
 }
 
@@ -122,6 +124,7 @@ std::vector<StreamFanOut::Snapshot> StreamFanOut::snapshot() {
       if (t->ended) {
         t->ended = false;
         t->started = false;
+        t->end_said = true;
         t->emitted = 0;
         t->seq_offset.reset();
         t->next_seq = std::max(t->rejoin->first_seq, t->next_number.load());
@@ -167,6 +170,7 @@ Status StreamFanOut::end_leaving(const std::vector<Snapshot>& targets) {
   for (const Snapshot& s : targets) {
     if (!s.leaving || s.target->ended) continue;
     s.target->ended = true;
+    if (s.target->end_said) continue;  // it came back and left again before its next frame
     StreamEvent ev{uri_, *s.leaving, 0, dropped_};
     VAPIPE_LOG_INFO("stream '{}': {} after {} frames", s.target->config.id, *s.leaving, s.target->emitted);
     VAPIPE_RETURN_IF_ERROR(send_event(*s.target, MessageKind::kStreamEnd, ev));
@@ -208,6 +212,7 @@ Status StreamFanOut::send_frame(Target& t, Message&& frame) {
   if (!t.started) {
     // Joined after its source started (a reload added it, or it came back): its own start first.
     t.started = true;
+    t.end_said = false;
     StreamEvent ev{uri_, t.config.start_message, 0, dropped_};
     ev.duration_ns = duration_ns_;
     VAPIPE_RETURN_IF_ERROR(send_event(t, MessageKind::kStreamStart, ev));
@@ -275,6 +280,7 @@ Status StreamFanOut::emit(Message&& msg) {
       for (const Snapshot& s : targets) {
         if (s.target->ended || s.target->started) continue;
         s.target->started = true;
+        s.target->end_said = false;
         VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
       }
       return Status::Ok();
@@ -293,6 +299,7 @@ Status StreamFanOut::emit(Message&& msg) {
         } else if (source_started_ && !s.target->started) {
           continue;
         }
+        s.target->end_said = false;  // downstream takes it as running again: its end is to come
         VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
       }
       if (lane_restart) source_started_ = true;  // it ran before: its next frame follows a `resumed`
@@ -333,6 +340,7 @@ Status StreamFanOut::emit(Message&& msg) {
       for (const Snapshot& s : targets) {
         if (s.target->ended) continue;
         s.target->ended = true;
+        if (s.target->end_said) continue;
         VAPIPE_RETURN_IF_ERROR(send_event(*s.target, msg.kind, msg.event));
       }
       return Status::Ok();

@@ -112,6 +112,9 @@ class StreamFanOut final : public Emitter {
     uint64_t next_seq = 0;  // a member's number for its first frame
     std::optional<int64_t> seq_offset;  // the source's seq minus this stream's (set by its first frame)
     std::atomic<uint64_t> next_number{0};  // its next frame's seq (any thread reads it)
+    // Came back and has not started since: its end went out before, so one now says nothing (the
+    // stages downstream count it ended already).
+    bool end_said = false;
     // Under mutex_: why it leaves.
     std::optional<std::string> leaving;
     // Under mutex_: add()'s, for a target that has left or is leaving: it comes back (snapshot()).

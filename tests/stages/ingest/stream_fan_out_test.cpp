@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "tests/fakes/stage_harness.h"
 
@@ -252,6 +254,8 @@ TEST(StreamFanOut, AStreamRemovedAndListedAgainComesBackNumberedOnFromItsLastFra
   FanOutTarget back = target(1, "gate", {0, 0, 0.5, 1});
   back.start_message = "back: a reload listed it again";
   ASSERT_TRUE(fan.add(back));
+  ASSERT_TRUE(fan.add(target(2, "yard")));  // listed again, and removed again before the next frame:
+  fan.remove(2, "removed from the config");  // it stays out, saying nothing more
   fan.remove(0, "never mind");  // (the source is not what this test is about)
   ASSERT_TRUE(fan.add(target(0, "door"))) << "listed again before its end went out: it never leaves";
   ASSERT_TRUE(fan.emit(frame(6, 1)).ok());
@@ -277,6 +281,57 @@ TEST(StreamFanOut, AStreamRemovedAndListedAgainComesBackNumberedOnFromItsLastFra
   EXPECT_EQ(fan.ended_as(), MessageKind::kStreamEnd);
   EXPECT_EQ(fan.next_seq_of(0), 8u);
   EXPECT_FALSE(fan.next_seq_of(9).has_value());
+}
+
+// A reload's thread removes and lists again a region stream while the reader's thread sends frames
+// (as ingest's main loop and a stream's thread do): each of its lives starts with `started` and ends
+// with one end, and its numbers only go forward, one after another. (Also run under ThreadSanitizer.)
+TEST(StreamFanOut, AStreamLeavingAndComingBackWhileFramesFlowKeepsEachLifeWholeAndItsNumbersForward) {
+  CollectingEmitter out;  // the reader's thread alone emits into it
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate")}, nullptr);
+  fan.attach(&out);
+  ASSERT_TRUE(fan.emit(event(MessageKind::kStreamStart)).ok());
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    for (uint64_t seq = 0; seq < 3000; ++seq) {
+      ASSERT_TRUE(fan.emit(frame(seq, 3)).ok());
+      if (seq % 7 == 0) ASSERT_TRUE(fan.idle().ok());
+    }
+    ASSERT_TRUE(fan.emit(event(MessageKind::kStreamEnd, 3000, "stopped")).ok());
+    done = true;
+  });
+  while (!done.load()) {
+    fan.remove(1, "removed from the config");
+    std::this_thread::yield();
+    FanOutTarget back = target(1, "gate");
+    back.start_message = "back: a reload listed it again";
+    fan.add(back);
+    (void)fan.next_seq_of(1);
+    std::this_thread::yield();
+  }
+  reader.join();
+  auto got = by_stream(out);
+  bool alive = false;
+  int64_t last = -1;
+  size_t lives = 0;
+  for (const Message* m : got["gate"]) {
+    if (m->kind == MessageKind::kStreamStart) {
+      ASSERT_FALSE(alive) << "a start within a life";
+      alive = true;
+      ++lives;
+    } else if (m->kind == MessageKind::kFrame) {
+      ASSERT_TRUE(alive) << "a frame outside a life";
+      ASSERT_EQ(static_cast<int64_t>(m->env.seq), last + 1) << "numbered on, one after another";
+      last = static_cast<int64_t>(m->env.seq);
+    } else {
+      ASSERT_TRUE(ends_stream(m->kind));
+      ASSERT_TRUE(alive) << "an end outside a life";
+      alive = false;
+    }
+  }
+  EXPECT_FALSE(alive) << "its last life ended";
+  EXPECT_GE(lives, 1u);
+  EXPECT_EQ(got["door"].size(), 3002u);  // the source untouched: start, 3000 frames, end
 }
 
 // A picture (publish.segments_pictures_dir) that one stream of the group asked for reaches that
