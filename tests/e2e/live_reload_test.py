@@ -361,6 +361,28 @@ class LiveReload(SubscribedTest):
         self.assertIn("added none; removed none; back 'b-left'", run.stderr)
         self.assertIn("added none; removed none; back 'b', 'b-left'", run.stderr)
 
+    def test_a_lane_whose_preprocess_finished_while_its_ingest_goes_on_starts_again(self):
+        """The race a comeback can meet: a lane's stages finish (every stream of the lane had ended) just
+        as a reload starts one of its streams again, whose frames then have nowhere to go. Forced here by
+        stopping the lane's preprocess alone (SIGTERM: it drains for job.drain_timeout_s and exits 0)
+        while its ingest goes on: `vapipe run` restarts the lane 10 s later, and the stream goes on,
+        numbered forward."""
+        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live", "drain_timeout_s": 1})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_stages()
+        self.wait_for("results of a", self.results_of("a"))
+        os.kill(stages["preprocess"], signal.SIGTERM)
+        self.wait_for("a resumed", lambda m: has_event(m, "a", "resumed"), timeout=60)
+        before = self.count("a")
+        self.wait_for("a to go on", lambda m: len(results_by_stream(m).get("a", [])) >= before + 10)
+        msgs, results, events = self.stop_and_collect(run)
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "reconnecting", "resumed", "eos"])
+        seqs = [r["seq"] for r in results["a"]]
+        self.assertEqual(seqs, sorted(set(seqs)))
+        self.assertIn("its stages finished (every stream of it had ended) while its ingest went on with a stream "
+                      "started again: it starts again", run.stderr)
+
     def test_a_lane_restarted_after_a_crash_runs_the_streams_of_the_reloaded_table(self):
         """A stage crashes after a reload: its lane starts again with the job's current streams (a and c
         resume, b, removed, neither starts nor ends again), and numbering goes on forward. The config file
