@@ -43,7 +43,7 @@ struct Child {
   int status = 0;  // waitpid status
   bool killed_for_restart = false;  // its lane restarts after another of its stages crashed
   bool started_stopping = false;     // started during a stop, with its stop requested: no SIGTERM needed
-  std::optional<std::chrono::steady_clock::time_point> finished_at;  // when it exited cleanly
+  std::optional<std::chrono::steady_clock::time_point> finished_at = std::nullopt;  // when it exited cleanly
 };
 
 std::string describe_exit(int status) {
@@ -610,28 +610,32 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   // A live lane whose preprocess finished (every stream of the lane had ended) while its ingest goes
   // on: a reload started a stream again just as the lane's last one ended, and its frames have nowhere
   // to go. Ingest, which exits at once behind its preprocess otherwise, would wait for ever: the lane
-  // starts again, its streams from the table.
+  // starts again, its streams from the table. Publish likewise, when every stream of the job had ended
+  // (its results would have nowhere to go): it starts again, as after a crash.
   auto restart_stranded_lanes = [&] {
     if (!live || stopping_since || flags.stop.load() || flags.abort.load() || !failure.empty()) return;
     const auto now = std::chrono::steady_clock::now();
     for (const Child& c : children) {
-      if (c.kind != StageKind::kPreprocess || !c.finished_at || now - *c.finished_at < kStrandedLaneGrace ||
-          pending.count(c.lane)) {
-        continue;
-      }
+      const bool watched = c.kind == StageKind::kPreprocess || c.kind == StageKind::kPublish;
+      const uint32_t group = group_of(c);
+      if (!watched || !c.finished_at || now - *c.finished_at < kStrandedLaneGrace || pending.count(group)) continue;
+      // Publish serves every lane: it is stranded by any ingest that goes on.
       const bool ingest_runs = std::any_of(children.begin(), children.end(), [&](const Child& i) {
-        return i.kind == StageKind::kIngest && i.lane == c.lane && !i.exited;
+        return i.kind == StageKind::kIngest && (group == kPublishGroup || i.lane == c.lane) && !i.exited;
       });
       if (!ingest_runs) continue;
       for (Child& other : children) {
-        if (!other.exited && group_of(other) == c.lane) {
+        if (!other.exited && group_of(other) == group) {
           kill(other.pid, SIGKILL);
           other.killed_for_restart = true;
         }
       }
-      VAPIPE_LOG_WARN("{}: its stages finished (every stream of it had ended) while its ingest went on with a "
-                      "stream started again: it starts again", describe_group(c.lane));
-      pending[c.lane] = PendingRestart{"its stages had finished while a stream started again", now};
+      VAPIPE_LOG_WARN("{}: {} finished (every stream had ended) while {} went on with a stream started again: "
+                      "it starts again", describe_group(group), group == kPublishGroup ? "it" : "its stages",
+                      group == kPublishGroup ? "an ingest" : "its ingest");
+      pending[group] = PendingRestart{group == kPublishGroup ? "it had finished while a stream started again"
+                                                             : "its stages had finished while a stream started again",
+                                      now};
     }
   };
   while (running() > 0 || !pending.empty()) {

@@ -366,7 +366,7 @@ class LiveReload(SubscribedTest):
         as a reload starts one of its streams again, whose frames then have nowhere to go. Forced here by
         stopping the lane's preprocess alone (SIGTERM: it drains for job.drain_timeout_s and exits 0)
         while its ingest goes on: `vapipe run` restarts the lane 10 s later, and the stream goes on,
-        numbered forward."""
+        numbered forward. Then publish alone (every stream had ended for it): it starts again too."""
         config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live", "drain_timeout_s": 1})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
@@ -376,12 +376,35 @@ class LiveReload(SubscribedTest):
         self.wait_for("a resumed", lambda m: has_event(m, "a", "resumed"), timeout=60)
         before = self.count("a")
         self.wait_for("a to go on", lambda m: len(results_by_stream(m).get("a", [])) >= before + 10)
-        msgs, results, events = self.stop_and_collect(run)
-        self.assertEqual([e["event"] for e in events["a"]], ["started", "reconnecting", "resumed", "eos"])
-        seqs = [r["seq"] for r in results["a"]]
+        # Publish likewise: it starts again, and a's results go on (in the results file: the subscriber
+        # ends at the job summary the first publish wrote as it finished).
+        jsonl = os.path.join(self.dir, "results.jsonl")
+
+        def recorded(kind):
+            with open(jsonl) as f:
+                lines = [json.loads(line) for line in f if line.strip()]
+            return [l["payload"] for l in lines if l["topic"] == f"{kind}/a"]
+
+        os.kill(stages["publish"], signal.SIGTERM)
+        deadline = time.time() + 60
+        while time.time() < deadline and "publish: it finished (every stream had ended)" not in run.stderr_so_far():
+            time.sleep(0.2)
+        before = len(recorded("results"))
+        deadline = time.time() + 60
+        while time.time() < deadline and len(recorded("results")) < before + 10:
+            time.sleep(0.2)
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 0, run.stderr[-3000:])
+        kinds = [e["event"] for e in recorded("events")]
+        self.assertEqual(kinds[:3], ["started", "reconnecting", "resumed"])
+        self.assertEqual(kinds[-1], "eos")
+        seqs = [r["seq"] for r in recorded("results")]
+        self.assertGreaterEqual(len(seqs), before + 10, "a's results went on after publish started again")
         self.assertEqual(seqs, sorted(set(seqs)))
-        self.assertIn("its stages finished (every stream of it had ended) while its ingest went on with a stream "
-                      "started again: it starts again", run.stderr)
+        self.assertIn("the lane (ingest, preprocess, batch and infer; streams 'a'): its stages finished (every stream "
+                      "had ended) while its ingest went on with a stream started again: it starts again", run.stderr)
+        self.assertIn("publish: it finished (every stream had ended) while an ingest went on with a stream started "
+                      "again: it starts again", run.stderr)
 
     def test_a_lane_restarted_after_a_crash_runs_the_streams_of_the_reloaded_table(self):
         """A stage crashes after a reload: its lane starts again with the job's current streams (a and c
