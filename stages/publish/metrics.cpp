@@ -168,6 +168,9 @@ std::string prometheus_text(const JobMetrics& m) {
   w.per_stream(m, "vapipe_stream_restarts_total", "counter",
                "Times the stream's lane restarted after one of its stages crashed.",
                [](const StreamMetrics& s) { return std::to_string(s.restarts); });
+  w.per_stream(m, "vapipe_stream_comebacks_total", "counter",
+               "Times the stream began again after it had ended (a reload listed it again, or tried again a camera that gave up).",
+               [](const StreamMetrics& s) { return std::to_string(s.comebacks); });
   w.family("vapipe_stream_state", "gauge", "1 for the state the stream is in, 0 for the others.");
   for (const StreamMetrics& s : m.streams) {
     if (!m.listed(s)) continue;
@@ -444,7 +447,8 @@ nlohmann::json health_json(const JobMetrics& m) {
   for (const StreamMetrics& s : m.streams) {
     if (!m.listed(s)) continue;
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
-                     {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts}};
+                     {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts},
+                     {"comebacks", s.comebacks}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     if (m.segments) {
       nlohmann::json open = nlohmann::json::array();

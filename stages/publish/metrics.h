@@ -24,6 +24,7 @@ struct StreamMetrics {
   uint64_t dropped = 0;  // from the stream's latest event
   uint64_t reconnects = 0;
   uint64_t restarts = 0;  // its lane's processes restarted after a crash
+  uint64_t comebacks = 0;  // it began again after it had ended (a reload brought it back)
   double latency_sum_s = 0;
   uint64_t latency_count = 0;  // results whose latency is in latency_sum_s (a resumed job's earlier ones are not)
   double latency_max_s = 0;

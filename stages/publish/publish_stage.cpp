@@ -331,6 +331,7 @@ JobMetrics PublishStage::metrics() const {
     s.dropped = st.dropped;
     s.reconnects = st.reconnects;
     s.restarts = st.restarts;
+    s.comebacks = st.comebacks;
     s.media_s = st.media_ns > 0 ? static_cast<double>(st.media_ns) / 1e9 : -1.0;
     s.position_s = static_cast<double>(st.position_ns) / 1e9;
     s.earlier_position_s = static_cast<double>(st.earlier_position_ns) / 1e9;

@@ -24,6 +24,7 @@ JobMetrics two_cameras() {
   a.frame_errors = 2;
   a.gaps = 5;
   a.reconnects = 1;
+  a.comebacks = 2;
   a.latency_sum_s = 90;
   a.latency_count = 1800;
   a.latency_max_s = 0.25;
@@ -99,6 +100,8 @@ TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   EXPECT_TRUE(has_line(t, "vapipe_frame_errors_total{stream=\"gate\"} 2"));
   EXPECT_TRUE(has_line(t, "vapipe_gaps_total{stream=\"gate\"} 5"));
   EXPECT_TRUE(has_line(t, "vapipe_reconnects_total{stream=\"gate\"} 1"));
+  EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"gate\"} 2"));
+  EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"dock\"} 0"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_state{stream=\"gate\",state=\"running\"} 1"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_state{stream=\"gate\",state=\"reconnecting\"} 0"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_state{stream=\"dock\",state=\"reconnecting\"} 1"));
@@ -122,6 +125,7 @@ TEST(Metrics, HealthSaysEachStreamsStateAndHowLongSinceItsLastResult) {
   EXPECT_DOUBLE_EQ(h["uptime_s"].get<double>(), 60);
   EXPECT_EQ(h["streams"]["gate"]["state"], "running");
   EXPECT_DOUBLE_EQ(h["streams"]["gate"]["last_result_age_s"].get<double>(), 0.5);
+  EXPECT_EQ(h["streams"]["gate"]["comebacks"], 2);
   EXPECT_EQ(h["streams"]["dock"]["state"], "reconnecting");
   EXPECT_TRUE(h["streams"]["dock"]["last_result_age_s"].is_null());
   EXPECT_EQ(h["stream_states"]["running"], 1);

@@ -753,6 +753,7 @@ TEST_F(PublishStageTest, AStreamThatEndedAndStartsAgainIsRunningAgainAndItsNextE
   const nlohmann::json& s = stage_->summary()["streams"][0];
   EXPECT_EQ(s["status"], "stopped");
   EXPECT_EQ(s["comebacks"], 1);
+  EXPECT_EQ(stage_->metrics().streams[0].comebacks, 1u);  // /metrics, /healthz
   EXPECT_EQ(s["frames"], 3);
   EXPECT_EQ(s["gaps"], 0);
   EXPECT_EQ(s["message"], "");
