@@ -120,12 +120,12 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   return s;
 }
 
-namespace {
-
 UriKind uri_kind_of(const std::string& uri) {
   auto parsed = parse_stream_uri(uri, "");
   return parsed.ok() ? parsed->kind : UriKind::kFile;
 }
+
+namespace {
 
 // The first top-level key, other than `streams`, whose value differs between the two documents.
 Result<std::string> first_changed_section(const std::string& running_yaml, const std::string& reloaded_yaml) {

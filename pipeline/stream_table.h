@@ -61,6 +61,10 @@ Result<std::optional<StreamTable>> read_job_stream_table(const std::string& path
 // The entry of a stream with `index` on `lane`: every setting of the stream that the table carries.
 StreamTableEntry table_entry_of(const StreamConfig& stream, uint32_t index, uint32_t lane);
 
+// The kind of an entry's (normalised) uri; one that does not parse counts as a file's (nothing starts
+// again from it).
+UriKind uri_kind_of(const std::string& uri);
+
 // The StreamConfig of an entry (its URI parsed again).
 Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
 

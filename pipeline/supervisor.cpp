@@ -431,10 +431,21 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
-    // A lane that had finished starts again for a stream that comes back to it, as for one added.
-    for (const std::string& id : change->returned) {
-      for (const StreamTableEntry& e : table.entries) {
-        if (e.id == id) added_at[e.index] = table.version;
+    // A lane that had finished starts again for a stream that comes back to it, as for one added; and,
+    // when every stream it decodes is a camera (each gave up, or was removed), for its cameras: a reload
+    // tries again each camera that gave up, on a lane that has finished too. (Not a lane with a file:
+    // its new ingest would read the file again from its start.)
+    std::map<uint32_t, bool> cameras_only;
+    for (const StreamTableEntry& e : table.entries) {
+      if (e.removed || !e.source.empty()) continue;
+      auto [it, first] = cameras_only.emplace(e.lane, true);
+      it->second = it->second && uri_kind_of(e.uri) == UriKind::kNetwork;
+    }
+    for (const StreamTableEntry& e : table.entries) {
+      const bool returned = std::find(change->returned.begin(), change->returned.end(), e.id) != change->returned.end();
+      auto lane_cameras = cameras_only.find(e.lane);
+      if (returned || (!e.removed && lane_cameras != cameras_only.end() && lane_cameras->second)) {
+        added_at[e.index] = table.version;
       }
     }
     if (!change->changed()) {
@@ -602,8 +613,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         }
       }
       VAPIPE_LOG_INFO("{} had finished (all of its streams had ended): it starts again for the streams a reload "
-                      "added to it", describe_group(c.lane));
-      pending[c.lane] = PendingRestart{"streams were added to it after all of its streams had ended",
+                      "added to it, listed again or tries again", describe_group(c.lane));
+      pending[c.lane] = PendingRestart{"a reload came after all of its streams had ended",
                                        std::chrono::steady_clock::now()};
     }
   };

@@ -310,6 +310,42 @@ class LiveReload(SubscribedTest):
         self.assertIn("changed 'dead' (uri)", run.stderr)
         self.assertIn("stream 'dead' starts again (started again by a reload, after it had failed)", run.stderr)
 
+    def test_a_lane_whose_cameras_all_gave_up_starts_again_at_a_reload(self):
+        """`dead`, alone on lane 1, gives up (nothing listens at its address yet): lane 1 finishes. Its
+        camera then answers, and a reload that changes nothing starts lane 1 again for it: it is
+        classified, and the job ends with no stream failed."""
+        port = free_port()
+        dead = f"rtsp://127.0.0.1:{port}/test"
+        config, endpoint = write_config(self.dir, [("a", live("ball")), ("dead", dead)], job={"mode": "live"},
+                                        lanes_per_device=2,
+                                        ingest={"reconnect_attempts": 1, "reconnect_delay_s": 0.2,
+                                                "reconnect_max_delay_s": 0.2})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(8)
+        self.wait_for("dead to give up", lambda m: has_event(m, "dead", "error"))
+        deadline = time.time() + 30
+        while os.path.exists(f"/proc/{lanes[('ingest', 1)]}") and time.time() < deadline:
+            time.sleep(0.1)  # until lane 1's ingest has finished
+        uri, _ = start_rtsp_camera(self, "smpte", port=port, width=160, height=120)
+        self.assertEqual(uri, dead)
+        run.signal(signal.SIGHUP)
+        self.wait_for("results of dead", self.results_of("dead"), timeout=60)
+        msgs, results, events = self.stop_and_collect(run)
+        kinds = [e["event"] for e in events["dead"]]
+        self.assertIn("error", kinds)
+        # It never had a frame: it starts (its lane's new ingest numbers it from 0).
+        self.assertEqual(kinds[kinds.index("error") + 1:], ["started", "eos"], kinds)
+        seqs = [r["seq"] for r in results["dead"]]
+        self.assertEqual(seqs[0], 0)
+        self.assertEqual(seqs, sorted(set(seqs)))
+        summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"][0]
+        self.assertEqual(summary["failed_streams"], 0)
+        self.assertEqual({s["stream_id"]: s["status"] for s in summary["streams"]}, {"a": "stopped", "dead": "stopped"})
+        self.assertIn("lane 1 (ingest, preprocess, batch and infer; streams 'dead') had finished (all of its streams "
+                      "had ended): it starts again for the streams a reload added to it, listed again or tries again",
+                      run.stderr)
+
     def test_a_camera_removed_and_listed_again_comes_back_under_its_id_numbering_on(self):
         """b's region stream b-left is removed by a reload and listed again while b runs: it rejoins b.
         Then b and b-left are removed together and listed again (b now another camera): both come back.
@@ -467,7 +503,8 @@ class LiveReload(SubscribedTest):
         self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
         self.assertIn("reload (SIGHUP): " + config + ": added 'c' (lane 1)", run.stderr)
         self.assertIn("lane 1 (ingest, preprocess, batch and infer; streams 'c') had finished (all of its streams had "
-                      "ended): it starts again for the streams a reload added to it", run.stderr)
+                      "ended): it starts again for the streams a reload added to it, listed again or tries again",
+                      run.stderr)
         self.assertNotIn("drain timeout", run.stderr)
 
     def test_streams_with_a_source_join_and_leave_its_decoding_and_survive_a_lane_restart(self):
