@@ -26,6 +26,8 @@ struct SinkMessage {
   // Sent on a connection that broke before its answer came: the server may have taken it (Redis: its
   // stream is looked at before it is sent again).
   bool unanswered = false;
+  // Names this message, the same on every try (a webhook's Idempotency-Key); "" none.
+  std::string key = "";
 };
 
 // `Stats` has the counters dropped, undelivered, cooled_down and the text last_error.

@@ -308,6 +308,8 @@ WebhookSender::WebhookSender(const WebhookConfig& config, size_t index)
   stats_.index = index;
   stats_.origin = url_.origin();
   token_ = config_.token;
+  std::random_device random;
+  key_prefix_ = fmt::format("{:08x}{:08x}-", random(), random());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -395,6 +397,7 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     if (!token.empty()) client->set_bearer_token_auth(token);
   }
   httplib::Headers headers{{"X-Vapipe-Topic", item.topic}};
+  if (!item.key.empty()) headers.emplace("Idempotency-Key", "\"" + item.key + "\"");  // a structured-field string
   bool own_agent = false;  // the config's headers may name a User-Agent of their own
   for (const auto& [name, value] : config_.headers) {
     headers.emplace(name, value);

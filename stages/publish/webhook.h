@@ -52,8 +52,13 @@ class WebhookSender : public QueuedSink<WebhookStats> {
   // wants(), cooled_down(), begin_finish(), name(): QueuedSink's.
   // Queues a message (`body`: the request body, of `content_type`) as its queue_policy says
   // (QueuedSink::push).
+  // Each request carries an Idempotency-Key header (the IETF httpapi draft's, as Stripe's API takes it):
+  // "<this sender's random id>-<the message's number>", the same on every try of the message, so a
+  // receiver that got a message whose answer was lost (a timeout) can drop the try that follows.
   void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr) {
-    push(SinkMessage{topic, std::move(body.body), std::move(body.content_type), std::move(body.attachment)}, stop);
+    SinkMessage m{topic, std::move(body.body), std::move(body.content_type), std::move(body.attachment)};
+    m.key = key_prefix_ + std::to_string(next_key_.fetch_add(1, std::memory_order_relaxed));
+    push(std::move(m), stop);
   }
   bool attaches_pictures() const { return config_.attach_pictures; }
   bool attaches_clips() const { return config_.attach_clips; }
@@ -104,6 +109,8 @@ class WebhookSender : public QueuedSink<WebhookStats> {
   // Log lines kept few: refusals after the first are counted and said at most once a minute.
   std::chrono::steady_clock::time_point refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;
+  std::string key_prefix_;  // random, per sender: keys of two runs (or two webhooks) never meet
+  std::atomic<uint64_t> next_key_{0};
   std::thread thread_;  // last: started once the rest is set
 };
 

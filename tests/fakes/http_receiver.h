@@ -15,7 +15,7 @@
 namespace vapipe::testing {
 
 struct Received {
-  std::string path, body, topic, authorization, api_key, content_type;
+  std::string path, body, topic, authorization, api_key, content_type, idempotency_key;
 };
 
 // `port` 0: any free one; `tls`: HTTPS with tests/media/tls/metrics-test.crt (for 127.0.0.1).
@@ -43,7 +43,8 @@ class Receiver {
         std::lock_guard<std::mutex> lock(mutex_);
         received_.push_back(Received{req.path + (req.params.empty() ? "" : "?q"), req.body,
                                      req.get_header_value("X-Vapipe-Topic"), req.get_header_value("Authorization"),
-                                     req.get_header_value("X-Api-Key"), req.get_header_value("Content-Type")});
+                                     req.get_header_value("X-Api-Key"), req.get_header_value("Content-Type"),
+                                     req.get_header_value("Idempotency-Key")});
       }
     });
     port_ = port == 0 ? server_->bind_to_any_port("127.0.0.1") : (server_->bind_to_port("127.0.0.1", port) ? port : -1);

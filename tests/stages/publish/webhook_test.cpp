@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -303,6 +304,25 @@ TEST(Webhook, AReceiverThatDoesNotAnswerInTimeIsTriedAgain) {
   EXPECT_GE(sender.stats().retries, 1u);
   EXPECT_NE(sender.stats().last_error.find("no answer within timeout_s (0.3 s)"), std::string::npos)
       << sender.stats().last_error;
+  // The receiver took the late try too: both carry one Idempotency-Key, which it can drop the second by.
+  sender.post("segments/gate", message(1));
+  const auto got = receiver.wait_for(3);  // (the late try is recorded when its answer goes, last)
+  ASSERT_EQ(got.size(), 3u);
+  std::map<std::string, std::set<std::string>> keys_of;  // body -> the keys it came with
+  for (const auto& r : got) keys_of[r.body].insert(r.idempotency_key);
+  ASSERT_EQ(keys_of.size(), 2u);
+  ASSERT_EQ(keys_of[message(0)].size(), 1u) << "both tries of a message carry one key";
+  const std::string key = *keys_of[message(0)].begin();
+  ASSERT_GT(key.size(), 4u);
+  EXPECT_EQ(key.front(), '"');  // a structured-field string
+  ASSERT_EQ(keys_of[message(1)].size(), 1u);
+  EXPECT_NE(*keys_of[message(1)].begin(), key);  // another message, another key
+  // Another sender (another run, another webhook) never repeats a key.
+  WebhookSender other(c, 1);
+  other.post("segments/gate", message(0));
+  const auto also = receiver.wait_for(4);
+  ASSERT_EQ(also.size(), 4u);
+  EXPECT_NE(also[3].idempotency_key, key);
 }
 
 // cooldown_s: a stream's label that begins again within it of the last segment sent is held back, with
