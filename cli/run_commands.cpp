@@ -403,7 +403,8 @@ int say_what_a_reload_would_do(const std::string& path, const std::string& text,
                   preview.status().message().c_str());
       outcome = kExitUsage;
     } else if (!preview->change.changed()) {
-      std::printf("  a reload of %s would change nothing: its streams are these\n", which.c_str());
+      std::printf("  a reload of %s would change no stream: its streams are these (a camera that has ended, "
+                  "given up or failed, would start again)\n", which.c_str());
     } else {
       std::printf("  a reload of %s would: %s; %zu streams then\n", which.c_str(),
                   describe_reload(preview->change, preview->lanes).c_str(), preview->streams_then);

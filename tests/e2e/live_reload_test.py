@@ -287,6 +287,10 @@ class LiveReload(SubscribedTest):
         errors = lambda m: [e for e in events_by_stream(m).get("dead", []) if e["event"] == "error"]
         self.wait_for("dead to give up", lambda m: len(errors(m)) == 1)
         self.wait_for("results of a", self.results_of("a"))
+        asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
+        self.assertIn("would change no stream: its streams are these (a camera that has ended, given up or failed, "
+                      "would start again)", asked.stdout)
         run.signal(signal.SIGHUP)  # the same config
         self.wait_for("dead to give up again", lambda m: len(errors(m)) == 2)
         self.rewrite(config, streams=[("a", live("smpte")), ("dead", new_uri)])
