@@ -18,7 +18,11 @@ With --comeback, cameras that have ended come back under their ids instead (2026
 - listed again: cam01 is removed by one reload and listed again by the next. Printed the same way.
 - for both: the other cameras' longest gap over the 5 s around each SIGHUP, and their reconnections.
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback]
+With --comeback --soak N, one job instead: cam01 is removed and listed again N times in a row, and
+ingest's memory (VmRSS), threads and open files are printed every tenth time, with whether cam01's
+seq went on without a gap or a repeat across all of them (what each comeback leaves behind).
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N]]
 Needs Debian's python3-zmq.
 """
 import argparse
@@ -30,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -181,7 +186,76 @@ def comeback_round(k):
         return row
 
 
+def process_figures(pid):
+    figures = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "Threads"):
+                figures[key] = int(value.split()[0])
+    figures["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return figures
+
+
+def comeback_soak(k, cycles):
+    with tempfile.TemporaryDirectory(prefix="vapipe-comeback-soak-") as workdir:
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        proc, bus = recovery.start_job(workdir, cams)
+        # Its log, read as it comes: a long run would fill the pipe and hold up every process that logs.
+        log = []
+        reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)
+        reader.start()
+        path = os.path.join(workdir, "recovery.yaml")
+        with open(path) as f:
+            cfg = json.load(f)
+        if None in wait_results(bus, cams, 0).values():
+            sys.exit("not every camera gave results: " + "".join(log[-40:]))
+        ingest = recovery.stage_pid(proc.pid, "ingest")
+        time.sleep(3)
+        print(f"# reload-bench --comeback --soak {cycles} {datetime.date.today()}: {k} cameras 640x360 30 fps H.264 "
+              "in one live job; cam01 removed and listed again, over and over")
+        print("| comebacks | ingest VmRSS (MB) | ingest threads | ingest open files | SIGHUP -> first result (s) |")
+        print("|---|---|---|---|---|")
+        sid = "cam01"
+        removed = dict(cfg, streams=[e for e in cfg["streams"] if e["id"] != sid])
+        first_results = []
+
+        def row(n):
+            f = process_figures(ingest)
+            last = first_results[-10:] or [float("nan")]
+            print(f"| {n} | {f['VmRSS'] / 1024:.1f} | {f['Threads']} | {f['fds']} | "
+                  f"{statistics.median(last):.2f} (median of the last {len(last)}) |", flush=True)
+
+        row(0)
+        for n in range(1, cycles + 1):
+            write(path, removed)
+            t = time.time()
+            proc.send_signal(signal.SIGHUP)
+            if not event_time(bus, sid, "eos", t):
+                sys.exit(f"{sid} was not removed (comeback {n}): " + "".join(log[-40:]))
+            time.sleep(0.3)
+            write(path, cfg)
+            t = time.time()
+            proc.send_signal(signal.SIGHUP)
+            back = bus.first(t, recovery.is_result(sid), 60)
+            if not back:
+                sys.exit(f"{sid} did not come back (comeback {n}): " + "".join(log[-40:]))
+            first_results.append(back - t)
+            time.sleep(0.5)
+            if n % 10 == 0:
+                row(n)
+        seqs = seqs_of(bus, sid)
+        whole = seqs == sorted(set(seqs)) and seqs[-1] - seqs[0] + 1 - len(seqs) == 0
+        recovery.stop_job(proc, bus)
+        for cam in cams.values():
+            cam.kill()
+        print(f"{sid}: {len(seqs)} results over {cycles + 1} lives, seq {seqs[0]}..{seqs[-1]}: "
+              + ("no gap, no repeat" if whole else "GAPS OR REPEATS (a live queue's drops count as gaps)"))
+
+
 def main_comeback(args):
+    if args.soak:
+        return comeback_soak(args.cameras, args.soak)
     print(f"# reload-bench --comeback {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one "
           "live job; cam00 gives up and is tried again by a reload that changes nothing; cam01 is removed and "
           "listed again")
@@ -201,6 +275,7 @@ def main():
     ap.add_argument("--cameras", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--comeback", action="store_true", help="cameras that ended come back under their ids")
+    ap.add_argument("--soak", type=int, default=0, help="with --comeback: one job, this many comebacks in a row")
     args = ap.parse_args()
     if args.comeback:
         return main_comeback(args)
