@@ -515,7 +515,7 @@ class LiveReload(SubscribedTest):
         """streams[].source in a live job: `cam` is decoded once and `cam-left` classifies its left half.
         A reload removes cam-left and adds cam-right (onto cam's lane, though lane 1 is emptier): cam-left
         ends, cam-right starts numbered from 0, cam goes on. Lane 0 then crashes: cam and cam-right reconnect
-        and go on, forward only."""
+        and go on, forward only; cam-left, listed again after the restart, rejoins cam."""
         cam = live("ball")
         config, endpoint = write_config(self.dir, [("cam", cam), {"id": "cam-left", "source": "cam", "roi": [0, 0, 0.5, 1]},
                                                    ("other", live("smpte"))],
@@ -537,14 +537,22 @@ class LiveReload(SubscribedTest):
         before = len(results_by_stream(self.messages()).get("cam-right", []))
         self.wait_for("cam-right to go on after its lane's restart",
                       lambda m: len(results_by_stream(m).get("cam-right", [])) >= before + 10)
+        # cam-left, removed before the restart, is listed again: it rejoins cam, numbered forward.
+        ended_at = len(results_by_stream(self.messages()).get("cam-left", []))
+        self.rewrite(config, streams=[("cam", cam), {"id": "cam-right", "source": "cam", "roi": [0.5, 0, 0.5, 1]},
+                                      ("other", live("smpte")), {"id": "cam-left", "source": "cam", "roi": [0, 0, 0.5, 1]}])
+        run.signal(signal.SIGHUP)
+        self.wait_for("cam-left back", lambda m: len(results_by_stream(m).get("cam-left", [])) >= ended_at + 10,
+                      timeout=60)
         msgs, results, events = self.stop_and_collect(run)
 
         left = [r["seq"] for r in results["cam-left"]]
         self.assertEqual(left[0], 0)
         self.assertEqual(left, sorted(set(left)))
-        self.assertEqual([e["event"] for e in events["cam-left"]], ["started", "eos"])
-        self.assertEqual(events["cam-left"][-1]["message"], "removed from the config")
-        self.assertEqual(events["cam-left"][-1]["frames"], len(left))
+        self.assertEqual([e["event"] for e in events["cam-left"]], ["started", "eos", "started", "eos"])
+        self.assertEqual(events["cam-left"][1]["message"], "removed from the config")
+        self.assertEqual(events["cam-left"][1]["frames"], ended_at)
+        self.assertEqual(events["cam-left"][2]["message"], "back: a reload listed it again")
         right = [r["seq"] for r in results["cam-right"]]
         self.assertEqual(right[0], 0, "a stream added to a running source numbers its own frames from 0")
         self.assertEqual(right, sorted(set(right)), "cam-right: forward only over its lane's restart")
@@ -561,7 +569,7 @@ class LiveReload(SubscribedTest):
         self.assertRegex(run.stderr, r"ingest lane 0: 2 of 3 streams \(1 decoded\)")
         summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"][0]
         self.assertEqual({s["stream_id"]: s["status"] for s in summary["streams"]},
-                         {"cam": "stopped", "cam-left": "removed", "cam-right": "stopped", "other": "stopped"})
+                         {"cam": "stopped", "cam-left": "stopped", "cam-right": "stopped", "other": "stopped"})
 
 
 if __name__ == "__main__":
