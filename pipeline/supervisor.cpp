@@ -438,8 +438,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     std::map<uint32_t, bool> cameras_only;
     for (const StreamTableEntry& e : table.entries) {
       if (e.removed || !e.source.empty()) continue;
-      auto [it, first] = cameras_only.emplace(e.lane, true);
-      it->second = it->second && uri_kind_of(e.uri) == UriKind::kNetwork;
+      bool& cameras = cameras_only.emplace(e.lane, true).first->second;
+      cameras = cameras && uri_kind_of(e.uri) == UriKind::kNetwork;
     }
     for (const StreamTableEntry& e : table.entries) {
       const bool returned = std::find(change->returned.begin(), change->returned.end(), e.id) != change->returned.end();

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from importlib import import_module  # noqa: E402
 
 recovery = import_module("recovery-bench")
+soak = import_module("soak")  # its /proc readers: memory, threads, open files
 PATTERNS = ["smpte", "ball", "snow", "pinwheel", "colors", "spokes", "gradient", "red"]
 
 
@@ -186,17 +187,6 @@ def comeback_round(k):
         return row
 
 
-def process_figures(pid):
-    figures = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "Threads"):
-                figures[key] = int(value.split()[0])
-    figures["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
-    return figures
-
-
 def comeback_soak(k, cycles):
     with tempfile.TemporaryDirectory(prefix="vapipe-comeback-soak-") as workdir:
         cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
@@ -221,9 +211,9 @@ def comeback_soak(k, cycles):
         first_results = []
 
         def row(n):
-            f = process_figures(ingest)
+            threads, fds = soak.threads_and_fds(ingest)
             last = first_results[-10:] or [float("nan")]
-            print(f"| {n} | {f['VmRSS'] / 1024:.1f} | {f['Threads']} | {f['fds']} | "
+            print(f"| {n} | {soak.rss_kb(ingest) / 1024:.1f} | {threads} | {fds} | "
                   f"{statistics.median(last):.2f} (median of the last {len(last)}) |", flush=True)
 
         row(0)
