@@ -326,11 +326,10 @@ class LiveReload(SubscribedTest):
                                                 "reconnect_max_delay_s": 0.2})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
-        lanes = run.watch_lanes(8)
         self.wait_for("dead to give up", lambda m: has_event(m, "dead", "error"))
-        deadline = time.time() + 30
-        while os.path.exists(f"/proc/{lanes[('ingest', 1)]}") and time.time() < deadline:
-            time.sleep(0.1)  # until lane 1's ingest has finished
+        deadline = time.time() + 30  # until lane 1's ingest has finished (it may be gone before its pid is seen)
+        while not re.search(r"stage ingest\[1\] \(pid \d+\) finished", run.stderr_so_far()) and time.time() < deadline:
+            time.sleep(0.1)
         uri, _ = start_rtsp_camera(self, "smpte", port=port, width=160, height=120)
         self.assertEqual(uri, dead)
         run.signal(signal.SIGHUP)
