@@ -83,7 +83,8 @@ std::string describe_reload(const StreamReload& change, size_t lanes) {
   for (const std::string& id : change.returned) returned += (returned.empty() ? "'" : ", '") + id + "'";
   return "added " + (added.empty() ? std::string("none") : added) + "; removed " +
          (removed.empty() ? std::string("none") : removed) + (returned.empty() ? "" : "; back " + returned) +
-         (retuned.empty() ? "" : "; changed " + retuned);
+         (retuned.empty() ? "" : "; changed " + retuned) +
+         (change.publish.changed() ? "; " + describe_publish_reload(change.publish) : std::string());
 }
 
 }  // namespace vapipe

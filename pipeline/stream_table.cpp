@@ -142,8 +142,9 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
     for (auto it = doc->begin(); it != doc->end(); ++it) keys.insert(it->first.as<std::string>());
   }
   for (const std::string& key : keys) {
-    // x- keys hold anchors: what they change shows in the sections that merge them.
-    if (key == "streams" || key.rfind("x-", 0) == 0) continue;
+    // x- keys hold anchors: what they change shows in the sections that merge them. `publish` is
+    // compared setting by setting (compare_publish_sections).
+    if (key == "streams" || key == "publish" || key.rfind("x-", 0) == 0) continue;
     auto dump = [&](const YAML::Node& doc) {
       if (!doc.IsMap() || !doc[key]) return std::string();
       YAML::Emitter out;
@@ -191,9 +192,11 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   if (!changed_section.ok()) return changed_section.status().with_context(reloaded.source);
   const std::string& changed = changed_section.value();
   if (!changed.empty()) {
-    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams` can change while the job runs (restart "
-                              "the job for the rest)");
+    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams` and some of `publish` can change "
+                              "while the job runs (restart the job for the rest)");
   }
+  auto publish_change = compare_publish_sections(running_yaml, reloaded_yaml, reloaded.source);
+  if (!publish_change.ok()) return publish_change.status();
   std::map<std::string, const StreamTableEntry*> by_id;
   for (const StreamTableEntry& e : table.entries) by_id[e.id] = &e;
   std::set<std::string> listed;
@@ -308,6 +311,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   // Every reload is a new version, a reload that changed nothing too: ingest then starts again the
   // cameras of its lane that have ended (gave up after ingest.reconnect_attempts, or failed).
   ++table.version;
+  change.publish = std::move(publish_change).value();
   return change;
 }
 

@@ -16,6 +16,7 @@
 #include "pipeline/config.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/placement.h"
+#include "pipeline/publish_reload.h"
 #include "pipeline/status.h"
 
 namespace vapipe {
@@ -88,6 +89,8 @@ struct StreamReload {
   // under their id, index and lane, their numbering going on.
   std::vector<std::string> returned;
   bool changed() const { return !added.empty() || !removed.empty() || !retuned.empty() || !returned.empty(); }
+  // What it changes of `publish` (its outputs, its segments' settings: pipeline/publish_reload.h).
+  PublishReload publish;
 };
 
 // Applies a reloaded config: streams with a new id are added, streams no longer listed are removed,
@@ -95,8 +98,9 @@ struct StreamReload {
 // camera's `uri` (a new address, a new password), `max_fps`, `keyframes_only`, `rtsp_latency_ms`,
 // `rotate`/`mirror`, its TLS trust (a new connection with them: ingest reconnects it, its numbering
 // going on), and any stream's `roi` (from its next frame). An error leaves the table as it was and
-// names what cannot change while the job runs: a section other than `streams` (compared as YAML:
-// `running_yaml` is the config text the job started with), an archive job, a stream's source, a
+// names what cannot change while the job runs: a section other than `streams` and `publish`, or a
+// setting of `publish` other than its outputs and segments' (compared as YAML: `running_yaml` is the
+// config text the job runs with: compare_publish_sections()), an archive job, a stream's source, a
 // file's settings (a change would read it again from its start) or a uri that becomes or was a
 // file's, a file's id removed earlier in this run (a camera's comes back: `returned`). A stream with a
 // source is added on its source's lane. The table's version rises with every reload that passes.

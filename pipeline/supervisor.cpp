@@ -359,6 +359,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     std::string text;
   };
   BackgroundTask<ConfigRead> reload_read;
+  // The config text the job runs with: as it started, then as each reload that changed `publish` left
+  // it (its copy in the run folder is rewritten, for publish and for a stage started again).
+  std::string running_text = options.config_text;
   bool reload_again = false;     // SIGHUP while a read ran: read again when it ends
   bool said_reload_hung = false;  // the running read was said to take long
   std::chrono::steady_clock::time_point reload_started;
@@ -419,15 +422,31 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       return;
     }
     StreamTable next = table;
-    auto change = apply_stream_reload(next, options.config_text, text, *fresh, lanes);
+    auto change = apply_stream_reload(next, running_text, text, *fresh, lanes);
     if (!change.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, change.status().message(), unchanged);
       return;
     }
+    // publish's outputs and segments' settings: the job's copy of its config, which publish looks at
+    // (pipeline/publish_reload.h), is the reloaded text from now on. Written before the table, and put
+    // back if the table cannot be written: a reload is applied whole or not at all.
+    const std::string copy = config_as_started_path(layout.run_dir);
+    if (change->publish.changed()) {
+      if (Status st = write_file_atomically(copy, text, 0600); !st.ok()) {
+        VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
+        return;
+      }
+    }
     // Written even when no stream changed: ingest starts again the cameras that have ended (gave up).
     if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
+      if (change->publish.changed()) (void)write_file_atomically(copy, running_text, 0600);
       return;
+    }
+    if (change->publish.changed()) {
+      running_text = text;
+      VAPIPE_LOG_INFO("{}{}: {} (publish takes it within a second; the bus and the streams go on)", what,
+                      options.config_path, describe_publish_reload(change->publish));
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
@@ -453,7 +472,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       options.config_path);
       return;
     }
-    VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(*change, lanes),
+    StreamReload streams_alone = *change;
+    streams_alone.publish = PublishReload{};  // (said above)
+    VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(streams_alone, lanes),
                     table.live_streams());
     auto named = [](const std::vector<std::string>& ids, const std::string& id) {
       return std::find(ids.begin(), ids.end(), id) != ids.end();

@@ -85,14 +85,14 @@ std::string ms_text(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-MqttPublisher::MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name)
-    : QueuedSink(config, "vapipe_mqtt_messages_total"), config_(config) {
+MqttPublisher::MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name, SinkPredecessors predecessors)
+    : QueuedSink(config, "vapipe_mqtt_messages_total", std::move(predecessors)), config_(config) {
   // The config was checked when it loaded: the URL parses.
   url_ = parse_mqtt_url(config_.url).value();
-  name_ = "publish.mqtt[" + std::to_string(index) + "] (" + url_.origin() + ")";
+  name_.set("publish.mqtt[" + std::to_string(index) + "] (" + url_.origin() + ")");
   client_id_ = config_.client_id.empty() ? default_client_id(job_name, index) : config_.client_id;
   job_name_ = job_name;
-  stats_.name = name_;
+  stats_.name = name_.str();
   stats_.index = index;
   stats_.broker = url_.origin();
   stats_.disconnected_since_unix_s = unix_now_s();
@@ -130,8 +130,8 @@ void MqttPublisher::finish(std::chrono::milliseconds grace) {
   thread_.join();
   const MqttStats s = stats();
   if (s.undelivered > 0) {
-    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
-                     s.undelivered, s.connected ? "no time left" : "it could not be reached",
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when {} ({}; its last error: {})", name_,
+                     s.undelivered, stopped_by(), s.connected ? "no time left" : "it could not be reached",
                      s.last_error.empty() ? "none" : s.last_error);
   }
   VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}{}", name_,
@@ -552,6 +552,7 @@ void MqttPublisher::run() {
     std::lock_guard<std::mutex> lock(mutex_);
     retry_delay_ = first_retry_delay_;
   }
+  wait_for_predecessors();  // (a client of the same id, removed by a reload, disconnects first)
   client_ = mosquitto_new(client_id_.c_str(), /*clean_session=*/true, this);
   if (!client_) {
     std::lock_guard<std::mutex> lock(mutex_);

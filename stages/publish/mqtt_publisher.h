@@ -48,7 +48,8 @@ class MqttPublisher : public QueuedSink<MqttStats> {
  public:
   // Starts its thread, which connects at once; `index` is its place in publish.mqtt, for log lines;
   // `job_name` makes the default client id.
-  MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name);
+  // `predecessors`: the sinks of the same receiver that a reload removed (QueuedSink::wait_for_predecessors).
+  MqttPublisher(const MqttConfig& config, size_t index, const std::string& job_name, SinkPredecessors predecessors = {});
   // Stops at once: what still waits is counted undelivered (finish() first to give it time).
   ~MqttPublisher() override;
 

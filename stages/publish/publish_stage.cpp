@@ -35,6 +35,74 @@ constexpr auto kJsonlFlushDelay = std::chrono::milliseconds(200);  // see jsonl_
 constexpr size_t kJsonlBlockBytes = 64 * 1024;  // lines are written out in blocks of about this size
 }  // namespace
 
+namespace {
+
+// Whether some output has a secret in a file of its own (looked at for changes: check_sink_secrets).
+bool has_sink_secrets(const PublishConfig& p) {
+  return std::any_of(p.webhooks.begin(), p.webhooks.end(), [](const WebhookConfig& w) { return !w.token_file.empty(); }) ||
+         std::any_of(p.mqtt.begin(), p.mqtt.end(), [](const MqttConfig& m) { return !m.password_file.empty(); }) ||
+         std::any_of(p.redis.begin(), p.redis.end(), [](const RedisConfig& r) {
+           return !r.password_file.empty() || !r.sentinel_password_file.empty();
+         });
+}
+
+std::string joined_topics(const MessageSinkConfig& sink) {
+  std::string topics;
+  for (const std::string& t : sink.topics) topics += (topics.empty() ? "" : ", ") + t;
+  return topics;
+}
+
+// The receiver an output sends to (its URL's origin): a new output for the same receiver as a removed
+// one waits for the removed one to stop (QueuedSink::wait_for_predecessors).
+std::string receiver_of(const WebhookConfig& c) {
+  auto url = parse_http_url(c.url);
+  return url.ok() ? url->origin() : c.url;
+}
+std::string receiver_of(const MqttConfig& c) {
+  auto url = parse_mqtt_url(c.url);
+  return url.ok() ? url->origin() : c.url;
+}
+std::string receiver_of(const RedisConfig& c) {
+  auto url = parse_redis_url(c.url);
+  return url.ok() ? url->origin() : c.url;
+}
+
+}  // namespace
+
+std::unique_ptr<WebhookSender> PublishStage::make_webhook(const WebhookConfig& hook, size_t index,
+                                                          SinkPredecessors predecessors) {
+  auto sender = std::make_unique<WebhookSender>(hook, index, std::move(predecessors));
+  std::string attached;  // what goes with the messages, and up to what size (attach_max_mb)
+  if (hook.attach_pictures || hook.attach_clips) {
+    attached = fmt::format("; with their {} attached, up to {:g} MB{}",
+                           hook.attach_pictures && hook.attach_clips ? "pictures and clips"
+                           : hook.attach_pictures                    ? "pictures"
+                                                                     : "clips",
+                           static_cast<double>(attachment_limit_bytes(hook, hook.attach_clips)) / 1e6,
+                           hook.attach_max_mb > 0 ? "" : " (the format's receiver's)");
+  }
+  VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting){}", sender->name(),
+                  joined_topics(hook), queue_policy_name(hook.queue_policy), hook.max_queued, attached);
+  return sender;
+}
+
+std::unique_ptr<MqttPublisher> PublishStage::make_mqtt(const MqttConfig& broker, size_t index,
+                                                       SinkPredecessors predecessors) {
+  auto publisher = std::make_unique<MqttPublisher>(broker, index, config_->job.name, std::move(predecessors));
+  VAPIPE_LOG_INFO("publish: {} takes the messages on {} as {}<topic> ({}, at most {} waiting)", publisher->name(),
+                  joined_topics(broker), broker.topic_prefix, queue_policy_name(broker.queue_policy), broker.max_queued);
+  return publisher;
+}
+
+std::unique_ptr<RedisStreamsPublisher> PublishStage::make_redis(const RedisConfig& server, size_t index,
+                                                                SinkPredecessors predecessors) {
+  auto publisher = std::make_unique<RedisStreamsPublisher>(server, index, std::move(predecessors));
+  VAPIPE_LOG_INFO("publish: {} adds the messages on {} to the streams {}<topic> ({}, at most {} waiting)",
+                  publisher->name(), joined_topics(server), server.key_prefix, queue_policy_name(server.queue_policy),
+                  server.max_queued);
+  return publisher;
+}
+
 Status PublishStage::open(const StageContext& ctx) {
   config_ = &ctx.config;
   layout_ = ctx.layout;
@@ -163,43 +231,32 @@ Status PublishStage::open(const StageContext& ctx) {
   }
   stop_requested_ = ctx.stop_requested;
   for (size_t i = 0; i < ctx.config.publish.webhooks.size(); ++i) {
-    webhooks_.push_back(std::make_unique<WebhookSender>(ctx.config.publish.webhooks[i], i));
-    std::string topics;
-    for (const std::string& t : ctx.config.publish.webhooks[i].topics) topics += (topics.empty() ? "" : ", ") + t;
-    const WebhookConfig& hook = ctx.config.publish.webhooks[i];
-    std::string attached;  // what goes with the messages, and up to what size (attach_max_mb)
-    if (hook.attach_pictures || hook.attach_clips) {
-      attached = fmt::format("; with their {} attached, up to {:g} MB{}",
-                             hook.attach_pictures && hook.attach_clips ? "pictures and clips"
-                             : hook.attach_pictures                    ? "pictures"
-                                                                       : "clips",
-                             static_cast<double>(attachment_limit_bytes(hook, hook.attach_clips)) / 1e6,
-                             hook.attach_max_mb > 0 ? "" : " (the format's receiver's)");
-    }
-    VAPIPE_LOG_INFO("publish: {} receives the messages on {} ({}, at most {} waiting){}", webhooks_.back()->name(),
-                    topics, queue_policy_name(hook.queue_policy), hook.max_queued, attached);
-    sink_secrets_ = sink_secrets_ || !ctx.config.publish.webhooks[i].token_file.empty();
+    webhooks_.push_back(make_webhook(ctx.config.publish.webhooks[i], i, {}));
   }
   for (size_t i = 0; i < ctx.config.publish.mqtt.size(); ++i) {
-    const MqttConfig& broker = ctx.config.publish.mqtt[i];
-    mqtt_.push_back(std::make_unique<MqttPublisher>(broker, i, ctx.config.job.name));
-    std::string topics;
-    for (const std::string& t : broker.topics) topics += (topics.empty() ? "" : ", ") + t;
-    VAPIPE_LOG_INFO("publish: {} takes the messages on {} as {}<topic> ({}, at most {} waiting)", mqtt_.back()->name(),
-                    topics, broker.topic_prefix, queue_policy_name(broker.queue_policy), broker.max_queued);
-    sink_secrets_ = sink_secrets_ || !broker.password_file.empty();
+    mqtt_.push_back(make_mqtt(ctx.config.publish.mqtt[i], i, {}));
   }
   for (size_t i = 0; i < ctx.config.publish.redis.size(); ++i) {
-    const RedisConfig& server = ctx.config.publish.redis[i];
-    redis_.push_back(std::make_unique<RedisStreamsPublisher>(server, i));
-    std::string topics;
-    for (const std::string& t : server.topics) topics += (topics.empty() ? "" : ", ") + t;
-    VAPIPE_LOG_INFO("publish: {} adds the messages on {} to the streams {}<topic> ({}, at most {} waiting)",
-                    redis_.back()->name(), topics, server.key_prefix, queue_policy_name(server.queue_policy),
-                    server.max_queued);
-    sink_secrets_ = sink_secrets_ || !server.password_file.empty() || !server.sentinel_password_file.empty();
+    redis_.push_back(make_redis(ctx.config.publish.redis[i], i, {}));
   }
+  sink_secrets_ = has_sink_secrets(ctx.config.publish);
   if (sink_secrets_) check_sink_secrets();  // their files as the config read them
+  // A live job's reloads of publish's settings come through its copy of the config (vapipe run's).
+  if (config_copy_path_.empty() && ctx.config.job.mode == JobMode::kLive) {
+    if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy) config_copy_path_ = copy;
+  }
+  if (!config_copy_path_.empty()) {
+    // The copy as this process loaded it (a reload taken in the instant since is missed: said below).
+    config_copy_identity_ = file_identity(config_copy_path_);
+    auto text = read_file_bytes(config_copy_path_);
+    if (text.ok()) {
+      running_text_ = std::move(text).value();
+      next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
+    } else {
+      VAPIPE_LOG_WARN("publish: {}: reloads of publish's outputs will not be taken", text.status().message());
+      config_copy_path_.clear();
+    }
+  }
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -537,6 +594,8 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
     check_authorized_keys();
   }
   if (sink_secrets_ && std::chrono::steady_clock::now() >= next_sink_secrets_check_) check_sink_secrets();
+  if (!config_copy_path_.empty() && std::chrono::steady_clock::now() >= next_config_check_) check_config_copy();
+  if (!retiring_sinks_.empty()) reap_retired_sinks(false);
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
     if (config_->publish.segments_clips) {
@@ -558,6 +617,11 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
   if (sink_secrets_) next = next ? std::min(*next, next_sink_secrets_check_) : next_sink_secrets_check_;
+  if (!config_copy_path_.empty()) next = next ? std::min(*next, next_config_check_) : next_config_check_;
+  if (!retiring_sinks_.empty()) {  // joined soon after they stop
+    const SteadyTime again = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    next = next ? std::min(*next, again) : again;
+  }
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
@@ -723,7 +787,10 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
 }
 
 void PublishStage::finish_sinks() {
-  if (webhooks_.empty() && mqtt_.empty() && redis_.empty()) return;
+  if (webhooks_.empty() && mqtt_.empty() && redis_.empty()) {
+    reap_retired_sinks(true);  // (each has kSinkGrace from its removal)
+    return;
+  }
   // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once.
   const auto grace = std::min<std::chrono::milliseconds>(
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
@@ -734,6 +801,155 @@ void PublishStage::finish_sinks() {
   for (const auto& hook : webhooks_) hook->finish(grace);
   for (const auto& broker : mqtt_) broker->finish(grace);
   for (const auto& server : redis_) server->finish(grace);
+  reap_retired_sinks(true);
+  update_metrics_snapshot();
+}
+
+PublishStage::~PublishStage() {
+  for (RetiringSink& r : retiring_sinks_) {
+    if (r.finishing.joinable()) r.finishing.join();
+  }
+}
+
+void PublishStage::check_config_copy() {
+  next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
+  const std::string identity = file_identity(config_copy_path_);
+  if (identity == config_copy_identity_) return;
+  config_copy_identity_ = identity;
+  auto text = read_file_bytes(config_copy_path_);
+  if (!text.ok()) {
+    VAPIPE_LOG_ERROR("publish: reload: {}; publish's outputs and settings stay as they are", text.status().message());
+    return;
+  }
+  if (*text == running_text_) return;
+  // The supervisor took this reload after the same comparison: an error here is a copy rewritten by
+  // hand, or a reload this process missed (the copy changed as it started); said, nothing changes.
+  auto change = compare_publish_sections(running_text_, *text, config_->source);
+  if (!change.ok()) {
+    VAPIPE_LOG_ERROR("publish: reload: {}; publish's outputs and settings stay as they are", change.status().message());
+    return;
+  }
+  ConfigLoadOptions options;
+  options.expand_globs = false;
+  options.file_text = &text.value();
+  auto reloaded = load_config_file(config_->source, nullptr, options);
+  if (!reloaded.ok()) {
+    VAPIPE_LOG_ERROR("publish: reload: {}; publish's outputs and settings stay as they are", reloaded.status().message());
+    return;
+  }
+  running_text_ = std::move(text).value();
+  if (change->changed()) apply_publish_reload(*reloaded, *change);
+}
+
+template <typename Sink>
+void PublishStage::retire(std::unique_ptr<Sink> sink, const char* kind, std::string receiver) {
+  VAPIPE_LOG_INFO("publish: {} was removed by a reload: what waits for it has {} s to be delivered", sink->name(),
+                  std::chrono::duration_cast<std::chrono::seconds>(kSinkGrace).count());
+  sink->removed_by_reload();
+  sink->begin_finish(std::chrono::steady_clock::now() + kSinkGrace);
+  auto stopped = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<Sink> owned(std::move(sink));
+  std::thread finishing([owned = std::move(owned), stopped]() mutable {
+    owned->finish(kSinkGrace);  // (the deadline above stays)
+    owned.reset();              // disconnected: a new client of its id may connect
+    stopped->store(true);
+  });
+  retiring_sinks_.push_back(RetiringSink{kind, std::move(receiver), std::move(stopped), std::move(finishing)});
+}
+
+SinkPredecessors PublishStage::predecessors_of(const char* kind, const std::string& receiver) const {
+  SinkPredecessors predecessors;
+  for (const RetiringSink& r : retiring_sinks_) {
+    if (r.kind == kind && r.receiver == receiver && !r.stopped->load()) predecessors.push_back(r.stopped);
+  }
+  return predecessors;
+}
+
+void PublishStage::reap_retired_sinks(bool wait) {
+  for (auto it = retiring_sinks_.begin(); it != retiring_sinks_.end();) {
+    if (!wait && !it->stopped->load()) {
+      ++it;
+      continue;
+    }
+    if (it->finishing.joinable()) it->finishing.join();
+    it = retiring_sinks_.erase(it);
+  }
+}
+
+namespace {
+
+// A list of outputs after a reload: the running ones it keeps (renumbered where their place moved),
+// new ones made, the others retired.
+template <typename Sink, typename SinkConfig, typename Make, typename Retire>
+std::vector<std::unique_ptr<Sink>> reloaded_outputs(std::vector<std::unique_ptr<Sink>>& running,
+                                                    const std::vector<SinkConfig>& configs,
+                                                    const PublishReload::Outputs& change, Make make, Retire retire) {
+  std::vector<std::unique_ptr<Sink>> next(configs.size());
+  for (size_t j = 0; j < configs.size(); ++j) {
+    if (const std::optional<size_t> from = j < change.kept_from.size() ? change.kept_from[j] : std::nullopt;
+        from && *from < running.size() && running[*from]) {
+      next[j] = std::move(running[*from]);
+      if (*from != j) {
+        const std::string was = next[j]->name();
+        next[j]->renumber(j);
+        VAPIPE_LOG_INFO("publish: {} is {} now (a reload changed the list before it)", was, next[j]->name());
+      }
+    }
+  }
+  for (size_t i = 0; i < running.size(); ++i) {  // first: a new one for the same receiver waits for it
+    if (running[i]) retire(std::move(running[i]), i);
+  }
+  for (size_t j = 0; j < configs.size(); ++j) {
+    if (!next[j]) next[j] = make(configs[j], j);
+  }
+  return next;
+}
+
+}  // namespace
+
+void PublishStage::apply_publish_reload(const Config& reloaded, const PublishReload& change) {
+  auto next = std::make_unique<Config>(*config_);
+  PublishConfig& p = next->publish;
+  const PublishConfig& r = reloaded.publish;
+  p.webhooks = r.webhooks;
+  p.mqtt = r.mqtt;
+  p.redis = r.redis;
+  p.segments_min_frames = r.segments_min_frames;
+  p.segments_min_score = r.segments_min_score;
+  p.segments_min_score_by_label = r.segments_min_score_by_label;
+  p.segments_labels = r.segments_labels;
+  p.segments_picture_frame = r.segments_picture_frame;
+  p.segments_pictures_keep_days = r.segments_pictures_keep_days;
+  // Segments followed another way from now on (each label, or none): the open ones end now, as they
+  // would at the stream's end; new thresholds alone take the runs from the next frame.
+  const PublishConfig& was = config_->publish;
+  if (was.segments_min_frames > 0 && (p.segments_min_frames == 0 || p.segments_labels != was.segments_labels)) {
+    for (StreamState& st : streams_) {
+      if (Status ended = end_segment(st); !ended.ok()) VAPIPE_LOG_ERROR("publish: {}", ended.message());
+      st.run = StreamState::LabelRun{};
+      st.tracks.clear();
+    }
+  }
+  // The running outputs' configs are the old config's, by their index.
+  webhooks_ = reloaded_outputs(
+      webhooks_, p.webhooks, change.webhooks,
+      [&](const WebhookConfig& c, size_t i) { return make_webhook(c, i, predecessors_of("webhooks", receiver_of(c))); },
+      [&](std::unique_ptr<WebhookSender> s, size_t i) { retire(std::move(s), "webhooks", receiver_of(was.webhooks[i])); });
+  mqtt_ = reloaded_outputs(
+      mqtt_, p.mqtt, change.mqtt,
+      [&](const MqttConfig& c, size_t i) { return make_mqtt(c, i, predecessors_of("mqtt", receiver_of(c))); },
+      [&](std::unique_ptr<MqttPublisher> s, size_t i) { retire(std::move(s), "mqtt", receiver_of(was.mqtt[i])); });
+  redis_ = reloaded_outputs(
+      redis_, p.redis, change.redis,
+      [&](const RedisConfig& c, size_t i) { return make_redis(c, i, predecessors_of("redis", receiver_of(c))); },
+      [&](std::unique_ptr<RedisStreamsPublisher> s, size_t i) { retire(std::move(s), "redis", receiver_of(was.redis[i])); });
+  // Their secrets' files as this config read them (a kept output's too: its place may have moved).
+  sink_secret_identities_.clear();
+  sink_secrets_ = has_sink_secrets(p);
+  reloaded_config_ = std::move(next);  // (`was` may go with the one before)
+  config_ = reloaded_config_.get();
+  if (sink_secrets_) check_sink_secrets();
+  VAPIPE_LOG_INFO("publish: reload taken: {}", describe_publish_reload(change));
   update_metrics_snapshot();
 }
 

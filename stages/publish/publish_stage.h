@@ -8,11 +8,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "pipeline/file_lock.h"
 #include "pipeline/picture_requests.h"
+#include "pipeline/publish_reload.h"
 #include "pipeline/resume.h"
 #include "pipeline/stage.h"
 #include "stages/publish/bus_publisher.h"
@@ -50,6 +53,7 @@ void cut_partial_last_line(const std::string& path);
 class PublishStage final : public Stage {
  public:
   explicit PublishStage(BusFactory factory = nullptr) : factory_(std::move(factory)) {}
+  ~PublishStage() override;
   StageKind kind() const override { return StageKind::kPublish; }
   Status open(const StageContext& ctx) override;
   Status process(Message&& in, Emitter& out) override;
@@ -85,6 +89,14 @@ class PublishStage final : public Stage {
   void set_jsonl_backlog_bytes(size_t bytes) { jsonl_backlog_bytes_ = bytes; }
   // publish.segments_pictures_keep_days is applied at start and then this often (an hour; tests shorten it).
   void set_pictures_prune_period(std::chrono::milliseconds period) { pictures_prune_period_ = period; }
+  // A live job's reload of publish's outputs and segments' settings (pipeline/publish_reload.h): the
+  // job's copy of its config (kConfigAsStartedEnv, which `vapipe run` rewrites when a reload changes
+  // them) is looked at this often; its new webhooks, brokers, Redis servers and settings are taken
+  // here, while the bus, its subscribers and each stream's state go on. Tests name the copy.
+  static constexpr std::chrono::seconds kConfigCheckPeriod{1};
+  void set_config_copy(std::string path) { config_copy_path_ = std::move(path); }
+  // The config in force (the reloaded outputs and settings once a reload was taken).
+  const Config& config() const { return *config_; }
   // Where /metrics and /healthz are served (null without publish.metrics_address).
   const MetricsServer* metrics_server() const { return metrics_server_.get(); }
   // The job as metrics now.
@@ -320,6 +332,32 @@ class PublishStage final : public Stage {
   bool sink_secrets_ = false;  // some webhook has a token_file, or some broker a password_file
   std::optional<std::string> metrics_token_identity_;
   SteadyTime next_keys_check_{};
+  // A reload (set_config_copy): the copy's text as taken, its identity when last looked at, and the
+  // config in force once a reload was taken (config_ points to it; the stage's own stays as loaded).
+  void check_config_copy();
+  void apply_publish_reload(const Config& reloaded, const PublishReload& change);
+  std::string config_copy_path_, running_text_;
+  std::optional<std::string> config_copy_identity_;
+  SteadyTime next_config_check_{};
+  std::unique_ptr<Config> reloaded_config_;
+  // Outputs a reload removed (or changed: the old one goes, a new one comes): each has kSinkGrace to
+  // deliver what waits for it, on a thread of its own, and then sets `stopped` (a new one of the same
+  // receiver waits for that: QueuedSink::wait_for_predecessors).
+  struct RetiringSink {
+    std::string kind, receiver;  // "webhooks", its URL's origin
+    std::shared_ptr<std::atomic<bool>> stopped;
+    std::thread finishing;
+  };
+  std::vector<RetiringSink> retiring_sinks_;
+  std::unique_ptr<WebhookSender> make_webhook(const WebhookConfig& hook, size_t index, SinkPredecessors predecessors);
+  std::unique_ptr<MqttPublisher> make_mqtt(const MqttConfig& broker, size_t index, SinkPredecessors predecessors);
+  std::unique_ptr<RedisStreamsPublisher> make_redis(const RedisConfig& server, size_t index,
+                                                    SinkPredecessors predecessors);
+  template <typename Sink>
+  void retire(std::unique_ptr<Sink> sink, const char* kind, std::string receiver);
+  SinkPredecessors predecessors_of(const char* kind, const std::string& receiver) const;
+  // Joins the retiring outputs that have stopped; with `wait`, waits for all of them first.
+  void reap_retired_sinks(bool wait);
 };
 
 }  // namespace vapipe

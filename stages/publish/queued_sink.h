@@ -7,8 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +19,30 @@
 #include "stages/publish/message_filter.h"
 
 namespace vapipe {
+
+// A sink's name, "publish.webhooks[0] (https://ha.local:8123)": its place in the config's list, which
+// a reload may change (an entry before it removed) while its thread logs with it.
+class SinkName {
+ public:
+  void set(std::string name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    name_ = std::move(name);
+  }
+  std::string str() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return name_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string name_;
+};
+
+// A sink that a reload made for a receiver whose sink it removed or changed (the same URL's origin)
+// delivers once each of those has finished delivering what it had: the receiver gets their messages
+// in order, and an MQTT broker never sees two clients of one id at once. Each flag is set when its
+// sink has stopped.
+using SinkPredecessors = std::vector<std::shared_ptr<const std::atomic<bool>>>;
 
 // One message on its way: the topic it goes out on (a webhook's X-Vapipe-Topic, an MQTT topic), its
 // body, and the body's content type (webhooks).
@@ -62,12 +88,29 @@ class QueuedSink {
     wake();
     changed_.notify_all();
   }
-  const std::string& name() const { return name_; }
+  std::string name() const { return name_.str(); }
+  // A reload removed it (what its stop says of the messages it could not deliver).
+  void removed_by_reload() { removed_by_reload_ = true; }
+  // Its new place in the config's list (a reload removed or added an entry before it).
+  void renumber(size_t index) {
+    std::string name = name_.str();
+    const size_t open = name.find('['), close = name.find(']', open);
+    if (open == std::string::npos || close == std::string::npos) return;
+    name = name.substr(0, open + 1) + std::to_string(index) + name.substr(close);
+    name_.set(name);
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.index = index;
+    stats_.name = name;
+  }
 
  protected:
   // `metric`: the counter that counts its dropped messages, for the log line.
-  QueuedSink(const MessageSinkConfig& config, std::string metric)
-      : filter_(config), max_queued_(config.max_queued), policy_(config.queue_policy), metric_(std::move(metric)) {}
+  QueuedSink(const MessageSinkConfig& config, std::string metric, SinkPredecessors predecessors = {})
+      : filter_(config),
+        predecessors_(std::move(predecessors)),
+        max_queued_(config.max_queued),
+        policy_(config.queue_policy),
+        metric_(std::move(metric)) {}
   virtual ~QueuedSink() = default;
 
   // Queues `message`. drop_oldest never waits (past max_queued the oldest is dropped, counted, and said
@@ -101,11 +144,30 @@ class QueuedSink {
     wake();
     changed_.notify_all();
   }
+  // The sink's thread, before it delivers anything: waits for its predecessors to stop (or for its own
+  // stop). Messages queue meanwhile, as for a receiver that is down.
+  void wait_for_predecessors() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto all_stopped = [&] {
+      for (const auto& done : predecessors_) {
+        if (!done->load()) return false;
+      }
+      return true;
+    };
+    while (!all_stopped() && !stop_now_ && !(stopping_ && std::chrono::steady_clock::now() >= finish_by_)) {
+      changed_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    predecessors_.clear();
+  }
+  // "publish stopped", or "a reload removed it": why its thread stopped, for finish()'s log line.
+  const char* stopped_by() const { return removed_by_reload_ ? "a reload removed it" : "publish stopped"; }
   // Rings the sink's thread where changed_ does not reach it (MQTT's poll loop).
   virtual void wake() {}
 
   MessageFilter filter_;  // publish's thread only
-  std::string name_;      // "publish.webhooks[0] (https://ha.local:8123)"
+  SinkName name_;         // "publish.webhooks[0] (https://ha.local:8123)"
+  SinkPredecessors predecessors_;  // the sink's thread's (wait_for_predecessors)
+  std::atomic<bool> removed_by_reload_{false};
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;  // a message, room, a stop (and the sink's own news)
   std::deque<SinkMessage> queue_;
@@ -122,3 +184,12 @@ class QueuedSink {
 };
 
 }  // namespace vapipe
+
+// A SinkName in a log line, as its text.
+template <>
+struct fmt::formatter<vapipe::SinkName> : fmt::formatter<std::string> {
+  template <typename FormatContext>
+  auto format(const vapipe::SinkName& name, FormatContext& ctx) const {
+    return fmt::formatter<std::string>::format(name.str(), ctx);
+  }
+};

@@ -159,11 +159,11 @@ Result<std::optional<RespReply>> RespReader::parse(size_t* at, int depth) {
   return std::optional<RespReply>(std::move(r));
 }
 
-RedisStreamsPublisher::RedisStreamsPublisher(const RedisConfig& config, size_t index)
-    : QueuedSink(config, "vapipe_redis_messages_total"), config_(config) {
+RedisStreamsPublisher::RedisStreamsPublisher(const RedisConfig& config, size_t index, SinkPredecessors predecessors)
+    : QueuedSink(config, "vapipe_redis_messages_total", std::move(predecessors)), config_(config) {
   url_ = parse_redis_url(config_.url).value();  // checked when the config loaded
-  name_ = "publish.redis[" + std::to_string(index) + "] (" + url_.origin() + ")";
-  stats_.name = name_;
+  name_.set("publish.redis[" + std::to_string(index) + "] (" + url_.origin() + ")");
+  stats_.name = name_.str();
   stats_.index = index;
   stats_.server = url_.origin();
   stats_.disconnected_since_unix_s = unix_now_s();
@@ -243,8 +243,8 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
     stats_.connected = false;
   }
   if (s.undelivered > 0) {
-    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
-                     s.undelivered, s.connected ? "no time left" : "it could not be reached",
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when {} ({}; its last error: {})", name_,
+                     s.undelivered, stopped_by(), s.connected ? "no time left" : "it could not be reached",
                      s.last_error.empty() ? "none" : s.last_error);
   }
   VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}", name_,
@@ -972,6 +972,7 @@ void RedisStreamsPublisher::run() {
   sigemptyset(&pipe_signal);
   sigaddset(&pipe_signal, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+  wait_for_predecessors();
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (time_is_up()) break;

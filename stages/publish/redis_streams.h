@@ -83,7 +83,8 @@ class RespReader {
 class RedisStreamsPublisher : public QueuedSink<RedisStats> {
  public:
   // Starts its thread; `index` is its place in publish.redis, for log lines.
-  RedisStreamsPublisher(const RedisConfig& config, size_t index);
+  // `predecessors`: the sinks of the same receiver that a reload removed (QueuedSink::wait_for_predecessors).
+  RedisStreamsPublisher(const RedisConfig& config, size_t index, SinkPredecessors predecessors = {});
   // Stops at once: what still waits is counted undelivered (finish() first to give it time).
   ~RedisStreamsPublisher() override;
 

@@ -299,12 +299,12 @@ WebhookRequest webhook_with_file(const WebhookConfig& config, const std::string&
                          {config.format == "discord" ? "files[0]" : "file", type, filename, bytes}});
 }
 
-WebhookSender::WebhookSender(const WebhookConfig& config, size_t index)
-    : QueuedSink(config, "vapipe_webhook_messages_total"), config_(config) {
+WebhookSender::WebhookSender(const WebhookConfig& config, size_t index, SinkPredecessors predecessors)
+    : QueuedSink(config, "vapipe_webhook_messages_total", std::move(predecessors)), config_(config) {
   // The config was checked when it loaded: the URL parses.
   url_ = parse_http_url(config_.url).value();
-  name_ = "publish.webhooks[" + std::to_string(index) + "] (" + url_.origin() + ")";
-  stats_.name = name_;
+  name_.set("publish.webhooks[" + std::to_string(index) + "] (" + url_.origin() + ")");
+  stats_.name = name_.str();
   stats_.index = index;
   stats_.origin = url_.origin();
   token_ = config_.token;
@@ -334,8 +334,8 @@ void WebhookSender::finish(std::chrono::milliseconds grace) {
   thread_.join();
   const WebhookStats s = stats();
   if (s.undelivered > 0) {
-    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when publish stopped ({}; its last error: {})", name_,
-                     s.undelivered, s.failing ? "it could not be reached" : "no time left", s.last_error);
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when {} ({}; its last error: {})", name_,
+                     s.undelivered, stopped_by(), s.failing ? "it could not be reached" : "no time left", s.last_error);
   }
   VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}", name_,
                   s.delivered, s.refused, s.dropped, s.undelivered,
@@ -534,6 +534,7 @@ void WebhookSender::run() {
   std::unique_ptr<httplib::ClientImpl> client;
   Clock::time_point still_failing_logged_at{};
   std::chrono::milliseconds delay{0};
+  wait_for_predecessors();
   std::unique_lock<std::mutex> lock(mutex_);
   delay = first_retry_delay_;
   auto time_is_up = [&] { return stop_now_ || (stopping_ && Clock::now() >= finish_by_); };

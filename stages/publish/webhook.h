@@ -45,7 +45,8 @@ struct WebhookRequestBody {
 class WebhookSender : public QueuedSink<WebhookStats> {
  public:
   // Starts its thread; `index` is its place in publish.webhooks, for log lines.
-  WebhookSender(const WebhookConfig& config, size_t index);
+  // `predecessors`: the sinks of the same receiver that a reload removed (QueuedSink::wait_for_predecessors).
+  WebhookSender(const WebhookConfig& config, size_t index, SinkPredecessors predecessors = {});
   // Stops at once: what still waits is counted undelivered (finish() first to give it time).
   ~WebhookSender() override;
 
