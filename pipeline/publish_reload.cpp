@@ -11,11 +11,21 @@ namespace vapipe {
 
 namespace {
 
-std::string dump(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return std::string();
-  YAML::Emitter out;
-  out << node;
-  return out.c_str();
+// A value as the config reader takes it, whatever the style it is written in (flow or block, quoted
+// or not, keys in any order, merge keys taken in): equal texts, equal settings.
+std::map<std::string, YAML::Node> keys_of(const YAML::Node& map);
+std::string canonical(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "~";
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  std::string out;
+  if (node.IsSequence()) {
+    out = "[";
+    for (const YAML::Node& item : node) out += canonical(item) + ",";
+    return out + "]";
+  }
+  out = "{";
+  for (const auto& [key, value] : keys_of(node)) out += key + ":" + canonical(value) + ",";
+  return out + "}";
 }
 
 // A mapping's keys with their values, its merge keys (`<<: *defaults`) taken in as the config reader
@@ -43,7 +53,7 @@ PublishReload::Outputs compare_outputs(const YAML::Node& running, const YAML::No
   auto entries = [](const YAML::Node& list) {
     std::vector<std::string> out;
     if (list.IsDefined() && list.IsSequence()) {
-      for (const YAML::Node& entry : list) out.push_back(dump(entry));
+      for (const YAML::Node& entry : list) out.push_back(canonical(entry));
     }
     return out;
   };
@@ -77,6 +87,8 @@ PublishReload::Outputs compare_outputs(const YAML::Node& running, const YAML::No
 }
 
 }  // namespace
+
+std::string canonical_yaml(const YAML::Node& node) { return canonical(node); }
 
 bool PublishReload::Outputs::changed() const {
   if (!removed.empty() || kept_from.size() != running) return true;
@@ -116,15 +128,19 @@ Result<PublishReload> compare_publish_sections(const std::string& running_yaml, 
       change.mqtt = compare_outputs(old_value, new_value);
     } else if (key == "redis") {
       change.redis = compare_outputs(old_value, new_value);
-    } else if (dump(old_value) != dump(new_value)) {
+    } else if (canonical(old_value) != canonical(new_value)) {
       if (reloadable.count(key)) {
         change.segment_keys.push_back(key);
         continue;
       }
-      std::string where = source;
-      if (const YAML::Node at = new_value.IsDefined() ? new_value : reloaded_publish; at.IsDefined()) {
-        where += ":" + std::to_string(at.Mark().line + 1);
+      // Its line, or (a key that went) the section's.
+      int line = new_value.IsDefined() ? new_value.Mark().line : -1;
+      if (line < 0 && b.IsMap()) {
+        for (auto it = b.begin(); it != b.end(); ++it) {
+          if (it->first.as<std::string>() == "publish") line = it->first.Mark().line;
+        }
       }
+      const std::string where = line >= 0 ? source + ":" + std::to_string(line + 1) : source;
       std::string takes;
       for (const char* k : kReloadablePublishKeys) takes += std::string(takes.empty() ? "" : ", ") + k;
       return FailedPrecondition(where + ": `publish." + key + "` changed; of `publish`, a running job takes only " +

@@ -14,7 +14,15 @@
 
 #include "pipeline/status.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace vapipe {
+
+// A YAML value as the config reader takes it, whatever its style (flow or block, quoted or not, keys
+// in any order, merge keys taken in): two values with the same text are the same settings.
+std::string canonical_yaml(const YAML::Node& node);
 
 // publish's settings that a running job takes from a reload, as the config names them.
 inline constexpr const char* kReloadablePublishKeys[] = {

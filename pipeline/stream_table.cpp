@@ -145,12 +145,7 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
     // x- keys hold anchors: what they change shows in the sections that merge them. `publish` is
     // compared setting by setting (compare_publish_sections).
     if (key == "streams" || key == "publish" || key.rfind("x-", 0) == 0) continue;
-    auto dump = [&](const YAML::Node& doc) {
-      if (!doc.IsMap() || !doc[key]) return std::string();
-      YAML::Emitter out;
-      out << doc[key];
-      return std::string(out.c_str());
-    };
+    auto dump = [&](const YAML::Node& doc) { return doc.IsMap() ? canonical_yaml(doc[key]) : canonical_yaml(YAML::Node()); };
     if (dump(a) != dump(b)) return key;
   }
   return std::string();

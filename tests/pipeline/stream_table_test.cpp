@@ -137,7 +137,36 @@ TEST(StreamTable, WhatCannotChangeWhileTheJobRunsIsRefusedAndNothingIsApplied) {
   // An archive job (every stream ends by itself).
   const std::string archive = "streams: [{id: a, uri: 'test://ball?frames=5'}]\ninfer: {model: m.pt, labels: m.txt}\n";
   EXPECT_NE(refused(archive).find("only a live job's streams can change"), std::string::npos);
+  // Of `publish`, the bus's address needs a restart (its outputs do not: below).
+  EXPECT_NE(refused(live_yaml({{"a", "ball"}, {"c", "red"}}, "publish: {endpoint: 'tcp://127.0.0.1:5999'}\n"))
+                .find("`publish.endpoint` changed"),
+            std::string::npos);
+}
 
+// A reload that adds a webhook and changes a segments' setting passes, with its streams' changes, and
+// says what it changes of publish (which the job's publish then takes: pipeline/publish_reload.h).
+TEST(StreamTable, AReloadOfPublishsOutputsPassesWithTheStreamsAndSaysWhatChanged) {
+  const std::string hook = "    - {url: 'http://127.0.0.1:9/a', topics: [events/]}\n";
+  const std::string running = live_yaml({{"a", "ball"}}, "publish:\n  segments_min_frames: 3\n  webhooks:\n" + hook);
+  StreamTable table = table_for(running, 1);
+  const std::string reloaded = live_yaml(
+      {{"a", "ball"}, {"b", "red"}},
+      "publish:\n  segments_min_frames: 5\n  webhooks:\n    - {url: 'http://127.0.0.1:9/b', topics: [segments/]}\n" +
+          hook);
+  auto change = apply_stream_reload(table, running, reloaded, load(reloaded), 1);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->added, std::vector<std::string>{"b"});
+  ASSERT_EQ(change->publish.webhooks.kept_from.size(), 2u);
+  EXPECT_FALSE(change->publish.webhooks.kept_from[0].has_value());
+  EXPECT_EQ(change->publish.webhooks.kept_from[1], std::optional<size_t>(0));
+  EXPECT_EQ(change->publish.segment_keys, std::vector<std::string>{"segments_min_frames"});
+  // A reload that changes publish alone passes too, and changes no stream.
+  const std::string publish_alone = live_yaml({{"a", "ball"}, {"b", "red"}}, "publish: {segments_min_frames: 5}\n");
+  auto alone = apply_stream_reload(table, reloaded, publish_alone, load(publish_alone), 1);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_FALSE(alone->changed());
+  EXPECT_TRUE(alone->publish.changed());
+  EXPECT_EQ(alone->publish.webhooks.removed, (std::vector<size_t>{0, 1}));
 }
 
 // Anchors under x- keys: an edit there is judged by what it changes where it is merged (a section

@@ -1,0 +1,114 @@
+#include "pipeline/publish_reload.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+namespace vapipe {
+namespace {
+
+// A config whose publish section is `publish` (indented under `publish:`), after `before`.
+std::string with_publish(const std::string& publish, const std::string& before = "") {
+  return before + "job: {mode: live}\nstreams: [{id: a, uri: 'test://ball'}]\npublish:\n" + publish;
+}
+
+PublishReload compared(const std::string& running, const std::string& reloaded) {
+  auto change = compare_publish_sections(running, reloaded, "job.yaml");
+  EXPECT_TRUE(change.ok()) << change.status().message();
+  return change.ok() ? *change : PublishReload{};
+}
+
+std::string refused(const std::string& running, const std::string& reloaded) {
+  auto change = compare_publish_sections(running, reloaded, "job.yaml");
+  return change.ok() ? std::string("(taken)") : change.status().message();
+}
+
+TEST(PublishReload, OutputsWithTheSameSettingsAreKeptWhereverTheyMoveAndTheOthersComeAndGo) {
+  const std::string a = "    - {url: 'http://h/a', topics: [events/]}\n";
+  const std::string b = "    - {url: 'http://h/b'}\n";
+  const std::string c = "    - url: http://h/c\n      labels: [person]\n";
+  const std::string d = "    - {url: 'http://h/d'}\n";
+  const PublishReload change = compared(with_publish("  webhooks:\n" + a + b + c),
+                                        with_publish("  webhooks:\n" + b + d + c));
+  ASSERT_EQ(change.webhooks.kept_from.size(), 3u);
+  EXPECT_EQ(change.webhooks.kept_from[0], std::optional<size_t>(1));  // b moved up
+  EXPECT_FALSE(change.webhooks.kept_from[1].has_value());            // d is new
+  EXPECT_EQ(change.webhooks.kept_from[2], std::optional<size_t>(2));  // c stayed
+  EXPECT_EQ(change.webhooks.removed, std::vector<size_t>{0});         // a went
+  EXPECT_TRUE(change.changed());
+  EXPECT_FALSE(change.mqtt.changed());
+  EXPECT_EQ(describe_publish_reload(change), "publish.webhooks added [1], removed [0], [1] is [0]");
+  // A setting of an entry changed: the old one goes, a new one comes (at the same place).
+  const std::string b_text = "    - {url: 'http://h/b', format: text}\n";
+  const PublishReload edited = compared(with_publish("  webhooks:\n" + a + b), with_publish("  webhooks:\n" + a + b_text));
+  EXPECT_EQ(edited.webhooks.kept_from[0], std::optional<size_t>(0));
+  EXPECT_FALSE(edited.webhooks.kept_from[1].has_value());
+  EXPECT_EQ(edited.webhooks.removed, std::vector<size_t>{1});
+  // Two equal entries keep one each; the same list written another way (flow or block style) is unchanged.
+  const PublishReload twice = compared(with_publish("  webhooks:\n" + b + b), with_publish("  webhooks:\n" + b + b + b));
+  EXPECT_EQ(twice.webhooks.kept_from[0], std::optional<size_t>(0));
+  EXPECT_EQ(twice.webhooks.kept_from[1], std::optional<size_t>(1));
+  EXPECT_FALSE(twice.webhooks.kept_from[2].has_value());
+  EXPECT_FALSE(compared(with_publish("  webhooks:\n" + b), with_publish("  webhooks:\n    - url: 'http://h/b'\n")).changed());
+}
+
+TEST(PublishReload, BrokersServersAndSegmentsSettingsChangeAndPublishAppearsOrGoesWhole) {
+  const PublishReload change =
+      compared(with_publish("  segments_min_frames: 3\n  mqtt: [{url: 'mqtt://b:1883'}]\n"),
+               with_publish("  segments_min_frames: 5\n  segments_labels: each\n  redis: [{url: 'redis://r'}]\n"));
+  EXPECT_EQ(change.mqtt.removed, std::vector<size_t>{0});
+  EXPECT_EQ(change.redis.kept_from.size(), 1u);
+  EXPECT_EQ(change.segment_keys, (std::vector<std::string>{"segments_labels", "segments_min_frames"}));
+  EXPECT_EQ(describe_publish_reload(change),
+            "publish.mqtt removed [0]; publish.redis added [0]; publish.segments_labels, publish.segments_min_frames "
+            "changed");
+  // No publish section at all, then one with a webhook: added; and back.
+  const std::string none = "job: {mode: live}\nstreams: [{id: a, uri: 'test://ball'}]\n";
+  const std::string one = with_publish("  webhooks: [{url: 'http://h/a'}]\n");
+  EXPECT_EQ(compared(none, one).webhooks.kept_from.size(), 1u);
+  EXPECT_EQ(compared(one, none).webhooks.removed, std::vector<size_t>{0});
+  EXPECT_FALSE(compared(none, none).changed());
+  EXPECT_EQ(describe_publish_reload(compared(none, none)), "");
+}
+
+TEST(PublishReload, TheRestOfPublishIsRefusedNamingTheSettingAndItsLine) {
+  const std::string running = with_publish("  endpoint: tcp://127.0.0.1:5560\n  webhooks: [{url: 'http://h/a'}]\n");
+  const std::string moved = with_publish("  endpoint: tcp://127.0.0.1:5561\n  webhooks: []\n");
+  const std::string why = refused(running, moved);
+  EXPECT_NE(why.find("job.yaml:4: `publish.endpoint` changed"), std::string::npos) << why;
+  EXPECT_NE(why.find("restart the job"), std::string::npos) << why;
+  EXPECT_NE(why.find("webhooks, mqtt, redis, segments_min_frames"), std::string::npos) << why;
+  // A key that goes (back to its default) is a change too: named at the section's line.
+  const std::string without = with_publish("  webhooks: [{url: 'http://h/a'}]\n");
+  EXPECT_NE(refused(running, without).find("job.yaml:3: `publish.endpoint` changed"), std::string::npos)
+      << refused(running, without);
+  EXPECT_NE(refused(running, "publish: [").find("YAML"), std::string::npos);
+}
+
+// Settings merged from an anchor (`<<: *defaults`) count where they are merged: an anchor's edit that
+// changes publish's address is refused; one that changes a webhook's settings changes that webhook.
+TEST(PublishReload, SettingsMergedFromAnAnchorAreComparedAsMerged) {
+  auto config = [](const std::string& endpoint, const std::string& format) {
+    return with_publish("  <<: *bus\n  webhooks:\n    - <<: *hook\n      url: http://h/a\n",
+                        "x-bus: &bus {endpoint: '" + endpoint + "'}\nx-hook: &hook {format: " + format + "}\n");
+  };
+  EXPECT_FALSE(compared(config("tcp://127.0.0.1:5560", "json"), config("tcp://127.0.0.1:5560", "json")).changed());
+  EXPECT_NE(refused(config("tcp://127.0.0.1:5560", "json"), config("tcp://127.0.0.1:5561", "json"))
+                .find("`publish.endpoint` changed"),
+            std::string::npos);
+  const PublishReload hook = compared(config("tcp://127.0.0.1:5560", "json"), config("tcp://127.0.0.1:5560", "text"));
+  EXPECT_EQ(hook.webhooks.removed, std::vector<size_t>{0});
+  EXPECT_FALSE(hook.webhooks.kept_from[0].has_value());
+}
+
+// The same settings written in another style (an edit that reformats a section) are the same.
+TEST(PublishReload, ValuesCompareAsTheConfigReaderTakesThemNotAsWritten) {
+  EXPECT_EQ(canonical_yaml(YAML::Load("{a: 1, b: [x, {c: 2}]}")),
+            canonical_yaml(YAML::Load("b:\n  - 'x'\n  - c: \"2\"\na: 1\n")));
+  EXPECT_EQ(canonical_yaml(YAML::Load("x: &d {a: 1}\ny: {<<: *d, b: 2}\n")["y"]), canonical_yaml(YAML::Load("{b: 2, a: 1}")));
+  EXPECT_NE(canonical_yaml(YAML::Load("{a: 1}")), canonical_yaml(YAML::Load("{a: 2}")));
+  EXPECT_NE(canonical_yaml(YAML::Load("[a, b]")), canonical_yaml(YAML::Load("[b, a]")));
+  EXPECT_EQ(canonical_yaml(YAML::Node()), canonical_yaml(YAML::Load("~")));
+}
+
+}  // namespace
+}  // namespace vapipe
