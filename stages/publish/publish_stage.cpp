@@ -978,6 +978,9 @@ void PublishStage::learn_added_streams() {
 }
 
 Status PublishStage::process(Message&& in, Emitter& /*out*/) {
+  // A stream's event may come of a reload (a stream added, changed, back): the supervisor rewrote the
+  // copy of the config before the stream table, so the outputs that reload names take its messages.
+  if (!config_copy_path_.empty() && in.kind != MessageKind::kResult) check_config_copy();
   if (in.env.stream_index >= streams_.size()) learn_added_streams();  // added by a reload
   if (in.env.stream_index >= streams_.size() || streams_[in.env.stream_index].id != in.env.stream_id) {
     return InvalidArgument("message for unknown stream '" + in.env.stream_id + "'");

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 from e2e.common import (
-    SOURCE_DIR, VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
+    SOURCE_DIR, VAPIPE, MqttBroker, Run, WebhookReceiver, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
     start_rtsp_camera, stream_entry,
     write_config)
 
@@ -170,6 +170,82 @@ class LiveReload(SubscribedTest):
         self.assertIn("`batch` changed; only `streams` and some of `publish` can change while the job runs", err)
         self.assertEqual(err.count("the job goes on with its streams unchanged"), 2)
 
+
+    def test_publishs_outputs_and_segments_settings_change_on_sighup_while_the_bus_goes_on(self):
+        """A reload swaps a webhook for another, changes the MQTT broker's topics and segments_min_frames,
+        and adds a stream: the running publish takes it (no restart). The new webhook gets the next
+        messages and the old one none; the broker's new client connects once the old one has gone (its
+        retained status ends `online`, not the old client's `offline`); a's results go on without a gap
+        on the bus. A change of the bus's address is refused and changes nothing."""
+        first, second = WebhookReceiver(), WebhookReceiver()
+        self.addCleanup(first.close)
+        self.addCleanup(second.close)
+        broker = MqttBroker(self.dir)
+        self.addCleanup(broker.close)
+        publish = {"segments_min_frames": 1000000,
+                   "webhooks": [{"url": f"http://127.0.0.1:{first.port}/hook", "topics": ["events/"]}],
+                   "mqtt": [{"url": broker.url, "topics": ["events/"]}]}
+        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live"}, publish=publish)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        publish_pid = run.watch_stages()["publish"]
+        self.wait_for("results of a", self.results_of("a"))
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(r["topic"] == "events/a" for r in first.received):
+            time.sleep(0.1)
+        self.assertTrue(any(r["topic"] == "events/a" for r in first.received), first.received)
+
+        with open(config) as f:
+            publish = json.load(f)["publish"]  # (with the bus's endpoint write_config chose)
+        publish = dict(publish, segments_min_frames=5,
+                       webhooks=[{"url": f"http://127.0.0.1:{second.port}/hook", "topics": ["events/"]}],
+                       mqtt=[{"url": broker.url, "topics": ["events/", "segments/"]}])
+        self.rewrite(config, streams=[("a", live("ball")), ("b", live("smpte"))], publish=publish)
+        asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
+        self.assertIn("would: added 'b'; removed none; publish.webhooks added [0], removed [0]; publish.mqtt added "
+                      "[0], removed [0]; publish.segments_min_frames changed; 2 streams then", asked.stdout)
+        before = self.count("a")
+        run.signal(signal.SIGHUP)
+        self.wait_for("results of b", self.results_of("b"))
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(r["topic"] == "events/b" for r in second.received):
+            time.sleep(0.1)
+        self.assertTrue(any(r["topic"] == "events/b" for r in second.received), second.received)
+        self.assertFalse(any(r["topic"] == "events/b" for r in first.received), first.received)
+        # segments_min_frames 5 now: the test pattern's label is the same on each frame, so a segment began.
+        self.wait_for("a segment of a", lambda m: any(x["topic"] == "segments/a" for x in m))
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(t.endswith("/segments/a") for t, _ in broker.received()):
+            time.sleep(0.1)
+        self.assertTrue(any(t.endswith("/segments/a") for t, _ in broker.received()), broker.received()[-5:])
+        statuses = [p for t, p in broker.received() if t == "vapipe/e2e/status"]
+        self.assertEqual(statuses[-3:], ["online", "offline", "online"], statuses)
+
+        # The bus's address cannot change while the job runs: refused, the outputs stay as they are.
+        self.rewrite(config, publish=dict(publish, endpoint=f"tcp://127.0.0.1:{free_port()}", webhooks=[]))
+        run.signal(signal.SIGHUP)
+        time.sleep(2)
+        b_events = len([r for r in second.received if r["topic"] == "events/b"])
+        self.rewrite(config, streams=[("a", live("ball"))], publish=publish)  # b goes: its eos reaches `second`
+        run.signal(signal.SIGHUP)
+        self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
+        deadline = time.time() + 30
+        while time.time() < deadline and len([r for r in second.received if r["topic"] == "events/b"]) <= b_events:
+            time.sleep(0.1)
+        self.assertGreater(len([r for r in second.received if r["topic"] == "events/b"]), b_events)
+        os.kill(publish_pid, 0)  # the same publish process: taken without a restart
+        msgs, results, events = self.stop_and_collect(run)
+        seqs = [r["seq"] for r in results["a"]]
+        self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))), "a: no gap, no repeat")
+        self.assertGreater(len(seqs), before)
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
+        self.assertIn("publish: reload taken: publish.webhooks added [0], removed [0]; publish.mqtt added [0], "
+                      "removed [0]; publish.segments_min_frames changed", run.stderr)
+        self.assertIn("`publish.endpoint` changed; of `publish`, a running job takes only webhooks, mqtt, redis",
+                      run.stderr)
+        self.assertNotIn("gave up", run.stderr)
+        self.assertNotIn("publish: restarted", run.stderr)
 
     def test_a_cameras_new_address_and_password_reach_it_in_place_under_its_id(self):
         """A camera is replaced (a new address, and a password its old one did not need): the config's

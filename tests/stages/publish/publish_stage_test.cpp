@@ -22,6 +22,7 @@
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "tests/fakes/http_receiver.h"
+#include "tests/fakes/live_yaml.h"
 #include "tests/fakes/mqtt_broker.h"
 #include "tests/fakes/redis_server.h"
 #include "tests/fakes/stage_harness.h"
@@ -1149,6 +1150,86 @@ TEST_F(PublishStageTest, ARotatedMetricsTokenTakesEffectWithoutARestart) {
 
 // A webhook's token_file rewritten while the job runs (a rotated secret): the next request carries the
 // new token; a file that no longer holds one keeps the token in force.
+// A live job's reload of publish's outputs and segments' settings (vapipe run rewrites the job's copy
+// of its config): taken by the running publish within kConfigCheckPeriod. A webhook listed again as it
+// was is the same sender (its Idempotency-Key numbering goes on) at its new place; one no longer listed
+// gets nothing more; a new one gets the next messages; segments_min_frames 0 ends the open segment.
+TEST_F(PublishStageTest, AReloadChangesTheOutputsAndSegmentsSettingsWhileTheBusAndStreamsGoOn) {
+  testing::Receiver gone, kept, added;
+  const std::filesystem::path dir = ::testing::TempDir() + ("vapipe-publish-reload-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto hook = [](const testing::Receiver& r) {
+    return "    - {url: 'http://127.0.0.1:" + std::to_string(r.port()) + "/hook', topics: [events/]}\n";
+  };
+  auto yaml = [&](const std::string& publish) {
+    return testing::live_yaml({{"s0", "ball"}, {"s1", "red"}}, "publish:\n" + publish);
+  };
+  const std::string copy = (dir / "config.yaml").string();
+  const std::string running = yaml("  segments_min_frames: 3\n  webhooks:\n" + hook(gone) + hook(kept));
+  std::ofstream(copy) << running;
+  auto loaded = load_config_string(running, (dir / "job.yaml").string(), dir.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  config_ = *loaded;
+  stage_->set_config_copy(copy);
+  open();
+  auto started = [](uint32_t stream) {
+    return Message::stream_event(MessageKind::kStreamStart, testing::envelope(stream, 0), {"test://ball", "", 0, 0});
+  };
+  ASSERT_TRUE(stage_->process(started(0), out_).ok());
+  ASSERT_EQ(kept.wait_for(1).size(), 1u);
+  ASSERT_EQ(gone.wait_for(1).size(), 1u);
+  const std::string key_before = kept.received().front().idempotency_key;  // "<sender's id>-0"
+  uint64_t seq = 0;
+  send_top1(&seq, "cat", 0.9, 3);  // a segment begins
+  auto segment_events = [&](const std::string& event) {
+    return std::count_if(bus_->sent.begin(), bus_->sent.end(),
+                         [&](const auto& m) { return m.first == "segments/s0" && m.second["event"] == event; });
+  };
+  ASSERT_EQ(segment_events("began"), 1);
+
+  const std::string reloaded = yaml("  webhooks:\n" + hook(kept) + hook(added));  // segments_min_frames: 0
+  std::ofstream(copy + ".new") << reloaded;
+  std::filesystem::rename(copy + ".new", copy);  // (as vapipe run writes it: a new file)
+  std::this_thread::sleep_until(*stage_->next_deadline() + std::chrono::milliseconds(10));
+  for (int i = 0; i < 3; ++i) {  // the copy is looked at once a second
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+    if (stage_->webhooks().size() == 2 && stage_->webhooks()[1]->name().find(std::to_string(added.port())) !=
+                                              std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_until(*stage_->next_deadline() + std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(stage_->webhooks().size(), 2u);
+  EXPECT_EQ(stage_->webhooks()[0]->name(), "publish.webhooks[0] (http://127.0.0.1:" + std::to_string(kept.port()) + ")");
+  EXPECT_EQ(stage_->webhooks()[0]->stats().index, 0u);
+  EXPECT_EQ(stage_->config().publish.segments_min_frames, 0u);
+  EXPECT_EQ(segment_events("ended"), 1);  // the open segment ended with the setting
+  send_top1(&seq, "dog", 0.9, 4);
+  EXPECT_EQ(segment_events("began"), 1);  // none followed now
+
+  ASSERT_TRUE(stage_->process(started(1), out_).ok());
+  ASSERT_EQ(kept.wait_for(2).size(), 2u);
+  ASSERT_EQ(added.wait_for(1).size(), 1u);
+  EXPECT_EQ(added.received().front().topic, "events/s1");
+  // The same sender: its key's prefix, numbered on.
+  const std::string key_after = kept.received().back().idempotency_key;
+  EXPECT_EQ(key_after.substr(0, key_after.rfind('-')), key_before.substr(0, key_before.rfind('-')));
+  EXPECT_EQ(key_after.substr(key_after.rfind('-') + 1), "1\"");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(gone.received().size(), 1u);  // removed: nothing more
+  // A copy that changes what publish cannot take (rewritten by hand): said, nothing changes.
+  std::ofstream(copy + ".new") << yaml("  endpoint: tcp://127.0.0.1:5999\n  webhooks: []\n");
+  std::filesystem::rename(copy + ".new", copy);
+  std::this_thread::sleep_until(*stage_->next_deadline() + std::chrono::milliseconds(1100));
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_EQ(stage_->webhooks().size(), 2u);
+  Message end = testing::end_message(1, 0);
+  ASSERT_TRUE(stage_->process(std::move(end), out_).ok());
+  EXPECT_EQ(added.wait_for(2).size(), 2u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
   testing::Receiver receiver;
   const auto path = std::filesystem::temp_directory_path() / ("vapipe-hook-token-" + std::to_string(getpid()));

@@ -325,6 +325,36 @@ TEST(Webhook, AReceiverThatDoesNotAnswerInTimeIsTriedAgain) {
   EXPECT_NE(also[3].idempotency_key, key);
 }
 
+// A sender that a reload made for the receiver of one it removed (QueuedSink::wait_for_predecessors)
+// queues its messages and sends none until that one has stopped: the receiver gets them in order.
+TEST(Webhook, ASenderThatFollowsAnotherSendsNothingUntilThatOneHasStopped) {
+  Receiver receiver;
+  auto stopped = std::make_shared<std::atomic<bool>>(false);
+  WebhookSender sender(hook_at(receiver.port()), 0, SinkPredecessors{stopped});
+  sender.post("segments/gate", message(0));
+  sender.post("segments/gate", message(1));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(receiver.received().empty());
+  EXPECT_EQ(sender.stats().queued, 2u);
+  stopped->store(true);
+  const auto got = receiver.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].body, message(0));
+  EXPECT_EQ(got[1].body, message(1));
+  // Its place in the list moved (an earlier webhook removed): named by the new one.
+  sender.renumber(3);
+  EXPECT_EQ(sender.name(), "publish.webhooks[3] (http://127.0.0.1:" + std::to_string(receiver.port()) + ")");
+  EXPECT_EQ(sender.stats().index, 3u);
+  EXPECT_EQ(sender.stats().name, sender.name());
+  // A follower whose predecessor never stops still stops when publish does, its messages undelivered.
+  auto never = std::make_shared<std::atomic<bool>>(false);
+  WebhookSender waiting(hook_at(receiver.port()), 1, SinkPredecessors{never});
+  waiting.post("segments/gate", message(2));
+  waiting.finish(200ms);
+  EXPECT_EQ(waiting.stats().undelivered + waiting.stats().queued, 1u);
+  EXPECT_EQ(receiver.received().size(), 2u);
+}
+
 // cooldown_s: a stream's label that begins again within it of the last segment sent is held back, with
 // its picture and end; by the stream's own time (start_ms), per stream and label.
 TEST(Webhook, ASegmentWithinTheCooldownOfTheLastSentIsHeldBackWithItsPictureAndEnd) {
