@@ -445,7 +445,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     if (change->publish.changed()) {
       running_text = text;
-      VAPIPE_LOG_INFO("{}{}: {} (publish takes it within a second; the bus and the streams go on)", what,
+      VAPIPE_LOG_INFO("{}{}: {} (publish takes it within a quarter of a second; the bus and the streams go on)", what,
                       options.config_path, describe_publish_reload(change->publish));
     }
     table = std::move(next);

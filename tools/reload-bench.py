@@ -22,7 +22,13 @@ With --comeback --soak N, one job instead: cam01 is removed and listed again N t
 ingest's memory (VmRSS), threads and open files are printed every tenth time, with whether cam01's
 seq went on without a gap or a repeat across all of them (what each comeback leaves behind).
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N]]
+With --outputs, publish's outputs change instead (2026-12-05): the job's webhook, which takes every
+result (topics results/), is replaced by another receiver's, and `vapipe run` gets SIGHUP; the running
+publish takes it. Printed: SIGHUP -> the new receiver's first message, -> the old one's last; of the
+results the bus had over the 8 s around the SIGHUP, how many neither receiver got, and how many both
+got (each should have gone to exactly one); and the cameras' longest gap on the bus meanwhile.
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs]
 Needs Debian's python3-zmq.
 """
 import argparse
@@ -243,6 +249,97 @@ def comeback_soak(k, cycles):
               + ("no gap, no repeat" if whole else "GAPS OR REPEATS (a live queue's drops count as gaps)"))
 
 
+class Receiver:
+    """A webhook's receiver on loopback: each POST's arrival time and its result's (stream, seq)."""
+
+    def __init__(self):
+        import http.server
+        got = self.got = []
+        lock = self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))["payload"]
+                with lock:
+                    got.append((time.time(), body.get("stream_id"), body.get("seq")))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def hook(self):
+        return {"url": f"http://127.0.0.1:{self.port}/hook", "topics": ["results/"]}
+
+    def keys(self):
+        with self.lock:
+            return {(sid, seq) for _, sid, seq in self.got}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def outputs_round(k):
+    with tempfile.TemporaryDirectory(prefix="vapipe-outputs-") as workdir:
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        old, new = Receiver(), Receiver()
+        proc, bus = recovery.start_job(workdir, cams, publish={"webhooks": [old.hook()]})
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # (a full pipe would stop the job)
+        path = os.path.join(workdir, "recovery.yaml")
+        with open(path) as f:
+            cfg = json.load(f)
+        if None in wait_results(bus, cams, 0).values():
+            sys.exit("not every camera gave results")
+        time.sleep(3)
+        cfg["publish"]["webhooks"] = [new.hook()]
+        write(path, cfg)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 30
+        while time.time() < deadline and not new.got:
+            time.sleep(0.01)
+        time.sleep(5)
+        with new.lock:
+            first_new = min((t for t, _, _ in new.got), default=float("nan"))
+        with old.lock:
+            last_old = max((t for t, _, _ in old.got), default=float("nan"))
+        window = (sighup - 4, sighup + 4)
+        with bus.lock:
+            on_bus = {(p["stream_id"], p["seq"]) for t, topic, p in bus.messages
+                      if topic.startswith("results/") and window[0] <= t <= window[1]}
+        old_keys, new_keys = old.keys(), new.keys()
+        gaps = [longest_gap(result_times(bus, sid, *window)) for sid in cams]
+        recovery.stop_job(proc, bus)
+        for cam in cams.values():
+            cam.kill()
+        old.close()
+        new.close()
+        return {"first_new_s": first_new - sighup, "last_old_s": last_old - sighup, "on_bus": len(on_bus),
+                "neither": len(on_bus - old_keys - new_keys), "both": len(on_bus & old_keys & new_keys),
+                "gap_s": max(gaps)}
+
+
+def main_outputs(args):
+    print(f"# reload-bench --outputs {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one live "
+          "job, every result to a webhook; the webhook replaced by another receiver's on SIGHUP")
+    print("| round | SIGHUP -> the new receiver's first message (s) | SIGHUP -> the old one's last (s) | results on the "
+          "bus in the 8 s around it | got by neither | got by both | cameras' longest gap on the bus (s) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in range(args.rounds):
+        m = outputs_round(args.cameras)
+        print(f"| {r + 1} | {m['first_new_s']:.2f} | {m['last_old_s']:.2f} | {m['on_bus']} | {m['neither']} | "
+              f"{m['both']} | {m['gap_s']:.2f} |", flush=True)
+
+
 def main_comeback(args):
     if args.soak:
         return comeback_soak(args.cameras, args.soak)
@@ -266,7 +363,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--comeback", action="store_true", help="cameras that ended come back under their ids")
     ap.add_argument("--soak", type=int, default=0, help="with --comeback: one job, this many comebacks in a row")
+    ap.add_argument("--outputs", action="store_true", help="publish's webhook replaced by a reload")
     args = ap.parse_args()
+    if args.outputs:
+        return main_outputs(args)
     if args.comeback:
         return main_comeback(args)
     print(f"# reload-bench {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one live job; "

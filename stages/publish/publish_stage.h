@@ -91,9 +91,9 @@ class PublishStage final : public Stage {
   void set_pictures_prune_period(std::chrono::milliseconds period) { pictures_prune_period_ = period; }
   // A live job's reload of publish's outputs and segments' settings (pipeline/publish_reload.h): the
   // job's copy of its config (kConfigAsStartedEnv, which `vapipe run` rewrites when a reload changes
-  // them) is looked at this often; its new webhooks, brokers, Redis servers and settings are taken
+  // them) is looked at this often, and at each stream event; its new webhooks, brokers, Redis servers and settings are taken
   // here, while the bus, its subscribers and each stream's state go on. Tests name the copy.
-  static constexpr std::chrono::seconds kConfigCheckPeriod{1};
+  static constexpr std::chrono::milliseconds kConfigCheckPeriod{250};  // (a stat() of the copy)
   void set_config_copy(std::string path) { config_copy_path_ = std::move(path); }
   // The config in force (the reloaded outputs and settings once a reload was taken).
   const Config& config() const { return *config_; }

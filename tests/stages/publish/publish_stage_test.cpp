@@ -1192,7 +1192,7 @@ TEST_F(PublishStageTest, AReloadChangesTheOutputsAndSegmentsSettingsWhileTheBusA
   std::ofstream(copy + ".new") << reloaded;
   std::filesystem::rename(copy + ".new", copy);  // (as vapipe run writes it: a new file)
   std::this_thread::sleep_until(*stage_->next_deadline() + std::chrono::milliseconds(10));
-  for (int i = 0; i < 3; ++i) {  // the copy is looked at once a second
+  for (int i = 0; i < 8; ++i) {  // the copy is looked at every kConfigCheckPeriod
     ASSERT_TRUE(stage_->on_deadline(out_).ok());
     if (stage_->webhooks().size() == 2 && stage_->webhooks()[1]->name().find(std::to_string(added.port())) !=
                                               std::string::npos) {
