@@ -92,6 +92,36 @@ TEST(MqttPublisher, PublishesInOrderUnderItsPrefixAndSaysItsStatus) {
   EXPECT_EQ(late.messages().front().payload, "offline");
 }
 
+// A publisher that a reload made for the broker of one it removed connects only once that one has
+// stopped (QueuedSink::wait_for_predecessors): the broker never has two clients of one id (it would
+// drop the first, and what it still had to deliver), and the status topic ends "online", the new
+// client's, not the old one's "offline".
+TEST(MqttPublisher, APublisherThatFollowsAnotherConnectsOnceThatOneHasStopped) {
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  ASSERT_TRUE(sub.subscribed());
+  MqttConfig c = broker_at(broker.url());
+  c.client_id = "vapipe-one-id";
+  auto old_one = std::make_unique<MqttPublisher>(c, 0, "test");
+  ASSERT_TRUE(eventually([&] { return old_one->stats().connected; }));
+  auto stopped = std::make_shared<std::atomic<bool>>(false);
+  MqttPublisher follower(c, 0, "test", SinkPredecessors{stopped});
+  for (int i = 1; i <= 3; ++i) follower.publish("segments/gate", numbered(i));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(follower.stats().connected);
+  EXPECT_EQ(follower.stats().connections, 0u);
+  EXPECT_TRUE(old_one->stats().connected);  // not dropped by the broker for a second client of its id
+  old_one->finish(2s);
+  old_one.reset();
+  stopped->store(true);
+  ASSERT_TRUE(sub.wait_for(3, "vapipe/test/segments/gate"));
+  EXPECT_EQ(numbers_on(sub, "vapipe/test/segments/gate"), one_to(3));
+  ASSERT_TRUE(eventually([&] { return sub.on("vapipe/test/status").size() >= 3; }));
+  std::vector<std::string> statuses;
+  for (const MqttMessage& m : sub.on("vapipe/test/status")) statuses.push_back(m.payload);
+  EXPECT_EQ(statuses, (std::vector<std::string>{"online", "offline", "online"}));
+}
+
 TEST(MqttPublisher, TakesOnlyItsTopicsAndLabels) {
   MqttBroker broker;
   MqttSubscriber sub(broker);
