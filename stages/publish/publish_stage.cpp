@@ -37,6 +37,19 @@ constexpr size_t kJsonlBlockBytes = 64 * 1024;  // lines are written out in bloc
 
 namespace {
 
+// What a reload may change of publish (pipeline/publish_reload.h: kReloadablePublishKeys), from `from`.
+void take_reloadable_settings(const PublishConfig& from, PublishConfig& to) {
+  to.webhooks = from.webhooks;
+  to.mqtt = from.mqtt;
+  to.redis = from.redis;
+  to.segments_min_frames = from.segments_min_frames;
+  to.segments_min_score = from.segments_min_score;
+  to.segments_min_score_by_label = from.segments_min_score_by_label;
+  to.segments_labels = from.segments_labels;
+  to.segments_picture_frame = from.segments_picture_frame;
+  to.segments_pictures_keep_days = from.segments_pictures_keep_days;
+}
+
 // Whether some output has a secret in a file of its own (looked at for changes: check_sink_secrets).
 bool has_sink_secrets(const PublishConfig& p) {
   return std::any_of(p.webhooks.begin(), p.webhooks.end(), [](const WebhookConfig& w) { return !w.token_file.empty(); }) ||
@@ -111,6 +124,34 @@ Status PublishStage::open(const StageContext& ctx) {
   next_progress_log_ = std::chrono::steady_clock::now() + kProgressLogPeriod;
   // The supervisor passes the job's start, so that the wall time covers start-up too.
   if (const char* s = std::getenv("VAPIPE_JOB_START_NS"); s && *s) job_start_ns_ = std::atoll(s);
+  // A live job's reloads of publish's outputs come through its copy of the config (vapipe run's): read
+  // here, and its outputs and segments' settings taken from it, so that they are those of the text
+  // this process compares later reloads with (one taken as it started, between the stage's load of
+  // the copy and this read, is not missed).
+  if (config_copy_path_.empty() && ctx.config.job.mode == JobMode::kLive) {
+    if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy) config_copy_path_ = copy;
+  }
+  if (!config_copy_path_.empty()) {
+    config_copy_identity_ = file_identity(config_copy_path_);
+    auto text = read_file_bytes(config_copy_path_);
+    Result<Config> copy = text.ok() ? Result<Config>(Unavailable("")) : Result<Config>(text.status());
+    if (text.ok()) {
+      ConfigLoadOptions options;
+      options.expand_globs = false;
+      options.file_text = &text.value();
+      copy = load_config_file(ctx.config.source, nullptr, options);
+    }
+    if (copy.ok()) {
+      running_text_ = std::move(text).value();
+      reloaded_config_ = std::make_unique<Config>(ctx.config);
+      take_reloadable_settings(copy->publish, reloaded_config_->publish);
+      config_ = reloaded_config_.get();
+      next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
+    } else {
+      VAPIPE_LOG_WARN("publish: {}: reloads of publish's outputs will not be taken", copy.status().message());
+      config_copy_path_.clear();
+    }
+  }
   // --resume: the results an earlier run published (kept in the JSON-lines file) count as published.
   VAPIPE_ASSIGN_OR_RETURN(std::optional<ResumePlan> plan, resume_plan_from_environment());
   resumed_ = plan.has_value();
@@ -230,33 +271,17 @@ Status PublishStage::open(const StageContext& ctx) {
     VAPIPE_ASSIGN_OR_RETURN(bus_, make_zmq_bus_publisher(o, ctx.stop_requested));
   }
   stop_requested_ = ctx.stop_requested;
-  for (size_t i = 0; i < ctx.config.publish.webhooks.size(); ++i) {
-    webhooks_.push_back(make_webhook(ctx.config.publish.webhooks[i], i, {}));
+  for (size_t i = 0; i < config_->publish.webhooks.size(); ++i) {
+    webhooks_.push_back(make_webhook(config_->publish.webhooks[i], i, {}));
   }
-  for (size_t i = 0; i < ctx.config.publish.mqtt.size(); ++i) {
-    mqtt_.push_back(make_mqtt(ctx.config.publish.mqtt[i], i, {}));
+  for (size_t i = 0; i < config_->publish.mqtt.size(); ++i) {
+    mqtt_.push_back(make_mqtt(config_->publish.mqtt[i], i, {}));
   }
-  for (size_t i = 0; i < ctx.config.publish.redis.size(); ++i) {
-    redis_.push_back(make_redis(ctx.config.publish.redis[i], i, {}));
+  for (size_t i = 0; i < config_->publish.redis.size(); ++i) {
+    redis_.push_back(make_redis(config_->publish.redis[i], i, {}));
   }
-  sink_secrets_ = has_sink_secrets(ctx.config.publish);
+  sink_secrets_ = has_sink_secrets(config_->publish);
   if (sink_secrets_) check_sink_secrets();  // their files as the config read them
-  // A live job's reloads of publish's settings come through its copy of the config (vapipe run's).
-  if (config_copy_path_.empty() && ctx.config.job.mode == JobMode::kLive) {
-    if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy) config_copy_path_ = copy;
-  }
-  if (!config_copy_path_.empty()) {
-    // The copy as this process loaded it (a reload taken in the instant since is missed: said below).
-    config_copy_identity_ = file_identity(config_copy_path_);
-    auto text = read_file_bytes(config_copy_path_);
-    if (text.ok()) {
-      running_text_ = std::move(text).value();
-      next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
-    } else {
-      VAPIPE_LOG_WARN("publish: {}: reloads of publish's outputs will not be taken", text.status().message());
-      config_copy_path_.clear();
-    }
-  }
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -910,16 +935,7 @@ std::vector<std::unique_ptr<Sink>> reloaded_outputs(std::vector<std::unique_ptr<
 void PublishStage::apply_publish_reload(const Config& reloaded, const PublishReload& change) {
   auto next = std::make_unique<Config>(*config_);
   PublishConfig& p = next->publish;
-  const PublishConfig& r = reloaded.publish;
-  p.webhooks = r.webhooks;
-  p.mqtt = r.mqtt;
-  p.redis = r.redis;
-  p.segments_min_frames = r.segments_min_frames;
-  p.segments_min_score = r.segments_min_score;
-  p.segments_min_score_by_label = r.segments_min_score_by_label;
-  p.segments_labels = r.segments_labels;
-  p.segments_picture_frame = r.segments_picture_frame;
-  p.segments_pictures_keep_days = r.segments_pictures_keep_days;
+  take_reloadable_settings(reloaded.publish, p);
   // Segments followed another way from now on (each label, or none): the open ones end now, as they
   // would at the stream's end; new thresholds alone take the runs from the next frame.
   const PublishConfig& was = config_->publish;

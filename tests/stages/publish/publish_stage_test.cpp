@@ -1230,6 +1230,32 @@ TEST_F(PublishStageTest, AReloadChangesTheOutputsAndSegmentsSettingsWhileTheBusA
   std::filesystem::remove_all(dir);
 }
 
+// A publish started (again, after a crash) with the job's copy of its config takes its outputs from
+// the copy as it reads it, the reloads taken since included: the same outputs as the text it compares
+// later reloads with, even when a reload rewrote the copy just as the stage was loading it.
+TEST_F(PublishStageTest, APublishStartedAgainRunsWithTheOutputsOfTheLastReload) {
+  testing::Receiver receiver;
+  const std::filesystem::path dir = ::testing::TempDir() + ("vapipe-publish-copy-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string as_loaded = testing::live_yaml({{"s0", "ball"}, {"s1", "red"}});
+  auto loaded = load_config_string(as_loaded, (dir / "job.yaml").string(), dir.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  config_ = *loaded;
+  const std::string copy = (dir / "config.yaml").string();
+  std::ofstream(copy) << testing::live_yaml({{"s0", "ball"}, {"s1", "red"}},
+                                            "publish:\n  segments_min_frames: 4\n  webhooks:\n    - {url: "
+                                            "'http://127.0.0.1:" + std::to_string(receiver.port()) +
+                                                "/hook', topics: [events/]}\n");
+  stage_->set_config_copy(copy);
+  open();
+  ASSERT_EQ(stage_->webhooks().size(), 1u);
+  EXPECT_EQ(stage_->config().publish.segments_min_frames, 4u);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  EXPECT_EQ(receiver.wait_for(1).size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
   testing::Receiver receiver;
   const auto path = std::filesystem::temp_directory_path() / ("vapipe-hook-token-" + std::to_string(getpid()));
