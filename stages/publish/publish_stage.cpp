@@ -812,14 +812,16 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
 }
 
 void PublishStage::finish_sinks() {
-  if (webhooks_.empty() && mqtt_.empty() && redis_.empty()) {
-    reap_retired_sinks(true);  // (each has kSinkGrace from its removal)
-    return;
-  }
-  // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once.
+  // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once, those a
+  // reload removed too.
   const auto grace = std::min<std::chrono::milliseconds>(
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
   const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (RetiringSink& r : retiring_sinks_) r.finish_by(deadline);
+  if (webhooks_.empty() && mqtt_.empty() && redis_.empty()) {
+    reap_retired_sinks(true);
+    return;
+  }
   for (const auto& hook : webhooks_) hook->begin_finish(deadline);
   for (const auto& broker : mqtt_) broker->begin_finish(deadline);
   for (const auto& server : redis_) server->begin_finish(deadline);
@@ -874,12 +876,16 @@ void PublishStage::retire(std::unique_ptr<Sink> sink, const char* kind, std::str
   sink->begin_finish(std::chrono::steady_clock::now() + kSinkGrace);
   auto stopped = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<Sink> owned(std::move(sink));
+  std::weak_ptr<Sink> weak = owned;
   std::thread finishing([owned = std::move(owned), stopped]() mutable {
     owned->finish(kSinkGrace);  // (the deadline above stays)
     owned.reset();              // disconnected: a new client of its id may connect
     stopped->store(true);
   });
-  retiring_sinks_.push_back(RetiringSink{kind, std::move(receiver), std::move(stopped), std::move(finishing)});
+  retiring_sinks_.push_back(RetiringSink{kind, std::move(receiver), std::move(stopped), std::move(finishing),
+                                         [weak](SteadyTime by) {
+                                           if (auto sink = weak.lock()) sink->finish_by(by);
+                                         }});
 }
 
 SinkPredecessors PublishStage::predecessors_of(const char* kind, const std::string& receiver) const {

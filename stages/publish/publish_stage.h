@@ -347,6 +347,7 @@ class PublishStage final : public Stage {
     std::string kind, receiver;  // "webhooks", its URL's origin
     std::shared_ptr<std::atomic<bool>> stopped;
     std::thread finishing;
+    std::function<void(SteadyTime)> finish_by;  // publish closing: an earlier deadline (QueuedSink::finish_by)
   };
   std::vector<RetiringSink> retiring_sinks_;
   std::unique_ptr<WebhookSender> make_webhook(const WebhookConfig& hook, size_t index, SinkPredecessors predecessors);

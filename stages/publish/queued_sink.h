@@ -88,6 +88,15 @@ class QueuedSink {
     wake();
     changed_.notify_all();
   }
+  // An earlier deadline for a stop that began (publish closing while a removed sink still delivers).
+  void finish_by(std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_ && deadline < finish_by_) finish_by_ = deadline;
+    }
+    wake();
+    changed_.notify_all();
+  }
   std::string name() const { return name_.str(); }
   // A reload removed it (what its stop says of the messages it could not deliver).
   void removed_by_reload() { removed_by_reload_ = true; }

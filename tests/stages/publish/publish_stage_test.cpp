@@ -21,6 +21,7 @@
 #include "pipeline/stage_stats.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
+#include "tests/fakes/free_port.h"
 #include "tests/fakes/http_receiver.h"
 #include "tests/fakes/live_yaml.h"
 #include "tests/fakes/mqtt_broker.h"
@@ -1253,6 +1254,39 @@ TEST_F(PublishStageTest, APublishStartedAgainRunsWithTheOutputsOfTheLastReload) 
   EXPECT_EQ(stage_->config().publish.segments_min_frames, 4u);
   ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
   EXPECT_EQ(receiver.wait_for(1).size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// A webhook a reload removed while its receiver is down keeps trying what waited for it; when the job
+// stops meanwhile, it has the job's grace like the others (half of job.drain_timeout_s), not the 10 s
+// it was given at its removal, and its messages are said undelivered because a reload removed it.
+TEST_F(PublishStageTest, AWebhookRemovedByAReloadThatIsStillTryingStopsWithTheJob) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("vapipe-publish-removed-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string down = "    - {url: 'http://127.0.0.1:" + std::to_string(testing::free_loopback_tcp_port()) +
+                           "/hook', topics: [events/]}\n";
+  const std::string running =
+      testing::live_yaml({{"s0", "ball"}, {"s1", "red"}}, "publish:\n  webhooks:\n" + down);
+  auto loaded = load_config_string(running, (dir / "job.yaml").string(), dir.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  config_ = *loaded;
+  config_.job.drain_timeout_s = 1;
+  const std::string copy = (dir / "config.yaml").string();
+  std::ofstream(copy) << running;
+  stage_->set_config_copy(copy);
+  open();
+  ASSERT_EQ(stage_->webhooks().size(), 1u);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());  // waits: its receiver is down
+  std::string without = running;
+  without.replace(without.find("  webhooks:\n"), std::string("  webhooks:\n").size() + down.size(), "");
+  std::ofstream(copy + ".new") << without;
+  std::filesystem::rename(copy + ".new", copy);
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());  // (a stream event looks at the copy)
+  EXPECT_TRUE(stage_->webhooks().empty());
+  const auto closing = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - closing, std::chrono::seconds(8));  // not PublishStage::kSinkGrace
   std::filesystem::remove_all(dir);
 }
 
