@@ -249,50 +249,28 @@ def comeback_soak(k, cycles):
               + ("no gap, no repeat" if whole else "GAPS OR REPEATS (a live queue's drops count as gaps)"))
 
 
-class Receiver:
-    """A webhook's receiver on loopback: each POST's arrival time and its result's (stream, seq)."""
+def receiver():
+    """A webhook's receiver on loopback (the e2e tests'): each POST with its arrival time."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from e2e.common import WebhookReceiver
+    return WebhookReceiver()
 
-    def __init__(self):
-        import http.server
-        got = self.got = []
-        lock = self.lock = threading.Lock()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+def hook_of(r):
+    return {"url": f"http://127.0.0.1:{r.port}/hook", "topics": ["results/"]}
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))["payload"]
-                with lock:
-                    got.append((time.time(), body.get("stream_id"), body.get("seq")))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
 
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def hook(self):
-        return {"url": f"http://127.0.0.1:{self.port}/hook", "topics": ["results/"]}
-
-    def keys(self):
-        with self.lock:
-            return {(sid, seq) for _, sid, seq in self.got}
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+def results_got(r):
+    """(stream, seq) of each result a receiver got, and when it got each."""
+    got = [(m["at"], m["json"]["payload"]) for m in list(r.received) if m["json"]]
+    return {(p["stream_id"], p["seq"]) for _, p in got}, [t for t, _ in got]
 
 
 def outputs_round(k):
     with tempfile.TemporaryDirectory(prefix="vapipe-outputs-") as workdir:
         cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
-        old, new = Receiver(), Receiver()
-        proc, bus = recovery.start_job(workdir, cams, publish={"webhooks": [old.hook()]})
+        old, new = receiver(), receiver()
+        proc, bus = recovery.start_job(workdir, cams, publish={"webhooks": [hook_of(old)]})
         threading.Thread(target=proc.stderr.read, daemon=True).start()  # (a full pipe would stop the job)
         path = os.path.join(workdir, "recovery.yaml")
         with open(path) as f:
@@ -300,30 +278,27 @@ def outputs_round(k):
         if None in wait_results(bus, cams, 0).values():
             sys.exit("not every camera gave results")
         time.sleep(3)
-        cfg["publish"]["webhooks"] = [new.hook()]
+        cfg["publish"]["webhooks"] = [hook_of(new)]
         write(path, cfg)
         sighup = time.time()
         proc.send_signal(signal.SIGHUP)
         deadline = time.time() + 30
-        while time.time() < deadline and not new.got:
+        while time.time() < deadline and not new.received:
             time.sleep(0.01)
         time.sleep(5)
-        with new.lock:
-            first_new = min((t for t, _, _ in new.got), default=float("nan"))
-        with old.lock:
-            last_old = max((t for t, _, _ in old.got), default=float("nan"))
+        (old_keys, old_times), (new_keys, new_times) = results_got(old), results_got(new)
         window = (sighup - 4, sighup + 4)
         with bus.lock:
             on_bus = {(p["stream_id"], p["seq"]) for t, topic, p in bus.messages
                       if topic.startswith("results/") and window[0] <= t <= window[1]}
-        old_keys, new_keys = old.keys(), new.keys()
         gaps = [longest_gap(result_times(bus, sid, *window)) for sid in cams]
         recovery.stop_job(proc, bus)
         for cam in cams.values():
             cam.kill()
         old.close()
         new.close()
-        return {"first_new_s": first_new - sighup, "last_old_s": last_old - sighup, "on_bus": len(on_bus),
+        return {"first_new_s": min(new_times, default=float("nan")) - sighup,
+                "last_old_s": max(old_times, default=float("nan")) - sighup, "on_bus": len(on_bus),
                 "neither": len(on_bus - old_keys - new_keys), "both": len(on_bus & old_keys & new_keys),
                 "gap_s": max(gaps)}
 

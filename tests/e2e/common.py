@@ -201,7 +201,7 @@ class WebhookReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 kind = self.headers.get("Content-Type", "")
                 text = kind.startswith("text/plain")
-                received.append({"path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),
+                received.append({"at": time.time(), "path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),
                                  "authorization": self.headers.get("Authorization"),
                                  "json": json.loads(body) if kind == "application/json" else None,
                                  "text": body.decode() if text else None,
