@@ -402,12 +402,12 @@ int say_what_a_reload_would_do(const std::string& path, const std::string& text,
       std::printf("  a reload of %s would be refused, and change nothing: %s\n", which.c_str(),
                   preview.status().message().c_str());
       outcome = kExitUsage;
-    } else if (!preview->change.changed() && !preview->change.publish.changed()) {
+    } else if (!preview->change.changed() && !settings_changed(preview->change)) {
       std::printf("  a reload of %s would change no stream: its streams are these (a camera that has ended, "
                   "given up or failed, would start again)\n", which.c_str());
     } else if (!preview->change.changed()) {
       std::printf("  a reload of %s would change no stream, and: %s\n", which.c_str(),
-                  describe_publish_reload(preview->change.publish).c_str());
+                  describe_settings_reload(preview->change).c_str());
     } else {
       std::printf("  a reload of %s would: %s; %zu streams then\n", which.c_str(),
                   describe_reload(preview->change, preview->lanes).c_str(), preview->streams_then);

@@ -3,7 +3,12 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdlib>
+
+#include "pipeline/atomic_file.h"
+#include "pipeline/file_identity.h"
 
 namespace vapipe {
 
@@ -15,6 +20,36 @@ void init_logging(const std::string& role, const std::string& level) {
   logger->set_level(spdlog::level::from_str(effective));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+bool set_log_level(const std::string& level) {
+  if (const char* env = std::getenv("VAPIPE_LOG_LEVEL"); env && *env) return false;
+  const auto wanted = spdlog::level::from_str(level);
+  if (spdlog::default_logger()->level() == wanted) return false;
+  spdlog::default_logger()->set_level(wanted);
+  return true;
+}
+
+LogLevelFollower::LogLevelFollower(std::string copy) : copy_(std::move(copy)) {
+  if (!copy_.empty()) identity_ = file_identity(copy_);
+}
+
+void LogLevelFollower::check(std::chrono::steady_clock::time_point now) {
+  if (copy_.empty() || now < next_) return;
+  next_ = now + std::chrono::seconds(1);
+  const std::string identity = file_identity(copy_);
+  if (identity == identity_) return;
+  identity_ = identity;
+  auto text = read_file_bytes(copy_);
+  if (!text.ok()) return;  // (publish and the supervisor say what is wrong with it)
+  std::string level = "info";
+  try {
+    const YAML::Node doc = YAML::Load(*text);
+    if (doc.IsMap() && doc["log"] && doc["log"].IsMap() && doc["log"]["level"]) level = doc["log"]["level"].as<std::string>();
+  } catch (const YAML::Exception&) {
+    return;
+  }
+  if (set_log_level(level)) VAPIPE_LOG_WARN("log level {} from now on (a reload changed log.level)", level);
 }
 
 void log_info_text(const std::string& line) { VAPIPE_LOG_INFO("{}", line); }

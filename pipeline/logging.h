@@ -5,12 +5,33 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 namespace vapipe {
 
 // Sets the process-wide logger: role tag and level ("info", "debug", ...).
 void init_logging(const std::string& role, const std::string& level);
+
+// Sets the level of the process's logger (a reload's log.level); false, and nothing changes, when
+// VAPIPE_LOG_LEVEL is set (it wins) or the level is the one in force.
+bool set_log_level(const std::string& level);
+
+// A live job's log.level changed by a reload (SIGHUP): `vapipe run` rewrites the job's copy of its
+// config (pipeline/publish_reload.h), and each stage process looks at the copy once a second (a
+// stat) and takes the level it names: debug logging for a camera's trouble, without a restart.
+class LogLevelFollower {
+ public:
+  // `copy`: the copy's path; empty: follows nothing. The level in force is the copy's as it is now.
+  explicit LogLevelFollower(std::string copy);
+  void check(std::chrono::steady_clock::time_point now);
+
+ private:
+  std::string copy_;
+  std::optional<std::string> identity_;
+  std::chrono::steady_clock::time_point next_{};
+};
 
 }  // namespace vapipe
 

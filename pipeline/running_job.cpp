@@ -84,7 +84,15 @@ std::string describe_reload(const StreamReload& change, size_t lanes) {
   return "added " + (added.empty() ? std::string("none") : added) + "; removed " +
          (removed.empty() ? std::string("none") : removed) + (returned.empty() ? "" : "; back " + returned) +
          (retuned.empty() ? "" : "; changed " + retuned) +
-         (change.publish.changed() ? "; " + describe_publish_reload(change.publish) : std::string());
+         (settings_changed(change) ? "; " + describe_settings_reload(change) : std::string());
+}
+
+bool settings_changed(const StreamReload& change) { return change.publish.changed() || change.log_level.has_value(); }
+
+std::string describe_settings_reload(const StreamReload& change) {
+  std::string out = describe_publish_reload(change.publish);
+  if (change.log_level) out += (out.empty() ? "" : "; ") + std::string("log.level ") + *change.log_level;
+  return out;
 }
 
 }  // namespace vapipe

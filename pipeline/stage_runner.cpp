@@ -1,6 +1,7 @@
 #include "pipeline/stage_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -193,8 +194,12 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
     next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   };
+  // A reload's log.level (pipeline/logging.h): a live job's copy of its config, which a reload rewrites.
+  const char* copy = std::getenv(kConfigAsStartedEnv);
+  LogLevelFollower log_level(config.job.mode == JobMode::kLive && copy && *copy ? copy : "");
   while (!flags.abort.load()) {
     if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
+    log_level.check(std::chrono::steady_clock::now());
     if (tracker.all_ended()) {
       // A job that watches folders waits for their next files until it is stopped (its mark is looked
       // at before the table: files the table got before the stop are then expected, and ended by ingest).

@@ -144,7 +144,7 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
   for (const std::string& key : keys) {
     // x- keys hold anchors: what they change shows in the sections that merge them. `publish` is
     // compared setting by setting (compare_publish_sections).
-    if (key == "streams" || key == "publish" || key.rfind("x-", 0) == 0) continue;
+    if (key == "streams" || key == "publish" || key == "log" || key.rfind("x-", 0) == 0) continue;
     auto dump = [&](const YAML::Node& doc) { return doc.IsMap() ? canonical_yaml(doc[key]) : canonical_yaml(YAML::Node()); };
     if (dump(a) != dump(b)) return key;
   }
@@ -192,6 +192,15 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   }
   auto publish_change = compare_publish_sections(running_yaml, reloaded_yaml, reloaded.source);
   if (!publish_change.ok()) return publish_change.status();
+  // log.level: compared as the config reader took it (the reloaded config was read whole).
+  std::optional<std::string> log_level;
+  try {
+    const YAML::Node a = YAML::Load(running_yaml), b = YAML::Load(reloaded_yaml);
+    auto log_of = [](const YAML::Node& doc) { return doc.IsMap() ? canonical_yaml(doc["log"]) : canonical_yaml(YAML::Node()); };
+    if (log_of(a) != log_of(b)) log_level = reloaded.log.level;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(reloaded.source + ": YAML: " + e.what());
+  }
   std::map<std::string, const StreamTableEntry*> by_id;
   for (const StreamTableEntry& e : table.entries) by_id[e.id] = &e;
   std::set<std::string> listed;
@@ -307,6 +316,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   // cameras of its lane that have ended (gave up after ingest.reconnect_attempts, or failed).
   ++table.version;
   change.publish = std::move(publish_change).value();
+  change.log_level = std::move(log_level);
   return change;
 }
 

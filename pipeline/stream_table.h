@@ -91,6 +91,8 @@ struct StreamReload {
   bool changed() const { return !added.empty() || !removed.empty() || !retuned.empty() || !returned.empty(); }
   // What it changes of `publish` (its outputs, its segments' settings: pipeline/publish_reload.h).
   PublishReload publish;
+  // log.level, when it changed (every process takes it: pipeline/logging.h, LogLevelFollower).
+  std::optional<std::string> log_level;
 };
 
 // Applies a reloaded config: streams with a new id are added, streams no longer listed are removed,
@@ -98,7 +100,7 @@ struct StreamReload {
 // camera's `uri` (a new address, a new password), `max_fps`, `keyframes_only`, `rtsp_latency_ms`,
 // `rotate`/`mirror`, its TLS trust (a new connection with them: ingest reconnects it, its numbering
 // going on), and any stream's `roi` (from its next frame). An error leaves the table as it was and
-// names what cannot change while the job runs: a section other than `streams` and `publish`, or a
+// names what cannot change while the job runs: a section other than `streams`, `publish` and `log`, or a
 // setting of `publish` other than its outputs and segments' (compared as YAML: `running_yaml` is the
 // config text the job runs with: compare_publish_sections()), an archive job, a stream's source, a
 // file's settings (a change would read it again from its start) or a uri that becomes or was a

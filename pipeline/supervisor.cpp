@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -431,7 +432,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     // (pipeline/publish_reload.h), is the reloaded text from now on. Written before the table, and put
     // back if the table cannot be written: a reload is applied whole or not at all.
     const std::string copy = config_as_started_path(layout.run_dir);
-    if (change->publish.changed()) {
+    const bool copy_changes = change->publish.changed() || change->log_level.has_value();
+    if (copy_changes) {
       if (Status st = write_file_atomically(copy, text, 0600); !st.ok()) {
         VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
         return;
@@ -440,11 +442,19 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     // Written even when no stream changed: ingest starts again the cameras that have ended (gave up).
     if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
-      if (change->publish.changed()) (void)write_file_atomically(copy, running_text, 0600);
+      if (copy_changes) (void)write_file_atomically(copy, running_text, 0600);
       return;
     }
+    if (copy_changes) running_text = text;
+    if (change->log_level) {
+      // Every stage takes it from the copy within a second (LogLevelFollower); this process now.
+      const bool taken = set_log_level(*change->log_level);
+      VAPIPE_LOG_WARN("{}{}: log.level {}{}", what, options.config_path, *change->log_level,
+                      taken || std::getenv("VAPIPE_LOG_LEVEL") == nullptr
+                          ? " in every process of the job from now on"
+                          : " (VAPIPE_LOG_LEVEL is set, and wins: the level stays)");
+    }
     if (change->publish.changed()) {
-      running_text = text;
       VAPIPE_LOG_INFO("{}{}: {} (publish takes it within a quarter of a second; the bus and the streams go on)", what,
                       options.config_path, describe_publish_reload(change->publish));
     }
@@ -474,6 +484,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     StreamReload streams_alone = *change;
     streams_alone.publish = PublishReload{};  // (said above)
+    streams_alone.log_level.reset();
     VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(streams_alone, lanes),
                     table.live_streams());
     auto named = [](const std::vector<std::string>& ids, const std::string& id) {

@@ -978,7 +978,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   size_t ended_streams = 0;
   bool table_read_at_stop = false;
+  // A reload's log.level (pipeline/logging.h): a live job's copy of its config, which a reload rewrites.
+  const char* config_copy = std::getenv(kConfigAsStartedEnv);
+  LogLevelFollower log_level(config.job.mode == JobMode::kLive && config_copy && *config_copy ? config_copy : "");
   while (!flags.abort.load()) {
+    log_level.check(std::chrono::steady_clock::now());
     if (flags.stop.load()) {
       // The files a watched folder's last look added before the stop end with the rest of those waiting.
       if (watching && !table_read_at_stop) apply_stream_table();

@@ -200,11 +200,13 @@ class LiveReload(SubscribedTest):
         publish = dict(publish, segments_min_frames=5,
                        webhooks=[{"url": f"http://127.0.0.1:{second.port}/hook", "topics": ["events/"]}],
                        mqtt=[{"url": broker.url, "topics": ["events/", "segments/"]}])
-        self.rewrite(config, streams=[("a", live("ball")), ("b", live("smpte"))], publish=publish)
+        self.rewrite(config, streams=[("a", live("ball")), ("b", live("smpte"))], publish=publish,
+                     log={"level": "debug"})
         asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
         self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
         self.assertIn("would: added 'b'; removed none; publish.webhooks added [0], removed [0]; publish.mqtt added "
-                      "[0], removed [0]; publish.segments_min_frames changed; 2 streams then", asked.stdout)
+                      "[0], removed [0]; publish.segments_min_frames changed; log.level debug; 2 streams then",
+                      asked.stdout)
         before = self.count("a")
         run.signal(signal.SIGHUP)
         self.wait_for("results of b", self.results_of("b"))
@@ -227,13 +229,15 @@ class LiveReload(SubscribedTest):
         run.signal(signal.SIGHUP)
         time.sleep(2)
         b_events = len([r for r in second.received if r["topic"] == "events/b"])
-        self.rewrite(config, streams=[("a", live("ball"))], publish=publish)  # b goes: its eos reaches `second`
+        # b goes (its eos reaches `second`), and the log level is info again.
+        self.rewrite(config, streams=[("a", live("ball"))], publish=publish, log={"level": "info"})
         run.signal(signal.SIGHUP)
         self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
         deadline = time.time() + 30
         while time.time() < deadline and len([r for r in second.received if r["topic"] == "events/b"]) <= b_events:
             time.sleep(0.1)
         self.assertGreater(len([r for r in second.received if r["topic"] == "events/b"]), b_events)
+        time.sleep(1.5)  # (each stage looks at the copy for its log level once a second)
         os.kill(publish_pid, 0)  # the same publish process: taken without a restart
         msgs, results, events = self.stop_and_collect(run)
         seqs = [r["seq"] for r in results["a"]]
@@ -246,6 +250,11 @@ class LiveReload(SubscribedTest):
                       run.stderr)
         self.assertNotIn("gave up", run.stderr)
         self.assertNotIn("publish: restarted", run.stderr)
+        # log.level: every process took debug, then info again, without a restart.
+        self.assertIn("log.level debug in every process of the job from now on", run.stderr)
+        for stage in ["ingest", "preprocess", "batch", "infer", "publish"]:
+            self.assertRegex(run.stderr, rf"\[{stage} \d+\] log level debug from now on \(a reload changed log.level\)")
+            self.assertRegex(run.stderr, rf"\[{stage} \d+\] log level info from now on")
 
     def test_a_cameras_new_address_and_password_reach_it_in_place_under_its_id(self):
         """A camera is replaced (a new address, and a password its old one did not need): the config's

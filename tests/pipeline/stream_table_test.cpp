@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "pipeline/running_job.h"
 #include "pipeline/stage.h"
 
 #include "tests/fakes/live_yaml.h"
@@ -167,6 +168,27 @@ TEST(StreamTable, AReloadOfPublishsOutputsPassesWithTheStreamsAndSaysWhatChanged
   EXPECT_FALSE(alone->changed());
   EXPECT_TRUE(alone->publish.changed());
   EXPECT_EQ(alone->publish.webhooks.removed, (std::vector<size_t>{0, 1}));
+}
+
+// log.level changes with a reload (every process of the job takes it: pipeline/logging.h).
+TEST(StreamTable, AReloadOfTheLogLevelPassesAndSaysTheLevel) {
+  const std::string running = live_yaml({{"a", "ball"}});
+  StreamTable table = table_for(running, 1);
+  const std::string debug = live_yaml({{"a", "ball"}}, "log: {level: debug}\n");
+  auto change = apply_stream_reload(table, running, debug, load(debug), 1);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->log_level, std::optional<std::string>("debug"));
+  EXPECT_FALSE(change->changed());
+  EXPECT_EQ(describe_settings_reload(*change), "log.level debug");
+  // Back to the default by removing the section: the level is the default's.
+  auto back = apply_stream_reload(table, debug, running, load(running), 1);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->log_level, std::optional<std::string>("info"));
+  // The same level written another way is no change.
+  const std::string same = live_yaml({{"a", "ball"}}, "log:\n  level: 'debug'\n");
+  auto unchanged = apply_stream_reload(table, debug, same, load(same), 1);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_FALSE(unchanged->log_level.has_value());
 }
 
 // Anchors under x- keys: an edit there is judged by what it changes where it is merged (a section
