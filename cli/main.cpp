@@ -40,6 +40,10 @@ usage:
                                         a test message; --reload: and say what a reload (SIGHUP) of
                                         the job running with this file would do, or why it would be
                                         refused (exit 1)
+  vapipe reload CONFIG.yaml [--timeout S]
+                                        reload the live job running with this file (SIGHUP) and wait
+                                        for what became of it: what it changed (exit 0), or why it
+                                        was refused and nothing changed (exit 1); 2: no answer in S s
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
                   [--min-score S|LABEL=S]... [--each-label] [--join NAME=PATTERN [--join-gap S]]...
                   [--clock media|capture|camera] [--frames DIR [--picture best|first]]
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
     if (command == "status") status = vapipe::cli::status_command(args);
     if (command == "bench") status = vapipe::cli::bench_command(args);
     if (command == "validate") status = vapipe::cli::validate_command(args);
+    if (command == "reload") status = vapipe::cli::reload_command(args);
     if (command == "doctor") status = vapipe::cli::doctor_command(args);
     if (command == "segments") status = vapipe::cli::segments_command(args);
     if (command == "discover") status = vapipe::cli::discover_command(args);

@@ -1,9 +1,12 @@
 // run, stage and validate: the commands that start the pipeline.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -411,6 +414,74 @@ int say_what_a_reload_would_do(const std::string& path, const std::string& text,
     } else {
       std::printf("  a reload of %s would: %s; %zu streams then\n", which.c_str(),
                   describe_reload(preview->change, preview->lanes).c_str(), preview->streams_then);
+    }
+  }
+  return outcome;
+}
+
+int reload_command(const std::vector<std::string>& args) {
+  std::string path;
+  double timeout_s = 60;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--timeout" && i + 1 < args.size()) {
+      char* end = nullptr;
+      timeout_s = std::strtod(args[++i].c_str(), &end);
+      if (args[i].empty() || !end || *end || !(timeout_s > 0 && timeout_s <= 3600)) {
+        std::fprintf(stderr, "vapipe reload: --timeout wants seconds from 0 to 3600, got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+    } else if (path.empty() && args[i].rfind("--", 0) != 0) {
+      path = args[i];
+    } else {
+      std::fprintf(stderr, "usage: vapipe reload CONFIG.yaml [--timeout S]\n");
+      return kExitUsage;
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "usage: vapipe reload CONFIG.yaml [--timeout S]\n");
+    return kExitUsage;
+  }
+  const std::vector<RunningJob> jobs = running_jobs_of(path);
+  if (jobs.empty()) {
+    std::fprintf(stderr,
+                 "vapipe reload: no job started with %s (`vapipe run %s`) is running on this host: there is nothing "
+                 "to reload\n",
+                 path.c_str(), path.c_str());
+    return kExitUsage;
+  }
+  int outcome = 0;
+  for (const RunningJob& job : jobs) {
+    const std::string which = "the job running with " + path + " (vapipe run, pid " + std::to_string(job.pid) + ")";
+    if (!job.unreadable.empty()) {
+      std::printf("%s: %s\n", which.c_str(), job.unreadable.c_str());
+      outcome = std::max(outcome, kExitUsage);
+      continue;
+    }
+    // The job's answer is its next outcome (pipeline/running_job.h): after this SIGHUP's re-read.
+    const uint64_t before = read_reload_outcome(job.run_dir).value_or(ReloadOutcome{}).number;
+    if (::kill(static_cast<pid_t>(job.pid), SIGHUP) != 0) {
+      std::printf("%s: cannot be sent SIGHUP: %s\n", which.c_str(), std::strerror(errno));
+      outcome = std::max(outcome, kExitUsage);
+      continue;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    std::optional<ReloadOutcome> answer;
+    while (std::chrono::steady_clock::now() < deadline) {
+      answer = read_reload_outcome(job.run_dir);
+      if (answer && answer->number > before) break;
+      answer.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!answer) {
+      std::printf("%s has not said within %g s what became of the reload (its config is still being read? "
+                  "`vapipe status` says so); it is applied when the read ends\n",
+                  which.c_str(), timeout_s);
+      outcome = 2;
+    } else if (answer->taken) {
+      std::printf("%s reloaded: %s\n", which.c_str(), answer->message.c_str());
+    } else {
+      std::printf("%s refused the reload, and changed nothing: %s\n", which.c_str(), answer->message.c_str());
+      outcome = std::max(outcome, kExitUsage);
     }
   }
   return outcome;

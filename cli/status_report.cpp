@@ -156,6 +156,16 @@ void job_lines(const json& h, std::string* out) {
     appendf(out, "a reload (SIGHUP) RUNNING FOR %s: its config is still being read (the share does not answer?); "
             "the streams change when the read ends\n", human_duration(*reload).c_str());
   }
+  // The last reload: one refused says why (nothing changed: the file as edited is not what runs).
+  if (const json& r = member(h, "last_reload"); r.is_object()) {
+    const json& taken = member(r, "taken");
+    const std::string age = human_duration(number_field(r, "age_s").value_or(0));
+    if (taken.is_boolean() && !taken.get<bool>()) {
+      appendf(out, "last reload REFUSED %s ago, nothing changed: %s\n", age.c_str(), text(r, "message").c_str());
+    } else {
+      appendf(out, "last reload %s ago: %s\n", age.c_str(), text(r, "message").c_str());
+    }
+  }
   // publish.webhooks: each receiver's figures; one that cannot be reached says so, with why.
   if (const json& hooks = member(h, "webhooks"); hooks.is_array()) {
     for (const json& w : hooks) {

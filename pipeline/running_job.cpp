@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "pipeline/atomic_file.h"
 
 namespace vapipe {
@@ -93,6 +95,33 @@ std::string describe_settings_reload(const StreamReload& change) {
   std::string out = describe_publish_reload(change.publish);
   if (change.log_level) out += (out.empty() ? "" : "; ") + std::string("log.level ") + *change.log_level;
   return out;
+}
+
+std::string reload_outcome_path(const std::string& run_dir) { return run_dir + "/last-reload.json"; }
+
+Status write_reload_outcome(const std::string& run_dir, const ReloadOutcome& o) {
+  const nlohmann::json j = {{"number", o.number},           {"at_unix_s", o.at_unix_s},
+                            {"taken", o.taken},             {"message", o.message},
+                            {"taken_total", o.taken_total}, {"refused_total", o.refused_total},
+                            {"last_taken_unix_s", o.last_taken_unix_s}};
+  // Owner-only, as the rest of the run folder: a refusal may quote the config.
+  return write_file_atomically(reload_outcome_path(run_dir), j.dump() + "\n", 0600);
+}
+
+std::optional<ReloadOutcome> read_reload_outcome(const std::string& run_dir) {
+  auto text = read_file_bytes(reload_outcome_path(run_dir));
+  if (!text.ok()) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  ReloadOutcome o;
+  o.number = j.value("number", uint64_t{0});
+  o.at_unix_s = j.value("at_unix_s", 0.0);
+  o.taken = j.value("taken", false);
+  o.message = j.value("message", std::string());
+  o.taken_total = j.value("taken_total", uint64_t{0});
+  o.refused_total = j.value("refused_total", uint64_t{0});
+  o.last_taken_unix_s = j.value("last_taken_unix_s", 0.0);
+  return o;
 }
 
 }  // namespace vapipe

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,5 +50,21 @@ std::string describe_reload(const StreamReload& change, size_t lanes);
 // changes of them ("publish.webhooks added [1]; log.level debug"; empty: nothing).
 bool settings_changed(const StreamReload& change);
 std::string describe_settings_reload(const StreamReload& change);
+
+// What became of a live job's reloads (SIGHUP, POST /-/reload, `vapipe reload`), kept in its run folder
+// by `vapipe run` after each one: for publish's /metrics and /healthz (a refused reload is otherwise
+// only a log line), and for `vapipe reload`, which waits for the outcome of the one it asked for.
+struct ReloadOutcome {
+  uint64_t number = 0;     // reloads so far (this one's: 1, 2, ...)
+  double at_unix_s = 0;    // when it ended
+  bool taken = false;      // applied; false: refused, nothing changed
+  std::string message;     // what it changed, or why it was refused (as the job's log says it)
+  uint64_t taken_total = 0, refused_total = 0;
+  double last_taken_unix_s = 0;  // when the last one taken ended (0: none yet)
+};
+std::string reload_outcome_path(const std::string& run_dir);
+Status write_reload_outcome(const std::string& run_dir, const ReloadOutcome& outcome);
+// None before the job's first reload (or when unreadable).
+std::optional<ReloadOutcome> read_reload_outcome(const std::string& run_dir);
 
 }  // namespace vapipe

@@ -384,11 +384,24 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           return read;
         });
   };
+  // What became of each reload, for /metrics, /healthz and `vapipe reload` (pipeline/running_job.h).
+  ReloadOutcome reload_outcome;
+  auto record_reload = [&](bool taken, const std::string& message) {
+    ReloadOutcome& o = reload_outcome;
+    ++o.number;
+    o.at_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+    o.taken = taken;
+    o.message = message;
+    ++(taken ? o.taken_total : o.refused_total);
+    if (taken) o.last_taken_unix_s = o.at_unix_s;
+    if (Status st = write_reload_outcome(layout.run_dir, o); !st.ok()) VAPIPE_LOG_WARN("{}{}", reload_what, st.message());
+  };
   auto reload = [&] {
     const std::string& what = reload_what;
     const std::string& unchanged = reload_unchanged;
     if (options.config_path.empty()) {
       VAPIPE_LOG_WARN("{}the embedded demo config has no file to re-read{}", what, unchanged);
+      record_reload(false, "the embedded demo config has no file to re-read");
       return;
     }
     if (watcher) {
@@ -402,6 +415,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (config.job.mode != JobMode::kLive) {
       VAPIPE_LOG_ERROR("{}{}: only a live job's streams can change while it runs{}", what, options.config_path,
                        unchanged);
+      record_reload(false, options.config_path + ": only a live job's streams can change while it runs");
       return;
     }
     if (reload_read.busy()) {
@@ -420,12 +434,14 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     auto& fresh = read.config;
     if (!fresh.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, fresh.status().message(), unchanged);
+      record_reload(false, fresh.status().message());
       return;
     }
     StreamTable next = table;
     auto change = apply_stream_reload(next, running_text, text, *fresh, lanes);
     if (!change.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, change.status().message(), unchanged);
+      record_reload(false, change.status().message());
       return;
     }
     // publish's outputs and segments' settings: the job's copy of its config, which publish looks at
@@ -436,6 +452,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (copy_changes) {
       if (Status st = write_file_atomically(copy, text, 0600); !st.ok()) {
         VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
+        record_reload(false, st.message());
         return;
       }
     }
@@ -443,6 +460,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (Status st = write_stream_table(next, stream_table_path(layout)); !st.ok()) {
       VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
       if (copy_changes) (void)write_file_atomically(copy, running_text, 0600);
+      record_reload(false, st.message());
       return;
     }
     if (copy_changes) running_text = text;
@@ -477,6 +495,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         added_at[e.index] = table.version;
       }
     }
+    record_reload(true, change->changed() || settings_changed(*change)
+                            ? describe_reload(*change, lanes)
+                            : "the streams are unchanged (cameras that have ended start again)");
     if (!change->changed()) {
       VAPIPE_LOG_INFO("{}{}: the streams are unchanged (cameras that have ended start again)", what,
                       options.config_path);
@@ -697,6 +718,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         }
         if (stopping_since || !failure.empty() || flags.stop.load() || flags.abort.load()) {
           VAPIPE_LOG_INFO("{}the job is stopping: the streams are not changed", reload_what);
+          record_reload(false, "the job is stopping: the streams are not changed");
         } else {
           apply_reload(std::move(*read));
           if (reload_again) {

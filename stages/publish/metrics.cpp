@@ -435,6 +435,22 @@ std::string prometheus_text(const JobMetrics& m) {
              "running); a config on a share that does not answer shows as this growing.");
     w.sample("vapipe_reload_running_seconds", "",
              number(m.reload_running_since_unix_s > 0 ? std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s) : 0.0));
+    // As Prometheus's own (prometheus_config_last_reload_successful): an alert on a refused reload.
+    const bool last_taken = !m.last_reload || m.last_reload->taken;
+    w.family("vapipe_config_last_reload_successful", "gauge",
+             "Whether the last reload (SIGHUP, POST /-/reload, vapipe reload) was taken (1; also before the first) "
+             "or refused (0: nothing changed; /healthz's last_reload says why).");
+    w.sample("vapipe_config_last_reload_successful", "", last_taken ? "1" : "0");
+    w.family("vapipe_config_last_reload_success_timestamp_seconds", "gauge",
+             "When the last reload that was taken ended, seconds since the Unix epoch (the job's start before any).");
+    w.sample("vapipe_config_last_reload_success_timestamp_seconds", "",
+             number(m.last_reload && m.last_reload->last_taken_unix_s > 0 ? m.last_reload->last_taken_unix_s
+                                                                        : m.start_unix_s));
+    w.family("vapipe_config_reloads_total", "counter", "Reloads of the job's config, by outcome: taken or refused.");
+    w.sample("vapipe_config_reloads_total", "result=\"taken\"",
+             std::to_string(m.last_reload ? m.last_reload->taken_total : 0));
+    w.sample("vapipe_config_reloads_total", "result=\"refused\"",
+             std::to_string(m.last_reload ? m.last_reload->refused_total : 0));
   }
   w.per_stream(m, "vapipe_last_result_time_seconds", "gauge",
                "When the stream's latest result was published, seconds since the Unix epoch (0: none yet).",
@@ -571,6 +587,12 @@ nlohmann::json health_json(const JobMetrics& m) {
           {"reload_running_s", m.reload_running_since_unix_s > 0
                                    ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
                                    : nlohmann::json()},
+          {"last_reload", m.last_reload ? nlohmann::json{{"taken", m.last_reload->taken},
+                                                         {"age_s", std::max(0.0, m.now_unix_s - m.last_reload->at_unix_s)},
+                                                         {"message", m.last_reload->message},
+                                                         {"taken_total", m.last_reload->taken_total},
+                                                         {"refused_total", m.last_reload->refused_total}}
+                                        : nlohmann::json()},
           {"streams", std::move(streams)}};
 }
 

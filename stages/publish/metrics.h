@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipeline/folder_watch.h"
+#include "pipeline/running_job.h"
 #include "pipeline/stage_stats.h"
 
 namespace vapipe {
@@ -163,6 +164,8 @@ struct JobMetrics {
   std::vector<FolderWatchStatus> watched_folders;
   // A live job's SIGHUP re-read of its config under way since then (0: none; pipeline/job_layout.h).
   double reload_running_since_unix_s = 0;
+  // A live job's last reload, taken or refused (none yet: nullopt; pipeline/running_job.h).
+  std::optional<ReloadOutcome> last_reload;
   // A job that watches folders gains a stream with every file, for as long as it runs: the streams
   // that ended longer ago than this are counted in the job's figures but not listed one by one
   // (a series per file for ever would grow Prometheus's without bound). < 0: every stream is listed.

@@ -434,7 +434,10 @@ JobMetrics PublishStage::metrics() const {
   m.watches_folders = config_ && config_->watches_folders();
   if (m.watches_folders) m.ended_streams_listed_for_s = kEndedStreamsListedForS;
   if (layout_ && m.watches_folders) m.watched_folders = read_folder_watch_status(folder_watch_status_path(layout_->run_dir));
-  if (layout_ && config_ && config_->job.mode == JobMode::kLive) m.reload_running_since_unix_s = read_reload_mark(*layout_);
+  if (layout_ && config_ && config_->job.mode == JobMode::kLive) {
+    m.reload_running_since_unix_s = read_reload_mark(*layout_);
+    m.last_reload = read_reload_outcome(layout_->run_dir);
+  }
   if (jsonl_.active()) {
     ResultsFileHealth f;
     f.path = jsonl_.path();

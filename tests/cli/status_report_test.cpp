@@ -199,6 +199,24 @@ TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
   EXPECT_EQ(report.value(), "job is ok (its streams need the metrics token: --token-file FILE)\n");
 }
 
+// The job's last reload: a refused one says why (the file as edited is not what runs); a taken one
+// what it changed.
+TEST(StatusReport, TheLastReloadSaysWhetherItWasRefusedAndWhy) {
+  json h = json::parse(R"({"job": "gate", "mode": "live", "uptime_s": 100, "streams": {},
+                           "last_reload": {"taken": false, "age_s": 125, "message": "job.yaml:4: `batch` changed",
+                                           "taken_total": 1, "refused_total": 1}})");
+  auto report = status_report(h, "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_NE(report->find("last reload REFUSED 2 min 05 s ago, nothing changed: job.yaml:4: `batch` changed\n"),
+            std::string::npos)
+      << *report;
+  h["last_reload"]["taken"] = true;
+  h["last_reload"]["message"] = "added 'yard'; removed none";
+  report = status_report(h, "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok());
+  EXPECT_NE(report->find("last reload 2 min 05 s ago: added 'yard'; removed none\n"), std::string::npos) << *report;
+}
+
 // Another program on that port, or a document another version wrote: an error that names the URL, or
 // a report with "-" for what it lacks, never an exception.
 TEST(StatusReport, ADocumentThatIsNotVapipesIsAnErrorNamingTheUrl) {

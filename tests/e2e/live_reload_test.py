@@ -101,9 +101,18 @@ class LiveReload(SubscribedTest):
         before = len(results_by_stream(self.messages()).get("c", []))
         self.wait_for("c to go on", lambda m: len(results_by_stream(m).get("c", [])) >= before + 10)
 
-        # /metrics: b is removed; every stage process of both lanes reports its times and totals.
-        text = urllib.request.urlopen(urllib.request.Request(f"https://{metrics}/metrics", headers=auth),
-                                      timeout=10, context=tls).read().decode()
+        # /metrics: b is removed; every stage process of both lanes reports its times and totals; the last
+        # reload was refused (as Prometheus says its own: an alert on the 0), after one taken and one more refused.
+        deadline = time.time() + 10
+        while True:
+            text = urllib.request.urlopen(urllib.request.Request(f"https://{metrics}/metrics", headers=auth),
+                                          timeout=10, context=tls).read().decode()
+            if 'vapipe_config_reloads_total{result="refused"} 2' in text or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertIn("vapipe_config_last_reload_successful 0\n", text)
+        self.assertIn('vapipe_config_reloads_total{result="taken"} 1\n', text)
+        self.assertIn('vapipe_config_reloads_total{result="refused"} 2\n', text)
         self.assertIn('vapipe_stream_state{stream="b",state="removed"} 1', text)
         self.assertIn('vapipe_stream_state{stream="c",state="running"} 1', text)
         for stage in ["preprocess", "batch", "infer"]:
@@ -118,6 +127,7 @@ class LiveReload(SubscribedTest):
         self.assertRegex(status.stdout, r"job 'e2e' \(live\), up .*: 3 streams \(2 running, 1 removed\)")
         self.assertRegex(status.stdout, r"\n  b +removed +\d+ ")
         self.assertRegex(status.stdout, r"\n  c +running +\d+ ")
+        self.assertRegex(status.stdout, r"last reload REFUSED .* ago, nothing changed: .*`batch` changed")
         public = subprocess.run([VAPIPE, "status", metrics, "--ca-file", cert, *client_args], capture_output=True,
                                 text=True, timeout=30)
         self.assertEqual(public.returncode, 0, public.stderr)
@@ -225,13 +235,18 @@ class LiveReload(SubscribedTest):
         self.assertEqual(statuses[-3:], ["online", "offline", "online"], statuses)
 
         # The bus's address cannot change while the job runs: refused, the outputs stay as they are.
+        # `vapipe reload` sends SIGHUP and waits for the job's answer.
         self.rewrite(config, publish=dict(publish, endpoint=f"tcp://127.0.0.1:{free_port()}", webhooks=[]))
-        run.signal(signal.SIGHUP)
-        time.sleep(2)
+        refused = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
+        self.assertRegex(refused.stdout, r"the job running with .*job.yaml \(vapipe run, pid \d+\) refused the reload, "
+                                         r"and changed nothing: .*job.yaml:\d+: `publish.endpoint` changed")
         b_events = len([r for r in second.received if r["topic"] == "events/b"])
         # b goes (its eos reaches `second`), and the log level is info again.
         self.rewrite(config, streams=[("a", live("ball"))], publish=publish, log={"level": "info"})
-        run.signal(signal.SIGHUP)
+        taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
+        self.assertRegex(taken.stdout, r"\(vapipe run, pid \d+\) reloaded: added none; removed 'b'; log.level info\n")
         self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
         deadline = time.time() + 30
         while time.time() < deadline and len([r for r in second.received if r["topic"] == "events/b"]) <= b_events:

@@ -226,6 +226,39 @@ TEST(Metrics, ALiveJobsReloadUnderWaySaysHowLongItHasRun) {
   std::filesystem::remove_all(run_dir);
 }
 
+// A live job's last reload (`vapipe run` writes its outcome to the run folder): as Prometheus says its
+// own (an alert on `vapipe_config_last_reload_successful == 0`), and on /healthz with why.
+TEST(Metrics, ALiveJobsLastReloadSaysWhetherItWasTakenAndWhy) {
+  const std::string run_dir = ::testing::TempDir() + "vapipe-reload-outcome-" + std::to_string(::getpid());
+  std::filesystem::create_directories(run_dir);
+  EXPECT_FALSE(read_reload_outcome(run_dir).has_value());
+  JobMetrics m = two_cameras();  // live, now 1060
+  const std::string before = prometheus_text(m);  // none yet: successful, as of the job's start
+  EXPECT_TRUE(has_line(before, "vapipe_config_last_reload_successful 1")) << before;
+  EXPECT_TRUE(has_line(before, "vapipe_config_reloads_total{result=\"refused\"} 0")) << before;
+  EXPECT_TRUE(health_json(m)["last_reload"].is_null());
+  ReloadOutcome o{3, 1050, false, "job.yaml:12: `batch` changed; ...", 2, 1, 1000};
+  ASSERT_TRUE(write_reload_outcome(run_dir, o).ok());
+  m.last_reload = read_reload_outcome(run_dir);
+  ASSERT_TRUE(m.last_reload.has_value());
+  EXPECT_EQ(m.last_reload->number, 3u);
+  EXPECT_EQ(m.last_reload->message, o.message);
+  const std::string text = prometheus_text(m);
+  EXPECT_TRUE(has_line(text, "vapipe_config_last_reload_successful 0")) << text;
+  EXPECT_TRUE(has_line(text, "vapipe_config_last_reload_success_timestamp_seconds 1000")) << text;
+  EXPECT_TRUE(has_line(text, "vapipe_config_reloads_total{result=\"taken\"} 2")) << text;
+  EXPECT_TRUE(has_line(text, "vapipe_config_reloads_total{result=\"refused\"} 1")) << text;
+  const nlohmann::json h = health_json(m)["last_reload"];
+  EXPECT_EQ(h["taken"], false);
+  EXPECT_DOUBLE_EQ(h["age_s"].get<double>(), 10);
+  EXPECT_EQ(h["message"], o.message);
+  EXPECT_EQ(std::filesystem::status(reload_outcome_path(run_dir)).permissions() & std::filesystem::perms::others_read,
+            std::filesystem::perms::none);
+  m.mode = "archive";  // no reload: no such series
+  EXPECT_EQ(prometheus_text(m).find("vapipe_config_last_reload_successful"), std::string::npos);
+  std::filesystem::remove_all(run_dir);
+}
+
 TEST(Metrics, WatchedFoldersSayTheirLooksAndWhenAFileLastCame) {
   JobMetrics m = two_cameras();
   m.mode = "archive";
