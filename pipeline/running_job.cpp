@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -26,8 +27,22 @@ std::string absolute_path_of(const std::string& path) {
   return ec ? path : p.string();
 }
 
+namespace {
+
+std::string lexical_path_of(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+}  // namespace
+
+std::string config_path_mark_text(const std::string& config_path) {
+  return absolute_path_of(config_path) + "\n" + lexical_path_of(config_path) + "\n";
+}
+
 std::vector<RunningJob> running_jobs_of(const std::string& config_path, const std::string& runs_root) {
-  const std::string wanted = absolute_path_of(config_path);
+  const std::string wanted = absolute_path_of(config_path), wanted_as_written = lexical_path_of(config_path);
   std::vector<RunningJob> jobs;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(runs_root, ec)) {
@@ -35,8 +50,12 @@ std::vector<RunningJob> running_jobs_of(const std::string& config_path, const st
     const std::string run_dir = entry.path().string();
     auto started_from = read_file_bytes(config_path_mark(run_dir));
     if (!started_from.ok()) continue;  // a job started without a file (the demo), or not by `vapipe run`
-    while (!started_from->empty() && started_from->back() == '\n') started_from->pop_back();
-    if (*started_from != wanted) continue;
+    // Its resolved path, then (since 2026-12-05) the path as written.
+    std::istringstream lines(*started_from);
+    std::string resolved, as_written;
+    std::getline(lines, resolved);
+    std::getline(lines, as_written);
+    if (resolved != wanted && (as_written.empty() || as_written != wanted_as_written)) continue;
     JobLayout layout;
     layout.run_dir = run_dir;
     const std::string table_path = stream_table_path(layout);

@@ -20,6 +20,11 @@ namespace vapipe {
 std::string config_path_mark(const std::string& run_dir);
 // `path` made absolute, its links and `..` resolved (as far as it exists): how the mark says it.
 std::string absolute_path_of(const std::string& path);
+// The mark's text for a job started with `config_path`: its absolute path with links resolved, then as
+// written (absolute, `..` resolved, links kept). A job is found by either: a Kubernetes ConfigMap's
+// file is a link whose target changes with each update of the map (`..data` swapped), so the resolved
+// path of the same file changes while the job runs.
+std::string config_path_mark_text(const std::string& config_path);
 
 struct RunningJob {
   std::string run_dir;

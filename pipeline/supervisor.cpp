@@ -279,7 +279,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     setenv(kConfigAsStartedEnv, copy.c_str(), 1);  // inherited by every stage
     // Which file a reload reads, for `vapipe validate CONFIG --reload` to find this job by.
-    if (Status s = write_file_atomically(config_path_mark(layout.run_dir), absolute_path_of(options.config_path) + "\n",
+    if (Status s = write_file_atomically(config_path_mark(layout.run_dir), config_path_mark_text(options.config_path),
                                          0644);  // a path, no secret: any user may ask
         !s.ok()) {
       VAPIPE_LOG_WARN("{} (`vapipe validate --reload` will not find this job)", s.message());

@@ -34,7 +34,7 @@ class RunningJobTest : public ::testing::Test {
     const std::filesystem::path run_dir = root_ / ("vapipe-" + job_id);
     std::filesystem::create_directories(run_dir);
     write(config_as_started_path(run_dir.string()), yaml);
-    write(config_path_mark(run_dir.string()), absolute_path_of(config_path_) + "\n");
+    write(config_path_mark(run_dir.string()), config_path_mark_text(config_path_));
     auto config = load_config_string(yaml, "cameras.yaml", root_.string());
     EXPECT_TRUE(config.ok()) << config.status().message();
     Placement placement;
@@ -79,6 +79,32 @@ TEST_F(RunningJobTest, TheJobRunningWithAConfigFileIsFoundByItsPath) {
   }
   EXPECT_TRUE(running_jobs_of((root_ / "nothing.yaml").string(), root_.string()).empty());
   EXPECT_TRUE(running_jobs_of(config_path_, (root_ / "no-such-folder").string()).empty());
+}
+
+// A Kubernetes ConfigMap's file: job.yaml -> ..data/job.yaml, ..data -> a folder of the map's version,
+// swapped for a new one at each update of the map. The job is still found by the path it was started
+// with, though that path now resolves elsewhere.
+TEST_F(RunningJobTest, AConfigMapsFileIsFoundAfterTheMapWasUpdated) {
+  std::filesystem::create_directories(root_ / "map" / "v1");
+  std::filesystem::create_directories(root_ / "map" / "v2");
+  const std::string yaml = live_yaml({{"front", "ball"}});
+  write((root_ / "map" / "v1" / "job.yaml").string(), yaml);
+  write((root_ / "map" / "v2" / "job.yaml").string(), yaml);
+  std::filesystem::create_directory_symlink("v1", root_ / "map" / "..data");
+  std::filesystem::create_symlink("..data/job.yaml", root_ / "map" / "job.yaml");
+  config_path_ = (root_ / "map" / "job.yaml").string();
+  const std::string running = start_job("mapped", yaml, getpid());
+  ASSERT_EQ(running_jobs_of(config_path_, root_.string()).size(), 1u);
+  std::filesystem::create_directory_symlink("v2", root_ / "map" / "..data_tmp");  // the kubelet's swap
+  std::filesystem::rename(root_ / "map" / "..data_tmp", root_ / "map" / "..data");
+  std::filesystem::remove_all(root_ / "map" / "v1");
+  const std::vector<RunningJob> jobs = running_jobs_of(config_path_, root_.string());
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].run_dir, running);
+  // The resolved path alone (a mark written before the path as written was kept) still finds it where
+  // it resolves the same.
+  write(config_path_mark(running), absolute_path_of(config_path_) + "\n");
+  EXPECT_EQ(running_jobs_of(config_path_, root_.string()).size(), 1u);
 }
 
 // Asked by another user than the job's (its table is its owner's alone: camera passwords), the job is
