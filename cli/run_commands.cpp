@@ -459,6 +459,7 @@ int reload_command(const std::vector<std::string>& args) {
     }
     // The job's answer is its next outcome (pipeline/running_job.h): after this SIGHUP's re-read.
     const uint64_t before = read_reload_outcome(job.run_dir).value_or(ReloadOutcome{}).number;
+    const double sent_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     if (::kill(static_cast<pid_t>(job.pid), SIGHUP) != 0) {
       std::printf("%s: cannot be sent SIGHUP: %s\n", which.c_str(), std::strerror(errno));
       outcome = std::max(outcome, kExitUsage);
@@ -468,7 +469,8 @@ int reload_command(const std::vector<std::string>& args) {
     std::optional<ReloadOutcome> answer;
     while (std::chrono::steady_clock::now() < deadline) {
       answer = read_reload_outcome(job.run_dir);
-      if (answer && answer->number > before) break;
+      // (a read that was under way when the signal came is of the file before: the job reads it again)
+      if (answer && answer->number > before && answer->read_started_unix_s + 0.01 >= sent_unix_s) break;
       answer.reset();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -122,7 +122,7 @@ Status write_reload_outcome(const std::string& run_dir, const ReloadOutcome& o) 
   const nlohmann::json j = {{"number", o.number},           {"at_unix_s", o.at_unix_s},
                             {"taken", o.taken},             {"message", o.message},
                             {"taken_total", o.taken_total}, {"refused_total", o.refused_total},
-                            {"last_taken_unix_s", o.last_taken_unix_s}};
+                            {"last_taken_unix_s", o.last_taken_unix_s}, {"read_started_unix_s", o.read_started_unix_s}};
   // Owner-only, as the rest of the run folder: a refusal may quote the config.
   return write_file_atomically(reload_outcome_path(run_dir), j.dump() + "\n", 0600);
 }
@@ -140,6 +140,7 @@ std::optional<ReloadOutcome> read_reload_outcome(const std::string& run_dir) {
   o.taken_total = j.value("taken_total", uint64_t{0});
   o.refused_total = j.value("refused_total", uint64_t{0});
   o.last_taken_unix_s = j.value("last_taken_unix_s", 0.0);
+  o.read_started_unix_s = j.value("read_started_unix_s", 0.0);
   return o;
 }
 

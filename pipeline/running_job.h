@@ -66,6 +66,9 @@ struct ReloadOutcome {
   std::string message;     // what it changed, or why it was refused (as the job's log says it)
   uint64_t taken_total = 0, refused_total = 0;
   double last_taken_unix_s = 0;  // when the last one taken ended (0: none yet)
+  // When its config's read began (0: not read): an answer to a SIGHUP sent at T is one whose read began
+  // at T or later (a read already under way at T is of the file as it was before).
+  double read_started_unix_s = 0;
 };
 std::string reload_outcome_path(const std::string& run_dir);
 Status write_reload_outcome(const std::string& run_dir, const ReloadOutcome& outcome);

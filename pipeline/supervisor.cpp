@@ -366,11 +366,13 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   bool reload_again = false;     // SIGHUP while a read ran: read again when it ends
   bool said_reload_hung = false;  // the running read was said to take long
   std::chrono::steady_clock::time_point reload_started;
+  double reload_read_started_unix_s = 0;  // the read's start by the wall clock (ReloadOutcome)
   const std::string reload_what = "reload (SIGHUP): ";
   const std::string reload_unchanged = "; the job goes on with its streams unchanged";
   auto start_reload_read = [&] {
     said_reload_hung = false;
     reload_started = std::chrono::steady_clock::now();
+    reload_read_started_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     write_reload_mark(layout, static_cast<double>(wall_clock_ns()) / 1e9);  // for /healthz: a read that hangs
     reload_read.start(
         [path = options.config_path] {
@@ -392,6 +394,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     o.at_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     o.taken = taken;
     o.message = message;
+    o.read_started_unix_s = reload_read_started_unix_s;
     ++(taken ? o.taken_total : o.refused_total);
     if (taken) o.last_taken_unix_s = o.at_unix_s;
     if (Status st = write_reload_outcome(layout.run_dir, o); !st.ok()) VAPIPE_LOG_WARN("{}{}", reload_what, st.message());
@@ -401,6 +404,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     const std::string& unchanged = reload_unchanged;
     if (options.config_path.empty()) {
       VAPIPE_LOG_WARN("{}the embedded demo config has no file to re-read{}", what, unchanged);
+      reload_read_started_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;  // (answered without a read)
       record_reload(false, "the embedded demo config has no file to re-read");
       return;
     }
@@ -410,11 +414,15 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       watcher->look_at(std::chrono::steady_clock::now());
       VAPIPE_LOG_INFO("{}the watched folders are looked at now (an archive job's config is not read again while it "
                       "runs)", what);
+      reload_read_started_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+      record_reload(true, "the watched folders are looked at now (an archive job's config is not read again while it "
+                          "runs)");
       return;
     }
     if (config.job.mode != JobMode::kLive) {
       VAPIPE_LOG_ERROR("{}{}: only a live job's streams can change while it runs{}", what, options.config_path,
                        unchanged);
+      reload_read_started_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
       record_reload(false, options.config_path + ": only a live job's streams can change while it runs");
       return;
     }

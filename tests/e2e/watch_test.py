@@ -166,7 +166,10 @@ class WatchedFolder(E2ETest):
         long = self.clip("long.mkv", "ball", 600)
         shutil.copyfile(long, os.path.join(nvr, "long.mkv"))
         time.sleep(0.7)  # settled
-        run.signal(signal.SIGHUP)
+        # `vapipe reload` (SIGHUP) has the folder looked at now, and says so.
+        looked = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(looked.returncode, 0, looked.stdout + looked.stderr)
+        self.assertIn("reloaded: the watched folders are looked at now", looked.stdout)
         before = self.stop_after_results(run, "long", 50)
         self.assertIn("reload (SIGHUP): the watched folders are looked at now", run.stderr)
         self.assertLess(before, 600, "the file was classified whole before the stop")
