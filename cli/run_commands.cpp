@@ -383,15 +383,19 @@ static std::string send_redis_test_message(const Config& c, size_t index, std::c
 // --reload: what a reload now would do to each job running with the config file at `path` (its text and
 // config as just read), as that job would do it. 0, or kExitUsage when no job runs with it or a job
 // would refuse the reload (a script then sends no SIGHUP).
-int say_what_a_reload_would_do(const std::string& path, const std::string& text, const Config& config) {
-  const std::vector<RunningJob> jobs = running_jobs_of(path);
+// The jobs running on this host with the config file at `path`; none is said on stderr, as `command`.
+std::vector<RunningJob> jobs_to_reload(const std::string& path, const char* command) {
+  std::vector<RunningJob> jobs = running_jobs_of(path);
   if (jobs.empty()) {
-    std::fprintf(stderr,
-                 "vapipe validate --reload: no job started with %s (`vapipe run %s`) is running on this host: there "
-                 "is nothing to reload\n",
-                 path.c_str(), path.c_str());
-    return kExitUsage;
+    std::fprintf(stderr, "%s: no job started with %s (`vapipe run %s`) is running on this host: there is nothing to "
+                 "reload\n", command, path.c_str(), path.c_str());
   }
+  return jobs;
+}
+
+int say_what_a_reload_would_do(const std::string& path, const std::string& text, const Config& config) {
+  const std::vector<RunningJob> jobs = jobs_to_reload(path, "vapipe validate --reload");
+  if (jobs.empty()) return kExitUsage;
   int outcome = 0;
   for (const RunningJob& job : jobs) {
     if (!job.unreadable.empty()) {
@@ -441,14 +445,8 @@ int reload_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "usage: vapipe reload CONFIG.yaml [--timeout S]\n");
     return kExitUsage;
   }
-  const std::vector<RunningJob> jobs = running_jobs_of(path);
-  if (jobs.empty()) {
-    std::fprintf(stderr,
-                 "vapipe reload: no job started with %s (`vapipe run %s`) is running on this host: there is nothing "
-                 "to reload\n",
-                 path.c_str(), path.c_str());
-    return kExitUsage;
-  }
+  const std::vector<RunningJob> jobs = jobs_to_reload(path, "vapipe reload");
+  if (jobs.empty()) return kExitUsage;
   int outcome = 0;
   for (const RunningJob& job : jobs) {
     const std::string which = "the job running with " + path + " (vapipe run, pid " + std::to_string(job.pid) + ")";

@@ -265,6 +265,9 @@ class LiveReload(SubscribedTest):
                       run.stderr)
         self.assertNotIn("gave up", run.stderr)
         self.assertNotIn("publish: restarted", run.stderr)
+        after = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(after.returncode, 1)  # the job has ended: nothing to reload
+        self.assertIn("vapipe reload: no job started with " + config, after.stderr)
         # log.level: every process took debug, then info again, without a restart.
         self.assertIn("log.level debug in every process of the job from now on", run.stderr)
         for stage in ["ingest", "preprocess", "batch", "infer", "publish"]:
