@@ -134,13 +134,13 @@ Status PublishStage::open(const StageContext& ctx) {
   if (!config_copy_path_.empty()) {
     config_copy_identity_ = file_identity(config_copy_path_);
     auto text = read_file_bytes(config_copy_path_);
-    Result<Config> copy = text.ok() ? Result<Config>(Unavailable("")) : Result<Config>(text.status());
-    if (text.ok()) {
+    Result<Config> copy = [&]() -> Result<Config> {
+      if (!text.ok()) return text.status();
       ConfigLoadOptions options;
       options.expand_globs = false;
       options.file_text = &text.value();
-      copy = load_config_file(ctx.config.source, nullptr, options);
-    }
+      return load_config_file(ctx.config.source, nullptr, options);
+    }();
     if (copy.ok()) {
       running_text_ = std::move(text).value();
       reloaded_config_ = std::make_unique<Config>(ctx.config);
