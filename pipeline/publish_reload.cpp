@@ -5,55 +5,39 @@
 #include <map>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
+#include "pipeline/config.h"
+#include "pipeline/config_sections.h"
 
 namespace vapipe {
 
 namespace {
 
-// A value as the config reader takes it, whatever the style it is written in (flow or block, quoted
-// or not, keys in any order, merge keys taken in): equal texts, equal settings.
-std::map<std::string, YAML::Node> keys_of(const YAML::Node& map);
-std::string canonical(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "~";
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  std::string out;
-  if (node.IsSequence()) {
-    out = "[";
-    for (const YAML::Node& item : node) out += canonical(item) + ",";
-    return out + "]";
-  }
-  out = "{";
-  for (const auto& [key, value] : keys_of(node)) out += key + ":" + canonical(value) + ",";
-  return out + "}";
+// The settings a reload changes in the running publish, with how each is taken.
+struct ReloadablePublishKey {
+  const char* key;
+  void (*take)(const PublishConfig& from, PublishConfig& to);
+};
+template <auto Member>
+void take_member(const PublishConfig& from, PublishConfig& to) {
+  to.*Member = from.*Member;
 }
-
-// A mapping's keys with their values, its merge keys (`<<: *defaults`) taken in as the config reader
-// takes them: its own keys first, then each merged mapping's that it lacks.
-std::map<std::string, YAML::Node> keys_of(const YAML::Node& map) {
-  std::map<std::string, YAML::Node> keys;
-  if (!map.IsDefined() || !map.IsMap()) return keys;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string key = it->first.as<std::string>();
-    if (key != "<<") keys.emplace(key, it->second);
-  }
-  if (const YAML::Node merged = map["<<"]; merged.IsDefined()) {
-    auto take = [&](const YAML::Node& m) {
-      for (const auto& [key, value] : keys_of(m)) keys.emplace(key, value);
-    };
-    if (merged.IsMap()) take(merged);
-    if (merged.IsSequence()) {
-      for (const YAML::Node& m : merged) take(m);
-    }
-  }
-  return keys;
-}
+const ReloadablePublishKey kReloadable[] = {
+    {"webhooks", take_member<&PublishConfig::webhooks>},
+    {"mqtt", take_member<&PublishConfig::mqtt>},
+    {"redis", take_member<&PublishConfig::redis>},
+    {"segments_min_frames", take_member<&PublishConfig::segments_min_frames>},
+    {"segments_min_score", take_member<&PublishConfig::segments_min_score>},
+    {"segments_min_score_by_label", take_member<&PublishConfig::segments_min_score_by_label>},
+    {"segments_labels", take_member<&PublishConfig::segments_labels>},
+    {"segments_picture_frame", take_member<&PublishConfig::segments_picture_frame>},
+    {"segments_pictures_keep_days", take_member<&PublishConfig::segments_pictures_keep_days>},
+};
 
 PublishReload::Outputs compare_outputs(const YAML::Node& running, const YAML::Node& reloaded) {
   auto entries = [](const YAML::Node& list) {
     std::vector<std::string> out;
     if (list.IsDefined() && list.IsSequence()) {
-      for (const YAML::Node& entry : list) out.push_back(canonical(entry));
+      for (const YAML::Node& entry : list) out.push_back(canonical_yaml(entry));
     }
     return out;
   };
@@ -88,7 +72,18 @@ PublishReload::Outputs compare_outputs(const YAML::Node& running, const YAML::No
 
 }  // namespace
 
-std::string canonical_yaml(const YAML::Node& node) { return canonical(node); }
+const std::vector<std::string>& reloadable_publish_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const ReloadablePublishKey& k : kReloadable) out.push_back(k.key);
+    return out;
+  }();
+  return keys;
+}
+
+void take_reloadable_publish_settings(const PublishConfig& from, PublishConfig& to) {
+  for (const ReloadablePublishKey& k : kReloadable) k.take(from, to);
+}
 
 bool PublishReload::Outputs::changed() const {
   if (!removed.empty() || kept_from.size() != running) return true;
@@ -100,51 +95,31 @@ bool PublishReload::Outputs::changed() const {
 
 Result<PublishReload> compare_publish_sections(const std::string& running_yaml, const std::string& reloaded_yaml,
                                                const std::string& source) {
-  YAML::Node a, b;
-  try {
-    a = YAML::Load(running_yaml);
-    b = YAML::Load(reloaded_yaml);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(source + ": YAML: " + e.what());
-  }
-  const YAML::Node running_publish = a.IsMap() ? a["publish"] : YAML::Node();
-  const YAML::Node reloaded_publish = b.IsMap() ? b["publish"] : YAML::Node();
-  const auto before = keys_of(running_publish), after = keys_of(reloaded_publish);
-  std::set<std::string> keys;
-  for (const auto* m : {&before, &after}) {
-    for (const auto& entry : *m) keys.insert(entry.first);
-  }
-  auto value = [](const std::map<std::string, YAML::Node>& m, const std::string& key) {
-    auto it = m.find(key);
-    return it == m.end() ? YAML::Node() : it->second;
-  };
+  VAPIPE_ASSIGN_OR_RETURN(ConfigDocuments docs, load_config_documents(running_yaml, reloaded_yaml, source));
   PublishReload change;
-  const std::set<std::string> reloadable(std::begin(kReloadablePublishKeys), std::end(kReloadablePublishKeys));
-  for (const std::string& key : keys) {
-    const YAML::Node old_value = value(before, key), new_value = value(after, key);
-    if (key == "webhooks") {
-      change.webhooks = compare_outputs(old_value, new_value);
-    } else if (key == "mqtt") {
-      change.mqtt = compare_outputs(old_value, new_value);
-    } else if (key == "redis") {
-      change.redis = compare_outputs(old_value, new_value);
-    } else if (canonical(old_value) != canonical(new_value)) {
-      if (reloadable.count(key)) {
-        change.segment_keys.push_back(key);
-        continue;
-      }
-      // Its line, or (a key that went) the section's.
-      int line = new_value.IsDefined() ? new_value.Mark().line : -1;
-      if (line < 0 && b.IsMap()) {
-        for (auto it = b.begin(); it != b.end(); ++it) {
-          if (it->first.as<std::string>() == "publish") line = it->first.Mark().line;
-        }
-      }
-      const std::string where = line >= 0 ? source + ":" + std::to_string(line + 1) : source;
+  // Each list of outputs, entry by entry, changed or not (an unchanged list keeps each of its entries).
+  auto publish_of = [](const YAML::Node& doc) { return mapping_keys(doc.IsMap() ? doc["publish"] : YAML::Node()); };
+  const auto before = publish_of(docs.running), after = publish_of(docs.reloaded);
+  auto list = [](const std::map<std::string, YAML::Node>& keys, const char* key) {
+    auto it = keys.find(key);
+    return it == keys.end() ? YAML::Node() : it->second;
+  };
+  for (auto [key, outputs] : {std::pair{"webhooks", &change.webhooks}, std::pair{"mqtt", &change.mqtt},
+                              std::pair{"redis", &change.redis}}) {
+    *outputs = compare_outputs(list(before, key), list(after, key));
+  }
+  const std::vector<std::string>& reloadable = reloadable_publish_keys();
+  for (const ChangedKey& c : changed_section_keys(docs, "publish")) {
+    if (c.key == "webhooks" || c.key == "mqtt" || c.key == "redis") {
+      continue;  // (above)
+    } else if (std::find(reloadable.begin(), reloadable.end(), c.key) != reloadable.end()) {
+      change.segment_keys.push_back(c.key);
+    } else {
       std::string takes;
-      for (const char* k : kReloadablePublishKeys) takes += std::string(takes.empty() ? "" : ", ") + k;
-      return FailedPrecondition(where + ": `publish." + key + "` changed; of `publish`, a running job takes only " +
-                                takes + " (restart the job for the rest)");
+      for (const std::string& k : reloadable) takes += (takes.empty() ? "" : ", ") + k;
+      return FailedPrecondition(where_in(source, c.line) + ": `publish." + c.key +
+                                "` changed; of `publish`, a running job takes only " + takes +
+                                " (restart the job for the rest)");
     }
   }
   return change;

@@ -14,20 +14,16 @@
 
 #include "pipeline/status.h"
 
-namespace YAML {
-class Node;
-}
-
 namespace vapipe {
 
-// A YAML value as the config reader takes it, whatever its style (flow or block, quoted or not, keys
-// in any order, merge keys taken in): two values with the same text are the same settings.
-std::string canonical_yaml(const YAML::Node& node);
+struct PublishConfig;  // pipeline/config.h
 
-// publish's settings that a running job takes from a reload, as the config names them.
-inline constexpr const char* kReloadablePublishKeys[] = {
-    "webhooks", "mqtt", "redis", "segments_min_frames", "segments_min_score", "segments_min_score_by_label",
-    "segments_labels", "segments_picture_frame", "segments_pictures_keep_days"};
+// publish's settings that a running job takes from a reload, as the config names them: its outputs
+// (webhooks, mqtt, redis) and its segments' settings.
+const std::vector<std::string>& reloadable_publish_keys();
+// Copies those settings from `from` into `to`, the rest of `to` as it was: what publish takes of a
+// reloaded config. (The one list of them: a key added there is compared and taken.)
+void take_reloadable_publish_settings(const PublishConfig& from, PublishConfig& to);
 
 struct PublishReload {
   // One list of outputs (publish.webhooks, mqtt or redis). An entry of the reloaded list that is the

@@ -108,10 +108,13 @@ std::string describe_reload(const StreamReload& change, size_t lanes) {
          (settings_changed(change) ? "; " + describe_settings_reload(change) : std::string());
 }
 
-bool settings_changed(const StreamReload& change) { return change.publish.changed() || change.log_level.has_value(); }
+bool settings_changed(const StreamReload& change) {
+  return change.publish.changed() || change.ingest.changed() || change.log_level.has_value();
+}
 
 std::string describe_settings_reload(const StreamReload& change) {
   std::string out = describe_publish_reload(change.publish);
+  if (change.ingest.changed()) out += (out.empty() ? "" : "; ") + describe_ingest_reload(change.ingest);
   if (change.log_level) out += (out.empty() ? "" : "; ") + std::string("log.level ") + *change.log_level;
   return out;
 }

@@ -51,8 +51,9 @@ Result<ReloadPreview> preview_reload(const RunningJob& job, const std::string& r
 
 // "added 'a', 'b' (lane 1); removed none; changed 'front' (uri)": what the job's log says of a reload.
 std::string describe_reload(const StreamReload& change, size_t lanes);
-// Whether it changes settings other than the streams (publish's outputs, log.level), and what it
-// changes of them ("publish.webhooks added [1]; log.level debug"; empty: nothing).
+// Whether it changes settings other than the streams (publish's outputs, ingest's sampling and
+// reconnection, log.level), and what it changes of them ("publish.webhooks added [1]; ingest.max_fps
+// changed; log.level debug"; empty: nothing).
 bool settings_changed(const StreamReload& change);
 std::string describe_settings_reload(const StreamReload& change);
 

@@ -12,6 +12,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/config_sections.h"
+#include "pipeline/stream_uri.h"
 
 namespace vapipe {
 
@@ -142,9 +144,9 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
     for (auto it = doc->begin(); it != doc->end(); ++it) keys.insert(it->first.as<std::string>());
   }
   for (const std::string& key : keys) {
-    // x- keys hold anchors: what they change shows in the sections that merge them. `publish` is
-    // compared setting by setting (compare_publish_sections).
-    if (key == "streams" || key == "publish" || key == "log" || key.rfind("x-", 0) == 0) continue;
+    // x- keys hold anchors: what they change shows in the sections that merge them. `publish` and
+    // `ingest` are compared setting by setting (compare_publish_sections, compare_ingest_sections).
+    if (key == "streams" || key == "publish" || key == "ingest" || key == "log" || key.rfind("x-", 0) == 0) continue;
     auto dump = [&](const YAML::Node& doc) { return doc.IsMap() ? canonical_yaml(doc[key]) : canonical_yaml(YAML::Node()); };
     if (dump(a) != dump(b)) return key;
   }
@@ -153,21 +155,74 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
 
 }  // namespace
 
-std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after) {
+namespace {
+
+bool is_rtsp(const std::string& uri) { return uri_scheme(uri).rfind("rtsp", 0) == 0; }
+
+// changed_settings(); `taken`: the entries are resolved, and `after` takes the job's settings where it
+// sets none of its own (`own`: the entry as the config has it).
+std::string changed_settings_of(const StreamTableEntry& before, const StreamTableEntry& after,
+                                const StreamTableEntry* own) {
   std::string what;
   auto note = [&](bool differs, const char* name) {
     if (differs) what += (what.empty() ? "" : ", ") + std::string(name);
   };
+  auto named = [&](const char* name, bool taken) { return taken ? std::string(name) + " (ingest." + name + ")" : std::string(name); };
   if (before.source.empty()) {
     note(before.uri != after.uri, "uri");
-    note(before.max_fps != after.max_fps, "max_fps");
-    note(before.keyframes_only != after.keyframes_only, "keyframes_only");
-    note(before.rtsp_latency_ms != after.rtsp_latency_ms, "rtsp_latency_ms");
+    note(before.max_fps != after.max_fps, named("max_fps", own && own->max_fps < 0).c_str());
+    note(before.keyframes_only != after.keyframes_only, named("keyframes_only", own && !own->keyframes_only).c_str());
+    note(before.rtsp_latency_ms != after.rtsp_latency_ms,
+         named("rtsp_latency_ms", own && !own->rtsp_latency_ms).c_str());
     note(before.turn != after.turn, "rotate or mirror");
     note(before.tls != after.tls, "tls_ca_file, tls_verify or tls_fingerprint");
   }
   note(before.roi != after.roi, "roi");
   return what;
+}
+
+}  // namespace
+
+std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after) {
+  return changed_settings_of(before, after, nullptr);
+}
+
+StreamTableEntry resolved_entry(const StreamTableEntry& entry, const IngestConfig& ingest) {
+  StreamTableEntry e = entry;
+  if (!e.source.empty()) return e;  // a member decodes nothing
+  if (e.max_fps < 0) e.max_fps = ingest.max_fps;
+  if (!e.keyframes_only) e.keyframes_only = ingest.keyframes_only;
+  if (!e.rtsp_latency_ms && is_rtsp(e.uri)) e.rtsp_latency_ms = ingest.rtsp_latency_ms;
+  return e;
+}
+
+namespace {
+
+// Both entries resolved; a uri that becomes or was an RTSP source's compares its own jitter buffer only
+// (the uri's change is what is said).
+std::pair<StreamTableEntry, StreamTableEntry> resolved_pair(const StreamTableEntry& before, const StreamTableEntry& after,
+                                                            const IngestConfig& ingest_before,
+                                                            const IngestConfig& ingest_after) {
+  std::pair<StreamTableEntry, StreamTableEntry> p{resolved_entry(before, ingest_before), resolved_entry(after, ingest_after)};
+  if (is_rtsp(before.uri) != is_rtsp(after.uri)) {
+    p.first.rtsp_latency_ms = before.rtsp_latency_ms;
+    p.second.rtsp_latency_ms = after.rtsp_latency_ms;
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after,
+                             const IngestConfig& ingest_before, const IngestConfig& ingest_after) {
+  const auto [a, b] = resolved_pair(before, after, ingest_before, ingest_after);
+  return changed_settings_of(a, b, &after);
+}
+
+bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after,
+                                  const IngestConfig& ingest_before, const IngestConfig& ingest_after) {
+  const auto [a, b] = resolved_pair(before, after, ingest_before, ingest_after);
+  return settings_need_new_connection(a, b);
 }
 
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after) {
@@ -187,11 +242,13 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   if (!changed_section.ok()) return changed_section.status().with_context(reloaded.source);
   const std::string& changed = changed_section.value();
   if (!changed.empty()) {
-    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams` and some of `publish` can change "
-                              "while the job runs (restart the job for the rest)");
+    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams`, `log` and some of `publish` and "
+                              "`ingest` can change while the job runs (restart the job for the rest)");
   }
   auto publish_change = compare_publish_sections(running_yaml, reloaded_yaml, reloaded.source);
   if (!publish_change.ok()) return publish_change.status();
+  auto ingest_change = compare_ingest_sections(running_yaml, reloaded_yaml, reloaded.source, reloaded.ingest);
+  if (!ingest_change.ok()) return ingest_change.status();
   // log.level: compared as the config reader took it (the reloaded config was read whole).
   std::optional<std::string> log_level;
   try {
@@ -241,20 +298,31 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
                                   " changed; a file's part and time cannot change while it is read (give it a new id, "
                                   "or restart the job)");
       }
-      const std::string what = changed_settings(running, wanted);
+      // As the stream decodes: its own settings, and the job's ingest settings it takes.
+      const IngestConfig& ingest_before = ingest_change->before;
+      const IngestConfig& ingest_after = ingest_change->after;
+      const std::string what = changed_settings(running, wanted, ingest_before, ingest_after);
       // A member's copy of its source's decoding settings follows the source's, unsaid.
       auto as_source = [](StreamTableEntry e) {
         e.source.clear();
         return e;
       };
-      if (changed_settings(as_source(running), as_source(wanted)).empty()) continue;
+      // (An own setting written as the job's value it took is kept in the table, and changes nothing.)
+      if (changed_settings(as_source(running), as_source(wanted)).empty() &&
+          changed_settings(as_source(running), as_source(wanted), ingest_before, ingest_after).empty()) {
+        continue;
+      }
       const bool file_before = uri_kind_of(running.uri) == UriKind::kFile;
       const bool file_after = uri_kind_of(wanted.uri) == UriKind::kFile;
-      if (!s.is_member() && (file_before || file_after) && settings_need_new_connection(running, wanted)) {
+      if (!s.is_member() && (file_before || file_after) &&
+          settings_need_new_connection(running, wanted, ingest_before, ingest_after)) {
+        const bool takes_the_jobs = what.find("(ingest.") != std::string::npos;
         return FailedPrecondition(where + "its " + what + " changed; " +
                                   (file_before ? "a file's" : "a stream that becomes a file's") +
-                                  " settings cannot change while the job runs: it would be read again from its start "
-                                  "(give it a new id, or restart the job)");
+                                  " settings cannot change while the job runs: it would be read again from its start (" +
+                                  (takes_the_jobs ? "set the stream's own value as it was, give it a new id, "
+                                                  : "give it a new id, ") +
+                                  "or restart the job)");
       }
       to_retune.push_back(wanted);
       if (what.empty()) continue;
@@ -317,6 +385,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   ++table.version;
   change.publish = std::move(publish_change).value();
   change.log_level = std::move(log_level);
+  change.ingest = std::move(ingest_change).value();
   return change;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pipeline/config.h"
+#include "pipeline/ingest_reload.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/placement.h"
 #include "pipeline/publish_reload.h"
@@ -77,6 +78,17 @@ std::string changed_settings(const StreamTableEntry& before, const StreamTableEn
 // `roi`, which the next frame takes as it is.
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after);
 
+// An entry with the job's ingest settings it takes filled in: max_fps and keyframes_only where it sets
+// none of its own, and an RTSP source's rtsp_latency_ms (the others have no jitter buffer).
+StreamTableEntry resolved_entry(const StreamTableEntry& entry, const IngestConfig& ingest);
+// The same, as the stream decodes: its settings resolved against the job's ingest settings before the
+// reload and after (pipeline/ingest_reload.h). A setting it takes from the job is named with the job's
+// ("max_fps (ingest.max_fps)"); an own setting written as the job's value it had is no change.
+std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after,
+                             const IngestConfig& ingest_before, const IngestConfig& ingest_after);
+bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after,
+                                  const IngestConfig& ingest_before, const IngestConfig& ingest_after);
+
 struct StreamReload {
   std::vector<std::string> added;    // ids
   std::vector<uint32_t> added_lanes;  // the lane of each
@@ -91,6 +103,9 @@ struct StreamReload {
   bool changed() const { return !added.empty() || !removed.empty() || !retuned.empty() || !returned.empty(); }
   // What it changes of `publish` (its outputs, its segments' settings: pipeline/publish_reload.h).
   PublishReload publish;
+  // What it changes of `ingest` (sampling, jitter buffers, reconnection: pipeline/ingest_reload.h).
+  // The streams that connect again to take a new sampling or jitter buffer are in `retuned` too.
+  IngestReload ingest;
   // log.level, when it changed (every process takes it: pipeline/logging.h, LogLevelFollower).
   std::optional<std::string> log_level;
 };
@@ -100,9 +115,11 @@ struct StreamReload {
 // camera's `uri` (a new address, a new password), `max_fps`, `keyframes_only`, `rtsp_latency_ms`,
 // `rotate`/`mirror`, its TLS trust (a new connection with them: ingest reconnects it, its numbering
 // going on), and any stream's `roi` (from its next frame). An error leaves the table as it was and
-// names what cannot change while the job runs: a section other than `streams`, `publish` and `log`, or a
-// setting of `publish` other than its outputs and segments' (compared as YAML: `running_yaml` is the
-// config text the job runs with: compare_publish_sections()), an archive job, a stream's source, a
+// names what cannot change while the job runs: a section other than `streams`, `publish`, `ingest` and
+// `log`, or a setting of `publish` other than its outputs and segments' (compared as YAML: `running_yaml`
+// is the config text the job runs with: compare_publish_sections()), or of `ingest` other than its
+// sampling, jitter buffer and reconnection (compare_ingest_sections(); a file's stream that would take
+// a new sampling refuses it), an archive job, a stream's source, a
 // file's settings (a change would read it again from its start) or a uri that becomes or was a
 // file's, a file's id removed earlier in this run (a camera's comes back: `returned`). A stream with a
 // source is added on its source's lane. The table's version rises with every reload that passes.

@@ -452,11 +452,12 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       record_reload(false, change.status().message());
       return;
     }
-    // publish's outputs and segments' settings: the job's copy of its config, which publish looks at
-    // (pipeline/publish_reload.h), is the reloaded text from now on. Written before the table, and put
-    // back if the table cannot be written: a reload is applied whole or not at all.
+    // publish's outputs and segments' settings, ingest's sampling and reconnection, log.level: the job's
+    // copy of its config, which publish and ingest look at (pipeline/publish_reload.h, ingest_reload.h),
+    // is the reloaded text from now on. Written before the table (ingest reads the copy when the table's
+    // version rises), and put back if the table cannot be written: a reload is applied whole or not at all.
     const std::string copy = config_as_started_path(layout.run_dir);
-    const bool copy_changes = change->publish.changed() || change->log_level.has_value();
+    const bool copy_changes = settings_changed(*change);
     if (copy_changes) {
       if (Status st = write_file_atomically(copy, text, 0600); !st.ok()) {
         VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
@@ -483,6 +484,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (change->publish.changed()) {
       VAPIPE_LOG_INFO("{}{}: {} (publish takes it within a quarter of a second; the bus and the streams go on)", what,
                       options.config_path, describe_publish_reload(change->publish));
+    }
+    if (change->ingest.changed()) {
+      VAPIPE_LOG_INFO("{}{}: {} (every stream takes it within a second{})", what, options.config_path,
+                      describe_ingest_reload(change->ingest),
+                      change->retuned.empty() ? "" : "; those that decode with it connect again");
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);
@@ -513,6 +519,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     StreamReload streams_alone = *change;
     streams_alone.publish = PublishReload{};  // (said above)
+    streams_alone.ingest = IngestReload{};
     streams_alone.log_level.reset();
     VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(streams_alone, lanes),
                     table.live_streams());

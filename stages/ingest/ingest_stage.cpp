@@ -16,7 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline/atomic_file.h"
 #include "pipeline/cgroup.h"
+#include "pipeline/file_identity.h"
+#include "pipeline/ingest_reload.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
 #include "pipeline/picture_requests.h"
@@ -142,9 +145,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
-    // Settings a reload changed before its reader was made (given to it once it is), and what changed.
+    // Settings a reload changed before its reader was made (given to it once it is), and what changed;
+    // the job's ingest settings likewise.
     std::optional<StreamConfig> waiting_settings;
     std::string waiting_what;
+    std::optional<IngestConfig> waiting_ingest;
     std::optional<UriKind> kind;  // its uri's (worked out once: a reload's streams are not in `config`)
     // A stream that had ended and starts again under its id (a reload): where its numbering goes on,
     // and what its `started` event says.
@@ -193,6 +198,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   auto decoder_threads_among = [&](size_t streams) {
     return decoder_threads_per_stream(config.ingest.decoder_threads, cpus, lanes, streams);
   };
+  // The job's ingest settings as the lane runs them: the config's, then as reloads left them (a live
+  // job: reload_ingest_settings below). A stream starts with them.
+  IngestConfig ingest_now = config.ingest;
+  IngestConfig ingest_before_table = config.ingest;  // as the streams' settings were last applied
   // `members`: the streams that take this one's frames too, and whether each was removed already.
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
                           std::vector<std::pair<uint32_t, bool>> members, std::string orphan_reason = "",
@@ -224,7 +233,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     for (const auto& [m, m_removed] : members) applied[m] = table_entry_of(config.streams[m], m, lane.index);
     StreamRun* r = run.get();
     runs[i] = std::move(run);
-    auto stream_thread = [&, i, r, decoder_threads] {
+    auto stream_thread = [&, i, r, decoder_threads, ingest = ingest_now]() mutable {
       const StreamConfig& stream = r->stream;
       // One socket per stream at a time: the preprocess input fair-queues between them, and one
       // stream's messages stay in order. It goes back to the pool when the stream ends (last, after
@@ -326,7 +335,11 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         reader_options.first_seq = reservations->reserved(stream.id);
         reader_options.restart_reason = "its lane restarted: " + restart_reason;
       }
-      auto reader = StreamReader::create(stream, i, config.ingest, reader_options);
+      {
+        std::lock_guard<std::mutex> lock(r->mutex);  // a reload's, since the stream was started
+        if (r->waiting_ingest) ingest = *std::exchange(r->waiting_ingest, std::nullopt);
+      }
+      auto reader = StreamReader::create(stream, i, ingest, reader_options);
       if (reader.ok() && reader_options.skip_frames > 0 && r->fan_out->ids().size() > 1) {
         VAPIPE_LOG_INFO("stream '{}': resumed from frame {}, the least of its group's results ({})", stream.id,
                         reader_options.skip_frames, r->fan_out->ids().size());
@@ -339,6 +352,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         if (r->removed) (*reader)->stop(kRemovedFromConfig);  // removed before it began: it ends without a frame
+        if (r->waiting_ingest) (*reader)->set_ingest(*std::exchange(r->waiting_ingest, std::nullopt));
         if (r->waiting_settings) {
           (*reader)->reconfigure(std::move(*r->waiting_settings), std::move(r->waiting_what));
           r->waiting_settings.reset();
@@ -400,18 +414,31 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     runs.at(group->second)->fan_out->remove(m, kRemovedFromConfig);
     removed_members.insert(m);
   };
+  // A group's reader connects again with `settings` (a reload changed `what`), or its reader, not made
+  // yet, takes them once it is.
+  auto connect_again = [&](StreamRun& group, StreamConfig settings, const std::string& what) {
+    std::lock_guard<std::mutex> lock(group.mutex);
+    if (group.reader) {
+      group.reader->reconfigure(std::move(settings), what);
+    } else {
+      group.waiting_settings = std::move(settings);
+      group.waiting_what = group.waiting_what.empty() ? what : group.waiting_what + ", " + what;
+    }
+  };
   // A running stream whose settings a reload changed: its reader connects again with them (uri,
   // max_fps, ...), its fan-out classifies its new region from the next frame (roi).
   auto retune_stream = [&](const StreamTableEntry& e) {
     auto known = applied.find(e.index);
     if (known == applied.end()) return;
     StreamTableEntry before = std::exchange(known->second, e);
-    const std::string what = changed_settings(before, e);
+    // As the stream decodes: its own settings, and the job's ingest settings it takes.
+    const IngestConfig& was = ingest_before_table;
+    const std::string what = changed_settings(before, e, was, ingest_now);
     if (what.empty()) return;  // (a member's copy of its source's settings)
-    const bool reconnect = settings_need_new_connection(before, e);
+    const bool reconnect = settings_need_new_connection(before, e, was, ingest_now);
     StreamTableEntry same_region = e;
     same_region.roi = before.roi;
-    const std::string decoding = changed_settings(before, same_region);
+    const std::string decoding = changed_settings(before, same_region, was, ingest_now);
     StreamRun* group = nullptr;
     if (auto run = runs.find(e.index); run != runs.end()) {
       group = run->second.get();
@@ -443,12 +470,48 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
     VAPIPE_LOG_INFO("ingest lane {}: stream '{}': a reload changed its {}: it connects again with them ({})",
                     lane.index, e.id, decoding, redact_uri(e.uri));
-    std::lock_guard<std::mutex> lock(group->mutex);
-    if (group->reader) {
-      group->reader->reconfigure(std::move(*settings), decoding);
-    } else {
-      group->waiting_settings = std::move(*settings);
-      group->waiting_what = group->waiting_what.empty() ? decoding : group->waiting_what + ", " + decoding;
+    connect_again(*group, std::move(*settings), decoding);
+  };
+  // The job's ingest settings that a reload changed (pipeline/ingest_reload.h), from the job's copy of
+  // its config, which the supervisor rewrites before the table: looked at when the table's version
+  // rises, and at the lane's first table (a lane started as a reload rewrote the copy). Every running
+  // stream takes the new reconnection settings now; one that decodes with a new max_fps,
+  // keyframes_only or rtsp_latency_ms connects again with it (retune_stream, which compares the
+  // streams as they decode: with ingest_before_table, then ingest_now).
+  const char* copy_env = std::getenv(kConfigAsStartedEnv);
+  const std::string config_copy = config.job.mode == JobMode::kLive && copy_env ? copy_env : "";
+  std::string config_copy_identity;
+  auto reload_ingest_settings = [&] {
+    if (config_copy.empty()) return;
+    const std::string identity = file_identity(config_copy);
+    if (identity == config_copy_identity) return;
+    config_copy_identity = identity;
+    auto text = read_file_bytes(config_copy);
+    ConfigLoadOptions options;
+    options.expand_globs = false;
+    if (text.ok()) options.file_text = &text.value();
+    auto reloaded = text.ok() ? load_config_file(config.source, nullptr, options) : Result<Config>(text.status());
+    if (!reloaded.ok()) {
+      VAPIPE_LOG_ERROR("ingest lane {}: reload: {}; its ingest settings stay as they are", lane.index,
+                       reloaded.status().message());
+      return;
+    }
+    IngestConfig next = ingest_now;
+    take_reloadable_ingest_settings(reloaded->ingest, next);
+    const std::vector<std::string> keys = changed_ingest_settings(ingest_now, next);
+    if (keys.empty()) return;
+    ingest_now = next;
+    std::string names;
+    for (const std::string& k : keys) names += (names.empty() ? "ingest." : ", ingest.") + k;
+    VAPIPE_LOG_INFO("ingest lane {}: a reload changed {}: the lane's streams take it now", lane.index, names);
+    for (auto& [index, run] : runs) {
+      if (run->done.load() || !run->fan_out) continue;
+      std::lock_guard<std::mutex> lock(run->mutex);
+      if (run->reader) {
+        run->reader->set_ingest(ingest_now);
+      } else {
+        run->waiting_ingest = ingest_now;
+      }
     }
   };
   // Streams removed from a running job stay in its table (their indices are stable). A lane that
@@ -782,6 +845,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     if (!table->has_value() || (*table)->version <= table_version) return;
     table_version = (*table)->version;
     latest_table = **table;
+    ingest_before_table = ingest_now;
+    reload_ingest_settings();  // before the streams it adds start, and before the others are compared
     // Decoded streams first: a member added with its source joins it.
     const size_t runs_before = runs.size();
     for (const bool members : {false, true}) {
@@ -979,8 +1044,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   size_t ended_streams = 0;
   bool table_read_at_stop = false;
   // A reload's log.level (pipeline/logging.h): a live job's copy of its config, which a reload rewrites.
-  const char* config_copy = std::getenv(kConfigAsStartedEnv);
-  LogLevelFollower log_level(config.job.mode == JobMode::kLive && config_copy && *config_copy ? config_copy : "");
+  LogLevelFollower log_level(config_copy);
   while (!flags.abort.load()) {
     log_level.check(std::chrono::steady_clock::now());
     if (flags.stop.load()) {

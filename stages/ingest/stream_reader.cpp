@@ -31,6 +31,7 @@
 
 #include "pipeline/bounded_queue.h"
 #include "pipeline/cuda/device_memory.h"
+#include "pipeline/ingest_reload.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
@@ -345,6 +346,10 @@ struct StreamReader::Impl {
   std::atomic<bool> settings_waiting{false};
   std::optional<StreamConfig> next_settings;
   std::string next_settings_what;
+  // set_ingest(): the job's ingest settings as a reload left them (under stop_mutex), taken by run()'s
+  // thread (take_waiting_ingest), the only one that reads `ingest` once the stream runs.
+  std::atomic<bool> ingest_waiting{false};
+  std::optional<IngestConfig> next_ingest;
 
   Impl(const StreamConfig& s, uint32_t i, const IngestConfig& in, ReaderOptions o)
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
@@ -497,7 +502,18 @@ struct StreamReader::Impl {
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
   // changed, or nullopt when none wait. What create() worked out of the old ones is worked out again,
   // and what was said once per stream is said again for the new source.
+  // The job's reloaded ingest settings (set_ingest()), on run()'s thread: whether some were waiting.
+  bool take_waiting_ingest() {
+    if (!ingest_waiting.load()) return false;
+    std::lock_guard<std::mutex> lock(stop_mutex);
+    ingest_waiting = false;
+    if (!next_ingest) return false;
+    take_reloadable_ingest_settings(*next_ingest, ingest);
+    next_ingest.reset();
+    return true;
+  }
   std::optional<std::string> take_waiting_settings() {
+    take_waiting_ingest();  // the defaults the new settings fall back on
     if (!settings_waiting.load()) return std::nullopt;
     std::lock_guard<std::mutex> lock(stop_mutex);
     settings_waiting = false;
@@ -1430,7 +1446,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
   // changed, or nullopt.
+  // The job's reloaded reconnection settings (set_ingest()), taken as they come.
+  auto take_ingest_reload = [&] {
+    if (!s.take_waiting_ingest()) return;
+    reconnects = network_live && s.ingest.reconnect;
+    stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
+  };
   auto take_reload_settings = [&]() -> std::optional<std::string> {
+    take_ingest_reload();
     std::optional<std::string> what = s.take_waiting_settings();
     if (!what) return std::nullopt;
     uri = redact_uri(s.stream.uri);
@@ -1746,9 +1770,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // with them, said as attempt 1 whatever the stream's kind; a stream that does not reconnect (a test
   // source, `reconnect: false`) ends if that one fails.
   auto recover = [&](MessageKind kind, std::string reason, bool at_once = false) -> std::optional<Status> {
+    take_ingest_reload();
     if (!reconnects && !at_once) return finish(kind, reason);
     if (auto done = end_connection()) return done;
     while (true) {
+      take_ingest_reload();  // a reload's attempts and delays count from the next attempt
       if (!reconnects && !at_once) return finish(MessageKind::kStreamError, reason);
       ++attempt;
       if (s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts) {
@@ -1863,6 +1889,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       return finish(MessageKind::kStreamEnd, stopped());
     }
+    take_ingest_reload();
     if (s.settings_waiting.load()) {
       // A reload changed its settings: what this connection decoded goes out, and the next connection
       // is made now, with them.
@@ -2053,6 +2080,14 @@ void StreamReader::reconfigure(StreamConfig settings, std::string what) {
                                                                   : impl_->next_settings_what + ", " + what;
   }
   impl_->settings_waiting = true;
+}
+
+void StreamReader::set_ingest(const IngestConfig& ingest) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+    impl_->next_ingest = ingest;
+  }
+  impl_->ingest_waiting = true;
 }
 
 void StreamReader::stop(std::string reason) {

@@ -124,6 +124,12 @@ class StreamReader {
   // ones), a kStreamReconnecting event that says so too, then kStreamResumed
   // at the new connection's first frame; numbering goes on. Not for files (they would start over).
   void reconfigure(StreamConfig settings, std::string what);
+  // From any thread: a reload changed the job's ingest settings (pipeline/ingest_reload.h). How the
+  // stream is reconnected (reconnect, its delays and attempts, stall_timeout_s) is taken at once: the
+  // next attempt, the next wait (one under way ends as it began), the next look for a stall. Its
+  // sampling and jitter buffer defaults (max_fps, keyframes_only, rtsp_latency_ms) are taken with its
+  // next connection: reconfigure() makes one when the stream decodes with them.
+  void set_ingest(const IngestConfig& ingest);
   // From any thread: a picture written at order.path (upright, its region) and said by a
   // kStreamPicture event whose envelope is the pictured frame's. Of the frame at order.frame_pts_ns
   // when it is still kept: decoded again on the reader's picture thread, said at the reader's next

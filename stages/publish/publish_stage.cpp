@@ -37,19 +37,6 @@ constexpr size_t kJsonlBlockBytes = 64 * 1024;  // lines are written out in bloc
 
 namespace {
 
-// What a reload may change of publish (pipeline/publish_reload.h: kReloadablePublishKeys), from `from`.
-void take_reloadable_settings(const PublishConfig& from, PublishConfig& to) {
-  to.webhooks = from.webhooks;
-  to.mqtt = from.mqtt;
-  to.redis = from.redis;
-  to.segments_min_frames = from.segments_min_frames;
-  to.segments_min_score = from.segments_min_score;
-  to.segments_min_score_by_label = from.segments_min_score_by_label;
-  to.segments_labels = from.segments_labels;
-  to.segments_picture_frame = from.segments_picture_frame;
-  to.segments_pictures_keep_days = from.segments_pictures_keep_days;
-}
-
 // Whether some output has a secret in a file of its own (looked at for changes: check_sink_secrets).
 bool has_sink_secrets(const PublishConfig& p) {
   return std::any_of(p.webhooks.begin(), p.webhooks.end(), [](const WebhookConfig& w) { return !w.token_file.empty(); }) ||
@@ -144,7 +131,7 @@ Status PublishStage::open(const StageContext& ctx) {
     if (copy.ok()) {
       running_text_ = std::move(text).value();
       reloaded_config_ = std::make_unique<Config>(ctx.config);
-      take_reloadable_settings(copy->publish, reloaded_config_->publish);
+      take_reloadable_publish_settings(copy->publish, reloaded_config_->publish);
       config_ = reloaded_config_.get();
       next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
     } else {
@@ -944,7 +931,7 @@ std::vector<std::unique_ptr<Sink>> reloaded_outputs(std::vector<std::unique_ptr<
 void PublishStage::apply_publish_reload(const Config& reloaded, const PublishReload& change) {
   auto next = std::make_unique<Config>(*config_);
   PublishConfig& p = next->publish;
-  take_reloadable_settings(reloaded.publish, p);
+  take_reloadable_publish_settings(reloaded.publish, p);
   // Segments followed another way from now on (each label, or none): the open ones end now, as they
   // would at the stream's end; new thresholds alone take the runs from the next frame.
   const PublishConfig& was = config_->publish;

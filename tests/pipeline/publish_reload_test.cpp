@@ -1,7 +1,8 @@
 #include "pipeline/publish_reload.h"
 
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
+
+#include "pipeline/config.h"
 
 namespace vapipe {
 namespace {
@@ -100,14 +101,26 @@ TEST(PublishReload, SettingsMergedFromAnAnchorAreComparedAsMerged) {
   EXPECT_FALSE(hook.webhooks.kept_from[0].has_value());
 }
 
-// The same settings written in another style (an edit that reformats a section) are the same.
-TEST(PublishReload, ValuesCompareAsTheConfigReaderTakesThemNotAsWritten) {
-  EXPECT_EQ(canonical_yaml(YAML::Load("{a: 1, b: [x, {c: 2}]}")),
-            canonical_yaml(YAML::Load("b:\n  - 'x'\n  - c: \"2\"\na: 1\n")));
-  EXPECT_EQ(canonical_yaml(YAML::Load("x: &d {a: 1}\ny: {<<: *d, b: 2}\n")["y"]), canonical_yaml(YAML::Load("{b: 2, a: 1}")));
-  EXPECT_NE(canonical_yaml(YAML::Load("{a: 1}")), canonical_yaml(YAML::Load("{a: 2}")));
-  EXPECT_NE(canonical_yaml(YAML::Load("[a, b]")), canonical_yaml(YAML::Load("[b, a]")));
-  EXPECT_EQ(canonical_yaml(YAML::Node()), canonical_yaml(YAML::Load("~")));
+// The list of what publish takes is the list compared: each key named is taken.
+TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
+  PublishConfig from, to;
+  from.segments_min_frames = 7;
+  from.segments_min_score = 0.25;
+  from.segments_labels = "each";
+  from.segments_picture_frame = "first";
+  from.segments_pictures_keep_days = 3;
+  from.webhooks.emplace_back();
+  from.endpoint = "tcp://127.0.0.1:1";  // not reloadable
+  const std::string endpoint = to.endpoint;
+  take_reloadable_publish_settings(from, to);
+  EXPECT_EQ(to.segments_min_frames, 7u);
+  EXPECT_EQ(to.segments_min_score, 0.25);
+  EXPECT_EQ(to.segments_labels, "each");
+  EXPECT_EQ(to.segments_picture_frame, "first");
+  EXPECT_EQ(to.segments_pictures_keep_days, 3u);
+  EXPECT_EQ(to.webhooks.size(), 1u);
+  EXPECT_EQ(to.endpoint, endpoint);
+  EXPECT_EQ(reloadable_publish_keys().size(), 9u);
 }
 
 }  // namespace

@@ -191,6 +191,76 @@ TEST(StreamTable, AReloadOfTheLogLevelPassesAndSaysTheLevel) {
   EXPECT_FALSE(unchanged->log_level.has_value());
 }
 
+// ingest's sampling, jitter buffer and reconnection change with a reload: the streams that decode with
+// a changed setting (they set none of their own) connect again with it, and are said; a file's stream
+// that would take one refuses the reload (it would be read again from its start).
+TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThemAndRefusesAFilesStream) {
+  auto job = [](const std::string& ingest, const std::string& loop_settings) {
+    return "job: {mode: live}\nstreams:\n"
+           "  - {id: gate, uri: \"rtsp://10.0.0.5/stream1\"}\n"
+           "  - {id: door, uri: \"rtsp://10.0.0.6/stream1\", max_fps: 2, rtsp_latency_ms: 100}\n"
+           "  - {id: mjpeg, uri: \"http://10.0.0.7/video\"}\n"
+           "  - {id: gate-left, source: gate, roi: [0, 0, 0.5, 1]}\n"
+           "  - {id: loop, uri: \"/media/loop.mp4\"" + loop_settings + "}\n"
+           "infer: {model: m.pt, labels: m.txt}\n" + ingest;
+  };
+  const std::string running = job("", "");
+  StreamTable table = table_for(running, 2);
+  auto refused = [&](const std::string& was, const std::string& reloaded) {
+    const StreamTable before = table;
+    auto r = apply_stream_reload(table, was, reloaded, load(reloaded), 2);
+    EXPECT_EQ(table.version, before.version);
+    return r.ok() ? std::string("(applied)") : r.status().message();
+  };
+  // The file would take the job's new max_fps.
+  EXPECT_EQ(refused(running, job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 3}\n", "")),
+            "job.yaml:7: stream 'loop': its max_fps (ingest.max_fps) changed; a file's settings cannot change while "
+            "the job runs: it would be read again from its start (set the stream's own value as it was, give it a new "
+            "id, or restart the job)");
+  // Given its own, as it was (the job's 0), the file goes on untouched and the cameras take the job's.
+  const std::string sampled = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 3}\n", ", max_fps: 0");
+  auto change = apply_stream_reload(table, running, sampled, load(sampled), 2);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_EQ(change->retuned, (std::vector<std::string>{"gate", "mjpeg"}));
+  EXPECT_EQ(change->retuned_what,
+            (std::vector<std::string>{"max_fps (ingest.max_fps), rtsp_latency_ms (ingest.rtsp_latency_ms)",
+                                      "max_fps (ingest.max_fps)"}));
+  EXPECT_EQ(change->ingest.keys, (std::vector<std::string>{"max_fps", "rtsp_latency_ms", "reconnect_attempts"}));
+  EXPECT_TRUE(settings_changed(*change));
+  EXPECT_NE(describe_reload(*change, 2).find(
+                "changed 'gate' (max_fps (ingest.max_fps), rtsp_latency_ms (ingest.rtsp_latency_ms)), 'mjpeg' "
+                "(max_fps (ingest.max_fps)); ingest.max_fps, ingest.rtsp_latency_ms, ingest.reconnect_attempts changed"),
+            std::string::npos)
+      << describe_reload(*change, 2);
+  EXPECT_EQ(table.entries[0].max_fps, -1);  // the camera's own setting stays unset: it takes the job's
+  EXPECT_EQ(table.entries[4].max_fps, 0);   // the file's own, as written
+  EXPECT_FALSE(settings_need_new_connection(table_entry_of(load(running).streams[4], 4, 0), table.entries[4],
+                                            load(running).ingest, load(sampled).ingest));
+
+  // Reconnection alone: no stream connects again.
+  const std::string patient = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 0}\n", ", max_fps: 0");
+  auto reconnection = apply_stream_reload(table, sampled, patient, load(patient), 2);
+  ASSERT_TRUE(reconnection.ok()) << reconnection.status().message();
+  EXPECT_TRUE(reconnection->retuned.empty());
+  EXPECT_EQ(describe_settings_reload(*reconnection), "ingest.reconnect_attempts changed");
+
+  // Key frames only: every camera that sets none of its own (door sets its max_fps only), not the file
+  // once it sets its own.
+  EXPECT_NE(refused(patient, job("ingest: {max_fps: 5, rtsp_latency_ms: 400, keyframes_only: true}\n", ", max_fps: 0"))
+                .find("stream 'loop': its keyframes_only (ingest.keyframes_only) changed"),
+            std::string::npos);
+  const std::string key_frames =
+      job("ingest: {max_fps: 5, rtsp_latency_ms: 400, keyframes_only: true}\n", ", max_fps: 0, keyframes_only: false");
+  auto kept = apply_stream_reload(table, patient, key_frames, load(key_frames), 2);
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(kept->retuned, (std::vector<std::string>{"gate", "door", "mjpeg"}));
+
+  // Any other ingest setting needs a restart, named with its line.
+  const std::string decoder = job("ingest: {max_fps: 5, decoder: cpu}\n", ", max_fps: 0, keyframes_only: false");
+  EXPECT_NE(refused(key_frames, decoder).find("job.yaml:9: `ingest.decoder` changed; of `ingest`, a running job takes only"),
+            std::string::npos);
+}
+
 // Anchors under x- keys: an edit there is judged by what it changes where it is merged (a section
 // that merges it has changed; streams that merge it are compared as streams), not as a section itself.
 TEST(StreamTable, AnAnchorUnderAnXKeyIsJudgedWhereItIsMerged) {
@@ -337,7 +407,11 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndChangeWi
     StreamTable copy = table;
     auto change = apply_stream_reload(copy, running, changed, load(changed), 1);
     ASSERT_TRUE(change.ok()) << edit << ": " << change.status().message();
-    EXPECT_EQ(change->retuned_what, std::vector<std::string>{"keyframes_only"}) << edit;
+    // Left out, the stream takes the job's, and says so.
+    EXPECT_EQ(change->retuned_what, std::vector<std::string>{edit == "keyframes_only: false"
+                                                                 ? "keyframes_only"
+                                                                 : "keyframes_only (ingest.keyframes_only)"})
+        << edit;
     EXPECT_EQ(copy.entries[0].keyframes_only, edit == "keyframes_only: false" ? std::optional<bool>(false) : std::nullopt);
   }
   std::string jitter = running;  // a camera's own jitter buffer: set when it connects, so it connects again
