@@ -94,7 +94,8 @@ class LiveReload(SubscribedTest):
         asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
         self.assertEqual(asked.returncode, 1, asked.stdout + asked.stderr)
         self.assertIn("would be refused, and change nothing: ", asked.stdout)
-        self.assertIn("`batch` changed; only `streams` and some of `publish` can change while the job runs", asked.stdout)
+        self.assertIn("`batch` changed; only `streams`, `log` and some of `publish` and `ingest` can change while the "
+                      "job runs", asked.stdout)
         run.signal(signal.SIGHUP)
         time.sleep(0.5)
         self.rewrite(config, text=good)
@@ -177,7 +178,8 @@ class LiveReload(SubscribedTest):
         err = run.stderr
         self.assertIn("reload (SIGHUP): " + config + ": added 'c' (lane 1); removed 'b'; 2 streams now", err)
         self.assertIn("YAML syntax error", err)
-        self.assertIn("`batch` changed; only `streams` and some of `publish` can change while the job runs", err)
+        self.assertIn("`batch` changed; only `streams`, `log` and some of `publish` and `ingest` can change while the "
+                      "job runs", err)
         self.assertEqual(err.count("the job goes on with its streams unchanged"), 2)
 
 
@@ -374,6 +376,86 @@ class LiveReload(SubscribedTest):
         summary = [m["payload"] for m in msgs if m["topic"] == "job/summary"][0]
         self.assertEqual({s["stream_id"]: s["status"] for s in summary["streams"]},
                          {"front": "stopped", "back": "stopped", "front-left": "stopped"})
+
+    def test_ingests_sampling_and_reconnection_change_on_sighup_for_the_streams_that_take_them(self):
+        """The job's ingest.max_fps and reconnect_attempts change with a reload. `gate`, which sets no
+        max_fps of its own, connects again and is classified 5 times a second from then on, numbering on;
+        `door` sets its own and is not touched; `yard`, a camera that is down and was retried for ever,
+        gives up under the new count, with no new connection of its own. An ingest setting that needs a
+        restart is refused, naming it."""
+        gate_uri, _ = start_rtsp_camera(self, "smpte", width=320, height=240)
+        door_uri, _ = start_rtsp_camera(self, "ball", width=320, height=240)
+        yard_uri = f"rtsp://127.0.0.1:{free_port()}/yard"  # nothing listens there
+        streams = [("gate", gate_uri), ("door", door_uri, {"max_fps": 0}), ("yard", yard_uri, {"max_fps": 0})]
+        ingest = {"reconnect_delay_s": 0.2, "reconnect_max_delay_s": 0.5}
+        config, endpoint = write_config(self.dir, streams, job={"mode": "live"}, ingest=ingest)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for("results of gate and door", lambda m: all(self.results_of(s)(m) for s in ["gate", "door"]), timeout=60)
+        attempts = lambda m: [e for e in events_by_stream(m).get("yard", []) if e["event"] == "reconnecting"]
+        self.wait_for("yard retrying", lambda m: len(attempts(m)) >= 3)
+
+        self.rewrite(config, ingest=dict(ingest, decoder="cpu"))
+        refused = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
+        self.assertRegex(refused.stdout, r"refused the reload, and changed nothing: .*job.yaml:\d+: `ingest.decoder` "
+                                         r"changed; of `ingest`, a running job takes only max_fps, keyframes_only")
+
+        self.rewrite(config, ingest=dict(ingest, max_fps=5, reconnect_attempts=2))
+        asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
+        self.assertIn("would: added none; removed none; changed 'gate' (max_fps (ingest.max_fps)); ingest.max_fps, "
+                      "ingest.reconnect_attempts changed; 3 streams then", asked.stdout)
+        tried_before = len(attempts(self.messages()))
+        taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
+        self.assertIn("reloaded: added none; removed none; changed 'gate' (max_fps (ingest.max_fps)); ingest.max_fps, "
+                      "ingest.reconnect_attempts changed", taken.stdout)
+        self.wait_for("gate resumed", lambda m: has_event(m, "gate", "resumed"))
+        self.wait_for("yard to give up", lambda m: has_event(m, "yard", "error"))
+        resumed_at = self.count("gate")
+        self.wait_for("gate's sampled results", lambda m: len(results_by_stream(m).get("gate", [])) >= resumed_at + 10,
+                      timeout=60)
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 3, run.stderr[-3000:])  # yard failed
+        msgs = self.subscriber.wait(timeout=30)
+        results, events = results_by_stream(msgs), events_by_stream(msgs)
+
+        gate = events["gate"]
+        self.assertEqual([e["event"] for e in gate], ["started", "changed", "reconnecting", "resumed", "eos"])
+        self.assertEqual(gate[1]["message"], "a reload changed its max_fps (ingest.max_fps)")
+        order = [(m["topic"], m["payload"]) for m in msgs if m["topic"] in ("results/gate", "events/gate")]
+        resumed = next(i for i, (t, p) in enumerate(order) if t == "events/gate" and p["event"] == "resumed")
+        changed = next(i for i, (t, p) in enumerate(order) if t == "events/gate" and p["event"] == "changed")
+        before = [p for t, p in order[:changed] if t == "results/gate"]
+        after = [p for t, p in order[resumed:] if t == "results/gate"]
+        # Every frame before (30 a second, but those the busy 2 cores' live queue dropped), 5 a second after.
+        gaps_before = [b["pts_ms"] - a["pts_ms"] for a, b in zip(before, before[1:])]
+        self.assertLess(sorted(gaps_before)[len(gaps_before) // 2], 100, gaps_before[:20])
+        # (The first kept frame is the new connection's first; the next, the first of the next 0.2 s period.)
+        gaps_after = [b["pts_ms"] - a["pts_ms"] for a, b in zip(after[1:], after[2:])]
+        self.assertGreaterEqual(min(gaps_after), 190, gaps_after)
+        seqs = [r["seq"] for r in results["gate"]]
+        self.assertEqual(seqs, sorted(set(seqs)))
+        self.assertEqual(after[0]["seq"], before[-1]["seq"] + 1 + gate[3]["dropped"] - gate[2]["dropped"],
+                         "numbered on across the reload")
+        # door: its own max_fps; nothing changed for it.
+        self.assertEqual([e["event"] for e in events["door"]], ["started", "eos"])
+        door = [r["seq"] for r in results["door"]]
+        self.assertEqual(door, sorted(set(door)))
+        # yard: the new count, its attempts so far counted, without a new connection of its own.
+        yard = events["yard"]
+        self.assertNotIn("changed", [e["event"] for e in yard])
+        self.assertEqual(yard[-1]["event"], "error")
+        self.assertIn("gave up after 2 reconnection attempts", yard[-1]["message"])
+        self.assertGreaterEqual(tried_before, 3)
+        err = run.stderr
+        self.assertIn("ingest.max_fps, ingest.reconnect_attempts changed (every stream takes it within a second; "
+                      "those that decode with it connect again)", err)
+        self.assertRegex(err, r"ingest lane 0: a reload changed ingest.max_fps, ingest.reconnect_attempts: the lane's "
+                              r"streams take it now")
+        self.assertIn("stream 'gate': a reload changed its max_fps (ingest.max_fps): it connects again with them", err)
+        self.assertNotIn("ingest lane 0: restarted", err)
 
     def test_a_camera_that_gave_up_tries_again_at_each_reload_and_comes_back_with_a_new_uri(self):
         """A camera that gave up (ingest.reconnect_attempts) is tried again by a reload, under its id: by

@@ -2162,6 +2162,59 @@ TEST_F(ReconnectTest, AReloadsMaxFpsReachesASourceThatIsNeverReconnected) {
   }
 }
 
+// A reload of the job's ingest.reconnect_attempts reaches a camera that is retrying, with no new
+// connection of its own: it gives up under the new count, its attempts so far counted.
+TEST_F(ReconnectTest, AReloadsReconnectionSettingsReachAStreamThatIsRetrying) {
+  const int port = testing::free_loopback_tcp_port();  // nothing listens there
+  ingest_.reconnect_attempts = 0;                     // for ever
+  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  IngestConfig reloaded = ingest_;
+  reloaded.reconnect_attempts = 5;
+  reloaded.queue_capacity = 1;  // not reloadable: not taken
+  std::thread reload([&] {
+    for (int i = 0; i < 2000 && event_count_.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    (*reader)->set_ingest(reloaded);
+  });
+  CollectingEmitter out;
+  run_until(**reader, out, 1);
+  reload.join();
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError) << kinds(out);
+  EXPECT_NE(out.messages.back().event.message.find("gave up after 5 reconnection attempts: "), std::string::npos)
+      << out.messages.back().event.message;
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamReconnecting).size(), 5u) << kinds(out);
+}
+
+// A reload of the job's ingest.max_fps reaches a stream that sets none of its own: ingest gives the
+// reader the job's new settings, then has it connect again (the stream's own settings unchanged).
+TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesIt) {
+  const StreamConfig pattern = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
+  auto reader = StreamReader::create(pattern, 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  IngestConfig reloaded = ingest_;
+  reloaded.max_fps = 5;
+  CollectingEmitter out;
+  run_until(**reader, out, 16, [&](size_t n) {
+    if (n != 8) return;
+    (*reader)->set_ingest(reloaded);
+    (*reader)->reconfigure(pattern, "max_fps (ingest.max_fps)");
+  });
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its max_fps (ingest.max_fps)");
+  std::vector<int64_t> pts_before, pts_after;
+  bool after_reload = false;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamReconnecting) after_reload = true;
+    if (m.kind == MessageKind::kFrame) (after_reload ? pts_after : pts_before).push_back(m.env.pts_ns);
+  }
+  ASSERT_GE(pts_before.size(), 8u);
+  EXPECT_LT(pts_before[1] - pts_before[0], 100'000'000) << "every frame before the reload (30 a second)";
+  ASSERT_GE(pts_after.size(), 3u);
+  for (size_t i = 1; i < pts_after.size(); ++i) {
+    EXPECT_GE(pts_after[i] - pts_after[i - 1], 190'000'000) << "frame " << i << " after the reload";  // 5 a second
+  }
+}
+
 // Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
 TEST_F(ReconnectTest, WithoutReconnectALiveStreamThatEndsStaysEnded) {
   encode_clip("once.mp4", "ball", 10, 160, 120, "mp4mux");
