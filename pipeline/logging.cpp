@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/config_sections.h"
 #include "pipeline/file_identity.h"
 
 namespace vapipe {
@@ -44,8 +45,10 @@ void LogLevelFollower::check(std::chrono::steady_clock::time_point now) {
   if (!text.ok()) return;  // (publish and the supervisor say what is wrong with it)
   std::string level = "info";
   try {
+    // As the config reader takes it: `log: {<<: *defaults}` too.
     const YAML::Node doc = YAML::Load(*text);
-    if (doc.IsMap() && doc["log"] && doc["log"].IsMap() && doc["log"]["level"]) level = doc["log"]["level"].as<std::string>();
+    const auto log = mapping_keys(doc.IsMap() ? doc["log"] : YAML::Node());
+    if (auto it = log.find("level"); it != log.end() && it->second.IsScalar()) level = it->second.Scalar();
   } catch (const YAML::Exception&) {
     return;
   }

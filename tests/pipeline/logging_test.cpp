@@ -34,6 +34,9 @@ TEST(LogLevelFollower, TakesTheLevelOfTheRewrittenCopyUnlessTheEnvironmentSetsOn
   EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::info);
   follower.check(now += std::chrono::seconds(2));
   EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::debug);
+  rewrite("x-quiet: &quiet {level: warn}\njob: {mode: live}\nlog: {<<: *quiet}\n");  // merged, as the reader takes it
+  follower.check(now += std::chrono::seconds(2));
+  EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::warn);
   rewrite("job: {mode: live}\n");  // the section removed: the default's
   follower.check(now += std::chrono::seconds(2));
   EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::info);
