@@ -28,7 +28,14 @@ publish takes it. Printed: SIGHUP -> the new receiver's first message, -> the ol
 results the bus had over the 8 s around the SIGHUP, how many neither receiver got, and how many both
 got (each should have gone to exactly one); and the cameras' longest gap on the bus meanwhile.
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs]
+With --sampling, the job's ingest.max_fps changes instead (2026-12-05): every camera but cam00 takes the
+job's (cam00 sets its own, every frame), and `vapipe run` gets SIGHUP with ingest.max_fps 5. Printed:
+SIGHUP -> the last sampled camera's `resumed` event; each sampled camera's longest gap between results
+(its new connection), and its results a second over the 3 s before and the 3 s after; whether their seq
+went on without a repeat; cam00's longest gap and reconnections (none expected); the job's results a
+second before and after.
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling]
 Needs Debian's python3-zmq.
 """
 import argparse
@@ -303,6 +310,61 @@ def outputs_round(k):
                 "gap_s": max(gaps)}
 
 
+def sampling_round(k):
+    with tempfile.TemporaryDirectory(prefix="vapipe-sampling-") as workdir:
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        proc, bus = recovery.start_job(workdir, cams)
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # (a full pipe would stop the job)
+        path = os.path.join(workdir, "recovery.yaml")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg["streams"][0]["max_fps"] = 0  # cam00's own: every frame, untouched by the job's
+        write(path, cfg)
+        proc.send_signal(signal.SIGHUP)  # (the same streams: nothing changes, nothing reconnects)
+        if None in wait_results(bus, cams, 0).values():
+            sys.exit("not every camera gave results")
+        time.sleep(4)
+        control, sampled = "cam00", [sid for sid in cams if sid != "cam00"]
+        cfg["ingest"] = {"max_fps": 5}
+        write(path, cfg)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        resumed = [event_time(bus, sid, "resumed", sighup) for sid in sampled]
+        time.sleep(4)
+        settled = max((t for t in resumed if t), default=sighup) + 0.5
+        rate = lambda sid, a, b: len(result_times(bus, sid, a, b)) / (b - a)
+        with bus.lock:
+            reconnecting = sum(1 for t, topic, p in bus.messages if t >= sighup and topic == f"events/{control}"
+                               and p.get("event") == "reconnecting")
+        row = {"resumed_s": max((t or float("nan")) - sighup for t in resumed),
+               "gap_s": max(longest_gap(result_times(bus, sid, sighup - 2, settled + 2)) for sid in sampled),
+               "before": statistics.mean(rate(sid, sighup - 3, sighup) for sid in sampled),
+               "after": statistics.mean(rate(sid, settled, settled + 3) for sid in sampled),
+               "numbered_on": all(seqs_of(bus, sid) == sorted(set(seqs_of(bus, sid))) for sid in sampled),
+               "control_gap_s": longest_gap(result_times(bus, control, sighup - 2, settled + 2)),
+               "control_reconnecting": reconnecting,
+               "job_before": sum(rate(sid, sighup - 3, sighup) for sid in cams),
+               "job_after": sum(rate(sid, settled, settled + 3) for sid in cams)}
+        recovery.stop_job(proc, bus)
+        for cam in cams.values():
+            cam.kill()
+        return row
+
+
+def main_sampling(args):
+    print(f"# reload-bench --sampling {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one "
+          "live job; ingest.max_fps 0 -> 5 on SIGHUP, taken by every camera but cam00 (its own max_fps 0)")
+    print("| round | SIGHUP -> last sampled camera resumed (s) | sampled cameras' longest gap (s) | their results/s "
+          "before -> after | seq numbered on | cam00's longest gap (s) | cam00's reconnections | the job's results/s "
+          "before -> after |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in range(args.rounds):
+        m = sampling_round(args.cameras)
+        print(f"| {r + 1} | {m['resumed_s']:.2f} | {m['gap_s']:.2f} | {m['before']:.1f} -> {m['after']:.1f} | "
+              f"{'yes' if m['numbered_on'] else 'NO'} | {m['control_gap_s']:.2f} | {m['control_reconnecting']} | "
+              f"{m['job_before']:.0f} -> {m['job_after']:.0f} |", flush=True)
+
+
 def main_outputs(args):
     print(f"# reload-bench --outputs {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one live "
           "job, every result to a webhook; the webhook replaced by another receiver's on SIGHUP")
@@ -339,7 +401,10 @@ def main():
     ap.add_argument("--comeback", action="store_true", help="cameras that ended come back under their ids")
     ap.add_argument("--soak", type=int, default=0, help="with --comeback: one job, this many comebacks in a row")
     ap.add_argument("--outputs", action="store_true", help="publish's webhook replaced by a reload")
+    ap.add_argument("--sampling", action="store_true", help="the job's ingest.max_fps changed by a reload")
     args = ap.parse_args()
+    if args.sampling:
+        return main_sampling(args)
     if args.outputs:
         return main_outputs(args)
     if args.comeback:
