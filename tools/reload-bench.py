@@ -318,11 +318,13 @@ def sampling_round(k):
         path = os.path.join(workdir, "recovery.yaml")
         with open(path) as f:
             cfg = json.load(f)
-        cfg["streams"][0]["max_fps"] = 0  # cam00's own: every frame, untouched by the job's
-        write(path, cfg)
-        proc.send_signal(signal.SIGHUP)  # (the same streams: nothing changes, nothing reconnects)
         if None in wait_results(bus, cams, 0).values():
             sys.exit("not every camera gave results")
+        # cam00's own max_fps, the job's value it took: every frame, untouched by the job's new one (this
+        # reload changes nothing: nothing reconnects).
+        cfg["streams"][0]["max_fps"] = 0
+        write(path, cfg)
+        proc.send_signal(signal.SIGHUP)
         time.sleep(4)
         control, sampled = "cam00", [sid for sid in cams if sid != "cam00"]
         cfg["ingest"] = {"max_fps": 5}
