@@ -273,17 +273,24 @@ def results_got(r):
     return {(p["stream_id"], p["seq"]) for _, p in got}, [t for t, _ in got]
 
 
+def running_job(workdir, cams, **extra):
+    """recovery.start_job, its log drained (a full pipe would stop the job), once every camera has a
+    result: (process, bus, config path, config)."""
+    proc, bus = recovery.start_job(workdir, cams, **extra)
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    path = os.path.join(workdir, "recovery.yaml")
+    with open(path) as f:
+        cfg = json.load(f)
+    if None in wait_results(bus, cams, 0).values():
+        sys.exit("not every camera gave results")
+    return proc, bus, path, cfg
+
+
 def outputs_round(k):
     with tempfile.TemporaryDirectory(prefix="vapipe-outputs-") as workdir:
         cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
         old, new = receiver(), receiver()
-        proc, bus = recovery.start_job(workdir, cams, publish={"webhooks": [hook_of(old)]})
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # (a full pipe would stop the job)
-        path = os.path.join(workdir, "recovery.yaml")
-        with open(path) as f:
-            cfg = json.load(f)
-        if None in wait_results(bus, cams, 0).values():
-            sys.exit("not every camera gave results")
+        proc, bus, path, cfg = running_job(workdir, cams, publish={"webhooks": [hook_of(old)]})
         time.sleep(3)
         cfg["publish"]["webhooks"] = [hook_of(new)]
         write(path, cfg)
@@ -313,13 +320,7 @@ def outputs_round(k):
 def sampling_round(k):
     with tempfile.TemporaryDirectory(prefix="vapipe-sampling-") as workdir:
         cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
-        proc, bus = recovery.start_job(workdir, cams)
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # (a full pipe would stop the job)
-        path = os.path.join(workdir, "recovery.yaml")
-        with open(path) as f:
-            cfg = json.load(f)
-        if None in wait_results(bus, cams, 0).values():
-            sys.exit("not every camera gave results")
+        proc, bus, path, cfg = running_job(workdir, cams)
         # cam00's own max_fps, the job's value it took: every frame, untouched by the job's new one (this
         # reload changes nothing: nothing reconnects).
         cfg["streams"][0]["max_fps"] = 0
