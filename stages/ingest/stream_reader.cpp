@@ -1755,10 +1755,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   };
   // Waits until `until` (a reconnection's back-off, a snapshot's next poll), giving the emitter its
   // idle calls. Set: the stream was stopped (or its emitter failed) meanwhile.
-  auto wait_until = [&](std::chrono::steady_clock::time_point until) -> std::optional<Status> {
+  // `on_ingest_reload`: the job's reloaded reconnection settings end the wait too (a back-off).
+  auto wait_until = [&](std::chrono::steady_clock::time_point until, bool on_ingest_reload = false) -> std::optional<Status> {
     while (std::chrono::steady_clock::now() < until) {
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       if (s.settings_waiting.load()) break;  // a reload's settings are tried now, not after the back-off
+      if (on_ingest_reload && s.ingest_waiting.load()) break;
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -1777,10 +1779,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       take_ingest_reload();  // a reload's attempts and delays count from the next attempt
       if (!reconnects && !at_once) return finish(MessageKind::kStreamError, reason);
       ++attempt;
-      if (s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts) {
+      auto attempts_run_out = [&] { return s.ingest.reconnect_attempts > 0 && attempt > s.ingest.reconnect_attempts; };
+      auto give_up = [&] {
         return finish(MessageKind::kStreamError, "gave up after " + std::to_string(s.ingest.reconnect_attempts) +
                                                      " reconnection attempts: " + reason);
-      }
+      };
+      if (attempts_run_out()) return give_up();
       const double delay = at_once ? 0.0 : reconnect_delay_s(s.ingest, attempt);
       if (at_once) {
         VAPIPE_LOG_INFO("stream '{}': {}: connecting now ({})", s.stream.id, reason, uri);
@@ -1795,7 +1799,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           !st.ok()) {
         return finish(MessageKind::kStreamError, st.message());
       }
-      if (auto done = wait_until(std::chrono::steady_clock::now() + seconds_of(delay))) return done;
+      const auto waiting_from = std::chrono::steady_clock::now();
+      auto until = waiting_from + seconds_of(delay);
+      while (true) {
+        if (auto done = wait_until(until, true)) return done;
+        if (!s.ingest_waiting.load()) break;
+        // The job's reconnection settings changed while it waited (a reload): a shorter new delay,
+        // counted from the wait's start, shortens it; the new attempts or `reconnect: false` end it now.
+        take_ingest_reload();
+        if (!reconnects) return finish(MessageKind::kStreamError, reason);
+        if (attempts_run_out()) return give_up();
+        if (delay > 0) until = std::min(until, waiting_from + seconds_of(reconnect_delay_s(s.ingest, attempt)));
+      }
       if (std::optional<std::string> what = take_reload_settings()) {
         // Settings a reload changed while the stream waited: its attempts start over with them, now.
         reason = "a reload changed its " + *what;

@@ -126,7 +126,9 @@ class StreamReader {
   void reconfigure(StreamConfig settings, std::string what);
   // From any thread: a reload changed the job's ingest settings (pipeline/ingest_reload.h). How the
   // stream is reconnected (reconnect, its delays and attempts, stall_timeout_s) is taken at once: the
-  // next attempt, the next wait (one under way ends as it began), the next look for a stall. Its
+  // next attempt, the wait under way (a shorter new delay, counted from its start, shortens it), the
+  // next look for a stall; with no attempts left under the new count, or `reconnect: false`, it ends
+  // now. Its
   // sampling and jitter buffer defaults (max_fps, keyframes_only, rtsp_latency_ms) are taken with its
   // next connection: reconfigure() makes one when the stream decodes with them.
   void set_ingest(const IngestConfig& ingest);

@@ -2186,6 +2186,31 @@ TEST_F(ReconnectTest, AReloadsReconnectionSettingsReachAStreamThatIsRetrying) {
   EXPECT_EQ(of_kind(out, MessageKind::kStreamReconnecting).size(), 5u) << kinds(out);
 }
 
+// A camera waiting out a long back-off takes a reload's shorter delays in that wait, not after it: a
+// site whose cameras came back is not left waiting up to the old reconnect_max_delay_s.
+TEST_F(ReconnectTest, AReloadsShorterDelayEndsABackOffUnderWay) {
+  const int port = testing::free_loopback_tcp_port();  // nothing listens there
+  ingest_.reconnect_delay_s = 60;                      // longer than run_until waits (30 s)
+  ingest_.reconnect_max_delay_s = 60;
+  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  IngestConfig reloaded = ingest_;
+  reloaded.reconnect_delay_s = 0.05;
+  reloaded.reconnect_max_delay_s = 0.1;
+  reloaded.reconnect_attempts = 3;
+  std::thread reload([&] {
+    for (int i = 0; i < 2000 && event_count_.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // within the first wait
+    (*reader)->set_ingest(reloaded);
+  });
+  CollectingEmitter out;
+  run_until(**reader, out, 1);
+  reload.join();
+  EXPECT_EQ(kinds(out), "stream-reconnecting stream-reconnecting stream-reconnecting stream-error");
+  EXPECT_NE(out.messages.back().event.message.find("gave up after 3 reconnection attempts: "), std::string::npos)
+      << out.messages.back().event.message;
+}
+
 // A reload of the job's ingest.max_fps reaches a stream that sets none of its own: ingest gives the
 // reader the job's new settings, then has it connect again (the stream's own settings unchanged).
 TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesIt) {
