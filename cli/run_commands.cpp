@@ -66,6 +66,10 @@ int config_error(const Status& s) {
 }  // namespace
 
 int run_command(const std::vector<std::string>& args, const std::string& self_exe) {
+  // SIGHUP first: its default kills the process, and one sent while the config loads (a script that
+  // edits the file as the job starts, `systemctl reload` racing a start) is a reload the job makes
+  // once it runs, of the file as it is then.
+  install_reload_handler();
   ConfigChoice choice;
   SupervisorOptions options;
   options.self_exe = self_exe;
@@ -98,7 +102,6 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   init_logging("run", config->log.level);
   if (choice.path.empty()) VAPIPE_LOG_INFO("no config given: running the demo (configs/demo.yaml)");
   ShutdownFlags& flags = install_shutdown_handlers();
-  install_reload_handler();  // SIGHUP: a live job re-reads its streams
   const int code = run_supervisor(*config, options, flags);
   if (code == kExitStreamsUnfinished) die_by_stop_signal(flags);
   return code;
