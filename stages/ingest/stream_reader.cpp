@@ -499,9 +499,6 @@ struct StreamReader::Impl {
     last_kept_pts = pts;
     return true;
   }
-  // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
-  // changed, or nullopt when none wait. What create() worked out of the old ones is worked out again,
-  // and what was said once per stream is said again for the new source.
   // The job's reloaded ingest settings (set_ingest()), on run()'s thread: whether some were waiting.
   bool take_waiting_ingest() {
     if (!ingest_waiting.load()) return false;
@@ -512,6 +509,9 @@ struct StreamReader::Impl {
     next_ingest.reset();
     return true;
   }
+  // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
+  // changed, or nullopt when none wait. What create() worked out of the old ones is worked out again,
+  // and what was said once per stream is said again for the new source.
   std::optional<std::string> take_waiting_settings() {
     take_waiting_ingest();  // the defaults the new settings fall back on
     if (!settings_waiting.load()) return std::nullopt;
@@ -1444,8 +1444,6 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   uint64_t decoded_at_connection = 0;                   // s.decoded when this connection began
   auto connected_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
-  // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
-  // changed, or nullopt.
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
   auto take_ingest_reload = [&] {
     if (!s.take_waiting_ingest()) return;
@@ -1453,6 +1451,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   };
+  // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
+  // changed, or nullopt.
   auto take_reload_settings = [&]() -> std::optional<std::string> {
     take_ingest_reload();
     std::optional<std::string> what = s.take_waiting_settings();
