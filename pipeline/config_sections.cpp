@@ -80,4 +80,12 @@ std::string where_in(const std::string& source, int line) {
   return line >= 0 ? source + ":" + std::to_string(line + 1) : source;
 }
 
+Status refused_section_key(const std::string& source, const ChangedKey& changed, const std::string& section,
+                           const std::vector<std::string>& takes) {
+  std::string list;
+  for (const std::string& k : takes) list += (list.empty() ? "" : ", ") + k;
+  return FailedPrecondition(where_in(source, changed.line) + ": `" + section + "." + changed.key + "` changed; of `" +
+                            section + "`, a running job takes only " + list + " (restart the job for the rest)");
+}
+
 }  // namespace vapipe

@@ -43,4 +43,19 @@ std::vector<ChangedKey> changed_section_keys(const ConfigDocuments& docs, const 
 // "job.yaml:12" for a 0-based line, the source alone for -1.
 std::string where_in(const std::string& source, int line);
 
+// The keys of a table of the settings a running job takes from a reload (entries with a `key`), in its
+// order.
+template <typename Entry, size_t N>
+std::vector<std::string> keys_of_table(const Entry (&table)[N]) {
+  std::vector<std::string> keys;
+  for (const Entry& entry : table) keys.push_back(entry.key);
+  return keys;
+}
+
+// The refusal of a reload that changed a key of `section` the running job does not take (`takes`):
+// "job.yaml:9: `ingest.decoder` changed; of `ingest`, a running job takes only max_fps, ... (restart the
+// job for the rest)".
+Status refused_section_key(const std::string& source, const ChangedKey& changed, const std::string& section,
+                           const std::vector<std::string>& takes);
+
 }  // namespace vapipe

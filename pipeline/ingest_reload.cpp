@@ -52,11 +52,7 @@ const ReloadableIngestKey* reloadable_key(const std::string& key) {
 }  // namespace
 
 const std::vector<std::string>& reloadable_ingest_keys() {
-  static const std::vector<std::string> keys = [] {
-    std::vector<std::string> out;
-    for (const ReloadableIngestKey& k : kReloadable) out.push_back(k.key);
-    return out;
-  }();
+  static const std::vector<std::string> keys = keys_of_table(kReloadable);
   return keys;
 }
 
@@ -77,11 +73,7 @@ Result<IngestReload> compare_ingest_sections(const std::string& running_yaml, co
   VAPIPE_ASSIGN_OR_RETURN(ConfigDocuments docs, load_config_documents(running_yaml, reloaded_yaml, source));
   for (const ChangedKey& c : changed_section_keys(docs, "ingest")) {
     if (reloadable_key(c.key)) continue;
-    std::string takes;
-    for (const std::string& k : reloadable_ingest_keys()) takes += (takes.empty() ? "" : ", ") + k;
-    return FailedPrecondition(where_in(source, c.line) + ": `ingest." + c.key +
-                              "` changed; of `ingest`, a running job takes only " + takes +
-                              " (restart the job for the rest)");
+    return refused_section_key(source, c, "ingest", reloadable_ingest_keys());
   }
   IngestReload change;
   take_reloadable_ingest_settings(reloaded, change.after);

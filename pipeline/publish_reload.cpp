@@ -73,11 +73,7 @@ PublishReload::Outputs compare_outputs(const YAML::Node& running, const YAML::No
 }  // namespace
 
 const std::vector<std::string>& reloadable_publish_keys() {
-  static const std::vector<std::string> keys = [] {
-    std::vector<std::string> out;
-    for (const ReloadablePublishKey& k : kReloadable) out.push_back(k.key);
-    return out;
-  }();
+  static const std::vector<std::string> keys = keys_of_table(kReloadable);
   return keys;
 }
 
@@ -115,11 +111,7 @@ Result<PublishReload> compare_publish_sections(const std::string& running_yaml, 
     } else if (std::find(reloadable.begin(), reloadable.end(), c.key) != reloadable.end()) {
       change.segment_keys.push_back(c.key);
     } else {
-      std::string takes;
-      for (const std::string& k : reloadable) takes += (takes.empty() ? "" : ", ") + k;
-      return FailedPrecondition(where_in(source, c.line) + ": `publish." + c.key +
-                                "` changed; of `publish`, a running job takes only " + takes +
-                                " (restart the job for the rest)");
+      return refused_section_key(source, c, "publish", reloadable);
     }
   }
   return change;
