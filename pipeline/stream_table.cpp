@@ -219,17 +219,37 @@ std::string changed_settings(const StreamTableEntry& before, const StreamTableEn
   return changed_settings_of(a, b, &after);
 }
 
+namespace {
+
+// `after` with what the running connection takes as it goes (roi, max_fps, keyframes_only) as `before` has it.
+StreamTableEntry same_connection_settings(const StreamTableEntry& before, StreamTableEntry after) {
+  after.roi = before.roi;
+  after.max_fps = before.max_fps;
+  after.keyframes_only = before.keyframes_only;
+  return after;
+}
+
+}  // namespace
+
+std::string connection_settings_changed(const StreamTableEntry& before, const StreamTableEntry& after,
+                                        const IngestConfig& ingest_before, const IngestConfig& ingest_after) {
+  if (!before.source.empty()) return "";  // a member's decoding is its source's
+  const auto [a, b] = resolved_pair(before, after, ingest_before, ingest_after);
+  return changed_settings_of(a, same_connection_settings(a, b), &after);
+}
+
+std::string connection_settings_changed(const StreamTableEntry& before, const StreamTableEntry& after) {
+  if (!before.source.empty()) return "";
+  return changed_settings(before, same_connection_settings(before, after));
+}
+
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after,
                                   const IngestConfig& ingest_before, const IngestConfig& ingest_after) {
-  const auto [a, b] = resolved_pair(before, after, ingest_before, ingest_after);
-  return settings_need_new_connection(a, b);
+  return !connection_settings_changed(before, after, ingest_before, ingest_after).empty();
 }
 
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after) {
-  if (!before.source.empty()) return false;  // a member's decoding is its source's
-  StreamTableEntry same_region = after;
-  same_region.roi = before.roi;
-  return !changed_settings(before, same_region).empty();
+  return !connection_settings_changed(before, after).empty();
 }
 
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
@@ -312,17 +332,16 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
           changed_settings(as_source(running), as_source(wanted), ingest_before, ingest_after).empty()) {
         continue;
       }
+      // A file's stream takes a new region and sampling as it goes; anything its connection was made
+      // with would read it again from its start.
       const bool file_before = uri_kind_of(running.uri) == UriKind::kFile;
       const bool file_after = uri_kind_of(wanted.uri) == UriKind::kFile;
-      if (!s.is_member() && (file_before || file_after) &&
-          settings_need_new_connection(running, wanted, ingest_before, ingest_after)) {
-        const bool takes_the_jobs = what.find("(ingest.") != std::string::npos;
-        return FailedPrecondition(where + "its " + what + " changed; " +
+      const std::string reconnecting = connection_settings_changed(running, wanted, ingest_before, ingest_after);
+      if (!s.is_member() && (file_before || file_after) && !reconnecting.empty()) {
+        return FailedPrecondition(where + "its " + reconnecting + " changed; " +
                                   (file_before ? "a file's" : "a stream that becomes a file's") +
-                                  " settings cannot change while the job runs: it would be read again from its start (" +
-                                  (takes_the_jobs ? "set the stream's own value as it was, give it a new id, "
-                                                  : "give it a new id, ") +
-                                  "or restart the job)");
+                                  " connection cannot change while the job runs: it would be read again from its "
+                                  "start (give it a new id, or restart the job)");
       }
       to_retune.push_back(wanted);
       if (what.empty()) continue;

@@ -74,8 +74,10 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
 // empty when nothing. Members (`source`) take their source's decoding settings, so theirs show only
 // their `roi`.
 std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after);
-// Whether those changes need the stream's source connected again (a new pipeline): every setting but
-// `roi`, which the next frame takes as it is.
+// Of those, the ones the stream's connection was made with, which need its source connected again (a
+// new pipeline): every setting but `roi`, which the next frame takes as it is, and `max_fps` and
+// `keyframes_only`, which the running connection takes (StreamReader::resample). Empty when none.
+std::string connection_settings_changed(const StreamTableEntry& before, const StreamTableEntry& after);
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after);
 
 // An entry with the job's ingest settings it takes filled in: max_fps and keyframes_only where it sets
@@ -86,6 +88,8 @@ StreamTableEntry resolved_entry(const StreamTableEntry& entry, const IngestConfi
 // ("max_fps (ingest.max_fps)"); an own setting written as the job's value it had is no change.
 std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after,
                              const IngestConfig& ingest_before, const IngestConfig& ingest_after);
+std::string connection_settings_changed(const StreamTableEntry& before, const StreamTableEntry& after,
+                                        const IngestConfig& ingest_before, const IngestConfig& ingest_after);
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after,
                                   const IngestConfig& ingest_before, const IngestConfig& ingest_after);
 
@@ -104,7 +108,7 @@ struct StreamReload {
   // What it changes of `publish` (its outputs, its segments' settings: pipeline/publish_reload.h).
   PublishReload publish;
   // What it changes of `ingest` (sampling, jitter buffers, reconnection: pipeline/ingest_reload.h).
-  // The streams that connect again to take a new sampling or jitter buffer are in `retuned` too.
+  // The streams that take a new sampling or jitter buffer are in `retuned` too.
   IngestReload ingest;
   // log.level, when it changed (every process takes it: pipeline/logging.h, LogLevelFollower).
   std::optional<std::string> log_level;

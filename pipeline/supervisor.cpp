@@ -488,7 +488,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (change->ingest.changed()) {
       VAPIPE_LOG_INFO("{}{}: {} (every stream takes it within a second{})", what, options.config_path,
                       describe_ingest_reload(change->ingest),
-                      change->retuned.empty() ? "" : "; those that decode with it connect again");
+                      change->retuned.empty() ? ""
+                                              : "; those that sample with it take it as they go, those that decode "
+                                                "with it connect again");
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);

@@ -46,9 +46,10 @@ bool RecoveryWatch::admit_output(GstClockTime pts) {
 namespace {
 
 struct ProbeState {
-  ProbeState(bool keyframes_only, DecoderInputCounters* c, std::string id)
-      : gate(keyframes_only), counters(c), stream_id(std::move(id)) {}
+  ProbeState(const std::atomic<bool>* keyframes_only, DecoderInputCounters* c, std::string id)
+      : gate(keyframes_only->load()), keyframes_only(keyframes_only), counters(c), stream_id(std::move(id)) {}
   DecoderInputGate gate;
+  const std::atomic<bool>* keyframes_only;  // the stream's, as a reload leaves it
   DecoderInputCounters* counters;
   std::string stream_id;
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
@@ -70,6 +71,7 @@ DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std
 bool admit(ProbeState& state, GstBuffer* buffer) {
   state.counters->last_input_ns = std::chrono::steady_clock::now().time_since_epoch().count();
   state.counters->arrived.fetch_add(1);
+  state.gate.set_keyframes_only(state.keyframes_only->load(std::memory_order_relaxed));
   std::optional<uint32_t> recovery_frames;
   switch (state.gate.admit(frame_of(state, buffer, &recovery_frames))) {
     case DecoderInputGate::Verdict::kPass:
@@ -146,8 +148,8 @@ void delete_state(gpointer state) { delete static_cast<std::shared_ptr<ProbeStat
 
 }  // namespace
 
-void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, bool keyframes_only, DecoderInputCounters* counters,
-                        const std::string& stream_id) {
+void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
+                        DecoderInputCounters* counters, const std::string& stream_id) {
   auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id);
   if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
     state->reader = AccessUnitReader::for_caps(caps);

@@ -49,6 +49,19 @@ class DecoderInputGate {
 
   explicit DecoderInputGate(bool keyframes_only) : keyframes_only_(keyframes_only) {}
 
+  // A reload changed keyframes_only while the connection runs. On: only key frames from the next frame.
+  // Off: the frames after the last key frame passed reference frames the decoder never had, so it waits
+  // for the next key frame (or recovery point) as a new connection does, then passes everything.
+  void set_keyframes_only(bool on) {
+    if (on == keyframes_only_) return;
+    keyframes_only_ = on;
+    if (!on) {
+      started_ = false;
+      waited_ = 0;
+    }
+  }
+  bool keyframes_only() const { return keyframes_only_; }
+
   // Whether admit() still tells frames apart: not once a connection has started, unless keyframes_only
   // (then a frame's NAL units need not be read: an all-intra stream marks every frame a key frame).
   bool tells_frames_apart() const { return keyframes_only_ || !started_; }
@@ -113,9 +126,10 @@ struct DecoderInputCounters {
 
 // Puts a new DecoderInputGate on a decoder: on `decoder_sink`, its input pad, the buffers it does not
 // admit, alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pads;
-// on `decoder_src` (may be null), its output pad, the pictures a RecoveryWatch holds back. The log
-// names `stream_id` where the gate stops waiting without a key frame.
-void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, bool keyframes_only, DecoderInputCounters* counters,
-                        const std::string& stream_id);
+// on `decoder_src` (may be null), its output pad, the pictures a RecoveryWatch holds back. The gate
+// follows `keyframes_only` (read at each frame: a reload may change it; it must outlive the pads too).
+// The log names `stream_id` where the gate stops waiting without a key frame.
+void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
+                        DecoderInputCounters* counters, const std::string& stream_id);
 
 }  // namespace vapipe

@@ -145,10 +145,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t dropped = 0;                    // frames its queue dropped, once it has ended
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
-    // Settings a reload changed before its reader was made (given to it once it is), and what changed;
-    // the job's ingest settings likewise.
+    // Settings a reload changed before its reader was made (given to it once it is), what changed, and
+    // whether its connection was made with some of them (else it samples with them as it goes); the
+    // job's ingest settings likewise.
     std::optional<StreamConfig> waiting_settings;
     std::string waiting_what;
+    bool waiting_connects = false;
     std::optional<IngestConfig> waiting_ingest;
     std::optional<UriKind> kind;  // its uri's (worked out once: a reload's streams are not in `config`)
     // A stream that had ended and starts again under its id (a reload): where its numbering goes on,
@@ -352,10 +354,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       {
         std::lock_guard<std::mutex> lock(r->mutex);
         if (r->removed) (*reader)->stop(kRemovedFromConfig);  // removed before it began: it ends without a frame
-        if (r->waiting_ingest) (*reader)->set_ingest(*std::exchange(r->waiting_ingest, std::nullopt));
+        if (r->waiting_ingest) {
+          ingest = *std::exchange(r->waiting_ingest, std::nullopt);
+          (*reader)->set_ingest(ingest);
+        }
         if (r->waiting_settings) {
-          (*reader)->reconfigure(std::move(*r->waiting_settings), std::move(r->waiting_what));
+          if (r->waiting_connects) {
+            (*reader)->reconfigure(std::move(*r->waiting_settings), std::move(r->waiting_what));
+          } else {
+            (*reader)->resample(*r->waiting_settings, ingest, std::move(r->waiting_what));
+          }
           r->waiting_settings.reset();
+          r->waiting_connects = false;
         }
         r->reader = reader->get();
       }
@@ -414,19 +424,26 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     runs.at(group->second)->fan_out->remove(m, kRemovedFromConfig);
     removed_members.insert(m);
   };
-  // A group's reader connects again with `settings` (a reload changed `what`), or its reader, not made
-  // yet, takes them once it is.
-  auto connect_again = [&](StreamRun& group, StreamConfig settings, const std::string& what) {
+  // A group's reader takes `settings` (a reload changed `what`): it connects again with them
+  // (`connects`: its connection was made with some of what changed), or samples with their max_fps and
+  // keyframes_only as it goes. A reader not made yet takes them once it is.
+  auto retune_group = [&](StreamRun& group, StreamConfig settings, const std::string& what, bool connects) {
     std::lock_guard<std::mutex> lock(group.mutex);
     if (group.reader) {
-      group.reader->reconfigure(std::move(settings), what);
+      if (connects) {
+        group.reader->reconfigure(std::move(settings), what);
+      } else {
+        group.reader->resample(settings, ingest_now, what);
+      }
     } else {
       group.waiting_settings = std::move(settings);
       group.waiting_what = group.waiting_what.empty() ? what : group.waiting_what + ", " + what;
+      group.waiting_connects = group.waiting_connects || connects;
     }
   };
-  // A running stream whose settings a reload changed: its reader connects again with them (uri,
-  // max_fps, ...), its fan-out classifies its new region from the next frame (roi).
+  // A running stream whose settings a reload changed: its reader connects again with those its
+  // connection was made with (uri, rtsp_latency_ms, ...), samples with a new max_fps or keyframes_only
+  // as it goes, and its fan-out classifies its new region from the next frame (roi).
   auto retune_stream = [&](const StreamTableEntry& e) {
     auto known = applied.find(e.index);
     if (known == applied.end()) return;
@@ -462,22 +479,25 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       VAPIPE_LOG_INFO("ingest lane {}: stream '{}': its roi changed (reload) to [{}, {}, {}, {}]: classified from "
                       "its next frame", lane.index, e.id, e.roi[0], e.roi[1], e.roi[2], e.roi[3]);
     }
-    if (!reconnect) return;
+    if (decoding.empty()) return;
     auto settings = stream_config_of(e);
     if (!settings.ok()) {
       VAPIPE_LOG_ERROR("stream '{}': {}: its settings are left as they were", e.id, settings.status().message());
       return;
     }
-    VAPIPE_LOG_INFO("ingest lane {}: stream '{}': a reload changed its {}: it connects again with them ({})",
-                    lane.index, e.id, decoding, redact_uri(e.uri));
-    connect_again(*group, std::move(*settings), decoding);
+    if (reconnect) {
+      VAPIPE_LOG_INFO("ingest lane {}: stream '{}': a reload changed its {}: it connects again with them ({})",
+                      lane.index, e.id, decoding, redact_uri(e.uri));
+    }
+    retune_group(*group, std::move(*settings), decoding, reconnect);
   };
   // The job's ingest settings that a reload changed (pipeline/ingest_reload.h), from the job's copy of
   // its config, which the supervisor rewrites before the table: looked at when the table's version
   // rises, and at the lane's first table (a lane started as a reload rewrote the copy). Every running
-  // stream takes the new reconnection settings now; one that decodes with a new max_fps,
-  // keyframes_only or rtsp_latency_ms connects again with it (retune_stream, which compares the
-  // streams as they decode: with ingest_before_table, then ingest_now).
+  // stream takes the new reconnection settings now; one that samples with a new max_fps or
+  // keyframes_only takes it as it goes, one that decodes with a new rtsp_latency_ms connects again
+  // with it (retune_stream, which compares the streams as they decode: with ingest_before_table, then
+  // ingest_now).
   const char* copy_env = std::getenv(kConfigAsStartedEnv);
   const std::string config_copy = config.job.mode == JobMode::kLive && copy_env ? copy_env : "";
   std::string config_copy_identity;

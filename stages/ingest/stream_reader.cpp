@@ -94,6 +94,7 @@ struct QueuedFrame {
   uint64_t seq = 0;
   int64_t capture_ns = 0;
   int64_t pts_ns = -1;  // the buffer's, or for an untimed live source its arrival (frame_pts_ns)
+  uint32_t sampling = 0;  // the sampling it was kept under (Impl::sampling_generation)
 };
 
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
@@ -325,16 +326,19 @@ struct StreamReader::Impl {
   std::atomic<bool> part_ended{false};
   // ingest.max_fps: at most one frame per period of the stream's own timestamps, the first at or after
   // each multiple of the period (so a resumed run keeps the same frames as the first); 0: every frame.
-  // Frames without a timestamp are all kept. Written by the appsink thread (and by run() while the
-  // pipeline is not playing).
-  int64_t sample_period_ns = 0;
-  std::atomic<int64_t> last_kept_slot{-1};
-  std::atomic<int64_t> last_kept_pts{-1};
+  // Frames without a timestamp are all kept. The appsink thread samples; run() changes the period (a
+  // reload, resample()) while it does: the four under sampling_mutex. Each change is a new generation,
+  // which the frames kept under it carry (QueuedFrame::sampling): the change is said before the first.
+  std::mutex sampling_mutex;
+  std::atomic<int64_t> sample_period_ns{0};
+  int64_t last_kept_slot = -1;
+  int64_t last_kept_pts = -1;
+  uint32_t sampling_generation = 0;
   std::atomic<uint64_t> sampled_out{0};  // frames left out by max_fps
   // ingest.keyframes_only: compressed frames that are not key frames are dropped on the way into the
   // decoder (never decoded); they, and those before a connection's first key frame, are counted in
-  // decoder_input (decoder_input_gate.h).
-  bool keyframes_only = false;
+  // decoder_input (decoder_input_gate.h). The decoder's gate reads it at each frame.
+  std::atomic<bool> keyframes_only{false};
   DecoderInputCounters decoder_input;
   bool keyframes_logged = false;  // once per stream, not per reconnection
   std::atomic<uint32_t> decoder_threads{0};  // as read back from the decoder (0: none set)
@@ -346,6 +350,18 @@ struct StreamReader::Impl {
   std::atomic<bool> settings_waiting{false};
   std::optional<StreamConfig> next_settings;
   std::string next_settings_what;
+  // resample(): a reload's max_fps and keyframes_only (the stream's own; under stop_mutex), taken by
+  // run()'s thread while the connection goes on (take_waiting_sampling). Never waiting together with
+  // next_settings: whichever comes later takes the other in.
+  struct Sampling {
+    double own_max_fps;                       // StreamConfig's: -1 takes the job's
+    std::optional<bool> own_keyframes_only;
+    double max_fps;                           // as the stream samples: with the job's it takes
+    bool keyframes_only;
+  };
+  std::atomic<bool> sampling_waiting{false};
+  std::optional<Sampling> next_sampling;
+  std::string next_sampling_what;
   // set_ingest(): the job's ingest settings as a reload left them (under stop_mutex), taken by run()'s
   // thread (take_waiting_ingest), the only one that reads `ingest` once the stream runs.
   std::atomic<bool> ingest_waiting{false};
@@ -486,12 +502,20 @@ struct StreamReader::Impl {
   }
   static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
 
-  // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns).
-  bool keep_by_max_fps(int64_t pts) {
-    if (sample_period_ns <= 0 || pts < 0) return true;
-    const int64_t slot = pts / sample_period_ns;
+  // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns); `generation`:
+  // the sampling's.
+  bool keep_by_max_fps(int64_t pts, uint32_t* generation) {
+    std::lock_guard<std::mutex> lock(sampling_mutex);
+    *generation = sampling_generation;
+    if (pts < 0) return true;
+    const int64_t period = sample_period_ns.load();
+    if (period <= 0) {
+      last_kept_pts = pts;  // where a max_fps a reload sets goes on from (take_waiting_sampling)
+      return true;
+    }
+    const int64_t slot = pts / period;
     // Timestamps that went back (a reconnection's new pipeline, a seek to the start) start over.
-    if (slot <= last_kept_slot.load() && pts >= last_kept_pts.load()) {
+    if (slot <= last_kept_slot && pts >= last_kept_pts) {
       sampled_out.fetch_add(1);
       return false;
     }
@@ -535,8 +559,11 @@ struct StreamReader::Impl {
     stream.from_ns = next.from_ns;
     stream.to_ns = next.to_ns;
     stream.source = std::move(next.source);
-    sample_period_ns = period_of(stream.max_fps >= 0 ? stream.max_fps : ingest.max_fps);
-    kept_up_to(-1);
+    {
+      std::lock_guard<std::mutex> sampling(sampling_mutex);
+      sample_period_ns = period_of(stream.max_fps >= 0 ? stream.max_fps : ingest.max_fps);
+      keep_from(-1);
+    }
     keyframes_only = ingest.keyframes_only_for(stream);
     orientation = stream.turn.value_or(Orientation::kAsStored);
     {
@@ -552,9 +579,37 @@ struct StreamReader::Impl {
     multipart = false;
     return std::exchange(next_settings_what, std::string());
   }
+  // A reload's max_fps and keyframes_only (resample()), on run()'s thread, while the connection goes on:
+  // the new sampling generation and what changed, or nullopt. The next frame kept is the first at or
+  // after the new period's next multiple past the last one kept; the decoder's gate takes
+  // keyframes_only at its next frame (decoder_input_gate.h: frames already in the decoder come out as
+  // they went in).
+  std::optional<std::pair<uint32_t, std::string>> take_waiting_sampling() {
+    if (!sampling_waiting.load()) return std::nullopt;
+    std::lock_guard<std::mutex> lock(stop_mutex);
+    sampling_waiting = false;
+    if (!next_sampling) return std::nullopt;
+    stream.max_fps = next_sampling->own_max_fps;
+    stream.keyframes_only = next_sampling->own_keyframes_only;
+    uint32_t generation = 0;
+    {
+      std::lock_guard<std::mutex> sampling(sampling_mutex);
+      sample_period_ns = period_of(next_sampling->max_fps);
+      keep_from(last_kept_pts);
+      generation = ++sampling_generation;
+    }
+    keyframes_only = next_sampling->keyframes_only;
+    next_sampling.reset();
+    return std::make_pair(generation, std::exchange(next_sampling_what, std::string()));
+  }
   // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
   void kept_up_to(int64_t pts) {
-    last_kept_slot = sample_period_ns > 0 && pts >= 0 ? pts / sample_period_ns : -1;
+    std::lock_guard<std::mutex> lock(sampling_mutex);
+    keep_from(pts);
+  }
+  void keep_from(int64_t pts) {  // kept_up_to, under sampling_mutex
+    const int64_t period = sample_period_ns.load();
+    last_kept_slot = period > 0 && pts >= 0 ? pts / period : -1;
     last_kept_pts = pts;
   }
 
@@ -615,8 +670,9 @@ struct StreamReader::Impl {
       if (pts < self->stream.from_ns) return GST_FLOW_OK;
     }
     const int64_t pts = self->frame_pts_ns(gst_sample_get_buffer(sample.get()));
-    if (!self->snapshot_mode.load() && !self->keep_by_max_fps(pts)) return GST_FLOW_OK;
-    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts};
+    uint32_t sampling = 0;
+    if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &sampling)) return GST_FLOW_OK;
+    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, sampling};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
     // appsink has one streaming thread, the only writer.
@@ -734,7 +790,7 @@ struct StreamReader::Impl {
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
     GstPad* src = gst_element_get_static_pad(element, "src");
-    gate_decoder_input(sink, src, self->keyframes_only, &self->decoder_input, self->stream.id);
+    gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
     // connection (a file's second video stream, left out, may have its own).
     if (self->recent && !self->recent_attached.exchange(true)) keep_decoder_input(sink, self->recent.get());
@@ -1474,6 +1530,31 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : "";
     return out.emit(Message::stream_event(MessageKind::kStreamChanged, s.envelope(), std::move(ev)));
   };
+  // A reload's sampling (resample()), taken while the connection goes on (or while the stream waits to
+  // reconnect). Said before the first frame sampled with it (emit_frame), or at once when no frame
+  // waits (`say_now`; an idle moment; the stream's end): frames kept before it go out first.
+  std::optional<std::pair<uint32_t, std::string>> sampling_unsaid;  // its generation, what changed
+  auto say_sampling_change = [&]() -> Status {
+    if (!sampling_unsaid) return Status::Ok();
+    const std::string what = std::move(sampling_unsaid->second);
+    sampling_unsaid.reset();
+    return say_changed("a reload changed its " + what);
+  };
+  auto take_sampling_reload = [&](bool say_now) -> Status {
+    std::optional<std::pair<uint32_t, std::string>> taken = s.take_waiting_sampling();
+    if (!taken) return Status::Ok();
+    const int64_t period_ns = s.sample_period_ns.load();
+    const std::string rate = period_ns > 0 ? fmt::format("at most {:.3g} frames/s", 1e9 / static_cast<double>(period_ns))
+                                           : std::string("every frame");
+    VAPIPE_LOG_INFO("stream '{}': a reload changed its {}: taken without a new connection ({}{})", s.stream.id,
+                    taken->second, rate, s.keyframes_only.load() ? ", key frames only" : "");
+    if (sampling_unsaid) {  // two reloads before a frame: said as one, before the first frame of either
+      taken->first = sampling_unsaid->first;
+      taken->second = sampling_unsaid->second + ", " + taken->second;
+    }
+    sampling_unsaid = std::move(taken);
+    return say_now ? say_sampling_change() : Status::Ok();
+  };
   // The job stops (flags) or this stream alone (stop()); how its end event says so.
   auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
   auto stopped = [&] {
@@ -1567,6 +1648,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     } else {
       set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     }
+    // A reload's sampling that no frame came under is said before the end all the same.
+    if (Status said = say_sampling_change(); !said.ok()) {
+      VAPIPE_LOG_WARN("stream '{}': its sampling change not said before its end: {}", s.stream.id, said.message());
+    }
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
     if (s.stream.parsed.kind == UriKind::kFile && kind == MessageKind::kStreamEnd && s.stream.from_ns > 0 &&
         s.next_seq.load() == 0 && !s.part_ended.load() && !stopping()) {
@@ -1591,7 +1676,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
     } else {
       std::string left_out;
-      if (s.keyframes_only) {
+      if (s.keyframes_only.load() || s.decoder_input.not_key_frames.load() > 0) {
         left_out += ", " + std::to_string(s.decoder_input.not_key_frames.load()) + " not decoded: not key frames";
       }
       if (const uint64_t early = s.decoder_input.before_key_frame.load(); early > 0) {
@@ -1600,7 +1685,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (const uint64_t partial = s.decoder_input.before_recovery.load(); partial > 0) {
         left_out += ", " + std::to_string(partial) + " decoded and left out: not whole yet after a recovery point";
       }
-      if (s.sample_period_ns > 0) {
+      if (s.sample_period_ns.load() > 0 || s.sampled_out.load() > 0) {
         left_out += ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps";
       }
       VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped{})", s.stream.id, ev.message, emitted, ev.dropped,
@@ -1618,6 +1703,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   bool reservation_failed = false;  // logged once
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
+    if (sampling_unsaid && f.sampling >= sampling_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_sampling_change());
     if (s.options.seq_reservations) {
       // Before the number can reach anyone: a restarted lane must start past it.
       if (Status st = s.options.seq_reservations->ensure(s.stream.id, f.seq); !st.ok() && !reservation_failed) {
@@ -1761,6 +1847,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       if (s.settings_waiting.load()) break;  // a reload's settings are tried now, not after the back-off
       if (on_ingest_reload && s.ingest_waiting.load()) break;
+      if (Status st = take_sampling_reload(/*say_now=*/true); !st.ok()) {
+        return finish(MessageKind::kStreamError, st.message());
+      }
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -1844,7 +1933,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // (each end was a warning and a reconnecting and resumed event, every second). Empty: polled again.
   auto poll_snapshot = [&]() -> std::optional<Status> {
     if (auto done = end_connection()) return done;
-    const double period_s = s.sample_period_ns > 0 ? static_cast<double>(s.sample_period_ns) / 1e9 : 1.0;
+    const int64_t period_ns = s.sample_period_ns.load();
+    const double period_s = period_ns > 0 ? static_cast<double>(period_ns) / 1e9 : 1.0;
     s.snapshot_mode = true;
     if (!s.snapshot_logged) {
       s.snapshot_logged = true;
@@ -1905,6 +1995,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       return finish(MessageKind::kStreamEnd, stopped());
     }
     take_ingest_reload();
+    if (Status st = take_sampling_reload(/*say_now=*/false); !st.ok()) {
+      return finish(MessageKind::kStreamError, st.message());
+    }
     if (s.settings_waiting.load()) {
       // A reload changed its settings: what this connection decoded goes out, and the next connection
       // is made now, with them.
@@ -1947,6 +2040,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       continue;
     }
     if (!frame) {
+      // Nothing kept before a reload's sampling waits: said now, whenever the next frame comes.
+      if (Status st = say_sampling_change(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
@@ -2087,14 +2182,45 @@ void StreamReader::end_clips_before(int64_t before_unix_ns) {
   if (impl_->clips) impl_->clips->end_clips_before(before_unix_ns);
 }
 
+namespace {
+
+void append_what(std::string& list, const std::string& what) {
+  if (what.empty()) return;
+  list += (list.empty() ? "" : ", ") + what;
+}
+
+}  // namespace
+
 void StreamReader::reconfigure(StreamConfig settings, std::string what) {
   {
     std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+    // A resample() not taken yet is older, and these settings are whole: what it changed is said with them.
+    if (impl_->next_sampling) {
+      impl_->next_sampling.reset();
+      append_what(impl_->next_settings_what, std::exchange(impl_->next_sampling_what, std::string()));
+    }
     impl_->next_settings = std::move(settings);
-    impl_->next_settings_what = impl_->next_settings_what.empty() ? std::move(what)
-                                                                  : impl_->next_settings_what + ", " + what;
+    append_what(impl_->next_settings_what, what);
   }
   impl_->settings_waiting = true;
+}
+
+void StreamReader::resample(const StreamConfig& settings, const IngestConfig& ingest, std::string what) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+    if (impl_->next_settings) {
+      // A new connection is coming anyway: it takes these with the rest.
+      impl_->next_settings->max_fps = settings.max_fps;
+      impl_->next_settings->keyframes_only = settings.keyframes_only;
+      append_what(impl_->next_settings_what, what);
+      return;
+    }
+    impl_->next_sampling = Impl::Sampling{settings.max_fps, settings.keyframes_only,
+                                          settings.max_fps >= 0 ? settings.max_fps : ingest.max_fps,
+                                          ingest.keyframes_only_for(settings)};
+    append_what(impl_->next_sampling_what, what);
+  }
+  impl_->sampling_waiting = true;
 }
 
 void StreamReader::set_ingest(const IngestConfig& ingest) {

@@ -192,9 +192,10 @@ TEST(StreamTable, AReloadOfTheLogLevelPassesAndSaysTheLevel) {
 }
 
 // ingest's sampling, jitter buffer and reconnection change with a reload: the streams that decode with
-// a changed setting (they set none of their own) connect again with it, and are said; a file's stream
-// that would take one refuses the reload (it would be read again from its start).
-TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThemAndRefusesAFilesStream) {
+// a changed setting (they set none of their own) take it, and are said. A new jitter buffer needs a new
+// connection; a new max_fps or keyframes_only is taken as the connection goes on, by a file's stream too
+// (nothing of it is read again).
+TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThem) {
   auto job = [](const std::string& ingest, const std::string& loop_settings) {
     return "job: {mode: live}\nstreams:\n"
            "  - {id: gate, uri: \"rtsp://10.0.0.5/stream1\"}\n"
@@ -212,51 +213,53 @@ TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThemAndRefuse
     EXPECT_EQ(table.version, before.version);
     return r.ok() ? std::string("(applied)") : r.status().message();
   };
-  // The file would take the job's new max_fps.
-  EXPECT_EQ(refused(running, job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 3}\n", "")),
-            "job.yaml:7: stream 'loop': its max_fps (ingest.max_fps) changed; a file's settings cannot change while "
-            "the job runs: it would be read again from its start (set the stream's own value as it was, give it a new "
-            "id, or restart the job)");
-  // Given its own, as it was (the job's 0), the file goes on untouched and the cameras take the job's.
-  const std::string sampled = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 3}\n", ", max_fps: 0");
+  const std::string sampled = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 3}\n", "");
+  const StreamTable as_started = table;
   auto change = apply_stream_reload(table, running, sampled, load(sampled), 2);
   ASSERT_TRUE(change.ok()) << change.status().message();
-  EXPECT_EQ(change->retuned, (std::vector<std::string>{"gate", "mjpeg"}));
+  EXPECT_EQ(change->retuned, (std::vector<std::string>{"gate", "mjpeg", "loop"}));
   EXPECT_EQ(change->retuned_what,
             (std::vector<std::string>{"max_fps (ingest.max_fps), rtsp_latency_ms (ingest.rtsp_latency_ms)",
-                                      "max_fps (ingest.max_fps)"}));
+                                      "max_fps (ingest.max_fps)", "max_fps (ingest.max_fps)"}));
   EXPECT_EQ(change->ingest.keys, (std::vector<std::string>{"max_fps", "rtsp_latency_ms", "reconnect_attempts"}));
   EXPECT_TRUE(settings_changed(*change));
   EXPECT_NE(describe_reload(*change, 2).find(
                 "changed 'gate' (max_fps (ingest.max_fps), rtsp_latency_ms (ingest.rtsp_latency_ms)), 'mjpeg' "
-                "(max_fps (ingest.max_fps)); ingest.max_fps, ingest.rtsp_latency_ms, ingest.reconnect_attempts changed"),
+                "(max_fps (ingest.max_fps)), 'loop' (max_fps (ingest.max_fps)); ingest.max_fps, "
+                "ingest.rtsp_latency_ms, ingest.reconnect_attempts changed"),
             std::string::npos)
       << describe_reload(*change, 2);
   EXPECT_EQ(table.entries[0].max_fps, -1);  // the camera's own setting stays unset: it takes the job's
-  EXPECT_EQ(table.entries[4].max_fps, 0);   // the file's own, as written
-  EXPECT_FALSE(settings_need_new_connection(table_entry_of(load(running).streams[4], 4, 0), table.entries[4],
-                                            load(running).ingest, load(sampled).ingest));
+  // Only gate's jitter buffer needs a new connection; the others sample with 5 frames/s as they go.
+  const IngestConfig was = load(running).ingest, now = load(sampled).ingest;
+  EXPECT_EQ(connection_settings_changed(as_started.entries[0], table.entries[0], was, now),
+            "rtsp_latency_ms (ingest.rtsp_latency_ms)");
+  EXPECT_FALSE(settings_need_new_connection(as_started.entries[2], table.entries[2], was, now));
+  EXPECT_FALSE(settings_need_new_connection(as_started.entries[4], table.entries[4], was, now));
+  EXPECT_EQ(resolved_entry(table.entries[4], now).max_fps, 5);
+  // An own value written as the job's value it took is no change.
+  const std::string own_as_taken = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 3}\n", ", max_fps: 5");
+  auto same = apply_stream_reload(table, sampled, own_as_taken, load(own_as_taken), 2);
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_TRUE(same->retuned.empty());
+  EXPECT_EQ(table.entries[4].max_fps, 5);
 
-  // Reconnection alone: no stream connects again.
-  const std::string patient = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 0}\n", ", max_fps: 0");
-  auto reconnection = apply_stream_reload(table, sampled, patient, load(patient), 2);
+  // Reconnection alone: no stream is retuned.
+  const std::string patient = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, reconnect_attempts: 0}\n", ", max_fps: 5");
+  auto reconnection = apply_stream_reload(table, own_as_taken, patient, load(patient), 2);
   ASSERT_TRUE(reconnection.ok()) << reconnection.status().message();
   EXPECT_TRUE(reconnection->retuned.empty());
   EXPECT_EQ(describe_settings_reload(*reconnection), "ingest.reconnect_attempts changed");
 
-  // Key frames only: every camera that sets none of its own (door sets its max_fps only), not the file
-  // once it sets its own.
-  EXPECT_NE(refused(patient, job("ingest: {max_fps: 5, rtsp_latency_ms: 400, keyframes_only: true}\n", ", max_fps: 0"))
-                .find("stream 'loop': its keyframes_only (ingest.keyframes_only) changed"),
-            std::string::npos);
-  const std::string key_frames =
-      job("ingest: {max_fps: 5, rtsp_latency_ms: 400, keyframes_only: true}\n", ", max_fps: 0, keyframes_only: false");
+  // Key frames only: every stream that sets none of its own (door sets its max_fps only), the file too.
+  const std::string key_frames = job("ingest: {max_fps: 5, rtsp_latency_ms: 400, keyframes_only: true}\n", ", max_fps: 5");
   auto kept = apply_stream_reload(table, patient, key_frames, load(key_frames), 2);
   ASSERT_TRUE(kept.ok()) << kept.status().message();
-  EXPECT_EQ(kept->retuned, (std::vector<std::string>{"gate", "door", "mjpeg"}));
+  EXPECT_EQ(kept->retuned, (std::vector<std::string>{"gate", "door", "mjpeg", "loop"}));
+  EXPECT_EQ(kept->retuned_what.back(), "keyframes_only (ingest.keyframes_only)");
 
   // Any other ingest setting needs a restart, named with its line.
-  const std::string decoder = job("ingest: {max_fps: 5, decoder: cpu}\n", ", max_fps: 0, keyframes_only: false");
+  const std::string decoder = job("ingest: {max_fps: 5, decoder: cpu}\n", ", max_fps: 5");
   EXPECT_NE(refused(key_frames, decoder).find("job.yaml:9: `ingest.decoder` changed; of `ingest`, a running job takes only"),
             std::string::npos);
 }
@@ -348,7 +351,7 @@ TEST(StreamTable, AStreamsOwnMaxFpsAndRoiTravelWithItAndChangeInPlaceWithAReload
   EXPECT_EQ(table.entries[0].max_fps, 5);
   EXPECT_EQ(table.entries[0].index, 0u);
   EXPECT_EQ(table.entries[0].lane, before.lane);
-  EXPECT_TRUE(settings_need_new_connection(before, table.entries[0]));
+  EXPECT_FALSE(settings_need_new_connection(before, table.entries[0]));  // sampled so as it goes
   EXPECT_EQ(table.entries[1].max_fps, -1);  // b untouched
   // The same file again changes no stream (a new version all the same).
   const std::vector<StreamTableEntry> entries_before = table.entries;
@@ -628,7 +631,7 @@ TEST(StreamTable, AStreamWithASourceKeepsItInTheTableJoinsItsLaneOnAReloadAndCan
 
 // A camera's uri changes in place (a new address, a new password); a file's may not (the stream would
 // be read again from its start), nor may a camera become a file.
-TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesSettingsDoNot) {
+TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesConnectionDoesNot) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: gate, uri: \"rtsp://user:old@10.0.0.5/stream1\"}\n"
                               "  - {id: door, uri: \"rtsp://10.0.0.6/stream1\"}\n"
@@ -655,11 +658,13 @@ TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesSettingsDoNot) {
   };
   std::string other_file = moved;
   other_file.replace(other_file.find("/media/loop.mp4"), 15, "/media/other.mp4");
-  EXPECT_NE(refused(other_file).find("job.yaml:5: stream 'loop': its uri changed; a file's settings cannot change"),
-            std::string::npos);
-  std::string file_fps = moved;
-  file_fps.replace(file_fps.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", max_fps: 1");
-  EXPECT_NE(refused(file_fps).find("stream 'loop': its max_fps changed; a file's settings"), std::string::npos);
+  EXPECT_EQ(refused(other_file), "job.yaml:5: stream 'loop': its uri changed; a file's connection cannot change while "
+                                 "the job runs: it would be read again from its start (give it a new id, or restart "
+                                 "the job)");
+  std::string file_turned = moved;
+  file_turned.replace(file_turned.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", rotate: 90, max_fps: 1");
+  EXPECT_NE(refused(file_turned).find("stream 'loop': its rotate or mirror changed; a file's connection"),
+            std::string::npos);  // max_fps alone would pass (below); the reload is refused whole
   std::string to_file = moved;
   to_file.replace(to_file.find("rtsp://10.0.0.6/stream1"), 23, "/media/door.mp4");
   EXPECT_NE(refused(to_file).find("stream 'door': its uri changed; a stream that becomes a file's"), std::string::npos);
@@ -670,6 +675,13 @@ TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesSettingsDoNot) {
   ASSERT_TRUE(region.ok()) << region.status().message();
   EXPECT_EQ(region->retuned, std::vector<std::string>{"loop"});
   EXPECT_EQ(table.entries[2].roi, (std::array<double, 4>{0, 0, 0.5, 1}));
+  // And its sampling: taken as it goes (StreamReader::resample).
+  std::string file_fps = file_roi;
+  file_fps.replace(file_fps.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", max_fps: 1, keyframes_only: true");
+  auto sampling = apply_stream_reload(table, file_roi, file_fps, load(file_fps), 2);
+  ASSERT_TRUE(sampling.ok()) << sampling.status().message();
+  EXPECT_EQ(sampling->retuned_what, std::vector<std::string>{"max_fps, keyframes_only"});
+  EXPECT_EQ(table.entries[2].max_fps, 1);
 }
 
 }  // namespace

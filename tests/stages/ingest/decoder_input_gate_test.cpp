@@ -41,6 +41,26 @@ TEST(DecoderInputGate, TellsFramesApartOnlyUntilItStartsOrWithKeyFramesOnly) {
   EXPECT_TRUE(keys_only.tells_frames_apart());
 }
 
+// keyframes_only turned on by a reload drops the next delta; turned off, the deltas after the last key
+// frame passed reference frames never decoded: nothing passes before the next key frame (or recovery point).
+TEST(DecoderInputGate, KeyframesOnlyChangedMidStreamTakesEffectWhereTheDecoderCanFollow) {
+  DecoderInputGate gate(false);
+  EXPECT_EQ(gate.admit(Frame::kKey), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
+  gate.set_keyframes_only(true);
+  EXPECT_TRUE(gate.keyframes_only());
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kNotKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kKey), Verdict::kPass);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kNotKeyFrame);
+  gate.set_keyframes_only(false);
+  EXPECT_TRUE(gate.tells_frames_apart());
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kBeforeKeyFrame);
+  EXPECT_EQ(gate.admit(Frame::kRecoveryPoint), Verdict::kPassFromRecoveryPoint);
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
+  gate.set_keyframes_only(false);  // unchanged: no new wait
+  EXPECT_EQ(gate.admit(Frame::kDelta), Verdict::kPass);
+}
+
 TEST(DecoderInputGate, AStreamThatStartsWithAKeyFrameLosesNothing) {
   DecoderInputGate gate(false);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(gate.admit(delta_if(i % 30 != 0)), Verdict::kPass) << i;
@@ -167,12 +187,13 @@ class GatedPad : public ::testing::Test {
   GstPad* src_ = nullptr;
   GstPad* sink_ = nullptr;
   DecoderInputCounters counters_;
+  std::atomic<bool> all_frames_{false};  // keyframes_only off
   std::vector<GstClockTime> arrived;
   int lists = 0;
 };
 
 TEST_F(GatedPad, BuffersAndListsPassOnlyFromTheFirstKeyFrame) {
-  gate_decoder_input(sink_, nullptr, /*keyframes_only=*/false, &counters_, "cam");
+  gate_decoder_input(sink_, nullptr, &all_frames_, &counters_, "cam");
   EXPECT_EQ(gst_pad_push(src_, frame(1, true)), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{2, true}, {3, true}})), GST_FLOW_OK);  // all dropped: no list
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{4, true}, {5, false}, {6, true}})), GST_FLOW_OK);
@@ -185,13 +206,29 @@ TEST_F(GatedPad, BuffersAndListsPassOnlyFromTheFirstKeyFrame) {
 }
 
 TEST_F(GatedPad, KeyFramesOnlyKeepsTheKeyFramesOfAList) {
-  gate_decoder_input(sink_, nullptr, /*keyframes_only=*/true, &counters_, "cam");
+  std::atomic<bool> keyframes_only{true};
+  gate_decoder_input(sink_, nullptr, &keyframes_only, &counters_, "cam");
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{1, false}, {2, true}, {3, true}, {4, false}})), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(5, true)), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(6, false)), GST_FLOW_OK);
   EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 4, 6}));
   EXPECT_EQ(counters_.not_key_frames.load(), 3u);
   EXPECT_EQ(counters_.before_key_frame.load(), 0u);
+}
+
+// A reload turns keyframes_only on and off while the pad carries frames: the gate follows the flag
+// it was given from the next frame, and after "off" waits for a key frame.
+TEST_F(GatedPad, TheGateFollowsAKeyframesOnlyFlagChangedWhileFramesPass) {
+  std::atomic<bool> keyframes_only{false};
+  gate_decoder_input(sink_, nullptr, &keyframes_only, &counters_, "cam");
+  for (GstClockTime pts : {1, 2, 3}) EXPECT_EQ(gst_pad_push(src_, frame(pts, pts != 1)), GST_FLOW_OK);
+  keyframes_only = true;
+  for (GstClockTime pts : {4, 5, 6}) EXPECT_EQ(gst_pad_push(src_, frame(pts, pts != 5)), GST_FLOW_OK);
+  keyframes_only = false;
+  for (GstClockTime pts : {7, 8, 9}) EXPECT_EQ(gst_pad_push(src_, frame(pts, pts != 8)), GST_FLOW_OK);
+  EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 2, 3, 5, 8, 9}));
+  EXPECT_EQ(counters_.not_key_frames.load(), 2u);    // 4 and 6
+  EXPECT_EQ(counters_.before_key_frame.load(), 1u);  // 7: it needs 6, never decoded
 }
 
 // The gate on a real decoder that sends partial pictures (libav with output-corrupt on, as a decoder
@@ -239,7 +276,7 @@ class IntraRefreshStream : public ::testing::Test {
     if (gated) {
       GstPad* sink = gst_element_get_static_pad(decoder, "sink");
       GstPad* src = gst_element_get_static_pad(decoder, "src");
-      gate_decoder_input(sink, src, /*keyframes_only=*/false, &counters_, "late");
+      gate_decoder_input(sink, src, &all_frames_, &counters_, "late");
       gst_object_unref(sink);
       gst_object_unref(src);
     }
@@ -273,6 +310,7 @@ class IntraRefreshStream : public ::testing::Test {
   static inline std::filesystem::path dir_;
   static inline std::string clip_;
   DecoderInputCounters counters_;
+  std::atomic<bool> all_frames_{false};  // keyframes_only off
 };
 
 TEST_F(IntraRefreshStream, ADecoderThatSendsPartialPicturesIsHeldBackUntilTheyAreWhole) {

@@ -2211,9 +2211,9 @@ TEST_F(ReconnectTest, AReloadsShorterDelayEndsABackOffUnderWay) {
       << out.messages.back().event.message;
 }
 
-// A reload of the job's ingest.max_fps reaches a stream that sets none of its own: ingest gives the
-// reader the job's new settings, then has it connect again (the stream's own settings unchanged).
-TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesIt) {
+// A reload of the job's max_fps reaches a stream that takes it as its connection goes on: a changed
+// event, then frames at the new rate, numbered on, with no new connection.
+TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesItWithoutANewConnection) {
   const StreamConfig pattern = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
   auto reader = StreamReader::create(pattern, 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
@@ -2223,14 +2223,18 @@ TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesIt) {
   run_until(**reader, out, 16, [&](size_t n) {
     if (n != 8) return;
     (*reader)->set_ingest(reloaded);
-    (*reader)->reconfigure(pattern, "max_fps (ingest.max_fps)");
+    (*reader)->resample(pattern, reloaded, "max_fps (ingest.max_fps)");
   });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-end");
   EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its max_fps (ingest.max_fps)");
   std::vector<int64_t> pts_before, pts_after;
+  std::vector<uint64_t> seqs;
   bool after_reload = false;
   for (const Message& m : out.messages) {
-    if (m.kind == MessageKind::kStreamReconnecting) after_reload = true;
-    if (m.kind == MessageKind::kFrame) (after_reload ? pts_after : pts_before).push_back(m.env.pts_ns);
+    if (m.kind == MessageKind::kStreamChanged) after_reload = true;
+    if (m.kind != MessageKind::kFrame) continue;
+    (after_reload ? pts_after : pts_before).push_back(m.env.pts_ns);
+    seqs.push_back(m.env.seq);
   }
   ASSERT_GE(pts_before.size(), 8u);
   EXPECT_LT(pts_before[1] - pts_before[0], 100'000'000) << "every frame before the reload (30 a second)";
@@ -2238,6 +2242,64 @@ TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesIt) {
   for (size_t i = 1; i < pts_after.size(); ++i) {
     EXPECT_GE(pts_after[i] - pts_after[i - 1], 190'000'000) << "frame " << i << " after the reload";  // 5 a second
   }
+  // The first kept after the reload is the first at or past the next multiple of 200 ms.
+  EXPECT_EQ(pts_after[0] / 200'000'000, pts_before.back() / 200'000'000 + 1);
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
+  EXPECT_GT((*reader)->left_out(), 0u);
+  // And back to every frame: the stream's own max_fps 0 wins over the job's 5.
+  StreamConfig own = pattern;
+  own.max_fps = 0;
+  auto again = StreamReader::create(pattern, 0, reloaded, live_);
+  ASSERT_TRUE(again.ok());
+  CollectingEmitter every;
+  frame_count_ = 0;
+  flags_.stop = false;
+  run_until(**again, every, 8, [&](size_t n) {
+    if (n == 2) (*again)->resample(own, reloaded, "max_fps");
+  });
+  auto frames = of_kind(every, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 8u);
+  EXPECT_LT(frames.back()->env.pts_ns - frames[frames.size() - 2]->env.pts_ns, 100'000'000) << kinds(every);
+}
+
+// keyframes_only changed by a reload while a camera's connection goes on: on, only key frames from the
+// next frame; off again, every frame from the next key frame (the frames between reference pictures
+// never decoded). No new connection, numbering on.
+TEST_F(ReconnectTest, AReloadTurnsKeyFramesOnlyOnAndOffWithoutANewConnection) {
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 320, 240, "key-int-max=10");
+  ASSERT_TRUE(server.ok());
+  const StreamConfig cam = stream("cam", server.uri());
+  auto reader = StreamReader::create(cam, 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  StreamConfig keys_only = cam, every_frame = cam;
+  keys_only.keyframes_only = true;
+  every_frame.keyframes_only = false;
+  CollectingEmitter out;
+  run_until(**reader, out, 36, [&](size_t n) {
+    if (n == 10) (*reader)->resample(keys_only, ingest_, "keyframes_only");
+    if (n == 16) (*reader)->resample(every_frame, ingest_, "keyframes_only");
+  });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
+  std::vector<std::vector<const Message*>> parts(1);
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamChanged) parts.emplace_back();
+    if (m.kind == MessageKind::kFrame) parts.back().push_back(&m);
+  }
+  ASSERT_EQ(parts.size(), 3u);
+  auto gap = [](const Message* a, const Message* b) { return b->env.pts_ns - a->env.pts_ns; };
+  // Key frames only: 10 frames (333 ms) apart. (The first may be a frame already decoded.)
+  ASSERT_GE(parts[1].size(), 4u);
+  for (size_t i = 2; i < parts[1].size(); ++i) EXPECT_GE(gap(parts[1][i - 1], parts[1][i]), 300'000'000) << i;
+  // Every frame again, once the next key frame came.
+  ASSERT_GE(parts[2].size(), 12u);
+  for (size_t i = parts[2].size() - 10; i < parts[2].size(); ++i) {
+    EXPECT_LT(gap(parts[2][i - 1], parts[2][i]), 100'000'000) << i;
+  }
+  uint64_t seq = 0;
+  for (const auto& part : parts) {
+    for (const Message* m : part) EXPECT_EQ(m->env.seq, seq++);
+  }
+  EXPECT_GT((*reader)->left_out(), 0u);
 }
 
 // Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
