@@ -29,13 +29,15 @@ results the bus had over the 8 s around the SIGHUP, how many neither receiver go
 got (each should have gone to exactly one); and the cameras' longest gap on the bus meanwhile.
 
 With --sampling, the job's ingest.max_fps changes instead (2026-12-05): every camera but cam00 takes the
-job's (cam00 sets its own, every frame), and `vapipe run` gets SIGHUP with ingest.max_fps 5. Printed:
-SIGHUP -> the last sampled camera's `resumed` event; each sampled camera's longest gap between results
-(its new connection), and its results a second over the 3 s before and the 3 s after; whether their seq
-went on without a repeat; cam00's longest gap and reconnections (none expected); the job's results a
-second before and after.
+job's (cam00 sets its own, every frame), and `vapipe run` gets SIGHUP with ingest.max_fps 5; cam01 also
+gets a new rtsp_latency_ms of its own, so it connects again (a witness of what a new connection costs
+with a key frame every --gop frames: another client watches each camera, as an NVR does, so a new
+connection joins mid-GOP). Printed: SIGHUP -> the last sampled camera's `changed` event; the
+sampled cameras' (cam02 on) longest gap between results, their reconnections (none expected), their
+results a second over the 3 s before and the 3 s after; whether their seq went on without a repeat;
+cam01's and cam00's longest gap and reconnections; the job's results a second before and after.
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling]
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling [--gop 15]]
 Needs Debian's python3-zmq.
 """
 import argparse
@@ -317,9 +319,15 @@ def outputs_round(k):
                 "gap_s": max(gaps)}
 
 
-def sampling_round(k):
+def sampling_round(k, gop):
     with tempfile.TemporaryDirectory(prefix="vapipe-sampling-") as workdir:
-        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)], x264_options=f"key-int-max={gop}")
+                for i in range(k)}
+        # Another client watches each camera, as an NVR does: the test server's encoder then runs on between
+        # the job's connections (shared media), and a new connection joins mid-GOP, as with a real camera.
+        viewers = [subprocess.Popen(["gst-launch-1.0", "-q", "rtspsrc", f"location={cam.uri}", "!", "fakesink"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cam in cams.values()]
+        time.sleep(1)
         proc, bus, path, cfg = running_job(workdir, cams)
         # cam00's own max_fps, the job's value it took: every frame, untouched by the job's new one (this
         # reload changes nothing: nothing reconnects).
@@ -327,44 +335,61 @@ def sampling_round(k):
         write(path, cfg)
         proc.send_signal(signal.SIGHUP)
         time.sleep(4)
-        control, sampled = "cam00", [sid for sid in cams if sid != "cam00"]
+        # cam01 gets a new jitter buffer of its own in the same reload: it connects again (with the job's
+        # new max_fps too), a witness of what a new connection costs at this GOP.
+        control, witness, sampled = "cam00", "cam01", [sid for sid in cams if sid not in ("cam00", "cam01")]
         cfg["ingest"] = {"max_fps": 5}
+        cfg["streams"][1]["rtsp_latency_ms"] = 300
         write(path, cfg)
         sighup = time.time()
         proc.send_signal(signal.SIGHUP)
-        resumed = [event_time(bus, sid, "resumed", sighup) for sid in sampled]
-        time.sleep(4)
-        settled = max((t for t in resumed if t), default=sighup) + 0.5
+        changed = [event_time(bus, sid, "changed", sighup) for sid in sampled]
+        time.sleep(5)
+        settled = max((t for t in changed if t), default=sighup) + 0.5
         rate = lambda sid, a, b: len(result_times(bus, sid, a, b)) / (b - a)
-        with bus.lock:
-            reconnecting = sum(1 for t, topic, p in bus.messages if t >= sighup and topic == f"events/{control}"
-                               and p.get("event") == "reconnecting")
-        row = {"resumed_s": max((t or float("nan")) - sighup for t in resumed),
+
+        def reconnections(sid):
+            with bus.lock:
+                return sum(1 for t, topic, p in bus.messages if t >= sighup and topic == f"events/{sid}"
+                           and p.get("event") == "reconnecting")
+
+        row = {"changed_s": max((t or float("nan")) - sighup for t in changed),
                "gap_s": max(longest_gap(result_times(bus, sid, sighup - 2, settled + 2)) for sid in sampled),
+               "reconnecting": sum(reconnections(sid) for sid in sampled),
                "before": statistics.mean(rate(sid, sighup - 3, sighup) for sid in sampled),
                "after": statistics.mean(rate(sid, settled, settled + 3) for sid in sampled),
                "numbered_on": all(seqs_of(bus, sid) == sorted(set(seqs_of(bus, sid))) for sid in sampled),
+               "witness_gap_s": longest_gap(result_times(bus, witness, sighup - 2, sighup + 5)),
+               "witness_reconnecting": reconnections(witness),
                "control_gap_s": longest_gap(result_times(bus, control, sighup - 2, settled + 2)),
-               "control_reconnecting": reconnecting,
+               "control_reconnecting": reconnections(control),
                "job_before": sum(rate(sid, sighup - 3, sighup) for sid in cams),
                "job_after": sum(rate(sid, settled, settled + 3) for sid in cams)}
         recovery.stop_job(proc, bus)
+        for viewer in viewers:
+            viewer.kill()
+            viewer.wait()
         for cam in cams.values():
             cam.kill()
         return row
 
 
 def main_sampling(args):
-    print(f"# reload-bench --sampling {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one "
-          "live job; ingest.max_fps 0 -> 5 on SIGHUP, taken by every camera but cam00 (its own max_fps 0)")
-    print("| round | SIGHUP -> last sampled camera resumed (s) | sampled cameras' longest gap (s) | their results/s "
-          "before -> after | seq numbered on | cam00's longest gap (s) | cam00's reconnections | the job's results/s "
-          "before -> after |")
-    print("|---|---|---|---|---|---|---|---|")
+    if args.cameras < 3:
+        sys.exit("--sampling needs 3 cameras or more (a control, a witness, the sampled)")
+    print(f"# reload-bench --sampling {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264, a key "
+          f"frame every {args.gop} frames, in one live job; ingest.max_fps 0 -> 5 on SIGHUP, taken as they go by "
+          "cam02 on; cam01 takes it with a new rtsp_latency_ms of its own (a new connection); cam00 keeps its own "
+          "max_fps 0")
+    print("| round | SIGHUP -> last sampled camera's `changed` (s) | sampled cameras' longest gap (s) | their "
+          "reconnections | their results/s before -> after | seq numbered on | cam01 (new connection): longest gap "
+          "(s), reconnections | cam00: longest gap (s), reconnections | the job's results/s before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in range(args.rounds):
-        m = sampling_round(args.cameras)
-        print(f"| {r + 1} | {m['resumed_s']:.2f} | {m['gap_s']:.2f} | {m['before']:.1f} -> {m['after']:.1f} | "
-              f"{'yes' if m['numbered_on'] else 'NO'} | {m['control_gap_s']:.2f} | {m['control_reconnecting']} | "
+        m = sampling_round(args.cameras, args.gop)
+        print(f"| {r + 1} | {m['changed_s']:.2f} | {m['gap_s']:.2f} | {m['reconnecting']} | {m['before']:.1f} -> "
+              f"{m['after']:.1f} | {'yes' if m['numbered_on'] else 'NO'} | {m['witness_gap_s']:.2f}, "
+              f"{m['witness_reconnecting']} | {m['control_gap_s']:.2f}, {m['control_reconnecting']} | "
               f"{m['job_before']:.0f} -> {m['job_after']:.0f} |", flush=True)
 
 
@@ -405,6 +430,7 @@ def main():
     ap.add_argument("--soak", type=int, default=0, help="with --comeback: one job, this many comebacks in a row")
     ap.add_argument("--outputs", action="store_true", help="publish's webhook replaced by a reload")
     ap.add_argument("--sampling", action="store_true", help="the job's ingest.max_fps changed by a reload")
+    ap.add_argument("--gop", type=int, default=15, help="with --sampling: the cameras' key frame interval, in frames")
     args = ap.parse_args()
     if args.sampling:
         return main_sampling(args)
