@@ -1507,12 +1507,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   };
+  // A reload's sampling taken and not said yet (take_sampling_reload, below): its generation, what changed.
+  std::optional<std::pair<uint32_t, std::string>> sampling_unsaid;
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
-  // changed, or nullopt.
+  // changed (with a sampling not said yet), or nullopt.
   auto take_reload_settings = [&]() -> std::optional<std::string> {
     take_ingest_reload();
     std::optional<std::string> what = s.take_waiting_settings();
     if (!what) return std::nullopt;
+    if (sampling_unsaid) *what = std::exchange(sampling_unsaid, std::nullopt)->second + ", " + *what;
     uri = redact_uri(s.stream.uri);
     network_live = s.options.live && s.stream.parsed.kind == UriKind::kNetwork;
     reconnects = network_live && s.ingest.reconnect;
@@ -1533,7 +1536,6 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // A reload's sampling (resample()), taken while the connection goes on (or while the stream waits to
   // reconnect). Said before the first frame sampled with it (emit_frame), or at once when no frame
   // waits (`say_now`; an idle moment; the stream's end): frames kept before it go out first.
-  std::optional<std::pair<uint32_t, std::string>> sampling_unsaid;  // its generation, what changed
   auto say_sampling_change = [&]() -> Status {
     if (!sampling_unsaid) return Status::Ok();
     const std::string what = std::move(sampling_unsaid->second);

@@ -2262,6 +2262,34 @@ TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesItWithoutANewConne
   EXPECT_LT(frames.back()->env.pts_ns - frames[frames.size() - 2]->env.pts_ns, 100'000'000) << kinds(every);
 }
 
+// A sampling that comes while a new connection is waiting to be made (two reloads in a row) is taken
+// with it: one changed event, one new connection, the new rate after it.
+TEST_F(ReconnectTest, ASamplingThatComesWithANewConnectionIsTakenWithIt) {
+  const StreamConfig pattern = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
+  auto reader = StreamReader::create(pattern, 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  StreamConfig turned = pattern;
+  turned.turn = Orientation::kRotate180;
+  StreamConfig slower = turned;
+  slower.max_fps = 5;
+  CollectingEmitter out;
+  run_until(**reader, out, 14, [&](size_t n) {
+    if (n != 6) return;
+    (*reader)->reconfigure(turned, "rotate");
+    (*reader)->resample(slower, ingest_, "max_fps");
+  });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-reconnecting stream-resumed stream-end");
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its rotate, max_fps");
+  std::vector<int64_t> pts_after;
+  bool after = false;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamResumed) after = true;
+    if (after && m.kind == MessageKind::kFrame) pts_after.push_back(m.env.pts_ns);
+  }
+  ASSERT_GE(pts_after.size(), 3u);
+  for (size_t i = 1; i < pts_after.size(); ++i) EXPECT_GE(pts_after[i] - pts_after[i - 1], 190'000'000) << i;
+}
+
 // keyframes_only changed by a reload while a camera's connection goes on: on, only key frames from the
 // next frame; off again, every frame from the next key frame (the frames between reference pictures
 // never decoded). No new connection, numbering on.
