@@ -1895,12 +1895,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       while (true) {
         if (auto done = wait_until(until, true)) return done;
         if (!s.ingest_waiting.load()) break;
-        // The job's reconnection settings changed while it waited (a reload): a shorter new delay,
-        // counted from the wait's start, shortens it; the new attempts or `reconnect: false` end it now.
+        // The job's reconnection settings changed while it waited (a reload): the wait is the new delay,
+        // counted from its start (shorter: it may end now; longer: it goes on); the new attempts or
+        // `reconnect: false` end it now.
         take_ingest_reload();
         if (!reconnects) return finish(MessageKind::kStreamError, reason);
         if (attempts_run_out()) return give_up();
-        if (delay > 0) until = std::min(until, waiting_from + seconds_of(reconnect_delay_s(s.ingest, attempt)));
+        if (delay > 0) until = waiting_from + seconds_of(reconnect_delay_s(s.ingest, attempt));
       }
       if (std::optional<std::string> what = take_reload_settings()) {
         // Settings a reload changed while the stream waited: its attempts start over with them, now.

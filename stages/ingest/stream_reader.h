@@ -132,7 +132,7 @@ class StreamReader {
   void resample(const StreamConfig& settings, const IngestConfig& ingest, std::string what);
   // From any thread: a reload changed the job's ingest settings (pipeline/ingest_reload.h). How the
   // stream is reconnected (reconnect, its delays and attempts, stall_timeout_s) is taken at once: the
-  // next attempt, the wait under way (a shorter new delay, counted from its start, shortens it), the
+  // next attempt, the wait under way (it lasts the new delay, counted from its start), the
   // next look for a stall; with no attempts left under the new count, or `reconnect: false`, it ends
   // now. Its sampling and jitter buffer defaults (max_fps, keyframes_only, rtsp_latency_ms) are taken
   // by resample() and reconfigure() when the stream samples or decodes with them.

@@ -2211,6 +2211,29 @@ TEST_F(ReconnectTest, AReloadsShorterDelayEndsABackOffUnderWay) {
       << out.messages.back().event.message;
 }
 
+// And a longer one lengthens it: the camera is not tried again before the new delay is up.
+TEST_F(ReconnectTest, AReloadsLongerDelayLengthensABackOffUnderWay) {
+  const int port = testing::free_loopback_tcp_port();  // nothing listens there
+  ingest_.reconnect_delay_s = 1;
+  ingest_.reconnect_max_delay_s = 1;
+  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  IngestConfig reloaded = ingest_;
+  reloaded.reconnect_delay_s = 60;
+  reloaded.reconnect_max_delay_s = 60;
+  std::thread reload([&] {
+    for (int i = 0; i < 2000 && event_count_.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // within the first wait
+    (*reader)->set_ingest(reloaded);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two attempts under the old delay
+    (*reader)->stop("removed from the config");
+  });
+  CollectingEmitter out;
+  run_until(**reader, out, 1);
+  reload.join();
+  EXPECT_EQ(kinds(out), "stream-reconnecting stream-end");
+}
+
 // A reload of the job's max_fps reaches a stream that takes it as its connection goes on: a changed
 // event, then frames at the new rate, numbered on, with no new connection.
 TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesItWithoutANewConnection) {
