@@ -2,11 +2,11 @@
 // keyframes_only), a camera's jitter buffer (rtsp_latency_ms) and how a stream that fails or stalls is
 // reconnected (reconnect, reconnect_delay_s, reconnect_max_delay_s, reconnect_attempts,
 // stall_timeout_s) change while the job runs, in its running ingest processes:
-// - a stream that samples with a changed max_fps or keyframes_only (one that does not set its own)
-//   takes it as its connection goes on, a file's stream too; one that decodes with a changed
-//   rtsp_latency_ms (a camera's jitter buffer) connects again with it; both as when a reload changes
-//   its own setting, its numbering going on (pipeline/stream_table.h: changed_settings() of streams
-//   resolved against the job's ingest settings before and after);
+// - a stream that samples or buffers with a changed max_fps, keyframes_only or rtsp_latency_ms (one
+//   that does not set its own) takes it as its connection goes on, with no new connection, a file's
+//   stream too, as when a reload changes its own setting, its numbering going on
+//   (pipeline/stream_table.h: changed_settings() of streams resolved against the job's ingest
+//   settings before and after);
 // - the reconnection settings are taken at once by every stream, with no new connection: the next
 //   attempt, the next wait, the next look for a stall.
 // The rest of `ingest` (the decoder, queues, decoder threads, orientation, deinterlacing, the limits

@@ -221,11 +221,13 @@ std::string changed_settings(const StreamTableEntry& before, const StreamTableEn
 
 namespace {
 
-// `after` with what the running connection takes as it goes (roi, max_fps, keyframes_only) as `before` has it.
+// `after` with what the running connection takes as it goes (roi, max_fps, keyframes_only,
+// rtsp_latency_ms) as `before` has it.
 StreamTableEntry same_connection_settings(const StreamTableEntry& before, StreamTableEntry after) {
   after.roi = before.roi;
   after.max_fps = before.max_fps;
   after.keyframes_only = before.keyframes_only;
+  after.rtsp_latency_ms = before.rtsp_latency_ms;
   return after;
 }
 

@@ -75,8 +75,9 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
 // their `roi`.
 std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after);
 // Of those, the ones the stream's connection was made with, which need its source connected again (a
-// new pipeline): every setting but `roi`, which the next frame takes as it is, and `max_fps` and
-// `keyframes_only`, which the running connection takes (StreamReader::resample). Empty when none.
+// new pipeline): every setting but `roi`, which the next frame takes as it is, and `max_fps`,
+// `keyframes_only` and `rtsp_latency_ms`, which the running connection takes (StreamReader::retune).
+// Empty when none.
 std::string connection_settings_changed(const StreamTableEntry& before, const StreamTableEntry& after);
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after);
 

@@ -489,8 +489,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       VAPIPE_LOG_INFO("{}{}: {} (every stream takes it within a second{})", what, options.config_path,
                       describe_ingest_reload(change->ingest),
                       change->retuned.empty() ? ""
-                                              : "; those that sample with it take it as they go, those that decode "
-                                                "with it connect again");
+                                              : "; those that sample or buffer with it take it as they go");
     }
     table = std::move(next);
     added_at.resize(table.entries.size(), table.version);

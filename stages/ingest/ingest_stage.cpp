@@ -362,7 +362,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
           if (r->waiting_connects) {
             (*reader)->reconfigure(std::move(*r->waiting_settings), std::move(r->waiting_what));
           } else {
-            (*reader)->resample(*r->waiting_settings, ingest, std::move(r->waiting_what));
+            (*reader)->retune(*r->waiting_settings, ingest, std::move(r->waiting_what));
           }
           r->waiting_settings.reset();
           r->waiting_connects = false;
@@ -425,15 +425,15 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     removed_members.insert(m);
   };
   // A group's reader takes `settings` (a reload changed `what`): it connects again with them
-  // (`connects`: its connection was made with some of what changed), or samples with their max_fps and
-  // keyframes_only as it goes. A reader not made yet takes them once it is.
+  // (`connects`: its connection was made with some of what changed), or takes their max_fps,
+  // keyframes_only and rtsp_latency_ms as it goes. A reader not made yet takes them once it is.
   auto retune_group = [&](StreamRun& group, StreamConfig settings, const std::string& what, bool connects) {
     std::lock_guard<std::mutex> lock(group.mutex);
     if (group.reader) {
       if (connects) {
         group.reader->reconfigure(std::move(settings), what);
       } else {
-        group.reader->resample(settings, ingest_now, what);
+        group.reader->retune(settings, ingest_now, what);
       }
     } else {
       group.waiting_settings = std::move(settings);
@@ -442,8 +442,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
   };
   // A running stream whose settings a reload changed: its reader connects again with those its
-  // connection was made with (uri, rtsp_latency_ms, ...), samples with a new max_fps or keyframes_only
-  // as it goes, and its fan-out classifies its new region from the next frame (roi).
+  // connection was made with (uri, rotate/mirror, TLS), takes a new max_fps, keyframes_only or
+  // rtsp_latency_ms as it goes, and its fan-out classifies its new region from the next frame (roi).
   auto retune_stream = [&](const StreamTableEntry& e) {
     auto known = applied.find(e.index);
     if (known == applied.end()) return;
@@ -494,10 +494,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // The job's ingest settings that a reload changed (pipeline/ingest_reload.h), from the job's copy of
   // its config, which the supervisor rewrites before the table: looked at when the table's version
   // rises, and at the lane's first table (a lane started as a reload rewrote the copy). Every running
-  // stream takes the new reconnection settings now; one that samples with a new max_fps or
-  // keyframes_only takes it as it goes, one that decodes with a new rtsp_latency_ms connects again
-  // with it (retune_stream, which compares the streams as they decode: with ingest_before_table, then
-  // ingest_now).
+  // stream takes the new reconnection settings now, and one that samples or buffers with a new
+  // max_fps, keyframes_only or rtsp_latency_ms takes it as it goes (retune_stream, which compares the
+  // streams as they decode: with ingest_before_table, then ingest_now).
   const char* copy_env = std::getenv(kConfigAsStartedEnv);
   const std::string config_copy = config.job.mode == JobMode::kLive && copy_env ? copy_env : "";
   std::string config_copy_identity;

@@ -94,8 +94,54 @@ struct QueuedFrame {
   uint64_t seq = 0;
   int64_t capture_ns = 0;
   int64_t pts_ns = -1;  // the buffer's, or for an untimed live source its arrival (frame_pts_ns)
-  uint32_t sampling = 0;  // the sampling it was kept under (Impl::sampling_generation)
+  uint32_t sampling = 0;  // the sampling it was kept under (Impl::settings_generation)
 };
+
+// Calls `fn` on each element inside `bin`, at any depth.
+template <typename Fn>
+void for_each_element_in(GstBin* bin, Fn fn) {
+  GstIterator* it = gst_bin_iterate_recurse(bin);
+  GValue item = G_VALUE_INIT;
+  for (bool done = false; !done;) {
+    switch (gst_iterator_next(it, &item)) {
+      case GST_ITERATOR_OK:
+        fn(GST_ELEMENT(g_value_get_object(&item)));
+        g_value_reset(&item);
+        break;
+      case GST_ITERATOR_RESYNC:
+        gst_iterator_resync(it);
+        break;
+      default:
+        done = true;
+    }
+  }
+  g_value_unset(&item);
+  gst_iterator_free(it);
+}
+
+std::string factory_name_of(GstElement* element) {
+  GstElementFactory* factory = gst_element_get_factory(element);
+  return factory ? GST_OBJECT_NAME(factory) : "";
+}
+
+// An RTSP connection's jitter buffer set to `ms` while it runs: rtpbin passes a new latency on to the
+// jitter buffers it has, and rtspsrc keeps it for the sessions it makes later. What the jitter buffer
+// has then, read back from it; nullopt when `pipeline` has none (not RTSP, or no session set up yet).
+std::optional<uint32_t> set_jitter_buffer(GstElement* pipeline, uint32_t ms) {
+  if (!pipeline || !GST_IS_BIN(pipeline)) return std::nullopt;
+  for_each_element_in(GST_BIN(pipeline), [&](GstElement* e) {
+    const std::string factory = factory_name_of(e);
+    if (factory == "rtpbin" || factory == "rtspsrc") g_object_set(e, "latency", static_cast<guint>(ms), nullptr);
+  });
+  std::optional<uint32_t> now;
+  for_each_element_in(GST_BIN(pipeline), [&](GstElement* e) {
+    if (now || factory_name_of(e) != "rtpjitterbuffer") return;
+    guint latency = 0;
+    g_object_get(e, "latency", &latency, nullptr);
+    now = latency;
+  });
+  return now;
+}
 
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
 constexpr const char* kNoVideoPad = "no video stream to decode";
@@ -327,13 +373,13 @@ struct StreamReader::Impl {
   // ingest.max_fps: at most one frame per period of the stream's own timestamps, the first at or after
   // each multiple of the period (so a resumed run keeps the same frames as the first); 0: every frame.
   // Frames without a timestamp are all kept. The appsink thread samples; run() changes the period (a
-  // reload, resample()) while it does: the four under sampling_mutex. Each change is a new generation,
+  // reload, retune()) while it does: the four under sampling_mutex. Each change is a new generation,
   // which the frames kept under it carry (QueuedFrame::sampling): the change is said before the first.
   std::mutex sampling_mutex;
   std::atomic<int64_t> sample_period_ns{0};
   int64_t last_kept_slot = -1;
   int64_t last_kept_pts = -1;
-  uint32_t sampling_generation = 0;
+  uint32_t settings_generation = 0;
   std::atomic<uint64_t> sampled_out{0};  // frames left out by max_fps
   // ingest.keyframes_only: compressed frames that are not key frames are dropped on the way into the
   // decoder (never decoded); they, and those before a connection's first key frame, are counted in
@@ -350,18 +396,24 @@ struct StreamReader::Impl {
   std::atomic<bool> settings_waiting{false};
   std::optional<StreamConfig> next_settings;
   std::string next_settings_what;
-  // resample(): a reload's max_fps and keyframes_only (the stream's own; under stop_mutex), taken by
-  // run()'s thread while the connection goes on (take_waiting_sampling). Never waiting together with
-  // next_settings: whichever comes later takes the other in.
-  struct Sampling {
-    double own_max_fps;                       // StreamConfig's: -1 takes the job's
+  // retune(): a reload's max_fps, keyframes_only and rtsp_latency_ms (the stream's own, and as resolved
+  // with the job's; under stop_mutex), taken by run()'s thread while the connection goes on
+  // (take_waiting_retune). Never waiting together with next_settings: whichever comes later takes the
+  // other in.
+  struct Retune {
+    double own_max_fps;  // StreamConfig's: -1 takes the job's
     std::optional<bool> own_keyframes_only;
-    double max_fps;                           // as the stream samples: with the job's it takes
+    std::optional<uint32_t> own_rtsp_latency_ms;
+    double max_fps;  // as the stream samples and buffers: with the job's it takes
     bool keyframes_only;
+    uint32_t rtsp_latency_ms;
   };
-  std::atomic<bool> sampling_waiting{false};
-  std::optional<Sampling> next_sampling;
-  std::string next_sampling_what;
+  std::atomic<bool> retune_waiting{false};
+  std::optional<Retune> next_retune;
+  std::string next_retune_what;
+  // The running connection's RTSP jitter buffer (ms), read back from it when a reload set it; -1: not set
+  // so (StreamReader::jitter_buffer_ms).
+  std::atomic<int32_t> jitter_buffer_ms{-1};
   // set_ingest(): the job's ingest settings as a reload left them (under stop_mutex), taken by run()'s
   // thread (take_waiting_ingest), the only one that reads `ingest` once the stream runs.
   std::atomic<bool> ingest_waiting{false};
@@ -506,11 +558,11 @@ struct StreamReader::Impl {
   // the sampling's.
   bool keep_by_max_fps(int64_t pts, uint32_t* generation) {
     std::lock_guard<std::mutex> lock(sampling_mutex);
-    *generation = sampling_generation;
+    *generation = settings_generation;
     if (pts < 0) return true;
     const int64_t period = sample_period_ns.load();
     if (period <= 0) {
-      last_kept_pts = pts;  // where a max_fps a reload sets goes on from (take_waiting_sampling)
+      last_kept_pts = pts;  // where a max_fps a reload sets goes on from (take_waiting_retune)
       return true;
     }
     const int64_t slot = pts / period;
@@ -579,28 +631,31 @@ struct StreamReader::Impl {
     multipart = false;
     return std::exchange(next_settings_what, std::string());
   }
-  // A reload's max_fps and keyframes_only (resample()), on run()'s thread, while the connection goes on:
-  // the new sampling generation and what changed, or nullopt. The next frame kept is the first at or
-  // after the new period's next multiple past the last one kept; the decoder's gate takes
-  // keyframes_only at its next frame (decoder_input_gate.h: frames already in the decoder come out as
-  // they went in).
-  std::optional<std::pair<uint32_t, std::string>> take_waiting_sampling() {
-    if (!sampling_waiting.load()) return std::nullopt;
+  // A reload's max_fps, keyframes_only and rtsp_latency_ms (retune()), on run()'s thread, while the
+  // connection goes on: the new settings generation and what changed, or nullopt. The next frame kept
+  // is the first at or after the new period's next multiple past the last one kept; the decoder's gate
+  // takes keyframes_only at its next frame (decoder_input_gate.h: frames already in the decoder come
+  // out as they went in); an RTSP camera's jitter buffer takes its new latency at once
+  // (set_jitter_buffer), and the next connection is made with it.
+  std::optional<std::pair<uint32_t, std::string>> take_waiting_retune() {
+    if (!retune_waiting.load()) return std::nullopt;
     std::lock_guard<std::mutex> lock(stop_mutex);
-    sampling_waiting = false;
-    if (!next_sampling) return std::nullopt;
-    stream.max_fps = next_sampling->own_max_fps;
-    stream.keyframes_only = next_sampling->own_keyframes_only;
+    retune_waiting = false;
+    if (!next_retune) return std::nullopt;
+    stream.max_fps = next_retune->own_max_fps;
+    stream.keyframes_only = next_retune->own_keyframes_only;
+    stream.rtsp_latency_ms = next_retune->own_rtsp_latency_ms;
+    if (auto now = set_jitter_buffer(pipeline.get(), next_retune->rtsp_latency_ms)) jitter_buffer_ms = *now;
     uint32_t generation = 0;
     {
       std::lock_guard<std::mutex> sampling(sampling_mutex);
-      sample_period_ns = period_of(next_sampling->max_fps);
+      sample_period_ns = period_of(next_retune->max_fps);
       keep_from(last_kept_pts);
-      generation = ++sampling_generation;
+      generation = ++settings_generation;
     }
-    keyframes_only = next_sampling->keyframes_only;
-    next_sampling.reset();
-    return std::make_pair(generation, std::exchange(next_sampling_what, std::string()));
+    keyframes_only = next_retune->keyframes_only;
+    next_retune.reset();
+    return std::make_pair(generation, std::exchange(next_retune_what, std::string()));
   }
   // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
   void kept_up_to(int64_t pts) {
@@ -1243,6 +1298,8 @@ uint64_t StreamReader::left_out() const {
 }
 uint32_t StreamReader::decoder_threads() const { return impl_->decoder_threads.load(); }
 
+int32_t StreamReader::jitter_buffer_ms() const { return impl_->jitter_buffer_ms.load(); }
+
 namespace {
 
 // The field an interlaced frame took first (the one to read alone), or kWholeFrame for a progressive
@@ -1507,15 +1564,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   };
-  // A reload's sampling taken and not said yet (take_sampling_reload, below): its generation, what changed.
-  std::optional<std::pair<uint32_t, std::string>> sampling_unsaid;
+  // A reload's sampling taken and not said yet (take_retune, below): its generation, what changed.
+  std::optional<std::pair<uint32_t, std::string>> retune_unsaid;
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
   // changed (with a sampling not said yet), or nullopt.
   auto take_reload_settings = [&]() -> std::optional<std::string> {
     take_ingest_reload();
     std::optional<std::string> what = s.take_waiting_settings();
     if (!what) return std::nullopt;
-    if (sampling_unsaid) *what = std::exchange(sampling_unsaid, std::nullopt)->second + ", " + *what;
+    if (retune_unsaid) *what = std::exchange(retune_unsaid, std::nullopt)->second + ", " + *what;
     uri = redact_uri(s.stream.uri);
     network_live = s.options.live && s.stream.parsed.kind == UriKind::kNetwork;
     reconnects = network_live && s.ingest.reconnect;
@@ -1533,29 +1590,31 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : "";
     return out.emit(Message::stream_event(MessageKind::kStreamChanged, s.envelope(), std::move(ev)));
   };
-  // A reload's sampling (resample()), taken while the connection goes on (or while the stream waits to
+  // A reload's sampling (retune()), taken while the connection goes on (or while the stream waits to
   // reconnect). Said before the first frame sampled with it (emit_frame), or at once when no frame
   // waits (`say_now`; an idle moment; the stream's end): frames kept before it go out first.
-  auto say_sampling_change = [&]() -> Status {
-    if (!sampling_unsaid) return Status::Ok();
-    const std::string what = std::move(sampling_unsaid->second);
-    sampling_unsaid.reset();
+  auto say_retune = [&]() -> Status {
+    if (!retune_unsaid) return Status::Ok();
+    const std::string what = std::move(retune_unsaid->second);
+    retune_unsaid.reset();
     return say_changed("a reload changed its " + what);
   };
-  auto take_sampling_reload = [&](bool say_now) -> Status {
-    std::optional<std::pair<uint32_t, std::string>> taken = s.take_waiting_sampling();
+  auto take_retune = [&](bool say_now) -> Status {
+    std::optional<std::pair<uint32_t, std::string>> taken = s.take_waiting_retune();
     if (!taken) return Status::Ok();
     const int64_t period_ns = s.sample_period_ns.load();
     const std::string rate = period_ns > 0 ? fmt::format("at most {:.3g} frames/s", 1e9 / static_cast<double>(period_ns))
                                            : std::string("every frame");
-    VAPIPE_LOG_INFO("stream '{}': a reload changed its {}: taken without a new connection ({}{})", s.stream.id,
-                    taken->second, rate, s.keyframes_only.load() ? ", key frames only" : "");
-    if (sampling_unsaid) {  // two reloads before a frame: said as one, before the first frame of either
-      taken->first = sampling_unsaid->first;
-      taken->second = sampling_unsaid->second + ", " + taken->second;
+    const int32_t jitter_ms = s.jitter_buffer_ms.load();
+    VAPIPE_LOG_INFO("stream '{}': a reload changed its {}: taken without a new connection ({}{}{})", s.stream.id,
+                    taken->second, rate, s.keyframes_only.load() ? ", key frames only" : "",
+                    jitter_ms >= 0 ? fmt::format(", a {} ms jitter buffer", jitter_ms) : std::string());
+    if (retune_unsaid) {  // two reloads before a frame: said as one, before the first frame of either
+      taken->first = retune_unsaid->first;
+      taken->second = retune_unsaid->second + ", " + taken->second;
     }
-    sampling_unsaid = std::move(taken);
-    return say_now ? say_sampling_change() : Status::Ok();
+    retune_unsaid = std::move(taken);
+    return say_now ? say_retune() : Status::Ok();
   };
   // The job stops (flags) or this stream alone (stop()); how its end event says so.
   auto stopping = [&] { return flags.stop.load() || s.stop_requested.load(); };
@@ -1651,7 +1710,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     }
     // A reload's sampling that no frame came under is said before the end all the same.
-    if (Status said = say_sampling_change(); !said.ok()) {
+    if (Status said = say_retune(); !said.ok()) {
       VAPIPE_LOG_WARN("stream '{}': its sampling change not said before its end: {}", s.stream.id, said.message());
     }
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
@@ -1705,7 +1764,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   bool reservation_failed = false;  // logged once
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
-    if (sampling_unsaid && f.sampling >= sampling_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_sampling_change());
+    if (retune_unsaid && f.sampling >= retune_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_retune());
     if (s.options.seq_reservations) {
       // Before the number can reach anyone: a restarted lane must start past it.
       if (Status st = s.options.seq_reservations->ensure(s.stream.id, f.seq); !st.ok() && !reservation_failed) {
@@ -1849,7 +1908,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       if (s.settings_waiting.load()) break;  // a reload's settings are tried now, not after the back-off
       if (on_ingest_reload && s.ingest_waiting.load()) break;
-      if (Status st = take_sampling_reload(/*say_now=*/true); !st.ok()) {
+      if (Status st = take_retune(/*say_now=*/true); !st.ok()) {
         return finish(MessageKind::kStreamError, st.message());
       }
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
@@ -1998,7 +2057,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       return finish(MessageKind::kStreamEnd, stopped());
     }
     take_ingest_reload();
-    if (Status st = take_sampling_reload(/*say_now=*/false); !st.ok()) {
+    if (Status st = take_retune(/*say_now=*/false); !st.ok()) {
       return finish(MessageKind::kStreamError, st.message());
     }
     if (s.settings_waiting.load()) {
@@ -2044,7 +2103,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     }
     if (!frame) {
       // Nothing kept before a reload's sampling waits: said now, whenever the next frame comes.
-      if (Status st = say_sampling_change(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+      if (Status st = say_retune(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
@@ -2197,10 +2256,10 @@ void append_what(std::string& list, const std::string& what) {
 void StreamReader::reconfigure(StreamConfig settings, std::string what) {
   {
     std::lock_guard<std::mutex> lock(impl_->stop_mutex);
-    // A resample() not taken yet is older, and these settings are whole: what it changed is said with them.
-    if (impl_->next_sampling) {
-      impl_->next_sampling.reset();
-      append_what(impl_->next_settings_what, std::exchange(impl_->next_sampling_what, std::string()));
+    // A retune() not taken yet is older, and these settings are whole: what it changed is said with them.
+    if (impl_->next_retune) {
+      impl_->next_retune.reset();
+      append_what(impl_->next_settings_what, std::exchange(impl_->next_retune_what, std::string()));
     }
     impl_->next_settings = std::move(settings);
     append_what(impl_->next_settings_what, what);
@@ -2208,22 +2267,26 @@ void StreamReader::reconfigure(StreamConfig settings, std::string what) {
   impl_->settings_waiting = true;
 }
 
-void StreamReader::resample(const StreamConfig& settings, const IngestConfig& ingest, std::string what) {
+void StreamReader::retune(const StreamConfig& settings, const IngestConfig& ingest, std::string what) {
   {
     std::lock_guard<std::mutex> lock(impl_->stop_mutex);
     if (impl_->next_settings) {
       // A new connection is coming anyway: it takes these with the rest.
       impl_->next_settings->max_fps = settings.max_fps;
       impl_->next_settings->keyframes_only = settings.keyframes_only;
+      impl_->next_settings->rtsp_latency_ms = settings.rtsp_latency_ms;
       append_what(impl_->next_settings_what, what);
       return;
     }
-    impl_->next_sampling = Impl::Sampling{settings.max_fps, settings.keyframes_only,
-                                          settings.max_fps >= 0 ? settings.max_fps : ingest.max_fps,
-                                          ingest.keyframes_only_for(settings)};
-    append_what(impl_->next_sampling_what, what);
+    impl_->next_retune = Impl::Retune{settings.max_fps,
+                                      settings.keyframes_only,
+                                      settings.rtsp_latency_ms,
+                                      settings.max_fps >= 0 ? settings.max_fps : ingest.max_fps,
+                                      ingest.keyframes_only_for(settings),
+                                      ingest.rtsp_latency_ms_for(settings)};
+    append_what(impl_->next_retune_what, what);
   }
-  impl_->sampling_waiting = true;
+  impl_->retune_waiting = true;
 }
 
 void StreamReader::set_ingest(const IngestConfig& ingest) {

@@ -118,24 +118,26 @@ class StreamReader {
   // kStreamEnd with `reason` as its message (e.g. "removed from the config").
   void stop(std::string reason);
   // From any thread: a reload changed settings of this stream that its connection was made with
-  // (pipeline/stream_table.h: its uri, rtsp_latency_ms, rotate/mirror, TLS trust; its id stays). What
+  // (pipeline/stream_table.h: its uri, rotate/mirror, TLS trust; its id stays). What
   // was decoded goes out, the connection ends, and the next is made at once with `settings` (a stream
   // waiting to reconnect tries them now): a kStreamChanged event (its message says `what` changed; its
   // roi and turn the new ones), a kStreamReconnecting event that says so too, then kStreamResumed at the
   // new connection's first frame; numbering goes on. Not for files (they would start over).
   void reconfigure(StreamConfig settings, std::string what);
-  // From any thread: a reload changed how this stream samples (its max_fps and keyframes_only in
-  // `settings`, falling back on `ingest`'s): taken while the connection goes on, with a kStreamChanged
-  // event (its message says `what` changed) before the next frame. The next frame kept is the first at
-  // or after the new period's next multiple past the last one kept; keyframes_only turned off decodes
-  // again from the next key frame. A file's stream takes them too (nothing is read again).
-  void resample(const StreamConfig& settings, const IngestConfig& ingest, std::string what);
+  // From any thread: a reload changed how this stream samples or buffers (its max_fps, keyframes_only
+  // and rtsp_latency_ms in `settings`, falling back on `ingest`'s): taken while the connection goes on,
+  // with a kStreamChanged event (its message says `what` changed) before the next frame kept under
+  // them. The next frame kept is the first at or after the new period's next multiple past the last one
+  // kept; keyframes_only turned off decodes again from the next key frame; an RTSP camera's jitter
+  // buffer takes the new latency at once (jitter_buffer_ms()). A file's stream takes them too (nothing
+  // is read again).
+  void retune(const StreamConfig& settings, const IngestConfig& ingest, std::string what);
   // From any thread: a reload changed the job's ingest settings (pipeline/ingest_reload.h). How the
   // stream is reconnected (reconnect, its delays and attempts, stall_timeout_s) is taken at once: the
   // next attempt, the wait under way (it lasts the new delay, counted from its start), the
   // next look for a stall; with no attempts left under the new count, or `reconnect: false`, it ends
   // now. Its sampling and jitter buffer defaults (max_fps, keyframes_only, rtsp_latency_ms) are taken
-  // by resample() and reconfigure() when the stream samples or decodes with them.
+  // by retune() and reconfigure() when the stream samples or decodes with them.
   void set_ingest(const IngestConfig& ingest);
   // From any thread: a picture written at order.path (upright, its region) and said by a
   // kStreamPicture event whose envelope is the pictured frame's. Of the frame at order.frame_pts_ns
@@ -168,6 +170,9 @@ class StreamReader {
   // The threads its CPU decoder was given (ReaderOptions::decoder_threads), read back from the decoder;
   // 0 until a decoder that takes a thread count has been made (NVDEC takes none).
   uint32_t decoder_threads() const;
+  // The RTSP jitter buffer's latency (ms) as read back from it when retune() last set it; -1 until then
+  // (or when the connection has none). Any thread.
+  int32_t jitter_buffer_ms() const;
 
   struct Impl;
 

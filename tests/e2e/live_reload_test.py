@@ -451,11 +451,11 @@ class LiveReload(SubscribedTest):
         self.assertGreaterEqual(tried_before, 3)
         err = run.stderr
         self.assertIn("ingest.max_fps, ingest.reconnect_attempts changed (every stream takes it within a second; "
-                      "those that sample with it take it as they go, those that decode with it connect again)", err)
+                      "those that sample or buffer with it take it as they go)", err)
         self.assertRegex(err, r"ingest lane 0: a reload changed ingest.max_fps, ingest.reconnect_attempts: the lane's "
                               r"streams take it now")
         self.assertIn("stream 'gate': a reload changed its max_fps (ingest.max_fps): taken without a new connection "
-                      "(at most 5 frames/s)", err)
+                      "(at most 5 frames/s, a 200 ms jitter buffer)", err)
         self.assertNotIn("stream 'gate': a reload changed its max_fps (ingest.max_fps): it connects again", err)
         self.assertNotIn("ingest lane 0: restarted", err)
 

@@ -192,9 +192,9 @@ TEST(StreamTable, AReloadOfTheLogLevelPassesAndSaysTheLevel) {
 }
 
 // ingest's sampling, jitter buffer and reconnection change with a reload: the streams that decode with
-// a changed setting (they set none of their own) take it, and are said. A new jitter buffer needs a new
-// connection; a new max_fps or keyframes_only is taken as the connection goes on, by a file's stream too
-// (nothing of it is read again).
+// a changed setting (they set none of their own) take it, and are said. A new max_fps, keyframes_only
+// or jitter buffer is taken as the connection goes on, by a file's stream too (nothing of it is read
+// again).
 TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThem) {
   auto job = [](const std::string& ingest, const std::string& loop_settings) {
     return "job: {mode: live}\nstreams:\n"
@@ -230,10 +230,10 @@ TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThem) {
             std::string::npos)
       << describe_reload(*change, 2);
   EXPECT_EQ(table.entries[0].max_fps, -1);  // the camera's own setting stays unset: it takes the job's
-  // Only gate's jitter buffer needs a new connection; the others sample with 5 frames/s as they go.
+  // None needs a new connection: gate takes its jitter buffer, all three their 5 frames/s, as they go.
   const IngestConfig was = load(running).ingest, now = load(sampled).ingest;
-  EXPECT_EQ(connection_settings_changed(as_started.entries[0], table.entries[0], was, now),
-            "rtsp_latency_ms (ingest.rtsp_latency_ms)");
+  EXPECT_EQ(connection_settings_changed(as_started.entries[0], table.entries[0], was, now), "");
+  EXPECT_EQ(resolved_entry(table.entries[0], now).rtsp_latency_ms, std::optional<uint32_t>(400));
   EXPECT_FALSE(settings_need_new_connection(as_started.entries[2], table.entries[2], was, now));
   EXPECT_FALSE(settings_need_new_connection(as_started.entries[4], table.entries[4], was, now));
   EXPECT_EQ(resolved_entry(table.entries[4], now).max_fps, 5);
@@ -417,14 +417,14 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndChangeWi
         << edit;
     EXPECT_EQ(copy.entries[0].keyframes_only, edit == "keyframes_only: false" ? std::optional<bool>(false) : std::nullopt);
   }
-  std::string jitter = running;  // a camera's own jitter buffer: set when it connects, so it connects again
+  std::string jitter = running;  // a camera's own jitter buffer: taken as its connection goes on
   jitter.replace(jitter.find("rtsp_latency_ms: 500"), 20, "rtsp_latency_ms: 800");
   const StreamTableEntry before = table.entries[0];
   auto change = apply_stream_reload(table, running, jitter, load(jitter), 1);
   ASSERT_TRUE(change.ok()) << change.status().message();
   EXPECT_EQ(change->retuned_what, std::vector<std::string>{"rtsp_latency_ms"});
   EXPECT_EQ(table.entries[0].rtsp_latency_ms, std::optional<uint32_t>(800));
-  EXPECT_TRUE(settings_need_new_connection(before, table.entries[0]));
+  EXPECT_FALSE(settings_need_new_connection(before, table.entries[0]));
 }
 
 // streams[].rotate and mirror travel with a stream (a camera added by a reload is turned as its entry
@@ -675,7 +675,7 @@ TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesConnectionDoesNot) {
   ASSERT_TRUE(region.ok()) << region.status().message();
   EXPECT_EQ(region->retuned, std::vector<std::string>{"loop"});
   EXPECT_EQ(table.entries[2].roi, (std::array<double, 4>{0, 0, 0.5, 1}));
-  // And its sampling: taken as it goes (StreamReader::resample).
+  // And its sampling: taken as it goes (StreamReader::retune).
   std::string file_fps = file_roi;
   file_fps.replace(file_fps.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", max_fps: 1, keyframes_only: true");
   auto sampling = apply_stream_reload(table, file_roi, file_fps, load(file_fps), 2);

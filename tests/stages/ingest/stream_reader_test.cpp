@@ -2246,7 +2246,7 @@ TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesItWithoutANewConne
   run_until(**reader, out, 16, [&](size_t n) {
     if (n != 8) return;
     (*reader)->set_ingest(reloaded);
-    (*reader)->resample(pattern, reloaded, "max_fps (ingest.max_fps)");
+    (*reader)->retune(pattern, reloaded, "max_fps (ingest.max_fps)");
   });
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-end");
   EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its max_fps (ingest.max_fps)");
@@ -2278,7 +2278,7 @@ TEST_F(ReconnectTest, AReloadsJobMaxFpsReachesAStreamThatTakesItWithoutANewConne
   frame_count_ = 0;
   flags_.stop = false;
   run_until(**again, every, 8, [&](size_t n) {
-    if (n == 2) (*again)->resample(own, reloaded, "max_fps");
+    if (n == 2) (*again)->retune(own, reloaded, "max_fps");
   });
   auto frames = of_kind(every, MessageKind::kFrame);
   ASSERT_GE(frames.size(), 8u);
@@ -2299,7 +2299,7 @@ TEST_F(ReconnectTest, ASamplingThatComesWithANewConnectionIsTakenWithIt) {
   run_until(**reader, out, 14, [&](size_t n) {
     if (n != 6) return;
     (*reader)->reconfigure(turned, "rotate");
-    (*reader)->resample(slower, ingest_, "max_fps");
+    (*reader)->retune(slower, ingest_, "max_fps");
   });
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-reconnecting stream-resumed stream-end");
   EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its rotate, max_fps");
@@ -2311,6 +2311,28 @@ TEST_F(ReconnectTest, ASamplingThatComesWithANewConnectionIsTakenWithIt) {
   }
   ASSERT_GE(pts_after.size(), 3u);
   for (size_t i = 1; i < pts_after.size(); ++i) EXPECT_GE(pts_after[i] - pts_after[i - 1], 190'000'000) << i;
+}
+
+// rtsp_latency_ms changed by a reload: the camera's jitter buffer takes it while its connection goes on
+// (read back from the jitter buffer), with no new connection.
+TEST_F(ReconnectTest, AReloadsJitterBufferIsTakenWithoutANewConnection) {
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 160, 120);
+  ASSERT_TRUE(server.ok());
+  const StreamConfig cam = stream("cam", server.uri());
+  auto reader = StreamReader::create(cam, 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  EXPECT_EQ((*reader)->jitter_buffer_ms(), -1);
+  IngestConfig reloaded = ingest_;
+  reloaded.rtsp_latency_ms = 750;
+  CollectingEmitter out;
+  run_until(**reader, out, 12, [&](size_t n) {
+    if (n == 4) (*reader)->retune(cam, reloaded, "rtsp_latency_ms (ingest.rtsp_latency_ms)");
+  });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-end");
+  EXPECT_EQ((*reader)->jitter_buffer_ms(), 750);
+  uint64_t seq = 0;
+  for (const Message* m : of_kind(out, MessageKind::kFrame)) EXPECT_EQ(m->env.seq, seq++);
+  EXPECT_GE(seq, 12u);
 }
 
 // keyframes_only changed by a reload while a camera's connection goes on: on, only key frames from the
@@ -2327,8 +2349,8 @@ TEST_F(ReconnectTest, AReloadTurnsKeyFramesOnlyOnAndOffWithoutANewConnection) {
   every_frame.keyframes_only = false;
   CollectingEmitter out;
   run_until(**reader, out, 36, [&](size_t n) {
-    if (n == 10) (*reader)->resample(keys_only, ingest_, "keyframes_only");
-    if (n == 16) (*reader)->resample(every_frame, ingest_, "keyframes_only");
+    if (n == 10) (*reader)->retune(keys_only, ingest_, "keyframes_only");
+    if (n == 16) (*reader)->retune(every_frame, ingest_, "keyframes_only");
   });
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
   std::vector<std::vector<const Message*>> parts(1);
