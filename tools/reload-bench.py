@@ -29,10 +29,10 @@ results the bus had over the 8 s around the SIGHUP, how many neither receiver go
 got (each should have gone to exactly one); and the cameras' longest gap on the bus meanwhile.
 
 With --sampling, the job's ingest.max_fps changes instead (2026-12-05): every camera but cam00 takes the
-job's (cam00 sets its own, every frame), and `vapipe run` gets SIGHUP with ingest.max_fps 5; cam01 also
-gets a new rtsp_latency_ms of its own, so it connects again (a witness of what a new connection costs
-with a key frame every --gop frames: another client watches each camera, as an NVR does, so a new
-connection joins mid-GOP). Printed: SIGHUP -> the last sampled camera's `changed` event; the
+job's (cam00 sets its own, every frame), and `vapipe run` gets SIGHUP with ingest.max_fps 5 and
+rtsp_latency_ms 400; cam01 is also turned (rotate: 180), so it connects again (a witness of what a new
+connection costs with a key frame every --gop frames: another client watches each camera, as an NVR
+does, so a new connection joins mid-GOP). Printed: SIGHUP -> the last sampled camera's `changed` event; the
 sampled cameras' (cam02 on) longest gap between results, their reconnections (none expected), their
 results a second over the 3 s before and the 3 s after; whether their seq went on without a repeat;
 cam01's and cam00's longest gap and reconnections; the job's results a second before and after.
@@ -335,11 +335,12 @@ def sampling_round(k, gop):
         write(path, cfg)
         proc.send_signal(signal.SIGHUP)
         time.sleep(4)
-        # cam01 gets a new jitter buffer of its own in the same reload: it connects again (with the job's
-        # new max_fps too), a witness of what a new connection costs at this GOP.
+        # The job's max_fps and jitter buffer change; cam00 takes the jitter buffer only. cam01 is turned
+        # upside down in the same reload (rotate: a setting its connection is made with): it connects
+        # again, a witness of what a new connection costs at this GOP.
         control, witness, sampled = "cam00", "cam01", [sid for sid in cams if sid not in ("cam00", "cam01")]
-        cfg["ingest"] = {"max_fps": 5}
-        cfg["streams"][1]["rtsp_latency_ms"] = 300
+        cfg["ingest"] = {"max_fps": 5, "rtsp_latency_ms": 400}
+        cfg["streams"][1]["rotate"] = 180
         write(path, cfg)
         sighup = time.time()
         proc.send_signal(signal.SIGHUP)
@@ -378,9 +379,9 @@ def main_sampling(args):
     if args.cameras < 3:
         sys.exit("--sampling needs 3 cameras or more (a control, a witness, the sampled)")
     print(f"# reload-bench --sampling {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264, a key "
-          f"frame every {args.gop} frames, in one live job; ingest.max_fps 0 -> 5 on SIGHUP, taken as they go by "
-          "cam02 on; cam01 takes it with a new rtsp_latency_ms of its own (a new connection); cam00 keeps its own "
-          "max_fps 0")
+          f"frame every {args.gop} frames, in one live job; ingest.max_fps 0 -> 5 and rtsp_latency_ms 200 -> 400 on "
+          "SIGHUP, taken as they go by cam02 on; cam01 takes them with a new rotate of its own (a new connection); "
+          "cam00 keeps its own max_fps 0 and takes the jitter buffer")
     print("| round | SIGHUP -> last sampled camera's `changed` (s) | sampled cameras' longest gap (s) | their "
           "reconnections | their results/s before -> after | seq numbered on | cam01 (new connection): longest gap "
           "(s), reconnections | cam00: longest gap (s), reconnections | the job's results/s before -> after |")
