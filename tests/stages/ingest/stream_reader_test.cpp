@@ -1753,6 +1753,29 @@ class ReconnectTest : public StreamReaderTest {
     if (server.ok() && reader.ok()) run_until(**reader, out, frames);
     return out;
   }
+  // A camera that is down (nothing listens at its port), waiting out back-offs of `delay_s`, given the
+  // job's `reloaded` settings `after` its first attempt (within its first wait), then `then` (if set),
+  // until a frame (none comes), its end, or 30 s: what it sent.
+  CollectingEmitter reload_a_camera_in_back_off(double delay_s, const IngestConfig& reloaded,
+                                                std::chrono::milliseconds after,
+                                                std::function<void(StreamReader&)> then = nullptr) {
+    const int port = testing::free_loopback_tcp_port();
+    ingest_.reconnect_delay_s = delay_s;
+    ingest_.reconnect_max_delay_s = delay_s;
+    CollectingEmitter out;
+    auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    if (!reader.ok()) return out;
+    std::thread reload([&] {
+      for (int i = 0; i < 2000 && event_count_.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(after);
+      (*reader)->set_ingest(reloaded);
+      if (then) then(**reader);
+    });
+    run_until(**reader, out, 1);
+    reload.join();
+    return out;
+  }
   ReaderOptions live_;
   std::atomic<size_t> frame_count_{0};
   std::atomic<size_t> event_count_{0};  // the other messages
@@ -2189,23 +2212,12 @@ TEST_F(ReconnectTest, AReloadsReconnectionSettingsReachAStreamThatIsRetrying) {
 // A camera waiting out a long back-off takes a reload's shorter delays in that wait, not after it: a
 // site whose cameras came back is not left waiting up to the old reconnect_max_delay_s.
 TEST_F(ReconnectTest, AReloadsShorterDelayEndsABackOffUnderWay) {
-  const int port = testing::free_loopback_tcp_port();  // nothing listens there
-  ingest_.reconnect_delay_s = 60;                      // longer than run_until waits (30 s)
-  ingest_.reconnect_max_delay_s = 60;
-  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
   IngestConfig reloaded = ingest_;
   reloaded.reconnect_delay_s = 0.05;
   reloaded.reconnect_max_delay_s = 0.1;
   reloaded.reconnect_attempts = 3;
-  std::thread reload([&] {
-    for (int i = 0; i < 2000 && event_count_.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // within the first wait
-    (*reader)->set_ingest(reloaded);
-  });
-  CollectingEmitter out;
-  run_until(**reader, out, 1);
-  reload.join();
+  // 60 s: longer than run_until waits (30 s).
+  const CollectingEmitter out = reload_a_camera_in_back_off(60, reloaded, std::chrono::milliseconds(200));
   EXPECT_EQ(kinds(out), "stream-reconnecting stream-reconnecting stream-reconnecting stream-error");
   EXPECT_NE(out.messages.back().event.message.find("gave up after 3 reconnection attempts: "), std::string::npos)
       << out.messages.back().event.message;
@@ -2213,24 +2225,14 @@ TEST_F(ReconnectTest, AReloadsShorterDelayEndsABackOffUnderWay) {
 
 // And a longer one lengthens it: the camera is not tried again before the new delay is up.
 TEST_F(ReconnectTest, AReloadsLongerDelayLengthensABackOffUnderWay) {
-  const int port = testing::free_loopback_tcp_port();  // nothing listens there
-  ingest_.reconnect_delay_s = 1;
-  ingest_.reconnect_max_delay_s = 1;
-  auto reader = StreamReader::create(stream("cam", "http://127.0.0.1:" + std::to_string(port) + "/x.mp4"), 0, ingest_, live_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
   IngestConfig reloaded = ingest_;
   reloaded.reconnect_delay_s = 60;
   reloaded.reconnect_max_delay_s = 60;
-  std::thread reload([&] {
-    for (int i = 0; i < 2000 && event_count_.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // within the first wait
-    (*reader)->set_ingest(reloaded);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two attempts under the old delay
-    (*reader)->stop("removed from the config");
-  });
-  CollectingEmitter out;
-  run_until(**reader, out, 1);
-  reload.join();
+  const CollectingEmitter out =
+      reload_a_camera_in_back_off(1, reloaded, std::chrono::milliseconds(100), [](StreamReader& reader) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two attempts under the old delay
+        reader.stop("removed from the config");
+      });
   EXPECT_EQ(kinds(out), "stream-reconnecting stream-end");
 }
 
