@@ -98,7 +98,9 @@ std::string describe_reload(const StreamReload& change, size_t lanes) {
   }
   for (const std::string& id : change.removed) removed += (removed.empty() ? "'" : ", '") + id + "'";
   for (size_t i = 0; i < change.retuned.size(); ++i) {
-    retuned += (retuned.empty() ? "'" : ", '") + change.retuned[i] + "' (" + change.retuned_what[i] + ")";
+    const bool connects = i < change.retuned_connects.size() && change.retuned_connects[i];
+    retuned += (retuned.empty() ? "'" : ", '") + change.retuned[i] + "' (" + change.retuned_what[i] +
+               (connects ? "; connects again" : "") + ")";
   }
   std::string returned;
   for (const std::string& id : change.returned) returned += (returned.empty() ? "'" : ", '") + id + "'";

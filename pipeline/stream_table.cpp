@@ -349,6 +349,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       if (what.empty()) continue;
       change.retuned.push_back(s.id);
       change.retuned_what.push_back(what);
+      change.retuned_connects.push_back(!s.is_member() && !reconnecting.empty());
     }
   }
   for (const StreamTableEntry& back : to_return) {

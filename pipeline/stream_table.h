@@ -102,6 +102,9 @@ struct StreamReload {
   // what changed of each (changed_settings).
   std::vector<std::string> retuned;
   std::vector<std::string> retuned_what;
+  // Of each, whether it connects again to take them (connection_settings_changed: a gap in its
+  // results, a camera's until its next key frame), or takes them as its connection goes on.
+  std::vector<bool> retuned_connects;
   // Ids removed earlier in the run and listed again: cameras (and regions of them) that come back
   // under their id, index and lane, their numbering going on.
   std::vector<std::string> returned;

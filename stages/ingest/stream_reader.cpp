@@ -411,8 +411,9 @@ struct StreamReader::Impl {
   std::atomic<bool> retune_waiting{false};
   std::optional<Retune> next_retune;
   std::string next_retune_what;
-  // The running connection's RTSP jitter buffer (ms), read back from it when a reload set it; -1: not set
-  // so (StreamReader::jitter_buffer_ms).
+  // The RTSP jitter buffer's latency (ms): as given to the connection's rtspsrc (on_source_setup), or
+  // read back from the jitter buffer once a reload set it (take_waiting_retune); -1: no RTSP connection
+  // yet (StreamReader::jitter_buffer_ms).
   std::atomic<int32_t> jitter_buffer_ms{-1};
   // set_ingest(): the job's ingest settings as a reload left them (under stop_mutex), taken by run()'s
   // thread (take_waiting_ingest), the only one that reads `ingest` once the stream runs.
@@ -645,7 +646,10 @@ struct StreamReader::Impl {
     stream.max_fps = next_retune->own_max_fps;
     stream.keyframes_only = next_retune->own_keyframes_only;
     stream.rtsp_latency_ms = next_retune->own_rtsp_latency_ms;
-    if (auto now = set_jitter_buffer(pipeline.get(), next_retune->rtsp_latency_ms)) jitter_buffer_ms = *now;
+    if (const int32_t wanted = static_cast<int32_t>(next_retune->rtsp_latency_ms);
+        jitter_buffer_ms.load() >= 0 && wanted != jitter_buffer_ms.load()) {
+      if (auto now = set_jitter_buffer(pipeline.get(), next_retune->rtsp_latency_ms)) jitter_buffer_ms = *now;
+    }
     uint32_t generation = 0;
     {
       std::lock_guard<std::mutex> sampling(sampling_mutex);
@@ -787,7 +791,9 @@ struct StreamReader::Impl {
     if (std::string(G_OBJECT_TYPE_NAME(source)) != "GstRTSPSrc" || !g_object_class_find_property(klass, "latency")) {
       return;
     }
-    g_object_set(source, "latency", static_cast<guint>(self->ingest.rtsp_latency_ms_for(self->stream)), nullptr);
+    const uint32_t latency_ms = self->ingest.rtsp_latency_ms_for(self->stream);
+    g_object_set(source, "latency", static_cast<guint>(latency_ms), nullptr);
+    self->jitter_buffer_ms = static_cast<int32_t>(latency_ms);
     if (g_object_class_find_property(klass, "add-reference-timestamp-meta")) {
       g_object_set(source, "add-reference-timestamp-meta", TRUE, nullptr);
     }

@@ -170,8 +170,9 @@ class StreamReader {
   // The threads its CPU decoder was given (ReaderOptions::decoder_threads), read back from the decoder;
   // 0 until a decoder that takes a thread count has been made (NVDEC takes none).
   uint32_t decoder_threads() const;
-  // The RTSP jitter buffer's latency (ms) as read back from it when retune() last set it; -1 until then
-  // (or when the connection has none). Any thread.
+  // The RTSP jitter buffer's latency (ms): as the connection was made with, or as read back from the
+  // jitter buffer once retune() set it; -1 before the first RTSP connection (or for another source). Any
+  // thread.
   int32_t jitter_buffer_ms() const;
 
   struct Impl;

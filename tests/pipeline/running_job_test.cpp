@@ -140,7 +140,7 @@ TEST_F(RunningJobTest, APreviewSaysWhatTheReloadWouldAddRemoveAndChange) {
   auto before = read_stream_table(stream_table_path(layout));
   auto p = preview(RunningJob{run_dir, getpid(), ""}, live_yaml({{"front", "snow"}, {"side", "pinwheel"}}));
   ASSERT_TRUE(p.ok()) << p.status().message();
-  EXPECT_EQ(describe_reload(p->change, 1), "added 'side'; removed 'back'; changed 'front' (uri)");
+  EXPECT_EQ(describe_reload(p->change, 1), "added 'side'; removed 'back'; changed 'front' (uri; connects again)");
   EXPECT_EQ(p->streams_then, 2u);
   auto after = read_stream_table(stream_table_path(layout));
   ASSERT_TRUE(before.ok() && after.ok() && before->has_value() && after->has_value());

@@ -218,6 +218,7 @@ TEST(StreamTable, AReloadOfIngestsSettingsRetunesTheStreamsThatTakeThem) {
   auto change = apply_stream_reload(table, running, sampled, load(sampled), 2);
   ASSERT_TRUE(change.ok()) << change.status().message();
   EXPECT_EQ(change->retuned, (std::vector<std::string>{"gate", "mjpeg", "loop"}));
+  EXPECT_EQ(change->retuned_connects, (std::vector<bool>{false, false, false}));
   EXPECT_EQ(change->retuned_what,
             (std::vector<std::string>{"max_fps (ingest.max_fps), rtsp_latency_ms (ingest.rtsp_latency_ms)",
                                       "max_fps (ingest.max_fps)", "max_fps (ingest.max_fps)"}));
@@ -644,6 +645,8 @@ TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesConnectionDoesNot) {
   ASSERT_TRUE(change.ok()) << change.status().message();
   EXPECT_EQ(change->retuned, std::vector<std::string>{"gate"});
   EXPECT_EQ(change->retuned_what, std::vector<std::string>{"uri"});
+  EXPECT_EQ(change->retuned_connects, std::vector<bool>{true});
+  EXPECT_NE(describe_reload(*change, 2).find("changed 'gate' (uri; connects again)"), std::string::npos);
   EXPECT_EQ(table.entries[0].uri, "rtsp://user:new@10.0.0.15/stream1");
   EXPECT_EQ(table.entries[0].lane, 0u);
   EXPECT_EQ(table.entries[1].uri, "rtsp://10.0.0.6/stream1");

@@ -2327,9 +2327,13 @@ TEST_F(ReconnectTest, AReloadsJitterBufferIsTakenWithoutANewConnection) {
   IngestConfig reloaded = ingest_;
   reloaded.rtsp_latency_ms = 750;
   CollectingEmitter out;
+  int32_t as_connected = 0;
   run_until(**reader, out, 12, [&](size_t n) {
-    if (n == 4) (*reader)->retune(cam, reloaded, "rtsp_latency_ms (ingest.rtsp_latency_ms)");
+    if (n != 4) return;
+    as_connected = (*reader)->jitter_buffer_ms();
+    (*reader)->retune(cam, reloaded, "rtsp_latency_ms (ingest.rtsp_latency_ms)");
   });
+  EXPECT_EQ(as_connected, 200);  // the job's rtsp_latency_ms it connected with
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-end");
   EXPECT_EQ((*reader)->jitter_buffer_ms(), 750);
   uint64_t seq = 0;
