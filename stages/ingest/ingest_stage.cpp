@@ -146,7 +146,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     uint64_t left_out = 0;                   // StreamReader::left_out(), once it has ended
     bool removed = false;
     // Settings a reload changed before its reader was made (given to it once it is), what changed, and
-    // whether its connection was made with some of them (else it samples with them as it goes); the
+    // whether its connection was made with some of them (else it takes them as it goes); the
     // job's ingest settings likewise.
     std::optional<StreamConfig> waiting_settings;
     std::string waiting_what;

@@ -624,6 +624,7 @@ struct StreamReader::Impl {
       orientation_logged.clear();
     }
     rtsp_logged = false;
+    jitter_buffer_ms = -1;  // the next RTSP connection's, if it is one
     tls_unchecked_logged = false;
     keyframes_logged = false;
     snapshot_logged = false;
@@ -640,26 +641,31 @@ struct StreamReader::Impl {
   // (set_jitter_buffer), and the next connection is made with it.
   std::optional<std::pair<uint32_t, std::string>> take_waiting_retune() {
     if (!retune_waiting.load()) return std::nullopt;
-    std::lock_guard<std::mutex> lock(stop_mutex);
-    retune_waiting = false;
-    if (!next_retune) return std::nullopt;
-    stream.max_fps = next_retune->own_max_fps;
-    stream.keyframes_only = next_retune->own_keyframes_only;
-    stream.rtsp_latency_ms = next_retune->own_rtsp_latency_ms;
-    if (const int32_t wanted = static_cast<int32_t>(next_retune->rtsp_latency_ms);
+    std::optional<Retune> taken;
+    std::string what;
+    {
+      std::lock_guard<std::mutex> lock(stop_mutex);
+      retune_waiting = false;
+      taken = std::exchange(next_retune, std::nullopt);
+      what = std::exchange(next_retune_what, std::string());
+    }
+    if (!taken) return std::nullopt;
+    stream.max_fps = taken->own_max_fps;
+    stream.keyframes_only = taken->own_keyframes_only;
+    stream.rtsp_latency_ms = taken->own_rtsp_latency_ms;
+    if (const int32_t wanted = static_cast<int32_t>(taken->rtsp_latency_ms);
         jitter_buffer_ms.load() >= 0 && wanted != jitter_buffer_ms.load()) {
-      if (auto now = set_jitter_buffer(pipeline.get(), next_retune->rtsp_latency_ms)) jitter_buffer_ms = *now;
+      if (auto now = set_jitter_buffer(pipeline.get(), taken->rtsp_latency_ms)) jitter_buffer_ms = *now;
     }
     uint32_t generation = 0;
     {
       std::lock_guard<std::mutex> sampling(sampling_mutex);
-      sample_period_ns = period_of(next_retune->max_fps);
+      sample_period_ns = period_of(taken->max_fps);
       keep_from(last_kept_pts);
       generation = ++settings_generation;
     }
-    keyframes_only = next_retune->keyframes_only;
-    next_retune.reset();
-    return std::make_pair(generation, std::exchange(next_retune_what, std::string()));
+    keyframes_only = taken->keyframes_only;
+    return std::make_pair(generation, std::move(what));
   }
   // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
   void kept_up_to(int64_t pts) {
