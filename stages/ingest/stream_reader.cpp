@@ -1914,15 +1914,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   };
   // Waits until `until` (a reconnection's back-off, a snapshot's next poll), giving the emitter its
   // idle calls. Set: the stream was stopped (or its emitter failed) meanwhile.
-  // `on_ingest_reload`: the job's reloaded reconnection settings end the wait too (a back-off).
-  auto wait_until = [&](std::chrono::steady_clock::time_point until, bool on_ingest_reload = false) -> std::optional<Status> {
+  // `on_ingest_reload`: the job's reloaded reconnection settings end the wait too (a back-off);
+  // `on_retune`: so does a retune, once taken (a snapshot's next poll, whose period is max_fps).
+  auto wait_until = [&](std::chrono::steady_clock::time_point until, bool on_ingest_reload = false,
+                        bool on_retune = false) -> std::optional<Status> {
     while (std::chrono::steady_clock::now() < until) {
       if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
       if (s.settings_waiting.load()) break;  // a reload's settings are tried now, not after the back-off
       if (on_ingest_reload && s.ingest_waiting.load()) break;
+      const bool retuning = s.retune_waiting.load();
       if (Status st = take_retune(/*say_now=*/true); !st.ok()) {
         return finish(MessageKind::kStreamError, st.message());
       }
+      if (on_retune && retuning) break;
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -2007,16 +2011,21 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // (each end was a warning and a reconnecting and resumed event, every second). Empty: polled again.
   auto poll_snapshot = [&]() -> std::optional<Status> {
     if (auto done = end_connection()) return done;
-    const int64_t period_ns = s.sample_period_ns.load();
-    const double period_s = period_ns > 0 ? static_cast<double>(period_ns) / 1e9 : 1.0;
     s.snapshot_mode = true;
-    if (!s.snapshot_logged) {
-      s.snapshot_logged = true;
-      VAPIPE_LOG_INFO("stream '{}': its uri gives one picture per request (a snapshot URL): it is fetched again "
-                      "every {:.3g} s (the stream's max_fps sets how often)",
-                      s.stream.id, period_s);
+    // Its period counted from the last fetch; a reload's max_fps during the wait sets a new one.
+    for (bool waited = false; !waited;) {
+      const int64_t period_ns = s.sample_period_ns.load();
+      const double period_s = period_ns > 0 ? static_cast<double>(period_ns) / 1e9 : 1.0;
+      if (!s.snapshot_logged) {
+        s.snapshot_logged = true;
+        VAPIPE_LOG_INFO("stream '{}': its uri gives one picture per request (a snapshot URL): it is fetched again "
+                        "every {:.3g} s (the stream's max_fps sets how often)",
+                        s.stream.id, period_s);
+      }
+      const auto next_fetch = connected_at + seconds_of(period_s);
+      if (auto done = wait_until(next_fetch, false, /*on_retune=*/true)) return done;
+      waited = std::chrono::steady_clock::now() >= next_fetch || s.settings_waiting.load();
     }
-    if (auto done = wait_until(connected_at + seconds_of(period_s))) return done;
     s.image_decoder = false;
     s.multipart = false;
     connected_at = std::chrono::steady_clock::now();

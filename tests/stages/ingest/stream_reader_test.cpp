@@ -1972,6 +1972,35 @@ TEST_F(ReconnectTest, ASnapshotUrlIsFetchedAgainAtMaxFpsWithoutReconnecting) {
   EXPECT_GE(requests.load(), 6);
 }
 
+// A reload's max_fps reaches a snapshot URL in the wait for its next fetch: polled every 4 s, it is
+// fetched again within the new period (0.2 s), not after the 4 s under way.
+TEST_F(ReconnectTest, AReloadsMaxFpsReachesASnapshotUrlInTheWaitForItsNextFetch) {
+  const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=1 ! video/x-raw,width=160,height=120 ! "
+                          "jpegenc ! filesink location=" + (dir_ / "slow-snapshot.jpg").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  MediaServer server;
+  ingest_.max_fps = 0.25;
+  const StreamConfig door = stream("door", server.uri("slow-snapshot.jpg"));
+  auto reader = StreamReader::create(door, 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  IngestConfig reloaded = ingest_;
+  reloaded.max_fps = 5;
+  std::chrono::steady_clock::time_point retuned_at;
+  std::thread reload([&] {
+    for (int i = 0; i < 2000 && frame_count_.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // in the 4 s wait for the next fetch
+    retuned_at = std::chrono::steady_clock::now();
+    (*reader)->retune(door, reloaded, "max_fps (ingest.max_fps)");
+  });
+  CollectingEmitter out;
+  run_until(**reader, out, 4);
+  reload.join();
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - retuned_at).count();
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-end");
+  ASSERT_GE(of_kind(out, MessageKind::kFrame).size(), 4u);
+  EXPECT_LT(took_s, 2.5) << "three more fetches at 5 a second (0.6 s), not the first after the 3.5 s left of the wait";
+}
+
 TEST_F(ReconnectTest, AServerThatIsGoneIsRetriedUntilTheAttemptsRunOut) {
   const int port = testing::free_loopback_tcp_port();  // nothing listens there
   ingest_.reconnect_attempts = 3;
