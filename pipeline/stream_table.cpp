@@ -334,8 +334,8 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
           changed_settings(as_source(running), as_source(wanted), ingest_before, ingest_after).empty()) {
         continue;
       }
-      // A file's stream takes a new region and sampling as it goes; anything its connection was made
-      // with would read it again from its start.
+      // A file's stream takes a new region, max_fps or keyframes_only as it goes; anything its
+      // connection was made with would read it again from its start.
       const bool file_before = uri_kind_of(running.uri) == UriKind::kFile;
       const bool file_after = uri_kind_of(wanted.uri) == UriKind::kFile;
       const std::string reconnecting = connection_settings_changed(running, wanted, ingest_before, ingest_after);

@@ -94,7 +94,7 @@ struct QueuedFrame {
   uint64_t seq = 0;
   int64_t capture_ns = 0;
   int64_t pts_ns = -1;  // the buffer's, or for an untimed live source its arrival (frame_pts_ns)
-  uint32_t sampling = 0;  // the sampling it was kept under (Impl::settings_generation)
+  uint32_t generation = 0;  // the settings it was kept under (Impl::settings_generation)
 };
 
 // Calls `fn` on each element inside `bin`, at any depth.
@@ -374,7 +374,7 @@ struct StreamReader::Impl {
   // each multiple of the period (so a resumed run keeps the same frames as the first); 0: every frame.
   // Frames without a timestamp are all kept. The appsink thread samples; run() changes the period (a
   // reload, retune()) while it does: the four under sampling_mutex. Each change is a new generation,
-  // which the frames kept under it carry (QueuedFrame::sampling): the change is said before the first.
+  // which the frames kept under it carry (QueuedFrame::generation): the change is said before the first.
   std::mutex sampling_mutex;
   std::atomic<int64_t> sample_period_ns{0};
   int64_t last_kept_slot = -1;
@@ -735,9 +735,9 @@ struct StreamReader::Impl {
       if (pts < self->stream.from_ns) return GST_FLOW_OK;
     }
     const int64_t pts = self->frame_pts_ns(gst_sample_get_buffer(sample.get()));
-    uint32_t sampling = 0;
-    if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &sampling)) return GST_FLOW_OK;
-    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, sampling};
+    uint32_t generation = 0;
+    if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &generation)) return GST_FLOW_OK;
+    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, generation};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
     // appsink has one streaming thread, the only writer.
@@ -1576,10 +1576,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   };
-  // A reload's sampling taken and not said yet (take_retune, below): its generation, what changed.
+  // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
   std::optional<std::pair<uint32_t, std::string>> retune_unsaid;
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
-  // changed (with a sampling not said yet), or nullopt.
+  // changed (with a retune not said yet), or nullopt.
   auto take_reload_settings = [&]() -> std::optional<std::string> {
     take_ingest_reload();
     std::optional<std::string> what = s.take_waiting_settings();
@@ -1602,7 +1602,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : "";
     return out.emit(Message::stream_event(MessageKind::kStreamChanged, s.envelope(), std::move(ev)));
   };
-  // A reload's sampling (retune()), taken while the connection goes on (or while the stream waits to
+  // A reload's retune (retune()), taken while the connection goes on (or while the stream waits to
   // reconnect). Said before the first frame sampled with it (emit_frame), or at once when no frame
   // waits (`say_now`; an idle moment; the stream's end): frames kept before it go out first.
   auto say_retune = [&]() -> Status {
@@ -1721,9 +1721,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     } else {
       set_state_watched(s.pipeline.get(), GST_STATE_NULL, s.options.watchdog);
     }
-    // A reload's sampling that no frame came under is said before the end all the same.
+    // A reload's retune that no frame came under is said before the end all the same.
     if (Status said = say_retune(); !said.ok()) {
-      VAPIPE_LOG_WARN("stream '{}': its sampling change not said before its end: {}", s.stream.id, said.message());
+      VAPIPE_LOG_WARN("stream '{}': a reload's change not said before its end: {}", s.stream.id, said.message());
     }
     StreamEvent ev{uri, std::move(message), emitted, s.queue.dropped()};
     if (s.stream.parsed.kind == UriKind::kFile && kind == MessageKind::kStreamEnd && s.stream.from_ns > 0 &&
@@ -1776,7 +1776,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   bool reservation_failed = false;  // logged once
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
-    if (retune_unsaid && f.sampling >= retune_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_retune());
+    if (retune_unsaid && f.generation >= retune_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_retune());
     if (s.options.seq_reservations) {
       // Before the number can reach anyone: a restarted lane must start past it.
       if (Status st = s.options.seq_reservations->ensure(s.stream.id, f.seq); !st.ok() && !reservation_failed) {
@@ -2123,7 +2123,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       continue;
     }
     if (!frame) {
-      // Nothing kept before a reload's sampling waits: said now, whenever the next frame comes.
+      // Nothing kept before a reload's retune waits: said now, whenever the next frame comes.
       if (Status st = say_retune(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = out.idle(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
