@@ -221,10 +221,11 @@ std::string changed_settings(const StreamTableEntry& before, const StreamTableEn
 
 namespace {
 
-// `after` with what the running connection takes as it goes (roi, max_fps, keyframes_only,
-// rtsp_latency_ms) as `before` has it.
+// `after` with what the running connection takes as it goes (roi, rotate/mirror, max_fps,
+// keyframes_only, rtsp_latency_ms) as `before` has it.
 StreamTableEntry same_connection_settings(const StreamTableEntry& before, StreamTableEntry after) {
   after.roi = before.roi;
+  after.turn = before.turn;
   after.max_fps = before.max_fps;
   after.keyframes_only = before.keyframes_only;
   after.rtsp_latency_ms = before.rtsp_latency_ms;
@@ -334,8 +335,8 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
           changed_settings(as_source(running), as_source(wanted), ingest_before, ingest_after).empty()) {
         continue;
       }
-      // A file's stream takes a new region, max_fps or keyframes_only as it goes; anything its
-      // connection was made with would read it again from its start.
+      // A file's stream takes a new region, rotate/mirror, max_fps or keyframes_only as it goes; a new
+      // uri or TLS trust would read it again from its start.
       const bool file_before = uri_kind_of(running.uri) == UriKind::kFile;
       const bool file_after = uri_kind_of(wanted.uri) == UriKind::kFile;
       const std::string reconnecting = connection_settings_changed(running, wanted, ingest_before, ingest_after);

@@ -75,9 +75,9 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry);
 // their `roi`.
 std::string changed_settings(const StreamTableEntry& before, const StreamTableEntry& after);
 // Of those, the ones the stream's connection was made with, which need its source connected again (a
-// new pipeline): every setting but `roi`, which the next frame takes as it is, and `max_fps`,
-// `keyframes_only` and `rtsp_latency_ms`, which the running connection takes (StreamReader::retune).
-// Empty when none.
+// new pipeline): `uri` and TLS trust. `roi` the next frame takes as it is; rotate/mirror, `max_fps`,
+// `keyframes_only` and `rtsp_latency_ms` the running connection takes (StreamReader::retune). Empty
+// when none.
 std::string connection_settings_changed(const StreamTableEntry& before, const StreamTableEntry& after);
 bool settings_need_new_connection(const StreamTableEntry& before, const StreamTableEntry& after);
 
@@ -120,17 +120,17 @@ struct StreamReload {
 
 // Applies a reloaded config: streams with a new id are added, streams no longer listed are removed,
 // and a running stream whose settings changed keeps its id, index and lane with its new settings: a
-// camera's `uri` (a new address, a new password), `max_fps`, `keyframes_only`, `rtsp_latency_ms`,
-// `rotate`/`mirror`, its TLS trust (a new connection with them: ingest reconnects it, its numbering
-// going on), and any stream's `roi` (from its next frame). An error leaves the table as it was and
-// names what cannot change while the job runs: a section other than `streams`, `publish`, `ingest` and
-// `log`, or a setting of `publish` other than its outputs and segments' (compared as YAML: `running_yaml`
-// is the config text the job runs with: compare_publish_sections()), or of `ingest` other than its
-// sampling, jitter buffer and reconnection (compare_ingest_sections(); a file's stream that would take
-// a new sampling refuses it), an archive job, a stream's source, a
-// file's settings (a change would read it again from its start) or a uri that becomes or was a
-// file's, a file's id removed earlier in this run (a camera's comes back: `returned`). A stream with a
-// source is added on its source's lane. The table's version rises with every reload that passes.
+// camera's `uri` (a new address, a new password) and TLS trust (a new connection with them: ingest
+// reconnects it, its numbering going on), any stream's `max_fps`, `keyframes_only`, `rtsp_latency_ms`
+// and `rotate`/`mirror` (taken as its connection goes on: connection_settings_changed) and `roi` (from
+// its next frame). An error leaves the table as it was and names what cannot change while the job
+// runs: a section other than `streams`, `publish`, `ingest` and `log`, or a setting of `publish` other
+// than its outputs and segments' (compared as YAML: `running_yaml` is the config text the job runs
+// with: compare_publish_sections()), or of `ingest` other than its sampling, jitter buffer and
+// reconnection (compare_ingest_sections()), an archive job, a stream's source, a file's uri or TLS
+// trust (a change would read it again from its start) or a uri that becomes or was a file's, a file's
+// id removed earlier in this run (a camera's comes back: `returned`). A stream with a source is added
+// on its source's lane. The table's version rises with every reload that passes.
 Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& running_yaml,
                                          const std::string& reloaded_yaml, const Config& reloaded, size_t lanes);
 

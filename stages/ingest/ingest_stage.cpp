@@ -425,8 +425,8 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     removed_members.insert(m);
   };
   // A group's reader takes `settings` (a reload changed `what`): it connects again with them
-  // (`connects`: its connection was made with some of what changed), or takes their max_fps,
-  // keyframes_only and rtsp_latency_ms as it goes. A reader not made yet takes them once it is.
+  // (`connects`: its connection was made with some of what changed), or takes their rotate/mirror,
+  // max_fps, keyframes_only and rtsp_latency_ms as it goes. A reader not made yet takes them once it is.
   auto retune_group = [&](StreamRun& group, StreamConfig settings, const std::string& what, bool connects) {
     std::lock_guard<std::mutex> lock(group.mutex);
     if (group.reader) {
@@ -442,7 +442,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     }
   };
   // A running stream whose settings a reload changed: its reader connects again with those its
-  // connection was made with (uri, rotate/mirror, TLS), takes a new max_fps, keyframes_only or
+  // connection was made with (uri, TLS), takes a new rotate/mirror, max_fps, keyframes_only or
   // rtsp_latency_ms as it goes, and its fan-out classifies its new region from the next frame (roi).
   auto retune_stream = [&](const StreamTableEntry& e) {
     auto known = applied.find(e.index);

@@ -95,6 +95,7 @@ struct QueuedFrame {
   int64_t capture_ns = 0;
   int64_t pts_ns = -1;  // the buffer's, or for an untimed live source its arrival (frame_pts_ns)
   uint32_t generation = 0;  // the settings it was kept under (Impl::settings_generation)
+  Orientation turn = Orientation::kAsStored;  // how it is shown upright, as it was kept (Impl::orientation)
 };
 
 // Calls `fn` on each element inside `bin`, at any depth.
@@ -297,9 +298,17 @@ struct StreamReader::Impl {
   std::mutex fit_mutex;
   std::set<std::pair<uint32_t, uint32_t>> fit_logged;  // frame sizes said to be scaled (once each)
   std::string orientation_logged;  // the last image-orientation said for this stream (any connection)
-  // How the stream's frames are shown upright (its file's image-orientation tag; kAsStored with
-  // ingest.orientation: as_stored). Set on a streaming thread before the frames it applies to.
+  // How the stream's frames are shown upright: its rotate/mirror, else its file's image-orientation
+  // tag (kAsStored with ingest.orientation: as_stored). Set on a streaming thread before the frames it
+  // applies to (the tag), or by run()'s thread as it takes a reload's retune (under sampling_mutex too:
+  // a frame kept carries the turn of its generation, QueuedFrame::turn). settle_orientation().
   std::atomic<Orientation> orientation{Orientation::kAsStored};
+  // The two it is made of, under turn_mutex (taken before sampling_mutex): the config's, which a reload
+  // may change while the connection goes on, and the connection's file tag's (nullopt: none, or one
+  // GStreamer does not define).
+  std::mutex turn_mutex;
+  std::optional<Orientation> turn_by_config;
+  std::optional<Orientation> turn_by_file;
   // streams[].recorded_at: container: the file's creation date (its tags), ns since 1970; -1 unknown.
   std::atomic<int64_t> container_recorded_ns{-1};
   bool recorded_logged = false;
@@ -404,6 +413,7 @@ struct StreamReader::Impl {
     double own_max_fps;  // StreamConfig's: -1 takes the job's
     std::optional<bool> own_keyframes_only;
     std::optional<uint32_t> own_rtsp_latency_ms;
+    std::optional<Orientation> own_turn;  // rotate/mirror (nullopt: none; a file's tag may then turn it)
     double max_fps;  // as the stream samples and buffers: with the job's it takes
     bool keyframes_only;
     uint32_t rtsp_latency_ms;
@@ -424,6 +434,8 @@ struct StreamReader::Impl {
       : stream(s), index(i), ingest(in), options(o), queue(in.queue_capacity, in.queue_policy), next_seq(o.first_seq),
         sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)),
         keyframes_only(in.keyframes_only_for(s)) {
+    turn_by_config = s.turn;  // a file's tag may still turn it (on_orientation_tag)
+    orientation = s.turn.value_or(Orientation::kAsStored);
     if (o.picture_frames_back > 0) {
       const std::chrono::nanoseconds keep_before = o.clips ? o.clip_options.pre : std::chrono::nanoseconds(0);
       recent = std::make_unique<RecentFrames>(o.picture_frames_back, RecentFrames::kDefaultInFlight,
@@ -556,10 +568,11 @@ struct StreamReader::Impl {
   static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
 
   // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns); `generation`:
-  // the sampling's.
-  bool keep_by_max_fps(int64_t pts, uint32_t* generation) {
+  // the sampling's, and `turn` its orientation.
+  bool keep_by_max_fps(int64_t pts, uint32_t* generation, Orientation* turn) {
     std::lock_guard<std::mutex> lock(sampling_mutex);
     *generation = settings_generation;
+    *turn = orientation.load();
     if (pts < 0) return true;
     const int64_t period = sample_period_ns.load();
     if (period <= 0) {
@@ -618,7 +631,12 @@ struct StreamReader::Impl {
       keep_from(-1);
     }
     keyframes_only = ingest.keyframes_only_for(stream);
-    orientation = stream.turn.value_or(Orientation::kAsStored);
+    {
+      std::lock_guard<std::mutex> turning(turn_mutex);
+      turn_by_config = stream.turn;
+      turn_by_file.reset();  // the new source's tag, if any, says its own
+      orientation = settled_orientation();
+    }
     {
       std::lock_guard<std::mutex> fit(fit_mutex);
       orientation_logged.clear();
@@ -653,19 +671,29 @@ struct StreamReader::Impl {
     stream.max_fps = taken->own_max_fps;
     stream.keyframes_only = taken->own_keyframes_only;
     stream.rtsp_latency_ms = taken->own_rtsp_latency_ms;
+    stream.turn = taken->own_turn;
     if (const int32_t wanted = static_cast<int32_t>(taken->rtsp_latency_ms);
         jitter_buffer_ms.load() >= 0 && wanted != jitter_buffer_ms.load()) {
       if (auto now = set_jitter_buffer(pipeline.get(), taken->rtsp_latency_ms)) jitter_buffer_ms = *now;
     }
     uint32_t generation = 0;
     {
+      std::lock_guard<std::mutex> turning(turn_mutex);
+      turn_by_config = taken->own_turn;
       std::lock_guard<std::mutex> sampling(sampling_mutex);
       sample_period_ns = period_of(taken->max_fps);
       keep_from(last_kept_pts);
+      orientation = settled_orientation();  // frames kept from now on are turned so
       generation = ++settings_generation;
     }
     keyframes_only = taken->keyframes_only;
     return std::make_pair(generation, std::move(what));
+  }
+  // How the stream's frames are shown upright, from the config's turn and the file's (under turn_mutex):
+  // streams[].rotate / mirror win; a file's tag turns them with ingest.orientation: upright.
+  Orientation settled_orientation() const {
+    if (turn_by_config) return *turn_by_config;
+    return ingest.upright && turn_by_file ? *turn_by_file : Orientation::kAsStored;
   }
   // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
   void kept_up_to(int64_t pts) {
@@ -736,8 +764,9 @@ struct StreamReader::Impl {
     }
     const int64_t pts = self->frame_pts_ns(gst_sample_get_buffer(sample.get()));
     uint32_t generation = 0;
-    if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &generation)) return GST_FLOW_OK;
-    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, generation};
+    Orientation turn = Orientation::kAsStored;
+    if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &generation, &turn)) return GST_FLOW_OK;
+    QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, generation, turn};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The
     // appsink has one streaming thread, the only writer.
@@ -943,8 +972,14 @@ struct StreamReader::Impl {
     g_free(orientation);
     auto* self = static_cast<Impl*>(user);
     const std::optional<Orientation> turn = orientation_from_tag(what);
-    const bool set_by_config = self->stream.turn.has_value();  // streams[].rotate / mirror win
-    if (self->ingest.upright && turn && !set_by_config) self->orientation = *turn;
+    std::optional<Orientation> by_config;  // streams[].rotate / mirror win
+    {
+      std::lock_guard<std::mutex> turning(self->turn_mutex);
+      self->turn_by_file = turn;
+      self->orientation = self->settled_orientation();
+      by_config = self->turn_by_config;
+    }
+    const bool set_by_config = by_config.has_value();
     std::lock_guard<std::mutex> lock(self->fit_mutex);
     if (what == self->orientation_logged || (self->orientation_logged.empty() && what == "rotate-0")) {
       return GST_PAD_PROBE_OK;
@@ -953,7 +988,7 @@ struct StreamReader::Impl {
     if (set_by_config) {
       VAPIPE_LOG_INFO("stream '{}': its file says to show its frames turned ({}); turned as its rotate and mirror say "
                       "instead ({})",
-                      self->stream.id, what, orientation_name(*self->stream.turn));
+                      self->stream.id, what, orientation_name(*by_config));
     } else if (!turn) {
       VAPIPE_LOG_WARN("stream '{}': its file gives an image orientation GStreamer does not define ('{}'): classified "
                       "as stored", self->stream.id, what);
@@ -1280,7 +1315,6 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     }
   }
   auto impl = std::make_unique<Impl>(stream, stream_index, ingest, options);
-  impl->orientation = stream.turn.value_or(Orientation::kAsStored);  // a file's tag may still set it
   VAPIPE_RETURN_IF_ERROR(build_pipeline(*impl));
   return std::unique_ptr<StreamReader>(new StreamReader(std::move(impl)));
 }
@@ -1612,15 +1646,22 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     return say_changed("a reload changed its " + what);
   };
   auto take_retune = [&](bool say_now) -> Status {
+    const std::optional<Orientation> turn_before = s.stream.turn;
     std::optional<std::pair<uint32_t, std::string>> taken = s.take_waiting_retune();
     if (!taken) return Status::Ok();
     const int64_t period_ns = s.sample_period_ns.load();
     const std::string rate = period_ns > 0 ? fmt::format("at most {:.3g} frames/s", 1e9 / static_cast<double>(period_ns))
                                            : std::string("every frame");
     const int32_t jitter_ms = s.jitter_buffer_ms.load();
-    VAPIPE_LOG_INFO("stream '{}': a reload changed its {}: taken without a new connection ({}{}{})", s.stream.id,
+    VAPIPE_LOG_INFO("stream '{}': a reload changed its {}: taken without a new connection ({}{}{}{})", s.stream.id,
                     taken->second, rate, s.keyframes_only.load() ? ", key frames only" : "",
-                    jitter_ms >= 0 ? fmt::format(", a {} ms jitter buffer", jitter_ms) : std::string());
+                    jitter_ms >= 0 ? fmt::format(", a {} ms jitter buffer", jitter_ms) : std::string(),
+                    s.stream.turn != turn_before
+                        ? fmt::format(", its frames read {}{}", orientation_name(s.orientation.load()),
+                                      s.stream.turn                                     ? ""
+                                      : s.orientation.load() == Orientation::kAsStored ? " (as stored)"
+                                                                                        : " (as its file says)")
+                        : std::string());
     if (retune_unsaid) {  // two reloads before a frame: said as one, before the first frame of either
       taken->first = retune_unsaid->first;
       taken->second = retune_unsaid->second + ", " + taken->second;
@@ -1838,7 +1879,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                &from_device);
     if (s.options.watchdog) s.options.watchdog->waiting();
     VAPIPE_RETURN_IF_ERROR(copied);
-    m.frame.orientation = s.orientation.load();
+    m.frame.orientation = f.turn;
     if (m.frame.field != FieldRead::kWholeFrame && !s.interlace_logged) {
       s.interlace_logged = true;
       if (s.ingest.first_field) {
@@ -2296,12 +2337,14 @@ void StreamReader::retune(const StreamConfig& settings, const IngestConfig& inge
       impl_->next_settings->max_fps = settings.max_fps;
       impl_->next_settings->keyframes_only = settings.keyframes_only;
       impl_->next_settings->rtsp_latency_ms = settings.rtsp_latency_ms;
+      impl_->next_settings->turn = settings.turn;
       append_what(impl_->next_settings_what, what);
       return;
     }
     impl_->next_retune = Impl::Retune{settings.max_fps,
                                       settings.keyframes_only,
                                       settings.rtsp_latency_ms,
+                                      settings.turn,
                                       settings.max_fps >= 0 ? settings.max_fps : ingest.max_fps,
                                       ingest.keyframes_only_for(settings),
                                       ingest.rtsp_latency_ms_for(settings)};

@@ -118,19 +118,20 @@ class StreamReader {
   // kStreamEnd with `reason` as its message (e.g. "removed from the config").
   void stop(std::string reason);
   // From any thread: a reload changed settings of this stream that its connection was made with
-  // (pipeline/stream_table.h: its uri, rotate/mirror, TLS trust; its id stays). What
+  // (pipeline/stream_table.h: its uri, TLS trust; its id stays). What
   // was decoded goes out, the connection ends, and the next is made at once with `settings` (a stream
   // waiting to reconnect tries them now): a kStreamChanged event (its message says `what` changed; its
   // roi and turn the new ones), a kStreamReconnecting event that says so too, then kStreamResumed at the
   // new connection's first frame; numbering goes on. Not for files (they would start over).
   void reconfigure(StreamConfig settings, std::string what);
-  // From any thread: a reload changed how this stream samples or buffers (its max_fps, keyframes_only
-  // and rtsp_latency_ms in `settings`, falling back on `ingest`'s): taken while the connection goes on,
-  // with a kStreamChanged event (its message says `what` changed) before the next frame kept under
-  // them. The next frame kept is the first at or after the new period's next multiple past the last one
-  // kept; keyframes_only turned off decodes again from the next key frame; an RTSP camera's jitter
-  // buffer takes the new latency at once (jitter_buffer_ms()). A file's stream takes them too (nothing
-  // is read again).
+  // From any thread: a reload changed how this stream samples, buffers or is turned (its max_fps,
+  // keyframes_only and rtsp_latency_ms in `settings`, falling back on `ingest`'s, and its rotate/mirror):
+  // taken while the connection goes on, with a kStreamChanged event (its message says `what` changed;
+  // its turn the new one) before the next frame kept under them. The next frame kept is the first at or
+  // after the new period's next multiple past the last one kept, and is turned as `settings` say (with
+  // none, as its file's image-orientation tag says, ingest.orientation: upright); keyframes_only turned
+  // off decodes again from the next key frame; an RTSP camera's jitter buffer takes the new latency at
+  // once (jitter_buffer_ms()). A file's stream takes them too (nothing is read again).
   void retune(const StreamConfig& settings, const IngestConfig& ingest, std::string what);
   // From any thread: a reload changed the job's ingest settings (pipeline/ingest_reload.h). How the
   // stream is reconnected (reconnect, its delays and attempts, stall_timeout_s) is taken at once: the

@@ -380,7 +380,8 @@ class LiveReload(SubscribedTest):
     def test_ingests_sampling_and_reconnection_change_on_sighup_for_the_streams_that_take_them(self):
         """The job's ingest.max_fps and reconnect_attempts change with a reload. `gate`, which sets no
         max_fps of its own, is classified 5 times a second from then on, with no new connection, numbering on;
-        `door` sets its own and is not touched; `yard`, a camera that is down and was retried for ever,
+        `door` sets its own max_fps, and is turned upside down by the same reload (remounted), with no new
+        connection either; `yard`, a camera that is down and was retried for ever,
         gives up under the new count, with no new connection of its own. An ingest setting that needs a
         restart is refused, naming it."""
         gate_uri, _ = start_rtsp_camera(self, "smpte", width=320, height=240)
@@ -401,16 +402,17 @@ class LiveReload(SubscribedTest):
         self.assertRegex(refused.stdout, r"refused the reload, and changed nothing: .*job.yaml:\d+: `ingest.decoder` "
                                          r"changed; of `ingest`, a running job takes only max_fps, keyframes_only")
 
-        self.rewrite(config, ingest=dict(ingest, max_fps=5, reconnect_attempts=2))
+        remounted = [streams[0], ("door", door_uri, {"max_fps": 0, "rotate": 180}), streams[2]]
+        self.rewrite(config, remounted, ingest=dict(ingest, max_fps=5, reconnect_attempts=2))
         asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
         self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
-        self.assertIn("would: added none; removed none; changed 'gate' (max_fps (ingest.max_fps)); ingest.max_fps, "
-                      "ingest.reconnect_attempts changed; 3 streams then", asked.stdout)
+        self.assertIn("would: added none; removed none; changed 'gate' (max_fps (ingest.max_fps)), 'door' (rotate or "
+                      "mirror); ingest.max_fps, ingest.reconnect_attempts changed; 3 streams then", asked.stdout)
         tried_before = len(attempts(self.messages()))
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
         self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
-        self.assertIn("reloaded: added none; removed none; changed 'gate' (max_fps (ingest.max_fps)); ingest.max_fps, "
-                      "ingest.reconnect_attempts changed", taken.stdout)
+        self.assertIn("reloaded: added none; removed none; changed 'gate' (max_fps (ingest.max_fps)), 'door' (rotate "
+                      "or mirror); ingest.max_fps, ingest.reconnect_attempts changed", taken.stdout)
         self.wait_for("gate changed", lambda m: has_event(m, "gate", "changed"))
         self.wait_for("yard to give up", lambda m: has_event(m, "yard", "error"))
         changed_at = self.count("gate")
@@ -445,10 +447,14 @@ class LiveReload(SubscribedTest):
         self.assertEqual(seqs, sorted(set(seqs)))
         # Numbered on across the reload: every number is a result, or a frame the live queue dropped.
         self.assertEqual(len(seqs) + gate[-1]["dropped"], seqs[-1] + 1, "numbered on across the reload")
-        # door: its own max_fps; nothing changed for it.
-        self.assertEqual([e["event"] for e in events["door"]], ["started", "eos"])
+        # door: its own max_fps, every frame still; turned upside down from its changed event on, its
+        # connection going on.
+        self.assertEqual([e["event"] for e in events["door"]], ["started", "changed", "eos"])
+        self.assertEqual(events["door"][1]["message"], "a reload changed its rotate or mirror")
+        self.assertEqual(events["door"][1]["turn"], "rotate-180")
         door = [r["seq"] for r in results["door"]]
         self.assertEqual(door, sorted(set(door)))
+        self.assertEqual(len(door) + events["door"][-1]["dropped"], door[-1] + 1, "door numbered on across the reload")
         # yard: the new count, its attempts so far counted, without a new connection of its own.
         yard = events["yard"]
         self.assertNotIn("changed", [e["event"] for e in yard])
@@ -463,6 +469,8 @@ class LiveReload(SubscribedTest):
         self.assertIn("stream 'gate': a reload changed its max_fps (ingest.max_fps): taken without a new connection "
                       "(at most 5 frames/s, a 200 ms jitter buffer)", err)
         self.assertNotIn("stream 'gate': a reload changed its max_fps (ingest.max_fps): it connects again", err)
+        self.assertIn("stream 'door': a reload changed its rotate or mirror: taken without a new connection (every "
+                      "frame, a 200 ms jitter buffer, its frames read rotate-180)", err)
         self.assertNotIn("ingest lane 0: restarted", err)
 
     def test_a_camera_that_gave_up_tries_again_at_each_reload_and_comes_back_with_a_new_uri(self):

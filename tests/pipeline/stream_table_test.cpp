@@ -429,7 +429,7 @@ TEST(StreamTable, AStreamsOwnKeyframesOnlyAndJitterBufferTravelWithItAndChangeWi
 }
 
 // streams[].rotate and mirror travel with a stream (a camera added by a reload is turned as its entry
-// says), and a reload may change them (a camera remounted).
+// says), and a reload may change them (a camera remounted): taken as the connection goes on.
 TEST(StreamTable, AStreamsTurnTravelsWithItAndChangesWithAReload) {
   const std::string running = "job: {mode: live}\nstreams:\n"
                               "  - {id: a, uri: \"test://ball?frames=0&live=true\", rotate: 90, mirror: true}\n"
@@ -450,6 +450,8 @@ TEST(StreamTable, AStreamsTurnTravelsWithItAndChangesWithAReload) {
   auto change = apply_stream_reload(turned, running, changed, load(changed), 1);
   ASSERT_TRUE(change.ok()) << change.status().message();
   EXPECT_EQ(change->retuned_what, std::vector<std::string>{"rotate or mirror"});
+  EXPECT_EQ(change->retuned_connects, std::vector<bool>{false});
+  EXPECT_EQ(connection_settings_changed(table.entries[0], turned.entries[0]), "");
   EXPECT_NE(turned.entries[0].turn, table.entries[0].turn);
   std::string with_c = running;
   with_c.insert(with_c.find("infer:"), "  - {id: c, uri: \"test://snow?frames=0&live=true\", rotate: 180}\n");
@@ -664,10 +666,10 @@ TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesConnectionDoesNot) {
   EXPECT_EQ(refused(other_file), "job.yaml:5: stream 'loop': its uri changed; a file's connection cannot change while "
                                  "the job runs: it would be read again from its start (give it a new id, or restart "
                                  "the job)");
-  std::string file_turned = moved;
-  file_turned.replace(file_turned.find("/media/loop.mp4\""), 16, "/media/loop.mp4\", rotate: 90, max_fps: 1");
-  EXPECT_NE(refused(file_turned).find("stream 'loop': its rotate or mirror changed; a file's connection"),
-            std::string::npos);  // max_fps alone would pass (below); the reload is refused whole
+  std::string file_turned = moved;  // a new file, turned and sampled: only what would read it again is named
+  file_turned.replace(file_turned.find("/media/loop.mp4\""), 16, "/media/other.mp4\", rotate: 90, max_fps: 1");
+  EXPECT_NE(refused(file_turned).find("stream 'loop': its uri changed; a file's connection"),
+            std::string::npos);  // rotate and max_fps alone would pass (below); the reload is refused whole
   std::string to_file = moved;
   to_file.replace(to_file.find("rtsp://10.0.0.6/stream1"), 23, "/media/door.mp4");
   EXPECT_NE(refused(to_file).find("stream 'door': its uri changed; a stream that becomes a file's"), std::string::npos);
@@ -685,6 +687,14 @@ TEST(StreamTable, ACamerasUriChangesInPlaceAndAFilesConnectionDoesNot) {
   ASSERT_TRUE(sampling.ok()) << sampling.status().message();
   EXPECT_EQ(sampling->retuned_what, std::vector<std::string>{"max_fps, keyframes_only"});
   EXPECT_EQ(table.entries[2].max_fps, 1);
+  // And how it is turned (a phone's video its tag does not turn): taken from the next frame.
+  std::string file_turned_only = file_fps;
+  file_turned_only.replace(file_turned_only.find("max_fps: 1,"), 11, "max_fps: 1, rotate: 90,");
+  auto turn = apply_stream_reload(table, file_fps, file_turned_only, load(file_turned_only), 2);
+  ASSERT_TRUE(turn.ok()) << turn.status().message();
+  EXPECT_EQ(turn->retuned_what, std::vector<std::string>{"rotate or mirror"});
+  EXPECT_EQ(turn->retuned_connects, std::vector<bool>{false});
+  EXPECT_EQ(table.entries[2].turn, std::optional<Orientation>(Orientation::kRotate90));
 }
 
 }  // namespace

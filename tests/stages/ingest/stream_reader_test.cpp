@@ -183,9 +183,84 @@ class StreamReaderTest : public ::testing::Test {
     return v;
   }
 
+  static std::string kinds(const CollectingEmitter& out) {
+    std::string s;
+    for (const Message& m : out.messages) {
+      if (m.kind != MessageKind::kFrame) s += std::string(s.empty() ? "" : " ") + message_kind_name(m.kind);
+    }
+    return s;
+  }
+  // Runs the reader until `frames` frames have come out (then stops it), or 30 s at most. `on_frame`
+  // (if set) is called on the reader's thread after each frame, with the count so far.
+  void run_until(StreamReader& reader, CollectingEmitter& out, size_t frames,
+                 std::function<void(size_t)> on_frame = nullptr) {
+    std::atomic<bool> done{false};
+    std::thread watch([&] {
+      for (int i = 0; i < 3000 && !done; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (frame_count_.load() >= frames) break;
+      }
+      flags_.stop = true;
+    });
+    CountingEmitter counting(out, frame_count_, std::move(on_frame), &event_count_);
+    ASSERT_TRUE(reader.run(counting, flags_).ok());
+    done = true;
+    watch.join();
+  }
+  class CountingEmitter final : public Emitter {
+   public:
+    CountingEmitter(CollectingEmitter& out, std::atomic<size_t>& frames, std::function<void(size_t)> on_frame = nullptr,
+                    std::atomic<size_t>* events = nullptr)
+        : out_(out), frames_(frames), on_frame_(std::move(on_frame)), events_(events) {}
+    Status emit(Message&& m) override {
+      const bool frame = m.kind == MessageKind::kFrame;
+      Status st = out_.emit(std::move(m));
+      if (!frame && events_) ++*events_;
+      if (frame) {
+        const size_t n = ++frames_;
+        if (on_frame_) on_frame_(n);
+      }
+      return st;
+    }
+    Result<Payload> allocate(size_t bytes) override { return out_.allocate(bytes); }
+
+   private:
+    CollectingEmitter& out_;
+    std::atomic<size_t>& frames_;
+    std::function<void(size_t)> on_frame_;
+    std::atomic<size_t>* events_;
+  };
+
+  // The frames between a stream's changed events (before the first, between, after the last) are turned
+  // as `turns` says, each part at least one frame, numbered on; the events say `said` (their turn).
+  static void expect_turned_between_changed_events(const CollectingEmitter& out, const std::vector<Orientation>& turns,
+                                                   const std::vector<std::string>& said) {
+    std::vector<std::vector<const Message*>> parts(1);
+    std::vector<std::string> events_said;
+    for (const Message& m : out.messages) {
+      if (m.kind == MessageKind::kStreamChanged) {
+        parts.emplace_back();
+        events_said.push_back(m.event.turn);
+      }
+      if (m.kind == MessageKind::kFrame) parts.back().push_back(&m);
+    }
+    EXPECT_EQ(events_said, said);
+    ASSERT_EQ(parts.size(), turns.size());
+    uint64_t seq = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      EXPECT_FALSE(parts[p].empty()) << "no frame between changed events " << p << " and " << p + 1;
+      for (const Message* m : parts[p]) {
+        EXPECT_EQ(m->frame.orientation, turns[p]) << "part " << p << ", frame " << m->env.seq;
+        EXPECT_EQ(m->env.seq, seq++);
+      }
+    }
+  }
+
   static inline std::filesystem::path dir_;
   ShutdownFlags flags_;
   IngestConfig ingest_;
+  std::atomic<size_t> frame_count_{0};
+  std::atomic<size_t> event_count_{0};  // the other messages
 };
 
 TEST_F(StreamReaderTest, TestSourceEmitsStartFramesInOrderAndEnd) {
@@ -623,6 +698,35 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
     EXPECT_EQ(kept[i]->frame.orientation, Orientation::kAsStored) << "frame " << i;
     EXPECT_TRUE(luma(*kept[i]) == luma(*plain[i])) << "frame " << i;
   }
+}
+
+// A reload's rotate of a file (a phone's video whose tag turns it the wrong way) wins over the file's
+// image-orientation tag from the frames after its changed event, and a later reload that takes it away
+// gives the tag's turn back: the file is read on, none of it again.
+TEST_F(StreamReaderTest, AReloadsRotateOfAFileWinsOverItsTagAndGivesItBackWithoutReadingItAgain) {
+  const std::string turned = encode_clip("portrait-40.mp4", "smpte", 40, 160, 120, "mp4mux");
+  testing::rotate_mp4_track_90(turned);
+  IngestConfig archive = ingest_;
+  archive.queue_policy = QueuePolicy::kBlock;
+  archive.queue_capacity = 2;  // the decoder waits on the reader: a reload reaches the frames still to come
+  const StreamConfig file = stream("portrait", turned);
+  auto reader = StreamReader::create(file, 0, archive);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  StreamConfig set = file;
+  set.turn = Orientation::kRotate270;
+  CollectingEmitter out;
+  run_until(**reader, out, 1000, [&](size_t n) {
+    if (n != 8 && n != 20) return;
+    // Frames kept meanwhile wait in the queue: they go out before the changed event, as they were kept.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*reader)->retune(n == 8 ? set : file, archive, "rotate or mirror");
+  });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
+  expect_turned_between_changed_events(out, {Orientation::kRotate90, Orientation::kRotate270, Orientation::kRotate90},
+                                       {"rotate-270", ""});
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 40u);
+  for (size_t i = 1; i < frames.size(); ++i) EXPECT_GT(frames[i]->env.pts_ns, frames[i - 1]->env.pts_ns) << i;
 }
 
 // ingest.deinterlace: an interlaced recording (50 moments a second woven into 25 frames, as a TV
@@ -1672,53 +1776,6 @@ class ReconnectTest : public StreamReaderTest {
     ingest_.reconnect_max_delay_s = 0.2;
     live_.live = true;
   }
-  static std::string kinds(const CollectingEmitter& out) {
-    std::string s;
-    for (const Message& m : out.messages) {
-      if (m.kind != MessageKind::kFrame) s += std::string(s.empty() ? "" : " ") + message_kind_name(m.kind);
-    }
-    return s;
-  }
-  // Runs the reader until `frames` frames have come out (then stops it), or 30 s at most. `on_frame`
-  // (if set) is called on the reader's thread after each frame, with the count so far.
-  void run_until(StreamReader& reader, CollectingEmitter& out, size_t frames,
-                 std::function<void(size_t)> on_frame = nullptr) {
-    std::atomic<bool> done{false};
-    std::thread watch([&] {
-      for (int i = 0; i < 3000 && !done; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (frame_count_.load() >= frames) break;
-      }
-      flags_.stop = true;
-    });
-    CountingEmitter counting(out, frame_count_, std::move(on_frame), &event_count_);
-    ASSERT_TRUE(reader.run(counting, flags_).ok());
-    done = true;
-    watch.join();
-  }
-  class CountingEmitter final : public Emitter {
-   public:
-    CountingEmitter(CollectingEmitter& out, std::atomic<size_t>& frames, std::function<void(size_t)> on_frame = nullptr,
-                    std::atomic<size_t>* events = nullptr)
-        : out_(out), frames_(frames), on_frame_(std::move(on_frame)), events_(events) {}
-    Status emit(Message&& m) override {
-      const bool frame = m.kind == MessageKind::kFrame;
-      Status st = out_.emit(std::move(m));
-      if (!frame && events_) ++*events_;
-      if (frame) {
-        const size_t n = ++frames_;
-        if (on_frame_) on_frame_(n);
-      }
-      return st;
-    }
-    Result<Payload> allocate(size_t bytes) override { return out_.allocate(bytes); }
-
-   private:
-    CollectingEmitter& out_;
-    std::atomic<size_t>& frames_;
-    std::function<void(size_t)> on_frame_;
-    std::atomic<size_t>* events_;
-  };
   // A real HTTP server on loopback serving the test folder under /media, for as long as it lives.
   class MediaServer {
    public:
@@ -1777,8 +1834,6 @@ class ReconnectTest : public StreamReaderTest {
     return out;
   }
   ReaderOptions live_;
-  std::atomic<size_t> frame_count_{0};
-  std::atomic<size_t> event_count_{0};  // the other messages
 };
 
 TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
@@ -2322,18 +2377,20 @@ TEST_F(ReconnectTest, ASamplingThatComesWithANewConnectionIsTakenWithIt) {
   const StreamConfig pattern = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
   auto reader = StreamReader::create(pattern, 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
-  StreamConfig turned = pattern;
-  turned.turn = Orientation::kRotate180;
-  StreamConfig slower = turned;
+  const StreamConfig moved = stream("pattern", "test://smpte?frames=0&live=true&width=64&height=48");
+  StreamConfig slower = moved;
   slower.max_fps = 5;
+  slower.turn = Orientation::kRotate180;
   CollectingEmitter out;
   run_until(**reader, out, 14, [&](size_t n) {
     if (n != 6) return;
-    (*reader)->reconfigure(turned, "rotate");
-    (*reader)->retune(slower, ingest_, "max_fps");
+    (*reader)->reconfigure(moved, "uri");
+    (*reader)->retune(slower, ingest_, "max_fps, rotate or mirror");
   });
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-reconnecting stream-resumed stream-end");
-  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its rotate, max_fps");
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message,
+            "a reload changed its uri, max_fps, rotate or mirror");
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.turn, "rotate-180");
   std::vector<int64_t> pts_after;
   bool after = false;
   for (const Message& m : out.messages) {
@@ -2342,6 +2399,28 @@ TEST_F(ReconnectTest, ASamplingThatComesWithANewConnectionIsTakenWithIt) {
   }
   ASSERT_GE(pts_after.size(), 3u);
   for (size_t i = 1; i < pts_after.size(); ++i) EXPECT_GE(pts_after[i] - pts_after[i - 1], 190'000'000) << i;
+  EXPECT_EQ(of_kind(out, MessageKind::kFrame).back()->frame.orientation, Orientation::kRotate180);
+}
+
+// A reload's rotate/mirror (a camera remounted upside down) is taken as the connection goes on: a
+// changed event that says the new turn, the frames after it turned so and those before it as they
+// were, numbered on; a later reload that takes it away gives the frames back as stored.
+TEST_F(ReconnectTest, AReloadsRotateTurnsTheFramesAfterItsChangedEventWithoutANewConnection) {
+  const StreamConfig pattern = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
+  auto reader = StreamReader::create(pattern, 0, ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  StreamConfig upside_down = pattern;
+  upside_down.turn = Orientation::kRotate180;
+  CollectingEmitter out;
+  run_until(**reader, out, 24, [&](size_t n) {
+    if (n != 6 && n != 14) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // frames kept meanwhile go out as they were
+    (*reader)->retune(n == 6 ? upside_down : pattern, ingest_, "rotate or mirror");
+  });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
+  expect_turned_between_changed_events(out, {Orientation::kAsStored, Orientation::kRotate180, Orientation::kAsStored},
+                                       {"rotate-180", ""});
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message, "a reload changed its rotate or mirror");
 }
 
 // rtsp_latency_ms changed by a reload: the camera's jitter buffer takes it while its connection goes on
