@@ -30,13 +30,14 @@ got (each should have gone to exactly one); and the cameras' longest gap on the 
 
 With --sampling, the job's ingest.max_fps changes instead (2026-12-05): every camera but cam00 takes the
 job's (cam00 sets its own, every frame), and `vapipe run` gets SIGHUP with ingest.max_fps 5 and
-rtsp_latency_ms 400; cam02 is also turned upside down (rotate: 180, taken as it goes since 2026-12-05),
-and cam01 is given a new uri (the same camera, with a query), so it connects again (a witness of what a
+rtsp_latency_ms 400; cam00 is also turned upside down (rotate: 180, taken as it goes since 2026-12-05),
+and cam01 is given a new uri (the same camera, a new password), so it connects again (a witness of what a
 new connection costs with a key frame every --gop frames: another client watches each camera, as an NVR
 does, so a new connection joins mid-GOP). Printed: SIGHUP -> the last sampled camera's `changed` event; the
 sampled cameras' (cam02 on) longest gap between results, their reconnections (none expected), their
 results a second over the 3 s before and the 3 s after; whether their seq went on without a repeat;
-cam01's and cam00's longest gap and reconnections; the job's results a second before and after.
+cam01's and cam00's longest gap and reconnections, and the turn cam00's `changed` event says; the job's
+results a second before and after.
 
 Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling [--gop 15]]
 Needs Debian's python3-zmq.
@@ -336,14 +337,16 @@ def sampling_round(k, gop):
         write(path, cfg)
         proc.send_signal(signal.SIGHUP)
         time.sleep(4)
-        # The job's max_fps and jitter buffer change; cam00 takes the jitter buffer only; cam02 is turned
-        # upside down too (remounted), which it takes as it goes. cam01 gets a new uri in the same reload
+        # The job's max_fps and jitter buffer change; cam00 takes the jitter buffer only, and is turned
+        # upside down too (remounted), which it takes as it goes, every frame. cam01 gets a new uri in the same reload
         # (the same camera; a setting its connection is made with): it connects again, a witness of what a
         # new connection costs at this GOP.
         control, witness, sampled = "cam00", "cam01", [sid for sid in cams if sid not in ("cam00", "cam01")]
         cfg["ingest"] = {"max_fps": 5, "rtsp_latency_ms": 400}
-        cfg["streams"][1]["uri"] = cams[witness].uri + "?witness=1"
-        cfg["streams"][2]["rotate"] = 180
+        # A new password (the test server asks for none): the same shared media, joined mid-GOP. (A new
+        # query would be another media to the server: a fresh encoder, key frame first.)
+        cfg["streams"][1]["uri"] = cams[witness].uri.replace("rtsp://", "rtsp://viewer:new-password@")
+        cfg["streams"][0]["rotate"] = 180
         write(path, cfg)
         sighup = time.time()
         proc.send_signal(signal.SIGHUP)
@@ -363,7 +366,7 @@ def sampling_round(k, gop):
                              topic == f"events/{sid}" and p.get("event") == "changed"), None)
 
         row = {"changed_s": max((t or float("nan")) - sighup for t in changed),
-               "turned": turn_said("cam02"),
+               "turned": turn_said(control),
                "gap_s": max(longest_gap(result_times(bus, sid, sighup - 2, settled + 2)) for sid in sampled),
                "reconnecting": sum(reconnections(sid) for sid in sampled),
                "before": statistics.mean(rate(sid, sighup - 3, sighup) for sid in sampled),
@@ -389,18 +392,18 @@ def main_sampling(args):
         sys.exit("--sampling needs 3 cameras or more (a control, a witness, the sampled)")
     print(f"# reload-bench --sampling {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264, a key "
           f"frame every {args.gop} frames, in one live job; ingest.max_fps 0 -> 5 and rtsp_latency_ms 200 -> 400 on "
-          "SIGHUP, taken as they go by cam02 on (cam02 also turned, rotate: 180); cam01 takes them with a new uri of "
+          "SIGHUP, taken as they go by cam02 on; cam01 takes them with a new uri of "
           "its own (a new connection); "
-          "cam00 keeps its own max_fps 0 and takes the jitter buffer")
+          "cam00 keeps its own max_fps 0 and takes the jitter buffer and a rotate: 180 of its own, as it goes")
     print("| round | SIGHUP -> last sampled camera's `changed` (s) | sampled cameras' longest gap (s) | their "
-          "reconnections | their results/s before -> after | seq numbered on | cam02's turn after | cam01 (new connection): longest gap "
-          "(s), reconnections | cam00: longest gap (s), reconnections | the job's results/s before -> after |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "reconnections | their results/s before -> after | seq numbered on | cam01 (new connection): longest gap "
+          "(s), reconnections | cam00 (every frame, turned): longest gap (s), reconnections, turn after | the job's results/s before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in range(args.rounds):
         m = sampling_round(args.cameras, args.gop)
         print(f"| {r + 1} | {m['changed_s']:.2f} | {m['gap_s']:.2f} | {m['reconnecting']} | {m['before']:.1f} -> "
-              f"{m['after']:.1f} | {'yes' if m['numbered_on'] else 'NO'} | {m['turned']} | {m['witness_gap_s']:.2f}, "
-              f"{m['witness_reconnecting']} | {m['control_gap_s']:.2f}, {m['control_reconnecting']} | "
+              f"{m['after']:.1f} | {'yes' if m['numbered_on'] else 'NO'} | {m['witness_gap_s']:.2f}, "
+              f"{m['witness_reconnecting']} | {m['control_gap_s']:.2f}, {m['control_reconnecting']}, {m['turned']} | "
               f"{m['job_before']:.0f} -> {m['job_after']:.0f} |", flush=True)
 
 
