@@ -130,8 +130,12 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
       const bool keep_matroska = matroska && !h26x;
       path = keep_matroska ? std::filesystem::path(segment_clip_file(dir_, s)).replace_extension(".mkv").string()
                            : segment_clip_file(dir_, s);
-      auto opened = ClipWriter::open(path, caps, keep_matroska ? ClipWriter::Container::kMatroska
-                                                               : ClipWriter::Container::kMp4);
+      // Turned as the segment's frames were classified (its started event: the file's tag, or the
+      // stream's rotate/mirror): the file's own matrix is not copied by mp4mux.
+      const Orientation turn = orientation_from_tag(s.turn).value_or(Orientation::kAsStored);
+      auto opened = ClipWriter::open(path, caps,
+                                     keep_matroska ? ClipWriter::Container::kMatroska : ClipWriter::Container::kMp4,
+                                     turn);
       if (!opened.ok()) {
         gst_sample_unref(sample);
         return Status(opened.status().code(), file + ": " + opened.status().message());

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "pipeline/logging.h"
+#include "stages/ingest/mp4_orientation.h"
 
 namespace vapipe {
 
@@ -41,10 +42,11 @@ void remove_quietly(const std::string& path) {
 
 }  // namespace
 
-ClipWriter::ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container)
-    : path_(std::move(path)), part_(path_ + ".part"), pipeline_(pipeline), src_(src), container_(container) {}
+ClipWriter::ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container, Orientation turn)
+    : path_(std::move(path)), part_(path_ + ".part"), pipeline_(pipeline), src_(src), container_(container), turn_(turn) {}
 
-Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, GstCaps* caps, Container container) {
+Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, GstCaps* caps, Container container,
+                                                     Orientation turn) {
   const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
   const std::string codec = s ? gst_structure_get_name(s) : "no caps";
   const bool mp4 = container == Container::kMp4;
@@ -71,7 +73,7 @@ Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, Gs
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement* mux = gst_bin_get_by_name(GST_BIN(pipeline), "mux");
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
-  std::unique_ptr<ClipWriter> writer(new ClipWriter(path, pipeline, src, container));
+  std::unique_ptr<ClipWriter> writer(new ClipWriter(path, pipeline, src, container, turn));
   // faststart: the index first, so that a browser or a phone plays the clip as it downloads; the
   // frames wait in a file beside the clip's meanwhile (not in /tmp, which may be small).
   if (mp4) g_object_set(mux, "faststart-file", (writer->part_ + ".frames").c_str(), nullptr);
@@ -178,6 +180,13 @@ Status ClipWriter::finish(std::chrono::milliseconds timeout) {
   gst_message_unref(m);
   gst_element_set_state(pipeline_, GST_STATE_NULL);  // the file closed
   if (!why.empty()) return Internal("its muxer failed: " + why);
+  // mp4mux writes no matrix from an image-orientation tag (GStreamer 1.22): set in place, 36 bytes.
+  if (container_ == Container::kMp4 && turn_ != Orientation::kAsStored) {
+    if (Status turned = set_mp4_orientation(part_, turn_); !turned.ok()) {
+      return Internal(std::string("its MP4 cannot say how it is turned (") + orientation_name(turn_) +
+                      "): " + turned.message());
+    }
+  }
   std::error_code ec;
   std::filesystem::rename(part_, path_, ec);
   if (ec) return Internal("cannot rename " + part_ + " to " + path_ + ": " + ec.message());
@@ -265,7 +274,7 @@ void ClipRecorder::start(ClipOrder order) {
     // The file is made before the tap is added: the keeper's lock holds up the stream's decoding, and a
     // folder on a share can take its time.
     const CapsRef caps = recent_->caps();
-    auto writer = caps ? ClipWriter::open(order.path, caps.get())
+    auto writer = caps ? ClipWriter::open(order.path, caps.get(), ClipWriter::Container::kMp4, order.turn)
                        : Result<std::unique_ptr<ClipWriter>>(std::unique_ptr<ClipWriter>());
     if (!writer.ok()) {
       failed = writer.status();
@@ -368,7 +377,7 @@ void ClipRecorder::finish_part(Clip& clip, const std::string& why, bool continue
 }
 
 void ClipRecorder::open_next_part(const std::shared_ptr<Clip>& clip) {
-  NextPart next{clip, part_path(clip->order.path, clip->part + 1), CapsRef(clip->writer->caps())};
+  NextPart next{clip, part_path(clip->order.path, clip->part + 1), CapsRef(clip->writer->caps()), clip->order.turn};
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return;  // (the clip ends with the stream)
   opening_.push_back(std::move(next));
@@ -445,7 +454,7 @@ void ClipRecorder::run_finisher() {
       {
         // Made with no lock held: the clip takes it at a key frame once it is there (a clip that ended
         // meanwhile drops it, and its file with it, here, before the lock is taken again).
-        auto writer = ClipWriter::open(next.path, next.caps.get());
+        auto writer = ClipWriter::open(next.path, next.caps.get(), ClipWriter::Container::kMp4, next.turn);
         if (std::shared_ptr<Clip> clip = next.clip.lock()) {
           std::lock_guard<std::mutex> clip_lock(clip->mutex);
           if (!clip->ending && clip->next_part_due) {

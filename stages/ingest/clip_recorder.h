@@ -30,6 +30,7 @@
 #include <tuple>
 #include <vector>
 
+#include "pipeline/message.h"
 #include "pipeline/status.h"
 #include "stages/ingest/decoding_times.h"
 #include "stages/ingest/recent_frames.h"
@@ -45,9 +46,12 @@ class ClipWriter {
   // reordered (a Matroska file's B-frames: MP4 needs decoding times, and mp4mux would show such frames
   // in decoding order).
   enum class Container { kMp4, kMatroska };
-  // Errors name the codec that the container cannot hold as it is.
+  // Errors name the codec that the container cannot hold as it is. `turn`: how the frames are shown
+  // upright, which an MP4 says in its track's matrix (mp4_orientation.h: players turn them); Matroska
+  // has no such field, and its clip is as stored.
   static Result<std::unique_ptr<ClipWriter>> open(const std::string& path, GstCaps* caps,
-                                                  Container container = Container::kMp4);
+                                                  Container container = Container::kMp4,
+                                                  Orientation turn = Orientation::kAsStored);
   ~ClipWriter();  // unfinished: stopped, and its .part file removed
   ClipWriter(const ClipWriter&) = delete;
   ClipWriter& operator=(const ClipWriter&) = delete;
@@ -58,7 +62,8 @@ class ClipWriter {
   void push(GstBuffer* buffer, int64_t base_ns);
   // No frame after this one: the muxer finishes its file.
   void end_of_stream();
-  // Waits up to `timeout` for the muxer to finish after end_of_stream(), then renames the file.
+  // Waits up to `timeout` for the muxer to finish after end_of_stream(), gives an MP4 its turn, then
+  // renames the file.
   Status finish(std::chrono::milliseconds timeout);
   uint64_t frames() const { return frames_; }
   // From the file's 0 (the clip's key frame, or its first decoding time when B-frames come first) to
@@ -74,13 +79,14 @@ class ClipWriter {
   static constexpr uint64_t kMostQueuedBytes = 64u << 20;
 
  private:
-  ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container);
+  ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container, Orientation turn);
   void push_decided(int64_t base_ns);  // the frames waiting whose decoding times are decided
   void place(GstBuffer* buffer, int64_t pts, int64_t dts, bool has_dts, int64_t duration, int64_t base_ns);  // to the muxer
   std::string path_, part_;
   GstElement* pipeline_ = nullptr;
   GstElement* src_ = nullptr;
   Container container_;
+  Orientation turn_;
   uint64_t frames_ = 0;
   int64_t latest_pts_ = -1, last_duration_ = 0;  // the latest presentation time given, the last duration
   static constexpr int64_t kNoOrigin = INT64_MIN;
@@ -100,6 +106,9 @@ struct ClipOrder {
   uint64_t segment_start_seq = 0;
   std::string path;            // the MP4's
   int64_t first_pts_ns = -1;   // the segment's first frame's timestamp
+  // How the stream's frames are shown upright (as the segment's first frame was sent): the MP4 says it,
+  // so that a player shows the clip as the segment's picture is.
+  Orientation turn = Orientation::kAsStored;
 };
 
 struct ClipDone {
@@ -160,6 +169,7 @@ class ClipRecorder {
     std::weak_ptr<Clip> clip;
     std::string path;
     CapsRef caps;
+    Orientation turn;
   };
   using Key = std::tuple<std::string, std::string, uint64_t>;  // stream, label, segment_start_seq
   bool tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer);  // under the keeper's lock

@@ -133,6 +133,15 @@ void RecentFrames::forget_sent() {
   keep_from_ns_ = -1;
 }
 
+std::optional<Orientation> RecentFrames::turn_sent(int64_t pts_ns) const {
+  if (pts_ns < 0) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = sent_.rbegin(); it != sent_.rend(); ++it) {
+    if (it->env.pts_ns == pts_ns) return it->turn;
+  }
+  return std::nullopt;
+}
+
 std::optional<RecentFrames::Kept> RecentFrames::find(int64_t pts_ns, unsigned key_frames_back) const {
   if (pts_ns < 0) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);

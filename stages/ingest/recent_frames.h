@@ -85,6 +85,9 @@ class RecentFrames {
   // began is over, and an H.265 open GOP's leading B-frames refer to the GOP before: such a frame decodes from
   // the earlier key frame. One GOP more than the frames asked for need is kept for it.
   std::optional<Kept> find(int64_t pts_ns, unsigned key_frames_back = 0) const;
+  // How the frame sent with this timestamp was turned, while it is remembered (its compressed frames
+  // kept or not): a clip's is its segment's first frame's.
+  std::optional<Orientation> turn_sent(int64_t pts_ns) const;
 
   // A clip's tap (publish.segments_clips, clip_recorder.h): given each compressed frame the decoder
   // takes, in decode order, under the keeper's lock (so it must not call the keeper); nullptr when the

@@ -2290,6 +2290,8 @@ void StreamReader::take_picture(PictureOrder order) {
 
 void StreamReader::start_clip(ClipOrder order) {
   if (impl_->clips) {
+    // As its segment's first frame was turned; one no longer remembered, as the stream's are now.
+    order.turn = impl_->recent->turn_sent(order.first_pts_ns).value_or(impl_->orientation.load());
     impl_->clips->start(std::move(order));
   } else {
     VAPIPE_LOG_WARN("stream '{}': no clip of its '{}' segment: its reader keeps no frames for clips", order.stream_id,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "stages/ingest/mp4_orientation.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe::cli {
@@ -118,6 +119,24 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
   auto cut = moved.save(elsewhere);
   ASSERT_TRUE(cut.ok()) << cut.status().message();
   EXPECT_GE(decode(*cut).size(), 16u);  // from 2.0 s (the key frame before 2.5 s) to 3.0 s
+
+  // A segment of frames classified turned (its started event's turn: the file's tag, or the stream's
+  // rotate): an MP4 clip says it, so that a player shows it as the segment's picture is; a WebM clip,
+  // which stays Matroska, has no place for it and is as stored.
+  Segment turned = s;
+  turned.turn = "rotate-270";
+  SegmentClips turned_clips((dir_ / "turned-clips").string(), 0.6, 0.5);
+  auto turned_path = turned_clips.save(turned);
+  ASSERT_TRUE(turned_path.ok()) << turned_path.status().message();
+  if (!webm) {
+    auto said = mp4_orientation(*turned_path);
+    ASSERT_TRUE(said.ok()) << said.status().message();
+    EXPECT_EQ(*said, Orientation::kRotate270);
+    auto plain = mp4_orientation(*path);
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    EXPECT_EQ(*plain, Orientation::kAsStored);
+  }
+  EXPECT_EQ(decode(*turned_path).size(), frames.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux", "webmmux"),

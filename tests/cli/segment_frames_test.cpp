@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "stages/ingest/mp4_orientation.h"
 #include "stages/ingest/stream_reader.h"
-#include "tests/fakes/mp4_rotation.h"
 
 namespace vapipe::cli {
 namespace {
@@ -204,7 +204,7 @@ TEST_F(SegmentFramesTest, AFileStoredSidewaysGivesAnUprightPicture) {
   write_grey_clip(clip, "mp4mux");
   const auto frames = decode_all(clip);
   ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
-  testing::rotate_mp4_track_90(clip);
+  ASSERT_TRUE(set_mp4_orientation(clip, Orientation::kRotate90).ok());  // as a phone writes a portrait video
   SegmentFrames pictures((dir_ / "portrait-pictures").string(), SegmentPicture::kFirst);
   auto path = pictures.save(segment("phone", "level", clip, frames[10].first));
   ASSERT_TRUE(path.ok()) << path.status().message();

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "stages/ingest/mp4_orientation.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe {
@@ -178,6 +179,41 @@ TEST_F(ClipRecorderTest, AClipHoldsTheStreamsOwnFramesFromTheKeyFrameBeforeItsPr
   }
   EXPECT_GE(d.duration_ns, shown_[84] - shown_[30]);
   EXPECT_GE(d.frames, 54u);
+}
+
+// A stream shown turned (streams[].rotate: a camera mounted on its side; a phone's video): its clip's
+// MP4 says so in its track's matrix, so that a player shows it upright, as the segment's picture is;
+// its frames are the stream's own, as stored. Its next part says it too.
+TEST_F(ClipRecorderTest, AClipOfATurnedStreamSaysItsTurnForItsPlayer) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), milliseconds(1000)});
+  feed(recent, 0, 20);
+  ClipOrder turned = order("turned.mp4", shown_[15]);  // from key frame 15; its part 2 from key frame 60
+  turned.turn = Orientation::kRotate90;
+  recorder.start(turned);
+  feed(recent, 20, 50);
+  ASSERT_TRUE(recorder.wait_next_parts_open(std::chrono::seconds(10)));
+  feed(recent, 50, 75);
+  recorder.end("door", "person", 7, shown_[70]);
+  feed(recent, 75, 90);
+  std::vector<ClipDone> done = wait_done(recorder, 2);
+  ASSERT_GE(done.size(), 2u);
+  for (const ClipDone& d : done) {
+    ASSERT_TRUE(d.written) << d.message;
+    const std::string name = d.part == 1 ? "turned.mp4" : "turned." + std::to_string(d.part) + ".mp4";
+    const std::string path = (dir_ / "door" / name).string();
+    auto said = mp4_orientation(path);
+    ASSERT_TRUE(said.ok()) << said.status().message();
+    EXPECT_EQ(*said, Orientation::kRotate90) << name;
+    std::vector<Sample> frames = read_samples(path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+    EXPECT_GE(frames.size(), 10u) << name;
+    for (Sample& f : frames) {
+      int width = 0;
+      gst_structure_get_int(gst_caps_get_structure(f.caps, 0), "width", &width);
+      EXPECT_EQ(width, 160) << name << ": its frames are as stored";
+    }
+    release(frames);
+  }
 }
 
 // An RTSP camera that sends B-frames: its frames come with presentation times only, in decoding order.

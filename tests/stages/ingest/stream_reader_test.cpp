@@ -26,9 +26,9 @@
 #include <thread>
 #include <tuple>
 
+#include "stages/ingest/mp4_orientation.h"
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/jpeg_size.h"
-#include "tests/fakes/mp4_rotation.h"
 #include "tests/fakes/rtsp_test_server.h"
 #include "tests/fakes/stage_harness.h"
 
@@ -645,7 +645,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
   const std::string turned = (dir_ / "portrait.mp4").string();
   std::filesystem::copy_file(stored, turned, std::filesystem::copy_options::overwrite_existing);
-  testing::rotate_mp4_track_90(turned);
+  ASSERT_TRUE(set_mp4_orientation(turned, Orientation::kRotate90).ok());  // as a phone writes a portrait video
 
   const CollectingEmitter stored_out = read_whole(stored, ingest_, "stored");
   auto plain = of_kind(stored_out, MessageKind::kFrame);
@@ -705,7 +705,7 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
 // gives the tag's turn back: the file is read on, none of it again.
 TEST_F(StreamReaderTest, AReloadsRotateOfAFileWinsOverItsTagAndGivesItBackWithoutReadingItAgain) {
   const std::string turned = encode_clip("portrait-40.mp4", "smpte", 40, 160, 120, "mp4mux");
-  testing::rotate_mp4_track_90(turned);
+  ASSERT_TRUE(set_mp4_orientation(turned, Orientation::kRotate90).ok());  // as a phone writes a portrait video
   IngestConfig archive = ingest_;
   archive.queue_policy = QueuePolicy::kBlock;
   archive.queue_capacity = 2;  // the decoder waits on the reader: a reload reaches the frames still to come
@@ -2487,6 +2487,41 @@ TEST_F(ReconnectTest, AReloadTurnsKeyFramesOnlyOnAndOffWithoutANewConnection) {
     for (const Message* m : part) EXPECT_EQ(m->env.seq, seq++);
   }
   EXPECT_GT((*reader)->left_out(), 0u);
+}
+
+// A segment's clip (publish.segments_clips) says the turn its segment's frames were sent with, though
+// a reload turned the camera again (remounted) before publish asked for it: the clip's frames are of
+// that time, and a player shows them as the segment's picture is.
+TEST_F(ReconnectTest, AClipSaysTheTurnItsSegmentsFramesHadThoughAReloadTurnedTheCameraSince) {
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "smpte", 320, 240, "key-int-max=10");
+  ASSERT_TRUE(server.ok());
+  StreamConfig cam = stream("cam", server.uri());
+  cam.turn = Orientation::kRotate90;
+  ReaderOptions options = live_;
+  options.picture_frames_back = 30;
+  options.clips = true;
+  options.clip_options = ClipRecorder::Options{std::chrono::milliseconds(0), std::chrono::milliseconds(0),
+                                               std::chrono::seconds(60)};
+  auto reader = StreamReader::create(cam, 0, ingest_, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  StreamConfig remounted = cam;
+  remounted.turn = Orientation::kRotate180;
+  const std::string path = (dir_ / "clips" / "cam" / "turned.mp4").string();
+  int64_t first_pts = -1;
+  CollectingEmitter out;
+  run_until(**reader, out, 45, [&](size_t n) {
+    if (n == 10) first_pts = out.messages.back().env.pts_ns;  // the segment's first frame
+    if (n == 12) (*reader)->retune(remounted, ingest_, "rotate or mirror");
+    if (n == 20) (*reader)->start_clip(ClipOrder{0, "cam", "person", 9, path, first_pts});  // N results later
+    if (n == 30) (*reader)->end_clip("cam", "person", 9, out.messages.back().env.pts_ns);
+  });
+  const auto clips = of_kind(out, MessageKind::kStreamClip);
+  ASSERT_EQ(clips.size(), 1u) << kinds(out);
+  EXPECT_EQ(clips[0]->event.clip, path) << clips[0]->event.message;
+  auto said = mp4_orientation(path);
+  ASSERT_TRUE(said.ok()) << said.status().message();
+  EXPECT_EQ(*said, Orientation::kRotate90);
+  EXPECT_EQ(of_kind(out, MessageKind::kFrame).back()->frame.orientation, Orientation::kRotate180);
 }
 
 // Without ingest.reconnect, a live stream that ends stays ended (as before reconnection existed).
