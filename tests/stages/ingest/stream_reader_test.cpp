@@ -231,6 +231,21 @@ class StreamReaderTest : public ::testing::Test {
     std::atomic<size_t>* events_;
   };
 
+  // Runs `reader` (of `plain`) until `frames` frames came or it ended, retuned to `turn` after frame `on`
+  // and to `plain` again after frame `off`: each 100 ms after its frame, so that frames kept meanwhile
+  // wait in its queue (they go out before the changed event, as they were kept).
+  CollectingEmitter turn_and_turn_back(StreamReader& reader, const StreamConfig& plain, Orientation turn,
+                                       const IngestConfig& ingest, size_t frames, size_t on, size_t off) {
+    StreamConfig turned = plain;
+    turned.turn = turn;
+    CollectingEmitter out;
+    run_until(reader, out, frames, [&](size_t n) {
+      if (n != on && n != off) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      reader.retune(n == on ? turned : plain, ingest, "rotate or mirror");
+    });
+    return out;
+  }
   // The frames between a stream's changed events (before the first, between, after the last) are turned
   // as `turns` says, each part at least one frame, numbered on; the events say `said` (their turn).
   static void expect_turned_between_changed_events(const CollectingEmitter& out, const std::vector<Orientation>& turns,
@@ -712,15 +727,7 @@ TEST_F(StreamReaderTest, AReloadsRotateOfAFileWinsOverItsTagAndGivesItBackWithou
   const StreamConfig file = stream("portrait", turned);
   auto reader = StreamReader::create(file, 0, archive);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
-  StreamConfig set = file;
-  set.turn = Orientation::kRotate270;
-  CollectingEmitter out;
-  run_until(**reader, out, 1000, [&](size_t n) {
-    if (n != 8 && n != 20) return;
-    // Frames kept meanwhile wait in the queue: they go out before the changed event, as they were kept.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    (*reader)->retune(n == 8 ? set : file, archive, "rotate or mirror");
-  });
+  const CollectingEmitter out = turn_and_turn_back(**reader, file, Orientation::kRotate270, archive, 1000, 8, 20);
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
   expect_turned_between_changed_events(out, {Orientation::kRotate90, Orientation::kRotate270, Orientation::kRotate90},
                                        {"rotate-270", ""});
@@ -2409,14 +2416,7 @@ TEST_F(ReconnectTest, AReloadsRotateTurnsTheFramesAfterItsChangedEventWithoutANe
   const StreamConfig pattern = stream("pattern", "test://ball?frames=0&live=true&width=64&height=48");
   auto reader = StreamReader::create(pattern, 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
-  StreamConfig upside_down = pattern;
-  upside_down.turn = Orientation::kRotate180;
-  CollectingEmitter out;
-  run_until(**reader, out, 24, [&](size_t n) {
-    if (n != 6 && n != 14) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // frames kept meanwhile go out as they were
-    (*reader)->retune(n == 6 ? upside_down : pattern, ingest_, "rotate or mirror");
-  });
+  const CollectingEmitter out = turn_and_turn_back(**reader, pattern, Orientation::kRotate180, ingest_, 24, 6, 14);
   EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
   expect_turned_between_changed_events(out, {Orientation::kAsStored, Orientation::kRotate180, Orientation::kAsStored},
                                        {"rotate-180", ""});
