@@ -10,6 +10,7 @@
 
 #include "pipeline/stream_uri.h"
 #include "stages/ingest/clip_recorder.h"
+#include "stages/ingest/mp4_orientation.h"
 #include "stages/ingest/stream_reader.h"
 
 namespace vapipe::cli {
@@ -101,6 +102,14 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   // an RTSP camera's). Other codecs of Matroska and WebM (VP8, VP9, AV1, MPEG-2) keep their container.
   const std::string extension = std::filesystem::path(file_path).extension().string();
   const bool matroska = extension == ".mkv" || extension == ".MKV" || extension == ".webm" || extension == ".WEBM";
+  // Shown as the stream's rotate/mirror say (its started event's turn; `rotate: 0` as stored), else as
+  // the file itself says (a phone's portrait video: its track's matrix, which mp4mux does not copy).
+  Orientation turn = Orientation::kAsStored;
+  if (const std::optional<Orientation> set = orientation_from_tag(s.turn)) {
+    turn = *set;
+  } else if (Result<Orientation> own = mp4_orientation(file_path); own.ok()) {
+    turn = *own;
+  }
   std::string path;
   std::unique_ptr<ClipWriter> writer;
   int64_t base_ns = -1;
@@ -130,9 +139,6 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
       const bool keep_matroska = matroska && !h26x;
       path = keep_matroska ? std::filesystem::path(segment_clip_file(dir_, s)).replace_extension(".mkv").string()
                            : segment_clip_file(dir_, s);
-      // Turned as the segment's frames were classified (its started event: the file's tag, or the
-      // stream's rotate/mirror): the file's own matrix is not copied by mp4mux.
-      const Orientation turn = orientation_from_tag(s.turn).value_or(Orientation::kAsStored);
       auto opened = ClipWriter::open(path, caps,
                                      keep_matroska ? ClipWriter::Container::kMatroska : ClipWriter::Container::kMp4,
                                      turn);

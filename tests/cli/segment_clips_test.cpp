@@ -137,6 +137,25 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
     EXPECT_EQ(*plain, Orientation::kAsStored);
   }
   EXPECT_EQ(decode(*turned_path).size(), frames.size());
+  if (muxer != "mp4mux") return;
+  // A phone's portrait video (its track says to show it turned) with no rotate of its own: its clip
+  // says the file's own turn (mp4mux does not copy it); `rotate: 0` (its started event's "rotate-0")
+  // keeps it as stored.
+  ASSERT_TRUE(set_mp4_orientation(file, Orientation::kRotate90).ok());
+  SegmentClips phone_clips((dir_ / "phone-clips").string(), 0.6, 0.5);
+  auto phone = phone_clips.save(s);
+  ASSERT_TRUE(phone.ok()) << phone.status().message();
+  auto phone_turn = mp4_orientation(*phone);
+  ASSERT_TRUE(phone_turn.ok()) << phone_turn.status().message();
+  EXPECT_EQ(*phone_turn, Orientation::kRotate90);
+  Segment as_stored = s;
+  as_stored.turn = "rotate-0";
+  SegmentClips stored_clips((dir_ / "stored-clips").string(), 0.6, 0.5);
+  auto stored = stored_clips.save(as_stored);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  auto stored_turn = mp4_orientation(*stored);
+  ASSERT_TRUE(stored_turn.ok()) << stored_turn.status().message();
+  EXPECT_EQ(*stored_turn, Orientation::kAsStored);
 }
 
 INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux", "webmmux"),
