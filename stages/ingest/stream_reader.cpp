@@ -301,7 +301,7 @@ struct StreamReader::Impl {
   // How the stream's frames are shown upright: its rotate/mirror, else its file's image-orientation
   // tag (kAsStored with ingest.orientation: as_stored). Set on a streaming thread before the frames it
   // applies to (the tag), or by run()'s thread as it takes a reload's retune (under sampling_mutex too:
-  // a frame kept carries the turn of its generation, QueuedFrame::turn). settle_orientation().
+  // a frame kept carries the turn of its generation, QueuedFrame::turn). settled_orientation().
   std::atomic<Orientation> orientation{Orientation::kAsStored};
   // The two it is made of, under turn_mutex (taken before sampling_mutex): the config's, which a reload
   // may change while the connection goes on, and the connection's file tag's (nullopt: none, or one
@@ -1653,15 +1653,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     const std::string rate = period_ns > 0 ? fmt::format("at most {:.3g} frames/s", 1e9 / static_cast<double>(period_ns))
                                            : std::string("every frame");
     const int32_t jitter_ms = s.jitter_buffer_ms.load();
+    std::string turned;  // said when the reload changed its rotate/mirror
+    if (s.stream.turn != turn_before) {
+      const Orientation now = s.orientation.load();
+      turned = fmt::format(", its frames read {}", orientation_name(now));
+      if (!s.stream.turn) turned += now == Orientation::kAsStored ? " (as stored)" : " (as its file says)";
+    }
     VAPIPE_LOG_INFO("stream '{}': a reload changed its {}: taken without a new connection ({}{}{}{})", s.stream.id,
                     taken->second, rate, s.keyframes_only.load() ? ", key frames only" : "",
-                    jitter_ms >= 0 ? fmt::format(", a {} ms jitter buffer", jitter_ms) : std::string(),
-                    s.stream.turn != turn_before
-                        ? fmt::format(", its frames read {}{}", orientation_name(s.orientation.load()),
-                                      s.stream.turn                                     ? ""
-                                      : s.orientation.load() == Orientation::kAsStored ? " (as stored)"
-                                                                                        : " (as its file says)")
-                        : std::string());
+                    jitter_ms >= 0 ? fmt::format(", a {} ms jitter buffer", jitter_ms) : std::string(), turned);
     if (retune_unsaid) {  // two reloads before a frame: said as one, before the first frame of either
       taken->first = retune_unsaid->first;
       taken->second = retune_unsaid->second + ", " + taken->second;
