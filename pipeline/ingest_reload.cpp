@@ -31,6 +31,19 @@ ReloadableIngestKey reloadable(const char* key, bool decoding) {
           [](const IngestConfig& from, IngestConfig& to) { to.*Member = from.*Member; },
           [](const IngestConfig& a, const IngestConfig& b) { return a.*Member != b.*Member; }};
 }
+// ingest.deinterlace: first_field | off, which the config reader takes as IngestConfig::first_field.
+// Read per frame as it is sent: a running stream takes it at its next frame.
+ReloadableIngestKey deinterlace_key() {
+  ReloadableIngestKey k = reloadable<&IngestConfig::first_field>("deinterlace", false);
+  k.read = [](const YAML::Node& value, IngestConfig& to) {
+    if (!value.IsScalar()) return false;
+    auto expanded = expand_environment(value.Scalar());
+    if (!expanded.ok() || (*expanded != "first_field" && *expanded != "off")) return false;
+    to.first_field = *expanded == "first_field";
+    return true;
+  };
+  return k;
+}
 const ReloadableIngestKey kReloadable[] = {
     reloadable<&IngestConfig::max_fps>("max_fps", true),
     reloadable<&IngestConfig::keyframes_only>("keyframes_only", true),
@@ -40,6 +53,7 @@ const ReloadableIngestKey kReloadable[] = {
     reloadable<&IngestConfig::reconnect_max_delay_s>("reconnect_max_delay_s", false),
     reloadable<&IngestConfig::reconnect_attempts>("reconnect_attempts", false),
     reloadable<&IngestConfig::stall_timeout_s>("stall_timeout_s", false),
+    deinterlace_key(),
 };
 
 const ReloadableIngestKey* reloadable_key(const std::string& key) {

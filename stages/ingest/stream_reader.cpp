@@ -595,8 +595,10 @@ struct StreamReader::Impl {
     std::lock_guard<std::mutex> lock(stop_mutex);
     ingest_waiting = false;
     if (!next_ingest) return false;
+    const bool first_field_before = ingest.first_field;
     take_reloadable_ingest_settings(*next_ingest, ingest);
     next_ingest.reset();
+    if (ingest.first_field != first_field_before) interlace_logged = false;  // an interlaced stream says it again
     return true;
   }
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what

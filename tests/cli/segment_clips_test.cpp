@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,37 +126,31 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
   // which stays Matroska, has no place for it and is as stored.
   Segment turned = s;
   turned.turn = "rotate-270";
-  SegmentClips turned_clips((dir_ / "turned-clips").string(), 0.6, 0.5);
-  auto turned_path = turned_clips.save(turned);
+  auto turned_path = SegmentClips((dir_ / "turned-clips").string(), 0.6, 0.5).save(turned);
   ASSERT_TRUE(turned_path.ok()) << turned_path.status().message();
-  if (!webm) {
-    auto said = mp4_orientation(*turned_path);
-    ASSERT_TRUE(said.ok()) << said.status().message();
-    EXPECT_EQ(*said, Orientation::kRotate270);
-    auto plain = mp4_orientation(*path);
-    ASSERT_TRUE(plain.ok()) << plain.status().message();
-    EXPECT_EQ(*plain, Orientation::kAsStored);
-  }
   EXPECT_EQ(decode(*turned_path).size(), frames.size());
+  if (webm) return;
+  // The turn an MP4 says (nullopt: none read).
+  auto turn_of = [](const std::string& clip) -> std::optional<Orientation> {
+    auto said = mp4_orientation(clip);
+    EXPECT_TRUE(said.ok()) << said.status().message();
+    return said.ok() ? std::optional<Orientation>(*said) : std::nullopt;
+  };
+  EXPECT_EQ(turn_of(*turned_path), Orientation::kRotate270);
+  EXPECT_EQ(turn_of(*path), Orientation::kAsStored);
   if (muxer != "mp4mux") return;
   // A phone's portrait video (its track says to show it turned) with no rotate of its own: its clip
   // says the file's own turn (mp4mux does not copy it); `rotate: 0` (its started event's "rotate-0")
   // keeps it as stored.
   ASSERT_TRUE(set_mp4_orientation(file, Orientation::kRotate90).ok());
-  SegmentClips phone_clips((dir_ / "phone-clips").string(), 0.6, 0.5);
-  auto phone = phone_clips.save(s);
+  auto phone = SegmentClips((dir_ / "phone-clips").string(), 0.6, 0.5).save(s);
   ASSERT_TRUE(phone.ok()) << phone.status().message();
-  auto phone_turn = mp4_orientation(*phone);
-  ASSERT_TRUE(phone_turn.ok()) << phone_turn.status().message();
-  EXPECT_EQ(*phone_turn, Orientation::kRotate90);
+  EXPECT_EQ(turn_of(*phone), Orientation::kRotate90);
   Segment as_stored = s;
   as_stored.turn = "rotate-0";
-  SegmentClips stored_clips((dir_ / "stored-clips").string(), 0.6, 0.5);
-  auto stored = stored_clips.save(as_stored);
+  auto stored = SegmentClips((dir_ / "stored-clips").string(), 0.6, 0.5).save(as_stored);
   ASSERT_TRUE(stored.ok()) << stored.status().message();
-  auto stored_turn = mp4_orientation(*stored);
-  ASSERT_TRUE(stored_turn.ok()) << stored_turn.status().message();
-  EXPECT_EQ(*stored_turn, Orientation::kAsStored);
+  EXPECT_EQ(turn_of(*stored), Orientation::kAsStored);
 }
 
 INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux", "webmmux"),

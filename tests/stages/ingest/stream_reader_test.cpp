@@ -231,6 +231,17 @@ class StreamReaderTest : public ::testing::Test {
     std::atomic<size_t>* events_;
   };
 
+  // `fields` fields of 320x240 H.264 at 50 a second in MPEG-TS, `interlace` (an interlace element and
+  // its link) weaving them into frames, or none: progressive frames.
+  std::string encode_tv(const std::string& name, const std::string& interlace, int fields = 12) {
+    const std::string path = (dir_ / name).string();
+    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=" + std::to_string(fields) +
+                            " ! video/x-raw,format=I420,width=320,height=240,framerate=50/1 ! " + interlace +
+                            " x264enc interlaced=" + (interlace.empty() ? "false" : "true") +
+                            " speed-preset=ultrafast ! h264parse ! mpegtsmux ! filesink location=" + path;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return path;
+  }
   // Runs `reader` (of `plain`) until `frames` frames came or it ended, retuned to `turn` after frame `on`
   // and to `plain` again after frame `off`: each 100 ms after its frame, so that frames kept meanwhile
   // wait in its queue (they go out before the changed event, as they were kept).
@@ -741,18 +752,9 @@ TEST_F(StreamReaderTest, AReloadsRotateOfAFileWinsOverItsTagAndGivesItBackWithou
 // (its field order), so preprocessing reads that field alone; the frames themselves are as decoded.
 // Progressive video says nothing of fields, and `deinterlace: off` leaves interlaced frames whole.
 TEST_F(StreamReaderTest, AnInterlacedRecordingsFramesSayWhichFieldToReadFirst) {
-  auto encode = [&](const std::string& name, const std::string& interlace) {
-    const std::string path = (dir_ / name).string();
-    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=12 ! video/x-raw,format=I420,"
-                            "width=320,height=240,framerate=50/1 ! " + interlace + " x264enc interlaced=" +
-                            (interlace.empty() ? "false" : "true") + " speed-preset=ultrafast ! h264parse ! "
-                            "mpegtsmux ! filesink location=" + path;
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    return path;
-  };
-  const std::string tff = encode("tff.ts", "interlace field-pattern=1:1 top-field-first=true !");
-  const std::string bff = encode("bff.ts", "interlace field-pattern=1:1 top-field-first=false !");
-  const std::string progressive = encode("progressive.ts", "");
+  const std::string tff = encode_tv("tff.ts", "interlace field-pattern=1:1 top-field-first=true !");
+  const std::string bff = encode_tv("bff.ts", "interlace field-pattern=1:1 top-field-first=false !");
+  const std::string progressive = encode_tv("progressive.ts", "");
   auto fields_of = [&](const std::string& path, const IngestConfig& ingest) {
     std::vector<FieldRead> fields;
     const CollectingEmitter out = read_whole(path, ingest, "tv");
@@ -766,6 +768,32 @@ TEST_F(StreamReaderTest, AnInterlacedRecordingsFramesSayWhichFieldToReadFirst) {
   IngestConfig woven = ingest_;
   woven.first_field = false;
   EXPECT_EQ(fields_of(tff, woven), std::vector<FieldRead>(6, FieldRead::kWholeFrame));
+}
+
+// A reload's ingest.deinterlace reaches a running stream at its next frame sent (it is read as each
+// frame goes out): an interlaced recording's frames say their first field, are whole once the job's
+// deinterlace is off, and say it again once it is back; none is left out, none read again.
+TEST_F(StreamReaderTest, AReloadsDeinterlaceIsTakenFromTheNextFrameSent) {
+  const std::string tff = encode_tv("tff-long.ts", "interlace field-pattern=1:1 top-field-first=true !", 80);
+  IngestConfig archive = ingest_;
+  archive.queue_policy = QueuePolicy::kBlock;
+  archive.queue_capacity = 2;
+  auto reader = StreamReader::create(stream("tv", tff), 0, archive);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  IngestConfig woven = archive;
+  woven.first_field = false;
+  CollectingEmitter out;
+  run_until(**reader, out, 1000, [&](size_t n) {
+    if (n == 10) (*reader)->set_ingest(woven);
+    if (n == 25) (*reader)->set_ingest(archive);
+  });
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 40u);  // 80 fields
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const FieldRead expected = i >= 10 && i < 25 ? FieldRead::kWholeFrame : FieldRead::kTopField;
+    EXPECT_EQ(frames[i]->frame.field, expected) << "frame " << i;
+    EXPECT_EQ(frames[i]->env.seq, i);
+  }
 }
 
 // streams[].recorded_at: a file's frames carry the time of day they show, the recording's start plus
