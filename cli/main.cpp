@@ -36,7 +36,7 @@ usage:
                                         check a config and print it resolved; --open: and open each
                                         stream until its first frame (ok, or FAILED and why), at most
                                         S s each (15), N at once (8), and connect to each webhook,
-                                        MQTT broker and Redis server; --send-test: send each of those
+                                        MQTT broker, Redis server and Kafka cluster; --send-test: send each of those
                                         a test message; --reload: and say what a reload (SIGHUP) of
                                         the job running with this file would do, or why it would be
                                         refused (exit 1)

@@ -383,6 +383,33 @@ static std::string send_redis_test_message(const Config& c, size_t index, std::c
   return why;
 }
 
+// A Kafka cluster of the config as validate uses it: its timeout at most validate's.
+static KafkaConfig cluster_for_validate(const Config& c, size_t index, std::chrono::seconds timeout) {
+  KafkaConfig k = c.publish.kafka[index];
+  k.timeout_s = std::min(k.timeout_s, static_cast<double>(timeout.count()));
+  return k;
+}
+
+// vapipe validate --open: cluster `index` of the config asked for its metadata (its brokers, its
+// sign-in, its TLS); empty when it answered.
+static std::string kafka_connect_failure(const Config& c, size_t index, std::chrono::seconds timeout) {
+  KafkaPublisher publisher(cluster_for_validate(c, index, timeout), index);
+  const Status connected = publisher.wait_connected(timeout + std::chrono::seconds(1));
+  publisher.finish(std::chrono::milliseconds(0));
+  return connected.ok() ? "" : connected.message();
+}
+
+// vapipe validate --send-test: a `test` event produced to cluster `index` (its topic `*topic`),
+// acknowledged within `timeout`; empty when it was, else why not.
+static std::string send_kafka_test_message(const Config& c, size_t index, std::chrono::seconds timeout,
+                                           std::string* topic) {
+  KafkaPublisher publisher(cluster_for_validate(c, index, timeout), index);
+  std::string bus_topic;
+  std::string why = send_test_through(publisher, c, c.publish.kafka[index].format, timeout, "", &bus_topic);
+  *topic = publisher.kafka_topic(bus_topic) + " (key " + kafka_key_of(bus_topic) + ")";
+  return why;
+}
+
 // --reload: what a reload now would do to each job running with the config file at `path` (its text and
 // config as just read), as that job would do it. 0, or kExitUsage when no job runs with it or a job
 // would refuse the reload (a script then sends no SIGHUP).
@@ -718,6 +745,16 @@ int validate_command(const std::vector<std::string>& all_args) {
                 r.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", r.max_queued,
                 extras.c_str());
   }
+  for (size_t i = 0; i < c.publish.kafka.size(); ++i) {
+    const KafkaConfig& k = c.publish.kafka[i];
+    std::string extras = sink_extras(k);
+    if (!k.username.empty()) extras += "; as user '" + k.username + "' (" + k.sasl_mechanism + ")";
+    extras += "; acks " + k.acks + (k.idempotence ? ", idempotent" : "") + "; " + k.compression;
+    std::printf("  kafka %zu: the messages on %s are produced to %s as %s<kind> keyed by stream (%s past %u waiting%s)\n",
+                i, topic_list(k).c_str(), parse_kafka_url(k.url).value().origin().c_str(), k.topic_prefix.c_str(),
+                k.queue_policy == QueuePolicy::kBlock ? "publish waits" : "the oldest dropped", k.max_queued,
+                extras.c_str());
+  }
   if (reload) {
     if (int refused = say_what_a_reload_would_do(args[0], config_text, c); refused != 0) return refused;
   }
@@ -801,11 +838,32 @@ int validate_command(const std::vector<std::string>& all_args) {
                                            " (nothing was added)";
     std::printf("    redis %-14zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
   }
-  if (failed > 0 || unreachable > 0 || unreachable_brokers > 0 || unreachable_servers > 0) {
+  size_t unreachable_clusters = 0;
+  // Each Kafka cluster: --open asks it for its metadata (its brokers, sign-in and TLS) and produces
+  // nothing; --send-test produces a test message to its events topic and waits for the acknowledgement.
+  if (!c.publish.kafka.empty()) {
+    std::printf(send_test ? "  producing a test message to each Kafka cluster (at most %lld s each):\n"
+                          : "  connecting to each Kafka cluster (at most %lld s each):\n",
+                static_cast<long long>(timeout.count()));
+    std::fflush(stdout);
+  }
+  for (size_t i = 0; i < c.publish.kafka.size(); ++i) {
+    const KafkaConfig& k = c.publish.kafka[i];
+    std::string topic;
+    const std::string why = send_test ? send_kafka_test_message(c, i, timeout, &topic) : kafka_connect_failure(c, i, timeout);
+    unreachable_clusters += !why.empty();
+    const std::string where = parse_kafka_url(k.url).value().origin();
+    const std::string ok = send_test ? where + " took a test message on " + topic
+                                     : "connects to " + where + (k.username.empty() ? "" : " as '" + k.username + "'") +
+                                           " (nothing was produced)";
+    std::printf("    kafka %-14zu %s %s\n", i, why.empty() ? "ok:    " : "FAILED:", why.empty() ? ok.c_str() : why.c_str());
+  }
+  if (failed > 0 || unreachable > 0 || unreachable_brokers > 0 || unreachable_servers > 0 || unreachable_clusters > 0) {
     if (failed > 0) std::printf("  %zu stream(s) could not be opened\n", failed);
     if (unreachable > 0) std::printf("  %zu webhook receiver(s) could not be reached\n", unreachable);
     if (unreachable_brokers > 0) std::printf("  %zu MQTT broker(s) could not be reached\n", unreachable_brokers);
     if (unreachable_servers > 0) std::printf("  %zu Redis server(s) could not be reached\n", unreachable_servers);
+    if (unreachable_clusters > 0) std::printf("  %zu Kafka cluster(s) could not be reached\n", unreachable_clusters);
     return kExitUsage;
   }
   return 0;

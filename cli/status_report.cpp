@@ -224,6 +224,23 @@ void job_lines(const json& h, std::string* out) {
               ago(r, "last_delivered_age_s", "never").c_str(), state.c_str());
     }
   }
+  // publish.kafka: each cluster's figures, likewise.
+  if (const json& clusters = member(h, "kafka"); clusters.is_array()) {
+    for (const json& k : clusters) {
+      if (!k.is_object()) continue;
+      std::string state = "connected";
+      if (member(k, "connected") != json(true)) {
+        const auto for_s = number_field(k, "disconnected_for_s");
+        state = "NOT CONNECTED" + (for_s ? " for " + human_duration(*for_s) : std::string()) +
+                (member(k, "last_error").is_string() ? ": " + text(k, "last_error") : std::string());
+      }
+      appendf(out, "kafka %llu %s: %llu delivered, %llu waiting, %llu refused, %llu dropped; last delivered %s; %s\n",
+              static_cast<unsigned long long>(count(k, "index")), text(k, "cluster", "?").c_str(),
+              static_cast<unsigned long long>(count(k, "delivered")), static_cast<unsigned long long>(count(k, "queued")),
+              static_cast<unsigned long long>(count(k, "refused")), static_cast<unsigned long long>(count(k, "dropped")),
+              ago(k, "last_delivered_age_s", "never").c_str(), state.c_str());
+    }
+  }
   // A job that watches folders: what each look found, and when a file last came (a recorder stopped?).
   if (const json& folders = member(h, "watched_folders"); folders.is_array()) {
     for (const json& f : folders) {

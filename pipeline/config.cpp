@@ -613,7 +613,7 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
   w->tls_verify = verify.value_or(true);
   if ((!w->ca_file.empty() || verify) && !tls) {
     ctx.fail(r.child(w->ca_file.empty() ? "tls_verify" : "ca_file"), path + (w->ca_file.empty() ? ".tls_verify" : ".ca_file"),
-             std::string(tls_scheme[0] == 'r' ? "is for a " : "is for an ") + tls_scheme + ":// url");
+             std::string(tls_scheme[0] == 'm' || tls_scheme[0] == 'h' ? "is for an " : "is for a ") + tls_scheme + ":// url");
   }
   if (!w->ca_file.empty()) {
     if (!w->tls_verify) ctx.fail(r.child("ca_file"), path + ".ca_file", "and tls_verify: false both: keep one");
@@ -806,7 +806,7 @@ void parse_login(const Context& ctx, MapReader& r, const std::string& path, cons
   if (!cert_file->empty()) {
     if (!url.tls) {
       ctx.fail(r.child("cert_file"), path + ".cert_file",
-               std::string(tls_scheme[0] == 'r' ? "is for a " : "is for an ") + tls_scheme + ":// url");
+               std::string(tls_scheme[0] == 'm' || tls_scheme[0] == 'h' ? "is for an " : "is for a ") + tls_scheme + ":// url");
     }
     require_pem_file(ctx, r.child("cert_file"), path + ".cert_file", *cert_file, "CERTIFICATE", "");
     require_pem_file(ctx, r.child("key_file"), path + ".key_file", *key_file, "PRIVATE KEY", "");
@@ -938,6 +938,79 @@ std::vector<RedisConfig> parse_redis(const Context& ctx, const YAML::Node& list,
     servers.push_back(std::move(m));
   }
   return servers;
+}
+
+// A Kafka topic's letters: ASCII letters, digits, '.', '_' and '-'.
+bool kafka_topic_letter(unsigned char ch) { return (std::isalnum(ch) && ch < 0x80) || ch == '.' || ch == '_' || ch == '-'; }
+
+// publish.kafka: a list of clusters (stages/publish/kafka_publisher.h).
+std::vector<KafkaConfig> parse_kafka(const Context& ctx, const YAML::Node& list, const std::string& base_dir,
+                                     const Config& c) {
+  std::vector<KafkaConfig> clusters;
+  if (!list.IsDefined() || list.IsNull()) return clusters;
+  if (!list.IsSequence()) {
+    ctx.fail(list, "publish.kafka",
+             "expected a list of clusters, each a mapping with a url (- url: kafka://kafka-1:9092,kafka-2:9092), got " +
+                 scalar_text(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "publish.kafka[" + std::to_string(i) + "]";
+    MapReader r(ctx, list[i], path);
+    KafkaConfig m;
+    r.str("url", &m.url);
+    if (m.url.empty()) ctx.fail(list[i], path + ".url", "required: the brokers to start from (kafka://host:9092[,host:9092...])");
+    auto url = parse_kafka_url(m.url);
+    if (!url.ok()) ctx.fail(r.child("url"), path + ".url", url.status().message());
+    parse_sink_common(ctx, r, list[i], path, base_dir, c, url->tls, "kafkas", {"json", "text"}, &m);
+    m.topic_prefix = "vapipe." + c.job.name + ".";  // (a job's name has topic letters only)
+    r.str("topic_prefix", &m.topic_prefix);
+    for (unsigned char ch : m.topic_prefix) {
+      if (!kafka_topic_letter(ch)) {
+        ctx.fail(r.child("topic_prefix"), path + ".topic_prefix",
+                 "'" + m.topic_prefix + "' holds a character Kafka's topic names cannot (they take ASCII letters, "
+                 "digits, '.', '_' and '-')");
+      }
+    }
+    // Kafka's longest topic name is 249; the longest kind added is "segments".
+    if (m.topic_prefix.size() > 249 - 8) ctx.fail(r.child("topic_prefix"), path + ".topic_prefix", "is longer than 241 characters");
+    r.choice("acks", &m.acks, {"all", "leader"});
+    std::optional<bool> idempotence;
+    r.optional_boolean("idempotence", &idempotence);
+    m.idempotence = idempotence.value_or(m.acks == "all");
+    if (m.idempotence && m.acks != "all") {
+      ctx.fail(r.child("idempotence"), path + ".idempotence",
+               "needs acks: all (an idempotent producer counts a message delivered once every in-sync replica has it)");
+    }
+    r.choice("compression", &m.compression, {"none", "gzip", "snappy", "lz4", "zstd"});
+    m.client_id = "vapipe-" + c.job.name;
+    r.str("client_id", &m.client_id);
+    if (m.client_id.empty()) ctx.fail(r.child("client_id"), path + ".client_id", "expected a name (the brokers log it)");
+    parse_login(ctx, r, path, base_dir, *url, "kafkas", &m.username, &m.password_file, &m.password, &m.cert_file,
+                &m.key_file);
+    r.str("sasl_mechanism", &m.sasl_mechanism);
+    if (!m.sasl_mechanism.empty()) {
+      for (char& ch : m.sasl_mechanism) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (m.sasl_mechanism != "plain" && m.sasl_mechanism != "scram-sha-256" && m.sasl_mechanism != "scram-sha-512") {
+        ctx.fail(r.child("sasl_mechanism"), path + ".sasl_mechanism",
+                 "expected plain, scram-sha-256 or scram-sha-512 (as the cluster's listener has it), got '" +
+                     m.sasl_mechanism + "'");
+      }
+      if (m.username.empty()) {
+        ctx.fail(r.child("sasl_mechanism"), path + ".username", "required with sasl_mechanism (SASL signs in a user)");
+      }
+    }
+    if (!m.username.empty() && m.password.empty()) {
+      ctx.fail(r.child("username").IsDefined() ? r.child("username") : r.child("url"), path + ".password_file",
+               "required with a user name (SASL signs in with both)");
+    }
+    if (!m.username.empty() && m.sasl_mechanism.empty()) {
+      ctx.fail(r.child("username").IsDefined() ? r.child("username") : r.child("url"), path + ".sasl_mechanism",
+               "required with a user name: plain, scram-sha-256 or scram-sha-512, as the cluster's listener has it");
+    }
+    r.finish();
+    clusters.push_back(std::move(m));
+  }
+  return clusters;
 }
 
 Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
@@ -1614,6 +1687,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     c.publish.webhooks = parse_webhooks(ctx, r.child("webhooks"), base_dir, c);
     c.publish.mqtt = parse_mqtt(ctx, r.child("mqtt"), base_dir, c);
     c.publish.redis = parse_redis(ctx, r.child("redis"), base_dir, c);
+    c.publish.kafka = parse_kafka(ctx, r.child("kafka"), base_dir, c);
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",

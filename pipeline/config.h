@@ -325,6 +325,31 @@ struct RedisConfig : MessageSinkConfig {
   std::string sentinel_password;
 };
 
+// publish.kafka[]: each message published on a topic that starts with one of `topics` is also
+// produced to a Kafka cluster (Apache Kafka, Redpanda, Amazon MSK, Confluent Cloud), from a thread of
+// its own (stages/publish/kafka_publisher.h): on the topic topic_prefix + the bus topic's kind
+// ("vapipe.nightly.results", ".events", ".segments", ".job"), keyed by its stream's id (a stream's
+// messages stay in order in one partition), the bus topic in the header "vapipe-topic". What
+// DeepStream's msgbroker gives a data platform; the cluster keeps the messages for consumers that come
+// later. At least once, in order per stream (an idempotent producer, acks from all in-sync replicas).
+struct KafkaConfig : MessageSinkConfig {
+  // kafka://[user[:password]@]host[:9092][,host...] or kafkas://... (TLS); the user is SASL's
+  std::string url;
+  std::string topic_prefix;  // default "vapipe.<job.name>." (the name in Kafka's topic letters)
+  // all: every in-sync replica has it before it counts delivered (with idempotence: no duplicate
+  // from a retry, the order kept); leader: the partition's leader alone (faster, lost if it fails).
+  std::string acks = "all";
+  bool idempotence = true;  // needs acks: all (and, before Kafka 2.8, the IdempotentWrite permission)
+  std::string compression = "lz4";  // none | gzip | snappy | lz4 | zstd
+  std::string client_id;            // default "vapipe-<job.name>"
+  // SASL: plain | scram-sha-256 | scram-sha-512 (as the cluster's listener has it), with a user
+  std::string sasl_mechanism;
+  std::string username;       // (or the url's user)
+  std::string password_file;  // its first line is the password, read at load; never logged
+  std::string password;
+  std::string cert_file, key_file;  // kafkas: a client certificate and its key (mutual TLS)
+};
+
 // A name as Home Assistant's ids and discovery topics take it: lower-case ASCII letters, digits and
 // '_' ("Fire truck" -> "fire_truck", "cam-1.north" -> "cam_1_north"); "x" when nothing is left.
 std::string home_assistant_id(const std::string& name);
@@ -398,6 +423,7 @@ struct PublishConfig {
   std::vector<WebhookConfig> webhooks;
   std::vector<MqttConfig> mqtt;
   std::vector<RedisConfig> redis;
+  std::vector<KafkaConfig> kafka;
 };
 
 struct TransportConfig {

@@ -59,8 +59,8 @@ struct SchemePair {
 
 Result<HttpUrl> parse_url(std::string_view url, const SchemePair& kind) {
   const std::string example = std::string(" (e.g. ") + kind.example + ")";
-  // "an http://", "an mqtt://" (as they are read out), "a redis://".
-  const std::string article = kind.plain[0] == 'r' ? "a " : "an ";
+  // "an http://", "an mqtt://" (as they are read out), "a redis://", "a kafka://".
+  const std::string article = kind.plain[0] == 'r' || kind.plain[0] == 'k' ? "a " : "an ";
   const std::string expected = "expected " + article + kind.plain + ":// or " + kind.tls + ":// URL";
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return InvalidArgument(expected + example);
@@ -246,6 +246,57 @@ Result<RedisUrl> parse_redis_url(std::string_view url) {
     return InvalidArgument("a Redis server's URL has at most a database number for its path (redis://host:6379/0); "
                            "the streams' names are publish.redis[].key_prefix's");
   }
+  return u;
+}
+
+std::string KafkaUrl::origin() const { return scheme + "://" + bootstrap_servers(); }
+
+std::string KafkaUrl::bootstrap_servers() const {
+  std::string out;
+  for (size_t i = 0; i < brokers.size(); ++i) {
+    HttpUrl one;
+    one.host = brokers[i].host;
+    one.port = brokers[i].port;
+    out += (i ? "," : "") + one.host_port();
+  }
+  return out;
+}
+
+Result<KafkaUrl> parse_kafka_url(std::string_view url) {
+  const SchemePair kind{"kafka", 9092, "kafkas", 9092, "kafka://kafka-1:9092,kafka-2:9092"};
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return parse_url(url, kind).status();  // (says what is expected)
+  std::string_view rest = url.substr(scheme_end + 3);
+  const auto authority_end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, authority_end);
+  std::string userinfo;
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(authority.substr(0, at + 1));
+    authority = authority.substr(at + 1);
+  }
+  // Each broker's host[:port], parsed as a URL of its own; the first carries the user:password@.
+  KafkaUrl u;
+  for (size_t start = 0; start <= authority.size();) {
+    size_t comma = authority.find(',', start);
+    if (comma == std::string_view::npos) comma = authority.size();
+    const std::string_view one = authority.substr(start, comma - start);
+    if (one.empty()) return InvalidArgument("its list of brokers has an empty entry (e.g. " + std::string(kind.example) + ")");
+    const bool first = u.brokers.empty();
+    auto parsed = parse_url(std::string(url.substr(0, scheme_end + 3)) + (first ? userinfo : "") + std::string(one), kind);
+    if (!parsed.ok()) {
+      return InvalidArgument((first && comma == authority.size() ? "" : "broker " + std::to_string(u.brokers.size() + 1) + ": ") +
+                             parsed.status().message());
+    }
+    if (first) static_cast<HttpUrl&>(u) = *parsed;
+    u.brokers.push_back({parsed->host, parsed->port});
+    start = comma + 1;
+  }
+  if (authority_end != std::string_view::npos && rest.substr(authority_end) != "/") {
+    // Kafka has no path; a topic written into the URL is a mistake the cluster would never report.
+    return InvalidArgument("a Kafka cluster's URL has no path or query (the topics are publish.kafka[].topic_prefix's); "
+                           "write kafka://host:9092[,host:9092...]");
+  }
+  u.target = "/";
   return u;
 }
 

@@ -1,5 +1,5 @@
 // URLs of the services vapipe itself connects to: http:// and https:// (publish.webhooks), mqtt:// and
-// mqtts:// (publish.mqtt), redis:// (publish.redis). Parsed when the config loads, so that a typo is an error naming the key
+// mqtts:// (publish.mqtt), redis:// (publish.redis), kafka:// and kafkas:// (publish.kafka). Parsed when the config loads, so that a typo is an error naming the key
 // rather than a failure at the first alert.
 #pragma once
 
@@ -53,5 +53,23 @@ struct RedisUrl : HttpUrl {
 // (rediss+sentinel://: TLS to the sentinels and the master); the user and password are the master's.
 // Errors never repeat the password.
 Result<RedisUrl> parse_redis_url(std::string_view url);
+
+// A Kafka cluster's: the brokers to bootstrap from (any of them gives the others' addresses).
+struct KafkaUrl : HttpUrl {
+  struct Address {
+    std::string host;  // without brackets for IPv6
+    int port = 9092;
+  };
+  std::vector<Address> brokers;  // in the URL's order; host and port are the first's
+  // "host1:9092,host2:9092", as librdkafka's bootstrap.servers takes it.
+  std::string bootstrap_servers() const;
+  // "kafka://host1:9092,host2:9092": without credentials.
+  std::string origin() const;
+};
+
+// kafka://[user[:password]@]host[:9092][,host[:9092]...] or kafkas://... (TLS, also 9092: a Kafka
+// listener's port is the cluster's choice); no path. The user and password are SASL's. Errors never
+// repeat the password.
+Result<KafkaUrl> parse_kafka_url(std::string_view url);
 
 }  // namespace vapipe

@@ -25,6 +25,7 @@ const ReloadablePublishKey kReloadable[] = {
     {"webhooks", take_member<&PublishConfig::webhooks>},
     {"mqtt", take_member<&PublishConfig::mqtt>},
     {"redis", take_member<&PublishConfig::redis>},
+    {"kafka", take_member<&PublishConfig::kafka>},
     {"segments_min_frames", take_member<&PublishConfig::segments_min_frames>},
     {"segments_min_score", take_member<&PublishConfig::segments_min_score>},
     {"segments_min_score_by_label", take_member<&PublishConfig::segments_min_score_by_label>},
@@ -101,12 +102,12 @@ Result<PublishReload> compare_publish_sections(const std::string& running_yaml, 
     return it == keys.end() ? YAML::Node() : it->second;
   };
   for (auto [key, outputs] : {std::pair{"webhooks", &change.webhooks}, std::pair{"mqtt", &change.mqtt},
-                              std::pair{"redis", &change.redis}}) {
+                              std::pair{"redis", &change.redis}, std::pair{"kafka", &change.kafka}}) {
     *outputs = compare_outputs(list(before, key), list(after, key));
   }
   const std::vector<std::string>& reloadable = reloadable_publish_keys();
   for (const ChangedKey& c : changed_section_keys(docs, "publish")) {
-    if (c.key == "webhooks" || c.key == "mqtt" || c.key == "redis") {
+    if (c.key == "webhooks" || c.key == "mqtt" || c.key == "redis" || c.key == "kafka") {
       continue;  // (above)
     } else if (std::find(reloadable.begin(), reloadable.end(), c.key) != reloadable.end()) {
       change.segment_keys.push_back(c.key);
@@ -141,6 +142,7 @@ std::string describe_publish_reload(const PublishReload& change) {
   outputs("webhooks", change.webhooks);
   outputs("mqtt", change.mqtt);
   outputs("redis", change.redis);
+  outputs("kafka", change.kafka);
   std::string settings;
   for (const std::string& key : change.segment_keys) settings += (settings.empty() ? "publish." : ", publish.") + key;
   if (!settings.empty()) out += (out.empty() ? "" : "; ") + settings + " changed";

@@ -5,7 +5,8 @@
 #                 not configure there): GoogleTest's static libraries (Debian ships it as .a files
 #                 only), cpp-httplib (its .pc and those it requires, its shared library and
 #                 brotli's; OpenSSL and zlib are on the GPU machine's Ubuntu already) and libmosquitto
-#                 (publish.mqtt's client: its header, .pc and shared library); and two GStreamer
+#                 (publish.mqtt's client: its header, .pc and shared library), librdkafka
+#                 (publish.kafka's, likewise, with libsasl2, which Ubuntu may lack); and two GStreamer
 #                 plugins: jpegenc (segment pictures, which the GPU e2e test's RTSP camera asks for)
 #                 and openh264dec (a CPU H.264 decoder, which vapipe doctor asks for; 2026-12-04 its
 #                 FAIL line was the only one there)
@@ -18,12 +19,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bundle=${BUNDLE_DEPS:-$root/../shared/device/bundle-deps.sh}
 [[ -x $bundle ]] || { echo "gpu-prepare: no $bundle (set BUNDLE_DEPS)" >&2; exit 1; }
-EXTRA_DEV="libmosquitto-dev ${EXTRA_DEV:-}" EXTRA_PC="cpp-httplib libmosquitto ${EXTRA_PC:-}" \
+EXTRA_DEV="libmosquitto-dev librdkafka-dev ${EXTRA_DEV:-}" EXTRA_PC="cpp-httplib libmosquitto rdkafka ${EXTRA_PC:-}" \
   EXTRA_PLUGINS="libgstjpeg.so libgstopenh264.so ${EXTRA_PLUGINS:-}" "$bundle" .devdeps
 lib=/usr/lib/x86_64-linux-gnu
 for a in libgtest.a libgtest_main.a libgmock.a libgmock_main.a libcpp-httplib.so libbrotlicommon.so.1 \
-         libbrotlidec.so.1 libbrotlienc.so.1 libmosquitto.so; do
-  [[ -e $lib/$a ]] || { echo "gpu-prepare: no $lib/$a (install libgtest-dev libgmock-dev libcpp-httplib-dev libmosquitto-dev)" >&2; exit 1; }
+         libbrotlidec.so.1 libbrotlienc.so.1 libmosquitto.so librdkafka.so libsasl2.so.2; do
+  [[ -e $lib/$a ]] || { echo "gpu-prepare: no $lib/$a (install libgtest-dev libgmock-dev libcpp-httplib-dev libmosquitto-dev librdkafka-dev)" >&2; exit 1; }
   cp -a "$lib/$a"* ".devdeps$lib/"  # with the files its links point to
 done
 # The bundle keeps some libraries without their soname link (libzmq.so.5.2.4 but no libzmq.so.5): our

@@ -12,6 +12,7 @@ PACKAGES=(
   glib-networking  # TLS for rtsps:// and https:// cameras (GIO), and ingest's own TLS check
   libzmq3-dev cppzmq-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libmosquitto-dev  # publish.mqtt's client
+  librdkafka-dev  # publish.kafka's client (its mock cluster is the tests' Kafka)
   mosquitto mosquitto-clients  # the tests' MQTT broker (on loopback ports of their own) and subscriber
   redis-server redis-tools  # the tests' Redis server (publish.redis; loopback ports of their own) and redis-cli
   libgtest-dev libgmock-dev

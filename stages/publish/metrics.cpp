@@ -394,6 +394,33 @@ std::string prometheus_text(const JobMetrics& m) {
       w.sample("vapipe_redis_last_delivered_time_seconds", server(r), number(r.last_delivered_unix_s));
     }
   }
+  if (!m.kafka.empty()) {
+    // A cluster that is down shows as vapipe_kafka_connected 0 and its queue growing.
+    auto cluster = [](const KafkaStats& k) {
+      return "kafka=\"" + std::to_string(k.index) + "\",cluster=\"" + label_value(k.cluster) + "\"";
+    };
+    w.family("vapipe_kafka_messages_total", "counter",
+             "Messages for each of publish.kafka, by what became of them: delivered (acknowledged by the cluster), "
+             "refused (refused for good: dropped), dropped (its queue was full), undelivered (waiting when publish "
+             "stopped), cooled_down (a segment held back by its cooldown_s).");
+    for (const KafkaStats& k : m.kafka) {
+      for (const auto& [outcome, n] : {std::pair{"delivered", k.delivered}, std::pair{"refused", k.refused},
+                                       std::pair{"dropped", k.dropped}, std::pair{"undelivered", k.undelivered},
+                                       std::pair{"cooled_down", k.cooled_down}}) {
+        w.sample("vapipe_kafka_messages_total", cluster(k) + ",outcome=\"" + outcome + "\"", std::to_string(n));
+      }
+    }
+    w.family("vapipe_kafka_connected", "gauge", "1 while the cluster answers, 0 while none of its brokers can be reached.");
+    for (const KafkaStats& k : m.kafka) w.sample("vapipe_kafka_connected", cluster(k), k.connected ? "1" : "0");
+    w.family("vapipe_kafka_queued", "gauge",
+             "Messages waiting for the cluster, those handed to the producer and not yet acknowledged included.");
+    for (const KafkaStats& k : m.kafka) w.sample("vapipe_kafka_queued", cluster(k), std::to_string(k.queued));
+    w.family("vapipe_kafka_last_delivered_time_seconds", "gauge",
+             "When the cluster last acknowledged a message, seconds since the Unix epoch (0: none yet).");
+    for (const KafkaStats& k : m.kafka) {
+      w.sample("vapipe_kafka_last_delivered_time_seconds", cluster(k), number(k.last_delivered_unix_s));
+    }
+  }
   if (!m.watched_folders.empty()) {
     // A recorder that stopped writing shows as its folder's last file growing old:
     // time() - vapipe_watched_folder_last_file_time_seconds > 3600.
@@ -563,6 +590,26 @@ nlohmann::json health_json(const JobMetrics& m) {
                                                   : nlohmann::json()},
                      {"last_error", r.last_error.empty() ? nlohmann::json() : nlohmann::json(r.last_error)}});
   }
+  nlohmann::json kafka = nlohmann::json::array();
+  for (const KafkaStats& k : m.kafka) {
+    kafka.push_back({{"index", k.index},
+                     {"cluster", k.cluster},
+                     {"connected", k.connected},
+                     {"delivered", k.delivered},
+                     {"refused", k.refused},
+                     {"dropped", k.dropped},
+                     {"undelivered", k.undelivered},
+                     {"cooled_down", k.cooled_down},
+                     {"producers", k.producers},
+                     {"queued", k.queued},
+                     {"disconnected_for_s", !k.connected && k.disconnected_since_unix_s > 0
+                                                ? nlohmann::json(std::max(0.0, m.now_unix_s - k.disconnected_since_unix_s))
+                                                : nlohmann::json()},
+                     {"last_delivered_age_s", k.last_delivered_unix_s > 0
+                                                  ? nlohmann::json(std::max(0.0, m.now_unix_s - k.last_delivered_unix_s))
+                                                  : nlohmann::json()},
+                     {"last_error", k.last_error.empty() ? nlohmann::json() : nlohmann::json(k.last_error)}});
+  }
   nlohmann::json watched;  // null for a job that watches no folder
   if (m.watches_folders) {
     watched = nlohmann::json::array();
@@ -584,6 +631,7 @@ nlohmann::json health_json(const JobMetrics& m) {
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
           {"webhooks", std::move(webhooks)}, {"mqtt", std::move(mqtt)}, {"redis", std::move(redis)},
+          {"kafka", std::move(kafka)},
           {"reload_running_s", m.reload_running_since_unix_s > 0
                                    ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
                                    : nlohmann::json()},

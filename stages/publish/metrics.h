@@ -145,6 +145,24 @@ struct RedisStats {
   std::string last_error;      // why the latest connection failed or ended, or the latest refusal
 };
 
+// publish.kafka: what became of each cluster's messages (stages/publish/kafka_publisher.h).
+struct KafkaStats {
+  size_t index = 0;            // in publish.kafka
+  std::string cluster;         // "kafka://k1:9092,k2:9092": its url without credentials
+  std::string name;            // "publish.kafka[0] (kafka://k1:9092,k2:9092)"
+  uint64_t delivered = 0;      // acknowledged by the partition's leader (acks: all: once every in-sync replica has it)
+  uint64_t refused = 0;        // refused for good (too large, a topic the user may not write): dropped
+  uint64_t dropped = 0;        // pushed out of a full queue (drop_oldest)
+  uint64_t undelivered = 0;    // still waiting (or unacknowledged) when publish stopped
+  uint64_t cooled_down = 0;    // segment messages held back by its cooldown_s
+  uint64_t producers = 0;      // producers made: more than one is a producer made again after a fatal error
+  uint64_t queued = 0;         // waiting now, those handed to the producer and not yet acknowledged included
+  bool connected = false;      // the cluster answered (a delivery, or its metadata) since it last could not be reached
+  double disconnected_since_unix_s = 0;  // while not connected (0: connected)
+  double last_delivered_unix_s = 0;      // 0: none yet
+  std::string last_error;      // why the cluster could not be reached, or the latest refusal
+};
+
 struct JobMetrics {
   std::string job;
   std::string mode;  // archive | live
@@ -159,6 +177,7 @@ struct JobMetrics {
   std::vector<WebhookStats> webhooks;              // publish.webhooks, in order
   std::vector<MqttStats> mqtt;                     // publish.mqtt, in order
   std::vector<RedisStats> redis;                   // publish.redis, in order
+  std::vector<KafkaStats> kafka;                   // publish.kafka, in order
   // Archive folders the job watches (streams[].watch_s), as `vapipe run` last wrote them.
   bool watches_folders = false;
   std::vector<FolderWatchStatus> watched_folders;

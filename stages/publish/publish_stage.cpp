@@ -43,7 +43,8 @@ bool has_sink_secrets(const PublishConfig& p) {
          std::any_of(p.mqtt.begin(), p.mqtt.end(), [](const MqttConfig& m) { return !m.password_file.empty(); }) ||
          std::any_of(p.redis.begin(), p.redis.end(), [](const RedisConfig& r) {
            return !r.password_file.empty() || !r.sentinel_password_file.empty();
-         });
+         }) ||
+         std::any_of(p.kafka.begin(), p.kafka.end(), [](const KafkaConfig& k) { return !k.password_file.empty(); });
 }
 
 std::string joined_topics(const MessageSinkConfig& sink) {
@@ -64,6 +65,10 @@ std::string receiver_of(const MqttConfig& c) {
 }
 std::string receiver_of(const RedisConfig& c) {
   auto url = parse_redis_url(c.url);
+  return url.ok() ? url->origin() : c.url;
+}
+std::string receiver_of(const KafkaConfig& c) {
+  auto url = parse_kafka_url(c.url);
   return url.ok() ? url->origin() : c.url;
 }
 
@@ -100,6 +105,15 @@ std::unique_ptr<RedisStreamsPublisher> PublishStage::make_redis(const RedisConfi
   VAPIPE_LOG_INFO("publish: {} adds the messages on {} to the streams {}<topic> ({}, at most {} waiting)",
                   publisher->name(), joined_topics(server), server.key_prefix, queue_policy_name(server.queue_policy),
                   server.max_queued);
+  return publisher;
+}
+
+std::unique_ptr<KafkaPublisher> PublishStage::make_kafka(const KafkaConfig& cluster, size_t index,
+                                                         SinkPredecessors predecessors) {
+  auto publisher = std::make_unique<KafkaPublisher>(cluster, index, std::move(predecessors));
+  VAPIPE_LOG_INFO("publish: {} produces the messages on {} to the topics {}<kind> keyed by stream ({}, at most {} "
+                  "waiting)", publisher->name(), joined_topics(cluster), cluster.topic_prefix,
+                  queue_policy_name(cluster.queue_policy), cluster.max_queued);
   return publisher;
 }
 
@@ -266,6 +280,9 @@ Status PublishStage::open(const StageContext& ctx) {
   }
   for (size_t i = 0; i < config_->publish.redis.size(); ++i) {
     redis_.push_back(make_redis(config_->publish.redis[i], i, {}));
+  }
+  for (size_t i = 0; i < config_->publish.kafka.size(); ++i) {
+    kafka_.push_back(make_kafka(config_->publish.kafka[i], i, {}));
   }
   sink_secrets_ = has_sink_secrets(config_->publish);
   if (sink_secrets_) check_sink_secrets();  // their files as the config read them
@@ -440,6 +457,7 @@ JobMetrics PublishStage::metrics() const {
   for (const auto& hook : webhooks_) m.webhooks.push_back(hook->stats());
   for (const auto& broker : mqtt_) m.mqtt.push_back(broker->stats());
   for (const auto& server : redis_) m.redis.push_back(server->stats());
+  for (const auto& cluster : kafka_) m.kafka.push_back(cluster->stats());
   return m;
 }
 
@@ -486,7 +504,7 @@ void PublishStage::check_metrics_token() {
 
 void PublishStage::check_sink_secrets() {
   next_sink_secrets_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size() + 2 * redis_.size());
+  sink_secret_identities_.resize(webhooks_.size() + mqtt_.size() + 2 * redis_.size() + kafka_.size());
   // Whether the file at `path` (slot i of the identities) was rewritten since it was last looked at.
   auto rewritten = [&](size_t i, const std::string& path) {
     if (path.empty()) return false;
@@ -544,6 +562,18 @@ void PublishStage::check_sink_secrets() {
     redis_[i]->set_sentinel_password(*password);
     VAPIPE_LOG_INFO("publish: {}: the sentinels' password in {} changed: the next question to a sentinel uses the "
                     "new one", redis_[i]->name(), path);
+  }
+  for (size_t i = 0; i < kafka_.size(); ++i) {
+    const std::string& path = config_->publish.kafka[i].password_file;
+    if (!rewritten(webhooks_.size() + mqtt_.size() + 2 * redis_.size() + i, path)) continue;
+    auto password = read_password_file(path);
+    if (!password.ok()) {
+      VAPIPE_LOG_ERROR("publish: {}: {}; the password in force stays", kafka_[i]->name(), password.status().message());
+      continue;
+    }
+    kafka_[i]->set_password(*password);
+    VAPIPE_LOG_INFO("publish: {}: the password in {} changed: the next sign-in uses the new one", kafka_[i]->name(),
+                    path);
   }
 }
 
@@ -798,6 +828,12 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     if (server->format() == "text" && !line) line = webhook_text(topic, payload);
     server->publish(topic, server->format() == "text" ? *line : text, stop_requested_);
   }
+  // Kafka clusters likewise.
+  for (const auto& cluster : kafka_) {
+    if (!cluster->wants(topic, payload) || cluster->cooled_down(payload)) continue;
+    if (cluster->format() == "text" && !line) line = webhook_text(topic, payload);
+    cluster->publish(topic, cluster->format() == "text" ? *line : text, stop_requested_);
+  }
   return sent;
 }
 
@@ -808,16 +844,18 @@ void PublishStage::finish_sinks() {
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
   const auto deadline = std::chrono::steady_clock::now() + grace;
   for (RetiringSink& r : retiring_sinks_) r.finish_by(deadline);
-  if (webhooks_.empty() && mqtt_.empty() && redis_.empty()) {
+  if (webhooks_.empty() && mqtt_.empty() && redis_.empty() && kafka_.empty()) {
     reap_retired_sinks(true);
     return;
   }
   for (const auto& hook : webhooks_) hook->begin_finish(deadline);
   for (const auto& broker : mqtt_) broker->begin_finish(deadline);
   for (const auto& server : redis_) server->begin_finish(deadline);
+  for (const auto& cluster : kafka_) cluster->begin_finish(deadline);
   for (const auto& hook : webhooks_) hook->finish(grace);
   for (const auto& broker : mqtt_) broker->finish(grace);
   for (const auto& server : redis_) server->finish(grace);
+  for (const auto& cluster : kafka_) cluster->finish(grace);
   reap_retired_sinks(true);
   update_metrics_snapshot();
 }
@@ -955,6 +993,10 @@ void PublishStage::apply_publish_reload(const Config& reloaded, const PublishRel
       redis_, p.redis, change.redis,
       [&](const RedisConfig& c, size_t i) { return make_redis(c, i, predecessors_of("redis", receiver_of(c))); },
       [&](std::unique_ptr<RedisStreamsPublisher> s, size_t i) { retire(std::move(s), "redis", receiver_of(was.redis[i])); });
+  kafka_ = reloaded_outputs(
+      kafka_, p.kafka, change.kafka,
+      [&](const KafkaConfig& c, size_t i) { return make_kafka(c, i, predecessors_of("kafka", receiver_of(c))); },
+      [&](std::unique_ptr<KafkaPublisher> s, size_t i) { retire(std::move(s), "kafka", receiver_of(was.kafka[i])); });
   // Their secrets' files as this config read them (a kept output's too: its place may have moved).
   sink_secret_identities_.clear();
   sink_secrets_ = has_sink_secrets(p);

@@ -23,6 +23,7 @@
 #include "stages/publish/metrics_server.h"
 #include "stages/publish/results_file.h"
 #include "stages/publish/mqtt_publisher.h"
+#include "stages/publish/kafka_publisher.h"
 #include "stages/publish/redis_streams.h"
 #include "stages/publish/webhook.h"
 
@@ -86,6 +87,7 @@ class PublishStage final : public Stage {
   const std::vector<std::unique_ptr<WebhookSender>>& webhooks() const { return webhooks_; }
   const std::vector<std::unique_ptr<MqttPublisher>>& mqtt() const { return mqtt_; }
   const std::vector<std::unique_ptr<RedisStreamsPublisher>>& redis() const { return redis_; }
+  const std::vector<std::unique_ptr<KafkaPublisher>>& kafka() const { return kafka_; }
   void set_jsonl_backlog_bytes(size_t bytes) { jsonl_backlog_bytes_ = bytes; }
   // publish.segments_pictures_keep_days is applied at start and then this often (an hour; tests shorten it).
   void set_pictures_prune_period(std::chrono::milliseconds period) { pictures_prune_period_ = period; }
@@ -240,11 +242,13 @@ class PublishStage final : public Stage {
   std::chrono::milliseconds pictures_prune_period_{std::chrono::hours(1)};
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
-  // publish.webhooks, publish.mqtt and publish.redis: they get kSinkGrace together to deliver what waits, then stop.
+  // publish.webhooks, publish.mqtt, publish.redis and publish.kafka: they get kSinkGrace together to deliver what
+  // waits, then stop.
   void finish_sinks();
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;
   std::vector<std::unique_ptr<MqttPublisher>> mqtt_;
   std::vector<std::unique_ptr<RedisStreamsPublisher>> redis_;
+  std::vector<std::unique_ptr<KafkaPublisher>> kafka_;
   const std::atomic<bool>* stop_requested_ = nullptr;
   void write_summary();
   void update_metrics_snapshot();
@@ -354,6 +358,7 @@ class PublishStage final : public Stage {
   std::unique_ptr<MqttPublisher> make_mqtt(const MqttConfig& broker, size_t index, SinkPredecessors predecessors);
   std::unique_ptr<RedisStreamsPublisher> make_redis(const RedisConfig& server, size_t index,
                                                     SinkPredecessors predecessors);
+  std::unique_ptr<KafkaPublisher> make_kafka(const KafkaConfig& cluster, size_t index, SinkPredecessors predecessors);
   template <typename Sink>
   void retire(std::unique_ptr<Sink> sink, const char* kind, std::string receiver);
   SinkPredecessors predecessors_of(const char* kind, const std::string& receiver) const;

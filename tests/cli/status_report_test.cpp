@@ -192,6 +192,44 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
             std::string::npos) << metrics;
 }
 
+// publish.kafka likewise.
+TEST(StatusReport, SaysEachKafkaClustersFiguresAndOneThatCannotBeReached) {
+  JobMetrics m = archive_job();
+  KafkaStats up;
+  up.index = 0;
+  up.cluster = "kafka://10.0.0.7:9092,10.0.0.8:9092";
+  up.connected = true;
+  up.delivered = 1200;
+  up.producers = 1;
+  up.last_delivered_unix_s = 1240;
+  KafkaStats down;
+  down.index = 1;
+  down.cluster = "kafkas://kafka.example.com:9093";
+  down.queued = 9;
+  down.refused = 1;
+  down.dropped = 2;
+  down.disconnected_since_unix_s = 1180;
+  down.last_error = "1/1 brokers are down";
+  m.kafka = {up, down};
+  const auto report = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "kafka 0 kafka://10.0.0.7:9092,10.0.0.8:9092: 1200 delivered, 0 waiting, 0 refused, "
+                                   "0 dropped; last delivered 10.0 s ago; connected\n")) << r;
+  EXPECT_TRUE(has_line_starting(r, "kafka 1 kafkas://kafka.example.com:9093: 0 delivered, 9 waiting, 1 refused, 2 "
+                                   "dropped; last delivered never; NOT CONNECTED for 1 min 10 s: 1/1 brokers are "
+                                   "down\n")) << r;
+  const std::string metrics = prometheus_text(m);
+  EXPECT_NE(metrics.find("vapipe_kafka_messages_total{kafka=\"0\",cluster=\"kafka://10.0.0.7:9092,10.0.0.8:9092\","
+                         "outcome=\"delivered\"} 1200\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("vapipe_kafka_messages_total{kafka=\"1\",cluster=\"kafkas://kafka.example.com:9093\","
+                         "outcome=\"dropped\"} 2\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("vapipe_kafka_connected{kafka=\"1\",cluster=\"kafkas://kafka.example.com:9093\"} 0\n"),
+            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("vapipe_kafka_queued{kafka=\"1\",cluster=\"kafkas://kafka.example.com:9093\"} 9\n"),
+            std::string::npos) << metrics;
+}
+
 // publish.metrics_token_file and no token: /healthz says only {"status": "ok"}.
 TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
   const auto report = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");

@@ -859,6 +859,87 @@ TEST(Config, RedisServersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   std::filesystem::remove_all(dir);
 }
 
+// publish.kafka: checked at load, as Redis servers are; a password is read from its file.
+TEST(Config, KafkaClustersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-kafka-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "kafka.password") << "s3cret\n";
+  std::ofstream(dir / "ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  const std::string head = "job: {name: gate.North}\nstreams: [{id: gate, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(head + R"(publish:
+  segments_min_frames: 5
+  kafka:
+    - url: kafka://k1,k2:9093
+    - url: kafkas://vapipe@kafka.example.com:9094
+      password_file: kafka.password
+      sasl_mechanism: SCRAM-SHA-512
+      ca_file: ca.pem
+      topics: [results/, events/]
+      topic_prefix: site-3.video.
+      acks: leader
+      compression: zstd
+      client_id: site-3
+      format: text
+      max_queued: 100
+      queue_policy: block
+)", "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->publish.kafka.size(), 2u);
+  const KafkaConfig& plain = c->publish.kafka[0];
+  EXPECT_EQ(plain.topics, std::vector<std::string>{"segments/"});
+  EXPECT_EQ(plain.topic_prefix, "vapipe.gate.North.");
+  EXPECT_EQ(plain.acks, "all");
+  EXPECT_TRUE(plain.idempotence);
+  EXPECT_EQ(plain.compression, "lz4");
+  EXPECT_EQ(plain.client_id, "vapipe-gate.North");
+  EXPECT_TRUE(plain.username.empty());
+  EXPECT_EQ(plain.format, "json");
+  EXPECT_EQ(plain.line, 7);
+  EXPECT_EQ(parse_kafka_url(plain.url).value().bootstrap_servers(), "k1:9092,k2:9093");
+  const KafkaConfig& site = c->publish.kafka[1];
+  EXPECT_EQ(site.username, "vapipe");
+  EXPECT_EQ(site.password, "s3cret");
+  EXPECT_EQ(site.sasl_mechanism, "scram-sha-512");
+  EXPECT_EQ(site.topic_prefix, "site-3.video.");
+  EXPECT_EQ(site.acks, "leader");
+  EXPECT_FALSE(site.idempotence);  // (it needs acks: all)
+  EXPECT_EQ(site.compression, "zstd");
+  EXPECT_EQ(site.client_id, "site-3");
+  EXPECT_EQ(site.format, "text");
+  EXPECT_EQ(site.max_queued, 100u);
+  EXPECT_EQ(site.queue_policy, QueuePolicy::kBlock);
+  EXPECT_EQ(site.ca_file, (dir / "ca.pem").string());
+
+  const std::string segments = "publish:\n  segments_min_frames: 5\n  kafka:\n";
+  expect_config_errors(head, dir, {
+      ConfigErrorCase{segments + "    - {topics: [events/]}\n", "job.yaml:7: publish.kafka[0].url: required"},
+      ConfigErrorCase{segments + "    - url: kafka://k1/vapipe.results\n",
+          "publish.kafka[0].url: a Kafka cluster's URL has no path or query"},
+      ConfigErrorCase{segments + "    - url: PLAINTEXT://k1:9092\n",
+          "publish.kafka[0].url: expected a kafka:// or kafkas:// URL, got a plaintext:// one"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      topic_prefix: 'video/'\n",
+          "publish.kafka[0].topic_prefix: 'video/' holds a character Kafka's topic names cannot"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      acks: leader\n      idempotence: true\n",
+          "publish.kafka[0].idempotence: needs acks: all"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      acks: 0\n", "publish.kafka[0].acks: expected one of all | leader"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      compression: brotli\n", "publish.kafka[0].compression"},
+      ConfigErrorCase{segments + "    - url: kafka://vapipe@k1\n      sasl_mechanism: plain\n",
+          "publish.kafka[0].password_file: required with a user name"},
+      ConfigErrorCase{segments + "    - url: kafka://vapipe@k1\n      password_file: kafka.password\n",
+          "publish.kafka[0].sasl_mechanism: required with a user name: plain, scram-sha-256 or scram-sha-512"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      sasl_mechanism: gssapi\n",
+          "publish.kafka[0].sasl_mechanism: expected plain, scram-sha-256 or scram-sha-512"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      sasl_mechanism: plain\n",
+          "publish.kafka[0].username: required with sasl_mechanism"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      ca_file: ca.pem\n", "publish.kafka[0].ca_file: is for a kafkas:// url"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      topic: x\n", "publish.kafka[0].topic"},
+      ConfigErrorCase{segments + "    - url: kafka://k1\n      client_id: ''\n", "publish.kafka[0].client_id: expected a name"},
+      ConfigErrorCase{"publish:\n  segments_min_frames: 5\n  kafka: kafka://k1\n",
+          "publish.kafka: expected a list of clusters"},
+  });
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-mqtt-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -89,5 +89,38 @@ TEST(HttpUrl, ReadsAnMqttBrokersUrl) {
   EXPECT_FALSE(parse_http_url("mqtt://broker").ok());
 }
 
+// publish.kafka's clusters: kafka:// and kafkas:// (TLS), 9092 for both, a list of brokers to bootstrap
+// from, SASL's user and password, no path.
+TEST(HttpUrl, ReadsAKafkaClustersBrokers) {
+  auto one = parse_kafka_url("kafka://kafka.local");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_FALSE(one->tls);
+  ASSERT_EQ(one->brokers.size(), 1u);
+  EXPECT_EQ(one->bootstrap_servers(), "kafka.local:9092");
+  EXPECT_EQ(one->origin(), "kafka://kafka.local:9092");
+  auto three = parse_kafka_url("KAFKAS://vapipe:p%40ss@k1:9093,[::1],k3.example:19092/");
+  ASSERT_TRUE(three.ok()) << three.status().message();
+  EXPECT_TRUE(three->tls);
+  EXPECT_EQ(three->user, "vapipe");
+  EXPECT_EQ(three->password, "p@ss");
+  EXPECT_EQ(three->bootstrap_servers(), "k1:9093,[::1]:9092,k3.example:19092");
+  EXPECT_EQ(three->origin(), "kafkas://k1:9093,[::1]:9092,k3.example:19092");
+  EXPECT_EQ(three->host, "k1");
+  EXPECT_EQ(three->port, 9093);
+  for (const auto& [url, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"PLAINTEXT://k1:9092", "expected a kafka:// or kafkas:// URL, got a plaintext:// one"},
+           {"k1:9092,k2:9092", "expected a kafka:// or kafkas:// URL (e.g. kafka://kafka-1:9092,kafka-2:9092)"},
+           {"kafka://u:secret@k1:9092/vapipe.results", "a Kafka cluster's URL has no path or query"},
+           {"kafka://u:secret@k1:9092,,k2", "its list of brokers has an empty entry"},
+           {"kafka://u:secret@k1:9092,k2:x", "broker 2: its port 'x' is not a number"},
+           {"kafka://u:secret@k1:0", "its port '0'"},
+       }) {
+    auto u = parse_kafka_url(url);
+    ASSERT_FALSE(u.ok()) << url;
+    EXPECT_NE(u.status().message().find(expected), std::string::npos) << url << ": " << u.status().message();
+    EXPECT_EQ(u.status().message().find("secret"), std::string::npos) << u.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -54,14 +54,18 @@ TEST(PublishReload, OutputsWithTheSameSettingsAreKeptWhereverTheyMoveAndTheOther
 
 TEST(PublishReload, BrokersServersAndSegmentsSettingsChangeAndPublishAppearsOrGoesWhole) {
   const PublishReload change =
-      compared(with_publish("  segments_min_frames: 3\n  mqtt: [{url: 'mqtt://b:1883'}]\n"),
-               with_publish("  segments_min_frames: 5\n  segments_labels: each\n  redis: [{url: 'redis://r'}]\n"));
+      compared(with_publish("  segments_min_frames: 3\n  mqtt: [{url: 'mqtt://b:1883'}]\n"
+                            "  kafka: [{url: 'kafka://k1'}, {url: 'kafka://k2'}]\n"),
+               with_publish("  segments_min_frames: 5\n  segments_labels: each\n  redis: [{url: 'redis://r'}]\n"
+                            "  kafka: [{url: 'kafka://k2'}]\n"));
   EXPECT_EQ(change.mqtt.removed, std::vector<size_t>{0});
   EXPECT_EQ(change.redis.kept_from.size(), 1u);
+  EXPECT_EQ(change.kafka.kept_from, (std::vector<std::optional<size_t>>{1}));
+  EXPECT_EQ(change.kafka.removed, std::vector<size_t>{0});
   EXPECT_EQ(change.segment_keys, (std::vector<std::string>{"segments_labels", "segments_min_frames"}));
   EXPECT_EQ(describe_publish_reload(change),
-            "publish.mqtt removed [0]; publish.redis added [0]; publish.segments_labels, publish.segments_min_frames "
-            "changed");
+            "publish.mqtt removed [0]; publish.redis added [0]; publish.kafka removed [0], [1] is [0]; "
+            "publish.segments_labels, publish.segments_min_frames changed");
   // No publish section at all, then one with a webhook: added; and back.
   const std::string none = "job: {mode: live}\nstreams: [{id: a, uri: 'test://ball'}]\n";
   const std::string one = with_publish("  webhooks: [{url: 'http://h/a'}]\n");
@@ -77,7 +81,7 @@ TEST(PublishReload, TheRestOfPublishIsRefusedNamingTheSettingAndItsLine) {
   const std::string why = refused(running, moved);
   EXPECT_NE(why.find("job.yaml:4: `publish.endpoint` changed"), std::string::npos) << why;
   EXPECT_NE(why.find("restart the job"), std::string::npos) << why;
-  EXPECT_NE(why.find("webhooks, mqtt, redis, segments_min_frames"), std::string::npos) << why;
+  EXPECT_NE(why.find("webhooks, mqtt, redis, kafka, segments_min_frames"), std::string::npos) << why;
   // A key that goes (back to its default) is a change too: named at the section's line.
   const std::string without = with_publish("  webhooks: [{url: 'http://h/a'}]\n");
   EXPECT_NE(refused(running, without).find("job.yaml:3: `publish.endpoint` changed"), std::string::npos)
@@ -110,6 +114,7 @@ TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
   from.segments_picture_frame = "first";
   from.segments_pictures_keep_days = 3;
   from.webhooks.emplace_back();
+  from.kafka.emplace_back();
   from.endpoint = "tcp://127.0.0.1:1";  // not reloadable
   const std::string endpoint = to.endpoint;
   take_reloadable_publish_settings(from, to);
@@ -119,8 +124,9 @@ TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
   EXPECT_EQ(to.segments_picture_frame, "first");
   EXPECT_EQ(to.segments_pictures_keep_days, 3u);
   EXPECT_EQ(to.webhooks.size(), 1u);
+  EXPECT_EQ(to.kafka.size(), 1u);
   EXPECT_EQ(to.endpoint, endpoint);
-  EXPECT_EQ(reloadable_publish_keys().size(), 9u);
+  EXPECT_EQ(reloadable_publish_keys().size(), 10u);
 }
 
 }  // namespace
