@@ -11,7 +11,7 @@ import subprocess
 import sys
 import unittest
 
-from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, MqttBroker, RedisServer, Run, STAGES, Subscriber,
+from e2e.common import (MODEL, SOURCE_DIR, VAPIPE, E2ETest, KafkaCluster, MqttBroker, RedisServer, Run, STAGES, Subscriber,
                          WebhookReceiver,
                          events_by_stream,
                          free_port, make_clip, mp4_layout, pids_cgroup, results_by_stream, write_config)
@@ -648,6 +648,53 @@ class ArchiveJob(E2ETest):
         self.assertRegex(run.stderr, r"publish\.redis\[1\] \(redis://127\.0\.0\.1:\d+\): 4 message\(s\) not delivered "
                                      r"when publish stopped \(it could not be reached; its last error: cannot connect to "
                                      r"127\.0\.0\.1:\d+: connection refused\)")
+
+    def test_kafka_holds_every_result_and_event_of_the_job_keyed_by_stream_in_order(self):
+        """publish.kafka: an archive job's results, events and summary produced to a Kafka cluster (librdkafka's
+        mock brokers: Kafka's protocol over loopback TCP) on vapipe.<job>.<kind>, keyed by stream: every frame
+        once, each stream's in order in its partition, as the bus has them, for a consumer that reads them
+        afterwards. A second cluster that cannot be reached holds nothing up beyond its grace and says what it
+        did not deliver."""
+        clip = os.path.join(self.dir, "clip.mp4")
+        make_clip(clip, "smpte", 60, 320, 240)
+        cluster = KafkaCluster()
+        self.addCleanup(cluster.close)
+        down = f"kafka://127.0.0.1:{free_port()}"
+        config, endpoint = write_config(self.dir, [("door", clip), ("yard", "test://ball?frames=30")],
+                                        publish={"wait_for_subscribers": 1, "kafka": [
+                                            {"url": cluster.url, "topics": ["results/", "events/", "job/summary"]},
+                                            {"url": down, "topics": ["events/"], "timeout_s": 1}]})
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True)
+        self.assertIn(f"  kafka 0: the messages on results/, events/, job/summary are produced to {cluster.url} as "
+                      f"vapipe.e2e.<kind> keyed by stream (the oldest dropped past 10000 waiting; acks all, idempotent; "
+                      f"lz4)", validate.stdout)
+        opened = subprocess.run([VAPIPE, "validate", config, "--open", "--timeout", "3"], capture_output=True, text=True)
+        self.assertIn(f"    kafka 0              ok:     connects to {cluster.url} (nothing was produced)", opened.stdout)
+        self.assertRegex(opened.stdout, r"    kafka 1              FAILED: 1/1 brokers are down: .*Connection refused")
+        self.assertIn("  1 Kafka cluster(s) could not be reached", opened.stdout)
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.assertEqual(run.wait(), 0, run.stderr[-3000:])
+        messages = self.subscriber.wait()
+        results = cluster.records("vapipe.e2e.results", 90)
+        for sid, frames in (("door", 60), ("yard", 30)):
+            on_bus = [m["payload"] for m in messages if m["topic"] == f"results/{sid}"]
+            self.assertEqual(len(on_bus), frames, sid)
+            stored = [r for r in results if r["key"] == sid]
+            self.assertEqual(len({r["partition"] for r in stored}), 1, sid)  # one partition: the stream's order
+            self.assertEqual([r["headers"]["vapipe-topic"] for r in stored], [f"results/{sid}"] * frames)
+            self.assertEqual([json.loads(r["value"]) for r in stored], on_bus, sid)  # the same, in the same order
+            self.assertEqual([json.loads(r["value"])["seq"] for r in stored], list(range(frames)))
+            events = [json.loads(r["value"])["event"] for r in cluster.records("vapipe.e2e.events", 4) if r["key"] == sid]
+            self.assertEqual(events, ["started", "eos"])
+        summary = cluster.records("vapipe.e2e.job", 1)
+        self.assertEqual(len(summary), 1)
+        self.assertEqual(summary[0]["key"], "summary")
+        self.assertEqual(json.loads(summary[0]["value"])["schema"], "vapipe.job_summary")
+        self.assertRegex(run.stderr, r"publish\.kafka\[0\] \(kafka://127\.0\.0\.1:\d+,.*\): 95 message\(s\) delivered, "
+                                     r"0 refused, 0 dropped \(queue full\), 0 undelivered")
+        self.assertRegex(run.stderr, r"publish\.kafka\[1\] \(kafka://127\.0\.0\.1:\d+\): 4 message\(s\) not delivered "
+                                     r"when publish stopped \(it could not be reached; its last error: .*Connection refused")
 
     def test_a_streams_roi_classifies_that_region_of_its_frames(self):
         """streams[].roi: a clip whose left half is the smpte pattern and right half the ball; two streams

@@ -20,6 +20,7 @@ MODEL = os.environ.get("VAPIPE_E2E_MODEL", os.path.join(SOURCE_DIR, "models", "p
 LABELS = os.environ.get("VAPIPE_E2E_LABELS", os.path.join(SOURCE_DIR, "models", "pattern_cnn.labels.txt"))
 SUBSCRIBER = os.path.join(os.path.dirname(__file__), "subscriber.py")
 RTSP_SERVER = os.environ.get("VAPIPE_RTSP_SERVER", "build/tests/vapipe_rtsp_test_server")
+KAFKA_CLUSTER = os.environ.get("VAPIPE_KAFKA_CLUSTER", os.path.join(os.path.dirname(RTSP_SERVER), "vapipe_kafka_test_cluster"))
 STAGES = ["ingest", "preprocess", "batch", "infer", "publish"]
 
 
@@ -320,6 +321,41 @@ class RedisServer:
         self.server.terminate()
         self.server.wait(timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class KafkaCluster:
+    """A Kafka cluster of librdkafka's mock brokers on loopback ports of their own
+    (tests/fakes/kafka_test_cluster_main.cpp); records() reads a topic back as a consumer of its own would."""
+
+    def __init__(self, brokers=3):
+        self.process = subprocess.Popen([KAFKA_CLUSTER, str(brokers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True)
+        self.bootstrap = self.process.stdout.readline().strip()
+        if not self.bootstrap:
+            raise RuntimeError(f"{KAFKA_CLUSTER} did not start")
+
+    @property
+    def url(self):
+        return f"kafka://{self.bootstrap}"
+
+    def _ask(self, command):
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        lines = []
+        while (line := self.process.stdout.readline().rstrip("\n")) != ".":
+            if not line and self.process.poll() is not None:
+                raise RuntimeError("the Kafka test cluster ended")
+            lines.append(line)
+        return lines
+
+    def records(self, topic, at_least=0):
+        """[{partition, offset, key, value, headers}] of `topic`, partition after partition, in offset order."""
+        return [json.loads(line) for line in self._ask(f"read {topic} {at_least}")]
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
 
 
 class RedisSentinel:

@@ -25,6 +25,7 @@
 #include "tests/fakes/http_receiver.h"
 #include "tests/fakes/live_yaml.h"
 #include "tests/fakes/mqtt_broker.h"
+#include "tests/fakes/kafka_test_cluster.h"
 #include "tests/fakes/redis_server.h"
 #include "tests/fakes/stage_harness.h"
 
@@ -1544,6 +1545,53 @@ TEST_F(PublishStageTest, AWebhookReceivesTheSegmentMessagesAsTheBusHasThem) {
 // publish.mqtt: the messages on its topics reach a real broker's subscriber as the bus has them, in order,
 // on topic_prefix + their topic; a text broker gets the line a person reads; what became of them is on
 // /metrics and /healthz.
+// publish.kafka: the segment messages produced as the bus has them (json), keyed by stream; a second
+// output of the same cluster takes one label's, as lines of text, on topics of its own.
+TEST_F(PublishStageTest, AKafkaClusterReceivesTheSegmentMessagesAsTheBusHasThem) {
+  testing::KafkaTestCluster cluster(1);
+  config_.job.name = "gate-job";
+  config_.publish.segments_min_frames = 2;
+  KafkaConfig json;  // topics: segments/
+  json.url = cluster.url();
+  json.topic_prefix = "vapipe.gate-job.";
+  json.client_id = "vapipe-gate-job";
+  KafkaConfig text = json;
+  text.topic_prefix = "alerts.";
+  text.format = "text";
+  text.labels = {"bus"};
+  config_.publish.kafka = {json, text};
+  open();
+  uint64_t seq = 0;
+  send_top1(&seq, "car", 0.9, 3);
+  send_top1(&seq, "bus", 0.9, 3);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());  // gives the clusters their grace
+  const JobMetrics m = stage_->metrics();
+  ASSERT_EQ(m.kafka.size(), 2u);
+  EXPECT_EQ(m.kafka[0].delivered, 4u);
+  EXPECT_EQ(m.kafka[1].delivered, 2u);
+  EXPECT_EQ(m.kafka[1].name, "publish.kafka[1] (" + cluster.url() + ")");
+  std::vector<nlohmann::json> on_bus;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic.rfind("segments/", 0) == 0) on_bus.push_back(j);
+  }
+  ASSERT_EQ(on_bus.size(), 4u);  // began car, ended car, began bus, ended bus
+  const auto got = cluster.read("vapipe.gate-job.segments", 4);
+  ASSERT_EQ(got.size(), on_bus.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(nlohmann::json::parse(got[i].value), on_bus[i]) << i;
+    EXPECT_EQ(got[i].key, "s0");
+    EXPECT_EQ(got[i].headers.at("vapipe-topic"), "segments/s0");
+  }
+  const auto lines = cluster.read("alerts.segments", 2);  // only bus's: labels
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].value.rfind("s0: bus began", 0), 0u) << lines[0].value;
+  EXPECT_EQ(lines[1].value.rfind("s0: bus ended", 0), 0u) << lines[1].value;
+  EXPECT_NE(prometheus_text(m).find("vapipe_kafka_messages_total{kafka=\"1\",cluster=\"" + cluster.url() +
+                                    "\",outcome=\"delivered\"} 2\n"),
+            std::string::npos);
+}
+
 TEST_F(PublishStageTest, AnMqttBrokerReceivesTheSegmentMessagesAsTheBusHasThem) {
   testing::MqttBroker broker;
   testing::MqttSubscriber subscriber(broker);
