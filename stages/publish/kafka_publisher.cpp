@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "pipeline/envelope.h"
 #include "pipeline/logging.h"
@@ -210,6 +211,13 @@ Status KafkaPublisher::make_producer() {
     rd_kafka_queue_io_event_enable(main_queue, wake_write_, "k", 1);
     rd_kafka_queue_destroy(main_queue);
   }
+  // Its topics known from the start: their partitions' leaders are looked up now, not when the first
+  // message of each comes (an archive job's summary, at its very end, would wait for that).
+  std::set<std::string> kinds;
+  for (const std::string& prefix : config_.topics) kinds.insert(kafka_topic(prefix));
+  for (const std::string& topic : kinds) {
+    if (rd_kafka_topic_t* handle = rd_kafka_topic_new(producer_, topic.c_str(), nullptr)) topics_.push_back(handle);
+  }
   fatal_ = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -229,6 +237,8 @@ void KafkaPublisher::drop_producer(bool requeue) {
   // one stays in outstanding_ until then.
   const auto until = Clock::now() + std::chrono::seconds(2);
   while (rd_kafka_outq_len(producer_) > 0 && Clock::now() < until) rd_kafka_poll(producer_, 50);
+  for (rd_kafka_topic_t* handle : topics_) rd_kafka_topic_destroy(handle);
+  topics_.clear();
   rd_kafka_destroy(producer_);
   producer_ = nullptr;
   requeue_purged_ = false;
@@ -508,6 +518,7 @@ void KafkaPublisher::run() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!queue_.empty() && producer_ && !failing_ && outstanding_.size() < window_) wait_ms = 0;
+      if (stopping_ && queue_.empty() && outstanding_.empty()) wait_ms = 0;  // all delivered: done
       if (stopping_) {
         wait_ms = std::min<int64_t>(wait_ms, std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                       finish_by_ - Clock::now()).count()));

@@ -43,6 +43,7 @@
 
 typedef struct rd_kafka_s rd_kafka_t;                  // as rdkafka.h has them
 typedef struct rd_kafka_message_s rd_kafka_message_t;
+typedef struct rd_kafka_topic_s rd_kafka_topic_t;
 
 namespace vapipe {
 
@@ -136,6 +137,7 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   int wake_read_ = -1, wake_write_ = -1;  // a pipe: a message or a stop (wake()), or librdkafka's news
   // The thread's own state.
   rd_kafka_t* producer_ = nullptr;
+  std::vector<rd_kafka_topic_t*> topics_;  // the topics its `topics` go to, known to it from the start
   uint64_t next_id_ = 0;  // each message handed over: its id, librdkafka's opaque for it
   std::map<uint64_t, SinkMessage> outstanding_;  // handed over, not yet acknowledged, by id (in order)
   bool requeue_purged_ = false;  // drop_producer(requeue): a purged message goes back to the queue

@@ -99,6 +99,7 @@ std::vector<KafkaTestCluster::Record> KafkaTestCluster::read(const std::string& 
         r.topic = topic;
         r.partition = m->partition;
         r.offset = m->offset;
+        r.timestamp_ms = rd_kafka_message_timestamp(m, nullptr);
         if (m->key) r.key.assign(static_cast<const char*>(m->key), m->key_len);
         if (m->payload) r.value.assign(static_cast<const char*>(m->payload), m->len);
         rd_kafka_headers_t* headers = nullptr;

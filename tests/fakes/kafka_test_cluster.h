@@ -36,6 +36,7 @@ class KafkaTestCluster {
     std::string topic;
     int32_t partition = 0;
     int64_t offset = 0;
+    int64_t timestamp_ms = 0;  // the producer's (CreateTime): when it was handed to the producer
     std::string key, value;
     std::map<std::string, std::string> headers;
   };

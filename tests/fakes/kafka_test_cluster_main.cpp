@@ -2,7 +2,8 @@
 // driven over stdin. It prints its bootstrap servers, then answers a command a line:
 //   topics                  the topics, as a JSON list
 //   read TOPIC [AT_LEAST]   the records of TOPIC, a JSON object a line
-//                           ({"partition", "offset", "key", "value", "headers"}), then "."
+//                           ({"partition", "offset", "timestamp_ms", "key", "value", "headers"}),
+//                           then "."
 //   down | up               every broker stops answering, or answers again; then "."
 // It ends when stdin does.
 #include <cstdio>
@@ -30,7 +31,8 @@ int main(int argc, char** argv) {
       size_t at_least = 0;
       words >> topic >> at_least;
       for (const auto& r : cluster.read(topic, at_least)) {
-        std::cout << nlohmann::json{{"partition", r.partition}, {"offset", r.offset}, {"key", r.key},
+        std::cout << nlohmann::json{{"partition", r.partition}, {"offset", r.offset},
+                                    {"timestamp_ms", r.timestamp_ms}, {"key", r.key},
                                     {"value", r.value}, {"headers", r.headers}}
                          .dump()
                   << "\n";
