@@ -317,6 +317,7 @@ void KafkaPublisher::on_log(const rd_kafka_t* producer, int level, const char* f
 
 void KafkaPublisher::answered() {
   last_answer_ = Clock::now();
+  restart_delay_ = kFirstRestartDelay;  // (a producer made again after a fatal error works)
   std::lock_guard<std::mutex> lock(mutex_);
   if (stats_.connected) return;
   if (failing_) {
