@@ -290,10 +290,14 @@ void KafkaPublisher::on_error(rd_kafka_t* /*producer*/, int error, const char* r
     case RD_KAFKA_RESP_ERR__RESOLVE:
       self->last_transport_error_ = reason;
       break;
-    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-      self->outage(self->last_transport_error_.empty() ? std::string(reason)
-                                                       : std::string(reason) + ": " + self->last_transport_error_);
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN: {
+      std::string why = self->last_transport_error_.empty() ? std::string(reason)
+                                                            : std::string(reason) + ": " + self->last_transport_error_;
+      // (librdkafka's words for TLS to a port that speaks none, said in the config's)
+      if (why.find("PLAINTEXT broker listener") != std::string::npos) why += " (then the url is kafka://, not kafkas://)";
+      self->outage(why);
       break;
+    }
     case RD_KAFKA_RESP_ERR__AUTHENTICATION:
       self->outage(std::string("it refused the sign-in: ") + reason);
       break;

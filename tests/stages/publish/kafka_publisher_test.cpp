@@ -227,6 +227,19 @@ TEST(KafkaPublisher, AFullQueueDropsTheOldestAndTheStopCountsWhatWaits) {
   EXPECT_FALSE(s.connected);
 }
 
+// A kafkas:// url at a port that speaks plain Kafka: said as a TLS failure, with what to check.
+TEST(KafkaPublisher, ATlsUrlAtAPlainPortIsSaidAsSuch) {
+  KafkaTestCluster cluster(1);
+  KafkaConfig config = cluster_at("kafkas://" + cluster.bootstrap_servers());
+  config.tls_verify = false;
+  KafkaPublisher publisher(config, 0, {}, quick());
+  const Status reached = publisher.wait_connected(10s);
+  ASSERT_FALSE(reached.ok());
+  EXPECT_NE(reached.message().find("SSL handshake failed"), std::string::npos) << reached.message();
+  EXPECT_NE(reached.message().find("(then the url is kafka://, not kafkas://)"), std::string::npos) << reached.message();
+  publisher.finish(0ms);
+}
+
 // Messages in the producer's hands when the cluster stops answering are purged at the stop, counted
 // undelivered with those that waited in the queue, no later than the grace.
 TEST(KafkaPublisher, AClusterThatStoppedAnsweringHoldsTheStopUpNoLongerThanItsGrace) {
