@@ -1291,6 +1291,43 @@ TEST_F(PublishStageTest, AWebhookRemovedByAReloadThatIsStillTryingStopsWithTheJo
   std::filesystem::remove_all(dir);
 }
 
+// publish.kafka changed by a reload: the running producer hands over what it has and stops, and the
+// new one (the same cluster: it waits for the old one) takes the next messages, on its topics.
+TEST_F(PublishStageTest, AReloadMovesAKafkaOutputToOtherTopicsWithoutLosingAMessage) {
+  testing::KafkaTestCluster cluster(1);
+  const std::filesystem::path dir = ::testing::TempDir() + ("vapipe-publish-kafka-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto with_prefix = [&](const std::string& prefix) {
+    return testing::live_yaml({{"s0", "ball"}, {"s1", "red"}}, "publish:\n  kafka:\n    - {url: '" + cluster.url() +
+                                                                    "', topics: [events/], topic_prefix: " + prefix + "}\n");
+  };
+  const std::string running = with_prefix("first.");
+  auto loaded = load_config_string(running, (dir / "job.yaml").string(), dir.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  config_ = *loaded;
+  const std::string copy = (dir / "config.yaml").string();
+  std::ofstream(copy) << running;
+  stage_->set_config_copy(copy);
+  open();
+  ASSERT_EQ(stage_->kafka().size(), 1u);
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  std::ofstream(copy + ".new") << with_prefix("second.");
+  std::filesystem::rename(copy + ".new", copy);
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());  // (a stream event looks at the copy)
+  ASSERT_EQ(stage_->kafka().size(), 1u);
+  EXPECT_EQ(stage_->config().publish.kafka[0].topic_prefix, "second.");
+  ASSERT_TRUE(stage_->close(out_).ok());
+  const auto first = cluster.read("first.events", 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].key, "s0");
+  const auto second = cluster.read("second.events", 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].key, "s1");
+  EXPECT_EQ(nlohmann::json::parse(second[0].value)["event"], "eos");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
   testing::Receiver receiver;
   const auto path = std::filesystem::temp_directory_path() / ("vapipe-hook-token-" + std::to_string(getpid()));
