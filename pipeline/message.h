@@ -180,12 +180,14 @@ struct StreamEvent {
   // kStreamClip: the MP4 written for the segment of `label` that began at `segment_start_seq` ("" and
   // `message` why, when none could be; `message` says why it ends early when it was cut short), its
   // envelope's pts_ns its first frame's, duration_ns its length; `attempt` its part (1, then 2, 3, ...
-  // past publish.segments_clip_max_s), and `continues` when the segment goes on in its next part.
+  // past publish.segments_clip_max_s), and `continues` when the segment goes on in its next part;
+  // `turn` how its frames (as stored) are turned to show what the segment's picture showed
+  // (orientation_name(): "rotate-0" as stored).
   std::string clip{};
   bool continues = false;
   // kStreamChanged: `message` says what changed ("a reload changed its uri, rotate"); the stream's region and how its
   // frames are turned from now on (orientation_name(), "" when its file's own tag decides), all of them
-  // whatever changed, so that whoever shows its frames needs no other source.
+  // whatever changed, so that whoever shows its frames needs no other source. (`turn`: kStreamClip's too.)
   std::array<double, 4> roi{0, 0, 1, 1};
   std::string turn{};
 };

@@ -221,6 +221,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.pod(m.event.duration_ns);
         w.pod(m.event.attempt);
         w.pod(static_cast<uint8_t>(m.event.continues));
+        w.str(m.event.turn);
       }
       if (m.kind == MessageKind::kStreamChanged) {
         for (double v : m.event.roi) w.pod(v);
@@ -324,6 +325,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.attempt);
         r.pod(&continues);
         m->event.continues = continues != 0;
+        r.str(&m->event.turn);
       }
       if (m->kind == MessageKind::kStreamChanged) {
         for (double& v : m->event.roi) r.pod(&v);

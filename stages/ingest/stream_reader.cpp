@@ -1706,6 +1706,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       ev.duration_ns = d.written ? d.duration_ns : -1;
       ev.attempt = d.part;
       ev.continues = d.written && d.continues;
+      if (d.written) ev.turn = orientation_name(d.order.turn);
       if (d.written) {
         VAPIPE_LOG_DEBUG("stream '{}': clip of its '{}' segment, {} frames, {:.1f} s{}: {}", d.order.stream_id,
                          d.order.label, d.frames, static_cast<double>(d.duration_ns) / 1e9,

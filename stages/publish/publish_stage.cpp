@@ -1598,6 +1598,7 @@ Status PublishStage::publish_clip(StreamState& st, const Message& event) {
                                                                : nlohmann::json()},
                    {"duration_s", written ? nlohmann::json(static_cast<double>(event.event.duration_ns) / 1e9)
                                           : nlohmann::json()},
+                   {"turn", written && !event.event.turn.empty() ? nlohmann::json(event.event.turn) : nlohmann::json()},
                    {"cut_short", written && !event.event.message.empty() ? nlohmann::json(escape_invalid_utf8(event.event.message))
                                                                          : nlohmann::json()},
                    {"error", written ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(error))},

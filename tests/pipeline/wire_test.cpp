@@ -145,6 +145,7 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   clip.duration_ns = 300'033'333'333;
   clip.attempt = 2;
   clip.continues = true;
+  clip.turn = "rotate-90";
   auto dc = decode_message(
       to_parts(encode_message(Message::stream_event(MessageKind::kStreamClip, sample_envelope(), clip), true)), nullptr);
   ASSERT_TRUE(dc.ok()) << dc.status().message();
@@ -155,6 +156,7 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   EXPECT_EQ(dc->event.duration_ns, clip.duration_ns);
   EXPECT_EQ(dc->event.attempt, 2u);
   EXPECT_TRUE(dc->event.continues);
+  EXPECT_EQ(dc->event.turn, "rotate-90");
   EXPECT_TRUE(is_stream_event(MessageKind::kStreamClip));
   EXPECT_FALSE(ends_stream(MessageKind::kStreamClip));
 }

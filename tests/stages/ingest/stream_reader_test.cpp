@@ -2549,6 +2549,7 @@ TEST_F(ReconnectTest, AClipSaysTheTurnItsSegmentsFramesHadThoughAReloadTurnedThe
   auto said = mp4_orientation(path);
   ASSERT_TRUE(said.ok()) << said.status().message();
   EXPECT_EQ(*said, Orientation::kRotate90);
+  EXPECT_EQ(clips[0]->event.turn, "rotate-90");  // its message says it too (a Matroska clip has no matrix)
   EXPECT_EQ(of_kind(out, MessageKind::kFrame).back()->frame.orientation, Orientation::kRotate180);
 }
 

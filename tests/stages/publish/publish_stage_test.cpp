@@ -1977,6 +1977,7 @@ TEST_F(PublishStageTest, ASegmentAsksForItsClipWhenItBeginsAndEndsItAndIngestsAn
     m.event.label = "truck";
     m.event.segment_start_seq = 0;
     m.event.duration_ns = path.empty() ? -1 : 4'500'000'000;
+    if (!path.empty()) m.event.turn = "rotate-270";
     return m;
   };
   ASSERT_TRUE(stage_->process(clip_answer(asked[1].path, ""), out_).ok());
@@ -1999,10 +2000,12 @@ TEST_F(PublishStageTest, ASegmentAsksForItsClipWhenItBeginsAndEndsItAndIngestsAn
   EXPECT_TRUE(clips[0]["error"].is_null());
   EXPECT_EQ(clips[0]["part"], 1);
   EXPECT_EQ(clips[0]["continues"], false);
+  EXPECT_EQ(clips[0]["turn"], "rotate-270");  // how to turn it to show what the picture showed
   EXPECT_EQ(clips[1]["cut_short"], "the stream's decoder started over (a reconnection)");
   EXPECT_TRUE(clips[2]["clip"].is_null());
   EXPECT_TRUE(clips[2]["duration_s"].is_null());
   EXPECT_EQ(clips[2]["error"], "none of its compressed frames is kept");
+  EXPECT_TRUE(clips[2]["turn"].is_null());
   EXPECT_TRUE(clips[3]["clip"].is_null());
   EXPECT_EQ(clips[3]["error"], "the clip's path is not under publish.segments_pictures_dir");
   EXPECT_EQ(stage_->metrics().streams[0].clips, 2u);
