@@ -10,9 +10,9 @@ import subprocess
 import time
 import unittest
 
-from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, MqttBroker, RedisSentinel, RedisServer, Run, Subscriber,
-                        WebhookReceiver, events_by_stream, free_port, make_clip, results_by_stream, start_rtsp_camera,
-                        write_config)
+from e2e.common import (LABELS, MODEL, VAPIPE, E2ETest, KafkaCluster, MqttBroker, RedisSentinel, RedisServer, Run,
+                        Subscriber, WebhookReceiver, events_by_stream, free_port, make_clip, results_by_stream,
+                        start_rtsp_camera, write_config)
 
 
 class BadInput(E2ETest):
@@ -136,13 +136,18 @@ class BadInput(E2ETest):
         sentinel = RedisSentinel(redis)  # (a master found through Redis Sentinel)
         self.addCleanup(sentinel.close)
         watched = f"redis+sentinel://127.0.0.1:{sentinel.port}/mymaster"
+        # Kafka clusters: each asked for its metadata, nothing produced.
+        cluster = KafkaCluster(1)
+        self.addCleanup(cluster.close)
         config, _ = write_config(self.dir, [
             ("door", camera), ("gate", f"rtsp://127.0.0.1:{closed}/stream1"), ("clip", clip),
             ("gone", os.path.join(self.dir, "gone.mp4")), {"id": "half", "source": "door", "roi": [0, 0, 0.5, 1]}],
             job={"mode": "live"}, publish={"webhooks": webhooks, "mqtt": mqtt, "segments_min_frames": 5,
                                            "segments_pictures_dir": "pictures",
                                            "redis": [{"url": redis.url}, {"url": f"redis://127.0.0.1:{closed}"},
-                                                     {"url": watched}]})
+                                                     {"url": watched}],
+                                           "kafka": [{"url": cluster.url, "topics": ["events/"]},
+                                                     {"url": f"kafka://127.0.0.1:{closed}", "topics": ["events/"]}]})
         p = subprocess.run([VAPIPE, "validate", config, "--open"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"\n    door +ok: +320x240 \w+, first frame after \d+\.\d+ s\n")
@@ -174,6 +179,11 @@ class BadInput(E2ETest):
                       "(nothing was added)\n", p.stdout)
         self.assertIn("  1 Redis server(s) could not be reached", p.stdout)
         self.assertEqual(redis.cli("DBSIZE"), "0")
+        self.assertIn(f"\n    kafka 0              ok:     connects to {cluster.url} (nothing was produced)\n", p.stdout)
+        self.assertRegex(p.stdout, rf"\n    kafka 1              FAILED: 1/1 brokers are down: 127\.0\.0\.1:{closed}/bootstrap: "
+                                   r"Connect to ipv4#127\.0\.0\.1:\d+ failed: Connection refused")
+        self.assertIn("  1 Kafka cluster(s) could not be reached", p.stdout)
+        self.assertEqual(cluster.records("vapipe.e2e.events"), [])
         self.assertNotIn("right one", p.stdout)
         self.assertEqual(p.stderr, "")
         # --send-test: a `test` event POSTed to each webhook (whatever its topics), and what it answered.
@@ -200,6 +210,12 @@ class BadInput(E2ETest):
                       "message to the stream vapipe:e2e:events/door\n", p.stdout)
         self.assertEqual([(t, e["event"]) for t, e in redis.entries("vapipe:e2e:events/door")],
                          [("events/door", "test")] * 2)  # (redis 0's and redis 2's, on one server)
+        self.assertIn(f"\n    kafka 0              ok:     {cluster.url} took a test message on vapipe.e2e.events (key "
+                      "door)\n", p.stdout)
+        self.assertRegex(p.stdout, r"\n    kafka 1              FAILED: 1/1 brokers are down: .*Connection refused")
+        sent = cluster.records("vapipe.e2e.events", 1)
+        self.assertEqual([(r["key"], r["headers"]["vapipe-topic"], json.loads(r["value"])["event"]) for r in sent],
+                         [("door", "events/door", "test")])
 
     def test_validate_open_waits_as_long_as_told_for_a_server_that_never_answers(self):
         """`vapipe validate --open --timeout 2 --at-once 1`: a camera whose server accepts connections and
