@@ -44,6 +44,19 @@ ReloadableIngestKey deinterlace_key() {
   };
   return k;
 }
+// ingest.orientation: upright | as_stored, which the config reader takes as IngestConfig::upright. A
+// file's tag turns (or no longer turns) the frames kept from then on.
+ReloadableIngestKey orientation_key() {
+  ReloadableIngestKey k = reloadable<&IngestConfig::upright>("orientation", false);
+  k.read = [](const YAML::Node& value, IngestConfig& to) {
+    if (!value.IsScalar()) return false;
+    auto expanded = expand_environment(value.Scalar());
+    if (!expanded.ok() || (*expanded != "upright" && *expanded != "as_stored")) return false;
+    to.upright = *expanded == "upright";
+    return true;
+  };
+  return k;
+}
 const ReloadableIngestKey kReloadable[] = {
     reloadable<&IngestConfig::max_fps>("max_fps", true),
     reloadable<&IngestConfig::keyframes_only>("keyframes_only", true),
@@ -54,6 +67,7 @@ const ReloadableIngestKey kReloadable[] = {
     reloadable<&IngestConfig::reconnect_attempts>("reconnect_attempts", false),
     reloadable<&IngestConfig::stall_timeout_s>("stall_timeout_s", false),
     deinterlace_key(),
+    orientation_key(),
 };
 
 const ReloadableIngestKey* reloadable_key(const std::string& key) {

@@ -9,9 +9,10 @@
 //   settings before and after);
 // - the reconnection settings are taken at once by every stream, with no new connection: the next
 //   attempt, the next wait, the next look for a stall;
-// - deinterlace (first_field | off) at each stream's next frame sent (it is read as a frame goes out).
-// The rest of `ingest` (the decoder, queues, decoder threads, orientation, the limits of files) needs
-// a restart.
+// - deinterlace (first_field | off) at each stream's next frame sent (it is read as a frame goes out);
+// - orientation (upright | as_stored) from each stream's next frame kept: a file whose tag turns its
+//   frames (and no rotate/mirror of its own) says it with a `changed` event before the first of them.
+// The rest of `ingest` (the decoder, queues, decoder threads, the limits of files) needs a restart.
 //
 // As with publish's (pipeline/publish_reload.h), the supervisor checks a reload with
 // compare_ingest_sections() (through apply_stream_reload()) and writes the reloaded text as the job's

@@ -309,6 +309,10 @@ struct StreamReader::Impl {
   std::mutex turn_mutex;
   std::optional<Orientation> turn_by_config;
   std::optional<Orientation> turn_by_file;
+  bool upright_by_file = true;  // ingest.orientation: upright (the file's tag turns the frames), as a reload left it
+  // take_waiting_ingest(): a reload's ingest.orientation turned the frames kept from this settings
+  // generation on (run()'s thread: said as a retune is, before the first of them).
+  std::optional<uint32_t> orientation_reloaded;
   // streams[].recorded_at: container: the file's creation date (its tags), ns since 1970; -1 unknown.
   std::atomic<int64_t> container_recorded_ns{-1};
   bool recorded_logged = false;
@@ -435,6 +439,7 @@ struct StreamReader::Impl {
         sample_period_ns(period_of(s.max_fps >= 0 ? s.max_fps : in.max_fps)),
         keyframes_only(in.keyframes_only_for(s)) {
     turn_by_config = s.turn;  // a file's tag may still turn it (on_orientation_tag)
+    upright_by_file = in.upright;
     orientation = s.turn.value_or(Orientation::kAsStored);
     if (o.picture_frames_back > 0) {
       const std::chrono::nanoseconds keep_before = o.clips ? o.clip_options.pre : std::chrono::nanoseconds(0);
@@ -599,6 +604,16 @@ struct StreamReader::Impl {
     take_reloadable_ingest_settings(*next_ingest, ingest);
     next_ingest.reset();
     if (ingest.first_field != first_field_before) interlace_logged = false;  // an interlaced stream says it again
+    std::lock_guard<std::mutex> turning(turn_mutex);
+    if (ingest.upright != upright_by_file) {
+      // The frames kept from now on are turned (or not) as the file's tag says; those kept are sent as
+      // they were kept (QueuedFrame::turn).
+      upright_by_file = ingest.upright;
+      std::lock_guard<std::mutex> sampling(sampling_mutex);
+      const Orientation before = orientation;
+      orientation = settled_orientation();
+      if (orientation != before) orientation_reloaded = ++settings_generation;
+    }
     return true;
   }
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
@@ -695,7 +710,7 @@ struct StreamReader::Impl {
   // streams[].rotate / mirror win; a file's tag turns them with ingest.orientation: upright.
   Orientation settled_orientation() const {
     if (turn_by_config) return *turn_by_config;
-    return ingest.upright && turn_by_file ? *turn_by_file : Orientation::kAsStored;
+    return upright_by_file && turn_by_file ? *turn_by_file : Orientation::kAsStored;
   }
   // What keep_by_max_fps would know had it kept the frame at `pts` (resuming after it).
   void kept_up_to(int64_t pts) {
@@ -975,11 +990,13 @@ struct StreamReader::Impl {
     auto* self = static_cast<Impl*>(user);
     const std::optional<Orientation> turn = orientation_from_tag(what);
     std::optional<Orientation> by_config;  // streams[].rotate / mirror win
+    bool upright = true;
     {
       std::lock_guard<std::mutex> turning(self->turn_mutex);
       self->turn_by_file = turn;
       self->orientation = self->settled_orientation();
       by_config = self->turn_by_config;
+      upright = self->upright_by_file;
     }
     const bool set_by_config = by_config.has_value();
     std::lock_guard<std::mutex> lock(self->fit_mutex);
@@ -994,7 +1011,7 @@ struct StreamReader::Impl {
     } else if (!turn) {
       VAPIPE_LOG_WARN("stream '{}': its file gives an image orientation GStreamer does not define ('{}'): classified "
                       "as stored", self->stream.id, what);
-    } else if (self->ingest.upright) {
+    } else if (upright) {
       VAPIPE_LOG_INFO("stream '{}': frames read upright as its file says ({}; ingest.orientation: upright)",
                       self->stream.id, what);
     } else {
@@ -1606,14 +1623,25 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto connected_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
+  // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
+  std::optional<std::pair<uint32_t, std::string>> retune_unsaid;
   auto take_ingest_reload = [&] {
     if (!s.take_waiting_ingest()) return;
     reconnects = network_live && s.ingest.reconnect;
     stall_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
+    if (const std::optional<uint32_t> generation = std::exchange(s.orientation_reloaded, std::nullopt)) {
+      // A file whose tag turns its frames, and no rotate/mirror of its own: said as a retune is, before
+      // the first frame kept with it (emit_frame).
+      const std::string what = std::string("image orientation (ingest.orientation: ") +
+                               (s.ingest.upright ? "upright" : "as_stored") + ")";
+      VAPIPE_LOG_INFO("stream '{}': a reload changed ingest.orientation: its frames read {} from now on{}",
+                      s.stream.id, orientation_name(s.orientation.load()),
+                      s.ingest.upright ? " (as its file says)" : " (as stored)");
+      retune_unsaid = retune_unsaid ? std::make_pair(retune_unsaid->first, retune_unsaid->second + ", " + what)
+                                    : std::make_pair(*generation, what);
+    }
   };
-  // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
-  std::optional<std::pair<uint32_t, std::string>> retune_unsaid;
   // A reload's settings (reconfigure()), taken between connections (no streaming thread runs): what
   // changed (with a retune not said yet), or nullopt.
   auto take_reload_settings = [&]() -> std::optional<std::string> {
@@ -1635,7 +1663,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto say_changed = [&](const std::string& what) -> Status {
     StreamEvent ev{uri, what, emitted, s.queue.dropped()};
     ev.roi = s.stream.roi;
-    ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : "";
+    // Its own rotate/mirror; else "" while a file's tag decides (ingest.orientation: upright), and as
+    // stored while none does.
+    ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : s.ingest.upright ? "" : orientation_name(Orientation::kAsStored);
     return out.emit(Message::stream_event(MessageKind::kStreamChanged, s.envelope(), std::move(ev)));
   };
   // A reload's retune (retune()), taken while the connection goes on (or while the stream waits to

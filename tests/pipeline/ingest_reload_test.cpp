@@ -50,7 +50,7 @@ TEST(IngestReload, SamplingAndReconnectionChangeByValueAndTheRestIsRefusedWithIt
   EXPECT_EQ(decoder.status().message(),
             "job.yaml:7: `ingest.decoder` changed; of `ingest`, a running job takes only max_fps, keyframes_only, "
             "rtsp_latency_ms, reconnect, reconnect_delay_s, reconnect_max_delay_s, reconnect_attempts, "
-            "stall_timeout_s, deinterlace (restart the job for the rest)");
+            "stall_timeout_s, deinterlace, orientation (restart the job for the rest)");
   // deinterlace: its words, read as the config reader reads them (first_field, the default, where unset).
   auto woven = compare(running, running + "  deinterlace: off\n");
   ASSERT_TRUE(woven.ok()) << woven.status().message();
@@ -61,6 +61,13 @@ TEST(IngestReload, SamplingAndReconnectionChangeByValueAndTheRestIsRefusedWithIt
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_FALSE(back->before.first_field);
   EXPECT_EQ(describe_ingest_reload(*back), "ingest.deinterlace changed");
+  // orientation likewise (upright, the default, where unset).
+  auto as_stored = compare(running, running + "  orientation: as_stored\n");
+  ASSERT_TRUE(as_stored.ok()) << as_stored.status().message();
+  EXPECT_EQ(as_stored->keys, std::vector<std::string>{"orientation"});
+  EXPECT_TRUE(as_stored->before.upright);
+  EXPECT_FALSE(as_stored->after.upright);
+  EXPECT_FALSE(compare(running, running + "  orientation: upright\n")->changed());
   auto queue_gone = compare(running + "  queue_capacity: 16\n", running);
   ASSERT_FALSE(queue_gone.ok());
   EXPECT_NE(queue_gone.status().message().find("job.yaml:4: `ingest.queue_capacity` changed"), std::string::npos);
@@ -102,13 +109,14 @@ TEST(IngestReload, EachReloadableKeyIsTakenAndNoOther) {
   from.reconnect_attempts = 7;
   from.stall_timeout_s = 1;
   from.first_field = false;
+  from.upright = false;
   from.decoder = "cpu";
   from.queue_capacity = 99;
   take_reloadable_ingest_settings(from, to);
   EXPECT_TRUE(changed_ingest_settings(from, to).empty());
   EXPECT_EQ(to.decoder, "auto");
   EXPECT_EQ(to.queue_capacity, IngestConfig{}.queue_capacity);
-  EXPECT_EQ(reloadable_ingest_keys().size(), 9u);
+  EXPECT_EQ(reloadable_ingest_keys().size(), 10u);
 }
 
 }  // namespace

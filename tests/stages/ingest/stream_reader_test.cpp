@@ -770,6 +770,34 @@ TEST_F(StreamReaderTest, AnInterlacedRecordingsFramesSayWhichFieldToReadFirst) {
   EXPECT_EQ(fields_of(tff, woven), std::vector<FieldRead>(6, FieldRead::kWholeFrame));
 }
 
+// A reload's ingest.orientation reaches a running file at its next frame kept: a phone's video (its tag
+// rotate-90) is read as stored once the job's orientation is as_stored, and upright again once it is
+// back, each turn said by a `changed` event before its first frame; the file is read on, none of it
+// again. Those kept before a change go out as they were kept.
+TEST_F(StreamReaderTest, AReloadsOrientationTurnsAFilesFramesFromItsChangedEventOn) {
+  const std::string turned = encode_clip("portrait-orientation.mp4", "smpte", 40, 160, 120, "mp4mux");
+  ASSERT_TRUE(set_mp4_orientation(turned, Orientation::kRotate90).ok());
+  IngestConfig archive = ingest_;
+  archive.queue_policy = QueuePolicy::kBlock;
+  archive.queue_capacity = 2;  // the decoder waits on the reader: a reload reaches the frames still to come
+  IngestConfig as_stored = archive;
+  as_stored.upright = false;
+  auto reader = StreamReader::create(stream("portrait", turned), 0, archive);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 1000, [&](size_t n) {
+    if (n != 8 && n != 20) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // frames wait in the queue meanwhile
+    (*reader)->set_ingest(n == 8 ? as_stored : archive);
+  });
+  EXPECT_EQ(kinds(out), "stream-start stream-changed stream-changed stream-end");
+  expect_turned_between_changed_events(out, {Orientation::kRotate90, Orientation::kAsStored, Orientation::kRotate90},
+                                       {"rotate-0", ""});
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamChanged).at(0)->event.message,
+            "a reload changed its image orientation (ingest.orientation: as_stored)");
+  EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 40u);
+}
+
 // A reload's ingest.deinterlace reaches a running stream at its next frame sent (it is read as each
 // frame goes out): an interlaced recording's frames say their first field, are whole once the job's
 // deinterlace is off, and say it again once it is back; none is left out, none read again.
