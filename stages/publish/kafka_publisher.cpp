@@ -213,8 +213,14 @@ Status KafkaPublisher::make_producer() {
   }
   // Its topics known from the start: their partitions' leaders are looked up now, not when the first
   // message of each comes (an archive job's summary, at its very end, would wait for that).
+  // (Those its topic prefixes can match only: on a cluster that makes topics as they are asked for, a
+  // topic looked up is made.)
   std::set<std::string> kinds;
-  for (const std::string& prefix : config_.topics) kinds.insert(kafka_topic(prefix));
+  for (const char* kind : {"results/", "events/", "segments/", "job/"}) {
+    for (const std::string& prefix : config_.topics) {
+      if (prefix.rfind(kind, 0) == 0 || std::string(kind).rfind(prefix, 0) == 0) kinds.insert(kafka_topic(kind));
+    }
+  }
   for (const std::string& topic : kinds) {
     if (rd_kafka_topic_t* handle = rd_kafka_topic_new(producer_, topic.c_str(), nullptr)) topics_.push_back(handle);
   }

@@ -154,6 +154,21 @@ TEST(KafkaPublisher, EachMessageGoesToItsKindsTopicKeyedByItsStreamInOrder) {
   EXPECT_EQ(summary[0].headers.at("vapipe-topic"), "job/summary");
 }
 
+// The producer knows its topics from the start (their leaders looked up before the first message), those
+// its topic prefixes can match and no other: a cluster that makes topics as they are asked for (as
+// this one does) makes no topic the job never writes to.
+TEST(KafkaPublisher, ItsTopicsAreLookedUpAsItStartsAndNoOthers) {
+  KafkaTestCluster cluster(1);
+  KafkaConfig config = cluster_at(cluster.url());
+  config.topics = {"seg", "job/summary"};
+  KafkaPublisher publisher(config, 0, {}, quick());
+  ASSERT_TRUE(publisher.wait_connected(10s).ok()) << publisher.stats().last_error;
+  const std::vector<std::string> expected{"vapipe.test.job", "vapipe.test.segments"};
+  EXPECT_TRUE(eventually([&] { return cluster.topics() == expected; }, 10s))
+      << ::testing::PrintToString(cluster.topics());
+  publisher.finish(1s);
+}
+
 TEST(KafkaPublisher, AClusterThatWentAwayGetsWhatWaitedWhenItIsBack) {
   KafkaTestCluster cluster(1);
   KafkaPublisher publisher(cluster_at(cluster.url()), 0, {}, quick());
