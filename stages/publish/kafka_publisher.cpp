@@ -453,7 +453,6 @@ bool KafkaPublisher::connected_or_untried() const {
 
 void KafkaPublisher::run() {
   wait_for_predecessors();
-  bool first_producer = true;
   for (;;) {
     bool done = false, password_changed = false;
     std::string password;
@@ -481,9 +480,6 @@ void KafkaPublisher::run() {
         outage(made.message());
         next_restart_ = now + restart_delay_;
         restart_delay_ = std::min<std::chrono::milliseconds>(restart_delay_ * 2, kLongestRestartDelay);
-      } else if (first_producer) {
-        first_producer = false;
-        last_probe_ = {};  // (asked at once: validate --open waits for its answer)
       }
     }
     if (producer_) {
