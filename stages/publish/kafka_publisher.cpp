@@ -419,36 +419,43 @@ void KafkaPublisher::probe(std::chrono::milliseconds timeout) {
   last_probe_ = Clock::now();
   const auto deadline = last_probe_ + timeout;
   uint64_t outages_before;
+  bool was_failing;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     outages_before = tries_;
+    was_failing = failing_;
   }
   // In slices: between them, librdkafka's word that every broker is down (a refused connection) ends
-  // the wait at once, as a stop does.
+  // the wait at once, as a stop does. No broker to ask (_TRANSPORT) keeps the slice; an ask that went
+  // and was not answered in it (_TIMED_OUT) goes again with twice the time, up to what is left.
   rd_kafka_resp_err_t error = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto asked = Clock::now();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - asked);
     const rd_kafka_metadata_t* metadata = nullptr;
     error = rd_kafka_metadata(producer_, 0, nullptr, &metadata,
-                              static_cast<int>(std::clamp<int64_t>(left.count(), 100, 250)));
+                              static_cast<int>(std::max<int64_t>(100, std::min(left, probe_slice_).count())));
     if (error == RD_KAFKA_RESP_ERR_NO_ERROR) {
       rd_kafka_metadata_destroy(metadata);
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked);
+      probe_slice_ = std::max<std::chrono::milliseconds>(kFirstProbeSlice, 2 * took);
       answered();
       return;
+    }
+    if (error == RD_KAFKA_RESP_ERR__TIMED_OUT) {
+      probe_slice_ = std::min<std::chrono::milliseconds>(2 * probe_slice_, std::max(timeout, kFirstProbeSlice));
     }
     rd_kafka_poll(producer_, 0);
     std::lock_guard<std::mutex> lock(mutex_);
     if (tries_ != outages_before) return;  // (said, with librdkafka's reason)
     if (Clock::now() >= deadline || time_is_up()) break;
+    // Messages came while a reached cluster was asked: their deliveries will say whether it answers.
+    if (!was_failing && !queue_.empty()) return;
+    if (password_changed_) return;  // (a sign-in refused: asked again with the new one)
   }
   std::string why = std::string("no metadata: ") + rd_kafka_err2str(error);
   if (!last_transport_error_.empty()) why += " (" + last_transport_error_ + ")";
   outage(why);
-}
-
-bool KafkaPublisher::connected_or_untried() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !failing_;
 }
 
 void KafkaPublisher::run() {
@@ -504,13 +511,9 @@ void KafkaPublisher::run() {
       const auto since_answer = Clock::now() - std::max(last_answer_, last_probe_);
       if (outstanding_.empty() && (last_probe_ == Clock::time_point{} ||
                                    since_answer >= (connected ? timings_.idle_check : std::chrono::milliseconds(1000)))) {
-        // The first ask has timeout_s (a new connection, its TLS and sign-in: validate --open waits for
-        // it); later ones, and one after an outage was said, a second at most, so that a stop is not held
-        // up by one (librdkafka's own connections are up by then, and a metadata request is small).
+        // Each ask has timeout_s, the time the user gives the cluster to answer (a new connection, its
+        // TLS and sign-in the first time: validate --open waits for it). A stop ends it between slices.
         auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.timeout_s * 1000));
-        if (last_probe_ != Clock::time_point{} || !connected_or_untried()) {
-          timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1));
-        }
         {
           std::lock_guard<std::mutex> lock(mutex_);
           if (stopping_) timeout = std::min(timeout, std::chrono::duration_cast<std::chrono::milliseconds>(finish_by_ - Clock::now()));

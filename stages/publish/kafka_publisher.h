@@ -101,6 +101,7 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   // policy applies.
   static constexpr size_t kWindow = 10000;
   static constexpr std::chrono::seconds kIdleCheck{15};
+  static constexpr std::chrono::milliseconds kFirstProbeSlice{250};
   static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
   static constexpr std::chrono::seconds kFirstRestartDelay{1}, kLongestRestartDelay{60};
 
@@ -113,7 +114,10 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   void drop_producer(bool requeue);
   // On the thread: hands the producer what waits, up to kWindow outstanding.
   void hand_over();
-  // On the thread: asks the cluster for its metadata (at most `timeout`): whether it answers.
+  // On the thread: asks the cluster for its metadata (at most `timeout`): whether it answers. Asked in
+  // slices of probe_slice_, so that a stop, or librdkafka's word that every broker is down, ends the
+  // wait; a slice that the cluster's answer outlasted is doubled, as the request goes again (a late
+  // answer is lost with its slice). An idle producer's ask gives way to messages that arrive meanwhile.
   void probe(std::chrono::milliseconds timeout);
   // On the thread: a message refused for good (`why`): counted, said (the first, then at most once a minute).
   void refuse(const SinkMessage& message, const std::string& why);
@@ -126,7 +130,6 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   static void on_error(rd_kafka_t* producer, int error, const char* reason, void* self);
   static void on_log(const rd_kafka_t* producer, int level, const char* facility, const char* text);
   void wake() override;
-  bool connected_or_untried() const;  // no outage said
   bool time_is_up() const { return stop_now_ || (stopping_ && std::chrono::steady_clock::now() >= finish_by_); }
 
   KafkaConfig config_;
@@ -145,6 +148,9 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   std::string last_transport_error_;  // the latest broker's connection failure, for an outage's words
   std::chrono::steady_clock::time_point next_restart_{}, last_answer_{}, last_probe_{};
   std::chrono::milliseconds restart_delay_ = kFirstRestartDelay;
+  // How long one metadata request of probe() waits: kFirstProbeSlice, or twice the last answer's time
+  // (a cluster far away or busy answers later than a near one).
+  std::chrono::milliseconds probe_slice_ = kFirstProbeSlice;
   std::chrono::steady_clock::time_point failure_logged_at_{}, refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;
   // Under mutex_:

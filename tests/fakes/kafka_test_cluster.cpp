@@ -47,6 +47,10 @@ void KafkaTestCluster::set_down(bool down) {
   }
 }
 
+void KafkaTestCluster::set_round_trip(std::chrono::milliseconds delay) {
+  for (int b = 1; b <= brokers_; ++b) rd_kafka_mock_broker_set_rtt(cluster_, b, static_cast<int>(delay.count()));
+}
+
 void KafkaTestCluster::fail_next_produce_requests(const std::vector<int>& errors) {
   std::vector<rd_kafka_resp_err_t> codes;
   for (int e : errors) codes.push_back(static_cast<rd_kafka_resp_err_t>(e));

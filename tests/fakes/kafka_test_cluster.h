@@ -29,6 +29,8 @@ class KafkaTestCluster {
   void create_topic(const std::string& topic, int partitions);
   // Every broker stops answering (their connections closed, new ones refused), or answers again.
   void set_down(bool down);
+  // Every broker answers each request `delay` late (a cluster far away, or busy).
+  void set_round_trip(std::chrono::milliseconds delay);
   // The next produce requests are answered with these Kafka error codes, one each (RD_KAFKA_RESP_ERR_*).
   void fail_next_produce_requests(const std::vector<int>& errors);
 

@@ -196,6 +196,53 @@ TEST(KafkaPublisher, AClusterThatWentAwayGetsWhatWaitedWhenItIsBack) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(got[i], std::to_string(i));
 }
 
+// A cluster far away (or busy) answers each request 400 ms late: more than a slice of the sink's wait
+// for an answer, less than its timeout_s. It is reached, stays reached while idle, and gets everything.
+TEST(KafkaPublisher, AClusterThatAnswersSlowlyIsReachedAndStaysSo) {
+  KafkaTestCluster cluster(1);
+  cluster.set_round_trip(400ms);
+  KafkaPublisher publisher(cluster_at(cluster.url()), 0, {}, quick());
+  ASSERT_TRUE(publisher.wait_connected(10s).ok()) << publisher.stats().last_error;
+  for (int i = 0; i < 30; ++i) publisher.publish("results/door", std::to_string(i));
+  ASSERT_TRUE(eventually([&] { return publisher.stats().delivered == 30; }, 20s))
+      << publisher.stats().delivered << " delivered; " << publisher.stats().last_error;
+  // Idle for several of its checks (each every 500 ms here): each answered, late.
+  const auto idle_until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < idle_until) {
+    ASSERT_TRUE(publisher.stats().connected) << publisher.stats().last_error;
+    std::this_thread::sleep_for(50ms);
+  }
+  publisher.publish("results/door", "30");
+  publisher.finish(10s);
+  const KafkaStats s = publisher.stats();
+  EXPECT_EQ(s.delivered, 31u);
+  EXPECT_EQ(s.undelivered, 0u);
+  EXPECT_EQ(values_of(cluster.read("vapipe.test.results", 31), "door").size(), 31u);
+}
+
+// A cluster that keeps its connections but stops answering (a hung broker): said after timeout_s (5 s
+// here) of an idle ask unanswered, with what waits kept; found again once it answers.
+TEST(KafkaPublisher, AClusterThatStopsAnsweringIsSaidAfterItsTimeoutAndFoundAgain) {
+  KafkaTestCluster cluster(1);
+  KafkaPublisher publisher(cluster_at(cluster.url()), 0, {}, quick());
+  ASSERT_TRUE(publisher.wait_connected(10s).ok()) << publisher.stats().last_error;
+  publisher.publish("results/door", "0");
+  ASSERT_TRUE(eventually([&] { return publisher.stats().delivered == 1; }));
+  cluster.set_round_trip(8s);
+  const auto hung = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return !publisher.stats().connected; }, 20s)) << "the hang was not found";
+  EXPECT_GE(std::chrono::steady_clock::now() - hung, 4s);  // not before its timeout_s, less a slice
+  EXPECT_NE(publisher.stats().last_error.find("Timed out"), std::string::npos) << publisher.stats().last_error;
+  for (int i = 1; i < 10; ++i) publisher.publish("results/door", std::to_string(i));
+  cluster.set_round_trip(0ms);
+  ASSERT_TRUE(eventually([&] { return publisher.stats().delivered == 10; }, 40s))
+      << publisher.stats().delivered << " delivered; " << publisher.stats().last_error;
+  EXPECT_TRUE(publisher.stats().connected);
+  publisher.finish(5s);
+  EXPECT_EQ(values_of(cluster.read("vapipe.test.results", 10), "door"),
+            (std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}));
+}
+
 TEST(KafkaPublisher, AMessageRefusedForGoodIsCountedAndTheNextGo) {
   KafkaTestCluster cluster(1);
   KafkaPublisher publisher(cluster_at(cluster.url()), 0, {}, quick());
