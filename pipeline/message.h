@@ -187,7 +187,8 @@ struct StreamEvent {
   bool continues = false;
   // kStreamChanged: `message` says what changed ("a reload changed its uri, rotate"); the stream's region and how its
   // frames are turned from now on (orientation_name(), "" when its file's own tag decides), all of them
-  // whatever changed, so that whoever shows its frames needs no other source. (`turn`: kStreamClip's too.)
+  // whatever changed, so that whoever shows its frames needs no other source. (`turn`: kStreamClip's and
+  // kStreamStart's too; a started event's from ingest, "" where it was not said.)
   std::array<double, 4> roi{0, 0, 1, 1};
   std::string turn{};
 };

@@ -207,6 +207,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       if (m.kind == MessageKind::kStreamStart) {
         w.pod(m.event.duration_ns);
         w.pod(m.event.file_bytes);
+        w.str(m.event.turn);
       }
       if (m.kind == MessageKind::kStreamEnd) w.str(m.event.warning);
       if (m.kind == MessageKind::kStreamPicture) {
@@ -309,6 +310,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       if (m->kind == MessageKind::kStreamStart) {
         r.pod(&m->event.duration_ns);
         r.pod(&m->event.file_bytes);
+        r.str(&m->event.turn);
       }
       if (m->kind == MessageKind::kStreamEnd) r.str(&m->event.warning);
       if (m->kind == MessageKind::kStreamPicture) {

@@ -215,6 +215,11 @@ Status StreamFanOut::send_frame(Target& t, Message&& frame) {
     t.end_said = false;
     StreamEvent ev{uri_, t.config.start_message, 0, dropped_};
     ev.duration_ns = duration_ns_;
+    ev.turn = turn_;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);  // target_named() copies configs on other threads
+      t.config.turn = turn_;
+    }
     VAPIPE_RETURN_IF_ERROR(send_event(t, MessageKind::kStreamStart, ev));
   }
   const uint64_t source_seq = frame.env.seq;
@@ -253,6 +258,7 @@ Status StreamFanOut::emit(Message&& msg) {
     if (!msg.event.uri.empty()) uri_ = msg.event.uri;
     dropped_ = msg.event.dropped;
     if (msg.kind == MessageKind::kStreamStart) duration_ns_ = msg.event.duration_ns;
+    if (msg.kind == MessageKind::kStreamStart || msg.kind == MessageKind::kStreamChanged) turn_ = msg.event.turn;
   }
   switch (msg.kind) {
     case MessageKind::kFrame: {
@@ -277,6 +283,12 @@ Status StreamFanOut::emit(Message&& msg) {
     }
     case MessageKind::kStreamStart:
       source_started_ = true;
+      {
+        // Ingest's word on the group's turn ("rotate-0" as stored, where no tag decides): a region's
+        // changed event says it too.
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const Snapshot& s : targets) s.target->config.turn = msg.event.turn;
+      }
       for (const Snapshot& s : targets) {
         if (s.target->ended || s.target->started) continue;
         s.target->started = true;

@@ -149,6 +149,7 @@ class StreamFanOut final : public Emitter {
   std::string uri_;
   uint64_t dropped_ = 0;
   int64_t duration_ns_ = -1;
+  std::string turn_;  // as its source's latest started or changed event said (a member that joins says it)
   bool reservation_failed_ = false;
   bool source_started_ = false;  // the source's start went out (its first frame follows)
   std::unique_ptr<CudaStream> cuda_stream_;  // device-to-device copies (GPU lanes), made on first use

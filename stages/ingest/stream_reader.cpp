@@ -1660,12 +1660,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Said once a reload's settings are taken, before anything of the new ones (the fan-out gives each
   // stream of the group its own region): whoever shows the stream's frames learns how they are cut
   // and turned from its events alone.
+  // How its frames are turned, as its started and changed events say: its own rotate/mirror; else ""
+  // while a file's tag decides (ingest.orientation: upright), and as stored while none does.
+  auto turn_said = [&]() -> std::string {
+    return s.stream.turn ? orientation_name(*s.stream.turn) : s.ingest.upright ? "" : orientation_name(Orientation::kAsStored);
+  };
   auto say_changed = [&](const std::string& what) -> Status {
     StreamEvent ev{uri, what, emitted, s.queue.dropped()};
     ev.roi = s.stream.roi;
-    // Its own rotate/mirror; else "" while a file's tag decides (ingest.orientation: upright), and as
-    // stored while none does.
-    ev.turn = s.stream.turn ? orientation_name(*s.stream.turn) : s.ingest.upright ? "" : orientation_name(Orientation::kAsStored);
+    ev.turn = turn_said();
     return out.emit(Message::stream_event(MessageKind::kStreamChanged, s.envelope(), std::move(ev)));
   };
   // A reload's retune (retune()), taken while the connection goes on (or while the stream waits to
@@ -1864,6 +1867,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       StreamEvent ev{uri, started ? "" : s.options.start_message, emitted, s.queue.dropped()};
       ev.attempt = started ? attempt : 0;
       if (!started) {
+        ev.turn = turn_said();
         // A file knows its duration once it plays (archive progress, in publish); a camera does not.
         gint64 duration = -1;
         if (!s.options.live && gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) &&

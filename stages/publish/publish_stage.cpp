@@ -1192,6 +1192,9 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   }
   nlohmann::json event = event_json(in, now);
   if (in.kind == MessageKind::kStreamStart) {
+    // Ingest's word on its turn, where it said one: with ingest.orientation as_stored, "rotate-0" for a
+    // stream without its own (no tag decides).
+    if (!in.event.turn.empty()) st.turn = in.event.turn;
     // What the stream classifies of its frames, for a picture of what the model saw.
     if (st.roi != std::array<double, 4>{0, 0, 1, 1}) event["roi"] = st.roi;
     if (!st.turn.empty()) event["turn"] = st.turn;

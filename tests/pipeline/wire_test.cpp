@@ -107,11 +107,13 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
   StreamEvent start{"file:///a.mp4", "", 0, 0};
   start.duration_ns = 12'345'000'000;
   start.file_bytes = 9'876'543'210;
+  start.turn = "rotate-0";
   auto ds = decode_message(
       to_parts(encode_message(Message::stream_event(MessageKind::kStreamStart, sample_envelope(), start), true)), nullptr);
   ASSERT_TRUE(ds.ok());
   EXPECT_EQ(ds->event.duration_ns, 12'345'000'000);
   EXPECT_EQ(ds->event.file_bytes, 9'876'543'210);
+  EXPECT_EQ(ds->event.turn, "rotate-0");
   EXPECT_EQ(ds->event.uri, "file:///a.mp4");
 
   StreamEvent end{"file:///a.mp4", "end of stream", 46, 0};

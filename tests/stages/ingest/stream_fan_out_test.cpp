@@ -188,6 +188,32 @@ TEST(StreamFanOut, TheSourcesChangedSettingsReachEveryStreamOfTheGroupWithItsOwn
   EXPECT_EQ(fan.target_named("door-left")->turn, "rotate-180");
 }
 
+// The source's started event says how ingest turns the group's frames (ingest.orientation as_stored:
+// "rotate-0", where no stream has its own): each stream's started says it, one that joins later too,
+// and so does a region's changed event.
+TEST(StreamFanOut, TheSourcesStartedTurnReachesEveryStreamOfTheGroupAndOneThatJoinsLater) {
+  CollectingEmitter out;
+  StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(2, "door-left", {0, 0, 0.5, 1})}, nullptr);
+  fan.attach(&out);
+  Message start = event(MessageKind::kStreamStart);
+  start.event.turn = "rotate-0";
+  ASSERT_TRUE(fan.emit(std::move(start)).ok());
+  ASSERT_TRUE(fan.emit(frame(0, 1)).ok());
+  ASSERT_TRUE(fan.add(target(3, "door-right", {0.5, 0, 0.5, 1})));
+  fan.set_region(2, {0, 0.5, 0.5, 0.5});
+  ASSERT_TRUE(fan.emit(frame(1, 2)).ok());
+  auto got = by_stream(out);
+  for (const std::string id : {"door", "door-left", "door-right"}) {
+    ASSERT_FALSE(got[id].empty()) << id;
+    EXPECT_EQ(got[id].front()->kind, MessageKind::kStreamStart) << id;
+    EXPECT_EQ(got[id].front()->event.turn, "rotate-0") << id;
+  }
+  ASSERT_EQ(got["door-left"].size(), 4u);  // started, frame, changed (roi), frame
+  EXPECT_EQ(got["door-left"][2]->kind, MessageKind::kStreamChanged);
+  EXPECT_EQ(got["door-left"][2]->event.turn, "rotate-0");
+  EXPECT_EQ(fan.target_named("door-right")->turn, "rotate-0");
+}
+
 TEST(StreamFanOut, AStreamRemovedWhileItsSourceRunsEndsAtTheNextIdleAndGetsNoMoreFrames) {
   CollectingEmitter out;
   StreamFanOut fan(0, "rtsp://cam/door", {target(0, "door"), target(1, "gate", {0, 0.5, 1, 0.5})}, nullptr);

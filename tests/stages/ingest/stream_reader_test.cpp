@@ -720,6 +720,16 @@ TEST_F(StreamReaderTest, AVideoStoredSidewaysIsReadUprightUnlessAsStoredIsAsked)
   const CollectingEmitter kept_out = read_whole(turned, as_stored, "portrait");
   auto kept = of_kind(kept_out, MessageKind::kFrame);
   ASSERT_EQ(kept.size(), 5u);
+  // Each started event says how its frames are turned: its own rotate, else as stored where no tag
+  // decides (`vapipe segments --frames` shows what the model saw from it); "" while the tag decides.
+  auto started_turn = [&](const CollectingEmitter& e) {
+    auto s = of_kind(e, MessageKind::kStreamStart);
+    return s.size() == 1 ? s[0]->event.turn : std::string("(") + std::to_string(s.size()) + " started events)";
+  };
+  EXPECT_EQ(started_turn(kept_out), "rotate-0");
+  EXPECT_EQ(started_turn(stored_out), "");
+  EXPECT_EQ(started_turn(set_out), "rotate-270");
+  EXPECT_EQ(started_turn(camera_out), "rotate-90");
   for (size_t i = 0; i < kept.size(); ++i) {
     EXPECT_EQ(kept[i]->frame.orientation, Orientation::kAsStored) << "frame " << i;
     EXPECT_TRUE(luma(*kept[i]) == luma(*plain[i])) << "frame " << i;

@@ -216,6 +216,14 @@ TEST_F(PublishStageTest, AStartedEventSaysTheStreamsRegionAndTurn) {
   EXPECT_EQ(turned["turn"], "rotate-180");
   EXPECT_FALSE(bus_->sent[1].second.contains("roi"));
   EXPECT_FALSE(bus_->sent[1].second.contains("turn"));
+  // Ingest's word on the turn where it says one (ingest.orientation as_stored: "rotate-0"; a stream of
+  // its own turn is said as its config has it).
+  StreamEvent as_stored{"test://ball", "", 0, 0};
+  as_stored.turn = "rotate-0";
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(1, 0), as_stored),
+                              out_).ok());
+  ASSERT_EQ(bus_->sent.size(), 3u);
+  EXPECT_EQ(bus_->sent[2].second["turn"], "rotate-0");
 }
 
 // A reload changed a stream's settings: its changed event says its region and turn from then on (both,
