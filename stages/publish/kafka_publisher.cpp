@@ -431,19 +431,22 @@ void KafkaPublisher::probe(std::chrono::milliseconds timeout) {
   rd_kafka_resp_err_t error = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (;;) {
     const auto asked = Clock::now();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - asked);
+    auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - asked), probe_slice_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) slice = std::min(slice, std::chrono::duration_cast<std::chrono::milliseconds>(finish_by_ - asked));
+    }
     const rd_kafka_metadata_t* metadata = nullptr;
-    error = rd_kafka_metadata(producer_, 0, nullptr, &metadata,
-                              static_cast<int>(std::max<int64_t>(100, std::min(left, probe_slice_).count())));
+    error = rd_kafka_metadata(producer_, 0, nullptr, &metadata, static_cast<int>(std::max<int64_t>(100, slice.count())));
     if (error == RD_KAFKA_RESP_ERR_NO_ERROR) {
       rd_kafka_metadata_destroy(metadata);
       const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked);
-      probe_slice_ = std::max<std::chrono::milliseconds>(kFirstProbeSlice, 2 * took);
+      probe_slice_ = std::clamp<std::chrono::milliseconds>(2 * took, kFirstProbeSlice, kLongestProbeSlice);
       answered();
       return;
     }
     if (error == RD_KAFKA_RESP_ERR__TIMED_OUT) {
-      probe_slice_ = std::min<std::chrono::milliseconds>(2 * probe_slice_, std::max(timeout, kFirstProbeSlice));
+      probe_slice_ = std::min<std::chrono::milliseconds>(2 * probe_slice_, kLongestProbeSlice);
     }
     rd_kafka_poll(producer_, 0);
     std::lock_guard<std::mutex> lock(mutex_);

@@ -101,7 +101,9 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   // policy applies.
   static constexpr size_t kWindow = 10000;
   static constexpr std::chrono::seconds kIdleCheck{15};
-  static constexpr std::chrono::milliseconds kFirstProbeSlice{250};
+  // A metadata ask waits kFirstProbeSlice, doubled while its answer outlasts it, up to kLongestProbeSlice:
+  // a stop looks between them, so that a cluster that stopped answering holds it up no longer.
+  static constexpr std::chrono::milliseconds kFirstProbeSlice{250}, kLongestProbeSlice{2000};
   static constexpr std::chrono::seconds kStillFailingLogPeriod{300};
   static constexpr std::chrono::seconds kFirstRestartDelay{1}, kLongestRestartDelay{60};
 
@@ -116,8 +118,9 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   void hand_over();
   // On the thread: asks the cluster for its metadata (at most `timeout`): whether it answers. Asked in
   // slices of probe_slice_, so that a stop, or librdkafka's word that every broker is down, ends the
-  // wait; a slice that the cluster's answer outlasted is doubled, as the request goes again (a late
-  // answer is lost with its slice). An idle producer's ask gives way to messages that arrive meanwhile.
+  // wait; a slice that the cluster's answer outlasted is doubled (up to kLongestProbeSlice), as the
+  // request goes again (a late answer is lost with its slice). An idle producer's ask gives way to
+  // messages that arrive meanwhile.
   void probe(std::chrono::milliseconds timeout);
   // On the thread: a message refused for good (`why`): counted, said (the first, then at most once a minute).
   void refuse(const SinkMessage& message, const std::string& why);
@@ -149,7 +152,7 @@ class KafkaPublisher : public QueuedSink<KafkaStats> {
   std::chrono::steady_clock::time_point next_restart_{}, last_answer_{}, last_probe_{};
   std::chrono::milliseconds restart_delay_ = kFirstRestartDelay;
   // How long one metadata request of probe() waits: kFirstProbeSlice, or twice the last answer's time
-  // (a cluster far away or busy answers later than a near one).
+  // (a cluster far away or busy answers later than a near one), at most kLongestProbeSlice.
   std::chrono::milliseconds probe_slice_ = kFirstProbeSlice;
   std::chrono::steady_clock::time_point failure_logged_at_{}, refusals_logged_at_{};
   uint64_t refusals_unlogged_ = 0;

@@ -243,6 +243,22 @@ TEST(KafkaPublisher, AClusterThatStopsAnsweringIsSaidAfterItsTimeoutAndFoundAgai
             (std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}));
 }
 
+// A stop while an idle producer asks a cluster that stopped answering: held up no longer than the ask's
+// slice (2 s at most), not the ask's whole timeout_s.
+TEST(KafkaPublisher, AStopWhileAClusterThatStoppedAnsweringIsAskedWaitsNoLongerThanASlice) {
+  KafkaTestCluster cluster(1);
+  KafkaConfig config = cluster_at(cluster.url());
+  config.timeout_s = 30;
+  KafkaPublisher publisher(config, 0, {}, quick());
+  ASSERT_TRUE(publisher.wait_connected(10s).ok()) << publisher.stats().last_error;
+  cluster.set_round_trip(20s);
+  std::this_thread::sleep_for(4s);  // an ask (every 500 ms here) in its slices, unanswered: 2 s ones by now
+  EXPECT_TRUE(publisher.stats().connected) << "said unreachable before its timeout_s";
+  const auto before = std::chrono::steady_clock::now();
+  publisher.finish(300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 3500ms);
+}
+
 TEST(KafkaPublisher, AMessageRefusedForGoodIsCountedAndTheNextGo) {
   KafkaTestCluster cluster(1);
   KafkaPublisher publisher(cluster_at(cluster.url()), 0, {}, quick());
