@@ -111,12 +111,13 @@ std::string describe_reload(const StreamReload& change, size_t lanes) {
 }
 
 bool settings_changed(const StreamReload& change) {
-  return change.publish.changed() || change.ingest.changed() || change.log_level.has_value();
+  return change.publish.changed() || change.ingest.changed() || change.infer.changed() || change.log_level.has_value();
 }
 
 std::string describe_settings_reload(const StreamReload& change) {
   std::string out = describe_publish_reload(change.publish);
   if (change.ingest.changed()) out += (out.empty() ? "" : "; ") + describe_ingest_reload(change.ingest);
+  if (change.infer.changed()) out += (out.empty() ? "" : "; ") + describe_infer_reload(change.infer);
   if (change.log_level) out += (out.empty() ? "" : "; ") + std::string("log.level ") + *change.log_level;
   return out;
 }

@@ -144,9 +144,12 @@ Result<std::string> first_changed_section(const std::string& running_yaml, const
     for (auto it = doc->begin(); it != doc->end(); ++it) keys.insert(it->first.as<std::string>());
   }
   for (const std::string& key : keys) {
-    // x- keys hold anchors: what they change shows in the sections that merge them. `publish` and
-    // `ingest` are compared setting by setting (compare_publish_sections, compare_ingest_sections).
-    if (key == "streams" || key == "publish" || key == "ingest" || key == "log" || key.rfind("x-", 0) == 0) continue;
+    // x- keys hold anchors: what they change shows in the sections that merge them. `publish`, `ingest`
+    // and `infer` are compared setting by setting (compare_publish_sections, ...).
+    if (key == "streams" || key == "publish" || key == "ingest" || key == "infer" || key == "log" ||
+        key.rfind("x-", 0) == 0) {
+      continue;
+    }
     auto dump = [&](const YAML::Node& doc) { return doc.IsMap() ? canonical_yaml(doc[key]) : canonical_yaml(YAML::Node()); };
     if (dump(a) != dump(b)) return key;
   }
@@ -265,13 +268,15 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   if (!changed_section.ok()) return changed_section.status().with_context(reloaded.source);
   const std::string& changed = changed_section.value();
   if (!changed.empty()) {
-    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams`, `log` and some of `publish` and "
-                              "`ingest` can change while the job runs (restart the job for the rest)");
+    return FailedPrecondition(reloaded.source + ": `" + changed + "` changed; only `streams`, `log` and some of `publish`, "
+                              "`ingest` and `infer` can change while the job runs (restart the job for the rest)");
   }
   auto publish_change = compare_publish_sections(running_yaml, reloaded_yaml, reloaded.source);
   if (!publish_change.ok()) return publish_change.status();
   auto ingest_change = compare_ingest_sections(running_yaml, reloaded_yaml, reloaded.source, reloaded.ingest);
   if (!ingest_change.ok()) return ingest_change.status();
+  auto infer_change = compare_infer_sections(running_yaml, reloaded_yaml, reloaded.source);
+  if (!infer_change.ok()) return infer_change.status();
   // log.level: compared as the config reader took it (the reloaded config was read whole).
   std::optional<std::string> log_level;
   try {
@@ -409,6 +414,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   change.publish = std::move(publish_change).value();
   change.log_level = std::move(log_level);
   change.ingest = std::move(ingest_change).value();
+  change.infer = std::move(infer_change).value();
   return change;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pipeline/config.h"
+#include "pipeline/infer_reload.h"
 #include "pipeline/ingest_reload.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/placement.h"
@@ -114,6 +115,8 @@ struct StreamReload {
   // What it changes of `ingest` (sampling, jitter buffers, reconnection: pipeline/ingest_reload.h).
   // The streams that take a new sampling or jitter buffer are in `retuned` too.
   IngestReload ingest;
+  // What it changes of `infer` (the model and how it runs: pipeline/infer_reload.h).
+  InferReload infer;
   // log.level, when it changed (every process takes it: pipeline/logging.h, LogLevelFollower).
   std::optional<std::string> log_level;
 };
@@ -124,10 +127,11 @@ struct StreamReload {
 // reconnects it, its numbering going on), any stream's `max_fps`, `keyframes_only`, `rtsp_latency_ms`
 // and `rotate`/`mirror` (taken as its connection goes on: connection_settings_changed) and `roi` (from
 // its next frame). An error leaves the table as it was and names what cannot change while the job
-// runs: a section other than `streams`, `publish`, `ingest` and `log`, or a setting of `publish` other
-// than its outputs and segments' (compared as YAML: `running_yaml` is the config text the job runs
+// runs: a section other than `streams`, `publish`, `ingest`, `infer` and `log`, or a setting of `publish`
+// other than its outputs and segments' (compared as YAML: `running_yaml` is the config text the job runs
 // with: compare_publish_sections()), or of `ingest` other than its sampling, jitter buffer and
-// reconnection (compare_ingest_sections()), an archive job, a stream's source, a file's uri or TLS
+// reconnection (compare_ingest_sections()), or of `infer` other than its model and how it runs
+// (compare_infer_sections()), an archive job, a stream's source, a file's uri or TLS
 // trust (a change would read it again from its start) or a uri that becomes or was a file's, a file's
 // id removed earlier in this run (a camera's comes back: `returned`). A stream with a source is added
 // on its source's lane. The table's version rises with every reload that passes.

@@ -452,8 +452,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       record_reload(false, change.status().message());
       return;
     }
-    // publish's outputs and segments' settings, ingest's sampling and reconnection, log.level: the job's
-    // copy of its config, which publish and ingest look at (pipeline/publish_reload.h, ingest_reload.h),
+    // publish's outputs and segments' settings, ingest's sampling and reconnection, infer's model,
+    // log.level: the job's copy of its config, which publish, ingest and infer look at
+    // (pipeline/publish_reload.h, ingest_reload.h, infer_reload.h),
     // is the reloaded text from now on. Written before the table (ingest reads the copy when the table's
     // version rises), and put back if the table cannot be written: a reload is applied whole or not at all.
     const std::string copy = config_as_started_path(layout.run_dir);
@@ -484,6 +485,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (change->publish.changed()) {
       VAPIPE_LOG_INFO("{}{}: {} (publish takes it within a quarter of a second; the bus and the streams go on)", what,
                       options.config_path, describe_publish_reload(change->publish));
+    }
+    if (change->infer.changed()) {
+      VAPIPE_LOG_INFO("{}{}: {} (each lane's infer loads it beside the model it runs and classifies with it once it is "
+                      "ready; the streams go on)",
+                      what, options.config_path, describe_infer_reload(change->infer));
     }
     if (change->ingest.changed()) {
       VAPIPE_LOG_INFO("{}{}: {} (every stream takes it within a second{})", what, options.config_path,
@@ -521,6 +527,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     StreamReload streams_alone = *change;
     streams_alone.publish = PublishReload{};  // (said above)
     streams_alone.ingest = IngestReload{};
+    streams_alone.infer = InferReload{};
     streams_alone.log_level.reset();
     VAPIPE_LOG_INFO("{}{}: {}; {} streams now", what, options.config_path, describe_reload(streams_alone, lanes),
                     table.live_streams());

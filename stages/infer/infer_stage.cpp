@@ -6,7 +6,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "pipeline/atomic_file.h"
 #include "pipeline/cuda/device_memory.h"
+#include "pipeline/file_identity.h"
+#include "pipeline/infer_reload.h"
+#include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "stages/infer/auto_batch.h"
 #include "stages/infer/labels.h"
@@ -45,38 +49,71 @@ Result<size_t> search_batch_size(Classifier& classifier, size_t limit, int gpu) 
 InferStage::InferStage(ClassifierFactory factory, GpuStatus gpu_status)
     : factory_(std::move(factory)), gpu_status_(gpu_status ? std::move(gpu_status) : GpuStatus(cuda_context_status)) {}
 
+ClassifierOptions options_for(const InferConfig& c, ClassifierOptions options) {
+  options.model_path = c.model;
+  options.precision = c.precision;
+  options.channels_last = c.channels_last;
+  options.output = c.output;
+  options.warmup_batches = c.warmup_batches;
+  options.optimize = c.optimize;
+  return options;
+}
+
+Status InferStage::load_model(const Config& config, const InferConfig& infer, std::unique_ptr<Classifier>* classifier,
+                              std::vector<std::string>* labels) const {
+  VAPIPE_ASSIGN_OR_RETURN(*labels, load_labels(infer.labels));
+  VAPIPE_RETURN_IF_ERROR(check_labels_the_config_names(config, *labels));
+  VAPIPE_ASSIGN_OR_RETURN(*classifier, factory_(options_for(infer, options_)));
+  if ((*classifier)->num_classes() != static_cast<int64_t>(labels->size())) {
+    return InvalidArgument("model " + infer.model + " has " + std::to_string((*classifier)->num_classes()) +
+                           " outputs but labels file " + infer.labels + " has " + std::to_string(labels->size()) +
+                           " labels");
+  }
+  return Status::Ok();
+}
+
 Status InferStage::open(const StageContext& ctx) {
   const auto opening = std::chrono::steady_clock::now();
-  const InferConfig& c = ctx.config.infer;
+  // A live job's reloads of the model come through its copy of the config (vapipe run's): read here, and
+  // the model's settings taken from it, so that they are those of the text this process compares later
+  // reloads with (one taken between the stage's load of the copy and this read is not missed).
+  InferConfig c = ctx.config.infer;
+  config_source_ = ctx.config.source;
+  if (config_copy_path_.empty() && ctx.config.job.mode == JobMode::kLive) {
+    if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy) config_copy_path_ = copy;
+  }
+  if (!config_copy_path_.empty()) {
+    config_copy_identity_ = file_identity(config_copy_path_);
+    auto text = read_file_bytes(config_copy_path_);
+    ConfigLoadOptions load;
+    load.expand_globs = false;
+    if (text.ok()) load.file_text = &text.value();
+    auto copy = text.ok() ? load_config_file(ctx.config.source, nullptr, load) : Result<Config>(text.status());
+    if (copy.ok()) {
+      running_text_ = std::move(text).value();
+      take_reloadable_infer_settings(copy->infer, c);
+      next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
+    } else {
+      VAPIPE_LOG_WARN("infer: {}: reloads of the model will not be taken", copy.status().message());
+      config_copy_path_.clear();
+    }
+  }
   if (ctx.config.batch.auto_size && ctx.layout) {
     std::error_code ec;  // a choice left by an earlier run of this job must not reach batch
     std::filesystem::remove(auto_batch_file(ctx.layout->run_dir, ctx.layout->lane), ec);
   }
-  VAPIPE_ASSIGN_OR_RETURN(labels_, load_labels(c.labels));
-  VAPIPE_RETURN_IF_ERROR(check_labels_the_config_names(ctx.config, labels_));
   input_ = TensorInfo{ctx.config.preprocess.dtype, 3, ctx.config.preprocess.height, ctx.config.preprocess.width};
-  ClassifierOptions options;
-  options.model_path = c.model;
   // The lane decides (auto means CUDA when the lane has a GPU); without one (tests), the config does.
-  options.device = ctx.lane ? device_name(ctx.lane->infer_gpu) : c.device;
-  options.cpu_fallback = c.device == "auto";
-  options.precision = c.precision;
-  options.channels_last = c.channels_last;
-  options.jit_optimize = c.jit_optimize;
-  options.cuda_graphs = c.cuda_graphs;
-  options.output = c.output;
-  options.threads = c.threads;
-  options.input = input_;
+  options_.device = ctx.lane ? device_name(ctx.lane->infer_gpu) : c.device;
+  options_.cpu_fallback = c.device == "auto";
+  options_.jit_optimize = c.jit_optimize;
+  options_.cuda_graphs = c.cuda_graphs;
+  options_.threads = c.threads;
+  options_.input = input_;
   // With an automatic batch size the search below runs every size; warm up small.
-  options.warmup_batch_size = ctx.config.batch.auto_size ? 1 : ctx.config.batch.max_batch_size;
-  options.warmup_batches = c.warmup_batches;
-  options.optimize = c.optimize;
-  VAPIPE_ASSIGN_OR_RETURN(classifier_, factory_(options));
-  if (classifier_->num_classes() != static_cast<int64_t>(labels_.size())) {
-    return InvalidArgument("model " + c.model + " has " + std::to_string(classifier_->num_classes()) +
-                           " outputs but labels file " + c.labels + " has " + std::to_string(labels_.size()) +
-                           " labels");
-  }
+  options_.warmup_batch_size = ctx.config.batch.auto_size ? 1 : ctx.config.batch.max_batch_size;
+  VAPIPE_RETURN_IF_ERROR(load_model(ctx.config, c, &classifier_, &labels_));
+  running_ = c;
   model_name_ = c.model_name;
   top_k_ = c.top_k;
   classifier_on_gpu_ = classifier_->device().rfind("cuda", 0) == 0;
@@ -92,16 +129,17 @@ Status InferStage::open(const StageContext& ctx) {
     const std::string path = auto_batch_file(ctx.layout->run_dir, ctx.layout->lane);
     VAPIPE_RETURN_IF_ERROR(write_auto_batch_size(path, chosen));
     merge_limit_ = chosen;
+    options_.warmup_batch_size = chosen;  // (a reloaded model warms up at the chosen size)
   }
   VAPIPE_LOG_INFO("infer: model {} ({} classes) on {}, {} warm-up batches of {}", c.model, labels_.size(),
-                  classifier_->device(), c.warmup_batches, options.warmup_batch_size);
-  const bool padded = c.batch_shapes == "padded" || (c.batch_shapes == "auto" && classifier_on_gpu_);
-  if (c.cuda_graphs == "on" && !(padded && classifier_on_gpu_)) {
+                  classifier_->device(), c.warmup_batches, ctx.config.batch.auto_size ? 1 : options_.warmup_batch_size);
+  padded_ = c.batch_shapes == "padded" || (c.batch_shapes == "auto" && classifier_on_gpu_);
+  if (c.cuda_graphs == "on" && !(padded_ && classifier_on_gpu_)) {
     return FailedPrecondition(std::string("infer.cuda_graphs is 'on' but ") +
                               (classifier_on_gpu_ ? "batch shapes are exact" : "the model runs on " + classifier_->device()) +
                               ": CUDA graphs need a model on CUDA and padded batch shapes");
   }
-  if (padded) {
+  if (padded_) {
     const std::vector<size_t> sizes = padded_batch_sizes(merge_limit_);
     const auto start = std::chrono::steady_clock::now();
     VAPIPE_RETURN_IF_ERROR(classifier_->use_batch_sizes(sizes).with_context(
@@ -119,11 +157,136 @@ Status InferStage::open(const StageContext& ctx) {
   return Status::Ok();
 }
 
+std::optional<SteadyTime> InferStage::next_deadline() const {
+  std::optional<SteadyTime> next;
+  if (!config_copy_path_.empty()) next = next_config_check_;
+  std::lock_guard<std::mutex> lock(loaded_mutex_);
+  if (loaded_) next = SteadyTime{};  // ready: taken now, with no batch to wait for
+  return next;
+}
+
+Status InferStage::on_deadline(Emitter& /*out*/) {
+  take_loaded_model();
+  if (!config_copy_path_.empty() && std::chrono::steady_clock::now() >= next_config_check_) check_config_copy();
+  return Status::Ok();
+}
+
+void InferStage::check_config_copy() {
+  next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
+  const std::string identity = file_identity(config_copy_path_);
+  if (identity == config_copy_identity_) return;
+  config_copy_identity_ = identity;
+  auto text = read_file_bytes(config_copy_path_);
+  if (!text.ok()) {
+    VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", text.status().message());
+    return;
+  }
+  if (*text == running_text_) return;
+  // The supervisor took this reload after the same comparison: an error here is a copy rewritten by
+  // hand, or a reload this process missed; said, nothing changes.
+  auto change = compare_infer_sections(running_text_, *text, config_source_);
+  if (!change.ok()) {
+    VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", change.status().message());
+    return;
+  }
+  ConfigLoadOptions options;
+  options.expand_globs = false;
+  options.file_text = &text.value();
+  auto reloaded = load_config_file(config_source_, nullptr, options);
+  if (!reloaded.ok()) {
+    VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", reloaded.status().message());
+    return;
+  }
+  running_text_ = std::move(text).value();
+  if (loader_.joinable()) {
+    next_reload_ = std::move(reloaded).value();  // after the one loading (the latest reload wins)
+    return;
+  }
+  const std::vector<std::string> keys = changed_infer_settings(running_, reloaded->infer);
+  if (keys.empty()) return;
+  if (!infer_change_needs_new_model(keys)) {
+    take_settings(reloaded->infer);
+    return;
+  }
+  start_model_load(std::move(reloaded).value());
+}
+
+void InferStage::take_settings(const InferConfig& infer) {
+  const std::vector<std::string> keys = changed_infer_settings(running_, infer);
+  std::string what;
+  for (const std::string& k : keys) what += (what.empty() ? "infer." : ", infer.") + k;
+  take_reloadable_infer_settings(infer, running_);
+  model_name_ = running_.model_name;
+  top_k_ = running_.top_k;
+  if (!what.empty()) {
+    VAPIPE_LOG_INFO("infer: a reload changed {}: from the next batch on (model '{}', top {})", what, model_name_, top_k_);
+  }
+}
+
+void InferStage::start_model_load(Config reloaded) {
+  VAPIPE_LOG_INFO("infer: a reload changed the model ({} -> {}): loading it beside the one that classifies meanwhile",
+                  running_.model, reloaded.infer.model);
+  loader_ = std::thread([this, reloaded = std::move(reloaded)]() {
+    const auto start = std::chrono::steady_clock::now();
+    LoadedModel loaded;
+    loaded.infer = reloaded.infer;
+    loaded.status = load_model(reloaded, reloaded.infer, &loaded.classifier, &loaded.labels);
+    if (loaded.status.ok() && padded_) {
+      loaded.status = loaded.classifier->use_batch_sizes(padded_batch_sizes(merge_limit_))
+                          .with_context("infer.batch_shapes: padded (model " + reloaded.infer.model + ")");
+    }
+    loaded.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(loaded_mutex_);
+    loaded_ = std::move(loaded);
+  });
+}
+
+void InferStage::take_loaded_model() {
+  std::optional<LoadedModel> loaded;
+  {
+    std::lock_guard<std::mutex> lock(loaded_mutex_);
+    loaded.swap(loaded_);
+  }
+  if (!loaded) return;
+  loader_.join();
+  if (loaded->status.ok()) {
+    std::unique_ptr<Classifier> old = std::exchange(classifier_, std::move(loaded->classifier));
+    labels_ = std::move(loaded->labels);
+    const std::string before = model_name_;
+    take_reloadable_infer_settings(loaded->infer, running_);
+    model_name_ = running_.model_name;
+    top_k_ = running_.top_k;
+    ++model_reloads_;
+    VAPIPE_LOG_INFO("infer: model {} ({} classes, '{}') classifies from now on, in place of '{}' (loaded and warmed up "
+                    "in {:.2f} s while it classified)",
+                    running_.model, labels_.size(), model_name_, before, loaded->seconds);
+  } else {
+    ++model_reload_failures_;
+    VAPIPE_LOG_ERROR("infer: reload: {}; model {} ('{}') goes on classifying", loaded->status.message(),
+                     running_.model, model_name_);
+  }
+  if (next_reload_) {
+    Config next = std::move(*next_reload_);
+    next_reload_.reset();
+    const std::vector<std::string> keys = changed_infer_settings(running_, next.infer);
+    if (infer_change_needs_new_model(keys)) {
+      start_model_load(std::move(next));
+    } else if (!keys.empty()) {
+      take_settings(next.infer);
+    }
+  }
+}
+
+InferStage::~InferStage() {
+  if (loader_.joinable()) loader_.join();
+}
+
 Status InferStage::process(Message&& in, Emitter& out) {
   if (is_stream_event(in.kind)) return out.emit(std::move(in));
   if (in.kind != MessageKind::kBatch) {
     return InvalidArgument(std::string("infer got a ") + message_kind_name(in.kind) + " message");
   }
+  take_loaded_model();  // a reloaded model, once ready: from this batch on
   const auto process_start = std::chrono::steady_clock::now();
   const size_t n = in.items.size();
   std::vector<std::string> errors(n);

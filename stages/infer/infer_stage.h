@@ -3,7 +3,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pipeline/stage.h"
@@ -17,6 +20,11 @@ using ClassifierFactory = std::function<Result<std::unique_ptr<Classifier>>(cons
 // match the model input, gets an error result; the rest of its batch is classified (Triton's
 // per-request errors). A model that fails to load, or whose classes do not match its labels, fails
 // open(): a start-up error.
+//
+// In a live job, a reload that changes the model (pipeline/infer_reload.h) is taken from the job's copy
+// of its config, looked at once a second: the new model is loaded and warmed up on a thread of its own
+// while this one goes on classifying with the old, and every batch after it is ready goes through it;
+// one that cannot be used is said, and the old one goes on.
 class InferStage final : public Stage {
  public:
   // gpu_status: whether a GPU's CUDA context still works (pipeline/cuda/device_memory.h), asked after
@@ -32,6 +40,9 @@ class InferStage final : public Stage {
   // keep their place between the results.
   size_t max_inputs_at_once() const override { return 64; }
   Status process_many(std::vector<Message>&& in, Emitter& out) override;
+  // A live job's copy of its config, looked at once a second; and a reloaded model, taken once ready.
+  std::optional<SteadyTime> next_deadline() const override;
+  Status on_deadline(Emitter& out) override;
   // Logs how the batches went: their sizes, and the model's share of the stage's time.
   Status close(Emitter& out) override;
   // batches (forward passes), frames classified, rows run (padding included), classify_seconds.
@@ -41,11 +52,47 @@ class InferStage final : public Stage {
             {"frames", static_cast<double>(frames_)},
             {"rows", static_cast<double>(rows_)},
             {"cuda_graph_batches", static_cast<double>(graph_batches_)},
-            {"classify_seconds", classify_s_}};
+            {"classify_seconds", classify_s_},
+            {"model_reloads", static_cast<double>(model_reloads_)},
+            {"model_reload_failures", static_cast<double>(model_reload_failures_)}};
   }
+  ~InferStage() override;
+  // Tests: the file a live job's reloads rewrite (else $VAPIPE_CONFIG_AS_STARTED, in a live job).
+  void set_config_copy(std::string path) { config_copy_path_ = std::move(path); }
+  // Tests: whether a reloaded model is being loaded (taken by the next batch or deadline once ready).
+  bool loading_model() const { return loader_.joinable(); }
 
  private:
+  static constexpr std::chrono::seconds kConfigCheckPeriod{1};
+  // The model of `infer` (its reloadable settings as reloaded), with its labels: loaded and warmed up.
+  Status load_model(const Config& config, const InferConfig& infer, std::unique_ptr<Classifier>* classifier,
+                    std::vector<std::string>* labels) const;
+  // A reload's model, being loaded on loader_ (the stage thread goes on with the running one).
+  void check_config_copy();
+  void start_model_load(Config reloaded);
+  // On the stage thread, between batches: the loaded model in use from now on (or its error said).
+  void take_loaded_model();
+  // The running model's settings taken from a reload that needs no new model (model_name, top_k).
+  void take_settings(const InferConfig& infer);
+
   ClassifierFactory factory_;
+  ClassifierOptions options_;  // as the running model was made: a reloaded one is made alike
+  bool padded_ = false;        // batches run at padded sizes (use_batch_sizes at load)
+  InferConfig running_;        // the settings the running model was made with
+  std::string config_copy_path_, config_copy_identity_, running_text_, config_source_;
+  SteadyTime next_config_check_{};
+  struct LoadedModel {
+    Status status;
+    std::unique_ptr<Classifier> classifier;
+    std::vector<std::string> labels;
+    InferConfig infer;
+    double seconds = 0;
+  };
+  std::thread loader_;                  // loading a reloaded model
+  mutable std::mutex loaded_mutex_;
+  std::optional<LoadedModel> loaded_;   // under loaded_mutex_: what loader_ made, once done
+  std::optional<Config> next_reload_;   // a reload that came while one loaded: loaded next
+  uint64_t model_reloads_ = 0, model_reload_failures_ = 0;
   std::unique_ptr<Classifier> classifier_;
   std::vector<std::string> labels_;
   std::string model_name_;

@@ -94,7 +94,7 @@ class LiveReload(SubscribedTest):
         asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
         self.assertEqual(asked.returncode, 1, asked.stdout + asked.stderr)
         self.assertIn("would be refused, and change nothing: ", asked.stdout)
-        self.assertIn("`batch` changed; only `streams`, `log` and some of `publish` and `ingest` can change while the "
+        self.assertIn("`batch` changed; only `streams`, `log` and some of `publish`, `ingest` and `infer` can change while the "
                       "job runs", asked.stdout)
         run.signal(signal.SIGHUP)
         time.sleep(0.5)
@@ -178,7 +178,7 @@ class LiveReload(SubscribedTest):
         err = run.stderr
         self.assertIn("reload (SIGHUP): " + config + ": added 'c' (lane 1); removed 'b'; 2 streams now", err)
         self.assertIn("YAML syntax error", err)
-        self.assertIn("`batch` changed; only `streams`, `log` and some of `publish` and `ingest` can change while the "
+        self.assertIn("`batch` changed; only `streams`, `log` and some of `publish`, `ingest` and `infer` can change while the "
                       "job runs", err)
         self.assertEqual(err.count("the job goes on with its streams unchanged"), 2)
 

@@ -191,6 +191,39 @@ TEST(StreamTable, AReloadOfTheLogLevelPassesAndSaysTheLevel) {
   EXPECT_FALSE(unchanged->log_level.has_value());
 }
 
+// A reload of infer's model: taken (infer loads it beside the running one), said, and no stream
+// changes; a setting of infer that needs a restart is refused, the table as it was.
+TEST(StreamTable, AReloadOfTheModelIsTakenAndInfersOtherSettingsAreRefused) {
+  auto job = [](const std::string& infer) {
+    return "job: {mode: live}\nstreams:\n  - {id: gate, uri: \"rtsp://10.0.0.5/stream1\"}\ninfer: {" + infer + "}\n";
+  };
+  const std::string running = job("model: m.pt, labels: m.txt");
+  StreamTable table = table_for(running, 1);
+  const std::string newer = job("model: m2.pt, labels: m2.txt, top_k: 1");
+  auto change = apply_stream_reload(table, running, newer, load(newer), 1);
+  ASSERT_TRUE(change.ok()) << change.status().message();
+  EXPECT_FALSE(change->changed());  // no stream
+  EXPECT_TRUE(settings_changed(*change));
+  EXPECT_EQ(change->infer.keys, (std::vector<std::string>{"labels", "model", "top_k"}));
+  EXPECT_EQ(describe_settings_reload(*change), "infer.labels, infer.model, infer.top_k changed");
+  EXPECT_EQ(table.version, 1u);
+  const std::string moved = job("model: m2.pt, labels: m2.txt, top_k: 1, batch_shapes: padded");
+  auto refused = apply_stream_reload(table, newer, moved, load(moved), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("`infer.batch_shapes` changed; of `infer`, a running job takes only model"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(table.version, 1u);
+  const std::string batch = "job: {mode: live}\nstreams:\n  - {id: gate, uri: \"rtsp://10.0.0.5/stream1\"}\n"
+                            "infer: {model: m2.pt, labels: m2.txt, top_k: 1}\nbatch: {max_batch_size: 2}\n";
+  auto section = apply_stream_reload(table, newer, batch, load(batch), 1);
+  ASSERT_FALSE(section.ok());
+  EXPECT_NE(section.status().message().find("`batch` changed; only `streams`, `log` and some of `publish`, `ingest` "
+                                            "and `infer` can change"),
+            std::string::npos)
+      << section.status().message();
+}
+
 // ingest's sampling, jitter buffer and reconnection change with a reload: the streams that decode with
 // a changed setting (they set none of their own) take it, and are said. A new max_fps, keyframes_only
 // or jitter buffer is taken as the connection goes on, by a file's stream too (nothing of it is read

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "stages/infer/labels.h"
@@ -188,6 +189,155 @@ TEST_F(InferStageTest, ABatchThatFailsOnAGpuThatNoLongerWorksStopsTheStageSoThat
   EXPECT_NE(s.message().find("CUDA on GPU 1 no longer works"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("infer exits so that its lane restarts"), std::string::npos) << s.message();
   EXPECT_EQ(out.messages.size(), 2u);  // no result for frames 2 and 3, and no end of the stream after them
+}
+
+// A live job's reload of the model: infer follows the job's copy of its config (rewritten by the
+// supervisor), loads the new model on a thread of its own while the running one classifies, and takes it
+// between batches once it is ready.
+class InferReloadTest : public InferStageTest {
+ protected:
+  void SetUp() override {
+    InferStageTest::SetUp();
+    copy_ = (dir_ / "config.yaml").string();
+    write_copy("model: " + path("model.pt") + ", labels: " + path("labels.txt") + ", model_name: model, top_k: 2");
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write_copy(const std::string& infer, const std::string& more = "") {
+    // (The supervisor writes it whole: atomically, with a new identity.)
+    const std::string tmp = copy_ + ".tmp";
+    std::ofstream(tmp) << "job: {name: t, mode: live}\n"
+                          "streams: [{id: s0, uri: 'test://smpte'}, {id: s1, uri: 'test://smpte'}]\n"
+                          "preprocess: {width: 4, height: 4}\nbatch: {max_batch_size: 4}\n"
+                          "infer: {" + infer + "}\n" + more;
+    std::filesystem::rename(tmp, copy_);
+  }
+  // Models by file: their classes (0: cannot be loaded), and how long a load takes.
+  struct Model {
+    int64_t classes = 4;
+    std::chrono::milliseconds load{0};
+  };
+  std::unique_ptr<InferStage> open_following() {
+    auto stage = std::make_unique<InferStage>([this](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+      const Model m = models_.count(o.model_path) ? models_.at(o.model_path) : Model{};
+      std::this_thread::sleep_for(m.load);
+      loaded_paths_.push_back(o.model_path);
+      options_ = o;
+      if (m.classes == 0) return InvalidArgument("model " + o.model_path + " is not a TorchScript model (a test's)");
+      return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(m.classes, o.input));
+    });
+    stage->set_config_copy(copy_);
+    Status s = stage->open(StageContext{config_});
+    EXPECT_TRUE(s.ok()) << s.message();
+    return stage;
+  }
+  // The copy is looked at once a second: after it, the stage's deadline.
+  static void look_at_the_copy(InferStage& stage) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    CollectingEmitter none;
+    ASSERT_TRUE(stage.on_deadline(none).ok());
+  }
+  static bool wait_loaded(InferStage& stage) {
+    for (int i = 0; i < 500; ++i) {
+      if (stage.next_deadline() == SteadyTime{}) return true;  // ready: taken at once
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  static double counter(const InferStage& stage, const std::string& name) {
+    for (const auto& [n, v] : stage.counters()) {
+      if (n == name) return v;
+    }
+    return -1;
+  }
+  // One result per frame of a batch of two (their classes 2 and 3).
+  static std::vector<Message> classify(InferStage& stage, uint64_t first_seq) {
+    Message b;
+    b.kind = MessageKind::kBatch;
+    b.items.push_back(tensor(0, first_seq, 2));
+    b.items.push_back(tensor(0, first_seq + 1, 3));
+    CollectingEmitter out;
+    EXPECT_TRUE(stage.process(std::move(b), out).ok());
+    return std::move(out.messages);
+  }
+
+  std::string copy_;
+  std::map<std::string, Model> models_;
+  std::vector<std::string> loaded_paths_;
+};
+
+TEST_F(InferReloadTest, ANewModelClassifiesEveryBatchAfterItIsReadyAndTheRunningOneUntilThen) {
+  auto stage = open_following();
+  ASSERT_EQ(classify(*stage, 0)[0].prediction.model, "model");
+  std::ofstream(dir_ / "labels-v2.txt") << "cat\ndog\nbird\n";
+  models_[path("v2.pt")] = Model{3, std::chrono::milliseconds(400)};
+  write_copy("model: " + path("v2.pt") + ", labels: " + path("labels-v2.txt") + ", top_k: 2");
+  look_at_the_copy(*stage);
+  EXPECT_TRUE(stage->loading_model());
+  // Meanwhile: the running model.
+  const std::vector<Message> during = classify(*stage, 2);
+  ASSERT_EQ(during.size(), 2u);
+  EXPECT_EQ(during[0].prediction.model, "model");
+  EXPECT_EQ(during[0].prediction.top_k[0].label, "two");
+  ASSERT_TRUE(wait_loaded(*stage));
+  const std::vector<Message> after = classify(*stage, 4);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].env.seq, 4u);
+  EXPECT_EQ(after[0].prediction.model, "v2");  // its file's name: the reload set no model_name
+  EXPECT_EQ(after[0].prediction.top_k[0].label, "bird");
+  EXPECT_EQ(after[1].prediction.top_k[0].label, "cat");  // (3 mod 3 classes)
+  EXPECT_FALSE(stage->loading_model());
+  EXPECT_EQ(loaded_paths_, (std::vector<std::string>{path("model.pt"), path("v2.pt")}));
+  EXPECT_EQ(options_.warmup_batch_size, 4u);
+  EXPECT_EQ(counter(*stage, "model_reloads"), 1);
+  EXPECT_EQ(counter(*stage, "model_reload_failures"), 0);
+}
+
+// A model that cannot be used (it does not load; its classes are not its labels'; a label the config
+// names is not among them) is said, and the running one goes on.
+TEST_F(InferReloadTest, AModelThatCannotBeUsedLeavesTheRunningOneClassifying) {
+  auto stage = open_following();
+  models_[path("broken.pt")] = Model{0};
+  write_copy("model: " + path("broken.pt") + ", labels: " + path("labels.txt") + ", top_k: 2");
+  look_at_the_copy(*stage);
+  ASSERT_TRUE(wait_loaded(*stage));
+  std::vector<Message> out = classify(*stage, 0);
+  EXPECT_EQ(out[0].prediction.model, "model");
+  EXPECT_EQ(out[0].prediction.top_k[0].label, "two");
+  EXPECT_EQ(counter(*stage, "model_reload_failures"), 1);
+
+  models_[path("three.pt")] = Model{3};
+  write_copy("model: " + path("three.pt") + ", labels: " + path("labels.txt") + ", top_k: 2");
+  look_at_the_copy(*stage);
+  ASSERT_TRUE(wait_loaded(*stage));
+  out = classify(*stage, 2);
+  EXPECT_EQ(out[0].prediction.model, "model");
+  EXPECT_EQ(counter(*stage, "model_reload_failures"), 2);
+  EXPECT_EQ(counter(*stage, "model_reloads"), 0);
+
+  // Fixed: taken.
+  write_copy("model: " + path("four.pt") + ", labels: " + path("labels.txt") + ", top_k: 2, model_name: door-v3");
+  look_at_the_copy(*stage);
+  ASSERT_TRUE(wait_loaded(*stage));
+  EXPECT_EQ(classify(*stage, 4)[0].prediction.model, "door-v3");
+  EXPECT_EQ(counter(*stage, "model_reloads"), 1);
+}
+
+// model_name and top_k alone need no new model: taken at the next batch. A copy rewritten with no
+// change of infer's (another section's reload) loads nothing.
+TEST_F(InferReloadTest, ANameOrTopKAloneIsTakenAtTheNextBatchWithoutANewModel) {
+  auto stage = open_following();
+  write_copy("model: " + path("model.pt") + ", labels: " + path("labels.txt") + ", model_name: gate, top_k: 1");
+  look_at_the_copy(*stage);
+  EXPECT_FALSE(stage->loading_model());
+  const std::vector<Message> out = classify(*stage, 0);
+  EXPECT_EQ(out[0].prediction.model, "gate");
+  EXPECT_EQ(out[0].prediction.top_k.size(), 1u);
+  write_copy("model: " + path("model.pt") + ", labels: " + path("labels.txt") + ", model_name: gate, top_k: 1",
+             "publish: {segments_min_frames: 5}\n");
+  look_at_the_copy(*stage);
+  EXPECT_FALSE(stage->loading_model());
+  EXPECT_EQ(loaded_paths_.size(), 1u);
+  EXPECT_EQ(counter(*stage, "model_reloads"), 0);
 }
 
 TEST_F(InferStageTest, ModelWhoseClassesDoNotMatchItsLabelsIsAStartUpError) {

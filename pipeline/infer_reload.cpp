@@ -1,0 +1,86 @@
+#include "pipeline/infer_reload.h"
+
+#include <algorithm>
+
+#include "pipeline/config_sections.h"
+
+namespace vapipe {
+
+namespace {
+
+// The settings a reload changes in the running infer: how each is taken and compared. `new_model`: a
+// change of it loads the model again (with the reloaded settings), beside the running one.
+struct ReloadableInferKey {
+  const char* key;
+  bool new_model;
+  void (*take)(const InferConfig& from, InferConfig& to);
+  bool (*differs)(const InferConfig& a, const InferConfig& b);
+};
+template <auto Member>
+ReloadableInferKey reloadable(const char* key, bool new_model) {
+  return {key, new_model, [](const InferConfig& from, InferConfig& to) { to.*Member = from.*Member; },
+          [](const InferConfig& a, const InferConfig& b) { return a.*Member != b.*Member; }};
+}
+const ReloadableInferKey kReloadable[] = {
+    reloadable<&InferConfig::model>("model", true),
+    reloadable<&InferConfig::labels>("labels", true),
+    reloadable<&InferConfig::model_name>("model_name", false),
+    reloadable<&InferConfig::top_k>("top_k", false),
+    reloadable<&InferConfig::output>("output", true),
+    reloadable<&InferConfig::precision>("precision", true),
+    reloadable<&InferConfig::channels_last>("channels_last", true),
+    reloadable<&InferConfig::optimize>("optimize", true),
+    reloadable<&InferConfig::warmup_batches>("warmup_batches", true),
+};
+
+const ReloadableInferKey* reloadable_key(const std::string& key) {
+  for (const ReloadableInferKey& k : kReloadable) {
+    if (key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<std::string>& reloadable_infer_keys() {
+  static const std::vector<std::string> keys = keys_of_table(kReloadable);
+  return keys;
+}
+
+std::vector<std::string> changed_infer_settings(const InferConfig& before, const InferConfig& after) {
+  std::vector<std::string> keys;
+  for (const ReloadableInferKey& k : kReloadable) {
+    if (k.differs(before, after)) keys.push_back(k.key);
+  }
+  return keys;
+}
+
+bool infer_change_needs_new_model(const std::vector<std::string>& keys) {
+  return std::any_of(keys.begin(), keys.end(), [](const std::string& key) {
+    const ReloadableInferKey* k = reloadable_key(key);
+    return k && k->new_model;
+  });
+}
+
+void take_reloadable_infer_settings(const InferConfig& from, InferConfig& to) {
+  for (const ReloadableInferKey& k : kReloadable) k.take(from, to);
+}
+
+Result<InferReload> compare_infer_sections(const std::string& running_yaml, const std::string& reloaded_yaml,
+                                           const std::string& source) {
+  VAPIPE_ASSIGN_OR_RETURN(ConfigDocuments docs, load_config_documents(running_yaml, reloaded_yaml, source));
+  InferReload change;
+  for (const ChangedKey& c : changed_section_keys(docs, "infer")) {
+    if (!reloadable_key(c.key)) return refused_section_key(source, c, "infer", reloadable_infer_keys());
+    change.keys.push_back(c.key);
+  }
+  return change;
+}
+
+std::string describe_infer_reload(const InferReload& change) {
+  std::string out;
+  for (const std::string& k : change.keys) out += (out.empty() ? "infer." : ", infer.") + k;
+  return out.empty() ? out : out + " changed";
+}
+
+}  // namespace vapipe
