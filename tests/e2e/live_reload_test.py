@@ -5,6 +5,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import ssl
 import time
@@ -13,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from e2e.common import (
-    SOURCE_DIR, VAPIPE, MqttBroker, Run, WebhookReceiver, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
+    LABELS, MODEL, SOURCE_DIR, VAPIPE, MqttBroker, Run, WebhookReceiver, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri, results_by_stream,
     start_rtsp_camera, stream_entry,
     write_config)
 
@@ -472,6 +473,71 @@ class LiveReload(SubscribedTest):
         self.assertIn("stream 'door': a reload changed its rotate or mirror: taken without a new connection (every "
                       "frame, a 200 ms jitter buffer, its frames read rotate-180)", err)
         self.assertNotIn("ingest lane 0: restarted", err)
+
+    def test_a_new_model_classifies_from_a_batch_on_while_the_streams_go_on(self):
+        """A reload names another model file and its labels: infer loads it (LibTorch) beside the running
+        one and classifies every batch with it once it is ready. Every frame has one result, numbered on
+        across the change, the results of the old model first, then only the new one's; no stage restarts.
+        A file that is not TorchScript is said, and the running model goes on; a change of infer.device
+        is refused, naming it."""
+        v2 = os.path.join(self.dir, "pattern_cnn_v2.pt")
+        shutil.copyfile(MODEL, v2)
+        with open(LABELS) as f:
+            labels = [line.strip() for line in f if line.strip()]
+        labels_v2 = os.path.join(self.dir, "labels-v2.txt")
+        with open(labels_v2, "w") as f:
+            f.write("".join(f"{label.upper()}\n" for label in labels))
+        broken = os.path.join(self.dir, "broken.pt")
+        with open(broken, "w") as f:
+            f.write("not a model\n")
+        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live"})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        self.wait_for("results of a", self.results_of("a"), timeout=60)
+
+        self.rewrite(config, infer={"model": MODEL, "labels": LABELS, "device": "cpu"})
+        refused = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
+        self.assertRegex(refused.stdout, r"refused the reload, and changed nothing: .*job.yaml:\d+: `infer.device` "
+                                         r"changed; of `infer`, a running job takes only model, labels")
+
+        self.rewrite(config, infer={"model": broken, "labels": LABELS})
+        taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
+        self.assertIn("infer.model changed", taken.stdout)
+        deadline = time.time() + 30
+        while "goes on classifying" not in run.stderr_so_far() and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertRegex(run.stderr_so_far(), r"infer: reload: model .*broken.pt is not a TorchScript model .*; model "
+                                              r".*pattern_cnn.pt \('pattern_cnn'\) goes on classifying")
+
+        self.rewrite(config, infer={"model": v2, "labels": labels_v2})
+        taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
+        self.assertIn("infer.labels, infer.model changed", taken.stdout)
+        by_v2 = lambda m: [r for r in results_by_stream(m).get("a", []) if r["model"] == "pattern_cnn_v2"]
+        self.wait_for("results of the new model", lambda m: len(by_v2(m)) >= 10, timeout=60)
+        msgs, results, events = self.stop_and_collect(run)
+
+        a = results["a"]
+        models = [r["model"] for r in a]
+        first_v2 = models.index("pattern_cnn_v2")
+        self.assertGreater(first_v2, 0)
+        self.assertEqual(set(models[:first_v2]), {"pattern_cnn"})
+        self.assertEqual(set(models[first_v2:]), {"pattern_cnn_v2"}, "the old model after the new one")
+        self.assertIn(a[0]["label"], labels)
+        self.assertIn(a[-1]["label"], [label.upper() for label in labels])
+        self.assertEqual(a[-1]["top_k"][0]["label"], a[-1]["label"])
+        seqs = [r["seq"] for r in a]
+        self.assertEqual(seqs, sorted(set(seqs)))
+        self.assertEqual(len(seqs) + events["a"][-1]["dropped"], seqs[-1] + 1, "numbered on across the model change")
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "eos"])
+        err = run.stderr
+        self.assertIn("(each lane's infer loads it beside the model it runs and classifies with it once it is ready; "
+                      "the streams go on)", err)
+        self.assertRegex(err, r"infer: model .*pattern_cnn_v2.pt \(\d+ classes, 'pattern_cnn_v2'\) classifies from now "
+                              r"on, in place of 'pattern_cnn' \(loaded and warmed up in [0-9.]+ s while it classified\)")
+        self.assertNotIn("restarted", err)
 
     def test_a_camera_that_gave_up_tries_again_at_each_reload_and_comes_back_with_a_new_uri(self):
         """A camera that gave up (ingest.reconnect_attempts) is tried again by a reload, under its id: by
