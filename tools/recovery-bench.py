@@ -97,11 +97,12 @@ def start_job(workdir, cameras, members=(), **extra):
     """`vapipe run` on `cameras` ({id: Camera or URI}), live; `members`: more stream entries (regions of the
     cameras, with `source`); `extra` adds or replaces config sections (`publish` adds keys to it)."""
     port = free_port()
+    infer = extra.pop("infer", None) or {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
+                                         "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")}
     cfg = {"job": {"name": "recovery", "mode": "live"}, **extra,
            "streams": [{"id": sid, "uri": getattr(cam, "uri", cam)} for sid, cam in cameras.items()] + list(members),
            "batch": {"max_batch_size": 8, "max_delay_ms": 20},
-           "infer": {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
-                     "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")},
+           "infer": infer,
            "publish": {**extra.pop("publish", {}), "endpoint": f"tcp://127.0.0.1:{port}"}}
     path = os.path.join(workdir, "recovery.yaml")
     with open(path, "w") as f:

@@ -39,13 +39,24 @@ results a second over the 3 s before and the 3 s after; whether their seq went o
 cam01's and cam00's longest gap and reconnections, and the turn cam00's `changed` event says; the job's
 results a second before and after.
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling [--gop 15]]
+With --model, infer's model changes instead (2026-12-05): `vapipe run` gets SIGHUP with infer.model
+naming a copy of the running model's file (or --model-file's model, and its labels), which each lane's
+infer loads beside the running one and takes between batches. Printed: SIGHUP -> the last camera's
+first result of the new model; how long infer said the load and warm-up took; the cameras' longest gap
+between results over the change; the frames the live queues dropped a second over the 3 s before and
+while the new model loaded (the load shares the cores with the running model); the job's results a
+second before, while loading and after; whether each camera's seq went on without a repeat, and its
+results switched model once (the old model's, then only the new one's).
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling [--gop 15] | --model [--model-file M.pt --labels-file M.txt]]
 Needs Debian's python3-zmq.
 """
 import argparse
 import datetime
 import json
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -387,6 +398,76 @@ def sampling_round(k, gop):
         return row
 
 
+def model_round(k, model_file, labels_file):
+    with tempfile.TemporaryDirectory(prefix="vapipe-model-") as workdir:
+        cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
+        extra = {"infer": {"model": model_file, "labels": labels_file}} if model_file else {}
+        proc, bus = recovery.start_job(workdir, cams, **extra)
+        log = []
+        threading.Thread(target=lambda: log.append(proc.stderr.read()), daemon=True).start()
+        path = os.path.join(workdir, "recovery.yaml")
+        with open(path) as f:
+            cfg = json.load(f)
+        if None in wait_results(bus, cams, 0).values():
+            sys.exit("not every camera gave results")
+        time.sleep(4)
+        # A copy under another name: results say which model made them (its file's name).
+        new_model = os.path.join(workdir, "model_v2.pt")
+        shutil.copyfile(cfg["infer"]["model"], new_model)
+        cfg["infer"] = dict(cfg["infer"], model=new_model)
+        write(path, cfg)
+        sighup = time.time()
+        proc.send_signal(signal.SIGHUP)
+        by_new = lambda sid: (lambda t, p: t == f"results/{sid}" and p.get("model") == "model_v2")
+        firsts = [bus.first(sighup, by_new(sid), 120) for sid in cams]
+        switched = max((t for t in firsts if t), default=float("nan"))
+        time.sleep(4)
+        rate = lambda a, b: sum(len(result_times(bus, sid, a, b)) for sid in cams) / (b - a)
+
+        def dropped(a, b):  # frames numbered in [a, b] that have no result: the live queues' drops
+            lost = 0
+            for sid in cams:
+                with bus.lock:
+                    seqs = [p["seq"] for t, topic, p in bus.messages if topic == f"results/{sid}" and a <= t <= b]
+                lost += (max(seqs) - min(seqs) + 1 - len(seqs)) if seqs else 0
+            return lost / (b - a)
+
+        def switched_once(sid):
+            with bus.lock:
+                models = [p["model"] for t, topic, p in bus.messages if topic == f"results/{sid}"]
+            first_new = models.index("model_v2") if "model_v2" in models else len(models)
+            return first_new > 0 and set(models[first_new:]) == {"model_v2"} and "model_v2" not in models[:first_new]
+
+        row = {"switch_s": switched - sighup,
+               "gap_s": max(longest_gap(result_times(bus, sid, sighup - 2, switched + 2)) for sid in cams),
+               "dropped_before": dropped(sighup - 3, sighup), "dropped_during": dropped(sighup, switched),
+               "before": rate(sighup - 3, sighup), "during": rate(sighup, switched), "after": rate(switched, switched + 3),
+               "numbered_on": all(seqs_of(bus, sid) == sorted(set(seqs_of(bus, sid))) for sid in cams),
+               "switched_once": all(switched_once(sid) for sid in cams)}
+        recovery.stop_job(proc, bus)
+        for cam in cams.values():
+            cam.kill()
+        time.sleep(0.5)
+        loaded = [float(x) for x in re.findall(r"loaded and warmed up in ([0-9.]+) s", "".join(log))]
+        row["load_s"] = max(loaded) if loaded else float("nan")
+        return row
+
+
+def main_model(args):
+    model = args.model_file or "models/pattern_cnn.pt (shipped, 102k parameters)"
+    print(f"# reload-bench --model {datetime.date.today()}: {args.cameras} cameras 640x360 30 fps H.264 in one live "
+          f"job, batch 8; infer.model changed on SIGHUP to a copy of {model}, loaded beside the running one")
+    print("| round | SIGHUP -> last camera's first result of the new model (s) | load and warm-up, infer's log (s) | "
+          "cameras' longest gap (s) | frames dropped a second: before, while loading | the job's results a second: "
+          "before, loading, after | seq numbered on | each switched once |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in range(args.rounds):
+        m = model_round(args.cameras, args.model_file, args.labels_file)
+        print(f"| {r + 1} | {m['switch_s']:.2f} | {m['load_s']:.2f} | {m['gap_s']:.2f} | {m['dropped_before']:.1f}, "
+              f"{m['dropped_during']:.1f} | {m['before']:.0f}, {m['during']:.0f}, {m['after']:.0f} | "
+              f"{'yes' if m['numbered_on'] else 'NO'} | {'yes' if m['switched_once'] else 'NO'} |", flush=True)
+
+
 def main_sampling(args):
     if args.cameras < 3:
         sys.exit("--sampling needs 3 cameras or more (a control, a witness, the sampled)")
@@ -445,7 +526,12 @@ def main():
     ap.add_argument("--outputs", action="store_true", help="publish's webhook replaced by a reload")
     ap.add_argument("--sampling", action="store_true", help="the job's ingest.max_fps changed by a reload")
     ap.add_argument("--gop", type=int, default=15, help="with --sampling: the cameras' key frame interval, in frames")
+    ap.add_argument("--model", action="store_true", help="infer's model changed by a reload")
+    ap.add_argument("--model-file", help="with --model: the job's model (default: the shipped pattern_cnn)")
+    ap.add_argument("--labels-file", help="with --model-file: its labels")
     args = ap.parse_args()
+    if args.model:
+        return main_model(args)
     if args.sampling:
         return main_sampling(args)
     if args.outputs:
