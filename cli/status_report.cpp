@@ -166,6 +166,25 @@ void job_lines(const json& h, std::string* out) {
       appendf(out, "last reload %s ago: %s\n", age.c_str(), text(r, "message").c_str());
     }
   }
+  // Each lane's model: a reload's new model is loaded beside it, and one that could not be used says why.
+  if (const json& models = member(h, "models"); models.is_array()) {
+    for (const json& m : models) {
+      if (!m.is_object()) continue;
+      const uint64_t reloads = count(m, "model_reloads"), failed = count(m, "model_reload_failures");
+      appendf(out, "model (lane %s): '%s' (%s)", cell(m, "lane", "%.0f").c_str(), text(m, "model").c_str(),
+              text(m, "model_file").c_str());
+      if (reloads || failed) {
+        appendf(out, "; reloads: %llu taken, %llu could not be used", static_cast<unsigned long long>(reloads),
+                static_cast<unsigned long long>(failed));
+      }
+      if (!text(m, "loading").empty()) appendf(out, "; LOADING %s", text(m, "loading").c_str());
+      appendf(out, "\n");
+      if (!text(m, "last_reload_error").empty()) {
+        appendf(out, "  the last reload's model COULD NOT BE USED (this one goes on): %s\n",
+                text(m, "last_reload_error").c_str());
+      }
+    }
+  }
   // publish.webhooks: each receiver's figures; one that cannot be reached says so, with why.
   if (const json& hooks = member(h, "webhooks"); hooks.is_array()) {
     for (const json& w : hooks) {

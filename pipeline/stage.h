@@ -36,6 +36,8 @@ class Emitter {
 };
 
 using StageCounters = std::vector<std::pair<std::string, double>>;
+// A stage's own facts as text, beside its counters (infer: the model it runs).
+using StageFacts = std::vector<std::pair<std::string, std::string>>;
 
 class StageWatchdog;
 
@@ -82,6 +84,9 @@ class Stage {
   // The stage's own running totals (e.g. infer's batches), served with the job's metrics as
   // vapipe_<stage>_<name>_total; names are lower case with underscores. Called on the stage's thread.
   virtual StageCounters counters() const { return {}; }
+  // The stage's own facts, served with the job's health (infer's model: /healthz `models`, `vapipe
+  // status`, vapipe_infer_model_info). Called on the stage's thread.
+  virtual StageFacts facts() const { return {}; }
   // After open(): the least time one piece of own work may take before the watchdog calls the stage
   // stuck (pipeline/stage_watchdog.h), when it knows its work is slow (infer: a big model on a CPU).
   // job.stage_timeout_s applies when it is longer.

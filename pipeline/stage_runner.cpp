@@ -191,6 +191,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     snap.slot_wait_s = emitter.allocate_seconds();
     snap.input_wait_s = stats.input_wait_s;
     snap.counters = stage.counters();
+    snap.facts = stage.facts();
     if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
     next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   };

@@ -22,6 +22,11 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
                    {"errors", s.errors},       {"busy_s", s.busy_s},
                    {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
                    {"input_wait_s", s.input_wait_s},     {"counters", counters}};
+  if (!s.facts.empty()) {
+    nlohmann::json facts = nlohmann::json::object();
+    for (const auto& [name, value] : s.facts) facts[name] = value;
+    j["facts"] = facts;
+  }
   if (!s.stream_dropped.empty()) {
     nlohmann::json dropped = nlohmann::json::object();
     for (const auto& [id, n] : s.stream_dropped) dropped[id] = n;
@@ -51,6 +56,9 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       s.slot_wait_s = j.at("slot_wait_s").get<double>();
       s.input_wait_s = j.at("input_wait_s").get<double>();
       for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
+      if (j.contains("facts")) {
+        for (const auto& [k, v] : j.at("facts").items()) s.facts.emplace_back(k, v.get<std::string>());
+      }
       if (j.contains("stream_dropped")) {
         for (const auto& [id, n] : j.at("stream_dropped").items()) s.stream_dropped.emplace_back(id, n.get<uint64_t>());
       }

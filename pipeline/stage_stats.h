@@ -28,6 +28,7 @@ struct StageStatsSnapshot {
   double slot_wait_s = 0;
   double input_wait_s = 0;
   StageCounters counters;  // the stage's own (Stage::counters())
+  StageFacts facts;        // the stage's own (Stage::facts())
   // Ingest: frames each stream's queue has dropped so far (live mode), by stream id; publish serves
   // them as they happen instead of as of each stream's latest event.
   std::vector<std::pair<std::string, uint64_t>> stream_dropped;

@@ -226,6 +226,7 @@ void InferStage::take_settings(const InferConfig& infer) {
 void InferStage::start_model_load(Config reloaded) {
   VAPIPE_LOG_INFO("infer: a reload changed the model ({} -> {}): loading it beside the one that classifies meanwhile",
                   running_.model, reloaded.infer.model);
+  loading_file_ = reloaded.infer.model;
   loader_ = std::thread([this, reloaded = std::move(reloaded)]() {
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
@@ -257,11 +258,13 @@ void InferStage::take_loaded_model() {
     model_name_ = running_.model_name;
     top_k_ = running_.top_k;
     ++model_reloads_;
+    last_reload_error_.clear();
     VAPIPE_LOG_INFO("infer: model {} ({} classes, '{}') classifies from now on, in place of '{}' (loaded and warmed up "
                     "in {:.2f} s while it classified)",
                     running_.model, labels_.size(), model_name_, before, loaded->seconds);
   } else {
     ++model_reload_failures_;
+    last_reload_error_ = loaded->status.message();
     VAPIPE_LOG_ERROR("infer: reload: {}; model {} ('{}') goes on classifying", loaded->status.message(),
                      running_.model, model_name_);
   }
@@ -275,6 +278,13 @@ void InferStage::take_loaded_model() {
       take_settings(next.infer);
     }
   }
+}
+
+StageFacts InferStage::facts() const {
+  StageFacts f{{"model", model_name_}, {"model_file", running_.model}, {"labels_file", running_.labels}};
+  if (loader_.joinable()) f.emplace_back("loading", loading_file_);
+  if (!last_reload_error_.empty()) f.emplace_back("last_reload_error", last_reload_error_);
+  return f;
 }
 
 InferStage::~InferStage() {

@@ -56,6 +56,9 @@ class InferStage final : public Stage {
             {"model_reloads", static_cast<double>(model_reloads_)},
             {"model_reload_failures", static_cast<double>(model_reload_failures_)}};
   }
+  // model (its model_name), model_file, labels_file; while a reloaded model loads, loading (its file);
+  // after a reload's model could not be used, last_reload_error (until one is taken).
+  StageFacts facts() const override;
   ~InferStage() override;
   // Tests: the file a live job's reloads rewrite (else $VAPIPE_CONFIG_AS_STARTED, in a live job).
   void set_config_copy(std::string path) { config_copy_path_ = std::move(path); }
@@ -92,6 +95,8 @@ class InferStage final : public Stage {
   mutable std::mutex loaded_mutex_;
   std::optional<LoadedModel> loaded_;   // under loaded_mutex_: what loader_ made, once done
   std::optional<Config> next_reload_;   // a reload that came while one loaded: loaded next
+  std::string loading_file_;            // the model loader_ loads
+  std::string last_reload_error_;       // why the last reload's model could not be used ("": taken)
   uint64_t model_reloads_ = 0, model_reload_failures_ = 0;
   std::unique_ptr<Classifier> classifier_;
   std::vector<std::string> labels_;

@@ -273,6 +273,26 @@ std::string prometheus_text(const JobMetrics& m) {
       }
     }
   }
+  // The model each lane's infer classifies with (a reload may change it, lane by lane): Prometheus's
+  // info pattern, 1 with the model as labels.
+  auto fact = [](const StageStatsSnapshot& s, const char* name) -> std::string {
+    for (const auto& [k, v] : s.facts) {
+      if (k == name) return v;
+    }
+    return "";
+  };
+  bool said_models = false;
+  for (const StageStatsSnapshot& s : m.stages) {
+    if (s.stage != "infer" || fact(s, "model").empty()) continue;
+    if (!said_models) {
+      w.family("vapipe_infer_model_info", "gauge",
+               "The model the lane's infer classifies with (1), as results name it and its file.");
+      said_models = true;
+    }
+    w.sample("vapipe_infer_model_info", "lane=\"" + std::to_string(s.lane) + "\",model=\"" +
+                 label_value(fact(s, "model")) + "\",file=\"" + label_value(fact(s, "model_file")) + "\"",
+             "1");
+  }
   // Archive progress: streams whose duration is known (files), and the job as a whole.
   w.family("vapipe_stream_progress_ratio", "gauge",
            "Share of the stream's media that has results (streams whose duration is known).");
@@ -485,6 +505,28 @@ std::string prometheus_text(const JobMetrics& m) {
   return std::move(w).text();
 }
 
+namespace {
+// Each lane's infer: its model, how its reloads went (a model being loaded, the last one that could not be
+// used), from its stats snapshot.
+nlohmann::json models_json(const JobMetrics& m) {
+  nlohmann::json models = nlohmann::json::array();
+  for (const StageStatsSnapshot& s : m.stages) {
+    if (s.stage != "infer") continue;
+    nlohmann::json one{{"lane", s.lane}};
+    for (const auto& [k, v] : s.facts) one[k] = v;
+    if (!one.contains("model")) continue;
+    for (const auto& [k, v] : s.counters) {
+      if (k == "model_reloads" || k == "model_reload_failures") one[k] = static_cast<uint64_t>(v);
+    }
+    for (const char* key : {"loading", "last_reload_error"}) {
+      if (!one.contains(key)) one[key] = nullptr;
+    }
+    models.push_back(std::move(one));
+  }
+  return models;
+}
+}  // namespace
+
 nlohmann::json health_json(const JobMetrics& m) {
   nlohmann::json streams = nlohmann::json::object();
   for (const StreamMetrics& s : m.streams) {
@@ -631,7 +673,7 @@ nlohmann::json health_json(const JobMetrics& m) {
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
           {"webhooks", std::move(webhooks)}, {"mqtt", std::move(mqtt)}, {"redis", std::move(redis)},
-          {"kafka", std::move(kafka)},
+          {"kafka", std::move(kafka)}, {"models", models_json(m)},
           {"reload_running_s", m.reload_running_since_unix_s > 0
                                    ? nlohmann::json(std::max(0.0, m.now_unix_s - m.reload_running_since_unix_s))
                                    : nlohmann::json()},

@@ -490,10 +490,21 @@ class LiveReload(SubscribedTest):
         broken = os.path.join(self.dir, "broken.pt")
         with open(broken, "w") as f:
             f.write("not a model\n")
-        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live"})
+        metrics = f"127.0.0.1:{free_port()}"
+        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live"},
+                                        publish={"metrics_address": metrics})
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         self.wait_for("results of a", self.results_of("a"), timeout=60)
+
+        def models():  # /healthz's, once infer's stats say the model
+            deadline = time.time() + 10
+            while True:
+                with urllib.request.urlopen(f"http://{metrics}/healthz", timeout=10) as answer:
+                    found = json.load(answer).get("models", [])
+                if found or time.time() > deadline:
+                    return found
+                time.sleep(0.2)
 
         self.rewrite(config, infer={"model": MODEL, "labels": LABELS, "device": "cpu"})
         refused = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
@@ -511,12 +522,30 @@ class LiveReload(SubscribedTest):
         self.assertRegex(run.stderr_so_far(), r"infer: reload: model .*broken.pt is not a TorchScript model .*; model "
                                               r".*pattern_cnn.pt \('pattern_cnn'\) goes on classifying")
 
+        time.sleep(1.5)  # (infer's stats, written once a second)
+        failed = models()
+        self.assertEqual(len(failed), 1, failed)
+        self.assertEqual(failed[0]["model"], "pattern_cnn")
+        self.assertEqual(failed[0]["model_reload_failures"], 1)
+        self.assertIn("is not a TorchScript model", failed[0]["last_reload_error"])
+        status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=60)
+        self.assertIn("model (lane 0): 'pattern_cnn' (" + MODEL + "); reloads: 0 taken, 1 could not be used\n  the last "
+                      "reload's model COULD NOT BE USED (this one goes on): model " + broken, status.stdout)
+
         self.rewrite(config, infer={"model": v2, "labels": labels_v2})
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
         self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
         self.assertIn("infer.labels, infer.model changed", taken.stdout)
         by_v2 = lambda m: [r for r in results_by_stream(m).get("a", []) if r["model"] == "pattern_cnn_v2"]
         self.wait_for("results of the new model", lambda m: len(by_v2(m)) >= 10, timeout=60)
+        time.sleep(1.5)
+        now = models()
+        self.assertEqual((now[0]["model"], now[0]["model_file"], now[0]["model_reloads"], now[0]["last_reload_error"]),
+                         ("pattern_cnn_v2", v2, 1, None), now)
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        self.assertIn(f'vapipe_infer_model_info{{lane="0",model="pattern_cnn_v2",file="{v2}"}} 1', text)
+        self.assertIn('vapipe_infer_model_reloads_total{lane="0"} 1', text)
         msgs, results, events = self.stop_and_collect(run)
 
         a = results["a"]

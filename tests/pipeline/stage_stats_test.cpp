@@ -24,6 +24,7 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   infer.slot_wait_s = 0.25;
   infer.input_wait_s = 7;
   infer.counters = {{"batches", 42}, {"classify_seconds", 1.75}};
+  infer.facts = {{"model", "door-v2"}, {"model_file", "/models/door-v2.pt"}};
   layout.lane = 1;
   ASSERT_TRUE(write_stage_stats(infer, stage_stats_path(layout, StageKind::kInfer)).ok());
   StageStatsSnapshot pre;
@@ -51,6 +52,8 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   EXPECT_EQ(all[1].counters, (StageCounters{{"batches", 42}, {"classify_seconds", 1.75}}));
   EXPECT_EQ(all[0].stream_dropped, (std::vector<std::pair<std::string, uint64_t>>{{"door", 3}, {"yard", 0}}));
   EXPECT_TRUE(all[1].stream_dropped.empty());
+  EXPECT_EQ(all[1].facts, (StageFacts{{"model", "door-v2"}, {"model_file", "/models/door-v2.pt"}}));
+  EXPECT_TRUE(all[0].facts.empty());
   EXPECT_TRUE(read_stage_stats(layout.run_dir + "/absent").empty());
   std::filesystem::remove_all(layout.run_dir);
 }

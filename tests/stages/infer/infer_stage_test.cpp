@@ -273,6 +273,7 @@ TEST_F(InferReloadTest, ANewModelClassifiesEveryBatchAfterItIsReadyAndTheRunning
   write_copy("model: " + path("v2.pt") + ", labels: " + path("labels-v2.txt") + ", top_k: 2");
   look_at_the_copy(*stage);
   EXPECT_TRUE(stage->loading_model());
+  EXPECT_EQ(stage->facts().back(), (std::pair<std::string, std::string>{"loading", path("v2.pt")}));
   // Meanwhile: the running model.
   const std::vector<Message> during = classify(*stage, 2);
   ASSERT_EQ(during.size(), 2u);
@@ -290,6 +291,8 @@ TEST_F(InferReloadTest, ANewModelClassifiesEveryBatchAfterItIsReadyAndTheRunning
   EXPECT_EQ(options_.warmup_batch_size, 4u);
   EXPECT_EQ(counter(*stage, "model_reloads"), 1);
   EXPECT_EQ(counter(*stage, "model_reload_failures"), 0);
+  EXPECT_EQ(stage->facts(), (StageFacts{{"model", "v2"}, {"model_file", path("v2.pt")},
+                                        {"labels_file", path("labels-v2.txt")}}));
 }
 
 // A model that cannot be used (it does not load; its classes are not its labels'; a label the config
@@ -313,6 +316,11 @@ TEST_F(InferReloadTest, AModelThatCannotBeUsedLeavesTheRunningOneClassifying) {
   EXPECT_EQ(out[0].prediction.model, "model");
   EXPECT_EQ(counter(*stage, "model_reload_failures"), 2);
   EXPECT_EQ(counter(*stage, "model_reloads"), 0);
+  const StageFacts failed = stage->facts();
+  ASSERT_EQ(failed.size(), 4u);
+  EXPECT_EQ(failed[0], (std::pair<std::string, std::string>{"model", "model"}));
+  EXPECT_EQ(failed[3].first, "last_reload_error");
+  EXPECT_NE(failed[3].second.find("has 3 outputs but labels file"), std::string::npos) << failed[3].second;
 
   // Fixed: taken.
   write_copy("model: " + path("four.pt") + ", labels: " + path("labels.txt") + ", top_k: 2, model_name: door-v3");

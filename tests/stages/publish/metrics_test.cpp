@@ -82,6 +82,41 @@ TEST(Metrics, EveryStageProcessHasItsTimesAndItsOwnTotalsPerLane) {
   EXPECT_EQ(prometheus_text(two_cameras()).find("vapipe_stage_"), std::string::npos);
 }
 
+// Each lane's infer says its model (a reload may change it lane by lane): an info metric on /metrics,
+// and /healthz's `models`, with how its reloads went.
+TEST(Metrics, EachLanesModelIsAnInfoMetricAndInTheHealthDocument) {
+  JobMetrics m = two_cameras();
+  StageStatsSnapshot infer0;
+  infer0.stage = "infer";
+  infer0.counters = {{"batches", 120}, {"model_reloads", 1}, {"model_reload_failures", 2}};
+  infer0.facts = {{"model", "door \"v2\""}, {"model_file", "/models/door-v2.pt"}, {"labels_file", "/models/l.txt"},
+                  {"last_reload_error", "model /models/x.pt is not a TorchScript model"}};
+  StageStatsSnapshot infer1 = infer0;
+  infer1.lane = 1;
+  infer1.counters = {};
+  infer1.facts = {{"model", "door-v1"}, {"model_file", "/models/door-v1.pt"}, {"loading", "/models/door-v2.pt"}};
+  StageStatsSnapshot batch0;
+  batch0.stage = "batch";
+  m.stages = {batch0, infer0, infer1};
+  const std::string t = prometheus_text(m);
+  EXPECT_TRUE(has_line(t, "# TYPE vapipe_infer_model_info gauge")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_infer_model_info{lane=\"0\",model=\"door \\\"v2\\\"\",file=\"/models/door-v2.pt\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_infer_model_info{lane=\"1\",model=\"door-v1\",file=\"/models/door-v1.pt\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_infer_model_reload_failures_total{lane=\"0\"} 2")) << t;
+  const nlohmann::json h = health_json(m);
+  ASSERT_EQ(h["models"].size(), 2u) << h.dump();
+  EXPECT_EQ(h["models"][0]["lane"], 0);
+  EXPECT_EQ(h["models"][0]["model"], "door \"v2\"");
+  EXPECT_EQ(h["models"][0]["model_reloads"], 1);
+  EXPECT_EQ(h["models"][0]["model_reload_failures"], 2);
+  EXPECT_EQ(h["models"][0]["last_reload_error"], "model /models/x.pt is not a TorchScript model");
+  EXPECT_TRUE(h["models"][0]["loading"].is_null());
+  EXPECT_EQ(h["models"][1]["loading"], "/models/door-v2.pt");
+  EXPECT_TRUE(h["models"][1]["last_reload_error"].is_null());
+  EXPECT_EQ(prometheus_text(two_cameras()).find("vapipe_infer_model_info"), std::string::npos);
+  EXPECT_TRUE(health_json(two_cameras())["models"].empty());
+}
+
 // Durations for log lines and `vapipe status`, including an ETA at a pace near 0 (once an int overflow).
 TEST(Metrics, HumanDurationsFromSecondsToCenturies) {
   EXPECT_EQ(human_duration(12.54), "12.5 s");
