@@ -1,6 +1,7 @@
 #include "pipeline/infer_reload.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "pipeline/config_sections.h"
 
@@ -67,12 +68,22 @@ void take_reloadable_infer_settings(const InferConfig& from, InferConfig& to) {
 }
 
 Result<InferReload> compare_infer_sections(const std::string& running_yaml, const std::string& reloaded_yaml,
-                                           const std::string& source) {
+                                           const std::string& source, const InferConfig* reloaded) {
   VAPIPE_ASSIGN_OR_RETURN(ConfigDocuments docs, load_config_documents(running_yaml, reloaded_yaml, source));
   InferReload change;
   for (const ChangedKey& c : changed_section_keys(docs, "infer")) {
     if (!reloadable_key(c.key)) return refused_section_key(source, c, "infer", reloadable_infer_keys());
     change.keys.push_back(c.key);
+    // A file that is not there: refused now, with its line, rather than said by infer after the reload
+    // was taken.
+    const std::string* path = !reloaded ? nullptr : c.key == "model" ? &reloaded->model
+                                                  : c.key == "labels" ? &reloaded->labels : nullptr;
+    std::error_code ec;
+    if (path && !std::filesystem::is_regular_file(*path, ec)) {
+      return FailedPrecondition(where_in(source, c.line) + ": infer." + c.key + ": " + *path +
+                                (std::filesystem::exists(*path, ec) ? " is not a file" : ": file not found") +
+                                " (the running model goes on)");
+    }
   }
   return change;
 }

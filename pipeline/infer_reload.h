@@ -41,9 +41,10 @@ struct InferReload {
 
 // Compares the `infer` sections of the running config's text and the reloaded one's. An error names the
 // first setting that changed and cannot change while the job runs, with the line of the reloaded file
-// (`source`) that has it.
+// (`source`) that has it; or a changed `model` or `labels` whose file is not there (`reloaded`: the
+// reloaded config's, its paths resolved; null: not looked at), which infer could only refuse later.
 Result<InferReload> compare_infer_sections(const std::string& running_yaml, const std::string& reloaded_yaml,
-                                           const std::string& source);
+                                           const std::string& source, const InferConfig* reloaded = nullptr);
 
 // "infer.model, infer.labels changed"; empty when none did.
 std::string describe_infer_reload(const InferReload& change);

@@ -275,7 +275,7 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
   if (!publish_change.ok()) return publish_change.status();
   auto ingest_change = compare_ingest_sections(running_yaml, reloaded_yaml, reloaded.source, reloaded.ingest);
   if (!ingest_change.ok()) return ingest_change.status();
-  auto infer_change = compare_infer_sections(running_yaml, reloaded_yaml, reloaded.source);
+  auto infer_change = compare_infer_sections(running_yaml, reloaded_yaml, reloaded.source, &reloaded.infer);
   if (!infer_change.ok()) return infer_change.status();
   // log.level: compared as the config reader took it (the reloaded config was read whole).
   std::optional<std::string> log_level;

@@ -478,8 +478,8 @@ class LiveReload(SubscribedTest):
         """A reload names another model file and its labels: infer loads it (LibTorch) beside the running
         one and classifies every batch with it once it is ready. Every frame has one result, numbered on
         across the change, the results of the old model first, then only the new one's; no stage restarts.
-        A file that is not TorchScript is said, and the running model goes on; a change of infer.device
-        is refused, naming it."""
+        A file that is not TorchScript is said, and the running model goes on; a model file that is not
+        there, and a change of infer.device, are refused, naming them."""
         v2 = os.path.join(self.dir, "pattern_cnn_v2.pt")
         shutil.copyfile(MODEL, v2)
         with open(LABELS) as f:
@@ -511,6 +511,13 @@ class LiveReload(SubscribedTest):
         self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
         self.assertRegex(refused.stdout, r"refused the reload, and changed nothing: .*job.yaml:\d+: `infer.device` "
                                          r"changed; of `infer`, a running job takes only model, labels")
+
+        nope = os.path.join(self.dir, "nope.pt")
+        self.rewrite(config, infer={"model": nope, "labels": LABELS})
+        refused = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
+        self.assertRegex(refused.stdout, r"refused the reload, and changed nothing: .*job.yaml:\d+: infer.model: " +
+                         re.escape(nope) + r": file not found \(the running model goes on\)")
 
         self.rewrite(config, infer={"model": broken, "labels": LABELS})
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)

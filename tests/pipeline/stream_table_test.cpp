@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "pipeline/running_job.h"
 #include "pipeline/stage.h"
@@ -197,9 +198,20 @@ TEST(StreamTable, AReloadOfTheModelIsTakenAndInfersOtherSettingsAreRefused) {
   auto job = [](const std::string& infer) {
     return "job: {mode: live}\nstreams:\n  - {id: gate, uri: \"rtsp://10.0.0.5/stream1\"}\ninfer: {" + infer + "}\n";
   };
+  const std::string dir = ::testing::TempDir() + "vapipe-model-reload-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/m2.pt") << "a model";
+  std::ofstream(dir + "/m2.txt") << "a\n";
   const std::string running = job("model: m.pt, labels: m.txt");
   StreamTable table = table_for(running, 1);
-  const std::string newer = job("model: m2.pt, labels: m2.txt, top_k: 1");
+  // A new model file that is not there: refused now, naming it and its line (infer could only say so later).
+  const std::string missing = job("model: " + dir + "/m3.pt, labels: m.txt");
+  auto absent = apply_stream_reload(table, running, missing, load(missing), 1);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().message(), "job.yaml:4: infer.model: " + dir + "/m3.pt: file not found (the running model "
+                                       "goes on)");
+  EXPECT_EQ(table.version, 0u);
+  const std::string newer = job("model: " + dir + "/m2.pt, labels: " + dir + "/m2.txt, top_k: 1");
   auto change = apply_stream_reload(table, running, newer, load(newer), 1);
   ASSERT_TRUE(change.ok()) << change.status().message();
   EXPECT_FALSE(change->changed());  // no stream
@@ -207,7 +219,7 @@ TEST(StreamTable, AReloadOfTheModelIsTakenAndInfersOtherSettingsAreRefused) {
   EXPECT_EQ(change->infer.keys, (std::vector<std::string>{"labels", "model", "top_k"}));
   EXPECT_EQ(describe_settings_reload(*change), "infer.labels, infer.model, infer.top_k changed");
   EXPECT_EQ(table.version, 1u);
-  const std::string moved = job("model: m2.pt, labels: m2.txt, top_k: 1, batch_shapes: padded");
+  const std::string moved = job("model: " + dir + "/m2.pt, labels: " + dir + "/m2.txt, top_k: 1, batch_shapes: padded");
   auto refused = apply_stream_reload(table, newer, moved, load(moved), 1);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("`infer.batch_shapes` changed; of `infer`, a running job takes only model"),
@@ -215,13 +227,15 @@ TEST(StreamTable, AReloadOfTheModelIsTakenAndInfersOtherSettingsAreRefused) {
       << refused.status().message();
   EXPECT_EQ(table.version, 1u);
   const std::string batch = "job: {mode: live}\nstreams:\n  - {id: gate, uri: \"rtsp://10.0.0.5/stream1\"}\n"
-                            "infer: {model: m2.pt, labels: m2.txt, top_k: 1}\nbatch: {max_batch_size: 2}\n";
+                            "infer: {model: " + dir + "/m2.pt, labels: " + dir + "/m2.txt, top_k: 1}\n"
+                            "batch: {max_batch_size: 2}\n";
   auto section = apply_stream_reload(table, newer, batch, load(batch), 1);
   ASSERT_FALSE(section.ok());
   EXPECT_NE(section.status().message().find("`batch` changed; only `streams`, `log` and some of `publish`, `ingest` "
                                             "and `infer` can change"),
             std::string::npos)
       << section.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 // ingest's sampling, jitter buffer and reconnection change with a reload: the streams that decode with
