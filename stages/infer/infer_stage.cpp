@@ -6,11 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "pipeline/atomic_file.h"
 #include "pipeline/cuda/device_memory.h"
-#include "pipeline/file_identity.h"
 #include "pipeline/infer_reload.h"
-#include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "stages/infer/auto_batch.h"
 #include "stages/infer/labels.h"
@@ -79,23 +76,11 @@ Status InferStage::open(const StageContext& ctx) {
   // reloads with (one taken between the stage's load of the copy and this read is not missed).
   InferConfig c = ctx.config.infer;
   config_source_ = ctx.config.source;
-  if (config_copy_path_.empty() && ctx.config.job.mode == JobMode::kLive) {
-    if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy) config_copy_path_ = copy;
-  }
-  if (!config_copy_path_.empty()) {
-    config_copy_identity_ = file_identity(config_copy_path_);
-    auto text = read_file_bytes(config_copy_path_);
-    ConfigLoadOptions load;
-    load.expand_globs = false;
-    if (text.ok()) load.file_text = &text.value();
-    auto copy = text.ok() ? load_config_file(ctx.config.source, nullptr, load) : Result<Config>(text.status());
-    if (copy.ok()) {
-      running_text_ = std::move(text).value();
-      take_reloadable_infer_settings(copy->infer, c);
-      next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
+  if (std::optional<Result<Config>> copy = config_copy_.start(ctx.config)) {
+    if (copy->ok()) {
+      take_reloadable_infer_settings((*copy)->infer, c);
     } else {
-      VAPIPE_LOG_WARN("infer: {}: reloads of the model will not be taken", copy.status().message());
-      config_copy_path_.clear();
+      VAPIPE_LOG_WARN("infer: {}: reloads of the model will not be taken", copy->status().message());
     }
   }
   if (ctx.config.batch.auto_size && ctx.layout) {
@@ -159,7 +144,7 @@ Status InferStage::open(const StageContext& ctx) {
 
 std::optional<SteadyTime> InferStage::next_deadline() const {
   std::optional<SteadyTime> next;
-  if (!config_copy_path_.empty()) next = next_config_check_;
+  if (config_copy_.followed()) next = config_copy_.next_look();
   std::lock_guard<std::mutex> lock(loaded_mutex_);
   if (loaded_) next = SteadyTime{};  // ready: taken now, with no batch to wait for
   return next;
@@ -167,37 +152,30 @@ std::optional<SteadyTime> InferStage::next_deadline() const {
 
 Status InferStage::on_deadline(Emitter& /*out*/) {
   take_loaded_model();
-  if (!config_copy_path_.empty() && std::chrono::steady_clock::now() >= next_config_check_) check_config_copy();
+  if (config_copy_.due(std::chrono::steady_clock::now())) check_config_copy();
   return Status::Ok();
 }
 
 void InferStage::check_config_copy() {
-  next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
-  const std::string identity = file_identity(config_copy_path_);
-  if (identity == config_copy_identity_) return;
-  config_copy_identity_ = identity;
-  auto text = read_file_bytes(config_copy_path_);
+  auto text = config_copy_.look();
   if (!text.ok()) {
     VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", text.status().message());
     return;
   }
-  if (*text == running_text_) return;
+  if (!*text) return;
   // The supervisor took this reload after the same comparison: an error here is a copy rewritten by
   // hand, or a reload this process missed; said, nothing changes.
-  auto change = compare_infer_sections(running_text_, *text, config_source_);
+  auto change = compare_infer_sections(config_copy_.running_text(), **text, config_source_);
   if (!change.ok()) {
     VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", change.status().message());
     return;
   }
-  ConfigLoadOptions options;
-  options.expand_globs = false;
-  options.file_text = &text.value();
-  auto reloaded = load_config_file(config_source_, nullptr, options);
+  auto reloaded = config_copy_.load(**text);
   if (!reloaded.ok()) {
     VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", reloaded.status().message());
     return;
   }
-  running_text_ = std::move(text).value();
+  config_copy_.take(std::move(**text));
   if (loader_.joinable()) {
     next_reload_ = std::move(reloaded).value();  // after the one loading (the latest reload wins)
     return;

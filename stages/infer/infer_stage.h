@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/config_copy.h"
 #include "pipeline/stage.h"
 #include "stages/infer/classifier.h"
 
@@ -61,7 +62,7 @@ class InferStage final : public Stage {
   StageFacts facts() const override;
   ~InferStage() override;
   // Tests: the file a live job's reloads rewrite (else $VAPIPE_CONFIG_AS_STARTED, in a live job).
-  void set_config_copy(std::string path) { config_copy_path_ = std::move(path); }
+  void set_config_copy(std::string path) { config_copy_.set_path(std::move(path)); }
   // Tests: whether a reloaded model is being loaded (taken by the next batch or deadline once ready).
   bool loading_model() const { return loader_.joinable(); }
 
@@ -82,8 +83,8 @@ class InferStage final : public Stage {
   ClassifierOptions options_;  // as the running model was made: a reloaded one is made alike
   bool padded_ = false;        // batches run at padded sizes (use_batch_sizes at load)
   InferConfig running_;        // the settings the running model was made with
-  std::string config_copy_path_, config_copy_identity_, running_text_, config_source_;
-  SteadyTime next_config_check_{};
+  ConfigCopy config_copy_{kConfigCheckPeriod};
+  std::string config_source_;
   struct LoadedModel {
     Status status;
     std::unique_ptr<Classifier> classifier;

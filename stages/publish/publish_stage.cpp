@@ -129,28 +129,13 @@ Status PublishStage::open(const StageContext& ctx) {
   // here, and its outputs and segments' settings taken from it, so that they are those of the text
   // this process compares later reloads with (one taken as it started, between the stage's load of
   // the copy and this read, is not missed).
-  if (config_copy_path_.empty() && ctx.config.job.mode == JobMode::kLive) {
-    if (const char* copy = std::getenv(kConfigAsStartedEnv); copy && *copy) config_copy_path_ = copy;
-  }
-  if (!config_copy_path_.empty()) {
-    config_copy_identity_ = file_identity(config_copy_path_);
-    auto text = read_file_bytes(config_copy_path_);
-    Result<Config> copy = [&]() -> Result<Config> {
-      if (!text.ok()) return text.status();
-      ConfigLoadOptions options;
-      options.expand_globs = false;
-      options.file_text = &text.value();
-      return load_config_file(ctx.config.source, nullptr, options);
-    }();
-    if (copy.ok()) {
-      running_text_ = std::move(text).value();
+  if (std::optional<Result<Config>> copy = config_copy_.start(ctx.config)) {
+    if (copy->ok()) {
       reloaded_config_ = std::make_unique<Config>(ctx.config);
-      take_reloadable_publish_settings(copy->publish, reloaded_config_->publish);
+      take_reloadable_publish_settings((*copy)->publish, reloaded_config_->publish);
       config_ = reloaded_config_.get();
-      next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
     } else {
-      VAPIPE_LOG_WARN("publish: {}: reloads of publish's outputs will not be taken", copy.status().message());
-      config_copy_path_.clear();
+      VAPIPE_LOG_WARN("publish: {}: reloads of publish's outputs will not be taken", copy->status().message());
     }
   }
   // --resume: the results an earlier run published (kept in the JSON-lines file) count as published.
@@ -639,7 +624,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
     check_authorized_keys();
   }
   if (sink_secrets_ && std::chrono::steady_clock::now() >= next_sink_secrets_check_) check_sink_secrets();
-  if (!config_copy_path_.empty() && std::chrono::steady_clock::now() >= next_config_check_) check_config_copy();
+  if (config_copy_.due(std::chrono::steady_clock::now())) check_config_copy();
   if (!retiring_sinks_.empty()) reap_retired_sinks(false);
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
@@ -662,7 +647,7 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
   }
   if (sink_secrets_) next = next ? std::min(*next, next_sink_secrets_check_) : next_sink_secrets_check_;
-  if (!config_copy_path_.empty()) next = next ? std::min(*next, next_config_check_) : next_config_check_;
+  if (config_copy_.followed()) next = next ? std::min(*next, config_copy_.next_look()) : config_copy_.next_look();
   if (!retiring_sinks_.empty()) {  // joined soon after they stop
     const SteadyTime again = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
     next = next ? std::min(*next, again) : again;
@@ -867,32 +852,25 @@ PublishStage::~PublishStage() {
 }
 
 void PublishStage::check_config_copy() {
-  next_config_check_ = std::chrono::steady_clock::now() + kConfigCheckPeriod;
-  const std::string identity = file_identity(config_copy_path_);
-  if (identity == config_copy_identity_) return;
-  config_copy_identity_ = identity;
-  auto text = read_file_bytes(config_copy_path_);
+  auto text = config_copy_.look();
   if (!text.ok()) {
     VAPIPE_LOG_ERROR("publish: reload: {}; publish's outputs and settings stay as they are", text.status().message());
     return;
   }
-  if (*text == running_text_) return;
+  if (!*text) return;
   // The supervisor took this reload after the same comparison: an error here is a copy rewritten by
   // hand, or a reload this process missed (the copy changed as it started); said, nothing changes.
-  auto change = compare_publish_sections(running_text_, *text, config_->source);
+  auto change = compare_publish_sections(config_copy_.running_text(), **text, config_->source);
   if (!change.ok()) {
     VAPIPE_LOG_ERROR("publish: reload: {}; publish's outputs and settings stay as they are", change.status().message());
     return;
   }
-  ConfigLoadOptions options;
-  options.expand_globs = false;
-  options.file_text = &text.value();
-  auto reloaded = load_config_file(config_->source, nullptr, options);
+  auto reloaded = config_copy_.load(**text);
   if (!reloaded.ok()) {
     VAPIPE_LOG_ERROR("publish: reload: {}; publish's outputs and settings stay as they are", reloaded.status().message());
     return;
   }
-  running_text_ = std::move(text).value();
+  config_copy_.take(std::move(**text));
   if (change->changed()) apply_publish_reload(*reloaded, *change);
 }
 
@@ -1034,7 +1012,7 @@ void PublishStage::learn_added_streams() {
 Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   // A stream's event may come of a reload (a stream added, changed, back): the supervisor rewrote the
   // copy of the config before the stream table, so the outputs that reload names take its messages.
-  if (!config_copy_path_.empty() && in.kind != MessageKind::kResult) check_config_copy();
+  if (config_copy_.followed() && in.kind != MessageKind::kResult) check_config_copy();
   if (in.env.stream_index >= streams_.size()) learn_added_streams();  // added by a reload
   if (in.env.stream_index >= streams_.size() || streams_[in.env.stream_index].id != in.env.stream_id) {
     return InvalidArgument("message for unknown stream '" + in.env.stream_id + "'");

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/config_copy.h"
 #include "pipeline/file_lock.h"
 #include "pipeline/picture_requests.h"
 #include "pipeline/publish_reload.h"
@@ -96,7 +97,7 @@ class PublishStage final : public Stage {
   // them) is looked at this often, and at each stream event; its new webhooks, brokers, Redis servers and settings are taken
   // here, while the bus, its subscribers and each stream's state go on. Tests name the copy.
   static constexpr std::chrono::milliseconds kConfigCheckPeriod{250};  // (a stat() of the copy)
-  void set_config_copy(std::string path) { config_copy_path_ = std::move(path); }
+  void set_config_copy(std::string path) { config_copy_.set_path(std::move(path)); }
   // The config in force (the reloaded outputs and settings once a reload was taken).
   const Config& config() const { return *config_; }
   // Where /metrics and /healthz are served (null without publish.metrics_address).
@@ -340,9 +341,7 @@ class PublishStage final : public Stage {
   // config in force once a reload was taken (config_ points to it; the stage's own stays as loaded).
   void check_config_copy();
   void apply_publish_reload(const Config& reloaded, const PublishReload& change);
-  std::string config_copy_path_, running_text_;
-  std::optional<std::string> config_copy_identity_;
-  SteadyTime next_config_check_{};
+  ConfigCopy config_copy_{kConfigCheckPeriod};
   std::unique_ptr<Config> reloaded_config_;
   // Outputs a reload removed (or changed: the old one goes, a new one comes): each has kSinkGrace to
   // deliver what waits for it, on a thread of its own, and then sets `stopped` (a new one of the same
