@@ -3,8 +3,10 @@
 // LibTorch built without CUDA, as Debian's).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "pipeline/cuda/device_memory.h"
@@ -156,6 +158,48 @@ TEST_F(TorchClassifierOnGpu, CudaGraphReplaysAnswerAsPlainRunsForEveryBatchSize)
       }
     }
   }
+}
+
+// A reload's model (stages/infer/infer_stage.h): loaded, warmed up and its CUDA graphs recorded on a
+// thread of its own while the running model classifies batches from device slots on this one. Neither
+// may fail, and both answer as a plain run of the model does.
+TEST_F(TorchClassifierOnGpu, AModelLoadedAndRecordedOnAnotherThreadWhileBatchesRunAnswersAlike) {
+  const std::vector<size_t> sizes = {1, 2, 3, 4, 6, 8};
+  auto running = load("cuda:0", DType::kFloat16, true, "auto");
+  ASSERT_TRUE(running.ok()) << running.status().message();
+  ASSERT_TRUE((*running)->use_batch_sizes(sizes).ok());
+  const std::vector<float> host = random_batch(8);
+  DeviceItems device;
+  ASSERT_TRUE(device.upload(host, 8));
+  auto reference = fp32_->classify(reinterpret_cast<const std::byte*>(host.data()), 8, 1);
+  ASSERT_TRUE(reference.ok());
+  std::atomic<bool> loaded{false};
+  Status loader_status;
+  std::unique_ptr<Classifier> reloaded;
+  std::thread loader([&] {
+    auto c = load("cuda:0", DType::kFloat16, true, "on");
+    loader_status = c.ok() ? (*c)->use_batch_sizes(sizes) : c.status();
+    if (c.ok()) reloaded = std::move(c).value();
+    loaded = true;
+  });
+  size_t batches = 0, differing = 0;
+  while (!loaded || batches < 20) {
+    const size_t n = sizes[batches % sizes.size()];
+    std::vector<const std::byte*> items(device.items.begin(), device.items.begin() + n);
+    auto r = (*running)->classify_device(items, 0, 1);
+    ASSERT_TRUE(r.ok()) << "batch " << batches << " while the other loaded: " << r.status().message();
+    for (size_t i = 0; i < n; ++i) differing += (*r)[i].class_ids[0] != (*reference)[i].class_ids[0];
+    ++batches;
+  }
+  loader.join();
+  ASSERT_TRUE(loader_status.ok()) << loader_status.message();
+  EXPECT_TRUE(reloaded->replays_cuda_graphs());
+  EXPECT_LE(differing, batches / 4) << "fp16 near ties aside, the running model's answers held";
+  auto after = reloaded->classify_device(device.items, 0, 1);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  size_t same = 0;
+  for (size_t i = 0; i < 8; ++i) same += (*after)[i].class_ids[0] == (*reference)[i].class_ids[0];
+  EXPECT_GE(same, 7u);
 }
 
 TEST_F(TorchClassifierOnGpu, CudaGraphsOffOrExactShapesReplayNothing) {
