@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "pipeline/cuda/device_memory.h"
+#include "pipeline/file_identity.h"
 #include "pipeline/infer_reload.h"
 #include "pipeline/logging.h"
 #include "stages/infer/auto_batch.h"
@@ -152,8 +153,24 @@ std::optional<SteadyTime> InferStage::next_deadline() const {
 
 Status InferStage::on_deadline(Emitter& /*out*/) {
   take_loaded_model();
-  if (config_copy_.due(std::chrono::steady_clock::now())) check_config_copy();
+  if (config_copy_.due(std::chrono::steady_clock::now())) {
+    check_config_copy();
+    retry_failed_reload();
+  }
   return Status::Ok();
+}
+
+void InferStage::retry_failed_reload() {
+  if (!failed_reload_ || loader_.joinable()) return;
+  const InferConfig& infer = failed_reload_->config.infer;
+  if (file_identity(infer.model) == failed_reload_->model_identity &&
+      file_identity(infer.labels) == failed_reload_->labels_identity) {
+    return;
+  }
+  Config again = std::move(failed_reload_->config);
+  failed_reload_.reset();
+  VAPIPE_LOG_INFO("infer: {} changed since its model could not be used: trying it again", again.infer.model);
+  start_model_load(std::move(again));
 }
 
 void InferStage::check_config_copy() {
@@ -176,6 +193,7 @@ void InferStage::check_config_copy() {
     return;
   }
   config_copy_.take(std::move(**text));
+  failed_reload_.reset();  // (a newer reload: that one is tried)
   if (loader_.joinable()) {
     next_reload_ = std::move(reloaded).value();  // after the one loading (the latest reload wins)
     return;
@@ -202,14 +220,17 @@ void InferStage::take_settings(const InferConfig& infer) {
 }
 
 void InferStage::start_model_load(Config reloaded) {
-  VAPIPE_LOG_INFO("infer: a reload changed the model ({} -> {}): loading it beside the one that classifies meanwhile",
-                  running_.model, reloaded.infer.model);
+  VAPIPE_LOG_INFO("infer: loading model {} beside the running {} ('{}'), which classifies meanwhile",
+                  reloaded.infer.model, running_.model, model_name_);
   loading_file_ = reloaded.infer.model;
   loader_ = std::thread([this, reloaded = std::move(reloaded)]() {
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
     loaded.infer = reloaded.infer;
+    // The files as they were read: a change after it is a fix to try.
+    loaded.identities = {file_identity(reloaded.infer.model), file_identity(reloaded.infer.labels)};
     loaded.status = load_model(reloaded, reloaded.infer, &loaded.classifier, &loaded.labels);
+    if (!loaded.status.ok()) loaded.config = reloaded;
     if (loaded.status.ok() && padded_) {
       loaded.status = loaded.classifier->use_batch_sizes(padded_batch_sizes(merge_limit_))
                           .with_context("infer.batch_shapes: padded (model " + reloaded.infer.model + ")");
@@ -229,7 +250,7 @@ void InferStage::take_loaded_model() {
   if (!loaded) return;
   loader_.join();
   if (loaded->status.ok()) {
-    std::unique_ptr<Classifier> old = std::exchange(classifier_, std::move(loaded->classifier));
+    classifier_ = std::move(loaded->classifier);  // (the running one goes)
     labels_ = std::move(loaded->labels);
     const std::string before = model_name_;
     take_reloadable_infer_settings(loaded->infer, running_);
@@ -237,18 +258,23 @@ void InferStage::take_loaded_model() {
     top_k_ = running_.top_k;
     ++model_reloads_;
     last_reload_error_.clear();
+    failed_reload_.reset();
     VAPIPE_LOG_INFO("infer: model {} ({} classes, '{}') classifies from now on, in place of '{}' (loaded and warmed up "
                     "in {:.2f} s while it classified)",
                     running_.model, labels_.size(), model_name_, before, loaded->seconds);
   } else {
     ++model_reload_failures_;
     last_reload_error_ = loaded->status.message();
+    // Tried again when its files change (the user fixes the file under the same path: the config,
+    // unchanged, makes no reload of its own).
+    failed_reload_ = FailedReload{std::move(*loaded->config), loaded->identities.first, loaded->identities.second};
     VAPIPE_LOG_ERROR("infer: reload: {}; model {} ('{}') goes on classifying", loaded->status.message(),
                      running_.model, model_name_);
   }
   if (next_reload_) {
     Config next = std::move(*next_reload_);
     next_reload_.reset();
+    failed_reload_.reset();  // (a newer reload: that one is tried)
     const std::vector<std::string> keys = changed_infer_settings(running_, next.infer);
     if (infer_change_needs_new_model(keys)) {
       start_model_load(std::move(next));

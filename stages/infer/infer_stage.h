@@ -91,13 +91,22 @@ class InferStage final : public Stage {
     std::vector<std::string> labels;
     InferConfig infer;
     double seconds = 0;
+    std::optional<Config> config;  // when it could not be used: the reload's, to try again
+    std::pair<std::string, std::string> identities;  // its model's and labels' files, as read
   };
+  // A reload whose model could not be used, and its files' identities then: tried again when they change.
+  struct FailedReload {
+    Config config;
+    std::string model_identity, labels_identity;
+  };
+  void retry_failed_reload();
   std::thread loader_;                  // loading a reloaded model
   mutable std::mutex loaded_mutex_;
   std::optional<LoadedModel> loaded_;   // under loaded_mutex_: what loader_ made, once done
   std::optional<Config> next_reload_;   // a reload that came while one loaded: loaded next
   std::string loading_file_;            // the model loader_ loads
   std::string last_reload_error_;       // why the last reload's model could not be used ("": taken)
+  std::optional<FailedReload> failed_reload_;
   uint64_t model_reloads_ = 0, model_reload_failures_ = 0;
   std::unique_ptr<Classifier> classifier_;
   std::vector<std::string> labels_;

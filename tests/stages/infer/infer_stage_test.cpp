@@ -296,7 +296,8 @@ TEST_F(InferReloadTest, ANewModelClassifiesEveryBatchAfterItIsReadyAndTheRunning
 }
 
 // A model that cannot be used (it does not load; its classes are not its labels'; a label the config
-// names is not among them) is said, and the running one goes on.
+// names is not among them) is said, and the running one goes on; fixed under the same path, it is
+// tried again.
 TEST_F(InferReloadTest, AModelThatCannotBeUsedLeavesTheRunningOneClassifying) {
   auto stage = open_following();
   models_[path("broken.pt")] = Model{0};
@@ -322,12 +323,24 @@ TEST_F(InferReloadTest, AModelThatCannotBeUsedLeavesTheRunningOneClassifying) {
   EXPECT_EQ(failed[3].first, "last_reload_error");
   EXPECT_NE(failed[3].second.find("has 3 outputs but labels file"), std::string::npos) << failed[3].second;
 
-  // Fixed: taken.
+  // The file fixed under the same path (the config, unchanged, makes no reload): tried again as it
+  // changes, and taken.
+  models_[path("three.pt")] = Model{4};
+  std::ofstream(path("three.pt")) << "fixed";
+  look_at_the_copy(*stage);
+  ASSERT_TRUE(wait_loaded(*stage));
+  EXPECT_EQ(classify(*stage, 4)[0].prediction.model, "three");
+  EXPECT_EQ(counter(*stage, "model_reloads"), 1);
+  EXPECT_EQ(stage->facts().size(), 3u);  // no last_reload_error
+  look_at_the_copy(*stage);
+  EXPECT_FALSE(stage->loading_model()) << "tried again once, not at every look";
+
+  // Another model, named: taken.
   write_copy("model: " + path("four.pt") + ", labels: " + path("labels.txt") + ", top_k: 2, model_name: door-v3");
   look_at_the_copy(*stage);
   ASSERT_TRUE(wait_loaded(*stage));
-  EXPECT_EQ(classify(*stage, 4)[0].prediction.model, "door-v3");
-  EXPECT_EQ(counter(*stage, "model_reloads"), 1);
+  EXPECT_EQ(classify(*stage, 6)[0].prediction.model, "door-v3");
+  EXPECT_EQ(counter(*stage, "model_reloads"), 2);
 }
 
 // model_name and top_k alone need no new model: taken at the next batch. A copy rewritten with no
