@@ -71,8 +71,9 @@ class InferStage final : public Stage {
   // The model of `infer` (its reloadable settings as reloaded), with its labels: loaded and warmed up.
   Status load_model(const Config& config, const InferConfig& infer, std::unique_ptr<Classifier>* classifier,
                     std::vector<std::string>* labels) const;
-  // A reload's model, being loaded on loader_ (the stage thread goes on with the running one).
+  // A look at the job's copy of its config: a reload's name or top_k taken, or its model started loading.
   void check_config_copy();
+  // Loads `reloaded`'s model on loader_; the stage thread goes on with the running one meanwhile.
   void start_model_load(Config reloaded);
   // On the stage thread, between batches: the loaded model in use from now on (or its error said).
   void take_loaded_model();
@@ -94,7 +95,8 @@ class InferStage final : public Stage {
     std::optional<Config> config;  // when it could not be used: the reload's, to try again
     std::pair<std::string, std::string> identities;  // its model's and labels' files, as read
   };
-  // A reload whose model could not be used, and its files' identities then: tried again when they change.
+  // A reload whose model could not be used, and its files' identities then: tried again, once, when one
+  // of them changes (retry_failed_reload, at each look at the copy).
   struct FailedReload {
     Config config;
     std::string model_identity, labels_identity;
