@@ -171,8 +171,9 @@ void job_lines(const json& h, std::string* out) {
     for (const json& m : models) {
       if (!m.is_object()) continue;
       const uint64_t reloads = count(m, "model_reloads"), failed = count(m, "model_reload_failures");
-      appendf(out, "model (lane %s): '%s' (%s)", cell(m, "lane", "%.0f").c_str(), text(m, "model").c_str(),
-              text(m, "model_file").c_str());
+      const std::string written = text(m, "model_file_modified");
+      appendf(out, "model (lane %s): '%s' (%s%s)", cell(m, "lane", "%.0f").c_str(), text(m, "model").c_str(),
+              text(m, "model_file").c_str(), written.empty() ? "" : (", written " + written).c_str());
       if (reloads || failed) {
         appendf(out, "; reloads: %llu taken, %llu could not be used", static_cast<unsigned long long>(reloads),
                 static_cast<unsigned long long>(failed));

@@ -27,9 +27,10 @@ std::optional<Result<Config>> ConfigCopy::start(const Config& config) {
   return copy;
 }
 
-Result<std::optional<std::string>> ConfigCopy::look() {
+Result<std::optional<std::string>> ConfigCopy::look(bool* rewritten) {
   next_ = std::chrono::steady_clock::now() + period_;
   const std::string identity = file_identity(path_);
+  if (rewritten) *rewritten = identity != identity_;
   if (identity == identity_) return std::optional<std::string>();
   identity_ = identity;
   VAPIPE_ASSIGN_OR_RETURN(std::string text, read_file_bytes(path_));

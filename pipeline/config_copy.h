@@ -28,8 +28,10 @@ class ConfigCopy {
   std::chrono::steady_clock::time_point next_look() const { return next_; }
   const std::string& running_text() const { return running_text_; }
   // A look (a stat; a read when it changed): the copy's text when it differs from the running text,
-  // nullopt when it does not, or why it cannot be read. The next one is due a period on.
-  Result<std::optional<std::string>> look();
+  // nullopt when it does not, or why it cannot be read. The next one is due a period on. `rewritten`:
+  // whether the copy was written since the last look, its text changed or not (a reload that found a
+  // file the config names replaced under the same path rewrites the same text: infer's model).
+  Result<std::optional<std::string>> look(bool* rewritten = nullptr);
   // The config of a text of the copy, read as the stage read the copy at its start.
   Result<Config> load(const std::string& text) const;
   // The text later looks compare with: the stage took it.

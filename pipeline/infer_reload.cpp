@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "pipeline/config_sections.h"
+#include "pipeline/file_identity.h"
 
 namespace vapipe {
 
@@ -88,10 +89,36 @@ Result<InferReload> compare_infer_sections(const std::string& running_yaml, cons
   return change;
 }
 
+InferFileIdentities infer_file_identities(const InferConfig& infer) {
+  return {file_identity(infer.model), file_identity(infer.labels)};
+}
+
+void note_replaced_infer_files(const InferConfig& infer, const InferFileIdentities& before, InferReload& change) {
+  const std::pair<const char*, std::pair<const std::string*, const std::string*>> files[] = {
+      {"model", {&infer.model, &before.model}}, {"labels", {&infer.labels, &before.labels}}};
+  for (const auto& [key, file] : files) {
+    const auto& [path, identity_before] = file;
+    if (std::find(change.keys.begin(), change.keys.end(), key) != change.keys.end()) continue;  // (loaded anyway)
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*path, ec)) {
+      change.missing.push_back(key);
+      change.missing_paths.push_back(*path);
+    } else if (file_identity(*path) != *identity_before) {
+      change.replaced.push_back(key);
+      change.replaced_paths.push_back(*path);
+    }
+  }
+}
+
 std::string describe_infer_reload(const InferReload& change) {
   std::string out;
   for (const std::string& k : change.keys) out += (out.empty() ? "infer." : ", infer.") + k;
-  return out.empty() ? out : out + " changed";
+  if (!out.empty()) out += " changed";
+  for (size_t i = 0; i < change.replaced.size(); ++i) {
+    out += (out.empty() ? "" : "; ") + std::string("infer.") + change.replaced[i] + "'s file " +
+           change.replaced_paths[i] + " was replaced";
+  }
+  return out;
 }
 
 }  // namespace vapipe

@@ -36,8 +36,23 @@ void take_reloadable_infer_settings(const InferConfig& from, InferConfig& to);
 
 struct InferReload {
   std::vector<std::string> keys;  // the reloadable settings whose text changed
-  bool changed() const { return !keys.empty(); }
+  // "model", "labels": the files named as before, replaced under the same path since the job loaded
+  // them (a new model copied over the old), and their paths: infer loads them again, as for a new path.
+  std::vector<std::string> replaced, replaced_paths;
+  // "model", "labels": named as before, not there now (the running model goes on; said as a warning).
+  std::vector<std::string> missing, missing_paths;
+  bool changed() const { return !keys.empty() || !replaced.empty(); }
 };
+
+// The identities (pipeline/file_identity.h) of `infer`'s model and labels files, as the supervisor saw
+// them at the job's start and at each reload it took.
+struct InferFileIdentities {
+  std::string model, labels;
+};
+InferFileIdentities infer_file_identities(const InferConfig& infer);
+// Notes in `change` which of `infer`'s files, their paths unchanged by the reload (not in change.keys),
+// were replaced since `before`, and which are not there now.
+void note_replaced_infer_files(const InferConfig& infer, const InferFileIdentities& before, InferReload& change);
 
 // Compares the `infer` sections of the running config's text and the reloaded one's. An error names the
 // first setting that changed and cannot change while the job runs, with the line of the reloaded file
@@ -46,7 +61,8 @@ struct InferReload {
 Result<InferReload> compare_infer_sections(const std::string& running_yaml, const std::string& reloaded_yaml,
                                            const std::string& source, const InferConfig* reloaded = nullptr);
 
-// "infer.model, infer.labels changed"; empty when none did.
+// "infer.model, infer.labels changed", "infer.model's file /models/door.pt was replaced"; empty when none
+// did.
 std::string describe_infer_reload(const InferReload& change);
 
 }  // namespace vapipe

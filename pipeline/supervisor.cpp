@@ -21,6 +21,7 @@
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/file_lock.h"
 #include "pipeline/folder_watch.h"
+#include "pipeline/infer_reload.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
@@ -363,6 +364,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   // The config text the job runs with: as it started, then as each reload that changed `publish` left
   // it (its copy in the run folder is rewritten, for publish and for a stage started again).
   std::string running_text = options.config_text;
+  // infer's model and labels files as they were when the job loaded them, then at each reload taken: a
+  // reload that finds one replaced under the same path has infer load it again.
+  InferFileIdentities infer_files = infer_file_identities(config.infer);
   bool reload_again = false;     // SIGHUP while a read ran: read again when it ends
   bool said_reload_hung = false;  // the running read was said to take long
   std::chrono::steady_clock::time_point reload_started;
@@ -452,6 +456,12 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       record_reload(false, change.status().message());
       return;
     }
+    note_replaced_infer_files(fresh->infer, infer_files, change->infer);
+    for (size_t i = 0; i < change->infer.missing.size(); ++i) {
+      VAPIPE_LOG_WARN("{}{}: infer.{}: {}: file not found: the running model goes on, but a lane that starts again "
+                      "cannot load it", what, options.config_path, change->infer.missing[i],
+                      change->infer.missing_paths[i]);
+    }
     // publish's outputs and segments' settings, ingest's sampling and reconnection, infer's model,
     // log.level: the job's copy of its config, which publish, ingest and infer look at
     // (pipeline/publish_reload.h, ingest_reload.h, infer_reload.h),
@@ -474,6 +484,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       return;
     }
     if (copy_changes) running_text = text;
+    infer_files = infer_file_identities(fresh->infer);
     if (change->log_level) {
       // Every stage takes it from the copy within a second (LogLevelFollower); this process now.
       const bool taken = set_log_level(*change->log_level);

@@ -1,9 +1,12 @@
 #include "stages/infer/infer_stage.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "pipeline/cuda/device_memory.h"
@@ -40,6 +43,18 @@ Result<size_t> search_batch_size(Classifier& classifier, size_t limit, int gpu) 
   const size_t chosen = choose_batch_size(costs);
   VAPIPE_LOG_INFO("infer: auto batch size {} (measured images/s at batch {})", chosen, describe_costs(costs));
   return chosen;
+}
+
+// When the file at `path` was last written, by the wall clock in UTC ("2026-12-05T15:02:54Z"); "" when
+// it cannot be stat'ed. Said beside the running model's file: a model copied over the old one (the same
+// path, often the same name) shows as its new time.
+std::string modified_utc(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  std::tm tm{};
+  gmtime_r(&st.st_mtim.tv_sec, &tm);
+  char out[32];
+  return std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &tm) ? std::string(out) : std::string();
 }
 
 }  // namespace
@@ -98,6 +113,9 @@ Status InferStage::open(const StageContext& ctx) {
   options_.input = input_;
   // With an automatic batch size the search below runs every size; warm up small.
   options_.warmup_batch_size = ctx.config.batch.auto_size ? 1 : ctx.config.batch.max_batch_size;
+  // The files' identities before they are read: one replaced meanwhile is loaded again at a reload.
+  running_identities_ = {file_identity(c.model), file_identity(c.labels)};
+  running_modified_ = modified_utc(c.model);
   VAPIPE_RETURN_IF_ERROR(load_model(ctx.config, c, &classifier_, &labels_));
   running_ = c;
   model_name_ = c.model_name;
@@ -174,12 +192,16 @@ void InferStage::retry_failed_reload() {
 }
 
 void InferStage::check_config_copy() {
-  auto text = config_copy_.look();
+  bool rewritten = false;
+  auto text = config_copy_.look(&rewritten);
   if (!text.ok()) {
     VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", text.status().message());
     return;
   }
-  if (!*text) return;
+  if (!*text) {
+    if (rewritten) reload_replaced_files();  // (the same text: the supervisor found a file replaced)
+    return;
+  }
   // The supervisor took this reload after the same comparison: an error here is a copy rewritten by
   // hand, or a reload this process missed; said, nothing changes.
   auto change = compare_infer_sections(config_copy_.running_text(), **text, config_source_);
@@ -196,14 +218,39 @@ void InferStage::check_config_copy() {
   failed_reload_.reset();  // (a newer reload: that one is tried)
   if (loader_.joinable()) {
     next_reload_ = std::move(reloaded).value();  // after the one loading (the latest reload wins)
+    recheck_files_ = true;
     return;
   }
   const std::vector<std::string> keys = changed_infer_settings(running_, reloaded->infer);
-  if (keys.empty()) return;
   if (!infer_change_needs_new_model(keys)) {
-    take_settings(reloaded->infer);
+    if (!keys.empty()) take_settings(reloaded->infer);
+    reload_replaced_files();
     return;
   }
+  start_model_load(std::move(reloaded).value());
+}
+
+void InferStage::reload_replaced_files() {
+  if (loader_.joinable()) {
+    recheck_files_ = true;  // (after the model loading now: it may have read the new file already)
+    return;
+  }
+  const std::pair<std::string, std::string> now{file_identity(running_.model), file_identity(running_.labels)};
+  if (now == running_identities_) return;
+  // One that could not be used is tried again when its files change (retry_failed_reload), not before.
+  if (failed_reload_ && failed_reload_->config.infer.model == running_.model &&
+      failed_reload_->config.infer.labels == running_.labels && now.first == failed_reload_->model_identity &&
+      now.second == failed_reload_->labels_identity) {
+    return;
+  }
+  auto reloaded = config_copy_.load(config_copy_.running_text());
+  if (!reloaded.ok()) {
+    VAPIPE_LOG_ERROR("infer: reload: {}; the model stays as it is", reloaded.status().message());
+    return;
+  }
+  VAPIPE_LOG_INFO("infer: {} was replaced under the same path since its model was loaded",
+                  now.first != running_identities_.first ? running_.model : running_.labels);
+  failed_reload_.reset();
   start_model_load(std::move(reloaded).value());
 }
 
@@ -220,8 +267,13 @@ void InferStage::take_settings(const InferConfig& infer) {
 }
 
 void InferStage::start_model_load(Config reloaded) {
-  VAPIPE_LOG_INFO("infer: loading model {} beside the running {} ('{}'), which classifies meanwhile",
-                  reloaded.infer.model, running_.model, model_name_);
+  if (reloaded.infer.model == running_.model) {
+    VAPIPE_LOG_INFO("infer: loading model {} again beside the running one ('{}'), which classifies meanwhile",
+                    reloaded.infer.model, model_name_);
+  } else {
+    VAPIPE_LOG_INFO("infer: loading model {} beside the running {} ('{}'), which classifies meanwhile",
+                    reloaded.infer.model, running_.model, model_name_);
+  }
   loading_file_ = reloaded.infer.model;
   loader_ = std::thread([this, reloaded = std::move(reloaded)]() {
     const auto start = std::chrono::steady_clock::now();
@@ -229,6 +281,7 @@ void InferStage::start_model_load(Config reloaded) {
     loaded.infer = reloaded.infer;
     // The files as they were read: a change after it is a fix to try.
     loaded.identities = {file_identity(reloaded.infer.model), file_identity(reloaded.infer.labels)};
+    loaded.modified = modified_utc(reloaded.infer.model);
     loaded.status = load_model(reloaded, reloaded.infer, &loaded.classifier, &loaded.labels);
     if (!loaded.status.ok()) loaded.config = reloaded;
     if (loaded.status.ok() && padded_) {
@@ -256,6 +309,8 @@ void InferStage::take_loaded_model() {
     take_reloadable_infer_settings(loaded->infer, running_);
     model_name_ = running_.model_name;
     top_k_ = running_.top_k;
+    running_identities_ = loaded->identities;
+    running_modified_ = loaded->modified;
     ++model_reloads_;
     last_reload_error_.clear();
     failed_reload_.reset();
@@ -278,14 +333,19 @@ void InferStage::take_loaded_model() {
     const std::vector<std::string> keys = changed_infer_settings(running_, next.infer);
     if (infer_change_needs_new_model(keys)) {
       start_model_load(std::move(next));
-    } else if (!keys.empty()) {
-      take_settings(next.infer);
+      return;
     }
+    if (!keys.empty()) take_settings(next.infer);
+  }
+  if (recheck_files_) {
+    recheck_files_ = false;
+    reload_replaced_files();
   }
 }
 
 StageFacts InferStage::facts() const {
   StageFacts f{{"model", model_name_}, {"model_file", running_.model}, {"labels_file", running_.labels}};
+  if (!running_modified_.empty()) f.emplace_back("model_file_modified", running_modified_);
   if (loader_.joinable()) f.emplace_back("loading", loading_file_);
   if (!last_reload_error_.empty()) f.emplace_back("last_reload_error", last_reload_error_);
   return f;

@@ -57,7 +57,8 @@ class InferStage final : public Stage {
             {"model_reloads", static_cast<double>(model_reloads_)},
             {"model_reload_failures", static_cast<double>(model_reload_failures_)}};
   }
-  // model (its model_name), model_file, labels_file; while a reloaded model loads, loading (its file);
+  // model (its model_name), model_file, labels_file, model_file_modified (when the file was written, as
+  // read: a model copied over the old one shows); while a reloaded model loads, loading (its file);
   // after a reload's model could not be used, last_reload_error (until one is taken).
   StageFacts facts() const override;
   ~InferStage() override;
@@ -94,6 +95,7 @@ class InferStage final : public Stage {
     double seconds = 0;
     std::optional<Config> config;  // when it could not be used: the reload's, to try again
     std::pair<std::string, std::string> identities;  // its model's and labels' files, as read
+    std::string modified;                            // its model file's time, as read (facts)
   };
   // A reload whose model could not be used, and its files' identities then: tried again, once, when one
   // of them changes (retry_failed_reload, at each look at the copy).
@@ -102,6 +104,12 @@ class InferStage final : public Stage {
     std::string model_identity, labels_identity;
   };
   void retry_failed_reload();
+  // At a reload (the copy rewritten): the running model's or labels' file replaced under the same path
+  // since it was read (a new model copied over the old) is loaded again, as a reload's new model is.
+  void reload_replaced_files();
+  std::pair<std::string, std::string> running_identities_;  // the running model's files, as read
+  std::string running_modified_;  // when the running model's file was written, UTC (facts)
+  bool recheck_files_ = false;  // a reload came while a model loaded: its files looked at once taken
   std::thread loader_;                  // loading a reloaded model
   mutable std::mutex loaded_mutex_;
   std::optional<LoadedModel> loaded_;   // under loaded_mutex_: what loader_ made, once done

@@ -259,13 +259,15 @@ TEST(StatusReport, TheLastReloadSaysWhetherItWasRefusedAndWhy) {
 TEST(StatusReport, SaysEachLanesModelAndAReloadsModelThatCouldNotBeUsed) {
   const json h = json::parse(R"({"job": "gate", "mode": "live", "uptime_s": 100, "streams": {},
       "models": [{"lane": 0, "model": "door-v2", "model_file": "/m/door-v2.pt", "model_reloads": 1,
+                  "model_file_modified": "2026-12-05T15:02:54Z",
                   "model_reload_failures": 1, "loading": null,
                   "last_reload_error": "model /m/x.pt is not a TorchScript model"},
                  {"lane": 1, "model": "door-v1", "model_file": "/m/door-v1.pt", "model_reloads": 0,
                   "model_reload_failures": 0, "loading": "/m/door-v2.pt", "last_reload_error": null}]})");
   auto report = status_report(h, "http://h:9100/healthz");
   ASSERT_TRUE(report.ok()) << report.status().message();
-  EXPECT_NE(report->find("model (lane 0): 'door-v2' (/m/door-v2.pt); reloads: 1 taken, 1 could not be used\n"
+  EXPECT_NE(report->find("model (lane 0): 'door-v2' (/m/door-v2.pt, written 2026-12-05T15:02:54Z); reloads: 1 taken, 1 "
+                         "could not be used\n"
                          "  the last reload's model COULD NOT BE USED (this one goes on): model /m/x.pt is not a "
                          "TorchScript model\n"),
             std::string::npos)

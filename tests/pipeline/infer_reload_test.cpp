@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 namespace vapipe {
 namespace {
 
@@ -62,6 +65,48 @@ TEST(InferReload, SettingsAreComparedByValueAndOnlyNameAndTopKNeedNoNewModel) {
   EXPECT_EQ(taken.model, "/cfg/m2.pt");
   EXPECT_EQ(taken.model_name, "m2");
   EXPECT_EQ(taken.threads, running.threads);  // not a reloadable setting
+}
+
+// A model or labels file named as before and replaced under the same path since the job loaded it (a
+// new model copied over the old) is a change: infer loads it again. One named anew is loaded anyway;
+// one that is not there is noted apart (said as a warning; the running model goes on).
+TEST(InferReload, AFileReplacedUnderTheSamePathIsAChangeAndOneThatIsGoneIsNoted) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("vapipe_infer_files_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "m.pt") << "v1";
+  std::ofstream(dir / "m.txt") << "a\nb\n";
+  InferConfig infer;
+  infer.model = (dir / "m.pt").string();
+  infer.labels = (dir / "m.txt").string();
+  const InferFileIdentities loaded = infer_file_identities(infer);
+
+  InferReload unchanged;
+  note_replaced_infer_files(infer, loaded, unchanged);
+  EXPECT_FALSE(unchanged.changed());
+  EXPECT_TRUE(unchanged.missing.empty());
+
+  std::ofstream(dir / "m.pt") << "v2, a new model";
+  InferReload replaced;
+  note_replaced_infer_files(infer, loaded, replaced);
+  EXPECT_TRUE(replaced.changed());
+  EXPECT_EQ(replaced.replaced, std::vector<std::string>{"model"});
+  EXPECT_EQ(describe_infer_reload(replaced), "infer.model's file " + infer.model + " was replaced");
+
+  InferReload renamed;  // (its path changed too: loaded as a new path's)
+  renamed.keys = {"model"};
+  note_replaced_infer_files(infer, loaded, renamed);
+  EXPECT_TRUE(renamed.replaced.empty());
+  EXPECT_EQ(describe_infer_reload(renamed), "infer.model changed");
+
+  std::filesystem::remove(dir / "m.txt");
+  InferReload gone;
+  note_replaced_infer_files(infer, loaded, gone);
+  EXPECT_EQ(gone.missing, std::vector<std::string>{"labels"});
+  EXPECT_EQ(gone.missing_paths, std::vector<std::string>{infer.labels});
+  EXPECT_EQ(gone.replaced, std::vector<std::string>{"model"});
+  EXPECT_EQ(describe_infer_reload(gone), "infer.model's file " + infer.model + " was replaced");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
