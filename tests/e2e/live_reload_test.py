@@ -480,7 +480,7 @@ class LiveReload(SubscribedTest):
         across the change, the results of the old model first, then only the new one's; no stage restarts.
         A file that is not TorchScript is said, and the running model goes on, until the file is fixed
         under the same path; a model file that is not there, and a change of infer.device, are refused,
-        naming them."""
+        naming them. A labels file replaced under the same path is taken by a reload of the same config."""
         v2 = os.path.join(self.dir, "pattern_cnn_v2.pt")
         shutil.copyfile(MODEL, v2)
         with open(LABELS) as f:
@@ -537,7 +537,9 @@ class LiveReload(SubscribedTest):
         self.assertEqual(failed[0]["model_reload_failures"], 1)
         self.assertIn("is not a TorchScript model", failed[0]["last_reload_error"])
         status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=60)
-        self.assertIn("model (lane 0): 'pattern_cnn' (" + MODEL + "); reloads: 0 taken, 1 could not be used\n  the last "
+        self.assertRegex(status.stdout, re.escape("model (lane 0): 'pattern_cnn' (" + MODEL + ", written ") +
+                         r"[0-9T:Z-]+\); reloads: 0 taken, 1 could not be used\n  the last ")
+        self.assertIn("reloads: 0 taken, 1 could not be used\n  the last "
                       "reload's model COULD NOT BE USED (this one goes on): model " + broken, status.stdout)
 
         # Fixed under the same path (the config, unchanged, makes no reload): infer tries it again.
@@ -560,6 +562,21 @@ class LiveReload(SubscribedTest):
             text = answer.read().decode()
         self.assertIn(f'vapipe_infer_model_info{{lane="0",model="pattern_cnn_v2",file="{v2}"}} 1', text)
         self.assertIn('vapipe_infer_model_reloads_total{lane="0"} 2', text)
+        self.assertRegex(now[0]["model_file_modified"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+        # The labels file replaced under the same path: the config is unchanged, and a reload has infer
+        # load the model again with it (the results' model name stays).
+        relabelled = [f"{label}-v3" for label in labels]
+        with open(labels_v2 + ".tmp", "w") as f:
+            f.write("".join(f"{label}\n" for label in relabelled))
+        os.rename(labels_v2 + ".tmp", labels_v2)
+        taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
+        self.assertIn("infer.labels's file " + labels_v2 + " was replaced", taken.stdout)
+        by_v3 = lambda m: [r for r in results_by_stream(m).get("a", []) if r["label"] in relabelled]
+        self.wait_for("results with the replaced labels", lambda m: len(by_v3(m)) >= 10, timeout=60)
+        time.sleep(1.5)
+        self.assertEqual(models()[0]["model_reloads"], 3)
         msgs, results, events = self.stop_and_collect(run)
 
         a = results["a"]
@@ -567,7 +584,11 @@ class LiveReload(SubscribedTest):
         runs = [name for i, name in enumerate(models) if i == 0 or models[i - 1] != name]
         self.assertEqual(runs, ["pattern_cnn", "broken", "pattern_cnn_v2"], "each model's results in one run")
         self.assertIn(a[0]["label"], labels)
-        self.assertIn(a[-1]["label"], [label.upper() for label in labels])
+        self.assertIn(a[-1]["label"], relabelled)
+        upper = [r for r in a if r["label"] in [label.upper() for label in labels]]
+        self.assertTrue(upper and upper[0]["seq"] < by_v3(msgs)[0]["seq"], "the v2 labels, then the replaced ones")
+        after_v3 = [r for r in a if r["seq"] > by_v3(msgs)[0]["seq"]]
+        self.assertTrue(all(r["label"] in relabelled for r in after_v3))
         self.assertEqual(a[-1]["top_k"][0]["label"], a[-1]["label"])
         seqs = [r["seq"] for r in a]
         self.assertEqual(seqs, sorted(set(seqs)))
@@ -579,6 +600,7 @@ class LiveReload(SubscribedTest):
         self.assertRegex(err, r"infer: model .*pattern_cnn_v2.pt \(\d+ classes, 'pattern_cnn_v2'\) classifies from now "
                               r"on, in place of 'broken' \(loaded and warmed up in [0-9.]+ s while it classified\)")
         self.assertIn("broken.pt changed since its model could not be used: trying it again", err)
+        self.assertIn("labels-v2.txt was replaced under the same path since its model was loaded", err)
         self.assertNotIn("restarted", err)
 
     def test_a_camera_that_gave_up_tries_again_at_each_reload_and_comes_back_with_a_new_uri(self):
