@@ -237,6 +237,10 @@ void job_lines(const json& h, std::string* out) {
         state = "NOT CONNECTED" + (for_s ? " for " + human_duration(*for_s) : std::string()) +
                 (member(r, "last_error").is_string() ? ": " + text(r, "last_error") : std::string());
       }
+      // redis+sentinel: a failover is followed as it happens only while a sentinel is watched.
+      if (member(r, "sentinel_watch_error").is_string()) {
+        state += "; FAILOVERS NOT WATCHED: " + text(r, "sentinel_watch_error");
+      }
       appendf(out, "redis %llu %s: %llu delivered, %llu waiting, %llu refused, %llu dropped; last delivered %s; %s\n",
               static_cast<unsigned long long>(count(r, "index")), text(r, "server", "?").c_str(),
               static_cast<unsigned long long>(count(r, "delivered")), static_cast<unsigned long long>(count(r, "queued")),

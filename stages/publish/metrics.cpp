@@ -615,6 +615,9 @@ nlohmann::json health_json(const JobMetrics& m) {
   for (const RedisStats& r : m.redis) {
     redis.push_back({{"index", r.index},
                      {"server", r.server},
+                     {"sentinel_watched", r.sentinel_watched.empty() ? nlohmann::json() : nlohmann::json(r.sentinel_watched)},
+                     {"sentinel_watch_error",
+                      r.sentinel_watch_error.empty() ? nlohmann::json() : nlohmann::json(r.sentinel_watch_error)},
                      {"node", r.node.empty() ? nlohmann::json() : nlohmann::json(r.node)},
                      {"connected", r.connected},
                      {"delivered", r.delivered},

@@ -143,6 +143,9 @@ struct RedisStats {
   double disconnected_since_unix_s = 0;  // while not connected (0: connected)
   double last_delivered_unix_s = 0;      // 0: none yet
   std::string last_error;      // why the latest connection failed or ended, or the latest refusal
+  // redis+sentinel: the sentinel whose failover events are followed ("host:port"), or why none is
+  // (then a failover is found only when the old master stops taking messages).
+  std::string sentinel_watched, sentinel_watch_error;
 };
 
 // publish.kafka: what became of each cluster's messages (stages/publish/kafka_publisher.h).

@@ -183,8 +183,16 @@ RedisStreamsPublisher::~RedisStreamsPublisher() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  end_subscriber();
   disconnect(server_);
   disconnect(watch_);
+}
+
+void RedisStreamsPublisher::end_subscriber() {
+  if (subscriber_.joinable()) subscriber_.join();  // (stop_now_: it gives up within 100 ms)
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (subscription_) disconnect(subscription_->connection);
+  subscription_.reset();
 }
 
 void RedisStreamsPublisher::set_retry_delays(std::chrono::milliseconds first, std::chrono::milliseconds longest,
@@ -235,6 +243,11 @@ void RedisStreamsPublisher::finish(std::chrono::milliseconds grace) {
   begin_finish(Clock::now() + grace);
   if (!thread_.joinable()) return;  // finished before
   thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_now_ = true;  // (a subscription under way is given up: nothing is delivered any more)
+  }
+  end_subscriber();
   disconnect(server_);
   disconnect(watch_);
   const RedisStats s = stats();  // (connected: whether it still was when the time was up)
@@ -351,6 +364,49 @@ Status RedisStreamsPublisher::connect() {
   return greeted;
 }
 
+Result<RespReply> RedisStreamsPublisher::ask_master_address(const RedisUrl::Address& sentinel) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.timeout_s));
+  Connection asked;  // (its own: a sentinel is asked before the master is connected to, or instead of it)
+  auto ask = [&]() -> Result<RespReply> {
+    VAPIPE_RETURN_IF_ERROR(open_connection(asked, sentinel.host, sentinel.port, deadline));
+    std::string commands = sentinel_auth();
+    const bool auth = !commands.empty();
+    commands += resp_command({"SENTINEL", "get-master-addr-by-name", url_.master_name});
+    VAPIPE_RETURN_IF_ERROR(write_all(asked, commands));
+    if (auth) {
+      VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(asked));
+      if (auth.type == RespReply::Type::kError) return Unavailable("it refused sentinel_password_file's password: " + auth.text);
+    }
+    return read_reply(asked);
+  };
+  auto reply = ask();
+  disconnect(asked);
+  return reply;
+}
+
+std::optional<std::pair<std::string, int>> RedisStreamsPublisher::master_address(const RespReply& reply) {
+  if (reply.type != RespReply::Type::kArray || reply.elements.size() != 2 ||
+      reply.elements[0].type != RespReply::Type::kBulk || reply.elements[1].type != RespReply::Type::kBulk ||
+      std::atoi(reply.elements[1].text.c_str()) <= 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(reply.elements[0].text, std::atoi(reply.elements[1].text.c_str()));
+}
+
+void RedisStreamsPublisher::take_master_address(const std::pair<std::string, int>& address, const std::string& sentinel) {
+  node_host_ = address.first;
+  node_port_ = address.second;
+  HttpUrl master;
+  master.host = node_host_;
+  master.port = node_port_;
+  if (!master_at_.empty() && master_at_ != master.host_port()) {
+    VAPIPE_LOG_INFO("{}: sentinel {} says the master '{}' is at {} now (it was at {})", name_, sentinel,
+                    url_.master_name, master.host_port(), master_at_);
+  }
+  master_at_ = master.host_port();
+}
+
 Status RedisStreamsPublisher::ask_sentinels() {
   // Redis's guide for Sentinel clients: each sentinel in turn until one names the master; that one is
   // asked first next time.
@@ -364,23 +420,7 @@ Status RedisStreamsPublisher::ask_sentinels() {
     shown.host = s.host;
     shown.port = s.port;
     const std::string name = shown.host_port();
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(config_.timeout_s));
-    Connection asked;  // (its own: a sentinel is asked before the master is connected to, or instead of it)
-    auto ask = [&]() -> Result<RespReply> {
-      VAPIPE_RETURN_IF_ERROR(open_connection(asked, s.host, s.port, deadline));
-      std::string commands = sentinel_auth();
-      const bool auth = !commands.empty();
-      commands += resp_command({"SENTINEL", "get-master-addr-by-name", url_.master_name});
-      VAPIPE_RETURN_IF_ERROR(write_all(asked, commands));
-      if (auth) {
-        VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(asked));
-        if (auth.type == RespReply::Type::kError) return Unavailable("it refused sentinel_password_file's password: " + auth.text);
-      }
-      return read_reply(asked);
-    };
-    auto reply = ask();
-    disconnect(asked);
+    auto reply = ask_master_address(s);
     std::string why;
     if (!reply.ok()) {
       if (reply.status().code() == StatusCode::kCancelled) return reply.status();
@@ -391,22 +431,11 @@ Status RedisStreamsPublisher::ask_sentinels() {
     } else if (reply->type == RespReply::Type::kError) {
       why = reply->text.rfind("NOAUTH", 0) == 0 ? "it asks for a password (NOAUTH): set sentinel_password_file"
                                                 : "it answered: " + reply->text;
-    } else if (reply->type != RespReply::Type::kArray || reply->elements.size() != 2 ||
-               reply->elements[0].type != RespReply::Type::kBulk || reply->elements[1].type != RespReply::Type::kBulk ||
-               std::atoi(reply->elements[1].text.c_str()) <= 0) {
+    } else if (const auto address = master_address(*reply); !address) {
       why = "its answer is not an address: not a sentinel?";
     } else {
-      node_host_ = reply->elements[0].text;
-      node_port_ = std::atoi(reply->elements[1].text.c_str());
       sentinel_first_ = i;
-      HttpUrl master;
-      master.host = node_host_;
-      master.port = node_port_;
-      if (!master_at_.empty() && master_at_ != master.host_port()) {
-        VAPIPE_LOG_INFO("{}: sentinel {} says {} is at {} now (it was at {})", name_, name, where, master.host_port(),
-                        master_at_);
-      }
-      master_at_ = master.host_port();
+      take_master_address(*address, name);
       return Status::Ok();
     }
     failures += (failures.empty() ? "" : "; ") + name + ": " + why;
@@ -416,6 +445,39 @@ Status RedisStreamsPublisher::ask_sentinels() {
                            "' (the url's path names it as their `sentinel monitor` does)");
   }
   return Unavailable("no sentinel said where " + where + " is (" + failures + ")");
+}
+
+RedisStreamsPublisher::Subscription RedisStreamsPublisher::subscribe_to_sentinel(size_t sentinel) {
+  Subscription made;
+  made.sentinel = sentinel;
+  const RedisUrl::Address& s = url_.sentinels[sentinel];
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.timeout_s));
+  Connection& c = made.connection;
+  made.status = [&]() -> Status {
+    VAPIPE_RETURN_IF_ERROR(open_connection(c, s.host, s.port, deadline));
+    std::string commands = sentinel_auth();
+    const bool auth = !commands.empty();
+    commands += resp_command({"SUBSCRIBE", kFailoverBegins, kFailoverAborted, kPromoted, kSwitched});
+    VAPIPE_RETURN_IF_ERROR(write_all(c, commands));
+    if (auth) {
+      VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(c));
+      if (auth.type == RespReply::Type::kError) return Unavailable("it refused the password: " + auth.text);
+    }
+    for (int channel = 0; channel < 4; ++channel) {
+      VAPIPE_ASSIGN_OR_RETURN(RespReply subscribed, read_reply(c));
+      if (subscribed.type != RespReply::Type::kArray || subscribed.elements.empty() ||
+          subscribed.elements[0].text != "subscribe") {
+        return Unavailable("it did not take SUBSCRIBE");
+      }
+    }
+    return Status::Ok();
+  }();
+  // A failover between the master's address asked and the subscription made: asked again, here too.
+  if (made.status.ok()) {
+    if (auto reply = ask_master_address(s); reply.ok()) made.master = master_address(*reply);
+  }
+  return made;
 }
 
 RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
@@ -431,55 +493,66 @@ RedisStreamsPublisher::MasterCheck RedisStreamsPublisher::check_master() {
     return failover_hold_until_ ? MasterCheck::kHold : MasterCheck::kSame;
   };
   if (watch_.fd < 0) {
-    if (now < watch_next_try_) return held();
-    // Subscribed to the sentinel that answered last. Its connection is tried for at most 1 s, here on
-    // the thread that delivers: a sentinel that cannot be reached holds delivery up that long, each
-    // time the subscription is tried again (1 s after a failure, doubling up to kLongestRetryDelay).
-    const RedisUrl::Address& s = url_.sentinels[sentinel_first_];
-    const auto deadline = now + std::min<Clock::duration>(std::chrono::seconds(1),
-                                                         std::chrono::duration_cast<Clock::duration>(
-                                                             std::chrono::duration<double>(config_.timeout_s)));
-    auto subscribe = [&]() -> Status {
-      VAPIPE_RETURN_IF_ERROR(open_connection(watch_, s.host, s.port, deadline));
-      std::string commands = sentinel_auth();
-      const bool auth = !commands.empty();
-      commands += resp_command({"SUBSCRIBE", kFailoverBegins, kFailoverAborted, kPromoted, kSwitched});
-      VAPIPE_RETURN_IF_ERROR(write_all(watch_, commands));
-      if (auth) {
-        VAPIPE_ASSIGN_OR_RETURN(RespReply auth, read_reply(watch_));
-        if (auth.type == RespReply::Type::kError) return Unavailable("it refused the password: " + auth.text);
-      }
-      for (int channel = 0; channel < 4; ++channel) {
-        VAPIPE_ASSIGN_OR_RETURN(RespReply subscribed, read_reply(watch_));
-        if (subscribed.type != RespReply::Type::kArray || subscribed.elements.empty() ||
-            subscribed.elements[0].text != "subscribe") {
-          return Unavailable("it did not take SUBSCRIBE");
-        }
-      }
-      return Status::Ok();
-    };
-    if (Status st = subscribe(); !st.ok()) {
-      disconnect(watch_);
-      VAPIPE_LOG_DEBUG("{}: cannot watch sentinel {}:{} for failovers: {}", name_, s.host, s.port, st.message());
-      watch_delay_ = std::min(std::max(watch_delay_ * 2, std::chrono::milliseconds(1000)), longest_retry_delay_);
-      watch_next_try_ = now + watch_delay_;
-      sentinel_first_ = (sentinel_first_ + 1) % url_.sentinels.size();  // (the next one next time)
+    std::optional<Subscription> made;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      made.swap(subscription_);
+    }
+    if (!made) {
+      if (subscriber_.joinable() || now < watch_next_try_) return held();  // (being made, or not yet)
+      // To the sentinel that answered last, on subscriber_: delivery goes on meanwhile.
+      const size_t sentinel = sentinel_first_;
+      subscriber_ = std::thread([this, sentinel] {
+        Subscription result = subscribe_to_sentinel(sentinel);
+        std::lock_guard<std::mutex> lock(mutex_);
+        subscription_ = std::move(result);
+      });
       return held();
     }
-    watch_delay_ = std::chrono::milliseconds(0);
+    subscriber_.join();
+    const RedisUrl::Address& s = url_.sentinels[made->sentinel];
     HttpUrl watched;
     watched.host = s.host;
     watched.port = s.port;
-    watching_ = watched.host_port();
-    // A failover between the master's address asked and the subscription made: asked again now.
-    const std::string host = node_host_;
-    const int port = node_port_;
-    if (!ask_sentinels().ok()) {
-      node_host_ = host;
-      node_port_ = port;
+    if (!made->status.ok()) {
+      disconnect(made->connection);
+      if (made->status.code() == StatusCode::kCancelled) return held();
+      watch_delay_ = std::min(std::max(watch_delay_ * 2, std::chrono::milliseconds(1000)), longest_retry_delay_);
+      watch_next_try_ = now + watch_delay_;
+      if (sentinel_first_ == made->sentinel) {
+        sentinel_first_ = (sentinel_first_ + 1) % url_.sentinels.size();  // (the next one next time)
+      }
+      const std::string why = "cannot watch sentinel " + watched.host_port() + " for failovers: " +
+                              made->status.message();
+      if (!said_watch_failing_) {
+        VAPIPE_LOG_WARN("{}: {}; a failover is found only once the old master stops taking messages, and those "
+                        "sent to it meanwhile can be lost (tried again in {:g} s, then less often)", name_, why,
+                        std::chrono::duration<double>(watch_delay_).count());
+        said_watch_failing_ = true;
+      } else {
+        VAPIPE_LOG_DEBUG("{}: {}", name_, why);
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.sentinel_watched.clear();
+      stats_.sentinel_watch_error = why;
       return held();
     }
-    return node_host_ != host || node_port_ != port ? MasterCheck::kSwitched : held();
+    std::swap(watch_, made->connection);
+    watch_delay_ = std::chrono::milliseconds(0);
+    watching_ = watched.host_port();
+    if (said_watch_failing_) {
+      VAPIPE_LOG_INFO("{}: failovers are watched through sentinel {} again", name_, watching_);
+      said_watch_failing_ = false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.sentinel_watched = watching_;
+      stats_.sentinel_watch_error.clear();
+    }
+    // Where the sentinel says the master is, asked once subscribed: a failover meanwhile is followed.
+    if (!made->master || (made->master->first == node_host_ && made->master->second == node_port_)) return held();
+    take_master_address(*made->master, watching_);
+    return MasterCheck::kSwitched;
   }
   // What the sentinel pushed meanwhile, without waiting, ["message", <event>, <its words>]:
   //  - +failover-state-send-slaveof-noone "slave <ip>:<port> <ip> <port> @ <master name> <ip> <port>":

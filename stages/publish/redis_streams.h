@@ -142,6 +142,12 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   // On the thread, redis+sentinel://: node_host_ and node_port_ set to the master's address as a
   // sentinel gives it, or why none could.
   Status ask_sentinels();
+  // One sentinel's answer to SENTINEL get-master-addr-by-name, on a connection of its own (any thread).
+  Result<RespReply> ask_master_address(const RedisUrl::Address& sentinel);
+  // The master's address in such an answer; nullopt when it is not one (nil: no master of that name).
+  static std::optional<std::pair<std::string, int>> master_address(const RespReply& reply);
+  // On the thread: the master is at `address` from now on, as `sentinel` ("host:port") said (a move said).
+  void take_master_address(const std::pair<std::string, int>& address, const std::string& sentinel);
   // On the thread, redis+sentinel, before each round: what a sentinel said of the master meanwhile:
   // nothing new (kSame), a replica promoted in its place (kSwitched: node_host_ and node_port_ are
   // its address), or a failover begun and the new master not yet promoted (kHold: nothing is sent
@@ -189,6 +195,22 @@ class RedisStreamsPublisher : public QueuedSink<RedisStats> {
   Connection server_;  // the thread's connection to the server
   // redis+sentinel: subscribed to a sentinel's failover events (check_master()), read without waiting.
   Connection watch_;
+  // The subscription is made on a thread of its own (subscriber_), with all of timeout_s: a sentinel
+  // slow to answer (in another region, over TLS: four round trips before it says it subscribed) holds
+  // up no delivery, and one that answers in more than a second is still watched. check_master() takes
+  // the connection once made, or says why not.
+  struct Subscription {
+    Connection connection;
+    Status status = Status::Ok();
+    size_t sentinel = 0;  // in url_.sentinels
+    std::optional<std::pair<std::string, int>> master;  // where it said the master is, once subscribed
+  };
+  Subscription subscribe_to_sentinel(size_t sentinel);
+  // Ends subscriber_ (it sees stop_now_, set before) and closes what it left.
+  void end_subscriber();
+  std::thread subscriber_;
+  std::optional<Subscription> subscription_;  // under mutex_: subscriber_'s, once it has ended
+  bool said_watch_failing_ = false;           // said as a warning: said again once watched
   std::string watching_;  // the sentinel watch_ is subscribed to, "host:port"
   std::chrono::steady_clock::time_point watch_next_try_{};
   std::chrono::milliseconds watch_delay_{0};

@@ -166,6 +166,9 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
   watched.index = 2;
   watched.server = "redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/cache";
   watched.node = "10.0.0.8:6379";
+  RedisStats unwatched = watched;  // its sentinel cannot be subscribed to: failovers found late
+  unwatched.index = 3;
+  unwatched.sentinel_watch_error = "cannot watch sentinel 10.0.0.5:26379 for failovers: no answer from the server within 5 s";
   RedisStats down;
   down.index = 1;
   down.server = "rediss://cache.example.com:6380";
@@ -173,7 +176,8 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
   down.refused = 1;
   down.disconnected_since_unix_s = 1180;
   down.last_error = "the server refused the password: WRONGPASS invalid username-password pair";
-  m.redis = {up, down, watched};
+  watched.sentinel_watched = "10.0.0.5:26379";
+  m.redis = {up, down, watched, unwatched};
   const auto report = status_report(served(m), "http://h:9100/healthz");
   ASSERT_TRUE(report.ok()) << report.status().message();
   const std::string& r = report.value();
@@ -185,6 +189,14 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
   EXPECT_TRUE(has_line_starting(r, "redis 2 redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/cache: 1200 delivered, 0 "
                                    "waiting, 0 refused, 0 dropped; last delivered 10.0 s ago; connected to "
                                    "10.0.0.8:6379\n")) << r;
+  EXPECT_TRUE(has_line_starting(r, "redis 3 redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/cache: 1200 delivered, 0 "
+                                   "waiting, 0 refused, 0 dropped; last delivered 10.0 s ago; connected to "
+                                   "10.0.0.8:6379; FAILOVERS NOT WATCHED: cannot watch sentinel 10.0.0.5:26379 for "
+                                   "failovers: no answer from the server within 5 s\n")) << r;
+  const nlohmann::json health = health_json(m);
+  EXPECT_EQ(health["redis"][2]["sentinel_watched"], "10.0.0.5:26379");
+  EXPECT_TRUE(health["redis"][2]["sentinel_watch_error"].is_null());
+  EXPECT_TRUE(health["redis"][0]["sentinel_watched"].is_null());
   const std::string metrics = prometheus_text(m);
   EXPECT_NE(metrics.find("vapipe_redis_messages_total{redis=\"0\",server=\"redis://10.0.0.7:6379\",outcome=\"delivered\"} "
                          "1200\n"), std::string::npos) << metrics;

@@ -2,6 +2,8 @@
 // swallow_replies() makes the connections open now forward what the client sends and drop what the
 // server answers (a network that fails after the requests went out: the server acts on them, the
 // client never hears), and cut() closes them. New connections forward both ways again.
+// set_reply_delay() holds what the server sends for that long before the client gets it (a server far
+// away, or slow to answer), on connections made from then on.
 #pragma once
 
 #include <netinet/in.h>
@@ -10,6 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <deque>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -44,6 +49,7 @@ class TcpProxy {
   TcpProxy& operator=(const TcpProxy&) = delete;
 
   int port() const { return port_; }
+  void set_reply_delay(std::chrono::milliseconds delay) { reply_delay_ms_ = delay.count(); }
   void swallow_replies() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& c : connections_) c->swallow = true;
@@ -84,18 +90,36 @@ class TcpProxy {
   }
 
   void forward(Connection& c, int client, int server) {
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::milliseconds delay(reply_delay_ms_.load());
+    std::deque<std::pair<Clock::time_point, std::string>> held;  // the server's bytes, due to the client
     char buffer[64 * 1024];
+    bool server_open = true;
     while (!stop_ && !c.cut) {
-      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-      if (::poll(p, 2, 20) <= 0) continue;
+      while (!held.empty() && Clock::now() >= held.front().first) {
+        const std::string& bytes = held.front().second;
+        if (::send(client, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+          server_open = false;
+          held.clear();
+          break;
+        }
+        held.pop_front();
+      }
+      if (!server_open && held.empty()) break;
+      pollfd p[2] = {{client, POLLIN, 0}, {server_open ? server : -1, POLLIN, 0}};
+      if (::poll(p, 2, held.empty() ? 20 : 5) <= 0) continue;
       if (p[0].revents) {
         const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
         if (n <= 0 || ::send(server, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
       }
       if (p[1].revents) {
         const ssize_t n = ::recv(server, buffer, sizeof buffer, 0);
-        if (n <= 0) break;
-        if (!c.swallow && ::send(client, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+        if (n <= 0) {
+          server_open = false;  // (what it sent before still reaches the client, late)
+          continue;
+        }
+        if (c.swallow) continue;
+        held.emplace_back(Clock::now() + delay, std::string(buffer, static_cast<size_t>(n)));
       }
     }
     ::close(client);
@@ -106,6 +130,7 @@ class TcpProxy {
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<long long> reply_delay_ms_{0};
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::thread acceptor_;

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -491,6 +494,65 @@ void check_a_demoted_master_is_left(bool tls) {
 TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOne) { check_a_demoted_master_is_left(false); }
 
 TEST(RedisStreamsPublisher, AMasterDemotedByAFailoverIsLeftForTheNewOneOverTls) { check_a_demoted_master_is_left(true); }
+
+// A sentinel slow to answer (in another region, over TLS: its handshake alone takes a round trip or
+// two): its failover events are followed all the same, and the subscription, made on a thread of its
+// own, holds up no message meanwhile. (Until stop 54 its connection and TLS handshake had at most 1 s,
+// on the delivering thread, which waited for its answers too: such a sentinel was never watched, a
+// failover was found only once the old master stopped taking messages, and those sent to it meanwhile
+// could be lost; nothing said so but a debug line.) A sentinel that cannot be subscribed to is said, in
+// the stats (/healthz, vapipe status).
+TEST(RedisStreamsPublisher, ASentinelSlowToAnswerIsWatchedAndHoldsUpNoMessage) {
+  RedisServer master(RedisOptions{"", /*tls=*/true});
+  ASSERT_TRUE(master.started());
+  testing::RedisSentinel sentinel(master.port(), "", "", /*tls=*/true);
+  ASSERT_TRUE(sentinel.started());
+  std::optional<testing::TcpProxy> far(std::in_place, sentinel.port());
+  far->set_reply_delay(1500ms);  // (the TLS handshake's answer too: 3 s before the connection is made)
+  const std::string at = "127.0.0.1:" + std::to_string(far->port());
+  RedisConfig config = server_at("rediss+sentinel://" + at + "/mymaster");
+  config.ca_file = RedisServer::tls_dir() + "metrics-test.crt";
+  RedisStreamsPublisher publisher(config, 0);
+  publisher.set_retry_delays(200ms, 500ms);
+  ASSERT_TRUE(publisher.wait_connected(15s).ok()) << publisher.stats().last_error;
+  // Each round looks at the watch; the subscription under way (3 s at least: the handshake, then SUBSCRIBE) holds none up: the
+  // messages are delivered before it is made.
+  std::vector<std::string> sent;
+  for (int i = 0; i < 20; ++i) {
+    publisher.publish("results/door", std::to_string(i));
+    sent.push_back(std::to_string(i));
+  }
+  for (int i = 0; i < 100 && publisher.stats().delivered < 20; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(publisher.stats().delivered, 20u);
+  EXPECT_EQ(publisher.stats().sentinel_watched, "") << "subscribed before its first answer could come back?";
+  // More messages, as a camera sends them: the subscription is taken at a round once made.
+  int next = 20;
+  auto publish_until = [&](const std::function<bool(const RedisStats&)>& done) {
+    for (int i = 0; i < 300 && !done(publisher.stats()); ++i) {
+      publisher.publish("results/door", std::to_string(next));
+      sent.push_back(std::to_string(next++));
+      std::this_thread::sleep_for(50ms);
+    }
+  };
+  publish_until([](const RedisStats& s) { return !s.sentinel_watched.empty(); });
+  const RedisStats watched = publisher.stats();
+  EXPECT_EQ(watched.sentinel_watched, at);
+  EXPECT_EQ(watched.sentinel_watch_error, "");
+  // The sentinel's own word: a client subscribed to the four failover channels.
+  EXPECT_NE(sentinel.cli({"CLIENT", "LIST"}).find("sub=4"), std::string::npos) << sentinel.cli({"CLIENT", "LIST"});
+
+  // The sentinel gone (its port closed): said, in the stats (/healthz, vapipe status) and once as a
+  // warning; the messages go on to the master.
+  far.reset();
+  publish_until([](const RedisStats& s) { return !s.sentinel_watch_error.empty(); });
+  const RedisStats gone = publisher.stats();
+  EXPECT_EQ(gone.sentinel_watch_error, "cannot watch sentinel " + at + " for failovers: cannot connect to " + at +
+                                           ": connection refused");
+  EXPECT_EQ(gone.sentinel_watched, "");
+  publisher.finish(5s);
+  EXPECT_EQ(publisher.stats().delivered, sent.size());
+  EXPECT_EQ(payloads(master, "vapipe:test:results/door"), sent);
+}
 
 // What goes wrong with Sentinel, said so: a master's name no sentinel watches, a sentinel that asks for
 // a password, none that answers.
