@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "pipeline/atomic_file.h"
 #include "pipeline/config_sections.h"
 #include "pipeline/file_identity.h"
 
@@ -108,6 +109,24 @@ void note_replaced_infer_files(const InferConfig& infer, const InferFileIdentiti
       change.replaced_paths.push_back(*path);
     }
   }
+}
+
+namespace {
+std::string infer_files_path(const std::string& run_dir) { return run_dir + "/infer-files"; }
+}  // namespace
+
+Status write_infer_file_identities(const std::string& run_dir, const InferFileIdentities& identities) {
+  // One line each: an identity is one line (pipeline/file_identity.h).
+  return write_file_atomically(infer_files_path(run_dir), identities.model + "\n" + identities.labels + "\n", 0600);
+}
+
+std::optional<InferFileIdentities> read_infer_file_identities(const std::string& run_dir) {
+  auto text = read_file_bytes(infer_files_path(run_dir));
+  if (!text.ok()) return std::nullopt;
+  const size_t first = text->find('\n');
+  const size_t second = first == std::string::npos ? first : text->find('\n', first + 1);
+  if (second == std::string::npos) return std::nullopt;
+  return InferFileIdentities{text->substr(0, first), text->substr(first + 1, second - first - 1)};
 }
 
 std::string describe_infer_reload(const InferReload& change) {

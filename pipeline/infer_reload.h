@@ -16,6 +16,7 @@
 // again reads it as it starts.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ InferFileIdentities infer_file_identities(const InferConfig& infer);
 // Notes in `change` which of `infer`'s files, their paths unchanged by the reload (not in change.keys),
 // were replaced since `before`, and which are not there now.
 void note_replaced_infer_files(const InferConfig& infer, const InferFileIdentities& before, InferReload& change);
+// The supervisor's identities, kept in the job's run folder (run_dir/infer-files) for `vapipe validate
+// --reload`, which compares the files with them as the supervisor would. nullopt: none kept (a job
+// that started before 2026-12-05, stop 54) or unreadable.
+Status write_infer_file_identities(const std::string& run_dir, const InferFileIdentities& identities);
+std::optional<InferFileIdentities> read_infer_file_identities(const std::string& run_dir);
 
 // Compares the `infer` sections of the running config's text and the reloaded one's. An error names the
 // first setting that changed and cannot change while the job runs, with the line of the reloaded file

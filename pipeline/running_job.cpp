@@ -85,6 +85,10 @@ Result<ReloadPreview> preview_reload(const RunningJob& job, const std::string& r
   for (const StreamTableEntry& e : table->entries) preview.lanes = std::max<size_t>(preview.lanes, e.lane + 1);
   VAPIPE_ASSIGN_OR_RETURN(preview.change,
                           apply_stream_reload(*table, *running_text, reloaded_text, reloaded, preview.lanes));
+  // A model or labels file replaced under the same path, as the supervisor would find it.
+  if (auto identities = read_infer_file_identities(job.run_dir)) {
+    note_replaced_infer_files(reloaded.infer, *identities, preview.change.infer);
+  }
   preview.streams_then = table->live_streams();
   return preview;
 }

@@ -367,6 +367,12 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   // infer's model and labels files as they were when the job loaded them, then at each reload taken: a
   // reload that finds one replaced under the same path has infer load it again.
   InferFileIdentities infer_files = infer_file_identities(config.infer);
+  auto keep_infer_files = [&] {  // (for `vapipe validate --reload`)
+    if (Status st = write_infer_file_identities(layout.run_dir, infer_files); !st.ok()) {
+      VAPIPE_LOG_WARN("{} (`vapipe validate --reload` will not say whether a model file was replaced)", st.message());
+    }
+  };
+  if (config.job.mode == JobMode::kLive) keep_infer_files();
   bool reload_again = false;     // SIGHUP while a read ran: read again when it ends
   bool said_reload_hung = false;  // the running read was said to take long
   std::chrono::steady_clock::time_point reload_started;
@@ -485,6 +491,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     }
     if (copy_changes) running_text = text;
     infer_files = infer_file_identities(fresh->infer);
+    keep_infer_files();
     if (change->log_level) {
       // Every stage takes it from the copy within a second (LogLevelFollower); this process now.
       const bool taken = set_log_level(*change->log_level);

@@ -570,6 +570,9 @@ class LiveReload(SubscribedTest):
         with open(labels_v2 + ".tmp", "w") as f:
             f.write("".join(f"{label}\n" for label in relabelled))
         os.rename(labels_v2 + ".tmp", labels_v2)
+        asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(asked.returncode, 0, asked.stdout + asked.stderr)
+        self.assertIn("would change no stream, and: infer.labels's file " + labels_v2 + " was replaced", asked.stdout)
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
         self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
         self.assertIn("infer.labels's file " + labels_v2 + " was replaced", taken.stdout)

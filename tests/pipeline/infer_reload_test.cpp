@@ -106,6 +106,14 @@ TEST(InferReload, AFileReplacedUnderTheSamePathIsAChangeAndOneThatIsGoneIsNoted)
   EXPECT_EQ(gone.missing_paths, std::vector<std::string>{infer.labels});
   EXPECT_EQ(gone.replaced, std::vector<std::string>{"model"});
   EXPECT_EQ(describe_infer_reload(gone), "infer.model's file " + infer.model + " was replaced");
+
+  // Kept in the run folder for `vapipe validate --reload`, as the supervisor saw them.
+  EXPECT_FALSE(read_infer_file_identities(dir.string()).has_value());
+  ASSERT_TRUE(write_infer_file_identities(dir.string(), loaded).ok());
+  const auto kept = read_infer_file_identities(dir.string());
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->model, loaded.model);
+  EXPECT_EQ(kept->labels, loaded.labels);
   std::filesystem::remove_all(dir);
 }
 
