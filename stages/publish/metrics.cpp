@@ -413,6 +413,18 @@ std::string prometheus_text(const JobMetrics& m) {
     for (const RedisStats& r : m.redis) {
       w.sample("vapipe_redis_last_delivered_time_seconds", server(r), number(r.last_delivered_unix_s));
     }
+    // redis+sentinel only: a failover is followed as it happens only while a sentinel is watched.
+    bool said_watch = false;
+    for (const RedisStats& r : m.redis) {
+      if (r.server.find("+sentinel://") == std::string::npos) continue;
+      if (!said_watch) {
+        w.family("vapipe_redis_sentinel_watched", "gauge",
+                 "redis+sentinel: 1 while a sentinel's failover events are followed, 0 while none can be subscribed "
+                 "to (a failover is then found only once the old master stops taking messages).");
+        said_watch = true;
+      }
+      w.sample("vapipe_redis_sentinel_watched", server(r), r.sentinel_watched.empty() ? "0" : "1");
+    }
   }
   if (!m.kafka.empty()) {
     // A cluster that is down shows as vapipe_kafka_connected 0 and its queue growing.

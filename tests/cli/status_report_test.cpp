@@ -202,6 +202,11 @@ TEST(StatusReport, SaysEachRedisServersFiguresAndOneThatIsNotConnected) {
                          "1200\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("vapipe_redis_connected{redis=\"1\",server=\"rediss://cache.example.com:6380\"} 0\n"),
             std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("vapipe_redis_sentinel_watched{redis=\"2\",server=\"redis+sentinel://10.0.0.5:26379,"
+                         "10.0.0.6:26379/cache\"} 1\nvapipe_redis_sentinel_watched{redis=\"3\",server=\"redis+sentinel://"
+                         "10.0.0.5:26379,10.0.0.6:26379/cache\"} 0\n"),
+            std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("vapipe_redis_sentinel_watched{redis=\"0\""), std::string::npos) << "not a sentinel's";
 }
 
 // publish.kafka likewise.
