@@ -18,7 +18,9 @@
 #include "cli/open_streams.h"
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/envelope.h"
+#include "pipeline/file_identity.h"
 #include "pipeline/http_url.h"
+#include "pipeline/job_layout.h"
 #include "pipeline/logging.h"
 #include "pipeline/placement.h"
 #include "pipeline/results_path.h"
@@ -487,6 +489,7 @@ int reload_command(const std::vector<std::string>& args) {
     }
     // The job's answer is its next outcome (pipeline/running_job.h): after this SIGHUP's re-read.
     const uint64_t before = read_reload_outcome(job.run_dir).value_or(ReloadOutcome{}).number;
+    const std::vector<LaneModel> models_before = read_lane_models(job.run_dir);
     const double sent_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     if (::kill(static_cast<pid_t>(job.pid), SIGHUP) != 0) {
       std::printf("%s: cannot be sent SIGHUP: %s\n", which.c_str(), std::strerror(errno));
@@ -509,6 +512,24 @@ int reload_command(const std::vector<std::string>& args) {
       outcome = 2;
     } else if (answer->taken) {
       std::printf("%s reloaded: %s\n", which.c_str(), answer->message.c_str());
+      if (answer->model_loads) {
+        // Each lane's infer loads the model beside the one it runs: its word, within the same timeout.
+        const std::string copy = file_identity(config_as_started_path(job.run_dir));
+        ModelReloadReport report;
+        for (;;) {
+          report = report_model_reload(models_before, read_lane_models(job.run_dir), copy);
+          if (report.done || std::chrono::steady_clock::now() >= deadline) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        std::printf("%s", report.text.c_str());
+        if (!report.done) {
+          std::printf("the model is not yet taken in every lane after %g s (--timeout; `vapipe status` says when "
+                      "it is)\n", timeout_s);
+          outcome = std::max(outcome, 2);
+        } else if (report.failed) {
+          outcome = std::max(outcome, kExitUsage);
+        }
+      }
     } else {
       std::printf("%s refused the reload, and changed nothing: %s\n", which.c_str(), answer->message.c_str());
       outcome = std::max(outcome, kExitUsage);

@@ -27,6 +27,9 @@ class ConfigCopy {
   bool due(std::chrono::steady_clock::time_point now) const { return followed() && now >= next_; }
   std::chrono::steady_clock::time_point next_look() const { return next_; }
   const std::string& running_text() const { return running_text_; }
+  // The copy's identity (pipeline/file_identity.h) as of the latest look: `vapipe reload` compares it
+  // with the copy's now to know that the stage has seen a reload.
+  std::string identity() const { return identity_.value_or(""); }
   // A look (a stat; a read when it changed): the copy's text when it differs from the running text,
   // nullopt when it does not, or why it cannot be read. The next one is due a period on. `rewritten`:
   // whether the copy was written since the last look, its text changed or not (a reload that found a

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/stage_stats.h"
 
 namespace vapipe {
 namespace {
@@ -132,7 +133,8 @@ Status write_reload_outcome(const std::string& run_dir, const ReloadOutcome& o) 
   const nlohmann::json j = {{"number", o.number},           {"at_unix_s", o.at_unix_s},
                             {"taken", o.taken},             {"message", o.message},
                             {"taken_total", o.taken_total}, {"refused_total", o.refused_total},
-                            {"last_taken_unix_s", o.last_taken_unix_s}, {"read_started_unix_s", o.read_started_unix_s}};
+                            {"last_taken_unix_s", o.last_taken_unix_s}, {"read_started_unix_s", o.read_started_unix_s},
+                            {"model_loads", o.model_loads}};
   // Owner-only, as the rest of the run folder: a refusal may quote the config.
   return write_file_atomically(reload_outcome_path(run_dir), j.dump() + "\n", 0600);
 }
@@ -151,7 +153,66 @@ std::optional<ReloadOutcome> read_reload_outcome(const std::string& run_dir) {
   o.refused_total = j.value("refused_total", uint64_t{0});
   o.last_taken_unix_s = j.value("last_taken_unix_s", 0.0);
   o.read_started_unix_s = j.value("read_started_unix_s", 0.0);
+  o.model_loads = j.value("model_loads", false);
   return o;
+}
+
+std::vector<LaneModel> read_lane_models(const std::string& run_dir) {
+  std::vector<LaneModel> lanes;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const StageStatsSnapshot& s : read_stage_stats(run_dir)) {
+    if (s.stage != "infer") continue;
+    LaneModel m;
+    m.lane = s.lane;
+    for (const auto& [k, v] : s.facts) {
+      if (k == "model") m.model = v;
+      if (k == "model_file") m.model_file = v;
+      if (k == "loading") m.loading = v;
+      if (k == "last_reload_error") m.last_reload_error = v;
+      if (k == "config_copy") m.config_copy = v;
+    }
+    for (const auto& [k, v] : s.counters) {
+      if (k == "model_reloads") m.reloads = static_cast<uint64_t>(v);
+      if (k == "model_reload_failures") m.failures = static_cast<uint64_t>(v);
+    }
+    JobLayout layout;
+    layout.run_dir = run_dir;
+    layout.lane = s.lane;
+    std::error_code ec;
+    const auto written = std::filesystem::last_write_time(stage_stats_path(layout, StageKind::kInfer), ec);
+    m.running = !ec && now - written < std::chrono::seconds(3);
+    lanes.push_back(std::move(m));
+  }
+  return lanes;
+}
+
+ModelReloadReport report_model_reload(const std::vector<LaneModel>& before, const std::vector<LaneModel>& now,
+                                      const std::string& copy_identity) {
+  ModelReloadReport report;
+  report.done = true;
+  for (const LaneModel& lane : now) {
+    const auto was = std::find_if(before.begin(), before.end(), [&](const LaneModel& b) { return b.lane == lane.lane; });
+    const uint64_t reloads = was == before.end() ? 0 : was->reloads;
+    const uint64_t failures = was == before.end() ? 0 : was->failures;
+    std::string line = "  lane " + std::to_string(lane.lane) + ": ";
+    if (!lane.running) {
+      line += "its infer is not running now (it loads the reloaded model as it starts)";
+    } else if (lane.config_copy != copy_identity || !lane.loading.empty()) {
+      report.done = false;
+      line += lane.loading.empty() ? "has not yet looked at the reload"
+                                   : "loading " + lane.loading + " beside '" + lane.model + "', which classifies meanwhile";
+    } else if (lane.failures > failures) {
+      report.failed = true;
+      line += "the new model COULD NOT BE USED, and '" + lane.model + "' (" + lane.model_file +
+              ") goes on classifying: " + lane.last_reload_error;
+    } else if (lane.reloads > reloads) {
+      line += "model '" + lane.model + "' (" + lane.model_file + ") classifies from now on";
+    } else {
+      line += "runs model '" + lane.model + "' (" + lane.model_file + ") already: nothing to load";
+    }
+    report.text += line + "\n";
+  }
+  return report;
 }
 
 }  // namespace vapipe

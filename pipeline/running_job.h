@@ -70,10 +70,36 @@ struct ReloadOutcome {
   // When its config's read began (0: not read): an answer to a SIGHUP sent at T is one whose read began
   // at T or later (a read already under way at T is of the file as it was before).
   double read_started_unix_s = 0;
+  // Taken, and it has each lane's infer load a model (a new path, settings that need one, or a file
+  // replaced under the same path): `vapipe reload` waits for each lane's word (LaneModel).
+  bool model_loads = false;
 };
 std::string reload_outcome_path(const std::string& run_dir);
 Status write_reload_outcome(const std::string& run_dir, const ReloadOutcome& outcome);
 // None before the job's first reload (or when unreadable).
 std::optional<ReloadOutcome> read_reload_outcome(const std::string& run_dir);
+
+// Each lane's infer as its stats file says it (run_dir/stats-infer-<lane>.json, written once a second:
+// InferStage's facts and counters): the model it runs, one it is loading, how its reloads went, and the
+// identity of the job's copy of its config as it last looked at it (`config_copy`).
+struct LaneModel {
+  uint32_t lane = 0;
+  std::string model, model_file, loading, last_reload_error, config_copy;
+  uint64_t reloads = 0, failures = 0;
+  bool running = false;  // its stats file was written within the last 3 s (its infer runs)
+};
+std::vector<LaneModel> read_lane_models(const std::string& run_dir);
+
+// What became of a reload's new model, lane by lane, from their infer's word before the reload
+// (`before`) and now: done once each running lane has looked at the copy as the reload left it
+// (`copy_identity`) and loads nothing more. `failed`: a lane could not use the new model (its old one
+// goes on). `text`: a line per lane ("lane 0: model 'door-v2' (/models/door-v2.pt) classifies from now
+// on"), those still loading said so.
+struct ModelReloadReport {
+  bool done = false, failed = false;
+  std::string text;
+};
+ModelReloadReport report_model_reload(const std::vector<LaneModel>& before, const std::vector<LaneModel>& now,
+                                      const std::string& copy_identity);
 
 }  // namespace vapipe

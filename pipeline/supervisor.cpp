@@ -398,9 +398,10 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   };
   // What became of each reload, for /metrics, /healthz and `vapipe reload` (pipeline/running_job.h).
   ReloadOutcome reload_outcome;
-  auto record_reload = [&](bool taken, const std::string& message) {
+  auto record_reload = [&](bool taken, const std::string& message, bool model_loads = false) {
     ReloadOutcome& o = reload_outcome;
     ++o.number;
+    o.model_loads = model_loads;
     o.at_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
     o.taken = taken;
     o.message = message;
@@ -534,9 +535,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         added_at[e.index] = table.version;
       }
     }
-    record_reload(true, change->changed() || settings_changed(*change)
-                            ? describe_reload(*change, lanes)
-                            : "the streams are unchanged (cameras that have ended start again)");
+    record_reload(true,
+                  change->changed() || settings_changed(*change)
+                      ? describe_reload(*change, lanes)
+                      : "the streams are unchanged (cameras that have ended start again)",
+                  infer_change_needs_new_model(change->infer.keys) || !change->infer.replaced.empty());
     if (!change->changed()) {
       VAPIPE_LOG_INFO("{}{}: the streams are unchanged (cameras that have ended start again)", what,
                       options.config_path);

@@ -346,6 +346,7 @@ void InferStage::take_loaded_model() {
 StageFacts InferStage::facts() const {
   StageFacts f{{"model", model_name_}, {"model_file", running_.model}, {"labels_file", running_.labels}};
   if (!running_modified_.empty()) f.emplace_back("model_file_modified", running_modified_);
+  if (config_copy_.followed()) f.emplace_back("config_copy", config_copy_.identity());  // (for `vapipe reload`)
   if (loader_.joinable()) f.emplace_back("loading", loading_file_);
   if (!last_reload_error_.empty()) f.emplace_back("last_reload_error", last_reload_error_);
   return f;

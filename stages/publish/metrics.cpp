@@ -525,7 +525,9 @@ nlohmann::json models_json(const JobMetrics& m) {
   for (const StageStatsSnapshot& s : m.stages) {
     if (s.stage != "infer") continue;
     nlohmann::json one{{"lane", s.lane}};
-    for (const auto& [k, v] : s.facts) one[k] = v;
+    for (const auto& [k, v] : s.facts) {
+      if (k != "config_copy") one[k] = v;  // (`vapipe reload`'s, read from the stats file)
+    }
     if (!one.contains("model")) continue;
     for (const auto& [k, v] : s.counters) {
       if (k == "model_reloads" || k == "model_reload_failures") one[k] = static_cast<uint64_t>(v);

@@ -522,8 +522,11 @@ class LiveReload(SubscribedTest):
 
         self.rewrite(config, infer={"model": broken, "labels": LABELS})
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
-        self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
+        # Taken, but the model could not be used: `vapipe reload` waits for infer's word, and says it.
+        self.assertEqual(taken.returncode, 1, taken.stdout + taken.stderr)
         self.assertIn("infer.model changed", taken.stdout)
+        self.assertRegex(taken.stdout, r"\n  lane 0: the new model COULD NOT BE USED, and 'pattern_cnn' \(" +
+                         re.escape(MODEL) + r"\) goes on classifying: model .*broken.pt is not a TorchScript model")
         deadline = time.time() + 30
         while "goes on classifying" not in run.stderr_so_far() and time.time() < deadline:
             time.sleep(0.1)
@@ -552,6 +555,7 @@ class LiveReload(SubscribedTest):
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
         self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
         self.assertIn("infer.labels, infer.model changed", taken.stdout)
+        self.assertIn(f"\n  lane 0: model 'pattern_cnn_v2' ({v2}) classifies from now on\n", taken.stdout)
         by_v2 = lambda m: [r for r in results_by_stream(m).get("a", []) if r["model"] == "pattern_cnn_v2"]
         self.wait_for("results of the new model", lambda m: len(by_v2(m)) >= 10, timeout=60)
         time.sleep(1.5)
@@ -576,6 +580,7 @@ class LiveReload(SubscribedTest):
         taken = subprocess.run([VAPIPE, "reload", config], capture_output=True, text=True, timeout=60)
         self.assertEqual(taken.returncode, 0, taken.stdout + taken.stderr)
         self.assertIn("infer.labels's file " + labels_v2 + " was replaced", taken.stdout)
+        self.assertIn(f"\n  lane 0: model 'pattern_cnn_v2' ({v2}) classifies from now on\n", taken.stdout)
         by_v3 = lambda m: [r for r in results_by_stream(m).get("a", []) if r["label"] in relabelled]
         self.wait_for("results with the replaced labels", lambda m: len(by_v3(m)) >= 10, timeout=60)
         time.sleep(1.5)

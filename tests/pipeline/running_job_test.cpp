@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "pipeline/stage_stats.h"
 #include "tests/fakes/live_yaml.h"
 
 namespace vapipe {
@@ -163,6 +164,64 @@ TEST_F(RunningJobTest, APreviewOfARefusedReloadSaysWhy) {
   auto gone = preview(RunningJob{run_dir, getpid(), ""}, yaml);
   ASSERT_FALSE(gone.ok());
   EXPECT_NE(gone.status().message().find(config_as_started_path(run_dir)), std::string::npos);
+}
+
+// `vapipe reload` of a new model: each lane's infer says, in its stats file, which copy of the config
+// it last looked at, a model it is loading, and how its reloads went. The report is done once every
+// running lane has looked at the reload's copy and loads nothing more; a lane that could not use the
+// model is a failure; a lane whose infer is not running is not waited for.
+TEST_F(RunningJobTest, AReloadsNewModelIsReportedLaneByLaneOnceEachHasTakenIt) {
+  const std::string run_dir = (root_ / "vapipe-models").string();
+  std::filesystem::create_directories(run_dir);
+  auto infer = [&](uint32_t lane, StageFacts facts, uint64_t reloads, uint64_t failures) {
+    StageStatsSnapshot s;
+    s.stage = "infer";
+    s.lane = lane;
+    s.facts = std::move(facts);
+    s.counters = {{"model_reloads", static_cast<double>(reloads)}, {"model_reload_failures", static_cast<double>(failures)}};
+    JobLayout layout;
+    layout.run_dir = run_dir;
+    layout.lane = lane;
+    ASSERT_TRUE(write_stage_stats(s, stage_stats_path(layout, StageKind::kInfer)).ok());
+  };
+  infer(0, {{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "copy 1"}}, 0, 0);
+  infer(1, {{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "copy 1"}}, 2, 0);
+  const std::vector<LaneModel> before = read_lane_models(run_dir);
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_TRUE(before[0].running);
+  EXPECT_EQ(before[1].reloads, 2u);
+
+  // Lane 0 loading, lane 1 not yet looked.
+  infer(0, {{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "copy 2"}, {"loading", "/m/door-v2.pt"}},
+        0, 0);
+  ModelReloadReport r = report_model_reload(before, read_lane_models(run_dir), "copy 2");
+  EXPECT_FALSE(r.done);
+  EXPECT_EQ(r.text, "  lane 0: loading /m/door-v2.pt beside 'door-v1', which classifies meanwhile\n"
+                    "  lane 1: has not yet looked at the reload\n");
+
+  // Lane 0 took it; lane 1 could not use it.
+  infer(0, {{"model", "door-v2"}, {"model_file", "/m/door-v2.pt"}, {"config_copy", "copy 2"}}, 1, 0);
+  infer(1, {{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "copy 2"},
+            {"last_reload_error", "model /m/door-v2.pt is not a TorchScript model"}}, 2, 1);
+  r = report_model_reload(before, read_lane_models(run_dir), "copy 2");
+  EXPECT_TRUE(r.done);
+  EXPECT_TRUE(r.failed);
+  EXPECT_EQ(r.text, "  lane 0: model 'door-v2' (/m/door-v2.pt) classifies from now on\n"
+                    "  lane 1: the new model COULD NOT BE USED, and 'door-v1' (/m/door-v1.pt) goes on classifying: "
+                    "model /m/door-v2.pt is not a TorchScript model\n");
+
+  // A lane that runs that model already (restarted after the reload), and one whose infer has stopped
+  // writing its stats (not running: not waited for).
+  infer(1, {{"model", "door-v2"}, {"model_file", "/m/door-v2.pt"}, {"config_copy", "copy 2"}}, 0, 0);
+  JobLayout lane0;
+  lane0.run_dir = run_dir;
+  std::filesystem::last_write_time(stage_stats_path(lane0, StageKind::kInfer),
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::seconds(10));
+  r = report_model_reload(before, read_lane_models(run_dir), "copy 2");
+  EXPECT_TRUE(r.done);
+  EXPECT_FALSE(r.failed);
+  EXPECT_EQ(r.text, "  lane 0: its infer is not running now (it loads the reloaded model as it starts)\n"
+                    "  lane 1: runs model 'door-v2' (/m/door-v2.pt) already: nothing to load\n");
 }
 
 TEST(DescribeReload, SaysNoneForNothingAndLanesOnlyWhenThereAreSeveral) {

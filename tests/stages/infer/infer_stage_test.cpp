@@ -12,6 +12,7 @@
 #include <map>
 #include <fstream>
 
+#include "pipeline/file_identity.h"
 #include "stages/infer/labels.h"
 #include "tests/fakes/fake_classifier.h"
 #include "tests/fakes/stage_harness.h"
@@ -294,7 +295,8 @@ TEST_F(InferReloadTest, ANewModelClassifiesEveryBatchAfterItIsReadyAndTheRunning
   EXPECT_EQ(counter(*stage, "model_reloads"), 1);
   EXPECT_EQ(counter(*stage, "model_reload_failures"), 0);
   EXPECT_EQ(stage->facts(), (StageFacts{{"model", "v2"}, {"model_file", path("v2.pt")},
-                                        {"labels_file", path("labels-v2.txt")}}));
+                                        {"labels_file", path("labels-v2.txt")},
+                                        {"config_copy", file_identity(copy_)}}));  // (the copy as last looked at)
 }
 
 // A model that cannot be used (it does not load; its classes are not its labels'; a label the config
@@ -320,10 +322,10 @@ TEST_F(InferReloadTest, AModelThatCannotBeUsedLeavesTheRunningOneClassifying) {
   EXPECT_EQ(counter(*stage, "model_reload_failures"), 2);
   EXPECT_EQ(counter(*stage, "model_reloads"), 0);
   const StageFacts failed = stage->facts();
-  ASSERT_EQ(failed.size(), 4u);
+  ASSERT_EQ(failed.size(), 5u);
   EXPECT_EQ(failed[0], (std::pair<std::string, std::string>{"model", "model"}));
-  EXPECT_EQ(failed[3].first, "last_reload_error");
-  EXPECT_NE(failed[3].second.find("has 3 outputs but labels file"), std::string::npos) << failed[3].second;
+  EXPECT_EQ(failed[4].first, "last_reload_error");
+  EXPECT_NE(failed[4].second.find("has 3 outputs but labels file"), std::string::npos) << failed[4].second;
 
   // The file fixed under the same path (the config, unchanged, makes no reload): tried again as it
   // changes, and taken.
@@ -335,7 +337,7 @@ TEST_F(InferReloadTest, AModelThatCannotBeUsedLeavesTheRunningOneClassifying) {
   EXPECT_EQ(counter(*stage, "model_reloads"), 1);
   const StageFacts fixed = stage->facts();
   EXPECT_TRUE(std::none_of(fixed.begin(), fixed.end(), [](const auto& f) { return f.first == "last_reload_error"; }));
-  EXPECT_EQ(fixed.back().first, "model_file_modified");  // (three.pt is a file: when it was written)
+  EXPECT_EQ(fixed[3].first, "model_file_modified");  // (three.pt is a file: when it was written)
   look_at_the_copy(*stage);
   EXPECT_FALSE(stage->loading_model()) << "tried again once, not at every look";
 
@@ -393,7 +395,7 @@ TEST_F(InferReloadTest, AModelFileReplacedUnderTheSamePathIsLoadedAgainAtAReload
   EXPECT_EQ(counter(*stage, "model_reloads"), 1);
   EXPECT_EQ(loaded_paths_, (std::vector<std::string>{path("model.pt"), path("model.pt")}));
   const StageFacts facts = stage->facts();
-  ASSERT_EQ(facts.size(), 4u);
+  ASSERT_EQ(facts.size(), 5u);
   EXPECT_EQ(facts[3].first, "model_file_modified");
   EXPECT_TRUE(std::regex_match(facts[3].second, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"))) << facts[3].second;
   write_copy(same);
