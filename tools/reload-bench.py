@@ -48,7 +48,12 @@ while the new model loaded (the load shares the cores with the running model); t
 second before, while loading and after; whether each camera's seq went on without a repeat, and its
 results switched model once (the old model's, then only the new one's).
 
-Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling [--gop 15] | --model [--model-file M.pt --labels-file M.txt]]
+With --model --in-place (stop 54), the job runs copies of the model and labels files, which the round
+replaces under the same paths (labels upper-cased, so results say which model made them) before
+`vapipe reload` of the unchanged config; the command's time to return (it waits for each lane's infer)
+is said too.
+
+Usage (after tools/build.sh): /usr/bin/python3 tools/reload-bench.py [--cameras 4] [--rounds 3] [--comeback [--soak N] | --outputs | --sampling [--gop 15] | --model [--model-file M.pt --labels-file M.txt] [--in-place]]
 Needs Debian's python3-zmq.
 """
 import argparse
@@ -398,11 +403,16 @@ def sampling_round(k, gop):
         return row
 
 
-def model_round(k, model_file, labels_file):
+def model_round(k, model_file, labels_file, in_place=False):
     with tempfile.TemporaryDirectory(prefix="vapipe-model-") as workdir:
         cams = {f"cam{i:02d}": recovery.Camera(PATTERNS[i % len(PATTERNS)]) for i in range(k)}
-        extra = {"infer": {"model": model_file, "labels": labels_file}} if model_file else {}
-        proc, bus = recovery.start_job(workdir, cams, **extra)
+        model_file = model_file or os.path.join(recovery.ROOT, "models", "pattern_cnn.pt")
+        labels_file = labels_file or os.path.join(recovery.ROOT, "models", "pattern_cnn.labels.txt")
+        if in_place:  # the job runs copies, which the round replaces under the same paths
+            shutil.copyfile(model_file, os.path.join(workdir, "live.pt"))
+            shutil.copyfile(labels_file, os.path.join(workdir, "live.labels.txt"))
+            model_file, labels_file = os.path.join(workdir, "live.pt"), os.path.join(workdir, "live.labels.txt")
+        proc, bus = recovery.start_job(workdir, cams, infer={"model": model_file, "labels": labels_file})
         log = []
         threading.Thread(target=lambda: log.append(proc.stderr.read()), daemon=True).start()
         path = os.path.join(workdir, "recovery.yaml")
@@ -411,14 +421,31 @@ def model_round(k, model_file, labels_file):
         if None in wait_results(bus, cams, 0).values():
             sys.exit("not every camera gave results")
         time.sleep(4)
-        # A copy under another name: results say which model made them (its file's name).
-        new_model = os.path.join(workdir, "model_v2.pt")
-        shutil.copyfile(cfg["infer"]["model"], new_model)
-        cfg["infer"] = dict(cfg["infer"], model=new_model)
-        write(path, cfg)
-        sighup = time.time()
-        proc.send_signal(signal.SIGHUP)
-        by_new = lambda sid: (lambda t, p: t == f"results/{sid}" and p.get("model") == "model_v2")
+        command = {}
+        if in_place:
+            # The model and its labels (upper-case: results say which made them) copied beside the running
+            # ones and moved over them; `vapipe reload` of the same config, which waits for infer's word.
+            for src, dst, upper in ((model_file, model_file, False), (labels_file, labels_file, True)):
+                with open(src, "rb") as f:
+                    data = f.read()
+                with open(dst + ".new", "wb") as f:
+                    f.write(data.upper() if upper else data)
+                os.rename(dst + ".new", dst)
+            is_new = lambda p: p.get("label", "").isupper()
+            sighup = time.time()
+            done = subprocess.run([recovery.VAPIPE, "reload", path], capture_output=True, text=True, timeout=180)
+            command = {"reload_s": time.time() - sighup, "rc": done.returncode,
+                       "lane": next((l.strip() for l in done.stdout.splitlines() if l.startswith("  lane 0:")), "?")}
+        else:
+            # A copy under another name: results say which model made them (its file's name).
+            new_model = os.path.join(workdir, "model_v2.pt")
+            shutil.copyfile(cfg["infer"]["model"], new_model)
+            cfg["infer"] = dict(cfg["infer"], model=new_model)
+            write(path, cfg)
+            is_new = lambda p: p.get("model") == "model_v2"
+            sighup = time.time()
+            proc.send_signal(signal.SIGHUP)
+        by_new = lambda sid: (lambda t, p: t == f"results/{sid}" and is_new(p))
         firsts = [bus.first(sighup, by_new(sid), 120) for sid in cams]
         switched = max((t for t in firsts if t), default=float("nan"))
         time.sleep(4)
@@ -434,9 +461,9 @@ def model_round(k, model_file, labels_file):
 
         def switched_once(sid):
             with bus.lock:
-                models = [p["model"] for t, topic, p in bus.messages if topic == f"results/{sid}"]
-            first_new = models.index("model_v2") if "model_v2" in models else len(models)
-            return first_new > 0 and set(models[first_new:]) == {"model_v2"} and "model_v2" not in models[:first_new]
+                new = [is_new(p) for t, topic, p in bus.messages if topic == f"results/{sid}"]
+            first_new = new.index(True) if True in new else len(new)
+            return 0 < first_new < len(new) and all(new[first_new:]) and not any(new[:first_new])
 
         row = {"switch_s": switched - sighup,
                "gap_s": max(longest_gap(result_times(bus, sid, sighup - 2, switched + 2)) for sid in cams),
@@ -450,6 +477,7 @@ def model_round(k, model_file, labels_file):
         time.sleep(0.5)
         loaded = [float(x) for x in re.findall(r"loaded and warmed up in ([0-9.]+) s", "".join(log))]
         row["load_s"] = max(loaded) if loaded else float("nan")
+        row.update(command)
         return row
 
 
@@ -461,11 +489,17 @@ def main_model(args):
           "cameras' longest gap (s) | frames dropped a second: before, while loading | the job's results a second: "
           "before, loading, after | seq numbered on | each switched once |")
     print("|---|---|---|---|---|---|---|---|")
+    if args.in_place:
+        print("# --in-place: the running model's file and its labels (upper-cased) moved over under the same paths, "
+              "then `vapipe reload` of the same config; the first column is from the command's start, and the last "
+              "says when it returned, its exit status and lane 0's line")
     for r in range(args.rounds):
-        m = model_round(args.cameras, args.model_file, args.labels_file)
+        m = model_round(args.cameras, args.model_file, args.labels_file, args.in_place)
         print(f"| {r + 1} | {m['switch_s']:.2f} | {m['load_s']:.2f} | {m['gap_s']:.2f} | {m['dropped_before']:.1f}, "
               f"{m['dropped_during']:.1f} | {m['before']:.0f}, {m['during']:.0f}, {m['after']:.0f} | "
-              f"{'yes' if m['numbered_on'] else 'NO'} | {'yes' if m['switched_once'] else 'NO'} |", flush=True)
+              f"{'yes' if m['numbered_on'] else 'NO'} | {'yes' if m['switched_once'] else 'NO'} |" +
+              (f" `vapipe reload` returned after {m['reload_s']:.2f} s, exit {m['rc']}: {m['lane']} |" if args.in_place
+               else ""), flush=True)
 
 
 def main_sampling(args):
@@ -529,6 +563,8 @@ def main():
     ap.add_argument("--model", action="store_true", help="infer's model changed by a reload")
     ap.add_argument("--model-file", help="with --model: the job's model (default: the shipped pattern_cnn)")
     ap.add_argument("--labels-file", help="with --model-file: its labels")
+    ap.add_argument("--in-place", action="store_true",
+                    help="with --model: the model and labels files replaced under the same paths, `vapipe reload`")
     args = ap.parse_args()
     if args.model:
         return main_model(args)
