@@ -207,6 +207,10 @@ ModelReloadReport report_model_reload(const std::vector<LaneModel>& before, cons
               ") goes on classifying: " + lane.last_reload_error;
     } else if (lane.reloads > reloads) {
       line += "model '" + lane.model + "' (" + lane.model_file + ") classifies from now on";
+    } else if (!lane.last_reload_error.empty()) {  // (the same file that could not be used, not tried again)
+      report.failed = true;
+      line += "the reloaded model still CANNOT BE USED, and '" + lane.model + "' (" + lane.model_file +
+              ") goes on classifying: " + lane.last_reload_error;
     } else {
       line += "runs model '" + lane.model + "' (" + lane.model_file + ") already: nothing to load";
     }

@@ -222,6 +222,18 @@ TEST_F(RunningJobTest, AReloadsNewModelIsReportedLaneByLaneOnceEachHasTakenIt) {
   EXPECT_FALSE(r.failed);
   EXPECT_EQ(r.text, "  lane 0: its infer is not running now (it loads the reloaded model as it starts)\n"
                     "  lane 1: runs model 'door-v2' (/m/door-v2.pt) already: nothing to load\n");
+
+  // A reload again of a model that could not be used, its file as it was: not tried again, and said.
+  infer(1, {{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "copy 3"},
+            {"last_reload_error", "model /m/door-v2.pt is not a TorchScript model"}}, 2, 1);
+  const std::vector<LaneModel> failed_before = read_lane_models(run_dir);
+  r = report_model_reload(failed_before, read_lane_models(run_dir), "copy 3");
+  EXPECT_TRUE(r.done);
+  EXPECT_TRUE(r.failed);
+  EXPECT_NE(r.text.find("  lane 1: the reloaded model still CANNOT BE USED, and 'door-v1' (/m/door-v1.pt) goes on "
+                        "classifying: model /m/door-v2.pt is not a TorchScript model\n"),
+            std::string::npos)
+      << r.text;
 }
 
 TEST(DescribeReload, SaysNoneForNothingAndLanesOnlyWhenThereAreSeveral) {
