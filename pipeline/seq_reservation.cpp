@@ -22,6 +22,9 @@ Result<std::unique_ptr<SeqReservations>> SeqReservations::open(std::string path,
   try {
     const nlohmann::json j = nlohmann::json::parse(text.str());
     for (const auto& [id, next] : j.at("streams").items()) table->reserved_[id] = next.get<uint64_t>();
+    if (j.contains("ended")) {
+      for (const auto& id : j.at("ended")) table->ended_.insert(id.get<std::string>());
+    }
   } catch (const std::exception& e) {
     return InvalidArgument(path + ": not a sequence reservation file (" + e.what() + ")");
   }
@@ -39,9 +42,26 @@ Status SeqReservations::ensure(const std::string& stream_id, uint64_t seq) {
   uint64_t& mark = reserved_[stream_id];
   if (seq < mark) return Status::Ok();
   mark = seq + block_;
+  return write_locked();
+}
+
+Status SeqReservations::mark_ended(const std::string& stream_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!ended_.insert(stream_id).second) return Status::Ok();
+  return write_locked();
+}
+
+bool SeqReservations::ended(const std::string& stream_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_.count(stream_id) > 0;
+}
+
+Status SeqReservations::write_locked() {
   nlohmann::json streams = nlohmann::json::object();
   for (const auto& [id, next] : reserved_) streams[id] = next;
-  return write_file_atomically(path_, nlohmann::json{{"streams", streams}}.dump() + "\n", 0644);
+  nlohmann::json j{{"streams", streams}};
+  if (!ended_.empty()) j["ended"] = ended_;
+  return write_file_atomically(path_, j.dump() + "\n", 0644);
 }
 
 }  // namespace vapipe

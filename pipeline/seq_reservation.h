@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "pipeline/job_layout.h"
@@ -34,12 +35,20 @@ class SeqReservations {
   // yet, and writes the file before returning. Thread-safe (one call per frame of every stream).
   Status ensure(const std::string& stream_id, uint64_t seq);
 
+  // A live job's file that was read to its end (or to its streams[].to): a lane restarted later ends
+  // it again without reading it, rather than read it again from its start (its results would repeat).
+  // Written to the file before the end goes out.
+  Status mark_ended(const std::string& stream_id);
+  bool ended(const std::string& stream_id) const;
+
  private:
+  Status write_locked();  // under mutex_
   SeqReservations(std::string path, uint64_t block) : path_(std::move(path)), block_(block) {}
   std::string path_;
   uint64_t block_;
   mutable std::mutex mutex_;
   std::map<std::string, uint64_t> reserved_;
+  std::set<std::string> ended_;
 };
 
 }  // namespace vapipe

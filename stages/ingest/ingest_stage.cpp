@@ -300,6 +300,12 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       // past its own (StreamFanOut). One that ended earlier only ends again.
       const std::optional<uint64_t> resume_from = r->fan_out->resume_from();
       if (!resume_from) return end_without_reader(MessageKind::kStreamEnd, "ended in an earlier run", 0);
+      // A live job's file that the lane's ingest before its restart read to its end: ended again (publish,
+      // which saw its end, says nothing more), not read again from its start.
+      if (!restart_reason.empty() && reservations && reservations->ended(stream.id)) {
+        VAPIPE_LOG_INFO("stream '{}': read to its end before its lane restarted: not read again", stream.id);
+        return end_without_reader(MessageKind::kStreamEnd, "read to its end before its lane restarted", 0);
+      }
       const StreamProgress* earlier = nullptr;
       if (plan) {
         for (const std::string& id : r->fan_out->ids()) {

@@ -1841,6 +1841,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped{})", s.stream.id, ev.message, emitted, ev.dropped,
                       left_out);
     }
+    // A live job's file read to its end: a restart of its lane later ends it again instead of reading it
+    // again from its start (its results would repeat). Marked before its end goes out.
+    if (kind == MessageKind::kStreamEnd && s.options.live && s.options.seq_reservations &&
+        s.stream.parsed.kind == UriKind::kFile && !stopping()) {
+      if (Status st = s.options.seq_reservations->mark_ended(s.stream.id); !st.ok()) {
+        VAPIPE_LOG_WARN("stream '{}': {} (a restart of its lane would read the file again)", s.stream.id, st.message());
+      }
+    }
     return out.emit(Message::stream_event(kind, s.envelope(), std::move(ev)));
   };
 

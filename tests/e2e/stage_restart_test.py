@@ -117,6 +117,30 @@ class StageRestart(SubscribedTest):
         self.assertNotIn("ingest emitted", run.stderr)  # its counts agree with what publish saw
         self.assert_no_leftovers(run)
 
+    def test_a_file_read_to_its_end_is_not_read_again_when_its_lane_restarts(self):
+        """A live job's file that its lane had read to its end before the lane crashed is not read again
+        from its start by the restarted lane (before stop 54 it was: its results repeated, with a second
+        eos): it ends again, which publish, having said its end, does not repeat. A camera of the same
+        lane reconnects and goes on."""
+        clip = os.path.join(SOURCE_DIR, "tests", "media", "ball-320x240-h264.mp4")
+        config, endpoint = write_config(self.dir, [("f", clip), ("a", live("ball"))], job={"mode": "live"})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(5)
+        self.wait_for("f's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("f", [])),
+                      timeout=60)
+        read = self.count("f")
+        os.kill(lanes[("infer", 0)], signal.SIGKILL)
+        self.wait_for("a resumed after its lane's restart",
+                      lambda m: any(e["event"] == "resumed" for e in events_by_stream(m).get("a", [])), timeout=60)
+        self.wait_for("results of a after the restart", lambda m: len(results_by_stream(m).get("a", [])) >= 20)
+        time.sleep(2)  # (the file, were it read again, would have given results by now)
+        msgs, results, events = self.stop_and_collect(run)
+        self.assertEqual(len(results["f"]), read, "the file's frames classified once")
+        self.assertEqual([e["event"] for e in events["f"]], ["started", "eos"])
+        self.assertEqual([e["event"] for e in events["a"]], ["started", "reconnecting", "resumed", "eos"])
+        self.assertIn("stream 'f': read to its end before its lane restarted: not read again", run.stderr)
+
     def test_each_lane_counts_its_own_crashes(self):
         """max_restarts 1: one crash in each of two lanes is one restart each, not two in a row."""
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],

@@ -55,6 +55,26 @@ TEST_F(SeqReservationTest, ARestartedInstanceStartsPastEveryNumberTheOldOneCould
   EXPECT_EQ((*again)->reserved("cam-b"), 100u);
 }
 
+// A live job's file read to its end is marked so: a restarted instance knows not to read it again; the
+// marks and the reservations survive each other's writes.
+TEST_F(SeqReservationTest, AFileReadToItsEndIsKnownToHaveEndedByARestartedInstance) {
+  {
+    auto table = SeqReservations::open(path_, 100);
+    ASSERT_TRUE(table.ok());
+    ASSERT_TRUE((*table)->ensure("clip", 0).ok());
+    EXPECT_FALSE((*table)->ended("clip"));
+    ASSERT_TRUE((*table)->mark_ended("clip").ok());
+    EXPECT_TRUE((*table)->ended("clip"));
+    ASSERT_TRUE((*table)->ensure("cam", 0).ok());  // (a later write keeps the mark)
+  }
+  auto restarted = SeqReservations::open(path_, 100);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  EXPECT_TRUE((*restarted)->ended("clip"));
+  EXPECT_FALSE((*restarted)->ended("cam"));
+  EXPECT_EQ((*restarted)->reserved("clip"), 100u);
+  EXPECT_EQ((*restarted)->reserved("cam"), 100u);
+}
+
 TEST_F(SeqReservationTest, TheFileIsWrittenOncePerBlockNotPerFrame) {
   auto table = SeqReservations::open(path_, 1000);
   ASSERT_TRUE(table.ok());
