@@ -189,10 +189,15 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   const size_t lanes = placement->lanes.size();
   JobLayout layout = make_job_layout(config, job_id);
   std::filesystem::create_directories(layout.run_dir);
-  // A crashed run with this job id may have left infer's automatic batch sizes behind.
+  // A crashed run with this job id may have left infer's automatic batch sizes behind, and live ingest's
+  // sequence reservations (pipeline/seq_reservation.h): this run's stages start their streams anew, and
+  // a file marked read to its end by an earlier run must not be taken for one this run read.
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
-    if (entry.path().filename().string().rfind("auto-batch-size-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("auto-batch-size-", 0) == 0 || (name.rfind("seq-", 0) == 0 && entry.path().extension() == ".json")) {
+      std::filesystem::remove(entry.path(), ec);
+    }
   }
 
   // Streams of the results file that the config no longer has: a watched folder's file that comes
