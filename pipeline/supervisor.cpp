@@ -195,7 +195,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("auto-batch-size-", 0) == 0 || (name.rfind("seq-", 0) == 0 && entry.path().extension() == ".json")) {
+    if (name.rfind("auto-batch-size-", 0) == 0 || (name.rfind("seq-", 0) == 0 &&
+                                                      (entry.path().extension() == ".json" ||
+                                                       entry.path().extension() == ".positions"))) {
       std::filesystem::remove(entry.path(), ec);
     }
   }

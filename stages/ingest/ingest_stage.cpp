@@ -342,6 +342,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         // It sent frames before the restart (a stream that never did starts as usual).
         reader_options.first_seq = reservations->reserved(stream.id);
         reader_options.restart_reason = "its lane restarted: " + restart_reason;
+        // A file it was reading goes on after its last frame sent, instead of from its start.
+        if (stream.parsed.kind == UriKind::kFile) {
+          reader_options.resume_after_sent_pts_ns = reservations->last_sent(stream.id, stream.uri).value_or(-1);
+        }
       }
       {
         std::lock_guard<std::mutex> lock(r->mutex);  // a reload's, since the stream was started

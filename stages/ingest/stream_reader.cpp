@@ -1602,6 +1602,37 @@ void seek_to_part(StreamReader::Impl& s) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 
+// A live job's file whose lane restarted while it was read: seek to a keyframe at least 2 s before the
+// last frame the crashed instance sent (as the resume seek) and drop frames by timestamp up to it, so
+// that no result repeats. Numbering goes on from first_seq. If the pipeline will not preroll or seek, or
+// went too far, the file is decoded from its start, those frames still dropped by timestamp.
+void seek_past_frames_sent(StreamReader::Impl& s) {
+  const auto started = std::chrono::steady_clock::now();
+  const int64_t sent = s.options.resume_after_sent_pts_ns;
+  s.drop_through_pts = std::max<int64_t>(sent, s.stream.from_ns - 1);
+  s.kept_up_to(sent);  // ingest.max_fps goes on where the crashed instance was
+  GstState state = GST_STATE_VOID_PENDING;
+  if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
+      state != GST_STATE_PAUSED) {
+    VAPIPE_LOG_WARN("stream '{}': not prerolled, so not sought: decoding it from its start up to {}, its last "
+                    "frame sent before its lane restarted", s.stream.id, media_time_text(sent));
+    return;
+  }
+  const bool sought = gst_element_seek_simple(
+      s.pipeline.get(), GST_FORMAT_TIME,
+      static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
+      std::max<int64_t>(0, sent - 2 * static_cast<int64_t>(GST_SECOND)));
+  if (!sought) {
+    VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding it from its start up to {}, its last frame sent "
+                    "before its lane restarted", s.stream.id, media_time_text(sent));
+    return;
+  }
+  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
+  VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before {}, its last frame sent before its lane restarted, in "
+                  "{:.2f} s", s.stream.id, media_time_text(sent),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
 }  // namespace
 
 Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
@@ -1615,6 +1646,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       std::chrono::duration<double>(network_live ? s.ingest.stall_timeout_s : 0.0));
   GstBusPtr bus(gst_element_get_bus(s.pipeline.get()));
   uint64_t emitted = s.options.skip_frames;  // counted as emitted: their results are in the record
+  // A file its lane's crashed instance was reading: on after its last frame sent (seek_past_frames_sent).
+  const bool resumes_after_sent = !s.options.restart_reason.empty() && s.options.resume_after_sent_pts_ns >= 0 &&
+                                  s.stream.parsed.kind == UriKind::kFile;
   bool started = false;
   uint32_t attempt = 0;          // reconnection attempts since the last frame
   bool awaiting_resume = false;  // reconnected; the next frame is the first of the new connection
@@ -1859,6 +1893,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // Copies one decoded frame into a payload buffer and emits it. kCancelled: shutdown while waiting
   // for a free buffer.
   bool reservation_failed = false;  // logged once
+  bool position_failed = false;     // logged once
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
     if (retune_unsaid && f.generation >= retune_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_retune());
@@ -1868,6 +1903,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         reservation_failed = true;
         VAPIPE_LOG_ERROR("stream '{}': {} (after a restart of its lane, sequence numbers could repeat)", s.stream.id,
                          st.message());
+      }
+      // A live job's file: where a restarted lane goes on reading it (seek_past_frames_sent).
+      if (s.options.live && s.stream.parsed.kind == UriKind::kFile && f.pts_ns >= 0) {
+        if (Status st = s.options.seq_reservations->note_sent(s.stream.id, s.stream.uri, f.pts_ns);
+            !st.ok() && !position_failed) {
+          position_failed = true;
+          VAPIPE_LOG_ERROR("stream '{}': {} (after a restart of its lane, its file would be read again from its "
+                           "start)", s.stream.id, st.message());
+        }
       }
     }
     if (!started || awaiting_resume) {
@@ -1895,7 +1939,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         VAPIPE_LOG_INFO("stream '{}': resumed after reconnection attempt {}{}", s.stream.id, attempt,
                         std::exchange(resumed_note, std::string()));
       } else if (started) {
-        VAPIPE_LOG_INFO("stream '{}': resumed after the restart of its lane, from seq {}", s.stream.id, f.seq);
+        VAPIPE_LOG_INFO("stream '{}': resumed after the restart of its lane, from seq {}{}", s.stream.id, f.seq,
+                        resumes_after_sent ? " at " + media_time_text(f.pts_ns) + " of its file" : std::string());
       }
       started = true;
       awaiting_resume = false;
@@ -2139,6 +2184,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
   if (s.options.skip_frames > 0 && s.options.resume_after_pts_ns >= 0 && s.stream.parsed.kind == UriKind::kFile) {
     seek_past_earlier_results(s);
+  } else if (resumes_after_sent) {
+    seek_past_frames_sent(s);
   } else if (s.stream.from_ns > 0 && s.stream.parsed.kind == UriKind::kFile) {
     seek_to_part(s);
   }
@@ -2190,6 +2237,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (s.options.skip_frames > 0) {
         VAPIPE_LOG_WARN("stream '{}': the resume seek went too far: decoding its first {} frames again",
                         s.stream.id, s.options.skip_frames);
+      } else if (resumes_after_sent) {
+        VAPIPE_LOG_WARN("stream '{}': the seek past its last frame sent before its lane restarted ({}) went too "
+                        "far: decoding it from its start", s.stream.id,
+                        media_time_text(s.options.resume_after_sent_pts_ns));
       } else {
         VAPIPE_LOG_WARN("stream '{}': the seek to its from ({}) went too far: decoding it from its start",
                         s.stream.id, media_time_text(s.stream.from_ns));
@@ -2199,9 +2250,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
       gst_element_seek_simple(s.pipeline.get(), GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0);
       gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
-      s.drop_through_pts = -1;
-      s.next_seq = 0;
-      s.kept_up_to(-1);
+      if (resumes_after_sent) {
+        // Dropped by timestamp from the start; numbering stays past the crashed instance's.
+        s.drop_through_pts = std::max<int64_t>(s.options.resume_after_sent_pts_ns, s.stream.from_ns - 1);
+      } else {
+        s.drop_through_pts = -1;
+        s.next_seq = 0;
+        s.kept_up_to(-1);
+      }
       s.seek_overshot = false;
       if (auto failed = play()) {
         if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;

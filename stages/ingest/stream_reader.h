@@ -54,6 +54,10 @@ struct ReaderOptions {
   // before its first frame, instead of kStreamStart.
   uint64_t first_seq = 0;
   std::string restart_reason = "";
+  // With a restart_reason, a file: the timestamp of its last frame the crashed instance sent
+  // (SeqReservations::last_sent). The file is sought to a keyframe before it and frames up to it are
+  // dropped by timestamp, numbered from first_seq on; -1: read from its start (streams[].from).
+  int64_t resume_after_sent_pts_ns = -1;
   // The message of its kStreamStart event: why a stream that had ended starts again (a reload brought
   // it back; numbered from first_seq); "" for a first start.
   std::string start_message = "";

@@ -10,7 +10,7 @@ import urllib.request
 
 from e2e.common import (
     SOURCE_DIR, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri,
-    results_by_stream, write_config)
+    make_clip, results_by_stream, write_config)
 
 live = live_test_uri
 
@@ -140,6 +140,34 @@ class StageRestart(SubscribedTest):
         self.assertEqual([e["event"] for e in events["f"]], ["started", "eos"])
         self.assertEqual([e["event"] for e in events["a"]], ["started", "reconnecting", "resumed", "eos"])
         self.assertIn("stream 'f': read to its end before its lane restarted: not read again", run.stderr)
+
+    def test_a_file_being_read_goes_on_after_its_last_frame_sent_when_its_lane_restarts(self):
+        """A live job's file that its lane was reading when the lane crashed goes on after the last frame
+        the crashed ingest sent (ingest notes each one's timestamp, run_dir/seq-<lane>.positions),
+        instead of from its start as before: no timestamp is classified twice, and seq goes on forward.
+        The frames in flight at the crash are lost, as a camera's are."""
+        clip = os.path.join(self.dir, "long.mp4")
+        make_clip(clip, "ball", 3000, 160, 120)
+        config, endpoint = write_config(self.dir, [("f", clip)], job={"mode": "live"})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(5)
+        self.wait_for("f's first results", lambda m: self.count("f") >= 100, timeout=60)
+        os.kill(lanes[("infer", 0)], signal.SIGKILL)
+        self.wait_for("f's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("f", [])),
+                      timeout=120)
+        msgs, results, events = self.stop_and_collect(run)
+        self.assertEqual([e["event"] for e in events["f"]], ["started", "reconnecting", "resumed", "eos"],
+                         run.stderr[-3000:])
+        seqs = [r["seq"] for r in results["f"]]
+        pts = [r["pts_ms"] for r in results["f"]]
+        self.assertEqual(seqs, sorted(set(seqs)), "seq never repeats or goes back")
+        self.assertEqual(pts, sorted(set(pts)), "no frame classified twice (before the change: from 0 again)")
+        self.assertGreater(pts[-1], 99000, "read on to its end (its last frame at 99.97 s)")
+        self.assertRegex(run.stderr, r"stream 'f': sought to a keyframe before \d+:\d+\.\d+, its last frame sent "
+                                     r"before its lane restarted")
+        self.assertRegex(run.stderr, r"stream 'f': resumed after the restart of its lane, from seq 4096 at "
+                                     r"\d+:\d+\.\d+ of its file")
 
     def test_each_lane_counts_its_own_crashes(self):
         """max_restarts 1: one crash in each of two lanes is one restart each, not two in a row."""

@@ -75,6 +75,59 @@ TEST_F(SeqReservationTest, AFileReadToItsEndIsKnownToHaveEndedByARestartedInstan
   EXPECT_EQ((*restarted)->reserved("cam"), 100u);
 }
 
+// A live job's file: the last frame sent is known to a restarted instance, for the uri it was read
+// from only; a new uri takes a new slot (never the old one's timestamp), a stream being read again loses
+// its end mark, and the JSON file is written when a slot is taken, not per frame.
+TEST_F(SeqReservationTest, TheLastFrameSentOfEachFileIsKnownToARestartedInstance) {
+  {
+    auto table = SeqReservations::open(path_, 100);
+    ASSERT_TRUE(table.ok());
+    for (int64_t pts = 0; pts <= 1000; pts += 100) ASSERT_TRUE((*table)->note_sent("a", "file:///a.mp4", pts).ok());
+    const auto json_written = std::filesystem::last_write_time(path_);
+    std::filesystem::last_write_time(path_, json_written - std::chrono::hours(1));
+    ASSERT_TRUE((*table)->note_sent("a", "file:///a.mp4", 1100).ok());
+    EXPECT_EQ(std::filesystem::last_write_time(path_), json_written - std::chrono::hours(1));
+    ASSERT_TRUE((*table)->note_sent("b", "file:///b.mp4", 0).ok());  // frame 0 at timestamp 0
+    ASSERT_TRUE((*table)->note_sent("c", "file:///c.mp4", 5).ok());
+    ASSERT_TRUE((*table)->mark_ended("c").ok());
+    ASSERT_TRUE((*table)->note_sent("d", "file:///old.mp4", 70).ok());
+    ASSERT_TRUE((*table)->note_sent("d", "file:///new.mp4", 30).ok());  // a reload changed its uri
+    EXPECT_EQ((*table)->last_sent("a", "file:///a.mp4"), std::nullopt);  // as of open(): nothing
+  }
+  auto restarted = SeqReservations::open(path_, 100);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  EXPECT_EQ((*restarted)->last_sent("a", "file:///a.mp4"), 1100);
+  EXPECT_EQ((*restarted)->last_sent("a", "file:///other.mp4"), std::nullopt);
+  EXPECT_EQ((*restarted)->last_sent("b", "file:///b.mp4"), 0);
+  EXPECT_EQ((*restarted)->last_sent("d", "file:///new.mp4"), 30);
+  EXPECT_EQ((*restarted)->last_sent("d", "file:///old.mp4"), std::nullopt);
+  EXPECT_EQ((*restarted)->last_sent("e", "file:///a.mp4"), std::nullopt);
+  EXPECT_TRUE((*restarted)->ended("c"));
+  // d's new uri took a slot of its own: a crash before its first write leaves no timestamp for it.
+  ASSERT_TRUE((*restarted)->note_sent("f", "file:///f.mp4", 9).ok());
+  ASSERT_TRUE((*restarted)->note_sent("c", "file:///c.mp4", 6).ok());  // read again: no longer ended
+  EXPECT_FALSE((*restarted)->ended("c"));
+  auto again = SeqReservations::open(path_, 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE((*again)->ended("c"));
+  EXPECT_EQ((*again)->last_sent("c", "file:///c.mp4"), 6);
+  EXPECT_EQ((*again)->last_sent("f", "file:///f.mp4"), 9);
+  EXPECT_EQ((*again)->last_sent("a", "file:///a.mp4"), 1100);
+}
+
+// A slot taken (the JSON file written) whose instance crashed before its first timestamp: nothing sent.
+TEST_F(SeqReservationTest, ASlotNeverWrittenSaysNothingWasSent) {
+  std::ofstream(path_) << R"({"streams": {}, "positions": {"a": {"slot": 3, "uri": "file:///a.mp4"}}, "next_slot": 4})";
+  auto table = SeqReservations::open(path_);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  EXPECT_EQ((*table)->last_sent("a", "file:///a.mp4"), std::nullopt);
+  ASSERT_TRUE((*table)->note_sent("b", "file:///b.mp4", 40).ok());  // slot 4: slots 0 to 3 are holes
+  auto reread = SeqReservations::open(path_);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ((*reread)->last_sent("a", "file:///a.mp4"), std::nullopt);
+  EXPECT_EQ((*reread)->last_sent("b", "file:///b.mp4"), 40);
+}
+
 TEST_F(SeqReservationTest, TheFileIsWrittenOncePerBlockNotPerFrame) {
   auto table = SeqReservations::open(path_, 1000);
   ASSERT_TRUE(table.ok());

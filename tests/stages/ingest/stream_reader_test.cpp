@@ -344,6 +344,82 @@ TEST_F(StreamReaderTest, AStreamOfARestartedLaneResumesFromItsReservedSequenceNu
   EXPECT_EQ((*reread)->reserved("cam"), 4104u);
 }
 
+// A live job's file: each frame's timestamp is in the lane's positions before the frame leaves. Its lane
+// restarted mid-read, the restarted reader goes on exactly after the last frame the crashed one sent
+// (mid-GOP, B-frames), numbered from the reserved mark, whether the file is sought (prerolled first)
+// or, not prerolled, decoded from its start with those frames dropped by timestamp.
+TEST_F(StreamReaderTest, ALiveFileWhoseLaneRestartedMidReadGoesOnAfterItsLastFrameSent) {
+  const std::string path = encode_clip("live-gop.mp4", "ball", 90, 320, 240, "mp4mux", "key-int-max=30 bframes=2");
+  const std::vector<int64_t> pts = timestamps_of(path, ingest_);
+  ASSERT_EQ(pts.size(), 90u);
+  const std::string table_path = (dir_ / "seq-live.json").string();
+  std::filesystem::remove(table_path);
+
+  // The first instance: a frame's timestamp is noted before the frame reaches the emitter.
+  class CheckingEmitter final : public Emitter {
+   public:
+    explicit CheckingEmitter(std::string table) : table_(std::move(table)) {}
+    Status emit(Message&& msg) override {
+      if (msg.kind == MessageKind::kFrame) {
+        auto seen = SeqReservations::open(table_);
+        if (!seen.ok()) return seen.status();
+        noted_before_sent = noted_before_sent && (*seen)->last_sent(msg.env.stream_id, uri) == msg.env.pts_ns;
+        ++frames;
+      }
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    std::string uri;
+    bool noted_before_sent = true;
+    size_t frames = 0;
+
+   private:
+    std::string table_;
+  };
+  const StreamConfig clip = stream("clip", path);
+  {
+    auto table = SeqReservations::open(table_path, 16);
+    ASSERT_TRUE(table.ok());
+    ReaderOptions live;
+    live.live = true;
+    live.seq_reservations = table->get();
+    auto reader = StreamReader::create(clip, 0, ingest_, live);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CheckingEmitter out(table_path);
+    out.uri = clip.uri;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    EXPECT_EQ(out.frames, 90u);
+    EXPECT_TRUE(out.noted_before_sent);
+  }
+
+  for (const bool prerolled : {true, false}) {
+    for (const size_t last_sent : {size_t{47}, size_t{29}, size_t{0}}) {
+      const std::string what = std::string(prerolled ? "sought" : "decoded from the start") + ", last sent frame " +
+                               std::to_string(last_sent);
+      ReaderOptions o;
+      o.live = true;
+      o.first_seq = 4096;
+      o.restart_reason = "its lane restarted: stage infer (pid 7) failed";
+      o.resume_after_sent_pts_ns = pts[last_sent];
+      auto reader = StreamReader::create(clip, 0, ingest_, o);
+      ASSERT_TRUE(reader.ok()) << reader.status().message();
+      if (prerolled) (*reader)->preroll();
+      CollectingEmitter out;
+      ASSERT_TRUE((*reader)->run(out, flags_).ok()) << what;
+      ASSERT_GE(out.messages.size(), 3u) << what;
+      EXPECT_EQ(out.messages[0].kind, MessageKind::kStreamReconnecting) << what;
+      EXPECT_EQ(out.messages[1].kind, MessageKind::kStreamResumed) << what;
+      auto frames = of_kind(out, MessageKind::kFrame);
+      ASSERT_EQ(frames.size(), 89u - last_sent) << what;
+      for (size_t i = 0; i < frames.size(); ++i) {
+        EXPECT_EQ(frames[i]->env.seq, 4096 + i) << what;
+        EXPECT_EQ(frames[i]->env.pts_ns, pts[last_sent + 1 + i]) << what << ", frame " << last_sent + 1 + i;
+      }
+      EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << what;
+    }
+  }
+}
+
 TEST_F(StreamReaderTest, RgbAndNv12TestSourcesKeepTheirFormat) {
   for (const std::string fmt : {"RGB", "NV12"}) {
     auto reader = StreamReader::create(stream("f", "test://red?frames=2&width=64&height=48&format=" + fmt), 0, ingest_);
