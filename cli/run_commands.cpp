@@ -487,52 +487,25 @@ int reload_command(const std::vector<std::string>& args) {
       outcome = std::max(outcome, kExitUsage);
       continue;
     }
-    // The job's answer is its next outcome (pipeline/running_job.h): after this SIGHUP's re-read.
-    const uint64_t before = read_reload_outcome(job.run_dir).value_or(ReloadOutcome{}).number;
-    const std::vector<LaneModel> models_before = read_lane_models(job.run_dir);
-    const double sent_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
-    if (::kill(static_cast<pid_t>(job.pid), SIGHUP) != 0) {
-      std::printf("%s: cannot be sent SIGHUP: %s\n", which.c_str(), std::strerror(errno));
+    auto answer = reload_and_wait(job.run_dir, job.pid,
+                                  std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    if (!answer.ok()) {
+      std::printf("%s: %s\n", which.c_str(), answer.status().message().c_str());
       outcome = std::max(outcome, kExitUsage);
       continue;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    std::optional<ReloadOutcome> answer;
-    while (std::chrono::steady_clock::now() < deadline) {
-      answer = read_reload_outcome(job.run_dir);
-      // (a read that was under way when the signal came is of the file before: the job reads it again)
-      if (answer && answer->number > before && answer->read_started_unix_s + 0.01 >= sent_unix_s) break;
-      answer.reset();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (!answer) {
-      std::printf("%s has not said within %g s what became of the reload (its config is still being read? "
-                  "`vapipe status` says so); it is applied when the read ends\n",
-                  which.c_str(), timeout_s);
-      outcome = 2;
-    } else if (answer->taken) {
-      std::printf("%s reloaded: %s\n", which.c_str(), answer->message.c_str());
-      if (answer->model_loads) {
-        // Each lane's infer loads the model beside the one it runs: its word, within the same timeout.
-        const std::string copy = file_identity(config_as_started_path(job.run_dir));
-        ModelReloadReport report;
-        for (;;) {
-          report = report_model_reload(models_before, read_lane_models(job.run_dir), copy);
-          if (report.done || std::chrono::steady_clock::now() >= deadline) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        std::printf("%s", report.text.c_str());
-        if (!report.done) {
-          std::printf("the model is not yet taken in every lane after %g s (--timeout; `vapipe status` says when "
-                      "it is)\n", timeout_s);
-          outcome = std::max(outcome, 2);
-        } else if (report.failed) {
-          outcome = std::max(outcome, kExitUsage);
-        }
-      }
-    } else {
-      std::printf("%s refused the reload, and changed nothing: %s\n", which.c_str(), answer->message.c_str());
-      outcome = std::max(outcome, kExitUsage);
+    std::printf("%s %s\n%s", which.c_str(), answer->said.c_str(), answer->lanes.c_str());
+    switch (answer->verdict) {
+      case ReloadAnswer::Verdict::kTaken:
+        break;
+      case ReloadAnswer::Verdict::kRefused:
+      case ReloadAnswer::Verdict::kModelNotUsed:
+        outcome = std::max(outcome, kExitUsage);
+        break;
+      case ReloadAnswer::Verdict::kNoAnswer:
+      case ReloadAnswer::Verdict::kModelNotYetTaken:
+        outcome = std::max(outcome, 2);
+        break;
     }
   }
   return outcome;

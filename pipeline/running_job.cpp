@@ -5,12 +5,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/envelope.h"
+#include "pipeline/file_identity.h"
+#include "pipeline/job_layout.h"
 #include "pipeline/stage_stats.h"
 
 namespace vapipe {
@@ -217,6 +222,64 @@ ModelReloadReport report_model_reload(const std::vector<LaneModel>& before, cons
     report.text += line + "\n";
   }
   return report;
+}
+
+Result<ReloadAnswer> reload_and_wait(const std::string& run_dir, int64_t supervisor_pid,
+                                     std::chrono::milliseconds timeout, const std::atomic<bool>* stop) {
+  // The job's answer is its next outcome: after this SIGHUP's re-read.
+  const uint64_t before = read_reload_outcome(run_dir).value_or(ReloadOutcome{}).number;
+  const std::vector<LaneModel> models_before = read_lane_models(run_dir);
+  const double sent_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  if (::kill(static_cast<pid_t>(supervisor_pid), SIGHUP) != 0) {
+    return Unavailable("vapipe run (pid " + std::to_string(supervisor_pid) + ") cannot be sent SIGHUP: " +
+                       std::strerror(errno));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const double seconds = std::chrono::duration<double>(timeout).count();
+  std::ostringstream after;
+  after << seconds;
+  auto stopped = [stop] { return stop && stop->load(); };
+  ReloadAnswer answer;
+  std::optional<ReloadOutcome> outcome;
+  while (std::chrono::steady_clock::now() < deadline && !stopped()) {
+    outcome = read_reload_outcome(run_dir);
+    // (a read that was under way when the signal came is of the file before: the job reads it again)
+    if (outcome && outcome->number > before && outcome->read_started_unix_s + 0.01 >= sent_unix_s) break;
+    outcome.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!outcome) {
+    answer.verdict = ReloadAnswer::Verdict::kNoAnswer;
+    answer.said = "has not said within " + after.str() +
+                  " s what became of the reload (its config is still being read? `vapipe status` says so); it is "
+                  "applied when the read ends";
+    return answer;
+  }
+  if (!outcome->taken) {
+    answer.verdict = ReloadAnswer::Verdict::kRefused;
+    answer.said = "refused the reload, and changed nothing: " + outcome->message;
+    return answer;
+  }
+  answer.verdict = ReloadAnswer::Verdict::kTaken;
+  answer.said = "reloaded: " + outcome->message;
+  if (!outcome->model_loads) return answer;
+  // Each lane's infer loads the model beside the one it runs: its word, within the same time.
+  const std::string copy = file_identity(config_as_started_path(run_dir));
+  ModelReloadReport report;
+  for (;;) {
+    report = report_model_reload(models_before, read_lane_models(run_dir), copy);
+    if (report.done || std::chrono::steady_clock::now() >= deadline || stopped()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  answer.lanes = report.text;
+  if (!report.done) {
+    answer.verdict = ReloadAnswer::Verdict::kModelNotYetTaken;
+    answer.lanes += "the model is not yet taken in every lane after " + after.str() +
+                    " s (`vapipe status` says when it is)\n";
+  } else if (report.failed) {
+    answer.verdict = ReloadAnswer::Verdict::kModelNotUsed;
+  }
+  return answer;
 }
 
 }  // namespace vapipe

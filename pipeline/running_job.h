@@ -4,6 +4,8 @@
 // job runs on SIGHUP works on a copy, so the answer is the job's own (a refusal word for word).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -101,5 +103,29 @@ struct ModelReloadReport {
 };
 ModelReloadReport report_model_reload(const std::vector<LaneModel>& before, const std::vector<LaneModel>& now,
                                       const std::string& copy_identity);
+
+// The answer to one reload asked of a running job: SIGHUP to its `vapipe run`, then its outcome of that
+// re-read, and of a model the reload has each lane load. What `vapipe reload` prints and POST /-/reload
+// answers.
+struct ReloadAnswer {
+  enum class Verdict {
+    kTaken,             // applied (and every running lane took its model, if it has one loaded)
+    kRefused,           // nothing changed
+    kModelNotUsed,      // applied, but a lane could not use the new model: its old one goes on
+    kNoAnswer,          // no outcome within the time given (its config still being read?)
+    kModelNotYetTaken,  // applied; a lane has not taken its model within the time given
+  };
+  Verdict verdict = Verdict::kNoAnswer;
+  // The job's word, said of it ("reloaded: added 'a'; removed none", "refused the reload, and changed
+  // nothing: why", "has not said within 60 s what became of the reload ..."): one line, no newline.
+  std::string said;
+  // With a model: a line per lane (report_model_reload), and one that says a lane has not taken it.
+  std::string lanes;
+};
+// Sends SIGHUP to `supervisor_pid`, the `vapipe run` of the job whose run folder is `run_dir`, and waits
+// up to `timeout` for its answer; `stop` (may be null) set ends the wait early (kNoAnswer). Error: the
+// signal could not be sent.
+Result<ReloadAnswer> reload_and_wait(const std::string& run_dir, int64_t supervisor_pid,
+                                     std::chrono::milliseconds timeout, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace vapipe

@@ -50,8 +50,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     m->server_ = std::make_unique<httplib::Server>();
   }
   httplib::Server& server = *m->server_;
-  // Scrapes are rare and small: two threads, and no connection kept waiting at shutdown.
-  server.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // Scrapes are rare and small: two threads, two more for reloads waited for (kMostReloadsWaitedFor),
+  // and no connection kept waiting at shutdown.
+  server.new_task_queue = [] { return new httplib::ThreadPool(2 + kMostReloadsWaitedFor); };
   server.set_keep_alive_timeout(1);
   // httplib's default adds SO_REUSEPORT, with which a second job would bind the same port and the two
   // would answer scrapes in turn: an address in use must be an error. SO_REUSEADDR alone allows a
@@ -96,12 +97,38 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     res.set_content(self->health_, "application/json");
   });
   if (reload) {
-    server.Post("/-/reload", [reload, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
+    server.Post("/-/reload", [self, reload, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req)) return refuse(res);
-      const Status s = reload();
-      res.status = s.ok() ? 202 : 409;
-      res.set_content(s.ok() ? "reload requested: the job's log says what changed\n" : s.message() + "\n",
-                      "text/plain; charset=utf-8");
+      auto plain = [&res](int status, const std::string& text) {
+        res.status = status;
+        res.set_content(text, "text/plain; charset=utf-8");
+      };
+      // ?wait=0: answered once asked (202); otherwise once done, within ?timeout=S (60 s).
+      const std::string wait_word = req.get_param_value("wait");
+      const bool wait = !(wait_word == "0" || wait_word == "false" || wait_word == "no");
+      double timeout_s = 60;
+      if (req.has_param("timeout")) {
+        const std::string text = req.get_param_value("timeout");
+        char* end = nullptr;
+        timeout_s = std::strtod(text.c_str(), &end);
+        if (text.empty() || !end || *end || !(timeout_s > 0 && timeout_s <= 3600)) {
+          return plain(400, "timeout wants seconds from 0 to 3600, got '" + text + "'\n");
+        }
+      }
+      if (!wait) {
+        const ReloadReply reply = reload(std::nullopt, self->stopping_);
+        return plain(reply.status, reply.body);
+      }
+      if (self->reloads_waited_for_.fetch_add(1) >= kMostReloadsWaitedFor) {
+        self->reloads_waited_for_.fetch_sub(1);
+        res.set_header("Retry-After", "5");
+        return plain(503, "reloads are being waited for already (" + std::to_string(kMostReloadsWaitedFor) +
+                              "): ask again when they are answered, or with ?wait=0\n");
+      }
+      const ReloadReply reply =
+          reload(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), self->stopping_);
+      self->reloads_waited_for_.fetch_sub(1);
+      plain(reply.status, reply.body);
     });
   }
   if (!pictures_dir.empty()) {
@@ -182,6 +209,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
 }
 
 MetricsServer::~MetricsServer() {
+  stopping_ = true;  // a reload waited for answers now: the pool's threads are joined below
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
 }

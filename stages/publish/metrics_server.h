@@ -1,13 +1,15 @@
 // GET /metrics (Prometheus) and GET /healthz (JSON) over HTTP, served from the latest snapshot that the
 // publish stage handed over: the server's threads never touch the stage's state. POST /-/reload asks
-// for a reload of the job's streams (as Prometheus's own /-/reload, which config-reloading sidecars
-// call when a Kubernetes ConfigMap changed).
+// for a reload of the job and answers once it is done (as Prometheus's own /-/reload, which
+// config-reloading sidecars call when a Kubernetes ConfigMap changed, and which expect 200).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,9 +35,18 @@ struct MetricsTls {
 
 class MetricsServer {
  public:
-  // What POST /-/reload does: OK, or why it cannot (e.g. not started by `vapipe run`). Called on a
-  // server thread.
-  using ReloadRequest = std::function<Status()>;
+  // What POST /-/reload answers: its HTTP status and text.
+  struct ReloadReply {
+    int status = 202;
+    std::string body;
+  };
+  // What POST /-/reload does, on a server thread: asks for the reload and, with `wait` (POST /-/reload,
+  // `?timeout=S`: up to that long, 60 s by default), waits for what became of it; nullopt
+  // (`?wait=0`): answers once it is asked. `stopping` is set when the server stops: a wait ends then.
+  using ReloadRequest =
+      std::function<ReloadReply(std::optional<std::chrono::milliseconds> wait, const std::atomic<bool>& stopping)>;
+  // Reloads waited for at once, at most; one more is answered 503 (each holds a server thread).
+  static constexpr int kMostReloadsWaitedFor = 2;
   // Binds `address` and starts serving; an error names the address. Without `reload`, POST /-/reload
   // answers 404. With a `bearer_token`, GET /metrics and POST /-/reload answer 401 unless the request
   // says `Authorization: Bearer TOKEN`, and GET /healthz without it says only whether the job is up
@@ -70,6 +81,8 @@ class MetricsServer {
   std::string host_;
   int port_ = 0;
   std::atomic<bool> listen_returned_{false};
+  std::atomic<bool> stopping_{false};        // set first by the destructor: a reload's wait ends
+  std::atomic<int> reloads_waited_for_{0};
   std::mutex mutex_;
   std::string metrics_ = "";
   std::string health_ = "{\"status\":\"starting\"}";

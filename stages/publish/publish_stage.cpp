@@ -20,6 +20,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/results_path.h"
+#include "pipeline/running_job.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/token_file.h"
@@ -300,7 +301,12 @@ Status PublishStage::open(const StageContext& ctx) {
                   jsonl_.active() ? " and " + pc.jsonl_path : std::string());
   if (!ctx.config.publish.metrics_address.empty()) {
     VAPIPE_ASSIGN_OR_RETURN(metrics_server_,
-                            MetricsServer::start(ctx.config.publish.metrics_address, request_stream_reload,
+                            MetricsServer::start(ctx.config.publish.metrics_address,
+                                                 [run_dir = layout_ ? layout_->run_dir : std::string()](
+                                                     std::optional<std::chrono::milliseconds> wait,
+                                                     const std::atomic<bool>& stopping) {
+                                                   return request_stream_reload(run_dir, wait, stopping);
+                                                 },
                                                  ctx.config.publish.metrics_token,
                                                  MetricsTls{ctx.config.publish.metrics_tls_cert_file,
                                                             ctx.config.publish.metrics_tls_key_file,
@@ -352,16 +358,39 @@ void cut_partial_last_line(const std::string& path) {
   }
 }
 
-Status request_stream_reload() {
+MetricsServer::ReloadReply request_stream_reload(const std::string& run_dir,
+                                                 std::optional<std::chrono::milliseconds> wait,
+                                                 const std::atomic<bool>& stopping) {
+  using Reply = MetricsServer::ReloadReply;
   // The supervisor that started this stage reloads; it is our parent, and says so in our environment.
   const char* supervisor = std::getenv("VAPIPE_SUPERVISOR_PID");
   const pid_t parent = ::getppid();
   if (!supervisor || std::atoll(supervisor) != static_cast<long long>(parent)) {
-    return FailedPrecondition("this publish stage was not started by `vapipe run`: nothing to reload");
+    return Reply{409, "this publish stage was not started by `vapipe run`: nothing to reload\n"};
   }
-  if (::kill(parent, SIGHUP) != 0) return Unavailable(std::string("cannot signal vapipe run: ") + std::strerror(errno));
   VAPIPE_LOG_INFO("publish: reload requested over HTTP (POST /-/reload)");
-  return Status::Ok();
+  if (!wait || run_dir.empty()) {
+    if (::kill(parent, SIGHUP) != 0) {
+      return Reply{500, std::string("cannot signal vapipe run: ") + std::strerror(errno) + "\n"};
+    }
+    return Reply{202, "reload requested: the job's log, /healthz and /metrics say what became of it\n"};
+  }
+  auto answer = reload_and_wait(run_dir, parent, *wait, &stopping);
+  if (!answer.ok()) return Reply{500, answer.status().message() + "\n"};
+  const std::string text = "the job " + answer->said + "\n" + answer->lanes;
+  switch (answer->verdict) {
+    case ReloadAnswer::Verdict::kTaken:
+      return Reply{200, text};
+    case ReloadAnswer::Verdict::kRefused:
+      return Reply{422, text};
+    case ReloadAnswer::Verdict::kModelNotUsed:
+      return Reply{500, text};
+    case ReloadAnswer::Verdict::kNoAnswer:
+    case ReloadAnswer::Verdict::kModelNotYetTaken:
+      if (stopping.load()) return Reply{503, "the job is stopping: " + text};
+      return Reply{504, text};
+  }
+  return Reply{500, text};
 }
 
 void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& p) {

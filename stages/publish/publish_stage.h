@@ -43,8 +43,13 @@ inline constexpr int kExitArchiveUnfinished = 4;
 inline constexpr int kExitJsonlUnwritable = 5;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
-// same as `kill -HUP`); an error when there is none.
-Status request_stream_reload();
+// same as `kill -HUP`), 409 when there is none. With `wait`, its answer once the job has said what
+// became of it (pipeline/running_job.h reload_and_wait, from `run_dir`): 200 taken (and a new model
+// taken by every lane), 422 refused (nothing changed), 500 taken but a lane could not use the new model
+// (its old one goes on), 504 no answer within `wait`, 503 the job stops meanwhile. Without: 202 at once.
+MetricsServer::ReloadReply request_stream_reload(const std::string& run_dir,
+                                                 std::optional<std::chrono::milliseconds> wait,
+                                                 const std::atomic<bool>& stopping);
 
 // Cuts a JSON-lines file back to its last whole line (a publish that was killed may have written
 // part of one); logs what it cut.

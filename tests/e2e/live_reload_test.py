@@ -78,8 +78,11 @@ class LiveReload(SubscribedTest):
         with self.assertRaises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
             urllib.request.urlopen(urllib.request.Request(f"http://{metrics}/-/reload", method="POST", headers=auth),
                                    timeout=10)
+        # Answered once done (200, as config-reloading sidecars expect), with what it changed.
         request = urllib.request.Request(f"https://{metrics}/-/reload", method="POST", headers=auth)
-        self.assertEqual(urllib.request.urlopen(request, timeout=10, context=tls).status, 202)
+        with urllib.request.urlopen(request, timeout=70, context=tls) as answer:
+            self.assertEqual(answer.status, 200)
+            self.assertIn("the job reloaded: added 'c' (lane 1); removed 'b'", answer.read().decode())
         self.wait_for("b's end", lambda m: any(e["event"] == "eos" for e in events_by_stream(m).get("b", [])))
         self.wait_for("results of c", self.results_of("c"))
 
@@ -97,8 +100,12 @@ class LiveReload(SubscribedTest):
         self.assertIn("would be refused, and change nothing: ", asked.stdout)
         self.assertIn("`batch` changed; only `streams`, `log` and some of `publish`, `ingest` and `infer` can change while the "
                       "job runs", asked.stdout)
-        run.signal(signal.SIGHUP)
-        time.sleep(0.5)
+        # Over HTTP, the refusal is its answer: 422, and why.
+        request = urllib.request.Request(f"https://{metrics}/-/reload", method="POST", headers=auth)
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=70, context=tls)
+        self.assertEqual(refused.exception.code, 422)
+        self.assertIn("the job refused the reload, and changed nothing: ", refused.exception.read().decode())
         self.rewrite(config, text=good)
         before = len(results_by_stream(self.messages()).get("c", []))
         self.wait_for("c to go on", lambda m: len(results_by_stream(m).get("c", [])) >= before + 10)

@@ -1,12 +1,19 @@
 #include "pipeline/running_job.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <thread>
 
+#include "pipeline/envelope.h"
+#include "pipeline/file_identity.h"
 #include "pipeline/stage_stats.h"
 #include "tests/fakes/live_yaml.h"
 
@@ -234,6 +241,161 @@ TEST_F(RunningJobTest, AReloadsNewModelIsReportedLaneByLaneOnceEachHasTakenIt) {
                         "classifying: model /m/door-v2.pt is not a TorchScript model\n"),
             std::string::npos)
       << r.text;
+}
+
+// This process stands in for `vapipe run`: its SIGHUP sets a flag, and a thread answers it as the
+// supervisor does (write_reload_outcome), by `answer` (nothing written when it returns false).
+class FakeSupervisor {
+ public:
+  using Answer = std::function<bool(ReloadOutcome&)>;
+  FakeSupervisor(std::string run_dir, Answer answer) : run_dir_(std::move(run_dir)), answer_(std::move(answer)) {
+    hup_ = false;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { hup_ = true; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGHUP, &sa, &old_);
+    thread_ = std::thread([this] {
+      while (!done_) {
+        if (hup_.exchange(false)) {
+          ReloadOutcome o = read_reload_outcome(run_dir_).value_or(ReloadOutcome{});
+          ++o.number;
+          o.read_started_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+          if (answer_(o)) EXPECT_TRUE(write_reload_outcome(run_dir_, o).ok());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  }
+  ~FakeSupervisor() {
+    done_ = true;
+    thread_.join();
+    sigaction(SIGHUP, &old_, nullptr);
+  }
+
+ private:
+  static inline std::atomic<bool> hup_{false};
+  std::string run_dir_;
+  Answer answer_;
+  std::atomic<bool> done_{false};
+  struct sigaction old_ {};
+  std::thread thread_;
+};
+
+// `vapipe reload` and POST /-/reload: SIGHUP, then the job's outcome of that re-read (not one before
+// it), and each lane's word on a model the reload loads; within the time given, or until a stop.
+TEST_F(RunningJobTest, AReloadAskedIsAnsweredWithTheJobsOutcomeOfIt) {
+  const std::string run_dir = (root_ / "vapipe-asked").string();
+  std::filesystem::create_directories(run_dir);
+  write(config_as_started_path(run_dir), "copy");
+  const auto timeout = std::chrono::milliseconds(10000);
+  {
+    FakeSupervisor job(run_dir, [](ReloadOutcome& o) {
+      o.taken = true;
+      o.message = "added 'yard'; removed none";
+      return true;
+    });
+    // An earlier reload's outcome is there already: not the answer.
+    ReloadOutcome earlier;
+    earlier.number = 4;
+    earlier.taken = false;
+    earlier.message = "an earlier one";
+    ASSERT_TRUE(write_reload_outcome(run_dir, earlier).ok());
+    auto answer = reload_and_wait(run_dir, ::getpid(), timeout);
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kTaken);
+    EXPECT_EQ(answer->said, "reloaded: added 'yard'; removed none");
+    EXPECT_EQ(answer->lanes, "");
+  }
+  {
+    FakeSupervisor job(run_dir, [](ReloadOutcome& o) {
+      o.taken = false;
+      o.message = "cameras.yaml:4: `batch` changed";
+      return true;
+    });
+    auto answer = reload_and_wait(run_dir, ::getpid(), timeout);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kRefused);
+    EXPECT_EQ(answer->said, "refused the reload, and changed nothing: cameras.yaml:4: `batch` changed");
+  }
+  {
+    // No answer: within the time given, or at once when stopped.
+    FakeSupervisor job(run_dir, [](ReloadOutcome&) { return false; });
+    auto answer = reload_and_wait(run_dir, ::getpid(), std::chrono::milliseconds(300));
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kNoAnswer);
+    EXPECT_NE(answer->said.find("has not said within 0.3 s what became of the reload"), std::string::npos)
+        << answer->said;
+    std::atomic<bool> stop{true};
+    const auto asked = std::chrono::steady_clock::now();
+    answer = reload_and_wait(run_dir, ::getpid(), timeout, &stop);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kNoAnswer);
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(5));
+  }
+  // A reload that loads a model: each lane's word, as report_model_reload gives it.
+  auto infer = [&](StageFacts facts, uint64_t reloads, uint64_t failures) {
+    StageStatsSnapshot s;
+    s.stage = "infer";
+    s.facts = std::move(facts);
+    s.counters = {{"model_reloads", static_cast<double>(reloads)}, {"model_reload_failures", static_cast<double>(failures)}};
+    JobLayout layout;
+    layout.run_dir = run_dir;
+    ASSERT_TRUE(write_stage_stats(s, stage_stats_path(layout, StageKind::kInfer)).ok());
+  };
+  for (const bool usable : {true, false}) {
+    infer({{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "old copy"}}, usable ? 0 : 1, 0);
+    FakeSupervisor job(run_dir, [&](ReloadOutcome& o) {
+      o.taken = true;
+      o.model_loads = true;
+      o.message = "infer.model changed";
+      const std::string copy = file_identity(config_as_started_path(run_dir));
+      if (usable) {
+        infer({{"model", "door-v2"}, {"model_file", "/m/door-v2.pt"}, {"config_copy", copy}}, 1, 0);
+      } else {
+        infer({{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", copy},
+               {"last_reload_error", "not a TorchScript model"}}, 2, 1);
+      }
+      return true;
+    });
+    auto answer = reload_and_wait(run_dir, ::getpid(), timeout);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->said, "reloaded: infer.model changed");
+    if (usable) {
+      EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kTaken);
+      EXPECT_EQ(answer->lanes, "  lane 0: model 'door-v2' (/m/door-v2.pt) classifies from now on\n");
+    } else {
+      EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kModelNotUsed);
+      EXPECT_NE(answer->lanes.find("COULD NOT BE USED"), std::string::npos) << answer->lanes;
+    }
+  }
+  {
+    // A lane that does not take it in time.
+    infer({{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "old copy"}}, 0, 0);
+    FakeSupervisor job(run_dir, [&](ReloadOutcome& o) {
+      o.taken = true;
+      o.model_loads = true;
+      o.message = "infer.model changed";
+      return true;
+    });
+    std::atomic<bool> keep_running{true};
+    std::thread stats([&] {  // its infer goes on writing its stats, never looking at the copy
+      while (keep_running) {
+        infer({{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "old copy"}}, 0, 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    auto answer = reload_and_wait(run_dir, ::getpid(), std::chrono::milliseconds(1500));
+    keep_running = false;
+    stats.join();
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kModelNotYetTaken);
+    EXPECT_NE(answer->lanes.find("the model is not yet taken in every lane after 1.5 s"), std::string::npos)
+        << answer->lanes;
+  }
+  // No such process: an error that names it.
+  auto gone = reload_and_wait(run_dir, INT_MAX, timeout);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("pid 2147483647"), std::string::npos) << gone.status().message();
 }
 
 TEST(DescribeReload, SaysNoneForNothingAndLanesOnlyWhenThereAreSeveral) {

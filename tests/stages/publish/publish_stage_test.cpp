@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "pipeline/curve.h"
@@ -844,19 +846,83 @@ TEST_F(PublishStageTest, MetricsAndHealthAreServedOverHttp) {
   EXPECT_NE(reload->body.find("not started by `vapipe run`"), std::string::npos) << reload->body;
 }
 
-TEST(MetricsServer, PostReloadCallsTheReloadRequestAndAnswers202) {
-  int calls = 0;
-  auto server = MetricsServer::start("127.0.0.1:0", [&] {
-    ++calls;
-    return Status::Ok();
-  });
+// POST /-/reload answers once the reload is done (as Prometheus's, which config-reloading sidecars expect
+// 200 of), with the reload request's status and text; ?timeout=S bounds the wait, ?wait=0 answers once
+// asked. Two waits at once at most (each holds a server thread; scrapes still answer); a stop ends them.
+TEST(MetricsServer, PostReloadAnswersWhatBecameOfTheReloadUnlessAskedNotToWait) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::optional<std::chrono::milliseconds>> waits;
+  int waiting = 0;
+  bool hold = false, saw_stopping = false;
+  auto server = MetricsServer::start(
+      "127.0.0.1:0", [&](std::optional<std::chrono::milliseconds> wait, const std::atomic<bool>& stopping) {
+        std::unique_lock<std::mutex> lock(mutex);
+        waits.push_back(wait);
+        if (!wait) return MetricsServer::ReloadReply{202, "reload requested\n"};
+        ++waiting;
+        changed.notify_all();
+        while (hold && !stopping.load()) changed.wait_for(lock, std::chrono::milliseconds(20));
+        saw_stopping = saw_stopping || stopping.load();
+        --waiting;
+        return MetricsServer::ReloadReply{422, "the job refused the reload, and changed nothing: job.yaml:3: why\n"};
+      });
   ASSERT_TRUE(server.ok()) << server.status().message();
+  (*server)->update("vapipe_job_info 1\n", R"({"status":"ok"})");
   httplib::Client client("127.0.0.1", (*server)->port());
+  client.set_read_timeout(30, 0);
   auto res = client.Post("/-/reload");
   ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 202);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(res->status, 422);
+  EXPECT_EQ(res->body, "the job refused the reload, and changed nothing: job.yaml:3: why\n");
+  ASSERT_TRUE(client.Post("/-/reload?timeout=2.5"));
+  ASSERT_TRUE(client.Post("/-/reload?wait=0"));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    ASSERT_EQ(waits.size(), 3u);
+    EXPECT_EQ(waits[0], std::chrono::milliseconds(60000));
+    EXPECT_EQ(waits[1], std::chrono::milliseconds(2500));
+    EXPECT_EQ(waits[2], std::nullopt);
+  }
+  EXPECT_EQ(client.Post("/-/reload?wait=0")->status, 202);
+  for (const std::string bad : {"abc", "0", "-1", "3601", ""}) {
+    auto refused = client.Post("/-/reload?timeout=" + bad);
+    ASSERT_TRUE(refused) << bad;
+    EXPECT_EQ(refused->status, 400) << bad;
+    EXPECT_NE(refused->body.find("timeout wants seconds from 0 to 3600"), std::string::npos) << refused->body;
+  }
   EXPECT_EQ(client.Get("/-/reload")->status, 404);  // POST only
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_EQ(waits.size(), 4u);  // (the refused ones asked nothing)
+    hold = true;
+  }
+  // Two held waits: a third is answered 503 at once, and /metrics still answers.
+  std::vector<std::thread> held;
+  for (int i = 0; i < 2; ++i) {
+    held.emplace_back([port = (*server)->port()] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(30, 0);
+      c.Post("/-/reload");  // answered when the server stops
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return waiting == 2; }));
+  }
+  auto third = client.Post("/-/reload");
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->status, 503);
+  EXPECT_EQ(third->get_header_value("Retry-After"), "5");
+  auto scrape = client.Get("/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_EQ(scrape->status, 200);
+  // The server stops: the held waits end (their request sees `stopping`), and the destructor returns.
+  server->reset();
+  for (auto& t : held) t.join();
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(waiting, 0);
+  EXPECT_TRUE(saw_stopping);
   auto without = MetricsServer::start("127.0.0.1:0");
   ASSERT_TRUE(without.ok());
   EXPECT_EQ(httplib::Client("127.0.0.1", (*without)->port()).Post("/-/reload")->status, 404);
@@ -901,9 +967,9 @@ TEST(PublishStageDeathTest, ASlowSubscriberIsAWaitNotAStuckStage) {
 TEST(MetricsServer, WithATokenMetricsAndReloadNeedItAndHealthShowsOnlyTheStatusWithout) {
   int calls = 0;
   const std::string token = "s3cret-token-0123456789";
-  auto server = MetricsServer::start("127.0.0.1:0", [&] {
+  auto server = MetricsServer::start("127.0.0.1:0", [&](std::optional<std::chrono::milliseconds>, const std::atomic<bool>&) {
     ++calls;
-    return Status::Ok();
+    return MetricsServer::ReloadReply{200, "the job reloaded: added none; removed none\n"};
   }, token);
   ASSERT_TRUE(server.ok()) << server.status().message();
   (*server)->update("vapipe_job_info 1\n", R"({"status":"ok","streams":{"yard":{"state":"running"}}})");
@@ -924,7 +990,7 @@ TEST(MetricsServer, WithATokenMetricsAndReloadNeedItAndHealthShowsOnlyTheStatusW
   EXPECT_EQ(client.Post("/-/reload")->status, 401);
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(client.Post("/-/reload", httplib::Headers{{"Authorization", "Bearer " + token}}, "", "text/plain")->status,
-            202);
+            200);
   EXPECT_EQ(calls, 1);
 }
 
