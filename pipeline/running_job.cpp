@@ -239,14 +239,23 @@ Result<ReloadAnswer> reload_and_wait(const std::string& run_dir, int64_t supervi
   std::ostringstream after;
   after << seconds;
   auto stopped = [stop] { return stop && stop->load(); };
+  // A job that ends meanwhile (stopped, or crashed) answers nothing more: said at once, not at the deadline.
+  auto job_ended = [supervisor_pid] { return ::kill(static_cast<pid_t>(supervisor_pid), 0) != 0 && errno == ESRCH; };
+  const std::string ended = "ended before it said what became of the reload";
   ReloadAnswer answer;
   std::optional<ReloadOutcome> outcome;
-  while (std::chrono::steady_clock::now() < deadline && !stopped()) {
+  bool gone = false;
+  while (std::chrono::steady_clock::now() < deadline && !stopped() && !(gone = job_ended())) {
     outcome = read_reload_outcome(run_dir);
     // (a read that was under way when the signal came is of the file before: the job reads it again)
     if (outcome && outcome->number > before && outcome->read_started_unix_s + 0.01 >= sent_unix_s) break;
     outcome.reset();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!outcome && gone) {
+    answer.verdict = ReloadAnswer::Verdict::kNoAnswer;
+    answer.said = ended;
+    return answer;
   }
   if (!outcome) {
     answer.verdict = ReloadAnswer::Verdict::kNoAnswer;
@@ -268,14 +277,15 @@ Result<ReloadAnswer> reload_and_wait(const std::string& run_dir, int64_t supervi
   ModelReloadReport report;
   for (;;) {
     report = report_model_reload(models_before, read_lane_models(run_dir), copy);
-    if (report.done || std::chrono::steady_clock::now() >= deadline || stopped()) break;
+    if (report.done || std::chrono::steady_clock::now() >= deadline || stopped() || (gone = job_ended())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   answer.lanes = report.text;
   if (!report.done) {
     answer.verdict = ReloadAnswer::Verdict::kModelNotYetTaken;
-    answer.lanes += "the model is not yet taken in every lane after " + after.str() +
-                    " s (`vapipe status` says when it is)\n";
+    answer.lanes += gone ? "the job ended before every lane took the model\n"
+                         : "the model is not yet taken in every lane after " + after.str() +
+                               " s (`vapipe status` says when it is)\n";
   } else if (report.failed) {
     answer.verdict = ReloadAnswer::Verdict::kModelNotUsed;
   }

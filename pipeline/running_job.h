@@ -123,8 +123,8 @@ struct ReloadAnswer {
   std::string lanes;
 };
 // Sends SIGHUP to `supervisor_pid`, the `vapipe run` of the job whose run folder is `run_dir`, and waits
-// up to `timeout` for its answer; `stop` (may be null) set ends the wait early (kNoAnswer). Error: the
-// signal could not be sent.
+// up to `timeout` for its answer; `stop` (may be null) set ends the wait early (kNoAnswer), and so does
+// the end of that process ("ended before it said ..."). Error: the signal could not be sent.
 Result<ReloadAnswer> reload_and_wait(const std::string& run_dir, int64_t supervisor_pid,
                                      std::chrono::milliseconds timeout, const std::atomic<bool>* stop = nullptr);
 

@@ -392,6 +392,25 @@ TEST_F(RunningJobTest, AReloadAskedIsAnsweredWithTheJobsOutcomeOfIt) {
     EXPECT_NE(answer->lanes.find("the model is not yet taken in every lane after 1.5 s"), std::string::npos)
         << answer->lanes;
   }
+  {
+    // A job that ends before it answers (here a process that takes SIGHUP for nothing and exits 0.3 s
+    // later): said then, not at the deadline.
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::signal(SIGHUP, SIG_IGN);
+      ::usleep(300000);
+      ::_exit(0);
+    }
+    std::thread reaper([child] { ::waitpid(child, nullptr, 0); });  // (a zombie still takes signals)
+    const auto asked = std::chrono::steady_clock::now();
+    auto answer = reload_and_wait(run_dir, child, timeout);
+    reaper.join();
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kNoAnswer);
+    EXPECT_EQ(answer->said, "ended before it said what became of the reload");
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(5));
+  }
   // No such process: an error that names it.
   auto gone = reload_and_wait(run_dir, INT_MAX, timeout);
   ASSERT_FALSE(gone.ok());
