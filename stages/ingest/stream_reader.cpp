@@ -723,6 +723,43 @@ struct StreamReader::Impl {
     last_kept_pts = pts;
   }
 
+  // A live job's file is read at its own pace, as a camera sends (pace()): its frames leave at the times
+  // their timestamps say, from the first one kept. Only the appsink's streaming thread touches this
+  // (a new pipeline's appsink starts it afresh).
+  struct Pace {
+    GstAppSink* sink = nullptr;  // whose frames it paces
+    std::chrono::steady_clock::time_point anchor_at;
+    int64_t anchor_pts = -1, last_pts = -1;
+  } pace_state;
+  // A gap between two frames longer than this (a recording that paused: an NVR's motion-only file) is
+  // not waited out; nor is falling this far behind caught up in a burst.
+  static constexpr int64_t kPaceGapNs = 5'000'000'000;
+  static constexpr auto kPaceBehind = std::chrono::seconds(1);
+  // Waits until the frame at `pts` is due. False: the stream stops, or its pipeline is torn down (its
+  // sink flushing) meanwhile.
+  bool pace(GstAppSink* sink, int64_t pts) {
+    Pace& p = pace_state;
+    auto now = std::chrono::steady_clock::now();
+    if (p.sink != sink || p.anchor_pts < 0 || pts < p.last_pts || pts - p.last_pts > kPaceGapNs) {
+      p = Pace{sink, now, pts, pts};  // the first frame, a seek (back or far on), a gap: from here
+      return true;
+    }
+    p.last_pts = pts;
+    auto due = p.anchor_at + std::chrono::nanoseconds(pts - p.anchor_pts);
+    if (now - due > kPaceBehind) {  // decoding or the machine fell behind: on from here, no burst
+      p.anchor_at = now;
+      p.anchor_pts = pts;
+      return true;
+    }
+    GstPad* pad = GST_BASE_SINK_PAD(GST_BASE_SINK(sink));
+    while (now < due) {
+      if (stop_requested.load() || GST_PAD_IS_FLUSHING(pad)) return false;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(due - now, std::chrono::milliseconds(20)));
+      now = std::chrono::steady_clock::now();
+    }
+    return true;
+  }
+
   Envelope envelope() const {
     Envelope e;
     e.stream_id = stream.id;
@@ -783,6 +820,11 @@ struct StreamReader::Impl {
     uint32_t generation = 0;
     Orientation turn = Orientation::kAsStored;
     if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &generation, &turn)) return GST_FLOW_OK;
+    // A live job's file: at its own pace (a camera's), not as fast as it decodes, which a live queue
+    // would only drop.
+    if (self->options.live && self->stream.parsed.kind == UriKind::kFile && pts >= 0 && !self->pace(sink, pts)) {
+      return GST_FLOW_FLUSHING;
+    }
     QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, generation, turn};
     if (self->queue.push(std::move(f)) != PushResult::kClosed) return GST_FLOW_OK;
     // Not taken (the stream ends or reconnects): its number goes to the next frame, so no gap. The

@@ -1526,6 +1526,39 @@ TEST_F(StreamReaderTest, StopEndsAnEndlessStreamAsStopped) {
   EXPECT_GT(of_kind(out, MessageKind::kFrame).size(), 5u);
 }
 
+// A live job's file is read at its own pace, as a camera sends its frames: each leaves no earlier than its
+// timestamp says after the first (a file read as fast as it decodes only had its live queue drop most
+// of its frames), and none is dropped. A stop (a removal) ends it at once, not at the file's end.
+TEST_F(StreamReaderTest, ALiveJobsFileIsReadAtItsOwnPaceAsACameraSendsIt) {
+  const std::string path = encode_clip("paced.mp4", "ball", 30, 160, 120, "mp4mux");
+  ReaderOptions live;
+  live.live = true;
+  const CollectingEmitter out = read_stream(stream("paced", path), ingest_, live);
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 30u);
+  EXPECT_EQ(out.messages.back().event.dropped, 0u);
+  for (size_t i = 1; i < frames.size(); ++i) {
+    const int64_t due = frames[i]->env.pts_ns - frames[0]->env.pts_ns;
+    EXPECT_GE(frames[i]->env.capture_ns - frames[0]->env.capture_ns, due - 2000000) << "frame " << i;
+  }
+
+  const std::string long_path = encode_clip("paced-long.mp4", "ball", 300, 160, 120, "mp4mux");  // 10 s
+  auto reader = StreamReader::create(stream("paced-long", long_path), 0, ingest_, live);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter stopped;
+  std::thread remover([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    (*reader)->stop("removed from the config");
+  });
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*reader)->run(stopped, flags_).ok());
+  remover.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  EXPECT_EQ(stopped.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(stopped.messages.back().event.message, "removed from the config");
+  EXPECT_LT(of_kind(stopped, MessageKind::kFrame).size(), 150u);
+}
+
 // A stream removed from a running job: it alone ends, with the reason, after the frames it had.
 TEST_F(StreamReaderTest, StopOfOneStreamEndsItWithTheReasonWhileTheJobGoesOn) {
   auto reader = StreamReader::create(stream("cam", "test://snow?frames=0&width=64&height=48&live=true&fps=100"), 0, ingest_);
