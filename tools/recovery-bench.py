@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VAPIPE = os.path.join(ROOT, "build", "cli", "vapipe")
+VAPIPE = os.environ.get("VAPIPE_BIN") or os.path.join(ROOT, "build", "cli", "vapipe")  # another build: VAPIPE_BIN
 RTSP_SERVER = os.path.join(ROOT, "build", "tests", "vapipe_rtsp_test_server")
 
 
