@@ -605,9 +605,12 @@ int validate_command(const std::vector<std::string>& all_args) {
       std::printf("    %-20s frames of '%s'%s%s\n", s.id.c_str(), s.source.c_str(), region, turned.c_str());
       continue;
     }
-    std::printf("    %-20s %s%s%s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), part.c_str(),
+    // A live job's file comes at its own pace, as a camera sends (stop 55): said, as it was not so before.
+    const char* paced =
+        c.job.mode == JobMode::kLive && s.parsed.kind == UriKind::kFile ? " (read at its own pace, as a camera sends)" : "";
+    std::printf("    %-20s %s%s%s%s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), part.c_str(),
                 c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter, turned.c_str(),
-                trust.c_str(), recorded.c_str());
+                trust.c_str(), recorded.c_str(), paced);
   }
   std::vector<std::pair<std::string, std::string>> sources;
   for (const auto& s : c.streams) {

@@ -5,11 +5,12 @@ twice."""
 import json
 import os
 import signal
+import subprocess
 import time
 import urllib.request
 
 from e2e.common import (
-    SOURCE_DIR, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri,
+    SOURCE_DIR, VAPIPE, Run, SubscribedTest, Subscriber, events_by_stream, free_port, has_event, live_test_uri,
     make_clip, results_by_stream, write_config)
 
 live = live_test_uri
@@ -150,6 +151,8 @@ class StageRestart(SubscribedTest):
         clip = os.path.join(self.dir, "long.mp4")
         make_clip(clip, "ball", 450, 160, 120)  # 15 s
         config, endpoint = write_config(self.dir, [("f", clip)], job={"mode": "live"})
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True, timeout=60)
+        self.assertIn("long.mp4 (read at its own pace, as a camera sends)\n", validate.stdout)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         lanes = run.watch_lanes(5)
