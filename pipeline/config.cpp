@@ -1057,6 +1057,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
 
   YAML::Node first_watch_node;  // streams[].watch_s: only an archive job watches folders
   std::string first_watch_path;
+  YAML::Node first_loop_node;  // streams[].loop: only a live job reads a file again at its end
+  std::string first_loop_path;
   {
     YAML::Node streams = top.child("streams");
     if (!streams.IsDefined() || streams.IsNull() || !streams.IsSequence() || streams.size() == 0) {
@@ -1082,6 +1084,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.optional_uint("rtsp_latency_ms", &s.rtsp_latency_ms, 0, 60000);
       r.region("roi", &s.roi);
       r.str("source", &s.source);
+      r.boolean("loop", &s.loop);
       std::optional<uint32_t> rotate;
       std::optional<bool> mirror;
       r.optional_uint("rotate", &rotate, 0, 270);
@@ -1176,6 +1179,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                           : !recorded_at.empty()               ? "recorded_at"
                           : !from_text.empty()                 ? "from"
                           : !to_text.empty()                   ? "to"
+                          : s.loop                             ? "loop"
                                                                : nullptr;
         if (own) {
           ctx.fail(streams[i][own], path + "." + own,
@@ -1218,6 +1222,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         // Every file the pattern matches is a stream; ids come from the files' paths.
         if (!s.id.empty() || !s.uri.empty()) {
           ctx.fail(streams[i], path, "give either uri (with an id) or glob (ids from the file names), not both");
+        }
+        if (s.loop) {
+          ctx.fail(streams[i]["loop"], path + ".loop",
+                   "only for a file of its own (uri): a folder's files are each classified once");
         }
         // A watched folder's files are often copied in (cp, rsync, an NVR's export over SMB) while the
         // job looks: one read before its copy ended would be taken as done, cut short. Unless told
@@ -1330,6 +1338,14 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         const char* key = !from_text.empty() ? "from" : "to";
         ctx.fail(streams[i][key], path + "." + key, "only for files (a part of a recording, in its own time)");
       }
+      if (s.loop && s.parsed.kind != UriKind::kFile) {
+        ctx.fail(streams[i]["loop"], path + ".loop",
+                 "only for files (a recording read again from its start at its end, as an endless camera)");
+      }
+      if (s.loop && first_loop_path.empty()) {
+        first_loop_node = streams[i]["loop"];
+        first_loop_path = path + ".loop";
+      }
       if (s.recorded.from != RecordingStart::From::kNone) {
         const std::string key = path + ".recorded_at";
         if (s.parsed.kind == UriKind::kNetwork) {
@@ -1390,12 +1406,17 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
   if (mode_text.empty()) {
     bool all_finite = true;
     for (const auto& s : c.streams) {
-      all_finite = all_finite && (s.parsed.kind == UriKind::kFile ||
+      all_finite = all_finite && ((s.parsed.kind == UriKind::kFile && !s.loop) ||
                                   (s.parsed.kind == UriKind::kTest && s.parsed.test.frames > 0 && !s.parsed.test.live));
     }
     c.job.mode = all_finite ? JobMode::kArchive : JobMode::kLive;
   } else {
     c.job.mode = mode_text == "live" ? JobMode::kLive : JobMode::kArchive;
+  }
+  if (!first_loop_path.empty() && c.job.mode != JobMode::kLive) {
+    ctx.fail(first_loop_node, first_loop_path,
+             "only in a live job (a file read again at its end never ends, and an archive job ends when its files "
+             "have; each of its frames is classified once)");
   }
   if (!first_watch_path.empty() && c.job.mode != JobMode::kArchive) {
     ctx.fail(first_watch_node, first_watch_path,

@@ -77,6 +77,9 @@ struct StreamConfig {
   int64_t from_ns = 0;
   int64_t to_ns = -1;
   bool whole_file() const { return from_ns == 0 && to_ns < 0; }
+  // streams[].loop: a live job's file read again from its start (or from) at its end (or to), without
+  // end: a recorded clip as an endless camera. Files in live jobs only.
+  bool loop = false;
   // streams[].source: the id of another stream whose decoded frames this one classifies too (another
   // region of the same camera or file, decoded once); it then has the source's uri and decoding
   // settings. Empty: the stream reads its own uri.

@@ -27,7 +27,7 @@ std::string stream_table_path(const JobLayout& layout) { return layout.run_dir +
 
 StreamTableEntry table_entry_of(const StreamConfig& s, uint32_t index, uint32_t lane) {
   return StreamTableEntry{index,  s.id,     s.uri,  lane,  false,      s.max_fps, s.roi, s.keyframes_only,
-                          s.rtsp_latency_ms, s.source, s.turn, s.tls, s.recorded, s.from_ns, s.to_ns};
+                          s.rtsp_latency_ms, s.source, s.turn, s.tls, s.recorded, s.from_ns, s.to_ns, s.loop};
 }
 
 StreamTable initial_stream_table(const Config& config, const Placement& placement) {
@@ -54,7 +54,7 @@ Status write_stream_table(const StreamTable& table, const std::string& path) {
                             {"tls_ca_file", e.tls.ca_file}, {"tls_verify", e.tls.verify},
                             {"tls_fingerprint", e.tls.fingerprint},
                             {"recorded_at", e.recorded.spec}, {"recorded_unix_ns", e.recorded.unix_ns},
-                            {"from_ns", e.from_ns}, {"to_ns", e.to_ns}});
+                            {"from_ns", e.from_ns}, {"to_ns", e.to_ns}, {"loop", e.loop}});
   }
   // Mode 0600: URIs may hold camera passwords.
   return write_file_atomically(path, j.dump(1) + "\n", 0600);
@@ -89,6 +89,7 @@ Result<std::optional<StreamTable>> read_stream_table(const std::string& path) {
       }
       e.from_ns = s.value("from_ns", int64_t{0});
       e.to_ns = s.value("to_ns", int64_t{-1});
+      e.loop = s.value("loop", false);
       if (e.index != t.entries.size()) return DataLoss(path + ": stream '" + e.id + "' out of order");
       t.entries.push_back(std::move(e));
     }
@@ -119,6 +120,7 @@ Result<StreamConfig> stream_config_of(const StreamTableEntry& entry) {
   s.recorded = entry.recorded;
   s.from_ns = entry.from_ns;
   s.to_ns = entry.to_ns;
+  s.loop = entry.loop;
   return s;
 }
 
@@ -320,9 +322,12 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       const StreamTableEntry& running = *it->second;
       const StreamTableEntry wanted = table_entry_of(s, running.index, running.lane);
       const std::string where = reloaded.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': ";
-      if (running.recorded != wanted.recorded || running.from_ns != wanted.from_ns || running.to_ns != wanted.to_ns) {
+      if (running.recorded != wanted.recorded || running.from_ns != wanted.from_ns || running.to_ns != wanted.to_ns ||
+          running.loop != wanted.loop) {
         return FailedPrecondition(where + "its " +
-                                  (running.recorded != wanted.recorded ? "recorded_at" : "from or to") +
+                                  (running.recorded != wanted.recorded ? "recorded_at"
+                                   : running.loop != wanted.loop     ? "loop"
+                                                                     : "from or to") +
                                   " changed; a file's part and time cannot change while it is read (give it a new id, "
                                   "or restart the job)");
       }
@@ -397,9 +402,9 @@ Result<StreamReload> apply_stream_reload(StreamTable& table, const std::string& 
       }
       ++per_lane[lane];
     }
-    table.entries.push_back(
-        StreamTableEntry{static_cast<uint32_t>(table.entries.size()), s->id, s->uri, lane, false, s->max_fps, s->roi,
-                         s->keyframes_only, s->rtsp_latency_ms, s->source, s->turn, s->tls});
+    // Every setting of the stream, as at the job's start (its part, recording start and loop too: they
+    // were left out before stop 55, so a file added by a reload was read whole, from its start).
+    table.entries.push_back(table_entry_of(*s, static_cast<uint32_t>(table.entries.size()), lane));
     change.added.push_back(s->id);
     change.added_lanes.push_back(lane);
   }

@@ -38,6 +38,7 @@ struct StreamTableEntry {
   SourceTls tls = {};  // StreamConfig::tls (streams[].tls_ca_file, tls_verify)
   RecordingStart recorded = {};  // StreamConfig::recorded (streams[].recorded_at), resolved
   int64_t from_ns = 0, to_ns = -1;  // StreamConfig::from_ns, to_ns (streams[].from, to)
+  bool loop = false;                 // StreamConfig::loop (streams[].loop)
 };
 
 struct StreamTable {

@@ -2179,6 +2179,33 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       return std::nullopt;
     }
   };
+  // streams[].loop: the file read to its end (or to) is read again from its start (or from) by a new
+  // pipeline, as a new connection with no reconnection said: numbering goes on, its timestamps start
+  // over (as after a reconnection: clips and kept frames follow a new decoder), and a `changed` event
+  // says so first, so that publish ends a segment there and a label's run starts over.
+  uint64_t loops = 0;
+  auto loop_to_start = [&]() -> std::optional<Status> {
+    if (auto done = end_connection()) return done;
+    ++loops;
+    const std::string what = "looped: read again from its " +
+                             (s.stream.from_ns > 0 ? "from (" + media_time_text(s.stream.from_ns) + ")" : std::string("start")) +
+                             " (streams[].loop; time " + std::to_string(loops + 1) + ")";
+    if (Status st = say_changed(what); !st.ok()) return finish(MessageKind::kStreamError, st.message());
+    VAPIPE_LOG_INFO("stream '{}': {}, after {} frames", s.stream.id, what, emitted);
+    s.part_ended = false;
+    Status built = build_pipeline(s);
+    release_freed_heap_memory();  // (as after a reconnection: the old pipeline's threads are gone)
+    if (!built.ok()) return finish(MessageKind::kStreamError, "cannot read it again: " + built.message());
+    bus.reset(gst_element_get_bus(s.pipeline.get()));
+    if (s.stream.from_ns > 0) {
+      set_state_watched(s.pipeline.get(), GST_STATE_PAUSED, s.options.watchdog);
+      seek_to_part(s);
+    }
+    if (auto failed = play()) return finish(MessageKind::kStreamError, *failed);
+    decoded_at_connection = s.decoded.load();
+    connected_at = std::chrono::steady_clock::now();
+    return std::nullopt;
+  };
   // A snapshot URL (http://cam/snapshot.jpg: one picture, then the end) in a live job: fetched again
   // once its period is up (max_fps, or once a second), as a new connection with no reconnection said
   // (each end was a warning and a reconnecting and resumed event, every second). Empty: polled again.
@@ -2393,6 +2420,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                             s.decoded.load() - decoded_at_connection == 1;
       if (snapshot) {
         if (auto done = poll_snapshot()) return *done;
+        continue;
+      }
+      // streams[].loop: a live job's file goes on from its start (or from) again, as an endless camera.
+      // Not one that gave no frame this time round (it would only spin).
+      if (s.options.live && s.stream.loop && s.stream.parsed.kind == UriKind::kFile && !stopping() &&
+          s.decoded.load() > decoded_at_connection) {
+        if (auto done = loop_to_start()) return *done;
         continue;
       }
       if (s.part_ended.load()) {

@@ -177,6 +177,47 @@ class StageRestart(SubscribedTest):
         self.assertRegex(run.stderr, r"stream 'f': resumed after the restart of its lane, from seq 4096 at "
                                      r"\d+:\d+\.\d+ of its file")
 
+    def test_a_looping_file_goes_on_looping_across_a_lane_restart(self):
+        """streams[].loop: a live job's 1 s clip is read again at each end (a `changed` event says each
+        loop, numbering goes on, timestamps start over). Lane 0 restarted in the middle of a loop goes
+        on in that loop after its last frame sent, not from the clip's start, and loops on."""
+        clip = os.path.join(self.dir, "second.mp4")
+        make_clip(clip, "ball", 30, 160, 120)
+        config, endpoint = write_config(self.dir, [{"id": "f", "uri": clip, "loop": True}])  # live by default
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        lanes = run.watch_lanes(5)
+        self.wait_for("f's second loop", lambda m: self.count("f") >= 45, timeout=60)
+        os.kill(lanes[("infer", 0)], signal.SIGKILL)
+        looped = lambda m: [e for e in events_by_stream(m).get("f", []) if e["event"] == "changed"]
+        self.wait_for("f resumed", lambda m: has_event(m, "f", "resumed"), timeout=60)
+        after = len(looped(self.messages()))
+        self.wait_for("two more loops", lambda m: len(looped(m)) >= after + 2, timeout=60)
+        msgs = self.stop_and_collect(run)[0]
+        events = [m["payload"]["event"] for m in msgs if m["topic"] == "events/f"]
+        self.assertEqual(events[0], "started")
+        self.assertEqual(events[-1], "eos")
+        self.assertEqual([e for e in events if e not in ("changed",)], ["started", "reconnecting", "resumed", "eos"])
+        self.assertGreaterEqual(events.count("changed"), 3)
+        # In message order: each run of results between two events only goes forward in the clip.
+        runs, current, seqs = [], [], []
+        for m in msgs:
+            if m["topic"] == "events/f":
+                runs.append(current)
+                current = []
+            elif m["topic"] == "results/f":
+                current.append(m["payload"]["pts_ms"])
+                seqs.append(m["payload"]["seq"])
+        self.assertEqual(seqs, sorted(set(seqs)), "seq only goes forward")
+        for r in runs:
+            self.assertEqual(r, sorted(set(r)), "within a loop (and across the restart) the clip only goes forward")
+        # The loop the restart came in: the results before the crash and after the `resumed` make one
+        # read of the clip, with no timestamp twice.
+        crash = events.index("reconnecting")
+        across = runs[crash] + runs[crash + 2]
+        self.assertEqual(across, sorted(set(across)), "the restarted lane went on in its loop")
+        self.assertIn("stream 'f': looped: read again from its start (streams[].loop; time 2)", run.stderr)
+
     def test_each_lane_counts_its_own_crashes(self):
         """max_restarts 1: one crash in each of two lanes is one restart each, not two in a row."""
         config, endpoint = write_config(self.dir, [("a", live("ball")), ("b", live("smpte"))],

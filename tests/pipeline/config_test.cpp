@@ -1357,6 +1357,33 @@ infer: {model: m, labels: l}
             "job.yaml:4: streams[1].to: a stream with `source` classifies the frames of stream 'a'"}}, "/cfg");
 }
 
+// streams[].loop: a live job's file read again at its end, as an endless camera. It makes the job live
+// by default (it never ends by itself); files of a live job only.
+TEST(Config, LoopReadsALiveJobsFileAgainAndOnlyThat) {
+  auto c = load_config_string(R"(
+streams:
+  - {id: a, uri: /m/a.mp4, loop: true, from: 10}
+  - {id: b, uri: /m/b.mp4}
+infer: {model: m, labels: l}
+)", "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->job.mode, JobMode::kLive);  // (without the loop: archive, every stream a file)
+  EXPECT_TRUE(c->streams[0].loop);
+  EXPECT_FALSE(c->streams[1].loop);
+  const std::string head = "infer: {model: m, labels: l}\nstreams:\n";
+  expect_each_refused(head, {
+           {"  - {id: a, uri: 'rtsp://cam/s', loop: true}\n",
+            "job.yaml:3: streams[0].loop: only for files (a recording read again from its start at its end, as an "
+            "endless camera)"},
+           {"  - {id: a, uri: /m/a.mp4, loop: true}\njob: {mode: archive}\n",
+            "job.yaml:3: streams[0].loop: only in a live job (a file read again at its end never ends"},
+           {"  - {id: a, uri: /m/a.mp4}\n  - {id: b, source: a, loop: true}\n",
+            "job.yaml:4: streams[1].loop: a stream with `source` classifies the frames of stream 'a'"},
+           {"  - {glob: '/m/*.mp4', loop: true}\njob: {mode: live}\n",
+            "streams[0].loop: only for a file of its own (uri)"},
+           {"  - {id: a, uri: /m/a.mp4, loop: yes please}\n", "streams[0].loop: expected"}}, "/cfg");
+}
+
 // streams[].from and to as times of day ("camera 3 between 14:10 and 14:40"): placed in each file by
 // when its recording started; a glob's files recorded from `to` on, or whose names say no start, are
 // left out (noted); a time of day needs a start known as the config is read.

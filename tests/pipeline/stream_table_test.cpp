@@ -575,6 +575,45 @@ TEST(StreamTable, AStreamsRecordingStartAndPartTravelWithItAndCannotChangeWhileI
       << moved.status().message();
 }
 
+// streams[].loop travels with its stream and cannot change while it runs; a file added by a reload keeps
+// its part, recording start and loop in the table (before stop 55 an added stream's entry had its
+// uri, sampling, region, turn and TLS only: a file added with from/to was read whole).
+TEST(StreamTable, AStreamsLoopTravelsWithItAndAStreamAddedByAReloadKeepsItsPartAndLoop) {
+  const std::string running = "job: {mode: live}\nstreams:\n"
+                              "  - {id: a, uri: \"/media/a.mp4\", loop: true}\n"
+                              "  - {id: cam, uri: \"test://ball?frames=0\"}\n"
+                              "infer: {model: m.pt, labels: m.txt}\n";
+  StreamTable table = table_for(running, 1);
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-stream-table-loop-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_stream_table(table, (dir / "t.json").string()).ok());
+  auto back = read_stream_table((dir / "t.json").string());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_TRUE(stream_config_of((*back)->entries[0])->loop);
+  EXPECT_FALSE(stream_config_of((*back)->entries[1])->loop);
+
+  std::string stopped = running;
+  stopped.replace(stopped.find("loop: true"), 10, "loop: false");
+  auto refused = apply_stream_reload(table, running, stopped, load(stopped), 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stream 'a': its loop changed"), std::string::npos)
+      << refused.status().message();
+
+  std::string added = running;
+  added.replace(added.find("infer:"), 0,
+                "  - {id: b, uri: \"/media/b.mp4\", from: 10, to: 20, loop: true, recorded_at: \"2026-11-30T14:30:00Z\"}\n");
+  auto taken = apply_stream_reload(table, running, added, load(added), 1);
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  ASSERT_EQ(table.entries.size(), 3u);
+  const StreamConfig b = stream_config_of(table.entries[2]).value();
+  EXPECT_EQ(b.id, "b");
+  EXPECT_TRUE(b.loop);
+  EXPECT_EQ(b.from_ns, int64_t{10} * 1000000000);
+  EXPECT_EQ(b.to_ns, int64_t{20} * 1000000000);
+  EXPECT_EQ(b.recorded.from, RecordingStart::From::kGiven);
+}
+
 TEST(StreamTracker, StreamsExpectedLaterCountTheirEndsSeenEarlier) {
   StreamTracker tracker(2);
   auto end_of = [](uint32_t i) {

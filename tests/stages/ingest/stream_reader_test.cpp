@@ -1559,6 +1559,58 @@ TEST_F(StreamReaderTest, ALiveJobsFileIsReadAtItsOwnPaceAsACameraSendsIt) {
   EXPECT_LT(of_kind(stopped, MessageKind::kFrame).size(), 150u);
 }
 
+// streams[].loop: a live job's file is read again from its start (or from) at its end, without end, as
+// an endless camera: numbering goes on, its timestamps start over, and a `changed` event says each loop
+// before its first frame. A stop ends it as any stream.
+TEST_F(StreamReaderTest, ALoopingFileIsReadAgainAtItsEndNumberedOnWithAChangedEventEachTime) {
+  const std::string path = encode_clip("loop.mp4", "ball", 9, 160, 120, "mp4mux");  // 0.3 s
+  for (const int64_t from_ns : {int64_t{0}, int64_t{100000000}}) {
+    StreamConfig clip = stream("loop", path);
+    clip.loop = true;
+    clip.from_ns = from_ns;
+    ReaderOptions live;
+    live.live = true;
+    auto reader = StreamReader::create(clip, 0, ingest_, live);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    (*reader)->preroll();
+    CollectingEmitter out;
+    std::thread remover([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+      (*reader)->stop("removed from the config");
+    });
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    remover.join();
+    const std::string what = "from " + std::to_string(from_ns);
+    ASSERT_FALSE(out.messages.empty()) << what;
+    EXPECT_EQ(out.messages.front().kind, MessageKind::kStreamStart) << what;
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << what;
+    EXPECT_EQ(out.messages.back().event.message, "removed from the config") << what;
+    // Frames numbered on; each loop said before its first frame; the timestamps start over there.
+    uint64_t next_seq = 0;
+    int64_t last_pts = -1;
+    int loops = 0;
+    bool loop_said = false;
+    for (const Message& m : out.messages) {
+      if (m.kind == MessageKind::kStreamChanged) {
+        ++loops;
+        EXPECT_EQ(m.event.message, (from_ns > 0 ? "looped: read again from its from (0:00.100) (streams[].loop; time "
+                                                : "looped: read again from its start (streams[].loop; time ") +
+                                       std::to_string(loops + 1) + ")")
+            << what;
+        loop_said = true;
+      } else if (m.kind == MessageKind::kFrame) {
+        EXPECT_EQ(m.env.seq, next_seq++) << what;
+        EXPECT_GE(m.env.pts_ns, from_ns) << what;
+        EXPECT_EQ(m.env.pts_ns < last_pts, loop_said) << what << ", frame " << m.env.seq;
+        loop_said = false;
+        last_pts = m.env.pts_ns;
+      }
+    }
+    EXPECT_GE(loops, 2) << what;  // 1.3 s of a 0.3 s (or 0.2 s) clip at its own pace
+    EXPECT_EQ(out.messages.back().event.frames, next_seq) << what;
+  }
+}
+
 // A stream removed from a running job: it alone ends, with the reason, after the frames it had.
 TEST_F(StreamReaderTest, StopOfOneStreamEndsItWithTheReasonWhileTheJobGoesOn) {
   auto reader = StreamReader::create(stream("cam", "test://snow?frames=0&width=64&height=48&live=true&fps=100"), 0, ingest_);
