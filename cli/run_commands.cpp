@@ -606,8 +606,9 @@ int validate_command(const std::vector<std::string>& all_args) {
       continue;
     }
     // A live job's file comes at its own pace, as a camera sends (stop 55): said, as it was not so before.
-    const char* paced =
-        c.job.mode == JobMode::kLive && s.parsed.kind == UriKind::kFile ? " (read at its own pace, as a camera sends)" : "";
+    const char* paced = c.job.mode != JobMode::kLive || s.parsed.kind != UriKind::kFile ? ""
+                        : s.loop ? " (read at its own pace, as a camera sends, again from its start at each end)"
+                                 : " (read at its own pace, as a camera sends)";
     std::printf("    %-20s %s%s%s%s%s%s%s%s%s%s\n", s.id.c_str(), redact_uri(s.uri).c_str(), part.c_str(),
                 c.ingest.keyframes_only_for(s) ? " (key frames only)" : "", rate, region, jitter, turned.c_str(),
                 trust.c_str(), recorded.c_str(), paced);

@@ -184,6 +184,10 @@ class StageRestart(SubscribedTest):
         clip = os.path.join(self.dir, "second.mp4")
         make_clip(clip, "ball", 30, 160, 120)
         config, endpoint = write_config(self.dir, [{"id": "f", "uri": clip, "loop": True}])  # live by default
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True, timeout=60)
+        self.assertIn("live mode", validate.stdout)
+        self.assertIn("second.mp4 (read at its own pace, as a camera sends, again from its start at each end)\n",
+                      validate.stdout)
         self.subscriber = Subscriber(endpoint, self.dir)
         run = Run(config)
         lanes = run.watch_lanes(5)
