@@ -304,7 +304,7 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
   std::lock_guard<std::mutex> lock(clip->mutex);
   if (clip->ending) return false;
   if (!buffer) {
-    finish_later(clip, "the stream's decoder started over (a reconnection, or another resolution or codec)");
+    finish_later(clip, "the stream's decoder started over (a reconnection, a looping file read again, or another resolution or codec)");
     return false;
   }
   const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;

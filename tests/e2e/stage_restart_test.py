@@ -183,7 +183,11 @@ class StageRestart(SubscribedTest):
         on in that loop after its last frame sent, not from the clip's start, and loops on."""
         clip = os.path.join(self.dir, "second.mp4")
         make_clip(clip, "ball", 30, 160, 120)
-        config, endpoint = write_config(self.dir, [{"id": "f", "uri": clip, "loop": True}])  # live by default
+        pictures = os.path.join(self.dir, "pictures")
+        config, endpoint = write_config(self.dir, [{"id": "f", "uri": clip, "loop": True}],  # live by default
+                                        publish={"segments_min_frames": 3, "segments_pictures_dir": pictures,
+                                                 "segments_clips": True, "segments_clip_pre_s": 0.2,
+                                                 "segments_clip_post_s": 0.2})
         validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True, timeout=60)
         self.assertIn("live mode", validate.stdout)
         self.assertIn("second.mp4 (read at its own pace, as a camera sends, again from its start at each end)\n",
@@ -221,6 +225,12 @@ class StageRestart(SubscribedTest):
         across = runs[crash] + runs[crash + 2]
         self.assertEqual(across, sorted(set(across)), "the restarted lane went on in its loop")
         self.assertIn("stream 'f': looped: read again from its start (streams[].loop; time 2)", run.stderr)
+        # Each loop's segment ends at the loop (the `changed` event); a clip open there is cut by the new read.
+        segments = [m["payload"] for m in msgs if m["topic"] == "segments/f"]
+        self.assertGreaterEqual(sum(1 for p in segments if p["event"] == "ended"), 3)
+        clips = [p for p in segments if p["event"] == "clip"]
+        self.assertTrue(any(p["error"] is None and "a looping file read again" in (p["cut_short"] or "") and
+                            os.path.getsize(p["clip"]) > 0 for p in clips), clips)
 
     def test_each_lane_counts_its_own_crashes(self):
         """max_restarts 1: one crash in each of two lanes is one restart each, not two in a row."""
