@@ -730,6 +730,8 @@ struct StreamReader::Impl {
     GstAppSink* sink = nullptr;  // whose frames it paces
     std::chrono::steady_clock::time_point anchor_at;
     int64_t anchor_pts = -1, last_pts = -1;
+    std::chrono::steady_clock::time_point last_due;  // when the last frame was due
+    int64_t last_interval_ns = 0;                     // between the last two frames' timestamps
   } pace_state;
   // A gap between two frames longer than this (a recording that paused: an NVR's motion-only file) is
   // not waited out; nor is falling this far behind caught up in a burst.
@@ -741,16 +743,25 @@ struct StreamReader::Impl {
     Pace& p = pace_state;
     auto now = std::chrono::steady_clock::now();
     if (p.sink != sink || p.anchor_pts < 0 || pts < p.last_pts || pts - p.last_pts > kPaceGapNs) {
-      p = Pace{sink, now, pts, pts};  // the first frame, a seek (back or far on), a gap: from here
-      return true;
+      // The first frame, a seek (back or far on), a gap, a looping file's next read: from here. A next
+      // read keeps the rhythm: its first frame is due a frame's time after the last one (not at once).
+      // (Known by its timestamps going back: a new pipeline's appsink may have the old one's address.)
+      const bool goes_on = (p.sink != sink || pts < p.last_pts) && pts - p.last_pts <= kPaceGapNs &&
+                           p.anchor_pts >= 0 && p.last_interval_ns > 0 && p.last_interval_ns <= kPaceGapNs;
+      const auto from = goes_on ? std::max(now, p.last_due + std::chrono::nanoseconds(p.last_interval_ns)) : now;
+      p = Pace{sink, from, pts, pts, from, p.last_interval_ns};
+    } else {
+      p.last_interval_ns = pts - p.last_pts;
+      p.last_pts = pts;
     }
-    p.last_pts = pts;
     auto due = p.anchor_at + std::chrono::nanoseconds(pts - p.anchor_pts);
     if (now - due > kPaceBehind) {  // decoding or the machine fell behind: on from here, no burst
       p.anchor_at = now;
       p.anchor_pts = pts;
+      p.last_due = now;
       return true;
     }
+    p.last_due = due;
     GstPad* pad = GST_BASE_SINK_PAD(GST_BASE_SINK(sink));
     while (now < due) {
       if (stop_requested.load() || GST_PAD_IS_FLUSHING(pad)) return false;
