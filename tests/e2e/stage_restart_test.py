@@ -168,9 +168,10 @@ class StageRestart(SubscribedTest):
         self.assertEqual(seqs, sorted(set(seqs)), "seq never repeats or goes back")
         self.assertEqual(pts, sorted(set(pts)), "no frame classified twice (before the change: from 0 again)")
         self.assertGreater(pts[-1], 14900, "read on to its end (its last frame at 14.97 s)")
-        # Paced, nothing dropped: one gap, the frames in flight in the lane at the crash.
+        # Paced, nothing dropped: at most one gap, the frames in flight in the lane at the crash (none
+        # when the kill came between two frames).
         gaps = [(a, b) for a, b in zip(pts, pts[1:]) if b - a > 40]
-        self.assertEqual(len(gaps), 1, gaps)
+        self.assertLessEqual(len(gaps), 1, gaps)
         self.assertLess(450 - len(pts), 40, "lost: at most what the lane held in flight")
         self.assertRegex(run.stderr, r"stream 'f': sought to a keyframe before \d+:\d+\.\d+, its last frame sent "
                                      r"before its lane restarted")
