@@ -2435,10 +2435,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       // streams[].loop: a live job's file goes on from its start (or from) again, as an endless camera.
       // Not one that gave no frame this time round (it would only spin).
-      if (s.options.live && s.stream.loop && s.stream.parsed.kind == UriKind::kFile && !stopping() &&
-          s.decoded.load() > decoded_at_connection) {
-        if (auto done = loop_to_start()) return *done;
-        continue;
+      // A stop that came as it reached its end ends it as stopped (it would have gone on).
+      if (s.options.live && s.stream.loop && s.stream.parsed.kind == UriKind::kFile) {
+        if (stopping()) return finish(MessageKind::kStreamEnd, stopped());
+        if (s.decoded.load() > decoded_at_connection) {
+          if (auto done = loop_to_start()) return *done;
+          continue;
+        }
       }
       if (s.part_ended.load()) {
         return finish(MessageKind::kStreamEnd, "end of its part (streams[].to: " + media_time_text(s.stream.to_ns) + ")");
