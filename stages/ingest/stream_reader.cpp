@@ -1588,102 +1588,93 @@ bool StreamReader::wait_prerolled(std::chrono::milliseconds timeout) {
 
 namespace {
 
-// --resume of a file: seek to a keyframe at least 2 s before the last frame that has a result, instead
-// of decoding every frame up to it, and drop frames by timestamp up to that one (on_new_sample). Not
-// an ACCURATE seek: qtdemux then clipped the frame after the target in a file with B-frames (a frame
-// lost); from a keyframe before it nothing is clipped. Half a millisecond of slack covers the
-// timestamp's round trip through pts_ms. If the pipeline will not preroll or seek, or went too far,
-// frames are decoded from the start and dropped by count instead (emit_frame).
-void seek_past_earlier_results(StreamReader::Impl& s) {
-  const auto started = std::chrono::steady_clock::now();
+// The seek the three below share: a prerolled file sought to a keyframe at least 2 s before `point_ns`
+// (not an ACCURATE seek: qtdemux then clipped the frame after the target in a file with B-frames, a frame
+// lost; and its keyframe seek to just before a point landed on the keyframe 67 ms after it), then
+// prerolled at the new place. The callers drop the frames before their point by timestamp
+// (on_new_sample).
+enum class KeyframeSeek { kNotPrerolled, kRefused, kSought };
+KeyframeSeek seek_to_keyframe_before(StreamReader::Impl& s, int64_t point_ns) {
   GstState state = GST_STATE_VOID_PENDING;
   if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
       state != GST_STATE_PAUSED) {
-    VAPIPE_LOG_WARN("stream '{}': not prerolled, so not sought: decoding its first {} frames again", s.stream.id,
-                    s.options.skip_frames);
-    return;
+    return KeyframeSeek::kNotPrerolled;
   }
+  if (!gst_element_seek_simple(
+          s.pipeline.get(), GST_FORMAT_TIME,
+          static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
+          std::max<int64_t>(0, point_ns - 2 * static_cast<int64_t>(GST_SECOND)))) {
+    return KeyframeSeek::kRefused;
+  }
+  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
+  return KeyframeSeek::kSought;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// --resume of a file: sought near the last frame that has a result instead of decoding every frame up
+// to it; frames up to it are dropped by timestamp. Half a millisecond of slack covers the timestamp's
+// round trip through pts_ms. If the pipeline will not preroll or seek, or went too far, frames are
+// decoded from the start and dropped by count instead (emit_frame).
+void seek_past_earlier_results(StreamReader::Impl& s) {
+  const auto started = std::chrono::steady_clock::now();
   s.next_seq = s.options.skip_frames;
   s.drop_through_pts = s.options.resume_after_pts_ns + 500000;
   s.kept_up_to(s.options.resume_after_pts_ns);  // ingest.max_fps goes on where the earlier run was
-  const int64_t target = std::max<int64_t>(0, s.options.resume_after_pts_ns - 2 * static_cast<int64_t>(GST_SECOND));
-  const bool sought = gst_element_seek_simple(
-      s.pipeline.get(), GST_FORMAT_TIME,
-      static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE), target);
-  if (!sought) {
+  const KeyframeSeek sought = seek_to_keyframe_before(s, s.options.resume_after_pts_ns);
+  if (sought != KeyframeSeek::kSought) {
     s.next_seq = 0;
     s.drop_through_pts = -1;
     s.kept_up_to(-1);
-    VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding its first {} frames again", s.stream.id,
+    VAPIPE_LOG_WARN("stream '{}': {}: decoding its first {} frames again", s.stream.id,
+                    sought == KeyframeSeek::kNotPrerolled ? "not prerolled, so not sought" : "the seek was refused",
                     s.options.skip_frames);
     return;
   }
-  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
   VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before {:.3f} s (its frame {}, the last with a result) in "
                   "{:.2f} s", s.stream.id, static_cast<double>(s.options.resume_after_pts_ns) / 1e9,
-                  s.options.skip_frames - 1,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+                  s.options.skip_frames - 1, seconds_since(started));
 }
 
-// streams[].from: seek to a keyframe at least 2 s before it (as the resume seek: qtdemux's keyframe
-// seek of a file with B-frames, to just before `from`, landed on the keyframe 67 ms after it) instead of
-// decoding the file up to it; the frames before it are dropped by timestamp (on_new_sample). If the
-// pipeline will not preroll or seek, or went too far, the file is decoded from its start, dropping them.
+// streams[].from: sought near it instead of decoding the file up to it; the frames before it are dropped
+// by timestamp. If the pipeline will not preroll or seek, or went too far, the file is decoded from its
+// start, dropping them.
 void seek_to_part(StreamReader::Impl& s) {
   const auto started = std::chrono::steady_clock::now();
-  GstState state = GST_STATE_VOID_PENDING;
-  if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
-      state != GST_STATE_PAUSED) {
-    VAPIPE_LOG_WARN("stream '{}': not prerolled, so not sought: decoding it from its start up to its from ({})",
-                    s.stream.id, media_time_text(s.stream.from_ns));
-    return;
-  }
   s.drop_through_pts = s.stream.from_ns - 1;
-  const bool sought = gst_element_seek_simple(
-      s.pipeline.get(), GST_FORMAT_TIME,
-      static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
-      std::max<int64_t>(0, s.stream.from_ns - 2 * static_cast<int64_t>(GST_SECOND)));
-  if (!sought) {
+  const KeyframeSeek sought = seek_to_keyframe_before(s, s.stream.from_ns);
+  if (sought != KeyframeSeek::kSought) {
     s.drop_through_pts = -1;
-    VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding it from its start up to its from ({})", s.stream.id,
+    VAPIPE_LOG_WARN("stream '{}': {}: decoding it from its start up to its from ({})", s.stream.id,
+                    sought == KeyframeSeek::kNotPrerolled ? "not prerolled, so not sought" : "the seek was refused",
                     media_time_text(s.stream.from_ns));
     return;
   }
-  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
   VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before its from ({}) in {:.2f} s", s.stream.id,
-                  media_time_text(s.stream.from_ns),
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+                  media_time_text(s.stream.from_ns), seconds_since(started));
 }
 
-// A live job's file whose lane restarted while it was read: seek to a keyframe at least 2 s before the
-// last frame the crashed instance sent (as the resume seek) and drop frames by timestamp up to it, so
-// that no result repeats. Numbering goes on from first_seq. If the pipeline will not preroll or seek, or
-// went too far, the file is decoded from its start, those frames still dropped by timestamp.
+// A live job's file whose lane restarted while it was read: sought near the last frame the crashed
+// instance sent, and frames up to it dropped by timestamp, so that no result repeats. Numbering goes on
+// from first_seq. If the pipeline will not preroll or seek, or went too far, the file is decoded from its
+// start, those frames still dropped by timestamp.
 void seek_past_frames_sent(StreamReader::Impl& s) {
   const auto started = std::chrono::steady_clock::now();
   const int64_t sent = s.options.resume_after_sent_pts_ns;
   s.drop_through_pts = std::max<int64_t>(sent, s.stream.from_ns - 1);
   s.kept_up_to(sent);  // ingest.max_fps goes on where the crashed instance was
-  GstState state = GST_STATE_VOID_PENDING;
-  if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
-      state != GST_STATE_PAUSED) {
-    VAPIPE_LOG_WARN("stream '{}': not prerolled, so not sought: decoding it from its start up to {}, its last "
-                    "frame sent before its lane restarted", s.stream.id, media_time_text(sent));
+  const KeyframeSeek sought = seek_to_keyframe_before(s, sent);
+  if (sought != KeyframeSeek::kSought) {
+    VAPIPE_LOG_WARN("stream '{}': {}: decoding it from its start up to {}, its last frame sent before its lane "
+                    "restarted", s.stream.id,
+                    sought == KeyframeSeek::kNotPrerolled ? "not prerolled, so not sought" : "the seek was refused",
+                    media_time_text(sent));
     return;
   }
-  const bool sought = gst_element_seek_simple(
-      s.pipeline.get(), GST_FORMAT_TIME,
-      static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
-      std::max<int64_t>(0, sent - 2 * static_cast<int64_t>(GST_SECOND)));
-  if (!sought) {
-    VAPIPE_LOG_WARN("stream '{}': the seek was refused: decoding it from its start up to {}, its last frame sent "
-                    "before its lane restarted", s.stream.id, media_time_text(sent));
-    return;
-  }
-  gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
   VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before {}, its last frame sent before its lane restarted, in "
-                  "{:.2f} s", s.stream.id, media_time_text(sent),
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+                  "{:.2f} s", s.stream.id, media_time_text(sent), seconds_since(started));
 }
 
 }  // namespace
