@@ -1,6 +1,7 @@
 // `vapipe bench`: each stage alone, on the streams of a config, so the end-to-end figure of
 // `vapipe run` can be set against what each stage reaches by itself (tools/bench.sh runs them all).
 // Prints one JSON line per measurement. Figures, not assertions: see docs/benchmarks.md.
+#include <cstdint>
 #include <unistd.h>
 
 #include <chrono>

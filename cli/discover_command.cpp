@@ -1,6 +1,7 @@
 // `vapipe discover`: the ONVIF cameras that answer a WS-Discovery probe, and each one's stream URIs,
 // printed as `streams:` entries to paste into a config (cli/onvif.h has the messages).
 #include <arpa/inet.h>
+#include <cstdint>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>

@@ -1,6 +1,7 @@
 // `vapipe doctor`: checks what vapipe needs from this machine (CUDA, GPUs, LibTorch, GStreamer and
 // NVDEC, ZeroMQ, free space, the shipped model) and says, for each finding, what to install or set.
 // A missing GPU is only a warning: vapipe runs on CPU. Exit status 1 when some check failed.
+#include <cstdint>
 #include <sys/statvfs.h>
 
 #include <cerrno>

@@ -1,6 +1,7 @@
 #include "cli/open_streams.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <thread>
 

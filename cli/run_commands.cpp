@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <csignal>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

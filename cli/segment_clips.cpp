@@ -1,5 +1,6 @@
 #include "cli/segment_clips.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 

@@ -1,5 +1,6 @@
 #include "cli/segment_frames.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>

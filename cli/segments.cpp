@@ -1,5 +1,6 @@
 #include "cli/segments.h"
 
+#include <cstdint>
 #include <fnmatch.h>
 
 #include <algorithm>

@@ -2,6 +2,7 @@
 //                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
 //                 [--frames DIR [--picture best|first]] [--clips DIR [--clip-pre S] [--clip-post S]]
 //                 [--moved FROM TO]... [--json|--csv]
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

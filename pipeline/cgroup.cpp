@@ -1,5 +1,6 @@
 #include "pipeline/cgroup.h"
 
+#include <cstdint>
 #include <sys/resource.h>
 #include <unistd.h>
 

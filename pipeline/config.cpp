@@ -1,5 +1,6 @@
 #include "pipeline/config.h"
 
+#include <cstdint>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>

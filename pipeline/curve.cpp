@@ -1,5 +1,6 @@
 #include "pipeline/curve.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -3,6 +3,7 @@
 // as `vapipe keygen` writes them; lines starting with '#' and blank lines are ignored.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

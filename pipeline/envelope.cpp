@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "pipeline/envelope.h"
 
 namespace vapipe {

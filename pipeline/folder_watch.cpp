@@ -1,5 +1,6 @@
 #include "pipeline/folder_watch.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

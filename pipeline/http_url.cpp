@@ -1,6 +1,7 @@
 #include "pipeline/http_url.h"
 
 #include <cctype>
+#include <cstdint>
 
 namespace vapipe {
 namespace {

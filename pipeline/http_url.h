@@ -3,6 +3,7 @@
 // rather than a failure at the first alert.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>

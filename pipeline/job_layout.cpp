@@ -1,5 +1,6 @@
 #include "pipeline/job_layout.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 

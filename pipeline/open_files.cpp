@@ -1,5 +1,6 @@
 #include "pipeline/open_files.h"
 
+#include <cstdint>
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "pipeline/recorded_at.h"
 
 #include <cctype>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <filesystem>

@@ -1,6 +1,7 @@
 #include "pipeline/results_path.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <filesystem>

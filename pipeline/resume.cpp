@@ -3,6 +3,7 @@
 #include "pipeline/json_fields.h"
 #include "pipeline/message.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>

@@ -1,5 +1,6 @@
 #include "pipeline/running_job.h"
 
+#include <cstdint>
 #include <signal.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 #include "pipeline/seq_reservation.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 #include "pipeline/shm_pool.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <semaphore.h>
 #include <sys/mman.h>

@@ -1,6 +1,7 @@
 #include "pipeline/signals.h"
 
 #include <csignal>
+#include <cstdint>
 #include <ctime>
 
 namespace vapipe {

@@ -1,6 +1,7 @@
 #include "pipeline/stage_runner.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>

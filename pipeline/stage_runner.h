@@ -2,6 +2,8 @@
 // the stage one message at a time until every stream has ended (or shutdown).
 #pragma once
 
+#include <cstdint>
+
 #include "pipeline/job_layout.h"
 #include "pipeline/shm_pool.h"
 #include "pipeline/transport.h"

@@ -1,6 +1,7 @@
 #include "pipeline/stage_stats.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 

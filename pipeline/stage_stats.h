@@ -4,6 +4,7 @@
 // limits a running job.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>

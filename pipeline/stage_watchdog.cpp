@@ -1,6 +1,7 @@
 #include "pipeline/stage_watchdog.h"
 
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <chrono>
 

@@ -1,5 +1,6 @@
 #include "pipeline/stale_jobs.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>

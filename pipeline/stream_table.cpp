@@ -1,5 +1,6 @@
 #include "pipeline/stream_table.h"
 
+#include <cstdint>
 #include <unistd.h>
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 // stream they knew has ended. Without a table, the job's streams are the config's.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>

@@ -1,5 +1,7 @@
 #include "pipeline/supervisor.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>

@@ -3,6 +3,7 @@
 // exits when the job is done.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

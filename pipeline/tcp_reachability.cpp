@@ -1,5 +1,6 @@
 #include "pipeline/tcp_reachability.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>

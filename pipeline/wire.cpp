@@ -1,5 +1,6 @@
 #include "pipeline/wire.h"
 
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 

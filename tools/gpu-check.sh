@@ -116,11 +116,12 @@ step configure 150 "$logs/configure.log" \
 rc=$?
 if (( rc != 0 )); then summary "configure FAILED (exit $rc)"; tail -30 "$logs/configure.log"; exit 1; fi
 grep -E 'vapipe: (CUDA sources|infer.s CUDA graphs)' "$logs/configure.log" | sed 's/^-- //' | while read -r l; do summary "$l"; done
+# -k 0: a failure shows every broken source at once, not only the first.
 # 360 s: the H200 machine's 16 cores built it in 43 s; a rehearsal's cold build on 2 cores takes 6 to 7 min.
 build_limit=360
 [[ ${GPU_CHECK_CPU:-0} == 1 ]] && build_limit=1200
 # shellcheck disable=SC2086  # a list of targets
-step build "$build_limit" "$logs/build.log" ninja -C "$build" -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
+step build "$build_limit" "$logs/build.log" ninja -C "$build" -k 0 -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
 rc=$?
 if (( rc != 0 && rc != 124 && rc != 125 )) && grep -q "infer's CUDA graphs ON" "$logs/configure.log"; then
   # The CUDA graph code compiles only against a LibTorch with CUDA, which no development machine has:
@@ -130,7 +131,7 @@ if (( rc != 0 && rc != 124 && rc != 125 )) && grep -q "infer's CUDA graphs ON" "
   cp "$logs/build.log" "$logs/build-with-cuda-graphs.log"
   step "configure without CUDA graphs" 60 "$logs/configure.log" cmake -S . -B "$build" -DVAPIPE_CUDA_GRAPHS=OFF
   # shellcheck disable=SC2086
-  step build 300 "$logs/build.log" ninja -C "$build" -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
+  step build 300 "$logs/build.log" ninja -C "$build" -k 0 -j "$(nproc)" ${GPU_CHECK_TARGETS:-}
   rc=$?
 fi
 if (( rc != 0 )); then summary "build FAILED (exit $rc)"; grep -E -B2 -A12 'error|FAILED' "$logs/build.log" | head -60; exit 1; fi

@@ -1,5 +1,6 @@
 #include "pipeline/cuda/device_memory.h"
 
+#include <cstdint>
 #include <cuda_runtime_api.h>
 
 #include <cstring>

@@ -1,4 +1,6 @@
 // Built when no CUDA toolkit was found: every GPU operation is refused with a reason.
+#include <cstdint>
+
 #include "pipeline/cuda/device_memory.h"
 
 namespace vapipe {

@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "stages/batch/batcher.h"
 
 namespace vapipe {

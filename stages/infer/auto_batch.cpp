@@ -1,5 +1,6 @@
 #include "stages/infer/auto_batch.h"
 
+#include <cstdint>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // One of the two translation units that include LibTorch, with torch_runtime_info.cpp (its headers
 // are slow to compile: keep it that way).
+#include <cstdint>
 #include <torch/script.h>
 #include <torch/cuda.h>
 #include <torch/version.h>

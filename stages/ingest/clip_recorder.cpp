@@ -1,5 +1,6 @@
 #include "stages/ingest/clip_recorder.h"
 
+#include <cstdint>
 #include <gst/app/gstappsrc.h>
 
 #include <climits>

@@ -1,6 +1,7 @@
 #include "stages/ingest/decoding_times.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace vapipe {

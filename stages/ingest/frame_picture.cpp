@@ -1,5 +1,6 @@
 #include "stages/ingest/frame_picture.h"
 
+#include <cstdint>
 #include <gst/video/video.h>
 
 #include <algorithm>

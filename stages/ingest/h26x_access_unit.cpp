@@ -1,5 +1,6 @@
 #include "stages/ingest/h26x_access_unit.h"
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 

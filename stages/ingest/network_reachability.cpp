@@ -1,5 +1,6 @@
 #include "stages/ingest/network_reachability.h"
 
+#include <cstdint>
 #include <gio/gio.h>
 #include <fcntl.h>
 #include <netdb.h>

@@ -1,5 +1,6 @@
 #include "stages/ingest/recent_frames.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
 #include <sys/resource.h>

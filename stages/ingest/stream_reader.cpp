@@ -1,5 +1,6 @@
 #include "stages/ingest/stream_reader.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gio/gio.h>
 #include <gst/gst.h>

@@ -3,6 +3,7 @@
 // converting each source pixel first, minus the clamping), which keeps the inner loop short.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <thread>

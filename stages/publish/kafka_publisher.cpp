@@ -1,5 +1,6 @@
 #include "stages/publish/kafka_publisher.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <librdkafka/rdkafka.h>
 #include <poll.h>

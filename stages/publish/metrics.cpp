@@ -1,6 +1,7 @@
 #include "stages/publish/metrics.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>

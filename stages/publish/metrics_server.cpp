@@ -1,5 +1,6 @@
 #include "stages/publish/metrics_server.h"
 
+#include <cstdint>
 #include <httplib.h>
 
 #include "pipeline/config.h"

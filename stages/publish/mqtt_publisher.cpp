@@ -1,5 +1,6 @@
 #include "stages/publish/mqtt_publisher.h"
 
+#include <cstdint>
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 #include <poll.h>

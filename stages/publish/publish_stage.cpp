@@ -1,5 +1,6 @@
 #include "stages/publish/publish_stage.h"
 
+#include <cstdint>
 #include <signal.h>
 #include <unistd.h>
 

@@ -1,5 +1,7 @@
 #include "stages/publish/redis_streams.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>

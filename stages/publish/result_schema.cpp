@@ -1,5 +1,7 @@
 #include "stages/publish/result_schema.h"
 
+#include <cstdint>
+
 #include "pipeline/utf8.h"
 
 namespace vapipe {

@@ -3,6 +3,7 @@
 // fields, or by bumping the version.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include <string>

@@ -1,5 +1,6 @@
 #include "stages/publish/results_file.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

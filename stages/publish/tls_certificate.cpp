@@ -1,5 +1,6 @@
 #include "stages/publish/tls_certificate.h"
 
+#include <cstdint>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>

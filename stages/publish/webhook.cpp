@@ -1,5 +1,6 @@
 #include "stages/publish/webhook.h"
 
+#include <cstdint>
 #include <httplib.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>

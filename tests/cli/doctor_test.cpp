@@ -2,6 +2,7 @@
 // have (a GPU, an old driver, missing plugins), made up as probe results.
 #include "cli/doctor.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <zmq.h>
 

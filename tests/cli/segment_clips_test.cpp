@@ -4,6 +4,7 @@
 // times worked out; VP8 in WebM, whose clip stays Matroska).
 #include "cli/segment_clips.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>

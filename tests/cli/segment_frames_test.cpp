@@ -1,5 +1,6 @@
 #include "cli/segment_frames.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
 #include <gst/gst.h>

@@ -1,5 +1,6 @@
 #include "tests/fakes/kafka_test_cluster.h"
 
+#include <cstdint>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 

@@ -7,6 +7,7 @@
 //   down | up               every broker stops answering, or answers again; then "."
 // It ends when stdin does.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>

@@ -3,6 +3,7 @@
 // (redis-tools) to read what it holds, as a consumer of the streams would.
 #pragma once
 
+#include <cstdint>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>

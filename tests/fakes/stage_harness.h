@@ -2,6 +2,7 @@
 // the stage emits.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "pipeline/config.h"

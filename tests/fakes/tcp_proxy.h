@@ -6,6 +6,7 @@
 // away, or slow to answer), on connections made from then on.
 #pragma once
 
+#include <cstdint>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>

@@ -3,6 +3,7 @@
 
 #include "tests/fakes/local_zone.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,5 +1,6 @@
 #include "pipeline/message.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cmath>

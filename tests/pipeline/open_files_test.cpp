@@ -1,5 +1,6 @@
 #include "pipeline/open_files.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>

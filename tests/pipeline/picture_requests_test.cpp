@@ -2,6 +2,7 @@
 // PUB/SUB pair over ipc://, as publish and ingest use them.
 #include "pipeline/picture_requests.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -2,6 +2,7 @@
 // zone (POSIX TZ rules, so no zone files are needed) or their own.
 #include "pipeline/recorded_at.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "tests/fakes/local_zone.h"

@@ -2,6 +2,7 @@
 // a moment in the local time zone, and the one file the job's lock is taken on.
 #include "pipeline/results_path.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -2,6 +2,7 @@
 // resumed exactly once.
 #include "pipeline/resume.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

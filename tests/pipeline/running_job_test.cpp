@@ -1,5 +1,6 @@
 #include "pipeline/running_job.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

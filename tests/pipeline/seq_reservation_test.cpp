@@ -1,5 +1,6 @@
 #include "pipeline/seq_reservation.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

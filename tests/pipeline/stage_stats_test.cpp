@@ -1,5 +1,6 @@
 #include "pipeline/stage_stats.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 #include "pipeline/stream_table.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -2,6 +2,7 @@
 // are in tests/e2e/shutdown_test.py and resume_test.py.)
 #include "pipeline/supervisor.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 namespace vapipe {

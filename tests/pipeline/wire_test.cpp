@@ -1,5 +1,6 @@
 #include "pipeline/wire.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -3,6 +3,7 @@
 // Frames and tensors may be in GPU memory (device pool slots: no copies) or on the host (staged).
 // What each thread computes is in preprocess_kernel.h (the CPU reference's arithmetic step for step,
 // so the two agree to float rounding); this file launches it and moves the memory.
+#include <cstdint>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -4,6 +4,7 @@
 // writes a reply pattern into the slot of a second pool's slot and releases the first.
 //   vapipe_cuda_ipc_peer POOL SLOT GENERATION BYTES SEED
 // Exit status: 0 pattern matched, 1 mismatch, 2 a CUDA or pool error (printed).
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,6 +1,7 @@
 // Device pools: GPU memory shared between real processes through CUDA IPC (ctest label gpu). The
 // producer writes a slot on its stream and records the slot's event; a separate process adopts the
 // descriptor, waits on the event and reads the slot. Skips cleanly without a GPU.
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,5 +1,6 @@
 #include "stages/batch/batch_stage.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <thread>

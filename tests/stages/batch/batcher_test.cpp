@@ -1,5 +1,6 @@
 #include "stages/batch/batcher.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <map>

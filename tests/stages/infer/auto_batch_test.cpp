@@ -1,5 +1,6 @@
 #include "stages/infer/auto_batch.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 #include "stages/infer/infer_stage.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <regex>

@@ -1,5 +1,6 @@
 // The real LibTorch path: the shipped TorchScript model, models made from it here, and models that must
 // be refused.
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <unistd.h>

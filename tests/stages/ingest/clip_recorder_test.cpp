@@ -4,6 +4,7 @@
 // frame after its post-roll; and a clip that cannot be, or is cut, says why.
 #include "stages/ingest/clip_recorder.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // Real files cut short are read end to end in stream_reader_test.cpp.
 #include "stages/ingest/container_end.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -2,6 +2,7 @@
 // streams: a camera joined between key frames, key frames only).
 #include "stages/ingest/decoder_input_gate.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <unistd.h>

@@ -3,6 +3,7 @@
 // are the stream's presentation times in order, a reorder depth behind.
 #include "stages/ingest/decoding_times.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <algorithm>

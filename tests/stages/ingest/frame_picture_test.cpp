@@ -2,6 +2,7 @@
 // GStreamer's own elements, checked pixel by pixel on small frames whose every pixel is known.
 #include "stages/ingest/frame_picture.h"
 
+#include <cstdint>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // the real encoders' streams (x264 with IDR, open GOP and intra refresh; x265) through their parsers.
 #include "stages/ingest/h26x_access_unit.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

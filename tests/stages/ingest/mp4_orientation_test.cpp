@@ -4,6 +4,7 @@
 // are untouched. Files that are not an MP4, or not whole, are errors naming them.
 #include "stages/ingest/mp4_orientation.h"
 
+#include <cstdint>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

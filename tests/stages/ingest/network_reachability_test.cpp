@@ -2,6 +2,7 @@
 #include "stages/ingest/network_reachability.h"
 
 #include <arpa/inet.h>
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>

@@ -6,6 +6,7 @@
 // compared with a reference the CPU decoder made: tests/media/<clip>.luma16, the mean of each 16x16
 // block of each frame's luma, rounded (NvdecReference checks it against the CPU decoder everywhere
 // else, and VAPIPE_WRITE_MEDIA_REFERENCE=1 rewrites it).
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <iostream>
 #include <unistd.h>

@@ -3,6 +3,7 @@
 // decode gives (x264's, decoded by libav).
 #include "stages/ingest/recent_frames.h"
 
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>

@@ -1,6 +1,7 @@
 // streams[].source on a GPU lane (ctest label gpu): a decoded frame in a device pool slot reaches each
 // stream of its group as a device-to-device copy in a slot of its own, with the same bytes, and the
 // slots go back to the pool. Skips cleanly without a GPU.
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 #include "stages/ingest/stream_fan_out.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -2,6 +2,8 @@
 // a corrupt one. Frames go to a collecting emitter instead of a socket.
 #include "stages/ingest/stream_reader.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
 // The CPU preprocessor against a straightforward reference: convert every source pixel to RGB
 // (chroma from its 2x2 block), resize each channel with the textbook bilinear formula (half-pixel
 // centres), clamp, normalise. Stated tolerance: 1e-4 in normalised units (float rounding only).
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -5,6 +5,7 @@
 // checked everywhere; what only a GPU does (the launch, the copies, device memory) is not.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 

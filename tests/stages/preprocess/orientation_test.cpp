@@ -1,5 +1,6 @@
 // The orientations preprocessing reads frames in (pipeline/message.h) against GStreamer's own videoflip
 // turning a picture as each image-orientation tag says: the map of every tag gives videoflip's pixels.
+#include <cstdint>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>

@@ -5,6 +5,7 @@
 // units (the GPU fuses multiply-adds, the CPU reference does not); float16 output within half precision.
 #pragma once
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "stages/preprocess/preprocess_stage.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -3,6 +3,7 @@
 // was resized (models/train_pattern_cnn.py). Stated tolerance: 1e-3 in normalised units, about 0.06
 // of one 8-bit level: the two sum the four taps in a different order (float rounding on random
 // noise, the worst case). A wrong source coordinate or weight gives errors near 1 and more.
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 

@@ -4,6 +4,7 @@
 // going; a stop that gives up no later than its grace.
 #include "stages/publish/kafka_publisher.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <librdkafka/rdkafka.h>

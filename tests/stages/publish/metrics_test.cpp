@@ -1,6 +1,7 @@
 // The Prometheus text and the health document, from a JobMetrics snapshot.
 #include "stages/publish/metrics.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

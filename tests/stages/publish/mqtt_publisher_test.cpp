@@ -3,6 +3,7 @@
 // message lost or twice, with passwords and TLS as brokers ask.
 #include "stages/publish/mqtt_publisher.h"
 
+#include <cstdint>
 #include <sys/socket.h>
 #include <unistd.h>
 

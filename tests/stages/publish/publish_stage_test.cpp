@@ -1,5 +1,7 @@
 #include "stages/publish/publish_stage.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/resource.h>

@@ -2,6 +2,7 @@
 // Home Assistant or n8n answers: in order, again after failures, without a message twice once taken.
 #include "stages/publish/webhook.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
