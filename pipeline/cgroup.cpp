@@ -1,6 +1,7 @@
 #include "pipeline/cgroup.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <sys/resource.h>
 #include <unistd.h>
 

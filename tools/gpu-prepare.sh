@@ -17,6 +17,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# GCC 13 there: a standard header this machine's GCC 12 brings in on the way is missing there
+# (2026-12-05: one device call lost). The textual check here is instant; tools/check-gcc13-headers.sh
+# compiles every source against GCC 13's headers (about 15 minutes) when sources changed much.
+python3 tools/lint-includes.py >&2 || { echo "gpu-prepare: add the includes above first" >&2; exit 1; }
 bundle=${BUNDLE_DEPS:-$root/../shared/device/bundle-deps.sh}
 [[ -x $bundle ]] || { echo "gpu-prepare: no $bundle (set BUNDLE_DEPS)" >&2; exit 1; }
 EXTRA_DEV="libmosquitto-dev librdkafka-dev ${EXTRA_DEV:-}" EXTRA_PC="cpp-httplib libmosquitto rdkafka ${EXTRA_PC:-}" \

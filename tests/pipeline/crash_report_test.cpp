@@ -1,5 +1,6 @@
 #include "pipeline/crash_report.h"
 
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <csignal>

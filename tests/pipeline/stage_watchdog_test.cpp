@@ -1,5 +1,6 @@
 #include "pipeline/stage_watchdog.h"
 
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <csignal>
