@@ -8,7 +8,12 @@ descriptors (first sample, most, last sample: a camera down at a sample holds fe
 With `--regions N`, each camera is also classified as N regions (streams with `source`: decoded once,
 each frame copied per region).
 
+With `--loop-files N`, the job reads N short clips (`--clip-frames`, 30 fps, 320x240 H.264) with
+`streams[].loop` instead of the cameras: each loop builds a new decoding pipeline, so a 0.5 s clip
+makes ingest build and tear down 120 pipelines a minute per file, and a leak per pipeline shows fast.
+
 Usage (after tools/build.sh): /usr/bin/python3 tools/soak.py [--minutes 5] [--outage-every 10] [--regions 0]
+                                                        [--loop-files 0 --clip-frames 15]
 """
 import argparse
 import datetime
@@ -64,12 +69,27 @@ def main():
     ap.add_argument("--warmup", type=float, default=20)
     ap.add_argument("--sample", type=float, default=5)
     ap.add_argument("--regions", type=int, default=0, help="regions of each camera, as streams with `source`")
+    ap.add_argument("--loop-files", type=int, default=0, help="looping clips instead of the cameras")
+    ap.add_argument("--clip-frames", type=int, default=15, help="frames of each looping clip, at 30 fps")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.loop_files:
+        args.outage_every = 0
     with tempfile.TemporaryDirectory(prefix="vapipe-soak-") as workdir:
-        cams = {"door": recovery.Camera("smpte"), "yard": recovery.Camera("pinwheel")}
-        members = [{"id": f"{sid}-r{r}", "source": sid, "roi": [r / args.regions, 0, 1 / args.regions, 1]}
-                   for sid in cams for r in range(args.regions)]
+        if args.loop_files:
+            cams = {}
+            members = []
+            for i in range(args.loop_files):
+                clip = os.path.join(workdir, f"loop{i}.mp4")
+                subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", f"pattern={['ball', 'smpte', 'pinwheel'][i % 3]}",
+                                f"num-buffers={args.clip_frames}", "!",
+                                "video/x-raw,width=320,height=240,framerate=30/1", "!", "x264enc", "key-int-max=15",
+                                "!", "h264parse", "!", "mp4mux", "!", "filesink", f"location={clip}"], check=True)
+                members.append({"id": f"loop{i}", "uri": clip, "loop": True})
+        else:
+            cams = {"door": recovery.Camera("smpte"), "yard": recovery.Camera("pinwheel")}
+            members = [{"id": f"{sid}-r{r}", "source": sid, "roi": [r / args.regions, 0, 1 / args.regions, 1]}
+                       for sid in cams for r in range(args.regions)]
         proc, bus = recovery.start_job(workdir, cams, members)
         stages = {name: recovery.stage_pid(proc.pid, name) for name in ("ingest", "preprocess", "batch", "infer", "publish")}
         samples = {name: [] for name in stages}
@@ -101,16 +121,20 @@ def main():
         resumed = bus.count(0, time.time(), lambda topic, p: topic == "events/yard" and p["event"] == "resumed")
         region_resumed = bus.count(0, time.time(), lambda topic, p: topic.startswith("events/yard-r") and
                                    p["event"] == "resumed")
+        loops = bus.count(0, time.time(), lambda topic, p: topic.startswith("events/") and
+                          p["event"] == "changed" and "looped" in p.get("message", ""))
         alive = proc.poll() is None
         recovery.stop_job(proc, bus)
         for cam in cams.values():
             cam.kill()
     if not alive:
         sys.exit("the job ended during the soak:\n" + proc.stderr.read()[-3000:])
-    print(f"\nSoak, {datetime.date.today()}, {args.minutes:g} min after {args.warmup:g} s of warm-up, two live RTSP "
+    what = (f"{args.loop_files} looping clips of {args.clip_frames} frames ({loops} loops, each a new pipeline)"
+            if args.loop_files else "")
+    print(f"\nSoak, {datetime.date.today()}, {args.minutes:g} min after {args.warmup:g} s of warm-up, " + (what or "two live RTSP "
           f"cameras{f' with {args.regions} regions each (`source`)' if args.regions else ''}, one killed every "
           f"{args.outage_every:g} s ({outages} outages, {resumed} `resumed` events"
-          f"{f', {region_resumed} for its regions' if args.regions else ''}), "
+          f"{f', {region_resumed} for its regions' if args.regions else ''})") + ", "
           f"{results_total} results (`/usr/bin/python3 tools/soak.py {' '.join(sys.argv[1:])}`)\n")
     print("| stage | RSS at start (MB) | RSS at end (MB) | slope (kB/min) | threads (start, most, end) | open files "
           "(start, most, end) |\n|---|---|---|---|---|---|")
@@ -127,7 +151,7 @@ def main():
               f"{threads[0]}, {max(threads)}, {threads[-1]} | {fds[0]}, {max(fds)}, {fds[-1]} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"date": str(datetime.date.today()), "outages": outages, "resumed": resumed, "stages": out,
+            json.dump({"date": str(datetime.date.today()), "outages": outages, "loops": loops, "resumed": resumed, "stages": out,
                        "samples": samples}, f, indent=1)
 
 
