@@ -93,9 +93,11 @@ class Bus:
         self.sock.close(0)
 
 
-def start_job(workdir, cameras, members=(), **extra):
+def start_job(workdir, cameras, members=(), log_path=None, **extra):
     """`vapipe run` on `cameras` ({id: Camera or URI}), live; `members`: more stream entries (regions of the
-    cameras, with `source`); `extra` adds or replaces config sections (`publish` adds keys to it)."""
+    cameras, with `source`); `extra` adds or replaces config sections (`publish` adds keys to it).
+    `log_path`: the job's stderr goes to that file rather than to a pipe, which a long run would fill
+    (nobody reads it until the end: the job then blocks on its next log line)."""
     port = free_port()
     infer = extra.pop("infer", None) or {"model": os.path.join(ROOT, "models", "pattern_cnn.pt"),
                                          "labels": os.path.join(ROOT, "models", "pattern_cnn.labels.txt")}
@@ -109,7 +111,11 @@ def start_job(workdir, cameras, members=(), **extra):
         json.dump(cfg, f)
     bus = Bus(cfg["publish"]["endpoint"])
     time.sleep(0.3)
-    proc = subprocess.Popen([VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if log_path:
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=log, text=True)
+    else:
+        proc = subprocess.Popen([VAPIPE, "run", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return proc, bus
 
 

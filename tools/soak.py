@@ -90,7 +90,8 @@ def main():
             cams = {"door": recovery.Camera("smpte"), "yard": recovery.Camera("pinwheel")}
             members = [{"id": f"{sid}-r{r}", "source": sid, "roi": [r / args.regions, 0, 1 / args.regions, 1]}
                        for sid in cams for r in range(args.regions)]
-        proc, bus = recovery.start_job(workdir, cams, members)
+        log_path = os.path.join(workdir, "job.log")
+        proc, bus = recovery.start_job(workdir, cams, members, log_path=log_path)
         stages = {name: recovery.stage_pid(proc.pid, name) for name in ("ingest", "preprocess", "batch", "infer", "publish")}
         samples = {name: [] for name in stages}
         handles = {name: [] for name in stages}  # (threads, fds) at each sample
@@ -125,10 +126,12 @@ def main():
                           p["event"] == "changed" and "looped" in p.get("message", ""))
         alive = proc.poll() is None
         recovery.stop_job(proc, bus)
+        with open(log_path) as log:
+            log_tail = log.read()[-3000:]
         for cam in cams.values():
             cam.kill()
     if not alive:
-        sys.exit("the job ended during the soak:\n" + proc.stderr.read()[-3000:])
+        sys.exit("the job ended during the soak:\n" + log_tail)
     what = (f"{args.loop_files} looping clips of {args.clip_frames} frames ({loops} loops, each a new pipeline)"
             if args.loop_files else "")
     print(f"\nSoak, {datetime.date.today()}, {args.minutes:g} min after {args.warmup:g} s of warm-up, " + (what or "two live RTSP "

@@ -2194,7 +2194,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                              (s.stream.from_ns > 0 ? "from (" + media_time_text(s.stream.from_ns) + ")" : std::string("start")) +
                              " (streams[].loop; time " + std::to_string(loops + 1) + ")";
     if (Status st = say_changed(what); !st.ok()) return finish(MessageKind::kStreamError, st.message());
-    VAPIPE_LOG_INFO("stream '{}': {}, after {} frames", s.stream.id, what, emitted);
+    // The first loop at info, the rest at debug: each loop is a `changed` event already, and a short
+    // clip loops several times a second (a 0.5 s clip wrote 38 kB of log a minute).
+    if (loops == 1) {
+      VAPIPE_LOG_INFO("stream '{}': {}, after {} frames (further loops: a `changed` event each, logged at debug level)",
+                      s.stream.id, what, emitted);
+    } else {
+      VAPIPE_LOG_DEBUG("stream '{}': {}, after {} frames", s.stream.id, what, emitted);
+    }
     s.part_ended = false;
     Status built = build_pipeline(s);
     release_freed_heap_memory();  // (as after a reconnection: the old pipeline's threads are gone)
