@@ -37,6 +37,7 @@
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
 #include "stages/ingest/container_end.h"
+#include "stages/ingest/hls_playlist.h"
 #include "stages/ingest/network_reachability.h"
 #include "stages/ingest/tls_pin.h"
 #include "stages/ingest/decoder_input_gate.h"
@@ -359,6 +360,7 @@ struct StreamReader::Impl {
   bool said_earlier_key_frame = false;  // the picture thread's: said once a stream
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
+  std::atomic<bool> hls{false};  // this connection reads an HLS playlist (hlsdemux appeared)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
   std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
   std::mutex pads_mutex;
@@ -947,6 +949,7 @@ struct StreamReader::Impl {
         return;
       }
       if (name == "jpegdec" || name == "pngdec") static_cast<Impl*>(user)->image_decoder = true;
+      if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
     }
     if (!GST_IS_VIDEO_DECODER(element)) return;
     auto* self = static_cast<Impl*>(user);
@@ -1219,6 +1222,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
   impl.fit_applied = FrameSize{};
   impl.video_linked = false;
+  impl.hls = false;  // said again by this connection's hlsdemux
   if (impl.recent) {
     impl.recent->new_decoder();  // a new connection's timestamps start again
     impl.recent->forget_sent();
@@ -2117,6 +2121,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     take_ingest_reload();
     if (!reconnects && !at_once) return finish(kind, reason);
     if (auto done = end_connection()) return done;
+    // An HLS playlist, as it is when the stream stopped: reconnected to only once it changed (a new
+    // segment), since hlsdemux would play the stale playlist's last segments again (hls_playlist.h).
+    const std::string stopped_because = reason;
+    auto playlist_state = [&] {
+      return hls_playlist_state(s.stream.uri, [&](GstElement* source) { Impl::apply_tls_trust(source, s); },
+                                std::chrono::seconds(3));
+    };
+    std::optional<std::string> stale_playlist;
+    if (s.hls.load() && !at_once) stale_playlist = playlist_state();
     while (true) {
       take_ingest_reload();  // a reload's attempts and delays count from the next attempt
       if (!reconnects && !at_once) return finish(MessageKind::kStreamError, reason);
@@ -2160,7 +2173,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         if (Status st = say_changed(reason); !st.ok()) return finish(MessageKind::kStreamError, st.message());
         attempt = 0;
         at_once = true;
+        stale_playlist.reset();
         continue;
+      }
+      if (stale_playlist) {
+        if (std::optional<std::string> now = playlist_state(); now && *now == *stale_playlist) {
+          reason = stopped_because + (hls_playlist_ended(*now)
+                                          ? "; its HLS playlist says it has ended (#EXT-X-ENDLIST) and has not "
+                                            "changed since: it is read again once it changes"
+                                          : "; its HLS playlist has had no new segment since (its encoder, or what "
+                                            "writes the playlist, has stopped?): it is read again once it changes");
+          continue;
+        }
+        stale_playlist.reset();
       }
       Status built = build_pipeline(s);
       // The old pipeline's streaming threads are gone; glibc would keep what their arenas held

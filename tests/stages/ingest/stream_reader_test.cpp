@@ -2350,6 +2350,77 @@ TEST_F(ReconnectTest, FramesArrivingButNeverDecodedAreAStallAfterTenStallTimeout
   })) << kinds(out);
 }
 
+// An HLS stream (a live playlist that hlsdemux reads) whose encoder stops: its playlist keeps its last
+// segments. hlsdemux starts a live playlist a few segments before its end, so a reconnection would play
+// them again, as new frames, at each stall. The stream is read again only once the playlist changed.
+TEST_F(ReconnectTest, AStalledHlsStreamIsReadAgainOnlyOnceItsPlaylistHasANewSegment) {
+  const std::filesystem::path hls = dir_ / "hls";
+  std::filesystem::create_directories(hls);
+  const std::string make = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=90 ! "
+                           "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc speed-preset=ultrafast "
+                           "key-int-max=30 ! h264parse ! hlssink2 target-duration=1 max-files=0 playlist-length=0 "
+                           "location=" + (hls / "seg%05d.ts").string() + " playlist-location=" + (hls / "made.m3u8").string();
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  ASSERT_TRUE(std::filesystem::exists(hls / "seg00002.ts"));
+  auto live_playlist = [](int first, int last) {
+    std::string text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:" +
+                       std::to_string(first) + "\n";
+    for (int i = first; i <= last; ++i) text += "#EXTINF:1.0,\nseg0000" + std::to_string(i) + ".ts\n";
+    return text;  // no #EXT-X-ENDLIST: live, more to come
+  };
+  std::mutex m;
+  std::string playlist = live_playlist(0, 1);  // the encoder wrote two segments, then stopped
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);
+  http.set_mount_point("/", hls.string());
+  http.Get("/live.m3u8", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(m);
+    res.set_content(playlist, "application/vnd.apple.mpegurl");
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  ingest_.stall_timeout_s = 1.0;
+  auto reader = StreamReader::create(stream("hls", "http://127.0.0.1:" + std::to_string(port) + "/live.m3u8"), 0,
+                                     ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  size_t at_stall = 0, before_new_segment = 0;
+  std::thread encoder([&] {
+    // The stall: the start, then the first `reconnecting`; then 3 s of attempts with the playlist as it was.
+    for (int i = 0; i < 2000 && event_count_.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    at_stall = frame_count_.load();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    before_new_segment = frame_count_.load();
+    {
+      std::lock_guard<std::mutex> lock(m);
+      playlist = live_playlist(2, 2);  // the encoder back: a new segment (the window moved on)
+    }
+    for (int i = 0; i < 1000 && frame_count_.load() < before_new_segment + 25; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // time for any frame more to show
+    flags_.stop = true;
+  });
+  CollectingEmitter out;
+  run_until(**reader, out, 200);  // stopped by the thread above
+  encoder.join();
+  http.stop();
+  serve.join();
+  // (hlsdemux gives 28 or 29 frames of each 30-frame segment read alone.)
+  EXPECT_GE(at_stall, 50u) << "the two segments";
+  EXPECT_EQ(before_new_segment, at_stall) << "nothing more while the playlist stayed as it was";
+  auto frames = of_kind(out, MessageKind::kFrame);
+  EXPECT_GE(frames.size(), before_new_segment + 25) << "the new segment's frames" << kinds(out);
+  EXPECT_LE(frames.size(), before_new_segment + 30) << "and only those" << kinds(out);
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
+  auto reconnecting = of_kind(out, MessageKind::kStreamReconnecting);
+  ASSERT_GE(reconnecting.size(), 2u) << kinds(out);
+  EXPECT_EQ(reconnecting[0]->event.message, "stalled: no frame for 1 s");
+  EXPECT_EQ(reconnecting[1]->event.message,
+            "stalled: no frame for 1 s; its HLS playlist has had no new segment since (its encoder, or what writes the "
+            "playlist, has stopped?): it is read again once it changes");
+  EXPECT_EQ(of_kind(out, MessageKind::kStreamResumed).size(), 1u) << kinds(out);
+}
+
 TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) {
   encode_clip("slow.mp4", "snow", 10, 160, 120, "mp4mux");
   std::string clip;

@@ -1,0 +1,164 @@
+#include "stages/ingest/hls_playlist.h"
+
+#include <gst/app/gstappsink.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace vapipe {
+namespace {
+
+struct GstObjectDeleter {
+  void operator()(gpointer p) const {
+    if (p) gst_object_unref(p);
+  }
+};
+using ElementPtr = std::unique_ptr<GstElement, GstObjectDeleter>;
+using BusPtr = std::unique_ptr<GstBus, GstObjectDeleter>;
+
+std::string_view trimmed(std::string_view line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  return line;
+}
+
+template <typename F>
+void for_each_line(std::string_view text, F&& f) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (!f(trimmed(text.substr(start, end - start)))) return;
+    start = end + 1;
+  }
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+}  // namespace
+
+bool hls_is_master_playlist(std::string_view text) {
+  bool master = false;
+  for_each_line(text, [&](std::string_view line) {
+    master = starts_with(line, "#EXT-X-STREAM-INF");
+    return !master;
+  });
+  return master;
+}
+
+std::vector<std::string> hls_variant_uris(std::string_view text, const std::string& base_uri) {
+  std::vector<std::string> uris;
+  bool next_is_variant = false;
+  for_each_line(text, [&](std::string_view line) {
+    if (starts_with(line, "#EXT-X-STREAM-INF")) {
+      next_is_variant = true;
+    } else if (next_is_variant && !line.empty() && line.front() != '#') {
+      next_is_variant = false;
+      const std::string relative(line);
+      gchar* resolved = g_uri_resolve_relative(base_uri.c_str(), relative.c_str(), G_URI_FLAGS_NONE, nullptr);
+      uris.push_back(resolved ? resolved : relative);
+      g_free(resolved);
+    }
+    return true;
+  });
+  return uris;
+}
+
+bool hls_playlist_ended(std::string_view text) {
+  bool ended = false;
+  for_each_line(text, [&](std::string_view line) {
+    ended = line == "#EXT-X-ENDLIST";
+    return !ended;
+  });
+  return ended;
+}
+
+Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetup& setup,
+                                    std::chrono::milliseconds timeout, size_t max_bytes) {
+  ElementPtr pipeline(gst_pipeline_new(nullptr));
+  GstElement* source = gst_element_factory_make("souphttpsrc", nullptr);
+  GstElement* sink = gst_element_factory_make("appsink", nullptr);
+  if (!pipeline || !source || !sink) {
+    if (source) gst_object_unref(source);
+    if (sink) gst_object_unref(sink);
+    return Unavailable("cannot make souphttpsrc and appsink (GStreamer's soup plugin is missing?)");
+  }
+  gst_bin_add_many(GST_BIN(pipeline.get()), source, sink, nullptr);
+  if (!gst_element_link(source, sink)) return Unavailable("cannot link souphttpsrc to appsink");
+  const auto seconds = static_cast<guint>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
+  g_object_set(source, "location", uri.c_str(), "timeout", seconds, "retries", 0, "is-live", FALSE, nullptr);
+  if (setup) setup(source);
+  g_object_set(sink, "sync", FALSE, "emit-signals", FALSE, nullptr);
+  BusPtr bus(gst_element_get_bus(pipeline.get()));
+  // Stopped on every way out: a fetch cut short leaves no streaming thread behind.
+  struct Stop {
+    GstElement* p;
+    ~Stop() { gst_element_set_state(p, GST_STATE_NULL); }
+  } stop{pipeline.get()};
+  if (gst_element_set_state(pipeline.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    return Unavailable("cannot start fetching " + uri);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string body;
+  // An error the source posted: it is on the bus before its end of stream reaches the appsink.
+  auto posted_error = [&]() -> std::optional<std::string> {
+    GstMessage* m = gst_bus_pop_filtered(bus.get(), GST_MESSAGE_ERROR);
+    if (!m) return std::nullopt;
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    std::string why = err ? err->message : "an error";
+    g_clear_error(&err);
+    gst_message_unref(m);
+    return why;
+  };
+  while (true) {
+    if (auto why = posted_error()) return Unavailable(*why);
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Unavailable("no whole answer within " + std::to_string(timeout.count()) + " ms");
+    // Pulled in slices, so that an error on the bus is seen soon.
+    const auto slice = std::min<int64_t>(left.count(), 50'000'000);
+    GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), static_cast<GstClockTime>(slice));
+    if (!sample) {
+      if (gst_app_sink_is_eos(GST_APP_SINK(sink))) {
+        if (auto why = posted_error()) return Unavailable(*why);
+        return body;
+      }
+      continue;
+    }
+    if (GstBuffer* buffer = gst_sample_get_buffer(sample)) {
+      GstMapInfo map;
+      if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+        body.append(reinterpret_cast<const char*>(map.data), map.size);
+        gst_buffer_unmap(buffer, &map);
+      }
+    }
+    gst_sample_unref(sample);
+    if (body.size() > max_bytes) return DataLoss("larger than " + std::to_string(max_bytes) + " bytes");
+  }
+}
+
+std::optional<std::string> hls_playlist_state(const std::string& uri, const HttpSourceSetup& setup,
+                                              std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                       deadline - std::chrono::steady_clock::now()));
+  };
+  Result<std::string> top = fetch_http_body(uri, setup, left());
+  if (!top.ok()) return std::nullopt;
+  if (!hls_is_master_playlist(*top)) return std::move(*top);
+  std::string state;
+  const std::vector<std::string> variants = hls_variant_uris(*top, uri);
+  for (size_t i = 0; i < variants.size() && i < 8; ++i) {
+    Result<std::string> media = fetch_http_body(variants[i], setup, left());
+    if (!media.ok()) return std::nullopt;
+    state += variants[i] + "\n" + *media + "\n";
+  }
+  return state;
+}
+
+}  // namespace vapipe

@@ -1,0 +1,71 @@
+#include "stages/ingest/hls_playlist.h"
+
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace vapipe {
+namespace {
+
+// Playlists read as text: a multivariant one and its variants (relative, absolute, with CRLF), an ended one.
+TEST(HlsPlaylist, TellsAMultivariantPlaylistItsVariantsAndAnEndedOne) {
+  const std::string master =
+      "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360\r\nlow/index.m3u8\r\n"
+      "#EXT-X-STREAM-INF:BANDWIDTH=2000000\n  https://cdn.example/hi.m3u8?token=a  \n";
+  EXPECT_TRUE(hls_is_master_playlist(master));
+  EXPECT_EQ(hls_variant_uris(master, "http://cam.lan:8080/live/main.m3u8"),
+            (std::vector<std::string>{"http://cam.lan:8080/live/low/index.m3u8", "https://cdn.example/hi.m3u8?token=a"}));
+  const std::string media = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg1.ts\n";
+  EXPECT_FALSE(hls_is_master_playlist(media));
+  EXPECT_TRUE(hls_variant_uris(media, "http://x/a.m3u8").empty());
+  EXPECT_FALSE(hls_playlist_ended(media));
+  EXPECT_TRUE(hls_playlist_ended(media + "#EXT-X-ENDLIST\r\n"));
+}
+
+// The state of a playlist is fetched as the stream's source fetches it; a multivariant playlist's is its
+// media playlists'; a fetch that fails says why and gives no state.
+TEST(HlsPlaylist, ItsStateIsItsMediaPlaylistsTextFetchedFromARealServer) {
+  gst_init(nullptr, nullptr);
+  std::mutex m;
+  std::string low = "#EXTM3U\n#EXTINF:1,\na.ts\n";
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);
+  http.Get("/main.m3u8", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nlow.m3u8\n", "application/vnd.apple.mpegurl");
+  });
+  http.Get("/low.m3u8", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(m);
+    res.set_content(low, "application/vnd.apple.mpegurl");
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  Result<std::string> body = fetch_http_body(base + "/low.m3u8", nullptr, std::chrono::seconds(3));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, low);
+  const std::optional<std::string> first = hls_playlist_state(base + "/main.m3u8", nullptr, std::chrono::seconds(3));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_NE(first->find("a.ts"), std::string::npos);
+  EXPECT_EQ(hls_playlist_state(base + "/main.m3u8", nullptr, std::chrono::seconds(3)), first);
+  {
+    std::lock_guard<std::mutex> lock(m);
+    low += "#EXTINF:1,\nb.ts\n";
+  }
+  EXPECT_NE(hls_playlist_state(base + "/main.m3u8", nullptr, std::chrono::seconds(3)), first);
+  Result<std::string> missing = fetch_http_body(base + "/none.m3u8", nullptr, std::chrono::seconds(3));
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("Not Found"), std::string::npos) << missing.status().message();
+  http.stop();
+  serve.join();
+  EXPECT_FALSE(hls_playlist_state(base + "/main.m3u8", nullptr, std::chrono::seconds(2)).has_value());
+}
+
+}  // namespace
+}  // namespace vapipe
