@@ -834,9 +834,11 @@ struct StreamReader::Impl {
     uint32_t generation = 0;
     Orientation turn = Orientation::kAsStored;
     if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &generation, &turn)) return GST_FLOW_OK;
-    // A live job's file: at its own pace (a camera's), not as fast as it decodes, which a live queue
-    // would only drop.
-    if (self->options.live && self->stream.parsed.kind == UriKind::kFile && pts >= 0 && !self->pace(sink, pts)) {
+    // A live job's file, or test source that is not live itself: at its own pace (a camera's), not as
+    // fast as it decodes, which a live queue would only drop (a test source's 300 frames: 259 dropped).
+    const bool own_pace = self->stream.parsed.kind == UriKind::kFile ||
+                          (self->stream.parsed.kind == UriKind::kTest && !self->stream.parsed.test.live);
+    if (self->options.live && own_pace && pts >= 0 && !self->pace(sink, pts)) {
       return GST_FLOW_FLUSHING;
     }
     QueuedFrame f{std::move(sample), self->next_seq.fetch_add(1), wall_clock_ns(), pts, generation, turn};

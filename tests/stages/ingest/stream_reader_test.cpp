@@ -1561,6 +1561,27 @@ TEST_F(StreamReaderTest, ALiveJobsFileIsReadAtItsOwnPaceAsACameraSendsIt) {
   EXPECT_LT(of_kind(stopped, MessageKind::kFrame).size(), 150u);
 }
 
+// A test source that is not live itself (`live=false`, the default) in a live job: paced at its fps as
+// a file is, not produced as fast as the pipeline takes it into a live queue (259 of 300 dropped); a
+// `live=true` one is paced by videotestsrc itself.
+TEST_F(StreamReaderTest, ALiveJobsTestSourceIsReadAtItsFpsWithNoFrameDropped) {
+  ReaderOptions live;
+  live.live = true;
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  ingest_.queue_capacity = 4;
+  for (const std::string& uri : {"test://ball?frames=45&width=160&height=120",
+                                 "test://ball?frames=45&width=160&height=120&live=true"}) {
+    const CollectingEmitter out = read_stream(stream("synthetic", uri), ingest_, live);
+    const auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 45u) << uri;
+    EXPECT_EQ(out.messages.back().event.dropped, 0u) << uri;
+    for (size_t i = 1; i < frames.size(); ++i) {
+      const int64_t due = frames[i]->env.pts_ns - frames[0]->env.pts_ns;
+      EXPECT_GE(frames[i]->env.capture_ns - frames[0]->env.capture_ns, due - 2000000) << uri << ", frame " << i;
+    }
+  }
+}
+
 // streams[].loop: a live job's file is read again from its start (or from) at its end, without end, as
 // an endless camera: numbering goes on, its timestamps start over, and a `changed` event says each loop
 // before its first frame. A stop ends it as any stream.
