@@ -9,16 +9,10 @@
 #include <optional>
 #include <string>
 
+#include "stages/ingest/gst_object_ptr.h"
+
 namespace vapipe {
 namespace {
-
-struct GstObjectDeleter {
-  void operator()(gpointer p) const {
-    if (p) gst_object_unref(p);
-  }
-};
-using ElementPtr = std::unique_ptr<GstElement, GstObjectDeleter>;
-using BusPtr = std::unique_ptr<GstBus, GstObjectDeleter>;
 
 std::string_view trimmed(std::string_view line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
@@ -79,7 +73,7 @@ bool hls_playlist_ended(std::string_view text) {
 
 Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetup& setup,
                                     std::chrono::milliseconds timeout, size_t max_bytes) {
-  ElementPtr pipeline(gst_pipeline_new(nullptr));
+  GstElementPtr pipeline(gst_pipeline_new(nullptr));
   GstElement* source = gst_element_factory_make("souphttpsrc", nullptr);
   GstElement* sink = gst_element_factory_make("appsink", nullptr);
   if (!pipeline || !source || !sink) {
@@ -93,7 +87,7 @@ Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetu
   g_object_set(source, "location", uri.c_str(), "timeout", seconds, "retries", 0, "is-live", FALSE, nullptr);
   if (setup) setup(source);
   g_object_set(sink, "sync", FALSE, "emit-signals", FALSE, nullptr);
-  BusPtr bus(gst_element_get_bus(pipeline.get()));
+  GstBusPtr bus(gst_element_get_bus(pipeline.get()));
   // Stopped on every way out: a fetch cut short leaves no streaming thread behind.
   struct Stop {
     GstElement* p;

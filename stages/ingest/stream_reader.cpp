@@ -37,6 +37,7 @@
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
 #include "stages/ingest/container_end.h"
+#include "stages/ingest/gst_object_ptr.h"
 #include "stages/ingest/hls_playlist.h"
 #include "stages/ingest/network_reachability.h"
 #include "stages/ingest/tls_pin.h"
@@ -73,15 +74,6 @@ bool ensure_gstreamer() {
 }
 
 namespace {
-
-// RAII for GStreamer references.
-struct GstObjectUnref {
-  void operator()(gpointer p) const {
-    if (p) gst_object_unref(p);
-  }
-};
-using GstElementPtr = std::unique_ptr<GstElement, GstObjectUnref>;
-using GstBusPtr = std::unique_ptr<GstBus, GstObjectUnref>;
 
 struct SampleUnref {
   void operator()(GstSample* s) const {
