@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -44,6 +45,19 @@ bool RecoveryWatch::admit_output(GstClockTime pts) {
   return true;
 }
 
+bool is_intra_only_codec(const GstCaps* caps) {
+  if (!caps || gst_caps_get_size(caps) == 0) return false;
+  // Codecs whose every frame is coded alone, by their definition (not by an encoder's setting, as an
+  // all-intra H.264 stream is: that one's parser marks its frames key frames itself).
+  static constexpr const char* kIntraOnly[] = {
+      "image/jpeg", "image/png",      "image/x-j2c",   "image/x-jpc",     "image/jp2",        "image/x-jpc-striped",
+      "image/tiff", "image/bmp",      "video/x-dv",    "video/x-prores",  "video/x-dnxhd",    "video/x-ffv",
+      "video/x-huffyuv", "video/x-cineform", "video/x-raw",
+  };
+  const char* name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
+  return std::any_of(std::begin(kIntraOnly), std::end(kIntraOnly), [&](const char* n) { return g_str_equal(name, n); });
+}
+
 namespace {
 
 struct ProbeState {
@@ -54,10 +68,12 @@ struct ProbeState {
   DecoderInputCounters* counters;
   std::string stream_id;
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
+  bool intra_only = false;                 // from the input's caps too
   RecoveryWatch recovery;
 };
 
 DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std::optional<uint32_t>* recovery_frames) {
+  if (state.intra_only) return DecoderInputGate::Frame::kKey;
   if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) return DecoderInputGate::Frame::kDelta;
   // Another codec: the parser's word. Or started: every frame passes, whatever it is.
   if (!state.reader || !state.gate.tells_frames_apart()) return DecoderInputGate::Frame::kKey;
@@ -114,6 +130,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       GstCaps* caps = nullptr;
       gst_event_parse_caps(event, &caps);
       state.reader = AccessUnitReader::for_caps(caps);
+      state.intra_only = is_intra_only_codec(caps);
     }
     return GST_PAD_PROBE_OK;
   }
@@ -154,6 +171,7 @@ void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::at
   auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id);
   if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
     state->reader = AccessUnitReader::for_caps(caps);
+    state->intra_only = is_intra_only_codec(caps);
     gst_caps_unref(caps);
   }
   gst_pad_add_probe(decoder_sink,

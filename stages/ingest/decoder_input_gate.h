@@ -18,6 +18,11 @@
 // are whole (libav holds them back itself; NVDEC's decoders need not). keyframes_only decodes IDR/IRAP
 // frames only: a recovery point decoded alone is a smear, and libav fed open-GOP I-frames alone sends
 // pictures it invented for the frames between them.
+//
+// An intra-only codec (Motion JPEG, PNG, ProRes, DV, FFV1, ...) has no delta units: each of its frames is
+// a key frame, whatever the container's index says. Some files mark them all "not key" (an AVI or MKV
+// written without key-frame flags: GStreamer's pngenc into avimux does), which a gate that believed them
+// would drop whole, and keyframes_only would drop every frame of.
 #pragma once
 
 #include <gst/gst.h>
@@ -123,6 +128,10 @@ struct DecoderInputCounters {
   std::atomic<int64_t> last_input_ns{0};
   std::atomic<bool> recovery_points_logged{false};  // keyframes_only met one: said once per stream
 };
+
+// Whether every frame of a stream with these caps (a decoder's input) decodes alone: an intra-only
+// codec, whose delta-unit flags the gate ignores.
+bool is_intra_only_codec(const GstCaps* caps);
 
 // Puts a new DecoderInputGate on a decoder: on `decoder_sink`, its input pad, the buffers it does not
 // admit, alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pads;

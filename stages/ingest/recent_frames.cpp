@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "stages/ingest/decoder_input_gate.h"
+
 namespace vapipe {
 
 void RecentFrames::new_decoder() {
@@ -31,12 +33,14 @@ void RecentFrames::set_caps(GstCaps* caps) {
   compressed_.clear();  // decoded with other caps, they would not decode with these
   bytes_ = 0;
   caps_.reset(caps ? gst_caps_ref(caps) : nullptr);
+  intra_only_ = is_intra_only_codec(caps);
 }
 
 void RecentFrames::add_compressed(GstBuffer* buffer) {
-  const bool key = !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!caps_) return;
+  // As the decoder's gate judges it: an intra-only codec's frames are key frames whatever their flags.
+  const bool key = intra_only_ || !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
   for (auto it = taps_.begin(); it != taps_.end();) it = it->second(buffer) ? std::next(it) : taps_.erase(it);
   if (compressed_.empty() && !key) return;  // nothing to decode it from
   const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;

@@ -126,6 +126,7 @@ class RecentFrames {
   mutable std::mutex mutex_;
   std::map<uint64_t, Tap> taps_;
   CapsRef caps_;
+  bool intra_only_ = false;  // caps_ of a codec whose every frame is a key frame (Motion JPEG, ...)
   std::deque<Compressed> compressed_;
   size_t bytes_ = 0;
   std::deque<Sent> sent_;

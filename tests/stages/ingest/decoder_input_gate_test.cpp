@@ -160,13 +160,15 @@ class GatedPad : public ::testing::Test {
     gst_pad_set_active(sink_, TRUE);
     gst_pad_set_active(src_, TRUE);
     gst_pad_push_event(src_, gst_event_new_stream_start("gated"));
-    GstCaps* caps = gst_caps_from_string("video/x-h264");
+    GstCaps* caps = gst_caps_from_string(input_caps());
     gst_pad_push_event(src_, gst_event_new_caps(caps));
     gst_caps_unref(caps);
     GstSegment segment;
     gst_segment_init(&segment, GST_FORMAT_TIME);
     gst_pad_push_event(src_, gst_event_new_segment(&segment));
   }
+  // What the "decoder" takes.
+  virtual const char* input_caps() const { return "video/x-h264"; }
   void TearDown() override {
     gst_pad_set_active(src_, FALSE);
     gst_pad_set_active(sink_, FALSE);
@@ -230,6 +232,41 @@ TEST_F(GatedPad, TheGateFollowsAKeyframesOnlyFlagChangedWhileFramesPass) {
   EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 2, 3, 5, 8, 9}));
   EXPECT_EQ(counters_.not_key_frames.load(), 2u);    // 4 and 6
   EXPECT_EQ(counters_.before_key_frame.load(), 1u);  // 7: it needs 6, never decoded
+}
+
+// An intra-only codec (here PNG, as avidemux gives it from an index without key-frame flags): the
+// flags are not believed, with or without key frames only.
+class GatedPngPad : public GatedPad {
+ protected:
+  const char* input_caps() const override { return "image/png, width=(int)160, height=(int)120"; }
+};
+
+TEST_F(GatedPngPad, AnIntraOnlyCodecsFramesAllPassWhateverTheirFlags) {
+  std::atomic<bool> keyframes_only{false};
+  gate_decoder_input(sink_, nullptr, &keyframes_only, &counters_, "cam");
+  EXPECT_EQ(gst_pad_push(src_, frame(1, true)), GST_FLOW_OK);
+  EXPECT_EQ(gst_pad_push_list(src_, list_of({{2, true}, {3, false}})), GST_FLOW_OK);
+  keyframes_only = true;
+  EXPECT_EQ(gst_pad_push(src_, frame(4, true)), GST_FLOW_OK);
+  EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 2, 3, 4}));
+  EXPECT_EQ(counters_.before_key_frame.load() + counters_.not_key_frames.load(), 0u);
+}
+
+TEST(IntraOnlyCodec, ByItsCapsName) {
+  gst_init(nullptr, nullptr);
+  for (const char* intra : {"image/jpeg", "image/png", "video/x-prores", "video/x-dv, systemstream=(boolean)false",
+                            "video/x-ffv, ffvversion=(int)1", "image/x-j2c"}) {
+    GstCaps* caps = gst_caps_from_string(intra);
+    EXPECT_TRUE(is_intra_only_codec(caps)) << intra;
+    gst_caps_unref(caps);
+  }
+  for (const char* inter : {"video/x-h264, stream-format=(string)avc", "video/x-h265", "video/x-vp8", "video/mpeg",
+                            "video/x-divx", "video/x-theora"}) {
+    GstCaps* caps = gst_caps_from_string(inter);
+    EXPECT_FALSE(is_intra_only_codec(caps)) << inter;
+    gst_caps_unref(caps);
+  }
+  EXPECT_FALSE(is_intra_only_codec(nullptr));
 }
 
 // The gate on a real decoder that sends partial pictures (libav with output-corrupt on, as a decoder

@@ -151,6 +151,22 @@ TEST_F(RecentFramesTest, OnlyWhatCanBeDecodedIsKeptAndNewCapsOrANewDecoderStartO
   gst_caps_unref(wider);
 }
 
+// Motion JPEG from a file whose index marks no key frame: each frame is one, so each is kept from
+// itself alone (not dropped as "a delta frame before any key frame").
+TEST_F(RecentFramesTest, AnIntraOnlyCodecsFramesAreEachTheirOwnKeyFrame) {
+  RecentFrames recent(10, std::chrono::milliseconds(100));
+  GstCaps* caps = gst_caps_new_simple("image/jpeg", "width", G_TYPE_INT, 320, nullptr);
+  recent.set_caps(caps);
+  gst_caps_unref(caps);
+  for (int i = 0; i < 5; ++i) {
+    add(recent, false, i * kFrameNs);
+    recent.add_sent(sent(i, i * kFrameNs), Orientation::kAsStored);
+  }
+  auto kept = recent.find(3 * kFrameNs);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(timestamps(*kept), (std::vector<int64_t>{3 * kFrameNs}));
+}
+
 // A decoder whose output went back (GstVideoDecoder gives such a frame the timestamp of the frame
 // before: disordered times from a jitter buffer, with B-frames) sends two frames with one timestamp;
 // the compressed frame of that timestamp is the first's, and so is a picture asked for at it.

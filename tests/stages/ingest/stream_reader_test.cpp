@@ -1342,6 +1342,30 @@ TEST_F(StreamReaderTest, AnEmptyFileOrOneWithoutVideoIsAnErrorSayingSo) {
       << v_out.messages.back().event.message;
 }
 
+// An intra-only codec in a container that marks every frame "not a key frame" (GStreamer's pngenc into
+// avimux writes such an index; avidemux then flags each frame a delta unit): each frame decodes alone,
+// so every one is classified, with key frames only too. The gate believed the flags, and the file
+// ended with "none of its 60 compressed frames could be decoded: it has no key frame".
+TEST_F(StreamReaderTest, AnIntraOnlyCodecWhoseContainerMarksNoKeyFrameIsReadWhole) {
+  const std::string path = (dir_ / "png.avi").string();
+  const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=40 ! video/x-raw,width=160,height=120,"
+                          "framerate=25/1 ! videoconvert ! pngenc ! avimux ! filesink location=" + path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (bool keyframes_only : {false, true}) {
+    IngestConfig ingest = ingest_;
+    ingest.keyframes_only = keyframes_only;
+    auto reader = StreamReader::create(stream("png", path), 0, ingest);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 40u) << "keyframes_only " << keyframes_only << ": " << out.messages.back().event.message;
+    for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+    EXPECT_EQ((*reader)->left_out(), 0u);
+  }
+}
+
 // A recording that did not finish, or a copy cut short (here: the first half of each file). With its
 // index first (faststart), an MP4 plays to its cut, as a Matroska file does: the stream ends, with a
 // warning that the file is cut short (it used to end as if whole). With its index last, as recorders
