@@ -127,4 +127,38 @@ std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseco
   return why;
 }
 
+std::string rtsp_answer_meaning(std::string_view error_detail) {
+  // rtspsrc's detail: "../gst/rtsp/gstrtspsrc.c(6954): gst_rtspsrc_send (): /GstPipeline:...:\nService
+  // Unavailable (503)": its last line is the server's reason phrase and status code.
+  std::string_view line = error_detail;
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.remove_suffix(1);
+  if (const size_t nl = line.rfind('\n'); nl != std::string_view::npos) line.remove_prefix(nl + 1);
+  // "<reason> (<3 digits>)"
+  if (line.size() < 7 || line.back() != ')' || line[line.size() - 5] != '(' || line[line.size() - 6] != ' ') return "";
+  const std::string_view digits = line.substr(line.size() - 4, 3);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return "";
+  const int code = (digits[0] - '0') * 100 + (digits[1] - '0') * 10 + (digits[2] - '0');
+  if (code < 300 || code > 599) return "";
+  const std::string answer = "the camera answered " + std::string(digits) + " " + std::string(line.substr(0, line.size() - 6));
+  switch (code) {
+    case 503:
+    case 453:
+      return answer + ": it serves no more streams now (cameras allow a few viewers at once, and some a total "
+                      "bitrate: close another viewer or recorder of it, or use its sub-stream), or its stream is not "
+                      "ready";
+    case 403:
+      return answer + ": the user in the uri may not view this stream (that user's rights on the camera), or "
+                      "the camera refuses this machine's address";
+    case 400:
+      return answer + ": it did not understand the request (check the path and query in the uri against the "
+                      "camera's manual; `vapipe discover` asks an ONVIF camera for its stream URIs)";
+    case 461:
+      return answer + ": it refuses the RTP transport asked for (rtspt:// asks for TCP only: try rtsp://)";
+    case 454:
+      return answer + ": its session ended (the camera restarted, or let it time out)";
+    default:
+      return answer;
+  }
+}
+
 }  // namespace vapipe

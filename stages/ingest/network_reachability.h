@@ -24,4 +24,10 @@ namespace vapipe {
 // certificate passes, or when no connection opens (tcp_connect_failure says why).
 std::string tls_certificate_failure(std::string_view uri, std::chrono::milliseconds timeout, const SourceTls& tls);
 
+// What an RTSP server's error answer means for its stream, from the detail GStreamer's rtspsrc posts
+// with an error it has no word of its own for ("Unhandled error", its detail ending in the server's
+// "Service Unavailable (503)"): a camera at its limit of viewers (503, 453), a user it refuses the
+// stream (403), ... Empty when the detail names no RTSP status.
+std::string rtsp_answer_meaning(std::string_view error_detail);
+
 }  // namespace vapipe

@@ -185,6 +185,9 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
       text += ": the camera refused the user name and password in the stream's uri";
     } else if (err->code == GST_RESOURCE_ERROR_NOT_FOUND) {
       text += ": the server answered but has no stream at this path (check the path in the uri)";
+    } else if (std::string answer = source_type == "GstRTSPSrc" && debug ? rtsp_answer_meaning(debug) : "";
+               !answer.empty()) {
+      text += ": " + answer;
     } else if (err->code == GST_RESOURCE_ERROR_OPEN_READ_WRITE && source_type == "GstRTSPSrc") {
       // rtspsrc says the same whether nothing listens or the camera's TLS certificate was refused.
       const std::string why = connection_failure(stream);

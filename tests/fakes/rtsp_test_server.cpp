@@ -32,6 +32,26 @@ void on_media_configure(GstRTSPMediaFactory*, GstRTSPMedia* media, gpointer) {
   gst_object_unref(bin);
 }
 
+// "h265:OPTIONS" and "mjpeg:OPTIONS" for those codecs, else x264enc's OPTIONS.
+std::string encoder_and_payloader(const std::string& encoder_options) {
+  if (encoder_options.rfind("h265:", 0) == 0) {
+    // No tune=zerolatency of its own: with it x265 refuses option-string=bframes=N.
+    return "x265enc speed-preset=ultrafast " + encoder_options.substr(5) +
+           " ! rtph265pay name=pay0 pt=96 config-interval=1";
+  }
+  if (encoder_options.rfind("mjpeg:", 0) == 0) {
+    // RTP's JPEG (RFC 2435) carries 4:2:0 and 4:2:2 only: rtpjpegpay refuses what jpegenc makes of 4:4:4.
+    return "videoconvert ! video/x-raw,format=I420 ! jpegenc " + encoder_options.substr(6) +
+           " ! rtpjpegpay name=pay0 pt=26";
+  }
+  if (encoder_options == "unavailable") {
+    // A media that cannot start (x264enc takes no RGB): the server answers DESCRIBE with 503 Service
+    // Unavailable, as a camera at its limit of viewers does.
+    return "videoconvert ! video/x-raw,format=RGB ! x264enc ! rtph264pay name=pay0 pt=96";
+  }
+  return "x264enc tune=zerolatency speed-preset=ultrafast " + encoder_options + " ! rtph264pay name=pay0 pt=96 config-interval=1";
+}
+
 }  // namespace
 
 RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, int height,
@@ -51,10 +71,9 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
     GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
     const bool cycle = pattern == "cycle";
     const std::string source = cycle ? "videotestsrc name=cycle is-live=true pattern=ball" : "videotestsrc is-live=true pattern=" + pattern;
-    const std::string launch = "( " + source + " ! video/x-raw,width=" +
-                               std::to_string(width) + ",height=" + std::to_string(height) +
-                               ",framerate=30/1 ! x264enc tune=zerolatency speed-preset=ultrafast " + encoder_options +
-                               " ! rtph264pay name=pay0 pt=96 config-interval=1 )";
+    const std::string launch = "( " + source + " ! video/x-raw,width=" + std::to_string(width) +
+                               ",height=" + std::to_string(height) + ",framerate=30/1 ! " +
+                               encoder_and_payloader(encoder_options) + " )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
     if (cycle) g_signal_connect(factory, "media-configure", G_CALLBACK(&on_media_configure), nullptr);

@@ -17,6 +17,9 @@ class RtspTestServer {
   // x264enc's, for its GOP (a key frame every 15 frames by default; "intra-refresh=true" refreshes by
   // intra slices instead, with no key frame after the first), and caps after it: "bframes=2 !
   // video/x-h264,profile=main" sends B-frames (the payloader would otherwise settle on baseline).
+  // Other codecs, as cameras send: "h265:OPTIONS" (x265enc's OPTIONS: "tune=zerolatency
+  // key-int-max=15", or "key-int-max=15 option-string=bframes=2" for B-frames), "mjpeg:OPTIONS"
+  // (jpegenc's: "quality=80"), each over its own RTP payloader.
   // `credentials` ("user:password"): clients must give them (basic authentication; "digest:user:password":
   // digest authentication, as most cameras ask); "": anyone.
   // `tls_cert_file` and `tls_key_file` (PEM): RTSP over TLS (rtsps://) with that certificate.

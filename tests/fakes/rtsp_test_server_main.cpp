@@ -1,6 +1,7 @@
 // vapipe_rtsp_test_server PORT PATTERN [WIDTH HEIGHT [X264_OPTIONS [USER:PASSWORD [CERT.pem KEY.pem]]]]: a
 // real RTSP server on loopback for the end-to-end tests; runs until SIGTERM/SIGINT. X264_OPTIONS: its
-// GOP ("intra-refresh=true"), or B-frames ("bframes=2 ! video/x-h264,profile=main"). USER:PASSWORD: clients must give them (basic authentication; "" for
+// GOP ("intra-refresh=true"), or B-frames ("bframes=2 ! video/x-h264,profile=main"); "h265:X265_OPTIONS"
+// or "mjpeg:JPEGENC_OPTIONS" for those codecs. USER:PASSWORD: clients must give them (basic authentication; "" for
 // none). CERT.pem KEY.pem: RTSP over TLS (rtsps://) with that certificate.
 #include <csignal>
 #include <cstdio>

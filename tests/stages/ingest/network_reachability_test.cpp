@@ -188,5 +188,24 @@ TEST(TlsCertificateFailure, SaysNothingWhenNoConnectionOpens) {
   EXPECT_EQ(tls_certificate_failure("https://127.0.0.1:" + std::to_string(bound.port) + "/", std::chrono::seconds(2), SourceTls{}), "");
 }
 
+// rtspsrc's detail of an answer it has no word for: the server's reason and code on its last line.
+TEST(RtspAnswerMeaning, SaysTheServersAnswerAndWhatItMeansForACamera) {
+  const std::string prefix = "../gst/rtsp/gstrtspsrc.c(6954): gst_rtspsrc_send (): /GstPipeline:pipeline0/GstRTSPSrc:src:\n";
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "Service Unavailable (503)").rfind(
+                "the camera answered 503 Service Unavailable: it serves no more streams now", 0), 0u);
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "Not Enough Bandwidth (453)").rfind(
+                "the camera answered 453 Not Enough Bandwidth: it serves no more streams now", 0), 0u);
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "Forbidden (403)").rfind(
+                "the camera answered 403 Forbidden: the user in the uri may not view this stream", 0), 0u);
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "Internal Server Error (500)\n"), "the camera answered 500 Internal Server Error");
+  EXPECT_EQ(rtsp_answer_meaning("Service Unavailable (503)").rfind("the camera answered 503", 0), 0u) << "no prefix";
+  // Not an answer: nothing said.
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "Could not connect to server. (Generic error)"), "");
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "OK (200)"), "");
+  EXPECT_EQ(rtsp_answer_meaning("(503)"), "");
+  EXPECT_EQ(rtsp_answer_meaning(""), "");
+  EXPECT_EQ(rtsp_answer_meaning(prefix + "Odd (5x3)"), "");
+}
+
 }  // namespace
 }  // namespace vapipe

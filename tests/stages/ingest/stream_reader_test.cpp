@@ -1836,6 +1836,16 @@ TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWro
   EXPECT_GE(frames_until(**reader, 1), 1u);
 }
 
+// A camera at its limit of viewers answers 503 Service Unavailable (some 453 Not Enough Bandwidth):
+// rtspsrc says only "Unhandled error", the answer stays in its detail.
+TEST_F(StreamReaderTest, ACameraThatServesNoMoreViewersSaysSo) {
+  testing::RtspTestServer server(testing::free_loopback_tcp_port(), "ball", 320, 240, "unavailable");
+  ASSERT_TRUE(server.ok());
+  expect_each_ends_with_an_error_saying(
+      {{server.uri(), "Unhandled error (element source): the camera answered 503 Service Unavailable: it serves no "
+                      "more streams now (cameras allow a few viewers at once"}});
+}
+
 // Most cameras (Hikvision, Dahua, Axis) ask for Digest authentication, not Basic: the right user and
 // password play, a wrong one says the camera refused them, and the password stays out of the error.
 TEST_F(StreamReaderTest, ACameraAskingForDigestAuthenticationIsReadWithItsPassword) {
