@@ -139,7 +139,7 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
                                    gst_structure_has_name(format, "video/x-h265"));
       const bool keep_matroska = matroska && !h26x;
       path = keep_matroska ? std::filesystem::path(segment_clip_file(dir_, s)).replace_extension(".mkv").string()
-                           : segment_clip_file(dir_, s);
+                           : ClipWriter::path_for(segment_clip_file(dir_, s), caps);  // Motion JPEG: .mov
       auto opened = ClipWriter::open(path, caps,
                                      keep_matroska ? ClipWriter::Container::kMatroska : ClipWriter::Container::kMp4,
                                      turn);

@@ -16,13 +16,15 @@ namespace vapipe {
 
 namespace {
 
-// The parser that gives mp4mux what it takes of a codec (H.264/H.265 in avc/hvc1 form, whatever form
-// they came in); "identity" for codecs mp4mux takes as they come; null: an MP4 cannot hold it as it is.
+// The parser that gives mp4mux (qtmux for JPEG) what it takes of a codec (H.264/H.265 in avc/hvc1 form,
+// whatever form they came in; VP9 with its chroma format); null: an MP4 cannot hold it as it is.
 const char* parser_for(const std::string& codec) {
   if (codec == "video/x-h264") return "h264parse";
   if (codec == "video/x-h265") return "h265parse";
   if (codec == "image/jpeg") return "jpegparse";
-  if (codec == "video/x-vp9" || codec == "video/x-av1") return "identity";
+  // vp9parse adds the chroma format mp4mux asks for (an encoder's or rtpvp9depay's caps lack it).
+  if (codec == "video/x-vp9") return "vp9parse";
+  if (codec == "video/x-av1") return "av1parse";
   return nullptr;
 }
 
@@ -46,23 +48,44 @@ void remove_quietly(const std::string& path) {
 ClipWriter::ClipWriter(std::string path, GstElement* pipeline, GstElement* src, Container container, Orientation turn)
     : path_(std::move(path)), part_(path_ + ".part"), pipeline_(pipeline), src_(src), container_(container), turn_(turn) {}
 
+namespace {
+bool needs_quicktime(GstCaps* caps, ClipWriter::Container container) {
+  return container == ClipWriter::Container::kMp4 && caps && gst_caps_get_size(caps) > 0 &&
+         gst_structure_has_name(gst_caps_get_structure(caps, 0), "image/jpeg");
+}
+}  // namespace
+
+std::string ClipWriter::path_for(const std::string& path, GstCaps* caps, Container container) {
+  return needs_quicktime(caps, container) ? std::filesystem::path(path).replace_extension(".mov").string() : path;
+}
+
 Result<std::unique_ptr<ClipWriter>> ClipWriter::open(const std::string& path, GstCaps* caps, Container container,
                                                      Orientation turn) {
   const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
-  const std::string codec = s ? gst_structure_get_name(s) : "no caps";
+  if (!s) return FailedPrecondition("the stream's frames have no caps: nothing says what codec they are");
+  const std::string codec = gst_structure_get_name(s);
   const bool mp4 = container == Container::kMp4;
   const char* parser = mp4 ? parser_for(codec) : "identity";  // Matroska holds any codec GStreamer parses
+  // A JPEG with its size in the caps (RTP's, a demuxer's) needs no parser, and GStreamer 1.22's
+  // jpegparse drops the last frame at the end of the stream.
+  if (parser && codec == "image/jpeg" && gst_structure_has_field(s, "width") && gst_structure_has_field(s, "height")) {
+    parser = "identity";
+  }
   if (!parser) {
     return FailedPrecondition("the stream's codec (" + codec +
-                         ") is not put in an MP4 as it is; clips are of H.264, H.265, MJPEG, VP9 and AV1 streams");
+                         ") is not put in an MP4 as it is; clips are of H.264, H.265, VP9 and AV1 streams, and of "
+                         "Motion JPEG (in a QuickTime .mov)");
   }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return Internal("cannot make the folder of " + path + ": " + ec.message());
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(
-      fmt::format("appsrc name=src format=time max-bytes=0 ! {} ! {} name=mux ! filesink name=sink sync=false", parser,
-                  mp4 ? "mp4mux faststart=true" : "matroskamux")
+      // The codec's name after the parser: the link to the muxer is made now, before appsrc has its caps,
+      // and a muxer asked for a pad for anything (identity's) gives its first kind, an audio pad (qtmux).
+      fmt::format("appsrc name=src format=time max-bytes=0 ! {} ! capsfilter caps={} ! {} name=mux ! filesink name=sink "
+                  "sync=false", parser, codec,
+                  !mp4 ? "matroskamux" : needs_quicktime(caps, container) ? "qtmux faststart=true" : "mp4mux faststart=true")
           .c_str(),
       &err);
   if (!pipeline) {
@@ -209,7 +232,9 @@ std::vector<std::string> remove_unfinished_clips(const std::string& pictures_dir
         return name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0;
       };
       std::error_code file_error;
-      if ((ends_with(".mp4.part") || ends_with(".mp4.part.frames")) && fs::remove(f.path(), file_error)) {
+      const bool unwritten = ends_with(".mp4.part") || ends_with(".mp4.part.frames") || ends_with(".mov.part") ||
+                             ends_with(".mov.part.frames");
+      if (unwritten && fs::remove(f.path(), file_error)) {
         removed.push_back(f.path().string());
       }
     }
@@ -251,6 +276,8 @@ ClipRecorder::~ClipRecorder() { close(std::chrono::milliseconds(0), "the stream 
 
 void ClipRecorder::start(ClipOrder order) {
   std::lock_guard<std::mutex> serial(start_close_mutex_);  // a clip begun is one close() ends
+  const CapsRef caps = recent_->caps();
+  order.path = ClipWriter::path_for(order.path, caps.get());  // Motion JPEG: a .mov
   auto clip = std::make_shared<Clip>();
   clip->id = next_id_++;
   clip->order = order;
@@ -274,7 +301,6 @@ void ClipRecorder::start(ClipOrder order) {
   } else {
     // The file is made before the tap is added: the keeper's lock holds up the stream's decoding, and a
     // folder on a share can take its time.
-    const CapsRef caps = recent_->caps();
     auto writer = caps ? ClipWriter::open(order.path, caps.get(), ClipWriter::Container::kMp4, order.turn)
                        : Result<std::unique_ptr<ClipWriter>>(std::unique_ptr<ClipWriter>());
     if (!writer.ok()) {

@@ -52,6 +52,10 @@ class ClipWriter {
   static Result<std::unique_ptr<ClipWriter>> open(const std::string& path, GstCaps* caps,
                                                   Container container = Container::kMp4,
                                                   Orientation turn = Orientation::kAsStored);
+  // Where a clip asked for at `path` (.mp4) of frames of `caps` is written: there, or for Motion JPEG,
+  // which GStreamer's mp4mux does not take, in a QuickTime file beside it (qtmux; .mov: the same boxes,
+  // its turn said the same way), which players that play MJPEG take (VLC, QuickTime, ffmpeg's).
+  static std::string path_for(const std::string& path, GstCaps* caps, Container container = Container::kMp4);
   ~ClipWriter();  // unfinished: stopped, and its .part file removed
   ClipWriter(const ClipWriter&) = delete;
   ClipWriter& operator=(const ClipWriter&) = delete;

@@ -261,7 +261,7 @@ WebhookRequest multipart_form(const std::vector<FormPart>& parts) {
 WebhookRequest webhook_with_file(const WebhookConfig& config, const std::string& topic, const std::string& body,
                                  const std::string& path, const std::string& bytes) {
   const bool clip = is_clip_file(path);
-  const char* type = clip ? "video/mp4" : "image/jpeg";
+  const char* type = attachment_content_type(path);
   // "<stream>_<its file's name>": gate_09-33-41.421_truck.jpg; nothing a header or a part's quotes mind.
   const size_t slash = topic.find('/');
   std::string filename = (slash == std::string::npos ? topic : topic.substr(slash + 1)) + "_" +

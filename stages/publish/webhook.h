@@ -156,9 +156,15 @@ struct WebhookRequest {
 };
 WebhookRequest webhook_with_file(const WebhookConfig& config, const std::string& topic, const std::string& body,
                                  const std::string& path, const std::string& bytes);
-// A file's type, by its name: video/mp4 for a clip, image/jpeg for a picture.
+// A file's type, by its name: a clip (.mp4; .mov for a Motion JPEG camera's), or a picture.
 inline bool is_clip_file(const std::string& path) {
-  return path.size() > 4 && path.compare(path.size() - 4, 4, ".mp4") == 0;
+  return path.size() > 4 &&
+         (path.compare(path.size() - 4, 4, ".mp4") == 0 || path.compare(path.size() - 4, 4, ".mov") == 0);
+}
+// Its media type: video/mp4, video/quicktime or image/jpeg.
+inline const char* attachment_content_type(const std::string& path) {
+  if (!is_clip_file(path)) return "image/jpeg";
+  return path.compare(path.size() - 4, 4, ".mov") == 0 ? "video/quicktime" : "video/mp4";
 }
 
 }  // namespace vapipe

@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "stages/ingest/mp4_orientation.h"
@@ -391,6 +392,157 @@ TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
   EXPECT_EQ(done[0].message, "the stream ended");
   EXPECT_EQ(read_samples((dir_ / "door" / "ended.mp4").string(), "avdec_h264").size(), 40u);
 }
+
+// A Motion JPEG camera (RTP: presentation times only): GStreamer's mp4mux takes no JPEG, so its clip
+// is a QuickTime file (.mov) beside where the MP4 was asked for, said as such, its frames the camera's
+// own JPEGs from the pre-roll on, each its own key frame.
+TEST_F(ClipRecorderTest, AMotionJpegCamerasClipIsAQuickTimeFileOfItsOwnFrames) {
+  std::vector<Sample> jpegs;
+  {
+    GError* err = nullptr;
+    GstElement* p = gst_parse_launch("videotestsrc pattern=ball num-buffers=60 ! video/x-raw,width=160,height=120,"
+                                     "framerate=30/1,format=I420 ! jpegenc ! appsink name=sink sync=false", &err);
+    ASSERT_NE(p, nullptr) << (err ? err->message : "");
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+      jpegs.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
+      gst_sample_unref(smp);
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+  }
+  ASSERT_EQ(jpegs.size(), 60u);
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(200));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(200), milliseconds(100), std::chrono::seconds(60)});
+  auto feed_jpegs = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      recent.set_caps(jpegs[i].caps);
+      GstBuffer* b = gst_buffer_copy(jpegs[i].buffer);
+      GST_BUFFER_DTS(b) = GST_CLOCK_TIME_NONE;
+      GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);  // as a container that marks no key frame would
+      recent.add_compressed(b);
+      gst_buffer_unref(b);
+      Envelope env;
+      env.stream_id = "door";
+      env.seq = i;
+      env.pts_ns = pts_of(jpegs[i].buffer);
+      recent.add_sent(env, Orientation::kAsStored);
+    }
+  };
+  feed_jpegs(0, 30);
+  ClipOrder asked = order("mjpeg.mp4", pts_of(jpegs[26].buffer));
+  asked.turn = Orientation::kRotate90;
+  recorder.start(asked);
+  feed_jpegs(30, 45);
+  recorder.end("door", "person", 7, pts_of(jpegs[40].buffer));
+  feed_jpegs(45, 60);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].order.path, (dir_ / "door" / "mjpeg.mov").string());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "door" / "mjpeg.mp4"));
+  EXPECT_EQ(done[0].start_pts_ns, pts_of(jpegs[20].buffer)) << "200 ms before frame 26: each frame is a key frame";
+  // Its frames, as qtdemux gives them: the camera's JPEGs, 20 to 44 (the first after 100 ms past frame 40).
+  std::vector<Sample> in_clip;
+  {
+    GError* err = nullptr;
+    GstElement* p = gst_parse_launch(("filesrc location=\"" + done[0].order.path + "\" ! qtdemux ! appsink name=sink sync=false").c_str(), &err);
+    ASSERT_NE(p, nullptr);
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+      in_clip.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
+      gst_sample_unref(smp);
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+  }
+  ASSERT_EQ(in_clip.size(), 25u);
+  EXPECT_TRUE(gst_structure_has_name(gst_caps_get_structure(in_clip[0].caps, 0), "image/jpeg"));
+  for (size_t i = 0; i < in_clip.size(); ++i) {
+    EXPECT_TRUE(bytes_of(in_clip[i].buffer) == bytes_of(jpegs[20 + i].buffer)) << "frame " << 20 + i;
+  }
+  EXPECT_EQ(done[0].frames, 25u);
+  // Its turn, in its track's matrix as an MP4's.
+  auto turn = mp4_orientation(done[0].order.path);
+  ASSERT_TRUE(turn.ok()) << turn.status().message();
+  EXPECT_EQ(*turn, Orientation::kRotate90);
+  release(in_clip);
+  release(jpegs);
+}
+
+// Each codec a clip is said to hold, through its writer: every frame given is in the file, byte for
+// byte, as its demuxer gives it back. (Until 2026-12-05 a JPEG went to qtmux's audio pad, and the
+// writer's MP4 of VP9 or AV1 was never tried.)
+class ClipWriterOfCodec : public ::testing::TestWithParam<std::tuple<const char*, const char*, const char*>> {};
+
+TEST_P(ClipWriterOfCodec, HoldsEveryFrameGivenAsItCame) {
+  ASSERT_TRUE(ensure_gstreamer());
+  const auto& [encoder, extension, demux] = GetParam();
+  std::vector<Sample> frames;
+  {
+    GError* err = nullptr;
+    GstElement* p = gst_parse_launch((std::string("videotestsrc pattern=ball num-buffers=20 ! video/x-raw,width=160,height=120,"
+                                                  "framerate=30/1,format=I420 ! ") + encoder + " ! appsink name=sink sync=false")
+                                         .c_str(), &err);
+    ASSERT_NE(p, nullptr) << (err ? err->message : "");
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+      frames.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
+      gst_sample_unref(smp);
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+  }
+  ASSERT_GE(frames.size(), 20u) << encoder;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-clip-codec-" + std::to_string(getpid()));
+  const std::string asked = (dir / "clip.mp4").string();
+  const std::string path = ClipWriter::path_for(asked, frames[0].caps);
+  EXPECT_EQ(std::filesystem::path(path).extension(), extension);
+  auto writer = ClipWriter::open(path, frames[0].caps);
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  for (const Sample& f : frames) (*writer)->push(f.buffer, 0);
+  (*writer)->end_of_stream();
+  ASSERT_TRUE((*writer)->finish(std::chrono::seconds(30)).ok()) << encoder;
+  EXPECT_EQ((*writer)->frames(), frames.size());
+  std::vector<Sample> back;
+  {
+    GError* err = nullptr;
+    GstElement* p = gst_parse_launch(("filesrc location=\"" + path + "\" ! " + demux + " ! appsink name=sink sync=false").c_str(), &err);
+    ASSERT_NE(p, nullptr);
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+      back.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
+      gst_sample_unref(smp);
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+  }
+  ASSERT_EQ(back.size(), frames.size()) << encoder;
+  for (size_t i = 0; i < back.size(); ++i) EXPECT_TRUE(bytes_of(back[i].buffer) == bytes_of(frames[i].buffer)) << encoder << " frame " << i;
+  release(back);
+  release(frames);
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, ClipWriterOfCodec,
+    ::testing::Values(std::make_tuple("x264enc speed-preset=ultrafast key-int-max=10 ! h264parse ! video/x-h264,stream-format=avc,alignment=au", ".mp4", "qtdemux"),
+                      std::make_tuple("x265enc speed-preset=ultrafast key-int-max=10 ! h265parse ! video/x-h265,stream-format=hvc1,alignment=au", ".mp4", "qtdemux"),
+                      std::make_tuple("jpegenc", ".mov", "qtdemux"),
+                      std::make_tuple("vp9enc deadline=1 keyframe-max-dist=10", ".mp4", "qtdemux"),
+                      std::make_tuple("av1enc cpu-used=8", ".mp4", "qtdemux")),
+    [](const ::testing::TestParamInfo<ClipWriterOfCodec::ParamType>& info) {
+      const std::string e = std::get<0>(info.param);
+      return e.substr(0, e.find_first_of(" "));
+    });
 
 // A publish started again no longer follows the segments it had begun: it asks for the clips begun
 // before it started to end, and they end at their next frame, saying why; one begun since goes on.

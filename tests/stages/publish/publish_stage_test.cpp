@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "pipeline/curve.h"
 #include "pipeline/job_layout.h"
@@ -1044,6 +1045,29 @@ TEST(MetricsServer, ItServesSegmentPicturesUnderTheirFolderAndNothingElse) {
     EXPECT_EQ(r->body.find("outside"), std::string::npos) << refused;
   }
   std::filesystem::remove_all(base);
+}
+
+// Clips: an MP4, and a Motion JPEG camera's QuickTime file (.mov), each with its media type.
+TEST(MetricsServer, ItServesClipsWithTheirMediaType) {
+  const std::filesystem::path dir = ::testing::TempDir() + ("served-clips-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "gate" / "2026-12-01");
+  std::ofstream(dir / "gate" / "2026-12-01" / "a_truck.mp4", std::ios::binary) << "an mp4";
+  std::ofstream(dir / "gate" / "2026-12-01" / "b_truck.mov", std::ios::binary) << "a quicktime file";
+  std::ofstream(dir / "gate" / "2026-12-01" / "c_truck.mkv", std::ios::binary) << "not served";
+  auto server = MetricsServer::start("127.0.0.1:0", nullptr, "", {}, dir.string());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  for (const auto& [file, type, body] : {std::tuple<std::string, std::string, std::string>{"a_truck.mp4", "video/mp4", "an mp4"},
+                                         {"b_truck.mov", "video/quicktime", "a quicktime file"}}) {
+    auto got = client.Get("/pictures/gate/2026-12-01/" + file);
+    ASSERT_TRUE(got) << file;
+    EXPECT_EQ(got->status, 200) << file;
+    EXPECT_EQ(got->get_header_value("Content-Type"), type) << file;
+    EXPECT_EQ(got->body, body) << file;
+  }
+  EXPECT_EQ(client.Get("/pictures/gate/2026-12-01/c_truck.mkv")->status, 404);
+  std::filesystem::remove_all(dir);
 }
 
 // publish.metrics_tls_cert_file / metrics_tls_key_file: HTTPS only, and the token travels inside it.

@@ -687,6 +687,30 @@ TEST(Webhook, AttachClipsSendsTheMp4WithItsClipMessage) {
   EXPECT_EQ(video["video type"], "video/mp4");
 }
 
+// A Motion JPEG camera's clip is a QuickTime file: attached as a clip, with its own media type.
+TEST(Webhook, AMotionJpegCamerasQuickTimeClipIsAttachedAsAClip) {
+  EXPECT_TRUE(is_clip_file("/p/gate/2026-12-05/14-32-05.000_truck.mov"));
+  EXPECT_EQ(std::string(attachment_content_type("/p/gate/a_truck.mov")), "video/quicktime");
+  EXPECT_EQ(std::string(attachment_content_type("/p/gate/a_truck.mp4")), "video/mp4");
+  EXPECT_EQ(std::string(attachment_content_type("/p/gate/a_truck.jpg")), "image/jpeg");
+  const std::string mov("\0\0\0\x14" "ftypqt   a clip", 18);
+  const std::string path = picture_file("webhook-mov", "14-32-05.000_truck.mov", mov);
+  testing::Receiver receiver;
+  WebhookConfig c = hook_at(receiver.port());
+  c.format = "text";
+  c.attach_clips = true;
+  {
+    WebhookSender sender(c, 0);
+    post_as_publish_does(sender, "segments/gate",
+                         nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "clip"},
+                                        {"label", "truck"}, {"clip", path}, {"duration_s", 3.0}, {"error", nullptr}});
+    ASSERT_EQ(receiver.wait_for(1).size(), 1u);
+  }
+  const auto got = receiver.wait_for(1);
+  EXPECT_EQ(got[0].content_type, "video/quicktime");
+  EXPECT_EQ(got[0].body, mov);
+}
+
 // What a webhook attaches at most: attach_max_mb, or its format's receiver's.
 TEST(Webhook, TheLargestFileAttachedIsTheFormatsOrAttachMaxMb) {
   WebhookConfig c;
