@@ -71,6 +71,16 @@ bool hls_playlist_ended(std::string_view text) {
   return ended;
 }
 
+bool hls_playlist_is_recording(std::string_view state) {
+  size_t playlists = 0, recordings = 0;
+  for_each_line(state, [&](std::string_view line) {
+    if (line == "#EXTM3U") ++playlists;
+    if (line == "#EXT-X-PLAYLIST-TYPE:VOD") ++recordings;
+    return true;
+  });
+  return playlists > 0 && recordings == playlists;
+}
+
 Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetup& setup,
                                     std::chrono::milliseconds timeout, size_t max_bytes) {
   GstElementPtr pipeline(gst_pipeline_new(nullptr));

@@ -26,6 +26,10 @@ std::vector<std::string> hls_variant_uris(std::string_view text, const std::stri
 // The playlist says it will get no more segments (#EXT-X-ENDLIST: a recording, or a live event that ended).
 bool hls_playlist_ended(std::string_view text);
 
+// A recording (#EXT-X-PLAYLIST-TYPE:VOD: the playlist never changes), of `state` (hls_playlist_state's:
+// one media playlist, or several one after the other): each of them says so.
+bool hls_playlist_is_recording(std::string_view state);
+
 // Sets up the souphttpsrc that fetches (the stream's TLS trust, as its own source gets it).
 using HttpSourceSetup = std::function<void(GstElement* souphttpsrc)>;
 

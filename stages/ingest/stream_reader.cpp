@@ -2127,6 +2127,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     };
     std::optional<std::string> stale_playlist;
     if (s.hls.load() && !at_once) stale_playlist = playlist_state();
+    // A recording's playlist never changes (#EXT-X-PLAYLIST-TYPE:VOD): read whole, it ends as a file does,
+    // in a live job too, rather than wait for a segment that cannot come.
+    if (kind == MessageKind::kStreamEnd && stale_playlist && hls_playlist_is_recording(*stale_playlist)) {
+      VAPIPE_LOG_INFO("stream '{}': its HLS playlist is a recording (#EXT-X-PLAYLIST-TYPE:VOD), read to its end: the "
+                      "stream ends, as a file does", s.stream.id);
+      return finish(MessageKind::kStreamEnd, reason);
+    }
     while (true) {
       take_ingest_reload();  // a reload's attempts and delays count from the next attempt
       if (!reconnects && !at_once) return finish(MessageKind::kStreamError, reason);

@@ -71,9 +71,15 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
     GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
     const bool cycle = pattern == "cycle";
     const std::string source = cycle ? "videotestsrc name=cycle is-live=true pattern=ball" : "videotestsrc is-live=true pattern=" + pattern;
+    // "...+audio": a G.711 audio track beside the video, as cameras with a microphone send.
+    const bool with_audio = encoder_options.size() >= 6 && encoder_options.compare(encoder_options.size() - 6, 6, "+audio") == 0;
+    const std::string video_options = with_audio ? encoder_options.substr(0, encoder_options.size() - 6) : encoder_options;
+    const std::string audio = with_audio ? " audiotestsrc is-live=true wave=ticks ! audio/x-raw,rate=8000,channels=1 ! "
+                                           "alawenc ! rtppcmapay name=pay1 pt=8"
+                                         : "";
     const std::string launch = "( " + source + " ! video/x-raw,width=" + std::to_string(width) +
                                ",height=" + std::to_string(height) + ",framerate=30/1 ! " +
-                               encoder_and_payloader(encoder_options) + " )";
+                               encoder_and_payloader(video_options) + audio + " )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
     if (cycle) g_signal_connect(factory, "media-configure", G_CALLBACK(&on_media_configure), nullptr);

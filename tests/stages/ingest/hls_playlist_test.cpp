@@ -27,6 +27,14 @@ TEST(HlsPlaylist, TellsAMultivariantPlaylistItsVariantsAndAnEndedOne) {
   EXPECT_TRUE(hls_variant_uris(media, "http://x/a.m3u8").empty());
   EXPECT_FALSE(hls_playlist_ended(media));
   EXPECT_TRUE(hls_playlist_ended(media + "#EXT-X-ENDLIST\r\n"));
+  // A recording: each media playlist of the state says VOD.
+  const std::string vod = "#EXTM3U\r\n#EXT-X-PLAYLIST-TYPE:VOD\r\n#EXTINF:2,\nseg1.ts\n#EXT-X-ENDLIST\n";
+  EXPECT_TRUE(hls_playlist_is_recording(vod));
+  EXPECT_TRUE(hls_playlist_is_recording(vod + vod));
+  EXPECT_FALSE(hls_playlist_is_recording(vod + media)) << "one variant is live";
+  EXPECT_FALSE(hls_playlist_is_recording(media + "#EXT-X-ENDLIST\n")) << "ended, not said to be a recording";
+  EXPECT_FALSE(hls_playlist_is_recording("#EXTM3U\n#EXT-X-PLAYLIST-TYPE:EVENT\n"));
+  EXPECT_FALSE(hls_playlist_is_recording(""));
 }
 
 // The state of a playlist is fetched as the stream's source fetches it; a multivariant playlist's is its
