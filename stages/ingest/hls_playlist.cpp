@@ -81,6 +81,24 @@ bool hls_playlist_is_recording(std::string_view state) {
   return playlists > 0 && recordings == playlists;
 }
 
+bool dash_manifest_is_static(std::string_view mpd) {
+  const size_t open = mpd.find("<MPD");
+  if (open == std::string_view::npos) return false;
+  const size_t close = mpd.find('>', open);
+  const std::string_view tag = mpd.substr(open, close == std::string_view::npos ? std::string_view::npos : close - open);
+  // type="dynamic" (or 'dynamic'): live; "static", or no type (the schema's default): a presentation
+  // whose segments are all there.
+  for (size_t at = tag.find("type"); at != std::string_view::npos; at = tag.find("type", at + 4)) {
+    const bool attribute = at > 0 && (tag[at - 1] == ' ' || tag[at - 1] == '\t' || tag[at - 1] == '\n' || tag[at - 1] == '\r');
+    if (!attribute) continue;  // mimeType=, profileType=, ...
+    size_t v = at + 4;
+    while (v < tag.size() && (tag[v] == ' ' || tag[v] == '=')) ++v;
+    if (v >= tag.size() || (tag[v] != '"' && tag[v] != '\'')) continue;
+    return tag.substr(v + 1, 7) != "dynamic";
+  }
+  return true;
+}
+
 Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetup& setup,
                                     std::chrono::milliseconds timeout, size_t max_bytes) {
   GstElementPtr pipeline(gst_pipeline_new(nullptr));

@@ -1,4 +1,4 @@
-// HLS sources (http(s)://.../live.m3u8): what their playlist offers, to tell a live stream whose
+// HLS sources (http(s)://.../live.m3u8), and DASH's (.mpd), whether a recording: what their playlist offers, to tell a live stream whose
 // encoder stopped from one that has new segments. uridecodebin reads HLS through hlsdemux, which
 // starts a live playlist a few segments before its end: a stream reconnected after a stall would play
 // the stale playlist's last segments again (4 s of old video, as new results, every ~11 s for as long
@@ -29,6 +29,10 @@ bool hls_playlist_ended(std::string_view text);
 // A recording (#EXT-X-PLAYLIST-TYPE:VOD: the playlist never changes), of `state` (hls_playlist_state's:
 // one media playlist, or several one after the other): each of them says so.
 bool hls_playlist_is_recording(std::string_view state);
+
+// A DASH manifest (.mpd) of a presentation whose segments are all there (MPD@type "static", its
+// default: a recording), not a live one ("dynamic").
+bool dash_manifest_is_static(std::string_view mpd);
 
 // Sets up the souphttpsrc that fetches (the stream's TLS trust, as its own source gets it).
 using HttpSourceSetup = std::function<void(GstElement* souphttpsrc)>;

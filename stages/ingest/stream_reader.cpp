@@ -356,6 +356,7 @@ struct StreamReader::Impl {
   std::atomic<bool> nvdec_refusal_logged{false};  // on_autoplug_select_nvdec runs on streaming threads
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> hls{false};  // this connection reads an HLS playlist (hlsdemux appeared)
+  std::atomic<bool> dash{false};  // or a DASH manifest (dashdemux)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
   std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
   std::mutex pads_mutex;
@@ -831,8 +832,11 @@ struct StreamReader::Impl {
     if (!self->keep_by_max_fps(self->snapshot_mode.load() ? -1 : pts, &generation, &turn)) return GST_FLOW_OK;
     // A live job's file, or test source that is not live itself: at its own pace (a camera's), not as
     // fast as it decodes, which a live queue would only drop (a test source's 300 frames: 259 dropped).
+    // So is an HLS or DASH stream: hlsdemux and dashdemux push each segment as fast as it downloads (a
+    // recording's 108 frames: 72 dropped; a live playlist's backlog of segments at its start).
     const bool own_pace = self->stream.parsed.kind == UriKind::kFile ||
-                          (self->stream.parsed.kind == UriKind::kTest && !self->stream.parsed.test.live);
+                          (self->stream.parsed.kind == UriKind::kTest && !self->stream.parsed.test.live) ||
+                          self->hls.load(std::memory_order_relaxed) || self->dash.load(std::memory_order_relaxed);
     if (self->options.live && own_pace && pts >= 0 && !self->pace(sink, pts)) {
       return GST_FLOW_FLUSHING;
     }
@@ -947,6 +951,7 @@ struct StreamReader::Impl {
       }
       if (name == "jpegdec" || name == "pngdec") static_cast<Impl*>(user)->image_decoder = true;
       if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
+      if (name == "dashdemux" || name == "dashdemux2") static_cast<Impl*>(user)->dash = true;
     }
     if (!GST_IS_VIDEO_DECODER(element)) return;
     auto* self = static_cast<Impl*>(user);
@@ -1220,6 +1225,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   impl.fit_applied = FrameSize{};
   impl.video_linked = false;
   impl.hls = false;  // said again by this connection's hlsdemux
+  impl.dash = false;
   if (impl.recent) {
     impl.recent->new_decoder();  // a new connection's timestamps start again
     impl.recent->forget_sent();
@@ -2133,6 +2139,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       VAPIPE_LOG_INFO("stream '{}': its HLS playlist is a recording (#EXT-X-PLAYLIST-TYPE:VOD), read to its end: the "
                       "stream ends, as a file does", s.stream.id);
       return finish(MessageKind::kStreamEnd, reason);
+    }
+    // So does a DASH presentation that is not live (MPD@type "static"): reconnected, dashdemux would read
+    // it again from its start, as new results, at each end.
+    if (kind == MessageKind::kStreamEnd && s.dash.load() && !at_once) {
+      if (Result<std::string> mpd = fetch_http_body(s.stream.uri, [&](GstElement* source) { Impl::apply_tls_trust(source, s); },
+                                                    std::chrono::seconds(3));
+          mpd.ok() && dash_manifest_is_static(*mpd)) {
+        VAPIPE_LOG_INFO("stream '{}': its DASH manifest is a recording (MPD type \"static\"), read to its end: the "
+                        "stream ends, as a file does", s.stream.id);
+        return finish(MessageKind::kStreamEnd, reason);
+      }
     }
     while (true) {
       take_ingest_reload();  // a reload's attempts and delays count from the next attempt

@@ -37,6 +37,16 @@ TEST(HlsPlaylist, TellsAMultivariantPlaylistItsVariantsAndAnEndedOne) {
   EXPECT_FALSE(hls_playlist_is_recording(""));
 }
 
+// A DASH manifest's type: "static" or none (the default) is a recording; "dynamic" is live.
+TEST(DashManifest, IsStaticUnlessItsTypeSaysDynamic) {
+  EXPECT_TRUE(dash_manifest_is_static(R"(<?xml version="1.0"?><MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT5S"><Period/></MPD>)"));
+  EXPECT_TRUE(dash_manifest_is_static(R"(<MPD profiles="urn:mpeg:dash:profile:isoff-live:2011" minBufferTime="PT2S">)")) << "no type";
+  EXPECT_FALSE(dash_manifest_is_static(R"(<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" availabilityStartTime="2026-12-05T00:00:00Z">)"));
+  EXPECT_FALSE(dash_manifest_is_static("<MPD\n  type = 'dynamic'\n  minimumUpdatePeriod=\"PT2S\">"));
+  EXPECT_TRUE(dash_manifest_is_static(R"(<MPD mimeType="dynamic">)")) << "another attribute's value";
+  EXPECT_FALSE(dash_manifest_is_static("not a manifest"));
+}
+
 // The state of a playlist is fetched as the stream's source fetches it; a multivariant playlist's is its
 // media playlists'; a fetch that fails says why and gives no state.
 TEST(HlsPlaylist, ItsStateIsItsMediaPlaylistsTextFetchedFromARealServer) {
