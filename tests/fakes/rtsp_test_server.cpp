@@ -36,7 +36,8 @@ void on_media_configure(GstRTSPMediaFactory*, GstRTSPMedia* media, gpointer) {
 std::string encoder_and_payloader(const std::string& encoder_options) {
   if (encoder_options.rfind("h265:", 0) == 0) {
     // No tune=zerolatency of its own: with it x265 refuses option-string=bframes=N.
-    return "x265enc speed-preset=ultrafast " + encoder_options.substr(5) +
+    // 4:2:0, as cameras send (x265enc would take the test source's 4:4:4).
+    return "videoconvert ! video/x-raw,format=I420 ! x265enc speed-preset=ultrafast " + encoder_options.substr(5) +
            " ! rtph265pay name=pay0 pt=96 config-interval=1";
   }
   if (encoder_options.rfind("mjpeg:", 0) == 0) {
