@@ -163,6 +163,37 @@ Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetu
   }
 }
 
+std::string hls_without_query_strings(std::string_view text) {
+  auto cut_query = [](std::string_view uri) {
+    const size_t q = uri.find_first_of("?#");
+    return q == std::string_view::npos ? uri : uri.substr(0, q);
+  };
+  std::string out;
+  out.reserve(text.size());
+  for_each_line(text, [&](std::string_view line) {
+    if (line.empty()) return true;  // blank lines mean nothing in a playlist
+    if (line.front() != '#') {
+      out.append(cut_query(line));  // a segment's (or a variant's) URI
+    } else if (const size_t at = line.find("URI=\""); at != std::string_view::npos) {
+      // A tag's URI attribute (#EXT-X-KEY, #EXT-X-MAP, #EXT-X-MEDIA): its query goes too.
+      const size_t from = at + 5;
+      const size_t to = line.find('"', from);
+      out.append(line.substr(0, from));
+      if (to == std::string_view::npos) {
+        out.append(line.substr(from));
+      } else {
+        out.append(cut_query(line.substr(from, to - from)));
+        out.append(line.substr(to));
+      }
+    } else {
+      out.append(line);
+    }
+    out.push_back('\n');
+    return true;
+  });
+  return out;
+}
+
 std::optional<std::string> hls_playlist_state(const std::string& uri, const HttpSourceSetup& setup,
                                               std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -172,13 +203,13 @@ std::optional<std::string> hls_playlist_state(const std::string& uri, const Http
   };
   Result<std::string> top = fetch_http_body(uri, setup, left());
   if (!top.ok()) return std::nullopt;
-  if (!hls_is_master_playlist(*top)) return std::move(*top);
+  if (!hls_is_master_playlist(*top)) return hls_without_query_strings(*top);
   std::string state;
   const std::vector<std::string> variants = hls_variant_uris(*top, uri);
   for (size_t i = 0; i < variants.size() && i < 8; ++i) {
     Result<std::string> media = fetch_http_body(variants[i], setup, left());
     if (!media.ok()) return std::nullopt;
-    state += variants[i] + "\n" + *media + "\n";
+    state += hls_without_query_strings(variants[i]) + hls_without_query_strings(*media) + "\n";
   }
   return state;
 }

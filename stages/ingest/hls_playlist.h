@@ -42,8 +42,13 @@ using HttpSourceSetup = std::function<void(GstElement* souphttpsrc)>;
 Result<std::string> fetch_http_body(const std::string& uri, const HttpSourceSetup& setup,
                                     std::chrono::milliseconds timeout, size_t max_bytes = 1 << 20);
 
+// A playlist less what changes at each fetch when no segment came: the query strings of its URIs (a
+// CDN's signed segment URLs and tokens), of segments, variants and tags' URI attributes alike.
+std::string hls_without_query_strings(std::string_view text);
+
 // What an HLS source offers now: the text of its media playlist, or of each media playlist a
-// multivariant playlist lists (at most 8), one after the other. Two states alike: no new segment came.
+// multivariant playlist lists (at most 8), one after the other, less their URIs' query strings. Two
+// states alike: no new segment came.
 // nullopt: it could not be fetched (the caller then reconnects as for any source).
 std::optional<std::string> hls_playlist_state(const std::string& uri, const HttpSourceSetup& setup,
                                               std::chrono::milliseconds timeout);
