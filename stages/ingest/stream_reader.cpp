@@ -788,11 +788,31 @@ struct StreamReader::Impl {
     if (stream.parsed.kind != UriKind::kNetwork || (timed && untimed_origin_ns.load() >= 0)) {
       return timed ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
     }
+    const int64_t arrived = arrival_ns();
+    return timed ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : arrived;
+  }
+  // Now, from the stream's first frame (which sets the origin), on any connection of it.
+  int64_t arrival_ns() {
     const int64_t now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
     int64_t origin = -1;
-    untimed_origin_ns.compare_exchange_strong(origin, now);  // the stream's first frame sets it
-    return timed ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : now - untimed_origin_ns.load();
+    untimed_origin_ns.compare_exchange_strong(origin, now);
+    return now - untimed_origin_ns.load();
+  }
+  // An MJPEG camera's parts (multipartdemux's output) are stamped with their arrival before they reach
+  // the decoder, so that its pictures carry those times and the compressed frames kept for a segment's
+  // picture and clip (RecentFrames) are found by them: the segment's best frame, and a clip, as for a
+  // camera over RTSP (they were stamped only as they left the decoder, so neither could be found).
+  static void on_multipart_pad(GstElement*, GstPad* pad, gpointer user) {
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &stamp_arrival, user, nullptr);
+  }
+  static GstPadProbeReturn stamp_arrival(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (!buffer || GST_BUFFER_PTS_IS_VALID(buffer)) return GST_PAD_PROBE_OK;
+    buffer = gst_buffer_make_writable(buffer);
+    GST_BUFFER_PTS(buffer) = static_cast<GstClockTime>(static_cast<Impl*>(user)->arrival_ns());
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+    return GST_PAD_PROBE_OK;
   }
 
   // appsink streaming thread: number the frame, then queue it (blocks in archive mode).
@@ -947,6 +967,7 @@ struct StreamReader::Impl {
       if (name == "multipartdemux") {
         g_object_set(element, "single-stream", TRUE, nullptr);
         static_cast<Impl*>(user)->multipart = true;
+        g_signal_connect(element, "pad-added", G_CALLBACK(&on_multipart_pad), user);
         return;
       }
       if (name == "jpegdec" || name == "pngdec") static_cast<Impl*>(user)->image_decoder = true;

@@ -2271,6 +2271,59 @@ TEST_F(ReconnectTest, AnMjpegCameraOverHttpIsReadAtOnceWithItsFramesStampedAsThe
   EXPECT_GE(frames[29]->env.pts_ns - frames[0]->env.pts_ns, int64_t{29} * 25'000'000 * 8 / 10);
 }
 
+// A segment's picture of an MJPEG camera over HTTP is of the frame asked for, decoded again from the
+// JPEG kept (its parts are stamped with their arrival before the decoder), not the next frame sent: the
+// kept frames had no timestamps to be found by.
+TEST_F(ReconnectTest, AnMjpegCameraOverHttpSegmentPictureIsOfTheFrameAskedFor) {
+  MjpegCamera camera(dir_, 1000);
+  ReaderOptions options = live_;
+  options.picture_frames_back = 20;
+  auto reader = StreamReader::create(stream("mjpeg", camera.uri()), 2, ingest_, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const std::string path = (dir_ / "pictures" / "mjpeg" / "best.jpg").string();
+  // At frame 25, the picture of frame 15 (publish asks for a segment's best after its min_frames);
+  // stopped at frame 40.
+  class Asking final : public Emitter {
+   public:
+    Asking(StreamReader* r, std::string p, ShutdownFlags& f) : reader_(r), path_(std::move(p)), flags_(f) {}
+    Status emit(Message&& msg) override {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (msg.kind == MessageKind::kFrame) {
+        if (msg.env.seq == 15) pts15 = msg.env.pts_ns;
+        if (msg.env.seq == 25) reader_->take_picture(PictureOrder{2, "mjpeg", {0, 0, 1, 1}, "ball", 12, path_, pts15});
+        if (msg.env.seq == 40) flags_.stop = true;
+      }
+      messages.push_back(std::move(msg));
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    std::mutex mutex_;
+    std::vector<Message> messages;
+    int64_t pts15 = -1;
+
+   private:
+    StreamReader* reader_;
+    std::string path_;
+    ShutdownFlags& flags_;
+  } out(reader->get(), path, flags_);
+  std::thread watchdog([&] {
+    for (int i = 0; i < 300 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    flags_.stop = true;
+  });
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  watchdog.join();
+  const Message* picture = nullptr;
+  for (const Message& m : out.messages) {
+    if (m.kind == MessageKind::kStreamPicture) picture = &m;
+  }
+  ASSERT_NE(picture, nullptr) << "no picture said";
+  EXPECT_EQ(picture->event.message, "");
+  EXPECT_EQ(picture->event.picture, path);
+  EXPECT_EQ(picture->env.seq, 15u) << "the frame asked for, not the next one sent";
+  EXPECT_EQ(picture->env.pts_ns, out.pts15);
+  EXPECT_EQ(testing::jpeg_size(path), std::make_pair(160u, 120u));
+}
+
 // The same camera over HTTPS with its own self-signed certificate: refused, saying why (souphttpsrc
 // says only "Internal data stream error"), and read once the certificate is in tls_ca_file (souphttpsrc's
 // own ssl-ca-file was not enough behind uridecodebin: the one tried first failed here).
