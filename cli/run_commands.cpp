@@ -679,8 +679,8 @@ int validate_command(const std::vector<std::string>& all_args) {
                       : "");
     }
     if (p.segments_clips) {
-      std::printf("  segment clips: an MP4 beside each picture, from %g s before a segment's first frame to %g s "
-                  "after its last (in parts of %g s), the camera's own frames\n",
+      std::printf("  segment clips: an MP4 beside each picture (a .mov for a Motion JPEG camera), from %g s before a "
+                  "segment's first frame to %g s after its last (in parts of %g s), the camera's own frames\n",
                   p.segments_clip_pre_s, p.segments_clip_post_s, p.segments_clip_max_s);
     }
   }
