@@ -32,13 +32,13 @@ struct Sample {
   GstCaps* caps;      // ref
 };
 
-// Each sample `tail` gives of `file` (qtdemux, h264parse), in order.
-std::vector<Sample> read_samples(const std::string& file, const std::string& tail) {
+// Each sample the pipeline `launch` gives its appsink, in order: `launch ! appsink`.
+std::vector<Sample> pull_samples(const std::string& launch) {
   std::vector<Sample> out;
   GError* err = nullptr;
-  GstElement* p = gst_parse_launch(
-      ("filesrc location=\"" + file + "\" ! qtdemux ! h264parse ! " + tail + " ! appsink name=sink sync=false").c_str(), &err);
-  EXPECT_NE(p, nullptr) << (err ? err->message : "");
+  GstElement* p = gst_parse_launch((launch + " ! appsink name=sink sync=false").c_str(), &err);
+  EXPECT_NE(p, nullptr) << launch << ": " << (err ? err->message : "");
+  if (err) g_error_free(err);
   if (!p) return out;
   GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
   gst_element_set_state(p, GST_STATE_PLAYING);
@@ -50,6 +50,11 @@ std::vector<Sample> read_samples(const std::string& file, const std::string& tai
   gst_object_unref(sink);
   gst_object_unref(p);
   return out;
+}
+
+// Each sample `tail` gives of `file` (qtdemux, h264parse), in order.
+std::vector<Sample> read_samples(const std::string& file, const std::string& tail) {
+  return pull_samples("filesrc location=\"" + file + "\" ! qtdemux ! h264parse ! " + tail);
 }
 
 std::string bytes_of(GstBuffer* b) {
@@ -397,22 +402,8 @@ TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
 // is a QuickTime file (.mov) beside where the MP4 was asked for, said as such, its frames the camera's
 // own JPEGs from the pre-roll on, each its own key frame.
 TEST_F(ClipRecorderTest, AMotionJpegCamerasClipIsAQuickTimeFileOfItsOwnFrames) {
-  std::vector<Sample> jpegs;
-  {
-    GError* err = nullptr;
-    GstElement* p = gst_parse_launch("videotestsrc pattern=ball num-buffers=60 ! video/x-raw,width=160,height=120,"
-                                     "framerate=30/1,format=I420 ! jpegenc ! appsink name=sink sync=false", &err);
-    ASSERT_NE(p, nullptr) << (err ? err->message : "");
-    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-    gst_element_set_state(p, GST_STATE_PLAYING);
-    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
-      jpegs.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
-      gst_sample_unref(smp);
-    }
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(sink);
-    gst_object_unref(p);
-  }
+  std::vector<Sample> jpegs = pull_samples("videotestsrc pattern=ball num-buffers=60 ! video/x-raw,width=160,"
+                                           "height=120,framerate=30/1,format=I420 ! jpegenc");
   ASSERT_EQ(jpegs.size(), 60u);
   RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(200));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(200), milliseconds(100), std::chrono::seconds(60)});
@@ -445,21 +436,7 @@ TEST_F(ClipRecorderTest, AMotionJpegCamerasClipIsAQuickTimeFileOfItsOwnFrames) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "door" / "mjpeg.mp4"));
   EXPECT_EQ(done[0].start_pts_ns, pts_of(jpegs[20].buffer)) << "200 ms before frame 26: each frame is a key frame";
   // Its frames, as qtdemux gives them: the camera's JPEGs, 20 to 44 (the first after 100 ms past frame 40).
-  std::vector<Sample> in_clip;
-  {
-    GError* err = nullptr;
-    GstElement* p = gst_parse_launch(("filesrc location=\"" + done[0].order.path + "\" ! qtdemux ! appsink name=sink sync=false").c_str(), &err);
-    ASSERT_NE(p, nullptr);
-    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-    gst_element_set_state(p, GST_STATE_PLAYING);
-    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
-      in_clip.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
-      gst_sample_unref(smp);
-    }
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(sink);
-    gst_object_unref(p);
-  }
+  std::vector<Sample> in_clip = pull_samples("filesrc location=\"" + done[0].order.path + "\" ! qtdemux");
   ASSERT_EQ(in_clip.size(), 25u);
   EXPECT_TRUE(gst_structure_has_name(gst_caps_get_structure(in_clip[0].caps, 0), "image/jpeg"));
   for (size_t i = 0; i < in_clip.size(); ++i) {
@@ -482,23 +459,8 @@ class ClipWriterOfCodec : public ::testing::TestWithParam<std::tuple<const char*
 TEST_P(ClipWriterOfCodec, HoldsEveryFrameGivenAsItCame) {
   ASSERT_TRUE(ensure_gstreamer());
   const auto& [encoder, extension, demux] = GetParam();
-  std::vector<Sample> frames;
-  {
-    GError* err = nullptr;
-    GstElement* p = gst_parse_launch((std::string("videotestsrc pattern=ball num-buffers=20 ! video/x-raw,width=160,height=120,"
-                                                  "framerate=30/1,format=I420 ! ") + encoder + " ! appsink name=sink sync=false")
-                                         .c_str(), &err);
-    ASSERT_NE(p, nullptr) << (err ? err->message : "");
-    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-    gst_element_set_state(p, GST_STATE_PLAYING);
-    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
-      frames.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
-      gst_sample_unref(smp);
-    }
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(sink);
-    gst_object_unref(p);
-  }
+  std::vector<Sample> frames = pull_samples(std::string("videotestsrc pattern=ball num-buffers=20 ! video/x-raw,width=160,"
+                                                        "height=120,framerate=30/1,format=I420 ! ") + encoder);
   ASSERT_GE(frames.size(), 20u) << encoder;
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-clip-codec-" + std::to_string(getpid()));
   const std::string asked = (dir / "clip.mp4").string();
@@ -510,21 +472,7 @@ TEST_P(ClipWriterOfCodec, HoldsEveryFrameGivenAsItCame) {
   (*writer)->end_of_stream();
   ASSERT_TRUE((*writer)->finish(std::chrono::seconds(30)).ok()) << encoder;
   EXPECT_EQ((*writer)->frames(), frames.size());
-  std::vector<Sample> back;
-  {
-    GError* err = nullptr;
-    GstElement* p = gst_parse_launch(("filesrc location=\"" + path + "\" ! " + demux + " ! appsink name=sink sync=false").c_str(), &err);
-    ASSERT_NE(p, nullptr);
-    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-    gst_element_set_state(p, GST_STATE_PLAYING);
-    while (GstSample* smp = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
-      back.push_back({gst_buffer_ref(gst_sample_get_buffer(smp)), gst_caps_ref(gst_sample_get_caps(smp))});
-      gst_sample_unref(smp);
-    }
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(sink);
-    gst_object_unref(p);
-  }
+  std::vector<Sample> back = pull_samples("filesrc location=\"" + path + "\" ! " + demux);
   ASSERT_EQ(back.size(), frames.size()) << encoder;
   for (size_t i = 0; i < back.size(); ++i) EXPECT_TRUE(bytes_of(back[i].buffer) == bytes_of(frames[i].buffer)) << encoder << " frame " << i;
   release(back);

@@ -2485,20 +2485,26 @@ TEST_F(ReconnectTest, FramesArrivingButNeverDecodedAreAStallAfterTenStallTimeout
 // An HLS stream (a live playlist that hlsdemux reads) whose encoder stops: its playlist keeps its last
 // segments. hlsdemux starts a live playlist a few segments before its end, so a reconnection would play
 // them again, as new frames, at each stall. The stream is read again only once the playlist changed.
+// An HLS recording of `segments` 1 s segments (30 frames of 160x120 each) in `dir` (seg00000.ts, ...),
+// made by hlssink2: its playlist's text (made.m3u8). GStreamer 1.22's hlssink2 hangs at its end one time
+// in five, its files written: it runs under `timeout`, and the playlist says whether it is whole.
+std::string hls_recording(const std::filesystem::path& dir, int segments) {
+  std::filesystem::create_directories(dir);
+  const std::string make = "timeout 20 gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=" +
+                           std::to_string(30 * segments) + " ! video/x-raw,width=160,height=120,framerate=30/1 ! "
+                           "x264enc speed-preset=ultrafast key-int-max=30 ! h264parse ! hlssink2 target-duration=1 "
+                           "max-files=0 playlist-length=0 location=" + (dir / "seg%05d.ts").string() +
+                           " playlist-location=" + (dir / "made.m3u8").string();
+  const int made = std::system(make.c_str());
+  std::ifstream made_playlist(dir / "made.m3u8");
+  std::string text((std::istreambuf_iterator<char>(made_playlist)), {});
+  EXPECT_NE(text.find("#EXT-X-ENDLIST"), std::string::npos) << make << " (exit " << made << ")\n" << text;
+  return text;
+}
+
 TEST_F(ReconnectTest, AStalledHlsStreamIsReadAgainOnlyOnceItsPlaylistHasANewSegment) {
   const std::filesystem::path hls = dir_ / "hls";
-  std::filesystem::create_directories(hls);
-  // (GStreamer 1.22's hlssink2 hangs at its end one time in five, its files written: `timeout`, then checked.)
-  const std::string make = "timeout 20 gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=90 ! "
-                           "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc speed-preset=ultrafast "
-                           "key-int-max=30 ! h264parse ! hlssink2 target-duration=1 max-files=0 playlist-length=0 "
-                           "location=" + (hls / "seg%05d.ts").string() + " playlist-location=" + (hls / "made.m3u8").string();
-  const int made = std::system(make.c_str());
-  {
-    std::ifstream made_playlist(hls / "made.m3u8");
-    const std::string text((std::istreambuf_iterator<char>(made_playlist)), {});
-    ASSERT_NE(text.find("seg00002.ts\n#EXT-X-ENDLIST"), std::string::npos) << make << " (exit " << made << ")\n" << text;
-  }
+  ASSERT_NE(hls_recording(hls, 3).find("seg00002.ts\n#EXT-X-ENDLIST"), std::string::npos);
   auto live_playlist = [](int first, int last) {
     std::string text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:" +
                        std::to_string(first) + "\n";
@@ -2564,19 +2570,8 @@ TEST_F(ReconnectTest, AStalledHlsStreamIsReadAgainOnlyOnceItsPlaylistHasANewSegm
 // whose encoder may start again at the same URL) it still waits for its playlist to change.
 TEST_F(ReconnectTest, AnHlsRecordingInALiveJobEndsAsAFileDoes) {
   const std::filesystem::path hls = dir_ / "vod";
-  std::filesystem::create_directories(hls);
-  // (GStreamer 1.22's hlssink2 hangs at its end one time in five, its files written: `timeout`, then checked.)
-  const std::string make = "timeout 20 gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=60 ! "
-                           "video/x-raw,width=160,height=120,framerate=30/1 ! x264enc speed-preset=ultrafast "
-                           "key-int-max=30 ! h264parse ! hlssink2 target-duration=1 max-files=0 playlist-length=0 "
-                           "location=" + (hls / "seg%05d.ts").string() + " playlist-location=" + (hls / "made.m3u8").string();
-  const int made = std::system(make.c_str());
-  std::string ended;
-  {
-    std::ifstream made_playlist(hls / "made.m3u8");
-    ended.assign(std::istreambuf_iterator<char>(made_playlist), {});
-    ASSERT_NE(ended.find("seg00001.ts\n#EXT-X-ENDLIST"), std::string::npos) << make << " (exit " << made << ")\n" << ended;
-  }
+  const std::string ended = hls_recording(hls, 2);
+  ASSERT_NE(ended.find("seg00001.ts\n#EXT-X-ENDLIST"), std::string::npos);
   const std::string vod = "#EXTM3U\n#EXT-X-PLAYLIST-TYPE:VOD\n" + ended.substr(ended.find('\n') + 1);
   httplib::Server http;
   http.set_keep_alive_timeout(0);
