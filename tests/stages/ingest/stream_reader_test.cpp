@@ -2628,6 +2628,46 @@ TEST_F(ReconnectTest, AnHlsRecordingInALiveJobEndsAsAFileDoes) {
             "again once it changes");
 }
 
+// The same for DASH: a static manifest (a recording: here over hlssink2's two MPEG-TS segments) in a
+// live job is read whole, paced, and ends; it was read again from its start at each end, as new results.
+TEST_F(ReconnectTest, AStaticDashManifestInALiveJobEndsAsAFileDoes) {
+  const std::filesystem::path dir = dir_ / "dash";
+  ASSERT_NE(hls_recording(dir, 2).find("seg00001.ts"), std::string::npos);
+  // (GStreamer's typefinding takes a manifest of less than about 512 bytes over HTTP for plain text: a
+  // real one is longer, and so is this one, with its comment.)
+  const std::string mpd =
+      "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" "
+      "profiles=\"urn:mpeg:dash:profile:isoff-main:2011\" type=\"static\" mediaPresentationDuration=\"PT2S\" "
+      "minBufferTime=\"PT1S\"><Period id=\"p0\" duration=\"PT2S\"><AdaptationSet mimeType=\"video/mp2t\" "
+      "contentType=\"video\"><Representation id=\"v\" bandwidth=\"100000\" width=\"160\" height=\"120\" "
+      "codecs=\"avc1\"><SegmentTemplate media=\"seg$Number%05d$.ts\" startNumber=\"0\" duration=\"1\"/>"
+      "</Representation></AdaptationSet></Period></MPD>\n<!-- padding " + std::string(600, 'x') + " -->\n";
+  httplib::Server http;
+  http.set_keep_alive_timeout(0);
+  http.set_mount_point("/", dir.string());
+  http.Get("/rec.mpd", [&](const httplib::Request&, httplib::Response& res) { res.set_content(mpd, "application/dash+xml"); });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  ingest_.queue_policy = QueuePolicy::kDropOldest;
+  ingest_.queue_capacity = 4;
+  auto reader = StreamReader::create(stream("dash", "http://127.0.0.1:" + std::to_string(port) + "/rec.mpd"), 0,
+                                     ingest_, live_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  run_until(**reader, out, 1000);  // ends by itself, or is stopped after 30 s
+  http.stop();
+  serve.join();
+  auto frames = of_kind(out, MessageKind::kFrame);
+  EXPECT_GE(frames.size(), 56u) << kinds(out);
+  EXPECT_LE(frames.size(), 60u) << kinds(out);
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
+  EXPECT_TRUE(of_kind(out, MessageKind::kStreamReconnecting).empty()) << kinds(out);
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << kinds(out);
+  EXPECT_EQ(out.messages.back().event.message, "end of stream");
+  EXPECT_EQ(out.messages.back().event.dropped, 0u);
+}
+
 TEST_F(ReconnectTest, AStreamThatStallsIsReconnectedAndStartsWithItsFirstFrame) {
   encode_clip("slow.mp4", "snow", 10, 160, 120, "mp4mux");
   std::string clip;
