@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "pipeline/logging.h"
+#include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/mp4_orientation.h"
 
 namespace vapipe {
@@ -267,6 +268,7 @@ struct ClipRecorder::Clip {
   std::string end_why;               // why it ends there, when not as its segment did
   int64_t begun_unix_ns = 0;         // when start() was asked (the wall clock)
   bool ending = false;               // no more frames are taken
+  bool intra_only = false;           // each frame a key frame, whatever its flags (Motion JPEG)
 };
 
 ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
@@ -281,6 +283,7 @@ void ClipRecorder::start(ClipOrder order) {
   auto clip = std::make_shared<Clip>();
   clip->id = next_id_++;
   clip->order = order;
+  clip->intra_only = is_intra_only_codec(caps.get());
   clip->begun_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
   const Key key{order.stream_id, order.label, order.segment_start_seq};
@@ -355,7 +358,8 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
       clip->next_part_due = true;
       open_next_part(clip);
     }
-    if (clip->next_part_due && !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT) && pts >= 0) {
+    if (clip->next_part_due && (clip->intra_only || !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) &&
+        pts >= 0) {
       if (!clip->next_part_error.empty()) {
         finish_later(clip, fmt::format("cut at {:g} s (publish.segments_clip_max_s): its next part could not "
                                        "begin: {}",

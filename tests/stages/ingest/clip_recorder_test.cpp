@@ -407,19 +407,20 @@ TEST_F(ClipRecorderTest, AMotionJpegCamerasClipIsAQuickTimeFileOfItsOwnFrames) {
   ASSERT_EQ(jpegs.size(), 60u);
   RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(200));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(200), milliseconds(100), std::chrono::seconds(60)});
-  auto feed_jpegs = [&](size_t from, size_t to) {
+  auto feed_jpegs = [&](size_t from, size_t to, RecentFrames* into = nullptr) {
+    RecentFrames& recent_frames = into ? *into : recent;
     for (size_t i = from; i < to; ++i) {
-      recent.set_caps(jpegs[i].caps);
+      recent_frames.set_caps(jpegs[i].caps);
       GstBuffer* b = gst_buffer_copy(jpegs[i].buffer);
       GST_BUFFER_DTS(b) = GST_CLOCK_TIME_NONE;
       GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);  // as a container that marks no key frame would
-      recent.add_compressed(b);
+      recent_frames.add_compressed(b);
       gst_buffer_unref(b);
       Envelope env;
       env.stream_id = "door";
       env.seq = i;
       env.pts_ns = pts_of(jpegs[i].buffer);
-      recent.add_sent(env, Orientation::kAsStored);
+      recent_frames.add_sent(env, Orientation::kAsStored);
     }
   };
   feed_jpegs(0, 30);
@@ -448,6 +449,29 @@ TEST_F(ClipRecorderTest, AMotionJpegCamerasClipIsAQuickTimeFileOfItsOwnFrames) {
   ASSERT_TRUE(turn.ok()) << turn.status().message();
   EXPECT_EQ(*turn, Orientation::kRotate90);
   release(in_clip);
+
+  // Past segments_clip_max_s (300 ms) it goes on in a next part from the next frame (each is a key
+  // frame, flags or not), .2.mov: each frame in one part.
+  RecentFrames parted(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder long_segments("door", &parted, ClipRecorder::Options{milliseconds(0), milliseconds(0), milliseconds(300)});
+  feed_jpegs(0, 10, &parted);
+  long_segments.start(order("long.mp4", pts_of(jpegs[5].buffer)));
+  feed_jpegs(10, 20, &parted);  // past 300 ms at frame 14
+  ASSERT_TRUE(long_segments.wait_next_parts_open(std::chrono::seconds(10)));
+  feed_jpegs(20, 22, &parted);
+  long_segments.end("door", "person", 7, pts_of(jpegs[21].buffer));
+  feed_jpegs(22, 30, &parted);
+  std::vector<ClipDone> parts = wait_done(long_segments, 2);
+  ASSERT_GE(parts.size(), 2u) << "a single part: no frame was taken for a key frame to start the next at";
+  EXPECT_EQ(parts[0].order.path, (dir_ / "door" / "long.mov").string());
+  EXPECT_TRUE(parts[0].continues);
+  EXPECT_EQ(parts[1].order.path, (dir_ / "door" / "long.2.mov").string());
+  uint64_t frames = 0;
+  for (const ClipDone& d : parts) {
+    ASSERT_TRUE(d.written) << d.message;
+    frames += d.frames;
+  }
+  EXPECT_EQ(frames, 17u) << "frames 5 to 21, each once";
   release(jpegs);
 }
 
