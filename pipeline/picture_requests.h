@@ -55,6 +55,17 @@ std::string segment_picture_path(const std::string& dir, const std::string& stre
 // The segment's clip (publish.segments_clips): its picture's path with .mp4 for .jpg.
 std::string segment_clip_path(const std::string& picture_path);
 
+// A segment's file, by its name: a clip (.mp4; .mov for a Motion JPEG camera's), or a picture.
+inline bool is_clip_file(const std::string& path) {
+  return path.size() > 4 &&
+         (path.compare(path.size() - 4, 4, ".mp4") == 0 || path.compare(path.size() - 4, 4, ".mov") == 0);
+}
+// Its media type, as publish serves and attaches it: video/mp4, video/quicktime or image/jpeg.
+inline const char* attachment_content_type(const std::string& path) {
+  if (!is_clip_file(path)) return "image/jpeg";
+  return path.compare(path.size() - 4, 4, ".mov") == 0 ? "video/quicktime" : "video/mp4";
+}
+
 // publish.segments_pictures_keep_days: removes the day folders DIR/<stream>/<YYYY-MM-DD> older than the
 // `keep_days` latest days by `now`'s local date (today counts as one); folders and files of any other
 // name are never touched. The folders removed, for the log.

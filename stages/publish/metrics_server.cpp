@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include "pipeline/config.h"
+#include "pipeline/picture_requests.h"
 
 #include <sys/stat.h>
 
@@ -147,7 +148,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
         const size_t n = std::strlen(end);
         return wanted.size() > n && wanted.compare(wanted.size() - n, n, end) == 0;
       };
-      const bool clip = ends_with(".mp4") || ends_with(".mov");  // .mov: a Motion JPEG camera's
+      const bool clip = is_clip_file(wanted);
       if (!clip && !ends_with(".jpg")) return not_found();
       // A NUL ("%00") ends the path the file system sees short of the one checked below.
       if (wanted.find('\0') != std::string::npos) return not_found();
@@ -177,7 +178,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
       if (!*in) return not_found();
       if (clip) {
         // A clip (tens of MB) is read as it is sent, the ranges asked for (a player's seek) too.
-        res.set_content_provider(static_cast<size_t>(st.st_size), ends_with(".mov") ? "video/quicktime" : "video/mp4",
+        res.set_content_provider(static_cast<size_t>(st.st_size), attachment_content_type(wanted),
                                  [in](size_t offset, size_t length, httplib::DataSink& sink) {
                                    std::vector<char> chunk(std::min<size_t>(length, 256 * 1024));
                                    in->clear();  // a range after one that read to the end

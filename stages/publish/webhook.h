@@ -25,6 +25,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/http_url.h"
+#include "pipeline/picture_requests.h"  // is_clip_file, attachment_content_type
 #include "pipeline/status.h"
 #include "stages/publish/metrics.h"
 #include "stages/publish/queued_sink.h"
@@ -156,15 +157,5 @@ struct WebhookRequest {
 };
 WebhookRequest webhook_with_file(const WebhookConfig& config, const std::string& topic, const std::string& body,
                                  const std::string& path, const std::string& bytes);
-// A file's type, by its name: a clip (.mp4; .mov for a Motion JPEG camera's), or a picture.
-inline bool is_clip_file(const std::string& path) {
-  return path.size() > 4 &&
-         (path.compare(path.size() - 4, 4, ".mp4") == 0 || path.compare(path.size() - 4, 4, ".mov") == 0);
-}
-// Its media type: video/mp4, video/quicktime or image/jpeg.
-inline const char* attachment_content_type(const std::string& path) {
-  if (!is_clip_file(path)) return "image/jpeg";
-  return path.compare(path.size() - 4, 4, ".mov") == 0 ? "video/quicktime" : "video/mp4";
-}
 
 }  // namespace vapipe
