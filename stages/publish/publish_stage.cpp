@@ -1194,9 +1194,15 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     ++failed_streams_;
     VAPIPE_LOG_ERROR("stream '{}' failed: {}", st.id, in.event.message);
   }
-  // The stream's end (or failure) ends its segment, before the event says so.
-  if (in.kind == MessageKind::kStreamEnd || in.kind == MessageKind::kStreamError) {
+  // The stream's end (or failure) ends its segment, before the event says so. So does a live stream's
+  // lost connection (reconnecting, or its lane restarted): what happens until it resumes is not seen,
+  // and its next frames come on a new timeline (pts_ms starts over), so a segment does not run across
+  // the outage (its times, picture and clip are of one connection) and the label's run starts over.
+  // An archive job's stream goes on from its next frame, as if nothing had happened.
+  const bool connection_lost = in.kind == MessageKind::kStreamReconnecting && config_->job.mode == JobMode::kLive;
+  if (in.kind == MessageKind::kStreamEnd || in.kind == MessageKind::kStreamError || connection_lost) {
     VAPIPE_RETURN_IF_ERROR(end_segment(st));
+    if (connection_lost) st.run = StreamState::LabelRun{};
   }
   nlohmann::json event = event_json(in, now);
   if (in.kind == MessageKind::kStreamStart) {

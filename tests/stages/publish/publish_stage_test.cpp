@@ -302,6 +302,65 @@ TEST_F(PublishStageTest, AChangedEventEndsTheStreamsSegmentAndItsLabelBeginsAgai
   }
 }
 
+// A camera lost mid-segment (reconnecting: its lane restarted, attempt 0, or the camera went away) ends
+// the segment before the event says so: until 2026-12-06 a segment ran across the outage, its
+// start_ms of one connection and end_ms of the next (pts_ms starts over), its picture of the first
+// and no clip for the second. After it resumes, the label begins again after min_frames new frames.
+// An archive job's stream goes on from its next frame on the same timeline: its segment goes on.
+TEST_F(PublishStageTest, AReconnectionEndsALiveStreamsSegmentAndItsLabelBeginsAgain) {
+  struct Case {
+    const char* labels;
+    uint32_t attempt;  // 0: its lane restarted
+    JobMode mode;
+  };
+  std::vector<Case> cases;
+  for (const char* labels : {"top1", "each"}) {
+    for (uint32_t attempt : {0u, 1u}) {
+      for (JobMode mode : {JobMode::kLive, JobMode::kArchive}) cases.push_back({labels, attempt, mode});
+    }
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.labels) + ", attempt " + std::to_string(c.attempt) +
+                 (c.mode == JobMode::kLive ? ", live" : ", archive"));
+    config_ = testing::test_config(2);
+    config_.job.mode = c.mode;
+    config_.publish.segments_min_frames = 2;
+    config_.publish.segments_labels = c.labels;
+    config_.publish.segments_min_score = 0.5;
+    make_stage();
+    open();
+    auto event = [&](MessageKind kind, uint64_t seq, std::string message) {
+      StreamEvent ev{"rtsp://cam/1", std::move(message), seq, 0};
+      ev.attempt = c.attempt;
+      return Message::stream_event(kind, testing::envelope(0, seq), ev);
+    };
+    uint64_t seq = 0;
+    send_top1(&seq, "car", 0.9, 3);  // car began at seq 0
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "end of stream"), out_).ok());
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "connection refused"), out_).ok());
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, seq, ""), out_).ok());
+    send_top1(&seq, "car", 0.9, 1);  // live: one frame of the new connection, not yet a segment
+    send_top1(&seq, "car", 0.9, 1);  // live: car began again at seq 3
+    ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+    std::vector<std::string> order;
+    for (const auto& [topic, j] : bus_->sent) {
+      if (topic == "segments/s0") {
+        order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
+                        std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
+      } else if (topic == "events/s0") {
+        order.push_back(j["event"].get<std::string>());
+      }
+    }
+    if (c.mode == JobMode::kLive) {
+      EXPECT_EQ(order, (std::vector<std::string>{"began car 0..1", "ended car 0..2", "reconnecting", "reconnecting",
+                                                 "resumed", "began car 3..4", "ended car 3..4", "eos"}));
+    } else {
+      EXPECT_EQ(order, (std::vector<std::string>{"began car 0..1", "reconnecting", "reconnecting", "resumed",
+                                                 "ended car 0..4", "eos"}));
+    }
+  }
+}
+
 // A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
 // emptied in place while the job writes on). The lines after that start at the file's start: before,
 // they went on at the old offset, after a hole of zero bytes as long as the file had been.
