@@ -225,6 +225,23 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     }
     return it->second;
   };
+  // A stream's open and bridged segments end now (not joins: their files are put in order later).
+  auto end_segments_of = [&](const std::string& stream_id) {
+    if (auto o = open.find(stream_id); o != open.end()) {
+      for (auto& [label, seg] : o->second) close(seg);
+      open.erase(o);
+    }
+    for (auto h = held.begin(); h != held.end();) {
+      if (h->first != stream_id && h->first.rfind(stream_id + '\n', 0) != 0) {
+        ++h;
+        continue;
+      }
+      if (h->second.frames > 0) emit(h->second);
+      h = held.erase(h);
+    }
+  };
+  std::set<std::string> lane_restarted;     // streams whose lane restarted, until their next frame
+  std::map<std::string, double> last_pts;  // each stream's latest frame's pts_ms (not joins')
   // By join, by file (stream): its frames, in their order, until every input has been read.
   std::map<std::string, std::map<std::string, HeldFrames>> joined_frames;
   std::map<std::string, uint32_t> label_numbers;  // their labels, by number
@@ -263,21 +280,20 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
             for (size_t i = 0; i < 4; ++i) view.roi[i] = (*roi)[i].get<double>();
           }
           view.turn = e.contains("turn") && e["turn"].is_string() ? e["turn"].get<std::string>() : "";
-          if (event == "changed" && !join_of(stream_id)) {
-            // Another camera or region from here on: no segment runs across the change, nor is one
-            // bridged over it (as publish's live segments end there).
-            if (auto o = open.find(stream_id); o != open.end()) {
-              for (auto& [label, seg] : o->second) close(seg);
-              open.erase(o);
-            }
-            for (auto h = held.begin(); h != held.end();) {
-              if (h->first != stream_id && h->first.rfind(stream_id + '\n', 0) != 0) {
-                ++h;
-                continue;
-              }
-              if (h->second.frames > 0) emit(h->second);
-              h = held.erase(h);
-            }
+          // Another camera or region from here on: no segment runs across the change, nor is one
+          // bridged over it (as publish's live segments end there).
+          if (event == "changed" && !join_of(stream_id)) end_segments_of(stream_id);
+        }
+        if (text_field(e, "event") == "reconnecting" && !join_of(stream_id)) {
+          // A live camera lost (only live jobs reconnect): what came until it resumed was not seen, and
+          // its frames come on a new timeline, so no segment runs across the outage (as publish's live
+          // segments end there). A restart of its lane (attempt 0) may go on where it was (an archive
+          // job's file does): its segments end only if its next frame's pts_ms goes back.
+          const std::optional<uint64_t> attempt = count_field(e, "attempt");
+          if (attempt && *attempt > 0) {
+            end_segments_of(stream_id);
+          } else {
+            lane_restarted.insert(stream_id);
           }
         }
         continue;
@@ -328,6 +344,10 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       if (join) {
         joined_frames[join->name][id].add(f, label_numbers, label_names);  // taken in order once all is read
       } else {
+        if (lane_restarted.erase(id) > 0 && f.pts >= 0 && last_pts.count(id) && f.pts < last_pts[id]) {
+          end_segments_of(id);  // its restarted lane's frames came on a new timeline
+        }
+        if (f.pts >= 0) last_pts[id] = f.pts;
         add_frame(id, "", f.seq, f);
       }
     }

@@ -335,6 +335,45 @@ TEST(Segments, ASegmentAfterAReloadsChangedEventHasTheNewRegionAndTurn) {
   }
 }
 
+// A live job's camera lost (reconnecting, attempt 1 on) ends its segments, as publish's live ones end
+// there (since 2026-12-06): what came during the outage was not seen. A lane restart (attempt 0) ends
+// them only if the stream's next frame comes on a new timeline (its pts_ms went back: a camera
+// connected again); an archive job's file goes on where it was, and so does its segment.
+TEST(Segments, ACameraLostEndsItsSegmentsAndALaneRestartOnlyWhenItsTimelineStartsOver) {
+  auto reconnecting = [](int attempt) {
+    return "{\"topic\":\"events/a\",\"payload\":{\"event\":\"reconnecting\",\"attempt\":" +
+           std::to_string(attempt) + ",\"message\":\"end of stream\"}}\n";
+  };
+  auto restarted_at_zero = [](std::string line) {  // the new connection's first frame: pts_ms 33
+    const std::string pts = "\"pts_ms\":300";
+    return line.replace(line.find(pts), pts.size(), "\"pts_ms\":33");
+  };
+  const std::string before = result("a", 0, "car") + result("a", 1, "car") + result("a", 2, "car");
+  const std::string after = result("a", 4, "car") + result("a", 5, "car");
+  const std::string camera_lost = before + reconnecting(1) + reconnecting(2) + result("a", 3, "car") + after;
+  const std::string lane_went_on = before + reconnecting(0) + result("a", 3, "car") + after;
+  const std::string lane_started_over = before + reconnecting(0) + restarted_at_zero(result("a", 3, "car")) + after;
+  for (bool bridge : {false, true}) {
+    SegmentOptions options;
+    options.bridge = bridge;  // nor bridged over it
+    std::vector<Segment> s = segments_of(camera_lost, options);
+    ASSERT_EQ(s.size(), 2u) << bridge;
+    EXPECT_EQ(s[0].end_seq, 2u);
+    EXPECT_EQ(s[1].start_seq, 3u);
+    EXPECT_EQ(s[1].end_seq, 5u);
+    s = segments_of(lane_went_on, options);
+    ASSERT_EQ(s.size(), 1u) << bridge;
+    EXPECT_EQ(s[0].start_seq, 0u);
+    EXPECT_EQ(s[0].end_seq, 5u);
+    s = segments_of(lane_started_over, options);
+    ASSERT_EQ(s.size(), 2u) << bridge;
+    EXPECT_EQ(s[0].end_seq, 2u);
+    EXPECT_EQ(s[0].end_ms, 200);
+    EXPECT_EQ(s[1].start_seq, 3u);
+    EXPECT_EQ(s[1].start_ms, 33);
+  }
+}
+
 // --min-score: a frame whose top-1 score is below it counts as no label (the classifier unsure), as an
 // error result does: it ends a segment, and with --bridge a short stretch of them is bridged.
 TEST(Segments, FramesBelowTheMinimumScoreBelongToNoSegment) {
