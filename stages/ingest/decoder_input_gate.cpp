@@ -6,6 +6,9 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include <gst/video/video.h>
 
 #include "pipeline/logging.h"
 #include "stages/ingest/h26x_access_unit.h"
@@ -45,6 +48,16 @@ bool RecoveryWatch::admit_output(GstClockTime pts) {
   return true;
 }
 
+std::string frames_without_pictures(const DecoderInputCounters& counters) {
+  if (counters.field_coded.load()) return "";
+  const uint64_t expected = counters.expected_pictures.load(), pictures = counters.pictures.load();
+  if (pictures >= expected) return "";
+  const uint64_t missing = expected - pictures;
+  if (missing < 2 || missing * 100 < expected) return "";
+  return "its decoder gave no picture for " + std::to_string(missing) + " of its " + std::to_string(expected) +
+         " frames (damaged data in the file?): those frames have no results";
+}
+
 bool is_intra_only_codec(const GstCaps* caps) {
   if (!caps || gst_caps_get_size(caps) == 0) return false;
   // Codecs whose every frame is coded alone, by their definition (not by an encoder's setting, as an
@@ -69,8 +82,52 @@ struct ProbeState {
   std::string stream_id;
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
   bool intra_only = false;                 // from the input's caps too
+  bool vp8 = false;                        // ditto: its frames say whether they are shown
+  bool theora = false;                     // ditto: its headers are packets of their own
+  GstSegment segment;                      // the input's latest (undefined format until one came)
   RecoveryWatch recovery;
 };
+
+void take_input_caps(ProbeState& state, const GstCaps* caps) {
+  state.reader = AccessUnitReader::for_caps(caps);
+  state.intra_only = is_intra_only_codec(caps);
+  state.vp8 = false;
+  if (!caps || gst_caps_get_size(caps) == 0) return;
+  const GstStructure* s = gst_caps_get_structure(caps, 0);
+  state.vp8 = gst_structure_has_name(s, "video/x-vp8");
+  state.theora = gst_structure_has_name(s, "video/x-theora");
+  const char* interlace = gst_structure_get_string(s, "interlace-mode");
+  if (interlace && !g_str_equal(interlace, "progressive")) state.counters->field_coded = true;
+}
+
+// A packet of a codec's headers, not a frame: Theora's (their first byte's high bit, as the
+// specification's header packets). Not GStreamer's HEADER flag: h264parse sets it on key frames that
+// carry their SPS and PPS.
+bool is_codec_header(const ProbeState& state, GstBuffer* buffer) {
+  guint8 first = 0;
+  return state.theora && gst_buffer_extract(buffer, 0, &first, 1) == 1 && (first & 0x80) != 0;
+}
+
+// Whether a frame passed to the decoder should give a picture of its own (see expected_pictures).
+bool expects_picture(const ProbeState& state, GstBuffer* buffer) {
+  if (is_codec_header(state, buffer) || GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DECODE_ONLY) ||
+      gst_buffer_get_size(buffer) == 0) {
+    return false;
+  }
+  if (state.vp8) {
+    guint8 tag = 0;
+    // The frame tag's show_frame bit (RFC 6386, 9.1): an alternate reference frame is not shown.
+    if (gst_buffer_extract(buffer, 0, &tag, 1) == 1 && (tag & 0x10) == 0) return false;
+  }
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  if (state.segment.format == GST_FORMAT_TIME && GST_CLOCK_TIME_IS_VALID(pts)) {
+    const GstClockTime duration = GST_BUFFER_DURATION(buffer);
+    const GstClockTime end = pts + (GST_CLOCK_TIME_IS_VALID(duration) ? duration : 0);
+    if (GST_CLOCK_TIME_IS_VALID(state.segment.stop) && pts >= state.segment.stop) return false;
+    if (end < state.segment.start || (end == state.segment.start && pts < end)) return false;
+  }
+  return true;
+}
 
 DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std::optional<uint32_t>* recovery_frames) {
   if (state.intra_only) return DecoderInputGate::Frame::kKey;
@@ -87,10 +144,19 @@ DecoderInputGate::Frame frame_of(const ProbeState& state, GstBuffer* buffer, std
 
 bool admit(ProbeState& state, GstBuffer* buffer) {
   state.counters->last_input_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  // A codec's headers in the stream (Theora's three, before its first frame) are no frame: the decoder
+  // needs them, and they were counted as frames left out before a key frame.
+  if (is_codec_header(state, buffer)) return true;
   state.counters->arrived.fetch_add(1);
   state.gate.set_keyframes_only(state.keyframes_only->load(std::memory_order_relaxed));
   std::optional<uint32_t> recovery_frames;
-  switch (state.gate.admit(frame_of(state, buffer, &recovery_frames))) {
+  const DecoderInputGate::Verdict verdict = state.gate.admit(frame_of(state, buffer, &recovery_frames));
+  if ((verdict == DecoderInputGate::Verdict::kPass || verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
+       verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) &&
+      expects_picture(state, buffer)) {
+    state.counters->expected_pictures.fetch_add(1);
+  }
+  switch (verdict) {
     case DecoderInputGate::Verdict::kPass:
       state.recovery.input(GST_BUFFER_PTS(buffer));
       return true;
@@ -129,8 +195,9 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
     if (event && GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
       GstCaps* caps = nullptr;
       gst_event_parse_caps(event, &caps);
-      state.reader = AccessUnitReader::for_caps(caps);
-      state.intra_only = is_intra_only_codec(caps);
+      take_input_caps(state, caps);
+    } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
+      gst_event_copy_segment(event, &state.segment);
     }
     return GST_PAD_PROBE_OK;
   }
@@ -157,6 +224,10 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
 GstPadProbeReturn on_decoder_output(GstPad*, GstPadProbeInfo* info, gpointer user) {
   auto& state = **static_cast<std::shared_ptr<ProbeState>*>(user);
   GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (buffer) {
+    state.counters->pictures.fetch_add(1);
+    if (GST_BUFFER_FLAG_IS_SET(buffer, GST_VIDEO_BUFFER_FLAG_INTERLACED)) state.counters->field_coded = true;
+  }
   if (!buffer || state.recovery.admit_output(GST_BUFFER_PTS(buffer))) return GST_PAD_PROBE_OK;
   state.counters->before_recovery.fetch_add(1);
   return GST_PAD_PROBE_DROP;
@@ -169,10 +240,14 @@ void delete_state(gpointer state) { delete static_cast<std::shared_ptr<ProbeStat
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
                         DecoderInputCounters* counters, const std::string& stream_id) {
   auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id);
+  gst_segment_init(&state->segment, GST_FORMAT_UNDEFINED);
   if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
-    state->reader = AccessUnitReader::for_caps(caps);
-    state->intra_only = is_intra_only_codec(caps);
+    take_input_caps(*state, caps);
     gst_caps_unref(caps);
+  }
+  if (GstEvent* segment = gst_pad_get_sticky_event(decoder_sink, GST_EVENT_SEGMENT, 0)) {
+    gst_event_copy_segment(segment, &state->segment);
+    gst_event_unref(segment);
   }
   gst_pad_add_probe(decoder_sink,
                     static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |

@@ -123,11 +123,22 @@ struct DecoderInputCounters {
   std::atomic<uint64_t> before_key_frame{0};  // dropped while waiting for a connection's first key frame
   std::atomic<uint64_t> before_recovery{0};   // pictures held back after a recovery point
   std::atomic<uint64_t> arrived{0};           // compressed frames that reached a decoder's input, all
+  // Of the frames passed to a decoder, those that should each give it a picture: not a codec's headers
+  // (Theora's), not an invisible frame (VP8's alternate reference), not outside the container's segment
+  // (an edit list's or a seek's frames before it, a muxer's past its end: the decoder clips those).
+  std::atomic<uint64_t> expected_pictures{0};
+  std::atomic<uint64_t> pictures{0};       // pictures the decoders gave (before a RecoveryWatch's hold)
+  std::atomic<bool> field_coded{false};    // interlaced: two fields may come as two frames for one picture
   // When a decoder input last saw a compressed frame, passed or dropped (steady clock ns; 0: never): a
   // camera whose frames are all left out for a while is sending, not stalled.
   std::atomic<int64_t> last_input_ns{0};
   std::atomic<bool> recovery_points_logged{false};  // keyframes_only met one: said once per stream
 };
+
+// The frames a decoder took that gave no picture, for a file's end: "its decoder gave no picture for 52
+// of its 300 frames ..." (a warning), or "" when none or too few to say (a decoder that drops the last
+// frame of a cut file, say: fewer than 2, or under 1%), or when the counts cannot be compared (fields).
+std::string frames_without_pictures(const DecoderInputCounters& counters);
 
 // Whether every frame of a stream with these caps (a decoder's input) decodes alone: an intra-only
 // codec, whose delta-unit flags the gate ignores.

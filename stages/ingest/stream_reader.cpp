@@ -1928,6 +1928,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           ev.message += " (" + describe_container_end(end) + ")";
         }
       }
+      // Frames its decoder took and gave no picture for (a damaged stretch of the file: libav drops a
+      // frame it cannot decode whole, as output-corrupt is off) were lost without a word before
+      // 2026-12-06, their neighbours' seq numbers contiguous.
+      if (kind == MessageKind::kStreamEnd) {
+        if (const std::string lost = frames_without_pictures(s.decoder_input); !lost.empty()) {
+          VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, lost);
+          ev.warning = ev.warning.empty() ? lost : ev.warning + "; " + lost;
+        }
+      }
     }
     if (kind == MessageKind::kStreamError) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
@@ -1941,6 +1950,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       if (const uint64_t partial = s.decoder_input.before_recovery.load(); partial > 0) {
         left_out += ", " + std::to_string(partial) + " decoded and left out: not whole yet after a recovery point";
+      }
+      // (A stop or a part's end leaves frames in the decoder: only an end of stream drains it.)
+      if (const uint64_t expected = s.decoder_input.expected_pictures.load(), pictures = s.decoder_input.pictures.load();
+          expected > pictures && !s.decoder_input.field_coded.load() && kind == MessageKind::kStreamEnd &&
+          !stopping() && !s.part_ended.load()) {
+        left_out += ", " + std::to_string(expected - pictures) + " of the " + std::to_string(expected) +
+                    " passed to its decoder gave no picture";
       }
       if (s.sample_period_ns.load() > 0 || s.sampled_out.load() > 0) {
         left_out += ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps";

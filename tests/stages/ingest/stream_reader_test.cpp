@@ -1363,6 +1363,64 @@ TEST_F(StreamReaderTest, AnIntraOnlyCodecWhoseContainerMarksNoKeyFrameIsReadWhol
   }
 }
 
+// A file damaged in the middle (three 4 KB stretches of noise in its frames' data, as a bad sector or a
+// broken copy leaves): libav gives no picture for the frames it cannot decode whole (output-corrupt is
+// off), and the rest follow with contiguous seq numbers. The stream's end says how many there were, as a
+// warning (before 2026-12-06 nothing did). Frames that give no picture by design say nothing: Theora's
+// headers (which were counted as frames left out before a key frame), the frames a seek decodes before
+// `from`, and an MPEG-PS file's frames before its segment's start (GStreamer's own mpegpsmux: 18 of 60).
+TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
+  const std::string whole = encode_clip("undamaged.mp4", "ball", 150, 320, 240, "mp4mux", "key-int-max=30");
+  const std::string damaged = (dir_ / "damaged.mp4").string();
+  {
+    std::ifstream in(whole, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::mt19937 noise(7);
+    for (double at : {0.3, 0.5, 0.7}) {
+      const size_t offset = static_cast<size_t>(static_cast<double>(bytes.size()) * at);
+      for (size_t i = offset; i < offset + 4096 && i < bytes.size(); ++i) bytes[i] = static_cast<char>(noise());
+    }
+    std::ofstream(damaged, std::ios::binary) << bytes;
+  }
+  const CollectingEmitter out = read_whole(damaged, ingest_, "damaged");
+  ASSERT_FALSE(out.messages.empty());
+  const size_t frames = of_kind(out, MessageKind::kFrame).size();
+  ASSERT_LT(frames, 148u) << "the noise did not cost the decoder frames: no case to test";
+  ASSERT_GT(frames, 0u);
+  const Message& end = out.messages.back();
+  ASSERT_EQ(end.kind, MessageKind::kStreamEnd) << end.event.message;
+  EXPECT_EQ(end.event.warning, "its decoder gave no picture for " + std::to_string(150 - frames) +
+                                   " of its 150 frames (damaged data in the file?): those frames have no results");
+
+  // Frames that give no picture by design.
+  const std::string theora = (dir_ / "theora.ogv").string(), ps = (dir_ / "mpeg2.mpg").string();
+  for (const auto& [path, encoder] : {std::pair{theora, std::string("theoraenc ! oggmux")},
+                                      std::pair{ps, std::string("mpeg2enc ! mpegvideoparse ! mpegpsmux")}}) {
+    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=60 ! video/x-raw,width=320,"
+                            "height=240,framerate=25/1 ! videoconvert ! " + encoder + " ! filesink location=" + path;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  StreamConfig part = stream("part", whole);
+  part.from_ns = 1'100'000'000;  // between key frames: decoded from the one at 1 s
+  part.to_ns = 3'900'000'000;
+  struct Case {
+    StreamConfig stream;
+    size_t frames;
+  };
+  for (const Case& c : {Case{stream("whole", whole), 150}, Case{part, 84}, Case{stream("theora", theora), 60},
+                        Case{stream("ps", ps), 42}}) {
+    CollectingEmitter read;
+    auto reader = StreamReader::create(c.stream, 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    ASSERT_TRUE((*reader)->run(read, flags_).ok());
+    EXPECT_EQ(of_kind(read, MessageKind::kFrame).size(), c.frames) << c.stream.id;
+    ASSERT_FALSE(read.messages.empty());
+    EXPECT_EQ(read.messages.back().kind, MessageKind::kStreamEnd) << c.stream.id;
+    EXPECT_EQ(read.messages.back().event.warning, "") << c.stream.id;
+    EXPECT_EQ((*reader)->left_out(), 0u) << c.stream.id;
+  }
+}
+
 // A recording that did not finish, or a copy cut short (here: the first half of each file). With its
 // index first (faststart), an MP4 plays to its cut, as a Matroska file does: the stream ends, with a
 // warning that the file is cut short (it used to end as if whole). With its index last, as recorders
