@@ -301,7 +301,13 @@ void KafkaPublisher::on_error(rd_kafka_t* /*producer*/, int error, const char* r
       std::string why = self->last_transport_error_.empty() ? std::string(reason)
                                                             : std::string(reason) + ": " + self->last_transport_error_;
       // (librdkafka's words for TLS to a port that speaks none, said in the config's)
-      if (why.find("PLAINTEXT broker listener") != std::string::npos) why += " (then the url is kafka://, not kafkas://)";
+      // librdkafka says the same fault one of two ways, as the broker's closing meets its handshake.
+      if (why.find("PLAINTEXT broker listener") != std::string::npos) {
+        why += " (then the url is kafka://, not kafkas://)";
+      } else if (why.find("in state SSL_HANDSHAKE") != std::string::npos) {
+        why += " (the broker hung up in the TLS handshake: a port that speaks plain Kafka? then the url is kafka://, "
+               "not kafkas://)";
+      }
       self->outage(why);
       break;
     }

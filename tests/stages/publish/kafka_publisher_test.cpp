@@ -307,6 +307,9 @@ TEST(KafkaPublisher, AFullQueueDropsTheOldestAndTheStopCountsWhatWaits) {
 }
 
 // A kafkas:// url at a port that speaks plain Kafka: said as a TLS failure, with what to check.
+// librdkafka says it as "SSL handshake failed ... PLAINTEXT broker listener?" or, as the broker's
+// closing meets the handshake, "Disconnected (after 0ms in state SSL_HANDSHAKE)" (seen once, in a full
+// run under load on 2026-12-06, when this test took only the first): the hint follows either.
 TEST(KafkaPublisher, ATlsUrlAtAPlainPortIsSaidAsSuch) {
   KafkaTestCluster cluster(1);
   KafkaConfig config = cluster_at("kafkas://" + cluster.bootstrap_servers());
@@ -314,7 +317,9 @@ TEST(KafkaPublisher, ATlsUrlAtAPlainPortIsSaidAsSuch) {
   KafkaPublisher publisher(config, 0, {}, quick());
   const Status reached = publisher.wait_connected(10s);
   ASSERT_FALSE(reached.ok());
-  EXPECT_NE(reached.message().find("SSL handshake failed"), std::string::npos) << reached.message();
+  EXPECT_TRUE(reached.message().find("SSL handshake failed") != std::string::npos ||
+              reached.message().find("in state SSL_HANDSHAKE") != std::string::npos)
+      << reached.message();
   EXPECT_NE(reached.message().find("(then the url is kafka://, not kafkas://)"), std::string::npos) << reached.message();
   publisher.finish(0ms);
 }
