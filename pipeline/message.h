@@ -92,14 +92,28 @@ struct FrameInfo {
   // The region preprocessing reads (streams[].roi), in pixels of the upright picture: x, y, width,
   // height; width or height 0: the whole picture.
   std::array<uint32_t, 4> crop{};
+  // The stored pixels' aspect ratio, width:height (GStreamer's pixel-aspect-ratio): 1:1 but for
+  // anamorphic video, whose pixels are shown wider or narrower than tall (HDV's 1440x1080 shown
+  // 16:9 has 4:3; PAL DV widescreen's 720x576, 64:45). Ingest keeps it within 1:10 to 10:1.
+  uint32_t par_n = 1, par_d = 1;
   struct Region {
     uint32_t x, y, width, height;
+  };
+  // The region's shape as shown: its width and height with the pixels' aspect ratio applied (turned
+  // with the picture), in units whose ratio alone counts; the same whichever field is read.
+  struct Shape {
+    uint64_t width, height;
   };
   uint32_t upright_width() const { return orientation_map(orientation).transpose ? height : width; }
   uint32_t upright_height() const { return orientation_map(orientation).transpose ? width : height; }
   Region region() const {
     return crop[2] && crop[3] ? Region{crop[0], crop[1], crop[2], crop[3]}
                               : Region{0, 0, upright_width(), upright_height()};
+  }
+  Shape shown_shape() const {
+    const Region r = region();
+    const bool turned = orientation_map(orientation).transpose;
+    return {uint64_t{r.width} * (turned ? par_d : par_n), uint64_t{r.height} * (turned ? par_n : par_d)};
   }
   // Bytes of payload this layout needs; 0 if the layout is inconsistent.
   size_t required_bytes() const;

@@ -9,8 +9,9 @@ namespace {
 
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
 // 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
-// the camera's clock, frames an orientation; 5: frames the field preprocessing reads
-constexpr uint8_t kWireVersion = 6;
+// the camera's clock, frames an orientation; 5: frames the field preprocessing reads; 7: frames their
+// pixels' aspect ratio
+constexpr uint8_t kWireVersion = 7;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -169,6 +170,8 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
       w.pod(m.frame.orientation);
       w.pod(m.frame.field);
       for (uint32_t c : m.frame.crop) w.pod(c);
+      w.pod(m.frame.par_n);
+      w.pod(m.frame.par_d);
       write_payload(w, m.payload, by_reference, enc);
       break;
     case MessageKind::kTensor:
@@ -250,7 +253,12 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
       r.pod(&m->frame.orientation);
       r.pod(&m->frame.field);
       for (uint32_t& c : m->frame.crop) r.pod(&c);
+      r.pod(&m->frame.par_n);
+      r.pod(&m->frame.par_d);
       if (!r.ok()) return DataLoss("truncated frame header");
+      if (m->frame.par_n == 0 || m->frame.par_d == 0) {
+        return DataLoss("pixel aspect ratio " + std::to_string(m->frame.par_n) + ":" + std::to_string(m->frame.par_d));
+      }
       if (static_cast<uint8_t>(m->frame.format) > static_cast<uint8_t>(PixelFormat::kRGB)) {
         return DataLoss("unknown pixel format " + std::to_string(static_cast<int>(m->frame.format)));
       }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <utility>
 
 #include "pipeline/atomic_file.h"
 #include "stages/ingest/stream_fan_out.h"
@@ -185,12 +187,46 @@ Result<std::string> encode_jpeg(GstSample* frame) {
   return bytes;
 }
 
+Result<GstSample*> square_pixels_i420(GstSample* frame, int par_n, int par_d) {
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, gst_sample_get_caps(frame))) return Internal("the picture has no video caps");
+  const int64_t w = GST_VIDEO_INFO_WIDTH(&info), h = GST_VIDEO_INFO_HEIGHT(&info);
+  // Widened or made taller, whichever keeps every stored pixel (rounded to the nearest even size).
+  const int64_t width = par_n > par_d ? std::max<int64_t>(2, (w * par_n / par_d + 1) & ~int64_t{1}) : w;
+  const int64_t height = par_n < par_d ? std::max<int64_t>(2, (h * par_d / par_n + 1) & ~int64_t{1}) : h;
+  if (width == w && height == h) return gst_sample_ref(frame);
+  GstCaps* square = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", "width", G_TYPE_INT,
+                                        static_cast<gint>(width), "height", G_TYPE_INT, static_cast<gint>(height),
+                                        "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
+  GError* err = nullptr;
+  GstSample* scaled = gst_video_convert_sample(frame, square, kConvertTimeout, &err);
+  gst_caps_unref(square);
+  if (!scaled) {
+    const std::string why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    return Internal("cannot scale the picture to square pixels: " + why);
+  }
+  return scaled;
+}
+
 Status write_frame_picture(GstSample* decoded, Orientation turn, const std::array<double, 4>& roi,
                            const std::string& path) {
+  // An anamorphic frame's pixels are shown wider or narrower than tall: its picture is scaled to the
+  // shape it is shown in (a picture viewer takes every pixel square), after its turn and region.
+  int par_n = 1, par_d = 1;
+  if (GstVideoInfo info; gst_video_info_from_caps(&info, gst_sample_get_caps(decoded)) &&
+                         GST_VIDEO_INFO_PAR_N(&info) > 0 && GST_VIDEO_INFO_PAR_D(&info) > 0) {
+    par_n = GST_VIDEO_INFO_PAR_N(&info);
+    par_d = GST_VIDEO_INFO_PAR_D(&info);
+    if (orientation_map(turn).transpose) std::swap(par_n, par_d);
+  }
   VAPIPE_ASSIGN_OR_RETURN(GstSample * picture, host_i420(decoded));
-  for (int step = 0; step < 2; ++step) {
-    if (step == 1 && roi == std::array<double, 4>{0, 0, 1, 1}) break;
-    auto next = step == 0 ? turn_i420(picture, turn) : crop_i420_to_roi(picture, roi);
+  for (int step = 0; step < 3; ++step) {
+    if (step == 1 && roi == std::array<double, 4>{0, 0, 1, 1}) continue;
+    if (step == 2 && par_n == par_d) break;
+    auto next = step == 0   ? turn_i420(picture, turn)
+                : step == 1 ? crop_i420_to_roi(picture, roi)
+                            : square_pixels_i420(picture, par_n, par_d);
     gst_sample_unref(picture);
     if (!next.ok()) return next.status();
     picture = next.value();

@@ -23,6 +23,10 @@ Result<GstSample*> crop_i420_to_roi(GstSample* frame, const std::array<double, 4
 // An I420 frame turned as `turn` says (stored -> upright, as preprocessing reads it). A new reference.
 Result<GstSample*> turn_i420(GstSample* frame, Orientation turn);
 
+// An I420 frame whose pixels are `par_n`:`par_d` wide:tall, scaled to square pixels (widened, or
+// made taller, so that no stored pixel is lost); a new reference (to `frame` itself when square).
+Result<GstSample*> square_pixels_i420(GstSample* frame, int par_n, int par_d);
+
 // `frame` (any format ingest decodes to, in host or CUDA memory) as an I420 frame in host memory.
 Result<GstSample*> host_i420(GstSample* frame);
 

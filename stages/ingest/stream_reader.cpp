@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -1515,6 +1516,20 @@ Status copy_frame(GstSample* sample, const std::string& stream_id, Emitter& out,
   fi.matrix = vinfo.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ? ColorMatrix::kBT709 : ColorMatrix::kBT601;
   fi.full_range = vinfo.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
   fi.field = first_field(vinfo, buffer);
+  // Anamorphic video's pixels are shown wider or narrower than tall: preprocessing's letterbox and
+  // center_crop keep the shape shown. A ratio past 10:1 either way is no camera's: taken as square.
+  if (const gint n = GST_VIDEO_INFO_PAR_N(&vinfo), d = GST_VIDEO_INFO_PAR_D(&vinfo);
+      n > 0 && d > 0 && int64_t{n} <= int64_t{d} * 10 && int64_t{d} <= int64_t{n} * 10) {
+    const gint divisor = std::gcd(n, d);
+    int64_t pn = n / divisor, pd = d / divisor;
+    if (const int64_t larger = std::max(pn, pd); larger > 65535) {  // kept small for exact products
+      const int64_t scale = (larger + 65534) / 65535;
+      pn = std::max<int64_t>(1, pn / scale);
+      pd = std::max<int64_t>(1, pd / scale);
+    }
+    fi.par_n = static_cast<uint32_t>(pn);
+    fi.par_d = static_cast<uint32_t>(pd);
+  }
   const uint32_t cw = (fi.width + 1) / 2, ch = (fi.height + 1) / 2;
   std::array<uint32_t, 3> rows{};
   uint32_t planes = 0;

@@ -75,38 +75,54 @@ std::vector<Status> Preprocessor::run_batch(const std::vector<FrameView>& frames
   return statuses;
 }
 
-FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_width, uint32_t out_height) {
+FrameInfo::Region centered_region(const FrameInfo::Region& region, uint64_t out_width, uint64_t out_height) {
   if (out_width == 0 || out_height == 0 || region.width == 0 || region.height == 0) return region;
   FrameInfo::Region r = region;
   // Compare width/height with out_width/out_height without rounding: width * out_height vs ...
+  // (sides of at most 2^32 by shapes of at most 2^32: no overflow).
   if (uint64_t{region.width} * out_height > uint64_t{region.height} * out_width) {
-    r.width = std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{region.height} * out_width / out_height));
+    r.width = static_cast<uint32_t>(std::clamp<uint64_t>(uint64_t{region.height} * out_width / out_height, 1, region.width));
     r.x = region.x + (region.width - r.width) / 2;
   } else {
-    r.height = std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{region.width} * out_height / out_width));
+    r.height = static_cast<uint32_t>(std::clamp<uint64_t>(uint64_t{region.width} * out_height / out_width, 1, region.height));
     r.y = region.y + (region.height - r.height) / 2;
   }
   return r;
 }
 
-FrameInfo::Region letterbox_rect(uint32_t region_width, uint32_t region_height, uint32_t out_width,
+FrameInfo::Region centered_region(const FrameInfo& frame, uint32_t out_width, uint32_t out_height) {
+  // A region of w x h stored pixels is shown (w * pw) x (h * ph): the tensor's shape out_w:out_h, as
+  // shown, is (out_w * ph):(out_h * pw) in stored pixels.
+  const bool turned = orientation_map(frame.orientation).transpose;
+  const uint64_t pixel_width = turned ? frame.par_d : frame.par_n, pixel_height = turned ? frame.par_n : frame.par_d;
+  return centered_region(frame.region(), out_width * pixel_height, out_height * pixel_width);
+}
+
+FrameInfo::Region letterbox_rect(uint64_t region_width, uint64_t region_height, uint32_t out_width,
                                  uint32_t out_height) {
   if (out_width == 0 || out_height == 0 || region_width == 0 || region_height == 0) {
     return {0, 0, out_width, out_height};
   }
-  // Compared and rounded in integers: the same rectangle on every platform and in the CUDA host code.
-  if (uint64_t{region_width} * out_height >= uint64_t{region_height} * out_width) {  // wider: full width
-    const uint64_t h = (2 * uint64_t{region_height} * out_width + region_width) / (2 * uint64_t{region_width});
+  // Compared and rounded in integers: the same rectangle on every platform and in the CUDA host code
+  // (shapes of at most 2^48 by sides of at most 2^15: no overflow).
+  if (region_width * out_height >= region_height * out_width) {  // wider: full width
+    const uint64_t h = (2 * region_height * out_width + region_width) / (2 * region_width);
     const uint32_t height = static_cast<uint32_t>(std::clamp<uint64_t>(h, 1, out_height));
     return {0, (out_height - height) / 2, out_width, height};
   }
-  const uint64_t w = (2 * uint64_t{region_width} * out_height + region_height) / (2 * uint64_t{region_height});
+  const uint64_t w = (2 * region_width * out_height + region_height) / (2 * region_height);
   const uint32_t width = static_cast<uint32_t>(std::clamp<uint64_t>(w, 1, out_width));
   return {(out_width - width) / 2, 0, width, out_height};
 }
 
 FrameInfo::Region output_rect(const PreprocessSpec& spec, const FrameInfo::Region& region) {
   return spec.letterbox ? letterbox_rect(region.width, region.height, spec.out_width, spec.out_height)
+                        : FrameInfo::Region{0, 0, spec.out_width, spec.out_height};
+}
+
+FrameInfo::Region output_rect(const PreprocessSpec& spec, const FrameInfo& frame) {
+  const FrameInfo::Shape shown = frame.shown_shape();
+  return spec.letterbox ? letterbox_rect(shown.width, shown.height, spec.out_width, spec.out_height)
                         : FrameInfo::Region{0, 0, spec.out_width, spec.out_height};
 }
 
@@ -202,11 +218,13 @@ class FrameConverter {
     const FrameInfo::Region region = info.region();
     if (region.x != region_.x || region.y != region_.y || region.width != region_.width ||
         region.height != region_.height || info.orientation != orientation_ || info.width != width_ ||
-        info.height != height_) {
+        info.height != height_ || info.par_n != par_n_ || info.par_d != par_d_) {
       region_ = region;
       orientation_ = info.orientation;
       width_ = info.width;
       height_ = info.height;
+      par_n_ = info.par_n;
+      par_d_ = info.par_d;
       // Taps along the upright picture's axes, as stored indices: of the stored x axis, or y when the
       // picture is turned a quarter (transpose), counted from its far end when mirrored.
       const OrientationMap map = orientation_map(info.orientation);
@@ -214,7 +232,7 @@ class FrameConverter {
       const uint32_t x_mirror = map.transpose ? (map.mirror_y ? info.height : 0) : (map.mirror_x ? info.width : 0);
       const uint32_t y_mirror = map.transpose ? (map.mirror_x ? info.width : 0) : (map.mirror_y ? info.height : 0);
       // The region is resized to the part of the tensor it fills (all of it but with letterbox).
-      dst_ = output_rect(spec_, region);
+      dst_ = output_rect(spec_, decoded.info);  // by the shape shown, not the field's rows
       xs_ = make_taps(region.width, dst_.width, region.x, x_mirror);
       ys_ = make_taps(region.height, dst_.height, region.y, y_mirror);
     }
@@ -330,7 +348,7 @@ class FrameConverter {
   FrameInfo::Region region_{0, 0, 0, 0};  // the taps' region, orientation and stored size
   FrameInfo::Region dst_{0, 0, 0, 0};     // the part of the tensor the region is resized to
   Orientation orientation_ = Orientation::kAsStored;
-  uint32_t width_ = 0, height_ = 0;
+  uint32_t width_ = 0, height_ = 0, par_n_ = 1, par_d_ = 1;
   bool transposed_ = false;
   std::vector<Tap> xs_, ys_;
   std::vector<float> row_;

@@ -112,7 +112,7 @@ Status PreprocessStage::flush(std::vector<Message>& frames, Emitter& out) {
     }
     FrameInfo info = in.frame;
     if (center_crop_) {
-      const FrameInfo::Region r = centered_region(info.region(), preprocessor_->spec().out_width,
+      const FrameInfo::Region r = centered_region(info, preprocessor_->spec().out_width,  // as shown
                                                   preprocessor_->spec().out_height);
       info.crop = {r.x, r.y, r.width, r.height};
     }

@@ -69,16 +69,24 @@ std::unique_ptr<Preprocessor> make_cpu_preprocessor(const PreprocessSpec& spec, 
 
 // The largest region of `out_width`:`out_height` shape centred in `region` (preprocess.resize:
 // center_crop): what torchvision's Resize + CenterCrop keep of a frame, at its full shorter side.
-FrameInfo::Region centered_region(const FrameInfo::Region& region, uint32_t out_width, uint32_t out_height);
+// (The shape's two sides count only by their ratio.)
+FrameInfo::Region centered_region(const FrameInfo::Region& region, uint64_t out_width, uint64_t out_height);
+// The same for a frame: the crop of its region that is shown in the tensor's shape, its pixels'
+// aspect ratio applied (an anamorphic frame's region is cropped as shown, not as stored).
+FrameInfo::Region centered_region(const FrameInfo& frame, uint32_t out_width, uint32_t out_height);
 
-// Where a region of `region_width` x `region_height` lands in an `out_width` x `out_height` tensor
-// (preprocess.resize: letterbox): as large as fits with its shape kept (the other side rounded to the
-// nearest pixel, at least 1), centred (the odd pixel of the margin after it). An empty region or
-// tensor gives the whole tensor.
-FrameInfo::Region letterbox_rect(uint32_t region_width, uint32_t region_height, uint32_t out_width,
+// Where a region of `region_width` x `region_height` (or of that shape) lands in an `out_width` x
+// `out_height` tensor (preprocess.resize: letterbox): as large as fits with its shape kept (the other
+// side rounded to the nearest pixel, at least 1), centred (the odd pixel of the margin after it). An
+// empty region or tensor gives the whole tensor.
+FrameInfo::Region letterbox_rect(uint64_t region_width, uint64_t region_height, uint32_t out_width,
                                  uint32_t out_height);
-// Where `spec` writes a frame whose region is `region`: letterbox_rect, or the whole tensor.
+// Where `spec` writes a frame whose region is `region` (square pixels): letterbox_rect, or the whole tensor.
 FrameInfo::Region output_rect(const PreprocessSpec& spec, const FrameInfo::Region& region);
+// Where `spec` writes `frame` (as decoded, before a field of it is taken): letterboxed by the shape its
+// region is shown in (FrameInfo::shown_shape: its pixels' aspect ratio applied, and a field read as
+// the frame it is of), or the whole tensor.
+FrameInfo::Region output_rect(const PreprocessSpec& spec, const FrameInfo& frame);
 
 // Checks that a frame's layout is consistent and fits its payload.
 Status validate_frame(const FrameView& frame);

@@ -51,6 +51,8 @@ TEST(Wire, FrameWithInlinePayloadRoundTrips) {
   m.frame.crop = {2, 0, 2, 2};  // streams[].roi
   m.frame.orientation = Orientation::kRotate270;
   m.frame.field = FieldRead::kBottomField;  // ingest.deinterlace
+  m.frame.par_n = 64;                       // anamorphic: PAL DV widescreen's pixels
+  m.frame.par_d = 45;
   m.payload = Payload::heap(12);
   for (int i = 0; i < 12; ++i) m.payload.data()[i] = std::byte(i);
   auto decoded = decode_message(to_parts(encode_message(m, /*by_reference=*/true)), nullptr);
@@ -68,6 +70,8 @@ TEST(Wire, FrameWithInlinePayloadRoundTrips) {
   EXPECT_EQ(decoded->frame.crop, (std::array<uint32_t, 4>{2, 0, 2, 2}));
   EXPECT_EQ(decoded->frame.orientation, Orientation::kRotate270);
   EXPECT_EQ(decoded->frame.field, FieldRead::kBottomField);
+  EXPECT_EQ(decoded->frame.par_n, 64u);
+  EXPECT_EQ(decoded->frame.par_d, 45u);
   ASSERT_EQ(decoded->payload.size(), 12u);
   EXPECT_EQ(std::memcmp(decoded->payload.data(), m.payload.data(), 12), 0);
 }

@@ -181,7 +181,7 @@ inline KernelParams frame_params(const PreprocessSpec& spec, const FrameInfo& de
   p.in_y = static_cast<int>(region.y);
   p.frame_w = static_cast<int>(i.width);
   p.frame_h = static_cast<int>(i.height);
-  const FrameInfo::Region dst = output_rect(spec, region);
+  const FrameInfo::Region dst = output_rect(spec, decoded);  // by the shape shown, not the field's rows
   p.dst_x = static_cast<int>(dst.x);
   p.dst_y = static_cast<int>(dst.y);
   p.dst_w = static_cast<int>(dst.width);

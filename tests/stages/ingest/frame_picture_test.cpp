@@ -139,5 +139,38 @@ TEST_F(FramePicture, FramesOfEachFormatAreWrittenAsJpegsOfTheirUprightSize) {
   std::filesystem::remove_all(dir);
 }
 
+// An anamorphic frame's picture (480x360 stored, pixels 4:3 wide: shown 640x360) is scaled to the shape
+// it is shown in, after its turn (upright 360x640) and its region; a square-pixel frame keeps its size.
+TEST_F(FramePicture, AnAnamorphicFramesPictureHasTheShapeItIsShownIn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vapipe-frame-picture-par-" + std::to_string(getpid()));
+  struct Case {
+    const char* par;
+    Orientation turn;
+    std::array<double, 4> roi;
+    std::pair<uint32_t, uint32_t> size;
+  };
+  for (const Case& c : {Case{"4/3", Orientation::kAsStored, {0, 0, 1, 1}, {640, 360}},
+                        Case{"4/3", Orientation::kRotate90, {0, 0, 1, 1}, {360, 640}},
+                        Case{"4/3", Orientation::kAsStored, {0, 0, 0.5, 1}, {320, 360}},
+                        Case{"3/4", Orientation::kAsStored, {0, 0, 1, 1}, {480, 480}},
+                        Case{"1/1", Orientation::kAsStored, {0, 0, 1, 1}, {480, 360}}}) {
+    GstCaps* caps = gst_caps_from_string(
+        (std::string("video/x-raw,format=I420,width=480,height=360,framerate=30/1,pixel-aspect-ratio=") + c.par).c_str());
+    GstVideoInfo info;
+    ASSERT_TRUE(gst_video_info_from_caps(&info, caps));
+    GstBuffer* buffer = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+    gst_buffer_memset(buffer, 0, 128, GST_VIDEO_INFO_SIZE(&info));
+    GstSample* frame = gst_sample_new(buffer, caps, nullptr, nullptr);
+    gst_caps_unref(caps);
+    gst_buffer_unref(buffer);
+    const std::string path = (dir / "picture.jpg").string();
+    const Status written = write_frame_picture(frame, c.turn, c.roi, path);
+    gst_sample_unref(frame);
+    ASSERT_TRUE(written.ok()) << c.par << ": " << written.message();
+    EXPECT_EQ(testing::jpeg_size(path), c.size) << c.par << " " << orientation_name(c.turn) << " " << c.roi[2];
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace vapipe

@@ -1363,6 +1363,27 @@ TEST_F(StreamReaderTest, AnIntraOnlyCodecWhoseContainerMarksNoKeyFrameIsReadWhol
   }
 }
 
+// Anamorphic video (pixels shown wider than tall: HDV, DV widescreen, much of broadcast) says its
+// pixels' aspect ratio on each frame, as the stream does (H.264's VUI), for preprocessing's letterbox
+// and center_crop to keep the shape shown; square pixels say 1:1.
+TEST_F(StreamReaderTest, AnAnamorphicFilesFramesSayTheirPixelsAspectRatio) {
+  for (const auto& [par, n, d] : {std::tuple{std::string("4/3"), 4u, 3u}, std::tuple{std::string("1/1"), 1u, 1u}}) {
+    const std::string path = (dir_ / ("par-" + std::to_string(n) + ".mp4")).string();
+    const std::string cmd = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=10 ! video/x-raw,width=480,"
+                            "height=360,framerate=30/1,pixel-aspect-ratio=" + par +
+                            " ! x264enc speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location=" + path;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const CollectingEmitter out = read_whole(path, ingest_, "par");
+    const auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 10u) << par;
+    for (const Message* f : frames) {
+      EXPECT_EQ(f->frame.width, 480u);
+      EXPECT_EQ(f->frame.par_n, n) << par;
+      EXPECT_EQ(f->frame.par_d, d) << par;
+    }
+  }
+}
+
 // A file damaged in the middle (three 4 KB stretches of noise in its frames' data, as a bad sector or a
 // broken copy leaves): libav gives no picture for the frames it cannot decode whole (output-corrupt is
 // off), and the rest follow with contiguous seq numbers. The stream's end says how many there were, as a

@@ -356,6 +356,79 @@ TEST(LetterboxRect, IsTheLargestRectangleOfTheRegionsShapeCentredInTheTensor) {
   EXPECT_TRUE(same(output_rect(spec, R{960, 0, 960, 1080}), R{12, 0, 199, 224}));  // an roi's own shape
 }
 
+// Anamorphic video (HDV's 1440x1080, shown 16:9 with pixels 4:3 wide) is letterboxed and center-cropped
+// by the shape it is shown in, as a square-pixel 1920x1080 frame is; so is one field of an interlaced
+// frame (deinterlace: first_field reads 1920x540 rows of a 1920x1080 picture). Before 2026-12-06 both
+// went by their stored rows: HDV boxed as 4:3, a field as 32:9 (224x63 of the tensor).
+TEST(LetterboxRect, GoesByTheShapeShownWithAnamorphicPixelsAndFieldsRead) {
+  using R = FrameInfo::Region;
+  auto same = [](const R& a, const R& b) { return a.x == b.x && a.y == b.y && a.width == b.width && a.height == b.height; };
+  PreprocessSpec spec;
+  spec.letterbox = true;
+  FrameInfo hdv;
+  hdv.width = 1440;
+  hdv.height = 1080;
+  hdv.par_n = 4;
+  hdv.par_d = 3;
+  EXPECT_TRUE(same(output_rect(spec, hdv), R{0, 49, 224, 126}));
+  FrameInfo upright = hdv;  // turned a quarter: 1080x1440 stored pixels 3:4 wide, shown 9:16
+  upright.orientation = Orientation::kRotate90;
+  EXPECT_TRUE(same(output_rect(spec, upright), R{49, 0, 126, 224}));
+  FrameInfo field;
+  field.width = 1920;
+  field.height = 1080;
+  field.field = FieldRead::kTopField;
+  EXPECT_TRUE(same(output_rect(spec, field), R{0, 49, 224, 126}));
+  FrameInfo square = field;
+  square.field = FieldRead::kWholeFrame;
+  EXPECT_TRUE(same(output_rect(spec, square), R{0, 49, 224, 126}));
+  spec.letterbox = false;
+  EXPECT_TRUE(same(output_rect(spec, hdv), R{0, 0, 224, 224}));  // stretch: all of it, whatever its shape
+  // center_crop: the middle square as shown, 810 stored columns of 1080 rows (810 x 4/3 = 1080).
+  EXPECT_TRUE(same(centered_region(hdv, 224, 224), R{315, 0, 810, 1080}));
+  EXPECT_TRUE(same(centered_region(square, 224, 224), R{420, 0, 1080, 1080}));
+  EXPECT_TRUE(same(centered_region(upright, 224, 224), R{0, 315, 1080, 810}));
+  FrameInfo pal = hdv;  // PAL DV widescreen: 720x576, pixels 64:45, shown 16:9
+  pal.width = 720;
+  pal.height = 576;
+  pal.par_n = 64;
+  pal.par_d = 45;
+  spec.letterbox = true;
+  EXPECT_TRUE(same(output_rect(spec, pal), R{0, 49, 224, 126}));
+}
+
+// The same through the preprocessor: a field read of a frame and an anamorphic frame fill the
+// rectangle of the shape they are shown in, the rest is the pad colour.
+TEST(CpuPreprocessor, LetterboxFillsTheRectangleOfTheShapeShown) {
+  PreprocessSpec spec;
+  spec.letterbox = true;
+  spec.pad_rgb = {0.f, 0.f, 0.f};
+  spec.mean = {0.f, 0.f, 0.f};
+  spec.std = {1.f, 1.f, 1.f};
+  auto pre = make_cpu_preprocessor(spec);
+  for (int which : {0, 1}) {
+    TestFrame f = random_frame(PixelFormat::kRGB, which == 0 ? 640 : 480, 360, 5);
+    for (auto& b : f.bytes) b = std::byte{200};  // a grey frame on black margins
+    if (which == 0) {
+      f.info.field = FieldRead::kTopField;  // 640x180 rows read of a 640x360 picture
+    } else {
+      f.info.par_n = 4;  // 480x360 stored, shown 640x360
+      f.info.par_d = 3;
+    }
+    std::vector<float> t(spec.output_info().elements());
+    ASSERT_TRUE(pre->run(f.view(), reinterpret_cast<std::byte*>(t.data())).ok());
+    uint32_t first = 224, last = 0;  // the rows holding the picture, down the middle column
+    for (uint32_t y = 0; y < 224; ++y) {
+      if (t[size_t{y} * 224 + 112] > 0.5f) {
+        first = std::min(first, y);
+        last = std::max(last, y);
+      }
+    }
+    EXPECT_EQ(first, 49u) << which;  // 16:9 in 224x224: rows 49 to 174
+    EXPECT_EQ(last, 174u) << which;
+  }
+}
+
 // preprocess.resize: letterbox: the tensor holds, to the bit, the frame stretched to its rectangle
 // (letterbox_rect) and, around it, the pad colour normalised as pixels are, in either channel order;
 // turned frames and crops as their upright pictures (the output loop's rectangle, both loop orders).
