@@ -169,9 +169,26 @@ std::string connection_failure(const StreamConfig& stream) {
   return why;
 }
 
-// The first error on the bus, as "message (element NAME)", if there is one.
-std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream) {
-  GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+// Whether a warning on the bus is tsdemux's continuity error on a video stream's packets: packets lost
+// or damaged (a broken recording, a transfer's loss), and with them frames that never reach a decoder.
+bool is_video_continuity_error(GstMessage* warning) {
+  const GstStructure* details = nullptr;
+  gst_message_parse_warning_details(warning, &details);
+  if (!details || g_strcmp0(gst_structure_get_string(details, "warning-type"), "continuity-mismatch") != 0) return false;
+  const char* pad = gst_structure_get_string(details, "pad-name");
+  return !pad || g_str_has_prefix(pad, "video");
+}
+
+// The first error on the bus, as "message (element NAME)", if there is one. The warnings before it are
+// gone through too: video continuity errors counted in `continuity_errors` (may be null).
+std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream,
+                                         std::atomic<uint64_t>* continuity_errors = nullptr) {
+  GstMessage* m = nullptr;
+  while ((m = gst_bus_pop_filtered(bus, static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING))) &&
+         GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) {
+    if (continuity_errors && is_video_continuity_error(m)) continuity_errors->fetch_add(1);
+    gst_message_unref(m);
+  }
   if (!m) return std::nullopt;
   GError* err = nullptr;
   gchar* debug = nullptr;
@@ -317,6 +334,8 @@ struct StreamReader::Impl {
   BoundedQueue<QueuedFrame> queue;
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
+  // MPEG-TS continuity errors on the video's packets, as the bus said them (pop_bus_error).
+  std::atomic<uint64_t> continuity_errors{0};
   std::unique_ptr<CudaStream> cuda_stream;  // copies of device frames (created on first use)
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
@@ -1892,6 +1911,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
 
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
+    // The warnings left on the bus, before the pipeline's stop flushes it (a file read without a pause
+    // never went through them).
+    if (bus) (void)pop_bus_error(bus.get(), s.stream, &s.continuity_errors);
     // Pictures of kept frames being decoded are said before the end (a stream removed, a job stopped).
     s.close_picture_jobs(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000));
     if (s.clips) s.clips->close(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000), "the stream ended");
@@ -1947,7 +1969,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // frame it cannot decode whole, as output-corrupt is off) were lost without a word before
       // 2026-12-06, their neighbours' seq numbers contiguous.
       if (kind == MessageKind::kStreamEnd) {
-        if (const std::string lost = frames_without_pictures(s.decoder_input); !lost.empty()) {
+        std::string lost = frames_without_pictures(s.decoder_input);
+        // An MPEG-TS file's lost or damaged packets: the frames in them never reached the decoder to
+        // be counted above.
+        if (const uint64_t gaps = s.continuity_errors.load(); gaps > 0) {
+          lost += std::string(lost.empty() ? "" : "; ") + "its MPEG-TS video has " + std::to_string(gaps) +
+                  (gaps == 1 ? " gap" : " gaps") + " where packets were lost or damaged (continuity errors): "
+                  "frames there are missing";
+        }
+        if (!lost.empty()) {
           VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, lost);
           ev.warning = ev.warning.empty() ? lost : ev.warning + "; " + lost;
         }
@@ -2448,7 +2478,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (Status st = say_pictures_done(); !st.ok()) return finish(MessageKind::kStreamError, st.message());
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
-      std::optional<std::string> reason = pop_bus_error(bus.get(), s.stream);
+      std::optional<std::string> reason = pop_bus_error(bus.get(), s.stream, &s.continuity_errors);
       if (reason && !s.video_pad && s.decoded.load() == 0 && s.stream.parsed.kind != UriKind::kTest) {
         std::lock_guard<std::mutex> lock(s.pads_mutex);
         // What the file holds says more than GStreamer's error, or than on_no_more_pads' own.

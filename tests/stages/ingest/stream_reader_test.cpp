@@ -1392,18 +1392,20 @@ TEST_F(StreamReaderTest, AnAnamorphicFilesFramesSayTheirPixelsAspectRatio) {
 // `from`, and an MPEG-PS file's frames before its segment's start (GStreamer's own mpegpsmux: 18 of 60).
 TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
   const std::string whole = encode_clip("undamaged.mp4", "ball", 150, 320, 240, "mp4mux", "key-int-max=30");
-  const std::string damaged = (dir_ / "damaged.mp4").string();
-  {
-    std::ifstream in(whole, std::ios::binary);
+  const std::string whole_ts = encode_clip("undamaged.ts", "ball", 150, 320, 240, "mpegtsmux", "key-int-max=30");
+  auto damage = [&](const std::string& from, const std::string& name) {
+    std::ifstream in(from, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::mt19937 noise(7);
     for (double at : {0.3, 0.5, 0.7}) {
       const size_t offset = static_cast<size_t>(static_cast<double>(bytes.size()) * at);
       for (size_t i = offset; i < offset + 4096 && i < bytes.size(); ++i) bytes[i] = static_cast<char>(noise());
     }
-    std::ofstream(damaged, std::ios::binary) << bytes;
-  }
-  const CollectingEmitter out = read_whole(damaged, ingest_, "damaged");
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  const CollectingEmitter out = read_whole(damage(whole, "damaged.mp4"), ingest_, "damaged");
   ASSERT_FALSE(out.messages.empty());
   const size_t frames = of_kind(out, MessageKind::kFrame).size();
   ASSERT_LT(frames, 148u) << "the noise did not cost the decoder frames: no case to test";
@@ -1412,6 +1414,17 @@ TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
   ASSERT_EQ(end.kind, MessageKind::kStreamEnd) << end.event.message;
   EXPECT_EQ(end.event.warning, "its decoder gave no picture for " + std::to_string(150 - frames) +
                                    " of its 150 frames (damaged data in the file?): those frames have no results");
+  // An MPEG-TS file's damaged packets are also gaps in its video's packet count (tsdemux's continuity
+  // errors): frames there never reach the decoder.
+  const CollectingEmitter ts = read_whole(damage(whole_ts, "damaged.ts"), ingest_, "damaged-ts");
+  ASSERT_FALSE(ts.messages.empty());
+  EXPECT_LT(of_kind(ts, MessageKind::kFrame).size(), 148u);
+  EXPECT_EQ(ts.messages.back().kind, MessageKind::kStreamEnd);
+  const std::string& ts_warning = ts.messages.back().event.warning;
+  EXPECT_NE(ts_warning.find("its MPEG-TS video has "), std::string::npos) << ts_warning;
+  EXPECT_NE(ts_warning.find(" where packets were lost or damaged (continuity errors): frames there are missing"),
+            std::string::npos)
+      << ts_warning;
 
   // Frames that give no picture by design.
   const std::string theora = (dir_ / "theora.ogv").string(), ps = (dir_ / "mpeg2.mpg").string();
@@ -1428,8 +1441,8 @@ TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
     StreamConfig stream;
     size_t frames;
   };
-  for (const Case& c : {Case{stream("whole", whole), 150}, Case{part, 84}, Case{stream("theora", theora), 60},
-                        Case{stream("ps", ps), 42}}) {
+  for (const Case& c : {Case{stream("whole", whole), 150}, Case{stream("whole-ts", whole_ts), 150}, Case{part, 84},
+                        Case{stream("theora", theora), 60}, Case{stream("ps", ps), 42}}) {
     CollectingEmitter read;
     auto reader = StreamReader::create(c.stream, 0, ingest_);
     ASSERT_TRUE(reader.ok()) << reader.status().message();
