@@ -19,6 +19,19 @@ namespace {
 
 constexpr GstClockTime kConvertTimeout = 10 * GST_SECOND;
 
+// `frame` converted to `caps` (taken) by GStreamer's converters; `failure` says which step failed.
+Result<GstSample*> convert_sample(GstSample* frame, GstCaps* caps, const std::string& failure) {
+  GError* err = nullptr;
+  GstSample* converted = gst_video_convert_sample(frame, caps, kConvertTimeout, &err);
+  gst_caps_unref(caps);
+  if (!converted) {
+    const std::string why = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    return Internal(failure + ": " + why);
+  }
+  return converted;
+}
+
 // An I420 sample of `info`'s size whose planes `fill` writes; a new reference.
 template <typename Fill>
 Result<GstSample*> new_i420(uint32_t width, uint32_t height, Fill fill) {
@@ -152,29 +165,15 @@ Result<GstSample*> host_i420(GstSample* frame) {
     gst_buffer_unref(copy);
   }
   if (GST_VIDEO_INFO_FORMAT(&info) == GST_VIDEO_FORMAT_I420) return host;
-  GstCaps* i420 = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr);
-  GError* err = nullptr;
-  GstSample* converted = gst_video_convert_sample(host, i420, kConvertTimeout, &err);
-  gst_caps_unref(i420);
+  auto converted = convert_sample(host, gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr),
+                                  "cannot convert the decoded frame to I420");
   gst_sample_unref(host);
-  if (!converted) {
-    const std::string why = err ? err->message : "unknown error";
-    if (err) g_error_free(err);
-    return Internal("cannot convert the decoded frame to I420: " + why);
-  }
   return converted;
 }
 
 Result<std::string> encode_jpeg(GstSample* frame) {
-  GstCaps* jpeg_caps = gst_caps_new_empty_simple("image/jpeg");
-  GError* err = nullptr;
-  GstSample* jpeg = gst_video_convert_sample(frame, jpeg_caps, kConvertTimeout, &err);
-  gst_caps_unref(jpeg_caps);
-  if (!jpeg) {
-    const std::string why = err ? err->message : "unknown error";
-    if (err) g_error_free(err);
-    return Internal("cannot encode the frame as JPEG: " + why);
-  }
+  VAPIPE_ASSIGN_OR_RETURN(GstSample * jpeg, convert_sample(frame, gst_caps_new_empty_simple("image/jpeg"),
+                                                            "cannot encode the frame as JPEG"));
   GstBuffer* buffer = gst_sample_get_buffer(jpeg);
   GstMapInfo map;
   std::string bytes;
@@ -195,18 +194,11 @@ Result<GstSample*> square_pixels_i420(GstSample* frame, int par_n, int par_d) {
   const int64_t width = par_n > par_d ? std::max<int64_t>(2, (w * par_n / par_d + 1) & ~int64_t{1}) : w;
   const int64_t height = par_n < par_d ? std::max<int64_t>(2, (h * par_d / par_n + 1) & ~int64_t{1}) : h;
   if (width == w && height == h) return gst_sample_ref(frame);
-  GstCaps* square = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", "width", G_TYPE_INT,
-                                        static_cast<gint>(width), "height", G_TYPE_INT, static_cast<gint>(height),
-                                        "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
-  GError* err = nullptr;
-  GstSample* scaled = gst_video_convert_sample(frame, square, kConvertTimeout, &err);
-  gst_caps_unref(square);
-  if (!scaled) {
-    const std::string why = err ? err->message : "unknown error";
-    if (err) g_error_free(err);
-    return Internal("cannot scale the picture to square pixels: " + why);
-  }
-  return scaled;
+  return convert_sample(frame,
+                        gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", "width", G_TYPE_INT,
+                                            static_cast<gint>(width), "height", G_TYPE_INT, static_cast<gint>(height),
+                                            "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr),
+                        "cannot scale the picture to square pixels");
 }
 
 Status write_frame_picture(GstSample* decoded, Orientation turn, const std::array<double, 4>& roi,

@@ -100,6 +100,20 @@ class PublishStageTest : public ::testing::Test {
     }
   }
 
+  // What stream 0 got on the bus, in order: "began car 0..1" of its segments, the event's name of its events.
+  std::vector<std::string> segments_and_events() const {
+    std::vector<std::string> order;
+    for (const auto& [topic, j] : bus_->sent) {
+      if (topic == "segments/s0") {
+        order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
+                        std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
+      } else if (topic == "events/s0") {
+        order.push_back(j["event"].get<std::string>());
+      }
+    }
+    return order;
+  }
+
   static Message result(uint32_t stream, uint64_t seq, const std::string& label) {
     Message m;
     m.kind = MessageKind::kResult;
@@ -287,15 +301,7 @@ TEST_F(PublishStageTest, AChangedEventEndsTheStreamsSegmentAndItsLabelBeginsAgai
     send_top1(&seq, "car", 0.9, 1);  // one frame of the new camera: not yet a segment
     send_top1(&seq, "car", 0.9, 1);  // car began again at seq 3
     ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
-    std::vector<std::string> order;
-    for (const auto& [topic, j] : bus_->sent) {
-      if (topic == "segments/s0") {
-        order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
-                        std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
-      } else if (topic == "events/s0") {
-        order.push_back(j["event"].get<std::string>());
-      }
-    }
+    const std::vector<std::string> order = segments_and_events();
     EXPECT_EQ(order, (std::vector<std::string>{"began car 0..1", "ended car 0..2", "changed", "began car 3..4",
                                                "ended car 3..4", "eos"}))
         << labels;
@@ -342,15 +348,7 @@ TEST_F(PublishStageTest, AReconnectionEndsALiveStreamsSegmentAndItsLabelBeginsAg
     send_top1(&seq, "car", 0.9, 1);  // live: one frame of the new connection, not yet a segment
     send_top1(&seq, "car", 0.9, 1);  // live: car began again at seq 3
     ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
-    std::vector<std::string> order;
-    for (const auto& [topic, j] : bus_->sent) {
-      if (topic == "segments/s0") {
-        order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() + " " +
-                        std::to_string(j["start_seq"].get<int>()) + ".." + std::to_string(j["end_seq"].get<int>()));
-      } else if (topic == "events/s0") {
-        order.push_back(j["event"].get<std::string>());
-      }
-    }
+    const std::vector<std::string> order = segments_and_events();
     if (c.mode == JobMode::kLive) {
       EXPECT_EQ(order, (std::vector<std::string>{"began car 0..1", "ended car 0..2", "reconnecting", "reconnecting",
                                                  "resumed", "began car 3..4", "ended car 3..4", "eos"}));
