@@ -37,6 +37,7 @@
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
+#include "stages/ingest/bus_messages.h"
 #include "stages/ingest/container_end.h"
 #include "stages/ingest/gst_object_ptr.h"
 #include "stages/ingest/hls_playlist.h"
@@ -167,16 +168,6 @@ std::string connection_failure(const StreamConfig& stream) {
     why = tls_certificate_failure(stream.uri, std::chrono::seconds(2), stream.tls);
   }
   return why;
-}
-
-// Whether a warning on the bus is tsdemux's continuity error on a video stream's packets: packets lost
-// or damaged (a broken recording, a transfer's loss), and with them frames that never reach a decoder.
-bool is_video_continuity_error(GstMessage* warning) {
-  const GstStructure* details = nullptr;
-  gst_message_parse_warning_details(warning, &details);
-  if (!details || g_strcmp0(gst_structure_get_string(details, "warning-type"), "continuity-mismatch") != 0) return false;
-  const char* pad = gst_structure_get_string(details, "pad-name");
-  return !pad || g_str_has_prefix(pad, "video");
 }
 
 // The first error on the bus, as "message (element NAME)", if there is one. The warnings before it are
@@ -1762,6 +1753,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto last_frame = std::chrono::steady_clock::now();  // or the last (re)start
   uint64_t decoded_at_connection = 0;                   // s.decoded when this connection began
   auto connected_at = std::chrono::steady_clock::now();
+  auto bus_drained = std::chrono::steady_clock::now();  // drain_bus_up_to_error, once a second while frames come
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
   // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
@@ -2437,6 +2429,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       continue;
     }
     auto frame = s.queue.pop(std::chrono::milliseconds(50));
+    if (const auto now = std::chrono::steady_clock::now(); frame && bus && now - bus_drained >= std::chrono::seconds(1)) {
+      drain_bus_up_to_error(bus.get(), &s.continuity_errors);
+      bus_drained = now;
+    }
     // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)
     if ((!frame || !frame->sample) && s.seek_overshot.load()) {
       // The seek went past the frames with results (or past streams[].from): from the start, dropping
