@@ -91,7 +91,7 @@ struct ProbeState {
 void take_input_caps(ProbeState& state, const GstCaps* caps) {
   state.reader = AccessUnitReader::for_caps(caps);
   state.intra_only = is_intra_only_codec(caps);
-  state.vp8 = false;
+  state.vp8 = state.theora = false;
   if (!caps || gst_caps_get_size(caps) == 0) return;
   const GstStructure* s = gst_caps_get_structure(caps, 0);
   state.vp8 = gst_structure_has_name(s, "video/x-vp8");
