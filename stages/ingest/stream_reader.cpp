@@ -1454,6 +1454,7 @@ uint64_t StreamReader::left_out() const {
   return impl_->sampled_out.load() + decoder.not_key_frames.load() + decoder.before_key_frame.load() +
          decoder.before_recovery.load();
 }
+uint64_t StreamReader::continuity_errors() const { return impl_->continuity_errors.load(); }
 uint32_t StreamReader::decoder_threads() const { return impl_->decoder_threads.load(); }
 
 int32_t StreamReader::jitter_buffer_ms() const { return impl_->jitter_buffer_ms.load(); }
@@ -1754,6 +1755,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   uint64_t decoded_at_connection = 0;                   // s.decoded when this connection began
   auto connected_at = std::chrono::steady_clock::now();
   auto bus_drained = std::chrono::steady_clock::now();  // drain_bus_up_to_error, once a second while frames come
+  uint64_t continuity_said = 0;                          // s.continuity_errors when last said (live)
+  auto continuity_said_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
   // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
@@ -2432,6 +2435,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (const auto now = std::chrono::steady_clock::now(); frame && bus && now - bus_drained >= std::chrono::seconds(1)) {
       drain_bus_up_to_error(bus.get(), &s.continuity_errors);
       bus_drained = now;
+      // A live MPEG-TS stream (udp://, srt://) that loses packets on its way: said at most once a
+      // minute, with how many gaps since it was last said (a file's are said at its end).
+      if (const uint64_t gaps = s.continuity_errors.load();
+          network_live && gaps > continuity_said && now - continuity_said_at >= std::chrono::minutes(1)) {
+        VAPIPE_LOG_WARN("stream '{}' ({}): its MPEG-TS video lost or damaged packets {} time{} in the last {:.0f} s "
+                        "(continuity errors; the frames there are missing or smeared): a network that drops "
+                        "packets, or a sender that cannot keep up",
+                        s.stream.id, uri, gaps - continuity_said, gaps - continuity_said == 1 ? "" : "s",
+                        std::chrono::duration<double>(now - continuity_said_at).count());
+        continuity_said = gaps;
+        continuity_said_at = now;
+      }
     }
     // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)
     if ((!frame || !frame->sample) && s.seek_overshot.load()) {

@@ -173,6 +173,9 @@ class StreamReader {
   // decoder gate (decoder_input_gate.h: before a connection's first key frame, or partial pictures after
   // a recovery point); any thread.
   uint64_t left_out() const;
+  // MPEG-TS continuity errors on the video's packets so far (lost or damaged packets), as its bus said
+  // them: at a file's end, and once a second while a stream's frames come.
+  uint64_t continuity_errors() const;
   // The threads its CPU decoder was given (ReaderOptions::decoder_threads), read back from the decoder;
   // 0 until a decoder that takes a thread count has been made (NVDEC takes none).
   uint32_t decoder_threads() const;

@@ -12,8 +12,9 @@
 
 namespace vapipe::testing {
 
-inline int free_loopback_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// A loopback port of `type` (SOCK_STREAM: TCP, SOCK_DGRAM: UDP) the kernel picks; 0 if none.
+inline int free_loopback_port(int type) {
+  const int fd = ::socket(AF_INET, type, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -26,6 +27,10 @@ inline int free_loopback_tcp_port() {
   if (fd >= 0) ::close(fd);
   return port;
 }
+
+inline int free_loopback_tcp_port() { return free_loopback_port(SOCK_STREAM); }
+// One for a UDP receiver (udp:// streams).
+inline int free_loopback_udp_port() { return free_loopback_port(SOCK_DGRAM); }
 
 inline std::string free_loopback_tcp_endpoint() { return "tcp://127.0.0.1:" + std::to_string(free_loopback_tcp_port()); }
 

@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1361,6 +1362,58 @@ TEST_F(StreamReaderTest, AnIntraOnlyCodecWhoseContainerMarksNoKeyFrameIsReadWhol
     for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.seq, i);
     EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
   }
+}
+
+// An MPEG-TS stream pushed over UDP by an encoder, on a network that drops packets (here 2% of the
+// encoder's 7-packet datagrams): its gaps are counted while its frames come (its bus is gone through
+// once a second, and whenever its frames pause; a live job says them at most once a minute), not only
+// at a file's end. (The frames here pause often enough for either to count them: this does not tell
+// the once-a-second pass from the pauses' alone.)
+TEST_F(StreamReaderTest, ALiveMpegTsStreamsLostPacketsAreCountedWhileItsFramesCome) {
+  const int port = testing::free_loopback_udp_port();
+  ASSERT_GT(port, 0);
+  const std::string sender = "timeout 30 gst-launch-1.0 -q videotestsrc is-live=true pattern=ball ! video/x-raw,"
+                             "width=160,height=120,framerate=60/1 ! x264enc tune=zerolatency key-int-max=60 "
+                             "speed-preset=ultrafast ! h264parse config-interval=-1 ! mpegtsmux alignment=7 ! "
+                             "identity drop-probability=0.02 ! udpsink host=127.0.0.1 port=" + std::to_string(port) +
+                             " > /dev/null 2>&1 & echo $!";
+  FILE* started = popen(sender.c_str(), "r");
+  ASSERT_NE(started, nullptr);
+  int pid = 0;
+  ASSERT_EQ(std::fscanf(started, "%d", &pid), 1);
+  pclose(started);
+  ReaderOptions live;
+  live.live = true;
+  auto reader = StreamReader::create(stream("tv", "udp://127.0.0.1:" + std::to_string(port)), 0, ingest_, live);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  // Counted by the 200th frame, before the stream's end goes through its bus once more.
+  class CountingGaps final : public Emitter {
+   public:
+    CountingGaps(StreamReader& reader, ShutdownFlags& flags) : reader_(reader), flags_(flags) {}
+    Status emit(Message&& m) override {
+      if (m.kind == MessageKind::kFrame && ++frames == 200) {
+        gaps_while_running = reader_.continuity_errors();
+        flags_.stop = true;
+      }
+      return Status::Ok();
+    }
+    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+    size_t frames = 0;
+    uint64_t gaps_while_running = 0;
+
+   private:
+    StreamReader& reader_;
+    ShutdownFlags& flags_;
+  } out(**reader, flags_);
+  std::thread watchdog([&] {
+    for (int i = 0; i < 200 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    flags_.stop = true;  // at most 20 s
+  });
+  EXPECT_TRUE((*reader)->run(out, flags_).ok());
+  watchdog.join();
+  kill(pid, SIGTERM);
+  EXPECT_GE(out.frames, 200u);
+  EXPECT_GT(out.gaps_while_running, 0u);
 }
 
 // Anamorphic video (pixels shown wider than tall: HDV, DV widescreen, much of broadcast) says its
