@@ -241,12 +241,7 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   GstSample* raw = frame.value();
   // An anamorphic file's pixels (upright, as turned) are shown wider or narrower than tall: its
   // picture is scaled to the shape shown, as a live job's are.
-  int par_n = 1, par_d = 1;
-  if (GstVideoInfo info; gst_video_info_from_caps(&info, gst_sample_get_caps(raw)) && GST_VIDEO_INFO_PAR_N(&info) > 0 &&
-                         GST_VIDEO_INFO_PAR_D(&info) > 0) {
-    par_n = GST_VIDEO_INFO_PAR_N(&info);
-    par_d = GST_VIDEO_INFO_PAR_D(&info);
-  }
+  const auto [par_n, par_d] = pixel_aspect_of(raw);
   if (s.roi != std::array<double, 4>{0, 0, 1, 1}) {
     auto region = crop_i420_to_roi(raw, s.roi);
     gst_sample_unref(raw);

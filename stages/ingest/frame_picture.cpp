@@ -186,6 +186,15 @@ Result<std::string> encode_jpeg(GstSample* frame) {
   return bytes;
 }
 
+std::pair<int, int> pixel_aspect_of(GstSample* frame) {
+  GstVideoInfo info;
+  if (gst_video_info_from_caps(&info, gst_sample_get_caps(frame)) && GST_VIDEO_INFO_PAR_N(&info) > 0 &&
+      GST_VIDEO_INFO_PAR_D(&info) > 0) {
+    return {GST_VIDEO_INFO_PAR_N(&info), GST_VIDEO_INFO_PAR_D(&info)};
+  }
+  return {1, 1};
+}
+
 Result<GstSample*> square_pixels_i420(GstSample* frame, int par_n, int par_d) {
   GstVideoInfo info;
   if (!gst_video_info_from_caps(&info, gst_sample_get_caps(frame))) return Internal("the picture has no video caps");
@@ -205,13 +214,8 @@ Status write_frame_picture(GstSample* decoded, Orientation turn, const std::arra
                            const std::string& path) {
   // An anamorphic frame's pixels are shown wider or narrower than tall: its picture is scaled to the
   // shape it is shown in (a picture viewer takes every pixel square), after its turn and region.
-  int par_n = 1, par_d = 1;
-  if (GstVideoInfo info; gst_video_info_from_caps(&info, gst_sample_get_caps(decoded)) &&
-                         GST_VIDEO_INFO_PAR_N(&info) > 0 && GST_VIDEO_INFO_PAR_D(&info) > 0) {
-    par_n = GST_VIDEO_INFO_PAR_N(&info);
-    par_d = GST_VIDEO_INFO_PAR_D(&info);
-    if (orientation_map(turn).transpose) std::swap(par_n, par_d);
-  }
+  auto [par_n, par_d] = pixel_aspect_of(decoded);
+  if (orientation_map(turn).transpose) std::swap(par_n, par_d);
   VAPIPE_ASSIGN_OR_RETURN(GstSample * picture, host_i420(decoded));
   for (int step = 0; step < 3; ++step) {
     if (step == 1 && roi == std::array<double, 4>{0, 0, 1, 1}) continue;

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <string>
+#include <utility>
 
 #include "pipeline/message.h"
 #include "pipeline/status.h"
@@ -22,6 +23,9 @@ Result<GstSample*> crop_i420_to_roi(GstSample* frame, const std::array<double, 4
 
 // An I420 frame turned as `turn` says (stored -> upright, as preprocessing reads it). A new reference.
 Result<GstSample*> turn_i420(GstSample* frame, Orientation turn);
+
+// A decoded frame's pixel aspect ratio (width, height) from its caps; 1:1 when they say none.
+std::pair<int, int> pixel_aspect_of(GstSample* frame);
 
 // An I420 frame whose pixels are `par_n`:`par_d` wide:tall, scaled to square pixels (widened, or
 // made taller, so that no stored pixel is lost); a new reference (to `frame` itself when square).

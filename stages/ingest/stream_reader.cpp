@@ -1907,8 +1907,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
     // The warnings left on the bus, before the pipeline's stop flushes it (a file read without a pause
-    // never went through them).
-    if (bus) (void)pop_bus_error(bus.get(), s.stream, &s.continuity_errors);
+    // never went through them). Not pop_bus_error: an error's text is not wanted here, and for a camera
+    // it costs a connection to its host.
+    if (bus) drain_bus_up_to_error(bus.get(), &s.continuity_errors);
     // Pictures of kept frames being decoded are said before the end (a stream removed, a job stopped).
     s.close_picture_jobs(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000));
     if (s.clips) s.clips->close(std::chrono::milliseconds(flags.abort.load() ? 0 : 5000), "the stream ended");
