@@ -91,7 +91,14 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   }
   const double pre_ms = std::max(0.0, s.start_ms - pre_s_ * 1000);
   const auto from_ns = static_cast<int64_t>(std::llround(pre_ms * 1e6));
-  const auto to_ns = static_cast<int64_t>(std::llround((s.end_ms + post_s_ * 1000) * 1e6));
+  auto to_ns = static_cast<int64_t>(std::llround((s.end_ms + post_s_ * 1000) * 1e6));
+  // A file whose timestamps start over (files joined end to end): only what comes before can be found
+  // by time, and a clip that reaches there ends there.
+  if (s.timeline_restart_ms >= 0) {
+    const auto restart_ns = static_cast<int64_t>(std::llround(s.timeline_restart_ms * 1e6));
+    if (s.start_ms >= s.timeline_restart_ms - 0.5) return NotFound(past_timeline_restart(s.uri, s.timeline_restart_ms));
+    to_ns = std::min(to_ns, restart_ns - 1);
+  }
   // From the key frame at or before the pre-roll.
   const auto flags = static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE);
   if (!gst_element_seek_simple(made, GST_FORMAT_TIME, flags, from_ns)) return Unavailable(file + ": it cannot be sought in");
@@ -114,6 +121,7 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   std::string path;
   std::unique_ptr<ClipWriter> writer;
   int64_t base_ns = -1;
+  int64_t last_ns = -1;  // the last frame's decoding (or presentation) time
   while (true) {
     GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), kWait);
     if (!sample) {
@@ -123,11 +131,14 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
     GstBuffer* buffer = gst_sample_get_buffer(sample);
     const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
     const int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
-    // By decoding time where there is one: every frame shown up to the end is decoded by then.
-    if ((dts >= 0 ? dts : pts) > to_ns) {
+    // By decoding time where there is one: every frame shown up to the end is decoded by then. A time
+    // that goes back by more than a second is the next part of files joined end to end: not this clip's.
+    const int64_t at = dts >= 0 ? dts : pts;
+    if (at > to_ns || (at >= 0 && last_ns >= 0 && at + static_cast<int64_t>(GST_SECOND) < last_ns)) {
       gst_sample_unref(sample);
       break;
     }
+    if (at >= 0) last_ns = std::max(last_ns, at);
     if (!writer) {
       if (pts < 0) {  // nothing to place the clip by yet
         gst_sample_unref(sample);

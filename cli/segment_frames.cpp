@@ -174,6 +174,12 @@ class SegmentFrames::FileDecoder {
   int64_t last_pts_ = -1;  // the frame handed out last, the appsink holding the one after it (-1: none)
 };
 
+std::string past_timeline_restart(const std::string& uri, double restart_ms) {
+  return uri + ": its timestamps start over at " + media_time_text(restart_ms) +
+         " (files joined end to end): the frames from there on cannot be found in it by their time (split the file "
+         "at its joins to read them again)";
+}
+
 std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved) {
   const MovedFolder* best = nullptr;
   for (const MovedFolder& m : moved) {
@@ -201,6 +207,10 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   }
   const double ms = picture_ms(s);
   if (ms < 0) return NotFound("its frame has no timestamp");
+  // (Half a millisecond: a result's pts_ms is rounded.)
+  if (s.timeline_restart_ms >= 0 && ms >= s.timeline_restart_ms - 0.5) {
+    return NotFound(past_timeline_restart(s.uri, s.timeline_restart_ms));
+  }
   if (!ensure_gstreamer()) return Internal("GStreamer cannot start here");
   // The file as the results name it, or where --moved says it is now.
   const std::string named = file_uri_path(s.uri);

@@ -30,6 +30,10 @@ struct MovedFolder {
 // itself or below it, never "/mnt/dvr2" under "/mnt/dvr") replaced by that FROM's TO; else `path`.
 std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved);
 
+// Why a frame at or after `restart_ms` of the file `uri` (a Segment's timeline_restart_ms) cannot be
+// read again.
+std::string past_timeline_restart(const std::string& uri, double restart_ms);
+
 class SegmentFrames {
  public:
   SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved = {});

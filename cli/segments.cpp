@@ -97,12 +97,27 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           {g["label"].get<std::string>(), g["start_seq"].get<uint64_t>(), g["picture"].get<std::string>()});
     }
   };
-  if (options.read_pictures_first) {
+  std::map<std::string, double> timeline_restarts;  // by stream: its eos event's timeline_restart_ms
+  auto take_restart = [&](const nlohmann::json& e) {
+    if (text_field(e, "event") == "eos" && e.contains("timeline_restart_ms") && e["timeline_restart_ms"].is_number() &&
+        e.contains("stream_id") && e["stream_id"].is_string()) {
+      const double at = e["timeline_restart_ms"].get<double>();
+      auto [it, added] = timeline_restarts.emplace(e["stream_id"].get<std::string>(), at);
+      if (!added) it->second = std::min(it->second, at);
+    }
+  };
+  if (options.read_events_first) {
     for (const auto& [stream, name] : inputs) {
       const std::streampos start = stream->tellg();
       if (start == std::streampos(-1)) continue;  // a pipe: its pictures are taken as they come
       std::string line;
       while (std::getline(*stream, line)) {
+        if (line.find("\"timeline_restart_ms\":") != std::string::npos &&
+            line.find("\"timeline_restart_ms\":null") == std::string::npos) {
+          const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+          if (j.is_object() && j.contains("payload") && j["payload"].is_object()) take_restart(j["payload"]);
+          continue;
+        }
         if (line.find("\"picture\"") == std::string::npos || line.find("\"segments/") == std::string::npos) continue;
         const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (j.is_object() && j.contains("topic") && j["topic"].is_string() && j.contains("payload") &&
@@ -114,8 +129,15 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       stream->seekg(start);
     }
   }
-  auto emit = [&](const Segment& s) {
-    if (!options.label.empty() && s.label != options.label) return;
+  auto restart_of = [&](const std::string& stream_id) {
+    auto it = timeline_restarts.find(stream_id);
+    return it == timeline_restarts.end() ? -1.0 : it->second;
+  };
+  auto emit = [&](const Segment& found) {
+    if (!options.label.empty() && found.label != options.label) return;
+    Segment s = found;
+    s.timeline_restart_ms = restart_of(s.start_stream.empty() ? s.stream_id : s.start_stream);
+    s.best_timeline_restart_ms = restart_of(s.best_stream.empty() ? s.stream_id : s.best_stream);
     auto it = live_pictures.find(s.stream_id);
     if (it == live_pictures.end()) return on_segment(s);
     Segment with = s;
@@ -271,6 +293,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         const std::string stream_id = topic.substr(7);
         StreamView& view = views[stream_id];
         if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
+        take_restart(e);  // (again if read first; from a pipe, for the segments that end with the stream)
         // A reload's changed event says them again, for the frames after it.
         if (const std::string event = text_field(e, "event"); event == "started" || event == "changed") {
           view.roi = {0, 0, 1, 1};

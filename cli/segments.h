@@ -47,6 +47,11 @@ struct Segment {
   // The JPEG its live job took as it began (publish.segments_pictures_dir: a `picture` message on
   // segments/<id> of its label, begun within it), where that job wrote it; "": none.
   std::string live_picture;
+  // Where the timestamps of the file of its first frame, and of its best frame's, start over (files
+  // joined end to end: the stream's eos event's timeline_restart_ms; -1: they do not, or not known).
+  // ingest times the frames after it on as one timeline, which a seek by time in the file does not
+  // know: those frames cannot be found again.
+  double timeline_restart_ms = -1, best_timeline_restart_ms = -1;
 };
 
 // --join NAME=PATTERN: a camera recorded as consecutive files (an NVR's hourly export, `ffmpeg -f
@@ -92,10 +97,11 @@ struct SegmentOptions {
   double join_gap_ms = 2000;
   // Where notes go: a join whose pattern matched no stream, files of a join that overlap. Null: nowhere.
   std::function<void(const std::string&)> note;
-  // Read a live job's pictures of its segments (Segment::live_picture) from all of each input before
-  // its segments, when it can be read twice (a file; standard input cannot): a picture's message comes
-  // a little after its segment's beginning, often after a short segment has ended.
-  bool read_pictures_first = false;
+  // Read a live job's pictures of its segments (Segment::live_picture) and the streams' timeline
+  // restarts (Segment::timeline_restart_ms) from all of each input before its segments, when it can be
+  // read twice (a file; standard input cannot): a picture's message comes a little after its
+  // segment's beginning, often after a short segment has ended, and a stream's eos after all of them.
+  bool read_events_first = false;
 };
 
 // Segments of every stream in `in` (JSON lines {"topic": "results/<id>", "payload": {...}}), per stream

@@ -247,7 +247,7 @@ int segments_command(const std::vector<std::string>& args) {
                 clock == "media" ? "to" : ("to (" + clock + ")").c_str(), "frames", "score",
                 (std::string(frames_dir.empty() ? "" : "  picture") + (clips_dir.empty() ? "" : "  clip")).c_str());
   }
-  options.read_pictures_first = !frames_dir.empty();
+  options.read_events_first = !frames_dir.empty() || !clips_dir.empty();
   std::unique_ptr<SegmentFrames> pictures;
   if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, moved);
   std::unique_ptr<SegmentClips> clips;
@@ -278,6 +278,7 @@ int segments_command(const std::vector<std::string>& args) {
       const bool best = picture_kind == SegmentPicture::kBest;
       s.stream_id = best ? joined.best_stream : joined.start_stream;
       if (best && !joined.best_uri.empty()) s.uri = joined.best_uri;
+      if (best) s.timeline_restart_ms = joined.best_timeline_restart_ms;
     }
     // A camera's frames are gone, but its live job may have taken the picture as the segment began.
     if (!s.live_picture.empty() && s.uri.rfind("file://", 0) != 0) return s.live_picture;

@@ -186,6 +186,10 @@ struct StreamEvent {
   int64_t duration_ns = -1;  // kStreamStart: the media's duration (a file's), -1 when unknown or endless
   int64_t file_bytes = -1;   // kStreamStart of a file: its size when it was opened (--resume: has it changed since?)
   std::string warning{};     // kStreamEnd: what is not whole about the end ("the file is cut short: ..."), or empty
+  // kStreamEnd of a file whose timestamps started over part way (files joined end to end): how many
+  // times, and where the first restart is on the one timeline its pts_ms go on along (-1: never).
+  uint32_t timeline_restarts = 0;
+  int64_t timeline_restart_ns = -1;
   // kStreamPicture: the JPEG written of the frame in the event's envelope (its message says why not,
   // when it could not be), for the segment of `label` that began at frame `segment_start_seq`.
   std::string picture{};

@@ -133,6 +133,12 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         const std::string kind = text_field(payload, "event");
         const std::string message = text_field(payload, "message");
         if (kind == "eos" && message == kStoppedReason) {
+          // A file whose timestamps started over (files joined end to end): its pts_ms rose as one
+          // timeline that a seek in the file does not know, so its frames are dropped by count.
+          if (const std::optional<uint64_t> restarts = count_field(payload, "timeline_restarts"); restarts && *restarts > 0) {
+            s.pts_rising = false;
+            s.last_pts_ms = -1;
+          }
           cut("stream '" + id + "' was stopped there");
           break;
         }

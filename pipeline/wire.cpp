@@ -10,8 +10,8 @@ namespace {
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
 // 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
 // the camera's clock, frames an orientation; 5: frames the field preprocessing reads; 7: frames their
-// pixels' aspect ratio
-constexpr uint8_t kWireVersion = 7;
+// pixels' aspect ratio; 8: kStreamEnd a file's timeline restarts
+constexpr uint8_t kWireVersion = 8;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -213,7 +213,11 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.pod(m.event.file_bytes);
         w.str(m.event.turn);
       }
-      if (m.kind == MessageKind::kStreamEnd) w.str(m.event.warning);
+      if (m.kind == MessageKind::kStreamEnd) {
+        w.str(m.event.warning);
+        w.pod(m.event.timeline_restarts);
+        w.pod(m.event.timeline_restart_ns);
+      }
       if (m.kind == MessageKind::kStreamPicture) {
         w.str(m.event.picture);
         w.str(m.event.label);
@@ -321,7 +325,11 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.file_bytes);
         r.str(&m->event.turn);
       }
-      if (m->kind == MessageKind::kStreamEnd) r.str(&m->event.warning);
+      if (m->kind == MessageKind::kStreamEnd) {
+        r.str(&m->event.warning);
+        r.pod(&m->event.timeline_restarts);
+        r.pod(&m->event.timeline_restart_ns);
+      }
       if (m->kind == MessageKind::kStreamPicture) {
         r.str(&m->event.picture);
         r.str(&m->event.label);

@@ -45,6 +45,7 @@
 #include "stages/ingest/tls_pin.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/frame_picture.h"
+#include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/recent_frames.h"
@@ -391,6 +392,11 @@ struct StreamReader::Impl {
   std::atomic<int64_t> drop_through_pts{-1};
   std::atomic<bool> dropped_by_pts{false};
   std::atomic<bool> seek_overshot{false};
+  // A seek by time (a resume's, a from's, a lane restart's): the compressed frames that had reached the
+  // decoder before it (-1: none made, or already gone back from). A seek that lands where nothing
+  // decodes goes back to the start as one that went too far does.
+  int64_t arrived_before_seek = -1;
+  bool seek_found_nothing = false;
   // streams[].to: a frame at or after it was reached (the end of the part classified).
   std::atomic<bool> part_ended{false};
   // ingest.max_fps: at most one frame per period of the stream's own timestamps, the first at or after
@@ -409,6 +415,7 @@ struct StreamReader::Impl {
   // decoder_input (decoder_input_gate.h). The decoder's gate reads it at each frame.
   std::atomic<bool> keyframes_only{false};
   DecoderInputCounters decoder_input;
+  TimelineRestarts timeline_restarts;  // a file's parts joined end to end
   bool keyframes_logged = false;  // once per stream, not per reconnection
   std::atomic<uint32_t> decoder_threads{0};  // as read back from the decoder (0: none set)
   // stop(): this stream alone ends (removed from a running job), with this reason.
@@ -994,6 +1001,9 @@ struct StreamReader::Impl {
     GstPad* sink = gst_element_get_static_pad(element, "sink");
     if (!sink) return;
     GstPad* src = gst_element_get_static_pad(element, "src");
+    // A file's parts joined end to end are put on one timeline first (joined_timeline.h): a camera's
+    // timestamps are the pipeline's own, and a live MPEG-TS stream's are joined by tsdemux.
+    if (self->stream.parsed.kind == UriKind::kFile) join_restarted_timelines(sink, &self->timeline_restarts, self->stream.id);
     gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
     // connection (a file's second video stream, left out, may have its own).
@@ -1648,19 +1658,37 @@ namespace {
 // lost; and its keyframe seek to just before a point landed on the keyframe 67 ms after it), then
 // prerolled at the new place. The callers drop the frames before their point by timestamp
 // (on_new_sample).
-enum class KeyframeSeek { kNotPrerolled, kRefused, kSought };
+//
+// A file whose duration its demuxer cannot tell is not sought in: tsdemux could not read its clock
+// (PCR), and such an MPEG-TS file's timestamps may start over part way (files joined end to end,
+// joined_timeline.h): a seek by time there landed in another part, or at the end (found 2026-12-06: a
+// resume failed, "none of its 4 compressed frames could be decoded", and a `from` classified nothing).
+enum class KeyframeSeek { kNotPrerolled, kNoDuration, kRefused, kSought };
+const char* why_not_sought(KeyframeSeek sought) {
+  switch (sought) {
+    case KeyframeSeek::kNotPrerolled: return "not prerolled, so not sought";
+    case KeyframeSeek::kNoDuration: return "its duration is not known (its clock cannot be read), so not sought";
+    default: return "the seek was refused";
+  }
+}
 KeyframeSeek seek_to_keyframe_before(StreamReader::Impl& s, int64_t point_ns) {
   GstState state = GST_STATE_VOID_PENDING;
   if (gst_element_get_state(s.pipeline.get(), &state, nullptr, 30 * GST_SECOND) != GST_STATE_CHANGE_SUCCESS ||
       state != GST_STATE_PAUSED) {
     return KeyframeSeek::kNotPrerolled;
   }
+  if (gint64 duration = -1;
+      !gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) || duration <= 0) {
+    return KeyframeSeek::kNoDuration;
+  }
+  const auto arrived = static_cast<int64_t>(s.decoder_input.arrived.load());
   if (!gst_element_seek_simple(
           s.pipeline.get(), GST_FORMAT_TIME,
           static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
           std::max<int64_t>(0, point_ns - 2 * static_cast<int64_t>(GST_SECOND)))) {
     return KeyframeSeek::kRefused;
   }
+  s.arrived_before_seek = arrived;
   gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
   return KeyframeSeek::kSought;
 }
@@ -1683,8 +1711,7 @@ void seek_past_earlier_results(StreamReader::Impl& s) {
     s.next_seq = 0;
     s.drop_through_pts = -1;
     s.kept_up_to(-1);
-    VAPIPE_LOG_WARN("stream '{}': {}: decoding its first {} frames again", s.stream.id,
-                    sought == KeyframeSeek::kNotPrerolled ? "not prerolled, so not sought" : "the seek was refused",
+    VAPIPE_LOG_WARN("stream '{}': {}: decoding its first {} frames again", s.stream.id, why_not_sought(sought),
                     s.options.skip_frames);
     return;
   }
@@ -1703,8 +1730,7 @@ void seek_to_part(StreamReader::Impl& s) {
   if (sought != KeyframeSeek::kSought) {
     s.drop_through_pts = -1;
     VAPIPE_LOG_WARN("stream '{}': {}: decoding it from its start up to its from ({})", s.stream.id,
-                    sought == KeyframeSeek::kNotPrerolled ? "not prerolled, so not sought" : "the seek was refused",
-                    media_time_text(s.stream.from_ns));
+                    why_not_sought(sought), media_time_text(s.stream.from_ns));
     return;
   }
   VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before its from ({}) in {:.2f} s", s.stream.id,
@@ -1723,9 +1749,7 @@ void seek_past_frames_sent(StreamReader::Impl& s) {
   const KeyframeSeek sought = seek_to_keyframe_before(s, sent);
   if (sought != KeyframeSeek::kSought) {
     VAPIPE_LOG_WARN("stream '{}': {}: decoding it from its start up to {}, its last frame sent before its lane "
-                    "restarted", s.stream.id,
-                    sought == KeyframeSeek::kNotPrerolled ? "not prerolled, so not sought" : "the seek was refused",
-                    media_time_text(sent));
+                    "restarted", s.stream.id, why_not_sought(sought), media_time_text(sent));
     return;
   }
   VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before {}, its last frame sent before its lane restarted, in "
@@ -1973,11 +1997,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                   (gaps == 1 ? " gap" : " gaps") + " where packets were lost or damaged (continuity errors): "
                   "frames there are missing";
         }
+        if (std::string restarts = timeline_restarts_warning(s.timeline_restarts); !restarts.empty()) {
+          lost += (lost.empty() ? "" : "; ") + restarts;
+        }
         if (!lost.empty()) {
           VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, lost);
           ev.warning = ev.warning.empty() ? lost : ev.warning + "; " + lost;
         }
       }
+    }
+    // Also at a part's end or a stop: `vapipe segments` reads what it can find again by it.
+    if (kind == MessageKind::kStreamEnd && s.timeline_restarts.count.load() > 0) {
+      ev.timeline_restarts = static_cast<uint32_t>(s.timeline_restarts.count.load());
+      ev.timeline_restart_ns = s.timeline_restarts.first_joined_at_ns.load();
     }
     if (kind == MessageKind::kStreamError) {
       VAPIPE_LOG_ERROR("stream '{}' ({}): {}", s.stream.id, uri, ev.message);
@@ -2453,7 +2485,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if ((!frame || !frame->sample) && s.seek_overshot.load()) {
       // The seek went past the frames with results (or past streams[].from): from the start, dropping
       // them by count (and those before `from` by timestamp).
-      if (s.options.skip_frames > 0) {
+      if (s.seek_found_nothing) {
+        VAPIPE_LOG_WARN("stream '{}': nothing could be decoded where the seek landed (a file whose timestamps "
+                        "start over part way, files joined end to end, cannot be sought in by time): decoding it "
+                        "from its start", s.stream.id);
+      } else if (s.options.skip_frames > 0) {
         VAPIPE_LOG_WARN("stream '{}': the resume seek went too far: decoding its first {} frames again",
                         s.stream.id, s.options.skip_frames);
       } else if (resumes_after_sent) {
@@ -2478,6 +2514,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         s.kept_up_to(-1);
       }
       s.seek_overshot = false;
+      s.seek_found_nothing = false;
+      s.arrived_before_seek = -1;
       if (auto failed = play()) {
         if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
       }
@@ -2557,6 +2595,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (!frame->sample) {
       // Compressed frames went in and no picture came out, ever: a file cut from a longer recording
       // (no key frame to start from), say. An error, not an end with no results and nothing said.
+      // A seek by time after which nothing was decoded: at the end of files joined end to end, whose
+      // clock starts over (tsdemux cannot place a time in them), or past the end. A resume's or a lane
+      // restart's point has a frame, and so has a `from` within the file's known duration: decoded
+      // from the start instead. (A `from` past a known end is said as such at the end.)
+      if (s.arrived_before_seek >= 0 && s.decoded.load() == 0 && !stopping()) {
+        gint64 duration = -1;
+        const bool known_end = gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) && duration > 0;
+        if (s.options.skip_frames > 0 || resumes_after_sent || !known_end || s.stream.from_ns < duration) {
+          s.seek_found_nothing = true;
+          s.seek_overshot = true;
+          continue;
+        }
+      }
       if (const uint64_t arrived = s.decoder_input.arrived.load(); arrived > 0 && s.decoded.load() == 0) {
         if (auto done = recover(MessageKind::kStreamError,
                                 "none of its " + std::to_string(arrived) + " compressed frames could be decoded: it has "

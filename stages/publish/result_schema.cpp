@@ -93,6 +93,11 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
   }
   if (m.kind == MessageKind::kStreamEnd) {
     j["warning"] = m.event.warning.empty() ? nlohmann::json() : nlohmann::json(escape_invalid_utf8(m.event.warning));
+    // A file's parts joined end to end: its pts_ms go on as one timeline, which seeking does not know.
+    j["timeline_restarts"] = m.event.timeline_restarts;
+    j["timeline_restart_ms"] = m.event.timeline_restart_ns >= 0
+                                   ? nlohmann::json(static_cast<double>(m.event.timeline_restart_ns) / 1e6)
+                                   : nlohmann::json();
   }
   j["time_unix_ms"] = static_cast<double>(publish_ns) / 1e6;
   return j;

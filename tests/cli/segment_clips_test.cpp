@@ -154,6 +154,51 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
   EXPECT_EQ(turn_of(*stored), Orientation::kAsStored);
 }
 
+// A file of three 3 s parts joined end to end, each part's timestamps starting again (one that tsdemux
+// does not join itself; ingest put its parts on one timeline and its eos said where the first restart
+// is): a segment's clip that would reach past the restart ends there, with the first part's frames
+// only (read by time, the second part's frames, whose times are small again, went in too); a segment
+// after the restart has no clip, saying why.
+TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndEndsWhereTheirTimestampsStartOver) {
+  const std::string part = (dir_ / "part.ts").string(), joined = (dir_ / "joined.ts").string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=90 ! video/x-raw,width=640,"
+                             "height=360,framerate=30/1 ! x264enc key-int-max=30 ! h264parse ! mpegtsmux ! filesink "
+                             "location=" + part;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  const std::string join = "cat " + part + " " + part + " " + part + " > " + joined;
+  ASSERT_EQ(std::system(join.c_str()), 0);
+  const auto first_part = decode(part);
+  ASSERT_EQ(first_part.size(), 90u);
+  Segment s;
+  s.stream_id = "dvr";
+  s.label = "truck";
+  s.uri = "file://" + joined;
+  s.start_ms = 2000;
+  s.end_ms = 3000;
+  s.timeline_restart_ms = 3191.667;  // as ingest said it
+  SegmentClips clips((dir_ / "clips").string(), 0.5, 2.0);
+  auto path = clips.save(s);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  const auto frames = decode(*path);
+  // From a key frame at or before 1.5 s (tsdemux's seek in the file may land earlier) to the first
+  // part's end.
+  ASSERT_GE(frames.size(), 60u);
+  ASSERT_LE(frames.size(), 90u);
+  const size_t from = 90 - frames.size();
+  EXPECT_EQ(from % 30, 0u) << "not from a key frame";
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_TRUE(frames[i].second == first_part[from + i].second) << i;
+
+  Segment later = s;
+  later.start_ms = 4000;
+  later.end_ms = 5000;
+  auto refused = clips.save(later);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(refused.status().message().find(": its timestamps start over at 0:03.192 (files joined end to end)"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux", "webmmux"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            const std::string muxer = p.param;

@@ -276,6 +276,12 @@ TEST_F(SegmentFramesTest, WhyThereIsNoPictureIsSaidNamingTheFile) {
                  "no frame has the timestamp " + media_time_text(std::round(between / 1e3) / 1e3) + " (the next is at " +
                      media_time_text(frames[21].first / 1e6) + ")");
   expect_refused(segment("why", "level", clip, 5 * static_cast<int64_t>(GST_SECOND)), "the file ends before 0:05.000");
+  // A file whose timestamps start over (its eos event's timeline_restart_ms): a frame from there on is
+  // not looked for, as a seek by time would find another part's.
+  Segment joined = segment("why", "level", clip, frames[20].first);
+  joined.timeline_restart_ms = static_cast<double>(frames[20].first) / 1e6;
+  expect_refused(joined, "file://" + clip + ": its timestamps start over at " + media_time_text(joined.timeline_restart_ms) +
+                             " (files joined end to end): the frames from there on cannot be found in it by their time");
   // The decoder that failed is opened again for the next segment, which is found.
   auto path = pictures.save(segment("why", "level", clip, frames[20].first));
   ASSERT_TRUE(path.ok()) << path.status().message();

@@ -278,12 +278,34 @@ TEST(Segments, ASegmentHasThePictureItsLiveJobTookAsItBegan) {
   const std::string late = result("yard", 0, "dog") + result("yard", 1, "cat") + picture("yard", "dog", 0, "/p/dog.jpg");
   EXPECT_EQ(segments_of(late).front().live_picture, "") << "read as it comes: not yet known";
   SegmentOptions first;
-  first.read_pictures_first = true;
+  first.read_events_first = true;
   const std::vector<Segment> read_first = segments_of(late, first);
   ASSERT_EQ(read_first.size(), 2u);
   EXPECT_EQ(read_first[0].label, "dog");
   EXPECT_EQ(read_first[0].live_picture, "/p/dog.jpg");
   EXPECT_EQ(read_first[1].live_picture, "");
+}
+
+// A file whose timestamps started over (files joined end to end; ingest put its parts on one timeline):
+// its eos event says where, read first when the results can be read twice, so that --frames and
+// --clips do not look for its later frames by time.
+TEST(Segments, ASegmentKnowsWhereItsFilesTimestampsStartOver) {
+  std::string text = result("a", 0, "car") + result("a", 1, "bus") + result("b", 0, "car");
+  text += "{\"topic\":\"events/a\",\"payload\":{\"event\":\"eos\",\"stream_id\":\"a\",\"uri\":\"file:///d/a.ts\","
+          "\"timeline_restarts\":2,\"timeline_restart_ms\":3191.5}}\n";
+  text += "{\"topic\":\"events/b\",\"payload\":{\"event\":\"eos\",\"stream_id\":\"b\",\"uri\":\"file:///d/b.ts\","
+          "\"timeline_restarts\":0,\"timeline_restart_ms\":null}}\n";
+  SegmentOptions first;
+  first.read_events_first = true;
+  const std::vector<Segment> s = segments_of(text, first);
+  ASSERT_EQ(s.size(), 3u);
+  for (const Segment& g : s) {
+    const double expected = g.stream_id == "a" ? 3191.5 : -1;
+    EXPECT_EQ(g.timeline_restart_ms, expected) << g.stream_id << " " << g.label;
+    EXPECT_EQ(g.best_timeline_restart_ms, expected) << g.stream_id << " " << g.label;
+  }
+  // Read as it comes, a segment that ended before the eos does not know yet.
+  EXPECT_EQ(segments_of(text).front().timeline_restart_ms, -1);
 }
 
 // And its region and turn from its latest started event (a later eos, without them, keeps them).

@@ -107,6 +107,28 @@ TEST_F(ResumePlanTest, AStoppedRunIsCutAtItsFirstStoppedStream) {
   EXPECT_EQ(plan->streams.at("b").message, "file /x.mp4 does not exist");
 }
 
+// A file whose timestamps started over (files joined end to end): its results' pts_ms rose, as ingest
+// put its parts on one timeline, but a seek to the last one would look for it on the file's own clock
+// (a resume of such a file failed: the seek landed near its end). Its stopped event says so: its frames
+// are then dropped by count. A file that did not start over is sought as before.
+TEST_F(ResumePlanTest, AFileWhoseTimestampsStartedOverIsResumedByCountNotBySeeking) {
+  auto timed = [](const std::string& id, int seq, double pts_ms) {
+    return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" +
+           std::to_string(seq) + ",\"pts_ms\":" + std::to_string(pts_ms) + ",\"error\":null}}\n";
+  };
+  auto stopped = [](const std::string& id, int restarts) {
+    return "{\"topic\":\"events/" + id + "\",\"payload\":{\"stream_id\":\"" + id +
+           "\",\"event\":\"eos\",\"message\":\"stopped\",\"timeline_restarts\":" + std::to_string(restarts) + "}}\n";
+  };
+  for (int restarts : {0, 2}) {
+    write(event("a", "started") + timed("a", 0, 100) + timed("a", 1, 3200) + timed("a", 2, 6300) + stopped("a", restarts));
+    auto plan = read_resume_plan(config_);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->streams.at("a").results, 3u);
+    EXPECT_EQ(plan->streams.at("a").last_pts_ms, restarts > 0 ? -1.0 : 6300.0) << restarts;
+  }
+}
+
 TEST_F(ResumePlanTest, AFinishedJobIsCompleteAndKeptWhole) {
   const std::string whole = event("a", "started") + result("a", 0) + event("a", "eos", "end of stream") +
                             event("b", "error", "no such file") + "{\"topic\":\"job/summary\",\"payload\":{}}\n";

@@ -123,10 +123,14 @@ TEST(Wire, ResultsAndEventsRoundTrip) {
 
   StreamEvent end{"file:///a.mp4", "end of stream", 46, 0};
   end.warning = "the file is cut short: it ends 27704 bytes into its 'mdat' box of 55010 bytes";
+  end.timeline_restarts = 2;
+  end.timeline_restart_ns = 3'191'666'667;
   auto dend = decode_message(
       to_parts(encode_message(Message::stream_event(MessageKind::kStreamEnd, sample_envelope(), end), true)), nullptr);
   ASSERT_TRUE(dend.ok());
   EXPECT_EQ(dend->event.warning, end.warning);
+  EXPECT_EQ(dend->event.timeline_restarts, 2u);
+  EXPECT_EQ(dend->event.timeline_restart_ns, 3'191'666'667);
   EXPECT_EQ(dend->event.frames, 46u);
 
   StreamEvent picture{"rtsp://cam/1", "", 12, 0};

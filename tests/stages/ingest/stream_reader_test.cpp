@@ -1508,6 +1508,66 @@ TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
   }
 }
 
+// MPEG-TS files joined end to end (`cat`: a DVR's export of six recordings), each part's clock
+// starting again. tsdemux reading a file (pull mode) joins most such parts itself, but not all: of
+// this one (a 3 s part of 640x360 x264 at its default preset, whose clock tsdemux cannot read: it knows
+// no duration) it passed the timestamps on as they were, going back at each join, and the decoder held
+// every later frame at the first part's last timestamp (pts_ms 3158 for 450 frames). Now the parts are
+// on one timeline, said at the end; a file that does not start over says nothing.
+TEST_F(StreamReaderTest, FilesJoinedEndToEndAreReadOnOneTimeline) {
+  const std::string part = (dir_ / "part.ts").string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=90 ! video/x-raw,width=640,"
+                             "height=360,framerate=30/1 ! x264enc key-int-max=30 ! h264parse ! mpegtsmux ! filesink "
+                             "location=" + part;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  std::ifstream in(part, std::ios::binary);
+  const std::string part_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string joined = (dir_ / "joined.ts").string();
+  {
+    std::ofstream out(joined, std::ios::binary);
+    for (int i = 0; i < 6; ++i) out << part_bytes;
+  }
+  const CollectingEmitter out = read_whole(joined, ingest_, "joined");
+  const std::vector<const Message*> frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 540u);
+  for (size_t i = 1; i < frames.size(); ++i) {
+    ASSERT_GT(frames[i]->env.pts_ns, frames[i - 1]->env.pts_ns) << "frame " << i;
+  }
+  // Each part 3 s (90 frames at 30/s), the next one's first frame shown after the one before's last.
+  EXPECT_GE(frames[90]->env.pts_ns - frames[0]->env.pts_ns, 3'000'000'000);
+  EXPECT_LT(frames[90]->env.pts_ns - frames[89]->env.pts_ns, 200'000'000);
+  EXPECT_GE(frames[539]->env.pts_ns - frames[0]->env.pts_ns, 17'900'000'000);
+  const Message& end = out.messages.back();
+  ASSERT_EQ(end.kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(end.event.timeline_restarts, 5u);
+  EXPECT_GT(end.event.timeline_restart_ns, frames[89]->env.pts_ns);
+  EXPECT_LE(end.event.timeline_restart_ns, frames[90]->env.pts_ns);
+  EXPECT_EQ(end.event.warning.rfind("its timestamps started over 5 times, first at ", 0), 0u) << end.event.warning;
+
+  // A resume, and a `from`, within the later parts: a seek by time landed in another part (frames of
+  // the wrong time classified, or none: "from is at or past its end") or at the file's end (the stream
+  // failed: "none of its 4 compressed frames could be decoded"). Now a file whose duration its demuxer
+  // cannot tell is read from its start: the frames are those of a whole read, on the one timeline.
+  std::vector<int64_t> pts;
+  for (const Message* f : frames) pts.push_back(f->env.pts_ns);
+  expect_goes_on_from(resumed(joined, ingest_, 300, pts[299]), pts, 300, "resumed in the fourth part");
+  for (size_t first : {150, 400}) {
+    StreamConfig later = stream("later", joined);
+    later.from_ns = pts[first];
+    const CollectingEmitter from = read_stream(later, ingest_);
+    const std::vector<const Message*> from_frames = of_kind(from, MessageKind::kFrame);
+    ASSERT_EQ(from_frames.size(), 540 - first) << "from frame " << first;
+    EXPECT_EQ(from_frames.front()->env.pts_ns, pts[first]);
+    EXPECT_EQ(from_frames.back()->env.pts_ns, pts[539]);
+  }
+
+  const CollectingEmitter alone = read_whole(part, ingest_, "part");
+  ASSERT_EQ(of_kind(alone, MessageKind::kFrame).size(), 90u);
+  EXPECT_EQ(alone.messages.back().event.timeline_restarts, 0u);
+  EXPECT_EQ(alone.messages.back().event.timeline_restart_ns, -1);
+  EXPECT_EQ(alone.messages.back().event.warning, "");
+}
+
 // A recording that did not finish, or a copy cut short (here: the first half of each file). With its
 // index first (faststart), an MP4 plays to its cut, as a Matroska file does: the stream ends, with a
 // warning that the file is cut short (it used to end as if whole). With its index last, as recorders

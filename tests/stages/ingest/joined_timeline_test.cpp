@@ -1,0 +1,162 @@
+#include "stages/ingest/joined_timeline.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace vapipe {
+namespace {
+
+constexpr GstClockTime kMs = GST_MSECOND;
+constexpr GstClockTime kFrame = 40 * kMs;  // 25 frames/s
+
+// Frames of one part in decode order, as tsdemux gives an H.264 stream with B-frames: decode times
+// step on; presentation times are 2 frames later and reordered (I P B B P B B ...).
+struct Frame {
+  GstClockTime pts, dts;
+};
+std::vector<Frame> part(GstClockTime start, int frames) {
+  std::vector<Frame> out;
+  for (int i = 0; i < frames; ++i) {
+    const int shown = i == 0 ? 0 : (i % 3 == 1 ? i + 2 : i - 1);  // P ahead of the two B-frames shown before it
+    out.push_back({start + 2 * kFrame + static_cast<GstClockTime>(shown) * kFrame, start + static_cast<GstClockTime>(i) * kFrame});
+  }
+  return out;
+}
+
+TEST(JoinedTimeline, ReorderedFramesAndAForwardGapLeaveTheTimestampsAlone) {
+  JoinedTimeline timeline;
+  for (const Frame& f : part(1400 * kMs, 100)) EXPECT_EQ(timeline.offset_for(f.pts, f.dts, kFrame), 0);
+  // A recording's gap: 10 minutes later.
+  for (const Frame& f : part(601400 * kMs, 10)) EXPECT_EQ(timeline.offset_for(f.pts, f.dts, kFrame), 0);
+  EXPECT_EQ(timeline.restarts(), 0u);
+}
+
+TEST(JoinedTimeline, APartThatStartsOverIsTimedOnFromTheEndOfTheOneBefore) {
+  JoinedTimeline timeline;
+  const std::vector<Frame> first = part(1400 * kMs, 90);  // decoded 1.4 s .. 4.96 s, shown up to 5.04 s
+  GstClockTime first_end = 0;
+  for (const Frame& f : first) {
+    EXPECT_EQ(timeline.offset_for(f.pts, f.dts, kFrame), 0);
+    first_end = std::max(first_end, f.pts + kFrame);
+  }
+  // The next file of the three: its clock starts again at 1.4 s, and so does the third's.
+  GstClockTimeDiff second_offset = 0;
+  std::vector<GstClockTime> shown;
+  for (const Frame& f : part(1400 * kMs, 90)) {
+    second_offset = timeline.offset_for(f.pts, f.dts, kFrame);
+    shown.push_back(f.pts + second_offset);
+  }
+  EXPECT_EQ(timeline.restarts(), 1u);
+  // Its first frame decodes where the first part's last shown frame ends.
+  EXPECT_EQ(static_cast<GstClockTime>(1400 * kMs + second_offset), first_end);
+  EXPECT_EQ(timeline.last_joined_at(), first_end);
+  EXPECT_EQ(timeline.last_went_back_to(), 1400 * kMs);
+  for (GstClockTime t : shown) EXPECT_GE(t, first_end);
+  GstClockTimeDiff third_offset = 0;
+  for (const Frame& f : part(1400 * kMs, 90)) third_offset = timeline.offset_for(f.pts, f.dts, kFrame);
+  EXPECT_EQ(timeline.restarts(), 2u);
+  EXPECT_EQ(third_offset, 2 * second_offset);  // parts of one length, each after the one before
+  // A seek: the first timeline again.
+  timeline.reset();
+  EXPECT_EQ(timeline.offset_for(3000 * kMs, 3000 * kMs, kFrame), 0);
+  EXPECT_EQ(timeline.restarts(), 0u);
+}
+
+// Presentation times only (Matroska, or a demuxer that gives no decode times) of slow video with
+// reordered frames: a frame shown 2 s before the one before it is a B-frame, not a new part.
+TEST(JoinedTimeline, SlowVideosReorderedFramesAreNotRestarts) {
+  JoinedTimeline timeline;
+  const GstClockTime second = GST_SECOND;
+  for (GstClockTime pts : {0 * second, 3 * second, 1 * second, 2 * second, 6 * second, 4 * second, 5 * second}) {
+    EXPECT_EQ(timeline.offset_for(pts, GST_CLOCK_TIME_NONE, second), 0);
+  }
+  EXPECT_EQ(timeline.restarts(), 0u);
+  // Untimed frames are passed over.
+  EXPECT_EQ(timeline.offset_for(GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE), 0);
+  // Back by more than 8 of its frames: a restart.
+  EXPECT_EQ(timeline.offset_for(20 * second, GST_CLOCK_TIME_NONE, second), 0);
+  EXPECT_EQ(timeline.offset_for(0, GST_CLOCK_TIME_NONE, second), static_cast<GstClockTimeDiff>(21 * second));
+  EXPECT_EQ(timeline.restarts(), 1u);
+}
+
+// The probe on a pad: buffers and buffer lists after a restart arrive retimed; the restart is counted
+// for the stream's end and said in its warning.
+class JoinedTimelinePad : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gst_init(nullptr, nullptr);
+    src_ = gst_pad_new("src", GST_PAD_SRC);
+    sink_ = gst_pad_new("sink", GST_PAD_SINK);
+    g_object_set_data(G_OBJECT(sink_), "test", this);
+    gst_pad_set_chain_function(sink_, [](GstPad* pad, GstObject*, GstBuffer* b) {
+      static_cast<JoinedTimelinePad*>(g_object_get_data(G_OBJECT(pad), "test"))->arrived.push_back(GST_BUFFER_PTS(b));
+      gst_buffer_unref(b);
+      return GST_FLOW_OK;
+    });
+    gst_pad_set_chain_list_function(sink_, [](GstPad* pad, GstObject*, GstBufferList* list) {
+      auto* self = static_cast<JoinedTimelinePad*>(g_object_get_data(G_OBJECT(pad), "test"));
+      for (guint i = 0; i < gst_buffer_list_length(list); ++i) self->arrived.push_back(GST_BUFFER_PTS(gst_buffer_list_get(list, i)));
+      gst_buffer_list_unref(list);
+      return GST_FLOW_OK;
+    });
+    ASSERT_EQ(gst_pad_link(src_, sink_), GST_PAD_LINK_OK);
+    gst_pad_set_active(sink_, TRUE);
+    gst_pad_set_active(src_, TRUE);
+    gst_pad_push_event(src_, gst_event_new_stream_start("joined"));
+    GstSegment segment;
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    gst_pad_push_event(src_, gst_event_new_segment(&segment));
+  }
+  void TearDown() override {
+    gst_pad_set_active(src_, FALSE);
+    gst_pad_set_active(sink_, FALSE);
+    gst_object_unref(src_);
+    gst_object_unref(sink_);
+  }
+  static GstBuffer* frame(GstClockTime pts) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = GST_BUFFER_DTS(b) = pts;
+    GST_BUFFER_DURATION(b) = kFrame;
+    return b;
+  }
+  GstPad* src_ = nullptr;
+  GstPad* sink_ = nullptr;
+  std::vector<GstClockTime> arrived;
+};
+
+TEST_F(JoinedTimelinePad, FramesAfterARestartArriveRetimedAloneAndInLists) {
+  TimelineRestarts restarts;
+  EXPECT_EQ(timeline_restarts_warning(restarts), "");
+  join_restarted_timelines(sink_, &restarts, "joined");
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(gst_pad_push(src_, frame(i * kFrame)), GST_FLOW_OK);  // 0 .. 2 s
+  ASSERT_EQ(gst_pad_push(src_, frame(0)), GST_FLOW_OK);                                     // the next file
+  GstBufferList* list = gst_buffer_list_new();
+  gst_buffer_list_add(list, frame(kFrame));
+  gst_buffer_list_add(list, frame(2 * kFrame));
+  ASSERT_EQ(gst_pad_push_list(src_, list), GST_FLOW_OK);
+  ASSERT_EQ(arrived.size(), 53u);
+  EXPECT_EQ(arrived[49], 49 * kFrame);
+  EXPECT_EQ(arrived[50], 50 * kFrame);
+  EXPECT_EQ(arrived[51], 51 * kFrame);
+  EXPECT_EQ(arrived[52], 52 * kFrame);
+  EXPECT_EQ(restarts.count.load(), 1u);
+  EXPECT_EQ(restarts.first_joined_at_ns.load(), static_cast<int64_t>(50 * kFrame));
+  EXPECT_EQ(timeline_restarts_warning(restarts),
+            "its timestamps started over once, first at 0:02.000 (files joined end to end?): its pts_ms go on across "
+            "them as one timeline, which the file's own clock does not have: vapipe segments --frames and --clips "
+            "read only its frames before 0:02.000 (split the file at its joins to read the others)");
+  // A seek (a flush) starts over on the first timeline.
+  gst_pad_push_event(src_, gst_event_new_flush_start());
+  gst_pad_push_event(src_, gst_event_new_flush_stop(TRUE));
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  gst_pad_push_event(src_, gst_event_new_segment(&segment));
+  ASSERT_EQ(gst_pad_push(src_, frame(10 * kFrame)), GST_FLOW_OK);
+  EXPECT_EQ(arrived.back(), 10 * kFrame);
+}
+
+}  // namespace
+}  // namespace vapipe
