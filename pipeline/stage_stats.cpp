@@ -33,6 +33,11 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
     for (const auto& [id, n] : s.stream_dropped) dropped[id] = n;
     j["stream_dropped"] = dropped;
   }
+  if (!s.stream_continuity_errors.empty()) {
+    nlohmann::json errors = nlohmann::json::object();
+    for (const auto& [id, n] : s.stream_continuity_errors) errors[id] = n;
+    j["stream_continuity_errors"] = errors;
+  }
   return write_file_atomically(path, j.dump() + "\n", 0644);
 }
 
@@ -62,6 +67,11 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       }
       if (j.contains("stream_dropped")) {
         for (const auto& [id, n] : j.at("stream_dropped").items()) s.stream_dropped.emplace_back(id, n.get<uint64_t>());
+      }
+      if (j.contains("stream_continuity_errors")) {
+        for (const auto& [id, n] : j.at("stream_continuity_errors").items()) {
+          s.stream_continuity_errors.emplace_back(id, n.get<uint64_t>());
+        }
       }
       out.push_back(std::move(s));
     } catch (const nlohmann::json::exception&) {

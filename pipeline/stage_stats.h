@@ -33,6 +33,9 @@ struct StageStatsSnapshot {
   // Ingest: frames each stream's queue has dropped so far (live mode), by stream id; publish serves
   // them as they happen instead of as of each stream's latest event.
   std::vector<std::pair<std::string, uint64_t>> stream_dropped;
+  // Ingest: each MPEG-TS stream's video continuity errors so far (packets lost or damaged before its
+  // decoder: a live udp:// or srt:// stream's network, a file's damage), by stream id; only those with any.
+  std::vector<std::pair<std::string, uint64_t>> stream_continuity_errors;
 };
 
 // run_dir/stats-<stage>-<lane>.json

@@ -977,9 +977,16 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       // that watches folders would otherwise write every file it ever had, every second.
       if (r->done.load()) continue;
       const uint64_t dropped = r->reader ? r->reader->dropped() : r->dropped;
-      if (!r->fan_out) snap.stream_dropped.emplace_back(r->stream.id, dropped);
+      const uint64_t continuity = r->reader ? r->reader->continuity_errors() : 0;
+      if (!r->fan_out) {
+        snap.stream_dropped.emplace_back(r->stream.id, dropped);
+        if (continuity > 0) snap.stream_continuity_errors.emplace_back(r->stream.id, continuity);
+      }
       if (r->fan_out) {
-        for (const std::string& id : r->fan_out->ids()) snap.stream_dropped.emplace_back(id, dropped);  // one queue
+        for (const std::string& id : r->fan_out->ids()) {
+          snap.stream_dropped.emplace_back(id, dropped);  // one queue
+          if (continuity > 0) snap.stream_continuity_errors.emplace_back(id, continuity);  // one reader
+        }
       }
     }
     sent += static_cast<double>(replaced.sent);

@@ -164,6 +164,10 @@ std::string prometheus_text(const JobMetrics& m) {
   w.per_stream(m, "vapipe_dropped_frames_total", "counter",
                "Frames dropped by the stream's ingest queue (live mode), counted as they happen.",
                [](const StreamMetrics& s) { return std::to_string(s.dropped); });
+  w.per_stream(m, "vapipe_ts_continuity_errors_total", "counter",
+               "Gaps in the stream's MPEG-TS video packets (tsdemux's continuity errors): packets lost or damaged "
+               "before the decoder, and frames with them (0 for other streams).",
+               [](const StreamMetrics& s) { return std::to_string(s.continuity_errors); });
   w.per_stream(m, "vapipe_reconnects_total", "counter", "Times the stream resumed after a reconnection.",
                [](const StreamMetrics& s) { return std::to_string(s.reconnects); });
   w.per_stream(m, "vapipe_stream_restarts_total", "counter",
@@ -548,7 +552,7 @@ nlohmann::json health_json(const JobMetrics& m) {
     if (!m.listed(s)) continue;
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
                      {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts},
-                     {"comebacks", s.comebacks}};
+                     {"comebacks", s.comebacks}, {"ts_continuity_errors", s.continuity_errors}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     if (m.segments) {
       nlohmann::json open = nlohmann::json::array();

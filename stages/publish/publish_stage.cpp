@@ -430,6 +430,7 @@ JobMetrics PublishStage::metrics() const {
     s.clips_failed = st.clips_failed;
     s.gaps = st.gaps;
     s.dropped = st.dropped;
+    s.continuity_errors = st.continuity_errors;
     s.reconnects = st.reconnects;
     s.restarts = st.restarts;
     s.comebacks = st.comebacks;
@@ -485,6 +486,12 @@ void PublishStage::refresh_live_drops() {
       auto it = by_id.find(id);
       // Counts from the stream's current ingest process; a restart of its lane made dropped_base.
       if (it != by_id.end()) it->second->dropped = std::max(it->second->dropped, it->second->dropped_base + n);
+    }
+    for (const auto& [id, n] : snap.stream_continuity_errors) {
+      auto it = by_id.find(id);
+      if (it != by_id.end()) {
+        it->second->continuity_errors = std::max(it->second->continuity_errors, it->second->continuity_base + n);
+      }
     }
   }
 }
@@ -1128,6 +1135,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.seq_jumps = true;
     st.results_base = st.results;
     st.dropped_base = st.dropped;
+    st.continuity_base = st.continuity_errors;
     st.run = StreamState::LabelRun{};  // its segments begin anew: its numbering goes on, but time has passed
     // It may come back with another region or turn (listed again with them): its `started` says so.
     if (layout_) {
@@ -1153,6 +1161,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.seq_jumps = true;
     st.results_base = st.results;
     st.dropped_base = st.dropped;
+    st.continuity_base = st.continuity_errors;
     VAPIPE_LOG_WARN("stream '{}': {}", st.id, in.event.message);
   }
   const uint64_t dropped = st.dropped_base + in.event.dropped;

@@ -24,6 +24,7 @@ JobMetrics two_cameras() {
   a.results = 1800;
   a.frame_errors = 2;
   a.gaps = 5;
+  a.continuity_errors = 14;
   a.reconnects = 1;
   a.comebacks = 2;
   a.latency_sum_s = 90;
@@ -135,6 +136,9 @@ TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   EXPECT_TRUE(has_line(t, "vapipe_results_total{stream=\"dock\"} 0"));
   EXPECT_TRUE(has_line(t, "vapipe_frame_errors_total{stream=\"gate\"} 2"));
   EXPECT_TRUE(has_line(t, "vapipe_gaps_total{stream=\"gate\"} 5"));
+  EXPECT_TRUE(has_line(t, "vapipe_ts_continuity_errors_total{stream=\"gate\"} 14"));
+  EXPECT_TRUE(has_line(t, "vapipe_ts_continuity_errors_total{stream=\"dock\"} 0"));
+  EXPECT_EQ(health_json(two_cameras())["streams"]["gate"]["ts_continuity_errors"], 14);
   EXPECT_TRUE(has_line(t, "vapipe_reconnects_total{stream=\"gate\"} 1"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"gate\"} 2"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"dock\"} 0"));

@@ -2399,7 +2399,8 @@ TEST_F(PublishStageTest, GapsAndOutOfOrderResultsAreCounted) {
 
 // Live drops as they happen: publish takes each stream's count from its ingest's statistics file
 // (once a second, with the metrics), never lower than what the events said, and on top of what the
-// stream had dropped before its lane restarted.
+// stream had dropped before its lane restarted. So too its MPEG-TS continuity errors (a live udp://
+// stream's lost packets: in the log once a minute before, never on /metrics).
 TEST_F(PublishStageTest, QueueDropsAreServedAsIngestCountsThemNotOnlyAtEvents) {
   JobLayout layout = make_job_layout(config_, "publish-drops-" + std::to_string(getpid()));
   std::filesystem::create_directories(layout.run_dir);
@@ -2409,17 +2410,22 @@ TEST_F(PublishStageTest, QueueDropsAreServedAsIngestCountsThemNotOnlyAtEvents) {
   ingest.stage = "ingest";
   ingest.has_input = false;
   ingest.stream_dropped = {{"s0", 7}};
+  ingest.stream_continuity_errors = {{"s0", 4}};
   ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
   ASSERT_TRUE(stage_->on_deadline(out_).ok());  // the once-a-second snapshot
   EXPECT_EQ(stage_->metrics().streams[0].dropped, 7u);
+  EXPECT_EQ(stage_->metrics().streams[0].continuity_errors, 4u);
+  EXPECT_EQ(stage_->metrics().streams[1].continuity_errors, 0u);
   // Its lane restarts: the new ingest counts from 0 again, on top of the 7.
   StreamEvent restart{"test://ball", "its lane restarted: stage infer (pid 1) failed", 0, 0};
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamReconnecting, testing::envelope(0, 0), restart),
                               out_).ok());
   ingest.stream_dropped = {{"s0", 2}};
+  ingest.stream_continuity_errors = {{"s0", 1}};
   ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
   ASSERT_TRUE(stage_->on_deadline(out_).ok());
   EXPECT_EQ(stage_->metrics().streams[0].dropped, 9u);
+  EXPECT_EQ(stage_->metrics().streams[0].continuity_errors, 5u);
   std::filesystem::remove_all(layout.run_dir);
 }
 
