@@ -38,6 +38,11 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
     for (const auto& [id, n] : s.stream_continuity_errors) errors[id] = n;
     j["stream_continuity_errors"] = errors;
   }
+  if (!s.stream_undecoded.empty()) {
+    nlohmann::json undecoded = nlohmann::json::object();
+    for (const auto& [id, n] : s.stream_undecoded) undecoded[id] = n;
+    j["stream_undecoded"] = undecoded;
+  }
   return write_file_atomically(path, j.dump() + "\n", 0644);
 }
 
@@ -72,6 +77,9 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
         for (const auto& [id, n] : j.at("stream_continuity_errors").items()) {
           s.stream_continuity_errors.emplace_back(id, n.get<uint64_t>());
         }
+      }
+      if (j.contains("stream_undecoded")) {
+        for (const auto& [id, n] : j.at("stream_undecoded").items()) s.stream_undecoded.emplace_back(id, n.get<uint64_t>());
       }
       out.push_back(std::move(s));
     } catch (const nlohmann::json::exception&) {

@@ -36,6 +36,9 @@ struct StageStatsSnapshot {
   // Ingest: each MPEG-TS stream's video continuity errors so far (packets lost or damaged before its
   // decoder: a live udp:// or srt:// stream's network, a file's damage), by stream id; only those with any.
   std::vector<std::pair<std::string, uint64_t>> stream_continuity_errors;
+  // Ingest: frames each stream's decoder took and gave no picture for so far (decoder_input_gate.h's
+  // undecoded), by stream id; only those with any.
+  std::vector<std::pair<std::string, uint64_t>> stream_undecoded;
 };
 
 // run_dir/stats-<stage>-<lane>.json

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <gst/video/video.h>
@@ -86,7 +88,34 @@ struct ProbeState {
   bool theora = false;                     // ditto: its headers are packets of their own
   GstSegment segment;                      // the input's latest (undefined format until one came)
   RecoveryWatch recovery;
+  // The timestamps of the frames passed that should each give a picture, until it comes (or a later
+  // one does: counters->undecoded). Input and output run on different threads.
+  std::mutex pending_mutex;
+  std::multiset<GstClockTime> pending;
 };
+
+// At most this many frames waited for: a decoder that holds more (or sends other timestamps than it
+// took) is not followed further back.
+constexpr size_t kMaxPending = 512;
+
+void expect_picture_at(ProbeState& state, GstClockTime pts) {
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
+  std::lock_guard<std::mutex> lock(state.pending_mutex);
+  state.pending.insert(pts);
+  if (state.pending.size() > kMaxPending) state.pending.erase(state.pending.begin());
+}
+
+// A picture at `pts` came: frames expected before it that gave none will give none.
+void picture_came_at(ProbeState& state, GstClockTime pts) {
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
+  std::lock_guard<std::mutex> lock(state.pending_mutex);
+  const auto at = state.pending.lower_bound(pts);
+  const auto missed = static_cast<uint64_t>(std::distance(state.pending.begin(), at));
+  // Fields: two frames in, one picture out. Not counted (a field pair's second half is no loss).
+  if (missed > 0 && !state.counters->field_coded.load()) state.counters->undecoded.fetch_add(missed);
+  state.pending.erase(state.pending.begin(), at);
+  if (auto same = state.pending.find(pts); same != state.pending.end()) state.pending.erase(same);
+}
 
 void take_input_caps(ProbeState& state, const GstCaps* caps) {
   state.reader = AccessUnitReader::for_caps(caps);
@@ -155,6 +184,7 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
        verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) &&
       expects_picture(state, buffer)) {
     state.counters->expected_pictures.fetch_add(1);
+    expect_picture_at(state, GST_BUFFER_PTS(buffer));
   }
   switch (verdict) {
     case DecoderInputGate::Verdict::kPass:
@@ -190,7 +220,7 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
 
 GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
   auto& state = **static_cast<std::shared_ptr<ProbeState>*>(user);
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+  if (GST_PAD_PROBE_INFO_TYPE(info) & (GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH)) {
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
     if (event && GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
       GstCaps* caps = nullptr;
@@ -198,6 +228,9 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       take_input_caps(state, caps);
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
       gst_event_copy_segment(event, &state.segment);
+    } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+      std::lock_guard<std::mutex> lock(state.pending_mutex);  // a seek: the decoder drops what it held
+      state.pending.clear();
     }
     return GST_PAD_PROBE_OK;
   }
@@ -227,6 +260,7 @@ GstPadProbeReturn on_decoder_output(GstPad*, GstPadProbeInfo* info, gpointer use
   if (buffer) {
     state.counters->pictures.fetch_add(1);
     if (GST_BUFFER_FLAG_IS_SET(buffer, GST_VIDEO_BUFFER_FLAG_INTERLACED)) state.counters->field_coded = true;
+    picture_came_at(state, GST_BUFFER_PTS(buffer));
   }
   if (!buffer || state.recovery.admit_output(GST_BUFFER_PTS(buffer))) return GST_PAD_PROBE_OK;
   state.counters->before_recovery.fetch_add(1);
@@ -251,7 +285,7 @@ void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::at
   }
   gst_pad_add_probe(decoder_sink,
                     static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
-                                                 GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                                                 GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH),
                     &on_decoder_input, new std::shared_ptr<ProbeState>(state), &delete_state);
   // Decoders push pictures one by one.
   if (decoder_src) {

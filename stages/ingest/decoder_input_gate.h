@@ -128,6 +128,11 @@ struct DecoderInputCounters {
   // (an edit list's or a seek's frames before it, a muxer's past its end: the decoder clips those).
   std::atomic<uint64_t> expected_pictures{0};
   std::atomic<uint64_t> pictures{0};       // pictures the decoders gave (before a RecoveryWatch's hold)
+  // Of the frames expected to give a picture, those whose picture never came: a later one came out
+  // first (decoders send pictures in presentation order), as it happens, so that a camera's damaged
+  // or incomplete frames (packets lost on its network) are seen while it runs, not only at a file's
+  // end. Frames still in a decoder are not counted, nor are a field-coded stream's.
+  std::atomic<uint64_t> undecoded{0};
   std::atomic<bool> field_coded{false};    // interlaced: two fields may come as two frames for one picture
   // When a decoder input last saw a compressed frame, passed or dropped (steady clock ns; 0: never): a
   // camera whose frames are all left out for a while is sending, not stalled.

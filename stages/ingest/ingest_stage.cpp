@@ -978,15 +978,13 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       if (r->done.load()) continue;
       const uint64_t dropped = r->reader ? r->reader->dropped() : r->dropped;
       const uint64_t continuity = r->reader ? r->reader->continuity_errors() : 0;
-      if (!r->fan_out) {
-        snap.stream_dropped.emplace_back(r->stream.id, dropped);
-        if (continuity > 0) snap.stream_continuity_errors.emplace_back(r->stream.id, continuity);
-      }
-      if (r->fan_out) {
-        for (const std::string& id : r->fan_out->ids()) {
-          snap.stream_dropped.emplace_back(id, dropped);  // one queue
-          if (continuity > 0) snap.stream_continuity_errors.emplace_back(id, continuity);  // one reader
-        }
+      const uint64_t undecoded = r->reader ? r->reader->undecoded_frames() : 0;
+      // A source group's streams share one queue and one reader.
+      const std::vector<std::string> ids = r->fan_out ? r->fan_out->ids() : std::vector<std::string>{r->stream.id};
+      for (const std::string& id : ids) {
+        snap.stream_dropped.emplace_back(id, dropped);
+        if (continuity > 0) snap.stream_continuity_errors.emplace_back(id, continuity);
+        if (undecoded > 0) snap.stream_undecoded.emplace_back(id, undecoded);
       }
     }
     sent += static_cast<double>(replaced.sent);

@@ -1465,6 +1465,7 @@ uint64_t StreamReader::left_out() const {
          decoder.before_recovery.load();
 }
 uint64_t StreamReader::continuity_errors() const { return impl_->continuity_errors.load(); }
+uint64_t StreamReader::undecoded_frames() const { return impl_->decoder_input.undecoded.load(); }
 uint32_t StreamReader::decoder_threads() const { return impl_->decoder_threads.load(); }
 
 int32_t StreamReader::jitter_buffer_ms() const { return impl_->jitter_buffer_ms.load(); }
@@ -1781,6 +1782,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto bus_drained = std::chrono::steady_clock::now();  // drain_bus_up_to_error, once a second while frames come
   uint64_t continuity_said = 0;                          // s.continuity_errors when last said (live)
   auto continuity_said_at = std::chrono::steady_clock::now();
+  uint64_t undecoded_said = 0;  // s.decoder_input.undecoded when last said (live)
+  auto undecoded_said_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
   // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
@@ -2479,6 +2482,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                         std::chrono::duration<double>(now - continuity_said_at).count());
         continuity_said = gaps;
         continuity_said_at = now;
+      }
+      // A camera whose frames reach the decoder damaged or incomplete (packets lost on its network):
+      // libav drops such a frame (output-corrupt off), so its neighbours' seq numbers are contiguous.
+      if (const uint64_t undecoded = s.decoder_input.undecoded.load();
+          network_live && undecoded > undecoded_said && now - undecoded_said_at >= std::chrono::minutes(1)) {
+        VAPIPE_LOG_WARN("stream '{}' ({}): its decoder gave no picture for {} of the frames it took in the last {:.0f} s "
+                        "(damaged or incomplete frames: packets lost on the network, or a camera that sends broken "
+                        "ones): those frames have no results",
+                        s.stream.id, uri, undecoded - undecoded_said,
+                        std::chrono::duration<double>(now - undecoded_said_at).count());
+        undecoded_said = undecoded;
+        undecoded_said_at = now;
       }
     }
     // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)

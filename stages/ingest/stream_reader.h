@@ -176,6 +176,9 @@ class StreamReader {
   // MPEG-TS continuity errors on the video's packets so far (lost or damaged packets), as its bus said
   // them: at a file's end, and once a second while a stream's frames come.
   uint64_t continuity_errors() const;
+  // Frames its decoders took and gave no picture for, counted as later pictures came out (damaged or
+  // incomplete frames: a camera's lost packets, a file's damage); any thread.
+  uint64_t undecoded_frames() const;
   // The threads its CPU decoder was given (ReaderOptions::decoder_threads), read back from the decoder;
   // 0 until a decoder that takes a thread count has been made (NVDEC takes none).
   uint32_t decoder_threads() const;

@@ -168,6 +168,10 @@ std::string prometheus_text(const JobMetrics& m) {
                "Gaps in the stream's MPEG-TS video packets (tsdemux's continuity errors): packets lost or damaged "
                "before the decoder, and frames with them (0 for other streams).",
                [](const StreamMetrics& s) { return std::to_string(s.continuity_errors); });
+  w.per_stream(m, "vapipe_undecodable_frames_total", "counter",
+               "Frames the stream's decoder took and gave no picture for (damaged or incomplete: packets lost on a "
+               "camera's network, a file's damage); they have no results.",
+               [](const StreamMetrics& s) { return std::to_string(s.undecoded); });
   w.per_stream(m, "vapipe_reconnects_total", "counter", "Times the stream resumed after a reconnection.",
                [](const StreamMetrics& s) { return std::to_string(s.reconnects); });
   w.per_stream(m, "vapipe_stream_restarts_total", "counter",
@@ -552,7 +556,8 @@ nlohmann::json health_json(const JobMetrics& m) {
     if (!m.listed(s)) continue;
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
                      {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts},
-                     {"comebacks", s.comebacks}, {"ts_continuity_errors", s.continuity_errors}};
+                     {"comebacks", s.comebacks}, {"ts_continuity_errors", s.continuity_errors},
+                     {"undecodable_frames", s.undecoded}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     if (m.segments) {
       nlohmann::json open = nlohmann::json::array();

@@ -431,6 +431,7 @@ JobMetrics PublishStage::metrics() const {
     s.gaps = st.gaps;
     s.dropped = st.dropped;
     s.continuity_errors = st.continuity_errors;
+    s.undecoded = st.undecoded;
     s.reconnects = st.reconnects;
     s.restarts = st.restarts;
     s.comebacks = st.comebacks;
@@ -492,6 +493,10 @@ void PublishStage::refresh_live_drops() {
       if (it != by_id.end()) {
         it->second->continuity_errors = std::max(it->second->continuity_errors, it->second->continuity_base + n);
       }
+    }
+    for (const auto& [id, n] : snap.stream_undecoded) {
+      auto it = by_id.find(id);
+      if (it != by_id.end()) it->second->undecoded = std::max(it->second->undecoded, it->second->undecoded_base + n);
     }
   }
 }
@@ -1136,6 +1141,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.results_base = st.results;
     st.dropped_base = st.dropped;
     st.continuity_base = st.continuity_errors;
+    st.undecoded_base = st.undecoded;
     st.run = StreamState::LabelRun{};  // its segments begin anew: its numbering goes on, but time has passed
     // It may come back with another region or turn (listed again with them): its `started` says so.
     if (layout_) {
@@ -1162,6 +1168,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.results_base = st.results;
     st.dropped_base = st.dropped;
     st.continuity_base = st.continuity_errors;
+    st.undecoded_base = st.undecoded;
     VAPIPE_LOG_WARN("stream '{}': {}", st.id, in.event.message);
   }
   const uint64_t dropped = st.dropped_base + in.event.dropped;

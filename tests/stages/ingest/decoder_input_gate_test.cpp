@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <gtest/gtest.h>
+#include <gst/video/video.h>
 
 #include <unistd.h>
 
@@ -232,6 +233,71 @@ TEST_F(GatedPad, TheGateFollowsAKeyframesOnlyFlagChangedWhileFramesPass) {
   EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 2, 3, 5, 8, 9}));
   EXPECT_EQ(counters_.not_key_frames.load(), 2u);    // 4 and 6
   EXPECT_EQ(counters_.before_key_frame.load(), 1u);  // 7: it needs 6, never decoded
+}
+
+// A decoder that gives no picture for a frame it took (damaged or incomplete: a camera's lost packets;
+// libav drops it, output-corrupt off) was seen only at a file's end, as a count: a camera's were never
+// counted. Now a frame whose picture has not come when a later one comes out (decoders send pictures
+// in presentation order) is counted as it happens; a seek's flush forgets what the decoder held, and a
+// field-coded stream (two fields in, one picture out) is not counted.
+TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
+  GstPad* decoder_src = gst_pad_new("decoder-src", GST_PAD_SRC);
+  GstPad* downstream = gst_pad_new("downstream", GST_PAD_SINK);
+  gst_pad_set_chain_function(downstream, [](GstPad*, GstObject*, GstBuffer* b) {
+    gst_buffer_unref(b);
+    return GST_FLOW_OK;
+  });
+  ASSERT_EQ(gst_pad_link(decoder_src, downstream), GST_PAD_LINK_OK);
+  gst_pad_set_active(downstream, TRUE);
+  gst_pad_set_active(decoder_src, TRUE);
+  gst_pad_push_event(decoder_src, gst_event_new_stream_start("pictures"));
+  GstCaps* raw = gst_caps_from_string("video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  gst_pad_push_event(decoder_src, gst_event_new_caps(raw));
+  gst_caps_unref(raw);
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  gst_pad_push_event(decoder_src, gst_event_new_segment(&segment));
+  gate_decoder_input(sink_, decoder_src, &all_frames_, &counters_, "cam");
+  auto coded = [](GstClockTime pts, bool delta) {
+    GstBuffer* b = gst_buffer_new_allocate(nullptr, 8, nullptr);  // a frame has bytes: an empty one gives no picture
+    gst_buffer_memset(b, 0, 0, 8);
+    GST_BUFFER_PTS(b) = pts;
+    if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+    return b;
+  };
+  auto picture = [&](GstClockTime pts, bool interlaced = false) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    if (interlaced) GST_BUFFER_FLAG_SET(b, GST_VIDEO_BUFFER_FLAG_INTERLACED);
+    return gst_pad_push(decoder_src, b);
+  };
+  // In decoding order, as a stream with B-frames: 10 40 20 30 70 50 60 (each GST_MSECOND apart x 10).
+  for (GstClockTime pts : {10, 40, 20, 30, 70, 50, 60}) ASSERT_EQ(gst_pad_push(src_, coded(pts, pts != 10)), GST_FLOW_OK);
+  EXPECT_EQ(picture(10), GST_FLOW_OK);
+  EXPECT_EQ(picture(20), GST_FLOW_OK);
+  EXPECT_EQ(counters_.undecoded.load(), 0u);  // 40 and 30 are still in the decoder
+  EXPECT_EQ(picture(40), GST_FLOW_OK);        // 30 never came
+  EXPECT_EQ(counters_.undecoded.load(), 1u);
+  EXPECT_EQ(picture(70), GST_FLOW_OK);  // nor 50 and 60
+  EXPECT_EQ(counters_.undecoded.load(), 3u);
+  EXPECT_EQ(counters_.pictures.load(), 4u);
+  // A seek: what the decoder held is dropped, not lost.
+  ASSERT_EQ(gst_pad_push(src_, coded(80, true)), GST_FLOW_OK);
+  ASSERT_TRUE(gst_pad_push_event(src_, gst_event_new_flush_start()));
+  ASSERT_TRUE(gst_pad_push_event(src_, gst_event_new_flush_stop(TRUE)));
+  gst_pad_push_event(src_, gst_event_new_segment(&segment));
+  ASSERT_EQ(gst_pad_push(src_, coded(200, true)), GST_FLOW_OK);
+  EXPECT_EQ(picture(200), GST_FLOW_OK);
+  EXPECT_EQ(counters_.undecoded.load(), 3u);
+  // Fields: the second field of a pair gives no picture of its own.
+  for (GstClockTime pts : {210, 220, 230, 240}) ASSERT_EQ(gst_pad_push(src_, coded(pts, true)), GST_FLOW_OK);
+  EXPECT_EQ(picture(210, true), GST_FLOW_OK);
+  EXPECT_EQ(picture(230, true), GST_FLOW_OK);
+  EXPECT_EQ(counters_.undecoded.load(), 3u);
+  gst_pad_set_active(decoder_src, FALSE);
+  gst_pad_set_active(downstream, FALSE);
+  gst_object_unref(decoder_src);
+  gst_object_unref(downstream);
 }
 
 // An intra-only codec (here PNG, as avidemux gives it from an index without key-frame flags): the

@@ -25,6 +25,7 @@ JobMetrics two_cameras() {
   a.frame_errors = 2;
   a.gaps = 5;
   a.continuity_errors = 14;
+  a.undecoded = 6;
   a.reconnects = 1;
   a.comebacks = 2;
   a.latency_sum_s = 90;
@@ -139,6 +140,8 @@ TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   EXPECT_TRUE(has_line(t, "vapipe_ts_continuity_errors_total{stream=\"gate\"} 14"));
   EXPECT_TRUE(has_line(t, "vapipe_ts_continuity_errors_total{stream=\"dock\"} 0"));
   EXPECT_EQ(health_json(two_cameras())["streams"]["gate"]["ts_continuity_errors"], 14);
+  EXPECT_TRUE(has_line(t, "vapipe_undecodable_frames_total{stream=\"gate\"} 6"));
+  EXPECT_EQ(health_json(two_cameras())["streams"]["gate"]["undecodable_frames"], 6);
   EXPECT_TRUE(has_line(t, "vapipe_reconnects_total{stream=\"gate\"} 1"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"gate\"} 2"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"dock\"} 0"));
