@@ -4,12 +4,34 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "pipeline/atomic_file.h"
 
 namespace vapipe {
+
+namespace {
+
+using ByStream = std::vector<std::pair<std::string, uint64_t>>;
+
+// A per-stream count as {"id": n, ...} under `key`, left out when no stream has one.
+void put_by_stream(nlohmann::json& j, const char* key, const ByStream& counts) {
+  if (counts.empty()) return;
+  nlohmann::json by_id = nlohmann::json::object();
+  for (const auto& [id, n] : counts) by_id[id] = n;
+  j[key] = by_id;
+}
+
+void take_by_stream(const nlohmann::json& j, const char* key, ByStream* counts) {
+  if (!j.contains(key)) return;
+  for (const auto& [id, n] : j.at(key).items()) counts->emplace_back(id, n.get<uint64_t>());
+}
+
+}  // namespace
 
 std::string stage_stats_path(const JobLayout& layout, StageKind kind) {
   return layout.run_dir + "/stats-" + stage_kind_name(kind) + "-" + std::to_string(layout.lane) + ".json";
@@ -28,21 +50,9 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
     for (const auto& [name, value] : s.facts) facts[name] = value;
     j["facts"] = facts;
   }
-  if (!s.stream_dropped.empty()) {
-    nlohmann::json dropped = nlohmann::json::object();
-    for (const auto& [id, n] : s.stream_dropped) dropped[id] = n;
-    j["stream_dropped"] = dropped;
-  }
-  if (!s.stream_continuity_errors.empty()) {
-    nlohmann::json errors = nlohmann::json::object();
-    for (const auto& [id, n] : s.stream_continuity_errors) errors[id] = n;
-    j["stream_continuity_errors"] = errors;
-  }
-  if (!s.stream_undecoded.empty()) {
-    nlohmann::json undecoded = nlohmann::json::object();
-    for (const auto& [id, n] : s.stream_undecoded) undecoded[id] = n;
-    j["stream_undecoded"] = undecoded;
-  }
+  put_by_stream(j, "stream_dropped", s.stream_dropped);
+  put_by_stream(j, "stream_continuity_errors", s.stream_continuity_errors);
+  put_by_stream(j, "stream_undecoded", s.stream_undecoded);
   return write_file_atomically(path, j.dump() + "\n", 0644);
 }
 
@@ -70,17 +80,9 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       if (j.contains("facts")) {
         for (const auto& [k, v] : j.at("facts").items()) s.facts.emplace_back(k, v.get<std::string>());
       }
-      if (j.contains("stream_dropped")) {
-        for (const auto& [id, n] : j.at("stream_dropped").items()) s.stream_dropped.emplace_back(id, n.get<uint64_t>());
-      }
-      if (j.contains("stream_continuity_errors")) {
-        for (const auto& [id, n] : j.at("stream_continuity_errors").items()) {
-          s.stream_continuity_errors.emplace_back(id, n.get<uint64_t>());
-        }
-      }
-      if (j.contains("stream_undecoded")) {
-        for (const auto& [id, n] : j.at("stream_undecoded").items()) s.stream_undecoded.emplace_back(id, n.get<uint64_t>());
-      }
+      take_by_stream(j, "stream_dropped", &s.stream_dropped);
+      take_by_stream(j, "stream_continuity_errors", &s.stream_continuity_errors);
+      take_by_stream(j, "stream_undecoded", &s.stream_undecoded);
       out.push_back(std::move(s));
     } catch (const nlohmann::json::exception&) {
       continue;  // being written by a stage of another version, or not ours: skip

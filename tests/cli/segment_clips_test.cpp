@@ -47,6 +47,17 @@ std::vector<std::pair<int64_t, std::string>> decode(const std::string& file) {
   return frames;
 }
 
+// A truck's segment of stream `id` from `start_ms` to `end_ms` of the file `path`.
+Segment truck_segment(const std::string& id, const std::string& path, double start_ms, double end_ms) {
+  Segment s;
+  s.stream_id = id;
+  s.label = "truck";
+  s.uri = "file://" + path;
+  s.start_ms = start_ms;
+  s.end_ms = end_ms;
+  return s;
+}
+
 class SegmentClipsTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -76,12 +87,7 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
   const auto whole = decode(file);
   ASSERT_EQ(whole.size(), 150u);
 
-  Segment s;
-  s.stream_id = "gate";
-  s.label = "truck";
-  s.uri = "file://" + file;
-  s.start_ms = 2500;
-  s.end_ms = 3000;
+  Segment s = truck_segment("gate", file, 2500, 3000);
   SegmentClips clips((dir_ / "clips").string(), 0.6, 0.5);
   auto path = clips.save(s);
   ASSERT_TRUE(path.ok()) << path.status().message();
@@ -169,12 +175,7 @@ TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndEndsWhereTheirTimestampsStart
   ASSERT_EQ(std::system(join.c_str()), 0);
   const auto first_part = decode(part);
   ASSERT_EQ(first_part.size(), 90u);
-  Segment s;
-  s.stream_id = "dvr";
-  s.label = "truck";
-  s.uri = "file://" + joined;
-  s.start_ms = 2000;
-  s.end_ms = 3000;
+  Segment s = truck_segment("dvr", joined, 2000, 3000);
   s.timeline_restart_ms = 3191.667;  // as ingest said it
   SegmentClips clips((dir_ / "clips").string(), 0.5, 2.0);
   auto path = clips.save(s);

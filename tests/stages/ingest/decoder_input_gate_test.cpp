@@ -12,7 +12,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <vector>
+
+#include "tests/fakes/linked_pads.h"
 
 namespace vapipe {
 namespace {
@@ -139,43 +142,13 @@ TEST(RecoveryWatch, AnUnbelievableCountIsCappedAtTheMostFramesItWaits) {
 class GatedPad : public ::testing::Test {
  protected:
   void SetUp() override {
-    gst_init(nullptr, nullptr);
-    src_ = gst_pad_new("src", GST_PAD_SRC);
-    sink_ = gst_pad_new("sink", GST_PAD_SINK);
-    g_object_set_data(G_OBJECT(sink_), "test", this);
-    gst_pad_set_chain_function(sink_, [](GstPad* pad, GstObject*, GstBuffer* b) {
-      static_cast<GatedPad*>(g_object_get_data(G_OBJECT(pad), "test"))->arrived.push_back(GST_BUFFER_PTS(b));
-      gst_buffer_unref(b);
-      return GST_FLOW_OK;
-    });
-    gst_pad_set_chain_list_function(sink_, [](GstPad* pad, GstObject*, GstBufferList* list) {
-      auto* self = static_cast<GatedPad*>(g_object_get_data(G_OBJECT(pad), "test"));
-      ++self->lists;
-      for (guint i = 0; i < gst_buffer_list_length(list); ++i) {
-        self->arrived.push_back(GST_BUFFER_PTS(gst_buffer_list_get(list, i)));
-      }
-      gst_buffer_list_unref(list);
-      return GST_FLOW_OK;
-    });
-    ASSERT_EQ(gst_pad_link(src_, sink_), GST_PAD_LINK_OK);
-    gst_pad_set_active(sink_, TRUE);
-    gst_pad_set_active(src_, TRUE);
-    gst_pad_push_event(src_, gst_event_new_stream_start("gated"));
-    GstCaps* caps = gst_caps_from_string(input_caps());
-    gst_pad_push_event(src_, gst_event_new_caps(caps));
-    gst_caps_unref(caps);
-    GstSegment segment;
-    gst_segment_init(&segment, GST_FORMAT_TIME);
-    gst_pad_push_event(src_, gst_event_new_segment(&segment));
+    pads_ = std::make_unique<testing::LinkedPads>("gated", input_caps());
+    ASSERT_TRUE(pads_->linked());
+    src_ = pads_->src();
+    sink_ = pads_->sink();
   }
   // What the "decoder" takes.
   virtual const char* input_caps() const { return "video/x-h264"; }
-  void TearDown() override {
-    gst_pad_set_active(src_, FALSE);
-    gst_pad_set_active(sink_, FALSE);
-    gst_object_unref(src_);
-    gst_object_unref(sink_);
-  }
   // A compressed frame: `pts` names it; `delta` as a parser marks a frame that is not a key frame.
   static GstBuffer* frame(GstClockTime pts, bool delta) {
     GstBuffer* b = gst_buffer_new();
@@ -188,12 +161,12 @@ class GatedPad : public ::testing::Test {
     for (const auto& [pts, delta] : frames) gst_buffer_list_add(list, frame(pts, delta));
     return list;
   }
+  const std::vector<GstClockTime>& arrived() const { return pads_->arrived(); }
+  std::unique_ptr<testing::LinkedPads> pads_;
   GstPad* src_ = nullptr;
   GstPad* sink_ = nullptr;
   DecoderInputCounters counters_;
   std::atomic<bool> all_frames_{false};  // keyframes_only off
-  std::vector<GstClockTime> arrived;
-  int lists = 0;
 };
 
 TEST_F(GatedPad, BuffersAndListsPassOnlyFromTheFirstKeyFrame) {
@@ -202,8 +175,8 @@ TEST_F(GatedPad, BuffersAndListsPassOnlyFromTheFirstKeyFrame) {
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{2, true}, {3, true}})), GST_FLOW_OK);  // all dropped: no list
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{4, true}, {5, false}, {6, true}})), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(7, true)), GST_FLOW_OK);
-  EXPECT_EQ(arrived, (std::vector<GstClockTime>{5, 6, 7}));
-  EXPECT_EQ(lists, 1);
+  EXPECT_EQ(arrived(), (std::vector<GstClockTime>{5, 6, 7}));
+  EXPECT_EQ(pads_->lists(), 1);
   EXPECT_EQ(counters_.before_key_frame.load(), 4u);
   EXPECT_EQ(counters_.not_key_frames.load(), 0u);
   EXPECT_GT(counters_.last_input_ns.load(), 0);
@@ -215,7 +188,7 @@ TEST_F(GatedPad, KeyFramesOnlyKeepsTheKeyFramesOfAList) {
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{1, false}, {2, true}, {3, true}, {4, false}})), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(5, true)), GST_FLOW_OK);
   EXPECT_EQ(gst_pad_push(src_, frame(6, false)), GST_FLOW_OK);
-  EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 4, 6}));
+  EXPECT_EQ(arrived(), (std::vector<GstClockTime>{1, 4, 6}));
   EXPECT_EQ(counters_.not_key_frames.load(), 3u);
   EXPECT_EQ(counters_.before_key_frame.load(), 0u);
 }
@@ -230,7 +203,7 @@ TEST_F(GatedPad, TheGateFollowsAKeyframesOnlyFlagChangedWhileFramesPass) {
   for (GstClockTime pts : {4, 5, 6}) EXPECT_EQ(gst_pad_push(src_, frame(pts, pts != 5)), GST_FLOW_OK);
   keyframes_only = false;
   for (GstClockTime pts : {7, 8, 9}) EXPECT_EQ(gst_pad_push(src_, frame(pts, pts != 8)), GST_FLOW_OK);
-  EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 2, 3, 5, 8, 9}));
+  EXPECT_EQ(arrived(), (std::vector<GstClockTime>{1, 2, 3, 5, 8, 9}));
   EXPECT_EQ(counters_.not_key_frames.load(), 2u);    // 4 and 6
   EXPECT_EQ(counters_.before_key_frame.load(), 1u);  // 7: it needs 6, never decoded
 }
@@ -241,22 +214,10 @@ TEST_F(GatedPad, TheGateFollowsAKeyframesOnlyFlagChangedWhileFramesPass) {
 // in presentation order) is counted as it happens; a seek's flush forgets what the decoder held, and a
 // field-coded stream (two fields in, one picture out) is not counted.
 TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
-  GstPad* decoder_src = gst_pad_new("decoder-src", GST_PAD_SRC);
-  GstPad* downstream = gst_pad_new("downstream", GST_PAD_SINK);
-  gst_pad_set_chain_function(downstream, [](GstPad*, GstObject*, GstBuffer* b) {
-    gst_buffer_unref(b);
-    return GST_FLOW_OK;
-  });
-  ASSERT_EQ(gst_pad_link(decoder_src, downstream), GST_PAD_LINK_OK);
-  gst_pad_set_active(downstream, TRUE);
-  gst_pad_set_active(decoder_src, TRUE);
-  gst_pad_push_event(decoder_src, gst_event_new_stream_start("pictures"));
-  GstCaps* raw = gst_caps_from_string("video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
-  gst_pad_push_event(decoder_src, gst_event_new_caps(raw));
-  gst_caps_unref(raw);
-  GstSegment segment;
-  gst_segment_init(&segment, GST_FORMAT_TIME);
-  gst_pad_push_event(decoder_src, gst_event_new_segment(&segment));
+  // The decoder's output pad, its pictures pushed by the test.
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  GstPad* decoder_src = output.src();
   gate_decoder_input(sink_, decoder_src, &all_frames_, &counters_, "cam");
   auto coded = [](GstClockTime pts, bool delta) {
     GstBuffer* b = gst_buffer_new_allocate(nullptr, 8, nullptr);  // a frame has bytes: an empty one gives no picture
@@ -271,7 +232,7 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
     if (interlaced) GST_BUFFER_FLAG_SET(b, GST_VIDEO_BUFFER_FLAG_INTERLACED);
     return gst_pad_push(decoder_src, b);
   };
-  // In decoding order, as a stream with B-frames: 10 40 20 30 70 50 60 (each GST_MSECOND apart x 10).
+  // In decoding order, as a stream with B-frames: 10 40 20 30 70 50 60 (only their order matters).
   for (GstClockTime pts : {10, 40, 20, 30, 70, 50, 60}) ASSERT_EQ(gst_pad_push(src_, coded(pts, pts != 10)), GST_FLOW_OK);
   EXPECT_EQ(picture(10), GST_FLOW_OK);
   EXPECT_EQ(picture(20), GST_FLOW_OK);
@@ -283,9 +244,7 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
   EXPECT_EQ(counters_.pictures.load(), 4u);
   // A seek: what the decoder held is dropped, not lost.
   ASSERT_EQ(gst_pad_push(src_, coded(80, true)), GST_FLOW_OK);
-  ASSERT_TRUE(gst_pad_push_event(src_, gst_event_new_flush_start()));
-  ASSERT_TRUE(gst_pad_push_event(src_, gst_event_new_flush_stop(TRUE)));
-  gst_pad_push_event(src_, gst_event_new_segment(&segment));
+  pads_->flush();
   ASSERT_EQ(gst_pad_push(src_, coded(200, true)), GST_FLOW_OK);
   EXPECT_EQ(picture(200), GST_FLOW_OK);
   EXPECT_EQ(counters_.undecoded.load(), 3u);
@@ -294,10 +253,6 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
   EXPECT_EQ(picture(210, true), GST_FLOW_OK);
   EXPECT_EQ(picture(230, true), GST_FLOW_OK);
   EXPECT_EQ(counters_.undecoded.load(), 3u);
-  gst_pad_set_active(decoder_src, FALSE);
-  gst_pad_set_active(downstream, FALSE);
-  gst_object_unref(decoder_src);
-  gst_object_unref(downstream);
 }
 
 // An intra-only codec (here PNG, as avidemux gives it from an index without key-frame flags): the
@@ -314,7 +269,7 @@ TEST_F(GatedPngPad, AnIntraOnlyCodecsFramesAllPassWhateverTheirFlags) {
   EXPECT_EQ(gst_pad_push_list(src_, list_of({{2, true}, {3, false}})), GST_FLOW_OK);
   keyframes_only = true;
   EXPECT_EQ(gst_pad_push(src_, frame(4, true)), GST_FLOW_OK);
-  EXPECT_EQ(arrived, (std::vector<GstClockTime>{1, 2, 3, 4}));
+  EXPECT_EQ(arrived(), (std::vector<GstClockTime>{1, 2, 3, 4}));
   EXPECT_EQ(counters_.before_key_frame.load() + counters_.not_key_frames.load(), 0u);
 }
 

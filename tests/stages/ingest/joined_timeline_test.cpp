@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tests/fakes/linked_pads.h"
+
 namespace vapipe {
 namespace {
 
@@ -86,45 +88,16 @@ TEST(JoinedTimeline, SlowVideosReorderedFramesAreNotRestarts) {
 // for the stream's end and said in its warning.
 class JoinedTimelinePad : public ::testing::Test {
  protected:
-  void SetUp() override {
-    gst_init(nullptr, nullptr);
-    src_ = gst_pad_new("src", GST_PAD_SRC);
-    sink_ = gst_pad_new("sink", GST_PAD_SINK);
-    g_object_set_data(G_OBJECT(sink_), "test", this);
-    gst_pad_set_chain_function(sink_, [](GstPad* pad, GstObject*, GstBuffer* b) {
-      static_cast<JoinedTimelinePad*>(g_object_get_data(G_OBJECT(pad), "test"))->arrived.push_back(GST_BUFFER_PTS(b));
-      gst_buffer_unref(b);
-      return GST_FLOW_OK;
-    });
-    gst_pad_set_chain_list_function(sink_, [](GstPad* pad, GstObject*, GstBufferList* list) {
-      auto* self = static_cast<JoinedTimelinePad*>(g_object_get_data(G_OBJECT(pad), "test"));
-      for (guint i = 0; i < gst_buffer_list_length(list); ++i) self->arrived.push_back(GST_BUFFER_PTS(gst_buffer_list_get(list, i)));
-      gst_buffer_list_unref(list);
-      return GST_FLOW_OK;
-    });
-    ASSERT_EQ(gst_pad_link(src_, sink_), GST_PAD_LINK_OK);
-    gst_pad_set_active(sink_, TRUE);
-    gst_pad_set_active(src_, TRUE);
-    gst_pad_push_event(src_, gst_event_new_stream_start("joined"));
-    GstSegment segment;
-    gst_segment_init(&segment, GST_FORMAT_TIME);
-    gst_pad_push_event(src_, gst_event_new_segment(&segment));
-  }
-  void TearDown() override {
-    gst_pad_set_active(src_, FALSE);
-    gst_pad_set_active(sink_, FALSE);
-    gst_object_unref(src_);
-    gst_object_unref(sink_);
-  }
   static GstBuffer* frame(GstClockTime pts) {
     GstBuffer* b = gst_buffer_new();
     GST_BUFFER_PTS(b) = GST_BUFFER_DTS(b) = pts;
     GST_BUFFER_DURATION(b) = kFrame;
     return b;
   }
-  GstPad* src_ = nullptr;
-  GstPad* sink_ = nullptr;
-  std::vector<GstClockTime> arrived;
+  testing::LinkedPads pads_{"joined"};
+  GstPad* src_ = pads_.src();
+  GstPad* sink_ = pads_.sink();
+  const std::vector<GstClockTime>& arrived = pads_.arrived();
 };
 
 TEST_F(JoinedTimelinePad, FramesAfterARestartArriveRetimedAloneAndInLists) {
@@ -149,11 +122,7 @@ TEST_F(JoinedTimelinePad, FramesAfterARestartArriveRetimedAloneAndInLists) {
             "them as one timeline, which the file's own clock does not have: vapipe segments --frames and --clips "
             "read only its frames before 0:02.000 (split the file at its joins to read the others)");
   // A seek (a flush) starts over on the first timeline.
-  gst_pad_push_event(src_, gst_event_new_flush_start());
-  gst_pad_push_event(src_, gst_event_new_flush_stop(TRUE));
-  GstSegment segment;
-  gst_segment_init(&segment, GST_FORMAT_TIME);
-  gst_pad_push_event(src_, gst_event_new_segment(&segment));
+  pads_.flush();
   ASSERT_EQ(gst_pad_push(src_, frame(10 * kFrame)), GST_FLOW_OK);
   EXPECT_EQ(arrived.back(), 10 * kFrame);
 }
