@@ -53,6 +53,8 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
   put_by_stream(j, "stream_dropped", s.stream_dropped);
   put_by_stream(j, "stream_continuity_errors", s.stream_continuity_errors);
   put_by_stream(j, "stream_undecoded", s.stream_undecoded);
+  put_by_stream(j, "stream_rtp_lost", s.stream_rtp_lost);
+  put_by_stream(j, "stream_rtp_received", s.stream_rtp_received);
   return write_file_atomically(path, j.dump() + "\n", 0644);
 }
 
@@ -83,6 +85,8 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       take_by_stream(j, "stream_dropped", &s.stream_dropped);
       take_by_stream(j, "stream_continuity_errors", &s.stream_continuity_errors);
       take_by_stream(j, "stream_undecoded", &s.stream_undecoded);
+      take_by_stream(j, "stream_rtp_lost", &s.stream_rtp_lost);
+      take_by_stream(j, "stream_rtp_received", &s.stream_rtp_received);
       out.push_back(std::move(s));
     } catch (const nlohmann::json::exception&) {
       continue;  // being written by a stage of another version, or not ours: skip

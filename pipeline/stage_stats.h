@@ -39,6 +39,9 @@ struct StageStatsSnapshot {
   // Ingest: frames each stream's decoder took and gave no picture for so far (decoder_input_gate.h's
   // undecoded), by stream id; only those with any.
   std::vector<std::pair<std::string, uint64_t>> stream_undecoded;
+  // Ingest: each RTSP camera's RTP packets so far, lost on the network and received (its jitter
+  // buffers' counts), by stream id; only cameras with RTP.
+  std::vector<std::pair<std::string, uint64_t>> stream_rtp_lost, stream_rtp_received;
 };
 
 // run_dir/stats-<stage>-<lane>.json

@@ -979,12 +979,17 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       const uint64_t dropped = r->reader ? r->reader->dropped() : r->dropped;
       const uint64_t continuity = r->reader ? r->reader->continuity_errors() : 0;
       const uint64_t undecoded = r->reader ? r->reader->undecoded_frames() : 0;
+      const RtpPackets rtp = r->reader ? r->reader->rtp_packets() : RtpPackets{};
       // A source group's streams share one queue and one reader.
       const std::vector<std::string> ids = r->fan_out ? r->fan_out->ids() : std::vector<std::string>{r->stream.id};
       for (const std::string& id : ids) {
         snap.stream_dropped.emplace_back(id, dropped);
         if (continuity > 0) snap.stream_continuity_errors.emplace_back(id, continuity);
         if (undecoded > 0) snap.stream_undecoded.emplace_back(id, undecoded);
+        if (rtp.received + rtp.lost > 0) {
+          snap.stream_rtp_lost.emplace_back(id, rtp.lost);
+          snap.stream_rtp_received.emplace_back(id, rtp.received);
+        }
       }
     }
     sent += static_cast<double>(replaced.sent);

@@ -328,6 +328,32 @@ struct StreamReader::Impl {
   std::atomic<uint64_t> decoded{0};  // pictures that reached the appsink, kept or not (every connection)
   // MPEG-TS continuity errors on the video's packets, as the bus said them (pop_bus_error).
   std::atomic<uint64_t> continuity_errors{0};
+  // An RTSP camera's RTP packets lost on the network: its connection's jitter buffers (rtspsrc's,
+  // one per RTP stream) count them; those of the connections before are added up as they go.
+  std::mutex jitter_mutex;
+  std::vector<GstElementPtr> jitter_buffers;
+  RtpPackets rtp_before;
+  RtpPackets rtp_packets() {
+    std::lock_guard<std::mutex> lock(jitter_mutex);
+    RtpPackets all = rtp_before;
+    for (const GstElementPtr& jb : jitter_buffers) {
+      GstStructure* stats = nullptr;
+      g_object_get(jb.get(), "stats", &stats, nullptr);
+      if (!stats) continue;
+      guint64 lost = 0, pushed = 0;
+      if (gst_structure_get_uint64(stats, "num-lost", &lost)) all.lost += lost;
+      if (gst_structure_get_uint64(stats, "num-pushed", &pushed)) all.received += pushed;
+      gst_structure_free(stats);
+    }
+    return all;
+  }
+  // A new connection: its old jitter buffers' counts are kept, the elements let go.
+  void forget_jitter_buffers() {
+    const RtpPackets all = rtp_packets();
+    std::lock_guard<std::mutex> lock(jitter_mutex);
+    rtp_before = all;
+    jitter_buffers.clear();
+  }
   std::unique_ptr<CudaStream> cuda_stream;  // copies of device frames (created on first use)
   uint64_t device_frames = 0;
   uint64_t host_frames = 0;
@@ -989,6 +1015,12 @@ struct StreamReader::Impl {
         return;
       }
       if (name == "jpegdec" || name == "pngdec") static_cast<Impl*>(user)->image_decoder = true;
+      if (name == "rtpjitterbuffer") {
+        auto* self = static_cast<Impl*>(user);
+        std::lock_guard<std::mutex> lock(self->jitter_mutex);
+        self->jitter_buffers.emplace_back(GST_ELEMENT(gst_object_ref(element)));
+        return;
+      }
       if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
       if (name == "dashdemux" || name == "dashdemux2") static_cast<Impl*>(user)->dash = true;
     }
@@ -1261,6 +1293,7 @@ GstElement* make(const char* factory, const std::string& stream_id, Status* stat
 static Status build_pipeline(StreamReader::Impl& impl) {
   Status status;
   // A pipeline of an earlier connection goes first (its streaming threads stop in set_state NULL).
+  impl.forget_jitter_buffers();  // its counts first: a stopped jitter buffer may start them again
   if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
@@ -1466,6 +1499,7 @@ uint64_t StreamReader::left_out() const {
 }
 uint64_t StreamReader::continuity_errors() const { return impl_->continuity_errors.load(); }
 uint64_t StreamReader::undecoded_frames() const { return impl_->decoder_input.undecoded.load(); }
+RtpPackets StreamReader::rtp_packets() const { return impl_->rtp_packets(); }
 uint32_t StreamReader::decoder_threads() const { return impl_->decoder_threads.load(); }
 
 int32_t StreamReader::jitter_buffer_ms() const { return impl_->jitter_buffer_ms.load(); }
@@ -1784,6 +1818,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto continuity_said_at = std::chrono::steady_clock::now();
   uint64_t undecoded_said = 0;  // s.decoder_input.undecoded when last said (live)
   auto undecoded_said_at = std::chrono::steady_clock::now();
+  RtpPackets rtp_said;  // s.rtp_packets() when last said (live)
+  auto rtp_said_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
   // A reload's retune taken and not said yet (take_retune, below): its generation, what changed.
@@ -2494,6 +2530,20 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                         std::chrono::duration<double>(now - undecoded_said_at).count());
         undecoded_said = undecoded;
         undecoded_said_at = now;
+      }
+      // An RTSP camera whose RTP packets are lost on the network: libav conceals what is missing, so
+      // its frames keep coming, smeared, and are classified; only the jitter buffer knows.
+      if (network_live && now - rtp_said_at >= std::chrono::minutes(1)) {
+        if (const RtpPackets rtp = s.rtp_packets(); rtp.lost > rtp_said.lost) {
+          const uint64_t lost = rtp.lost - rtp_said.lost, received = rtp.received - std::min(rtp.received, rtp_said.received);
+          VAPIPE_LOG_WARN("stream '{}' ({}): {} of its RTP packets were lost on the network in the last {:.0f} s ({:.1f}% "
+                          "of {}): pictures where they were are smeared; over rtspt:// (RTSP over TCP) none is lost",
+                          s.stream.id, uri, lost, std::chrono::duration<double>(now - rtp_said_at).count(),
+                          100.0 * static_cast<double>(lost) / static_cast<double>(std::max<uint64_t>(1, lost + received)),
+                          lost + received);
+          rtp_said = rtp;
+          rtp_said_at = now;
+        }
       }
     }
     // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)

@@ -95,6 +95,12 @@ struct PictureOrder {
   int64_t frame_pts_ns = -1;  // -1: the next frame's
 };
 
+// An RTSP camera's RTP packets (StreamReader::rtp_packets).
+struct RtpPackets {
+  uint64_t lost = 0;
+  uint64_t received = 0;
+};
+
 class StreamReader {
  public:
   // Builds the GStreamer pipeline (not started). Errors name the stream.
@@ -179,6 +185,9 @@ class StreamReader {
   // Frames its decoders took and gave no picture for, counted as later pictures came out (damaged or
   // incomplete frames: a camera's lost packets, a file's damage); any thread.
   uint64_t undecoded_frames() const;
+  // An RTSP camera's RTP packets so far, all its connections: lost on the network (its jitter buffers'
+  // count of sequence numbers that never came) and received; any thread.
+  RtpPackets rtp_packets() const;
   // The threads its CPU decoder was given (ReaderOptions::decoder_threads), read back from the decoder;
   // 0 until a decoder that takes a thread count has been made (NVDEC takes none).
   uint32_t decoder_threads() const;

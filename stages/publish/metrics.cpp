@@ -172,6 +172,13 @@ std::string prometheus_text(const JobMetrics& m) {
                "Frames the stream's decoder took and gave no picture for (damaged or incomplete: packets lost on a "
                "camera's network, a file's damage); they have no results.",
                [](const StreamMetrics& s) { return std::to_string(s.undecoded); });
+  w.per_stream(m, "vapipe_rtp_packets_lost_total", "counter",
+               "An RTSP camera's RTP packets lost on the network (its jitter buffers' count; 0 for other streams): "
+               "its pictures are smeared where they were.",
+               [](const StreamMetrics& s) { return std::to_string(s.rtp_lost); });
+  w.per_stream(m, "vapipe_rtp_packets_received_total", "counter",
+               "An RTSP camera's RTP packets received (0 for other streams).",
+               [](const StreamMetrics& s) { return std::to_string(s.rtp_received); });
   w.per_stream(m, "vapipe_reconnects_total", "counter", "Times the stream resumed after a reconnection.",
                [](const StreamMetrics& s) { return std::to_string(s.reconnects); });
   w.per_stream(m, "vapipe_stream_restarts_total", "counter",
@@ -557,7 +564,8 @@ nlohmann::json health_json(const JobMetrics& m) {
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
                      {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts},
                      {"comebacks", s.comebacks}, {"ts_continuity_errors", s.continuity_errors},
-                     {"undecodable_frames", s.undecoded}};
+                     {"undecodable_frames", s.undecoded}, {"rtp_packets_lost", s.rtp_lost},
+                     {"rtp_packets_received", s.rtp_received}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     if (m.segments) {
       nlohmann::json open = nlohmann::json::array();

@@ -25,6 +25,7 @@ struct StreamMetrics {
   uint64_t dropped = 0;  // from the stream's latest event
   uint64_t continuity_errors = 0;  // its MPEG-TS video's (ingest's statistics)
   uint64_t undecoded = 0;          // frames its decoder gave no picture for (ingest's statistics)
+  uint64_t rtp_lost = 0, rtp_received = 0;  // an RTSP camera's RTP packets (ingest's statistics)
   uint64_t reconnects = 0;
   uint64_t restarts = 0;  // its lane's processes restarted after a crash
   uint64_t comebacks = 0;  // it began again after it had ended (a reload brought it back)

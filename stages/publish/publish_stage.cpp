@@ -432,6 +432,8 @@ JobMetrics PublishStage::metrics() const {
     s.dropped = st.dropped;
     s.continuity_errors = st.continuity_errors;
     s.undecoded = st.undecoded;
+    s.rtp_lost = st.rtp_lost;
+    s.rtp_received = st.rtp_received;
     s.reconnects = st.reconnects;
     s.restarts = st.restarts;
     s.comebacks = st.comebacks;
@@ -497,6 +499,14 @@ void PublishStage::refresh_live_drops() {
     for (const auto& [id, n] : snap.stream_undecoded) {
       auto it = by_id.find(id);
       if (it != by_id.end()) it->second->undecoded = std::max(it->second->undecoded, it->second->undecoded_base + n);
+    }
+    for (const auto& [id, n] : snap.stream_rtp_lost) {
+      auto it = by_id.find(id);
+      if (it != by_id.end()) it->second->rtp_lost = std::max(it->second->rtp_lost, it->second->rtp_lost_base + n);
+    }
+    for (const auto& [id, n] : snap.stream_rtp_received) {
+      auto it = by_id.find(id);
+      if (it != by_id.end()) it->second->rtp_received = std::max(it->second->rtp_received, it->second->rtp_received_base + n);
     }
   }
 }
@@ -1142,6 +1152,8 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.dropped_base = st.dropped;
     st.continuity_base = st.continuity_errors;
     st.undecoded_base = st.undecoded;
+    st.rtp_lost_base = st.rtp_lost;
+    st.rtp_received_base = st.rtp_received;
     st.run = StreamState::LabelRun{};  // its segments begin anew: its numbering goes on, but time has passed
     // It may come back with another region or turn (listed again with them): its `started` says so.
     if (layout_) {
@@ -1169,6 +1181,8 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.dropped_base = st.dropped;
     st.continuity_base = st.continuity_errors;
     st.undecoded_base = st.undecoded;
+    st.rtp_lost_base = st.rtp_lost;
+    st.rtp_received_base = st.rtp_received;
     VAPIPE_LOG_WARN("stream '{}': {}", st.id, in.event.message);
   }
   const uint64_t dropped = st.dropped_base + in.event.dropped;

@@ -133,6 +133,8 @@ class PublishStage final : public Stage {
     // count before its lane last restarted, or before it came back.
     uint64_t continuity_errors = 0, continuity_base = 0;
     uint64_t undecoded = 0, undecoded_base = 0;  // frames its decoder gave no picture for (the same way)
+    uint64_t rtp_lost = 0, rtp_lost_base = 0;          // an RTSP camera's RTP packets (the same way)
+    uint64_t rtp_received = 0, rtp_received_base = 0;
     uint64_t reconnects = 0;  // times it resumed after a reconnection
     uint64_t earlier_results = 0;  // --resume: results kept from earlier runs (counted in `results`)
     bool started_earlier = false;  // --resume: its "started" was published by an earlier run

@@ -78,9 +78,16 @@ RtspTestServer::RtspTestServer(int port, const std::string& pattern, int width, 
     const std::string audio = with_audio ? " audiotestsrc is-live=true wave=ticks ! audio/x-raw,rate=8000,channels=1 ! "
                                            "alawenc ! rtppcmapay name=pay1 pt=8"
                                          : "";
+    // "...+rtploss" (at the end, H.264 only): 5% of the RTP packets are never sent, as a network loses
+    // them (the payloader numbers them before, so the client sees the gaps).
+    const bool rtp_loss = video_options.size() >= 8 && video_options.compare(video_options.size() - 8, 8, "+rtploss") == 0;
+    std::string video = encoder_and_payloader(rtp_loss ? video_options.substr(0, video_options.size() - 8) : video_options);
+    if (rtp_loss) {
+      video.replace(video.find("name=pay0"), 9, "name=payloader");
+      video += " ! identity name=pay0 drop-probability=0.05";
+    }
     const std::string launch = "( " + source + " ! video/x-raw,width=" + std::to_string(width) +
-                               ",height=" + std::to_string(height) + ",framerate=30/1 ! " +
-                               encoder_and_payloader(video_options) + audio + " )";
+                               ",height=" + std::to_string(height) + ",framerate=30/1 ! " + video + audio + " )";
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
     if (cycle) g_signal_connect(factory, "media-configure", G_CALLBACK(&on_media_configure), nullptr);

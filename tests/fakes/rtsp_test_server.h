@@ -20,7 +20,8 @@ class RtspTestServer {
   // Other codecs, as cameras send: "h265:OPTIONS" (x265enc's OPTIONS: "tune=zerolatency
   // key-int-max=15", or "key-int-max=15 option-string=bframes=2" for B-frames), "mjpeg:OPTIONS"
   // (jpegenc's: "quality=80"), each over its own RTP payloader. "...+audio" (at the end): a G.711 audio
-  // track too, as a camera with a microphone sends.
+  // track too, as a camera with a microphone sends. "...+rtploss" (at the end, H.264): 5% of its RTP
+  // packets are never sent, as a lossy network drops them.
   // `credentials` ("user:password"): clients must give them (basic authentication; "digest:user:password":
   // digest authentication, as most cameras ask); "": anyone.
   // `tls_cert_file` and `tls_key_file` (PEM): RTSP over TLS (rtsps://) with that certificate.

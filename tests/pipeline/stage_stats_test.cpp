@@ -34,6 +34,8 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   pre.stream_dropped = {{"door", 3}, {"yard", 0}};  // ingest's, in practice
   pre.stream_continuity_errors = {{"tv", 12}};
   pre.stream_undecoded = {{"door", 2}};
+  pre.stream_rtp_lost = {{"door", 7}};
+  pre.stream_rtp_received = {{"door", 7000}};
   layout.lane = 0;
   ASSERT_TRUE(write_stage_stats(pre, stage_stats_path(layout, StageKind::kPreprocess)).ok());
   std::ofstream(layout.run_dir + "/stats-batch-0.json") << "{\"stage\": ";  // half a file: skipped
@@ -58,6 +60,8 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   EXPECT_EQ(all[0].stream_continuity_errors, (std::vector<std::pair<std::string, uint64_t>>{{"tv", 12}}));
   EXPECT_TRUE(all[1].stream_continuity_errors.empty());
   EXPECT_EQ(all[0].stream_undecoded, (std::vector<std::pair<std::string, uint64_t>>{{"door", 2}}));
+  EXPECT_EQ(all[0].stream_rtp_lost, (std::vector<std::pair<std::string, uint64_t>>{{"door", 7}}));
+  EXPECT_EQ(all[0].stream_rtp_received, (std::vector<std::pair<std::string, uint64_t>>{{"door", 7000}}));
   EXPECT_EQ(all[1].facts, (StageFacts{{"model", "door-v2"}, {"model_file", "/models/door-v2.pt"}}));
   EXPECT_TRUE(all[0].facts.empty());
   EXPECT_TRUE(read_stage_stats(layout.run_dir + "/absent").empty());

@@ -1969,6 +1969,57 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
   EXPECT_EQ(out.last.event.uri, server.uri());
 }
 
+// A camera whose RTP packets are lost on the network (here 5% of them, never sent): libav conceals
+// what is missing and its frames keep coming, smeared (3% loss at 640x360: every frame came, none counted
+// undecodable), so only rtspsrc's jitter buffer knows: its count of packets that never came is read
+// while the stream runs. A camera without loss has none.
+TEST_F(StreamReaderTest, ACamerasRtpPacketsLostOnTheNetworkAreCounted) {
+  for (const bool lossy : {true, false}) {
+    testing::RtspTestServer server(testing::free_loopback_tcp_port(), "ball", 320, 240,
+                                   lossy ? "key-int-max=15+rtploss" : "key-int-max=15");
+    ASSERT_TRUE(server.ok());
+    ingest_.queue_policy = QueuePolicy::kDropOldest;
+    auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    class Counting final : public Emitter {
+     public:
+      Counting(StreamReader& reader, ShutdownFlags& flags) : reader_(reader), flags_(flags) {}
+      Status emit(Message&& m) override {
+        if (m.kind == MessageKind::kFrame && ++frames == 200) {
+          while_running = reader_.rtp_packets();
+          flags_.stop = true;
+        }
+        return Status::Ok();
+      }
+      Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+      size_t frames = 0;
+      RtpPackets while_running;
+
+     private:
+      StreamReader& reader_;
+      ShutdownFlags& flags_;
+    } out(**reader, flags_);
+    (*reader)->preroll();
+    std::thread watchdog([&] {
+      for (int i = 0; i < 300 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      flags_.stop = true;  // at most 30 s
+    });
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    watchdog.join();
+    flags_.stop = false;
+    EXPECT_GE(out.frames, 200u) << (lossy ? "lossy" : "clean");
+    EXPECT_GE(out.while_running.received, 200u) << (lossy ? "lossy" : "clean");
+    if (lossy) {
+      EXPECT_GT(out.while_running.lost, 0u);
+      // About 5% of what was sent.
+      EXPECT_LT(out.while_running.lost, out.while_running.received / 5);
+    } else {
+      EXPECT_EQ(out.while_running.lost, 0u);
+    }
+    EXPECT_GE((*reader)->rtp_packets().received, out.while_running.received);  // kept after its end
+  }
+}
+
 // The camera's own clock on each frame, from its RTCP sender reports (as DeepStream's NTP timestamps):
 // unknown (-1) until the first report, then on every frame, rising by the frame interval (it comes from
 // the RTP timestamps, not from when the frame arrived). The loopback server's clock is this machine's.

@@ -26,6 +26,8 @@ JobMetrics two_cameras() {
   a.gaps = 5;
   a.continuity_errors = 14;
   a.undecoded = 6;
+  a.rtp_lost = 25;
+  a.rtp_received = 10000;
   a.reconnects = 1;
   a.comebacks = 2;
   a.latency_sum_s = 90;
@@ -142,6 +144,9 @@ TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   EXPECT_EQ(health_json(two_cameras())["streams"]["gate"]["ts_continuity_errors"], 14);
   EXPECT_TRUE(has_line(t, "vapipe_undecodable_frames_total{stream=\"gate\"} 6"));
   EXPECT_EQ(health_json(two_cameras())["streams"]["gate"]["undecodable_frames"], 6);
+  EXPECT_TRUE(has_line(t, "vapipe_rtp_packets_lost_total{stream=\"gate\"} 25"));
+  EXPECT_TRUE(has_line(t, "vapipe_rtp_packets_received_total{stream=\"gate\"} 10000"));
+  EXPECT_EQ(health_json(two_cameras())["streams"]["gate"]["rtp_packets_lost"], 25);
   EXPECT_TRUE(has_line(t, "vapipe_reconnects_total{stream=\"gate\"} 1"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"gate\"} 2"));
   EXPECT_TRUE(has_line(t, "vapipe_stream_comebacks_total{stream=\"dock\"} 0"));

@@ -2412,12 +2412,16 @@ TEST_F(PublishStageTest, QueueDropsAreServedAsIngestCountsThemNotOnlyAtEvents) {
   ingest.stream_dropped = {{"s0", 7}};
   ingest.stream_continuity_errors = {{"s0", 4}};
   ingest.stream_undecoded = {{"s0", 30}};
+  ingest.stream_rtp_lost = {{"s0", 12}};
+  ingest.stream_rtp_received = {{"s0", 900}};
   ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
   ASSERT_TRUE(stage_->on_deadline(out_).ok());  // the once-a-second snapshot
   EXPECT_EQ(stage_->metrics().streams[0].dropped, 7u);
   EXPECT_EQ(stage_->metrics().streams[0].continuity_errors, 4u);
   EXPECT_EQ(stage_->metrics().streams[1].continuity_errors, 0u);
   EXPECT_EQ(stage_->metrics().streams[0].undecoded, 30u);
+  EXPECT_EQ(stage_->metrics().streams[0].rtp_lost, 12u);
+  EXPECT_EQ(stage_->metrics().streams[0].rtp_received, 900u);
   // Its lane restarts: the new ingest counts from 0 again, on top of the 7.
   StreamEvent restart{"test://ball", "its lane restarted: stage infer (pid 1) failed", 0, 0};
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamReconnecting, testing::envelope(0, 0), restart),
@@ -2425,11 +2429,15 @@ TEST_F(PublishStageTest, QueueDropsAreServedAsIngestCountsThemNotOnlyAtEvents) {
   ingest.stream_dropped = {{"s0", 2}};
   ingest.stream_continuity_errors = {{"s0", 1}};
   ingest.stream_undecoded = {{"s0", 3}};
+  ingest.stream_rtp_lost = {{"s0", 1}};
+  ingest.stream_rtp_received = {{"s0", 50}};
   ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
   ASSERT_TRUE(stage_->on_deadline(out_).ok());
   EXPECT_EQ(stage_->metrics().streams[0].dropped, 9u);
   EXPECT_EQ(stage_->metrics().streams[0].continuity_errors, 5u);
   EXPECT_EQ(stage_->metrics().streams[0].undecoded, 33u);
+  EXPECT_EQ(stage_->metrics().streams[0].rtp_lost, 13u);
+  EXPECT_EQ(stage_->metrics().streams[0].rtp_received, 950u);
   std::filesystem::remove_all(layout.run_dir);
 }
 
