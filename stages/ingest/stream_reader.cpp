@@ -418,10 +418,9 @@ struct StreamReader::Impl {
   std::atomic<int64_t> drop_through_pts{-1};
   std::atomic<bool> dropped_by_pts{false};
   std::atomic<bool> seek_overshot{false};
-  // A seek by time (a resume's, a from's, a lane restart's): the compressed frames that had reached the
-  // decoder before it (-1: none made, or already gone back from). A seek that lands where nothing
-  // decodes goes back to the start as one that went too far does.
-  int64_t arrived_before_seek = -1;
+  // A seek by time was made (a resume's, a from's, a lane restart's) and not gone back from: one that
+  // lands where nothing decodes goes back to the start as one that went too far does.
+  bool sought_by_time = false;
   bool seek_found_nothing = false;
   // streams[].to: a frame at or after it was reached (the end of the part classified).
   std::atomic<bool> part_ended{false};
@@ -1716,14 +1715,13 @@ KeyframeSeek seek_to_keyframe_before(StreamReader::Impl& s, int64_t point_ns) {
       !gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) || duration <= 0) {
     return KeyframeSeek::kNoDuration;
   }
-  const auto arrived = static_cast<int64_t>(s.decoder_input.arrived.load());
   if (!gst_element_seek_simple(
           s.pipeline.get(), GST_FORMAT_TIME,
           static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
           std::max<int64_t>(0, point_ns - 2 * static_cast<int64_t>(GST_SECOND)))) {
     return KeyframeSeek::kRefused;
   }
-  s.arrived_before_seek = arrived;
+  s.sought_by_time = true;
   gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);  // prerolled at the new place
   return KeyframeSeek::kSought;
 }
@@ -1818,7 +1816,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   auto continuity_said_at = std::chrono::steady_clock::now();
   uint64_t undecoded_said = 0;  // s.decoder_input.undecoded when last said (live)
   auto undecoded_said_at = std::chrono::steady_clock::now();
-  RtpPackets rtp_said;  // s.rtp_packets() when last said (live)
+  RtpPackets rtp_said;  // s.rtp_packets() when last looked at (live: each minute)
   auto rtp_said_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
@@ -2532,18 +2530,20 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         undecoded_said_at = now;
       }
       // An RTSP camera whose RTP packets are lost on the network: libav conceals what is missing, so
-      // its frames keep coming, smeared, and are classified; only the jitter buffer knows.
+      // its frames keep coming, smeared, and are classified; only the jitter buffer knows. Looked at
+      // each minute, said when that minute lost some.
       if (network_live && now - rtp_said_at >= std::chrono::minutes(1)) {
-        if (const RtpPackets rtp = s.rtp_packets(); rtp.lost > rtp_said.lost) {
+        const RtpPackets rtp = s.rtp_packets();
+        if (rtp.lost > rtp_said.lost) {
           const uint64_t lost = rtp.lost - rtp_said.lost, received = rtp.received - std::min(rtp.received, rtp_said.received);
           VAPIPE_LOG_WARN("stream '{}' ({}): {} of its RTP packets were lost on the network in the last {:.0f} s ({:.1f}% "
                           "of {}): pictures where they were are smeared; over rtspt:// (RTSP over TCP) none is lost",
                           s.stream.id, uri, lost, std::chrono::duration<double>(now - rtp_said_at).count(),
                           100.0 * static_cast<double>(lost) / static_cast<double>(std::max<uint64_t>(1, lost + received)),
                           lost + received);
-          rtp_said = rtp;
-          rtp_said_at = now;
         }
+        rtp_said = rtp;
+        rtp_said_at = now;
       }
     }
     // (Its end may come first: a short file's frames after the seek are all dropped within 50 ms.)
@@ -2580,7 +2580,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       s.seek_overshot = false;
       s.seek_found_nothing = false;
-      s.arrived_before_seek = -1;
+      s.sought_by_time = false;
       if (auto failed = play()) {
         if (auto done = recover(MessageKind::kStreamError, *failed)) return *done;
       }
@@ -2664,7 +2664,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // clock starts over (tsdemux cannot place a time in them), or past the end. A resume's or a lane
       // restart's point has a frame, and so has a `from` within the file's known duration: decoded
       // from the start instead. (A `from` past a known end is said as such at the end.)
-      if (s.arrived_before_seek >= 0 && s.decoded.load() == 0 && !stopping()) {
+      if (s.sought_by_time && s.decoded.load() == 0 && !stopping()) {
         gint64 duration = -1;
         const bool known_end = gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) && duration > 0;
         if (s.options.skip_frames > 0 || resumes_after_sent || !known_end || s.stream.from_ns < duration) {
