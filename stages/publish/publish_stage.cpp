@@ -484,30 +484,23 @@ void PublishStage::refresh_live_drops() {
   if (!layout_) return;
   std::unordered_map<std::string, StreamState*> by_id;
   for (StreamState& st : streams_) by_id[st.id] = &st;
-  for (const StageStatsSnapshot& snap : read_stage_stats(layout_->run_dir)) {
-    for (const auto& [id, n] : snap.stream_dropped) {
-      auto it = by_id.find(id);
-      // Counts from the stream's current ingest process; a restart of its lane made dropped_base.
-      if (it != by_id.end()) it->second->dropped = std::max(it->second->dropped, it->second->dropped_base + n);
-    }
-    for (const auto& [id, n] : snap.stream_continuity_errors) {
-      auto it = by_id.find(id);
-      if (it != by_id.end()) {
-        it->second->continuity_errors = std::max(it->second->continuity_errors, it->second->continuity_base + n);
+  // Counts from each stream's current ingest process, on top of its base (rebase_ingest_counts), never
+  // lower than what its events said.
+  auto take = [&](const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t StreamState::*total,
+                  uint64_t StreamState::*base) {
+    for (const auto& [id, n] : counts) {
+      if (auto it = by_id.find(id); it != by_id.end()) {
+        StreamState& st = *it->second;
+        st.*total = std::max(st.*total, st.*base + n);
       }
     }
-    for (const auto& [id, n] : snap.stream_undecoded) {
-      auto it = by_id.find(id);
-      if (it != by_id.end()) it->second->undecoded = std::max(it->second->undecoded, it->second->undecoded_base + n);
-    }
-    for (const auto& [id, n] : snap.stream_rtp_lost) {
-      auto it = by_id.find(id);
-      if (it != by_id.end()) it->second->rtp_lost = std::max(it->second->rtp_lost, it->second->rtp_lost_base + n);
-    }
-    for (const auto& [id, n] : snap.stream_rtp_received) {
-      auto it = by_id.find(id);
-      if (it != by_id.end()) it->second->rtp_received = std::max(it->second->rtp_received, it->second->rtp_received_base + n);
-    }
+  };
+  for (const StageStatsSnapshot& snap : read_stage_stats(layout_->run_dir)) {
+    take(snap.stream_dropped, &StreamState::dropped, &StreamState::dropped_base);
+    take(snap.stream_continuity_errors, &StreamState::continuity_errors, &StreamState::continuity_base);
+    take(snap.stream_undecoded, &StreamState::undecoded, &StreamState::undecoded_base);
+    take(snap.stream_rtp_lost, &StreamState::rtp_lost, &StreamState::rtp_lost_base);
+    take(snap.stream_rtp_received, &StreamState::rtp_received, &StreamState::rtp_received_base);
   }
 }
 
@@ -1148,12 +1141,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.message.clear();
     ++st.comebacks;
     st.seq_jumps = true;
-    st.results_base = st.results;
-    st.dropped_base = st.dropped;
-    st.continuity_base = st.continuity_errors;
-    st.undecoded_base = st.undecoded;
-    st.rtp_lost_base = st.rtp_lost;
-    st.rtp_received_base = st.rtp_received;
+    st.rebase_ingest_counts();
     st.run = StreamState::LabelRun{};  // its segments begin anew: its numbering goes on, but time has passed
     // It may come back with another region or turn (listed again with them): its `started` says so.
     if (layout_) {
@@ -1177,12 +1165,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     // Its lane's processes started again after a crash (attempt 0): ingest's counts start over.
     ++st.restarts;
     st.seq_jumps = true;
-    st.results_base = st.results;
-    st.dropped_base = st.dropped;
-    st.continuity_base = st.continuity_errors;
-    st.undecoded_base = st.undecoded;
-    st.rtp_lost_base = st.rtp_lost;
-    st.rtp_received_base = st.rtp_received;
+    st.rebase_ingest_counts();
     VAPIPE_LOG_WARN("stream '{}': {}", st.id, in.event.message);
   }
   const uint64_t dropped = st.dropped_base + in.event.dropped;

@@ -135,6 +135,15 @@ class PublishStage final : public Stage {
     uint64_t undecoded = 0, undecoded_base = 0;  // frames its decoder gave no picture for (the same way)
     uint64_t rtp_lost = 0, rtp_lost_base = 0;          // an RTSP camera's RTP packets (the same way)
     uint64_t rtp_received = 0, rtp_received_base = 0;
+    // Its lane restarted, or it came back: its new ingest counts from 0, on top of what it had.
+    void rebase_ingest_counts() {
+      results_base = results;
+      dropped_base = dropped;
+      continuity_base = continuity_errors;
+      undecoded_base = undecoded;
+      rtp_lost_base = rtp_lost;
+      rtp_received_base = rtp_received;
+    }
     uint64_t reconnects = 0;  // times it resumed after a reconnection
     uint64_t earlier_results = 0;  // --resume: results kept from earlier runs (counted in `results`)
     bool started_earlier = false;  // --resume: its "started" was published by an earlier run

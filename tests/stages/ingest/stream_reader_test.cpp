@@ -1369,6 +1369,27 @@ TEST_F(StreamReaderTest, AnIntraOnlyCodecWhoseContainerMarksNoKeyFrameIsReadWhol
 // once a second, and whenever its frames pause; a live job says them at most once a minute), not only
 // at a file's end. (The frames here pause often enough for either to count them: this does not tell
 // the once-a-second pass from the pauses' alone.)
+// At a stream's `n`th frame: `at_frame` (a look at the reader's counts while it runs), then a stop.
+class StopAtFrame final : public Emitter {
+ public:
+  StopAtFrame(size_t n, ShutdownFlags& flags, std::function<void()> at_frame)
+      : n_(n), flags_(flags), at_frame_(std::move(at_frame)) {}
+  Status emit(Message&& m) override {
+    if (m.kind == MessageKind::kFrame && ++frames == n_) {
+      at_frame_();
+      flags_.stop = true;
+    }
+    return Status::Ok();
+  }
+  Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
+  size_t frames = 0;
+
+ private:
+  size_t n_;
+  ShutdownFlags& flags_;
+  std::function<void()> at_frame_;
+};
+
 TEST_F(StreamReaderTest, ALiveMpegTsStreamsLostPacketsAreCountedWhileItsFramesCome) {
   const int port = testing::free_loopback_udp_port();
   ASSERT_GT(port, 0);
@@ -1387,24 +1408,8 @@ TEST_F(StreamReaderTest, ALiveMpegTsStreamsLostPacketsAreCountedWhileItsFramesCo
   auto reader = StreamReader::create(stream("tv", "udp://127.0.0.1:" + std::to_string(port)), 0, ingest_, live);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   // Counted by the 200th frame, before the stream's end goes through its bus once more.
-  class CountingGaps final : public Emitter {
-   public:
-    CountingGaps(StreamReader& reader, ShutdownFlags& flags) : reader_(reader), flags_(flags) {}
-    Status emit(Message&& m) override {
-      if (m.kind == MessageKind::kFrame && ++frames == 200) {
-        gaps_while_running = reader_.continuity_errors();
-        flags_.stop = true;
-      }
-      return Status::Ok();
-    }
-    Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
-    size_t frames = 0;
-    uint64_t gaps_while_running = 0;
-
-   private:
-    StreamReader& reader_;
-    ShutdownFlags& flags_;
-  } out(**reader, flags_);
+  uint64_t gaps_while_running = 0;
+  StopAtFrame out(200, flags_, [&] { gaps_while_running = (*reader)->continuity_errors(); });
   std::thread watchdog([&] {
     for (int i = 0; i < 200 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     flags_.stop = true;  // at most 20 s
@@ -1413,7 +1418,7 @@ TEST_F(StreamReaderTest, ALiveMpegTsStreamsLostPacketsAreCountedWhileItsFramesCo
   watchdog.join();
   kill(pid, SIGTERM);
   EXPECT_GE(out.frames, 200u);
-  EXPECT_GT(out.gaps_while_running, 0u);
+  EXPECT_GT(gaps_while_running, 0u);
 }
 
 // Anamorphic video (pixels shown wider than tall: HDV, DV widescreen, much of broadcast) says its
@@ -1981,24 +1986,8 @@ TEST_F(StreamReaderTest, ACamerasRtpPacketsLostOnTheNetworkAreCounted) {
     ingest_.queue_policy = QueuePolicy::kDropOldest;
     auto reader = StreamReader::create(stream("cam", server.uri()), 0, ingest_);
     ASSERT_TRUE(reader.ok()) << reader.status().message();
-    class Counting final : public Emitter {
-     public:
-      Counting(StreamReader& reader, ShutdownFlags& flags) : reader_(reader), flags_(flags) {}
-      Status emit(Message&& m) override {
-        if (m.kind == MessageKind::kFrame && ++frames == 200) {
-          while_running = reader_.rtp_packets();
-          flags_.stop = true;
-        }
-        return Status::Ok();
-      }
-      Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
-      size_t frames = 0;
-      RtpPackets while_running;
-
-     private:
-      StreamReader& reader_;
-      ShutdownFlags& flags_;
-    } out(**reader, flags_);
+    RtpPackets while_running;
+    StopAtFrame out(200, flags_, [&] { while_running = (*reader)->rtp_packets(); });
     (*reader)->preroll();
     std::thread watchdog([&] {
       for (int i = 0; i < 300 && !flags_.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -2008,15 +1997,15 @@ TEST_F(StreamReaderTest, ACamerasRtpPacketsLostOnTheNetworkAreCounted) {
     watchdog.join();
     flags_.stop = false;
     EXPECT_GE(out.frames, 200u) << (lossy ? "lossy" : "clean");
-    EXPECT_GE(out.while_running.received, 200u) << (lossy ? "lossy" : "clean");
+    EXPECT_GE(while_running.received, 200u) << (lossy ? "lossy" : "clean");
     if (lossy) {
-      EXPECT_GT(out.while_running.lost, 0u);
+      EXPECT_GT(while_running.lost, 0u);
       // About 5% of what was sent.
-      EXPECT_LT(out.while_running.lost, out.while_running.received / 5);
+      EXPECT_LT(while_running.lost, while_running.received / 5);
     } else {
-      EXPECT_EQ(out.while_running.lost, 0u);
+      EXPECT_EQ(while_running.lost, 0u);
     }
-    EXPECT_GE((*reader)->rtp_packets().received, out.while_running.received);  // kept after its end
+    EXPECT_GE((*reader)->rtp_packets().received, while_running.received);  // kept after its end
   }
 }
 
