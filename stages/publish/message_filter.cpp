@@ -30,11 +30,20 @@ bool MessageFilter::cooled_down(const nlohmann::json& payload) {
   bool held = cooled_segments_.count(segment) > 0;
   if (!held && text_field(payload, "event") == "began") {
     const auto start_ms = number_field(payload, "start_ms");
-    const auto last = last_sent_began_ms_.find({stream, label});
-    // By the stream's own time: an archive job read at 10x real time keeps the cooldown of the video,
-    // and a camera whose timestamps started over (a reconnection) is not held back.
-    held = start_ms && last != last_sent_began_ms_.end() && *start_ms >= last->second &&
-           *start_ms - last->second < cooldown_s_ * 1000;
+    const double start_capture_ms = number_field(payload, "start_capture_unix_ms").value_or(0);
+    const auto last = last_sent_began_.find({stream, label});
+    if (start_ms && last != last_sent_began_.end()) {
+      const SentBegan& sent = last->second;
+      if (*start_ms >= sent.start_ms) {
+        // By the stream's own time: an archive job read at 10x real time keeps the cooldown of the video.
+        held = *start_ms - sent.start_ms < cooldown_s_ * 1000;
+      } else if (start_capture_ms > 0 && sent.start_capture_ms > 0 && start_capture_ms >= sent.start_capture_ms) {
+        // The stream's timestamps started over: a live camera that reconnected (or a looped file). A
+        // blip of its network is not a new visit: by this machine's clock, at which a live stream's
+        // frames are received.
+        held = start_capture_ms - sent.start_capture_ms < cooldown_s_ * 1000;
+      }
+    }
     if (held) {
       cooled_segments_.insert(segment);
       cooled_order_.push_back(segment);
@@ -43,7 +52,7 @@ bool MessageFilter::cooled_down(const nlohmann::json& payload) {
         cooled_order_.pop_front();
       }
     } else if (start_ms) {
-      last_sent_began_ms_[{stream, label}] = *start_ms;
+      last_sent_began_[{stream, label}] = SentBegan{*start_ms, start_capture_ms};
     }
   }
   return held;

@@ -32,9 +32,12 @@ class MessageFilter {
  private:
   std::vector<std::string> topics_, labels_;
   double cooldown_s_ = 0;
-  // By (stream, label), the start_ms of the last `began` sent; the segments held back, by (stream,
-  // label, start_seq), the oldest forgotten past a bound.
-  std::map<std::pair<std::string, std::string>, double> last_sent_began_ms_;
+  // By (stream, label), the last `began` sent: its start_ms and start_capture_unix_ms (0 when it had
+  // none); the segments held back, by (stream, label, start_seq), the oldest forgotten past a bound.
+  struct SentBegan {
+    double start_ms = 0, start_capture_ms = 0;
+  };
+  std::map<std::pair<std::string, std::string>, SentBegan> last_sent_began_;
   std::set<std::tuple<std::string, std::string, uint64_t>> cooled_segments_;
   std::deque<std::tuple<std::string, std::string, uint64_t>> cooled_order_;
 };

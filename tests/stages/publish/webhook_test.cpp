@@ -357,14 +357,19 @@ TEST(Webhook, ASenderThatFollowsAnotherSendsNothingUntilThatOneHasStopped) {
 }
 
 // cooldown_s: a stream's label that begins again within it of the last segment sent is held back, with
-// its picture and end; by the stream's own time (start_ms), per stream and label.
+// its picture and end; by the stream's own time (start_ms), per stream and label, and across a camera's
+// reconnection (its time starts over) by this machine's clock (start_capture_unix_ms).
 TEST(Webhook, ASegmentWithinTheCooldownOfTheLastSentIsHeldBackWithItsPictureAndEnd) {
   WebhookConfig c = hook_at(testing::free_loopback_tcp_port());
   c.cooldown_s = 60;
   WebhookSender sender(c, 0);
-  auto segment = [](const char* stream, const char* label, const char* event, uint64_t start_seq, double start_ms) {
+  // Received by this machine's clock as a camera's frames are: 1,000,000 s after the epoch plus start_ms,
+  // unless given (a reconnection: the camera's timestamps start over, its frames' arrival does not).
+  auto segment = [](const char* stream, const char* label, const char* event, uint64_t start_seq, double start_ms,
+                    double start_capture_ms = -1) {
     return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", stream}, {"label", label}, {"event", event},
-                          {"start_seq", start_seq}, {"start_ms", start_ms}};
+                          {"start_seq", start_seq}, {"start_ms", start_ms},
+                          {"start_capture_unix_ms", start_capture_ms >= 0 ? start_capture_ms : 1e9 + start_ms}};
   };
   std::vector<std::string> sent;
   auto offer = [&](const nlohmann::json& m) {
@@ -382,13 +387,18 @@ TEST(Webhook, ASegmentWithinTheCooldownOfTheLastSentIsHeldBackWithItsPictureAndE
   offer(segment("gate", "person", "picture", 100, 30000)); // the held-back segment's picture and end
   offer(segment("gate", "person", "ended", 100, 30000));
   offer(segment("gate", "person", "began", 300, 61000));   // 61 s after the last one sent
-  offer(segment("gate", "person", "began", 400, 1000));    // the camera's time started over
+  // The camera reconnected: its time started over. 20 s after the last one sent by this machine's clock
+  // (a blip of its network, the same person): held back; 61 s after: sent; without a clock: sent.
+  offer(segment("gate", "person", "began", 400, 1000, 1e9 + 81000));
+  offer(segment("gate", "person", "ended", 400, 1000, 1e9 + 81000));
+  offer(segment("gate", "person", "began", 450, 3000, 1e9 + 122000));
+  offer(segment("gate", "person", "began", 500, 500, 0));
   offer(nlohmann::json{{"schema", "vapipe.event"}, {"stream_id", "gate"}, {"label", "-"}, {"event", "eos"},
                        {"start_seq", 0}});
   EXPECT_EQ(sent, (std::vector<std::string>{"gate person began 0", "gate person picture 0", "gate person ended 0",
                                             "gate truck began 120", "door person began 5", "gate person began 300",
-                                            "gate person began 400", "gate - eos 0"}));
-  EXPECT_EQ(sender.stats().cooled_down, 3u);
+                                            "gate person began 450", "gate person began 500", "gate - eos 0"}));
+  EXPECT_EQ(sender.stats().cooled_down, 5u);
   // Without cooldown_s nothing is held back.
   WebhookSender plain(hook_at(testing::free_loopback_tcp_port()), 1);
   EXPECT_FALSE(plain.cooled_down(segment("gate", "person", "began", 0, 0)));
