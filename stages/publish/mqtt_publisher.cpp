@@ -686,15 +686,21 @@ void MqttPublisher::run() {
     if (connection_ == Connection::kConnected) {
       // The sensors' last states (the streams' ends), then "offline" on the status topic (a clean
       // disconnect does not send the will): Home Assistant shows the entities unavailable. Up to 1 s
-      // for them to go.
+      // for the broker to acknowledge them, not merely for them to be written: a socket closed with
+      // the broker's acknowledgements unread is reset, and the broker then dropped what it had not
+      // yet read (seen in a CI run: a picture's clearing sent just before a stop never took effect,
+      // the broker keeping the picture of a deleted file).
       if (config_.home_assistant || config_.pictures) publish_states(resend_states_);
-      if (!config_.status_topic.empty() || config_.home_assistant || config_.pictures) {
-        if (!config_.status_topic.empty()) publish_own(config_.status_topic, "offline");
-        const auto until = Clock::now() + std::chrono::seconds(1);
-        while (Clock::now() < until && mosquitto_want_write(client_)) {
-          pollfd p{mosquitto_socket(client_), POLLOUT, 0};
-          if (poll(&p, 1, 100) > 0 && mosquitto_loop_write(client_, 1) != MOSQ_ERR_SUCCESS) break;
-        }
+      if (!config_.status_topic.empty()) publish_own(config_.status_topic, "offline");
+      const auto until = Clock::now() + std::chrono::seconds(1);
+      while (connection_ == Connection::kConnected && Clock::now() < until &&
+             (!own_mids_.empty() || mosquitto_want_write(client_))) {
+        pollfd p{mosquitto_socket(client_), static_cast<short>(POLLIN | (mosquitto_want_write(client_) ? POLLOUT : 0)), 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        int rc = MOSQ_ERR_SUCCESS;
+        if (p.revents & (POLLIN | POLLERR | POLLHUP)) rc = mosquitto_loop_read(client_, 1);
+        if (rc == MOSQ_ERR_SUCCESS && (p.revents & POLLOUT)) rc = mosquitto_loop_write(client_, 1);
+        if (rc != MOSQ_ERR_SUCCESS) break;
       }
       connection_ = Connection::kNone;  // our own stop: not a failure
       mosquitto_disconnect(client_);

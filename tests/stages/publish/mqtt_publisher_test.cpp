@@ -506,6 +506,48 @@ TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
   }
 }
 
+// A stop waits (up to 1 s) for the broker to acknowledge vapipe's own last messages (a picture, a
+// sensor's OFF, "offline"), not merely for them to be written: a socket closed before the broker has
+// read them lost them (seen in a CI run: the broker, its acknowledgement of an earlier message failing
+// to go out on the closed connection, dropped it with a picture's clearing unread).
+TEST(MqttPublisher, AStopWaitsForTheBrokerToAcknowledgeItsLastPictureAndStatus) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-last-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string first((dir / "first.jpg").string()), second((dir / "second.jpg").string());
+  std::ofstream(first, std::ios::binary) << "first jpeg";
+  std::ofstream(second, std::ios::binary) << "second jpeg";
+  MqttBroker broker;
+  MqttSubscriber sub(broker);
+  MqttConfig c = broker_at(broker.url());
+  c.pictures = true;
+  MqttPublisher publisher(c, 0, "test");
+  auto picture = [](const std::string& path) {
+    return nlohmann::json{{"schema", "vapipe.segment"}, {"stream_id", "yard"}, {"event", "picture"},
+                          {"label", "truck"},         {"picture", path}};
+  };
+  publisher.follow({{"schema", "vapipe.event"}, {"stream_id", "yard"}, {"event", "started"}});
+  publisher.follow(picture(first));
+  ASSERT_TRUE(sub.wait_for(1, "vapipe/test/picture/yard/truck"));
+  broker.pause();  // it reads and answers nothing for 400 ms
+  publisher.follow(picture(second));
+  std::thread thaw([&] {
+    std::this_thread::sleep_for(400ms);
+    broker.resume();
+  });
+  const auto stop_began = std::chrono::steady_clock::now();
+  publisher.finish(2s);
+  const auto stop_took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stop_began).count();
+  thaw.join();
+  EXPECT_GE(stop_took_ms, 350) << "it disconnected before the broker had acknowledged its last messages";
+  MqttSubscriber late(broker, "vapipe/test/#");
+  ASSERT_TRUE(late.wait_for(1, "vapipe/test/picture/yard/truck"));
+  EXPECT_EQ(late.on("vapipe/test/picture/yard/truck")[0].payload, "second jpeg");
+  ASSERT_TRUE(late.wait_for(1, "vapipe/test/status"));
+  EXPECT_EQ(late.on("vapipe/test/status")[0].payload, "offline");
+}
+
 // A broker that takes messages up to a size (Mosquitto's max_packet_size, EMQX's 1 MB, AWS IoT Core's
 // 128 KB) drops the connection of a client that sends a larger one. Against a Mosquitto that takes up
 // to 100,000 bytes, with `pictures_max_kb`: a 200 KB picture is not published, its topic is cleared,
