@@ -1,6 +1,7 @@
 #include "stages/ingest/decoder_input_gate.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <iterator>
@@ -92,6 +93,7 @@ struct ProbeState {
   // one does: counters->undecoded). Input and output run on different threads.
   std::mutex pending_mutex;
   std::multiset<GstClockTime> pending;
+  std::atomic<bool> recovering{false};  // passed from a recovery point; no picture since
 };
 
 // At most this many frames waited for: a decoder that holds more (or sends other timestamps than it
@@ -107,6 +109,7 @@ void expect_picture_at(ProbeState& state, GstClockTime pts) {
 
 // A picture at `pts` came: frames expected before it that gave none will give none.
 void picture_came_at(ProbeState& state, GstClockTime pts) {
+  state.recovering = false;
   if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
   std::lock_guard<std::mutex> lock(state.pending_mutex);
   const auto at = state.pending.lower_bound(pts);
@@ -180,9 +183,12 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
   state.gate.set_keyframes_only(state.keyframes_only->load(std::memory_order_relaxed));
   std::optional<uint32_t> recovery_frames;
   const DecoderInputGate::Verdict verdict = state.gate.admit(frame_of(state, buffer, &recovery_frames));
+  // From a recovery point the decoder may send nothing until its pictures are whole (libav holds them
+  // back itself, here up to the next IDR frame): the frames until its first picture are not counted.
+  if (verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) state.recovering = true;
   if ((verdict == DecoderInputGate::Verdict::kPass || verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
        verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) &&
-      expects_picture(state, buffer)) {
+      !state.recovering.load() && expects_picture(state, buffer)) {
     state.counters->expected_pictures.fetch_add(1);
     expect_picture_at(state, GST_BUFFER_PTS(buffer));
   }
@@ -229,6 +235,8 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
       gst_event_copy_segment(event, &state.segment);
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+      state.gate.restart();
+      state.recovering = false;
       std::lock_guard<std::mutex> lock(state.pending_mutex);  // a seek: the decoder drops what it held
       state.pending.clear();
     }

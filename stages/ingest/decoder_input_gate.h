@@ -67,6 +67,14 @@ class DecoderInputGate {
   }
   bool keyframes_only() const { return keyframes_only_; }
 
+  // A flush (a seek): the decoder drops what it held and decodes from a key frame again. A demuxer
+  // that does not place a seek on a key frame (MPEG-PS, MPEG-TS) sends the frames before the next one,
+  // which give no picture: they are waited past, as a new connection's are, not counted as lost.
+  void restart() {
+    started_ = false;
+    waited_ = 0;
+  }
+
   // Whether admit() still tells frames apart: not once a connection has started, unless keyframes_only
   // (then a frame's NAL units need not be read: an all-intra stream marks every frame a key frame).
   bool tells_frames_apart() const { return keyframes_only_ || !started_; }

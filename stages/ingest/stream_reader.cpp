@@ -46,6 +46,7 @@
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
+#include "stages/ingest/ps_segment_start.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/recent_frames.h"
@@ -1018,6 +1019,10 @@ struct StreamReader::Impl {
         auto* self = static_cast<Impl*>(user);
         std::lock_guard<std::mutex> lock(self->jitter_mutex);
         self->jitter_buffers.emplace_back(GST_ELEMENT(gst_object_ref(element)));
+        return;
+      }
+      if (name == "mpegpsdemux") {
+        start_ps_segments_at_first_frame(element);  // its first frames, which it leaves out (ps_segment_start.h)
         return;
       }
       if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
