@@ -12,7 +12,8 @@ filter=${1:-.}
 headers=/opt/libstdcxx13
 if [[ ! -d $headers/usr/include/c++/13 ]]; then
   mirror=http://deb.debian.org/debian
-  deb=$(curl -sf "$mirror/dists/trixie/main/binary-amd64/Packages.xz" | xz -dc |
+  # (awk stops reading at the package: xz then dies of SIGPIPE, which pipefail would make fatal)
+  deb=$(set +o pipefail; curl -sf "$mirror/dists/trixie/main/binary-amd64/Packages.xz" | xz -dc |
         awk '/^Package: libstdc\+\+-13-dev$/{p=1} p&&/^Filename:/{print $2; exit}')
   [[ -n $deb ]] || { echo "check-gcc13-headers: no libstdc++-13-dev in trixie's index" >&2; exit 1; }
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
