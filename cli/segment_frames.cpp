@@ -68,13 +68,7 @@ class SegmentFrames::FileDecoder {
     d->sink_ = gst_bin_get_by_name(GST_BIN(d->pipeline_), "sink");
     g_object_set(decode, "uri", uri.c_str(), nullptr);
     // An MPEG-PS file's first frames, which its demuxer leaves out, are read as ingest reads them.
-    g_signal_connect(decode, "deep-element-added", G_CALLBACK(+[](GstBin*, GstBin*, GstElement* element, gpointer) {
-                       GstElementFactory* factory = gst_element_get_factory(element);
-                       if (factory && g_str_equal(GST_OBJECT_NAME(factory), "mpegpsdemux")) {
-                         start_ps_segments_at_first_frame(element);
-                       }
-                     }),
-                     nullptr);
+    start_ps_segments_at_first_frame_in(decode);
     // The first video pad goes to the converter; audio and other tracks stay unlinked.
     g_signal_connect(decode, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer data) {
                        GstCaps* caps = gst_pad_get_current_caps(pad);

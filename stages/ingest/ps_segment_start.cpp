@@ -76,4 +76,14 @@ void start_ps_segments_at_first_frame(GstElement* mpegpsdemux) {
   g_signal_connect(mpegpsdemux, "pad-added", G_CALLBACK(&on_pad_added), nullptr);
 }
 
+void start_ps_segments_at_first_frame_in(GstElement* decodebin) {
+  g_signal_connect(decodebin, "deep-element-added", G_CALLBACK(+[](GstBin*, GstBin*, GstElement* element, gpointer) {
+                     GstElementFactory* factory = gst_element_get_factory(element);
+                     if (factory && g_str_equal(GST_OBJECT_NAME(factory), "mpegpsdemux")) {
+                       start_ps_segments_at_first_frame(element);
+                     }
+                   }),
+                   nullptr);
+}
+
 }  // namespace vapipe

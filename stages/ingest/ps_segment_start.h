@@ -36,5 +36,7 @@ class PsSegmentStart {
 // Applies PsSegmentStart to each source pad of an mpegpsdemux (before anything downstream sees its
 // segment); the corrected segment is pushed, with the original's seqnum, just before the buffer.
 void start_ps_segments_at_first_frame(GstElement* mpegpsdemux);
+// The same for each mpegpsdemux that `decodebin` (a uridecodebin or decodebin) adds.
+void start_ps_segments_at_first_frame_in(GstElement* decodebin);
 
 }  // namespace vapipe

@@ -79,13 +79,7 @@ std::vector<std::pair<int64_t, double>> decode_all(const std::string& path) {
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
   // An MPEG-PS file's first frames, which mpegpsdemux leaves out, as ingest reads them.
   GstElement* decode = gst_bin_get_by_name(GST_BIN(pipeline), "decode");
-  g_signal_connect(decode, "deep-element-added", G_CALLBACK(+[](GstBin*, GstBin*, GstElement* element, gpointer) {
-                     GstElementFactory* factory = gst_element_get_factory(element);
-                     if (factory && g_str_equal(GST_OBJECT_NAME(factory), "mpegpsdemux")) {
-                       start_ps_segments_at_first_frame(element);
-                     }
-                   }),
-                   nullptr);
+  start_ps_segments_at_first_frame_in(decode);
   gst_object_unref(decode);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND)) {
