@@ -237,7 +237,11 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
       state.gate.restart();
       state.recovering = false;
-      std::lock_guard<std::mutex> lock(state.pending_mutex);  // a seek: the decoder drops what it held
+      // A seek: the decoder drops what it held, which is not lost (nor expected any more: a stream's end
+      // compares the pictures expected with those that came).
+      std::lock_guard<std::mutex> lock(state.pending_mutex);
+      const uint64_t held = std::min<uint64_t>(state.pending.size(), state.counters->expected_pictures.load());
+      state.counters->expected_pictures.fetch_sub(held);
       state.pending.clear();
     }
     return GST_PAD_PROBE_OK;
