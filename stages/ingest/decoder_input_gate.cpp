@@ -93,7 +93,7 @@ struct ProbeState {
   // one does: counters->undecoded). Input and output run on different threads.
   std::mutex pending_mutex;
   std::multiset<GstClockTime> pending;
-  std::atomic<bool> recovering{false};  // passed from a recovery point; no picture since
+  std::atomic<bool> recovering{false};  // passed from a recovery point, or flushed; no picture since
 };
 
 // At most this many frames waited for: a decoder that holds more (or sends other timestamps than it
@@ -236,12 +236,17 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       gst_event_copy_segment(event, &state.segment);
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
       state.gate.restart();
-      state.recovering = false;
+      // Until the decoder's first picture after it, frames are not counted either: an open GOP's leading
+      // B-frames, which refer to the GOP before the seek, give none (an AVI's, without a timestamp, cannot
+      // be told by the segment).
+      state.recovering = true;
       // A seek: the decoder drops what it held, which is not lost (nor expected any more: a stream's end
-      // compares the pictures expected with those that came).
+      // compares the pictures expected with those that came). Held: expected, not come, not known lost
+      // (an AVI's B-frames have no timestamp to wait for them by: counted, never pending).
       std::lock_guard<std::mutex> lock(state.pending_mutex);
-      const uint64_t held = std::min<uint64_t>(state.pending.size(), state.counters->expected_pictures.load());
-      state.counters->expected_pictures.fetch_sub(held);
+      DecoderInputCounters& c = *state.counters;
+      const uint64_t expected = c.expected_pictures.load(), accounted = c.pictures.load() + c.undecoded.load();
+      if (expected > accounted) c.expected_pictures.fetch_sub(expected - accounted);
       state.pending.clear();
     }
     return GST_PAD_PROBE_OK;
