@@ -30,6 +30,14 @@ using testing::MqttSubscriber;
 
 const std::string kTlsDir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
 
+// A folder of this test's own (`name` and the process's id), empty, for picture files.
+std::filesystem::path empty_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / (name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 MqttConfig broker_at(const std::string& url) {
   MqttConfig c;
   c.url = url;
@@ -388,9 +396,7 @@ TEST(MqttPublisher, HomeAssistantSensorsOfARemovedStreamAreDeleted) {
 // segment, published as the message's bytes, retained; labels not followed are not published; a
 // picture whose file was deleted (retention) and a removed stream's are cleared from the broker.
 TEST(MqttPublisher, HomeAssistantCamerasShowEachLabelsLatestPicture) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-pictures-ha-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = empty_dir("mqtt-pictures-ha");
   const std::string first((dir / "first_truck.jpg").string()), second((dir / "second_truck.jpg").string());
   const std::string first_bytes("\xff\xd8\xff\xe0 first\0\x01\xff\xd9", 14), second_bytes("\xff\xd8 second \xff\xd9");
   std::ofstream(first, std::ios::binary) << first_bytes;
@@ -460,9 +466,7 @@ TEST(MqttPublisher, HomeAssistantCamerasShowEachLabelsLatestPicture) {
 // restarts empty gets each label's latest picture again, and a picture whose file is gone by then is
 // cleared instead.
 TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-pictures-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = empty_dir("mqtt-pictures");
   const std::string truck((dir / "truck.jpg").string()), person((dir / "person.jpg").string());
   std::ofstream(truck, std::ios::binary) << "truck jpeg";
   std::ofstream(person, std::ios::binary) << "person jpeg";
@@ -511,9 +515,7 @@ TEST(MqttPublisher, PicturesInForceArePublishedAgainOnANewConnection) {
 // read them lost them (seen in a CI run: the broker, its acknowledgement of an earlier message failing
 // to go out on the closed connection, dropped it with a picture's clearing unread).
 TEST(MqttPublisher, AStopWaitsForTheBrokerToAcknowledgeItsLastPictureAndStatus) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("mqtt-last-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = empty_dir("mqtt-last");
   const std::string first((dir / "first.jpg").string()), second((dir / "second.jpg").string());
   std::ofstream(first, std::ios::binary) << "first jpeg";
   std::ofstream(second, std::ios::binary) << "second jpeg";
@@ -554,10 +556,7 @@ TEST(MqttPublisher, AStopWaitsForTheBrokerToAcknowledgeItsLastPictureAndStatus) 
 // the connection stays up (the pictures in force go out again on each new one: one too large would
 // drop every one), and the messages after it are delivered.
 void expect_a_200_kb_picture_left_out_by_a_100_kb_broker(uint32_t pictures_max_kb) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                                    ("mqtt-large-" + std::to_string(pictures_max_kb) + "-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = empty_dir("mqtt-large-" + std::to_string(pictures_max_kb));
   const std::string small((dir / "small.jpg").string()), large((dir / "large.jpg").string());
   std::ofstream(small, std::ios::binary) << std::string(20'000, 's');
   std::ofstream(large, std::ios::binary) << std::string(200'000, 'l');
