@@ -32,6 +32,10 @@ struct Envelope {
   int64_t pts_ns = -1;         // presentation timestamp from the decoder, -1 if unknown
   int64_t capture_ns = 0;      // wall clock when ingest received the decoded frame
   int64_t camera_ns = -1;      // the camera's own clock when it took the frame (RTCP), -1 if unknown
+  // Decoded from incomplete data: a packet of this frame, or of one it refers to since the last key
+  // frame, was lost on the way (RTP over UDP), or its decoder said it was corrupt. The decoder
+  // concealed what was missing, so the picture may be smeared where it was.
+  bool damaged = false;
   std::array<int64_t, kStageKindCount> stage_entry_ns{};  // wall clock at entry of each stage
 
   void mark_entry(StageKind stage, int64_t now_ns) { stage_entry_ns[static_cast<int>(stage)] = now_ns; }

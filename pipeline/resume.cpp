@@ -25,7 +25,7 @@ bool ResumePlan::complete() const {
 namespace {
 
 nlohmann::json progress_json(const StreamProgress& s) {
-  return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"started", s.started}, {"ended", s.ended},
+  return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"damaged", s.damaged}, {"started", s.started}, {"ended", s.ended},
           {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}};
 }
 
@@ -33,6 +33,7 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   StreamProgress p;
   p.results = s.value("results", uint64_t{0});
   p.frame_errors = s.value("frame_errors", uint64_t{0});
+  p.damaged = s.value("damaged", uint64_t{0});
   p.started = s.value("started", false);
   p.ended = s.value("ended", "");
   p.message = s.value("message", "");
@@ -123,6 +124,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         s.pts_rising = s.pts_rising && pts >= 0 && (s.results == 0 || pts > s.last_pts_ms);
         s.last_pts_ms = s.pts_rising ? pts : -1;
         ++s.results;
+        if (payload.contains("damaged") && payload["damaged"].is_boolean() && payload["damaged"].get<bool>()) ++s.damaged;
         if (payload.contains("error") && !payload["error"].is_null()) {
           ++s.frame_errors;
         } else if (payload.contains("label") && payload["label"].is_string()) {

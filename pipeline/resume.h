@@ -19,6 +19,7 @@ namespace vapipe {
 struct StreamProgress {
   uint64_t results = 0;       // results kept: seq 0 .. results-1, each once
   uint64_t frame_errors = 0;  // of those, error results
+  uint64_t damaged = 0;       // of those, of pictures decoded from damaged data ("damaged": true)
   bool started = false;       // its "started" event is kept
   // "" (to resume), "done" (its eos), "failed" (error event) or "removed" (eos "removed from the
   // config": a stream an earlier --resume found gone from the config before it had finished)

@@ -73,6 +73,7 @@ void write_envelope(Writer& w, const Envelope& e) {
   w.pod(e.pts_ns);
   w.pod(e.capture_ns);
   w.pod(e.camera_ns);
+  w.pod(static_cast<uint8_t>(e.damaged ? 1 : 0));
   for (int64_t t : e.stage_entry_ns) w.pod(t);
 }
 
@@ -83,6 +84,9 @@ bool read_envelope(Reader& r, Envelope* e) {
   r.pod(&e->pts_ns);
   r.pod(&e->capture_ns);
   r.pod(&e->camera_ns);
+  uint8_t damaged = 0;
+  r.pod(&damaged);
+  e->damaged = damaged != 0;
   for (int64_t& t : e->stage_entry_ns) r.pod(&t);
   return r.ok();
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <gst/video/video.h>
 
@@ -94,6 +95,12 @@ struct ProbeState {
   std::mutex pending_mutex;
   std::multiset<GstClockTime> pending;
   std::atomic<bool> recovering{false};  // passed from a recovery point, or flushed; no picture since
+  // Input thread: a frame passed since the decoder last started (a connection, a flush); the frames
+  // passed since data was lost, until a key frame (see gate_decoder_input).
+  bool passed_any = false;
+  bool after_loss = false;
+  // The timestamps of the frames passed after a loss, until their pictures come (under pending_mutex).
+  std::set<GstClockTime> damaged;
 };
 
 // At most this many frames waited for: a decoder that holds more (or sends other timestamps than it
@@ -105,6 +112,35 @@ void expect_picture_at(ProbeState& state, GstClockTime pts) {
   std::lock_guard<std::mutex> lock(state.pending_mutex);
   state.pending.insert(pts);
   if (state.pending.size() > kMaxPending) state.pending.erase(state.pending.begin());
+}
+
+// Whether the picture at `pts` is of a frame passed after a loss; it and those before it are forgotten
+// (decoders send pictures in presentation order).
+bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) return false;
+  std::lock_guard<std::mutex> lock(state.pending_mutex);
+  if (state.damaged.empty()) return false;
+  const auto after = state.damaged.upper_bound(pts);
+  const bool damaged = after != state.damaged.begin() && *std::prev(after) == pts;
+  state.damaged.erase(state.damaged.begin(), after);
+  return damaged;
+}
+
+// Follows the losses in what passes to the decoder: `frame` was passed.
+void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict) {
+  const bool first = !std::exchange(state.passed_any, true);
+  if (verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
+    state.after_loss = true;  // decoded without the key frame it refers to
+  } else if (frame != DecoderInputGate::Frame::kDelta) {
+    state.after_loss = false;  // a key frame (or recovery point) needs nothing before it
+  } else if (!first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT)) {
+    state.after_loss = true;
+  }
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  if (!state.after_loss || !GST_CLOCK_TIME_IS_VALID(pts)) return;
+  std::lock_guard<std::mutex> lock(state.pending_mutex);
+  state.damaged.insert(pts);
+  if (state.damaged.size() > kMaxPending) state.damaged.erase(state.damaged.begin());
 }
 
 // A picture at `pts` came: frames expected before it that gave none will give none.
@@ -182,7 +218,8 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
   state.counters->arrived.fetch_add(1);
   state.gate.set_keyframes_only(state.keyframes_only->load(std::memory_order_relaxed));
   std::optional<uint32_t> recovery_frames;
-  const DecoderInputGate::Verdict verdict = state.gate.admit(frame_of(state, buffer, &recovery_frames));
+  const DecoderInputGate::Frame frame = frame_of(state, buffer, &recovery_frames);
+  const DecoderInputGate::Verdict verdict = state.gate.admit(frame);
   // From a recovery point the decoder may send nothing until its pictures are whole (libav holds them
   // back itself, here up to the next IDR frame): the frames until its first picture are not counted.
   if (verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) state.recovering = true;
@@ -191,6 +228,10 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
       !state.recovering.load() && expects_picture(state, buffer)) {
     state.counters->expected_pictures.fetch_add(1);
     expect_picture_at(state, GST_BUFFER_PTS(buffer));
+  }
+  if (verdict == DecoderInputGate::Verdict::kPass || verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
+      verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) {
+    follow_losses(state, buffer, frame, verdict);
   }
   switch (verdict) {
     case DecoderInputGate::Verdict::kPass:
@@ -236,6 +277,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       gst_event_copy_segment(event, &state.segment);
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
       state.gate.restart();
+      state.passed_any = state.after_loss = false;  // the decoder starts again from a key frame
       // Until the decoder's first picture after it, frames are not counted either: an open GOP's leading
       // B-frames, which refer to the GOP before the seek, give none (an AVI's, without a timestamp, cannot
       // be told by the segment).
@@ -248,6 +290,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       const uint64_t expected = c.expected_pictures.load(), accounted = c.pictures.load() + c.undecoded.load();
       if (expected > accounted) c.expected_pictures.fetch_sub(expected - accounted);
       state.pending.clear();
+      state.damaged.clear();
     }
     return GST_PAD_PROBE_OK;
   }
@@ -279,7 +322,17 @@ GstPadProbeReturn on_decoder_output(GstPad*, GstPadProbeInfo* info, gpointer use
     if (GST_BUFFER_FLAG_IS_SET(buffer, GST_VIDEO_BUFFER_FLAG_INTERLACED)) state.counters->field_coded = true;
     picture_came_at(state, GST_BUFFER_PTS(buffer));
   }
-  if (!buffer || state.recovery.admit_output(GST_BUFFER_PTS(buffer))) return GST_PAD_PROBE_OK;
+  if (!buffer || state.recovery.admit_output(GST_BUFFER_PTS(buffer))) {
+    if (buffer && picture_is_damaged(state, GST_BUFFER_PTS(buffer)) &&
+        !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_CORRUPTED)) {
+      // A flag is the buffer's metadata: a picture's memory is shared, not copied, by making it writable.
+      buffer = gst_buffer_make_writable(buffer);
+      GST_PAD_PROBE_INFO_DATA(info) = buffer;
+      GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_CORRUPTED);
+    }
+    if (buffer && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_CORRUPTED)) state.counters->damaged_pictures.fetch_add(1);
+    return GST_PAD_PROBE_OK;
+  }
   state.counters->before_recovery.fetch_add(1);
   return GST_PAD_PROBE_DROP;
 }

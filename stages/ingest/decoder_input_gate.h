@@ -142,6 +142,9 @@ struct DecoderInputCounters {
   // end. Frames still in a decoder are not counted, nor are a field-coded stream's.
   std::atomic<uint64_t> undecoded{0};
   std::atomic<bool> field_coded{false};    // interlaced: two fields may come as two frames for one picture
+  // Pictures decoded from incomplete data, marked GST_BUFFER_FLAG_CORRUPTED on their way out (see
+  // gate_decoder_input): after a lost packet, until the next key frame.
+  std::atomic<uint64_t> damaged_pictures{0};
   // When a decoder input last saw a compressed frame, passed or dropped (steady clock ns; 0: never): a
   // camera whose frames are all left out for a while is sending, not stalled.
   std::atomic<int64_t> last_input_ns{0};
@@ -159,7 +162,16 @@ bool is_intra_only_codec(const GstCaps* caps);
 
 // Puts a new DecoderInputGate on a decoder: on `decoder_sink`, its input pad, the buffers it does not
 // admit, alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pads;
-// on `decoder_src` (may be null), its output pad, the pictures a RecoveryWatch holds back. The gate
+// on `decoder_src` (may be null), its output pad, the pictures a RecoveryWatch holds back.
+//
+// Damaged pictures: a delta unit that reaches the decoder marked DISCONT, after the first frame, follows
+// data that never came (a depayloader marks the first frame after a gap in the RTP sequence numbers: a
+// packet lost on a camera's network). The decoder conceals what is missing and goes on, so that frame's
+// picture and those of every frame after it until the next key frame or recovery point (they refer to
+// it) may be smeared; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting).
+// On `decoder_src` their pictures, and any its decoder marked corrupt itself, leave with
+// GST_BUFFER_FLAG_CORRUPTED set (elements such as videoconvert copy it) and are counted in
+// counters->damaged_pictures. A DISCONT on a key frame (a seek's, a demuxer's first) loses nothing it needs. The gate
 // follows `keyframes_only` (read at each frame: a reload may change it; it must outlive the pads too).
 // The log names `stream_id` where the gate stops waiting without a key frame.
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,

@@ -1822,6 +1822,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   uint64_t undecoded_said = 0;  // s.decoder_input.undecoded when last said (live)
   auto undecoded_said_at = std::chrono::steady_clock::now();
   RtpPackets rtp_said;  // s.rtp_packets() when last looked at (live: each minute)
+  uint64_t damaged_said = 0;  // s.decoder_input.damaged_pictures then
   auto rtp_said_at = std::chrono::steady_clock::now();
   std::string resumed_note;  // said with the next resumption: the settings a reload changed
   // The job's reloaded reconnection settings (set_ingest()), taken as they come.
@@ -2076,6 +2077,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (s.sample_period_ns.load() > 0 || s.sampled_out.load() > 0) {
         left_out += ", " + std::to_string(s.sampled_out.load()) + " more decoded and left out by max_fps";
       }
+      if (const uint64_t damaged = s.decoder_input.damaged_pictures.load(); damaged > 0) {
+        left_out += ", " + std::to_string(damaged) + " decoded from damaged data (damaged: true)";
+      }
       VAPIPE_LOG_INFO("stream '{}': {} after {} frames ({} dropped{})", s.stream.id, ev.message, emitted, ev.dropped,
                       left_out);
     }
@@ -2159,6 +2163,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
     m.env.pts_ns = f.pts_ns;
     m.env.camera_ns = b ? camera_clock_ns(b) : -1;
+    // Decoded from incomplete data (a packet lost on the camera's network): the decoder input gate's
+    // mark, or the decoder's own (decoder_input_gate.h).
+    m.env.damaged = b && GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_CORRUPTED);
     if (m.env.camera_ns >= 0 && !s.camera_clock_checked) {
       s.camera_clock_checked = true;
       if (auto note = camera_clock_offset_note(m.env.capture_ns - m.env.camera_ns)) {
@@ -2539,15 +2546,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // each minute, said when that minute lost some.
       if (network_live && now - rtp_said_at >= std::chrono::minutes(1)) {
         const RtpPackets rtp = s.rtp_packets();
+        const uint64_t damaged = s.decoder_input.damaged_pictures.load();
         if (rtp.lost > rtp_said.lost) {
           const uint64_t lost = rtp.lost - rtp_said.lost, received = rtp.received - std::min(rtp.received, rtp_said.received);
           VAPIPE_LOG_WARN("stream '{}' ({}): {} of its RTP packets were lost on the network in the last {:.0f} s ({:.1f}% "
-                          "of {}): pictures where they were are smeared; over rtspt:// (RTSP over TCP) none is lost",
+                          "of {}): pictures where they were are smeared, and so are those after them until the next key "
+                          "frame ({} pictures decoded so, their results marked damaged: true); over rtspt:// (RTSP over "
+                          "TCP) none is lost",
                           s.stream.id, uri, lost, std::chrono::duration<double>(now - rtp_said_at).count(),
                           100.0 * static_cast<double>(lost) / static_cast<double>(std::max<uint64_t>(1, lost + received)),
-                          lost + received);
+                          lost + received, damaged - std::min(damaged, damaged_said));
         }
         rtp_said = rtp;
+        damaged_said = damaged;
         rtp_said_at = now;
       }
     }

@@ -158,6 +158,10 @@ std::string prometheus_text(const JobMetrics& m) {
                [](const StreamMetrics& s) { return std::to_string(s.results); });
   w.per_stream(m, "vapipe_frame_errors_total", "counter", "Results of the stream that carry an error instead of a label.",
                [](const StreamMetrics& s) { return std::to_string(s.frame_errors); });
+  w.per_stream(m, "vapipe_damaged_frames_total", "counter",
+               "Results of the stream whose pictures were decoded from damaged data (\"damaged\": true): after a packet "
+               "lost on a camera's network, until the next key frame; smeared where the data was missing.",
+               [](const StreamMetrics& s) { return std::to_string(s.damaged); });
   w.per_stream(m, "vapipe_gaps_total", "counter",
                "Sequence numbers of the stream that never arrived (live-mode drops, as they happen).",
                [](const StreamMetrics& s) { return std::to_string(s.gaps); });
@@ -564,7 +568,7 @@ nlohmann::json health_json(const JobMetrics& m) {
     nlohmann::json j{{"state", s.state},     {"results", s.results},       {"gaps", s.gaps},
                      {"dropped", s.dropped}, {"reconnects", s.reconnects}, {"restarts", s.restarts},
                      {"comebacks", s.comebacks}, {"ts_continuity_errors", s.continuity_errors},
-                     {"undecodable_frames", s.undecoded}, {"rtp_packets_lost", s.rtp_lost},
+                     {"undecodable_frames", s.undecoded}, {"damaged_frames", s.damaged}, {"rtp_packets_lost", s.rtp_lost},
                      {"rtp_packets_received", s.rtp_received}};
     j["last_result_age_s"] = s.last_result_unix_s > 0 ? nlohmann::json(m.now_unix_s - s.last_result_unix_s) : nlohmann::json();
     if (m.segments) {

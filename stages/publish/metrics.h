@@ -21,6 +21,7 @@ struct StreamMetrics {
   std::string state;  // pending | running | reconnecting | done | failed | stopped | removed
   uint64_t results = 0;
   uint64_t frame_errors = 0;
+  uint64_t damaged = 0;  // results of pictures decoded from damaged data
   uint64_t gaps = 0;
   uint64_t dropped = 0;  // from the stream's latest event
   uint64_t continuity_errors = 0;  // its MPEG-TS video's (ingest's statistics)

@@ -397,6 +397,7 @@ MetricsServer::ReloadReply request_stream_reload(const std::string& run_dir,
 void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& p) {
   st.results = st.earlier_results = st.next_seq = p.results;
   st.frame_errors = p.frame_errors;
+  st.damaged = p.damaged;
   st.labels = p.labels;
   st.status = !p.ended.empty() ? p.ended : p.started ? "running" : "pending";
   st.message = p.message;
@@ -424,6 +425,7 @@ JobMetrics PublishStage::metrics() const {
     s.state = st.status;
     s.results = st.results;
     s.frame_errors = st.frame_errors;
+    s.damaged = st.damaged;
     s.pictures = st.pictures;
     s.pictures_failed = st.pictures_failed;
     s.clips = st.clips;
@@ -1088,6 +1090,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     st.next_seq = std::max(st.next_seq, in.env.seq + 1);
     if (in.env.pts_ns >= 0) st.position_ns = std::max(st.position_ns, in.env.pts_ns - st.part_from_ns);
     ++st.results;
+    if (in.env.damaged) ++st.damaged;
     if (!in.prediction.error.empty() || !in.error.empty()) {
       ++st.frame_errors;
     } else if (!in.prediction.top_k.empty()) {
@@ -1762,7 +1765,7 @@ void PublishStage::write_summary() {
                             {"share", classified ? static_cast<double>(ranked[k].second) / classified : 0.0}});
     }
     streams.push_back({{"stream_id", st.id}, {"status", st.status}, {"message", st.message},
-                       {"frames", st.results}, {"frame_errors", st.frame_errors}, {"gaps", st.gaps},
+                       {"frames", st.results}, {"frame_errors", st.frame_errors}, {"damaged", st.damaged}, {"gaps", st.gaps},
                        {"out_of_order", st.out_of_order}, {"dropped", st.dropped}, {"reconnects", st.reconnects},
                        {"restarts", st.restarts}, {"comebacks", st.comebacks},
                        {"media_s", st.media_ns > 0 ? nlohmann::json(static_cast<double>(st.media_ns) / 1e9) : nlohmann::json()},

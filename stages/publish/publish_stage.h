@@ -123,6 +123,7 @@ class PublishStage final : public Stage {
     std::string message;
     uint64_t results = 0;
     uint64_t frame_errors = 0;
+    uint64_t damaged = 0;  // results of pictures decoded from damaged data (Envelope::damaged)
     uint64_t pictures = 0, pictures_failed = 0;  // of its segments (publish.segments_pictures_dir)
     uint64_t clips = 0, clips_failed = 0;        // (publish.segments_clips)
     uint64_t next_seq = 0;

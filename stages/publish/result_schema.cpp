@@ -27,6 +27,7 @@ nlohmann::json result_json(const Message& m, int64_t publish_ns) {
   j["pts_ms"] = e.pts_ns >= 0 ? nlohmann::json(static_cast<double>(e.pts_ns) / 1e6) : nlohmann::json(nullptr);
   j["capture_unix_ms"] = static_cast<double>(e.capture_ns) / 1e6;
   j["camera_unix_ms"] = e.camera_ns >= 0 ? nlohmann::json(static_cast<double>(e.camera_ns) / 1e6) : nlohmann::json();
+  j["damaged"] = e.damaged;
   j["model"] = escape_invalid_utf8(m.prediction.model);
   const bool ok = m.prediction.error.empty() && m.error.empty() && !m.prediction.top_k.empty();
   if (ok) {

@@ -19,6 +19,7 @@ class LinkedPads {
     g_object_set_data(G_OBJECT(sink_), "linked-pads", this);
     gst_pad_set_chain_function(sink_, [](GstPad* pad, GstObject*, GstBuffer* b) {
       of(pad).arrived_.push_back(GST_BUFFER_PTS(b));
+      if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_CORRUPTED)) of(pad).corrupted_.push_back(GST_BUFFER_PTS(b));
       gst_buffer_unref(b);
       return GST_FLOW_OK;
     });
@@ -56,6 +57,8 @@ class LinkedPads {
   GstPad* sink() const { return sink_; }
   // The timestamps of the buffers that reached the sink pad, in order, and how many lists brought some.
   const std::vector<GstClockTime>& arrived() const { return arrived_; }
+  // Of those (pushed one by one), the ones marked GST_BUFFER_FLAG_CORRUPTED.
+  const std::vector<GstClockTime>& corrupted() const { return corrupted_; }
   int lists() const { return lists_; }
 
   // A new TIME segment from 0 (after a flush, as a seek's).
@@ -78,6 +81,7 @@ class LinkedPads {
   GstPad* sink_ = nullptr;
   bool linked_ = false;
   std::vector<GstClockTime> arrived_;
+  std::vector<GstClockTime> corrupted_;
   int lists_ = 0;
 };
 

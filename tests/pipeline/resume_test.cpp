@@ -27,9 +27,9 @@ class ResumePlanTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   void write(const std::string& text) { std::ofstream(config_.publish.jsonl_path, std::ios::binary) << text; }
-  static std::string result(const std::string& id, int seq, bool error = false) {
+  static std::string result(const std::string& id, int seq, bool error = false, bool damaged = false) {
     return "{\"topic\":\"results/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"seq\":" + std::to_string(seq) +
-           ",\"error\":" + (error ? "\"bad frame\"" : "null") + "}}\n";
+           ",\"error\":" + (error ? "\"bad frame\"" : "null") + ",\"damaged\":" + (damaged ? "true" : "false") + "}}\n";
   }
   static std::string event(const std::string& id, const std::string& kind, const std::string& message = "") {
     return "{\"topic\":\"events/" + id + "\",\"payload\":{\"stream_id\":\"" + id + "\",\"event\":\"" + kind +
@@ -258,8 +258,8 @@ TEST_F(ResumePlanTest, KeptResultsAreCountedByLabelAndTheCountsSurviveThePlanFil
 }
 
 TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
-  write(event("a", "started") + result("a", 0, true) + event("b", "error", "gone") + result("c", 0) +
-        event("c", "eos", "end of stream"));
+  write(event("a", "started") + result("a", 0, true) + result("a", 1, false, /*damaged=*/true) +
+        event("b", "error", "gone") + result("c", 0) + event("c", "eos", "end of stream"));
   auto plan = read_resume_plan(config_);
   ASSERT_TRUE(plan.ok());
   const std::string path = (dir_ / "resume.json").string();
@@ -267,8 +267,9 @@ TEST_F(ResumePlanTest, APlanSurvivesItsFile) {
   auto back = load_resume_plan(path);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->keep_bytes, plan->keep_bytes);
-  EXPECT_EQ(back->streams.at("a").results, 1u);
+  EXPECT_EQ(back->streams.at("a").results, 2u);
   EXPECT_EQ(back->streams.at("a").frame_errors, 1u);
+  EXPECT_EQ(back->streams.at("a").damaged, 1u);  // the summary counts an earlier run's too
   EXPECT_TRUE(back->streams.at("a").started);
   EXPECT_EQ(back->streams.at("b").ended, "failed");
   EXPECT_EQ(back->streams.at("b").message, "gone");

@@ -33,6 +33,7 @@ Envelope sample_envelope() {
   e.pts_ns = 1400000000;
   e.capture_ns = 1700000000123456789;
   e.camera_ns = 1700000000023456789;
+  e.damaged = true;  // decoded after a lost packet
   e.mark_entry(StageKind::kIngest, 11);
   e.mark_entry(StageKind::kPreprocess, 22);
   return e;
@@ -63,6 +64,7 @@ TEST(Wire, FrameWithInlinePayloadRoundTrips) {
   EXPECT_EQ(decoded->env.pts_ns, 1400000000);
   EXPECT_EQ(decoded->env.capture_ns, 1700000000123456789);
   EXPECT_EQ(decoded->env.camera_ns, 1700000000023456789);
+  EXPECT_TRUE(decoded->env.damaged);
   EXPECT_EQ(decoded->env.entry(StageKind::kPreprocess), 22);
   EXPECT_EQ(decoded->frame.format, PixelFormat::kNV12);
   EXPECT_EQ(decoded->frame.matrix, ColorMatrix::kBT709);

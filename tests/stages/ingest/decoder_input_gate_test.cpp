@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "tests/fakes/linked_pads.h"
@@ -274,6 +275,71 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
   EXPECT_EQ(picture(210, true), GST_FLOW_OK);
   EXPECT_EQ(picture(230, true), GST_FLOW_OK);
   EXPECT_EQ(counters_.undecoded.load(), 3u);
+}
+
+// A packet lost on a camera's network: the depayloader marks the next frame it sends DISCONT, and the
+// decoder conceals what is missing. That frame's picture and those of the frames after it, which refer
+// to it, until the next key frame leave the decoder marked corrupt (a result's "damaged": true), and
+// are counted; the decoder's own mark is kept and counted too. The DISCONT of a connection's or a
+// seek's first frame, or of a key frame, is no loss; nor is a delta unit's at a flush's first frame.
+// The pictures of a decoder that gave up waiting for a key frame are smeared too.
+TEST_F(GatedPad, ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  GstPad* decoder_src = output.src();
+  gate_decoder_input(sink_, decoder_src, &all_frames_, &counters_, "cam");
+  auto coded = [](GstClockTime pts, bool delta, bool discont = false) {
+    GstBuffer* b = gst_buffer_new_allocate(nullptr, 8, nullptr);
+    gst_buffer_memset(b, 0, 0, 8);
+    GST_BUFFER_PTS(b) = pts;
+    if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+    if (discont) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DISCONT);
+    return b;
+  };
+  auto picture = [&](GstClockTime pts, bool corrupt = false) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    if (corrupt) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_CORRUPTED);
+    return gst_pad_push(decoder_src, b);
+  };
+  // Decoding order 10 (key, the connection's first: DISCONT) 20 40 30 (B) | lost | 60 (DISCONT) 50 (B,
+  // refers to 60) 70 | 80 (key, DISCONT) 90 | 100 (key) 110: pictures in presentation order.
+  const std::vector<std::tuple<GstClockTime, bool, bool>> frames = {
+      {10, false, true}, {20, true, false}, {40, true, false}, {30, true, false}, {60, true, true},
+      {50, true, false}, {70, true, false}, {80, false, true}, {90, true, false}, {100, false, false}, {110, true, false}};
+  for (const auto& [pts, delta, discont] : frames) ASSERT_EQ(gst_pad_push(src_, coded(pts, delta, discont)), GST_FLOW_OK);
+  for (GstClockTime pts : {10, 20, 30, 40, 50, 60, 70, 80, 90, 100}) ASSERT_EQ(picture(pts), GST_FLOW_OK);
+  ASSERT_EQ(picture(110, /*corrupt=*/true), GST_FLOW_OK);  // the decoder's own word
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 110}));
+  EXPECT_EQ(counters_.damaged_pictures.load(), 4u);
+  // A seek: its first frame's DISCONT loses nothing, even on a delta unit the demuxer sent first
+  // (MPEG-PS, whose frames the gate then waits past for a key frame); the loss after it does.
+  pads_->flush();
+  for (const auto& [pts, delta, discont] : std::vector<std::tuple<GstClockTime, bool, bool>>{
+           {200, true, true}, {210, false, true}, {220, true, false}, {230, true, true}, {240, true, false}}) {
+    ASSERT_EQ(gst_pad_push(src_, coded(pts, delta, discont)), GST_FLOW_OK);
+  }
+  for (GstClockTime pts : {210, 220, 230, 240}) ASSERT_EQ(picture(pts), GST_FLOW_OK);
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 110, 230, 240}));
+}
+
+// A stream without a key frame in DecoderInputGate::kMaxWait frames is decoded on from there: smeared
+// until a key frame comes.
+TEST_F(GatedPad, PicturesDecodedWithoutTheKeyFrameTheyNeedAreMarkedDamaged) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  GstClockTime pts = 1;
+  for (uint64_t i = 0; i < DecoderInputGate::kMaxWait; ++i) ASSERT_EQ(gst_pad_push(src_, frame(pts++, true)), GST_FLOW_OK);
+  const GstClockTime first_passed = pts;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(gst_pad_push(src_, frame(pts++, true)), GST_FLOW_OK);
+  ASSERT_EQ(gst_pad_push(src_, frame(pts++, false)), GST_FLOW_OK);  // a key frame at last
+  for (GstClockTime p = first_passed; p < pts; ++p) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = p;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{first_passed, first_passed + 1, first_passed + 2}));
 }
 
 // An intra-only codec (here PNG, as avidemux gives it from an index without key-frame flags): the

@@ -1375,6 +1375,7 @@ class StopAtFrame final : public Emitter {
   StopAtFrame(size_t n, ShutdownFlags& flags, std::function<void()> at_frame)
       : n_(n), flags_(flags), at_frame_(std::move(at_frame)) {}
   Status emit(Message&& m) override {
+    if (m.kind == MessageKind::kFrame) damaged.push_back(m.env.damaged);
     if (m.kind == MessageKind::kFrame && ++frames == n_) {
       at_frame_();
       flags_.stop = true;
@@ -1383,6 +1384,7 @@ class StopAtFrame final : public Emitter {
   }
   Result<Payload> allocate(size_t bytes) override { return Payload::heap(bytes); }
   size_t frames = 0;
+  std::vector<bool> damaged;  // each frame's Envelope::damaged, in order
 
  private:
   size_t n_;
@@ -2053,6 +2055,11 @@ TEST_F(StreamReaderTest, RtspStreamFromARealServerOnLoopback) {
 // what is missing and its frames keep coming, smeared (3% loss at 640x360: every frame came, none counted
 // undecodable), so only rtspsrc's jitter buffer knows: its count of packets that never came is read
 // while the stream runs. A camera without loss has none.
+//
+// The frames decoded after a loss, until the next key frame, are marked damaged (their results say
+// "damaged": true): not the first, none of a camera without loss (where a stretch ends: GatedPad's
+// ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame). Before 2026-12-06 nothing told a smeared
+// picture's result from a whole one's.
 TEST_F(StreamReaderTest, ACamerasRtpPacketsLostOnTheNetworkAreCounted) {
   for (const bool lossy : {true, false}) {
     testing::RtspTestServer server(testing::free_loopback_tcp_port(), "ball", 320, 240,
@@ -2073,12 +2080,16 @@ TEST_F(StreamReaderTest, ACamerasRtpPacketsLostOnTheNetworkAreCounted) {
     flags_.stop = false;
     EXPECT_GE(out.frames, 200u) << (lossy ? "lossy" : "clean");
     EXPECT_GE(while_running.received, 200u) << (lossy ? "lossy" : "clean");
+    const auto damaged = static_cast<size_t>(std::count(out.damaged.begin(), out.damaged.end(), true));
     if (lossy) {
       EXPECT_GT(while_running.lost, 0u);
       // About 5% of what was sent.
       EXPECT_LT(while_running.lost, while_running.received / 5);
+      EXPECT_GT(damaged, 0u);
+      EXPECT_FALSE(out.damaged.front()) << "the first frame follows no loss";
     } else {
       EXPECT_EQ(while_running.lost, 0u);
+      EXPECT_EQ(damaged, 0u);
     }
     EXPECT_GE((*reader)->rtp_packets().received, while_running.received);  // kept after its end
   }

@@ -655,7 +655,11 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   config_.publish.jsonl_path = (std::filesystem::temp_directory_path() / ("vapipe-publish-" + std::to_string(getpid()) + ".jsonl")).string();
   open();
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0), {"test://ball", "", 0, 0}), out_).ok());
-  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(stage_->process(result(0, i, "ball"), out_).ok());
+  for (uint64_t i = 0; i < 3; ++i) {
+    Message r = result(0, i, "ball");
+    r.env.damaged = i == 1;  // decoded after a lost packet
+    ASSERT_TRUE(stage_->process(std::move(r), out_).ok());
+  }
   ASSERT_TRUE(stage_->process(testing::end_message(0, 3), out_).ok());
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
                                                     {"file:///bad.mp4", "file /bad.mp4 does not exist", 0, 0}), out_).ok());
@@ -667,6 +671,8 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   EXPECT_EQ(topics, (std::vector<std::string>{"events/s0", "results/s0", "results/s0", "results/s0", "events/s0",
                                               "events/s1", "job/summary"}));
   EXPECT_EQ(bus_->sent[0].second["event"], "started");
+  EXPECT_EQ(bus_->sent[1].second["damaged"], false);
+  EXPECT_EQ(bus_->sent[2].second["damaged"], true);
   EXPECT_EQ(bus_->sent[4].second["event"], "eos");
   EXPECT_EQ(bus_->sent[4].second["frames"], 3);
   EXPECT_EQ(bus_->sent[5].second["event"], "error");
@@ -677,6 +683,7 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   EXPECT_EQ(s["failed_streams"], 1);
   EXPECT_EQ(s["streams"][0]["status"], "done");
   EXPECT_EQ(s["streams"][0]["frames"], 3);
+  EXPECT_EQ(s["streams"][0]["damaged"], 1);
   EXPECT_EQ(s["streams"][1]["status"], "failed");
   EXPECT_NEAR(s["cost"].get<double>(), s["wall_s"].get<double>(), 1e-9);  // 1 unit per second, 1 unit
 
