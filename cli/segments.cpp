@@ -24,7 +24,14 @@ struct FrameFacts {
   uint64_t seq = 0;
   double pts = -1, capture_ms = -1, camera_ms = -1;
   std::vector<std::pair<std::string, double>> labels;  // those on the frame, with their scores
+  bool damaged = false;  // its result's "damaged": decoded after a lost packet, maybe smeared
 };
+
+// Whether a frame (`damaged`, `score`) stands for its segment better than its best so far: a whole
+// picture before a damaged one, then the higher score (the first of equals).
+bool better_best(bool damaged, double score, bool best_damaged, double best_score) {
+  return (best_damaged && !damaged) || (damaged == best_damaged && score > best_score);
+}
 
 // A --join's files' frames, held until every input has been read: a day of a camera is a million of
 // them, so each is kept small (labels by number, in one list per file).
@@ -33,12 +40,13 @@ struct HeldFrames {
     uint64_t seq;
     double pts, capture_ms, camera_ms;
     uint32_t first_label;  // its labels are labels[first_label, next frame's first_label)
+    bool damaged;
   };
   std::vector<Frame> frames;
   std::vector<std::pair<uint32_t, double>> labels;  // (label number, score)
 
   void add(const FrameFacts& f, std::map<std::string, uint32_t>& label_numbers, std::vector<std::string>& names) {
-    frames.push_back({f.seq, f.pts, f.capture_ms, f.camera_ms, static_cast<uint32_t>(labels.size())});
+    frames.push_back({f.seq, f.pts, f.capture_ms, f.camera_ms, static_cast<uint32_t>(labels.size()), f.damaged});
     for (const auto& [label, score] : f.labels) {
       auto [it, added] = label_numbers.emplace(label, static_cast<uint32_t>(names.size()));
       if (added) names.push_back(label);
@@ -47,7 +55,7 @@ struct HeldFrames {
   }
   FrameFacts at(size_t i, const std::vector<std::string>& names) const {
     const Frame& h = frames[i];
-    FrameFacts f{h.seq, h.pts, h.capture_ms, h.camera_ms, {}};
+    FrameFacts f{h.seq, h.pts, h.capture_ms, h.camera_ms, {}, h.damaged};
     const size_t end = i + 1 < frames.size() ? frames[i + 1].first_label : labels.size();
     for (size_t l = h.first_label; l < end; ++l) f.labels.emplace_back(names[labels[l].first], labels[l].second);
     return f;
@@ -164,10 +172,12 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         h.end_camera_ms = s.end_camera_ms;
         h.frames += s.frames;
         h.score_sum += s.score_sum;
-        if (s.best_score > h.best_score) {
+        h.damaged_frames += s.damaged_frames;
+        if (better_best(s.best_damaged, s.best_score, h.best_damaged, h.best_score)) {
           h.best_seq = s.best_seq;
           h.best_ms = s.best_ms;
           h.best_score = s.best_score;
+          h.best_damaged = s.best_damaged;
           h.best_capture_ms = s.best_capture_ms;
           h.best_stream = s.best_stream;
           h.best_uri = s.best_uri;
@@ -218,16 +228,18 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       s.end_stream = member;
       s.end_capture_ms = f.capture_ms;
       s.end_camera_ms = f.camera_ms;
-      if (s.frames == 0 || score > s.best_score) {
+      if (s.frames == 0 || better_best(f.damaged, score, s.best_damaged, s.best_score)) {
         s.best_seq = f.seq;
         s.best_ms = f.pts;
         s.best_score = score;
+        s.best_damaged = f.damaged;
         s.best_capture_ms = f.capture_ms;
         s.best_stream = member;
         s.best_uri = member.empty() || !view ? std::string() : view->uri;
       }
       ++s.frames;
       s.score_sum += score;
+      if (f.damaged) ++s.damaged_frames;
     }
   };
   // --join: which join a stream is a file of (nullptr: none), found once per stream.
@@ -364,6 +376,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
       f.capture_ms = number("capture_unix_ms");
       f.camera_ms = number("camera_unix_ms");
+      f.damaged = p.contains("damaged") && p["damaged"].is_boolean() && p["damaged"].get<bool>();
       if (join) {
         joined_frames[join->name][id].add(f, label_numbers, label_names);  // taken in order once all is read
       } else {

@@ -41,9 +41,14 @@ struct Segment {
   double score_sum = 0;
   double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }
   // Its best frame: the highest top-1 score of its label (the first of equals): the truck in full view
-  // rather than its bumper coming in, for a picture of the segment.
+  // rather than its bumper coming in, for a picture of the segment; of its whole pictures, where it has
+  // one (below).
   uint64_t best_seq = 0;
   double best_ms = -1, best_score = -1, best_capture_ms = -1;
+  // Of its frames, those whose results say "damaged" (decoded after a packet lost on a camera's
+  // network: maybe smeared); its best frame is a whole one where it has any.
+  uint64_t damaged_frames = 0;
+  bool best_damaged = false;
   // The JPEG its live job took as it began (publish.segments_pictures_dir: a `picture` message on
   // segments/<id> of its label, begun within it), where that job wrote it; "": none.
   std::string live_picture;

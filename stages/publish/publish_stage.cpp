@@ -1241,7 +1241,8 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
           {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
           {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)},
           {"best_seq", s.best_seq}, {"best_ms", ms(s.best_ms)}, {"best_score", s.best_score},
-          {"best_capture_unix_ms", ms(s.best_capture_ms)}, {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+          {"best_capture_unix_ms", ms(s.best_capture_ms)}, {"damaged_frames", s.damaged_frames},
+          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
 }
 
 // A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
@@ -1271,10 +1272,10 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
     run = StreamState::LabelRun{label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms, camera_ms,
                                 camera_ms};
   }
-  run.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns);
+  run.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns, r.env.damaged);
   StreamState::LabelRun& seg = st.segment;
   if (seg.frames > 0 && seg.label == label) {  // the segment goes on
-    seg.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns);
+    seg.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns, r.env.damaged);
     return Status::Ok();
   }
   if (run.frames < min_frames) return Status::Ok();
@@ -1324,9 +1325,9 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
       run = StreamState::LabelRun{c.label, r.env.seq, r.env.seq, 0, pts_ms, pts_ms, 0, capture_ms, capture_ms,
                                   camera_ms, camera_ms};
     }
-    run.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns);
+    run.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns, r.env.damaged);
     if (track.segment.frames > 0) {
-      track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns);
+      track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns, r.env.damaged);
     } else if (run.frames >= min_frames) {
       track.segment = run;
       VAPIPE_RETURN_IF_ERROR(publish_began(st, track.segment));

@@ -176,26 +176,32 @@ class PublishStage final : public Stage {
       double start_ms = -1, end_ms = -1, score_sum = 0;
       // Its first and last frame's capture_unix_ms and camera_unix_ms (-1: the camera's not known).
       double start_capture_ms = -1, end_capture_ms = -1, start_camera_ms = -1, end_camera_ms = -1;
-      // Its best frame so far: the highest top-1 score (the first of equals), for a snapshot.
+      // Its best frame so far: the highest top-1 score (the first of equals), for a snapshot; of its
+      // whole pictures, where it has one (a damaged one, decoded after a lost packet, may be smeared).
       uint64_t best_seq = 0;
       double best_ms = -1, best_score = -1, best_capture_ms = -1;
+      bool best_damaged = false;
+      uint64_t damaged_frames = 0;  // of its frames, those decoded from damaged data (Envelope::damaged)
       std::string picture_url_path = "";  // where /pictures/ serves its picture, once ingest has written it
       // The frames' own timestamps, for ingest to find them by (a picture's, a clip's first and last).
       int64_t start_pts_ns = -1, best_pts_ns = -1, end_pts_ns = -1;
-      void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score, int64_t pts_ns) {
+      void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score, int64_t pts_ns,
+               bool damaged) {
         if (frames == 0) start_pts_ns = pts_ns;
         end_pts_ns = pts_ns;
         end_seq = seq;
         end_ms = pts_ms;
         end_capture_ms = capture_ms;
         end_camera_ms = camera_ms;
-        if (frames == 0 || score > best_score) {
+        if (frames == 0 || (best_damaged && !damaged) || (damaged == best_damaged && score > best_score)) {
           best_seq = seq;
           best_ms = pts_ms;
           best_score = score;
           best_capture_ms = capture_ms;
           best_pts_ns = pts_ns;
+          best_damaged = damaged;
         }
+        if (damaged) ++damaged_frames;
         ++frames;
         score_sum += score;
       }

@@ -163,6 +163,38 @@ TEST(Segments, ASegmentsBestFrameIsItsHighestScoringOne) {
   EXPECT_NEAR(bridged[0].best_score, 0.9, 1e-9);
 }
 
+// A result that says "damaged" (decoded after a lost packet: maybe a smear) is a segment's best frame
+// only where none of its frames before was whole, across what --bridge joins too; counted.
+TEST(Segments, ASegmentsBestFrameIsAWholePictureWhereItHasOne) {
+  std::string text;
+  uint64_t seq = 0;
+  auto run = [&](const std::string& label, std::vector<std::pair<double, bool>> frames) {
+    for (const auto& [score, damaged] : frames) {
+      std::string line = result("a", seq++, label, score);
+      line.insert(line.size() - 3, damaged ? ",\"damaged\":true" : ",\"damaged\":false");
+      text += line;
+    }
+  };
+  run("car", {{0.95, true}, {0.6, false}, {0.7, false}});  // best seq 2: whole
+  run("truck", {{0.99, false}});                           // a flicker
+  run("car", {{0.99, true}, {0.9, true}, {0.97, true}});   // all damaged: best seq 4
+  SegmentOptions o;
+  o.min_frames = 3;
+  const std::vector<Segment> plain = segments_of(text, o);
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].best_seq, 2u);
+  EXPECT_EQ(plain[0].damaged_frames, 1u);
+  EXPECT_FALSE(plain[0].best_damaged);
+  EXPECT_EQ(plain[1].best_seq, 4u);
+  EXPECT_EQ(plain[1].damaged_frames, 3u);
+  EXPECT_TRUE(plain[1].best_damaged);
+  o.bridge = true;
+  const std::vector<Segment> bridged = segments_of(text, o);
+  ASSERT_EQ(bridged.size(), 1u);
+  EXPECT_EQ(bridged[0].best_seq, 2u) << "the whole one, over the later damaged 0.99";
+  EXPECT_EQ(bridged[0].damaged_frames, 4u);
+}
+
 // --each-label: every label of a frame's top_k whose score reaches --min-score has runs of its own,
 // overlapping (a multi-label model's); a frame without it, an error or a missing frame ends its run.
 TEST(Segments, EachLabelOfAFramesTopKHasSegmentsOfItsOwn) {

@@ -1967,6 +1967,45 @@ TEST_F(PublishStageTest, ASegmentSaysItsBestFrame) {
   EXPECT_EQ(segments[2]["best_seq"], 8);  // all equal: the first
 }
 
+// A frame decoded after a packet lost on the camera's network (its result "damaged") may be a smear:
+// a segment's best frame, and so its picture, is a whole one where it has any, whatever the damaged
+// ones scored; a segment of damaged frames alone still has a best one. Each says how many of its frames
+// were damaged. Before 2026-12-06 the highest score won, smeared or not.
+TEST_F(PublishStageTest, ASegmentsBestFrameIsAWholePictureWhereItHasOne) {
+  config_.publish.segments_min_frames = 3;
+  open();
+  uint64_t seq = 0;
+  auto send = [&](const std::string& label, std::vector<std::pair<double, bool>> frames) {
+    for (const auto& [score, damaged] : frames) {
+      Message m = result(0, seq++, label);
+      m.prediction.top_k.front().score = static_cast<float>(score);
+      m.env.damaged = damaged;
+      ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+    }
+  };
+  send("truck", {{0.9, true}, {0.6, false}, {0.95, true}});  // began: best seq 1, the whole one
+  send("truck", {{0.7, false}, {0.99, true}});               // ended: best seq 3 (0.7 > 0.6, whole)
+  send("bus", {{0.8, true}, {0.9, true}, {0.85, true}});     // all damaged: the best of them, seq 6
+  send("car", {{0.5, false}, {0.5, false}, {0.5, false}});
+  std::vector<nlohmann::json> segments;
+  for (const auto& [topic, j] : bus_->sent) {
+    if (topic == "segments/s0") segments.push_back(j);
+  }
+  ASSERT_EQ(segments.size(), 5u);
+  EXPECT_EQ(segments[0]["event"], "began");
+  EXPECT_EQ(segments[0]["best_seq"], 1);
+  EXPECT_EQ(segments[0]["damaged_frames"], 2);
+  EXPECT_EQ(segments[1]["event"], "ended");
+  EXPECT_EQ(segments[1]["best_seq"], 3);
+  EXPECT_NEAR(segments[1]["best_score"].get<double>(), 0.7, 1e-6);
+  EXPECT_EQ(segments[1]["damaged_frames"], 3);
+  EXPECT_EQ(segments[2]["label"], "bus");
+  EXPECT_EQ(segments[2]["best_seq"], 6);
+  EXPECT_EQ(segments[2]["damaged_frames"], 3);
+  EXPECT_EQ(segments[4]["label"], "car");
+  EXPECT_EQ(segments[4]["damaged_frames"], 0);
+}
+
 // publish.segments_labels: each (a multi-label model's): every label of a frame's top_k whose score
 // reaches segments_min_score has segments of its own, overlapping; a label's ends after min_frames
 // results in a row without it (fewer: a flicker; error results count neither way).
