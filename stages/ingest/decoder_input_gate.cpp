@@ -85,6 +85,7 @@ struct ProbeState {
   DecoderInputCounters* counters;
   std::string stream_id;
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
+  std::optional<FrameNumGaps> frame_nums;  // ditto: H.264
   bool intra_only = false;                 // from the input's caps too
   bool vp8 = false;                        // ditto: its frames say whether they are shown
   bool theora = false;                     // ditto: its headers are packets of their own
@@ -126,14 +127,17 @@ bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
   return damaged;
 }
 
-// Follows the losses in what passes to the decoder: `frame` was passed.
+// Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's),
+// or an H.264 frame_num that skips reference frames (an MPEG-TS stream's lost packets: tsdemux drops
+// the frame they were in and marks nothing).
 void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict) {
   const bool first = !std::exchange(state.passed_any, true);
+  const bool skipped = state.frame_nums && state.frame_nums->missing_before(buffer);  // read in decoding order
   if (verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
     state.after_loss = true;  // decoded without the key frame it refers to
   } else if (frame != DecoderInputGate::Frame::kDelta) {
     state.after_loss = false;  // a key frame (or recovery point) needs nothing before it
-  } else if (!first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT)) {
+  } else if (!first && (skipped || GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT))) {
     state.after_loss = true;
   }
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
@@ -158,6 +162,7 @@ void picture_came_at(ProbeState& state, GstClockTime pts) {
 
 void take_input_caps(ProbeState& state, const GstCaps* caps) {
   state.reader = AccessUnitReader::for_caps(caps);
+  state.frame_nums = FrameNumGaps::for_caps(caps);
   state.intra_only = is_intra_only_codec(caps);
   state.vp8 = state.theora = false;
   if (!caps || gst_caps_get_size(caps) == 0) return;
@@ -278,6 +283,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
       state.gate.restart();
       state.passed_any = state.after_loss = false;  // the decoder starts again from a key frame
+      if (state.frame_nums) state.frame_nums->restart();
       // Until the decoder's first picture after it, frames are not counted either: an open GOP's leading
       // B-frames, which refer to the GOP before the seek, give none (an AVI's, without a timestamp, cannot
       // be told by the segment).

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 
 namespace vapipe {
@@ -46,6 +47,51 @@ class AccessUnitReader {
  private:
   Codec codec_;
   int length_size_;
+};
+
+// Reference frames missing from an H.264 stream, told by frame_num (7.4.3): each reference picture's is
+// the one before's plus 1 (modulo MaxFrameNum), a non-reference picture's the next one, and an IDR
+// picture's 0. A frame whose frame_num skips comes after reference frames that never reached the
+// decoder: an MPEG-TS file's or stream's packets lost (tsdemux drops the frame they were in, and marks
+// nothing on the frames after it), a whole frame lost on RTP. The decoder conceals the missing
+// references, so that frame and those after it until the next key frame may be smeared. A lost
+// non-reference frame (most B-frames) is not seen, and harms no other.
+//
+// Not followed (never a gap): streams whose SPS allows gaps (gaps_in_frame_num_value_allowed_flag),
+// and frames before the SPS and PPS they name were seen (in band, or in the caps' avcC). Not read: a
+// slice's memory_management_control_operation 5, which starts frame_num over after its picture (an
+// encoder that uses it, none of x264's, NVENC's or the cameras' seen so far, would be seen missing frames).
+class FrameNumGaps {
+ public:
+  // length_size as AccessUnitReader's; codec_data: the caps' avcC record (its SPS and PPS), or null.
+  FrameNumGaps(int length_size, GstBuffer* codec_data);
+  // For a decoder input's caps; nullopt for anything but H.264 whose frames it can read.
+  static std::optional<FrameNumGaps> for_caps(const GstCaps* caps);
+
+  // The next frame passed to the decoder (an access unit): whether reference frames before it are
+  // missing. Parameter sets in it are taken.
+  bool missing_before(const uint8_t* data, size_t size);
+  bool missing_before(GstBuffer* buffer);
+  // The decoder starts again (a seek's flush, a new connection): no frame is expected.
+  void restart() { known_ = false; }
+
+ private:
+  struct Sps {
+    uint32_t log2_max_frame_num = 4;
+    bool separate_colour_plane = false;
+    bool gaps_allowed = false;
+  };
+  void take_nal(const uint8_t* data, size_t size);
+  int length_size_;
+  std::map<uint32_t, Sps> sps_;       // by seq_parameter_set_id
+  std::map<uint32_t, uint32_t> pps_;  // pic_parameter_set_id -> its SPS's id
+  bool known_ = false;                // prev_ref_ is a frame_num passed since the last restart
+  uint32_t prev_ref_ = 0;
+  // The frame being read: its first slice's frame_num (nullopt: none read), whether it is IDR, a
+  // reference picture, and read under an SPS that allows gaps.
+  std::optional<uint32_t> frame_num_;
+  uint32_t max_frame_num_ = 16;
+  bool idr_ = false, reference_ = false, gaps_allowed_ = false;
 };
 
 }  // namespace vapipe

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace vapipe {
@@ -250,8 +251,127 @@ class EncodedStream : public ::testing::Test {
     gst_object_unref(pipeline);
     return kinds;
   }
+  // Every frame of `frames` encoded as key_frames() encodes them, as the decoder takes them, with their
+  // caps; each frame's buffer is owned by the fixture.
+  std::vector<GstBuffer*> all_frames(const std::string& encoder, const std::string& parse, const std::string& mux,
+                                     const std::string& demux, int frames, GstCaps** caps) {
+    const std::string path = (dir_ / "all").string();
+    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=" + std::to_string(frames) +
+                               " ! video/x-raw,width=320,height=240,framerate=30/1,format=I420 ! " + encoder + " ! " +
+                               parse + " ! " + mux + " ! filesink location=" + path;
+    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
+    GError* error = nullptr;
+    GstElement* pipeline = gst_parse_launch(
+        ("filesrc location=" + path + " ! " + demux + " ! " + parse + " ! appsink name=out sync=false").c_str(), &error);
+    EXPECT_EQ(error, nullptr);
+    std::vector<GstBuffer*> buffers;
+    if (!pipeline) return buffers;
+    GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+    gst_element_set_state(pipeline, GST_STATE_PLAYING);
+    while (GstSample* sample = [&] {
+             GstSample* s = nullptr;
+             g_signal_emit_by_name(out, "pull-sample", &s);
+             return s;
+           }()) {
+      buffers.push_back(gst_buffer_ref(gst_sample_get_buffer(sample)));
+      if (!*caps) *caps = gst_caps_ref(gst_sample_get_caps(sample));
+      gst_sample_unref(sample);
+    }
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(out);
+    gst_object_unref(pipeline);
+    owned_.insert(owned_.end(), buffers.begin(), buffers.end());
+    if (*caps) owned_caps_.push_back(*caps);
+    return buffers;
+  }
+  ~EncodedStream() override {
+    for (GstBuffer* b : owned_) gst_buffer_unref(b);
+    for (GstCaps* c : owned_caps_) gst_caps_unref(c);
+  }
   std::filesystem::path dir_;
+  std::vector<GstBuffer*> owned_;
+  std::vector<GstCaps*> owned_caps_;
 };
+
+// Whether a frame is an H.264 reference picture: its first slice's nal_ref_idc (the frames here are
+// x264's, an access unit delimiter or parameter sets before it, each with nal_ref_idc of its own).
+bool is_reference(GstBuffer* buffer, bool length_prefixed) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
+  bool reference = false;
+  for (size_t i = 0; i + 4 < map.size; ++i) {
+    size_t header = SIZE_MAX;
+    if (length_prefixed) {
+      const size_t length = (size_t{map.data[i]} << 24) | (size_t{map.data[i + 1]} << 16) | (size_t{map.data[i + 2]} << 8) | map.data[i + 3];
+      header = i + 4;
+      if ((map.data[header] & 0x1F) != 1 && (map.data[header] & 0x1F) != 5) {
+        i = header + length - 1;
+        continue;
+      }
+    } else if (map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1) {
+      header = i + 3;
+      if ((map.data[header] & 0x1F) != 1 && (map.data[header] & 0x1F) != 5) continue;
+    } else {
+      continue;
+    }
+    reference = ((map.data[header] >> 5) & 3) != 0;
+    break;
+  }
+  gst_buffer_unmap(buffer, &map);
+  return reference;
+}
+
+// H.264's frame_num says where reference frames went missing, as the decoder gate reads it (each
+// frame in decoding order): none in a whole stream (B-frames that are references too, b-pyramid; SPS
+// in the MP4's avcC or in band in MPEG-TS; intra refresh); at the first frame after a reference
+// frame taken out, and at no other; not for a non-reference B-frame taken out (nothing refers to it);
+// not across a restart (a seek), after which the next frame is taken as it comes.
+TEST_F(EncodedStream, X264FramesMissingBeforeAFrameAreToldByItsFrameNum) {
+  struct Case {
+    std::string encoder, mux, demux;
+    bool length_prefixed;
+  };
+  for (const Case& c : {Case{"x264enc speed-preset=ultrafast key-int-max=30 bframes=2", "mp4mux", "qtdemux", true},
+                        Case{"x264enc speed-preset=ultrafast key-int-max=30 bframes=3 b-pyramid=true", "mpegtsmux",
+                             "tsdemux", false},
+                        Case{"x264enc speed-preset=ultrafast intra-refresh=true key-int-max=30 tune=zerolatency",
+                             "matroskamux", "matroskademux", true}}) {
+    GstCaps* caps = nullptr;
+    const std::vector<GstBuffer*> frames = all_frames(c.encoder, "h264parse", c.mux, c.demux, 90, &caps);
+    ASSERT_EQ(frames.size(), 90u) << c.encoder;
+    ASSERT_NE(caps, nullptr);
+    std::optional<FrameNumGaps> whole = FrameNumGaps::for_caps(caps);
+    ASSERT_TRUE(whole) << c.encoder;
+    for (size_t i = 0; i < frames.size(); ++i) EXPECT_FALSE(whole->missing_before(frames[i])) << c.encoder << " frame " << i;
+    // A reference frame (past the first key frame, before the next) taken out, then a non-reference one.
+    constexpr size_t kNone = SIZE_MAX;
+    size_t reference = kNone, other = kNone;  // (intra refresh here has no B-frame: no other)
+    for (size_t i = 5; i < 25; ++i) {
+      const bool delta_reference = is_reference(frames[i], c.length_prefixed) &&
+                                   GST_BUFFER_FLAG_IS_SET(frames[i], GST_BUFFER_FLAG_DELTA_UNIT);
+      if (reference == kNone && delta_reference) {
+        reference = i;
+      } else if (reference != kNone && other == kNone && !is_reference(frames[i], c.length_prefixed)) {
+        other = i;
+      }
+    }
+    ASSERT_NE(reference, kNone) << c.encoder;
+    std::optional<FrameNumGaps> lossy = FrameNumGaps::for_caps(caps);
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (i == reference || i == other) continue;
+      if (lossy->missing_before(frames[i])) missing.push_back(i);
+    }
+    const size_t next = reference + 1 == other ? reference + 2 : reference + 1;  // the first frame after it
+    EXPECT_EQ(missing, (std::vector<size_t>{next})) << c.encoder << ": reference frame " << reference
+                                                               << " taken out, non-reference " << other;
+    // A seek: the frames after it are taken as they come.
+    std::optional<FrameNumGaps> sought = FrameNumGaps::for_caps(caps);
+    for (size_t i = 0; i < 10; ++i) sought->missing_before(frames[i]);
+    sought->restart();
+    for (size_t i = 40; i < frames.size(); ++i) EXPECT_FALSE(sought->missing_before(frames[i])) << c.encoder << " frame " << i;
+  }
+}
 
 // Three key frames: an IDR first, then two of `picture` whose recovery point count is within [least, most].
 void expect_idr_then(const std::vector<AccessUnitKind>& keys, Picture picture, uint32_t least, uint32_t most) {

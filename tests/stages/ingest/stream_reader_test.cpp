@@ -1421,6 +1421,8 @@ TEST_F(StreamReaderTest, ALiveMpegTsStreamsLostPacketsAreCountedWhileItsFramesCo
   kill(pid, SIGTERM);
   EXPECT_GE(out.frames, 200u);
   EXPECT_GT(gaps_while_running, 0u);
+  // The frames after one lost are decoded without it, up to the next key frame: marked damaged.
+  EXPECT_GT(std::count(out.damaged.begin(), out.damaged.end(), true), 0);
 }
 
 // Anamorphic video (pixels shown wider than tall: HDV, DV widescreen, much of broadcast) says its
@@ -1491,6 +1493,12 @@ TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
   EXPECT_NE(ts_warning.find(" where packets were lost or damaged (continuity errors): frames there are missing"),
             std::string::npos)
       << ts_warning;
+  // The frames after those never decoded refer to them: decoded all the same, concealed, up to the next
+  // key frame, and marked damaged (their H.264 frame_num skips the missing ones; since 2026-12-06).
+  size_t ts_damaged = 0;
+  for (const Message* f : of_kind(ts, MessageKind::kFrame)) ts_damaged += f->env.damaged ? 1 : 0;
+  EXPECT_GT(ts_damaged, 0u);
+  EXPECT_LT(ts_damaged, of_kind(ts, MessageKind::kFrame).size());
 
   // Frames that give no picture by design.
   const std::string theora = (dir_ / "theora.ogv").string(), ps = (dir_ / "mpeg2.mpg").string();
@@ -1514,6 +1522,7 @@ TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
     ASSERT_TRUE(reader.ok()) << reader.status().message();
     ASSERT_TRUE((*reader)->run(read, flags_).ok());
     EXPECT_EQ(of_kind(read, MessageKind::kFrame).size(), c.frames) << c.stream.id;
+    for (const Message* f : of_kind(read, MessageKind::kFrame)) EXPECT_FALSE(f->env.damaged) << c.stream.id << " " << f->env.seq;
     ASSERT_FALSE(read.messages.empty());
     EXPECT_EQ(read.messages.back().kind, MessageKind::kStreamEnd) << c.stream.id;
     EXPECT_EQ(read.messages.back().event.warning, "") << c.stream.id;
