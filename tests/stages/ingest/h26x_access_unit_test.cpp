@@ -220,39 +220,18 @@ class EncodedStream : public ::testing::Test {
   // `demux`), in order.
   std::vector<AccessUnitKind> key_frames(const std::string& encoder, const std::string& parse, const std::string& mux,
                                          const std::string& demux, int frames = 90) {
-    const std::string path = (dir_ / "clip").string();
-    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=" + std::to_string(frames) +
-                               " ! video/x-raw,width=320,height=240,framerate=30/1,format=I420 ! " + encoder + " ! " +
-                               parse + " ! " + mux + " ! filesink location=" + path;
-    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
-    GError* error = nullptr;
-    GstElement* pipeline = gst_parse_launch(
-        ("filesrc location=" + path + " ! " + demux + " ! " + parse + " ! appsink name=out sync=false").c_str(), &error);
-    EXPECT_EQ(error, nullptr);
+    GstCaps* caps = nullptr;
+    const std::vector<GstBuffer*> buffers = all_frames(encoder, parse, mux, demux, frames, &caps);
+    const auto reader = AccessUnitReader::for_caps(caps);
+    EXPECT_TRUE(reader) << encoder;
     std::vector<AccessUnitKind> kinds;
-    if (!pipeline) return kinds;
-    GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
-    gst_element_set_state(pipeline, GST_STATE_PLAYING);
-    while (GstSample* sample = [&] {
-             GstSample* s = nullptr;
-             g_signal_emit_by_name(out, "pull-sample", &s);
-             return s;
-           }()) {
-      GstBuffer* buffer = gst_sample_get_buffer(sample);
-      if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) {
-        const auto reader = AccessUnitReader::for_caps(gst_sample_get_caps(sample));
-        EXPECT_TRUE(reader) << encoder;
-        if (reader) kinds.push_back(reader->read(buffer));
-      }
-      gst_sample_unref(sample);
+    for (GstBuffer* buffer : buffers) {
+      if (reader && !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) kinds.push_back(reader->read(buffer));
     }
-    gst_element_set_state(pipeline, GST_STATE_NULL);
-    gst_object_unref(out);
-    gst_object_unref(pipeline);
     return kinds;
   }
-  // Every frame of `frames` encoded as key_frames() encodes them, as the decoder takes them, with their
-  // caps; each frame's buffer is owned by the fixture.
+  // Every frame of `frames` encoded by `encoder` (parsed by `parse`, muxed by `mux`, read back by
+  // `demux`), in order, as the decoder takes them, with their caps; the buffers are the fixture's.
   std::vector<GstBuffer*> all_frames(const std::string& encoder, const std::string& parse, const std::string& mux,
                                      const std::string& demux, int frames, GstCaps** caps) {
     const std::string path = (dir_ / "all").string();
