@@ -1788,6 +1788,12 @@ void PublishStage::write_summary() {
     if ((st.status == "failed" || st.status == "done") && !st.message.empty()) {
       table += "  " + st.id + " (" + st.status + "): " + st.message + "\n";
     }
+    // Its results that may be of smears: a camera losing packets, a damaged MPEG-TS file.
+    if (st.damaged > 0) {
+      table += "  " + st.id + ": " + std::to_string(st.damaged) + " of its " + std::to_string(st.results) +
+               " results are of pictures decoded from damaged data (packets lost on the way; smeared up to the next "
+               "key frame): their results say \"damaged\": true\n";
+    }
   }
   // Cost at the configured price: GPU-hours billed for the job's wall time. A CPU-only run is billed
   // as one unit (the machine), so the figure stays comparable.

@@ -663,8 +663,12 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   ASSERT_TRUE(stage_->process(testing::end_message(0, 3), out_).ok());
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
                                                     {"file:///bad.mp4", "file /bad.mp4 does not exist", 0, 0}), out_).ok());
+  ::testing::internal::CaptureStdout();  // the summary's table, as `vapipe run` prints it
   ASSERT_TRUE(stage_->close(out_).ok());
+  const std::string printed = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(stage_->exit_code(), kExitSomeStreamsFailed);
+  EXPECT_NE(printed.find("  s0: 1 of its 3 results are of pictures decoded from damaged data"), std::string::npos)
+      << printed;
 
   std::vector<std::string> topics;
   for (const auto& [t, j] : bus_->sent) topics.push_back(t);
@@ -684,6 +688,7 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   EXPECT_EQ(s["streams"][0]["status"], "done");
   EXPECT_EQ(s["streams"][0]["frames"], 3);
   EXPECT_EQ(s["streams"][0]["damaged"], 1);
+
   EXPECT_EQ(s["streams"][1]["status"], "failed");
   EXPECT_NEAR(s["cost"].get<double>(), s["wall_s"].get<double>(), 1e-9);  // 1 unit per second, 1 unit
 
