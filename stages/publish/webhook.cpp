@@ -103,6 +103,10 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& p) {
       if (auto mean = number_field(p, "score_mean")) {
         detail += (detail.empty() ? "" : ", ") + std::string("mean score ") + fixed(*mean, 2);
       }
+      // Frames decoded after lost packets: the scores of smears (a camera's network losing them).
+      if (auto damaged = count_field(p, "damaged_frames"); damaged && *damaged > 0) {
+        detail += (detail.empty() ? "" : ", ") + std::to_string(*damaged) + " damaged";
+      }
       if (!detail.empty()) line += " (" + detail + ")";
     } else if (event == "picture") {
       const std::string picture = text_field(p, "picture");

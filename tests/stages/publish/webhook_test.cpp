@@ -425,6 +425,13 @@ TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
   ended["end_camera_unix_ms"] = t - 3600000 + 60000;
   EXPECT_EQ(webhook_text("segments/gate", ended),
             "gate: truck ended at 2025-12-03 13:33:05 after 1 min 00 s (381 frames, mean score 0.91)");
+  // Frames decoded after packets lost on the camera's network: said, as their scores are of smears.
+  ended["damaged_frames"] = 0;
+  EXPECT_EQ(webhook_text("segments/gate", ended),
+            "gate: truck ended at 2025-12-03 13:33:05 after 1 min 00 s (381 frames, mean score 0.91)");
+  ended["damaged_frames"] = 120;
+  EXPECT_EQ(webhook_text("segments/gate", ended),
+            "gate: truck ended at 2025-12-03 13:33:05 after 1 min 00 s (381 frames, mean score 0.91, 120 damaged)");
   json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"}, {"label", "truck"},
                {"capture_unix_ms", t}, {"camera_unix_ms", nullptr}, {"picture", "/pics/gate/x.jpg"},
                {"picture_url_path", "/pictures/gate/x.jpg"}, {"error", nullptr}};
