@@ -101,9 +101,10 @@ void stream_table(const json& h, std::string* out) {
   // publish.segments_min_frames: each stream's open segments, and for how long (a last column).
   const bool segments = std::any_of(streams.begin(), streams.end(),
                                     [](const json& s) { return s.is_object() && s.contains("segments"); });
-  // undecodable: frames its decoder took and gave no picture for (a camera's lost packets).
-  appendf(out, "  %-24s %-13s %10s %12s %9s %12s %9s %11s %9s%s\n", "stream", "state", "results", "last result",
-          "dropped", "undecodable", "restarts", "reconnects", "progress", segments ? "  segments" : "");
+  // undecodable: frames its decoder took and gave no picture for (a camera's lost packets); damaged:
+  // results of pictures decoded after lost packets (smeared up to the next key frame).
+  appendf(out, "  %-24s %-13s %10s %12s %9s %12s %9s %9s %11s %9s%s\n", "stream", "state", "results", "last result",
+          "dropped", "undecodable", "damaged", "restarts", "reconnects", "progress", segments ? "  segments" : "");
   for (const auto& [id, s] : streams.items()) {
     std::string progress = "-";
     if (const auto p = number_field(s, "progress")) {
@@ -123,10 +124,10 @@ void stream_table(const json& h, std::string* out) {
       }
       if (open.empty()) open = "  -";
     }
-    appendf(out, "  %-24s %-13s %10s %12s %9s %12s %9s %11s %9s%s\n", printable(id).c_str(), text(s, "state").c_str(),
+    appendf(out, "  %-24s %-13s %10s %12s %9s %12s %9s %9s %11s %9s%s\n", printable(id).c_str(), text(s, "state").c_str(),
             cell(s, "results", "%.0f").c_str(), ago(s, "last_result_age_s", "-").c_str(),
             cell(s, "dropped", "%.0f").c_str(), cell(s, "undecodable_frames", "%.0f").c_str(),
-            cell(s, "restarts", "%.0f").c_str(),
+            cell(s, "damaged_frames", "%.0f").c_str(), cell(s, "restarts", "%.0f").c_str(),
             cell(s, "reconnects", "%.0f").c_str(), progress.c_str(), open.c_str());
   }
 }

@@ -26,6 +26,7 @@ JobMetrics archive_job() {
   gate.results = 1800;
   gate.dropped = 3;
   gate.undecoded = 41;
+  gate.damaged = 230;
   gate.reconnects = 1;
   gate.last_result_unix_s = 1249.5;
   gate.media_s = 120;
@@ -49,12 +50,12 @@ TEST(StatusReport, ListsEachStreamOfPublishsDocument) {
   ASSERT_TRUE(report.ok()) << report.status().message();
   const std::string& r = report.value();
   EXPECT_TRUE(has_line_starting(r, "job 'nightly' (archive), up 4 min 10 s: 2 streams (1 running, 1 done)\n")) << r;
-  EXPECT_NE(r.find("\n  gate                     running             1800    0.5 s ago         3           41         0"
-                   "           1     50.0%\n"),
+  EXPECT_NE(r.find("\n  gate                     running             1800    0.5 s ago         3           41       230"
+                   "         0           1     50.0%\n"),
             std::string::npos)
       << r;
   EXPECT_NE(r.find("\n  dock                     done                 900            -         0            0         0"
-                   "           0    100.0%\n"),
+                   "         0           0    100.0%\n"),
             std::string::npos)
       << r;
   EXPECT_EQ(r.find("segments"), std::string::npos) << r;  // publish.segments_min_frames unset: no column
