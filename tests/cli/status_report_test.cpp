@@ -321,7 +321,8 @@ TEST(StatusReport, FieldsOfOtherTypesAreLeftOut) {
   ASSERT_TRUE(report.ok()) << report.status().message();
   const std::string& r = report.value();
   EXPECT_TRUE(has_line_starting(r, "job '' (), up 0.0 s: 3 streams\n")) << r;
-  EXPECT_NE(r.find("\n  b                                            many            -        -4            -         2           -"),
+  EXPECT_NE(r.find("\n  b                                            many            -        -4            -         -         2"
+                   "           -"),
             std::string::npos)
       << r;
   EXPECT_NE(r.find("c?[31m"), std::string::npos) << r;  // no terminal escape from a foreign server
