@@ -667,6 +667,7 @@ int validate_command(const std::vector<std::string>& all_args) {
       own += (own.empty() ? "" : ", ") + label + text;
     }
     if (!own.empty()) minimums += " (labels' own minimums: " + own + ")";
+    if (p.segments_skip_damaged) minimums += "; frames decoded after lost packets count for none (segments_skip_damaged)";
     std::printf("  segments on segments/<id>: %s, begun after %u frames in a row with it%s\n",
                 p.segments_labels == "each" ? "each label of a frame's top_k on its own" : "the top-1 label",
                 p.segments_min_frames, minimums.c_str());

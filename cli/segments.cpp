@@ -346,7 +346,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       }
       if (!options.stream_id.empty() && (join ? join->name : id) != options.stream_id) continue;
       const nlohmann::json& p = j["payload"];
-      const bool failed = p.contains("error") && !p["error"].is_null();
+      const bool damaged = p.contains("damaged") && p["damaged"].is_boolean() && p["damaged"].get<bool>();
+      const bool failed = (p.contains("error") && !p["error"].is_null()) || (damaged && options.skip_damaged);
       // The labels on this frame, with their scores: its top-1 (or each_label, every one of its top_k)
       // whose score reaches min_score; none for an error result (or an unsure one).
       FrameFacts f;
@@ -376,7 +377,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       auto number = [&](const char* key) { return p.contains(key) && p[key].is_number() ? p[key].get<double>() : -1.0; };
       f.capture_ms = number("capture_unix_ms");
       f.camera_ms = number("camera_unix_ms");
-      f.damaged = p.contains("damaged") && p["damaged"].is_boolean() && p["damaged"].get<bool>();
+      f.damaged = damaged;
       if (join) {
         joined_frames[join->name][id].add(f, label_numbers, label_names);  // taken in order once all is read
       } else {

@@ -91,6 +91,9 @@ struct SegmentOptions {
   // "person" and "smoke" at once), overlapping; a frame without the label ends its run. Else of the
   // top-1 label only, one at a time per stream.
   bool each_label = false;
+  // A result that says "damaged" (decoded after a lost packet: maybe a smear) counts as an error result
+  // (--skip-damaged, as publish.segments_skip_damaged).
+  bool skip_damaged = false;
   // The streams whose ids match a join's pattern (the first that matches) are its files: their frames
   // are kept until the inputs end, then taken in the order of their camera clock (camera_unix_ms, which
   // streams[].recorded_at gives files) as one stream `name` (`stream_id` selects it by that name), so a

@@ -1,4 +1,4 @@
-// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label]
+// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label] [--skip-damaged]
 //                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
 //                 [--frames DIR [--picture best|first]] [--clips DIR [--clip-pre S] [--clip-post S]]
 //                 [--moved FROM TO]... [--json|--csv]
@@ -102,6 +102,8 @@ int segments_command(const std::vector<std::string>& args) {
       join_gap_given = true;
     } else if (args[i] == "--each-label") {
       options.each_label = true;
+    } else if (args[i] == "--skip-damaged") {
+      options.skip_damaged = true;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
     } else if (args[i] == "--clock" && i + 1 < args.size()) {

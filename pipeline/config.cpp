@@ -1623,6 +1623,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         c.publish.segments_min_score_by_label[label] = {v, it->first.Mark().line + 1};
       }
     }
+    r.boolean("segments_skip_damaged", &c.publish.segments_skip_damaged);
+    if (c.publish.segments_skip_damaged && c.publish.segments_min_frames == 0) {
+      ctx.fail(r.child("segments_skip_damaged"), "publish.segments_skip_damaged",
+               "needs publish.segments_min_frames (N >= 1): it decides which frames count for segments");
+    }
     r.str("segments_pictures_dir", &c.publish.segments_pictures_dir);
     c.publish.segments_pictures_dir = resolve_path(base_dir, c.publish.segments_pictures_dir);
     if (!c.publish.segments_pictures_dir.empty()) {

@@ -397,6 +397,9 @@ struct PublishConfig {
   // "person" and "smoke" at once), a segment of its own each, ended by min_frames frames in a row
   // without it.
   std::string segments_labels = "top1";
+  // A frame decoded from damaged data (Envelope::damaged: after a packet lost on its way, up to the next
+  // key frame) counts for segments as an error result does: it neither begins nor ends one.
+  bool segments_skip_damaged = false;
   // Live jobs: a JPEG of a frame of each segment as it began (upright, its roi), written under this
   // folder (DIR/<stream>/<date>/<time>_<label>.jpg) and said on segments/<id> as a "picture" message.
   // Empty: none.

@@ -1253,9 +1253,10 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
   if (min_frames == 0) return Status::Ok();
   if (config_->publish.segments_labels == "each") return follow_each_label(st, r);
-  const bool failed = !r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty();
+  const bool failed = !r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty() ||
+                      (r.env.damaged && config_->publish.segments_skip_damaged);
   StreamState::LabelRun& run = st.run;
-  if (failed) {  // an error result breaks a run
+  if (failed) {  // an error result (or a damaged picture's, segments_skip_damaged) breaks a run
     run = StreamState::LabelRun{};
     return Status::Ok();
   }
@@ -1291,7 +1292,8 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
 // flicker); error results and dropped frames neither begin nor end one. Segments of different labels overlap; on one frame, ends come before begins.
 Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
-  if (!r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty()) {
+  if (!r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty() ||
+      (r.env.damaged && config_->publish.segments_skip_damaged)) {
     for (auto& [label, track] : st.tracks) track.run = StreamState::LabelRun{};  // an error result breaks runs
     return Status::Ok();
   }

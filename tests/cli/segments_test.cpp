@@ -195,6 +195,38 @@ TEST(Segments, ASegmentsBestFrameIsAWholePictureWhereItHasOne) {
   EXPECT_EQ(bridged[0].damaged_frames, 4u);
 }
 
+// --skip-damaged: a result that says "damaged" counts as an error result (it ends a run here, as an
+// error does in vapipe segments, and --bridge bridges a short stretch of them).
+TEST(Segments, SkippingDamagedResultsTheyCountAsErrors) {
+  std::string text;
+  uint64_t seq = 0;
+  auto run = [&](const std::string& label, std::vector<bool> damaged) {
+    for (const bool d : damaged) {
+      std::string line = result("a", seq++, label, 0.9);
+      line.insert(line.size() - 3, d ? ",\"damaged\":true" : ",\"damaged\":false");
+      text += line;
+    }
+  };
+  run("fire", {true, true, true, true});
+  run("car", {false, false, false, true, false, false, false});
+  SegmentOptions o;
+  o.min_frames = 3;
+  std::vector<Segment> counted = segments_of(text, o);
+  ASSERT_EQ(counted.size(), 2u);
+  EXPECT_EQ(counted[0].label, "fire");
+  EXPECT_EQ(counted[1].frames, 7u);
+  o.skip_damaged = true;
+  std::vector<Segment> skipped = segments_of(text, o);
+  ASSERT_EQ(skipped.size(), 2u);  // car 4..6 and 8..10: no fire
+  EXPECT_EQ(skipped[0].label, "car");
+  EXPECT_EQ(skipped[0].end_seq, 6u);
+  EXPECT_EQ(skipped[1].start_seq, 8u);
+  o.bridge = true;
+  skipped = segments_of(text, o);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].frames, 6u);
+}
+
 // --each-label: every label of a frame's top_k whose score reaches --min-score has runs of its own,
 // overlapping (a multi-label model's); a frame without it, an error or a missing frame ends its run.
 TEST(Segments, EachLabelOfAFramesTopKHasSegmentsOfItsOwn) {

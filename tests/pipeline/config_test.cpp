@@ -1483,6 +1483,24 @@ TEST(Config, SegmentsOfEachLabelNeedAMinimumScore) {
       "/cfg");
 }
 
+// segments_skip_damaged: off by default, a boolean, and only with segments.
+TEST(Config, SkippingDamagedFramesIsForSegments) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {segments_min_frames: 5, segments_skip_damaged: true}\n",
+                              "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->publish.segments_skip_damaged);
+  auto plain = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n",
+                                  "job.yaml", "/cfg");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain->publish.segments_skip_damaged);
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {segments_skip_damaged: true}\n",
+       "job.yaml:3: publish.segments_skip_damaged: needs publish.segments_min_frames (N >= 1)"},
+      {"publish: {segments_min_frames: 5, segments_skip_damaged: often}\n", "job.yaml:3: publish.segments_skip_damaged"}},
+      "/cfg");
+}
+
 // Pictures of segments: a live job's, relative to the config's folder; refused without segments, and
 // for an archive job (whose files `vapipe segments --frames` decodes again).
 TEST(Config, SegmentPicturesAreALiveJobsWithSegments) {

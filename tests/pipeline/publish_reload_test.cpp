@@ -111,6 +111,7 @@ TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
   from.segments_min_frames = 7;
   from.segments_min_score = 0.25;
   from.segments_labels = "each";
+  from.segments_skip_damaged = true;
   from.segments_picture_frame = "first";
   from.segments_pictures_keep_days = 3;
   from.webhooks.emplace_back();
@@ -121,12 +122,13 @@ TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
   EXPECT_EQ(to.segments_min_frames, 7u);
   EXPECT_EQ(to.segments_min_score, 0.25);
   EXPECT_EQ(to.segments_labels, "each");
+  EXPECT_TRUE(to.segments_skip_damaged);
   EXPECT_EQ(to.segments_picture_frame, "first");
   EXPECT_EQ(to.segments_pictures_keep_days, 3u);
   EXPECT_EQ(to.webhooks.size(), 1u);
   EXPECT_EQ(to.kafka.size(), 1u);
   EXPECT_EQ(to.endpoint, endpoint);
-  EXPECT_EQ(reloadable_publish_keys().size(), 10u);
+  EXPECT_EQ(reloadable_publish_keys().size(), 11u);
 }
 
 }  // namespace

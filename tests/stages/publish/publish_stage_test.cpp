@@ -2011,6 +2011,47 @@ TEST_F(PublishStageTest, ASegmentsBestFrameIsAWholePictureWhereItHasOne) {
   EXPECT_EQ(segments[4]["damaged_frames"], 0);
 }
 
+// publish.segments_skip_damaged: a damaged picture's result counts as an error result: it neither
+// begins a segment (a run of smears raises no alert) nor ends one (a segment goes on through them), and
+// it breaks a run that was beginning; with segments_labels: each too. Off, the same frames begin one.
+TEST_F(PublishStageTest, SkippingDamagedFramesTheyNeitherBeginNorEndASegment) {
+  for (const std::string labels : {"top1", "each"}) {
+    for (const bool skip : {true, false}) {
+      make_stage();
+      config_.publish.segments_min_frames = 3;
+      config_.publish.segments_labels = labels;
+      config_.publish.segments_min_score = labels == "each" ? 0.5 : 0.0;
+      config_.publish.segments_skip_damaged = skip;
+      open();
+      uint64_t seq = 0;
+      auto send = [&](const std::string& label, std::vector<bool> damaged) {
+        for (const bool d : damaged) {
+          Message m = result(0, seq++, label);
+          m.env.damaged = d;
+          ASSERT_TRUE(stage_->process(std::move(m), out_).ok());
+        }
+      };
+      send("fire", {true, true, true, true});                   // smears: no alert when skipped
+      send("truck", {false, false, true, false, false, false});  // a smear breaks its beginning run: from seq 7
+      send("bus", {true, true, true});                          // smeared buses end nothing when skipped
+      send("truck", {false});
+      std::vector<std::string> order;
+      for (const auto& [topic, j] : bus_->sent) {
+        if (topic == "segments/s0") order.push_back(j["event"].get<std::string>() + " " + j["label"].get<std::string>() +
+                                                    " " + std::to_string(j["start_seq"].get<int>()));
+      }
+      const std::string what = labels + (skip ? ", skipped" : ", counted");
+      if (skip) {
+        EXPECT_EQ(order, (std::vector<std::string>{"began truck 7"})) << what;
+      } else {
+        EXPECT_EQ(order, (std::vector<std::string>{"began fire 0", "ended fire 0", "began truck 4", "ended truck 4",
+                                                   "began bus 10"}))
+            << what;
+      }
+    }
+  }
+}
+
 // publish.segments_labels: each (a multi-label model's): every label of a frame's top_k whose score
 // reaches segments_min_score has segments of its own, overlapping; a label's ends after min_frames
 // results in a row without it (fewer: a flicker; error results count neither way).
