@@ -127,17 +127,19 @@ bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
   return damaged;
 }
 
-// Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's),
-// or an H.264 frame_num that skips reference frames (an MPEG-TS stream's lost packets: tsdemux drops
-// the frame they were in and marks nothing).
+// Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's: the
+// depayloader marks the frame it was assembling when the gap came, a key frame too, whose lost slice
+// smears its whole GOP), or an H.264 frame_num that skips reference frames (an MPEG-TS stream's lost
+// packets: tsdemux drops the frame they were in and marks nothing).
 void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict) {
   const bool first = !std::exchange(state.passed_any, true);
   const bool skipped = state.frame_nums && state.frame_nums->missing_before(buffer);  // read in decoding order
+  const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   if (verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
     state.after_loss = true;  // decoded without the key frame it refers to
   } else if (frame != DecoderInputGate::Frame::kDelta) {
-    state.after_loss = false;  // a key frame (or recovery point) needs nothing before it
-  } else if (!first && (skipped || GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT))) {
+    state.after_loss = discont;  // a whole key frame (or recovery point) needs nothing before it
+  } else if (discont || skipped) {
     state.after_loss = true;
   }
   const GstClockTime pts = GST_BUFFER_PTS(buffer);

@@ -164,14 +164,15 @@ bool is_intra_only_codec(const GstCaps* caps);
 // admit, alone or in buffer lists, are dropped and counted in `counters`, which must outlive the pads;
 // on `decoder_src` (may be null), its output pad, the pictures a RecoveryWatch holds back.
 //
-// Damaged pictures: a delta unit that reaches the decoder marked DISCONT, after the first frame, follows
-// data that never came (a depayloader marks the first frame after a gap in the RTP sequence numbers: a
-// packet lost on a camera's network). The decoder conceals what is missing and goes on, so that frame's
-// picture and those of every frame after it until the next key frame or recovery point (they refer to
-// it) may be smeared; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting).
+// Damaged pictures: a frame that reaches the decoder marked DISCONT, after the first frame, lost data
+// (a depayloader marks the frame it was assembling when a gap in the RTP sequence numbers came: a packet
+// lost on a camera's network). The decoder conceals what is missing and goes on, so that frame's
+// picture and those of every frame after it until the next whole key frame or recovery point (they refer
+// to it) may be smeared; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting),
+// and (H.264) those from a frame whose frame_num skips a reference frame (FrameNumGaps: MPEG-TS).
 // On `decoder_src` their pictures, and any its decoder marked corrupt itself, leave with
 // GST_BUFFER_FLAG_CORRUPTED set (elements such as videoconvert copy it) and are counted in
-// counters->damaged_pictures. A DISCONT on a key frame (a seek's, a demuxer's first) loses nothing it needs. The gate
+// counters->damaged_pictures. The DISCONT of the first frame (a connection's, a seek's) is no loss. The gate
 // follows `keyframes_only` (read at each frame: a reload may change it; it must outlive the pads too).
 // The log names `stream_id` where the gate stops waiting without a key frame.
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,

@@ -277,11 +277,12 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
   EXPECT_EQ(counters_.undecoded.load(), 3u);
 }
 
-// A packet lost on a camera's network: the depayloader marks the next frame it sends DISCONT, and the
-// decoder conceals what is missing. That frame's picture and those of the frames after it, which refer
-// to it, until the next key frame leave the decoder marked corrupt (a result's "damaged": true), and
-// are counted; the decoder's own mark is kept and counted too. The DISCONT of a connection's or a
-// seek's first frame, or of a key frame, is no loss; nor is a delta unit's at a flush's first frame.
+// A packet lost on a camera's network: the depayloader marks the frame it was assembling DISCONT, and
+// the decoder conceals what is missing. That frame's picture and those of the frames after it, which
+// refer to it, until the next whole key frame leave the decoder marked corrupt (a result's "damaged":
+// true), and are counted; the decoder's own mark is kept and counted too. A key frame marked so (a
+// camera's slices: one lost, the others decoded) smears its GOP too. The DISCONT of a connection's or
+// a seek's first frame is no loss.
 // The pictures of a decoder that gave up waiting for a key frame are smeared too.
 TEST_F(GatedPad, ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame) {
   testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
@@ -303,15 +304,16 @@ TEST_F(GatedPad, ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame) {
     return gst_pad_push(decoder_src, b);
   };
   // Decoding order 10 (key, the connection's first: DISCONT) 20 40 30 (B) | lost | 60 (DISCONT) 50 (B,
-  // refers to 60) 70 | 80 (key, DISCONT) 90 | 100 (key) 110: pictures in presentation order.
+  // refers to 60) 70 | 80 (key, DISCONT: a slice lost) 90 | 100 (key, whole) 110: pictures in
+  // presentation order.
   const std::vector<std::tuple<GstClockTime, bool, bool>> frames = {
       {10, false, true}, {20, true, false}, {40, true, false}, {30, true, false}, {60, true, true},
       {50, true, false}, {70, true, false}, {80, false, true}, {90, true, false}, {100, false, false}, {110, true, false}};
   for (const auto& [pts, delta, discont] : frames) ASSERT_EQ(gst_pad_push(src_, coded(pts, delta, discont)), GST_FLOW_OK);
   for (GstClockTime pts : {10, 20, 30, 40, 50, 60, 70, 80, 90, 100}) ASSERT_EQ(picture(pts), GST_FLOW_OK);
   ASSERT_EQ(picture(110, /*corrupt=*/true), GST_FLOW_OK);  // the decoder's own word
-  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 110}));
-  EXPECT_EQ(counters_.damaged_pictures.load(), 4u);
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 80, 90, 110}));
+  EXPECT_EQ(counters_.damaged_pictures.load(), 6u);
   // A seek: its first frame's DISCONT loses nothing, even on a delta unit the demuxer sent first
   // (MPEG-PS, whose frames the gate then waits past for a key frame); the loss after it does.
   pads_->flush();
@@ -320,7 +322,7 @@ TEST_F(GatedPad, ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame) {
     ASSERT_EQ(gst_pad_push(src_, coded(pts, delta, discont)), GST_FLOW_OK);
   }
   for (GstClockTime pts : {210, 220, 230, 240}) ASSERT_EQ(picture(pts), GST_FLOW_OK);
-  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 110, 230, 240}));
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 80, 90, 110, 230, 240}));
 }
 
 // A stream without a key frame in DecoderInputGate::kMaxWait frames is decoded on from there: smeared
