@@ -230,16 +230,14 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
   // From a recovery point the decoder may send nothing until its pictures are whole (libav holds them
   // back itself, here up to the next IDR frame): the frames until its first picture are not counted.
   if (verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) state.recovering = true;
-  if ((verdict == DecoderInputGate::Verdict::kPass || verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
-       verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) &&
-      !state.recovering.load() && expects_picture(state, buffer)) {
+  const bool passed = verdict == DecoderInputGate::Verdict::kPass ||
+                      verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
+                      verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint;
+  if (passed && !state.recovering.load() && expects_picture(state, buffer)) {
     state.counters->expected_pictures.fetch_add(1);
     expect_picture_at(state, GST_BUFFER_PTS(buffer));
   }
-  if (verdict == DecoderInputGate::Verdict::kPass || verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
-      verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) {
-    follow_losses(state, buffer, frame, verdict);
-  }
+  if (passed) follow_losses(state, buffer, frame, verdict);
   switch (verdict) {
     case DecoderInputGate::Verdict::kPass:
       state.recovery.input(GST_BUFFER_PTS(buffer));

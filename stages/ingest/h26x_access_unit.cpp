@@ -200,21 +200,14 @@ FrameNumGaps::FrameNumGaps(int length_size, GstBuffer* codec_data) : length_size
 }
 
 std::optional<FrameNumGaps> FrameNumGaps::for_caps(const GstCaps* caps) {
+  // The reader knows the NAL units' layout (its length size read from the avcC, or start codes).
   const std::optional<AccessUnitReader> reader = AccessUnitReader::for_caps(caps);
-  if (!reader || !gst_structure_has_name(gst_caps_get_structure(caps, 0), "video/x-h264")) return std::nullopt;
-  const GstStructure* s = gst_caps_get_structure(caps, 0);
-  const gchar* format = gst_structure_get_string(s, "stream-format");
-  const GValue* codec_data = gst_structure_get_value(s, "codec_data");
-  const bool avc = !(format && g_str_equal(format, "byte-stream")) && codec_data && GST_VALUE_HOLDS_BUFFER(codec_data);
-  int length_size = 0;
-  GstBuffer* record = nullptr;
-  if (avc) {
-    record = gst_value_get_buffer(codec_data);
-    uint8_t byte = 0;
-    if (gst_buffer_extract(record, 4, &byte, 1) != 1) return std::nullopt;
-    length_size = (byte & 3) + 1;
-  }
-  return FrameNumGaps(length_size, record);
+  if (!reader || reader->codec() != AccessUnitReader::Codec::kH264) return std::nullopt;
+  const GValue* codec_data = gst_structure_get_value(gst_caps_get_structure(caps, 0), "codec_data");
+  GstBuffer* record = reader->length_size() > 0 && codec_data && GST_VALUE_HOLDS_BUFFER(codec_data)
+                          ? gst_value_get_buffer(codec_data)
+                          : nullptr;
+  return FrameNumGaps(reader->length_size(), record);
 }
 
 void FrameNumGaps::take_nal(const uint8_t* data, size_t size) {

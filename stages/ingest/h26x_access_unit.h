@@ -43,6 +43,8 @@ class AccessUnitReader {
 
   AccessUnitKind read(const uint8_t* data, size_t size) const;
   AccessUnitKind read(GstBuffer* buffer) const;
+  Codec codec() const { return codec_; }
+  int length_size() const { return length_size_; }
 
  private:
   Codec codec_;

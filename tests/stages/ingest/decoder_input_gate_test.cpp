@@ -170,6 +170,15 @@ class GatedPad : public ::testing::Test {
     if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
     return b;
   }
+  // A compressed frame with bytes (an empty one gives no picture), as a parser and a depayloader mark it.
+  static GstBuffer* coded(GstClockTime pts, bool delta, bool discont = false) {
+    GstBuffer* b = gst_buffer_new_allocate(nullptr, 8, nullptr);
+    gst_buffer_memset(b, 0, 0, 8);
+    GST_BUFFER_PTS(b) = pts;
+    if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+    if (discont) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DISCONT);
+    return b;
+  }
   static GstBufferList* list_of(std::initializer_list<std::pair<GstClockTime, bool>> frames) {
     GstBufferList* list = gst_buffer_list_new();
     for (const auto& [pts, delta] : frames) gst_buffer_list_add(list, frame(pts, delta));
@@ -233,13 +242,6 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
   ASSERT_TRUE(output.linked());
   GstPad* decoder_src = output.src();
   gate_decoder_input(sink_, decoder_src, &all_frames_, &counters_, "cam");
-  auto coded = [](GstClockTime pts, bool delta) {
-    GstBuffer* b = gst_buffer_new_allocate(nullptr, 8, nullptr);  // a frame has bytes: an empty one gives no picture
-    gst_buffer_memset(b, 0, 0, 8);
-    GST_BUFFER_PTS(b) = pts;
-    if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
-    return b;
-  };
   auto picture = [&](GstClockTime pts, bool interlaced = false) {
     GstBuffer* b = gst_buffer_new();
     GST_BUFFER_PTS(b) = pts;
@@ -289,14 +291,6 @@ TEST_F(GatedPad, ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame) {
   ASSERT_TRUE(output.linked());
   GstPad* decoder_src = output.src();
   gate_decoder_input(sink_, decoder_src, &all_frames_, &counters_, "cam");
-  auto coded = [](GstClockTime pts, bool delta, bool discont = false) {
-    GstBuffer* b = gst_buffer_new_allocate(nullptr, 8, nullptr);
-    gst_buffer_memset(b, 0, 0, 8);
-    GST_BUFFER_PTS(b) = pts;
-    if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
-    if (discont) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DISCONT);
-    return b;
-  };
   auto picture = [&](GstClockTime pts, bool corrupt = false) {
     GstBuffer* b = gst_buffer_new();
     GST_BUFFER_PTS(b) = pts;
