@@ -169,7 +169,8 @@ bool is_intra_only_codec(const GstCaps* caps);
 // lost on a camera's network). The decoder conceals what is missing and goes on, so that frame's
 // picture and those of every frame after it until the next whole key frame or recovery point (they refer
 // to it) may be smeared; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting),
-// and (H.264) those from a frame whose frame_num skips a reference frame (FrameNumGaps: MPEG-TS).
+// and those from a frame that uses reference frames never passed (MPEG-TS: H.264's frame_num skips,
+// FrameNumGaps; H.265's reference picture set names one, RefPicSetGaps).
 // On `decoder_src` their pictures, and any its decoder marked corrupt itself, leave with
 // GST_BUFFER_FLAG_CORRUPTED set (elements such as videoconvert copy it) and are counted in
 // counters->damaged_pictures. The DISCONT of the first frame (a connection's, a seek's) is no loss. The gate

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <vector>
 
 namespace vapipe {
 
@@ -94,6 +96,73 @@ class FrameNumGaps {
   std::optional<uint32_t> frame_num_;
   uint32_t max_frame_num_ = 16;
   bool idr_ = false, reference_ = false, gaps_allowed_ = false;
+};
+
+// Reference pictures missing from an H.265 stream, told by each picture's short-term reference picture
+// set (8.3.2): the picture order counts (POCs) of the pictures it is predicted from, and of those kept
+// for later pictures. A picture whose set uses one never passed to the decoder (since the last IRAP
+// picture that starts decoding afresh) comes after reference pictures lost: an MPEG-TS file's or
+// stream's packets (tsdemux drops the frame they were in and marks nothing, as for H.264), a whole frame
+// on RTP. H.265 has no frame_num: the POCs of what was passed are kept as the decoder keeps its
+// pictures (those the latest set names). A lost picture nothing uses (a non-reference B-frame) is not seen.
+//
+// Not followed: long-term reference pictures (never missing); the pictures before the first one passed
+// since a restart (a connection joined at a CRA: its RASL pictures' references, which the decoder
+// drops; a stream decoded from a recovery point); layers above the base layer; frames before the SPS and
+// PPS they name were seen (in band, or in the caps' hvcC).
+class RefPicSetGaps {
+ public:
+  // length_size as AccessUnitReader's; codec_data: the caps' hvcC record (its parameter sets), or null.
+  RefPicSetGaps(int length_size, GstBuffer* codec_data);
+  // For a decoder input's caps; nullopt for anything but H.265 whose frames it can read.
+  static std::optional<RefPicSetGaps> for_caps(const GstCaps* caps);
+
+  // The next frame passed to the decoder (an access unit, in decoding order): whether reference pictures
+  // it uses are missing. Parameter sets in it are taken.
+  bool missing_before(const uint8_t* data, size_t size);
+  bool missing_before(GstBuffer* buffer);
+  // The decoder starts again (a seek's flush, a new connection): no picture is expected.
+  void restart() {
+    started_ = false;
+    passed_.clear();
+  }
+
+  // A short-term reference picture set (7.4.8): POC deltas from the picture's, before (negative) and
+  // after (positive) it, each with whether the picture itself uses it (the others are kept for later).
+  struct RefSet {
+    std::vector<std::pair<int32_t, bool>> before, after;
+  };
+
+ private:
+  struct Sps {
+    uint32_t log2_max_poc_lsb = 4;
+    bool separate_colour_plane = false;
+    std::vector<RefSet> ref_sets;
+  };
+  struct Pps {
+    uint32_t sps_id = 0;
+    bool dependent_slice_segments = false;
+    bool output_flag_present = false;
+    uint32_t extra_slice_header_bits = 0;
+  };
+  // The picture being read, from its first slice segment's header.
+  struct Slice {
+    int nal_type = 0;
+    int temporal_id = 0;
+    uint32_t poc_lsb = 0;
+    uint32_t log2_max_poc_lsb = 4;
+    RefSet refs;
+  };
+  void take_nal(const uint8_t* data, size_t size);
+  int length_size_;
+  std::map<uint32_t, Sps> sps_;  // by sps_seq_parameter_set_id
+  std::map<uint32_t, Pps> pps_;  // by pps_pic_parameter_set_id
+  std::optional<Slice> slice_;
+  bool started_ = false;          // a picture passed since the last restart
+  bool sequence_ended_ = false;   // an end of sequence (or bitstream) NAL unit: the next picture starts afresh
+  int32_t prev_tid0_poc_ = 0;     // the POC of the last picture a later one's POC is derived from (8.3.1)
+  int32_t floor_poc_ = 0;         // pictures before this one were never passed: their absence is no loss
+  std::set<int32_t> passed_;      // the POCs of the pictures passed that later ones may still use
 };
 
 }  // namespace vapipe
