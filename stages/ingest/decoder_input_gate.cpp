@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -101,13 +102,22 @@ struct ProbeState {
   // passed since data was lost, until a key frame (see gate_decoder_input).
   bool passed_any = false;
   bool after_loss = false;
-  // The timestamps of the frames passed after a loss, until their pictures come (under pending_mutex).
-  std::set<GstClockTime> damaged;
+  // The damaged stretches whose pictures may still come, each the range of its frames' timestamps, the
+  // last one open while its frames are passed (under pending_mutex). Ranges, not each frame's timestamp:
+  // a decoder reordering B-frames of a camera whose RTP timestamps jitter sends some pictures under
+  // another frame's timestamp (GstVideoDecoder keeps them from going back: 1.033 s in, 1.045 s out).
+  struct Stretch {
+    GstClockTime first, last;
+  };
+  std::deque<Stretch> damaged;
+  bool stretch_open = false;
 };
 
 // At most this many frames waited for: a decoder that holds more (or sends other timestamps than it
 // took) is not followed further back.
 constexpr size_t kMaxPending = 512;
+// At most this many damaged stretches waited for.
+constexpr size_t kMaxStretches = 64;
 
 void expect_picture_at(ProbeState& state, GstClockTime pts) {
   if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
@@ -116,16 +126,17 @@ void expect_picture_at(ProbeState& state, GstClockTime pts) {
   if (state.pending.size() > kMaxPending) state.pending.erase(state.pending.begin());
 }
 
-// Whether the picture at `pts` is of a frame passed after a loss; it and those before it are forgotten
-// (decoders send pictures in presentation order).
+// Whether the picture at `pts` is of a frame passed after a loss: within a damaged stretch's range. The
+// stretches wholly before it are forgotten (decoders send pictures in presentation order).
 bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
   if (!GST_CLOCK_TIME_IS_VALID(pts)) return false;
   std::lock_guard<std::mutex> lock(state.pending_mutex);
-  if (state.damaged.empty()) return false;
-  const auto after = state.damaged.upper_bound(pts);
-  const bool damaged = after != state.damaged.begin() && *std::prev(after) == pts;
-  state.damaged.erase(state.damaged.begin(), after);
-  return damaged;
+  auto& stretches = state.damaged;
+  while (!stretches.empty() && stretches.front().last < pts && !(stretches.size() == 1 && state.stretch_open)) {
+    stretches.pop_front();
+  }
+  return std::any_of(stretches.begin(), stretches.end(),
+                     [&](const ProbeState::Stretch& s) { return s.first <= pts && pts <= s.last; });
 }
 
 // Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's: the
@@ -147,10 +158,20 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
     state.after_loss = true;
   }
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
-  if (!state.after_loss || !GST_CLOCK_TIME_IS_VALID(pts)) return;
   std::lock_guard<std::mutex> lock(state.pending_mutex);
-  state.damaged.insert(pts);
-  if (state.damaged.size() > kMaxPending) state.damaged.erase(state.damaged.begin());
+  if (!state.after_loss) {
+    state.stretch_open = false;
+    return;
+  }
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
+  if (!state.stretch_open || state.damaged.empty()) {
+    state.damaged.push_back({pts, pts});
+    state.stretch_open = true;
+    if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
+    return;
+  }
+  state.damaged.back().first = std::min(state.damaged.back().first, pts);
+  state.damaged.back().last = std::max(state.damaged.back().last, pts);
 }
 
 // A picture at `pts` came: frames expected before it that gave none will give none.
@@ -303,6 +324,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       if (expected > accounted) c.expected_pictures.fetch_sub(expected - accounted);
       state.pending.clear();
       state.damaged.clear();
+      state.stretch_open = false;
     }
     return GST_PAD_PROBE_OK;
   }

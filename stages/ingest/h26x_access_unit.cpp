@@ -563,7 +563,7 @@ bool RefPicSetGaps::missing_before(const uint8_t* data, size_t size) {
   const int32_t poc = msb + lsb;
   if (afresh) {
     passed_.clear();
-    floor_poc_ = poc;
+    before_start_.clear();
   }
   bool missing = false;
   std::set<int32_t> kept;  // the passed pictures its set names: the only ones a later picture may use
@@ -572,7 +572,11 @@ bool RefPicSetGaps::missing_before(const uint8_t* data, size_t size) {
       const int32_t ref = poc + delta;
       if (passed_.count(ref)) {
         kept.insert(ref);
-      } else if (used && !irap && !afresh && ref >= floor_poc_) {
+      } else if (afresh) {
+        // The pictures the decoder would hold at a start: decoded before it (a CRA's, for its RASL
+        // pictures; a stream joined at a recovery point), never passed, and no loss.
+        before_start_.insert(ref);
+      } else if (used && !irap && !before_start_.count(ref)) {
         missing = true;
       }
     }

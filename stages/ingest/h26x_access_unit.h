@@ -106,10 +106,10 @@ class FrameNumGaps {
 // on RTP. H.265 has no frame_num: the POCs of what was passed are kept as the decoder keeps its
 // pictures (those the latest set names). A lost picture nothing uses (a non-reference B-frame) is not seen.
 //
-// Not followed: long-term reference pictures (never missing); the pictures before the first one passed
-// since a restart (a connection joined at a CRA: its RASL pictures' references, which the decoder
-// drops; a stream decoded from a recovery point); layers above the base layer; frames before the SPS and
-// PPS they name were seen (in band, or in the caps' hvcC).
+// Not followed: long-term reference pictures (never missing); the pictures decoded before the first one
+// passed since a restart, which its set names (a connection joined at a CRA: its RASL pictures'
+// references, which the decoder drops; a stream joined at a recovery point or a delta frame); layers
+// above the base layer; frames before the SPS and PPS they name were seen (in band, or in the caps' hvcC).
 class RefPicSetGaps {
  public:
   // length_size as AccessUnitReader's; codec_data: the caps' hvcC record (its parameter sets), or null.
@@ -161,7 +161,7 @@ class RefPicSetGaps {
   bool started_ = false;          // a picture passed since the last restart
   bool sequence_ended_ = false;   // an end of sequence (or bitstream) NAL unit: the next picture starts afresh
   int32_t prev_tid0_poc_ = 0;     // the POC of the last picture a later one's POC is derived from (8.3.1)
-  int32_t floor_poc_ = 0;         // pictures before this one were never passed: their absence is no loss
+  std::set<int32_t> before_start_;  // the POCs the first picture since a start names: never passed, no loss
   std::set<int32_t> passed_;      // the POCs of the pictures passed that later ones may still use
 };
 

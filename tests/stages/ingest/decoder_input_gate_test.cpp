@@ -319,6 +319,30 @@ TEST_F(GatedPad, ALostPacketsFramesAreMarkedDamagedUntilTheNextKeyFrame) {
   EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{50, 60, 70, 80, 90, 110, 230, 240}));
 }
 
+// A camera whose RTP timestamps jitter, with B-frames: the decoder, reordering, sends some pictures
+// under timestamps none of its frames had (GstVideoDecoder keeps them from going back: a frame in at
+// 1.033 s came out at 1.045 s, beside the frame that came in at 1.045 s). Such pictures of a damaged
+// stretch are marked too: every picture within the range of its frames' timestamps (before 2026-12-06
+// only those under a frame's own timestamp: every fourth picture of a lossy H.265 camera was not).
+TEST_F(GatedPad, ADamagedStretchsPicturesAreMarkedUnderTheTimestampsTheDecoderGivesThem) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  // Decoding order 10 (key) 40 20 30 | lost | 80 (DISCONT) 50 60 70 | 100 (key) 130 110 120; the
+  // decoder sends 50 at 52, and 70 at 60.
+  const std::vector<std::tuple<GstClockTime, bool, bool>> frames = {
+      {10, false, true}, {40, true, false}, {20, true, false}, {30, true, false}, {80, true, true},  {50, true, false},
+      {60, true, false}, {70, true, false}, {100, false, false}, {130, true, false}, {110, true, false}, {120, true, false}};
+  for (const auto& [pts, delta, discont] : frames) ASSERT_EQ(gst_pad_push(src_, coded(pts, delta, discont)), GST_FLOW_OK);
+  for (GstClockTime pts : {10, 20, 30, 40, 52, 60, 60, 80, 100, 110, 120, 130}) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{52, 60, 60, 80}));
+  EXPECT_EQ(counters_.damaged_pictures.load(), 4u);
+}
+
 // A stream without a key frame in DecoderInputGate::kMaxWait frames is decoded on from there: smeared
 // until a key frame comes.
 TEST_F(GatedPad, PicturesDecodedWithoutTheKeyFrameTheyNeedAreMarkedDamaged) {
