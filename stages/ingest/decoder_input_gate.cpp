@@ -111,6 +111,11 @@ struct ProbeState {
   };
   std::deque<Stretch> damaged;
   bool stretch_open = false;
+  // Input thread: after a loss, the frames still to come before an intra-refreshed stream's pictures
+  // are whole (its recovery point's count); the timestamp of the open GOP's key frame that ended a
+  // damaged stretch, while its leading pictures (shown before it, referring to the GOP before) come.
+  uint32_t refresh_left = 0;
+  GstClockTime open_key_pts = GST_CLOCK_TIME_NONE;
 };
 
 // At most this many frames waited for: a decoder that holds more (or sends other timestamps than it
@@ -150,15 +155,50 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
   const bool skipped = (state.frame_nums && state.frame_nums->missing_before(buffer)) ||
                        (state.ref_pic_sets && state.ref_pic_sets->missing_before(buffer));
   const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  bool leading = false;  // an open GOP's leading picture after a damaged stretch
   if (verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
     state.after_loss = true;  // decoded without the key frame it refers to
   } else if (frame != DecoderInputGate::Frame::kDelta) {
-    state.after_loss = discont;  // a whole key frame (or recovery point) needs nothing before it
+    state.refresh_left = 0;
+    state.open_key_pts = GST_CLOCK_TIME_NONE;
+    if (discont) {
+      state.after_loss = true;  // a key frame that lost a slice
+    } else if (state.after_loss) {
+      // A whole key frame needs nothing before it. But an intra-refreshed stream's recovery point is
+      // whole only its count of frames later (a column of fresh blocks a frame), and an open GOP's
+      // leading pictures, after it, still refer to the damaged ones.
+      const AccessUnitKind kind = state.reader ? state.reader->read(buffer) : AccessUnitKind{};
+      if (kind.picture == AccessUnitKind::Picture::kPartial && kind.recovery_frames.value_or(0) > 0) {
+        state.refresh_left = *kind.recovery_frames;
+      } else {
+        state.after_loss = false;
+        if (kind.open_gop) state.open_key_pts = pts;
+      }
+    }
   } else if (discont || skipped) {
     state.after_loss = true;
+    state.refresh_left = 0;
+    state.open_key_pts = GST_CLOCK_TIME_NONE;
+  } else if (state.refresh_left > 0) {
+    if (--state.refresh_left == 0) state.after_loss = false;
+  } else if (GST_CLOCK_TIME_IS_VALID(state.open_key_pts)) {
+    if (GST_CLOCK_TIME_IS_VALID(pts) && pts < state.open_key_pts) {
+      leading = state.reader->codec() == AccessUnitReader::Codec::kH264 || state.reader->read(buffer).rasl;
+    } else {
+      state.open_key_pts = GST_CLOCK_TIME_NONE;  // the GOP's leading pictures come first: none after this
+    }
   }
-  const GstClockTime pts = GST_BUFFER_PTS(buffer);
   std::lock_guard<std::mutex> lock(state.pending_mutex);
+  if (leading) {
+    // Within the range of the stretch it ended: the pictures between are its own.
+    if (state.damaged.empty()) {
+      state.damaged.push_back({pts, pts});
+    } else {
+      state.damaged.back().last = std::max(state.damaged.back().last, pts);
+    }
+    return;
+  }
   if (!state.after_loss) {
     state.stretch_open = false;
     return;
@@ -309,6 +349,8 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
       state.gate.restart();
       state.passed_any = state.after_loss = false;  // the decoder starts again from a key frame
+      state.refresh_left = 0;
+      state.open_key_pts = GST_CLOCK_TIME_NONE;
       if (state.frame_nums) state.frame_nums->restart();
       if (state.ref_pic_sets) state.ref_pic_sets->restart();
       // Until the decoder's first picture after it, frames are not counted either: an open GOP's leading

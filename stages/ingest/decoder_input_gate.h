@@ -167,8 +167,10 @@ bool is_intra_only_codec(const GstCaps* caps);
 // Damaged pictures: a frame that reaches the decoder marked DISCONT, after the first frame, lost data
 // (a depayloader marks the frame it was assembling when a gap in the RTP sequence numbers came: a packet
 // lost on a camera's network). The decoder conceals what is missing and goes on, so that frame's
-// picture and those of every frame after it until the next whole key frame or recovery point (they refer
-// to it) may be smeared; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting),
+// picture and those of every frame after it until the next whole key frame (they refer to it) may be
+// smeared, and so may an open GOP's leading pictures after that key frame (an H.264 I-frame not IDR's,
+// an H.265 CRA's RASL pictures), and an intra-refreshed stream's until its recovery point's count of
+// frames after the next recovery point; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting),
 // and those from a frame that uses reference frames never passed (MPEG-TS: H.264's frame_num skips,
 // FrameNumGaps; H.265's reference picture set names one, RefPicSetGaps).
 // On `decoder_src` their pictures, and any its decoder marked corrupt itself, leave with

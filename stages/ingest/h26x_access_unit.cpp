@@ -99,6 +99,8 @@ struct Reading {
   bool any_slice = false;
   bool all_random_access = true;  // IDR / IRAP
   bool all_intra = true;
+  bool all_cra = true;
+  bool rasl = false;
   std::optional<uint32_t> recovery_frames;
 
   void nal(const uint8_t* data, size_t size) {
@@ -124,6 +126,8 @@ struct Reading {
       if (type <= 31) {  // a VCL NAL unit: IRAP (16..23); whether another is intra would need its PPS
         any_slice = true;
         if (type < 16 || type > 23) all_random_access = all_intra = false;
+        if (type != 21) all_cra = false;
+        if (type == 8 || type == 9) rasl = true;
       } else if (type == 39 && !recovery_frames) {  // prefix SEI
         recovery_frames = recovery_point_in(rbsp_of(data + 2, size - 2, size), codec);
       }
@@ -643,6 +647,8 @@ AccessUnitKind AccessUnitReader::read(const uint8_t* data, size_t size) const {
     kind.picture = reading.all_random_access ? AccessUnitKind::Picture::kRandomAccess
                    : reading.all_intra       ? AccessUnitKind::Picture::kIntra
                                              : AccessUnitKind::Picture::kPartial;
+    kind.open_gop = codec_ == Codec::kH264 ? kind.picture == AccessUnitKind::Picture::kIntra : reading.all_cra;
+    kind.rasl = reading.rasl;
   }
   return kind;
 }

@@ -30,6 +30,12 @@ struct AccessUnitKind {
   // A recovery point SEI: decoding from here, the pictures are whole this many frames later
   // (H.264 recovery_frame_cnt; H.265 recovery_poc_cnt, taken as frames).
   std::optional<uint32_t> recovery_frames;
+  // A key frame of an open GOP: the pictures after it in decoding order but shown before it may refer to
+  // the GOP before (H.264: an intra picture not IDR, kIntra; H.265: a CRA picture).
+  bool open_gop = false;
+  // (H.265) A RASL picture: shown before its CRA, it refers to pictures before it. (H.264 does not say
+  // which of an open GOP's leading pictures do.)
+  bool rasl = false;
 };
 
 class AccessUnitReader {

@@ -343,6 +343,74 @@ TEST_F(GatedPad, ADamagedStretchsPicturesAreMarkedUnderTheTimestampsTheDecoderGi
   EXPECT_EQ(counters_.damaged_pictures.load(), 4u);
 }
 
+// A compressed frame of NAL units (`nals`, each after a start code), as a parser marks it.
+GstBuffer* with_nal_units(GstClockTime pts, bool delta, bool discont, const std::vector<std::vector<uint8_t>>& nals) {
+  std::vector<uint8_t> bytes;
+  for (const auto& nal : nals) {
+    bytes.insert(bytes.end(), {0, 0, 0, 1});
+    bytes.insert(bytes.end(), nal.begin(), nal.end());
+  }
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
+  gst_buffer_fill(b, 0, bytes.data(), bytes.size());
+  GST_BUFFER_PTS(b) = pts;
+  if (delta) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+  if (discont) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DISCONT);
+  return b;
+}
+// H.264 slices (first_mb_in_slice 0, then slice_type: P 5, I 7), and a recovery point SEI whose
+// recovery_frame_cnt is 3.
+const std::vector<uint8_t> kH264PSlice = {0x61, 0x9A}, kH264ISlice = {0x61, 0x88, 0x80};
+const std::vector<uint8_t> kH264RecoveryIn3 = {0x06, 0x06, 0x02, 0x20, 0x40, 0x80};
+
+// A stream refreshed by intra slices (a low-latency camera; x264 and NVENC intra refresh) has no key
+// frame after its first: a column of fresh blocks sweeps each picture, and a recovery point SEI says
+// after how many frames they are whole. A loss's smear lasts until then, not only until the next
+// recovery point (ended there before 2026-12-06).
+TEST_F(GatedPad, AnIntraRefreshedStreamsDamageLastsUntilItsRecoveryPointsCount) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  // 10 (key) 20 30 40 (DISCONT) 50 60 70 (recovery point: whole 3 frames on) 80 90 100 110.
+  ASSERT_EQ(gst_pad_push(src_, coded(10, false, true)), GST_FLOW_OK);
+  for (GstClockTime pts : {20, 30, 40, 50, 60}) {
+    ASSERT_EQ(gst_pad_push(src_, with_nal_units(pts, true, pts == 40, {kH264PSlice})), GST_FLOW_OK);
+  }
+  ASSERT_EQ(gst_pad_push(src_, with_nal_units(70, false, false, {kH264RecoveryIn3, kH264PSlice})), GST_FLOW_OK);
+  for (GstClockTime pts : {80, 90, 100, 110}) {
+    ASSERT_EQ(gst_pad_push(src_, with_nal_units(pts, true, false, {kH264PSlice})), GST_FLOW_OK);
+  }
+  for (GstClockTime pts = 10; pts <= 110; pts += 10) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{40, 50, 60, 70, 80, 90}));
+}
+
+// An open GOP's key frame (H.264: an I-frame not IDR) ends a damaged stretch, but the B-frames after it
+// that are shown before it (its leading pictures) still refer to the GOP before: damaged too. Those
+// shown after it are not.
+TEST_F(GatedPad, AnOpenGopsLeadingPicturesAfterADamagedStretchAreDamaged) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  // Decoding order 10 (key) 20 40 (DISCONT) 30 | 70 (open GOP's I) 50 60 | 100 80 90.
+  ASSERT_EQ(gst_pad_push(src_, coded(10, false, true)), GST_FLOW_OK);
+  for (GstClockTime pts : {20, 40, 30}) {
+    ASSERT_EQ(gst_pad_push(src_, with_nal_units(pts, true, pts == 40, {kH264PSlice})), GST_FLOW_OK);
+  }
+  ASSERT_EQ(gst_pad_push(src_, with_nal_units(70, false, false, {kH264ISlice})), GST_FLOW_OK);
+  for (GstClockTime pts : {50, 60, 100, 80, 90}) {
+    ASSERT_EQ(gst_pad_push(src_, with_nal_units(pts, true, false, {kH264PSlice})), GST_FLOW_OK);
+  }
+  for (GstClockTime pts = 10; pts <= 100; pts += 10) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{30, 40, 50, 60}));
+}
+
 // A stream without a key frame in DecoderInputGate::kMaxWait frames is decoded on from there: smeared
 // until a key frame comes.
 TEST_F(GatedPad, PicturesDecodedWithoutTheKeyFrameTheyNeedAreMarkedDamaged) {
@@ -378,6 +446,35 @@ TEST_F(GatedPngPad, AnIntraOnlyCodecsFramesAllPassWhateverTheirFlags) {
   EXPECT_EQ(gst_pad_push(src_, frame(4, true)), GST_FLOW_OK);
   EXPECT_EQ(arrived(), (std::vector<GstClockTime>{1, 2, 3, 4}));
   EXPECT_EQ(counters_.before_key_frame.load() + counters_.not_key_frames.load(), 0u);
+}
+
+// H.265: a CRA picture's RASL pictures refer to pictures before it, its RADL pictures do not.
+class GatedH265Pad : public GatedPad {
+ protected:
+  const char* input_caps() const override { return "video/x-h265"; }
+};
+
+TEST_F(GatedH265Pad, ACrasRaslPicturesAfterADamagedStretchAreDamagedItsRadlPicturesNot) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  auto nal = [](int type) { return std::vector<uint8_t>{static_cast<uint8_t>(type << 1), 1, 0xAC}; };
+  constexpr int kTrailR = 1, kRadlN = 6, kRaslN = 8, kIdr = 19, kCra = 21;
+  // Decoding order 10 (IDR) 40 (DISCONT) 20 30 | 80 (CRA) 50 (RASL) 70 (RADL) | 120 90 100 110.
+  const std::vector<std::tuple<GstClockTime, int, bool>> frames = {
+      {10, kIdr, true},     {40, kTrailR, true},   {20, kTrailR, false},  {30, kTrailR, false},
+      {80, kCra, false},    {50, kRaslN, false},   {70, kRadlN, false},   {120, kTrailR, false},
+      {90, kTrailR, false}, {100, kTrailR, false}, {110, kTrailR, false}};
+  for (const auto& [pts, type, discont] : frames) {
+    const bool key = type == kIdr || type == kCra;
+    ASSERT_EQ(gst_pad_push(src_, with_nal_units(pts, !key, discont, {nal(type)})), GST_FLOW_OK);
+  }
+  for (GstClockTime pts : {10, 20, 30, 40, 50, 70, 80, 90, 100, 110, 120}) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{20, 30, 40, 50}));
 }
 
 TEST(IntraOnlyCodec, ByItsCapsName) {
