@@ -17,6 +17,7 @@
 
 #include "pipeline/logging.h"
 #include "stages/ingest/h26x_access_unit.h"
+#include "stages/ingest/mpeg_video_gaps.h"
 
 namespace vapipe {
 
@@ -88,6 +89,7 @@ struct ProbeState {
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
   std::optional<FrameNumGaps> frame_nums;      // ditto: H.264
   std::optional<RefPicSetGaps> ref_pic_sets;  // ditto: H.265
+  std::optional<TemporalReferenceGaps> temporal_references;  // ditto: MPEG-1 and MPEG-2 video
   bool intra_only = false;                 // from the input's caps too
   bool vp8 = false;                        // ditto: its frames say whether they are shown
   bool theora = false;                     // ditto: its headers are packets of their own
@@ -147,13 +149,14 @@ bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
 // Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's: the
 // depayloader marks the frame it was assembling when the gap came, a key frame too, whose lost slice
 // smears its whole GOP), or a frame that uses reference frames never passed (an MPEG-TS stream's lost
-// packets: tsdemux drops the frame they were in and marks nothing), told by H.264's frame_num or
-// H.265's reference picture sets.
+// packets: tsdemux drops the frame they were in and marks nothing), told by H.264's frame_num,
+// H.265's reference picture sets or MPEG-2's temporal_reference.
 void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict) {
   const bool first = !std::exchange(state.passed_any, true);
   // Read in decoding order, every frame passed.
   const bool skipped = (state.frame_nums && state.frame_nums->missing_before(buffer)) ||
-                       (state.ref_pic_sets && state.ref_pic_sets->missing_before(buffer));
+                       (state.ref_pic_sets && state.ref_pic_sets->missing_before(buffer)) ||
+                       (state.temporal_references && state.temporal_references->missing_before(buffer));
   const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
   bool leading = false;  // an open GOP's leading picture after a damaged stretch
@@ -231,6 +234,7 @@ void take_input_caps(ProbeState& state, const GstCaps* caps) {
   state.reader = AccessUnitReader::for_caps(caps);
   state.frame_nums = FrameNumGaps::for_caps(caps);
   state.ref_pic_sets = RefPicSetGaps::for_caps(caps);
+  state.temporal_references = TemporalReferenceGaps::for_caps(caps);
   state.intra_only = is_intra_only_codec(caps);
   state.vp8 = state.theora = false;
   if (!caps || gst_caps_get_size(caps) == 0) return;
@@ -353,6 +357,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       state.open_key_pts = GST_CLOCK_TIME_NONE;
       if (state.frame_nums) state.frame_nums->restart();
       if (state.ref_pic_sets) state.ref_pic_sets->restart();
+      if (state.temporal_references) state.temporal_references->restart();
       // Until the decoder's first picture after it, frames are not counted either: an open GOP's leading
       // B-frames, which refer to the GOP before the seek, give none (an AVI's, without a timestamp, cannot
       // be told by the segment).

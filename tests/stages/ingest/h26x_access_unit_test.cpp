@@ -8,9 +8,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <optional>
 #include <vector>
+
+#include "tests/fakes/encoded_frames.h"
 
 namespace vapipe {
 namespace {
@@ -372,42 +375,15 @@ class EncodedStream : public ::testing::Test {
   // `demux`), in order, as the decoder takes them, with their caps; the buffers are the fixture's.
   std::vector<GstBuffer*> all_frames(const std::string& encoder, const std::string& parse, const std::string& mux,
                                      const std::string& demux, int frames, GstCaps** caps) {
-    const std::string path = (dir_ / "all").string();
-    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=" + std::to_string(frames) +
-                               " ! video/x-raw,width=320,height=240,framerate=30/1,format=I420 ! " + encoder + " ! " +
-                               parse + " ! " + mux + " ! filesink location=" + path;
-    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
-    GError* error = nullptr;
-    GstElement* pipeline = gst_parse_launch(
-        ("filesrc location=" + path + " ! " + demux + " ! " + parse + " ! appsink name=out sync=false").c_str(), &error);
-    EXPECT_EQ(error, nullptr);
-    std::vector<GstBuffer*> buffers;
-    if (!pipeline) return buffers;
-    GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
-    gst_element_set_state(pipeline, GST_STATE_PLAYING);
-    while (GstSample* sample = [&] {
-             GstSample* s = nullptr;
-             g_signal_emit_by_name(out, "pull-sample", &s);
-             return s;
-           }()) {
-      buffers.push_back(gst_buffer_ref(gst_sample_get_buffer(sample)));
-      if (!*caps) *caps = gst_caps_ref(gst_sample_get_caps(sample));
-      gst_sample_unref(sample);
-    }
-    gst_element_set_state(pipeline, GST_STATE_NULL);
-    gst_object_unref(out);
-    gst_object_unref(pipeline);
-    owned_.insert(owned_.end(), buffers.begin(), buffers.end());
-    if (*caps) owned_caps_.push_back(*caps);
-    return buffers;
-  }
-  ~EncodedStream() override {
-    for (GstBuffer* b : owned_) gst_buffer_unref(b);
-    for (GstCaps* c : owned_caps_) gst_caps_unref(c);
+    encoded_.push_back(std::make_unique<testing::EncodedFrames>(
+        (dir_ / ("all" + std::to_string(encoded_.size()))).string(), encoder + " ! " + parse + " ! " + mux,
+        demux + " ! " + parse, frames));
+    EXPECT_EQ(encoded_.back()->error(), "");
+    *caps = encoded_.back()->caps();
+    return encoded_.back()->buffers();
   }
   std::filesystem::path dir_;
-  std::vector<GstBuffer*> owned_;
-  std::vector<GstCaps*> owned_caps_;
+  std::vector<std::unique_ptr<testing::EncodedFrames>> encoded_;
 };
 
 // Whether a frame is a reference picture: its first slice's nal_ref_idc (H.264), or its NAL unit type

@@ -1,0 +1,50 @@
+// Anchor pictures (I and P) missing from an MPEG-1 or MPEG-2 video stream, told by each picture's
+// temporal_reference (ISO 13818-2 6.3.9): its place in display order within its GOP. MPEG-2 has neither
+// H.264's frame_num nor H.265's reference picture sets, but its order is fixed: an anchor is sent before
+// the B-frames shown before it, so in decoding order a B-frame's temporal_reference is below that of the
+// anchor before it, and each anchor's is above the last one's until a GOP header starts the count over.
+// A B-frame shown after the last anchor comes after an anchor that never reached the decoder (an
+// MPEG-TS file's or stream's lost packets: tsdemux drops the picture they were in and marks nothing):
+// it, and the P-frames after it until the next I-frame, refer to the missing one. So does an anchor
+// whose temporal_reference went back without a GOP header: the next GOP's I-frame (with its header) was
+// lost. In a stream of I- and P-frames only (no B-frame since the start, after its first two anchors),
+// each P-frame's is the last one's plus 1: a P-frame that skips comes after a lost one. A lost B-frame
+// harms nothing, and is not seen. (An encoder that sends its first B-frames only later, choosing them
+// scene by scene, would be seen losing frames there: MPEG-2's encoders keep one GOP structure.)
+//
+// Not seen: in a stream with B-frames, an anchor lost together with every B-frame after it (a P-frame
+// and its B-frames in one cut); a GOP's leading B-frames after its lost I-frame (the stretch starts at
+// its first P-frame).
+#pragma once
+
+#include <gst/gst.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace vapipe {
+
+class TemporalReferenceGaps {
+ public:
+  // For a decoder input's caps (video/mpeg, mpegversion 1 or 2, not a system stream); nullopt otherwise.
+  static std::optional<TemporalReferenceGaps> for_caps(const GstCaps* caps);
+
+  // The next picture passed to the decoder (a frame as mpegvideoparse sends it, or a field picture), in
+  // decoding order: whether an anchor picture before it is missing.
+  bool missing_before(const uint8_t* data, size_t size);
+  bool missing_before(GstBuffer* buffer);
+  // The decoder starts again (a seek's flush, a new connection): no picture is expected.
+  void restart() {
+    anchor_.reset();
+    b_frames_ = false;
+    anchors_ = 0;
+  }
+
+ private:
+  std::optional<uint32_t> anchor_;  // the temporal_reference of the last anchor passed, in its GOP
+  bool b_frames_ = false;           // a B-frame passed since the start
+  int anchors_ = 0;                 // the anchors passed since the start, up to 2
+};
+
+}  // namespace vapipe
