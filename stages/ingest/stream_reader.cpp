@@ -38,6 +38,7 @@
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
 #include "stages/ingest/bus_messages.h"
+#include "stages/ingest/ts_tail_loss.h"
 #include "stages/ingest/container_end.h"
 #include "stages/ingest/gst_object_ptr.h"
 #include "stages/ingest/hls_playlist.h"
@@ -847,6 +848,66 @@ struct StreamReader::Impl {
   // the decoder, so that its pictures carry those times and the compressed frames kept for a segment's
   // picture and clip (RecentFrames) are found by them: the segment's best frame, and a clip, as for a
   // camera over RTSP (they were stamped only as they left the decoder, so neither could be found).
+  // MPEG-TS: the frames tsdemux sends cut short by packets lost at their end (ts_tail_loss.h) are marked
+  // DISCONT, so that the decoder gate starts a damaged stretch at them.
+  struct TsWatch {
+    TsTailLossWatch watch;
+    uint64_t next_offset = GST_BUFFER_OFFSET_NONE;  // (pull mode: tsdemux also reads the file's end first)
+  };
+  static void watch_tsdemux(GstElement* demux) {
+    auto* watch = new std::shared_ptr<TsWatch>(std::make_shared<TsWatch>());
+    if (GstPad* sink = gst_element_get_static_pad(demux, "sink")) {
+      gst_pad_add_probe(sink,
+                        static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_PUSH |
+                                                     GST_PAD_PROBE_TYPE_PULL),
+                        &on_ts_bytes, new std::shared_ptr<TsWatch>(*watch), &delete_ts_watch);
+      gst_object_unref(sink);
+    }
+    g_signal_connect_data(demux, "pad-added", G_CALLBACK(&on_tsdemux_pad), watch,
+                          [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<TsWatch>*>(data); },
+                          static_cast<GConnectFlags>(0));
+  }
+  static void delete_ts_watch(gpointer data) { delete static_cast<std::shared_ptr<TsWatch>*>(data); }
+  static GstPadProbeReturn on_ts_bytes(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (!buffer) return GST_PAD_PROBE_OK;
+    TsWatch& w = **static_cast<std::shared_ptr<TsWatch>*>(user);
+    const uint64_t offset = GST_BUFFER_OFFSET(buffer);
+    const bool jumped = offset != GST_BUFFER_OFFSET_NONE && w.next_offset != GST_BUFFER_OFFSET_NONE && offset != w.next_offset;
+    GstMapInfo map;
+    if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return GST_PAD_PROBE_OK;
+    w.watch.feed(map.data, map.size, jumped || GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT));
+    w.next_offset = offset != GST_BUFFER_OFFSET_NONE ? offset + map.size : GST_BUFFER_OFFSET_NONE;
+    gst_buffer_unmap(buffer, &map);
+    return GST_PAD_PROBE_OK;
+  }
+  static void on_tsdemux_pad(GstElement*, GstPad* pad, gpointer user) {
+    const std::optional<uint16_t> pid = TsTailLossWatch::pid_of_pad(GST_PAD_NAME(pad));
+    if (!g_str_has_prefix(GST_PAD_NAME(pad), "video") || !pid) return;
+    struct Sent {
+      std::shared_ptr<TsWatch> watch;
+      uint16_t pid;
+    };
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &on_ts_frame,
+                      new Sent{*static_cast<std::shared_ptr<TsWatch>*>(user), *pid},
+                      [](gpointer data) { delete static_cast<Sent*>(data); });
+  }
+  static GstPadProbeReturn on_ts_frame(GstPad*, GstPadProbeInfo* info, gpointer user) {
+    struct Sent {
+      std::shared_ptr<TsWatch> watch;
+      uint16_t pid;
+    };
+    const auto& sent = *static_cast<Sent*>(user);
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (!buffer || !GST_BUFFER_PTS_IS_VALID(buffer) || !sent.watch->watch.cut_short(sent.pid, GST_BUFFER_PTS(buffer))) {
+      return GST_PAD_PROBE_OK;
+    }
+    buffer = gst_buffer_make_writable(buffer);
+    GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DISCONT);
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+    return GST_PAD_PROBE_OK;
+  }
+
   static void on_multipart_pad(GstElement*, GstPad* pad, gpointer user) {
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &stamp_arrival, user, nullptr);
   }
@@ -1019,6 +1080,10 @@ struct StreamReader::Impl {
         auto* self = static_cast<Impl*>(user);
         std::lock_guard<std::mutex> lock(self->jitter_mutex);
         self->jitter_buffers.emplace_back(GST_ELEMENT(gst_object_ref(element)));
+        return;
+      }
+      if (name == "tsdemux") {
+        watch_tsdemux(element);
         return;
       }
       if (name == "mpegpsdemux") {
