@@ -146,6 +146,13 @@ bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
                      [&](const ProbeState::Stretch& s) { return s.first <= pts && pts <= s.last; });
 }
 
+// Whether no later frame refers to this one, as its codec says (H.264, H.265, MPEG-1/2); false when
+// it cannot be told.
+bool is_non_reference(const ProbeState& state, GstBuffer* buffer) {
+  if (state.reader) return !state.reader->read(buffer).reference;
+  return state.temporal_references && TemporalReferenceGaps::is_b_frame(buffer);
+}
+
 // Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's: the
 // depayloader marks the frame it was assembling when the gap came, a key frame too, whose lost slice
 // smears its whole GOP), or a frame that uses reference frames never passed (an MPEG-TS stream's lost
@@ -179,6 +186,13 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
         if (kind.open_gop) state.open_key_pts = pts;
       }
     }
+  } else if (discont && !skipped && !state.after_loss && is_non_reference(state, buffer)) {
+    // Data lost in a frame no other refers to (most B-frames): its picture alone is damaged.
+    if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
+    std::lock_guard<std::mutex> lock(state.pending_mutex);
+    state.damaged.push_back({pts, pts});  // (no stretch is open: none after a loss)
+    if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
+    return;
   } else if (discont || skipped) {
     state.after_loss = true;
     state.refresh_left = 0;

@@ -101,6 +101,7 @@ struct Reading {
   bool all_intra = true;
   bool all_cra = true;
   bool rasl = false;
+  bool any_reference = false;
   std::optional<uint32_t> recovery_frames;
 
   void nal(const uint8_t* data, size_t size) {
@@ -109,8 +110,10 @@ struct Reading {
       const int type = data[0] & 0x1F;
       if (type == 5) {  // IDR slice
         any_slice = true;
+        any_reference = true;
       } else if (type == 1 || type == 2) {  // a slice, or its partition A (which has the header)
         any_slice = true;
+        if ((data[0] >> 5) & 3) any_reference = true;  // nal_ref_idc
         all_random_access = false;
         const std::vector<uint8_t> header = rbsp_of(data + 1, size - 1, 16);
         BitReader bits(header.data(), header.size());
@@ -128,6 +131,7 @@ struct Reading {
         if (type < 16 || type > 23) all_random_access = all_intra = false;
         if (type != 21) all_cra = false;
         if (type == 8 || type == 9) rasl = true;
+        if (type > 14 || type % 2 == 1) any_reference = true;  // not a sub-layer non-reference picture
       } else if (type == 39 && !recovery_frames) {  // prefix SEI
         recovery_frames = recovery_point_in(rbsp_of(data + 2, size - 2, size), codec);
       }
@@ -649,6 +653,7 @@ AccessUnitKind AccessUnitReader::read(const uint8_t* data, size_t size) const {
                                              : AccessUnitKind::Picture::kPartial;
     kind.open_gop = codec_ == Codec::kH264 ? kind.picture == AccessUnitKind::Picture::kIntra : reading.all_cra;
     kind.rasl = reading.rasl;
+    kind.reference = reading.any_reference;
   }
   return kind;
 }

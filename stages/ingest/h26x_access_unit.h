@@ -36,6 +36,9 @@ struct AccessUnitKind {
   // (H.265) A RASL picture: shown before its CRA, it refers to pictures before it. (H.264 does not say
   // which of an open GOP's leading pictures do.)
   bool rasl = false;
+  // Whether later pictures may refer to it: H.264's nal_ref_idc not 0; H.265's NAL unit type not a
+  // sub-layer non-reference picture's (TRAIL_N, RASL_N ...: most B-frames). False only when every slice says so.
+  bool reference = true;
 };
 
 class AccessUnitReader {

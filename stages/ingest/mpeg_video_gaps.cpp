@@ -62,6 +62,20 @@ bool TemporalReferenceGaps::missing_before(const uint8_t* data, size_t size) {
   return false;
 }
 
+bool TemporalReferenceGaps::is_b_frame(GstBuffer* buffer) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
+  bool b_frame = false;
+  for (size_t i = 0; i + 5 < map.size; ++i) {
+    if (map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1 && map.data[i + 3] == kPictureStartCode) {
+      b_frame = ((map.data[i + 5] >> 3) & 7) == kBidirectional;
+      break;
+    }
+  }
+  gst_buffer_unmap(buffer, &map);
+  return b_frame;
+}
+
 bool TemporalReferenceGaps::missing_before(GstBuffer* buffer) {
   GstMapInfo map;
   if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;

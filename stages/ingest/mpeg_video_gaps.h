@@ -34,6 +34,8 @@ class TemporalReferenceGaps {
   // decoding order: whether an anchor picture before it is missing.
   bool missing_before(const uint8_t* data, size_t size);
   bool missing_before(GstBuffer* buffer);
+  // Whether a picture (as missing_before takes it) is a B-frame, which no other picture refers to.
+  static bool is_b_frame(GstBuffer* buffer);
   // The decoder starts again (a seek's flush, a new connection): no picture is expected.
   void restart() {
     anchor_.reset();

@@ -24,10 +24,8 @@ void TsTailLossWatch::feed(const uint8_t* data, size_t size, bool discontinuous)
   if (discontinuous) {
     carry_.clear();
     packet_size_ = 0;
-    for (auto& [pid, state] : pids_) {
-      state.last_cc.reset();
-      state.in_pes = false;
-    }
+    // What was read before will not be sent (tsdemux scanning the file, or flushing at a seek).
+    for (auto& [pid, state] : pids_) state = Pid{};
   }
   std::vector<uint8_t> joined;
   if (!carry_.empty()) {
