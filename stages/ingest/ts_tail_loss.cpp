@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace vapipe {
 namespace {
@@ -98,16 +99,24 @@ void TsTailLossWatch::packet(const uint8_t* p) {
   state.last_cc = cc;
   if (duplicate) return;
   if (!unit_start) return;
-  // A PES starts: if packets went missing just before it, they were the end of the PES before.
-  if (gap && state.in_pes && !state.pes.empty()) state.pes.back().cut_short = true;
-  state.in_pes = false;
-  if (!video_start) return;
-  // PES header: its PTS, when PTS_DTS_flags says there is one.
+  // A PES starts: if packets went missing just before it, they were the end of the PES before. Unless
+  // its time is far from that one's: files joined end to end (`cat`), each starting its counters and
+  // its clock over, lose nothing at the join.
+  const bool was_in_pes = std::exchange(state.in_pes, false);
+  std::optional<uint64_t> pts_ns;
   const uint8_t* h = p + payload;
-  if ((h[7] & 0x80) == 0) return;
-  const uint64_t pts = (uint64_t{static_cast<uint8_t>((h[9] >> 1) & 0x07)} << 30) | (uint64_t{h[10]} << 22) |
-                       (uint64_t{static_cast<uint8_t>(h[11] >> 1)} << 15) | (uint64_t{h[12]} << 7) | (h[13] >> 1);
-  state.pes.push_back(Pes{pts_to_ns(pts)});
+  if (video_start && (h[7] & 0x80) != 0) {  // PTS_DTS_flags: a PTS
+    pts_ns = pts_to_ns((uint64_t{static_cast<uint8_t>((h[9] >> 1) & 0x07)} << 30) | (uint64_t{h[10]} << 22) |
+                       (uint64_t{static_cast<uint8_t>(h[11] >> 1)} << 15) | (uint64_t{h[12]} << 7) | (h[13] >> 1));
+  }
+  if (gap && was_in_pes && !state.pes.empty()) {
+    constexpr int64_t kRestartNs = 2'000'000'000;
+    const bool restarted =
+        pts_ns && std::llabs(static_cast<int64_t>(*pts_ns) - static_cast<int64_t>(state.pes.back().pts_ns)) > kRestartNs;
+    if (!restarted) state.pes.back().cut_short = true;
+  }
+  if (!pts_ns) return;
+  state.pes.push_back(Pes{*pts_ns});
   state.in_pes = true;
   if (state.pes.size() > kMaxPesWaiting) state.pes.pop_front();
 }
