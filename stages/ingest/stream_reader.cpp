@@ -881,23 +881,19 @@ struct StreamReader::Impl {
     gst_buffer_unmap(buffer, &map);
     return GST_PAD_PROBE_OK;
   }
+  struct TsVideoPad {
+    std::shared_ptr<TsWatch> watch;
+    uint16_t pid;
+  };
   static void on_tsdemux_pad(GstElement*, GstPad* pad, gpointer user) {
     const std::optional<uint16_t> pid = TsTailLossWatch::pid_of_pad(GST_PAD_NAME(pad));
     if (!g_str_has_prefix(GST_PAD_NAME(pad), "video") || !pid) return;
-    struct Sent {
-      std::shared_ptr<TsWatch> watch;
-      uint16_t pid;
-    };
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &on_ts_frame,
-                      new Sent{*static_cast<std::shared_ptr<TsWatch>*>(user), *pid},
-                      [](gpointer data) { delete static_cast<Sent*>(data); });
+                      new TsVideoPad{*static_cast<std::shared_ptr<TsWatch>*>(user), *pid},
+                      [](gpointer data) { delete static_cast<TsVideoPad*>(data); });
   }
   static GstPadProbeReturn on_ts_frame(GstPad*, GstPadProbeInfo* info, gpointer user) {
-    struct Sent {
-      std::shared_ptr<TsWatch> watch;
-      uint16_t pid;
-    };
-    const auto& sent = *static_cast<Sent*>(user);
+    const auto& sent = *static_cast<TsVideoPad*>(user);
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     if (!buffer || !GST_BUFFER_PTS_IS_VALID(buffer) || !sent.watch->watch.cut_short(sent.pid, GST_BUFFER_PTS(buffer))) {
       return GST_PAD_PROBE_OK;

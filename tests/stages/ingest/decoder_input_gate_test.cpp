@@ -411,6 +411,30 @@ TEST_F(GatedPad, AnOpenGopsLeadingPicturesAfterADamagedStretchAreDamaged) {
   EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{30, 40, 50, 60}));
 }
 
+// Data lost in a frame no other frame refers to (a B-frame whose nal_ref_idc is 0): its picture alone
+// is damaged, not those after it (a stretch to the next key frame before 2026-12-06). A reference
+// frame's loss still damages them.
+TEST_F(GatedPad, ALossInAFrameNothingRefersToDamagesItsPictureAlone) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  const std::vector<uint8_t> b_slice = {0x01, 0x9E};  // nal_ref_idc 0, slice_type B
+  // Decoding order 10 (key) 40 20 (B, DISCONT) 30 (B) 70 50 60 | 100 (key) 110 (P, DISCONT) 120.
+  ASSERT_EQ(gst_pad_push(src_, coded(10, false, true)), GST_FLOW_OK);
+  const std::vector<std::tuple<GstClockTime, bool, bool>> frames = {
+      {40, false, false}, {20, true, true},   {30, true, false},  {70, false, false},
+      {50, true, false},  {60, true, false},  {100, false, false}, {110, false, true}, {120, false, false}};
+  for (const auto& [pts, b, discont] : frames) {
+    ASSERT_EQ(gst_pad_push(src_, with_nal_units(pts, pts != 100, discont, {b ? b_slice : kH264PSlice})), GST_FLOW_OK);
+  }
+  for (GstClockTime pts = 10; pts <= 120; pts += 10) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = pts;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{20, 110, 120}));
+}
+
 // A stream without a key frame in DecoderInputGate::kMaxWait frames is decoded on from there: smeared
 // until a key frame comes.
 TEST_F(GatedPad, PicturesDecodedWithoutTheKeyFrameTheyNeedAreMarkedDamaged) {

@@ -1544,6 +1544,54 @@ TEST_F(StreamReaderTest, FramesOfADamagedFileThatGiveNoPictureAreSaidAtItsEnd) {
   }
 }
 
+// An MPEG-TS file whose 10th frame lost its last packet: tsdemux sends that frame cut short, says
+// nothing (its continuity check is not made at a packet that starts a PES) and drops nothing, so no
+// frame is missing for the codec's numbering to show; the decoder conceals the frame's end, and the
+// frames after it refer to it. Its results and those up to the next key frame are damaged (before
+// 2026-12-06 none was marked: TsTailLossWatch reads the packets' counters in front of tsdemux).
+TEST_F(StreamReaderTest, AnMpegTsFrameCutShortAtItsEndIsDamagedWithTheFramesAfterIt) {
+  // No B-frames: the 10th frame sent is the 10th shown.
+  const std::string whole = encode_clip("whole.ts", "ball", 60, 640, 360, "mpegtsmux", "key-int-max=30 bframes=0");
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size() % 188, 0u);
+  // The video's PID (its PESs start with a video stream id, 0xE0..0xEF) and the packets starting them.
+  int video_pid = -1;
+  std::vector<size_t> starts, last_of;  // each PES's first packet; the last packet of the PES before
+  size_t last_video = 0;
+  for (size_t at = 0; at + 188 <= bytes.size(); at += 188) {
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data() + at);
+    const int pid = ((p[1] & 0x1F) << 8) | p[2];
+    const bool unit_start = (p[1] & 0x40) != 0;
+    const int adaptation = (p[3] >> 4) & 3;
+    const size_t payload = adaptation == 3 ? 5 + p[4] : 4;
+    if (video_pid < 0 && unit_start && payload + 4 <= 188 && p[payload] == 0 && p[payload + 1] == 0 &&
+        p[payload + 2] == 1 && (p[payload + 3] & 0xF0) == 0xE0) {
+      video_pid = pid;
+    }
+    if (pid != video_pid) continue;
+    if (unit_start) {
+      starts.push_back(at);
+      last_of.push_back(last_video);
+    }
+    last_video = at;
+  }
+  ASSERT_GE(video_pid, 0);
+  ASSERT_GE(starts.size(), 60u);
+  const size_t cut = last_of[11];  // the 10th frame's last packet
+  ASSERT_GT(cut, starts[10]);
+  const std::string damaged_path = (dir_ / "cut.ts").string();
+  std::ofstream(damaged_path, std::ios::binary) << bytes.substr(0, cut) + bytes.substr(cut + 188);
+  const CollectingEmitter out = read_whole(damaged_path, ingest_, "cut");
+  const std::vector<const Message*> frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_GE(frames.size(), 59u);
+  const int64_t first = frames.front()->env.pts_ns, frame_ns = 1'000'000'000 / 30;
+  for (const Message* f : frames) {
+    const int64_t index = (f->env.pts_ns - first + frame_ns / 2) / frame_ns;
+    EXPECT_EQ(f->env.damaged, index >= 10 && index < 30) << "frame " << index << ", seq " << f->env.seq;
+  }
+}
+
 // MPEG-TS files joined end to end (`cat`: a DVR's export of six recordings), each part's clock
 // starting again. tsdemux reading a file (pull mode) joins most such parts itself, but not all: of
 // this one (a 3 s part of 640x360 x264 at its default preset, whose clock tsdemux cannot read: it knows

@@ -1,0 +1,165 @@
+// Frames cut short at their end by lost TS packets: hand-made transport streams (a video PID whose PESs
+// take three packets each) with packets taken out, fed in chunks of any size, 188- or 192-byte packets,
+// a seek's jump, files joined end to end; then a real x264 file read whole by the stream reader, its
+// 10th frame's last packet cut.
+#include "stages/ingest/ts_tail_loss.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace vapipe {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+constexpr uint16_t kVideo = 0x100;
+constexpr uint64_t kFirstPts = 126000;  // 1.4 s in 90 kHz, as mpegtsmux starts
+constexpr uint64_t kFramePts = 3000;    // 30 frames/s
+
+struct Packet {
+  Bytes bytes;
+  size_t pes;  // the PES (frame) it belongs to
+};
+
+// One 188-byte packet of `pid`: a PES header with `pts` first where `pts` is given; `cc` its counter.
+Bytes ts_packet(uint16_t pid, uint8_t cc, std::optional<uint64_t> pts, bool discontinuity = false) {
+  Bytes p(188, 0xAB);
+  p[0] = 0x47;
+  p[1] = static_cast<uint8_t>((pts ? 0x40 : 0) | (pid >> 8));
+  p[2] = static_cast<uint8_t>(pid & 0xFF);
+  size_t at = 4;
+  if (discontinuity) {
+    p[3] = static_cast<uint8_t>(0x30 | cc);  // adaptation field and payload
+    p[4] = 1;
+    p[5] = 0x80;  // discontinuity_indicator
+    at = 6;
+  } else {
+    p[3] = static_cast<uint8_t>(0x10 | cc);
+  }
+  if (pts) {
+    const uint64_t v = *pts;
+    const Bytes header = {0,    0,    1,    0xE0, 0, 0, 0x80, 0x80, 5,
+                          static_cast<uint8_t>(0x21 | ((v >> 29) & 0x0E)), static_cast<uint8_t>(v >> 22),
+                          static_cast<uint8_t>(((v >> 14) & 0xFE) | 1), static_cast<uint8_t>(v >> 7),
+                          static_cast<uint8_t>(((v << 1) & 0xFE) | 1)};
+    std::copy(header.begin(), header.end(), p.begin() + static_cast<long>(at));
+  }
+  return p;
+}
+
+// `frames` PESs of three packets each on the video PID, a PAT-like packet of another PID between.
+std::vector<Packet> stream_of(size_t frames, uint64_t first_pts = kFirstPts, uint8_t first_cc = 0) {
+  std::vector<Packet> out;
+  uint8_t cc = first_cc;
+  for (size_t f = 0; f < frames; ++f) {
+    out.push_back({ts_packet(kVideo, cc++ & 0x0F, first_pts + f * kFramePts), f});
+    out.push_back({ts_packet(0x0000, 0, std::nullopt), f});  // another PID: not followed
+    out.push_back({ts_packet(kVideo, cc++ & 0x0F, std::nullopt), f});
+    out.push_back({ts_packet(kVideo, cc++ & 0x0F, std::nullopt), f});
+  }
+  return out;
+}
+
+Bytes bytes_of(const std::vector<Packet>& packets, size_t packet_size = 188) {
+  Bytes out;
+  for (const Packet& p : packets) {
+    if (packet_size == 192) out.insert(out.end(), {0x01, 0x02, 0x03, 0x04});  // M2TS's timestamp prefix
+    out.insert(out.end(), p.bytes.begin(), p.bytes.end());
+  }
+  return out;
+}
+
+// The frames tsdemux would send (every PES but `dropped`), at its own times (the PTS less 1.4 s plus
+// 0.1 s): which the watch says were cut short.
+std::vector<size_t> cut_frames(TsTailLossWatch& watch, size_t frames, std::vector<size_t> dropped = {}) {
+  std::vector<size_t> cut;
+  for (size_t f = 0; f < frames; ++f) {
+    if (std::find(dropped.begin(), dropped.end(), f) != dropped.end()) continue;
+    const uint64_t pts_ns = (kFirstPts + f * kFramePts) * 100000 / 9 - 1'300'000'000;
+    if (watch.cut_short(kVideo, pts_ns)) cut.push_back(f);
+  }
+  return cut;
+}
+
+TEST(TsTailLossWatch, AFrameWhoseLastPacketWasLostIsCutShort) {
+  std::vector<Packet> packets = stream_of(12);
+  {
+    TsTailLossWatch whole;
+    const Bytes bytes = bytes_of(packets);
+    whole.feed(bytes.data(), bytes.size(), false);
+    EXPECT_EQ(cut_frames(whole, 12), std::vector<size_t>{});
+  }
+  // Frame 3's last packet lost: the gap shows at frame 4's first packet.
+  std::vector<Packet> tail_lost = packets;
+  tail_lost.erase(tail_lost.begin() + 3 * 4 + 3);
+  // Frame 7's middle packet lost: tsdemux finds that gap itself and drops frame 7.
+  tail_lost.erase(tail_lost.begin() + 7 * 4 + 2 - 1);
+  for (size_t packet_size : {188, 192}) {
+    const Bytes bytes = bytes_of(tail_lost, packet_size);
+    // In chunks of any size, as a file is pulled or datagrams come.
+    std::mt19937 random(static_cast<unsigned>(packet_size));
+    TsTailLossWatch watch;
+    for (size_t at = 0; at < bytes.size();) {
+      const size_t n = std::min<size_t>(bytes.size() - at, 1 + random() % 700);
+      watch.feed(bytes.data() + at, n, false);
+      at += n;
+    }
+    EXPECT_EQ(cut_frames(watch, 12, {7}), std::vector<size_t>{3}) << packet_size << "-byte packets";
+  }
+}
+
+TEST(TsTailLossWatch, NoLossWhereTheCounterMaySkip) {
+  // A packet sent twice (allowed once): frame 2's first.
+  std::vector<Packet> packets = stream_of(4);
+  packets.insert(packets.begin() + 2 * 4, packets[2 * 4]);
+  // Then the counter starts over (at 9) where the muxer says so (discontinuity_indicator).
+  std::vector<Packet> after = stream_of(2, kFirstPts + 4 * kFramePts, 9);
+  after[0].bytes = ts_packet(kVideo, 9, kFirstPts + 4 * kFramePts, /*discontinuity=*/true);
+  for (Packet& p : after) packets.push_back({p.bytes, p.pes + 4});
+  TsTailLossWatch watch;
+  const Bytes bytes = bytes_of(packets);
+  watch.feed(bytes.data(), bytes.size(), false);
+  EXPECT_EQ(cut_frames(watch, 6), std::vector<size_t>{});
+}
+
+TEST(TsTailLossWatch, FilesJoinedEndToEndLoseNothingAtTheJoin) {
+  // A second file after the first: its counters and its clock start over (at 10 s).
+  std::vector<Packet> packets = stream_of(5);
+  for (Packet& p : stream_of(5, 900000, 7)) packets.push_back({p.bytes, p.pes + 5});
+  TsTailLossWatch watch;
+  const Bytes bytes = bytes_of(packets);
+  watch.feed(bytes.data(), bytes.size(), false);
+  std::vector<size_t> cut;
+  for (size_t f = 0; f < 10; ++f) {
+    const uint64_t pts = f < 5 ? kFirstPts + f * kFramePts : 900000 + (f - 5) * kFramePts;
+    if (watch.cut_short(kVideo, pts * 100000 / 9)) cut.push_back(f);
+  }
+  EXPECT_EQ(cut, std::vector<size_t>{});
+}
+
+// tsdemux reading a file first reads its end (for its duration), then from its start: what was read
+// before a jump is never sent, and the frames sent after it are matched afresh.
+TEST(TsTailLossWatch, WhatWasReadBeforeAJumpIsForgotten) {
+  std::vector<Packet> packets = stream_of(10);
+  packets.erase(packets.begin() + 5 * 4 + 3);  // frame 5's last packet
+  const Bytes bytes = bytes_of(packets);
+  TsTailLossWatch watch;
+  const size_t end_part = bytes.size() - 188 * 8;
+  watch.feed(bytes.data() + end_part, bytes.size() - end_part, false);  // the scan of its end
+  watch.feed(bytes.data(), bytes.size(), /*discontinuous=*/true);       // then the whole, from its start
+  EXPECT_EQ(cut_frames(watch, 10), std::vector<size_t>{5});
+}
+
+TEST(TsTailLossWatch, ThePidOfATsdemuxPad) {
+  EXPECT_EQ(TsTailLossWatch::pid_of_pad("video_0_0041"), std::optional<uint16_t>(0x41));
+  EXPECT_EQ(TsTailLossWatch::pid_of_pad("video_1_01e1"), std::optional<uint16_t>(0x1E1));
+  EXPECT_EQ(TsTailLossWatch::pid_of_pad("video"), std::nullopt);
+  EXPECT_EQ(TsTailLossWatch::pid_of_pad("video_0_zz"), std::nullopt);
+  EXPECT_EQ(TsTailLossWatch::pid_of_pad(nullptr), std::nullopt);
+}
+
+}  // namespace
+}  // namespace vapipe
