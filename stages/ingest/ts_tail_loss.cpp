@@ -1,5 +1,7 @@
 #include "stages/ingest/ts_tail_loss.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
