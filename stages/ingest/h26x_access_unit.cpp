@@ -320,6 +320,14 @@ void for_each_parameter_set(GstBuffer* record, AccessUnitReader::Codec codec,
   gst_buffer_unmap(record, &map);
 }
 
+// The caps' avcC or hvcC record (the parameter sets), where the frames' NAL units have length prefixes;
+// null otherwise (start codes carry their parameter sets in band).
+GstBuffer* parameter_set_record(const GstCaps* caps, const AccessUnitReader& reader) {
+  const GValue* codec_data = gst_structure_get_value(gst_caps_get_structure(caps, 0), "codec_data");
+  return reader.length_size() > 0 && codec_data && GST_VALUE_HOLDS_BUFFER(codec_data) ? gst_value_get_buffer(codec_data)
+                                                                                     : nullptr;
+}
+
 }  // namespace
 
 FrameNumGaps::FrameNumGaps(int length_size, GstBuffer* codec_data) : length_size_(length_size) {
@@ -331,11 +339,7 @@ std::optional<FrameNumGaps> FrameNumGaps::for_caps(const GstCaps* caps) {
   // The reader knows the NAL units' layout (its length size read from the avcC, or start codes).
   const std::optional<AccessUnitReader> reader = AccessUnitReader::for_caps(caps);
   if (!reader || reader->codec() != AccessUnitReader::Codec::kH264) return std::nullopt;
-  const GValue* codec_data = gst_structure_get_value(gst_caps_get_structure(caps, 0), "codec_data");
-  GstBuffer* record = reader->length_size() > 0 && codec_data && GST_VALUE_HOLDS_BUFFER(codec_data)
-                          ? gst_value_get_buffer(codec_data)
-                          : nullptr;
-  return FrameNumGaps(reader->length_size(), record);
+  return FrameNumGaps(reader->length_size(), parameter_set_record(caps, *reader));
 }
 
 void FrameNumGaps::take_nal(const uint8_t* data, size_t size) {
@@ -448,11 +452,7 @@ RefPicSetGaps::RefPicSetGaps(int length_size, GstBuffer* codec_data) : length_si
 std::optional<RefPicSetGaps> RefPicSetGaps::for_caps(const GstCaps* caps) {
   const std::optional<AccessUnitReader> reader = AccessUnitReader::for_caps(caps);
   if (!reader || reader->codec() != AccessUnitReader::Codec::kH265) return std::nullopt;
-  const GValue* codec_data = gst_structure_get_value(gst_caps_get_structure(caps, 0), "codec_data");
-  GstBuffer* record = reader->length_size() > 0 && codec_data && GST_VALUE_HOLDS_BUFFER(codec_data)
-                          ? gst_value_get_buffer(codec_data)
-                          : nullptr;
-  return RefPicSetGaps(reader->length_size(), record);
+  return RefPicSetGaps(reader->length_size(), parameter_set_record(caps, *reader));
 }
 
 void RefPicSetGaps::take_nal(const uint8_t* data, size_t size) {
