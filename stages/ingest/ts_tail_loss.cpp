@@ -29,6 +29,8 @@ void TsTailLossWatch::feed(const uint8_t* data, size_t size, bool discontinuous)
     packet_size_ = 0;
     // What was read before will not be sent (tsdemux scanning the file, or flushing at a seek).
     for (auto& [pid, state] : pids_) state = Pid{};
+    pat_cc_.reset();
+    pat_restarted_ = false;
   }
   std::vector<uint8_t> joined;
   if (!carry_.empty()) {
@@ -88,6 +90,14 @@ void TsTailLossWatch::packet(const uint8_t* p) {
     discontinuity = length > 0 && (p[5] & 0x80) != 0;  // the muxer says the counter starts over
     payload = 5 + length;
   }
+  if (pid == 0) {
+    // The PAT's counter: one that starts over (at 0 or 1, where muxers start it) after a gap is a new
+    // muxer's, a file put after another (`cat` of an HLS download's segments, whose time goes on).
+    const bool restart = pat_cc_ && cc != *pat_cc_ && cc != ((*pat_cc_ + 1) & 0x0F) && cc <= 1;
+    if (restart) pat_restarted_ = true;
+    pat_cc_ = cc;
+    return;
+  }
   auto found = pids_.find(pid);
   const bool video_start = unit_start && payload + 14 <= 188 && p[payload] == 0 && p[payload + 1] == 0 &&
                            p[payload + 2] == 1 && (p[payload + 3] & 0xF0) == 0xE0;
@@ -114,9 +124,11 @@ void TsTailLossWatch::packet(const uint8_t* p) {
   if (gap && was_in_pes && !state.pes.empty()) {
     constexpr int64_t kRestartNs = 2'000'000'000;
     const bool restarted =
-        pts_ns && std::llabs(static_cast<int64_t>(*pts_ns) - static_cast<int64_t>(state.pes.back().pts_ns)) > kRestartNs;
+        pat_restarted_ ||
+        (pts_ns && std::llabs(static_cast<int64_t>(*pts_ns) - static_cast<int64_t>(state.pes.back().pts_ns)) > kRestartNs);
     if (!restarted) state.pes.back().cut_short = true;
   }
+  pat_restarted_ = false;
   if (!pts_ns) return;
   state.pes.push_back(Pes{*pts_ns});
   state.in_pes = true;

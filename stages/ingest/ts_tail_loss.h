@@ -6,7 +6,8 @@
 // said and nothing missing, and the decoder conceals its end and the frames after it (measured with
 // tools/damage-truth.py: most of the smeared pictures no mark found). This watch reads the packets in
 // front of tsdemux, and tells which PES (by its PTS) was cut so; the frame tsdemux sends for it is then
-// marked DISCONT, as a depayloader marks a camera's frame that lost a packet.
+// marked DISCONT, as a depayloader marks a camera's frame that lost a packet. Not at a join of files put
+// end to end (`cat`): the video's time jumps there, or the PAT's counter starts over with the video's.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +52,8 @@ class TsTailLossWatch {
   size_t packet_size_ = 0;      // 188 or 192 (0: not yet synced)
   size_t sync_at_ = 0;          // where the sync byte sits in a packet (4 in M2TS)
   std::map<uint16_t, Pid> pids_;
+  std::optional<uint8_t> pat_cc_;  // the PAT's last continuity counter
+  bool pat_restarted_ = false;     // it started over since the last video PES began: a join, not a loss
 };
 
 }  // namespace vapipe

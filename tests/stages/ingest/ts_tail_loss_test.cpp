@@ -56,7 +56,7 @@ std::vector<Packet> stream_of(size_t frames, uint64_t first_pts = kFirstPts, uin
   uint8_t cc = first_cc;
   for (size_t f = 0; f < frames; ++f) {
     out.push_back({ts_packet(kVideo, cc++ & 0x0F, first_pts + f * kFramePts), f});
-    out.push_back({ts_packet(0x0000, 0, std::nullopt), f});  // another PID: not followed
+    out.push_back({ts_packet(0x0011, 0, std::nullopt), f});  // another PID (an SDT's): not followed
     out.push_back({ts_packet(kVideo, cc++ & 0x0F, std::nullopt), f});
     out.push_back({ts_packet(kVideo, cc++ & 0x0F, std::nullopt), f});
   }
@@ -138,6 +138,33 @@ TEST(TsTailLossWatch, FilesJoinedEndToEndLoseNothingAtTheJoin) {
     if (watch.cut_short(kVideo, pts * 100000 / 9)) cut.push_back(f);
   }
   EXPECT_EQ(cut, std::vector<size_t>{});
+}
+
+// An HLS download's segments put together (`cat`): the time goes on, but each segment's muxer started
+// its counters over (at 1, as GStreamer's does), the PAT's first. A loss whose gap takes the PAT along
+// to another value is still one.
+TEST(TsTailLossWatch, SegmentsWhoseMuxerStartedOverLoseNothingAtTheJoin) {
+  // Each segment: a PAT before each of its 4 frames, counters from `first_cc` (the video's from 1).
+  auto segment = [](size_t first_frame, uint8_t pat_cc) {
+    std::vector<Packet> out;
+    std::vector<Packet> video = stream_of(4, kFirstPts + first_frame * kFramePts, 1);
+    for (size_t f = 0; f < 4; ++f) {
+      out.push_back({ts_packet(0x0000, static_cast<uint8_t>((pat_cc + f) & 0x0F), std::nullopt), first_frame + f});
+      for (size_t k = 0; k < 4; ++k) out.push_back({video[f * 4 + k].bytes, first_frame + f});
+    }
+    return out;
+  };
+  for (bool pat_restarts : {true, false}) {
+    std::vector<Packet> packets = segment(0, 1);
+    // The second segment's PAT starts over at 1 with its video; or goes on (5 ...) while the video's
+    // counter jumps back to 1: frame 3's last packets lost, as far as the counters can tell.
+    for (const Packet& p : segment(4, pat_restarts ? 1 : 5)) packets.push_back(p);
+    TsTailLossWatch watch;
+    const Bytes bytes = bytes_of(packets);
+    watch.feed(bytes.data(), bytes.size(), false);
+    EXPECT_EQ(cut_frames(watch, 8), pat_restarts ? std::vector<size_t>{} : std::vector<size_t>{3})
+        << (pat_restarts ? "PAT started over" : "PAT went on");
+  }
 }
 
 // tsdemux reading a file first reads its end (for its duration), then from its start: what was read
