@@ -28,7 +28,11 @@ def decode(path):
     with tempfile.NamedTemporaryFile(suffix=".gray") as raw:
         cmd = ["gst-launch-1.0", "-v", "filesrc", "location=" + path, "!", "decodebin", "!", "videoconvert", "!",
                "video/x-raw,format=GRAY8", "!", "identity", "silent=false", "!", "filesink", "location=" + raw.name]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            said = (run.stderr or run.stdout).strip().splitlines()
+            sys.exit(f"damage-truth: GStreamer could not decode {path}: {said[-1] if said else 'no output'}")
+        out = run.stdout
         sizes_and_pts = []
         for line in out.splitlines():
             if "identity" not in line:
@@ -52,7 +56,11 @@ def main():
     whole_path, damaged_path, results_path, stream_id = sys.argv[1:5]
     whole, damaged = decode(whole_path), decode(damaged_path)
     marked = {}
-    for line in open(results_path):
+    try:
+        lines = open(results_path).readlines()
+    except OSError as e:
+        sys.exit(f"damage-truth: results file {results_path}: {e.strerror}")
+    for line in lines:
         payload = json.loads(line).get("payload", {})
         if payload.get("schema") == "vapipe.result" and payload.get("stream_id") == stream_id:
             marked[round(payload["pts_ms"], 1)] = bool(payload.get("damaged"))

@@ -38,12 +38,12 @@
 #include "pipeline/open_files.h"
 #include "pipeline/utf8.h"
 #include "stages/ingest/bus_messages.h"
-#include "stages/ingest/ts_tail_loss.h"
 #include "stages/ingest/container_end.h"
 #include "stages/ingest/gst_object_ptr.h"
 #include "stages/ingest/hls_playlist.h"
 #include "stages/ingest/network_reachability.h"
 #include "stages/ingest/tls_pin.h"
+#include "stages/ingest/ts_tail_loss.h"
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
@@ -844,10 +844,6 @@ struct StreamReader::Impl {
     untimed_origin_ns.compare_exchange_strong(origin, now);
     return now - untimed_origin_ns.load();
   }
-  // An MJPEG camera's parts (multipartdemux's output) are stamped with their arrival before they reach
-  // the decoder, so that its pictures carry those times and the compressed frames kept for a segment's
-  // picture and clip (RecentFrames) are found by them: the segment's best frame, and a clip, as for a
-  // camera over RTSP (they were stamped only as they left the decoder, so neither could be found).
   // MPEG-TS: the frames tsdemux sends cut short by packets lost at their end (ts_tail_loss.h) are marked
   // DISCONT, so that the decoder gate starts a damaged stretch at them.
   struct TsWatch {
@@ -904,6 +900,10 @@ struct StreamReader::Impl {
     return GST_PAD_PROBE_OK;
   }
 
+  // An MJPEG camera's parts (multipartdemux's output) are stamped with their arrival before they reach
+  // the decoder, so that its pictures carry those times and the compressed frames kept for a segment's
+  // picture and clip (RecentFrames) are found by them: the segment's best frame, and a clip, as for a
+  // camera over RTSP (they were stamped only as they left the decoder, so neither could be found).
   static void on_multipart_pad(GstElement*, GstPad* pad, gpointer user) {
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &stamp_arrival, user, nullptr);
   }
