@@ -5,12 +5,14 @@
 #include <gst/gst.h>
 
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <system_error>
 
 #include "pipeline/stream_uri.h"
 #include "stages/ingest/clip_recorder.h"
+#include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/mp4_orientation.h"
 #include "stages/ingest/stream_reader.h"
 
@@ -91,17 +93,22 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   }
   const double pre_ms = std::max(0.0, s.start_ms - pre_s_ * 1000);
   const auto from_ns = static_cast<int64_t>(std::llround(pre_ms * 1e6));
-  auto to_ns = static_cast<int64_t>(std::llround((s.end_ms + post_s_ * 1000) * 1e6));
-  // A file whose timestamps start over (files joined end to end): only what comes before can be found
-  // by time, and a clip that reaches there ends there.
-  if (s.timeline_restart_ms >= 0) {
-    const auto restart_ns = static_cast<int64_t>(std::llround(s.timeline_restart_ms * 1e6));
-    if (s.start_ms >= s.timeline_restart_ms - 0.5) return NotFound(past_timeline_restart(s.uri, s.timeline_restart_ms));
-    to_ns = std::min(to_ns, restart_ns - 1);
+  const auto to_ns = static_cast<int64_t>(std::llround((s.end_ms + post_s_ * 1000) * 1e6));
+  // A file whose timestamps start over (files joined end to end): ingest put its parts on one timeline
+  // (joined_timeline.h), which the segment's times are on and the file's own clock is not, so that a
+  // seek by time would land in another part. Its frames are put on that timeline as they come, and read
+  // from the file's start, keeping those since the last key frame until the pre-roll's (a GOP).
+  const bool joined = s.timeline_restart_ms >= 0;
+  TimelineRestarts restarts;  // (ingest said them: not logged again)
+  if (joined) {
+    GstPad* sink_pad = gst_element_get_static_pad(sink, "sink");
+    join_restarted_timelines(sink_pad, &restarts, s.stream_id, /*say_first=*/false);
+    gst_object_unref(sink_pad);
+  } else {
+    // From the key frame at or before the pre-roll.
+    const auto flags = static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE);
+    if (!gst_element_seek_simple(made, GST_FORMAT_TIME, flags, from_ns)) return Unavailable(file + ": it cannot be sought in");
   }
-  // From the key frame at or before the pre-roll.
-  const auto flags = static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE);
-  if (!gst_element_seek_simple(made, GST_FORMAT_TIME, flags, from_ns)) return Unavailable(file + ": it cannot be sought in");
   if (gst_element_set_state(made, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     return Unavailable(failure("it did not play"));
   }
@@ -122,23 +129,66 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   std::unique_ptr<ClipWriter> writer;
   int64_t base_ns = -1;
   int64_t last_ns = -1;  // the last frame's decoding (or presentation) time
+  // A joined file's frames from its last key frame, until the pre-roll's frame comes (at most a GOP of
+  // kMaxGop frames: a longer one is left, and the clip starts at the next key frame).
+  constexpr size_t kMaxGop = 3000;
+  std::deque<GstSample*> gop;
+  struct UnrefAll {
+    std::deque<GstSample*>& samples;
+    ~UnrefAll() {
+      for (GstSample* sample : samples) gst_sample_unref(sample);
+    }
+  } unref_gop{gop};
+  std::unique_ptr<GstCaps, void (*)(GstCaps*)> clip_caps(nullptr, [](GstCaps* c) { gst_caps_unref(c); });  // its writer's
   while (true) {
-    GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), kWait);
+    GstSample* sample = nullptr;
+    if (writer && !gop.empty()) {
+      sample = gop.front();  // the GOP kept before the pre-roll's frame, first
+      gop.pop_front();
+    } else {
+      sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), kWait);
+    }
     if (!sample) {
       if (gst_app_sink_is_eos(GST_APP_SINK(sink))) break;  // the file ends within the post-roll
       return Unavailable(failure("no frame came within " + std::to_string(kWait / GST_SECOND) + " s"));
     }
     GstBuffer* buffer = gst_sample_get_buffer(sample);
-    const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
-    const int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
+    int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+    int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
     // By decoding time where there is one: every frame shown up to the end is decoded by then. A time
-    // that goes back by more than a second is the next part of files joined end to end: not this clip's.
-    const int64_t at = dts >= 0 ? dts : pts;
+    // that goes back by more than a second is the next part of files joined end to end (not put on one
+    // timeline): not this clip's.
+    int64_t at = dts >= 0 ? dts : pts;
     if (at > to_ns || (at >= 0 && last_ns >= 0 && at + static_cast<int64_t>(GST_SECOND) < last_ns)) {
       gst_sample_unref(sample);
       break;
     }
+    if (joined && !writer) {
+      // Before the pre-roll: kept from the last key frame (a frame before any is of no use).
+      const bool key = !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+      if (key || gop.size() >= kMaxGop) {
+        for (GstSample* kept : gop) gst_sample_unref(kept);
+        gop.clear();
+      }
+      if (key || !gop.empty()) gop.push_back(sample);
+      if (!key && gop.empty()) gst_sample_unref(sample);
+      if (at < from_ns || gop.empty()) continue;
+      sample = gop.front();  // the pre-roll's frame came: the clip starts at the GOP's key frame
+      gop.pop_front();
+      buffer = gst_sample_get_buffer(sample);
+      pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
+      dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
+      at = dts >= 0 ? dts : pts;
+    }
     if (at >= 0) last_ns = std::max(last_ns, at);
+    if (writer && joined && clip_caps) {
+      // A part joined after with other caps (another camera's, other parameter sets): the clip ends there.
+      GstCaps* caps = gst_sample_get_caps(sample);
+      if (caps && !gst_caps_is_equal(caps, clip_caps.get())) {
+        gst_sample_unref(sample);
+        break;
+      }
+    }
     if (!writer) {
       if (pts < 0) {  // nothing to place the clip by yet
         gst_sample_unref(sample);
@@ -159,6 +209,7 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
         return Status(opened.status().code(), file + ": " + opened.status().message());
       }
       writer = std::move(opened).value();
+      if (caps) clip_caps.reset(gst_caps_ref(caps));
       base_ns = dts >= 0 ? std::min(pts, dts) : pts;
     }
     writer->push(buffer, base_ns);

@@ -7,15 +7,24 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <system_error>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "pipeline/picture_requests.h"
 #include "pipeline/stream_uri.h"
 #include "stages/ingest/frame_picture.h"
+#include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/ps_segment_start.h"
 #include "stages/ingest/stream_reader.h"
 
@@ -39,14 +48,115 @@ std::string segment_frame_path(const std::string& dir, const Segment& s, double 
       .string();
 }
 
+// A file whose timestamps start over part way (files joined end to end, its eos event's
+// timeline_restart_ms): ingest put its parts on one timeline at its decoder's input (joined_timeline.h),
+// which the results' pts_ms are on and the file's own clock is not, so a seek by time would land in
+// another part. Its frames are found on that timeline instead: the decoder's input is put on it as
+// ingest's was; the key frames' places on it are listed once, reading the file through with every
+// frame dropped at the decoder's input, undecoded (the index); and a frame is decoded from the file's
+// start with the frames before the key frame 2 s or more before it dropped there.
+struct JoinedRead {
+  enum class Mode {
+    kIndex,    // every frame is dropped, the key frames' times listed
+    kFromKey,  // frames are dropped up to the key frame at `start_key`
+    kPass,     // every frame is decoded
+  };
+  TimelineRestarts restarts;  // (ingest said them: not logged again)
+  std::mutex mutex;
+  Mode mode = Mode::kIndex;
+  std::optional<std::pair<Mode, int64_t>> after_flush;  // what the next flush (a seek) starts
+  int64_t start_key = -1;
+  std::vector<int64_t> key_frames;  // their times on the one timeline, in decoding order
+  uint64_t frames_in = 0;           // frames come to the decoder's input (the index's progress)
+  bool probed = false;              // the file's first video decoder has the probes; others none
+};
+
+namespace {
+
+// Whether the frame at the decoder's input goes on to decoding (see JoinedRead).
+bool joined_frame_passes(JoinedRead& read, GstBuffer* buffer) {
+  std::lock_guard<std::mutex> lock(read.mutex);
+  ++read.frames_in;
+  const bool key = !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  switch (read.mode) {
+    case JoinedRead::Mode::kIndex:
+      if (key && GST_CLOCK_TIME_IS_VALID(pts)) read.key_frames.push_back(static_cast<int64_t>(pts));
+      return false;
+    case JoinedRead::Mode::kFromKey:
+      if (!key || !GST_CLOCK_TIME_IS_VALID(pts) || std::llabs(static_cast<int64_t>(pts) - read.start_key) > kHalfMillisecond) {
+        return false;
+      }
+      read.mode = JoinedRead::Mode::kPass;
+      return true;
+    case JoinedRead::Mode::kPass:
+      return true;
+  }
+  return true;
+}
+
+GstPadProbeReturn on_joined_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto& read = *static_cast<JoinedRead*>(user);
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_FLUSH) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    std::lock_guard<std::mutex> lock(read.mutex);
+    if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP && read.after_flush) {
+      std::tie(read.mode, read.start_key) = *read.after_flush;
+      read.after_flush.reset();
+    }
+    return GST_PAD_PROBE_OK;
+  }
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    return !buffer || joined_frame_passes(read, buffer) ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
+  }
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList* list = gst_buffer_list_make_writable(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
+    GST_PAD_PROBE_INFO_DATA(info) = list;
+    for (guint i = 0; i < gst_buffer_list_length(list);) {
+      if (joined_frame_passes(read, gst_buffer_list_get(list, i))) {
+        ++i;
+      } else {
+        gst_buffer_list_remove(list, i, 1);
+      }
+    }
+    return gst_buffer_list_length(list) > 0 ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+// uridecodebin's deep-element-added: the first video decoder's input is put on the one timeline, then
+// judged by on_joined_decoder_input.
+void probe_joined_decoder(GstBin*, GstBin*, GstElement* element, gpointer user) {
+  if (!GST_IS_VIDEO_DECODER(element)) return;
+  auto& read = *static_cast<JoinedRead*>(user);
+  {
+    std::lock_guard<std::mutex> lock(read.mutex);
+    if (std::exchange(read.probed, true)) return;
+  }
+  GstPad* sink = gst_element_get_static_pad(element, "sink");
+  if (!sink) return;
+  join_restarted_timelines(sink, &read.restarts, "", /*say_first=*/false);
+  gst_pad_add_probe(sink,
+                    static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
+                                                 GST_PAD_PROBE_TYPE_EVENT_FLUSH),
+                    &on_joined_decoder_input, &read, nullptr);
+  gst_object_unref(sink);
+}
+
+}  // namespace
+
 // One file's decoding pipeline, kept open across its segments: uridecodebin, its video pad only,
 // turned upright as the file says (videoflip's automatic direction reads the orientation tag, as
 // ingest does) or as its stream's config said (`turn`: streams[].rotate, mirror, which win over the
 // tag there too), as I420 into an appsink that is pulled from.
 class SegmentFrames::FileDecoder {
  public:
-  static Result<std::unique_ptr<FileDecoder>> open(const std::string& uri, std::optional<Orientation> turn) {
+  // `joined`: the file's timestamps start over part way (JoinedRead): its key frames are listed first.
+  static Result<std::unique_ptr<FileDecoder>> open(const std::string& uri, std::optional<Orientation> turn,
+                                                   bool joined) {
     auto d = std::unique_ptr<FileDecoder>(new FileDecoder());
+    if (joined) d->joined_ = std::make_unique<JoinedRead>();
     GError* err = nullptr;
     d->pipeline_ = gst_parse_launch(
         "uridecodebin name=decode videoconvert name=convert ! videoflip name=flip video-direction=auto ! "
@@ -69,6 +179,7 @@ class SegmentFrames::FileDecoder {
     g_object_set(decode, "uri", uri.c_str(), nullptr);
     // An MPEG-PS file's first frames, which its demuxer leaves out, are read as ingest reads them.
     start_ps_segments_at_first_frame_in(decode);
+    if (joined) g_signal_connect(decode, "deep-element-added", G_CALLBACK(&probe_joined_decoder), d->joined_.get());
     // The first video pad goes to the converter; audio and other tracks stay unlinked.
     g_signal_connect(decode, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer data) {
                        GstCaps* caps = gst_pad_get_current_caps(pad);
@@ -84,6 +195,10 @@ class SegmentFrames::FileDecoder {
                      convert);
     gst_object_unref(decode);
     gst_object_unref(convert);
+    if (joined) {
+      VAPIPE_RETURN_IF_ERROR(d->list_key_frames());
+      return d;
+    }
     if (gst_element_set_state(d->pipeline_, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE ||
         gst_element_get_state(d->pipeline_, nullptr, nullptr, kWait) != GST_STATE_CHANGE_SUCCESS) {
       return Unavailable(d->failure("it did not open"));
@@ -107,13 +222,27 @@ class SegmentFrames::FileDecoder {
   // segments come in order); others are found as ingest's resume finds a frame: a seek to the key
   // frame 2 s or more before it, then frames decoded up to it; a seek that went past it is done again
   // from the start.
+  //
+  // A joined file's frame (JoinedRead) is decoded on to as well when the key frame it is decoded from
+  // has been decoded past; else from that key frame, the file read from its start (kFromKey).
   Result<GstSample*> frame_at(int64_t pts_ns) {
-    enum class Way { kDecodeOn, kSeek, kFromStart };
-    const bool close_ahead = last_pts_ >= 0 && pts_ns > last_pts_ + kHalfMillisecond &&
-                             pts_ns - last_pts_ < 4 * static_cast<int64_t>(GST_SECOND);
-    for (const Way way : {Way::kDecodeOn, Way::kSeek, Way::kFromStart}) {
-      if (way == Way::kDecodeOn && !close_ahead) continue;
-      if (way != Way::kDecodeOn) {
+    enum class Way { kDecodeOn, kSeek, kFromStart, kFromKey };
+    const bool ahead = last_pts_ >= 0 && pts_ns > last_pts_ + kHalfMillisecond;
+    const bool close_ahead = ahead && pts_ns - last_pts_ < 4 * static_cast<int64_t>(GST_SECOND);
+    const int64_t key = joined_ ? key_frame_before(pts_ns) : -1;
+    std::vector<Way> ways = {Way::kDecodeOn, Way::kSeek, Way::kFromStart};
+    if (joined_) ways = {Way::kDecodeOn, Way::kFromKey};
+    for (const Way way : ways) {
+      if (way == Way::kDecodeOn && !close_ahead && !(joined_ && ahead && key >= 0 && key <= last_pts_)) continue;
+      if (way == Way::kFromKey) {
+        {
+          std::lock_guard<std::mutex> lock(joined_->mutex);
+          joined_->after_flush = std::make_pair(key >= 0 ? JoinedRead::Mode::kFromKey : JoinedRead::Mode::kPass, key);
+        }
+        if (!gst_element_seek_simple(pipeline_, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0)) {
+          return Unavailable("it cannot be read again from its start");
+        }
+      } else if (way != Way::kDecodeOn) {
         const int64_t target =
             way == Way::kFromStart ? 0 : std::max<int64_t>(0, pts_ns - 2 * static_cast<int64_t>(GST_SECOND));
         const auto flags =
@@ -143,7 +272,7 @@ class SegmentFrames::FileDecoder {
           }
           gst_sample_unref(sample);
           // Landed after it (or, decoding on, it was not between the frames): a seek further back decides.
-          if (first > pts_ns - kHalfMillisecond && way != Way::kFromStart) break;
+          if (first > pts_ns - kHalfMillisecond && way != Way::kFromStart && way != Way::kFromKey) break;
           return NotFound("no frame has the timestamp " + time_text(pts_ns) + " (the next is at " + time_text(pts) +
                           "): is this the file the results were made from?");
         }
@@ -155,6 +284,49 @@ class SegmentFrames::FileDecoder {
 
  private:
   FileDecoder() = default;
+
+  // The index of a joined file (JoinedRead): the file read through, playing, each frame dropped at the
+  // decoder's input, to its end. A file that is long to read is waited for while frames come.
+  Status list_key_frames() {
+    if (gst_element_set_state(pipeline_, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+      return Unavailable(failure("it did not play"));
+    }
+    uint64_t seen = 0;
+    auto last_progress = std::chrono::steady_clock::now();
+    while (!gst_app_sink_is_eos(GST_APP_SINK(sink_))) {
+      if (GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink_), 100 * GST_MSECOND)) {
+        gst_sample_unref(sample);  // (none is expected: every frame is dropped)
+      }
+      if (std::string error = failure(""); !error.empty()) return Unavailable(error);
+      uint64_t now_seen;
+      {
+        std::lock_guard<std::mutex> lock(joined_->mutex);
+        now_seen = joined_->frames_in;
+      }
+      if (now_seen != seen) {
+        seen = now_seen;
+        last_progress = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - last_progress > std::chrono::nanoseconds(kWait)) {
+        return Unavailable("reading it through to list its key frames, no frame came within " +
+                           std::to_string(kWait / GST_SECOND) + " s");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The key frame a joined file's frame at `pts_ns` is decoded from: the last one, in decoding order,
+  // 2 s or more before it (an open GOP's leading frames, and those a seek's keyframe would skip, are
+  // then decoded whole), else the first; -1 when the file has none (decoded from its start).
+  int64_t key_frame_before(int64_t pts_ns) {
+    std::lock_guard<std::mutex> lock(joined_->mutex);
+    const std::vector<int64_t>& keys = joined_->key_frames;
+    if (keys.empty()) return -1;
+    int64_t chosen = keys.front();
+    for (const int64_t k : keys) {
+      if (k + 2 * static_cast<int64_t>(GST_SECOND) <= pts_ns) chosen = k;
+    }
+    return chosen;
+  }
 
   // What the pipeline's bus says went wrong (GStreamer's error with the element that raised it), or
   // `otherwise`.
@@ -174,14 +346,9 @@ class SegmentFrames::FileDecoder {
 
   GstElement* pipeline_ = nullptr;
   GstElement* sink_ = nullptr;
+  std::unique_ptr<JoinedRead> joined_;  // a joined file's; outlives the pipeline, whose probes use it
   int64_t last_pts_ = -1;  // the frame handed out last, the appsink holding the one after it (-1: none)
 };
-
-std::string past_timeline_restart(const std::string& uri, double restart_ms) {
-  return uri + ": its timestamps start over at " + media_time_text(restart_ms) +
-         " (files joined end to end): the frames from there on cannot be found in it by their time (split the file "
-         "at its joins to read them again)";
-}
 
 std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved) {
   const MovedFolder* best = nullptr;
@@ -210,10 +377,6 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   }
   const double ms = picture_ms(s);
   if (ms < 0) return NotFound("its frame has no timestamp");
-  // (Half a millisecond: a result's pts_ms is rounded.)
-  if (s.timeline_restart_ms >= 0 && ms >= s.timeline_restart_ms - 0.5) {
-    return NotFound(past_timeline_restart(s.uri, s.timeline_restart_ms));
-  }
   if (!ensure_gstreamer()) return Internal("GStreamer cannot start here");
   // The file as the results name it, or where --moved says it is now.
   const std::string named = file_uri_path(s.uri);
@@ -228,7 +391,8 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
   }
   // streams[].rotate / mirror, when the stream's config gave them (else the file's own tag).
   const std::optional<Orientation> turn = s.turn.empty() ? std::nullopt : orientation_from_tag(s.turn);
-  const std::string key = uri + '\n' + s.turn;  // one file turned two ways: two decoders
+  const bool joined = s.timeline_restart_ms >= 0;  // its timestamps start over part way (JoinedRead)
+  const std::string key = uri + '\n' + s.turn + (joined ? "\njoined" : "");  // one file turned two ways: two decoders
   auto it = decoders_.begin();
   while (it != decoders_.end() && it->first != key) ++it;
   if (it != decoders_.end()) {
@@ -240,7 +404,7 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
                       (moved_.empty() ? std::string(" (moved? --moved FROM TO reads the files of folder FROM in TO)")
                                       : std::string()));
     }
-    auto opened = FileDecoder::open(uri, turn);
+    auto opened = FileDecoder::open(uri, turn, joined);
     if (!opened.ok()) return Status(opened.status().code(), file + ": " + opened.status().message());
     decoders_.emplace_front(key, std::move(opened).value());
     if (decoders_.size() > kOpenFiles) decoders_.pop_back();

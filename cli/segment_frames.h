@@ -30,10 +30,6 @@ struct MovedFolder {
 // itself or below it, never "/mnt/dvr2" under "/mnt/dvr") replaced by that FROM's TO; else `path`.
 std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved);
 
-// Why a frame at or after `restart_ms` of the file `uri` (a Segment's timeline_restart_ms) cannot be
-// read again.
-std::string past_timeline_restart(const std::string& uri, double restart_ms);
-
 class SegmentFrames {
  public:
   SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved = {});
@@ -45,7 +41,9 @@ class SegmentFrames {
   // names), turned upright as the file (or s.turn) says, cropped to s.roi as its stream was
   // classified, and returns the picture's path; or why there is none (a
   // camera's stream, whose frames are gone; a file that is missing or no longer reads; no frame with
-  // that timestamp).
+  // that timestamp). A file whose timestamps start over (s.timeline_restart_ms: files joined end to
+  // end) is read on the one timeline ingest put its parts on: listed through once, then decoded from
+  // its start, frames before the key frame needed left undecoded.
   Result<std::string> save(const Segment& s);
   // The timestamp of the frame that stands for `s` (its pts_ms; -1: the decoder gave none).
   double picture_ms(const Segment& s) const { return which_ == SegmentPicture::kBest ? s.best_ms : s.start_ms; }

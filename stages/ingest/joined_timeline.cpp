@@ -40,10 +40,11 @@ GstClockTimeDiff JoinedTimeline::offset_for(GstClockTime pts, GstClockTime dts, 
 namespace {
 
 struct TimelineProbe {
-  TimelineProbe(TimelineRestarts* r, std::string id) : restarts(r), stream_id(std::move(id)) {}
+  TimelineProbe(TimelineRestarts* r, std::string id, bool say) : restarts(r), stream_id(std::move(id)), say_first(say) {}
   JoinedTimeline timeline;
   TimelineRestarts* restarts;
   std::string stream_id;
+  bool say_first;
 };
 
 GstClockTime shifted(GstClockTime t, GstClockTimeDiff offset) {
@@ -61,7 +62,7 @@ GstClockTimeDiff offset_of(TimelineProbe& probe, GstBuffer* buffer) {
   const auto joined_at = static_cast<int64_t>(probe.timeline.last_joined_at());
   int64_t first = -1;
   probe.restarts->first_joined_at_ns.compare_exchange_strong(first, joined_at);
-  if (probe.restarts->count.fetch_add(1) == 0) {
+  if (probe.restarts->count.fetch_add(1) == 0 && probe.say_first) {
     VAPIPE_LOG_WARN("stream '{}': its timestamps start over at {} (back to {}: files joined end to end?): its frames "
                     "from there are timed on from {}, as one timeline", probe.stream_id, media_time_text(joined_at),
                     media_time_text(static_cast<int64_t>(probe.timeline.last_went_back_to())),
@@ -110,11 +111,12 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
 
 }  // namespace
 
-void join_restarted_timelines(GstPad* decoder_sink, TimelineRestarts* restarts, const std::string& stream_id) {
+void join_restarted_timelines(GstPad* decoder_sink, TimelineRestarts* restarts, const std::string& stream_id,
+                              bool say_first) {
   gst_pad_add_probe(decoder_sink,
                     static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
                                                  GST_PAD_PROBE_TYPE_EVENT_FLUSH),
-                    &on_decoder_input, new TimelineProbe(restarts, stream_id),
+                    &on_decoder_input, new TimelineProbe(restarts, stream_id, say_first),
                     [](gpointer probe) { delete static_cast<TimelineProbe*>(probe); });
 }
 
@@ -124,8 +126,8 @@ std::string timeline_restarts_warning(const TimelineRestarts& restarts) {
   const std::string first = media_time_text(restarts.first_joined_at_ns.load());
   return "its timestamps started over " + std::string(count == 1 ? "once" : std::to_string(count) + " times") +
          ", first at " + first + " (files joined end to end?): its pts_ms go on across them as one timeline, which "
-         "the file's own clock does not have: vapipe segments --frames and --clips read only its frames before " +
-         first + " (split the file at its joins to read the others)";
+         "the file's own clock does not have (vapipe segments --frames and --clips read it on that timeline, from "
+         "its start)";
 }
 
 }  // namespace vapipe

@@ -55,8 +55,10 @@ struct TimelineRestarts {
 // Puts a JoinedTimeline on a decoder's input pad: frames after a restart are retimed (their buffers
 // made writable) before anything else on the pad sees them; restarts are counted in `restarts`, which
 // must outlive the pad, and the first of a pad's is logged as a warning naming `stream_id`. A flush (a
-// seek) starts over on the first timeline. Add it before the pad's other probes.
-void join_restarted_timelines(GstPad* decoder_sink, TimelineRestarts* restarts, const std::string& stream_id);
+// seek) starts over on the first timeline. Add it before the pad's other probes. `say_first`: false
+// where the restarts are known already (`vapipe segments` reading the file again): nothing is logged.
+void join_restarted_timelines(GstPad* decoder_sink, TimelineRestarts* restarts, const std::string& stream_id,
+                              bool say_first = true);
 
 // The warning for a stream's end, or "" when its timestamps never started over.
 std::string timeline_restarts_warning(const TimelineRestarts& restarts);

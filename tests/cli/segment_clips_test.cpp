@@ -162,10 +162,10 @@ TEST_P(SegmentClipsTest, ASegmentsClipIsTheFilesOwnFramesFromTheKeyFrameBeforeIt
 
 // A file of three 3 s parts joined end to end, each part's timestamps starting again (one that tsdemux
 // does not join itself; ingest put its parts on one timeline and its eos said where the first restart
-// is): a segment's clip that would reach past the restart ends there, with the first part's frames
-// only (read by time, the second part's frames, whose times are small again, went in too); a segment
-// after the restart has no clip, saying why.
-TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndEndsWhereTheirTimestampsStartOver) {
+// is): a segment's clip is cut on that timeline, read from the file's start (a seek by time lands in
+// another part): one that reaches past a join goes on into the next part, from the key frame at or
+// before its pre-roll; a segment of a later part has its clip of that part's frames.
+TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndIsCutOnTheTimelineIngestPutTheirPartsOn) {
   const std::string part = (dir_ / "part.ts").string(), joined = (dir_ / "joined.ts").string();
   const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=90 ! video/x-raw,width=640,"
                              "height=360,framerate=30/1 ! x264enc key-int-max=30 ! h264parse ! mpegtsmux ! filesink "
@@ -173,31 +173,54 @@ TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndEndsWhereTheirTimestampsStart
   ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
   const std::string join = "cat " + part + " " + part + " " + part + " > " + joined;
   ASSERT_EQ(std::system(join.c_str()), 0);
-  const auto first_part = decode(part);
-  ASSERT_EQ(first_part.size(), 90u);
+  const auto one_part = decode(part);
+  ASSERT_EQ(one_part.size(), 90u);
+  // The part's first frame is at 0:00.192 (tsdemux's), its last ends at 3.192 s: there the next begins.
   Segment s = truck_segment("dvr", joined, 2000, 3000);
   s.timeline_restart_ms = 3191.667;  // as ingest said it
   SegmentClips clips((dir_ / "clips").string(), 0.5, 2.0);
+  // Each clip's frames are the parts' own, in order, from frame `from` of a part on: frame j of the clip
+  // is frame (from + j) % 90 of a part.
+  auto expect_parts_from = [&](const std::vector<std::pair<int64_t, std::string>>& frames, size_t from,
+                               const std::string& what) {
+    for (size_t j = 0; j < frames.size(); ++j) {
+      EXPECT_TRUE(frames[j].second == one_part[(from + j) % 90].second) << what << ": frame " << j;
+    }
+  };
   auto path = clips.save(s);
   ASSERT_TRUE(path.ok()) << path.status().message();
-  const auto frames = decode(*path);
-  // From a key frame at or before 1.5 s (tsdemux's seek in the file may land earlier) to the first
-  // part's end.
-  ASSERT_GE(frames.size(), 60u);
-  ASSERT_LE(frames.size(), 90u);
-  const size_t from = 90 - frames.size();
-  EXPECT_EQ(from % 30, 0u) << "not from a key frame";
-  for (size_t i = 0; i < frames.size(); ++i) EXPECT_TRUE(frames[i].second == first_part[from + i].second) << i;
+  auto frames = decode(*path);
+  // From the key frame at or before 1.5 s (part 1's frame 30, at 1.192 s) to 5 s: part 1's 60 frames
+  // from there, then part 2's up to 5 s (by decoding time: its first 50 or so).
+  ASSERT_GE(frames.size(), 105u);
+  ASSERT_LE(frames.size(), 120u);
+  expect_parts_from(frames, 30, "across the first join");
+  // The clip's time is the timeline's: 3.3 s or more long, without a jump (at the join, a part's first
+  // frame is decoded where the one before ended, and shown after its B-frames' delay: 100 ms on).
+  EXPECT_GE(frames.back().first - frames.front().first, 3'300'000'000);
+  for (size_t j = 1; j < frames.size(); ++j) {
+    EXPECT_LE(frames[j].first - frames[j - 1].first, j == 60 ? 110'000'000 : 34'000'000) << "frame " << j;
+  }
 
+  // Part 2's: from its first frame (a key frame, at 3.192 s) up to 7 s, into part 3.
   Segment later = s;
   later.start_ms = 4000;
   later.end_ms = 5000;
-  auto refused = clips.save(later);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(refused.status().message().find(": its timestamps start over at 0:03.192 (files joined end to end)"),
-            std::string::npos)
-      << refused.status().message();
+  path = clips.save(later);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  frames = decode(*path);
+  ASSERT_GE(frames.size(), 105u);
+  ASSERT_LE(frames.size(), 120u);
+  expect_parts_from(frames, 0, "part 2 on");
+  // Part 3's last GOP (from its frame 60, at 8.192 s), to the file's end.
+  Segment last = s;
+  last.start_ms = 8800;
+  last.end_ms = 8900;
+  path = clips.save(last);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  frames = decode(*path);
+  ASSERT_EQ(frames.size(), 30u);
+  expect_parts_from(frames, 60, "part 3's end");
 }
 
 INSTANTIATE_TEST_SUITE_P(Containers, SegmentClipsTest, ::testing::Values("mp4mux", "matroskamux", "webmmux"),
