@@ -668,6 +668,10 @@ int validate_command(const std::vector<std::string>& all_args) {
     }
     if (!own.empty()) minimums += " (labels' own minimums: " + own + ")";
     if (p.segments_skip_damaged) minimums += "; frames decoded after lost packets count for none (segments_skip_damaged)";
+    if (p.segments_reconnect_grace_s > 0 && c.job.mode == JobMode::kLive) {
+      std::snprintf(text, sizeof text, "; held open %g s across a lost camera", p.segments_reconnect_grace_s);
+      minimums += text + std::string(" (segments_reconnect_grace_s)");
+    }
     std::printf("  segments on segments/<id>: %s, begun after %u frames in a row with it%s\n",
                 p.segments_labels == "each" ? "each label of a frame's top_k on its own" : "the top-1 label",
                 p.segments_min_frames, minimums.c_str());

@@ -1628,6 +1628,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       ctx.fail(r.child("segments_skip_damaged"), "publish.segments_skip_damaged",
                "needs publish.segments_min_frames (N >= 1): it decides which frames count for segments");
     }
+    r.number("segments_reconnect_grace_s", &c.publish.segments_reconnect_grace_s, 0, 3600);
+    if (c.publish.segments_reconnect_grace_s > 0 && c.publish.segments_min_frames == 0) {
+      ctx.fail(r.child("segments_reconnect_grace_s"), "publish.segments_reconnect_grace_s",
+               "needs publish.segments_min_frames (N >= 1): it keeps segments open across a lost connection");
+    }
     r.str("segments_pictures_dir", &c.publish.segments_pictures_dir);
     c.publish.segments_pictures_dir = resolve_path(base_dir, c.publish.segments_pictures_dir);
     if (!c.publish.segments_pictures_dir.empty()) {

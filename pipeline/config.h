@@ -400,6 +400,12 @@ struct PublishConfig {
   // A frame decoded from damaged data (Envelope::damaged: after a packet lost on its way, up to the next
   // key frame) counts for segments as an error result does: it neither begins nor ends one.
   bool segments_skip_damaged = false;
+  // Live jobs: a camera lost mid-segment (its `reconnecting` event, or its lane's restart) keeps the
+  // segment open this long: one whose label goes on when the camera is back goes on (a Wi-Fi camera's
+  // blip raises no second alert, a Home Assistant sensor no OFF and ON), and it ends, at its last frame
+  // before the loss, when the camera is not back by then or another label begins after it. 0: the loss
+  // ends it at once.
+  double segments_reconnect_grace_s = 0;
   // Live jobs: a JPEG of a frame of each segment as it began (upright, its roi), written under this
   // folder (DIR/<stream>/<date>/<time>_<label>.jpg) and said on segments/<id> as a "picture" message.
   // Empty: none.

@@ -31,6 +31,7 @@ const ReloadablePublishKey kReloadable[] = {
     {"segments_min_score_by_label", take_member<&PublishConfig::segments_min_score_by_label>},
     {"segments_labels", take_member<&PublishConfig::segments_labels>},
     {"segments_skip_damaged", take_member<&PublishConfig::segments_skip_damaged>},
+    {"segments_reconnect_grace_s", take_member<&PublishConfig::segments_reconnect_grace_s>},
     {"segments_picture_frame", take_member<&PublishConfig::segments_picture_frame>},
     {"segments_pictures_keep_days", take_member<&PublishConfig::segments_pictures_keep_days>},
 };

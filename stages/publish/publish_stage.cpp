@@ -673,6 +673,13 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
   if (sink_secrets_ && std::chrono::steady_clock::now() >= next_sink_secrets_check_) check_sink_secrets();
   if (config_copy_.due(std::chrono::steady_clock::now())) check_config_copy();
   if (!retiring_sinks_.empty()) reap_retired_sinks(false);
+  for (StreamState& st : streams_) {  // lost cameras not back within segments_reconnect_grace_s
+    if (st.segments_held_until && now >= *st.segments_held_until) {
+      VAPIPE_LOG_INFO("stream '{}': not back within publish.segments_reconnect_grace_s ({} s): its segments end",
+                      st.id, config_->publish.segments_reconnect_grace_s);
+      VAPIPE_RETURN_IF_ERROR(end_segment(st));
+    }
+  }
   if (!config_->publish.segments_pictures_dir.empty()) {
     VAPIPE_RETURN_IF_ERROR(say_missing_pictures());
     if (config_->publish.segments_clips) {
@@ -701,6 +708,9 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
   }
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
+  for (const StreamState& st : streams_) {
+    if (st.segments_held_until) next = next ? std::min(*next, *st.segments_held_until) : *st.segments_held_until;
+  }
   if (config_ && !config_->publish.segments_pictures_dir.empty()) {
     if (const std::optional<SteadyTime> picture = next_missing_picture()) next = next ? std::min(*next, *picture) : *picture;
     if (const std::optional<SteadyTime> clip = next_missing_clip()) next = next ? std::min(*next, *clip) : *clip;
@@ -1215,8 +1225,26 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   // and its next frames come on a new timeline (pts_ms starts over), so a segment does not run across
   // the outage (its times, picture and clip are of one connection) and the label's run starts over.
   // An archive job's stream goes on from its next frame, as if nothing had happened.
+  // With segments_reconnect_grace_s, a lost connection holds the segments open instead (see
+  // PublishConfig): its label runs start over, and the segments end if the camera is not back in time.
   const bool connection_lost = in.kind == MessageKind::kStreamReconnecting && config_->job.mode == JobMode::kLive;
-  if (in.kind == MessageKind::kStreamEnd || in.kind == MessageKind::kStreamError || connection_lost) {
+  const double grace_s = config_->publish.segments_reconnect_grace_s;
+  const bool open_segment = st.segment.frames > 0 || !st.tracks.empty();
+  if (connection_lost && grace_s > 0 && open_segment) {
+    if (!st.segments_held_until) {  // (from the first of its attempts)
+      const auto grace = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(grace_s));
+      st.segments_held_until = std::chrono::steady_clock::now() + grace;
+      if (st.segment.frames > 0) st.segment.held = true;
+      for (auto& [label, track] : st.tracks) {
+        if (track.segment.frames > 0) track.segment.held = true;
+      }
+    }
+    st.run = StreamState::LabelRun{};
+    for (auto& [label, track] : st.tracks) {
+      track.run = StreamState::LabelRun{};
+      track.absent = 0;
+    }
+  } else if (in.kind == MessageKind::kStreamEnd || in.kind == MessageKind::kStreamError || connection_lost) {
     VAPIPE_RETURN_IF_ERROR(end_segment(st));
     if (connection_lost) st.run = StreamState::LabelRun{};
   }
@@ -1242,7 +1270,7 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
           {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)},
           {"best_seq", s.best_seq}, {"best_ms", ms(s.best_ms)}, {"best_score", s.best_score},
           {"best_capture_unix_ms", ms(s.best_capture_ms)}, {"damaged_frames", s.damaged_frames},
-          {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
+          {"reconnections", s.reconnections}, {"time_unix_ms", static_cast<double>(wall_clock_ns()) / 1e6}};
 }
 
 // A label "begins" once it has been the top-1 label of min_frames frames in a row (a flicker shorter
@@ -1252,6 +1280,7 @@ nlohmann::json PublishStage::segment_json(const std::string& stream_id, const ch
 Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   const uint32_t min_frames = config_->publish.segments_min_frames;
   if (min_frames == 0) return Status::Ok();
+  st.segments_held_until.reset();  // (a lost camera is back in time: its segments go on as its labels do)
   if (config_->publish.segments_labels == "each") return follow_each_label(st, r);
   const bool failed = !r.prediction.error.empty() || !r.error.empty() || r.prediction.top_k.empty() ||
                       (r.env.damaged && config_->publish.segments_skip_damaged);
@@ -1677,6 +1706,7 @@ Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segme
 }
 
 Status PublishStage::end_segment(StreamState& st) {
+  st.segments_held_until.reset();
   for (auto& [label, track] : st.tracks) {
     if (track.segment.frames > 0) VAPIPE_RETURN_IF_ERROR(publish_ended(st, &track.segment));
   }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -183,11 +184,16 @@ class PublishStage final : public Stage {
       bool best_damaged = false;
       uint64_t damaged_frames = 0;  // of its frames, those decoded from damaged data (Envelope::damaged)
       std::string picture_url_path = "";  // where /pictures/ serves its picture, once ingest has written it
+      // The lost connections it went on across (segments_reconnect_grace_s), and whether it is held open
+      // across one now (counted when its label's next frame comes).
+      uint32_t reconnections = 0;
+      bool held = false;
       // The frames' own timestamps, for ingest to find them by (a picture's, a clip's first and last).
       int64_t start_pts_ns = -1, best_pts_ns = -1, end_pts_ns = -1;
       void add(uint64_t seq, double pts_ms, double capture_ms, double camera_ms, double score, int64_t pts_ns,
                bool damaged) {
         if (frames == 0) start_pts_ns = pts_ns;
+        if (std::exchange(held, false)) ++reconnections;
         end_pts_ns = pts_ns;
         end_seq = seq;
         end_ms = pts_ms;
@@ -213,6 +219,9 @@ class PublishStage final : public Stage {
       uint32_t absent = 0;
     };
     std::map<std::string, LabelTrack> tracks;
+    // A live camera lost mid-segment, with segments_reconnect_grace_s: its segments (and tracks' segments)
+    // are kept open until then, ended by on_deadline if no result has come by then.
+    std::optional<SteadyTime> segments_held_until;
     // Pictures asked of ingest and not yet said, by (label, segment's start_seq): the frame asked for
     // (its seq, and "best" or "first"), so that the picture message says whether it is that frame;
     // when; and whether it was said to be missing (kPictureAnswerTimeout).

@@ -1483,6 +1483,25 @@ TEST(Config, SegmentsOfEachLabelNeedAMinimumScore) {
       "/cfg");
 }
 
+// segments_reconnect_grace_s: 0 by default, seconds up to an hour, and only with segments.
+TEST(Config, AReconnectGraceIsForSegments) {
+  auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                              "publish: {segments_min_frames: 5, segments_reconnect_grace_s: 12.5}\n",
+                              "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->publish.segments_reconnect_grace_s, 12.5);
+  auto plain = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n",
+                                  "job.yaml", "/cfg");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->publish.segments_reconnect_grace_s, 0);
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {segments_reconnect_grace_s: 10}\n",
+       "job.yaml:3: publish.segments_reconnect_grace_s: needs publish.segments_min_frames (N >= 1)"},
+      {"publish: {segments_min_frames: 5, segments_reconnect_grace_s: -1}\n", "job.yaml:3: publish.segments_reconnect_grace_s"},
+      {"publish: {segments_min_frames: 5, segments_reconnect_grace_s: 7200}\n", "job.yaml:3: publish.segments_reconnect_grace_s"}},
+      "/cfg");
+}
+
 // segments_skip_damaged: off by default, a boolean, and only with segments.
 TEST(Config, SkippingDamagedFramesIsForSegments) {
   auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"

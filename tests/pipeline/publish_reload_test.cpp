@@ -112,6 +112,7 @@ TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
   from.segments_min_score = 0.25;
   from.segments_labels = "each";
   from.segments_skip_damaged = true;
+  from.segments_reconnect_grace_s = 20;
   from.segments_picture_frame = "first";
   from.segments_pictures_keep_days = 3;
   from.webhooks.emplace_back();
@@ -123,12 +124,13 @@ TEST(PublishReload, EachReloadableKeyIsTakenFromTheReloadedSettings) {
   EXPECT_EQ(to.segments_min_score, 0.25);
   EXPECT_EQ(to.segments_labels, "each");
   EXPECT_TRUE(to.segments_skip_damaged);
+  EXPECT_EQ(to.segments_reconnect_grace_s, 20);
   EXPECT_EQ(to.segments_picture_frame, "first");
   EXPECT_EQ(to.segments_pictures_keep_days, 3u);
   EXPECT_EQ(to.webhooks.size(), 1u);
   EXPECT_EQ(to.kafka.size(), 1u);
   EXPECT_EQ(to.endpoint, endpoint);
-  EXPECT_EQ(reloadable_publish_keys().size(), 11u);
+  EXPECT_EQ(reloadable_publish_keys().size(), 12u);
 }
 
 }  // namespace

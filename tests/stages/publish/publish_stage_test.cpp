@@ -359,6 +359,82 @@ TEST_F(PublishStageTest, AReconnectionEndsALiveStreamsSegmentAndItsLabelBeginsAg
   }
 }
 
+// publish.segments_reconnect_grace_s: a live camera lost mid-segment keeps its segment open. Back in
+// time with the same label: the segment goes on across the outage (no second "began", a Home Assistant
+// sensor no OFF and ON), and its "ended" counts the reconnection. Back with another label: the segment
+// ends at its last frame before the loss once the other label has begun. Not back in time: it ends
+// then (on_deadline), at that same frame. Either segments_labels mode, a lane's restart (attempt 0) too.
+TEST_F(PublishStageTest, ALostCameraKeepsItsSegmentForTheReconnectGrace) {
+  for (const char* labels : {"top1", "each"}) {
+    for (uint32_t attempt : {0u, 1u}) {
+      SCOPED_TRACE(std::string(labels) + ", attempt " + std::to_string(attempt));
+      auto event = [&](MessageKind kind, uint64_t seq, std::string message) {
+        StreamEvent ev{"rtsp://cam/1", std::move(message), seq, 0};
+        ev.attempt = attempt;
+        return Message::stream_event(kind, testing::envelope(0, seq), ev);
+      };
+      auto start = [&](double grace_s) {
+        config_ = testing::test_config(2);
+        config_.job.mode = JobMode::kLive;
+        config_.publish.segments_min_frames = 2;
+        config_.publish.segments_labels = labels;
+        config_.publish.segments_min_score = 0.5;
+        config_.publish.segments_reconnect_grace_s = grace_s;
+        make_stage();
+        open();
+      };
+      // Back in time, the same label.
+      start(30);
+      uint64_t seq = 0;
+      send_top1(&seq, "car", 0.9, 3);  // car began at seq 0
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "end of stream"), out_).ok());
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "connection refused"), out_).ok());
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, seq, ""), out_).ok());
+      seq += 5;  // (the frames the outage took)
+      send_top1(&seq, "car", 0.9, 2);
+      ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+      EXPECT_EQ(segments_and_events(), (std::vector<std::string>{"began car 0..1", "reconnecting", "reconnecting",
+                                                                 "resumed", "ended car 0..9", "eos"}));
+      for (const auto& [topic, j] : bus_->sent) {
+        if (topic == "segments/s0") EXPECT_EQ(j["reconnections"], j["event"] == "ended" ? 1 : 0) << j.dump();
+      }
+      // Back in time, another label: car ends at its last frame before the loss, once truck began.
+      start(30);
+      seq = 0;
+      send_top1(&seq, "car", 0.9, 3);
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "end of stream"), out_).ok());
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, seq, ""), out_).ok());
+      send_top1(&seq, "truck", 0.9, 2);
+      ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+      EXPECT_EQ(segments_and_events(), (std::vector<std::string>{"began car 0..1", "reconnecting", "resumed",
+                                                                 "ended car 0..2", "began truck 3..4", "ended truck 3..4",
+                                                                 "eos"}));
+      // Not back in time: the segment ends when the grace is over, at its last frame before the loss.
+      start(0.2);
+      seq = 0;
+      send_top1(&seq, "car", 0.9, 3);
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "end of stream"), out_).ok());
+      const std::optional<SteadyTime> due = stage_->next_deadline();
+      ASSERT_TRUE(due.has_value());
+      EXPECT_LE(*due, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      ASSERT_TRUE(stage_->on_deadline(out_).ok());  // (not yet)
+      EXPECT_EQ(segments_and_events(), (std::vector<std::string>{"began car 0..1", "reconnecting"}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      ASSERT_TRUE(stage_->on_deadline(out_).ok());
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq, "connection refused"), out_).ok());
+      ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, seq, ""), out_).ok());
+      send_top1(&seq, "car", 0.9, 2);  // car begins again
+      ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+      EXPECT_EQ(segments_and_events(), (std::vector<std::string>{"began car 0..1", "reconnecting", "ended car 0..2",
+                                                                 "reconnecting", "resumed", "began car 3..4",
+                                                                 "ended car 3..4", "eos"}));
+      for (const auto& [topic, j] : bus_->sent) {  // (held, not gone on across: no reconnection counted)
+        if (topic == "segments/s0") EXPECT_EQ(j["reconnections"], 0) << j.dump();
+      }
+    }
+  }
+}
+
 // A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
 // emptied in place while the job writes on). The lines after that start at the file's start: before,
 // they went on at the old offset, after a hole of zero bytes as long as the file had been.
