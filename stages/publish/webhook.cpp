@@ -107,6 +107,11 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& p) {
       if (auto damaged = count_field(p, "damaged_frames"); damaged && *damaged > 0) {
         detail += (detail.empty() ? "" : ", ") + std::to_string(*damaged) + " damaged";
       }
+      // A camera that was lost and came back within segments_reconnect_grace_s: what the outage hid.
+      if (auto lost = count_field(p, "reconnections"); lost && *lost > 0) {
+        detail += (detail.empty() ? "" : ", ") + std::string("across ") + std::to_string(*lost) +
+                  (*lost == 1 ? " reconnection" : " reconnections");
+      }
       if (!detail.empty()) line += " (" + detail + ")";
     } else if (event == "picture") {
       const std::string picture = text_field(p, "picture");

@@ -432,6 +432,11 @@ TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
   ended["damaged_frames"] = 120;
   EXPECT_EQ(webhook_text("segments/gate", ended),
             "gate: truck ended at 2025-12-03 13:33:05 after 1 min 00 s (381 frames, mean score 0.91, 120 damaged)");
+  // Held open across a camera's outage (segments_reconnect_grace_s): said, as the outage was not seen.
+  ended["reconnections"] = 2;
+  EXPECT_EQ(webhook_text("segments/gate", ended),
+            "gate: truck ended at 2025-12-03 13:33:05 after 1 min 00 s (381 frames, mean score 0.91, 120 damaged, "
+            "across 2 reconnections)");
   json picture{{"schema", "vapipe.segment"}, {"stream_id", "gate"}, {"event", "picture"}, {"label", "truck"},
                {"capture_unix_ms", t}, {"camera_unix_ms", nullptr}, {"picture", "/pics/gate/x.jpg"},
                {"picture_url_path", "/pictures/gate/x.jpg"}, {"error", nullptr}};
