@@ -45,7 +45,8 @@ usage:
                                         for what became of it: what it changed (exit 0), or why it
                                         was refused and nothing changed (exit 1); 2: no answer in S s
   vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
-                  [--min-score S|LABEL=S]... [--each-label] [--skip-damaged] [--join NAME=PATTERN [--join-gap S]]...
+                  [--min-score S|LABEL=S]... [--each-label] [--skip-damaged] [--reconnect-grace S]
+                  [--join NAME=PATTERN [--join-gap S]]...
                   [--clock media|capture|camera] [--frames DIR [--picture best|first]]
                   [--clips DIR [--clip-pre S] [--clip-post S]] [--moved FROM TO]... [--json|--csv]
                                         a job's results as runs of one label per stream: where in the

@@ -275,6 +275,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     }
   };
   std::set<std::string> lane_restarted;     // streams whose lane restarted, until their next frame
+  std::map<std::string, double> lost_at;    // reconnect_grace_s: streams lost, when, until their next frame
   std::map<std::string, double> last_pts;  // each stream's latest frame's pts_ms (not joins')
   // By join, by file (stream): its frames, in their order, until every input has been read.
   std::map<std::string, std::map<std::string, HeldFrames>> joined_frames;
@@ -323,9 +324,13 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           // A live camera lost (only live jobs reconnect): what came until it resumed was not seen, and
           // its frames come on a new timeline, so no segment runs across the outage (as publish's live
           // segments end there). A restart of its lane (attempt 0) may go on where it was (an archive
-          // job's file does): its segments end only if its next frame's pts_ms goes back.
+          // job's file does): its segments end only if its next frame's pts_ms goes back. With
+          // reconnect_grace_s, they end only if its next frame comes later than that after the loss.
           const std::optional<uint64_t> attempt = count_field(e, "attempt");
-          if (attempt && *attempt > 0) {
+          const double at_ms = e.contains("time_unix_ms") && e["time_unix_ms"].is_number() ? e["time_unix_ms"].get<double>() : -1;
+          if (options.reconnect_grace_s > 0 && at_ms >= 0) {
+            lost_at.emplace(stream_id, at_ms);  // (from the first of its attempts)
+          } else if (attempt && *attempt > 0) {
             end_segments_of(stream_id);
           } else {
             lane_restarted.insert(stream_id);
@@ -383,6 +388,10 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       } else {
         if (lane_restarted.erase(id) > 0 && f.pts >= 0 && last_pts.count(id) && f.pts < last_pts[id]) {
           end_segments_of(id);  // its restarted lane's frames came on a new timeline
+        }
+        if (auto lost = lost_at.find(id); lost != lost_at.end()) {
+          if (f.capture_ms < 0 || f.capture_ms - lost->second > options.reconnect_grace_s * 1000) end_segments_of(id);
+          lost_at.erase(lost);  // (back in time: its segments go on as its labels do)
         }
         if (f.pts >= 0) last_pts[id] = f.pts;
         add_frame(id, "", f.seq, f);

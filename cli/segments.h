@@ -94,6 +94,11 @@ struct SegmentOptions {
   // A result that says "damaged" (decoded after a lost packet: maybe a smear) counts as an error result
   // (--skip-damaged, as publish.segments_skip_damaged).
   bool skip_damaged = false;
+  // A live camera lost (its `reconnecting` event, or its lane's restart onto a new timeline) whose next
+  // frame came within this many seconds (by the event's and the frame's time_unix_ms and
+  // capture_unix_ms) does not end its segments: they go on as its labels do
+  // (--reconnect-grace, as publish.segments_reconnect_grace_s). 0: the loss ends them.
+  double reconnect_grace_s = 0;
   // The streams whose ids match a join's pattern (the first that matches) are its files: their frames
   // are kept until the inputs end, then taken in the order of their camera clock (camera_unix_ms, which
   // streams[].recorded_at gives files) as one stream `name` (`stream_id` selects it by that name), so a

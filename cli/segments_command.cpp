@@ -1,5 +1,5 @@
 // vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label] [--skip-damaged]
-//                 [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
+//                 [--reconnect-grace S] [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
 //                 [--frames DIR [--picture best|first]] [--clips DIR [--clip-pre S] [--clip-post S]]
 //                 [--moved FROM TO]... [--json|--csv]
 #include <cstdint>
@@ -104,6 +104,14 @@ int segments_command(const std::vector<std::string>& args) {
       options.each_label = true;
     } else if (args[i] == "--skip-damaged") {
       options.skip_damaged = true;
+    } else if (args[i] == "--reconnect-grace" && i + 1 < args.size()) {
+      char* end = nullptr;
+      const double grace = std::strtod(args[++i].c_str(), &end);
+      if (args[i].empty() || !end || *end || !(grace >= 0 && grace <= 3600)) {
+        std::fprintf(stderr, "vapipe segments: --reconnect-grace wants seconds from 0 to 3600, got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+      options.reconnect_grace_s = grace;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
     } else if (args[i] == "--clock" && i + 1 < args.size()) {

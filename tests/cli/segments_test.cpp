@@ -460,6 +460,42 @@ TEST(Segments, ACameraLostEndsItsSegmentsAndALaneRestartOnlyWhenItsTimelineStart
   }
 }
 
+// --reconnect-grace S (publish.segments_reconnect_grace_s): a camera lost whose next frame came within S
+// seconds of its reconnecting event (its time_unix_ms, the frame's capture_unix_ms) does not end its
+// segment, which goes on as its label does; one that came later ends it, as without.
+TEST(Segments, ACameraBackWithinTheReconnectGraceKeepsItsSegment) {
+  auto at = [](std::string line, double ms) {  // a result captured at `ms`
+    return line.insert(line.find("\"seq\""), "\"capture_unix_ms\":" + std::to_string(ms) + ",");
+  };
+  auto reconnecting = [](int attempt, double ms) {
+    return "{\"topic\":\"events/a\",\"payload\":{\"event\":\"reconnecting\",\"attempt\":" +
+           std::to_string(attempt) + ",\"message\":\"end of stream\",\"time_unix_ms\":" + std::to_string(ms) + "}}\n";
+  };
+  const double t = 1764491221000;
+  const std::string before = at(result("a", 0, "car"), t) + at(result("a", 1, "car"), t + 100) +
+                             at(result("a", 2, "car"), t + 200);
+  auto back_at = [&](double ms, const std::string& label) {  // lost at t + 250, two attempts, back at `ms`
+    return before + reconnecting(1, t + 250) + reconnecting(2, t + 1250) + at(result("a", 3, label), ms) +
+           at(result("a", 4, label), ms + 100);
+  };
+  SegmentOptions options;
+  options.reconnect_grace_s = 10;
+  std::vector<Segment> s = segments_of(back_at(t + 4000, "car"), options);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 4u);
+  s = segments_of(back_at(t + 4000, "bus"), options);  // back with another label: that one begins
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].end_seq, 2u);
+  EXPECT_EQ(s[1].label, "bus");
+  s = segments_of(back_at(t + 11000, "car"), options);  // back too late
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].end_seq, 2u);
+  EXPECT_EQ(s[1].start_seq, 3u);
+  s = segments_of(back_at(t + 4000, "car"));  // without: the loss ends it
+  ASSERT_EQ(s.size(), 2u);
+}
+
 // --min-score: a frame whose top-1 score is below it counts as no label (the classifier unsure), as an
 // error result does: it ends a segment, and with --bridge a short stretch of them is bridged.
 TEST(Segments, FramesBelowTheMinimumScoreBelongToNoSegment) {
