@@ -80,12 +80,17 @@ bool is_intra_only_codec(const GstCaps* caps) {
 namespace {
 
 struct ProbeState {
-  ProbeState(const std::atomic<bool>* keyframes_only, DecoderInputCounters* c, std::string id)
-      : gate(keyframes_only->load()), keyframes_only(keyframes_only), counters(c), stream_id(std::move(id)) {}
+  ProbeState(const std::atomic<bool>* keyframes_only, DecoderInputCounters* c, std::string id, bool exact)
+      : gate(keyframes_only->load()),
+        keyframes_only(keyframes_only),
+        counters(c),
+        stream_id(std::move(id)),
+        exact_timestamps(exact) {}
   DecoderInputGate gate;
   const std::atomic<bool>* keyframes_only;  // the stream's, as a reload leaves it
   DecoderInputCounters* counters;
   std::string stream_id;
+  bool exact_timestamps;  // the decoder's pictures keep their frames' timestamps (see gate_decoder_input)
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
   std::optional<FrameNumGaps> frame_nums;      // ditto: H.264
   std::optional<RefPicSetGaps> ref_pic_sets;  // ditto: H.265
@@ -113,6 +118,10 @@ struct ProbeState {
   };
   std::deque<Stretch> damaged;
   bool stretch_open = false;
+  // The latest whole pictures' timestamps, where damage is followed picture by picture: a damaged
+  // stretch's range may hold some (a B-frame decoded between damaged pictures shown around it), which
+  // are not marked.
+  std::deque<GstClockTime> whole_within;
   // Input thread: after a loss, the frames still to come before an intra-refreshed stream's pictures
   // are whole (its recovery point's count); the timestamp of the open GOP's key frame that ended a
   // damaged stretch, while its leading pictures (shown before it, referring to the GOP before) come.
@@ -142,6 +151,10 @@ bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
   while (!stretches.empty() && stretches.front().last < pts && !(stretches.size() == 1 && state.stretch_open)) {
     stretches.pop_front();
   }
+  if (auto whole = std::find(state.whole_within.begin(), state.whole_within.end(), pts); whole != state.whole_within.end()) {
+    state.whole_within.erase(whole);
+    return false;
+  }
   return std::any_of(stretches.begin(), stretches.end(),
                      [&](const ProbeState::Stretch& s) { return s.first <= pts && pts <= s.last; });
 }
@@ -151,6 +164,48 @@ bool picture_is_damaged(ProbeState& state, GstClockTime pts) {
 bool is_non_reference(const ProbeState& state, GstBuffer* buffer) {
   if (state.reader) return !state.reader->read(buffer).reference;
   return state.temporal_references && TemporalReferenceGaps::is_b_frame(buffer);
+}
+
+// H.265, its picture's header read: damage is followed picture by picture (RefPicSetGaps): a picture
+// is damaged when its data was lost (`lost`: DISCONT, or reference pictures it uses never passed) or a
+// reference picture it uses is damaged, and the pictures that use it are then. So a lost B-frame that a
+// few others use (a B-pyramid) damages those few, not every picture to the next key frame; a lost
+// P-frame damages the P-frames after it, each using the one before. An intra-refreshed stream (its
+// P-frames use each other to the end) is whole again its recovery point's count of frames after a
+// recovery point. Consecutive damaged pictures (in decoding order) make one stretch of timestamps, as
+// the stretch model's do (a decoder may give a picture another frame's timestamp).
+void follow_picture_damage(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, bool lost, GstClockTime pts) {
+  RefPicSetGaps& sets = *state.ref_pic_sets;
+  bool damaged = lost || sets.last_uses_damaged();
+  if (frame != DecoderInputGate::Frame::kDelta) {
+    const AccessUnitKind kind = state.reader ? state.reader->read(buffer) : AccessUnitKind{};
+    state.refresh_left = kind.picture == AccessUnitKind::Picture::kPartial ? kind.recovery_frames.value_or(0) : 0;
+  } else if (lost) {
+    state.refresh_left = 0;  // a new loss: whole from the next recovery point's count on
+  } else if (state.refresh_left > 0 && --state.refresh_left == 0) {
+    sets.heal();  // the count's last picture is whole, and so are those it is used by
+    damaged = false;
+  }
+  if (damaged) sets.damage_last();
+  std::lock_guard<std::mutex> lock(state.pending_mutex);
+  if (!damaged) {
+    state.stretch_open = false;
+    // (Kept whether or not a stretch's range holds it yet: a damaged picture decoded after it may widen one.)
+    if (GST_CLOCK_TIME_IS_VALID(pts)) {
+      state.whole_within.push_back(pts);
+      if (state.whole_within.size() > kMaxPending) state.whole_within.pop_front();
+    }
+    return;
+  }
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
+  if (!state.stretch_open || state.damaged.empty()) {
+    state.damaged.push_back({pts, pts});
+    state.stretch_open = true;
+    if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
+    return;
+  }
+  state.damaged.back().first = std::min(state.damaged.back().first, pts);
+  state.damaged.back().last = std::max(state.damaged.back().last, pts);
 }
 
 // Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's: the
@@ -166,6 +221,11 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
                        (state.temporal_references && state.temporal_references->missing_before(buffer));
   const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  if (state.exact_timestamps && state.ref_pic_sets && state.ref_pic_sets->last_read() &&
+      verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss) {
+    follow_picture_damage(state, buffer, frame, discont || skipped, pts);
+    return;
+  }
   bool leading = false;  // an open GOP's leading picture after a damaged stretch
   if (verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
     state.after_loss = true;  // decoded without the key frame it refers to
@@ -385,6 +445,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       if (expected > accounted) c.expected_pictures.fetch_sub(expected - accounted);
       state.pending.clear();
       state.damaged.clear();
+      state.whole_within.clear();
       state.stretch_open = false;
     }
     return GST_PAD_PROBE_OK;
@@ -437,8 +498,8 @@ void delete_state(gpointer state) { delete static_cast<std::shared_ptr<ProbeStat
 }  // namespace
 
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
-                        DecoderInputCounters* counters, const std::string& stream_id) {
-  auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id);
+                        DecoderInputCounters* counters, const std::string& stream_id, bool exact_timestamps) {
+  auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id, exact_timestamps);
   gst_segment_init(&state->segment, GST_FORMAT_UNDEFINED);
   if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
     take_input_caps(*state, caps);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 namespace vapipe {
@@ -548,6 +549,7 @@ void RefPicSetGaps::take_nal(const uint8_t* data, size_t size) {
 
 bool RefPicSetGaps::missing_before(const uint8_t* data, size_t size) {
   slice_.reset();
+  last_read_ = last_uses_damaged_ = false;
   for_each_nal(data, size, length_size_, [&](const uint8_t* nal, size_t n) {
     take_nal(nal, n);
     return !slice_;
@@ -571,15 +573,17 @@ bool RefPicSetGaps::missing_before(const uint8_t* data, size_t size) {
   const int32_t poc = msb + lsb;
   if (afresh) {
     passed_.clear();
+    damaged_.clear();
     before_start_.clear();
   }
-  bool missing = false;
+  bool missing = false, uses_damaged = false;
   std::set<int32_t> kept;  // the passed pictures its set names: the only ones a later picture may use
   for (const auto* list : {&slice.refs.before, &slice.refs.after}) {
     for (const auto& [delta, used] : *list) {
       const int32_t ref = poc + delta;
       if (passed_.count(ref)) {
         kept.insert(ref);
+        if (used && !irap && damaged_.count(ref)) uses_damaged = true;
       } else if (afresh) {
         // The pictures the decoder would hold at a start: decoded before it (a CRA's, for its RASL
         // pictures; a stream joined at a recovery point), never passed, and no loss.
@@ -590,7 +594,12 @@ bool RefPicSetGaps::missing_before(const uint8_t* data, size_t size) {
     }
   }
   kept.insert(poc);
+  for (auto it = damaged_.begin(); it != damaged_.end();) it = kept.count(*it) ? std::next(it) : damaged_.erase(it);
+  damaged_.erase(poc);  // (a POC used again: another picture's)
   passed_ = std::move(kept);
+  last_read_ = true;
+  last_uses_damaged_ = uses_damaged;
+  last_poc_ = poc;
   // 8.3.1's prevTid0Pic: temporal layer 0, not a RASL, RADL or sub-layer non-reference picture.
   const bool sub_layer_non_reference = slice.nal_type <= 14 && slice.nal_type % 2 == 0;
   const bool leading = slice.nal_type >= 6 && slice.nal_type <= 9;

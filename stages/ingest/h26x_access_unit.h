@@ -134,7 +134,22 @@ class RefPicSetGaps {
   void restart() {
     started_ = false;
     passed_.clear();
+    damaged_.clear();
   }
+
+  // Damage followed picture by picture (the pictures a lost one harms are those that use it, and those
+  // that use them; a B-frame's loss harms the few B-frames around it, not the GOP): after
+  // missing_before(), whether the picture just read was read (its slice header: false for a frame
+  // whose picture cannot be followed), and whether a reference picture it uses is damaged.
+  bool last_read() const { return last_read_; }
+  bool last_uses_damaged() const { return last_uses_damaged_; }
+  // The picture just read is damaged itself (its data was lost, or it uses a damaged or missing picture):
+  // the pictures that use it are.
+  void damage_last() {
+    if (last_read_) damaged_.insert(last_poc_);
+  }
+  // No picture kept is damaged any more (an intra-refreshed stream's recovery point's count went by).
+  void heal() { damaged_.clear(); }
 
   // A short-term reference picture set (7.4.8): POC deltas from the picture's, before (negative) and
   // after (positive) it, each with whether the picture itself uses it (the others are kept for later).
@@ -172,6 +187,9 @@ class RefPicSetGaps {
   int32_t prev_tid0_poc_ = 0;     // the POC of the last picture a later one's POC is derived from (8.3.1)
   std::set<int32_t> before_start_;  // the POCs the first picture since a start names: never passed, no loss
   std::set<int32_t> passed_;      // the POCs of the pictures passed that later ones may still use
+  std::set<int32_t> damaged_;     // of those, the damaged ones (damage_last)
+  bool last_read_ = false, last_uses_damaged_ = false;
+  int32_t last_poc_ = 0;
 };
 
 }  // namespace vapipe

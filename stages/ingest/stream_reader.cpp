@@ -1101,7 +1101,9 @@ struct StreamReader::Impl {
     // A file's parts joined end to end are put on one timeline first (joined_timeline.h): a camera's
     // timestamps are the pipeline's own, and a live MPEG-TS stream's are joined by tsdemux.
     if (self->stream.parsed.kind == UriKind::kFile) join_restarted_timelines(sink, &self->timeline_restarts, self->stream.id);
-    gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id);
+    // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
+    const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
+    gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
     // connection (a file's second video stream, left out, may have its own).
     if (self->recent && !self->recent_attached.exchange(true)) keep_decoder_input(sink, self->recent.get());

@@ -1592,6 +1592,65 @@ TEST_F(StreamReaderTest, AnMpegTsFrameCutShortAtItsEndIsDamagedWithTheFramesAfte
   }
 }
 
+// An H.265 MPEG-TS file with B-frames that reference B-frames (x265 `b-adapt=2`, a B-pyramid), every
+// 83rd packet cut out, against its pictures: GStreamer alone decodes it and the whole file, and a
+// picture whose bytes differ from the whole file's at its timestamp is smeared. Every smeared picture's
+// result is damaged, and few whole ones' are: damage is followed picture by picture (the pictures that
+// use a lost or damaged one), where a stretch to the next key frame marked 36 whole pictures of 83
+// marked in such a file (stop 62's measure).
+TEST_F(StreamReaderTest, AnH265FilesDamageIsFollowedPictureByPictureAsItsPicturesShow) {
+  const std::string whole = (dir_ / "b-adapt.ts").string(), cut = (dir_ / "b-adapt-cut.ts").string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=150 ! video/x-raw,width=640,"
+                             "height=360,framerate=30/1 ! x265enc key-int-max=30 option-string=bframes=7:b-adapt=2:ref=5 "
+                             "! h265parse ! mpegtsmux ! filesink location=" + whole;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  {
+    std::ofstream out(cut, std::ios::binary);
+    for (size_t at = 0, n = 0; at + 188 <= bytes.size(); at += 188, ++n) {
+      if (n % 83 != 82) out << bytes.substr(at, 188);
+    }
+  }
+  // Each picture GStreamer decodes from a file, by its timestamp (its luma).
+  gst_init(nullptr, nullptr);
+  auto pictures = [](const std::string& path) {
+    std::map<int64_t, std::string> by_pts;
+    GstElement* p = gst_parse_launch(("filesrc location=" + path + " ! decodebin ! videoconvert ! "
+                                      "video/x-raw,format=GRAY8 ! appsink name=sink sync=false").c_str(), nullptr);
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND)) {
+      GstBuffer* b = gst_sample_get_buffer(s);
+      GstMapInfo map;
+      gst_buffer_map(b, &map, GST_MAP_READ);
+      by_pts[static_cast<int64_t>(GST_BUFFER_PTS(b))] = std::string(reinterpret_cast<const char*>(map.data), map.size);
+      gst_buffer_unmap(b, &map);
+      gst_sample_unref(s);
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+    return by_pts;
+  };
+  const std::map<int64_t, std::string> whole_pictures = pictures(whole), cut_pictures = pictures(cut);
+  ASSERT_EQ(whole_pictures.size(), 150u);
+  const CollectingEmitter out = read_whole(cut, ingest_, "b-adapt");
+  size_t smeared = 0, smeared_marked = 0, whole_marked = 0;
+  for (const Message* f : of_kind(out, MessageKind::kFrame)) {
+    const auto mine = cut_pictures.find(f->env.pts_ns), theirs = whole_pictures.find(f->env.pts_ns);
+    ASSERT_TRUE(mine != cut_pictures.end() && theirs != whole_pictures.end()) << "pts " << f->env.pts_ns;
+    const bool is_smeared = mine->second != theirs->second;
+    smeared += is_smeared;
+    smeared_marked += is_smeared && f->env.damaged;
+    whole_marked += !is_smeared && f->env.damaged;
+    EXPECT_TRUE(f->env.damaged || !is_smeared) << "a smeared picture not marked: seq " << f->env.seq;
+  }
+  ASSERT_GE(smeared, 20u);  // (the cut smeared something)
+  EXPECT_EQ(smeared_marked, smeared);
+  EXPECT_LE(whole_marked * 10, smeared_marked) << whole_marked << " whole pictures marked";
+}
+
 // MPEG-TS files joined end to end (`cat`: a DVR's export of six recordings), each part's clock
 // starting again. tsdemux reading a file (pull mode) joins most such parts itself, but not all: of
 // this one (a 3 s part of 640x360 x264 at its default preset, whose clock tsdemux cannot read: it knows
