@@ -166,6 +166,20 @@ bool is_non_reference(const ProbeState& state, GstBuffer* buffer) {
   return state.temporal_references && TemporalReferenceGaps::is_b_frame(buffer);
 }
 
+// The picture at `pts` is damaged: within the open stretch's range, or a new stretch's (pending_mutex
+// held). Ranges, not each frame's timestamp: see ProbeState::damaged.
+void mark_in_stretch(ProbeState& state, GstClockTime pts) {
+  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
+  if (!state.stretch_open || state.damaged.empty()) {
+    state.damaged.push_back({pts, pts});
+    state.stretch_open = true;
+    if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
+    return;
+  }
+  state.damaged.back().first = std::min(state.damaged.back().first, pts);
+  state.damaged.back().last = std::max(state.damaged.back().last, pts);
+}
+
 // H.265, its picture's header read: damage is followed picture by picture (RefPicSetGaps): a picture
 // is damaged when its data was lost (`lost`: DISCONT, or reference pictures it uses never passed) or a
 // reference picture it uses is damaged, and the pictures that use it are then. So a lost B-frame that a
@@ -197,15 +211,7 @@ void follow_picture_damage(ProbeState& state, GstBuffer* buffer, DecoderInputGat
     }
     return;
   }
-  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
-  if (!state.stretch_open || state.damaged.empty()) {
-    state.damaged.push_back({pts, pts});
-    state.stretch_open = true;
-    if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
-    return;
-  }
-  state.damaged.back().first = std::min(state.damaged.back().first, pts);
-  state.damaged.back().last = std::max(state.damaged.back().last, pts);
+  mark_in_stretch(state, pts);
 }
 
 // Follows the losses in what passes to the decoder: `frame` was passed. A loss is a DISCONT (RTP's: the
@@ -280,15 +286,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
     state.stretch_open = false;
     return;
   }
-  if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
-  if (!state.stretch_open || state.damaged.empty()) {
-    state.damaged.push_back({pts, pts});
-    state.stretch_open = true;
-    if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
-    return;
-  }
-  state.damaged.back().first = std::min(state.damaged.back().first, pts);
-  state.damaged.back().last = std::max(state.damaged.back().last, pts);
+  mark_in_stretch(state, pts);
 }
 
 // A picture at `pts` came: frames expected before it that gave none will give none.
