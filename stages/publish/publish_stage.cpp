@@ -1229,7 +1229,9 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   // PublishConfig): its label runs start over, and the segments end if the camera is not back in time.
   const bool connection_lost = in.kind == MessageKind::kStreamReconnecting && config_->job.mode == JobMode::kLive;
   const double grace_s = config_->publish.segments_reconnect_grace_s;
-  const bool open_segment = st.segment.frames > 0 || !st.tracks.empty();
+  const bool open_segment = st.segment.frames > 0 || std::any_of(st.tracks.begin(), st.tracks.end(), [](const auto& t) {
+                              return t.second.segment.frames > 0;
+                            });
   if (connection_lost && grace_s > 0 && open_segment) {
     if (!st.segments_held_until) {  // (from the first of its attempts)
       const auto grace = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(grace_s));
