@@ -23,6 +23,7 @@
 
 #include "pipeline/picture_requests.h"
 #include "pipeline/stream_uri.h"
+#include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/ps_segment_start.h"
@@ -106,23 +107,7 @@ GstPadProbeReturn on_joined_decoder_input(GstPad*, GstPadProbeInfo* info, gpoint
     }
     return GST_PAD_PROBE_OK;
   }
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
-    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    return !buffer || joined_frame_passes(read, buffer) ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
-  }
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
-    GstBufferList* list = gst_buffer_list_make_writable(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
-    GST_PAD_PROBE_INFO_DATA(info) = list;
-    for (guint i = 0; i < gst_buffer_list_length(list);) {
-      if (joined_frame_passes(read, gst_buffer_list_get(list, i))) {
-        ++i;
-      } else {
-        gst_buffer_list_remove(list, i, 1);
-      }
-    }
-    return gst_buffer_list_length(list) > 0 ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
-  }
-  return GST_PAD_PROBE_OK;
+  return keep_buffers_where(info, [&](GstBuffer* buffer) { return joined_frame_passes(read, buffer); });
 }
 
 // uridecodebin's deep-element-added: the first video decoder's input is put on the one timeline, then

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,21 @@
 #include "pipeline/supervisor.h"
 
 namespace vapipe::cli {
+
+namespace {
+
+// A flag's value in seconds from 0 to `max`, or nullopt when it is not one (said, naming the flag).
+std::optional<double> seconds_of(const std::string& flag, const std::string& text, int max) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || !end || *end || !(seconds >= 0 && seconds <= max)) {
+    std::fprintf(stderr, "vapipe segments: %s wants seconds from 0 to %d, got '%s'\n", flag.c_str(), max, text.c_str());
+    return std::nullopt;
+  }
+  return seconds;
+}
+
+}  // namespace
 
 int segments_command(const std::vector<std::string>& args) {
   std::vector<std::string> paths;  // read as one, in order (a live job's files named by the date)
@@ -92,26 +108,20 @@ int segments_command(const std::vector<std::string>& args) {
       }
       options.joins.push_back(std::move(join));
     } else if (args[i] == "--join-gap" && i + 1 < args.size()) {
-      char* end = nullptr;
-      const double gap = std::strtod(args[++i].c_str(), &end);
-      if (args[i].empty() || !end || *end || !(gap >= 0 && gap <= 86400)) {
-        std::fprintf(stderr, "vapipe segments: --join-gap wants seconds from 0 to 86400, got '%s'\n", args[i].c_str());
-        return kExitUsage;
-      }
-      options.join_gap_ms = gap * 1000;
+      const std::optional<double> gap = seconds_of(args[i], args[i + 1], 86400);
+      ++i;
+      if (!gap) return kExitUsage;
+      options.join_gap_ms = *gap * 1000;
       join_gap_given = true;
     } else if (args[i] == "--each-label") {
       options.each_label = true;
     } else if (args[i] == "--skip-damaged") {
       options.skip_damaged = true;
     } else if (args[i] == "--reconnect-grace" && i + 1 < args.size()) {
-      char* end = nullptr;
-      const double grace = std::strtod(args[++i].c_str(), &end);
-      if (args[i].empty() || !end || *end || !(grace >= 0 && grace <= 3600)) {
-        std::fprintf(stderr, "vapipe segments: --reconnect-grace wants seconds from 0 to 3600, got '%s'\n", args[i].c_str());
-        return kExitUsage;
-      }
-      options.reconnect_grace_s = grace;
+      const std::optional<double> grace = seconds_of(args[i], args[i + 1], 3600);
+      ++i;
+      if (!grace) return kExitUsage;
+      options.reconnect_grace_s = *grace;
     } else if (args[i] == "--bridge") {
       options.bridge = true;
     } else if (args[i] == "--clock" && i + 1 < args.size()) {
@@ -135,13 +145,10 @@ int segments_command(const std::vector<std::string>& args) {
       }
     } else if ((args[i] == "--clip-pre" || args[i] == "--clip-post") && i + 1 < args.size()) {
       const std::string& flag = args[i];
-      char* end = nullptr;
-      const double seconds = std::strtod(args[++i].c_str(), &end);
-      if (args[i].empty() || *end != '\0' || !(seconds >= 0 && seconds <= 600)) {
-        std::fprintf(stderr, "vapipe segments: %s wants seconds from 0 to 600, got '%s'\n", flag.c_str(), args[i].c_str());
-        return kExitUsage;
-      }
-      (flag == "--clip-pre" ? clip_pre_s : clip_post_s) = seconds;
+      const std::optional<double> seconds = seconds_of(flag, args[i + 1], 600);
+      ++i;
+      if (!seconds) return kExitUsage;
+      (flag == "--clip-pre" ? clip_pre_s : clip_post_s) = *seconds;
       clip_span_given = true;
     } else if (args[i] == "--picture" && i + 1 < args.size()) {
       const std::string& which = args[++i];

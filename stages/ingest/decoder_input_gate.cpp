@@ -448,24 +448,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
     }
     return GST_PAD_PROBE_OK;
   }
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
-    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    return !buffer || admit(state, buffer) ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
-  }
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
-    // A depayloader feeding a decoder directly may push lists: each buffer is judged alone.
-    GstBufferList* list = gst_buffer_list_make_writable(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
-    GST_PAD_PROBE_INFO_DATA(info) = list;
-    for (guint i = 0; i < gst_buffer_list_length(list);) {
-      if (admit(state, gst_buffer_list_get(list, i))) {
-        ++i;
-      } else {
-        gst_buffer_list_remove(list, i, 1);
-      }
-    }
-    return gst_buffer_list_length(list) > 0 ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
-  }
-  return GST_PAD_PROBE_OK;
+  return keep_buffers_where(info, [&](GstBuffer* buffer) { return admit(state, buffer); });
 }
 
 GstPadProbeReturn on_decoder_output(GstPad*, GstPadProbeInfo* info, gpointer user) {

@@ -187,4 +187,27 @@ bool is_intra_only_codec(const GstCaps* caps);
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
                         DecoderInputCounters* counters, const std::string& stream_id, bool exact_timestamps = true);
 
+// A pad probe's answer for its buffer, or for each buffer of its buffer list (a depayloader feeding a
+// decoder directly may push lists): those `keep(GstBuffer*)` refuses are dropped. Other probe types: OK.
+template <typename Keep>
+GstPadProbeReturn keep_buffers_where(GstPadProbeInfo* info, Keep&& keep) {
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    return !buffer || keep(buffer) ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
+  }
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList* list = gst_buffer_list_make_writable(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
+    GST_PAD_PROBE_INFO_DATA(info) = list;
+    for (guint i = 0; i < gst_buffer_list_length(list);) {
+      if (keep(gst_buffer_list_get(list, i))) {
+        ++i;
+      } else {
+        gst_buffer_list_remove(list, i, 1);
+      }
+    }
+    return gst_buffer_list_length(list) > 0 ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
+  }
+  return GST_PAD_PROBE_OK;
+}
+
 }  // namespace vapipe

@@ -187,9 +187,17 @@ TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndIsCutOnTheTimelineIngestPutTh
       EXPECT_TRUE(frames[j].second == one_part[(from + j) % 90].second) << what << ": frame " << j;
     }
   };
-  auto path = clips.save(s);
-  ASSERT_TRUE(path.ok()) << path.status().message();
-  auto frames = decode(*path);
+  // The decoded clip of the segment from `start_ms` to `end_ms`.
+  std::vector<std::pair<int64_t, std::string>> frames;
+  auto clip_of = [&](double start_ms, double end_ms) {
+    Segment segment = s;
+    segment.start_ms = start_ms;
+    segment.end_ms = end_ms;
+    auto path = clips.save(segment);
+    ASSERT_TRUE(path.ok()) << path.status().message();
+    frames = decode(*path);
+  };
+  ASSERT_NO_FATAL_FAILURE(clip_of(2000, 3000));
   // From the key frame at or before 1.5 s (part 1's frame 30, at 1.192 s) to 5 s: part 1's 60 frames
   // from there, then part 2's up to 5 s (by decoding time: its first 50 or so).
   ASSERT_GE(frames.size(), 105u);
@@ -203,22 +211,12 @@ TEST_F(SegmentClipsTest, AClipOfFilesJoinedEndToEndIsCutOnTheTimelineIngestPutTh
   }
 
   // Part 2's: from its first frame (a key frame, at 3.192 s) up to 7 s, into part 3.
-  Segment later = s;
-  later.start_ms = 4000;
-  later.end_ms = 5000;
-  path = clips.save(later);
-  ASSERT_TRUE(path.ok()) << path.status().message();
-  frames = decode(*path);
+  ASSERT_NO_FATAL_FAILURE(clip_of(4000, 5000));
   ASSERT_GE(frames.size(), 105u);
   ASSERT_LE(frames.size(), 120u);
   expect_parts_from(frames, 0, "part 2 on");
   // Part 3's last GOP (from its frame 60, at 8.192 s), to the file's end.
-  Segment last = s;
-  last.start_ms = 8800;
-  last.end_ms = 8900;
-  path = clips.save(last);
-  ASSERT_TRUE(path.ok()) << path.status().message();
-  frames = decode(*path);
+  ASSERT_NO_FATAL_FAILURE(clip_of(8800, 8900));
   ASSERT_EQ(frames.size(), 30u);
   expect_parts_from(frames, 60, "part 3's end");
 }
