@@ -20,6 +20,7 @@ std::string encode_picture_request(const PictureRequest& r) {
                    {"path", r.path}, {"frame_seq", r.frame_seq}, {"frame_pts_ns", r.frame_pts_ns}};
   if (r.kind == PictureRequest::Kind::kClipStart) j["kind"] = "clip_start";
   if (r.kind == PictureRequest::Kind::kClipEnd) j["kind"] = "clip_end";
+  if (r.kind == PictureRequest::Kind::kClipGoesOn) j["kind"] = "clip_goes_on";
   if (r.kind == PictureRequest::Kind::kClipsBefore) {
     j["kind"] = "clips_before";
     j["before_unix_ns"] = r.before_unix_ns;
@@ -36,6 +37,8 @@ Result<PictureRequest> decode_picture_request(const std::string& text) {
       r.kind = PictureRequest::Kind::kClipStart;
     } else if (kind == "clip_end") {
       r.kind = PictureRequest::Kind::kClipEnd;
+    } else if (kind == "clip_goes_on") {
+      r.kind = PictureRequest::Kind::kClipGoesOn;
     } else if (kind == "clips_before" && j.contains("before_unix_ns") && j["before_unix_ns"].is_number_integer()) {
       r.kind = PictureRequest::Kind::kClipsBefore;
       r.before_unix_ns = j["before_unix_ns"].get<int64_t>();

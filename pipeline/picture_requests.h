@@ -35,9 +35,12 @@ struct PictureRequest {
   int64_t frame_pts_ns = -1;
   // picture: a JPEG of that frame. clip_start: a clip of the segment (publish.segments_clips), from
   // before frame_pts_ns (its first frame) on; clip_end: that clip ends after frame_pts_ns (its last).
+  // clip_goes_on: the segment went on across a reconnection (publish.segments_reconnect_grace_s) with
+  // its frame at frame_pts_ns: its clip, cut when the stream's decoder started over, goes on in a next
+  // part from before it.
   // clips_before: a publish started again after a crash ends, at their next frame, every clip begun
   // before `before_unix_ns` (the segments it no longer follows), of every stream (stream_id "").
-  enum class Kind { kPicture, kClipStart, kClipEnd, kClipsBefore };
+  enum class Kind { kPicture, kClipStart, kClipEnd, kClipsBefore, kClipGoesOn };
   Kind kind = Kind::kPicture;
   int64_t before_unix_ns = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -269,6 +270,14 @@ struct ClipRecorder::Clip {
   int64_t begun_unix_ns = 0;         // when start() was asked (the wall clock)
   bool ending = false;               // no more frames are taken
   bool intra_only = false;           // each frame a key frame, whatever its flags (Motion JPEG)
+  // The stream's decoder started over (a reconnection) while its segment was open: the part open then
+  // was finished, and its ClipDone (once written) waits here until publish says whether the segment
+  // goes on (go_on_after_restart) or ends (end()). Said before the finisher is done: as `went_on` and
+  // `waiting_more` say.
+  bool waiting = false;
+  std::optional<ClipDone> waiting_done;
+  bool went_on = false;
+  std::string waiting_more;
 };
 
 ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
@@ -315,7 +324,7 @@ void ClipRecorder::start(ClipOrder order) {
           return {};
         }
         clip->writer = std::move(writer).value();
-        return [this, clip](GstBuffer* buffer) { return tap(clip, buffer); };
+        return [this, clip](GstBuffer* buffer, RecentFrames::StartOver why) { return tap(clip, buffer, why); };
       });
     }
     if (!kept && failed.ok()) {
@@ -330,11 +339,28 @@ void ClipRecorder::start(ClipOrder order) {
   done(ClipDone{std::move(order), false, failed.message()});
 }
 
-bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
+bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, RecentFrames::StartOver why) {
   std::lock_guard<std::mutex> lock(clip->mutex);
   if (clip->ending) return false;
+  if (!buffer && why == RecentFrames::StartOver::kNewCaps) {
+    finish_later(clip, "the stream's resolution or codec changed");
+    return false;
+  }
   if (!buffer) {
-    finish_later(clip, "the stream's decoder started over (a reconnection, a looping file read again, or another resolution or codec)");
+    const std::string started_over = "the stream's decoder started over (a reconnection, or a looping file read again)";
+    if (clip->end_after_ns != INT64_MAX || !clip->writer || clip->writer->frames() == 0) {
+      finish_later(clip, started_over);  // its segment has ended already (or nothing of it was written)
+      return false;
+    }
+    // Its segment may go on after the outage (publish.segments_reconnect_grace_s): this part is
+    // finished, and says whether it is the last once publish has said.
+    clip->waiting = true;
+    finish_part(*clip, started_over, /*continues=*/false, clip);
+    clip->base_ns = -1;
+    clip->first_pts_ns = -1;
+    clip->next_part_due = false;
+    clip->next_writer.reset();
+    clip->next_part_error.clear();
     return false;
   }
   const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
@@ -391,8 +417,9 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer) {
   return true;
 }
 
-void ClipRecorder::finish_part(Clip& clip, const std::string& why, bool continues) {
+void ClipRecorder::finish_part(Clip& clip, const std::string& why, bool continues, std::shared_ptr<Clip> waits_in) {
   Part part;
+  part.waits_in = std::move(waits_in);
   part.done.order = clip.order;
   part.done.order.path = part_path(clip.order.path, clip.part);
   part.done.message = why;
@@ -424,18 +451,95 @@ void ClipRecorder::finish_later(const std::shared_ptr<Clip>& clip, const std::st
   if (auto it = open_.find(key); it != open_.end() && it->second == clip) open_.erase(it);
 }
 
+void ClipRecorder::release_waiting(const std::shared_ptr<Clip>& clip, bool continues, const std::string& more) {
+  if (!clip->waiting) return;
+  clip->waiting = false;
+  if (clip->waiting_done) {
+    ClipDone d = std::move(*clip->waiting_done);
+    clip->waiting_done.reset();
+    d.continues = continues;
+    d.message += more;
+    done(std::move(d));
+  } else {  // still being written: the finisher says it so
+    clip->went_on = continues;
+    clip->waiting_more = more;
+  }
+  if (continues) return;
+  clip->ending = true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Key key{clip->order.stream_id, clip->order.label, clip->order.segment_start_seq};
+  if (auto it = open_.find(key); it != open_.end() && it->second == clip) open_.erase(it);
+}
+
 void ClipRecorder::end(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
                        int64_t last_pts_ns) {
   std::shared_ptr<Clip> clip;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = open_.find(Key{stream_id, label, segment_start_seq});
-    if (it == open_.end()) return;  // ended already (cut, the stream started over), or never begun
+    if (it == open_.end()) return;  // ended already (cut, the stream's caps changed), or never begun
     clip = it->second;
   }
   std::lock_guard<std::mutex> lock(clip->mutex);
+  if (clip->waiting) {  // it ended before the stream's decoder started over: the part before is its last
+    release_waiting(clip, false);
+    return;
+  }
   // Without the last frame's timestamp, at the next frame.
   if (!clip->ending) clip->end_after_ns = last_pts_ns >= 0 ? last_pts_ns + options_.post.count() : INT64_MIN;
+}
+
+void ClipRecorder::go_on_after_restart(const std::string& stream_id, const std::string& label,
+                                       uint64_t segment_start_seq, int64_t pts_ns) {
+  std::lock_guard<std::mutex> serial(start_close_mutex_);  // as start(): close() ends what this begins
+  std::shared_ptr<Clip> clip;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = open_.find(Key{stream_id, label, segment_start_seq});
+    if (it == open_.end() || closed_) return;
+    clip = it->second;
+  }
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(clip->mutex);
+    if (!clip->waiting || clip->ending) return;  // (asked twice; or not cut by a restart)
+    path = part_path(clip->order.path, clip->part + 1);
+  }
+  // As start(): the file is made before the tap is added, with no lock held (the keeper's holds up the
+  // stream's decoding, and a folder on a share can take its time).
+  Status failed = Status::Ok();
+  bool kept = false;
+  const CapsRef caps = recent_->caps();
+  if (pts_ns < 0) {
+    failed = NotFound("its frames have no timestamps to find where it goes on");
+  } else if (!caps) {
+    failed = NotFound("none of the new connection's compressed frames is kept");
+  } else {
+    auto writer = ClipWriter::open(ClipWriter::path_for(path, caps.get()), caps.get(), ClipWriter::Container::kMp4,
+                                   clip->order.turn);
+    if (!writer.ok()) {
+      failed = writer.status();
+    } else {
+      kept = recent_->add_tap(clip->id, pts_ns - options_.pre.count(), [&](GstCaps* now) -> RecentFrames::Tap {
+        if (!gst_caps_is_equal(now, caps.get())) {
+          failed = Unavailable("the stream's resolution or codec changed as its clip went on");
+          return {};
+        }
+        std::lock_guard<std::mutex> lock(clip->mutex);
+        if (!clip->waiting || clip->ending) return {};  // ended meanwhile
+        clip->writer = std::move(writer).value();
+        clip->intra_only = is_intra_only_codec(now);
+        ++clip->part;
+        release_waiting(clip, true);  // before any frame of the next part: the tap's next restart is its own
+        return [this, clip](GstBuffer* buffer, RecentFrames::StartOver why) { return tap(clip, buffer, why); };
+      });
+      if (!kept && failed.ok()) failed = NotFound("none of the new connection's compressed frames is kept");
+    }
+  }
+  if (failed.ok()) return;
+  std::lock_guard<std::mutex> lock(clip->mutex);
+  release_waiting(clip, false, "; its segment went on after the reconnection, but its clip could not: " +
+                                   failed.message());
 }
 
 void ClipRecorder::end_clips_before(int64_t before_unix_ns) {
@@ -446,6 +550,10 @@ void ClipRecorder::end_clips_before(int64_t before_unix_ns) {
   }
   for (const std::shared_ptr<Clip>& clip : open) {
     std::lock_guard<std::mutex> lock(clip->mutex);
+    if (clip->waiting && clip->begun_unix_ns < before_unix_ns) {
+      release_waiting(clip, false);
+      continue;
+    }
     if (clip->ending || clip->begun_unix_ns >= before_unix_ns || clip->end_after_ns != INT64_MAX) continue;
     clip->end_after_ns = INT64_MIN;  // at its next frame
     clip->end_why = "publish was restarted: it no longer follows this segment, whose end is not known";
@@ -515,8 +623,30 @@ void ClipRecorder::run_finisher() {
     d.duration_ns = part.writer ? part.writer->duration_ns() : 0;
     d.frames = part.writer ? part.writer->frames() : 0;
     part.writer.reset();  // a file not written is removed
+    bool waits = false;
+    if (part.waits_in) {  // ended by a restart: publish says whether its segment goes on
+      std::lock_guard<std::mutex> clip_lock(part.waits_in->mutex);
+      Clip& clip = *part.waits_in;
+      if (clip.waiting && d.written) {
+        clip.waiting_done = std::move(d);
+        waits = true;
+      } else if (clip.waiting) {  // not written: nothing to go on from, the clip ends with it
+        clip.waiting = false;
+        clip.ending = true;
+        std::lock_guard<std::mutex> open_lock(mutex_);
+        const Key key{clip.order.stream_id, clip.order.label, clip.order.segment_start_seq};
+        if (auto it = open_.find(key); it != open_.end() && it->second == part.waits_in) open_.erase(it);
+      } else {  // said already
+        d.continues = d.written && clip.went_on;
+        d.message += clip.waiting_more;
+      }
+    }
     lock.lock();
     --finishing_now_;
+    if (waits) {
+      changed_.notify_all();
+      continue;
+    }
     done_.push_back(std::move(d));
     done_waiting_.store(true, std::memory_order_release);
     changed_.notify_all();
@@ -533,7 +663,11 @@ void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why)
   for (const std::shared_ptr<Clip>& clip : open) {
     recent_->remove_tap(clip->id);  // no frame after this one
     std::lock_guard<std::mutex> lock(clip->mutex);
-    if (!clip->ending) finish_later(clip, why);
+    if (clip->waiting) {
+      release_waiting(clip, false);  // its part before the restart is its last
+    } else if (!clip->ending) {
+      finish_later(clip, why);
+    }
   }
   std::thread finisher;
   {

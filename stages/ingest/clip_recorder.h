@@ -5,10 +5,13 @@
 // them, are still kept by the stream's RecentFrames (keep_before). So a clip begins at the key frame
 // at or before `pre` ahead of the segment's first frame, takes every compressed frame that follows
 // (a tap on the keeper), and ends at the first frame more than `post` after the segment's last (when
-// publish says the segment ended), when the stream's decoder starts over (a reconnection: the next
-// connection's timestamps start again), or when the stream ends. A segment longer than `max` goes on
-// in a next clip (its part 2, 3, ...: PATH with .2.mp4, .3.mp4), cut at a key frame, so that its parts
-// hold every frame once.
+// publish says the segment ended), when the stream's caps change, or when the stream ends. A segment
+// longer than `max` goes on in a next clip (its part 2, 3, ...: PATH with .2.mp4, .3.mp4), cut at a key
+// frame, so that its parts hold every frame once. When the stream's decoder starts over (a reconnection:
+// the next connection's timestamps start again) the part open then ends, but what it says waits for
+// publish: a segment held open across the outage (publish.segments_reconnect_grace_s) that goes on
+// goes on in a next part, from the new connection's frames (go_on_after_restart); one that ends there
+// (end(), or the grace ran out) makes it the clip's last.
 //
 // A clip is written to PATH.part and renamed to PATH once the muxer has written its index (never a
 // half file under the clip's name); each clip, written or not, is then taken by take_done() for the
@@ -146,8 +149,15 @@ class ClipRecorder {
   // From any thread. A clip that cannot begin (nothing kept: a test:// source, a stream that has just
   // connected; a codec an MP4 does not hold) is done at once, not written, saying why.
   void start(ClipOrder order);
-  // The segment ended with its frame at `last_pts_ns`: its clip ends `post` later. From any thread.
+  // The segment ended with its frame at `last_pts_ns`: its clip ends `post` later (or, waiting across a
+  // restart, its last part is the one before it). From any thread.
   void end(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq, int64_t last_pts_ns);
+  // The segment went on after the stream's decoder started over (a camera back within the reconnect
+  // grace), with its frame at `pts_ns`: its clip goes on in a next part, from the new connection's key
+  // frame at or before `pre` ahead of it (its frames kept since), and the part before says it continues.
+  // A clip not waiting across a restart is left as it is. From any thread.
+  void go_on_after_restart(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
+                           int64_t pts_ns);
   // publish started again after a crash, at `before_unix_ns`: it no longer follows the segments it
   // had begun, and would never end their clips; each clip begun before then ends at its next frame.
   void end_clips_before(int64_t before_unix_ns);
@@ -167,6 +177,9 @@ class ClipRecorder {
   struct Part {
     ClipDone done;
     std::unique_ptr<ClipWriter> writer;
+    // Ended by a restart of the stream's decoder: once written, its ClipDone waits in its clip until
+    // publish says whether the segment goes on.
+    std::shared_ptr<Clip> waits_in;
   };
   // A clip's next part to open, for the finisher (ClipWriter::open makes a file and starts a muxer).
   struct NextPart {
@@ -176,10 +189,13 @@ class ClipRecorder {
     Orientation turn;
   };
   using Key = std::tuple<std::string, std::string, uint64_t>;  // stream, label, segment_start_seq
-  bool tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer);  // under the keeper's lock
+  bool tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, RecentFrames::StartOver why);  // under the keeper's lock
   // The clip's current part goes to the finisher (under clip->mutex); `continues`: a next part
   // follows, the clip stays open.
-  void finish_part(Clip& clip, const std::string& why, bool continues);
+  void finish_part(Clip& clip, const std::string& why, bool continues, std::shared_ptr<Clip> waits_in = nullptr);
+  // The part waiting across a restart is the clip's last (`more`: added to its message) or not; the
+  // clip ends when it is (under clip.mutex).
+  void release_waiting(const std::shared_ptr<Clip>& clip, bool continues, const std::string& more = "");
   void finish_later(const std::shared_ptr<Clip>& clip, const std::string& why);  // under clip->mutex
   void open_next_part(const std::shared_ptr<Clip>& clip);                         // under clip->mutex
   void done(ClipDone d);

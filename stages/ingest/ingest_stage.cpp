@@ -1035,11 +1035,14 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
                                             std::move(q.path), q.frame_pts_ns});
           } else if (q.kind == PictureRequest::Kind::kClipEnd) {
             r->reader->end_clip(target->id, q.label, q.segment_start_seq, q.frame_pts_ns);
+          } else if (q.kind == PictureRequest::Kind::kClipGoesOn) {
+            r->reader->go_on_clip(target->id, q.label, q.segment_start_seq, q.frame_pts_ns);
           } else {
             r->reader->take_picture(PictureOrder{target->index, target->id, target->roi, std::move(q.label),
                                                  q.segment_start_seq, std::move(q.path), q.frame_pts_ns});
           }
-        } else if (q.kind != PictureRequest::Kind::kClipEnd) {  // (a clip ends with its stream's decoding)
+        } else if (q.kind != PictureRequest::Kind::kClipEnd && q.kind != PictureRequest::Kind::kClipGoesOn) {
+          // (a clip ends with its stream's decoding)
           VAPIPE_LOG_WARN("stream '{}': no {} for its '{}' segment: its decoding is not running", q.stream_id,
                           q.kind == PictureRequest::Kind::kPicture ? "picture" : "clip", q.label);
         }

@@ -20,7 +20,7 @@ namespace vapipe {
 
 void RecentFrames::new_decoder() {
   std::lock_guard<std::mutex> lock(mutex_);
-  end_taps();
+  end_taps(StartOver::kNewDecoder);
   compressed_.clear();
   bytes_ = 0;
   caps_.reset();
@@ -29,7 +29,7 @@ void RecentFrames::new_decoder() {
 void RecentFrames::set_caps(GstCaps* caps) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (caps_ && caps && gst_caps_is_equal(caps_.get(), caps)) return;
-  end_taps();
+  end_taps(StartOver::kNewCaps);
   compressed_.clear();  // decoded with other caps, they would not decode with these
   bytes_ = 0;
   caps_.reset(caps ? gst_caps_ref(caps) : nullptr);
@@ -41,7 +41,7 @@ void RecentFrames::add_compressed(GstBuffer* buffer) {
   if (!caps_) return;
   // As the decoder's gate judges it: an intra-only codec's frames are key frames whatever their flags.
   const bool key = intra_only_ || !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
-  for (auto it = taps_.begin(); it != taps_.end();) it = it->second(buffer) ? std::next(it) : taps_.erase(it);
+  for (auto it = taps_.begin(); it != taps_.end();) it = it->second(buffer, StartOver::kNo) ? std::next(it) : taps_.erase(it);
   if (compressed_.empty() && !key) return;  // nothing to decode it from
   const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
   const size_t bytes = gst_buffer_get_size(buffer);
@@ -50,8 +50,8 @@ void RecentFrames::add_compressed(GstBuffer* buffer) {
   if (key || bytes_ > max_bytes_) prune_compressed();
 }
 
-void RecentFrames::end_taps() {
-  for (auto& [id, tap] : taps_) tap(nullptr);
+void RecentFrames::end_taps(StartOver why) {
+  for (auto& [id, tap] : taps_) tap(nullptr, why);
   taps_.clear();
 }
 
@@ -68,7 +68,7 @@ bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function
   Tap tap = make(caps_.get());
   if (!tap) return true;
   for (size_t i = from; i < compressed_.size(); ++i) {
-    if (!tap(compressed_[i].buffer.get())) return true;
+    if (!tap(compressed_[i].buffer.get(), StartOver::kNo)) return true;
   }
   taps_[id] = std::move(tap);
   return true;

@@ -90,9 +90,12 @@ class RecentFrames {
   std::optional<Orientation> turn_sent(int64_t pts_ns) const;
 
   // A clip's tap (publish.segments_clips, clip_recorder.h): given each compressed frame the decoder
-  // takes, in decode order, under the keeper's lock (so it must not call the keeper); nullptr when the
-  // keeping starts over (a new decoder, new caps: the clip ends there). It returns false to be removed.
-  using Tap = std::function<bool(GstBuffer* buffer)>;
+  // takes, in decode order, under the keeper's lock (so it must not call the keeper), with kNo; nullptr
+  // when the keeping starts over, with why: a new decoder (a new connection, whose timestamps start
+  // again) or new caps (another resolution or codec within one); it is then removed. It returns false
+  // to be removed.
+  enum class StartOver { kNo, kNewDecoder, kNewCaps };
+  using Tap = std::function<bool(GstBuffer* buffer, StartOver why)>;
   // Adds a tap that is first given the compressed frames kept from the key frame at or before
   // `from_pts_ns` (the first kept, when it is later than that), then each that follows: none missed,
   // none twice. `make` gets the caps of the frames, before any is given, and returns the tap (empty:
@@ -116,7 +119,7 @@ class RecentFrames {
     size_t bytes;
   };
   void drop_front(size_t count);
-  void end_taps();  // under the lock
+  void end_taps(StartOver why);  // under the lock
   void prune_compressed();
 
   const uint32_t frames_back_;

@@ -2829,6 +2829,11 @@ void StreamReader::end_clip(const std::string& stream_id, const std::string& lab
   if (impl_->clips) impl_->clips->end(stream_id, label, segment_start_seq, last_pts_ns);
 }
 
+void StreamReader::go_on_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
+                              int64_t pts_ns) {
+  if (impl_->clips) impl_->clips->go_on_after_restart(stream_id, label, segment_start_seq, pts_ns);
+}
+
 void StreamReader::end_clips_before(int64_t before_unix_ns) {
   if (impl_->clips) impl_->clips->end_clips_before(before_unix_ns);
 }

@@ -164,6 +164,9 @@ class StreamReader {
   void start_clip(ClipOrder order);
   void end_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq,
                 int64_t last_pts_ns);
+  // The segment went on across a reconnection with its frame at `pts_ns`: its clip goes on in a next
+  // part (ClipRecorder::go_on_after_restart).
+  void go_on_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq, int64_t pts_ns);
   // publish started again: the clips begun before `before_unix_ns` end (ClipRecorder::end_clips_before).
   void end_clips_before(int64_t before_unix_ns);
 

@@ -1240,6 +1240,10 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
       for (auto& [label, track] : st.tracks) {
         if (track.segment.frames > 0) track.segment.held = true;
       }
+      // Their clips' parts before the outage are said once the camera is back, or the grace is over.
+      for (auto& [key, asked] : st.clips_asked) {
+        asked.due = std::max(asked.due, *st.segments_held_until + picture_answer_timeout_);
+      }
     }
     st.run = StreamState::LabelRun{};
     for (auto& [label, track] : st.tracks) {
@@ -1307,7 +1311,9 @@ Status PublishStage::follow_segments(StreamState& st, const Message& r) {
   run.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns, r.env.damaged);
   StreamState::LabelRun& seg = st.segment;
   if (seg.frames > 0 && seg.label == label) {  // the segment goes on
+    const bool across_reconnection = seg.held;
     seg.add(r.env.seq, pts_ms, capture_ms, camera_ms, score, r.env.pts_ns, r.env.damaged);
+    if (across_reconnection) ask_clip_to_go_on(st, seg);
     return Status::Ok();
   }
   if (run.frames < min_frames) return Status::Ok();
@@ -1360,7 +1366,9 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
     }
     run.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns, r.env.damaged);
     if (track.segment.frames > 0) {
+      const bool across_reconnection = track.segment.held;
       track.segment.add(r.env.seq, pts_ms, capture_ms, camera_ms, c.score, r.env.pts_ns, r.env.damaged);
+      if (across_reconnection) ask_clip_to_go_on(st, track.segment);
     } else if (run.frames >= min_frames) {
       track.segment = run;
       VAPIPE_RETURN_IF_ERROR(publish_began(st, track.segment));
@@ -1686,6 +1694,15 @@ void PublishStage::prune_pictures() {
   VAPIPE_LOG_INFO("publish: removed {} day folder(s) of segment pictures older than {} days "
                   "(publish.segments_pictures_keep_days), the first {}",
                   removed.size(), p.segments_pictures_keep_days, removed.front());
+}
+
+// A segment held open across a lost connection (segments_reconnect_grace_s) goes on with its frame at
+// segment.end_pts_ns: ingest cut its clip when the stream's decoder started over; it goes on in a next
+// part, from before that frame.
+void PublishStage::ask_clip_to_go_on(const StreamState& st, const StreamState::LabelRun& segment) {
+  if (!config_->publish.segments_clips || !picture_requester_) return;
+  picture_requester_(PictureRequest{st.id, segment.label, segment.start_seq, "", static_cast<int64_t>(segment.end_seq),
+                                    segment.end_pts_ns, PictureRequest::Kind::kClipGoesOn});
 }
 
 Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segment) {

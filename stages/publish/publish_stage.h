@@ -248,6 +248,8 @@ class PublishStage final : public Stage {
   Status follow_each_label(StreamState& st, const Message& result);
   // Ends the stream's segment (or, segments_labels: each, all of them, in label order).
   Status end_segment(StreamState& st);
+  // A segment held across a lost connection goes on: its clip goes on in a next part.
+  void ask_clip_to_go_on(const StreamState& st, const StreamState::LabelRun& segment);
   // Publishes `segment` as ended and clears it.
   Status publish_ended(StreamState& st, StreamState::LabelRun* segment);
   // Publishes `segment` as begun, and asks for its picture (publish.segments_pictures_dir).

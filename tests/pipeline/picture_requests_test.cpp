@@ -40,7 +40,7 @@ TEST(PictureRequests, ARequestReadsBackAsItWasWritten) {
 }
 
 // publish.segments_clips: a clip's start names its file and the segment's first frame; its end names
-// no file, only the segment's last frame.
+// no file, only the segment's last frame; its going on after a reconnection, the frame it goes on with.
 TEST(PictureRequests, AClipsStartAndEndReadBackAsTheyWereWritten) {
   PictureRequest start{"gate", "truck", 40, "/p/gate/2026-12-04/10-00-00.000_truck.mp4", 40, 1333333333,
                        PictureRequest::Kind::kClipStart};
@@ -56,6 +56,12 @@ TEST(PictureRequests, AClipsStartAndEndReadBackAsTheyWereWritten) {
   EXPECT_EQ(back->segment_start_seq, 40u);
   EXPECT_EQ(back->frame_pts_ns, 3166666666);
   EXPECT_EQ(segment_clip_path("/p/gate/2026-12-04/10-00-00.000_truck.jpg"), "/p/gate/2026-12-04/10-00-00.000_truck.mp4");
+  PictureRequest goes_on{"gate", "truck", 40, "", 130, 500000000, PictureRequest::Kind::kClipGoesOn};
+  back = decode_picture_request(encode_picture_request(goes_on));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->kind, PictureRequest::Kind::kClipGoesOn);
+  EXPECT_EQ(back->segment_start_seq, 40u);
+  EXPECT_EQ(back->frame_pts_ns, 500000000);
   PictureRequest before;
   before.kind = PictureRequest::Kind::kClipsBefore;
   before.before_unix_ns = 1796347088220858200;

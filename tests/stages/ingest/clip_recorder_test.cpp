@@ -316,7 +316,8 @@ TEST_F(ClipRecorderTest, AShortRtspClipIsPlacedFromItsKeyFrame) {
 }
 
 // A segment longer than `max` goes on in a next clip, from the first key frame after `max`: its parts
-// hold each frame once. A new decoder (a reconnection) ends the clip open then.
+// hold each frame once. A new decoder (a reconnection) ends the part open then, which says it is the
+// last once publish says the segment ended.
 TEST_F(ClipRecorderTest, ASegmentPastItsLongestGoesOnInANextClipAndANewDecoderEndsIt) {
   RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), milliseconds(1000)});
@@ -328,7 +329,17 @@ TEST_F(ClipRecorderTest, ASegmentPastItsLongestGoesOnInANextClipAndANewDecoderEn
   EXPECT_TRUE(std::filesystem::exists(dir_ / "door" / "long.2.mp4.part"));
   feed(recent, 50, 75);
   recent.new_decoder();  // a reconnection: its timestamps start again
-  std::vector<ClipDone> done = wait_done(recorder, 2);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  // Part 2 is written, and said once publish says whether its segment goes on: here it ended.
+  for (int i = 0; i < 200 && !std::filesystem::exists(dir_ / "door" / "long.2.mp4"); ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "door" / "long.2.mp4"));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_TRUE(recorder.take_done().empty()) << "said before publish said the segment ended";
+  recorder.end("door", "person", 7, shown_[74]);
+  for (ClipDone& d : wait_done(recorder, 1)) done.push_back(std::move(d));
   ASSERT_EQ(done.size(), 2u);
   ASSERT_TRUE(done[0].written) << done[0].message;
   EXPECT_EQ(done[0].part, 1u);
@@ -360,6 +371,78 @@ TEST_F(ClipRecorderTest, ASegmentPastItsLongestGoesOnInANextClipAndANewDecoderEn
   }
   ASSERT_GT(shown.size(), 45u);
   for (size_t i = 0; i < shown.size(); ++i) EXPECT_EQ(shown[i], shown_[15 + i]) << i;
+}
+
+// A camera lost mid-segment and back within publish.segments_reconnect_grace_s, its segment going on:
+// the part cut by the new decoder says it continues, and the next part holds the new connection's
+// frames from the key frame at or before the frame the segment went on with (less `pre`) to its end,
+// each the stream's own. Closed while it waits, a clip's part before the restart is its last.
+TEST_F(ClipRecorderTest, ASegmentThatGoesOnAfterAReconnectionGoesOnInANextPartOfTheNewConnectionsFrames) {
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(100));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(100), milliseconds(0), std::chrono::seconds(60)});
+  feed(recent, 0, 20);
+  recorder.start(order("back.mp4", shown_[18]));  // from key frame 15
+  feed(recent, 20, 50);
+  recent.new_decoder();  // the camera is lost
+  for (int i = 0; i < 200 && !std::filesystem::exists(dir_ / "door" / "back.mp4"); ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "door" / "back.mp4"));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_TRUE(recorder.take_done().empty()) << "part 1 said before publish said whether its segment goes on";
+  // Back: the new connection's timestamps start again (the same frames, as its decoder's input).
+  feed(recent, 0, 40);
+  recorder.go_on_after_restart("door", "person", 7, shown_[33]);  // less 100 ms: frame 30, a key frame
+  recorder.go_on_after_restart("door", "person", 7, shown_[34]);  // (asked twice: one part)
+  feed(recent, 40, 70);
+  recorder.end("door", "person", 7, shown_[62]);
+  feed(recent, 70, 90);
+  std::vector<ClipDone> done = wait_done(recorder, 2);
+  ASSERT_EQ(done.size(), 2u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].part, 1u);
+  EXPECT_TRUE(done[0].continues);
+  EXPECT_NE(done[0].message.find("started over"), std::string::npos) << done[0].message;
+  EXPECT_EQ(done[0].start_pts_ns, shown_[15]);
+  ASSERT_TRUE(done[1].written) << done[1].message;
+  EXPECT_EQ(done[1].part, 2u);
+  EXPECT_FALSE(done[1].continues);
+  EXPECT_EQ(done[1].message, "");
+  EXPECT_EQ(done[1].order.path, (dir_ / "door" / "back.2.mp4").string());
+  EXPECT_EQ(done[1].start_pts_ns, shown_[30]);
+  EXPECT_TRUE(recorder.take_done().empty());
+  for (const ClipDone& d : done) {
+    std::vector<Sample> frames = read_samples(d.order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+    ASSERT_FALSE(frames.empty());
+    const int64_t offset = d.start_pts_ns - pts_of(frames.front().buffer);
+    std::vector<int64_t> shown;
+    for (Sample& f : frames) {
+      shown.push_back(pts_of(f.buffer) + offset);
+      EXPECT_TRUE(whole_.count(shown.back()) && whole_.at(shown.back()) == bytes_of(f.buffer)) << d.part << " " << shown.size();
+      gst_buffer_unref(f.buffer);
+      gst_caps_unref(f.caps);
+    }
+    // Part 1: the first connection's frames from key frame 15 up to the loss; part 2: the second's from
+    // key frame 30 to at least frame 62.
+    const size_t first = d.part == 1 ? 15 : 30;
+    ASSERT_GE(shown.size(), d.part == 1 ? 30u : 33u) << d.part;
+    for (size_t i = 0; i < shown.size(); ++i) EXPECT_EQ(shown[i], shown_[first + i]) << d.part << " " << i;
+  }
+
+  // Lost again, and the stream ends while its clip waits: the part before is said as its last.
+  ClipOrder again = order("again.mp4", shown_[15]);
+  again.segment_start_seq = 8;
+  feed(recent, 0, 20);
+  recorder.start(again);
+  feed(recent, 20, 40);
+  recent.new_decoder();
+  recorder.close(std::chrono::seconds(10), "the stream ended");
+  done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].order.segment_start_seq, 8u);
+  EXPECT_FALSE(done[0].continues);
+  EXPECT_NE(done[0].message.find("started over"), std::string::npos) << done[0].message;
 }
 
 TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {

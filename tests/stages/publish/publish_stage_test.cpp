@@ -435,6 +435,72 @@ TEST_F(PublishStageTest, ALostCameraKeepsItsSegmentForTheReconnectGrace) {
   }
 }
 
+// With clips, a segment held across a camera's outage asks ingest to go on with its clip (cut when the
+// camera's decoder started over) from the frame it goes on with; its clip is not said missing while
+// the camera is away (within the grace). One that another label ends after the outage ends its clip.
+TEST_F(PublishStageTest, ASegmentThatGoesOnAcrossAReconnectionAsksForItsClipToGoOn) {
+  for (const char* labels : {"top1", "each"}) {
+    SCOPED_TRACE(labels);
+    auto event = [&](MessageKind kind, uint64_t seq) {
+      return Message::stream_event(kind, testing::envelope(0, seq), StreamEvent{"rtsp://cam/1", "", seq, 0});
+    };
+    auto kinds = [&] {
+      std::vector<std::string> out;
+      for (const PictureRequest& r : asked_) {
+        if (r.kind == PictureRequest::Kind::kPicture) continue;
+        out.push_back(r.label + (r.kind == PictureRequest::Kind::kClipStart ? " clip_start"
+                                 : r.kind == PictureRequest::Kind::kClipEnd ? " clip_end"
+                                 : r.kind == PictureRequest::Kind::kClipGoesOn ? " clip_goes_on"
+                                                                                : " other"));
+      }
+      return out;
+    };
+    auto start = [&] {
+      config_ = testing::test_config(2);
+      asked_.clear();
+      make_stage();
+      ask_pictures(2);
+      config_.publish.segments_labels = labels;
+      config_.publish.segments_min_score = 0.5;
+      config_.publish.segments_clips = true;
+      config_.publish.segments_clip_max_s = 1;
+      config_.publish.segments_reconnect_grace_s = 30;
+      stage_->set_picture_answer_timeout(std::chrono::seconds(1));
+      open();
+    };
+    start();
+    uint64_t seq = 0;
+    send_top1(&seq, "car", 0.9, 3);
+    ASSERT_EQ(asked_.front().kind, PictureRequest::Kind::kPicture);  // (answered)
+    ASSERT_TRUE(stage_->process(picture_answer(static_cast<uint64_t>(asked_.front().frame_seq), "car", 0, asked_.front().path), out_).ok());
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq), out_).ok());
+    // Its clip is due in about 2 s (segments_clip_max_s and the answer's timeout), its part before the
+    // outage said once the camera is back: not said missing until the grace is over.
+    const std::optional<SteadyTime> due = stage_->next_deadline();
+    ASSERT_TRUE(due.has_value());
+    EXPECT_GE(*due, std::chrono::steady_clock::now() + std::chrono::seconds(25));
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, seq), out_).ok());
+    seq += 5;
+    send_top1(&seq, "car", 0.9, 2);
+    EXPECT_EQ(kinds(), (std::vector<std::string>{"car clip_start", "car clip_goes_on"}));
+    ASSERT_EQ(asked_.back().kind, PictureRequest::Kind::kClipGoesOn);
+    EXPECT_EQ(asked_.back().segment_start_seq, 0u);
+    EXPECT_EQ(asked_.back().frame_seq, 8);
+    EXPECT_EQ(asked_.back().frame_pts_ns, 8 * 33000000);  // the first frame it went on with
+    ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+    EXPECT_EQ(kinds(), (std::vector<std::string>{"car clip_start", "car clip_goes_on", "car clip_end"}));
+
+    // Back with another label: the held segment ends, and with it its clip; nothing goes on.
+    start();
+    seq = 0;
+    send_top1(&seq, "car", 0.9, 3);
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamReconnecting, seq), out_).ok());
+    ASSERT_TRUE(stage_->process(event(MessageKind::kStreamResumed, seq), out_).ok());
+    send_top1(&seq, "truck", 0.9, 2);
+    EXPECT_EQ(kinds(), (std::vector<std::string>{"car clip_start", "car clip_end", "truck clip_start"}));
+  }
+}
+
 // A live job runs for months; its results file is rotated by logrotate's copytruncate (copied, then
 // emptied in place while the job writes on). The lines after that start at the file's start: before,
 // they went on at the old offset, after a hole of zero bytes as long as the file had been.
