@@ -393,5 +393,57 @@ class LiveRtsp(E2ETest):
         self.assert_no_leftovers(run)
 
 
+    def test_a_segment_held_across_a_cameras_outage_goes_on_in_a_next_clip(self):
+        """publish.segments_reconnect_grace_s with clips: the camera's server dies mid-segment and comes
+        back within the grace. One segment runs across the outage (its ended counts the reconnection),
+        and its clip comes in two parts: the first, cut when the camera's decoder started over, says it
+        continues (said once the camera is back: publish asks ingest to go on); the second, of the new
+        connection's frames, ends with the job. Each part is an MP4 that decodes."""
+        port = free_port()
+        uri, proc = self.start_camera_process("pinwheel", port)
+        pictures = os.path.join(self.dir, "pictures")
+        config, endpoint = write_config(self.dir, [("yard", uri)],
+                                        ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2},
+                                        publish={"segments_min_frames": 15, "segments_pictures_dir": pictures,
+                                                 "segments_clips": True, "segments_clip_pre_s": 1,
+                                                 "segments_reconnect_grace_s": 30})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        before = self.wait_for_results({"yard": 40})
+        self.assertGreaterEqual(before["yard"], 40, run.stderr_so_far()[-6000:])
+        proc.kill()
+        proc.wait()
+        time.sleep(2)
+        self.start_camera_process("pinwheel", port)
+        after = self.wait_for_results({"yard": before["yard"] + 60}, timeout=60)
+        self.assertGreaterEqual(after["yard"], before["yard"] + 60, run.stderr_so_far()[-6000:])
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        messages = self.subscriber.wait(timeout=30)
+        said = [m["payload"] for m in messages if m["topic"] == "segments/yard"]
+        segments = [(g["event"], g["label"], g["start_seq"]) for g in said if g["event"] in ("began", "ended")]
+        self.assertEqual(segments, [("began", "pinwheel", 0), ("ended", "pinwheel", 0)], said)
+        ended = [g for g in said if g["event"] == "ended"][0]
+        self.assertEqual(ended["reconnections"], 1, ended)
+        clips = [g for g in said if g["event"] == "clip"]
+        self.assertEqual([(c["part"], c["continues"], c["error"]) for c in clips], [(1, True, None), (2, False, None)],
+                         (clips, [line for line in run.stderr.splitlines() if "clip" in line]))
+        self.assertIn("started over", clips[0]["cut_short"])
+        self.assertEqual(clips[1]["cut_short"], "the stream ended")
+        self.assertEqual(clips[1]["clip"], clips[0]["clip"][:-4] + ".2.mp4")
+        # The first part is said once the camera is back (its segment went on), not at the loss.
+        order = [(m["topic"], m["payload"].get("event"), m["payload"].get("part")) for m in messages]
+        self.assertLess(order.index(("events/yard", "resumed", None)), order.index(("segments/yard", "clip", 1)))
+        for clip in clips:
+            self.assertGreater(clip["duration_s"], 0.5, clip)
+            self.assertEqual(mp4_layout(clip["clip"])[0][:3], ["ftyp", "moov", "mdat"])
+            decoded = subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={clip['clip']}", "!", "qtdemux",
+                                      "!", "h264parse", "!", "avdec_h264", "!", "fakesink"],
+                                     capture_output=True, text=True, timeout=60)
+            self.assertEqual(decoded.returncode, 0, decoded.stderr)
+        self.assert_no_leftovers(run)
+
+
 if __name__ == "__main__":
     unittest.main()
