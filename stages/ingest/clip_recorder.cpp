@@ -348,8 +348,8 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, Rec
   }
   if (!buffer) {
     const std::string started_over = "the stream's decoder started over (a reconnection, or a looping file read again)";
-    if (clip->end_after_ns != INT64_MAX || !clip->writer || clip->writer->frames() == 0) {
-      finish_later(clip, started_over);  // its segment has ended already (or nothing of it was written)
+    if (clip->end_after_ns != INT64_MAX || !clip->writer) {
+      finish_later(clip, started_over);  // its segment has ended already
       return false;
     }
     // Its segment may go on after the outage (publish.segments_reconnect_grace_s): this part is
