@@ -275,6 +275,7 @@ struct ClipRecorder::Clip {
   // goes on (go_on_after_restart) or ends (end()). Said before the finisher is done: as `went_on` and
   // `waiting_more` say.
   bool waiting = false;
+  bool waiting_after_caps_change = false;  // (not a new decoder: it goes on by itself)
   std::optional<ClipDone> waiting_done;
   bool went_on = false;
   std::string waiting_more;
@@ -342,20 +343,26 @@ void ClipRecorder::start(ClipOrder order) {
 bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, RecentFrames::StartOver why) {
   std::lock_guard<std::mutex> lock(clip->mutex);
   if (clip->ending) return false;
-  if (!buffer && why == RecentFrames::StartOver::kNewCaps) {
-    finish_later(clip, "the stream's resolution or codec changed");
-    return false;
-  }
   if (!buffer) {
-    const std::string started_over = "the stream's decoder started over (a reconnection, or a looping file read again)";
+    const bool new_caps = why == RecentFrames::StartOver::kNewCaps;
+    const std::string cut = new_caps ? "the stream's resolution or codec changed"
+                                     : "the stream's decoder started over (a reconnection, or a looping file read again)";
     if (clip->end_after_ns != INT64_MAX || !clip->writer) {
-      finish_later(clip, started_over);  // its segment has ended already
+      finish_later(clip, cut);  // its segment has ended already
       return false;
     }
-    // Its segment may go on after the outage (publish.segments_reconnect_grace_s): this part is
-    // finished, and says whether it is the last once publish has said.
+    // This part is finished, and says whether it is the last once that is known: after new caps the
+    // clip goes on by itself in a next part (its segment goes on: publish sees frames, not caps), from
+    // the next key frame, opened by the finisher (never under the keeper's lock); after a new decoder,
+    // publish says whether the segment went on across the outage (publish.segments_reconnect_grace_s).
     clip->waiting = true;
-    finish_part(*clip, started_over, /*continues=*/false, clip);
+    clip->waiting_after_caps_change = new_caps;
+    finish_part(*clip, cut, /*continues=*/false, clip);
+    if (new_caps) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      going_on_.push_back(clip);
+      changed_.notify_all();
+    }
     clip->base_ns = -1;
     clip->first_pts_ns = -1;
     clip->next_part_due = false;
@@ -366,6 +373,8 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, Rec
   const int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
   if (clip->base_ns < 0) {
     if (pts < 0) return true;  // not to be placed: the clip begins at its first timed frame
+    // (A part from the frames to come, after new caps: from the first key frame.)
+    if (!clip->intra_only && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) return true;
     clip->base_ns = pts;
     if (GST_BUFFER_DTS_IS_VALID(buffer)) clip->base_ns = std::min<int64_t>(pts, GST_BUFFER_DTS(buffer));
     clip->first_pts_ns = pts;
@@ -491,7 +500,6 @@ void ClipRecorder::end(const std::string& stream_id, const std::string& label, u
 
 void ClipRecorder::go_on_after_restart(const std::string& stream_id, const std::string& label,
                                        uint64_t segment_start_seq, int64_t pts_ns) {
-  std::lock_guard<std::mutex> serial(start_close_mutex_);  // as start(): close() ends what this begins
   std::shared_ptr<Clip> clip;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -499,47 +507,61 @@ void ClipRecorder::go_on_after_restart(const std::string& stream_id, const std::
     if (it == open_.end() || closed_) return;
     clip = it->second;
   }
+  if (pts_ns < 0) {
+    std::lock_guard<std::mutex> lock(clip->mutex);
+    release_waiting(clip, false, "; its segment went on after the reconnection, but its clip could not: its frames "
+                                 "have no timestamps to find where it goes on");
+    return;
+  }
+  go_on(clip, pts_ns - options_.pre.count(), /*from_next_frames=*/false);
+}
+
+void ClipRecorder::go_on(const std::shared_ptr<Clip>& clip, int64_t from_pts_ns, bool from_next_frames) {
   std::string path;
+  std::string where;
   {
     std::lock_guard<std::mutex> lock(clip->mutex);
-    if (!clip->waiting || clip->ending) return;  // (asked twice; or not cut by a restart)
+    if (!clip->waiting || clip->ending) return;  // (asked twice; not cut by a restart; or ended meanwhile)
     path = part_path(clip->order.path, clip->part + 1);
+    where = clip->waiting_after_caps_change ? "after the stream's resolution or codec changed"
+                                            : "after the reconnection";
   }
   // As start(): the file is made before the tap is added, with no lock held (the keeper's holds up the
-  // stream's decoding, and a folder on a share can take its time).
+  // stream's decoding, and a folder on a share can take its time). close() may come meanwhile: it ends
+  // the clip before it removes its tap, so a tap is added only to a clip still waiting (checked under
+  // its lock, within the keeper's), and one added before is removed.
   Status failed = Status::Ok();
-  bool kept = false;
   const CapsRef caps = recent_->caps();
-  if (pts_ns < 0) {
-    failed = NotFound("its frames have no timestamps to find where it goes on");
-  } else if (!caps) {
-    failed = NotFound("none of the new connection's compressed frames is kept");
+  if (!caps) {
+    failed = NotFound("none of the stream's compressed frames is kept since");
   } else {
     auto writer = ClipWriter::open(ClipWriter::path_for(path, caps.get()), caps.get(), ClipWriter::Container::kMp4,
                                    clip->order.turn);
     if (!writer.ok()) {
       failed = writer.status();
     } else {
-      kept = recent_->add_tap(clip->id, pts_ns - options_.pre.count(), [&](GstCaps* now) -> RecentFrames::Tap {
-        if (!gst_caps_is_equal(now, caps.get())) {
-          failed = Unavailable("the stream's resolution or codec changed as its clip went on");
-          return {};
-        }
-        std::lock_guard<std::mutex> lock(clip->mutex);
-        if (!clip->waiting || clip->ending) return {};  // ended meanwhile
-        clip->writer = std::move(writer).value();
-        clip->intra_only = is_intra_only_codec(now);
-        ++clip->part;
-        release_waiting(clip, true);  // before any frame of the next part: the tap's next restart is its own
-        return [this, clip](GstBuffer* buffer, RecentFrames::StartOver why) { return tap(clip, buffer, why); };
-      });
-      if (!kept && failed.ok()) failed = NotFound("none of the new connection's compressed frames is kept");
+      const bool added = recent_->add_tap(
+          clip->id, from_pts_ns,
+          [&](GstCaps* now) -> RecentFrames::Tap {
+            if (!gst_caps_is_equal(now, caps.get())) {
+              failed = Unavailable("the stream's resolution or codec changed again as its clip went on");
+              return {};
+            }
+            std::lock_guard<std::mutex> lock(clip->mutex);
+            if (!clip->waiting || clip->ending) return {};  // ended meanwhile
+            clip->writer = std::move(writer).value();
+            clip->intra_only = is_intra_only_codec(now);
+            ++clip->part;
+            release_waiting(clip, true);  // before any frame of the next part: the tap's next restart is its own
+            return [this, clip](GstBuffer* buffer, RecentFrames::StartOver why) { return tap(clip, buffer, why); };
+          },
+          from_next_frames);
+      if (!added && failed.ok()) failed = NotFound("none of the stream's compressed frames is kept since");
     }
   }
   if (failed.ok()) return;
   std::lock_guard<std::mutex> lock(clip->mutex);
-  release_waiting(clip, false, "; its segment went on after the reconnection, but its clip could not: " +
-                                   failed.message());
+  release_waiting(clip, false, "; its segment went on " + where + ", but its clip could not: " + failed.message());
 }
 
 void ClipRecorder::end_clips_before(int64_t before_unix_ns) {
@@ -584,7 +606,18 @@ void ClipRecorder::run_finisher() {
   constexpr auto kFinishTimeout = std::chrono::seconds(60);
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] { return closed_ || !finishing_.empty() || !opening_.empty(); });
+    changed_.wait(lock, [&] { return closed_ || !finishing_.empty() || !opening_.empty() || !going_on_.empty(); });
+    if (!going_on_.empty() && !closed_) {
+      std::shared_ptr<Clip> clip = std::move(going_on_.front());
+      going_on_.pop_front();
+      ++opening_now_;
+      lock.unlock();
+      go_on(clip, INT64_MIN, /*from_next_frames=*/true);  // from the first key frame of the new caps
+      lock.lock();
+      --opening_now_;
+      changed_.notify_all();
+      continue;
+    }
     if (!opening_.empty() && !closed_) {
       NextPart next = std::move(opening_.front());
       opening_.pop_front();
@@ -661,13 +694,16 @@ void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why)
     for (const auto& [key, clip] : open_) open.push_back(clip);
   }
   for (const std::shared_ptr<Clip>& clip : open) {
-    recent_->remove_tap(clip->id);  // no frame after this one
-    std::lock_guard<std::mutex> lock(clip->mutex);
-    if (clip->waiting) {
-      release_waiting(clip, false);  // its part before the restart is its last
-    } else if (!clip->ending) {
-      finish_later(clip, why);
+    {
+      std::lock_guard<std::mutex> lock(clip->mutex);
+      if (clip->waiting) {
+        release_waiting(clip, false);  // its part before the restart is its last
+      } else if (!clip->ending) {
+        finish_later(clip, why);
+      }
     }
+    // No frame after this one; after the clip ended, so that a part going on (go_on) adds no tap after it.
+    recent_->remove_tap(clip->id);
   }
   std::thread finisher;
   {
@@ -682,6 +718,7 @@ void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why)
     }
     finishing_.clear();
     opening_.clear();
+    going_on_.clear();
     closed_ = true;
     changed_.notify_all();
     finisher = std::move(finisher_);

@@ -5,13 +5,14 @@
 // them, are still kept by the stream's RecentFrames (keep_before). So a clip begins at the key frame
 // at or before `pre` ahead of the segment's first frame, takes every compressed frame that follows
 // (a tap on the keeper), and ends at the first frame more than `post` after the segment's last (when
-// publish says the segment ended), when the stream's caps change, or when the stream ends. A segment
+// publish says the segment ended), or when the stream ends. A segment
 // longer than `max` goes on in a next clip (its part 2, 3, ...: PATH with .2.mp4, .3.mp4), cut at a key
-// frame, so that its parts hold every frame once. When the stream's decoder starts over (a reconnection:
-// the next connection's timestamps start again) the part open then ends, but what it says waits for
-// publish: a segment held open across the outage (publish.segments_reconnect_grace_s) that goes on
-// goes on in a next part, from the new connection's frames (go_on_after_restart); one that ends there
-// (end(), or the grace ran out) makes it the clip's last.
+// frame, so that its parts hold every frame once. New caps (another resolution or codec, within a
+// connection) end a part and the clip goes on in the next, from the first key frame of the new caps.
+// When the stream's decoder starts over (a reconnection: the next connection's timestamps start again)
+// the part open then ends, but what it says waits for publish: a segment held open across the outage
+// (publish.segments_reconnect_grace_s) that goes on goes on in a next part, from the new connection's
+// frames (go_on_after_restart); one that ends there (end(), or the grace ran out) makes it the clip's last.
 //
 // A clip is written to PATH.part and renamed to PATH once the muxer has written its index (never a
 // half file under the clip's name); each clip, written or not, is then taken by take_done() for the
@@ -196,6 +197,10 @@ class ClipRecorder {
   // The part waiting across a restart is the clip's last (`more`: added to its message) or not; the
   // clip ends when it is (under clip.mutex).
   void release_waiting(const std::shared_ptr<Clip>& clip, bool continues, const std::string& more = "");
+  // A clip waiting after its part was cut goes on in its next part: from the key frame at or before
+  // `from_pts_ns` of the frames kept now, or (from_next_frames, after new caps) from the first key frame
+  // that comes when none is kept yet. Or, when it cannot, the part before is its last.
+  void go_on(const std::shared_ptr<Clip>& clip, int64_t from_pts_ns, bool from_next_frames);
   void finish_later(const std::shared_ptr<Clip>& clip, const std::string& why);  // under clip->mutex
   void open_next_part(const std::shared_ptr<Clip>& clip);                         // under clip->mutex
   void done(ClipDone d);
@@ -211,6 +216,7 @@ class ClipRecorder {
   std::map<Key, std::shared_ptr<Clip>> open_;
   std::deque<Part> finishing_;
   std::deque<NextPart> opening_;
+  std::deque<std::shared_ptr<Clip>> going_on_;  // cut by new caps: to go on (go_on), by the finisher
   size_t opening_now_ = 0;
   size_t finishing_now_ = 0;
   bool closed_ = false;

@@ -55,9 +55,10 @@ void RecentFrames::end_taps(StartOver why) {
   taps_.clear();
 }
 
-bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make) {
+bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make,
+                           bool or_next_frames) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!caps_ || compressed_.empty()) return false;
+  if (!caps_ || (compressed_.empty() && !or_next_frames)) return false;
   size_t from = 0;  // the first kept is a key frame
   for (size_t i = 0; i < compressed_.size(); ++i) {
     const Compressed& c = compressed_[i];

@@ -99,8 +99,10 @@ class RecentFrames {
   // Adds a tap that is first given the compressed frames kept from the key frame at or before
   // `from_pts_ns` (the first kept, when it is later than that), then each that follows: none missed,
   // none twice. `make` gets the caps of the frames, before any is given, and returns the tap (empty:
-  // none added). False: nothing is kept to begin from (make not called).
-  bool add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make);
+  // none added). False: nothing is kept to begin from (make not called); with `or_next_frames`, a tap is
+  // added when caps are known and nothing is kept yet (just after new caps), given the frames to come.
+  bool add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make,
+               bool or_next_frames = false);
   // The caps of the frames kept now (a new reference; null: none yet): what a tap's writer is opened
   // for before add_tap, so that no file is opened under the keeper's lock.
   CapsRef caps() const;

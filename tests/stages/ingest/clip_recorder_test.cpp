@@ -445,6 +445,65 @@ TEST_F(ClipRecorderTest, ASegmentThatGoesOnAfterAReconnectionGoesOnInANextPartOf
   EXPECT_NE(done[0].message.find("started over"), std::string::npos) << done[0].message;
 }
 
+// A camera that changes its resolution mid-segment (new caps within a connection; publish sees frames,
+// not caps): the part open then ends saying so, and the clip goes on by itself in a next part from the
+// first key frame of the new caps, an MP4 of its own, each frame the stream's own.
+TEST_F(ClipRecorderTest, AClipGoesOnInANextPartWhenItsStreamsResolutionChanges) {
+  const std::string other_file = (dir_ / "other.mp4").string();
+  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=45 ! "
+                             "video/x-raw,width=176,height=144,framerate=30/1 ! x264enc key-int-max=15 bframes=2 "
+                             "speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location=" + other_file;
+  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
+  std::vector<Sample> other = read_samples(other_file, "capsfilter caps=video/x-h264,stream-format=avc,alignment=au");
+  ASSERT_EQ(other.size(), 45u);
+  ASSERT_FALSE(gst_caps_is_equal(other[0].caps, compressed_[0].caps));
+  std::map<int64_t, std::string> other_whole;
+  for (Sample& f : read_samples(other_file, "avdec_h264 ! videoconvert ! video/x-raw,format=I420")) {
+    other_whole[pts_of(f.buffer)] = bytes_of(f.buffer);
+    gst_buffer_unref(f.buffer);
+    gst_caps_unref(f.caps);
+  }
+  auto feed_other = [&](RecentFrames& recent, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      recent.set_caps(other[i].caps);
+      recent.add_compressed(other[i].buffer);
+    }
+  };
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
+  feed(recent, 0, 20);
+  recorder.start(order("change.mp4", shown_[18]));  // from key frame 15
+  feed(recent, 20, 50);
+  feed_other(recent, 0, 5);  // new caps: part 1 ends, part 2 goes on from the new caps' key frame 0
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  feed_other(recent, 5, 45);
+  recorder.end("door", "person", 7, pts_of(other[30].buffer));
+  recorder.close(std::chrono::seconds(10), "the stream ended");
+  for (ClipDone& d : recorder.take_done()) done.push_back(std::move(d));
+  ASSERT_EQ(done.size(), 2u);
+  ASSERT_TRUE(done[0].written) << done[0].message;
+  EXPECT_EQ(done[0].part, 1u);
+  EXPECT_TRUE(done[0].continues);
+  EXPECT_EQ(done[0].message, "the stream's resolution or codec changed");
+  ASSERT_TRUE(done[1].written) << done[1].message;
+  EXPECT_EQ(done[1].part, 2u);
+  EXPECT_FALSE(done[1].continues);
+  EXPECT_EQ(done[1].order.path, (dir_ / "door" / "change.2.mp4").string());
+  EXPECT_EQ(done[1].start_pts_ns, pts_of(other[0].buffer));
+  std::vector<Sample> frames = read_samples(done[1].order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+  ASSERT_GE(frames.size(), 30u);
+  for (Sample& f : frames) {
+    const GstStructure* st = gst_caps_get_structure(f.caps, 0);
+    int width = 0;
+    gst_structure_get_int(st, "width", &width);
+    EXPECT_EQ(width, 176);
+    EXPECT_TRUE(other_whole.count(pts_of(f.buffer)) && other_whole.at(pts_of(f.buffer)) == bytes_of(f.buffer));
+  }
+  release(frames);
+  release(other);
+}
+
 TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
   RecentFrames recent(5, milliseconds(100));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{});
