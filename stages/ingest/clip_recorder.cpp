@@ -270,15 +270,11 @@ struct ClipRecorder::Clip {
   int64_t begun_unix_ns = 0;         // when start() was asked (the wall clock)
   bool ending = false;               // no more frames are taken
   bool intra_only = false;           // each frame a key frame, whatever its flags (Motion JPEG)
-  // The stream's decoder started over (a reconnection) while its segment was open: the part open then
-  // was finished, and its ClipDone (once written) waits here until publish says whether the segment
-  // goes on (go_on_after_restart) or ends (end()). Said before the finisher is done: as `went_on` and
-  // `waiting_more` say.
-  bool waiting = false;
+  // The part cut by a new decoder (a reconnection, whose segment publish may hold across the outage)
+  // or new caps while its segment was open, until it is known whether the clip goes on (go_on) or the
+  // part was its last: set while it waits (null otherwise); the part at the finisher holds it too.
+  std::shared_ptr<PartWait> wait;
   bool waiting_after_caps_change = false;  // (not a new decoder: it goes on by itself)
-  std::optional<ClipDone> waiting_done;
-  bool went_on = false;
-  std::string waiting_more;
 };
 
 ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
@@ -355,11 +351,11 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, Rec
     // clip goes on by itself in a next part (its segment goes on: publish sees frames, not caps), from
     // the next key frame, opened by the finisher (never under the keeper's lock); after a new decoder,
     // publish says whether the segment went on across the outage (publish.segments_reconnect_grace_s).
-    clip->waiting = true;
+    clip->wait = std::make_shared<PartWait>();
     clip->waiting_after_caps_change = new_caps;
     finish_part(*clip, cut, /*continues=*/false, clip);
     if (new_caps) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> queue_lock(mutex_);
       going_on_.push_back(clip);
       changed_.notify_all();
     }
@@ -428,6 +424,7 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, Rec
 
 void ClipRecorder::finish_part(Clip& clip, const std::string& why, bool continues, std::shared_ptr<Clip> waits_in) {
   Part part;
+  if (waits_in) part.wait = waits_in->wait;
   part.waits_in = std::move(waits_in);
   part.done.order = clip.order;
   part.done.order.path = part_path(clip.order.path, clip.part);
@@ -461,18 +458,18 @@ void ClipRecorder::finish_later(const std::shared_ptr<Clip>& clip, const std::st
 }
 
 void ClipRecorder::release_waiting(const std::shared_ptr<Clip>& clip, bool continues, const std::string& more) {
-  if (!clip->waiting) return;
-  clip->waiting = false;
-  if (clip->waiting_done) {
-    ClipDone d = std::move(*clip->waiting_done);
-    clip->waiting_done.reset();
+  if (!clip->wait) return;
+  const std::shared_ptr<PartWait> wait = std::move(clip->wait);
+  wait->decided = true;
+  wait->continues = continues;
+  wait->more = more;
+  if (wait->done) {
+    ClipDone d = std::move(*wait->done);
+    wait->done.reset();
     d.continues = continues;
     d.message += more;
     done(std::move(d));
-  } else {  // still being written: the finisher says it so
-    clip->went_on = continues;
-    clip->waiting_more = more;
-  }
+  }  // else still being written: the finisher says it as decided
   if (continues) return;
   clip->ending = true;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -490,7 +487,7 @@ void ClipRecorder::end(const std::string& stream_id, const std::string& label, u
     clip = it->second;
   }
   std::lock_guard<std::mutex> lock(clip->mutex);
-  if (clip->waiting) {  // it ended before the stream's decoder started over: the part before is its last
+  if (clip->wait) {  // it ended before the stream's decoder started over: the part before is its last
     release_waiting(clip, false);
     return;
   }
@@ -521,7 +518,7 @@ void ClipRecorder::go_on(const std::shared_ptr<Clip>& clip, int64_t from_pts_ns,
   std::string where;
   {
     std::lock_guard<std::mutex> lock(clip->mutex);
-    if (!clip->waiting || clip->ending) return;  // (asked twice; not cut by a restart; or ended meanwhile)
+    if (!clip->wait || clip->ending) return;  // (asked twice; not cut by a restart; or ended meanwhile)
     path = part_path(clip->order.path, clip->part + 1);
     where = clip->waiting_after_caps_change ? "after the stream's resolution or codec changed"
                                             : "after the reconnection";
@@ -548,7 +545,7 @@ void ClipRecorder::go_on(const std::shared_ptr<Clip>& clip, int64_t from_pts_ns,
               return {};
             }
             std::lock_guard<std::mutex> lock(clip->mutex);
-            if (!clip->waiting || clip->ending) return {};  // ended meanwhile
+            if (!clip->wait || clip->ending) return {};  // ended meanwhile
             clip->writer = std::move(writer).value();
             clip->intra_only = is_intra_only_codec(now);
             ++clip->part;
@@ -572,7 +569,7 @@ void ClipRecorder::end_clips_before(int64_t before_unix_ns) {
   }
   for (const std::shared_ptr<Clip>& clip : open) {
     std::lock_guard<std::mutex> lock(clip->mutex);
-    if (clip->waiting && clip->begun_unix_ns < before_unix_ns) {
+    if (clip->wait && clip->begun_unix_ns < before_unix_ns) {
       release_waiting(clip, false);
       continue;
     }
@@ -657,21 +654,23 @@ void ClipRecorder::run_finisher() {
     d.frames = part.writer ? part.writer->frames() : 0;
     part.writer.reset();  // a file not written is removed
     bool waits = false;
-    if (part.waits_in) {  // ended by a restart: publish says whether its segment goes on
+    if (part.wait) {  // cut by new caps or a new decoder: whether the clip goes on may not be known yet
       std::lock_guard<std::mutex> clip_lock(part.waits_in->mutex);
       Clip& clip = *part.waits_in;
-      if (clip.waiting && d.written) {
-        clip.waiting_done = std::move(d);
+      PartWait& wait = *part.wait;
+      if (!wait.decided && d.written) {
+        wait.done = std::move(d);  // said when it is known
         waits = true;
-      } else if (clip.waiting) {  // not written: nothing to go on from, the clip ends with it
-        clip.waiting = false;
+      } else if (!wait.decided) {  // not written: nothing to go on from, the clip ends with it
+        wait.decided = true;
+        if (clip.wait == part.wait) clip.wait.reset();
         clip.ending = true;
         std::lock_guard<std::mutex> open_lock(mutex_);
         const Key key{clip.order.stream_id, clip.order.label, clip.order.segment_start_seq};
         if (auto it = open_.find(key); it != open_.end() && it->second == part.waits_in) open_.erase(it);
-      } else {  // said already
-        d.continues = d.written && clip.went_on;
-        d.message += clip.waiting_more;
+      } else {  // known already
+        d.continues = d.written && wait.continues;
+        d.message += wait.more;
       }
     }
     lock.lock();
@@ -696,7 +695,7 @@ void ClipRecorder::close(std::chrono::milliseconds wait, const std::string& why)
   for (const std::shared_ptr<Clip>& clip : open) {
     {
       std::lock_guard<std::mutex> lock(clip->mutex);
-      if (clip->waiting) {
+      if (clip->wait) {
         release_waiting(clip, false);  // its part before the restart is its last
       } else if (!clip->ending) {
         finish_later(clip, why);

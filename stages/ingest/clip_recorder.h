@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -174,13 +175,22 @@ class ClipRecorder {
 
  private:
   struct Clip;
+  // A part cut by new caps or a new decoder, until it is known whether its clip goes on in a next part
+  // (then it `continues`) or ends with it: decided by go_on or release_waiting, under its clip's lock;
+  // the part's ClipDone, once written, waits here for it.
+  struct PartWait {
+    bool decided = false;
+    bool continues = false;
+    std::string more;  // added to its message
+    std::optional<ClipDone> done;
+  };
   // A part taken no more frames, for the finisher: its own writer and what its ClipDone says.
   struct Part {
     ClipDone done;
     std::unique_ptr<ClipWriter> writer;
-    // Ended by a restart of the stream's decoder: once written, its ClipDone waits in its clip until
-    // publish says whether the segment goes on.
+    // Cut by new caps or a new decoder: its clip and its wait (said once decided).
     std::shared_ptr<Clip> waits_in;
+    std::shared_ptr<PartWait> wait;
   };
   // A clip's next part to open, for the finisher (ClipWriter::open makes a file and starts a muxer).
   struct NextPart {
