@@ -278,7 +278,7 @@ struct ClipRecorder::Clip {
 };
 
 ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
-    : stream_id_(std::move(stream_id)), recent_(recent), options_(options) {}
+    : stream_id_(std::move(stream_id)), recent_(recent), options_(options), hold_(options.hold_across_reconnections) {}
 
 ClipRecorder::~ClipRecorder() { close(std::chrono::milliseconds(0), "the stream ended"); }
 
@@ -343,14 +343,14 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, Rec
     const bool new_caps = why == RecentFrames::StartOver::kNewCaps;
     const std::string cut = new_caps ? "the stream's resolution or codec changed"
                                      : "the stream's decoder started over (a reconnection, or a looping file read again)";
-    if (clip->end_after_ns != INT64_MAX || !clip->writer) {
-      finish_later(clip, cut);  // its segment has ended already
+    if (clip->end_after_ns != INT64_MAX || !clip->writer || (!new_caps && !hold_.load(std::memory_order_relaxed))) {
+      finish_later(clip, cut);  // its segment has ended already (or no grace holds it across the reconnection)
       return false;
     }
     // This part is finished, and says whether it is the last once that is known: after new caps the
     // clip goes on by itself in a next part (its segment goes on: publish sees frames, not caps), from
     // the next key frame, opened by the finisher (never under the keeper's lock); after a new decoder,
-    // publish says whether the segment went on across the outage (publish.segments_reconnect_grace_s).
+    // with publish.segments_reconnect_grace_s, publish says whether the segment went on across the outage.
     clip->wait = std::make_shared<PartWait>();
     clip->waiting_after_caps_change = new_caps;
     finish_part(*clip, cut, /*continues=*/false, clip);

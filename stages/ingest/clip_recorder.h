@@ -142,6 +142,9 @@ class ClipRecorder {
     std::chrono::nanoseconds pre{std::chrono::seconds(5)};
     std::chrono::nanoseconds post{std::chrono::seconds(5)};
     std::chrono::nanoseconds max{std::chrono::seconds(300)};
+    // publish.segments_reconnect_grace_s above 0: publish may hold a segment across a reconnection, so
+    // a part cut by a new decoder waits to be told whether its clip goes on; else it is the last at once.
+    bool hold_across_reconnections = false;
   };
   ClipRecorder(std::string stream_id, RecentFrames* recent, Options options);
   ~ClipRecorder();  // close(0)
@@ -166,6 +169,9 @@ class ClipRecorder {
   // Waits until the next parts asked for (past `max`) are open or could not be; false: not within
   // `timeout`. (For tests: a part is opened off the stream's thread and taken at a key frame after.)
   bool wait_next_parts_open(std::chrono::milliseconds timeout);
+  // A reload changed publish.segments_reconnect_grace_s (Options::hold_across_reconnections): for the
+  // next reconnection.
+  void set_hold_across_reconnections(bool hold) { hold_.store(hold, std::memory_order_relaxed); }
   // Clips done (written or not) since the last call, in the order they were done.
   std::vector<ClipDone> take_done();
   bool has_done() const { return done_waiting_.load(std::memory_order_acquire); }
@@ -219,6 +225,7 @@ class ClipRecorder {
   const std::string stream_id_;
   RecentFrames* const recent_;
   const Options options_;
+  std::atomic<bool> hold_;  // options_.hold_across_reconnections, as reloads leave it
   std::atomic<uint64_t> next_id_{1};
   std::mutex start_close_mutex_;  // taken first, alone or before the others
   std::mutex mutex_;

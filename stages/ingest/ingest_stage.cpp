@@ -1,6 +1,7 @@
 #include "stages/ingest/ingest_stage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -204,6 +205,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   // The job's ingest settings as the lane runs them: the config's, then as reloads left them (a live
   // job: reload_ingest_settings below). A stream starts with them.
   IngestConfig ingest_now = config.ingest;
+  // Whether a clip cut by a reconnection waits for publish to say if its segment went on across it
+  // (publish.segments_reconnect_grace_s above 0), as reloads leave it: read as each stream starts.
+  std::atomic<bool> clips_held_across_reconnections{config.publish.segments_reconnect_grace_s > 0};
   IngestConfig ingest_before_table = config.ingest;  // as the streams' settings were last applied
   // `members`: the streams that take this one's frames too, and whether each was removed already.
   auto start_stream = [&](uint32_t i, StreamConfig stream_config, bool removed,
@@ -327,7 +331,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         reader_options.clips = config.publish.segments_clips;
         auto ns = [](double s) { return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)); };
         reader_options.clip_options = {ns(config.publish.segments_clip_pre_s), ns(config.publish.segments_clip_post_s),
-                                       ns(config.publish.segments_clip_max_s)};
+                                       ns(config.publish.segments_clip_max_s), clips_held_across_reconnections.load()};
       }
       reader_options.file_open_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(config.ingest.file_open_timeout_s * 1000));
@@ -525,6 +529,13 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       VAPIPE_LOG_ERROR("ingest lane {}: reload: {}; its ingest settings stay as they are", lane.index,
                        reloaded.status().message());
       return;
+    }
+    if (const bool hold = reloaded->publish.segments_reconnect_grace_s > 0; hold != clips_held_across_reconnections) {
+      clips_held_across_reconnections = hold;  // publish takes the grace from the same reload
+      for (auto& [index, run] : runs) {
+        std::lock_guard<std::mutex> lock(run->mutex);
+        if (run->reader && !run->done.load()) run->reader->hold_clips_across_reconnections(hold);
+      }
     }
     IngestConfig next = ingest_now;
     take_reloadable_ingest_settings(reloaded->ingest, next);

@@ -2834,6 +2834,10 @@ void StreamReader::go_on_clip(const std::string& stream_id, const std::string& l
   if (impl_->clips) impl_->clips->go_on_after_restart(stream_id, label, segment_start_seq, pts_ns);
 }
 
+void StreamReader::hold_clips_across_reconnections(bool hold) {
+  if (impl_->clips) impl_->clips->set_hold_across_reconnections(hold);
+}
+
 void StreamReader::end_clips_before(int64_t before_unix_ns) {
   if (impl_->clips) impl_->clips->end_clips_before(before_unix_ns);
 }

@@ -167,6 +167,8 @@ class StreamReader {
   // The segment went on across a reconnection with its frame at `pts_ns`: its clip goes on in a next
   // part (ClipRecorder::go_on_after_restart).
   void go_on_clip(const std::string& stream_id, const std::string& label, uint64_t segment_start_seq, int64_t pts_ns);
+  // A reload changed publish.segments_reconnect_grace_s (ClipRecorder::set_hold_across_reconnections).
+  void hold_clips_across_reconnections(bool hold);
   // publish started again: the clips begun before `before_unix_ns` end (ClipRecorder::end_clips_before).
   void end_clips_before(int64_t before_unix_ns);
 
