@@ -275,6 +275,7 @@ struct ClipRecorder::Clip {
   // part was its last: set while it waits (null otherwise); the part at the finisher holds it too.
   std::shared_ptr<PartWait> wait;
   bool waiting_after_caps_change = false;  // (not a new decoder: it goes on by itself)
+  uint64_t decoder = 0;  // RecentFrames::decoder() whose frames its tap was added to
 };
 
 ClipRecorder::ClipRecorder(std::string stream_id, RecentFrames* recent, Options options)
@@ -315,6 +316,7 @@ void ClipRecorder::start(ClipOrder order) {
     if (!writer.ok()) {
       failed = writer.status();
     } else if (caps) {
+      clip->decoder = recent_->decoder();
       kept = recent_->add_tap(clip->id, order.first_pts_ns - options_.pre.count(), [&](GstCaps* now) -> RecentFrames::Tap {
         if (!gst_caps_is_equal(now, caps.get())) {
           failed = Unavailable("the stream's resolution or codec changed as its clip began");
@@ -516,13 +518,18 @@ void ClipRecorder::go_on_after_restart(const std::string& stream_id, const std::
 void ClipRecorder::go_on(const std::shared_ptr<Clip>& clip, int64_t from_pts_ns, bool from_next_frames) {
   std::string path;
   std::string where;
+  // After new caps, the frames of the decoder it was cut in (a new decoder since is another connection,
+  // another timeline: the clip ends); after a reconnection, the new decoder's.
+  std::optional<uint64_t> in_decoder;
   {
     std::lock_guard<std::mutex> lock(clip->mutex);
     if (!clip->wait || clip->ending) return;  // (asked twice; not cut by a restart; or ended meanwhile)
     path = part_path(clip->order.path, clip->part + 1);
     where = clip->waiting_after_caps_change ? "after the stream's resolution or codec changed"
                                             : "after the reconnection";
+    if (clip->waiting_after_caps_change) in_decoder = clip->decoder;
   }
+  const uint64_t decoder = in_decoder.value_or(recent_->decoder());
   // As start(): the file is made before the tap is added, with no lock held (the keeper's holds up the
   // stream's decoding, and a folder on a share can take its time). close() may come meanwhile: it ends
   // the clip before it removes its tap, so a tap is added only to a clip still waiting (checked under
@@ -548,12 +555,17 @@ void ClipRecorder::go_on(const std::shared_ptr<Clip>& clip, int64_t from_pts_ns,
             if (!clip->wait || clip->ending) return {};  // ended meanwhile
             clip->writer = std::move(writer).value();
             clip->intra_only = is_intra_only_codec(now);
+            clip->decoder = decoder;
             ++clip->part;
             release_waiting(clip, true);  // before any frame of the next part: the tap's next restart is its own
             return [this, clip](GstBuffer* buffer, RecentFrames::StartOver why) { return tap(clip, buffer, why); };
           },
-          from_next_frames);
-      if (!added && failed.ok()) failed = NotFound("none of the stream's compressed frames is kept since");
+          from_next_frames, decoder);
+      if (!added && failed.ok()) {
+        failed = in_decoder && recent_->decoder() != *in_decoder
+                     ? Unavailable("the stream's decoder started over (a reconnection) before it could")
+                     : NotFound("none of the stream's compressed frames is kept since");
+      }
     }
   }
   if (failed.ok()) return;

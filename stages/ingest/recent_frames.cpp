@@ -20,6 +20,7 @@ namespace vapipe {
 
 void RecentFrames::new_decoder() {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++decoders_;
   end_taps(StartOver::kNewDecoder);
   compressed_.clear();
   bytes_ = 0;
@@ -56,9 +57,10 @@ void RecentFrames::end_taps(StartOver why) {
 }
 
 bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make,
-                           bool or_next_frames) {
+                           bool or_next_frames, std::optional<uint64_t> in_decoder) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!caps_ || (compressed_.empty() && !or_next_frames)) return false;
+  if (in_decoder && *in_decoder != decoders_) return false;
   size_t from = 0;  // the first kept is a key frame
   for (size_t i = 0; i < compressed_.size(); ++i) {
     const Compressed& c = compressed_[i];
@@ -78,6 +80,11 @@ bool RecentFrames::add_tap(uint64_t id, int64_t from_pts_ns, const std::function
 CapsRef RecentFrames::caps() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return CapsRef(caps_ ? gst_caps_ref(caps_.get()) : nullptr);
+}
+
+uint64_t RecentFrames::decoder() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return decoders_;
 }
 
 void RecentFrames::remove_tap(uint64_t id) {

@@ -101,8 +101,11 @@ class RecentFrames {
   // none twice. `make` gets the caps of the frames, before any is given, and returns the tap (empty:
   // none added). False: nothing is kept to begin from (make not called); with `or_next_frames`, a tap is
   // added when caps are known and nothing is kept yet (just after new caps), given the frames to come.
+  // `in_decoder`: only while the keeper is that decoder's (decoder()), else false (make not called).
   bool add_tap(uint64_t id, int64_t from_pts_ns, const std::function<Tap(GstCaps* caps)>& make,
-               bool or_next_frames = false);
+               bool or_next_frames = false, std::optional<uint64_t> in_decoder = std::nullopt);
+  // Which decoder's frames are kept: 0 for the first, then one more at each new_decoder().
+  uint64_t decoder() const;
   // The caps of the frames kept now (a new reference; null: none yet): what a tap's writer is opened
   // for before add_tap, so that no file is opened under the keeper's lock.
   CapsRef caps() const;
@@ -130,6 +133,7 @@ class RecentFrames {
   const int64_t keep_before_ns_;
   mutable std::mutex mutex_;
   std::map<uint64_t, Tap> taps_;
+  uint64_t decoders_ = 0;  // new_decoder() calls
   CapsRef caps_;
   bool intra_only_ = false;  // caps_ of a codec whose every frame is a key frame (Motion JPEG, ...)
   std::deque<Compressed> compressed_;

@@ -151,6 +151,42 @@ TEST_F(RecentFramesTest, OnlyWhatCanBeDecodedIsKeptAndNewCapsOrANewDecoderStartO
   gst_caps_unref(wider);
 }
 
+// A clip's tap: told why the keeping starts over (new caps, a new decoder); one added for the frames to
+// come when nothing is kept yet (just after new caps) gets them from the next one; and one asked for
+// in a decoder's frames is not added once a new decoder has come (a clip cut by new caps must not go
+// on into another connection's timeline).
+TEST_F(RecentFramesTest, ATapIsToldWhyTheKeepingStartsOverAndAddedOnlyInTheDecoderItWasAskedIn) {
+  RecentFrames recent(100, std::chrono::seconds(5));
+  GstCaps* caps = h264_caps();
+  GstCaps* wider = h264_caps(640);
+  std::vector<std::string> seen;
+  auto make = [&](GstCaps*) -> RecentFrames::Tap {
+    return [&](GstBuffer* b, RecentFrames::StartOver why) {
+      seen.push_back(b ? std::to_string(GST_BUFFER_PTS(b) / kFrameNs)
+                       : why == RecentFrames::StartOver::kNewCaps ? "new caps" : "new decoder");
+      return true;
+    };
+  };
+  EXPECT_EQ(recent.decoder(), 0u);
+  recent.set_caps(caps);
+  for (int i = 0; i < 3; ++i) add(recent, i == 0, i * kFrameNs);
+  ASSERT_TRUE(recent.add_tap(1, 0, make, false, /*in_decoder=*/0));
+  recent.set_caps(wider);
+  EXPECT_EQ(seen, (std::vector<std::string>{"0", "1", "2", "new caps"}));
+  EXPECT_FALSE(recent.add_tap(2, INT64_MIN, make)) << "nothing kept of the new caps yet";
+  ASSERT_TRUE(recent.add_tap(2, INT64_MIN, make, /*or_next_frames=*/true, 0));
+  add(recent, true, 3 * kFrameNs);
+  recent.new_decoder();
+  EXPECT_EQ(recent.decoder(), 1u);
+  EXPECT_EQ(seen, (std::vector<std::string>{"0", "1", "2", "new caps", "3", "new decoder"}));
+  recent.set_caps(wider);
+  add(recent, true, 0);
+  EXPECT_FALSE(recent.add_tap(3, INT64_MIN, make, true, /*in_decoder=*/0)) << "another decoder's frames";
+  EXPECT_TRUE(recent.add_tap(3, INT64_MIN, make, true, 1));
+  gst_caps_unref(caps);
+  gst_caps_unref(wider);
+}
+
 // Motion JPEG from a file whose index marks no key frame: each frame is one, so each is kept from
 // itself alone (not dropped as "a delta frame before any key frame").
 TEST_F(RecentFramesTest, AnIntraOnlyCodecsFramesAreEachTheirOwnKeyFrame) {
