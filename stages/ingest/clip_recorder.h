@@ -5,13 +5,13 @@
 // them, are still kept by the stream's RecentFrames (keep_before). So a clip begins at the key frame
 // at or before `pre` ahead of the segment's first frame, takes every compressed frame that follows
 // (a tap on the keeper), and ends at the first frame more than `post` after the segment's last (when
-// publish says the segment ended), or when the stream ends. A segment
-// longer than `max` goes on in a next clip (its part 2, 3, ...: PATH with .2.mp4, .3.mp4), cut at a key
-// frame, so that its parts hold every frame once. New caps (another resolution or codec, within a
-// connection) end a part and the clip goes on in the next, from the first key frame of the new caps.
-// When the stream's decoder starts over (a reconnection: the next connection's timestamps start again)
-// the part open then ends, but what it says waits for publish: a segment held open across the outage
-// (publish.segments_reconnect_grace_s) that goes on goes on in a next part, from the new connection's
+// publish says the segment ended), or when the stream ends. A segment longer than `max` goes on in a
+// next clip (its part 2, 3, ...: PATH with .2.mp4, .3.mp4), cut at a key frame, so that its parts hold
+// every frame once. New caps (another resolution or codec, within a connection) end a part and the clip
+// goes on in the next, from the first key frame of the new caps. When the stream's decoder starts over
+// (a reconnection: the next connection's timestamps start again) the clip ends there; with
+// publish.segments_reconnect_grace_s the part open then ends, and what it says waits for publish: a
+// segment held open across the outage that goes on goes on in a next part, from the new connection's
 // frames (go_on_after_restart); one that ends there (end(), or the grace ran out) makes it the clip's last.
 //
 // A clip is written to PATH.part and renamed to PATH once the muxer has written its index (never a
