@@ -133,6 +133,22 @@ class ClipRecorderTest : public ::testing::Test {
     return all;
   }
 
+  // The stream's timestamps of the frames a written clip part `d` shows, in order (placed by its first,
+  // its key frame, at d.start_pts_ns), each checked to decode to the stream's own picture there.
+  std::vector<int64_t> shown_in(const ClipDone& d) {
+    std::vector<Sample> frames = read_samples(d.order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
+    std::vector<int64_t> shown;
+    if (frames.empty()) return shown;
+    const int64_t offset = d.start_pts_ns - pts_of(frames.front().buffer);
+    for (Sample& f : frames) {
+      shown.push_back(pts_of(f.buffer) + offset);
+      EXPECT_TRUE(whole_.count(shown.back()) && whole_.at(shown.back()) == bytes_of(f.buffer))
+          << "part " << d.part << ", frame " << shown.size();
+    }
+    release(frames);
+    return shown;
+  }
+
   ClipOrder order(const std::string& name, int64_t first_pts) {
     return ClipOrder{0, "door", "person", 7, (dir_ / "door" / name).string(), first_pts};
   }
@@ -345,15 +361,9 @@ TEST_F(ClipRecorderTest, ASegmentPastItsLongestGoesOnInANextClipAndANewDecoderEn
   // Each frame once, across the two parts, the stream's own: 15 to 59, then 60 on.
   std::vector<int64_t> shown;
   for (const ClipDone& d : done) {
-    std::vector<Sample> frames = read_samples(d.order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
-    ASSERT_FALSE(frames.empty());
-    const int64_t offset = d.start_pts_ns - pts_of(frames.front().buffer);  // its first frame is its key frame
-    for (Sample& f : frames) {
-      shown.push_back(pts_of(f.buffer) + offset);
-      EXPECT_TRUE(whole_.count(shown.back()) && whole_.at(shown.back()) == bytes_of(f.buffer)) << shown.size();
-      gst_buffer_unref(f.buffer);
-      gst_caps_unref(f.caps);
-    }
+    const std::vector<int64_t> part = shown_in(d);
+    ASSERT_FALSE(part.empty());
+    shown.insert(shown.end(), part.begin(), part.end());
     if (d.part == 1) {
       EXPECT_EQ(shown, std::vector<int64_t>(shown_.begin() + 15, shown_.begin() + 60));
     }
@@ -402,16 +412,8 @@ TEST_F(ClipRecorderTest, ASegmentThatGoesOnAfterAReconnectionGoesOnInANextPartOf
   EXPECT_EQ(done[1].start_pts_ns, shown_[30]);
   EXPECT_TRUE(recorder.take_done().empty());
   for (const ClipDone& d : done) {
-    std::vector<Sample> frames = read_samples(d.order.path, "avdec_h264 ! videoconvert ! video/x-raw,format=I420");
-    ASSERT_FALSE(frames.empty());
-    const int64_t offset = d.start_pts_ns - pts_of(frames.front().buffer);
-    std::vector<int64_t> shown;
-    for (Sample& f : frames) {
-      shown.push_back(pts_of(f.buffer) + offset);
-      EXPECT_TRUE(whole_.count(shown.back()) && whole_.at(shown.back()) == bytes_of(f.buffer)) << d.part << " " << shown.size();
-      gst_buffer_unref(f.buffer);
-      gst_caps_unref(f.caps);
-    }
+    const std::vector<int64_t> shown = shown_in(d);
+    ASSERT_FALSE(shown.empty());
     // Part 1: the first connection's frames from key frame 15 up to the loss; part 2: the second's from
     // key frame 30 to at least frame 62.
     const size_t first = d.part == 1 ? 15 : 30;
