@@ -8,11 +8,16 @@ any other is smeared (it, or a picture it refers to, lost data and the decoder c
 truths are then compared with the `damaged` of vapipe's results for that stream (a `publish.jsonl_path`
 file), matched by `pts_ms`.
 
-  tools/damage-truth.py WHOLE_FILE DAMAGED_FILE RESULTS_JSONL STREAM_ID [--timeline]
+  tools/damage-truth.py WHOLE_FILE DAMAGED_FILE RESULTS_JSONL STREAM_ID [--timeline] [--list] [--tolerance N]
 
 Prints the four counts (smeared and marked, smeared and not marked, whole and marked, whole and not
 marked), recall (of the smeared pictures, the share marked) and precision (of those marked, the share
-smeared). Needs gst-launch-1.0 only.
+smeared). --timeline prints one letter per picture in time order, --list each picture's pts_ms and
+letter, a line each. --tolerance N: a picture is smeared only where some pixel differs by more than N
+grey levels (default 0: any difference). libav leaves differences of 1 in a few dozen pixels of the
+pictures after a reference picture that lost part of its data, until the next key frame, even in
+pictures that do not refer to it (seen with x264's open GOP, 2026-12-06): `--tolerance 2` counts those
+whole. Needs gst-launch-1.0 only.
 """
 import json
 import re
@@ -50,10 +55,26 @@ def decode(path):
     return pictures
 
 
+def is_smeared(picture, reference, tolerance):
+    """Whether a picture differs from the whole file's: any byte, or (tolerance) by more than that much."""
+    if picture == reference:
+        return False
+    if tolerance == 0 or len(picture) != len(reference):
+        return True
+    return any(abs(a - b) > tolerance for a, b in zip(picture, reference))
+
+
 def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
     whole_path, damaged_path, results_path, stream_id = sys.argv[1:5]
+    tolerance = 0
+    if "--tolerance" in sys.argv[5:]:
+        at = sys.argv.index("--tolerance")
+        try:
+            tolerance = int(sys.argv[at + 1])
+        except (IndexError, ValueError):
+            sys.exit("damage-truth: --tolerance takes a number of grey levels")
     whole, damaged = decode(whole_path), decode(damaged_path)
     marked = {}
     try:
@@ -74,9 +95,9 @@ def main():
         if key is None or abs(key - pts) > 1.0 or reference is None:
             unmatched += 1
             continue
-        truth = (picture != reference, marked[key])
+        truth = (is_smeared(picture, reference, tolerance), marked[key])
         counts[truth] += 1
-        timeline.append({(True, True): "S", (True, False): "s", (False, True): "w", (False, False): "."}[truth])
+        timeline.append((pts, {(True, True): "S", (True, False): "s", (False, True): "w", (False, False): "."}[truth]))
     smeared = counts[(True, True)] + counts[(True, False)]
     flagged = counts[(True, True)] + counts[(False, True)]
     print(f"{stream_id}: {len(damaged)} pictures of the damaged file ({len(whole)} whole), {len(marked)} results, "
@@ -88,7 +109,11 @@ def main():
     if flagged:
         print(f"  precision {counts[(True, True)] / flagged:.3f} (of the marked, smeared)")
     if "--timeline" in sys.argv[5:]:
-        print("  " + "".join(timeline) + "  (S smeared and marked, s smeared not marked, w whole but marked, . whole)")
+        print("  " + "".join(letter for _, letter in timeline) +
+              "  (S smeared and marked, s smeared not marked, w whole but marked, . whole)")
+    if "--list" in sys.argv[5:]:
+        for pts, letter in timeline:
+            print(f"  {pts:10.1f} {letter}")
 
 
 if __name__ == "__main__":

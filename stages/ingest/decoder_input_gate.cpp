@@ -16,6 +16,7 @@
 #include <gst/video/video.h>
 
 #include "pipeline/logging.h"
+#include "stages/ingest/h264_reference_lists.h"
 #include "stages/ingest/h26x_access_unit.h"
 #include "stages/ingest/mpeg_video_gaps.h"
 
@@ -92,8 +93,9 @@ struct ProbeState {
   std::string stream_id;
   bool exact_timestamps;  // the decoder's pictures keep their frames' timestamps (see gate_decoder_input)
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
-  std::optional<FrameNumGaps> frame_nums;      // ditto: H.264
-  std::optional<RefPicSetGaps> ref_pic_sets;  // ditto: H.265
+  // Ditto: H.264's reference lists (RefPicListGaps), H.265's reference picture sets (RefPicSetGaps).
+  std::unique_ptr<ReferencePictures> references;
+  bool concealment_leaks = false;  // H.264: see follow_losses
   std::optional<TemporalReferenceGaps> temporal_references;  // ditto: MPEG-1 and MPEG-2 video
   bool intra_only = false;                 // from the input's caps too
   bool vp8 = false;                        // ditto: its frames say whether they are shown
@@ -180,7 +182,8 @@ void mark_in_stretch(ProbeState& state, GstClockTime pts) {
   state.damaged.back().last = std::max(state.damaged.back().last, pts);
 }
 
-// H.265, its picture's header read: damage is followed picture by picture (RefPicSetGaps): a picture
+// H.264 or H.265, its picture's header read: damage is followed picture by picture (the lists or sets
+// of ReferencePictures): a picture
 // is damaged when its data was lost (`lost`: DISCONT, or reference pictures it uses never passed) or a
 // reference picture it uses is damaged, and the pictures that use it are then. So a lost B-frame that a
 // few others use (a B-pyramid) damages those few, not every picture to the next key frame; a lost
@@ -189,18 +192,18 @@ void mark_in_stretch(ProbeState& state, GstClockTime pts) {
 // recovery point. Consecutive damaged pictures (in decoding order) make one stretch of timestamps, as
 // the stretch model's do (a decoder may give a picture another frame's timestamp).
 void follow_picture_damage(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, bool lost, GstClockTime pts) {
-  RefPicSetGaps& sets = *state.ref_pic_sets;
-  bool damaged = lost || sets.last_uses_damaged();
+  ReferencePictures& references = *state.references;
+  bool damaged = lost || references.last_uses_damaged();
   if (frame != DecoderInputGate::Frame::kDelta) {
     const AccessUnitKind kind = state.reader ? state.reader->read(buffer) : AccessUnitKind{};
     state.refresh_left = kind.picture == AccessUnitKind::Picture::kPartial ? kind.recovery_frames.value_or(0) : 0;
   } else if (lost) {
     state.refresh_left = 0;  // a new loss: whole from the next recovery point's count on
   } else if (state.refresh_left > 0 && --state.refresh_left == 0) {
-    sets.heal();  // the count's last picture is whole, and so are those it is used by
+    references.heal();  // the count's last picture is whole, and so are those it is used by
     damaged = false;
   }
-  if (damaged) sets.damage_last();
+  if (damaged) references.damage_last();
   std::lock_guard<std::mutex> lock(state.pending_mutex);
   if (!damaged) {
     state.stretch_open = false;
@@ -222,16 +225,29 @@ void follow_picture_damage(ProbeState& state, GstBuffer* buffer, DecoderInputGat
 void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict) {
   const bool first = !std::exchange(state.passed_any, true);
   // Read in decoding order, every frame passed.
-  const bool skipped = (state.frame_nums && state.frame_nums->missing_before(buffer)) ||
-                       (state.ref_pic_sets && state.ref_pic_sets->missing_before(buffer)) ||
+  const bool skipped = (state.references && state.references->missing_before(buffer)) ||
                        (state.temporal_references && state.temporal_references->missing_before(buffer));
   const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
-  if (state.exact_timestamps && state.ref_pic_sets && state.ref_pic_sets->last_read() &&
-      verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss) {
+  // A reference picture that lost part of its data (DISCONT) damages a stretch in H.264, though: libav
+  // conceals it, and the pictures decoded after it until the next key frame differ by a few grey
+  // levels where the ball went (x264's open GOP: P-frames whose only reference is the P-frame before,
+  // whole, after a B-reference cut short; a B-reference lost whole harms only the pictures using it).
+  const bool leaks = discont && state.concealment_leaks && !is_non_reference(state, buffer);
+  if (state.exact_timestamps && state.references && state.references->last_read() &&
+      verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss && !leaks) {
     follow_picture_damage(state, buffer, frame, discont || skipped, pts);
     return;
   }
+  // Whatever the stretch marks, the reference pictures read are damaged for those that use them after
+  // it: an open GOP's leading pictures after its key frame, followed picture by picture again.
+  struct DamageWhenMarked {
+    ProbeState& state;
+    bool marked = false;
+    ~DamageWhenMarked() {
+      if (marked && state.references && state.references->last_read()) state.references->damage_last();
+    }
+  } damage{state};
   bool leading = false;  // an open GOP's leading picture after a damaged stretch
   if (verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
     state.after_loss = true;  // decoded without the key frame it refers to
@@ -254,6 +270,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
     }
   } else if (discont && !skipped && !state.after_loss && is_non_reference(state, buffer)) {
     // Data lost in a frame no other refers to (most B-frames): its picture alone is damaged.
+    damage.marked = true;
     if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
     std::lock_guard<std::mutex> lock(state.pending_mutex);
     state.damaged.push_back({pts, pts});  // (no stretch is open: none after a loss)
@@ -272,6 +289,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
       state.open_key_pts = GST_CLOCK_TIME_NONE;  // the GOP's leading pictures come first: none after this
     }
   }
+  damage.marked = leading || state.after_loss;
   std::lock_guard<std::mutex> lock(state.pending_mutex);
   if (leading) {
     // Within the range of the stretch it ended: the pictures between are its own.
@@ -304,9 +322,14 @@ void picture_came_at(ProbeState& state, GstClockTime pts) {
 
 void take_input_caps(ProbeState& state, const GstCaps* caps) {
   state.reader = AccessUnitReader::for_caps(caps);
-  state.frame_nums = FrameNumGaps::for_caps(caps);
-  state.ref_pic_sets = RefPicSetGaps::for_caps(caps);
+  state.references.reset();
+  if (auto lists = RefPicListGaps::for_caps(caps)) {
+    state.references = std::make_unique<RefPicListGaps>(std::move(*lists));
+  } else if (auto sets = RefPicSetGaps::for_caps(caps)) {
+    state.references = std::make_unique<RefPicSetGaps>(std::move(*sets));
+  }
   state.temporal_references = TemporalReferenceGaps::for_caps(caps);
+  state.concealment_leaks = state.reader && state.reader->codec() == AccessUnitReader::Codec::kH264;
   state.intra_only = is_intra_only_codec(caps);
   state.vp8 = state.theora = false;
   if (!caps || gst_caps_get_size(caps) == 0) return;
@@ -427,8 +450,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       state.passed_any = state.after_loss = false;  // the decoder starts again from a key frame
       state.refresh_left = 0;
       state.open_key_pts = GST_CLOCK_TIME_NONE;
-      if (state.frame_nums) state.frame_nums->restart();
-      if (state.ref_pic_sets) state.ref_pic_sets->restart();
+      if (state.references) state.references->restart();
       if (state.temporal_references) state.temporal_references->restart();
       // Until the decoder's first picture after it, frames are not counted either: an open GOP's leading
       // B-frames, which refer to the GOP before the seek, give none (an AVI's, without a timestamp, cannot

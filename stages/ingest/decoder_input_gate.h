@@ -172,13 +172,16 @@ bool is_intra_only_codec(const GstCaps* caps);
 // an H.265 CRA's RASL pictures), and an intra-refreshed stream's until its recovery point's count of
 // frames after the next recovery point; so may those after the gate stopped waiting for a key frame (kPassAfterWaiting),
 // and those from a frame that uses reference frames never passed (MPEG-TS: H.264's frame_num skips,
-// FrameNumGaps; H.265's reference picture set names one, RefPicSetGaps).
-// H.265 (its pictures' headers read) with `exact_timestamps` (a file's, an MPEG-TS stream's: the
-// decoder gives each picture its frame's timestamp) is followed picture by picture instead: a picture
-// is damaged when its data was lost or a reference picture it uses is damaged (RefPicSetGaps names
-// them), so a lost B-frame that a few others use damages those few, not the pictures to the next key
-// frame. Not for an RTP camera's (`exact_timestamps` false): its timestamps jitter and the decoder gives
-// some pictures another frame's, which only a stretch's range of timestamps covers.
+// RefPicListGaps; H.265's reference picture set names one, RefPicSetGaps).
+// H.264 and H.265 (their pictures' headers read) with `exact_timestamps` (a file's, an MPEG-TS stream's:
+// the decoder gives each picture its frame's timestamp) are followed picture by picture instead: a
+// picture is damaged when its data was lost or a reference picture it uses is damaged (H.264's
+// reference lists, RefPicListGaps; H.265's sets, RefPicSetGaps), so a lost B-frame that a few others
+// use damages those few, not the pictures to the next key frame. But an H.264 reference picture that lost
+// part of its data still starts a stretch: libav's concealment of it leaves small differences in the
+// pictures after it that do not use it (measured). Not for an RTP camera's (`exact_timestamps` false):
+// its timestamps jitter and the decoder gives some pictures another frame's, which only a stretch's
+// range of timestamps covers.
 // On `decoder_src` their pictures, and any its decoder marked corrupt itself, leave with
 // GST_BUFFER_FLAG_CORRUPTED set (elements such as videoconvert copy it) and are counted in
 // counters->damaged_pictures. The DISCONT of the first frame (a connection's, a seek's) is no loss. The gate

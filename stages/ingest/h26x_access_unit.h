@@ -62,49 +62,27 @@ class AccessUnitReader {
   int length_size_;
 };
 
-// Reference frames missing from an H.264 stream, told by frame_num (7.4.3): each reference picture's is
-// the one before's plus 1 (modulo MaxFrameNum), a non-reference picture's the next one, and an IDR
-// picture's 0. A frame whose frame_num skips comes after reference frames that never reached the
-// decoder: an MPEG-TS file's or stream's packets lost (tsdemux drops the frame they were in, and marks
-// nothing on the frames after it), a whole frame lost on RTP. The decoder conceals the missing
-// references, so that frame and those after it until the next key frame may be smeared. A lost
-// non-reference frame (most B-frames) is not seen, and harms no other.
-//
-// Not followed (never a gap): streams whose SPS allows gaps (gaps_in_frame_num_value_allowed_flag),
-// and frames before the SPS and PPS they name were seen (in band, or in the caps' avcC). Not read: a
-// slice's memory_management_control_operation 5, which starts frame_num over after its picture (an
-// encoder that uses it, none of x264's, NVENC's or the cameras' seen so far, would be seen missing frames).
-class FrameNumGaps {
+// What ingest's decoder-input gate asks of a codec's reader of reference pictures (H.264's lists,
+// RefPicListGaps in h264_reference_lists.h; H.265's sets, RefPicSetGaps), given a stream's compressed
+// frames in decoding order, each once.
+class ReferencePictures {
  public:
-  // length_size as AccessUnitReader's; codec_data: the caps' avcC record (its SPS and PPS), or null.
-  FrameNumGaps(int length_size, GstBuffer* codec_data);
-  // For a decoder input's caps; nullopt for anything but H.264 whose frames it can read.
-  static std::optional<FrameNumGaps> for_caps(const GstCaps* caps);
-
-  // The next frame passed to the decoder (an access unit): whether reference frames before it are
-  // missing. Parameter sets in it are taken.
-  bool missing_before(const uint8_t* data, size_t size);
-  bool missing_before(GstBuffer* buffer);
-  // The decoder starts again (a seek's flush, a new connection): no frame is expected.
-  void restart() { known_ = false; }
-
- private:
-  struct Sps {
-    uint32_t log2_max_frame_num = 4;
-    bool separate_colour_plane = false;
-    bool gaps_allowed = false;
-  };
-  void take_nal(const uint8_t* data, size_t size);
-  int length_size_;
-  std::map<uint32_t, Sps> sps_;       // by seq_parameter_set_id
-  std::map<uint32_t, uint32_t> pps_;  // pic_parameter_set_id -> its SPS's id
-  bool known_ = false;                // prev_ref_ is a frame_num passed since the last restart
-  uint32_t prev_ref_ = 0;
-  // The frame being read: its first slice's frame_num (nullopt: none read), whether it is IDR, a
-  // reference picture, and read under an SPS that allows gaps.
-  std::optional<uint32_t> frame_num_;
-  uint32_t max_frame_num_ = 16;
-  bool idr_ = false, reference_ = false, gaps_allowed_ = false;
+  virtual ~ReferencePictures() = default;
+  // The next frame passed to the decoder (an access unit): whether reference pictures it needs never
+  // reached the decoder (lost before it). Parameter sets in it are taken.
+  virtual bool missing_before(GstBuffer* buffer) = 0;
+  // The decoder starts again (a seek's flush, a new connection): no picture is expected.
+  virtual void restart() = 0;
+  // Damage followed picture by picture (the pictures a lost one harms are those that use it, and those
+  // that use them): after missing_before(), whether the picture just read was read (false for a frame
+  // whose picture cannot be followed), and whether a reference picture it uses is damaged.
+  virtual bool last_read() const = 0;
+  virtual bool last_uses_damaged() const = 0;
+  // The picture just read is damaged itself (its data was lost, or it uses a damaged or missing
+  // picture): the pictures that use it are.
+  virtual void damage_last() = 0;
+  // No picture kept is damaged any more (an intra-refreshed stream's recovery point's count went by).
+  virtual void heal() = 0;
 };
 
 // Reference pictures missing from an H.265 stream, told by each picture's short-term reference picture
@@ -119,7 +97,7 @@ class FrameNumGaps {
 // passed since a restart, which its set names (a connection joined at a CRA: its RASL pictures'
 // references, which the decoder drops; a stream joined at a recovery point or a delta frame); layers
 // above the base layer; frames before the SPS and PPS they name were seen (in band, or in the caps' hvcC).
-class RefPicSetGaps {
+class RefPicSetGaps final : public ReferencePictures {
  public:
   // length_size as AccessUnitReader's; codec_data: the caps' hvcC record (its parameter sets), or null.
   RefPicSetGaps(int length_size, GstBuffer* codec_data);
@@ -129,27 +107,21 @@ class RefPicSetGaps {
   // The next frame passed to the decoder (an access unit, in decoding order): whether reference pictures
   // it uses are missing. Parameter sets in it are taken.
   bool missing_before(const uint8_t* data, size_t size);
-  bool missing_before(GstBuffer* buffer);
-  // The decoder starts again (a seek's flush, a new connection): no picture is expected.
-  void restart() {
+  bool missing_before(GstBuffer* buffer) override;
+  void restart() override {
     started_ = false;
     passed_.clear();
     damaged_.clear();
   }
 
-  // Damage followed picture by picture (the pictures a lost one harms are those that use it, and those
-  // that use them; a B-frame's loss harms the few B-frames around it, not the GOP): after
-  // missing_before(), whether the picture just read was read (its slice header: false for a frame
-  // whose picture cannot be followed), and whether a reference picture it uses is damaged.
-  bool last_read() const { return last_read_; }
-  bool last_uses_damaged() const { return last_uses_damaged_; }
-  // The picture just read is damaged itself (its data was lost, or it uses a damaged or missing picture):
-  // the pictures that use it are.
-  void damage_last() {
+  // Damage followed picture by picture: a B-frame's loss harms the few B-frames around it that use it,
+  // not the GOP. A picture is read unless its header could not be.
+  bool last_read() const override { return last_read_; }
+  bool last_uses_damaged() const override { return last_uses_damaged_; }
+  void damage_last() override {
     if (last_read_) damaged_.insert(last_poc_);
   }
-  // No picture kept is damaged any more (an intra-refreshed stream's recovery point's count went by).
-  void heal() { damaged_.clear(); }
+  void heal() override { damaged_.clear(); }
 
   // A short-term reference picture set (7.4.8): POC deltas from the picture's, before (negative) and
   // after (positive) it, each with whether the picture itself uses it (the others are kept for later).

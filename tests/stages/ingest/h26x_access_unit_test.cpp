@@ -1,6 +1,7 @@
 // What an H.264/H.265 access unit holds: hand-made NAL units (each field written bit by bit), then
 // the real encoders' streams (x264 with IDR, open GOP and intra refresh; x265) through their parsers.
 #include "stages/ingest/h26x_access_unit.h"
+#include "stages/ingest/h264_reference_lists.h"
 
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -14,59 +15,17 @@
 #include <vector>
 
 #include "tests/fakes/encoded_frames.h"
+#include "tests/fakes/h26x_bits.h"
 
 namespace vapipe {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using testing::annex_b;
+using testing::BitWriter;
+using testing::Bytes;
+using testing::length_prefixed;
+using testing::nal;
 using Picture = AccessUnitKind::Picture;
-
-// RBSP bits, written as the standards' syntax tables read them.
-class BitWriter {
- public:
-  BitWriter& bit(uint32_t b) {
-    if (bits_ % 8 == 0) bytes_.push_back(0);
-    if (b) bytes_.back() |= static_cast<uint8_t>(0x80 >> (bits_ % 8));
-    ++bits_;
-    return *this;
-  }
-  BitWriter& bits(uint32_t value, int n) {
-    for (int i = n - 1; i >= 0; --i) bit((value >> i) & 1);
-    return *this;
-  }
-  BitWriter& ue(uint32_t v) {
-    int n = 0;
-    while ((v + 1) >> (n + 1)) ++n;
-    bits(0, n);
-    return bits(v + 1, n + 1);
-  }
-  BitWriter& se(int32_t v) { return ue(v > 0 ? 2 * v - 1 : -2 * v); }
-  // rbsp_trailing_bits: a stop bit, then zeros to the byte.
-  Bytes finish() {
-    bit(1);
-    while (bits_ % 8) bit(0);
-    return bytes_;
-  }
-
- private:
-  Bytes bytes_;
-  size_t bits_ = 0;
-};
-
-// A NAL unit from its header and RBSP: emulation prevention bytes put in as an encoder does.
-Bytes nal(const Bytes& header, const Bytes& rbsp) {
-  Bytes out = header;
-  int zeros = 0;
-  for (uint8_t b : rbsp) {
-    if (zeros >= 2 && b <= 3) {
-      out.push_back(3);
-      zeros = 0;
-    }
-    zeros = b == 0 ? zeros + 1 : 0;
-    out.push_back(b);
-  }
-  return out;
-}
 
 Bytes h264_slice(int nal_type, uint32_t slice_type) {
   return nal({static_cast<uint8_t>(0x60 | nal_type)}, BitWriter().ue(0).ue(slice_type).ue(0).bits(0, 4).finish());
@@ -88,27 +47,6 @@ Bytes h264_recovery_point(uint32_t frames) {
   return BitWriter().ue(frames).bit(0).bit(0).bits(0, 2).finish();
 }
 Bytes h265_nal(int type) { return nal({static_cast<uint8_t>(type << 1), 1}, BitWriter().bit(1).ue(0).finish()); }
-
-Bytes annex_b(const std::vector<Bytes>& nals) {
-  Bytes out;
-  bool first = true;
-  for (const Bytes& n : nals) {
-    if (first) out.push_back(0);  // a 4-byte start code first, 3-byte ones after
-    first = false;
-    out.insert(out.end(), {0, 0, 1});
-    out.insert(out.end(), n.begin(), n.end());
-  }
-  out.push_back(0);  // trailing_zero_8bits
-  return out;
-}
-Bytes length_prefixed(const std::vector<Bytes>& nals, int length_size) {
-  Bytes out;
-  for (const Bytes& n : nals) {
-    for (int k = length_size - 1; k >= 0; --k) out.push_back(static_cast<uint8_t>(n.size() >> (8 * k)));
-    out.insert(out.end(), n.begin(), n.end());
-  }
-  return out;
-}
 
 const Bytes kSps = {0x67, 0x64, 0x00, 0x1F, 0xAC};  // header and a few bytes: never read
 const Bytes kPps = {0x68, 0xEE, 0x3C, 0x80};
@@ -449,7 +387,7 @@ TEST_F(EncodedStream, X264FramesMissingBeforeAFrameAreToldByItsFrameNum) {
     // As h264parse gives it to the appsink: NAL units with length prefixes (avc), or start codes.
     const gchar* format = gst_structure_get_string(gst_caps_get_structure(caps, 0), "stream-format");
     const bool prefixed = !format || !g_str_equal(format, "byte-stream");
-    std::optional<FrameNumGaps> whole = FrameNumGaps::for_caps(caps);
+    std::optional<RefPicListGaps> whole = RefPicListGaps::for_caps(caps);
     ASSERT_TRUE(whole) << c.encoder;
     for (size_t i = 0; i < frames.size(); ++i) EXPECT_FALSE(whole->missing_before(frames[i])) << c.encoder << " frame " << i;
     // A reference frame (past the first key frame, before the next) taken out, then a non-reference one.
@@ -465,7 +403,7 @@ TEST_F(EncodedStream, X264FramesMissingBeforeAFrameAreToldByItsFrameNum) {
       }
     }
     ASSERT_NE(reference, kNone) << c.encoder;
-    std::optional<FrameNumGaps> lossy = FrameNumGaps::for_caps(caps);
+    std::optional<RefPicListGaps> lossy = RefPicListGaps::for_caps(caps);
     std::vector<size_t> missing;
     for (size_t i = 0; i < frames.size(); ++i) {
       if (i == reference || i == other) continue;
@@ -475,7 +413,7 @@ TEST_F(EncodedStream, X264FramesMissingBeforeAFrameAreToldByItsFrameNum) {
     EXPECT_EQ(missing, (std::vector<size_t>{next})) << c.encoder << ": reference frame " << reference
                                                                << " taken out, non-reference " << other;
     // A seek: the frames after it are taken as they come.
-    std::optional<FrameNumGaps> sought = FrameNumGaps::for_caps(caps);
+    std::optional<RefPicListGaps> sought = RefPicListGaps::for_caps(caps);
     for (size_t i = 0; i < 10; ++i) sought->missing_before(frames[i]);
     sought->restart();
     for (size_t i = 40; i < frames.size(); ++i) EXPECT_FALSE(sought->missing_before(frames[i])) << c.encoder << " frame " << i;
