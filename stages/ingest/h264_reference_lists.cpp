@@ -205,7 +205,10 @@ void RefPicListGaps::take_nal(const uint8_t* data, size_t size) {
     auto read_part_only = [&] {
       unreadable_slice_ = true;
       slice.marking.clear();
-      if (slices_.empty()) slices_.push_back(std::move(slice));
+      if (slices_.empty()) {
+        first_sps_ = sps->second;
+        slices_.push_back(std::move(slice));
+      }
     };
     slice.slice_type %= 5;
     const Sps& s = sps->second;
@@ -251,6 +254,7 @@ void RefPicListGaps::take_nal(const uint8_t* data, size_t size) {
       read_part_only();
       return;
     }
+    if (slices_.empty()) first_sps_ = s;  // (a parameter set later in the unit may replace it)
     slices_.push_back(std::move(slice));
   }
 }
@@ -571,7 +575,7 @@ bool RefPicListGaps::missing_before(const uint8_t* data, size_t size) {
     return false;  // nothing to follow it by
   }
   const Slice& first = slices_.front();
-  const Sps& sps = sps_.at(pps_.at(first.pps_id).sps_id);
+  const Sps& sps = first_sps_;
   const uint32_t prev_ref = prev_ref_;
   const bool was_known = known_;
   const bool missing = frame_num_skips(first, sps);

@@ -132,6 +132,7 @@ class RefPicListGaps final : public ReferencePictures {
   // The access unit being read: its slices' headers (the first one's says what the picture is), and
   // whether one of them could not be read.
   std::vector<Slice> slices_;
+  Sps first_sps_;  // the first slice's SPS, as it was when the slice was read
   bool unreadable_slice_ = false;
 
   // frame_num, as FrameNumGaps did: whether prev_ref_ is a frame_num passed since the last restart.
