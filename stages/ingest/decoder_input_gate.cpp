@@ -183,11 +183,11 @@ void mark_in_stretch(ProbeState& state, GstClockTime pts) {
 }
 
 // H.264 or H.265, its picture's header read: damage is followed picture by picture (the lists or sets
-// of ReferencePictures): a picture
-// is damaged when its data was lost (`lost`: DISCONT, or reference pictures it uses never passed) or a
-// reference picture it uses is damaged, and the pictures that use it are then. So a lost B-frame that a
-// few others use (a B-pyramid) damages those few, not every picture to the next key frame; a lost
-// P-frame damages the P-frames after it, each using the one before. An intra-refreshed stream (its
+// of ReferencePictures): a picture is damaged when its data was lost (`lost`: DISCONT) or a reference
+// picture it uses is damaged or never passed (H.264: a frame_num gap's frames, which the decoder
+// conceals), and the pictures that use it are then. So a lost B-frame that a few others use (a
+// B-pyramid) damages those few, not every picture to the next key frame; a lost P-frame damages the
+// P-frames after it, each using the one before, and not an I-frame after it. An intra-refreshed stream (its
 // P-frames use each other to the end) is whole again its recovery point's count of frames after a
 // recovery point. Consecutive damaged pictures (in decoding order) make one stretch of timestamps, as
 // the stretch model's do (a decoder may give a picture another frame's timestamp).
@@ -236,7 +236,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
   const bool leaks = discont && state.concealment_leaks && !is_non_reference(state, buffer);
   if (state.exact_timestamps && state.references && state.references->last_read() &&
       verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss && !leaks) {
-    follow_picture_damage(state, buffer, frame, discont || skipped, pts);
+    follow_picture_damage(state, buffer, frame, discont, pts);
     return;
   }
   // Whatever the stretch marks, the reference pictures read are damaged for those that use them after

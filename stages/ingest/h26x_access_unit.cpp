@@ -340,7 +340,7 @@ bool RefPicSetGaps::missing_before(const uint8_t* data, size_t size) {
   damaged_.erase(poc);  // (a POC used again: another picture's)
   passed_ = std::move(kept);
   last_read_ = true;
-  last_uses_damaged_ = uses_damaged;
+  last_uses_damaged_ = uses_damaged || missing;  // (a picture never passed: the decoder conceals it)
   last_poc_ = poc;
   // 8.3.1's prevTid0Pic: temporal layer 0, not a RASL, RADL or sub-layer non-reference picture.
   const bool sub_layer_non_reference = slice.nal_type <= 14 && slice.nal_type % 2 == 0;

@@ -75,7 +75,8 @@ class ReferencePictures {
   virtual void restart() = 0;
   // Damage followed picture by picture (the pictures a lost one harms are those that use it, and those
   // that use them): after missing_before(), whether the picture just read was read (false for a frame
-  // whose picture cannot be followed), and whether a reference picture it uses is damaged.
+  // whose picture cannot be followed), and whether a reference picture it uses is damaged or missing
+  // (a picture missing before it that it does not use, as an I-frame after a lost P-frame, is whole).
   virtual bool last_read() const = 0;
   virtual bool last_uses_damaged() const = 0;
   // The picture just read is damaged itself (its data was lost, or it uses a damaged or missing

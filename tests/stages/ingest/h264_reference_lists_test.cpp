@@ -122,9 +122,9 @@ Bytes unit(const std::vector<Bytes>& nals, int length_size) {
   return length_size ? length_prefixed(nals, length_size) : annex_b(nals);
 }
 
-// The pictures the gate would call damaged (as decoder_input_gate.cpp's follow_picture_damage does:
-// reference frames missing before it, its data lost, or a picture its lists hold damaged), each
-// picture passed in order but those `taken_out` (never reached the decoder); `lost` lost data.
+// The pictures the gate would call damaged (as decoder_input_gate.cpp's follow_picture_damage does: its
+// data lost, or a picture its lists hold damaged or missing), each picture passed in order but those
+// `taken_out` (never reached the decoder); `lost` lost data.
 std::vector<size_t> damaged_in(const std::vector<Pic>& pictures, const std::set<size_t>& taken_out,
                                const std::set<size_t>& lost, int length_size = 0) {
   RefPicListGaps lists(length_size, nullptr);
@@ -135,9 +135,9 @@ std::vector<size_t> damaged_in(const std::vector<Pic>& pictures, const std::set<
     if (i == 0) nals = {sps(0), sps(1), pps(0), pps(1), pps(2)};
     nals.push_back(slice(pictures[i]));
     const Bytes au = unit(nals, length_size);
-    const bool missing = lists.missing_before(au.data(), au.size());
+    lists.missing_before(au.data(), au.size());
     EXPECT_TRUE(lists.last_read()) << "picture " << i;
-    if (missing || lost.count(i) || lists.last_uses_damaged()) {
+    if (lost.count(i) || lists.last_uses_damaged()) {
       lists.damage_last();
       damaged.push_back(i);
     }
@@ -192,6 +192,9 @@ TEST(RefPicListGaps, TheBufferKeepsWhatTheMarkingKeeps) {
   std::vector<Pic> base = {idr(), picture(kP, 1, 2), picture(kI, 2, 4), picture(kI, 3, 6), picture(kP, 4, 8)};
   base[4].active = {{3, 0}};
   EXPECT_EQ(damaged_in(base, {}, {1}), (Indices{1, 4}));
+  // P1 taken out: I2 comes after a frame_num gap, yet uses nothing (whole); the frame the decoder put in
+  // P1's place is in P4's list, damaged.
+  EXPECT_EQ(damaged_in(base, {1}, {}), (Indices{4}));
   // One more I-frame first: the window lets P1 go (the oldest of three), and P5's entries are whole.
   std::vector<Pic> slid = base;
   slid.insert(slid.begin() + 4, picture(kI, 4, 8));
@@ -310,9 +313,9 @@ TEST(RefPicListGaps, X264sPFramesDoNotUseItsReferenceBFrames) {
     size_t damaged = 0, damaged_p = 0;
     for (size_t i = 0; i < frames.size(); ++i) {
       if (taken_out && i == b_reference) continue;
-      const bool missing = lists->missing_before(frames[i]);
+      lists->missing_before(frames[i]);
       ASSERT_TRUE(lists->last_read()) << i;
-      if (missing || (!taken_out && i == b_reference) || lists->last_uses_damaged()) {
+      if ((!taken_out && i == b_reference) || lists->last_uses_damaged()) {
         lists->damage_last();
         ++damaged;
         // A P-frame: shown after every frame decoded before it.

@@ -247,6 +247,7 @@ TEST(RefPicSetGaps, PicturesUsingReferencesNeverPassedAreToldByTheirSets) {
     RefPicSetGaps on(length_size, nullptr);
     for (const Bytes& au : cra_start) on.missing_before(au.data(), au.size());
     EXPECT_TRUE(on.missing_before(after_10.data(), after_10.size())) << at;
+    EXPECT_TRUE(on.last_uses_damaged()) << at << ": a picture it uses never passed";
   }
 }
 
