@@ -95,7 +95,8 @@ struct ProbeState {
   std::optional<AccessUnitReader> reader;  // from the input's caps: H.264 and H.265
   // Ditto: H.264's reference lists (RefPicListGaps), H.265's reference picture sets (RefPicSetGaps).
   std::unique_ptr<ReferencePictures> references;
-  bool concealment_leaks = false;  // H.264: see follow_losses
+  bool h264 = false;  // from the input's caps too (see follow_losses)
+  std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames;  // (may be null)
   std::optional<TemporalReferenceGaps> temporal_references;  // ditto: MPEG-1 and MPEG-2 video
   bool intra_only = false;                 // from the input's caps too
   bool vp8 = false;                        // ditto: its frames say whether they are shown
@@ -229,13 +230,17 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
                        (state.temporal_references && state.temporal_references->missing_before(buffer));
   const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  // After a key frame the demuxer dropped (H.264: its frame_num need not show an IDR frame's loss; H.265's
+  // sets name what is missing): what the frames after it refer to is unknown, a stretch.
+  const bool after_lost_key = !first && frame == DecoderInputGate::Frame::kDelta && state.h264 && state.lost_key_frames &&
+                              GST_CLOCK_TIME_IS_VALID(pts) && state.lost_key_frames->take(pts);
   // A reference picture that lost part of its data (DISCONT) damages a stretch in H.264, though: libav
   // conceals it, and the pictures decoded after it until the next key frame differ by a few grey
   // levels where the ball went (x264's open GOP: P-frames whose only reference is the P-frame before,
   // whole, after a B-reference cut short; a B-reference lost whole harms only the pictures using it).
-  const bool leaks = discont && state.concealment_leaks && !is_non_reference(state, buffer);
+  const bool leaks = discont && state.h264 && !is_non_reference(state, buffer);
   if (state.exact_timestamps && state.references && state.references->last_read() &&
-      verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss && !leaks) {
+      verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss && !leaks && !after_lost_key) {
     follow_picture_damage(state, buffer, frame, discont, pts);
     return;
   }
@@ -268,7 +273,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
         if (kind.open_gop) state.open_key_pts = pts;
       }
     }
-  } else if (discont && !skipped && !state.after_loss && is_non_reference(state, buffer)) {
+  } else if (discont && !skipped && !after_lost_key && !state.after_loss && is_non_reference(state, buffer)) {
     // Data lost in a frame no other refers to (most B-frames): its picture alone is damaged.
     damage.marked = true;
     if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
@@ -276,7 +281,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
     state.damaged.push_back({pts, pts});  // (no stretch is open: none after a loss)
     if (state.damaged.size() > kMaxStretches) state.damaged.pop_front();
     return;
-  } else if (discont || skipped) {
+  } else if (discont || skipped || after_lost_key) {
     state.after_loss = true;
     state.refresh_left = 0;
     state.open_key_pts = GST_CLOCK_TIME_NONE;
@@ -329,7 +334,7 @@ void take_input_caps(ProbeState& state, const GstCaps* caps) {
     state.references = std::make_unique<RefPicSetGaps>(std::move(*sets));
   }
   state.temporal_references = TemporalReferenceGaps::for_caps(caps);
-  state.concealment_leaks = state.reader && state.reader->codec() == AccessUnitReader::Codec::kH264;
+  state.h264 = state.reader && state.reader->codec() == AccessUnitReader::Codec::kH264;
   state.intra_only = is_intra_only_codec(caps);
   state.vp8 = state.theora = false;
   if (!caps || gst_caps_get_size(caps) == 0) return;
@@ -500,9 +505,25 @@ void delete_state(gpointer state) { delete static_cast<std::shared_ptr<ProbeStat
 
 }  // namespace
 
+void FramesAfterLostKeyFrames::add(GstClockTime pts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  frames_.push_back(pts);
+  if (frames_.size() > kMaxFrames) frames_.pop_front();
+}
+
+bool FramesAfterLostKeyFrames::take(GstClockTime pts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = std::find(frames_.begin(), frames_.end(), pts);
+  if (found == frames_.end()) return false;
+  frames_.erase(frames_.begin(), found + 1);
+  return true;
+}
+
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
-                        DecoderInputCounters* counters, const std::string& stream_id, bool exact_timestamps) {
+                        DecoderInputCounters* counters, const std::string& stream_id, bool exact_timestamps,
+                        std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames) {
   auto state = std::make_shared<ProbeState>(keyframes_only, counters, stream_id, exact_timestamps);
+  state->lost_key_frames = std::move(lost_key_frames);
   gst_segment_init(&state->segment, GST_FORMAT_UNDEFINED);
   if (GstCaps* caps = gst_pad_get_current_caps(decoder_sink)) {
     take_input_caps(*state, caps);

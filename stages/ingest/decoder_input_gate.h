@@ -28,7 +28,10 @@
 #include <gst/gst.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -151,6 +154,22 @@ struct DecoderInputCounters {
   std::atomic<bool> recovery_points_logged{false};  // keyframes_only met one: said once per stream
 };
 
+// Frames, by timestamp, that come after a key frame their demuxer dropped whole (MPEG-TS: packets lost
+// inside it, TsTailLossWatch::sent): every frame to the next key frame refers to it, but an H.264
+// IDR frame's loss need not show in frame_num. Added on the demuxer's thread in decoding order, taken
+// on the decoder input's; at most kMaxFrames kept.
+class FramesAfterLostKeyFrames {
+ public:
+  static constexpr size_t kMaxFrames = 64;
+  void add(GstClockTime pts);
+  // Whether the frame at `pts` is one (those added before it are forgotten).
+  bool take(GstClockTime pts);
+
+ private:
+  std::mutex mutex_;
+  std::deque<GstClockTime> frames_;
+};
+
 // The frames a decoder took that gave no picture, for a file's end: "its decoder gave no picture for 52
 // of its 300 frames ..." (a warning), or "" when none or too few to say (a decoder that drops the last
 // frame of a cut file, say: fewer than 2, or under 1%), or when the counts cannot be compared (fields).
@@ -187,8 +206,11 @@ bool is_intra_only_codec(const GstCaps* caps);
 // counters->damaged_pictures. The DISCONT of the first frame (a connection's, a seek's) is no loss. The gate
 // follows `keyframes_only` (read at each frame: a reload may change it; it must outlive the pads too).
 // The log names `stream_id` where the gate stops waiting without a key frame.
+// `lost_key_frames` (may be null): the frames after a key frame their demuxer dropped, where a damaged
+// stretch starts too.
 void gate_decoder_input(GstPad* decoder_sink, GstPad* decoder_src, const std::atomic<bool>* keyframes_only,
-                        DecoderInputCounters* counters, const std::string& stream_id, bool exact_timestamps = true);
+                        DecoderInputCounters* counters, const std::string& stream_id, bool exact_timestamps = true,
+                        std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames = nullptr);
 
 // A pad probe's answer for its buffer, or for each buffer of its buffer list (a depayloader feeding a
 // decoder directly may push lists): those `keep(GstBuffer*)` refuses are dropped. Other probe types: OK.

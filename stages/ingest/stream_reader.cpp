@@ -442,6 +442,8 @@ struct StreamReader::Impl {
   // decoder_input (decoder_input_gate.h). The decoder's gate reads it at each frame.
   std::atomic<bool> keyframes_only{false};
   DecoderInputCounters decoder_input;
+  // MPEG-TS: the frames after a key frame tsdemux dropped, from its pads to the decoder gate.
+  std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames = std::make_shared<FramesAfterLostKeyFrames>();
   TimelineRestarts timeline_restarts;  // a file's parts joined end to end
   bool keyframes_logged = false;  // once per stream, not per reconnection
   std::atomic<uint32_t> decoder_threads{0};  // as read back from the decoder (0: none set)
@@ -846,12 +848,15 @@ struct StreamReader::Impl {
   }
   // MPEG-TS: the frames tsdemux sends cut short by packets lost at their end (ts_tail_loss.h) are marked
   // DISCONT, so that the decoder gate starts a damaged stretch at them.
+  // And the frames after a key frame tsdemux dropped whole are told to the decoder gate (lost_key_frames).
   struct TsWatch {
     TsTailLossWatch watch;
     uint64_t next_offset = GST_BUFFER_OFFSET_NONE;  // (pull mode: tsdemux also reads the file's end first)
+    std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames;
   };
-  static void watch_tsdemux(GstElement* demux) {
+  static void watch_tsdemux(GstElement* demux, std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames) {
     auto* watch = new std::shared_ptr<TsWatch>(std::make_shared<TsWatch>());
+    (*watch)->lost_key_frames = std::move(lost_key_frames);
     if (GstPad* sink = gst_element_get_static_pad(demux, "sink")) {
       gst_pad_add_probe(sink,
                         static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_PUSH |
@@ -891,9 +896,10 @@ struct StreamReader::Impl {
   static GstPadProbeReturn on_ts_frame(GstPad*, GstPadProbeInfo* info, gpointer user) {
     const auto& sent = *static_cast<TsVideoPad*>(user);
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    if (!buffer || !GST_BUFFER_PTS_IS_VALID(buffer) || !sent.watch->watch.cut_short(sent.pid, GST_BUFFER_PTS(buffer))) {
-      return GST_PAD_PROBE_OK;
-    }
+    if (!buffer || !GST_BUFFER_PTS_IS_VALID(buffer)) return GST_PAD_PROBE_OK;
+    const TsTailLossWatch::SentFrame frame = sent.watch->watch.sent(sent.pid, GST_BUFFER_PTS(buffer));
+    if (frame.after_lost_key_frame && sent.watch->lost_key_frames) sent.watch->lost_key_frames->add(GST_BUFFER_PTS(buffer));
+    if (!frame.cut_short) return GST_PAD_PROBE_OK;
     buffer = gst_buffer_make_writable(buffer);
     GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DISCONT);
     GST_PAD_PROBE_INFO_DATA(info) = buffer;
@@ -1079,7 +1085,7 @@ struct StreamReader::Impl {
         return;
       }
       if (name == "tsdemux") {
-        watch_tsdemux(element);
+        watch_tsdemux(element, static_cast<Impl*>(user)->lost_key_frames);
         return;
       }
       if (name == "mpegpsdemux") {
@@ -1103,7 +1109,7 @@ struct StreamReader::Impl {
     if (self->stream.parsed.kind == UriKind::kFile) join_restarted_timelines(sink, &self->timeline_restarts, self->stream.id);
     // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
     const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
-    gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp);
+    gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp, self->lost_key_frames);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
     // connection (a file's second video stream, left out, may have its own).
     if (self->recent && !self->recent_attached.exchange(true)) keep_decoder_input(sink, self->recent.get());

@@ -1,5 +1,6 @@
 #include "stages/ingest/ts_tail_loss.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -83,11 +84,12 @@ void TsTailLossWatch::packet(const uint8_t* p) {
   const uint8_t cc = p[3] & 0x0F;
   if (adaptation == 0 || adaptation == 2) return;  // no payload: its counter does not count
   size_t payload = 4;
-  bool discontinuity = false;
+  bool discontinuity = false, random_access = false;
   if (adaptation == 3) {
     const size_t length = p[4];
     if (length > 183) return;
     discontinuity = length > 0 && (p[5] & 0x80) != 0;  // the muxer says the counter starts over
+    random_access = length > 0 && (p[5] & 0x40) != 0;  // a key frame starts here
     payload = 5 + length;
   }
   if (pid == 0) {
@@ -130,15 +132,15 @@ void TsTailLossWatch::packet(const uint8_t* p) {
   }
   pat_restarted_ = false;
   if (!pts_ns) return;
-  state.pes.push_back(Pes{*pts_ns});
+  state.pes.push_back(Pes{*pts_ns, random_access});
   state.in_pes = true;
   if (state.pes.size() > kMaxPesWaiting) state.pes.pop_front();
 }
 
-bool TsTailLossWatch::cut_short(uint16_t pid, uint64_t pts_ns) {
+TsTailLossWatch::SentFrame TsTailLossWatch::sent(uint16_t pid, uint64_t pts_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = pids_.find(pid);
-  if (found == pids_.end()) return false;
+  if (found == pids_.end()) return {};
   Pid& state = found->second;
   // The PES whose PTS, plus the offset, is nearest this frame's time, among the first few waiting (those
   // before it were dropped); the offset follows it (a live stream's times drift from its PTSs). A first
@@ -159,13 +161,15 @@ bool TsTailLossWatch::cut_short(uint16_t pid, uint64_t pts_ns) {
     }
   }
   if (match == state.pes.end()) {
-    if (state.pes.empty()) return false;
+    if (state.pes.empty()) return {};
     match = state.pes.begin();
   }
   state.offset_ns = static_cast<int64_t>(pts_ns) - static_cast<int64_t>(match->pts_ns);
-  const bool cut = match->cut_short;
+  SentFrame frame;
+  frame.cut_short = match->cut_short;
+  frame.after_lost_key_frame = std::any_of(state.pes.begin(), match, [](const Pes& pes) { return pes.key; });
   state.pes.erase(state.pes.begin(), match + 1);
-  return cut;
+  return frame;
 }
 
 std::optional<uint16_t> TsTailLossWatch::pid_of_pad(const char* name) {

@@ -28,9 +28,18 @@ class TsTailLossWatch {
   void feed(const uint8_t* data, size_t size, bool discontinuous);
 
   // A frame tsdemux sent on the pad of `pid`, at `pts_ns` (its time, which is the PES's PTS less an
-  // offset of tsdemux's own, learnt from the first): whether its PES lost its last packets. The PESs
-  // before it that tsdemux did not send (dropped) are forgotten.
-  bool cut_short(uint16_t pid, uint64_t pts_ns);
+  // offset of tsdemux's own, learnt from the first): whether its PES lost its last packets, and whether
+  // a PES before it that tsdemux did not send (dropped: packets lost inside it) was a key frame's, as
+  // its first packet said (random_access_indicator, which muxers set on a key frame's PES). A lost
+  // key frame harms every frame to the next one, and an H.264 IDR frame's loss need not show in
+  // frame_num (it starts over at the IDR: lost, the frame after it may number on from the frame before).
+  // The PESs before it are forgotten.
+  struct SentFrame {
+    bool cut_short = false;
+    bool after_lost_key_frame = false;
+  };
+  SentFrame sent(uint16_t pid, uint64_t pts_ns);
+  bool cut_short(uint16_t pid, uint64_t pts_ns) { return sent(pid, pts_ns).cut_short; }
 
   // The PID in a tsdemux pad's name ("video_0_0041" -> 0x41), if it has one.
   static std::optional<uint16_t> pid_of_pad(const char* name);
@@ -38,6 +47,7 @@ class TsTailLossWatch {
  private:
   struct Pes {
     uint64_t pts_ns;  // its PTS (90 kHz) in nanoseconds
+    bool key = false;  // its first packet's random_access_indicator
     bool cut_short = false;
   };
   struct Pid {

@@ -1679,6 +1679,18 @@ TEST_F(StreamReaderTest, AnH264FilesDamageIsFollowedThroughItsReferenceListsAsIt
   EXPECT_LE(whole_marked * 10, smeared) << whole_marked << " whole pictures marked";
 }
 
+// x264's B-pyramid at its default preset, every 97th packet cut out: one of the packets lost is inside
+// an IDR frame, which tsdemux drops whole, and frame_num does not show it (it starts over at an IDR
+// frame, and the frame before had wrapped to 0: the P-frame after the lost IDR frame numbers on from it).
+// Its first packet said random access, so the frames to the next key frame are damaged (23 smeared
+// pictures were not marked before, with stretches and lists alike).
+TEST_F(StreamReaderTest, TheFramesAfterAnIdrFrameTsdemuxDroppedAreDamaged) {
+  const auto [smeared, whole_marked] = smeared_and_whole_marked(
+      "pyramid", "x264enc key-int-max=30 bframes=3 b-pyramid=true", "h264parse", 300, 97);
+  ASSERT_GE(smeared, 20u);
+  EXPECT_LE(whole_marked * 10, smeared) << whole_marked << " whole pictures marked";
+}
+
 // MPEG-TS files joined end to end (`cat`: a DVR's export of six recordings), each part's clock
 // starting again. tsdemux reading a file (pull mode) joins most such parts itself, but not all: of
 // this one (a 3 s part of 640x360 x264 at its default preset, whose clock tsdemux cannot read: it knows

@@ -24,17 +24,19 @@ struct Packet {
   size_t pes;  // the PES (frame) it belongs to
 };
 
-// One 188-byte packet of `pid`: a PES header with `pts` first where `pts` is given; `cc` its counter.
-Bytes ts_packet(uint16_t pid, uint8_t cc, std::optional<uint64_t> pts, bool discontinuity = false) {
+// One 188-byte packet of `pid`: a PES header with `pts` first where `pts` is given; `cc` its counter;
+// `random_access`: a key frame's first packet, as muxers mark it.
+Bytes ts_packet(uint16_t pid, uint8_t cc, std::optional<uint64_t> pts, bool discontinuity = false,
+                bool random_access = false) {
   Bytes p(188, 0xAB);
   p[0] = 0x47;
   p[1] = static_cast<uint8_t>((pts ? 0x40 : 0) | (pid >> 8));
   p[2] = static_cast<uint8_t>(pid & 0xFF);
   size_t at = 4;
-  if (discontinuity) {
+  if (discontinuity || random_access) {
     p[3] = static_cast<uint8_t>(0x30 | cc);  // adaptation field and payload
     p[4] = 1;
-    p[5] = 0x80;  // discontinuity_indicator
+    p[5] = static_cast<uint8_t>((discontinuity ? 0x80 : 0) | (random_access ? 0x40 : 0));  // its indicators
     at = 6;
   } else {
     p[3] = static_cast<uint8_t>(0x10 | cc);
@@ -82,6 +84,27 @@ std::vector<size_t> cut_frames(TsTailLossWatch& watch, size_t frames, std::vecto
     if (watch.cut_short(kVideo, pts_ns)) cut.push_back(f);
   }
   return cut;
+}
+
+// A key frame (random_access_indicator on its first packet) that lost a packet inside it, which
+// tsdemux drops whole: the frame sent after it says so; after a delta frame dropped so, it does not.
+TEST(TsTailLossWatch, AFrameSentAfterAKeyFrameTsdemuxDroppedSaysSo) {
+  std::vector<Packet> packets = stream_of(12);
+  for (size_t key : {0, 6}) packets[key * 4].bytes = ts_packet(kVideo, static_cast<uint8_t>((key * 3) & 0x0F), kFirstPts + key * kFramePts, false, true);
+  packets.erase(packets.begin() + 6 * 4 + 2);  // frame 6's middle packet (the key frame)
+  packets.erase(packets.begin() + 3 * 4 + 2);  // frame 3's (a delta frame)
+  TsTailLossWatch watch;
+  const Bytes bytes = bytes_of(packets);
+  watch.feed(bytes.data(), bytes.size(), false);
+  std::vector<size_t> after_lost_key;
+  for (size_t f = 0; f < 12; ++f) {
+    if (f == 3 || f == 6) continue;  // (dropped by tsdemux)
+    const uint64_t pts_ns = (kFirstPts + f * kFramePts) * 100000 / 9 - 1'300'000'000;
+    const TsTailLossWatch::SentFrame sent = watch.sent(kVideo, pts_ns);
+    EXPECT_FALSE(sent.cut_short) << "frame " << f;
+    if (sent.after_lost_key_frame) after_lost_key.push_back(f);
+  }
+  EXPECT_EQ(after_lost_key, std::vector<size_t>{7});
 }
 
 TEST(TsTailLossWatch, AFrameWhoseLastPacketWasLostIsCutShort) {
