@@ -139,6 +139,8 @@ void TsTailLossWatch::packet(const uint8_t* p) {
 
 TsTailLossWatch::SentFrame TsTailLossWatch::sent(uint16_t pid, uint64_t pts_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // (A time past 36 years is nobody's frame; below it, the differences below cannot overflow.)
+  if (pts_ns > (uint64_t{1} << 60)) return {};
   auto found = pids_.find(pid);
   if (found == pids_.end()) return {};
   Pid& state = found->second;
