@@ -15,7 +15,8 @@ SPS/PPS in band; no slice groups (FMO); frames only, not fields. Not a decoder: 
 Seen with it (2026-12-06): x264 with an open GOP and b-pyramid (tools' cut file `og.ts`) codes every
 P-frame with one active L0 entry and a modification (idc 0, abs_diff_pic_num_minus1 1) that skips the
 B-reference just before it: its P-frames never use a B-frame, so a lost reference B-frame smears only the
-B-frames around it. That is why the stretch model marks 12 whole pictures after one.
+B-frames around it. That is why the stretch model marks 12 whole pictures after one. (Since stop 65
+ingest builds the lists itself: RefPicListGaps, stages/ingest/h264_reference_lists.h.)
 """
 import argparse
 import sys
