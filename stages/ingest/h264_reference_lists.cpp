@@ -599,11 +599,7 @@ bool RefPicListGaps::missing_before(const uint8_t* data, size_t size) {
 }
 
 bool RefPicListGaps::missing_before(GstBuffer* buffer) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
-  const bool missing = missing_before(map.data, map.size);
-  gst_buffer_unmap(buffer, &map);
-  return missing;
+  return nal::read_mapped(buffer, [this](const uint8_t* data, size_t size) { return missing_before(data, size); });
 }
 
 }  // namespace vapipe

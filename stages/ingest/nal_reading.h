@@ -71,6 +71,16 @@ void for_each_parameter_set(GstBuffer* record, bool h265, const std::function<vo
 // (length_size > 0); null otherwise (start codes carry their parameter sets in band).
 GstBuffer* parameter_set_record(const GstCaps* caps, int length_size);
 
+// `read(data, size)` over a buffer's bytes, mapped for reading; false when they cannot be mapped.
+template <typename Read>
+bool read_mapped(GstBuffer* buffer, Read&& read) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
+  const bool answer = read(map.data, map.size);
+  gst_buffer_unmap(buffer, &map);
+  return answer;
+}
+
 // H.264 scaling_list() of an SPS or PPS (7.3.2.1.1.1): read past.
 void skip_scaling_list(BitReader& bits, int size);
 
