@@ -355,7 +355,22 @@ bool ClipRecorder::tap(const std::shared_ptr<Clip>& clip, GstBuffer* buffer, Rec
     // with publish.segments_reconnect_grace_s, publish says whether the segment went on across the outage.
     clip->wait = std::make_shared<PartWait>();
     clip->waiting_after_caps_change = new_caps;
-    finish_part(*clip, cut, /*continues=*/false, clip);
+    if (clip->base_ns < 0) {
+      // Cut again before its first key frame (two changes a few frames apart, as an adaptive stream's
+      // switches can be; a camera lost again as it came back): the part before said it goes on, and it
+      // still may, from the newest caps or connection, under this part's number. Until stop 66 this
+      // part was finished with no frame: "not written", and the clip ended there.
+      ClipDone dropped;
+      dropped.order = clip->order;
+      dropped.order.path = part_path(clip->order.path, clip->part);
+      dropped.part = clip->part;
+      dropped.message = cut + " before this part's first key frame came";
+      clip->wait->if_ends = std::move(dropped);
+      clip->writer.reset();  // its file is removed
+      --clip->part;
+    } else {
+      finish_part(*clip, cut, /*continues=*/false, clip);
+    }
     if (new_caps) {
       std::lock_guard<std::mutex> queue_lock(mutex_);
       going_on_.push_back(clip);
@@ -473,6 +488,12 @@ void ClipRecorder::release_waiting(const std::shared_ptr<Clip>& clip, bool conti
     done(std::move(d));
   }  // else still being written: the finisher says it as decided
   if (continues) return;
+  if (wait->if_ends) {
+    ClipDone d = std::move(*wait->if_ends);
+    wait->if_ends.reset();
+    d.message += more;
+    done(std::move(d));
+  }
   clip->ending = true;
   std::lock_guard<std::mutex> lock(mutex_);
   const Key key{clip->order.stream_id, clip->order.label, clip->order.segment_start_seq};
@@ -599,7 +620,7 @@ void ClipRecorder::done(ClipDone d) {
 
 bool ClipRecorder::wait_next_parts_open(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return changed_.wait_for(lock, timeout, [&] { return opening_.empty() && opening_now_ == 0; });
+  return changed_.wait_for(lock, timeout, [&] { return opening_.empty() && going_on_.empty() && opening_now_ == 0; });
 }
 
 std::vector<ClipDone> ClipRecorder::take_done() {

@@ -166,8 +166,9 @@ class ClipRecorder {
   // publish started again after a crash, at `before_unix_ns`: it no longer follows the segments it
   // had begun, and would never end their clips; each clip begun before then ends at its next frame.
   void end_clips_before(int64_t before_unix_ns);
-  // Waits until the next parts asked for (past `max`) are open or could not be; false: not within
-  // `timeout`. (For tests: a part is opened off the stream's thread and taken at a key frame after.)
+  // Waits until the next parts asked for (past `max`, or after new caps) are open or could not be;
+  // false: not within `timeout`. (For tests: a part is opened off the stream's thread and taken at a
+  // key frame after.)
   bool wait_next_parts_open(std::chrono::milliseconds timeout);
   // A reload changed publish.segments_reconnect_grace_s (Options::hold_across_reconnections): for the
   // next reconnection.
@@ -189,6 +190,10 @@ class ClipRecorder {
     bool continues = false;
     std::string more;  // added to its message
     std::optional<ClipDone> done;
+    // The stream changed again (or reconnected again) before the part that went on had its first
+    // frame: that part was dropped, not said (it would be a file of nothing); said, not written, only
+    // if the clip ends here instead of going on once more.
+    std::optional<ClipDone> if_ends;
   };
   // A part taken no more frames, for the finisher: its own writer and what its ClipDone says.
   struct Part {

@@ -496,6 +496,97 @@ TEST_F(ClipRecorderTest, AClipGoesOnInANextPartWhenItsStreamsResolutionChanges) 
   release(other);
 }
 
+// Two changes a few frames apart (an adaptive stream's switches can come so): the part that went on
+// after the first had not had its key frame when the second came. It is no part (a file of nothing,
+// "not written", and the clip ended there, until stop 66): the clip goes on, under its number, from the
+// newest caps' first key frame.
+TEST_F(ClipRecorderTest, AClipCutAgainBeforeItsNextPartsFirstKeyFrameGoesOnFromTheNewestCaps) {
+  auto encoded = [&](const std::string& name, int width, int height) {
+    const std::string file = (dir_ / name).string();
+    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=" +
+                               std::to_string(width) + ",height=" + std::to_string(height) +
+                               ",framerate=30/1 ! x264enc key-int-max=15 bframes=2 speed-preset=ultrafast ! "
+                               "h264parse ! mp4mux ! filesink location=" + file;
+    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
+    return read_samples(file, "capsfilter caps=video/x-h264,stream-format=avc,alignment=au");
+  };
+  std::vector<Sample> other = encoded("other.mp4", 176, 144);
+  std::vector<Sample> third = encoded("third.mp4", 128, 96);
+  ASSERT_EQ(other.size(), 45u);
+  ASSERT_EQ(third.size(), 45u);
+  auto feed_from = [](RecentFrames& recent, const std::vector<Sample>& frames, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      recent.set_caps(frames[i].caps);
+      recent.add_compressed(frames[i].buffer);
+    }
+  };
+  RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
+  feed(recent, 0, 20);
+  recorder.start(order("twice.mp4", shown_[18]));
+  feed(recent, 20, 50);
+  // New caps, and after them no key frame yet (frames 1 to 4 of `other` are delta frames): part 1 ends
+  // and says it goes on; part 2 waits for a key frame.
+  for (size_t i = 1; i < 5; ++i) ASSERT_TRUE(GST_BUFFER_FLAG_IS_SET(other[i].buffer, GST_BUFFER_FLAG_DELTA_UNIT));
+  feed_from(recent, other, 1, 5);
+  std::vector<ClipDone> done = wait_done(recorder, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].continues);
+  feed_from(recent, third, 0, 5);  // changed again, before part 2 had a frame
+  ASSERT_TRUE(recorder.wait_next_parts_open(std::chrono::seconds(10)));
+  feed_from(recent, third, 5, 45);
+  recorder.end("door", "person", 7, pts_of(third[30].buffer));
+  recorder.close(std::chrono::seconds(10), "the stream ended");
+  for (ClipDone& d : recorder.take_done()) done.push_back(std::move(d));
+  ASSERT_EQ(done.size(), 2u) << done.back().message;
+  ASSERT_TRUE(done[1].written) << done[1].message;
+  EXPECT_EQ(done[1].part, 2u);
+  EXPECT_FALSE(done[1].continues);
+  EXPECT_EQ(done[1].order.path, (dir_ / "door" / "twice.2.mp4").string());
+  EXPECT_EQ(done[1].start_pts_ns, pts_of(third[0].buffer));
+  std::vector<Sample> frames = read_samples(done[1].order.path, "avdec_h264");
+  EXPECT_GE(frames.size(), 30u);
+  for (Sample& f : frames) {
+    int width = 0;
+    gst_structure_get_int(gst_caps_get_structure(f.caps, 0), "width", &width);
+    EXPECT_EQ(width, 128);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "door" / "twice.3.mp4"));
+  release(frames);
+
+  // Changed again to what an MP4 cannot hold: the clip cannot go on, and the part it would have gone
+  // on in is said, not written, saying both (the part before said it goes on).
+  RecentFrames recent2(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
+  ClipRecorder recorder2("door", &recent2, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
+  feed(recent2, 0, 20);
+  recorder2.start(order("thrice.mp4", shown_[18]));
+  feed(recent2, 20, 50);
+  feed_from(recent2, other, 1, 5);
+  done = wait_done(recorder2, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].continues);
+  GstCaps* mpeg2 = gst_caps_new_simple("video/mpeg", "mpegversion", G_TYPE_INT, 2, nullptr);
+  recent2.set_caps(mpeg2);
+  gst_caps_unref(mpeg2);
+  GstBuffer* key = gst_buffer_new_allocate(nullptr, 100, nullptr);
+  GST_BUFFER_PTS(key) = 0;
+  recent2.add_compressed(key);
+  gst_buffer_unref(key);
+  done = wait_done(recorder2, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].written);
+  EXPECT_FALSE(done[0].continues);
+  EXPECT_EQ(done[0].part, 2u);
+  EXPECT_EQ(done[0].order.path, (dir_ / "door" / "thrice.2.mp4").string());
+  EXPECT_NE(done[0].message.find("changed before this part's first key frame came"), std::string::npos) << done[0].message;
+  EXPECT_NE(done[0].message.find("video/mpeg"), std::string::npos) << done[0].message;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "door" / "thrice.2.mp4"));
+  recorder2.close(std::chrono::seconds(10), "the stream ended");
+  EXPECT_TRUE(recorder2.take_done().empty());
+  release(other);
+  release(third);
+}
+
 TEST_F(ClipRecorderTest, AClipThatCannotBeSaysWhyAndLeavesNoFile) {
   RecentFrames recent(5, milliseconds(100));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{});

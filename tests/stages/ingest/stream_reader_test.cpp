@@ -2052,7 +2052,7 @@ TEST_F(StreamReaderTest, ALiveJobsTestSourceIsReadAtItsFpsWithNoFrameDropped) {
   live.live = true;
   ingest_.queue_policy = QueuePolicy::kDropOldest;
   ingest_.queue_capacity = 4;
-  for (const std::string& uri : {"test://ball?frames=45&width=160&height=120",
+  for (const char* uri : {"test://ball?frames=45&width=160&height=120",
                                  "test://ball?frames=45&width=160&height=120&live=true"}) {
     const CollectingEmitter out = read_stream(stream("synthetic", uri), ingest_, live);
     const auto frames = of_kind(out, MessageKind::kFrame);
