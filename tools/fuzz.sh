@@ -2,7 +2,8 @@
 # Fuzzes the parsers of what comes from outside (tests/fuzz/: wire messages, H.264/H.265 access
 # units and their reference numbering (with MPEG-2's), MPEG-TS packets' continuity counters, an RTSP
 # camera's frame times (the decoding times of its clips), ONVIF answers, archive files' headers,
-# configs, small text fields, results files, /healthz, a Redis server's replies) with libFuzzer, AddressSanitizer and
+# configs, small text fields, results files, /healthz, a Redis server's replies, an MP4's track matrix, HLS
+# playlists and DASH manifests) with libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer: builds them with clang into build-fuzz/ (CPU only), then runs each for
 # SECONDS (default 60) from its seed corpus. New inputs that reach new code are kept under
 # build-fuzz/corpus/<target>/ (not in the repository); an input that crashes is written to
@@ -18,7 +19,7 @@ build="${VAPIPE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 shift || true
 all=(wire h26x_access_unit reference_gaps ts_tail_loss decoding_times onvif_xml container_end config text_fields results_lines resume_plan operator_files
-     status_report resp_reply)
+     status_report resp_reply mp4_orientation hls_playlist)
 targets=("${@:-${all[@]}}")
 [[ ${#targets[@]} -eq 0 || -z ${targets[0]} ]] && targets=("${all[@]}")
 for tool in clang clang++; do

@@ -81,7 +81,7 @@ class Mp4File {
     } else if (size == 0) {
       size = within_end - at;  // to the end of what holds it
     }
-    if (size < box.body - at || at + size > within_end) {
+    if (size < box.body - at || at > within_end || size > within_end - at) {  // (at + size may wrap)
       return DataLoss("file " + path_ + ": its '" + box.type + "' box at byte " + std::to_string(at) +
                       " runs past the end of what holds it (a file cut short?)");
     }
