@@ -51,7 +51,9 @@ Result<std::unique_ptr<SeqReservations>> SeqReservations::open(std::string path,
                                                                         : Result<std::string>(std::string());
     if (!bytes.ok()) return bytes.status();
     table->earlier_sent_.resize(bytes->size() / sizeof(int64_t));
-    std::memcpy(table->earlier_sent_.data(), bytes->data(), table->earlier_sent_.size() * sizeof(int64_t));
+    if (!table->earlier_sent_.empty()) {  // (memcpy from an empty vector's null data() is undefined)
+      std::memcpy(table->earlier_sent_.data(), bytes->data(), table->earlier_sent_.size() * sizeof(int64_t));
+    }
   }
   return table;
 }
