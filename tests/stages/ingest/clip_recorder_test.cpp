@@ -133,6 +133,25 @@ class ClipRecorderTest : public ::testing::Test {
     return all;
   }
 
+  // Another camera's stream (or the same one's after a change): 45 frames of `smpte` at width x height,
+  // x264 with B-frames, key frames every 15, as compressed samples in decode order; the file is dir_/name.
+  std::vector<Sample> encoded(const std::string& name, int width, int height) {
+    const std::string file = (dir_ / name).string();
+    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=" +
+                               std::to_string(width) + ",height=" + std::to_string(height) +
+                               ",framerate=30/1 ! x264enc key-int-max=15 bframes=2 speed-preset=ultrafast ! "
+                               "h264parse ! mp4mux ! filesink location=" + file;
+    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
+    return read_samples(file, "capsfilter caps=video/x-h264,stream-format=avc,alignment=au");
+  }
+  // Frames [from, to) of such a stream, as the decoder's input (their caps with them).
+  static void feed_from(RecentFrames& recent, const std::vector<Sample>& frames, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      recent.set_caps(frames[i].caps);
+      recent.add_compressed(frames[i].buffer);
+    }
+  }
+
   // The stream's timestamps of the frames a written clip part `d` shows, in order (placed by its first,
   // its key frame, at d.start_pts_ns), each checked to decode to the stream's own picture there.
   std::vector<int64_t> shown_in(const ClipDone& d) {
@@ -441,35 +460,24 @@ TEST_F(ClipRecorderTest, ASegmentThatGoesOnAfterAReconnectionGoesOnInANextPartOf
 // not caps): the part open then ends saying so, and the clip goes on by itself in a next part from the
 // first key frame of the new caps, an MP4 of its own, each frame the stream's own.
 TEST_F(ClipRecorderTest, AClipGoesOnInANextPartWhenItsStreamsResolutionChanges) {
-  const std::string other_file = (dir_ / "other.mp4").string();
-  const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=45 ! "
-                             "video/x-raw,width=176,height=144,framerate=30/1 ! x264enc key-int-max=15 bframes=2 "
-                             "speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location=" + other_file;
-  ASSERT_EQ(std::system(encode.c_str()), 0) << encode;
-  std::vector<Sample> other = read_samples(other_file, "capsfilter caps=video/x-h264,stream-format=avc,alignment=au");
+  std::vector<Sample> other = encoded("other.mp4", 176, 144);
   ASSERT_EQ(other.size(), 45u);
   ASSERT_FALSE(gst_caps_is_equal(other[0].caps, compressed_[0].caps));
   std::map<int64_t, std::string> other_whole;
-  for (Sample& f : read_samples(other_file, "avdec_h264 ! videoconvert ! video/x-raw,format=I420")) {
+  for (Sample& f : read_samples((dir_ / "other.mp4").string(), "avdec_h264 ! videoconvert ! video/x-raw,format=I420")) {
     other_whole[pts_of(f.buffer)] = bytes_of(f.buffer);
     gst_buffer_unref(f.buffer);
     gst_caps_unref(f.caps);
   }
-  auto feed_other = [&](RecentFrames& recent, size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      recent.set_caps(other[i].caps);
-      recent.add_compressed(other[i].buffer);
-    }
-  };
   RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
   feed(recent, 0, 20);
   recorder.start(order("change.mp4", shown_[18]));  // from key frame 15
   feed(recent, 20, 50);
-  feed_other(recent, 0, 5);  // new caps: part 1 ends, part 2 goes on from the new caps' key frame 0
+  feed_from(recent, other, 0, 5);  // new caps: part 1 ends, part 2 goes on from the new caps' key frame 0
   std::vector<ClipDone> done = wait_done(recorder, 1);
   ASSERT_EQ(done.size(), 1u);
-  feed_other(recent, 5, 45);
+  feed_from(recent, other, 5, 45);
   recorder.end("door", "person", 7, pts_of(other[30].buffer));
   recorder.close(std::chrono::seconds(10), "the stream ended");
   for (ClipDone& d : recorder.take_done()) done.push_back(std::move(d));
@@ -501,25 +509,10 @@ TEST_F(ClipRecorderTest, AClipGoesOnInANextPartWhenItsStreamsResolutionChanges) 
 // "not written", and the clip ended there, until stop 66): the clip goes on, under its number, from the
 // newest caps' first key frame.
 TEST_F(ClipRecorderTest, AClipCutAgainBeforeItsNextPartsFirstKeyFrameGoesOnFromTheNewestCaps) {
-  auto encoded = [&](const std::string& name, int width, int height) {
-    const std::string file = (dir_ / name).string();
-    const std::string encode = "gst-launch-1.0 -q videotestsrc pattern=smpte num-buffers=45 ! video/x-raw,width=" +
-                               std::to_string(width) + ",height=" + std::to_string(height) +
-                               ",framerate=30/1 ! x264enc key-int-max=15 bframes=2 speed-preset=ultrafast ! "
-                               "h264parse ! mp4mux ! filesink location=" + file;
-    EXPECT_EQ(std::system(encode.c_str()), 0) << encode;
-    return read_samples(file, "capsfilter caps=video/x-h264,stream-format=avc,alignment=au");
-  };
   std::vector<Sample> other = encoded("other.mp4", 176, 144);
   std::vector<Sample> third = encoded("third.mp4", 128, 96);
   ASSERT_EQ(other.size(), 45u);
   ASSERT_EQ(third.size(), 45u);
-  auto feed_from = [](RecentFrames& recent, const std::vector<Sample>& frames, size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      recent.set_caps(frames[i].caps);
-      recent.add_compressed(frames[i].buffer);
-    }
-  };
   RecentFrames recent(5, milliseconds(100), RecentFrames::kDefaultMaxBytes, milliseconds(0));
   ClipRecorder recorder("door", &recent, ClipRecorder::Options{milliseconds(0), milliseconds(0), std::chrono::seconds(60)});
   feed(recent, 0, 20);
