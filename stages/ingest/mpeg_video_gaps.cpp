@@ -2,12 +2,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace vapipe {
 namespace {
 
 constexpr uint8_t kPictureStartCode = 0x00, kGroupStartCode = 0xB8;
 constexpr uint32_t kIntra = 1, kPredicted = 2, kBidirectional = 3;  // picture_coding_type (D is 4)
+
+// Whether a picture (its bytes after its picture header's start) is a frame, not one field: MPEG-2's
+// picture coding extension (00 00 01 B5, identifier 8) says its picture_structure (3: a frame); MPEG-1
+// has none, and only frames.
+bool is_frame_picture(const uint8_t* data, size_t size) {
+  for (size_t i = 0; i + 6 < size; ++i) {
+    if (data[i] != 0 || data[i + 1] != 0 || data[i + 2] != 1) continue;
+    if (data[i + 3] != 0xB5) return true;  // a slice, or another picture: no picture coding extension
+    if ((data[i + 4] >> 4) == 8) return (data[i + 6] & 3) == 3;
+    i += 3;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -36,11 +50,18 @@ bool TemporalReferenceGaps::missing_before(const uint8_t* data, size_t size) {
     } else if (code == kPictureStartCode) {
       const uint32_t temporal_reference = (uint32_t{data[i + 4]} << 2) | (data[i + 5] >> 6);
       const uint32_t type = (data[i + 5] >> 3) & 7;
+      const bool frame_picture = is_frame_picture(data + i + 6, size - i - 6);
       if (type == kBidirectional) {
         b_frames_ = true;
         // Shown before the last anchor, sent after it.
-        const bool missing = anchor_ && !group_start && temporal_reference > *anchor_;
-        if (group_start) anchor_.reset();  // (a GOP that starts with a B-frame: not MPEG-2's)
+        bool missing = anchor_ && !group_start && temporal_reference > *anchor_;
+        if (std::exchange(first_b_after_anchor_, false) && !missing && anchor_ && !group_start) {
+          missing = anchor_lost_with_its_b_frames(temporal_reference);
+        }
+        if (group_start) {
+          anchor_.reset();  // (a GOP that starts with a B-frame: not MPEG-2's)
+          step_.reset();
+        }
         return missing;
       }
       if (type != kIntra && type != kPredicted) return false;  // (MPEG-1's D-pictures: never references)
@@ -50,8 +71,18 @@ bool TemporalReferenceGaps::missing_before(const uint8_t* data, size_t size) {
       // (Only I- and P-frames: none since the start, two anchors in a row passed; a stream with B-frames
       // sends its first after its second anchor.)
       const bool ip_only = !b_frames_ && anchors_ >= 2;
-      const bool missing = anchor_ && !group_start && (step >= 512 || (ip_only && step > 1));
+      // A frame picture (not a field) at the last anchor's place: the GOP between them was lost, its
+      // header with it (I2 B0 B1 P5 ... [I2 B0 B1] P5: the next GOP's P-frame numbered as the last one).
+      const bool missing =
+          anchor_ && !group_start && (step >= 512 || (ip_only && step > 1) || (step == 0 && frame_picture && last_frame_picture_));
+      last_frame_picture_ = frame_picture;
       if (anchors_ < 2 && (!anchor_ || step != 0)) ++anchors_;  // (a field pair is one)
+      if (group_start || !anchor_ || step >= 512) {
+        step_.reset();  // (a GOP's first anchor: its leading B-frames say nothing of a step; nor a lost GOP's)
+      } else if (step != 0) {
+        step_ = step;
+      }  // (the second field of an anchor: the pair's step)
+      first_b_after_anchor_ = true;
       anchor_ = temporal_reference;
       return missing;
     } else if (code >= 0x01 && code <= 0xAF) {
@@ -60,6 +91,18 @@ bool TemporalReferenceGaps::missing_before(const uint8_t* data, size_t size) {
     i += 3;
   }
   return false;
+}
+
+bool TemporalReferenceGaps::anchor_lost_with_its_b_frames(uint32_t tr) {
+  if (!step_ || !anchor_) return false;
+  // Where the B-frames after the anchor begin: right after the anchor before it, when nothing was lost.
+  auto place_after = [&](uint32_t distance) { return (*anchor_ + 1024 - distance + 1) % 1024; };
+  if (tr == place_after(*step_)) {
+    if (*step_ > 1) usual_step_ = *step_;
+    return false;
+  }
+  // I0 P3 B1 B2 [P6 B4 B5] P9 B7 B8: P9 is 6 after P3, twice M, and its B-frames fill only its last 2 places.
+  return usual_step_ && *step_ >= 2 * *usual_step_ && tr == place_after(*usual_step_);
 }
 
 bool TemporalReferenceGaps::is_b_frame(GstBuffer* buffer) {

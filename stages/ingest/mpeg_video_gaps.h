@@ -12,9 +12,11 @@
 // harms nothing, and is not seen. (An encoder that sends its first B-frames only later, choosing them
 // scene by scene, would be seen losing frames there: MPEG-2's encoders keep one GOP structure.)
 //
-// Not seen: in a stream with B-frames, an anchor lost together with every B-frame after it (a P-frame
-// and its B-frames in one cut); a GOP's leading B-frames after its lost I-frame (the stretch starts at
-// its first P-frame).
+// An anchor lost together with every B-frame after it (a P-frame and its B-frames in one cut) is told
+// by the B-frames after the next anchor: the anchors' distance (M, learnt from a run of B-frames that
+// filled it) doubled, and the B-frames only the last M - 1 places of it (since stop 66). Not seen: that
+// loss before M is known (the first anchors of the stream); a GOP's leading B-frames after its lost
+// I-frame (the stretch starts at its first P-frame).
 #pragma once
 
 #include <gst/gst.h>
@@ -41,12 +43,24 @@ class TemporalReferenceGaps {
     anchor_.reset();
     b_frames_ = false;
     anchors_ = 0;
+    step_.reset();
+    usual_step_.reset();
+    first_b_after_anchor_ = false;
+    last_frame_picture_ = true;
   }
 
  private:
+  // Whether the first B-frame after an anchor (temporal_reference `tr`) shows an anchor lost with all
+  // of its B-frames before that anchor; learns the usual step from one that shows none.
+  bool anchor_lost_with_its_b_frames(uint32_t tr);
+
   std::optional<uint32_t> anchor_;  // the temporal_reference of the last anchor passed, in its GOP
   bool b_frames_ = false;           // a B-frame passed since the start
   int anchors_ = 0;                 // the anchors passed since the start, up to 2
+  std::optional<uint32_t> step_;    // the last anchor's distance from the one before (same GOP)
+  std::optional<uint32_t> usual_step_;  // M: a step the B-frames after its anchor filled
+  bool first_b_after_anchor_ = false;   // no B-frame since the last anchor yet
+  bool last_frame_picture_ = true;      // the last anchor was a frame, not a field
 };
 
 }  // namespace vapipe
