@@ -270,7 +270,10 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
         state.refresh_left = *kind.recovery_frames;
       } else {
         state.after_loss = false;
-        if (kind.open_gop) state.open_key_pts = pts;
+        // (MPEG-2: an open GOP's header says so, and its leading B-frames refer to the damaged GOP too.)
+        if (kind.open_gop || (state.temporal_references && TemporalReferenceGaps::opens_open_gop(buffer))) {
+          state.open_key_pts = pts;
+        }
       }
     }
   } else if (discont && !skipped && !after_lost_key && !state.after_loss && is_non_reference(state, buffer)) {
@@ -289,7 +292,7 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
     if (--state.refresh_left == 0) state.after_loss = false;
   } else if (GST_CLOCK_TIME_IS_VALID(state.open_key_pts)) {
     if (GST_CLOCK_TIME_IS_VALID(pts) && pts < state.open_key_pts) {
-      leading = state.reader->codec() == AccessUnitReader::Codec::kH264 || state.reader->read(buffer).rasl;
+      leading = !state.reader || state.reader->codec() == AccessUnitReader::Codec::kH264 || state.reader->read(buffer).rasl;
     } else {
       state.open_key_pts = GST_CLOCK_TIME_NONE;  // the GOP's leading pictures come first: none after this
     }

@@ -119,6 +119,25 @@ bool TemporalReferenceGaps::is_b_frame(GstBuffer* buffer) {
   return b_frame;
 }
 
+bool TemporalReferenceGaps::opens_open_gop(const uint8_t* data, size_t size) {
+  for (size_t i = 0; i + 7 < size; ++i) {
+    if (data[i] != 0 || data[i + 1] != 0 || data[i + 2] != 1) continue;
+    // time_code (25 bits), closed_gop, broken_link.
+    if (data[i + 3] == kGroupStartCode) return (data[i + 7] & 0x60) == 0;
+    if (data[i + 3] == kPictureStartCode) return false;  // no GOP header before the picture
+    i += 3;
+  }
+  return false;
+}
+
+bool TemporalReferenceGaps::opens_open_gop(GstBuffer* buffer) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
+  const bool open = opens_open_gop(map.data, map.size);
+  gst_buffer_unmap(buffer, &map);
+  return open;
+}
+
 bool TemporalReferenceGaps::missing_before(GstBuffer* buffer) {
   GstMapInfo map;
   if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;

@@ -38,6 +38,10 @@ class TemporalReferenceGaps {
   bool missing_before(GstBuffer* buffer);
   // Whether a picture (as missing_before takes it) is a B-frame, which no other picture refers to.
   static bool is_b_frame(GstBuffer* buffer);
+  // Whether a picture begins an open GOP (its GOP header's closed_gop and broken_link 0): the B-frames
+  // sent after its I-frame and shown before it refer to the GOP before.
+  static bool opens_open_gop(const uint8_t* data, size_t size);
+  static bool opens_open_gop(GstBuffer* buffer);
   // The decoder starts again (a seek's flush, a new connection): no picture is expected.
   void restart() {
     anchor_.reset();

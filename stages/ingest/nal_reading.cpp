@@ -57,7 +57,8 @@ void for_each_nal(const uint8_t* data, size_t size, int length_size,
 void skip_scaling_list(BitReader& bits, int size) {
   int last = 8, next = 8;
   for (int j = 0; j < size && bits.ok(); ++j) {
-    if (next != 0) next = (last + bits.se() + 256) % 256;
+    // (delta_scale is -128..127; a damaged one may be anything: no signed overflow)
+    if (next != 0) next = static_cast<int>(((int64_t{last} + bits.se()) % 256 + 256) % 256);
     last = next == 0 ? last : next;
   }
 }

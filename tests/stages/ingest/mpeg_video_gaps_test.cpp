@@ -108,6 +108,18 @@ TEST(TemporalReferenceGaps, AnAnchorLostIsToldByThePicturesAfterIt) {
   EXPECT_EQ(missing_in({{1022, kI}, {1023, kI}, {0, kI}, {1, kI}}), std::vector<size_t>{});
 }
 
+TEST(TemporalReferenceGaps, AnOpenGopIsToldByItsHeader) {
+  const Bytes closed = picture(0, kI, true);  // closed_gop set
+  EXPECT_FALSE(TemporalReferenceGaps::opens_open_gop(closed.data(), closed.size()));
+  Bytes open = closed;
+  open[7] = 0x00;  // closed_gop and broken_link 0
+  EXPECT_TRUE(TemporalReferenceGaps::opens_open_gop(open.data(), open.size()));
+  open[7] = 0x20;  // broken_link: its leading B-frames are not decodable anyway
+  EXPECT_FALSE(TemporalReferenceGaps::opens_open_gop(open.data(), open.size()));
+  const Bytes no_header = picture(3, kP);
+  EXPECT_FALSE(TemporalReferenceGaps::opens_open_gop(no_header.data(), no_header.size()));
+}
+
 TEST(TemporalReferenceGaps, ARestartExpectsNothing) {
   TemporalReferenceGaps gaps;
   for (const Bytes& p : {picture(0, kI, true), picture(3, kP), picture(1, kB)}) gaps.missing_before(p.data(), p.size());
