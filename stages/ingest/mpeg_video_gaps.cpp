@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "stages/ingest/nal_reading.h"
+
 namespace vapipe {
 namespace {
 
@@ -131,19 +133,11 @@ bool TemporalReferenceGaps::opens_open_gop(const uint8_t* data, size_t size) {
 }
 
 bool TemporalReferenceGaps::opens_open_gop(GstBuffer* buffer) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
-  const bool open = opens_open_gop(map.data, map.size);
-  gst_buffer_unmap(buffer, &map);
-  return open;
+  return nal::read_mapped(buffer, [](const uint8_t* data, size_t size) { return opens_open_gop(data, size); });
 }
 
 bool TemporalReferenceGaps::missing_before(GstBuffer* buffer) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return false;
-  const bool missing = missing_before(map.data, map.size);
-  gst_buffer_unmap(buffer, &map);
-  return missing;
+  return nal::read_mapped(buffer, [this](const uint8_t* data, size_t size) { return missing_before(data, size); });
 }
 
 }  // namespace vapipe
