@@ -237,8 +237,8 @@ void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame
   // (A reference picture cut short is damaged, and so are the pictures whose lists hold it, no more.
   // Stop 65 started a stretch there in H.264: libav left 1 to 5 grey levels of difference in ~120 pixels
   // of the pictures after one such picture of an x264 open GOP, P-frames that do not use it; their
-  // classification was the same to 1e-5, and 8 more files, open GOPs of fast motion among them, showed
-  // no such leak, while the stretch marked 93 whole pictures of 25 files: not kept, stop 66.)
+  // classification was the same to 1e-5, and 9 more files, open GOPs of fast motion among them, showed
+  // no such leak, while the stretch marked 122 whole pictures more over 29 files: not kept, stop 66.)
   if (state.exact_timestamps && state.references && state.references->last_read() &&
       verdict != DecoderInputGate::Verdict::kPassAfterWaiting && !state.after_loss && !after_lost_key) {
     follow_picture_damage(state, buffer, frame, discont, pts);
