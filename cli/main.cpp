@@ -44,7 +44,7 @@ usage:
                                         reload the live job running with this file (SIGHUP) and wait
                                         for what became of it: what it changed (exit 0), or why it
                                         was refused and nothing changed (exit 1); 2: no answer in S s
-  vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]]
+  vapipe segments RESULTS.jsonl...|- [--stream ID]... [--label LABEL]... [--min-frames N [--bridge]]
                   [--min-score S|LABEL=S]... [--each-label] [--skip-damaged] [--reconnect-grace S]
                   [--join NAME=PATTERN [--join-gap S]]...
                   [--clock media|capture|camera] [--frames DIR [--picture best|first]]

@@ -349,6 +349,25 @@ std::string path_now(const std::string& path, const std::vector<MovedFolder>& mo
   return now.empty() ? "/" : now;
 }
 
+Status file_unchanged_since_classified(const Segment& s, const std::vector<MovedFolder>& moved, bool* grown) {
+  *grown = false;
+  if (s.file_bytes < 0 || s.uri.rfind("file://", 0) != 0) return Status::Ok();
+  const std::string named = file_uri_path(s.uri);
+  const std::string file_path = path_now(named, moved);
+  std::error_code ec;
+  const auto now = std::filesystem::file_size(file_path, ec);
+  if (ec || static_cast<int64_t>(now) == s.file_bytes) return Status::Ok();
+  const std::string file = file_path == named ? named : file_path + " (moved from " + named + ")";
+  const std::string sizes = " (" + std::to_string(s.file_bytes) + " bytes then, " + std::to_string(now) + " now)";
+  if (static_cast<int64_t>(now) > s.file_bytes) {
+    *grown = true;
+    return FailedPrecondition(file + " has grown since it was classified" + sizes +
+                              ": its frames at the results' times are the ones classified only if it was appended to");
+  }
+  return FailedPrecondition(file + " has changed since it was classified" + sizes +
+                            ": it is not the recording the results are of (replaced or cut since?); classify it again");
+}
+
 SegmentFrames::SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved)
     : dir_(std::move(dir)), which_(which), moved_(std::move(moved)) {}
 

@@ -30,6 +30,13 @@ struct MovedFolder {
 // itself or below it, never "/mnt/dvr2" under "/mnt/dvr") replaced by that FROM's TO; else `path`.
 std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved);
 
+// Whether the file of a segment's results (s.uri, where `moved` says it is now) is still the one the
+// job read: Ok when its size is what the job opened (s.file_bytes), or unknown (not said, or the file
+// missing: save() says that); else FailedPrecondition, saying both sizes, and `*grown` whether it is
+// larger (a recorder appending to it since: the frames classified are still there) or smaller
+// (replaced or cut: its frames at the results' times are others).
+Status file_unchanged_since_classified(const Segment& s, const std::vector<MovedFolder>& moved, bool* grown);
+
 class SegmentFrames {
  public:
   SegmentFrames(std::string dir, SegmentPicture which, std::vector<MovedFolder> moved = {});

@@ -87,10 +87,12 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   // changed) event said.
   struct StreamView {
     std::string uri;
+    int64_t bytes = -1;  // its file's, as its started event says
     std::array<double, 4> roi{0, 0, 1, 1};
     std::string turn;
   };
   std::map<std::string, StreamView> views;
+  std::set<std::string> seen_streams, seen_labels;  // with options.note: what the results have
   // By stream: the pictures its live job took as segments began (label, the segment's first seq, path).
   struct LivePicture {
     std::string label;
@@ -142,7 +144,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     return it == timeline_restarts.end() ? -1.0 : it->second;
   };
   auto emit = [&](const Segment& found) {
-    if (!options.label.empty() && found.label != options.label) return;
+    if (!options.labels.empty() && !options.labels.count(found.label)) return;
     Segment s = found;
     s.timeline_restart_ms = restart_of(s.start_stream.empty() ? s.stream_id : s.start_stream);
     s.best_timeline_restart_ms = restart_of(s.best_stream.empty() ? s.stream_id : s.best_stream);
@@ -181,6 +183,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           h.best_capture_ms = s.best_capture_ms;
           h.best_stream = s.best_stream;
           h.best_uri = s.best_uri;
+          h.best_file_bytes = s.best_file_bytes;
         }
       } else if (s.frames >= options.min_frames) {
         if (h.frames > 0) emit(h);
@@ -212,6 +215,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         s.label = label;
         if (view) {
           s.uri = view->uri;
+          s.file_bytes = view->bytes;
           s.roi = view->roi;
           s.turn = view->turn;
         }
@@ -236,6 +240,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         s.best_capture_ms = f.capture_ms;
         s.best_stream = member;
         s.best_uri = member.empty() || !view ? std::string() : view->uri;
+        s.best_file_bytes = member.empty() || !view ? -1 : view->bytes;
       }
       ++s.frames;
       s.score_sum += score;
@@ -308,6 +313,9 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
         take_restart(e);  // (again if read first; from a pipe, for the segments that end with the stream)
         // A reload's changed event says them again, for the frames after it.
+        if (text_field(e, "event") == "started") {
+          view.bytes = e.contains("bytes") && e["bytes"].is_number_integer() ? e["bytes"].get<int64_t>() : -1;
+        }
         if (const std::string event = text_field(e, "event"); event == "started" || event == "changed") {
           view.roi = {0, 0, 1, 1};
           const nlohmann::json* roi = e.contains("roi") ? &e["roi"] : nullptr;
@@ -349,12 +357,22 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         return InvalidArgument(name + ":" + std::to_string(number) + ": --join " + id +
                                ": the results have a stream of that name already; give the join another name");
       }
-      if (!options.stream_id.empty() && (join ? join->name : id) != options.stream_id) continue;
+      const std::string& shown_id = join ? join->name : id;
+      if (options.note) seen_streams.insert(shown_id);
+      if (!options.stream_ids.empty() && !options.stream_ids.count(shown_id)) continue;
       const nlohmann::json& p = j["payload"];
       const bool damaged = p.contains("damaged") && p["damaged"].is_boolean() && p["damaged"].get<bool>();
       const bool failed = (p.contains("error") && !p["error"].is_null()) || (damaged && options.skip_damaged);
       // The labels on this frame, with their scores: its top-1 (or each_label, every one of its top_k)
       // whose score reaches min_score; none for an error result (or an unsure one).
+      if (options.note) {  // every label a result names, for the --label and --min-score that name none
+        if (p.contains("label") && p["label"].is_string()) seen_labels.insert(p["label"].get<std::string>());
+        if (p.contains("top_k") && p["top_k"].is_array()) {
+          for (const nlohmann::json& c : p["top_k"]) {
+            if (c.is_object() && c.contains("label") && c["label"].is_string()) seen_labels.insert(c["label"].get<std::string>());
+          }
+        }
+      }
       FrameFacts f;
       if (!failed && options.each_label && p.contains("top_k") && p["top_k"].is_array()) {
         for (const nlohmann::json& c : p["top_k"]) {
@@ -402,7 +420,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   for (const JoinedStreams& join : options.joins) {
     auto members = joined_frames.find(join.name);
     if (members == joined_frames.end()) {
-      if (options.note && options.stream_id.empty()) {
+      if (options.note && options.stream_ids.empty()) {
         options.note("--join " + join.name + "=" + join.pattern + ": no stream of the results matches " + join.pattern);
       }
       continue;
@@ -453,6 +471,30 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   }
   for (const auto& [id, h] : held) {
     if (h.frames > 0) emit(h);
+  }
+  // A name given that the results never had (a typo: "bleu" for "blue") gave nothing: said, with the
+  // names they have, rather than an empty table that reads as "never seen".
+  if (options.note) {
+    auto listed = [](const std::set<std::string>& names) {
+      std::string text;
+      size_t shown = 0;
+      for (const std::string& n : names) {
+        if (++shown > 20) return text + ", ... (" + std::to_string(names.size()) + " in all)";
+        text += (text.empty() ? "'" : ", '") + n + "'";
+      }
+      return text.empty() ? std::string("none") : text;
+    };
+    for (const std::string& id : options.stream_ids) {
+      if (!seen_streams.count(id)) options.note("--stream " + id + ": no result of the results is of it (their streams: " + listed(seen_streams) + ")");
+    }
+    std::set<std::string> asked = options.labels;
+    for (const auto& [label, score] : options.min_score_by_label) asked.insert(label);
+    for (const std::string& label : asked) {
+      if (seen_labels.count(label)) continue;
+      const bool as_label = options.labels.count(label) > 0;
+      options.note(std::string(as_label ? "--label " : "--min-score ") + label + (as_label ? "" : "=...") +
+                   ": no result names that label (their labels: " + listed(seen_labels) + ")");
+    }
   }
   return Status::Ok();
 }

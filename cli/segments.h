@@ -9,6 +9,7 @@
 #include <functional>
 #include <istream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct Segment {
   // end_ms and best_ms their times in their own file, and uri the first frame's file.
   std::string start_stream, end_stream, best_stream;
   std::string best_uri;  // the file of its best frame (a --join's segment; "": uri)
+  // The size of its file (and of its best frame's, for a --join's) when the job opened it (the
+  // `started` event's bytes; -1: not said): a recording replaced or cut since is no longer the one
+  // whose frames the results are of.
+  int64_t file_bytes = -1, best_file_bytes = -1;
   uint64_t frames = 0;
   double score_sum = 0;
   double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }
@@ -76,8 +81,8 @@ struct SegmentOptions {
   // joined segment counts only its label's frames; each segment then leaves when the stream's next
   // one of min_frames or more begins (or at the end).
   bool bridge = false;
-  std::string stream_id;      // only this stream ("": all)
-  std::string label;          // only segments of this label ("": all)
+  std::set<std::string> stream_ids;  // only these streams (--stream, given once for each; empty: all)
+  std::set<std::string> labels;      // only segments of these labels (--label, the same way)
   // A frame whose top-1 score is below this belongs to no segment, as an error result (the classifier
   // unsure: a truck that left, the street behind it); 0: every frame's label counts.
   double min_score = 0;

@@ -1,4 +1,4 @@
-// vapipe segments RESULTS.jsonl...|- [--stream ID] [--label LABEL] [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label] [--skip-damaged]
+// vapipe segments RESULTS.jsonl...|- [--stream ID]... [--label LABEL]... [--min-frames N [--bridge]] [--min-score S|LABEL=S]... [--each-label] [--skip-damaged]
 //                 [--reconnect-grace S] [--join NAME=PATTERN [--join-gap S]]... [--clock media|capture|camera]
 //                 [--frames DIR [--picture best|first]] [--clips DIR [--clip-pre S] [--clip-post S]]
 //                 [--moved FROM TO]... [--json|--csv]
@@ -60,9 +60,9 @@ int segments_command(const std::vector<std::string>& args) {
   std::vector<MovedFolder> moved;  // --moved FROM TO: where a moved archive's files are now
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--stream" && i + 1 < args.size()) {
-      options.stream_id = args[++i];
+      options.stream_ids.insert(args[++i]);
     } else if (args[i] == "--label" && i + 1 < args.size()) {
-      options.label = args[++i];
+      options.labels.insert(args[++i]);
     } else if (args[i] == "--min-frames" && i + 1 < args.size()) {
       char* end = nullptr;
       const unsigned long long n = std::strtoull(args[++i].c_str(), &end, 10);
@@ -269,10 +269,28 @@ int segments_command(const std::vector<std::string>& args) {
   if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, moved);
   std::unique_ptr<SegmentClips> clips;
   if (!clips_dir.empty()) clips = std::make_unique<SegmentClips>(clips_dir, clip_pre_s, clip_post_s, moved);
+  // A file that changed since the job read it: smaller (replaced, cut) it has no pictures or clips
+  // (its stream put in `unusable`), larger (a recorder appended to it) they are made; either said once.
+  std::set<std::string> grown_said;
+  auto changed_file = [&](const Segment& s, const char* what, std::set<std::string>& unusable) {
+    bool grown = false;
+    const Status unchanged = file_unchanged_since_classified(s, moved, &grown);
+    if (unchanged.ok()) return false;
+    if (grown) {
+      if (grown_said.insert(s.stream_id).second) {
+        std::fprintf(stderr, "vapipe segments: stream '%s': %s\n", s.stream_id.c_str(), unchanged.message().c_str());
+      }
+      return false;
+    }
+    unusable.insert(s.stream_id);
+    std::fprintf(stderr, "vapipe segments: stream '%s': no %s: %s\n", s.stream_id.c_str(), what, unchanged.message().c_str());
+    return true;
+  };
   std::set<std::string> unclippable;  // streams whose frames cannot be cut again (cameras): said once
   // The clip of a segment: its path, or "" (why said on standard error).
   auto clip_of = [&](const Segment& s) -> std::string {
     if (!clips || unclippable.count(s.stream_id)) return "";
+    if (changed_file(s, "clips", unclippable)) return "";
     auto path = clips->save(s);
     if (path.ok()) return path.value();
     if (path.status().code() == StatusCode::kFailedPrecondition || s.uri.empty()) {
@@ -296,10 +314,12 @@ int segments_command(const std::vector<std::string>& args) {
       s.stream_id = best ? joined.best_stream : joined.start_stream;
       if (best && !joined.best_uri.empty()) s.uri = joined.best_uri;
       if (best) s.timeline_restart_ms = joined.best_timeline_restart_ms;
+      if (best && !joined.best_uri.empty()) s.file_bytes = joined.best_file_bytes;
     }
     // A camera's frames are gone, but its live job may have taken the picture as the segment began.
     if (!s.live_picture.empty() && s.uri.rfind("file://", 0) != 0) return s.live_picture;
     if (unreadable.count(s.stream_id)) return "";
+    if (changed_file(s, "pictures", unreadable)) return "";
     auto path = pictures->save(s);
     if (path.ok()) return path.value();
     const bool whole_stream = path.status().code() == StatusCode::kFailedPrecondition || s.uri.empty();

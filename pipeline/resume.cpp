@@ -26,7 +26,7 @@ namespace {
 
 nlohmann::json progress_json(const StreamProgress& s) {
   return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"damaged", s.damaged}, {"started", s.started}, {"ended", s.ended},
-          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}};
+          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}, {"uri", s.uri}};
 }
 
 StreamProgress progress_from_json(const nlohmann::json& s) {
@@ -39,6 +39,7 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   p.message = s.value("message", "");
   p.last_pts_ms = s.value("last_pts_ms", -1.0);
   p.file_bytes = s.value("file_bytes", int64_t{-1});
+  p.uri = s.value("uri", std::string());
   if (s.contains("labels") && s["labels"].is_object()) {
     for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
   }
@@ -146,6 +147,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         }
         if (kind == "started") {
           s.started = true;
+          s.uri = text_field(payload, "uri");
           if (payload.contains("bytes") && payload["bytes"].is_number_integer()) {
             s.file_bytes = payload["bytes"].get<int64_t>();
           }

@@ -30,6 +30,7 @@ struct StreamProgress {
   double last_pts_ms = -1;
   // A file's size when it was first opened (its `started` event's `bytes`); -1: not recorded.
   int64_t file_bytes = -1;
+  std::string uri;  // as its `started` event said it (redacted), for an end that an earlier run did not say
   bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
   // Kept results by top-1 label (error results not counted), for the summary's top_labels.
   std::map<std::string, uint64_t> labels;

@@ -241,8 +241,17 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (plan->complete() && plan->cut_reason.empty() && !config.watches_folders()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
                       config.job.name, jsonl);
+      // As the run that ended them: a stream that failed there is still failed (exit 3, each named),
+      // so that a script that resumes a job does not take one with a missing file for a success.
+      std::vector<std::string> failed;
+      for (const auto& [id, p] : plan->streams) {
+        if (p.ended != "failed") continue;
+        failed.push_back(id);
+        VAPIPE_LOG_WARN("--resume: stream '{}' failed in an earlier run ({}); it is not run again: give it a new id, "
+                        "or run the job without --resume, to classify it", id, p.message);
+      }
       cleanup_job_resources(config, job_id, lanes);
-      return RunOutcome{kExitOk};
+      return RunOutcome{failed.empty() ? kExitOk : kExitStreamsFailed};
     }
     if (!plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("--resume: {} is kept up to line {} ({} bytes); cut from {} ({} complete lines after it are "

@@ -281,6 +281,8 @@ Status PublishStage::open(const StageContext& ctx) {
     end.kind = MessageKind::kStreamEnd;
     end.env.stream_id = st.id;
     end.event.message = kRemovedFromConfig;
+    end.event.uri = st.earlier_uri;
+    end.event.frames = st.results;  // as an end that ingest says: every frame it emitted, each with its result
     st.status = "removed";
     st.ended = true;
     VAPIPE_RETURN_IF_ERROR(publish(event_topic(st.id), event_json(end, wall_clock_ns())));
@@ -402,6 +404,7 @@ void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& 
   st.status = !p.ended.empty() ? p.ended : p.started ? "running" : "pending";
   st.message = p.message;
   st.started_earlier = p.started;
+  st.earlier_uri = p.uri;
   st.ended_earlier = !p.ended.empty();
   if (p.last_pts_ms >= 0) {
     st.position_ns = st.earlier_position_ns =

@@ -149,6 +149,7 @@ class PublishStage final : public Stage {
     uint64_t reconnects = 0;  // times it resumed after a reconnection
     uint64_t earlier_results = 0;  // --resume: results kept from earlier runs (counted in `results`)
     bool started_earlier = false;  // --resume: its "started" was published by an earlier run
+    std::string earlier_uri;       // --resume: the uri that "started" said
     bool ended_earlier = false;    // --resume: its end was published by an earlier run
     bool ended = false;            // its end (eos or error) was published by this process
     int64_t ended_ns = 0;          // when (the wall clock)

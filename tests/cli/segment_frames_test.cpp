@@ -405,6 +405,39 @@ TEST(SegmentFramesMoved, AFilesPathNowIsUnderTheLongestFolderItWasMovedFrom) {
   EXPECT_EQ(path_now("/srv/a.mp4", {{"/srv", "/"}}), "/a.mp4");
 }
 
+// A file whose size is not the one the job opened (the started event's bytes): smaller, it is not the
+// recording the results are of; larger, a recorder appended to it. Unknown sizes pass.
+TEST(SegmentFramesChanged, AFileOfAnotherSizeThanTheJobOpenedIsSaidWithBothSizes) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-changed-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "now");
+  const std::string file = (dir / "now" / "cam.mp4").string();
+  std::ofstream(file) << std::string(1000, 'x');
+  Segment s;
+  s.uri = "file://" + (dir / "then" / "cam.mp4").string();  // where the job read it; --moved says where it is
+  const std::vector<MovedFolder> moved = {{(dir / "then").string(), (dir / "now").string()}};
+  bool grown = true;
+  EXPECT_TRUE(file_unchanged_since_classified(s, moved, &grown).ok());  // its size then not said
+  EXPECT_FALSE(grown);
+  s.file_bytes = 1000;
+  EXPECT_TRUE(file_unchanged_since_classified(s, moved, &grown).ok());
+  s.file_bytes = 1200;
+  Status smaller = file_unchanged_since_classified(s, moved, &grown);
+  EXPECT_EQ(smaller.code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(grown);
+  EXPECT_EQ(smaller.message(), file + " (moved from " + (dir / "then" / "cam.mp4").string() +
+                                   ") has changed since it was classified (1200 bytes then, 1000 now): it is not the "
+                                   "recording the results are of (replaced or cut since?); classify it again");
+  s.file_bytes = 900;
+  Status larger = file_unchanged_since_classified(s, moved, &grown);
+  EXPECT_FALSE(larger.ok());
+  EXPECT_TRUE(grown);
+  EXPECT_NE(larger.message().find("has grown since it was classified (900 bytes then, 1000 now)"), std::string::npos)
+      << larger.message();
+  s.uri = "file://" + (dir / "then" / "gone.mp4").string();  // missing: save() says so
+  EXPECT_TRUE(file_unchanged_since_classified(s, moved, &grown).ok());
+  std::filesystem::remove_all(dir);
+}
+
 // A results file made where the archive was (its uris name /old/...): with --moved, the picture is
 // read from where the file is now, and an error names both paths.
 TEST_F(SegmentFramesTest, AMovedFilesPicturesAreReadWhereItIsNow) {

@@ -91,13 +91,41 @@ TEST(Segments, ShortRunsAndOtherLabelsOrStreamsCanBeLeftOut) {
   EXPECT_EQ(s[1].frames, 4u);
   EXPECT_EQ(s[2].stream_id, "b");
   EXPECT_EQ(s[2].frames, 8u);
-  o.stream_id = "a";
-  o.label = "bus";
+  o.stream_ids = {"a"};
+  o.labels = {"bus"};
   o.min_frames = 1;
   s = segments_of(text, o);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].label, "bus");
   EXPECT_DOUBLE_EQ(s[0].start_ms, 300);
+  // Given more than once (--stream a --stream b): each of them.
+  o.stream_ids = {"a", "b"};
+  o.labels = {"bus", "car"};
+  o.min_frames = 2;
+  EXPECT_EQ(segments_of(text, o).size(), 3u);
+}
+
+// A --stream, --label or --min-score LABEL=S that names nothing in the results (a typo) is said, with
+// what the results have, instead of an empty table that reads as "never seen".
+TEST(Segments, ANameNoResultHasIsSaidWithTheNamesTheyHave) {
+  std::string text = result("a", 0, "car") + result("a", 1, "bus") + result("b", 0, "car");
+  SegmentOptions o;
+  std::vector<std::string> notes;
+  o.note = [&](const std::string& n) { notes.push_back(n); };
+  o.stream_ids = {"a", "c"};
+  o.labels = {"bus", "bsu"};
+  o.min_score_by_label = {{"car", 0.5}, {"blue", 0.99}};
+  EXPECT_EQ(segments_of(text, o).size(), 1u);  // a's bus
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "--stream c: no result of the results is of it (their streams: 'a', 'b')",
+                       "--min-score blue=...: no result names that label (their labels: 'bus', 'car')",
+                       "--label bsu: no result names that label (their labels: 'bus', 'car')"}));
+  notes.clear();
+  o.stream_ids = {"a"};
+  o.labels = {"car"};
+  o.min_score_by_label.clear();
+  segments_of(text, o);
+  EXPECT_TRUE(notes.empty());
 }
 
 // --bridge: a classifier's flicker (another label, an error, a dropped frame) shorter than
@@ -130,7 +158,7 @@ TEST(Segments, BridgingJoinsRunsOfOneLabelAcrossInterruptionsShorterThanMinFrame
   EXPECT_EQ(s[0].frames, 14u);  // its own frames only: 5 + 4 + 3 + 2
   EXPECT_EQ(s[1].label, "bus");  // the last two cars are shorter than 3: left out
   EXPECT_EQ(s[1].frames, 3u);
-  o.label = "bus";  // filtered after bridging: the cars are still bridged, then left out
+  o.labels = {"bus"};  // filtered after bridging: the cars are still bridged, then left out
   const std::vector<Segment> only_bus = segments_of(text, o);
   ASSERT_EQ(only_bus.size(), 1u);
   EXPECT_EQ(only_bus[0].label, "bus");
@@ -661,13 +689,13 @@ TEST(Segments, AJoinReadsACamerasFilesAsOneStreamInTheOrderOfItsClock) {
   // Without the join, the truck is two runs of two frames, which --min-frames 3 leaves out; joined, one
   // of four. --stream selects the join by its name.
   o.min_frames = 3;
-  o.stream_id = "gate";
-  o.label = "truck";
+  o.stream_ids = {"gate"};
+  o.labels = {"truck"};
   const std::vector<Segment> joined = segments_of(text, o);
   ASSERT_EQ(joined.size(), 1u);
   EXPECT_EQ(joined[0].frames, 4u);
   o.joins.clear();
-  o.stream_id.clear();
+  o.stream_ids.clear();
   EXPECT_TRUE(segments_of(text, o).empty());
 
   // A gap tolerance below the one between the first two files (40 ms from frame to frame) cuts there.

@@ -312,6 +312,9 @@ class Resume(E2ETest):
         self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/long"], kept)
         ends = [m["payload"] for m in messages if m["topic"] == "events/long" and m["payload"]["event"] != "started"]
         self.assertEqual([(e["event"], e["message"]) for e in ends], [("eos", "removed from the config")])
+        # As an end ingest says: its frames are its results, its uri the one it started with.
+        started = [m["payload"] for m in messages if m["topic"] == "events/long" and m["payload"]["event"] == "started"]
+        self.assertEqual((ends[0]["frames"], ends[0]["uri"]), (len(kept), started[0]["uri"]))
         self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/short"], list(range(40)))
         summaries = [m["payload"] for m in messages if m["topic"] == "job/summary"]
         self.assertEqual(len(summaries), 1)
@@ -323,6 +326,24 @@ class Resume(E2ETest):
         code, _, err = self.run_resume(config)  # nothing is left to do
         self.assertEqual(code, 0, err[-3000:])
         self.assertIn("is already complete in " + jsonl, err)
+
+    def test_a_complete_job_with_a_failed_stream_is_still_failed_when_resumed(self):
+        """A file missing when the job ran failed its stream (exit 3); --resume finds every stream ended,
+        runs nothing, and exits 3 again, naming it: a script that resumes jobs sees it is not a success."""
+        good = os.path.join(self.dir, "good.mkv")
+        make_clip(good, "ball", 10, 160, 120)
+        late = os.path.join(self.dir, "late.mkv")
+        config, _ = write_config(self.dir, [("good", good), ("late", late)], publish={"wait_for_subscribers": 0})
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        proc = subprocess.run([VAPIPE, "run", config], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 3, proc.stderr[-3000:])
+        size = os.path.getsize(jsonl)
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 3, err[-3000:])
+        self.assertIn("is already complete in " + jsonl, err)
+        self.assertIn("--resume: stream 'late' failed in an earlier run (", err)
+        self.assertNotIn("stream 'good' failed", err)
+        self.assertEqual(os.path.getsize(jsonl), size)
 
     def test_a_results_file_of_other_streams_is_refused(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=10&width=320&height=240")],

@@ -396,7 +396,9 @@ TEST_F(PublishStageTest, ALostCameraKeepsItsSegmentForTheReconnectGrace) {
       EXPECT_EQ(segments_and_events(), (std::vector<std::string>{"began car 0..1", "reconnecting", "reconnecting",
                                                                  "resumed", "ended car 0..9", "eos"}));
       for (const auto& [topic, j] : bus_->sent) {
-        if (topic == "segments/s0") EXPECT_EQ(j["reconnections"], j["event"] == "ended" ? 1 : 0) << j.dump();
+        if (topic == "segments/s0") {
+          EXPECT_EQ(j["reconnections"], j["event"] == "ended" ? 1 : 0) << j.dump();
+        }
       }
       // Back in time, another label: car ends at its last frame before the loss, once truck began.
       start(30);
@@ -429,7 +431,9 @@ TEST_F(PublishStageTest, ALostCameraKeepsItsSegmentForTheReconnectGrace) {
                                                                  "reconnecting", "resumed", "began car 3..4",
                                                                  "ended car 3..4", "eos"}));
       for (const auto& [topic, j] : bus_->sent) {  // (held, not gone on across: no reconnection counted)
-        if (topic == "segments/s0") EXPECT_EQ(j["reconnections"], 0) << j.dump();
+        if (topic == "segments/s0") {
+          EXPECT_EQ(j["reconnections"], 0) << j.dump();
+        }
       }
     }
   }
