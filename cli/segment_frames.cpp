@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline/file_identity.h"
 #include "pipeline/picture_requests.h"
 #include "pipeline/stream_uri.h"
 #include "stages/ingest/decoder_input_gate.h"
@@ -349,21 +350,31 @@ std::string path_now(const std::string& path, const std::vector<MovedFolder>& mo
   return now.empty() ? "/" : now;
 }
 
-Status file_unchanged_since_classified(const Segment& s, const std::vector<MovedFolder>& moved, bool* grown) {
-  *grown = false;
+Status file_unchanged_since_classified(const Segment& s, const std::vector<MovedFolder>& moved, bool* still_usable) {
+  *still_usable = true;
   if (s.file_bytes < 0 || s.uri.rfind("file://", 0) != 0) return Status::Ok();
   const std::string named = file_uri_path(s.uri);
   const std::string file_path = path_now(named, moved);
   std::error_code ec;
   const auto now = std::filesystem::file_size(file_path, ec);
-  if (ec || static_cast<int64_t>(now) == s.file_bytes) return Status::Ok();
+  if (ec) return Status::Ok();
+  const bool same_size = static_cast<int64_t>(now) == s.file_bytes;
+  // Its beginning, where the results say what it was: another recording of any size differs there.
+  const bool same_head = s.file_head.empty() ? same_size
+                                             : file_head_hash(file_path, head_bytes_then(s.file_bytes)) == s.file_head;
+  if (same_size && same_head) return Status::Ok();
   const std::string file = file_path == named ? named : file_path + " (moved from " + named + ")";
-  const std::string sizes = " (" + std::to_string(s.file_bytes) + " bytes then, " + std::to_string(now) + " now)";
-  if (static_cast<int64_t>(now) > s.file_bytes) {
-    *grown = true;
+  const std::string sizes = " (" + std::to_string(s.file_bytes) + " bytes then, " + std::to_string(now) + " now" +
+                            (same_size ? ", and its first bytes differ)" : ")");
+  if (same_head && !s.file_head.empty()) {  // appended to, or cut: the frames classified are there, or gone
+    return FailedPrecondition(file + " has " + (static_cast<int64_t>(now) > s.file_bytes ? "grown" : "been cut") +
+                              " since it was classified" + sizes + ", its beginning the same");
+  }
+  if (static_cast<int64_t>(now) > s.file_bytes && s.file_head.empty()) {  // results of before head_hash: maybe appended to
     return FailedPrecondition(file + " has grown since it was classified" + sizes +
                               ": its frames at the results' times are the ones classified only if it was appended to");
   }
+  *still_usable = false;
   return FailedPrecondition(file + " has changed since it was classified" + sizes +
                             ": it is not the recording the results are of (replaced or cut since?); classify it again");
 }

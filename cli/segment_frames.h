@@ -31,11 +31,12 @@ struct MovedFolder {
 std::string path_now(const std::string& path, const std::vector<MovedFolder>& moved);
 
 // Whether the file of a segment's results (s.uri, where `moved` says it is now) is still the one the
-// job read: Ok when its size is what the job opened (s.file_bytes), or unknown (not said, or the file
-// missing: save() says that); else FailedPrecondition, saying both sizes, and `*grown` whether it is
-// larger (a recorder appending to it since: the frames classified are still there) or smaller
-// (replaced or cut: its frames at the results' times are others).
-Status file_unchanged_since_classified(const Segment& s, const std::vector<MovedFolder>& moved, bool* grown);
+// job read: Ok when its size and beginning are what the job opened (s.file_bytes, s.file_head), or
+// unknown (not said, or the file missing: save() says that); else FailedPrecondition saying both
+// sizes, with `*still_usable` true when it was appended to or cut since (its beginning the same; or,
+// for results that do not say it, larger: the frames classified are where they were) and false when
+// it is another recording (its beginning differs; or, not said, it is smaller).
+Status file_unchanged_since_classified(const Segment& s, const std::vector<MovedFolder>& moved, bool* still_usable);
 
 class SegmentFrames {
  public:

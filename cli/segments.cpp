@@ -88,6 +88,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   struct StreamView {
     std::string uri;
     int64_t bytes = -1;  // its file's, as its started event says
+    std::string head;    // and its beginning's hash
     std::array<double, 4> roi{0, 0, 1, 1};
     std::string turn;
   };
@@ -184,6 +185,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           h.best_stream = s.best_stream;
           h.best_uri = s.best_uri;
           h.best_file_bytes = s.best_file_bytes;
+          h.best_file_head = s.best_file_head;
         }
       } else if (s.frames >= options.min_frames) {
         if (h.frames > 0) emit(h);
@@ -216,6 +218,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         if (view) {
           s.uri = view->uri;
           s.file_bytes = view->bytes;
+          s.file_head = view->head;
           s.roi = view->roi;
           s.turn = view->turn;
         }
@@ -241,6 +244,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         s.best_stream = member;
         s.best_uri = member.empty() || !view ? std::string() : view->uri;
         s.best_file_bytes = member.empty() || !view ? -1 : view->bytes;
+        s.best_file_head = member.empty() || !view ? std::string() : view->head;
       }
       ++s.frames;
       s.score_sum += score;
@@ -315,6 +319,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         // A reload's changed event says them again, for the frames after it.
         if (text_field(e, "event") == "started") {
           view.bytes = e.contains("bytes") && e["bytes"].is_number_integer() ? e["bytes"].get<int64_t>() : -1;
+          view.head = text_field(e, "head_hash");
         }
         if (const std::string event = text_field(e, "event"); event == "started" || event == "changed") {
           view.roi = {0, 0, 1, 1};

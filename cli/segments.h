@@ -42,6 +42,7 @@ struct Segment {
   // `started` event's bytes; -1: not said): a recording replaced or cut since is no longer the one
   // whose frames the results are of.
   int64_t file_bytes = -1, best_file_bytes = -1;
+  std::string file_head, best_file_head;  // and the hash of its beginning then (head_hash; "": not said)
   uint64_t frames = 0;
   double score_sum = 0;
   double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }

@@ -269,14 +269,14 @@ int segments_command(const std::vector<std::string>& args) {
   if (!frames_dir.empty()) pictures = std::make_unique<SegmentFrames>(frames_dir, picture_kind, moved);
   std::unique_ptr<SegmentClips> clips;
   if (!clips_dir.empty()) clips = std::make_unique<SegmentClips>(clips_dir, clip_pre_s, clip_post_s, moved);
-  // A file that changed since the job read it: smaller (replaced, cut) it has no pictures or clips
-  // (its stream put in `unusable`), larger (a recorder appended to it) they are made; either said once.
+  // A file that changed since the job read it: another recording (replaced) has no pictures or clips
+  // (its stream put in `unusable`); one appended to or cut has them made; either said once.
   std::set<std::string> grown_said;
   auto changed_file = [&](const Segment& s, const char* what, std::set<std::string>& unusable) {
-    bool grown = false;
-    const Status unchanged = file_unchanged_since_classified(s, moved, &grown);
+    bool still_usable = true;
+    const Status unchanged = file_unchanged_since_classified(s, moved, &still_usable);
     if (unchanged.ok()) return false;
-    if (grown) {
+    if (still_usable) {
       if (grown_said.insert(s.stream_id).second) {
         std::fprintf(stderr, "vapipe segments: stream '%s': %s\n", s.stream_id.c_str(), unchanged.message().c_str());
       }
@@ -314,7 +314,10 @@ int segments_command(const std::vector<std::string>& args) {
       s.stream_id = best ? joined.best_stream : joined.start_stream;
       if (best && !joined.best_uri.empty()) s.uri = joined.best_uri;
       if (best) s.timeline_restart_ms = joined.best_timeline_restart_ms;
-      if (best && !joined.best_uri.empty()) s.file_bytes = joined.best_file_bytes;
+      if (best && !joined.best_uri.empty()) {
+        s.file_bytes = joined.best_file_bytes;
+        s.file_head = joined.best_file_head;
+      }
     }
     // A camera's frames are gone, but its live job may have taken the picture as the segment began.
     if (!s.live_picture.empty() && s.uri.rfind("file://", 0) != 0) return s.live_picture;

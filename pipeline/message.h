@@ -185,6 +185,7 @@ struct StreamEvent {
   uint32_t attempt = 0; // kStreamReconnecting / kStreamResumed: the reconnection attempt (from 1)
   int64_t duration_ns = -1;  // kStreamStart: the media's duration (a file's), -1 when unknown or endless
   int64_t file_bytes = -1;   // kStreamStart of a file: its size when it was opened (--resume: has it changed since?)
+  std::string file_head{};   // and file_head_hash() of it then (--resume: is it still that recording?)
   std::string warning{};     // kStreamEnd: what is not whole about the end ("the file is cut short: ..."), or empty
   // kStreamEnd of a file whose timestamps started over part way (files joined end to end): how many
   // times, and where the first restart is on the one timeline its pts_ms go on along (-1: never).

@@ -1,5 +1,6 @@
 #include "pipeline/resume.h"
 
+#include "pipeline/file_identity.h"
 #include "pipeline/json_fields.h"
 #include "pipeline/message.h"
 
@@ -26,7 +27,8 @@ namespace {
 
 nlohmann::json progress_json(const StreamProgress& s) {
   return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"damaged", s.damaged}, {"started", s.started}, {"ended", s.ended},
-          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}, {"uri", s.uri}};
+          {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}, {"uri", s.uri},
+          {"file_head", s.file_head}};
 }
 
 StreamProgress progress_from_json(const nlohmann::json& s) {
@@ -40,6 +42,7 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   p.last_pts_ms = s.value("last_pts_ms", -1.0);
   p.file_bytes = s.value("file_bytes", int64_t{-1});
   p.uri = s.value("uri", std::string());
+  p.file_head = s.value("file_head", std::string());
   if (s.contains("labels") && s["labels"].is_object()) {
     for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
   }
@@ -148,6 +151,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         if (kind == "started") {
           s.started = true;
           s.uri = text_field(payload, "uri");
+          s.file_head = text_field(payload, "head_hash");
           if (payload.contains("bytes") && payload["bytes"].is_number_integer()) {
             s.file_bytes = payload["bytes"].get<int64_t>();
           }
@@ -208,6 +212,33 @@ Result<ResumePlan> load_resume_plan(const std::string& path) {
     for (const auto& [id, s] : j["departed"].items()) plan.departed[id] = progress_from_json(s);
   }
   return plan;
+}
+
+Status check_resumed_file(const std::string& path, const std::string& shown, const StreamProgress& earlier,
+                          std::string* note) {
+  note->clear();
+  if (earlier.file_bytes < 0) return Status::Ok();  // nothing said to compare with
+  std::error_code ec;
+  const auto now = std::filesystem::file_size(path, ec);
+  if (ec) return Status::Ok();  // missing or unreadable: opening it says so
+  const std::string sizes = std::to_string(earlier.file_bytes) + " bytes then, " + std::to_string(now) + " now";
+  const std::string kept = "its " + std::to_string(earlier.results) +
+                           " results are kept and it is not classified further: give it a new id, or run without "
+                           "--resume, to classify it again";
+  if (earlier.file_head.empty()) {
+    if (static_cast<int64_t>(now) == earlier.file_bytes) return Status::Ok();
+    return FailedPrecondition(shown + " has changed since it was classified in part (" + sizes + "): " + kept);
+  }
+  if (file_head_hash(path, head_bytes_then(earlier.file_bytes)) != earlier.file_head) {
+    return FailedPrecondition(shown + " has changed since it was classified in part (" + sizes +
+                              ", and its first bytes differ): it is another recording than the one its results are of; " +
+                              kept);
+  }
+  if (static_cast<int64_t>(now) != earlier.file_bytes) {
+    *note = shown + " has " + (static_cast<int64_t>(now) > earlier.file_bytes ? "grown" : "been cut") +
+            " since it was classified in part (" + sizes + "), its beginning the same: it goes on";
+  }
+  return Status::Ok();
 }
 
 Result<std::optional<ResumePlan>> resume_plan_from_environment() {

@@ -31,6 +31,7 @@ struct StreamProgress {
   // A file's size when it was first opened (its `started` event's `bytes`); -1: not recorded.
   int64_t file_bytes = -1;
   std::string uri;  // as its `started` event said it (redacted), for an end that an earlier run did not say
+  std::string file_head;  // its `started` event's head_hash: file_head_hash() of the file then ("": not said)
   bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
   // Kept results by top-1 label (error results not counted), for the summary's top_labels.
   std::map<std::string, uint64_t> labels;
@@ -65,5 +66,14 @@ inline constexpr const char* kResumePlanEnv = "VAPIPE_RESUME_PLAN";
 // The plan of this process's job, if it resumes (VAPIPE_RESUME_PLAN set); an error if the file named
 // cannot be read.
 Result<std::optional<ResumePlan>> resume_plan_from_environment();
+
+// --resume of a file that a stream had not finished (`earlier`, with results): is it still the
+// recording its results are of? Ok when its beginning (file_head_hash) is as its `started` event said,
+// or that event said none (a results file of before 2026-12-07) and its size is the same; a file with
+// the same beginning and more bytes (a recorder appended to it) goes on, `*note` saying so. Else
+// FailedPrecondition naming the file and both sizes: another recording under its name (the rest of it
+// would follow the results of the first as one stream). `shown` is the file as errors name it.
+Status check_resumed_file(const std::string& path, const std::string& shown, const StreamProgress& earlier,
+                          std::string* note);
 
 }  // namespace vapipe

@@ -31,6 +31,7 @@
 #include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/stream_uri.h"
+#include "pipeline/utf8.h"
 #include "pipeline/transport.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/stream_fan_out.h"
@@ -317,6 +318,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
           auto p = plan->streams.find(id);
           if (p != plan->streams.end() && p->second.ended.empty() && p->second.results == *resume_from) earlier = &p->second;
         }
+      }
+      // A file it had not finished: still the recording its results are of? Another one put under its
+      // name would go on after them as if it were the same.
+      if (earlier && earlier->results > 0 && stream.parsed.kind == UriKind::kFile) {
+        std::string note;
+        const std::string path = file_uri_path(stream.uri);
+        const Status same = check_resumed_file(path, escape_invalid_utf8(path), *earlier, &note);
+        if (!same.ok()) {
+          VAPIPE_LOG_ERROR("stream '{}': --resume: {}", stream.id, same.message());
+          return end_without_reader(MessageKind::kStreamError, "--resume: " + same.message(), earlier->results);
+        }
+        if (!note.empty()) VAPIPE_LOG_WARN("stream '{}': --resume: {}", stream.id, note);
       }
       ReaderOptions reader_options;
       reader_options.watchdog = &watchdog;

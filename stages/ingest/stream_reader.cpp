@@ -33,6 +33,7 @@
 
 #include "pipeline/bounded_queue.h"
 #include "pipeline/cuda/device_memory.h"
+#include "pipeline/file_identity.h"
 #include "pipeline/ingest_reload.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
@@ -2208,8 +2209,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           // Its size as read: a later --resume says so if the file has changed since (a recorder still
           // writing it).
           std::error_code ec;
-          const auto bytes = std::filesystem::file_size(file_uri_path(s.stream.uri), ec);
+          const std::string path = file_uri_path(s.stream.uri);
+          const auto bytes = std::filesystem::file_size(path, ec);
           if (!ec) ev.file_bytes = static_cast<int64_t>(bytes);
+          // And its beginning's hash: one replaced by another recording of any size is told (--resume).
+          if (!ec) ev.file_head = file_head_hash(path, head_bytes_then(ev.file_bytes));
         }
       }
       if (started && attempt > 0) {

@@ -86,6 +86,7 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
     j["duration_ms"] = m.event.duration_ns > 0 ? nlohmann::json(static_cast<double>(m.event.duration_ns) / 1e6)
                                                : nlohmann::json();
     if (m.event.file_bytes >= 0) j["bytes"] = m.event.file_bytes;
+    if (!m.event.file_head.empty()) j["head_hash"] = m.event.file_head;
   }
   if (m.kind == MessageKind::kStreamChanged) {
     // Both, whatever changed: what its frames are from now on (`vapipe segments --frames` shows it).

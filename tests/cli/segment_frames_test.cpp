@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "pipeline/config.h"
+#include "pipeline/file_identity.h"
 #include "pipeline/message.h"
 #include "pipeline/signals.h"
 #include "pipeline/stream_uri.h"
@@ -405,36 +406,53 @@ TEST(SegmentFramesMoved, AFilesPathNowIsUnderTheLongestFolderItWasMovedFrom) {
   EXPECT_EQ(path_now("/srv/a.mp4", {{"/srv", "/"}}), "/a.mp4");
 }
 
-// A file whose size is not the one the job opened (the started event's bytes): smaller, it is not the
-// recording the results are of; larger, a recorder appended to it. Unknown sizes pass.
-TEST(SegmentFramesChanged, AFileOfAnotherSizeThanTheJobOpenedIsSaidWithBothSizes) {
+// A file that is not as the job opened it (the started event's bytes and head_hash): another recording
+// under its name (its beginning differs, whatever its size) is not used; one appended to or cut (its
+// beginning the same) is, said. Results of before head_hash: smaller is another, larger maybe appended.
+TEST(SegmentFramesChanged, AFileThatIsNotAsTheJobOpenedItIsSaidWithBothSizes) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vapipe-changed-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir / "now");
   const std::string file = (dir / "now" / "cam.mp4").string();
+  const std::string moved_from = " (moved from " + (dir / "then" / "cam.mp4").string() + ")";
   std::ofstream(file) << std::string(1000, 'x');
   Segment s;
   s.uri = "file://" + (dir / "then" / "cam.mp4").string();  // where the job read it; --moved says where it is
   const std::vector<MovedFolder> moved = {{(dir / "then").string(), (dir / "now").string()}};
-  bool grown = true;
-  EXPECT_TRUE(file_unchanged_since_classified(s, moved, &grown).ok());  // its size then not said
-  EXPECT_FALSE(grown);
+  bool usable = false;
+  auto check = [&] { return file_unchanged_since_classified(s, moved, &usable); };
+  EXPECT_TRUE(check().ok());  // its size then not said
   s.file_bytes = 1000;
-  EXPECT_TRUE(file_unchanged_since_classified(s, moved, &grown).ok());
-  s.file_bytes = 1200;
-  Status smaller = file_unchanged_since_classified(s, moved, &grown);
+  EXPECT_TRUE(check().ok());
+  s.file_bytes = 1200;  // no head_hash: smaller is another recording
+  Status smaller = check();
   EXPECT_EQ(smaller.code(), StatusCode::kFailedPrecondition);
-  EXPECT_FALSE(grown);
-  EXPECT_EQ(smaller.message(), file + " (moved from " + (dir / "then" / "cam.mp4").string() +
-                                   ") has changed since it was classified (1200 bytes then, 1000 now): it is not the "
+  EXPECT_FALSE(usable);
+  EXPECT_EQ(smaller.message(), file + moved_from +
+                                   " has changed since it was classified (1200 bytes then, 1000 now): it is not the "
                                    "recording the results are of (replaced or cut since?); classify it again");
-  s.file_bytes = 900;
-  Status larger = file_unchanged_since_classified(s, moved, &grown);
-  EXPECT_FALSE(larger.ok());
-  EXPECT_TRUE(grown);
-  EXPECT_NE(larger.message().find("has grown since it was classified (900 bytes then, 1000 now)"), std::string::npos)
-      << larger.message();
+  s.file_bytes = 900;  // no head_hash: larger may have been appended to
+  EXPECT_NE(check().message().find("has grown since it was classified (900 bytes then, 1000 now): its frames"),
+            std::string::npos);
+  EXPECT_TRUE(usable);
+
+  s.file_bytes = 1000;
+  s.file_head = file_head_hash(file);
+  ASSERT_EQ(s.file_head.size(), 16u);
+  EXPECT_TRUE(check().ok());
+  std::ofstream(file, std::ios::app) << std::string(500, 'y');  // a recorder appended to it
+  EXPECT_EQ(check().message(), file + moved_from +
+                                   " has grown since it was classified (1000 bytes then, 1500 now), its beginning the same");
+  EXPECT_TRUE(usable);
+  std::ofstream(file) << std::string(1500, 'z');  // another recording, of any size
+  EXPECT_NE(check().message().find("has changed since it was classified (1000 bytes then, 1500 now): it is not"),
+            std::string::npos);
+  EXPECT_FALSE(usable);
+  std::ofstream(file) << std::string(1000, 'z');  // of the same size
+  EXPECT_NE(check().message().find("(1000 bytes then, 1000 now, and its first bytes differ): it is not"),
+            std::string::npos) << check().message();
+  EXPECT_FALSE(usable);
   s.uri = "file://" + (dir / "then" / "gone.mp4").string();  // missing: save() says so
-  EXPECT_TRUE(file_unchanged_since_classified(s, moved, &grown).ok());
+  EXPECT_TRUE(check().ok());
   std::filesystem::remove_all(dir);
 }
 

@@ -345,6 +345,40 @@ class Resume(E2ETest):
         self.assertNotIn("stream 'good' failed", err)
         self.assertEqual(os.path.getsize(jsonl), size)
 
+    def test_an_unfinished_file_replaced_by_another_recording_is_not_gone_on_with(self):
+        """Results of part of a file (its started event: the size and head_hash of what was read), the file
+        since replaced by another recording under its name: --resume keeps the results, and the stream
+        fails naming the file and both sizes instead of following them with the other video's frames."""
+        then = os.path.join(self.dir, "then.mkv")
+        make_clip(then, "ball", 30, 160, 120)
+        cam = os.path.join(self.dir, "cam.mkv")
+        make_clip(cam, "snow", 30, 160, 120)
+        with open(then, "rb") as f:
+            head = f.read(64 * 1024)
+        fnv = 14695981039346656037
+        for byte in head:
+            fnv = ((fnv ^ byte) * 1099511628211) % (1 << 64)
+        config, _ = write_config(self.dir, [("cam", cam)], publish={"wait_for_subscribers": 0})
+        jsonl = os.path.join(self.dir, "results.jsonl")
+        with open(jsonl, "w") as f:
+            started = {"schema": "vapipe.event", "stream_id": "cam", "event": "started", "uri": "file://" + cam,
+                       "bytes": os.path.getsize(then), "head_hash": f"{fnv:016x}"}
+            f.write(json.dumps({"topic": "events/cam", "payload": started}) + "\n")
+            for seq in range(5):
+                result = {"schema": "vapipe.result", "stream_id": "cam", "seq": seq, "pts_ms": seq * 33.3, "label": "ball",
+                          "score": 0.9, "error": None}
+                f.write(json.dumps({"topic": "results/cam", "payload": result}) + "\n")
+        code, _, err = self.run_resume(config)
+        self.assertEqual(code, 3, err[-3000:])
+        said = (f"{cam} has changed since it was classified in part ({os.path.getsize(then)} bytes then, "
+                f"{os.path.getsize(cam)} now")
+        self.assertIn(said, err)
+        messages = read_jsonl(jsonl)
+        self.assertEqual([m["payload"]["seq"] for m in messages if m["topic"] == "results/cam"], list(range(5)))
+        ends = [m["payload"] for m in messages if m["topic"] == "events/cam" and m["payload"]["event"] != "started"]
+        self.assertEqual([e["event"] for e in ends], ["error"])
+        self.assertIn(said, ends[0]["message"])
+
     def test_a_results_file_of_other_streams_is_refused(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=10&width=320&height=240")],
                                  publish={"wait_for_subscribers": 0})

@@ -2,6 +2,8 @@
 // resumed exactly once.
 #include "pipeline/resume.h"
 
+#include "pipeline/file_identity.h"
+
 #include <cstdint>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -293,6 +295,48 @@ TEST_F(ResumePlanTest, AFilesSizeAsItWasReadIsKeptFromItsStartedEvent) {
   auto back = load_resume_plan(path);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->streams.at("a").file_bytes, 123456);
+}
+
+// A file a stream had not finished: its started event's size and head_hash go through the plan file to
+// ingest, which goes on only with the same recording: its beginning the same (appended to: said), not
+// another put under its name, whatever its size.
+TEST_F(ResumePlanTest, AnUnfinishedFileGoesOnOnlyIfItIsStillTheRecordingItsResultsAreOf) {
+  const std::string video = (dir_ / "cam.mkv").string();
+  std::ofstream(video, std::ios::binary) << std::string(100000, 'a');
+  const std::string head = file_head_hash(video);
+  write("{\"topic\":\"events/a\",\"payload\":{\"stream_id\":\"a\",\"event\":\"started\",\"uri\":\"file://" + video +
+        "\",\"bytes\":100000,\"head_hash\":\"" + head + "\"}}\n" + result("a", 0) + result("a", 1));
+  auto read = read_resume_plan(config_);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const std::string path = (dir_ / "plan.json").string();
+  ASSERT_TRUE(write_resume_plan(*read, path).ok());
+  auto plan = load_resume_plan(path);
+  ASSERT_TRUE(plan.ok());
+  const StreamProgress& a = plan->streams.at("a");
+  EXPECT_EQ(a.file_bytes, 100000);
+  EXPECT_EQ(a.file_head, head);
+  EXPECT_EQ(a.uri, "file://" + video);
+
+  std::string note = "x";
+  EXPECT_TRUE(check_resumed_file(video, "cam.mkv", a, &note).ok());
+  EXPECT_EQ(note, "");
+  std::ofstream(video, std::ios::binary | std::ios::app) << std::string(5000, 'b');  // a recorder appended to it
+  EXPECT_TRUE(check_resumed_file(video, "cam.mkv", a, &note).ok());
+  EXPECT_EQ(note, "cam.mkv has grown since it was classified in part (100000 bytes then, 105000 now), its beginning "
+                  "the same: it goes on");
+  std::ofstream(video, std::ios::binary) << std::string(100000, 'c');  // another recording, the same size
+  Status other = check_resumed_file(video, "cam.mkv", a, &note);
+  EXPECT_EQ(other.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other.message(), "cam.mkv has changed since it was classified in part (100000 bytes then, 100000 now, and "
+                             "its first bytes differ): it is another recording than the one its results are of; its 2 "
+                             "results are kept and it is not classified further: give it a new id, or run without "
+                             "--resume, to classify it again");
+  // A results file of before head_hash: only its size can tell.
+  StreamProgress old = a;
+  old.file_head.clear();
+  EXPECT_TRUE(check_resumed_file(video, "cam.mkv", old, &note).ok());
+  std::ofstream(video, std::ios::binary | std::ios::app) << "d";
+  EXPECT_FALSE(check_resumed_file(video, "cam.mkv", old, &note).ok());
 }
 
 }  // namespace

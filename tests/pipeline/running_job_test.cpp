@@ -261,7 +261,9 @@ class FakeSupervisor {
           ReloadOutcome o = read_reload_outcome(run_dir_).value_or(ReloadOutcome{});
           ++o.number;
           o.read_started_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
-          if (answer_(o)) EXPECT_TRUE(write_reload_outcome(run_dir_, o).ok());
+          if (answer_(o)) {
+            EXPECT_TRUE(write_reload_outcome(run_dir_, o).ok());
+          }
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }

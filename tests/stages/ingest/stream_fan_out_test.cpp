@@ -322,7 +322,9 @@ TEST(StreamFanOut, AStreamLeavingAndComingBackWhileFramesFlowKeepsEachLifeWholeA
   std::thread reader([&] {
     for (uint64_t seq = 0; seq < 3000; ++seq) {
       ASSERT_TRUE(fan.emit(frame(seq, 3)).ok());
-      if (seq % 7 == 0) ASSERT_TRUE(fan.idle().ok());
+      if (seq % 7 == 0) {
+        ASSERT_TRUE(fan.idle().ok());
+      }
     }
     ASSERT_TRUE(fan.emit(event(MessageKind::kStreamEnd, 3000, "stopped")).ok());
     done = true;
