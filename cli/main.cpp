@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "pipeline/crash_report.h"
+#include "pipeline/logging.h"
 #include "pipeline/open_files.h"
 #include "pipeline/transport.h"
 #include "pipeline/supervisor.h"
@@ -103,6 +104,12 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  // A level spdlog does not know it takes as "off": every error of the job would go unsaid.
+  if (!vapipe::log_level_from_environment()) {
+    std::fprintf(stderr, "vapipe: VAPIPE_LOG_LEVEL='%s' is not a log level: give trace, debug, info, warn, error or "
+                         "off (or unset it: the config's log.level, info by default)\n", std::getenv("VAPIPE_LOG_LEVEL"));
+    return vapipe::kExitUsage;
+  }
   // Stages share the cores, so LibTorch's OpenMP threads must not spin between forward passes
   // (docs/architecture.md, Shutdown). libgomp reads this at load time: set it and start again.
   if (command == "stage" && !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdlib>
 
 #include "pipeline/atomic_file.h"
@@ -13,11 +14,26 @@
 
 namespace vapipe {
 
+std::optional<std::string> log_level_from_environment() {
+  const char* env = std::getenv("VAPIPE_LOG_LEVEL");
+  if (!env || !*env) return std::string();
+  std::string level = env;
+  for (char& c : level) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (level == "warning") level = "warn";
+  if (level == "err") level = "error";
+  for (const char* known : {"trace", "debug", "info", "warn", "error", "off"}) {
+    if (level == known) return level;
+  }
+  return std::nullopt;
+}
+
 void init_logging(const std::string& role, const std::string& level) {
   auto logger = spdlog::stderr_color_mt("vapipe-" + role);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e [%^%l%$] [" + role + " %P] %v");
   std::string effective = level;
-  if (const char* env = std::getenv("VAPIPE_LOG_LEVEL"); env && *env) effective = env;
+  // (One that names no level is refused by `vapipe` before any process starts; should it get here,
+  // the config's level stands rather than spdlog's "off".)
+  if (const std::optional<std::string> env = log_level_from_environment(); env && !env->empty()) effective = *env;
   logger->set_level(spdlog::level::from_str(effective));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);

@@ -14,6 +14,11 @@ namespace vapipe {
 // Sets the process-wide logger: role tag and level ("info", "debug", ...).
 void init_logging(const std::string& role, const std::string& level);
 
+// VAPIPE_LOG_LEVEL as a level log.level takes ("trace", "debug", "info", "warn", "error", "off"; any
+// case, "warning" and "err" too); "" when it is unset or empty; nullopt when it names no level (spdlog
+// would take it as "off", silencing even the errors: `vapipe` refuses to start instead).
+std::optional<std::string> log_level_from_environment();
+
 // Sets the level of the process's logger (a reload's log.level); false, and nothing changes, when
 // VAPIPE_LOG_LEVEL is set (it wins) or the level is the one in force.
 bool set_log_level(const std::string& level);

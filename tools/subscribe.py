@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Print vapipe results as "stream_id seq label score", segments as "stream_id began|ended label
-first_seq..last_seq" (their pictures as "stream_id picture label best|first|next seq path"), and stream events as
+first_seq..last_seq" (their pictures as "stream_id picture label best|first|next seq path", their clips as
+"stream_id clip label first_seq part path-or-why"), and stream events as
 "stream_id event message"; stops at the job summary.
 
 Usage: tools/subscribe.py [--endpoint E] [--server-key FILE --key FILE] [TOPIC_PREFIX ...]
@@ -47,6 +48,8 @@ while True:
     elif msg["schema"] == "vapipe.segment" and msg["event"] == "picture":  # publish.segments_pictures_dir
         print(msg["stream_id"], "picture", msg["label"], msg.get("frame", "next"), msg["seq"], msg["picture"] or msg["error"],
               flush=True)
+    elif msg["schema"] == "vapipe.segment" and msg["event"] == "clip":  # publish.segments_clips
+        print(msg["stream_id"], "clip", msg["label"], msg["start_seq"], msg["part"], msg["clip"] or msg["error"], flush=True)
     elif msg["schema"] == "vapipe.segment":  # publish.segments_min_frames: a label began or ended
         print(msg["stream_id"], msg["event"], msg["label"], f'{msg["start_seq"]}..{msg["end_seq"]}', flush=True)
     elif msg["schema"] == "vapipe.event":  # started, eos, error, reconnecting, resumed

@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace vapipe {
 namespace {
@@ -50,6 +54,26 @@ TEST(LogLevelFollower, TakesTheLevelOfTheRewrittenCopyUnlessTheEnvironmentSetsOn
   nothing.check(now += std::chrono::seconds(2));
   std::filesystem::remove(copy);
   spdlog::default_logger()->set_level(before);
+  if (!env_before.empty()) ::setenv("VAPIPE_LOG_LEVEL", env_before.c_str(), 1);
+}
+
+// VAPIPE_LOG_LEVEL in any case, with spdlog's other spellings; one that names no level is refused
+// (spdlog would take "Info" as "off", and the job's errors would go unsaid).
+TEST(LogLevelFromEnvironment, TakesAnyCaseAndTellsANameThatIsNoLevel) {
+  const char* env = std::getenv("VAPIPE_LOG_LEVEL");
+  const std::string env_before = env ? env : "";
+  ::unsetenv("VAPIPE_LOG_LEVEL");
+  EXPECT_EQ(log_level_from_environment(), std::optional<std::string>(""));
+  for (const auto& [given, level] : std::vector<std::pair<std::string, std::string>>{
+           {"Info", "info"}, {"DEBUG", "debug"}, {"warning", "warn"}, {"ERR", "error"}, {"off", "off"}, {"trace", "trace"}}) {
+    ::setenv("VAPIPE_LOG_LEVEL", given.c_str(), 1);
+    EXPECT_EQ(log_level_from_environment(), std::optional<std::string>(level)) << given;
+  }
+  for (const char* wrong : {"bogus", "debgu", "inf", "1"}) {
+    ::setenv("VAPIPE_LOG_LEVEL", wrong, 1);
+    EXPECT_EQ(log_level_from_environment(), std::nullopt) << wrong;
+  }
+  ::unsetenv("VAPIPE_LOG_LEVEL");
   if (!env_before.empty()) ::setenv("VAPIPE_LOG_LEVEL", env_before.c_str(), 1);
 }
 
