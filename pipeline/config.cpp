@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -165,9 +166,28 @@ class Context {
   std::string source_;
 };
 
+// An integer in decimal digits, as a config means it: yaml-cpp reads a leading 0 as octal (`top_k: 010`
+// is 8, `rtsp_latency_ms: 0200` 128), which no one writing a config means: refused, said why.
+bool has_octal_look(const std::string& text) {
+  return text.size() > 1 && text[0] == '0' && text.find_first_not_of("0123456789") == std::string::npos;
+}
+bool decimal_uint(const YAML::Node& n, uint64_t* out) {
+  if (!n.IsScalar()) return false;
+  const std::string& text = n.Scalar();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || has_octal_look(text)) return false;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) return false;
+  *out = v;
+  return true;
+}
+
 std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar() && has_octal_look(n.Scalar())) {
+    return "'" + n.Scalar() + "' (YAML reads a leading 0 as octal: write it without)";
+  }
   if (n.IsScalar()) return "'" + n.Scalar() + "'";
-  if (n.IsSequence()) return "a list";
+  if (n.IsSequence()) return "a list of " + std::to_string(n.size()) + (n.size() == 1 ? " item" : " items");
   if (n.IsMap()) return "a mapping";
   return "nothing";
 }
@@ -328,8 +348,7 @@ class MapReader {
     YAML::Node n = child(key);
     if (!present(n)) return;
     uint64_t v = 0;
-    if (!n.IsScalar() || !YAML::convert<uint64_t>::decode(n, v) || n.Scalar().find('-') != std::string::npos ||
-        v < min || v > max) {
+    if (!decimal_uint(n, &v) || v < min || v > max) {
       ctx_.fail(n, key_path(key), "expected an integer from " + std::to_string(min) + " to " +
                                       std::to_string(max) + ", got " + scalar_text(n));
     }
@@ -390,8 +409,7 @@ class MapReader {
     if (!n.IsSequence() || n.size() != 3) ctx_.fail(n, key_path(key), want + ", got " + scalar_text(n));
     for (size_t i = 0; i < 3; ++i) {
       uint64_t v = 0;
-      if (!n[i].IsScalar() || !YAML::convert<uint64_t>::decode(n[i], v) || n[i].Scalar().find('-') != std::string::npos ||
-          v < min || v > max) {
+      if (!decimal_uint(n[i], &v) || v < min || v > max) {
         ctx_.fail(n[i], key_path(key) + "[" + std::to_string(i) + "]", want + ", got " + scalar_text(n[i]));
       }
       (*out)[i] = static_cast<uint32_t>(v);
@@ -1487,8 +1505,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     if (size.IsDefined() && size.IsScalar() && size.Scalar() == "auto") {
       c.batch.auto_size = true;
     } else if (size.IsDefined() && !size.IsNull()) {
-      if (!size.IsScalar() || !YAML::convert<uint64_t>::decode(size, fixed) ||
-          size.Scalar().find('-') != std::string::npos || fixed < 1 || fixed > 4096) {
+      if (!decimal_uint(size, &fixed) || fixed < 1 || fixed > 4096) {
         ctx.fail(size, "batch.max_batch_size", "expected auto or an integer from 1 to 4096, got " + scalar_text(size));
       }
       c.batch.max_batch_size = static_cast<uint32_t>(fixed);
@@ -1806,8 +1823,9 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         c.gpus.kind = GpuSelection::Kind::kList;
         std::set<int> seen;
         for (size_t i = 0; i < node.size(); ++i) {
-          int index = -1;
-          if (!node[i].IsScalar() || !YAML::convert<int>::decode(node[i], index) || index < 0 || index > 1023) {
+          uint64_t given = 0;
+          const int index = decimal_uint(node[i], &given) && given <= 1023 ? static_cast<int>(given) : -1;
+          if (index < 0) {
             ctx.fail(node[i], "gpus[" + std::to_string(i) + "]", "expected a GPU index (0, 1, ...), got " +
                                                                    scalar_text(node[i]));
           }
@@ -1842,7 +1860,16 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
                            ": " + not_utf8_text(static_cast<unsigned char>(yaml[bad]), column));
   }
   try {
-    YAML::Node root = YAML::Load(yaml);
+    // A config is one document: a second one after `---` (two configs pasted into one file) would be
+    // left unread, its streams not run, were it not said.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml);
+    for (size_t d = 1; d < documents.size(); ++d) {
+      if (documents[d].IsNull()) continue;
+      return InvalidArgument(source + ":" + std::to_string(documents[d].Mark().line + 1) +
+                             ": a second YAML document (after '---'): a config is one document; put what it holds in "
+                             "the first, or in a config of its own");
+    }
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     return parse(root, source, base_dir, options);
   } catch (const ConfigError& e) {
     return InvalidArgument(e.message);
@@ -1902,8 +1929,15 @@ Result<Config> load_config_string(const std::string& yaml, const std::string& so
 Result<Config> load_config_file(const std::string& path, std::string* text, const ConfigLoadOptions& options) {
   std::string read;
   if (!options.file_text) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return InvalidArgument("config file " + path + ": is a folder, not a config file (a job's config is a YAML file)");
+    }
     std::ifstream in(path);
-    if (!in) return NotFound("config file " + path + ": cannot be opened");
+    if (!in) {
+      const int why = errno;
+      return NotFound("config file " + path + ": cannot be opened" + (why ? std::string(" (") + std::strerror(why) + ")" : ""));
+    }
     std::stringstream ss;
     ss << in.rdbuf();
     read = ss.str();

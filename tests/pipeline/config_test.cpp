@@ -264,6 +264,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:5: batch: given twice in one mapping (first on line 3): only one of the two would count"},
         BadCase{"streams:\n  - {id: a, uri: 'test://ball', max_fps: 1, max_fps: 5}\ninfer: {model: m, labels: l}\n",
                 "bad.yaml:2: streams[0].max_fps: given twice in one mapping (first on line 2)"},
+        // yaml-cpp reads a leading 0 as octal (010 is 8): refused, said why.
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l, top_k: 010}\n",
+                "bad.yaml:2: infer.top_k: expected an integer from 1 to "},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {rtsp_latency_ms: 0200}\n",
+                "got '0200' (YAML reads a leading 0 as octal: write it without)"},
+        // Two configs pasted into one file: the second would go unread.
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n---\njob: {name: second}\n",
+                "bad.yaml:4: a second YAML document (after '---'): a config is one document"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {mean: [0.5, 0.5]}\n",
+                "preprocess.mean: expected a list of 3 numbers, got a list of 2 items"},
         // Latin-1, as an editor set to a Windows code page saves it: not UTF-8.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: mod\xE8le.pt, labels: l}\n",
                 "bad.yaml:2: not UTF-8 text (byte 0xE8 at column 19): save the file as UTF-8"}));
@@ -273,6 +283,11 @@ TEST(Config, MissingFileIsNotFound) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
   EXPECT_NE(c.status().message().find("/nonexistent/job.yaml"), std::string::npos);
+  EXPECT_NE(c.status().message().find("(No such file or directory)"), std::string::npos) << c.status().message();
+  // A folder is not read as an empty config.
+  auto folder = load_config_file(std::filesystem::temp_directory_path().string());
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().message().find(": is a folder, not a config file"), std::string::npos) << folder.status().message();
 }
 
 TEST(Config, FilePathsResolveAgainstTheConfigFolder) {
