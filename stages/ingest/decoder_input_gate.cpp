@@ -107,6 +107,9 @@ struct ProbeState {
   // one does: counters->undecoded). Input and output run on different threads.
   std::mutex pending_mutex;
   std::multiset<GstClockTime> pending;
+  // The last picture's timestamp: GstVideoDecoder gives a picture whose frame's timestamp is below it
+  // that one again (it keeps them from going back), so a picture at it may be of an earlier frame.
+  GstClockTime last_picture = GST_CLOCK_TIME_NONE;
   std::atomic<bool> recovering{false};  // passed from a recovery point, or flushed; no picture since
   // Input thread: a frame passed since the decoder last started (a connection, a flush); the frames
   // passed since data was lost, until a key frame (see gate_decoder_input).
@@ -320,6 +323,14 @@ void picture_came_at(ProbeState& state, GstClockTime pts) {
   state.recovering = false;
   if (!GST_CLOCK_TIME_IS_VALID(pts)) return;
   std::lock_guard<std::mutex> lock(state.pending_mutex);
+  // The decoder's clamp: frames whose timestamps it had run past (it guessed them for frames that came
+  // without: an RTSP camera's after its jitter buffer reset its clock on a stall) come out at the last
+  // picture's timestamp. The picture is the oldest waiting frame's, not a sign that it gave none.
+  const bool clamped = pts == std::exchange(state.last_picture, pts);
+  if (clamped && !state.pending.empty() && *state.pending.begin() < pts) {
+    state.pending.erase(state.pending.begin());
+    return;
+  }
   const auto at = state.pending.lower_bound(pts);
   const auto missed = static_cast<uint64_t>(std::distance(state.pending.begin(), at));
   // Fields: two frames in, one picture out. Not counted (a field pair's second half is no loss).

@@ -49,6 +49,7 @@
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/ps_segment_start.h"
+#include "stages/ingest/rtp_timeline.h"
 #include "stages/ingest/stream_fan_out.h"
 #include "stages/ingest/nvdec_support.h"
 #include "stages/ingest/recent_frames.h"
@@ -1080,6 +1081,7 @@ struct StreamReader::Impl {
       }
       if (name == "jpegdec" || name == "pngdec") static_cast<Impl*>(user)->image_decoder = true;
       if (name == "rtpjitterbuffer") {
+        restamp_from_rtp_clock(element);  // frame times from the camera's RTP clock (rtp_timeline.h)
         auto* self = static_cast<Impl*>(user);
         std::lock_guard<std::mutex> lock(self->jitter_mutex);
         self->jitter_buffers.emplace_back(GST_ELEMENT(gst_object_ref(element)));

@@ -279,6 +279,38 @@ TEST_F(GatedPad, AFrameWhosePictureNeverCameIsCountedWhenALaterOneComesOut) {
   EXPECT_EQ(counters_.undecoded.load(), 3u);
 }
 
+// An RTSP camera's stall (1.5 s: the host busy): its jitter buffer resets its clock and squeezes the
+// late frames' timestamps together, then repeats one, which the parser sends on as none. The decoder
+// guesses those frames' timestamps from the last picture's, running ahead of the next frames' real
+// ones, and gives each of those the last picture's timestamp again (it keeps them from going back).
+// Every frame gave its picture: none is counted as undecodable (each was, 12 in a stall of 1.5 s).
+TEST_F(GatedPad, PicturesTheDecoderStampedWithTheLastPicturesTimeAreTheirFramesNotLosses) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  GstPad* decoder_src = output.src();
+  gate_decoder_input(sink_, decoder_src, &all_frames_, &counters_, "cam", /*exact_timestamps=*/false);
+  const GstClockTime ms = GST_MSECOND;
+  uint64_t pictures = 0;
+  auto frame_and_picture = [&](GstClockTime in, GstClockTime out, bool key = false) {
+    ASSERT_EQ(gst_pad_push(src_, coded(in, !key)), GST_FLOW_OK);
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = out;
+    ASSERT_EQ(gst_pad_push(decoder_src, b), GST_FLOW_OK);
+    ++pictures;
+  };
+  frame_and_picture(0, 0, true);
+  for (GstClockTime t : {100, 200, 300, 395}) frame_and_picture(t * ms, t * ms);
+  for (GstClockTime k = 1; k <= 12; ++k) frame_and_picture(GST_CLOCK_TIME_NONE, (395 + 100 * k) * ms);  // guessed
+  for (GstClockTime k = 0; k < 12; ++k) frame_and_picture((473 + 100 * k) * ms, 1595 * ms);  // clamped
+  frame_and_picture(1673 * ms, 1673 * ms);
+  EXPECT_EQ(counters_.undecoded.load(), 0u);
+  EXPECT_EQ(counters_.pictures.load(), pictures);
+  // A frame that gave no picture is still counted when a later picture comes, clamped or not.
+  ASSERT_EQ(gst_pad_push(src_, coded(1773 * ms, true)), GST_FLOW_OK);  // gives none
+  frame_and_picture(1873 * ms, 1873 * ms);
+  EXPECT_EQ(counters_.undecoded.load(), 1u);
+}
+
 // A packet lost on a camera's network: the depayloader marks the frame it was assembling DISCONT, and
 // the decoder conceals what is missing. That frame's picture and those of the frames after it, which
 // refer to it, until the next whole key frame leave the decoder marked corrupt (a result's "damaged":
