@@ -420,6 +420,9 @@ struct StreamReader::Impl {
   // one is dropped; a first frame already above it means the seek went too far (a frame could be
   // lost): then every frame is dropped until run() seeks to the start and drops them by count.
   std::atomic<int64_t> drop_through_pts{-1};
+  // After a Matroska file was read again past its damage (skip_damage in run()): frames at or before
+  // the last one sent are dropped, whatever the seek gave first (-1: none).
+  std::atomic<int64_t> drop_up_to_pts{-1};
   std::atomic<bool> dropped_by_pts{false};
   std::atomic<bool> seek_overshot{false};
   // A seek by time was made (a resume's, a from's, a lane restart's) and not gone back from: one that
@@ -944,6 +947,10 @@ struct StreamReader::Impl {
       }
       self->drop_through_pts = -1;  // the first frame after them: numbered skip_frames
     }
+    if (const int64_t upto = self->drop_up_to_pts.load(); upto >= 0) {
+      GstBuffer* b = gst_sample_get_buffer(sample.get());
+      if (b && GST_BUFFER_PTS_IS_VALID(b) && static_cast<int64_t>(GST_BUFFER_PTS(b)) <= upto) return GST_FLOW_OK;
+    }
     // streams[].from and to: frames outside the part classified are dropped without a number; the
     // first at or after `to` ends the stream (frames come in presentation order: none after it is in).
     if (GstBuffer* b = gst_sample_get_buffer(sample.get());
@@ -1372,6 +1379,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   impl.forget_jitter_buffers();  // its counts first: a stopped jitter buffer may start them again
   if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
+  impl.drop_up_to_pts = -1;  // a new pipeline's timestamps may start over (a loop, a reconnection)
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
   impl.fit_applied = FrameSize{};
   impl.video_linked = false;
@@ -2043,6 +2051,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     return say_clips_done();
   };
 
+  // The last two frames sent's timestamps (skip_damage), and where reading went on after damage.
+  int64_t last_sent_pts = -1, sent_pts_before = -1;
+  bool awaiting_after_skip = false;
+  std::string damage_said;  // for the end's warning
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
     // The warnings left on the bus, before the pipeline's stop flushes it (a file read without a pause
@@ -2115,6 +2127,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         if (std::string restarts = timeline_restarts_warning(s.timeline_restarts); !restarts.empty()) {
           lost += (lost.empty() ? "" : "; ") + restarts;
         }
+        if (!damage_said.empty()) {
+          lost += std::string(lost.empty() ? "" : "; ") +
+                  "the file is damaged (its demuxer stopped short of its end, at data that is not what its structure "
+                  "says; it was read again from the next key frame after): " + damage_said;
+        }
         if (!lost.empty()) {
           VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, lost);
           ev.warning = ev.warning.empty() ? lost : ev.warning + "; " + lost;
@@ -2176,6 +2193,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   bool position_failed = false;     // logged once
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
+    if (f.pts_ns >= 0) {
+      if (awaiting_after_skip) {
+        awaiting_after_skip = false;
+        damage_said += std::string(damage_said.empty() ? "" : "; ") + "frames from " + media_time_text(last_sent_pts) +
+                       " to " + media_time_text(f.pts_ns) + " are missing";
+      }
+      sent_pts_before = std::exchange(last_sent_pts, f.pts_ns);
+    }
     if (retune_unsaid && f.generation >= retune_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_retune());
     if (s.options.seq_reservations) {
       // Before the number can reach anyone: a restarted lane must start past it.
@@ -2496,6 +2521,86 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     connected_at = std::chrono::steady_clock::now();
     return std::nullopt;
   };
+  // A Matroska or WebM file damaged part way (bytes overwritten, a bad sector, a copy with a hole):
+  // GStreamer's demuxer meets data that is not what the file's structure says and ends the stream
+  // there, without an error: the rest of the file was lost without a word (measured: 147 of 267
+  // frames, a clean end). Where the demuxer stopped well before the file's end, it is read again
+  // from the next key frame after the place it stopped (its index, the Cues, leads past the damage;
+  // frames at or before the last one sent are dropped), and the end says which frames are missing.
+  // A try that brought no frame (the index's next key frame was in the damage too) is followed by one
+  // further on; at most kMaxDamageSkips tries, kMaxFruitlessSkips of them in a row without a frame.
+  constexpr int kMaxDamageSkips = 32, kMaxFruitlessSkips = 4;
+  int damage_skips = 0, fruitless_skips = 0;
+  uint64_t emitted_at_skip = 0;
+  int64_t skip_target = -1;
+  auto skip_damage = [&](bool* going_on) -> std::optional<Status> {
+    *going_on = false;
+    if (s.stream.parsed.kind != UriKind::kFile || !s.pipeline || last_sent_pts < 0 || damage_skips >= kMaxDamageSkips ||
+        stopping()) {
+      return std::nullopt;
+    }
+    const bool fruitless = damage_skips > 0 && emitted == emitted_at_skip;
+    fruitless_skips = fruitless ? fruitless_skips + 1 : 0;
+    if (fruitless_skips > kMaxFruitlessSkips) return std::nullopt;
+    gint64 duration = -1;
+    if (!gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) || duration <= 0) return std::nullopt;
+    if (s.stream.to_ns >= 0) duration = std::min<gint64>(duration, s.stream.to_ns);
+    const int64_t spacing = sent_pts_before >= 0 && last_sent_pts > sent_pts_before &&
+                                    last_sent_pts - sent_pts_before < static_cast<int64_t>(GST_SECOND)
+                                ? last_sent_pts - sent_pts_before
+                                : 40 * static_cast<int64_t>(GST_MSECOND);
+    const int64_t short_by = std::max<int64_t>(2 * spacing, 500 * static_cast<int64_t>(GST_MSECOND));
+    if (last_sent_pts + short_by >= duration) return std::nullopt;  // its video went to the end
+    // The demuxer itself stopped early: not a file whose audio goes on past its video.
+    GstElement* demuxer = nullptr;
+    if (GstIterator* it = gst_bin_iterate_recurse(GST_BIN(s.pipeline.get()))) {
+      GValue item = G_VALUE_INIT;
+      while (!demuxer && gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+        auto* e = GST_ELEMENT(g_value_get_object(&item));
+        GstElementFactory* factory = gst_element_get_factory(e);
+        if (factory && g_str_equal(GST_OBJECT_NAME(factory), "matroskademux")) demuxer = GST_ELEMENT(gst_object_ref(e));
+        g_value_reset(&item);
+      }
+      g_value_unset(&item);
+      gst_iterator_free(it);
+    }
+    if (!demuxer) return std::nullopt;
+    gint64 stopped_at = -1;
+    const bool placed = gst_element_query_position(demuxer, GST_FORMAT_TIME, &stopped_at);
+    gst_object_unref(demuxer);
+    if (!placed || stopped_at < 0 || stopped_at + short_by >= duration) return std::nullopt;
+    // A file cut short ends where it does: nothing past its end to read (its end says so).
+    if (damage_skips == 0 && !check_container_end(file_uri_path(s.stream.uri)).cut_short.empty()) return std::nullopt;
+    const int64_t target =
+        std::max({last_sent_pts, static_cast<int64_t>(stopped_at), skip_target}) + (fruitless ? short_by : spacing);
+    if (target >= duration) return std::nullopt;
+    skip_target = target;
+    ++damage_skips;
+    emitted_at_skip = emitted;
+    VAPIPE_LOG_WARN("stream '{}' ({}): its demuxer stopped at {}, {} before its end of {} (damaged data?): read again "
+                    "from the next key frame after {}", s.stream.id, uri, media_time_text(stopped_at),
+                    media_time_text(duration - last_sent_pts), media_time_text(duration), media_time_text(target));
+    if (auto done = end_connection()) return done;
+    Status built = build_pipeline(s);
+    release_freed_heap_memory();
+    if (!built.ok()) return finish(MessageKind::kStreamError, "cannot read it again past its damage: " + built.message());
+    bus.reset(gst_element_get_bus(s.pipeline.get()));
+    set_state_watched(s.pipeline.get(), GST_STATE_PAUSED, s.options.watchdog);
+    gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
+    s.drop_up_to_pts = last_sent_pts;
+    const auto flags = static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_AFTER);
+    if (!gst_element_seek_simple(s.pipeline.get(), GST_FORMAT_TIME, flags, target)) {
+      VAPIPE_LOG_WARN("stream '{}': its file cannot be sought past its damage", s.stream.id);
+      return std::nullopt;  // it ends as it did
+    }
+    gst_element_get_state(s.pipeline.get(), nullptr, nullptr, 30 * GST_SECOND);
+    if (auto failed = play()) return finish(MessageKind::kStreamError, *failed);
+    awaiting_after_skip = true;
+    connected_at = std::chrono::steady_clock::now();
+    decoded_at_connection = s.decoded.load();
+    *going_on = true;
+    return std::nullopt;
+  };
   // A snapshot URL (http://cam/snapshot.jpg: one picture, then the end) in a live job: fetched again
   // once its period is up (max_fps, or once a second), as a new connection with no reconnection said
   // (each end was a warning and a reconnecting and resumed event, every second). Empty: polled again.
@@ -2778,6 +2883,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       if (snapshot) {
         if (auto done = poll_snapshot()) return *done;
         continue;
+      }
+      if (!s.part_ended.load()) {
+        bool going_on = false;
+        if (auto done = skip_damage(&going_on)) return *done;
+        if (going_on) continue;
       }
       // streams[].loop: a live job's file goes on from its start (or from) again, as an endless camera.
       // Not one that gave no frame this time round (it would only spin).

@@ -1885,6 +1885,37 @@ TEST_F(StreamReaderTest, AFileCutShortEndsWithAWarningOrAnErrorSayingSo) {
   }
 }
 
+// A Matroska or WebM file damaged part way (4 KB overwritten in its middle: a bad sector, a copy with a
+// hole): GStreamer's demuxer ends the stream at the damage without an error, and half the file was
+// lost without a word. It is read again from the next key frame past the damage (its index leads
+// there): frames after it come, none twice, in order, and the end says which are missing.
+TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingWhatIsMissing) {
+  const std::string whole = encode_clip("whole-damaged.mkv", "ball", 300, 320, 240, "matroskamux", "key-int-max=30");
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::mt19937 garbage(50);
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(garbage() & 0xff);
+  const std::string path = (dir_ / "damaged.mkv").string();
+  std::ofstream(path, std::ios::binary) << bytes;
+
+  CollectingEmitter out = read_whole(path, ingest_, "damaged");
+  ASSERT_FALSE(out.messages.empty());
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  EXPECT_GT(frames.size(), 240u) << "read on past the damage (it stopped at about 150)";
+  EXPECT_LT(frames.size(), 300u);
+  for (size_t i = 1; i < frames.size(); ++i) {
+    EXPECT_GT(frames[i]->env.pts_ns, frames[i - 1]->env.pts_ns) << "frame " << i;
+    EXPECT_EQ(frames[i]->env.seq, frames[i - 1]->env.seq + 1);
+  }
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  const std::string& warning = out.messages.back().event.warning;
+  EXPECT_NE(warning.find("the file is damaged (its demuxer stopped short of its end"), std::string::npos) << warning;
+  EXPECT_NE(warning.find(" are missing"), std::string::npos) << warning;
+}
+
 // An MP4 without its index whose end the container check cannot read (bytes after its media that are
 // not a box): qtdemux's error, when decodebin passes it on, or the reader's own after
 // file_open_timeout when decodebin drops it. Either way the stream ends.
