@@ -399,6 +399,7 @@ struct StreamReader::Impl {
   std::atomic<bool> video_pad{false};  // uridecodebin exposed a video stream (any connection)
   std::atomic<bool> hls{false};  // this connection reads an HLS playlist (hlsdemux appeared)
   std::atomic<bool> dash{false};  // or a DASH manifest (dashdemux)
+  std::atomic<bool> avi{false};   // an AVI file (avidemux): one frame a chunk at the file's frame rate
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
   std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
   std::mutex pads_mutex;
@@ -1103,6 +1104,7 @@ struct StreamReader::Impl {
         return;
       }
       if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
+      if (name == "avidemux") static_cast<Impl*>(user)->avi = true;
       if (name == "dashdemux" || name == "dashdemux2") static_cast<Impl*>(user)->dash = true;
     }
     if (!GST_IS_VIDEO_DECODER(element)) return;
@@ -2055,6 +2057,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   int64_t last_sent_pts = -1, sent_pts_before = -1;
   bool awaiting_after_skip = false;
   std::string damage_said;  // for the end's warning
+  uint64_t avi_missing = 0, avi_gaps = 0;  // an AVI's frames missing between those sent, and where
+  int64_t avi_step = -1;                   // its frames' spacing
+  std::pair<int64_t, int64_t> avi_first_gap{-1, -1};
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
     // The warnings left on the bus, before the pipeline's stop flushes it (a file read without a pause
@@ -2126,6 +2131,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         }
         if (std::string restarts = timeline_restarts_warning(s.timeline_restarts); !restarts.empty()) {
           lost += (lost.empty() ? "" : "; ") + restarts;
+        }
+        if (avi_missing > 0) {
+          lost += std::string(lost.empty() ? "" : "; ") + "its AVI video has " + std::to_string(avi_missing) +
+                  (avi_missing == 1 ? " frame" : " frames") + " missing in " + std::to_string(avi_gaps) +
+                  (avi_gaps == 1 ? " place" : " places") + " (the first from " + media_time_text(avi_first_gap.first) +
+                  " to " + media_time_text(avi_first_gap.second) + "): damaged data in the file, or frames its writer "
+                  "dropped; they have no results";
         }
         if (!damage_said.empty()) {
           lost += std::string(lost.empty() ? "" : "; ") +
@@ -2199,7 +2211,21 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         damage_said += std::string(damage_said.empty() ? "" : "; ") + "frames from " + media_time_text(last_sent_pts) +
                        " to " + media_time_text(f.pts_ns) + " are missing";
       }
-      sent_pts_before = std::exchange(last_sent_pts, f.pts_ns);
+      // An AVI's frames are one a chunk at its frame rate: a step of more than one frame's time is frames
+      // missing (a damaged chunk its parser dropped, or the writer's dropped frames), which nothing
+      // else says: they never reached the decoder.
+      if (s.avi.load() && last_sent_pts >= 0) {
+        const int64_t gap = f.pts_ns - last_sent_pts;
+        if (avi_step > 0 && gap > avi_step + avi_step / 2) {
+          if (avi_missing == 0) avi_first_gap = {last_sent_pts, f.pts_ns};
+          avi_missing += static_cast<uint64_t>((gap + avi_step / 2) / avi_step - 1);
+          ++avi_gaps;
+        } else if (gap > 0) {
+          avi_step = gap;
+        }
+      }
+      sent_pts_before = last_sent_pts;
+      last_sent_pts = f.pts_ns;
     }
     if (retune_unsaid && f.generation >= retune_unsaid->first) VAPIPE_RETURN_IF_ERROR(say_retune());
     if (s.options.seq_reservations) {

@@ -1916,6 +1916,30 @@ TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingW
   EXPECT_NE(warning.find(" are missing"), std::string::npos) << warning;
 }
 
+// The same damage in an AVI: its demuxer goes on by its index, and the parser drops the damaged frames
+// before the decoder (2 of the 290 that reached it gave no picture: too few to say). Its frames are
+// one a chunk at its frame rate, so a step in their timestamps is frames missing: said, where.
+TEST_F(StreamReaderTest, AnAvisFramesMissingFromItsTimelineAreSaid) {
+  const std::string whole = encode_clip("whole-damaged.avi", "ball", 300, 320, 240, "avimux", "key-int-max=30");
+  EXPECT_EQ(read_whole(whole, ingest_, "whole").messages.back().event.warning, "");
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::mt19937 garbage(50);
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(garbage() & 0xff);
+  const std::string path = (dir_ / "damaged.avi").string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  CollectingEmitter out = read_whole(path, ingest_, "damaged");
+  ASSERT_FALSE(out.messages.empty());
+  const size_t frames = of_kind(out, MessageKind::kFrame).size();
+  EXPECT_LT(frames, 300u);
+  const std::string& warning = out.messages.back().event.warning;
+  EXPECT_EQ(warning.rfind("its AVI video has ", 0), 0u) << warning;
+  EXPECT_NE(warning.find(" missing in 1 place (the first from 0:0"), std::string::npos) << warning;
+}
+
 // An MP4 without its index whose end the container check cannot read (bytes after its media that are
 // not a box): qtdemux's error, when decodebin passes it on, or the reader's own after
 // file_open_timeout when decodebin drops it. Either way the stream ends.
