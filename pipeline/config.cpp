@@ -150,10 +150,44 @@ struct ConfigError {
   std::string message;
 };
 
+// Whether two keys are a typo apart: one letter left out, added, changed or two swapped ("topicz",
+// "usename", "keyfile" for key_file, "segments_min_frame").
+bool one_edit_apart(const std::string& a, const std::string& b) {
+  if (a == b || a.size() < 3 || b.size() < 3) return false;
+  const std::string& longer = a.size() >= b.size() ? a : b;
+  const std::string& shorter = a.size() >= b.size() ? b : a;
+  if (longer.size() - shorter.size() > 1) return false;
+  size_t i = 0;
+  while (i < shorter.size() && shorter[i] == longer[i]) ++i;
+  if (longer.size() != shorter.size()) return shorter.compare(i, std::string::npos, longer, i + 1, std::string::npos) == 0;
+  if (shorter.compare(i + 1, std::string::npos, longer, i + 1, std::string::npos) == 0) return true;  // changed
+  return i + 1 < shorter.size() && shorter[i] == longer[i + 1] && shorter[i + 1] == longer[i] &&
+         shorter.compare(i + 2, std::string::npos, longer, i + 2, std::string::npos) == 0;  // swapped
+}
+
+// A mapping being read, as Context::fail looks at it: a key of it that is a typo of one read so far.
+class TypoSource {
+ public:
+  virtual ~TypoSource() = default;
+  // A key not read that is one edit from one that was: its node, its path, and the key it is like.
+  virtual bool typo(YAML::Node* at, std::string* path, std::string* like) const = 0;
+};
+
 class Context {
  public:
   explicit Context(std::string source) : source_(std::move(source)) {}
+  // An error of a mapping that holds a typo of one of its keys is most often the typo's doing
+  // (`topicz` for topics: "topics: not given"; `usename`: "username: required"): the typo is said
+  // instead, as the unknown key it is, with the key it is like.
   [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    if (!failing_) {
+      failing_ = true;
+      for (auto reader = readers_.rbegin(); reader != readers_.rend(); ++reader) {
+        YAML::Node at;
+        std::string path, like;
+        if ((*reader)->typo(&at, &path, &like)) fail(at, path, "unknown key (did you mean " + like + "?)");
+      }
+    }
     std::ostringstream os;
     os << source_;
     if (node.IsDefined() && node.Mark().line >= 0) os << ":" << node.Mark().line + 1;
@@ -161,9 +195,15 @@ class Context {
     throw ConfigError{os.str()};
   }
   const std::string& source() const { return source_; }
+  void reading(const TypoSource* r) const { readers_.push_back(r); }
+  void read(const TypoSource* r) const {
+    if (auto it = std::find(readers_.begin(), readers_.end(), r); it != readers_.end()) readers_.erase(it);
+  }
 
  private:
   std::string source_;
+  mutable std::vector<const TypoSource*> readers_;  // the MapReaders alive, innermost last
+  mutable bool failing_ = false;
 };
 
 // An integer in decimal digits, as a config means it: yaml-cpp reads a leading 0 as octal (`top_k: 010`
@@ -305,13 +345,32 @@ Result<std::string> expand_environment(const std::string& text) {
 namespace {
 
 // Reads one mapping; remembers which keys were consumed so that unknown keys are reported.
-class MapReader {
+class MapReader : public TypoSource {
  public:
   MapReader(const Context& ctx, YAML::Node node, std::string path)
       : ctx_(ctx), node_(std::move(node)), path_(std::move(path)) {
     if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
       ctx_.fail(node_, path_.empty() ? "(top level)" : path_, "expected a mapping, got " + scalar_text(node_));
     }
+    ctx_.reading(this);
+  }
+  ~MapReader() override { ctx_.read(this); }
+  MapReader(const MapReader&) = delete;
+  MapReader& operator=(const MapReader&) = delete;
+
+  bool typo(YAML::Node* at, std::string* path, std::string* like) const override {
+    if (!node_.IsMap()) return false;
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      if (!it->first.IsScalar() || seen_.count(it->first.Scalar())) continue;
+      for (const std::string& known : seen_) {
+        if (!one_edit_apart(it->first.Scalar(), known)) continue;
+        *at = it->first;
+        *path = key_path(it->first.Scalar());
+        *like = known;
+        return true;
+      }
+    }
+    return false;
   }
 
   std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }

@@ -264,6 +264,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:5: batch: given twice in one mapping (first on line 3): only one of the two would count"},
         BadCase{"streams:\n  - {id: a, uri: 'test://ball', max_fps: 1, max_fps: 5}\ninfer: {model: m, labels: l}\n",
                 "bad.yaml:2: streams[0].max_fps: given twice in one mapping (first on line 2)"},
+        // A typo of a key whose absence another check meets first: the typo is said (it was "topics: not
+        // given, so segments/ ... need publish.segments_min_frames", "username: required with a password").
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  webhooks:\n"
+                "    - url: http://hooks.local/x\n      topicz: [events/]\n",
+                "bad.yaml:6: publish.webhooks[0].topicz: unknown key (did you mean topics?)"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  mqtt:\n"
+                "    - {url: 'mqtt://broker:1883', topics: [events/], usename: u, password: p}\n",
+                "publish.mqtt[0].usename: unknown key (did you mean username?)"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatchh: {max_batch_size: 4}\n",
+                "bad.yaml:3: batchh: unknown key (did you mean batch?)"},
         // yaml-cpp reads a leading 0 as octal (010 is 8): refused, said why.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l, top_k: 010}\n",
                 "bad.yaml:2: infer.top_k: expected an integer from 1 to "},
