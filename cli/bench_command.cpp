@@ -1,12 +1,14 @@
 // `vapipe bench`: each stage alone, on the streams of a config, so the end-to-end figure of
 // `vapipe run` can be set against what each stage reaches by itself (tools/bench.sh runs them all).
 // Prints one JSON line per measurement. Figures, not assertions: see docs/benchmarks.md.
+#include <cerrno>
 #include <cstdint>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -361,11 +363,32 @@ int bench_command(const std::vector<std::string>& args) {
   std::string path;
   size_t batch = 0;
   uint64_t max_frames = 600;
+  // A whole number from 1 for `flag` (std::stoul took "abc" as an uncaught exception, "-1" as 2^64 - 1).
+  auto whole = [](const std::string& flag, const std::string& text, uint64_t* out) {
+    errno = 0;
+    const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || v == 0) {
+      std::fprintf(stderr, "vapipe bench: %s wants a whole number from 1, got '%s'\n", flag.c_str(), text.c_str());
+      return false;
+    }
+    *out = v;
+    return true;
+  };
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--batch" && i + 1 < args.size()) batch = std::stoul(args[++i]);
-    else if (args[i] == "--frames" && i + 1 < args.size()) max_frames = std::stoull(args[++i]);
-    else if (path.empty() && args[i][0] != '-') path = args[i];
-    else return std::fputs(usage, stderr), kExitUsage;
+    uint64_t n = 0;
+    if (args[i] == "--batch" && i + 1 < args.size()) {
+      if (!whole("--batch", args[++i], &n) || n > 4096) {
+        if (n > 4096) std::fprintf(stderr, "vapipe bench: --batch wants a batch size from 1 to 4096, got %s\n", args[i].c_str());
+        return kExitUsage;
+      }
+      batch = static_cast<size_t>(n);
+    } else if (args[i] == "--frames" && i + 1 < args.size()) {
+      if (!whole("--frames", args[++i], &max_frames)) return kExitUsage;
+    } else if (path.empty() && !args[i].empty() && args[i][0] != '-') {
+      path = args[i];
+    } else {
+      return std::fputs(usage, stderr), kExitUsage;
+    }
   }
   auto config = path.empty() ? load_demo_config() : load_config_file(path);
   if (!config.ok()) return std::fprintf(stderr, "vapipe: %s\n", config.status().message().c_str()), kExitUsage;

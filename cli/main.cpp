@@ -73,6 +73,26 @@ before its end ends by that signal (130/143 in a shell; --resume goes on), 130 a
 signal killed the stages.
 )";
 
+// The usage of one command: its lines of kUsage ("  vapipe NAME ..." and the more indented ones after
+// it), and the exit statuses for run. Empty when there is no such command.
+std::string usage_of(const std::string& command) {
+  const std::string usage = kUsage;
+  const std::string head = "  vapipe " + command + " ";
+  size_t at = usage.find(head);
+  if (at == std::string::npos) at = usage.find("  vapipe " + command + "\n");
+  if (at == std::string::npos) return "";
+  std::string text = "usage:\n";
+  for (size_t line = at; line < usage.size();) {
+    const size_t end = usage.find('\n', line);
+    const std::string l = usage.substr(line, end - line);
+    if (line != at && (l.rfind("    ", 0) != 0)) break;  // the next command, or the end of the list
+    text += l + "\n";
+    line = end == std::string::npos ? usage.size() : end + 1;
+  }
+  if (command == "run") text += usage.substr(usage.find("\nExit status of run:") + 1);
+  return text;
+}
+
 std::string self_exe(const char* argv0) {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -104,6 +124,13 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  // `vapipe CMD --help`: that command's usage (it was taken as a file, a stage, or an unknown argument).
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    if (const std::string usage = usage_of(command); !usage.empty()) {
+      std::fputs(usage.c_str(), stdout);
+      return 0;
+    }
+  }
   // A level spdlog does not know it takes as "off": every error of the job would go unsaid.
   if (!vapipe::log_level_from_environment()) {
     std::fprintf(stderr, "vapipe: VAPIPE_LOG_LEVEL='%s' is not a log level: give trace, debug, info, warn, error or "

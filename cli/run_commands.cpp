@@ -68,6 +68,15 @@ int config_error(const Status& s) {
 
 }  // namespace
 
+// --job-id names the job's sockets, shared memory and run folder, as job.name does: the same rules
+// (a '/' or 120 characters made every stage fail to start, exit 2, instead of a usage error).
+bool valid_job_id(const std::string& id, const char* command) {
+  if (validate_stream_id(id).ok()) return true;
+  std::fprintf(stderr, "vapipe %s: --job-id '%s' must be 1 to 64 letters, digits, '_', '-' or '.', and not '.' or '..' "
+                       "(as job.name)\n", command, id.c_str());
+  return false;
+}
+
 int run_command(const std::vector<std::string>& args, const std::string& self_exe) {
   // SIGHUP first: its default kills the process, and one sent while the config loads (a script that
   // edits the file as the job starts, `systemctl reload` racing a start) is a reload the job makes
@@ -79,6 +88,7 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--job-id" && i + 1 < args.size()) {
       options.job_id = args[++i];
+      if (!valid_job_id(options.job_id, "run")) return kExitUsage;
     } else if (args[i] == "--resume") {
       options.resume = true;
     } else if (!args[i].empty() && args[i][0] != '-' && choice.path.empty()) {
@@ -132,8 +142,17 @@ int stage_command(const std::vector<std::string>& args) {
       demo = true;
     } else if (args[i] == "--job-id" && i + 1 < args.size()) {
       job_id = args[++i];
+      if (!valid_job_id(job_id, "stage")) return kExitUsage;
     } else if (args[i] == "--lane" && i + 1 < args.size()) {
-      lane_index = static_cast<uint32_t>(std::strtoul(args[++i].c_str(), nullptr, 10));
+      const std::string& given = args[++i];
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long lane = std::strtoul(given.c_str(), &end, 10);
+      if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || lane > 1023) {
+        std::fprintf(stderr, "vapipe stage: --lane wants a lane number from 0 (the job's first), got '%s'\n", given.c_str());
+        return kExitUsage;
+      }
+      lane_index = static_cast<uint32_t>(lane);
     } else {
       std::fprintf(stderr, "vapipe stage: unexpected argument '%s'\n", args[i].c_str());
       return kExitUsage;
@@ -202,7 +221,8 @@ int stage_command(const std::vector<std::string>& args) {
     }
   }
   if (lane_index >= placement->lanes.size()) {
-    std::fprintf(stderr, "vapipe stage: --lane %u, but the job has %zu lanes\n", lane_index, placement->lanes.size());
+    std::fprintf(stderr, "vapipe stage: --lane %u, but the job has %zu lane%s (from 0)\n", lane_index, placement->lanes.size(),
+                 placement->lanes.size() == 1 ? "" : "s");
     return kExitUsage;
   }
   const Lane& lane = placement->lanes[lane_index];

@@ -65,8 +65,9 @@ int segments_command(const std::vector<std::string>& args) {
       options.labels.insert(args[++i]);
     } else if (args[i] == "--min-frames" && i + 1 < args.size()) {
       char* end = nullptr;
-      const unsigned long long n = std::strtoull(args[++i].c_str(), &end, 10);
-      if (!end || *end || n == 0) {
+      const std::string& given = args[++i];
+      const unsigned long long n = std::strtoull(given.c_str(), &end, 10);
+      if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos || !end || *end || n == 0) {
         std::fprintf(stderr, "vapipe segments: --min-frames wants a whole number from 1, got '%s'\n", args[i].c_str());
         return kExitUsage;
       }

@@ -39,8 +39,9 @@ int sub_command(const std::vector<std::string>& args) {
     bool ok = true;
     if (a == "--endpoint" && has_value) endpoint = args[++i];
     else if (a == "--topic" && has_value) topics.push_back(args[++i]);
-    else if (a == "--count" && has_value) ok = parse_number(args[++i], &count);
-    else if (a == "--timeout" && has_value) ok = parse_number(args[++i], &timeout_s);
+    // (-1, their "no limit" inside, is not a value to give: a negative number is refused.)
+    else if (a == "--count" && has_value) ok = parse_number(args[++i], &count) && count >= 0;
+    else if (a == "--timeout" && has_value) ok = parse_number(args[++i], &timeout_s) && timeout_s >= 0;
     else if (a == "--exit-on-summary") exit_on_summary = true;
     else if (a == "--with-topic") with_topic = true;
     else if (a == "--server-key" && has_value) server_key_arg = args[++i];

@@ -1117,7 +1117,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     // The name becomes part of socket paths and shared memory names: same rules as a stream id.
     if (Status s = validate_stream_id(c.job.name); !s.ok()) {
       ctx.fail(top.child("job")["name"], "job.name",
-               "'" + c.job.name + "' must be 1 to 64 letters, digits, '_', '-' or '.'");
+               "'" + c.job.name + "' must be 1 to 64 letters, digits, '_', '-' or '.', and not '.' or '..'");
     }
     mode_text = "";
     r.str("mode", &mode_text);

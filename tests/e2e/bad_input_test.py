@@ -242,6 +242,30 @@ class BadInput(E2ETest):
         self.assertIn(f"{path}:5: batch.max_batch: unknown key", err)
         self.assertNotIn("started stage", err)
 
+    def test_command_line_mistakes_are_usage_errors_that_say_what_is_wrong(self):
+        """Each refused before anything starts, exit 1, naming the argument; --help after a command is its
+        usage (it was taken as a file name, a stage, an unknown argument)."""
+        config, _ = write_config(self.dir, [("a", "test://ball?frames=5&width=160&height=120")])
+        env = dict(os.environ, VAPIPE_LOG_LEVEL="Info")  # any case: taken
+        for command, said in ((["run", config, "--job-id", "a/b"], "--job-id 'a/b' must be 1 to 64 letters"),
+                              (["run", config, "--job-id", "x" * 120], "--job-id 'xxx"),
+                              (["stage", "batch", "--config", config, "--lane", "abc"], "--lane wants a lane number"),
+                              (["stage", "batch", "--config", config, "--lane", "-1"], "--lane wants a lane number"),
+                              (["segments", config, "--min-frames", "-1"], "--min-frames wants a whole number from 1"),
+                              (["bench", "infer", config, "--batch", "abc"], "--batch wants a whole number from 1"),
+                              (["sub", "--count", "-1"], "usage: vapipe sub")):
+            proc = subprocess.run([VAPIPE, *command], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(proc.returncode, 1, f"{command}: {proc.stderr[-2000:]}")
+            self.assertIn(said, proc.stderr, command)
+        proc = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, VAPIPE_LOG_LEVEL="bogus"))
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("VAPIPE_LOG_LEVEL='bogus' is not a log level", proc.stderr)
+        for command in ("validate", "stage", "status", "segments", "reload", "run"):
+            proc = subprocess.run([VAPIPE, command, "--help"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertTrue(proc.stdout.startswith("usage:\n  vapipe " + command + " "), proc.stdout)
+
     def test_bad_value_names_the_key(self):
         path, err = self.run_bad_config(
             "validate", "streams:\n  - id: a\n    uri: test://ball\npreprocess:\n  dtype: float64\ninfer: {model: m.pt, labels: l.txt}\n")
