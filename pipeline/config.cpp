@@ -195,6 +195,16 @@ class Context {
     throw ConfigError{os.str()};
   }
   const std::string& source() const { return source_; }
+  // A node of the document walked (its duplicate keys, its merge keys): an alias is walked each time
+  // it is used, so aliases of aliases (a "billion laughs" YAML, 9 levels of 9) would take hours. Past
+  // kMaxNodesWalked, the config is refused instead; a real one has a few thousand.
+  void walked(const YAML::Node& node) const {
+    if (++walked_ > kMaxNodesWalked) {
+      fail(node, "(aliases)", "the config expands to more than " + std::to_string(kMaxNodesWalked) +
+                                  " nodes through its aliases (*name) of aliases: write them out, or use fewer levels");
+    }
+  }
+  static constexpr size_t kMaxNodesWalked = 1'000'000;
   void reading(const TypoSource* r) const { readers_.push_back(r); }
   void read(const TypoSource* r) const {
     if (auto it = std::find(readers_.begin(), readers_.end(), r); it != readers_.end()) readers_.erase(it);
@@ -204,6 +214,7 @@ class Context {
   std::string source_;
   mutable std::vector<const TypoSource*> readers_;  // the MapReaders alive, innermost last
   mutable bool failing_ = false;
+  mutable size_t walked_ = 0;
 };
 
 // An integer in decimal digits, as a config means it: yaml-cpp reads a leading 0 as octal (`top_k: 010`
@@ -528,6 +539,7 @@ std::string resolve_path(const std::string& base_dir, const std::string& p) {
 // first: the second (typically the one just added at the bottom of the file) would be ignored without
 // a word.
 void refuse_duplicate_keys(const Context& ctx, const YAML::Node& node, const std::string& path) {
+  ctx.walked(node);
   if (node.IsMap()) {
     std::map<std::string, int> first_line;
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -555,6 +567,7 @@ void refuse_duplicate_keys(const Context& ctx, const YAML::Node& node, const std
 // mappings wins), in place, so that every node keeps the line it was written on for errors (a merged
 // value names the line in the anchored mapping).
 void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& path) {
+  ctx.walked(node);
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) resolve_merge_keys(ctx, node[i], path + "[" + std::to_string(i) + "]");
     return;

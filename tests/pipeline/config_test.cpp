@@ -274,6 +274,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "publish.mqtt[0].usename: unknown key (did you mean username?)"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatchh: {max_batch_size: 4}\n",
                 "bad.yaml:3: batchh: unknown key (did you mean batch?)"},
+        // Aliases of aliases, 8 levels of 9 (a "billion laughs"): walked each time used, refused, not hours.
+        BadCase{"x-l:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+                "  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+                "  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+                "  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\nstreams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n",
+                "(aliases): the config expands to more than 1000000 nodes through its aliases"},
         // yaml-cpp reads a leading 0 as octal (010 is 8): refused, said why.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l, top_k: 010}\n",
                 "bad.yaml:2: infer.top_k: expected an integer from 1 to "},
