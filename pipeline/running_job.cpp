@@ -272,7 +272,19 @@ Result<ReloadAnswer> reload_and_wait(const std::string& run_dir, int64_t supervi
   }
   answer.verdict = ReloadAnswer::Verdict::kTaken;
   answer.said = "reloaded: " + outcome->message;
-  if (!outcome->model_loads) return answer;
+  if (!outcome->model_loads) {
+    // Nothing new to load, but a lane still runs another model than the config's (the last reload's
+    // could not be used): the config is not what classifies, and a deployment's retry must not read
+    // success (it did: exit 0, 200).
+    for (const LaneModel& lane : read_lane_models(run_dir)) {
+      if (!lane.running || !lane.loading.empty() || lane.last_reload_error.empty()) continue;
+      answer.verdict = ReloadAnswer::Verdict::kModelNotUsed;
+      answer.lanes += "  lane " + std::to_string(lane.lane) + ": the config's model still CANNOT BE USED (it is not "
+                      "loaded again until its file changes), and '" + lane.model + "' (" + lane.model_file +
+                      ") goes on classifying: " + lane.last_reload_error + "\n";
+    }
+    return answer;
+  }
   // Each lane's infer loads the model beside the one it runs: its word, within the same time.
   const std::string copy = file_identity(config_as_started_path(run_dir));
   ModelReloadReport report;

@@ -224,6 +224,9 @@ void InferStage::check_config_copy() {
   }
   const std::vector<std::string> keys = changed_infer_settings(running_, reloaded->infer);
   if (!infer_change_needs_new_model(keys)) {
+    // The config names the model that runs (back to it after one that could not be used): nothing of
+    // it is unused any more (`vapipe reload` says a model error while one is left).
+    last_reload_error_.clear();
     if (!keys.empty()) take_settings(reloaded->infer);
     reload_replaced_files();
     return;

@@ -369,6 +369,19 @@ TEST_F(RunningJobTest, AReloadAskedIsAnsweredWithTheJobsOutcomeOfIt) {
     } else {
       EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kModelNotUsed);
       EXPECT_NE(answer->lanes.find("COULD NOT BE USED"), std::string::npos) << answer->lanes;
+      // The same reload again (a deployment's retry): nothing new to load, and still not the config's
+      // model that classifies. Not a success (it was: exit 0, 200).
+      FakeSupervisor again(run_dir, [&](ReloadOutcome& o) {
+        o.taken = true;
+        o.model_loads = false;
+        o.message = "the streams are unchanged";
+        return true;
+      });
+      answer = reload_and_wait(run_dir, ::getpid(), timeout);
+      ASSERT_TRUE(answer.ok());
+      EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kModelNotUsed);
+      EXPECT_EQ(answer->lanes, "  lane 0: the config's model still CANNOT BE USED (it is not loaded again until its file "
+                               "changes), and 'door-v1' (/m/door-v1.pt) goes on classifying: not a TorchScript model\n");
     }
   }
   {
