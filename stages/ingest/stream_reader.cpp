@@ -196,7 +196,14 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
   const std::string source_type = GST_MESSAGE_SRC(m) ? G_OBJECT_TYPE_NAME(GST_MESSAGE_SRC(m)) : "";
   if (err && (source_type == "GstRTSPSrc" || source_type == "GstSoupHTTPSrc") && err->domain == GST_RESOURCE_ERROR) {
     if (err->code == GST_RESOURCE_ERROR_NOT_AUTHORIZED) {
-      text += ": the camera refused the user name and password in the stream's uri";
+      // user:password@ before the host: given (and refused), or not given at all (the camera wants one).
+      const size_t scheme_end = stream.uri.find("://");
+      const size_t host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+      const size_t at = stream.uri.find('@', host_start);
+      const bool has_login = at != std::string::npos && at < stream.uri.find('/', host_start);
+      text += has_login ? ": the camera refused the user name and password in the stream's uri"
+                        : ": the camera asks for a user name and password, and the stream's uri has none "
+                          "(rtsp://USER:${CAMERA_PASSWORD}@host/...)";
     } else if (err->code == GST_RESOURCE_ERROR_NOT_FOUND) {
       text += ": the server answered but has no stream at this path (check the path in the uri)";
     } else if (std::string answer = source_type == "GstRTSPSrc" && debug ? rtsp_answer_meaning(debug) : "";
@@ -400,6 +407,7 @@ struct StreamReader::Impl {
   std::atomic<bool> hls{false};  // this connection reads an HLS playlist (hlsdemux appeared)
   std::atomic<bool> dash{false};  // or a DASH manifest (dashdemux)
   std::atomic<bool> avi{false};   // an AVI file (avidemux): one frame a chunk at the file's frame rate
+  uint64_t pipelines_built = 0;   // each connection's (run thread)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
   std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
   std::mutex pads_mutex;
@@ -1382,6 +1390,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
   if (impl.pipeline) set_state_watched(impl.pipeline.get(), GST_STATE_NULL, impl.options.watchdog);
   impl.pipeline.reset();
   impl.drop_up_to_pts = -1;  // a new pipeline's timestamps may start over (a loop, a reconnection)
+  ++impl.pipelines_built;
   impl.appsink = impl.convert_sink = impl.caps_sink = impl.scale_out = impl.fit_filter = nullptr;
   impl.fit_applied = FrameSize{};
   impl.video_linked = false;
@@ -2203,6 +2212,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // for a free buffer.
   bool reservation_failed = false;  // logged once
   bool position_failed = false;     // logged once
+  std::optional<std::pair<uint64_t, int64_t>> camera_offset;  // (connection, camera_ns - pts_ns) of its last frame
   auto emit_frame = [&](QueuedFrame& f) -> Status {
     if (f.seq < s.options.skip_frames) return Status::Ok();  // its result is in the record already
     if (f.pts_ns >= 0) {
@@ -2289,6 +2299,15 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     GstBuffer* b = gst_sample_get_buffer(f.sample.get());
     m.env.pts_ns = f.pts_ns;
     m.env.camera_ns = b ? camera_clock_ns(b) : -1;
+    // A frame the depayloader left without the camera's clock (rtph265depay, on some frames: every
+    // 10th of a camera's, long after its first sender report): the camera's time is its RTP time's
+    // (pts_ns, from its RTP clock: rtp_timeline.h) plus the offset its last frame of this connection
+    // had, which only a new sender report moves (by the clocks' drift).
+    if (m.env.camera_ns >= 0 && f.pts_ns >= 0) {
+      camera_offset = {s.pipelines_built, m.env.camera_ns - f.pts_ns};
+    } else if (m.env.camera_ns < 0 && f.pts_ns >= 0 && camera_offset && camera_offset->first == s.pipelines_built) {
+      m.env.camera_ns = f.pts_ns + camera_offset->second;
+    }
     // Decoded from incomplete data (a packet lost on the camera's network): the decoder input gate's
     // mark, or the decoder's own (decoder_input_gate.h).
     m.env.damaged = b && GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_CORRUPTED);
