@@ -484,7 +484,7 @@ int reload_command(const std::vector<std::string>& args) {
       char* end = nullptr;
       timeout_s = std::strtod(args[++i].c_str(), &end);
       if (args[i].empty() || !end || *end || !(timeout_s > 0 && timeout_s <= 3600)) {
-        std::fprintf(stderr, "vapipe reload: --timeout wants seconds from 0 to 3600, got '%s'\n", args[i].c_str());
+        std::fprintf(stderr, "vapipe reload: --timeout wants seconds above 0, up to 3600, got '%s'\n", args[i].c_str());
         return kExitUsage;
       }
     } else if (path.empty() && args[i].rfind("--", 0) != 0) {
@@ -595,6 +595,11 @@ int validate_command(const std::vector<std::string>& all_args) {
   }
   std::printf("%s: OK\n  job '%s', %s mode, %zu streams\n", c.source.c_str(), c.job.name.c_str(),
               c.job.mode == JobMode::kArchive ? "archive" : "live", c.streams.size());
+  // The config may be meant for another machine (a GPU server, checked on a laptop): what this one
+  // cannot run (gpus, a cuda device, nvdec) is said, not refused, as `vapipe run` here would refuse it.
+  if (auto placed = plan_placement(c, visible_gpu_count()); !placed.ok()) {
+    std::printf("  NOT ON THIS MACHINE: `vapipe run` here refuses it: %s\n", placed.status().message().c_str());
+  }
   for (const auto& s : c.streams) {
     const double max_fps = s.max_fps >= 0 ? s.max_fps : c.ingest.max_fps;
     char rate[48] = "", region[96] = "";

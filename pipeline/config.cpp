@@ -345,8 +345,8 @@ Result<std::string> expand_environment(const std::string& text) {
       out += inner.substr(dash + 2);
     } else {
       // Its name only: the value would be a secret.
-      return InvalidArgument("environment variable " + name + " is not set (give it a value, or ${" + name +
-                             ":-default})");
+      return InvalidArgument("environment variable " + name + (value ? " is empty" : " is not set") +
+                             " (give it a value, or ${" + name + ":-default})");
     }
     i = end + 1;
   }
@@ -1178,11 +1178,13 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.boolean("loop", &s.loop);
       std::optional<uint32_t> rotate;
       std::optional<bool> mirror;
-      r.optional_uint("rotate", &rotate, 0, 270);
-      if (rotate && *rotate % 90 != 0) {
-        ctx.fail(streams[i]["rotate"], path + ".rotate",
-                 "expected 0, 90, 180 or 270 (degrees clockwise that turn the picture upright), got " +
-                     std::to_string(*rotate));
+      if (const YAML::Node turn = r.child("rotate"); turn.IsDefined() && !turn.IsNull()) {
+        uint64_t degrees = 0;
+        if (!decimal_uint(turn, &degrees) || degrees % 90 != 0 || degrees > 270) {
+          ctx.fail(turn, path + ".rotate",
+                   "expected 0, 90, 180 or 270 (degrees clockwise that turn the picture upright), got " + scalar_text(turn));
+        }
+        rotate = static_cast<uint32_t>(degrees);
       }
       r.optional_boolean("mirror", &mirror);
       if (rotate || mirror) s.turn = orientation_from_rotation(rotate.value_or(0), mirror.value_or(false));

@@ -510,6 +510,7 @@ TEST(Config, EveryShippedConfigLoads) {
 TEST(Config, StringValuesTakeEnvironmentVariables) {
   ::setenv("VAPIPE_TEST_CAM_PASSWORD", "s3cr:t", 1);
   ::unsetenv("VAPIPE_TEST_UNSET");
+  ::setenv("VAPIPE_TEST_EMPTY", "", 1);  // set, but to nothing (QA_PW= in a shell)
   auto c = load_config_string(R"(
 streams:
   - {id: cam, uri: "rtsp://admin:${VAPIPE_TEST_CAM_PASSWORD}@10.0.0.1/stream"}
@@ -523,6 +524,8 @@ infer: {model: "$${HOME}/m.pt", labels: m.txt}
   for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
            {"streams: [{id: a, uri: 'rtsp://u:${VAPIPE_TEST_UNSET}@h/s'}]\ninfer: {model: m, labels: l}\n",
             "job.yaml:1: streams[0].uri: environment variable VAPIPE_TEST_UNSET is not set"},
+           {"streams: [{id: a, uri: 'rtsp://u:${VAPIPE_TEST_EMPTY}@h/s'}]\ninfer: {model: m, labels: l}\n",
+            "job.yaml:1: streams[0].uri: environment variable VAPIPE_TEST_EMPTY is empty (give it a value"},
            {"streams: [{id: a, uri: 'rtsp://h/${1BAD}'}]\ninfer: {model: m, labels: l}\n",
             "streams[0].uri: expected ${NAME} or ${NAME:-default}"},
            {"streams: [{id: a, uri: 'rtsp://h/${OPEN'}]\ninfer: {model: m, labels: l}\n",
@@ -1231,8 +1234,9 @@ infer: {model: m, labels: l}
   EXPECT_EQ(c->streams[5].turn, std::optional<Orientation>(Orientation::kAsStored));  // as stored, whatever the tag
   for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
            {"rotate: 45", "job.yaml:2: streams[0].rotate: expected 0, 90, 180 or 270 (degrees clockwise that turn the "
-                          "picture upright), got 45"},
-           {"rotate: -90", "streams[0].rotate: expected an integer from 0 to 270, got '-90'"},
+                          "picture upright), got '45'"},
+           {"rotate: 360", "streams[0].rotate: expected 0, 90, 180 or 270 (degrees clockwise that turn the picture upright), got '360'"},
+           {"rotate: -90", "streams[0].rotate: expected 0, 90, 180 or 270 (degrees clockwise that turn the picture upright), got '-90'"},
            {"mirror: sideways", "streams[0].mirror: expected true or false"}}) {
     auto bad = load_config_string("streams:\n  - {id: a, uri: 'test://ball', " + text + "}\ninfer: {model: m, labels: l}\n",
                                   "job.yaml", "/cfg");
