@@ -2066,6 +2066,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   int64_t last_sent_pts = -1, sent_pts_before = -1;
   bool awaiting_after_skip = false;
   std::string damage_said;  // for the end's warning
+  std::string first_stop;   // where the demuxer first stopped early (skip_damage), for an end with nothing after
   uint64_t avi_missing = 0, avi_gaps = 0;  // an AVI's frames missing between those sent, and where
   int64_t avi_step = -1;                   // its frames' spacing
   std::pair<int64_t, int64_t> avi_first_gap{-1, -1};
@@ -2147,6 +2148,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                   (avi_gaps == 1 ? " place" : " places") + " (the first from " + media_time_text(avi_first_gap.first) +
                   " to " + media_time_text(avi_first_gap.second) + "): damaged data in the file, or frames its writer "
                   "dropped; they have no results";
+        }
+        if (damage_said.empty() && !first_stop.empty()) {
+          // Read again past it, and nothing came: a file without an index (a live recording's), or damage
+          // to its end; or a header whose duration is more than the file holds.
+          lost += std::string(lost.empty() ? "" : "; ") + "the file is damaged, or its header's duration is wrong: " +
+                  first_stop + ", and nothing after it could be read";
         }
         if (!damage_said.empty()) {
           lost += std::string(lost.empty() ? "" : "; ") +
@@ -2619,12 +2626,19 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     const int64_t target =
         std::max({last_sent_pts, static_cast<int64_t>(stopped_at), skip_target}) + (fruitless ? short_by : spacing);
     if (target >= duration) return std::nullopt;
+    if (damage_skips == 0) {
+      first_stop = "its demuxer stopped at " + media_time_text(stopped_at) + ", " +
+                   media_time_text(duration - std::max<int64_t>(last_sent_pts, stopped_at)) +
+                   " before the end its header gives (" + media_time_text(duration) + ")";
+    }
     skip_target = target;
     ++damage_skips;
     emitted_at_skip = emitted;
-    VAPIPE_LOG_WARN("stream '{}' ({}): its demuxer stopped at {}, {} before its end of {} (damaged data?): read again "
-                    "from the next key frame after {}", s.stream.id, uri, media_time_text(stopped_at),
-                    media_time_text(duration - last_sent_pts), media_time_text(duration), media_time_text(target));
+    // (The first time at warning level, further tries at debug: the end says what came of them.)
+    spdlog::log(damage_skips == 1 ? spdlog::level::warn : spdlog::level::debug,
+                "stream '{}' ({}): its demuxer stopped at {}, {} before its end of {} (damaged data?): read again from "
+                "the next key frame after {}", s.stream.id, uri, media_time_text(stopped_at),
+                media_time_text(duration - last_sent_pts), media_time_text(duration), media_time_text(target));
     if (auto done = end_connection()) return done;
     Status built = build_pipeline(s);
     release_freed_heap_memory();

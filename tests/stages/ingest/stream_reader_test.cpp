@@ -1914,6 +1914,25 @@ TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingW
   const std::string& warning = out.messages.back().event.warning;
   EXPECT_NE(warning.find("the file is damaged (its demuxer stopped short of its end"), std::string::npos) << warning;
   EXPECT_NE(warning.find(" are missing"), std::string::npos) << warning;
+
+  // One GOP (no key frame after the damage): nothing past it can be decoded, and the end says so.
+  const std::string one_gop = encode_clip("whole-one-gop.mkv", "ball", 300, 320, 240, "matroskamux", "key-int-max=300");
+  {
+    std::ifstream in(one_gop, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  garbage.seed(50);
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(garbage() & 0xff);
+  const std::string one_gop_damaged = (dir_ / "damaged-one-gop.mkv").string();
+  std::ofstream(one_gop_damaged, std::ios::binary) << bytes;
+  out = read_whole(one_gop_damaged, ingest_, "damaged");
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_LT(of_kind(out, MessageKind::kFrame).size(), 250u);
+  EXPECT_NE(out.messages.back().event.warning.find(
+                "the file is damaged, or its header's duration is wrong: its demuxer stopped at 0:0"),
+            std::string::npos)
+      << out.messages.back().event.warning;
+  EXPECT_NE(out.messages.back().event.warning.find(", and nothing after it could be read"), std::string::npos);
 }
 
 // The same damage in an AVI: its demuxer goes on by its index, and the parser drops the damaged frames
