@@ -74,6 +74,23 @@ class StreamReaderTest : public ::testing::Test {
     return path;
   }
 
+  // A copy of `whole` with 4 KB of the same random bytes written over its middle (a bad sector, a copy
+  // with a hole), as `name` in the test's folder.
+  static std::string damaged_copy(const std::string& whole, const std::string& name) {
+    std::string bytes;
+    {
+      std::ifstream in(whole, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    std::mt19937 garbage(50);
+    for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096 && i < bytes.size(); ++i) {
+      bytes[i] = static_cast<char>(garbage() & 0xff);
+    }
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
   // The timestamps of the frames a reader of `path` emits, decoding it whole.
   std::vector<int64_t> timestamps_of(const std::string& path, const IngestConfig& ingest) {
     std::vector<int64_t> pts;
@@ -1890,16 +1907,8 @@ TEST_F(StreamReaderTest, AFileCutShortEndsWithAWarningOrAnErrorSayingSo) {
 // lost without a word. It is read again from the next key frame past the damage (its index leads
 // there): frames after it come, none twice, in order, and the end says which are missing.
 TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingWhatIsMissing) {
-  const std::string whole = encode_clip("whole-damaged.mkv", "ball", 300, 320, 240, "matroskamux", "key-int-max=30");
-  std::string bytes;
-  {
-    std::ifstream in(whole, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  std::mt19937 garbage(50);
-  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(garbage() & 0xff);
-  const std::string path = (dir_ / "damaged.mkv").string();
-  std::ofstream(path, std::ios::binary) << bytes;
+  const std::string path = damaged_copy(
+      encode_clip("whole-damaged.mkv", "ball", 300, 320, 240, "matroskamux", "key-int-max=30"), "damaged.mkv");
 
   CollectingEmitter out = read_whole(path, ingest_, "damaged");
   ASSERT_FALSE(out.messages.empty());
@@ -1916,15 +1925,8 @@ TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingW
   EXPECT_NE(warning.find(" are missing"), std::string::npos) << warning;
 
   // One GOP (no key frame after the damage): nothing past it can be decoded, and the end says so.
-  const std::string one_gop = encode_clip("whole-one-gop.mkv", "ball", 300, 320, 240, "matroskamux", "key-int-max=300");
-  {
-    std::ifstream in(one_gop, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  garbage.seed(50);
-  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(garbage() & 0xff);
-  const std::string one_gop_damaged = (dir_ / "damaged-one-gop.mkv").string();
-  std::ofstream(one_gop_damaged, std::ios::binary) << bytes;
+  const std::string one_gop_damaged = damaged_copy(
+      encode_clip("whole-one-gop.mkv", "ball", 300, 320, 240, "matroskamux", "key-int-max=300"), "damaged-one-gop.mkv");
   out = read_whole(one_gop_damaged, ingest_, "damaged");
   ASSERT_FALSE(out.messages.empty());
   EXPECT_LT(of_kind(out, MessageKind::kFrame).size(), 250u);
@@ -1941,15 +1943,7 @@ TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingW
 TEST_F(StreamReaderTest, AnAvisFramesMissingFromItsTimelineAreSaid) {
   const std::string whole = encode_clip("whole-damaged.avi", "ball", 300, 320, 240, "avimux", "key-int-max=30");
   EXPECT_EQ(read_whole(whole, ingest_, "whole").messages.back().event.warning, "");
-  std::string bytes;
-  {
-    std::ifstream in(whole, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  std::mt19937 garbage(50);
-  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(garbage() & 0xff);
-  const std::string path = (dir_ / "damaged.avi").string();
-  std::ofstream(path, std::ios::binary) << bytes;
+  const std::string path = damaged_copy(whole, "damaged.avi");
   CollectingEmitter out = read_whole(path, ingest_, "damaged");
   ASSERT_FALSE(out.messages.empty());
   const size_t frames = of_kind(out, MessageKind::kFrame).size();
