@@ -2888,6 +2888,12 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         std::ostringstream os;
         if (quiet > stall_after) {
           os << "stalled: no frame for " << std::chrono::duration<double>(stall_after).count() << " s";
+          // Nothing at all since it connected: a server that takes the connection and never answers (a
+          // hung camera, another kind of server on that port), not a stream that stopped.
+          if (s.decoded.load() == decoded_at_connection && last_input < connected_at && !s.stream.is_member() &&
+              s.stream.parsed.kind == UriKind::kNetwork) {
+            os << " (none since it connected: its server takes the connection but sends no stream)";
+          }
         } else if (now - last_frame > 10 * stall_after) {
           os << "stalled: frames arrive but none decoded for " << std::chrono::duration<double>(10 * stall_after).count()
              << " s";
