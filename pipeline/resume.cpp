@@ -28,7 +28,7 @@ namespace {
 nlohmann::json progress_json(const StreamProgress& s) {
   return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"damaged", s.damaged}, {"started", s.started}, {"ended", s.ended},
           {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}, {"uri", s.uri},
-          {"file_head", s.file_head}};
+          {"file_head", s.file_head}, {"duration_ms", s.duration_ms}};
 }
 
 StreamProgress progress_from_json(const nlohmann::json& s) {
@@ -43,6 +43,7 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   p.file_bytes = s.value("file_bytes", int64_t{-1});
   p.uri = s.value("uri", std::string());
   p.file_head = s.value("file_head", std::string());
+  p.duration_ms = s.value("duration_ms", -1.0);
   if (s.contains("labels") && s["labels"].is_object()) {
     for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
   }
@@ -152,6 +153,9 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
           s.started = true;
           s.uri = text_field(payload, "uri");
           s.file_head = text_field(payload, "head_hash");
+          if (payload.contains("duration_ms") && payload["duration_ms"].is_number()) {
+            s.duration_ms = payload["duration_ms"].get<double>();
+          }
           if (payload.contains("bytes") && payload["bytes"].is_number_integer()) {
             s.file_bytes = payload["bytes"].get<int64_t>();
           }

@@ -32,6 +32,7 @@ struct StreamProgress {
   int64_t file_bytes = -1;
   std::string uri;  // as its `started` event said it (redacted), for an end that an earlier run did not say
   std::string file_head;  // its `started` event's head_hash: file_head_hash() of the file then ("": not said)
+  double duration_ms = -1;  // its `started` event's duration_ms (a file's; -1: not said)
   bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
   // Kept results by top-1 label (error results not counted), for the summary's top_labels.
   std::map<std::string, uint64_t> labels;

@@ -405,6 +405,11 @@ void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& 
   st.message = p.message;
   st.started_earlier = p.started;
   st.earlier_uri = p.uri;
+  // Its media's length, as its started event said (the summary's media_s of a stream that an earlier
+  // run finished: null before 2026-12-07).
+  if (const auto duration_ns = static_cast<int64_t>(p.duration_ms * 1e6); p.duration_ms > 0 && duration_ns > st.part_from_ns) {
+    st.media_ns = duration_ns - st.part_from_ns;
+  }
   st.ended_earlier = !p.ended.empty();
   if (p.last_pts_ms >= 0) {
     st.position_ns = st.earlier_position_ns =

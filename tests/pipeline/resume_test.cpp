@@ -305,7 +305,7 @@ TEST_F(ResumePlanTest, AnUnfinishedFileGoesOnOnlyIfItIsStillTheRecordingItsResul
   std::ofstream(video, std::ios::binary) << std::string(100000, 'a');
   const std::string head = file_head_hash(video);
   write("{\"topic\":\"events/a\",\"payload\":{\"stream_id\":\"a\",\"event\":\"started\",\"uri\":\"file://" + video +
-        "\",\"bytes\":100000,\"head_hash\":\"" + head + "\"}}\n" + result("a", 0) + result("a", 1));
+        "\",\"bytes\":100000,\"duration_ms\":10000.0,\"head_hash\":\"" + head + "\"}}\n" + result("a", 0) + result("a", 1));
   auto read = read_resume_plan(config_);
   ASSERT_TRUE(read.ok()) << read.status().message();
   const std::string path = (dir_ / "plan.json").string();
@@ -316,6 +316,7 @@ TEST_F(ResumePlanTest, AnUnfinishedFileGoesOnOnlyIfItIsStillTheRecordingItsResul
   EXPECT_EQ(a.file_bytes, 100000);
   EXPECT_EQ(a.file_head, head);
   EXPECT_EQ(a.uri, "file://" + video);
+  EXPECT_DOUBLE_EQ(a.duration_ms, 10000.0);  // the summary's media_s of a stream an earlier run finished
 
   std::string note = "x";
   EXPECT_TRUE(check_resumed_file(video, "cam.mkv", a, &note).ok());
