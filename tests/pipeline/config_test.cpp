@@ -294,6 +294,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: mod\xE8le.pt, labels: l}\n",
                 "bad.yaml:2: not UTF-8 text (byte 0xE8 at column 19): save the file as UTF-8"}));
 
+// Document markers around the one document are no second document: "---" before it (with a comment),
+// "..." after it, comments after that.
+TEST(Config, DocumentMarkersAroundTheOneDocumentAreTakenAsOne) {
+  for (const std::string& text :
+       {std::string("--- # the job\nstreams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n"),
+        std::string("%YAML 1.2\n---\nstreams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n...\n# end\n"),
+        std::string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n---\n# nothing after\n"),
+        std::string("streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: '---', labels: l}\n")}) {
+    auto c = load_config_string(text, "job.yaml", "/cfg");
+    EXPECT_TRUE(c.ok()) << text << ": " << c.status().message();
+  }
+}
+
 TEST(Config, MissingFileIsNotFound) {
   auto c = load_config_file("/nonexistent/job.yaml");
   ASSERT_FALSE(c.ok());
