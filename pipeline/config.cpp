@@ -1979,7 +1979,19 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
     std::ostringstream os;
     os << source;
     if (e.mark.line >= 0) os << ":" << e.mark.line + 1;
-    os << ": YAML syntax error: " << e.msg;
+    // (yaml-cpp puts the byte it stopped at in its message: a NUL or another control byte is shown
+    // escaped, not written to the terminal.)
+    os << ": YAML syntax error: ";
+    for (const char ch : e.msg) {
+      const auto byte = static_cast<unsigned char>(ch);
+      if (byte < 0x20 || byte == 0x7f) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02X", byte);
+        os << hex;
+      } else {
+        os << ch;
+      }
+    }
     // yaml-cpp does not say why a tab breaks a line ("illegal block entry"): YAML indents with spaces
     // only, and an editor's tab key puts tabs in.
     if (e.mark.line >= 0) {

@@ -307,6 +307,17 @@ TEST(Config, DocumentMarkersAroundTheOneDocumentAreTakenAsOne) {
   }
 }
 
+// A NUL after a backslash in a double-quoted string: yaml-cpp's message holds the byte, shown escaped
+// (it went to the terminal as it was).
+TEST(Config, AControlByteInAYamlErrorIsShownEscaped) {
+  const std::string text = std::string("streams: [{id: a, uri: \"test://ball\\") + '\0' + "\"}]\ninfer: {model: m, labels: l}\n";
+  auto c = load_config_string(text, "bad.yaml", "/cfg");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("YAML syntax error: unknown escape character: \\x00"), std::string::npos)
+      << c.status().message();
+  EXPECT_EQ(c.status().message().find('\0'), std::string::npos);
+}
+
 TEST(Config, MissingFileIsNotFound) {
   auto c = load_config_file("/nonexistent/job.yaml");
   ASSERT_FALSE(c.ok());
