@@ -2145,8 +2145,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         if (avi_missing > 0) {
           lost += std::string(lost.empty() ? "" : "; ") + "its AVI video has " + std::to_string(avi_missing) +
                   (avi_missing == 1 ? " frame" : " frames") + " missing in " + std::to_string(avi_gaps) +
-                  (avi_gaps == 1 ? " place" : " places") + " (the first from " + media_time_text(avi_first_gap.first) +
-                  " to " + media_time_text(avi_first_gap.second) + "): damaged data in the file, or frames its writer "
+                  (avi_gaps == 1 ? " place" : " places") + " (the first between " + media_time_text(avi_first_gap.first) +
+                  " and " + media_time_text(avi_first_gap.second) + "): damaged data in the file, or frames its writer "
                   "dropped; they have no results";
         }
         if (damage_said.empty() && !first_stop.empty()) {
@@ -2225,8 +2225,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
     if (f.pts_ns >= 0) {
       if (awaiting_after_skip) {
         awaiting_after_skip = false;
-        damage_said += std::string(damage_said.empty() ? "" : "; ") + "frames from " + media_time_text(last_sent_pts) +
-                       " to " + media_time_text(f.pts_ns) + " are missing";
+        damage_said += std::string(damage_said.empty() ? "" : "; ") + "the frames between " +
+                       media_time_text(last_sent_pts) + " and " + media_time_text(f.pts_ns) + " are missing";
       }
       // An AVI's frames are one a chunk at its frame rate: a step of more than one frame's time is frames
       // missing (a damaged chunk its parser dropped, or the writer's dropped frames), which nothing

@@ -1950,7 +1950,7 @@ TEST_F(StreamReaderTest, AnAvisFramesMissingFromItsTimelineAreSaid) {
   EXPECT_LT(frames, 300u);
   const std::string& warning = out.messages.back().event.warning;
   EXPECT_EQ(warning.rfind("its AVI video has ", 0), 0u) << warning;
-  EXPECT_NE(warning.find(" missing in 1 place (the first from 0:0"), std::string::npos) << warning;
+  EXPECT_NE(warning.find(" missing in 1 place (the first between 0:0"), std::string::npos) << warning;
 }
 
 // An MP4 without its index whose end the container check cannot read (bytes after its media that are
