@@ -2,6 +2,11 @@
 // document a monitoring system reads), for an operator without a dashboard.
 #include <httplib.h>
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -16,6 +21,29 @@
 #include "pipeline/supervisor.h"
 
 namespace vapipe::cli {
+
+namespace {
+
+// Whether what answers at host:port speaks ZeroMQ (its greeting's first byte is 0xFF, sent as soon as
+// the connection opens): the job's result bus (publish.endpoint) given for its metrics address.
+bool speaks_zeromq(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return false;
+  bool zeromq = false;
+  const int fd = socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    pollfd p{fd, POLLIN, 0};
+    unsigned char first = 0;
+    zeromq = poll(&p, 1, 1000) == 1 && recv(fd, &first, 1, 0) == 1 && first == 0xFF;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return zeromq;
+}
+
+}  // namespace
 
 int status_command(const std::vector<std::string>& args) {
   std::string address, token_file, ca_file, cert_file, key_file;
@@ -81,6 +109,11 @@ int status_command(const std::vector<std::string>& args) {
   client.set_connection_timeout(5);
   client.set_read_timeout(5);
   auto res = client.Get("/healthz", headers);
+  if (!res && !tls && res.error() == httplib::Error::Read && speaks_zeromq(host, port)) {
+    std::fprintf(stderr, "vapipe status: %s is a ZeroMQ socket (the job's result bus, publish.endpoint?), not a "
+                 "vapipe job's /healthz: give the address of publish.metrics_address\n", address.c_str());
+    return kExitStageFailed;
+  }
   if (!res) {
     std::fprintf(stderr, "vapipe status: no answer from %s (%s): is the job running, with publish.metrics_address "
                  "%s%s?\n", url.c_str(), httplib::to_string(res.error()).c_str(), address.c_str(),

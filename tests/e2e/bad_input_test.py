@@ -379,6 +379,20 @@ class BadInput(E2ETest):
         summary = [m["payload"] for m in recorded if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["results_file_lines_lost"], 0)
 
+    def test_status_of_the_jobs_bus_port_says_it_is_the_bus(self):
+        """`vapipe status` given the result bus's address (publish.endpoint) instead of metrics_address:
+        said as such (it said only "no answer ... (Read)")."""
+        import zmq
+        bus = zmq.Context.instance().socket(zmq.PUB)
+        port = bus.bind_to_random_port("tcp://127.0.0.1")
+        try:
+            status = subprocess.run([VAPIPE, "status", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+        finally:
+            bus.close(linger=0)
+        self.assertEqual(status.returncode, 2, status.stderr)
+        self.assertIn(f"127.0.0.1:{port} is a ZeroMQ socket (the job's result bus, publish.endpoint?), not a vapipe "
+                      "job's /healthz", status.stderr)
+
     def test_status_of_a_server_that_is_not_vapipes_says_so_naming_its_url(self):
         """`vapipe status` at an address where another program, or another version of vapipe, answers
         /healthz: an error naming the URL, or a report with what it could read; once "unexpected error"
