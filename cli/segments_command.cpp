@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
@@ -273,9 +275,18 @@ int segments_command(const std::vector<std::string>& args) {
   // A file that changed since the job read it: another recording (replaced) has no pictures or clips
   // (its stream put in `unusable`); one appended to or cut has them made; either said once.
   std::set<std::string> grown_said;
+  // Each file looked at once (its size, and 64 KiB of it hashed), not once per segment of it.
+  std::map<std::string, std::pair<Status, bool>> file_verdicts;
   auto changed_file = [&](const Segment& s, const char* what, std::set<std::string>& unusable) {
-    bool still_usable = true;
-    const Status unchanged = file_unchanged_since_classified(s, moved, &still_usable);
+    const std::string key = s.uri + '\n' + std::to_string(s.file_bytes) + '\n' + s.file_head;
+    auto verdict = file_verdicts.find(key);
+    if (verdict == file_verdicts.end()) {
+      bool usable = true;
+      Status unchanged = file_unchanged_since_classified(s, moved, &usable);
+      verdict = file_verdicts.emplace(key, std::make_pair(std::move(unchanged), usable)).first;
+    }
+    const Status& unchanged = verdict->second.first;
+    const bool still_usable = verdict->second.second;
     if (unchanged.ok()) return false;
     if (still_usable) {
       if (grown_said.insert(s.stream_id).second) {
