@@ -12,6 +12,7 @@
 
 #include "pipeline/stream_uri.h"
 #include "stages/ingest/clip_recorder.h"
+#include "stages/ingest/edit_list_timeline.h"
 #include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/mp4_orientation.h"
 #include "stages/ingest/stream_reader.h"
@@ -80,6 +81,7 @@ Result<std::string> SegmentClips::save(const Segment& s) const {
   GstElement* sink = gst_bin_get_by_name(GST_BIN(made), "sink");
   g_object_set(src, "location", file_path.c_str(), nullptr);
   g_signal_connect(parse, "pad-added", G_CALLBACK(&link_first_video), sink);
+  put_on_edit_list_timeline_in(parse, nullptr);  // an MP4's frames at the times ingest gave them
   gst_object_unref(src);
   gst_object_unref(parse);
   std::unique_ptr<GstElement, void (*)(gpointer)> sink_ref(sink, &gst_object_unref);

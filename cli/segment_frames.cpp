@@ -27,6 +27,7 @@
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
+#include "stages/ingest/edit_list_timeline.h"
 #include "stages/ingest/ps_segment_start.h"
 #include "stages/ingest/stream_reader.h"
 
@@ -165,6 +166,8 @@ class SegmentFrames::FileDecoder {
     g_object_set(decode, "uri", uri.c_str(), nullptr);
     // An MPEG-PS file's first frames, which its demuxer leaves out, are read as ingest reads them.
     start_ps_segments_at_first_frame_in(decode);
+    // An MP4's frames on its edit list's timeline, as ingest reads them (edit_list_timeline.h).
+    put_on_edit_list_timeline_in(decode, d->edit_list_);
     if (joined) g_signal_connect(decode, "deep-element-added", G_CALLBACK(&probe_joined_decoder), d->joined_.get());
     // The first video pad goes to the converter; audio and other tracks stay unlinked.
     g_signal_connect(decode, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer data) {
@@ -211,6 +214,9 @@ class SegmentFrames::FileDecoder {
   //
   // A joined file's frame (JoinedRead) is decoded on to as well when the key frame it is decoded from
   // has been decoded past; else from that key frame, the file read from its start (kFromKey).
+  // How far its video's edit list is into its media (an MP4's; 0 for others), once open.
+  int64_t edit_list_offset_ns() const { return edit_list_->video_ns.load(); }
+
   Result<GstSample*> frame_at(int64_t pts_ns) {
     enum class Way { kDecodeOn, kSeek, kFromStart, kFromKey };
     const bool ahead = last_pts_ >= 0 && pts_ns > last_pts_ + kHalfMillisecond;
@@ -333,6 +339,7 @@ class SegmentFrames::FileDecoder {
   GstElement* pipeline_ = nullptr;
   GstElement* sink_ = nullptr;
   std::unique_ptr<JoinedRead> joined_;  // a joined file's; outlives the pipeline, whose probes use it
+  std::shared_ptr<EditListOffset> edit_list_ = std::make_shared<EditListOffset>();
   int64_t last_pts_ = -1;  // the frame handed out last, the appsink holding the one after it (-1: none)
 };
 
@@ -424,7 +431,9 @@ Result<std::string> SegmentFrames::save(const Segment& s) {
     decoders_.emplace_front(key, std::move(opened).value());
     if (decoders_.size() > kOpenFiles) decoders_.pop_back();
   }
-  const auto pts_ns = static_cast<int64_t>(std::llround(ms * 1e6));
+  // Results of earlier versions: an MP4's frame at its media time, its edit list's offset later.
+  const int64_t media_offset_ns = s.pts_media_times ? decoders_.front().second->edit_list_offset_ns() : 0;
+  const auto pts_ns = static_cast<int64_t>(std::llround(ms * 1e6)) - media_offset_ns;
   auto frame = decoders_.front().second->frame_at(pts_ns);
   if (!frame.ok()) {
     decoders_.pop_front();  // a decoder that failed is not trusted with the next segment

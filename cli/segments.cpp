@@ -89,6 +89,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
     std::string uri;
     int64_t bytes = -1;  // its file's, as its started event says
     std::string head;    // and its beginning's hash
+    bool media_times = false;  // its started event has no edit_list_ms: its pts_ms are media times
     std::array<double, 4> roi{0, 0, 1, 1};
     std::string turn;
   };
@@ -186,6 +187,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           h.best_uri = s.best_uri;
           h.best_file_bytes = s.best_file_bytes;
           h.best_file_head = s.best_file_head;
+          h.best_pts_media_times = s.best_pts_media_times;
         }
       } else if (s.frames >= options.min_frames) {
         if (h.frames > 0) emit(h);
@@ -219,6 +221,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           s.uri = view->uri;
           s.file_bytes = view->bytes;
           s.file_head = view->head;
+          s.pts_media_times = view->media_times;
           s.roi = view->roi;
           s.turn = view->turn;
         }
@@ -245,6 +248,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         s.best_uri = member.empty() || !view ? std::string() : view->uri;
         s.best_file_bytes = member.empty() || !view ? -1 : view->bytes;
         s.best_file_head = member.empty() || !view ? std::string() : view->head;
+        s.best_pts_media_times = !member.empty() && view && view->media_times;
       }
       ++s.frames;
       s.score_sum += score;
@@ -320,6 +324,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         if (text_field(e, "event") == "started") {
           view.bytes = e.contains("bytes") && e["bytes"].is_number_integer() ? e["bytes"].get<int64_t>() : -1;
           view.head = text_field(e, "head_hash");
+          view.media_times = view.bytes >= 0 && !e.contains("edit_list_ms");
         }
         if (const std::string event = text_field(e, "event"); event == "started" || event == "changed") {
           view.roi = {0, 0, 1, 1};

@@ -43,6 +43,9 @@ struct Segment {
   // whose frames the results are of.
   int64_t file_bytes = -1, best_file_bytes = -1;
   std::string file_head, best_file_head;  // and the hash of its beginning then (head_hash; "": not said)
+  // Their results' pts_ms are media times (results of vapipe before 2026-12-07: no edit_list_ms), which
+  // for an MP4 with an edit list are later than its frames' times (edit_list_timeline.h).
+  bool pts_media_times = false, best_pts_media_times = false;
   uint64_t frames = 0;
   double score_sum = 0;
   double score_mean() const { return frames ? score_sum / static_cast<double>(frames) : 0.0; }

@@ -329,6 +329,7 @@ int segments_command(const std::vector<std::string>& args) {
       if (best && !joined.best_uri.empty()) {
         s.file_bytes = joined.best_file_bytes;
         s.file_head = joined.best_file_head;
+        s.pts_media_times = joined.best_pts_media_times;
       }
     }
     // A camera's frames are gone, but its live job may have taken the picture as the segment began.

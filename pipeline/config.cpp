@@ -245,9 +245,19 @@ std::string scalar_text(const YAML::Node& n) {
 
 }  // namespace
 
+std::string unlisted_folders_text(const std::vector<std::string>& folders) {
+  std::string list;
+  for (size_t i = 0; i < folders.size() && i < 5; ++i) list += (i ? ", " : "") + escape_invalid_utf8(folders[i]);
+  if (folders.size() > 5) list += ", and " + std::to_string(folders.size() - 5) + " more";
+  return std::to_string(folders.size()) + (folders.size() == 1 ? " folder" : " folders") + kCouldNotBeListed + list +
+         ": the files in " + (folders.size() == 1 ? "it" : "them") + " are not in the job (give this user read and "
+         "execute rights on " + (folders.size() == 1 ? "it" : "them") + ", or leave " +
+         (folders.size() == 1 ? "it" : "them") + " out of the pattern)";
+}
+
 Result<GlobFiles> glob_files(const FolderWatch& w) {
   GlobFiles out;
-  VAPIPE_ASSIGN_OR_RETURN(std::vector<std::string> files, expand_file_glob(w.pattern, &out.hidden));
+  VAPIPE_ASSIGN_OR_RETURN(std::vector<std::string> files, expand_file_glob(w.pattern, &out.hidden, &out.unreadable));
   out.matched = files.size();
   // settle_s: a file modified that recently may still be being written (a recorder's current file):
   // read now, its end would be missed, and the next --resume would take it as done.
@@ -1351,6 +1361,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                      "no file matches '" + pattern + "'" + (hidden ? " (" + hidden_text + ")" : ""));
           }
           if (hidden > 0) c.notes.push_back(path + ".glob: " + hidden_text);
+          if (!found->unreadable.empty()) c.notes.push_back(path + ".glob: " + unlisted_folders_text(found->unreadable));
           if (!found->unsettled.empty()) {
             const std::vector<std::string>& names = found->unsettled;
             if (found->settled == 0 && !watched) {

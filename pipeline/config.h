@@ -509,8 +509,13 @@ struct GlobFiles {
   size_t matched = 0;                  // files the pattern matched (settled or not)
   size_t settled = 0;                  // of them, not modified in the last settle_s
   size_t hidden = 0;                   // names starting with '.' left out
+  std::vector<std::string> unreadable; // folders under the pattern's base that could not be listed, with why
 };
 Result<GlobFiles> glob_files(const FolderWatch& watch);
+// The words for GlobFiles::unreadable: "2 folders under the pattern could not be listed: ...: the files in
+// them are not in the job (...)". A config's note with them is a warning in the job's log.
+inline constexpr const char* kCouldNotBeListed = " under the pattern could not be listed: ";
+std::string unlisted_folders_text(const std::vector<std::string>& folders);
 
 struct Config {
   std::string source;    // file the config came from ("<embedded demo>" for the default)

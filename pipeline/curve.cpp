@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -241,6 +242,16 @@ Status write_curve_key_files(const std::string& prefix, const CurveKeyPair& pair
   struct stat st {};
   for (const std::string& p : {secret_path, public_path}) {
     if (::stat(p.c_str(), &st) == 0) return FailedPrecondition(p + " exists already; not overwritten");
+  }
+  // Its folder made as the README's steps expect (`vapipe keygen keys/bus` in a fresh checkout); the
+  // secret's folder only its owner's to list.
+  if (const std::filesystem::path folder = std::filesystem::path(prefix).parent_path(); !folder.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(folder, ec)) {
+      std::filesystem::create_directories(folder, ec);
+      if (ec) return Unavailable("cannot create the folder " + folder.string() + ": " + ec.message());
+      std::filesystem::permissions(folder, std::filesystem::perms::owner_all, ec);
+    }
   }
   VAPIPE_RETURN_IF_ERROR(write(secret_path, 0600,
                                "# vapipe CURVE secret key: keep it private; its public key is in " + public_path +

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,7 +32,26 @@ Result<FileLock> FileLock::acquire(const std::string& path, const std::string& k
   }
   FileLock lock;
   lock.fd_ = fd;
+  lock.path_ = path;
+  lock.key_ = key;
+  lock.shown_ = shown;
   return lock;
+}
+
+Status FileLock::follow() {
+  struct stat locked {}, named {};
+  if (fd_ < 0 || ::fstat(fd_, &locked) != 0 || ::stat(path_.c_str(), &named) != 0) return Status::Ok();
+  if (locked.st_dev == named.st_dev && locked.st_ino == named.st_ino) return Status::Ok();
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Status::Ok();  // gone again since
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Unavailable(key_ + " " + (shown_.empty() ? path_ : shown_) + " is another file now, and another process "
+                       "holds its lock (a second job?)");
+  }
+  ::close(fd_);
+  fd_ = fd;
+  return Status::Ok();
 }
 
 FileLock::~FileLock() {
@@ -39,13 +59,20 @@ FileLock::~FileLock() {
 }
 
 FileLock::FileLock(FileLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), why_not_held_(std::move(other.why_not_held_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      why_not_held_(std::move(other.why_not_held_)),
+      path_(std::move(other.path_)),
+      key_(std::move(other.key_)),
+      shown_(std::move(other.shown_)) {}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
     why_not_held_ = std::move(other.why_not_held_);
+    path_ = std::move(other.path_);
+    key_ = std::move(other.key_);
+    shown_ = std::move(other.shown_);
   }
   return *this;
 }

@@ -28,9 +28,15 @@ class FileLock {
   bool held() const { return fd_ >= 0; }
   const std::string& why_not_held() const { return why_not_held_; }
 
+  // The path names another file than the one locked (the results file deleted and written again, or
+  // moved and begun anew: stages/publish/results_file.h): the lock is taken on that one instead. An
+  // error when another process holds it; nothing to do when the path names no file or the same one.
+  Status follow();
+
  private:
   int fd_ = -1;
   std::string why_not_held_;
+  std::string path_, key_, shown_;
 };
 
 }  // namespace vapipe

@@ -244,6 +244,11 @@ std::vector<StreamConfig> FolderWatcher::take(std::vector<FolderReading> reading
     if (said_.erase(w.watch.pattern)) {
       VAPIPE_LOG_INFO("{}.glob: '{}' can be looked at again", w.watch.where, escape_invalid_utf8(w.watch.pattern));
     }
+    // (Said once for the same folders; again when they change.)
+    if (const std::string unlisted = files->unreadable.empty() ? "" : unlisted_folders_text(files->unreadable);
+        !unlisted.empty() && said_.insert(w.watch.pattern + "\n" + unlisted).second) {
+      VAPIPE_LOG_WARN("{}.glob: {}", w.watch.where, unlisted);
+    }
     for (const auto& [file, why] : files->refused) {
       if (said_.insert(file).second) {
         VAPIPE_LOG_ERROR("{}.glob: {}: {}; left out", w.watch.where, escape_invalid_utf8(file),

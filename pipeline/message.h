@@ -186,6 +186,11 @@ struct StreamEvent {
   int64_t duration_ns = -1;  // kStreamStart: the media's duration (a file's), -1 when unknown or endless
   int64_t file_bytes = -1;   // kStreamStart of a file: its size when it was opened (--resume: has it changed since?)
   std::string file_head{};   // and file_head_hash() of it then (--resume: is it still that recording?)
+  // kStreamStart of a file: how far into its media its edit list starts its video (MP4/MOV; 0 for others),
+  // which its frames' times are moved by (edit_list_timeline.h). kNotSaid: not a file, or an earlier
+  // version's event, whose pts_ms were media times.
+  static constexpr int64_t kNotSaid = INT64_MIN;
+  int64_t edit_list_ns = kNotSaid;
   std::string warning{};     // kStreamEnd: what is not whole about the end ("the file is cut short: ..."), or empty
   // kStreamEnd of a file whose timestamps started over part way (files joined end to end): how many
   // times, and where the first restart is on the one timeline its pts_ms go on along (-1: never).

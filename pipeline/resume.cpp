@@ -28,7 +28,7 @@ namespace {
 nlohmann::json progress_json(const StreamProgress& s) {
   return {{"results", s.results}, {"frame_errors", s.frame_errors}, {"damaged", s.damaged}, {"started", s.started}, {"ended", s.ended},
           {"message", s.message}, {"last_pts_ms", s.last_pts_ms}, {"labels", s.labels}, {"file_bytes", s.file_bytes}, {"uri", s.uri},
-          {"file_head", s.file_head}, {"duration_ms", s.duration_ms}};
+          {"file_head", s.file_head}, {"duration_ms", s.duration_ms}, {"pts_media_times", s.pts_media_times}};
 }
 
 StreamProgress progress_from_json(const nlohmann::json& s) {
@@ -44,6 +44,7 @@ StreamProgress progress_from_json(const nlohmann::json& s) {
   p.uri = s.value("uri", std::string());
   p.file_head = s.value("file_head", std::string());
   p.duration_ms = s.value("duration_ms", -1.0);
+  p.pts_media_times = s.value("pts_media_times", false);
   if (s.contains("labels") && s["labels"].is_object()) {
     for (const auto& [label, n] : s["labels"].items()) p.labels[label] = n.get<uint64_t>();
   }
@@ -158,6 +159,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
           }
           if (payload.contains("bytes") && payload["bytes"].is_number_integer()) {
             s.file_bytes = payload["bytes"].get<int64_t>();
+            s.pts_media_times = !payload.contains("edit_list_ms");
           }
         }
         if (kind == "eos") {

@@ -33,6 +33,9 @@ struct StreamProgress {
   std::string uri;  // as its `started` event said it (redacted), for an end that an earlier run did not say
   std::string file_head;  // its `started` event's head_hash: file_head_hash() of the file then ("": not said)
   double duration_ms = -1;  // its `started` event's duration_ms (a file's; -1: not said)
+  // A file's `started` event without edit_list_ms (vapipe before 2026-12-07): its pts_ms are media
+  // times, which for an MP4 with an edit list are later than its frames' times now (edit_list_timeline.h).
+  bool pts_media_times = false;
   bool pts_rising = true;  // while reading the file: every result so far had a timestamp above the last
   // Kept results by top-1 label (error results not counted), for the summary's top_labels.
   std::map<std::string, uint64_t> labels;

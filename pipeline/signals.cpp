@@ -1,6 +1,8 @@
 #include "pipeline/signals.h"
 
 #include <csignal>
+#include <pthread.h>
+#include <signal.h>
 #include <cstdint>
 #include <ctime>
 
@@ -40,6 +42,14 @@ void install_reload_handler() {
   sigaction(SIGHUP, &sa, nullptr);
 }
 
+void hold_stop_signals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stops, nullptr);
+}
+
 ShutdownFlags& install_shutdown_handlers() {
   ShutdownFlags& f = shutdown_flags();  // constructed before any signal can arrive
   struct sigaction sa {};
@@ -48,6 +58,13 @@ ShutdownFlags& install_shutdown_handlers() {
   sa.sa_flags = 0;  // no SA_RESTART: blocking waits wake up and look at the flags
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A stage's stop signals were held back until now (hold_stop_signals): one that came while it started
+  // is taken now, as a stop.
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, which publish reports as it does a full
   // disk, instead of killing the process (SIGXFSZ's default).

@@ -21,8 +21,13 @@ struct ShutdownFlags {
   std::atomic<bool> reload{false}; // SIGHUP (supervisor only, install_reload_handler): re-read the streams
 };
 
-// Installs the handlers; returns the process-wide flags they set.
+// Installs the handlers; returns the process-wide flags they set. SIGINT and SIGTERM held back by
+// hold_stop_signals are let through then: one that came meanwhile is taken at once.
 ShutdownFlags& install_shutdown_handlers();
+// A stage started by `vapipe run` (in the child, before its exec): SIGINT and SIGTERM wait until the
+// stage has its handlers. Sent earlier (a job stopped as it starts, or as a lane restarts), they
+// killed it, and the job counted that as the stage failing (exit 2), or the stop was lost.
+void hold_stop_signals();
 ShutdownFlags& shutdown_flags();
 // SIGHUP sets `reload` instead of ending the process (`vapipe run`: add and remove streams).
 void install_reload_handler();

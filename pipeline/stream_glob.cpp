@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
+#include <set>
+#include <utility>
+
+#include <sys/stat.h>
 
 namespace vapipe {
 namespace {
@@ -55,7 +59,8 @@ std::string glob_base_dir(const std::string& pattern) {
   return base.string();
 }
 
-Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, size_t* hidden) {
+Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, size_t* hidden,
+                                                  std::vector<std::string>* unreadable) {
   const std::string base = glob_base_dir(pattern);
   std::string rest = pattern.substr(std::min(pattern.size(), base.size()));
   while (!rest.empty() && rest[0] == '/') rest.erase(0, 1);
@@ -79,16 +84,33 @@ Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, si
     }
     files.push_back(e.path().lexically_normal().string());
   };
-  if (recursive) {
-    for (auto it = std::filesystem::recursive_directory_iterator(
-             base, std::filesystem::directory_options::skip_permission_denied, ec);
-         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
+  // The folders under it, those linked to included (an archive's cameras linked in from a share), each
+  // once: a link back up is not followed round. One that cannot be listed is said (`unreadable`), not
+  // passed over in silence (a camera's folder of another owner, mode 700).
+  std::set<std::pair<dev_t, ino_t>> listed;
+  std::vector<std::filesystem::path> folders{base};
+  while (!folders.empty()) {
+    const std::filesystem::path folder = std::move(folders.back());
+    folders.pop_back();
+    struct stat st {};
+    if (::stat(folder.c_str(), &st) == 0 && !listed.emplace(st.st_dev, st.st_ino).second) continue;
+    const bool top = folder == std::filesystem::path(base);
+    std::error_code list_error;
+    std::vector<std::filesystem::path> below;
+    // increment(ec), not a range-for: its ++ throws on a read error (a share that fails mid-listing).
+    for (std::filesystem::directory_iterator it(folder, list_error), end; !list_error && it != end; it.increment(list_error)) {
+      std::error_code kind;
+      if (recursive && it->is_directory(kind)) below.push_back(it->path());
       consider(*it);
     }
-  } else {
-    // increment(ec), not a range-for: its ++ throws on a read error (a share that fails mid-listing).
-    for (std::filesystem::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) consider(*it);
+    if (list_error && top) {
+      ec = list_error;
+      break;
+    }
+    if (list_error && unreadable) unreadable->push_back(folder.lexically_normal().string() + " (" + list_error.message() + ")");
+    // Depth first, in name order (the result is sorted anyway).
+    std::sort(below.rbegin(), below.rend());
+    for (auto& f : below) folders.push_back(std::move(f));
   }
   if (ec) return Unavailable("cannot list " + base + ": " + ec.message());
   std::sort(files.begin(), files.end());

@@ -14,8 +14,11 @@ namespace vapipe {
 // order, are the same each time the config loads. As in a shell, a file or folder whose name starts
 // with '.' is matched only by a pattern that names a '.'-component itself ("._clip.mp4", the
 // metadata a Mac leaves beside each file it copies, is not a video; nor is ".Trash/"); `hidden`, if
-// given, is set to how many such files the pattern would otherwise have matched.
-Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, size_t* hidden = nullptr);
+// given, is set to how many such files the pattern would otherwise have matched. Folders linked to are
+// followed (each folder once). Folders under the pattern's base that cannot be listed are added to
+// `unreadable`, if given, with why ("/a/day2 (Permission denied)"); the base itself is an error.
+Result<std::vector<std::string>> expand_file_glob(const std::string& pattern, size_t* hidden = nullptr,
+                                                  std::vector<std::string>* unreadable = nullptr);
 
 // The folder a pattern's wildcards start under (its leading components without a wildcard).
 std::string glob_base_dir(const std::string& pattern);

@@ -2,12 +2,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <csignal>
 #include <cstring>
@@ -20,6 +22,7 @@
 
 #include "pipeline/atomic_file.h"
 #include "pipeline/background_task.h"
+#include "pipeline/crashed_streams.h"
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/file_lock.h"
 #include "pipeline/folder_watch.h"
@@ -79,6 +82,7 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
   // Child. Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then stops
   // the stages in order. If the supervisor dies, the stages get SIGTERM.
   setpgid(0, 0);
+  hold_stop_signals();  // until the stage has its handlers (kept across the exec)
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   setenv("VAPIPE_JOB_START_NS", std::to_string(start_ns).c_str(), 1);
   setenv("VAPIPE_SUPERVISOR_PID", std::to_string(getppid()).c_str(), 1);  // publish's POST /-/reload
@@ -179,6 +183,17 @@ struct RunOutcome {
   bool restartable = false; // a stage failed after every stage had opened (a crash, not a bad config)
   std::string refusal = "";  // why the job is not restarted, when run_job_once decided (live jobs)
   std::vector<StreamConfig> watched_files = {};  // the files its watched folders added to the job
+  // An archive job's ingest died of a signal: the streams it was reading then (pipeline/crashed_streams.h),
+  // and how it died.
+  std::vector<std::string> crash_suspects = {};
+  std::string crash_how = "";
+};
+
+// Files that crashed an archive job's ingest, left out from the restart on; and whether it reads one
+// file at a time until the next crash names one (pipeline/crashed_streams.h).
+struct CrashQuarantine {
+  std::map<std::string, std::string> crashed;  // stream id -> how ingest died
+  bool one_at_a_time = false;
 };
 
 // One run of every stage process. `restarts`: restarts in a row before this run. A crash that will
@@ -186,7 +201,8 @@ struct RunOutcome {
 // this is not the job's end.
 RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, ShutdownFlags& flags,
                         const std::string& job_id, int64_t start_ns, int visible_gpus, const Placement* placement,
-                        bool resume, uint32_t restarts) {
+                        bool resume, uint32_t restarts, const CrashQuarantine& quarantine = {},
+                        FileLock* results_lock = nullptr) {
   const auto began = std::chrono::steady_clock::now();
   const size_t lanes = placement->lanes.size();
   JobLayout layout = make_job_layout(config, job_id);
@@ -197,12 +213,16 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("auto-batch-size-", 0) == 0 || (name.rfind("seq-", 0) == 0 &&
+    if (name.rfind("auto-batch-size-", 0) == 0 || name.rfind("reading-", 0) == 0 || (name.rfind("seq-", 0) == 0 &&
                                                       (entry.path().extension() == ".json" ||
                                                        entry.path().extension() == ".positions"))) {
       std::filesystem::remove(entry.path(), ec);
     }
   }
+  for (const auto& [id, how] : quarantine.crashed) {
+    if (Status st = add_crashed_stream(layout, id, how); !st.ok()) VAPIPE_LOG_ERROR("{}", st.message());
+  }
+  if (quarantine.one_at_a_time) std::ofstream(one_at_a_time_mark(layout)).flush();
 
   // Streams of the results file that the config no longer has: a watched folder's file that comes
   // back is not classified again.
@@ -333,7 +353,13 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   for (const SharedSource& shared : shared_network_sources(live_sources(table))) {
     VAPIPE_LOG_WARN("{}", describe(shared));
   }
-  for (const std::string& note : config.notes) VAPIPE_LOG_INFO("{}", note);
+  for (const std::string& note : config.notes) {
+    if (note.find(kCouldNotBeListed) != std::string::npos) {
+      VAPIPE_LOG_WARN("{}", note);  // files left out that the user did not mean to leave out
+    } else {
+      VAPIPE_LOG_INFO("{}", note);
+    }
+  }
   // Downstream first, so every input is bound before its upstream starts sending: publish, then each
   // lane from infer up to ingest.
   std::vector<Child> plan = {Child{StageKind::kPublish}};
@@ -651,6 +677,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   };
   std::map<uint32_t, CrashCount> crashes;
   std::string refusal;  // why a failed live job was not kept going
+  std::vector<std::string> crash_suspects;  // an archive job's ingest died of a signal: what it was reading
+  std::string crash_how;
   auto group_of = [&](const Child& c) { return c.kind == StageKind::kPublish ? kPublishGroup : c.lane; };
   auto describe_group = [&](uint32_t group) {
     if (group == kPublishGroup) return std::string("publish");
@@ -764,7 +792,16 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                                       now};
     }
   };
+  auto next_lock_look = std::chrono::steady_clock::now();
+  std::string lock_said;
   while (running() > 0 || !pending.empty()) {
+    // The results file deleted (publish writes it again) or moved and begun anew: locked again.
+    if (results_lock && std::chrono::steady_clock::now() >= next_lock_look) {
+      next_lock_look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      const Status followed = results_lock->follow();
+      if (!followed.ok() && followed.message() != lock_said) VAPIPE_LOG_WARN("{}", followed.message());
+      lock_said = followed.ok() ? std::string() : followed.message();
+    }
     reopen_finished_lanes();
     restart_stranded_lanes();
     if (flags.reload.exchange(false)) {
@@ -875,8 +912,29 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           }
           failure = what;
           failed_after_opening = !any_opening_mark(config, job_id, *placement);
+          // A file that crashes GStreamer's decoder: which ones ingest was reading (crashed_streams.h).
+          // (A crash of its own, not a kill: SIGKILL is the OOM killer's or a person's, whatever it read.)
+          const bool crashed = WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
+                                                       WTERMSIG(status) == SIGILL || WTERMSIG(status) == SIGFPE ||
+                                                       WTERMSIG(status) == SIGABRT);
+          if (!live && c.kind == StageKind::kIngest && crashed && !stopping) {
+            crash_suspects = streams_being_read(make_job_layout(config, job_id, c.lane));
+            crash_how = describe_exit(status);
+            if (!crash_suspects.empty()) failed_after_opening = true;  // a restart can leave out what crashed it
+            std::string reading;
+            for (const std::string& id : crash_suspects) {
+              std::string file;
+              for (const StreamConfig& s : config.streams) {
+                if (s.id == id && s.parsed.kind == UriKind::kFile) file = " (" + escape_invalid_utf8(file_uri_path(s.uri)) + ")";
+              }
+              reading += (reading.empty() ? "" : ", ") + ("'" + id + "'") + file;
+            }
+            if (!reading.empty()) failure += " while reading " + reading;
+          }
           if (unwritable) refusal = kUnwritableRefusal;
-          if (!live && !unwritable && restart_refusal(config, failed_after_opening, count, stopping).empty()) {
+          if (!live && !unwritable &&
+              (restart_refusal(config, failed_after_opening, count, stopping).empty() ||
+               (!crash_suspects.empty() && !stopping && !config.publish.jsonl_path.empty()))) {
             std::ofstream(restart_mark(layout)).flush();
           }
           VAPIPE_LOG_ERROR("{}; stopping the job{}", failure, live || unwritable ? refusal : std::string());
@@ -928,7 +986,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     return RunOutcome{kExitStageFailed, failure,
                       !live && failed_after_opening && !flags.stop.load() && !flags.abort.load() && refusal.empty(),
                       live ? (refusal.empty() ? std::string(" (not restarted)") : refusal) : refusal,
-                      std::move(watched_files)};
+                      std::move(watched_files), std::move(crash_suspects), std::move(crash_how)};
   }
   const Child& publish = child_of(StageKind::kPublish);
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsUnfinished) {
@@ -1002,36 +1060,80 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     jsonl_lock = std::move(lock).value();
     if (!jsonl_lock.held()) VAPIPE_LOG_WARN("{}", jsonl_lock.why_not_held());
   }
+  // The summary is written last: a path it cannot be written to was found only at the job's end, after
+  // hours of work, and the job still exited 0 (found 2026-12-07). Tried now, as publish will write it.
+  if (!config.job.summary_path.empty()) {
+    std::error_code ec;
+    const std::filesystem::path folder = std::filesystem::path(config.job.summary_path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    const std::string probe = config.job.summary_path + ".tmp";  // what publish writes, then renames
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) {
+      VAPIPE_LOG_ERROR("job '{}' not started: job.summary_path {}: cannot write in its folder ({})", config.job.name,
+                       config.job.summary_path, std::strerror(errno));
+      return kExitUsage;
+    }
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
+  }
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
+  CrashQuarantine quarantine;
   // Only an archive job restarts whole (a live one restarts the crashed lane within the run, and only
   // a live job's streams change while it runs), so the config it started with still holds, but for
   // the files its watched folders got since.
   Config job = config;
   while (true) {
     const auto began = std::chrono::steady_clock::now();
-    const RunOutcome run =
-        run_job_once(job, options, flags, job_id, start_ns, visible_gpus, &*placement, resume, restarts);
+    const RunOutcome run = run_job_once(job, options, flags, job_id, start_ns, visible_gpus, &*placement, resume,
+                                        restarts, quarantine, &jsonl_lock);
     if (run.failure.empty()) return run.code;
     if (std::chrono::steady_clock::now() - began > kRestartCountReset) restarts = 0;
-    const std::string why = !run.refusal.empty() ? run.refusal
-                            : restart_refusal(config, run.restartable, restarts, flags.stop.load() || flags.abort.load());
+    // Ingest crashed reading files: the one it names is left out, several are read one at a time until
+    // the next crash names one (pipeline/crashed_streams.h). Either way the restart gets further, so it
+    // is not counted as one in a row, nor refused as a crash at start-up.
+    const bool stopping = flags.stop.load() || flags.abort.load();
+    bool narrowed = false;
+    if (!run.crash_suspects.empty() && run.refusal.empty() && !stopping && !config.publish.jsonl_path.empty()) {
+      if (run.crash_suspects.size() == 1 && !quarantine.crashed.count(run.crash_suspects.front())) {
+        quarantine.crashed[run.crash_suspects.front()] = run.crash_how;
+        quarantine.one_at_a_time = false;
+        narrowed = true;
+        VAPIPE_LOG_ERROR("stream '{}' crashed ingest ({}): it is left out, with an error naming the crash, and the "
+                         "job goes on without it", run.crash_suspects.front(), run.crash_how);
+      } else if (run.crash_suspects.size() > 1 && !quarantine.one_at_a_time) {
+        quarantine.one_at_a_time = true;
+        narrowed = true;
+        VAPIPE_LOG_WARN("ingest crashed reading {} files at once: the job goes on reading one at a time, so that a "
+                        "crash names its file", run.crash_suspects.size());
+      }
+    }
+    const std::string why = narrowed ? std::string()
+                            : !run.refusal.empty() ? run.refusal
+                                                   : restart_refusal(config, run.restartable, restarts, stopping);
     if (!why.empty()) {
       VAPIPE_LOG_ERROR("job '{}' failed: {}{}", config.job.name, run.failure, why);
       return run.code;
     }
-    ++restarts;
-    const double delay = std::min(30.0, static_cast<double>(1u << std::min(restarts - 1, 5u)));
-    VAPIPE_LOG_WARN("{}; restarting the job in {:.0f} s (restart {} of at most {} in a row), going on from {}",
-                    run.failure, delay, restarts, config.job.max_restarts, config.publish.jsonl_path);
+    if (!narrowed) ++restarts;
+    const double delay = narrowed ? 1.0 : std::min(30.0, static_cast<double>(1u << std::min(restarts - 1, 5u)));
+    VAPIPE_LOG_WARN("{}; restarting the job in {:.0f} s ({}), going on from {}", run.failure, delay,
+                    narrowed ? std::string("to leave out what crashed it: not counted as a restart in a row")
+                             : "restart " + std::to_string(restarts) + " of at most " +
+                                   std::to_string(config.job.max_restarts) + " in a row",
+                    config.publish.jsonl_path);
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                              std::chrono::duration<double>(delay));
     while (std::chrono::steady_clock::now() < until && !flags.stop.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (flags.stop.load()) {
-      VAPIPE_LOG_WARN("job '{}' stopped before its restart", config.job.name);
-      return run.code;
+      // As a stop during the run: its results are whole up to where it crashed, and --resume goes on.
+      VAPIPE_LOG_WARN("job '{}' stopped before its restart: its results are whole up to there; `vapipe run --resume` "
+                      "goes on", config.job.name);
+      return kExitStreamsUnfinished;
     }
     resume = true;  // an archive job goes on from its JSON-lines file: no frame twice
     if (add_watched_streams(job, run.watched_files) > 0) {

@@ -10,8 +10,9 @@ namespace {
 constexpr uint16_t kWireMagic = 0x5650;  // "VP"
 // 2: kStreamStart carries the media's duration; 3: frames a crop; 4: kStreamEnd a warning, envelopes
 // the camera's clock, frames an orientation; 5: frames the field preprocessing reads; 7: frames their
-// pixels' aspect ratio; 8: kStreamEnd a file's timeline restarts
-constexpr uint8_t kWireVersion = 9;
+// pixels' aspect ratio; 8: kStreamEnd a file's timeline restarts; 9: kStreamStart a file's head hash;
+// 10: and its edit list's offset
+constexpr uint8_t kWireVersion = 10;
 constexpr uint32_t kMaxBatchItems = 1 << 16;
 constexpr uint32_t kMaxStringBytes = 1 << 20;
 
@@ -216,6 +217,7 @@ void write_body(Writer& w, const Message& m, bool by_reference, EncodedMessage* 
         w.pod(m.event.duration_ns);
         w.pod(m.event.file_bytes);
         w.str(m.event.file_head);
+        w.pod(m.event.edit_list_ns);
         w.str(m.event.turn);
       }
       if (m.kind == MessageKind::kStreamEnd) {
@@ -329,6 +331,7 @@ Status read_body(Reader& r, std::vector<Payload>& parts, ShmPoolRegistry* pools,
         r.pod(&m->event.duration_ns);
         r.pod(&m->event.file_bytes);
         r.str(&m->event.file_head);
+        r.pod(&m->event.edit_list_ns);
         r.str(&m->event.turn);
       }
       if (m->kind == MessageKind::kStreamEnd) {

@@ -134,7 +134,8 @@ void ClipWriter::push(GstBuffer* buffer, int64_t base_ns) {
   int64_t pts = GST_BUFFER_PTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_PTS(buffer)) : -1;
   const int64_t dts = GST_BUFFER_DTS_IS_VALID(buffer) ? static_cast<int64_t>(GST_BUFFER_DTS(buffer)) : -1;
   const int64_t duration = duration_of(buffer);
-  if (dts < 0 && container_ == Container::kMp4) {
+  if (frames_ == 0 && waiting_.empty() && latest_pts_ < 0 && dts < 0) decoding_times_worked_out_ = true;
+  if ((dts < 0 || decoding_times_worked_out_) && container_ == Container::kMp4) {
     // An RTSP camera's frames: RTP's presentation times, through the jitter buffer, in decoding order,
     // with no decoding times, which an MP4 needs (decoding_times.h works them out, and places the
     // frames the jitter buffer leaves untimed).

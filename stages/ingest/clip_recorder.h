@@ -103,6 +103,9 @@ class ClipWriter {
   int64_t base_ns_ = 0;                           // push()'s, for the frames still waiting at end_of_stream()
   int64_t duration_ns_ = 0;
   DecodingTimes decoding_times_;  // frames without decoding times, to an MP4
+  // Its first frame came without a decoding time: every frame's is worked out, as the first frames of
+  // an MP4 with B-frames have none (edit_list_timeline.h) and those after them do.
+  bool decoding_times_worked_out_ = false;
   std::deque<GstBuffer*> waiting_;  // refs: those frames, until their decoding times are decided
   bool finished_ = false;
   std::atomic<bool> failed_{false};

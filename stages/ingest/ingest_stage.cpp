@@ -20,6 +20,7 @@
 
 #include "pipeline/atomic_file.h"
 #include "pipeline/cgroup.h"
+#include "pipeline/crashed_streams.h"
 #include "pipeline/file_identity.h"
 #include "pipeline/ingest_reload.h"
 #include "pipeline/logging.h"
@@ -106,6 +107,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
     } else {
       VAPIPE_LOG_ERROR("ingest lane {}: {}; streams start from seq 0", lane.index, opened.status().message());
     }
+  }
+  // An archive job's: the streams this lane reads, for `vapipe run` to tell which file crashed it, and
+  // those that did crash it earlier, left out (pipeline/crashed_streams.h).
+  const bool archive_under_run = config.job.mode == JobMode::kArchive && std::getenv(kStreamsFromTableEnv) &&
+                                 std::filesystem::is_directory(layout.run_dir, no_run_dir);
+  StreamsBeingRead being_read = archive_under_run ? StreamsBeingRead(streams_being_read_path(layout)) : StreamsBeingRead();
+  const std::map<std::string, std::string> crashed = archive_under_run ? crashed_streams(layout)
+                                                                       : std::map<std::string, std::string>();
+  const bool one_at_a_time = archive_under_run && std::filesystem::exists(one_at_a_time_mark(layout), no_run_dir);
+  if (one_at_a_time) {
+    VAPIPE_LOG_WARN("ingest lane {}: it crashed reading several files at once: one at a time now, so that the next "
+                    "crash names its file", lane.index);
   }
   const char* restart_env = std::getenv(kRestartReasonEnv);
   const std::string restart_reason = restart_env && reservations ? restart_env : "";
@@ -351,6 +364,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       reader_options.skip_frames = earlier ? earlier->results : 0;
       reader_options.resume_after_pts_ns =
           earlier && earlier->last_pts_ms >= 0 ? static_cast<int64_t>(earlier->last_pts_ms * 1e6 + 0.5) : -1;
+      reader_options.resume_pts_media_times = earlier && earlier->pts_media_times;
       reader_options.seq_reservations = reservations.get();
       if (r->comeback) {
         // It had ended and a reload brought it back: a `started` again, its numbering going on.
@@ -369,6 +383,18 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
         std::lock_guard<std::mutex> lock(r->mutex);  // a reload's, since the stream was started
         if (r->waiting_ingest) ingest = *std::exchange(r->waiting_ingest, std::nullopt);
       }
+      if (const auto crash = crashed.find(stream.id); crash != crashed.end()) {
+        const std::string message = crashed_stream_message(crash->second);
+        VAPIPE_LOG_ERROR("stream '{}': {}", stream.id, message);
+        return end_without_reader(MessageKind::kStreamError, message, earlier ? earlier->results : 0);
+      }
+      // Listed from before its pipeline is made until after it is gone: a crash in between is its.
+      being_read.add(stream.id);
+      struct Unlisted {
+        StreamsBeingRead& list;
+        const std::string& id;
+        ~Unlisted() { list.remove(id); }
+      } unlisted{being_read, stream.id};
       auto reader = StreamReader::create(stream, i, ingest, reader_options);
       if (reader.ok() && reader_options.skip_frames > 0 && r->fan_out->ids().size() > 1) {
         VAPIPE_LOG_INFO("stream '{}': resumed from frame {}, the least of its group's results ({})", stream.id,
@@ -595,7 +621,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   std::deque<Waiting> waiting;
   const bool archive = config.job.mode == JobMode::kArchive;
-  const size_t open_limit = archive ? config.ingest.max_open_streams : 0;
+  const size_t open_limit = archive ? (one_at_a_time ? 1 : config.ingest.max_open_streams) : 0;
   const uint64_t open_files_allowed = open_file_limit().soft;
   // Threads that may still start here (a container's pids limit): the stages that started before this
   // one hold theirs already, this process's own may grow, and some are left to the other stages, which

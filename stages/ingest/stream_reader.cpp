@@ -48,6 +48,7 @@
 #include "stages/ingest/decoder_input_gate.h"
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
+#include "stages/ingest/edit_list_timeline.h"
 #include "stages/ingest/ps_segment_start.h"
 #include "stages/ingest/rtp_timeline.h"
 #include "stages/ingest/stream_fan_out.h"
@@ -459,6 +460,9 @@ struct StreamReader::Impl {
   // MPEG-TS: the frames after a key frame tsdemux dropped, from its pads to the decoder gate.
   std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames = std::make_shared<FramesAfterLostKeyFrames>();
   TimelineRestarts timeline_restarts;  // a file's parts joined end to end
+  // An MP4's edit list: its video's frames are on the edit list's timeline (edit_list_timeline.h), this
+  // far from its media times.
+  std::shared_ptr<EditListOffset> edit_list = std::make_shared<EditListOffset>();
   bool keyframes_logged = false;  // once per stream, not per reconnection
   std::atomic<uint32_t> decoder_threads{0};  // as read back from the decoder (0: none set)
   // stop(): this stream alone ends (removed from a running job), with this reason.
@@ -1109,6 +1113,10 @@ struct StreamReader::Impl {
       }
       if (name == "mpegpsdemux") {
         start_ps_segments_at_first_frame(element);  // its first frames, which it leaves out (ps_segment_start.h)
+        return;
+      }
+      if (name == "qtdemux" && static_cast<Impl*>(user)->stream.parsed.kind == UriKind::kFile) {
+        put_on_edit_list_timeline(element, static_cast<Impl*>(user)->edit_list);  // as players show it
         return;
       }
       if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
@@ -1833,9 +1841,12 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 void seek_past_earlier_results(StreamReader::Impl& s) {
   const auto started = std::chrono::steady_clock::now();
   s.next_seq = s.options.skip_frames;
-  s.drop_through_pts = s.options.resume_after_pts_ns + 500000;
-  s.kept_up_to(s.options.resume_after_pts_ns);  // ingest.max_fps goes on where the earlier run was
   const KeyframeSeek sought = seek_to_keyframe_before(s, s.options.resume_after_pts_ns);
+  // Prerolled now: an MP4's edit list is known (its media times, in results of earlier versions, are
+  // this much later than its frames' times), and no frame has reached the appsink yet.
+  const int64_t after = s.options.resume_after_pts_ns - (s.options.resume_pts_media_times ? s.edit_list->video_ns.load() : 0);
+  s.drop_through_pts = after + 500000;
+  s.kept_up_to(after);  // ingest.max_fps goes on where the earlier run was
   if (sought != KeyframeSeek::kSought) {
     s.next_seq = 0;
     s.drop_through_pts = -1;
@@ -1845,7 +1856,7 @@ void seek_past_earlier_results(StreamReader::Impl& s) {
     return;
   }
   VAPIPE_LOG_INFO("stream '{}': sought to a keyframe before {:.3f} s (its frame {}, the last with a result) in "
-                  "{:.2f} s", s.stream.id, static_cast<double>(s.options.resume_after_pts_ns) / 1e9,
+                  "{:.2f} s", s.stream.id, static_cast<double>(after) / 1e9,
                   s.options.skip_frames - 1, seconds_since(started));
 }
 
@@ -2284,6 +2295,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           if (!ec) ev.file_bytes = static_cast<int64_t>(bytes);
           // And its beginning's hash: one replaced by another recording of any size is told (--resume).
           if (!ec) ev.file_head = file_head_hash(path, head_bytes_then(ev.file_bytes));
+          ev.edit_list_ns = s.edit_list->video_ns.load();  // (said: its pts_ms are on the edit list's timeline)
         }
       }
       if (started && attempt > 0) {

@@ -49,6 +49,9 @@ struct ReaderOptions {
   // are dropped; otherwise, or if the seek fails, they are decoded and dropped by count.
   uint64_t skip_frames = 0;
   int64_t resume_after_pts_ns = -1;
+  // That timestamp is a media time (results of vapipe before 2026-12-07): an MP4's edit list's offset
+  // is taken off it (edit_list_timeline.h), so that the same frames are dropped.
+  bool resume_pts_media_times = false;
   // A live job's lane restarted after a crash (pipeline/supervisor.h): numbering starts at first_seq
   // (the reserved mark, pipeline/seq_reservation.h), and with a restart_reason the stream was running
   // before: it says kStreamReconnecting (attempt 0, the reason) at once and kStreamResumed (attempt 0)

@@ -735,6 +735,10 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
 
 Status PublishStage::flush_jsonl() {
   jsonl_flush_due_.reset();
+  // The file deleted or moved under the job: written again, or followed (results_file.h).
+  if (const std::string moved = jsonl_.follow_path(config_->job.mode == JobMode::kLive); !moved.empty()) {
+    VAPIPE_LOG_WARN("publish: publish.jsonl_path {}", moved);
+  }
   const Status written = jsonl_.flush();
   if (!written.ok()) return jsonl_refused(written);
   if (jsonl_refusal_) {
@@ -1844,7 +1848,8 @@ void PublishStage::write_summary() {
   }
   // What went wrong, or is not whole, under the table: a status alone does not say which file is cut.
   for (const StreamState& st : all_streams()) {
-    if ((st.status == "failed" || st.status == "done") && !st.message.empty()) {
+    // (And why a camera stopped while it reconnected had no frames: it was said in the JSON only.)
+    if (!st.message.empty() && st.message != kStoppedReason) {
       table += "  " + st.id + " (" + st.status + "): " + st.message + "\n";
     }
     // Its results that may be of smears: a camera losing packets, a damaged MPEG-TS file.

@@ -123,7 +123,7 @@ class QueuedSink {
   virtual ~QueuedSink() = default;
 
   // Queues `message`. drop_oldest never waits (past max_queued the oldest is dropped, counted, and said
-  // once per outage); block waits for room until `stop` is set (then the message is counted dropped).
+  // once per outage); block waits for room until `stop` is set (then the message is counted undelivered).
   // After the stop began, the message is counted undelivered.
   void push(SinkMessage message, const std::atomic<bool>* stop) {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -138,8 +138,12 @@ class QueuedSink {
       }
     }
     if (queue_.size() >= max_queued_) {
+      if (policy_ == QueuePolicy::kBlock) {
+        // The job was stopped while it waited for room: not delivered, not dropped ("block" drops nothing).
+        ++stats_.undelivered;
+        return;
+      }
       ++stats_.dropped;
-      if (policy_ == QueuePolicy::kBlock) return;  // the job was stopped while it waited for room
       queue_.pop_front();
       if (!drop_logged_) {
         drop_logged_ = true;

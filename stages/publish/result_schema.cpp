@@ -87,6 +87,7 @@ nlohmann::json event_json(const Message& m, int64_t publish_ns) {
                                                : nlohmann::json();
     if (m.event.file_bytes >= 0) j["bytes"] = m.event.file_bytes;
     if (!m.event.file_head.empty()) j["head_hash"] = m.event.file_head;
+    if (m.event.edit_list_ns != StreamEvent::kNotSaid) j["edit_list_ms"] = static_cast<double>(m.event.edit_list_ns) / 1e6;
   }
   if (m.kind == MessageKind::kStreamChanged) {
     // Both, whatever changed: what its frames are from now on (`vapipe segments --frames` shows it).

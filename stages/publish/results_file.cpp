@@ -105,6 +105,96 @@ Status ResultsFile::flush() {
   return Unavailable(path_ + ": cannot be written (" + std::strerror(err) + ")");
 }
 
+namespace {
+
+// Where an open file is now, as the kernel names it ("/data/old.jsonl", "... (deleted)").
+std::string path_of_open_file(int fd) {
+  char target[4096];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string("(somewhere unknown)");
+}
+
+// Copies what `from` holds to a new file at `path` (not one there already); its descriptor, or -1 and why.
+int copy_to_new_file(int from, const std::string& path, std::string* why) {
+  const int to = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  if (to < 0) {
+    *why = std::strerror(errno);
+    return -1;
+  }
+  const std::string again = "/proc/self/fd/" + std::to_string(from);
+  const int in = ::open(again.c_str(), O_RDONLY | O_CLOEXEC);  // (a deleted file can still be read)
+  bool whole = in >= 0;
+  char block[1 << 16];
+  for (off_t at = 0; whole;) {
+    const ssize_t n = ::pread(in, block, sizeof block, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      whole = n == 0;
+      break;
+    }
+    for (ssize_t done = 0; whole && done < n;) {
+      const ssize_t w = ::write(to, block + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) whole = false;
+      else done += w;
+    }
+    at += n;
+  }
+  if (!whole) *why = std::strerror(errno ? errno : EIO);
+  if (in >= 0) ::close(in);
+  if (!whole) {
+    ::close(to);
+    ::unlink(path.c_str());
+    return -1;
+  }
+  return to;
+}
+
+}  // namespace
+
+std::string ResultsFile::follow_path(bool begin_anew_when_moved) {
+  struct stat open_st {};
+  if (fd_ < 0 || ::fstat(fd_, &open_st) != 0 || !S_ISREG(open_st.st_mode)) return "";
+  struct stat path_st {};
+  const bool something_there = ::stat(path_.c_str(), &path_st) == 0;
+  if (something_there && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) {
+    said_apart_.clear();
+    return "";
+  }
+  const bool deleted = open_st.st_nlink == 0;
+  if (deleted && !something_there) {
+    std::string why;
+    const int fresh = copy_to_new_file(fd_, path_, &why);
+    if (fresh < 0) {
+      const std::string said = "deleted:" + why;
+      if (std::exchange(said_apart_, said) == said) return "";
+      return path_ + " was deleted while the job ran, and cannot be written again there (" + why +
+             "): the results go on into the deleted file, and are lost when the job ends";
+    }
+    ::close(fd_);
+    fd_ = fresh;
+    said_apart_.clear();
+    return path_ + " was deleted while the job ran: it is written again there, whole (" +
+           std::to_string(open_st.st_size) + " bytes so far), and the results go on into it";
+  }
+  if (begin_anew_when_moved) {
+    const std::string was = path_of_open_file(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    if (Status opened = open_fd(); !opened.ok()) return opened.message();  // (flush tries again)
+    said_apart_.clear();
+    return something_there ? path_ + " is another file than the one the job was writing (now " + was +
+                                 "): the results go on into the file at " + path_
+                           : path_ + " was moved to " + was + " (rotated?): a new " + path_ + " is begun";
+  }
+  const std::string now = path_of_open_file(fd_);
+  if (std::exchange(said_apart_, now) == now) return "";
+  return path_ + (something_there ? " is another file than the one the job writes (" + now + ")" : " was moved to " + now) +
+         " while the job ran: its results go on into " + now + " (put it back at " + path_ +
+         " before `vapipe run --resume`, which reads that path)";
+}
+
 Status ResultsFile::switch_to(const std::string& path) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

@@ -46,6 +46,18 @@ class ResultsFile {
   // cannot be opened; it is tried again by each flush().
   Status switch_to(const std::string& path);
 
+  // Whether `path` still names the file open, and if not what is done, in words for the log ("" when it
+  // does, or nothing new happened since the last call). Found 2026-12-07: a file deleted while the job
+  // ran took every result after it with it, in silence, and a second job could take its path.
+  //  - Deleted: it is written again at `path`, whole (its lines so far read back from the open file),
+  //    and written on there: nothing is lost.
+  //  - Moved (renamed: logrotate's `create`, a person tidying up) with `begin_anew_when_moved` (a live
+  //    job's file): a new file is begun at `path`. Without it (an archive job's, whose --resume reads
+  //    `path` whole), the lines go on into the moved file, which is named.
+  //  - Another file put at `path` in its place: a live job's lines go on there; an archive job's stay in
+  //    its own file, which is named.
+  std::string follow_path(bool begin_anew_when_moved);
+
   size_t buffered_bytes() const { return buffer_.size(); }
   uint64_t buffered_lines() const { return buffered_lines_; }
   // Drops the oldest buffered lines until at most `max_bytes` are left; returns how many it dropped.
@@ -57,6 +69,7 @@ class ResultsFile {
   int fd_ = -1;
   std::string buffer_;  // whole lines, each ending in '\n'
   uint64_t buffered_lines_ = 0;
+  std::string said_apart_;  // follow_path: where the open file was said to be, apart from path_
 };
 
 }  // namespace vapipe

@@ -97,7 +97,16 @@ std::string webhook_text(const std::string& topic, const nlohmann::json& p) {
     } else if (event == "ended") {
       const auto start = segment_time(p, "start"), end = segment_time(p, "end");
       line = stream + ": " + label + " ended" + at(end);
-      if (start && end) line += " after " + human_duration(std::max(0.0, (*end - *start) / 1000));
+      // How long it lasted in the video: by the camera's clock, else by the video's own time (a file's
+      // results' capture times are when they were classified: 30 frames "after 0.1 s"), else by capture.
+      const auto start_media = number_field(p, "start_ms"), end_media = number_field(p, "end_ms");
+      const auto across = count_field(p, "reconnections");  // (each connection's pts_ms start over)
+      const bool camera_clock = number_field(p, "start_camera_unix_ms") && number_field(p, "end_camera_unix_ms");
+      if (!camera_clock && start_media && end_media && (!across || *across == 0)) {
+        line += " after " + human_duration(std::max(0.0, (*end_media - *start_media) / 1000));
+      } else if (start && end) {
+        line += " after " + human_duration(std::max(0.0, (*end - *start) / 1000));
+      }
       std::string detail;
       if (auto frames = count_field(p, "frames")) detail = std::to_string(*frames) + " frames";
       if (auto mean = number_field(p, "score_mean")) {
@@ -327,6 +336,7 @@ WebhookSender::~WebhookSender() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_now_ = true;
+    if (active_client_) active_client_->stop();  // a request waiting for its answer ends now too
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -341,11 +351,26 @@ void WebhookSender::set_retry_delays(std::chrono::milliseconds first, std::chron
 void WebhookSender::finish(std::chrono::milliseconds grace) {
   begin_finish(Clock::now() + grace);  // (a deadline given before stays)
   if (!thread_.joinable()) return;  // finished before
+  {
+    // A request still waiting for its answer at the deadline (a receiver that takes the connection and
+    // never answers, with a timeout_s of minutes) is cut: the thread was joined until its timeout, and
+    // publish, stuck closing, was aborted by its watchdog (found 2026-12-07: exit 2 after 124 s).
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!run_done_) {
+      if (changed_.wait_until(lock, finish_by_ + kCutAfterDeadline) == std::cv_status::timeout && !run_done_) {
+        stop_now_ = true;
+        if (active_client_) active_client_->stop();
+        break;
+      }
+    }
+  }
   thread_.join();
   const WebhookStats s = stats();
   if (s.undelivered > 0) {
-    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when {} ({}; its last error: {})", name_,
-                     s.undelivered, stopped_by(), s.failing ? "it could not be reached" : "no time left", s.last_error);
+    VAPIPE_LOG_ERROR("{}: {} message(s) not delivered when {} ({})", name_, s.undelivered, stopped_by(),
+                     s.failing ? "it was failing: " + (s.last_error.empty() ? std::string("no answer") : s.last_error)
+                               : std::string("no time left: a stop gives what waits at most half of "
+                                             "job.drain_timeout_s, 10 s at most"));
   }
   VAPIPE_LOG_INFO("{}: {} message(s) delivered, {} refused, {} dropped (queue full), {} undelivered{}", name_,
                   s.delivered, s.refused, s.dropped, s.undelivered,
@@ -447,7 +472,20 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
       content_type = "application/json";
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_now_) {
+      Outcome stopped;
+      stopped.error = "publish stopped before it could be sent";
+      return stopped;
+    }
+    active_client_ = client.get();  // finish() may cut it short (ClientImpl::stop shuts its socket down)
+  }
   httplib::Result res = client->Post(target, headers, *body, content_type);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_client_ = nullptr;
+  }
   Outcome o;
   if (!res) {
     const httplib::Error e = res.error();
@@ -631,6 +669,7 @@ void WebhookSender::run() {
     VAPIPE_LOG_ERROR("{}: {} more message(s) refused since the last said", name_, refusals_unlogged_);
     refusals_unlogged_ = 0;
   }
+  run_done_ = true;
   changed_.notify_all();
 }
 

@@ -107,6 +107,9 @@ class WebhookSender : public QueuedSink<WebhookStats> {
   std::string token_;          // Authorization: Bearer (config_.token, or a newer one)
   bool token_changed_ = false;  // the thread's client still sends the one before
   bool in_flight_ = false;  // the thread holds a message (tried, or waiting to try it again)
+  bool run_done_ = false;   // run() has returned (finish() waits for it until the deadline)
+  httplib::ClientImpl* active_client_ = nullptr;  // its request under way, which finish() may cut short
+  static constexpr std::chrono::milliseconds kCutAfterDeadline{500};
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
   // Log lines kept few: refusals after the first are counted and said at most once a minute.
   std::chrono::steady_clock::time_point refusals_logged_at_{};

@@ -89,7 +89,9 @@ std::vector<std::pair<int64_t, double>> decode_all(const std::string& path) {
   gst_object_unref(decode);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND)) {
-    GstBuffer* b = gst_sample_get_buffer(s);
+    // Its stream time: an MP4's on its edit list's timeline, as ingest (and players) time its frames.
+    GstBuffer* b = gst_buffer_copy(gst_sample_get_buffer(s));
+    GST_BUFFER_PTS(b) = gst_segment_to_stream_time(gst_sample_get_segment(s), GST_FORMAT_TIME, GST_BUFFER_PTS(b));
     GstMapInfo map;
     gst_buffer_map(b, &map, GST_MAP_READ);
     double sum = 0;
@@ -98,6 +100,7 @@ std::vector<std::pair<int64_t, double>> decode_all(const std::string& path) {
     }
     gst_buffer_unmap(b, &map);
     frames.emplace_back(static_cast<int64_t>(GST_BUFFER_PTS(b)), sum / (kWidth * kHeight));
+    gst_buffer_unref(b);
     gst_sample_unref(s);
   }
   gst_element_set_state(pipeline, GST_STATE_NULL);
@@ -248,6 +251,15 @@ TEST_F(SegmentFramesTest, EachSegmentsFirstOrBestFrameIsWrittenAsAPictureOfThatF
         // Frames differ by 3 levels: the picture is this frame's, not a neighbour's.
         EXPECT_NEAR(p.mean, frames[shown].second, 1.2) << mux << " frame " << shown;
         EXPECT_NEAR(p.mean, level_of(shown), 1.2) << mux << " frame " << shown;
+        // Results of vapipe before 2026-12-07 (no edit_list_ms): an MP4's frames at their media times,
+        // x264's B-frames' 2 frames later. The same frame.
+        if (mux != "mp4mux") continue;
+        Segment earlier = segment("grey", "level", clip, frames[i].first + 66'666'667, frames[i + 7].first + 66'666'667);
+        earlier.pts_media_times = true;
+        SegmentFrames earlier_pictures(out + "-earlier", which);
+        auto earlier_path = earlier_pictures.save(earlier);
+        ASSERT_TRUE(earlier_path.ok()) << "frame " << shown << ": " << earlier_path.status().message();
+        EXPECT_NEAR(read_jpeg(earlier_path.value()).mean, level_of(shown), 1.2) << "earlier results' frame " << shown;
       }
     }
   }

@@ -48,6 +48,35 @@ class BadInput(E2ETest):
         self.assertEqual(status, {"good": "done", "corrupt": "failed", "missing": "failed", "synthetic": "done"})
         self.assertIn("stream 'missing'", run.stderr)
 
+    def test_a_file_that_crashes_the_decoder_is_left_out_and_the_other_files_go_on(self):
+        """GStreamer's FFV1 decoder segfaults on 10-bit grey frames (tests/media/ffv1-gray10-64x48.mkv):
+        ingest died with it, and the job stopped at start-up (exit 2, every stream pending), the file
+        never named. Now the job restarts reading one file at a time, the crash names its file, that
+        stream ends with an error saying so, and the others are classified whole (exit 3)."""
+        crashing = os.path.join(self.dir, "b-scan.mkv")
+        with open(os.path.join(os.path.dirname(__file__), "..", "media", "ffv1-gray10-64x48.mkv"), "rb") as f:
+            data = f.read()
+        with open(crashing, "wb") as f:
+            f.write(data)
+        first, last = os.path.join(self.dir, "a-good.mkv"), os.path.join(self.dir, "c-good.mkv")
+        make_clip(first, "smpte", 40, 320, 240)
+        make_clip(last, "ball", 30, 320, 240)
+        config, _ = write_config(self.dir, [("a", first), ("b", crashing), ("c", last)],
+                                 publish={"wait_for_subscribers": 0})
+        run = Run(config)
+        code = run.wait(timeout=180)
+        self.assertEqual(code, 3, run.stderr[-4000:])
+        lines = [json.loads(line) for line in open(os.path.join(self.dir, "results.jsonl"))]
+        results, events = results_by_stream(lines), events_by_stream(lines)
+        self.assertEqual([r["seq"] for r in results["a"]], list(range(40)))
+        self.assertEqual([r["seq"] for r in results["c"]], list(range(30)))
+        self.assertNotIn("b", results)
+        self.assertEqual(events["b"][-1]["event"], "error")
+        self.assertIn("ingest crashed while reading it (killed by signal 11 (Segmentation fault))",
+                      events["b"][-1]["message"])
+        self.assertIn("stream 'b' crashed ingest", run.stderr)
+        self.assertIn("while reading 'b' (" + crashing + ")", run.stderr)
+
     def test_a_file_cut_short_is_classified_to_its_cut_and_said_to_be_cut(self):
         """A recording that did not finish, or a copy cut halfway. A Matroska file plays to its cut: it
         used to end 'done' like a whole file, with nothing said. Now its eos event and the summary say it

@@ -1,6 +1,7 @@
 #include "pipeline/stream_glob.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -54,6 +55,58 @@ TEST_F(StreamGlobTest, WildcardsMatchWithinAFolderAndDoubleStarAcrossFolders) {
   auto missing = expand_file_glob(at("nowhere/*.mp4"));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("nowhere does not exist"), std::string::npos);
+}
+
+// A camera's folder linked in from a share (archive/cam1 -> ../nas/cam1) is listed as the shell lists
+// it (it was passed over: found 2026-12-07); a link back up to a folder already listed is not followed
+// round again.
+TEST_F(StreamGlobTest, FoldersLinkedToAreFollowedOnce) {
+  std::filesystem::create_directories(dir_ / "nas/cam1");
+  std::ofstream(dir_ / "nas/cam1/n.mp4") << "x";
+  std::filesystem::create_directory_symlink(dir_ / "nas/cam1", dir_ / "a/cam1");
+  std::filesystem::create_directory_symlink(dir_ / "a", dir_ / "a/sub/loop");  // a/sub/loop/sub/loop/...
+  EXPECT_EQ(glob("a/*/*.mp4"), (std::vector<std::string>{at("a/b c/v.mp4"), at("a/cam1/n.mp4"), at("a/sub/z.mp4")}));
+  EXPECT_EQ(glob("a/**/n.mp4"), (std::vector<std::string>{at("a/cam1/n.mp4")}));
+  EXPECT_EQ(glob("a/**/x.mp4"), (std::vector<std::string>{at("a/x.mp4")}));  // not again through the loop
+}
+
+// A folder under the pattern that this user cannot list (another owner's, mode 700) is said, with the
+// files of the others found (it was passed over in silence). Listed as `nobody`: root lists anything.
+TEST_F(StreamGlobTest, AFolderThatCannotBeListedIsSaid) {
+  std::filesystem::create_directories(dir_ / "a/locked");
+  std::ofstream(dir_ / "a/locked/l.mp4") << "x";
+  std::filesystem::permissions(dir_ / "a/locked", std::filesystem::perms::owner_all);
+  for (const auto& p : {dir_, dir_ / "a", dir_ / "a/sub", dir_ / "a/sub/deep", dir_ / "a/b c"}) {
+    std::filesystem::permissions(p, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                        std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                        std::filesystem::perms::others_exec);
+  }
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(out[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(2);
+    std::vector<std::string> unreadable;
+    auto files = expand_file_glob(at("a/**/*.mp4"), nullptr, &unreadable);
+    std::string said = files.ok() ? std::to_string(files->size()) : "error";
+    for (const std::string& u : unreadable) said += "|" + u;
+    if (write(out[1], said.data(), said.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(out[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(said, "4|" + at("a/locked") + " (Permission denied)");
+  EXPECT_NE(unlisted_folders_text({at("a/locked") + " (Permission denied)"}).find("1 folder under the pattern could not "
+                                                                                   "be listed: "),
+            std::string::npos);
 }
 
 // Two files of one folder whose names differ only in what an id cannot hold ("c d.mp4", "c#d.mp4"):

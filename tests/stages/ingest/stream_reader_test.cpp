@@ -479,6 +479,50 @@ TEST_F(StreamReaderTest, Mp4AndMkvFilesDecodeEveryFrame) {
   }
 }
 
+// An MP4 with B-frames: its edit list starts its video 2 frames (66.667 ms) into its media. Its frames
+// are timed as players and ffprobe show them, from 0, as the same video in Matroska is; `from` and `to`
+// take the frames at those times; the `started` event says the edit list's offset. A resume from the
+// results of an earlier version (media times: 66.667 ms later) goes on from the same frame.
+TEST_F(StreamReaderTest, AnMp4sFramesAreTimedOnItsEditListAsPlayersShowThem) {
+  const std::string mp4 = encode_clip("edit-list.mp4", "ball", 90, 160, 120, "mp4mux", "key-int-max=30 bframes=2");
+  const std::string mkv = encode_clip("edit-list.mkv", "ball", 90, 160, 120, "matroskamux", "key-int-max=30 bframes=2");
+  const CollectingEmitter whole = read_whole(mp4, ingest_, "mp4");
+  const auto frames = of_kind(whole, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 90u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(frames[i]->env.pts_ns), static_cast<double>(i) * 1e9 / 30, 1e6) << "frame " << i;
+  }
+  const auto starts = of_kind(whole, MessageKind::kStreamStart);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(starts[0]->event.edit_list_ns), 2e9 / 30, 1e6);
+  const std::vector<int64_t> in_mkv = timestamps_of(mkv, ingest_);
+  ASSERT_EQ(in_mkv.size(), 90u);
+  for (size_t i = 0; i < in_mkv.size(); ++i) EXPECT_NEAR(in_mkv[i], frames[i]->env.pts_ns, 1e6) << "frame " << i;
+  const CollectingEmitter mkv_read = read_whole(mkv, ingest_, "mkv");
+  const auto mkv_start = of_kind(mkv_read, MessageKind::kStreamStart);
+  ASSERT_EQ(mkv_start.size(), 1u);
+  EXPECT_EQ(mkv_start[0]->event.edit_list_ns, 0);
+
+  StreamConfig part = stream("part", mp4);
+  part.from_ns = 1'000'000'000;
+  part.to_ns = 2'000'000'000;
+  const CollectingEmitter part_read = read_stream(part, ingest_);
+  const auto in_part = of_kind(part_read, MessageKind::kFrame);
+  ASSERT_EQ(in_part.size(), 30u);
+  EXPECT_EQ(in_part.front()->env.pts_ns, frames[30]->env.pts_ns);
+  EXPECT_EQ(in_part.back()->env.pts_ns, frames[59]->env.pts_ns);
+
+  ReaderOptions earlier_version;
+  earlier_version.skip_frames = 40;
+  earlier_version.resume_after_pts_ns = frames[39]->env.pts_ns + starts[0]->event.edit_list_ns;
+  earlier_version.resume_pts_media_times = true;
+  const CollectingEmitter resumed = read_stream(stream("mp4", mp4), ingest_, earlier_version);
+  const auto rest = of_kind(resumed, MessageKind::kFrame);
+  ASSERT_EQ(rest.size(), 50u);
+  EXPECT_EQ(rest.front()->env.seq, 40u);
+  EXPECT_EQ(rest.front()->env.pts_ns, frames[40]->env.pts_ns);
+}
+
 // A file with two video tracks (two views of one recording): the first is classified, every frame of
 // it, and nothing of the second (which used to be linked to nothing, and its orientation tag could turn
 // the first's frames).
@@ -729,7 +773,9 @@ std::vector<int64_t> key_frame_timestamps(const std::string& path, const std::st
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   while (GstSample* sample = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
     GstBuffer* b = gst_sample_get_buffer(sample);
-    if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DELTA_UNIT)) pts.push_back(static_cast<int64_t>(GST_BUFFER_PTS(b)));
+    // Its stream time: an MP4's on its edit list's timeline, as players (and ingest) time its frames.
+    const GstClockTime shown = gst_segment_to_stream_time(gst_sample_get_segment(sample), GST_FORMAT_TIME, GST_BUFFER_PTS(b));
+    if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DELTA_UNIT)) pts.push_back(static_cast<int64_t>(shown));
     gst_sample_unref(sample);
   }
   gst_element_set_state(pipeline, GST_STATE_NULL);

@@ -70,6 +70,49 @@ TEST(ResultsFile, AppendsWholeLinesToWhatTheFileHad) {
   EXPECT_EQ(read_all(path), lines(0, 4));
 }
 
+// The file deleted while the job runs (found 2026-12-07: every result after it went with it, without a
+// word): it is written again at its path, whole, and goes on there. Moved away, an archive job's lines
+// follow it (its --resume reads the path whole: the file is named instead); a live job's begin a new
+// file at the path (logrotate's `create`).
+TEST(ResultsFile, AFileDeletedWhileWrittenIsWrittenAgainWholeAndOneMovedIsFollowedOrBegunAnew) {
+  const std::string path = temp_path("followed.jsonl");
+  std::filesystem::remove(path);
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->follow_path(false), "");  // where it was opened
+  for (int i = 0; i < 3; ++i) file->append(line(i));
+  ASSERT_TRUE(file->flush().ok());
+  std::filesystem::remove(path);
+  const std::string deleted = file->follow_path(false);
+  EXPECT_NE(deleted.find(path + " was deleted while the job ran: it is written again there, whole"), std::string::npos)
+      << deleted;
+  for (int i = 3; i < 5; ++i) file->append(line(i));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(0, 5));
+  EXPECT_EQ(file->follow_path(false), "");
+
+  // Moved, in an archive job: its lines go on into the moved file, which is named once.
+  const std::string moved = temp_path("moved.jsonl");
+  std::filesystem::rename(path, moved);
+  const std::string said = file->follow_path(false);
+  EXPECT_NE(said.find(path + " was moved to " + moved + " while the job ran: its results go on into " + moved),
+            std::string::npos) << said;
+  EXPECT_EQ(file->follow_path(false), "");  // said once
+  file->append(line(5));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(moved), lines(0, 6));
+  EXPECT_FALSE(std::filesystem::exists(path));
+
+  // Moved, in a live job: a new file at the path.
+  const std::string rotated = file->follow_path(true);
+  EXPECT_NE(rotated.find(path + " was moved to " + moved + " (rotated?): a new " + path + " is begun"), std::string::npos)
+      << rotated;
+  file->append(line(6));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(6, 7));
+  EXPECT_EQ(read_all(moved), lines(0, 6));
+}
+
 // The disk refuses a block in the middle of a line: the part of the line it took is cut off again,
 // the lines it did not take stay buffered, in order, and go out once it takes them: the file then
 // holds every line once, whole.

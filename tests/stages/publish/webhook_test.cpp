@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -230,7 +233,8 @@ TEST(Webhook, ABlockingQueueHoldsThePosterUntilThereIsRoomOrAStop) {
     EXPECT_EQ(receiver.received().size(), 3u);
   }
   EXPECT_EQ(sender.stats().dropped, 0u);
-  // Down again and full: a stop lets the poster go, and its message is counted dropped.
+  // Down again and full: a stop lets the poster go, and its message is counted undelivered ("block"
+  // drops nothing; it was counted dropped, "97 dropped (queue full)" at a stop, until 2026-12-07).
   sender.post("segments/gate", message(3));
   ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing; }));
   sender.post("segments/gate", message(4));
@@ -238,7 +242,8 @@ TEST(Webhook, ABlockingQueueHoldsThePosterUntilThereIsRoomOrAStop) {
   std::this_thread::sleep_for(100ms);
   stop = true;
   held.join();
-  EXPECT_EQ(sender.stats().dropped, 1u);
+  EXPECT_EQ(sender.stats().dropped, 0u);
+  EXPECT_EQ(sender.stats().undelivered, 1u);
 }
 
 // finish() gives what waits a bounded time: a receiver that never comes does not hold publish's exit.
@@ -253,6 +258,42 @@ TEST(Webhook, FinishGivesUpAfterItsGraceAndCountsWhatWasNotDelivered) {
   EXPECT_EQ(s.undelivered, 3u);
   EXPECT_EQ(s.queued, 0u);
   EXPECT_EQ(s.delivered, 0u);
+}
+
+// A receiver that takes the connection and never answers, with a timeout_s of 10 minutes: the request
+// under way at the stop's deadline is cut there (it was waited for, and publish, stuck closing, was
+// aborted by its watchdog after job.stage_timeout_s: exit 2 after 124 s, found 2026-12-07).
+TEST(Webhook, ARequestNeverAnsweredIsCutAtTheStopsDeadline) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);  // the kernel takes connections; nothing ever answers
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  WebhookConfig c = hook_at(ntohs(addr.sin_port));
+  c.timeout_s = 600;
+  {
+    WebhookSender sender(c, 0);
+    for (int n = 0; n < 2; ++n) sender.post("segments/gate", message(n));
+    ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.queued == 2; }));
+    std::this_thread::sleep_for(200ms);  // the first request sent, waiting for its answer
+    const auto start = std::chrono::steady_clock::now();
+    sender.finish(300ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 60s) << "waited for the request's timeout_s";
+    const WebhookStats s = sender.stats();
+    EXPECT_EQ(s.undelivered, 2u);
+    EXPECT_EQ(s.delivered, 0u);
+  }
+  {
+    // Destroyed without a finish (publish's own end): the same, at once.
+    WebhookSender sender(c, 0);
+    sender.post("segments/gate", message(0));
+    std::this_thread::sleep_for(200ms);
+  }
+  ::close(listener);
 }
 
 TEST(Webhook, FinishDeliversWhatWaitsWhenTheReceiverIsUp) {
@@ -420,6 +461,14 @@ TEST(WebhookText, EachKindOfMessageIsOneLineAPersonReads) {
   ended["score_mean"] = 0.91;
   EXPECT_EQ(webhook_text("segments/gate", ended),
             "gate: truck ended at 2025-12-03 14:32:18 after 13.0 s (381 frames, mean score 0.91)");
+  // A file's segment: how long it lasts in the video (its frames' pts_ms), not how long classifying it
+  // took (an archive job's capture times: 30 frames were "after 0.1 s" until 2026-12-07).
+  json in_file = ended;
+  in_file["end_capture_unix_ms"] = t + 100;
+  in_file["start_ms"] = 66.667;
+  in_file["end_ms"] = 1033.333;
+  EXPECT_EQ(webhook_text("segments/gate", in_file),
+            "gate: truck ended at 2025-12-03 14:32:05 after 1.0 s (381 frames, mean score 0.91)");
   // The camera's clock when the message has it (a DVR's file with recorded_at: the time it shows).
   ended["start_camera_unix_ms"] = t - 3600000;
   ended["end_camera_unix_ms"] = t - 3600000 + 60000;

@@ -1,0 +1,116 @@
+#include "stages/ingest/edit_list_timeline.h"
+
+#include <utility>
+
+namespace vapipe {
+
+std::optional<EditListShift> edit_list_shift(const GstSegment& segment) {
+  if (segment.format != GST_FORMAT_TIME || segment.rate <= 0 || !GST_CLOCK_TIME_IS_VALID(segment.start) ||
+      !GST_CLOCK_TIME_IS_VALID(segment.time) || segment.start == segment.time) {
+    return std::nullopt;
+  }
+  EditListShift shift;
+  shift.offset = static_cast<GstClockTimeDiff>(segment.start) - static_cast<GstClockTimeDiff>(segment.time);
+  shift.segment = segment;
+  shift.segment.start = segment.time;
+  shift.segment.stop = shifted_by_edit_list(segment.stop, shift.offset);
+  shift.segment.position = shifted_by_edit_list(segment.position, shift.offset);
+  return shift;
+}
+
+GstClockTime shifted_by_edit_list(GstClockTime t, GstClockTimeDiff offset) {
+  if (!GST_CLOCK_TIME_IS_VALID(t)) return t;
+  const GstClockTimeDiff moved = static_cast<GstClockTimeDiff>(t) - offset;
+  return moved < 0 ? 0 : static_cast<GstClockTime>(moved);
+}
+
+GstClockTime decoding_time_on_edit_list(GstClockTime dts, GstClockTimeDiff offset) {
+  if (!GST_CLOCK_TIME_IS_VALID(dts) || static_cast<GstClockTimeDiff>(dts) < offset) return GST_CLOCK_TIME_NONE;
+  return shifted_by_edit_list(dts, offset);
+}
+
+namespace {
+
+struct PadShift {
+  std::shared_ptr<EditListOffset> reported;  // null: not the video pad, or nobody asked
+  GstClockTimeDiff offset = 0;               // of the pad's latest time segment
+};
+
+void shift(GstBuffer* buffer, GstClockTimeDiff offset) {
+  GST_BUFFER_PTS(buffer) = shifted_by_edit_list(GST_BUFFER_PTS(buffer), offset);
+  GST_BUFFER_DTS(buffer) = decoding_time_on_edit_list(GST_BUFFER_DTS(buffer), offset);
+}
+
+GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto& pad = *static_cast<PadShift*>(user);
+  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_SEGMENT) return GST_PAD_PROBE_OK;
+    const GstSegment* segment = nullptr;
+    gst_event_parse_segment(event, &segment);
+    if (!segment) return GST_PAD_PROBE_OK;
+    const std::optional<EditListShift> moved = edit_list_shift(*segment);
+    pad.offset = moved ? moved->offset : 0;
+    if (pad.reported) pad.reported->video_ns = pad.offset;
+    if (!moved) return GST_PAD_PROBE_OK;
+    GstEvent* replacement = gst_event_new_segment(&moved->segment);
+    gst_event_set_seqnum(replacement, gst_event_get_seqnum(event));
+    gst_event_unref(event);
+    GST_PAD_PROBE_INFO_DATA(info) = replacement;
+    return GST_PAD_PROBE_OK;
+  }
+  if (pad.offset == 0) return GST_PAD_PROBE_OK;
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (!buffer) return GST_PAD_PROBE_OK;
+    buffer = gst_buffer_make_writable(buffer);
+    shift(buffer, pad.offset);
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+  } else if (info->type & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList* list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
+    if (!list) return GST_PAD_PROBE_OK;
+    list = gst_buffer_list_make_writable(list);
+    for (guint i = 0; i < gst_buffer_list_length(list); ++i) shift(gst_buffer_list_get_writable(list, i), pad.offset);
+    GST_PAD_PROBE_INFO_DATA(info) = list;
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+void on_pad_added(GstElement*, GstPad* pad, gpointer user) {
+  if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
+  auto* state = new PadShift();
+  // qtdemux names its pads by kind: video_0, audio_0, subtitle_0. The first video one is classified.
+  if (g_str_has_prefix(GST_PAD_NAME(pad), "video")) {
+    auto& offset = *static_cast<std::shared_ptr<EditListOffset>*>(user);
+    state->reported = std::exchange(offset, nullptr);
+  }
+  gst_pad_add_probe(pad,
+                    static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
+                                                 GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                    &on_demuxer_output, state, [](gpointer data) { delete static_cast<PadShift*>(data); });
+}
+
+void on_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
+  GstElementFactory* factory = gst_element_get_factory(element);
+  if (!factory || !g_str_equal(GST_OBJECT_NAME(factory), "qtdemux")) return;
+  put_on_edit_list_timeline(element, *static_cast<std::shared_ptr<EditListOffset>*>(user));
+}
+
+}  // namespace
+
+void put_on_edit_list_timeline(GstElement* qtdemux, std::shared_ptr<EditListOffset> offset) {
+  // (pad-added comes on the demuxer's streaming thread, one pad at a time)
+  g_signal_connect_data(qtdemux, "pad-added", G_CALLBACK(&on_pad_added),
+                        new std::shared_ptr<EditListOffset>(std::move(offset)),
+                        [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<EditListOffset>*>(data); },
+                        static_cast<GConnectFlags>(0));
+}
+
+void put_on_edit_list_timeline_in(GstElement* bin, std::shared_ptr<EditListOffset> offset) {
+  g_signal_connect_data(bin, "deep-element-added", G_CALLBACK(&on_element_added),
+                        new std::shared_ptr<EditListOffset>(std::move(offset)),
+                        [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<EditListOffset>*>(data); },
+                        static_cast<GConnectFlags>(0));
+}
+
+}  // namespace vapipe

@@ -1,0 +1,52 @@
+// An MP4's (MOV's, 3GP's) frames on the timeline its edit list gives them: the times players, ffprobe
+// and editors show. A file with B-frames starts its video's edit list two frames into its media (x264's
+// B-pyramid: its first frame is shown at media time 66.667 ms), and qtdemux plays the edit list through
+// its time segment (start 66.667 ms, time 0) while each buffer keeps its media time. Ingest took the
+// buffers' times as they were, so such a file's pts_ms began at 66.667 where every player says 0, and
+// `streams[].from: 2` began 2 frames early and `to: 4` ended 2 frames early; the same video remuxed to
+// Matroska disagreed with it (found 2026-12-07).
+//
+// Each time segment from qtdemux is put on that timeline before anything downstream sees it: its buffers
+// are moved by (segment.start - segment.time) and the segment by as much, so that a buffer's timestamp
+// is its time on the edit list's timeline (what `gst_segment_to_stream_time` gives) and its running time
+// is unchanged. A decoding time that would fall before 0 (the first frames' with B-frames) is left out:
+// put at 0, three frames with one decoding time made the decoder give the second frame the third's
+// timestamp. Seeks by time were already on that timeline: the demuxer reads them as edit-list times.
+#pragma once
+
+#include <gst/gst.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace vapipe {
+
+// The offset to take off a time segment's buffers (its start minus its time, either sign), and the
+// segment to send instead; nothing for a segment already on that timeline or not in time format.
+struct EditListShift {
+  GstClockTimeDiff offset = 0;
+  GstSegment segment{};
+};
+std::optional<EditListShift> edit_list_shift(const GstSegment& segment);
+
+// A timestamp moved back by `offset`: GST_CLOCK_TIME_NONE stays so; one before 0 becomes 0.
+GstClockTime shifted_by_edit_list(GstClockTime t, GstClockTimeDiff offset);
+// A decoding time moved back by `offset`: one before 0 becomes GST_CLOCK_TIME_NONE.
+GstClockTime decoding_time_on_edit_list(GstClockTime dts, GstClockTimeDiff offset);
+
+// What the video's segments said, for the stream's `started` event (edit_list_ms) and for results of
+// earlier versions read again (their pts_ms were media times): the latest video segment's offset.
+struct EditListOffset {
+  std::atomic<int64_t> video_ns{0};
+};
+
+// Puts each source pad of a qtdemux on its edit list's timeline; `offset` (may be null) is kept
+// up to date with its video pad's.
+void put_on_edit_list_timeline(GstElement* qtdemux, std::shared_ptr<EditListOffset> offset);
+// The same for each qtdemux that `bin` (a uridecodebin, decodebin or parsebin) adds. Only for files:
+// an HLS or DASH stream's fragments are timed by their playlist, not by an edit list.
+void put_on_edit_list_timeline_in(GstElement* bin, std::shared_ptr<EditListOffset> offset);
+
+}  // namespace vapipe
