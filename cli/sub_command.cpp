@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -90,6 +93,17 @@ int sub_command(const std::vector<std::string>& args) {
   }
   for (const auto& t : topics) sub.set(zmq::sockopt::subscribe, t);
   if (exit_on_summary) sub.set(zmq::sockopt::subscribe, std::string(kJobSummaryTopic));
+  // A bus that refuses this subscriber's key (not in its curve.subscribers, or the wrong server key)
+  // said only "nothing received", and libzmq never tries a refused handshake again: the key added to
+  // the bus's list while this ran let nothing in (found 2026-12-07). The handshake's failures are
+  // watched: said once, and the connection made again every few seconds.
+  zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+  const bool monitored =
+      !server_key.empty() &&
+      zmq_socket_monitor(sub.handle(), "inproc://vapipe-sub-handshakes",
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0;
+  if (monitored) monitor.connect("inproc://vapipe-sub-handshakes");
   try {
     sub.connect(endpoint);
   } catch (const zmq::error_t& e) {
@@ -98,12 +112,45 @@ int sub_command(const std::vector<std::string>& args) {
   }
   auto last = std::chrono::steady_clock::now();
   long long printed = 0;
+  bool refusal_said = false;
+  std::optional<std::chrono::steady_clock::time_point> connect_again_at;
   while (!flags.stop.load() && (count < 0 || printed < count)) {
-    zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::pollitem_t items[2] = {{sub.handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t& item = items[0];
     try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      zmq::poll(items, monitored ? 2 : 1, std::chrono::milliseconds(100));
     } catch (const zmq::error_t&) {
       continue;  // EINTR
+    }
+    if (monitored && (items[1].revents & ZMQ_POLLIN)) {
+      zmq::message_t event, address;
+      if (monitor.recv(event, zmq::recv_flags::dontwait) && event.more()) (void)monitor.recv(address);
+      uint16_t id = 0;
+      uint32_t value = 0;
+      if (event.size() >= 6) {
+        std::memcpy(&id, event.data(), 2);
+        std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+      }
+      if (!refusal_said) {
+        refusal_said = true;
+        std::fprintf(stderr, "vapipe sub: the bus at %s refused the handshake (%s): %s; trying again every 5 s\n",
+                     endpoint.c_str(),
+                     id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? ("ZMQ authentication failed, " + std::to_string(value)).c_str()
+                                                           : "CURVE handshake failed",
+                     id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                         ? "this subscriber's public key is not in the job's publish.curve_authorized_keys file (add it: "
+                           "the bus reads that file again as it changes)"
+                         : "is --server-key the bus's public key, and does the bus use CURVE?");
+      }
+      connect_again_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    }
+    if (connect_again_at && std::chrono::steady_clock::now() >= *connect_again_at) {
+      connect_again_at.reset();
+      try {
+        sub.disconnect(endpoint);
+        sub.connect(endpoint);
+      } catch (const zmq::error_t&) {
+      }
     }
     if (!(item.revents & ZMQ_POLLIN)) {
       if (timeout_s >= 0 && std::chrono::steady_clock::now() - last > std::chrono::duration<double>(timeout_s)) {

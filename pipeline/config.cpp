@@ -195,6 +195,8 @@ class Context {
     throw ConfigError{os.str()};
   }
   const std::string& source() const { return source_; }
+  // Every stream of the job is in the config as read (no glob left for a stream table to fill in).
+  bool all_streams_known = true;
   // A node of the document walked (its duplicate keys, its merge keys): an alias is walked each time
   // it is used, so aliases of aliases (a "billion laughs" YAML, 9 levels of 9) would take hours. Past
   // kMaxNodesWalked, the config is refused instead; a real one has a few thousand.
@@ -676,6 +678,23 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
       if (prefix.rfind("segments/", 0) == 0 && c.publish.segments_min_frames == 0) {
         ctx.fail(topics[t], at, "'" + prefix + "' has no messages without publish.segments_min_frames (N >= 1), "
                                 "which publishes segments");
+      }
+      // A stream's topic that names no stream of an archive job (whose streams are all known: a live job's
+      // reload may add the camera later, a watched folder its file) is a typo that sends nothing.
+      if (const size_t slash = prefix.find('/');
+          slash != std::string::npos && slash + 1 < prefix.size() && prefix.rfind("job/", 0) != 0 &&
+          c.job.mode == JobMode::kArchive && c.watches.empty() && !c.streams.empty() && ctx.all_streams_known) {
+        const std::string named = prefix.substr(slash + 1);
+        std::string ids;
+        bool found = false;
+        for (const StreamConfig& s : c.streams) {
+          found = found || s.id.rfind(named, 0) == 0;
+          if (ids.size() < 200) ids += (ids.empty() ? "" : ", ") + s.id;
+        }
+        if (!found) {
+          ctx.fail(topics[t], at, "'" + prefix + "' names no stream of this job (no id starts with '" + named +
+                                      "'; its streams: " + ids + (ids.size() >= 200 ? ", ..." : "") + ")");
+        }
       }
       w->topics.push_back(prefix);
     }
@@ -1348,6 +1367,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         const bool watched = w.watch_s > 0;
         const std::string& pattern = w.pattern;
         // A stage of `vapipe run` takes the files from the job's stream table instead.
+        if (!options.expand_globs) ctx.all_streams_known = false;
         if (options.expand_globs) {
           auto found = glob_files(w);
           if (!found.ok()) ctx.fail(streams[i]["glob"], path + ".glob", found.status().message());

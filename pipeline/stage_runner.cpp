@@ -1,7 +1,9 @@
 #include "pipeline/stage_runner.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -31,11 +33,24 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+double SenderEmitter::so_far(const std::atomic<int64_t>& since_ns) {
+  const int64_t since = since_ns.load(std::memory_order_relaxed);
+  return since == 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, steady_ns() - since)) / 1e9;
+}
+
 Status SenderEmitter::emit(Message&& msg) {
   if (!sender_) return FailedPrecondition("this stage has no output");
   const auto start = std::chrono::steady_clock::now();
   WatchdogWait wait(watchdog_);
+  send_since_ns_.store(steady_ns(), std::memory_order_relaxed);
   Status s = sender_->send(msg, cancel_);
+  send_since_ns_.store(0, std::memory_order_relaxed);
   send_s_.store(send_s_.load(std::memory_order_relaxed) + seconds_since(start), std::memory_order_relaxed);
   if (s.ok()) sent_.store(sent_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return s;
@@ -44,7 +59,9 @@ Status SenderEmitter::emit(Message&& msg) {
 Result<Payload> SenderEmitter::allocate(size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
   WatchdogWait wait(watchdog_);
+  allocate_since_ns_.store(steady_ns(), std::memory_order_relaxed);
   Result<Payload> p = allocator_->allocate(bytes);
+  allocate_since_ns_.store(0, std::memory_order_relaxed);
   allocate_s_.store(allocate_s_.load(std::memory_order_relaxed) + seconds_since(start), std::memory_order_relaxed);
   return p;
 }
@@ -180,6 +197,16 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   const bool share_stats = std::filesystem::is_directory(layout.run_dir, no_dir);
   const std::string stats_path = stage_stats_path(layout, kind);
   auto next_stats = std::chrono::steady_clock::now();
+  // While the loop is held up in the stage's work (waiting for a pool slot or for room downstream,
+  // behind a stage that stopped), a thread of its own writes the last figures again once a second with
+  // what moves meanwhile: the time up, and the waits under way. They froze (found 2026-12-07).
+  struct StatsKeeper {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool done = false;
+    std::optional<StageStatsSnapshot> last;
+    std::chrono::steady_clock::time_point written{};
+  } keeper;
   auto write_stats = [&] {
     StageStatsSnapshot snap;
     snap.stage = stage_kind_name(kind);
@@ -193,9 +220,40 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     snap.input_wait_s = stats.input_wait_s;
     snap.counters = stage.counters();
     snap.facts = stage.facts();
-    if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
+    {
+      std::lock_guard<std::mutex> lock(keeper.mutex);
+      if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
+      keeper.last = snap;
+      keeper.written = std::chrono::steady_clock::now();
+    }
     next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   };
+  std::thread keeping;
+  if (share_stats) {
+    keeping = std::thread([&] {
+      std::unique_lock<std::mutex> lock(keeper.mutex);
+      while (!keeper.wake.wait_for(lock, std::chrono::seconds(1), [&] { return keeper.done; })) {
+        if (!keeper.last || std::chrono::steady_clock::now() - keeper.written < std::chrono::milliseconds(1500)) continue;
+        StageStatsSnapshot snap = *keeper.last;
+        snap.up_s = seconds_since(ready_at);
+        snap.send_blocked_s = emitter.send_seconds();
+        snap.slot_wait_s = emitter.allocate_seconds();
+        if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
+      }
+    });
+  }
+  struct StopKeeping {
+    StatsKeeper& keeper;
+    std::thread& thread;
+    ~StopKeeping() {
+      {
+        std::lock_guard<std::mutex> lock(keeper.mutex);
+        keeper.done = true;
+      }
+      keeper.wake.notify_all();
+      if (thread.joinable()) thread.join();
+    }
+  } stop_keeping{keeper, keeping};
   // A reload's log.level (pipeline/logging.h): a live job's copy of its config, which a reload rewrites.
   const char* copy = std::getenv(kConfigAsStartedEnv);
   LogLevelFollower log_level(config.job.mode == JobMode::kLive && copy && *copy ? copy : "");

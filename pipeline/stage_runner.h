@@ -25,8 +25,10 @@ class SenderEmitter final : public Emitter {
   // Seconds spent in send (waiting for room downstream, back-pressure) and in allocate (waiting for a
   // free pool slot: downstream still holds them), summed over the emitter's life, and messages sent.
   // Readable from any thread (ingest's statistics); written only by the emitting one.
-  double send_seconds() const { return send_s_.load(std::memory_order_relaxed); }
-  double allocate_seconds() const { return allocate_s_.load(std::memory_order_relaxed); }
+  // A wait under way counts as far as it has gone (a stage stuck behind a stopped one shows it as it
+  // happens: the figures of /metrics were frozen until the wait ended).
+  double send_seconds() const { return send_s_.load(std::memory_order_relaxed) + so_far(send_since_ns_); }
+  double allocate_seconds() const { return allocate_s_.load(std::memory_order_relaxed) + so_far(allocate_since_ns_); }
   uint64_t messages_sent() const { return sent_.load(std::memory_order_relaxed); }
 
  private:
@@ -34,7 +36,9 @@ class SenderEmitter final : public Emitter {
   PayloadAllocator* allocator_;
   const std::atomic<bool>* cancel_;
   StageWatchdog* watchdog_;  // waits for room downstream or a free slot are not the stage's own work
+  static double so_far(const std::atomic<int64_t>& since_ns);
   std::atomic<double> send_s_{0}, allocate_s_{0};
+  std::atomic<int64_t> send_since_ns_{0}, allocate_since_ns_{0};  // a wait under way began (steady ns; 0: none)
   std::atomic<uint64_t> sent_{0};
 };
 

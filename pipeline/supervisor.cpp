@@ -874,6 +874,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           c.finished_at = std::chrono::steady_clock::now();
         } else if (c.killed_for_restart) {
           VAPIPE_LOG_INFO("stage {} (pid {}) stopped for its lane's restart", child_name(c, lanes), pid);
+        } else if (abort_sent && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+          VAPIPE_LOG_INFO("stage {} (pid {}) killed (it had not drained)", child_name(c, lanes), pid);
         } else if (failure.empty() && !flags.abort.load()) {
           const std::string what = "stage " + child_name(c, lanes) + " (pid " + std::to_string(pid) + ") failed: " +
                                    describe_exit(status);
@@ -932,12 +934,13 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
             if (!reading.empty()) failure += " while reading " + reading;
           }
           if (unwritable) refusal = kUnwritableRefusal;
-          if (!live && !unwritable &&
-              (restart_refusal(config, failed_after_opening, count, stopping).empty() ||
-               (!crash_suspects.empty() && !stopping && !config.publish.jsonl_path.empty()))) {
-            std::ofstream(restart_mark(layout)).flush();
-          }
-          VAPIPE_LOG_ERROR("{}; stopping the job{}", failure, live || unwritable ? refusal : std::string());
+          const bool will_restart = !live && !unwritable &&
+                                (restart_refusal(config, failed_after_opening, count, stopping).empty() ||
+                                 (!crash_suspects.empty() && !stopping && !config.publish.jsonl_path.empty()));
+          if (will_restart) std::ofstream(restart_mark(layout)).flush();
+          // (An archive job that restarts says so next: "stopping the job" alone read as its end.)
+          VAPIPE_LOG_ERROR("{}; stopping {}{}", failure, will_restart ? "its stages, to restart the job" : "the job",
+                           live || unwritable ? refusal : std::string());
           if (!terminated_at) {
             // The pipeline is broken, so there is nothing to drain: a second signal means "now".
             signal_all(SIGINT);
@@ -969,7 +972,13 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       signal_all(SIGTERM);
       terminated_at = now;
     } else if (terminated_at && !abort_sent && now - *terminated_at > drain + std::chrono::seconds(2)) {
-      VAPIPE_LOG_WARN("stages still running after SIGTERM: killing them");
+      // Named: the one that did not drain is among them (the others may only wait behind it). Their
+      // deaths by this SIGKILL are not failures of their own (it blamed whichever was reaped first).
+      std::string still;
+      for (const Child& c : children) {
+        if (!c.exited) still += (still.empty() ? "" : ", ") + child_name(c, lanes) + " (pid " + std::to_string(c.pid) + ")";
+      }
+      VAPIPE_LOG_WARN("stages still running after SIGTERM: killing them: {}", still);
       signal_all(SIGKILL);
       abort_sent = true;
     }

@@ -1148,6 +1148,28 @@ struct StreamReader::Impl {
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
   }
+  // Uncompressed RGB in an AVI (a frame grabber's, a screen capture's): avidemux gives its frames a
+  // pixel aspect ratio of -1/1, which videoconvert cannot take ("Internal data stream error. (element
+  // avidemux)", found 2026-12-07; raw YUV passes another way). One that is not a ratio is square.
+  static GstPadProbeReturn square_pixels_when_unknown(GstPad*, GstPadProbeInfo* info, gpointer) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_CAPS) return GST_PAD_PROBE_OK;
+    GstCaps* caps = nullptr;
+    gst_event_parse_caps(event, &caps);
+    if (!caps || gst_caps_get_size(caps) == 0) return GST_PAD_PROBE_OK;
+    gint n = 1, d = 1;
+    if (!gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "pixel-aspect-ratio", &n, &d) || (n > 0 && d > 0)) {
+      return GST_PAD_PROBE_OK;
+    }
+    GstCaps* square = gst_caps_copy(caps);
+    gst_structure_set(gst_caps_get_structure(square, 0), "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
+    GstEvent* replacement = gst_event_new_caps(square);
+    gst_caps_unref(square);
+    gst_event_set_seqnum(replacement, gst_event_get_seqnum(event));
+    gst_event_unref(event);
+    GST_PAD_PROBE_INFO_DATA(info) = replacement;
+    return GST_PAD_PROBE_OK;
+  }
   // A stream of the file that no decoder here takes (uridecodebin leaves it out, and its demuxer then
   // fails with "Internal data stream error"): kept, to say so.
   static void on_unknown_type(GstElement*, GstPad*, GstCaps* caps, gpointer user) {
@@ -1156,6 +1178,15 @@ struct StreamReader::Impl {
     const GstStructure* st = gst_caps_get_structure(caps, 0);
     std::string what = gst_structure_get_name(st);
     if (const gchar* profile = gst_structure_get_string(st, "profile")) what += ", profile " + std::string(profile);
+    // An AVI codec avidemux maps to nothing (Ut Video, MagicYUV, JPEG 2000 as 'mjp2'): its FourCC.
+    if (gint fourcc = 0; what == "video/x-avi-unknown" && gst_structure_get_int(st, "fourcc", &fourcc)) {
+      std::string code;
+      for (int shift = 0; shift < 32; shift += 8) {
+        const char c = static_cast<char>((static_cast<guint32>(fourcc) >> shift) & 0xff);
+        code += (c >= 0x20 && c < 0x7f) ? c : '?';
+      }
+      what += ", FourCC '" + code + "'";
+    }
     std::lock_guard<std::mutex> lock(self->pads_mutex);
     if (self->undecodable.find(what) == std::string::npos) {
       self->undecodable += (self->undecodable.empty() ? "" : "; ") + what;
@@ -1313,6 +1344,7 @@ struct StreamReader::Impl {
     }
     gst_caps_unref(caps);
     self->video_pad = true;
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &square_pixels_when_unknown, nullptr, nullptr);
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &Impl::on_orientation_tag, self, nullptr);
     if (self->stream.recorded.from == RecordingStart::From::kContainer) {
       gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &Impl::on_creation_date_tag, self, nullptr);
@@ -2865,7 +2897,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         std::lock_guard<std::mutex> lock(s.pads_mutex);
         // What the file holds says more than GStreamer's error, or than on_no_more_pads' own.
         const std::string before = reason->rfind(kNoVideoPad, 0) == 0 ? "" : *reason + ": ";
-        if (s.undecodable.find("video/") != std::string::npos) {
+        if (s.undecodable.find("video/x-avi-unknown") != std::string::npos) {
+          // libav may well be installed: GStreamer's AVI reader does not pass these codecs on to it.
+          // (Not GStreamer's own "missing a plug-in": the plug-in is there.)
+          *reason = "its video's codec is one GStreamer's AVI reader does not know (" + s.undecodable +
+                    "; Ut Video, MagicYUV, JPEG 2000 and others), whatever decoders are installed: convert the file "
+                    "(ffmpeg -i FILE -c:v libx264 -crf 16 OUT.mp4)";
+        } else if (s.undecodable.find("video/") != std::string::npos) {
           *reason = before + "no decoder here takes its video (" + s.undecodable + "): install the GStreamer "
                     "plug-in for it (gstreamer1.0-libav decodes most), or re-encode it";
         } else if (!s.other_pads.empty()) {
@@ -2937,6 +2975,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // clock starts over (tsdemux cannot place a time in them), or past the end. A resume's or a lane
       // restart's point has a frame, and so has a `from` within the file's known duration: decoded
       // from the start instead. (A `from` past a known end is said as such at the end.)
+      // A `from` at or past the known end: the few frames a seek there gives (MPEG-TS, MPEG-PS, a
+      // fragmented MP4: the last GOP's, cut at the seek) are no damage; the end says so (found 2026-12-07:
+      // it failed, "none of its 3 compressed frames could be decoded", where MP4 and Matroska said it).
+      bool from_past_end = false;
       if (s.sought_by_time && s.decoded.load() == 0 && !stopping()) {
         gint64 duration = -1;
         const bool known_end = gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) && duration > 0;
@@ -2945,8 +2987,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           s.seek_overshot = true;
           continue;
         }
+        from_past_end = s.stream.from_ns > 0;
       }
-      if (const uint64_t arrived = s.decoder_input.arrived.load(); arrived > 0 && s.decoded.load() == 0) {
+      if (const uint64_t arrived = s.decoder_input.arrived.load(); arrived > 0 && s.decoded.load() == 0 && !from_past_end) {
         if (auto done = recover(MessageKind::kStreamError,
                                 "none of its " + std::to_string(arrived) + " compressed frames could be decoded: it has "
                                 "no key frame to start from (cut from a longer recording?)")) {

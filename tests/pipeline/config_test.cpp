@@ -690,6 +690,19 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_DOUBLE_EQ(ha.cooldown_s, 0);
   EXPECT_EQ(ha.format, "json");
 
+  // A stream's topic naming no stream of an archive job (a typo: "gaet") would send nothing: an error. A
+  // prefix of an id is one; a live job's reload may add the camera later.
+  const std::string archive_head = "streams: [{id: gate, uri: 'test://ball?frames=10'}]\ninfer: {model: m, labels: l}\n";
+  const std::string hook = "publish:\n  segments_min_frames: 5\n  webhooks:\n    - url: http://h/x\n      topics: [";
+  auto typo = load_config_string(archive_head + hook + "segments/gaet]\n", "job.yaml", dir.string());
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("job.yaml:7: publish.webhooks[0].topics[0]: 'segments/gaet' names no stream "
+                                         "of this job (no id starts with 'gaet'; its streams: gate)"),
+            std::string::npos) << typo.status().message();
+  EXPECT_TRUE(load_config_string(archive_head + hook + "segments/ga]\n", "job.yaml", dir.string()).ok());
+  const auto live_typo = load_config_string("job: {mode: live}\n" + head + hook + "segments/gaet]\n", "job.yaml", dir.string());
+  EXPECT_TRUE(live_typo.ok()) << live_typo.status().message();
+
   const std::string segments = "publish:\n  segments_min_frames: 5\n  webhooks:\n";
   expect_config_errors(head, dir, {
       ConfigErrorCase{segments + "    - {topics: [events/]}\n", "job.yaml:6: publish.webhooks[0].url: required"},

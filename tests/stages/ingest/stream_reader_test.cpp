@@ -523,6 +523,19 @@ TEST_F(StreamReaderTest, AnMp4sFramesAreTimedOnItsEditListAsPlayersShowThem) {
   EXPECT_EQ(rest.front()->env.pts_ns, frames[40]->env.pts_ns);
 }
 
+// Uncompressed BGR in an AVI (ffmpeg's rawvideo, as frame grabbers and screen captures write it):
+// avidemux says its pixels' aspect is -1/1, which videoconvert refused ("Internal data stream error.
+// (element avidemux)" until 2026-12-07). Read, square pixels, every frame.
+TEST_F(StreamReaderTest, AnAviOfUncompressedRgbIsReadWithSquarePixels) {
+  const std::string path = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/raw-bgr24-32x24.avi";
+  const CollectingEmitter out = read_whole(path, ingest_, "raw");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 5u) << out.messages.back().event.message;
+  EXPECT_EQ(frames[0]->frame.width, 32u);
+  EXPECT_EQ(frames[0]->frame.height, 24u);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+}
+
 // A file with two video tracks (two views of one recording): the first is classified, every frame of
 // it, and nothing of the second (which used to be linked to nothing, and its orientation tag could turn
 // the first's frames).
@@ -1088,6 +1101,16 @@ TEST_F(StreamReaderTest, APartOfAFileIsClassifiedFromItsFromToItsTo) {
   auto past_end = of_kind(none, MessageKind::kStreamEnd);
   ASSERT_EQ(past_end.size(), 1u);
   EXPECT_EQ(past_end[0]->event.warning, "nothing of it was classified: its streams[].from (1:00.000) is at or past its end");
+  // The same of MPEG-TS, where the seek there gives the last GOP's first frames, cut (it failed, "none
+  // of its 3 compressed frames could be decoded", until 2026-12-07).
+  const std::string ts = encode_clip("part.ts", "ball", 150, 160, 120, "mpegtsmux", "key-int-max=15 bframes=2");
+  StreamConfig ts_past = stream("ts-past", ts);
+  ts_past.from_ns = 60'000'000'000;
+  const CollectingEmitter ts_none = read_stream(ts_past, ingest_);
+  EXPECT_EQ(of_kind(ts_none, MessageKind::kFrame).size(), 0u);
+  auto ts_end = of_kind(ts_none, MessageKind::kStreamEnd);
+  ASSERT_EQ(ts_end.size(), 1u) << "an error instead: " << ts_none.messages.back().event.message;
+  EXPECT_EQ(ts_end[0]->event.warning, "nothing of it was classified: its streams[].from (1:00.000) is at or past its end");
 }
 
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
