@@ -3,7 +3,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+
+#include "pipeline/crash_report.h"
 
 #include "pipeline/signals.h"
 #include "stages/ingest/network_reachability.h"
@@ -19,10 +25,37 @@ std::vector<OpenedStream> open_each_stream(const std::vector<StreamConfig>& all,
   }
   std::vector<OpenedStream> opened(streams.size());
   std::atomic<size_t> next{0};
+  // The streams being opened, for a crash report: a file that crashes GStreamer's decoder is named.
+  std::mutex opening_mutex;
+  std::set<size_t> opening;
+  auto say_opening = [&] {
+    std::string text;
+    for (const size_t k : opening) {
+      text += (text.empty() ? "opening " : ", ") + ("'" + streams[k]->id + "' (" + streams[k]->uri + ")");
+    }
+    if (!text.empty()) text += ": one of these crashes GStreamer's decoder (`vapipe run` leaves such a file out)";
+    set_crash_context(text);
+  };
   auto open_one = [&](size_t i) {
     const StreamConfig& s = *streams[i];
     OpenedStream& o = opened[i];
     o.id = s.id;
+    {
+      std::lock_guard<std::mutex> lock(opening_mutex);
+      opening.insert(i);
+      say_opening();
+    }
+    struct Opened {
+      std::mutex& mutex;
+      std::set<size_t>& opening;
+      size_t i;
+      std::function<void()> say;
+      ~Opened() {
+        std::lock_guard<std::mutex> lock(mutex);
+        opening.erase(i);
+        say();
+      }
+    } opened_one{opening_mutex, opening, i, say_opening};
     const auto start = std::chrono::steady_clock::now();
     auto reader = StreamReader::create(s, static_cast<uint32_t>(i), ingest, ReaderOptions{});
     if (!reader.ok()) {

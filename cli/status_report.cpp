@@ -133,6 +133,11 @@ void stream_table(const json& h, std::string* out) {
 }
 
 void job_lines(const json& h, std::string* out) {
+  // An archive job restarts whole after a crash: its streams' own restart counts stay 0.
+  if (const uint64_t restarts = count(h, "job_restarts"); restarts > 0) {
+    appendf(out, "the job restarted %llu time%s after a stage crashed (see its log)\n",
+            static_cast<unsigned long long>(restarts), restarts == 1 ? "" : "s");
+  }
   if (const json& p = member(h, "progress"); p.is_object()) {
     appendf(out, "progress: %.1f%% of %s of media", 100.0 * number_field(p, "ratio").value_or(0),
             human_duration(number_field(p, "media_s").value_or(0)).c_str());

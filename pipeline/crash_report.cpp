@@ -3,7 +3,10 @@
 #include <execinfo.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <csignal>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -12,6 +15,10 @@ namespace vapipe {
 namespace {
 
 const char* g_role = "vapipe";
+// Two buffers, the one in force named by g_context_in_use: a crash while one is rewritten reads the other.
+char g_context[2][2048];
+std::atomic<int> g_context_in_use{0};
+std::mutex g_context_mutex;  // writers only
 
 void write_text(const char* s) {
   ssize_t ignored = ::write(STDERR_FILENO, s, std::strlen(s));
@@ -26,6 +33,12 @@ void on_fatal_signal(int sig) {
                      : sig == SIGILL ? "SIGILL" : sig == SIGABRT ? "SIGABRT" : "a fatal signal";
   std::snprintf(line, sizeof line, "vapipe %s (pid %d): %s; backtrace:\n", g_role, static_cast<int>(getpid()), name);
   write_text(line);
+  const char* context = g_context[g_context_in_use.load()];
+  if (context[0] != '\0') {
+    write_text("  while ");
+    write_text(context);
+    write_text("\n");
+  }
   void* frames[64];
   const int n = backtrace(frames, 64);
   backtrace_symbols_fd(frames, n, STDERR_FILENO);
@@ -34,6 +47,15 @@ void on_fatal_signal(int sig) {
 }
 
 }  // namespace
+
+void set_crash_context(const std::string& text) {
+  std::lock_guard<std::mutex> lock(g_context_mutex);
+  const int spare = 1 - g_context_in_use.load();
+  const size_t n = std::min(text.size(), sizeof g_context[spare] - 1);
+  std::memcpy(g_context[spare], text.data(), n);
+  g_context[spare][n] = '\0';
+  g_context_in_use.store(spare);
+}
 
 void install_crash_report(const char* role) {
   g_role = role;

@@ -69,6 +69,9 @@ inline constexpr const char* kStopRequestedEnv = "VAPIPE_STOP_REQUESTED";
 // not look for a `glob:`'s files again (ConfigLoadOptions::expand_globs; a share that has stopped
 // answering would hold up its start, and its files could differ from the supervisor's).
 inline constexpr const char* kStreamsFromTableEnv = "VAPIPE_STREAMS_FROM_TABLE";
+// Set by `vapipe run` for an archive job's stages: how many times it has restarted the job whole after
+// a crash so far (publish's vapipe_job_restarts_total, the summary's job_restarts).
+inline constexpr const char* kJobRestartsEnv = "VAPIPE_JOB_RESTARTS";
 
 // Set for every stage `vapipe run` starts from a config file: a copy of the text the job started with
 // (in its run folder, config_as_started_path), which the stage parses instead of the file. A stage

@@ -1090,12 +1090,14 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   bool resume = options.resume;
   uint32_t restarts = 0;  // in a row: a run that lasts kRestartCountReset starts the count over
   CrashQuarantine quarantine;
+  uint32_t job_restarts = 0;  // every restart of this `vapipe run`, in a row or not (kJobRestartsEnv)
   // Only an archive job restarts whole (a live one restarts the crashed lane within the run, and only
   // a live job's streams change while it runs), so the config it started with still holds, but for
   // the files its watched folders got since.
   Config job = config;
   while (true) {
     const auto began = std::chrono::steady_clock::now();
+    setenv(kJobRestartsEnv, std::to_string(job_restarts).c_str(), 1);  // (the stages it starts inherit it)
     const RunOutcome run = run_job_once(job, options, flags, job_id, start_ns, visible_gpus, &*placement, resume,
                                         restarts, quarantine, &jsonl_lock);
     if (run.failure.empty()) return run.code;
@@ -1127,6 +1129,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
       return run.code;
     }
     if (!narrowed) ++restarts;
+    ++job_restarts;
     const double delay = narrowed ? 1.0 : std::min(30.0, static_cast<double>(1u << std::min(restarts - 1, 5u)));
     VAPIPE_LOG_WARN("{}; restarting the job in {:.0f} s ({}), going on from {}", run.failure, delay,
                     narrowed ? std::string("to leave out what crashed it: not counted as a restart in a row")

@@ -139,6 +139,9 @@ std::string prometheus_text(const JobMetrics& m) {
   w.sample("vapipe_job_info", "job=\"" + label_value(m.job) + "\",mode=\"" + label_value(m.mode) + "\"", "1");
   w.family("vapipe_job_start_time_seconds", "gauge", "When the job started, seconds since the Unix epoch.");
   w.sample("vapipe_job_start_time_seconds", "", number(m.start_unix_s));
+  w.family("vapipe_job_restarts_total", "counter",
+           "An archive job's restarts whole after a stage crashed (a live job's are its lanes', per stream).");
+  w.sample("vapipe_job_restarts_total", "", std::to_string(m.job_restarts));
   // The job's streams by state, and its results: every stream, listed one by one below or not.
   w.family("vapipe_job_streams", "gauge", "The job's streams in each state (every stream, ended ones included).");
   {
@@ -709,6 +712,7 @@ nlohmann::json health_json(const JobMetrics& m) {
     }
   }
   return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
+          {"job_restarts", m.job_restarts},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},
           {"webhooks", std::move(webhooks)}, {"mqtt", std::move(mqtt)}, {"redis", std::move(redis)},

@@ -175,6 +175,7 @@ struct JobMetrics {
   std::string mode;  // archive | live
   double start_unix_s = 0;
   double now_unix_s = 0;
+  uint32_t job_restarts = 0;  // an archive job's restarts whole after a crash (a live job restarts lanes)
   std::vector<StreamMetrics> streams;
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)
   bool segments = false;  // publish.segments_min_frames is set: open segments are a metric

@@ -30,6 +30,11 @@
 #include "stages/publish/result_schema.h"
 
 namespace vapipe {
+
+namespace {
+// In the run folder: how many lines a live job's results file refused and publish holds (jsonl_refused).
+constexpr const char* kLinesWaitingFile = "results-file-lines-waiting";
+}  // namespace
 namespace {
 // Archive jobs log how far they are this often (publish.metrics_address serves it at any time).
 constexpr auto kProgressLogPeriod = std::chrono::seconds(30);
@@ -146,7 +151,25 @@ Status PublishStage::open(const StageContext& ctx) {
   // Started again after it crashed, in a live job that goes on (pipeline/supervisor.h).
   const char* restart = std::getenv(kRestartReasonEnv);
   restarted_ = restart && *restart;
+  if (const char* restarts = std::getenv(kJobRestartsEnv); restarts && ctx.config.job.mode == JobMode::kArchive) {
+    job_restarts_ = static_cast<uint32_t>(std::strtoul(restarts, nullptr, 10));
+  }
   if (restarted_) VAPIPE_LOG_WARN("publish: restarted ({}): stream counts start over", restart);
+  // The publish before this one crashed while the results file refused lines: those it held are lost.
+  if (restarted_ && layout_) {
+    const std::string waiting_file = layout_->run_dir + "/" + kLinesWaitingFile;
+    if (auto waiting = read_file_bytes(waiting_file); waiting.ok()) {
+      const uint64_t lost = std::strtoull(waiting->c_str(), nullptr, 10);
+      if (lost > 0) {
+        jsonl_lines_lost_ += lost;
+        VAPIPE_LOG_ERROR("publish: the publish before this one crashed holding about {} lines that publish.jsonl_path had "
+                         "refused (a full disk?): they are not in the file (each stream's seq shows where; the bus had "
+                         "them); vapipe_results_file_lines_lost_total counts them", lost);
+      }
+      std::error_code ec;
+      std::filesystem::remove(waiting_file, ec);
+    }
+  }
   for (const StreamConfig& s : ctx.config.streams) {
     StreamState st;
     st.id = s.id;
@@ -423,6 +446,7 @@ JobMetrics PublishStage::metrics() const {
   m.job = config_ ? config_->job.name : "";
   m.mode = config_ && config_->job.mode == JobMode::kLive ? "live" : "archive";
   m.start_unix_s = static_cast<double>(job_start_ns_) / 1e9;
+  m.job_restarts = job_restarts_;
   m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
   m.segments = config_ && config_->publish.segments_min_frames > 0;
   m.segment_pictures = config_ && !config_->publish.segments_pictures_dir.empty();
@@ -750,6 +774,10 @@ Status PublishStage::flush_jsonl() {
                               : ", and the " + std::to_string(lost) + " oldest of them were not recorded (each stream's " +
                                     "seq shows where; the bus had them all)");
     jsonl_refusal_.reset();
+    if (layout_) {
+      std::error_code ec;
+      std::filesystem::remove(layout_->run_dir + "/" + kLinesWaitingFile, ec);
+    }
   }
   return Status::Ok();
 }
@@ -776,7 +804,19 @@ Status PublishStage::jsonl_refused(const Status& why) {
     jsonl_refusal_->error = why.message();
   }
   keep_jsonl_backlog();
+  note_lines_waiting(true);
   return Status::Ok();
+}
+
+// How many wait, where a publish started again after this one crashed finds it: they are lost with this
+// process, and that one must not say "none was lost" of its own wait (found 2026-12-07). At most once a
+// second as lines come, and at each try of the file.
+void PublishStage::note_lines_waiting(bool now) {
+  if (!layout_) return;
+  const auto at = std::chrono::steady_clock::now();
+  if (!now && at < next_lines_waiting_note_) return;
+  next_lines_waiting_note_ = at + std::chrono::seconds(1);
+  (void)write_file_atomically(layout_->run_dir + "/" + kLinesWaitingFile, std::to_string(jsonl_.buffered_lines()), 0644);
 }
 
 void PublishStage::keep_jsonl_backlog() {
@@ -844,6 +884,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     jsonl_.append("{\"topic\":" + json_text(nlohmann::json(topic)) + ",\"payload\":" + text + "}");
     if (jsonl_refusal_) {
       keep_jsonl_backlog();  // written when the next try succeeds
+      note_lines_waiting(false);
     } else if (jsonl_.buffered_bytes() >= kJsonlBlockBytes) {
       VAPIPE_RETURN_IF_ERROR(flush_jsonl());
     } else if (!jsonl_flush_due_) {
@@ -1879,6 +1920,7 @@ void PublishStage::write_summary() {
               {"idle_s", idle_s},
               {"resumed", resumed_},
               {"publish_restarted", restarted_},
+              {"job_restarts", job_restarts_},
               {"frames_this_run", run_frames},
               {"results_file_lines_lost", jsonl_lines_lost_},
               {"gpu_count", gpu_count},

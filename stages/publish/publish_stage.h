@@ -349,6 +349,9 @@ class PublishStage final : public Stage {
   bool jsonl_unwritable_ = false;  // an archive job's file refused its lines: exit_code() says so
   bool resumed_ = false;
   bool restarted_ = false;
+  uint32_t job_restarts_ = 0;  // an archive job's restarts whole so far (kJobRestartsEnv)
+  void note_lines_waiting(bool now);
+  std::chrono::steady_clock::time_point next_lines_waiting_note_{};
   // A restarted publish (segments_clips) asks ingest to end the clips of the segments it no longer
   // follows, begun before it started: again at each deadline until this time (a request sent before
   // ingest's subscription reached the new socket is lost).

@@ -80,9 +80,11 @@ TEST(StatusReport, SaysOpenSegmentsARefusingResultsFileAndWatchedFolders) {
   f.last_look_s = 0.25;
   f.error = "cannot list /nvr (No such file or directory)";
   m.watched_folders = {f};
+  m.job_restarts = 2;  // an archive job restarted whole: its streams' own counts stay 0
   const auto report = status_report(served(m), "http://h:9100/healthz");
   ASSERT_TRUE(report.ok()) << report.status().message();
   const std::string& r = report.value();
+  EXPECT_NE(r.find("the job restarted 2 times after a stage crashed (see its log)\n"), std::string::npos) << r;
   EXPECT_NE(r.find("  segments\n"), std::string::npos) << r;
   EXPECT_NE(r.find("  truck for 4 min 10 s, person for 12.0 s\n"), std::string::npos) << r;
   EXPECT_NE(r.find("results file REFUSES lines for 50.0 s: /data/r.jsonl cannot be written (No space left on "

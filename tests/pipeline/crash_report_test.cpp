@@ -31,5 +31,18 @@ TEST(CrashReport, AnAbortIsReportedAndStillEndsTheProcessWithSigabrt) {
       ::testing::KilledBySignal(SIGABRT), "SIGABRT; backtrace:");
 }
 
+// What the process was doing, when it said: `vapipe validate --open` names the files it was opening.
+TEST(CrashReport, TheContextSetLastIsSaidAfterTheFirstLine) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_crash_report("validate");
+        set_crash_context("opening 'a' (file:///a.mkv)");
+        set_crash_context("opening 'b' (file:///b.mkv)");
+        crash_here();
+      },
+      ::testing::KilledBySignal(SIGSEGV), "SIGSEGV; backtrace:\n  while opening 'b' \\(file:///b.mkv\\)\n");
+}
+
 }  // namespace
 }  // namespace vapipe

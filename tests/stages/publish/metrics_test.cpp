@@ -159,6 +159,7 @@ TEST(Metrics, PrometheusTextHasEveryFamilyAndStream) {
   EXPECT_TRUE(has_line(t, "vapipe_latency_max_seconds{stream=\"gate\"} 0.25"));
   EXPECT_TRUE(has_line(t, "vapipe_last_result_time_seconds{stream=\"gate\"} 1059.5"));
   EXPECT_TRUE(has_line(t, "vapipe_job_start_time_seconds 1000"));
+  EXPECT_TRUE(has_line(t, "vapipe_job_restarts_total 0"));
   // Each stream has one state line per state; every family is declared once.
   size_t state_lines = 0, pos = 0;
   while ((pos = t.find("\nvapipe_stream_state{", pos + 1)) != std::string::npos) ++state_lines;
