@@ -2112,6 +2112,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   std::string first_stop;   // where the demuxer first stopped early (skip_damage), for an end with nothing after
   uint64_t avi_missing = 0, avi_gaps = 0;  // an AVI's frames missing between those sent, and where
   int64_t avi_step = -1;                   // its frames' spacing
+  int64_t avi_rate_step = -1;              // as its caps' frame rate says (-1: none said)
   std::pair<int64_t, int64_t> avi_first_gap{-1, -1};
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
@@ -2276,11 +2277,22 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // else says: they never reached the decoder.
       if (s.avi.load() && last_sent_pts >= 0) {
         const int64_t gap = f.pts_ns - last_sent_pts;
+        // The step is the file's frame rate where its caps say one: learnt from the timestamps alone, an
+        // Xvid file with B-frames (packed bitstream: frames whose times come a few ns apart) made it a
+        // nanosecond, and 309,833,295 frames "missing" (found 2026-12-07).
+        if (GstCaps* caps = gst_sample_get_caps(f.sample.get())) {
+          gint num = 0, den = 0;
+          if (gst_caps_get_size(caps) > 0 &&
+              gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &num, &den) && num > 0 && den > 0) {
+            avi_rate_step = static_cast<int64_t>(1e9 * den / num);
+          }
+        }
+        if (avi_rate_step > 0) avi_step = avi_rate_step;
         if (avi_step > 0 && gap > avi_step + avi_step / 2) {
           if (avi_missing == 0) avi_first_gap = {last_sent_pts, f.pts_ns};
           avi_missing += static_cast<uint64_t>((gap + avi_step / 2) / avi_step - 1);
           ++avi_gaps;
-        } else if (gap > 0) {
+        } else if (gap > 0 && avi_rate_step <= 0) {
           avi_step = gap;
         }
       }

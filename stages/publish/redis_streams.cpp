@@ -948,7 +948,7 @@ Status RedisStreamsPublisher::deliver() {
       if (reply.type == RespReply::Type::kBulk) last_ids_[stream_key(m.topic)] = reply.text;
       ++stats_.delivered;
       stats_.last_delivered_unix_s = unix_now_s();
-      drop_logged_ = false;
+      if (queue_.empty()) drop_logged_ = false;  // said again once the backlog is gone (webhook.cpp)
     } else if (error_may_pass(reply.text) || reply.text.rfind("MOVED ", 0) == 0) {
       // (MOVED: a Redis Cluster's node for another node's slot; the message goes there, run(). ASK: to
       // the node its slot is being moved to, this once.)

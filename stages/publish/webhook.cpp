@@ -652,7 +652,9 @@ void WebhookSender::run() {
     if (o.kind == Outcome::kDelivered) {
       ++stats_.delivered;
       stats_.last_delivered_unix_s = unix_now_s();
-      drop_logged_ = false;
+      // Said again once the backlog is gone, not at each delivery (a slow receiver, kept full, had the
+      // warning every few messages: twice in 0.3 s, found 2026-12-07).
+      if (queue_.empty()) drop_logged_ = false;
     } else {
       ++stats_.refused;
       stats_.last_error = o.error;
