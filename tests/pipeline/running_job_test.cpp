@@ -347,7 +347,8 @@ TEST_F(RunningJobTest, AReloadAskedIsAnsweredWithTheJobsOutcomeOfIt) {
   };
   for (const bool usable : {true, false}) {
     infer({{"model", "door-v1"}, {"model_file", "/m/door-v1.pt"}, {"config_copy", "old copy"}}, usable ? 0 : 1, 0);
-    FakeSupervisor job(run_dir, [&](ReloadOutcome& o) {
+    std::optional<FakeSupervisor> job;
+    job.emplace(run_dir, [&](ReloadOutcome& o) {
       o.taken = true;
       o.model_loads = true;
       o.message = "infer.model changed";
@@ -370,7 +371,9 @@ TEST_F(RunningJobTest, AReloadAskedIsAnsweredWithTheJobsOutcomeOfIt) {
       EXPECT_EQ(answer->verdict, ReloadAnswer::Verdict::kModelNotUsed);
       EXPECT_NE(answer->lanes.find("COULD NOT BE USED"), std::string::npos) << answer->lanes;
       // The same reload again (a deployment's retry): nothing new to load, and still not the config's
-      // model that classifies. Not a success (it was: exit 0, 200).
+      // model that classifies. Not a success (it was: exit 0, 200). (The first one gone first: both
+      // would take the SIGHUP, and the first one's answer, a model loaded, came under load.)
+      job.reset();
       FakeSupervisor again(run_dir, [&](ReloadOutcome& o) {
         o.taken = true;
         o.model_loads = false;
