@@ -2113,6 +2113,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   uint64_t avi_missing = 0, avi_gaps = 0;  // an AVI's frames missing between those sent, and where
   int64_t avi_step = -1;                   // its frames' spacing
   int64_t avi_rate_step = -1;              // as its caps' frame rate says (-1: none said)
+  // The caps it was read from (held: a pointer compared alone could be a new caps at a freed one's place).
+  std::unique_ptr<GstCaps, void (*)(GstCaps*)> avi_rate_caps{nullptr, [](GstCaps* c) { gst_caps_unref(c); }};
   std::pair<int64_t, int64_t> avi_first_gap{-1, -1};
   auto finish = [&](MessageKind kind, std::string message) -> Status {
     s.queue.close();
@@ -2280,7 +2282,8 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         // The step is the file's frame rate where its caps say one: learnt from the timestamps alone, an
         // Xvid file with B-frames (packed bitstream: frames whose times come a few ns apart) made it a
         // nanosecond, and 309,833,295 frames "missing" (found 2026-12-07).
-        if (GstCaps* caps = gst_sample_get_caps(f.sample.get())) {
+        if (GstCaps* caps = gst_sample_get_caps(f.sample.get()); caps && caps != avi_rate_caps.get()) {
+          avi_rate_caps.reset(gst_caps_ref(caps));  // (looked at once per caps, not per frame)
           gint num = 0, den = 0;
           if (gst_caps_get_size(caps) > 0 &&
               gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &num, &den) && num > 0 && den > 0) {

@@ -124,6 +124,7 @@ int copy_to_new_file(int from, const std::string& path, std::string* why) {
   }
   const std::string again = "/proc/self/fd/" + std::to_string(from);
   const int in = ::open(again.c_str(), O_RDONLY | O_CLOEXEC);  // (a deleted file can still be read)
+  int err = in >= 0 ? 0 : errno;  // why it is not whole, as the failing call said
   bool whole = in >= 0;
   char block[1 << 16];
   for (off_t at = 0; whole;) {
@@ -131,17 +132,22 @@ int copy_to_new_file(int from, const std::string& path, std::string* why) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       whole = n == 0;
+      if (n < 0) err = errno;
       break;
     }
     for (ssize_t done = 0; whole && done < n;) {
       const ssize_t w = ::write(to, block + done, static_cast<size_t>(n - done));
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) whole = false;
-      else done += w;
+      if (w <= 0) {
+        whole = false;
+        err = w < 0 ? errno : EIO;
+      } else {
+        done += w;
+      }
     }
     at += n;
   }
-  if (!whole) *why = std::strerror(errno ? errno : EIO);
+  if (!whole) *why = std::strerror(err ? err : EIO);
   if (in >= 0) ::close(in);
   if (!whole) {
     ::close(to);
