@@ -122,7 +122,8 @@ int status_command(const std::vector<std::string>& args) {
                      : " (https:// if it has TLS)");
     return kExitStageFailed;
   }
-  if (res->status != 200) {
+  // 503: a stalled job (its body says which stage and why), reported like any other.
+  if (res->status != 200 && res->status != 503) {
     std::fprintf(stderr, "vapipe status: %s answered %d\n", url.c_str(), res->status);
     return kExitStageFailed;
   }
@@ -130,12 +131,19 @@ int status_command(const std::vector<std::string>& args) {
   try {
     h = nlohmann::json::parse(res->body);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vapipe status: %s: not JSON (%s)\n", url.c_str(), e.what());
+    std::fprintf(stderr, "vapipe status: %s: %s (%s)\n", url.c_str(),
+                 res->status == 503 ? "answered 503, not JSON" : "not JSON", e.what());
     return kExitStageFailed;
   }
+  if (res->status == 503 && !(h.is_object() && h.value("status", "") == "stalled")) {
+    std::fprintf(stderr, "vapipe status: %s answered 503\n", url.c_str());
+    return kExitStageFailed;
+  }
+  // Exit status 1 for a stalled job, for scripts and cron checks.
+  const int exit_status = res->status == 503 ? 1 : 0;
   if (json) {
     std::printf("%s\n", h.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return 0;
+    return exit_status;
   }
   const auto report = status_report(h, url);
   if (!report.ok()) {
@@ -143,7 +151,7 @@ int status_command(const std::vector<std::string>& args) {
     return kExitStageFailed;
   }
   std::fputs(report->c_str(), stdout);
-  return 0;
+  return exit_status;
 }
 
 }  // namespace vapipe::cli

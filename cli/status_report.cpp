@@ -133,6 +133,17 @@ void stream_table(const json& h, std::string* out) {
 }
 
 void job_lines(const json& h, std::string* out) {
+  // A stage whose work does not move (stopped, or stuck in one call): first, it is why nothing moves.
+  const json& stalled = member(h, "stalled");
+  size_t stalled_stages = 0;
+  if (stalled.is_array()) {
+    for (const json& s : stalled) {
+      if (!s.is_object()) continue;
+      ++stalled_stages;
+      appendf(out, "STALLED: %s lane %llu: %s\n", text(s, "stage", "?").c_str(),
+              static_cast<unsigned long long>(count(s, "lane")), text(s, "why").c_str());
+    }
+  }
   // An archive job restarts whole after a crash: its streams' own restart counts stay 0.
   if (const uint64_t restarts = count(h, "job_restarts"); restarts > 0) {
     appendf(out, "the job restarted %llu time%s after a stage crashed (see its log)\n",
@@ -141,7 +152,12 @@ void job_lines(const json& h, std::string* out) {
   if (const json& p = member(h, "progress"); p.is_object()) {
     appendf(out, "progress: %.1f%% of %s of media", 100.0 * number_field(p, "ratio").value_or(0),
             human_duration(number_field(p, "media_s").value_or(0)).c_str());
-    if (const auto eta = number_field(p, "eta_s")) appendf(out, ", about %s left", human_duration(*eta).c_str());
+    // (The time left of a stalled job grows without meaning: the rate it is worked out from has stopped.)
+    if (stalled_stages > 0) {
+      appendf(out, ", time left unknown while stalled");
+    } else if (const auto eta = number_field(p, "eta_s")) {
+      appendf(out, ", about %s left", human_duration(*eta).c_str());
+    }
     appendf(out, "\n");
   }
   // A live job goes on while its results file refuses lines (a full disk): say so, it is not on the bus.

@@ -406,7 +406,7 @@ class MapReader : public TypoSource {
 
   void str(const std::string& key, std::string* out) {
     YAML::Node n = child(key);
-    if (!present(n)) return;
+    if (!given(n, key)) return;
     if (!n.IsScalar()) ctx_.fail(n, key_path(key), "expected a string, got " + scalar_text(n));
     auto expanded = expand_environment(n.Scalar());
     if (!expanded.ok()) ctx_.fail(n, key_path(key), expanded.status().message());
@@ -428,7 +428,7 @@ class MapReader : public TypoSource {
   template <typename T>
   void uint(const std::string& key, T* out, uint64_t min, uint64_t max) {
     YAML::Node n = child(key);
-    if (!present(n)) return;
+    if (!given(n, key)) return;
     uint64_t v = 0;
     if (!decimal_uint(n, &v) || v < min || v > max) {
       ctx_.fail(n, key_path(key), "expected an integer from " + std::to_string(min) + " to " +
@@ -438,7 +438,7 @@ class MapReader : public TypoSource {
   }
   void boolean(const std::string& key, bool* out) {
     YAML::Node n = child(key);
-    if (!present(n)) return;
+    if (!given(n, key)) return;
     bool v = false;
     if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
       ctx_.fail(n, key_path(key), "expected true or false, got " + scalar_text(n));
@@ -447,20 +447,20 @@ class MapReader : public TypoSource {
   }
   // Settings that, left out, fall back to another (a stream's own over the job's).
   void optional_boolean(const std::string& key, std::optional<bool>* out) {
-    if (!present(child(key))) return;
+    if (!given(child(key), key)) return;
     bool v = false;
     boolean(key, &v);
     *out = v;
   }
   void optional_uint(const std::string& key, std::optional<uint32_t>* out, uint64_t min, uint64_t max) {
-    if (!present(child(key))) return;
+    if (!given(child(key), key)) return;
     uint32_t v = 0;
     uint(key, &v, min, max);
     *out = v;
   }
   void number(const std::string& key, double* out, double min, double max) {
     YAML::Node n = child(key);
-    if (!present(n)) return;
+    if (!given(n, key)) return;
     double v = 0;
     if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !(v >= min && v <= max)) {
       std::ostringstream os;
@@ -471,7 +471,7 @@ class MapReader : public TypoSource {
   }
   void floats3(const std::string& key, std::array<float, 3>* out, bool positive) {
     YAML::Node n = child(key);
-    if (!present(n)) return;
+    if (!given(n, key)) return;
     if (!n.IsSequence() || n.size() != 3) ctx_.fail(n, key_path(key), "expected a list of 3 numbers, got " + scalar_text(n));
     for (size_t i = 0; i < 3; ++i) {
       double v = 0;
@@ -486,7 +486,7 @@ class MapReader : public TypoSource {
   // A list of 3 integers from `min` to `max` (a colour's R, G, B). Returns whether the key was given.
   bool uints3(const std::string& key, std::array<uint32_t, 3>* out, uint32_t min, uint32_t max) {
     YAML::Node n = child(key);
-    if (!present(n)) return false;
+    if (!given(n, key)) return false;
     const std::string want = "expected a list of 3 integers from " + std::to_string(min) + " to " + std::to_string(max);
     if (!n.IsSequence() || n.size() != 3) ctx_.fail(n, key_path(key), want + ", got " + scalar_text(n));
     for (size_t i = 0; i < 3; ++i) {
@@ -502,7 +502,7 @@ class MapReader : public TypoSource {
   // [x, y, width, height] as fractions of a frame: a region inside it, not empty.
   void region(const std::string& key, std::array<double, 4>* out) {
     YAML::Node n = child(key);
-    if (!present(n)) return;
+    if (!given(n, key)) return;
     const std::string want = "expected [x, y, width, height] as fractions of the frame (0 to 1), e.g. [0.5, 0, 0.5, 1] "
                              "for its right half";
     if (!n.IsSequence() || n.size() != 4) ctx_.fail(n, key_path(key), want + ", got " + scalar_text(n));
@@ -533,7 +533,20 @@ class MapReader : public TypoSource {
   }
 
  private:
-  static bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+  // A key written with no value (`endpoint:` alone, or `~`) is an error, not its default: it is most
+  // often a value forgotten, or one indented onto the next line.
+  bool given(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsDefined()) return false;
+    if (n.IsNull()) {
+      // (Said at the key: a value left out is marked where the next line begins.)
+      YAML::Node at = n;
+      for (auto it = node_.begin(); it != node_.end(); ++it) {
+        if (it->first.IsScalar() && it->first.Scalar() == key) at = it->first;
+      }
+      ctx_.fail(at, key_path(key), "has no value: give it one, or leave the key out for its default");
+    }
+    return true;
+  }
   const Context& ctx_;
   YAML::Node node_;
   std::string path_;
@@ -1842,6 +1855,22 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     c.publish.mqtt = parse_mqtt(ctx, r.child("mqtt"), base_dir, c);
     c.publish.redis = parse_redis(ctx, r.child("redis"), base_dir, c);
     c.publish.kafka = parse_kafka(ctx, r.child("kafka"), base_dir, c);
+    // A topic_prefix is taken as written (one may end mid-level, "cam-"), but "site-3/vapipe" glued to
+    // its topics ("site-3/vapipesegments/gate") is almost always a '/' forgotten: said where the job starts.
+    for (size_t i = 0; i < c.publish.mqtt.size(); ++i) {
+      const std::string& prefix = c.publish.mqtt[i].topic_prefix;
+      if (prefix.empty() || prefix.back() == '/') continue;
+      c.notes.push_back("publish.mqtt[" + std::to_string(i) + "].topic_prefix: '" + prefix +
+                        "' does not end in '/', so the topics are '" + prefix + "segments/<stream>', '" + prefix +
+                        "job/summary', ... (end it in '/' for a topic level of its own)");
+    }
+    for (size_t i = 0; i < c.publish.kafka.size(); ++i) {
+      const std::string& prefix = c.publish.kafka[i].topic_prefix;
+      if (prefix.empty() || prefix.back() == '.' || prefix.back() == '_' || prefix.back() == '-') continue;
+      c.notes.push_back("publish.kafka[" + std::to_string(i) + "].topic_prefix: '" + prefix +
+                        "' does not end in '.', '_' or '-', so the topics are '" + prefix + "results', '" + prefix +
+                        "segments', ... (end it in '.' to set the kind apart)");
+    }
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",

@@ -207,7 +207,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     std::optional<StageStatsSnapshot> last;
     std::chrono::steady_clock::time_point written{};
   } keeper;
-  auto write_stats = [&] {
+  auto write_stats = [&](bool ended) {
     StageStatsSnapshot snap;
     snap.stage = stage_kind_name(kind);
     snap.lane = layout.lane;
@@ -220,6 +220,8 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
     snap.input_wait_s = stats.input_wait_s;
     snap.counters = stage.counters();
     snap.facts = stage.facts();
+    snap.stuck_after_s = watchdog.timeout_s();
+    snap.ended = ended;
     {
       std::lock_guard<std::mutex> lock(keeper.mutex);
       if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
@@ -238,6 +240,9 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
         snap.up_s = seconds_since(ready_at);
         snap.send_blocked_s = emitter.send_seconds();
         snap.slot_wait_s = emitter.allocate_seconds();
+        // A stretch of own work that goes on (a wait inside it is not counted: it restarts the clock).
+        snap.working_s = watchdog.working_for_s();
+        snap.working_on = snap.working_s > 0 ? watchdog.what() : "";
         if (Status s = write_stage_stats(snap, stats_path); !s.ok()) VAPIPE_LOG_DEBUG("{}", s.message());
       }
     });
@@ -258,7 +263,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   const char* copy = std::getenv(kConfigAsStartedEnv);
   LogLevelFollower log_level(config.job.mode == JobMode::kLive && copy && *copy ? copy : "");
   while (!flags.abort.load()) {
-    if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
+    if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats(false);
     log_level.check(std::chrono::steady_clock::now());
     if (tracker.all_ended()) {
       // A job that watches folders waits for their next files until it is stopped (its mark is looked
@@ -358,7 +363,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
   }
   if (sender) wait_for_downstream_closed(sender->endpoint(), flags, drain);
   if (sender && flags.abort.load()) sender->discard_unsent();
-  if (share_stats) write_stats();  // the final totals
+  if (share_stats) write_stats(true);  // the final totals
   stats.wall_s = seconds_since(ready_at);
   stats.send_blocked_s = emitter.send_seconds();
   stats.slot_wait_s = emitter.allocate_seconds();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/envelope.h"
 
 namespace vapipe {
 
@@ -44,7 +45,10 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
                    {"up_s", s.up_s},           {"messages_in", s.messages_in},
                    {"errors", s.errors},       {"busy_s", s.busy_s},
                    {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
-                   {"input_wait_s", s.input_wait_s},     {"counters", counters}};
+                   {"input_wait_s", s.input_wait_s},     {"counters", counters},
+                   {"written_unix_s", static_cast<double>(wall_clock_ns()) / 1e9},
+                   {"working_s", s.working_s}, {"stuck_after_s", s.stuck_after_s}, {"ended", s.ended}};
+  if (!s.working_on.empty()) j["working_on"] = s.working_on;
   if (!s.facts.empty()) {
     nlohmann::json facts = nlohmann::json::object();
     for (const auto& [name, value] : s.facts) facts[name] = value;
@@ -79,6 +83,12 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       s.slot_wait_s = j.at("slot_wait_s").get<double>();
       s.input_wait_s = j.at("input_wait_s").get<double>();
       for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
+      // (Absent from a snapshot of an earlier version: taken as not known.)
+      s.written_unix_s = j.value("written_unix_s", 0.0);
+      s.working_s = j.value("working_s", 0.0);
+      s.working_on = j.value("working_on", std::string());
+      s.stuck_after_s = j.value("stuck_after_s", 0.0);
+      s.ended = j.value("ended", false);
       if (j.contains("facts")) {
         for (const auto& [k, v] : j.at("facts").items()) s.facts.emplace_back(k, v.get<std::string>());
       }

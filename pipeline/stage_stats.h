@@ -28,6 +28,17 @@ struct StageStatsSnapshot {
   double send_blocked_s = 0;
   double slot_wait_s = 0;
   double input_wait_s = 0;
+  // Whether the stage's work is moving (publish's /healthz says a stage that is not: a process
+  // stopped or stuck). written_unix_s: when the snapshot was written (set by write_stage_stats); a
+  // running stage writes one every second, even while its work waits. working_s: how long its
+  // stretch of own work under way has lasted (0 while it waits; working_on names it), and
+  // stuck_after_s when its watchdog aborts such a stretch (0: none, job.stage_timeout_s). ended: its
+  // last snapshot, written as it exits (an ended stage's figures stand still).
+  double written_unix_s = 0;
+  double working_s = 0;
+  std::string working_on;
+  double stuck_after_s = 0;
+  bool ended = false;
   StageCounters counters;  // the stage's own (Stage::counters())
   StageFacts facts;        // the stage's own (Stage::facts())
   // Ingest: frames each stream's queue has dropped so far (live mode), by stream id; publish serves

@@ -1,5 +1,6 @@
 #include "pipeline/stage_watchdog.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -38,6 +39,11 @@ void StageWatchdog::working(const char* what) {
 }
 
 void StageWatchdog::waiting() { working_since_ns_.store(0, std::memory_order_release); }
+
+double StageWatchdog::working_for_s() const {
+  const int64_t since = working_since_ns_.load(std::memory_order_acquire);
+  return since == 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, steady_ns() - since)) / 1e9;
+}
 
 void StageWatchdog::raise_timeout(double timeout_s) {
   const auto raised = static_cast<int64_t>(timeout_s * 1e9);

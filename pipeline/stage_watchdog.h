@@ -38,6 +38,8 @@ class StageWatchdog {
   void raise_timeout(double timeout_s);
   double timeout_s() const { return static_cast<double>(timeout_ns_.load()) / 1e9; }
   bool is_working() const { return working_since_ns_.load(std::memory_order_relaxed) != 0; }
+  // How long the stretch of own work under way has lasted; 0 while waiting.
+  double working_for_s() const;
 
  private:
   void watch();

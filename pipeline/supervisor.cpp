@@ -698,6 +698,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                    children.end());
     std::vector<Child> again;
     if (group == kPublishGroup) {
+      std::error_code gone;
+      std::filesystem::remove(stage_stats_path(layout, StageKind::kPublish), gone);  // (the dead one's)
       std::ofstream(opening_mark(layout, StageKind::kPublish)).flush();
       again.push_back(Child{StageKind::kPublish});
     } else {
@@ -707,8 +709,12 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       shm_unlink(lane_layout.frame_pool.c_str());
       shm_unlink(lane_layout.tensor_pool.c_str());
       // Its ingest's per-stream drop counts start over with the new process (publish adds them to what
-      // it had counted): the dead one's must not be read again.
-      std::filesystem::remove(stage_stats_path(lane_layout, StageKind::kIngest), ec);
+      // it had counted): the dead one's must not be read again. Nor the other stages' figures, which
+      // stand still until the new processes write theirs (a model loading): /healthz would call the
+      // lane stalled.
+      for (StageKind k : {StageKind::kIngest, StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+        std::filesystem::remove(stage_stats_path(lane_layout, k), ec);
+      }
       for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
         const std::string marker = input_closed_marker(lane_layout.input_endpoint.at(k));
         if (!marker.empty()) std::filesystem::remove(marker, ec);

@@ -1010,8 +1010,9 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   std::error_code no_dir;
   const bool share_stats = std::filesystem::is_directory(layout.run_dir, no_dir);
   auto next_stats = std::chrono::steady_clock::now();
-  auto write_stats = [&] {
+  auto write_stats = [&](bool ended) {
     StageStatsSnapshot snap;
+    snap.ended = ended;
     snap.stage = stage_kind_name(StageKind::kIngest);
     snap.lane = lane.index;
     snap.has_input = false;
@@ -1147,7 +1148,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
       end_unopened_streams();
     }
     take_pictures();
-    if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats();
+    if (share_stats && std::chrono::steady_clock::now() >= next_stats) write_stats(false);
     if (!flags.stop.load()) apply_stream_table();
     start_comebacks();
     open_waiting();
@@ -1177,7 +1178,7 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   for (auto& [i, r] : runs) {
     if (r->thread.joinable()) r->thread.join();
   }
-  if (share_stats) write_stats();  // the final totals
+  if (share_stats) write_stats(true);  // the final totals
   if (!runs.empty()) {
     double send_total = 0, slot_total = 0;
     size_t ready = 0;

@@ -49,6 +49,7 @@
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/edit_list_timeline.h"
+#include "stages/ingest/gif_timeline.h"
 #include "stages/ingest/ps_segment_start.h"
 #include "stages/ingest/rtp_timeline.h"
 #include "stages/ingest/stream_fan_out.h"
@@ -1119,6 +1120,10 @@ struct StreamReader::Impl {
         put_on_edit_list_timeline(element, static_cast<Impl*>(user)->edit_list);  // as players show it
         return;
       }
+      if (name == "avdemux_gif" && static_cast<Impl*>(user)->stream.parsed.kind == UriKind::kFile) {
+        end_gif_at_its_last_frame(element, static_cast<Impl*>(user));  // it never ends by itself (gif_timeline.h)
+        return;
+      }
       if (name == "hlsdemux" || name == "hlsdemux2") static_cast<Impl*>(user)->hls = true;
       if (name == "avidemux") static_cast<Impl*>(user)->avi = true;
       if (name == "dashdemux" || name == "dashdemux2") static_cast<Impl*>(user)->dash = true;
@@ -1138,6 +1143,8 @@ struct StreamReader::Impl {
     // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
     const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
     gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp, self->lost_key_frames);
+    // avdec_gif gives every picture pts 0: each takes its packet's (what passed the gate above).
+    if (g_str_equal(GST_OBJECT_NAME(gst_element_get_factory(element)), "avdec_gif")) time_gif_pictures(element);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
     // connection (a file's second video stream, left out, may have its own).
     if (self->recent && !self->recent_attached.exchange(true)) keep_decoder_input(sink, self->recent.get());
@@ -1147,6 +1154,23 @@ struct StreamReader::Impl {
     self->keyframes_logged = true;
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
+  }
+  // A GIF's frames, counted and timed from the file, so that its demuxer's stream ends after the last
+  // (gif_timeline.h); a file that cannot be read so is an error now (it would never end).
+  static void end_gif_at_its_last_frame(GstElement* demuxer, Impl* self) {
+    gchar* path = g_filename_from_uri(self->stream.parsed.uri.c_str(), nullptr, nullptr);
+    Result<GifTimeline> timeline = path ? read_gif_timeline(path) : Result<GifTimeline>(InvalidArgument("not a local file"));
+    if (path) g_free(path);
+    if (timeline.ok()) {
+      VAPIPE_LOG_DEBUG("stream '{}': a GIF of {} frame(s), {:.3f} s", self->stream.id, timeline->pts_ns.size(),
+                       static_cast<double>(timeline->last_pts_ns() + timeline->duration_ns.back()) / 1e9);
+      end_gif_after_its_last_frame(demuxer, std::make_shared<const GifTimeline>(std::move(timeline).value()));
+      return;
+    }
+    const std::string why = "its GIF cannot be read: " + timeline.status().message();
+    GError* err = g_error_new_literal(GST_STREAM_ERROR, GST_STREAM_ERROR_DEMUX, why.c_str());
+    gst_element_post_message(demuxer, gst_message_new_error(GST_OBJECT(demuxer), err, why.c_str()));
+    g_error_free(err);
   }
   // Uncompressed RGB in an AVI (a frame grabber's, a screen capture's): avidemux gives its frames a
   // pixel aspect ratio of -1/1, which videoconvert cannot take ("Internal data stream error. (element

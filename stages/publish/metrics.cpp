@@ -58,6 +58,13 @@ class Writer {
   std::string text_;
 };
 
+// "21 s", "1.5 s": a stall's length, in a line for people.
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s >= 10 ? "%.0f s" : "%.1f s", s);
+  return buf;
+}
+
 }  // namespace
 
 JobProgress job_progress(const JobMetrics& m) {
@@ -131,6 +138,28 @@ const std::vector<std::string>& stream_states() {
   static const std::vector<std::string> states{"pending", "running", "reconnecting", "done", "failed", "stopped",
                                                "removed"};
   return states;
+}
+
+std::vector<StalledStage> stalled_stages(const JobMetrics& m) {
+  std::vector<StalledStage> out;
+  for (const StageStatsSnapshot& s : m.stages) {
+    if (s.stage == "publish" || s.ended || s.written_unix_s <= 0) continue;  // (publish: its server says)
+    const double silent_s = m.now_unix_s - s.written_unix_s;
+    const double working_limit_s = s.stuck_after_s > 0 ? s.stuck_after_s / 2 : 60.0;
+    if (silent_s >= kStageSilentS) {
+      out.push_back({s.stage, s.lane, silent_s,
+                     "no figures for " + seconds_text(silent_s) +
+                         " (it writes them every second: the process is stopped, SIGSTOP or a debugger, or frozen)"});
+    } else if (s.working_s >= working_limit_s) {
+      out.push_back({s.stage, s.lane, s.working_s,
+                     "in one stretch of its own work (" + (s.working_on.empty() ? std::string("?") : s.working_on) +
+                         ") for " + seconds_text(s.working_s) +
+                         (s.stuck_after_s > 0 ? "; its watchdog aborts it at " + seconds_text(s.stuck_after_s) +
+                                                    " (job.stage_timeout_s)"
+                                              : "")});
+    }
+  }
+  return out;
 }
 
 std::string prometheus_text(const JobMetrics& m) {
@@ -263,6 +292,15 @@ std::string prometheus_text(const JobMetrics& m) {
   };
   per_stage("vapipe_stage_up_seconds", "gauge", "Seconds since the stage process was ready.",
             [](const StageStatsSnapshot& s) { return number(s.up_s); });
+  per_stage("vapipe_stage_silent_seconds", "gauge",
+            "Seconds since the stage process last wrote its figures (every second while it runs; over 15: stopped or "
+            "frozen).",
+            [&m](const StageStatsSnapshot& s) {
+              return number(s.ended || s.written_unix_s <= 0 ? 0.0 : std::max(0.0, m.now_unix_s - s.written_unix_s));
+            });
+  per_stage("vapipe_stage_working_seconds", "gauge",
+            "Seconds the stage's stretch of its own work under way has lasted (0 while it waits).",
+            [](const StageStatsSnapshot& s) { return number(s.working_s); });
   per_stage("vapipe_stage_messages_total", "counter", "Messages the stage received.",
             [](const StageStatsSnapshot& s) { return std::to_string(s.messages_in); }, true);
   per_stage("vapipe_stage_errors_total", "counter", "Malformed messages and processing errors of the stage.",
@@ -711,7 +749,13 @@ nlohmann::json health_json(const JobMetrics& m) {
                          {"error", f.error.empty() ? nlohmann::json() : nlohmann::json(f.error)}});
     }
   }
-  return {{"status", "ok"}, {"job", m.job}, {"mode", m.mode}, {"uptime_s", m.now_unix_s - m.start_unix_s},
+  nlohmann::json stalled = nlohmann::json::array();
+  for (const StalledStage& st : stalled_stages(m)) {
+    stalled.push_back({{"stage", st.stage}, {"lane", st.lane}, {"for_s", st.for_s}, {"why", st.why}});
+  }
+  const char* status = stalled.empty() ? "ok" : "stalled";
+  return {{"status", status}, {"stalled", std::move(stalled)}, {"job", m.job}, {"mode", m.mode},
+          {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"job_restarts", m.job_restarts},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},

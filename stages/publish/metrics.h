@@ -217,10 +217,26 @@ double busy_seconds(std::vector<std::pair<int64_t, int64_t>> spans);
 // The states a stream can be in, in the order vapipe_stream_state lists them.
 const std::vector<std::string>& stream_states();
 
+// A stage process whose work does not move: stopped (SIGSTOP, a debugger, a frozen host disk: it has
+// written no figures for kStageSilentS, though it writes them every second, waits included), or in one
+// stretch of its own work for over half the time its watchdog allows (job.stage_timeout_s: the
+// watchdog aborts it at that time; 60 s without one). Stages that wait on a stalled one are not
+// stalled themselves. Publish's own stall is said by its HTTP server (MetricsServer), which serves
+// these figures.
+inline constexpr double kStageSilentS = 15.0;
+struct StalledStage {
+  std::string stage;
+  uint32_t lane = 0;
+  double for_s = 0;  // silent, or working, that long
+  std::string why;   // "no figures for 21 s (the process is stopped or frozen)", "in its own work (...) for 75 s"
+};
+std::vector<StalledStage> stalled_stages(const JobMetrics& m);
+
 // Prometheus text exposition format 0.0.4.
 std::string prometheus_text(const JobMetrics& m);
 
 // GET /healthz's body: the job, and each stream's state, results and seconds since its last result.
+// Its status is "stalled" (with `stalled`, each stage and why) when stalled_stages() has any, else "ok".
 nlohmann::json health_json(const JobMetrics& m);
 
 }  // namespace vapipe

@@ -5,6 +5,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/picture_requests.h"
+#include "stages/publish/metrics.h"
 
 #include <sys/stat.h>
 
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -92,11 +94,36 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   server.Get("/healthz", [self, authorized](const httplib::Request& req, httplib::Response& res) {
     const bool allowed = authorized(req);
     std::lock_guard<std::mutex> lock(self->mutex_);
+    // Publish updates these figures every second from its loop: figures that old mean its work has
+    // stopped (results are not going out), though this thread still answers.
+    const double silent_s =
+        self->updated_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - self->updated_at_).count() : 0;
+    const bool publish_stalled = silent_s >= kStageSilentS;
+    if (self->stalled_ || publish_stalled) res.status = 503;  // a probe restarts what is stuck
     if (!allowed) {
-      res.set_content(self->updated_ ? "{\"status\":\"ok\"}" : "{\"status\":\"starting\"}", "application/json");
+      res.set_content(!self->updated_                           ? "{\"status\":\"starting\"}"
+                      : self->stalled_ || publish_stalled ? "{\"status\":\"stalled\"}"
+                                                          : "{\"status\":\"ok\"}",
+                      "application/json");
       return;
     }
-    res.set_content(self->health_, "application/json");
+    if (!publish_stalled) {
+      res.set_content(self->health_, "application/json");
+      return;
+    }
+    nlohmann::json health = nlohmann::json::parse(self->health_, nullptr, /*allow_exceptions=*/false);
+    if (!health.is_object()) health = nlohmann::json::object();
+    health["status"] = "stalled";
+    if (!health.contains("stalled") || !health["stalled"].is_array()) health["stalled"] = nlohmann::json::array();
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.0f s", silent_s);
+    health["stalled"].push_back({{"stage", "publish"},
+                                 {"lane", 0},
+                                 {"for_s", silent_s},
+                                 {"why", std::string("no figures for ") + seconds +
+                                             " (publish updates them every second: its work is stopped or stuck, and "
+                                             "results are not going out; the rest of this answer is that old)"}});
+    res.set_content(health.dump(), "application/json");
   });
   if (reload) {
     server.Post("/-/reload", [self, reload, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
@@ -221,11 +248,13 @@ void MetricsServer::set_bearer_token(std::string token) {
   bearer_token_ = std::move(token);
 }
 
-void MetricsServer::update(std::string metrics_text, std::string health_json) {
+void MetricsServer::update(std::string metrics_text, std::string health_json, bool stalled) {
   std::lock_guard<std::mutex> lock(mutex_);
   metrics_ = std::move(metrics_text);
   health_ = std::move(health_json);
   updated_ = true;
+  stalled_ = stalled;
+  updated_at_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace vapipe

@@ -63,7 +63,9 @@ class MetricsServer {
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  void update(std::string metrics_text, std::string health_json);
+  // `stalled`: health_json's status is "stalled" (/healthz then answers 503). Publish's own stall is
+  // found here: no update for kStageSilentS makes /healthz say so (503), naming publish.
+  void update(std::string metrics_text, std::string health_json, bool stalled = false);
   // A new bearer token (publish.metrics_token_file rewritten while the job runs): requests from now on
   // need it; the old one stops working. Empty: no token needed (only when started without one).
   void set_bearer_token(std::string token);
@@ -88,6 +90,8 @@ class MetricsServer {
   std::string health_ = "{\"status\":\"starting\"}";
   std::string bearer_token_;  // under mutex_
   bool updated_ = false;
+  bool stalled_ = false;
+  std::chrono::steady_clock::time_point updated_at_{};
 };
 
 }  // namespace vapipe

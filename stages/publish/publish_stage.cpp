@@ -543,7 +543,8 @@ void PublishStage::update_metrics_snapshot() {
   check_metrics_token();
   refresh_live_drops();
   const JobMetrics m = metrics();
-  metrics_server_->update(prometheus_text(m), json_text(health_json(m)));
+  const nlohmann::json health = health_json(m);
+  metrics_server_->update(prometheus_text(m), json_text(health), health.value("status", "") == "stalled");
   next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
 }
 

@@ -19,6 +19,7 @@
 #include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
 #include "pipeline/recorded_at.h"
+#include "pipeline/tcp_reachability.h"
 #include "stages/publish/metrics.h"
 
 namespace vapipe {
@@ -491,9 +492,15 @@ WebhookSender::Outcome WebhookSender::try_once(const Item& item, std::unique_ptr
     const httplib::Error e = res.error();
     const std::string timeout = seconds_text(config_.timeout_s);
     switch (e) {
-      case httplib::Error::Connection:
-        o.error = "cannot connect (refused, no route, or a name that does not resolve)";
+      case httplib::Error::Connection: {
+        // httplib keeps no errno: a connection of our own says which cause (a name that does not
+        // resolve, nothing listening, no route), bounded so that a stop does not wait on it.
+        const auto within = std::min<std::chrono::milliseconds>(std::chrono::seconds(2), std::chrono::milliseconds(
+            static_cast<int64_t>(config_.timeout_s * 1000)));
+        o.error = tcp_connect_failure(url_.origin(), within);
+        if (o.error.empty()) o.error = "cannot connect (yet one opened a moment later: the server may have been starting, or overloaded)";
         break;
+      }
       case httplib::Error::ConnectionTimeout:
         o.error = "no connection within timeout_s (" + timeout + ")";
         break;

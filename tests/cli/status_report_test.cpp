@@ -63,6 +63,27 @@ TEST(StatusReport, ListsEachStreamOfPublishsDocument) {
   EXPECT_EQ(r.back(), '\n');
 }
 
+// A stalled stage is said first, and the time left, worked out from a rate that has stopped, is not.
+TEST(StatusReport, SaysAStalledStageAndNoTimeLeft) {
+  JobMetrics m = archive_job();
+  const auto before = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_NE(before->find(" left\n"), std::string::npos) << before.value();
+  EXPECT_EQ(before->find("STALLED"), std::string::npos) << before.value();
+  StageStatsSnapshot batch;
+  batch.stage = "batch";
+  batch.lane = 1;
+  batch.written_unix_s = m.now_unix_s - 30;
+  m.stages = {batch};
+  const auto report = status_report(served(m), "http://h:9100/healthz");
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string& r = report.value();
+  EXPECT_TRUE(has_line_starting(r, "STALLED: batch lane 1: no figures for 30 s (it writes them every second: the "
+                                   "process is stopped, SIGSTOP or a debugger, or frozen)\n"))
+      << r;
+  EXPECT_TRUE(has_line_starting(r, "progress: 60.0% of 2 min 30 s of media, time left unknown while stalled\n")) << r;
+}
+
 TEST(StatusReport, SaysOpenSegmentsARefusingResultsFileAndWatchedFolders) {
   JobMetrics m = archive_job();
   m.segments = true;

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 from e2e.common import (
@@ -43,6 +44,9 @@ class StageRestart(SubscribedTest):
         self.assertIn('vapipe_stream_restarts_total{stream="a"} 0', text)
         self.assertIn('vapipe_stream_state{stream="b",state="running"} 1', text)
         self.assertGreater(self.count("a"), a_before + 10)  # a never paused
+        # The dead processes' figures went with them: the restarted lane is not taken for a stalled one.
+        health = json.loads(urllib.request.urlopen(f"http://{metrics}/healthz", timeout=10).read())
+        self.assertEqual((health["status"], health["stalled"]), ("ok", []), health)
 
         # publish crashes: it alone restarts; the subscriber's socket reconnects by itself.
         received = len(self.messages())
@@ -267,6 +271,58 @@ class StageRestart(SubscribedTest):
         self.assertEqual(code, 2, run.stderr[-3000:])
         self.assertIn("1 restarts in a row, job.max_restarts", run.stderr)
         self.assertNotIn("restarting the job", run.stderr)
+
+    def test_a_stopped_stage_makes_healthz_say_stalled_until_it_goes_on(self):
+        """A stage process stopped (SIGSTOP: a debugger, a frozen container) stays alive, so the supervisor sees
+        nothing, and the watchdog inside it is stopped too. /healthz says the job is stalled (503, naming the
+        stage) once its figures are 15 s old, `vapipe status` says so (exit 1), and both are ok again once it
+        goes on. The stages waiting on it are not named."""
+        metrics = f"127.0.0.1:{free_port()}"
+        config, endpoint = write_config(self.dir, [("a", live("ball"))], job={"mode": "live"},
+                                        publish={"metrics_address": metrics})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        stages = run.watch_stages()
+        self.wait_for("results of a", lambda m: self.count("a") >= 10, timeout=60)
+
+        def health():
+            try:
+                with urllib.request.urlopen(f"http://{metrics}/healthz", timeout=10) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        code, h = health()
+        self.assertEqual((code, h["status"], h["stalled"]), (200, "ok", []), h)
+        os.kill(stages["batch"], signal.SIGSTOP)
+        self.addCleanup(lambda: os.kill(stages["batch"], signal.SIGCONT))
+        stopped_at = time.time()
+        deadline = stopped_at + 40
+        while time.time() < deadline and code != 503:
+            time.sleep(0.5)
+            code, h = health()
+        self.assertEqual(code, 503, h)
+        self.assertGreaterEqual(time.time() - stopped_at, 14)  # figures 15 s old, not sooner
+        self.assertEqual(h["status"], "stalled")
+        self.assertEqual([(s["stage"], s["lane"]) for s in h["stalled"]], [("batch", 0)], h["stalled"])
+        self.assertIn("no figures for 1", h["stalled"][0]["why"])
+        status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30)
+        self.assertEqual(status.returncode, 1, status.stdout + status.stderr)
+        self.assertRegex(status.stdout, r"\nSTALLED: batch lane 0: no figures for \d+ s \(it writes them every second")
+        text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+        self.assertRegex(text, r'\nvapipe_stage_silent_seconds\{stage="batch",lane="0"\} 1[5-9]')
+
+        os.kill(stages["batch"], signal.SIGCONT)
+        deadline = time.time() + 10
+        while time.time() < deadline and code != 200:
+            time.sleep(0.2)
+            code, h = health()
+        self.assertEqual((code, h["status"], h["stalled"]), (200, "ok", []), h)
+        before = self.count("a")
+        self.wait_for("results of a after batch went on", lambda m: self.count("a") >= before + 10, timeout=60)
+        msgs, results, events = self.stop_and_collect(run)
+        seqs = [r["seq"] for r in results["a"]]
+        self.assertEqual(seqs, sorted(set(seqs)))
 
     def test_a_stage_stuck_in_its_own_work_is_aborted_and_its_lane_restarted(self):
         """Infer runs a model that never returns from a batch with a white frame (a stuck CUDA call, in

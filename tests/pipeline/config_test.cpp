@@ -290,6 +290,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:4: a second YAML document (after '---'): a config is one document"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npreprocess: {mean: [0.5, 0.5]}\n",
                 "preprocess.mean: expected a list of 3 numbers, got a list of 2 items"},
+        // A key with nothing after it: a value forgotten (or indented onto the next line), not its default.
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\njob:\n  drain_timeout_s:\n"
+                "  stage_timeout_s: 60\n",
+                "bad.yaml:4: job.drain_timeout_s: has no value: give it one, or leave the key out for its default"},
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  mqtt:\n"
+                "    - {url: 'mqtt://broker:1883', topics: [events/], retain: ~}\n",
+                "bad.yaml:5: publish.mqtt[0].retain: has no value"},
         // Latin-1, as an editor set to a Windows code page saves it: not UTF-8.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: mod\xE8le.pt, labels: l}\n",
                 "bad.yaml:2: not UTF-8 text (byte 0xE8 at column 19): save the file as UTF-8"}));

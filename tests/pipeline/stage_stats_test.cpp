@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -26,11 +27,17 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   infer.input_wait_s = 7;
   infer.counters = {{"batches", 42}, {"classify_seconds", 1.75}};
   infer.facts = {{"model", "door-v2"}, {"model_file", "/models/door-v2.pt"}};
+  infer.working_s = 3.5;
+  infer.working_on = "processing messages";
+  infer.stuck_after_s = 120;
   layout.lane = 1;
+  const double before_s = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
   ASSERT_TRUE(write_stage_stats(infer, stage_stats_path(layout, StageKind::kInfer)).ok());
   StageStatsSnapshot pre;
   pre.stage = "preprocess";
   pre.has_input = false;
+  pre.ended = true;
   pre.stream_dropped = {{"door", 3}, {"yard", 0}};  // ingest's, in practice
   pre.stream_continuity_errors = {{"tv", 12}};
   pre.stream_undecoded = {{"door", 2}};
@@ -54,6 +61,15 @@ TEST(StageStats, SnapshotsOfEveryStageReadBackInPipelineOrder) {
   EXPECT_DOUBLE_EQ(all[1].send_blocked_s, 0.5);
   EXPECT_DOUBLE_EQ(all[1].slot_wait_s, 0.25);
   EXPECT_DOUBLE_EQ(all[1].input_wait_s, 7);
+  // Whether its work moves: when it was written (by the writer's clock), and the stretch under way.
+  EXPECT_GE(all[1].written_unix_s, before_s - 1);
+  EXPECT_LE(all[1].written_unix_s, before_s + 60);
+  EXPECT_DOUBLE_EQ(all[1].working_s, 3.5);
+  EXPECT_EQ(all[1].working_on, "processing messages");
+  EXPECT_DOUBLE_EQ(all[1].stuck_after_s, 120);
+  EXPECT_FALSE(all[1].ended);
+  EXPECT_TRUE(all[0].ended);
+  EXPECT_EQ(all[0].working_on, "");
   EXPECT_EQ(all[1].counters, (StageCounters{{"batches", 42}, {"classify_seconds", 1.75}}));
   EXPECT_EQ(all[0].stream_dropped, (std::vector<std::pair<std::string, uint64_t>>{{"door", 3}, {"yard", 0}}));
   EXPECT_TRUE(all[1].stream_dropped.empty());

@@ -536,6 +536,25 @@ TEST_F(StreamReaderTest, AnAviOfUncompressedRgbIsReadWithSquarePixels) {
   EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
 }
 
+// An animated GIF (tests/media/anim-32x24.gif, 12 frames): every frame, at the times players show
+// them, and then its end. GStreamer's libav GIF reader gave every picture pts 0 and never ended the file
+// (an archive job with a GIF never ended; found 2026-12-07).
+TEST_F(StreamReaderTest, AnAnimatedGifIsReadWholeAtItsFramesTimesAndEnds) {
+  const std::string path = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/anim-32x24.gif";
+  const auto started = std::chrono::steady_clock::now();
+  const CollectingEmitter out = read_whole(path, ingest_, "gif");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60));
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 12u) << out.messages.back().event.message;
+  std::vector<int64_t> pts_ms;
+  for (const Message* f : frames) pts_ms.push_back(f->env.pts_ns / 1'000'000);
+  EXPECT_EQ(pts_ms, (std::vector<int64_t>{0, 100, 200, 300, 400, 500, 550, 600, 650, 700, 750, 800}));
+  EXPECT_EQ(frames[0]->frame.width, 32u);
+  EXPECT_EQ(frames[0]->frame.height, 24u);
+  ASSERT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.frames, 12u) << out.messages.back().event.message;
+}
+
 // A file with two video tracks (two views of one recording): the first is classified, every frame of
 // it, and nothing of the second (which used to be linked to nothing, and its orientation tag could turn
 // the first's frames).

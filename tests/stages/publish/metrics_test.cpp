@@ -87,6 +87,70 @@ TEST(Metrics, EveryStageProcessHasItsTimesAndItsOwnTotalsPerLane) {
   EXPECT_EQ(prometheus_text(two_cameras()).find("vapipe_stage_"), std::string::npos);
 }
 
+// A stage whose work does not move makes /healthz say "stalled", naming it and why: one stopped (its
+// figures, written every second, are old) and one in one stretch of its own work past half its
+// watchdog's time. One waiting on them, one that ended, and publish itself (its server says) are not.
+TEST(Metrics, AStageStoppedOrStuckInItsOwnWorkMakesTheJobStalled) {
+  JobMetrics m = two_cameras();  // now 1060
+  StageStatsSnapshot ingest;
+  ingest.stage = "ingest";
+  ingest.has_input = false;
+  ingest.written_unix_s = 1059.6;
+  ingest.slot_wait_s = 40;  // waiting on the stopped one: moving
+  StageStatsSnapshot batch;
+  batch.stage = "batch";
+  batch.written_unix_s = 1039;  // 21 s ago
+  StageStatsSnapshot infer;
+  infer.stage = "infer";
+  infer.written_unix_s = 1059.8;
+  infer.working_s = 61;
+  infer.working_on = "processing messages";
+  infer.stuck_after_s = 120;
+  StageStatsSnapshot ended;  // an ended stage's figures stand still
+  ended.stage = "preprocess";
+  ended.lane = 1;
+  ended.written_unix_s = 900;
+  ended.ended = true;
+  StageStatsSnapshot publish;
+  publish.stage = "publish";
+  publish.written_unix_s = 1000;
+  m.stages = {ingest, batch, infer, ended, publish};
+
+  const auto stalled = stalled_stages(m);
+  ASSERT_EQ(stalled.size(), 2u);
+  EXPECT_EQ(stalled[0].stage, "batch");
+  EXPECT_DOUBLE_EQ(stalled[0].for_s, 21);
+  EXPECT_EQ(stalled[0].why, "no figures for 21 s (it writes them every second: the process is stopped, SIGSTOP or a "
+                            "debugger, or frozen)");
+  EXPECT_EQ(stalled[1].stage, "infer");
+  EXPECT_EQ(stalled[1].why, "in one stretch of its own work (processing messages) for 61 s; its watchdog aborts it at "
+                            "120 s (job.stage_timeout_s)");
+  const nlohmann::json h = health_json(m);
+  EXPECT_EQ(h["status"], "stalled");
+  ASSERT_EQ(h["stalled"].size(), 2u);
+  EXPECT_EQ(h["stalled"][0]["stage"], "batch");
+  EXPECT_EQ(h["stalled"][0]["lane"], 0);
+  const std::string t = prometheus_text(m);
+  EXPECT_TRUE(has_line(t, "vapipe_stage_silent_seconds{stage=\"batch\",lane=\"0\"} 21")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_stage_silent_seconds{stage=\"preprocess\",lane=\"1\"} 0")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_stage_working_seconds{stage=\"infer\",lane=\"0\"} 61")) << t;
+
+  // Below the limits, and with the watchdog off (60 s then): ok.
+  m.stages[1].written_unix_s = 1046;  // 14 s
+  m.stages[2].working_s = 59;
+  m.stages[2].stuck_after_s = 0;
+  EXPECT_TRUE(stalled_stages(m).empty());
+  EXPECT_EQ(health_json(m)["status"], "ok");
+  EXPECT_TRUE(health_json(m)["stalled"].empty());
+  m.stages[2].working_s = 60;
+  ASSERT_EQ(stalled_stages(m).size(), 1u);
+  EXPECT_EQ(stalled_stages(m)[0].why, "in one stretch of its own work (processing messages) for 60 s");
+  // A snapshot of an earlier version (no time written): not judged.
+  m.stages[2].working_s = 0;
+  m.stages[1].written_unix_s = 0;
+  EXPECT_TRUE(stalled_stages(m).empty());
+}
+
 // Each lane's infer says its model (a reload may change it lane by lane): an info metric on /metrics,
 // and /healthz's `models`, with how its reloads went.
 TEST(Metrics, EachLanesModelIsAnInfoMetricAndInTheHealthDocument) {

@@ -1,0 +1,253 @@
+#include "stages/ingest/gif_timeline.h"
+
+#include <cstdint>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "pipeline/logging.h"
+
+namespace vapipe {
+namespace {
+
+// libav's GIF demuxer's rule (GIF_MIN_DELAY, GIF_DEFAULT_DELAY), as browsers play them: a delay under
+// 2 hundredths of a second is taken as 10.
+constexpr int kMinDelayCs = 2;
+constexpr int kDefaultDelayCs = 10;
+constexpr int64_t kNsPerCs = 10'000'000;
+
+class Bytes {
+ public:
+  explicit Bytes(std::string_view b) : b_(b) {}
+  bool has(size_t n) const { return at_ + n <= b_.size(); }
+  uint8_t byte() { return static_cast<uint8_t>(b_[at_++]); }
+  uint16_t le16() {
+    const uint16_t v = static_cast<uint16_t>(static_cast<uint8_t>(b_[at_]) | (static_cast<uint8_t>(b_[at_ + 1]) << 8));
+    at_ += 2;
+    return v;
+  }
+  std::string_view take(size_t n) {
+    std::string_view v = b_.substr(at_, n);
+    at_ += n;
+    return v;
+  }
+  size_t at() const { return at_; }
+  // Skips a chain of sub-blocks (a size byte, that many bytes, ..., a 0); false when the bytes end first.
+  // `first`: the first sub-block's bytes.
+  bool skip_sub_blocks(std::string_view* first = nullptr) {
+    bool is_first = true;
+    while (has(1)) {
+      const uint8_t size = byte();
+      if (size == 0) return true;
+      if (!has(size)) return false;
+      const std::string_view data = take(size);
+      if (is_first && first) *first = data;
+      is_first = false;
+    }
+    return false;
+  }
+
+ private:
+  std::string_view b_;
+  size_t at_ = 0;
+};
+
+Status cut_short(size_t at, size_t frames) {
+  return DataLoss("the GIF is cut short at byte " + std::to_string(at) + ", before its first frame ended (" +
+                  std::to_string(frames) + " whole)");
+}
+
+// A color table's size from a packed byte (its top bit says there is one).
+size_t color_table_bytes(uint8_t packed) { return (packed & 0x80) ? 3u * (2u << (packed & 0x07)) : 0u; }
+
+}  // namespace
+
+Result<GifTimeline> parse_gif_timeline(std::string_view bytes) {
+  Bytes b(bytes);
+  if (!b.has(13) || (bytes.substr(0, 6) != "GIF87a" && bytes.substr(0, 6) != "GIF89a")) {
+    return InvalidArgument("not a GIF (it does not begin with GIF87a or GIF89a and a screen descriptor)");
+  }
+  b.take(6 + 4);
+  const uint8_t packed = b.byte();
+  b.take(2);
+  const size_t global = color_table_bytes(packed);
+  if (!b.has(global)) return cut_short(bytes.size(), 0);
+  b.take(global);
+  GifTimeline t;
+  int delay_cs = kDefaultDelayCs;
+  int64_t now_ns = 0;
+  // A file cut short keeps the frames before the cut (the demuxer gives them too).
+  auto ended = [&]() -> Result<GifTimeline> {
+    if (t.pts_ns.empty()) return cut_short(bytes.size(), 0);
+    return t;
+  };
+  while (b.has(1)) {
+    const uint8_t block = b.byte();
+    if (block == 0x3B) return t;  // the trailer
+    if (block == 0x21) {          // an extension
+      if (!b.has(1)) return ended();
+      const uint8_t label = b.byte();
+      std::string_view first;
+      if (!b.skip_sub_blocks(&first)) return ended();
+      if (label == 0xF9 && first.size() >= 3) {  // Graphic Control: this frame's delay
+        delay_cs = static_cast<uint8_t>(first[1]) | (static_cast<uint8_t>(first[2]) << 8);
+        if (delay_cs < kMinDelayCs) delay_cs = kDefaultDelayCs;
+      } else if (label == 0xFF && first.substr(0, 11) == "NETSCAPE2.0") {
+        t.loops = true;
+      }
+      continue;
+    }
+    if (block == 0x2C) {  // an image: left, top, width, height, packed; its color table; its LZW data
+      if (!b.has(9)) return ended();
+      b.take(8);
+      const size_t local = color_table_bytes(b.byte());
+      if (!b.has(local + 1)) return ended();
+      b.take(local + 1);  // (and the LZW minimum code size)
+      if (!b.skip_sub_blocks()) return ended();
+      t.pts_ns.push_back(now_ns);
+      t.duration_ns.push_back(delay_cs * kNsPerCs);
+      now_ns += delay_cs * kNsPerCs;
+      continue;
+    }
+    // Bytes that begin no block: the file ends here for the frames counted (libav's reader skips to
+    // what looks like the next block; anything it gives after the last frame counted is left out).
+    if (t.pts_ns.empty()) {
+      return InvalidArgument("the GIF has no frame before byte " + std::to_string(b.at() - 1) +
+                             ", which begins no GIF block");
+    }
+    return t;
+  }
+  return ended();
+}
+
+Result<GifTimeline> read_gif_timeline(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot be opened");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return Unavailable("cannot be read");
+  return parse_gif_timeline(bytes);
+}
+
+namespace {
+
+// Per demuxer source pad: the packets seen since the last flush, and whether the end was sent.
+struct GifEnd {
+  std::shared_ptr<const GifTimeline> timeline;
+  size_t packets = 0;
+  bool pushing_last = false;
+  bool ended = false;
+};
+
+GstPadProbeReturn on_gif_packet(GstPad* pad, GstPadProbeInfo* info, gpointer user) {
+  auto& end = *static_cast<GifEnd*>(user);
+  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    // A seek: its flush, and the segment it begins (the untimed packets are counted from there).
+    if (event && (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP || GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT)) {
+      end.packets = 0;
+      end.ended = false;
+    }
+    return GST_PAD_PROBE_OK;
+  }
+  if (end.pushing_last) return GST_PAD_PROBE_OK;  // the last packet, pushed again below
+  if (end.ended) return GST_PAD_PROBE_DROP;       // after the last frame: nothing
+  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!buffer) return GST_PAD_PROBE_OK;
+  ++end.packets;
+  // The last frame's packet by its time (libav times them as the timeline does), or, untimed, by the
+  // count since the file's start (a seek's packets are timed).
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  const bool last = GST_CLOCK_TIME_IS_VALID(pts)
+                        ? static_cast<int64_t>(pts) + end.timeline->duration_ns.back() / 2 >= end.timeline->last_pts_ns()
+                        : end.packets >= end.timeline->pts_ns.size();
+  if (!last) return GST_PAD_PROBE_OK;
+  VAPIPE_LOG_DEBUG("GIF: its last frame's packet (pts {} ns, packet {} since the start or a seek): the end follows",
+                   GST_CLOCK_TIME_IS_VALID(pts) ? static_cast<int64_t>(pts) : -1, end.packets);
+  // The demuxer would read on at the file's end for ever: the packet goes on, then the end.
+  end.ended = true;
+  end.pushing_last = true;
+  gst_pad_push(pad, gst_buffer_ref(buffer));
+  end.pushing_last = false;
+  gst_pad_push_event(pad, gst_event_new_eos());
+  return GST_PAD_PROBE_DROP;  // (pushed above)
+}
+
+void on_gif_pad_added(GstElement*, GstPad* pad, gpointer user) {
+  if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
+  auto* end = new GifEnd{*static_cast<std::shared_ptr<const GifTimeline>*>(user)};
+  gst_pad_add_probe(pad, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                    &on_gif_packet, end, [](gpointer data) { delete static_cast<GifEnd*>(data); });
+}
+
+// The packets' times, in the order they went into the decoder, for the pictures it gives.
+struct PacketTimes {
+  std::mutex mutex;
+  std::deque<std::pair<GstClockTime, GstClockTime>> waiting;  // pts, duration
+};
+
+using SharedTimes = std::shared_ptr<PacketTimes>;
+
+GstPadProbeReturn on_gif_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto& times = **static_cast<SharedTimes*>(user);
+  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+      std::lock_guard<std::mutex> lock(times.mutex);
+      times.waiting.clear();
+    }
+    return GST_PAD_PROBE_OK;
+  }
+  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!buffer) return GST_PAD_PROBE_OK;
+  std::lock_guard<std::mutex> lock(times.mutex);
+  times.waiting.emplace_back(GST_BUFFER_PTS(buffer), GST_BUFFER_DURATION(buffer));
+  return GST_PAD_PROBE_OK;
+}
+
+GstPadProbeReturn on_gif_picture(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto& times = **static_cast<SharedTimes*>(user);
+  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!buffer) return GST_PAD_PROBE_OK;
+  std::pair<GstClockTime, GstClockTime> t;
+  {
+    std::lock_guard<std::mutex> lock(times.mutex);
+    if (times.waiting.empty()) return GST_PAD_PROBE_OK;
+    t = times.waiting.front();
+    times.waiting.pop_front();
+  }
+  buffer = gst_buffer_make_writable(buffer);
+  GST_BUFFER_PTS(buffer) = t.first;
+  GST_BUFFER_DTS(buffer) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION(buffer) = t.second;
+  GST_PAD_PROBE_INFO_DATA(info) = buffer;
+  return GST_PAD_PROBE_OK;
+}
+
+}  // namespace
+
+void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const GifTimeline> timeline) {
+  if (!timeline || timeline->pts_ns.empty()) return;
+  g_signal_connect_data(demuxer, "pad-added", G_CALLBACK(&on_gif_pad_added),
+                        new std::shared_ptr<const GifTimeline>(std::move(timeline)),
+                        [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<const GifTimeline>*>(data); },
+                        static_cast<GConnectFlags>(0));
+}
+
+void time_gif_pictures(GstElement* decoder) {
+  GstPad* sink = gst_element_get_static_pad(decoder, "sink");
+  GstPad* src = gst_element_get_static_pad(decoder, "src");
+  if (sink && src) {
+    const auto times = std::make_shared<PacketTimes>();
+    auto forget = [](gpointer data) { delete static_cast<SharedTimes*>(data); };
+    gst_pad_add_probe(sink, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                      &on_gif_decoder_input, new SharedTimes(times), forget);
+    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, &on_gif_picture, new SharedTimes(times), forget);
+  }
+  if (sink) gst_object_unref(sink);
+  if (src) gst_object_unref(src);
+}
+
+}  // namespace vapipe
