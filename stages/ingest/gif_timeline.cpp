@@ -1,11 +1,9 @@
 #include "stages/ingest/gif_timeline.h"
 
 #include <cstdint>
-#include <deque>
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "pipeline/logging.h"
@@ -182,50 +180,6 @@ void on_gif_pad_added(GstElement*, GstPad* pad, gpointer user) {
                     &on_gif_packet, end, [](gpointer data) { delete static_cast<GifEnd*>(data); });
 }
 
-// The packets' times, in the order they went into the decoder, for the pictures it gives.
-struct PacketTimes {
-  std::mutex mutex;
-  std::deque<std::pair<GstClockTime, GstClockTime>> waiting;  // pts, duration
-};
-
-using SharedTimes = std::shared_ptr<PacketTimes>;
-
-GstPadProbeReturn on_gif_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user) {
-  auto& times = **static_cast<SharedTimes*>(user);
-  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
-    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
-    if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
-      std::lock_guard<std::mutex> lock(times.mutex);
-      times.waiting.clear();
-    }
-    return GST_PAD_PROBE_OK;
-  }
-  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-  if (!buffer) return GST_PAD_PROBE_OK;
-  std::lock_guard<std::mutex> lock(times.mutex);
-  times.waiting.emplace_back(GST_BUFFER_PTS(buffer), GST_BUFFER_DURATION(buffer));
-  return GST_PAD_PROBE_OK;
-}
-
-GstPadProbeReturn on_gif_picture(GstPad*, GstPadProbeInfo* info, gpointer user) {
-  auto& times = **static_cast<SharedTimes*>(user);
-  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-  if (!buffer) return GST_PAD_PROBE_OK;
-  std::pair<GstClockTime, GstClockTime> t;
-  {
-    std::lock_guard<std::mutex> lock(times.mutex);
-    if (times.waiting.empty()) return GST_PAD_PROBE_OK;
-    t = times.waiting.front();
-    times.waiting.pop_front();
-  }
-  buffer = gst_buffer_make_writable(buffer);
-  GST_BUFFER_PTS(buffer) = t.first;
-  GST_BUFFER_DTS(buffer) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION(buffer) = t.second;
-  GST_PAD_PROBE_INFO_DATA(info) = buffer;
-  return GST_PAD_PROBE_OK;
-}
-
 }  // namespace
 
 void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const GifTimeline> timeline) {
@@ -234,20 +188,6 @@ void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const Gif
                         new std::shared_ptr<const GifTimeline>(std::move(timeline)),
                         [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<const GifTimeline>*>(data); },
                         static_cast<GConnectFlags>(0));
-}
-
-void time_gif_pictures(GstElement* decoder) {
-  GstPad* sink = gst_element_get_static_pad(decoder, "sink");
-  GstPad* src = gst_element_get_static_pad(decoder, "src");
-  if (sink && src) {
-    const auto times = std::make_shared<PacketTimes>();
-    auto forget = [](gpointer data) { delete static_cast<SharedTimes*>(data); };
-    gst_pad_add_probe(sink, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
-                      &on_gif_decoder_input, new SharedTimes(times), forget);
-    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, &on_gif_picture, new SharedTimes(times), forget);
-  }
-  if (sink) gst_object_unref(sink);
-  if (src) gst_object_unref(src);
 }
 
 }  // namespace vapipe

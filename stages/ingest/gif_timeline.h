@@ -6,8 +6,8 @@
 //
 // So the file's frames are counted and timed here, as libav's demuxer times them (each frame lasts
 // its Graphic Control Extension's delay; under 2 hundredths of a second, 10, as browsers do): the
-// packet of the last frame is followed by an end of stream, and each decoded picture takes the time
-// of the packet it was decoded from (a GIF has no reordering: one picture a packet, in order).
+// packet of the last frame is followed by an end of stream; each decoded picture takes the time of the
+// packet it was decoded from (picture_slots.h).
 #pragma once
 
 #include <gst/gst.h>
@@ -38,7 +38,5 @@ Result<GifTimeline> read_gif_timeline(const std::string& path);
 // On decodebin's avdemux_gif: its source pads end the stream after the last frame's packet (and drop
 // anything after it).
 void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const GifTimeline> timeline);
-// On its avdec_gif: each picture takes its packet's time and duration.
-void time_gif_pictures(GstElement* decoder);
 
 }  // namespace vapipe

@@ -50,6 +50,9 @@
 #include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/edit_list_timeline.h"
 #include "stages/ingest/gif_timeline.h"
+#include "stages/ingest/picture_slots.h"
+#include "stages/ingest/untimed_frames.h"
+#include "pipeline/tcp_reachability.h"
 #include "stages/ingest/ps_segment_start.h"
 #include "stages/ingest/rtp_timeline.h"
 #include "stages/ingest/stream_fan_out.h"
@@ -177,6 +180,18 @@ std::string connection_failure(const StreamConfig& stream) {
   return why;
 }
 
+// "something accepts connections at HOST:PORT but does not answer as an RTSP server (...)", for a
+// stream whose server answered in something else; empty when its uri names no host and port.
+std::string not_an_rtsp_server(const StreamConfig& stream) {
+  const auto authority = uri_authority(stream.uri);
+  if (!authority) return "";
+  const bool ipv6 = authority->host.find(':') != std::string::npos;
+  return "something accepts connections at " + (ipv6 ? "[" + authority->host + "]" : authority->host) + ":" +
+         std::to_string(authority->port) +
+         " but does not answer as an RTSP server (another service on that port, or the camera's RTSP turned off: "
+         "check the port, RTSP's own is 554)";
+}
+
 // The first error on the bus, as "message (element NAME)", if there is one. The warnings before it are
 // gone through too: video continuity errors counted in `continuity_errors` (may be null).
 std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream,
@@ -213,10 +228,18 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
       text += ": " + answer;
     } else if (err->code == GST_RESOURCE_ERROR_OPEN_READ_WRITE && source_type == "GstRTSPSrc") {
       // rtspsrc says the same whether nothing listens or the camera's TLS certificate was refused.
+      // A connection that opens (ours, just now) means something listens there that did not speak RTSP
+      // (another service on the port, a camera whose RTSP is off): "no server answered" misled.
       const std::string why = connection_failure(stream);
-      text += !why.empty() ? ": " + why
-                           : ": no RTSP server answered at this address and port (wrong address or port, camera off "
-                             "or unreachable, or a firewall)";
+      const std::string not_rtsp = not_an_rtsp_server(stream);
+      text += !why.empty()      ? ": " + why
+              : !not_rtsp.empty() ? ": " + not_rtsp
+                                  : ": no RTSP server answered at this address and port (wrong address or port, camera "
+                                    "off or unreachable, or a firewall)";
+    } else if (err->code == GST_RESOURCE_ERROR_READ && source_type == "GstRTSPSrc" && debug &&
+               std::strstr(debug, "Parse error")) {
+      // Its answer was no RTSP at all (an HTTP server's, random bytes): "Could not read from resource".
+      if (const std::string not_rtsp = not_an_rtsp_server(stream); !not_rtsp.empty()) text += ": " + not_rtsp;
     }
   }
   // souphttpsrc (1.22) says only "Internal data stream error" when it cannot connect: a connection of
@@ -846,7 +869,7 @@ struct StreamReader::Impl {
   // A frame's timestamp. An MJPEG camera over HTTP sends none (multipart/x-mixed-replace has no
   // clock), nor does a snapshot URL: their frames are stamped with their arrival at the appsink, as a
   // live source stamps its own, so that results have a pts_ms and max_fps can pick frames. A file
-  // without timestamps (a raw .mjpeg) keeps none: its arrival time would mean nothing.
+  // without timestamps (a raw .mjpeg) is timed by its frame rate before this (untimed_frames.h).
   int64_t frame_pts_ns(GstBuffer* buffer) {
     // A snapshot's decoder stamps each picture 0: its arrival is its time.
     const bool timed = buffer && GST_BUFFER_PTS_IS_VALID(buffer) && !snapshot_mode.load();
@@ -1143,8 +1166,13 @@ struct StreamReader::Impl {
     // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
     const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
     gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp, self->lost_key_frames);
-    // avdec_gif gives every picture pts 0: each takes its packet's (what passed the gate above).
-    if (g_str_equal(GST_OBJECT_NAME(gst_element_get_factory(element)), "avdec_gif")) time_gif_pictures(element);
+    // avdec_gif gives every picture pts 0, and an AVI's MPEG-4 Part 2 decoder guesses wrong with B-frames:
+    // each picture takes the slot of a packet that passed the gate above (picture_slots.h).
+    const std::string decoder_name = GST_OBJECT_NAME(gst_element_get_factory(element));
+    if (decoder_name == "avdec_gif") time_pictures_by_their_slots(element);
+    if (self->avi.load() && decoder_name == "avdec_mpeg4") time_pictures_by_their_slots(element, /*after_b_frames=*/true);
+    // A file's pictures without timestamps (a raw .mjpeg): one frame after the one before (untimed_frames.h).
+    if (self->stream.parsed.kind == UriKind::kFile && src) time_untimed_pictures(src, self->stream.id);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a
     // connection (a file's second video stream, left out, may have its own).
     if (self->recent && !self->recent_attached.exchange(true)) keep_decoder_input(sink, self->recent.get());

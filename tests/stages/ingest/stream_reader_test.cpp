@@ -555,6 +555,46 @@ TEST_F(StreamReaderTest, AnAnimatedGifIsReadWholeAtItsFramesTimesAndEnds) {
   EXPECT_EQ(out.messages.back().event.frames, 12u) << out.messages.back().event.message;
 }
 
+// A raw MJPEG file (JPEG pictures one after another) has no clock: jpegparse timed its first picture 0
+// and none after, so its results had pts_ms null and from/to/max_fps could not pick frames. Each is
+// timed one frame after the one before, at 25 frames/s (the file says no rate; ffmpeg takes 25 too).
+TEST_F(StreamReaderTest, ARawMjpegFilesPicturesAreTimedAt25FramesASecond) {
+  const std::string path = (dir_ / "camera.mjpeg").string();
+  const std::string cmd = "gst-launch-1.0 -q videotestsrc num-buffers=20 pattern=ball ! "
+                          "video/x-raw,width=64,height=48,framerate=10/1 ! jpegenc ! filesink location=" + path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const CollectingEmitter out = read_whole(path, ingest_, "mjpeg");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 20u) << out.messages.back().event.message;
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.pts_ns, static_cast<int64_t>(i) * 40'000'000) << i;
+  // max_fps picks frames by those times: 5 of each second's 25.
+  IngestConfig every_fifth = ingest_;
+  every_fifth.max_fps = 5;
+  const auto picked = of_kind(read_whole(path, every_fifth, "mjpeg5"), MessageKind::kFrame);
+  ASSERT_EQ(picked.size(), 4u);
+  EXPECT_EQ(picked[1]->env.pts_ns, 200'000'000);
+}
+
+// MPEG-4 Part 2 with B-frames in an AVI (Xvid, DivX, ffmpeg's mpeg4: the usual AVI codec). AVI chunks
+// carry decoding times only, and the decoder's guess at the pictures' times gave frames 11 and 22 the
+// time of the one before and left 57 and 59 out, with a false "1 frame missing" warning (found
+// 2026-12-07). Each picture takes its chunk's slot: every frame once, one frame apart, no warning.
+TEST_F(StreamReaderTest, AnAviWithBFramesHasEachFrameOnceAtItsTime) {
+  const std::string path = (dir_ / "b-frames.avi").string();
+  const std::string cmd = "gst-launch-1.0 -q videotestsrc num-buffers=60 pattern=ball ! "
+                          "video/x-raw,width=160,height=120,framerate=30000/1001 ! avenc_mpeg4 max-bframes=2 "
+                          "bitrate=400000 ! avimux ! filesink location=" + path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const CollectingEmitter out = read_whole(path, ingest_, "xvid");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 60u) << out.messages.back().event.message;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(frames[i]->env.pts_ns), i * 1e9 * 1001 / 30000, 1e3) << i;
+  }
+  ASSERT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.warning, "");
+}
+
 // A file with two video tracks (two views of one recording): the first is classified, every frame of
 // it, and nothing of the second (which used to be linked to nothing, and its orientation tag could turn
 // the first's frames).
@@ -2507,7 +2547,40 @@ TEST_F(StreamReaderTest, ACameraThatCannotBeReadEndsWithAnErrorThatSaysWhatIsWro
   ASSERT_TRUE(server.ok());
   const std::string at = "127.0.0.1:" + std::to_string(port);
   const int closed = testing::free_loopback_tcp_port();
+  // Something else on the port (an HTTP server, a camera's other service): it answers bytes that are no
+  // RTSP. rtspsrc says "Failed to connect", as for a port nobody listens at.
+  const int other = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(other, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(other, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(other, 8), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(other, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int other_port = ntohs(addr.sin_port);
+  std::thread answering([other] {
+    for (int c; (c = accept(other, nullptr, nullptr)) >= 0;) {
+      char request[4096];
+      (void)!recv(c, request, sizeof request, 0);
+      const char reply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n\x01\x02\xff";
+      (void)!send(c, reply, sizeof reply - 1, MSG_NOSIGNAL);
+      close(c);
+    }
+  });
+  struct StopAnswering {
+    int fd;
+    std::thread& thread;
+    ~StopAnswering() {
+      shutdown(fd, SHUT_RDWR);
+      close(fd);
+      thread.join();
+    }
+  } stop_answering{other, answering};
   const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rtsp://127.0.0.1:" + std::to_string(other_port) + "/test",
+       "(element source): something accepts connections at 127.0.0.1:" + std::to_string(other_port) +
+           " but does not answer as an RTSP server (another service on that port"},
       {"rtsp://viewer:badpass@" + at + "/test",
        "Unauthorized (element source): the camera refused the user name and password in the stream's uri"},
       {"rtsp://" + at + "/test",  // none given
