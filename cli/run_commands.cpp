@@ -112,6 +112,10 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   }
   options.config_args = choice.path.empty() ? std::vector<std::string>{"--demo"}
                                             : std::vector<std::string>{"--config", choice.path};
+  // What this machine cannot run (a GPU it lacks, nvdec or cuda without one) is a config error, said as
+  // one (`vapipe: FILE:LINE: key: ...`, exit 1), not a log line of the supervisor's.
+  options.visible_gpus = visible_gpu_count();
+  if (auto placed = plan_placement(*config, options.visible_gpus); !placed.ok()) return config_error(placed.status());
   init_logging("run", config->log.level);
   if (choice.path.empty()) VAPIPE_LOG_INFO("no config given: running the demo (configs/demo.yaml)");
   ShutdownFlags& flags = install_shutdown_handlers();

@@ -19,6 +19,14 @@ namespace vapipe::cli {
 
 namespace {
 
+void say_unmatched(const SegmentOptions& options, const std::string& text) {
+  if (options.unmatched) {
+    options.unmatched(text);
+  } else if (options.note) {
+    options.note(text);
+  }
+}
+
 // One result as segments read it.
 struct FrameFacts {
   uint64_t seq = 0;
@@ -430,8 +438,9 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   for (const JoinedStreams& join : options.joins) {
     auto members = joined_frames.find(join.name);
     if (members == joined_frames.end()) {
-      if (options.note && options.stream_ids.empty()) {
-        options.note("--join " + join.name + "=" + join.pattern + ": no stream of the results matches " + join.pattern);
+      if (options.stream_ids.empty()) {
+        say_unmatched(options, "--join " + join.name + "=" + join.pattern + ": no stream of the results matches " +
+                                   join.pattern);
       }
       continue;
     }
@@ -484,7 +493,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   }
   // A name given that the results never had (a typo: "bleu" for "blue") gave nothing: said, with the
   // names they have, rather than an empty table that reads as "never seen".
-  if (options.note) {
+  if (options.note || options.unmatched) {
     auto listed = [](const std::set<std::string>& names) {
       std::string text;
       size_t shown = 0;
@@ -495,15 +504,18 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
       return text.empty() ? std::string("none") : text;
     };
     for (const std::string& id : options.stream_ids) {
-      if (!seen_streams.count(id)) options.note("--stream " + id + ": no result of the results is of it (their streams: " + listed(seen_streams) + ")");
+      if (!seen_streams.count(id)) {
+        say_unmatched(options, "--stream " + id + ": no result of the results is of it (their streams: " +
+                                   listed(seen_streams) + ")");
+      }
     }
     std::set<std::string> asked = options.labels;
     for (const auto& [label, score] : options.min_score_by_label) asked.insert(label);
     for (const std::string& label : asked) {
       if (seen_labels.count(label)) continue;
       const bool as_label = options.labels.count(label) > 0;
-      options.note(std::string(as_label ? "--label " : "--min-score ") + label + (as_label ? "" : "=...") +
-                   ": no result names that label (their labels: " + listed(seen_labels) + ")");
+      say_unmatched(options, std::string(as_label ? "--label " : "--min-score ") + label + (as_label ? "" : "=...") +
+                                 ": no result names that label (their labels: " + listed(seen_labels) + ")");
     }
   }
   return Status::Ok();
@@ -521,7 +533,8 @@ std::string csv_field(const std::string& text) {
 
 std::string segment_csv_header() {
   return "stream_id,label,from,to,frames,score_mean,start_ms,end_ms,start_seq,end_seq,best_seq,best_ms,best_score,"
-         "best_capture_unix_ms,start_capture_unix_ms,end_capture_unix_ms,start_camera_unix_ms,end_camera_unix_ms,"
+         "best_capture_unix_ms,damaged_frames,start_capture_unix_ms,end_capture_unix_ms,start_camera_unix_ms,"
+         "end_camera_unix_ms,"
          "start_stream_id,end_stream_id,best_stream_id,picture";
 }
 
@@ -546,7 +559,7 @@ std::string segment_csv_row(const Segment& s, const std::string& from, const std
       s.stream_id, s.label, from == "-" ? "" : from, to == "-" ? "" : to, std::to_string(s.frames),
       score(s.score_mean()), ms(s.start_ms), ms(s.end_ms), std::to_string(s.start_seq), std::to_string(s.end_seq),
       std::to_string(s.best_seq), ms(s.best_ms), s.best_score < 0 ? "" : score(s.best_score), ms(s.best_capture_ms),
-      ms(s.start_capture_ms), ms(s.end_capture_ms), ms(s.start_camera_ms), ms(s.end_camera_ms), s.start_stream,
+      std::to_string(s.damaged_frames), ms(s.start_capture_ms), ms(s.end_capture_ms), ms(s.start_camera_ms), ms(s.end_camera_ms), s.start_stream,
       s.end_stream, s.best_stream, picture};
   std::string line;
   for (size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(fields[i]);

@@ -117,8 +117,12 @@ struct SegmentOptions {
   // missing frame (a segment ends there). A file without camera times is an error naming it.
   std::vector<JoinedStreams> joins;
   double join_gap_ms = 2000;
-  // Where notes go: a join whose pattern matched no stream, files of a join that overlap. Null: nowhere.
+  // Where notes go: files of a join that overlap. Null: nowhere.
   std::function<void(const std::string&)> note;
+  // A name given that no result has (--stream, --label, --min-score LABEL=S, a --join's pattern: a
+  // typo's), with the names they have: `vapipe segments` says it and exits 1 (a script would take the
+  // empty or unfiltered table for an answer). Null: said through `note`, if anywhere.
+  std::function<void(const std::string&)> unmatched;
   // Read a live job's pictures of its segments (Segment::live_picture) and the streams' timeline
   // restarts (Segment::timeline_restart_ms) from all of each input before its segments, when it can be
   // read twice (a file; standard input cannot): a picture's message comes a little after its

@@ -227,6 +227,11 @@ int segments_command(const std::vector<std::string>& args) {
     if (!clock_given) clock = "camera";
   }
   options.note = [](const std::string& text) { std::fprintf(stderr, "vapipe segments: %s\n", text.c_str()); };
+  bool named_nothing = false;  // a --stream, --label, --min-score or --join that no result has: exit 1
+  options.unmatched = [&named_nothing](const std::string& text) {
+    std::fprintf(stderr, "vapipe segments: %s\n", text.c_str());
+    named_nothing = true;
+  };
   if (picture_given && frames_dir.empty()) {
     std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");
     return kExitUsage;
@@ -402,7 +407,7 @@ int segments_command(const std::vector<std::string>& args) {
                                                                                         " last lines are";
     std::fprintf(stderr, "vapipe segments: %s incomplete (still being written?), left out\n", what.c_str());
   }
-  return 0;
+  return named_nothing ? kExitUsage : 0;
 }
 
 }  // namespace vapipe::cli

@@ -120,12 +120,20 @@ TEST(Segments, ANameNoResultHasIsSaidWithTheNamesTheyHave) {
                        "--stream c: no result of the results is of it (their streams: 'a', 'b')",
                        "--min-score blue=...: no result names that label (their labels: 'bus', 'car')",
                        "--label bsu: no result names that label (their labels: 'bus', 'car')"}));
+  // `vapipe segments` takes them apart from other notes (it exits 1 for them).
+  std::vector<std::string> unmatched;
+  o.unmatched = [&](const std::string& n) { unmatched.push_back(n); };
   notes.clear();
+  segments_of(text, o);
+  EXPECT_EQ(unmatched.size(), 3u);
+  EXPECT_TRUE(notes.empty());
+  unmatched.clear();
   o.stream_ids = {"a"};
   o.labels = {"car"};
   o.min_score_by_label.clear();
   segments_of(text, o);
   EXPECT_TRUE(notes.empty());
+  EXPECT_TRUE(unmatched.empty());
 }
 
 // --bridge: a classifier's flicker (another label, an error, a dropped frame) shorter than
@@ -750,7 +758,7 @@ TEST(Segments, CsvLinesQuoteWhatNeedsItAndLeaveUnknownNumbersEmpty) {
                                              result("a", 1, "tench, Tinca tinca", 0.75));
   ASSERT_EQ(s.size(), 1u);
   const std::string row = segment_csv_row(s[0], "0:00.000", "0:00.100", "");
-  EXPECT_EQ(row, "a,\"tench, Tinca tinca\",0:00.000,0:00.100,2,0.6250,0,100,0,1,1,100,0.7500,,,,,,,,,");
+  EXPECT_EQ(row, "a,\"tench, Tinca tinca\",0:00.000,0:00.100,2,0.6250,0,100,0,1,1,100,0.7500,,0,,,,,,,,");
   // As many fields as the header names (the quoted comma is not a field's end).
   auto fields = [](const std::string& line) {
     size_t n = 1;

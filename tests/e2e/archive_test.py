@@ -580,6 +580,12 @@ class ArchiveJob(E2ETest):
         self.assertRegex(rows[0]["from"], r"^2026-11-30 14:00:00\.0\d\d$")
         self.assertAlmostEqual(float(rows[0]["start_camera_unix_ms"]), segment["start_camera_unix_ms"], places=3)
         self.assertEqual(rows[0]["picture"], "")
+        self.assertEqual(rows[0]["damaged_frames"], str(segment["damaged_frames"]))  # (--json's fields, all of them)
+        # A --stream that no result has (a typo) is said, and exits 1: a script would take the empty table.
+        typo = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*", "--stream", "cam33"],
+                              capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(typo.returncode, 1, typo.stdout + typo.stderr)
+        self.assertIn("--stream cam33: no result of the results is of it (their streams: ", typo.stderr)
         media = subprocess.run([VAPIPE, "segments", path, "--join", "cam3=ch03_*", "--clock", "media"],
                                capture_output=True, text=True, timeout=30, env=env)
         self.assertEqual(media.returncode, 1)
