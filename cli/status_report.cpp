@@ -326,6 +326,12 @@ Result<std::string> status_report(const json& h, const std::string& source) {
     if (!member(h, "status").is_string()) {
       return InvalidArgument(source + ": not a vapipe job's /healthz (neither \"status\" nor \"streams\")");
     }
+    // Another program's health check says {"status":"ok"} too: vapipe's says whose it is.
+    if (text(h, "service") != "vapipe") {
+      return InvalidArgument(source + ": not a vapipe job's /healthz (it says its status, \"" + text(h, "status") +
+                             "\", but not \"service\": \"vapipe\": another program's health check, or a vapipe "
+                             "from before 2026-12-07 that wants the metrics token: --token-file FILE)");
+    }
     appendf(&out, "job is %s (its streams need the metrics token: --token-file FILE)\n", text(h, "status").c_str());
     return out;
   }

@@ -754,7 +754,7 @@ nlohmann::json health_json(const JobMetrics& m) {
     stalled.push_back({{"stage", st.stage}, {"lane", st.lane}, {"for_s", st.for_s}, {"why", st.why}});
   }
   const char* status = stalled.empty() ? "ok" : "stalled";
-  return {{"status", status}, {"stalled", std::move(stalled)}, {"job", m.job}, {"mode", m.mode},
+  return {{"service", "vapipe"}, {"status", status}, {"stalled", std::move(stalled)}, {"job", m.job}, {"mode", m.mode},
           {"uptime_s", m.now_unix_s - m.start_unix_s},
           {"job_restarts", m.job_restarts},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},

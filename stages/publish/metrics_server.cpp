@@ -101,9 +101,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     const bool publish_stalled = silent_s >= kStageSilentS;
     if (self->stalled_ || publish_stalled) res.status = 503;  // a probe restarts what is stuck
     if (!allowed) {
-      res.set_content(!self->updated_                           ? "{\"status\":\"starting\"}"
-                      : self->stalled_ || publish_stalled ? "{\"status\":\"stalled\"}"
-                                                          : "{\"status\":\"ok\"}",
+      // ("service" tells `vapipe status` a vapipe job's from another program's {"status":"ok"})
+      res.set_content(!self->updated_                           ? "{\"service\":\"vapipe\",\"status\":\"starting\"}"
+                      : self->stalled_ || publish_stalled ? "{\"service\":\"vapipe\",\"status\":\"stalled\"}"
+                                                          : "{\"service\":\"vapipe\",\"status\":\"ok\"}",
                       "application/json");
       return;
     }

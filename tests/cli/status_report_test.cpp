@@ -274,9 +274,18 @@ TEST(StatusReport, SaysEachKafkaClustersFiguresAndOneThatCannotBeReached) {
 
 // publish.metrics_token_file and no token: /healthz says only {"status": "ok"}.
 TEST(StatusReport, WithoutTheTokenSaysOnlyTheJobsStatus) {
-  const auto report = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");
+  const auto report = status_report(json::parse(R"({"service":"vapipe","status":"ok"})"), "http://h:9100/healthz");
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report.value(), "job is ok (its streams need the metrics token: --token-file FILE)\n");
+  const auto stalled = status_report(json::parse(R"({"service":"vapipe","status":"stalled"})"), "http://h:9100/healthz");
+  ASSERT_TRUE(stalled.ok());
+  EXPECT_EQ(stalled.value(), "job is stalled (its streams need the metrics token: --token-file FILE)\n");
+  // Another program's health check: not taken for a job.
+  const auto foreign = status_report(json::parse(R"({"status":"ok"})"), "http://h:9100/healthz");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().message().rfind("http://h:9100/healthz: not a vapipe job's /healthz (it says its status, "
+                                             "\"ok\", but not \"service\": \"vapipe\"", 0), 0u)
+      << foreign.status().message();
 }
 
 // The job's last reload: a refused one says why (the file as edited is not what runs); a taken one

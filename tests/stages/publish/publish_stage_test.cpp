@@ -1203,7 +1203,7 @@ TEST(MetricsServer, WithATokenMetricsAndReloadNeedItAndHealthShowsOnlyTheStatusW
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 200);
   EXPECT_EQ(good->body, "vapipe_job_info 1\n");
-  EXPECT_EQ(client.Get("/healthz")->body, R"({"status":"ok"})");
+  EXPECT_EQ(client.Get("/healthz")->body, R"({"service":"vapipe","status":"ok"})");
   EXPECT_NE(client.Get("/healthz", {{"Authorization", "Bearer " + token}})->body.find("yard"), std::string::npos);
   EXPECT_EQ(client.Post("/-/reload")->status, 401);
   EXPECT_EQ(calls, 0);
