@@ -1238,6 +1238,9 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   const uint64_t dropped = st.dropped_base + in.event.dropped;
   if (in.kind == MessageKind::kStreamStart) {
     st.status = "running";
+    // A camera that was down when the job started reconnects before its first frame: why it was
+    // reconnecting is over (the summary said it of a camera that then ran for hours).
+    st.message.clear();
     VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
   } else if (in.kind == MessageKind::kStreamReconnecting) {
     st.status = "reconnecting";

@@ -20,6 +20,10 @@ Result<std::pair<zmq::socket_t, std::unique_ptr<CurveServerGuard>>> make_bus_soc
     socket.set(zmq::sockopt::linger, 2000);
     socket.set(zmq::sockopt::xpub_nodrop, options.lossless ? 1 : 0);
     socket.set(zmq::sockopt::xpub_verbose, 1);  // count every subscription, even of a topic seen before
+    // ... and every unsubscription, a subscriber's that went away among them: one that connected and left
+    // before the first message (a consumer restarting) was counted as there, and the one the job waited
+    // for got nothing (found 2026-12-07).
+    socket.set(zmq::sockopt::xpub_verboser, 1);
     std::unique_ptr<CurveServerGuard> curve;
     if (!options.curve.empty()) {
       auto guard = make_curve_server(socket, options.curve, options.curve_clients, options.curve_clients_source);
@@ -165,11 +169,17 @@ class ZmqBusPublisher final : public BusPublisher {
     return Status::Ok();
   }
 
-  // XPUB delivers (un)subscriptions as messages: byte 1 = subscribe, 0 = unsubscribe.
+  // XPUB delivers (un)subscriptions as messages: byte 1 = subscribe, 0 = unsubscribe (a subscriber that
+  // disconnects unsubscribes each of its topics). subscriptions_: those in force.
   void drain_subscriptions() {
     zmq::message_t m;
     while (socket_.recv(m, zmq::recv_flags::dontwait)) {
-      if (m.size() > 0 && static_cast<const uint8_t*>(m.data())[0] == 1) ++subscriptions_;
+      if (m.size() == 0) continue;
+      if (static_cast<const uint8_t*>(m.data())[0] == 1) {
+        ++subscriptions_;
+      } else if (static_cast<const uint8_t*>(m.data())[0] == 0 && subscriptions_ > 0) {
+        --subscriptions_;
+      }
     }
   }
 

@@ -853,6 +853,28 @@ TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
 // An archive job stopped by a signal: a stream that ended "stopped" did not reach its end, so the job
 // did not finish (exit 4, by which `vapipe run` then ends by the signal), even with another stream
 // failed; its summary counts it. A live job's streams end so whenever it is stopped: it finished.
+// A camera down when the live job started reconnects before its first frame, then runs: its summary's
+// message is empty (it said the connection refused of long before, found 2026-12-07).
+TEST_F(PublishStageTest, ACameraThatCameUpLateHasNoStaleMessageInTheSummary) {
+  config_.job.mode = JobMode::kLive;
+  open();
+  StreamEvent refused{"rtsp://cam/1", "Could not open resource for reading and writing: connection refused", 0, 0};
+  refused.attempt = 1;
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamReconnecting, testing::envelope(0, 0), refused),
+                              out_).ok());
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                    {"rtsp://cam/1", "", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamEnd, testing::envelope(0, 1),
+                                                    StreamEvent{"rtsp://cam/1", kStoppedReason, 1, 0}), out_).ok());
+  ::testing::internal::CaptureStdout();
+  ASSERT_TRUE(stage_->close(out_).ok());
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(stage_->summary()["streams"][0]["status"], "stopped");
+  EXPECT_EQ(stage_->summary()["streams"][0]["message"], "");
+  EXPECT_EQ(printed.find("connection refused"), std::string::npos) << printed;
+}
+
 TEST_F(PublishStageTest, AnArchiveJobWhoseStreamWasStoppedIsUnfinishedAndALiveOneIsNot) {
   for (const JobMode mode : {JobMode::kArchive, JobMode::kLive}) {
     SetUp();

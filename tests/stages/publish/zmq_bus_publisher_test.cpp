@@ -1,6 +1,7 @@
 // The real result bus (a ZeroMQ XPUB socket) with CURVE, and real SUB sockets on loopback.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include <zmq.hpp>
@@ -65,6 +66,33 @@ TEST(ZmqBusPublisher, WaitingForTwoSubscribersWaitsForTwoNotForTwoSubscriptions)
   const std::vector<std::string> expected = {"{\"seq\":0}", "{\"seq\":1}", "{\"seq\":2}"};
   EXPECT_EQ(drain(second, 2000ms), expected);
   EXPECT_EQ(drain(first, 500ms), expected);
+}
+
+// A subscriber that connected and went away before the first message (a consumer that crashed and is
+// restarting) is not one of those waited for: the job waited for none more, and the one that came next
+// got nothing, not even the summary (found 2026-12-07).
+TEST(ZmqBusPublisher, ASubscriberThatLeftBeforeTheFirstMessageIsNotCountedAsWaiting) {
+  ZmqBusOptions o;
+  o.endpoint = testing::free_loopback_tcp_endpoint();
+  o.lossless = true;
+  o.wait_for_subscribers = 1;
+  o.wait_timeout_s = 10;
+  auto publisher = make_zmq_bus_publisher(o, nullptr);
+  ASSERT_TRUE(publisher.ok()) << publisher.status().message();
+  {
+    zmq::socket_t gone = subscriber(o.endpoint, nullptr, "");
+    std::this_thread::sleep_for(300ms);  // connected and subscribed
+  }
+  std::atomic<bool> sent{false};
+  std::thread publishing([&] {
+    EXPECT_TRUE((*publisher)->send("results/cam1", "{\"seq\":0}").ok());
+    sent = true;
+  });
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(sent.load());  // still waiting: nobody is there
+  zmq::socket_t next = subscriber(o.endpoint, nullptr, "");
+  publishing.join();
+  EXPECT_EQ(drain(next, 2000ms), std::vector<std::string>{"{\"seq\":0}"});
 }
 
 TEST(ZmqBusPublisher, WithCurveOnlyAuthorizedSubscribersReceiveResults) {
