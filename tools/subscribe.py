@@ -5,7 +5,8 @@ first_seq..last_seq" (their pictures as "stream_id picture label best|first|next
 "stream_id event message"; stops at the job summary.
 
 Usage: tools/subscribe.py [--endpoint E] [--server-key FILE --key FILE] [TOPIC_PREFIX ...]
-  (default topic: results/; others: segments/, events/, or one stream's, results/cam1;
+  (default topic: results/; others: segments/, events/, or one stream's, results/cam1, a prefix that
+  also matches results/cam10: compare stream_id for one stream exactly;
   --server-key/--key: a bus with CURVE, key files from `vapipe keygen`)
 Needs pyzmq: Debian's python3-zmq package provides the zmq module.
 """
