@@ -65,6 +65,15 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
   std::string line;
   uint64_t offset = 0, number = 0;
   bool config_stream_in_file = false;
+  // The segments a stop ended: a stream's end ends its open segments just before its end event, so a
+  // stopped stream's `ended` lines come right before its "stopped" eos. They are no segment's end (the
+  // resumed run goes on with it, publish having read its label run from the file again), and are cut
+  // with the eos: the lines in a row just read that are one stream's `ended`.
+  struct EndedInARow {
+    std::string id;
+    uint64_t from_offset = 0;
+    uint64_t lines = 0;
+  } ended_in_a_row;
   while (std::getline(in, line)) {
     ++number;
     const bool complete_line = !in.eof();  // getline stopped at a newline, not at the end of the file
@@ -107,6 +116,13 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
     }
     const bool result = topic.rfind("results/", 0) == 0;
     const bool event = topic.rfind("events/", 0) == 0;
+    if (topic.rfind("segments/", 0) == 0 && text_field(payload, "event") == "ended") {
+      const std::string id = topic.substr(topic.find('/') + 1);
+      if (ended_in_a_row.lines == 0 || ended_in_a_row.id != id) ended_in_a_row = {id, offset, 0};
+      ++ended_in_a_row.lines;
+    } else if (!(event && text_field(payload, "event") == "eos" && text_field(payload, "message") == kStoppedReason)) {
+      ended_in_a_row = {};
+    }
     if (result || event) {
       const std::string id = topic.substr(topic.find('/') + 1);
       auto it = plan.streams.find(id);
@@ -148,6 +164,11 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
             s.last_pts_ms = -1;
           }
           cut("stream '" + id + "' was stopped there");
+          if (ended_in_a_row.lines > 0 && ended_in_a_row.id == id) {  // its segments' ends, of the stop
+            plan.keep_bytes = ended_in_a_row.from_offset;
+            plan.kept_lines -= ended_in_a_row.lines;
+            plan.cut_lines += ended_in_a_row.lines;
+          }
           break;
         }
         if (kind == "started") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "pipeline/atomic_file.h"
 #include "pipeline/file_identity.h"
 #include "pipeline/job_layout.h"
+#include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
 #include "pipeline/results_path.h"
@@ -183,6 +185,7 @@ Status PublishStage::open(const StageContext& ctx) {
     if (plan && plan->streams.count(s.id)) take_earlier_progress(st, plan->streams.at(s.id));
     streams_.push_back(st);
   }
+  if (plan) VAPIPE_RETURN_IF_ERROR(replay_earlier_segments(*plan));
   if (restarted_ && layout_) {
     // A reload may have changed a stream's roi or turn since the job started (its changed event went
     // out before this publish was restarted): its table entry has them, for a started event yet to come.
@@ -439,6 +442,64 @@ void PublishStage::take_earlier_progress(StreamState& st, const StreamProgress& 
         std::max<int64_t>(0, static_cast<int64_t>(p.last_pts_ms * 1e6) - st.part_from_ns);
   }
   if (p.ended == "failed") ++failed_streams_;
+}
+
+// --resume: each stream's label runs as the kept results leave them, read again from the file through
+// the same rules (nothing published: their `began` and `ended` are in the file). A segment open where the
+// earlier run stopped goes on (its `ended`, which the stop published, was cut with the stop): before
+// 2026-12-07 the resumed run began it again after segments_min_frames new frames, and the file said
+// "ended" and "began" of a label that never changed, or "began" twice.
+Status PublishStage::replay_earlier_segments(const ResumePlan& plan) {
+  if (config_->publish.segments_min_frames == 0 || config_->publish.jsonl_path.empty() || plan.keep_bytes == 0) {
+    return Status::Ok();
+  }
+  std::ifstream in(config_->publish.jsonl_path, std::ios::binary);
+  if (!in) return Status::Ok();  // (the plan was read from it: gone since, nothing kept to follow)
+  std::unordered_map<std::string, StreamState*> by_id;
+  for (StreamState& st : streams_) {
+    if (!st.ended_earlier) by_id[st.id] = &st;  // (an ended stream's segments ended with it)
+  }
+  replaying_ = true;
+  uint64_t offset = 0, replayed = 0;
+  std::string line;
+  while (offset < plan.keep_bytes && std::getline(in, line)) {
+    offset += line.size() + 1;
+    if (line.find("\"results/") == std::string::npos) continue;  // (most lines are results; no parse for others)
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("payload") || !j["payload"].is_object()) continue;
+    const std::string topic = text_field(j, "topic");
+    if (topic.rfind("results/", 0) != 0) continue;
+    auto st = by_id.find(topic.substr(8));
+    if (st == by_id.end()) continue;
+    const nlohmann::json& r = j["payload"];
+    Message m;
+    m.kind = MessageKind::kResult;
+    m.env.stream_id = st->first;
+    m.env.seq = count_field(r, "seq").value_or(0);
+    auto ns = [&](const char* key) {
+      return r.contains(key) && r[key].is_number() ? static_cast<int64_t>(std::llround(r[key].get<double>() * 1e6)) : -1;
+    };
+    m.env.pts_ns = ns("pts_ms");
+    m.env.capture_ns = std::max<int64_t>(0, ns("capture_unix_ms"));
+    m.env.camera_ns = ns("camera_unix_ms");
+    m.env.damaged = r.contains("damaged") && r["damaged"].is_boolean() && r["damaged"].get<bool>();
+    if (r.contains("error") && r["error"].is_string()) m.error = r["error"].get<std::string>();
+    if (r.contains("top_k") && r["top_k"].is_array()) {
+      for (const nlohmann::json& c : r["top_k"]) {
+        if (!c.is_object() || !c.contains("score") || !c["score"].is_number()) continue;
+        ClassScore score;
+        score.label = text_field(c, "label");
+        score.score = c["score"].get<float>();
+        m.prediction.top_k.push_back(std::move(score));
+      }
+    }
+    VAPIPE_RETURN_IF_ERROR(follow_segments(*st->second, m));
+    ++replayed;
+  }
+  replaying_ = false;
+  VAPIPE_LOG_INFO("publish: the label runs of {} earlier results read again, so that segments open at the cut go on",
+                  replayed);
+  return Status::Ok();
 }
 
 JobMetrics PublishStage::metrics() const {
@@ -1435,6 +1496,7 @@ Status PublishStage::follow_each_label(StreamState& st, const Message& r) {
 }
 
 Status PublishStage::publish_began(StreamState& st, const StreamState::LabelRun& segment) {
+  if (replaying_) return Status::Ok();  // (its `began` is in the file already)
   VAPIPE_RETURN_IF_ERROR(publish(segment_topic(st.id), segment_json(st.id, "began", segment)));
   if (config_->publish.segments_pictures_dir.empty() || !picture_requester_) return Status::Ok();
   // Named by when the segment's first frame was captured; of its best or first frame, which ingest
@@ -1765,6 +1827,7 @@ void PublishStage::ask_clip_to_go_on(const StreamState& st, const StreamState::L
 Status PublishStage::publish_ended(StreamState& st, StreamState::LabelRun* segment) {
   const StreamState::LabelRun ended = *segment;
   *segment = StreamState::LabelRun{};
+  if (replaying_) return Status::Ok();  // (its `ended` is in the file already)
   if (config_->publish.segments_clips && picture_requester_) {
     picture_requester_(PictureRequest{st.id, ended.label, ended.start_seq, "", static_cast<int64_t>(ended.end_seq),
                                       ended.end_pts_ns, PictureRequest::Kind::kClipEnd});

@@ -246,6 +246,9 @@ class PublishStage final : public Stage {
   };
   // Follows a stream's label runs (publish.segments_min_frames); publishes "began" and "ended".
   Status follow_segments(StreamState& st, const Message& result);
+  // --resume: the label runs of the results kept in the file, followed again without publishing.
+  Status replay_earlier_segments(const ResumePlan& plan);
+  bool replaying_ = false;  // while it runs: began and ended change the state only
   Status follow_each_label(StreamState& st, const Message& result);
   // Ends the stream's segment (or, segments_labels: each, all of them, in label order).
   Status end_segment(StreamState& st);

@@ -30,9 +30,9 @@ def read_jsonl(path):
 
 
 class Resume(E2ETest):
-    def write_job(self, **sections):
+    def write_job(self, publish=None, **sections):
         config, _ = write_config(self.dir, [(sid, f"test://{p}?frames={n}&width=320&height=240") for sid, p, n in STREAMS],
-                                 publish={"wait_for_subscribers": 0}, **sections)
+                                 publish={"wait_for_subscribers": 0, **(publish or {})}, **sections)
         return config, os.path.join(self.dir, "results.jsonl")
 
     def run_resume(self, config):
@@ -131,8 +131,10 @@ class Resume(E2ETest):
 
     def test_a_stopped_job_resumes_where_its_streams_were_stopped(self):
         """Ctrl-C writes "stopped" ends and a summary: the file is cut at the first of them. With two
-        lanes (two ingest processes read the same plan)."""
-        config, jsonl = self.write_job(lanes_per_device=2)
+        lanes (two ingest processes read the same plan). With segments: the segments open at the stop go
+        on in the resumed run, each `began` with one `ended`, as `vapipe segments` finds them in the file
+        (the stop's `ended` was kept, and the resumed run began the label again; found 2026-12-07)."""
+        config, jsonl = self.write_job(lanes_per_device=2, publish={"segments_min_frames": 3})
         run = Run(config)
         run.watch_lanes(expected=9)
         deadline = time.time() + 60
@@ -160,6 +162,19 @@ class Resume(E2ETest):
             events = [m["payload"]["event"] for m in messages if m["topic"] == f"events/{sid}"]
             self.assertEqual(events, ["started", "eos"], f"stream {sid}")
         self.assertEqual([m["topic"] for m in messages].count("job/summary"), 1)
+        # Segments: each began once and ended once, and the runs are the file's results' own.
+        segments = [m["payload"] for m in messages if m["topic"].startswith("segments/")]
+        key = lambda s: (s["stream_id"], s["label"], s["start_seq"])
+        began = sorted(key(s) for s in segments if s["event"] == "began")
+        ended = sorted((key(s) + (s["end_seq"], s["frames"])) for s in segments if s["event"] == "ended")
+        self.assertTrue(began, segments)
+        self.assertEqual(began, [e[:3] for e in ended])
+        cli = subprocess.run([VAPIPE, "segments", jsonl, "--min-frames", "3", "--bridge", "--json"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        from_results = sorted((s["stream_id"], s["label"], s["start_seq"], s["end_seq"], s["frames"])
+                              for s in map(json.loads, cli.stdout.splitlines()))
+        self.assertEqual(ended, from_results)
 
     def test_a_stage_that_crashes_mid_job_restarts_it_from_the_jsonl_file(self):
         """No --resume: the supervisor itself restarts a job whose stage crashed, and an archive job

@@ -109,6 +109,31 @@ TEST_F(ResumePlanTest, AStoppedRunIsCutAtItsFirstStoppedStream) {
   EXPECT_EQ(plan->streams.at("b").message, "file /x.mp4 does not exist");
 }
 
+// A stop ends a stream's open segments just before its "stopped" eos: those `ended` lines are no
+// segment's end (the resumed run goes on with the segment), and are cut with the eos. An `ended` of a
+// label that changed (followed by a result), or another stream's, is kept.
+TEST_F(ResumePlanTest, TheSegmentsEndsAStopWroteAreCutWithIt) {
+  auto ended = [](const std::string& id, const std::string& label) {
+    return "{\"topic\":\"segments/" + id + "\",\"payload\":{\"stream_id\":\"" + id +
+           "\",\"event\":\"ended\",\"label\":\"" + label + "\"}}\n";
+  };
+  const std::string kept = event("a", "started") + result("a", 0) + ended("a", "car") + result("a", 1) +
+                           ended("b", "bus") + result("a", 2);
+  write(kept + ended("a", "truck") + ended("a", "person") + event("a", "eos", "stopped") + result("a", 3));
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->keep_bytes, kept.size());
+  EXPECT_EQ(plan->kept_lines, 6u);
+  EXPECT_EQ(plan->cut_lines, 4u);
+  EXPECT_EQ(plan->streams.at("a").results, 3u);
+  // Another stream's ends right before a's stop are its own: kept.
+  const std::string b_ends = kept + ended("b", "bus");
+  write(b_ends + event("a", "eos", "stopped"));
+  plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->keep_bytes, b_ends.size());
+}
+
 // A file whose timestamps started over (files joined end to end): its results' pts_ms rose, as ingest
 // put its parts on one timeline, but a seek to the last one would look for it on the file's own clock
 // (a resume of such a file failed: the seek landed near its end). Its stopped event says so: its frames
