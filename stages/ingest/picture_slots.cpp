@@ -1,5 +1,6 @@
 #include "stages/ingest/picture_slots.h"
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
