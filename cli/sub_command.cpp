@@ -51,6 +51,17 @@ int sub_command(const std::vector<std::string>& args) {
     else if (a == "--key" && has_value) own_key_path = args[++i];
     else ok = false;
     if (!ok) {
+      // What was wrong first: a value that is not one, an option without its value, or an unknown one.
+      const bool took_value = (a == "--count" || a == "--timeout") && has_value;
+      if (took_value) {
+        std::fprintf(stderr, "vapipe sub: %s %s: expected %s\n", a.c_str(), args[i].c_str(),
+                     a == "--count" ? "a whole number of messages, 0 or more" : "a number of seconds, 0 or more");
+      } else if (!has_value && (a == "--endpoint" || a == "--topic" || a == "--count" || a == "--timeout" ||
+                                a == "--server-key" || a == "--key")) {
+        std::fprintf(stderr, "vapipe sub: %s needs a value\n", a.c_str());
+      } else {
+        std::fprintf(stderr, "vapipe sub: unexpected argument '%s'\n", a.c_str());
+      }
       std::fprintf(stderr,
                    "usage: vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary]\n"
                    "                  [--timeout SECONDS_IDLE] [--with-topic]\n"

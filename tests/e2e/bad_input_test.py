@@ -283,7 +283,10 @@ class BadInput(E2ETest):
                               (["stage", "batch", "--config", config, "--lane", "-1"], "--lane wants a lane number"),
                               (["segments", config, "--min-frames", "-1"], "--min-frames wants a whole number from 1"),
                               (["bench", "infer", config, "--batch", "abc"], "--batch wants a whole number from 1"),
-                              (["sub", "--count", "-1"], "usage: vapipe sub")):
+                              (["sub", "--count", "-1"], "vapipe sub: --count -1: expected a whole number of messages"),
+                              (["sub", "--count", "x"], "vapipe sub: --count x: expected a whole number of messages"),
+                              (["sub", "--topic"], "vapipe sub: --topic needs a value\nusage: vapipe sub"),
+                              (["sub", "--bogus"], "vapipe sub: unexpected argument '--bogus'")):
             proc = subprocess.run([VAPIPE, *command], capture_output=True, text=True, timeout=60, env=env)
             self.assertEqual(proc.returncode, 1, f"{command}: {proc.stderr[-2000:]}")
             self.assertIn(said, proc.stderr, command)
