@@ -352,7 +352,7 @@ int bench_per_frame(const Config& c, ShutdownFlags& flags) {
 
 int bench_command(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [--batch N] [--frames N]\n"
+      "usage: vapipe bench decode|preprocess|infer|per-frame [CONFIG.yaml] [--batch N] [--frames N (preprocess)]\n"
       "  decode      decode every stream in parallel (GStreamer, copy into shared memory), frames/s\n"
       "  preprocess  the preprocessor alone (CUDA on a GPU lane, in batches) on decoded frames, frames/s\n"
       "  infer       the model alone on random batches of --batch (default batch.max_batch_size), images/s;\n"
@@ -383,6 +383,12 @@ int bench_command(const std::vector<std::string>& args) {
       }
       batch = static_cast<size_t>(n);
     } else if (args[i] == "--frames" && i + 1 < args.size()) {
+      // (The other benchmarks run for a time of their own: a --frames taken without a word misled.)
+      if (what != "preprocess") {
+        std::fprintf(stderr, "vapipe bench: --frames is for `bench preprocess` (the frames it decodes first); `bench %s` "
+                             "runs for its own time\n", what.c_str());
+        return kExitUsage;
+      }
       if (!whole("--frames", args[++i], &max_frames)) return kExitUsage;
     } else if (path.empty() && !args[i].empty() && args[i][0] != '-') {
       path = args[i];
