@@ -18,21 +18,11 @@ std::optional<std::pair<GstClockTime, GstClockTime>> PictureSlots::picture() {
   return slot;
 }
 
-bool holds_mpeg4_b_vop(const uint8_t* data, size_t size) {
-  for (size_t i = 0; i + 4 < size; ++i) {
-    if (data[i] == 0 && data[i + 1] == 0 && data[i + 2] == 1 && data[i + 3] == 0xB6 && (data[i + 4] >> 6) == 2) {
-      return true;
-    }
-  }
-  return false;
-}
-
 namespace {
 
 struct SharedSlots {
   std::mutex mutex;  // packets go in on the decoder's input thread, pictures out on its output thread
   PictureSlots slots;
-  bool used = true;  // false until a B-VOP has gone in (after_b_frames)
 };
 using Slots = std::shared_ptr<SharedSlots>;
 
@@ -48,17 +38,8 @@ GstPadProbeReturn on_packet(GstPad*, GstPadProbeInfo* info, gpointer user) {
   }
   GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
   if (!buffer) return GST_PAD_PROBE_OK;
-  bool b_vop = false;
-  if (!s.used) {  // (once used, no packet is looked into)
-    GstMapInfo map;
-    if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
-      b_vop = holds_mpeg4_b_vop(map.data, map.size);
-      gst_buffer_unmap(buffer, &map);
-    }
-  }
   std::lock_guard<std::mutex> lock(s.mutex);
   s.slots.packet(GST_BUFFER_DTS(buffer), GST_BUFFER_PTS(buffer), GST_BUFFER_DURATION(buffer));
-  if (b_vop) s.used = true;
   return GST_PAD_PROBE_OK;
 }
 
@@ -69,8 +50,7 @@ GstPadProbeReturn on_picture(GstPad*, GstPadProbeInfo* info, gpointer user) {
   std::optional<std::pair<GstClockTime, GstClockTime>> slot;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    slot = s.slots.picture();  // (taken whether used or not: the slots keep step with the pictures)
-    if (!s.used) return GST_PAD_PROBE_OK;
+    slot = s.slots.picture();
   }
   if (!slot) return GST_PAD_PROBE_OK;
   buffer = gst_buffer_make_writable(buffer);
@@ -83,12 +63,11 @@ GstPadProbeReturn on_picture(GstPad*, GstPadProbeInfo* info, gpointer user) {
 
 }  // namespace
 
-void time_pictures_by_their_slots(GstElement* decoder, bool after_b_frames) {
+void time_pictures_by_their_slots(GstElement* decoder) {
   GstPad* sink = gst_element_get_static_pad(decoder, "sink");
   GstPad* src = gst_element_get_static_pad(decoder, "src");
   if (sink && src) {
     const auto slots = std::make_shared<SharedSlots>();
-    slots->used = !after_b_frames;
     auto forget = [](gpointer data) { delete static_cast<Slots*>(data); };
     gst_pad_add_probe(sink, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
                       &on_packet, new Slots(slots), forget);
@@ -96,6 +75,63 @@ void time_pictures_by_their_slots(GstElement* decoder, bool after_b_frames) {
   }
   if (sink) gst_object_unref(sink);
   if (src) gst_object_unref(src);
+}
+
+GstClockTime rising_picture_time(GstClockTime pts, GstClockTime previous, GstClockTime frame_ns) {
+  // Less than half a frame after it is as good as on it: the times put one frame on drift by a few ns
+  // from the demuxer's (a 29.97 frames/s frame is 33,366,666.67 ns).
+  if (!GST_CLOCK_TIME_IS_VALID(pts) || !GST_CLOCK_TIME_IS_VALID(previous) || frame_ns == 0 ||
+      pts >= previous + frame_ns / 2) {
+    return pts;
+  }
+  return previous + frame_ns;
+}
+
+namespace {
+
+struct RisingTimes {
+  GstClockTime previous = GST_CLOCK_TIME_NONE;
+  GstClockTime frame_ns = 0;
+};
+
+GstPadProbeReturn on_rising_picture(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  auto& r = *static_cast<RisingTimes*>(user);
+  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (!event) return GST_PAD_PROBE_OK;
+    if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      GstCaps* caps = nullptr;
+      gst_event_parse_caps(event, &caps);
+      gint n = 0, d = 0;
+      if (caps && gst_caps_get_size(caps) > 0 &&
+          gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &n, &d) && n > 0 && d > 0) {
+        r.frame_ns = gst_util_uint64_scale_int_round(GST_SECOND, d, n);
+      }
+    } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP || GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
+      r.previous = GST_CLOCK_TIME_NONE;  // a seek: times start again
+    }
+    return GST_PAD_PROBE_OK;
+  }
+  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!buffer) return GST_PAD_PROBE_OK;
+  const GstClockTime pts = rising_picture_time(GST_BUFFER_PTS(buffer), r.previous, r.frame_ns);
+  if (pts != GST_BUFFER_PTS(buffer)) {
+    buffer = gst_buffer_make_writable(buffer);
+    GST_BUFFER_PTS(buffer) = pts;
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+  }
+  if (GST_CLOCK_TIME_IS_VALID(pts)) r.previous = pts;
+  return GST_PAD_PROBE_OK;
+}
+
+}  // namespace
+
+void keep_picture_times_rising(GstElement* decoder) {
+  GstPad* src = gst_element_get_static_pad(decoder, "src");
+  if (!src) return;
+  gst_pad_add_probe(src, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                    &on_rising_picture, new RisingTimes(), [](gpointer data) { delete static_cast<RisingTimes*>(data); });
+  gst_object_unref(src);
 }
 
 }  // namespace vapipe

@@ -1,16 +1,17 @@
-// Pictures timed by the time slots of the packets they were decoded from, where a decoder's own
-// timestamps go wrong:
-//  - a GIF (avdec_gif gives every picture pts 0, though the demuxer's packets are timed right);
-//  - an AVI, whose chunks carry one time each, the slot of one frame at the file's frame rate, in the
-//    order they are decoded: with B-frames (MPEG-4 Part 2 from Xvid, DivX or ffmpeg, the usual AVI
-//    codec) the decoder's own guess at presentation times gave some pictures the same time as the one
-//    before and left slots empty (a 60-frame file at 29.97 frames/s: times 11 and 22 twice, 57 and 59
-//    missing, and a false "1 frame missing" warning; found 2026-12-07).
-// Each packet into the decoder gives its slot (its decoding time, or its presentation time when it has
-// none); each picture out takes the earliest slot still waiting. Pictures come out in presentation
-// order, and a file's presentation times are the same set as its slots, so the n-th picture takes
-// the n-th slot, whatever the reordering. A picture with no slot waiting (a decoder that gives more
-// pictures than packets) keeps its own time; a seek starts over.
+// Pictures whose decoder's timestamps go wrong.
+//
+// A GIF: avdec_gif gives every picture pts 0, though the demuxer's packets are timed right. Each packet
+// into the decoder gives its slot (its presentation time, or its decoding time), and each picture out
+// takes the earliest slot still waiting (time_pictures_by_their_slots). One picture a packet, in order.
+//
+// An AVI of MPEG-4 Part 2 with B-frames (Xvid, DivX, ffmpeg's mpeg4: the usual AVI codec): AVI chunks
+// carry decoding times only, and the decoder's guess at presentation times fell a frame behind at each
+// GOP (a 60-frame file at 29.97 frames/s: times 11 and 22 twice, 57 and 59 missing, and a false "1 frame
+// missing" warning; found 2026-12-07). Slots do not serve there: a B-frame that gives no picture (an open
+// GOP's after a seek, a damaged one) would put every later picture a slot early. Instead a picture timed
+// at or before the one before it is put one frame after it, by the caps' frame rate
+// (keep_picture_times_rising): the times fall back into step at each duplicate, and a picture that is
+// not there leaves its gap.
 #pragma once
 
 #include <gst/gst.h>
@@ -40,14 +41,15 @@ class PictureSlots {
   std::priority_queue<Slot, std::vector<Slot>, std::greater<Slot>> waiting_;
 };
 
-// Whether an MPEG-4 Part 2 packet holds a B-VOP (a start code 00 00 01 B6 whose coding type is 2).
-bool holds_mpeg4_b_vop(const uint8_t* data, size_t size);
+// Probes on `decoder`'s sink and source pads that time its pictures by their packets' slots. Put on
+// after the probes that may drop packets before the decoder (a dropped packet gives no slot).
+void time_pictures_by_their_slots(GstElement* decoder);
 
-// Probes on `decoder`'s sink and source pads that time its pictures so. Put on after the probes that
-// may drop packets before the decoder (a dropped packet gives no slot). `after_b_frames`: only from the
-// first B-VOP a packet holds (MPEG-4 Part 2 in AVI, whose decoder's times are right without B-frames,
-// and where a damaged packet that gives no picture would put every later picture one slot early):
-// the slots are kept from the start, and used from then on.
-void time_pictures_by_their_slots(GstElement* decoder, bool after_b_frames = false);
+// The time for a picture the decoder timed `pts`, after one at `previous` (NONE: the first since a
+// seek): `pts` when it comes half a frame or more after it, else one frame (`frame_ns`; 0: not known, left
+// as it is) after it.
+GstClockTime rising_picture_time(GstClockTime pts, GstClockTime previous, GstClockTime frame_ns);
+// On `decoder`'s source pad: each picture's time so, the frame from its caps' frame rate.
+void keep_picture_times_rising(GstElement* decoder);
 
 }  // namespace vapipe

@@ -1166,11 +1166,11 @@ struct StreamReader::Impl {
     // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
     const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
     gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp, self->lost_key_frames);
-    // avdec_gif gives every picture pts 0, and an AVI's MPEG-4 Part 2 decoder guesses wrong with B-frames:
-    // each picture takes the slot of a packet that passed the gate above (picture_slots.h).
+    // avdec_gif gives every picture pts 0: each takes the slot of a packet that passed the gate above; an
+    // AVI's MPEG-4 Part 2 decoder falls a frame behind with B-frames: times kept rising (picture_slots.h).
     const std::string decoder_name = GST_OBJECT_NAME(gst_element_get_factory(element));
     if (decoder_name == "avdec_gif") time_pictures_by_their_slots(element);
-    if (self->avi.load() && decoder_name == "avdec_mpeg4") time_pictures_by_their_slots(element, /*after_b_frames=*/true);
+    if (self->avi.load() && decoder_name == "avdec_mpeg4") keep_picture_times_rising(element);
     // A file's pictures without timestamps (a raw .mjpeg): one frame after the one before (untimed_frames.h).
     if (self->stream.parsed.kind == UriKind::kFile && src) time_untimed_pictures(src, self->stream.id);
     // Pictures of frames already sent: what reaches the decoder past the gate, of one decoder a

@@ -42,16 +42,29 @@ TEST(PictureSlots, PicturesTakeThePacketsSlotsEarliestFirst) {
   EXPECT_EQ(gif->second, 50 * GST_MSECOND);
 }
 
-// A B-VOP is a VOP start code (00 00 01 B6) whose next two bits say 2; I is 0, P 1.
-TEST(PictureSlots, AnMpeg4PacketHoldsABVopWhenAVopsCodingTypeIs2) {
-  const uint8_t i_vop[] = {0, 0, 1, 0xB6, 0x10, 0xff};
-  const uint8_t p_vop[] = {0, 0, 1, 0xB6, 0x50, 0xff};
-  const uint8_t packed_p_and_b[] = {0, 0, 1, 0xB6, 0x50, 0xff, 0x12, 0, 0, 1, 0xB6, 0x90, 0x00};
-  const uint8_t cut[] = {0, 0, 1, 0xB6};
-  EXPECT_FALSE(holds_mpeg4_b_vop(i_vop, sizeof i_vop));
-  EXPECT_FALSE(holds_mpeg4_b_vop(p_vop, sizeof p_vop));
-  EXPECT_TRUE(holds_mpeg4_b_vop(packed_p_and_b, sizeof packed_p_and_b));
-  EXPECT_FALSE(holds_mpeg4_b_vop(cut, sizeof cut));
+// A picture timed at or before the one before it is one frame after it; others keep their time; the
+// first after a seek, and a decoder or stream that says no frame rate, are left as they are.
+TEST(PictureSlots, APictureTimedAtOrBeforeTheOneBeforeIsOneFrameAfterIt) {
+  EXPECT_EQ(rising_picture_time(11 * kFrame, 11 * kFrame, kFrame), 12 * kFrame);  // a duplicate
+  EXPECT_EQ(rising_picture_time(12 * kFrame, 13 * kFrame, kFrame), 14 * kFrame);  // behind
+  EXPECT_EQ(rising_picture_time(15 * kFrame, 13 * kFrame, kFrame), 15 * kFrame);  // a gap stays
+  EXPECT_EQ(rising_picture_time(14 * kFrame, 14 * kFrame - 40, kFrame), 15 * kFrame - 40);  // (a few ns of drift)
+  EXPECT_EQ(rising_picture_time(5 * kFrame, GST_CLOCK_TIME_NONE, kFrame), 5 * kFrame);
+  EXPECT_EQ(rising_picture_time(5 * kFrame, 5 * kFrame, 0), 5 * kFrame);
+  EXPECT_EQ(rising_picture_time(GST_CLOCK_TIME_NONE, 5 * kFrame, kFrame), GST_CLOCK_TIME_NONE);
+  // The decoder's times of a 60-frame MPEG-4 AVI with B-frames (found 2026-12-07): one frame behind
+  // from the first GOP's end, two from the second's, back in step at its last frame.
+  std::vector<GstClockTime> decoder;
+  for (int i = 0; i <= 11; ++i) decoder.push_back(i * kFrame);
+  for (int i = 11; i <= 22; ++i) decoder.push_back(i * kFrame);
+  for (int i = 22; i <= 56; ++i) decoder.push_back(i * kFrame);
+  decoder.push_back(58 * kFrame);
+  ASSERT_EQ(decoder.size(), 60u);
+  GstClockTime previous = GST_CLOCK_TIME_NONE;
+  for (size_t i = 0; i < decoder.size(); ++i) {
+    previous = rising_picture_time(decoder[i], previous, kFrame);
+    EXPECT_EQ(previous, i * kFrame) << i;
+  }
 }
 
 }  // namespace
