@@ -689,6 +689,18 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     return (lanes > 1 ? "lane " + std::to_string(group) : std::string("the lane")) +
            " (ingest, preprocess, batch and infer; streams " + (ids.empty() ? "none" : ids) + ")";
   };
+  // The stats files of the group's stages (pipeline/stage_stats.h), of processes that are gone.
+  auto forget_figures = [&](uint32_t group) {
+    std::error_code gone;
+    if (group == kPublishGroup) {
+      std::filesystem::remove(stage_stats_path(layout, StageKind::kPublish), gone);
+      return;
+    }
+    const JobLayout lane_layout = make_job_layout(config, job_id, group);
+    for (StageKind k : {StageKind::kIngest, StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
+      std::filesystem::remove(stage_stats_path(lane_layout, k), gone);
+    }
+  };
   // Starts the group's processes again, downstream first, as at the job's start.
   // `stopping`: the job is being stopped; the group starts only to end its streams (each gets its end
   // event, publish its summary) instead of leaving them to the drain timeout.
@@ -697,9 +709,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                                   [&](const Child& c) { return c.exited && group_of(c) == group; }),
                    children.end());
     std::vector<Child> again;
+    forget_figures(group);  // (the dead processes')
     if (group == kPublishGroup) {
-      std::error_code gone;
-      std::filesystem::remove(stage_stats_path(layout, StageKind::kPublish), gone);  // (the dead one's)
       std::ofstream(opening_mark(layout, StageKind::kPublish)).flush();
       again.push_back(Child{StageKind::kPublish});
     } else {
@@ -708,13 +719,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       // too), and the start-up gate closed again, so the new ingest waits for its lane to open.
       shm_unlink(lane_layout.frame_pool.c_str());
       shm_unlink(lane_layout.tensor_pool.c_str());
-      // Its ingest's per-stream drop counts start over with the new process (publish adds them to what
-      // it had counted): the dead one's must not be read again. Nor the other stages' figures, which
-      // stand still until the new processes write theirs (a model loading): /healthz would call the
-      // lane stalled.
-      for (StageKind k : {StageKind::kIngest, StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
-        std::filesystem::remove(stage_stats_path(lane_layout, k), ec);
-      }
+      // (forget_figures above: its ingest's per-stream drop counts start over with the new process, which
+      // publish adds to what it had counted, and the other stages' figures stand still until the new
+      // processes write theirs, a model loading: /healthz would call the lane stalled.)
       for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer}) {
         const std::string marker = input_closed_marker(lane_layout.input_endpoint.at(k));
         if (!marker.empty()) std::filesystem::remove(marker, ec);
@@ -909,6 +916,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                   other.killed_for_restart = true;
                 }
               }
+              // Their figures stand still until the restart (up to 30 s away): /healthz would take the
+              // lane for a stalled one. (Its restarts are said as such.)
+              forget_figures(group);
               pending[group] = PendingRestart{
                   what, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                   std::chrono::duration<double>(delay))};
