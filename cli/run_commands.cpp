@@ -583,7 +583,10 @@ int validate_command(const std::vector<std::string>& all_args) {
   for (const auto& s : c.streams) {
     if (s.parsed.kind != UriKind::kNetwork || s.is_member()) continue;
     if (const std::string why = unreadable_uri_scheme(s.uri); !why.empty()) {
-      return config_error(InvalidArgument(c.source + ":" + std::to_string(s.line) + ": stream '" + s.id + "': " + why));
+      // (At its uri's line, as a bad value is said: `FILE:LINE: key.path: what`.)
+      const std::string at = s.uri_line > 0 ? std::to_string(s.uri_line) + ": " + s.uri_key
+                                            : std::to_string(s.line) + ": stream '" + s.id + "'";
+      return config_error(InvalidArgument(c.source + ":" + at + ": " + why));
     }
   }
   // Labels the config names by themselves must be the labels file's (infer checks the same at start).

@@ -1208,6 +1208,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       double settle_s = -1, watch_s = -1;
       r.str("id", &s.id);
       r.str("uri", &s.uri);
+      if (const YAML::Node uri = r.child("uri"); uri.IsDefined() && !s.uri.empty()) {
+        s.uri_line = uri.Mark().line + 1;
+        s.uri_key = path + ".uri";
+      }
       r.str("glob", &glob);
       r.str("id_prefix", &id_prefix);
       r.number("settle_s", &settle_s, 0, 7 * 86400);

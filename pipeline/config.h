@@ -56,6 +56,10 @@ struct StreamConfig {
   std::string uri;  // normalised (plain paths become file://)
   ParsedUri parsed;
   int line = 0;     // where the stream is declared, for error messages
+  // Where its uri is written ("streams[2].uri" on line 14), for an error of the uri found after the
+  // config loaded (a scheme no GStreamer source here reads); 0 and "" for a glob's files.
+  int uri_line = 0;
+  std::string uri_key;
   double max_fps = -1;  // streams[].max_fps: this stream's ingest.max_fps; -1: the job's
   // streams[].keyframes_only: this stream's ingest.keyframes_only; unset: the job's.
   std::optional<bool> keyframes_only = std::nullopt;

@@ -303,6 +303,11 @@ class BadInput(E2ETest):
         path, err = self.run_bad_config(
             "validate", "streams:\n  - id: a\n    uri: test://ball\npreprocess:\n  dtype: float64\ninfer: {model: m.pt, labels: l.txt}\n")
         self.assertIn(f"{path}:5: preprocess.dtype: expected one of float32 | float16, got 'float64'", err)
+        # A scheme no GStreamer source reads (known once GStreamer is asked): at its uri's line, by its key.
+        path, err = self.run_bad_config(
+            "validate", "streams:\n  - id: a\n    max_fps: 2\n    uri: rstp://10.0.0.5/stream1\n"
+                        "infer: {model: m.pt, labels: l.txt}\n")
+        self.assertIn(f"{path}:4: streams[0].uri: no GStreamer source here reads rstp:// URIs (did you mean rtsp://?)", err)
 
     def test_missing_model_is_a_start_up_error_naming_the_stage_and_file(self):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=20")],
