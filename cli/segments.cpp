@@ -326,6 +326,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         const nlohmann::json& e = j["payload"];
         const std::string stream_id = topic.substr(7);
         StreamView& view = views[stream_id];
+        const StreamView before = view;  // (a changed event of the sampling only leaves segments open)
         if (e.contains("uri") && e["uri"].is_string()) view.uri = e["uri"].get<std::string>();
         take_restart(e);  // (again if read first; from a pipe, for the segments that end with the stream)
         // A reload's changed event says them again, for the frames after it.
@@ -342,9 +343,12 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
             for (size_t i = 0; i < 4; ++i) view.roi[i] = (*roi)[i].get<double>();
           }
           view.turn = e.contains("turn") && e["turn"].is_string() ? e["turn"].get<std::string>() : "";
-          // Another camera or region from here on: no segment runs across the change, nor is one
-          // bridged over it (as publish's live segments end there).
-          if (event == "changed" && !join_of(stream_id)) end_segments_of(stream_id);
+          // Another camera, region or turn from here on: no segment runs across the change, nor is one
+          // bridged over it (as publish's live segments end there); a change of the sampling only
+          // (max_fps, keyframes_only) leaves them open, as publish does since 2026-12-07.
+          const bool reframed = before.uri.empty() || before.uri != view.uri || before.roi != view.roi ||
+                                before.turn != view.turn;
+          if (event == "changed" && reframed && !join_of(stream_id)) end_segments_of(stream_id);
         }
         if (text_field(e, "event") == "reconnecting" && !join_of(stream_id)) {
           // A live camera lost (only live jobs reconnect): what came until it resumed was not seen, and

@@ -132,18 +132,25 @@ void stream_table(const json& h, std::string* out) {
   }
 }
 
-void job_lines(const json& h, std::string* out) {
-  // A stage whose work does not move (stopped, or stuck in one call): first, it is why nothing moves.
+// A stage whose work does not move (stopped, or stuck in one call): said first, before the streams,
+// whose states then stand still. Returns how many.
+size_t stalled_lines(const json& h, std::string* out) {
   const json& stalled = member(h, "stalled");
   size_t stalled_stages = 0;
-  if (stalled.is_array()) {
-    for (const json& s : stalled) {
-      if (!s.is_object()) continue;
-      ++stalled_stages;
+  if (!stalled.is_array()) return 0;
+  for (const json& s : stalled) {
+    if (!s.is_object()) continue;
+    ++stalled_stages;
+    if (out) {
       appendf(out, "STALLED: %s lane %llu: %s\n", text(s, "stage", "?").c_str(),
               static_cast<unsigned long long>(count(s, "lane")), text(s, "why").c_str());
     }
   }
+  return stalled_stages;
+}
+
+void job_lines(const json& h, std::string* out) {
+  const size_t stalled_stages = stalled_lines(h, nullptr);
   // An archive job restarts whole after a crash: its streams' own restart counts stay 0.
   if (const uint64_t restarts = count(h, "job_restarts"); restarts > 0) {
     appendf(out, "the job restarted %llu time%s after a stage crashed (see its log)\n",
@@ -339,6 +346,7 @@ Result<std::string> status_report(const json& h, const std::string& source) {
     return InvalidArgument(source + ": not a vapipe job's /healthz (\"streams\" is a " +
                                    h["streams"].type_name() + ", not an object of streams)");
   }
+  stalled_lines(h, &out);
   stream_table(h, &out);
   job_lines(h, &out);
   return out;

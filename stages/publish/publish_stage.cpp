@@ -599,6 +599,31 @@ void PublishStage::refresh_live_drops() {
   }
 }
 
+void PublishStage::watch_stalls() {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  next_stall_check_ = now + std::chrono::seconds(1);
+  JobMetrics m;
+  m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
+  m.stages = read_stage_stats(layout_->run_dir);
+  std::map<std::pair<std::string, uint32_t>, SteadyTime> stalled;
+  for (const StalledStage& s : stalled_stages(m)) {
+    const auto key = std::make_pair(s.stage, s.lane);
+    if (auto said = stalled_said_.find(key); said != stalled_said_.end()) {
+      stalled[key] = said->second;
+      continue;
+    }
+    stalled[key] = now;
+    VAPIPE_LOG_WARN("stage {} (lane {}) has stalled: {}; /healthz answers 503 until it moves again", s.stage, s.lane,
+                    s.why);
+  }
+  for (const auto& [key, since] : stalled_said_) {
+    if (stalled.count(key)) continue;
+    VAPIPE_LOG_INFO("stage {} (lane {}) is no longer stalled, {:.0f} s after it was said to be (it moves again, or "
+                    "was restarted)", key.first, key.second, std::chrono::duration<double>(now - since).count());
+  }
+  stalled_said_ = std::move(stalled);
+}
+
 void PublishStage::update_metrics_snapshot() {
   if (!metrics_server_) return;
   check_metrics_token();
@@ -760,6 +785,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
     VAPIPE_RETURN_IF_ERROR(flush_jsonl());
   }
   update_metrics_snapshot();  // (without a metrics server: nothing)
+  if (layout_ && now >= next_stall_check_) watch_stalls();
   if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
@@ -790,6 +816,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
 std::optional<SteadyTime> PublishStage::next_deadline() const {
   std::optional<SteadyTime> next;
   if (metrics_server_) next = next_snapshot_;
+  if (layout_) next = next ? std::min(*next, next_stall_check_) : next_stall_check_;
   if (config_ && config_->job.mode == JobMode::kArchive) next = next ? std::min(*next, next_progress_log_) : next_progress_log_;
   if (config_ && !config_->publish.curve_authorized_keys.empty()) {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;
@@ -1238,12 +1265,20 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     // A reload changed its settings: its next frames are cut and turned so, and a started event yet to
     // come says so too. (Ingest's log says what changed.)
     if (st.ended) return Status::Ok();
+    // Frames of another camera, region or turn from here on: a segment does not run across the change
+    // (its picture and clip show one), and a run of a label starts over. A change of how often or which
+    // frames are sampled (max_fps, keyframes_only) or of the jitter buffer leaves what they show as it
+    // was: its segments go on (a nightly `max_fps: 1` ended and began every camera's open segment
+    // again, each an alert; found 2026-12-07).
+    // (A uri not known yet, a restarted publish's, counts as another: it follows no segment anyway.)
+    const bool reframed = st.roi != in.event.roi || st.turn != in.event.turn || st.uri.empty() || st.uri != in.event.uri;
     st.roi = in.event.roi;
     st.turn = in.event.turn;
-    // Its frames are of another camera or region from here on: a segment does not run across the
-    // change (its picture and clip show one), and a run of a label starts over.
-    VAPIPE_RETURN_IF_ERROR(end_segment(st));
-    st.run = StreamState::LabelRun{};
+    if (!in.event.uri.empty()) st.uri = in.event.uri;
+    if (reframed) {
+      VAPIPE_RETURN_IF_ERROR(end_segment(st));
+      st.run = StreamState::LabelRun{};
+    }
     return publish(event_topic(st.id), event_json(in, wall_clock_ns()));
   }
   // A file's duration, for archive progress (a resumed stream's start is not published again).
@@ -1302,6 +1337,7 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     // A camera that was down when the job started reconnects before its first frame: why it was
     // reconnecting is over (the summary said it of a camera that then ran for hours).
     st.message.clear();
+    st.uri = in.event.uri;
     VAPIPE_LOG_INFO("stream '{}' started: {}", st.id, in.event.uri);
   } else if (in.kind == MessageKind::kStreamReconnecting) {
     st.status = "reconnecting";

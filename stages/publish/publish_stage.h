@@ -167,6 +167,7 @@ class PublishStage final : public Stage {
     // streams[].roi and rotate/mirror, which its started event says (what `vapipe segments --frames` shows).
     std::array<double, 4> roi{0, 0, 1, 1};
     std::string turn;  // orientation_name(); "": its file's own tag decides
+    std::string uri;   // as its latest started or changed event said it (redacted); "": not seen yet
     int64_t first_ns = 0, last_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
     std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)
@@ -296,6 +297,11 @@ class PublishStage final : public Stage {
   const std::atomic<bool>* stop_requested_ = nullptr;
   void write_summary();
   void update_metrics_snapshot();
+  // Once a second: a stage that has stalled (stalled_stages(), stages/publish/metrics.h) is said in the
+  // log, and again when it moves: /healthz said it, the log did not (a post-mortem found nothing).
+  void watch_stalls();
+  SteadyTime next_stall_check_{};
+  std::map<std::pair<std::string, uint32_t>, SteadyTime> stalled_said_;  // (stage, lane): since
 
   BusFactory factory_;
   const Config* config_ = nullptr;

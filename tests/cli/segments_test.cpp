@@ -457,6 +457,20 @@ TEST(Segments, ASegmentAfterAReloadsChangedEventHasTheNewRegionAndTurn) {
   }
 }
 
+// A reload that changed only the sampling (max_fps): the same camera, region and turn; the segment
+// goes on across its changed event, as publish's does.
+TEST(Segments, AChangedEventOfTheSamplingOnlyLeavesTheSegmentOpen) {
+  std::string text = "{\"topic\":\"events/a\",\"payload\":{\"event\":\"started\",\"uri\":\"rtsp://cam/a\"}}\n";
+  text += result("a", 0, "car") + result("a", 1, "car");
+  text += "{\"topic\":\"events/a\",\"payload\":{\"event\":\"changed\",\"uri\":\"rtsp://cam/a\","
+          "\"message\":\"a reload changed its max_fps\"}}\n";
+  text += result("a", 2, "car");
+  const std::vector<Segment> s = segments_of(text, SegmentOptions{});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].start_seq, 0u);
+  EXPECT_EQ(s[0].end_seq, 2u);
+}
+
 // A live job's camera lost (reconnecting, attempt 1 on) ends its segments, as publish's live ones end
 // there (since 2026-12-06): what came during the outage was not seen. A lane restart (attempt 0) ends
 // them only if the stream's next frame comes on a new timeline (its pts_ms went back: a camera

@@ -313,7 +313,7 @@ class StageRestart(SubscribedTest):
         self.assertIn("no figures for 1", h["stalled"][0]["why"])
         status = subprocess.run([VAPIPE, "status", metrics], capture_output=True, text=True, timeout=30)
         self.assertEqual(status.returncode, 1, status.stdout + status.stderr)
-        self.assertRegex(status.stdout, r"\nSTALLED: batch lane 0: no figures for \d+ s \(it writes them every second")
+        self.assertRegex(status.stdout, r"^STALLED: batch lane 0: no figures for \d+ s \(it writes them every second")
         text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
         self.assertRegex(text, r'\nvapipe_stage_silent_seconds\{stage="batch",lane="0"\} 1[5-9]')
 
@@ -328,6 +328,10 @@ class StageRestart(SubscribedTest):
         msgs, results, events = self.stop_and_collect(run)
         seqs = [r["seq"] for r in results["a"]]
         self.assertEqual(seqs, sorted(set(seqs)))
+        # The log says both, for the post-mortem.
+        self.assertRegex(run.stderr, r"stage batch \(lane 0\) has stalled: no figures for 1\d s .*; /healthz answers 503 "
+                                     r"until it moves again")
+        self.assertRegex(run.stderr, r"stage batch \(lane 0\) is no longer stalled, \d+ s after it was said to be")
 
     def test_a_stage_stuck_in_its_own_work_is_aborted_and_its_lane_restarted(self):
         """Infer runs a model that never returns from a batch with a white frame (a stuck CUDA call, in

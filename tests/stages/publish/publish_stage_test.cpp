@@ -308,6 +308,32 @@ TEST_F(PublishStageTest, AChangedEventEndsTheStreamsSegmentAndItsLabelBeginsAgai
   }
 }
 
+// A reload that changes only how often frames are sampled (max_fps at night, keyframes_only) leaves what
+// they show as it was: the segment goes on, no `ended` and `began` again (each an alert; found
+// 2026-12-07). Its frames' seq goes on.
+TEST_F(PublishStageTest, AChangedEventOfTheSamplingOnlyLeavesTheSegmentOpen) {
+  for (const char* labels : {"top1", "each"}) {
+    config_ = testing::test_config(2);
+    config_.job.mode = JobMode::kLive;
+    config_.publish.segments_min_frames = 2;
+    config_.publish.segments_labels = labels;
+    config_.publish.segments_min_score = 0.5;
+    make_stage();
+    open();
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                      {"rtsp://cam/1", "", 0, 0}), out_).ok());
+    uint64_t seq = 0;
+    send_top1(&seq, "car", 0.9, 3);  // car began at seq 0
+    StreamEvent changed{"rtsp://cam/1", "a reload changed its max_fps", 3, 0};
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamChanged, testing::envelope(0, seq), changed), out_).ok());
+    send_top1(&seq, "car", 0.9, 2);
+    ASSERT_TRUE(stage_->process(testing::end_message(0, seq), out_).ok());
+    const std::vector<std::string> order = segments_and_events();
+    EXPECT_EQ(order, (std::vector<std::string>{"started", "began car 0..1", "changed", "ended car 0..4", "eos"}))
+        << labels;
+  }
+}
+
 // A camera lost mid-segment (reconnecting: its lane restarted, attempt 0, or the camera went away) ends
 // the segment before the event says so: until 2026-12-06 a segment ran across the outage, its
 // start_ms of one connection and end_ms of the next (pts_ms starts over), its picture of the first
@@ -2600,8 +2626,12 @@ TEST_F(PublishStageTest, APublishStartedAgainKnowsThePicturesAskedBeforeItsResta
   EXPECT_EQ(pictures_said()[0]["frame"], "best");
   EXPECT_EQ(pictures_said()[0]["label"], "truck");
   ASSERT_TRUE(stage_->next_deadline().has_value()) << "the car's picture is still awaited";
-  std::this_thread::sleep_until(*stage_->next_deadline());
-  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  // (Its deadlines: the picture's, and once a second the look at the stages' figures.)
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pictures_said().size() < 2 && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_until(std::min(*stage_->next_deadline(), limit));
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  }
   ASSERT_EQ(pictures_said().size(), 2u);
   EXPECT_EQ(pictures_said()[1]["label"], "car");
   EXPECT_EQ(pictures_said()[1]["start_seq"], 2);
