@@ -150,6 +150,10 @@ std::optional<uint32_t> set_jitter_buffer(GstElement* pipeline, uint32_t ms) {
   return now;
 }
 
+// A stream's reconnection attempts said each in the log; after them, one every kAttemptsSaidEvery.
+constexpr uint32_t kAttemptsEachSaid = 10;
+constexpr std::chrono::minutes kAttemptsSaidEvery{10};
+
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
 constexpr const char* kNoVideoPad = "no video stream to decode";
 
@@ -1998,6 +2002,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
                                   s.stream.parsed.kind == UriKind::kFile;
   bool started = false;
   uint32_t attempt = 0;          // reconnection attempts since the last frame
+  // A camera gone for good logged the same warning at every attempt, 120 an hour at the default back-off
+  // (found 2026-12-07): the first 10 attempts are each said, then one line every 10 minutes.
+  std::chrono::steady_clock::time_point attempt_said{};
   bool awaiting_resume = false;  // reconnected; the next frame is the first of the new connection
   auto last_frame = std::chrono::steady_clock::now();  // or the last (re)start
   uint64_t decoded_at_connection = 0;                   // s.decoded when this connection began
@@ -2586,9 +2593,17 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       const double delay = at_once ? 0.0 : reconnect_delay_s(s.ingest, attempt);
       if (at_once) {
         VAPIPE_LOG_INFO("stream '{}': {}: connecting now ({})", s.stream.id, reason, uri);
+      } else if (const auto now = std::chrono::steady_clock::now();
+                 attempt <= kAttemptsEachSaid || now - attempt_said >= kAttemptsSaidEvery) {
+        attempt_said = now;
+        VAPIPE_LOG_WARN("stream '{}' ({}): {}; reconnecting in {:.1f} s (attempt {}{})", s.stream.id, uri, reason, delay,
+                        attempt,
+                        attempt == kAttemptsEachSaid ? "; from here on said once every 10 minutes, each on the bus"
+                        : attempt > kAttemptsEachSaid ? "; still down"
+                                                       : "");
       } else {
-        VAPIPE_LOG_WARN("stream '{}' ({}): {}; reconnecting in {:.1f} s (attempt {})", s.stream.id, uri, reason, delay,
-                        attempt);
+        VAPIPE_LOG_DEBUG("stream '{}' ({}): {}; reconnecting in {:.1f} s (attempt {})", s.stream.id, uri, reason, delay,
+                         attempt);
       }
       at_once = false;
       StreamEvent ev{uri, reason, emitted, s.queue.dropped()};
