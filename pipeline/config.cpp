@@ -403,6 +403,11 @@ class MapReader : public TypoSource {
     if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
     return node_[key];
   }
+  // A key that holds a value (not a section): undefined when left out, an error when written without one.
+  YAML::Node value(const std::string& key) {
+    YAML::Node n = child(key);
+    return given(n, key) ? n : YAML::Node(YAML::NodeType::Undefined);
+  }
 
   void str(const std::string& key, std::string* out) {
     YAML::Node n = child(key);
@@ -675,7 +680,7 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
                        const std::string& base_dir, const Config& c, bool tls, const std::string& tls_scheme,
                        std::vector<std::string> formats, MessageSinkConfig* w) {
   w->line = node.Mark().line + 1;
-  if (YAML::Node topics = r.child("topics"); topics.IsDefined() && !topics.IsNull()) {
+  if (YAML::Node topics = r.value("topics"); topics.IsDefined()) {
     const std::string key = path + ".topics";
     const std::string want = "expected a list of topic prefixes, e.g. [segments/, events/] or [segments/gate]";
     if (!topics.IsSequence() || topics.size() == 0) ctx.fail(topics, key, want + ", got " + scalar_text(topics));
@@ -716,7 +721,7 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
              "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= 1); "
              "set that, or give the topics to send (e.g. [events/])");
   }
-  if (YAML::Node labels = r.child("labels"); labels.IsDefined() && !labels.IsNull()) {
+  if (YAML::Node labels = r.value("labels"); labels.IsDefined()) {
     const std::string key = path + ".labels";
     const std::string want = "expected a list of labels of infer.labels, e.g. [person, truck]";
     if (!labels.IsSequence() || labels.size() == 0) ctx.fail(labels, key, want + ", got " + scalar_text(labels));
@@ -805,7 +810,7 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
                  "query: vapipe adds /sendMessage, or /sendPhoto for a picture");
       }
     }
-    if (YAML::Node headers = r.child("headers"); headers.IsDefined() && !headers.IsNull()) {
+    if (YAML::Node headers = r.value("headers"); headers.IsDefined()) {
       const std::string key = path + ".headers";
       if (!headers.IsMap()) {
         ctx.fail(headers, key, "expected a mapping of header: value (e.g. {X-Api-Key: ${ALERTS_KEY}}), got " +
@@ -1224,7 +1229,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       r.boolean("loop", &s.loop);
       std::optional<uint32_t> rotate;
       std::optional<bool> mirror;
-      if (const YAML::Node turn = r.child("rotate"); turn.IsDefined() && !turn.IsNull()) {
+      if (const YAML::Node turn = r.value("rotate"); turn.IsDefined()) {
         uint64_t degrees = 0;
         if (!decimal_uint(turn, &degrees) || degrees % 90 != 0 || degrees > 270) {
           ctx.fail(turn, path + ".rotate",
@@ -1622,7 +1627,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
   }
   {
     MapReader r(ctx, top.child("batch"), "batch");
-    YAML::Node size = r.child("max_batch_size");
+    YAML::Node size = r.value("max_batch_size");
     uint64_t fixed = 0;
     if (size.IsDefined() && size.IsScalar() && size.Scalar() == "auto") {
       c.batch.auto_size = true;
@@ -1738,7 +1743,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     }
     // Which labels these are is the labels file's to say: infer checks them when it loads it (and so
     // does `vapipe validate`), naming this file and line.
-    if (YAML::Node by_label = r.child("segments_min_score_by_label"); by_label.IsDefined() && !by_label.IsNull()) {
+    if (YAML::Node by_label = r.value("segments_min_score_by_label"); by_label.IsDefined()) {
       const std::string key = "publish.segments_min_score_by_label";
       if (!by_label.IsMap()) {
         ctx.fail(by_label, key, "expected a mapping of label: score (e.g. {smoke: 0.3, person: 0.7}), got " +
@@ -1945,8 +1950,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     }
   }
   {
-    YAML::Node node = top.child("gpus");
-    if (node.IsDefined() && !node.IsNull()) {
+    YAML::Node node = top.value("gpus");
+    if (node.IsDefined()) {
       c.gpus.line = node.Mark().line + 1;
       const std::string expected = "expected all, none or a list of GPU indices such as [0, 1]";
       if (node.IsScalar()) {

@@ -84,7 +84,10 @@ Result<GifTimeline> parse_gif_timeline(std::string_view bytes) {
   };
   while (b.has(1)) {
     const uint8_t block = b.byte();
-    if (block == 0x3B) return t;  // the trailer
+    if (block == 0x3B) {  // the trailer
+      t.whole = true;
+      return t;
+    }
     if (block == 0x21) {          // an extension
       if (!b.has(1)) return ended();
       const uint8_t label = b.byte();

@@ -26,6 +26,9 @@ struct GifTimeline {
   std::vector<int64_t> pts_ns;       // each frame's, from 0
   std::vector<int64_t> duration_ns;  // each frame's delay
   bool loops = false;                // a NETSCAPE2.0 loop extension (played again by browsers; once here)
+  // Its trailer (';') was read: the file ends as a GIF ends (a file cut short is said, and ends after
+  // its last whole frame, where libav's reader gives it).
+  bool whole = false;
   int64_t last_pts_ns() const { return pts_ns.empty() ? -1 : pts_ns.back(); }
 };
 

@@ -436,6 +436,7 @@ struct StreamReader::Impl {
   std::atomic<bool> hls{false};  // this connection reads an HLS playlist (hlsdemux appeared)
   std::atomic<bool> dash{false};  // or a DASH manifest (dashdemux)
   std::atomic<bool> avi{false};   // an AVI file (avidemux): one frame a chunk at the file's frame rate
+  std::atomic<bool> gif{false};   // a GIF (avdemux_gif, gif_timeline.h): not sought in
   uint64_t pipelines_built = 0;   // each connection's (run thread)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
   std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
@@ -1190,9 +1191,14 @@ struct StreamReader::Impl {
   // A GIF's frames, counted and timed from the file, so that its demuxer's stream ends after the last
   // (gif_timeline.h); a file that cannot be read so is an error now (it would never end).
   static void end_gif_at_its_last_frame(GstElement* demuxer, Impl* self) {
+    self->gif = true;
     gchar* path = g_filename_from_uri(self->stream.parsed.uri.c_str(), nullptr, nullptr);
     Result<GifTimeline> timeline = path ? read_gif_timeline(path) : Result<GifTimeline>(InvalidArgument("not a local file"));
     if (path) g_free(path);
+    if (timeline.ok() && !timeline->whole) {  // (ended after its last whole frame, as libav gives them)
+      VAPIPE_LOG_WARN("stream '{}': its GIF is cut short (it ends before its trailer): its {} whole frame(s) are read",
+                      self->stream.id, timeline->pts_ns.size());
+    }
     if (timeline.ok()) {
       VAPIPE_LOG_DEBUG("stream '{}': a GIF of {} frame(s), {:.3f} s", self->stream.id, timeline->pts_ns.size(),
                        static_cast<double>(timeline->last_pts_ns() + timeline->duration_ns.back()) / 1e9);
@@ -1889,11 +1895,16 @@ namespace {
 // (PCR), and such an MPEG-TS file's timestamps may start over part way (files joined end to end,
 // joined_timeline.h): a seek by time there landed in another part, or at the end (found 2026-12-06: a
 // resume failed, "none of its 4 compressed frames could be decoded", and a `from` classified nothing).
-enum class KeyframeSeek { kNotPrerolled, kNoDuration, kRefused, kSought };
+//
+// Nor is a GIF: libav's GIF reader, after a seek by time, gave its packets again from the file's start
+// with times from the seek on, every picture twice (a `from: 3` of a 10 s GIF gave 40 frames of 70, at
+// 3000, 3000, 3100, 3100, ...; a `from: 5` none; found 2026-12-07). It is decoded from its start.
+enum class KeyframeSeek { kNotPrerolled, kNoDuration, kGif, kRefused, kSought };
 const char* why_not_sought(KeyframeSeek sought) {
   switch (sought) {
     case KeyframeSeek::kNotPrerolled: return "not prerolled, so not sought";
     case KeyframeSeek::kNoDuration: return "its duration is not known (its clock cannot be read), so not sought";
+    case KeyframeSeek::kGif: return "a GIF, which GStreamer's GIF reader does not seek in right, so not sought";
     default: return "the seek was refused";
   }
 }
@@ -1907,6 +1918,7 @@ KeyframeSeek seek_to_keyframe_before(StreamReader::Impl& s, int64_t point_ns) {
       !gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) || duration <= 0) {
     return KeyframeSeek::kNoDuration;
   }
+  if (s.gif.load()) return KeyframeSeek::kGif;
   if (!gst_element_seek_simple(
           s.pipeline.get(), GST_FORMAT_TIME,
           static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT | GST_SEEK_FLAG_SNAP_BEFORE),
@@ -2336,7 +2348,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // An AVI's frames are one a chunk at its frame rate: a step of more than one frame's time is frames
       // missing (a damaged chunk its parser dropped, or the writer's dropped frames), which nothing
       // else says: they never reached the decoder.
-      if (s.avi.load() && last_sent_pts >= 0) {
+      // (Not of a stream sampled by max_fps or keyframes_only: the frames it leaves out are no loss; they
+      // were said to be missing, found 2026-12-07.)
+      if (s.avi.load() && last_sent_pts >= 0 && s.sample_period_ns.load() <= 0 && !s.keyframes_only.load()) {
         const int64_t gap = f.pts_ns - last_sent_pts;
         // The step is the file's frame rate where its caps say one: learnt from the timestamps alone, an
         // Xvid file with B-frames (packed bitstream: frames whose times come a few ns apart) made it a

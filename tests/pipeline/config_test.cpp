@@ -297,6 +297,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  mqtt:\n"
                 "    - {url: 'mqtt://broker:1883', topics: [events/], retain: ~}\n",
                 "bad.yaml:5: publish.mqtt[0].retain: has no value"},
+        // (lists and mappings that are values, too: they took their defaults, every topic)
+        BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  webhooks:\n"
+                "    - url: http://hooks.local/x\n      topics:\n",
+                "bad.yaml:6: publish.webhooks[0].topics: has no value"},
+        BadCase{"streams:\n  - id: a\n    uri: 'test://ball'\n    rotate:\ninfer: {model: m, labels: l}\n",
+                "bad.yaml:4: streams[0].rotate: has no value"},
         // Latin-1, as an editor set to a Windows code page saves it: not UTF-8.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: mod\xE8le.pt, labels: l}\n",
                 "bad.yaml:2: not UTF-8 text (byte 0xE8 at column 19): save the file as UTF-8"}));

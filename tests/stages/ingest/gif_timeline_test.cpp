@@ -48,9 +48,12 @@ TEST(GifTimeline, AFileCutShortKeepsItsWholeFramesAndOtherBytesAreErrors) {
   ASSERT_TRUE(cut.ok()) << cut.status().message();
   EXPECT_GE(cut->pts_ns.size(), 6u);
   EXPECT_LT(cut->pts_ns.size(), 9u);
+  EXPECT_FALSE(cut->whole);
   const auto without_trailer = parse_gif_timeline(std::string_view(bytes).substr(0, bytes.size() - 1));
   ASSERT_TRUE(without_trailer.ok());
   EXPECT_EQ(without_trailer->pts_ns.size(), 12u);
+  EXPECT_FALSE(without_trailer->whole);
+  EXPECT_TRUE(parse_gif_timeline(bytes)->whole);
 
   const auto first_cut = parse_gif_timeline(std::string_view(bytes).substr(0, 200));
   ASSERT_FALSE(first_cut.ok());

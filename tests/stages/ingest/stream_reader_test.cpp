@@ -555,6 +555,41 @@ TEST_F(StreamReaderTest, AnAnimatedGifIsReadWholeAtItsFramesTimesAndEnds) {
   EXPECT_EQ(out.messages.back().event.frames, 12u) << out.messages.back().event.message;
 }
 
+// A GIF is not sought in (libav's reader gave every picture twice after a seek, from the file's start,
+// and a `from` of 3 s in a 10 s GIF gave 40 frames of 70): its part is decoded from its start. One cut
+// short (no trailer) ends after its last whole frame.
+TEST_F(StreamReaderTest, AGifsPartIsDecodedFromItsStartAndOneCutShortEnds) {
+  const std::string path = (dir_ / "long.gif").string();
+  const std::string make = "python3 -c \"import sys; sys.path.insert(0, '" + std::string(VAPIPE_SOURCE_DIR) +
+                           "/tests/media'); import make_gif; open('" + path + "', 'wb').write(make_gif.gif([10] * 60))\"";
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  StreamConfig part = stream("part", path);
+  part.from_ns = 3'000'000'000;
+  auto reader = StreamReader::create(part, 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  (*reader)->preroll();
+  CollectingEmitter read;
+  ASSERT_TRUE((*reader)->run(read, flags_).ok());
+  const auto frames = of_kind(read, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 30u) << read.messages.back().event.message;
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.pts_ns, 3'000'000'000 + i * 100'000'000) << i;
+
+  // Cut short (without its trailer): its whole frames, then its end.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string cut = (dir_ / "cut.gif").string();
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 1);
+  const auto started = std::chrono::steady_clock::now();
+  const CollectingEmitter whole_frames = read_whole(cut, ingest_, "cut");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+  EXPECT_EQ(of_kind(whole_frames, MessageKind::kFrame).size(), 60u);
+  ASSERT_FALSE(whole_frames.messages.empty());
+  EXPECT_EQ(whole_frames.messages.back().kind, MessageKind::kStreamEnd);
+}
+
 // A raw MJPEG file (JPEG pictures one after another) has no clock: jpegparse timed its first picture 0
 // and none after, so its results had pts_ms null and from/to/max_fps could not pick frames. Each is
 // timed one frame after the one before, at 25 frames/s (the file says no rate; ffmpeg takes 25 too).
@@ -2071,6 +2106,13 @@ TEST_F(StreamReaderTest, AMatroskaFileDamagedPartWayIsReadOnPastTheDamageSayingW
 TEST_F(StreamReaderTest, AnAvisFramesMissingFromItsTimelineAreSaid) {
   const std::string whole = encode_clip("whole-damaged.avi", "ball", 300, 320, 240, "avimux", "key-int-max=30");
   EXPECT_EQ(read_whole(whole, ingest_, "whole").messages.back().event.warning, "");
+  // Sampled (max_fps, keyframes_only): the frames it leaves out are not missing.
+  IngestConfig sampled = ingest_;
+  sampled.max_fps = 5;
+  EXPECT_EQ(read_whole(whole, sampled, "sampled").messages.back().event.warning, "");
+  sampled.max_fps = 0;
+  sampled.keyframes_only = true;
+  EXPECT_EQ(read_whole(whole, sampled, "keys").messages.back().event.warning, "");
   const std::string path = damaged_copy(whole, "damaged.avi");
   CollectingEmitter out = read_whole(path, ingest_, "damaged");
   ASSERT_FALSE(out.messages.empty());
