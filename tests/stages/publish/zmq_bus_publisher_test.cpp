@@ -95,6 +95,38 @@ TEST(ZmqBusPublisher, ASubscriberThatLeftBeforeTheFirstMessageIsNotCountedAsWait
   EXPECT_EQ(drain(next, 2000ms), std::vector<std::string>{"{\"seq\":0}"});
 }
 
+// Two waited for: one that stays (two topic prefixes, as `vapipe sub --exit-on-summary`), one that came
+// and left; the job waits for a second one in force (it went on at once, the one that came got nothing).
+TEST(ZmqBusPublisher, WaitingForTwoCountsTheSubscribersStillConnected) {
+  ZmqBusOptions o;
+  o.endpoint = testing::free_loopback_tcp_endpoint();
+  o.lossless = true;
+  o.wait_for_subscribers = 2;
+  o.wait_timeout_s = 10;
+  auto publisher = make_zmq_bus_publisher(o, nullptr);
+  ASSERT_TRUE(publisher.ok()) << publisher.status().message();
+  zmq::socket_t stays(zmq_context(), zmq::socket_type::sub);
+  stays.set(zmq::sockopt::linger, 0);
+  stays.set(zmq::sockopt::subscribe, "results/");
+  stays.set(zmq::sockopt::subscribe, "job/summary");
+  stays.connect(o.endpoint);
+  {
+    zmq::socket_t gone = subscriber(o.endpoint, nullptr, "");
+    std::this_thread::sleep_for(300ms);
+  }
+  std::atomic<bool> sent{false};
+  std::thread publishing([&] {
+    EXPECT_TRUE((*publisher)->send("results/cam1", "{\"seq\":0}").ok());
+    sent = true;
+  });
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(sent.load());
+  zmq::socket_t next = subscriber(o.endpoint, nullptr, "");
+  publishing.join();
+  EXPECT_EQ(drain(stays, 2000ms), std::vector<std::string>{"{\"seq\":0}"});
+  EXPECT_EQ(drain(next, 2000ms), std::vector<std::string>{"{\"seq\":0}"});
+}
+
 TEST(ZmqBusPublisher, WithCurveOnlyAuthorizedSubscribersReceiveResults) {
   if (!curve_supported()) GTEST_SKIP() << "libzmq without CURVE";
   const CurveKeyPair bus = generate_curve_key_pair().value(), alice = generate_curve_key_pair().value(),
