@@ -1,5 +1,7 @@
 #include "stages/ingest/picture_slots.h"
 
+#include "stages/ingest/untimed_frames.h"
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -100,13 +102,7 @@ GstPadProbeReturn on_rising_picture(GstPad*, GstPadProbeInfo* info, gpointer use
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
     if (!event) return GST_PAD_PROBE_OK;
     if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
-      GstCaps* caps = nullptr;
-      gst_event_parse_caps(event, &caps);
-      gint n = 0, d = 0;
-      if (caps && gst_caps_get_size(caps) > 0 &&
-          gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &n, &d) && n > 0 && d > 0) {
-        r.frame_ns = gst_util_uint64_scale_int_round(GST_SECOND, d, n);
-      }
+      if (const GstClockTime frame_ns = frame_ns_of_caps_event(event); frame_ns > 0) r.frame_ns = frame_ns;
     } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP || GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
       r.previous = GST_CLOCK_TIME_NONE;  // a seek: times start again
     }

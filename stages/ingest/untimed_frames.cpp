@@ -13,6 +13,18 @@ GstClockTime untimed_picture_pts(GstClockTime previous, GstClockTime previous_du
   return previous + (frame_ns > 0 ? frame_ns : GST_SECOND / kUntimedFramesPerSecond);
 }
 
+GstClockTime frame_ns_of_caps_event(GstEvent* event) {
+  if (!event || GST_EVENT_TYPE(event) != GST_EVENT_CAPS) return 0;
+  GstCaps* caps = nullptr;
+  gst_event_parse_caps(event, &caps);
+  gint n = 0, d = 0;
+  if (!caps || gst_caps_get_size(caps) == 0 ||
+      !gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &n, &d) || n <= 0 || d <= 0) {
+    return 0;
+  }
+  return gst_util_uint64_scale_int_round(GST_SECOND, d, n);
+}
+
 namespace {
 
 struct UntimedState {
@@ -30,13 +42,7 @@ GstPadProbeReturn on_picture(GstPad*, GstPadProbeInfo* info, gpointer user) {
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
     if (!event) return GST_PAD_PROBE_OK;
     if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
-      GstCaps* caps = nullptr;
-      gst_event_parse_caps(event, &caps);
-      gint n = 0, d = 0;
-      if (caps && gst_caps_get_size(caps) > 0 &&
-          gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &n, &d) && n > 0 && d > 0) {
-        s.frame_ns = gst_util_uint64_scale_int(GST_SECOND, d, n);
-      }
+      if (const GstClockTime frame_ns = frame_ns_of_caps_event(event); frame_ns > 0) s.frame_ns = frame_ns;
     } else if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
       const GstSegment* segment = nullptr;
       gst_event_parse_segment(event, &segment);

@@ -21,6 +21,10 @@ inline constexpr int kUntimedFramesPerSecond = 25;
 GstClockTime untimed_picture_pts(GstClockTime previous, GstClockTime previous_duration, GstClockTime frame_ns,
                                  GstClockTime segment_start);
 
+// One frame's time by a caps event's frame rate, rounded to the ns; 0 when it is not a caps event or
+// says no rate (0/1: a still or a variable rate).
+GstClockTime frame_ns_of_caps_event(GstEvent* event);
+
 // On a file's decoder's source pad: times its untimed pictures so.
 void time_untimed_pictures(GstPad* decoder_src, const std::string& stream_id);
 
