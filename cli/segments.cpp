@@ -19,6 +19,9 @@ namespace vapipe::cli {
 
 namespace {
 
+// How a reload's changed event begins (ingest's say_retune); a looping file's read again says "looped:".
+constexpr const char* kReloadChangedPrefix = "a reload changed its ";
+
 void say_unmatched(const SegmentOptions& options, const std::string& text) {
   if (options.unmatched) {
     options.unmatched(text);
@@ -346,8 +349,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           // Another camera, region or turn from here on: no segment runs across the change, nor is one
           // bridged over it (as publish's live segments end there); a change of the sampling only
           // (max_fps, keyframes_only) leaves them open, as publish does since 2026-12-07.
-          const bool reframed = before.uri.empty() || before.uri != view.uri || before.roi != view.roi ||
-                                before.turn != view.turn;
+          const bool reframed = text_field(e, "message").rfind(kReloadChangedPrefix, 0) != 0 || before.uri.empty() ||
+                                before.uri != view.uri || before.roi != view.roi || before.turn != view.turn;
           if (event == "changed" && reframed && !join_of(stream_id)) end_segments_of(stream_id);
         }
         if (text_field(e, "event") == "reconnecting" && !join_of(stream_id)) {

@@ -1208,6 +1208,10 @@ void PublishStage::learn_added_streams() {
   }
 }
 
+// How a changed event of a reload's retune begins (stream_reader.cpp's say_retune, a reload's new uri
+// too); a looping file's read again says "looped: ...".
+constexpr const char* kReloadChangedPrefix = "a reload changed its ";
+
 Status PublishStage::process(Message&& in, Emitter& /*out*/) {
   // A stream's event may come of a reload (a stream added, changed, back): the supervisor rewrote the
   // copy of the config before the stream table, so the outputs that reload names take its messages.
@@ -1270,8 +1274,10 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     // frames are sampled (max_fps, keyframes_only) or of the jitter buffer leaves what they show as it
     // was: its segments go on (a nightly `max_fps: 1` ended and began every camera's open segment
     // again, each an alert; found 2026-12-07).
-    // (A uri not known yet, a restarted publish's, counts as another: it follows no segment anyway.)
-    const bool reframed = st.roi != in.event.roi || st.turn != in.event.turn || st.uri.empty() || st.uri != in.event.uri;
+    // (A uri not known yet, a restarted publish's, counts as another: it follows no segment anyway. A
+    // changed event that is no reload's, a looping file read again, starts a new timeline: it ends them.)
+    const bool reframed = in.event.message.rfind(kReloadChangedPrefix, 0) != 0 || st.roi != in.event.roi ||
+                          st.turn != in.event.turn || st.uri.empty() || st.uri != in.event.uri;
     st.roi = in.event.roi;
     st.turn = in.event.turn;
     if (!in.event.uri.empty()) st.uri = in.event.uri;

@@ -469,6 +469,11 @@ TEST(Segments, AChangedEventOfTheSamplingOnlyLeavesTheSegmentOpen) {
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].start_seq, 0u);
   EXPECT_EQ(s[0].end_seq, 2u);
+  // A looping file read again (a new timeline) ends it, though its uri is the same.
+  text += "{\"topic\":\"events/a\",\"payload\":{\"event\":\"changed\",\"uri\":\"rtsp://cam/a\","
+          "\"message\":\"looped: read again from its start (streams[].loop; time 2)\"}}\n";
+  text += result("a", 3, "car");
+  EXPECT_EQ(segments_of(text, SegmentOptions{}).size(), 2u);
 }
 
 // A live job's camera lost (reconnecting, attempt 1 on) ends its segments, as publish's live ones end
