@@ -600,13 +600,18 @@ void PublishStage::refresh_live_drops() {
 }
 
 void PublishStage::watch_stalls() {
-  const SteadyTime now = std::chrono::steady_clock::now();
-  next_stall_check_ = now + std::chrono::seconds(1);
   JobMetrics m;
   m.now_unix_s = static_cast<double>(wall_clock_ns()) / 1e9;
   m.stages = read_stage_stats(layout_->run_dir);
+  say_stalls(stalled_stages(m));
+}
+
+// (From the snapshot /healthz serves, where there is one: a stall it says is in the log first.)
+void PublishStage::say_stalls(const std::vector<StalledStage>& now_stalled) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  next_stall_check_ = now + std::chrono::seconds(1);
   std::map<std::pair<std::string, uint32_t>, SteadyTime> stalled;
-  for (const StalledStage& s : stalled_stages(m)) {
+  for (const StalledStage& s : now_stalled) {
     const auto key = std::make_pair(s.stage, s.lane);
     if (auto said = stalled_said_.find(key); said != stalled_said_.end()) {
       stalled[key] = said->second;
@@ -629,6 +634,7 @@ void PublishStage::update_metrics_snapshot() {
   check_metrics_token();
   refresh_live_drops();
   const JobMetrics m = metrics();
+  if (layout_) say_stalls(stalled_stages(m));
   const nlohmann::json health = health_json(m);
   metrics_server_->update(prometheus_text(m), json_text(health), health.value("status", "") == "stalled");
   next_snapshot_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
@@ -785,7 +791,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
     VAPIPE_RETURN_IF_ERROR(flush_jsonl());
   }
   update_metrics_snapshot();  // (without a metrics server: nothing)
-  if (layout_ && now >= next_stall_check_) watch_stalls();
+  if (!metrics_server_ && layout_ && now >= next_stall_check_) watch_stalls();  // (else with the snapshot)
   if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
     check_authorized_keys();
@@ -816,7 +822,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
 std::optional<SteadyTime> PublishStage::next_deadline() const {
   std::optional<SteadyTime> next;
   if (metrics_server_) next = next_snapshot_;
-  if (layout_) next = next ? std::min(*next, next_stall_check_) : next_stall_check_;
+  if (layout_ && !metrics_server_) next = next ? std::min(*next, next_stall_check_) : next_stall_check_;
   if (config_ && config_->job.mode == JobMode::kArchive) next = next ? std::min(*next, next_progress_log_) : next_progress_log_;
   if (config_ && !config_->publish.curve_authorized_keys.empty()) {
     next = next ? std::min(*next, next_keys_check_) : next_keys_check_;

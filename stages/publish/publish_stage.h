@@ -300,6 +300,7 @@ class PublishStage final : public Stage {
   // Once a second: a stage that has stalled (stalled_stages(), stages/publish/metrics.h) is said in the
   // log, and again when it moves: /healthz said it, the log did not (a post-mortem found nothing).
   void watch_stalls();
+  void say_stalls(const std::vector<StalledStage>& now_stalled);
   SteadyTime next_stall_check_{};
   std::map<std::pair<std::string, uint32_t>, SteadyTime> stalled_said_;  // (stage, lane): since
 
