@@ -1,5 +1,6 @@
 #include "stages/ingest/gif_timeline.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -110,6 +111,7 @@ Result<GifTimeline> parse_gif_timeline(std::string_view bytes) {
       if (!b.skip_sub_blocks()) return ended();
       t.pts_ns.push_back(now_ns);
       t.duration_ns.push_back(delay_cs * kNsPerCs);
+      t.frames_end = b.at();
       now_ns += delay_cs * kNsPerCs;
       continue;
     }
@@ -129,7 +131,11 @@ Result<GifTimeline> read_gif_timeline(const std::string& path) {
   if (!in) return NotFound("cannot be opened");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return Unavailable("cannot be read");
-  return parse_gif_timeline(bytes);
+  Result<GifTimeline> timeline = parse_gif_timeline(bytes);
+  if (timeline.ok() && !timeline->whole) {
+    timeline->mended = std::make_shared<const std::string>(bytes.substr(0, timeline->frames_end) + ";");
+  }
+  return timeline;
 }
 
 namespace {
@@ -176,6 +182,24 @@ GstPadProbeReturn on_gif_packet(GstPad* pad, GstPadProbeInfo* info, gpointer use
   return GST_PAD_PROBE_DROP;  // (pushed above)
 }
 
+// A pull of the demuxer's that reaches the last whole frame's end is answered from the mended bytes
+// (the trailer after it, then the end); the pulls before go to the file.
+GstPadProbeReturn on_gif_pull(GstPad*, GstPadProbeInfo* info, gpointer user) {
+  const auto& mended = *static_cast<std::shared_ptr<const std::string>*>(user);
+  const uint64_t whole_end = mended->size() - 1;  // (the trailer's byte)
+  if (GST_PAD_PROBE_INFO_DATA(info) != nullptr || info->offset + info->size <= whole_end) return GST_PAD_PROBE_PASS;
+  if (info->offset >= mended->size()) {
+    GST_PAD_PROBE_INFO_DATA(info) = nullptr;  // (the end of the stream)
+    return GST_PAD_PROBE_DROP;
+  }
+  const size_t size = std::min<uint64_t>(info->size, mended->size() - info->offset);
+  GstBuffer* buffer = gst_buffer_new_allocate(nullptr, size, nullptr);
+  gst_buffer_fill(buffer, 0, mended->data() + info->offset, size);
+  GST_BUFFER_OFFSET(buffer) = info->offset;
+  GST_PAD_PROBE_INFO_DATA(info) = buffer;
+  return GST_PAD_PROBE_DROP;  // (a pull answered: GStreamer 1.22 passes HANDLED's flow, not the buffer)
+}
+
 void on_gif_pad_added(GstElement*, GstPad* pad, gpointer user) {
   if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
   auto* end = new GifEnd{*static_cast<std::shared_ptr<const GifTimeline>*>(user)};
@@ -187,6 +211,16 @@ void on_gif_pad_added(GstElement*, GstPad* pad, gpointer user) {
 
 void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const GifTimeline> timeline) {
   if (!timeline || timeline->pts_ns.empty()) return;
+  if (timeline->mended) {
+    // A blocking probe, as only those are asked before a pull (and may answer it); PASS lets the others by.
+    GstPad* sink = gst_element_get_static_pad(demuxer, "sink");
+    if (sink) {
+      gst_pad_add_probe(sink, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_PULL | GST_PAD_PROBE_TYPE_BLOCK),
+                        &on_gif_pull, new std::shared_ptr<const std::string>(timeline->mended),
+                        [](gpointer data) { delete static_cast<std::shared_ptr<const std::string>*>(data); });
+      gst_object_unref(sink);
+    }
+  }
   g_signal_connect_data(demuxer, "pad-added", G_CALLBACK(&on_gif_pad_added),
                         new std::shared_ptr<const GifTimeline>(std::move(timeline)),
                         [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<const GifTimeline>*>(data); },

@@ -29,6 +29,11 @@ struct GifTimeline {
   // Its trailer (';') was read: the file ends as a GIF ends (a file cut short is said, and ends after
   // its last whole frame, where libav's reader gives it).
   bool whole = false;
+  size_t frames_end = 0;  // the byte after the last whole frame's
+  // A file cut short, as its reader is given it (read_gif_timeline): its bytes up to its last whole
+  // frame's end and a trailer. libav's GIF reader never ends a file without its trailer (it looks for
+  // the next block for ever: a core at 100%, no frame given when the file is small).
+  std::shared_ptr<const std::string> mended;
   int64_t last_pts_ns() const { return pts_ns.empty() ? -1 : pts_ns.back(); }
 };
 
@@ -39,7 +44,8 @@ Result<GifTimeline> parse_gif_timeline(std::string_view bytes);
 Result<GifTimeline> read_gif_timeline(const std::string& path);
 
 // On decodebin's avdemux_gif: its source pads end the stream after the last frame's packet (and drop
-// anything after it).
+// anything after it); a file cut short is read as `mended` (its sink pad's pulls at and after the last
+// whole frame's end are answered from it).
 void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const GifTimeline> timeline);
 
 }  // namespace vapipe

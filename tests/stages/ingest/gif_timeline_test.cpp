@@ -53,7 +53,10 @@ TEST(GifTimeline, AFileCutShortKeepsItsWholeFramesAndOtherBytesAreErrors) {
   ASSERT_TRUE(without_trailer.ok());
   EXPECT_EQ(without_trailer->pts_ns.size(), 12u);
   EXPECT_FALSE(without_trailer->whole);
+  EXPECT_EQ(without_trailer->frames_end, bytes.size() - 1);  // (where its trailer would be)
   EXPECT_TRUE(parse_gif_timeline(bytes)->whole);
+  EXPECT_LT(cut->frames_end, bytes.size() * 6 / 10);
+  EXPECT_EQ(bytes[cut->frames_end], '\x21');  // (the next frame's Graphic Control Extension)
 
   const auto first_cut = parse_gif_timeline(std::string_view(bytes).substr(0, 200));
   ASSERT_FALSE(first_cut.ok());

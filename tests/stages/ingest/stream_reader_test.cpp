@@ -590,6 +590,32 @@ TEST_F(StreamReaderTest, AGifsPartIsDecodedFromItsStartAndOneCutShortEnds) {
   EXPECT_EQ(whole_frames.messages.back().kind, MessageKind::kStreamEnd);
 }
 
+// A small GIF cut short (a download that stopped: no trailer, or cut inside its last frame) hung the
+// job: libav's reader gave no frame at all and looked for the next block for ever. It is read as its
+// whole frames and a trailer (gif_timeline.h), and ends.
+TEST_F(StreamReaderTest, ASmallGifCutShortGivesItsWholeFramesAndEnds) {
+  const std::string path = (dir_ / "four.gif").string();
+  const std::string make = "python3 -c \"import sys; sys.path.insert(0, '" + std::string(VAPIPE_SOURCE_DIR) +
+                           "/tests/media'); import make_gif; open('" + path + "', 'wb').write(make_gif.gif([10] * 4, loop=False))\"";
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // (cut bytes, whole frames): no trailer; inside the last frame's picture.
+  for (const auto& [cut_bytes, whole] : {std::pair<size_t, size_t>{1, 4}, {30, 3}}) {
+    const std::string cut = (dir_ / ("cut" + std::to_string(cut_bytes) + ".gif")).string();
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - cut_bytes);
+    const CollectingEmitter out = read_whole(cut, ingest_, "cut");
+    const auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), whole) << cut_bytes << ": " << (out.messages.empty() ? "" : out.messages.back().event.message);
+    for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i]->env.pts_ns, static_cast<int64_t>(i) * 100'000'000) << i;
+    ASSERT_FALSE(out.messages.empty());
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << out.messages.back().event.message;
+  }
+}
+
 // A raw MJPEG file (JPEG pictures one after another) has no clock: jpegparse timed its first picture 0
 // and none after, so its results had pts_ms null and from/to/max_fps could not pick frames. Each is
 // timed one frame after the one before, at 25 frames/s (the file says no rate; ffmpeg takes 25 too).
