@@ -150,6 +150,18 @@ struct GifEnd {
 
 GstPadProbeReturn on_gif_packet(GstPad* pad, GstPadProbeInfo* info, gpointer user) {
   auto& end = *static_cast<GifEnd*>(user);
+  if (info->type & GST_PAD_PROBE_TYPE_QUERY_UPSTREAM) {
+    // Its duration, as its frames are timed: libav counts a frame without a Graphic Control Extension
+    // as 0 ms long (its pictures are timed 100 ms apart: a started event's duration_ms and a summary's
+    // media_s fell short).
+    GstQuery* query = GST_PAD_PROBE_INFO_QUERY(info);
+    GstFormat format = GST_FORMAT_UNDEFINED;
+    if (!query || GST_QUERY_TYPE(query) != GST_QUERY_DURATION) return GST_PAD_PROBE_OK;
+    gst_query_parse_duration(query, &format, nullptr);
+    if (format != GST_FORMAT_TIME) return GST_PAD_PROBE_OK;
+    gst_query_set_duration(query, GST_FORMAT_TIME, end.timeline->last_pts_ns() + end.timeline->duration_ns.back());
+    return GST_PAD_PROBE_HANDLED;
+  }
   if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
     // A seek: its flush, and the segment it begins (the untimed packets are counted from there).
@@ -203,7 +215,9 @@ GstPadProbeReturn on_gif_pull(GstPad*, GstPadProbeInfo* info, gpointer user) {
 void on_gif_pad_added(GstElement*, GstPad* pad, gpointer user) {
   if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
   auto* end = new GifEnd{*static_cast<std::shared_ptr<const GifTimeline>*>(user)};
-  gst_pad_add_probe(pad, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+  gst_pad_add_probe(pad,
+                    static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
+                                                 GST_PAD_PROBE_TYPE_QUERY_UPSTREAM),
                     &on_gif_packet, end, [](gpointer data) { delete static_cast<GifEnd*>(data); });
 }
 

@@ -616,6 +616,24 @@ TEST_F(StreamReaderTest, ASmallGifCutShortGivesItsWholeFramesAndEnds) {
   }
 }
 
+// A GIF frame without a Graphic Control Extension is shown 100 ms (as ffmpeg and browsers show it); libav
+// counted it 0 ms long in the file's duration (a started event's duration_ms of 100 for 3 frames timed 0,
+// 100, 200 ms: a summary's media_s short).
+TEST_F(StreamReaderTest, AGifsDurationCountsItsFramesWithoutADelay) {
+  const std::string path = (dir_ / "no-delays.gif").string();
+  const std::string make = "python3 -c \"import sys; sys.path.insert(0, '" + std::string(VAPIPE_SOURCE_DIR) +
+                           "/tests/media'); import make_gif; open('" + path +
+                           "', 'wb').write(make_gif.gif([10, None, None], loop=False))\"";
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  const CollectingEmitter out = read_whole(path, ingest_, "gif");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[2]->env.pts_ns, 200'000'000);
+  const auto started = of_kind(out, MessageKind::kStreamStart);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0]->event.duration_ns, 300'000'000);
+}
+
 // A raw MJPEG file (JPEG pictures one after another) has no clock: jpegparse timed its first picture 0
 // and none after, so its results had pts_ms null and from/to/max_fps could not pick frames. Each is
 // timed one frame after the one before, at 25 frames/s (the file says no rate; ffmpeg takes 25 too).
