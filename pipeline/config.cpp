@@ -173,6 +173,9 @@ class TypoSource {
   virtual bool typo(YAML::Node* at, std::string* path, std::string* like) const = 0;
 };
 
+// The line a key's value is on (1-based), 0 when it is not in the file.
+int line_of(const YAML::Node& node) { return node.IsDefined() && node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
+
 class Context {
  public:
   explicit Context(std::string source) : source_(std::move(source)) {}
@@ -1576,6 +1579,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
   {
     MapReader r(ctx, top.child("ingest"), "ingest");
     r.choice("decoder", &c.ingest.decoder, {"auto", "cpu", "nvdec"});
+    c.ingest.decoder_line = line_of(r.child("decoder"));
     r.uint("queue_capacity", &c.ingest.queue_capacity, 1, 4096);
     std::string policy = queue_policy_name(c.ingest.queue_policy);
     r.choice("queue_policy", &policy, {"block", "drop_oldest"});
@@ -1609,6 +1613,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
   {
     MapReader r(ctx, top.child("preprocess"), "preprocess");
     r.choice("device", &c.preprocess.device, {"auto", "cpu", "cuda"});
+    c.preprocess.device_line = line_of(r.child("device"));
     r.uint("width", &c.preprocess.width, 1, 4096);
     r.uint("height", &c.preprocess.height, 1, 4096);
     r.floats3("mean", &c.preprocess.mean, false);
@@ -1649,6 +1654,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.str("labels", &c.infer.labels);
     r.str("model_name", &c.infer.model_name);
     r.str("device", &c.infer.device);
+    c.infer.device_line = line_of(r.child("device"));
     r.uint("top_k", &c.infer.top_k, 1, 1000);
     r.uint("warmup_batches", &c.infer.warmup_batches, 1, 100);
     r.uint("threads", &c.infer.threads, 0, 1024);

@@ -109,6 +109,7 @@ struct JobConfig {
 
 struct IngestConfig {
   std::string decoder = "auto";  // auto | cpu | nvdec
+  int decoder_line = 0;          // where it is set, for placement errors (0: not set)
   // Decoded frames buffered per stream; default: 4 in archive mode (back-pressure holds the decoder
   // anyway, and each 1080p frame held is 3 MB per stream: 16 files at once, 8 -> 4 took ingest's
   // memory from 1,140 to 951 MB at the same speed), 8 in live mode (what a burst may queue before the
@@ -162,6 +163,7 @@ struct IngestConfig {
 
 struct PreprocessConfig {
   std::string device = "auto";  // auto (cuda when the lane has a GPU) | cpu | cuda
+  int device_line = 0;          // where it is set, for placement errors (0: not set)
   uint32_t width = 224;
   uint32_t height = 224;
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
@@ -194,6 +196,7 @@ struct InferConfig {
   std::string labels;      // one label per line
   std::string model_name;  // defaults to the model file's stem
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  int device_line = 0;          // where it is set, for placement errors (0: not set)
   uint32_t top_k = 3;
   uint32_t warmup_batches = 3;
   uint32_t threads = 0;    // intra-op threads; 0 = every CPU of the machine

@@ -101,21 +101,21 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
       c.gpus.kind == GpuSelection::Kind::kNone ? std::string("the config says gpus: none") : have;
   if (!any_gpu) {
     if (c.ingest.decoder == "nvdec") {
-      return InvalidArgument(where(c, 0, "ingest.decoder") + "nvdec needs a GPU, but " + no_gpu_reason +
+      return InvalidArgument(where(c, c.ingest.decoder_line, "ingest.decoder") + "nvdec needs a GPU, but " + no_gpu_reason +
                              " (use auto or cpu)");
     }
     if (c.preprocess.device == "cuda") {
-      return InvalidArgument(where(c, 0, "preprocess.device") + "cuda needs a GPU, but " + no_gpu_reason +
+      return InvalidArgument(where(c, c.preprocess.device_line, "preprocess.device") + "cuda needs a GPU, but " + no_gpu_reason +
                              " (use auto or cpu)");
     }
     if (c.infer.device.rfind("cuda", 0) == 0) {
-      return InvalidArgument(where(c, 0, "infer.device") + c.infer.device + " needs a GPU, but " + no_gpu_reason +
+      return InvalidArgument(where(c, c.infer.device_line, "infer.device") + c.infer.device + " needs a GPU, but " + no_gpu_reason +
                              " (use auto or cpu)");
     }
   }
   const int pinned = pinned_infer_gpu(c);
   if (pinned >= 0 && pinned >= visible_gpus) {
-    return InvalidArgument(where(c, 0, "infer.device") + "GPU " + std::to_string(pinned) + " does not exist; " + have);
+    return InvalidArgument(where(c, c.infer.device_line, "infer.device") + "GPU " + std::to_string(pinned) + " does not exist; " + have);
   }
   const size_t lane_count =
       any_gpu                ? gpus.size()

@@ -131,11 +131,12 @@ TEST(Placement, GpusNoneRunsOnTheCpuEvenWithGpus) {
   EXPECT_EQ(p->lanes[0].decoder, Decoder::kCpu);
 }
 
+// (at the key's line: they had none, where gpus had one)
 TEST(Placement, CudaOrNvdecAskedForWithoutAGpuIsAnErrorNamingTheKey) {
   for (auto [blocks, key] : std::vector<std::pair<std::string, std::string>>{
-           {"ingest: {decoder: nvdec}\ninfer: {model: m.pt, labels: m.txt}\n", "ingest.decoder: nvdec needs a GPU"},
-           {"preprocess: {device: cuda}\ninfer: {model: m.pt, labels: m.txt}\n", "preprocess.device: cuda needs a GPU"},
-           {"infer: {model: m.pt, labels: m.txt, device: cuda}\n", "infer.device: cuda needs a GPU"}}) {
+           {"ingest: {decoder: nvdec}\ninfer: {model: m.pt, labels: m.txt}\n", "job.yaml:2: ingest.decoder: nvdec needs a GPU"},
+           {"preprocess: {device: cuda}\ninfer: {model: m.pt, labels: m.txt}\n", "job.yaml:2: preprocess.device: cuda needs a GPU"},
+           {"infer:\n  {model: m.pt, labels: m.txt, device: cuda}\n", "job.yaml:3: infer.device: cuda needs a GPU"}}) {
     auto c = load_config_string("streams: [{id: a, uri: \"test://ball?frames=1\"}]\n" + blocks, "job.yaml", "/cfg");
     ASSERT_TRUE(c.ok()) << c.status().message();
     auto p = plan_placement(*c, 0);
