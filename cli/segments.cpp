@@ -188,6 +188,7 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         h.frames += s.frames;
         h.score_sum += s.score_sum;
         h.damaged_frames += s.damaged_frames;
+        h.reconnections = s.reconnects_before + s.reconnections - h.reconnects_before;
         if (better_best(s.best_damaged, s.best_score, h.best_damaged, h.best_score)) {
           h.best_seq = s.best_seq;
           h.best_ms = s.best_ms;
@@ -209,6 +210,8 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
   };
   // A frame of stream `id`, at `pos` among its frames (its seq; a join's place across its files), from
   // the join member `member` ("" when not joined).
+  // Per stream: its camera's lost connections that its segments went on across (--reconnect-grace).
+  std::map<std::string, uint64_t> reconnects_within_grace;
   auto add_frame = [&](const std::string& id, const std::string& member, uint64_t pos, const FrameFacts& f) {
     std::map<std::string, Segment>& stream_open = open[id];
     for (auto it = stream_open.begin(); it != stream_open.end();) {  // a label gone, or a frame missing
@@ -242,7 +245,9 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
         s.start_stream = member;
         s.start_capture_ms = f.capture_ms;
         s.start_camera_ms = f.camera_ms;
+        s.reconnects_before = reconnects_within_grace[id];
       }
+      s.reconnections = reconnects_within_grace[id] - s.reconnects_before;
       s.end_ms = f.pts;
       s.end_seq = f.seq;
       s.end_pos = pos;
@@ -433,7 +438,11 @@ Status for_each_segment(const std::vector<SegmentInput>& inputs, const SegmentOp
           end_segments_of(id);  // its restarted lane's frames came on a new timeline
         }
         if (auto lost = lost_at.find(id); lost != lost_at.end()) {
-          if (f.capture_ms < 0 || f.capture_ms - lost->second > options.reconnect_grace_s * 1000) end_segments_of(id);
+          if (f.capture_ms < 0 || f.capture_ms - lost->second > options.reconnect_grace_s * 1000) {
+            end_segments_of(id);
+          } else {
+            ++reconnects_within_grace[id];
+          }
           lost_at.erase(lost);  // (back in time: its segments go on as its labels do)
         }
         if (f.pts >= 0) last_pts[id] = f.pts;
@@ -540,7 +549,7 @@ std::string csv_field(const std::string& text) {
 
 std::string segment_csv_header() {
   return "stream_id,label,from,to,frames,score_mean,start_ms,end_ms,start_seq,end_seq,best_seq,best_ms,best_score,"
-         "best_capture_unix_ms,damaged_frames,start_capture_unix_ms,end_capture_unix_ms,start_camera_unix_ms,"
+         "best_capture_unix_ms,damaged_frames,reconnections,start_capture_unix_ms,end_capture_unix_ms,start_camera_unix_ms,"
          "end_camera_unix_ms,"
          "start_stream_id,end_stream_id,best_stream_id,picture";
 }
@@ -566,7 +575,7 @@ std::string segment_csv_row(const Segment& s, const std::string& from, const std
       s.stream_id, s.label, from == "-" ? "" : from, to == "-" ? "" : to, std::to_string(s.frames),
       score(s.score_mean()), ms(s.start_ms), ms(s.end_ms), std::to_string(s.start_seq), std::to_string(s.end_seq),
       std::to_string(s.best_seq), ms(s.best_ms), s.best_score < 0 ? "" : score(s.best_score), ms(s.best_capture_ms),
-      std::to_string(s.damaged_frames), ms(s.start_capture_ms), ms(s.end_capture_ms), ms(s.start_camera_ms), ms(s.end_camera_ms), s.start_stream,
+      std::to_string(s.damaged_frames), std::to_string(s.reconnections), ms(s.start_capture_ms), ms(s.end_capture_ms), ms(s.start_camera_ms), ms(s.end_camera_ms), s.start_stream,
       s.end_stream, s.best_stream, picture};
   std::string line;
   for (size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(fields[i]);

@@ -58,6 +58,11 @@ struct Segment {
   // network: maybe smeared); its best frame is a whole one where it has any.
   uint64_t damaged_frames = 0;
   bool best_damaged = false;
+  // The lost connections of its camera it went on across (--reconnect-grace: the camera back in time
+  // with the same label), as the bus's segments count them; `reconnects_before`: its stream's count of
+  // those at its first frame.
+  uint64_t reconnections = 0;
+  uint64_t reconnects_before = 0;
   // The JPEG its live job took as it began (publish.segments_pictures_dir: a `picture` message on
   // segments/<id> of its label, begun within it), where that job wrote it; "": none.
   std::string live_picture;

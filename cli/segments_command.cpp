@@ -365,7 +365,7 @@ int segments_command(const std::vector<std::string>& args) {
                        {"start_seq", s.start_seq}, {"end_seq", s.end_seq}, {"frames", s.frames},
                        {"score_mean", s.score_mean()}, {"best_seq", s.best_seq}, {"best_ms", ms(s.best_ms)},
                        {"best_score", s.best_score}, {"best_capture_unix_ms", ms(s.best_capture_ms)},
-                       {"damaged_frames", s.damaged_frames},
+                       {"damaged_frames", s.damaged_frames}, {"reconnections", s.reconnections},
                        {"start_capture_unix_ms", ms(s.start_capture_ms)}, {"end_capture_unix_ms", ms(s.end_capture_ms)},
                        {"start_camera_unix_ms", ms(s.start_camera_ms)}, {"end_camera_unix_ms", ms(s.end_camera_ms)}};
       if (!s.start_stream.empty()) {  // a --join's: the files its frames are in (their seq and ms are theirs)

@@ -539,10 +539,13 @@ TEST(Segments, ACameraBackWithinTheReconnectGraceKeepsItsSegment) {
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].start_seq, 0u);
   EXPECT_EQ(s[0].end_seq, 4u);
+  EXPECT_EQ(s[0].reconnections, 1u);  // (as the bus's segment counts it: --json had no such field)
   s = segments_of(back_at(t + 4000, "bus"), options);  // back with another label: that one begins
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].end_seq, 2u);
+  EXPECT_EQ(s[0].reconnections, 0u);
   EXPECT_EQ(s[1].label, "bus");
+  EXPECT_EQ(s[1].reconnections, 0u);
   s = segments_of(back_at(t + 11000, "car"), options);  // back too late
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].end_seq, 2u);
@@ -777,7 +780,7 @@ TEST(Segments, CsvLinesQuoteWhatNeedsItAndLeaveUnknownNumbersEmpty) {
                                              result("a", 1, "tench, Tinca tinca", 0.75));
   ASSERT_EQ(s.size(), 1u);
   const std::string row = segment_csv_row(s[0], "0:00.000", "0:00.100", "");
-  EXPECT_EQ(row, "a,\"tench, Tinca tinca\",0:00.000,0:00.100,2,0.6250,0,100,0,1,1,100,0.7500,,0,,,,,,,,");
+  EXPECT_EQ(row, "a,\"tench, Tinca tinca\",0:00.000,0:00.100,2,0.6250,0,100,0,1,1,100,0.7500,,0,0,,,,,,,,");
   // As many fields as the header names (the quoted comma is not a field's end).
   auto fields = [](const std::string& line) {
     size_t n = 1;

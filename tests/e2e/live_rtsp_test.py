@@ -426,6 +426,13 @@ class LiveRtsp(E2ETest):
         self.assertEqual(segments, [("began", "pinwheel", 0), ("ended", "pinwheel", 0)], said)
         ended = [g for g in said if g["event"] == "ended"][0]
         self.assertEqual(ended["reconnections"], 1, ended)
+        # `vapipe segments` over what the bus sent says the same segment, reconnection counted.
+        cli = subprocess.run([VAPIPE, "segments", self.subscriber.path, "--json", "--min-frames", "15",
+                              "--reconnect-grace", "30"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        listed = [json.loads(line) for line in cli.stdout.splitlines()]
+        self.assertEqual([(g["label"], g["start_seq"], g["reconnections"]) for g in listed],
+                         [("pinwheel", 0, 1)], cli.stdout)
         clips = [g for g in said if g["event"] == "clip"]
         self.assertEqual([(c["part"], c["continues"], c["error"]) for c in clips], [(1, True, None), (2, False, None)],
                          (clips, [line for line in run.stderr.splitlines() if "clip" in line]))
