@@ -69,6 +69,7 @@ void ResultsFile::append(std::string_view line) {
 
 Status ResultsFile::flush() {
   if (buffer_.empty()) return Status::Ok();
+  if (!cannot_write_again_.empty()) return Unavailable(cannot_write_again_);  // (follow_path tries again)
   if (fd_ < 0) VAPIPE_RETURN_IF_ERROR(open_fd());
   size_t written = 0;
   int err = 0;
@@ -115,11 +116,14 @@ std::string path_of_open_file(int fd) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string("(somewhere unknown)");
 }
 
-// Copies what `from` holds to a new file at `path` (not one there already); its descriptor, or -1 and why.
-int copy_to_new_file(int from, const std::string& path, std::string* why) {
+// Copies what `from` holds to a new file at `path` (not one there already); its descriptor, or -1 and why
+// (`opening`: the errno of a file that could not be made at all, else 0).
+int copy_to_new_file(int from, const std::string& path, std::string* why, int* opening) {
+  *opening = 0;
   const int to = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (to < 0) {
-    *why = std::strerror(errno);
+    *opening = errno;
+    *why = std::strerror(*opening);
     return -1;
   }
   const std::string again = "/proc/self/fd/" + std::to_string(from);
@@ -171,18 +175,27 @@ std::string ResultsFile::follow_path(bool begin_anew_when_moved) {
   const bool deleted = open_st.st_nlink == 0;
   if (deleted && !something_there) {
     std::string why;
-    const int fresh = copy_to_new_file(fd_, path_, &why);
+    int opening = 0;
+    int fresh = copy_to_new_file(fd_, path_, &why, &opening);
+    bool folder_made = false;
+    if (fresh < 0 && opening == ENOENT) {  // its folder went with it (an `rm -rf` of the output)
+      std::error_code ec;
+      folder_made = std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+      if (folder_made) fresh = copy_to_new_file(fd_, path_, &why, &opening);
+    }
     if (fresh < 0) {
+      cannot_write_again_ = path_ + " was deleted while the job ran, and cannot be written again there (" + why + ")";
       const std::string said = "deleted:" + why;
       if (std::exchange(said_apart_, said) == said) return "";
-      return path_ + " was deleted while the job ran, and cannot be written again there (" + why +
-             "): the results go on into the deleted file, and are lost when the job ends";
+      return cannot_write_again_ + ": it takes no more lines until it can (tried again at each flush)";
     }
     ::close(fd_);
     fd_ = fresh;
     said_apart_.clear();
-    return path_ + " was deleted while the job ran: it is written again there, whole (" +
-           std::to_string(open_st.st_size) + " bytes so far), and the results go on into it";
+    cannot_write_again_.clear();
+    return path_ + " was deleted while the job ran" + (folder_made ? " with its folder (made again)" : "") +
+           ": it is written again there, whole (" + std::to_string(open_st.st_size) +
+           " bytes so far), and the results go on into it";
   }
   if (begin_anew_when_moved) {
     const std::string was = path_of_open_file(fd_);

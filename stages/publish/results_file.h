@@ -50,7 +50,11 @@ class ResultsFile {
   // does, or nothing new happened since the last call). Found 2026-12-07: a file deleted while the job
   // ran took every result after it with it, in silence, and a second job could take its path.
   //  - Deleted: it is written again at `path`, whole (its lines so far read back from the open file),
-  //    and written on there: nothing is lost.
+  //    and written on there: nothing is lost. Its folder deleted with it is made again. One that cannot
+  //    be written again (a folder made read-only) takes no more lines: flush() refuses them, as a full
+  //    disk's file does (an archive job stops; a live job keeps them), and they go into it once it can
+  //    be (found 2026-12-07: they went on into the deleted file, lost with it, and the job said
+  //    "finished", exit 0).
   //  - Moved (renamed: logrotate's `create`, a person tidying up) with `begin_anew_when_moved` (a live
   //    job's file): a new file is begun at `path`. Without it (an archive job's, whose --resume reads
   //    `path` whole), the lines go on into the moved file, which is named.
@@ -70,6 +74,7 @@ class ResultsFile {
   std::string buffer_;  // whole lines, each ending in '\n'
   uint64_t buffered_lines_ = 0;
   std::string said_apart_;  // follow_path: where the open file was said to be, apart from path_
+  std::string cannot_write_again_;  // follow_path: why a deleted file cannot be written again ("": it can)
 };
 
 }  // namespace vapipe

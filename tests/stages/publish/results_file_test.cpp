@@ -113,6 +113,45 @@ TEST(ResultsFile, AFileDeletedWhileWrittenIsWrittenAgainWholeAndOneMovedIsFollow
   EXPECT_EQ(read_all(moved), lines(0, 6));
 }
 
+// Its folder deleted with it (an `rm -rf` of the output folder) is made again, and the file written again
+// whole there. One that cannot be written again takes no line (before: they went on into the deleted
+// file and were lost with it, and the job said it finished) until it can: then every line is there once.
+TEST(ResultsFile, AFileDeletedWithItsFolderIsWrittenAgainWholeAndOneThatCannotBeRefusesLinesUntilItCan) {
+  const std::filesystem::path dir = std::filesystem::path(temp_path("x")).parent_path() / "gone" / "out";
+  std::filesystem::remove_all(dir.parent_path());
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "r.jsonl").string();
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  for (int i = 0; i < 3; ++i) file->append(line(i));
+  ASSERT_TRUE(file->flush().ok());
+  std::filesystem::remove_all(dir.parent_path());
+  const std::string made_again = file->follow_path(false);
+  EXPECT_NE(made_again.find(path + " was deleted while the job ran with its folder (made again): it is written again "
+                            "there, whole"), std::string::npos) << made_again;
+  file->append(line(3));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(0, 4));
+
+  // Deleted, and its folder's place taken by a file: nothing can be written there.
+  std::filesystem::remove_all(dir);
+  { std::ofstream(dir.string()) << "not a folder"; }
+  const std::string cannot = file->follow_path(false);
+  EXPECT_NE(cannot.find(path + " was deleted while the job ran, and cannot be written again there ("), std::string::npos)
+      << cannot;
+  file->append(line(4));
+  const Status refused = file->flush();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find(path + " was deleted while the job ran"), std::string::npos) << refused.message();
+  EXPECT_EQ(file->buffered_lines(), 1u);  // kept
+  std::filesystem::remove(dir);
+  EXPECT_NE(file->follow_path(false).find("with its folder (made again)"), std::string::npos);
+  file->append(line(5));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(0, 6));
+  std::filesystem::remove_all(dir.parent_path());
+}
+
 // The disk refuses a block in the middle of a line: the part of the line it took is cut off again,
 // the lines it did not take stay buffered, in order, and go out once it takes them: the file then
 // holds every line once, whole.
