@@ -99,6 +99,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
       if (plan.complete()) {  // the job finished: the file is whole
         plan.keep_bytes = offset + line.size() + 1;
         ++plan.kept_lines;
+        plan.summarized = true;
         break;
       }
       // Streams the file has never heard of: the config gained them (a glob over a folder that grew)

@@ -258,7 +258,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       "streams[].settle_s leaves such files for a later run); give it a new id, or run without "
                       "--resume, to classify it again", s.id, escape_invalid_utf8(file_uri_path(s.uri)), p.file_bytes, now, p.results);
     }
-    if (plan->complete() && plan->cut_reason.empty() && !config.watches_folders()) {
+    // (Every stream ended, but no summary: the run stopped as it wrote it, a full disk: this run writes it.)
+    if (plan->complete() && plan->summarized && plan->cut_reason.empty() && !config.watches_folders()) {
       VAPIPE_LOG_INFO("job '{}' is already complete in {}: every stream has ended there; nothing to resume",
                       config.job.name, jsonl);
       // As the run that ended them: a stream that failed there is still failed (exit 3, each named),

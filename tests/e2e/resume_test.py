@@ -90,6 +90,20 @@ class Resume(E2ETest):
         self.assertIn("is already complete in " + jsonl, err)
         self.assertEqual(os.path.getsize(jsonl), size)
 
+        # One whose summary is missing (the disk filled as it was written) gets it, once, and no result
+        # again.
+        with open(jsonl) as f:
+            lines = f.readlines()
+        with open(jsonl, "w") as f:
+            f.writelines(lines[:-1])
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        with open(jsonl) as f:
+            again = f.readlines()
+        self.assertEqual(again[:-1], lines[:-1])
+        self.assertEqual(json.loads(again[-1])["topic"], "job/summary")
+        self.assertEqual(json.loads(again[-1])["payload"]["frames"], summary["frames"])
+
     def test_a_killed_job_with_streams_of_one_source_resumes_each_of_them_exactly_once(self):
         """streams[].source: a clip decoded once for three streams (itself and two regions). Killed
         mid-job, the three have different counts in the file (publish writes them as they come); the

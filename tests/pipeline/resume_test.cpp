@@ -163,8 +163,17 @@ TEST_F(ResumePlanTest, AFinishedJobIsCompleteAndKeptWhole) {
   auto plan = read_resume_plan(config_);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_TRUE(plan->complete());
+  EXPECT_TRUE(plan->summarized);
   EXPECT_TRUE(plan->cut_reason.empty()) << plan->cut_reason;
   EXPECT_EQ(plan->keep_bytes, whole.size());
+
+  // Every stream ended but the summary is not there (the disk filled as it was written): a resume writes
+  // it (before, "already complete: nothing to resume", and the file never had one).
+  write(whole.substr(0, whole.find("{\"topic\":\"job/summary\"")));
+  plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->complete());
+  EXPECT_FALSE(plan->summarized);
 }
 
 // A finished job whose config gained a stream since (a glob over a folder that grew): the new stream
