@@ -233,6 +233,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     auto plan = read_resume_plan(config);
     if (!plan.ok()) {
       VAPIPE_LOG_ERROR("--resume: {}", plan.status().message());
+      cleanup_job_resources(config, job_id, lanes);  // (its run folder: found left, empty)
       return RunOutcome{kExitUsage};
     }
     const std::string& jsonl = config.publish.jsonl_path;
@@ -280,6 +281,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       std::filesystem::resize_file(jsonl, plan->keep_bytes, ec);
       if (ec) {
         VAPIPE_LOG_ERROR("--resume: cannot cut {} to {} bytes: {}", jsonl, plan->keep_bytes, ec.message());
+        cleanup_job_resources(config, job_id, lanes);  // (its run folder: found left, empty)
         return RunOutcome{kExitUsage};
       }
     }
@@ -294,6 +296,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     const std::string plan_path = layout.run_dir + "/resume.json";
     if (Status s = write_resume_plan(*plan, plan_path); !s.ok()) {
       VAPIPE_LOG_ERROR("--resume: {}", s.message());
+      cleanup_job_resources(config, job_id, lanes);  // (its run folder: found left, empty)
       return RunOutcome{kExitUsage};
     }
     setenv(kResumePlanEnv, plan_path.c_str(), 1);  // inherited by every stage
