@@ -153,6 +153,9 @@ std::optional<uint32_t> set_jitter_buffer(GstElement* pipeline, uint32_t ms) {
 // A stream's reconnection attempts said each in the log; after them, one every kAttemptsSaidEvery.
 constexpr uint32_t kAttemptsEachSaid = 10;
 constexpr std::chrono::minutes kAttemptsSaidEvery{10};
+// How long an RTSP server may take to answer DESCRIBE, at least (stall_timeout_s when longer): an NVR
+// waking a channel took 12 s.
+constexpr std::chrono::seconds kRtspAnswerWait{30};
 
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
 constexpr const char* kNoVideoPad = "no video stream to decode";
@@ -243,7 +246,17 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
     } else if (err->code == GST_RESOURCE_ERROR_READ && source_type == "GstRTSPSrc" && debug &&
                std::strstr(debug, "Parse error")) {
       // Its answer was no RTSP at all (an HTTP server's, random bytes): "Could not read from resource".
-      if (const std::string not_rtsp = not_an_rtsp_server(stream); !not_rtsp.empty()) text += ": " + not_rtsp;
+      const std::string not_rtsp = not_an_rtsp_server(stream);
+      text += ": " + (!not_rtsp.empty() ? not_rtsp : "its server's answer is not RTSP (another kind of server on that port?)");
+    } else if (err->code == GST_RESOURCE_ERROR_READ && source_type == "GstRTSPSrc" && debug &&
+               std::strstr(debug, "Timeout while waiting for server response")) {
+      // (rtspsrc's tcp-timeout, 20 s)
+      text += ": its server took the connection but did not answer in time (a hung camera, or another kind of server "
+              "on that port?)";
+    } else if (err->code == GST_RESOURCE_ERROR_READ && source_type == "GstRTSPSrc" && debug &&
+               std::strstr(debug, "Received end-of-file")) {
+      text += ": its server closed the connection (a camera restarting, or one that takes no more clients; or another "
+              "kind of server on that port)";
     }
   }
   // souphttpsrc (1.22) says only "Internal data stream error" when it cannot connect: a connection of
@@ -522,6 +535,13 @@ struct StreamReader::Impl {
   // read back from the jitter buffer once a reload set it (take_waiting_retune); -1: no RTSP connection
   // yet (StreamReader::jitter_buffer_ms).
   std::atomic<int32_t> jitter_buffer_ms{-1};
+  // The connection's RTSP handshake (steady-clock ns): since when its rtspsrc waits for the server's
+  // answer to DESCRIBE (0: not waiting), and when the answer came (0: none yet). The stall clock starts
+  // at the answer: an NVR that wakes a channel, or a camera on a slow link, may answer after more than
+  // stall_timeout_s (found 2026-12-07: one that answered after 12 s was torn down at 10 s, at every
+  // attempt, for ever).
+  std::atomic<int64_t> rtsp_asked_ns{0};
+  std::atomic<int64_t> rtsp_answered_ns{0};
   // set_ingest(): the job's ingest settings as a reload left them (under stop_mutex), taken by run()'s
   // thread (take_waiting_ingest), the only one that reads `ingest` once the stream runs.
   std::atomic<bool> ingest_waiting{false};
@@ -1077,6 +1097,16 @@ struct StreamReader::Impl {
     apply_tls_trust(source, *self);
     if (std::string(G_OBJECT_TYPE_NAME(source)) != "GstRTSPSrc" || !g_object_class_find_property(klass, "latency")) {
       return;
+    }
+    self->rtsp_answered_ns = 0;
+    self->rtsp_asked_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (g_signal_lookup("on-sdp", G_OBJECT_TYPE(source)) != 0) {
+      g_signal_connect(source, "on-sdp", G_CALLBACK(+[](GstElement*, gpointer, gpointer user) {
+                         auto* impl = static_cast<Impl*>(user);
+                         impl->rtsp_answered_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+                         impl->rtsp_asked_ns = 0;
+                       }),
+                       self);
     }
     const uint32_t latency_ms = self->ingest.rtsp_latency_ms_for(self->stream);
     g_object_set(source, "latency", static_cast<guint>(latency_ms), nullptr);
@@ -3030,9 +3060,20 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         const auto now = std::chrono::steady_clock::now();
         const std::chrono::steady_clock::time_point last_input{
             std::chrono::steady_clock::duration(s.decoder_input.last_input_ns.load())};
-        const auto quiet = now - std::max(last_frame, last_input);
+        const std::chrono::steady_clock::time_point answered{std::chrono::steady_clock::duration(s.rtsp_answered_ns.load())};
+        const auto quiet = now - std::max({last_frame, last_input, answered});
+        // Before the server's answer to DESCRIBE, its own time (at least kRtspAnswerWait); then the stall clock.
+        const int64_t asked_ns = s.rtsp_asked_ns.load();
+        const auto answer_wait = std::max<std::chrono::steady_clock::duration>(stall_after, kRtspAnswerWait);
         std::ostringstream os;
-        if (quiet > stall_after) {
+        if (asked_ns != 0 && s.stream.parsed.kind == UriKind::kNetwork) {
+          const auto asking = now - std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(asked_ns));
+          if (asking > answer_wait) {
+            os << "stalled: its server took the connection but has not answered the RTSP request (DESCRIBE) in "
+               << std::chrono::duration<double>(answer_wait).count() << " s (a hung camera, or another kind of server "
+               << "on that port?)";
+          }
+        } else if (quiet > stall_after) {
           os << "stalled: no frame for " << std::chrono::duration<double>(stall_after).count() << " s";
           // Nothing at all since it connected: a server that takes the connection and never answers (a
           // hung camera, another kind of server on that port), not a stream that stopped.

@@ -3,7 +3,9 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 import unittest
 import urllib.request
@@ -170,6 +172,57 @@ class LiveRtsp(E2ETest):
         self.assertNotIn("badpass", json.dumps(messages) + run.stderr)
         self.assertGreaterEqual(len(results_by_stream(messages).get("door", [])), 20)
         self.assertNotIn("locked", results_by_stream(messages))
+
+    def test_a_camera_that_answers_later_than_the_stall_timeout_is_connected(self):
+        """An NVR waking a channel answers DESCRIBE after some seconds: the stall clock starts at its
+        answer. Before, a camera answering after 4 s with stall_timeout_s 2 was torn down at 2 s, at every
+        attempt, for ever ("its server takes the connection but sends no stream")."""
+        camera, _ = self.start_camera_process("pinwheel")
+        camera_port = int(camera.split(":")[2].split("/")[0])
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        self.addCleanup(listener.close)
+
+        def pump(src, dst, hold_describe):
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    if hold_describe and b"DESCRIBE" in data:
+                        time.sleep(4)
+                    dst.sendall(data)
+            except OSError:
+                pass
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        def proxy():
+            while True:
+                try:
+                    client, _ = listener.accept()
+                except OSError:
+                    return
+                server = socket.create_connection(("127.0.0.1", camera_port))
+                threading.Thread(target=pump, args=(client, server, True), daemon=True).start()
+                threading.Thread(target=pump, args=(server, client, False), daemon=True).start()
+
+        threading.Thread(target=proxy, daemon=True).start()
+        slow = camera.replace(f":{camera_port}/", f":{listener.getsockname()[1]}/").replace("rtsp://", "rtspt://")
+        config, endpoint = write_config(self.dir, [("slow", slow)],
+                                        ingest={"reconnect_delay_s": 0.5, "reconnect_max_delay_s": 1, "stall_timeout_s": 2})
+        self.subscriber = Subscriber(endpoint, self.dir)
+        run = Run(config)
+        counts = self.wait_for_results({"slow": 20}, timeout=40)
+        self.assertGreaterEqual(counts["slow"], 20, run.stderr_so_far()[-4000:])
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), 0, run.stderr[-3000:])
+        self.assertNotIn("sends no stream", run.stderr)
 
     def test_a_camera_that_goes_away_and_comes_back_is_reconnected(self):
         """The yard camera's server dies and comes back on the same port a few seconds later: its
