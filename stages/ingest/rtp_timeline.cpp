@@ -19,7 +19,11 @@ GstClockTime RtpTimeline::restamp(GstClockTime pts, uint32_t rtp_time, uint32_t 
   // The nearest 64-bit value whose low 32 bits are rtp_time: a wrap forward, or a reordered packet.
   const auto step = static_cast<int32_t>(rtp_time - static_cast<uint32_t>(last_));
   const int64_t extended = static_cast<int64_t>(last_) + step;
-  if (extended < 0) return anchor();
+  // Back by more than kStepBack: the camera's clock stepped back (its encoder restarted it within the
+  // session), not a reordered packet; its times would go back and stand still until it caught up.
+  if (extended < 0 || static_cast<int64_t>(-step) > static_cast<int64_t>(kStepBack / GST_MSECOND) * clock_rate / 1000) {
+    return anchor();
+  }
   const int64_t since_first = extended - static_cast<int64_t>(first_);
   const int64_t offset = since_first >= 0
                              ? static_cast<int64_t>(gst_util_uint64_scale(static_cast<uint64_t>(since_first), GST_SECOND, clock_rate))

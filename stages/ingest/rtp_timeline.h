@@ -27,6 +27,10 @@ class RtpTimeline {
   // The clocks of a camera and of this host drift apart by some 10 to 100 parts per million: a day
   // at most. More than this apart, the RTP time jumped.
   static constexpr GstClockTime kResync = 60 * GST_SECOND;
+  // A B-frame's RTP time is before the frames sent ahead of it, by a few frames; a packet more than this
+  // before the last is of a clock that stepped back (found 2026-12-07: 8 s back froze a camera's pts_ms
+  // for 8 s, 241 results at one time, and max_fps sampled none of them).
+  static constexpr GstClockTime kStepBack = GST_SECOND;
 
  private:
   bool anchored_ = false;

@@ -43,8 +43,9 @@ TEST(RtpTimeline, FramesInDecodingOrderKeepTheirOwnTimes) {
   EXPECT_EQ(first_is_p.restamp(510 * kMs, 10 - 3000, 1, kRate), 500 * kMs - 33333333u);
 }
 
-// A new source (the camera's SSRC changed), another clock rate, or an RTP time a minute away from the
-// jitter buffer's (the camera's encoder restarted its clock): the times start from that packet's.
+// A new source (the camera's SSRC changed), another clock rate, an RTP time a minute away from the
+// jitter buffer's (the camera's encoder restarted its clock), or one that stepped back more than a
+// second: the times start from that packet's.
 TEST(RtpTimeline, ANewSourceOrARestartedRtpClockStartsAgainFromTheJitterBuffersTime) {
   RtpTimeline timeline;
   EXPECT_EQ(timeline.restamp(0, 1000, 1, kRate), 0u);
@@ -56,6 +57,13 @@ TEST(RtpTimeline, ANewSourceOrARestartedRtpClockStartsAgainFromTheJitterBuffersT
   EXPECT_EQ(timeline.restamp(600 * kMs, 123456789 + 18000, 2, 8000), 600 * kMs);  // another clock rate
   // A stall of 30 s (the RTP clock went on as long): within kResync, still the camera's time.
   EXPECT_EQ(timeline.restamp(30700 * kMs, 123456789 + 18000 + 30 * 8000, 2, 8000), 30600 * kMs);
+  // Its clock stepped back 8 s (within kResync): the times go on from the jitter buffer's, rising,
+  // and follow the camera's clock from there (before: 8 s of frames at one time).
+  const uint32_t back = 123456789 + 18000 + 22 * 8000;
+  EXPECT_EQ(timeline.restamp(30800 * kMs, back, 2, 8000), 30800 * kMs);
+  EXPECT_EQ(timeline.restamp(30905 * kMs, back + 800, 2, 8000), 30900 * kMs);
+  // 0.9 s back is a reordered frame's (a 1-frame-a-second camera's B-frame): its own time.
+  EXPECT_EQ(timeline.restamp(31000 * kMs, back + 800 - 7200, 2, 8000), 30000 * kMs);
   // Not known: as it is.
   EXPECT_EQ(timeline.restamp(GST_CLOCK_TIME_NONE, 1, 2, 8000), GST_CLOCK_TIME_NONE);
   EXPECT_EQ(timeline.restamp(700 * kMs, 1, 2, 0), 700 * kMs);
