@@ -102,6 +102,29 @@ Status check_authority(std::string_view uri, size_t authority_start) {
     return InvalidArgument("the uri's user name or password holds a '#' (its authority ends there): write it as %23 "
                            "(percent-escaped)" + std::string(at != std::string_view::npos ? ", and an '@' as %40" : ""));
   }
+  // "user:pa/ss@host:554/path": cut at the '/', the host is read from the password (the log's redaction
+  // then showed the rest of it), and the path's first part ends in "@host[:port]". Said as for '#'.
+  // (Only "@host:port" or "@1.2.3.4" there: "rtsp://cam/live@main" and ".../a@b.mp4" are paths.)
+  if (at != std::string_view::npos && authority_end < uri.size() && uri[authority_end] == '/') {
+    const size_t segment_end = std::min(uri.find_first_of("/?#", authority_end + 1), uri.size());
+    const size_t path_at = uri.find('@', authority_end + 1);
+    const std::string_view after = path_at < segment_end ? uri.substr(path_at + 1, segment_end - path_at - 1) : "";
+    const size_t port_colon = after.rfind(':');
+    const bool has_port = port_colon != std::string_view::npos && port_colon + 1 < after.size() &&
+                          std::all_of(after.begin() + static_cast<std::ptrdiff_t>(port_colon + 1), after.end(),
+                                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    const bool ipv4 = !after.empty() && std::count(after.begin(), after.end(), '.') == 3 &&
+                      std::all_of(after.begin(), after.end(),
+                                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+    const bool host_like = !after.empty() && std::all_of(after.begin(), after.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+    });
+    if (host_like && (has_port || ipv4)) {
+      return InvalidArgument("the uri's user name or password holds a '/' (its authority ends there, and the host "
+                             "is read from inside it): write it as %2F (percent-escaped)" +
+                             std::string(at != std::string_view::npos ? ", and an '@' as %40" : ""));
+    }
+  }
   // The port is what follows the host's last ':' ("[v6::addr]:554" keeps the brackets' colons).
   const size_t bracket = host_port.rfind(']');
   const size_t colon = host_port.rfind(':');

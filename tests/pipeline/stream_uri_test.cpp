@@ -107,6 +107,15 @@ TEST(StreamUri, AnUnescapedAtHashSlashOrQuestionMarkInAPasswordIsRefusedWithoutS
     EXPECT_NE(p.status().message().find(password.find('@') != std::string::npos ? "%40" : "%23"), std::string::npos)
         << password << ": " << p.status().message();
   }
+  // A '/' with an '@' in it: the host was read from inside the password (the log then showed its rest).
+  for (const std::string uri : {"rtsp://admin:p@s/s@127.0.0.1:40301/stream1", "rtsp://admin:p@ss:w/o%rd@127.0.0.1:40301/s",
+                                "rtsp://admin:p@s/s@10.0.0.5/stream1"}) {
+    auto p = parse_stream_uri(uri, "");
+    ASSERT_FALSE(p.ok()) << uri;
+    EXPECT_NE(p.status().message().find("holds a '/' (its authority ends there, and the host is read from inside it): "
+                                        "write it as %2F (percent-escaped), and an '@' as %40"), std::string::npos)
+        << p.status().message();
+  }
   for (const std::string password : {"50%off", "pass%", "a%4"}) {  // a '%' that starts no escape
     auto p = parse_stream_uri("rtsp://admin:" + password + "@10.0.0.5:554/stream1", "");
     ASSERT_FALSE(p.ok()) << password;
@@ -116,7 +125,8 @@ TEST(StreamUri, AnUnescapedAtHashSlashOrQuestionMarkInAPasswordIsRefusedWithoutS
   }
   for (const std::string uri : {"rtsp://admin:p%40ss%23w%3Ard@10.0.0.5:554/stream1", "rtsp://admin:secret@cam/ch1?x=@",
                                 "rtsp://10.0.0.5:554/live@main", "http://host/a@b.mp4", "rtsp://[fe80::1]:554/s",
-                                "udp://@239.0.0.1:5000", "rtsp://admin@cam.local/s", "rtsps://u:p:q@cam:322/s"}) {
+                                "udp://@239.0.0.1:5000", "rtsp://admin@cam.local/s", "rtsps://u:p:q@cam:322/s",
+                                "rtsp://admin:pw@cam/live@main", "http://u:p@host/a@b.mp4"}) {
     EXPECT_TRUE(parse_stream_uri(uri, "").ok()) << uri;
   }
   EXPECT_FALSE(parse_stream_uri("rtsp://cam.local:abc/s", "").ok());
