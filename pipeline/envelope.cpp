@@ -23,6 +23,11 @@ std::optional<StageKind> parse_stage_kind(std::string_view name) {
   return std::nullopt;
 }
 
+int64_t monotonic_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())

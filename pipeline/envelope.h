@@ -21,6 +21,9 @@ std::optional<StageKind> parse_stage_kind(std::string_view name);
 
 // Nanoseconds since the Unix epoch on the wall clock (comparable across processes on one host).
 int64_t wall_clock_ns();
+// Nanoseconds on the host's monotonic clock (CLOCK_MONOTONIC: comparable across processes on one host,
+// and never stepped as the wall clock is by NTP or a person): for how long something has lasted.
+int64_t monotonic_clock_ns();
 
 // A stream id is used in ZeroMQ topics and file names, so it is restricted to [A-Za-z0-9_.-]{1,64}.
 Status validate_stream_id(std::string_view id);

@@ -47,6 +47,7 @@ Status write_stage_stats(const StageStatsSnapshot& s, const std::string& path) {
                    {"send_blocked_s", s.send_blocked_s}, {"slot_wait_s", s.slot_wait_s},
                    {"input_wait_s", s.input_wait_s},     {"counters", counters},
                    {"written_unix_s", static_cast<double>(wall_clock_ns()) / 1e9},
+                   {"written_monotonic_s", static_cast<double>(monotonic_clock_ns()) / 1e9},
                    {"working_s", s.working_s}, {"stuck_after_s", s.stuck_after_s}, {"ended", s.ended}};
   if (!s.working_on.empty()) j["working_on"] = s.working_on;
   if (!s.facts.empty()) {
@@ -85,6 +86,7 @@ std::vector<StageStatsSnapshot> read_stage_stats(const std::string& run_dir) {
       for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
       // (Absent from a snapshot of an earlier version: taken as not known.)
       s.written_unix_s = j.value("written_unix_s", 0.0);
+      s.written_monotonic_s = j.value("written_monotonic_s", 0.0);
       s.working_s = j.value("working_s", 0.0);
       s.working_on = j.value("working_on", std::string());
       s.stuck_after_s = j.value("stuck_after_s", 0.0);

@@ -35,6 +35,7 @@ struct StageStatsSnapshot {
   // stuck_after_s when its watchdog aborts such a stretch (0: none, job.stage_timeout_s). ended: its
   // last snapshot, written as it exits (an ended stage's figures stand still).
   double written_unix_s = 0;
+  double written_monotonic_s = 0;  // the same on the host's monotonic clock (0: not known)
   double working_s = 0;
   std::string working_on;
   double stuck_after_s = 0;

@@ -1052,6 +1052,8 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   const std::string job_id =
       options.job_id.empty() ? std::to_string(getpid()) + "-" + std::to_string(wall_clock_ns() % 1000000000) : options.job_id;
   const int64_t start_ns = wall_clock_ns();  // the job's, over every restart
+  // (And on the monotonic clock, for its durations: inherited by every stage.)
+  setenv("VAPIPE_JOB_START_MONOTONIC_NS", std::to_string(monotonic_clock_ns()).c_str(), 1);
   const int visible_gpus = options.visible_gpus >= 0 ? options.visible_gpus : visible_gpu_count();
   auto placement = plan_placement(config, visible_gpus);
   if (!placement.ok()) {

@@ -92,7 +92,8 @@ JobProgress job_progress(const JobMetrics& m) {
     p.media_s += static_cast<double>(p.streams_estimated) * p.media_s / static_cast<double>(p.streams_timed);
   }
   p.ratio = p.done_s / p.media_s;
-  const double elapsed = m.now_unix_s - m.start_unix_s;
+  const double elapsed = m.now_monotonic_s > 0 && m.start_monotonic_s > 0 ? m.now_monotonic_s - m.start_monotonic_s
+                                                                         : m.now_unix_s - m.start_unix_s;
   if (elapsed > 0 && done_this_run > 0) {
     p.media_per_s = done_this_run / elapsed;
     p.eta_s = (p.media_s - p.done_s) / p.media_per_s;
@@ -140,11 +141,17 @@ const std::vector<std::string>& stream_states() {
   return states;
 }
 
+// How long since a stage's snapshot was written: on the monotonic clock where both are known.
+double silent_for_s(const JobMetrics& m, const StageStatsSnapshot& s) {
+  if (m.now_monotonic_s > 0 && s.written_monotonic_s > 0) return m.now_monotonic_s - s.written_monotonic_s;
+  return m.now_unix_s - s.written_unix_s;
+}
+
 std::vector<StalledStage> stalled_stages(const JobMetrics& m) {
   std::vector<StalledStage> out;
   for (const StageStatsSnapshot& s : m.stages) {
     if (s.stage == "publish" || s.ended || s.written_unix_s <= 0) continue;  // (publish: its server says)
-    const double silent_s = m.now_unix_s - s.written_unix_s;
+    const double silent_s = silent_for_s(m, s);
     const double working_limit_s = s.stuck_after_s > 0 ? s.stuck_after_s / 2 : 60.0;
     if (silent_s >= kStageSilentS) {
       out.push_back({s.stage, s.lane, silent_s,
@@ -296,7 +303,7 @@ std::string prometheus_text(const JobMetrics& m) {
             "Seconds since the stage process last wrote its figures (every second while it runs; over 15: stopped or "
             "frozen).",
             [&m](const StageStatsSnapshot& s) {
-              return number(s.ended || s.written_unix_s <= 0 ? 0.0 : std::max(0.0, m.now_unix_s - s.written_unix_s));
+              return number(s.ended || s.written_unix_s <= 0 ? 0.0 : std::max(0.0, silent_for_s(m, s)));
             });
   per_stage("vapipe_stage_working_seconds", "gauge",
             "Seconds the stage's stretch of its own work under way has lasted (0 while it waits).",
@@ -755,7 +762,8 @@ nlohmann::json health_json(const JobMetrics& m) {
   }
   const char* status = stalled.empty() ? "ok" : "stalled";
   return {{"service", "vapipe"}, {"status", status}, {"stalled", std::move(stalled)}, {"job", m.job}, {"mode", m.mode},
-          {"uptime_s", m.now_unix_s - m.start_unix_s},
+          {"uptime_s", m.now_monotonic_s > 0 && m.start_monotonic_s > 0 ? m.now_monotonic_s - m.start_monotonic_s
+                                                                        : m.now_unix_s - m.start_unix_s},
           {"job_restarts", m.job_restarts},
           {"stream_states", std::move(states)}, {"progress", std::move(progress)},
           {"results_file", std::move(results_file)}, {"watched_folders", std::move(watched)},

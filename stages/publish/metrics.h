@@ -175,6 +175,10 @@ struct JobMetrics {
   std::string mode;  // archive | live
   double start_unix_s = 0;
   double now_unix_s = 0;
+  // The host's monotonic clock now, and at the job's start (0: not known): what has lasted how long is
+  // counted on it where it can be (a wall clock stepped by 2 days made every stage "stalled").
+  double now_monotonic_s = 0;
+  double start_monotonic_s = 0;
   uint32_t job_restarts = 0;  // an archive job's restarts whole after a crash (a live job restarts lanes)
   std::vector<StreamMetrics> streams;
   std::vector<StageStatsSnapshot> stages;  // every stage process's latest totals (pipeline/stage_stats.h)

@@ -355,6 +355,7 @@ class PublishStage final : public Stage {
   // The earlier runs' progress of a stream, from the resume plan.
   void take_earlier_progress(StreamState& st, const StreamProgress& p);
   int64_t job_start_ns_ = 0;
+  int64_t job_start_monotonic_ns_ = 0;  // the same on the host's monotonic clock (durations)
   int failed_streams_ = 0;
   bool jsonl_unwritable_ = false;  // an archive job's file refused its lines: exit_code() says so
   bool resumed_ = false;

@@ -149,6 +149,21 @@ TEST(Metrics, AStageStoppedOrStuckInItsOwnWorkMakesTheJobStalled) {
   m.stages[2].working_s = 0;
   m.stages[1].written_unix_s = 0;
   EXPECT_TRUE(stalled_stages(m).empty());
+
+  // The wall clock stepped 2 days ahead (NTP, a person): on the monotonic clock, written 0.5 s ago, so
+  // not stalled (before: 503 "stalled" for every stage, which a liveness probe restarts the job for).
+  m.stages[1].written_unix_s = 1059.5;
+  m.stages[1].written_monotonic_s = 500.0;
+  m.now_unix_s = 1060 + 2 * 86400;
+  m.now_monotonic_s = 500.5;
+  for (StageStatsSnapshot& st : m.stages) {
+    if (st.stage != "batch") st.written_monotonic_s = 500.2;
+  }
+  EXPECT_TRUE(stalled_stages(m).empty());
+  m.now_monotonic_s = 520;  // and 20 s later on it: stalled
+  ASSERT_EQ(stalled_stages(m).size(), 3u);  // (ingest, batch, infer: not the ended one, nor publish)
+  EXPECT_EQ(stalled_stages(m)[1].stage, "batch");
+  EXPECT_DOUBLE_EQ(stalled_stages(m)[1].for_s, 20);
 }
 
 // Each lane's infer says its model (a reload may change it lane by lane): an info metric on /metrics,
