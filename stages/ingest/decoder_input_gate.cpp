@@ -115,6 +115,8 @@ struct ProbeState {
   // passed since data was lost, until a key frame (see gate_decoder_input).
   bool passed_any = false;
   bool after_loss = false;
+  // Input thread: a segment came since the last frame (see follow_losses).
+  bool new_segment = false;
   // The damaged stretches whose pictures may still come, each the range of its frames' timestamps, the
   // last one open while its frames are passed (under pending_mutex). Ranges, not each frame's timestamp:
   // a decoder reordering B-frames of a camera whose RTP timestamps jitter sends some pictures under
@@ -226,12 +228,17 @@ void follow_picture_damage(ProbeState& state, GstBuffer* buffer, DecoderInputGat
 // smears its whole GOP), or a frame that uses reference frames never passed (an MPEG-TS stream's lost
 // packets: tsdemux drops the frame they were in and marks nothing), told by H.264's frame_num,
 // H.265's reference picture sets or MPEG-2's temporal_reference.
-void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict) {
+// The DISCONT of the first frame after a new segment (not a flush's) is no loss either: the parser marks
+// it so (h264parse, a GstBaseParse). matroskademux sends a second segment, from 0, when a file's audio
+// starts before its video (ffmpeg's and OBS's Matroska files with AAC or Opus): the video's third frame
+// came marked, and 28 of its 30 pictures were "damaged" (found 2026-12-07).
+void follow_losses(ProbeState& state, GstBuffer* buffer, DecoderInputGate::Frame frame, DecoderInputGate::Verdict verdict,
+                   bool after_segment) {
   const bool first = !std::exchange(state.passed_any, true);
   // Read in decoding order, every frame passed.
   const bool skipped = (state.references && state.references->missing_before(buffer)) ||
                        (state.temporal_references && state.temporal_references->missing_before(buffer));
-  const bool discont = !first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
+  const bool discont = !first && !after_segment && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
   // After a key frame the demuxer dropped (H.264: its frame_num need not show an IDR frame's loss; H.265's
   // sets name what is missing): what the frames after it refer to is unknown, a stretch.
@@ -406,6 +413,7 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
   // A codec's headers in the stream (Theora's three, before its first frame) are no frame: the decoder
   // needs them, and they were counted as frames left out before a key frame.
   if (is_codec_header(state, buffer)) return true;
+  const bool after_segment = std::exchange(state.new_segment, false);
   state.counters->arrived.fetch_add(1);
   state.gate.set_keyframes_only(state.keyframes_only->load(std::memory_order_relaxed));
   std::optional<uint32_t> recovery_frames;
@@ -421,7 +429,7 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
     state.counters->expected_pictures.fetch_add(1);
     expect_picture_at(state, GST_BUFFER_PTS(buffer));
   }
-  if (passed) follow_losses(state, buffer, frame, verdict);
+  if (passed) follow_losses(state, buffer, frame, verdict, after_segment);
   switch (verdict) {
     case DecoderInputGate::Verdict::kPass:
       state.recovery.input(GST_BUFFER_PTS(buffer));
@@ -464,6 +472,7 @@ GstPadProbeReturn on_decoder_input(GstPad*, GstPadProbeInfo* info, gpointer user
       take_input_caps(state, caps);
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
       gst_event_copy_segment(event, &state.segment);
+      state.new_segment = true;
     } else if (event && GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
       state.gate.restart();
       state.passed_any = state.after_loss = false;  // the decoder starts again from a key frame

@@ -203,7 +203,8 @@ bool is_intra_only_codec(const GstCaps* caps);
 // range of timestamps covers.
 // On `decoder_src` their pictures, and any its decoder marked corrupt itself, leave with
 // GST_BUFFER_FLAG_CORRUPTED set (elements such as videoconvert copy it) and are counted in
-// counters->damaged_pictures. The DISCONT of the first frame (a connection's, a seek's) is no loss. The gate
+// counters->damaged_pictures. The DISCONT of the first frame (a connection's, a seek's) is no loss, nor is
+// that of the first frame after a new segment (a parser marks it so: matroskademux's second segment). The gate
 // follows `keyframes_only` (read at each frame: a reload may change it; it must outlive the pads too).
 // The log names `stream_id` where the gate stops waiting without a key frame.
 // `lost_key_frames` (may be null): the frames after a key frame their demuxer dropped, where a damaged

@@ -14,21 +14,29 @@ GstClockTimeDiff JoinedTimeline::offset_for(GstClockTime pts, GstClockTime dts, 
   const bool timed = GST_CLOCK_TIME_IS_VALID(duration) && duration > 0;
   if (timed) frame_ = duration;
   // Decode order: the decode time, where the demuxer gave one, goes up frame by frame; presentation
-  // times go back by the frames reordered (B-frames), which the leap is well above.
-  const GstClockTime decode = GST_CLOCK_TIME_IS_VALID(dts) ? dts : pts;
+  // times go back at each frame reordered (a B-frame): by a few frames, or by a pause before the frame
+  // decoded ahead of it, but never before every one of the kReorderWindow frames before it.
+  const bool decode_time = GST_CLOCK_TIME_IS_VALID(dts);
+  const GstClockTime decode = decode_time ? dts : pts;
   if (GST_CLOCK_TIME_IS_VALID(decode)) {
     const GstClockTime leap = std::max(kLeap, 8 * frame_);
-    if (GST_CLOCK_TIME_IS_VALID(last_decode_) && GST_CLOCK_TIME_IS_VALID(end_) && decode + leap < last_decode_) {
+    const bool back = decode_time ? GST_CLOCK_TIME_IS_VALID(last_decode_) && decode + leap < last_decode_
+                                  : !shown_.empty() && decode + leap < shown_.back() &&
+                                        std::all_of(shown_.begin(), shown_.end(), [&](GstClockTime t) { return decode <= t; });
+    if (back && GST_CLOCK_TIME_IS_VALID(end_)) {
       // The part begins where the one before ended: its first frame decodes there, and no frame of it is
       // shown before its first is decoded.
       offset_ = static_cast<GstClockTimeDiff>(end_) - static_cast<GstClockTimeDiff>(decode);
       ++restarts_;
       joined_at_ = end_;
       went_back_to_ = decode;
+      shown_.clear();
     }
-    last_decode_ = decode;
+    if (decode_time) last_decode_ = decode;
   }
   if (GST_CLOCK_TIME_IS_VALID(pts)) {
+    shown_.push_back(pts);
+    if (shown_.size() > kReorderWindow) shown_.pop_front();
     const GstClockTimeDiff end = static_cast<GstClockTimeDiff>(pts) + offset_ + static_cast<GstClockTimeDiff>(timed ? duration : 0);
     if (end >= 0 && (!GST_CLOCK_TIME_IS_VALID(end_) || static_cast<GstClockTime>(end) > end_)) {
       end_ = static_cast<GstClockTime>(end);

@@ -10,12 +10,24 @@
 // timestamp discontinuities: a frame whose decode time goes back by more than kLeap (and by more than
 // 8 frames, for slow video with reordered frames) starts a new part, which is timed on from the end of
 // the one before. A jump forward is left alone: a recording's gap is a gap.
+//
+// A frame without a decode time (Matroska gives none; qtdemux none for an MP4's first frames with
+// B-frames, before its edit list's start) is placed by its presentation time, which in decoding order
+// goes back at each reordered frame (B-frame) by as much as the video paused before the frame decoded
+// ahead of it: far more than kLeap in a time-lapse, or across a motion recording's gap (found 2026-12-07:
+// a Matroska file's B-frame after a 1.1 s pause was taken for a new part, its pts_ms moved 1.33 s and
+// three frames stamped alike; an MP4 time-lapse lost the frames pushed past its end). H.264 and H.265
+// reorder at most 16 frames, so one at least of the kReorderWindow frames before a reordered frame is
+// shown before it: such a frame starts a new part only where it is shown before all of those too, and
+// a decode time is compared with the decode times before it only.
 #pragma once
 
 #include <gst/gst.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 
 namespace vapipe {
@@ -23,6 +35,8 @@ namespace vapipe {
 class JoinedTimeline {
  public:
   static constexpr GstClockTime kLeap = GST_SECOND;
+  // Of this many frames before a reordered one in decoding order, one at least is shown before it.
+  static constexpr size_t kReorderWindow = 17;
 
   // The offset to add to this frame's timestamps (0 until a part begins again), frames in decode order.
   // `pts`, `dts` and `duration` are the frame's as the demuxer gave them (any may be GST_CLOCK_TIME_NONE).
@@ -38,7 +52,8 @@ class JoinedTimeline {
 
  private:
   GstClockTimeDiff offset_ = 0;
-  GstClockTime last_decode_ = GST_CLOCK_TIME_NONE;  // the previous frame's, as the demuxer gave it
+  GstClockTime last_decode_ = GST_CLOCK_TIME_NONE;  // the previous decode time given, as the demuxer gave it
+  std::deque<GstClockTime> shown_;                   // the last kReorderWindow presentation times given, this part's
   GstClockTime end_ = GST_CLOCK_TIME_NONE;          // the latest end of a frame so far, offset applied
   GstClockTime frame_ = 0;                          // a frame's duration, as last seen
   uint64_t restarts_ = 0;

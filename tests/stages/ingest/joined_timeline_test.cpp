@@ -84,6 +84,49 @@ TEST(JoinedTimeline, SlowVideosReorderedFramesAreNotRestarts) {
   EXPECT_EQ(timeline.restarts(), 1u);
 }
 
+// Presentation times only, with B-frames across a pause (Matroska: a motion-triggered recording, a
+// phone's VFR clip): the P-frame after a 1.1 s pause is decoded before the B-frames shown before it, whose
+// times then go back 1.3 s, more than kLeap, but never before every one of the frames before them: no
+// restart (found 2026-12-07: one was taken, and every frame from there was retimed 1.33 s later). A part
+// that starts over still is one.
+TEST(JoinedTimeline, ReorderedFramesAcrossAPauseAreNotRestarts) {
+  JoinedTimeline timeline;
+  const GstClockTime frame = 33333333;  // 30 frames/s
+  // ffmpeg's x264 in Matroska, in decoding order (ms): 0.1 s apart from 0.333 s, a pause after 1.833 s.
+  for (int ms : {0,    100,  33,   67,   233,  167,  133,  200,  333,  267,  300,  533,  433,  933,  733,  633,  800,
+                 1333, 1133, 1033, 1233, 1733, 1533, 1433, 1633, 3133, 2933, 1833, 3033, 3533, 3333, 3233, 3433, 3933,
+                 3733, 3633, 3833}) {
+    EXPECT_EQ(timeline.offset_for(static_cast<GstClockTime>(ms) * kMs, GST_CLOCK_TIME_NONE, frame), 0) << ms;
+  }
+  EXPECT_EQ(timeline.restarts(), 0u);
+  // The next part: back before every frame shown.
+  EXPECT_EQ(timeline.offset_for(0, GST_CLOCK_TIME_NONE, frame), static_cast<GstClockTimeDiff>(3933 * kMs + frame));
+  EXPECT_EQ(timeline.restarts(), 1u);
+  // A time-lapse, a frame an hour, without frame durations: I P B B B shown at 0, 4, 2, 1 and 3 h.
+  JoinedTimeline hourly;
+  const GstClockTime hour = 3600 * GST_SECOND;
+  for (GstClockTime pts : {0 * hour, 4 * hour, 2 * hour, 1 * hour, 3 * hour}) {
+    EXPECT_EQ(hourly.offset_for(pts, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE), 0);
+  }
+  EXPECT_EQ(hourly.restarts(), 0u);
+}
+
+// An MP4 time-lapse with B-frames, a frame every 2 s: its edit list starts 2 frames into its media, so
+// the first two frames come without a decode time (before 0: edit_list_timeline.h) and the third's is
+// 0. The second's presentation time, 8 s, is no decode time for the third's to go back from (it was: the
+// frames from the third were retimed 8 s later, and the last 5, past the file's end, were dropped).
+TEST(JoinedTimeline, DecodeTimesAreComparedWithDecodeTimesOnly) {
+  JoinedTimeline timeline;
+  const GstClockTime second = GST_SECOND;
+  EXPECT_EQ(timeline.offset_for(0, GST_CLOCK_TIME_NONE, kFrame), 0);
+  EXPECT_EQ(timeline.offset_for(8 * second, GST_CLOCK_TIME_NONE, kFrame), 0);
+  const std::vector<Frame> frames = {{4 * second, 0},           {2 * second, 2 * second},   {6 * second, 4 * second},
+                                     {16 * second, 6 * second}, {12 * second, 8 * second},  {10 * second, 10 * second},
+                                     {14 * second, 12 * second}, {24 * second, 14 * second}, {20 * second, 16 * second}};
+  for (const Frame& f : frames) EXPECT_EQ(timeline.offset_for(f.pts, f.dts, kFrame), 0);
+  EXPECT_EQ(timeline.restarts(), 0u);
+}
+
 // The probe on a pad: buffers and buffer lists after a restart arrive retimed; the restart is counted
 // for the stream's end and said in its warning.
 class JoinedTimelinePad : public ::testing::Test {
