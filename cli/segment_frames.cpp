@@ -168,6 +168,11 @@ class SegmentFrames::FileDecoder {
     start_ps_segments_at_first_frame_in(decode);
     // An MP4's frames on its edit list's timeline, as ingest reads them (edit_list_timeline.h).
     put_on_edit_list_timeline_in(decode, d->edit_list_);
+    // (and its frames before the edit list's start, decoded for those after them, give no picture)
+    if (GstPad* pictures = gst_element_get_static_pad(convert, "sink")) {
+      leave_out_hidden_pictures(pictures);
+      gst_object_unref(pictures);
+    }
     if (joined) g_signal_connect(decode, "deep-element-added", G_CALLBACK(&probe_joined_decoder), d->joined_.get());
     // The first video pad goes to the converter; audio and other tracks stay unlinked.
     g_signal_connect(decode, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer data) {

@@ -1,5 +1,7 @@
 #include "stages/ingest/edit_list_timeline.h"
 
+#include <gst/video/video.h>
+
 #include <utility>
 
 namespace vapipe {
@@ -29,16 +31,41 @@ GstClockTime decoding_time_on_edit_list(GstClockTime dts, GstClockTimeDiff offse
   return shifted_by_edit_list(dts, offset);
 }
 
+bool hidden_by_edit_list(GstClockTime pts, GstClockTime segment_start) {
+  return GST_CLOCK_TIME_IS_VALID(pts) && GST_CLOCK_TIME_IS_VALID(segment_start) && pts < segment_start;
+}
+
 namespace {
+
+// The metas that mark a hidden frame, and the time of a frame after one (reference-timestamp metas,
+// which GstVideoDecoder copies from a frame to its picture, as it does a camera's timestamp/x-ntp).
+GstCaps* hidden_caps() {
+  static GstCaps* caps = gst_caps_new_empty_simple("timestamp/x-vapipe-edit-list-hidden");
+  return caps;
+}
+GstCaps* time_caps() {
+  static GstCaps* caps = gst_caps_new_empty_simple("timestamp/x-vapipe-edit-list-time");
+  return caps;
+}
 
 struct PadShift {
   std::shared_ptr<EditListOffset> reported;  // null: not the video pad, or nobody asked
   GstClockTimeDiff offset = 0;               // of the pad's latest time segment
+  GstClockTime start = GST_CLOCK_TIME_NONE;  // its start (media time), when moved
+  bool hidden_seen = false;                  // a frame of it was before its start
 };
 
-void shift(GstBuffer* buffer, GstClockTimeDiff offset) {
-  GST_BUFFER_PTS(buffer) = shifted_by_edit_list(GST_BUFFER_PTS(buffer), offset);
-  GST_BUFFER_DTS(buffer) = decoding_time_on_edit_list(GST_BUFFER_DTS(buffer), offset);
+void shift(GstBuffer* buffer, PadShift& pad) {
+  const GstClockTime media_pts = GST_BUFFER_PTS(buffer);
+  GST_BUFFER_PTS(buffer) = shifted_by_edit_list(media_pts, pad.offset);
+  GST_BUFFER_DTS(buffer) = decoding_time_on_edit_list(GST_BUFFER_DTS(buffer), pad.offset);
+  if (hidden_by_edit_list(media_pts, pad.start)) {
+    pad.hidden_seen = true;
+    GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DECODE_ONLY);
+    gst_buffer_add_reference_timestamp_meta(buffer, hidden_caps(), media_pts, GST_CLOCK_TIME_NONE);
+  } else if (pad.hidden_seen && GST_BUFFER_PTS_IS_VALID(buffer)) {
+    gst_buffer_add_reference_timestamp_meta(buffer, time_caps(), GST_BUFFER_PTS(buffer), GST_CLOCK_TIME_NONE);
+  }
 }
 
 GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer user) {
@@ -51,6 +78,8 @@ GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer use
     if (!segment) return GST_PAD_PROBE_OK;
     const std::optional<EditListShift> moved = edit_list_shift(*segment);
     pad.offset = moved ? moved->offset : 0;
+    pad.start = moved && moved->offset > 0 ? segment->start : GST_CLOCK_TIME_NONE;
+    pad.hidden_seen = false;
     if (pad.reported) pad.reported->video_ns = pad.offset;
     if (!moved) return GST_PAD_PROBE_OK;
     GstEvent* replacement = gst_event_new_segment(&moved->segment);
@@ -64,15 +93,30 @@ GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer use
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     if (!buffer) return GST_PAD_PROBE_OK;
     buffer = gst_buffer_make_writable(buffer);
-    shift(buffer, pad.offset);
+    shift(buffer, pad);
     GST_PAD_PROBE_INFO_DATA(info) = buffer;
   } else if (info->type & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
     GstBufferList* list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
     if (!list) return GST_PAD_PROBE_OK;
     list = gst_buffer_list_make_writable(list);
-    for (guint i = 0; i < gst_buffer_list_length(list); ++i) shift(gst_buffer_list_get_writable(list, i), pad.offset);
+    for (guint i = 0; i < gst_buffer_list_length(list); ++i) shift(gst_buffer_list_get_writable(list, i), pad);
     GST_PAD_PROBE_INFO_DATA(info) = list;
   }
+  return GST_PAD_PROBE_OK;
+}
+
+GstPadProbeReturn on_decoder_output(GstPad*, GstPadProbeInfo* info, gpointer) {
+  GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!buffer) return GST_PAD_PROBE_OK;
+  if (gst_buffer_get_reference_timestamp_meta(buffer, hidden_caps())) return GST_PAD_PROBE_DROP;
+  GstReferenceTimestampMeta* meta = gst_buffer_get_reference_timestamp_meta(buffer, time_caps());
+  if (!meta) return GST_PAD_PROBE_OK;
+  const GstClockTime pts = meta->timestamp;
+  buffer = gst_buffer_make_writable(buffer);  // (its metadata: the picture's memory is shared, not copied)
+  gst_buffer_remove_meta(buffer, reinterpret_cast<GstMeta*>(gst_buffer_get_reference_timestamp_meta(buffer, time_caps())));
+  GST_BUFFER_PTS(buffer) = pts;
+  GST_BUFFER_DTS(buffer) = pts;
+  GST_PAD_PROBE_INFO_DATA(info) = buffer;
   return GST_PAD_PROBE_OK;
 }
 
@@ -111,6 +155,10 @@ void put_on_edit_list_timeline_in(GstElement* bin, std::shared_ptr<EditListOffse
                         new std::shared_ptr<EditListOffset>(std::move(offset)),
                         [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<EditListOffset>*>(data); },
                         static_cast<GConnectFlags>(0));
+}
+
+void leave_out_hidden_pictures(GstPad* decoder_src) {
+  gst_pad_add_probe(decoder_src, GST_PAD_PROBE_TYPE_BUFFER, &on_decoder_output, nullptr, nullptr);
 }
 
 }  // namespace vapipe

@@ -12,6 +12,16 @@
 // is unchanged. A decoding time that would fall before 0 (the first frames' with B-frames) is left out:
 // put at 0, three frames with one decoding time made the decoder give the second frame the third's
 // timestamp. Seeks by time were already on that timeline: the demuxer reads them as edit-list times.
+//
+// A file trimmed without re-encoding (`ffmpeg -ss 1.3 -c copy`, a phone's or QuickTime's trim) has an
+// edit list that starts between two key frames: qtdemux sends the frames from the key frame before its
+// start, which the decoder needs for the first frames shown, and a decoder would clip those before the
+// segment. On this timeline they would be before 0: they are marked hidden (DECODE_ONLY, and a
+// reference-timestamp meta the decoder copies to their pictures) and their pictures are left out after
+// the decoder (leave_out_hidden_pictures). Their timestamps, all put at 0, made the decoder invent times
+// for their pictures (0, 40, 80 ...) and hold the first frames shown at the last of those (200, 240 x 7):
+// the frames after a hidden one in its segment carry their own time in a meta too, which the pictures
+// get back (found 2026-12-07: a 67-frame trim gave 75 results, 7 of them at one time).
 #pragma once
 
 #include <gst/gst.h>
@@ -42,11 +52,18 @@ struct EditListOffset {
   std::atomic<int64_t> video_ns{0};
 };
 
+// Whether a buffer of a time segment whose start is `segment_start` (its media time) is before the part
+// its edit list shows: its frame is decoded, not shown.
+bool hidden_by_edit_list(GstClockTime pts, GstClockTime segment_start);
+
 // Puts each source pad of a qtdemux on its edit list's timeline; `offset` (may be null) is kept
 // up to date with its video pad's.
 void put_on_edit_list_timeline(GstElement* qtdemux, std::shared_ptr<EditListOffset> offset);
 // The same for each qtdemux that `bin` (a uridecodebin, decodebin or parsebin) adds. Only for files:
 // an HLS or DASH stream's fragments are timed by their playlist, not by an edit list.
 void put_on_edit_list_timeline_in(GstElement* bin, std::shared_ptr<EditListOffset> offset);
+// On a video decoder's source pad, before any other probe there: the pictures of the frames marked
+// hidden above are dropped, and those after them get back the time their frame had.
+void leave_out_hidden_pictures(GstPad* decoder_src);
 
 }  // namespace vapipe

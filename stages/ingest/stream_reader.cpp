@@ -1198,6 +1198,9 @@ struct StreamReader::Impl {
     // A file's parts joined end to end are put on one timeline first (joined_timeline.h): a camera's
     // timestamps are the pipeline's own, and a live MPEG-TS stream's are joined by tsdemux.
     if (self->stream.parsed.kind == UriKind::kFile) join_restarted_timelines(sink, &self->timeline_restarts, self->stream.id);
+    // An MP4's frames before its edit list's start, decoded for those after them, are not shown: their
+    // pictures go, before the gate counts pictures and before anything takes their times (edit_list_timeline.h).
+    if (self->stream.parsed.kind == UriKind::kFile && src) leave_out_hidden_pictures(src);
     // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
     const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
     gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp, self->lost_key_frames);

@@ -1944,7 +1944,7 @@ size_t PublishStage::unfinished_streams() const {
 }
 
 int PublishStage::exit_code() const {
-  if (jsonl_unwritable_) return kExitJsonlUnwritable;
+  if (jsonl_unwritable_ || summary_unwritable_) return kExitJsonlUnwritable;
   if (unfinished_streams() > 0) return kExitArchiveUnfinished;  // not finished, whatever else failed
   return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0;
 }
@@ -2084,7 +2084,11 @@ void PublishStage::write_summary() {
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     // Whole or not at all (a reader never sees half of one), and a full disk is said, not ignored.
     if (Status st = write_file_atomically(config_->job.summary_path, json_text(summary_, 2) + "\n", 0644); !st.ok()) {
-      VAPIPE_LOG_ERROR("job.summary_path: {}", st.message());
+      // (Not lost in a log line: the job's record is not whole, as with a results file that cannot be
+      // written. Found 2026-12-07: exit 0.)
+      VAPIPE_LOG_ERROR("job.summary_path: {}: the job's summary is in the results (job/summary) but not in this file",
+                       st.message());
+      summary_unwritable_ = true;
     }
   }
 }

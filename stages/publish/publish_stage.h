@@ -42,6 +42,7 @@ inline constexpr int kExitSomeStreamsFailed = 3;
 inline constexpr int kExitArchiveUnfinished = 4;
 // ... when an archive job's results file could not be written (a full disk): a restart would fail the
 // same way, so the job is not restarted (supervisor.h: kExitResultsUnwritable). A live job goes on.
+// Also when job.summary_path could not be written at the job's end (either mode).
 inline constexpr int kExitJsonlUnwritable = 5;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
@@ -358,6 +359,7 @@ class PublishStage final : public Stage {
   int64_t job_start_monotonic_ns_ = 0;  // the same on the host's monotonic clock (durations)
   int failed_streams_ = 0;
   bool jsonl_unwritable_ = false;  // an archive job's file refused its lines: exit_code() says so
+  bool summary_unwritable_ = false;  // job.summary_path could not be written at the end: exit_code() says so
   bool resumed_ = false;
   bool restarted_ = false;
   uint32_t job_restarts_ = 0;  // an archive job's restarts whole so far (kJobRestartsEnv)

@@ -1251,6 +1251,80 @@ TEST_F(StreamReaderTest, APartOfAFileIsClassifiedFromItsFromToItsTo) {
   EXPECT_EQ(ts_end[0]->event.warning, "nothing of it was classified: its streams[].from (1:00.000) is at or past its end");
 }
 
+// A copy of the MP4 `whole` (one video track, an edit list of one entry) trimmed without re-encoding
+// `frames` frames at `fps` later, as `ffmpeg -ss T -c copy` or a phone's trim leaves it: its edit list
+// starts that much further into the same media (between two key frames), and is as much shorter.
+std::string trimmed_by_edit_list(const std::string& whole, const std::string& path, int frames, int fps) {
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto read = [&](size_t at, int size) {
+    uint64_t v = 0;
+    for (int i = 0; i < size; ++i) v = (v << 8) | static_cast<uint8_t>(bytes.at(at + i));
+    return v;
+  };
+  auto write = [&](size_t at, int size, uint64_t v) {
+    for (int i = size - 1; i >= 0; --i, v >>= 8) bytes.at(at + i) = static_cast<char>(v & 0xff);
+  };
+  // (a box's version byte follows its type; mvhd's and mdhd's timescale follow two times of 4 or 8 bytes)
+  auto timescale = [&](const char* type) {
+    const size_t box = bytes.find(type);
+    EXPECT_NE(box, std::string::npos) << type;
+    return read(box + 4 + 4 + (bytes.at(box + 4) == 1 ? 16 : 8), 4);
+  };
+  const uint64_t movie_timescale = timescale("mvhd"), media_timescale = timescale("mdhd");
+  const size_t elst = bytes.find("elst");
+  EXPECT_NE(elst, std::string::npos);
+  EXPECT_EQ(read(elst + 8, 4), 1u);  // one entry
+  const int size = bytes.at(elst + 4) == 1 ? 8 : 4;
+  const size_t duration_at = elst + 12, media_time_at = elst + 12 + size;
+  write(duration_at, size, read(duration_at, size) - frames * movie_timescale / fps);
+  write(media_time_at, size, read(media_time_at, size) + frames * media_timescale / fps);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// An MP4 trimmed without re-encoding between two key frames: qtdemux sends the frames from the key
+// frame before the part shown, which the decoder needs. Those frames are decoded, not classified: the
+// results are the part shown, each frame once, timed from 0 as players show it, each the picture a
+// decode of the whole file gives (they were classified too, at 0, and the first frames shown got
+// times invented by the decoder: 10 more results, 7 at one time). With keyframes_only, the hidden
+// key frame is no result either.
+TEST_F(StreamReaderTest, AnMp4TrimmedBetweenKeyFramesGivesOnlyThePartShown) {
+  const std::string whole = encode_clip("untrimmed.mp4", "ball", 90, 160, 120, "mp4mux", "key-int-max=30 bframes=2");
+  const std::string trim = trimmed_by_edit_list(whole, (dir_ / "trimmed.mp4").string(), 10, 30);
+  const CollectingEmitter whole_out = read_whole(whole, ingest_, "whole");
+  const auto whole_frames = of_kind(whole_out, MessageKind::kFrame);
+  ASSERT_EQ(whole_frames.size(), 90u);
+  const CollectingEmitter out = read_whole(trim, ingest_, "trim");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 80u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(frames[i]->env.pts_ns), static_cast<double>(i) * 1e9 / 30, 1e6) << "frame " << i;
+    EXPECT_TRUE(luma(*frames[i]) == luma(*whole_frames[i + 10])) << "frame " << i << " is not the whole file's " << i + 10;
+  }
+  const auto starts = of_kind(out, MessageKind::kStreamStart);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(starts[0]->event.edit_list_ns), 12e9 / 30, 1e6);  // 2 frames of B-frames', 10 cut
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.warning, "");  // the hidden frames' pictures are not missed
+
+  const std::map<int64_t, std::string> every = pictures_by_timestamp(out);
+  IngestConfig ingest = ingest_;
+  ingest.keyframes_only = true;
+  const CollectingEmitter keys_out = read_whole(trim, ingest, "keys");
+  const auto keys = of_kind(keys_out, MessageKind::kFrame);
+  ASSERT_FALSE(keys.empty());
+  ASSERT_LT(keys.size(), 80u);
+  EXPECT_GT(keys.front()->env.pts_ns, 0);  // not the hidden key frame, at 0
+  for (const Message* key : keys) {
+    ASSERT_EQ(every.count(key->env.pts_ns), 1u) << key->env.pts_ns;
+    EXPECT_TRUE(luma(*key) == every.at(key->env.pts_ns)) << "key frame at " << key->env.pts_ns;
+  }
+}
+
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
 // the very picture a decode of every frame gives at its timestamp; they are numbered without gaps and
 // the others count as left out. H.264 in MP4 (B-frames) and H.265 in Matroska.

@@ -823,6 +823,22 @@ TEST_F(PublishStageTest, AnArchiveJobsFileThatRefusesItsLastLinesFailsTheStageAf
   EXPECT_EQ(stage_->exit_code(), kExitJsonlUnwritable);
 }
 
+// job.summary_path that cannot be written at the job's end (its disk full; here its folder's place taken
+// by a file): the stage's exit says so, as for a results file (before: an error line, and exit 0).
+TEST_F(PublishStageTest, ASummaryFileThatCannotBeWrittenFailsTheExitStatus) {
+  const std::filesystem::path not_a_folder =
+      std::filesystem::temp_directory_path() / ("vapipe-summary-" + std::to_string(getpid()));
+  { std::ofstream(not_a_folder.string()) << "a file"; }
+  config_.job.summary_path = (not_a_folder / "summary.json").string();
+  open();
+  ASSERT_TRUE(stage_->process(result(0, 0, "ball"), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  ASSERT_FALSE(bus_->sent.empty());
+  EXPECT_EQ(bus_->sent.back().first, "job/summary");  // (on the bus all the same)
+  EXPECT_EQ(stage_->exit_code(), kExitJsonlUnwritable);
+  std::filesystem::remove(not_a_folder);
+}
+
 TEST_F(PublishStageTest, EventsSummaryAndExitStatusReflectAFailedStream) {
   config_.publish.jsonl_path = (std::filesystem::temp_directory_path() / ("vapipe-publish-" + std::to_string(getpid()) + ".jsonl")).string();
   open();
