@@ -156,6 +156,29 @@ std::string task_shortfall(uint64_t needed, const TaskLimit& limit, const std::s
          "systemd unit), or spread the streams over more lanes or hosts";
 }
 
+uint64_t vmstat_oom_kills(const std::string& vmstat_text) {
+  std::istringstream lines(vmstat_text);
+  std::string name;
+  uint64_t value = 0;
+  while (lines >> name >> value) {
+    if (name == "oom_kill") return value;
+  }
+  return 0;
+}
+
+uint64_t oom_kills_so_far() { return vmstat_oom_kills(text_of("/proc/vmstat")); }
+
+uint64_t cgroup_memory_limit(const std::vector<std::string>& memory_dirs) {
+  uint64_t tightest = 0;
+  for (const std::string& dir : memory_dirs) {
+    uint64_t limit = 0;
+    if (!read_count(dir + "/memory.max", &limit) && !read_count(dir + "/memory.limit_in_bytes", &limit)) continue;
+    if (limit >= (uint64_t{1} << 62)) continue;  // v1's "no limit" (a page-rounded 2^63)
+    if (limit > 0 && (tightest == 0 || limit < tightest)) tightest = limit;
+  }
+  return tightest;
+}
+
 unsigned cgroup_cpu_quota(const std::vector<std::string>& cpu_dirs) {
   double tightest = 0;
   for (const std::string& dir : cpu_dirs) {

@@ -53,4 +53,13 @@ std::string task_shortfall(uint64_t needed, const TaskLimit& limit, const std::s
 // (own_cgroup_dirs("cpu")): v2's cpu.max, v1's cpu.cfs_quota_us / cpu.cfs_period_us. 0: no quota.
 unsigned cgroup_cpu_quota(const std::vector<std::string>& cpu_dirs);
 
+// The kernel's out-of-memory kills so far: /proc/vmstat's oom_kill (Linux 4.13 on), which counts those
+// of a cgroup's memory limit too; 0 when not known. A stage killed by SIGKILL while it went up was
+// killed for memory, most likely (found 2026-12-07: "killed by signal 9", the words of a `kill -9`).
+uint64_t oom_kills_so_far();
+uint64_t vmstat_oom_kills(const std::string& vmstat_text);
+// The tightest memory limit of `memory_dirs` (own_cgroup_dirs("memory")), in bytes: v2's memory.max,
+// v1's memory.limit_in_bytes (a value near 2^63 is none); 0: none.
+uint64_t cgroup_memory_limit(const std::vector<std::string>& memory_dirs);
+
 }  // namespace vapipe

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <csignal>
@@ -22,6 +23,7 @@
 
 #include "pipeline/atomic_file.h"
 #include "pipeline/background_task.h"
+#include "pipeline/cgroup.h"
 #include "pipeline/crashed_streams.h"
 #include "pipeline/cuda/gpu_info.h"
 #include "pipeline/file_lock.h"
@@ -53,11 +55,26 @@ struct Child {
   std::optional<std::chrono::steady_clock::time_point> finished_at = std::nullopt;  // when it exited cleanly
 };
 
+// The kernel's out-of-memory kills when a stage's death was last looked at (or the job started).
+std::atomic<uint64_t> oom_kills_seen{0};
+
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+    std::string text = "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+    if (sig == SIGKILL) {
+      // Not by vapipe (its own kills are said otherwise): a person's `kill -9`, or the kernel's OOM killer.
+      const uint64_t now = oom_kills_so_far();
+      if (now > oom_kills_seen.exchange(now)) {
+        const uint64_t limit = cgroup_memory_limit(own_cgroup_dirs("memory"));
+        text += ": the kernel's out-of-memory killer killed a process just now, most likely this one (" +
+                (limit > 0 ? "the container's or cgroup's memory limit, " + std::to_string(limit >> 20) + " MiB"
+                           : std::string("the machine's memory")) +
+                ": give the job more memory, or fewer streams at once; `dmesg` says which process)";
+      }
+    }
+    return text;
   }
   return "status " + std::to_string(status);
 }
@@ -1054,6 +1071,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   const int64_t start_ns = wall_clock_ns();  // the job's, over every restart
   // (And on the monotonic clock, for its durations: inherited by every stage.)
   setenv("VAPIPE_JOB_START_MONOTONIC_NS", std::to_string(monotonic_clock_ns()).c_str(), 1);
+  oom_kills_seen = oom_kills_so_far();
   const int visible_gpus = options.visible_gpus >= 0 ? options.visible_gpus : visible_gpu_count();
   auto placement = plan_placement(config, visible_gpus);
   if (!placement.ok()) {

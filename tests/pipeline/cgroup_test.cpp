@@ -91,6 +91,28 @@ TEST_F(CgroupTest, V2CpuQuotaIsTheTightestLevelsRoundedUp) {
   EXPECT_EQ(cgroup_cpu_quota(dirs), 1u);  // a fifth of a CPU: still one thread
 }
 
+// A stage killed by the kernel's out-of-memory killer is said so (before: "killed by signal 9", as a
+// person's kill -9): its count in /proc/vmstat, and the memory limit the cgroups set (v2 and v1).
+TEST_F(CgroupTest, OutOfMemoryKillsAndTheTightestMemoryLimitAreRead) {
+  EXPECT_EQ(vmstat_oom_kills("nr_free_pages 1000\noom_kill 3\nnr_zone_active_anon 7\n"), 3u);
+  EXPECT_EQ(vmstat_oom_kills("nr_free_pages 1000\n"), 0u);  // a kernel before 4.13
+  write("cgroup.controllers", "memory pids");
+  write("memory.max", "max");
+  write("docker/memory.max", "1073741824");
+  write("docker/abc/memory.max", "314572800");
+  const auto v2 = cgroup_dirs("memory", "0::/docker/abc\n", root());
+  EXPECT_EQ(cgroup_memory_limit(v2), 314572800u);
+  write("docker/abc/memory.max", "max");
+  EXPECT_EQ(cgroup_memory_limit(v2), 1073741824u);
+  fs::remove_all(root_);
+  write("memory/memory.limit_in_bytes", "9223372036854771712");  // v1's "none"
+  write("memory/qa/memory.limit_in_bytes", "314572800");
+  const auto v1 = cgroup_dirs("memory", "4:memory:/qa\n0::/\n", root());
+  EXPECT_EQ(cgroup_memory_limit(v1), 314572800u);
+  write("memory/qa/memory.limit_in_bytes", "9223372036854771712");
+  EXPECT_EQ(cgroup_memory_limit(v1), 0u);
+}
+
 TEST(TaskLimit, TheShortfallNamesTheLimitAndHowToRaiseIt) {
   const TaskLimit limit{1024, 124, "cgroup pids.max (/sys/fs/cgroup/pids.max)"};
   EXPECT_EQ(task_shortfall(900, limit, "ingest lane 0: its 90 streams"), "");
