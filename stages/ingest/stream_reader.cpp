@@ -535,6 +535,7 @@ struct StreamReader::Impl {
   // read back from the jitter buffer once a reload set it (take_waiting_retune); -1: no RTSP connection
   // yet (StreamReader::jitter_buffer_ms).
   std::atomic<int32_t> jitter_buffer_ms{-1};
+  std::atomic<int64_t> opened_file_bytes{-1};  // a file's size when it was opened (its started event's)
   // The connection's RTSP handshake (steady-clock ns): since when its rtspsrc waits for the server's
   // answer to DESCRIBE (0: not waiting), and when the answer came (0: none yet). The stall clock starts
   // at the answer: an NVR that wakes a channel, or a camera on a slow link, may answer after more than
@@ -2268,7 +2269,25 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // A file whose container ends early (a recording that did not finish, a copy cut short) ends in
       // an ordinary end of stream or in the demuxer's error: what the container says is the cause.
       ContainerEnd end = check_container_end(file_uri_path(s.stream.uri));
-      if (!end.cut_short.empty()) {
+      // Emptied or cut while it was read (`: > file`, an export that starts by emptying its file): what
+      // is left of it says nothing of what it was (found 2026-12-07: 270 of 1500 frames, "done", no word).
+      std::error_code size_error;
+      const auto now_bytes = std::filesystem::file_size(file_uri_path(s.stream.uri), size_error);
+      const int64_t opened_bytes = s.opened_file_bytes.load();
+      std::string shrank;
+      if (end.cut_short.empty() && opened_bytes > 0 && !size_error && static_cast<int64_t>(now_bytes) < opened_bytes) {
+        shrank = "the file was cut while it was read (" + std::to_string(opened_bytes) + " bytes when it was opened, " +
+                 std::to_string(now_bytes) + " now: emptied or rewritten by another program?): its results end where "
+                 "its reading did";
+      }
+      if (!shrank.empty()) {
+        if (kind == MessageKind::kStreamEnd) {
+          ev.warning = shrank;
+          VAPIPE_LOG_WARN("stream '{}' ({}): {}", s.stream.id, uri, ev.warning);
+        } else {
+          ev.message += " (" + shrank + ")";
+        }
+      } else if (!end.cut_short.empty()) {
         end.missing_index = false;  // it had one when it opened
         if (kind == MessageKind::kStreamEnd) {
           ev.warning = describe_container_end(end);
@@ -2446,6 +2465,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           const std::string path = file_uri_path(s.stream.uri);
           const auto bytes = std::filesystem::file_size(path, ec);
           if (!ec) ev.file_bytes = static_cast<int64_t>(bytes);
+          if (!ec) s.opened_file_bytes = static_cast<int64_t>(bytes);
           // And its beginning's hash: one replaced by another recording of any size is told (--resume).
           if (!ec) ev.file_head = file_head_hash(path, head_bytes_then(ev.file_bytes));
           ev.edit_list_ns = s.edit_list->video_ns.load();  // (said: its pts_ms are on the edit list's timeline)

@@ -634,6 +634,34 @@ TEST_F(StreamReaderTest, AGifsDurationCountsItsFramesWithoutADelay) {
   EXPECT_EQ(started[0]->event.duration_ns, 300'000'000);
 }
 
+// A file emptied while it is read (`: > file`, an export that starts by emptying its file): its end says
+// so (before: "end of stream", no warning, a fraction of its frames classified as if that were all).
+TEST_F(StreamReaderTest, AFileEmptiedWhileItIsReadSaysSoAtItsEnd) {
+  const std::string path = encode_clip("emptied.mp4", "ball", 600, 320, 240, "mp4mux");
+  class EmptyingEmitter final : public Emitter {
+   public:
+    explicit EmptyingEmitter(std::string path) : path_(std::move(path)) {}
+    Status emit(Message&& msg) override {
+      if (msg.kind == MessageKind::kFrame && ++frames_ == 5) std::filesystem::resize_file(path_, 0);
+      return out.emit(std::move(msg));
+    }
+    Result<Payload> allocate(size_t bytes) override { return out.allocate(bytes); }
+    CollectingEmitter out;
+
+   private:
+    std::string path_;
+    int frames_ = 0;
+  } emptying(path);
+  auto reader = StreamReader::create(stream("emptied", path), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  ASSERT_TRUE((*reader)->run(emptying, flags_).ok());
+  ASSERT_FALSE(emptying.out.messages.empty());
+  const Message& end = emptying.out.messages.back();
+  EXPECT_LT(of_kind(emptying.out, MessageKind::kFrame).size(), 600u);
+  EXPECT_NE((end.event.warning + end.event.message).find("the file was cut while it was read ("), std::string::npos)
+      << end.event.message << " / " << end.event.warning;
+}
+
 // A raw MJPEG file (JPEG pictures one after another) has no clock: jpegparse timed its first picture 0
 // and none after, so its results had pts_ms null and from/to/max_fps could not pick frames. Each is
 // timed one frame after the one before, at 25 frames/s (the file says no rate; ffmpeg takes 25 too).
