@@ -385,20 +385,39 @@ struct StreamReader::Impl {
   // one per RTP stream) count them; those of the connections before are added up as they go.
   std::mutex jitter_mutex;
   std::vector<GstElementPtr> jitter_buffers;
+  // Each one's losses counted before the connection's first frame, left out: joining a camera that
+  // already streams to another client (an NVR's; a shared RTSP media), the jitter buffer takes the packets
+  // between the RTP-Info's seq and the first that came for lost (found 2026-12-07: 884 "lost" at each
+  // such join, none of them real: an alert on the loss rate fired for every camera an NVR also records).
+  std::vector<guint64> lost_before_first_frame;
   RtpPackets rtp_before;
+  static std::pair<guint64, guint64> lost_and_pushed(GstElement* jb) {
+    GstStructure* stats = nullptr;
+    g_object_get(jb, "stats", &stats, nullptr);
+    guint64 lost = 0, pushed = 0;
+    if (stats) {
+      gst_structure_get_uint64(stats, "num-lost", &lost);
+      gst_structure_get_uint64(stats, "num-pushed", &pushed);
+      gst_structure_free(stats);
+    }
+    return {lost, pushed};
+  }
   RtpPackets rtp_packets() {
     std::lock_guard<std::mutex> lock(jitter_mutex);
     RtpPackets all = rtp_before;
-    for (const GstElementPtr& jb : jitter_buffers) {
-      GstStructure* stats = nullptr;
-      g_object_get(jb.get(), "stats", &stats, nullptr);
-      if (!stats) continue;
-      guint64 lost = 0, pushed = 0;
-      if (gst_structure_get_uint64(stats, "num-lost", &lost)) all.lost += lost;
-      if (gst_structure_get_uint64(stats, "num-pushed", &pushed)) all.received += pushed;
-      gst_structure_free(stats);
+    for (size_t i = 0; i < jitter_buffers.size(); ++i) {
+      const auto [lost, pushed] = lost_and_pushed(jitter_buffers[i].get());
+      const guint64 before = i < lost_before_first_frame.size() ? lost_before_first_frame[i] : 0;
+      all.lost += lost > before ? lost - before : 0;
+      all.received += pushed;
     }
     return all;
+  }
+  // The connection's first frame: the losses counted so far are of its join, not of the network.
+  void start_counting_rtp_losses() {
+    std::lock_guard<std::mutex> lock(jitter_mutex);
+    lost_before_first_frame.assign(jitter_buffers.size(), 0);
+    for (size_t i = 0; i < jitter_buffers.size(); ++i) lost_before_first_frame[i] = lost_and_pushed(jitter_buffers[i].get()).first;
   }
   // A new connection: its old jitter buffers' counts are kept, the elements let go.
   void forget_jitter_buffers() {
@@ -406,6 +425,7 @@ struct StreamReader::Impl {
     std::lock_guard<std::mutex> lock(jitter_mutex);
     rtp_before = all;
     jitter_buffers.clear();
+    lost_before_first_frame.clear();
   }
   std::unique_ptr<CudaStream> cuda_stream;  // copies of device frames (created on first use)
   uint64_t device_frames = 0;
@@ -2446,6 +2466,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
     }
     if (!started || awaiting_resume) {
+      s.start_counting_rtp_losses();
       const MessageKind kind = started ? MessageKind::kStreamResumed : MessageKind::kStreamStart;
       StreamEvent ev{uri, started ? "" : s.options.start_message, emitted, s.queue.dropped()};
       ev.attempt = started ? attempt : 0;
