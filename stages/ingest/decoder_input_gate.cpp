@@ -421,7 +421,12 @@ bool admit(ProbeState& state, GstBuffer* buffer) {
   const DecoderInputGate::Verdict verdict = state.gate.admit(frame);
   // From a recovery point the decoder may send nothing until its pictures are whole (libav holds them
   // back itself, here up to the next IDR frame): the frames until its first picture are not counted.
-  if (verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint) state.recovering = true;
+  // So too from the end of the wait for a key frame that did not come (libav gives nothing until one
+  // does: a camera joined early in a 30 s GOP counted 375 frames "undecodable", found 2026-12-07).
+  if (verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint ||
+      verdict == DecoderInputGate::Verdict::kPassAfterWaiting) {
+    state.recovering = true;
+  }
   const bool passed = verdict == DecoderInputGate::Verdict::kPass ||
                       verdict == DecoderInputGate::Verdict::kPassAfterWaiting ||
                       verdict == DecoderInputGate::Verdict::kPassFromRecoveryPoint;

@@ -511,6 +511,26 @@ TEST_F(GatedPad, PicturesDecodedWithoutTheKeyFrameTheyNeedAreMarkedDamaged) {
   EXPECT_EQ(output.corrupted(), (std::vector<GstClockTime>{first_passed, first_passed + 1, first_passed + 2}));
 }
 
+// A camera joined early in a long GOP (30 s): the wait for a key frame ends without one, and libav
+// gives no picture until the key frame comes. The frames passed meanwhile are not "undecodable" (375
+// were counted so, found 2026-12-07): as after a recovery point, frames count from the first picture.
+TEST_F(GatedPad, FramesPassedAfterTheWaitGiveNoPictureUntilAKeyFrameAndAreNoLoss) {
+  testing::LinkedPads output("pictures", "video/x-raw, format=(string)I420, width=(int)16, height=(int)16");
+  ASSERT_TRUE(output.linked());
+  gate_decoder_input(sink_, output.src(), &all_frames_, &counters_, "cam");
+  GstClockTime pts = 1;
+  for (uint64_t i = 0; i < DecoderInputGate::kMaxWait + 50; ++i) ASSERT_EQ(gst_pad_push(src_, coded(pts++, true)), GST_FLOW_OK);
+  const GstClockTime key = pts;
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(gst_pad_push(src_, coded(pts++, i > 0)), GST_FLOW_OK);
+  for (GstClockTime p = key; p < pts; ++p) {
+    GstBuffer* b = gst_buffer_new();
+    GST_BUFFER_PTS(b) = p;
+    ASSERT_EQ(gst_pad_push(output.src(), b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(counters_.undecoded.load(), 0u);
+  EXPECT_EQ(counters_.pictures.load(), 5u);
+}
+
 // An intra-only codec (here PNG, as avidemux gives it from an index without key-frame flags): the
 // flags are not believed, with or without key frames only.
 class GatedPngPad : public GatedPad {
