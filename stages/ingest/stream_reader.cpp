@@ -519,6 +519,13 @@ struct StreamReader::Impl {
   // decoder_input (decoder_input_gate.h). The decoder's gate reads it at each frame.
   std::atomic<bool> keyframes_only{false};
   DecoderInputCounters decoder_input;
+  // A file's other video streams' decoders (decodebin decodes each, and only the first is classified):
+  // their gates count here, apart (found 2026-12-07: a dash camera's rear track's frames were counted
+  // with the front's, and its pictures, which go nowhere, said missing: "its decoder gave no picture for
+  // 2 of its 60 frames"). Kept for the process's life: a gate's probes hold them.
+  std::mutex other_decoders_mutex;
+  std::deque<DecoderInputCounters> other_decoders_input;
+  std::atomic<bool> decoder_gated{false};  // this connection's first video decoder has decoder_input
   // MPEG-TS: the frames after a key frame tsdemux dropped, from its pads to the decoder gate.
   std::shared_ptr<FramesAfterLostKeyFrames> lost_key_frames = std::make_shared<FramesAfterLostKeyFrames>();
   TimelineRestarts timeline_restarts;  // a file's parts joined end to end
@@ -1224,7 +1231,12 @@ struct StreamReader::Impl {
     if (self->stream.parsed.kind == UriKind::kFile && src) leave_out_hidden_pictures(src);
     // (An RTSP camera's RTP timestamps jitter: its damage is followed in stretches, see decoder_input_gate.h.)
     const bool rtp = self->stream.uri.rfind("rtsp", 0) == 0;
-    gate_decoder_input(sink, src, &self->keyframes_only, &self->decoder_input, self->stream.id, !rtp, self->lost_key_frames);
+    DecoderInputCounters* counters = &self->decoder_input;
+    if (self->decoder_gated.exchange(true)) {
+      std::lock_guard<std::mutex> lock(self->other_decoders_mutex);
+      counters = &self->other_decoders_input.emplace_back();
+    }
+    gate_decoder_input(sink, src, &self->keyframes_only, counters, self->stream.id, !rtp, self->lost_key_frames);
     // avdec_gif gives every picture pts 0: each takes the slot of a packet that passed the gate above; an
     // AVI's MPEG-4 Part 2 decoder falls a frame behind with B-frames: times kept rising (picture_slots.h).
     const std::string decoder_name = GST_OBJECT_NAME(gst_element_get_factory(element));
@@ -1557,6 +1569,7 @@ static Status build_pipeline(StreamReader::Impl& impl) {
     impl.recent->forget_sent();
   }
   impl.recent_attached = false;
+  impl.decoder_gated = false;
   impl.pipeline.reset(gst_pipeline_new(("vapipe-" + impl.stream.id).c_str()));
   gst_object_ref_sink(impl.pipeline.get());
   bool nvdec = impl.options.decoder == Decoder::kNvdec && impl.stream.parsed.kind != UriKind::kTest;

@@ -718,6 +718,10 @@ TEST_F(StreamReaderTest, OfAFileWithTwoVideoTracksTheFirstIsClassified) {
   ASSERT_EQ(frames.size(), 30u);
   for (const Message* f : frames) EXPECT_EQ(f->frame.width, 320u);
   EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  // The second's frames are not counted with the first's: its pictures, which go nowhere, are not
+  // said missing (a dash camera's MP4: "its decoder gave no picture for 2 of its 60 frames").
+  EXPECT_EQ(out.messages.back().event.warning, "");
+  EXPECT_EQ(out.messages.back().event.frames, 30u);
 }
 
 // A frame larger than a pool slot (a 4K camera with the default transport.frame_slot_bytes) is
