@@ -259,6 +259,15 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
               "kind of server on that port)";
     }
   }
+  // An MPEG-TS file whose program changes part way (two recorders' files joined with `cat`: other PIDs,
+  // another program): tsdemux replaces its pads, and the new video pad, which the stream is not read
+  // from, says only "Internal data stream error" (not-linked). Found 2026-12-07.
+  if (err && err->domain == GST_STREAM_ERROR && source_type == "GstTSDemux" && debug &&
+      std::strstr(debug, "not-linked")) {
+    text += ": its MPEG-TS program changes part way (its video moves to another stream: recordings of different "
+            "recorders joined end to end?), and only the first program's video is read, to there: split the file "
+            "where it changes and give each part as a stream of its own";
+  }
   // souphttpsrc (1.22) says only "Internal data stream error" when it cannot connect: a connection of
   // our own says why (refused, no answer, a name that does not resolve, a refused certificate).
   if (err && err->domain == GST_STREAM_ERROR && err->code == GST_STREAM_ERROR_FAILED &&
