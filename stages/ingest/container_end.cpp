@@ -161,6 +161,27 @@ void check_matroska(FileBytes& f, ContainerEnd* end) {
   const auto segment = read_element_header(f, header->data + header->size.value, &cut);
   if (cut) end->cut_short = "it ends inside the header of its first elements";
   if (!segment || segment->id != kSegment) return;
+  // Its segment info (before the first cluster, after a seek head): a Duration, or none.
+  constexpr uint64_t kInfo = 0x1549A966, kDuration = 0x4489, kCluster = 0x1F43B675;
+  uint64_t at = segment->data;
+  for (size_t n = 0; at < f.size() && n < 16; ++n) {
+    bool info_cut = false;
+    const auto element = read_element_header(f, at, &info_cut);
+    if (!element || element->size.unknown || element->id == kCluster) break;
+    if (element->id == kInfo) {
+      bool has_duration = false;
+      uint64_t field = element->data;
+      for (size_t k = 0; field < element->data + element->size.value && k < 64; ++k) {
+        const auto child = read_element_header(f, field, &info_cut);
+        if (!child || child->size.unknown) break;
+        has_duration = has_duration || child->id == kDuration;
+        field = child->data + child->size.value;
+      }
+      end->duration_unknown = !has_duration;
+      break;
+    }
+    at = element->data + element->size.value;
+  }
   if (!segment->size.unknown) {
     if (segment->runs_past(f)) {
       end->cut_short = "it ends " + std::to_string(segment->bytes_there(f)) + " bytes into its Matroska segment of " +

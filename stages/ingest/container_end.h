@@ -18,6 +18,10 @@ struct ContainerEnd {
   // An MP4/QuickTime file without its index ('moov', or fragments' 'moof'): written last by a
   // recorder, so a recording that never finished lacks it, and nothing in the file can be decoded.
   bool missing_index = false;
+  // A Matroska/WebM file whose segment info has no Duration (written to a pipe or by a live recorder
+  // that never came back to it): GStreamer's demuxer then guesses one (a 4.0 s file said 3.0 s, so
+  // media_s and a progress's rate were off, found 2026-12-07); the duration is unknown.
+  bool duration_unknown = false;
 };
 
 // Reads at most a few headers per top-level element (a fragmented MP4 has one pair a fragment).

@@ -2496,8 +2496,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         ev.turn = turn_said();
         // A file knows its duration once it plays (archive progress, in publish); a camera does not.
         gint64 duration = -1;
-        if (!s.options.live && gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) &&
-            duration > 0) {
+        // (Not the guess GStreamer makes of a Matroska file that says none: container_end.h.)
+        const bool says_none = s.stream.parsed.kind == UriKind::kFile &&
+                               check_container_end(file_uri_path(s.stream.uri)).duration_unknown;
+        if (!s.options.live && !says_none &&
+            gst_element_query_duration(s.pipeline.get(), GST_FORMAT_TIME, &duration) && duration > 0) {
           // streams[].to: the part ends there (publish counts its progress from streams[].from).
           ev.duration_ns = s.stream.to_ns >= 0 ? std::min<int64_t>(duration, s.stream.to_ns) : duration;
         }

@@ -144,6 +144,24 @@ TEST_F(ContainerEndTest, AMatroskaSegmentOrClusterThatRunsPastTheEndIsCutShort) 
   EXPECT_EQ(check(ebml + unknown + open_cluster).cut_short, "");
 }
 
+// A Matroska file's segment info without a Duration (written to a pipe, a live recorder's): its
+// duration is unknown (GStreamer's demuxer guessed one: 3.0 s for a 4.0 s file). With one: known.
+TEST_F(ContainerEndTest, AMatroskaSegmentInfoWithoutADurationSaysItIsUnknown) {
+  const std::string ebml = std::string("\x1A\x45\xDF\xA3\x84", 5) + "abcd";
+  const std::string unknown_segment("\x18\x53\x80\x67\xFF", 5);
+  const std::string seek_head = std::string("\x11\x4D\x9B\x74\x83", 5) + "sss";
+  // Info (1549A966) holding a TimestampScale (2AD7B1, 3 bytes) and, or not, a Duration (4489, a float).
+  const std::string scale = std::string("\x2A\xD7\xB1\x83\x0F\x42\x40", 7);
+  const std::string duration = std::string("\x44\x89\x84", 3) + std::string("\x45\x7A\x00\x00", 4);
+  auto info = [](const std::string& body) {
+    return std::string("\x15\x49\xA9\x66", 4) + static_cast<char>(0x80 | body.size()) + body;
+  };
+  const std::string cluster = std::string("\x1F\x43\xB6\x75\x43\xE8", 6) + std::string(1000, 'k');
+  EXPECT_TRUE(check(ebml + unknown_segment + seek_head + info(scale) + cluster).duration_unknown);
+  EXPECT_FALSE(check(ebml + unknown_segment + seek_head + info(scale + duration) + cluster).duration_unknown);
+  EXPECT_FALSE(check(ebml + unknown_segment + cluster).duration_unknown);  // no info before its clusters: no verdict
+}
+
 TEST_F(ContainerEndTest, AnAviOrMpegTsCutShortIsSaid) {
   const std::string avi = "RIFF" + le32(1004) + "AVI " + std::string(1000, 'a');
   EXPECT_EQ(check(avi).container, "AVI");
