@@ -6,7 +6,8 @@
 // the next frames' to its last (measured: 12 results of one stream at one pts_ms while the camera's
 // clock went on 100 ms a frame, and each counted as undecodable). Restamped from the RTP timestamps
 // after the jitter buffer, a connection's frames keep the camera's spacing whatever their arrival:
-// pts_ms is the RTP clock's running time from the connection's first packet, as documented. The jitter
+// pts_ms is the RTP clock's running time from the connection's first packet (that packet at the
+// pipeline's running time when it came: the connection's set-up), as documented. The jitter
 // buffer's own scheduling is untouched (it runs before).
 #pragma once
 
