@@ -104,8 +104,9 @@ Status check_authority(std::string_view uri, size_t authority_start) {
   }
   // "user:pa/ss@host:554/path": cut at the '/', the host is read from the password (the log's redaction
   // then showed the rest of it), and the path's first part ends in "@host[:port]". Said as for '#'.
-  // (Only "@host:port" or "@1.2.3.4" there: "rtsp://cam/live@main" and ".../a@b.mp4" are paths.)
-  if (at != std::string_view::npos && authority_end < uri.size() && uri[authority_end] == '/') {
+  // (Only "@host:port" or "@1.2.3.4" there: "rtsp://cam/live@main" and ".../a@b.mp4" are paths.) The
+  // authority may hold no '@' then: "admin:2024/07@cam:554" reads as host admin, port 2024.
+  if (authority_end < uri.size() && uri[authority_end] == '/') {
     const size_t segment_end = std::min(uri.find_first_of("/?#", authority_end + 1), uri.size());
     const size_t path_at = uri.find('@', authority_end + 1);
     const std::string_view after = path_at < segment_end ? uri.substr(path_at + 1, segment_end - path_at - 1) : "";

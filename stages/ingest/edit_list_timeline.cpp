@@ -61,6 +61,7 @@ void shift(GstBuffer* buffer, PadShift& pad) {
   GST_BUFFER_DTS(buffer) = decoding_time_on_edit_list(GST_BUFFER_DTS(buffer), pad.offset);
   if (hidden_by_edit_list(media_pts, pad.start)) {
     pad.hidden_seen = true;
+    if (pad.reported) pad.reported->hidden_frames.fetch_add(1);
     GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DECODE_ONLY);
     gst_buffer_add_reference_timestamp_meta(buffer, hidden_caps(), media_pts, GST_CLOCK_TIME_NONE);
   } else if (pad.hidden_seen && GST_BUFFER_PTS_IS_VALID(buffer)) {

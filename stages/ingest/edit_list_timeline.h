@@ -50,6 +50,7 @@ GstClockTime decoding_time_on_edit_list(GstClockTime dts, GstClockTimeDiff offse
 // earlier versions read again (their pts_ms were media times): the latest video segment's offset.
 struct EditListOffset {
   std::atomic<int64_t> video_ns{0};
+  std::atomic<uint64_t> hidden_frames{0};  // its video's frames before the part shown (decoded, not shown)
 };
 
 // Whether a buffer of a time segment whose start is `segment_start` (its media time) is before the part

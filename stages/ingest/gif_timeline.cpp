@@ -135,6 +135,18 @@ Result<GifTimeline> read_gif_timeline(const std::string& path) {
   if (timeline.ok() && !timeline->whole) {
     timeline->mended = std::make_shared<const std::string>(bytes.substr(0, timeline->frames_end) + ";");
   }
+  // Cut before its first frame ended: no frame, and its reader would look for one for ever (a core at
+  // 100%, found 2026-12-07). Read as its header and a trailer: a GIF of no frame, which ends at once.
+  if (!timeline.ok() && timeline.status().code() == StatusCode::kDataLoss && bytes.size() >= 13) {
+    const size_t header = 13 + color_table_bytes(static_cast<uint8_t>(bytes[10]));
+    if (header <= bytes.size()) {
+      GifTimeline none;
+      none.no_frame_because = timeline.status().message();
+      none.frames_end = header;
+      none.mended = std::make_shared<const std::string>(bytes.substr(0, header) + ";");
+      return none;
+    }
+  }
   return timeline;
 }
 
@@ -201,7 +213,13 @@ GstPadProbeReturn on_gif_pull(GstPad*, GstPadProbeInfo* info, gpointer user) {
   const uint64_t whole_end = mended->size() - 1;  // (the trailer's byte)
   if (GST_PAD_PROBE_INFO_DATA(info) != nullptr || info->offset + info->size <= whole_end) return GST_PAD_PROBE_PASS;
   if (info->offset >= mended->size()) {
-    GST_PAD_PROBE_INFO_DATA(info) = nullptr;  // (the end of the stream)
+    // Trailers again, not the end: libav's GIF reader that meets the end looks for a block for ever (a
+    // GIF of no whole frame read its one trailer while it probed, then spun), and a trailer ends it.
+    const size_t size = std::max<size_t>(1, std::min<size_t>(info->size, 4096));
+    GstBuffer* trailers = gst_buffer_new_allocate(nullptr, size, nullptr);
+    gst_buffer_memset(trailers, 0, ';', size);
+    GST_BUFFER_OFFSET(trailers) = info->offset;
+    GST_PAD_PROBE_INFO_DATA(info) = trailers;
     return GST_PAD_PROBE_DROP;
   }
   const size_t size = std::min<uint64_t>(info->size, mended->size() - info->offset);
@@ -224,7 +242,7 @@ void on_gif_pad_added(GstElement*, GstPad* pad, gpointer user) {
 }  // namespace
 
 void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const GifTimeline> timeline) {
-  if (!timeline || timeline->pts_ns.empty()) return;
+  if (!timeline) return;
   if (timeline->mended) {
     // A blocking probe, as only those are asked before a pull (and may answer it); PASS lets the others by.
     GstPad* sink = gst_element_get_static_pad(demuxer, "sink");
@@ -235,6 +253,7 @@ void end_gif_after_its_last_frame(GstElement* demuxer, std::shared_ptr<const Gif
       gst_object_unref(sink);
     }
   }
+  if (timeline->pts_ns.empty()) return;  // (no frame: its reader ends at the trailer)
   g_signal_connect_data(demuxer, "pad-added", G_CALLBACK(&on_gif_pad_added),
                         new std::shared_ptr<const GifTimeline>(std::move(timeline)),
                         [](gpointer data, GClosure*) { delete static_cast<std::shared_ptr<const GifTimeline>*>(data); },

@@ -34,6 +34,8 @@ struct GifTimeline {
   // frame's end and a trailer. libav's GIF reader never ends a file without its trailer (it looks for
   // the next block for ever: a core at 100%, no frame given when the file is small).
   std::shared_ptr<const std::string> mended;
+  // A file cut before its first frame ended (read_gif_timeline): no frame, and why ("" otherwise).
+  std::string no_frame_because;
   int64_t last_pts_ns() const { return pts_ns.empty() ? -1 : pts_ns.back(); }
 };
 

@@ -254,7 +254,8 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
       text += ": its server took the connection but did not answer in time (a hung camera, or another kind of server "
               "on that port?)";
     } else if (err->code == GST_RESOURCE_ERROR_READ && source_type == "GstRTSPSrc" && debug &&
-               std::strstr(debug, "Received end-of-file")) {
+               (std::strstr(debug, "Received end-of-file") || std::strstr(debug, "System error"))) {
+      // (A connection closed at once, or reset: "System error"; closed after the request: end-of-file.)
       text += ": its server closed the connection (a camera restarting, or one that takes no more clients; or another "
               "kind of server on that port)";
     }
@@ -478,7 +479,13 @@ struct StreamReader::Impl {
   std::atomic<bool> hls{false};  // this connection reads an HLS playlist (hlsdemux appeared)
   std::atomic<bool> dash{false};  // or a DASH manifest (dashdemux)
   std::atomic<bool> avi{false};   // an AVI file (avidemux): one frame a chunk at the file's frame rate
-  std::atomic<bool> gif{false};   // a GIF (avdemux_gif, gif_timeline.h): not sought in
+  std::atomic<bool> gif{false};
+  std::mutex gif_mutex;
+  std::string gif_unreadable;  // why a GIF gives no frame (cut before its first ended), under gif_mutex
+  std::string gif_unreadable_because() {
+    std::lock_guard<std::mutex> lock(gif_mutex);
+    return gif_unreadable;
+  }   // a GIF (avdemux_gif, gif_timeline.h): not sought in
   uint64_t pipelines_built = 0;   // each connection's (run thread)
   std::atomic<bool> video_linked{false};  // this connection's first video pad is linked; others are not
   std::atomic<bool> extra_video_logged{false};  // a file's second video stream was said to be left out
@@ -1137,6 +1144,12 @@ struct StreamReader::Impl {
     }
     self->rtsp_answered_ns = 0;
     self->rtsp_asked_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    // rtspsrc's own wait for an answer (tcp-timeout, 20 s) past ours: a camera that answers DESCRIBE in
+    // 25 s is waited for (kRtspAnswerWait), and one that never does is said in our words.
+    if (g_object_class_find_property(klass, "tcp-timeout")) {
+      const double wait_s = std::max(self->ingest.stall_timeout_s, static_cast<double>(kRtspAnswerWait.count())) + 5;
+      g_object_set(source, "tcp-timeout", static_cast<guint64>(wait_s * 1e6), nullptr);
+    }
     if (g_signal_lookup("on-sdp", G_OBJECT_TYPE(source)) != 0) {
       g_signal_connect(source, "on-sdp", G_CALLBACK(+[](GstElement*, gpointer, gpointer user) {
                          auto* impl = static_cast<Impl*>(user);
@@ -1270,14 +1283,21 @@ struct StreamReader::Impl {
     gchar* path = g_filename_from_uri(self->stream.parsed.uri.c_str(), nullptr, nullptr);
     Result<GifTimeline> timeline = path ? read_gif_timeline(path) : Result<GifTimeline>(InvalidArgument("not a local file"));
     if (path) g_free(path);
-    if (timeline.ok() && !timeline->whole) {  // (ended after its last whole frame, as libav gives them)
+    if (timeline.ok() && !timeline->whole && timeline->no_frame_because.empty()) {  // (ended after its last whole frame)
       VAPIPE_LOG_WARN("stream '{}': its GIF is cut short (it ends before its trailer): its {} whole frame(s) are read",
                       self->stream.id, timeline->pts_ns.size());
     }
     if (timeline.ok()) {
       VAPIPE_LOG_DEBUG("stream '{}': a GIF of {} frame(s), {:.3f} s", self->stream.id, timeline->pts_ns.size(),
-                       static_cast<double>(timeline->last_pts_ns() + timeline->duration_ns.back()) / 1e9);
+                       timeline->pts_ns.empty()
+                           ? 0.0
+                           : static_cast<double>(timeline->last_pts_ns() + timeline->duration_ns.back()) / 1e9);
+      const std::string no_frame = timeline->no_frame_because;
       end_gif_after_its_last_frame(demuxer, std::make_shared<const GifTimeline>(std::move(timeline).value()));
+      if (!no_frame.empty()) {  // (its reader, given a trailer, ends; the end is an error then)
+        std::lock_guard<std::mutex> lock(self->gif_mutex);
+        self->gif_unreadable = no_frame;
+      }
       return;
     }
     const std::string why = "its GIF cannot be read: " + timeline.status().message();
@@ -3196,6 +3216,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         from_past_end = s.stream.from_ns > 0;
       }
       if (const uint64_t arrived = s.decoder_input.arrived.load(); arrived > 0 && s.decoded.load() == 0 && !from_past_end) {
+        // A trimmed MP4 of a long-GOP recording: GStreamer 1.22's qtdemux gives only frames before the
+        // part its edit list shows (found 2026-12-07: one, of a 2 s part 3 s into a 4 s GOP).
+        if (const uint64_t hidden = s.edit_list->hidden_frames.load(); hidden >= arrived) {
+          if (auto done = recover(MessageKind::kStreamError,
+                                  "GStreamer's MP4 reader gives only " + std::to_string(hidden) + " frame(s) of it, all "
+                                  "before the part its edit list shows (a trim of a recording with long GOPs, which "
+                                  "GStreamer 1.22 reads short): re-encode it (ffmpeg -i FILE -c:v libx264 -crf 16 "
+                                  "OUT.mp4)")) {
+            return *done;
+          }
+          continue;
+        }
         if (auto done = recover(MessageKind::kStreamError,
                                 "none of its " + std::to_string(arrived) + " compressed frames could be decoded: it has "
                                 "no key frame to start from (cut from a longer recording?)")) {
@@ -3227,6 +3259,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       }
       if (s.part_ended.load()) {
         return finish(MessageKind::kStreamEnd, "end of its part (streams[].to: " + media_time_text(s.stream.to_ns) + ")");
+      }
+      // A GIF cut before its first frame ended: its reader ended at the trailer it was given; it is an
+      // error (decodebin drops one posted while it links the demuxer).
+      if (std::string gif = s.gif_unreadable_because(); !gif.empty() && s.decoded.load() == 0) {
+        return finish(MessageKind::kStreamError, "its GIF cannot be read: " + gif);
       }
       if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;
       continue;

@@ -116,6 +116,16 @@ TEST(StreamUri, AnUnescapedAtHashSlashOrQuestionMarkInAPasswordIsRefusedWithoutS
                                         "write it as %2F (percent-escaped), and an '@' as %40"), std::string::npos)
         << p.status().message();
   }
+  // A password whose part before its '/' reads as a port (digits), or a user name with a '/': the same.
+  for (const std::string uri : {"rtsp://admin:2024/07@192.168.1.10:554/live", "rtsp://admin:12/34@cam.local:554/live",
+                                "rtsp://ad/min:abcd@192.168.1.10/live"}) {
+    auto p = parse_stream_uri(uri, "");
+    ASSERT_FALSE(p.ok()) << uri;
+    EXPECT_NE(p.status().message().find("holds a '/' (its authority ends there, and the host is read from inside it): "
+                                        "write it as %2F (percent-escaped)"), std::string::npos)
+        << p.status().message();
+    EXPECT_EQ(p.status().message().find("2024/07"), std::string::npos);
+  }
   for (const std::string password : {"50%off", "pass%", "a%4"}) {  // a '%' that starts no escape
     auto p = parse_stream_uri("rtsp://admin:" + password + "@10.0.0.5:554/stream1", "");
     ASSERT_FALSE(p.ok()) << password;

@@ -614,6 +614,17 @@ TEST_F(StreamReaderTest, ASmallGifCutShortGivesItsWholeFramesAndEnds) {
     ASSERT_FALSE(out.messages.empty());
     EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << out.messages.back().event.message;
   }
+  // Cut inside its first frame: no frame, an error saying so (it hung too, its reader at 100%).
+  const std::string first = (dir_ / "cut-first.gif").string();
+  const size_t first_frame_at = bytes.find('\x2c');
+  ASSERT_NE(first_frame_at, std::string::npos);
+  std::ofstream(first, std::ios::binary) << bytes.substr(0, first_frame_at + 20);
+  const CollectingEmitter none = read_whole(first, ingest_, "cut-first");
+  EXPECT_TRUE(of_kind(none, MessageKind::kFrame).empty());
+  ASSERT_FALSE(none.messages.empty());
+  EXPECT_EQ(none.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_EQ(none.messages.back().event.message.rfind("its GIF cannot be read: the GIF is cut short at byte ", 0), 0u)
+      << none.messages.back().event.message;
 }
 
 // A GIF frame without a Graphic Control Extension is shown 100 ms (as ffmpeg and browsers show it); libav
