@@ -885,6 +885,11 @@ Status PublishStage::flush_jsonl() {
 Status PublishStage::jsonl_refused(const Status& why) {
   if (config_->job.mode == JobMode::kArchive) {
     jsonl_unwritable_ = true;
+    if (why.message().find(" was deleted while the job ran") != std::string::npos) {  // (results_file.h)
+      return Aborted("publish.jsonl_path " + why.message() + ": the results from here on would not be recorded, so "
+                     "the job stops; those so far went with the deleted file: make its folder writable, then run the "
+                     "job again (`--resume` starts it from its first frame, the file being gone)");
+    }
     return Aborted("publish.jsonl_path " + why.message() + ": the results from here on would not be recorded, so the " +
                    "job stops; free some space (or fix the file's disk), then `vapipe run --resume` goes on from its " +
                    "last complete line");
