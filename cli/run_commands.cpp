@@ -43,7 +43,7 @@ namespace vapipe::cli {
 
 // Publish's exit statuses are `vapipe run`'s (publish_stage.h and supervisor.h name them each).
 static_assert(kExitSomeStreamsFailed == kExitStreamsFailed && kExitArchiveUnfinished == kExitStreamsUnfinished &&
-              kExitJsonlUnwritable == kExitResultsUnwritable);
+              kExitJsonlUnwritable == kExitResultsUnwritable && kExitSummaryFileUnwritable == kExitSummaryUnwritable);
 namespace {
 
 struct ConfigChoice {

@@ -100,6 +100,7 @@ Result<ResumePlan> read_resume_plan(const Config& config) {
         plan.keep_bytes = offset + line.size() + 1;
         ++plan.kept_lines;
         plan.summarized = true;
+        plan.summary_json = payload.dump(2) + "\n";
         break;
       }
       // Streams the file has never heard of: the config gained them (a glob over a folder that grew)

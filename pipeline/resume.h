@@ -53,6 +53,7 @@ struct ResumePlan {
   uint64_t cut_lines = 0;     // complete lines after the cut point
   std::string cut_reason;     // why the file is cut where it is ("" when nothing is cut)
   bool summarized = false;    // the file ends with the job summary of a run that ended
+  std::string summary_json;   // that summary's payload, as job.summary_path holds it ("" without)
   bool complete() const;      // every stream ended, departed ones too: nothing to resume
 };
 

@@ -193,6 +193,9 @@ namespace {
 // How one run of the job's stage processes ended.
 constexpr const char* kUnwritableRefusal =
     " (not restarted: its results file cannot be written, and a restart would fail the same way)";
+constexpr const char* kSummaryUnwritableRefusal =
+    " (not restarted: its job.summary_path could not be written; the results file is whole, with the job's summary, "
+    "and `vapipe run --resume` writes the summary file once it can be)";
 
 struct RunOutcome {
   int code = kExitOk;
@@ -288,6 +291,15 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         failed.push_back(id);
         VAPIPE_LOG_WARN("--resume: stream '{}' failed in an earlier run ({}); it is not run again: give it a new id, "
                         "or run the job without --resume, to classify it", id, p.message);
+      }
+      // Its summary file, where the run that ended could not write it (a full disk then).
+      if (!config.job.summary_path.empty() && !plan->summary_json.empty() &&
+          !std::filesystem::exists(config.job.summary_path, ec)) {
+        if (Status st = write_file_atomically(config.job.summary_path, plan->summary_json, 0644); st.ok()) {
+          VAPIPE_LOG_INFO("--resume: job.summary_path {} written from the results' summary", config.job.summary_path);
+        } else {
+          VAPIPE_LOG_ERROR("job.summary_path: {}", st.message());
+        }
       }
       cleanup_job_resources(config, job_id, lanes);
       return RunOutcome{failed.empty() ? kExitOk : kExitStreamsFailed};
@@ -915,8 +927,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                                    describe_exit(status);
           const bool stopping = flags.stop.load() || flags.abort.load();
           // A results file that cannot be written (a full disk) fails every restart the same way.
-          const bool unwritable = c.kind == StageKind::kPublish && WIFEXITED(status) &&
-                                  WEXITSTATUS(status) == kExitResultsUnwritable;
+          const bool summary_unwritable = c.kind == StageKind::kPublish && WIFEXITED(status) &&
+                                          WEXITSTATUS(status) == kExitSummaryUnwritable;
+          const bool unwritable = summary_unwritable || (c.kind == StageKind::kPublish && WIFEXITED(status) &&
+                                                         WEXITSTATUS(status) == kExitResultsUnwritable);
+          const char* unwritable_refusal = summary_unwritable ? kSummaryUnwritableRefusal : kUnwritableRefusal;
           const auto now = std::chrono::steady_clock::now();
           // As run_supervisor counts: a long run without a crash starts the count over.
           const uint32_t count = now - began > kRestartCountReset ? 0 : restarts;
@@ -926,7 +941,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
             const uint32_t in_a_row = now - crash.last > kRestartCountReset ? 0 : crash.in_a_row;
             const bool opening = publish_opening(config, job_id) ||
                                  (group != kPublishGroup && lane_opening(config, job_id, group));
-            refusal = unwritable ? kUnwritableRefusal : restart_refusal(config, !opening, in_a_row, stopping);
+            refusal = unwritable ? unwritable_refusal : restart_refusal(config, !opening, in_a_row, stopping);
             if (refusal.empty()) {
               crash.in_a_row = in_a_row + 1;
               crash.last = now;
@@ -970,7 +985,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
             }
             if (!reading.empty()) failure += " while reading " + reading;
           }
-          if (unwritable) refusal = kUnwritableRefusal;
+          if (unwritable) refusal = unwritable_refusal;
           const bool will_restart = !live && !unwritable &&
                                 (restart_refusal(config, failed_after_opening, count, stopping).empty() ||
                                  (!crash_suspects.empty() && !stopping && !config.publish.jsonl_path.empty()));

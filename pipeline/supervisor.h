@@ -28,6 +28,8 @@ inline constexpr int kExitStreamsUnfinished = 4;
 // since every restart would fail the same way (it cost job.max_restarts futile restarts). A live
 // job's publish goes on instead, keeping the lines for the file (stages/publish/publish_stage.h).
 inline constexpr int kExitResultsUnwritable = 5;
+// Publish's exit when job.summary_path could not be written at the job's end: not restarted either.
+inline constexpr int kExitSummaryUnwritable = 6;
 
 // Ends the process by the signal that stopped it (`flags.signal`), its handler reset: a shell then
 // sees it interrupted (130 for SIGINT, 143 for SIGTERM) and stops a loop of jobs, and a Kubernetes

@@ -1949,7 +1949,8 @@ size_t PublishStage::unfinished_streams() const {
 }
 
 int PublishStage::exit_code() const {
-  if (jsonl_unwritable_ || summary_unwritable_) return kExitJsonlUnwritable;
+  if (jsonl_unwritable_) return kExitJsonlUnwritable;
+  if (summary_unwritable_) return kExitSummaryFileUnwritable;
   if (unfinished_streams() > 0) return kExitArchiveUnfinished;  // not finished, whatever else failed
   return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0;
 }

@@ -42,8 +42,11 @@ inline constexpr int kExitSomeStreamsFailed = 3;
 inline constexpr int kExitArchiveUnfinished = 4;
 // ... when an archive job's results file could not be written (a full disk): a restart would fail the
 // same way, so the job is not restarted (supervisor.h: kExitResultsUnwritable). A live job goes on.
-// Also when job.summary_path could not be written at the job's end (either mode).
+
 inline constexpr int kExitJsonlUnwritable = 5;
+// ... when job.summary_path could not be written at the job's end (either mode): the results file is
+// whole, with its summary; not restarted (supervisor.h: kExitSummaryUnwritable).
+inline constexpr int kExitSummaryFileUnwritable = 6;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
 // same as `kill -HUP`), 409 when there is none. With `wait`, its answer once the job has said what

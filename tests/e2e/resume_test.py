@@ -90,6 +90,13 @@ class Resume(E2ETest):
         self.assertIn("is already complete in " + jsonl, err)
         self.assertEqual(os.path.getsize(jsonl), size)
 
+        # Its summary file missing (the disk was full when the run ended): written from the results'.
+        summary_file = os.path.join(self.dir, "summary.json")
+        os.remove(summary_file)
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        with open(summary_file) as f:
+            self.assertEqual(json.load(f)["frames"], summary["frames"])
         # One whose summary is missing (the disk filled as it was written) gets it, once, and no result
         # again.
         with open(jsonl) as f:

@@ -835,7 +835,7 @@ TEST_F(PublishStageTest, ASummaryFileThatCannotBeWrittenFailsTheExitStatus) {
   ASSERT_TRUE(stage_->close(out_).ok());
   ASSERT_FALSE(bus_->sent.empty());
   EXPECT_EQ(bus_->sent.back().first, "job/summary");  // (on the bus all the same)
-  EXPECT_EQ(stage_->exit_code(), kExitJsonlUnwritable);
+  EXPECT_EQ(stage_->exit_code(), kExitSummaryFileUnwritable);
   std::filesystem::remove(not_a_folder);
 }
 
