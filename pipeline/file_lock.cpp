@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 namespace vapipe {
@@ -40,7 +41,26 @@ Result<FileLock> FileLock::acquire(const std::string& path, const std::string& k
 
 Status FileLock::follow() {
   struct stat locked {}, named {};
-  if (fd_ < 0 || ::fstat(fd_, &locked) != 0 || ::stat(path_.c_str(), &named) != 0) return Status::Ok();
+  if (fd_ < 0 || ::fstat(fd_, &locked) != 0) return Status::Ok();
+  if (::stat(path_.c_str(), &named) != 0) {
+    // A lock file of its own (a timed results path's, beside its files) deleted with its folder: made
+    // again, and locked (found 2026-12-07: a second job on the same path then started, and both wrote).
+    // Not the results file itself, which its writer makes again whole (results_file.h).
+    if (shown_.empty() || shown_ == path_) return Status::Ok();
+    std::error_code ec;
+    const std::filesystem::path folder = std::filesystem::path(path_).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    const int made = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (made < 0) return Status::Ok();  // (tried again at the next look)
+    if (::flock(made, LOCK_EX | LOCK_NB) != 0) {
+      ::close(made);
+      return Unavailable(key_ + " " + shown_ + ": its lock file was deleted, and another process holds the one made "
+                         "since (a second job?)");
+    }
+    ::close(fd_);
+    fd_ = made;
+    return Status::Ok();
+  }
   if (locked.st_dev == named.st_dev && locked.st_ino == named.st_ino) return Status::Ok();
   const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return Status::Ok();  // gone again since

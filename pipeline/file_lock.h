@@ -30,7 +30,9 @@ class FileLock {
 
   // The path names another file than the one locked (the results file deleted and written again, or
   // moved and begun anew: stages/publish/results_file.h): the lock is taken on that one instead. An
-  // error when another process holds it; nothing to do when the path names no file or the same one.
+  // error when another process holds it; nothing to do when the path names the same one, or no file
+  // (its writer makes it again), except a lock file of its own (`shown` another path: a timed results
+  // path's), which is made again and locked.
   Status follow();
 
  private:

@@ -48,6 +48,29 @@ TEST_F(FileLockTest, ASecondWriterIsRefusedNamingTheKeyAndTheFileAndTheContentIs
   EXPECT_TRUE(FileLock::acquire(path_, "publish.jsonl_path").ok());
 }
 
+// A timed results path's lock, a file of its own beside its files, deleted with its folder (`rm -rf
+// out/`): made again and locked, so that a second job on the path is still refused (it started, and
+// both wrote into one file). The results file itself is not made by the lock (its writer makes it whole).
+TEST_F(FileLockTest, AnOwnLockFileDeletedWithItsFolderIsMadeAgainAndHeld) {
+  const std::string lock_path = (dir_ / "out" / "._Y-_m-_d.jsonl.lock").string();
+  const std::string shown = (dir_ / "out" / "%Y-%m-%d.jsonl").string();
+  fs::create_directories(dir_ / "out");
+  auto lock = FileLock::acquire(lock_path, "publish.jsonl_path", shown);
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  fs::remove_all(dir_ / "out");
+  ASSERT_TRUE(lock->follow().ok());
+  EXPECT_TRUE(fs::exists(lock_path));
+  auto second = FileLock::acquire(lock_path, "publish.jsonl_path", shown);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  // The results file locked itself: not made again by the lock.
+  auto plain = FileLock::acquire(path_, "publish.jsonl_path", path_);
+  ASSERT_TRUE(plain.ok());
+  fs::remove(path_);
+  ASSERT_TRUE(plain->follow().ok());
+  EXPECT_FALSE(fs::exists(path_));
+}
+
 TEST_F(FileLockTest, ALockDiesWithItsProcessHoweverItDies) {
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
