@@ -142,7 +142,7 @@ const std::vector<std::string>& stream_states() {
 }
 
 // How long since a stage's snapshot was written: on the monotonic clock where both are known.
-double silent_for_s(const JobMetrics& m, const StageStatsSnapshot& s) {
+static double silent_for_s(const JobMetrics& m, const StageStatsSnapshot& s) {
   if (m.now_monotonic_s > 0 && s.written_monotonic_s > 0) return m.now_monotonic_s - s.written_monotonic_s;
   return m.now_unix_s - s.written_unix_s;
 }

@@ -885,7 +885,7 @@ Status PublishStage::flush_jsonl() {
 Status PublishStage::jsonl_refused(const Status& why) {
   if (config_->job.mode == JobMode::kArchive) {
     jsonl_unwritable_ = true;
-    if (why.message().find(" was deleted while the job ran") != std::string::npos) {  // (results_file.h)
+    if (jsonl_.lost_with_deleted_file()) {
       return Aborted("publish.jsonl_path " + why.message() + ": the results from here on would not be recorded, so "
                      "the job stops; those so far went with the deleted file: make its folder writable, then run the "
                      "job again (`--resume` starts it from its first frame, the file being gone)");
@@ -1956,7 +1956,6 @@ int PublishStage::exit_code() const {
 }
 
 void PublishStage::write_summary() {
-  const int64_t end_ns = wall_clock_ns();
   // (On the monotonic clock: a wall clock stepped by 2 days billed 48 hours for an 11 s job.)
   const double wall_s = static_cast<double>(monotonic_clock_ns() - job_start_monotonic_ns_) / 1e9;
   uint64_t total_frames = 0, run_frames = 0;

@@ -62,6 +62,9 @@ class ResultsFile {
   //    its own file, which is named.
   std::string follow_path(bool begin_anew_when_moved);
 
+  // Whether the file was deleted and cannot be written again (follow_path): its lines so far went with it.
+  bool lost_with_deleted_file() const { return !cannot_write_again_.empty(); }
+
   size_t buffered_bytes() const { return buffer_.size(); }
   uint64_t buffered_lines() const { return buffered_lines_; }
   // Drops the oldest buffered lines until at most `max_bytes` are left; returns how many it dropped.

@@ -40,23 +40,35 @@ std::vector<std::string> drain(zmq::socket_t& sub, std::chrono::milliseconds tim
   }
 }
 
+// A lossless bus on a free port that waits for `subscribers` before its first message (10 s at most).
+ZmqBusOptions waiting_for(uint32_t subscribers) {
+  ZmqBusOptions o;
+  o.endpoint = testing::free_loopback_tcp_endpoint();
+  o.lossless = true;
+  o.wait_for_subscribers = subscribers;
+  o.wait_timeout_s = 10;
+  return o;
+}
+
+// One subscriber of two topic prefixes, as `vapipe sub --exit-on-summary` is.
+zmq::socket_t results_and_summary_subscriber(const std::string& endpoint) {
+  zmq::socket_t s(zmq_context(), zmq::socket_type::sub);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::subscribe, "results/");
+  s.set(zmq::sockopt::subscribe, "job/summary");
+  s.connect(endpoint);
+  return s;
+}
+
 // publish.wait_for_subscribers counts subscribers, not subscriptions: the first subscriber subscribes to
 // two topics (as `vapipe sub --exit-on-summary` does), the second connects 0.5 s later and must still
 // get the first result. (Counting subscriptions made two subscribers of the first one: the archive
 // e2e test's second subscriber then missed a stream's first result, now and then.)
 TEST(ZmqBusPublisher, WaitingForTwoSubscribersWaitsForTwoNotForTwoSubscriptions) {
-  ZmqBusOptions o;
-  o.endpoint = testing::free_loopback_tcp_endpoint();
-  o.lossless = true;
-  o.wait_for_subscribers = 2;
-  o.wait_timeout_s = 10;
+  const ZmqBusOptions o = waiting_for(2);
   auto publisher = make_zmq_bus_publisher(o, nullptr);
   ASSERT_TRUE(publisher.ok()) << publisher.status().message();
-  zmq::socket_t first(zmq_context(), zmq::socket_type::sub);
-  first.set(zmq::sockopt::linger, 0);
-  first.set(zmq::sockopt::subscribe, "results/");
-  first.set(zmq::sockopt::subscribe, "job/summary");
-  first.connect(o.endpoint);
+  zmq::socket_t first = results_and_summary_subscriber(o.endpoint);
   std::thread publishing([&] {
     for (int i = 0; i < 3; ++i) EXPECT_TRUE((*publisher)->send("results/cam1", "{\"seq\":" + std::to_string(i) + "}").ok());
   });
@@ -72,11 +84,7 @@ TEST(ZmqBusPublisher, WaitingForTwoSubscribersWaitsForTwoNotForTwoSubscriptions)
 // restarting) is not one of those waited for: the job waited for none more, and the one that came next
 // got nothing, not even the summary (found 2026-12-07).
 TEST(ZmqBusPublisher, ASubscriberThatLeftBeforeTheFirstMessageIsNotCountedAsWaiting) {
-  ZmqBusOptions o;
-  o.endpoint = testing::free_loopback_tcp_endpoint();
-  o.lossless = true;
-  o.wait_for_subscribers = 1;
-  o.wait_timeout_s = 10;
+  const ZmqBusOptions o = waiting_for(1);
   auto publisher = make_zmq_bus_publisher(o, nullptr);
   ASSERT_TRUE(publisher.ok()) << publisher.status().message();
   {
@@ -98,18 +106,10 @@ TEST(ZmqBusPublisher, ASubscriberThatLeftBeforeTheFirstMessageIsNotCountedAsWait
 // Two waited for: one that stays (two topic prefixes, as `vapipe sub --exit-on-summary`), one that came
 // and left; the job waits for a second one in force (it went on at once, the one that came got nothing).
 TEST(ZmqBusPublisher, WaitingForTwoCountsTheSubscribersStillConnected) {
-  ZmqBusOptions o;
-  o.endpoint = testing::free_loopback_tcp_endpoint();
-  o.lossless = true;
-  o.wait_for_subscribers = 2;
-  o.wait_timeout_s = 10;
+  const ZmqBusOptions o = waiting_for(2);
   auto publisher = make_zmq_bus_publisher(o, nullptr);
   ASSERT_TRUE(publisher.ok()) << publisher.status().message();
-  zmq::socket_t stays(zmq_context(), zmq::socket_type::sub);
-  stays.set(zmq::sockopt::linger, 0);
-  stays.set(zmq::sockopt::subscribe, "results/");
-  stays.set(zmq::sockopt::subscribe, "job/summary");
-  stays.connect(o.endpoint);
+  zmq::socket_t stays = results_and_summary_subscriber(o.endpoint);
   {
     zmq::socket_t gone = subscriber(o.endpoint, nullptr, "");
     std::this_thread::sleep_for(300ms);
