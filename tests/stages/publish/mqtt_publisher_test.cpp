@@ -18,6 +18,7 @@
 
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/mqtt_broker.h"
+#include "tests/fakes/process_temp_dir.h"
 
 namespace vapipe {
 namespace {
@@ -31,12 +32,7 @@ using testing::MqttSubscriber;
 const std::string kTlsDir = std::string(VAPIPE_SOURCE_DIR) + "/tests/media/tls/";
 
 // A folder of this test's own (`name` and the process's id), empty, for picture files.
-std::filesystem::path empty_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / (name + "-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::filesystem::path empty_dir(const std::string& name) { return vapipe::testing::empty_temp_dir(name); }
 
 MqttConfig broker_at(const std::string& url) {
   MqttConfig c;

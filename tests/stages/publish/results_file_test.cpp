@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -10,6 +9,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/fakes/process_temp_dir.h"
 
 namespace vapipe {
 namespace {
@@ -36,7 +37,7 @@ class FileSizeLimit {
 };
 
 std::string temp_path(const std::string& name) {
-  const std::filesystem::path dir = ::testing::TempDir() + ("results-file-" + std::to_string(getpid()));
+  const std::filesystem::path dir = vapipe::testing::process_temp_dir() / "results-file";
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }

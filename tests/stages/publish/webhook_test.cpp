@@ -23,6 +23,7 @@
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/http_receiver.h"
 #include "tests/fakes/local_zone.h"
+#include "tests/fakes/process_temp_dir.h"
 
 namespace vapipe {
 namespace {
@@ -554,9 +555,7 @@ TEST(Webhook, ATextWebhookPostsTheLineAsPlainText) {
 
 // A picture as ingest leaves it: `bytes` in a fresh folder of the test's, as `name`; its path.
 std::string picture_file(const std::string& folder, const std::string& name, const std::string& bytes) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / (folder + "-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = vapipe::testing::empty_temp_dir(folder);
   std::ofstream(dir / name, std::ios::binary) << bytes;
   return (dir / name).string();
 }
