@@ -46,6 +46,7 @@
 #include "stages/ingest/tls_pin.h"
 #include "stages/ingest/ts_tail_loss.h"
 #include "stages/ingest/decoder_input_gate.h"
+#include "stages/ingest/decoder_plugins.h"
 #include "stages/ingest/frame_picture.h"
 #include "stages/ingest/joined_timeline.h"
 #include "stages/ingest/edit_list_timeline.h"
@@ -492,6 +493,7 @@ struct StreamReader::Impl {
   std::mutex pads_mutex;
   std::string other_pads;  // the caps of the streams that were not video ("audio/x-raw")
   std::string undecodable;  // streams no decoder here took ("video/x-h264, profile high-4:4:4")
+  std::string decoder_load_failure;  // a decoder for one of them installed whose plug-in did not load
   bool rtsp_logged = false;  // on_source_setup: once per stream, not per reconnection
   bool tls_unchecked_logged = false;  // apply_tls_trust: once per stream
   // What decodes the current connection: a still-image decoder (jpegdec, pngdec) without a multipart
@@ -1344,10 +1346,13 @@ struct StreamReader::Impl {
       }
       what += ", FourCC '" + code + "'";
     }
+    // A decoder the registry has for it whose plug-in did not load: said instead of "install it".
+    std::string load_failure = what.rfind("video/", 0) == 0 ? decoder_plugin_load_failure(caps) : "";
     std::lock_guard<std::mutex> lock(self->pads_mutex);
     if (self->undecodable.find(what) == std::string::npos) {
       self->undecodable += (self->undecodable.empty() ? "" : "; ") + what;
     }
+    if (self->decoder_load_failure.empty()) self->decoder_load_failure = std::move(load_failure);
   }
   // Caps reaching videoscale: a host frame's size and format (known once decoded, and again at any
   // change, a camera switched to 4K). A frame larger than a pool slot is scaled down to fit (preprocess
@@ -3118,6 +3123,13 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           *reason = "its video's codec is one GStreamer's AVI reader does not know (" + s.undecodable +
                     "; Ut Video, MagicYUV, JPEG 2000 and others), whatever decoders are installed: convert the file "
                     "(ffmpeg -i FILE -c:v libx264 -crf 16 OUT.mp4)";
+        } else if (!s.decoder_load_failure.empty()) {
+          const bool out_of_memory = s.decoder_load_failure.find("failed to map segment") != std::string::npos ||
+                                     s.decoder_load_failure.find("Cannot allocate memory") != std::string::npos;
+          *reason = "its video (" + s.undecodable + ") has a decoder here, but " + s.decoder_load_failure +
+                    (out_of_memory ? " (out of address space: is the job's memory limited by `ulimit -v` or "
+                                     "prlimit --as? Raise the limit; a cgroup's memory.max does not do this)"
+                                   : "");
         } else if (s.undecodable.find("video/") != std::string::npos) {
           *reason = before + "no decoder here takes its video (" + s.undecodable + "): install the GStreamer "
                     "plug-in for it (gstreamer1.0-libav decodes most), or re-encode it";

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace vapipe {
@@ -25,13 +26,21 @@ bool stop_pipeline_within(GstElement* pipeline, std::chrono::milliseconds limit)
     bool stopped = false;
   };
   auto done = std::make_shared<Done>();
-  std::thread([pipeline, done] {
+  try {
+    std::thread([pipeline, done] {
+      gst_element_set_state(pipeline, GST_STATE_NULL);
+      gst_object_unref(pipeline);
+      std::lock_guard<std::mutex> lock(done->mutex);
+      done->stopped = true;
+      done->changed.notify_all();
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had (an address-space or thread limit reached): stopped here, however long it
+    // takes, rather than the process aborted on the exception.
     gst_element_set_state(pipeline, GST_STATE_NULL);
     gst_object_unref(pipeline);
-    std::lock_guard<std::mutex> lock(done->mutex);
-    done->stopped = true;
-    done->changed.notify_all();
-  }).detach();
+    return true;
+  }
   std::unique_lock<std::mutex> lock(done->mutex);
   return done->changed.wait_for(lock, limit, [&] { return done->stopped; });
 }

@@ -1,0 +1,87 @@
+// A decoder's plug-in that does not load is told apart from one not installed. The failure is made
+// real: a child process under an address-space limit, as `ulimit -v` sets, loads libav's plug-in.
+#include "stages/ingest/decoder_plugins.h"
+
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace vapipe {
+namespace {
+
+GstCaps* h264_caps() { return gst_caps_from_string("video/x-h264, stream-format=avc, alignment=au"); }
+
+// The process's address space in use now, in bytes (VmSize).
+long long address_space_in_use() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long long kb = 0;
+  while (status >> key) {
+    if (key == "VmSize:") {
+      status >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+TEST(DecoderPlugins, AnInstalledDecoderThatLoadsIsNoFailure) {
+  gst_init(nullptr, nullptr);
+  GstCaps* caps = h264_caps();
+  EXPECT_EQ(decoder_plugin_load_failure(caps), "");
+  gst_caps_unref(caps);
+}
+
+TEST(DecoderPlugins, CapsNoDecoderTakesAreNoFailure) {
+  gst_init(nullptr, nullptr);
+  GstCaps* caps = gst_caps_from_string("video/x-vapipe-no-such-codec");
+  EXPECT_EQ(decoder_plugin_load_failure(caps), "");
+  gst_caps_unref(caps);
+}
+
+TEST(DecoderPlugins, ADecoderWhosePluginCannotMapItsLibrariesIsNamedWithTheLoadersWords) {
+  gst_init(nullptr, nullptr);
+  GstElementFactory* factory = gst_element_factory_find("avdec_h264");
+  if (!factory) GTEST_SKIP() << "no avdec_h264 here (gstreamer1.0-libav)";
+  GstPlugin* plugin = gst_plugin_feature_get_plugin(GST_PLUGIN_FEATURE(factory));
+  const bool loaded = plugin && gst_plugin_is_loaded(plugin);
+  if (plugin) gst_object_unref(plugin);
+  gst_object_unref(factory);
+  // ctest runs each test in a process of its own; run together, an earlier test may have loaded it.
+  if (loaded) GTEST_SKIP() << "libav's plug-in is loaded in this process already";
+
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_parent[0]);
+    // Room for small allocations, none for libav's libraries (tens of MB mapped).
+    const rlim_t limit = static_cast<rlim_t>(address_space_in_use() + 4 * 1024 * 1024);
+    const rlimit r{limit, limit};
+    setrlimit(RLIMIT_AS, &r);
+    GstCaps* caps = h264_caps();
+    const std::string failure = decoder_plugin_load_failure(caps);
+    (void)!write(to_parent[1], failure.data(), failure.size());
+    _exit(0);
+  }
+  close(to_parent[1]);
+  std::string failure;
+  char buf[512];
+  for (ssize_t n; (n = read(to_parent[0], buf, sizeof buf)) > 0;) failure.append(buf, static_cast<size_t>(n));
+  close(to_parent[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child under the limit did not exit: " << status;
+  EXPECT_NE(failure.find(") is installed but could not be loaded: "), std::string::npos) << failure;
+  EXPECT_NE(failure.find("failed to map segment"), std::string::npos) << failure;
+}
+
+}  // namespace
+}  // namespace vapipe
