@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "stages/ingest/mp4_movie_duration.h"
+
 namespace vapipe {
 
 std::optional<EditListShift> edit_list_shift(const GstSegment& segment) {
@@ -15,7 +17,9 @@ std::optional<EditListShift> edit_list_shift(const GstSegment& segment) {
   shift.offset = static_cast<GstClockTimeDiff>(segment.start) - static_cast<GstClockTimeDiff>(segment.time);
   shift.segment = segment;
   shift.segment.start = segment.time;
-  shift.segment.stop = shifted_by_edit_list(segment.stop, shift.offset);
+  shift.shown_stop = shifted_by_edit_list(segment.stop, shift.offset);
+  shift.segment.stop = shift.shown_stop;
+  if (shift.offset > 0 && GST_CLOCK_TIME_IS_VALID(shift.shown_stop)) shift.segment.stop += static_cast<GstClockTime>(shift.offset);
   shift.segment.position = shifted_by_edit_list(segment.position, shift.offset);
   return shift;
 }
@@ -52,6 +56,7 @@ struct PadShift {
   std::shared_ptr<EditListOffset> reported;  // null: not the video pad, or nobody asked
   GstClockTimeDiff offset = 0;               // of the pad's latest time segment
   GstClockTime start = GST_CLOCK_TIME_NONE;  // its start (media time), when moved
+  GstClockTime shown_stop = GST_CLOCK_TIME_NONE;  // the end of the part shown (stream time), when moved
   bool hidden_seen = false;                  // a frame of it was before its start
 };
 
@@ -59,7 +64,8 @@ void shift(GstBuffer* buffer, PadShift& pad) {
   const GstClockTime media_pts = GST_BUFFER_PTS(buffer);
   GST_BUFFER_PTS(buffer) = shifted_by_edit_list(media_pts, pad.offset);
   GST_BUFFER_DTS(buffer) = decoding_time_on_edit_list(GST_BUFFER_DTS(buffer), pad.offset);
-  if (hidden_by_edit_list(media_pts, pad.start)) {
+  if (hidden_by_edit_list(media_pts, pad.start) ||
+      (GST_CLOCK_TIME_IS_VALID(pad.shown_stop) && GST_BUFFER_PTS_IS_VALID(buffer) && GST_BUFFER_PTS(buffer) >= pad.shown_stop)) {
     pad.hidden_seen = true;
     if (pad.reported) pad.reported->hidden_frames.fetch_add(1);
     GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DECODE_ONLY);
@@ -80,6 +86,7 @@ GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer use
     const std::optional<EditListShift> moved = edit_list_shift(*segment);
     pad.offset = moved ? moved->offset : 0;
     pad.start = moved && moved->offset > 0 ? segment->start : GST_CLOCK_TIME_NONE;
+    pad.shown_stop = moved && moved->offset > 0 ? moved->shown_stop : GST_CLOCK_TIME_NONE;
     pad.hidden_seen = false;
     if (pad.reported) pad.reported->video_ns = pad.offset;
     if (!moved) return GST_PAD_PROBE_OK;
@@ -144,6 +151,7 @@ void on_element_added(GstBin*, GstBin*, GstElement* element, gpointer user) {
 }  // namespace
 
 void put_on_edit_list_timeline(GstElement* qtdemux, std::shared_ptr<EditListOffset> offset) {
+  read_trimmed_mp4s_whole(qtdemux);
   // (pad-added comes on the demuxer's streaming thread, one pad at a time)
   g_signal_connect_data(qtdemux, "pad-added", G_CALLBACK(&on_pad_added),
                         new std::shared_ptr<EditListOffset>(std::move(offset)),

@@ -35,9 +35,15 @@ namespace vapipe {
 
 // The offset to take off a time segment's buffers (its start minus its time, either sign), and the
 // segment to send instead; nothing for a segment already on that timeline or not in time format.
+// When the segment starts into its media (offset > 0), the segment sent ends `offset` later than the
+// part shown: the frames before the part shown, all at 0, get pictures the decoder times 0, 40, 80 ...
+// itself, and a decoder ends its stream at the first picture past its segment's end, so that a trim
+// hiding more than it shows (3 s of a GOP before 2 s shown) gave no picture at all. Frames past the
+// part shown (`shown_stop`) are hidden as those before it are (found 2026-12-07).
 struct EditListShift {
   GstClockTimeDiff offset = 0;
   GstSegment segment{};
+  GstClockTime shown_stop = GST_CLOCK_TIME_NONE;
 };
 std::optional<EditListShift> edit_list_shift(const GstSegment& segment);
 

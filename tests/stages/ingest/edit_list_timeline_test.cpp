@@ -30,7 +30,10 @@ TEST(EditListShift, AnEditListsSegmentIsMovedSoThatTimestampsAreStreamTimes) {
   EXPECT_EQ(shift->offset, static_cast<GstClockTimeDiff>(media_start));
   EXPECT_EQ(shift->segment.start, 0u);
   EXPECT_EQ(shift->segment.time, 0u);
-  EXPECT_EQ(shift->segment.stop, 4'000'000'000u);
+  EXPECT_EQ(shift->shown_stop, 4'000'000'000u);
+  // (the segment sent ends later by as much: the decoder's own times for the hidden frames' pictures
+  // stay inside it; frames past the part shown are hidden instead of clipped)
+  EXPECT_EQ(shift->segment.stop, 4'066'666'666u);
   EXPECT_EQ(shift->segment.position, 0u);
   for (const GstClockTime media : {media_start, GstClockTime{2'066'666'666}, GstClockTime{4'033'333'333}}) {
     const GstClockTime moved = shifted_by_edit_list(media, shift->offset);
@@ -55,6 +58,7 @@ TEST(EditListShift, AnEmptyEditFirstMovesFramesLater) {
   EXPECT_EQ(shift->offset, -static_cast<GstClockTimeDiff>(1000 * kMs));
   EXPECT_EQ(shift->segment.start, 1000 * kMs);
   EXPECT_EQ(shift->segment.stop, 4000 * kMs);
+  EXPECT_EQ(shift->shown_stop, 4000 * kMs);  // (nothing hidden: not made longer)
   EXPECT_EQ(shifted_by_edit_list(40 * kMs, shift->offset), 1040 * kMs);
 }
 

@@ -1296,7 +1296,8 @@ TEST_F(StreamReaderTest, APartOfAFileIsClassifiedFromItsFromToItsTo) {
 
 // A copy of the MP4 `whole` (one video track, an edit list of one entry) trimmed without re-encoding
 // `frames` frames at `fps` later, as `ffmpeg -ss T -c copy` or a phone's trim leaves it: its edit list
-// starts that much further into the same media (between two key frames), and is as much shorter.
+// starts that much further into the same media (between two key frames), and it and the movie's
+// duration are as much shorter.
 std::string trimmed_by_edit_list(const std::string& whole, const std::string& path, int frames, int fps) {
   std::string bytes;
   {
@@ -1325,6 +1326,10 @@ std::string trimmed_by_edit_list(const std::string& whole, const std::string& pa
   const size_t duration_at = elst + 12, media_time_at = elst + 12 + size;
   write(duration_at, size, read(duration_at, size) - frames * movie_timescale / fps);
   write(media_time_at, size, read(media_time_at, size) + frames * media_timescale / fps);
+  const size_t mvhd = bytes.find("mvhd");
+  const int movie_size = bytes.at(mvhd + 4) == 1 ? 8 : 4;
+  const size_t movie_duration_at = mvhd + 4 + 4 + 2 * static_cast<size_t>(movie_size) + 4;
+  write(movie_duration_at, movie_size, read(duration_at, size));  // (ffmpeg's: the part shown)
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
@@ -1365,6 +1370,39 @@ TEST_F(StreamReaderTest, AnMp4TrimmedBetweenKeyFramesGivesOnlyThePartShown) {
   for (const Message* key : keys) {
     ASSERT_EQ(every.count(key->env.pts_ns), 1u) << key->env.pts_ns;
     EXPECT_TRUE(luma(*key) == every.at(key->env.pts_ns)) << "key frame at " << key->env.pts_ns;
+  }
+}
+
+// A trim of a recording with long GOPs (a camera's: 4 s), where the part hidden before the part shown
+// is long. GStreamer 1.22's qtdemux ended its read at the first key frame whose media time passed the
+// movie's duration: 40 frames cut of 150 in GOPs of 60 gave 80 of 110 frames, in silence; 100 cut of
+// one GOP of 150 gave none (the decoder's own times for the 100 hidden pictures ran past the 50 shown,
+// and it ended the stream there). Each now gives every frame shown, each the whole file's picture.
+TEST_F(StreamReaderTest, AnMp4TrimmedFarIntoALongGopGivesEveryFrameShown) {
+  struct Case {
+    int gop, cut;
+  };
+  for (const Case c : {Case{60, 40}, Case{150, 100}}) {
+    const std::string name = "gop" + std::to_string(c.gop);
+    const std::string whole = encode_clip(name + ".mp4", "ball", 150, 160, 120, "mp4mux",
+                                          "key-int-max=" + std::to_string(c.gop) + " bframes=2");
+    const std::string trim = trimmed_by_edit_list(whole, (dir_ / (name + "-trim.mp4")).string(), c.cut, 30);
+    const auto whole_out = read_whole(whole, ingest_, name);
+    const auto whole_frames = of_kind(whole_out, MessageKind::kFrame);
+    ASSERT_EQ(whole_frames.size(), 150u) << name;
+    const CollectingEmitter out = read_whole(trim, ingest_, name + "-trim");
+    const auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), static_cast<size_t>(150 - c.cut)) << name;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_NEAR(static_cast<double>(frames[i]->env.pts_ns), static_cast<double>(i) * 1e9 / 30, 1e6) << name << " " << i;
+      EXPECT_TRUE(luma(*frames[i]) == luma(*whole_frames[i + static_cast<size_t>(c.cut)])) << name << " frame " << i;
+    }
+    const auto starts = of_kind(out, MessageKind::kStreamStart);
+    ASSERT_EQ(starts.size(), 1u);
+    // The movie's duration asked of GStreamer is the file's, the part shown (not the length read).
+    EXPECT_NEAR(static_cast<double>(starts[0]->event.duration_ns), (150.0 - c.cut) * 1e9 / 30, 1e6) << name;
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd) << out.messages.back().event.message;
+    EXPECT_EQ(out.messages.back().event.warning, "") << name;
   }
 }
 
