@@ -393,6 +393,7 @@ int bench_command(const std::vector<std::string>& args) {
     } else if (path.empty() && !args[i].empty() && args[i][0] != '-') {
       path = args[i];
     } else {
+      std::fprintf(stderr, "vapipe bench: unexpected argument '%s'\n", args[i].c_str());
       return std::fputs(usage, stderr), kExitUsage;
     }
   }

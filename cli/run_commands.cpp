@@ -544,6 +544,7 @@ int validate_command(const std::vector<std::string>& all_args) {
   // --open: how long each stream may take to its first frame, and how many open at once (a site's slow
   // NVR, or a link that many cameras at once would fill).
   long long open_timeout_s = 15, open_at_once = 8;
+  std::string unexpected;
   auto whole_number = [](const std::string& text, long long low, long long high, long long* out) {
     char* end = nullptr;
     const long long v = std::strtoll(text.c_str(), &end, 10);
@@ -566,11 +567,14 @@ int validate_command(const std::vector<std::string>& all_args) {
                      timeout ? 3600 : 256, all_args[i].c_str());
         return kExitUsage;
       }
+    } else if (!args.empty() || (a.size() > 1 && a[0] == '-')) {
+      unexpected = a;  // a mistyped flag, or a second file: named, not only the usage printed
     } else {
       args.push_back(a);
     }
   }
-  if (args.size() != 1) {
+  if (args.size() != 1 || !unexpected.empty()) {
+    if (!unexpected.empty()) std::fprintf(stderr, "vapipe validate: unexpected argument '%s'\n", unexpected.c_str());
     std::fprintf(stderr,
                  "usage: vapipe validate CONFIG.yaml [--reload] [--open] [--send-test] [--timeout S] [--at-once N]\n");
     return kExitUsage;

@@ -59,6 +59,7 @@ int segments_command(const std::vector<std::string>& args) {
   // first (the moment it began: the truck's bumper coming in).
   SegmentPicture picture_kind = SegmentPicture::kBest;
   bool picture_given = false;
+  bool min_frames_given = false;
   std::vector<MovedFolder> moved;  // --moved FROM TO: where a moved archive's files are now
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--stream" && i + 1 < args.size()) {
@@ -74,6 +75,7 @@ int segments_command(const std::vector<std::string>& args) {
         return kExitUsage;
       }
       options.min_frames = n;
+      min_frames_given = true;
     } else if (args[i] == "--min-score" && i + 1 < args.size()) {
       // S for every label, or LABEL=S for one (given again for others); a label may hold '=': the last one splits.
       const std::string& given = args[++i];
@@ -232,6 +234,11 @@ int segments_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "vapipe segments: %s\n", text.c_str());
     named_nothing = true;
   };
+  if (options.bridge && !min_frames_given) {
+    std::fprintf(stderr, "vapipe segments: --bridge joins runs of a label across what lasted fewer than --min-frames "
+                         "frames between them: give --min-frames too\n");
+    return kExitUsage;
+  }
   if (picture_given && frames_dir.empty()) {
     std::fprintf(stderr, "vapipe segments: --picture says which frame --frames DIR writes: give --frames too\n");
     return kExitUsage;

@@ -124,7 +124,9 @@ int status_command(const std::vector<std::string>& args) {
   }
   // 503: a stalled job (its body says which stage and why), reported like any other.
   if (res->status != 200 && res->status != 503) {
-    std::fprintf(stderr, "vapipe status: %s answered %d\n", url.c_str(), res->status);
+    // (a wrong port: another web server, which has no /healthz, or a proxy's login page)
+    std::fprintf(stderr, "vapipe status: %s answered %d: not a vapipe job's /healthz: give the address of the job's "
+                 "publish.metrics_address (its log says \"metrics on ...\")\n", url.c_str(), res->status);
     return kExitStageFailed;
   }
   nlohmann::json h;

@@ -1578,6 +1578,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
 
   {
     MapReader r(ctx, top.child("ingest"), "ingest");
+    uint64_t fixed_threads = 0;
     r.choice("decoder", &c.ingest.decoder, {"auto", "cpu", "nvdec"});
     c.ingest.decoder_line = line_of(r.child("decoder"));
     r.uint("queue_capacity", &c.ingest.queue_capacity, 1, 4096);
@@ -1594,7 +1595,14 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.number("max_fps", &c.ingest.max_fps, 0, 1000);
     r.boolean("keyframes_only", &c.ingest.keyframes_only);
     r.uint("max_open_streams", &c.ingest.max_open_streams, 0, 1000000);
-    r.uint("decoder_threads", &c.ingest.decoder_threads, 0, 64);
+    // `auto` is 0's name (the log says "ingest.decoder_threads: auto" for it).
+    if (YAML::Node threads = r.value("decoder_threads"); threads.IsDefined() && threads.IsScalar() && threads.Scalar() == "auto") {
+      c.ingest.decoder_threads = 0;
+    } else if (threads.IsDefined() && (!decimal_uint(threads, &fixed_threads) || fixed_threads > 64)) {
+      ctx.fail(threads, "ingest.decoder_threads", "expected auto or an integer from 0 to 64, got " + scalar_text(threads));
+    } else if (threads.IsDefined()) {
+      c.ingest.decoder_threads = static_cast<uint32_t>(fixed_threads);
+    }
     std::string orientation = c.ingest.upright ? "upright" : "as_stored";
     r.choice("orientation", &orientation, {"upright", "as_stored"});
     c.ingest.upright = orientation == "upright";
@@ -1652,6 +1660,8 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     MapReader r(ctx, node, "infer");
     r.str("model", &c.infer.model);
     r.str("labels", &c.infer.labels);
+    c.infer.model_line = line_of(r.child("model"));
+    c.infer.labels_line = line_of(r.child("labels"));
     r.str("model_name", &c.infer.model_name);
     r.str("device", &c.infer.device);
     c.infer.device_line = line_of(r.child("device"));
@@ -2067,8 +2077,11 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
         os << ch;
       }
     }
+    if (e.mark.column >= 0) os << " at column " << e.mark.column + 1;
     // yaml-cpp does not say why a tab breaks a line ("illegal block entry"): YAML indents with spaces
-    // only, and an editor's tab key puts tabs in.
+    // only, and an editor's tab key puts tabs in. Nor why a value in a `{ ... }` mapping breaks it: an
+    // unquoted uri's ? & # or , (the README writes URIs in block style, the docs' streams are in flow
+    // style: the two put together gave "unknown token" alone).
     if (e.mark.line >= 0) {
       size_t start = 0;
       for (int line = 0; line < e.mark.line && start != std::string::npos; ++line) {
@@ -2078,7 +2091,14 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
       if (start != std::string::npos) {
         const size_t indent_end = yaml.find_first_not_of(" \t", start);
         const std::string indent = yaml.substr(start, indent_end == std::string::npos ? std::string::npos : indent_end - start);
-        if (indent.find('\t') != std::string::npos) os << " (the line is indented with a tab: YAML indents with spaces only)";
+        const size_t end = yaml.find('\n', start);
+        const std::string line = yaml.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        if (indent.find('\t') != std::string::npos) {
+          os << " (the line is indented with a tab: YAML indents with spaces only)";
+        } else if (line.find('{') != std::string::npos && line.find_first_of("?&#,*!|>%@`") != std::string::npos) {
+          os << " (in a { ... } mapping, quote a value that holds ? & # , * or :, as a uri's query does: "
+                "uri: \"test://ball?frames=300&motion=wavy\")";
+        }
       }
     }
     return InvalidArgument(os.str());

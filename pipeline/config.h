@@ -194,6 +194,7 @@ struct BatchConfig {
 struct InferConfig {
   std::string model;       // TorchScript file (absolute after loading)
   std::string labels;      // one label per line
+  int model_line = 0, labels_line = 0;  // where they are set, for "cannot be opened" (0: not known)
   std::string model_name;  // defaults to the model file's stem
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int device_line = 0;          // where it is set, for placement errors (0: not set)

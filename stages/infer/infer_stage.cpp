@@ -75,9 +75,19 @@ ClassifierOptions options_for(const InferConfig& c, ClassifierOptions options) {
 
 Status InferStage::load_model(const Config& config, const InferConfig& infer, std::unique_ptr<Classifier>* classifier,
                               std::vector<std::string>* labels) const {
-  VAPIPE_ASSIGN_OR_RETURN(*labels, load_labels(infer.labels));
+  // A file not there is named by its key and line, as the config's other errors are (a README
+  // example's path kept, a typo).
+  auto at_key = [&config](int line, const std::string& key, const Status& status) {
+    const std::string where = line > 0 ? config.source + ":" + std::to_string(line) + ": " : "";
+    return Status(status.code(), where + key + ": " + status.message());
+  };
+  Result<std::vector<std::string>> loaded = load_labels(infer.labels);
+  if (!loaded.ok()) return at_key(infer.labels_line, "infer.labels", loaded.status());
+  *labels = std::move(loaded).value();
   VAPIPE_RETURN_IF_ERROR(check_labels_the_config_names(config, *labels));
-  VAPIPE_ASSIGN_OR_RETURN(*classifier, factory_(options_for(infer, options_)));
+  Result<std::unique_ptr<Classifier>> made = factory_(options_for(infer, options_));
+  if (!made.ok() && made.status().code() == StatusCode::kNotFound) return at_key(infer.model_line, "infer.model", made.status());
+  VAPIPE_ASSIGN_OR_RETURN(*classifier, std::move(made));
   if ((*classifier)->num_classes() != static_cast<int64_t>(labels->size())) {
     return InvalidArgument("model " + infer.model + " has " + std::to_string((*classifier)->num_classes()) +
                            " outputs but labels file " + infer.labels + " has " + std::to_string(labels->size()) +

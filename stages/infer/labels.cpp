@@ -1,16 +1,27 @@
 #include "stages/infer/labels.h"
 
 #include <algorithm>
-#include <tuple>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
+#include <tuple>
 
 #include "pipeline/utf8.h"
 
 namespace vapipe {
 
 Result<std::vector<std::string>> load_labels(const std::string& path) {
+  // (a folder opens as a stream that reads nothing)
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    return NotFound("labels file " + path + ": cannot be opened (it is a folder)");
+  }
   std::ifstream in(path);
-  if (!in) return NotFound("labels file " + path + ": cannot be opened");
+  if (!in) {
+    const int why = errno;  // (what open(2) said: no such file, permission denied)
+    return NotFound("labels file " + path + ": cannot be opened" + (why ? std::string(" (") + std::strerror(why) + ")" : ""));
+  }
   std::vector<std::string> labels;
   std::string line;
   int number = 0;

@@ -8,6 +8,7 @@
 #include <gst/video/video.h>
 
 #include <sys/stat.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <malloc.h>
@@ -1753,7 +1754,17 @@ Result<std::unique_ptr<StreamReader>> StreamReader::create(const StreamConfig& s
     const std::string shown = escape_invalid_utf8(path);  // a Latin-1 name, in a message that becomes JSON
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
+      if (std::filesystem::is_directory(path, ec)) {
+        return NotFound("file " + shown + " is a folder: a `glob:` stream takes its files ('" + shown + "/*.mp4')");
+      }
       return NotFound("file " + shown + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+    }
+    // GStreamer says only "Could not open file for reading": the reason, and who may not.
+    if (::access(path.c_str(), R_OK) != 0 && errno == EACCES) {
+      const passwd* user = ::getpwuid(::geteuid());
+      return FailedPrecondition("file " + shown + " cannot be read: permission denied (this job runs as user '" +
+                                (user && user->pw_name ? std::string(user->pw_name) : std::to_string(::geteuid())) +
+                                "'; give it read access to the file and its folders)");
     }
     if (std::filesystem::file_size(path, ec) == 0 && !ec) {
       return DataLoss("file " + shown + " is empty (0 bytes)");  // GStreamer: "Stream contains no data"

@@ -244,7 +244,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {max_open_streams: many}\n",
                 "bad.yaml:3: ingest.max_open_streams: expected an integer from 0 to 1000000, got 'many'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {decoder_threads: 65}\n",
-                "bad.yaml:3: ingest.decoder_threads: expected an integer from 0 to 64, got '65'"},
+                "bad.yaml:3: ingest.decoder_threads: expected auto or an integer from 0 to 64, got '65'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\ningest: {reconnect: sometimes}\n",
                 "bad.yaml:3: ingest.reconnect: expected true or false, got 'sometimes'"},
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\npublish:\n  metrics_address: 9560\n",
@@ -256,8 +256,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"streams: [{id: a, uri: 'test://ball'}\n", "YAML syntax error"},
         // A tab from an editor's tab key: yaml-cpp says only "illegal block entry".
         BadCase{"streams:\n\t- {id: a, uri: 'test://ball'}\ninfer: {model: m, labels: l}\n",
-                "bad.yaml:2: YAML syntax error: illegal block entry (the line is indented with a tab: YAML indents with "
+                "bad.yaml:2: YAML syntax error: illegal block entry at column 2 (the line is indented with a tab: YAML indents with "
                 "spaces only)"},
+        // A uri with a query, unquoted in a flow mapping: yaml-cpp says only "unknown token".
+        BadCase{"streams:\n  - {id: cam1, uri: test://ball?frames=300&motion=wavy}\ninfer: {model: m, labels: l}\n",
+                "bad.yaml:2: YAML syntax error: unknown token at column "},
+        BadCase{"streams:\n  - {id: cam1, uri: test://ball?frames=300&motion=wavy}\ninfer: {model: m, labels: l}\n",
+                "(in a { ... } mapping, quote a value that holds ? & # , * or :, as a uri's query does: "},
         // A key given twice: yaml-cpp would answer the first and drop the second without a word.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatch:\n  max_batch_size: 32\n"
                 "batch:\n  max_batch_size: 4\n",
@@ -1235,6 +1240,20 @@ TEST(Config, TheDocumentedAnnotatedExampleLoads) {
   EXPECT_EQ(c->ingest.decoder_threads, 0u);  // auto
   EXPECT_TRUE(c->publish.metrics_address.empty());
   EXPECT_EQ(c->streams.size(), 3u);
+}
+
+// ingest.decoder_threads: `auto`, as the log and the README name 0, is 0; a number is itself.
+TEST(ConfigTest, DecoderThreadsTakeAutoAsZero) {
+  const std::string base = "streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\n";
+  auto automatic = load_config_string(base + "ingest: {decoder_threads: auto}\n", "t.yaml", "/jobs");
+  ASSERT_TRUE(automatic.ok()) << automatic.status().message();
+  EXPECT_EQ(automatic->ingest.decoder_threads, 0u);
+  auto four = load_config_string(base + "ingest: {decoder_threads: 4}\n", "t.yaml", "/jobs");
+  ASSERT_TRUE(four.ok()) << four.status().message();
+  EXPECT_EQ(four->ingest.decoder_threads, 4u);
+  auto word = load_config_string(base + "ingest: {decoder_threads: many}\n", "t.yaml", "/jobs");
+  ASSERT_FALSE(word.ok());
+  EXPECT_EQ(word.status().message(), "t.yaml:3: ingest.decoder_threads: expected auto or an integer from 0 to 64, got 'many'");
 }
 
 // streams[].source: another region of one camera, decoded once by the stream it names.

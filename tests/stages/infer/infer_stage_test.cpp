@@ -436,6 +436,34 @@ TEST_F(InferStageTest, ModelWhoseClassesDoNotMatchItsLabelsIsAStartUpError) {
   EXPECT_NE(s.message().find("4 labels"), std::string::npos) << s.message();
 }
 
+// A labels file that is not there (a README example's path kept, a typo) is said with why, its key and
+// the config's line, as the config's own errors are; so is a model file that is not there.
+TEST_F(InferStageTest, AMissingLabelsOrModelFileIsNamedByItsKeyAndLine) {
+  config_.source = "/jobs/cams.yaml";
+  config_.infer.labels = (dir_ / "labelz.txt").string();
+  config_.infer.labels_line = 5;
+  InferStage stage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(4, o.input));
+  });
+  Status s = stage.open(StageContext{config_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "/jobs/cams.yaml:5: infer.labels: labels file " + config_.infer.labels +
+                             ": cannot be opened (No such file or directory)");
+  config_.infer.labels = dir_.string();
+  Status folder = InferStage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+                    return std::unique_ptr<Classifier>(std::make_unique<FakeClassifier>(4, o.input));
+                  }).open(StageContext{config_});
+  EXPECT_NE(folder.message().find(": cannot be opened (it is a folder)"), std::string::npos) << folder.message();
+
+  config_.infer.labels = (dir_ / "labels.txt").string();
+  config_.infer.model = "/models/modle.pt";
+  config_.infer.model_line = 4;
+  Status model = InferStage([](const ClassifierOptions& o) -> Result<std::unique_ptr<Classifier>> {
+                   return NotFound("model " + o.model_path + ": file not found");
+                 }).open(StageContext{config_});
+  EXPECT_EQ(model.message(), "/jobs/cams.yaml:4: infer.model: model /models/modle.pt: file not found");
+}
+
 // publish.segments_min_score_by_label names labels by themselves: one the labels file lacks (a typo)
 // would never match, so infer refuses to start, naming the config's file and line and the labels.
 TEST_F(InferStageTest, ALabelTheConfigNamesThatTheLabelsFileLacksIsAStartUpError) {

@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1678,6 +1679,42 @@ TEST_F(StreamReaderTest, MissingFileIsAnErrorNamingTheFile) {
   ASSERT_FALSE(reader.ok());
   EXPECT_EQ(reader.status().code(), StatusCode::kNotFound);
   EXPECT_NE(reader.status().message().find("nope.mp4 does not exist"), std::string::npos);
+}
+
+// A folder given as a stream's file, and a file the job's user may not read: GStreamer said only
+// "Could not open file ... for reading". (The unreadable file is tried as user nobody when the test
+// runs as root, who may read anything.)
+TEST_F(StreamReaderTest, AFolderOrAFileThatCannotBeReadIsAnErrorSayingWhy) {
+  auto folder = StreamReader::create(stream("folder", dir_.string()), 0, ingest_);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().message().find(" is a folder: a `glob:` stream takes its files"), std::string::npos)
+      << folder.status().message();
+
+  const auto locked = dir_ / "locked.mp4";
+  std::ofstream(locked) << "not read";
+  std::filesystem::permissions(locked, std::filesystem::perms::none);
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_parent[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    auto reader = StreamReader::create(stream("locked", locked.string()), 0, ingest_);
+    const std::string said = reader.ok() ? "opened" : reader.status().message();
+    (void)!write(to_parent[1], said.data(), said.size());
+    _exit(0);
+  }
+  close(to_parent[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = read(to_parent[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  close(to_parent[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_NE(said.find("locked.mp4 cannot be read: permission denied (this job runs as user '"), std::string::npos)
+      << said;
 }
 
 // A folder's glob can take a file that is not a video: an audio recording, a file still empty.
