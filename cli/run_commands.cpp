@@ -43,7 +43,8 @@ namespace vapipe::cli {
 
 // Publish's exit statuses are `vapipe run`'s (publish_stage.h and supervisor.h name them each).
 static_assert(kExitSomeStreamsFailed == kExitStreamsFailed && kExitArchiveUnfinished == kExitStreamsUnfinished &&
-              kExitJsonlUnwritable == kExitResultsUnwritable && kExitSummaryFileUnwritable == kExitSummaryUnwritable);
+              kExitJsonlUnwritable == kExitResultsUnwritable && kExitSummaryFileUnwritable == kExitSummaryUnwritable &&
+              kExitMessagesUndelivered == kExitSinksUndelivered);
 namespace {
 
 struct ConfigChoice {

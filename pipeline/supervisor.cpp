@@ -914,7 +914,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         const bool clean = WIFEXITED(status) &&
                            (WEXITSTATUS(status) == 0 ||
                             (c.kind == StageKind::kPublish && (WEXITSTATUS(status) == kExitStreamsFailed ||
-                                                               WEXITSTATUS(status) == kExitStreamsUnfinished)));
+                                                               WEXITSTATUS(status) == kExitStreamsUnfinished ||
+                                                               WEXITSTATUS(status) == kExitSinksUndelivered)));
         if (clean) {
           VAPIPE_LOG_INFO("stage {} (pid {}) finished", child_name(c, lanes), pid);
           c.finished_at = std::chrono::steady_clock::now();
@@ -1054,6 +1055,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     VAPIPE_LOG_WARN("job '{}' stopped before its end: its results are whole up to there (see the summary)",
                     config.job.name);
     return RunOutcome{kExitStreamsUnfinished};
+  }
+  if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitSinksUndelivered) {
+    VAPIPE_LOG_ERROR("job '{}' finished, but messages did not reach its webhooks, MQTT, Redis or Kafka (publish's "
+                     "log says which and how many): its results file has them all", config.job.name);
+    return RunOutcome{kExitSinksUndelivered};
   }
   if (WIFEXITED(publish.status) && WEXITSTATUS(publish.status) == kExitStreamsFailed) {
     VAPIPE_LOG_ERROR("job '{}' finished, but some streams failed (see the events and the summary)", config.job.name);

@@ -30,6 +30,9 @@ inline constexpr int kExitStreamsUnfinished = 4;
 inline constexpr int kExitResultsUnwritable = 5;
 // Publish's exit when job.summary_path could not be written at the job's end: not restarted either.
 inline constexpr int kExitSummaryUnwritable = 6;
+// Publish's exit, and the job's, when an archive job finished but messages did not reach its webhooks,
+// MQTT brokers, Redis servers or Kafka clusters: the results file is whole; not restarted.
+inline constexpr int kExitSinksUndelivered = 7;
 
 // Ends the process by the signal that stopped it (`flags.signal`), its handler reset: a shell then
 // sees it interrupted (130 for SIGINT, 143 for SIGTERM) and stops a loop of jobs, and a Kubernetes

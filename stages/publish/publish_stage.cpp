@@ -1037,11 +1037,20 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   return sent;
 }
 
-void PublishStage::finish_sinks() {
+void PublishStage::finish_sinks(bool job_end) {
   // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once, those a
-  // reload removed too.
-  const auto grace = std::min<std::chrono::milliseconds>(
+  // reload removed too. An archive job that reached its end is not being stopped: no drain timeout runs.
+  auto grace = std::min<std::chrono::milliseconds>(
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
+  const bool archive_end = job_end && config_->job.mode == JobMode::kArchive &&
+                           !(stop_requested_ && stop_requested_->load()) && unfinished_streams() == 0;
+  if (archive_end) {
+    auto longest = std::chrono::milliseconds(kArchiveEndSinkGrace);
+    if (config_->job.stage_timeout_s > 0) {
+      longest = std::min(longest, std::chrono::milliseconds(static_cast<int64_t>(config_->job.stage_timeout_s * 500)));
+    }
+    grace = std::max(grace, longest);
+  }
   const auto deadline = std::chrono::steady_clock::now() + grace;
   for (RetiringSink& r : retiring_sinks_) r.finish_by(deadline);
   if (webhooks_.empty() && mqtt_.empty() && redis_.empty() && kafka_.empty()) {
@@ -1058,6 +1067,28 @@ void PublishStage::finish_sinks() {
   for (const auto& cluster : kafka_) cluster->finish(grace);
   reap_retired_sinks(true);
   update_metrics_snapshot();
+  if (!job_end || config_->job.mode != JobMode::kArchive) return;
+  // What an archive job's sinks did not deliver: its record there is not whole (each sink's own line
+  // above says why); the results file has every message.
+  std::string missed;
+  auto count = [&](const std::string& name, uint64_t undelivered) {
+    if (undelivered == 0) return;
+    sinks_undelivered_ += undelivered;
+    missed += (missed.empty() ? "" : ", ") + name + " " + std::to_string(undelivered);
+  };
+  for (const auto& hook : webhooks_) count(hook->name(), hook->stats().undelivered);
+  for (const auto& broker : mqtt_) count(broker->name(), broker->stats().undelivered);
+  for (const auto& server : redis_) count(server->name(), server->stats().undelivered);
+  for (const auto& cluster : kafka_) count(cluster->name(), cluster->stats().undelivered);
+  if (sinks_undelivered_ > 0) {
+    VAPIPE_LOG_ERROR("publish: {} message(s) of this archive job did not reach where they go ({}){}; {}: the job "
+                     "exits {}", sinks_undelivered_, missed,
+                     archive_end ? " in the " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(grace).count()) +
+                                       " s given at its end"
+                                 : "",
+                     config_->publish.jsonl_path.empty() ? "the bus had them all" : "the results file has them all",
+                     kExitMessagesUndelivered);
+  }
 }
 
 PublishStage::~PublishStage() {
@@ -1934,7 +1965,7 @@ Status PublishStage::close(Emitter& /*out*/) {
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (flushed.ok()) flushed = flush_jsonl();
   if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
-  finish_sinks();
+  finish_sinks(true);
   VAPIPE_RETURN_IF_ERROR(flushed);
   return s;
 }
@@ -1952,6 +1983,7 @@ int PublishStage::exit_code() const {
   if (jsonl_unwritable_) return kExitJsonlUnwritable;
   if (summary_unwritable_) return kExitSummaryFileUnwritable;
   if (unfinished_streams() > 0) return kExitArchiveUnfinished;  // not finished, whatever else failed
+  if (sinks_undelivered_ > 0) return kExitMessagesUndelivered;
   return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0;
 }
 

@@ -47,6 +47,10 @@ inline constexpr int kExitJsonlUnwritable = 5;
 // ... when job.summary_path could not be written at the job's end (either mode): the results file is
 // whole, with its summary; not restarted (supervisor.h: kExitSummaryUnwritable).
 inline constexpr int kExitSummaryFileUnwritable = 6;
+// ... when an archive job ended and messages did not reach a webhook, MQTT broker, Redis server or Kafka
+// cluster by publish's end (their receiver down, refusing, too slow): the results file has them all
+// (supervisor.h: kExitSinksUndelivered). A batch system saw 0 while Redis held nothing of the job.
+inline constexpr int kExitMessagesUndelivered = 7;
 
 // POST /-/reload on the metrics address: SIGHUP to the `vapipe run` that started this process (the
 // same as `kill -HUP`), 409 when there is none. With `wait`, its answer once the job has said what
@@ -95,6 +99,9 @@ class PublishStage final : public Stage {
   // long to be delivered (at most half of job.drain_timeout_s, within which a stopped job's stages must
   // exit).
   static constexpr std::chrono::seconds kSinkGrace{10};
+  // At an archive job's end: a receiver retrying for a few seconds (a webhook's 500s, a broker's restart)
+  // lost all the job's messages at 5 s. Within the watchdog's patience (half of job.stage_timeout_s).
+  static constexpr std::chrono::seconds kArchiveEndSinkGrace{60};
   // The webhooks and MQTT brokers, in config order (tests shorten their back-off).
   const std::vector<std::unique_ptr<WebhookSender>>& webhooks() const { return webhooks_; }
   const std::vector<std::unique_ptr<MqttPublisher>>& mqtt() const { return mqtt_; }
@@ -292,8 +299,10 @@ class PublishStage final : public Stage {
   static nlohmann::json segment_json(const std::string& stream_id, const char* event, const StreamState::LabelRun& s);
   Status publish(const std::string& topic, const nlohmann::json& payload);
   // publish.webhooks, publish.mqtt, publish.redis and publish.kafka: they get kSinkGrace together to deliver what
-  // waits, then stop.
-  void finish_sinks();
+  // waits, then stop; at an archive job's end (`job_end`), up to kArchiveEndSinkGrace, and what they
+  // could not deliver fails the job (kExitMessagesUndelivered).
+  void finish_sinks(bool job_end = false);
+  uint64_t sinks_undelivered_ = 0;
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;
   std::vector<std::unique_ptr<MqttPublisher>> mqtt_;
   std::vector<std::unique_ptr<RedisStreamsPublisher>> redis_;

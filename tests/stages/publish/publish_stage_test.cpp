@@ -1707,6 +1707,51 @@ TEST_F(PublishStageTest, AReloadMovesAKafkaOutputToOtherTopicsWithoutLosingAMess
   std::filesystem::remove_all(dir);
 }
 
+// An archive job's end: a webhook whose receiver answers 500 for a few seconds (restarting) gets its
+// messages all the same (the end gives the sinks up to a minute, not half of job.drain_timeout_s: all
+// were lost at 1 s here).
+TEST_F(PublishStageTest, AnArchiveJobsEndWaitsForItsSinksAndSaysWhatTheyDidNotTake) {
+  testing::Receiver receiver;
+  const auto began = std::chrono::steady_clock::now();
+  receiver.answer([began](const httplib::Request&, httplib::Response& res) {
+    if (std::chrono::steady_clock::now() - began < std::chrono::milliseconds(2500)) res.status = 500;
+  });
+  WebhookConfig hook;
+  hook.url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
+  hook.topics = {"events/"};
+  config_.job.mode = JobMode::kArchive;
+  config_.job.drain_timeout_s = 2;
+  config_.publish.webhooks = {hook};
+  open();
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                    {"test://ball", "", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(receiver.received().size(), 3u);
+  EXPECT_EQ(stage_->exit_code(), 0);
+}
+
+// Never taken: said, and the exit status says so (within half of job.stage_timeout_s, the watchdog's).
+TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatus) {
+  WebhookConfig hook;
+  hook.topics = {"events/"};
+  config_.job.mode = JobMode::kArchive;
+  testing::Receiver refusing;
+  refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+  hook.url = "http://127.0.0.1:" + std::to_string(refusing.port()) + "/hook";
+  config_.publish.webhooks = {hook};
+  config_.job.stage_timeout_s = 2;
+  open();
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                    {"test://ball", "", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(stage_->webhooks()[0]->stats().undelivered, 3u);
+  EXPECT_EQ(stage_->exit_code(), kExitMessagesUndelivered);
+}
+
 TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
   testing::Receiver receiver;
   const auto path = std::filesystem::temp_directory_path() / ("vapipe-hook-token-" + std::to_string(getpid()));
