@@ -78,6 +78,20 @@ bool valid_job_id(const std::string& id, const char* command) {
   return false;
 }
 
+// What the config alone cannot know: whether GStreamer here reads each network stream's scheme.
+static Status streams_readable_here(const Config& c) {
+  for (const auto& s : c.streams) {
+    if (s.parsed.kind != UriKind::kNetwork || s.is_member()) continue;
+    if (const std::string why = unreadable_uri_scheme(s.uri); !why.empty()) {
+      // (At its uri's line, as a bad value is said: `FILE:LINE: key.path: what`.)
+      const std::string at = s.uri_line > 0 ? std::to_string(s.uri_line) + ": " + s.uri_key
+                                            : std::to_string(s.line) + ": stream '" + s.id + "'";
+      return InvalidArgument(c.source + ":" + at + ": " + why);
+    }
+  }
+  return Status::Ok();
+}
+
 int run_command(const std::vector<std::string>& args, const std::string& self_exe) {
   // SIGHUP first: its default kills the process, and one sent while the config loads (a script that
   // edits the file as the job starts, `systemctl reload` racing a start) is a reload the job makes
@@ -86,6 +100,7 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   ConfigChoice choice;
   SupervisorOptions options;
   options.self_exe = self_exe;
+  options.check_streams = &streams_readable_here;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--job-id" && i + 1 < args.size()) {
       options.job_id = args[++i];
@@ -584,16 +599,7 @@ int validate_command(const std::vector<std::string>& all_args) {
   auto config = load_config_file(args[0], &config_text);
   if (!config.ok()) return config_error(config.status());
   const Config& c = *config;
-  // What the config alone cannot know: whether GStreamer here reads each network stream's scheme.
-  for (const auto& s : c.streams) {
-    if (s.parsed.kind != UriKind::kNetwork || s.is_member()) continue;
-    if (const std::string why = unreadable_uri_scheme(s.uri); !why.empty()) {
-      // (At its uri's line, as a bad value is said: `FILE:LINE: key.path: what`.)
-      const std::string at = s.uri_line > 0 ? std::to_string(s.uri_line) + ": " + s.uri_key
-                                            : std::to_string(s.line) + ": stream '" + s.id + "'";
-      return config_error(InvalidArgument(c.source + ":" + at + ": " + why));
-    }
-  }
+  if (Status readable = streams_readable_here(c); !readable.ok()) return config_error(readable);
   // Labels the config names by themselves must be the labels file's (infer checks the same at start).
   const bool names_labels = !c.publish.segments_min_score_by_label.empty() ||
                             std::any_of(c.publish.webhooks.begin(), c.publish.webhooks.end(),

@@ -533,6 +533,13 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       record_reload(false, fresh.status().message());
       return;
     }
+    if (options.check_streams) {
+      if (Status st = options.check_streams(*fresh); !st.ok()) {
+        VAPIPE_LOG_ERROR("{}{}{}", what, st.message(), unchanged);
+        record_reload(false, st.message());
+        return;
+      }
+    }
     StreamTable next = table;
     auto change = apply_stream_reload(next, running_text, text, *fresh, lanes);
     if (!change.ok()) {

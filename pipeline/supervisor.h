@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct SupervisorOptions {
   // the file and adds and removes streams (pipeline/stream_table.h). Empty path: the demo, no reload.
   std::string config_path;
   std::string config_text;
+  // What a config alone cannot know, asked of a reload's config before it is taken (`vapipe validate`
+  // asks it too): that GStreamer here reads each network stream's scheme. A typo (rtsx://) was taken,
+  // answered "reloaded", and the camera it replaced retried for ever. Null: not asked.
+  std::function<Status(const Config&)> check_streams;
 };
 
 // Runs the job. A stage that crashes once every stage has opened is restarted (job.max_restarts in a

@@ -93,6 +93,15 @@ class LiveReload(SubscribedTest):
         run.signal(signal.SIGHUP)
         time.sleep(0.5)
         self.rewrite(config, text=good)
+        # A camera's uri changed to a scheme nothing here reads (a typo): refused as `vapipe validate`
+        # refuses it (it was taken, "reloaded", and the stream retried the typo for ever).
+        self.rewrite(config, streams=[("a", live("ball")), ("c", "rtsx://127.0.0.1:8554/cam")])
+        request = urllib.request.Request(f"https://{metrics}/-/reload", method="POST", headers=auth)
+        with self.assertRaises(urllib.error.HTTPError) as typo:
+            urllib.request.urlopen(request, timeout=70, context=tls)
+        self.assertEqual(typo.exception.code, 422)
+        self.assertIn("no GStreamer source here reads rtsx:// URIs (did you mean rtsp://?)", typo.exception.read().decode())
+        self.rewrite(config, text=good)
         self.rewrite(config, batch={"max_batch_size": 4, "max_delay_ms": 5})
         # Asked first, `vapipe validate --reload` says the job would refuse it, and why.
         asked = subprocess.run([VAPIPE, "validate", config, "--reload"], capture_output=True, text=True, timeout=60)
@@ -121,7 +130,7 @@ class LiveReload(SubscribedTest):
             time.sleep(0.2)
         self.assertIn("vapipe_config_last_reload_successful 0\n", text)
         self.assertIn('vapipe_config_reloads_total{result="taken"} 1\n', text)
-        self.assertIn('vapipe_config_reloads_total{result="refused"} 2\n', text)
+        self.assertIn('vapipe_config_reloads_total{result="refused"} 3\n', text)
         self.assertIn('vapipe_stream_state{stream="b",state="removed"} 1', text)
         self.assertIn('vapipe_stream_state{stream="c",state="running"} 1', text)
         for stage in ["preprocess", "batch", "infer"]:
@@ -188,7 +197,7 @@ class LiveReload(SubscribedTest):
         self.assertIn("YAML syntax error", err)
         self.assertIn("`batch` changed; only `streams`, `log` and some of `publish`, `ingest` and `infer` can change while the "
                       "job runs", err)
-        self.assertEqual(err.count("the job goes on with its streams unchanged"), 2)
+        self.assertEqual(err.count("the job goes on with its streams unchanged"), 3)
 
 
     def test_publishs_outputs_and_segments_settings_change_on_sighup_while_the_bus_goes_on(self):
