@@ -109,8 +109,9 @@ int sub_command(const std::vector<std::string>& args) {
   // the bus's list while this ran let nothing in (found 2026-12-07). The handshake's failures are
   // watched: said once, and the connection made again every few seconds.
   zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+  // (Without --server-key too: a bus that uses CURVE fails a plain subscriber's handshake, which said
+  // only "nothing received".)
   const bool monitored =
-      !server_key.empty() &&
       zmq_socket_monitor(sub.handle(), "inproc://vapipe-sub-handshakes",
                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0;
@@ -142,7 +143,12 @@ int sub_command(const std::vector<std::string>& args) {
         std::memcpy(&id, event.data(), 2);
         std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
       }
-      if (!refusal_said) {
+      if (!refusal_said && server_key.empty()) {
+        refusal_said = true;
+        std::fprintf(stderr, "vapipe sub: the bus at %s refused the handshake: it encrypts (CURVE, its "
+                     "publish.curve_secret_key): give --server-key with the bus's public key, and --key with this "
+                     "subscriber's key (README: \"An encrypted bus\"); trying again every 5 s\n", endpoint.c_str());
+      } else if (!refusal_said) {
         refusal_said = true;
         std::fprintf(stderr, "vapipe sub: the bus at %s refused the handshake (%s): %s; trying again every 5 s\n",
                      endpoint.c_str(),

@@ -4,11 +4,22 @@
 
 namespace vapipe {
 
+namespace {
+
+// A UTF-8 byte order mark, as Windows Notepad starts a file with: not part of the secret (a broker
+// refused the password, "not authorised", with nothing to say why).
+void drop_byte_order_mark(std::string& line) {
+  if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+}
+
+}  // namespace
+
 Result<std::string> read_token_line(const std::string& path, const std::function<std::string(size_t)>& size_error) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read the token file " + path);
   std::string line;
   std::getline(in, line);
+  drop_byte_order_mark(line);
   const auto first = line.find_first_not_of(" \t\r");
   const auto last = line.find_last_not_of(" \t\r");
   const std::string token = first == std::string::npos ? "" : line.substr(first, last - first + 1);
@@ -33,6 +44,7 @@ Result<std::string> read_password_file(const std::string& path) {
   if (!in) return NotFound("cannot read the password file " + path);
   std::string line;
   std::getline(in, line);
+  drop_byte_order_mark(line);
   if (!line.empty() && line.back() == '\r') line.pop_back();  // written on Windows
   if (line.empty()) return InvalidArgument(path + ":1: expected the password on the first line, found none");
   for (unsigned char ch : line) {

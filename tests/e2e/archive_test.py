@@ -188,6 +188,9 @@ class ArchiveJob(E2ETest):
         intruder = subprocess.Popen([VAPIPE, "sub", "--endpoint", endpoint, "--server-key", keys["bus"] + ".public",
                                      "--key", keys["mallory"] + ".secret", "--timeout", "8"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Without --server-key: told that the bus encrypts (it said only "nothing received").
+        plain = subprocess.Popen([VAPIPE, "sub", "--endpoint", endpoint, "--timeout", "8"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.subscriber = Subscriber(endpoint, self.dir, (keys["bus"] + ".public", keys["alice"] + ".secret"))
         bob = subprocess.Popen([VAPIPE, "sub", "--endpoint", endpoint, "--server-key", keys["bus"] + ".public",
                                 "--key", keys["bob"] + ".secret", "--exit-on-summary", "--with-topic"],
@@ -202,6 +205,10 @@ class ArchiveJob(E2ETest):
         intruder_out, intruder_err = intruder.communicate(timeout=60)
         self.assertEqual(intruder.returncode, 4, intruder_err)  # 4: nothing received before the timeout
         self.assertEqual(intruder_out, "")
+        plain_out, plain_err = plain.communicate(timeout=60)
+        self.assertEqual(plain.returncode, 4, plain_err)
+        self.assertEqual(plain_out, "")
+        self.assertIn("refused the handshake: it encrypts (CURVE, its publish.curve_secret_key): give --server-key", plain_err)
         with open(keys["mallory"] + ".public") as pub:
             self.assertIn("public key " + pub.read().splitlines()[-1] + " is not in", run.stderr)
 

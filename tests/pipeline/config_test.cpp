@@ -661,7 +661,7 @@ TEST(Config, CurveKeysAreReadAtLoadAndTheirErrorsNameKeyAndFile) {
 TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-webhooks-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "hook.token") << "  s3cr3t-token  \n";
+  std::ofstream(dir / "hook.token") << "\xEF\xBB\xBF  s3cr3t-token  \n";  // (a byte order mark first)
   std::ofstream(dir / "empty.token") << "\n";
   std::ofstream(dir / "ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
   std::ofstream(dir / "ca.der") << "0\x82\x01";
@@ -1033,7 +1033,8 @@ TEST(Config, KafkaClustersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
 TEST(Config, MqttBrokersAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   const auto dir = std::filesystem::temp_directory_path() / ("vapipe-config-mqtt-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "mqtt.password") << "pass word with blanks\r\n";
+  // (as Windows Notepad saves it: a UTF-8 byte order mark, CRLF)
+  std::ofstream(dir / "mqtt.password") << "\xEF\xBB\xBFpass word with blanks\r\n";
   std::ofstream(dir / "empty.password") << "\n";
   std::ofstream(dir / "ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
   std::ofstream(dir / "client.key") << "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n";
