@@ -584,12 +584,16 @@ void PublishStage::refresh_live_drops() {
   std::unordered_map<std::string, StreamState*> by_id;
   for (StreamState& st : streams_) by_id[st.id] = &st;
   // Counts from each stream's current ingest process, on top of its base (rebase_ingest_counts), never
-  // lower than what its events said.
+  // lower than what its events said. Not for a stream that ended: ingest's count is then its next
+  // run's (a reload listed it again), which its `started` event, behind the frames still on their way,
+  // has not rebased yet: taken on the old base, then the new one, its drops were counted twice (145
+  // for 90 frames that never came).
   auto take = [&](const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t StreamState::*total,
                   uint64_t StreamState::*base) {
     for (const auto& [id, n] : counts) {
       if (auto it = by_id.find(id); it != by_id.end()) {
         StreamState& st = *it->second;
+        if (st.ended) continue;
         st.*total = std::max(st.*total, st.*base + n);
       }
     }

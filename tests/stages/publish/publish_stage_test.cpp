@@ -2789,6 +2789,20 @@ TEST_F(PublishStageTest, QueueDropsAreServedAsIngestCountsThemNotOnlyAtEvents) {
   EXPECT_EQ(stage_->metrics().streams[0].undecoded, 33u);
   EXPECT_EQ(stage_->metrics().streams[0].rtp_lost, 13u);
   EXPECT_EQ(stage_->metrics().streams[0].rtp_received, 950u);
+
+  // It ends, and a reload lists it again: ingest's count is its new run's before its `started`
+  // reaches publish (frames on their way ahead of it): not taken on the old base, then again.
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 5), out_).ok());
+  ingest.stream_dropped = {{"s0", 4}};
+  ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_EQ(stage_->metrics().streams[0].dropped, 9u);
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 6),
+                                                    {"test://ball", "", 0, 0}), out_).ok());
+  ingest.stream_dropped = {{"s0", 6}};
+  ASSERT_TRUE(write_stage_stats(ingest, stage_stats_path(layout, StageKind::kIngest)).ok());
+  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  EXPECT_EQ(stage_->metrics().streams[0].dropped, 15u);  // 9, and the new run's 6 (was 19: 4 twice)
   std::filesystem::remove_all(layout.run_dir);
 }
 
