@@ -1305,7 +1305,12 @@ Status PublishStage::process(Message&& in, Emitter& /*out*/) {
     }
     if (st.first_ns == 0) st.first_ns = in.env.capture_ns;
     st.last_ns = now;
-    const double latency = in.env.capture_ns > 0 ? static_cast<double>(now - in.env.capture_ns) / 1e6 : 0.0;
+    const int64_t monotonic_now = monotonic_clock_ns();
+    wall_clock_steps_.look(now, monotonic_now);
+    const int64_t capture_ns = wall_clock_steps_.now_clock(in.env.capture_ns);
+    if (st.first_monotonic_ns == 0) st.first_monotonic_ns = capture_ns > 0 ? monotonic_now - (now - capture_ns) : monotonic_now;
+    st.last_monotonic_ns = monotonic_now;
+    const double latency = capture_ns > 0 ? static_cast<double>(std::max<int64_t>(0, now - capture_ns)) / 1e6 : 0.0;
     st.latency_sum_ms += latency;
     st.latency_max_ms = std::max(st.latency_max_ms, latency);
     VAPIPE_RETURN_IF_ERROR(publish(result_topic(st.id), result_json(in, now)));
@@ -2001,9 +2006,10 @@ void PublishStage::write_summary() {
   int64_t first_capture = 0, last_publish = 0;
   std::vector<std::pair<int64_t, int64_t>> spans;
   for (const StreamState& st : streams_) {
-    if (st.first_ns && (!first_capture || st.first_ns < first_capture)) first_capture = st.first_ns;
-    last_publish = std::max(last_publish, st.last_ns);
-    if (st.first_ns) spans.emplace_back(st.first_ns, st.last_ns);
+    // (on the monotonic clock: a wall clock stepped while the job ran makes no span)
+    if (st.first_monotonic_ns && (!first_capture || st.first_monotonic_ns < first_capture)) first_capture = st.first_monotonic_ns;
+    last_publish = std::max(last_publish, st.last_monotonic_ns);
+    if (st.first_monotonic_ns) spans.emplace_back(st.first_monotonic_ns, st.last_monotonic_ns);
   }
   const double span_s = first_capture && last_publish > first_capture ? (last_publish - first_capture) / 1e9 : 0.0;
   const double steady_s = std::min(span_s, busy_seconds(std::move(spans)));
@@ -2015,7 +2021,9 @@ void PublishStage::write_summary() {
                 "wall_s", "fps", "latency_ms", "top label");
   table += line;
   for (const StreamState& st : all_streams()) {
-    const double stream_wall = st.first_ns && st.last_ns > st.first_ns ? (st.last_ns - st.first_ns) / 1e9 : 0.0;
+    const double stream_wall = st.first_monotonic_ns && st.last_monotonic_ns > st.first_monotonic_ns
+                                   ? (st.last_monotonic_ns - st.first_monotonic_ns) / 1e9
+                                   : 0.0;
     const uint64_t this_run = st.results - st.earlier_results;  // rates and latencies are this run's
     const double fps = stream_wall > 0 ? this_run / stream_wall : 0.0;
     const double mean_latency = this_run ? st.latency_sum_ms / this_run : 0.0;

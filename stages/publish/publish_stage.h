@@ -25,6 +25,7 @@
 #include "stages/publish/metrics.h"
 #include "stages/publish/metrics_server.h"
 #include "stages/publish/results_file.h"
+#include "stages/publish/wall_clock_steps.h"
 #include "stages/publish/mqtt_publisher.h"
 #include "stages/publish/kafka_publisher.h"
 #include "stages/publish/redis_streams.h"
@@ -180,6 +181,9 @@ class PublishStage final : public Stage {
     std::string turn;  // orientation_name(); "": its file's own tag decides
     std::string uri;   // as its latest started or changed event said it (redacted); "": not seen yet
     int64_t first_ns = 0, last_ns = 0;
+    // The same on the monotonic clock (the first frame's capture as publish's clock puts it): a stream's
+    // wall_s, fps and the job's steady_s, which a wall clock stepped by 2 days made 48 hours.
+    int64_t first_monotonic_ns = 0, last_monotonic_ns = 0;
     double latency_sum_ms = 0, latency_max_ms = 0;
     std::map<std::string, uint64_t> labels;  // results by top-1 label (error results not counted)
     // publish.segments_min_frames: the current run of one label (consecutive frames), and the
@@ -303,6 +307,7 @@ class PublishStage final : public Stage {
   // could not deliver fails the job (kExitMessagesUndelivered).
   void finish_sinks(bool job_end = false);
   uint64_t sinks_undelivered_ = 0;
+  WallClockSteps wall_clock_steps_;  // capture times from before a step of the wall clock, put on it
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;
   std::vector<std::unique_ptr<MqttPublisher>> mqtt_;
   std::vector<std::unique_ptr<RedisStreamsPublisher>> redis_;
