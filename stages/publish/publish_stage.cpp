@@ -869,6 +869,7 @@ Status PublishStage::flush_jsonl() {
   }
   const Status written = jsonl_.flush();
   if (!written.ok()) return jsonl_refused(written);
+  if (jsonl_.buffered_lines() == 0) send_waiting_to_sinks();
   if (jsonl_refusal_) {
     const double for_s = static_cast<double>(wall_clock_ns() - jsonl_refusal_->since_ns) / 1e9;
     const uint64_t lost = jsonl_lines_lost_ - jsonl_refusal_->lost_before;
@@ -1003,6 +1004,31 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   // An archive job's bus waits for a slow subscriber (lossless): a wait, not publish stuck.
   WatchdogWait subscriber_wait(watchdog_);
   Status sent = bus_->send(topic, text);
+  if (sinks_after_flush()) {
+    // An archive job's sinks get a message once its line is in the results file: a restart after a
+    // crash classifies again the frames whose lines had not reached it, and sent before, their results
+    // reached Redis twice, its seq going back (2026-12-07).
+    if (!webhooks_.empty() || !mqtt_.empty() || !redis_.empty() || !kafka_.empty()) {
+      sinks_waiting_for_file_.push_back({topic, payload});
+    }
+    return sent;
+  }
+  if (!sinks_waiting_for_file_.empty()) send_waiting_to_sinks();  // (the file failed since: in order first)
+  send_to_sinks(topic, payload, text);
+  return sent;
+}
+
+bool PublishStage::sinks_after_flush() const {
+  return config_->job.mode == JobMode::kArchive && jsonl_.active() && !jsonl_unwritable_;
+}
+
+void PublishStage::send_waiting_to_sinks() {
+  std::vector<std::pair<std::string, nlohmann::json>> waiting;
+  waiting.swap(sinks_waiting_for_file_);
+  for (const auto& [topic, payload] : waiting) send_to_sinks(topic, payload, json_text(payload));
+}
+
+void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json& payload, const std::string& text) {
   // Webhooks take their copy from their own queues (a queue_policy: block one may wait here for room).
   std::map<std::string, WebhookRequestBody> bodies;  // by format: made once for all webhooks of it
   for (const auto& hook : webhooks_) {
@@ -1038,7 +1064,6 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     if (cluster->format() == "text" && !line) line = webhook_text(topic, payload);
     cluster->publish(topic, cluster->format() == "text" ? *line : text, stop_requested_);
   }
-  return sent;
 }
 
 void PublishStage::finish_sinks(bool job_end) {
@@ -1959,8 +1984,12 @@ Status PublishStage::close(Emitter& /*out*/) {
     // A stage crashed and the job restarts: this is not its end. Subscribers that wait for the job
     // summary keep waiting; an archive job's file goes on from here.
     VAPIPE_LOG_WARN("publish: the job restarts after a crash: no job summary from this run");
+    // The lines in the file are not published again by the restarted job: their messages go to the
+    // sinks now, before they stop.
+    Status flushed = flush_jsonl();
+    send_waiting_to_sinks();
     finish_sinks();
-    return flush_jsonl();
+    return flushed;
   }
   // An archive job's file that refuses its lines fails the stage, once its summary is out on the bus.
   // A live job's: what was kept for it is lost with this process, and the summary counts it.
@@ -1974,6 +2003,7 @@ Status PublishStage::close(Emitter& /*out*/) {
   Status s = bus_ ? publish(kJobSummaryTopic, summary_) : Status::Ok();
   if (flushed.ok()) flushed = flush_jsonl();
   if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
+  send_waiting_to_sinks();  // (those of lines the file refused at the end too: the sinks may still take them)
   finish_sinks(true);
   VAPIPE_RETURN_IF_ERROR(flushed);
   return s;

@@ -306,6 +306,11 @@ class PublishStage final : public Stage {
   // waits, then stop; at an archive job's end (`job_end`), up to kArchiveEndSinkGrace, and what they
   // could not deliver fails the job (kExitMessagesUndelivered).
   void finish_sinks(bool job_end = false);
+  // An archive job with a results file: messages go to the sinks once their lines are in it (flushed).
+  bool sinks_after_flush() const;
+  void send_to_sinks(const std::string& topic, const nlohmann::json& payload, const std::string& text);
+  void send_waiting_to_sinks();
+  std::vector<std::pair<std::string, nlohmann::json>> sinks_waiting_for_file_;
   uint64_t sinks_undelivered_ = 0;
   WallClockSteps wall_clock_steps_;  // capture times from before a step of the wall clock, put on it
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;
