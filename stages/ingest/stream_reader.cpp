@@ -162,6 +162,19 @@ constexpr std::chrono::seconds kRtspAnswerWait{30};
 // The error StreamReader::Impl::on_no_more_pads posts when a source has no video pad.
 constexpr const char* kNoVideoPad = "no video stream to decode";
 
+// Why a file gave no picture from its `frames` compressed frames (0: not counted) though it has some.
+std::string no_key_frame_to_start_from(uint64_t frames) {
+  return "none of its " + (frames > 0 ? std::to_string(frames) + " " : std::string()) +
+         "compressed frames could be decoded: it has no key frame to start from (cut from a longer recording?)";
+}
+
+// Whether a bus error (pop_bus_error's text) is an H.264 or H.265 parser's at the end of a stream in
+// which it found no frame it could pass on (GstBaseParse's words, its element named by its factory's).
+bool is_video_parser_without_frames(const std::string& error) {
+  return error.rfind("No valid frames found before end of stream", 0) == 0 &&
+         (error.find("(element h264parse") != std::string::npos || error.find("(element h265parse") != std::string::npos);
+}
+
 // The camera's clock when it took the frame, in Unix ns (-1 when not known): rtspsrc's reference
 // timestamp from the camera's RTCP sender reports (NTP time, from 1900), once the first has come.
 int64_t camera_clock_ns(GstBuffer* buffer) {
@@ -538,6 +551,9 @@ struct StreamReader::Impl {
   // decoder_input (decoder_input_gate.h). The decoder's gate reads it at each frame.
   std::atomic<bool> keyframes_only{false};
   DecoderInputCounters decoder_input;
+  // Compressed frames a demuxer gave the H.264 or H.265 parser (timed; a raw stream's chunks are not
+  // frames): it drops them all when it finds no parameter sets to start from, and the decoder gets none.
+  std::atomic<uint64_t> parser_input{0};
   // A file's other video streams' decoders (decodebin decodes each, and only the first is classified):
   // their gates count here, apart (found 2026-12-07: a dash camera's rear track's frames were counted
   // with the front's, and its pictures, which go nowhere, said missing: "its decoder gave no picture for
@@ -1223,6 +1239,10 @@ struct StreamReader::Impl {
         watch_tsdemux(element, static_cast<Impl*>(user)->lost_key_frames);
         return;
       }
+      if (name == "h264parse" || name == "h265parse") {
+        count_parser_input(element, &static_cast<Impl*>(user)->parser_input);
+        return;
+      }
       if (name == "mpegpsdemux") {
         start_ps_segments_at_first_frame(element);  // its first frames, which it leaves out (ps_segment_start.h)
         return;
@@ -1278,6 +1298,19 @@ struct StreamReader::Impl {
     self->keyframes_logged = true;
     VAPIPE_LOG_INFO("stream '{}': key frames only (ingest.keyframes_only): {} decodes no other frame", self->stream.id,
                     GST_OBJECT_NAME(gst_element_get_factory(element)));
+  }
+  // Counts the timed buffers reaching `parser` (see parser_input).
+  static void count_parser_input(GstElement* parser, std::atomic<uint64_t>* frames) {
+    GstPad* sink = gst_element_get_static_pad(parser, "sink");
+    if (!sink) return;
+    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer user) {
+      GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+      if (buffer && (GST_BUFFER_PTS_IS_VALID(buffer) || GST_BUFFER_DTS_IS_VALID(buffer))) {
+        static_cast<std::atomic<uint64_t>*>(user)->fetch_add(1);
+      }
+      return GST_PAD_PROBE_OK;
+    }, frames, nullptr);
+    gst_object_unref(sink);
   }
   // A GIF's frames, counted and timed from the file, so that its demuxer's stream ends after the last
   // (gif_timeline.h); a file that cannot be read so is an error now (it would never end).
@@ -3124,6 +3157,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // Idle: look for an error on the bus (errors stop the streaming thread, so the queue is empty).
       // Frames decoded before the error were already emitted and get their results.
       std::optional<std::string> reason = pop_bus_error(bus.get(), s.stream, &s.continuity_errors);
+      // A file cut after its only key frame, in a container that keeps no parameter sets (MPEG-TS; x264
+      // repeats them at IDR frames only): the parser drops every frame, and at the end says so in its own
+      // words (found 2026-12-07: "No valid frames found before end of stream (element h264parse0)", where
+      // README promises the words below).
+      if (reason && s.stream.parsed.kind == UriKind::kFile && s.decoded.load() == 0 &&
+          s.decoder_input.arrived.load() == 0 && is_video_parser_without_frames(*reason)) {
+        reason = no_key_frame_to_start_from(s.parser_input.load());
+      }
       if (reason && !s.video_pad && s.decoded.load() == 0 && s.stream.parsed.kind != UriKind::kTest) {
         std::lock_guard<std::mutex> lock(s.pads_mutex);
         // What the file holds says more than GStreamer's error, or than on_no_more_pads' own.
@@ -3238,7 +3279,10 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         }
         from_past_end = s.stream.from_ns > 0;
       }
-      if (const uint64_t arrived = s.decoder_input.arrived.load(); arrived > 0 && s.decoded.load() == 0 && !from_past_end) {
+      // (None reaches the decoder where its parser dropped them all, finding no parameter sets: counted there.)
+      const uint64_t decoder_arrived = s.decoder_input.arrived.load();
+      const uint64_t arrived = decoder_arrived > 0 ? decoder_arrived : s.parser_input.load();
+      if (arrived > 0 && s.decoded.load() == 0 && !from_past_end) {
         // A trimmed MP4 of a long-GOP recording: GStreamer 1.22's qtdemux gives only frames before the
         // part its edit list shows (found 2026-12-07: one, of a 2 s part 3 s into a 4 s GOP).
         if (const uint64_t hidden = s.edit_list->hidden_frames.load(); hidden >= arrived) {
@@ -3251,9 +3295,7 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
           }
           continue;
         }
-        if (auto done = recover(MessageKind::kStreamError,
-                                "none of its " + std::to_string(arrived) + " compressed frames could be decoded: it has "
-                                "no key frame to start from (cut from a longer recording?)")) {
+        if (auto done = recover(MessageKind::kStreamError, no_key_frame_to_start_from(arrived))) {
           return *done;
         }
         continue;

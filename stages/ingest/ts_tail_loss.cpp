@@ -21,6 +21,13 @@ bool synced_at(const uint8_t* data, size_t size, size_t packet, size_t at) {
 
 uint64_t pts_to_ns(uint64_t pts) { return pts * 100000 / 9; }
 
+// A PES header's 33-bit PTS or DTS (90 kHz), from its five bytes at `b`.
+uint64_t timestamp_at(const uint8_t* b) {
+  return (uint64_t{static_cast<uint8_t>((b[0] >> 1) & 0x07)} << 30) | (uint64_t{b[1]} << 22) |
+         (uint64_t{static_cast<uint8_t>(b[2] >> 1)} << 15) | (uint64_t{b[3]} << 7) | (b[4] >> 1);
+}
+constexpr uint64_t kTimestampMask = (uint64_t{1} << 33) - 1;  // (a PTS comes round after 26.5 hours)
+
 }  // namespace
 
 void TsTailLossWatch::feed(const uint8_t* data, size_t size, bool discontinuous) {
@@ -114,25 +121,27 @@ void TsTailLossWatch::packet(const uint8_t* p) {
   if (duplicate) return;
   if (!unit_start) return;
   // A PES starts: if packets went missing just before it, they were the end of the PES before. Unless
-  // its time is far from that one's: files joined end to end (`cat`), each starting its counters and
-  // its clock over, lose nothing at the join.
+  // its clock started over: files joined end to end (`cat`), each starting its counters and its clock
+  // over, lose nothing at the join.
   const bool was_in_pes = std::exchange(state.in_pes, false);
-  std::optional<uint64_t> pts_ns;
+  std::optional<uint64_t> pts, dts;
   const uint8_t* h = p + payload;
   if (video_start && (h[7] & 0x80) != 0) {  // PTS_DTS_flags: a PTS
-    pts_ns = pts_to_ns((uint64_t{static_cast<uint8_t>((h[9] >> 1) & 0x07)} << 30) | (uint64_t{h[10]} << 22) |
-                       (uint64_t{static_cast<uint8_t>(h[11] >> 1)} << 15) | (uint64_t{h[12]} << 7) | (h[13] >> 1));
+    pts = timestamp_at(h + 9);
+    dts = (h[7] & 0x40) != 0 && payload + 19 <= 188 ? timestamp_at(h + 14) : pts;  // none: the same as its PTS
   }
   if (gap && was_in_pes && !state.pes.empty()) {
-    constexpr int64_t kRestartNs = 2'000'000'000;
-    const bool restarted =
-        pat_restarted_ ||
-        (pts_ns && std::llabs(static_cast<int64_t>(*pts_ns) - static_cast<int64_t>(state.pes.back().pts_ns)) > kRestartNs);
-    if (!restarted) state.pes.back().cut_short = true;
+    // Decoding time only goes on within one stream, a loss skipping it on by a few frames: one that goes
+    // back, by any amount, or on by over 2 s, is another file's clock (`cat a.ts a.ts` of a 2 s clip goes
+    // back 1.9 s, its PAT's counter having come round to where the copy's starts).
+    constexpr uint64_t kRestartTicks = 2 * 90000;
+    const bool clock_restarted = dts && state.last_dts && ((*dts - *state.last_dts) & kTimestampMask) > kRestartTicks;
+    if (!pat_restarted_ && !clock_restarted) state.pes.back().cut_short = true;
   }
   pat_restarted_ = false;
-  if (!pts_ns) return;
-  state.pes.push_back(Pes{*pts_ns, random_access});
+  if (!pts) return;
+  state.last_dts = dts;
+  state.pes.push_back(Pes{pts_to_ns(*pts), random_access});
   state.in_pes = true;
   if (state.pes.size() > kMaxPesWaiting) state.pes.pop_front();
 }

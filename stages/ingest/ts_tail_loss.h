@@ -7,7 +7,8 @@
 // tools/damage-truth.py: most of the smeared pictures no mark found). This watch reads the packets in
 // front of tsdemux, and tells which PES (by its PTS) was cut so; the frame tsdemux sends for it is then
 // marked DISCONT, as a depayloader marks a camera's frame that lost a packet. Not at a join of files put
-// end to end (`cat`): the video's time jumps there, or the PAT's counter starts over with the video's.
+// end to end (`cat`): the video's decoding time goes back or jumps there, or the PAT's counter starts
+// over with the video's.
 #pragma once
 
 #include <cstddef>
@@ -55,6 +56,7 @@ class TsTailLossWatch {
     std::deque<Pes> pes;              // the video PESs seen and not yet sent, in order
     bool in_pes = false;              // the last PES's packets are coming
     std::optional<int64_t> offset_ns; // a sent frame's time less its PES's PTS
+    std::optional<uint64_t> last_dts; // its last PES's decoding time (90 kHz): its DTS, or its PTS without
   };
   void packet(const uint8_t* p);
   std::mutex mutex_;

@@ -980,6 +980,27 @@ std::vector<int64_t> key_frame_timestamps(const std::string& path, const std::st
   return pts;
 }
 
+// How many frames `demux` gives of the file at `path`.
+size_t demuxed_frames(const std::string& path, const std::string& demux) {
+  gst_init(nullptr, nullptr);
+  GError* error = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      ("filesrc location=" + path + " ! " + demux + " ! appsink name=sink sync=false").c_str(), &error);
+  EXPECT_TRUE(pipeline) << (error ? error->message : "");
+  if (!pipeline) return 0;
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  size_t frames = 0;
+  while (GstSample* sample = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+    ++frames;
+    gst_sample_unref(sample);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  return frames;
+}
+
 // The luma plane of a frame, row by row (strides differ between frames of one stream only in theory).
 std::string luma(const Message& m) {
   std::string y;
@@ -2186,6 +2207,32 @@ TEST_F(StreamReaderTest, FilesJoinedEndToEndAreReadOnOneTimeline) {
   EXPECT_EQ(alone.messages.back().event.warning, "");
 }
 
+// Two copies of a 1.6 s clip joined (`cat a.ts a.ts`): the video's counter breaks at the join, the
+// clock goes back by under 2 s, and the PAT's counter goes on as if nothing had (mpegtsmux writes 16
+// PATs in 1.6 s, from 1: the last is 0; the copy's are set so here whatever the muxer's interval): the
+// first copy's last frame decoded was marked damaged, though every picture decodes whole.
+TEST_F(StreamReaderTest, TwoCopiesOfAShortMpegTsJoinedEndToEndHaveNoDamagedFrame) {
+  const std::string part = encode_clip("short.ts", "ball", 48, 320, 240, "mpegtsmux", "key-int-max=30 bframes=2");
+  std::ifstream in(part, std::ios::binary);
+  const std::string part_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(part_bytes.size() % 188, 0u);
+  std::string copy = part_bytes;
+  std::vector<size_t> pats;  // where its PAT packets start
+  for (size_t at = 0; at < copy.size(); at += 188) {
+    if ((((copy[at + 1] & 0x1F) << 8) | static_cast<uint8_t>(copy[at + 2])) == 0) pats.push_back(at);
+  }
+  ASSERT_FALSE(pats.empty());
+  uint8_t pat_counter = copy[pats.back() + 3] & 0x0F;  // the first copy's last
+  for (size_t at : pats) copy[at + 3] = static_cast<char>((copy[at + 3] & 0xF0) | (++pat_counter & 0x0F));
+  const std::string joined = (dir_ / "short-joined.ts").string();
+  std::ofstream(joined, std::ios::binary) << part_bytes << copy;
+  const CollectingEmitter out = read_whole(joined, ingest_, "short-joined");
+  const std::vector<const Message*> frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 96u);
+  for (const Message* f : frames) EXPECT_FALSE(f->env.damaged) << "seq " << f->env.seq;
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+}
+
 // An MPEG-PS file as GStreamer's mpegpsmux writes it (its first pack holds a system header and a
 // program stream map before the first frame): mpegpsdemux started its segment at the first timestamp
 // it found after that pack, and the decoder clipped every frame before it (21 of these 150, with no
@@ -2486,6 +2533,31 @@ TEST_F(StreamReaderTest, AFileWithNoKeyFrameToStartFromEndsWithAnErrorSayingSo) 
   EXPECT_EQ(out.messages.back().event.message,
             "none of its 59 compressed frames could be decoded: it has no key frame to start from (cut from a longer "
             "recording?)");
+}
+
+// The same in MPEG-TS, cut at a packet after its only key frame (a byte cut, as `split` leaves): the SPS
+// and PPS came with that frame only (x264 repeats them at IDR frames), so h264parse drops every frame
+// and the decoder gets none; its end said "No valid frames found before end of stream (element
+// h264parse0)", not the README's words.
+TEST_F(StreamReaderTest, AnMpegTsFileCutAfterItsOnlyKeyFrameEndsWithAnErrorSayingSo) {
+  const std::string whole = encode_clip("one-key-frame.ts", "ball", 60, 320, 240, "mpegtsmux", "key-int-max=1000");
+  ASSERT_EQ(key_frame_timestamps(whole, "tsdemux ! h264parse").size(), 1u);
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = (dir_ / "cut.ts").string();
+  std::ofstream(cut, std::ios::binary) << bytes.substr(bytes.size() / 188 / 2 * 188);
+  const size_t frames = demuxed_frames(cut, "tsdemux");
+  ASSERT_GT(frames, 10u);
+  auto reader = StreamReader::create(stream("cut", cut), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_EQ(out.messages.back().event.message,
+            "none of its " + std::to_string(frames) + " compressed frames could be decoded: it has no key frame to "
+            "start from (cut from a longer recording?)");
 }
 
 TEST_F(StreamReaderTest, StopEndsAnEndlessStreamAsStopped) {

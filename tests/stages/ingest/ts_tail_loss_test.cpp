@@ -24,10 +24,17 @@ struct Packet {
   size_t pes;  // the PES (frame) it belongs to
 };
 
-// One 188-byte packet of `pid`: a PES header with `pts` first where `pts` is given; `cc` its counter;
-// `random_access`: a key frame's first packet, as muxers mark it.
+// A PES header's 5-byte PTS or DTS field, `prefix` its first 4 bits (0x2 a lone PTS, 0x3 a PTS before a
+// DTS, 0x1 the DTS).
+Bytes timestamp_field(uint8_t prefix, uint64_t v) {
+  return {static_cast<uint8_t>((prefix << 4) | ((v >> 29) & 0x0E) | 1), static_cast<uint8_t>(v >> 22),
+          static_cast<uint8_t>(((v >> 14) & 0xFE) | 1), static_cast<uint8_t>(v >> 7), static_cast<uint8_t>(((v << 1) & 0xFE) | 1)};
+}
+
+// One 188-byte packet of `pid`: a PES header with `pts` first where `pts` is given (and `dts` after it
+// where given); `cc` its counter; `random_access`: a key frame's first packet, as muxers mark it.
 Bytes ts_packet(uint16_t pid, uint8_t cc, std::optional<uint64_t> pts, bool discontinuity = false,
-                bool random_access = false) {
+                bool random_access = false, std::optional<uint64_t> dts = std::nullopt) {
   Bytes p(188, 0xAB);
   p[0] = 0x47;
   p[1] = static_cast<uint8_t>((pts ? 0x40 : 0) | (pid >> 8));
@@ -42,11 +49,13 @@ Bytes ts_packet(uint16_t pid, uint8_t cc, std::optional<uint64_t> pts, bool disc
     p[3] = static_cast<uint8_t>(0x10 | cc);
   }
   if (pts) {
-    const uint64_t v = *pts;
-    const Bytes header = {0,    0,    1,    0xE0, 0, 0, 0x80, 0x80, 5,
-                          static_cast<uint8_t>(0x21 | ((v >> 29) & 0x0E)), static_cast<uint8_t>(v >> 22),
-                          static_cast<uint8_t>(((v >> 14) & 0xFE) | 1), static_cast<uint8_t>(v >> 7),
-                          static_cast<uint8_t>(((v << 1) & 0xFE) | 1)};
+    Bytes header = {0, 0, 1, 0xE0, 0, 0, 0x80, static_cast<uint8_t>(dts ? 0xC0 : 0x80), static_cast<uint8_t>(dts ? 10 : 5)};
+    const Bytes pts_field = timestamp_field(dts ? 0x3 : 0x2, *pts);
+    header.insert(header.end(), pts_field.begin(), pts_field.end());
+    if (dts) {
+      const Bytes dts_field = timestamp_field(0x1, *dts);
+      header.insert(header.end(), dts_field.begin(), dts_field.end());
+    }
     std::copy(header.begin(), header.end(), p.begin() + static_cast<long>(at));
   }
   return p;
@@ -161,6 +170,68 @@ TEST(TsTailLossWatch, FilesJoinedEndToEndLoseNothingAtTheJoin) {
     if (watch.cut_short(kVideo, pts * 100000 / 9)) cut.push_back(f);
   }
   EXPECT_EQ(cut, std::vector<size_t>{});
+}
+
+// `frames` PESs as stream_of's, each after a PAT (its counter from 0, as ffmpeg's muxer starts it).
+std::vector<Packet> stream_with_pats_of(size_t frames) {
+  std::vector<Packet> out;
+  const std::vector<Packet> video = stream_of(frames);
+  for (size_t f = 0; f < frames; ++f) {
+    out.push_back({ts_packet(0x0000, static_cast<uint8_t>(f & 0x0F), std::nullopt), f});
+    for (size_t k = 0; k < 4; ++k) out.push_back(video[f * 4 + k]);
+  }
+  return out;
+}
+
+// Two copies of a short file joined (`cat a.ts a.ts`): the clock goes back by less than 2 s, and the
+// PAT's counter has come round to where the copy's starts (17 PATs from 0: the last is 0 again), so
+// neither a jump of the time nor the PAT's counter tells the join; the decoding time going back does.
+// (ffmpeg's 2 s clip joined so had its 49th frame, the first copy's last decoded, marked damaged.)
+TEST(TsTailLossWatch, TwoCopiesOfAShortFileJoinedLoseNothingAtTheJoin) {
+  const std::vector<Packet> file = stream_with_pats_of(17);
+  std::vector<Packet> packets = file;
+  for (const Packet& p : file) packets.push_back({p.bytes, p.pes + 17});
+  TsTailLossWatch watch;
+  const Bytes bytes = bytes_of(packets);
+  watch.feed(bytes.data(), bytes.size(), false);
+  std::vector<size_t> cut;
+  for (size_t f = 0; f < 34; ++f) {
+    const uint64_t pts = kFirstPts + (f % 17) * kFramePts;
+    if (watch.cut_short(kVideo, pts * 100000 / 9)) cut.push_back(f);
+  }
+  EXPECT_EQ(cut, std::vector<size_t>{});
+
+  // The 17th frame's last packet lost in one file whose clock goes on: still a loss.
+  std::vector<Packet> lost = stream_with_pats_of(34);
+  lost.erase(lost.begin() + 16 * 5 + 4);
+  TsTailLossWatch lossy;
+  const Bytes lost_bytes = bytes_of(lost);
+  lossy.feed(lost_bytes.data(), lost_bytes.size(), false);
+  EXPECT_EQ(cut_frames(lossy, 34), std::vector<size_t>{16});
+}
+
+// B-frames: the frame sent after one that lost its last packets may be shown before it (an earlier
+// PTS) but is decoded after it (a later DTS): a loss, not a clock that went back.
+TEST(TsTailLossWatch, ALossBeforeAFrameShownEarlierIsStillOne) {
+  // Decoding order I0 P3 B1 B2 P6 B4 B5 ...: each PES's DTS a frame after the one before's.
+  const std::vector<uint64_t> shown = {0, 3, 1, 2, 6, 4, 5, 9, 7, 8};
+  auto pts_of = [&](size_t f) { return kFirstPts + (shown[f] + 1) * kFramePts; };
+  std::vector<Packet> packets;
+  uint8_t cc = 0;
+  for (size_t f = 0; f < shown.size(); ++f) {
+    packets.push_back({ts_packet(kVideo, cc++ & 0x0F, pts_of(f), false, f == 0, kFirstPts + f * kFramePts), f});
+    packets.push_back({ts_packet(kVideo, cc++ & 0x0F, std::nullopt), f});
+    packets.push_back({ts_packet(kVideo, cc++ & 0x0F, std::nullopt), f});
+  }
+  packets.erase(packets.begin() + 4 * 3 + 2);  // P6's last packet: B4, shown two frames before it, is next
+  TsTailLossWatch watch;
+  const Bytes bytes = bytes_of(packets);
+  watch.feed(bytes.data(), bytes.size(), false);
+  std::vector<size_t> cut;
+  for (size_t f = 0; f < shown.size(); ++f) {
+    if (watch.cut_short(kVideo, pts_of(f) * 100000 / 9)) cut.push_back(f);
+  }
+  EXPECT_EQ(cut, std::vector<size_t>{4});
 }
 
 // An HLS download's segments put together (`cat`): the time goes on, but each segment's muxer started
