@@ -201,7 +201,13 @@ struct JobMetrics {
   // that ended longer ago than this are counted in the job's figures but not listed one by one
   // (a series per file for ever would grow Prometheus's without bound). < 0: every stream is listed.
   double ended_streams_listed_for_s = -1;
+  // A stream a reload removed, in any job: listed this long after (a live job whose cameras come and go
+  // kept a series of each for its life). One that failed stays listed: someone has to see it.
+  double removed_streams_listed_for_s = 600;
   bool listed(const StreamMetrics& s) const {
+    if (s.state == "removed" && s.ended_unix_s > 0 && now_unix_s - s.ended_unix_s > removed_streams_listed_for_s) {
+      return false;
+    }
     return ended_streams_listed_for_s < 0 || !s.ended ||
            (s.ended_unix_s > 0 && now_unix_s - s.ended_unix_s <= ended_streams_listed_for_s);
   }

@@ -328,6 +328,35 @@ TEST(Metrics, AWatchingJobListsTheFilesThatEndedLongAgoOnlyInItsOwnCounts) {
   EXPECT_EQ(h["stream_states"]["done"], 3);  // every stream counted
 }
 
+// A live job's camera a reload removed: listed for 10 minutes after, then counted in the job's figures
+// only (a job whose cameras come and go kept a series of each for its life). One that failed stays.
+TEST(Metrics, AStreamARemovedLongAgoIsCountedButNotListed) {
+  JobMetrics m = two_cameras();
+  StreamMetrics removed;
+  removed.id = "old-door";
+  removed.state = "removed";
+  removed.results = 500;
+  removed.ended = true;
+  removed.ended_unix_s = 100;  // long before now (1060)
+  StreamMetrics just_removed = removed;
+  just_removed.id = "new-door";
+  just_removed.ended_unix_s = 1000;
+  StreamMetrics failed = removed;
+  failed.id = "broken";
+  failed.state = "failed";
+  m.streams.push_back(removed);
+  m.streams.push_back(just_removed);
+  m.streams.push_back(failed);
+  const std::string t = prometheus_text(m);
+  EXPECT_EQ(t.find("old-door"), std::string::npos) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_results_total{stream=\"new-door\"} 500")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_results_total{stream=\"broken\"} 500")) << t;
+  EXPECT_TRUE(has_line(t, "vapipe_job_streams{state=\"removed\"} 2")) << t;
+  const nlohmann::json h = health_json(m);
+  EXPECT_FALSE(h["streams"].contains("old-door"));
+  EXPECT_TRUE(h["streams"].contains("broken"));
+}
+
 // A job that watches folders (streams[].watch_s): each folder's looks and when a file last came, for
 // an alert on a recorder that stopped writing (time() minus it); /healthz says how long ago.
 // A live job's SIGHUP re-read that has not ended (its config on a share that does not answer): the
