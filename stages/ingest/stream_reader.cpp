@@ -3283,14 +3283,14 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       const uint64_t decoder_arrived = s.decoder_input.arrived.load();
       const uint64_t arrived = decoder_arrived > 0 ? decoder_arrived : s.parser_input.load();
       if (arrived > 0 && s.decoded.load() == 0 && !from_past_end) {
-        // A trimmed MP4 of a long-GOP recording: GStreamer 1.22's qtdemux gives only frames before the
-        // part its edit list shows (found 2026-12-07: one, of a 2 s part 3 s into a 4 s GOP).
+        // An MP4 whose frames are all outside the part its edit list shows: a trim cut short before the
+        // part shown, or an edit list that points past its frames. (GStreamer 1.22's qtdemux read long-GOP
+        // trims short so; mp4_movie_duration.h reads them whole since.)
         if (const uint64_t hidden = s.edit_list->hidden_frames.load(); hidden >= arrived) {
           if (auto done = recover(MessageKind::kStreamError,
-                                  "GStreamer's MP4 reader gives only " + std::to_string(hidden) + " frame(s) of it, all "
-                                  "before the part its edit list shows (a trim of a recording with long GOPs, which "
-                                  "GStreamer 1.22 reads short): re-encode it (ffmpeg -i FILE -c:v libx264 -crf 16 "
-                                  "OUT.mp4)")) {
+                                  "none of its " + std::to_string(hidden) + " frame(s) is in the part its edit list "
+                                  "shows: the file is cut short before that part (a copy or download that stopped?), "
+                                  "or its edit list points past its frames")) {
             return *done;
           }
           continue;

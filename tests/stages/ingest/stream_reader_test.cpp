@@ -1428,6 +1428,23 @@ TEST_F(StreamReaderTest, AnMp4TrimmedFarIntoALongGopGivesEveryFrameShown) {
   }
 }
 
+// A trim whose file stops before the part its edit list shows (a copy cut short): an error saying so,
+// not the one that blamed GStreamer's reader and said to re-encode (which the reader no longer earns).
+TEST_F(StreamReaderTest, AnMp4WhoseFramesAreAllBeforeThePartShownIsAnErrorSayingSo) {
+  const std::string whole = encode_clip("gop-faststart.mp4", "ball", 150, 160, 120, "mp4mux faststart=true",
+                                        "key-int-max=150 bframes=0");
+  const std::string trim = trimmed_by_edit_list(whole, (dir_ / "cut-trim.mp4").string(), 100, 30);
+  std::filesystem::resize_file(trim, std::filesystem::file_size(trim) / 2);  // frames 100.. are past its end
+  const CollectingEmitter out = read_whole(trim, ingest_, "cut-trim");
+  EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_NE(out.messages.back().event.message.find(
+                "frame(s) is in the part its edit list shows: the file is cut short before that part"),
+            std::string::npos)
+      << out.messages.back().event.message;
+}
+
 // ingest.keyframes_only: only the key frames reach the decoder. They decode on their own, so each is
 // the very picture a decode of every frame gives at its timestamp; they are numbered without gaps and
 // the others count as left out. H.264 in MP4 (B-frames) and H.265 in Matroska.
