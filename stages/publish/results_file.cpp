@@ -23,7 +23,8 @@ ResultsFile::ResultsFile(ResultsFile&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
       buffer_(std::move(other.buffer_)),
-      buffered_lines_(std::exchange(other.buffered_lines_, 0)) {
+      buffered_lines_(std::exchange(other.buffered_lines_, 0)),
+      size_after_flush_(std::exchange(other.size_after_flush_, 0)) {
   other.path_.clear();
   other.buffer_.clear();
 }
@@ -36,6 +37,7 @@ ResultsFile& ResultsFile::operator=(ResultsFile&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     buffer_ = std::move(other.buffer_);
     buffered_lines_ = std::exchange(other.buffered_lines_, 0);
+    size_after_flush_ = std::exchange(other.size_after_flush_, 0);
     other.path_.clear();
     other.buffer_.clear();
   }
@@ -58,6 +60,8 @@ Status ResultsFile::open_fd() {
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return Unavailable(path_ + ": cannot be opened (" + std::strerror(errno) + ")");
   fd_ = fd;
+  struct stat st {};
+  size_after_flush_ = ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   return Status::Ok();
 }
 
@@ -102,6 +106,7 @@ Status ResultsFile::flush() {
   buffer_.erase(0, kept_from);
   // What a long refusal made it hold goes back to the heap once written.
   if (buffer_.empty() && buffer_.capacity() > (size_t{1} << 20)) std::string().swap(buffer_);
+  if (struct stat st {}; ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_after_flush_ = static_cast<uint64_t>(st.st_size);
   if (err == 0) return Status::Ok();
   return Unavailable(path_ + ": cannot be written (" + std::strerror(err) + ")");
 }
@@ -170,6 +175,17 @@ std::string ResultsFile::follow_path(bool begin_anew_when_moved) {
   const bool something_there = ::stat(path_.c_str(), &path_st) == 0;
   if (something_there && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) {
     said_apart_.clear();
+    // Emptied (or cut) under the job: logrotate's copytruncate, `: > results.jsonl`. The lines go on at
+    // its start (O_APPEND); an archive job's earlier ones are no longer in it, which --resume needs.
+    const auto now_size = static_cast<uint64_t>(open_st.st_size);
+    if (now_size < size_after_flush_) {
+      const uint64_t was = std::exchange(size_after_flush_, now_size);
+      return path_ + " was emptied while the job wrote it (" + std::to_string(was) + " bytes, now " +
+             std::to_string(now_size) + ": logrotate's copytruncate, or `: > FILE`?): the results go on into it" +
+             (begin_anew_when_moved ? std::string()
+                                    : "; the earlier ones are no longer in it (in the rotated copy?), so `vapipe run "
+                                      "--resume` cannot go on from it: keep an archive job's file out of log rotation");
+    }
     return "";
   }
   const bool deleted = open_st.st_nlink == 0;

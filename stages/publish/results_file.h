@@ -78,6 +78,7 @@ class ResultsFile {
   uint64_t buffered_lines_ = 0;
   std::string said_apart_;  // follow_path: where the open file was said to be, apart from path_
   std::string cannot_write_again_;  // follow_path: why a deleted file cannot be written again ("": it can)
+  uint64_t size_after_flush_ = 0;   // the file's size after the last flush: smaller later, it was emptied
 };
 
 }  // namespace vapipe

@@ -71,6 +71,35 @@ TEST(ResultsFile, AppendsWholeLinesToWhatTheFileHad) {
   EXPECT_EQ(read_all(path), lines(0, 4));
 }
 
+// The file emptied under the job (logrotate's copytruncate): said once, the lines going on at its start;
+// an archive job's (whose --resume needs its earlier lines) is told it cannot go on from it. A file
+// opened with lines in it is no such thing.
+TEST(ResultsFile, AFileEmptiedWhileWrittenIsSaidOnce) {
+  const std::string path = temp_path("emptied.jsonl");
+  { std::ofstream(path) << line(0) << "\n"; }
+  auto file = ResultsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->follow_path(false), "");
+  for (int i = 1; i < 4; ++i) file->append(line(i));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(file->follow_path(false), "");
+  std::filesystem::resize_file(path, 0);
+  const std::string said = file->follow_path(false);
+  EXPECT_NE(said.find("emptied.jsonl was emptied while the job wrote it (" + std::to_string(lines(0, 4).size()) +
+                      " bytes, now 0: logrotate's copytruncate"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("`vapipe run --resume` cannot go on from it"), std::string::npos) << said;
+  EXPECT_EQ(file->follow_path(false), "");  // once
+  file->append(line(4));
+  ASSERT_TRUE(file->flush().ok());
+  EXPECT_EQ(read_all(path), lines(4, 5));  // at its start, not after a hole
+  std::filesystem::resize_file(path, 0);
+  const std::string live = file->follow_path(true);
+  EXPECT_NE(live.find("was emptied while the job wrote it"), std::string::npos) << live;
+  EXPECT_EQ(live.find("--resume"), std::string::npos) << live;
+}
+
 // The file deleted while the job runs (found 2026-12-07: every result after it went with it, without a
 // word): it is written again at its path, whole, and goes on there. Moved away, an archive job's lines
 // follow it (its --resume reads the path whole: the file is named instead); a live job's begin a new
