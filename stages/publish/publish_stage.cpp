@@ -1068,51 +1068,59 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
 
 void PublishStage::finish_sinks(bool job_end) {
   // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once, those a
-  // reload removed too. An archive job that reached its end is not being stopped: no drain timeout runs.
-  auto grace = std::min<std::chrono::milliseconds>(
+  // reload removed too.
+  const auto grace = std::min<std::chrono::milliseconds>(
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
+  // An archive job that reached its end is not being stopped (no drain timeout runs): its
+  // `queue_policy: block` sinks, which the job waits for while they are down, are waited for longer (a
+  // receiver retrying for a few seconds lost all the job's last messages at 5 s), within the watchdog's
+  // patience. A drop_oldest sink's messages are lossy by its choice: its grace is a stop's.
   const bool archive_end = job_end && config_->job.mode == JobMode::kArchive &&
                            !(stop_requested_ && stop_requested_->load()) && unfinished_streams() == 0;
+  auto block_grace = grace;
   if (archive_end) {
     auto longest = std::chrono::milliseconds(kArchiveEndSinkGrace);
     if (config_->job.stage_timeout_s > 0) {
       longest = std::min(longest, std::chrono::milliseconds(static_cast<int64_t>(config_->job.stage_timeout_s * 500)));
     }
-    grace = std::max(grace, longest);
+    block_grace = std::max(grace, longest);
   }
-  const auto deadline = std::chrono::steady_clock::now() + grace;
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = now + grace;
+  auto grace_of = [&](const auto& sink) { return sink->queue_policy() == QueuePolicy::kBlock ? block_grace : grace; };
   for (RetiringSink& r : retiring_sinks_) r.finish_by(deadline);
   if (webhooks_.empty() && mqtt_.empty() && redis_.empty() && kafka_.empty()) {
     reap_retired_sinks(true);
     return;
   }
-  for (const auto& hook : webhooks_) hook->begin_finish(deadline);
-  for (const auto& broker : mqtt_) broker->begin_finish(deadline);
-  for (const auto& server : redis_) server->begin_finish(deadline);
-  for (const auto& cluster : kafka_) cluster->begin_finish(deadline);
-  for (const auto& hook : webhooks_) hook->finish(grace);
-  for (const auto& broker : mqtt_) broker->finish(grace);
-  for (const auto& server : redis_) server->finish(grace);
-  for (const auto& cluster : kafka_) cluster->finish(grace);
+  for (const auto& hook : webhooks_) hook->begin_finish(now + grace_of(hook));
+  for (const auto& broker : mqtt_) broker->begin_finish(now + grace_of(broker));
+  for (const auto& server : redis_) server->begin_finish(now + grace_of(server));
+  for (const auto& cluster : kafka_) cluster->begin_finish(now + grace_of(cluster));
+  for (const auto& hook : webhooks_) hook->finish(grace_of(hook));
+  for (const auto& broker : mqtt_) broker->finish(grace_of(broker));
+  for (const auto& server : redis_) server->finish(grace_of(server));
+  for (const auto& cluster : kafka_) cluster->finish(grace_of(cluster));
   reap_retired_sinks(true);
   update_metrics_snapshot();
   if (!job_end || config_->job.mode != JobMode::kArchive) return;
-  // What an archive job's sinks did not deliver: its record there is not whole (each sink's own line
-  // above says why); the results file has every message.
+  // What an archive job's `block` sinks did not deliver: the job waited for them while they were down,
+  // and its record there is not whole (each sink's own line above says why); the results file has
+  // every message.
   std::string missed;
-  auto count = [&](const std::string& name, uint64_t undelivered) {
-    if (undelivered == 0) return;
+  auto count = [&](const auto& sink, uint64_t undelivered) {
+    if (undelivered == 0 || sink->queue_policy() != QueuePolicy::kBlock) return;
     sinks_undelivered_ += undelivered;
-    missed += (missed.empty() ? "" : ", ") + name + " " + std::to_string(undelivered);
+    missed += (missed.empty() ? "" : ", ") + sink->name() + " " + std::to_string(undelivered);
   };
-  for (const auto& hook : webhooks_) count(hook->name(), hook->stats().undelivered);
-  for (const auto& broker : mqtt_) count(broker->name(), broker->stats().undelivered);
-  for (const auto& server : redis_) count(server->name(), server->stats().undelivered);
-  for (const auto& cluster : kafka_) count(cluster->name(), cluster->stats().undelivered);
+  for (const auto& hook : webhooks_) count(hook, hook->stats().undelivered);
+  for (const auto& broker : mqtt_) count(broker, broker->stats().undelivered);
+  for (const auto& server : redis_) count(server, server->stats().undelivered);
+  for (const auto& cluster : kafka_) count(cluster, cluster->stats().undelivered);
   if (sinks_undelivered_ > 0) {
-    VAPIPE_LOG_ERROR("publish: {} message(s) of this archive job did not reach where they go ({}){}; {}: the job "
-                     "exits {}", sinks_undelivered_, missed,
-                     archive_end ? " in the " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(grace).count()) +
+    VAPIPE_LOG_ERROR("publish: {} message(s) of this archive job did not reach its queue_policy: block sinks ({}){}; "
+                     "{}: the job exits {}", sinks_undelivered_, missed,
+                     archive_end ? " in the " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(block_grace).count()) +
                                        " s given at its end"
                                  : "",
                      config_->publish.jsonl_path.empty() ? "the bus had them all" : "the results file has them all",

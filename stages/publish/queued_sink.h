@@ -98,6 +98,7 @@ class QueuedSink {
     changed_.notify_all();
   }
   std::string name() const { return name_.str(); }
+  QueuePolicy queue_policy() const { return policy_; }
   // A reload removed it (what its stop says of the messages it could not deliver).
   void removed_by_reload() { removed_by_reload_ = true; }
   // Its new place in the config's list (a reload removed or added an entry before it).

@@ -1720,6 +1720,7 @@ TEST_F(PublishStageTest, AnArchiveJobsEndWaitsForItsSinksAndSaysWhatTheyDidNotTa
   WebhookConfig hook;
   hook.url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
   hook.topics = {"events/"};
+  hook.queue_policy = QueuePolicy::kBlock;  // (a drop_oldest one's messages are lossy by its choice)
   config_.job.mode = JobMode::kArchive;
   config_.job.drain_timeout_s = 2;
   config_.publish.webhooks = {hook};
@@ -1772,6 +1773,7 @@ TEST_F(PublishStageTest, AnArchiveJobsSinksGetAMessageOnceItsLineIsInTheResultsF
 TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatus) {
   WebhookConfig hook;
   hook.topics = {"events/"};
+  hook.queue_policy = QueuePolicy::kBlock;
   config_.job.mode = JobMode::kArchive;
   testing::Receiver refusing;
   refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
