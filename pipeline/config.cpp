@@ -1551,11 +1551,13 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       m.to_ns = source->to_ns;
     }
   }
-  // Default mode: archive when every stream ends by itself (files, finite test sources).
+  // Default mode: archive when every stream ends by itself (files, finite test sources, a video file
+  // served over HTTP: one such ran as a camera, and was read again and again for ever).
   if (mode_text.empty()) {
     bool all_finite = true;
     for (const auto& s : c.streams) {
       all_finite = all_finite && ((s.parsed.kind == UriKind::kFile && !s.loop) ||
+                                  (s.parsed.kind == UriKind::kNetwork && !s.loop && names_a_video_file_over_http(s.uri)) ||
                                   (s.parsed.kind == UriKind::kTest && s.parsed.test.frames > 0 && !s.parsed.test.live));
     }
     c.job.mode = all_finite ? JobMode::kArchive : JobMode::kLive;

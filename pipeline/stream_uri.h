@@ -53,6 +53,11 @@ std::string uri_scheme(std::string_view uri);
 // Whether the URI's scheme is carried over TLS: rtsps:// (and rtspsu/rtspst/rtspsh), https://.
 bool uri_uses_tls(std::string_view uri);
 
+// Whether an http(s):// URI names a video file by its path's extension (.mp4, .mkv, .mov, .webm, .avi,
+// ...; its query, a presigned URL's signature, aside): a recording served whole, which ends, not a
+// camera's stream (an MJPEG camera's /video.cgi, an MPEG-TS or HLS stream, which may be live).
+bool names_a_video_file_over_http(std::string_view uri);
+
 // Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.
 std::string file_uri_path(std::string_view uri);
 // A path with what a URI path reserves (a space, '#', '%', '?', bytes past ASCII) percent-escaped, '/'

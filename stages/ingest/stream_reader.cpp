@@ -1247,7 +1247,10 @@ struct StreamReader::Impl {
         start_ps_segments_at_first_frame(element);  // its first frames, which it leaves out (ps_segment_start.h)
         return;
       }
-      if (name == "qtdemux" && static_cast<Impl*>(user)->stream.parsed.kind == UriKind::kFile) {
+      // (a file's, or one served whole over HTTP: its times as a player shows them there too, where they
+      // were its media times, from 66.667 ms with B-frames)
+      if (name == "qtdemux" && (static_cast<Impl*>(user)->stream.parsed.kind == UriKind::kFile ||
+                                names_a_video_file_over_http(static_cast<Impl*>(user)->stream.uri))) {
         put_on_edit_list_timeline(element, static_cast<Impl*>(user)->edit_list);  // as players show it
         return;
       }
@@ -3329,6 +3332,11 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
       // error (decodebin drops one posted while it links the demuxer).
       if (std::string gif = s.gif_unreadable_because(); !gif.empty() && s.decoded.load() == 0) {
         return finish(MessageKind::kStreamError, "its GIF cannot be read: " + gif);
+      }
+      // A video file served whole over HTTP ends, as a file does, in a live job too (it was connected
+      // to again and read from its start for ever, as a camera that dropped).
+      if (network_live && names_a_video_file_over_http(s.stream.uri) && !s.hls.load() && !s.dash.load()) {
+        return finish(MessageKind::kStreamEnd, "end of stream");
       }
       if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;
       continue;

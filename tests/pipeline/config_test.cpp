@@ -52,6 +52,17 @@ TEST(Config, MinimalConfigGetsDefaultsAndResolvesPaths) {
   EXPECT_EQ(c->transport.effective_tensor_slots(c->batch), 64u);
 }
 
+// A video file over HTTP ends by itself: with files, the job is an archive job by default (it was a
+// live one, and read the file again and again for ever).
+TEST(Config, AVideoFileOverHttpLeavesTheJobAnArchiveJob) {
+  auto c = load_config_string(R"(
+streams: [{id: gate, uri: "https://nvr.local/exports/gate.mp4"}, {id: yard, uri: "yard.mkv"}]
+infer: {model: m.pt, labels: m.txt}
+)", "web.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->job.mode, JobMode::kArchive);
+}
+
 TEST(Config, NetworkStreamMakesTheJobLiveWithDropOldest) {
   auto c = load_config_string(R"(
 streams: [{id: cam, uri: "rtsp://user:secret@10.0.0.1/stream"}]

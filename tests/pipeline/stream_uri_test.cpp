@@ -66,6 +66,19 @@ TEST(StreamUri, RejectsUnknownParameterAndBadValues) {
   EXPECT_FALSE(parse_stream_uri("", "").ok());
 }
 
+// A video file served over HTTP (a recording on a web server, an object store's presigned URL) ends;
+// a camera's HTTP stream, an MPEG-TS or an HLS playlist may not.
+TEST(StreamUri, AVideoFileOverHttpIsToldByItsPathsExtension) {
+  for (const char* file : {"http://nvr.local/exports/gate.mp4", "https://bucket.s3.amazonaws.com/a/b.MKV?X-Amz-Signature=ab.c",
+                           "http://h:8080/x/clip.mov#t=3", "https://cdn.example/v.webm"}) {
+    EXPECT_TRUE(names_a_video_file_over_http(file)) << file;
+  }
+  for (const char* stream : {"http://cam/video.cgi", "http://cam/mjpg/video.mjpg", "http://tv/live.ts", "https://cdn/live.m3u8",
+                             "http://cam.mp4", "http://h/a.mp4/stream", "rtsp://cam/a.mp4", "file:///a.mp4", "http://h/?f=a.mp4"}) {
+    EXPECT_FALSE(names_a_video_file_over_http(stream)) << stream;
+  }
+}
+
 TEST(StreamUri, ClassifiesFileAndNetworkUris) {
   auto f = parse_stream_uri("file:///a/b%20c.mp4", "");
   ASSERT_TRUE(f.ok());

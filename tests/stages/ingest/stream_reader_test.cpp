@@ -3149,21 +3149,31 @@ TEST_F(StreamReaderTest, ACameraJoinedBetweenKeyFramesSendsOnlyWholePictures) {
   }
 }
 
+// A video file served whole over HTTP: every frame once, at the times a player shows (its edit list's:
+// with B-frames they were its media times, from 66.667 ms), and it ends, in a live job too (it was
+// connected to again and read from its start for ever, as a camera that dropped).
 TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
-  const std::string clip = encode_clip("served.mp4", "snow", 20, 320, 240, "mp4mux");
+  const std::string clip = encode_clip("served.mp4", "snow", 20, 320, 240, "mp4mux", "bframes=2");
   httplib::Server http;
   http.set_mount_point("/media", dir_.string());
   const int port = http.bind_to_any_port("127.0.0.1");
   std::thread serve([&] { http.listen_after_bind(); });
-  auto reader = StreamReader::create(stream("web", "http://127.0.0.1:" + std::to_string(port) + "/media/served.mp4"), 0, ingest_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  CollectingEmitter out;
-  Status s = (*reader)->run(out, flags_);
+  const StreamConfig web = stream("web", "http://127.0.0.1:" + std::to_string(port) + "/media/served.mp4");
+  for (const bool live : {false, true}) {
+    ReaderOptions options;
+    options.live = live;
+    auto reader = StreamReader::create(web, 0, ingest_, options);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    CollectingEmitter out;
+    ASSERT_TRUE((*reader)->run(out, flags_).ok());
+    const auto frames = of_kind(out, MessageKind::kFrame);
+    ASSERT_EQ(frames.size(), 20u) << (live ? "live" : "archive");
+    EXPECT_NEAR(static_cast<double>(frames.front()->env.pts_ns), 0.0, 1e6) << (live ? "live" : "archive");
+    EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+    EXPECT_TRUE(of_kind(out, MessageKind::kStreamReconnecting).empty()) << (live ? "live" : "archive");
+  }
   http.stop();
   serve.join();
-  ASSERT_TRUE(s.ok());
-  EXPECT_EQ(of_kind(out, MessageKind::kFrame).size(), 20u);
-  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
 }
 
 }  // namespace
