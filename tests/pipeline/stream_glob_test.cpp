@@ -1,7 +1,6 @@
 #include "pipeline/stream_glob.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <fstream>
 
 #include "pipeline/config.h"
+#include "tests/fakes/child_process.h"
 
 namespace vapipe {
 namespace {
@@ -81,29 +81,16 @@ TEST_F(StreamGlobTest, AFolderThatCannotBeListedIsSaid) {
                                         std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
                                         std::filesystem::perms::others_exec);
   }
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(out[0]);
-    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(2);
+  const testing::ChildOutcome as_nobody = testing::said_by_child([&]() -> std::string {
+    if (!testing::become_nobody_if_root()) return "could not become nobody";
     std::vector<std::string> unreadable;
     auto files = expand_file_glob(at("a/**/*.mp4"), nullptr, &unreadable);
     std::string said = files.ok() ? std::to_string(files->size()) : "error";
     for (const std::string& u : unreadable) said += "|" + u;
-    if (write(out[1], said.data(), said.size()) < 0) _exit(3);
-    _exit(0);
-  }
-  close(out[1]);
-  std::string said;
-  char buf[512];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
-  close(out[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_EQ(said, "4|" + at("a/locked") + " (Permission denied)");
+    return said;
+  });
+  ASSERT_TRUE(as_nobody.ran) << as_nobody.status;
+  EXPECT_EQ(as_nobody.said, "4|" + at("a/locked") + " (Permission denied)");
   EXPECT_NE(unlisted_folders_text({at("a/locked") + " (Permission denied)"}).find("1 folder under the pattern could not "
                                                                                    "be listed: "),
             std::string::npos);

@@ -5,12 +5,11 @@
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <string>
+
+#include "tests/fakes/child_process.h"
 
 namespace vapipe {
 namespace {
@@ -56,29 +55,15 @@ TEST(DecoderPlugins, ADecoderWhosePluginCannotMapItsLibrariesIsNamedWithTheLoade
   // ctest runs each test in a process of its own; run together, an earlier test may have loaded it.
   if (loaded) GTEST_SKIP() << "libav's plug-in is loaded in this process already";
 
-  int to_parent[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(to_parent[0]);
+  const testing::ChildOutcome limited = testing::said_by_child([] {
     // Room for small allocations, none for libav's libraries (tens of MB mapped).
     const rlim_t limit = static_cast<rlim_t>(address_space_in_use() + 4 * 1024 * 1024);
     const rlimit r{limit, limit};
     setrlimit(RLIMIT_AS, &r);
-    GstCaps* caps = h264_caps();
-    const std::string failure = decoder_plugin_load_failure(caps);
-    (void)!write(to_parent[1], failure.data(), failure.size());
-    _exit(0);
-  }
-  close(to_parent[1]);
-  std::string failure;
-  char buf[512];
-  for (ssize_t n; (n = read(to_parent[0], buf, sizeof buf)) > 0;) failure.append(buf, static_cast<size_t>(n));
-  close(to_parent[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child under the limit did not exit: " << status;
+    return decoder_plugin_load_failure(h264_caps());
+  });
+  ASSERT_TRUE(limited.ran) << "the child under the limit did not exit: " << limited.status;
+  const std::string& failure = limited.said;
   EXPECT_NE(failure.find(") is installed but could not be loaded: "), std::string::npos) << failure;
   EXPECT_NE(failure.find("failed to map segment"), std::string::npos) << failure;
 }
