@@ -53,11 +53,20 @@ GstCaps* time_caps() {
 }
 
 struct PadShift {
+  ~PadShift() {
+    if (held) gst_event_unref(held);
+  }
   std::shared_ptr<EditListOffset> reported;  // null: not the video pad, or nobody asked
   GstClockTimeDiff offset = 0;               // of the pad's latest time segment
   GstClockTime start = GST_CLOCK_TIME_NONE;  // its start (media time), when moved
   GstClockTime shown_stop = GST_CLOCK_TIME_NONE;  // the end of the part shown (stream time), when moved
   bool hidden_seen = false;                  // a frame of it was before its start
+  // A later edit's segment, held until a frame of it comes: an edit list's last edit may be empty (a
+  // held tail: no frames), and the decoder, its last pictures still to come out (a frame or two, three
+  // with B-frames), clipped them before it: they were lost, said as undecodable. At the end it goes.
+  GstEvent* held = nullptr;
+  bool framed = false;     // a frame came since the last segment sent (or the flush)
+  bool releasing = false;  // the held segment is being sent on (its probe call lets it pass)
 };
 
 void shift(GstBuffer* buffer, PadShift& pad) {
@@ -75,11 +84,18 @@ void shift(GstBuffer* buffer, PadShift& pad) {
   }
 }
 
-GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer user) {
+GstPadProbeReturn on_demuxer_output(GstPad* demuxer_pad, GstPadProbeInfo* info, gpointer user) {
   auto& pad = *static_cast<PadShift*>(user);
   if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
     GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
-    if (!event || GST_EVENT_TYPE(event) != GST_EVENT_SEGMENT) return GST_PAD_PROBE_OK;
+    if (!event) return GST_PAD_PROBE_OK;
+    if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP || GST_EVENT_TYPE(event) == GST_EVENT_EOS) {
+      // A seek sends its own segment; at the end, a held segment had no frame: it goes.
+      if (pad.held) gst_event_unref(std::exchange(pad.held, nullptr));
+      pad.framed = false;
+      return GST_PAD_PROBE_OK;
+    }
+    if (GST_EVENT_TYPE(event) != GST_EVENT_SEGMENT || pad.releasing) return GST_PAD_PROBE_OK;
     const GstSegment* segment = nullptr;
     gst_event_parse_segment(event, &segment);
     if (!segment) return GST_PAD_PROBE_OK;
@@ -89,13 +105,29 @@ GstPadProbeReturn on_demuxer_output(GstPad*, GstPadProbeInfo* info, gpointer use
     pad.shown_stop = moved && moved->offset > 0 ? moved->shown_stop : GST_CLOCK_TIME_NONE;
     pad.hidden_seen = false;
     if (pad.reported) pad.reported->video_ns = pad.offset;
-    if (!moved) return GST_PAD_PROBE_OK;
-    GstEvent* replacement = gst_event_new_segment(&moved->segment);
-    gst_event_set_seqnum(replacement, gst_event_get_seqnum(event));
-    gst_event_unref(event);
-    GST_PAD_PROBE_INFO_DATA(info) = replacement;
+    GstEvent* sent = event;
+    if (moved) {
+      sent = gst_event_new_segment(&moved->segment);
+      gst_event_set_seqnum(sent, gst_event_get_seqnum(event));
+      gst_event_unref(event);
+    }
+    if (pad.framed) {
+      // After frames of an earlier segment: held until a frame of its own comes.
+      if (pad.held) gst_event_unref(pad.held);
+      pad.held = gst_event_ref(sent);
+      GST_PAD_PROBE_INFO_DATA(info) = sent;  // (dropped: the pad unrefs its own reference)
+      return GST_PAD_PROBE_DROP;
+    }
+    GST_PAD_PROBE_INFO_DATA(info) = sent;
     return GST_PAD_PROBE_OK;
   }
+  if (pad.held) {
+    pad.releasing = true;
+    gst_pad_push_event(demuxer_pad, std::exchange(pad.held, nullptr));
+    pad.releasing = false;
+    pad.framed = false;
+  }
+  pad.framed = true;
   if (pad.offset == 0) return GST_PAD_PROBE_OK;
   if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);

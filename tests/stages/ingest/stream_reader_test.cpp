@@ -12,7 +12,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +31,7 @@
 #include <tuple>
 
 #include "stages/ingest/mp4_orientation.h"
+#include "tests/fakes/child_process.h"
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/jpeg_size.h"
 #include "tests/fakes/rtsp_test_server.h"
@@ -1356,6 +1356,57 @@ std::string trimmed_by_edit_list(const std::string& whole, const std::string& pa
   return path;
 }
 
+// A copy of the MP4 `whole` (moov at its end, one video track whose edit list has one entry) whose edit
+// list ends with an empty edit of `empty_ms` (an editor's held tail: the movie lasts longer than its
+// video).
+std::string with_trailing_empty_edit(const std::string& whole, const std::string& path, uint32_t empty_ms) {
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto read = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(bytes.at(at + static_cast<size_t>(i)));
+    return v;
+  };
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  auto write = [&](size_t at, uint32_t v) { bytes.replace(at, 4, be32(v)); };
+  const size_t elst = bytes.rfind("elst") - 4;
+  EXPECT_EQ(bytes.at(elst + 8), 0);           // version 0
+  EXPECT_EQ(read(elst + 12), 1u);             // one entry
+  const size_t mvhd = bytes.rfind("mvhd") - 4;
+  const uint32_t timescale = read(mvhd + 20);
+  const uint32_t empty = empty_ms * timescale / 1000;
+  // The boxes around it grow by the entry (moov is last: no chunk offset moves).
+  for (const char* box : {"moov", "trak", "edts"}) {
+    const size_t at = bytes.rfind(box, elst) - 4;
+    write(at, read(at) + 12);
+  }
+  write(elst, read(elst) + 12);
+  write(elst + 12, 2);
+  bytes.insert(elst + 16 + 12, be32(empty) + be32(0xFFFFFFFFu) + be32(0x00010000u));
+  write(mvhd + 24, read(mvhd + 24) + empty);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// An MP4 whose edit list ends with an empty edit: its last frames were lost (3 with B-frames, said as
+// "its decoder gave no picture for 3 of its 100 frames"): the empty edit's segment reached the decoder
+// before its last pictures came out, which it then clipped. Every frame now, and no warning.
+TEST_F(StreamReaderTest, AnMp4WhoseEditListEndsWithAnEmptyEditGivesEveryFrame) {
+  const std::string whole = encode_clip("held.mp4", "ball", 100, 160, 120, "mp4mux", "bframes=2");
+  const std::string held = with_trailing_empty_edit(whole, (dir_ / "held-tail.mp4").string(), 1000);
+  const CollectingEmitter out = read_whole(held, ingest_, "held");
+  const auto frames = of_kind(out, MessageKind::kFrame);
+  ASSERT_EQ(frames.size(), 100u);
+  EXPECT_NEAR(static_cast<double>(frames.back()->env.pts_ns), 99e9 / 30, 1e6);
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamEnd);
+  EXPECT_EQ(out.messages.back().event.warning, "");
+}
+
 // An MP4 trimmed without re-encoding between two key frames: qtdemux sends the frames from the key
 // frame before the part shown, which the decoder needs. Those frames are decoded, not classified: the
 // results are the part shown, each frame once, timed from 0 as players show it, each the picture a
@@ -1731,26 +1782,13 @@ TEST_F(StreamReaderTest, AFolderOrAFileThatCannotBeReadIsAnErrorSayingWhy) {
   const auto locked = dir_ / "locked.mp4";
   std::ofstream(locked) << "not read";
   std::filesystem::permissions(locked, std::filesystem::perms::none);
-  int to_parent[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(to_parent[0]);
-    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+  const testing::ChildOutcome as_nobody = testing::said_by_child([&]() -> std::string {
+    if (!testing::become_nobody_if_root()) return "could not become nobody";
     auto reader = StreamReader::create(stream("locked", locked.string()), 0, ingest_);
-    const std::string said = reader.ok() ? "opened" : reader.status().message();
-    (void)!write(to_parent[1], said.data(), said.size());
-    _exit(0);
-  }
-  close(to_parent[1]);
-  std::string said;
-  char buf[512];
-  for (ssize_t n; (n = read(to_parent[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
-  close(to_parent[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return reader.ok() ? "opened" : reader.status().message();
+  });
+  ASSERT_TRUE(as_nobody.ran) << as_nobody.status;
+  const std::string& said = as_nobody.said;
   EXPECT_NE(said.find("locked.mp4 cannot be read: permission denied (this job runs as user '"), std::string::npos)
       << said;
 }
