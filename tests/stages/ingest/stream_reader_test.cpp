@@ -3338,9 +3338,10 @@ class ReconnectTest : public StreamReaderTest {
 };
 
 TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
-  encode_clip("again.mp4", "ball", 10, 160, 120, "mp4mux");
+  // (a camera's URL: one that names a video file, .mp4, ends at its end as a file does)
+  encode_clip("again", "ball", 10, 160, 120, "mp4mux");
   MediaServer server;
-  const std::string uri = server.uri("again.mp4");
+  const std::string uri = server.uri("again");
   auto reader = StreamReader::create(stream("cam", uri), 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   CollectingEmitter out;
