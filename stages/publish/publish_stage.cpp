@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -1023,6 +1024,9 @@ bool PublishStage::sinks_after_flush() const {
 }
 
 void PublishStage::send_waiting_to_sinks() {
+  // A `block` sink that is down holds this until it has room (from a flush on publish's deadline): a
+  // wait, not publish stuck (the watchdog aborted publish after job.stage_timeout_s).
+  WatchdogWait sink_wait(watchdog_);
   std::vector<std::pair<std::string, nlohmann::json>> waiting;
   waiting.swap(sinks_waiting_for_file_);
   for (const auto& [topic, payload] : waiting) send_to_sinks(topic, payload, json_text(payload));
@@ -1068,16 +1072,26 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
 
 void PublishStage::finish_sinks(bool job_end) {
   // Within the supervisor's patience (job.drain_timeout_s after a stop), all of them at once, those a
-  // reload removed too.
-  const auto grace = std::min<std::chrono::milliseconds>(
+  // reload removed too; and within the watchdog's (close() is watched: half of job.stage_timeout_s).
+  auto grace = std::min<std::chrono::milliseconds>(
       kSinkGrace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.drain_timeout_s * 500)));
+  if (config_->job.stage_timeout_s > 0) {
+    grace = std::min(grace, std::chrono::milliseconds(static_cast<int64_t>(config_->job.stage_timeout_s * 500)));
+  }
   // An archive job that reached its end is not being stopped (no drain timeout runs): its
   // `queue_policy: block` sinks, which the job waits for while they are down, are waited for longer (a
   // receiver retrying for a few seconds lost all the job's last messages at 5 s), within the watchdog's
   // patience. A drop_oldest sink's messages are lossy by its choice: its grace is a stop's.
-  const bool archive_end = job_end && config_->job.mode == JobMode::kArchive &&
-                           !(stop_requested_ && stop_requested_->load()) && unfinished_streams() == 0;
+  // (A stop of `vapipe run` reaches publish as its mark in the run folder: the supervisor signals only
+  // ingest, and the rest drain.)
+  const auto stopped = [this] {
+    std::error_code ec;
+    return (stop_requested_ && stop_requested_->load()) ||
+           (layout_ && std::filesystem::exists(stopping_mark(*layout_), ec));
+  };
+  const bool archive_end = job_end && config_->job.mode == JobMode::kArchive && !stopped() && unfinished_streams() == 0;
   auto block_grace = grace;
+  bool wait_stopped = false;  // the job was stopped during the end's wait
   if (archive_end) {
     auto longest = std::chrono::milliseconds(kArchiveEndSinkGrace);
     if (config_->job.stage_timeout_s > 0) {
@@ -1097,6 +1111,34 @@ void PublishStage::finish_sinks(bool job_end) {
   for (const auto& broker : mqtt_) broker->begin_finish(now + grace_of(broker));
   for (const auto& server : redis_) server->begin_finish(now + grace_of(server));
   for (const auto& cluster : kafka_) cluster->begin_finish(now + grace_of(cluster));
+  if (block_grace > grace) {
+    // The long wait, given up for a stop's grace when the job is stopped meanwhile (Ctrl-C, systemctl
+    // stop: it was waited out, then publish killed).
+    auto waiting = [&] {  // (what the block sinks still hold)
+      uint64_t n = 0;
+      auto add = [&n](const auto& sink, uint64_t queued) {
+        if (sink->queue_policy() == QueuePolicy::kBlock) n += queued;
+      };
+      for (const auto& hook : webhooks_) add(hook, hook->stats().queued);
+      for (const auto& broker : mqtt_) add(broker, broker->stats().queued);
+      for (const auto& server : redis_) add(server, server->stats().queued);
+      for (const auto& cluster : kafka_) add(cluster, cluster->stats().queued);
+      return n;
+    };
+    WatchdogWait sinks_wait(watchdog_);
+    while (waiting() > 0 && std::chrono::steady_clock::now() < now + block_grace) {
+      if (stopped()) {
+        wait_stopped = true;
+        const auto by = std::chrono::steady_clock::now() + grace;
+        for (const auto& hook : webhooks_) hook->finish_by(by);
+        for (const auto& broker : mqtt_) broker->finish_by(by);
+        for (const auto& server : redis_) server->finish_by(by);
+        for (const auto& cluster : kafka_) cluster->finish_by(by);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
   for (const auto& hook : webhooks_) hook->finish(grace_of(hook));
   for (const auto& broker : mqtt_) broker->finish(grace_of(broker));
   for (const auto& server : redis_) server->finish(grace_of(server));
@@ -1120,9 +1162,10 @@ void PublishStage::finish_sinks(bool job_end) {
   if (sinks_undelivered_ > 0) {
     VAPIPE_LOG_ERROR("publish: {} message(s) of this archive job did not reach its queue_policy: block sinks ({}){}; "
                      "{}: the job exits {}", sinks_undelivered_, missed,
-                     archive_end ? " in the " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(block_grace).count()) +
-                                       " s given at its end"
-                                 : "",
+                     wait_stopped  ? " by its end (a stop cut the wait short)"
+                     : archive_end ? " in the " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(block_grace).count()) +
+                                         " s given at its end"
+                                   : "",
                      config_->publish.jsonl_path.empty() ? "the bus had them all" : "the results file has them all",
                      kExitMessagesUndelivered);
   }
@@ -2030,6 +2073,7 @@ int PublishStage::exit_code() const {
   if (jsonl_unwritable_) return kExitJsonlUnwritable;
   if (summary_unwritable_) return kExitSummaryFileUnwritable;
   if (unfinished_streams() > 0) return kExitArchiveUnfinished;  // not finished, whatever else failed
+  if (failed_streams_ > 0) return kExitSomeStreamsFailed;  // (the sinks' loss said in the log too)
   if (sinks_undelivered_ > 0) return kExitMessagesUndelivered;
   return failed_streams_ > 0 ? kExitSomeStreamsFailed : 0;
 }

@@ -1790,6 +1790,26 @@ TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatu
   EXPECT_EQ(stage_->exit_code(), kExitMessagesUndelivered);
 }
 
+// A failed stream is what a job's exit says first (3): scripts look for it; the sinks' loss is in the log.
+TEST_F(PublishStageTest, AFailedStreamOutranksASinksLossInTheExitStatus) {
+  testing::Receiver refusing;
+  refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+  WebhookConfig hook;
+  hook.url = "http://127.0.0.1:" + std::to_string(refusing.port()) + "/hook";
+  hook.topics = {"events/"};
+  hook.queue_policy = QueuePolicy::kBlock;
+  config_.job.mode = JobMode::kArchive;
+  config_.job.stage_timeout_s = 2;
+  config_.publish.webhooks = {hook};
+  open();
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
+                                                    {"file:///bad.mp4", "file /bad.mp4 does not exist", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_GT(stage_->webhooks()[0]->stats().undelivered, 0u);
+  EXPECT_EQ(stage_->exit_code(), kExitSomeStreamsFailed);
+}
+
 TEST_F(PublishStageTest, ARotatedWebhookTokenTakesEffectWithoutARestart) {
   testing::Receiver receiver;
   const auto path = std::filesystem::temp_directory_path() / ("vapipe-hook-token-" + std::to_string(getpid()));
