@@ -314,7 +314,8 @@ bool names_a_video_file_over_http(std::string_view uri) {
   const std::string scheme = uri_scheme(uri);
   if (scheme != "http" && scheme != "https") return false;
   std::string_view path = uri.substr(scheme.size() + 3);
-  path = path.substr(0, path.find_first_of("?#"));
+  if (path.find('?') != std::string_view::npos) return false;  // (a camera server's stream.mp4?src=cam1)
+  path = path.substr(0, path.find('#'));
   const size_t slash = path.find('/');
   if (slash == std::string_view::npos) return false;  // no path
   path = path.substr(slash);
@@ -322,7 +323,8 @@ bool names_a_video_file_over_http(std::string_view uri) {
   if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return false;
   std::string extension(path.substr(dot + 1));
   for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* video : {"mp4", "m4v", "mov", "mkv", "webm", "avi", "mpg", "mpeg", "flv", "3gp", "wmv", "mxf"}) {
+  // (not .flv: HTTP-FLV is how SRS and nginx serve live cameras)
+  for (const char* video : {"mp4", "m4v", "mov", "mkv", "webm", "avi", "mpg", "mpeg", "3gp", "wmv", "mxf"}) {
     if (extension == video) return true;
   }
   return false;

@@ -54,8 +54,8 @@ std::string uri_scheme(std::string_view uri);
 bool uri_uses_tls(std::string_view uri);
 
 // Whether an http(s):// URI names a video file by its path's extension (.mp4, .mkv, .mov, .webm, .avi,
-// ...; its query, a presigned URL's signature, aside): a recording served whole, which ends, not a
-// camera's stream (an MJPEG camera's /video.cgi, an MPEG-TS or HLS stream, which may be live).
+// ...) and has no query: a recording served whole, which ends, not a camera's stream (an MJPEG camera's
+// /video.cgi, an MPEG-TS, HLS or HTTP-FLV stream, go2rtc's /api/stream.mp4?src=cam1, which are live).
 bool names_a_video_file_over_http(std::string_view uri);
 
 // Local path of a file:// URI ("" if not a file URI); percent-escapes decoded.

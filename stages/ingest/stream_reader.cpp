@@ -2855,6 +2855,18 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
   // over (as after a reconnection: clips and kept frames follow a new decoder), and a `changed` event
   // says so first, so that publish ends a segment there and a label's run starts over.
   uint64_t loops = 0;
+  // Whether the stream's server said how long it is (an HTTP Content-Length: a file served whole; a
+  // camera's stream, live fragmented MP4, FLV, Matroska, has none): its end is the file's, not a
+  // connection that dropped (the source reads on, or fails, short of the length). A demuxer's duration
+  // does not tell: Matroska's says one at the end of a live stream too.
+  auto read_to_its_known_end = [&]() {
+    GstElement* source = gst_bin_get_by_name(GST_BIN(s.pipeline.get()), "source");  // (uridecodebin's)
+    if (!source) return false;
+    gint64 length = -1;
+    const bool known = gst_element_query_duration(source, GST_FORMAT_BYTES, &length) && length > 0;
+    gst_object_unref(source);
+    return known;
+  };
   auto loop_to_start = [&]() -> std::optional<Status> {
     if (auto done = end_connection()) return done;
     ++loops;
@@ -3334,8 +3346,9 @@ Status StreamReader::run(Emitter& out, const ShutdownFlags& flags) {
         return finish(MessageKind::kStreamError, "its GIF cannot be read: " + gif);
       }
       // A video file served whole over HTTP ends, as a file does, in a live job too (it was connected
-      // to again and read from its start for ever, as a camera that dropped).
-      if (network_live && names_a_video_file_over_http(s.stream.uri) && !s.hls.load() && !s.dash.load()) {
+      // to again and read from its start for ever, as a camera that dropped): one of known duration read
+      // to its end. A live stream over HTTP (fragmented MP4, FLV) has none, and is connected to again.
+      if (network_live && is_http_uri(s.stream.uri) && !s.hls.load() && !s.dash.load() && read_to_its_known_end()) {
         return finish(MessageKind::kStreamEnd, "end of stream");
       }
       if (auto done = recover(MessageKind::kStreamEnd, "end of stream")) return *done;

@@ -69,12 +69,15 @@ TEST(StreamUri, RejectsUnknownParameterAndBadValues) {
 // A video file served over HTTP (a recording on a web server, an object store's presigned URL) ends;
 // a camera's HTTP stream, an MPEG-TS or an HLS playlist may not.
 TEST(StreamUri, AVideoFileOverHttpIsToldByItsPathsExtension) {
-  for (const char* file : {"http://nvr.local/exports/gate.mp4", "https://bucket.s3.amazonaws.com/a/b.MKV?X-Amz-Signature=ab.c",
-                           "http://h:8080/x/clip.mov#t=3", "https://cdn.example/v.webm"}) {
+  for (const char* file : {"http://nvr.local/exports/gate.mp4", "https://bucket.example/a/b.MKV", "http://h:8080/x/clip.mov#t=3",
+                           "https://cdn.example/v.webm"}) {
     EXPECT_TRUE(names_a_video_file_over_http(file)) << file;
   }
+  // (a query: go2rtc's live fragmented MP4 of a camera is /api/stream.mp4?src=cam1; HTTP-FLV is live)
   for (const char* stream : {"http://cam/video.cgi", "http://cam/mjpg/video.mjpg", "http://tv/live.ts", "https://cdn/live.m3u8",
-                             "http://cam.mp4", "http://h/a.mp4/stream", "rtsp://cam/a.mp4", "file:///a.mp4", "http://h/?f=a.mp4"}) {
+                             "http://cam.mp4", "http://h/a.mp4/stream", "rtsp://cam/a.mp4", "file:///a.mp4", "http://h/?f=a.mp4",
+                             "http://go2rtc:1984/api/stream.mp4?src=cam1", "http://srs/live/cam1.flv",
+                             "https://bucket.s3.amazonaws.com/a/b.mp4?X-Amz-Signature=abc"}) {
     EXPECT_FALSE(names_a_video_file_over_http(stream)) << stream;
   }
 }

@@ -3283,6 +3283,16 @@ class ReconnectTest : public StreamReaderTest {
     MediaServer() {
       http_.set_keep_alive_timeout(0);  // stop() waits for idle keep-alive connections otherwise (5 s)
       http_.set_mount_point("/media", dir_.string());
+      // /live/NAME: the file sent without a length (chunked), as a camera's stream over HTTP is.
+      http_.Get(R"(/live/([A-Za-z0-9._-]+))", [](const httplib::Request& req, httplib::Response& res) {
+        std::ifstream in(dir_ / req.matches[1].str(), std::ios::binary);
+        auto bytes = std::make_shared<std::string>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        res.set_chunked_content_provider("video/x-matroska", [bytes](size_t offset, httplib::DataSink& sink) {
+          if (offset < bytes->size()) sink.write(bytes->data() + offset, bytes->size() - offset);
+          sink.done();
+          return true;
+        });
+      });
       port_ = http_.bind_to_any_port("127.0.0.1");
       thread_ = std::thread([this] { http_.listen_after_bind(); });
     }
@@ -3291,6 +3301,7 @@ class ReconnectTest : public StreamReaderTest {
       thread_.join();
     }
     std::string uri(const std::string& file) const { return "http://127.0.0.1:" + std::to_string(port_) + "/media/" + file; }
+    std::string live_uri(const std::string& file) const { return "http://127.0.0.1:" + std::to_string(port_) + "/live/" + file; }
 
    private:
     httplib::Server http_;
@@ -3338,10 +3349,10 @@ class ReconnectTest : public StreamReaderTest {
 };
 
 TEST_F(ReconnectTest, ALiveNetworkStreamThatEndsIsReconnectedAndNumberedOn) {
-  // (a camera's URL: one that names a video file, .mp4, ends at its end as a file does)
-  encode_clip("again", "ball", 10, 160, 120, "mp4mux");
+  // (a camera's stream: sent without a length; a file whose server says its length ends at its end)
+  encode_clip("again.mkv", "ball", 10, 160, 120, "matroskamux streamable=true");
   MediaServer server;
-  const std::string uri = server.uri("again");
+  const std::string uri = server.live_uri("again.mkv");
   auto reader = StreamReader::create(stream("cam", uri), 0, ingest_, live_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   CollectingEmitter out;
