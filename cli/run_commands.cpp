@@ -1,4 +1,6 @@
 // run, stage and validate: the commands that start the pipeline.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -617,6 +620,26 @@ int validate_command(const std::vector<std::string>& all_args) {
   // cannot run (gpus, a cuda device, nvdec) is said, not refused, as `vapipe run` here would refuse it.
   if (auto placed = plan_placement(c, visible_gpu_count()); !placed.ok()) {
     std::printf("  NOT ON THIS MACHINE: `vapipe run` here refuses it: %s\n", placed.status().message().c_str());
+  }
+  // So are the files it names that this machine lacks or may not read (a README example's path kept,
+  // a typo): `vapipe run` here would fail at start (the model, the labels) or fail those streams.
+  auto missing_here = [&c](int line, const std::string& key, const std::string& path) {
+    std::error_code ec;
+    const char* why = !std::filesystem::exists(path, ec)           ? "no such file"
+                      : std::filesystem::is_directory(path, ec)    ? "a folder, not a file"
+                      : ::access(path.c_str(), R_OK) != 0          ? "this user may not read it"
+                                                                   : nullptr;
+    if (!why) return;
+    std::printf("  MISSING HERE: %s%s: %s: %s (`vapipe run` here fails %s)\n",
+                line > 0 ? (c.source + ":" + std::to_string(line) + ": ").c_str() : "", key.c_str(), path.c_str(), why,
+                key.rfind("infer.", 0) == 0 ? "at start" : "that stream");
+  };
+  missing_here(c.infer.model_line, "infer.model", c.infer.model);
+  missing_here(c.infer.labels_line, "infer.labels", c.infer.labels);
+  for (const auto& s : c.streams) {
+    if (s.parsed.kind == UriKind::kFile && !s.is_member()) {
+      missing_here(s.uri_line, s.uri_key.empty() ? "stream '" + s.id + "'" : s.uri_key, file_uri_path(s.uri));
+    }
   }
   for (const auto& s : c.streams) {
     const double max_fps = s.max_fps >= 0 ? s.max_fps : c.ingest.max_fps;

@@ -313,6 +313,12 @@ class BadInput(E2ETest):
         config, _ = write_config(self.dir, [("a", "test://ball?frames=20")],
                                  infer={"model": os.path.join(self.dir, "nope.pt")},
                                  publish={"wait_for_subscribers": 0})
+        # `vapipe validate` says so first (the config may be meant for another machine: said, not refused).
+        validate = subprocess.run([VAPIPE, "validate", config], capture_output=True, text=True, timeout=60)
+        self.assertEqual(validate.returncode, 0, validate.stderr)
+        self.assertIn("MISSING HERE: ", validate.stdout)
+        self.assertIn("infer.model: " + os.path.join(self.dir, "nope.pt") + ": no such file (`vapipe run` here fails at "
+                      "start)", validate.stdout)
         run = Run(config)
         code = run.wait(timeout=60)
         self.assertEqual(code, 2, run.stderr[-3000:])
