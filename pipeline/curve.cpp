@@ -45,6 +45,8 @@ Result<std::vector<std::string>> read_keys(const std::string& path, const char* 
   std::vector<std::string> keys;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
+    // (a UTF-8 byte order mark, as Windows Notepad starts a file with: not part of the first key)
+    if (n == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     const std::string text = trim(line);
     if (text.empty()) continue;
     const auto space = text.find_first_of(" \t");

@@ -79,6 +79,10 @@ TEST_F(CurveTest, KeyFileErrorsNameTheFileAndLine) {
   auto list = read_curve_public_key_file(write("ok", "# subscribers\n\n" + a + "   # alice\n" + b + "\n"));
   ASSERT_TRUE(list.ok()) << list.status().message();
   EXPECT_EQ(list.value(), (std::vector<std::string>{a, b}));
+  // Saved by Windows Notepad: a byte order mark first, CRLF.
+  auto notepad = read_curve_public_key_file(write("notepad", "\xEF\xBB\xBF" + a + "\r\n" + b + "\r\n"));
+  ASSERT_TRUE(notepad.ok()) << notepad.status().message();
+  EXPECT_EQ(notepad.value(), (std::vector<std::string>{a, b}));
 
   const std::string bad = write("bad", "# subscribers\n" + a + "\n" + a.substr(0, 39) + "\n");
   auto r = read_curve_public_key_file(bad);
