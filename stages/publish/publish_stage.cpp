@@ -314,6 +314,7 @@ Status PublishStage::open(const StageContext& ctx) {
     end.event.frames = st.results;  // as an end that ingest says: every frame it emitted, each with its result
     st.status = "removed";
     st.ended = true;
+    st.ended_ns = wall_clock_ns();  // (listed on /metrics for a while from now, as one a reload removed)
     VAPIPE_RETURN_IF_ERROR(publish(event_topic(st.id), event_json(end, wall_clock_ns())));
   }
   if (!ctx.config.publish.curve_authorized_keys.empty()) check_authorized_keys();  // its time at start
