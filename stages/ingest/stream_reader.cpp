@@ -1095,7 +1095,9 @@ struct StreamReader::Impl {
     // fast as it decodes, which a live queue would only drop (a test source's 300 frames: 259 dropped).
     // So is an HLS or DASH stream: hlsdemux and dashdemux push each segment as fast as it downloads (a
     // recording's 108 frames: 72 dropped; a live playlist's backlog of segments at its start).
+    // So is a video file served over HTTP (43 of its 100 frames were kept).
     const bool own_pace = self->stream.parsed.kind == UriKind::kFile ||
+                          (self->options.live && names_a_video_file_over_http(self->stream.uri)) ||
                           (self->stream.parsed.kind == UriKind::kTest && !self->stream.parsed.test.live) ||
                           self->hls.load(std::memory_order_relaxed) || self->dash.load(std::memory_order_relaxed);
     if (self->options.live && own_pace && pts >= 0 && !self->pace(sink, pts)) {
