@@ -2603,10 +2603,7 @@ TEST_F(StreamReaderTest, AnMpegTsFileCutAfterItsOnlyKeyFrameEndsWithAnErrorSayin
   std::ofstream(cut, std::ios::binary) << bytes.substr(bytes.size() / 188 / 2 * 188);
   const size_t frames = demuxed_frames(cut, "tsdemux");
   ASSERT_GT(frames, 10u);
-  auto reader = StreamReader::create(stream("cut", cut), 0, ingest_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  CollectingEmitter out;
-  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  const CollectingEmitter out = read_whole(cut, ingest_, "cut");
   EXPECT_TRUE(of_kind(out, MessageKind::kFrame).empty());
   ASSERT_FALSE(out.messages.empty());
   EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);

@@ -71,6 +71,22 @@ class PublishStageTest : public ::testing::Test {
     });
   }
   void open() { ASSERT_TRUE(stage_->open(StageContext{config_}).ok()); }
+  // A webhook on events/ at a receiver on loopback.
+  static WebhookConfig events_webhook(int port, QueuePolicy policy) {
+    WebhookConfig hook;
+    hook.url = "http://127.0.0.1:" + std::to_string(port) + "/hook";
+    hook.topics = {"events/"};
+    hook.queue_policy = policy;
+    return hook;
+  }
+  // Stream 0 starts and ends, stream 1 ends; then publish closes (the job's end).
+  void run_a_short_job_to_its_end() {
+    ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                      {"test://ball", "", 0, 0}), out_).ok());
+    ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+    ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+    ASSERT_TRUE(stage_->close(out_).ok());
+  }
   void check_a_rotated_redis_secret_takes_effect(RedisConfig c, const std::filesystem::path& path,
                                                  const std::string& old_secret, const std::string& new_secret);
   // A live job whose publish.jsonl_path is `pattern` (named by the time) below a fresh folder `name`;
@@ -1717,19 +1733,12 @@ TEST_F(PublishStageTest, AnArchiveJobsEndWaitsForItsSinksAndSaysWhatTheyDidNotTa
   receiver.answer([began](const httplib::Request&, httplib::Response& res) {
     if (std::chrono::steady_clock::now() - began < std::chrono::milliseconds(2500)) res.status = 500;
   });
-  WebhookConfig hook;
-  hook.url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
-  hook.topics = {"events/"};
-  hook.queue_policy = QueuePolicy::kBlock;  // (a drop_oldest one's messages are lossy by its choice)
+  // (a block one: a drop_oldest one's messages are lossy by its choice)
+  config_.publish.webhooks = {events_webhook(receiver.port(), QueuePolicy::kBlock)};
   config_.job.mode = JobMode::kArchive;
   config_.job.drain_timeout_s = 2;
-  config_.publish.webhooks = {hook};
   open();
-  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
-                                                    {"test://ball", "", 0, 0}), out_).ok());
-  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
-  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
-  ASSERT_TRUE(stage_->close(out_).ok());
+  run_a_short_job_to_its_end();
   EXPECT_EQ(receiver.received().size(), 3u);
   EXPECT_EQ(stage_->exit_code(), 0);
 }
@@ -1739,13 +1748,10 @@ TEST_F(PublishStageTest, AnArchiveJobsEndWaitsForItsSinksAndSaysWhatTheyDidNotTa
 // sinks twice (Redis: 4 results again, their seq going back).
 TEST_F(PublishStageTest, AnArchiveJobsSinksGetAMessageOnceItsLineIsInTheResultsFile) {
   testing::Receiver receiver;
-  WebhookConfig hook;
-  hook.url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
-  hook.topics = {"events/"};
   const std::filesystem::path dir = testing::empty_temp_dir("sinks-after-file");
   config_.job.mode = JobMode::kArchive;
   config_.publish.jsonl_path = (dir / "results.jsonl").string();
-  config_.publish.webhooks = {hook};
+  config_.publish.webhooks = {events_webhook(receiver.port(), QueuePolicy::kDropOldest)};
   open();
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
                                                     {"test://ball", "", 0, 0}), out_).ok());
@@ -1771,21 +1777,13 @@ TEST_F(PublishStageTest, AnArchiveJobsSinksGetAMessageOnceItsLineIsInTheResultsF
 
 // Never taken: said, and the exit status says so (within half of job.stage_timeout_s, the watchdog's).
 TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatus) {
-  WebhookConfig hook;
-  hook.topics = {"events/"};
-  hook.queue_policy = QueuePolicy::kBlock;
-  config_.job.mode = JobMode::kArchive;
   testing::Receiver refusing;
   refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
-  hook.url = "http://127.0.0.1:" + std::to_string(refusing.port()) + "/hook";
-  config_.publish.webhooks = {hook};
+  config_.publish.webhooks = {events_webhook(refusing.port(), QueuePolicy::kBlock)};
+  config_.job.mode = JobMode::kArchive;
   config_.job.stage_timeout_s = 2;
   open();
-  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
-                                                    {"test://ball", "", 0, 0}), out_).ok());
-  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
-  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
-  ASSERT_TRUE(stage_->close(out_).ok());
+  run_a_short_job_to_its_end();
   EXPECT_EQ(stage_->webhooks()[0]->stats().undelivered, 3u);
   EXPECT_EQ(stage_->exit_code(), kExitMessagesUndelivered);
 }
@@ -1794,13 +1792,9 @@ TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatu
 TEST_F(PublishStageTest, AFailedStreamOutranksASinksLossInTheExitStatus) {
   testing::Receiver refusing;
   refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
-  WebhookConfig hook;
-  hook.url = "http://127.0.0.1:" + std::to_string(refusing.port()) + "/hook";
-  hook.topics = {"events/"};
-  hook.queue_policy = QueuePolicy::kBlock;
+  config_.publish.webhooks = {events_webhook(refusing.port(), QueuePolicy::kBlock)};
   config_.job.mode = JobMode::kArchive;
   config_.job.stage_timeout_s = 2;
-  config_.publish.webhooks = {hook};
   open();
   ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
