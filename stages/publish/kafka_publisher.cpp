@@ -274,6 +274,7 @@ void KafkaPublisher::on_delivery(rd_kafka_t* /*producer*/, const rd_kafka_messag
       std::lock_guard<std::mutex> lock(self->mutex_);
       ++self->stats_.delivered;
       self->stats_.last_delivered_unix_s = unix_now_s();
+      self->settle_line_locked(it->second.file_line);
     }
     self->answered();
   } else if (message->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || message->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
@@ -368,6 +369,7 @@ void KafkaPublisher::refuse(const SinkMessage& message, const std::string& why) 
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.refused;
+  settle_line_locked(message.file_line);
   stats_.last_error = "refused a message for " + kafka_topic(message.topic) + ": " + why;
   if (refusals_logged_at_ == Clock::time_point{} || now - refusals_logged_at_ >= std::chrono::minutes(1)) {
     VAPIPE_LOG_ERROR("{}: the message on {} was refused for {}: {}{}", name_, message.topic, kafka_topic(message.topic),

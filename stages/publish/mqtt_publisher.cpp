@@ -230,6 +230,11 @@ void MqttPublisher::on_publish(struct mosquitto*, void* self_pointer, int mid) {
   {
     std::lock_guard<std::mutex> lock(self->mutex_);
     if (self->in_flight_ > 0) --self->in_flight_;
+    // (A broker acknowledges a connection's messages in the order they were sent: MQTT 3.1.1, 4.6.)
+    if (!self->in_flight_lines_.empty()) {
+      self->settle_line_locked(self->in_flight_lines_.front());
+      self->in_flight_lines_.pop_front();
+    }
     ++self->stats_.delivered;
     self->stats_.last_delivered_unix_s = unix_now_s();
   }
@@ -252,6 +257,8 @@ void MqttPublisher::connection_failed(const std::string& why) {
     // qos 0 messages not yet written go with the connection (libmosquitto keeps only qos 1 and 2).
     stats_.lost += static_cast<uint64_t>(in_flight_);
     in_flight_ = 0;
+    for (const uint64_t line : in_flight_lines_) settle_line_locked(line);  // (qos 0: at most once, as asked)
+    in_flight_lines_.clear();
   }
   const size_t waiting = queue_.size() + static_cast<size_t>(in_flight_);
   if (!failing_) {
@@ -285,6 +292,7 @@ void MqttPublisher::hand_over() {
         item = std::move(queue_.front());
         queue_.pop_front();
         ++in_flight_;  // before the call: qos 0's acknowledgement (written) may come inside it
+        in_flight_lines_.push_back(item.file_line);
       }
     }
     if (states_first) {
@@ -302,8 +310,10 @@ void MqttPublisher::hand_over() {
     }
     std::unique_lock<std::mutex> lock(mutex_);
     --in_flight_;
+    if (!in_flight_lines_.empty()) in_flight_lines_.pop_back();  // (this message's: it is handled here)
     if (rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET || rc == MOSQ_ERR_MALFORMED_UTF8) {
       ++stats_.refused;  // never deliverable: dropped, the next goes
+      settle_line_locked(item.file_line);
       VAPIPE_LOG_ERROR("{}: cannot publish the message on {} ({} bytes): {}; it is dropped", name_, item.topic,
                        item.body.size(), mosquitto_strerror(rc));
       continue;
@@ -712,6 +722,7 @@ void MqttPublisher::run() {
   stats_.undelivered += queue_.size() + static_cast<uint64_t>(in_flight_);
   queue_.clear();
   in_flight_ = 0;
+  in_flight_lines_.clear();  // (not settled: a restart sends them again)
   stats_.connected = false;
   changed_.notify_all();
 }

@@ -164,6 +164,7 @@ class MqttPublisher : public QueuedSink<MqttStats> {
   std::string new_password_;  // set_password(): for the next connection
   bool password_changed_ = false;
   int in_flight_ = 0;  // handed to the broker, not yet acknowledged
+  std::deque<uint64_t> in_flight_lines_;  // their SinkMessage::file_line, in the order sent (under mutex_)
   uint64_t tries_ = 0;  // connections tried (wait_connected)
   std::chrono::milliseconds first_retry_delay_ = kFirstRetryDelay, longest_retry_delay_ = kLongestRetryDelay;
   std::thread thread_;  // last: started once the rest is set

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,6 +24,7 @@
 #include "pipeline/json_fields.h"
 #include "pipeline/logging.h"
 #include "pipeline/resume.h"
+#include "stages/publish/sink_marks.h"
 #include "pipeline/results_path.h"
 #include "pipeline/running_job.h"
 #include "pipeline/stage_watchdog.h"
@@ -42,6 +44,7 @@ namespace {
 // Archive jobs log how far they are this often (publish.metrics_address serves it at any time).
 constexpr auto kProgressLogPeriod = std::chrono::seconds(30);
 constexpr auto kJsonlFlushDelay = std::chrono::milliseconds(200);  // see jsonl_flush_due_
+constexpr auto kSinkMarksPeriod = std::chrono::milliseconds(250);  // the sinks' delivery marks written
 constexpr size_t kJsonlBlockBytes = 64 * 1024;  // lines are written out in blocks of about this size
 }  // namespace
 
@@ -272,6 +275,18 @@ Status PublishStage::open(const StageContext& ctx) {
     if (!file.ok()) return file.status().with_context("publish.jsonl_path");
     jsonl_ = std::move(file).value();
     if (timed) prune_results_files();
+    if (!live && !timed) {
+      // The sinks' delivery marks: a fresh run's start over with its file.
+      sink_marks_path_ = sink_marks_path(p.string());
+      if (resumed_) {
+        auto lines = count_file_lines(p.string());
+        if (!lines.ok()) return lines.status().with_context("publish.jsonl_path");
+        jsonl_lines_ = *lines;
+      } else {
+        std::error_code ec;
+        std::filesystem::remove(sink_marks_path_, ec);
+      }
+    }
   }
   if (factory_) {
     VAPIPE_ASSIGN_OR_RETURN(bus_, factory_(ctx));
@@ -302,6 +317,7 @@ Status PublishStage::open(const StageContext& ctx) {
   }
   sink_secrets_ = has_sink_secrets(config_->publish);
   if (sink_secrets_) check_sink_secrets();  // their files as the config read them
+  if (!sink_marks_path_.empty()) VAPIPE_RETURN_IF_ERROR(send_sinks_what_they_missed());
   // A departed stream that had not ended cannot go on (its source is no longer in the config): its
   // end says so once, so that the file's record of it is whole.
   for (StreamState& st : departed_) {
@@ -802,6 +818,7 @@ Status PublishStage::on_deadline(Emitter& /*out*/) {
     VAPIPE_RETURN_IF_ERROR(flush_jsonl());
   }
   update_metrics_snapshot();  // (without a metrics server: nothing)
+  if (!sink_marks_path_.empty() && now >= next_sink_marks_write_) write_sink_marks();
   if (!metrics_server_ && layout_ && now >= next_stall_check_) watch_stalls();  // (else with the snapshot)
   if (config_->job.mode == JobMode::kArchive && std::chrono::steady_clock::now() >= next_progress_log_) log_progress();
   if (!config_->publish.curve_authorized_keys.empty() && std::chrono::steady_clock::now() >= next_keys_check_) {
@@ -845,6 +862,9 @@ std::optional<SteadyTime> PublishStage::next_deadline() const {
     next = next ? std::min(*next, again) : again;
   }
   if (jsonl_flush_due_) next = next ? std::min(*next, *jsonl_flush_due_) : *jsonl_flush_due_;
+  if (!sink_marks_path_.empty() && (!webhooks_.empty() || !mqtt_.empty() || !redis_.empty() || !kafka_.empty())) {
+    next = next ? std::min(*next, next_sink_marks_write_) : next_sink_marks_write_;
+  }
   if (jsonl_refusal_) next = next ? std::min(*next, next_jsonl_retry_) : next_jsonl_retry_;
   for (const StreamState& st : streams_) {
     if (st.segments_held_until) next = next ? std::min(*next, *st.segments_held_until) : *st.segments_held_until;
@@ -892,6 +912,17 @@ Status PublishStage::flush_jsonl() {
 Status PublishStage::jsonl_refused(const Status& why) {
   if (config_->job.mode == JobMode::kArchive) {
     jsonl_unwritable_ = true;
+    // The stage fails without its close(): the messages of the lines the file took reach the sinks
+    // first, within a stop's grace (a --resume sends the sinks what comes after the file's last line
+    // only; they were dropped with the process, found 2026-12-07).
+    const uint64_t in_file = jsonl_lines_ - std::min<uint64_t>(jsonl_lines_, jsonl_.buffered_lines());
+    std::vector<WaitingForFile> waiting;
+    waiting.swap(sinks_waiting_for_file_);
+    for (const WaitingForFile& w : waiting) {
+      if (w.file_line <= in_file) send_to_sinks(w.topic, w.payload, json_text(w.payload), w.file_line);
+    }
+    finish_sinks();
+    write_sink_marks();
     if (jsonl_.lost_with_deleted_file()) {
       return Aborted("publish.jsonl_path " + why.message() + ": the results from here on would not be recorded, so "
                      "the job stops; those so far went with the deleted file: make its folder writable, then run the "
@@ -994,6 +1025,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
   if (jsonl_.active() && !jsonl_unwritable_) {  // (an archive job's file that failed: the job is stopping)
     VAPIPE_RETURN_IF_ERROR(follow_results_clock());
     jsonl_.append("{\"topic\":" + json_text(nlohmann::json(topic)) + ",\"payload\":" + text + "}");
+    ++jsonl_lines_;
     if (jsonl_refusal_) {
       keep_jsonl_backlog();  // written when the next try succeeds
       note_lines_waiting(false);
@@ -1011,7 +1043,7 @@ Status PublishStage::publish(const std::string& topic, const nlohmann::json& pay
     // crash classifies again the frames whose lines had not reached it, and sent before, their results
     // reached Redis twice, its seq going back (2026-12-07).
     if (!webhooks_.empty() || !mqtt_.empty() || !redis_.empty() || !kafka_.empty()) {
-      sinks_waiting_for_file_.push_back({topic, payload});
+      sinks_waiting_for_file_.push_back({topic, payload, jsonl_lines_});
     }
     return sent;
   }
@@ -1028,15 +1060,27 @@ void PublishStage::send_waiting_to_sinks() {
   // A `block` sink that is down holds this until it has room (from a flush on publish's deadline): a
   // wait, not publish stuck (the watchdog aborted publish after job.stage_timeout_s).
   WatchdogWait sink_wait(watchdog_);
-  std::vector<std::pair<std::string, nlohmann::json>> waiting;
+  std::vector<WaitingForFile> waiting;
   waiting.swap(sinks_waiting_for_file_);
-  for (const auto& [topic, payload] : waiting) send_to_sinks(topic, payload, json_text(payload));
+  for (const WaitingForFile& w : waiting) send_to_sinks(w.topic, w.payload, json_text(w.payload), w.file_line);
 }
 
-void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json& payload, const std::string& text) {
+void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json& payload, const std::string& text,
+                                 uint64_t file_line, const std::map<std::string, uint64_t>* only_after) {
+  // A sink that takes this message: offered its line first (its delivery mark passes the lines it does
+  // not want, and those it does once delivered).
+  const auto takes = [&](auto& sink) {
+    if (only_after) {
+      const auto mark = only_after->find(sink.name());
+      if (mark == only_after->end() || mark->second >= file_line) return false;
+    }
+    if (file_line > 0) sink.offer_line(file_line);
+    return true;
+  };
   // Webhooks take their copy from their own queues (a queue_policy: block one may wait here for room).
   std::map<std::string, WebhookRequestBody> bodies;  // by format: made once for all webhooks of it
   for (const auto& hook : webhooks_) {
+    if (!takes(*hook)) continue;
     if (!hook->wants(topic, payload) || hook->cooled_down(payload)) continue;
     auto it = bodies.find(hook->format());
     if (it == bodies.end()) {
@@ -1052,6 +1096,7 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
   // MQTT brokers likewise: the payload as on the bus (json), or the line a person reads (text).
   std::optional<std::string> line;
   for (const auto& broker : mqtt_) {
+    if (!takes(*broker)) continue;
     broker->follow(payload);  // (home_assistant, pictures: what the broker keeps, whatever its topics)
     if (!broker->wants(topic, payload) || broker->cooled_down(payload)) continue;
     if (broker->format() == "text" && !line) line = webhook_text(topic, payload);
@@ -1059,16 +1104,114 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
   }
   // Redis streams likewise.
   for (const auto& server : redis_) {
+    if (!takes(*server)) continue;
     if (!server->wants(topic, payload) || server->cooled_down(payload)) continue;
     if (server->format() == "text" && !line) line = webhook_text(topic, payload);
     server->publish(topic, server->format() == "text" ? *line : text, stop_requested_);
   }
   // Kafka clusters likewise.
   for (const auto& cluster : kafka_) {
+    if (!takes(*cluster)) continue;
     if (!cluster->wants(topic, payload) || cluster->cooled_down(payload)) continue;
     if (cluster->format() == "text" && !line) line = webhook_text(topic, payload);
     cluster->publish(topic, cluster->format() == "text" ? *line : text, stop_requested_);
   }
+}
+
+// Each sink's name, and the last line of the results file it has dealt with.
+std::map<std::string, uint64_t> PublishStage::sinks_settled_through() const {
+  std::map<std::string, uint64_t> settled;
+  for (const auto& hook : webhooks_) settled[hook->name()] = hook->settled_through();
+  for (const auto& broker : mqtt_) settled[broker->name()] = broker->settled_through();
+  for (const auto& server : redis_) settled[server->name()] = server->settled_through();
+  for (const auto& cluster : kafka_) settled[cluster->name()] = cluster->settled_through();
+  return settled;
+}
+
+void PublishStage::write_sink_marks() {
+  next_sink_marks_write_ = std::chrono::steady_clock::now() + kSinkMarksPeriod;
+  if (sink_marks_path_.empty() || (webhooks_.empty() && mqtt_.empty() && redis_.empty() && kafka_.empty())) return;
+  if (jsonl_lines_lost_ > 0) {
+    // Lines the file refused were lost: its lines are no longer numbered as the sinks' messages were.
+    std::error_code ec;
+    std::filesystem::remove(sink_marks_path_, ec);
+    sink_marks_path_.clear();
+    return;
+  }
+  SinkMarks marks;
+  marks.results_file = jsonl_file_;
+  marks.run_id = sink_marks_run_id_;
+  marks.settled = sinks_settled_through();
+  std::string text = sink_marks_text(marks);
+  if (text == sink_marks_written_) return;
+  if (Status st = vapipe::write_sink_marks(sink_marks_path_, marks); !st.ok()) {
+    if (!sink_marks_unwritable_said_) {
+      sink_marks_unwritable_said_ = true;
+      VAPIPE_LOG_WARN("publish: the sinks' delivery marks cannot be written ({}): a restart after a crash may not "
+                      "send the sinks what they had not taken", st.message());
+    }
+    return;
+  }
+  sink_marks_written_ = std::move(text);
+}
+
+Status PublishStage::send_sinks_what_they_missed() {
+  SinkMarks read;
+  if (resumed_) {
+    auto marks = read_sink_marks(sink_marks_path_);
+    if (marks.ok()) {
+      read = std::move(marks).value();
+    } else {
+      VAPIPE_LOG_WARN("publish: {}: the sinks get what comes from here on only", marks.status().message());
+    }
+  }
+  sink_marks_run_id_ = read.run_id;
+  if (sink_marks_run_id_.empty()) {
+    std::random_device random;
+    sink_marks_run_id_ = fmt::format("{:08x}{:08x}", random(), random());
+  }
+  for (size_t i = 0; i < webhooks_.size(); ++i) {
+    webhooks_[i]->key_by_file_line(sink_marks_run_id_ + "-" + std::to_string(i) + "-");
+  }
+  // Each sink's mark to start from: the one it had, or the file's end (a sink new to the job gets what
+  // comes from here on). A mark past the file's end is of lines --resume cut (a stopped run's last
+  // events and summary), which this run publishes again.
+  std::map<std::string, uint64_t> missed;  // of the sinks whose mark is before the file's end
+  uint64_t first = jsonl_lines_;
+  const auto start_from_mark = [&](auto& sink) {
+    const auto mark = read.settled.find(sink.name());
+    const uint64_t from = mark == read.settled.end() ? jsonl_lines_ : std::min(mark->second, jsonl_lines_);
+    sink.offer_line(from);
+    if (from < jsonl_lines_) {
+      missed[sink.name()] = from;
+      first = std::min(first, from);
+    }
+  };
+  for (const auto& hook : webhooks_) start_from_mark(*hook);
+  for (const auto& broker : mqtt_) start_from_mark(*broker);
+  for (const auto& server : redis_) start_from_mark(*server);
+  for (const auto& cluster : kafka_) start_from_mark(*cluster);
+  if (missed.empty()) return Status::Ok();
+  for (const auto& [name, line] : missed) {
+    VAPIPE_LOG_WARN("publish: {} had not taken lines {}..{} of {} when the job stopped (a crash, a stop): their "
+                    "messages go to it again first", name, line + 1, jsonl_lines_, jsonl_file_);
+  }
+  std::ifstream in(jsonl_file_, std::ios::binary);
+  if (!in) return Unavailable(jsonl_file_ + ": cannot be read again: " + std::strerror(errno));
+  WatchdogWait sink_wait(watchdog_);  // (a block sink that is down holds it, as any message)
+  std::string text;
+  for (uint64_t line = 1; line <= jsonl_lines_ && std::getline(in, text); ++line) {
+    if (line <= first) continue;
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("topic") || !j.contains("payload") || !j["topic"].is_string()) {
+      return InvalidArgument(jsonl_file_ + ":" + std::to_string(line) + ": not a line vapipe wrote: the sinks' "
+                             "delivery marks cannot be followed");
+    }
+    const nlohmann::json& payload = j["payload"];
+    send_to_sinks(j["topic"].get<std::string>(), payload, json_text(payload), line, &missed);
+    if (stop_requested_ && stop_requested_->load()) break;
+  }
+  return Status::Ok();
 }
 
 void PublishStage::finish_sinks(bool job_end) {
@@ -1112,22 +1255,28 @@ void PublishStage::finish_sinks(bool job_end) {
   for (const auto& broker : mqtt_) broker->begin_finish(now + grace_of(broker));
   for (const auto& server : redis_) server->begin_finish(now + grace_of(server));
   for (const auto& cluster : kafka_) cluster->begin_finish(now + grace_of(cluster));
+  auto waiting = [&](bool block_only) {  // (what the sinks still hold)
+    uint64_t n = 0;
+    auto add = [&](const auto& sink, uint64_t queued) {
+      if (!block_only || sink->queue_policy() == QueuePolicy::kBlock) n += queued;
+    };
+    for (const auto& hook : webhooks_) add(hook, hook->stats().queued);
+    for (const auto& broker : mqtt_) add(broker, broker->stats().queued);
+    for (const auto& server : redis_) add(server, server->stats().queued);
+    for (const auto& cluster : kafka_) add(cluster, cluster->stats().queued);
+    return n;
+  };
+  // Meanwhile the delivery marks follow what the sinks deliver: a publish killed in its grace (the
+  // supervisor's after a crash) leaves a restart what they had not taken, and no more.
+  WatchdogWait sinks_wait(watchdog_);
+  while (block_grace <= grace && waiting(false) > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    write_sink_marks();
+  }
   if (block_grace > grace) {
     // The long wait, given up for a stop's grace when the job is stopped meanwhile (Ctrl-C, systemctl
     // stop: it was waited out, then publish killed).
-    auto waiting = [&] {  // (what the block sinks still hold)
-      uint64_t n = 0;
-      auto add = [&n](const auto& sink, uint64_t queued) {
-        if (sink->queue_policy() == QueuePolicy::kBlock) n += queued;
-      };
-      for (const auto& hook : webhooks_) add(hook, hook->stats().queued);
-      for (const auto& broker : mqtt_) add(broker, broker->stats().queued);
-      for (const auto& server : redis_) add(server, server->stats().queued);
-      for (const auto& cluster : kafka_) add(cluster, cluster->stats().queued);
-      return n;
-    };
-    WatchdogWait sinks_wait(watchdog_);
-    while (waiting() > 0 && std::chrono::steady_clock::now() < now + block_grace) {
+    while (waiting(true) > 0 && std::chrono::steady_clock::now() < now + block_grace) {
       if (stopped()) {
         wait_stopped = true;
         const auto by = std::chrono::steady_clock::now() + grace;
@@ -1138,6 +1287,7 @@ void PublishStage::finish_sinks(bool job_end) {
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      write_sink_marks();
     }
   }
   for (const auto& hook : webhooks_) hook->finish(grace_of(hook));
@@ -2041,6 +2191,7 @@ Status PublishStage::close(Emitter& /*out*/) {
     Status flushed = flush_jsonl();
     send_waiting_to_sinks();
     finish_sinks();
+    write_sink_marks();
     return flushed;
   }
   // An archive job's file that refuses its lines fails the stage, once its summary is out on the bus.
@@ -2057,6 +2208,7 @@ Status PublishStage::close(Emitter& /*out*/) {
   if (jsonl_refusal_) jsonl_lines_lost_ += jsonl_.drop_oldest(0);  // (the summary's own line)
   send_waiting_to_sinks();  // (those of lines the file refused at the end too: the sinks may still take them)
   finish_sinks(true);
+  write_sink_marks();
   VAPIPE_RETURN_IF_ERROR(flushed);
   return s;
 }

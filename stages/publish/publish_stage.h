@@ -308,9 +308,30 @@ class PublishStage final : public Stage {
   void finish_sinks(bool job_end = false);
   // An archive job with a results file: messages go to the sinks once their lines are in it (flushed).
   bool sinks_after_flush() const;
-  void send_to_sinks(const std::string& topic, const nlohmann::json& payload, const std::string& text);
+  // `file_line`: the message's line in the results file (0: none). `only_after`: the sinks' delivery
+  // marks of a restart's replay: the message goes to the sinks whose mark is before its line, no other.
+  void send_to_sinks(const std::string& topic, const nlohmann::json& payload, const std::string& text,
+                     uint64_t file_line = 0, const std::map<std::string, uint64_t>* only_after = nullptr);
   void send_waiting_to_sinks();
-  std::vector<std::pair<std::string, nlohmann::json>> sinks_waiting_for_file_;
+  struct WaitingForFile {
+    std::string topic;
+    nlohmann::json payload;
+    uint64_t file_line = 0;
+  };
+  std::vector<WaitingForFile> sinks_waiting_for_file_;
+  // An archive job's sinks' delivery marks (stages/publish/sink_marks.h): "" for none (a live job, no
+  // results file, a timed one, or lines of it lost).
+  std::string sink_marks_path_;
+  uint64_t jsonl_lines_ = 0;  // the results file's lines, those kept for it included (its last's number)
+  std::string sink_marks_written_;  // their text as last written
+  std::string sink_marks_run_id_;   // SinkMarks::run_id
+  SteadyTime next_sink_marks_write_{};
+  // Each sink's delivery mark to start from; a restart's (crash, --resume) sinks get the file's lines
+  // after their marks first.
+  Status send_sinks_what_they_missed();
+  void write_sink_marks();
+  std::map<std::string, uint64_t> sinks_settled_through() const;
+  bool sink_marks_unwritable_said_ = false;
   uint64_t sinks_undelivered_ = 0;
   WallClockSteps wall_clock_steps_;  // capture times from before a step of the wall clock, put on it
   std::vector<std::unique_ptr<WebhookSender>> webhooks_;

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,9 @@ struct SinkMessage {
   bool unanswered = false;
   // Names this message, the same on every try (a webhook's Idempotency-Key); "" none.
   std::string key = "";
+  // An archive job's message: its line in the results file (1 the first); 0 for one the file does not
+  // hold. QueuedSink::push sets it from offer_line.
+  uint64_t file_line = 0;
 };
 
 // `Stats` has the counters dropped, undelivered, cooled_down and the text last_error.
@@ -99,6 +104,25 @@ class QueuedSink {
   }
   std::string name() const { return name_.str(); }
   QueuePolicy queue_policy() const { return policy_; }
+  // An archive job's results file: the message of its line `line` is offered to this sink now, whether
+  // the sink wants it or not (publish's thread, before wants()). What is pushed until the next offer
+  // is that line's.
+  void offer_line(uint64_t line) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    offered_through_ = line;
+  }
+  uint64_t offered_line() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return offered_through_;
+  }
+  // The results file's lines this sink is done with, all of them up to this one: each message of
+  // them delivered, refused by the receiver, dropped by the queue's policy, or not wanted. A message
+  // still queued or on its way, or left undelivered at a stop, holds it back (what a restart sends
+  // again: the sinks' delivery marks). 0: none, or no line offered.
+  uint64_t settled_through() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return unsettled_lines_.empty() ? offered_through_ : *unsettled_lines_.begin() - 1;
+  }
   // A reload removed it (what its stop says of the messages it could not deliver).
   void removed_by_reload() { removed_by_reload_ = true; }
   // Its new place in the config's list (a reload removed or added an entry before it).
@@ -128,6 +152,8 @@ class QueuedSink {
   // After the stop began, the message is counted undelivered.
   void push(SinkMessage message, const std::atomic<bool>* stop) {
     std::unique_lock<std::mutex> lock(mutex_);
+    if (message.file_line == 0) message.file_line = offered_through_;
+    if (message.file_line > 0) unsettled_lines_.insert(message.file_line);  // (settled when it is dealt with)
     if (stopping_ || stop_now_) {
       ++stats_.undelivered;  // publish is closing
       return;
@@ -145,6 +171,7 @@ class QueuedSink {
         return;
       }
       ++stats_.dropped;
+      settle_line_locked(queue_.front().file_line);
       queue_.pop_front();
       if (!drop_logged_) {
         drop_logged_ = true;
@@ -177,6 +204,12 @@ class QueuedSink {
   const char* stopped_by() const { return removed_by_reload_ ? "a reload removed it" : "publish stopped"; }
   // Rings the sink's thread where changed_ does not reach it (MQTT's poll loop).
   virtual void wake() {}
+  // The message of results-file line `line` is dealt with (delivered, refused, dropped): no restart
+  // sends it again. Under mutex_. A message left undelivered at a stop is never settled.
+  void settle_line_locked(uint64_t line) {
+    if (line == 0) return;
+    if (auto it = unsettled_lines_.find(line); it != unsettled_lines_.end()) unsettled_lines_.erase(it);
+  }
 
   MessageFilter filter_;  // publish's thread only
   SinkName name_;         // "publish.webhooks[0] (https://ha.local:8123)"
@@ -192,6 +225,8 @@ class QueuedSink {
   bool drop_logged_ = false;  // a full queue's drops said (again once it is reached again)
 
  private:
+  uint64_t offered_through_ = 0;              // offer_line's last
+  std::multiset<uint64_t> unsettled_lines_;   // pushed, not yet settled (settled_through)
   const size_t max_queued_;
   const QueuePolicy policy_;
   const std::string metric_;

@@ -875,6 +875,7 @@ Status RedisStreamsPublisher::settle_unanswered() {
       ++it;
       continue;
     }
+    settle_line_locked(it->file_line);
     it = in_flight_.erase(it);
     ++stats_.delivered;
     ++stats_.found_added;
@@ -946,6 +947,7 @@ Status RedisStreamsPublisher::deliver() {
     in_flight_count_ = in_flight_.size() + again.size();
     if (reply.type != RespReply::Type::kError) {
       if (reply.type == RespReply::Type::kBulk) last_ids_[stream_key(m.topic)] = reply.text;
+      settle_line_locked(m.file_line);
       ++stats_.delivered;
       stats_.last_delivered_unix_s = unix_now_s();
       if (queue_.empty()) drop_logged_ = false;  // said again once the backlog is gone (webhook.cpp)
@@ -957,6 +959,7 @@ Status RedisStreamsPublisher::deliver() {
       in_flight_count_ = in_flight_.size() + again.size();
     } else {
       ++stats_.refused;
+      settle_line_locked(m.file_line);
       stats_.last_error = "the server refused a message on " + m.topic + ": " + reply.text;
       const auto now = Clock::now();
       if (now - refusals_logged_at_ >= std::chrono::minutes(1)) {

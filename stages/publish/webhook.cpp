@@ -667,6 +667,7 @@ void WebhookSender::run() {
       stats_.last_error = o.error;
       note_refused(*item, o.error);
     }
+    settle_line_locked(item->file_line);
     item.reset();
     in_flight_ = false;
     changed_.notify_all();

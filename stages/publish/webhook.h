@@ -56,12 +56,18 @@ class WebhookSender : public QueuedSink<WebhookStats> {
   // (QueuedSink::push).
   // Each request carries an Idempotency-Key header (the IETF httpapi draft's, as Stripe's API takes it):
   // "<this sender's random id>-<the message's number>", the same on every try of the message, so a
-  // receiver that got a message whose answer was lost (a timeout) can drop the try that follows.
+  // receiver that got a message whose answer was lost (a timeout) can drop the try that follows. An
+  // archive job's message of a line of its results file: "<the file's run id>-<webhook index>-<line>"
+  // (key_by_file_line), the same when a restart sends it again (the sinks' delivery marks).
   void post(const std::string& topic, WebhookRequestBody body, const std::atomic<bool>* stop = nullptr) {
     SinkMessage m{topic, std::move(body.body), std::move(body.content_type), std::move(body.attachment)};
-    m.key = key_prefix_ + std::to_string(next_key_.fetch_add(1, std::memory_order_relaxed));
+    const uint64_t line = file_key_prefix_.empty() ? 0 : offered_line();
+    m.key = line > 0 ? file_key_prefix_ + std::to_string(line)
+                     : key_prefix_ + std::to_string(next_key_.fetch_add(1, std::memory_order_relaxed));
     push(std::move(m), stop);
   }
+  // Messages of the results file's lines are keyed `prefix` + their line (publish's thread, first).
+  void key_by_file_line(std::string prefix) { file_key_prefix_ = std::move(prefix); }
   bool attaches_pictures() const { return config_.attach_pictures; }
   bool attaches_clips() const { return config_.attach_clips; }
   // A message of the json format.
@@ -116,6 +122,7 @@ class WebhookSender : public QueuedSink<WebhookStats> {
   uint64_t refusals_unlogged_ = 0;
   std::string key_prefix_;  // random, per sender: keys of two runs (or two webhooks) never meet
   std::atomic<uint64_t> next_key_{0};
+  std::string file_key_prefix_;  // key_by_file_line's ("" none: keys of key_prefix_)
   std::thread thread_;  // last: started once the rest is set
 };
 

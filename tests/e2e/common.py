@@ -194,12 +194,16 @@ class WebhookReceiver:
         import http.server
         import threading
         received = self.received = []
+        # Cleared: requests wait unanswered until it is set again (a receiver that stalls).
+        answering = self.answering = threading.Event()
+        answering.set()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as vapipe's client uses it
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                answering.wait()
                 kind = self.headers.get("Content-Type", "")
                 text = kind.startswith("text/plain")
                 received.append({"at": time.time(), "path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),
@@ -208,7 +212,8 @@ class WebhookReceiver:
                                  "text": body.decode() if text else None,
                                  # an attached picture (attach_pictures): the body as it came, and ntfy's headers
                                  "content_type": kind, "body": body, "message": self.headers.get("X-Message"),
-                                 "filename": self.headers.get("X-Filename")})
+                                 "filename": self.headers.get("X-Filename"),
+                                 "key": self.headers.get("Idempotency-Key")})
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

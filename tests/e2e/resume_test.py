@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from e2e.common import VAPIPE, E2ETest, Run, make_clip, write_config
+from e2e.common import VAPIPE, E2ETest, Run, WebhookReceiver, make_clip, write_config
 
 # Finite test sources (id, pattern, frames): long enough that a kill lands mid-job.
 STREAMS = [("ball", "ball", 600), ("snow", "snow", 450), ("smpte", "smpte", 300)]
@@ -222,6 +222,48 @@ class Resume(E2ETest):
         self.assertEqual(len(summaries), 1)
         self.assertTrue(summaries[0]["resumed"])
         self.assertEqual(summaries[0]["frames"], sum(n for *_, n in STREAMS))
+
+    def test_a_crash_restart_sends_a_block_webhook_what_the_crashed_run_had_not_delivered(self):
+        """The webhook stalls while infer crashes: the crashed run's publish is killed holding messages of
+        lines already in the file. The restarted job sends the webhook the lines after its delivery mark
+        first, each with the Idempotency-Key of its first try: the receiver has every message of the file,
+        the keys telling the tries it got twice. (Before: the file's lines counted as delivered; 193 of 603
+        never came.)"""
+        receiver = WebhookReceiver()
+        self.addCleanup(receiver.close)
+        hook = {"url": f"http://127.0.0.1:{receiver.port}/hook", "topics": ["results/", "events/", "job/summary"],
+                "queue_policy": "block", "timeout_s": 30}
+        config, jsonl = self.write_job(publish={"webhooks": [hook]})
+        run = Run(config)
+        self.addCleanup(receiver.answering.set)
+        stages = run.watch_stages()
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 300):
+            time.sleep(0.05)
+        receiver.answering.clear()  # its requests wait: what publish holds is not delivered
+        time.sleep(0.5)
+        os.kill(stages["infer"], signal.SIGKILL)
+        deadline = time.time() + 30
+        while time.time() < deadline and "restarting the job" not in run.stderr_so_far():
+            time.sleep(0.05)
+        time.sleep(1.0)
+        receiver.answering.set()
+        code = run.wait(timeout=300)
+        self.assertEqual(code, 0, run.stderr[-3000:])
+        self.assertRegex(run.stderr, r"publish\.webhooks\[0\] \(http://127\.0\.0\.1:\d+\) had not taken lines \d+\.\.\d+ "
+                                     r"of .*results\.jsonl when the job stopped")
+        lines = read_jsonl(jsonl)
+        self.assertEqual([m["payload"]["seq"] for m in lines if m["topic"] == "results/ball"], list(range(600)))
+        with open(os.path.join(self.dir, ".results.jsonl.sinks")) as f:
+            marks = json.load(f)
+        wanted = {f'"{marks["run_id"]}-0-{n}"': (m["topic"], m["payload"]) for n, m in enumerate(lines, 1)}
+        got = {}
+        for r in receiver.received:
+            self.assertIn(r["key"], wanted, "a message of no line of the file")
+            self.assertEqual((r["topic"], r["json"]["payload"]), wanted[r["key"]], f"message {r['key']}")
+            got[r["key"]] = r
+        self.assertEqual(len(got), len(wanted), "messages of the file the webhook never got")
+        self.assertEqual(list(marks["settled"].values()), [len(lines)])
 
     def test_a_second_job_on_the_same_results_file_is_refused_while_the_first_runs(self):
         """Two jobs appending to one JSON-lines file (a cron run overlapping the last one, a job started

@@ -21,8 +21,10 @@
 #include "pipeline/curve.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/results_path.h"
+#include "pipeline/resume.h"
 #include "stages/publish/metrics_server.h"
 #include "stages/publish/mqtt_publisher.h"
+#include "stages/publish/sink_marks.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stage_watchdog.h"
 #include "pipeline/stream_table.h"
@@ -1764,8 +1766,10 @@ TEST_F(PublishStageTest, AnArchiveJobsSinksGetAMessageOnceItsLineIsInTheResultsF
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(lines(), 0u);  // (the file is written every 0.2 s)
   EXPECT_EQ(receiver.received().size(), 0u);
-  std::this_thread::sleep_until(*stage_->next_deadline());
-  ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  for (int i = 0; i < 10 && lines() == 0; ++i) {  // (the sinks' delivery marks have deadlines too)
+    std::this_thread::sleep_until(*stage_->next_deadline());
+    ASSERT_TRUE(stage_->on_deadline(out_).ok());
+  }
   EXPECT_EQ(lines(), 1u);
   EXPECT_EQ(receiver.wait_for(1).size(), 1u);
   ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
@@ -1773,6 +1777,79 @@ TEST_F(PublishStageTest, AnArchiveJobsSinksGetAMessageOnceItsLineIsInTheResultsF
   ASSERT_TRUE(stage_->close(out_).ok());  // the rest, and the summary, with the file's last lines
   EXPECT_EQ(receiver.received().size(), 3u);
   EXPECT_EQ(stage_->exit_code(), 0);
+}
+
+// An archive job stopped (or crashed) before its sinks took what its results file holds: the job's
+// restart from the file (`--resume`, the supervisor's after a crash) sends each sink the lines after
+// its delivery mark first, with the Idempotency-Keys of their first tries; a sink new to the job gets
+// what comes from then on. (Before: the file's lines counted as delivered, and were lost to the sinks.)
+TEST_F(PublishStageTest, ARestartedArchiveJobsSinksGetTheLinesAfterTheirDeliveryMarksFirst) {
+  testing::Receiver receiver, newcomer;
+  std::atomic<bool> refuse{true};
+  std::vector<std::string> refused_keys;
+  std::mutex refused_mutex;
+  receiver.answer([&](const httplib::Request& req, httplib::Response& res) {
+    if (!refuse) return;
+    std::lock_guard<std::mutex> lock(refused_mutex);
+    refused_keys.push_back(req.get_header_value("Idempotency-Key"));
+    res.status = 503;
+  });
+  const std::filesystem::path dir = testing::empty_temp_dir("sink-marks");
+  config_.job.mode = JobMode::kArchive;
+  config_.job.drain_timeout_s = 0.4;  // (a stop's grace: half of it)
+  config_.publish.jsonl_path = (dir / "results.jsonl").string();
+  config_.publish.webhooks = {events_webhook(receiver.port(), QueuePolicy::kBlock)};
+  const std::string marks_path = (dir / ".results.jsonl.sinks").string();
+  std::ofstream(marks_path) << "left by another job\n";  // a fresh run's marks start over
+  open();
+  EXPECT_FALSE(std::filesystem::exists(marks_path));
+  ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
+                                                    {"test://ball", "", 0, 0}), out_).ok());
+  ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());  // s1 unfinished: stopped, the two events undelivered
+  EXPECT_EQ(stage_->webhooks()[0]->stats().undelivered, 2u);
+  auto marks = read_sink_marks(marks_path);
+  ASSERT_TRUE(marks.ok()) << marks.status().message();
+  EXPECT_EQ(marks->results_file, config_.publish.jsonl_path);
+  EXPECT_EQ(marks->settled, (std::map<std::string, uint64_t>{{stage_->webhooks()[0]->name(), 0}}));
+  std::vector<std::string> first_keys;
+  {
+    std::lock_guard<std::mutex> lock(refused_mutex);
+    ASSERT_FALSE(refused_keys.empty());
+    first_keys = {refused_keys.front()};
+  }
+  EXPECT_EQ(first_keys[0], "\"" + marks->run_id + "-0-1\"");
+
+  // --resume: the supervisor cuts the file after the kept lines and hands the stages its plan.
+  auto plan = read_resume_plan(config_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->kept_lines, 2u);  // the two events (the stopped run's summary is cut)
+  std::filesystem::resize_file(config_.publish.jsonl_path, plan->keep_bytes);
+  const std::string plan_path = (dir / "plan.json").string();
+  ASSERT_TRUE(write_resume_plan(*plan, plan_path).ok());
+  ::setenv(kResumePlanEnv, plan_path.c_str(), 1);
+  refuse = false;
+  config_.publish.webhooks.push_back(events_webhook(newcomer.port(), QueuePolicy::kBlock));
+  make_stage();
+  open();
+  ::unsetenv(kResumePlanEnv);
+  const auto got = receiver.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].idempotency_key, "\"" + marks->run_id + "-0-1\"");
+  EXPECT_EQ(got[1].idempotency_key, "\"" + marks->run_id + "-0-2\"");
+  EXPECT_EQ(nlohmann::json::parse(got[0].body)["payload"]["event"], "started");
+  EXPECT_EQ(nlohmann::json::parse(got[1].body)["payload"]["event"], "eos");
+  ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
+  ASSERT_TRUE(stage_->close(out_).ok());
+  EXPECT_EQ(receiver.received().size(), 3u);  // and s1's end
+  ASSERT_EQ(newcomer.received().size(), 1u);  // s1's end alone
+  EXPECT_EQ(nlohmann::json::parse(newcomer.received()[0].body)["payload"]["stream_id"], "s1");
+  EXPECT_EQ(stage_->exit_code(), 0);
+  marks = read_sink_marks(marks_path);
+  ASSERT_TRUE(marks.ok());
+  const uint64_t lines = count_file_lines(config_.publish.jsonl_path).value();  // (the summary's last)
+  EXPECT_EQ(marks->settled, (std::map<std::string, uint64_t>{{stage_->webhooks()[0]->name(), lines},
+                                                             {stage_->webhooks()[1]->name(), lines}}));
 }
 
 // Never taken: said, and the exit status says so (within half of job.stage_timeout_s, the watchdog's).

@@ -192,6 +192,62 @@ TEST(Webhook, AReceiverThatComesLaterGetsWhatWaitedInOrder) {
   EXPECT_EQ(sender.stats().queued, 0u);
 }
 
+// An archive job's delivery mark: the results file's lines the sink is done with, a message still
+// waiting holding it back (delivered, refused, dropped by the policy, or not wanted: done), and the
+// Idempotency-Key of a message of a line is the line's, as a restart sends it again.
+TEST(Webhook, ItsDeliveryMarkPassesTheLinesItHasDealtWithAndNoOther) {
+  const int port = testing::free_loopback_tcp_port();
+  WebhookConfig c = hook_at(port);
+  c.max_queued = 2;
+  WebhookSender sender(c, 0);
+  sender.set_retry_delays(20ms, 50ms);
+  sender.key_by_file_line("run-0-");
+  EXPECT_EQ(sender.settled_through(), 0u);
+  sender.offer_line(1);
+  sender.post("segments/gate", message(1));
+  sender.offer_line(2);  // a line it does not want: no post
+  sender.offer_line(3);
+  sender.post("segments/gate", message(3));
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing; }));
+  EXPECT_EQ(sender.settled_through(), 0u);  // line 1 is being tried
+  sender.offer_line(4);
+  sender.post("segments/gate", message(4));
+  sender.offer_line(5);
+  sender.post("segments/gate", message(5));  // the queue (3, 4) is full: 3 dropped (drop_oldest)
+  EXPECT_EQ(sender.stats().dropped, 1u);
+  EXPECT_EQ(sender.settled_through(), 0u);
+  Receiver receiver(port);
+  receiver.answer([](const httplib::Request& req, httplib::Response& res) {
+    if (req.body.find("\"n\":4}") != std::string::npos) res.status = 400;  // refused: done with too
+  });
+  const auto got = receiver.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].idempotency_key, "\"run-0-1\"");
+  EXPECT_EQ(got[1].idempotency_key, "\"run-0-5\"");
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.queued == 0; }));
+  EXPECT_EQ(sender.settled_through(), 5u);
+  sender.offer_line(6);  // not wanted
+  EXPECT_EQ(sender.settled_through(), 6u);
+}
+
+// Left undelivered at a stop, a message holds the mark back for good: a restart sends it again.
+TEST(Webhook, WhatAStopLeftUndeliveredHoldsItsDeliveryMarkBack) {
+  const int port = testing::free_loopback_tcp_port();
+  WebhookSender sender(hook_at(port), 0);
+  sender.set_retry_delays(20ms, 50ms);
+  for (uint64_t line = 1; line <= 3; ++line) {
+    sender.offer_line(line);
+    sender.post("segments/gate", message(static_cast<int>(line)));
+  }
+  ASSERT_TRUE(eventually(sender, [](const WebhookStats& s) { return s.failing; }));
+  sender.finish(50ms);
+  EXPECT_EQ(sender.stats().undelivered, 3u);
+  EXPECT_EQ(sender.settled_through(), 0u);
+  sender.offer_line(4);
+  sender.post("segments/gate", message(4));  // after the stop: undelivered too
+  EXPECT_EQ(sender.settled_through(), 0u);
+}
+
 // drop_oldest: a receiver down for long keeps the newest max_queued (and the one being tried).
 TEST(Webhook, AFullQueueDropsTheOldestAndCountsThem) {
   const int port = testing::free_loopback_tcp_port();
