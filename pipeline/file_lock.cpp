@@ -39,6 +39,20 @@ Result<FileLock> FileLock::acquire(const std::string& path, const std::string& k
   return lock;
 }
 
+namespace {
+
+void inherited(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+}
+
+}  // namespace
+
+void FileLock::share_with_children() {
+  shared_with_children_ = true;
+  if (fd_ >= 0) inherited(fd_);
+}
+
 Status FileLock::follow() {
   struct stat locked {}, named {};
   if (fd_ < 0 || ::fstat(fd_, &locked) != 0) return Status::Ok();
@@ -59,6 +73,7 @@ Status FileLock::follow() {
     }
     ::close(fd_);
     fd_ = made;
+    if (shared_with_children_) inherited(fd_);
     return Status::Ok();
   }
   if (locked.st_dev == named.st_dev && locked.st_ino == named.st_ino) return Status::Ok();
@@ -71,6 +86,7 @@ Status FileLock::follow() {
   }
   ::close(fd_);
   fd_ = fd;
+  if (shared_with_children_) inherited(fd_);
   return Status::Ok();
 }
 
@@ -80,6 +96,7 @@ FileLock::~FileLock() {
 
 FileLock::FileLock(FileLock&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
+      shared_with_children_(other.shared_with_children_),
       why_not_held_(std::move(other.why_not_held_)),
       path_(std::move(other.path_)),
       key_(std::move(other.key_)),
@@ -89,6 +106,7 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
+    shared_with_children_ = other.shared_with_children_;
     why_not_held_ = std::move(other.why_not_held_);
     path_ = std::move(other.path_);
     key_ = std::move(other.key_);

@@ -26,6 +26,11 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   bool held() const { return fd_ >= 0; }
+  // The lock is inherited by the processes this one starts from now on (its descriptor without
+  // FD_CLOEXEC): it stays held while any of them lives. `vapipe run`'s, for its stages: a supervisor
+  // killed (kill -9, the OOM killer) leaves its publish writing the file while it drains, and a
+  // `--resume` started meanwhile wrote it too (duplicates, two summaries; found 2026-12-07).
+  void share_with_children();
   const std::string& why_not_held() const { return why_not_held_; }
 
   // The path names another file than the one locked (the results file deleted and written again, or
@@ -37,6 +42,7 @@ class FileLock {
 
  private:
   int fd_ = -1;
+  bool shared_with_children_ = false;
   std::string why_not_held_;
   std::string path_, key_, shown_;
 };

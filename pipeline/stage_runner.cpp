@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "pipeline/logging.h"
+#include "pipeline/orphan_guard.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
@@ -259,6 +260,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
       if (thread.joinable()) thread.join();
     }
   } stop_keeping{keeper, keeping};
+  const OrphanGuard orphan_guard(flags, layout, drain, stage_kind_name(kind));  // (its vapipe run killed)
   // A reload's log.level (pipeline/logging.h): a live job's copy of its config, which a reload rewrites.
   const char* copy = std::getenv(kConfigAsStartedEnv);
   LogLevelFollower log_level(config.job.mode == JobMode::kLive && copy && *copy ? copy : "");

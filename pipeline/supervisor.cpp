@@ -943,13 +943,18 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
           const auto now = std::chrono::steady_clock::now();
           // As run_supervisor counts: a long run without a crash starts the count over.
           const uint32_t count = now - began > kRestartCountReset ? 0 : restarts;
+          // SIGKILL is the OOM killer's or a person's, not a fault of the stage's start: the job is restarted
+          // as after any crash, even while another stage still loads (infer's model warm-up, long on a GPU:
+          // the whole job failed, exit 2, found 2026-12-07). (The supervisor's own kills are said above.)
+          const bool killed_from_outside = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
           if (live) {
             const uint32_t group = group_of(c);
             CrashCount& crash = crashes[group];
             const uint32_t in_a_row = now - crash.last > kRestartCountReset ? 0 : crash.in_a_row;
             const bool opening = publish_opening(config, job_id) ||
                                  (group != kPublishGroup && lane_opening(config, job_id, group));
-            refusal = unwritable ? unwritable_refusal : restart_refusal(config, !opening, in_a_row, stopping);
+            refusal = unwritable ? unwritable_refusal
+                                 : restart_refusal(config, !opening || killed_from_outside, in_a_row, stopping);
             if (refusal.empty()) {
               crash.in_a_row = in_a_row + 1;
               crash.last = now;
@@ -973,7 +978,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
             }
           }
           failure = what;
-          failed_after_opening = !any_opening_mark(config, job_id, *placement);
+          failed_after_opening = killed_from_outside || !any_opening_mark(config, job_id, *placement);
           // A file that crashes GStreamer's decoder: which ones ingest was reading (crashed_streams.h).
           // (A crash of its own, not a kill: SIGKILL is the OOM killer's or a person's, whatever it read.)
           const bool crashed = WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
@@ -1136,6 +1141,7 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
     }
     jsonl_lock = std::move(lock).value();
     if (!jsonl_lock.held()) VAPIPE_LOG_WARN("{}", jsonl_lock.why_not_held());
+    jsonl_lock.share_with_children();  // (held while a stage of the job lives: publish drains after a kill -9)
   }
   // The summary is written last: a path it cannot be written to was found only at the job's end, after
   // hours of work, and the job still exited 0 (found 2026-12-07). Tried now, as publish will write it.

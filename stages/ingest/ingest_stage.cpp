@@ -25,6 +25,7 @@
 #include "pipeline/ingest_reload.h"
 #include "pipeline/logging.h"
 #include "pipeline/open_files.h"
+#include "pipeline/orphan_guard.h"
 #include "pipeline/picture_requests.h"
 #include "pipeline/resume.h"
 #include "pipeline/seq_reservation.h"
@@ -1137,6 +1138,10 @@ Status run_ingest(const Config& config, const JobLayout& layout, const Lane& lan
   };
   size_t ended_streams = 0;
   bool table_read_at_stop = false;
+  const OrphanGuard orphan_guard(flags, layout,
+                                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                     std::chrono::duration<double>(config.job.drain_timeout_s)),
+                                 "ingest lane " + std::to_string(lane.index));  // (its vapipe run killed)
   // A reload's log.level (pipeline/logging.h): a live job's copy of its config, which a reload rewrites.
   LogLevelFollower log_level(config_copy);
   while (!flags.abort.load()) {

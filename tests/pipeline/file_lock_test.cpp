@@ -28,6 +28,56 @@ class FileLockTest : public ::testing::Test {
   std::string path_;
 };
 
+// `vapipe run`'s lock, shared with its stages: a stage that outlives it (the supervisor killed, publish
+// still draining into the file) keeps the file locked; the lock goes with the last of them.
+TEST_F(FileLockTest, ALockSharedWithChildrenIsHeldWhileAChildLives) {
+  pid_t child = -1;
+  {
+    auto lock = FileLock::acquire(path_, "publish.jsonl_path");
+    ASSERT_TRUE(lock.ok() && lock->held());
+    lock->share_with_children();
+    child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      execlp("sleep", "sleep", "30", static_cast<char*>(nullptr));  // (a stage: exec'd, as vapipe run starts them)
+      _exit(127);
+    }
+  }  // this process's descriptor closed
+  auto meanwhile = FileLock::acquire(path_, "publish.jsonl_path");
+  EXPECT_FALSE(meanwhile.ok()) << "the child's inherited descriptor keeps the lock";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  auto after = FileLock::acquire(path_, "publish.jsonl_path");
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_TRUE(after->held());
+}
+
+// Not shared (the default), an exec'd child does not hold it.
+TEST_F(FileLockTest, ALockNotSharedIsNotHeldByAChild) {
+  pid_t child = -1;
+  {
+    auto lock = FileLock::acquire(path_, "publish.jsonl_path");
+    ASSERT_TRUE(lock.ok() && lock->held());
+    int exec_seen[2];  // closed on exec: read to its end once the child has exec'd (its fork's copy gone)
+    ASSERT_EQ(pipe2(exec_seen, O_CLOEXEC), 0);
+    child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      execlp("sleep", "sleep", "30", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(exec_seen[1]);
+    char byte;
+    while (read(exec_seen[0], &byte, 1) > 0) {
+    }
+    close(exec_seen[0]);
+  }
+  auto meanwhile = FileLock::acquire(path_, "publish.jsonl_path");
+  EXPECT_TRUE(meanwhile.ok()) << meanwhile.status().message();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
 TEST_F(FileLockTest, ASecondWriterIsRefusedNamingTheKeyAndTheFileAndTheContentIsKept) {
   std::ofstream(path_) << "{\"topic\":\"results/a\"}\n";
   auto first = FileLock::acquire(path_, "publish.jsonl_path");
