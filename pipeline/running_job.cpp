@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "pipeline/file_identity.h"
 #include "pipeline/job_layout.h"
 #include "pipeline/stage_stats.h"
+#include "pipeline/trusted_dir.h"
 
 namespace vapipe {
 namespace {
@@ -74,6 +76,22 @@ std::vector<RunningJob> running_jobs_of(const std::string& config_path, const st
     }
     auto table = read_stream_table(table_path);
     if (!table.ok() || !table->has_value() || !process_alive((*table)->writer_pid)) continue;  // one that ended
+    // A folder another user made (or may write) under /tmp, naming our config and any process: its
+    // "job" is not ours, and gets no signal (a SIGHUP kills most processes; found 2026-12-07).
+    const std::string proc = "/proc/" + std::to_string((*table)->writer_pid);
+    std::string not_ours = not_this_users_own(run_dir);
+    if (not_ours.empty()) not_ours = not_this_users_own(table_path);
+    if (not_ours.empty()) {
+      struct stat st {};
+      if (::stat(proc.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+        not_ours = "its process " + std::to_string((*table)->writer_pid) + " is uid " + std::to_string(st.st_uid) + "'s";
+      }
+    }
+    if (!not_ours.empty()) {
+      jobs.push_back(RunningJob{run_dir, 0, "it is not this user's job (" + not_ours + "): it is left alone; run this as "
+                                            "the user the job runs as"});
+      continue;
+    }
     jobs.push_back(RunningJob{run_dir, (*table)->writer_pid, ""});
   }
   std::sort(jobs.begin(), jobs.end(), [](const RunningJob& a, const RunningJob& b) { return a.run_dir < b.run_dir; });

@@ -14,6 +14,7 @@
 #include "pipeline/stage_stats.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/transport.h"
+#include "pipeline/trusted_dir.h"
 
 namespace vapipe {
 
@@ -122,7 +123,7 @@ Status run_stage(Stage& stage, const Config& config, const JobLayout& layout, co
                  ShutdownFlags& flags, StageRunStats* stats_out) {
   const StageKind kind = stage.kind();
   StageRunStats stats;
-  if (layout.by_reference) std::filesystem::create_directories(layout.run_dir);
+  if (layout.by_reference) VAPIPE_RETURN_IF_ERROR(make_trusted_dir(layout.run_dir, "the job's run folder"));
 
   if (config.transport.curve_keys.empty() && open_to_other_hosts(layout.input_endpoint.at(kind))) {
     VAPIPE_LOG_WARN("{}: its input {} takes messages from any host that can reach this one, unauthenticated, and frames "

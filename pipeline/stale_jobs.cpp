@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +28,21 @@ std::string lock_path(const std::string& tmp_dir, const std::string& job_id) {
 Result<JobLock> JobLock::acquire(const std::string& job_id, const std::string& tmp_dir) {
   const std::string path = lock_path(tmp_dir, job_id);
   // Inherited by the stages (no O_CLOEXEC): the lock stays held while any process of the job lives.
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd < 0) return InvalidArgument("job lock " + path + ": cannot open it (" + std::strerror(errno) + ")");
+  // Not through a link, and this user's (in /tmp, another user could have put either there: the link
+  // made root create the file it named; found 2026-12-07).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    return InvalidArgument("job lock " + path + ": cannot open it (" +
+                           (err == ELOOP ? std::string("it is a symbolic link: another user's? remove it")
+                                         : std::string(std::strerror(err))) + ")");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return InvalidArgument("job lock " + path + " is not this user's file (owned by uid " + std::to_string(st.st_uid) +
+                           "): another user's? remove it, or give the job another --job-id");
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
@@ -80,8 +94,14 @@ SweptJobs sweep_dead_jobs(const std::string& tmp_dir, const std::string& shm_dir
   }
   for (const std::string& job_id : job_ids) {
     const std::string path = lock_path(tmp_dir, job_id);
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) continue;  // gone meanwhile
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;  // gone meanwhile (or a link)
+    // Another user's lock file names no job of ours: what it names is left alone (anyone may put one
+    // in /tmp, naming any job id).
+    if (struct stat st {}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      ::close(fd);
+      continue;
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd);  // alive (or a filesystem that cannot lock: leave it)
       continue;

@@ -36,6 +36,7 @@
 #include "pipeline/running_job.h"
 #include "pipeline/stage_stats.h"
 #include "pipeline/stale_jobs.h"
+#include "pipeline/trusted_dir.h"
 #include "pipeline/stream_table.h"
 #include "pipeline/stream_uri.h"
 #include "pipeline/transport.h"
@@ -1124,6 +1125,11 @@ int run_supervisor(const Config& config, const SupervisorOptions& options, Shutd
   auto job_lock = JobLock::acquire(job_id);
   if (!job_lock.ok()) {
     VAPIPE_LOG_ERROR("job '{}' not started: {}", config.job.name, job_lock.status().message());
+    return kExitUsage;
+  }
+  // Its run folder, trusted by its stages and by `vapipe reload`: this user's, which no other may write.
+  if (Status own = make_trusted_dir(make_job_layout(config, job_id).run_dir, "the job's run folder"); !own.ok()) {
+    VAPIPE_LOG_ERROR("job '{}' not started: {}", config.job.name, own.message());
     return kExitUsage;
   }
   // The results file has one writer: this job, over all its restarts (pipeline/file_lock.h).

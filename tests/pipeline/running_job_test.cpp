@@ -116,6 +116,27 @@ TEST_F(RunningJobTest, AConfigMapsFileIsFoundAfterTheMapWasUpdated) {
   EXPECT_EQ(running_jobs_of(config_path_, root_.string()).size(), 1u);
 }
 
+// A run folder that another user made in /tmp (or may write), naming our config and a process of its
+// choosing: not taken for our job, and never signalled (`vapipe reload` sent SIGHUP, which kills most
+// processes, to whatever pid its table named; found 2026-12-07).
+TEST_F(RunningJobTest, ARunFolderThatIsNotThisUsersIsNotTakenForItsJob) {
+  const std::string run_dir = start_job("planted", live_yaml({{"front", "ball"}}), getpid());
+  std::filesystem::permissions(run_dir, std::filesystem::perms::others_write, std::filesystem::perm_options::add);
+  std::vector<RunningJob> jobs = running_jobs_of(config_path_, root_.string());
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].pid, 0);
+  EXPECT_NE(jobs[0].unreadable.find("it is not this user's job (" + run_dir + " may be written by other users)"),
+            std::string::npos) << jobs[0].unreadable;
+  std::filesystem::permissions(run_dir, std::filesystem::perms::others_write, std::filesystem::perm_options::remove);
+  ASSERT_EQ(running_jobs_of(config_path_, root_.string())[0].pid, getpid());
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give a folder to another user";
+  ASSERT_EQ(::chown(run_dir.c_str(), 65534, 65534), 0);
+  jobs = running_jobs_of(config_path_, root_.string());
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].pid, 0);
+  EXPECT_NE(jobs[0].unreadable.find("is owned by uid 65534, not by this user"), std::string::npos) << jobs[0].unreadable;
+}
+
 // Asked by another user than the job's (its table is its owner's alone: camera passwords), the job is
 // still found, and said to be unreadable with what to do, rather than passed over as not running.
 TEST_F(RunningJobTest, AJobWhoseFilesThisUserCannotReadIsSaidNotPassedOver) {

@@ -79,6 +79,27 @@ TEST_F(StaleJobs, OnlyTheDeadJobsOwnPoolsGo) {
   EXPECT_TRUE(fs::exists(shm_ + "/vapipe-a-framesX"));
 }
 
+// In /tmp anyone may put a file, or a link, named as a job's lock: a link is never followed (root made
+// the file it named), and another user's lock file neither names a job to sweep nor is taken as ours.
+TEST_F(StaleJobs, ALockThatIsALinkOrAnotherUsersIsNeitherFollowedNorSwept) {
+  const fs::path target = root_ / "not-a-lock";
+  fs::create_symlink(target, tmp_ + "/vapipe-linked.lock");
+  auto linked = JobLock::acquire("linked", tmp_);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.status().message().find("it is a symbolic link"), std::string::npos) << linked.status().message();
+  EXPECT_FALSE(fs::exists(target));
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give a file to another user";
+  leave("theirs");
+  std::ofstream(tmp_ + "/vapipe-theirs.lock") << "";
+  ASSERT_EQ(::chown((tmp_ + "/vapipe-theirs.lock").c_str(), 65534, 65534), 0);
+  EXPECT_TRUE(sweep_dead_jobs(tmp_, shm_).job_ids.empty());
+  EXPECT_TRUE(left("theirs"));
+  auto theirs = JobLock::acquire("theirs", tmp_);
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_NE(theirs.status().message().find("is not this user's file (owned by uid 65534)"), std::string::npos)
+      << theirs.status().message();
+}
+
 TEST_F(StaleJobs, AJobIdInUseIsRefusedAndFreedWhenItsJobEnds) {
   {
     auto first = JobLock::acquire("job", tmp_);
