@@ -262,6 +262,49 @@ Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base
   return out;
 }
 
+namespace {
+
+// A query parameter that carries a secret: a camera's password (Foscam's and Dahua's CGI `pwd=`), a
+// signed URL's token or signature (a CDN's HLS, S3's X-Amz-*), an API key.
+bool secret_query_key(std::string key) {
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+  static const char* const kSecrets[] = {"password", "passwd", "pwd",      "pass",       "pw",        "token",
+                                         "auth",     "key",    "apikey",   "api_key",    "secret",    "signature",
+                                         "sig",      "sign",   "credential", "session", "sessionid", "access_token",
+                                         "x-amz-signature", "x-amz-credential", "x-amz-security-token", "jwt",
+                                         "hdnts",    "hdnea",  "policy",   "key-pair-id"};
+  for (const char* secret : kSecrets) {
+    if (key == secret) return true;
+  }
+  // (auth_token, client_secret, x-goog-signature, ...)
+  for (const char* part : {"token", "secret", "password", "signature", "credential"}) {
+    if (key.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The query's secret values as "***" (their keys kept: what the URL asks is still told).
+std::string redact_query(std::string_view query) {
+  std::string out;
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    const std::string_view pair = query.substr(start, end - start);
+    const size_t eq = pair.find('=');
+    if (!out.empty() || start > 0) out += '&';
+    if (eq != std::string_view::npos && eq + 1 < pair.size() && secret_query_key(std::string(pair.substr(0, eq)))) {
+      out += std::string(pair.substr(0, eq + 1)) + "***";
+    } else {
+      out += std::string(pair);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string redact_uri(std::string_view uri) {
   auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos) return std::string(uri);
@@ -269,8 +312,19 @@ std::string redact_uri(std::string_view uri) {
   size_t authority_end = uri.find_first_of("/?#", authority_start);
   if (authority_end == std::string_view::npos) authority_end = uri.size();
   auto at = uri.rfind('@', authority_end);
-  if (at == std::string_view::npos || at < authority_start) return std::string(uri);
-  return std::string(uri.substr(0, authority_start)) + "***@" + std::string(uri.substr(at + 1));
+  std::string redacted = at == std::string_view::npos || at < authority_start
+                             ? std::string(uri)
+                             : std::string(uri.substr(0, authority_start)) + "***@" + std::string(uri.substr(at + 1));
+  // Secrets in the query too (not a test:// or a file's path: their query is the source's settings).
+  if (uri.rfind("test://", 0) == 0 || uri.rfind("file://", 0) == 0) return redacted;
+  const size_t question = redacted.find('?');
+  if (question == std::string::npos) return redacted;
+  const size_t hash = redacted.find('#', question);
+  const std::string tail = hash == std::string::npos ? "" : redacted.substr(hash);
+  return redacted.substr(0, question + 1) +
+         redact_query(std::string_view(redacted).substr(question + 1, hash == std::string::npos ? std::string::npos
+                                                                                                 : hash - question - 1)) +
+         tail;
 }
 
 std::vector<SharedSource> shared_network_sources(const std::vector<std::pair<std::string, std::string>>& streams) {

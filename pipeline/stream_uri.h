@@ -39,7 +39,8 @@ Result<ParsedUri> parse_stream_uri(std::string_view uri, const std::string& base
 // The videotestsrc pattern nicknames vapipe accepts.
 const std::vector<std::string>& test_patterns();
 
-// Removes credentials (user:password@) so that a URI can be logged or published.
+// Removes credentials (user:password@, and the values of a query's secret parameters: `pwd=`, `token=`,
+// `Signature=`, ... as "***") so that a URI can be logged or published.
 std::string redact_uri(std::string_view uri);
 
 // A path as a shell reads it at its start: "~/x" is $HOME/x (the account's home if HOME is unset),

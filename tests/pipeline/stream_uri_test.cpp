@@ -165,6 +165,22 @@ TEST(StreamUri, RedactsCredentials) {
   EXPECT_EQ(redact_uri("file:///a@b.mp4"), "file:///a@b.mp4");
 }
 
+// A camera's CGI password and a signed URL's token in the query: their values hidden, the keys and the
+// rest of the URL kept (found 2026-12-07: in validate's output, ingest's log and every event's uri).
+TEST(StreamUri, RedactsTheSecretsOfAQuery) {
+  EXPECT_EQ(redact_uri("http://cam/cgi-bin/CGIStream.cgi?cmd=GetMJStream&usr=admin&pwd=PwdInQuery77"),
+            "http://cam/cgi-bin/CGIStream.cgi?cmd=GetMJStream&usr=admin&pwd=***");
+  EXPECT_EQ(redact_uri("https://cdn.example/live/index.m3u8?token=SignedTok88&Signature=Sig99&Key-Pair-Id=K#frag"),
+            "https://cdn.example/live/index.m3u8?token=***&Signature=***&Key-Pair-Id=***#frag");
+  EXPECT_EQ(redact_uri("https://s3/b/v.mp4?X-Amz-Credential=AK%2F1&X-Amz-Date=20261207&X-Amz-Signature=ab12"),
+            "https://s3/b/v.mp4?X-Amz-Credential=***&X-Amz-Date=20261207&X-Amz-Signature=***");
+  EXPECT_EQ(redact_uri("rtsp://u:p@cam/live?channel=1&subtype=0&auth_token=t"),
+            "rtsp://***@cam/live?channel=1&subtype=0&auth_token=***");
+  EXPECT_EQ(redact_uri("http://go2rtc:1984/api/stream.mp4?src=gate"), "http://go2rtc:1984/api/stream.mp4?src=gate");
+  EXPECT_EQ(redact_uri("http://cam/x?pwd="), "http://cam/x?pwd=");  // (nothing to hide)
+  EXPECT_EQ(redact_uri("test://ball?frames=10&key=3"), "test://ball?frames=10&key=3");  // a source's settings
+}
+
 // Two streams of one camera (two regions of it, say) open two connections and decode it twice: named
 // so, credentials aside; files and test sources are not connections.
 TEST(StreamUri, NamesTheNetworkSourcesThatSeveralStreamsRead) {
