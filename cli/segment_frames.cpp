@@ -47,7 +47,8 @@ std::string segment_frame_path(const std::string& dir, const Segment& s, double 
   char when[32];
   std::snprintf(when, sizeof when, "%02lld-%02lld-%02lld.%03lld", ms / 3'600'000, ms / 60'000 % 60, ms / 1000 % 60,
                 ms % 1000);
-  return (std::filesystem::path(dir) / s.stream_id / (std::string(when) + "_" + label_for_file_name(s.label) + ".jpg"))
+  return (std::filesystem::path(dir) / stream_for_file_name(s.stream_id) /
+          (std::string(when) + "_" + label_for_file_name(s.label) + ".jpg"))
       .string();
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/envelope.h"
 #include "pipeline/logging.h"
 #include "pipeline/transport.h"
 
@@ -73,6 +74,13 @@ std::string label_for_file_name(const std::string& label) {
   return out;
 }
 
+std::string stream_for_file_name(const std::string& stream_id) {
+  if (validate_stream_id(stream_id).ok()) return stream_id;
+  std::string out = label_for_file_name(stream_id);
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
 std::string segment_picture_path(const std::string& dir, const std::string& stream_id, const std::string& label,
                                  double unix_ms) {
   const auto ms = static_cast<long long>(std::llround(std::max(0.0, unix_ms)));
@@ -82,7 +90,8 @@ std::string segment_picture_path(const std::string& dir, const std::string& stre
   char day[16], when[32];
   std::strftime(day, sizeof day, "%Y-%m-%d", &local);
   std::snprintf(when, sizeof when, "%02d-%02d-%02d.%03lld", local.tm_hour, local.tm_min, local.tm_sec, ms % 1000);
-  return (std::filesystem::path(dir) / stream_id / day / (std::string(when) + "_" + label_for_file_name(label) + ".jpg"))
+  return (std::filesystem::path(dir) / stream_for_file_name(stream_id) / day /
+          (std::string(when) + "_" + label_for_file_name(label) + ".jpg"))
       .string();
 }
 

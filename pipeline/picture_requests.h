@@ -50,6 +50,10 @@ Result<PictureRequest> decode_picture_request(const std::string& text);
 
 // A label as a file name's part: letters (UTF-8 ones too), digits, '-', '.', '_' kept, the rest '_'.
 std::string label_for_file_name(const std::string& label);
+// A stream id as a folder's name: as it is when it is one (validate_stream_id); else as a label's, and
+// never "." or ".." (an id read from a results file of elsewhere: "../../x" wrote outside the folder
+// asked for; found 2026-12-07).
+std::string stream_for_file_name(const std::string& stream_id);
 
 // DIR/<stream>/<YYYY-MM-DD>/<HH-MM-SS.mmm>_<label>.jpg, the date and time the local ones of
 // `unix_ms` (when the segment's first frame was captured): a day's pictures in a folder, named in order.

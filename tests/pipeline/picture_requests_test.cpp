@@ -86,6 +86,12 @@ TEST(PictureRequests, APictureIsNamedByItsStreamTheDayAndTheTimeItsSegmentBegan)
   EXPECT_EQ(segment_picture_path("/p", "cam", "pick-up truck/van", 1796133802000.4),
             "/p/cam/2026-12-01/14-03-22.000_pick-up_truck_van.jpg");
   EXPECT_EQ(label_for_file_name("été 2"), "été_2");
+  // A stream id that is no id (read from a results file of elsewhere) stays within the folder.
+  EXPECT_EQ(stream_for_file_name("gate.cam-1"), "gate.cam-1");
+  EXPECT_EQ(stream_for_file_name("../../../x"), ".._.._.._x");
+  EXPECT_EQ(stream_for_file_name(".."), "_..");
+  EXPECT_EQ(stream_for_file_name("/etc"), "_etc");
+  EXPECT_EQ(segment_picture_path("/p", "../up", "car", 1796133802000.0), "/p/.._up/2026-12-01/14-03-22.000_car.jpg");
   if (tz) {
     setenv("TZ", old_tz.c_str(), 1);
   } else {
