@@ -1,6 +1,12 @@
 #include "pipeline/token_file.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <mutex>
+#include <set>
+
+#include "pipeline/logging.h"
 
 namespace vapipe {
 
@@ -14,9 +20,21 @@ void drop_byte_order_mark(std::string& line) {
 
 }  // namespace
 
+void warn_if_others_may_read(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+  // Once per file in a process (it is read again when it changes, and at each reload).
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!said.insert(path).second) return;
+  VAPIPE_LOG_WARN("{} can be read by other users; `chmod 600 {}` keeps the {} private", path, path, what);
+}
+
 Result<std::string> read_token_line(const std::string& path, const std::function<std::string(size_t)>& size_error) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read the token file " + path);
+  warn_if_others_may_read(path, "token");
   std::string line;
   std::getline(in, line);
   drop_byte_order_mark(line);
@@ -42,6 +60,7 @@ Result<std::string> read_webhook_token_file(const std::string& path) {
 Result<std::string> read_password_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read the password file " + path);
+  warn_if_others_may_read(path, "password");
   std::string line;
   std::getline(in, line);
   drop_byte_order_mark(line);
