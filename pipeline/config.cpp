@@ -1844,6 +1844,29 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                "only with a publish.jsonl_path named by the time (results/%Y-%m-%d.jsonl): it keeps that many of its "
                "files");
     }
+    // The results file naming one of the job's own inputs (a copy-paste, a typo) would be emptied at an
+    // archive job's start: a recording or the model gone without a word (found 2026-12-07).
+    if (!c.publish.jsonl_path.empty() && !results_path_is_timed(c.publish.jsonl_path)) {
+      const auto same_file = [](const std::string& a, const std::string& b) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
+        return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec) && !ec;
+      };
+      std::vector<std::pair<std::string, std::string>> inputs = {{"infer.model", c.infer.model},
+                                                                 {"infer.labels", c.infer.labels},
+                                                                 {"job.summary_path", c.job.summary_path}};
+      for (size_t i = 0; i < c.streams.size(); ++i) {
+        if (c.streams[i].parsed.kind == UriKind::kFile) {
+          inputs.emplace_back("stream '" + c.streams[i].id + "'", file_uri_path(c.streams[i].parsed.uri));
+        }
+      }
+      for (const auto& [what, path] : inputs) {
+        if (path.empty() || !same_file(path, c.publish.jsonl_path)) continue;
+        ctx.fail(r.child("jsonl_path"), "publish.jsonl_path",
+                 c.publish.jsonl_path + " is " + what + "'s file too: the results would overwrite it; give another path");
+        break;
+      }
+    }
     if (results_path_is_timed(c.publish.jsonl_path)) {
       // A file per day or hour (pipeline/results_path.h): a live job's; an archive job's --resume
       // reads its one file.

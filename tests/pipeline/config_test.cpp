@@ -1570,6 +1570,18 @@ TEST(Config, AResultsFileNamedByTheTimeIsALiveJobs) {
        "publish.jsonl_keep: only with a publish.jsonl_path named by the time"}}, "/cfg");
 }
 
+// The results file naming one of the job's inputs would be emptied at its start: refused, naming which.
+TEST(Config, AResultsFileThatIsOneOfTheJobsInputsIsRefused) {
+  expect_each_refused("", {
+      {"streams: [{id: gate, uri: /m/gate.mp4}]\ninfer: {model: m.pt, labels: l}\npublish: {jsonl_path: /m/gate.mp4}\n",
+       "publish.jsonl_path: /m/gate.mp4 is stream 'gate''s file too: the results would overwrite it"},
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m.pt, labels: l}\npublish: {jsonl_path: ./x/../m.pt}\n",
+       "publish.jsonl_path: /cfg/m.pt is infer.model's file too"},
+      {"job: {summary_path: s.json}\nstreams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+       "publish: {jsonl_path: s.json}\n",
+       "publish.jsonl_path: /cfg/s.json is job.summary_path's file too"}}, "/cfg");
+}
+
 TEST(Config, SegmentsMinScoreSaysWhichFramesCountForSegments) {
   auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
                               "publish: {segments_min_frames: 5, segments_min_score: 0.6}\n", "job.yaml", "/cfg");
