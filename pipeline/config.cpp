@@ -644,7 +644,8 @@ void resolve_merge_keys(const Context& ctx, YAML::Node node, const std::string& 
 
 // Whether a message topic can start with `prefix` (a subscription's prefix): results/<id>,
 // events/<id>, segments/<id>, job/summary.
-bool names_a_topic(const std::string& prefix) {
+bool names_a_topic(std::string prefix) {
+  if (!prefix.empty() && prefix.back() == '*') prefix.pop_back();  // (segments/gate*: every stream so named)
   for (const char* root : {"results/", "events/", "segments/", "job/summary"}) {
     const std::string r = root;
     if (r.compare(0, prefix.size(), prefix) == 0) return true;  // "seg", "results/"
@@ -705,16 +706,23 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
       if (const size_t slash = prefix.find('/');
           slash != std::string::npos && slash + 1 < prefix.size() && prefix.rfind("job/", 0) != 0 &&
           c.job.mode == JobMode::kArchive && c.watches.empty() && !c.streams.empty() && ctx.all_streams_known) {
-        const std::string named = prefix.substr(slash + 1);
+        // A stream's topic is taken whole; with a '*' at its end, every stream whose id starts so.
+        const bool starts = prefix.back() == '*';
+        const std::string named = prefix.substr(slash + 1, prefix.size() - slash - 1 - (starts ? 1 : 0));
         std::string ids;
-        bool found = false;
+        bool found = false, started = false;
         for (const StreamConfig& s : c.streams) {
-          found = found || s.id.rfind(named, 0) == 0;
+          found = found || (starts ? s.id.rfind(named, 0) == 0 : s.id == named);
+          started = started || s.id.rfind(named, 0) == 0;
           if (ids.size() < 200) ids += (ids.empty() ? "" : ", ") + s.id;
         }
         if (!found) {
-          ctx.fail(topics[t], at, "'" + prefix + "' names no stream of this job (no id starts with '" + named +
-                                      "'; its streams: " + ids + (ids.size() >= 200 ? ", ..." : "") + ")");
+          ctx.fail(topics[t], at, "'" + prefix + "' names no stream of this job (" +
+                                      (starts ? "no id starts with '" + named + "'"
+                                       : started ? "a topic names a stream whole: '" + prefix + "*' takes every "
+                                                   "stream whose id starts with '" + named + "'"
+                                                 : "no stream '" + named + "'") +
+                                      "; its streams: " + ids + (ids.size() >= 200 ? ", ..." : "") + ")");
         }
       }
       w->topics.push_back(prefix);

@@ -6,12 +6,21 @@
 
 namespace vapipe {
 
+bool topic_taken(const std::string& entry, const std::string& topic) {
+  // A stream's topic whole ("segments/gate" is not "segments/gate2"'s: a webhook meant for one camera got
+  // another's; found 2026-12-07), a '*' at its end for every stream whose id starts so; the rest
+  // ("segments/", "events", "job/summary") as prefixes.
+  const size_t slash = entry.find('/');
+  if (!entry.empty() && entry.back() == '*') return topic.compare(0, entry.size() - 1, entry, 0, entry.size() - 1) == 0;
+  if (slash != std::string::npos && slash + 1 < entry.size() && entry.rfind("job/", 0) != 0) return topic == entry;
+  return topic.compare(0, entry.size(), entry) == 0;
+}
+
 MessageFilter::MessageFilter(const MessageSinkConfig& config)
     : topics_(config.topics), labels_(config.labels), cooldown_s_(config.cooldown_s) {}
 
 bool MessageFilter::wants(const std::string& topic, const nlohmann::json& payload) const {
-  if (!std::any_of(topics_.begin(), topics_.end(),
-                   [&](const std::string& prefix) { return topic.compare(0, prefix.size(), prefix) == 0; })) {
+  if (!std::any_of(topics_.begin(), topics_.end(), [&](const std::string& t) { return topic_taken(t, topic); })) {
     return false;
   }
   if (labels_.empty()) return true;

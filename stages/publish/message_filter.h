@@ -17,11 +17,16 @@
 
 namespace vapipe {
 
+// Whether a sink's topics entry takes `topic`: one that names a stream ("segments/gate") takes that
+// stream's topic alone; with a '*' at its end ("segments/gate*"), every topic that starts so; the rest
+// ("segments/", "events", "job/summary") every topic they start.
+bool topic_taken(const std::string& entry, const std::string& topic);
+
 class MessageFilter {
  public:
   explicit MessageFilter(const MessageSinkConfig& config);
 
-  // Whether a message on `topic` goes to the sink: a topic prefix of its topics, and with labels, a
+  // Whether a message on `topic` goes to the sink: one of its topics takes it (topic_taken), and with labels, a
   // segment's or result's label among them (events and the summary go whatever their labels).
   bool wants(const std::string& topic, const nlohmann::json& payload = nlohmann::json()) const;
   // cooldown_s: whether a segment message it wants is held back: a `began` within cooldown_s of the

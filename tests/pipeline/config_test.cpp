@@ -720,15 +720,22 @@ TEST(Config, WebhooksAreCheckedAtLoadAndTheirErrorsNameTheKey) {
   EXPECT_EQ(ha.format, "json");
 
   // A stream's topic naming no stream of an archive job (a typo: "gaet") would send nothing: an error. A
-  // prefix of an id is one; a live job's reload may add the camera later.
+  // stream's topic is taken whole ("segments/ga" is no stream's: said with the '*' that takes "gate"); a
+  // live job's reload may add the camera later.
   const std::string archive_head = "streams: [{id: gate, uri: 'test://ball?frames=10'}]\ninfer: {model: m, labels: l}\n";
   const std::string hook = "publish:\n  segments_min_frames: 5\n  webhooks:\n    - url: http://h/x\n      topics: [";
   auto typo = load_config_string(archive_head + hook + "segments/gaet]\n", "job.yaml", dir.string());
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("job.yaml:7: publish.webhooks[0].topics[0]: 'segments/gaet' names no stream "
-                                         "of this job (no id starts with 'gaet'; its streams: gate)"),
+                                         "of this job (no stream 'gaet'; its streams: gate)"),
             std::string::npos) << typo.status().message();
-  EXPECT_TRUE(load_config_string(archive_head + hook + "segments/ga]\n", "job.yaml", dir.string()).ok());
+  auto part = load_config_string(archive_head + hook + "segments/ga]\n", "job.yaml", dir.string());
+  ASSERT_FALSE(part.ok());
+  EXPECT_NE(part.status().message().find("'segments/ga' names no stream of this job (a topic names a stream whole: "
+                                         "'segments/ga*' takes every stream whose id starts with 'ga'"),
+            std::string::npos) << part.status().message();
+  EXPECT_TRUE(load_config_string(archive_head + hook + "segments/ga*]\n", "job.yaml", dir.string()).ok());
+  EXPECT_FALSE(load_config_string(archive_head + hook + "segments/x*]\n", "job.yaml", dir.string()).ok());
   const auto live_typo = load_config_string("job: {mode: live}\n" + head + hook + "segments/gaet]\n", "job.yaml", dir.string());
   EXPECT_TRUE(live_typo.ok()) << live_typo.status().message();
 

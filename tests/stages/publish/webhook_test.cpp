@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "stages/publish/message_filter.h"
 #include "tests/fakes/free_port.h"
 #include "tests/fakes/http_receiver.h"
 #include "tests/fakes/local_zone.h"
@@ -50,6 +51,19 @@ bool eventually(const WebhookSender& s, const std::function<bool(const WebhookSt
     std::this_thread::sleep_for(10ms);
   }
   return false;
+}
+
+// A sink's topics: a stream's taken whole (a webhook meant for camera 1 got camera 10's; found
+// 2026-12-07), a '*' for every stream whose id starts so, a kind's as a prefix.
+TEST(MessageFilter, AStreamsTopicIsTakenWholeAndAStarTakesEveryStreamSoNamed) {
+  EXPECT_TRUE(topic_taken("events/cam1", "events/cam1"));
+  EXPECT_FALSE(topic_taken("events/cam1", "events/cam10"));
+  EXPECT_TRUE(topic_taken("events/cam*", "events/cam10"));
+  EXPECT_FALSE(topic_taken("events/cam*", "results/cam10"));
+  EXPECT_TRUE(topic_taken("events/", "events/cam10"));
+  EXPECT_TRUE(topic_taken("seg", "segments/gate"));
+  EXPECT_TRUE(topic_taken("job/summary", "job/summary"));
+  EXPECT_FALSE(topic_taken("results/", "events/cam1"));
 }
 
 TEST(Webhook, PostsEachMessageInOrderWithTheTopicTheTokenAndItsHeaders) {
