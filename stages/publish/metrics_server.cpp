@@ -10,14 +10,18 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <condition_variable>
 #include <ctime>
 #include <chrono>
+#include <deque>
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 namespace vapipe {
 
@@ -28,6 +32,59 @@ bool same_secret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
   return diff == 0;
+}
+
+// Connection threads made as connections need them, up to `most`: a dozen clients that hold theirs (slow
+// headers, reloads waited for) leave others for a liveness probe, and an idle server keeps a few threads.
+// (httplib's ThreadPool starts all of its threads at once.)
+class ConnectionThreads final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(size_t most) : most_(most) {}
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    connections_.push_back(std::move(fn));
+    if (idle_ < connections_.size() && threads_.size() < most_) {
+      threads_.emplace_back([this] { work(); });
+    } else {
+      ready_.notify_one();
+    }
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      shutdown_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();  // no enqueue after shutdown: httplib's listen loop has ended
+  }
+
+ private:
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      ++idle_;
+      ready_.wait(lock, [this] { return shutdown_ || !connections_.empty(); });
+      --idle_;
+      if (connections_.empty()) return;  // shutting down, and every connection accepted was served
+      std::function<void()> fn = std::move(connections_.front());
+      connections_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+  const size_t most_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> connections_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool shutdown_ = false;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
 }
 
 }  // namespace
@@ -54,10 +111,18 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     m->server_ = std::make_unique<httplib::Server>();
   }
   httplib::Server& server = *m->server_;
-  // Scrapes are rare and small: two threads, two more for reloads waited for (kMostReloadsWaitedFor),
-  // and no connection kept waiting at shutdown.
-  server.new_task_queue = [] { return new httplib::ThreadPool(2 + kMostReloadsWaitedFor); };
+  // Scrapes are rare and small, but a client that sends its request slowly holds a thread meanwhile:
+  // threads as needed up to kMostConnectionThreads (a dozen slow clients do not starve /healthz).
+  server.new_task_queue = [] { return new ConnectionThreads(kMostConnectionThreads); };
+  // A connection that sends nothing for 5 s is closed (httplib's timeout is per read, not per request).
+  server.set_read_timeout(5, 0);
+  server.set_write_timeout(5, 0);
+  // One request a connection: a request refused before its body was read (below) leaves that body
+  // unread, which the next request's parse would take for its request line.
+  server.set_keep_alive_max_count(1);
   server.set_keep_alive_timeout(1);
+  // No endpoint takes a body: a larger one is refused (413) rather than read whole into memory.
+  server.set_payload_max_length(kMostBodyBytes);
   // httplib's default adds SO_REUSEPORT, with which a second job would bind the same port and the two
   // would answer scrapes in turn: an address in use must be an error. SO_REUSEADDR alone allows a
   // restart while old connections linger.
@@ -81,6 +146,93 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     res.set_header("WWW-Authenticate", "Bearer realm=\"vapipe\"");
     res.set_content("a bearer token is needed (publish.metrics_token_file)\n", "text/plain; charset=utf-8");
   };
+  // POST /-/reload (with `reload`); the pre-routing handler below answers one without a length itself.
+  const httplib::Server::Handler answer_reload = [self, reload, authorized, refuse](const httplib::Request& req,
+                                                                                     httplib::Response& res) {
+    if (!authorized(req)) return refuse(res);
+    auto plain = [&res](int status, const std::string& text) {
+      res.status = status;
+      res.set_content(text, "text/plain; charset=utf-8");
+    };
+    // ?wait=0: answered once asked (202); otherwise once done, within ?timeout=S (60 s).
+    const std::string wait_word = req.get_param_value("wait");
+    const bool wait = !(wait_word == "0" || wait_word == "false" || wait_word == "no");
+    double timeout_s = 60;
+    if (req.has_param("timeout")) {
+      const std::string text = req.get_param_value("timeout");
+      char* end = nullptr;
+      timeout_s = std::strtod(text.c_str(), &end);
+      if (text.empty() || !end || *end || !(timeout_s > 0 && timeout_s <= 3600)) {
+        return plain(400, "timeout wants seconds from 0 to 3600, got '" + text + "'\n");
+      }
+    }
+    if (!wait) {
+      const ReloadReply reply = reload(std::nullopt, self->stopping_);
+      return plain(reply.status, reply.body);
+    }
+    if (self->reloads_waited_for_.fetch_add(1) >= kMostReloadsWaitedFor) {
+      self->reloads_waited_for_.fetch_sub(1);
+      res.set_header("Retry-After", "5");
+      return plain(503, "reloads are being waited for already (" + std::to_string(kMostReloadsWaitedFor) +
+                            "): ask again when they are answered, or with ?wait=0\n");
+    }
+    const ReloadReply reply =
+        reload(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), self->stopping_);
+    self->reloads_waited_for_.fetch_sub(1);
+    plain(reply.status, reply.body);
+  };
+  // Runs once a request's headers are read and before its body is: what is refused here is refused
+  // before any of a body is read (httplib reads the body whole, into memory, before the route's handler).
+  server.set_pre_routing_handler([self, reload, answer_reload, authorized, refuse](const httplib::Request& req,
+                                                                                    httplib::Response& res) {
+    auto plain = [&res](int status, const std::string& text) {
+      res.status = status;
+      res.set_content(text, "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    if (req.has_header("Transfer-Encoding")) {
+      return plain(411, "no endpoint here takes a body of unstated length (Transfer-Encoding: " +
+                            req.get_header_value("Transfer-Encoding") + "): send Content-Length\n");
+    }
+    const std::string length = req.get_header_value("Content-Length");
+    const bool has_body = !length.empty() && length != "0";
+    if (has_body && !authorized(req)) {
+      refuse(res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (has_body && (length.size() > 18 || std::strtoull(length.c_str(), nullptr, 10) > kMostBodyBytes)) {
+      return plain(413, "a body of " + length + " bytes: no endpoint here takes one over " +
+                            std::to_string(kMostBodyBytes) + " bytes\n");
+    }
+    if (req.method == "POST" && req.path == "/-/reload") {
+      // A web page the operator opens may POST here (a "simple" cross-origin request needs no preflight):
+      // a browser says whose page sent it. Tools (curl, vapipe reload, config-reloading sidecars) send no
+      // Origin. Without a token, this is all that keeps another site from reloading the job.
+      const std::string origin = req.get_header_value("Origin");
+      const std::string own = std::string(self->scheme()) + "://" + req.get_header_value("Host");
+      if (!origin.empty() && lower(origin) != lower(own)) {
+        return plain(403, "POST /-/reload from a web page of another origin (Origin: " + origin + ", this server is " +
+                              own + ") is refused: a cross-site request may not reload the job\n");
+      }
+      const std::string fetch_site = lower(req.get_header_value("Sec-Fetch-Site"));
+      if (fetch_site == "cross-site" || fetch_site == "same-site") {
+        return plain(403, "POST /-/reload from a web page of another origin (Sec-Fetch-Site: " + fetch_site +
+                              ") is refused: a cross-site request may not reload the job\n");
+      }
+    }
+    // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but httplib
+    // reads a POST's until the connection ends (`curl -X POST` waited 5 s for a 400; a client that kept
+    // sending was read whole): such a POST /-/reload is answered here, and any other refused.
+    if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") && !req.has_header("Content-Length")) {
+      if (!reload || req.method != "POST" || req.path != "/-/reload") {
+        return plain(411, req.method + " " + req.path +
+                              " without Content-Length: send one (no endpoint here takes a body)\n");
+      }
+      answer_reload(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   server.Get("/metrics", [self, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req)) return refuse(res);
     std::string text;
@@ -126,41 +278,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
                                              "results are not going out; the rest of this answer is that old)"}});
     res.set_content(health.dump(), "application/json");
   });
-  if (reload) {
-    server.Post("/-/reload", [self, reload, authorized, refuse](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req)) return refuse(res);
-      auto plain = [&res](int status, const std::string& text) {
-        res.status = status;
-        res.set_content(text, "text/plain; charset=utf-8");
-      };
-      // ?wait=0: answered once asked (202); otherwise once done, within ?timeout=S (60 s).
-      const std::string wait_word = req.get_param_value("wait");
-      const bool wait = !(wait_word == "0" || wait_word == "false" || wait_word == "no");
-      double timeout_s = 60;
-      if (req.has_param("timeout")) {
-        const std::string text = req.get_param_value("timeout");
-        char* end = nullptr;
-        timeout_s = std::strtod(text.c_str(), &end);
-        if (text.empty() || !end || *end || !(timeout_s > 0 && timeout_s <= 3600)) {
-          return plain(400, "timeout wants seconds from 0 to 3600, got '" + text + "'\n");
-        }
-      }
-      if (!wait) {
-        const ReloadReply reply = reload(std::nullopt, self->stopping_);
-        return plain(reply.status, reply.body);
-      }
-      if (self->reloads_waited_for_.fetch_add(1) >= kMostReloadsWaitedFor) {
-        self->reloads_waited_for_.fetch_sub(1);
-        res.set_header("Retry-After", "5");
-        return plain(503, "reloads are being waited for already (" + std::to_string(kMostReloadsWaitedFor) +
-                              "): ask again when they are answered, or with ?wait=0\n");
-      }
-      const ReloadReply reply =
-          reload(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), self->stopping_);
-      self->reloads_waited_for_.fetch_sub(1);
-      plain(reply.status, reply.body);
-    });
-  }
+  if (reload) server.Post("/-/reload", answer_reload);
   if (!pictures_dir.empty()) {
     std::error_code ec;
     const std::filesystem::path root = std::filesystem::weakly_canonical(pictures_dir, ec);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -47,12 +48,20 @@ class MetricsServer {
       std::function<ReloadReply(std::optional<std::chrono::milliseconds> wait, const std::atomic<bool>& stopping)>;
   // Reloads waited for at once, at most; one more is answered 503 (each holds a server thread).
   static constexpr int kMostReloadsWaitedFor = 2;
+  // Connection threads at most, made as needed: slow clients (a request's headers a line a second) hold
+  // one each, and a liveness probe gets one of the rest. Connections beyond wait for one.
+  static constexpr size_t kMostConnectionThreads = 32;
+  // No endpoint takes a body: a larger one is refused (413) before it is read, as is a chunked one (411).
+  static constexpr size_t kMostBodyBytes = 64 * 1024;
   // Binds `address` and starts serving; an error names the address. Without `reload`, POST /-/reload
   // answers 404. With a `bearer_token`, GET /metrics and POST /-/reload answer 401 unless the request
   // says `Authorization: Bearer TOKEN`, and GET /healthz without it says only whether the job is up
   // (for a liveness probe): its stream ids and states need the token too. With `tls`, HTTPS only (TLS
   // 1.2 or newer); a certificate or key that does not load is an error naming the file. The files are
   // re-read when they change (tls_certificate.h), and /metrics says when the certificate expires.
+  // POST /-/reload from a browser page of another origin (an Origin header that is not this server's,
+  // or Sec-Fetch-Site cross-site or same-site) answers 403, token or not. A request with a body is
+  // checked for the token before the body is read, and one over kMostBodyBytes answers 413.
   // With `pictures_dir` (publish.segments_pictures_dir), GET /pictures/<stream>/<day>/<file>.jpg serves
   // the segment pictures under it, with the same token (a subscriber on another host cannot open the
   // job host's path); nothing outside that folder, and nothing but .jpg files.
