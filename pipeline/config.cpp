@@ -1929,6 +1929,63 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                         "' does not end in '.', '_' or '-', so the topics are '" + prefix + "results', '" + prefix +
                         "segments', ... (end it in '.' to set the kind apart)");
     }
+    // A sink's secret sent unencrypted beyond this host (a bearer token over http://, a password over
+    // mqtt://, SASL PLAIN over kafka://) is read by anyone on the network between: said where the job
+    // starts, as an open bus is (found 2026-12-07: nothing said it).
+    const auto in_clear_to = [](const std::string& url, const std::string& tls_scheme) -> std::string {
+      const size_t colon = url.find("://");
+      if (colon == std::string::npos || url.compare(0, tls_scheme.size(), tls_scheme) == 0) return "";  // (rediss+sentinel)
+      size_t start = colon + 3;
+      const size_t end_of_authority = url.find_first_of("/?#", start);
+      const size_t at = url.rfind('@', end_of_authority == std::string::npos ? url.size() : end_of_authority);
+      if (at != std::string::npos && at >= start) start = at + 1;
+      std::string host;
+      if (start < url.size() && url[start] == '[') {
+        host = url.substr(start + 1, url.find(']', start) - start - 1);
+      } else {
+        host = url.substr(start, url.find_first_of(":/,?#", start) - start);
+      }
+      const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+      return loopback ? "" : url.substr(0, colon) + ":// to " + host;
+    };
+    const auto note_in_clear = [&](const std::string& key, const char* what, const std::string& to,
+                                   const std::string& tls_scheme) {
+      if (to.empty()) return;
+      c.notes.push_back(key + ": its " + what + " goes unencrypted over " + to + ": anyone on the network between "
+                        "may read it (" + tls_scheme + ":// keeps it private)");
+    };
+    for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
+      const WebhookConfig& w = c.publish.webhooks[i];
+      const std::string key = "publish.webhooks[" + std::to_string(i) + "]";
+      const size_t authority = w.url.find("://") == std::string::npos ? 0 : w.url.find("://") + 3;
+      const size_t at = w.url.find('@', authority), path = w.url.find_first_of("/?#", authority);
+      const bool basic = at != std::string::npos && (path == std::string::npos || at < path);
+      const bool header_secret = std::any_of(w.headers.begin(), w.headers.end(), [](const auto& h) {
+        std::string name = h.first;
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+        return name == "authorization" || name.find("key") != std::string::npos || name.find("token") != std::string::npos;
+      });
+      if (!w.token.empty() || basic || header_secret) {
+        note_in_clear(key, !w.token.empty() ? "bearer token" : basic ? "user and password" : "secret header",
+                      in_clear_to(w.url, "https"), "https");
+      }
+    }
+    for (size_t i = 0; i < c.publish.mqtt.size(); ++i) {
+      if (c.publish.mqtt[i].password.empty()) continue;
+      note_in_clear("publish.mqtt[" + std::to_string(i) + "]", "password", in_clear_to(c.publish.mqtt[i].url, "mqtts"),
+                    "mqtts");
+    }
+    for (size_t i = 0; i < c.publish.redis.size(); ++i) {
+      if (c.publish.redis[i].password.empty()) continue;
+      note_in_clear("publish.redis[" + std::to_string(i) + "]", "password", in_clear_to(c.publish.redis[i].url, "rediss"),
+                    "rediss");
+    }
+    for (size_t i = 0; i < c.publish.kafka.size(); ++i) {
+      const KafkaConfig& k = c.publish.kafka[i];
+      if (k.password.empty() || k.sasl_mechanism.rfind("scram", 0) == 0) continue;  // (SCRAM sends no password)
+      note_in_clear("publish.kafka[" + std::to_string(i) + "]", "SASL PLAIN password", in_clear_to(k.url, "kafkas"),
+                    "kafkas");
+    }
     r.finish();
     if (c.publish.endpoint.find("://") == std::string::npos) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",

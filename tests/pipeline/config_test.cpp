@@ -2,6 +2,7 @@
 #include "pipeline/http_url.h"
 
 #include "tests/fakes/local_zone.h"
+#include "tests/fakes/process_temp_dir.h"
 
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -1575,6 +1576,32 @@ TEST(Config, AResultsFileNamedByTheTimeIsALiveJobs) {
        "publish.jsonl_path: '/cfg/r-%H%M%S.jsonl': %S is not a conversion that names a date or an hour"},
       {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npublish: {jsonl_path: 'r.jsonl', jsonl_keep: 14}\n",
        "publish.jsonl_keep: only with a publish.jsonl_path named by the time"}}, "/cfg");
+}
+
+// A sink's secret that crosses the network unencrypted is said where the job starts (a note); over TLS,
+// or to this host, it is not.
+TEST(Config, ASinksSecretSentUnencryptedBeyondThisHostIsNoted) {
+  const std::filesystem::path dir = testing::empty_temp_dir("config-in-clear");
+  std::ofstream((dir / "pw").string()) << "secret\n";
+  std::filesystem::permissions(dir / "pw", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto c = load_config_string(
+      "streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\npublish:\n  webhooks:\n"
+      "    - {url: 'http://hooks.lan:8080/x', topics: [events/], headers: {Authorization: 'Bearer t'}}\n"
+      "    - {url: 'https://hooks.lan/x', topics: [events/], headers: {Authorization: 'Bearer t'}}\n"
+      "    - {url: 'http://u:p@127.0.0.1:8080/x', topics: [events/]}\n"
+      "  mqtt: [{url: 'mqtt://ha@10.0.0.2', password_file: pw, topics: [events/]}]\n"
+      "  redis: [{url: 'rediss://10.0.0.3', password_file: pw, topics: [events/]}]\n",
+      "job.yaml", dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::string notes;
+  for (const std::string& n : c->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("publish.webhooks[0]: its secret header goes unencrypted over http:// to hooks.lan: anyone on "
+                       "the network between may read it (https:// keeps it private)"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("publish.mqtt[0]: its password goes unencrypted over mqtt:// to 10.0.0.2"), std::string::npos)
+      << notes;
+  EXPECT_EQ(notes.find("webhooks[1]"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("webhooks[2]"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("redis[0]"), std::string::npos) << notes;
 }
 
 // The results file naming one of the job's inputs would be emptied at its start: refused, naming which.
