@@ -368,8 +368,24 @@ bool names_a_video_file_over_http(std::string_view uri) {
   const std::string scheme = uri_scheme(uri);
   if (scheme != "http" && scheme != "https") return false;
   std::string_view path = uri.substr(scheme.size() + 3);
-  if (path.find('?') != std::string_view::npos) return false;  // (a camera server's stream.mp4?src=cam1)
   path = path.substr(0, path.find('#'));
+  if (const size_t question = path.find('?'); question != std::string_view::npos) {
+    // A query is a camera server's (go2rtc's stream.mp4?src=cam1), unless it signs the URL: an object
+    // store's presigned link to a recording (S3's X-Amz-Signature, Google's X-Goog-Signature, Azure's
+    // SAS sig, CloudFront's Signature) is a file's.
+    std::string query(path.substr(question + 1));
+    for (char& c : query) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    bool signed_url = false;
+    for (size_t start = 0; start <= query.size() && !signed_url;) {
+      size_t end = query.find('&', start);
+      if (end == std::string::npos) end = query.size();
+      const std::string key = query.substr(start, std::min(query.find('=', start), end) - start);
+      signed_url = key == "x-amz-signature" || key == "x-goog-signature" || key == "signature" || key == "sig";
+      start = end + 1;
+    }
+    if (!signed_url) return false;
+    path = path.substr(0, question);
+  }
   const size_t slash = path.find('/');
   if (slash == std::string_view::npos) return false;  // no path
   path = path.substr(slash);

@@ -70,14 +70,19 @@ TEST(StreamUri, RejectsUnknownParameterAndBadValues) {
 // a camera's HTTP stream, an MPEG-TS or an HLS playlist may not.
 TEST(StreamUri, AVideoFileOverHttpIsToldByItsPathsExtension) {
   for (const char* file : {"http://nvr.local/exports/gate.mp4", "https://bucket.example/a/b.MKV", "http://h:8080/x/clip.mov#t=3",
-                           "https://cdn.example/v.webm"}) {
+                           "https://cdn.example/v.webm",
+                           // an object store's presigned link to a recording (its query signs it)
+                           "https://bucket.s3.amazonaws.com/a/b.mp4?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc",
+                           "https://storage.googleapis.com/b/v.mp4?X-Goog-Algorithm=x&X-Goog-Signature=s",
+                           "https://acct.blob.core.windows.net/c/v.mp4?sv=2022-11-02&se=2026-12-08&sr=b&sp=r&sig=x%3D",
+                           "https://d1.cloudfront.net/v.mp4?Expires=1&Signature=s&Key-Pair-Id=K"}) {
     EXPECT_TRUE(names_a_video_file_over_http(file)) << file;
   }
   // (a query: go2rtc's live fragmented MP4 of a camera is /api/stream.mp4?src=cam1; HTTP-FLV is live)
   for (const char* stream : {"http://cam/video.cgi", "http://cam/mjpg/video.mjpg", "http://tv/live.ts", "https://cdn/live.m3u8",
                              "http://cam.mp4", "http://h/a.mp4/stream", "rtsp://cam/a.mp4", "file:///a.mp4", "http://h/?f=a.mp4",
                              "http://go2rtc:1984/api/stream.mp4?src=cam1", "http://srs/live/cam1.flv",
-                             "https://bucket.s3.amazonaws.com/a/b.mp4?X-Amz-Signature=abc"}) {
+                             "http://go2rtc:1984/api/stream.mp4?src=cam1&signature_of=x"}) {
     EXPECT_FALSE(names_a_video_file_over_http(stream)) << stream;
   }
 }
