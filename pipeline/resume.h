@@ -68,6 +68,11 @@ Result<ResumePlan> read_resume_plan(const Config& config);
 Status write_resume_plan(const ResumePlan& plan, const std::string& path);
 Result<ResumePlan> load_resume_plan(const std::string& path);
 inline constexpr const char* kResumePlanEnv = "VAPIPE_RESUME_PLAN";
+// The lines --resume cut from the file (up to kMostResumeCutBytes of them), kept in the run folder for
+// publish: its sinks' delivery marks may be past the cut, and what they took of those lines, redone,
+// is not sent to them again (stages/publish/sink_marks.h).
+inline constexpr const char* kResumeCutFile = "resume-cut.jsonl";
+inline constexpr uint64_t kMostResumeCutBytes = 64ull << 20;
 
 // The plan of this process's job, if it resumes (VAPIPE_RESUME_PLAN set); an error if the file named
 // cannot be read.

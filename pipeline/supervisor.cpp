@@ -234,7 +234,8 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(layout.run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("auto-batch-size-", 0) == 0 || name.rfind("reading-", 0) == 0 || (name.rfind("seq-", 0) == 0 &&
+    if (name == kResumeCutFile || name.rfind("auto-batch-size-", 0) == 0 || name.rfind("reading-", 0) == 0 ||
+        (name.rfind("seq-", 0) == 0 &&
                                                       (entry.path().extension() == ".json" ||
                                                        entry.path().extension() == ".positions"))) {
       std::filesystem::remove(entry.path(), ec);
@@ -308,6 +309,14 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
     if (!plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("--resume: {} is kept up to line {} ({} bytes); cut from {} ({} complete lines after it are "
                       "redone)", jsonl, plan->kept_lines, plan->keep_bytes, plan->cut_reason, plan->cut_lines);
+      // What is cut, for publish's sinks, which may have taken some of it (resume.h's kResumeCutFile).
+      if (std::ifstream whole(jsonl, std::ios::binary); whole) {
+        whole.seekg(static_cast<std::streamoff>(plan->keep_bytes));
+        std::string cut(static_cast<size_t>(kMostResumeCutBytes), '\0');
+        whole.read(cut.data(), static_cast<std::streamsize>(cut.size()));
+        cut.resize(static_cast<size_t>(whole.gcount()));
+        (void)write_file_atomically(layout.run_dir + "/" + kResumeCutFile, cut, 0600);
+      }
       std::filesystem::resize_file(jsonl, plan->keep_bytes, ec);
       if (ec) {
         VAPIPE_LOG_ERROR("--resume: cannot cut {} to {} bytes: {}", jsonl, plan->keep_bytes, ec.message());

@@ -1069,12 +1069,23 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
                                  uint64_t file_line, const std::map<std::string, uint64_t>* only_after) {
   // A sink that takes this message: offered its line first (its delivery mark passes the lines it does
   // not want, and those it does once delivered).
+  std::optional<std::string> identity;  // (message_identity, once, where a sink took lines --resume cut)
   const auto takes = [&](auto& sink) {
     if (only_after) {
       const auto mark = only_after->find(sink.name());
       if (mark == only_after->end() || mark->second >= file_line) return false;
     }
     if (file_line > 0) sink.offer_line(file_line);
+    if (!sinks_took_before_cut_.empty()) {
+      if (auto took = sinks_took_before_cut_.find(sink.name()); took != sinks_took_before_cut_.end()) {
+        if (!identity) identity = message_identity(topic, payload);
+        if (auto it = took->second.find(*identity); it != took->second.end()) {
+          took->second.erase(it);  // it has this one: dealt with
+          if (took->second.empty()) sinks_took_before_cut_.erase(took);
+          return false;
+        }
+      }
+    }
     return true;
   };
   // Webhooks take their copy from their own queues (a queue_policy: block one may wait here for room).
@@ -1116,6 +1127,25 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
     if (cluster->format() == "text" && !line) line = webhook_text(topic, payload);
     cluster->publish(topic, cluster->format() == "text" ? *line : text, stop_requested_);
   }
+}
+
+// What makes a message the same one when a run redoes it: a result's stream and seq, a segment's event,
+// label and first frame, an event's kind and words (the topic names the stream). "" for the summary and
+// what has none: always sent.
+std::string PublishStage::message_identity(const std::string& topic, const nlohmann::json& payload) {
+  if (!payload.is_object()) return "";
+  if (topic.rfind("results/", 0) == 0) {
+    const auto seq = count_field(payload, "seq");
+    return seq ? topic + "|" + std::to_string(*seq) : "";
+  }
+  if (topic.rfind("segments/", 0) == 0) {
+    const auto start = count_field(payload, "start_seq");
+    return start ? topic + "|" + text_field(payload, "event") + "|" + text_field(payload, "label") + "|" +
+                       std::to_string(*start)
+                 : "";
+  }
+  if (topic.rfind("events/", 0) == 0) return topic + "|" + text_field(payload, "event") + "|" + text_field(payload, "message");
+  return "";
 }
 
 // Each sink's name, and the last line of the results file it has dealt with.
@@ -1191,6 +1221,27 @@ Status PublishStage::send_sinks_what_they_missed() {
   for (const auto& broker : mqtt_) start_from_mark(*broker);
   for (const auto& server : redis_) start_from_mark(*server);
   for (const auto& cluster : kafka_) start_from_mark(*cluster);
+  // A mark past the file's end: the sink took lines --resume cut, whose messages this run publishes again
+  // (a stop's last results, redone): those it took are not sent to it twice (seq went back at Redis,
+  // found 2026-12-07). The run folder keeps what was cut (resume.h's kResumeCutFile).
+  if (layout_) {
+    std::ifstream cut(layout_->run_dir + "/" + kResumeCutFile, std::ios::binary);
+    std::vector<std::pair<std::string, uint64_t>> past;  // (sink, lines of the cut it took)
+    uint64_t most = 0;
+    for (const auto& [name, mark] : read.settled) {
+      if (mark > jsonl_lines_) past.emplace_back(name, mark - jsonl_lines_), most = std::max(most, mark - jsonl_lines_);
+    }
+    std::string text;
+    for (uint64_t n = 1; cut && n <= most && std::getline(cut, text); ++n) {
+      const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("topic") || !j["topic"].is_string() || !j.contains("payload")) break;
+      const std::string identity = message_identity(j["topic"].get<std::string>(), j["payload"]);
+      if (identity.empty()) continue;
+      for (const auto& [name, lines] : past) {
+        if (n <= lines) sinks_took_before_cut_[name].insert(identity);
+      }
+    }
+  }
   if (missed.empty()) return Status::Ok();
   for (const auto& [name, line] : missed) {
     VAPIPE_LOG_WARN("publish: {} had not taken lines {}..{} of {} when the job stopped (a crash, a stop): their "

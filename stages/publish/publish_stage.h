@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -331,6 +332,10 @@ class PublishStage final : public Stage {
   Status send_sinks_what_they_missed();
   void write_sink_marks();
   std::map<std::string, uint64_t> sinks_settled_through() const;
+  static std::string message_identity(const std::string& topic, const nlohmann::json& payload);
+  // By sink name: the messages (message_identity) of lines --resume cut that the sink took; this run's
+  // messages of them are not sent to it again.
+  std::map<std::string, std::multiset<std::string>> sinks_took_before_cut_;
   bool sink_marks_unwritable_said_ = false;
   uint64_t sinks_undelivered_ = 0;
   WallClockSteps wall_clock_steps_;  // capture times from before a step of the wall clock, put on it

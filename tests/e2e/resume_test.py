@@ -197,6 +197,32 @@ class Resume(E2ETest):
                               for s in map(json.loads, cli.stdout.splitlines()))
         self.assertEqual(ended, from_results)
 
+    def test_a_stopped_and_resumed_jobs_webhook_gets_each_result_once_in_order(self):
+        """Ctrl-C, then --resume: the file is cut at the first stream's "stopped" end and the results
+        after it are redone. The webhook took some of those before the stop: the resumed run sends it
+        what it had not taken, and not what it had (seq went back at Redis, 7 to 16 twice a stream;
+        found 2026-12-07). Only the stopped run's ends and summary stay as they were sent."""
+        receiver = WebhookReceiver()
+        self.addCleanup(receiver.close)
+        hook = {"url": f"http://127.0.0.1:{receiver.port}/hook", "topics": ["results/", "events/"],
+                "queue_policy": "block"}
+        config, jsonl = self.write_job(publish={"webhooks": [hook]})
+        run = Run(config)
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) > 300):
+            time.sleep(0.05)
+        run.signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=60), -signal.SIGINT, run.stderr[-3000:])
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertRegex(err, r"\((\d+) complete lines after it are redone\)")
+        got = [(r["topic"], r["json"]["payload"]) for r in receiver.received]
+        for sid, _, frames in STREAMS:
+            seqs = [p["seq"] for t, p in got if t == f"results/{sid}"]
+            self.assertEqual(seqs, list(range(frames)), f"stream {sid}: each result once, in order")
+            events = [p["event"] for t, p in got if t == f"events/{sid}" and p.get("message") != "stopped"]
+            self.assertEqual(events, ["started", "eos"], f"stream {sid}")
+
     def test_a_stage_that_crashes_mid_job_restarts_it_from_the_jsonl_file(self):
         """No --resume: the supervisor itself restarts a job whose stage crashed, and an archive job
         then goes on from its JSON-lines file."""
