@@ -104,6 +104,7 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   SupervisorOptions options;
   options.self_exe = self_exe;
   options.check_streams = &streams_readable_here;
+  options.deliver_what_sinks_missed = &PublishStage::deliver_what_sinks_missed;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--job-id" && i + 1 < args.size()) {
       options.job_id = args[++i];

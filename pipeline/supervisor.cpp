@@ -294,6 +294,16 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         VAPIPE_LOG_WARN("--resume: stream '{}' failed in an earlier run ({}); it is not run again: give it a new id, "
                         "or run the job without --resume, to classify it", id, p.message);
       }
+      // Its sinks' messages that a receiver down at its end did not take (exit 7 then): sent now.
+      uint64_t undelivered = 0;
+      if (options.deliver_what_sinks_missed) {
+        auto missed = options.deliver_what_sinks_missed(config);
+        if (!missed.ok()) {
+          VAPIPE_LOG_ERROR("--resume: {}", missed.status().message());
+        } else {
+          undelivered = *missed;
+        }
+      }
       // Its summary file, where the run that ended could not write it (a full disk then).
       if (!config.job.summary_path.empty() && !plan->summary_json.empty() &&
           !std::filesystem::exists(config.job.summary_path, ec)) {
@@ -304,7 +314,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
         }
       }
       cleanup_job_resources(config, job_id, lanes);
-      return RunOutcome{failed.empty() ? kExitOk : kExitStreamsFailed};
+      return RunOutcome{!failed.empty() ? kExitStreamsFailed : undelivered > 0 ? kExitSinksUndelivered : kExitOk};
     }
     if (!plan->cut_reason.empty()) {
       VAPIPE_LOG_INFO("--resume: {} is kept up to line {} ({} bytes); cut from {} ({} complete lines after it are "

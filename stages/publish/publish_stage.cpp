@@ -1129,6 +1129,39 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
   }
 }
 
+Result<uint64_t> PublishStage::deliver_what_sinks_missed(const Config& config) {
+  if (config.job.mode != JobMode::kArchive || config.publish.jsonl_path.empty() ||
+      results_path_is_timed(config.publish.jsonl_path)) {
+    return uint64_t{0};
+  }
+  const std::string marks_path = sink_marks_path(config.publish.jsonl_path);
+  VAPIPE_ASSIGN_OR_RETURN(SinkMarks marks, read_sink_marks(marks_path));
+  VAPIPE_ASSIGN_OR_RETURN(const uint64_t lines, count_file_lines(config.publish.jsonl_path));
+  if (std::none_of(marks.settled.begin(), marks.settled.end(), [&](const auto& m) { return m.second < lines; })) {
+    return uint64_t{0};  // (no sink behind: none is connected to)
+  }
+  PublishStage stage;
+  stage.config_ = &config;
+  stage.resumed_ = true;
+  stage.jsonl_file_ = config.publish.jsonl_path;
+  stage.sink_marks_path_ = marks_path;
+  stage.jsonl_lines_ = lines;
+  for (size_t i = 0; i < config.publish.webhooks.size(); ++i) {
+    stage.webhooks_.push_back(stage.make_webhook(config.publish.webhooks[i], i, {}));
+  }
+  for (size_t i = 0; i < config.publish.mqtt.size(); ++i) stage.mqtt_.push_back(stage.make_mqtt(config.publish.mqtt[i], i, {}));
+  for (size_t i = 0; i < config.publish.redis.size(); ++i) {
+    stage.redis_.push_back(stage.make_redis(config.publish.redis[i], i, {}));
+  }
+  for (size_t i = 0; i < config.publish.kafka.size(); ++i) {
+    stage.kafka_.push_back(stage.make_kafka(config.publish.kafka[i], i, {}));
+  }
+  VAPIPE_RETURN_IF_ERROR(stage.send_sinks_what_they_missed());
+  stage.finish_sinks(true);
+  stage.write_sink_marks();
+  return stage.sinks_undelivered_;
+}
+
 // What makes a message the same one when a run redoes it: a result's stream and seq, a segment's event,
 // label and first frame, an event's kind and words (the topic names the stream). "" for the summary and
 // what has none: always sent.

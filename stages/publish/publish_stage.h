@@ -72,6 +72,11 @@ void cut_partial_last_line(const std::string& path);
 class PublishStage final : public Stage {
  public:
   explicit PublishStage(BusFactory factory = nullptr) : factory_(std::move(factory)) {}
+  // `vapipe run --resume` of an archive job already complete in its results file: its sinks get the
+  // file's lines after their delivery marks (what a receiver down at the job's end did not take), with
+  // the long wait of a job's end; the number of messages its block sinks still did not take. Nothing
+  // is published on the bus, nothing written to the file.
+  static Result<uint64_t> deliver_what_sinks_missed(const Config& config);
   ~PublishStage() override;
   StageKind kind() const override { return StageKind::kPublish; }
   Status open(const StageContext& ctx) override;

@@ -197,6 +197,8 @@ class WebhookReceiver:
         # Cleared: requests wait unanswered until it is set again (a receiver that stalls).
         answering = self.answering = threading.Event()
         answering.set()
+        # Set: requests are answered 503 and not recorded (a receiver that is down).
+        refusing = self.refusing = threading.Event()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as vapipe's client uses it
@@ -204,6 +206,11 @@ class WebhookReceiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 answering.wait()
+                if refusing.is_set():
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 kind = self.headers.get("Content-Type", "")
                 text = kind.startswith("text/plain")
                 received.append({"at": time.time(), "path": self.path, "topic": self.headers.get("X-Vapipe-Topic"),

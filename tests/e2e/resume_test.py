@@ -291,6 +291,35 @@ class Resume(E2ETest):
         self.assertEqual(len(got), len(wanted), "messages of the file the webhook never got")
         self.assertEqual(list(marks["settled"].values()), [len(lines)])
 
+    def test_resume_of_a_complete_job_sends_its_sinks_what_they_had_not_taken(self):
+        """A block webhook down at the job's end: the job exits 7, its results file whole. Once the
+        receiver is back, `vapipe run --resume` sends it what it had not taken (the file's lines after
+        its delivery mark), and exits 0; the file is not written."""
+        receiver = WebhookReceiver()
+        self.addCleanup(receiver.close)
+        hook = {"url": f"http://127.0.0.1:{receiver.port}/hook", "topics": ["events/", "job/summary"],
+                "queue_policy": "block"}
+        config, jsonl = self.write_job(publish={"webhooks": [hook]}, job={"stage_timeout_s": 4})
+        receiver.refusing.set()
+        run = Run(config)
+        self.assertEqual(run.wait(timeout=300), 7, run.stderr[-3000:])
+        self.assertEqual(receiver.received, [])
+        with open(jsonl) as f:
+            before = f.read()
+        receiver.refusing.clear()
+        code, out, err = self.run_resume(config)
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertIn("is already complete", err)
+        self.assertRegex(err, r"publish\.webhooks\[0\] \(http://127\.0\.0\.1:\d+\) had not taken lines 1\.\.\d+ of ")
+        with open(jsonl) as f:
+            self.assertEqual(f.read(), before)
+        wanted = [(m["topic"], m["payload"]) for m in read_jsonl(jsonl) if
+                  (m["topic"].startswith("events/") or m["topic"] == "job/summary")]
+        self.assertEqual([(r["topic"], r["json"]["payload"]) for r in receiver.received], wanted)
+        code, _, err = self.run_resume(config)  # nothing left to send: no connection, exit 0
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertEqual(len(receiver.received), len(wanted))
+
     def test_a_second_job_on_the_same_results_file_is_refused_while_the_first_runs(self):
         """Two jobs appending to one JSON-lines file (a cron run overlapping the last one, a job started
         twice) would break its exactly-once record: the second stops at once, naming the file, and the
