@@ -273,7 +273,20 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
       // (A connection closed at once, or reset: "System error"; closed after the request: end-of-file.)
       text += ": its server closed the connection (a camera restarting, or one that takes no more clients; or another "
               "kind of server on that port)";
+    } else if (err->code == GST_RESOURCE_ERROR_SEEK && source_type == "GstSoupHTTPSrc") {
+      // souphttpsrc goes on after a dropped connection with a request for the rest (Range): a server
+      // that takes none leaves only this (found 2026-12-07).
+      text += ": its server closed the connection before the file's end, and takes no request for the rest of it "
+              "(Range): the file cannot be read whole from there (a server or proxy that cuts long downloads?)";
     }
+  }
+  // A file's HTTP connection that broke part way, and whose request for the rest (Range) failed too:
+  // souphttpsrc's loop stops with an error it does not say (found 2026-12-07: "Internal data stream error").
+  if (err && err->domain == GST_STREAM_ERROR && source_type == "GstSoupHTTPSrc" && debug &&
+      std::strstr(debug, "reason error")) {
+    text += ": its server closed the connection before the file's end, and the request for the rest of it (Range) "
+            "failed too: the file cannot be read whole from there (a server restarting, or one or a proxy that cuts "
+            "long downloads?)";
   }
   // An MPEG-TS file whose program changes part way (two recorders' files joined with `cat`: other PIDs,
   // another program): tsdemux replaces its pads, and the new video pad, which the stream is not read

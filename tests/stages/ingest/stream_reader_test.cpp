@@ -3211,6 +3211,37 @@ TEST_F(StreamReaderTest, HttpUriFromARealServerOnLoopback) {
   serve.join();
 }
 
+// A file's server that closes the connection half way (its length said whole), and again when asked for
+// the rest (Range): said so, not only GStreamer's "Internal data stream error" (one that takes no Range
+// request is said too: "Server does not support seeking").
+TEST_F(StreamReaderTest, AnHttpFileWhoseServerStopsHalfWayIsAnErrorSayingSo) {
+  const std::string clip = encode_clip("halved.mp4", "snow", 60, 320, 240, "mp4mux faststart=true", "bframes=0");
+  std::ifstream in(clip, std::ios::binary);
+  auto bytes = std::make_shared<std::string>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  httplib::Server http;
+  http.Get("/halved.mp4", [bytes](const httplib::Request&, httplib::Response& res) {
+    res.set_content_provider(bytes->size(), "video/mp4", [bytes](size_t offset, size_t, httplib::DataSink& sink) {
+      if (offset >= bytes->size() / 2) return false;  // the connection closed, the rest unsent
+      sink.write(bytes->data() + offset, bytes->size() / 2 - offset);
+      return true;
+    });
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { http.listen_after_bind(); });
+  auto reader = StreamReader::create(stream("web", "http://127.0.0.1:" + std::to_string(port) + "/halved.mp4"), 0, ingest_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CollectingEmitter out;
+  ASSERT_TRUE((*reader)->run(out, flags_).ok());
+  ASSERT_FALSE(out.messages.empty());
+  EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
+  EXPECT_NE(out.messages.back().event.message.find("its server closed the connection before the file's end, and the "
+                                                   "request for the rest of it (Range) failed too"),
+            std::string::npos)
+      << out.messages.back().event.message;
+  http.stop();
+  serve.join();
+}
+
 }  // namespace
 }  // namespace vapipe
 
