@@ -249,7 +249,7 @@ class LiveRtsp(E2ETest):
                                                  "mqtt": [{"url": broker.url, "topics": ["events/"], "home_assistant": True,
                                                            "labels": ["smpte", "pinwheel"]}],
                                                  "webhooks": [{"url": f"http://127.0.0.1:{ntfy.port}/door-alerts",
-                                                               "topics": ["segments/door"], "format": "text",
+                                                               "topics": ["segments/door*"], "format": "text",
                                                                "attach_pictures": True, "attach_clips": True}]})
         self.subscriber = Subscriber(endpoint, self.dir)
         started_s = time.time()
@@ -288,7 +288,7 @@ class LiveRtsp(E2ETest):
         self.assertEqual(code, 0, run.stderr[-3000:])
         # The ntfy webhook (format text) attaches pictures and clips up to ntfy.sh's 15 MB, said at start.
         self.assertRegex(run.stderr, r"publish\.webhooks\[0\] \(http://127\.0\.0\.1:\d+\) receives the messages on "
-                                     r"segments/door \(.*\); with their pictures and clips attached, up to 15 MB "
+                                     r"segments/door\* \(.*\); with their pictures and clips attached, up to 15 MB "
                                      r"\(the format's receiver's\)")
         self.assertGreaterEqual(after["yard"], before["yard"] + 40, run.stderr[-3000:])
         messages = self.subscriber.wait(timeout=30)
