@@ -19,6 +19,7 @@
 #include <zmq_addon.hpp>
 
 #include "pipeline/logging.h"
+#include "pipeline/token_file.h"
 #include "pipeline/transport.h"
 
 namespace vapipe {
@@ -270,10 +271,7 @@ Result<CurveKeyPair> read_curve_secret_key_file(const std::string& path) {
     return InvalidArgument(path + ": cannot derive the public key (" + zmq_strerror(zmq_errno()) +
                            "; does this libzmq support CURVE?)");
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077)) {
-    VAPIPE_LOG_WARN("{} can be read by other users; `chmod 600 {}` keeps the secret key private", path, path);
-  }
+  warn_if_others_may_read(path, "secret key");  // (once, by the run or validate, not by each stage)
   return CurveKeyPair{pub, keys[0]};
 }
 
