@@ -1929,6 +1929,41 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                         "' does not end in '.', '_' or '-', so the topics are '" + prefix + "results', '" + prefix +
                         "segments', ... (end it in '.' to set the kind apart)");
     }
+    // A sink's stream topic is taken whole: one that names no stream while some ids start with it (a
+    // watched folder's files, cam1-0800; a live job's streams) took them before 2026-12-07 and now takes
+    // none, which nothing said (an archive job's is an error, above).
+    const auto note_partial_topics = [&](const std::string& key, const std::vector<std::string>& topics) {
+      for (const std::string& t : topics) {
+        const size_t slash = t.find('/');
+        if (slash == std::string::npos || slash + 1 >= t.size() || t.back() == '*' || t.rfind("job/", 0) == 0) continue;
+        const std::string named = t.substr(slash + 1);
+        bool exact = false;
+        std::string starting;
+        for (const StreamConfig& st : c.streams) {
+          exact = exact || st.id == named;
+          if (st.id != named && st.id.rfind(named, 0) == 0 && starting.size() < 120) {
+            starting += (starting.empty() ? "'" : ", '") + st.id + "'";
+          }
+        }
+        if (!exact && (!starting.empty() || !c.watches.empty())) {
+          c.notes.push_back(key + ".topics: '" + t + "' takes stream '" + named + "''s messages alone (a stream's topic "
+                            "is taken whole)" + (starting.empty() ? std::string(", and a watched folder's files are "
+                                                                                  "streams of their own, named by their files")
+                                                                  : ", not those of " + starting) +
+                            ": '" + t + "*' takes every stream whose id starts with '" + named + "'");
+        }
+      }
+    };
+    for (size_t i = 0; i < c.publish.webhooks.size(); ++i) {
+      note_partial_topics("publish.webhooks[" + std::to_string(i) + "]", c.publish.webhooks[i].topics);
+    }
+    for (size_t i = 0; i < c.publish.mqtt.size(); ++i) note_partial_topics("publish.mqtt[" + std::to_string(i) + "]", c.publish.mqtt[i].topics);
+    for (size_t i = 0; i < c.publish.redis.size(); ++i) {
+      note_partial_topics("publish.redis[" + std::to_string(i) + "]", c.publish.redis[i].topics);
+    }
+    for (size_t i = 0; i < c.publish.kafka.size(); ++i) {
+      note_partial_topics("publish.kafka[" + std::to_string(i) + "]", c.publish.kafka[i].topics);
+    }
     // A sink's secret sent unencrypted beyond this host (a bearer token over http://, a password over
     // mqtt://, SASL PLAIN over kafka://) is read by anyone on the network between: said where the job
     // starts, as an open bus is (found 2026-12-07: nothing said it).

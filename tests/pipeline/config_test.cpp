@@ -1578,6 +1578,22 @@ TEST(Config, AResultsFileNamedByTheTimeIsALiveJobs) {
        "publish.jsonl_keep: only with a publish.jsonl_path named by the time"}}, "/cfg");
 }
 
+// A live job's (or a watched folder's) sink topic that names no stream while some ids start with it took
+// them before a stream's topic was taken whole: noted, with the '*' that takes them.
+TEST(Config, ALiveJobsSinkTopicThatIsAPartOfIdsIsNoted) {
+  auto c = load_config_string(
+      "job: {mode: live}\nstreams: [{id: cam1-day, uri: 'rtsp://cam/a'}, {id: cam1-night, uri: 'rtsp://cam/b'}]\n"
+      "infer: {model: m, labels: l}\npublish:\n  webhooks: [{url: 'https://h/x', topics: [events/cam1, events/cam1-day]}]\n",
+      "job.yaml", "/cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::string notes;
+  for (const std::string& n : c->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("publish.webhooks[0].topics: 'events/cam1' takes stream 'cam1''s messages alone (a stream's "
+                       "topic is taken whole), not those of 'cam1-day', 'cam1-night': 'events/cam1*' takes every "
+                       "stream whose id starts with 'cam1'"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("'events/cam1-day'"), std::string::npos) << notes;
+}
+
 // A sink's secret that crosses the network unencrypted is said where the job starts (a note); over TLS,
 // or to this host, it is not.
 TEST(Config, ASinksSecretSentUnencryptedBeyondThisHostIsNoted) {
