@@ -1072,12 +1072,12 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
   std::optional<std::string> identity;  // (message_identity, once, where a sink took lines --resume cut)
   const auto takes = [&](auto& sink) {
     if (only_after) {
-      const auto mark = only_after->find(sink.name());
+      const auto mark = only_after->find(sink.delivery_key());
       if (mark == only_after->end() || mark->second >= file_line) return false;
     }
     if (file_line > 0) sink.offer_line(file_line);
     if (!sinks_took_before_cut_.empty()) {
-      if (auto took = sinks_took_before_cut_.find(sink.name()); took != sinks_took_before_cut_.end()) {
+      if (auto took = sinks_took_before_cut_.find(sink.delivery_key()); took != sinks_took_before_cut_.end()) {
         if (!identity) identity = message_identity(topic, payload);
         if (auto it = took->second.find(*identity); it != took->second.end()) {
           took->second.erase(it);  // it has this one: dealt with
@@ -1184,10 +1184,10 @@ std::string PublishStage::message_identity(const std::string& topic, const nlohm
 // Each sink's name, and the last line of the results file it has dealt with.
 std::map<std::string, uint64_t> PublishStage::sinks_settled_through() const {
   std::map<std::string, uint64_t> settled;
-  for (const auto& hook : webhooks_) settled[hook->name()] = hook->settled_through();
-  for (const auto& broker : mqtt_) settled[broker->name()] = broker->settled_through();
-  for (const auto& server : redis_) settled[server->name()] = server->settled_through();
-  for (const auto& cluster : kafka_) settled[cluster->name()] = cluster->settled_through();
+  for (const auto& hook : webhooks_) settled[hook->delivery_key()] = hook->settled_through();
+  for (const auto& broker : mqtt_) settled[broker->delivery_key()] = broker->settled_through();
+  for (const auto& server : redis_) settled[server->delivery_key()] = server->settled_through();
+  for (const auto& cluster : kafka_) settled[cluster->delivery_key()] = cluster->settled_through();
   return settled;
 }
 
@@ -1233,20 +1233,43 @@ Status PublishStage::send_sinks_what_they_missed() {
     std::random_device random;
     sink_marks_run_id_ = fmt::format("{:08x}{:08x}", random(), random());
   }
-  for (size_t i = 0; i < webhooks_.size(); ++i) {
-    webhooks_[i]->key_by_file_line(sink_marks_run_id_ + "-" + std::to_string(i) + "-");
+  // Each sink known by where it delivers, not by its place in the list (a webhook added before another
+  // got that one's backlog; found 2026-12-07).
+  const auto fnv = [](const std::string& text) {
+    uint32_t h = 2166136261u;
+    for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
+    return fmt::format("{:08x}", h);
+  };
+  for (const auto& hook : webhooks_) {
+    const std::string where = fnv(config_->publish.webhooks[hook->stats().index].url);
+    hook->set_delivery_key("webhook " + where);
+    hook->key_by_file_line(sink_marks_run_id_ + "-" + where + "-");
+  }
+  for (const auto& broker : mqtt_) {
+    const MqttConfig& m = config_->publish.mqtt[broker->stats().index];
+    broker->set_delivery_key("mqtt " + fnv(m.url + "|" + m.topic_prefix));
+  }
+  for (const auto& server : redis_) {
+    const RedisConfig& r = config_->publish.redis[server->stats().index];
+    server->set_delivery_key("redis " + fnv(r.url + "|" + r.key_prefix));
+  }
+  for (const auto& cluster : kafka_) {
+    const KafkaConfig& k = config_->publish.kafka[cluster->stats().index];
+    cluster->set_delivery_key("kafka " + fnv(k.url + "|" + k.topic_prefix));
   }
   // Each sink's mark to start from: the one it had, or the file's end (a sink new to the job gets what
   // comes from here on). A mark past the file's end is of lines --resume cut (a stopped run's last
   // events and summary), which this run publishes again.
   std::map<std::string, uint64_t> missed;  // of the sinks whose mark is before the file's end
   uint64_t first = jsonl_lines_;
+  std::map<std::string, std::string> names;  // by delivery key, for the log
   const auto start_from_mark = [&](auto& sink) {
-    const auto mark = read.settled.find(sink.name());
+    names[sink.delivery_key()] = sink.name();
+    const auto mark = read.settled.find(sink.delivery_key());
     const uint64_t from = mark == read.settled.end() ? jsonl_lines_ : std::min(mark->second, jsonl_lines_);
     sink.offer_line(from);
     if (from < jsonl_lines_) {
-      missed[sink.name()] = from;
+      missed[sink.delivery_key()] = from;
       first = std::min(first, from);
     }
   };
@@ -1276,9 +1299,9 @@ Status PublishStage::send_sinks_what_they_missed() {
     }
   }
   if (missed.empty()) return Status::Ok();
-  for (const auto& [name, line] : missed) {
+  for (const auto& [key, line] : missed) {
     VAPIPE_LOG_WARN("publish: {} had not taken lines {}..{} of {} when the job stopped (a crash, a stop): their "
-                    "messages go to it again first", name, line + 1, jsonl_lines_, jsonl_file_);
+                    "messages go to it again first", names[key], line + 1, jsonl_lines_, jsonl_file_);
   }
   std::ifstream in(jsonl_file_, std::ios::binary);
   if (!in) return Unavailable(jsonl_file_ + ": cannot be read again: " + std::strerror(errno));

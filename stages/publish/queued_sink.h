@@ -103,6 +103,11 @@ class QueuedSink {
     changed_.notify_all();
   }
   std::string name() const { return name_.str(); }
+  // What names the receiver in the sinks' delivery marks, whatever its place in the config's list
+  // ("webhook 3f9c0d21": its kind and a hash of where it delivers; set by publish); its name until set.
+  // Publish's thread.
+  const std::string& delivery_key() const { return delivery_key_.empty() ? delivery_name_ = name() : delivery_key_; }
+  void set_delivery_key(std::string key) { delivery_key_ = std::move(key); }
   QueuePolicy queue_policy() const { return policy_; }
   // An archive job's results file: the message of its line `line` is offered to this sink now, whether
   // the sink wants it or not (publish's thread, before wants()). What is pushed until the next offer
@@ -225,6 +230,8 @@ class QueuedSink {
   bool drop_logged_ = false;  // a full queue's drops said (again once it is reached again)
 
  private:
+  std::string delivery_key_;
+  mutable std::string delivery_name_;         // (delivery_key's, before one is set)
   uint64_t offered_through_ = 0;              // offer_line's last
   std::multiset<uint64_t> unsettled_lines_;   // pushed, not yet settled (settled_through)
   const size_t max_queued_;

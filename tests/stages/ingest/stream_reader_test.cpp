@@ -3615,7 +3615,9 @@ TEST_F(ReconnectTest, ASnapshotUrlIsFetchedAgainAtMaxFpsWithoutReconnecting) {
     EXPECT_EQ(frames[i]->frame.width, 160u);
     // Stamped as they arrive: rising (their spacing is the fetches' less their times to answer, which a
     // loaded machine stretches for one and not the next: 88 ms once, in CI).
-    if (i > 0) EXPECT_GT(frames[i]->env.pts_ns, frames[i - 1]->env.pts_ns) << "frame " << i;
+    if (i > 0) {
+      EXPECT_GT(frames[i]->env.pts_ns, frames[i - 1]->env.pts_ns) << "frame " << i;
+    }
   }
   EXPECT_GE(took_s, 5 * 0.2 * 0.9) << "polled faster than max_fps";  // (the fetches' starts are 0.2 s apart)
   EXPECT_GE(requests.load(), 6);

@@ -1811,14 +1811,18 @@ TEST_F(PublishStageTest, ARestartedArchiveJobsSinksGetTheLinesAfterTheirDelivery
   auto marks = read_sink_marks(marks_path);
   ASSERT_TRUE(marks.ok()) << marks.status().message();
   EXPECT_EQ(marks->results_file, config_.publish.jsonl_path);
-  EXPECT_EQ(marks->settled, (std::map<std::string, uint64_t>{{stage_->webhooks()[0]->name(), 0}}));
+  // Known by where it delivers ("webhook " and a hash of its url), not by its place in the list.
+  const std::string key = stage_->webhooks()[0]->delivery_key();
+  ASSERT_EQ(key.rfind("webhook ", 0), 0u) << key;
+  const std::string where = key.substr(8);
+  EXPECT_EQ(marks->settled, (std::map<std::string, uint64_t>{{key, 0}}));
   std::vector<std::string> first_keys;
   {
     std::lock_guard<std::mutex> lock(refused_mutex);
     ASSERT_FALSE(refused_keys.empty());
     first_keys = {refused_keys.front()};
   }
-  EXPECT_EQ(first_keys[0], "\"" + marks->run_id + "-0-1\"");
+  EXPECT_EQ(first_keys[0], "\"" + marks->run_id + "-" + where + "-1\"");
 
   // --resume: the supervisor cuts the file after the kept lines and hands the stages its plan.
   auto plan = read_resume_plan(config_);
@@ -1829,14 +1833,15 @@ TEST_F(PublishStageTest, ARestartedArchiveJobsSinksGetTheLinesAfterTheirDelivery
   ASSERT_TRUE(write_resume_plan(*plan, plan_path).ok());
   ::setenv(kResumePlanEnv, plan_path.c_str(), 1);
   refuse = false;
-  config_.publish.webhooks.push_back(events_webhook(newcomer.port(), QueuePolicy::kBlock));
+  // A webhook new to the job, first in the list: the first's backlog stays the first's.
+  config_.publish.webhooks.insert(config_.publish.webhooks.begin(), events_webhook(newcomer.port(), QueuePolicy::kBlock));
   make_stage();
   open();
   ::unsetenv(kResumePlanEnv);
   const auto got = receiver.wait_for(2);
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].idempotency_key, "\"" + marks->run_id + "-0-1\"");
-  EXPECT_EQ(got[1].idempotency_key, "\"" + marks->run_id + "-0-2\"");
+  EXPECT_EQ(got[0].idempotency_key, "\"" + marks->run_id + "-" + where + "-1\"");
+  EXPECT_EQ(got[1].idempotency_key, "\"" + marks->run_id + "-" + where + "-2\"");
   EXPECT_EQ(nlohmann::json::parse(got[0].body)["payload"]["event"], "started");
   EXPECT_EQ(nlohmann::json::parse(got[1].body)["payload"]["event"], "eos");
   ASSERT_TRUE(stage_->process(testing::end_message(1, 0), out_).ok());
@@ -1848,8 +1853,9 @@ TEST_F(PublishStageTest, ARestartedArchiveJobsSinksGetTheLinesAfterTheirDelivery
   marks = read_sink_marks(marks_path);
   ASSERT_TRUE(marks.ok());
   const uint64_t lines = count_file_lines(config_.publish.jsonl_path).value();  // (the summary's last)
-  EXPECT_EQ(marks->settled, (std::map<std::string, uint64_t>{{stage_->webhooks()[0]->name(), lines},
-                                                             {stage_->webhooks()[1]->name(), lines}}));
+  EXPECT_EQ(marks->settled, (std::map<std::string, uint64_t>{{stage_->webhooks()[0]->delivery_key(), lines},
+                                                             {stage_->webhooks()[1]->delivery_key(), lines}}));
+  EXPECT_EQ(stage_->webhooks()[1]->delivery_key(), key);
 }
 
 // Never taken: said, and the exit status says so (within half of job.stage_timeout_s, the watchdog's).
