@@ -3,6 +3,7 @@
 #include <zmq_addon.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -96,11 +97,23 @@ Result<std::unique_ptr<MessageSender>> MessageSender::connect(const std::string&
 Status MessageSender::send(const Message& msg, const std::atomic<bool>* cancel) {
   EncodedMessage enc = encode_message(msg, by_reference_);
   const size_t parts = 1 + enc.inline_payloads.size();
+  // A signal that comes while a send waits (the stop's SIGTERM to a stage held up by the one after it)
+  // interrupts it: no failure, the message goes on waiting. Before, it was dropped and its frames were
+  // missing from the middle of the results file, which --resume then refused (found 2026-12-07).
+  const auto send_part = [this](zmq::message_t& part, zmq::send_flags flags) -> zmq::send_result_t {
+    while (true) {
+      try {
+        return socket_.send(part, flags);
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
+  };
   try {
     zmq::message_t header(enc.header.data(), enc.header.size());
     // The first part waits for room (back-pressure); once it is queued ZeroMQ takes the rest.
     while (true) {
-      auto sent = socket_.send(header, parts > 1 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      auto sent = send_part(header, parts > 1 ? zmq::send_flags::sndmore : zmq::send_flags::none);
       if (sent) break;
       if (cancel && cancel->load()) return Cancelled("send to " + endpoint_ + " cancelled");
     }
@@ -109,7 +122,7 @@ Status MessageSender::send(const Message& msg, const std::atomic<bool>* cancel) 
       auto* keep = new std::shared_ptr<PayloadStorage>(p.storage());
       zmq::message_t part(p.data(), p.size(), release_payload_storage, keep);
       bool last = i + 1 == enc.inline_payloads.size();
-      while (!socket_.send(part, last ? zmq::send_flags::none : zmq::send_flags::sndmore)) {
+      while (!send_part(part, last ? zmq::send_flags::none : zmq::send_flags::sndmore)) {
       }
     }
   } catch (const zmq::error_t& e) {
