@@ -297,7 +297,7 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
       // Its sinks' messages that a receiver down at its end did not take (exit 7 then): sent now.
       uint64_t undelivered = 0;
       if (options.deliver_what_sinks_missed) {
-        auto missed = options.deliver_what_sinks_missed(config);
+        auto missed = options.deliver_what_sinks_missed(config, &flags.stop);
         if (!missed.ok()) {
           VAPIPE_LOG_ERROR("--resume: {}", missed.status().message());
         } else {

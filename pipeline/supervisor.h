@@ -57,8 +57,9 @@ struct SupervisorOptions {
   std::function<Status(const Config&)> check_streams;
   // `--resume` of an archive job already complete in its results file: sends its sinks the file's lines
   // after their delivery marks (a receiver down at the job's end: exit 7), as a restart would; returns
-  // how many messages they still did not take. Null: not sent (the supervisor has no sinks of its own).
-  std::function<Result<uint64_t>(const Config&)> deliver_what_sinks_missed;
+  // how many messages they still did not take; `stop` (a signal) cuts the wait. Null: not sent (the
+  // supervisor has no sinks of its own).
+  std::function<Result<uint64_t>(const Config&, const std::atomic<bool>* stop)> deliver_what_sinks_missed;
 };
 
 // Runs the job. A stage that crashes once every stage has opened is restarted (job.max_restarts in a

@@ -280,14 +280,6 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
               "(Range): the file cannot be read whole from there (a server or proxy that cuts long downloads?)";
     }
   }
-  // A file's HTTP connection that broke part way, and whose request for the rest (Range) failed too:
-  // souphttpsrc's loop stops with an error it does not say (found 2026-12-07: "Internal data stream error").
-  if (err && err->domain == GST_STREAM_ERROR && source_type == "GstSoupHTTPSrc" && debug &&
-      std::strstr(debug, "reason error")) {
-    text += ": its server closed the connection before the file's end, and the request for the rest of it (Range) "
-            "failed too: the file cannot be read whole from there (a server restarting, or one or a proxy that cuts "
-            "long downloads?)";
-  }
   // An MPEG-TS file whose program changes part way (two recorders' files joined with `cat`: other PIDs,
   // another program): tsdemux replaces its pads, and the new video pad, which the stream is not read
   // from, says only "Internal data stream error" (not-linked). Found 2026-12-07.
@@ -301,7 +293,15 @@ std::optional<std::string> pop_bus_error(GstBus* bus, const StreamConfig& stream
   // our own says why (refused, no answer, a name that does not resolve, a refused certificate).
   if (err && err->domain == GST_STREAM_ERROR && err->code == GST_STREAM_ERROR_FAILED &&
       source_type == "GstSoupHTTPSrc") {
-    if (std::string why = connection_failure(stream); !why.empty()) text += ": " + why;
+    if (std::string why = connection_failure(stream); !why.empty()) {
+      text += ": " + why;
+    } else if (debug && std::strstr(debug, "reason error")) {
+      // A server that can be reached, whose connection broke part way, and whose request for the rest
+      // (Range) failed too: souphttpsrc's loop stops with an error it does not say (found 2026-12-07).
+      text += ": its server closed the connection before the file's end, and the request for the rest of it (Range) "
+              "failed too: the file cannot be read whole from there (a server restarting, or one or a proxy that cuts "
+              "long downloads?)";
+    }
   }
   // A process out of descriptors fails to open anything, and GStreamer says only "Could not open".
   if (debug && std::strstr(debug, "Too many open files")) {

@@ -1129,7 +1129,7 @@ void PublishStage::send_to_sinks(const std::string& topic, const nlohmann::json&
   }
 }
 
-Result<uint64_t> PublishStage::deliver_what_sinks_missed(const Config& config) {
+Result<uint64_t> PublishStage::deliver_what_sinks_missed(const Config& config, const std::atomic<bool>* stop) {
   if (config.job.mode != JobMode::kArchive || config.publish.jsonl_path.empty() ||
       results_path_is_timed(config.publish.jsonl_path)) {
     return uint64_t{0};
@@ -1142,6 +1142,7 @@ Result<uint64_t> PublishStage::deliver_what_sinks_missed(const Config& config) {
   }
   PublishStage stage;
   stage.config_ = &config;
+  stage.stop_requested_ = stop;  // (a block sink's wait for room, and the end's wait, end at a signal)
   stage.resumed_ = true;
   stage.jsonl_file_ = config.publish.jsonl_path;
   stage.sink_marks_path_ = marks_path;
@@ -1240,22 +1241,41 @@ Status PublishStage::send_sinks_what_they_missed() {
     for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
     return fmt::format("{:08x}", h);
   };
+  // Two sinks alike in all of that (the same url, headers, chat, topics) are told apart by their order.
+  std::map<std::string, int> seen;
+  const auto unique = [&](std::string key) {
+    const int n = ++seen[key];
+    return n == 1 ? key : key + "." + std::to_string(n);
+  };
+  const auto joined = [](const std::vector<std::string>& items) {
+    std::string text;
+    for (const std::string& item : items) text += item + ",";
+    return text;
+  };
   for (const auto& hook : webhooks_) {
-    const std::string where = fnv(config_->publish.webhooks[hook->stats().index].url);
+    const WebhookConfig& w = config_->publish.webhooks[hook->stats().index];
+    std::string headers;
+    for (const auto& [name, value] : w.headers) headers += name + "=" + value + ";";
+    // (two bots' chats, two API keys at one url: two receivers)
+    const std::string where = unique(fnv(w.url + "|" + w.format + "|" + w.telegram_chat_id + "|" + headers + "|" +
+                                         w.token + "|" + joined(w.topics) + "|" + joined(w.labels)));
     hook->set_delivery_key("webhook " + where);
     hook->key_by_file_line(sink_marks_run_id_ + "-" + where + "-");
   }
   for (const auto& broker : mqtt_) {
     const MqttConfig& m = config_->publish.mqtt[broker->stats().index];
-    broker->set_delivery_key("mqtt " + fnv(m.url + "|" + m.topic_prefix));
+    broker->set_delivery_key(
+        "mqtt " + unique(fnv(m.url + "|" + m.username + "|" + m.topic_prefix + "|" + joined(m.topics) + "|" + joined(m.labels))));
   }
   for (const auto& server : redis_) {
     const RedisConfig& r = config_->publish.redis[server->stats().index];
-    server->set_delivery_key("redis " + fnv(r.url + "|" + r.key_prefix));
+    server->set_delivery_key(
+        "redis " + unique(fnv(r.url + "|" + r.key_prefix + "|" + joined(r.topics) + "|" + joined(r.labels))));
   }
   for (const auto& cluster : kafka_) {
     const KafkaConfig& k = config_->publish.kafka[cluster->stats().index];
-    cluster->set_delivery_key("kafka " + fnv(k.url + "|" + k.topic_prefix));
+    cluster->set_delivery_key(
+        "kafka " + unique(fnv(k.url + "|" + k.topic_prefix + "|" + joined(k.topics) + "|" + joined(k.labels))));
   }
   // Each sink's mark to start from: the one it had, or the file's end (a sink new to the job gets what
   // comes from here on). A mark past the file's end is of lines --resume cut (a stopped run's last
@@ -1277,6 +1297,14 @@ Status PublishStage::send_sinks_what_they_missed() {
   for (const auto& broker : mqtt_) start_from_mark(*broker);
   for (const auto& server : redis_) start_from_mark(*server);
   for (const auto& cluster : kafka_) start_from_mark(*cluster);
+  // A mark of no sink of this config (its url, headers, topics or labels changed since): what it had not
+  // taken is not sent anywhere, which is said (it went unsaid; found 2026-12-07).
+  for (const auto& [key, line] : read.settled) {
+    if (names.count(key) || line >= jsonl_lines_) continue;
+    VAPIPE_LOG_WARN("publish: the delivery marks of {} name a sink ({}) that this config has no more (its url, "
+                    "headers, topics or labels changed?): lines {}..{}, which it had not taken, are sent to no sink; "
+                    "a sink new to the job gets what comes from now on", jsonl_file_, key, line + 1, jsonl_lines_);
+  }
   // A mark past the file's end: the sink took lines --resume cut, whose messages this run publishes again
   // (a stop's last results, redone): those it took are not sent to it twice (seq went back at Redis,
   // found 2026-12-07). The run folder keeps what was cut (resume.h's kResumeCutFile).
@@ -1300,8 +1328,8 @@ Status PublishStage::send_sinks_what_they_missed() {
   }
   if (missed.empty()) return Status::Ok();
   for (const auto& [key, line] : missed) {
-    VAPIPE_LOG_WARN("publish: {} had not taken lines {}..{} of {} when the job stopped (a crash, a stop): their "
-                    "messages go to it again first", names[key], line + 1, jsonl_lines_, jsonl_file_);
+    VAPIPE_LOG_WARN("publish: {} had not taken lines {}..{} of {} when the job stopped (a crash, a stop, or "
+                    "its end with the receiver down): their messages go to it again first", names[key], line + 1, jsonl_lines_, jsonl_file_);
   }
   std::ifstream in(jsonl_file_, std::ios::binary);
   if (!in) return Unavailable(jsonl_file_ + ": cannot be read again: " + std::strerror(errno));

@@ -76,7 +76,7 @@ class PublishStage final : public Stage {
   // file's lines after their delivery marks (what a receiver down at the job's end did not take), with
   // the long wait of a job's end; the number of messages its block sinks still did not take. Nothing
   // is published on the bus, nothing written to the file.
-  static Result<uint64_t> deliver_what_sinks_missed(const Config& config);
+  static Result<uint64_t> deliver_what_sinks_missed(const Config& config, const std::atomic<bool>* stop);
   ~PublishStage() override;
   StageKind kind() const override { return StageKind::kPublish; }
   Status open(const StageContext& ctx) override;

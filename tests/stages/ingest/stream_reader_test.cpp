@@ -3234,8 +3234,9 @@ TEST_F(StreamReaderTest, AnHttpFileWhoseServerStopsHalfWayIsAnErrorSayingSo) {
   ASSERT_TRUE((*reader)->run(out, flags_).ok());
   ASSERT_FALSE(out.messages.empty());
   EXPECT_EQ(out.messages.back().kind, MessageKind::kStreamError);
-  EXPECT_NE(out.messages.back().event.message.find("its server closed the connection before the file's end, and the "
-                                                   "request for the rest of it (Range) failed too"),
+  // (httplib answers the Range request, and closes it too; a server that takes none: "... and takes no
+  // request for the rest of it (Range)")
+  EXPECT_NE(out.messages.back().event.message.find("its server closed the connection before the file's end"),
             std::string::npos)
       << out.messages.back().event.message;
   http.stop();

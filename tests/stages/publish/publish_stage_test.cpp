@@ -1858,6 +1858,25 @@ TEST_F(PublishStageTest, ARestartedArchiveJobsSinksGetTheLinesAfterTheirDelivery
   EXPECT_EQ(stage_->webhooks()[1]->delivery_key(), key);
 }
 
+// Two webhooks at one url (two API keys, two chats of one bot) are two receivers: marks and keys of
+// their own (they shared one: the second's mark hid the first's backlog; found 2026-12-07).
+TEST_F(PublishStageTest, SinksAtOneUrlHaveDeliveryMarksOfTheirOwn) {
+  testing::Receiver receiver;
+  const std::filesystem::path dir = testing::empty_temp_dir("sink-keys");
+  config_.job.mode = JobMode::kArchive;
+  config_.publish.jsonl_path = (dir / "results.jsonl").string();
+  WebhookConfig a = events_webhook(receiver.port(), QueuePolicy::kBlock), b = a, same_as_a = a;
+  a.headers = {{"X-Api-Key", "key-a"}};
+  b.headers = {{"X-Api-Key", "key-b"}};
+  same_as_a.headers = a.headers;
+  config_.publish.webhooks = {a, b, same_as_a};
+  open();
+  const auto& hooks = stage_->webhooks();
+  EXPECT_NE(hooks[0]->delivery_key(), hooks[1]->delivery_key());
+  EXPECT_EQ(hooks[2]->delivery_key(), hooks[0]->delivery_key() + ".2");
+  ASSERT_TRUE(stage_->close(out_).ok());
+}
+
 // Never taken: said, and the exit status says so (within half of job.stage_timeout_s, the watchdog's).
 TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatus) {
   testing::Receiver refusing;
