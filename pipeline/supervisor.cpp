@@ -321,8 +321,11 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                       "redone)", jsonl, plan->kept_lines, plan->keep_bytes, plan->cut_reason, plan->cut_lines);
       // What is cut, for publish's sinks, which may have taken some of it (resume.h's kResumeCutFile).
       if (std::ifstream whole(jsonl, std::ios::binary); whole) {
+        whole.seekg(0, std::ios::end);
+        const auto size = static_cast<uint64_t>(std::max<std::streamoff>(0, whole.tellg()));
         whole.seekg(static_cast<std::streamoff>(plan->keep_bytes));
-        std::string cut(static_cast<size_t>(kMostResumeCutBytes), '\0');
+        // (what is there, not 64 MB zero-filled at every resume)
+        std::string cut(static_cast<size_t>(std::min(kMostResumeCutBytes, size - std::min(size, plan->keep_bytes))), '\0');
         whole.read(cut.data(), static_cast<std::streamsize>(cut.size()));
         cut.resize(static_cast<size_t>(whole.gcount()));
         (void)write_file_atomically(layout.run_dir + "/" + kResumeCutFile, cut, 0600);

@@ -81,6 +81,15 @@ class PublishStageTest : public ::testing::Test {
     hook.queue_policy = policy;
     return hook;
   }
+  // An archive job whose block webhook's receiver answers 503 to everything, opened (the end's wait for
+  // it within half of job.stage_timeout_s: 1 s).
+  void open_an_archive_job_with_a_block_webhook_refused_by(testing::Receiver& refusing) {
+    refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+    config_.publish.webhooks = {events_webhook(refusing.port(), QueuePolicy::kBlock)};
+    config_.job.mode = JobMode::kArchive;
+    config_.job.stage_timeout_s = 2;
+    open();
+  }
   // Stream 0 starts and ends, stream 1 ends; then publish closes (the job's end).
   void run_a_short_job_to_its_end() {
     ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamStart, testing::envelope(0, 0),
@@ -1880,11 +1889,7 @@ TEST_F(PublishStageTest, SinksAtOneUrlHaveDeliveryMarksOfTheirOwn) {
 // Never taken: said, and the exit status says so (within half of job.stage_timeout_s, the watchdog's).
 TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatus) {
   testing::Receiver refusing;
-  refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
-  config_.publish.webhooks = {events_webhook(refusing.port(), QueuePolicy::kBlock)};
-  config_.job.mode = JobMode::kArchive;
-  config_.job.stage_timeout_s = 2;
-  open();
+  open_an_archive_job_with_a_block_webhook_refused_by(refusing);
   run_a_short_job_to_its_end();
   EXPECT_EQ(stage_->webhooks()[0]->stats().undelivered, 3u);
   EXPECT_EQ(stage_->exit_code(), kExitMessagesUndelivered);
@@ -1893,11 +1898,7 @@ TEST_F(PublishStageTest, AnArchiveJobsMessagesItsSinksDidNotTakeFailItsExitStatu
 // A failed stream is what a job's exit says first (3): scripts look for it; the sinks' loss is in the log.
 TEST_F(PublishStageTest, AFailedStreamOutranksASinksLossInTheExitStatus) {
   testing::Receiver refusing;
-  refusing.answer([](const httplib::Request&, httplib::Response& res) { res.status = 503; });
-  config_.publish.webhooks = {events_webhook(refusing.port(), QueuePolicy::kBlock)};
-  config_.job.mode = JobMode::kArchive;
-  config_.job.stage_timeout_s = 2;
-  open();
+  open_an_archive_job_with_a_block_webhook_refused_by(refusing);
   ASSERT_TRUE(stage_->process(testing::end_message(0, 0), out_).ok());
   ASSERT_TRUE(stage_->process(Message::stream_event(MessageKind::kStreamError, testing::envelope(1, 0),
                                                     {"file:///bad.mp4", "file /bad.mp4 does not exist", 0, 0}), out_).ok());
