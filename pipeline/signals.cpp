@@ -3,6 +3,7 @@
 #include <csignal>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 #include <cstdint>
 #include <ctime>
 
@@ -42,12 +43,19 @@ void install_reload_handler() {
   sigaction(SIGHUP, &sa, nullptr);
 }
 
-void hold_stop_signals() {
+pid_t fork_holding_stop_signals() {
   sigset_t stops;
+  sigset_t before;
   sigemptyset(&stops);
   sigaddset(&stops, SIGINT);
   sigaddset(&stops, SIGTERM);
-  sigprocmask(SIG_BLOCK, &stops, nullptr);
+  // Held in the parent across the fork, so the child has them held from its first instruction: one
+  // sent before the child ran at all (a busy machine can leave it unscheduled for tens of ms) would
+  // run the parent's handler in the child's copy of its memory, which the exec then threw away.
+  pthread_sigmask(SIG_BLOCK, &stops, &before);
+  const pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &before, nullptr);  // the parent (or a failed fork) as it was
+  return pid;
 }
 
 ShutdownFlags& install_shutdown_handlers() {
@@ -58,7 +66,7 @@ ShutdownFlags& install_shutdown_handlers() {
   sa.sa_flags = 0;  // no SA_RESTART: blocking waits wake up and look at the flags
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  // A stage's stop signals were held back until now (hold_stop_signals): one that came while it started
+  // A stage's stop signals were held back until now (fork_holding_stop_signals): one that came while it started
   // is taken now, as a stop.
   sigset_t stops;
   sigemptyset(&stops);

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include <sys/types.h>
+
 namespace vapipe {
 
 inline constexpr int64_t kDuplicateSignalWindowNs = 250'000'000;  // a person's second Ctrl-C takes longer
@@ -22,12 +24,13 @@ struct ShutdownFlags {
 };
 
 // Installs the handlers; returns the process-wide flags they set. SIGINT and SIGTERM held back by
-// hold_stop_signals are let through then: one that came meanwhile is taken at once.
+// fork_holding_stop_signals are let through then: one that came meanwhile is taken at once.
 ShutdownFlags& install_shutdown_handlers();
-// A stage started by `vapipe run` (in the child, before its exec): SIGINT and SIGTERM wait until the
-// stage has its handlers. Sent earlier (a job stopped as it starts, or as a lane restarts), they
-// killed it, and the job counted that as the stage failing (exit 2), or the stop was lost.
-void hold_stop_signals();
+// fork() for a stage started by `vapipe run`: in the child, SIGINT and SIGTERM are held (across its
+// exec) until the stage has its handlers. Sent earlier (a job stopped as it starts, or as a lane
+// restarts), they killed it, and the job counted that as the stage failing (exit 2), or the stop was
+// lost. The parent's signal mask is as it was.
+pid_t fork_holding_stop_signals();
 ShutdownFlags& shutdown_flags();
 // SIGHUP sets `reload` instead of ending the process (`vapipe run`: add and remove streams).
 void install_reload_handler();

@@ -95,12 +95,11 @@ pid_t spawn_stage(StageKind kind, uint32_t lane, const SupervisorOptions& o, con
   args.push_back(job_id);
   args.push_back("--lane");
   args.push_back(std::to_string(lane));
-  pid_t pid = fork();
+  pid_t pid = fork_holding_stop_signals();  // held until the stage has its handlers (kept across the exec)
   if (pid != 0) return pid;
   // Child. Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then stops
   // the stages in order. If the supervisor dies, the stages get SIGTERM.
   setpgid(0, 0);
-  hold_stop_signals();  // until the stage has its handlers (kept across the exec)
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   setenv("VAPIPE_JOB_START_NS", std::to_string(start_ns).c_str(), 1);
   setenv("VAPIPE_SUPERVISOR_PID", std::to_string(getppid()).c_str(), 1);  // publish's POST /-/reload
