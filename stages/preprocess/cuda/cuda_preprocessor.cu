@@ -113,6 +113,12 @@ class CudaPreprocessor final : public Preprocessor {
     }
     size_t in_off = 0, out_off = 0;
     std::vector<std::pair<size_t, std::byte*>> downloads;  // (frame, staged output) for host outputs
+    // The first failed enqueue: the kernel must not run on stale parameters or unstaged frames (it would
+    // read the slots of an earlier batch's frames, which may hold other frames by now).
+    cudaError_t enqueued = cudaSuccess;
+    auto note = [&](cudaError_t e) {
+      if (enqueued == cudaSuccess) enqueued = e;
+    };
     for (size_t v = 0; v < valid.size(); ++v) {
       const size_t k = valid[v];
       KernelParams p = preprocess_kernel::frame_params(spec_, frames[k].info);
@@ -120,7 +126,7 @@ class CudaPreprocessor final : public Preprocessor {
         p.src = reinterpret_cast<const uint8_t*>(frames[k].data);
       } else {
         const size_t n = frames[k].info.required_bytes();
-        cudaMemcpyAsync(input_.at(in_off), frames[k].data, n, cudaMemcpyHostToDevice, stream_);
+        note(cudaMemcpyAsync(input_.at(in_off), frames[k].data, n, cudaMemcpyHostToDevice, stream_));
         p.src = reinterpret_cast<const uint8_t*>(input_.at(in_off));
         in_off += align_up(n);
       }
@@ -133,12 +139,24 @@ class CudaPreprocessor final : public Preprocessor {
       }
       host_params_[v] = p;
     }
-    cudaMemcpyAsync(params_.ptr, host_params_, valid.size() * sizeof(KernelParams), cudaMemcpyHostToDevice, stream_);
-    dim3 block(32, 8), grid((out_.out_w + 31) / 32, (out_.out_h + 7) / 8, static_cast<unsigned>(valid.size()));
-    preprocess_frames<<<grid, block, 0, stream_>>>(static_cast<const KernelParams*>(params_.ptr), out_);
-    cudaError_t launch = cudaGetLastError();
-    for (auto& [k, staged] : downloads) cudaMemcpyAsync(outs[k].data, staged, out_bytes, cudaMemcpyDeviceToHost, stream_);
-    cudaError_t done = cudaStreamSynchronize(stream_);
+    note(cudaMemcpyAsync(params_.ptr, host_params_, valid.size() * sizeof(KernelParams), cudaMemcpyHostToDevice,
+                         stream_));
+    cudaError_t launch = cudaSuccess;
+    if (enqueued == cudaSuccess) {
+      dim3 block(32, 8), grid((out_.out_w + 31) / 32, (out_.out_h + 7) / 8, static_cast<unsigned>(valid.size()));
+      preprocess_frames<<<grid, block, 0, stream_>>>(static_cast<const KernelParams*>(params_.ptr), out_);
+      launch = cudaGetLastError();
+      if (launch == cudaSuccess) {
+        for (auto& [k, staged] : downloads) {
+          note(cudaMemcpyAsync(outs[k].data, staged, out_bytes, cudaMemcpyDeviceToHost, stream_));
+        }
+      }
+    }
+    cudaError_t done = cudaStreamSynchronize(stream_);  // whatever failed: nothing of this batch is left queued
+    if (enqueued != cudaSuccess) {
+      cudaGetLastError();  // (a failed enqueue is not sticky: the next batch starts clean)
+      return fail_all(Internal("preprocess copy: " + cuda_text(enqueued)));
+    }
     if (launch != cudaSuccess) return fail_all(Internal("preprocess kernel launch: " + cuda_text(launch)));
     if (done != cudaSuccess) return fail_all(Internal("preprocess kernel: " + cuda_text(done)));
     return statuses;
