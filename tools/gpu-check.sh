@@ -148,7 +148,10 @@ summary "doctor with VAPIPE_FULL_TEARDOWN=1 exit $?"
 grep -A22 'backtrace:' "$logs/doctor-full-teardown.log" | cut -c1-200 | tee -a "$OUT/summary.txt"
 
 # 3. Tests: everything labelled gpu, then a few CPU unit tests that need no host GStreamer plugins.
-step "gpu tests" 240 "$logs/gpu-tests.log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+# The GPU pipeline's e2e test (whole jobs, `vapipe doctor` each) runs last, after the benchmark: in
+# this step it could take the time the benchmark's 160-stream rows need.
+step "gpu tests" 240 "$logs/gpu-tests.log" ctest --test-dir "$build" -L gpu -E '^e2e\.gpu_pipeline_test$' \
+  --output-on-failure --timeout 120
 rc=$?
 summary "gpu tests exit $rc: $(grep -E 'tests passed|tests failed|No tests were found' "$logs/gpu-tests.log" | tail -1)"
 grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Exception|Subprocess aborted)' "$logs/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
@@ -254,5 +257,15 @@ PY
       summary "MPS control daemon stopped"
     fi
   done
+fi
+
+# 6. The GPU pipeline's e2e test, in what is left (whole jobs on NVDEC, CUDA preprocessing and infer).
+if (( $(left) - reserve > 30 )); then
+  step "gpu e2e test" 200 "$logs/gpu-e2e-test.log" ctest --test-dir "$build" -R '^e2e\.gpu_pipeline_test$' \
+    --output-on-failure
+  summary "gpu e2e test exit $?: $(grep -E 'tests passed|tests failed|No tests were found' "$logs/gpu-e2e-test.log" | tail -1)"
+  grep -E '^(FAIL|ERROR):|^\w+Error|skipped' "$logs/gpu-e2e-test.log" | head -12 | tee -a "$OUT/summary.txt"
+else
+  summary "gpu e2e test SKIPPED (budget: $(left) s left)"
 fi
 exit 0

@@ -160,7 +160,10 @@ Status gpu_memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) 
 Status cuda_context_status(int device) {
   DeviceGuard guard(device);
   cudaGetLastError();  // the last error, if it was not sticky, is gone now; a sticky one comes back below
-  const cudaError_t err = cudaDeviceSynchronize();
+  // The legacy stream, not the device: synchronizing a device while one of its streams is being captured
+  // (infer records a reloaded model's CUDA graphs on another thread) is invalid and breaks the capture.
+  // LibTorch's streams are non-blocking, so the legacy stream stays usable; any call returns a sticky error.
+  const cudaError_t err = cudaStreamSynchronize(cudaStreamLegacy);
   if (err == cudaSuccess) return Status::Ok();
   cudaGetLastError();
   return Internal("CUDA on GPU " + std::to_string(device) + " no longer works (" + cudaGetErrorName(err) + ": " +

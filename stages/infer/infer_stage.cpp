@@ -413,6 +413,12 @@ Status InferStage::process(Message&& in, Emitter& out) {
       items.push_back(in.items[i].payload.data());
     }
     r = ready.ok() ? classifier_->classify_device(items, device, top_k_) : Result<std::vector<TopK>>(ready);
+    if (!r.ok()) {
+      // A failure may leave work queued that still reads the slots (torch::stack's copy): it ends before
+      // they go back to preprocess, whose next kernel writes them. (Its error, if any, is the batch's.)
+      DeviceGuard on(device);
+      (void)cuda_stream_synchronize(nullptr);
+    }
     for (size_t i : valid) in.items[i].payload.reset();  // classify_device has read them (results are on the host)
   } else if (!valid.empty()) {
     staging_.resize(valid.size() * item_bytes);

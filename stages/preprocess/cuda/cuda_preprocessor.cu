@@ -83,9 +83,12 @@ class CudaPreprocessor final : public Preprocessor {
     for (size_t k = 0; k < frames.size(); ++k) {
       (void)(statuses[k] = validate_frame(frames[k]));  // (void): nvcc flags the [[nodiscard]] Status& of operator=
       if (!statuses[k].ok()) continue;
-      if (frames[k].device >= 0 && frames[k].device != device_ && !peer_ok(frames[k].device)) {
+      // Another GPU's frame would need peer access enabled and its IPC mapping opened on this GPU (an
+      // illegal address otherwise, which ends the process): placement keeps a lane's frames on its
+      // preprocess's GPU, so such a frame is refused rather than read.
+      if (frames[k].device >= 0 && frames[k].device != device_) {
         (void)(statuses[k] = FailedPrecondition("frame is on GPU " + std::to_string(frames[k].device) +
-                                                ", which GPU " + std::to_string(device_) + " cannot read"));
+                                                ", not on GPU " + std::to_string(device_) + " where preprocess runs"));
         continue;
       }
       valid.push_back(k);
@@ -163,11 +166,6 @@ class CudaPreprocessor final : public Preprocessor {
   }
 
  private:
-  bool peer_ok(int other) {
-    int can = 0;
-    return cudaDeviceCanAccessPeer(&can, device_, other) == cudaSuccess && can;
-  }
-
   PreprocessSpec spec_;
   int device_;
   cudaStream_t stream_;
