@@ -26,7 +26,7 @@ usage:
   vapipe stage NAME [--config CONFIG.yaml | --demo] [--job-id ID] [--lane N]
                                         run one stage process (ingest, preprocess, batch, infer, publish)
                                         of lane N (one lane per GPU; default 0)
-  vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary] [--timeout S] [--with-topic]
+  vapipe sub [--endpoint E] [--topic TOPIC]... [--count N] [--exit-on-summary] [--timeout S] [--with-topic]
              [--server-key KEY|FILE [--key SECRET_FILE]]
                                         print results and events from the bus as JSON lines; with
                                         --server-key, from a bus with CURVE (publish.curve_secret_key)

@@ -17,6 +17,7 @@
 #include "pipeline/curve.h"
 #include "pipeline/signals.h"
 #include "pipeline/supervisor.h"
+#include "stages/publish/message_filter.h"
 #include "stages/publish/result_schema.h"
 
 namespace vapipe::cli {
@@ -63,7 +64,7 @@ int sub_command(const std::vector<std::string>& args) {
         std::fprintf(stderr, "vapipe sub: unexpected argument '%s'\n", a.c_str());
       }
       std::fprintf(stderr,
-                   "usage: vapipe sub [--endpoint E] [--topic PREFIX]... [--count N] [--exit-on-summary]\n"
+                   "usage: vapipe sub [--endpoint E] [--topic TOPIC]... [--count N] [--exit-on-summary]\n"
                    "                  [--timeout SECONDS_IDLE] [--with-topic]\n"
                    "                  [--server-key KEY|FILE [--key SECRET_FILE]]   (a bus with CURVE)\n");
       return kExitUsage;
@@ -102,7 +103,8 @@ int sub_command(const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
-  for (const auto& t : topics) sub.set(zmq::sockopt::subscribe, t);
+  // ZeroMQ subscribes by prefix; which topics are taken is decided below, as the job's sinks take theirs.
+  for (const auto& t : topics) sub.set(zmq::sockopt::subscribe, !t.empty() && t.back() == '*' ? t.substr(0, t.size() - 1) : t);
   if (exit_on_summary) sub.set(zmq::sockopt::subscribe, std::string(kJobSummaryTopic));
   // A bus that refuses this subscriber's key (not in its curve.subscribers, or the wrong server key)
   // said only "nothing received", and libzmq never tries a refused handshake again: the key added to
@@ -183,7 +185,8 @@ int sub_command(const std::vector<std::string>& args) {
     last = std::chrono::steady_clock::now();
     const std::string t = topic.to_string();
     const bool is_summary = t == kJobSummaryTopic;
-    const bool wanted = std::any_of(topics.begin(), topics.end(), [&](const std::string& p) { return t.rfind(p, 0) == 0; });
+    // A stream's topic whole (`results/cam1` is not cam10's), `results/cam*` by prefix (topic_taken).
+    const bool wanted = std::any_of(topics.begin(), topics.end(), [&](const std::string& p) { return topic_taken(p, t); });
     if (wanted || is_summary) {
       // The topic as a JSON string (escaped: a publisher that is not vapipe may put anything in it).
       if (with_topic) {

@@ -423,6 +423,28 @@ class BadInput(E2ETest):
         summary = [m["payload"] for m in recorded if m["topic"] == "job/summary"][0]
         self.assertEqual(summary["results_file_lines_lost"], 0)
 
+    def test_sub_takes_a_streams_topic_whole(self):
+        """`vapipe sub --topic results/cam1` prints cam1's results, not cam10's (ZeroMQ subscribes by
+        prefix); `events/cam*` every stream whose id starts so, as a sink's topics."""
+        import zmq
+        bus = zmq.Context.instance().socket(zmq.PUB)
+        port = bus.bind_to_random_port("tcp://127.0.0.1")
+        self.addCleanup(bus.close, 0)
+        sub = subprocess.Popen([VAPIPE, "sub", "--endpoint", f"tcp://127.0.0.1:{port}", "--topic", "results/cam1",
+                                "--topic", "events/cam*", "--with-topic", "--count", "6", "--timeout", "30"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(sub.kill)
+        sent = ["results/cam10", "results/cam1", "results/cam1b", "events/cam10", "events/door", "results/"]
+        # Until it has printed its 6 (a subscriber joins a bus some time after it connects).
+        while sub.poll() is None:
+            for topic in sent:
+                bus.send_multipart([topic.encode(), json.dumps({"seq": 1}).encode()])
+            time.sleep(0.05)
+        out, err = sub.communicate(timeout=30)
+        self.assertEqual(sub.returncode, 0, err)
+        printed = {json.loads(line)["topic"] for line in out.splitlines()}
+        self.assertEqual(printed, {"results/cam1", "events/cam10"}, out)
+
     def test_status_of_the_jobs_bus_port_says_it_is_the_bus(self):
         """`vapipe status` given the result bus's address (publish.endpoint) instead of metrics_address:
         said as such (it said only "no answer ... (Read)")."""
