@@ -2162,6 +2162,23 @@ int second_document_line(const std::string& yaml) {
   return 0;
 }
 
+// A line without its quoted parts ('...' and "..."): what YAML reads as plain scalars and punctuation.
+// (A comma separates a flow mapping's entries: alone it is no sign of an unquoted URI.)
+std::string unquoted(const std::string& line) {
+  std::string out;
+  char quote = 0;
+  for (const char ch : line) {
+    if (quote) {
+      if (ch == quote) quote = 0;
+    } else if (ch == '"' || ch == '\'') {
+      quote = ch;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 Result<Config> parse_text(const std::string& yaml, const std::string& source, const std::string& base_dir,
                           const ConfigLoadOptions& options) {
   // YAML is UTF-8 (or UTF-16/32, which no editor writes unasked); yaml-cpp takes other bytes as they
@@ -2202,7 +2219,18 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
         os << ch;
       }
     }
-    if (e.mark.column >= 0) os << " at column " << e.mark.column + 1;
+    if (e.mark.column >= 0) {
+      // yaml-cpp counts bytes; an editor counts characters (a name with an é before the error was off by one).
+      int column = e.mark.column;
+      const size_t bom = yaml.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // not counted in mark.pos
+      const size_t at = static_cast<size_t>(e.mark.pos) + bom;
+      if (e.mark.pos >= e.mark.column && at <= yaml.size()) {
+        for (size_t i = at - static_cast<size_t>(e.mark.column); i < at; ++i) {
+          if ((static_cast<unsigned char>(yaml[i]) & 0xC0) == 0x80) --column;  // a UTF-8 continuation byte
+        }
+      }
+      os << " at column " << column + 1;
+    }
     // yaml-cpp does not say why a tab breaks a line ("illegal block entry"): YAML indents with spaces
     // only, and an editor's tab key puts tabs in. Nor why a value in a `{ ... }` mapping breaks it: an
     // unquoted uri's ? & # or , (the README writes URIs in block style, the docs' streams are in flow
@@ -2220,7 +2248,7 @@ Result<Config> parse_text(const std::string& yaml, const std::string& source, co
         const std::string line = yaml.substr(start, end == std::string::npos ? std::string::npos : end - start);
         if (indent.find('\t') != std::string::npos) {
           os << " (the line is indented with a tab: YAML indents with spaces only)";
-        } else if (line.find('{') != std::string::npos && line.find_first_of("?&#,*!|>%@`") != std::string::npos) {
+        } else if (line.find('{') != std::string::npos && unquoted(line).find_first_of("?&#*!|>%@`") != std::string::npos) {
           os << " (in a { ... } mapping, quote a value that holds ? & # , * or :, as a uri's query does: "
                 "uri: \"test://ball?frames=300&motion=wavy\")";
         }

@@ -201,6 +201,13 @@ struct BadCase {
 
 class BadConfig : public ::testing::TestWithParam<BadCase> {};
 
+// A bracket that does not close is not an unquoted URI: no quoting hint (a comma, or ? & in quotes, alone).
+TEST(BadConfigHints, AFlowMappingWithCommasAndQuotedQueriesGetsNoQuotingHint) {
+  auto c = load_config_string("job: {name: \"a?b&c\", x: [1, 2}\n", "bad.yaml", "/cfg");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "bad.yaml:1: YAML syntax error: illegal flow end at column 30");
+}
+
 TEST_P(BadConfig, ErrorNamesFileLineAndKey) {
   auto c = load_config_string(GetParam().yaml, "bad.yaml", "/cfg");
   ASSERT_FALSE(c.ok());
@@ -275,6 +282,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:2: YAML syntax error: unknown token at column "},
         BadCase{"streams:\n  - {id: cam1, uri: test://ball?frames=300&motion=wavy}\ninfer: {model: m, labels: l}\n",
                 "(in a { ... } mapping, quote a value that holds ? & # , * or :, as a uri's query does: "},
+        // Columns in characters, as an editor counts them (yaml-cpp counts bytes: an é before was off by one).
+        BadCase{"job: {name: \"\u00e9t\u00e9\", x: [1, 2}\n", "bad.yaml:1: YAML syntax error: illegal flow end at column 28"},
+        BadCase{"\xEF\xBB\xBFjob: {name: \"\u00e9t\u00e9\", x: [1, 2}\n", "illegal flow end at column 28"},
         // A key given twice: yaml-cpp would answer the first and drop the second without a word.
         BadCase{"streams: [{id: a, uri: 'test://ball'}]\ninfer: {model: m, labels: l}\nbatch:\n  max_batch_size: 32\n"
                 "batch:\n  max_batch_size: 4\n",
