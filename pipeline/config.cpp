@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <set>
@@ -483,9 +485,11 @@ class MapReader : public TypoSource {
     if (!n.IsSequence() || n.size() != 3) ctx_.fail(n, key_path(key), "expected a list of 3 numbers, got " + scalar_text(n));
     for (size_t i = 0; i < 3; ++i) {
       double v = 0;
-      if (!n[i].IsScalar() || !YAML::convert<double>::decode(n[i], v) || (positive && !(v > 0))) {
+      // (.nan and .inf are numbers to YAML: a mean of .nan made every tensor NaN, classified as anything.)
+      if (!n[i].IsScalar() || !YAML::convert<double>::decode(n[i], v) || !std::isfinite(v) ||
+          std::fabs(v) > std::numeric_limits<float>::max() || (positive && !(v > 0))) {
         ctx_.fail(n[i], key_path(key) + "[" + std::to_string(i) + "]",
-                  positive ? "expected a positive number" : "expected a number");
+                  (positive ? "expected a positive number, got " : "expected a number, got ") + scalar_text(n[i]));
       }
       (*out)[i] = static_cast<float>(v);
     }
@@ -538,11 +542,22 @@ class MapReader : public TypoSource {
         ctx_.fail(it->first, key_path(key), "unknown key (known here: " + list + ")");
       }
     }
+    if (missing_) ctx_.fail(missing_->node, missing_->key, missing_->what);
+  }
+  // A key this mapping needs and lacks, said at finish(): after its unknown keys, which are most often
+  // why (`timeout: 5` in a webhook said "topics: not given", and the unknown key only once that was mended).
+  void fail_at_finish(const YAML::Node& node, const std::string& key, const std::string& what) {
+    if (!missing_) missing_ = Missing{node, key, what};
   }
 
  private:
   // A key written with no value (`endpoint:` alone, or `~`) is an error, not its default: it is most
   // often a value forgotten, or one indented onto the next line.
+  struct Missing {
+    YAML::Node node;
+    std::string key, what;
+  };
+  std::optional<Missing> missing_;
   bool given(const YAML::Node& n, const std::string& key) const {
     if (!n.IsDefined()) return false;
     if (n.IsNull()) {
@@ -728,9 +743,9 @@ void parse_sink_common(const Context& ctx, MapReader& r, const YAML::Node& node,
       w->topics.push_back(prefix);
     }
   } else if (c.publish.segments_min_frames == 0) {
-    ctx.fail(node, path + ".topics",
-             "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= 1); "
-             "set that, or give the topics to send (e.g. [events/])");
+    r.fail_at_finish(node, path + ".topics",
+                     "not given, so segments/ (label runs, the alerts), which need publish.segments_min_frames (N >= "
+                     "1); set that, or give the topics to send (e.g. [events/])");
   }
   if (YAML::Node labels = r.value("labels"); labels.IsDefined()) {
     const std::string key = path + ".labels";
@@ -1162,6 +1177,50 @@ std::vector<KafkaConfig> parse_kafka(const Context& ctx, const YAML::Node& list,
   return clusters;
 }
 
+// A ZeroMQ endpoint a stage binds: tcp://HOST:PORT (HOST may be * for every interface) or ipc:///path.
+// ZeroMQ itself took a port over 65535 modulo 65536 (99999 bound 34463), and refused the rest only once
+// the stage had started (exit 2, no line of the config).
+Status check_bind_endpoint(const std::string& endpoint) {
+  const size_t scheme_end = endpoint.find("://");
+  const std::string scheme = scheme_end == std::string::npos ? std::string() : endpoint.substr(0, scheme_end);
+  const std::string rest = scheme_end == std::string::npos ? std::string() : endpoint.substr(scheme_end + 3);
+  if (scheme == "ipc") {
+    if (rest.empty()) return InvalidArgument("expected ipc:///path/to/socket, got '" + endpoint + "'");
+    return Status::Ok();
+  }
+  if (scheme != "tcp") {
+    return InvalidArgument("expected a ZeroMQ endpoint tcp://HOST:PORT (such as tcp://127.0.0.1:5560) or ipc:///path, "
+                           "got '" + endpoint + "'");
+  }
+  const size_t colon = rest.rfind(':');
+  const std::string port = colon == std::string::npos ? std::string() : rest.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+  if (colon == 0 || colon == std::string::npos || !digits || std::atoi(port.c_str()) < 1 ||
+      std::atoi(port.c_str()) > 65535) {
+    return InvalidArgument("expected tcp://HOST:PORT with a port from 1 to 65535 (such as tcp://127.0.0.1:5560), got '" +
+                           endpoint + "'");
+  }
+  return Status::Ok();
+}
+
+// The host and port of a tcp:// endpoint or a HOST:PORT address ("" and 0 otherwise): two that bind one port.
+std::pair<std::string, int> tcp_host_port(const std::string& address) {
+  std::string rest = address;
+  if (rest.rfind("tcp://", 0) == 0) rest = rest.substr(6);
+  else if (rest.find("://") != std::string::npos) return {"", 0};
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return {"", 0};
+  std::string host = rest.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, std::atoi(rest.substr(colon + 1).c_str())};
+}
+bool same_tcp_port(const std::string& a, const std::string& b) {
+  const auto [host_a, port_a] = tcp_host_port(a);
+  const auto [host_b, port_b] = tcp_host_port(b);
+  const auto any = [](const std::string& h) { return h == "*" || h == "0.0.0.0" || h == "::"; };
+  return port_a > 0 && port_a == port_b && (host_a == host_b || any(host_a) || any(host_b));
+}
+
 Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
              const ConfigLoadOptions& options) {
   Context ctx(source);
@@ -1197,6 +1256,17 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     }
     r.number("price_per_gpu_hour", &c.job.price_per_gpu_hour, 0, 1e6);
     r.str("summary_path", &c.job.summary_path);
+    // A folder (found only at the job's end: every frame classified, then exit 2). "dir/", ".", "..".
+    if (const std::string& given = c.job.summary_path; !given.empty()) {
+      std::error_code ec;
+      const std::string resolved = resolve_path(base_dir, given);
+      const std::string last = std::filesystem::path(given).filename().string();
+      if (given.back() == '/' || last == "." || last == ".." || std::filesystem::is_directory(resolved, ec)) {
+        ctx.fail(top.child("job")["summary_path"], "job.summary_path",
+                 given + " is a folder: give a file's path (" + (given.back() == '/' ? given : given + "/") +
+                     "summary.json)");
+      }
+    }
     c.job.summary_path = resolve_path(base_dir, c.job.summary_path);
     r.number("drain_timeout_s", &c.job.drain_timeout_s, 0.1, 3600);
     r.uint("max_restarts", &c.job.max_restarts, 0, 1000000);
@@ -1694,6 +1764,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       ctx.fail(node["cuda_graphs"], "infer.cuda_graphs",
                "'on' needs batch_shapes padded or auto (a graph is recorded for each fixed batch size)");
     }
+    if (c.infer.cuda_graphs == "on" && c.infer.device == "cpu") {
+      ctx.fail(node["cuda_graphs"], "infer.cuda_graphs",
+               "'on' needs the model on a GPU, and infer.device is cpu (give auto or off)");
+    }
     const std::string& d = c.infer.device;
     const bool cuda_n = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
                         d.find_first_not_of("0123456789", 5) == std::string::npos;
@@ -1711,7 +1785,12 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     if (!c.publish.metrics_address.empty()) {
       std::string host;
       int port = 0;
-      if (Status s = split_host_port(c.publish.metrics_address, &host, &port); !s.ok()) {
+      if (c.publish.metrics_address.find("://") != std::string::npos) {
+        // (http://127.0.0.1:9100 passed as a host "http://127.0.0.1", which publish then could not listen on.)
+        ctx.fail(r.child("metrics_address"), "publish.metrics_address",
+                 "expected HOST:PORT without a scheme (such as 127.0.0.1:9560; it serves http://HOST:PORT/metrics), "
+                 "got '" + c.publish.metrics_address + "'");
+      } else if (Status s = split_host_port(c.publish.metrics_address, &host, &port); !s.ok()) {
         ctx.fail(r.child("metrics_address"), "publish.metrics_address", s.message());
       }
     }
@@ -1854,25 +1933,40 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     }
     // The results file naming one of the job's own inputs (a copy-paste, a typo) would be emptied at an
     // archive job's start: a recording or the model gone without a word (found 2026-12-07).
-    if (!c.publish.jsonl_path.empty() && !results_path_is_timed(c.publish.jsonl_path)) {
+    // So would the summary file, and either would overwrite the config itself (found 2026-12-07).
+    {
       const auto same_file = [](const std::string& a, const std::string& b) {
         std::error_code ec;
         if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
         return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec) && !ec;
       };
-      std::vector<std::pair<std::string, std::string>> inputs = {{"infer.model", c.infer.model},
-                                                                 {"infer.labels", c.infer.labels},
-                                                                 {"job.summary_path", c.job.summary_path}};
+      std::vector<std::pair<std::string, std::string>> inputs = {{"the config", c.source},
+                                                                 {"infer.model", c.infer.model},
+                                                                 {"infer.labels", c.infer.labels}};
       for (size_t i = 0; i < c.streams.size(); ++i) {
         if (c.streams[i].parsed.kind == UriKind::kFile) {
           inputs.emplace_back("stream '" + c.streams[i].id + "'", file_uri_path(c.streams[i].parsed.uri));
         }
       }
-      for (const auto& [what, path] : inputs) {
-        if (path.empty() || !same_file(path, c.publish.jsonl_path)) continue;
-        ctx.fail(r.child("jsonl_path"), "publish.jsonl_path",
-                 c.publish.jsonl_path + " is " + what + "'s file too: the results would overwrite it; give another path");
-        break;
+      const auto overwrites = [&](const std::string& output, const std::vector<std::pair<std::string, std::string>>& of) {
+        for (const auto& [what, path] : of) {
+          if (!path.empty() && same_file(path, output)) return what;
+        }
+        return std::string();
+      };
+      if (!c.publish.jsonl_path.empty() && !results_path_is_timed(c.publish.jsonl_path)) {
+        auto with_summary = inputs;
+        with_summary.emplace_back("job.summary_path", c.job.summary_path);
+        if (const std::string what = overwrites(c.publish.jsonl_path, with_summary); !what.empty()) {
+          ctx.fail(r.child("jsonl_path"), "publish.jsonl_path",
+                   c.publish.jsonl_path + " is " + what + "'s file too: the results would overwrite it; give another path");
+        }
+      }
+      if (!c.job.summary_path.empty()) {
+        if (const std::string what = overwrites(c.job.summary_path, inputs); !what.empty()) {
+          ctx.fail(top.child("job")["summary_path"], "job.summary_path",
+                   c.job.summary_path + " is " + what + "'s file too: the summary would overwrite it; give another path");
+        }
       }
     }
     if (results_path_is_timed(c.publish.jsonl_path)) {
@@ -2022,9 +2116,13 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
                     "kafkas");
     }
     r.finish();
-    if (c.publish.endpoint.find("://") == std::string::npos) {
-      ctx.fail(top.child("publish")["endpoint"], "publish.endpoint",
-               "expected a ZeroMQ endpoint such as tcp://127.0.0.1:5560, got '" + c.publish.endpoint + "'");
+    if (Status st = check_bind_endpoint(c.publish.endpoint); !st.ok()) {
+      ctx.fail(top.child("publish")["endpoint"], "publish.endpoint", st.message());
+    }
+    if (!c.publish.metrics_address.empty() && same_tcp_port(c.publish.metrics_address, c.publish.endpoint)) {
+      ctx.fail(top.child("publish")["metrics_address"], "publish.metrics_address",
+               c.publish.metrics_address + " is the result bus's port too (publish.endpoint " + c.publish.endpoint +
+                   "): give another port");
     }
   }
   {
@@ -2058,19 +2156,41 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     r.uint("tensor_slots", &c.transport.tensor_slots, 0, 65536);
     r.boolean("device_pools", &c.transport.device_pools);
     YAML::Node eps = r.child("endpoints");
+    c.transport.endpoints_line = line_of(eps);
     MapReader er(ctx, eps, "transport.endpoints");
     for (StageKind k : {StageKind::kPreprocess, StageKind::kBatch, StageKind::kInfer, StageKind::kPublish}) {
       std::string ep;
       er.str(stage_kind_name(k), &ep);
       if (!ep.empty()) {
-        if (ep.find("://") == std::string::npos) {
-          ctx.fail(eps[stage_kind_name(k)], std::string("transport.endpoints.") + stage_kind_name(k),
-                   "expected a ZeroMQ endpoint (tcp://host:port or ipc:///path), got '" + ep + "'");
+        const std::string key = std::string("transport.endpoints.") + stage_kind_name(k);
+        if (Status st = check_bind_endpoint(ep); !st.ok()) ctx.fail(eps[stage_kind_name(k)], key, st.message());
+        // Two stages binding one address: the second failed to start (exit 2, "Address already in use").
+        for (const auto& [other, other_ep] : c.transport.endpoints) {
+          if (other_ep == ep || same_tcp_port(other_ep, ep)) {
+            ctx.fail(eps[stage_kind_name(k)], key, ep + " is transport.endpoints." + stage_kind_name(other) +
+                                                       " too: each stage's input needs its own");
+          }
+        }
+        if (ep == c.publish.endpoint || same_tcp_port(ep, c.publish.endpoint)) {
+          ctx.fail(eps[stage_kind_name(k)], key, ep + " is the result bus's (publish.endpoint) too: give another");
+        }
+        if (!c.publish.metrics_address.empty() && same_tcp_port(c.publish.metrics_address, ep)) {
+          ctx.fail(eps[stage_kind_name(k)], key, ep + " is publish.metrics_address's port too: give another");
         }
         c.transport.endpoints[k] = ep;
       }
     }
     er.finish();
+    // The pools' settings with no pools to set (tcp carries each payload in its message): a config
+    // moved to several hosts that still sizes them would be read as if it did something.
+    if (c.transport.mode == TransportMode::kTcp) {
+      for (const char* key : {"frame_slots", "frame_slot_bytes", "tensor_slots", "device_pools"}) {
+        if (node[key].IsDefined()) {
+          ctx.fail(node[key], std::string("transport.") + key,
+                   "only with transport.mode: shm (tcp carries each frame and tensor in its message: no pools)");
+        }
+      }
+    }
     r.uint("io_threads", &c.transport.io_threads, 0, 64);
     r.str("curve_secret_key", &c.transport.curve_secret_key);
     c.transport.curve_secret_key = resolve_path(base_dir, c.transport.curve_secret_key);

@@ -462,6 +462,7 @@ struct TransportConfig {
   // Where each stage's input binds (the upstream stage connects). Empty: chosen by the supervisor
   // (ipc:// sockets in a per-job folder for mode shm).
   std::map<StageKind, std::string> endpoints;
+  int endpoints_line = 0;  // for the placement's error (0: not given)
   // mode tcp: CURVE on every edge with this job key (every stage of the job holds the same secret key
   // file; an input admits only senders with that key). Read at load.
   std::string curve_secret_key;

@@ -122,7 +122,7 @@ Result<Placement> plan_placement(const Config& c, int visible_gpus) {
       : c.watches_folders() ? c.lanes_per_device
                              : std::min<size_t>(c.lanes_per_device, std::max<size_t>(1, decoding));
   if (!c.transport.endpoints.empty() && lane_count > 1) {
-    return InvalidArgument(where(c, 0, "transport.endpoints") + "pins one set of stages, but the job runs " +
+    return InvalidArgument(where(c, c.transport.endpoints_line, "transport.endpoints") + "pins one set of stages, but the job runs " +
                            std::to_string(lane_count) + " lanes (gpus, lanes_per_device); remove it, or run one lane");
   }
 

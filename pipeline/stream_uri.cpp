@@ -157,6 +157,7 @@ Result<TestSourceSpec> parse_test_uri(std::string_view rest) {
     for (const auto& p : test_patterns()) list += (list.empty() ? "" : ", ") + p;
     return InvalidArgument("unknown test pattern '" + spec.pattern + "' (known: " + list + ")");
   }
+  std::vector<std::string_view> given;  // a parameter twice: which one counts is a guess (the last did)
   while (!query.empty()) {
     auto amp = query.find('&');
     std::string_view item = query.substr(0, amp);
@@ -165,8 +166,13 @@ Result<TestSourceSpec> parse_test_uri(std::string_view rest) {
     auto eq = item.find('=');
     if (eq == std::string_view::npos) return InvalidArgument("test URI parameter '" + std::string(item) + "' needs a value");
     std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (std::find(given.begin(), given.end(), key) != given.end()) {
+      return InvalidArgument("test URI parameter '" + std::string(key) + "' given twice: give it once");
+    }
+    given.push_back(key);
     bool ok = true;
-    if (key == "frames") ok = parse_number(value, &spec.frames);
+    // (GStreamer's num-buffers is a 32-bit int: more frames were cut to their low 32 bits.)
+    if (key == "frames") ok = parse_number(value, &spec.frames) && spec.frames <= kMaxTestFrames;
     else if (key == "width") ok = parse_number(value, &spec.width) && spec.width >= 16 && spec.width <= 8192;
     else if (key == "height") ok = parse_number(value, &spec.height) && spec.height >= 16 && spec.height <= 8192;
     else if (key == "fps") ok = parse_number(value, &spec.fps) && spec.fps >= 1 && spec.fps <= 1000;

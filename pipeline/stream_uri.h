@@ -15,9 +15,11 @@ namespace vapipe {
 
 enum class UriKind { kTest, kFile, kNetwork };
 
+inline constexpr uint64_t kMaxTestFrames = 2147483647;  // GStreamer's num-buffers (a gint)
+
 struct TestSourceSpec {
   std::string pattern = "smpte";  // a videotestsrc pattern nickname
-  uint64_t frames = 300;          // 0 = endless (a live-like source)
+  uint64_t frames = 300;          // 0 = endless (a live-like source); at most kMaxTestFrames
   uint32_t width = 640;
   uint32_t height = 480;
   uint32_t fps = 30;

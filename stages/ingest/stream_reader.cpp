@@ -759,7 +759,10 @@ struct StreamReader::Impl {
     lock.unlock();
     if (picture_thread.joinable()) picture_thread.join();
   }
-  static int64_t period_of(double max_fps) { return max_fps > 0 ? static_cast<int64_t>(1e9 / max_fps) : 0; }
+  // (Capped at about 292 years: the period of a max_fps under 1.1e-10 overflowed to "every frame".)
+  static int64_t period_of(double max_fps) {
+    return max_fps > 0 ? static_cast<int64_t>(std::min(1e9 / max_fps, 9.2e18)) : 0;
+  }
 
   // ingest.max_fps: whether this frame is the first of its period (see sample_period_ns); `generation`:
   // the sampling's, and `turn` its orientation.

@@ -1642,6 +1642,76 @@ TEST(Config, AResultsFileThatIsOneOfTheJobsInputsIsRefused) {
        "publish.jsonl_path: /cfg/s.json is job.summary_path's file too"}}, "/cfg");
 }
 
+// Either output naming the config itself would overwrite it; a summary path that is a folder was found
+// only at the job's end (every frame classified, then exit 2).
+TEST(Config, AnOutputThatIsTheConfigOrASummaryThatIsAFolderIsRefused) {
+  const std::filesystem::path dir = testing::empty_temp_dir("config-outputs");
+  std::filesystem::create_directories(dir / "out");
+  const std::string job = (dir / "job.yaml").string();
+  const std::string head = "streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n";
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"publish: {jsonl_path: job.yaml}\n", "publish.jsonl_path: " + job + " is the config's file too"},
+           {"job: {summary_path: ./job.yaml}\n", "job.summary_path: " + job + " is the config's file too: the summary "
+                                                 "would overwrite it"},
+           {"job: {summary_path: out}\n", ":3: job.summary_path: out is a folder: give a file's path (out/summary.json)"},
+           {"job: {summary_path: out/}\n", "job.summary_path: out/ is a folder"},
+           {"job: {summary_path: .}\n", "job.summary_path: . is a folder"}}) {
+    std::ofstream(job) << head << text;
+    auto c = load_config_file(job);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos) << c.status().message();
+  }
+  std::ofstream(job) << head << "job: {summary_path: out/summary.json}\npublish: {jsonl_path: out/results.jsonl}\n";
+  EXPECT_TRUE(load_config_file(job).ok());
+}
+
+// Values a stage could not bind were found only once the job's stages ran (exit 2, no line), and ZeroMQ
+// took a port over 65535 modulo 65536.
+TEST(Config, EndpointsAStageCannotBindAreRefused) {
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish: {endpoint: 'foo://bar'}\n", "job.yaml:3: publish.endpoint: expected a ZeroMQ endpoint tcp://HOST:PORT"},
+      {"publish: {endpoint: 'tcp://127.0.0.1'}\n", "publish.endpoint: expected tcp://HOST:PORT with a port from 1 to 65535"},
+      {"publish: {endpoint: 'tcp://127.0.0.1:99999'}\n", "publish.endpoint: expected tcp://HOST:PORT with a port"},
+      {"transport: {endpoints: {preprocess: 'tcp://10.0.0.2:5551', batch: 'tcp://*:5551'}}\n",
+       "transport.endpoints.batch: tcp://*:5551 is transport.endpoints.preprocess too: each stage's input needs its own"},
+      {"transport: {endpoints: {infer: 'tcp://0.0.0.0:5560'}}\n",
+       "transport.endpoints.infer: tcp://0.0.0.0:5560 is the result bus's (publish.endpoint) too"},
+      {"publish: {metrics_address: '127.0.0.1:5560'}\n",
+       "publish.metrics_address: 127.0.0.1:5560 is the result bus's port too (publish.endpoint tcp://127.0.0.1:5560)"},
+      {"publish: {metrics_address: 'http://127.0.0.1:9100'}\n", "publish.metrics_address: expected HOST:PORT without a scheme"},
+      {"transport: {mode: tcp, frame_slots: 8}\n", "job.yaml:3: transport.frame_slots: only with transport.mode: shm"},
+      {"transport: {mode: tcp, device_pools: false}\n", "transport.device_pools: only with transport.mode: shm"}},
+      "/cfg");
+  for (const char* fine : {"publish: {endpoint: 'tcp://*:5560', metrics_address: '0.0.0.0:9560'}\n",
+                           "publish: {endpoint: 'ipc:///tmp/bus.sock'}\n",
+                           "transport: {mode: tcp, endpoints: {preprocess: 'tcp://[::1]:5551', batch: 'tcp://[::1]:5552'}}\n"}) {
+    auto c = load_config_string(std::string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n") +
+                                    fine, "job.yaml", "/cfg");
+    EXPECT_TRUE(c.ok()) << fine << ": " << c.status().message();
+  }
+}
+
+TEST(Config, ValuesThatPassedAndMisledAreRefused) {
+  expect_each_refused("infer: {model: m, labels: l}\n", {
+      // .nan is a number to YAML: every tensor NaN, classified as anything.
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npreprocess: {mean: [.nan, 0.4, 0.4]}\n",
+       "job.yaml:3: preprocess.mean[0]: expected a number, got '.nan'"},
+      {"streams: [{id: a, uri: 'rtsp://cam/s'}]\npreprocess: {std: [0.2, .inf, 0.2]}\n", "preprocess.std[1]: expected a positive"},
+      // GStreamer's num-buffers is 32 bits: 2^32 + 1 frames made 1.
+      {"streams: [{id: a, uri: 'test://ball?frames=4294967297'}]\n", "bad value '4294967297' for test URI parameter 'frames'"},
+      {"streams: [{id: a, uri: 'test://ball?frames=2&frames=5'}]\n", "test URI parameter 'frames' given twice"},
+}, "/cfg");
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\n", {
+      {"infer: {model: m, labels: l, device: cpu, cuda_graphs: 'on'}\n",
+       "infer.cuda_graphs: 'on' needs the model on a GPU, and infer.device is cpu"}},
+      "/cfg");
+  // An unknown key of a webhook is said before what it lacks (its `timeout` said "topics: not given").
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish:\n  webhooks:\n    - {url: 'http://127.0.0.1:9/h', timeout: 5}\n",
+       "job.yaml:5: publish.webhooks[0].timeout: unknown key"}},
+      "/cfg");
+}
+
 TEST(Config, SegmentsMinScoreSaysWhichFramesCountForSegments) {
   auto c = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
                               "publish: {segments_min_frames: 5, segments_min_score: 0.6}\n", "job.yaml", "/cfg");
