@@ -196,6 +196,10 @@ constexpr const char* kUnwritableRefusal =
 constexpr const char* kSummaryUnwritableRefusal =
     " (not restarted: its job.summary_path could not be written; the results file is whole, with the job's summary, "
     "and `vapipe run --resume` writes the summary file once it can be)";
+// (Without a results file: no --resume to offer; the summary went out on the bus as job/summary.)
+constexpr const char* kSummaryUnwritableRefusalNoFile =
+    " (not restarted: its job.summary_path could not be written; the summary went out as job/summary on the bus "
+    "and to the sinks)";
 
 struct RunOutcome {
   int code = kExitOk;
@@ -961,7 +965,9 @@ RunOutcome run_job_once(const Config& config, const SupervisorOptions& options, 
                                           WEXITSTATUS(status) == kExitSummaryUnwritable;
           const bool unwritable = summary_unwritable || (c.kind == StageKind::kPublish && WIFEXITED(status) &&
                                                          WEXITSTATUS(status) == kExitResultsUnwritable);
-          const char* unwritable_refusal = summary_unwritable ? kSummaryUnwritableRefusal : kUnwritableRefusal;
+          const char* unwritable_refusal = !summary_unwritable                 ? kUnwritableRefusal
+                                           : config.publish.jsonl_path.empty() ? kSummaryUnwritableRefusalNoFile
+                                                                               : kSummaryUnwritableRefusal;
           const auto now = std::chrono::steady_clock::now();
           // As run_supervisor counts: a long run without a crash starts the count over.
           const uint32_t count = now - began > kRestartCountReset ? 0 : restarts;
