@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "stages/preprocess/preprocessor.h"
 
 namespace vapipe {
@@ -235,6 +239,14 @@ class FrameConverter {
       dst_ = output_rect(spec_, decoded.info);  // by the shape shown, not the field's rows
       xs_ = make_taps(region.width, dst_.width, region.x, x_mirror);
       ys_ = make_taps(region.height, dst_.height, region.y, y_mirror);
+      x0_.resize(xs_.size());
+      x1_.resize(xs_.size());
+      wx_.resize(xs_.size());
+      for (size_t i = 0; i < xs_.size(); ++i) {
+        x0_[i] = xs_[i].i0;
+        x1_[i] = xs_[i].i1;
+        wx_[i] = xs_[i].w1;
+      }
     }
     const size_t plane = size_t{spec_.out_width} * spec_.out_height;
     row_.resize(plane * 3);
@@ -249,8 +261,12 @@ class FrameConverter {
     }
     if (info.format == PixelFormat::kRGB) {
       transposed_ ? run_rgb<true>(frame, r_out, g_out, b_out) : run_rgb<false>(frame, r_out, g_out, b_out);
+    } else if (transposed_) {
+      run_yuv<true>(frame, r_out, g_out, b_out);
+    } else if (info.format == PixelFormat::kNV12) {
+      run_yuv_rows<true>(frame, r_out, g_out, b_out);
     } else {
-      transposed_ ? run_yuv<true>(frame, r_out, g_out, b_out) : run_yuv<false>(frame, r_out, g_out, b_out);
+      run_yuv_rows<false>(frame, r_out, g_out, b_out);
     }
     // Normalise and store in the requested dtype.
     if (spec_.dtype == DType::kFloat32) {
@@ -258,7 +274,12 @@ class FrameConverter {
       for (int c = 0; c < 3; ++c) {
         const float* src = row_.data() + c * plane;
         float* d = dst + c * plane;
-        for (size_t i = 0; i < plane; ++i) d[i] = src[i] * scale_[c] + bias_[c];
+        size_t i = 0;
+#if defined(__SSE2__)
+        const __m128 scale = _mm_set1_ps(scale_[c]), bias = _mm_set1_ps(bias_[c]);
+        for (; i + 4 <= plane; i += 4) _mm_storeu_ps(d + i, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(src + i), scale), bias));
+#endif
+        for (; i < plane; ++i) d[i] = src[i] * scale_[c] + bias_[c];
       }
     } else {
       uint16_t* dst = reinterpret_cast<uint16_t*>(out);
@@ -343,6 +364,82 @@ class FrameConverter {
     });
   }
 
+  // run_yuv<false> (the picture as stored, I420 or NV12), row by row of the output with the x taps
+  // held as arrays, four output pixels at a time with SSE2. Each lane computes what run_yuv's scalar
+  // code does, the same float operations in the same order (no FMA: the build targets baseline x86-64),
+  // so the output is bit for bit the same: only the sample loads and their addresses are shared out.
+  template <bool kNv12>
+  void run_yuv_rows(const FrameView& frame, float* r, float* g, float* b) const {
+    const FrameInfo& info = frame.info;
+    const YuvMatrix m = make_matrix(info.matrix, info.full_range);
+    const uint8_t* yp = frame.plane(0);
+    const uint8_t* up = frame.plane(1);
+    const uint8_t* vp = kNv12 ? frame.plane(1) + 1 : frame.plane(2);
+    const size_t ys = info.stride[0], us = info.stride[1], vs = kNv12 ? info.stride[1] : info.stride[2];
+    constexpr size_t kCstep = kNv12 ? 2 : 1;  // bytes between horizontally adjacent chroma samples
+    const size_t out_width = spec_.out_width;
+    const size_t first = size_t{dst_.y} * out_width + dst_.x;
+    const size_t n = x0_.size();
+    const uint32_t* x0 = x0_.data();
+    const uint32_t* x1 = x1_.data();
+    const float* wx = wx_.data();
+    for (size_t iy = 0; iy < ys_.size(); ++iy) {
+      const Tap ty = ys_[iy];
+      const uint8_t* y0 = yp + size_t{ty.i0} * ys;
+      const uint8_t* y1 = yp + size_t{ty.i1} * ys;
+      const uint8_t* u0 = up + size_t{ty.i0 / 2} * us;
+      const uint8_t* u1 = up + size_t{ty.i1 / 2} * us;
+      const uint8_t* v0 = vp + size_t{ty.i0 / 2} * vs;
+      const uint8_t* v1 = vp + size_t{ty.i1 / 2} * vs;
+      float* ro = r + first + iy * out_width;
+      float* go = g + first + iy * out_width;
+      float* bo = b + first + iy * out_width;
+      size_t i = 0;
+#if defined(__SSE2__)
+      const __m128 wy = _mm_set1_ps(ty.w1);
+      const __m128 y_offset = _mm_set1_ps(m.y_offset), y_scale = _mm_set1_ps(m.y_scale);
+      const __m128 c_offset = _mm_set1_ps(128.f), c_scale = _mm_set1_ps(m.c_scale);
+      const __m128 cr_r = _mm_set1_ps(m.cr_r), cb_g = _mm_set1_ps(m.cb_g), cr_g = _mm_set1_ps(m.cr_g);
+      const __m128 cb_b = _mm_set1_ps(m.cb_b), lo = _mm_setzero_ps(), hi = _mm_set1_ps(255.f);
+      // lerp2 of four lanes: the row's samples at x0 and x1 of rows 0 and 1.
+      auto lerp4 = [&](const uint8_t* p0, const uint8_t* p1, const size_t* a, const size_t* c, __m128 w) {
+        const __m128 s00 = _mm_cvtepi32_ps(_mm_setr_epi32(p0[a[0]], p0[a[1]], p0[a[2]], p0[a[3]]));
+        const __m128 s01 = _mm_cvtepi32_ps(_mm_setr_epi32(p0[c[0]], p0[c[1]], p0[c[2]], p0[c[3]]));
+        const __m128 s10 = _mm_cvtepi32_ps(_mm_setr_epi32(p1[a[0]], p1[a[1]], p1[a[2]], p1[a[3]]));
+        const __m128 s11 = _mm_cvtepi32_ps(_mm_setr_epi32(p1[c[0]], p1[c[1]], p1[c[2]], p1[c[3]]));
+        const __m128 top = _mm_add_ps(s00, _mm_mul_ps(_mm_sub_ps(s01, s00), w));
+        const __m128 bottom = _mm_add_ps(s10, _mm_mul_ps(_mm_sub_ps(s11, s10), w));
+        return _mm_add_ps(top, _mm_mul_ps(_mm_sub_ps(bottom, top), wy));
+      };
+      // std::clamp(v, 0, 255) exactly: v < 0 ? 0 : (255 < v ? 255 : v) (max/min return their second
+      // operand on equal values, so -0.0 stays -0.0 as with std::clamp).
+      auto clamp4 = [&](__m128 v) { return _mm_min_ps(hi, _mm_max_ps(lo, v)); };
+      for (; i + 4 <= n; i += 4) {
+        const size_t la[4] = {x0[i], x0[i + 1], x0[i + 2], x0[i + 3]};
+        const size_t lc[4] = {x1[i], x1[i + 1], x1[i + 2], x1[i + 3]};
+        const size_t ca[4] = {x0[i] / 2 * kCstep, x0[i + 1] / 2 * kCstep, x0[i + 2] / 2 * kCstep, x0[i + 3] / 2 * kCstep};
+        const size_t cc[4] = {x1[i] / 2 * kCstep, x1[i + 1] / 2 * kCstep, x1[i + 2] / 2 * kCstep, x1[i + 3] / 2 * kCstep};
+        const __m128 w = _mm_loadu_ps(wx + i);
+        const __m128 yy = _mm_mul_ps(_mm_sub_ps(lerp4(y0, y1, la, lc, w), y_offset), y_scale);
+        const __m128 uu = _mm_mul_ps(_mm_sub_ps(lerp4(u0, u1, ca, cc, w), c_offset), c_scale);
+        const __m128 vv = _mm_mul_ps(_mm_sub_ps(lerp4(v0, v1, ca, cc, w), c_offset), c_scale);
+        _mm_storeu_ps(ro + i, clamp4(_mm_add_ps(yy, _mm_mul_ps(cr_r, vv))));
+        _mm_storeu_ps(go + i, clamp4(_mm_add_ps(_mm_add_ps(yy, _mm_mul_ps(cb_g, uu)), _mm_mul_ps(cr_g, vv))));
+        _mm_storeu_ps(bo + i, clamp4(_mm_add_ps(yy, _mm_mul_ps(cb_b, uu))));
+      }
+#endif
+      for (; i < n; ++i) {  // the row's last pixels (all of them without SSE2): run_yuv's formula
+        const size_t a = x0[i], c = x1[i], ca = a / 2 * kCstep, cc = c / 2 * kCstep;
+        const float yy = (lerp2(y0[a], y0[c], y1[a], y1[c], wx[i], ty.w1) - m.y_offset) * m.y_scale;
+        const float uu = (lerp2(u0[ca], u0[cc], u1[ca], u1[cc], wx[i], ty.w1) - 128.f) * m.c_scale;
+        const float vv = (lerp2(v0[ca], v0[cc], v1[ca], v1[cc], wx[i], ty.w1) - 128.f) * m.c_scale;
+        ro[i] = std::clamp(yy + m.cr_r * vv, 0.f, 255.f);
+        go[i] = std::clamp(yy + m.cb_g * uu + m.cr_g * vv, 0.f, 255.f);
+        bo[i] = std::clamp(yy + m.cb_b * uu, 0.f, 255.f);
+      }
+    }
+  }
+
   PreprocessSpec spec_;
   std::array<float, 3> scale_{}, bias_{};
   FrameInfo::Region region_{0, 0, 0, 0};  // the taps' region, orientation and stored size
@@ -351,6 +448,8 @@ class FrameConverter {
   uint32_t width_ = 0, height_ = 0, par_n_ = 1, par_d_ = 1;
   bool transposed_ = false;
   std::vector<Tap> xs_, ys_;
+  std::vector<uint32_t> x0_, x1_;  // xs_ as arrays, for run_yuv_rows
+  std::vector<float> wx_;
   std::vector<float> row_;
 };
 
