@@ -100,10 +100,6 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   // edits the file as the job starts, `systemctl reload` racing a start) is a reload the job makes
   // once it runs, of the file as it is then.
   install_reload_handler();
-  // A stop too: one that comes while the config loads or --resume reads the results file stops the job
-  // as it starts (with SIGINT ignored, as a script's `vapipe run ... &` starts it, it was lost: the job
-  // ran to its end).
-  ShutdownFlags& flags = install_shutdown_handlers();
   ConfigChoice choice;
   SupervisorOptions options;
   options.self_exe = self_exe;
@@ -142,6 +138,9 @@ int run_command(const std::vector<std::string>& args, const std::string& self_ex
   if (auto placed = plan_placement(*config, options.visible_gpus); !placed.ok()) return config_error(placed.status());
   init_logging("run", config->log.level);
   if (choice.path.empty()) VAPIPE_LOG_INFO("no config given: running the demo (configs/demo.yaml)");
+  // (After the config: a Ctrl-C while it loads ends the process at once, by its default, and a handler
+  // would have interrupted the reading of a config that is a pipe, said as a config error.)
+  ShutdownFlags& flags = install_shutdown_handlers();
   const int code = run_supervisor(*config, options, flags);
   if (code == kExitStreamsUnfinished) die_by_stop_signal(flags);
   return code;

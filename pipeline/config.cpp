@@ -1188,9 +1188,16 @@ Status check_bind_endpoint(const std::string& endpoint) {
     if (rest.empty()) return InvalidArgument("expected ipc:///path/to/socket, got '" + endpoint + "'");
     return Status::Ok();
   }
+  // ZeroMQ's other transports (WebSocket, multicast, ...): libzmq checks them as it binds.
+  for (const char* other : {"ws", "wss", "pgm", "epgm", "norm", "tipc", "vmci"}) {
+    if (scheme == other) {
+      if (rest.empty()) return InvalidArgument("expected " + scheme + "://ADDRESS, got '" + endpoint + "'");
+      return Status::Ok();
+    }
+  }
   if (scheme != "tcp") {
-    return InvalidArgument("expected a ZeroMQ endpoint tcp://HOST:PORT (such as tcp://127.0.0.1:5560) or ipc:///path, "
-                           "got '" + endpoint + "'");
+    return InvalidArgument("expected a ZeroMQ endpoint tcp://HOST:PORT (such as tcp://127.0.0.1:5560) or ipc:///path "
+                           "(or ws://, epgm://, ...: a transport of ZeroMQ's), got '" + endpoint + "'");
   }
   const size_t colon = rest.rfind(':');
   const std::string port = colon == std::string::npos ? std::string() : rest.substr(colon + 1);
@@ -1214,11 +1221,20 @@ std::pair<std::string, int> tcp_host_port(const std::string& address) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   return {host, std::atoi(rest.substr(colon + 1).c_str())};
 }
-bool same_tcp_port(const std::string& a, const std::string& b) {
+// `one_host`: both bound on one machine, where every interface's address (*, 0.0.0.0) takes the port
+// of each; otherwise (stages on several hosts, transport.mode tcp) only this host's own: the same
+// host, or every interface's against loopback.
+bool same_tcp_port(const std::string& a, const std::string& b, bool one_host) {
   const auto [host_a, port_a] = tcp_host_port(a);
   const auto [host_b, port_b] = tcp_host_port(b);
   const auto any = [](const std::string& h) { return h == "*" || h == "0.0.0.0" || h == "::"; };
-  return port_a > 0 && port_a == port_b && (host_a == host_b || any(host_a) || any(host_b));
+  const auto local = [&](const std::string& h) {
+    return any(h) || h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0 || h == "lo";
+  };
+  if (port_a <= 0 || port_a != port_b) return false;
+  if (host_a == host_b) return true;
+  if (one_host) return any(host_a) || any(host_b);
+  return (any(host_a) && local(host_b)) || (any(host_b) && local(host_a));
 }
 
 Config parse(const YAML::Node& given_root, const std::string& source, const std::string& base_dir,
@@ -1261,7 +1277,10 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
       std::error_code ec;
       const std::string resolved = resolve_path(base_dir, given);
       const std::string last = std::filesystem::path(given).filename().string();
-      if (given.back() == '/' || last == "." || last == ".." || std::filesystem::is_directory(resolved, ec)) {
+      // (Looked at only by who reads the file itself: a stage takes `vapipe run`'s copy of the config,
+      // and a share that stopped answering would hold up its start.)
+      if (given.back() == '/' || last == "." || last == ".." ||
+          (!options.file_text && std::filesystem::is_directory(resolved, ec))) {
         ctx.fail(top.child("job")["summary_path"], "job.summary_path",
                  given + " is a folder: give a file's path (" + (given.back() == '/' ? given : given + "/") +
                      "summary.json)");
@@ -1940,9 +1959,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
         return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec) && !ec;
       };
-      std::vector<std::pair<std::string, std::string>> inputs = {{"the config", c.source},
-                                                                 {"infer.model", c.infer.model},
+      // (The config's own file only by who reads it: a stage takes `vapipe run`'s copy, and stat() of
+      // a config on a share that stopped answering held up a lane's restart for ever.)
+      std::vector<std::pair<std::string, std::string>> inputs = {{"infer.model", c.infer.model},
                                                                  {"infer.labels", c.infer.labels}};
+      if (!options.file_text) inputs.emplace_back("the config", c.source);
       for (size_t i = 0; i < c.streams.size(); ++i) {
         if (c.streams[i].parsed.kind == UriKind::kFile) {
           inputs.emplace_back("stream '" + c.streams[i].id + "'", file_uri_path(c.streams[i].parsed.uri));
@@ -2119,7 +2140,7 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     if (Status st = check_bind_endpoint(c.publish.endpoint); !st.ok()) {
       ctx.fail(top.child("publish")["endpoint"], "publish.endpoint", st.message());
     }
-    if (!c.publish.metrics_address.empty() && same_tcp_port(c.publish.metrics_address, c.publish.endpoint)) {
+    if (!c.publish.metrics_address.empty() && same_tcp_port(c.publish.metrics_address, c.publish.endpoint, true)) {
       ctx.fail(top.child("publish")["metrics_address"], "publish.metrics_address",
                c.publish.metrics_address + " is the result bus's port too (publish.endpoint " + c.publish.endpoint +
                    "): give another port");
@@ -2165,16 +2186,20 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
         const std::string key = std::string("transport.endpoints.") + stage_kind_name(k);
         if (Status st = check_bind_endpoint(ep); !st.ok()) ctx.fail(eps[stage_kind_name(k)], key, st.message());
         // Two stages binding one address: the second failed to start (exit 2, "Address already in use").
+        // (In tcp mode a stage may run on another host: only this host's own ports clash there.)
+        const bool one_host = c.transport.mode == TransportMode::kShm;
         for (const auto& [other, other_ep] : c.transport.endpoints) {
-          if (other_ep == ep || same_tcp_port(other_ep, ep)) {
+          if (other_ep == ep || same_tcp_port(other_ep, ep, one_host)) {
             ctx.fail(eps[stage_kind_name(k)], key, ep + " is transport.endpoints." + stage_kind_name(other) +
                                                        " too: each stage's input needs its own");
           }
         }
-        if (ep == c.publish.endpoint || same_tcp_port(ep, c.publish.endpoint)) {
+        // (publish's own input binds beside the bus, on publish's host: every interface's takes it.)
+        if (ep == c.publish.endpoint || same_tcp_port(ep, c.publish.endpoint, one_host || k == StageKind::kPublish)) {
           ctx.fail(eps[stage_kind_name(k)], key, ep + " is the result bus's (publish.endpoint) too: give another");
         }
-        if (!c.publish.metrics_address.empty() && same_tcp_port(c.publish.metrics_address, ep)) {
+        if (!c.publish.metrics_address.empty() &&
+            same_tcp_port(c.publish.metrics_address, ep, one_host || k == StageKind::kPublish)) {
           ctx.fail(eps[stage_kind_name(k)], key, ep + " is publish.metrics_address's port too: give another");
         }
         c.transport.endpoints[k] = ep;
@@ -2284,16 +2309,19 @@ int second_document_line(const std::string& yaml) {
 
 // A line without its quoted parts ('...' and "..."): what YAML reads as plain scalars and punctuation.
 // (A comma separates a flow mapping's entries: alone it is no sign of an unquoted URI.)
+// (A quote opens a quoted scalar only where a scalar starts: o'neil in a plain one is a letter.)
 std::string unquoted(const std::string& line) {
   std::string out;
   char quote = 0;
+  char before = 0;  // the last character outside quotes that is not a space
   for (const char ch : line) {
     if (quote) {
       if (ch == quote) quote = 0;
-    } else if (ch == '"' || ch == '\'') {
+    } else if ((ch == '"' || ch == '\'') && (before == 0 || std::strchr(":{[,-?", before) != nullptr)) {
       quote = ch;
     } else {
       out += ch;
+      if (ch != ' ') before = ch;
     }
   }
   return out;

@@ -202,6 +202,14 @@ struct BadCase {
 class BadConfig : public ::testing::TestWithParam<BadCase> {};
 
 // A bracket that does not close is not an unquoted URI: no quoting hint (a comma, or ? & in quotes, alone).
+// An apostrophe inside a plain scalar opens no quote: the query after it still gets the hint.
+TEST(BadConfigHints, AnApostropheInAPlainValueKeepsTheQuotingHint) {
+  auto c = load_config_string("streams:\n  - {id: a, uri: rtsp://o'neil:pw@10.0.0.5/s?ch=1&sub=0}\n", "bad.yaml", "/cfg");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("(in a { ... } mapping, quote a value that holds"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(BadConfigHints, AFlowMappingWithCommasAndQuotedQueriesGetsNoQuotingHint) {
   auto c = load_config_string("job: {name: \"a?b&c\", x: [1, 2}\n", "bad.yaml", "/cfg");
   ASSERT_FALSE(c.ok());
@@ -1676,6 +1684,10 @@ TEST(Config, EndpointsAStageCannotBindAreRefused) {
        "transport.endpoints.batch: tcp://*:5551 is transport.endpoints.preprocess too: each stage's input needs its own"},
       {"transport: {endpoints: {infer: 'tcp://0.0.0.0:5560'}}\n",
        "transport.endpoints.infer: tcp://0.0.0.0:5560 is the result bus's (publish.endpoint) too"},
+      {"transport: {mode: tcp, endpoints: {infer: 'tcp://127.0.0.1:5551', batch: 'tcp://*:5551'}}\n",
+       "transport.endpoints.infer: tcp://127.0.0.1:5551 is transport.endpoints.batch too"},
+      {"publish: {endpoint: 'tcp://0.0.0.0:5560'}\ntransport: {mode: tcp, endpoints: {publish: 'tcp://10.0.0.2:5560'}}\n",
+       "transport.endpoints.publish: tcp://10.0.0.2:5560 is the result bus's (publish.endpoint) too"},
       {"publish: {metrics_address: '127.0.0.1:5560'}\n",
        "publish.metrics_address: 127.0.0.1:5560 is the result bus's port too (publish.endpoint tcp://127.0.0.1:5560)"},
       {"publish: {metrics_address: 'http://127.0.0.1:9100'}\n", "publish.metrics_address: expected HOST:PORT without a scheme"},
@@ -1684,6 +1696,12 @@ TEST(Config, EndpointsAStageCannotBindAreRefused) {
       "/cfg");
   for (const char* fine : {"publish: {endpoint: 'tcp://*:5560', metrics_address: '0.0.0.0:9560'}\n",
                            "publish: {endpoint: 'ipc:///tmp/bus.sock'}\n",
+                           "publish: {endpoint: 'ws://127.0.0.1:5877'}\n",  // ZeroMQ's other transports
+                           "publish: {endpoint: 'epgm://eth0;239.192.1.1:5560'}\n",
+                           // tcp across hosts: the bus on every interface of its host, preprocess on another.
+                           "publish: {endpoint: 'tcp://0.0.0.0:5560', metrics_address: '0.0.0.0:5551'}\n"
+                           "transport: {mode: tcp, endpoints: {preprocess: 'tcp://10.0.0.1:5560', batch: "
+                           "'tcp://10.0.0.1:5551', publish: 'tcp://10.0.0.2:5554'}}\n",
                            "transport: {mode: tcp, endpoints: {preprocess: 'tcp://[::1]:5551', batch: 'tcp://[::1]:5552'}}\n"}) {
     auto c = load_config_string(std::string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n") +
                                     fine, "job.yaml", "/cfg");
