@@ -244,6 +244,9 @@ std::string scalar_text(const YAML::Node& n) {
   if (n.IsScalar() && has_octal_look(n.Scalar())) {
     return "'" + n.Scalar() + "' (YAML reads a leading 0 as octal: write it without)";
   }
+  if (n.IsScalar() && n.Scalar().find("${") != std::string::npos) {
+    return "'" + n.Scalar() + "' (${...} is expanded in string values only: write the number)";
+  }
   if (n.IsScalar()) return "'" + n.Scalar() + "'";
   if (n.IsSequence()) return "a list of " + std::to_string(n.size()) + (n.size() == 1 ? " item" : " items");
   if (n.IsMap()) return "a mapping";
@@ -854,6 +857,12 @@ std::vector<WebhookConfig> parse_webhooks(const Context& ctx, const YAML::Node& 
         if (lowered == "host" || lowered == "content-length" || lowered == "content-type" ||
             lowered == "transfer-encoding" || lowered == "connection") {
           ctx.fail(it->first, key + "." + name, "is set by vapipe itself (the body is JSON)");
+        }
+        // HTTP header names are case-insensitive: X-A and x-a are one header sent twice.
+        for (const auto& [earlier, earlier_value] : w.headers) {
+          if (strcasecmp(earlier.c_str(), name.c_str()) == 0) {
+            ctx.fail(it->first, key + "." + name, "is headers." + earlier + " too (header names ignore case): keep one");
+          }
         }
         if (!it->second.IsScalar()) ctx.fail(it->second, key + "." + name, "expected a string value");
         auto value = expand_environment(it->second.Scalar());
@@ -1686,6 +1695,11 @@ Config parse(const YAML::Node& given_root, const std::string& source, const std:
     c.ingest.queue_policy = *parse_queue_policy(policy);
     r.boolean("reconnect", &c.ingest.reconnect);
     r.number("reconnect_delay_s", &c.ingest.reconnect_delay_s, 0, 3600);
+    // Left out, the longest wait is at least the first: `reconnect_delay_s: 60` alone was refused by
+    // the default of a key not written (30).
+    if (!r.child("reconnect_max_delay_s").IsDefined()) {
+      c.ingest.reconnect_max_delay_s = std::max(c.ingest.reconnect_max_delay_s, c.ingest.reconnect_delay_s);
+    }
     r.number("reconnect_max_delay_s", &c.ingest.reconnect_max_delay_s, 0, 3600);
     r.uint("reconnect_attempts", &c.ingest.reconnect_attempts, 0, 1000000);
     r.number("stall_timeout_s", &c.ingest.stall_timeout_s, 0, 3600);

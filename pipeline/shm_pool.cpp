@@ -130,6 +130,10 @@ ShmPool::~ShmPool() {
   // Events and GPU memory go before the shared header that advertises them.
   events_.clear();
   device_mapping_.reset();
+  // Slots still held downstream (the drain wait timed out): another process may still have this memory
+  // mapped, and freeing it before that process closes its handle is undefined (CUDA's IPC rules). It is
+  // left to the context's teardown at this process's exit instead.
+  if (device_buffer_ && owner_ && free_slots() < slot_count()) (void)device_buffer_.release();
   device_buffer_.reset();
   if (owner_) sem_destroy(&header_->free_slots);
   munmap(base_, mapped_bytes_);

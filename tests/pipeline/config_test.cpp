@@ -1723,6 +1723,16 @@ TEST(Config, ValuesThatPassedAndMisledAreRefused) {
       {"infer: {model: m, labels: l, device: cpu, cuda_graphs: 'on'}\n",
        "infer.cuda_graphs: 'on' needs the model on a GPU, and infer.device is cpu"}},
       "/cfg");
+  expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
+      {"publish:\n  webhooks:\n    - {url: 'http://127.0.0.1:9/h', topics: [events/], headers: {X-A: '1', x-a: '2'}}\n",
+       "job.yaml:5: publish.webhooks[0].headers.x-a: is headers.X-A too (header names ignore case)"},
+      {"batch: {max_batch_size: '${N}'}\n", "(${...} is expanded in string values only: write the number)"}},
+      "/cfg");
+  // Left out, the longest reconnect wait is at least the first (the default 30 refused 60 alone).
+  auto slow = load_config_string("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n"
+                                 "ingest: {reconnect_delay_s: 60}\n", "job.yaml", "/cfg");
+  ASSERT_TRUE(slow.ok()) << slow.status().message();
+  EXPECT_EQ(slow->ingest.reconnect_max_delay_s, 60.0);
   // An unknown key of a webhook is said before what it lacks (its `timeout` said "topics: not given").
   expect_each_refused("streams: [{id: a, uri: 'rtsp://cam/s'}]\ninfer: {model: m, labels: l}\n", {
       {"publish:\n  webhooks:\n    - {url: 'http://127.0.0.1:9/h', timeout: 5}\n",
