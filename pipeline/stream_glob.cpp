@@ -11,6 +11,8 @@
 
 #include <sys/stat.h>
 
+#include "pipeline/stable_hash.h"
+
 namespace vapipe {
 namespace {
 
@@ -127,8 +129,7 @@ std::string stream_id_for_file(const std::string& base_dir, const std::string& f
   }
   constexpr size_t kMax = 64;
   if (id.size() > kMax) {
-    uint32_t h = 2166136261u;  // FNV-1a of the whole path: distinct files keep distinct ids
-    for (unsigned char c : file) h = (h ^ c) * 16777619u;
+    const uint32_t h = fnv1a32(file);  // of the whole path: distinct files keep distinct ids
     char hash[9];
     std::snprintf(hash, sizeof hash, "%08x", h);
     id = std::string(hash) + "-" + id.substr(id.size() - (kMax - 9));

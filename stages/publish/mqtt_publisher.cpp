@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "pipeline/stable_hash.h"
 #include "pipeline/atomic_file.h"
 #include "pipeline/envelope.h"
 #include "pipeline/json_fields.h"
@@ -24,8 +25,7 @@
 namespace vapipe {
 
 std::string home_assistant_device_id(const std::string& job_name, const std::string& stream_id) {
-  uint32_t h = 2166136261u;  // FNV-1a: stable across runs and builds, as a device id must be
-  for (unsigned char c : job_name + '\n' + stream_id) h = (h ^ c) * 16777619u;
+  const uint32_t h = fnv1a32(job_name + '\n' + stream_id);  // stable across runs and builds, as a device id must be
   char hash[10];
   std::snprintf(hash, sizeof hash, "_%08x", h);
   return "vapipe_" + home_assistant_id(job_name) + "_" + home_assistant_id(stream_id) + hash;

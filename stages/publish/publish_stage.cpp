@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "pipeline/stable_hash.h"
 #include "pipeline/atomic_file.h"
 #include "pipeline/file_identity.h"
 #include "pipeline/job_layout.h"
@@ -1236,11 +1237,7 @@ Status PublishStage::send_sinks_what_they_missed() {
   }
   // Each sink known by where it delivers, not by its place in the list (a webhook added before another
   // got that one's backlog; found 2026-12-07).
-  const auto fnv = [](const std::string& text) {
-    uint32_t h = 2166136261u;
-    for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
-    return fmt::format("{:08x}", h);
-  };
+  const auto fnv = [](const std::string& text) { return fmt::format("{:08x}", fnv1a32(text)); };
   // Two sinks alike in all of that (the same url, headers, chat, topics) are told apart by their order.
   std::map<std::string, int> seen;
   const auto unique = [&](std::string key) {
