@@ -36,8 +36,11 @@ std::string Lane::describe(const Config& config) const {
                   "): decode " + decoder_name(decoder) + ", preprocess " +
                   device_name(preprocess_gpu) + ", infer " + device_name(infer_gpu) + ", " +
                   std::to_string(streams.size()) + " streams";
+  // Which streams (up to 8): "(s0, ...)" did not say which lane had which.
   if (!streams.empty()) {
-    s += " (" + config.streams[streams.front()].id + (streams.size() > 1 ? ", ..." : "") + ")";
+    std::string ids;
+    for (size_t i = 0; i < streams.size() && i < 8; ++i) ids += (i ? ", " : "") + config.streams[streams[i]].id;
+    s += " (" + ids + (streams.size() > 8 ? ", ... " + std::to_string(streams.size() - 8) + " more" : "") + ")";
   }
   return s;
 }

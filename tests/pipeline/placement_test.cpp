@@ -173,6 +173,21 @@ TEST(Placement, InferPinnedToOneGpuServesEveryLane) {
   EXPECT_NE(missing.status().message().find("infer.device: GPU 1 does not exist"), std::string::npos);
 }
 
+// The start-up line says which lane has which streams (it named the first alone: "(cam0, ...)").
+TEST(Placement, ALanesDescriptionNamesItsStreams) {
+  const Config c = config_with(21, "lanes_per_device: 2\n");
+  auto p = plan_placement(c, 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->lanes.size(), 2u);
+  EXPECT_EQ(p->lanes[1].describe(c),
+            "lane 1 (CPU): decode cpu, preprocess cpu, infer cpu, 10 streams (cam1, cam3, cam5, cam7, cam9, cam11, "
+            "cam13, cam15, ... 2 more)");
+  const Config two = config_with(2, "lanes_per_device: 2\n");
+  auto q = plan_placement(two, 0);
+  ASSERT_TRUE(q.ok());
+  EXPECT_NE(q->lanes[0].describe(two).find("1 streams (cam0)"), std::string::npos) << q->lanes[0].describe(two);
+}
+
 // lanes_per_device: several stage sets per GPU (or on the CPU), streams shared out over all of them.
 TEST(Placement, LanesPerDeviceGivesEachGpuSeveralLanes) {
   auto p = plan_placement(config_with(9, "lanes_per_device: 2\n"), 2);
