@@ -1208,11 +1208,9 @@ Status check_bind_endpoint(const std::string& endpoint) {
     return InvalidArgument("expected a ZeroMQ endpoint tcp://HOST:PORT (such as tcp://127.0.0.1:5560) or ipc:///path "
                            "(or ws://, epgm://, ...: a transport of ZeroMQ's), got '" + endpoint + "'");
   }
-  const size_t colon = rest.rfind(':');
-  const std::string port = colon == std::string::npos ? std::string() : rest.substr(colon + 1);
-  const bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
-  if (colon == 0 || colon == std::string::npos || !digits || std::atoi(port.c_str()) < 1 ||
-      std::atoi(port.c_str()) > 65535) {
+  std::string host;
+  int port = 0;
+  if (!split_host_port(rest, &host, &port).ok() || port < 1) {
     return InvalidArgument("expected tcp://HOST:PORT with a port from 1 to 65535 (such as tcp://127.0.0.1:5560), got '" +
                            endpoint + "'");
   }
@@ -1224,11 +1222,10 @@ std::pair<std::string, int> tcp_host_port(const std::string& address) {
   std::string rest = address;
   if (rest.rfind("tcp://", 0) == 0) rest = rest.substr(6);
   else if (rest.find("://") != std::string::npos) return {"", 0};
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos) return {"", 0};
-  std::string host = rest.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return {host, std::atoi(rest.substr(colon + 1).c_str())};
+  std::string host;
+  int port = 0;
+  if (!split_host_port(rest, &host, &port).ok()) return {"", 0};
+  return {host, port};
 }
 // `one_host`: both bound on one machine, where every interface's address (*, 0.0.0.0) takes the port
 // of each; otherwise (stages on several hosts, transport.mode tcp) only this host's own: the same
